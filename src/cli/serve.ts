@@ -1,0 +1,71 @@
+import type { Command } from "commander";
+import { ConfigError } from "../server/config/load.js";
+import { startGateway } from "../server/gateway.js";
+import { UserError } from "./errors.js";
+
+interface ServeOptions {
+  port: string;
+  host: string;
+  db: string;
+  config?: string;
+  keepaliveMs: string;
+  json?: boolean;
+}
+
+export function registerServe(program: Command): void {
+  program
+    .command("serve")
+    .description("Run the gateway on this machine (SQLite; a built-in mock provider answers offline)")
+    .option("-p, --port <port>", "port to listen on (0 picks a free one)", "8787")
+    .option("--host <host>", "interface to bind", "127.0.0.1")
+    .option("--db <file>", "SQLite database file (:memory: for a throwaway one)", "gateway.db")
+    .option("-c, --config <file>", "JSON config to apply (upserted; see README)")
+    .option("--keepalive-ms <ms>", "SSE keepalive interval while a stream waits for its first token", "15000")
+    .option("--json", "print the ready line as JSON, for scripts")
+    .addHelpText(
+      "after",
+      `
+Examples:
+  $ gateway serve                         demo setup in ./gateway.db, prints a key once
+  $ gateway serve --port 0 --json         pick a free port; print {"url":...} when ready
+  $ gateway serve --config gateway.json   providers, models, routes and accounts from a file`,
+    )
+    .action(async (opts: ServeOptions) => {
+      const started = performance.now();
+      const port = parseInteger(opts.port, "--port");
+      const keepaliveMs = parseInteger(opts.keepaliveMs, "--keepalive-ms");
+      let gateway: Awaited<ReturnType<typeof startGateway>>;
+      try {
+        gateway = await startGateway({ port, host: opts.host, db: opts.db, config: opts.config, keepaliveMs });
+      } catch (err) {
+        if (err instanceof ConfigError) throw new UserError(err.message);
+        const code = (err as NodeJS.ErrnoException).code;
+        if (code === "EADDRINUSE") throw new UserError(`port ${port} is already in use; try --port 0`);
+        if (code === "SQLITE_CANTOPEN") throw new UserError(`cannot open database ${opts.db}`);
+        throw err;
+      }
+      const readyMs = Math.round(performance.now() - started);
+      if (opts.json) {
+        process.stdout.write(`${JSON.stringify({ url: gateway.url, port: gateway.port, demo_key: gateway.demoKey, ready_ms: readyMs })}\n`);
+      } else {
+        process.stdout.write(`gateway listening on ${gateway.url} (ready in ${readyMs} ms)\n`);
+        if (gateway.demoKey) {
+          process.stdout.write(
+            `demo key (shown once, store it now): ${gateway.demoKey}\n` +
+              `try: curl ${gateway.url}/v1/chat/completions -H "Authorization: Bearer ${gateway.demoKey}" -H "content-type: application/json" -d '{"model":"mock-gpt","messages":[{"role":"user","content":"hello"}]}'\n`,
+          );
+        }
+      }
+      const stop = () => {
+        void gateway.close().then(() => process.exit(0));
+      };
+      process.once("SIGINT", stop);
+      process.once("SIGTERM", stop);
+    });
+}
+
+function parseInteger(value: string, flag: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) throw new UserError(`${flag} must be a non-negative integer, got "${value}"`);
+  return n;
+}

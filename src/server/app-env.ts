@@ -1,0 +1,3 @@
+import type { AuthInfo } from "./auth.js";
+
+export type AppEnv = { Variables: { auth: AuthInfo } };

@@ -1,0 +1,79 @@
+import { Hono } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import { cors } from "hono/cors";
+import type { AppEnv } from "./app-env.js";
+import { requireKey } from "./auth.js";
+import { type ErrorStyle, GatewayError, PlainTextError, internalError, renderError } from "./errors.js";
+import { payloadTooLarge } from "./http/json-body.js";
+import { installAccountRoutes } from "./routes/account.js";
+import { installAdminRoutes } from "./routes/admin.js";
+import { completionRoute } from "./routes/completions.js";
+import { modelsRoute } from "./routes/models.js";
+import { installPricingRoute } from "./routes/pricing.js";
+import type { Services } from "./services.js";
+
+export type RouteInstaller = (app: Hono<AppEnv>, s: Services) => void;
+
+function styleOf(path: string): ErrorStyle {
+  return path.startsWith("/v1/messages") ? "messages" : "chat";
+}
+
+/** Builds the whole HTTP surface. The binary and the programmatic API only add a listener. */
+export function buildApp(s: Services, extraRoutes: RouteInstaller[] = []): Hono<AppEnv> {
+  const app = new Hono<AppEnv>();
+
+  app.use(
+    "/v1/*",
+    cors({
+      origin: "*",
+      allowMethods: ["GET", "POST", "DELETE", "OPTIONS"],
+      exposeHeaders: ["Retry-After", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"],
+      maxAge: 600,
+    }),
+  );
+  app.use("/api/*", async (c, next) => {
+    if (isCrossOrigin(c.req.header("origin"), c.req.header("sec-fetch-site"), c.req.url)) {
+      return c.text("cross-origin requests are not allowed on /api", 403);
+    }
+    await next();
+  });
+  const limit = bodyLimit({
+    maxSize: s.options.bodyLimitBytes,
+    onError: () => {
+      throw payloadTooLarge(s.options.bodyLimitBytes);
+    },
+  });
+  app.use("/v1/*", limit);
+  app.use("/api/*", limit);
+
+  app.get("/v1/models", modelsRoute(s));
+  installPricingRoute(app, s);
+  installAdminRoutes(app, s);
+  app.use("/v1/*", requireKey(s.store, s.sharedKeys, s.options.now));
+  app.post("/v1/chat/completions", completionRoute(s, "chat", "chat.completions"));
+  app.post("/v1/messages", completionRoute(s, "messages", "messages"));
+  app.post("/v1/responses", completionRoute(s, "responses", "responses"));
+  installAccountRoutes(app, s);
+  for (const install of extraRoutes) install(app, s);
+
+  app.notFound((c) => {
+    const path = new URL(c.req.url).pathname;
+    return renderError(new GatewayError(404, "not_found", `No route ${c.req.method} ${path}.`), styleOf(path));
+  });
+  app.onError((err, c) => {
+    if (err instanceof PlainTextError) return c.text(err.message, err.status as 401);
+    const style = styleOf(new URL(c.req.url).pathname);
+    if (err instanceof GatewayError) return renderError(err, style);
+    // Never a stack trace to the client; the log line carries no request body or secret.
+    console.error(`internal error on ${c.req.method} ${new URL(c.req.url).pathname}: ${err.name}: ${err.message}`);
+    return renderError(internalError(), style);
+  });
+  return app;
+}
+
+/** Same-origin and browser-less requests pass; a page on another origin does not. */
+function isCrossOrigin(origin: string | undefined, fetchSite: string | undefined, url: string): boolean {
+  if (fetchSite === "cross-site" || fetchSite === "same-site") return true;
+  if (!origin) return false;
+  return origin !== new URL(url).origin;
+}

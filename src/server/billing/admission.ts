@@ -1,0 +1,154 @@
+import type { AccountRow, ByokRow, KeyWithAccount, ModelRow } from "../../store/types.js";
+import { newId } from "../../store/secrets.js";
+import { parseSubscription } from "../../store/types.js";
+import type { Target } from "../dispatch/resolve.js";
+import { GatewayError } from "../errors.js";
+import type { RateHeaders } from "../limits/request-limits.js";
+import type { Services } from "../services.js";
+import type { Usage } from "../wire/usage.js";
+import type { Reservation } from "./ledger.js";
+import { type Metered, type WorstCase, costMicro, isFreeModelName } from "./pricing.js";
+
+export interface AdmitInput {
+  key: KeyWithAccount;
+  target: Target;
+  endpoint: string;
+  /** Chat completions, messages and responses share the account's per-minute limit. */
+  accountRpm: boolean;
+  worstCase: (model: ModelRow) => WorstCase;
+  stream: boolean;
+  signal: AbortSignal;
+}
+
+export interface Admission {
+  account: AccountRow;
+  reservation: Reservation;
+  rateHeaders: RateHeaders | undefined;
+  byok: ByokRow[];
+  byokOnly: boolean;
+  free: boolean;
+}
+
+const subscribersOnly = () =>
+  new GatewayError(403, "subscribers_only", "This model is available to subscribers only.");
+
+/**
+ * Every limit and the money hold, in the spec's order, before anything is dispatched. What is
+ * admitted holds its worst-case cost; `settleAdmission` charges the real cost afterwards.
+ */
+export async function admit(s: Services, input: AdmitInput): Promise<Admission> {
+  const now = s.options.now();
+  const account = s.store.getAccount(input.key.account_id);
+  if (!account) throw new GatewayError(500, "internal_error", "account missing");
+  const subscription = parseSubscription(account);
+  const free = isFreeModelName(input.target.name);
+  const byok = s.store.listByok(account.id);
+  let rateHeaders: RateHeaders | undefined;
+
+  if (free) {
+    const tier = s.store.getCatalog().tiers.get(account.tier) ?? s.store.getCatalog().tiers.get("free");
+    if (!tier) throw new GatewayError(500, "internal_error", "no free tier configured");
+    freeTokenBudgetCheck(s, input.target.models[0], now);
+    rateHeaders = s.limits.takeFreeRpm(account.id, tier, now);
+    await s.limits.spaceFreeBurst(account.id, tier, s.options.now, input.signal);
+    const reservation = s.ledger.reserve({
+      ...baseReserve(input, account, now),
+      worstCaseMicro: 0,
+      subscriptionModel: false,
+      payment: "free",
+      freeDailyLimit: tier.free_daily,
+    });
+    return { account, reservation, rateHeaders, byok, byokOnly: false, free };
+  }
+
+  const models = input.target.isRoute && !subscription
+    ? input.target.models.filter((m) => !m.subscribers_only)
+    : input.target.models;
+  if (models.length === 0 || (!subscription && models.some((m) => m.subscribers_only))) {
+    throw subscribersOnly();
+  }
+  if (input.accountRpm) {
+    s.limits.takePaidRpm(account, now);
+    if (input.key.kind === "shared" && !s.sharedKeys.admitKey(input.key.id, account.rpm_limit, now)) {
+      throw new GatewayError(429, "rate_limit_exceeded", "This shared key has used its share of the account's per-minute limit.");
+    }
+  }
+  const worstCaseMicro = Math.max(...models.map((m) => costMicro(m, input.worstCase(m))));
+  const covered = subscription !== null && (!subscription.models || subscription.models.includes(input.target.name));
+  const base = { ...baseReserve(input, account, now), worstCaseMicro, subscriptionModel: covered };
+  try {
+    return { account, reservation: s.ledger.reserve(base), rateHeaders, byok, byokOnly: false, free };
+  } catch (err) {
+    // An account that cannot pay may still use its own provider keys, and only those.
+    const byokCovers = models.every((m) => byok.some((b) => b.provider_id === m.provider_id));
+    if (err instanceof GatewayError && err.status === 402 && byokCovers) {
+      const reservation = s.ledger.reserve({ ...base, payment: "byok" });
+      return { account, reservation, rateHeaders, byok, byokOnly: true, free };
+    }
+    throw err;
+  }
+}
+
+function baseReserve(input: AdmitInput, account: AccountRow, now: number) {
+  return {
+    id: newId("req"),
+    accountId: account.id,
+    keyId: input.key.id,
+    endpoint: input.endpoint,
+    model: input.target.name,
+    stream: input.stream,
+    now,
+  };
+}
+
+function freeTokenBudgetCheck(s: Services, model: ModelRow | undefined, now: number): void {
+  if (!model?.free_token_budget || !model.free_token_window_seconds) return;
+  const used = s.store.freeTokensUsed(model.name, model.free_token_window_seconds, now);
+  if (used >= model.free_token_budget) {
+    throw new GatewayError(
+      429,
+      "rate_limit_exceeded",
+      "This free model's token budget for the current window is used up; it refills when the window rolls.",
+    );
+  }
+}
+
+export interface Settlement {
+  status: number;
+  usage: Usage;
+  units?: number;
+  model: ModelRow | undefined;
+  providerId: string | null;
+  delivered: boolean;
+  /** The request was served with the account's own provider key: no token prices. */
+  byokServed: boolean;
+  errorCode?: string;
+}
+
+export function settleAdmission(s: Services, admission: Admission, outcome: Settlement): void {
+  const now = s.options.now();
+  const metered: Metered = {
+    inputTokens: outcome.usage.input_tokens,
+    outputTokens: outcome.usage.output_tokens,
+    units: outcome.units ?? 0,
+  };
+  const cost = outcome.model && !outcome.byokServed && !admission.free ? costMicro(outcome.model, metered) : 0;
+  s.ledger.settle(admission.reservation, {
+    status: outcome.status,
+    costMicro: cost,
+    inputTokens: metered.inputTokens,
+    outputTokens: metered.outputTokens,
+    providerId: outcome.providerId,
+    errorCode: outcome.errorCode ?? null,
+    delivered: outcome.delivered,
+    now,
+  });
+  if (admission.free && outcome.delivered && outcome.model?.free_token_budget && outcome.model.free_token_window_seconds) {
+    s.store.addFreeTokens(
+      outcome.model.name,
+      outcome.model.free_token_window_seconds,
+      metered.inputTokens + metered.outputTokens,
+      now,
+    );
+  }
+}

@@ -1,0 +1,159 @@
+import { z } from "zod";
+
+/** Money in the config file is whole or fractional IDR; it is stored as integer micro-IDR. */
+const idr = z.number().nonnegative().finite();
+
+const gatewayKeyValue = z
+  .string()
+  .regex(/^kn-[A-Za-z0-9_-]{16,}$/, "must start with kn- followed by at least 16 characters");
+
+export const modalities = [
+  "chat",
+  "image",
+  "speech",
+  "transcription",
+  "music",
+  "video",
+  "embedding",
+] as const;
+export type Modality = (typeof modalities)[number];
+
+const mockOptions = z
+  .object({
+    latency_ms: z.number().int().nonnegative().optional(),
+    first_token_ms: z.number().int().nonnegative().optional(),
+    chunk_interval_ms: z.number().int().nonnegative().optional(),
+    fail_status: z.number().int().min(400).max(599).optional(),
+    job_seconds: z.number().nonnegative().optional(),
+  })
+  .strict();
+
+export const providerSchema = z
+  .object({
+    id: z.string().min(1),
+    wire: z.enum(["openai", "anthropic", "mock"]),
+    base_url: z.string().url().optional(),
+    api_keys: z.array(z.string().min(1)).default([]),
+    timeout_ms: z.number().int().positive().default(60_000),
+    max_concurrency: z.number().int().positive().optional(),
+    cooldown_ms: z.number().int().positive().optional(),
+    responses_native: z.boolean().default(false),
+    mock: mockOptions.optional(),
+  })
+  .strict()
+  .superRefine((p, ctx) => {
+    if (p.wire !== "mock" && !p.base_url) {
+      ctx.addIssue({ code: "custom", path: ["base_url"], message: `required for wire "${p.wire}"` });
+    }
+  });
+
+export const modelSchema = z
+  .object({
+    name: z.string().min(1),
+    provider: z.string().min(1),
+    upstream_model: z.string().min(1).optional(),
+    modality: z.enum(modalities).default("chat"),
+    // Whole IDR per million tokens: a token then costs exactly that many micro-IDR.
+    price_input_per_mtok: z.number().int().nonnegative().default(0),
+    price_output_per_mtok: z.number().int().nonnegative().default(0),
+    price_per_request: idr.default(0),
+    price_per_unit: idr.default(0),
+    subscribers_only: z.boolean().default(false),
+    context_window: z.number().int().positive().default(128_000),
+    max_output_tokens: z.number().int().positive().default(4096),
+    free_token_budget: z
+      .object({ tokens: z.number().int().positive(), window_seconds: z.number().int().positive() })
+      .strict()
+      .optional(),
+    active: z.boolean().default(true),
+  })
+  .strict();
+
+export const routeSchema = z
+  .object({
+    name: z.string().min(1),
+    steps: z.array(z.string().min(1)).min(1),
+  })
+  .strict();
+
+export const tierSchema = z
+  .object({
+    rank: z.number().int().default(0),
+    free_rpm: z.number().int().nonnegative(),
+    free_daily: z.number().int().nonnegative(),
+    burst_spacing_ms: z.number().int().nonnegative().default(200),
+    burst_queue: z.number().int().nonnegative().default(8),
+    min_topup_idr: idr.optional(),
+  })
+  .strict();
+
+export const subscriptionSchema = z
+  .object({
+    plan: z.string().default("plan"),
+    windows: z
+      .array(
+        z
+          .object({
+            name: z.string().min(1),
+            seconds: z.number().int().positive(),
+            quota: z.number().int().nonnegative(),
+          })
+          .strict(),
+      )
+      .min(1),
+    models: z.array(z.string()).optional(),
+    payg_fallback: z.boolean().default(false),
+    free_fallback: z.boolean().default(false),
+    tier: z.string().optional(),
+    started_at: z.number().int().optional(),
+  })
+  .strict();
+export type Subscription = z.infer<typeof subscriptionSchema>;
+
+export const paygSchema = z
+  .object({
+    enabled: z.boolean().default(true),
+    limit_idr: idr,
+    window_seconds: z.number().int().positive().default(30 * 24 * 3600),
+  })
+  .strict();
+
+const keySchema = z
+  .object({
+    id: z.string().min(1),
+    label: z.string().default(""),
+    kind: z.enum(["standard", "login", "shared"]).default("standard"),
+    value: gatewayKeyValue,
+  })
+  .strict();
+
+const byokSchema = z.object({ provider: z.string().min(1), key: z.string().min(1) }).strict();
+
+export const accountSchema = z
+  .object({
+    id: z.string().min(1),
+    name: z.string().optional(),
+    status: z.enum(["active", "suspended"]).default("active"),
+    balance_idr: idr.default(0),
+    payg: paygSchema.nullable().optional(),
+    rpm_limit: z.number().int().positive().default(60),
+    tier: z.string().default("free"),
+    subscription: subscriptionSchema.nullable().optional(),
+    byok: z.array(byokSchema).optional(),
+    keys: z.array(keySchema).default([]),
+  })
+  .strict();
+
+export const configSchema = z
+  .object({
+    providers: z.array(providerSchema).default([]),
+    models: z.array(modelSchema).default([]),
+    routes: z.array(routeSchema).default([]),
+    tiers: z.record(z.string(), tierSchema).default({}),
+    accounts: z.array(accountSchema).default([]),
+    admin_keys: z.array(gatewayKeyValue).default([]),
+  })
+  .strict();
+
+export type GatewayConfig = z.infer<typeof configSchema>;
+export type ConfigInput = z.input<typeof configSchema>;

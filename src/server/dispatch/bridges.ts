@@ -1,0 +1,152 @@
+import { ChatStreamToMessages, chatResponseToMessages, messagesRequestToChat } from "../wire/translate/messages-to-chat.js";
+import { MessagesStreamToChat, chatRequestToMessages, messagesResponseToChat } from "../wire/translate/chat-to-messages.js";
+import { ChatStreamToResponses, chatResponseToResponses, responsesRequestToChat } from "../wire/translate/responses.js";
+import { SSE_DONE, type SSEMessage, encodeSSE } from "../wire/sse.js";
+import type { ChatCompletionChunk, ChatCompletionRequest, ChatCompletionResponse } from "../wire/openai-types.js";
+import type { MessagesRequest, MessagesResponse } from "../wire/anthropic-types.js";
+import type { ResponsesRequest } from "../wire/responses-types.js";
+import { type Usage, usageFromChat, usageFromMessages } from "../wire/usage.js";
+import type { CompletionRequest, CompletionResult, StreamPiece } from "./types.js";
+
+/**
+ * Glue between the three client styles and the two native wires (chat completions, messages).
+ * Same style and wire: the body passes with only the model mapped. Otherwise the translators run.
+ */
+
+export class StreamBroken extends Error {
+  constructor(message = "upstream stream ended before it was complete") {
+    super(message);
+    this.name = "StreamBroken";
+  }
+}
+
+const zeroUsage = (): Usage => ({ input_tokens: 0, output_tokens: 0 });
+
+// ---- requests ---------------------------------------------------------------
+
+export function toChatRequest(req: CompletionRequest, upstreamModel: string): ChatCompletionRequest {
+  if (req.style === "messages") return messagesRequestToChat(req.body as MessagesRequest, upstreamModel);
+  if (req.style === "responses") return responsesRequestToChat(req.body as ResponsesRequest, upstreamModel);
+  const body = { ...req.body, model: upstreamModel } as ChatCompletionRequest;
+  // Usage is needed for billing; the extra usage chunk is removed again if the client did not ask.
+  if (req.stream) body.stream_options = { ...(body.stream_options ?? {}), include_usage: true };
+  return body;
+}
+
+export function toMessagesRequest(req: CompletionRequest, upstreamModel: string): MessagesRequest {
+  if (req.style === "messages") return { ...req.body, model: upstreamModel } as MessagesRequest;
+  return chatRequestToMessages(toChatRequest(req, upstreamModel), upstreamModel);
+}
+
+function clientWantsUsage(req: CompletionRequest): boolean {
+  const options = req.body.stream_options as { include_usage?: boolean } | undefined;
+  return options?.include_usage === true;
+}
+
+// ---- non-stream responses ---------------------------------------------------
+
+export function fromChatJson(req: CompletionRequest, resp: ChatCompletionResponse): CompletionResult {
+  const usage = usageFromChat(resp);
+  if (req.style === "messages") return { kind: "json", body: chatResponseToMessages(resp, req.clientModel), usage };
+  if (req.style === "responses") {
+    return { kind: "json", body: chatResponseToResponses(resp, req.clientModel, req.body as ResponsesRequest), usage };
+  }
+  return { kind: "json", body: { ...resp, model: req.clientModel }, usage };
+}
+
+export function fromMessagesJson(req: CompletionRequest, resp: MessagesResponse): CompletionResult {
+  const usage = usageFromMessages(resp);
+  if (req.style === "messages") return { kind: "json", body: { ...resp, model: req.clientModel }, usage };
+  return fromChatJson(req, messagesResponseToChat(resp, req.clientModel));
+}
+
+// ---- streams ----------------------------------------------------------------
+
+/** A stream of chat chunks (from the mock, or parsed from an openai-wire upstream) in the client's style. */
+export function fromChatChunks(req: CompletionRequest, chunks: AsyncIterable<ChatCompletionChunk>): CompletionResult {
+  let usage = zeroUsage();
+  if (req.style === "chat") {
+    const wantsUsage = clientWantsUsage(req);
+    async function* pieces(): AsyncGenerator<StreamPiece> {
+      let finished = false;
+      for await (const chunk of chunks) {
+        if (chunk.usage) usage = usageFromChat(chunk);
+        if (chunk.choices?.some((c) => c.finish_reason)) finished = true;
+        if (!wantsUsage && chunk.usage && (chunk.choices?.length ?? 0) === 0) continue;
+        const out = wantsUsage || !chunk.usage ? chunk : { ...chunk, usage: undefined };
+        yield encodeSSE({ ...out, model: req.clientModel });
+      }
+      if (!finished) throw new StreamBroken();
+      yield SSE_DONE;
+    }
+    return { kind: "stream", pieces: pieces(), usage: () => usage };
+  }
+  const translator =
+    req.style === "messages"
+      ? new ChatStreamToMessages(req.clientModel)
+      : new ChatStreamToResponses(req.clientModel, req.body as ResponsesRequest);
+  async function* pieces(): AsyncGenerator<StreamPiece> {
+    let finished = false;
+    for await (const chunk of chunks) {
+      if (chunk.choices?.some((c) => c.finish_reason)) finished = true;
+      for (const ev of translator.push(chunk)) yield encodeSSE(ev.data, ev.event);
+    }
+    if (!finished) throw new StreamBroken();
+    for (const ev of translator.finish()) yield encodeSSE(ev.data, ev.event);
+  }
+  return { kind: "stream", pieces: pieces(), usage: () => translator.usage() };
+}
+
+/** Anthropic SSE events from an anthropic-wire upstream, in the client's style. */
+export function fromMessagesEvents(
+  req: CompletionRequest,
+  events: AsyncIterable<SSEMessage>,
+): CompletionResult {
+  if (req.style === "messages") return passThroughMessages(events);
+  const toChat = new MessagesStreamToChat(req.clientModel, { includeUsage: true });
+  async function* chunks(): AsyncGenerator<ChatCompletionChunk> {
+    let stopped = false;
+    for await (const ev of events) {
+      if (ev.event === "message_stop") stopped = true;
+      if (ev.event === "error") throw new StreamBroken("upstream sent an error event");
+      for (const chunk of toChat.push(ev)) yield chunk as ChatCompletionChunk;
+    }
+    if (!stopped) throw new StreamBroken();
+    for (const chunk of toChat.finish()) yield chunk as ChatCompletionChunk;
+  }
+  return fromChatChunks(req, chunks());
+}
+
+/** Same wire, same style: each upstream event goes on as it arrives; usage is read on the way. */
+function passThroughMessages(events: AsyncIterable<SSEMessage>): CompletionResult {
+  let usage = zeroUsage();
+  async function* pieces(): AsyncGenerator<StreamPiece> {
+    let stopped = false;
+    for await (const ev of events) {
+      if (ev.event === "message_start" || ev.event === "message_delta") {
+        usage = mergeMessagesUsage(usage, ev.data);
+      }
+      if (ev.event === "message_stop") stopped = true;
+      if (ev.event === "error") throw new StreamBroken("upstream sent an error event");
+      yield encodeSSE(ev.data, ev.event);
+    }
+    if (!stopped) throw new StreamBroken();
+  }
+  return { kind: "stream", pieces: pieces(), usage: () => usage };
+}
+
+function mergeMessagesUsage(current: Usage, data: string): Usage {
+  try {
+    const parsed = JSON.parse(data) as {
+      message?: { usage?: { input_tokens?: number; output_tokens?: number } };
+      usage?: { input_tokens?: number; output_tokens?: number };
+    };
+    const u = parsed.message?.usage ?? parsed.usage ?? {};
+    return {
+      input_tokens: u.input_tokens ?? current.input_tokens,
+      output_tokens: u.output_tokens ?? current.output_tokens,
+    };
+  } catch {
+    return current;
+  }
+}

@@ -1,0 +1,123 @@
+import type { Store } from "../../store/store.js";
+import type { ByokRow, ProviderRow } from "../../store/types.js";
+import { GatewayError, upstreamRejection } from "../errors.js";
+import type { KeyPools } from "./key-pool.js";
+import type { Target } from "./resolve.js";
+import {
+  type Attempt,
+  type CompletionRequest,
+  type CompletionResult,
+  type Credential,
+  type ProviderAdapter,
+  UpstreamFailure,
+} from "./types.js";
+
+export interface DispatchOutcome<T = CompletionResult> {
+  result: T;
+  attempt: Attempt;
+}
+
+export interface DispatchOptions {
+  byok: ByokRow[];
+  /** The account could not pay, so only its own credentials may be used. */
+  byokOnly: boolean;
+}
+
+/**
+ * Tries each model of the target, and for each its credential chain (the account's BYOK keys in
+ * order, then the provider's pool). A direct dispatch to one provider with one credential is
+ * never retried; inside a route or a credential chain a failure moves on to the next.
+ */
+export class Dispatcher {
+  constructor(
+    private readonly store: Store,
+    private readonly pools: KeyPools,
+    readonly adapters: Record<ProviderRow["wire"], ProviderAdapter>,
+  ) {}
+
+  /** Text completions: the adapter of each attempt's wire answers in the client's style. */
+  dispatch(target: Target, req: CompletionRequest, options: DispatchOptions): Promise<DispatchOutcome> {
+    return this.dispatchWith(target, req.signal, options, async (attempt) => {
+      const result = await this.adapters[attempt.provider.wire].complete(attempt, req);
+      return { value: result, streaming: result.kind === "stream" };
+    });
+  }
+
+  /**
+   * Any modality: `call` performs one attempt. A `streaming` value keeps its credential until the
+   * caller releases it; otherwise the credential is released as soon as the attempt returns.
+   */
+  async dispatchWith<T>(
+    target: Target,
+    signal: AbortSignal,
+    options: DispatchOptions,
+    call: (attempt: Attempt) => Promise<{ value: T; streaming: boolean }>,
+  ): Promise<DispatchOutcome<T>> {
+    const catalog = this.store.getCatalog();
+    const failures: UpstreamFailure[] = [];
+    let attempts = 0;
+    for (const model of target.models) {
+      const provider = catalog.providers.get(model.provider_id);
+      if (!provider) continue;
+      for (const credential of this.credentials(provider, options)) {
+        let acquired: Credential;
+        try {
+          acquired = credential();
+        } catch (err) {
+          if (err instanceof UpstreamFailure) {
+            failures.push(err);
+            continue;
+          }
+          throw err;
+        }
+        attempts++;
+        const attempt: Attempt = { model, provider, credential: acquired };
+        try {
+          const { value, streaming } = await call(attempt);
+          if (!streaming) acquired.release("ok");
+          return { result: value, attempt };
+        } catch (err) {
+          if (!(err instanceof UpstreamFailure)) {
+            acquired.release("failed");
+            throw err;
+          }
+          acquired.release(err.kind === "rate_limited" ? "rate_limited" : "failed", err.retryAfterMs);
+          failures.push(err);
+          if (signal.aborted) throw err;
+        }
+      }
+    }
+    throw finalError(target, failures, attempts);
+  }
+
+  private credentials(provider: ProviderRow, options: DispatchOptions): (() => Credential)[] {
+    const own = options.byok
+      .filter((b) => b.provider_id === provider.id)
+      .map((b) => (): Credential => ({ source: "byok", secret: b.secret, release: () => {} }));
+    if (options.byokOnly) return own;
+    return [...own, () => this.pools.acquire(provider)];
+  }
+}
+
+function finalError(target: Target, failures: UpstreamFailure[], attempts: number): GatewayError {
+  const onlyFailure = failures.length === 1 ? failures[0] : undefined;
+  if (!target.isRoute && onlyFailure && onlyFailure.kind !== "busy" && attempts === 1) {
+    return mapFailure(onlyFailure);
+  }
+  const waits = failures.filter((f) => f.kind === "busy").map((f) => f.retryAfterMs ?? 1000);
+  return new GatewayError(
+    503,
+    "all_providers_failed",
+    "Every provider for this model failed or is at capacity. Retry later.",
+    waits.length > 0 ? { retryAfter: Math.ceil(Math.min(...waits) / 1000) } : {},
+  );
+}
+
+export function mapFailure(failure: UpstreamFailure): GatewayError {
+  if (failure.kind === "rejected") return upstreamRejection(failure.status, failure.reason);
+  if (failure.kind === "rate_limited") {
+    return new GatewayError(429, "upstream_error", "The provider rate-limited this request.");
+  }
+  return new GatewayError(503, "upstream_error", "The provider failed or timed out.");
+}
+

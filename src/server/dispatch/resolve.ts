@@ -1,0 +1,57 @@
+import type { Catalog } from "../../store/store.js";
+import type { ModelRow } from "../../store/types.js";
+import { GatewayError } from "../errors.js";
+
+export interface Target {
+  name: string;
+  isRoute: boolean;
+  /** Models in the order they are tried: route steps flattened depth-first. */
+  models: ModelRow[];
+}
+
+export function modelNotFound(name: string): GatewayError {
+  return new GatewayError(
+    400,
+    "model_not_found",
+    `The model or route "${name}" does not exist or is not available.`,
+  );
+}
+
+/** Resolves a model or route name against the catalog; config validation already ruled out cycles. */
+export function resolveTarget(catalog: Catalog, name: string): Target {
+  const model = catalog.models.get(name);
+  if (model) {
+    if (!model.active) throw modelNotFound(name);
+    return { name, isRoute: false, models: [model] };
+  }
+  const steps = catalog.routes.get(name);
+  if (!steps) throw modelNotFound(name);
+  const models: ModelRow[] = [];
+  const walk = (stepNames: string[], depth: number) => {
+    for (const step of stepNames) {
+      const m = catalog.models.get(step);
+      if (m) {
+        if (m.active) models.push(m);
+      } else if (depth < 16) {
+        walk(catalog.routes.get(step) ?? [], depth + 1);
+      }
+    }
+  };
+  walk(steps, 0);
+  if (models.length === 0) throw modelNotFound(name);
+  return { name, isRoute: true, models };
+}
+
+export const noWireForModality = (modality: string) =>
+  new GatewayError(
+    503,
+    "no_wire_for_modality",
+    `No active endpoint serves the ${modality} modality for this model.`,
+  );
+
+/** Keeps the models that serve the route's modality; none left is the spec's no_wire_for_modality. */
+export function forModality(target: Target, modality: string): Target {
+  const models = target.models.filter((m) => m.modality === modality);
+  if (models.length === 0) throw noWireForModality(modality);
+  return models.length === target.models.length ? target : { ...target, models };
+}

@@ -1,0 +1,54 @@
+import type { ModelRow, ProviderRow } from "../../store/types.js";
+import type { ErrorCode } from "../errors.js";
+import type { Usage } from "../wire/usage.js";
+
+export type ClientStyle = "chat" | "messages" | "responses";
+
+export interface CompletionRequest {
+  style: ClientStyle;
+  /** The client's body, as parsed; adapters map `model` and translate when wires differ. */
+  body: Record<string, unknown>;
+  stream: boolean;
+  clientModel: string;
+  signal: AbortSignal;
+}
+
+/** A stream is already encoded in the client's style: SSE text, or upstream bytes passed through. */
+export type StreamPiece = string | Uint8Array;
+
+export type CompletionResult =
+  | { kind: "json"; body: unknown; usage: Usage }
+  | { kind: "stream"; pieces: AsyncIterator<StreamPiece>; usage(): Usage };
+
+/** One way to reach a model: a provider, and the credential to use with it. */
+export interface Attempt {
+  model: ModelRow;
+  provider: ProviderRow;
+  credential: Credential;
+}
+
+export interface Credential {
+  source: "pool" | "byok" | "none";
+  secret: string | undefined;
+  /** Called when the attempt ends, with how the upstream answered, so the pool can cool or free the key. */
+  release(outcome: "ok" | "rate_limited" | "failed", retryAfterMs?: number): void;
+}
+
+export type FailureKind = "rejected" | "rate_limited" | "unavailable" | "busy";
+
+/** How one upstream attempt failed; mapped to the spec's errors by the dispatcher. */
+export class UpstreamFailure extends Error {
+  constructor(
+    readonly kind: FailureKind,
+    readonly status: number,
+    readonly reason: ErrorCode = "upstream_rejected",
+    readonly retryAfterMs?: number,
+  ) {
+    super(`upstream ${kind} (${status})`);
+    this.name = "UpstreamFailure";
+  }
+}
+
+export interface ProviderAdapter {
+  complete(attempt: Attempt, req: CompletionRequest): Promise<CompletionResult>;
+}

@@ -1,0 +1,122 @@
+/**
+ * One error model for the whole gateway, rendered in the style of the route that was called.
+ * Raise a GatewayError where the problem is found; `renderError` turns it into the response.
+ */
+export type ErrorStyle = "chat" | "messages";
+
+export type ErrorCode =
+  | "bad_request"
+  | "model_not_found"
+  | "upstream_error"
+  | "insufficient_balance"
+  | "payg_limit_reached"
+  | "subscribers_only"
+  | "shared_key_not_allowed"
+  | "rate_limit_exceeded"
+  | "free_quota_daily"
+  | "free_quota_rpm"
+  | "plan_limit_reached"
+  | "all_providers_failed"
+  | "no_wire_for_modality"
+  | "internal_error"
+  | "not_found"
+  | "forbidden"
+  // upstream rejection reasons (error.type is then invalid_request_error)
+  | "invalid_request_error"
+  | "context_length_exceeded"
+  | "content_policy_violation"
+  | "upstream_rejected";
+
+export const upstreamRejectionReasons = new Set<ErrorCode>([
+  "invalid_request_error",
+  "context_length_exceeded",
+  "model_not_found",
+  "content_policy_violation",
+  "upstream_rejected",
+]);
+
+export class GatewayError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: ErrorCode,
+    message: string,
+    readonly options: { retryAfter?: number; upstreamRejection?: boolean } = {},
+  ) {
+    super(message);
+    this.name = "GatewayError";
+  }
+}
+
+/** Rejections that happen before the API layer: plain text, neither JSON style. */
+export class PlainTextError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+    this.name = "PlainTextError";
+  }
+}
+
+export const badRequest = (message: string) => new GatewayError(400, "bad_request", message);
+
+/** Fixed service text for upstream rejections: the provider's own body is never passed on. */
+const upstreamRejectionText: Record<string, string> = {
+  context_length_exceeded: "The request exceeds the model's maximum context window.",
+  model_not_found: "The provider does not recognise the requested model.",
+  content_policy_violation: "The provider blocked the request for content policy.",
+  invalid_request_error: "The provider rejected the request as invalid.",
+  upstream_rejected: "The provider rejected the request.",
+};
+
+const keptRejectionStatuses = new Set([400, 403, 404, 413, 422, 429]);
+
+export function upstreamRejection(status: number, reason: ErrorCode): GatewayError {
+  return new GatewayError(
+    keptRejectionStatuses.has(status) ? status : 400,
+    reason,
+    upstreamRejectionText[reason] ?? upstreamRejectionText.upstream_rejected,
+    { upstreamRejection: true },
+  );
+}
+
+function messagesType(status: number, code: ErrorCode): string {
+  if (code === "model_not_found" && status === 400) return "not_found_error";
+  if (status === 402) return "payment_required";
+  if (status === 403) return "permission_error";
+  if (status === 404) return "not_found_error";
+  if (status === 429) return "rate_limit_error";
+  if (status >= 500) return "api_error";
+  return "invalid_request_error";
+}
+
+export function errorBody(err: GatewayError, style: ErrorStyle): object {
+  if (style === "messages") {
+    return { type: "error", error: { type: messagesType(err.status, err.code), message: err.message } };
+  }
+  return {
+    error: {
+      message: err.message,
+      type: err.options.upstreamRejection ? "invalid_request_error" : err.code,
+      param: null,
+      code: err.code,
+    },
+  };
+}
+
+export function errorHeaders(err: GatewayError): Record<string, string> {
+  return err.options.retryAfter === undefined
+    ? {}
+    : { "Retry-After": String(Math.max(0, Math.ceil(err.options.retryAfter))) };
+}
+
+export function renderError(err: GatewayError, style: ErrorStyle): Response {
+  return new Response(JSON.stringify(errorBody(err, style)), {
+    status: err.status,
+    headers: { "content-type": "application/json", ...errorHeaders(err) },
+  });
+}
+
+export function internalError(): GatewayError {
+  return new GatewayError(500, "internal_error", "The gateway hit an unexpected error.");
+}

@@ -1,0 +1,85 @@
+import type { AddressInfo } from "node:net";
+import { serve } from "@hono/node-server";
+import { Store } from "../store/store.js";
+import { buildApp, type RouteInstaller } from "./app.js";
+import { applyConfig } from "./config/apply.js";
+import { demoAccountId, demoConfig } from "./config/demo.js";
+import { loadConfigFile, parseConfig } from "./config/load.js";
+import type { ConfigInput } from "./config/schema.js";
+import { defaultBodyLimitBytes } from "./http/json-body.js";
+import { createServices, type Services } from "./services.js";
+
+export interface GatewayOptions {
+  /** A config object (as the JSON file would hold) or the path of a JSON file. */
+  config?: ConfigInput | string;
+  /** SQLite file; ":memory:" for a throwaway gateway. Default "gateway.db". */
+  db?: string;
+  port?: number;
+  host?: string;
+  keepaliveMs?: number;
+  bodyLimitBytes?: number;
+  /** Create the demo setup when the database is empty and no config is given. Default true. */
+  demo?: boolean;
+  now?: () => number;
+  extraRoutes?: RouteInstaller[];
+}
+
+export interface RunningGateway {
+  url: string;
+  port: number;
+  /** Printed once: the demo key when this start created the demo account. */
+  demoKey?: string;
+  services: Services;
+  close(): Promise<void>;
+}
+
+export async function startGateway(options: GatewayOptions = {}): Promise<RunningGateway> {
+  const store = new Store(options.db ?? "gateway.db");
+  try {
+    const now = options.now ?? Date.now;
+    const services = createServices(store, {
+      keepaliveMs: options.keepaliveMs ?? 15_000,
+      bodyLimitBytes: options.bodyLimitBytes ?? defaultBodyLimitBytes,
+      now,
+    });
+    let demoKey: string | undefined;
+    if (options.config !== undefined) {
+      const config = typeof options.config === "string" ? loadConfigFile(options.config) : parseConfig(options.config);
+      applyConfig(store, config);
+    } else if (options.demo !== false && store.accountCount() === 0) {
+      applyConfig(store, parseConfig(demoConfig));
+      demoKey = store.createKey({ accountId: demoAccountId, label: "demo", kind: "standard" }).value;
+    }
+    services.ledger.recoverInterrupted(now());
+
+    const app = buildApp(services, options.extraRoutes ?? []);
+    const host = options.host ?? "127.0.0.1";
+    const server = await new Promise<ReturnType<typeof serve>>((resolve, reject) => {
+      const s = serve({ fetch: app.fetch, port: options.port ?? 0, hostname: host }, () => resolve(s));
+      s.once("error", reject);
+    });
+    const port = (server.address() as AddressInfo).port;
+    const shownHost = host.includes(":") ? `[${host}]` : host === "0.0.0.0" ? "127.0.0.1" : host;
+    let closing: Promise<void> | undefined;
+    return {
+      url: `http://${shownHost}:${port}`,
+      port,
+      demoKey,
+      services,
+      close() {
+        closing ??= (async () => {
+          await new Promise<void>((resolve) => {
+            server.close(() => resolve());
+            (server as unknown as { closeAllConnections?: () => void }).closeAllConnections?.();
+          });
+          await services.http.close();
+          store.close();
+        })();
+        return closing;
+      },
+    };
+  } catch (err) {
+    store.close();
+    throw err;
+  }
+}

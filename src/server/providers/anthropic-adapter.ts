@@ -1,0 +1,31 @@
+import { fromMessagesEvents, fromMessagesJson, toMessagesRequest } from "../dispatch/bridges.js";
+import type { Attempt, CompletionRequest, CompletionResult, ProviderAdapter } from "../dispatch/types.js";
+import type { MessagesResponse } from "../wire/anthropic-types.js";
+import { parseSSE } from "../wire/sse.js";
+import { type UpstreamHttp, joinUrl, readJsonBody } from "./http-upstream.js";
+
+const anthropicVersion = "2023-06-01";
+
+/** Anthropic's Messages API (or any API that speaks it). */
+export class AnthropicAdapter implements ProviderAdapter {
+  constructor(private readonly http: UpstreamHttp) {}
+
+  async complete(attempt: Attempt, req: CompletionRequest): Promise<CompletionResult> {
+    const { provider, model, credential } = attempt;
+    const headers: Record<string, string> = {
+      "content-type": "application/json",
+      "anthropic-version": anthropicVersion,
+    };
+    if (credential.secret) headers["x-api-key"] = credential.secret;
+    const body = toMessagesRequest(req, model.upstream_model);
+    const response = await this.http.post(
+      joinUrl(provider.base_url ?? "", "/messages"),
+      headers,
+      JSON.stringify(body),
+      provider.timeout_ms,
+      req.signal,
+    );
+    if (!req.stream) return fromMessagesJson(req, await readJsonBody<MessagesResponse>(response.body));
+    return fromMessagesEvents(req, parseSSE(response.body));
+  }
+}

@@ -1,0 +1,27 @@
+import type { ErrorCode } from "../errors.js";
+
+/**
+ * Reads why a provider rejected a request from its status and error body. Only the reason code
+ * leaves this function: the body itself is never shown to the client.
+ */
+export function rejectionReason(status: number, bodyText: string): ErrorCode {
+  const text = bodyText.toLowerCase();
+  if (/context[_ ]length|maximum context|context window|too many tokens|prompt is too long/.test(text)) {
+    return "context_length_exceeded";
+  }
+  if (/content[_ ]policy|content[_ ]filter|safety|moderation/.test(text)) return "content_policy_violation";
+  if (status === 404 || /model_not_found|model .* (does not exist|not found)|unknown model/.test(text)) {
+    return "model_not_found";
+  }
+  if (status === 400 || status === 422 || /invalid_request/.test(text)) return "invalid_request_error";
+  return "upstream_rejected";
+}
+
+export function retryAfterMs(header: string | string[] | undefined): number | undefined {
+  const value = Array.isArray(header) ? header[0] : header;
+  if (!value) return undefined;
+  const seconds = Number(value);
+  if (Number.isFinite(seconds) && seconds >= 0) return seconds * 1000;
+  const date = Date.parse(value);
+  return Number.isNaN(date) ? undefined : Math.max(0, date - Date.now());
+}

@@ -1,0 +1,130 @@
+import { randomBytes } from "node:crypto";
+import { fromChatChunks, fromChatJson, toChatRequest } from "../dispatch/bridges.js";
+import {
+  type Attempt,
+  type CompletionRequest,
+  type CompletionResult,
+  type ProviderAdapter,
+  UpstreamFailure,
+} from "../dispatch/types.js";
+import type { ErrorCode } from "../errors.js";
+import type { ChatCompletionChunk, ChatCompletionResponse } from "../wire/openai-types.js";
+import { type MockPlan, type MockTiming, mockFailure, planMockReply, sleep } from "./mock-chat.js";
+
+export function mockTiming(optionsJson: string): MockTiming {
+  return (JSON.parse(optionsJson) as { mock?: MockTiming }).mock ?? {};
+}
+
+/** The built-in provider: answers chat-style requests; the bridges give each client its own style. */
+export class MockAdapter implements ProviderAdapter {
+  private readonly timings = new Map<string, { json: string; timing: MockTiming }>();
+
+  async complete(attempt: Attempt, req: CompletionRequest): Promise<CompletionResult> {
+    const timing = this.timingFor(attempt.provider.id, attempt.provider.options_json);
+    const chatReq = toChatRequest(req, attempt.model.upstream_model);
+    const plan = planMockReply(chatReq);
+    // A requested delay is prefill time: before the first token of a stream, before the whole answer otherwise.
+    await sleep((timing.latency_ms ?? 0) + (req.stream ? 0 : (plan.directives.delay ?? 0)), req.signal);
+    const failure = mockFailure(plan, timing);
+    if (failure) {
+      if (failure.reason) throw new UpstreamFailure("rejected", failure.status, failure.reason as ErrorCode);
+      if (failure.status === 429) throw new UpstreamFailure("rate_limited", 429);
+      if (failure.status >= 500) throw new UpstreamFailure("unavailable", failure.status);
+      throw new UpstreamFailure("rejected", failure.status, "upstream_rejected");
+    }
+    const id = `chatcmpl-${randomBytes(12).toString("base64url")}`;
+    const created = Math.floor(Date.now() / 1000);
+    if (!req.stream) return fromChatJson(req, mockCompletion(id, created, chatReq.model, plan));
+    return fromChatChunks(req, mockChunks(id, created, chatReq.model, plan, timing, req.signal));
+  }
+
+  private timingFor(providerId: string, json: string): MockTiming {
+    const cached = this.timings.get(providerId);
+    if (cached && cached.json === json) return cached.timing;
+    const timing = mockTiming(json);
+    this.timings.set(providerId, { json, timing });
+    return timing;
+  }
+}
+
+function mockCompletion(id: string, created: number, model: string, plan: MockPlan): ChatCompletionResponse {
+  return {
+    id,
+    object: "chat.completion",
+    created,
+    model,
+    choices: [
+      {
+        index: 0,
+        message: {
+          role: "assistant",
+          content: plan.toolCall ? null : plan.text,
+          refusal: null,
+          ...(plan.toolCall
+            ? {
+                tool_calls: [
+                  {
+                    id: plan.toolCall.id,
+                    type: "function",
+                    function: { name: plan.toolCall.name, arguments: plan.toolCall.arguments },
+                  },
+                ],
+              }
+            : {}),
+        },
+        logprobs: null,
+        finish_reason: plan.finishReason,
+      },
+    ],
+    usage: {
+      prompt_tokens: plan.inputTokens,
+      completion_tokens: plan.outputTokens,
+      total_tokens: plan.inputTokens + plan.outputTokens,
+    },
+  } as ChatCompletionResponse;
+}
+
+/** Splits the planned reply into word-sized deltas, paced like a real model. */
+async function* mockChunks(
+  id: string,
+  created: number,
+  model: string,
+  plan: MockPlan,
+  timing: MockTiming,
+  signal: AbortSignal,
+): AsyncGenerator<ChatCompletionChunk> {
+  const base = { id, object: "chat.completion.chunk", created, model } as const;
+  const chunk = (delta: object, finish: string | null = null): ChatCompletionChunk =>
+    ({ ...base, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] }) as ChatCompletionChunk;
+  await sleep((timing.first_token_ms ?? 0) + (plan.directives.delay ?? 0), signal);
+  yield chunk({ role: "assistant", content: "" });
+  const pieces: object[] = [];
+  if (plan.toolCall) {
+    const { id: callId, name, arguments: args } = plan.toolCall;
+    pieces.push({ tool_calls: [{ index: 0, id: callId, type: "function", function: { name, arguments: "" } }] });
+    for (let i = 0; i < args.length; i += 8) {
+      pieces.push({ tool_calls: [{ index: 0, function: { arguments: args.slice(i, i + 8) } }] });
+    }
+  } else {
+    for (const word of plan.text.match(/\S+\s*/g) ?? []) pieces.push({ content: word });
+  }
+  let sent = 0;
+  for (const delta of pieces) {
+    if (plan.directives.break !== undefined && sent >= plan.directives.break) {
+      throw new Error("mock stream broken on request");
+    }
+    if (sent > 0) await sleep(timing.chunk_interval_ms ?? 0, signal);
+    yield chunk(delta);
+    sent++;
+  }
+  yield chunk({}, plan.finishReason);
+  yield {
+    ...base,
+    choices: [],
+    usage: {
+      prompt_tokens: plan.inputTokens,
+      completion_tokens: plan.outputTokens,
+      total_tokens: plan.inputTokens + plan.outputTokens,
+    },
+  } as ChatCompletionChunk;
+}

@@ -1,0 +1,200 @@
+import { createHash } from "node:crypto";
+import { GatewayError } from "../errors.js";
+
+/**
+ * The built-in `mock` provider's chat engine: deterministic, offline, with realistic token counts.
+ * It speaks the chat-completions wire; other styles reach it through the translators.
+ *
+ * Directives in the last user message steer it, so users can test their own client code:
+ *   [[mock:fail=503]]            answer with that upstream status
+ *   [[mock:reject=context_length_exceeded]]  a 400 rejection with that reason
+ *   [[mock:delay=1500]]          wait that many ms before the first token
+ *   [[mock:words=200]]           length of the reply
+ *   [[mock:tool]] / [[mock:tool=name]]  call a tool (also when tool_choice forces one)
+ *   [[mock:break=3]]             break the stream after that many chunks
+ */
+export interface MockTiming {
+  latency_ms?: number;
+  first_token_ms?: number;
+  chunk_interval_ms?: number;
+  fail_status?: number;
+}
+
+export interface MockDirectives {
+  fail?: number;
+  reject?: string;
+  delay?: number;
+  words?: number;
+  tool?: string | true;
+  break?: number;
+}
+
+/** Roughly four characters per token, as English text averages with common tokenizers. */
+export function estimateTokens(text: string): number {
+  return text.length === 0 ? 0 : Math.max(1, Math.ceil(text.length / 4));
+}
+
+type ChatMessage = { role?: unknown; content?: unknown; tool_calls?: unknown };
+type ChatTool = { type?: string; function?: { name?: string; parameters?: unknown } };
+
+export interface ChatRequestLike {
+  model?: unknown;
+  messages?: unknown;
+  tools?: unknown;
+  tool_choice?: unknown;
+  max_tokens?: unknown;
+  max_completion_tokens?: unknown;
+  stream_options?: { include_usage?: boolean };
+}
+
+export function contentText(content: unknown): string {
+  if (typeof content === "string") return content;
+  if (Array.isArray(content)) {
+    return content
+      .map((part) => {
+        if (part && typeof part === "object") {
+          const p = part as { type?: string; text?: unknown };
+          if (typeof p.text === "string") return p.text;
+          if (p.type === "image_url") return "[image]";
+        }
+        return "";
+      })
+      .join(" ");
+  }
+  return "";
+}
+
+export function parseDirectives(text: string): MockDirectives {
+  const found: MockDirectives = {};
+  for (const match of text.matchAll(/\[\[mock:(\w+)(?:=([^\]]*))?\]\]/g)) {
+    const [, name, value] = match;
+    if (name === "fail") found.fail = Number(value);
+    else if (name === "reject") found.reject = value || "invalid_request_error";
+    else if (name === "delay") found.delay = Number(value);
+    else if (name === "words") found.words = Number(value);
+    else if (name === "tool") found.tool = value || true;
+    else if (name === "break") found.break = Number(value);
+  }
+  return found;
+}
+
+const vocabulary =
+  "the gateway answers every request with care and a steady voice while models think about tokens streams routes keys limits and the quiet work of billing".split(
+    " ",
+  );
+
+export interface MockPlan {
+  text: string;
+  toolCall?: { id: string; name: string; arguments: string };
+  inputTokens: number;
+  outputTokens: number;
+  finishReason: "stop" | "length" | "tool_calls";
+  directives: MockDirectives;
+}
+
+/** Decides the whole answer up front; the JSON and stream renderers only format it. */
+export function planMockReply(req: ChatRequestLike): MockPlan {
+  const messages = (Array.isArray(req.messages) ? req.messages : []) as ChatMessage[];
+  const allText = messages.map((m) => contentText(m.content)).join("\n");
+  const lastUser = [...messages].reverse().find((m) => m.role === "user");
+  const lastText = lastUser ? contentText(lastUser.content) : "";
+  const last = messages[messages.length - 1];
+  const directives = parseDirectives(lastText);
+  const inputTokens = estimateTokens(allText) + 3 * messages.length;
+  const maxTokens = Number(req.max_completion_tokens ?? req.max_tokens ?? Number.POSITIVE_INFINITY);
+
+  const tools = (Array.isArray(req.tools) ? req.tools : []) as ChatTool[];
+  const forced = forcedToolName(req.tool_choice, tools);
+  const wantsTool = last?.role !== "tool" && (forced !== undefined || directives.tool !== undefined);
+  if (wantsTool && tools.length > 0) {
+    const name =
+      forced ??
+      (typeof directives.tool === "string" ? directives.tool : undefined) ??
+      tools[0].function?.name ??
+      "tool";
+    const args = JSON.stringify(exampleArguments(tools.find((t) => t.function?.name === name)));
+    const id = `call_${digest(`${allText}|${name}`).slice(0, 24)}`;
+    return {
+      text: "",
+      toolCall: { id, name, arguments: args },
+      inputTokens,
+      outputTokens: estimateTokens(name + args) + 5,
+      finishReason: "tool_calls",
+      directives,
+    };
+  }
+
+  const snippet = lastText.replace(/\[\[mock:[^\]]*\]\]/g, "").trim().slice(0, 120);
+  const toolResult = last?.role === "tool" ? contentText(last.content).slice(0, 120) : undefined;
+  const lead = toolResult
+    ? `Tool result received: ${toolResult}.`
+    : `Mock reply to: ${snippet || "(empty prompt)"}.`;
+  const extraWords = directives.words ?? 12;
+  const seed = digest(allText);
+  const words: string[] = [];
+  for (let i = 0; i < extraWords; i++) {
+    words.push(vocabulary[seed.charCodeAt(i % seed.length) % vocabulary.length]);
+  }
+  let text = `${lead} ${words.join(" ")}`.trim();
+  let outputTokens = estimateTokens(text);
+  let finishReason: MockPlan["finishReason"] = "stop";
+  if (outputTokens > maxTokens) {
+    text = text.slice(0, Math.max(0, maxTokens) * 4);
+    outputTokens = Math.max(0, maxTokens);
+    finishReason = "length";
+  }
+  return { text, inputTokens, outputTokens, finishReason, directives };
+}
+
+function forcedToolName(choice: unknown, tools: ChatTool[]): string | undefined {
+  if (choice === "required") return tools[0]?.function?.name;
+  if (choice && typeof choice === "object") {
+    const named = (choice as { function?: { name?: string } }).function?.name;
+    if (named) return named;
+  }
+  return undefined;
+}
+
+/** Fills each required property of a JSON schema with a plausible value of its type. */
+function exampleArguments(tool: ChatTool | undefined): Record<string, unknown> {
+  const schema = tool?.function?.parameters as
+    | { properties?: Record<string, { type?: string; enum?: unknown[] }>; required?: string[] }
+    | undefined;
+  const out: Record<string, unknown> = {};
+  for (const [key, prop] of Object.entries(schema?.properties ?? {})) {
+    if (schema?.required && !schema.required.includes(key)) continue;
+    if (prop.enum?.length) out[key] = prop.enum[0];
+    else if (prop.type === "number" || prop.type === "integer") out[key] = 42;
+    else if (prop.type === "boolean") out[key] = true;
+    else if (prop.type === "array") out[key] = [];
+    else if (prop.type === "object") out[key] = {};
+    else out[key] = `example ${key}`;
+  }
+  return out;
+}
+
+function digest(text: string): string {
+  return createHash("sha256").update(text).digest("hex");
+}
+
+/** Errors the mock raises before any output, as a real upstream would answer. */
+export function mockFailure(plan: MockPlan, timing: MockTiming): { status: number; reason?: string } | null {
+  if (plan.directives.reject) return { status: 400, reason: plan.directives.reject };
+  const status = plan.directives.fail ?? timing.fail_status;
+  return status ? { status } : null;
+}
+
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  if (ms <= 0) return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(resolve, ms);
+    signal?.addEventListener(
+      "abort",
+      () => {
+        clearTimeout(timer);
+        reject(new GatewayError(499 as number, "internal_error", "client went away"));
+      },
+      { once: true },
+    );
+  });
+}

@@ -1,0 +1,91 @@
+import { fromChatChunks, fromChatJson, toChatRequest } from "../dispatch/bridges.js";
+import type { Attempt, CompletionRequest, CompletionResult, ProviderAdapter } from "../dispatch/types.js";
+import type { ChatCompletionChunk, ChatCompletionResponse } from "../wire/openai-types.js";
+import { type SSEMessage, parseSSE } from "../wire/sse.js";
+import { type UpstreamHttp, joinUrl, readJsonBody } from "./http-upstream.js";
+
+/** Any OpenAI-compatible API: chat completions (and Responses, where the provider speaks it natively). */
+export class OpenAIAdapter implements ProviderAdapter {
+  constructor(private readonly http: UpstreamHttp) {}
+
+  async complete(attempt: Attempt, req: CompletionRequest): Promise<CompletionResult> {
+    const { provider, model, credential } = attempt;
+    const headers: Record<string, string> = { "content-type": "application/json" };
+    if (credential.secret) headers.authorization = `Bearer ${credential.secret}`;
+    if (req.style === "responses" && provider.responses_native) {
+      return this.nativeResponses(attempt, req, headers);
+    }
+    const body = toChatRequest(req, model.upstream_model);
+    const response = await this.http.post(
+      joinUrl(provider.base_url ?? "", "/chat/completions"),
+      headers,
+      JSON.stringify(body),
+      provider.timeout_ms,
+      req.signal,
+    );
+    if (!req.stream) return fromChatJson(req, await readJsonBody<ChatCompletionResponse>(response.body));
+    return fromChatChunks(req, chatChunks(parseSSE(response.body)));
+  }
+
+  private async nativeResponses(
+    attempt: Attempt,
+    req: CompletionRequest,
+    headers: Record<string, string>,
+  ): Promise<CompletionResult> {
+    const { provider, model } = attempt;
+    const response = await this.http.post(
+      joinUrl(provider.base_url ?? "", "/responses"),
+      headers,
+      JSON.stringify({ ...req.body, model: model.upstream_model }),
+      provider.timeout_ms,
+      req.signal,
+    );
+    if (!req.stream) {
+      const json = await readJsonBody<{ usage?: { input_tokens?: number; output_tokens?: number } }>(
+        response.body,
+      );
+      return {
+        kind: "json",
+        body: { ...json, model: req.clientModel },
+        usage: { input_tokens: json.usage?.input_tokens ?? 0, output_tokens: json.usage?.output_tokens ?? 0 },
+      };
+    }
+    return responsesPassThrough(parseSSE(response.body));
+  }
+}
+
+async function* chatChunks(events: AsyncIterable<SSEMessage>): AsyncGenerator<ChatCompletionChunk> {
+  for await (const ev of events) {
+    if (ev.data === "[DONE]") return;
+    let chunk: ChatCompletionChunk;
+    try {
+      chunk = JSON.parse(ev.data) as ChatCompletionChunk;
+    } catch {
+      continue;
+    }
+    if ((chunk as { error?: unknown }).error) throw new Error("upstream sent an error chunk");
+    yield chunk;
+  }
+}
+
+function responsesPassThrough(events: AsyncIterable<SSEMessage>): CompletionResult {
+  let usage = { input_tokens: 0, output_tokens: 0 };
+  async function* pieces() {
+    let completed = false;
+    for await (const ev of events) {
+      if (ev.event === "response.completed") {
+        completed = true;
+        try {
+          const data = JSON.parse(ev.data) as { response?: { usage?: { input_tokens?: number; output_tokens?: number } } };
+          usage = { input_tokens: data.response?.usage?.input_tokens ?? 0, output_tokens: data.response?.usage?.output_tokens ?? 0 };
+        } catch {
+          // usage stays zero
+        }
+      }
+      if (ev.event === "error" || ev.event === "response.failed") throw new Error("upstream stream failed");
+      yield `event: ${ev.event ?? "message"}\ndata: ${ev.data}\n\n`;
+    }
+    if (!completed) throw new Error("upstream stream ended early");
+  }
+  return { kind: "stream", pieces: pieces(), usage: () => usage };
+}

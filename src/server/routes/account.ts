@@ -1,0 +1,97 @@
+import type { Context, Hono } from "hono";
+import { microToIdr } from "../../store/money.js";
+import { type AccountRow, parseSubscription } from "../../store/types.js";
+import type { AppEnv } from "../app-env.js";
+import { secondsToUtcMidnight, subscriptionWindowStart, utcDay } from "../billing/ledger.js";
+import { GatewayError } from "../errors.js";
+import type { Services } from "../services.js";
+
+/** GET /v1/account/quota and the three usage endpoints (60 per minute together). */
+export function installAccountRoutes(app: Hono<AppEnv>, s: Services): void {
+  app.get("/v1/account/quota", (c) => {
+    const { key } = c.get("auth");
+    if (key.kind === "shared") {
+      throw new GatewayError(403, "shared_key_not_allowed", "Shared keys cannot read the account quota.");
+    }
+    return c.json(quota(s, accountOf(s, c)));
+  });
+
+  const usage = (handler: (account: AccountRow, c: Context<AppEnv>) => object) => (c: Context<AppEnv>) => {
+    const account = accountOf(s, c);
+    s.limits.takeUsageRead(account.id, s.options.now());
+    return c.json(handler(account, c));
+  };
+  app.get(
+    "/v1/usage/summary",
+    usage((account, c) => ({ object: "usage.summary", account_id: account.id, ...s.store.usageSummary(account.id, sinceDays(c, s)) })),
+  );
+  app.get(
+    "/v1/usage/daily",
+    usage((account, c) => ({ object: "list", data: s.store.usageDaily(account.id, sinceDays(c, s)) })),
+  );
+  app.get(
+    "/v1/usage/requests",
+    usage((account, c) => {
+      const limit = Math.min(500, Math.max(1, Number(c.req.query("limit") ?? 50) || 50));
+      return { object: "list", data: s.store.recentRequests(account.id, limit) };
+    }),
+  );
+}
+
+function accountOf(s: Services, c: Context<AppEnv>): AccountRow {
+  const account = s.store.getAccount(c.get("auth").accountId);
+  if (!account) throw new GatewayError(500, "internal_error", "account missing");
+  return account;
+}
+
+function sinceDays(c: Context, s: Services): number {
+  const days = Math.min(366, Math.max(1, Number(c.req.query("days") ?? 30) || 30));
+  return s.options.now() - days * 86_400_000;
+}
+
+function quota(s: Services, account: AccountRow) {
+  const now = s.options.now();
+  const catalog = s.store.getCatalog();
+  const tier = catalog.tiers.get(account.tier) ?? catalog.tiers.get("free");
+  const freeUsed = s.store.freeUsedOn(account.id, utcDay(now));
+  const subscription = parseSubscription(account);
+  const startedAt = account.subscription_started_at ?? account.created_at;
+  const paygResetsAt = account.payg_window_start + account.payg_window_seconds * 1000;
+  return {
+    object: "account.quota",
+    account_id: account.id,
+    status: account.status,
+    tier: account.tier,
+    balance_idr: microToIdr(account.balance_micro),
+    payg: account.payg_enabled
+      ? {
+          enabled: true,
+          limit_idr: microToIdr(account.payg_limit_micro),
+          spent_idr: now >= paygResetsAt ? 0 : microToIdr(account.payg_spent_micro),
+          resets_at: iso(now >= paygResetsAt ? subscriptionWindowStart(account.payg_window_start, account.payg_window_seconds, now) + account.payg_window_seconds * 1000 : paygResetsAt),
+        }
+      : null,
+    subscription: subscription
+      ? {
+          plan: subscription.plan,
+          payg_fallback: subscription.payg_fallback,
+          free_fallback: subscription.free_fallback,
+          windows: subscription.windows.map((w) => {
+            const start = subscriptionWindowStart(startedAt, w.seconds, now);
+            const used = s.store.subscriptionUsed(account.id, w.name, start);
+            return { name: w.name, seconds: w.seconds, quota: w.quota, used, remaining: Math.max(0, w.quota - used), resets_at: iso(start + w.seconds * 1000) };
+          }),
+        }
+      : null,
+    free: {
+      daily_limit: tier?.free_daily ?? 0,
+      daily_used: freeUsed,
+      daily_remaining: Math.max(0, (tier?.free_daily ?? 0) - freeUsed),
+      resets_at: iso(now + secondsToUtcMidnight(now) * 1000),
+      requests_per_minute: tier?.free_rpm ?? 0,
+    },
+    rate_limit: { requests_per_minute: account.rpm_limit },
+  };
+}
+
+const iso = (ms: number) => new Date(ms).toISOString();

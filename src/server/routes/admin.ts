@@ -1,0 +1,176 @@
+import type { Context, Hono, MiddlewareHandler } from "hono";
+import { z } from "zod";
+import { idrToMicro, microToIdr } from "../../store/money.js";
+import type { AccountColumn } from "../../store/store.js";
+import { type AccountRow, type ByokRow, parseSubscription } from "../../store/types.js";
+import type { AppEnv } from "../app-env.js";
+import { presentedKey } from "../auth.js";
+import { paygSchema, subscriptionSchema } from "../config/schema.js";
+import { GatewayError, PlainTextError } from "../errors.js";
+import { readJson } from "../http/json-body.js";
+import type { Services } from "../services.js";
+
+const accountPatch = z
+  .object({
+    name: z.string().min(1).optional(),
+    status: z.enum(["active", "suspended"]).optional(),
+    rpm_limit: z.number().int().positive().optional(),
+    tier: z.string().min(1).optional(),
+    balance_idr: z.number().nonnegative().finite().optional(),
+    payg: paygSchema.nullable().optional(),
+    subscription: subscriptionSchema.nullable().optional(),
+  })
+  .strict();
+
+const createAccount = z
+  .object({
+    id: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/).optional(),
+    name: z.string().optional(),
+    balance_idr: z.number().nonnegative().finite().default(0),
+    rpm_limit: z.number().int().positive().default(60),
+    tier: z.string().default("free"),
+    key_label: z.string().default("default"),
+  })
+  .strict();
+
+const keyBody = z.object({ label: z.string().min(1).max(100), kind: z.enum(["standard", "login", "shared"]).default("standard") }).strict();
+const topUpBody = z.object({ amount_idr: z.number().positive().finite() }).strict();
+const byokBody = z.object({ provider: z.string().min(1), key: z.string().min(1), label: z.string().max(100).optional() }).strict();
+
+/** The admin API: every account state of the spec can be reached, so a CI suite can test each error. */
+export function installAdminRoutes(app: Hono<AppEnv>, s: Services): void {
+  const admin: MiddlewareHandler = async (c, next) => {
+    const value = presentedKey(c);
+    if (!value || !s.store.isAdminKey(value)) throw new PlainTextError(401, "admin key required");
+    await next();
+  };
+  app.use("/api/admin/*", admin);
+
+  const accountParam = (c: Context): AccountRow => {
+    const account = s.store.getAccount(c.req.param("id") ?? "");
+    if (!account) throw new GatewayError(404, "not_found", "No such account.");
+    return account;
+  };
+
+  app.get("/api/admin/accounts", (c) => c.json({ object: "list", data: s.store.listAccounts().map(accountView) }));
+
+  app.post("/api/admin/accounts", async (c) => {
+    const body = await readJson(c, createAccount);
+    const id = body.id ?? `acct_${crypto.randomUUID().slice(0, 8)}`;
+    if (s.store.getAccount(id)) throw new GatewayError(409, "bad_request", `Account "${id}" already exists.`);
+    requireTier(s, body.tier);
+    const now = s.options.now();
+    const account = s.store.createAccount({ id, name: body.name ?? id, balanceMicro: idrToMicro(body.balance_idr), rpmLimit: body.rpm_limit, tier: body.tier, now });
+    const { key, value } = s.store.createKey({ accountId: id, label: body.key_label, kind: "standard", now });
+    return c.json({ account: accountView(account), key: { id: key.id, label: key.label, kind: key.kind, value } }, 201);
+  });
+
+  app.get("/api/admin/accounts/:id", (c) => {
+    const account = accountParam(c);
+    return c.json({
+      ...accountView(account),
+      keys: s.store.listKeys(account.id).map(({ account_id: _, ...k }) => k),
+      byok: s.store.listByok(account.id).map(byokView),
+    });
+  });
+
+  app.patch("/api/admin/accounts/:id", async (c) => {
+    const account = accountParam(c);
+    const body = await readJson(c, accountPatch);
+    const patch: Partial<Record<AccountColumn, string | number | null>> = {};
+    const now = s.options.now();
+    if (body.name !== undefined) patch.name = body.name;
+    if (body.status !== undefined) patch.status = body.status;
+    if (body.rpm_limit !== undefined) patch.rpm_limit = body.rpm_limit;
+    if (body.tier !== undefined) patch.tier = requireTier(s, body.tier);
+    if (body.balance_idr !== undefined) patch.balance_micro = idrToMicro(body.balance_idr);
+    if (body.payg !== undefined) {
+      patch.payg_enabled = body.payg?.enabled ? 1 : 0;
+      patch.payg_limit_micro = body.payg ? idrToMicro(body.payg.limit_idr) : 0;
+      if (body.payg) patch.payg_window_seconds = body.payg.window_seconds;
+      patch.payg_window_start = now;
+      patch.payg_spent_micro = 0;
+    }
+    if (body.subscription !== undefined) {
+      patch.subscription_json = body.subscription ? JSON.stringify(body.subscription) : null;
+      patch.subscription_started_at = body.subscription ? (body.subscription.started_at ?? now) : null;
+      if (body.subscription?.tier) patch.tier = requireTier(s, body.subscription.tier);
+    }
+    s.store.updateAccount(account.id, patch);
+    return c.json(accountView(s.store.getAccount(account.id)!));
+  });
+
+  app.post("/api/admin/accounts/:id/topup", async (c) => {
+    const account = accountParam(c);
+    const { amount_idr } = await readJson(c, topUpBody);
+    return c.json(accountView(s.store.topUp(account.id, idrToMicro(amount_idr))!));
+  });
+
+  for (const [action, status] of [["suspend", "suspended"], ["reinstate", "active"]] as const) {
+    app.post(`/api/admin/accounts/:id/${action}`, (c) => {
+      const account = accountParam(c);
+      s.store.setAccountStatus(account.id, status);
+      return c.json(accountView(s.store.getAccount(account.id)!));
+    });
+  }
+
+  app.post("/api/admin/accounts/:id/keys", async (c) => {
+    const account = accountParam(c);
+    const body = await readJson(c, keyBody);
+    const { key, value } = s.store.createKey({ accountId: account.id, label: body.label, kind: body.kind });
+    return c.json({ id: key.id, label: key.label, kind: key.kind, prefix: key.prefix, created_at: key.created_at, value }, 201);
+  });
+
+  app.delete("/api/admin/keys/:keyId", (c) => {
+    const id = c.req.param("keyId");
+    if (!s.store.getKey(id)) throw new GatewayError(404, "not_found", "No such key.");
+    s.store.revokeKey(id, s.options.now());
+    return c.json({ id, revoked: true });
+  });
+
+  app.get("/api/admin/accounts/:id/byok", (c) => c.json({ object: "list", data: s.store.listByok(accountParam(c).id).map(byokView) }));
+  app.post("/api/admin/accounts/:id/byok", async (c) => {
+    const account = accountParam(c);
+    const body = await readJson(c, byokBody);
+    return c.json(byokView(addByok(s, account.id, body)), 201);
+  });
+  app.delete("/api/admin/accounts/:id/byok/:byokId", (c) => {
+    const account = accountParam(c);
+    if (!s.store.deleteByok(account.id, c.req.param("byokId"))) throw new GatewayError(404, "not_found", "No such BYOK credential.");
+    return c.json({ id: c.req.param("byokId"), deleted: true });
+  });
+}
+
+export function addByok(s: Services, accountId: string, body: { provider: string; key: string; label?: string }): ByokRow {
+  const provider = s.store.getCatalog().providers.get(body.provider);
+  if (!provider || provider.wire === "mock") {
+    throw new GatewayError(400, "bad_request", `Unknown provider "${body.provider}" for BYOK.`);
+  }
+  return s.store.addByok(accountId, provider.id, body.key, body.label ?? provider.id, s.options.now());
+}
+
+/** A linked provider key is never returned whole: only its last four characters. */
+export function byokView(b: ByokRow) {
+  return { id: b.id, provider: b.provider_id, label: b.label, position: b.position, key_hint: `...${b.secret.slice(-4)}`, created_at: b.created_at };
+}
+
+function requireTier(s: Services, tier: string): string {
+  if (!s.store.getCatalog().tiers.has(tier)) throw new GatewayError(400, "bad_request", `Unknown tier "${tier}".`);
+  return tier;
+}
+
+export function accountView(a: AccountRow) {
+  return {
+    id: a.id,
+    name: a.name,
+    status: a.status,
+    balance_idr: microToIdr(a.balance_micro),
+    rpm_limit: a.rpm_limit,
+    tier: a.tier,
+    payg: a.payg_enabled
+      ? { enabled: true, limit_idr: microToIdr(a.payg_limit_micro), spent_idr: microToIdr(a.payg_spent_micro), window_seconds: a.payg_window_seconds }
+      : null,
+    subscription: parseSubscription(a),
+    created_at: a.created_at,
+  };
+}

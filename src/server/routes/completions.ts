@@ -1,0 +1,149 @@
+import type { Context } from "hono";
+import { z } from "zod";
+import { type Admission, admit, settleAdmission } from "../billing/admission.js";
+import { worstCaseInputTokens } from "../billing/pricing.js";
+import { StreamBroken } from "../dispatch/bridges.js";
+import { mapFailure } from "../dispatch/dispatcher.js";
+import { forModality, resolveTarget } from "../dispatch/resolve.js";
+import { type ClientStyle, type CompletionRequest, UpstreamFailure } from "../dispatch/types.js";
+import { GatewayError, internalError } from "../errors.js";
+import { readJsonWithSize } from "../http/json-body.js";
+import { awaitFirstPiece, sseBody, sseHeaders } from "../http/sse-response.js";
+import type { Services } from "../services.js";
+import { streamErrorEvent } from "../wire/translate/errors.js";
+import type { AppEnv } from "../app-env.js";
+
+const content = z.union([z.string(), z.array(z.looseObject({ type: z.string() })), z.null()]);
+
+const chatBody = z.looseObject({
+  model: z.string().min(1),
+  messages: z
+    .array(z.looseObject({ role: z.enum(["system", "developer", "user", "assistant", "tool", "function"]), content: content.optional() }))
+    .min(1),
+  stream: z.boolean().optional(),
+  max_tokens: z.number().int().positive().nullish(),
+  max_completion_tokens: z.number().int().positive().nullish(),
+});
+
+const messagesBody = z.looseObject({
+  model: z.string().min(1),
+  max_tokens: z.number().int().positive(),
+  messages: z
+    .array(z.looseObject({ role: z.enum(["user", "assistant"]), content: z.union([z.string(), z.array(z.looseObject({ type: z.string() }))]) }))
+    .min(1),
+  system: z.union([z.string(), z.array(z.looseObject({ type: z.string() }))]).optional(),
+  stream: z.boolean().optional(),
+});
+
+const responsesBody = z.looseObject({
+  model: z.string().min(1),
+  input: z.union([z.string(), z.array(z.looseObject({}))]),
+  instructions: z.string().nullish(),
+  stream: z.boolean().optional(),
+  max_output_tokens: z.number().int().positive().nullish(),
+});
+
+const schemas = { chat: chatBody, messages: messagesBody, responses: responsesBody } as const;
+
+/** One handler for the three text styles; it reads like the request's path through the gateway. */
+export function completionRoute(s: Services, style: ClientStyle, endpoint: string) {
+  return async (c: Context<AppEnv>) => {
+    const { data: body, bytes } = await readJsonWithSize(c, schemas[style]);
+    const target = forModality(resolveTarget(s.store.getCatalog(), body.model), "chat");
+    const stream = body.stream === true;
+    const requested = outputLimit(style, body);
+    const abort = new AbortController();
+    c.req.raw.signal.addEventListener("abort", () => abort.abort(), { once: true });
+
+    const admission = await admit(s, {
+      key: c.get("auth").key,
+      target,
+      endpoint,
+      accountRpm: true,
+      worstCase: (m) => ({
+        inputTokens: worstCaseInputTokens(bytes, m),
+        outputTokens: requested ?? m.max_output_tokens,
+        units: 0,
+      }),
+      stream,
+      signal: abort.signal,
+    });
+    const req: CompletionRequest = { style, body, stream, clientModel: body.model, signal: abort.signal };
+    const fail = (err: unknown) => failAdmission(s, admission, err);
+
+    let outcome: Awaited<ReturnType<typeof s.dispatcher.dispatch>>;
+    try {
+      outcome = await s.dispatcher.dispatch(target, req, { byok: admission.byok, byokOnly: admission.byokOnly });
+    } catch (err) {
+      throw fail(err);
+    }
+    const { result, attempt } = outcome;
+    const served = { model: attempt.model, providerId: attempt.provider.id, byokServed: attempt.credential.source === "byok" };
+    const headers = admission.rateHeaders ?? {};
+
+    if (result.kind === "json") {
+      settleAdmission(s, admission, { status: 200, usage: result.usage, delivered: true, ...served });
+      return c.json(result.body as object, 200, headers);
+    }
+
+    const first = await awaitFirstPiece(result.pieces, s.options.keepaliveMs);
+    if (first.kind === "error") {
+      attempt.credential.release("failed");
+      throw fail(first.error);
+    }
+    const body$ = sseBody(
+      first,
+      result.pieces,
+      s.options.keepaliveMs,
+      (err) => streamErrorEvent(style, streamErrorMessage(err)),
+      (end) => {
+        attempt.credential.release(end.error ? "failed" : "ok");
+        settleAdmission(s, admission, {
+          status: 200,
+          usage: result.usage(),
+          delivered: end.delivered,
+          errorCode: end.error ? "upstream_error" : end.cancelled ? "client_closed" : undefined,
+          ...served,
+        });
+      },
+    );
+    return new Response(body$, { status: 200, headers: { ...sseHeaders, ...headers } });
+  };
+}
+
+function outputLimit(style: ClientStyle, body: Record<string, unknown>): number | undefined {
+  const value =
+    style === "messages"
+      ? body.max_tokens
+      : style === "responses"
+        ? body.max_output_tokens
+        : (body.max_completion_tokens ?? body.max_tokens);
+  return typeof value === "number" ? value : undefined;
+}
+
+/** Settles a request that produced nothing and returns the error the client should see. */
+export function failAdmission(s: Services, admission: Admission, err: unknown): GatewayError {
+  const error = toGatewayError(err);
+  settleAdmission(s, admission, {
+    status: error.status,
+    usage: { input_tokens: 0, output_tokens: 0 },
+    delivered: false,
+    model: undefined,
+    providerId: null,
+    byokServed: false,
+    errorCode: error.code,
+  });
+  return error;
+}
+
+function toGatewayError(err: unknown): GatewayError {
+  if (err instanceof GatewayError) return err;
+  if (err instanceof UpstreamFailure) return mapFailure(err);
+  if (err instanceof StreamBroken) return new GatewayError(503, "upstream_error", "The provider failed or timed out.");
+  return internalError();
+}
+
+function streamErrorMessage(err: unknown): string {
+  if (err instanceof GatewayError) return err.message;
+  return "The upstream stream broke before the answer was complete; send the request again.";
+}

@@ -1,0 +1,73 @@
+import { describe, expect, it } from "vitest";
+import { encodeSSE, parseSSE, type SSEMessage } from "./sse.js";
+
+async function* chunksOf(parts: Array<string | Uint8Array>): AsyncGenerator<Uint8Array> {
+  for (const part of parts) yield typeof part === "string" ? new TextEncoder().encode(part) : part;
+}
+
+async function collect(parts: Array<string | Uint8Array>): Promise<SSEMessage[]> {
+  const out: SSEMessage[] = [];
+  for await (const message of parseSSE(chunksOf(parts))) out.push(message);
+  return out;
+}
+
+/** Splits the UTF-8 bytes of `text` into single bytes: the worst case for a decoder. */
+function byteByByte(text: string): Uint8Array[] {
+  return Array.from(new TextEncoder().encode(text), (byte) => Uint8Array.of(byte));
+}
+
+describe("parseSSE", () => {
+  const stream =
+    "event: message_start\ndata: {\"a\":1}\n\n" +
+    ": keep-alive comment\n\n" +
+    "data: first line\ndata: second line\n\n" +
+    "event: ping\ndata:{}\n\n" +
+    "id: 7\nretry: 100\ndata: héllo → 😀\n\n";
+  const expected: SSEMessage[] = [
+    { event: "message_start", data: '{"a":1}' },
+    { data: "first line\nsecond line" },
+    { event: "ping", data: "{}" },
+    { data: "héllo → 😀" },
+  ];
+
+  it("parses events, comments, multi-line data and ignores id/retry", async () => {
+    expect(await collect([stream])).toEqual(expected);
+  });
+
+  it("survives chunks split at every byte, including inside multi-byte characters", async () => {
+    expect(await collect(byteByByte(stream))).toEqual(expected);
+  });
+
+  it("handles CRLF and bare CR line endings, also when CR and LF straddle chunks", async () => {
+    const crlf = stream.replaceAll("\n", "\r\n");
+    expect(await collect([crlf])).toEqual(expected);
+    expect(await collect(byteByByte(crlf))).toEqual(expected);
+    expect(await collect([stream.replaceAll("\n", "\r")])).toEqual(expected);
+    expect(await collect(["data: x\r", "\n\r", "\ndata: y\r\n\r\n"])).toEqual([
+      { data: "x" },
+      { data: "y" },
+    ]);
+  });
+
+  it("delivers a final event that lacks the closing blank line", async () => {
+    expect(await collect(["data: a\n\ndata: b"])).toEqual([{ data: "a" }, { data: "b" }]);
+    expect(await collect(["event: x\ndata: b\n"])).toEqual([{ event: "x", data: "b" }]);
+  });
+
+  it("does not dispatch events without data", async () => {
+    expect(await collect(["event: lonely\n\n\n\ndata: [DONE]\n\n"])).toEqual([{ data: "[DONE]" }]);
+  });
+});
+
+describe("encodeSSE", () => {
+  it("frames objects as JSON with an optional event name", () => {
+    expect(encodeSSE({ a: 1 })).toBe('data: {"a":1}\n\n');
+    expect(encodeSSE({ type: "ping" }, "ping")).toBe('event: ping\ndata: {"type":"ping"}\n\n');
+  });
+
+  it("splits multi-line strings into several data lines, which parse back", async () => {
+    const text = encodeSSE("one\ntwo\r\nthree", "multi");
+    expect(text).toBe("event: multi\ndata: one\ndata: two\ndata: three\n\n");
+    expect(await collect([text])).toEqual([{ event: "multi", data: "one\ntwo\nthree" }]);
+  });
+});

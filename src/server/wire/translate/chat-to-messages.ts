@@ -1,0 +1,616 @@
+/**
+ * Client speaks OpenAI Chat Completions, provider speaks Anthropic Messages.
+ *
+ * Request: chat -> messages. Response and stream: messages -> chat.
+ */
+
+import type {
+  AnthropicContentBlock,
+  AnthropicMessageParam,
+  AnthropicStopReason,
+  AnthropicTextBlock,
+  AnthropicTool,
+  AnthropicToolChoice,
+  MessagesRequest,
+  MessagesResponse,
+} from "../anthropic-types.js";
+import type {
+  ChatCompletionChunk,
+  ChatCompletionRequest,
+  ChatCompletionResponse,
+  ChatDelta,
+  ChatErrorBody,
+  ChatFinishReason,
+  ChatMessage,
+  ChatToolCall,
+  ChatUsage,
+} from "../openai-types.js";
+import { emptyUsage, toChatUsage, type Usage, usageFromMessages } from "../usage.js";
+import {
+  argumentsToInput,
+  asArray,
+  asNumber,
+  asString,
+  inputToArguments,
+  isRecord,
+  type JsonObject,
+  nowSeconds,
+  objectSchema,
+  parseDataUrl,
+  randomId,
+} from "./shared.js";
+
+/** Anthropic requires max_tokens; chat clients often leave it out. */
+export const DEFAULT_ANTHROPIC_MAX_TOKENS = 4096;
+
+// ---------------------------------------------------------------------------
+// Request: chat -> messages
+// ---------------------------------------------------------------------------
+
+export function chatRequestToMessages(
+  req: ChatCompletionRequest,
+  upstreamModel: string,
+): MessagesRequest {
+  const { system, messages } = convertMessages(asArray(req.messages));
+  const out: MessagesRequest = {
+    model: upstreamModel,
+    messages,
+    max_tokens:
+      asNumber(req.max_completion_tokens) ??
+      asNumber(req.max_tokens) ??
+      DEFAULT_ANTHROPIC_MAX_TOKENS,
+  };
+  if (system !== undefined) out.system = system;
+
+  const temperature = asNumber(req.temperature);
+  // OpenAI allows 0..2, Anthropic 0..1: clamp rather than have the upstream reject the call.
+  if (temperature !== undefined) out.temperature = Math.min(Math.max(temperature, 0), 1);
+  const topP = asNumber(req.top_p);
+  if (topP !== undefined) out.top_p = topP;
+
+  const stop = typeof req.stop === "string" ? [req.stop] : asArray(req.stop);
+  const stopSequences = stop.filter((s): s is string => typeof s === "string" && s !== "");
+  if (stopSequences.length > 0) out.stop_sequences = stopSequences;
+
+  if (req.stream === true) out.stream = true;
+
+  const tools = convertTools(asArray(req.tools));
+  if (tools.length > 0) {
+    out.tools = tools;
+    const toolChoice = convertToolChoice(req.tool_choice, req.parallel_tool_calls);
+    if (toolChoice) out.tool_choice = toolChoice;
+  }
+
+  const user = asString(req.user) ?? asString(req.safety_identifier);
+  if (user) out.metadata = { user_id: user };
+
+  const format = req.response_format;
+  if (isRecord(format) && format.type === "json_schema" && isRecord(format.json_schema)) {
+    const schema = format.json_schema.schema;
+    if (isRecord(schema)) out.output_config = { format: { type: "json_schema", schema } };
+  }
+  return out;
+}
+
+type SystemPrompt = string | AnthropicTextBlock[] | undefined;
+
+/**
+ * Builds the Anthropic message list. Consecutive same-role turns are merged (tool
+ * results arrive as separate chat messages but must share one Anthropic user turn,
+ * ahead of any text the user adds after them).
+ */
+function convertMessages(input: unknown[]): {
+  system: SystemPrompt;
+  messages: AnthropicMessageParam[];
+} {
+  const systemBlocks: AnthropicTextBlock[] = [];
+  const messages: Array<{ role: "user" | "assistant"; content: AnthropicContentBlock[] }> = [];
+  // Legacy `function_call` turns carry no id; remember the one we invented per name.
+  const legacyCallIds = new Map<string, string>();
+
+  const append = (role: "user" | "assistant", blocks: AnthropicContentBlock[]) => {
+    if (blocks.length === 0) return;
+    const last = messages[messages.length - 1];
+    if (last && last.role === role) last.content.push(...blocks);
+    else messages.push({ role, content: blocks });
+  };
+
+  for (const raw of input) {
+    if (!isRecord(raw)) continue;
+    const message = raw as ChatMessage;
+    switch (message.role) {
+      case "system":
+      case "developer":
+        systemBlocks.push(...textBlocks(message.content));
+        break;
+      case "user":
+        append("user", userBlocks(message.content));
+        break;
+      case "assistant": {
+        const blocks: AnthropicContentBlock[] = textBlocks(message.content);
+        if (typeof message.refusal === "string" && message.refusal !== "" && blocks.length === 0) {
+          blocks.push({ type: "text", text: message.refusal });
+        }
+        for (const call of asArray(message.tool_calls)) {
+          if (!isRecord(call) || !isRecord(call.function)) continue;
+          blocks.push({
+            type: "tool_use",
+            id: asString(call.id) || randomId("toolu_"),
+            name: asString(call.function.name) ?? "",
+            input: argumentsToInput(call.function.arguments),
+          });
+        }
+        const legacy = message.function_call;
+        if (isRecord(legacy) && typeof legacy.name === "string") {
+          const id = randomId("toolu_");
+          legacyCallIds.set(legacy.name, id);
+          blocks.push({
+            type: "tool_use",
+            id,
+            name: legacy.name,
+            input: argumentsToInput(legacy.arguments),
+          });
+        }
+        append("assistant", blocks);
+        break;
+      }
+      case "tool":
+        append("user", [toolResultBlock(asString(message.tool_call_id) ?? "", message.content)]);
+        break;
+      case "function": {
+        const id = legacyCallIds.get(message.name) ?? randomId("toolu_");
+        append("user", [toolResultBlock(id, message.content)]);
+        break;
+      }
+      default:
+        break;
+    }
+  }
+
+  let system: SystemPrompt;
+  if (systemBlocks.length === 1 && Object.keys(systemBlocks[0]).length === 2) {
+    system = systemBlocks[0].text;
+  } else if (systemBlocks.length > 0) {
+    system = systemBlocks;
+  }
+  return { system, messages };
+}
+
+/** Text parts only (system prompts, assistant turns). Empty text is dropped: Anthropic rejects it. */
+function textBlocks(content: unknown): AnthropicTextBlock[] {
+  if (typeof content === "string") return content === "" ? [] : [{ type: "text", text: content }];
+  const blocks: AnthropicTextBlock[] = [];
+  for (const part of asArray(content)) {
+    if (!isRecord(part)) continue;
+    const text = part.type === "refusal" ? asString(part.refusal) : asString(part.text);
+    if ((part.type === "text" || part.type === "refusal") && text) {
+      blocks.push(withCacheControl({ type: "text", text }, part));
+    }
+  }
+  return blocks;
+}
+
+/** User content: text, images and files. Unsupported parts (audio...) are skipped. */
+function userBlocks(content: unknown): AnthropicContentBlock[] {
+  if (typeof content === "string") return content === "" ? [] : [{ type: "text", text: content }];
+  const blocks: AnthropicContentBlock[] = [];
+  for (const part of asArray(content)) {
+    if (!isRecord(part)) continue;
+    if (part.type === "text") {
+      const text = asString(part.text);
+      if (text) blocks.push(withCacheControl({ type: "text", text }, part));
+    } else if (part.type === "image_url") {
+      const url = isRecord(part.image_url)
+        ? asString(part.image_url.url)
+        : asString(part.image_url);
+      const block = url ? imageBlock(url) : undefined;
+      if (block) blocks.push(withCacheControl(block, part));
+    } else if (part.type === "file" && isRecord(part.file)) {
+      const block = fileBlock(part.file);
+      if (block) blocks.push(withCacheControl(block, part));
+    }
+  }
+  return blocks;
+}
+
+function imageBlock(url: string): AnthropicContentBlock | undefined {
+  const inline = parseDataUrl(url);
+  if (inline) {
+    return {
+      type: "image",
+      source: { type: "base64", media_type: inline.mediaType, data: inline.data },
+    };
+  }
+  if (/^https?:\/\//i.test(url)) return { type: "image", source: { type: "url", url } };
+  return undefined;
+}
+
+function fileBlock(file: JsonObject): AnthropicContentBlock | undefined {
+  const inline = parseDataUrl(asString(file.file_data) ?? "");
+  if (!inline) return undefined;
+  if (inline.mediaType.startsWith("image/")) {
+    return {
+      type: "image",
+      source: { type: "base64", media_type: inline.mediaType, data: inline.data },
+    };
+  }
+  const title = asString(file.filename);
+  if (inline.mediaType === "application/pdf") {
+    return {
+      type: "document",
+      source: { type: "base64", media_type: "application/pdf", data: inline.data },
+      ...(title ? { title } : {}),
+    };
+  }
+  if (inline.mediaType.startsWith("text/")) {
+    const text = Buffer.from(inline.data, "base64").toString("utf8");
+    return {
+      type: "document",
+      source: { type: "text", media_type: "text/plain", data: text },
+      ...(title ? { title } : {}),
+    };
+  }
+  return undefined;
+}
+
+function toolResultBlock(toolUseId: string, content: unknown): AnthropicContentBlock {
+  const block: AnthropicContentBlock = { type: "tool_result", tool_use_id: toolUseId };
+  if (typeof content === "string") {
+    if (content !== "") block.content = content;
+  } else {
+    const blocks = userBlocks(content).filter((b) => b.type === "text" || b.type === "image");
+    if (blocks.length > 0) block.content = blocks;
+  }
+  return block;
+}
+
+/** Clients that know Anthropic prompt caching put `cache_control` on OpenAI parts: keep it. */
+function withCacheControl<T extends AnthropicContentBlock>(block: T, part: JsonObject): T {
+  return isRecord(part.cache_control) ? { ...block, cache_control: part.cache_control } : block;
+}
+
+function convertTools(tools: unknown[]): AnthropicTool[] {
+  const out: AnthropicTool[] = [];
+  for (const tool of tools) {
+    if (!isRecord(tool) || tool.type !== "function" || !isRecord(tool.function)) continue;
+    const name = asString(tool.function.name);
+    if (!name) continue;
+    const converted: AnthropicTool = { name, input_schema: objectSchema(tool.function.parameters) };
+    const description = asString(tool.function.description);
+    if (description) converted.description = description;
+    if (isRecord(tool.cache_control)) converted.cache_control = tool.cache_control;
+    out.push(converted);
+  }
+  return out;
+}
+
+function convertToolChoice(choice: unknown, parallel: unknown): AnthropicToolChoice | undefined {
+  const disableParallel = parallel === false ? { disable_parallel_tool_use: true } : {};
+  if (choice === "none") return { type: "none" };
+  if (choice === "required") return { type: "any", ...disableParallel };
+  if (isRecord(choice) && choice.type === "function" && isRecord(choice.function)) {
+    const name = asString(choice.function.name);
+    if (name) return { type: "tool", name, ...disableParallel };
+  }
+  if (choice === "auto" || parallel === false) return { type: "auto", ...disableParallel };
+  return undefined;
+}
+
+// ---------------------------------------------------------------------------
+// Response: messages -> chat
+// ---------------------------------------------------------------------------
+
+export function anthropicStopToChatFinish(reason: unknown): ChatFinishReason {
+  switch (reason) {
+    case "max_tokens":
+    case "model_context_window_exceeded":
+      return "length";
+    case "tool_use":
+      return "tool_calls";
+    case "refusal":
+      return "content_filter";
+    default:
+      // end_turn, stop_sequence, pause_turn and anything new read as a normal stop.
+      return "stop";
+  }
+}
+
+function chatIdFromMessageId(id: unknown): string {
+  const raw = asString(id);
+  return raw ? `chatcmpl-${raw.replace(/^msg_/, "")}` : randomId("chatcmpl-");
+}
+
+export function messagesResponseToChat(
+  resp: MessagesResponse,
+  clientModel: string,
+): ChatCompletionResponse {
+  let text = "";
+  let reasoning = "";
+  const toolCalls: ChatToolCall[] = [];
+  for (const block of asArray(resp.content)) {
+    if (!isRecord(block)) continue;
+    if (block.type === "text") text += asString(block.text) ?? "";
+    else if (block.type === "thinking") reasoning += asString(block.thinking) ?? "";
+    else if (block.type === "tool_use") {
+      toolCalls.push({
+        id: asString(block.id) || randomId("toolu_"),
+        type: "function",
+        function: { name: asString(block.name) ?? "", arguments: inputToArguments(block.input) },
+      });
+    }
+  }
+  const hasText = text !== "";
+  const message: ChatCompletionResponse["choices"][number]["message"] = {
+    role: "assistant",
+    content: hasText || toolCalls.length === 0 ? text : null,
+    refusal: null,
+  };
+  if (toolCalls.length > 0) message.tool_calls = toolCalls;
+  if (reasoning !== "") message.reasoning_content = reasoning;
+
+  const usage = usageFromMessages(resp);
+  return {
+    id: chatIdFromMessageId(resp.id),
+    object: "chat.completion",
+    created: nowSeconds(),
+    model: clientModel,
+    choices: [
+      {
+        index: 0,
+        message,
+        logprobs: null,
+        finish_reason: anthropicStopToChatFinish(resp.stop_reason),
+      },
+    ],
+    usage: toChatUsage(usage),
+  };
+}
+
+// ---------------------------------------------------------------------------
+// Stream: messages SSE events -> chat chunks
+// ---------------------------------------------------------------------------
+
+type BlockState =
+  | { kind: "text" }
+  | { kind: "thinking" }
+  | { kind: "tool"; toolIndex: number; streamedArgs: boolean; initialInput: unknown }
+  | { kind: "ignored" };
+
+export type ChatStreamOutput = ChatCompletionChunk | ChatErrorBody;
+
+/**
+ * Consumes Anthropic SSE events and yields the chat chunks to send. The caller
+ * writes each as `data: <json>` and ends with `data: [DONE]` after `finish()`.
+ */
+export class MessagesStreamToChat {
+  private readonly clientModel: string;
+  private readonly includeUsage: boolean;
+  private id = randomId("chatcmpl-");
+  private readonly created = nowSeconds();
+  private readonly blocks = new Map<number, BlockState>();
+  private nextToolIndex = 0;
+  private current: Usage = emptyUsage();
+  private roleSent = false;
+  private finishSent = false;
+  private usageSent = false;
+
+  constructor(clientModel: string, opts: { includeUsage: boolean }) {
+    this.clientModel = clientModel;
+    this.includeUsage = opts.includeUsage;
+  }
+
+  push(ev: { event?: string; data: string }): ChatStreamOutput[] {
+    let data: unknown;
+    try {
+      data = JSON.parse(ev.data);
+    } catch {
+      return [];
+    }
+    if (!isRecord(data)) return [];
+    const type = asString(data.type) ?? ev.event;
+    switch (type) {
+      case "message_start":
+        return this.onMessageStart(data);
+      case "content_block_start":
+        return this.onBlockStart(data);
+      case "content_block_delta":
+        return this.onBlockDelta(data);
+      case "content_block_stop":
+        return this.onBlockStop(data);
+      case "message_delta":
+        return this.onMessageDelta(data);
+      case "message_stop":
+        return this.finish();
+      case "error": {
+        const error = isRecord(data.error) ? data.error : {};
+        const message = asString(error.message) ?? "upstream stream error";
+        this.finishSent = true;
+        this.usageSent = true;
+        return [
+          { error: { message, type: "upstream_error", code: "upstream_error", param: null } },
+        ];
+      }
+      default:
+        // ping and event types we do not know carry nothing for a chat client.
+        return [];
+    }
+  }
+
+  /** Closes the stream: emits whatever the upstream failed to (finish reason, usage). Idempotent. */
+  finish(): ChatStreamOutput[] {
+    const out = this.start();
+    if (!this.finishSent) {
+      this.finishSent = true;
+      out.push(this.chunk({}, "stop"));
+    }
+    if (this.includeUsage && !this.usageSent) {
+      this.usageSent = true;
+      out.push({
+        id: this.id,
+        object: "chat.completion.chunk",
+        created: this.created,
+        model: this.clientModel,
+        choices: [],
+        usage: this.chatUsage(),
+      });
+    }
+    return out;
+  }
+
+  usage(): Usage {
+    return { ...this.current };
+  }
+
+  private chatUsage(): ChatUsage {
+    return toChatUsage(this.current);
+  }
+
+  private chunk(
+    delta: ChatDelta,
+    finishReason: ChatFinishReason | null = null,
+  ): ChatCompletionChunk {
+    return {
+      id: this.id,
+      object: "chat.completion.chunk",
+      created: this.created,
+      model: this.clientModel,
+      choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }],
+    };
+  }
+
+  /** The first chunk must carry the role; SDK accumulators reject a message without one. */
+  private start(): ChatCompletionChunk[] {
+    if (this.roleSent) return [];
+    this.roleSent = true;
+    return [this.chunk({ role: "assistant", content: "" })];
+  }
+
+  private onMessageStart(data: JsonObject): ChatStreamOutput[] {
+    const message = isRecord(data.message) ? data.message : {};
+    if (!this.roleSent && asString(message.id)) this.id = chatIdFromMessageId(message.id);
+    this.mergeUsage(message.usage);
+    return this.start();
+  }
+
+  private onBlockStart(data: JsonObject): ChatStreamOutput[] {
+    const index = asNumber(data.index) ?? this.blocks.size;
+    const block = isRecord(data.content_block) ? data.content_block : {};
+    const out: ChatStreamOutput[] = this.start();
+    if (block.type === "text") {
+      this.blocks.set(index, { kind: "text" });
+      const text = asString(block.text);
+      if (text) out.push(this.chunk({ content: text }));
+    } else if (block.type === "thinking") {
+      this.blocks.set(index, { kind: "thinking" });
+      const thinking = asString(block.thinking);
+      if (thinking) out.push(this.chunk({ reasoning_content: thinking }));
+    } else if (block.type === "tool_use") {
+      const toolIndex = this.nextToolIndex++;
+      this.blocks.set(index, {
+        kind: "tool",
+        toolIndex,
+        streamedArgs: false,
+        initialInput: block.input,
+      });
+      out.push(
+        this.chunk({
+          tool_calls: [
+            {
+              index: toolIndex,
+              id: asString(block.id) || randomId("toolu_"),
+              type: "function",
+              function: { name: asString(block.name) ?? "", arguments: "" },
+            },
+          ],
+        }),
+      );
+    } else {
+      // server_tool_use, web search results, redacted thinking...: nothing a chat client can use.
+      this.blocks.set(index, { kind: "ignored" });
+    }
+    return out;
+  }
+
+  private onBlockDelta(data: JsonObject): ChatStreamOutput[] {
+    const state = this.blocks.get(asNumber(data.index) ?? -1);
+    const delta = isRecord(data.delta) ? data.delta : {};
+    if (delta.type === "text_delta") {
+      const text = asString(delta.text);
+      // Text deltas are accepted even for an unannounced block: losing text is worse.
+      if (text && (state === undefined || state.kind === "text")) {
+        return [...this.start(), this.chunk({ content: text })];
+      }
+    } else if (delta.type === "input_json_delta" && state?.kind === "tool") {
+      const partial = asString(delta.partial_json);
+      if (partial) {
+        state.streamedArgs = true;
+        return [
+          ...this.start(),
+          this.chunk({
+            tool_calls: [{ index: state.toolIndex, function: { arguments: partial } }],
+          }),
+        ];
+      }
+    } else if (delta.type === "thinking_delta" && state?.kind === "thinking") {
+      const thinking = asString(delta.thinking);
+      if (thinking) return [...this.start(), this.chunk({ reasoning_content: thinking })];
+    }
+    return [];
+  }
+
+  private onBlockStop(data: JsonObject): ChatStreamOutput[] {
+    const state = this.blocks.get(asNumber(data.index) ?? -1);
+    // Some Anthropic-compatible servers put the whole input in content_block_start and
+    // stream no deltas; the client still needs the arguments.
+    if (state?.kind === "tool" && !state.streamedArgs) {
+      state.streamedArgs = true;
+      const input = state.initialInput;
+      if (isRecord(input) && Object.keys(input).length > 0) {
+        return [
+          this.chunk({
+            tool_calls: [
+              { index: state.toolIndex, function: { arguments: inputToArguments(input) } },
+            ],
+          }),
+        ];
+      }
+      return [
+        this.chunk({ tool_calls: [{ index: state.toolIndex, function: { arguments: "{}" } }] }),
+      ];
+    }
+    return [];
+  }
+
+  private onMessageDelta(data: JsonObject): ChatStreamOutput[] {
+    this.mergeUsage(data.usage);
+    const delta = isRecord(data.delta) ? data.delta : {};
+    if (this.finishSent || delta.stop_reason == null) return [];
+    this.finishSent = true;
+    return [...this.start(), this.chunk({}, anthropicStopToChatFinish(delta.stop_reason))];
+  }
+
+  /** Anthropic usage counters are cumulative: a field present later overwrites, never adds. */
+  private mergeUsage(raw: unknown): void {
+    if (!isRecord(raw)) return;
+    const previous = this.current;
+    const cacheRead =
+      asNumber(raw.cache_read_input_tokens) ?? previous.cache_read_input_tokens ?? 0;
+    const cacheWrite =
+      asNumber(raw.cache_creation_input_tokens) ?? previous.cache_creation_input_tokens ?? 0;
+    const previousUncached =
+      previous.input_tokens -
+      (previous.cache_read_input_tokens ?? 0) -
+      (previous.cache_creation_input_tokens ?? 0);
+    const uncached = asNumber(raw.input_tokens) ?? previousUncached;
+    const next: Usage = {
+      input_tokens: uncached + cacheRead + cacheWrite,
+      output_tokens: asNumber(raw.output_tokens) ?? previous.output_tokens,
+    };
+    if (cacheRead > 0) next.cache_read_input_tokens = cacheRead;
+    if (cacheWrite > 0) next.cache_creation_input_tokens = cacheWrite;
+    this.current = next;
+  }
+}
+
+/** The stop reason a chat client would see for a given Anthropic one (exported for tests). */
+export type { AnthropicStopReason };

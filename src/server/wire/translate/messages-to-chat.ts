@@ -1,0 +1,550 @@
+/**
+ * Client speaks Anthropic Messages, provider speaks OpenAI Chat Completions.
+ *
+ * Request: messages -> chat. Response and stream: chat -> messages.
+ */
+
+import type {
+  AnthropicContentBlock,
+  AnthropicStopReason,
+  MessagesRequest,
+  MessagesResponse,
+  MessagesSSEEvent,
+  MessagesStreamEvent,
+} from "../anthropic-types.js";
+import type {
+  ChatCompletionRequest,
+  ChatCompletionResponse,
+  ChatContentPart,
+  ChatMessage,
+  ChatTool,
+  ChatToolCall,
+  ChatToolChoice,
+} from "../openai-types.js";
+import { emptyUsage, toAnthropicUsage, type Usage, usageFromChat } from "../usage.js";
+import {
+  argumentsToInput,
+  asArray,
+  asNumber,
+  asString,
+  inputToArguments,
+  isRecord,
+  type JsonObject,
+  randomId,
+  toDataUrl,
+} from "./shared.js";
+
+export type ChatRequestOptions = {
+  /**
+   * Which field carries the output limit. OpenAI's reasoning models accept only
+   * `max_completion_tokens`; many OpenAI-compatible servers know only `max_tokens`.
+   */
+  maxTokensField?: "max_tokens" | "max_completion_tokens";
+};
+
+// ---------------------------------------------------------------------------
+// Request: messages -> chat
+// ---------------------------------------------------------------------------
+
+export function messagesRequestToChat(
+  req: MessagesRequest,
+  upstreamModel: string,
+  opts: ChatRequestOptions = {},
+): ChatCompletionRequest {
+  const messages: ChatMessage[] = [];
+  const system = systemText(req.system);
+  if (system) messages.push({ role: "system", content: system });
+  for (const message of asArray(req.messages)) {
+    if (isRecord(message)) messages.push(...convertMessage(message));
+  }
+
+  const out: ChatCompletionRequest = { model: upstreamModel, messages };
+  const maxTokens = asNumber(req.max_tokens);
+  if (maxTokens !== undefined) out[opts.maxTokensField ?? "max_tokens"] = maxTokens;
+  const temperature = asNumber(req.temperature);
+  if (temperature !== undefined) out.temperature = temperature;
+  const topP = asNumber(req.top_p);
+  if (topP !== undefined) out.top_p = topP;
+  const stop = asArray(req.stop_sequences).filter((s): s is string => typeof s === "string");
+  if (stop.length > 0) out.stop = stop;
+
+  if (req.stream === true) {
+    out.stream = true;
+    // Usage only arrives on a chat stream when asked for, and billing needs it.
+    out.stream_options = { include_usage: true };
+  }
+
+  const tools = convertTools(asArray(req.tools));
+  if (tools.length > 0) {
+    out.tools = tools;
+    const rawChoice: unknown = req.tool_choice;
+    const choice = isRecord(rawChoice) ? rawChoice : undefined;
+    const toolChoice = convertToolChoice(choice);
+    if (toolChoice !== undefined) out.tool_choice = toolChoice;
+    if (choice?.disable_parallel_tool_use === true) out.parallel_tool_calls = false;
+  }
+
+  const user = isRecord(req.metadata) ? asString(req.metadata.user_id) : undefined;
+  if (user) out.user = user;
+
+  const format = isRecord(req.output_config) ? req.output_config.format : undefined;
+  if (isRecord(format) && format.type === "json_schema" && isRecord(format.schema)) {
+    out.response_format = {
+      type: "json_schema",
+      json_schema: { name: "output", schema: format.schema },
+    };
+  }
+  return out;
+}
+
+function systemText(system: unknown): string {
+  if (typeof system === "string") return system;
+  return asArray(system)
+    .map((block) => (isRecord(block) && block.type === "text" ? (asString(block.text) ?? "") : ""))
+    .filter((text) => text !== "")
+    .join("\n\n");
+}
+
+/**
+ * One Anthropic turn may become several chat messages: every `tool_result` block is a
+ * `role: "tool"` message, and these must directly follow the assistant's tool calls,
+ * so they come first; the user's own content (and any images the tools returned,
+ * which tool messages cannot carry) follows in one user message.
+ */
+function convertMessage(message: JsonObject): ChatMessage[] {
+  const content = message.content;
+  if (message.role === "assistant") {
+    const assistant = convertAssistant(content);
+    return assistant ? [assistant] : [];
+  }
+  if (message.role !== "user") return [];
+  if (typeof content === "string") return content === "" ? [] : [{ role: "user", content }];
+
+  const out: ChatMessage[] = [];
+  const userParts: ChatContentPart[] = [];
+  for (const block of asArray(content)) {
+    if (!isRecord(block)) continue;
+    if (block.type === "tool_result") {
+      const { text, images } = splitToolResult(block.content);
+      const error = block.is_error === true && text === "" ? "Error" : text;
+      out.push({ role: "tool", tool_call_id: asString(block.tool_use_id) ?? "", content: error });
+      userParts.push(...images);
+    } else {
+      const part = userPart(block);
+      if (part) userParts.push(part);
+    }
+  }
+  if (userParts.length === 1 && userParts[0].type === "text") {
+    out.push({ role: "user", content: String(userParts[0].text) });
+  } else if (userParts.length > 0) {
+    out.push({ role: "user", content: userParts });
+  }
+  return out;
+}
+
+function convertAssistant(content: unknown): ChatMessage | undefined {
+  if (typeof content === "string") {
+    return content === "" ? undefined : { role: "assistant", content };
+  }
+  let text = "";
+  const toolCalls: ChatToolCall[] = [];
+  for (const block of asArray(content)) {
+    if (!isRecord(block)) continue;
+    if (block.type === "text") text += asString(block.text) ?? "";
+    else if (block.type === "tool_use") {
+      toolCalls.push({
+        id: asString(block.id) || randomId("call_"),
+        type: "function",
+        function: { name: asString(block.name) ?? "", arguments: inputToArguments(block.input) },
+      });
+    }
+    // thinking blocks are Anthropic-signed and mean nothing to another provider.
+  }
+  if (text === "" && toolCalls.length === 0) return undefined;
+  const message: ChatMessage = { role: "assistant", content: text === "" ? null : text };
+  if (toolCalls.length > 0) message.tool_calls = toolCalls;
+  return message;
+}
+
+/** Tool messages carry text only; images in a tool result travel in the next user message. */
+function splitToolResult(content: unknown): { text: string; images: ChatContentPart[] } {
+  if (typeof content === "string") return { text: content, images: [] };
+  const texts: string[] = [];
+  const images: ChatContentPart[] = [];
+  for (const block of asArray(content)) {
+    if (!isRecord(block)) continue;
+    if (block.type === "text") texts.push(asString(block.text) ?? "");
+    else {
+      const part = userPart(block);
+      if (part && part.type !== "text") images.push(part);
+    }
+  }
+  return { text: texts.join("\n"), images };
+}
+
+function userPart(block: JsonObject): ChatContentPart | undefined {
+  if (block.type === "text") {
+    const text = asString(block.text);
+    return text ? { type: "text", text } : undefined;
+  }
+  const source = isRecord(block.source) ? block.source : undefined;
+  if (!source) return undefined;
+  if (block.type === "image") {
+    if (source.type === "base64") {
+      const data = asString(source.data) ?? "";
+      const mediaType = asString(source.media_type) ?? "image/png";
+      return { type: "image_url", image_url: { url: toDataUrl(mediaType, data) } };
+    }
+    if (source.type === "url") {
+      const url = asString(source.url);
+      return url ? { type: "image_url", image_url: { url } } : undefined;
+    }
+  }
+  if (block.type === "document") {
+    const title = asString(block.title);
+    if (source.type === "base64") {
+      const mediaType = asString(source.media_type) ?? "application/pdf";
+      return {
+        type: "file",
+        file: {
+          file_data: toDataUrl(mediaType, asString(source.data) ?? ""),
+          filename: title ?? "document.pdf",
+        },
+      };
+    }
+    if (source.type === "text") {
+      const text = asString(source.data);
+      return text ? { type: "text", text: title ? `${title}\n\n${text}` : text } : undefined;
+    }
+  }
+  return undefined;
+}
+
+function convertTools(tools: unknown[]): ChatTool[] {
+  const out: ChatTool[] = [];
+  for (const tool of tools) {
+    // Only client-side tools (with an input_schema) can run through another provider;
+    // Anthropic server tools (web_search_..., code_execution_...) are skipped.
+    if (!isRecord(tool) || !isRecord(tool.input_schema)) continue;
+    if (tool.type !== undefined && tool.type !== "custom") continue;
+    const name = asString(tool.name);
+    if (!name) continue;
+    const fn: { name: string; description?: string; parameters: JsonObject } = {
+      name,
+      parameters: tool.input_schema,
+    };
+    const description = asString(tool.description);
+    if (description) fn.description = description;
+    out.push({ type: "function", function: fn });
+  }
+  return out;
+}
+
+function convertToolChoice(choice: JsonObject | undefined): ChatToolChoice | undefined {
+  switch (choice?.type) {
+    case "auto":
+      return "auto";
+    case "any":
+      return "required";
+    case "none":
+      return "none";
+    case "tool": {
+      const name = asString(choice.name);
+      return name ? { type: "function", function: { name } } : undefined;
+    }
+    default:
+      return undefined;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Response: chat -> messages
+// ---------------------------------------------------------------------------
+
+/** `sawToolCalls`: some servers (Ollama...) report "stop" even when the turn is a tool call. */
+export function chatFinishToAnthropicStop(
+  reason: unknown,
+  sawToolCalls = false,
+): AnthropicStopReason {
+  if (sawToolCalls && (reason === "stop" || reason == null)) return "tool_use";
+  switch (reason) {
+    case "length":
+      return "max_tokens";
+    case "tool_calls":
+    case "function_call":
+      return "tool_use";
+    case "content_filter":
+      return "refusal";
+    default:
+      return "end_turn";
+  }
+}
+
+function messageIdFromChatId(id: unknown): string {
+  const raw = asString(id);
+  return raw ? `msg_${raw.replace(/^chatcmpl-/, "")}` : randomId("msg_");
+}
+
+/** Text of a chat message's content, whether a string or (some servers) an array of parts. */
+function contentText(content: unknown): string {
+  if (typeof content === "string") return content;
+  return asArray(content)
+    .map((part) => (isRecord(part) && part.type === "text" ? (asString(part.text) ?? "") : ""))
+    .join("");
+}
+
+export function chatResponseToMessages(
+  resp: ChatCompletionResponse,
+  clientModel: string,
+): MessagesResponse {
+  const choice = asArray(resp.choices).find(isRecord) ?? {};
+  const message = isRecord(choice.message) ? choice.message : {};
+  const content: AnthropicContentBlock[] = [];
+
+  const reasoning = asString(message.reasoning_content) ?? asString(message.reasoning);
+  if (reasoning) content.push({ type: "thinking", thinking: reasoning, signature: "" });
+  const text = contentText(message.content) || (asString(message.refusal) ?? "");
+  if (text) content.push({ type: "text", text });
+
+  const toolCalls = asArray(message.tool_calls);
+  for (const call of toolCalls) {
+    if (!isRecord(call) || !isRecord(call.function)) continue;
+    content.push({
+      type: "tool_use",
+      id: asString(call.id) || randomId("toolu_"),
+      name: asString(call.function.name) ?? "",
+      input: argumentsToInput(call.function.arguments),
+    });
+  }
+  const legacy = message.function_call;
+  if (isRecord(legacy) && asString(legacy.name)) {
+    content.push({
+      type: "tool_use",
+      id: randomId("toolu_"),
+      name: asString(legacy.name) ?? "",
+      input: argumentsToInput(legacy.arguments),
+    });
+  }
+
+  const sawToolCalls = content.some((block) => block.type === "tool_use");
+  return {
+    id: messageIdFromChatId(resp.id),
+    type: "message",
+    role: "assistant",
+    model: clientModel,
+    content,
+    stop_reason: chatFinishToAnthropicStop(choice.finish_reason, sawToolCalls),
+    stop_sequence: null,
+    usage: toAnthropicUsage(usageFromChat(resp)),
+  };
+}
+
+// ---------------------------------------------------------------------------
+// Stream: chat chunks -> messages SSE events
+// ---------------------------------------------------------------------------
+
+type ToolState = {
+  id: string;
+  name: string;
+  /** Anthropic block index once the block is opened; undefined while the name is unknown. */
+  blockIndex?: number;
+  /** Arguments that arrived before the block could open. */
+  pendingArgs: string;
+};
+
+type OpenBlock = { kind: "text" | "thinking"; index: number } | { kind: "tool"; index: number };
+
+/**
+ * Consumes chat chunks (parsed JSON objects, without the `[DONE]` sentinel) and yields
+ * Anthropic SSE events. Call `finish()` once the upstream stream has ended.
+ */
+export class ChatStreamToMessages {
+  private readonly clientModel: string;
+  private messageId = randomId("msg_");
+  private started = false;
+  private ended = false;
+  private nextBlockIndex = 0;
+  private open: OpenBlock | undefined;
+  /** Keyed by the chat tool-call index, re-keyed when a server reuses an index for a new id. */
+  private readonly tools = new Map<number, ToolState>();
+  private sawToolCalls = false;
+  private finishReason: unknown = null;
+  private current: Usage = emptyUsage();
+
+  constructor(clientModel: string) {
+    this.clientModel = clientModel;
+  }
+
+  push(chunk: unknown): MessagesSSEEvent[] {
+    if (this.ended || !isRecord(chunk)) return [];
+    const out: MessagesSSEEvent[] = [];
+    if (isRecord(chunk.error)) {
+      this.ended = true;
+      const message = asString(chunk.error.message) ?? "upstream stream error";
+      return [event({ type: "error", error: { type: "api_error", message } })];
+    }
+    if (!this.started && asString(chunk.id)) this.messageId = messageIdFromChatId(chunk.id);
+    out.push(...this.start());
+    if (isRecord(chunk.usage)) this.current = usageFromChat(chunk);
+
+    // Only the first choice is relayed: Anthropic has no `n`.
+    const choice = asArray(chunk.choices).find((c) => isRecord(c) && (c.index ?? 0) === 0);
+    if (!isRecord(choice)) return out;
+    const delta = isRecord(choice.delta) ? choice.delta : {};
+
+    const reasoning = asString(delta.reasoning_content) ?? asString(delta.reasoning);
+    if (reasoning) out.push(...this.appendThinking(reasoning));
+    const text = contentText(delta.content) || (asString(delta.refusal) ?? "");
+    if (text) out.push(...this.appendText(text));
+    for (const call of asArray(delta.tool_calls)) {
+      if (isRecord(call)) out.push(...this.appendToolCall(call));
+    }
+    if (choice.finish_reason != null) {
+      this.finishReason = choice.finish_reason;
+      out.push(...this.closeOpenBlock());
+    }
+    return out;
+  }
+
+  /** Ends the message: closes blocks, then `message_delta` and `message_stop`. Idempotent. */
+  finish(): MessagesSSEEvent[] {
+    if (this.ended) return [];
+    const out = this.start();
+    for (const tool of this.tools.values()) {
+      if (tool.blockIndex === undefined) out.push(...this.openTool(tool));
+    }
+    out.push(...this.closeOpenBlock());
+    this.ended = true;
+    const usage = toAnthropicUsage(this.current);
+    out.push(
+      event({
+        type: "message_delta",
+        delta: {
+          stop_reason: chatFinishToAnthropicStop(this.finishReason, this.sawToolCalls),
+          stop_sequence: null,
+        },
+        usage,
+      }),
+      event({ type: "message_stop" }),
+    );
+    return out;
+  }
+
+  usage(): Usage {
+    return { ...this.current };
+  }
+
+  private start(): MessagesSSEEvent[] {
+    if (this.started) return [];
+    this.started = true;
+    return [
+      event({
+        type: "message_start",
+        message: {
+          id: this.messageId,
+          type: "message",
+          role: "assistant",
+          model: this.clientModel,
+          content: [],
+          stop_reason: null,
+          stop_sequence: null,
+          usage: { input_tokens: 0, output_tokens: 0 },
+        },
+      }),
+    ];
+  }
+
+  private closeOpenBlock(): MessagesSSEEvent[] {
+    if (!this.open) return [];
+    const index = this.open.index;
+    this.open = undefined;
+    return [event({ type: "content_block_stop", index })];
+  }
+
+  private openBlock(kind: "text" | "thinking", block: AnthropicContentBlock): MessagesSSEEvent[] {
+    const out = this.closeOpenBlock();
+    const index = this.nextBlockIndex++;
+    this.open = { kind, index };
+    out.push(event({ type: "content_block_start", index, content_block: block }));
+    return out;
+  }
+
+  private appendText(text: string): MessagesSSEEvent[] {
+    const out =
+      this.open?.kind === "text" ? [] : this.openBlock("text", { type: "text", text: "" });
+    const index = this.open?.index ?? 0;
+    out.push(event({ type: "content_block_delta", index, delta: { type: "text_delta", text } }));
+    return out;
+  }
+
+  private appendThinking(thinking: string): MessagesSSEEvent[] {
+    const out =
+      this.open?.kind === "thinking"
+        ? []
+        : this.openBlock("thinking", { type: "thinking", thinking: "", signature: "" });
+    const index = this.open?.index ?? 0;
+    out.push(
+      event({ type: "content_block_delta", index, delta: { type: "thinking_delta", thinking } }),
+    );
+    return out;
+  }
+
+  private appendToolCall(call: JsonObject): MessagesSSEEvent[] {
+    this.sawToolCalls = true;
+    const key = asNumber(call.index) ?? 0;
+    const fn = isRecord(call.function) ? call.function : {};
+    const id = asString(call.id);
+    let tool = this.tools.get(key);
+    // A new id at a known index is a new call (some servers send every call at index 0).
+    if (tool && id && tool.id !== id && (tool.blockIndex !== undefined || tool.pendingArgs)) {
+      this.tools.set(-1 - this.tools.size, tool);
+      tool = undefined;
+    }
+    if (!tool) {
+      tool = { id: id || randomId("toolu_"), name: "", pendingArgs: "" };
+      this.tools.set(key, tool);
+    }
+    const name = asString(fn.name);
+    if (name && tool.blockIndex === undefined) tool.name = name;
+
+    const out: MessagesSSEEvent[] = [];
+    if (tool.blockIndex === undefined && tool.name) out.push(...this.openTool(tool));
+    const args = asString(fn.arguments);
+    if (args) {
+      if (tool.blockIndex === undefined) tool.pendingArgs += args;
+      else out.push(jsonDelta(tool.blockIndex, args));
+    }
+    return out;
+  }
+
+  private openTool(tool: ToolState): MessagesSSEEvent[] {
+    const out = this.closeOpenBlock();
+    const index = this.nextBlockIndex++;
+    tool.blockIndex = index;
+    this.open = { kind: "tool", index };
+    out.push(
+      event({
+        type: "content_block_start",
+        index,
+        content_block: { type: "tool_use", id: tool.id, name: tool.name, input: {} },
+      }),
+    );
+    if (tool.pendingArgs) {
+      out.push(jsonDelta(index, tool.pendingArgs));
+      tool.pendingArgs = "";
+    }
+    return out;
+  }
+}
+
+function jsonDelta(index: number, partialJson: string): MessagesSSEEvent {
+  return event({
+    type: "content_block_delta",
+    index,
+    delta: { type: "input_json_delta", partial_json: partialJson },
+  });
+}
+
+function event(data: MessagesStreamEvent): MessagesSSEEvent {
+  return { event: data.type, data };
+}

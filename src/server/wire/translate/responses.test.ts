@@ -1,0 +1,295 @@
+import { describe, expect, it } from "vitest";
+import type { ChatCompletionChunk, ChatCompletionResponse } from "../openai-types.js";
+import type { ResponsesRequest } from "../responses-types.js";
+import { ChatStreamToResponses, chatResponseToResponses, responsesRequestToChat } from "./responses.js";
+
+const codexLikeRequest: ResponsesRequest = {
+  model: "client-model",
+  instructions: "You are Codex.",
+  input: [
+    { type: "message", role: "developer", content: [{ type: "input_text", text: "Sandbox: on" }] },
+    {
+      type: "message",
+      role: "user",
+      content: [
+        { type: "input_text", text: "List files" },
+        { type: "input_image", image_url: "data:image/png;base64,AAAA", detail: "low" },
+        { type: "input_image", file_id: "file-123" },
+      ],
+    },
+    { type: "reasoning", id: "rs_1", summary: [] },
+    {
+      type: "message",
+      role: "assistant",
+      content: [{ type: "output_text", text: "Running ls.", annotations: [] }],
+    },
+    { type: "function_call", call_id: "call_1", name: "shell", arguments: '{"cmd":["ls"]}' },
+    { type: "function_call", call_id: "call_2", name: "shell", arguments: '{"cmd":["pwd"]}' },
+    { type: "function_call_output", call_id: "call_1", output: "a.ts\nb.ts" },
+    {
+      type: "function_call_output",
+      call_id: "call_2",
+      output: [
+        { type: "input_text", text: "/work" },
+        { type: "input_image", image_url: "https://example.com/s.png" },
+      ],
+    },
+    { role: "user", content: "thanks" },
+  ],
+  tools: [
+    {
+      type: "function",
+      name: "shell",
+      description: "Run a command",
+      parameters: { type: "object", properties: { cmd: { type: "array" } } },
+      strict: false,
+    },
+    { type: "web_search" },
+  ],
+  tool_choice: "auto",
+  parallel_tool_calls: true,
+  max_output_tokens: 300,
+  temperature: 0.1,
+  reasoning: { effort: "low" },
+  text: { format: { type: "json_schema", name: "out", schema: { type: "object" }, strict: true } },
+  stream: true,
+};
+
+describe("responsesRequestToChat", () => {
+  it("translates instructions, items, function calls and outputs", () => {
+    expect(responsesRequestToChat(codexLikeRequest, "up")).toEqual({
+      model: "up",
+      max_tokens: 300,
+      temperature: 0.1,
+      stream: true,
+      stream_options: { include_usage: true },
+      reasoning_effort: "low",
+      tool_choice: "auto",
+      parallel_tool_calls: true,
+      response_format: {
+        type: "json_schema",
+        json_schema: { name: "out", schema: { type: "object" }, strict: true },
+      },
+      tools: [
+        {
+          type: "function",
+          function: {
+            name: "shell",
+            description: "Run a command",
+            parameters: { type: "object", properties: { cmd: { type: "array" } } },
+            strict: false,
+          },
+        },
+      ],
+      messages: [
+        { role: "system", content: "You are Codex." },
+        { role: "system", content: "Sandbox: on" },
+        {
+          role: "user",
+          content: [
+            { type: "text", text: "List files" },
+            { type: "image_url", image_url: { url: "data:image/png;base64,AAAA", detail: "low" } },
+          ],
+        },
+        {
+          role: "assistant",
+          content: "Running ls.",
+          tool_calls: [
+            { id: "call_1", type: "function", function: { name: "shell", arguments: '{"cmd":["ls"]}' } },
+            { id: "call_2", type: "function", function: { name: "shell", arguments: '{"cmd":["pwd"]}' } },
+          ],
+        },
+        { role: "tool", tool_call_id: "call_1", content: "a.ts\nb.ts" },
+        { role: "tool", tool_call_id: "call_2", content: "/work" },
+        { role: "user", content: [{ type: "image_url", image_url: { url: "https://example.com/s.png" } }] },
+        { role: "user", content: "thanks" },
+      ],
+    });
+  });
+
+  it("accepts a plain string input and a specific function tool_choice", () => {
+    const out = responsesRequestToChat(
+      {
+        model: "m",
+        input: "hello",
+        tools: codexLikeRequest.tools,
+        tool_choice: { type: "function", name: "shell" },
+      },
+      "up",
+      { maxTokensField: "max_completion_tokens" },
+    );
+    expect(out.messages).toEqual([{ role: "user", content: "hello" }]);
+    expect(out.tool_choice).toEqual({ type: "function", function: { name: "shell" } });
+    expect(out).not.toHaveProperty("stream");
+  });
+});
+
+const chatResponse: ChatCompletionResponse = {
+  id: "chatcmpl-1",
+  object: "chat.completion",
+  created: 1,
+  model: "up",
+  choices: [
+    {
+      index: 0,
+      finish_reason: "tool_calls",
+      message: {
+        role: "assistant",
+        content: "Let me look.",
+        tool_calls: [{ id: "call_9", type: "function", function: { name: "shell", arguments: '{"cmd":["ls"]}' } }],
+      },
+    },
+  ],
+  usage: {
+    prompt_tokens: 20,
+    completion_tokens: 5,
+    total_tokens: 25,
+    prompt_tokens_details: { cached_tokens: 4 },
+    completion_tokens_details: { reasoning_tokens: 2 },
+  },
+};
+
+describe("chatResponseToResponses", () => {
+  it("builds a Response with message and function_call items and usage", () => {
+    const out = chatResponseToResponses(chatResponse, "client-model", codexLikeRequest);
+    expect(out.id).toMatch(/^resp_/);
+    expect(out).toMatchObject({
+      object: "response",
+      status: "completed",
+      model: "client-model",
+      instructions: "You are Codex.",
+      max_output_tokens: 300,
+      temperature: 0.1,
+      error: null,
+      incomplete_details: null,
+      usage: {
+        input_tokens: 20,
+        input_tokens_details: { cached_tokens: 4 },
+        output_tokens: 5,
+        output_tokens_details: { reasoning_tokens: 2 },
+        total_tokens: 25,
+      },
+    });
+    expect(out.output).toEqual([
+      {
+        type: "message",
+        id: expect.stringMatching(/^msg_/),
+        status: "completed",
+        role: "assistant",
+        content: [{ type: "output_text", text: "Let me look.", annotations: [], logprobs: [] }],
+      },
+      {
+        type: "function_call",
+        id: expect.stringMatching(/^fc_/),
+        call_id: "call_9",
+        name: "shell",
+        arguments: '{"cmd":["ls"]}',
+        status: "completed",
+      },
+    ]);
+  });
+
+  it("reports truncation as incomplete and survives an empty response", () => {
+    const truncated = chatResponseToResponses(
+      { ...chatResponse, choices: [{ ...chatResponse.choices[0], finish_reason: "length" }] },
+      "m",
+    );
+    expect(truncated.status).toBe("incomplete");
+    expect(truncated.incomplete_details).toEqual({ reason: "max_output_tokens" });
+    const empty = chatResponseToResponses({} as ChatCompletionResponse, "m");
+    expect(empty.output).toEqual([]);
+    expect(empty.status).toBe("completed");
+    expect(empty.tool_choice).toBe("auto");
+  });
+});
+
+function chunk(delta: object, finish_reason: string | null = null): ChatCompletionChunk {
+  return {
+    id: "chatcmpl-s",
+    object: "chat.completion.chunk",
+    created: 1,
+    model: "up",
+    choices: [{ index: 0, delta, finish_reason, logprobs: null }],
+  } as ChatCompletionChunk;
+}
+
+type AnyEvent = { event: string; data: Record<string, unknown> & { type: string; sequence_number: number } };
+
+describe("ChatStreamToResponses", () => {
+  it("emits the Responses event sequence with numbered events", () => {
+    const translator = new ChatStreamToResponses("client-model", codexLikeRequest);
+    const chunks = [
+      chunk({ role: "assistant", content: "" }),
+      chunk({ content: "Hel" }),
+      chunk({ content: "lo" }),
+      chunk({ tool_calls: [{ index: 0, id: "call_1", type: "function", function: { name: "shell", arguments: '{"cmd"' } }] }),
+      chunk({ tool_calls: [{ index: 0, function: { arguments: ':["ls"]}' } }] }),
+      chunk({ tool_calls: [{ index: 1, id: "call_2", type: "function", function: { name: "shell", arguments: "{}" } }] }),
+      chunk({}, "tool_calls"),
+      { ...chunk({}), choices: [], usage: { prompt_tokens: 7, completion_tokens: 3, total_tokens: 10 } },
+    ];
+    const events = [...chunks.flatMap((c) => translator.push(c)), ...translator.finish()] as AnyEvent[];
+    expect(events.map((e) => e.event)).toEqual([
+      "response.created",
+      "response.in_progress",
+      "response.output_item.added",
+      "response.content_part.added",
+      "response.output_text.delta",
+      "response.output_text.delta",
+      "response.output_text.done",
+      "response.content_part.done",
+      "response.output_item.done",
+      "response.output_item.added",
+      "response.function_call_arguments.delta",
+      "response.function_call_arguments.delta",
+      "response.function_call_arguments.done",
+      "response.output_item.done",
+      "response.output_item.added",
+      "response.function_call_arguments.delta",
+      "response.function_call_arguments.done",
+      "response.output_item.done",
+      "response.completed",
+    ]);
+    expect(events.map((e) => e.data.sequence_number)).toEqual(events.map((_, i) => i));
+    expect(events.every((e) => e.event === e.data.type)).toBe(true);
+    expect(events[6].data).toMatchObject({ output_index: 0, content_index: 0, text: "Hello" });
+    expect(events[12].data).toMatchObject({ output_index: 1, name: "shell", arguments: '{"cmd":["ls"]}' });
+    const completed = events[events.length - 1].data.response as Record<string, unknown>;
+    expect(completed).toMatchObject({
+      status: "completed",
+      model: "client-model",
+      usage: { input_tokens: 7, output_tokens: 3, total_tokens: 10 },
+    });
+    expect(completed.output).toMatchObject([
+      { type: "message", status: "completed", content: [{ type: "output_text", text: "Hello" }] },
+      { type: "function_call", call_id: "call_1", arguments: '{"cmd":["ls"]}', status: "completed" },
+      { type: "function_call", call_id: "call_2", arguments: "{}", status: "completed" },
+    ]);
+    // The created event is a snapshot: later changes must not leak into it.
+    expect((events[0].data.response as { output: unknown[] }).output).toEqual([]);
+    expect(translator.usage()).toEqual({ input_tokens: 7, output_tokens: 3 });
+    expect(translator.finish()).toEqual([]);
+  });
+
+  it("ends as incomplete on length, and as failed on an error chunk", () => {
+    const truncated = new ChatStreamToResponses("m");
+    truncated.push(chunk({ content: "abc" }, "length"));
+    const end = truncated.finish() as AnyEvent[];
+    expect(end[end.length - 1].event).toBe("response.incomplete");
+
+    const failing = new ChatStreamToResponses("m");
+    failing.push(chunk({ content: "abc" }));
+    const failed = failing.push({ error: { message: "boom" } }) as AnyEvent[];
+    expect(failed.map((e) => e.event)).toEqual(["error", "response.failed"]);
+    expect(failed[0].data).toMatchObject({ code: "upstream_error", message: "boom", param: null });
+    expect(failed[1].data.response).toMatchObject({ status: "failed", error: { code: "server_error", message: "boom" } });
+    expect(failing.finish()).toEqual([]);
+  });
+
+  it("never throws on junk", () => {
+    const translator = new ChatStreamToResponses("m");
+    expect(translator.push(42)).toEqual([]);
+    expect(translator.push({ choices: "nope" }).map((e) => e.event)).toEqual(["response.created", "response.in_progress"]);
+    expect(translator.finish().map((e) => e.event)).toEqual(["response.completed"]);
+  });
+});

@@ -1,0 +1,618 @@
+/**
+ * Client speaks the OpenAI Responses API; the gateway runs it as a chat completion
+ * (directly on an openai-wire provider, or further translated to Anthropic).
+ *
+ * Request: responses -> chat. Response and stream: chat -> responses.
+ */
+
+import type {
+  ChatCompletionRequest,
+  ChatCompletionResponse,
+  ChatContentPart,
+  ChatMessage,
+  ChatTool,
+  ChatToolCall,
+  ChatToolChoice,
+} from "../openai-types.js";
+import type {
+  ResponseObject,
+  ResponsesOutputFunctionCall,
+  ResponsesOutputItem,
+  ResponsesOutputMessage,
+  ResponsesRequest,
+  ResponsesSSEEvent,
+  ResponsesStatus,
+  ResponsesTextFormat,
+  ResponsesToolChoice,
+  ResponsesUsage,
+} from "../responses-types.js";
+import { emptyUsage, type Usage, usageFromChat } from "../usage.js";
+import type { ChatRequestOptions } from "./messages-to-chat.js";
+import {
+  asArray,
+  asNumber,
+  asString,
+  isRecord,
+  type JsonObject,
+  nowSeconds,
+  randomId,
+} from "./shared.js";
+
+// ---------------------------------------------------------------------------
+// Request: responses -> chat
+// ---------------------------------------------------------------------------
+
+export function responsesRequestToChat(
+  req: ResponsesRequest,
+  upstreamModel: string,
+  opts: ChatRequestOptions = {},
+): ChatCompletionRequest {
+  const messages: ChatMessage[] = [];
+  const instructions = asString(req.instructions);
+  if (instructions) messages.push({ role: "system", content: instructions });
+  if (typeof req.input === "string") {
+    messages.push({ role: "user", content: req.input });
+  } else {
+    appendInputItems(messages, asArray(req.input));
+  }
+
+  const out: ChatCompletionRequest = { model: upstreamModel, messages };
+  const maxTokens = asNumber(req.max_output_tokens);
+  if (maxTokens !== undefined) out[opts.maxTokensField ?? "max_tokens"] = maxTokens;
+  const temperature = asNumber(req.temperature);
+  if (temperature !== undefined) out.temperature = temperature;
+  const topP = asNumber(req.top_p);
+  if (topP !== undefined) out.top_p = topP;
+  if (req.stream === true) {
+    out.stream = true;
+    out.stream_options = { include_usage: true };
+  }
+
+  const tools = convertTools(asArray(req.tools));
+  if (tools.length > 0) {
+    out.tools = tools;
+    const toolChoice = convertToolChoice(req.tool_choice);
+    if (toolChoice !== undefined) out.tool_choice = toolChoice;
+    if (typeof req.parallel_tool_calls === "boolean") {
+      out.parallel_tool_calls = req.parallel_tool_calls;
+    }
+  }
+
+  const user = asString(req.safety_identifier) ?? asString(req.user);
+  if (user) out.user = user;
+  const effort = isRecord(req.reasoning) ? asString(req.reasoning.effort) : undefined;
+  if (effort) out.reasoning_effort = effort;
+
+  const format = isRecord(req.text) ? req.text.format : undefined;
+  if (isRecord(format) && format.type === "json_schema" && isRecord(format.schema)) {
+    out.response_format = {
+      type: "json_schema",
+      json_schema: {
+        name: asString(format.name) ?? "output",
+        schema: format.schema,
+        ...(typeof format.strict === "boolean" ? { strict: format.strict } : {}),
+      },
+    };
+  } else if (isRecord(format) && format.type === "json_object") {
+    out.response_format = { type: "json_object" };
+  }
+  return out;
+}
+
+/**
+ * Responses input items -> chat messages. The Responses API lists an assistant turn as
+ * separate items (a message, then one item per function call); chat wants them as one
+ * assistant message, so consecutive assistant items are merged.
+ */
+function appendInputItems(messages: ChatMessage[], items: unknown[]): void {
+  const lastAssistant = (): Extract<ChatMessage, { role: "assistant" }> => {
+    const last = messages[messages.length - 1];
+    if (last?.role === "assistant") return last;
+    const created: Extract<ChatMessage, { role: "assistant" }> = {
+      role: "assistant",
+      content: null,
+    };
+    messages.push(created);
+    return created;
+  };
+
+  for (const item of items) {
+    if (!isRecord(item)) continue;
+    const type = item.type ?? "message";
+    if (type === "message") {
+      const role = item.role;
+      if (role === "system" || role === "developer") {
+        const text = contentText(item.content);
+        if (text) messages.push({ role: "system", content: text });
+      } else if (role === "user") {
+        const content = userContent(item.content);
+        if (content.length > 0) messages.push({ role: "user", content: simplify(content) });
+      } else if (role === "assistant") {
+        const text = contentText(item.content);
+        if (text) {
+          const assistant = lastAssistant();
+          assistant.content =
+            (typeof assistant.content === "string" ? assistant.content : "") + text;
+        }
+      }
+    } else if (type === "function_call") {
+      const assistant = lastAssistant();
+      const call: ChatToolCall = {
+        id: asString(item.call_id) || asString(item.id) || randomId("call_"),
+        type: "function",
+        function: { name: asString(item.name) ?? "", arguments: asString(item.arguments) ?? "{}" },
+      };
+      assistant.tool_calls = [...(assistant.tool_calls ?? []), call];
+    } else if (type === "function_call_output") {
+      const callId = asString(item.call_id) ?? "";
+      if (typeof item.output === "string") {
+        messages.push({ role: "tool", tool_call_id: callId, content: item.output });
+      } else {
+        const parts = userContent(item.output);
+        const text = parts
+          .filter((p) => p.type === "text")
+          .map((p) => String(p.text))
+          .join("\n");
+        messages.push({ role: "tool", tool_call_id: callId, content: text });
+        // Tool messages carry text only: images the tool returned go in a user message.
+        const images = parts.filter((p) => p.type !== "text");
+        if (images.length > 0) messages.push({ role: "user", content: images });
+      }
+    }
+    // reasoning, item_reference and hosted-tool items have no chat equivalent.
+  }
+}
+
+function simplify(parts: ChatContentPart[]): string | ChatContentPart[] {
+  return parts.length === 1 && parts[0].type === "text" ? String(parts[0].text) : parts;
+}
+
+function contentText(content: unknown): string {
+  if (typeof content === "string") return content;
+  return asArray(content)
+    .map((part) => {
+      if (!isRecord(part)) return "";
+      if (part.type === "refusal") return asString(part.refusal) ?? "";
+      if (part.type === "input_text" || part.type === "output_text" || part.type === "text") {
+        return asString(part.text) ?? "";
+      }
+      return "";
+    })
+    .join("");
+}
+
+function userContent(content: unknown): ChatContentPart[] {
+  if (typeof content === "string") return content === "" ? [] : [{ type: "text", text: content }];
+  const parts: ChatContentPart[] = [];
+  for (const part of asArray(content)) {
+    if (!isRecord(part)) continue;
+    if (part.type === "input_text" || part.type === "output_text" || part.type === "text") {
+      const text = asString(part.text);
+      if (text) parts.push({ type: "text", text });
+    } else if (part.type === "input_image") {
+      const url = asString(part.image_url);
+      if (!url) continue; // file_id images live in OpenAI's file store; nothing to forward.
+      const detail = asString(part.detail);
+      parts.push({ type: "image_url", image_url: { url, ...(detail ? { detail } : {}) } });
+    } else if (part.type === "input_file") {
+      const fileData = asString(part.file_data);
+      if (!fileData) continue;
+      const filename = asString(part.filename);
+      parts.push({
+        type: "file",
+        file: { file_data: fileData, ...(filename ? { filename } : {}) },
+      });
+    }
+  }
+  return parts;
+}
+
+function convertTools(tools: unknown[]): ChatTool[] {
+  const out: ChatTool[] = [];
+  for (const tool of tools) {
+    // Hosted tools (web_search, file_search, computer_use...) cannot run elsewhere.
+    if (!isRecord(tool) || tool.type !== "function") continue;
+    const name = asString(tool.name);
+    if (!name) continue;
+    const fn: { name: string; description?: string; parameters?: JsonObject; strict?: boolean } = {
+      name,
+    };
+    const description = asString(tool.description);
+    if (description) fn.description = description;
+    if (isRecord(tool.parameters)) fn.parameters = tool.parameters;
+    if (typeof tool.strict === "boolean") fn.strict = tool.strict;
+    out.push({ type: "function", function: fn });
+  }
+  return out;
+}
+
+function convertToolChoice(choice: unknown): ChatToolChoice | undefined {
+  if (choice === "auto" || choice === "none" || choice === "required") return choice;
+  if (isRecord(choice) && choice.type === "function") {
+    const name = asString(choice.name);
+    if (name) return { type: "function", function: { name } };
+  }
+  return undefined;
+}
+
+// ---------------------------------------------------------------------------
+// Response: chat -> responses
+// ---------------------------------------------------------------------------
+
+function responsesUsage(usage: Usage, reasoningTokens = 0): ResponsesUsage {
+  return {
+    input_tokens: usage.input_tokens,
+    input_tokens_details: { cached_tokens: usage.cache_read_input_tokens ?? 0 },
+    output_tokens: usage.output_tokens,
+    output_tokens_details: { reasoning_tokens: reasoningTokens },
+    total_tokens: usage.input_tokens + usage.output_tokens,
+  };
+}
+
+function statusFor(finishReason: unknown): {
+  status: ResponsesStatus;
+  incomplete_details: ResponseObject["incomplete_details"];
+} {
+  if (finishReason === "length") {
+    return { status: "incomplete", incomplete_details: { reason: "max_output_tokens" } };
+  }
+  if (finishReason === "content_filter") {
+    return { status: "incomplete", incomplete_details: { reason: "content_filter" } };
+  }
+  return { status: "completed", incomplete_details: null };
+}
+
+/** The request-echo part of a Response object, as the real API returns it. */
+function baseResponse(
+  req: ResponsesRequest | undefined,
+  clientModel: string,
+  id: string,
+  createdAt: number,
+): ResponseObject {
+  const r: JsonObject = isRecord(req) ? req : {};
+  const format = isRecord(r.text) && isRecord(r.text.format) ? r.text.format : { type: "text" };
+  const reasoning = isRecord(r.reasoning) ? r.reasoning : {};
+  const metadata = isRecord(r.metadata) ? r.metadata : {};
+  return {
+    id,
+    object: "response",
+    created_at: createdAt,
+    status: "in_progress",
+    error: null,
+    incomplete_details: null,
+    instructions: asString(r.instructions) ?? null,
+    max_output_tokens: asNumber(r.max_output_tokens) ?? null,
+    model: clientModel,
+    output: [],
+    parallel_tool_calls: typeof r.parallel_tool_calls === "boolean" ? r.parallel_tool_calls : true,
+    previous_response_id: asString(r.previous_response_id) ?? null,
+    reasoning: {
+      effort: asString(reasoning.effort) ?? null,
+      summary: asString(reasoning.summary) ?? null,
+    },
+    store: r.store === true,
+    temperature: asNumber(r.temperature) ?? null,
+    text: { format: format as ResponsesTextFormat },
+    tool_choice: (r.tool_choice as ResponsesToolChoice | undefined) ?? "auto",
+    tools: asArray(r.tools).filter(isRecord) as ResponseObject["tools"],
+    top_p: asNumber(r.top_p) ?? null,
+    truncation: r.truncation === "auto" ? "auto" : "disabled",
+    usage: null,
+    user: asString(r.user) ?? null,
+    metadata: metadata as { [key: string]: string },
+  };
+}
+
+function outputTextPart(text: string) {
+  return { type: "output_text" as const, text, annotations: [], logprobs: [] };
+}
+
+export function chatResponseToResponses(
+  resp: ChatCompletionResponse,
+  clientModel: string,
+  req?: ResponsesRequest,
+): ResponseObject {
+  const response = baseResponse(req, clientModel, randomId("resp_"), nowSeconds());
+  const choice = asArray(resp.choices).find(isRecord) ?? {};
+  const message = isRecord(choice.message) ? choice.message : {};
+
+  const text = typeof message.content === "string" ? message.content : contentText(message.content);
+  const refusal = asString(message.refusal);
+  if (text || refusal) {
+    const item: ResponsesOutputMessage = {
+      type: "message",
+      id: randomId("msg_"),
+      status: "completed",
+      role: "assistant",
+      content: text ? [outputTextPart(text)] : [{ type: "refusal", refusal: refusal ?? "" }],
+    };
+    response.output.push(item);
+  }
+  for (const call of asArray(message.tool_calls)) {
+    if (!isRecord(call) || !isRecord(call.function)) continue;
+    response.output.push({
+      type: "function_call",
+      id: randomId("fc_"),
+      call_id: asString(call.id) || randomId("call_"),
+      name: asString(call.function.name) ?? "",
+      arguments: asString(call.function.arguments) ?? "{}",
+      status: "completed",
+    });
+  }
+
+  const { status, incomplete_details } = statusFor(choice.finish_reason);
+  response.status = status;
+  response.incomplete_details = incomplete_details;
+  const rawUsage: unknown = resp.usage;
+  const details =
+    isRecord(rawUsage) && isRecord(rawUsage.completion_tokens_details)
+      ? rawUsage.completion_tokens_details
+      : {};
+  response.usage = responsesUsage(usageFromChat(resp), asNumber(details.reasoning_tokens) ?? 0);
+  return response;
+}
+
+// ---------------------------------------------------------------------------
+// Stream: chat chunks -> responses SSE events
+// ---------------------------------------------------------------------------
+
+type OpenText = { outputIndex: number; item: ResponsesOutputMessage; text: string };
+type ToolItem = {
+  outputIndex?: number;
+  item: ResponsesOutputFunctionCall;
+  pendingArgs: string;
+  done: boolean;
+};
+
+/**
+ * Consumes chat chunks (parsed JSON, without `[DONE]`) and yields Responses SSE events.
+ * Call `finish()` when the upstream ends; the final `response.completed` carries the
+ * whole output, so clients that only read it are correct even for unusual upstreams.
+ */
+export class ChatStreamToResponses {
+  private readonly response: ResponseObject;
+  private sequence = 0;
+  private started = false;
+  private ended = false;
+  private text: OpenText | undefined;
+  private readonly tools = new Map<number, ToolItem>();
+  private finishReason: unknown = null;
+  private reasoningTokens = 0;
+  private current: Usage = emptyUsage();
+
+  constructor(clientModel: string, req?: ResponsesRequest) {
+    this.response = baseResponse(req, clientModel, randomId("resp_"), nowSeconds());
+  }
+
+  /** The id of the response being streamed (e.g. for logs). */
+  get responseId(): string {
+    return this.response.id;
+  }
+
+  push(chunk: unknown): ResponsesSSEEvent[] {
+    if (this.ended || !isRecord(chunk)) return [];
+    if (isRecord(chunk.error)) {
+      return this.fail(asString(chunk.error.message) ?? "upstream stream error");
+    }
+    const out = this.start();
+    if (isRecord(chunk.usage)) {
+      this.current = usageFromChat(chunk);
+      const details = chunk.usage.completion_tokens_details;
+      if (isRecord(details)) this.reasoningTokens = asNumber(details.reasoning_tokens) ?? 0;
+    }
+    const choice = asArray(chunk.choices).find((c) => isRecord(c) && (c.index ?? 0) === 0);
+    if (!isRecord(choice)) return out;
+    const delta = isRecord(choice.delta) ? choice.delta : {};
+
+    const text = (asString(delta.content) ?? "") + (asString(delta.refusal) ?? "");
+    if (text) out.push(...this.appendText(text));
+    for (const call of asArray(delta.tool_calls)) {
+      if (isRecord(call)) out.push(...this.appendToolCall(call));
+    }
+    if (choice.finish_reason != null) this.finishReason = choice.finish_reason;
+    return out;
+  }
+
+  /** Closes every open item and emits `response.completed` (or `.incomplete`). Idempotent. */
+  finish(): ResponsesSSEEvent[] {
+    if (this.ended) return [];
+    const out = this.start();
+    out.push(...this.closeText());
+    for (const tool of this.tools.values()) {
+      if (tool.outputIndex === undefined) out.push(...this.openTool(tool));
+      out.push(...this.closeTool(tool));
+    }
+    this.ended = true;
+    const { status, incomplete_details } = statusFor(this.finishReason);
+    this.response.status = status;
+    this.response.incomplete_details = incomplete_details;
+    this.response.usage = responsesUsage(this.current, this.reasoningTokens);
+    const type = status === "incomplete" ? "response.incomplete" : "response.completed";
+    out.push(this.emit(type, { response: clone(this.response) }));
+    return out;
+  }
+
+  /** Ends the stream as failed: an `error` event, then `response.failed`. */
+  fail(message: string): ResponsesSSEEvent[] {
+    if (this.ended) return [];
+    const out = this.start();
+    this.ended = true;
+    this.response.status = "failed";
+    this.response.error = { code: "server_error", message };
+    this.response.usage = responsesUsage(this.current, this.reasoningTokens);
+    out.push(
+      this.emit("error", { code: "upstream_error", message, param: null }),
+      this.emit("response.failed", { response: clone(this.response) }),
+    );
+    return out;
+  }
+
+  usage(): Usage {
+    return { ...this.current };
+  }
+
+  private emit(type: string, fields: JsonObject): ResponsesSSEEvent {
+    return { event: type, data: { type, ...fields, sequence_number: this.sequence++ } };
+  }
+
+  private start(): ResponsesSSEEvent[] {
+    if (this.started) return [];
+    this.started = true;
+    return [
+      this.emit("response.created", { response: clone(this.response) }),
+      this.emit("response.in_progress", { response: clone(this.response) }),
+    ];
+  }
+
+  private appendText(delta: string): ResponsesSSEEvent[] {
+    const out: ResponsesSSEEvent[] = [];
+    if (!this.text) {
+      const item: ResponsesOutputMessage = {
+        type: "message",
+        id: randomId("msg_"),
+        status: "in_progress",
+        role: "assistant",
+        content: [],
+      };
+      const outputIndex = this.response.output.length;
+      this.response.output.push(item);
+      this.text = { outputIndex, item, text: "" };
+      out.push(
+        this.emit("response.output_item.added", { output_index: outputIndex, item: clone(item) }),
+        this.emit("response.content_part.added", {
+          item_id: item.id,
+          output_index: outputIndex,
+          content_index: 0,
+          part: outputTextPart(""),
+        }),
+      );
+    }
+    const open = this.text;
+    open.text += delta;
+    out.push(
+      this.emit("response.output_text.delta", {
+        item_id: open.item.id,
+        output_index: open.outputIndex,
+        content_index: 0,
+        delta,
+        logprobs: [],
+      }),
+    );
+    return out;
+  }
+
+  private closeText(): ResponsesSSEEvent[] {
+    const open = this.text;
+    if (!open) return [];
+    this.text = undefined;
+    open.item.status = "completed";
+    open.item.content = [outputTextPart(open.text)];
+    const ids = { item_id: open.item.id, output_index: open.outputIndex, content_index: 0 };
+    return [
+      this.emit("response.output_text.done", { ...ids, text: open.text, logprobs: [] }),
+      this.emit("response.content_part.done", { ...ids, part: outputTextPart(open.text) }),
+      this.emit("response.output_item.done", {
+        output_index: open.outputIndex,
+        item: clone(open.item),
+      }),
+    ];
+  }
+
+  private appendToolCall(call: JsonObject): ResponsesSSEEvent[] {
+    const key = asNumber(call.index) ?? 0;
+    const fn = isRecord(call.function) ? call.function : {};
+    const id = asString(call.id);
+    let tool = this.tools.get(key);
+    // A new id at a known index is a new call (some servers send every call at index 0).
+    if (
+      tool &&
+      id &&
+      tool.item.call_id !== id &&
+      (tool.outputIndex !== undefined || tool.pendingArgs)
+    ) {
+      this.tools.set(-1 - this.tools.size, tool);
+      tool = undefined;
+    }
+    if (!tool) {
+      tool = {
+        item: {
+          type: "function_call",
+          id: randomId("fc_"),
+          call_id: id || randomId("call_"),
+          name: "",
+          arguments: "",
+          status: "in_progress",
+        },
+        pendingArgs: "",
+        done: false,
+      };
+      this.tools.set(key, tool);
+    }
+    const name = asString(fn.name);
+    if (name && tool.outputIndex === undefined) tool.item.name = name;
+
+    const out: ResponsesSSEEvent[] = [];
+    if (tool.outputIndex === undefined && tool.item.name) out.push(...this.openTool(tool));
+    const args = asString(fn.arguments);
+    if (args) {
+      if (tool.outputIndex === undefined) tool.pendingArgs += args;
+      else out.push(this.argumentsDelta(tool, args));
+    }
+    return out;
+  }
+
+  private openTool(tool: ToolItem): ResponsesSSEEvent[] {
+    // Items are sequential in the real API: the text item and any earlier call close first.
+    const out = this.closeText();
+    for (const other of this.tools.values()) {
+      if (other !== tool && other.outputIndex !== undefined) out.push(...this.closeTool(other));
+    }
+    const outputIndex = this.response.output.length;
+    tool.outputIndex = outputIndex;
+    this.response.output.push(tool.item);
+    out.push(
+      this.emit("response.output_item.added", {
+        output_index: outputIndex,
+        item: clone(tool.item),
+      }),
+    );
+    if (tool.pendingArgs) {
+      out.push(this.argumentsDelta(tool, tool.pendingArgs));
+      tool.pendingArgs = "";
+    }
+    return out;
+  }
+
+  private argumentsDelta(tool: ToolItem, delta: string): ResponsesSSEEvent {
+    tool.item.arguments += delta;
+    return this.emit("response.function_call_arguments.delta", {
+      item_id: tool.item.id,
+      output_index: tool.outputIndex ?? 0,
+      delta,
+    });
+  }
+
+  private closeTool(tool: ToolItem): ResponsesSSEEvent[] {
+    if (tool.done || tool.outputIndex === undefined) return [];
+    tool.done = true;
+    tool.item.status = "completed";
+    return [
+      this.emit("response.function_call_arguments.done", {
+        item_id: tool.item.id,
+        output_index: tool.outputIndex,
+        name: tool.item.name,
+        arguments: tool.item.arguments,
+      }),
+      this.emit("response.output_item.done", {
+        output_index: tool.outputIndex,
+        item: clone(tool.item),
+      }),
+    ];
+  }
+}
+
+function clone<T>(value: T): T {
+  return structuredClone(value);
+}
+
+export type { ResponsesOutputItem };

@@ -1,0 +1,77 @@
+/** Small helpers shared by the translators. Nothing here knows a wire format. */
+
+import { randomBytes } from "node:crypto";
+
+export type JsonObject = { [key: string]: unknown };
+
+export function isRecord(value: unknown): value is JsonObject {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+export function asArray(value: unknown): unknown[] {
+  return Array.isArray(value) ? value : [];
+}
+
+export function asString(value: unknown): string | undefined {
+  return typeof value === "string" ? value : undefined;
+}
+
+export function asNumber(value: unknown): number | undefined {
+  return typeof value === "number" && Number.isFinite(value) ? value : undefined;
+}
+
+const ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+
+/** `prefix` + 24 random base62 characters, the look of real OpenAI/Anthropic ids. */
+export function randomId(prefix: string, length = 24): string {
+  const bytes = randomBytes(length);
+  let out = prefix;
+  for (const byte of bytes) out += ALPHABET[byte % ALPHABET.length];
+  return out;
+}
+
+export function nowSeconds(): number {
+  return Math.floor(Date.now() / 1000);
+}
+
+/**
+ * Tool-call arguments (a JSON string on the OpenAI side) as the object Anthropic
+ * requires for `input`. Empty or broken JSON (e.g. a call cut off by max_tokens)
+ * becomes `{}`: Anthropic rejects anything that is not an object.
+ */
+export function argumentsToInput(args: unknown): JsonObject {
+  if (isRecord(args)) return args;
+  if (typeof args !== "string" || args.trim() === "") return {};
+  try {
+    const parsed: unknown = JSON.parse(args);
+    return isRecord(parsed) ? parsed : {};
+  } catch {
+    return {};
+  }
+}
+
+/** Tool input (any JSON value on the Anthropic side) as the OpenAI arguments string. */
+export function inputToArguments(input: unknown): string {
+  if (input === undefined || input === null) return "{}";
+  if (typeof input === "string") return input;
+  return JSON.stringify(input);
+}
+
+/** Splits a `data:` URL into its media type and base64 payload. */
+export function parseDataUrl(url: string): { mediaType: string; data: string } | null {
+  const match = /^data:([^;,]+)?((?:;[^;,]*)*?);base64,(.*)$/s.exec(url);
+  if (!match) return null;
+  return { mediaType: match[1] ?? "application/octet-stream", data: match[3] };
+}
+
+export function toDataUrl(mediaType: string, data: string): string {
+  return `data:${mediaType};base64,${data}`;
+}
+
+/** Ensures a JSON schema is usable as an Anthropic `input_schema` (it must be an object schema). */
+export function objectSchema(schema: unknown): JsonObject {
+  if (isRecord(schema) && Object.keys(schema).length > 0) {
+    return schema.type === undefined ? { type: "object", ...schema } : schema;
+  }
+  return { type: "object", properties: {} };
+}

@@ -1,0 +1,96 @@
+/**
+ * Token usage, normalised across wire styles, plus the conversions between the
+ * OpenAI and Anthropic usage shapes.
+ *
+ * Convention: `input_tokens` counts every prompt token, cached ones included
+ * (the OpenAI `prompt_tokens` meaning). Anthropic reports cache reads and cache
+ * writes outside `input_tokens`, so they are added in here and also kept apart
+ * in the optional breakdown fields for pricing that distinguishes them.
+ */
+
+import type { AnthropicUsage } from "./anthropic-types.js";
+import type { ChatUsage } from "./openai-types.js";
+
+export type Usage = {
+  input_tokens: number;
+  output_tokens: number;
+  cache_read_input_tokens?: number;
+  cache_creation_input_tokens?: number;
+};
+
+export function emptyUsage(): Usage {
+  return { input_tokens: 0, output_tokens: 0 };
+}
+
+function asRecord(value: unknown): Record<string, unknown> | undefined {
+  return typeof value === "object" && value !== null && !Array.isArray(value)
+    ? (value as Record<string, unknown>)
+    : undefined;
+}
+
+function count(value: unknown): number {
+  return typeof value === "number" && Number.isFinite(value) && value > 0 ? value : 0;
+}
+
+/**
+ * Usage of a chat completion or chunk (reads `.usage`), or of a bare `usage` object.
+ * Zeros when there is none, so callers can always add it up.
+ */
+export function usageFromChat(respOrChunk: unknown): Usage {
+  const outer = asRecord(respOrChunk);
+  const usage = asRecord(outer?.usage) ?? (outer && "prompt_tokens" in outer ? outer : undefined);
+  if (!usage) return emptyUsage();
+  const details = asRecord(usage.prompt_tokens_details);
+  const result: Usage = {
+    input_tokens: count(usage.prompt_tokens),
+    output_tokens: count(usage.completion_tokens),
+  };
+  const cached = count(details?.cached_tokens);
+  if (cached > 0) result.cache_read_input_tokens = cached;
+  return result;
+}
+
+/**
+ * Usage of a Messages response, a `message_start` event (reads `.message.usage`),
+ * a `message_delta` event, or a bare usage object. Fields absent from the input
+ * are absent from the result's breakdown and count as zero in the totals.
+ */
+export function usageFromMessages(value: unknown): Usage {
+  const outer = asRecord(value);
+  const usage =
+    asRecord(asRecord(outer?.message)?.usage) ??
+    asRecord(outer?.usage) ??
+    (outer && ("input_tokens" in outer || "output_tokens" in outer) ? outer : undefined);
+  if (!usage) return emptyUsage();
+  const cacheRead = count(usage.cache_read_input_tokens);
+  const cacheWrite = count(usage.cache_creation_input_tokens);
+  const result: Usage = {
+    input_tokens: count(usage.input_tokens) + cacheRead + cacheWrite,
+    output_tokens: count(usage.output_tokens),
+  };
+  if (cacheRead > 0) result.cache_read_input_tokens = cacheRead;
+  if (cacheWrite > 0) result.cache_creation_input_tokens = cacheWrite;
+  return result;
+}
+
+/** Normalised usage -> OpenAI chat usage object. */
+export function toChatUsage(usage: Usage): ChatUsage {
+  return {
+    prompt_tokens: usage.input_tokens,
+    completion_tokens: usage.output_tokens,
+    total_tokens: usage.input_tokens + usage.output_tokens,
+    prompt_tokens_details: { cached_tokens: usage.cache_read_input_tokens ?? 0 },
+  };
+}
+
+/** Normalised usage -> Anthropic usage object (uncached input kept apart, as Anthropic does). */
+export function toAnthropicUsage(usage: Usage): AnthropicUsage {
+  const cacheRead = usage.cache_read_input_tokens ?? 0;
+  const cacheWrite = usage.cache_creation_input_tokens ?? 0;
+  return {
+    input_tokens: Math.max(0, usage.input_tokens - cacheRead - cacheWrite),
+    output_tokens: usage.output_tokens,
+    cache_creation_input_tokens: cacheWrite,
+    cache_read_input_tokens: cacheRead,
+  };
+}

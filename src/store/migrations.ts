@@ -1,0 +1,203 @@
+/**
+ * Versioned schema. Each entry runs once, in order, inside a transaction;
+ * `PRAGMA user_version` records how many have been applied.
+ * Money columns are integer micro-IDR (1 IDR = 1_000_000).
+ */
+export const migrations: string[] = [
+  `
+  CREATE TABLE accounts (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL DEFAULT '',
+    status TEXT NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'suspended')),
+    balance_micro INTEGER NOT NULL DEFAULT 0 CHECK (balance_micro >= 0),
+    rpm_limit INTEGER NOT NULL DEFAULT 60,
+    tier TEXT NOT NULL DEFAULT 'free',
+    payg_enabled INTEGER NOT NULL DEFAULT 0,
+    payg_limit_micro INTEGER NOT NULL DEFAULT 0,
+    payg_window_seconds INTEGER NOT NULL DEFAULT 2592000,
+    payg_window_start INTEGER NOT NULL DEFAULT 0,
+    payg_spent_micro INTEGER NOT NULL DEFAULT 0,
+    subscription_json TEXT,
+    subscription_started_at INTEGER,
+    config_hash TEXT,
+    created_at INTEGER NOT NULL
+  );
+
+  CREATE TABLE api_keys (
+    id TEXT PRIMARY KEY,
+    account_id TEXT NOT NULL REFERENCES accounts(id),
+    hash TEXT NOT NULL UNIQUE,
+    prefix TEXT NOT NULL,
+    label TEXT NOT NULL DEFAULT '',
+    kind TEXT NOT NULL CHECK (kind IN ('standard', 'login', 'shared')),
+    parent_key_id TEXT REFERENCES api_keys(id),
+    created_at INTEGER NOT NULL,
+    last_used_at INTEGER,
+    revoked_at INTEGER
+  );
+  CREATE INDEX api_keys_account ON api_keys(account_id);
+  CREATE INDEX api_keys_parent ON api_keys(parent_key_id);
+
+  CREATE TABLE admin_keys (
+    id TEXT PRIMARY KEY,
+    hash TEXT NOT NULL UNIQUE,
+    created_at INTEGER NOT NULL
+  );
+
+  CREATE TABLE providers (
+    id TEXT PRIMARY KEY,
+    wire TEXT NOT NULL CHECK (wire IN ('openai', 'anthropic', 'mock')),
+    base_url TEXT,
+    api_keys_json TEXT NOT NULL DEFAULT '[]',
+    timeout_ms INTEGER NOT NULL DEFAULT 60000,
+    max_concurrency INTEGER,
+    options_json TEXT NOT NULL DEFAULT '{}',
+    responses_native INTEGER NOT NULL DEFAULT 0
+  );
+
+  CREATE TABLE models (
+    name TEXT PRIMARY KEY,
+    provider_id TEXT NOT NULL REFERENCES providers(id),
+    upstream_model TEXT NOT NULL,
+    modality TEXT NOT NULL,
+    price_input_per_mtok INTEGER NOT NULL DEFAULT 0,
+    price_output_per_mtok INTEGER NOT NULL DEFAULT 0,
+    price_per_request INTEGER NOT NULL DEFAULT 0,
+    price_per_unit INTEGER NOT NULL DEFAULT 0,
+    subscribers_only INTEGER NOT NULL DEFAULT 0,
+    context_window INTEGER NOT NULL DEFAULT 128000,
+    max_output_tokens INTEGER NOT NULL DEFAULT 4096,
+    free_token_budget INTEGER,
+    free_token_window_seconds INTEGER,
+    active INTEGER NOT NULL DEFAULT 1,
+    created_at INTEGER NOT NULL
+  );
+
+  CREATE TABLE routes (
+    name TEXT PRIMARY KEY,
+    steps_json TEXT NOT NULL
+  );
+
+  CREATE TABLE tiers (
+    name TEXT PRIMARY KEY,
+    rank INTEGER NOT NULL DEFAULT 0,
+    free_rpm INTEGER NOT NULL,
+    free_daily INTEGER NOT NULL,
+    burst_spacing_ms INTEGER NOT NULL DEFAULT 200,
+    burst_queue INTEGER NOT NULL DEFAULT 8,
+    min_topup_micro INTEGER
+  );
+
+  CREATE TABLE byok_credentials (
+    id TEXT PRIMARY KEY,
+    account_id TEXT NOT NULL REFERENCES accounts(id),
+    provider_id TEXT NOT NULL REFERENCES providers(id),
+    secret TEXT NOT NULL,
+    label TEXT NOT NULL DEFAULT '',
+    position INTEGER NOT NULL DEFAULT 0,
+    created_at INTEGER NOT NULL
+  );
+  CREATE INDEX byok_account ON byok_credentials(account_id, position);
+
+  CREATE TABLE request_log (
+    id TEXT PRIMARY KEY,
+    account_id TEXT NOT NULL,
+    key_id TEXT,
+    endpoint TEXT NOT NULL,
+    model TEXT,
+    state TEXT NOT NULL CHECK (state IN ('reserved', 'settled', 'failed', 'interrupted')),
+    payment TEXT NOT NULL DEFAULT 'none',
+    payment_ref TEXT,
+    reserved_micro INTEGER NOT NULL DEFAULT 0,
+    cost_micro INTEGER NOT NULL DEFAULT 0,
+    input_tokens INTEGER NOT NULL DEFAULT 0,
+    output_tokens INTEGER NOT NULL DEFAULT 0,
+    status INTEGER,
+    error_code TEXT,
+    provider_id TEXT,
+    stream INTEGER NOT NULL DEFAULT 0,
+    created_at INTEGER NOT NULL,
+    finished_at INTEGER
+  );
+  CREATE INDEX request_log_account_time ON request_log(account_id, created_at);
+  CREATE INDEX request_log_open ON request_log(state) WHERE state = 'reserved';
+
+  CREATE TABLE subscription_usage (
+    account_id TEXT NOT NULL,
+    window_name TEXT NOT NULL,
+    window_start INTEGER NOT NULL,
+    used INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (account_id, window_name)
+  );
+
+  CREATE TABLE free_usage (
+    account_id TEXT NOT NULL,
+    day TEXT NOT NULL,
+    used INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (account_id, day)
+  );
+
+  CREATE TABLE free_token_usage (
+    model TEXT NOT NULL,
+    window_start INTEGER NOT NULL,
+    tokens INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (model)
+  );
+
+  CREATE TABLE jobs (
+    id TEXT PRIMARY KEY,
+    account_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    model TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('queued', 'running', 'completed', 'failed')),
+    input_json TEXT NOT NULL,
+    result_json TEXT,
+    media BLOB,
+    media_type TEXT,
+    error TEXT,
+    request_id TEXT,
+    created_at INTEGER NOT NULL,
+    started_at INTEGER,
+    finished_at INTEGER
+  );
+  CREATE INDEX jobs_account ON jobs(account_id, kind, status);
+  CREATE INDEX jobs_open ON jobs(status) WHERE status IN ('queued', 'running');
+
+  CREATE TABLE device_codes (
+    device_code_hash TEXT PRIMARY KEY,
+    user_code TEXT NOT NULL UNIQUE,
+    client_name TEXT NOT NULL DEFAULT '',
+    status TEXT NOT NULL CHECK (status IN ('pending', 'approved', 'denied', 'consumed')),
+    account_id TEXT,
+    key_id TEXT,
+    key_value_sealed TEXT,
+    interval_seconds INTEGER NOT NULL,
+    last_poll_at INTEGER,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL
+  );
+
+  CREATE TABLE sessions (
+    token_hash TEXT PRIMARY KEY,
+    account_id TEXT NOT NULL,
+    csrf_token TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL
+  );
+
+  CREATE TABLE owner_links (
+    token_hash TEXT PRIMARY KEY,
+    account_id TEXT NOT NULL,
+    used_at INTEGER,
+    created_at INTEGER NOT NULL
+  );
+
+  CREATE TABLE media (
+    id TEXT PRIMARY KEY,
+    account_id TEXT NOT NULL,
+    content_type TEXT NOT NULL,
+    bytes BLOB NOT NULL,
+    created_at INTEGER NOT NULL
+  );
+  `,
+];

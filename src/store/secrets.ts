@@ -1,0 +1,29 @@
+import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+
+/** A gateway key: `kn-` + 32 random bytes in base64url (43 characters). */
+export function newGatewayKey(): string {
+  return `kn-${randomBytes(32).toString("base64url")}`;
+}
+
+export function hashSecret(value: string): string {
+  return createHash("sha256").update(value).digest("hex");
+}
+
+/** What may be shown of a key after creation: enough to tell keys apart, never enough to use one. */
+export function keyPrefix(value: string): string {
+  return value.slice(0, 7);
+}
+
+export function newId(prefix: string, bytes = 12): string {
+  return `${prefix}_${randomBytes(bytes).toString("base64url")}`;
+}
+
+export function randomToken(bytes = 32): string {
+  return randomBytes(bytes).toString("base64url");
+}
+
+export function constantTimeEqual(a: string, b: string): boolean {
+  const left = Buffer.from(a);
+  const right = Buffer.from(b);
+  return left.length === right.length && timingSafeEqual(left, right);
+}

@@ -1,0 +1,346 @@
+import type { Statement } from "better-sqlite3";
+import { type DB, openDatabase } from "./db.js";
+import { hashSecret, keyPrefix, newGatewayKey, newId } from "./secrets.js";
+import type {
+  AccountRow,
+  ByokRow,
+  KeyKind,
+  KeyRow,
+  KeyWithAccount,
+  ModelRow,
+  ProviderRow,
+  RequestLogRow,
+  TierRow,
+} from "./types.js";
+
+/**
+ * Typed queries over the gateway's SQLite file. Every statement is prepared once here;
+ * the request path never builds SQL.
+ */
+export class Store {
+  readonly db: DB;
+  private readonly stmts: ReturnType<typeof prepare>;
+  /** Catalog rows change only when a config or admin call writes them; reads on the hot path hit this. */
+  private catalog: Catalog | null = null;
+
+  constructor(path: string) {
+    this.db = openDatabase(path);
+    this.stmts = prepare(this.db);
+  }
+
+  close(): void {
+    this.db.close();
+  }
+
+  transaction<T>(fn: () => T): T {
+    return this.db.transaction(fn).immediate();
+  }
+
+  // ---- keys -------------------------------------------------------------
+
+  findKeyByValue(value: string): KeyWithAccount | undefined {
+    return this.stmts.keyByHash.get(hashSecret(value)) as KeyWithAccount | undefined;
+  }
+
+  isAdminKey(value: string): boolean {
+    return this.stmts.adminByHash.get(hashSecret(value)) !== undefined;
+  }
+
+  touchKey(id: string, now: number): void {
+    this.stmts.touchKey.run(now, id);
+  }
+
+  /** Mints a key and returns its only plaintext copy. */
+  createKey(input: {
+    accountId: string;
+    label: string;
+    kind: KeyKind;
+    parentKeyId?: string | null;
+    now?: number;
+  }): { key: KeyRow; value: string } {
+    const value = newGatewayKey();
+    const id = newId("key");
+    this.insertKey(id, input.accountId, value, input.label, input.kind, input.parentKeyId ?? null, input.now);
+    return { key: this.getKey(id)!, value };
+  }
+
+  insertKey(
+    id: string,
+    accountId: string,
+    value: string,
+    label: string,
+    kind: KeyKind,
+    parentKeyId: string | null,
+    now = Date.now(),
+  ): void {
+    this.stmts.insertKey.run({
+      id,
+      account_id: accountId,
+      hash: hashSecret(value),
+      prefix: keyPrefix(value),
+      label,
+      kind,
+      parent_key_id: parentKeyId,
+      created_at: now,
+    });
+  }
+
+  getKey(id: string): KeyRow | undefined {
+    return this.stmts.keyById.get(id) as KeyRow | undefined;
+  }
+
+  listKeys(accountId: string): KeyRow[] {
+    return this.stmts.keysByAccount.all(accountId) as KeyRow[];
+  }
+
+  listChildKeys(parentKeyId: string): KeyRow[] {
+    return this.stmts.keysByParent.all(parentKeyId) as KeyRow[];
+  }
+
+  /** Returns false when the key does not exist or was already revoked. */
+  revokeKey(id: string, now = Date.now()): boolean {
+    return this.stmts.revokeKey.run(now, id).changes > 0;
+  }
+
+  // ---- accounts ---------------------------------------------------------
+
+  getAccount(id: string): AccountRow | undefined {
+    return this.stmts.accountById.get(id) as AccountRow | undefined;
+  }
+
+  listAccounts(): AccountRow[] {
+    return this.stmts.allAccounts.all() as AccountRow[];
+  }
+
+  accountCount(): number {
+    return (this.stmts.accountCount.get() as { n: number }).n;
+  }
+
+  createAccount(input: { id: string; name: string; balanceMicro: number; rpmLimit: number; tier: string; now: number }): AccountRow {
+    this.stmts.insertAccount.run({ ...input });
+    return this.getAccount(input.id)!;
+  }
+
+  /** Sets only the columns given; the caller validated names and values. */
+  updateAccount(id: string, patch: Partial<Record<AccountColumn, string | number | null>>): boolean {
+    const entries = Object.entries(patch).filter(([k]) => accountColumns.includes(k as AccountColumn));
+    if (entries.length === 0) return this.getAccount(id) !== undefined;
+    const sql = `UPDATE accounts SET ${entries.map(([k]) => `${k} = @${k}`).join(", ")} WHERE id = @id`;
+    return this.db.prepare(sql).run({ ...Object.fromEntries(entries), id }).changes > 0;
+  }
+
+  /** Adds money and moves the account up to the highest tier this top-up qualifies for. */
+  topUp(id: string, amountMicro: number): AccountRow | undefined {
+    return this.transaction(() => {
+      if (this.stmts.topUp.run(amountMicro, id).changes === 0) return undefined;
+      const account = this.getAccount(id)!;
+      const current = this.getCatalog().tiers.get(account.tier);
+      let best = current;
+      for (const tier of this.getCatalog().tiers.values()) {
+        if (tier.min_topup_micro !== null && amountMicro >= tier.min_topup_micro && tier.rank > (best?.rank ?? -1)) best = tier;
+      }
+      if (best && best.name !== account.tier) this.stmts.setTier.run(best.name, id);
+      return this.getAccount(id);
+    });
+  }
+
+  addByok(accountId: string, providerId: string, secret: string, label: string, now: number): ByokRow {
+    const id = newId("byok");
+    const position = (this.stmts.maxByokPosition.get(accountId) as { p: number | null }).p ?? -1;
+    this.stmts.insertByok.run(id, accountId, providerId, secret, label, position + 1, now);
+    return this.stmts.byokById.get(id) as ByokRow;
+  }
+
+  deleteByok(accountId: string, id: string): boolean {
+    return this.stmts.deleteByok.run(id, accountId).changes > 0;
+  }
+
+  setAccountStatus(id: string, status: "active" | "suspended"): boolean {
+    return this.stmts.setAccountStatus.run(status, id).changes > 0;
+  }
+
+  // ---- catalog ----------------------------------------------------------
+
+  /** Called by every write to providers, models, routes or tiers. */
+  invalidateCatalog(): void {
+    this.catalog = null;
+  }
+
+  getCatalog(): Catalog {
+    if (!this.catalog) this.catalog = loadCatalog(this.db);
+    return this.catalog;
+  }
+
+  /** Tokens a free model has served in its current budget window. */
+  freeTokensUsed(model: string, windowSeconds: number, now: number): number {
+    const start = windowStart(windowSeconds, now);
+    const row = this.stmts.freeTokens.get(model) as { window_start: number; tokens: number } | undefined;
+    return row && row.window_start === start ? row.tokens : 0;
+  }
+
+  addFreeTokens(model: string, windowSeconds: number, tokens: number, now: number): void {
+    this.stmts.addFreeTokens.run(model, windowStart(windowSeconds, now), tokens);
+  }
+
+  freeUsedOn(accountId: string, day: string): number {
+    return (this.stmts.freeUsed.get(accountId, day) as { used: number } | undefined)?.used ?? 0;
+  }
+
+  subscriptionUsed(accountId: string, window: string, windowStart: number): number {
+    const row = this.stmts.subUsed.get(accountId, window) as { window_start: number; used: number } | undefined;
+    return row && row.window_start === windowStart ? row.used : 0;
+  }
+
+  usageSummary(accountId: string, since: number) {
+    const row = this.stmts.usageSummary.get(accountId, since) as {
+      requests: number; succeeded: number; failed: number; input_tokens: number; output_tokens: number; cost_micro: number;
+    };
+    return {
+      since: new Date(since).toISOString(),
+      requests: row.requests,
+      succeeded: row.succeeded ?? 0,
+      failed: row.failed ?? 0,
+      input_tokens: row.input_tokens ?? 0,
+      output_tokens: row.output_tokens ?? 0,
+      cost_idr: (row.cost_micro ?? 0) / 1_000_000,
+    };
+  }
+
+  usageDaily(accountId: string, since: number) {
+    return (this.stmts.usageDaily.all(accountId, since) as { day: string; requests: number; input_tokens: number; output_tokens: number; cost_micro: number }[]).map(
+      (r) => ({ date: r.day, requests: r.requests, input_tokens: r.input_tokens, output_tokens: r.output_tokens, cost_idr: r.cost_micro / 1_000_000 }),
+    );
+  }
+
+  recentRequests(accountId: string, limit: number) {
+    return (this.stmts.recentRequests.all(accountId, limit) as RequestLogRow[]).map((r) => ({
+      id: r.id,
+      created_at: new Date(r.created_at).toISOString(),
+      endpoint: r.endpoint,
+      model: r.model,
+      state: r.state,
+      status: r.status,
+      error_code: r.error_code,
+      stream: r.stream === 1,
+      payment: r.payment,
+      input_tokens: r.input_tokens,
+      output_tokens: r.output_tokens,
+      cost_idr: r.cost_micro / 1_000_000,
+      key_id: r.key_id,
+    }));
+  }
+
+  listByok(accountId: string): ByokRow[] {
+    return this.stmts.byokByAccount.all(accountId) as ByokRow[];
+  }
+}
+
+export const accountColumns = [
+  "name",
+  "status",
+  "rpm_limit",
+  "tier",
+  "payg_enabled",
+  "payg_limit_micro",
+  "payg_window_seconds",
+  "payg_window_start",
+  "payg_spent_micro",
+  "subscription_json",
+  "subscription_started_at",
+  "balance_micro",
+] as const;
+export type AccountColumn = (typeof accountColumns)[number];
+
+function windowStart(windowSeconds: number, now: number): number {
+  return Math.floor(now / (windowSeconds * 1000)) * windowSeconds * 1000;
+}
+
+export interface Catalog {
+  providers: Map<string, ProviderRow>;
+  models: Map<string, ModelRow>;
+  routes: Map<string, string[]>;
+  tiers: Map<string, TierRow>;
+}
+
+function loadCatalog(db: DB): Catalog {
+  const providers = new Map(
+    (db.prepare("SELECT * FROM providers").all() as ProviderRow[]).map((p) => [p.id, p]),
+  );
+  const models = new Map(
+    (db.prepare("SELECT * FROM models ORDER BY name").all() as ModelRow[]).map((m) => [m.name, m]),
+  );
+  const routes = new Map(
+    (db.prepare("SELECT * FROM routes ORDER BY name").all() as { name: string; steps_json: string }[]).map(
+      (r) => [r.name, JSON.parse(r.steps_json) as string[]],
+    ),
+  );
+  const tiers = new Map(
+    (db.prepare("SELECT * FROM tiers ORDER BY rank").all() as TierRow[]).map((t) => [t.name, t]),
+  );
+  return { providers, models, routes, tiers };
+}
+
+function prepare(db: DB) {
+  const s = (sql: string): Statement => db.prepare(sql);
+  return {
+    keyByHash: s(
+      `SELECT k.id, k.account_id, k.prefix, k.label, k.kind, k.parent_key_id, k.created_at,
+              k.last_used_at, k.revoked_at, a.status AS account_status
+         FROM api_keys k JOIN accounts a ON a.id = k.account_id
+        WHERE k.hash = ?`,
+    ),
+    adminByHash: s("SELECT id FROM admin_keys WHERE hash = ?"),
+    touchKey: s("UPDATE api_keys SET last_used_at = ? WHERE id = ?"),
+    insertKey: s(
+      `INSERT INTO api_keys (id, account_id, hash, prefix, label, kind, parent_key_id, created_at)
+       VALUES (@id, @account_id, @hash, @prefix, @label, @kind, @parent_key_id, @created_at)`,
+    ),
+    keyById: s(
+      "SELECT id, account_id, prefix, label, kind, parent_key_id, created_at, last_used_at, revoked_at FROM api_keys WHERE id = ?",
+    ),
+    keysByAccount: s(
+      "SELECT id, account_id, prefix, label, kind, parent_key_id, created_at, last_used_at, revoked_at FROM api_keys WHERE account_id = ? ORDER BY created_at, id",
+    ),
+    keysByParent: s(
+      "SELECT id, account_id, prefix, label, kind, parent_key_id, created_at, last_used_at, revoked_at FROM api_keys WHERE parent_key_id = ? ORDER BY created_at, id",
+    ),
+    revokeKey: s("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL"),
+    accountById: s("SELECT * FROM accounts WHERE id = ?"),
+    allAccounts: s("SELECT * FROM accounts ORDER BY created_at, id"),
+    accountCount: s("SELECT count(*) AS n FROM accounts"),
+    setAccountStatus: s("UPDATE accounts SET status = ? WHERE id = ?"),
+    freeTokens: s("SELECT window_start, tokens FROM free_token_usage WHERE model = ?"),
+    addFreeTokens: s(
+      `INSERT INTO free_token_usage (model, window_start, tokens) VALUES (?, ?, ?)
+       ON CONFLICT(model) DO UPDATE SET
+         tokens = CASE WHEN window_start = excluded.window_start THEN tokens + excluded.tokens ELSE excluded.tokens END,
+         window_start = excluded.window_start`,
+    ),
+    freeUsed: s("SELECT used FROM free_usage WHERE account_id = ? AND day = ?"),
+    subUsed: s("SELECT window_start, used FROM subscription_usage WHERE account_id = ? AND window_name = ?"),
+    usageSummary: s(
+      `SELECT count(*) AS requests, sum(state = 'settled') AS succeeded, sum(state IN ('failed', 'interrupted')) AS failed,
+              sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens, sum(cost_micro) AS cost_micro
+         FROM request_log WHERE account_id = ? AND created_at >= ?`,
+    ),
+    usageDaily: s(
+      `SELECT strftime('%Y-%m-%d', created_at / 1000, 'unixepoch') AS day, count(*) AS requests,
+              sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens, sum(cost_micro) AS cost_micro
+         FROM request_log WHERE account_id = ? AND created_at >= ? GROUP BY day ORDER BY day`,
+    ),
+    recentRequests: s("SELECT * FROM request_log WHERE account_id = ? ORDER BY created_at DESC, rowid DESC LIMIT ?"),
+    insertAccount: s(
+      `INSERT INTO accounts (id, name, balance_micro, rpm_limit, tier, payg_window_start, created_at)
+       VALUES (@id, @name, @balanceMicro, @rpmLimit, @tier, @now, @now)`,
+    ),
+    topUp: s("UPDATE accounts SET balance_micro = balance_micro + ? WHERE id = ?"),
+    setTier: s("UPDATE accounts SET tier = ? WHERE id = ?"),
+    maxByokPosition: s("SELECT max(position) AS p FROM byok_credentials WHERE account_id = ?"),
+    insertByok: s(
+      "INSERT INTO byok_credentials (id, account_id, provider_id, secret, label, position, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+    ),
+    byokById: s("SELECT * FROM byok_credentials WHERE id = ?"),
+    deleteByok: s("DELETE FROM byok_credentials WHERE id = ? AND account_id = ?"),
+    byokByAccount: s("SELECT * FROM byok_credentials WHERE account_id = ? ORDER BY position, created_at"),
+  };
+}

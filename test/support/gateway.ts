@@ -1,0 +1,87 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { ConfigInput } from "../../src/server/config/schema.js";
+import { type GatewayOptions, type RunningGateway, startGateway } from "../../src/server/gateway.js";
+
+export const KEY = "kn-test-standard-key-000000000000";
+export const KEY2 = "kn-test-second-key-0000000000000";
+export const SHARED_KEY = "kn-test-shared-key-0000000000000";
+export const LOGIN_KEY = "kn-test-login-key-00000000000000";
+export const ADMIN_KEY = "kn-test-admin-key-00000000000000";
+export const POOR_KEY = "kn-test-poor-account-key-0000000";
+
+/** A config most tests start from: mock models, one funded account, one empty account. */
+export function baseConfig(overrides: Partial<ConfigInput> = {}): ConfigInput {
+  return {
+    providers: [
+      { id: "mock", wire: "mock" },
+      { id: "mock-down", wire: "mock", mock: { fail_status: 503 } },
+    ],
+    models: [
+      { name: "mock-gpt", provider: "mock", price_input_per_mtok: 10_000, price_output_per_mtok: 20_000 },
+      { name: "mock-gpt:free", provider: "mock", upstream_model: "mock-gpt" },
+      { name: "mock-pro", provider: "mock", subscribers_only: true, price_input_per_mtok: 10_000 },
+      { name: "mock-down", provider: "mock-down", price_input_per_mtok: 10_000 },
+      { name: "mock-image", provider: "mock", modality: "image", price_per_unit: 500 },
+    ],
+    routes: [{ name: "auto", steps: ["mock-down", "mock-gpt"] }],
+    accounts: [
+      {
+        id: "acct",
+        balance_idr: 1_000_000,
+        rpm_limit: 1000,
+        keys: [
+          { id: "k1", label: "main", kind: "standard", value: KEY },
+          { id: "k2", label: "second", kind: "standard", value: KEY2 },
+          { id: "ks", label: "shared", kind: "shared", value: SHARED_KEY },
+          { id: "kl", label: "login", kind: "login", value: LOGIN_KEY },
+        ],
+      },
+      { id: "poor", balance_idr: 0, keys: [{ id: "kp", value: POOR_KEY }] },
+    ],
+    admin_keys: [ADMIN_KEY],
+    ...overrides,
+  };
+}
+
+export interface TestGateway extends RunningGateway {
+  dir: string;
+  dbPath: string;
+}
+
+/** A gateway on 127.0.0.1 with a real SQLite file in a fresh temp directory. */
+export async function testGateway(options: GatewayOptions = {}): Promise<TestGateway> {
+  const dir = mkdtempSync(join(tmpdir(), "gateway-test-"));
+  const dbPath = options.db ?? join(dir, "gateway.db");
+  const gw = await startGateway({ config: baseConfig(), keepaliveMs: 50, ...options, db: dbPath, port: 0 });
+  const close = gw.close.bind(gw);
+  return {
+    ...gw,
+    dir,
+    dbPath,
+    close: async () => {
+      await close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export function post(
+  gw: { url: string },
+  path: string,
+  body: unknown,
+  headers: Record<string, string> = { authorization: `Bearer ${KEY}` },
+): Promise<Response> {
+  return fetch(`${gw.url}${path}`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: typeof body === "string" ? body : JSON.stringify(body),
+  });
+}
+
+export const chat = (content = "hello", model = "mock-gpt", extra: object = {}) => ({
+  model,
+  messages: [{ role: "user", content }],
+  ...extra,
+});
