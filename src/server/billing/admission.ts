@@ -44,10 +44,10 @@ export async function admit(s: Services, input: AdmitInput): Promise<Admission> 
   const free = isFreeModelName(input.target.name);
   const byok = s.store.listByok(account.id);
   let rateHeaders: RateHeaders | undefined;
+  const tier = s.store.getCatalog().tiers.get(account.tier) ?? s.store.getCatalog().tiers.get("free");
+  if (!tier) throw new GatewayError(500, "internal_error", "no free tier configured");
 
   if (free) {
-    const tier = s.store.getCatalog().tiers.get(account.tier) ?? s.store.getCatalog().tiers.get("free");
-    if (!tier) throw new GatewayError(500, "internal_error", "no free tier configured");
     freeTokenBudgetCheck(s, input.target.models[0], now);
     rateHeaders = s.limits.takeFreeRpm(account.id, tier, now);
     await s.limits.spaceFreeBurst(account.id, tier, s.options.now, input.signal);
@@ -75,7 +75,12 @@ export async function admit(s: Services, input: AdmitInput): Promise<Admission> 
   }
   const worstCaseMicro = Math.max(...models.map((m) => costMicro(m, input.worstCase(m))));
   const covered = subscription !== null && (!subscription.models || subscription.models.includes(input.target.name));
-  const base = { ...baseReserve(input, account, now), worstCaseMicro, subscriptionModel: covered };
+  const base = {
+    ...baseReserve(input, account, now),
+    worstCaseMicro,
+    subscriptionModel: covered,
+    freeDailyLimit: tier.free_daily,
+  };
   try {
     return { account, reservation: s.ledger.reserve(base), rateHeaders, byok, byokOnly: false, free };
   } catch (err) {

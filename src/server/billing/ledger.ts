@@ -50,10 +50,14 @@ export function utcDay(now: number): string {
   return new Date(now).toISOString().slice(0, 10);
 }
 
-export function secondsToUtcMidnight(now: number): number {
+export function nextUtcMidnight(now: number): number {
   const next = new Date(now);
   next.setUTCHours(24, 0, 0, 0);
-  return Math.max(1, Math.ceil((next.getTime() - now) / 1000));
+  return next.getTime();
+}
+
+export function secondsToUtcMidnight(now: number): number {
+  return Math.max(1, Math.ceil((nextUtcMidnight(now) - now) / 1000));
 }
 
 export function subscriptionWindowStart(

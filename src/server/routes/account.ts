@@ -2,7 +2,7 @@ import type { Context, Hono } from "hono";
 import { microToIdr } from "../../store/money.js";
 import { type AccountRow, parseSubscription } from "../../store/types.js";
 import type { AppEnv } from "../app-env.js";
-import { secondsToUtcMidnight, subscriptionWindowStart, utcDay } from "../billing/ledger.js";
+import { nextUtcMidnight, subscriptionWindowStart, utcDay } from "../billing/ledger.js";
 import { GatewayError } from "../errors.js";
 import type { Services } from "../services.js";
 
@@ -87,7 +87,7 @@ function quota(s: Services, account: AccountRow) {
       daily_limit: tier?.free_daily ?? 0,
       daily_used: freeUsed,
       daily_remaining: Math.max(0, (tier?.free_daily ?? 0) - freeUsed),
-      resets_at: iso(now + secondsToUtcMidnight(now) * 1000),
+      resets_at: iso(nextUtcMidnight(now)),
       requests_per_minute: tier?.free_rpm ?? 0,
     },
     rate_limit: { requests_per_minute: account.rpm_limit },
