@@ -18,7 +18,7 @@ function byteByByte(text: string): Uint8Array[] {
 
 describe("parseSSE", () => {
   const stream =
-    "event: message_start\ndata: {\"a\":1}\n\n" +
+    'event: message_start\ndata: {"a":1}\n\n' +
     ": keep-alive comment\n\n" +
     "data: first line\ndata: second line\n\n" +
     "event: ping\ndata:{}\n\n" +

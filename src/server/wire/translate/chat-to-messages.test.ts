@@ -42,9 +42,13 @@ const toolLoopChatRequest: ChatCompletionRequest = {
     { role: "tool", tool_call_id: "toolu_01A", content: "export const a = 1;" },
     { role: "tool", tool_call_id: "call_B", content: [{ type: "text", text: "export {}" }] },
     { role: "user", content: "Now summarise." },
-    { role: "assistant", content: null, tool_calls: [
-      { id: "toolu_01C", type: "function", function: { name: "finish", arguments: "" } },
-    ] },
+    {
+      role: "assistant",
+      content: null,
+      tool_calls: [
+        { id: "toolu_01C", type: "function", function: { name: "finish", arguments: "" } },
+      ],
+    },
     { role: "tool", tool_call_id: "toolu_01C", content: "done" },
   ],
   tools: [
@@ -106,7 +110,12 @@ describe("chatRequestToMessages", () => {
         content: [
           { type: "text", text: "Let me read both." },
           { type: "tool_use", id: "toolu_01A", name: "read_file", input: { path: "a.ts" } },
-          { type: "tool_use", id: "call_B", name: "read_file", input: { path: "b.ts", lines: [1, 2] } },
+          {
+            type: "tool_use",
+            id: "call_B",
+            name: "read_file",
+            input: { path: "b.ts", lines: [1, 2] },
+          },
         ],
       },
       {
@@ -114,7 +123,11 @@ describe("chatRequestToMessages", () => {
         role: "user",
         content: [
           { type: "tool_result", tool_use_id: "toolu_01A", content: "export const a = 1;" },
-          { type: "tool_result", tool_use_id: "call_B", content: [{ type: "text", text: "export {}" }] },
+          {
+            type: "tool_result",
+            tool_use_id: "call_B",
+            content: [{ type: "text", text: "export {}" }],
+          },
           { type: "text", text: "Now summarise." },
         ],
       },
@@ -122,7 +135,10 @@ describe("chatRequestToMessages", () => {
         role: "assistant",
         content: [{ type: "tool_use", id: "toolu_01C", name: "finish", input: {} }],
       },
-      { role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_01C", content: "done" }] },
+      {
+        role: "user",
+        content: [{ type: "tool_result", tool_use_id: "toolu_01C", content: "done" }],
+      },
     ]);
     expect(out.stream).toBeUndefined();
   });
@@ -148,7 +164,9 @@ describe("chatRequestToMessages", () => {
     });
     expect(choice({})).toBeUndefined();
     // No tools: no tool_choice either (Anthropic rejects a choice without tools).
-    expect(chatRequestToMessages({ ...base, tool_choice: "required" }, "up").tool_choice).toBeUndefined();
+    expect(
+      chatRequestToMessages({ ...base, tool_choice: "required" }, "up").tool_choice,
+    ).toBeUndefined();
   });
 
   it("maps limits, stop strings, streaming, developer prompts and clamps temperature", () => {
@@ -181,7 +199,9 @@ describe("chatRequestToMessages", () => {
       { type: "text", text: "dev rules" },
       { type: "text", text: "sys rules" },
     ]);
-    expect(out.output_config).toEqual({ format: { type: "json_schema", schema: { type: "object" } } });
+    expect(out.output_config).toEqual({
+      format: { type: "json_schema", schema: { type: "object" } },
+    });
     expect(out).not.toHaveProperty("stream_options");
   });
 
@@ -194,7 +214,10 @@ describe("chatRequestToMessages", () => {
             role: "user",
             content: [
               { type: "text", text: "cached", cache_control: { type: "ephemeral" } },
-              { type: "file", file: { file_data: "data:application/pdf;base64,JVBE", filename: "a.pdf" } },
+              {
+                type: "file",
+                file: { file_data: "data:application/pdf;base64,JVBE", filename: "a.pdf" },
+              },
               { type: "input_audio", input_audio: { data: "x", format: "wav" } },
               { type: "text", text: "" },
             ],
@@ -202,7 +225,9 @@ describe("chatRequestToMessages", () => {
           {
             role: "assistant",
             content: "",
-            tool_calls: [{ id: "t1", type: "function", function: { name: "shot", arguments: "{bad" } }],
+            tool_calls: [
+              { id: "t1", type: "function", function: { name: "shot", arguments: "{bad" } },
+            ],
           },
           {
             role: "tool",
@@ -251,7 +276,11 @@ describe("chatRequestToMessages", () => {
         model: "m",
         messages: [
           { role: "user", content: "weather?" },
-          { role: "assistant", content: null, function_call: { name: "weather", arguments: '{"c":"Oslo"}' } },
+          {
+            role: "assistant",
+            content: null,
+            function_call: { name: "weather", arguments: '{"c":"Oslo"}' },
+          },
           { role: "function", name: "weather", content: "rain" },
         ],
       },
@@ -369,8 +398,16 @@ function anthropicToolStream(): Array<{ event: string; data: string }> {
       index: 1,
       content_block: { type: "tool_use", id: "toolu_01A", name: "read_file", input: {} },
     },
-    { type: "content_block_delta", index: 1, delta: { type: "input_json_delta", partial_json: "" } },
-    { type: "content_block_delta", index: 1, delta: { type: "input_json_delta", partial_json: '{"pa' } },
+    {
+      type: "content_block_delta",
+      index: 1,
+      delta: { type: "input_json_delta", partial_json: "" },
+    },
+    {
+      type: "content_block_delta",
+      index: 1,
+      delta: { type: "input_json_delta", partial_json: '{"pa' },
+    },
     {
       type: "content_block_delta",
       index: 1,
@@ -390,17 +427,23 @@ function anthropicToolStream(): Array<{ event: string; data: string }> {
     },
     { type: "message_stop" },
   ];
-  return events.map((data) => ({ event: (data as { type: string }).type, data: JSON.stringify(data) }));
+  return events.map((data) => ({
+    event: (data as { type: string }).type,
+    data: JSON.stringify(data),
+  }));
 }
 
 describe("MessagesStreamToChat", () => {
   it("turns text and tool_use blocks into chat chunks with assembled arguments", () => {
     const translator = new MessagesStreamToChat("client-model", { includeUsage: true });
     const chunks: ChatCompletionChunk[] = [];
-    for (const ev of anthropicToolStream()) chunks.push(...(translator.push(ev) as ChatCompletionChunk[]));
+    for (const ev of anthropicToolStream())
+      chunks.push(...(translator.push(ev) as ChatCompletionChunk[]));
     chunks.push(...(translator.finish() as ChatCompletionChunk[]));
 
-    expect(chunks.every((c) => c.object === "chat.completion.chunk" && c.id === "chatcmpl-01S")).toBe(true);
+    expect(
+      chunks.every((c) => c.object === "chat.completion.chunk" && c.id === "chatcmpl-01S"),
+    ).toBe(true);
     expect(chunks.every((c) => c.model === "client-model")).toBe(true);
     expect(chunks[0].choices[0].delta).toEqual({ role: "assistant", content: "" });
     const content = chunks.map((c) => c.choices[0]?.delta.content ?? "").join("");
@@ -453,12 +496,23 @@ describe("MessagesStreamToChat", () => {
     expect(translator.push({ event: "mystery", data: '{"type":"mystery"}' })).toEqual([]);
     expect(translator.push({ data: "[1,2]" })).toEqual([]);
     const delta = translator.push({
-      data: JSON.stringify({ type: "content_block_delta", index: 5, delta: { type: "text_delta", text: "hi" } }),
+      data: JSON.stringify({
+        type: "content_block_delta",
+        index: 5,
+        delta: { type: "text_delta", text: "hi" },
+      }),
     }) as ChatCompletionChunk[];
     // Role first (message_start never came), then the text.
-    expect(delta.map((c) => c.choices[0].delta)).toEqual([{ role: "assistant", content: "" }, { content: "hi" }]);
+    expect(delta.map((c) => c.choices[0].delta)).toEqual([
+      { role: "assistant", content: "" },
+      { content: "hi" },
+    ]);
     translator.push({
-      data: JSON.stringify({ type: "content_block_start", index: 6, content_block: { type: "web_search_tool_result" } }),
+      data: JSON.stringify({
+        type: "content_block_start",
+        index: 6,
+        content_block: { type: "web_search_tool_result" },
+      }),
     });
     const end = translator.finish() as ChatCompletionChunk[];
     expect(end[0].choices[0].finish_reason).toBe("stop");
@@ -467,14 +521,17 @@ describe("MessagesStreamToChat", () => {
 
   it("uses an input given whole in content_block_start when no deltas follow", () => {
     const translator = new MessagesStreamToChat("m", { includeUsage: false });
-    const push = (data: object) => translator.push({ data: JSON.stringify(data) }) as ChatCompletionChunk[];
+    const push = (data: object) =>
+      translator.push({ data: JSON.stringify(data) }) as ChatCompletionChunk[];
     push({
       type: "content_block_start",
       index: 0,
       content_block: { type: "tool_use", id: "toolu_X", name: "f", input: { a: 1 } },
     });
     const stop = push({ type: "content_block_stop", index: 0 });
-    expect(stop[0].choices[0].delta.tool_calls).toEqual([{ index: 0, function: { arguments: '{"a":1}' } }]);
+    expect(stop[0].choices[0].delta.tool_calls).toEqual([
+      { index: 0, function: { arguments: '{"a":1}' } },
+    ]);
   });
 
   it("turns an upstream error event into an OpenAI error chunk", () => {
@@ -484,7 +541,14 @@ describe("MessagesStreamToChat", () => {
       data: '{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}',
     });
     expect(out).toEqual([
-      { error: { message: "Overloaded", type: "upstream_error", code: "upstream_error", param: null } },
+      {
+        error: {
+          message: "Overloaded",
+          type: "upstream_error",
+          code: "upstream_error",
+          param: null,
+        },
+      },
     ]);
   });
 });

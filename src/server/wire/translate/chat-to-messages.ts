@@ -7,7 +7,6 @@
 import type {
   AnthropicContentBlock,
   AnthropicMessageParam,
-  AnthropicStopReason,
   AnthropicTextBlock,
   AnthropicTool,
   AnthropicToolChoice,
@@ -611,6 +610,3 @@ export class MessagesStreamToChat {
     this.current = next;
   }
 }
-
-/** The stop reason a chat client would see for a given Anthropic one (exported for tests). */
-export type { AnthropicStopReason };

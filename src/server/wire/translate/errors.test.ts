@@ -16,7 +16,14 @@ describe("streamErrorEvent", () => {
     expect(await parse(streamErrorEvent("chat", "cut off"))).toEqual([
       {
         event: undefined,
-        data: { error: { message: "cut off", type: "upstream_error", code: "upstream_error", param: null } },
+        data: {
+          error: {
+            message: "cut off",
+            type: "upstream_error",
+            code: "upstream_error",
+            param: null,
+          },
+        },
       },
     ]);
   });
@@ -28,13 +35,30 @@ describe("streamErrorEvent", () => {
   });
 
   it("responses: an error event then response.failed, numbered from the given sequence", async () => {
-    const events = await parse(streamErrorEvent("responses", "cut off", { sequenceNumber: 9, responseId: "resp_1", model: "m" }));
+    const events = await parse(
+      streamErrorEvent("responses", "cut off", {
+        sequenceNumber: 9,
+        responseId: "resp_1",
+        model: "m",
+      }),
+    );
     expect(events.map((e) => e.event)).toEqual(["error", "response.failed"]);
-    expect(events[0].data).toEqual({ type: "error", code: "upstream_error", message: "cut off", param: null, sequence_number: 9 });
+    expect(events[0].data).toEqual({
+      type: "error",
+      code: "upstream_error",
+      message: "cut off",
+      param: null,
+      sequence_number: 9,
+    });
     expect(events[1].data).toMatchObject({
       type: "response.failed",
       sequence_number: 10,
-      response: { id: "resp_1", model: "m", status: "failed", error: { code: "server_error", message: "cut off" } },
+      response: {
+        id: "resp_1",
+        model: "m",
+        status: "failed",
+        error: { code: "server_error", message: "cut off" },
+      },
     });
   });
 });

@@ -1,6 +1,10 @@
 import { describe, expect, it } from "vitest";
 import type { MessagesRequest } from "../anthropic-types.js";
-import type { ChatCompletionChunk, ChatCompletionRequest, ChatCompletionResponse } from "../openai-types.js";
+import type {
+  ChatCompletionChunk,
+  ChatCompletionRequest,
+  ChatCompletionResponse,
+} from "../openai-types.js";
 import { chatRequestToMessages, messagesResponseToChat } from "./chat-to-messages.js";
 import {
   ChatStreamToMessages,
@@ -121,8 +125,16 @@ describe("messagesRequestToChat", () => {
           role: "assistant",
           content: "Reading two files.",
           tool_calls: [
-            { id: "toolu_01A", type: "function", function: { name: "Read", arguments: '{"file_path":"/a.ts"}' } },
-            { id: "toolu_01B", type: "function", function: { name: "Read", arguments: '{"file_path":"/b.png"}' } },
+            {
+              id: "toolu_01A",
+              type: "function",
+              function: { name: "Read", arguments: '{"file_path":"/a.ts"}' },
+            },
+            {
+              id: "toolu_01B",
+              type: "function",
+              function: { name: "Read", arguments: '{"file_path":"/b.png"}' },
+            },
           ],
         },
         { role: "tool", tool_call_id: "toolu_01A", content: "const a = 1;" },
@@ -138,7 +150,11 @@ describe("messagesRequestToChat", () => {
           role: "assistant",
           content: null,
           tool_calls: [
-            { id: "toolu_01C", type: "function", function: { name: "Bash", arguments: '{"command":"false"}' } },
+            {
+              id: "toolu_01C",
+              type: "function",
+              function: { name: "Bash", arguments: '{"command":"false"}' },
+            },
           ],
         },
         { role: "tool", tool_call_id: "toolu_01C", content: "Error" },
@@ -157,7 +173,10 @@ describe("messagesRequestToChat", () => {
       messagesRequestToChat({ ...base, tool_choice }, "up").tool_choice;
     expect(choice({ type: "any" })).toBe("required");
     expect(choice({ type: "none" })).toBe("none");
-    expect(choice({ type: "tool", name: "Bash" })).toEqual({ type: "function", function: { name: "Bash" } });
+    expect(choice({ type: "tool", name: "Bash" })).toEqual({
+      type: "function",
+      function: { name: "Bash" },
+    });
     const out = messagesRequestToChat(
       { ...base, output_config: { format: { type: "json_schema", schema: { type: "object" } } } },
       "up",
@@ -182,8 +201,15 @@ describe("messagesRequestToChat", () => {
           {
             role: "user",
             content: [
-              { type: "document", source: { type: "base64", media_type: "application/pdf", data: "JVBE" } },
-              { type: "document", title: "notes", source: { type: "text", media_type: "text/plain", data: "abc" } },
+              {
+                type: "document",
+                source: { type: "base64", media_type: "application/pdf", data: "JVBE" },
+              },
+              {
+                type: "document",
+                title: "notes",
+                source: { type: "text", media_type: "text/plain", data: "abc" },
+              },
             ],
           },
         ],
@@ -191,7 +217,10 @@ describe("messagesRequestToChat", () => {
       "up",
     );
     expect(out.messages[0].content).toEqual([
-      { type: "file", file: { file_data: "data:application/pdf;base64,JVBE", filename: "document.pdf" } },
+      {
+        type: "file",
+        file: { file_data: "data:application/pdf;base64,JVBE", filename: "document.pdf" },
+      },
       { type: "text", text: "notes\n\nabc" },
     ]);
   });
@@ -210,7 +239,11 @@ const chatResponse: ChatCompletionResponse = {
         role: "assistant",
         content: "Running it.",
         tool_calls: [
-          { id: "call_1", type: "function", function: { name: "Bash", arguments: '{"command":"ls"}' } },
+          {
+            id: "call_1",
+            type: "function",
+            function: { name: "Bash", arguments: '{"command":"ls"}' },
+          },
         ],
       },
     },
@@ -253,7 +286,10 @@ describe("chatResponseToMessages", () => {
     expect(chatFinishToAnthropicStop("content_filter")).toBe("refusal");
     expect(chatFinishToAnthropicStop(null)).toBe("end_turn");
     expect(chatFinishToAnthropicStop("stop", true)).toBe("tool_use");
-    const ollamaStyle = { ...chatResponse, choices: [{ ...chatResponse.choices[0], finish_reason: "stop" as const }] };
+    const ollamaStyle = {
+      ...chatResponse,
+      choices: [{ ...chatResponse.choices[0], finish_reason: "stop" as const }],
+    };
     expect(chatResponseToMessages(ollamaStyle, "m").stop_reason).toBe("tool_use");
   });
 
@@ -265,7 +301,13 @@ describe("chatResponseToMessages", () => {
     const reasoning = chatResponseToMessages(
       {
         ...chatResponse,
-        choices: [{ index: 0, finish_reason: "stop", message: { role: "assistant", content: "4", reasoning_content: "2+2" } }],
+        choices: [
+          {
+            index: 0,
+            finish_reason: "stop",
+            message: { role: "assistant", content: "4", reasoning_content: "2+2" },
+          },
+        ],
       },
       "m",
     );
@@ -295,7 +337,11 @@ describe("round trips", () => {
           content: "calling",
           tool_calls: [
             { id: "toolu_1", type: "function", function: { name: "a", arguments: '{"x":1}' } },
-            { id: "toolu_2", type: "function", function: { name: "b", arguments: '{"y":[true,null]}' } },
+            {
+              id: "toolu_2",
+              type: "function",
+              function: { name: "b", arguments: '{"y":[true,null]}' },
+            },
           ],
         },
         { role: "tool", tool_call_id: "toolu_1", content: "one" },
@@ -347,7 +393,11 @@ describe("round trips", () => {
   });
 });
 
-function chunk(delta: object, finish_reason: string | null = null, extra: object = {}): ChatCompletionChunk {
+function chunk(
+  delta: object,
+  finish_reason: string | null = null,
+  extra: object = {},
+): ChatCompletionChunk {
   return {
     id: "chatcmpl-s1",
     object: "chat.completion.chunk",
@@ -363,10 +413,23 @@ const chatToolStream: ChatCompletionChunk[] = [
   chunk({ role: "assistant", content: "" }),
   chunk({ content: "Checking" }),
   chunk({ content: " files." }),
-  chunk({ tool_calls: [{ index: 0, id: "call_A", type: "function", function: { name: "Read", arguments: "" } }] }),
+  chunk({
+    tool_calls: [
+      { index: 0, id: "call_A", type: "function", function: { name: "Read", arguments: "" } },
+    ],
+  }),
   chunk({ tool_calls: [{ index: 0, function: { arguments: '{"file_' } }] }),
   chunk({ tool_calls: [{ index: 0, function: { arguments: 'path":"/a.ts"}' } }] }),
-  chunk({ tool_calls: [{ index: 1, id: "call_B", type: "function", function: { name: "Bash", arguments: '{"command":' } }] }),
+  chunk({
+    tool_calls: [
+      {
+        index: 1,
+        id: "call_B",
+        type: "function",
+        function: { name: "Bash", arguments: '{"command":' },
+      },
+    ],
+  }),
   chunk({ tool_calls: [{ index: 1, function: { arguments: '"ls -la"}' } }] }),
   chunk({}, "tool_calls"),
   {
@@ -384,7 +447,10 @@ type AnyEvent = { event: string; data: Record<string, unknown> & { type: string 
 describe("ChatStreamToMessages", () => {
   it("produces a well-ordered Anthropic event stream with assembled tool input", () => {
     const translator = new ChatStreamToMessages("client-model");
-    const events = [...chatToolStream.flatMap((c) => translator.push(c)), ...translator.finish()] as AnyEvent[];
+    const events = [
+      ...chatToolStream.flatMap((c) => translator.push(c)),
+      ...translator.finish(),
+    ] as AnyEvent[];
     expect(events.every((e) => e.event === e.data.type)).toBe(true);
     expect(events.map((e) => e.event)).toEqual([
       "message_start",
@@ -403,7 +469,11 @@ describe("ChatStreamToMessages", () => {
       "message_delta",
       "message_stop",
     ]);
-    expect(events[0].data.message).toMatchObject({ id: "msg_s1", model: "client-model", role: "assistant" });
+    expect(events[0].data.message).toMatchObject({
+      id: "msg_s1",
+      model: "client-model",
+      role: "assistant",
+    });
     expect(events[5].data).toEqual({
       type: "content_block_start",
       index: 1,
@@ -419,7 +489,12 @@ describe("ChatStreamToMessages", () => {
     expect(events[13].data).toEqual({
       type: "message_delta",
       delta: { stop_reason: "tool_use", stop_sequence: null },
-      usage: { input_tokens: 30, output_tokens: 12, cache_read_input_tokens: 0, cache_creation_input_tokens: 0 },
+      usage: {
+        input_tokens: 30,
+        output_tokens: 12,
+        cache_read_input_tokens: 0,
+        cache_creation_input_tokens: 0,
+      },
     });
     expect(translator.usage()).toEqual({ input_tokens: 30, output_tokens: 12 });
     expect(translator.finish()).toEqual([]);
@@ -434,7 +509,9 @@ describe("ChatStreamToMessages", () => {
       chunk({}, "stop"),
     ].flatMap((c) => translator.push(c));
     const all = [...events, ...translator.finish()] as AnyEvent[];
-    const starts = all.filter((e) => e.event === "content_block_start").map((e) => e.data.content_block);
+    const starts = all
+      .filter((e) => e.event === "content_block_start")
+      .map((e) => e.data.content_block);
     expect(starts).toEqual([
       { type: "tool_use", id: "call_1", name: "f", input: {} },
       { type: "tool_use", id: "call_2", name: "g", input: {} },
@@ -453,9 +530,11 @@ describe("ChatStreamToMessages", () => {
   it("closes a stream cut short, ignores junk and maps errors", () => {
     const translator = new ChatStreamToMessages("m");
     expect(translator.push("junk")).toEqual([]);
-    expect(translator.push({ choices: [{ index: 1, delta: { content: "other choice" } }] }).map((e) => e.event)).toEqual([
-      "message_start",
-    ]);
+    expect(
+      translator
+        .push({ choices: [{ index: 1, delta: { content: "other choice" } }] })
+        .map((e) => e.event),
+    ).toEqual(["message_start"]);
     const partial = translator.push(chunk({ content: "half" }));
     expect(partial.map((e) => e.event)).toEqual(["content_block_start", "content_block_delta"]);
     expect(translator.finish().map((e) => e.event)).toEqual([
@@ -478,7 +557,9 @@ describe("ChatStreamToMessages", () => {
       chunk({ content: "answer" }),
       chunk({}, "stop"),
     ].flatMap((c) => translator.push(c)) as AnyEvent[];
-    expect(events.filter((e) => e.event === "content_block_start").map((e) => e.data.content_block)).toEqual([
+    expect(
+      events.filter((e) => e.event === "content_block_start").map((e) => e.data.content_block),
+    ).toEqual([
       { type: "thinking", thinking: "", signature: "" },
       { type: "text", text: "" },
     ]);

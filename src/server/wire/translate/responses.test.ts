@@ -1,7 +1,11 @@
 import { describe, expect, it } from "vitest";
 import type { ChatCompletionChunk, ChatCompletionResponse } from "../openai-types.js";
 import type { ResponsesRequest } from "../responses-types.js";
-import { ChatStreamToResponses, chatResponseToResponses, responsesRequestToChat } from "./responses.js";
+import {
+  ChatStreamToResponses,
+  chatResponseToResponses,
+  responsesRequestToChat,
+} from "./responses.js";
 
 const codexLikeRequest: ResponsesRequest = {
   model: "client-model",
@@ -95,13 +99,24 @@ describe("responsesRequestToChat", () => {
           role: "assistant",
           content: "Running ls.",
           tool_calls: [
-            { id: "call_1", type: "function", function: { name: "shell", arguments: '{"cmd":["ls"]}' } },
-            { id: "call_2", type: "function", function: { name: "shell", arguments: '{"cmd":["pwd"]}' } },
+            {
+              id: "call_1",
+              type: "function",
+              function: { name: "shell", arguments: '{"cmd":["ls"]}' },
+            },
+            {
+              id: "call_2",
+              type: "function",
+              function: { name: "shell", arguments: '{"cmd":["pwd"]}' },
+            },
           ],
         },
         { role: "tool", tool_call_id: "call_1", content: "a.ts\nb.ts" },
         { role: "tool", tool_call_id: "call_2", content: "/work" },
-        { role: "user", content: [{ type: "image_url", image_url: { url: "https://example.com/s.png" } }] },
+        {
+          role: "user",
+          content: [{ type: "image_url", image_url: { url: "https://example.com/s.png" } }],
+        },
         { role: "user", content: "thanks" },
       ],
     });
@@ -136,7 +151,13 @@ const chatResponse: ChatCompletionResponse = {
       message: {
         role: "assistant",
         content: "Let me look.",
-        tool_calls: [{ id: "call_9", type: "function", function: { name: "shell", arguments: '{"cmd":["ls"]}' } }],
+        tool_calls: [
+          {
+            id: "call_9",
+            type: "function",
+            function: { name: "shell", arguments: '{"cmd":["ls"]}' },
+          },
+        ],
       },
     },
   ],
@@ -213,7 +234,10 @@ function chunk(delta: object, finish_reason: string | null = null): ChatCompleti
   } as ChatCompletionChunk;
 }
 
-type AnyEvent = { event: string; data: Record<string, unknown> & { type: string; sequence_number: number } };
+type AnyEvent = {
+  event: string;
+  data: Record<string, unknown> & { type: string; sequence_number: number };
+};
 
 describe("ChatStreamToResponses", () => {
   it("emits the Responses event sequence with numbered events", () => {
@@ -222,13 +246,38 @@ describe("ChatStreamToResponses", () => {
       chunk({ role: "assistant", content: "" }),
       chunk({ content: "Hel" }),
       chunk({ content: "lo" }),
-      chunk({ tool_calls: [{ index: 0, id: "call_1", type: "function", function: { name: "shell", arguments: '{"cmd"' } }] }),
+      chunk({
+        tool_calls: [
+          {
+            index: 0,
+            id: "call_1",
+            type: "function",
+            function: { name: "shell", arguments: '{"cmd"' },
+          },
+        ],
+      }),
       chunk({ tool_calls: [{ index: 0, function: { arguments: ':["ls"]}' } }] }),
-      chunk({ tool_calls: [{ index: 1, id: "call_2", type: "function", function: { name: "shell", arguments: "{}" } }] }),
+      chunk({
+        tool_calls: [
+          {
+            index: 1,
+            id: "call_2",
+            type: "function",
+            function: { name: "shell", arguments: "{}" },
+          },
+        ],
+      }),
       chunk({}, "tool_calls"),
-      { ...chunk({}), choices: [], usage: { prompt_tokens: 7, completion_tokens: 3, total_tokens: 10 } },
+      {
+        ...chunk({}),
+        choices: [],
+        usage: { prompt_tokens: 7, completion_tokens: 3, total_tokens: 10 },
+      },
     ];
-    const events = [...chunks.flatMap((c) => translator.push(c)), ...translator.finish()] as AnyEvent[];
+    const events = [
+      ...chunks.flatMap((c) => translator.push(c)),
+      ...translator.finish(),
+    ] as AnyEvent[];
     expect(events.map((e) => e.event)).toEqual([
       "response.created",
       "response.in_progress",
@@ -253,7 +302,11 @@ describe("ChatStreamToResponses", () => {
     expect(events.map((e) => e.data.sequence_number)).toEqual(events.map((_, i) => i));
     expect(events.every((e) => e.event === e.data.type)).toBe(true);
     expect(events[6].data).toMatchObject({ output_index: 0, content_index: 0, text: "Hello" });
-    expect(events[12].data).toMatchObject({ output_index: 1, name: "shell", arguments: '{"cmd":["ls"]}' });
+    expect(events[12].data).toMatchObject({
+      output_index: 1,
+      name: "shell",
+      arguments: '{"cmd":["ls"]}',
+    });
     const completed = events[events.length - 1].data.response as Record<string, unknown>;
     expect(completed).toMatchObject({
       status: "completed",
@@ -262,7 +315,12 @@ describe("ChatStreamToResponses", () => {
     });
     expect(completed.output).toMatchObject([
       { type: "message", status: "completed", content: [{ type: "output_text", text: "Hello" }] },
-      { type: "function_call", call_id: "call_1", arguments: '{"cmd":["ls"]}', status: "completed" },
+      {
+        type: "function_call",
+        call_id: "call_1",
+        arguments: '{"cmd":["ls"]}',
+        status: "completed",
+      },
       { type: "function_call", call_id: "call_2", arguments: "{}", status: "completed" },
     ]);
     // The created event is a snapshot: later changes must not leak into it.
@@ -282,14 +340,20 @@ describe("ChatStreamToResponses", () => {
     const failed = failing.push({ error: { message: "boom" } }) as AnyEvent[];
     expect(failed.map((e) => e.event)).toEqual(["error", "response.failed"]);
     expect(failed[0].data).toMatchObject({ code: "upstream_error", message: "boom", param: null });
-    expect(failed[1].data.response).toMatchObject({ status: "failed", error: { code: "server_error", message: "boom" } });
+    expect(failed[1].data.response).toMatchObject({
+      status: "failed",
+      error: { code: "server_error", message: "boom" },
+    });
     expect(failing.finish()).toEqual([]);
   });
 
   it("never throws on junk", () => {
     const translator = new ChatStreamToResponses("m");
     expect(translator.push(42)).toEqual([]);
-    expect(translator.push({ choices: "nope" }).map((e) => e.event)).toEqual(["response.created", "response.in_progress"]);
+    expect(translator.push({ choices: "nope" }).map((e) => e.event)).toEqual([
+      "response.created",
+      "response.in_progress",
+    ]);
     expect(translator.finish().map((e) => e.event)).toEqual(["response.completed"]);
   });
 });

@@ -17,7 +17,6 @@ import type {
 import type {
   ResponseObject,
   ResponsesOutputFunctionCall,
-  ResponsesOutputItem,
   ResponsesOutputMessage,
   ResponsesRequest,
   ResponsesSSEEvent,
@@ -614,5 +613,3 @@ export class ChatStreamToResponses {
 function clone<T>(value: T): T {
   return structuredClone(value);
 }
-
-export type { ResponsesOutputItem };
