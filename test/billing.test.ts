@@ -2,7 +2,7 @@ import Anthropic from "@anthropic-ai/sdk";
 import { afterEach, describe, expect, it } from "vitest";
 import type { ConfigInput } from "../src/server/config/schema.js";
 import { admin, burst, errorOf, quota } from "./support/api.js";
-import { KEY, type TestGateway, baseConfig, chat, post, testGateway } from "./support/gateway.js";
+import { baseConfig, chat, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
 
 let gw: TestGateway | undefined;
 afterEach(async () => {
@@ -10,24 +10,42 @@ afterEach(async () => {
   gw = undefined;
 });
 
-function withAccount(account: Partial<NonNullable<ConfigInput["accounts"]>[number]>, extra: Partial<ConfigInput> = {}): ConfigInput {
+function withAccount(
+  account: Partial<NonNullable<ConfigInput["accounts"]>[number]>,
+  extra: Partial<ConfigInput> = {},
+): ConfigInput {
   const base = baseConfig();
-  return { ...base, models: [...base.models!, ...(extra.models ?? [])], accounts: [{ ...base.accounts![0], ...account } as NonNullable<ConfigInput["accounts"]>[number], base.accounts![1]] };
+  return {
+    ...base,
+    models: [...base.models!, ...(extra.models ?? [])],
+    accounts: [
+      { ...base.accounts![0], ...account } as NonNullable<ConfigInput["accounts"]>[number],
+      base.accounts![1],
+    ],
+  };
 }
 
-const messagesBody = (content = "hi", model = "mock-gpt") => ({ model, max_tokens: 100, messages: [{ role: "user", content }] });
+const messagesBody = (content = "hi", model = "mock-gpt") => ({
+  model,
+  max_tokens: 100,
+  messages: [{ role: "user", content }],
+});
 
 describe("paid models", () => {
   it("charges exactly the token prices from usage, in integer IDR micro-units", async () => {
     gw = await testGateway({ config: withAccount({ balance_idr: 1_000 }) });
     const before = await quota(gw);
     const res = await post(gw, "/v1/chat/completions", chat("price me"));
-    const body = (await res.json()) as { usage: { prompt_tokens: number; completion_tokens: number } };
+    const body = (await res.json()) as {
+      usage: { prompt_tokens: number; completion_tokens: number };
+    };
     const after = await quota(gw);
     // mock-gpt: 10,000 IDR per million input tokens, 20,000 per million output tokens.
     const expectedMicro = body.usage.prompt_tokens * 10_000 + body.usage.completion_tokens * 20_000;
     expect(Math.round((before.balance_idr - after.balance_idr) * 1_000_000)).toBe(expectedMicro);
-    const log = gw.services.store.db.prepare("SELECT state, cost_micro, reserved_micro FROM request_log").all() as { state: string; cost_micro: number; reserved_micro: number }[];
+    const log = gw.services.store.db
+      .prepare("SELECT state, cost_micro, reserved_micro FROM request_log")
+      .all() as { state: string; cost_micro: number; reserved_micro: number }[];
     expect(log).toHaveLength(1);
     expect(log[0]).toMatchObject({ state: "settled", cost_micro: expectedMicro });
     expect(log[0].reserved_micro).toBeGreaterThanOrEqual(expectedMicro);
@@ -35,17 +53,38 @@ describe("paid models", () => {
 
   it("charges a streamed request from its final usage", async () => {
     gw = await testGateway({ config: withAccount({ balance_idr: 1_000 }) });
-    const res = await post(gw, "/v1/chat/completions", chat("stream me", "mock-gpt", { stream: true, stream_options: { include_usage: true } }));
+    const res = await post(
+      gw,
+      "/v1/chat/completions",
+      chat("stream me", "mock-gpt", { stream: true, stream_options: { include_usage: true } }),
+    );
     const text = await res.text();
-    const usage = JSON.parse(text.split("\n\n").filter((l) => l.includes('"usage"')).pop()!.slice(6)).usage;
-    const row = gw.services.store.db.prepare("SELECT cost_micro, input_tokens, output_tokens FROM request_log").get() as Record<string, number>;
-    expect(row).toEqual({ cost_micro: usage.prompt_tokens * 10_000 + usage.completion_tokens * 20_000, input_tokens: usage.prompt_tokens, output_tokens: usage.completion_tokens });
+    const usage = JSON.parse(
+      text
+        .split("\n\n")
+        .filter((l) => l.includes('"usage"'))
+        .pop()!
+        .slice(6),
+    ).usage;
+    const row = gw.services.store.db
+      .prepare("SELECT cost_micro, input_tokens, output_tokens FROM request_log")
+      .get() as Record<string, number>;
+    expect(row).toEqual({
+      cost_micro: usage.prompt_tokens * 10_000 + usage.completion_tokens * 20_000,
+      input_tokens: usage.prompt_tokens,
+      output_tokens: usage.completion_tokens,
+    });
   });
 
   it("answers 402 insufficient_balance on an empty balance, in both styles, and charges nothing", async () => {
     gw = await testGateway({ config: withAccount({ balance_idr: 0 }) });
     const a = await errorOf(await post(gw, "/v1/chat/completions", chat()));
-    expect(a).toMatchObject({ status: 402, code: "insufficient_balance", type: "insufficient_balance", retryAfter: null });
+    expect(a).toMatchObject({
+      status: 402,
+      code: "insufficient_balance",
+      type: "insufficient_balance",
+      retryAfter: null,
+    });
     const res = await post(gw, "/v1/messages", messagesBody());
     expect(res.status).toBe(402);
     expect(await res.json()).toMatchObject({ type: "error", error: { type: "payment_required" } });
@@ -53,25 +92,35 @@ describe("paid models", () => {
   });
 
   it("never lets parallel requests overspend: a balance for exactly N requests admits N", async () => {
-    const config = withAccount({ balance_idr: 5_000 }, {
-      models: [{ name: "flat", provider: "mock", price_per_request: 1_000 }],
-    });
+    const config = withAccount(
+      { balance_idr: 5_000 },
+      {
+        models: [{ name: "flat", provider: "mock", price_per_request: 1_000 }],
+      },
+    );
     gw = await testGateway({ config });
     const results = await burst(30, () => post(gw!, "/v1/chat/completions", chat("x", "flat")));
     const statuses = results.map((r) => r.status);
     expect(statuses.filter((s) => s === 200)).toHaveLength(5);
     expect(statuses.filter((s) => s === 402)).toHaveLength(25);
     expect((await quota(gw)).balance_idr).toBe(0);
-    const min = gw.services.store.db.prepare("SELECT min(balance_micro) AS m FROM accounts").get() as { m: number };
+    const min = gw.services.store.db
+      .prepare("SELECT min(balance_micro) AS m FROM accounts")
+      .get() as { m: number };
     expect(min.m).toBeGreaterThanOrEqual(0);
   });
 
   it("uses PAYG up to its limit and then answers 402 payg_limit_reached", async () => {
-    const config = withAccount({ balance_idr: 0, payg: { enabled: true, limit_idr: 3_000, window_seconds: 3600 } }, {
-      models: [{ name: "flat", provider: "mock", price_per_request: 1_000 }],
-    });
+    const config = withAccount(
+      { balance_idr: 0, payg: { enabled: true, limit_idr: 3_000, window_seconds: 3600 } },
+      {
+        models: [{ name: "flat", provider: "mock", price_per_request: 1_000 }],
+      },
+    );
     gw = await testGateway({ config });
-    const statuses = (await burst(6, () => post(gw!, "/v1/chat/completions", chat("x", "flat")))).map((r) => r.status);
+    const statuses = (
+      await burst(6, () => post(gw!, "/v1/chat/completions", chat("x", "flat")))
+    ).map((r) => r.status);
     expect(statuses.filter((s) => s === 200)).toHaveLength(3);
     const err = await errorOf(await post(gw, "/v1/chat/completions", chat("x", "flat")));
     expect(err).toMatchObject({ status: 402, code: "payg_limit_reached" });
@@ -81,9 +130,12 @@ describe("paid models", () => {
 
   it("resets PAYG spending when its window rolls", async () => {
     let now = Date.parse("2026-11-22T10:00:00Z");
-    const config = withAccount({ balance_idr: 0, payg: { enabled: true, limit_idr: 1_000, window_seconds: 60 } }, {
-      models: [{ name: "flat", provider: "mock", price_per_request: 1_000 }],
-    });
+    const config = withAccount(
+      { balance_idr: 0, payg: { enabled: true, limit_idr: 1_000, window_seconds: 60 } },
+      {
+        models: [{ name: "flat", provider: "mock", price_per_request: 1_000 }],
+      },
+    );
     gw = await testGateway({ config, now: () => now });
     expect((await post(gw, "/v1/chat/completions", chat("x", "flat"))).status).toBe(200);
     expect((await post(gw, "/v1/chat/completions", chat("x", "flat"))).status).toBe(402);
@@ -93,7 +145,9 @@ describe("paid models", () => {
 
   it("answers 403 subscribers_only for a subscribers-only model without a subscription", async () => {
     gw = await testGateway();
-    expect(await errorOf(await post(gw, "/v1/chat/completions", chat("x", "mock-pro")))).toMatchObject({ status: 403, code: "subscribers_only" });
+    expect(
+      await errorOf(await post(gw, "/v1/chat/completions", chat("x", "mock-pro"))),
+    ).toMatchObject({ status: 403, code: "subscribers_only" });
     const res = await post(gw, "/v1/messages", messagesBody("x", "mock-pro"));
     expect(res.status).toBe(403);
     expect(((await res.json()) as { error: { type: string } }).error.type).toBe("permission_error");
@@ -104,8 +158,15 @@ describe("paid models", () => {
     const before = await quota(gw);
     expect((await post(gw, "/v1/chat/completions", chat("[[mock:fail=500]]"))).status).toBe(503);
     expect((await quota(gw)).balance_idr).toBe(before.balance_idr);
-    const row = gw.services.store.db.prepare("SELECT state, cost_micro, status, error_code FROM request_log").get();
-    expect(row).toEqual({ state: "failed", cost_micro: 0, status: 503, error_code: "upstream_error" });
+    const row = gw.services.store.db
+      .prepare("SELECT state, cost_micro, status, error_code FROM request_log")
+      .get();
+    expect(row).toEqual({
+      state: "failed",
+      cost_micro: 0,
+      status: 503,
+      error_code: "upstream_error",
+    });
   });
 });
 
@@ -133,29 +194,45 @@ describe("subscriptions", () => {
     expect(res.status).toBe(429);
     expect(res.headers.get("retry-after")).toBeNull();
     expect(((await res.json()) as { error: { type: string } }).error.type).toBe("rate_limit_error");
-    const q = (await quota(gw)) as { balance_idr: number; subscription: { windows: { name: string; used: number; remaining: number }[] } };
+    const q = (await quota(gw)) as {
+      balance_idr: number;
+      subscription: { windows: { name: string; used: number; remaining: number }[] };
+    };
     expect(q.balance_idr).toBe(before.balance_idr);
-    expect(q.subscription.windows.map((w) => [w.name, w.used, w.remaining])).toEqual([["5h", 2, 0], ["week", 2, 8]]);
+    expect(q.subscription.windows.map((w) => [w.name, w.used, w.remaining])).toEqual([
+      ["5h", 2, 0],
+      ["week", 2, 8],
+    ]);
   });
 
   it("falls back to the balance when payg_fallback is on", async () => {
-    gw = await testGateway({ config: withAccount({ subscription: subscription({ payg_fallback: true }) }) });
+    gw = await testGateway({
+      config: withAccount({ subscription: subscription({ payg_fallback: true }) }),
+    });
     const before = await quota(gw);
-    for (let i = 0; i < 3; i++) expect((await post(gw, "/v1/chat/completions", chat(`${i}`))).status).toBe(200);
+    for (let i = 0; i < 3; i++)
+      expect((await post(gw, "/v1/chat/completions", chat(`${i}`))).status).toBe(200);
     expect((await quota(gw)).balance_idr).toBeLessThan(before.balance_idr);
   });
 
   it("falls back to the free allowance when free_fallback is on", async () => {
-    gw = await testGateway({ config: withAccount({ subscription: subscription({ free_fallback: true }) }) });
-    for (let i = 0; i < 3; i++) expect((await post(gw, "/v1/chat/completions", chat(`${i}`))).status).toBe(200);
+    gw = await testGateway({
+      config: withAccount({ subscription: subscription({ free_fallback: true }) }),
+    });
+    for (let i = 0; i < 3; i++)
+      expect((await post(gw, "/v1/chat/completions", chat(`${i}`))).status).toBe(200);
     const q = (await quota(gw)) as { free: { daily_used: number } };
     expect(q.free.daily_used).toBe(1);
   });
 
   it("opens a new window when the old one ends", async () => {
     let now = Date.parse("2026-11-22T10:00:00Z");
-    gw = await testGateway({ config: withAccount({ subscription: subscription({ started_at: now }) }), now: () => now });
-    for (let i = 0; i < 2; i++) expect((await post(gw, "/v1/chat/completions", chat())).status).toBe(200);
+    gw = await testGateway({
+      config: withAccount({ subscription: subscription({ started_at: now }) }),
+      now: () => now,
+    });
+    for (let i = 0; i < 2; i++)
+      expect((await post(gw, "/v1/chat/completions", chat())).status).toBe(200);
     expect((await post(gw, "/v1/chat/completions", chat())).status).toBe(429);
     now += 18_000_000;
     expect((await post(gw, "/v1/chat/completions", chat())).status).toBe(200);
@@ -172,15 +249,26 @@ describe("admin API", () => {
     const auth = { authorization: `Bearer ${key.value}` };
     expect((await post(gw, "/v1/chat/completions", chat(), auth)).status).toBe(402);
 
-    const topped = await (await admin(gw, "POST", "/accounts/ci/topup", { amount_idr: 10_000 })).json();
+    const topped = await (
+      await admin(gw, "POST", "/accounts/ci/topup", { amount_idr: 10_000 })
+    ).json();
     expect(topped).toMatchObject({ balance_idr: 10_000, tier: "paid" });
     expect((await post(gw, "/v1/chat/completions", chat(), auth)).status).toBe(200);
 
-    await admin(gw, "PATCH", "/accounts/ci", { balance_idr: 0, payg: { enabled: true, limit_idr: 1 } });
-    expect((await errorOf(await post(gw, "/v1/chat/completions", chat(), auth))).code).toBe("payg_limit_reached");
+    await admin(gw, "PATCH", "/accounts/ci", {
+      balance_idr: 0,
+      payg: { enabled: true, limit_idr: 1 },
+    });
+    expect((await errorOf(await post(gw, "/v1/chat/completions", chat(), auth))).code).toBe(
+      "payg_limit_reached",
+    );
 
-    await admin(gw, "PATCH", "/accounts/ci", { subscription: { windows: [{ name: "d", seconds: 86_400, quota: 0 }] } });
-    expect((await errorOf(await post(gw, "/v1/chat/completions", chat(), auth))).code).toBe("plan_limit_reached");
+    await admin(gw, "PATCH", "/accounts/ci", {
+      subscription: { windows: [{ name: "d", seconds: 86_400, quota: 0 }] },
+    });
+    expect((await errorOf(await post(gw, "/v1/chat/completions", chat(), auth))).code).toBe(
+      "plan_limit_reached",
+    );
 
     expect((await admin(gw, "POST", "/accounts/ci/suspend")).status).toBe(200);
     expect((await post(gw, "/v1/chat/completions", chat(), auth)).status).toBe(401);
@@ -197,7 +285,9 @@ describe("admin API", () => {
 
   it("refuses requests without the admin key in plain text", async () => {
     gw = await testGateway();
-    const res = await fetch(`${gw.url}/api/admin/accounts`, { headers: { authorization: `Bearer ${KEY}` } });
+    const res = await fetch(`${gw.url}/api/admin/accounts`, {
+      headers: { authorization: `Bearer ${KEY}` },
+    });
     expect(res.status).toBe(401);
     expect(await res.text()).toBe("admin key required");
   });
@@ -223,15 +313,20 @@ describe("read endpoints", () => {
     gw = await testGateway();
     await post(gw, "/v1/chat/completions", chat());
     await post(gw, "/v1/chat/completions", chat("[[mock:fail=503]]"));
-    const get = (path: string) => fetch(`${gw!.url}${path}`, { headers: { authorization: `Bearer ${KEY}` } });
+    const get = (path: string) =>
+      fetch(`${gw!.url}${path}`, { headers: { authorization: `Bearer ${KEY}` } });
     const summary = (await (await get("/v1/usage/summary")).json()) as Record<string, number>;
     expect(summary).toMatchObject({ requests: 2, succeeded: 1, failed: 1 });
     const daily = (await (await get("/v1/usage/daily")).json()) as { data: { requests: number }[] };
     expect(daily.data[0].requests).toBe(2);
-    const recent = (await (await get("/v1/usage/requests?limit=1")).json()) as { data: { error_code: string }[] };
+    const recent = (await (await get("/v1/usage/requests?limit=1")).json()) as {
+      data: { error_code: string }[];
+    };
     expect(recent.data).toHaveLength(1);
     expect(recent.data[0].error_code).toBe("upstream_error");
-    const rest = await burst(60, (i) => get(["/v1/usage/summary", "/v1/usage/daily", "/v1/usage/requests"][i % 3]));
+    const rest = await burst(60, (i) =>
+      get(["/v1/usage/summary", "/v1/usage/daily", "/v1/usage/requests"][i % 3]),
+    );
     const limited = rest.filter((r) => r.status === 429);
     expect(limited).toHaveLength(3);
     expect(limited[0].headers.get("retry-after")).toBeNull();
@@ -240,12 +335,20 @@ describe("read endpoints", () => {
   });
 
   it("serves public pricing with the current free limits", async () => {
-    gw = await testGateway({ config: baseConfig({ tiers: { free: { free_rpm: 7, free_daily: 70 } } }) });
+    gw = await testGateway({
+      config: baseConfig({ tiers: { free: { free_rpm: 7, free_daily: 70 } } }),
+    });
     const res = await fetch(`${gw.url}/api/public/pricing`);
     expect(res.status).toBe(200);
-    const body = (await res.json()) as { free_limits: Record<string, object>; models: { id: string }[] };
+    const body = (await res.json()) as {
+      free_limits: Record<string, object>;
+      models: { id: string }[];
+    };
     expect(body.free_limits.free).toMatchObject({ requests_per_minute: 7, requests_per_day: 70 });
-    expect(body.models.find((m) => m.id === "mock-gpt")).toMatchObject({ input_per_mtok_idr: 10_000, output_per_mtok_idr: 20_000 });
+    expect(body.models.find((m) => m.id === "mock-gpt")).toMatchObject({
+      input_per_mtok_idr: 10_000,
+      output_per_mtok_idr: 20_000,
+    });
   });
 });
 
@@ -253,7 +356,9 @@ describe("both SDKs see billing errors", () => {
   it("raises the Anthropic SDK's error with status 402", async () => {
     gw = await testGateway({ config: withAccount({ balance_idr: 0 }) });
     const client = new Anthropic({ apiKey: KEY, baseURL: gw.url, maxRetries: 0 });
-    const err = await client.messages.create(messagesBody() as Anthropic.MessageCreateParamsNonStreaming).catch((e: unknown) => e);
+    const err = await client.messages
+      .create(messagesBody() as Anthropic.MessageCreateParamsNonStreaming)
+      .catch((e: unknown) => e);
     expect((err as { status: number }).status).toBe(402);
   });
 });

@@ -1,7 +1,17 @@
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ADMIN_KEY, KEY, KEY2, POOR_KEY, SHARED_KEY, type TestGateway, chat, post, testGateway } from "./support/gateway.js";
+import {
+  ADMIN_KEY,
+  chat,
+  KEY,
+  KEY2,
+  POOR_KEY,
+  post,
+  SHARED_KEY,
+  type TestGateway,
+  testGateway,
+} from "./support/gateway.js";
 
 let gw: TestGateway;
 let openai: OpenAI;
@@ -31,7 +41,9 @@ describe("authentication", () => {
 
   it("answers 401 in plain text for a wrong key, in both styles", async () => {
     for (const path of ["/v1/chat/completions", "/v1/messages"]) {
-      const res = await post(gw, path, chat(), { authorization: "Bearer kn-not-a-real-key-at-all-000000" });
+      const res = await post(gw, path, chat(), {
+        authorization: "Bearer kn-not-a-real-key-at-all-000000",
+      });
       expect(res.status).toBe(401);
       expect(res.headers.get("content-type")).toMatch(/^text\/plain/);
       expect(await res.text()).toBe("invalid API key");
@@ -46,9 +58,13 @@ describe("authentication", () => {
   it("refuses a revoked key from the very next request, leaving other keys working", async () => {
     const { store } = gw.services;
     const { value, key } = store.createKey({ accountId: "acct", label: "tmp", kind: "standard" });
-    expect((await post(gw, "/v1/chat/completions", chat(), { authorization: `Bearer ${value}` })).status).toBe(200);
+    expect(
+      (await post(gw, "/v1/chat/completions", chat(), { authorization: `Bearer ${value}` })).status,
+    ).toBe(200);
     store.revokeKey(key.id);
-    const res = await post(gw, "/v1/chat/completions", chat(), { authorization: `Bearer ${value}` });
+    const res = await post(gw, "/v1/chat/completions", chat(), {
+      authorization: `Bearer ${value}`,
+    });
     expect(res.status).toBe(401);
     expect(await res.text()).toBe("API key revoked");
     expect((await post(gw, "/v1/chat/completions", chat())).status).toBe(200);
@@ -59,11 +75,16 @@ describe("authentication", () => {
     store.setAccountStatus("acct", "suspended");
     try {
       for (const key of [KEY, KEY2, SHARED_KEY]) {
-        const res = await post(gw, "/v1/chat/completions", chat(), { authorization: `Bearer ${key}` });
+        const res = await post(gw, "/v1/chat/completions", chat(), {
+          authorization: `Bearer ${key}`,
+        });
         expect(res.status).toBe(401);
         expect(await res.text()).toBe("account suspended");
       }
-      expect((await post(gw, "/v1/chat/completions", chat(), { authorization: `Bearer ${POOR_KEY}` })).status).not.toBe(401);
+      expect(
+        (await post(gw, "/v1/chat/completions", chat(), { authorization: `Bearer ${POOR_KEY}` }))
+          .status,
+      ).not.toBe(401);
     } finally {
       store.setAccountStatus("acct", "active");
     }
@@ -71,7 +92,10 @@ describe("authentication", () => {
   });
 
   it("stores keys only as SHA-256 hashes", () => {
-    const rows = gw.services.store.db.prepare("SELECT * FROM api_keys").all() as Record<string, unknown>[];
+    const rows = gw.services.store.db.prepare("SELECT * FROM api_keys").all() as Record<
+      string,
+      unknown
+    >[];
     const dump = JSON.stringify(rows);
     expect(dump).not.toContain(KEY);
     expect(rows.every((r) => /^[0-9a-f]{64}$/.test(String(r.hash)))).toBe(true);
@@ -85,16 +109,31 @@ describe("GET /v1/models", () => {
     const body = (await res.json()) as { object: string; data: Record<string, unknown>[] };
     expect(body.object).toBe("list");
     const gpt = body.data.find((m) => m.id === "mock-gpt")!;
-    expect(gpt).toMatchObject({ object: "model", owned_by: "gateway", modality: "chat", free: false });
+    expect(gpt).toMatchObject({
+      object: "model",
+      owned_by: "gateway",
+      modality: "chat",
+      free: false,
+    });
     expect(gpt.internal).toBeUndefined();
     expect(body.data.find((m) => m.id === "mock-gpt:free")?.free).toBe(true);
   });
 
   it("adds internal fields for an admin key, and works with the SDK", async () => {
-    const res = await fetch(`${gw.url}/v1/models`, { headers: { authorization: `Bearer ${ADMIN_KEY}` } });
-    const body = (await res.json()) as { data: { id: string; internal?: Record<string, unknown> }[] };
-    expect(body.data.find((m) => m.id === "mock-gpt")?.internal).toMatchObject({ provider: "mock", wire: "mock", upstream_model: "mock-gpt" });
-    expect(body.data.find((m) => m.id === "auto")?.internal).toEqual({ steps: ["mock-down", "mock-gpt"] });
+    const res = await fetch(`${gw.url}/v1/models`, {
+      headers: { authorization: `Bearer ${ADMIN_KEY}` },
+    });
+    const body = (await res.json()) as {
+      data: { id: string; internal?: Record<string, unknown> }[];
+    };
+    expect(body.data.find((m) => m.id === "mock-gpt")?.internal).toMatchObject({
+      provider: "mock",
+      wire: "mock",
+      upstream_model: "mock-gpt",
+    });
+    expect(body.data.find((m) => m.id === "auto")?.internal).toEqual({
+      steps: ["mock-down", "mock-gpt"],
+    });
     const ids: string[] = [];
     for await (const m of openai.models.list()) ids.push(m.id);
     expect(ids).toContain("mock-gpt");
@@ -106,7 +145,12 @@ describe("bad input", () => {
     const res = await post(gw, "/v1/chat/completions", "{not json");
     expect(res.status).toBe(400);
     expect(await res.json()).toEqual({
-      error: { message: "Request body is not valid JSON.", type: "bad_request", param: null, code: "bad_request" },
+      error: {
+        message: "Request body is not valid JSON.",
+        type: "bad_request",
+        param: null,
+        code: "bad_request",
+      },
     });
   });
 
@@ -138,13 +182,18 @@ describe("bad input", () => {
   it("requires max_tokens on /v1/messages", async () => {
     const res = await post(gw, "/v1/messages", chat());
     expect(res.status).toBe(400);
-    expect(((await res.json()) as { error: { message: string } }).error.message).toMatch(/max_tokens/);
+    expect(((await res.json()) as { error: { message: string } }).error.message).toMatch(
+      /max_tokens/,
+    );
   });
 
   it("answers an unknown model with 400 model_not_found in both styles", async () => {
     const a = await post(gw, "/v1/chat/completions", chat("hi", "no-such-model"));
     expect(a.status).toBe(400);
-    expect(((await a.json()) as { error: { code: string; type: string } }).error).toMatchObject({ code: "model_not_found", type: "model_not_found" });
+    expect(((await a.json()) as { error: { code: string; type: string } }).error).toMatchObject({
+      code: "model_not_found",
+      type: "model_not_found",
+    });
     const b = await post(gw, "/v1/messages", { ...chat("hi", "no-such-model"), max_tokens: 10 });
     expect(b.status).toBe(400);
     expect(((await b.json()) as { error: { type: string } }).error.type).toBe("not_found_error");
@@ -159,11 +208,18 @@ describe("bad input", () => {
   });
 
   it("turns an unexpected exception into 500 internal_error without a stack trace", async () => {
-    const res = await fetch(`${gw.url}/v1/test-crash`, { headers: { authorization: `Bearer ${KEY}` } });
+    const res = await fetch(`${gw.url}/v1/test-crash`, {
+      headers: { authorization: `Bearer ${KEY}` },
+    });
     expect(res.status).toBe(500);
     const text = await res.text();
     expect(JSON.parse(text)).toEqual({
-      error: { message: "The gateway hit an unexpected error.", type: "internal_error", param: null, code: "internal_error" },
+      error: {
+        message: "The gateway hit an unexpected error.",
+        type: "internal_error",
+        param: null,
+        code: "internal_error",
+      },
     });
     expect(text).not.toMatch(/boom|secret|at \//);
   });
@@ -177,7 +233,10 @@ describe("bad input", () => {
 
 describe("chat completions with the openai SDK", () => {
   it("answers non-stream with content and usage", async () => {
-    const res = await openai.chat.completions.create({ model: "mock-gpt", messages: [{ role: "user", content: "Say hi" }] });
+    const res = await openai.chat.completions.create({
+      model: "mock-gpt",
+      messages: [{ role: "user", content: "Say hi" }],
+    });
     expect(res.object).toBe("chat.completion");
     expect(res.model).toBe("mock-gpt");
     expect(res.choices[0].message.content).toContain("Mock reply to: Say hi");
@@ -187,8 +246,14 @@ describe("chat completions with the openai SDK", () => {
   });
 
   it("is deterministic", async () => {
-    const a = await openai.chat.completions.create({ model: "mock-gpt", messages: [{ role: "user", content: "same" }] });
-    const b = await openai.chat.completions.create({ model: "mock-gpt", messages: [{ role: "user", content: "same" }] });
+    const a = await openai.chat.completions.create({
+      model: "mock-gpt",
+      messages: [{ role: "user", content: "same" }],
+    });
+    const b = await openai.chat.completions.create({
+      model: "mock-gpt",
+      messages: [{ role: "user", content: "same" }],
+    });
     expect(a.choices[0].message.content).toBe(b.choices[0].message.content);
   });
 
@@ -205,20 +270,31 @@ describe("chat completions with the openai SDK", () => {
       text += chunk.choices[0]?.delta?.content ?? "";
       if (chunk.usage) usage = chunk.usage;
     }
-    const plain = await openai.chat.completions.create({ model: "mock-gpt", messages: [{ role: "user", content: "Stream please" }] });
+    const plain = await openai.chat.completions.create({
+      model: "mock-gpt",
+      messages: [{ role: "user", content: "Stream please" }],
+    });
     expect(text).toBe(plain.choices[0].message.content);
     expect(usage?.completion_tokens).toBe(plain.usage?.completion_tokens);
   });
 
   it("omits the usage chunk when the client did not ask for it", async () => {
-    const res = await post(gw, "/v1/chat/completions", chat("no usage", "mock-gpt", { stream: true }));
+    const res = await post(
+      gw,
+      "/v1/chat/completions",
+      chat("no usage", "mock-gpt", { stream: true }),
+    );
     const text = await res.text();
     expect(text).not.toContain('"usage"');
     expect(text.trim().endsWith("data: [DONE]")).toBe(true);
   });
 
   it("sends keepalive comments while waiting for the first token", async () => {
-    const res = await post(gw, "/v1/chat/completions", chat("slow [[mock:delay=300]]", "mock-gpt", { stream: true }));
+    const res = await post(
+      gw,
+      "/v1/chat/completions",
+      chat("slow [[mock:delay=300]]", "mock-gpt", { stream: true }),
+    );
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toMatch(/^text\/event-stream/);
     const text = await res.text();
@@ -239,13 +315,22 @@ describe("chat completions with the openai SDK", () => {
   });
 
   it("ends a broken stream with an error chunk, not a clean [DONE]", async () => {
-    const res = await post(gw, "/v1/chat/completions", chat("break [[mock:break=2]]", "mock-gpt", { stream: true }));
+    const res = await post(
+      gw,
+      "/v1/chat/completions",
+      chat("break [[mock:break=2]]", "mock-gpt", { stream: true }),
+    );
     const text = await res.text();
     expect(text).not.toContain("[DONE]");
     const last = text.trim().split("\n\n").pop()!;
-    expect(JSON.parse(last.replace(/^data: /, ""))).toMatchObject({ error: { code: "upstream_error" } });
+    expect(JSON.parse(last.replace(/^data: /, ""))).toMatchObject({
+      error: { code: "upstream_error" },
+    });
     await expect(async () => {
-      const s = await openai.chat.completions.create({ ...chat("break [[mock:break=2]]"), stream: true } as OpenAI.ChatCompletionCreateParamsStreaming);
+      const s = await openai.chat.completions.create({
+        ...chat("break [[mock:break=2]]"),
+        stream: true,
+      } as OpenAI.ChatCompletionCreateParamsStreaming);
       for await (const _ of s) void _;
     }).rejects.toThrow();
   });
@@ -254,17 +339,31 @@ describe("chat completions with the openai SDK", () => {
     const a = await post(gw, "/v1/chat/completions", chat("[[mock:fail=503]]"));
     expect(a.status).toBe(503);
     expect(((await a.json()) as { error: object }).error).toEqual({
-      message: "The provider failed or timed out.", type: "upstream_error", param: null, code: "upstream_error",
+      message: "The provider failed or timed out.",
+      type: "upstream_error",
+      param: null,
+      code: "upstream_error",
     });
-    const b = await post(gw, "/v1/chat/completions", chat("[[mock:reject=context_length_exceeded]]"));
+    const b = await post(
+      gw,
+      "/v1/chat/completions",
+      chat("[[mock:reject=context_length_exceeded]]"),
+    );
     expect(b.status).toBe(400);
-    expect(((await b.json()) as { error: object }).error).toMatchObject({ type: "invalid_request_error", code: "context_length_exceeded" });
+    expect(((await b.json()) as { error: object }).error).toMatchObject({
+      type: "invalid_request_error",
+      code: "context_length_exceeded",
+    });
   });
 });
 
 describe("messages with the Anthropic SDK", () => {
   it("answers non-stream with content blocks and usage", async () => {
-    const msg = await anthropic.messages.create({ model: "mock-gpt", max_tokens: 200, messages: [{ role: "user", content: "Say hi" }] });
+    const msg = await anthropic.messages.create({
+      model: "mock-gpt",
+      max_tokens: 200,
+      messages: [{ role: "user", content: "Say hi" }],
+    });
     expect(msg.type).toBe("message");
     expect(msg.role).toBe("assistant");
     expect(msg.model).toBe("mock-gpt");
@@ -276,23 +375,42 @@ describe("messages with the Anthropic SDK", () => {
   });
 
   it("streams events that the SDK assembles into the same message", async () => {
-    const stream = anthropic.messages.stream({ model: "mock-gpt", max_tokens: 200, messages: [{ role: "user", content: "Say hi" }] });
+    const stream = anthropic.messages.stream({
+      model: "mock-gpt",
+      max_tokens: 200,
+      messages: [{ role: "user", content: "Say hi" }],
+    });
     const final = await stream.finalMessage();
-    const plain = await anthropic.messages.create({ model: "mock-gpt", max_tokens: 200, messages: [{ role: "user", content: "Say hi" }] });
+    const plain = await anthropic.messages.create({
+      model: "mock-gpt",
+      max_tokens: 200,
+      messages: [{ role: "user", content: "Say hi" }],
+    });
     expect(final.content).toEqual(plain.content);
     expect(final.usage.output_tokens).toBe(plain.usage.output_tokens);
   });
 
   it("surfaces errors in the messages style through the SDK", async () => {
     const err = await anthropic.messages
-      .create({ model: "no-such-model", max_tokens: 10, messages: [{ role: "user", content: "x" }] })
+      .create({
+        model: "no-such-model",
+        max_tokens: 10,
+        messages: [{ role: "user", content: "x" }],
+      })
       .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(Anthropic.BadRequestError);
-    expect((err as InstanceType<typeof Anthropic.BadRequestError>).error).toMatchObject({ type: "error", error: { type: "not_found_error" } });
+    expect((err as InstanceType<typeof Anthropic.BadRequestError>).error).toMatchObject({
+      type: "error",
+      error: { type: "not_found_error" },
+    });
   });
 
   it("ends a broken stream with an error event", async () => {
-    const res = await post(gw, "/v1/messages", { ...chat("break [[mock:break=2]]"), max_tokens: 100, stream: true });
+    const res = await post(gw, "/v1/messages", {
+      ...chat("break [[mock:break=2]]"),
+      max_tokens: 100,
+      stream: true,
+    });
     const text = await res.text();
     expect(text).toContain("event: error");
     expect(text).not.toContain("event: message_stop");
@@ -306,7 +424,8 @@ describe("CORS", () => {
       headers: {
         origin: "https://app.example",
         "access-control-request-method": "POST",
-        "access-control-request-headers": "authorization,content-type,x-api-key,anthropic-version,anthropic-beta",
+        "access-control-request-headers":
+          "authorization,content-type,x-api-key,anthropic-version,anthropic-beta",
       },
     });
     expect(res.status).toBe(204);
@@ -317,12 +436,17 @@ describe("CORS", () => {
   });
 
   it("sends CORS headers on /v1 responses, errors included", async () => {
-    const res = await post(gw, "/v1/chat/completions", chat("hi", "nope"), { authorization: `Bearer ${KEY}`, origin: "https://app.example" });
+    const res = await post(gw, "/v1/chat/completions", chat("hi", "nope"), {
+      authorization: `Bearer ${KEY}`,
+      origin: "https://app.example",
+    });
     expect(res.headers.get("access-control-allow-origin")).toBe("*");
   });
 
   it("refuses cross-origin requests on /api", async () => {
-    const res = await fetch(`${gw.url}/api/public/pricing`, { headers: { origin: "https://evil.example" } });
+    const res = await fetch(`${gw.url}/api/public/pricing`, {
+      headers: { origin: "https://evil.example" },
+    });
     expect(res.status).toBe(403);
     expect(res.headers.get("access-control-allow-origin")).toBeNull();
     const pre = await fetch(`${gw.url}/api/public/pricing`, {

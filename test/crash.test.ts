@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { afterAll, describe, expect, it } from "vitest";
-import { KEY, baseConfig, chat } from "./support/gateway.js";
+import { baseConfig, chat, KEY } from "./support/gateway.js";
 import { type ServeProcess, serveProcess } from "./support/serve-process.js";
 
 const dir = mkdtempSync(join(tmpdir(), "gateway-crash-"));
@@ -18,8 +18,16 @@ const initialMicro = 1_000_000 * 1_000_000;
 function ledgerState(dbPath: string) {
   const db = new Database(dbPath, { readonly: true });
   try {
-    const balance = (db.prepare("SELECT balance_micro FROM accounts WHERE id = 'acct'").get() as { balance_micro: number }).balance_micro;
-    const rows = db.prepare("SELECT state, count(*) AS n, sum(cost_micro) AS cost, sum(reserved_micro) AS held FROM request_log GROUP BY state").all() as {
+    const balance = (
+      db.prepare("SELECT balance_micro FROM accounts WHERE id = 'acct'").get() as {
+        balance_micro: number;
+      }
+    ).balance_micro;
+    const rows = db
+      .prepare(
+        "SELECT state, count(*) AS n, sum(cost_micro) AS cost, sum(reserved_micro) AS held FROM request_log GROUP BY state",
+      )
+      .all() as {
       state: string;
       n: number;
       cost: number;
@@ -43,7 +51,10 @@ describe("a crash in the middle of load", () => {
         method: "POST",
         headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" },
         body: JSON.stringify(chat(content)),
-      }).then((r) => r.status, () => "dropped");
+      }).then(
+        (r) => r.status,
+        () => "dropped",
+      );
     const fast = await Promise.all(Array.from({ length: 20 }, (_, i) => send(`fast ${i}`)));
     expect(fast.every((s) => s === 200)).toBe(true);
     // Slow requests hold money when the process dies.
@@ -54,7 +65,9 @@ describe("a crash in the middle of load", () => {
 
     const dead = ledgerState(dbPath);
     expect(dead.byState.reserved.n).toBe(20);
-    expect(dead.balance + dead.byState.reserved.held + dead.byState.settled.cost).toBe(initialMicro);
+    expect(dead.balance + dead.byState.reserved.held + dead.byState.settled.cost).toBe(
+      initialMicro,
+    );
 
     const second = await serveProcess(["--db", dbPath, "--config", configPath]);
     running.push(second);
@@ -66,8 +79,12 @@ describe("a crash in the middle of load", () => {
     expect(after.balance + after.byState.settled.cost).toBe(initialMicro);
 
     // The unchanged config did not reset the balance spent before the crash, and the restarted gateway bills on.
-    const res = await fetch(`${second.url}/v1/account/quota`, { headers: { authorization: `Bearer ${KEY}` } });
-    expect(Math.round(((await res.json()) as { balance_idr: number }).balance_idr * 1_000_000)).toBe(after.balance);
+    const res = await fetch(`${second.url}/v1/account/quota`, {
+      headers: { authorization: `Bearer ${KEY}` },
+    });
+    expect(
+      Math.round(((await res.json()) as { balance_idr: number }).balance_idr * 1_000_000),
+    ).toBe(after.balance);
     await second.stop();
   });
 });

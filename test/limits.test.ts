@@ -1,7 +1,15 @@
 import { afterEach, describe, expect, it } from "vitest";
 import type { ConfigInput } from "../src/server/config/schema.js";
 import { admin, burst, errorOf, quota } from "./support/api.js";
-import { KEY, SHARED_KEY, type TestGateway, baseConfig, chat, post, testGateway } from "./support/gateway.js";
+import {
+  baseConfig,
+  chat,
+  KEY,
+  post,
+  SHARED_KEY,
+  type TestGateway,
+  testGateway,
+} from "./support/gateway.js";
 
 let gw: TestGateway | undefined;
 afterEach(async () => {
@@ -10,7 +18,11 @@ afterEach(async () => {
 });
 
 type Account = NonNullable<ConfigInput["accounts"]>[number];
-function config(account: Partial<Account> = {}, tiers: ConfigInput["tiers"] = {}, models: ConfigInput["models"] = []): ConfigInput {
+function config(
+  account: Partial<Account> = {},
+  tiers: ConfigInput["tiers"] = {},
+  models: ConfigInput["models"] = [],
+): ConfigInput {
   const base = baseConfig();
   return {
     ...base,
@@ -20,7 +32,11 @@ function config(account: Partial<Account> = {}, tiers: ConfigInput["tiers"] = {}
   };
 }
 
-const messages = (model = "mock-gpt") => ({ model, max_tokens: 50, messages: [{ role: "user", content: "hi" }] });
+const messages = (model = "mock-gpt") => ({
+  model,
+  max_tokens: 50,
+  messages: [{ role: "user", content: "hi" }],
+});
 const responses = (model = "mock-gpt") => ({ model, input: "hi" });
 
 describe("account per-minute limit for paid models", () => {
@@ -31,7 +47,11 @@ describe("account per-minute limit for paid models", () => {
     const limited = results.filter((r) => r.status === 429);
     expect(limited).toHaveLength(15);
     const err = await errorOf(limited[0]);
-    expect(err).toMatchObject({ code: "rate_limit_exceeded", type: "rate_limit_exceeded", retryAfter: null });
+    expect(err).toMatchObject({
+      code: "rate_limit_exceeded",
+      type: "rate_limit_exceeded",
+      retryAfter: null,
+    });
   });
 
   it("is shared by chat completions, messages and responses, in each route's style", async () => {
@@ -47,8 +67,14 @@ describe("account per-minute limit for paid models", () => {
   });
 
   it("does not count :free models, /v1/models or the quota endpoint", async () => {
-    gw = await testGateway({ config: config({ rpm_limit: 2 }, { free: { free_rpm: 100, free_daily: 100, burst_spacing_ms: 0 } }) });
-    for (let i = 0; i < 3; i++) expect((await post(gw, "/v1/chat/completions", chat("x", "mock-gpt:free"))).status).toBe(200);
+    gw = await testGateway({
+      config: config(
+        { rpm_limit: 2 },
+        { free: { free_rpm: 100, free_daily: 100, burst_spacing_ms: 0 } },
+      ),
+    });
+    for (let i = 0; i < 3; i++)
+      expect((await post(gw, "/v1/chat/completions", chat("x", "mock-gpt:free"))).status).toBe(200);
     await fetch(`${gw.url}/v1/models`);
     await quota(gw);
     expect((await post(gw, "/v1/chat/completions", chat())).status).toBe(200);
@@ -59,7 +85,9 @@ describe("account per-minute limit for paid models", () => {
 
 describe("free models", () => {
   it("applies the tier's per-minute limit: 429 free_quota_rpm with Retry-After, rate headers on success", async () => {
-    gw = await testGateway({ config: config({}, { free: { free_rpm: 3, free_daily: 100, burst_spacing_ms: 0 } }) });
+    gw = await testGateway({
+      config: config({}, { free: { free_rpm: 3, free_daily: 100, burst_spacing_ms: 0 } }),
+    });
     const ok = await post(gw, "/v1/chat/completions", chat("x", "mock-gpt:free"));
     expect(ok.status).toBe(200);
     expect(ok.headers.get("x-ratelimit-limit")).toBe("3");
@@ -82,8 +110,13 @@ describe("free models", () => {
   it("counts only successful requests against the daily allowance, then 429 free_quota_daily until 00:00 UTC", async () => {
     const now = Date.parse("2026-11-22T23:00:00Z");
     let clock = now;
-    gw = await testGateway({ config: config({}, { free: { free_rpm: 100, free_daily: 2, burst_spacing_ms: 0 } }), now: () => clock });
-    expect((await post(gw, "/v1/chat/completions", chat("[[mock:fail=503]]", "mock-gpt:free"))).status).toBe(503);
+    gw = await testGateway({
+      config: config({}, { free: { free_rpm: 100, free_daily: 2, burst_spacing_ms: 0 } }),
+      now: () => clock,
+    });
+    expect(
+      (await post(gw, "/v1/chat/completions", chat("[[mock:fail=503]]", "mock-gpt:free"))).status,
+    ).toBe(503);
     expect((await post(gw, "/v1/chat/completions", chat("x", "mock-gpt:free"))).status).toBe(200);
     expect((await post(gw, "/v1/chat/completions", chat("x", "mock-gpt:free"))).status).toBe(200);
     const err = await errorOf(await post(gw, "/v1/chat/completions", chat("x", "mock-gpt:free")));
@@ -93,7 +126,12 @@ describe("free models", () => {
   });
 
   it("spaces bursts out instead of rejecting them, up to a bound, then 429 rate_limit_exceeded", async () => {
-    gw = await testGateway({ config: config({}, { free: { free_rpm: 100, free_daily: 100, burst_spacing_ms: 100, burst_queue: 3 } }) });
+    gw = await testGateway({
+      config: config(
+        {},
+        { free: { free_rpm: 100, free_daily: 100, burst_spacing_ms: 100, burst_queue: 3 } },
+      ),
+    });
     const started = Date.now();
     const finished: number[] = [];
     const results = await burst(6, async () => {
@@ -112,7 +150,11 @@ describe("free models", () => {
   it("enforces a model's token budget over its window", async () => {
     gw = await testGateway({
       config: config({}, { free: { free_rpm: 100, free_daily: 100, burst_spacing_ms: 0 } }, [
-        { name: "budget:free", provider: "mock", free_token_budget: { tokens: 40, window_seconds: 3600 } },
+        {
+          name: "budget:free",
+          provider: "mock",
+          free_token_budget: { tokens: 40, window_seconds: 3600 },
+        },
       ]),
     });
     let status = 200;
@@ -129,10 +171,19 @@ describe("free models", () => {
 
   it("moves an account to a higher tier on a top-up, raising its free limits", async () => {
     gw = await testGateway({
-      config: config({}, {
-        free: { rank: 0, free_rpm: 1, free_daily: 1, burst_spacing_ms: 0 },
-        paid: { rank: 1, free_rpm: 50, free_daily: 500, burst_spacing_ms: 0, min_topup_idr: 10_000 },
-      }),
+      config: config(
+        {},
+        {
+          free: { rank: 0, free_rpm: 1, free_daily: 1, burst_spacing_ms: 0 },
+          paid: {
+            rank: 1,
+            free_rpm: 50,
+            free_daily: 500,
+            burst_spacing_ms: 0,
+            min_topup_idr: 10_000,
+          },
+        },
+      ),
     });
     expect((await post(gw, "/v1/chat/completions", chat("x", "mock-gpt:free"))).status).toBe(200);
     expect((await post(gw, "/v1/chat/completions", chat("x", "mock-gpt:free"))).status).toBe(429);
@@ -156,20 +207,28 @@ describe("shared keys", () => {
     expect(limited.length).toBeGreaterThanOrEqual(1);
     const plain = limited.find((r) => r.headers.get("content-type")?.startsWith("text/plain"))!;
     expect(await plain.text()).toBe("too many requests, try again shortly");
-    expect((await post(gw, "/v1/chat/completions", chat(), { authorization: `Bearer ${KEY}` })).status).toBe(200);
+    expect(
+      (await post(gw, "/v1/chat/completions", chat(), { authorization: `Bearer ${KEY}` })).status,
+    ).toBe(200);
   });
 
   it("paces the key as a whole to a share of the account limit", async () => {
     gw = await testGateway({ config: config({ rpm_limit: 10 }) });
     const results = await burst(8, () => post(gw!, "/v1/chat/completions", chat(), shared));
     expect(results.filter((r) => r.status === 200)).toHaveLength(5);
-    expect((await errorOf(results.find((r) => r.status === 429)!)).code).toBe("rate_limit_exceeded");
+    expect((await errorOf(results.find((r) => r.status === 429)!)).code).toBe(
+      "rate_limit_exceeded",
+    );
     expect((await post(gw, "/v1/chat/completions", chat())).status).toBe(200);
   });
 
   it("cannot read the account quota: 403 shared_key_not_allowed", async () => {
     gw = await testGateway();
     const res = await fetch(`${gw.url}/v1/account/quota`, { headers: shared });
-    expect(await errorOf(res)).toMatchObject({ status: 403, code: "shared_key_not_allowed", type: "shared_key_not_allowed" });
+    expect(await errorOf(res)).toMatchObject({
+      status: 403,
+      code: "shared_key_not_allowed",
+      type: "shared_key_not_allowed",
+    });
   });
 });

@@ -23,12 +23,17 @@ export function presentedKey(c: Context): string | undefined {
 const touchEveryMs = 1000;
 
 export function authenticate(store: Store, value: string | undefined, now: number): KeyWithAccount {
-  if (!value) throw new PlainTextError(401, "missing API key: send Authorization: Bearer kn-... or x-api-key");
+  if (!value)
+    throw new PlainTextError(
+      401,
+      "missing API key: send Authorization: Bearer kn-... or x-api-key",
+    );
   const key = store.findKeyByValue(value);
   if (!key) throw new PlainTextError(401, "invalid API key");
   if (key.revoked_at !== null) throw new PlainTextError(401, "API key revoked");
   if (key.account_status !== "active") throw new PlainTextError(401, "account suspended");
-  if (key.last_used_at === null || now - key.last_used_at >= touchEveryMs) store.touchKey(key.id, now);
+  if (key.last_used_at === null || now - key.last_used_at >= touchEveryMs)
+    store.touchKey(key.id, now);
   return key;
 }
 

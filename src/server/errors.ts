@@ -92,7 +92,10 @@ function messagesType(status: number, code: ErrorCode): string {
 
 export function errorBody(err: GatewayError, style: ErrorStyle): object {
   if (style === "messages") {
-    return { type: "error", error: { type: messagesType(err.status, err.code), message: err.message } };
+    return {
+      type: "error",
+      error: { type: messagesType(err.status, err.code), message: err.message },
+    };
   }
   return {
     error: {

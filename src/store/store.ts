@@ -60,7 +60,15 @@ export class Store {
   }): { key: KeyRow; value: string } {
     const value = newGatewayKey();
     const id = newId("key");
-    this.insertKey(id, input.accountId, value, input.label, input.kind, input.parentKeyId ?? null, input.now);
+    this.insertKey(
+      id,
+      input.accountId,
+      value,
+      input.label,
+      input.kind,
+      input.parentKeyId ?? null,
+      input.now,
+    );
     return { key: this.getKey(id)!, value };
   }
 
@@ -116,14 +124,26 @@ export class Store {
     return (this.stmts.accountCount.get() as { n: number }).n;
   }
 
-  createAccount(input: { id: string; name: string; balanceMicro: number; rpmLimit: number; tier: string; now: number }): AccountRow {
+  createAccount(input: {
+    id: string;
+    name: string;
+    balanceMicro: number;
+    rpmLimit: number;
+    tier: string;
+    now: number;
+  }): AccountRow {
     this.stmts.insertAccount.run({ ...input });
     return this.getAccount(input.id)!;
   }
 
   /** Sets only the columns given; the caller validated names and values. */
-  updateAccount(id: string, patch: Partial<Record<AccountColumn, string | number | null>>): boolean {
-    const entries = Object.entries(patch).filter(([k]) => accountColumns.includes(k as AccountColumn));
+  updateAccount(
+    id: string,
+    patch: Partial<Record<AccountColumn, string | number | null>>,
+  ): boolean {
+    const entries = Object.entries(patch).filter(([k]) =>
+      accountColumns.includes(k as AccountColumn),
+    );
     if (entries.length === 0) return this.getAccount(id) !== undefined;
     const sql = `UPDATE accounts SET ${entries.map(([k]) => `${k} = @${k}`).join(", ")} WHERE id = @id`;
     return this.db.prepare(sql).run({ ...Object.fromEntries(entries), id }).changes > 0;
@@ -137,14 +157,25 @@ export class Store {
       const current = this.getCatalog().tiers.get(account.tier);
       let best = current;
       for (const tier of this.getCatalog().tiers.values()) {
-        if (tier.min_topup_micro !== null && amountMicro >= tier.min_topup_micro && tier.rank > (best?.rank ?? -1)) best = tier;
+        if (
+          tier.min_topup_micro !== null &&
+          amountMicro >= tier.min_topup_micro &&
+          tier.rank > (best?.rank ?? -1)
+        )
+          best = tier;
       }
       if (best && best.name !== account.tier) this.stmts.setTier.run(best.name, id);
       return this.getAccount(id);
     });
   }
 
-  addByok(accountId: string, providerId: string, secret: string, label: string, now: number): ByokRow {
+  addByok(
+    accountId: string,
+    providerId: string,
+    secret: string,
+    label: string,
+    now: number,
+  ): ByokRow {
     const id = newId("byok");
     const position = (this.stmts.maxByokPosition.get(accountId) as { p: number | null }).p ?? -1;
     this.stmts.insertByok.run(id, accountId, providerId, secret, label, position + 1, now);
@@ -174,7 +205,9 @@ export class Store {
   /** Tokens a free model has served in its current budget window. */
   freeTokensUsed(model: string, windowSeconds: number, now: number): number {
     const start = windowStart(windowSeconds, now);
-    const row = this.stmts.freeTokens.get(model) as { window_start: number; tokens: number } | undefined;
+    const row = this.stmts.freeTokens.get(model) as
+      | { window_start: number; tokens: number }
+      | undefined;
     return row && row.window_start === start ? row.tokens : 0;
   }
 
@@ -187,13 +220,20 @@ export class Store {
   }
 
   subscriptionUsed(accountId: string, window: string, windowStart: number): number {
-    const row = this.stmts.subUsed.get(accountId, window) as { window_start: number; used: number } | undefined;
+    const row = this.stmts.subUsed.get(accountId, window) as
+      | { window_start: number; used: number }
+      | undefined;
     return row && row.window_start === windowStart ? row.used : 0;
   }
 
   usageSummary(accountId: string, since: number) {
     const row = this.stmts.usageSummary.get(accountId, since) as {
-      requests: number; succeeded: number; failed: number; input_tokens: number; output_tokens: number; cost_micro: number;
+      requests: number;
+      succeeded: number;
+      failed: number;
+      input_tokens: number;
+      output_tokens: number;
+      cost_micro: number;
     };
     return {
       since: new Date(since).toISOString(),
@@ -207,9 +247,21 @@ export class Store {
   }
 
   usageDaily(accountId: string, since: number) {
-    return (this.stmts.usageDaily.all(accountId, since) as { day: string; requests: number; input_tokens: number; output_tokens: number; cost_micro: number }[]).map(
-      (r) => ({ date: r.day, requests: r.requests, input_tokens: r.input_tokens, output_tokens: r.output_tokens, cost_idr: r.cost_micro / 1_000_000 }),
-    );
+    return (
+      this.stmts.usageDaily.all(accountId, since) as {
+        day: string;
+        requests: number;
+        input_tokens: number;
+        output_tokens: number;
+        cost_micro: number;
+      }[]
+    ).map((r) => ({
+      date: r.day,
+      requests: r.requests,
+      input_tokens: r.input_tokens,
+      output_tokens: r.output_tokens,
+      cost_idr: r.cost_micro / 1_000_000,
+    }));
   }
 
   recentRequests(accountId: string, limit: number) {
@@ -270,9 +322,12 @@ function loadCatalog(db: DB): Catalog {
     (db.prepare("SELECT * FROM models ORDER BY name").all() as ModelRow[]).map((m) => [m.name, m]),
   );
   const routes = new Map(
-    (db.prepare("SELECT * FROM routes ORDER BY name").all() as { name: string; steps_json: string }[]).map(
-      (r) => [r.name, JSON.parse(r.steps_json) as string[]],
-    ),
+    (
+      db.prepare("SELECT * FROM routes ORDER BY name").all() as {
+        name: string;
+        steps_json: string;
+      }[]
+    ).map((r) => [r.name, JSON.parse(r.steps_json) as string[]]),
   );
   const tiers = new Map(
     (db.prepare("SELECT * FROM tiers ORDER BY rank").all() as TierRow[]).map((t) => [t.name, t]),
@@ -317,7 +372,9 @@ function prepare(db: DB) {
          window_start = excluded.window_start`,
     ),
     freeUsed: s("SELECT used FROM free_usage WHERE account_id = ? AND day = ?"),
-    subUsed: s("SELECT window_start, used FROM subscription_usage WHERE account_id = ? AND window_name = ?"),
+    subUsed: s(
+      "SELECT window_start, used FROM subscription_usage WHERE account_id = ? AND window_name = ?",
+    ),
     usageSummary: s(
       `SELECT count(*) AS requests, sum(state = 'settled') AS succeeded, sum(state IN ('failed', 'interrupted')) AS failed,
               sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens, sum(cost_micro) AS cost_micro
@@ -328,7 +385,9 @@ function prepare(db: DB) {
               sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens, sum(cost_micro) AS cost_micro
          FROM request_log WHERE account_id = ? AND created_at >= ? GROUP BY day ORDER BY day`,
     ),
-    recentRequests: s("SELECT * FROM request_log WHERE account_id = ? ORDER BY created_at DESC, rowid DESC LIMIT ?"),
+    recentRequests: s(
+      "SELECT * FROM request_log WHERE account_id = ? ORDER BY created_at DESC, rowid DESC LIMIT ?",
+    ),
     insertAccount: s(
       `INSERT INTO accounts (id, name, balance_micro, rpm_limit, tier, payg_window_start, created_at)
        VALUES (@id, @name, @balanceMicro, @rpmLimit, @tier, @now, @now)`,
@@ -341,6 +400,8 @@ function prepare(db: DB) {
     ),
     byokById: s("SELECT * FROM byok_credentials WHERE id = ?"),
     deleteByok: s("DELETE FROM byok_credentials WHERE id = ? AND account_id = ?"),
-    byokByAccount: s("SELECT * FROM byok_credentials WHERE account_id = ? ORDER BY position, created_at"),
+    byokByAccount: s(
+      "SELECT * FROM byok_credentials WHERE account_id = ? ORDER BY position, created_at",
+    ),
   };
 }

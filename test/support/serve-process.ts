@@ -12,7 +12,10 @@ export interface ServeProcess {
 }
 
 /** Runs the real `gateway serve --json` binary and waits for its ready line. */
-export async function serveProcess(args: string[], env: NodeJS.ProcessEnv = {}): Promise<ServeProcess> {
+export async function serveProcess(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+): Promise<ServeProcess> {
   const child = spawn(process.execPath, [bin, "serve", "--port", "0", "--json", ...args], {
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
@@ -23,7 +26,10 @@ export async function serveProcess(args: string[], env: NodeJS.ProcessEnv = {}):
   });
   const line = await new Promise<string>((resolve, reject) => {
     let out = "";
-    const timer = setTimeout(() => reject(new Error(`gateway serve did not start: ${stderr}`)), 10_000);
+    const timer = setTimeout(
+      () => reject(new Error(`gateway serve did not start: ${stderr}`)),
+      10_000,
+    );
     child.stdout!.on("data", (d: Buffer) => {
       out += d.toString();
       const nl = out.indexOf("\n");

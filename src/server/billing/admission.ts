@@ -1,5 +1,5 @@
-import type { AccountRow, ByokRow, KeyWithAccount, ModelRow } from "../../store/types.js";
 import { newId } from "../../store/secrets.js";
+import type { AccountRow, ByokRow, KeyWithAccount, ModelRow } from "../../store/types.js";
 import { parseSubscription } from "../../store/types.js";
 import type { Target } from "../dispatch/resolve.js";
 import { GatewayError } from "../errors.js";
@@ -7,7 +7,7 @@ import type { RateHeaders } from "../limits/request-limits.js";
 import type { Services } from "../services.js";
 import type { Usage } from "../wire/usage.js";
 import type { Reservation } from "./ledger.js";
-import { type Metered, type WorstCase, costMicro, isFreeModelName } from "./pricing.js";
+import { costMicro, isFreeModelName, type Metered, type WorstCase } from "./pricing.js";
 
 export interface AdmitInput {
   key: KeyWithAccount;
@@ -44,7 +44,8 @@ export async function admit(s: Services, input: AdmitInput): Promise<Admission> 
   const free = isFreeModelName(input.target.name);
   const byok = s.store.listByok(account.id);
   let rateHeaders: RateHeaders | undefined;
-  const tier = s.store.getCatalog().tiers.get(account.tier) ?? s.store.getCatalog().tiers.get("free");
+  const tier =
+    s.store.getCatalog().tiers.get(account.tier) ?? s.store.getCatalog().tiers.get("free");
   if (!tier) throw new GatewayError(500, "internal_error", "no free tier configured");
 
   if (free) {
@@ -61,20 +62,30 @@ export async function admit(s: Services, input: AdmitInput): Promise<Admission> 
     return { account, reservation, rateHeaders, byok, byokOnly: false, free };
   }
 
-  const models = input.target.isRoute && !subscription
-    ? input.target.models.filter((m) => !m.subscribers_only)
-    : input.target.models;
+  const models =
+    input.target.isRoute && !subscription
+      ? input.target.models.filter((m) => !m.subscribers_only)
+      : input.target.models;
   if (models.length === 0 || (!subscription && models.some((m) => m.subscribers_only))) {
     throw subscribersOnly();
   }
   if (input.accountRpm) {
     s.limits.takePaidRpm(account, now);
-    if (input.key.kind === "shared" && !s.sharedKeys.admitKey(input.key.id, account.rpm_limit, now)) {
-      throw new GatewayError(429, "rate_limit_exceeded", "This shared key has used its share of the account's per-minute limit.");
+    if (
+      input.key.kind === "shared" &&
+      !s.sharedKeys.admitKey(input.key.id, account.rpm_limit, now)
+    ) {
+      throw new GatewayError(
+        429,
+        "rate_limit_exceeded",
+        "This shared key has used its share of the account's per-minute limit.",
+      );
     }
   }
   const worstCaseMicro = Math.max(...models.map((m) => costMicro(m, input.worstCase(m))));
-  const covered = subscription !== null && (!subscription.models || subscription.models.includes(input.target.name));
+  const covered =
+    subscription !== null &&
+    (!subscription.models || subscription.models.includes(input.target.name));
   const base = {
     ...baseReserve(input, account, now),
     worstCaseMicro,
@@ -82,7 +93,14 @@ export async function admit(s: Services, input: AdmitInput): Promise<Admission> 
     freeDailyLimit: tier.free_daily,
   };
   try {
-    return { account, reservation: s.ledger.reserve(base), rateHeaders, byok, byokOnly: false, free };
+    return {
+      account,
+      reservation: s.ledger.reserve(base),
+      rateHeaders,
+      byok,
+      byokOnly: false,
+      free,
+    };
   } catch (err) {
     // An account that cannot pay may still use its own provider keys, and only those.
     const byokCovers = models.every((m) => byok.some((b) => b.provider_id === m.provider_id));
@@ -137,7 +155,8 @@ export function settleAdmission(s: Services, admission: Admission, outcome: Sett
     outputTokens: outcome.usage.output_tokens,
     units: outcome.units ?? 0,
   };
-  const cost = outcome.model && !outcome.byokServed && !admission.free ? costMicro(outcome.model, metered) : 0;
+  const cost =
+    outcome.model && !outcome.byokServed && !admission.free ? costMicro(outcome.model, metered) : 0;
   s.ledger.settle(admission.reservation, {
     status: outcome.status,
     costMicro: cost,
@@ -148,7 +167,12 @@ export function settleAdmission(s: Services, admission: Admission, outcome: Sett
     delivered: outcome.delivered,
     now,
   });
-  if (admission.free && outcome.delivered && outcome.model?.free_token_budget && outcome.model.free_token_window_seconds) {
+  if (
+    admission.free &&
+    outcome.delivered &&
+    outcome.model?.free_token_budget &&
+    outcome.model.free_token_window_seconds
+  ) {
     s.store.addFreeTokens(
       outcome.model.name,
       outcome.model.free_token_window_seconds,

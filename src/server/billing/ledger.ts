@@ -83,7 +83,9 @@ export class Ledger {
       holdBalance: db.prepare(
         "UPDATE accounts SET balance_micro = balance_micro - ? WHERE id = ? AND balance_micro >= ?",
       ),
-      refundBalance: db.prepare("UPDATE accounts SET balance_micro = balance_micro + ? WHERE id = ?"),
+      refundBalance: db.prepare(
+        "UPDATE accounts SET balance_micro = balance_micro + ? WHERE id = ?",
+      ),
       resetPayg: db.prepare(
         "UPDATE accounts SET payg_spent_micro = 0, payg_window_start = ? WHERE id = ?",
       ),
@@ -261,14 +263,17 @@ export class Ledger {
   }
 
   private release(r: Reservation, refundMicro: number, returnSlot: boolean): void {
-    if (r.payment === "balance" && refundMicro > 0) this.s.refundBalance.run(refundMicro, r.accountId);
+    if (r.payment === "balance" && refundMicro > 0)
+      this.s.refundBalance.run(refundMicro, r.accountId);
     if (r.payment === "payg" && refundMicro > 0) {
       this.s.refundPayg.run(refundMicro, r.accountId, Number(r.paymentRef));
     }
     if (!returnSlot) return;
     if (r.payment === "free" && r.paymentRef) this.s.freeRelease.run(r.accountId, r.paymentRef);
     if (r.payment === "subscription" && r.paymentRef) {
-      for (const [name, start] of Object.entries(JSON.parse(r.paymentRef) as Record<string, number>)) {
+      for (const [name, start] of Object.entries(
+        JSON.parse(r.paymentRef) as Record<string, number>,
+      )) {
         this.s.subRelease.run(r.accountId, name, start);
       }
     }
@@ -301,7 +306,9 @@ export class Ledger {
         );
       }
       this.store.db
-        .prepare("UPDATE request_log SET state = 'interrupted', finished_at = ? WHERE state = 'reserved'")
+        .prepare(
+          "UPDATE request_log SET state = 'interrupted', finished_at = ? WHERE state = 'reserved'",
+        )
         .run(now);
       return open.length;
     });

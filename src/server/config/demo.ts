@@ -13,8 +13,18 @@ export const demoConfig: ConfigInput = {
     { id: "mock-down", wire: "mock", mock: { fail_status: 503 } },
   ],
   models: [
-    { name: "mock-gpt", provider: "mock", price_input_per_mtok: 15_000, price_output_per_mtok: 60_000 },
-    { name: "mock-claude", provider: "mock", price_input_per_mtok: 45_000, price_output_per_mtok: 225_000 },
+    {
+      name: "mock-gpt",
+      provider: "mock",
+      price_input_per_mtok: 15_000,
+      price_output_per_mtok: 60_000,
+    },
+    {
+      name: "mock-claude",
+      provider: "mock",
+      price_input_per_mtok: 45_000,
+      price_output_per_mtok: 225_000,
+    },
     { name: "mock-gpt:free", provider: "mock", upstream_model: "mock-gpt" },
     {
       name: "mock-pro",
@@ -23,7 +33,12 @@ export const demoConfig: ConfigInput = {
       price_input_per_mtok: 50_000,
       price_output_per_mtok: 150_000,
     },
-    { name: "mock-flaky", provider: "mock-down", price_input_per_mtok: 15_000, price_output_per_mtok: 60_000 },
+    {
+      name: "mock-flaky",
+      provider: "mock-down",
+      price_input_per_mtok: 15_000,
+      price_output_per_mtok: 60_000,
+    },
     { name: "mock-image", provider: "mock", modality: "image", price_per_unit: 600 },
     { name: "mock-tts", provider: "mock", modality: "speech", price_per_unit: 0.25 },
     { name: "mock-whisper", provider: "mock", modality: "transcription", price_per_unit: 100 },

@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import type { ZodError } from "zod";
-import { type GatewayConfig, configSchema } from "./schema.js";
+import { configSchema, type GatewayConfig } from "./schema.js";
 
 export class ConfigError extends Error {
   constructor(
@@ -61,7 +61,8 @@ function substituteEnv(
       return found;
     });
   }
-  if (Array.isArray(value)) return value.map((v, i) => substituteEnv(v, env, [...path, i], problems));
+  if (Array.isArray(value))
+    return value.map((v, i) => substituteEnv(v, env, [...path, i], problems));
   if (value && typeof value === "object") {
     return Object.fromEntries(
       Object.entries(value).map(([k, v]) => [k, substituteEnv(v, env, [...path, k], problems)]),
@@ -125,7 +126,8 @@ function crossReferenceProblems(config: GatewayConfig): string[] {
       }
     });
     a.keys.forEach((k, j) => {
-      if (keyIds.has(k.id)) problems.push(`accounts[${i}].keys[${j}].id: duplicate key id "${k.id}"`);
+      if (keyIds.has(k.id))
+        problems.push(`accounts[${i}].keys[${j}].id: duplicate key id "${k.id}"`);
       keyIds.add(k.id);
       if (keyValues.has(k.value)) {
         problems.push(`accounts[${i}].keys[${j}].value: the same key value is used twice`);

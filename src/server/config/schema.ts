@@ -43,7 +43,11 @@ export const providerSchema = z
   .strict()
   .superRefine((p, ctx) => {
     if (p.wire !== "mock" && !p.base_url) {
-      ctx.addIssue({ code: "custom", path: ["base_url"], message: `required for wire "${p.wire}"` });
+      ctx.addIssue({
+        code: "custom",
+        path: ["base_url"],
+        message: `required for wire "${p.wire}"`,
+      });
     }
   });
 
@@ -114,7 +118,11 @@ export const paygSchema = z
   .object({
     enabled: z.boolean().default(true),
     limit_idr: idr,
-    window_seconds: z.number().int().positive().default(30 * 24 * 3600),
+    window_seconds: z
+      .number()
+      .int()
+      .positive()
+      .default(30 * 24 * 3600),
   })
   .strict();
 

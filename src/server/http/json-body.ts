@@ -1,6 +1,6 @@
 import type { Context } from "hono";
 import type { z } from "zod";
-import { GatewayError, badRequest } from "../errors.js";
+import { badRequest, GatewayError } from "../errors.js";
 
 export const defaultBodyLimitBytes = 32 * 1024 * 1024;
 

@@ -12,7 +12,10 @@ export type FirstPiece =
  * Waits up to `ms` for the stream's first piece. An error that arrives this early can still be
  * answered with its own HTTP status; after that the 200 is committed and keepalives go out.
  */
-export async function awaitFirstPiece(pieces: AsyncIterator<StreamPiece>, ms: number): Promise<FirstPiece> {
+export async function awaitFirstPiece(
+  pieces: AsyncIterator<StreamPiece>,
+  ms: number,
+): Promise<FirstPiece> {
   const promise = pieces.next();
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<"timeout">((resolve) => {
@@ -79,7 +82,9 @@ export function sseBody(
           end({ delivered, cancelled: false });
           return;
         }
-        controller.enqueue(typeof next.value === "string" ? encoder.encode(next.value) : next.value);
+        controller.enqueue(
+          typeof next.value === "string" ? encoder.encode(next.value) : next.value,
+        );
         delivered = true;
       } catch (error) {
         if (ended) return;

@@ -51,7 +51,9 @@ export class RequestLimits {
   freeHeaders(accountId: string, tier: TierRow, now: number): RateHeaders {
     return {
       "X-RateLimit-Limit": String(tier.free_rpm),
-      "X-RateLimit-Remaining": String(Math.max(0, tier.free_rpm - this.freeRpm.used(accountId, now))),
+      "X-RateLimit-Remaining": String(
+        Math.max(0, tier.free_rpm - this.freeRpm.used(accountId, now)),
+      ),
       "X-RateLimit-Reset": String(Math.floor(this.freeRpm.windowEnd(now) / 1000)),
     };
   }

@@ -24,10 +24,14 @@ export class MockAdapter implements ProviderAdapter {
     const chatReq = toChatRequest(req, attempt.model.upstream_model);
     const plan = planMockReply(chatReq);
     // A requested delay is prefill time: before the first token of a stream, before the whole answer otherwise.
-    await sleep((timing.latency_ms ?? 0) + (req.stream ? 0 : (plan.directives.delay ?? 0)), req.signal);
+    await sleep(
+      (timing.latency_ms ?? 0) + (req.stream ? 0 : (plan.directives.delay ?? 0)),
+      req.signal,
+    );
     const failure = mockFailure(plan, timing);
     if (failure) {
-      if (failure.reason) throw new UpstreamFailure("rejected", failure.status, failure.reason as ErrorCode);
+      if (failure.reason)
+        throw new UpstreamFailure("rejected", failure.status, failure.reason as ErrorCode);
       if (failure.status === 429) throw new UpstreamFailure("rate_limited", 429);
       if (failure.status >= 500) throw new UpstreamFailure("unavailable", failure.status);
       throw new UpstreamFailure("rejected", failure.status, "upstream_rejected");
@@ -47,7 +51,12 @@ export class MockAdapter implements ProviderAdapter {
   }
 }
 
-function mockCompletion(id: string, created: number, model: string, plan: MockPlan): ChatCompletionResponse {
+function mockCompletion(
+  id: string,
+  created: number,
+  model: string,
+  plan: MockPlan,
+): ChatCompletionResponse {
   return {
     id,
     object: "chat.completion",
@@ -95,13 +104,18 @@ async function* mockChunks(
 ): AsyncGenerator<ChatCompletionChunk> {
   const base = { id, object: "chat.completion.chunk", created, model } as const;
   const chunk = (delta: object, finish: string | null = null): ChatCompletionChunk =>
-    ({ ...base, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] }) as ChatCompletionChunk;
+    ({
+      ...base,
+      choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+    }) as ChatCompletionChunk;
   await sleep((timing.first_token_ms ?? 0) + (plan.directives.delay ?? 0), signal);
   yield chunk({ role: "assistant", content: "" });
   const pieces: object[] = [];
   if (plan.toolCall) {
     const { id: callId, name, arguments: args } = plan.toolCall;
-    pieces.push({ tool_calls: [{ index: 0, id: callId, type: "function", function: { name, arguments: "" } }] });
+    pieces.push({
+      tool_calls: [{ index: 0, id: callId, type: "function", function: { name, arguments: "" } }],
+    });
     for (let i = 0; i < args.length; i += 8) {
       pieces.push({ tool_calls: [{ index: 0, function: { arguments: args.slice(i, i + 8) } }] });
     }

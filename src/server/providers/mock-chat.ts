@@ -105,7 +105,8 @@ export function planMockReply(req: ChatRequestLike): MockPlan {
 
   const tools = (Array.isArray(req.tools) ? req.tools : []) as ChatTool[];
   const forced = forcedToolName(req.tool_choice, tools);
-  const wantsTool = last?.role !== "tool" && (forced !== undefined || directives.tool !== undefined);
+  const wantsTool =
+    last?.role !== "tool" && (forced !== undefined || directives.tool !== undefined);
   if (wantsTool && tools.length > 0) {
     const name =
       forced ??
@@ -124,7 +125,10 @@ export function planMockReply(req: ChatRequestLike): MockPlan {
     };
   }
 
-  const snippet = lastText.replace(/\[\[mock:[^\]]*\]\]/g, "").trim().slice(0, 120);
+  const snippet = lastText
+    .replace(/\[\[mock:[^\]]*\]\]/g, "")
+    .trim()
+    .slice(0, 120);
   const toolResult = last?.role === "tool" ? contentText(last.content).slice(0, 120) : undefined;
   const lead = toolResult
     ? `Tool result received: ${toolResult}.`
@@ -178,7 +182,10 @@ function digest(text: string): string {
 }
 
 /** Errors the mock raises before any output, as a real upstream would answer. */
-export function mockFailure(plan: MockPlan, timing: MockTiming): { status: number; reason?: string } | null {
+export function mockFailure(
+  plan: MockPlan,
+  timing: MockTiming,
+): { status: number; reason?: string } | null {
   if (plan.directives.reject) return { status: 400, reason: plan.directives.reject };
   const status = plan.directives.fail ?? timing.fail_status;
   return status ? { status } : null;

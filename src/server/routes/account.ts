@@ -11,23 +11,35 @@ export function installAccountRoutes(app: Hono<AppEnv>, s: Services): void {
   app.get("/v1/account/quota", (c) => {
     const { key } = c.get("auth");
     if (key.kind === "shared") {
-      throw new GatewayError(403, "shared_key_not_allowed", "Shared keys cannot read the account quota.");
+      throw new GatewayError(
+        403,
+        "shared_key_not_allowed",
+        "Shared keys cannot read the account quota.",
+      );
     }
     return c.json(quota(s, accountOf(s, c)));
   });
 
-  const usage = (handler: (account: AccountRow, c: Context<AppEnv>) => object) => (c: Context<AppEnv>) => {
-    const account = accountOf(s, c);
-    s.limits.takeUsageRead(account.id, s.options.now());
-    return c.json(handler(account, c));
-  };
+  const usage =
+    (handler: (account: AccountRow, c: Context<AppEnv>) => object) => (c: Context<AppEnv>) => {
+      const account = accountOf(s, c);
+      s.limits.takeUsageRead(account.id, s.options.now());
+      return c.json(handler(account, c));
+    };
   app.get(
     "/v1/usage/summary",
-    usage((account, c) => ({ object: "usage.summary", account_id: account.id, ...s.store.usageSummary(account.id, sinceDays(c, s)) })),
+    usage((account, c) => ({
+      object: "usage.summary",
+      account_id: account.id,
+      ...s.store.usageSummary(account.id, sinceDays(c, s)),
+    })),
   );
   app.get(
     "/v1/usage/daily",
-    usage((account, c) => ({ object: "list", data: s.store.usageDaily(account.id, sinceDays(c, s)) })),
+    usage((account, c) => ({
+      object: "list",
+      data: s.store.usageDaily(account.id, sinceDays(c, s)),
+    })),
   );
   app.get(
     "/v1/usage/requests",
@@ -68,7 +80,16 @@ function quota(s: Services, account: AccountRow) {
           enabled: true,
           limit_idr: microToIdr(account.payg_limit_micro),
           spent_idr: now >= paygResetsAt ? 0 : microToIdr(account.payg_spent_micro),
-          resets_at: iso(now >= paygResetsAt ? subscriptionWindowStart(account.payg_window_start, account.payg_window_seconds, now) + account.payg_window_seconds * 1000 : paygResetsAt),
+          resets_at: iso(
+            now >= paygResetsAt
+              ? subscriptionWindowStart(
+                  account.payg_window_start,
+                  account.payg_window_seconds,
+                  now,
+                ) +
+                  account.payg_window_seconds * 1000
+              : paygResetsAt,
+          ),
         }
       : null,
     subscription: subscription
@@ -79,7 +100,14 @@ function quota(s: Services, account: AccountRow) {
           windows: subscription.windows.map((w) => {
             const start = subscriptionWindowStart(startedAt, w.seconds, now);
             const used = s.store.subscriptionUsed(account.id, w.name, start);
-            return { name: w.name, seconds: w.seconds, quota: w.quota, used, remaining: Math.max(0, w.quota - used), resets_at: iso(start + w.seconds * 1000) };
+            return {
+              name: w.name,
+              seconds: w.seconds,
+              quota: w.quota,
+              used,
+              remaining: Math.max(0, w.quota - used),
+              resets_at: iso(start + w.seconds * 1000),
+            };
           }),
         }
       : null,

@@ -24,7 +24,10 @@ const accountPatch = z
 
 const createAccount = z
   .object({
-    id: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/).optional(),
+    id: z
+      .string()
+      .regex(/^[A-Za-z0-9_.-]{1,64}$/)
+      .optional(),
     name: z.string().optional(),
     balance_idr: z.number().nonnegative().finite().default(0),
     rpm_limit: z.number().int().positive().default(60),
@@ -33,9 +36,20 @@ const createAccount = z
   })
   .strict();
 
-const keyBody = z.object({ label: z.string().min(1).max(100), kind: z.enum(["standard", "login", "shared"]).default("standard") }).strict();
+const keyBody = z
+  .object({
+    label: z.string().min(1).max(100),
+    kind: z.enum(["standard", "login", "shared"]).default("standard"),
+  })
+  .strict();
 const topUpBody = z.object({ amount_idr: z.number().positive().finite() }).strict();
-const byokBody = z.object({ provider: z.string().min(1), key: z.string().min(1), label: z.string().max(100).optional() }).strict();
+const byokBody = z
+  .object({
+    provider: z.string().min(1),
+    key: z.string().min(1),
+    label: z.string().max(100).optional(),
+  })
+  .strict();
 
 /** The admin API: every account state of the spec can be reached, so a CI suite can test each error. */
 export function installAdminRoutes(app: Hono<AppEnv>, s: Services): void {
@@ -52,17 +66,38 @@ export function installAdminRoutes(app: Hono<AppEnv>, s: Services): void {
     return account;
   };
 
-  app.get("/api/admin/accounts", (c) => c.json({ object: "list", data: s.store.listAccounts().map(accountView) }));
+  app.get("/api/admin/accounts", (c) =>
+    c.json({ object: "list", data: s.store.listAccounts().map(accountView) }),
+  );
 
   app.post("/api/admin/accounts", async (c) => {
     const body = await readJson(c, createAccount);
     const id = body.id ?? `acct_${crypto.randomUUID().slice(0, 8)}`;
-    if (s.store.getAccount(id)) throw new GatewayError(409, "bad_request", `Account "${id}" already exists.`);
+    if (s.store.getAccount(id))
+      throw new GatewayError(409, "bad_request", `Account "${id}" already exists.`);
     requireTier(s, body.tier);
     const now = s.options.now();
-    const account = s.store.createAccount({ id, name: body.name ?? id, balanceMicro: idrToMicro(body.balance_idr), rpmLimit: body.rpm_limit, tier: body.tier, now });
-    const { key, value } = s.store.createKey({ accountId: id, label: body.key_label, kind: "standard", now });
-    return c.json({ account: accountView(account), key: { id: key.id, label: key.label, kind: key.kind, value } }, 201);
+    const account = s.store.createAccount({
+      id,
+      name: body.name ?? id,
+      balanceMicro: idrToMicro(body.balance_idr),
+      rpmLimit: body.rpm_limit,
+      tier: body.tier,
+      now,
+    });
+    const { key, value } = s.store.createKey({
+      accountId: id,
+      label: body.key_label,
+      kind: "standard",
+      now,
+    });
+    return c.json(
+      {
+        account: accountView(account),
+        key: { id: key.id, label: key.label, kind: key.kind, value },
+      },
+      201,
+    );
   });
 
   app.get("/api/admin/accounts/:id", (c) => {
@@ -93,7 +128,9 @@ export function installAdminRoutes(app: Hono<AppEnv>, s: Services): void {
     }
     if (body.subscription !== undefined) {
       patch.subscription_json = body.subscription ? JSON.stringify(body.subscription) : null;
-      patch.subscription_started_at = body.subscription ? (body.subscription.started_at ?? now) : null;
+      patch.subscription_started_at = body.subscription
+        ? (body.subscription.started_at ?? now)
+        : null;
       if (body.subscription?.tier) patch.tier = requireTier(s, body.subscription.tier);
     }
     s.store.updateAccount(account.id, patch);
@@ -106,7 +143,10 @@ export function installAdminRoutes(app: Hono<AppEnv>, s: Services): void {
     return c.json(accountView(s.store.topUp(account.id, idrToMicro(amount_idr))!));
   });
 
-  for (const [action, status] of [["suspend", "suspended"], ["reinstate", "active"]] as const) {
+  for (const [action, status] of [
+    ["suspend", "suspended"],
+    ["reinstate", "active"],
+  ] as const) {
     app.post(`/api/admin/accounts/:id/${action}`, (c) => {
       const account = accountParam(c);
       s.store.setAccountStatus(account.id, status);
@@ -117,8 +157,22 @@ export function installAdminRoutes(app: Hono<AppEnv>, s: Services): void {
   app.post("/api/admin/accounts/:id/keys", async (c) => {
     const account = accountParam(c);
     const body = await readJson(c, keyBody);
-    const { key, value } = s.store.createKey({ accountId: account.id, label: body.label, kind: body.kind });
-    return c.json({ id: key.id, label: key.label, kind: key.kind, prefix: key.prefix, created_at: key.created_at, value }, 201);
+    const { key, value } = s.store.createKey({
+      accountId: account.id,
+      label: body.label,
+      kind: body.kind,
+    });
+    return c.json(
+      {
+        id: key.id,
+        label: key.label,
+        kind: key.kind,
+        prefix: key.prefix,
+        created_at: key.created_at,
+        value,
+      },
+      201,
+    );
   });
 
   app.delete("/api/admin/keys/:keyId", (c) => {
@@ -128,7 +182,9 @@ export function installAdminRoutes(app: Hono<AppEnv>, s: Services): void {
     return c.json({ id, revoked: true });
   });
 
-  app.get("/api/admin/accounts/:id/byok", (c) => c.json({ object: "list", data: s.store.listByok(accountParam(c).id).map(byokView) }));
+  app.get("/api/admin/accounts/:id/byok", (c) =>
+    c.json({ object: "list", data: s.store.listByok(accountParam(c).id).map(byokView) }),
+  );
   app.post("/api/admin/accounts/:id/byok", async (c) => {
     const account = accountParam(c);
     const body = await readJson(c, byokBody);
@@ -136,26 +192,45 @@ export function installAdminRoutes(app: Hono<AppEnv>, s: Services): void {
   });
   app.delete("/api/admin/accounts/:id/byok/:byokId", (c) => {
     const account = accountParam(c);
-    if (!s.store.deleteByok(account.id, c.req.param("byokId"))) throw new GatewayError(404, "not_found", "No such BYOK credential.");
+    if (!s.store.deleteByok(account.id, c.req.param("byokId")))
+      throw new GatewayError(404, "not_found", "No such BYOK credential.");
     return c.json({ id: c.req.param("byokId"), deleted: true });
   });
 }
 
-export function addByok(s: Services, accountId: string, body: { provider: string; key: string; label?: string }): ByokRow {
+export function addByok(
+  s: Services,
+  accountId: string,
+  body: { provider: string; key: string; label?: string },
+): ByokRow {
   const provider = s.store.getCatalog().providers.get(body.provider);
   if (!provider || provider.wire === "mock") {
     throw new GatewayError(400, "bad_request", `Unknown provider "${body.provider}" for BYOK.`);
   }
-  return s.store.addByok(accountId, provider.id, body.key, body.label ?? provider.id, s.options.now());
+  return s.store.addByok(
+    accountId,
+    provider.id,
+    body.key,
+    body.label ?? provider.id,
+    s.options.now(),
+  );
 }
 
 /** A linked provider key is never returned whole: only its last four characters. */
 export function byokView(b: ByokRow) {
-  return { id: b.id, provider: b.provider_id, label: b.label, position: b.position, key_hint: `...${b.secret.slice(-4)}`, created_at: b.created_at };
+  return {
+    id: b.id,
+    provider: b.provider_id,
+    label: b.label,
+    position: b.position,
+    key_hint: `...${b.secret.slice(-4)}`,
+    created_at: b.created_at,
+  };
 }
 
 function requireTier(s: Services, tier: string): string {
-  if (!s.store.getCatalog().tiers.has(tier)) throw new GatewayError(400, "bad_request", `Unknown tier "${tier}".`);
+  if (!s.store.getCatalog().tiers.has(tier))
+    throw new GatewayError(400, "bad_request", `Unknown tier "${tier}".`);
   return tier;
 }
 
@@ -168,7 +243,12 @@ export function accountView(a: AccountRow) {
     rpm_limit: a.rpm_limit,
     tier: a.tier,
     payg: a.payg_enabled
-      ? { enabled: true, limit_idr: microToIdr(a.payg_limit_micro), spent_idr: microToIdr(a.payg_spent_micro), window_seconds: a.payg_window_seconds }
+      ? {
+          enabled: true,
+          limit_idr: microToIdr(a.payg_limit_micro),
+          spent_idr: microToIdr(a.payg_spent_micro),
+          window_seconds: a.payg_window_seconds,
+        }
       : null,
     subscription: parseSubscription(a),
     created_at: a.created_at,

@@ -1,5 +1,6 @@
 import type { Context } from "hono";
 import { z } from "zod";
+import type { AppEnv } from "../app-env.js";
 import { type Admission, admit, settleAdmission } from "../billing/admission.js";
 import { worstCaseInputTokens } from "../billing/pricing.js";
 import { StreamBroken } from "../dispatch/bridges.js";
@@ -11,14 +12,18 @@ import { readJsonWithSize } from "../http/json-body.js";
 import { awaitFirstPiece, sseBody, sseHeaders } from "../http/sse-response.js";
 import type { Services } from "../services.js";
 import { streamErrorEvent } from "../wire/translate/errors.js";
-import type { AppEnv } from "../app-env.js";
 
 const content = z.union([z.string(), z.array(z.looseObject({ type: z.string() })), z.null()]);
 
 const chatBody = z.looseObject({
   model: z.string().min(1),
   messages: z
-    .array(z.looseObject({ role: z.enum(["system", "developer", "user", "assistant", "tool", "function"]), content: content.optional() }))
+    .array(
+      z.looseObject({
+        role: z.enum(["system", "developer", "user", "assistant", "tool", "function"]),
+        content: content.optional(),
+      }),
+    )
     .min(1),
   stream: z.boolean().optional(),
   max_tokens: z.number().int().positive().nullish(),
@@ -29,7 +34,12 @@ const messagesBody = z.looseObject({
   model: z.string().min(1),
   max_tokens: z.number().int().positive(),
   messages: z
-    .array(z.looseObject({ role: z.enum(["user", "assistant"]), content: z.union([z.string(), z.array(z.looseObject({ type: z.string() }))]) }))
+    .array(
+      z.looseObject({
+        role: z.enum(["user", "assistant"]),
+        content: z.union([z.string(), z.array(z.looseObject({ type: z.string() }))]),
+      }),
+    )
     .min(1),
   system: z.union([z.string(), z.array(z.looseObject({ type: z.string() }))]).optional(),
   stream: z.boolean().optional(),
@@ -68,21 +78,39 @@ export function completionRoute(s: Services, style: ClientStyle, endpoint: strin
       stream,
       signal: abort.signal,
     });
-    const req: CompletionRequest = { style, body, stream, clientModel: body.model, signal: abort.signal };
+    const req: CompletionRequest = {
+      style,
+      body,
+      stream,
+      clientModel: body.model,
+      signal: abort.signal,
+    };
     const fail = (err: unknown) => failAdmission(s, admission, err);
 
     let outcome: Awaited<ReturnType<typeof s.dispatcher.dispatch>>;
     try {
-      outcome = await s.dispatcher.dispatch(target, req, { byok: admission.byok, byokOnly: admission.byokOnly });
+      outcome = await s.dispatcher.dispatch(target, req, {
+        byok: admission.byok,
+        byokOnly: admission.byokOnly,
+      });
     } catch (err) {
       throw fail(err);
     }
     const { result, attempt } = outcome;
-    const served = { model: attempt.model, providerId: attempt.provider.id, byokServed: attempt.credential.source === "byok" };
+    const served = {
+      model: attempt.model,
+      providerId: attempt.provider.id,
+      byokServed: attempt.credential.source === "byok",
+    };
     const headers = admission.rateHeaders ?? {};
 
     if (result.kind === "json") {
-      settleAdmission(s, admission, { status: 200, usage: result.usage, delivered: true, ...served });
+      settleAdmission(s, admission, {
+        status: 200,
+        usage: result.usage,
+        delivered: true,
+        ...served,
+      });
       return c.json(result.body as object, 200, headers);
     }
 
@@ -139,7 +167,8 @@ export function failAdmission(s: Services, admission: Admission, err: unknown): 
 function toGatewayError(err: unknown): GatewayError {
   if (err instanceof GatewayError) return err;
   if (err instanceof UpstreamFailure) return mapFailure(err);
-  if (err instanceof StreamBroken) return new GatewayError(503, "upstream_error", "The provider failed or timed out.");
+  if (err instanceof StreamBroken)
+    return new GatewayError(503, "upstream_error", "The provider failed or timed out.");
   return internalError();
 }
 

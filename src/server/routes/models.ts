@@ -18,7 +18,14 @@ export function modelsRoute(s: Services) {
       data.push({
         ...publicModel(m),
         ...(admin
-          ? { internal: { provider: m.provider_id, wire: provider?.wire, upstream_model: m.upstream_model, base_url: provider?.base_url ?? null } }
+          ? {
+              internal: {
+                provider: m.provider_id,
+                wire: provider?.wire,
+                upstream_model: m.upstream_model,
+                base_url: provider?.base_url ?? null,
+              },
+            }
           : {}),
       });
     }

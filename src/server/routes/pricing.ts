@@ -13,7 +13,11 @@ export function installPricingRoute(app: Hono<AppEnv>, s: Services): void {
       free_limits: Object.fromEntries(
         [...catalog.tiers.values()].map((t) => [
           t.name,
-          { requests_per_minute: t.free_rpm, requests_per_day: t.free_daily, min_topup_idr: t.min_topup_micro === null ? null : microToIdr(t.min_topup_micro) },
+          {
+            requests_per_minute: t.free_rpm,
+            requests_per_day: t.free_daily,
+            min_topup_idr: t.min_topup_micro === null ? null : microToIdr(t.min_topup_micro),
+          },
         ]),
       ),
       models: [...catalog.models.values()]
@@ -27,7 +31,9 @@ export function installPricingRoute(app: Hono<AppEnv>, s: Services): void {
           output_per_mtok_idr: m.price_output_per_mtok,
           per_request_idr: microToIdr(m.price_per_request),
           per_unit_idr: microToIdr(m.price_per_unit),
-          free_token_budget: m.free_token_budget ? { tokens: m.free_token_budget, window_seconds: m.free_token_window_seconds } : null,
+          free_token_budget: m.free_token_budget
+            ? { tokens: m.free_token_budget, window_seconds: m.free_token_window_seconds }
+            : null,
         })),
     });
   });
