@@ -221,7 +221,7 @@ describe("subscriptions", () => {
     });
     for (let i = 0; i < 3; i++)
       expect((await post(gw, "/v1/chat/completions", chat(`${i}`))).status).toBe(200);
-    const q = (await quota(gw)) as { free: { daily_used: number } };
+    const q = await quota(gw);
     expect(q.free.daily_used).toBe(1);
   });
 

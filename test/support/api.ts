@@ -1,14 +1,30 @@
 import { ADMIN_KEY, KEY, post } from "./gateway.js";
 
-export async function quota(
-  gw: { url: string },
-  key = KEY,
-): Promise<Record<string, unknown> & { balance_idr: number }> {
+export interface Quota {
+  object: string;
+  account_id: string;
+  tier: string;
+  balance_idr: number;
+  payg: { enabled: boolean; limit_idr: number; spent_idr: number; resets_at: string } | null;
+  subscription: {
+    windows: { name: string; used: number; remaining: number; quota: number }[];
+  } | null;
+  free: {
+    daily_limit: number;
+    daily_used: number;
+    daily_remaining: number;
+    resets_at: string;
+    requests_per_minute: number;
+  };
+  rate_limit: { requests_per_minute: number };
+}
+
+export async function quota(gw: { url: string }, key = KEY): Promise<Quota> {
   const res = await fetch(`${gw.url}/v1/account/quota`, {
     headers: { authorization: `Bearer ${key}` },
   });
   if (res.status !== 200) throw new Error(`quota: ${res.status} ${await res.text()}`);
-  return (await res.json()) as Record<string, unknown> & { balance_idr: number };
+  return (await res.json()) as Quota;
 }
 
 export function admin(
