@@ -335,6 +335,35 @@ describe("chat completions with the openai SDK", () => {
     }).rejects.toThrow();
   });
 
+  it("settles a stream the client abandons midway and keeps serving", async () => {
+    const abort = new AbortController();
+    const res = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" },
+      body: JSON.stringify(
+        chat("walk away [[mock:words=400]] [[mock:delay=100]]", "mock-gpt", { stream: true }),
+      ),
+      signal: abort.signal,
+    });
+    const reader = res.body!.getReader();
+    await reader.read();
+    abort.abort();
+    const db = gw.services.store.db;
+    const row = () =>
+      db
+        .prepare(
+          "SELECT state, error_code FROM request_log WHERE stream = 1 ORDER BY created_at DESC LIMIT 1",
+        )
+        .get() as {
+        state: string;
+        error_code: string | null;
+      };
+    for (let i = 0; i < 50 && row().state === "reserved"; i++)
+      await new Promise((r) => setTimeout(r, 20));
+    expect(row().state).not.toBe("reserved");
+    expect((await post(gw, "/v1/chat/completions", chat())).status).toBe(200);
+  });
+
   it("reports a mock upstream failure as 503 upstream_error and a rejection with its reason", async () => {
     const a = await post(gw, "/v1/chat/completions", chat("[[mock:fail=503]]"));
     expect(a.status).toBe(503);

@@ -17,6 +17,8 @@ export async function awaitFirstPiece(
   ms: number,
 ): Promise<FirstPiece> {
   const promise = pieces.next();
+  // If the client leaves before the pending piece is read, its failure must not go unhandled.
+  promise.catch(() => {});
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<"timeout">((resolve) => {
     timer = setTimeout(() => resolve("timeout"), ms);
