@@ -56,7 +56,7 @@ function substituteEnv(
       const found = env[name];
       if (found === undefined) {
         problems.push(`${formatPath(path)}: environment variable ${name} is not set`);
-        return "";
+        return `\${${name}}`;
       }
       return found;
     });

@@ -1,0 +1,158 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { applyConfig } from "../src/server/config/apply.js";
+import { ConfigError, loadConfigFile, parseConfig } from "../src/server/config/load.js";
+import { Store } from "../src/store/store.js";
+import { baseConfig, KEY } from "./support/gateway.js";
+
+const dir = mkdtempSync(join(tmpdir(), "gateway-config-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+function problemsOf(raw: unknown, env: NodeJS.ProcessEnv = {}): string[] {
+  try {
+    parseConfig(raw, env);
+  } catch (err) {
+    if (err instanceof ConfigError) return err.problems;
+    throw err;
+  }
+  return [];
+}
+
+describe("config validation", () => {
+  it("accepts the base test config", () => {
+    expect(problemsOf(baseConfig())).toEqual([]);
+  });
+
+  it("names every bad path at once", () => {
+    const problems = problemsOf({
+      providers: [
+        { id: "p", wire: "grpc" },
+        { id: "q", wire: "openai" },
+      ],
+      models: [{ name: "m", provider: "p", price_input_per_mtok: -1 }],
+      accounts: [{ id: "a", keys: [{ id: "k", value: "sk-nope" }] }],
+      bogus: true,
+    });
+    const text = problems.join("\n");
+    expect(text).toMatch(/providers\[0\]\.wire/);
+    expect(text).toMatch(/providers\[1\]\.base_url: required for wire "openai"/);
+    expect(text).toMatch(/models\[0\]\.price_input_per_mtok/);
+    expect(text).toMatch(/accounts\[0\]\.keys\[0\]\.value: must start with kn-/);
+    expect(text).toMatch(/bogus|Unrecognized key/);
+    expect(problems.length).toBeGreaterThanOrEqual(5);
+  });
+
+  it("reports unknown references: provider, route step, tier, BYOK provider, duplicate keys", () => {
+    const problems = problemsOf({
+      providers: [{ id: "mock", wire: "mock" }],
+      models: [{ name: "m", provider: "ghost" }],
+      routes: [{ name: "r", steps: ["nothing"] }],
+      accounts: [
+        {
+          id: "a",
+          tier: "platinum",
+          byok: [{ provider: "ghost", key: "x" }],
+          keys: [
+            { id: "k", value: KEY },
+            { id: "k", value: KEY },
+          ],
+        },
+      ],
+    });
+    const text = problems.join("\n");
+    expect(text).toMatch(/models\[0\]\.provider: unknown provider "ghost"/);
+    expect(text).toMatch(/routes\[0\]\.steps\[0\]: unknown model or route "nothing"/);
+    expect(text).toMatch(/accounts\[0\]\.tier: unknown tier "platinum"/);
+    expect(text).toMatch(/accounts\[0\]\.byok\[0\]\.provider/);
+    expect(text).toMatch(/duplicate key id "k"/);
+    expect(text).toMatch(/same key value is used twice/);
+  });
+
+  it("refuses route cycles, direct and nested", () => {
+    const base = {
+      providers: [{ id: "mock", wire: "mock" }],
+      models: [{ name: "m", provider: "mock" }],
+    };
+    expect(
+      problemsOf({ ...base, routes: [{ name: "self", steps: ["m", "self"] }] }).join(),
+    ).toMatch(/route cycle self -> self/);
+    const nested = problemsOf({
+      ...base,
+      routes: [
+        { name: "a", steps: ["b"] },
+        { name: "b", steps: ["m", "c"] },
+        { name: "c", steps: ["a"] },
+      ],
+    }).join("\n");
+    expect(nested).toMatch(/route cycle a -> b -> c -> a/);
+  });
+
+  it("substitutes ${NAME} from the environment and names missing variables", () => {
+    const raw = {
+      providers: [
+        { id: "o", wire: "openai", base_url: "http://127.0.0.1:1/v1", api_keys: ["${OPENAI_KEY}"] },
+      ],
+    };
+    expect(parseConfig(raw, { OPENAI_KEY: "sk-from-env" }).providers[0].api_keys).toEqual([
+      "sk-from-env",
+    ]);
+    expect(problemsOf(raw, {})).toEqual([
+      "providers[0].api_keys[0]: environment variable OPENAI_KEY is not set",
+    ]);
+  });
+
+  it("refuses a file that is missing or not JSON, saying which", () => {
+    const bad = join(dir, "bad.json");
+    writeFileSync(bad, "{ nope");
+    expect(() => loadConfigFile(bad)).toThrow(/is not valid JSON/);
+    expect(() => loadConfigFile(join(dir, "missing.json"))).toThrow(/cannot read .*ENOENT/);
+  });
+});
+
+describe("applying a config", () => {
+  const dump = (store: Store) =>
+    [
+      "accounts",
+      "api_keys",
+      "providers",
+      "models",
+      "routes",
+      "tiers",
+      "admin_keys",
+      "byok_credentials",
+    ].map((t) => store.db.prepare(`SELECT * FROM ${t} ORDER BY 1`).all());
+
+  it("is idempotent: applying twice equals applying once", () => {
+    const store = new Store(join(dir, "idem.db"));
+    const config = parseConfig(baseConfig());
+    applyConfig(store, config, 1_000);
+    const once = JSON.stringify(dump(store));
+    applyConfig(store, config, 2_000);
+    expect(JSON.stringify(dump(store))).toBe(once);
+    store.close();
+  });
+
+  it("keeps an unchanged account's runtime state and updates a changed one", () => {
+    const store = new Store(join(dir, "state.db"));
+    applyConfig(store, parseConfig(baseConfig()));
+    store.db.prepare("UPDATE accounts SET balance_micro = 5 WHERE id = 'acct'").run();
+    applyConfig(store, parseConfig(baseConfig()));
+    expect(store.getAccount("acct")!.balance_micro).toBe(5);
+    const changed = baseConfig();
+    changed.accounts![0] = { ...changed.accounts![0], balance_idr: 7 };
+    applyConfig(store, parseConfig(changed));
+    expect(store.getAccount("acct")!.balance_micro).toBe(7_000_000);
+    store.close();
+  });
+
+  it("stores key values only as SHA-256 hashes", () => {
+    const store = new Store(join(dir, "hash.db"));
+    applyConfig(store, parseConfig(baseConfig()));
+    const raw = JSON.stringify(dump(store));
+    expect(raw).not.toContain(KEY);
+    expect(store.findKeyByValue(KEY)?.id).toBe("k1");
+    store.close();
+  });
+});

@@ -1,0 +1,116 @@
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { chat } from "./support/gateway.js";
+import { type ServeProcess, serveProcess } from "./support/serve-process.js";
+
+const dir = mkdtempSync(join(tmpdir(), "gateway-serve-"));
+const running: ServeProcess[] = [];
+afterAll(async () => {
+  for (const p of running) await p.stop("SIGKILL");
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const bin = join(import.meta.dirname, "..", "bin", "gateway");
+
+function runCli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [bin, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (d: Buffer) => {
+    stdout += d;
+  });
+  child.stderr.on("data", (d: Buffer) => {
+    stderr += d;
+  });
+  const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
+  return once(child, "exit").then(([code]) => {
+    clearTimeout(timer);
+    return { code: code as number | null, stdout, stderr };
+  });
+}
+
+describe("gateway serve", () => {
+  it("creates the demo setup on an empty database and prints a working key once", async () => {
+    const db = join(dir, "demo.db");
+    const gw = await serveProcess(["--db", db]);
+    running.push(gw);
+    expect(gw.ready.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    expect(gw.ready.demo_key).toMatch(/^kn-/);
+    const res = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${gw.ready.demo_key}`, "content-type": "application/json" },
+      body: JSON.stringify(chat("hello", "mock-auto")),
+    });
+    expect(res.status).toBe(200);
+    const models = (await (await fetch(`${gw.url}/v1/models`)).json()) as {
+      data: { id: string; modality?: string }[];
+    };
+    const modalities = new Set(models.data.map((m) => m.modality).filter(Boolean));
+    for (const m of ["chat", "image", "speech", "transcription", "music", "video"])
+      expect(modalities.has(m)).toBe(true);
+    expect(models.data.some((m) => m.id.endsWith(":free"))).toBe(true);
+    expect(await gw.stop("SIGTERM")).toBe(0);
+
+    const again = await serveProcess(["--db", db]);
+    running.push(again);
+    expect(again.ready.demo_key).toBeUndefined();
+    expect(await again.stop("SIGINT")).toBe(0);
+  });
+
+  it("prints a human ready line without --json", async () => {
+    const child = spawn(process.execPath, [bin, "serve", "--port", "0", "--db", ":memory:"], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    const [line] = (await once(child.stdout, "data")) as [Buffer];
+    expect(line.toString()).toMatch(
+      /^gateway listening on http:\/\/127\.0\.0\.1:\d+ \(ready in \d+ ms\)/,
+    );
+    child.kill("SIGTERM");
+    expect((await once(child, "exit"))[0]).toBe(0);
+  });
+
+  it("refuses an invalid config naming every bad path, with exit code 1 and no stack trace", async () => {
+    const config = join(dir, "bad.json");
+    writeFileSync(
+      config,
+      JSON.stringify({
+        providers: [{ id: "x", wire: "nope" }],
+        routes: [{ name: "r", steps: ["r"] }],
+      }),
+    );
+    const { code, stderr } = await runCli([
+      "serve",
+      "--port",
+      "0",
+      "--db",
+      ":memory:",
+      "--config",
+      config,
+    ]);
+    expect(code).toBe(1);
+    expect(stderr).toMatch(/invalid .*bad\.json/);
+    expect(stderr).toMatch(/providers\[0\]\.wire/);
+    expect(stderr).not.toMatch(/\n\s+at /);
+  });
+
+  it("says plainly when the port is taken", async () => {
+    const blocker = createServer().listen(0, "127.0.0.1");
+    await once(blocker, "listening");
+    const port = (blocker.address() as { port: number }).port;
+    const { code, stderr } = await runCli(["serve", "--port", String(port), "--db", ":memory:"]);
+    blocker.close();
+    expect(code).toBe(1);
+    expect(stderr.trim()).toBe(`gateway: port ${port} is already in use; try --port 0`);
+  });
+
+  it("rejects a bad flag value in one line", async () => {
+    const { code, stderr } = await runCli(["serve", "--port", "eighty"]);
+    expect(code).toBe(1);
+    expect(stderr.trim()).toBe('gateway: --port must be a non-negative integer, got "eighty"');
+  });
+});
