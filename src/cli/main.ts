@@ -1,6 +1,12 @@
 import { Command, CommanderError } from "commander";
 import { UserError } from "./errors.js";
+import { registerKeysCreate } from "./keys/create.js";
+import { registerKeysList } from "./keys/list.js";
+import { registerKeysRevoke } from "./keys/revoke.js";
+import { registerLogin } from "./login.js";
+import { registerLogout } from "./logout.js";
 import { registerServe } from "./serve.js";
+import { registerWhoami } from "./whoami.js";
 
 export async function main(argv: string[]): Promise<void> {
   const program = new Command()
@@ -10,6 +16,16 @@ export async function main(argv: string[]): Promise<void> {
     .exitOverride()
     .showHelpAfterError();
   registerServe(program);
+  registerLogin(program);
+  registerLogout(program);
+  registerWhoami(program);
+  const keys = program
+    .command("keys")
+    .description("Create, list and revoke per-tool keys (needs `gateway login`)")
+    .addHelpText("after", "\nExamples:\n  $ gateway keys create --label ci\n  $ gateway keys list\n  $ gateway keys revoke ci");
+  registerKeysCreate(keys);
+  registerKeysList(keys);
+  registerKeysRevoke(keys);
   try {
     await program.parseAsync(argv);
   } catch (err) {

@@ -44,11 +44,18 @@ Examples:
         if (code === "SQLITE_CANTOPEN") throw new UserError(`cannot open database ${opts.db}`);
         throw err;
       }
+      // Before the ready line: a script may signal us as soon as it reads it.
+      const stop = () => {
+        void gateway.close().then(() => process.exit(0));
+      };
+      process.once("SIGINT", stop);
+      process.once("SIGTERM", stop);
       const readyMs = Math.round(performance.now() - started);
       if (opts.json) {
-        process.stdout.write(`${JSON.stringify({ url: gateway.url, port: gateway.port, demo_key: gateway.demoKey, ready_ms: readyMs })}\n`);
+        process.stdout.write(`${JSON.stringify({ url: gateway.url, port: gateway.port, demo_key: gateway.demoKey, owner_url: gateway.ownerUrl, ready_ms: readyMs })}\n`);
       } else {
         process.stdout.write(`gateway listening on ${gateway.url} (ready in ${readyMs} ms)\n`);
+        if (gateway.ownerUrl) process.stdout.write(`owner dashboard (one-time link, opens a session): ${gateway.ownerUrl}\n`);
         if (gateway.demoKey) {
           process.stdout.write(
             `demo key (shown once, store it now): ${gateway.demoKey}\n` +
@@ -56,11 +63,6 @@ Examples:
           );
         }
       }
-      const stop = () => {
-        void gateway.close().then(() => process.exit(0));
-      };
-      process.once("SIGINT", stop);
-      process.once("SIGTERM", stop);
     });
 }
 

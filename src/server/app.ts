@@ -8,6 +8,8 @@ import { payloadTooLarge } from "./http/json-body.js";
 import { installAccountRoutes } from "./routes/account.js";
 import { installAdminRoutes } from "./routes/admin.js";
 import { completionRoute } from "./routes/completions.js";
+import { installDashboardRoutes } from "./routes/dashboard.js";
+import { installMediaRoutes } from "./routes/media.js";
 import { modelsRoute } from "./routes/models.js";
 import { installPricingRoute } from "./routes/pricing.js";
 import type { Services } from "./services.js";
@@ -53,6 +55,8 @@ export function buildApp(s: Services, extraRoutes: RouteInstaller[] = []): Hono<
   app.post("/v1/chat/completions", completionRoute(s, "chat", "chat.completions"));
   app.post("/v1/messages", completionRoute(s, "messages", "messages"));
   app.post("/v1/responses", completionRoute(s, "responses", "responses"));
+  installMediaRoutes(app, s);
+  installDashboardRoutes(app, s);
   installAccountRoutes(app, s);
   for (const install of extraRoutes) install(app, s);
 

@@ -5,8 +5,10 @@ import { buildApp, type RouteInstaller } from "./app.js";
 import { applyConfig } from "./config/apply.js";
 import { demoAccountId, demoConfig } from "./config/demo.js";
 import { loadConfigFile, parseConfig } from "./config/load.js";
+import { createOwnerLink, forgetUnusedOwnerLinks } from "./dashboard/owner-session.js";
 import type { ConfigInput } from "./config/schema.js";
 import { defaultBodyLimitBytes } from "./http/json-body.js";
+import { startJobRunner } from "./jobs/runner.js";
 import { createServices, type Services } from "./services.js";
 
 export interface GatewayOptions {
@@ -22,6 +24,9 @@ export interface GatewayOptions {
   demo?: boolean;
   now?: () => number;
   extraRoutes?: RouteInstaller[];
+  /** Device-flow timing for `gateway login` (defaults 600 s and 5 s); tests shorten them. */
+  deviceCodeTtlSeconds?: number;
+  devicePollIntervalSeconds?: number;
 }
 
 export interface RunningGateway {
@@ -29,6 +34,8 @@ export interface RunningGateway {
   port: number;
   /** Printed once: the demo key when this start created the demo account. */
   demoKey?: string;
+  /** One-time owner URL for the first account: opens a dashboard session (printed by `serve`). */
+  ownerUrl?: string;
   services: Services;
   close(): Promise<void>;
 }
@@ -41,11 +48,15 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
       keepaliveMs: options.keepaliveMs ?? 15_000,
       bodyLimitBytes: options.bodyLimitBytes ?? defaultBodyLimitBytes,
       now,
+      deviceCodeTtlSeconds: options.deviceCodeTtlSeconds,
+      devicePollIntervalSeconds: options.devicePollIntervalSeconds,
     });
+    let ownerAccountId: string | undefined;
     let demoKey: string | undefined;
     if (options.config !== undefined) {
       const config = typeof options.config === "string" ? loadConfigFile(options.config) : parseConfig(options.config);
       applyConfig(store, config);
+      ownerAccountId = config.accounts[0]?.id;
     } else if (options.demo !== false && store.accountCount() === 0) {
       applyConfig(store, parseConfig(demoConfig));
       demoKey = store.createKey({ accountId: demoAccountId, label: "demo", kind: "standard" }).value;
@@ -59,12 +70,18 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
       s.once("error", reject);
     });
     const port = (server.address() as AddressInfo).port;
+    const jobRunner = startJobRunner(services);
     const shownHost = host.includes(":") ? `[${host}]` : host === "0.0.0.0" ? "127.0.0.1" : host;
+    const url = `http://${shownHost}:${port}`;
+    ownerAccountId ??= store.listAccounts()[0]?.id;
+    forgetUnusedOwnerLinks(store);
+    const ownerUrl = ownerAccountId ? createOwnerLink(store, ownerAccountId, url) : undefined;
     let closing: Promise<void> | undefined;
     return {
-      url: `http://${shownHost}:${port}`,
+      url,
       port,
       demoKey,
+      ownerUrl,
       services,
       close() {
         closing ??= (async () => {
@@ -72,6 +89,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
             server.close(() => resolve());
             (server as unknown as { closeAllConnections?: () => void }).closeAllConnections?.();
           });
+          await jobRunner.stop();
           await services.http.close();
           store.close();
         })();

@@ -14,6 +14,10 @@ export interface ServerOptions {
   keepaliveMs: number;
   bodyLimitBytes: number;
   now: () => number;
+  /** Lifetime of a `gateway login` device code (default 600 s). */
+  deviceCodeTtlSeconds?: number;
+  /** Poll interval the device flow asks clients for (default 5 s). */
+  devicePollIntervalSeconds?: number;
 }
 
 /** Everything a request handler needs, built once at start-up. */

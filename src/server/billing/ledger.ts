@@ -127,7 +127,14 @@ export class Ledger {
            provider_id = @providerId, finished_at = @now
          WHERE id = @id AND state = 'reserved'`,
       ),
-      openReservations: db.prepare("SELECT * FROM request_log WHERE state = 'reserved'"),
+      // A queued or running job keeps its hold across a restart: the job runs again and settles it.
+      openReservations: db.prepare(
+        `SELECT * FROM request_log WHERE state = 'reserved' AND id NOT IN
+           (SELECT request_id FROM jobs WHERE status IN ('queued', 'running') AND request_id IS NOT NULL)`,
+      ),
+      markInterrupted: db.prepare(
+        "UPDATE request_log SET state = 'interrupted', finished_at = ? WHERE id = ?",
+      ),
     };
   }
 
@@ -281,7 +288,8 @@ export class Ledger {
 
   /**
    * At start-up: requests that were in flight when the process died never completed for their
-   * client, so their holds are released in full and they are marked interrupted.
+   * client, so their holds are released in full and they are marked interrupted. Unfinished jobs
+   * keep theirs.
    */
   recoverInterrupted(now: number): number {
     return this.store.transaction(() => {
@@ -305,11 +313,7 @@ export class Ledger {
           true,
         );
       }
-      this.store.db
-        .prepare(
-          "UPDATE request_log SET state = 'interrupted', finished_at = ? WHERE state = 'reserved'",
-        )
-        .run(now);
+      for (const row of open) this.s.markInterrupted.run(now, row.id);
       return open.length;
     });
   }

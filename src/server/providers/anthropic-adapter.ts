@@ -2,7 +2,7 @@ import { fromMessagesEvents, fromMessagesJson, toMessagesRequest } from "../disp
 import type { Attempt, CompletionRequest, CompletionResult, ProviderAdapter } from "../dispatch/types.js";
 import type { MessagesResponse } from "../wire/anthropic-types.js";
 import { parseSSE } from "../wire/sse.js";
-import { type UpstreamHttp, joinUrl, readJsonBody } from "./http-upstream.js";
+import { type UpstreamHttp, joinUrl, readJsonBody, streamedBody } from "./http-upstream.js";
 
 const anthropicVersion = "2023-06-01";
 
@@ -26,6 +26,6 @@ export class AnthropicAdapter implements ProviderAdapter {
       req.signal,
     );
     if (!req.stream) return fromMessagesJson(req, await readJsonBody<MessagesResponse>(response.body));
-    return fromMessagesEvents(req, parseSSE(response.body));
+    return fromMessagesEvents(req, parseSSE(streamedBody(response.body)));
   }
 }

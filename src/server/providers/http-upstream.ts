@@ -24,15 +24,17 @@ export class UpstreamHttp {
   async post(
     url: string,
     headers: Record<string, string>,
-    body: string,
+    // Bytes too: multipart uploads (audio transcriptions) are built as one buffer.
+    body: string | Uint8Array,
     timeoutMs: number,
     signal: AbortSignal,
   ): Promise<UpstreamResponse> {
     let response: Dispatcher.ResponseData;
     try {
+      const target = targetOf(url);
       response = await this.agent.request({
-        origin: new URL(url).origin,
-        path: pathOf(url),
+        origin: target.origin,
+        path: target.path,
         method: "POST",
         headers,
         body,
@@ -61,15 +63,22 @@ export class UpstreamHttp {
   }
 }
 
-const pathCache = new Map<string, string>();
-function pathOf(url: string): string {
-  let path = pathCache.get(url);
-  if (!path) {
+/**
+ * Upstream URLs come from the provider config, so there are few of them: parse each once instead
+ * of on every request (a WHATWG URL parse is a few microseconds on the hot path).
+ */
+const targetCache = new Map<string, { origin: string; path: string }>();
+const maxCachedTargets = 1024;
+function targetOf(url: string): { origin: string; path: string } {
+  let target = targetCache.get(url);
+  if (!target) {
     const parsed = new URL(url);
-    path = parsed.pathname + parsed.search;
-    pathCache.set(url, path);
+    target = { origin: parsed.origin, path: parsed.pathname + parsed.search };
+    // Bounded in case a caller ever builds URLs per request.
+    if (targetCache.size >= maxCachedTargets) targetCache.clear();
+    targetCache.set(url, target);
   }
-  return path;
+  return target;
 }
 
 function isTimeout(err: unknown): boolean {
@@ -92,6 +101,18 @@ async function readBounded(body: AsyncIterable<Buffer | Uint8Array>): Promise<st
     // A broken error body still classifies by status.
   }
   return Buffer.concat(parts).toString("utf8").slice(0, maxErrorBodyBytes);
+}
+
+/**
+ * The body of a streaming answer. A cut or an idle timeout while reading is the provider failing:
+ * before the first piece it becomes 503 upstream_error, after it the route's stream error event.
+ */
+export async function* streamedBody(body: AsyncIterable<Uint8Array>): AsyncGenerator<Uint8Array> {
+  try {
+    for await (const chunk of body) yield chunk;
+  } catch (err) {
+    throw new UpstreamFailure("unavailable", isTimeout(err) ? 504 : 502);
+  }
 }
 
 /** Reads a whole JSON success body; a body that is not JSON is an upstream failure, not ours. */

@@ -1,8 +1,8 @@
-import { fromChatChunks, fromChatJson, toChatRequest } from "../dispatch/bridges.js";
+import { StreamBroken, fromChatChunks, fromChatJson, toChatRequest } from "../dispatch/bridges.js";
 import type { Attempt, CompletionRequest, CompletionResult, ProviderAdapter } from "../dispatch/types.js";
 import type { ChatCompletionChunk, ChatCompletionResponse } from "../wire/openai-types.js";
 import { type SSEMessage, parseSSE } from "../wire/sse.js";
-import { type UpstreamHttp, joinUrl, readJsonBody } from "./http-upstream.js";
+import { type UpstreamHttp, joinUrl, readJsonBody, streamedBody } from "./http-upstream.js";
 
 /** Any OpenAI-compatible API: chat completions (and Responses, where the provider speaks it natively). */
 export class OpenAIAdapter implements ProviderAdapter {
@@ -24,7 +24,7 @@ export class OpenAIAdapter implements ProviderAdapter {
       req.signal,
     );
     if (!req.stream) return fromChatJson(req, await readJsonBody<ChatCompletionResponse>(response.body));
-    return fromChatChunks(req, chatChunks(parseSSE(response.body)));
+    return fromChatChunks(req, chatChunks(parseSSE(streamedBody(response.body))));
   }
 
   private async nativeResponses(
@@ -50,7 +50,7 @@ export class OpenAIAdapter implements ProviderAdapter {
         usage: { input_tokens: json.usage?.input_tokens ?? 0, output_tokens: json.usage?.output_tokens ?? 0 },
       };
     }
-    return responsesPassThrough(parseSSE(response.body));
+    return responsesPassThrough(parseSSE(streamedBody(response.body)));
   }
 }
 
@@ -63,7 +63,8 @@ async function* chatChunks(events: AsyncIterable<SSEMessage>): AsyncGenerator<Ch
     } catch {
       continue;
     }
-    if ((chunk as { error?: unknown }).error) throw new Error("upstream sent an error chunk");
+    // OpenAI-compatible servers report a failure after the 200 as a data chunk with `error`.
+    if ((chunk as { error?: unknown }).error) throw new StreamBroken("upstream sent an error chunk");
     yield chunk;
   }
 }
@@ -82,10 +83,10 @@ function responsesPassThrough(events: AsyncIterable<SSEMessage>): CompletionResu
           // usage stays zero
         }
       }
-      if (ev.event === "error" || ev.event === "response.failed") throw new Error("upstream stream failed");
+      if (ev.event === "error" || ev.event === "response.failed") throw new StreamBroken("upstream stream failed");
       yield `event: ${ev.event ?? "message"}\ndata: ${ev.data}\n\n`;
     }
-    if (!completed) throw new Error("upstream stream ended early");
+    if (!completed) throw new StreamBroken();
   }
   return { kind: "stream", pieces: pieces(), usage: () => usage };
 }

@@ -1,0 +1,260 @@
+import { z } from "zod";
+import { type ActiveCredential, activeCredential, defaultProfile } from "./credentials/index.js";
+import { UserError } from "./errors.js";
+
+/**
+ * The CLI's client for the gateway's /api routes. Every failure becomes a UserError with one
+ * readable line; no key value ever appears in a message.
+ */
+
+export const defaultBaseUrl = "http://127.0.0.1:8787";
+const requestTimeoutMs = 15_000;
+
+/** --base-url, then GATEWAY_BASE_URL, then what the profile was logged in to, then the default. */
+export function resolveBaseUrl(flag: string | undefined, stored?: string): string {
+  const chosen = flag ?? process.env.GATEWAY_BASE_URL ?? stored ?? defaultBaseUrl;
+  let url: URL;
+  try {
+    url = new URL(chosen);
+  } catch {
+    throw new UserError(`"${chosen}" is not a URL; use something like ${defaultBaseUrl}`);
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") {
+    throw new UserError(`the gateway URL must start with http:// or https://, got "${chosen}"`);
+  }
+  return url.origin + url.pathname.replace(/\/+$/, "");
+}
+
+const deviceCodeResponse = z.object({
+  device_code: z.string(),
+  user_code: z.string(),
+  verification_uri: z.string(),
+  verification_uri_complete: z.string().optional(),
+  expires_in: z.number().positive(),
+  interval: z.number().positive().optional(),
+});
+export type DeviceCodeResponse = z.infer<typeof deviceCodeResponse>;
+
+const deviceTokenSuccess = z.object({
+  access_token: z.string().startsWith("kn-"),
+  token_type: z.string(),
+  key_id: z.string(),
+  account_id: z.string(),
+});
+const deviceTokenError = z.object({ error: z.string(), interval: z.number().optional() });
+
+export type DeviceTokenResult =
+  | { ok: true; key: string; keyId: string; accountId: string }
+  | { ok: false; error: string; interval?: number };
+
+const whoamiResponse = z.object({
+  account_id: z.string(),
+  key_id: z.string(),
+  kind: z.string(),
+  label: z.string(),
+  prefix: z.string(),
+});
+export type WhoAmI = z.infer<typeof whoamiResponse>;
+
+const keyView = z.object({
+  id: z.string(),
+  label: z.string(),
+  kind: z.string(),
+  prefix: z.string(),
+  created_at: z.number(),
+  last_used_at: z.number().nullable(),
+  revoked_at: z.number().nullable(),
+});
+export type KeyView = z.infer<typeof keyView>;
+const keyList = z.object({ data: z.array(keyView) });
+
+const createdKey = z.object({
+  id: z.string(),
+  key: z.string().startsWith("kn-"),
+  label: z.string(),
+  kind: z.string(),
+  created_at: z.number(),
+});
+export type CreatedKey = z.infer<typeof createdKey>;
+
+const revoked = z.object({ id: z.string(), revoked: z.boolean() });
+
+const chatStyleError = z.object({
+  error: z.object({ message: z.string(), code: z.string().nullable().optional() }),
+});
+
+export interface ClientOptions {
+  baseUrl: string;
+  key?: string;
+  /** Told to the user when the gateway refuses the key (401): how to get a working one. */
+  onUnauthorized?: string;
+  fetch?: typeof fetch;
+}
+
+export class GatewayClient {
+  private readonly fetchFn: typeof fetch;
+
+  constructor(private readonly options: ClientOptions) {
+    this.fetchFn = options.fetch ?? fetch;
+  }
+
+  get baseUrl(): string {
+    return this.options.baseUrl;
+  }
+
+  async requestDeviceCode(clientName: string): Promise<DeviceCodeResponse> {
+    const res = await this.send(
+      "POST",
+      "/api/auth/device/code",
+      { client_name: clientName },
+      false,
+    );
+    return this.parse(res, deviceCodeResponse);
+  }
+
+  /** The RFC 8628 errors (pending, slow_down, denied, expired) are results here, not exceptions. */
+  async pollDeviceToken(deviceCode: string): Promise<DeviceTokenResult> {
+    const res = await this.send(
+      "POST",
+      "/api/auth/device/token",
+      { device_code: deviceCode },
+      false,
+    );
+    if (res.status === 400) {
+      const body = deviceTokenError.safeParse(await res.json().catch(() => undefined));
+      if (body.success) return { ok: false, error: body.data.error, interval: body.data.interval };
+    }
+    const token = await this.parse(res, deviceTokenSuccess);
+    return { ok: true, key: token.access_token, keyId: token.key_id, accountId: token.account_id };
+  }
+
+  async whoami(): Promise<WhoAmI> {
+    return this.parse(await this.send("GET", "/api/auth/whoami"), whoamiResponse);
+  }
+
+  async logout(): Promise<void> {
+    await this.parse(await this.send("POST", "/api/auth/logout"), revoked);
+  }
+
+  async createKey(label: string, shared: boolean): Promise<CreatedKey> {
+    return this.parse(await this.send("POST", "/api/keys", { label, shared }), createdKey);
+  }
+
+  async listKeys(): Promise<KeyView[]> {
+    return (await this.parse(await this.send("GET", "/api/keys"), keyList)).data;
+  }
+
+  async revokeKey(idOrLabel: string): Promise<{ id: string; revoked: boolean }> {
+    const path = `/api/keys/${encodeURIComponent(idOrLabel)}`;
+    return this.parse(await this.send("DELETE", path), revoked);
+  }
+
+  private async send(
+    method: string,
+    path: string,
+    body?: unknown,
+    withKey = true,
+  ): Promise<Response> {
+    const headers: Record<string, string> = { accept: "application/json" };
+    if (body !== undefined) headers["content-type"] = "application/json";
+    if (withKey) {
+      if (!this.options.key)
+        throw new UserError("not logged in; run `gateway login` (or set GATEWAY_API_KEY)");
+      headers.authorization = `Bearer ${this.options.key}`;
+    }
+    try {
+      return await this.fetchFn(`${this.options.baseUrl}${path}`, {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+        signal: AbortSignal.timeout(requestTimeoutMs),
+      });
+    } catch (err) {
+      throw new UserError(
+        `cannot reach the gateway at ${this.options.baseUrl} (${networkReason(err)}); is \`gateway serve\` running? Use --base-url or GATEWAY_BASE_URL to point elsewhere`,
+      );
+    }
+  }
+
+  private async parse<T extends z.ZodType>(res: Response, schema: T): Promise<z.infer<T>> {
+    const text = await res.text().catch(() => "");
+    if (!res.ok) throw this.failure(res, text);
+    let json: unknown;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      throw new UserError(
+        `the gateway at ${this.options.baseUrl} sent a response that is not JSON (HTTP ${res.status}); is it a Model Gateway?`,
+      );
+    }
+    const parsed = schema.safeParse(json);
+    if (!parsed.success) {
+      throw new UserError(
+        `the gateway at ${this.options.baseUrl} sent an unexpected response (HTTP ${res.status}); is the CLI the same version as the server?`,
+      );
+    }
+    return parsed.data;
+  }
+
+  private failure(res: Response, text: string): UserError {
+    if (res.status === 401) {
+      // 401 bodies are plain text by design ("invalid API key", "API key revoked", ...).
+      const reason = text.trim().slice(0, 200) || "unauthorized";
+      return new UserError(
+        `the gateway refused the key: ${reason}; ${this.options.onUnauthorized ?? "run `gateway login`"}`,
+      );
+    }
+    let message = text.trim().slice(0, 300) || res.statusText;
+    let code: string | undefined;
+    try {
+      const body = chatStyleError.safeParse(JSON.parse(text));
+      if (body.success) {
+        message = body.data.error.message;
+        code = body.data.error.code ?? undefined;
+      }
+    } catch {
+      // Not JSON (a plain-text refusal): the text itself is the message.
+    }
+    const tag = code ? `${res.status} ${code}` : `HTTP ${res.status}`;
+    if (res.status === 429)
+      return new UserError(
+        `the gateway is rate limiting this (${tag}): ${message} Wait a minute and try again.`,
+      );
+    return new UserError(`${message.replace(/\.$/, "")} (${tag})`);
+  }
+}
+
+function networkReason(err: unknown): string {
+  if (err instanceof Error && err.name === "TimeoutError")
+    return `no answer within ${requestTimeoutMs / 1000} s`;
+  const cause =
+    err instanceof Error
+      ? (err.cause as { code?: string; message?: string } | undefined)
+      : undefined;
+  return cause?.code ?? cause?.message ?? (err instanceof Error ? err.message : String(err));
+}
+
+/** Options every command that talks to the gateway accepts. */
+export interface ConnectionOptions {
+  baseUrl?: string;
+  profile: string;
+}
+
+/** A client carrying the active key (GATEWAY_API_KEY or the profile's login key). */
+export async function connectWithKey(
+  opts: ConnectionOptions,
+): Promise<{ client: GatewayClient; credential: ActiveCredential }> {
+  const credential = await activeCredential(opts.profile);
+  if (!credential) {
+    const which = opts.profile === defaultProfile ? "" : ` --profile ${opts.profile}`;
+    throw new UserError(`not logged in; run \`gateway login${which}\` (or set GATEWAY_API_KEY)`);
+  }
+  const client = new GatewayClient({
+    baseUrl: resolveBaseUrl(opts.baseUrl, credential.baseUrl),
+    key: credential.key,
+    onUnauthorized: credential.stored
+      ? "run `gateway login` again"
+      : "check GATEWAY_API_KEY, or unset it to use the key from `gateway login`",
+  });
+  return { client, credential };
+}

@@ -1,0 +1,96 @@
+import { chmodSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { homedir } from "node:os";
+import { dirname, join } from "node:path";
+import { z } from "zod";
+import { UserError } from "../errors.js";
+import type { CredentialStore, StoredLogin } from "./types.js";
+
+/**
+ * The fallback where no OS keychain works (headless Linux, CI): one JSON file keyed by profile,
+ * in a directory only the user can enter (0700), readable only by the user (0600).
+ */
+
+const storedLogin = z.object({
+  key: z.string().min(1),
+  baseUrl: z.string(),
+  keyId: z.string(),
+  accountId: z.string(),
+  savedAt: z.string(),
+});
+const credentialsFile = z.object({
+  version: z.literal(1),
+  profiles: z.record(z.string(), storedLogin),
+});
+type CredentialsFile = z.infer<typeof credentialsFile>;
+
+/** $XDG_CONFIG_HOME/model-gateway/credentials.json, else ~/.config/model-gateway/credentials.json. */
+export function credentialsFilePath(env: NodeJS.ProcessEnv = process.env): string {
+  const configHome = env.XDG_CONFIG_HOME || join(homedir(), ".config");
+  return join(configHome, "model-gateway", "credentials.json");
+}
+
+/** The path as a person would type it: ~ for the home directory. */
+export function displayPath(path: string): string {
+  const home = homedir();
+  return home && path.startsWith(`${home}/`) ? `~${path.slice(home.length)}` : path;
+}
+
+export class FileCredentialStore implements CredentialStore {
+  readonly kind = "file";
+
+  constructor(readonly path = credentialsFilePath()) {}
+
+  get location(): string {
+    return displayPath(this.path);
+  }
+
+  async get(profile: string): Promise<StoredLogin | undefined> {
+    return this.read().profiles[profile];
+  }
+
+  async set(profile: string, login: StoredLogin): Promise<void> {
+    const file = this.read();
+    file.profiles[profile] = login;
+    this.write(file);
+  }
+
+  async delete(profile: string): Promise<boolean> {
+    const file = this.read();
+    if (!(profile in file.profiles)) return false;
+    delete file.profiles[profile];
+    this.write(file);
+    return true;
+  }
+
+  private read(): CredentialsFile {
+    let text: string;
+    try {
+      text = readFileSync(this.path, "utf8");
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === "ENOENT") return { version: 1, profiles: {} };
+      throw new UserError(`cannot read ${this.location}: ${(err as Error).message}`);
+    }
+    try {
+      return credentialsFile.parse(JSON.parse(text));
+    } catch {
+      throw new UserError(`${this.location} is damaged; delete it and run \`gateway login\` again`);
+    }
+  }
+
+  /** Written to a private temp file and renamed, so a crash never leaves half a file. */
+  private write(file: CredentialsFile): void {
+    const dir = dirname(this.path);
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    // mkdir's mode is filtered by the umask and ignored for an existing directory.
+    chmodSync(dir, 0o700);
+    const temp = `${this.path}.${process.pid}.tmp`;
+    try {
+      writeFileSync(temp, `${JSON.stringify(file, null, 2)}\n`, { mode: 0o600, flag: "w" });
+      chmodSync(temp, 0o600);
+      renameSync(temp, this.path);
+    } catch (err) {
+      rmSync(temp, { force: true });
+      throw new UserError(`cannot write ${this.location}: ${(err as Error).message}`);
+    }
+  }
+}

@@ -1,0 +1,104 @@
+import { UserError } from "../errors.js";
+import { FileCredentialStore } from "./file-store.js";
+import { abandonedKeychainCalls, openKeychainStore } from "./keychain-store.js";
+import type { CredentialStore, StoredLogin } from "./types.js";
+
+/**
+ * Where login keys live: the OS keychain when one works, else a private file.
+ * GATEWAY_CREDENTIAL_STORE=file|keychain forces one; GATEWAY_API_KEY overrides both and is
+ * never written anywhere.
+ */
+
+export type { CredentialStore, StoredLogin } from "./types.js";
+
+export const defaultProfile = "default";
+
+type Mode = "auto" | "file" | "keychain";
+
+function credentialMode(): Mode {
+  const raw = process.env.GATEWAY_CREDENTIAL_STORE?.trim().toLowerCase();
+  if (!raw || raw === "auto") return "auto";
+  if (raw === "file" || raw === "keychain") return raw;
+  throw new UserError(`GATEWAY_CREDENTIAL_STORE must be "file" or "keychain", got "${raw}"`);
+}
+
+export interface CredentialStores {
+  /** Where a new login key is written. */
+  primary: CredentialStore;
+  /** Every store to look in, primary first (a key saved to the file earlier is still found). */
+  all: CredentialStore[];
+  /** Set when the keychain was wanted but does not work: why, for the one-time notice. */
+  keychainUnavailable?: string;
+}
+
+export async function openCredentialStores(): Promise<CredentialStores> {
+  const mode = credentialMode();
+  const file = new FileCredentialStore();
+  if (mode === "file") return { primary: file, all: [file] };
+  const probe = await openKeychainStore();
+  if (probe.ok)
+    return { primary: probe.store, all: mode === "keychain" ? [probe.store] : [probe.store, file] };
+  if (mode === "keychain") {
+    throw new UserError(
+      `GATEWAY_CREDENTIAL_STORE=keychain but no OS keychain is available (${probe.reason})`,
+    );
+  }
+  return { primary: file, all: [file], keychainUnavailable: probe.reason };
+}
+
+/** The notice printed once when a key goes to the file because no keychain works. */
+export function fileFallbackNotice(reason: string, file: CredentialStore): string {
+  return `no OS keychain available (${reason}); storing the key in ${file.location} (mode 0600)`;
+}
+
+export interface ActiveCredential {
+  key: string;
+  /** Where it came from, for `whoami`: the env var, the keychain or the file. */
+  source: string;
+  /** The gateway the stored login belongs to (none for GATEWAY_API_KEY). */
+  baseUrl?: string;
+  stored?: { login: StoredLogin; store: CredentialStore };
+}
+
+export async function findStoredLogin(
+  stores: CredentialStores,
+  profile: string,
+): Promise<{ login: StoredLogin; store: CredentialStore } | undefined> {
+  for (const store of stores.all) {
+    const login = await store.get(profile).catch(() => undefined);
+    if (login) return { login, store };
+  }
+  return undefined;
+}
+
+/** GATEWAY_API_KEY first, then the profile's stored login key. */
+export async function activeCredential(profile: string): Promise<ActiveCredential | undefined> {
+  const fromEnv = process.env.GATEWAY_API_KEY?.trim();
+  if (fromEnv) return { key: fromEnv, source: "GATEWAY_API_KEY environment variable" };
+  const found = await findStoredLogin(await openCredentialStores(), profile);
+  if (!found) return undefined;
+  return {
+    key: found.login.key,
+    source: `${found.store.location}, profile "${profile}"`,
+    baseUrl: found.login.baseUrl,
+    stored: found,
+  };
+}
+
+/**
+ * Called when a command has finished: a keychain call that timed out (a Secret Service waiting
+ * on an unlock prompt, say) would otherwise keep the finished process alive.
+ */
+function exitIfKeychainHangs(): void {
+  if (abandonedKeychainCalls() > 0) process.exit(process.exitCode ?? 0);
+}
+
+/** Wraps a command action so it ends when it is done, whatever the keychain is up to. */
+export function endingPromptly<A extends unknown[]>(
+  action: (...args: A) => Promise<void>,
+): (...args: A) => Promise<void> {
+  return async (...args: A) => {
+    await action(...args);
+    exitIfKeychainHangs();
+  };
+}

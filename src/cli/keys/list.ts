@@ -1,0 +1,58 @@
+import type { Command } from "commander";
+import { connectWithKey } from "../api-client.js";
+import { defaultProfile, endingPromptly } from "../credentials/index.js";
+import { formatTime, printJson, result, table } from "../output.js";
+
+/** `gateway keys list`: the keys this login key created. Never shows a key's value. */
+
+interface ListFlags {
+  json?: boolean;
+  baseUrl?: string;
+  profile: string;
+}
+
+export function registerKeysList(keys: Command): void {
+  keys
+    .command("list")
+    .alias("ls")
+    .description("List the per-tool keys created by your login key (never their values)")
+    .option("--json", "print {data: [...]} as JSON")
+    .option("--base-url <url>", "gateway to use (default: the one logged in to)")
+    .option("--profile <name>", "login profile to use", defaultProfile)
+    .addHelpText(
+      "after",
+      `
+Examples:
+  $ gateway keys list
+  $ gateway keys list --json | jq '.data[] | select(.revoked_at == null) | .id'`,
+    )
+    .action(
+      endingPromptly(async (flags: ListFlags) => {
+        const { client } = await connectWithKey(flags);
+        const keys = await client.listKeys();
+        if (flags.json) {
+          printJson({ data: keys });
+          return;
+        }
+        if (keys.length === 0) {
+          result("No keys yet. Create one with: gateway keys create --label NAME");
+          return;
+        }
+        const rows = keys.map((k) => [
+          k.id,
+          k.label,
+          k.kind,
+          `${k.prefix}...`,
+          formatTime(k.created_at),
+          formatTime(k.last_used_at),
+          k.revoked_at === null ? "active" : `revoked ${formatTime(k.revoked_at)}`,
+        ]);
+        result(
+          table(
+            ["ID", "LABEL", "KIND", "PREFIX", "CREATED (UTC)", "LAST USED (UTC)", "STATUS"],
+            rows,
+          ),
+        );
+      }),
+    );
+}

@@ -1,0 +1,34 @@
+import type { Command } from "commander";
+import { connectWithKey } from "../api-client.js";
+import { defaultProfile, endingPromptly } from "../credentials/index.js";
+import { result } from "../output.js";
+
+/** `gateway keys revoke ID|LABEL`: the key stops working on its very next request. */
+
+interface RevokeFlags {
+  baseUrl?: string;
+  profile: string;
+}
+
+export function registerKeysRevoke(keys: Command): void {
+  keys
+    .command("revoke")
+    .description("Revoke a per-tool key by id or label; it stops working at once")
+    .argument("<id-or-label>", "the key's id (key_...) or its label")
+    .option("--base-url <url>", "gateway to use (default: the one logged in to)")
+    .option("--profile <name>", "login profile to use", defaultProfile)
+    .addHelpText(
+      "after",
+      `
+Examples:
+  $ gateway keys revoke key_3fJx9q0aB1cD2eF3
+  $ gateway keys revoke ci`,
+    )
+    .action(
+      endingPromptly(async (idOrLabel: string, flags: RevokeFlags) => {
+        const { client } = await connectWithKey(flags);
+        const revoked = await client.revokeKey(idOrLabel);
+        result(`Revoked key ${revoked.id}; requests with it now get 401.`);
+      }),
+    );
+}

@@ -1,0 +1,73 @@
+import type { Command } from "commander";
+import { GatewayClient, resolveBaseUrl } from "./api-client.js";
+import {
+  defaultProfile,
+  endingPromptly,
+  findStoredLogin,
+  openCredentialStores,
+} from "./credentials/index.js";
+import { UserError } from "./errors.js";
+import { note, result } from "./output.js";
+
+/**
+ * `gateway logout`: revoke the profile's login key on the gateway, then forget it locally.
+ * If the gateway cannot be reached the key is kept, so the revocation can be retried: removing
+ * only the local copy would leave a live key behind.
+ */
+
+interface LogoutFlags {
+  baseUrl?: string;
+  profile: string;
+}
+
+export function registerLogout(program: Command): void {
+  program
+    .command("logout")
+    .description("Revoke the stored login key on the gateway and remove it from this machine")
+    .option("--base-url <url>", "gateway the key belongs to (default: the one logged in to)")
+    .option("--profile <name>", "profile to log out", defaultProfile)
+    .addHelpText(
+      "after",
+      `
+Per-tool keys made with \`gateway keys create\` keep working; revoke them with \`gateway keys revoke\` first.
+
+Examples:
+  $ gateway logout
+  $ gateway logout --profile staging`,
+    )
+    .action(
+      endingPromptly(async (flags: LogoutFlags) => {
+        const found = await findStoredLogin(await openCredentialStores(), flags.profile);
+        if (!found) {
+          const envNote = process.env.GATEWAY_API_KEY
+            ? " (GATEWAY_API_KEY is set, but logout never touches it)"
+            : "";
+          throw new UserError(
+            `not logged in with profile "${flags.profile}"; nothing to log out${envNote}`,
+          );
+        }
+        const baseUrl = resolveBaseUrl(flags.baseUrl, found.login.baseUrl);
+        const client = new GatewayClient({ baseUrl, key: found.login.key });
+        let revokedOnServer = true;
+        try {
+          await client.logout();
+        } catch (err) {
+          if (!(err instanceof UserError) || !/refused the key/.test(err.message)) {
+            throw new UserError(
+              `${err instanceof Error ? err.message : String(err)}; the key was NOT revoked and is still stored, run \`gateway logout\` again`,
+            );
+          }
+          // 401: the gateway already does not accept this key (revoked, or a reset database).
+          revokedOnServer = false;
+        }
+        await found.store.delete(flags.profile);
+        result(
+          revokedOnServer
+            ? `Logged out: login key ${found.login.keyId} revoked on ${baseUrl} and removed from ${found.store.location}.`
+            : `Logged out: the gateway no longer accepted login key ${found.login.keyId}; removed it from ${found.store.location}.`,
+        );
+        if (process.env.GATEWAY_API_KEY)
+          note("Note: GATEWAY_API_KEY is still set in this environment.");
+      }),
+    );
+}

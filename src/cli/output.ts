@@ -1,0 +1,103 @@
+/**
+ * Terminal output for the CLI: colour and a spinner only when the stream is a TTY (and NO_COLOR
+ * is unset), so logs and test captures get plain lines.
+ */
+
+export interface Paint {
+  bold(text: string): string;
+  dim(text: string): string;
+  green(text: string): string;
+  red(text: string): string;
+  yellow(text: string): string;
+}
+
+function wantsColour(stream: NodeJS.WriteStream): boolean {
+  return Boolean(stream.isTTY) && !process.env.NO_COLOR && process.env.TERM !== "dumb";
+}
+
+export function paintFor(stream: NodeJS.WriteStream): Paint {
+  const on = wantsColour(stream);
+  const wrap = (open: number, close: number) => (text: string) =>
+    on ? `\u001b[${open}m${text}\u001b[${close}m` : text;
+  return {
+    bold: wrap(1, 22),
+    dim: wrap(2, 22),
+    green: wrap(32, 39),
+    red: wrap(31, 39),
+    yellow: wrap(33, 39),
+  };
+}
+
+export interface Spinner {
+  /** Replaces the progress text. Without a TTY the new text is printed only if `announce` is set. */
+  update(text: string, announce?: boolean): void;
+  /** Clears the spinner line; the final message is for the caller to print. */
+  stop(): void;
+}
+
+const frames = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
+
+/**
+ * A progress line on stderr. `text` may be a function, re-read each frame (a countdown).
+ * Without a TTY it prints the text once as a plain line, so CI logs are not flooded.
+ */
+export function startSpinner(text: string | (() => string), stream = process.stderr): Spinner {
+  let current = text;
+  const render = () => (typeof current === "function" ? current() : current);
+  if (!stream.isTTY) {
+    stream.write(`${render()}\n`);
+    return {
+      update(next, announce) {
+        current = next;
+        if (announce) stream.write(`${next}\n`);
+      },
+      stop() {},
+    };
+  }
+  let frame = 0;
+  const draw = () => stream.write(`\r\u001b[2K${frames[frame++ % frames.length]} ${render()}`);
+  draw();
+  const timer = setInterval(draw, 100);
+  // The spinner must never keep the process alive on its own.
+  timer.unref();
+  return {
+    update(next) {
+      current = next;
+      draw();
+    },
+    stop() {
+      clearInterval(timer);
+      stream.write("\r\u001b[2K");
+    },
+  };
+}
+
+/** A human line on stderr: progress and notes, never data a script would parse. */
+export function note(line: string): void {
+  process.stderr.write(`${line}\n`);
+}
+
+/** A result line on stdout. */
+export function result(line: string): void {
+  process.stdout.write(`${line}\n`);
+}
+
+export function printJson(value: unknown): void {
+  process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+}
+
+/** "2026-11-22 10:04 UTC"-style times for tables; "never" for null. */
+export function formatTime(ms: number | null, never = "never"): string {
+  return ms === null ? never : `${new Date(ms).toISOString().slice(0, 16).replace("T", " ")}`;
+}
+
+/** Left-aligned columns, two spaces apart. */
+export function table(header: string[], rows: string[][]): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
+  const line = (cells: string[]) =>
+    cells
+      .map((cell, i) => (i === cells.length - 1 ? cell : cell.padEnd(widths[i])))
+      .join("  ")
+      .trimEnd();
+  return [line(header), ...rows.map(line)].join("\n");
+}

@@ -1,0 +1,48 @@
+import type { Command } from "commander";
+import { connectWithKey } from "./api-client.js";
+import { defaultProfile, endingPromptly } from "./credentials/index.js";
+import { printJson, result } from "./output.js";
+
+/** `gateway whoami` (alias `status`): which account and key this machine is using, and from where. */
+
+interface WhoamiFlags {
+  baseUrl?: string;
+  profile: string;
+  json?: boolean;
+}
+
+export function registerWhoami(program: Command): void {
+  program
+    .command("whoami")
+    .alias("status")
+    .description("Show the account and key in use, and where the key is stored")
+    .option("--base-url <url>", "gateway to ask (default: the one logged in to)")
+    .option("--profile <name>", "profile to show", defaultProfile)
+    .option("--json", "print JSON, for scripts")
+    .addHelpText(
+      "after",
+      `
+Examples:
+  $ gateway whoami
+  $ gateway status --json`,
+    )
+    .action(
+      endingPromptly(async (flags: WhoamiFlags) => {
+        const { client, credential } = await connectWithKey(flags);
+        const me = await client.whoami();
+        if (flags.json) {
+          printJson({ ...me, base_url: client.baseUrl, stored_in: credential.source });
+          return;
+        }
+        const label = me.label ? `, "${me.label}"` : "";
+        result(
+          [
+            `account:   ${me.account_id}`,
+            `key:       ${me.key_id} (${me.prefix}..., ${me.kind}${label})`,
+            `gateway:   ${client.baseUrl}`,
+            `stored in: ${credential.source}`,
+          ].join("\n"),
+        );
+      }),
+    );
+}

@@ -1,0 +1,107 @@
+import { createHmac } from "node:crypto";
+import { constantTimeEqual, hashSecret, randomToken } from "../../store/secrets.js";
+import type { Store } from "../../store/store.js";
+
+/**
+ * The owner's dashboard session for a local gateway. `gateway serve` prints a one-time owner URL
+ * (Jupyter's token URL idea); opening it trades the token for an HttpOnly, SameSite=Strict cookie.
+ * Tokens and session ids are stored only as hashes.
+ */
+
+export const sessionCookieName = "gateway_session";
+export const sessionTtlSeconds = 7 * 24 * 60 * 60;
+
+export interface OwnerSession {
+  accountId: string;
+  /** Hash of the cookie value: identifies the session without holding the secret. */
+  id: string;
+  /** Bound to this session: derived from the cookie value, so it cannot be used with another one. */
+  csrfToken: string;
+}
+
+/** Mints a one-time owner URL for the account. The token works once; only its hash is stored. */
+export function createOwnerLink(store: Store, accountId: string, baseUrl: string): string {
+  const token = randomToken(32);
+  store.db
+    .prepare("INSERT INTO owner_links (token_hash, account_id, created_at) VALUES (?, ?, ?)")
+    .run(hashSecret(token), accountId, Date.now());
+  return `${baseUrl.replace(/\/+$/, "")}/dashboard/login?token=${token}`;
+}
+
+/** At start-up: links printed by earlier runs stop working, only the newly printed one does. */
+export function forgetUnusedOwnerLinks(store: Store): void {
+  store.db.prepare("DELETE FROM owner_links WHERE used_at IS NULL").run();
+}
+
+function csrfTokenFor(sessionValue: string): string {
+  return createHmac("sha256", sessionValue).update("gateway dashboard csrf").digest("base64url");
+}
+
+export class OwnerSessions {
+  constructor(private readonly store: Store) {}
+
+  /** Spends an owner-link token; returns the new session's cookie value, or undefined. */
+  redeemOwnerLink(token: string, now: number): string | undefined {
+    return this.store.transaction(() => {
+      const hash = hashSecret(token);
+      const link = this.store.db
+        .prepare("SELECT account_id FROM owner_links WHERE token_hash = ? AND used_at IS NULL")
+        .get(hash) as { account_id: string } | undefined;
+      if (!link) return undefined;
+      this.store.db
+        .prepare("UPDATE owner_links SET used_at = ? WHERE token_hash = ?")
+        .run(now, hash);
+      return this.start(link.account_id, now);
+    });
+  }
+
+  private start(accountId: string, now: number): string {
+    const value = randomToken(32);
+    this.store.db.prepare("DELETE FROM sessions WHERE expires_at <= ?").run(now);
+    this.store.db
+      .prepare(
+        "INSERT INTO sessions (token_hash, account_id, csrf_token, created_at, expires_at) VALUES (?, ?, ?, ?, ?)",
+      )
+      // The column holds only a hash: the CSRF token is re-derived from the cookie when needed.
+      .run(
+        hashSecret(value),
+        accountId,
+        hashSecret(csrfTokenFor(value)),
+        now,
+        now + sessionTtlSeconds * 1000,
+      );
+    return value;
+  }
+
+  find(cookieValue: string | undefined, now: number): OwnerSession | undefined {
+    if (!cookieValue) return undefined;
+    const id = hashSecret(cookieValue);
+    const row = this.store.db
+      .prepare("SELECT account_id, expires_at FROM sessions WHERE token_hash = ?")
+      .get(id) as { account_id: string; expires_at: number } | undefined;
+    if (!row || row.expires_at <= now) return undefined;
+    return { accountId: row.account_id, id, csrfToken: csrfTokenFor(cookieValue) };
+  }
+}
+
+/** Constant time, so the token cannot be guessed byte by byte from response timings. */
+export function csrfTokenMatches(session: OwnerSession, presented: string | undefined): boolean {
+  return typeof presented === "string" && constantTimeEqual(presented, session.csrfToken);
+}
+
+/**
+ * A state-changing dashboard request must come from a page of this gateway. Browsers send
+ * Sec-Fetch-Site and Origin; a text browser or curl sends neither and is covered by the CSRF
+ * token and the SameSite=Strict cookie.
+ */
+export function isSameOriginRequest(
+  origin: string | undefined,
+  fetchSite: string | undefined,
+  requestUrl: string,
+): boolean {
+  if (fetchSite && fetchSite !== "same-origin" && fetchSite !== "none") return false;
+  if (origin === undefined) return true;
+  // Privacy settings can make a browser send "null"; its Sec-Fetch-Site still tells the truth.
+  if (origin === "null") return fetchSite === "same-origin";
+  return origin === new URL(requestUrl).origin;
+}

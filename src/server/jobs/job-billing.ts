@@ -1,0 +1,56 @@
+import type { ModelRow } from "../../store/types.js";
+import { type Admission, settleAdmission } from "../billing/admission.js";
+import { GatewayError } from "../errors.js";
+import { failAdmission } from "../routes/completions.js";
+import type { Services } from "../services.js";
+import type { JobHold } from "./job-store.js";
+
+/**
+ * A job holds its worst-case cost from submission until it ends: charged when it completes,
+ * given back when it fails. The hold lives in the job row, so it outlasts the request.
+ */
+export function jobHold(
+  admission: Admission,
+  details: { keyId: string; endpoint: string; worstCaseMicro: number; subscriptionModel: boolean },
+): JobHold {
+  return {
+    reservation: admission.reservation,
+    free: admission.free,
+    byokOnly: admission.byokOnly,
+    ...details,
+  };
+}
+
+/** settleAdmission needs only the reservation and whether the model is free. */
+function admissionOf(s: Services, hold: JobHold): Admission {
+  const account = s.store.getAccount(hold.reservation.accountId);
+  if (!account) throw new GatewayError(500, "internal_error", "job account missing");
+  return {
+    account,
+    reservation: hold.reservation,
+    rateHeaders: undefined,
+    byok: [],
+    byokOnly: hold.byokOnly,
+    free: hold.free,
+  };
+}
+
+export function chargeJob(
+  s: Services,
+  hold: JobHold,
+  served: { model: ModelRow; providerId: string; byokServed: boolean },
+  units: number,
+): void {
+  settleAdmission(s, admissionOf(s, hold), {
+    status: 200,
+    usage: { input_tokens: 0, output_tokens: 0 },
+    units,
+    delivered: true,
+    ...served,
+  });
+}
+
+/** Gives the hold back and returns the error the job reports. */
+export function refundJob(s: Services, hold: JobHold, err: unknown): GatewayError {
+  return failAdmission(s, admissionOf(s, hold), err);
+}

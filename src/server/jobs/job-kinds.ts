@@ -1,0 +1,75 @@
+import { readAviInfo, readWavInfo } from "../media/index.js";
+import { mockMusicTrack, mockVideoClip, mockVideoExtension } from "../providers/media-mock.js";
+import type { JobKind, JobRequest } from "./job-store.js";
+
+/** How each kind of job appears on the API and which modality its models must serve. */
+export interface JobKindSpec {
+  kind: JobKind;
+  object: string;
+  /** POST here submits; GET `{path}/{id}` polls; GET `{path}/{id}/content` downloads. */
+  path: string;
+  modality: "music" | "video";
+  /** The request_log endpoint name. */
+  endpoint: string;
+}
+
+export const jobKinds: Record<JobKind, JobKindSpec> = {
+  music: {
+    kind: "music",
+    object: "music.generation",
+    path: "/v1/music/generations",
+    modality: "music",
+    endpoint: "music.generations",
+  },
+  video: {
+    kind: "video",
+    object: "video.generation",
+    path: "/v1/videos/generations",
+    modality: "video",
+    endpoint: "videos.generations",
+  },
+  video_extension: {
+    kind: "video_extension",
+    object: "video.extension",
+    path: "/v1/videos/extensions",
+    modality: "video",
+    endpoint: "videos.extensions",
+  },
+};
+
+/** Priced per started second, so money stays integer for fractional lengths. */
+export function billedSeconds(request: JobRequest): number {
+  return Math.ceil(request.seconds);
+}
+
+export interface ProducedMedia {
+  bytes: Buffer;
+  contentType: string;
+  /** Length of the finished media in seconds, as its own header says. */
+  duration: number;
+}
+
+/** The mock provider's media for a job; an extension continues the bytes of its source video. */
+export function produceMockMedia(
+  kind: JobKind,
+  request: JobRequest,
+  source?: Uint8Array,
+): ProducedMedia {
+  if (kind === "music") {
+    const bytes = mockMusicTrack(request.prompt, request.seconds);
+    return {
+      bytes,
+      contentType: "audio/wav",
+      duration: readWavInfo(bytes)?.durationSeconds ?? request.seconds,
+    };
+  }
+  const bytes =
+    kind === "video_extension" && source
+      ? mockVideoExtension(source, request.prompt, request.seconds)
+      : mockVideoClip(request.prompt, request.seconds);
+  return {
+    bytes,
+    contentType: "video/x-msvideo",
+    duration: readAviInfo(bytes)?.durationSeconds ?? request.seconds,
+  };
+}

@@ -1,0 +1,120 @@
+import type { ProviderRow } from "../../store/types.js";
+import { UpstreamFailure } from "../dispatch/types.js";
+import { badRequest } from "../errors.js";
+import {
+  extendMockVideo,
+  isMockSpeechFormat,
+  mockImage,
+  mockMusic,
+  mockSpeech,
+  mockVideo,
+  readWavInfo,
+  supportedMockSpeechFormats,
+  transcribeMockWav,
+} from "../media/index.js";
+import { sleep } from "./mock-chat.js";
+
+/**
+ * The built-in `mock` provider for every media modality: real PNG, WAV and AVI bytes from the
+ * media module, with the provider's `mock` options (latency, forced failures, job duration).
+ */
+export interface MockMediaOptions {
+  latency_ms?: number;
+  fail_status?: number;
+  /** How long an asynchronous music or video job runs before its media is ready. */
+  job_seconds?: number;
+}
+
+/** Two seconds feels like a job in a demo; tests set a few hundredths. */
+const defaultJobSeconds = 2;
+
+export function mockMediaOptions(provider: ProviderRow): MockMediaOptions {
+  try {
+    return (JSON.parse(provider.options_json) as { mock?: MockMediaOptions }).mock ?? {};
+  } catch {
+    return {};
+  }
+}
+
+export function mockJobMs(provider: ProviderRow): number {
+  return Math.round((mockMediaOptions(provider).job_seconds ?? defaultJobSeconds) * 1000);
+}
+
+/**
+ * The provider's configured latency, then its forced failure if any. A `[[mock:fail=503]]` in the
+ * prompt forces one too, as it does for chat, so users can test their failure paths.
+ */
+export async function mockMediaPreamble(
+  provider: ProviderRow,
+  prompt: string,
+  signal: AbortSignal,
+  extraMs = 0,
+): Promise<void> {
+  const options = mockMediaOptions(provider);
+  await sleep((options.latency_ms ?? 0) + extraMs, signal);
+  const directive = /\[\[mock:fail=(\d{3})\]\]/.exec(prompt);
+  const status = directive ? Number(directive[1]) : options.fail_status;
+  if (!status) return;
+  if (status === 429) throw new UpstreamFailure("rate_limited", 429);
+  if (status >= 500) throw new UpstreamFailure("unavailable", status);
+  throw new UpstreamFailure("rejected", status, "invalid_request_error");
+}
+
+/** `n` distinct pictures: the first is the prompt's own picture, the rest vary by index. */
+export function mockImages(prompt: string, size: string, n: number): Buffer[] {
+  return Array.from({ length: n }, (_, i) =>
+    mockImage(i === 0 ? prompt : `${prompt}\n#${i + 1}`, size),
+  );
+}
+
+/** WAV by default: the mock cannot encode mp3 (OpenAI's default), and says so when asked for it. */
+export function mockSpeechAudio(
+  input: string,
+  format: string | undefined,
+): { bytes: Buffer; format: string } {
+  const chosen = format ?? "wav";
+  if (!isMockSpeechFormat(chosen)) throw unsupportedSpeechFormat(chosen);
+  return { bytes: mockSpeech(input, { format: chosen }), format: chosen };
+}
+
+export function unsupportedSpeechFormat(format: string) {
+  return badRequest(
+    `Invalid request: response_format: the mock provider cannot produce "${format}"; ` +
+      `use one of ${supportedMockSpeechFormats.join(", ")}.`,
+  );
+}
+
+export interface MockTranscript {
+  text: string;
+  durationSeconds: number;
+}
+
+/** The mock hears only WAVs its own speech endpoint made; anything else is a clear 400. */
+export function mockTranscribe(audio: Uint8Array): MockTranscript {
+  const info = readWavInfo(audio);
+  if (!info) {
+    throw badRequest(
+      "Invalid request: file: the audio could not be decoded; the mock provider reads WAV files.",
+    );
+  }
+  const text = transcribeMockWav(audio);
+  if (text === null) {
+    throw badRequest(
+      "Invalid request: file: the mock provider can only transcribe speech made by its own " +
+        "/v1/audio/speech endpoint (response_format wav); this WAV holds no such speech.",
+    );
+  }
+  return { text, durationSeconds: info.durationSeconds };
+}
+
+export function mockMusicTrack(prompt: string, seconds: number): Buffer {
+  return mockMusic(prompt, seconds);
+}
+
+export function mockVideoClip(prompt: string, seconds: number): Buffer {
+  return mockVideo(prompt, { seconds });
+}
+
+export function mockVideoExtension(original: Uint8Array, prompt: string, seconds: number): Buffer {
+  return extendMockVideo(original, prompt, seconds);
+}

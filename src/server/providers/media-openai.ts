@@ -1,0 +1,144 @@
+import { randomBytes } from "node:crypto";
+import type { Attempt } from "../dispatch/types.js";
+import { UpstreamFailure } from "../dispatch/types.js";
+import { joinUrl, readJsonBody, type UpstreamHttp } from "./http-upstream.js";
+
+/**
+ * Media over the `openai` wire: the client's body is forwarded as-is with only `model` mapped,
+ * and the answer comes back as the provider gave it. Failures arrive as UpstreamFailure from
+ * UpstreamHttp, so the provider's own error body never reaches the client.
+ */
+export interface ImageDatum {
+  b64_json?: string;
+  url?: string;
+  revised_prompt?: string;
+}
+
+export interface UpstreamImages {
+  created?: number;
+  data: ImageDatum[];
+  usage?: unknown;
+}
+
+function authHeaders(attempt: Attempt, contentType: string): Record<string, string> {
+  const headers: Record<string, string> = { "content-type": contentType };
+  if (attempt.credential.secret) headers.authorization = `Bearer ${attempt.credential.secret}`;
+  return headers;
+}
+
+function endpoint(attempt: Attempt, path: string): string {
+  return joinUrl(attempt.provider.base_url ?? "", path);
+}
+
+export async function openaiImages(
+  http: UpstreamHttp,
+  attempt: Attempt,
+  body: Record<string, unknown>,
+  signal: AbortSignal,
+): Promise<UpstreamImages> {
+  const response = await http.post(
+    endpoint(attempt, "/images/generations"),
+    authHeaders(attempt, "application/json"),
+    JSON.stringify({ ...body, model: attempt.model.upstream_model }),
+    attempt.provider.timeout_ms,
+    signal,
+  );
+  const json = await readJsonBody<Partial<UpstreamImages>>(response.body);
+  if (!Array.isArray(json.data)) throw new UpstreamFailure("unavailable", 502);
+  return { created: json.created, data: json.data, usage: json.usage };
+}
+
+export async function openaiSpeech(
+  http: UpstreamHttp,
+  attempt: Attempt,
+  body: Record<string, unknown>,
+  signal: AbortSignal,
+): Promise<Buffer> {
+  const response = await http.post(
+    endpoint(attempt, "/audio/speech"),
+    authHeaders(attempt, "application/json"),
+    JSON.stringify({ ...body, model: attempt.model.upstream_model }),
+    attempt.provider.timeout_ms,
+    signal,
+  );
+  return readBytes(response.body);
+}
+
+export interface UploadedFile {
+  bytes: Uint8Array;
+  filename: string;
+  contentType: string;
+}
+
+/** What a transcription provider answered: JSON for json/verbose_json, text for the rest. */
+export type UpstreamTranscript =
+  | { kind: "json"; body: Record<string, unknown>; seconds: number | undefined }
+  | { kind: "text"; text: string };
+
+export async function openaiTranscription(
+  http: UpstreamHttp,
+  attempt: Attempt,
+  fields: Record<string, string>,
+  file: UploadedFile,
+  signal: AbortSignal,
+): Promise<UpstreamTranscript> {
+  const form = multipartBody({ ...fields, model: attempt.model.upstream_model }, file);
+  const response = await http.post(
+    endpoint(attempt, "/audio/transcriptions"),
+    authHeaders(attempt, form.contentType),
+    form.body,
+    attempt.provider.timeout_ms,
+    signal,
+  );
+  const format = fields.response_format ?? "json";
+  if (format !== "json" && format !== "verbose_json") {
+    return { kind: "text", text: (await readBytes(response.body)).toString("utf8") };
+  }
+  const body = await readJsonBody<Record<string, unknown>>(response.body);
+  return { kind: "json", body, seconds: reportedSeconds(body) };
+}
+
+/** OpenAI reports audio length as `usage.seconds` (json) or `duration` (verbose_json). */
+function reportedSeconds(body: Record<string, unknown>): number | undefined {
+  const usage = body.usage as { seconds?: unknown } | undefined;
+  const value = typeof usage?.seconds === "number" ? usage.seconds : body.duration;
+  return typeof value === "number" && Number.isFinite(value) && value >= 0 ? value : undefined;
+}
+
+/** RFC 7578 form data in one buffer: text fields first, then the file. */
+export function multipartBody(
+  fields: Record<string, string>,
+  file: UploadedFile,
+): { body: Buffer; contentType: string } {
+  const boundary = `----gateway${randomBytes(16).toString("hex")}`;
+  const parts: Buffer[] = [];
+  for (const [name, value] of Object.entries(fields)) {
+    parts.push(
+      Buffer.from(
+        `--${boundary}\r\nContent-Disposition: form-data; name="${quoted(name)}"\r\n\r\n${value}\r\n`,
+      ),
+    );
+  }
+  parts.push(
+    Buffer.from(
+      `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="${quoted(file.filename)}"\r\n` +
+        `Content-Type: ${file.contentType}\r\n\r\n`,
+    ),
+    Buffer.from(file.bytes),
+    Buffer.from(`\r\n--${boundary}--\r\n`),
+  );
+  return { body: Buffer.concat(parts), contentType: `multipart/form-data; boundary=${boundary}` };
+}
+
+/** Quotes and line breaks cannot appear inside a quoted header parameter. */
+function quoted(value: string): string {
+  return value.replace(/["\r\n]/g, "_");
+}
+
+async function readBytes(body: { arrayBuffer(): Promise<ArrayBuffer> }): Promise<Buffer> {
+  try {
+    return Buffer.from(await body.arrayBuffer());
+  } catch {
+    throw new UpstreamFailure("unavailable", 502);
+  }
+}

@@ -1,0 +1,367 @@
+import type { Context } from "hono";
+import { z } from "zod";
+import type { AppEnv } from "../app-env.js";
+import { type Admission, admit, settleAdmission } from "../billing/admission.js";
+import { forModality, resolveTarget, type Target } from "../dispatch/resolve.js";
+import { type Attempt, UpstreamFailure } from "../dispatch/types.js";
+import { badRequest, GatewayError } from "../errors.js";
+import { readJsonWithSize } from "../http/json-body.js";
+import { isMockSpeechFormat, readWavInfo, speechContentType } from "../media/index.js";
+import {
+  type MockTranscript,
+  mockMediaPreamble,
+  mockSpeechAudio,
+  mockTranscribe,
+  unsupportedSpeechFormat,
+} from "../providers/media-mock.js";
+import {
+  openaiSpeech,
+  openaiTranscription,
+  type UploadedFile,
+  type UpstreamTranscript,
+} from "../providers/media-openai.js";
+import { forMediaWire, onlyMock } from "../providers/media-wires.js";
+import type { Services } from "../services.js";
+import { failAdmission } from "./completions.js";
+import { clientSignal } from "./media.js";
+
+// ---- speech ---------------------------------------------------------------
+
+/** OpenAI's speech body; `response_format` stays free text so openai wires get any format. */
+const speechBody = z.looseObject({
+  model: z.string().min(1),
+  input: z.string().min(1).max(4096),
+  voice: z.union([z.string().min(1), z.looseObject({ id: z.string().min(1) })]),
+  response_format: z.string().min(1).optional(),
+  speed: z.number().min(0.25).max(4).optional(),
+  instructions: z.string().optional(),
+});
+type SpeechBody = z.infer<typeof speechBody>;
+
+/** POST /v1/audio/speech: the audio bytes, priced per character of input. */
+export function speechRoute(s: Services) {
+  return async (c: Context<AppEnv>) => {
+    const { data: body } = await readJsonWithSize(c, speechBody);
+    const target = mediaTarget(s, body.model, "speech");
+    const format = body.response_format;
+    // Refuse before holding money when no candidate could produce the format.
+    if (format !== undefined && !isMockSpeechFormat(format) && onlyMock(s, target)) {
+      throw unsupportedSpeechFormat(format);
+    }
+    const characters = [...body.input].length;
+    const signal = clientSignal(c);
+    const admission = await admitUnits(s, c, target, "audio.speech", characters, signal);
+    try {
+      const { result, attempt } = await s.dispatcher.dispatchWith(
+        target,
+        signal,
+        { byok: admission.byok, byokOnly: admission.byokOnly },
+        async (attempt) => ({ value: await speak(s, attempt, body, signal), streaming: false }),
+      );
+      settleUnits(s, admission, attempt, characters);
+      return c.body(new Uint8Array(result.bytes), 200, {
+        "content-type": speechContentType(result.format),
+        "content-length": String(result.bytes.length),
+      });
+    } catch (err) {
+      throw failAdmission(s, admission, err);
+    }
+  };
+}
+
+async function speak(
+  s: Services,
+  attempt: Attempt,
+  body: SpeechBody,
+  signal: AbortSignal,
+): Promise<{ bytes: Buffer; format: string }> {
+  if (attempt.provider.wire === "openai") {
+    // OpenAI's own default format is mp3.
+    return {
+      bytes: await openaiSpeech(s.http, attempt, body, signal),
+      format: body.response_format ?? "mp3",
+    };
+  }
+  await mockMediaPreamble(attempt.provider, body.input, signal);
+  return asRouteStep(() => mockSpeechAudio(body.input, body.response_format));
+}
+
+// ---- transcriptions -------------------------------------------------------
+
+/** OpenAI's upload limit for transcriptions. */
+export const maxTranscriptionBytes = 25 * 1024 * 1024;
+
+const transcriptionFormats = ["json", "text", "verbose_json", "srt", "vtt"] as const;
+type TranscriptionFormat = (typeof transcriptionFormats)[number];
+
+/**
+ * Without a duration from the provider, the hold assumes a low-bitrate speech codec (16 kbit/s)
+ * so it covers any real file, and the charge assumes a common one (128 kbit/s).
+ */
+const worstCaseBytesPerSecond = 2_000;
+const typicalBytesPerSecond = 16_000;
+
+interface TranscriptionRequest {
+  file: UploadedFile;
+  model: string;
+  format: TranscriptionFormat;
+  language: string | undefined;
+  /** Every text field of the form, forwarded as-is to openai wires. */
+  fields: Record<string, string>;
+}
+
+/** POST /v1/audio/transcriptions: multipart `file` + `model`, priced per second of audio. */
+export function transcriptionRoute(s: Services) {
+  return async (c: Context<AppEnv>) => {
+    const req = await readTranscriptionForm(c);
+    const target = mediaTarget(s, req.model, "transcription");
+    const wav = readWavInfo(req.file.bytes);
+    // The mock's answer is known now; a file it cannot read is a 400 before any money is held.
+    const mockAnswer = onlyMock(s, target) ? mockTranscribe(req.file.bytes) : undefined;
+    const holdSeconds = Math.max(
+      1,
+      Math.ceil(wav ? wav.durationSeconds : req.file.bytes.length / worstCaseBytesPerSecond),
+    );
+    const signal = clientSignal(c);
+    const admission = await admitUnits(s, c, target, "audio.transcriptions", holdSeconds, signal);
+    try {
+      const { result, attempt } = await s.dispatcher.dispatchWith(
+        target,
+        signal,
+        { byok: admission.byok, byokOnly: admission.byokOnly },
+        async (attempt) => ({
+          value: await transcribe(s, attempt, req, mockAnswer, signal),
+          streaming: false,
+        }),
+      );
+      const seconds =
+        result.seconds ?? wav?.durationSeconds ?? req.file.bytes.length / typicalBytesPerSecond;
+      settleUnits(s, admission, attempt, Math.max(1, Math.ceil(seconds)));
+      if (result.answer.kind === "text") {
+        return c.body(result.answer.text, 200, { "content-type": textType(req.format) });
+      }
+      return c.json(result.answer.body);
+    } catch (err) {
+      throw failAdmission(s, admission, err);
+    }
+  };
+}
+
+async function readTranscriptionForm(c: Context<AppEnv>): Promise<TranscriptionRequest> {
+  if (!/^multipart\/form-data/i.test(c.req.header("content-type") ?? "")) {
+    throw badRequest(
+      "Invalid request: send multipart/form-data with the audio in a field named file.",
+    );
+  }
+  let form: FormData;
+  try {
+    form = await c.req.formData();
+  } catch (err) {
+    if (err instanceof GatewayError) throw err;
+    throw badRequest("Request body could not be read as multipart/form-data.");
+  }
+  const file = form.get("file");
+  if (file === null || typeof file === "string") {
+    throw badRequest(
+      "Invalid request: file: required; send the audio as a multipart file field named file.",
+    );
+  }
+  if (file.size > maxTranscriptionBytes) {
+    throw new GatewayError(
+      413,
+      "bad_request",
+      "Invalid request: file: larger than the limit of 25 MB.",
+    );
+  }
+  if (file.size === 0) throw badRequest("Invalid request: file: the uploaded file is empty.");
+
+  const fields: Record<string, string> = {};
+  for (const [name, value] of form.entries()) {
+    if (typeof value === "string" && name !== "file") fields[name] = value;
+  }
+  if (!fields.model) throw badRequest("Invalid request: model: required.");
+  const format = fields.response_format ?? "json";
+  if (!(transcriptionFormats as readonly string[]).includes(format)) {
+    throw badRequest(
+      `Invalid request: response_format: must be one of ${transcriptionFormats.join(", ")}.`,
+    );
+  }
+  return {
+    file: {
+      bytes: new Uint8Array(await file.arrayBuffer()),
+      filename: file.name || "audio",
+      contentType: file.type || "application/octet-stream",
+    },
+    model: fields.model,
+    format: format as TranscriptionFormat,
+    language: fields.language || undefined,
+    fields,
+  };
+}
+
+async function transcribe(
+  s: Services,
+  attempt: Attempt,
+  req: TranscriptionRequest,
+  mockAnswer: MockTranscript | undefined,
+  signal: AbortSignal,
+): Promise<{ answer: UpstreamTranscript; seconds: number | undefined }> {
+  if (attempt.provider.wire === "openai") {
+    const answer = await openaiTranscription(s.http, attempt, req.fields, req.file, signal);
+    return { answer, seconds: answer.kind === "json" ? answer.seconds : undefined };
+  }
+  await mockMediaPreamble(attempt.provider, req.fields.prompt ?? "", signal);
+  const heard = mockAnswer ?? asRouteStep(() => mockTranscribe(req.file.bytes));
+  return { answer: renderTranscript(heard, req), seconds: heard.durationSeconds };
+}
+
+interface Segment {
+  id: number;
+  seek: number;
+  start: number;
+  end: number;
+  text: string;
+  tokens: number[];
+  temperature: number;
+  avg_logprob: number;
+  compression_ratio: number;
+  no_speech_prob: number;
+}
+
+/** The mock's transcript in each of OpenAI's formats; segments are sentences, timed by length. */
+export function renderTranscript(
+  heard: MockTranscript,
+  req: { format: TranscriptionFormat; language?: string },
+): UpstreamTranscript {
+  const { text, durationSeconds } = heard;
+  const seconds = round2(durationSeconds);
+  if (req.format === "json") {
+    return {
+      kind: "json",
+      body: { text, usage: { type: "duration", seconds: Math.ceil(seconds) } },
+      seconds,
+    };
+  }
+  if (req.format === "text") return { kind: "text", text };
+  const segments = sentenceSegments(text, seconds);
+  if (req.format === "verbose_json") {
+    return {
+      kind: "json",
+      body: {
+        task: "transcribe",
+        language: req.language ?? "english",
+        duration: seconds,
+        text,
+        segments,
+      },
+      seconds,
+    };
+  }
+  if (req.format === "srt") {
+    const blocks = segments.map(
+      (seg, i) =>
+        `${i + 1}\n${timestamp(seg.start, ",")} --> ${timestamp(seg.end, ",")}\n${seg.text.trim()}\n`,
+    );
+    return { kind: "text", text: blocks.join("\n") };
+  }
+  const cues = segments.map(
+    (seg) => `${timestamp(seg.start, ".")} --> ${timestamp(seg.end, ".")}\n${seg.text.trim()}\n`,
+  );
+  return { kind: "text", text: `WEBVTT\n\n${cues.join("\n")}` };
+}
+
+function sentenceSegments(text: string, seconds: number): Segment[] {
+  const sentences = text.split(/(?<=[.!?])\s+/).filter((part) => part.trim() !== "");
+  const total = sentences.reduce((sum, part) => sum + part.length, 0) || 1;
+  let start = 0;
+  return (sentences.length ? sentences : [text]).map((part, id) => {
+    const end =
+      id === sentences.length - 1 ? seconds : round2(start + (seconds * part.length) / total);
+    const segment: Segment = {
+      id,
+      seek: 0,
+      start,
+      end,
+      text: ` ${part.trim()}`,
+      tokens: [],
+      temperature: 0,
+      avg_logprob: 0,
+      compression_ratio: 1,
+      no_speech_prob: 0,
+    };
+    start = end;
+    return segment;
+  });
+}
+
+function timestamp(seconds: number, separator: "," | "."): string {
+  const ms = Math.round(seconds * 1000);
+  const pad = (value: number, width = 2) => String(value).padStart(width, "0");
+  const h = Math.floor(ms / 3_600_000);
+  const m = Math.floor((ms % 3_600_000) / 60_000);
+  const s = Math.floor((ms % 60_000) / 1000);
+  return `${pad(h)}:${pad(m)}:${pad(s)}${separator}${pad(ms % 1000, 3)}`;
+}
+
+function round2(value: number): number {
+  return Math.round(value * 100) / 100;
+}
+
+function textType(format: TranscriptionFormat): string {
+  if (format === "vtt") return "text/vtt; charset=utf-8";
+  return "text/plain; charset=utf-8";
+}
+
+// ---- shared ---------------------------------------------------------------
+
+/**
+ * Inside a route mixing the mock with other providers, the mock refusing a format or a file
+ * moves the request on to the next step. (With only mock candidates the clear 400 was already
+ * answered before dispatch.)
+ */
+function asRouteStep<T>(mockCall: () => T): T {
+  try {
+    return mockCall();
+  } catch (err) {
+    if (err instanceof GatewayError && err.status === 400) {
+      throw new UpstreamFailure("rejected", 400, "invalid_request_error");
+    }
+    throw err;
+  }
+}
+
+function mediaTarget(s: Services, model: string, modality: "speech" | "transcription"): Target {
+  const target = forModality(resolveTarget(s.store.getCatalog(), model), modality);
+  return forMediaWire(s, target, modality);
+}
+
+function admitUnits(
+  s: Services,
+  c: Context<AppEnv>,
+  target: Target,
+  endpoint: string,
+  units: number,
+  signal: AbortSignal,
+): Promise<Admission> {
+  return admit(s, {
+    key: c.get("auth").key,
+    target,
+    endpoint,
+    accountRpm: false,
+    worstCase: () => ({ inputTokens: 0, outputTokens: 0, units }),
+    stream: false,
+    signal,
+  });
+}
+
+function settleUnits(s: Services, admission: Admission, attempt: Attempt, units: number): void {
+  settleAdmission(s, admission, {
+    status: 200,
+    usage: { input_tokens: 0, output_tokens: 0 },
+    units,
+    delivered: true,
+    model: attempt.model,
+    providerId: attempt.provider.id,
+    byokServed: attempt.credential.source === "byok",
+  });
+}

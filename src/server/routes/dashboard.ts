@@ -1,0 +1,210 @@
+import type { Context, Hono } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import { getCookie, setCookie } from "hono/cookie";
+import type { AppEnv } from "../app-env.js";
+import { DeviceCodes, formatUserCode, normalizeUserCode } from "../dashboard/device-codes.js";
+import { formField, sendPage } from "../dashboard/http.js";
+import {
+  csrfTokenMatches,
+  isSameOriginRequest,
+  type OwnerSession,
+  OwnerSessions,
+  sessionCookieName,
+  sessionTtlSeconds,
+} from "../dashboard/owner-session.js";
+import {
+  approvalPage,
+  approvedPage,
+  dashboardPage,
+  decisionRefusedPage,
+  deniedPage,
+  forbiddenPage,
+  ownerLinkInvalidPage,
+  signInNeededPage,
+  userCodeFormPage,
+} from "../dashboard/pages.js";
+import { GatewayError } from "../errors.js";
+import type { Services } from "../services.js";
+import { installDeviceAuthRoutes } from "./device-auth.js";
+import { installDashboardKeyRoutes, installToolKeyRoutes, mintKey } from "./tool-keys.js";
+
+/**
+ * The owner's side of login and keys:
+ *   GET  /dashboard/login?token=...      one-time owner URL -> session cookie, 303 to /dashboard
+ *   GET  /dashboard                       the account's keys, revoke and create forms
+ *   GET  /dashboard/device?user_code=...  the approval page (or a form asking for the code)
+ *   POST /dashboard/device/approve|deny   form: user_code, csrf_token
+ *   POST /dashboard/keys                  form: label, shared?, csrf_token (shows the new key once)
+ *   POST /dashboard/keys/:id/revoke       form: csrf_token
+ * plus the JSON routes of device-auth.ts and tool-keys.ts.
+ */
+
+export const defaultDeviceCodeTtlSeconds = 600;
+export const defaultDevicePollIntervalSeconds = 5;
+/** Dashboard forms are a few short fields. */
+const formBodyLimitBytes = 16 * 1024;
+
+type Guarded =
+  | { ok: true; session: OwnerSession; form: Record<string, unknown> }
+  | { ok: false; response: Response };
+
+export function installDashboardRoutes(app: Hono<AppEnv>, s: Services): void {
+  const devices = new DeviceCodes(s.store, {
+    ttlSeconds: s.options.deviceCodeTtlSeconds ?? defaultDeviceCodeTtlSeconds,
+    intervalSeconds: s.options.devicePollIntervalSeconds ?? defaultDevicePollIntervalSeconds,
+  });
+  const sessions = new OwnerSessions(s.store);
+  installDeviceAuthRoutes(app, s, devices);
+  installToolKeyRoutes(app, s);
+  installDashboardKeyRoutes(app, s, sessions);
+
+  const currentSession = (c: Context) =>
+    sessions.find(getCookie(c, sessionCookieName), s.options.now());
+
+  /** Session, same origin and CSRF token, in that order; each failure is a page saying which. */
+  const guardedForm = async (c: Context): Promise<Guarded> => {
+    const session = currentSession(c);
+    if (!session) return { ok: false, response: sendPage(c, signInNeededPage()) };
+    if (!isSameOriginRequest(c.req.header("origin"), c.req.header("sec-fetch-site"), c.req.url)) {
+      return {
+        ok: false,
+        response: sendPage(c, forbiddenPage("Cross-origin form posts are not accepted.")),
+      };
+    }
+    const form = await c.req.parseBody();
+    if (!csrfTokenMatches(session, formField(form, "csrf_token"))) {
+      return {
+        ok: false,
+        response: sendPage(
+          c,
+          forbiddenPage(
+            "The form's CSRF token is missing or wrong. Reload the page and try again.",
+          ),
+        ),
+      };
+    }
+    return { ok: true, session, form };
+  };
+
+  app.use(
+    "/dashboard/*",
+    bodyLimit({
+      maxSize: formBodyLimitBytes,
+      onError: (c) => c.text("form too large", 413),
+    }),
+  );
+
+  app.get("/dashboard/login", (c) => {
+    const now = s.options.now();
+    const token = c.req.query("token");
+    const value = token ? sessions.redeemOwnerLink(token, now) : undefined;
+    if (value) {
+      setCookie(c, sessionCookieName, value, {
+        httpOnly: true,
+        sameSite: "Strict",
+        path: "/",
+        maxAge: sessionTtlSeconds,
+        secure: new URL(c.req.url).protocol === "https:",
+      });
+      return c.redirect("/dashboard", 303);
+    }
+    // A reused link in a browser that already holds a session is harmless: go on to the dashboard.
+    if (currentSession(c)) return c.redirect("/dashboard", 303);
+    return sendPage(c, ownerLinkInvalidPage());
+  });
+
+  app.get("/dashboard", (c) => {
+    const session = currentSession(c);
+    if (!session) return sendPage(c, signInNeededPage());
+    return sendPage(
+      c,
+      dashboardPage({
+        accountId: session.accountId,
+        keys: s.store.listKeys(session.accountId),
+        csrfToken: session.csrfToken,
+      }),
+    );
+  });
+
+  app.post("/dashboard/keys", async (c) => {
+    const guard = await guardedForm(c);
+    if (!guard.ok) return guard.response;
+    const { session, form } = guard;
+    const label = (formField(form, "label") ?? "").trim().slice(0, 100);
+    const keys = () => s.store.listKeys(session.accountId);
+    const base = { accountId: session.accountId, csrfToken: session.csrfToken };
+    if (!label)
+      return sendPage(c, {
+        ...dashboardPage({ ...base, keys: keys(), notice: "A key needs a label." }),
+        status: 400,
+      });
+    try {
+      const created = mintKey(s, {
+        accountId: session.accountId,
+        parentKeyId: null,
+        label,
+        shared: formField(form, "shared") !== undefined,
+        limiterId: `session:${session.id}`,
+      });
+      return sendPage(
+        c,
+        dashboardPage({ ...base, keys: keys(), newKey: { label, value: created.key } }),
+      );
+    } catch (err) {
+      if (!(err instanceof GatewayError) || err.status !== 429) throw err;
+      return sendPage(c, {
+        ...dashboardPage({ ...base, keys: keys(), notice: err.message }),
+        status: 429,
+      });
+    }
+  });
+
+  app.post("/dashboard/keys/:id/revoke", async (c) => {
+    const guard = await guardedForm(c);
+    if (!guard.ok) return guard.response;
+    const key = s.store.getKey(c.req.param("id"));
+    if (key && key.account_id === guard.session.accountId)
+      s.store.revokeKey(key.id, s.options.now());
+    // Post/redirect/get: a reload of the list does not post the form again.
+    return c.redirect("/dashboard", 303);
+  });
+
+  app.get("/dashboard/device", (c) => {
+    const session = currentSession(c);
+    if (!session) return sendPage(c, signInNeededPage());
+    const raw = c.req.query("user_code");
+    if (raw === undefined || raw.trim() === "") return sendPage(c, userCodeFormPage());
+    const userCode = normalizeUserCode(raw);
+    if (!userCode) return sendPage(c, decisionRefusedPage("unknown"));
+    const now = s.options.now();
+    const found = devices.lookup(userCode, now);
+    if (!found.ok) return sendPage(c, decisionRefusedPage(found.refusal));
+    return sendPage(
+      c,
+      approvalPage({
+        userCode: formatUserCode(userCode),
+        clientName: found.row.client_name,
+        accountId: session.accountId,
+        expiresInSeconds: (found.row.expires_at - now) / 1000,
+        csrfToken: session.csrfToken,
+      }),
+    );
+  });
+
+  for (const decision of ["approve", "deny"] as const) {
+    app.post(`/dashboard/device/${decision}`, async (c) => {
+      const guard = await guardedForm(c);
+      if (!guard.ok) return guard.response;
+      const userCode = normalizeUserCode(formField(guard.form, "user_code") ?? "");
+      if (!userCode) return sendPage(c, decisionRefusedPage("unknown"));
+      const now = s.options.now();
+      const outcome =
+        decision === "approve"
+          ? devices.approve(userCode, guard.session.accountId, now)
+          : devices.deny(userCode, now);
+      if (!outcome.ok) return sendPage(c, decisionRefusedPage(outcome.refusal));
+      const shown = formatUserCode(userCode);
+      return sendPage(c, decision === "approve" ? approvedPage(shown) : deniedPage(shown));
+    });
+  }
+}

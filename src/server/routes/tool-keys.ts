@@ -1,0 +1,213 @@
+import type { Context, Hono } from "hono";
+import { getCookie } from "hono/cookie";
+import { z } from "zod";
+import type { KeyRow, KeyWithAccount } from "../../store/types.js";
+import type { AppEnv } from "../app-env.js";
+import { authenticate, presentedKey } from "../auth.js";
+import {
+  csrfTokenMatches,
+  type OwnerSession,
+  type OwnerSessions,
+  sessionCookieName,
+} from "../dashboard/owner-session.js";
+import { GatewayError, PlainTextError } from "../errors.js";
+import { readJson } from "../http/json-body.js";
+import type { Services } from "../services.js";
+
+/**
+ * Per-tool keys, minted from a login key (bearer) or from the owner's dashboard session:
+ *   POST   /api/keys            {label, shared?} -> 201 {id, key, label, kind, created_at}
+ *   GET    /api/keys                              -> {data: [key view]} (keys this login key minted)
+ *   DELETE /api/keys/:idOrLabel                   -> {id, revoked: true}
+ *   GET    /api/auth/whoami                       -> {account_id, key_id, kind, label, prefix}
+ *   POST   /api/auth/logout                       -> {id, revoked: true} (the presenting login key)
+ *   /api/dashboard/keys[...]                      -> the same for the owner session (cookie + x-csrf-token)
+ * Times are epoch milliseconds, like the rest of the /api surface.
+ */
+
+export const createKeyBody = z.object({
+  label: z.string().trim().min(1, "label must not be empty").max(100),
+  shared: z.boolean().optional(),
+});
+
+export interface KeyView {
+  id: string;
+  label: string;
+  kind: KeyRow["kind"];
+  prefix: string;
+  created_at: number;
+  last_used_at: number | null;
+  revoked_at: number | null;
+}
+
+/** Everything about a key that may be shown after creation: never its value or hash. */
+export function keyView(key: KeyRow): KeyView {
+  return {
+    id: key.id,
+    label: key.label,
+    kind: key.kind,
+    prefix: key.prefix,
+    created_at: key.created_at,
+    last_used_at: key.last_used_at,
+    revoked_at: key.revoked_at,
+  };
+}
+
+/** The one answer that carries a key's value. */
+export function mintKey(
+  s: Services,
+  input: {
+    accountId: string;
+    parentKeyId: string | null;
+    label: string;
+    shared: boolean;
+    limiterId: string;
+  },
+) {
+  const now = s.options.now();
+  s.limits.takeKeyCreation(input.limiterId, now);
+  const { key, value } = s.store.createKey({
+    accountId: input.accountId,
+    label: input.label,
+    kind: input.shared ? "shared" : "standard",
+    parentKeyId: input.parentKeyId,
+    now,
+  });
+  return { id: key.id, key: value, label: key.label, kind: key.kind, created_at: key.created_at };
+}
+
+/** By id first; else by label among the active keys, which must then be unambiguous. */
+export function findKeyToRevoke(candidates: KeyRow[], idOrLabel: string): KeyRow {
+  const byId = candidates.find((k) => k.id === idOrLabel);
+  if (byId) return byId;
+  const byLabel = candidates.filter((k) => k.label === idOrLabel && k.revoked_at === null);
+  if (byLabel.length === 1) return byLabel[0];
+  if (byLabel.length > 1) {
+    throw new GatewayError(
+      400,
+      "bad_request",
+      `${byLabel.length} active keys are labelled "${idOrLabel}"; revoke one by its id.`,
+    );
+  }
+  throw new GatewayError(
+    404,
+    "not_found",
+    `No key with id or label "${idOrLabel}" among your keys.`,
+  );
+}
+
+function revoke(s: Services, key: KeyRow) {
+  s.store.revokeKey(key.id, s.options.now());
+  return { id: key.id, revoked: true };
+}
+
+function bearerKey(c: Context, s: Services): KeyWithAccount {
+  return authenticate(s.store, presentedKey(c), s.options.now());
+}
+
+/** Per-tool key management needs the login key itself, not one of the keys it hands out. */
+function requireLoginKey(c: Context, s: Services): KeyWithAccount {
+  const key = bearerKey(c, s);
+  if (key.kind !== "login") {
+    throw new GatewayError(
+      403,
+      "forbidden",
+      `This endpoint needs a login key (from \`gateway login\`); the presented key is a ${key.kind} key.`,
+    );
+  }
+  return key;
+}
+
+export function installToolKeyRoutes(app: Hono<AppEnv>, s: Services): void {
+  app.post("/api/keys", async (c) => {
+    const login = requireLoginKey(c, s);
+    const body = await readJson(c, createKeyBody);
+    const created = mintKey(s, {
+      accountId: login.account_id,
+      parentKeyId: login.id,
+      label: body.label,
+      shared: body.shared ?? false,
+      limiterId: login.id,
+    });
+    return c.json(created, 201, { "cache-control": "no-store" });
+  });
+
+  app.get("/api/keys", (c) => {
+    const login = requireLoginKey(c, s);
+    return c.json({ data: s.store.listChildKeys(login.id).map(keyView) });
+  });
+
+  app.delete("/api/keys/:idOrLabel", (c) => {
+    const login = requireLoginKey(c, s);
+    return c.json(
+      revoke(s, findKeyToRevoke(s.store.listChildKeys(login.id), c.req.param("idOrLabel"))),
+    );
+  });
+
+  // Any kind of key may ask who it is: `gateway whoami` also runs with GATEWAY_API_KEY set to a tool key.
+  app.get("/api/auth/whoami", (c) => {
+    const key = bearerKey(c, s);
+    return c.json({
+      account_id: key.account_id,
+      key_id: key.id,
+      kind: key.kind,
+      label: key.label,
+      prefix: key.prefix,
+    });
+  });
+
+  app.post("/api/auth/logout", (c) => {
+    const login = requireLoginKey(c, s);
+    return c.json(revoke(s, login));
+  });
+}
+
+/** The owner-session twin of /api/keys: every key of the account, CSRF header on writes. */
+export function installDashboardKeyRoutes(
+  app: Hono<AppEnv>,
+  s: Services,
+  sessions: OwnerSessions,
+): void {
+  const session = (c: Context, write: boolean): OwnerSession => {
+    const found = sessions.find(getCookie(c, sessionCookieName), s.options.now());
+    if (!found) {
+      throw new PlainTextError(
+        401,
+        "no dashboard session: open the owner URL printed by `gateway serve`",
+      );
+    }
+    if (write && !csrfTokenMatches(found, c.req.header("x-csrf-token"))) {
+      throw new GatewayError(
+        403,
+        "forbidden",
+        "Missing or invalid CSRF token (send it in x-csrf-token).",
+      );
+    }
+    return found;
+  };
+
+  app.get("/api/dashboard/keys", (c) => {
+    const owner = session(c, false);
+    return c.json({ data: s.store.listKeys(owner.accountId).map(keyView) });
+  });
+
+  app.post("/api/dashboard/keys", async (c) => {
+    const owner = session(c, true);
+    const body = await readJson(c, createKeyBody);
+    const created = mintKey(s, {
+      accountId: owner.accountId,
+      parentKeyId: null,
+      label: body.label,
+      shared: body.shared ?? false,
+      limiterId: `session:${owner.id}`,
+    });
+    return c.json(created, 201, { "cache-control": "no-store" });
+  });
+
+  app.delete("/api/dashboard/keys/:idOrLabel", (c) => {
+    const owner = session(c, true);
+    return c.json(
+      revoke(s, findKeyToRevoke(s.store.listKeys(owner.accountId), c.req.param("idOrLabel"))),
+    );
+  });
+}
