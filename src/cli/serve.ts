@@ -1,6 +1,4 @@
 import type { Command } from "commander";
-import { ConfigError } from "../server/config/load.js";
-import { startGateway } from "../server/gateway.js";
 import { UserError } from "./errors.js";
 
 interface ServeOptions {
@@ -15,12 +13,18 @@ interface ServeOptions {
 export function registerServe(program: Command): void {
   program
     .command("serve")
-    .description("Run the gateway on this machine (SQLite; a built-in mock provider answers offline)")
+    .description(
+      "Run the gateway on this machine (SQLite; a built-in mock provider answers offline)",
+    )
     .option("-p, --port <port>", "port to listen on (0 picks a free one)", "8787")
     .option("--host <host>", "interface to bind", "127.0.0.1")
     .option("--db <file>", "SQLite database file (:memory: for a throwaway one)", "gateway.db")
     .option("-c, --config <file>", "JSON config to apply (upserted; see README)")
-    .option("--keepalive-ms <ms>", "SSE keepalive interval while a stream waits for its first token", "15000")
+    .option(
+      "--keepalive-ms <ms>",
+      "SSE keepalive interval while a stream waits for its first token",
+      "15000",
+    )
     .option("--json", "print the ready line as JSON, for scripts")
     .addHelpText(
       "after",
@@ -34,13 +38,23 @@ Examples:
       const started = performance.now();
       const port = parseInteger(opts.port, "--port");
       const keepaliveMs = parseInteger(opts.keepaliveMs, "--keepalive-ms");
+      // Loaded here, not at the top: the client commands should not pay for the server's modules.
+      const { startGateway } = await import("../server/gateway.js");
+      const { ConfigError } = await import("../server/config/load.js");
       let gateway: Awaited<ReturnType<typeof startGateway>>;
       try {
-        gateway = await startGateway({ port, host: opts.host, db: opts.db, config: opts.config, keepaliveMs });
+        gateway = await startGateway({
+          port,
+          host: opts.host,
+          db: opts.db,
+          config: opts.config,
+          keepaliveMs,
+        });
       } catch (err) {
         if (err instanceof ConfigError) throw new UserError(err.message);
         const code = (err as NodeJS.ErrnoException).code;
-        if (code === "EADDRINUSE") throw new UserError(`port ${port} is already in use; try --port 0`);
+        if (code === "EADDRINUSE")
+          throw new UserError(`port ${port} is already in use; try --port 0`);
         if (code === "SQLITE_CANTOPEN") throw new UserError(`cannot open database ${opts.db}`);
         throw err;
       }
@@ -52,10 +66,15 @@ Examples:
       process.once("SIGTERM", stop);
       const readyMs = Math.round(performance.now() - started);
       if (opts.json) {
-        process.stdout.write(`${JSON.stringify({ url: gateway.url, port: gateway.port, demo_key: gateway.demoKey, owner_url: gateway.ownerUrl, ready_ms: readyMs })}\n`);
+        process.stdout.write(
+          `${JSON.stringify({ url: gateway.url, port: gateway.port, demo_key: gateway.demoKey, owner_url: gateway.ownerUrl, ready_ms: readyMs })}\n`,
+        );
       } else {
         process.stdout.write(`gateway listening on ${gateway.url} (ready in ${readyMs} ms)\n`);
-        if (gateway.ownerUrl) process.stdout.write(`owner dashboard (one-time link, opens a session): ${gateway.ownerUrl}\n`);
+        if (gateway.ownerUrl)
+          process.stdout.write(
+            `owner dashboard (one-time link, opens a session): ${gateway.ownerUrl}\n`,
+          );
         if (gateway.demoKey) {
           process.stdout.write(
             `demo key (shown once, store it now): ${gateway.demoKey}\n` +
@@ -68,6 +87,7 @@ Examples:
 
 function parseInteger(value: string, flag: string): number {
   const n = Number(value);
-  if (!Number.isInteger(n) || n < 0) throw new UserError(`${flag} must be a non-negative integer, got "${value}"`);
+  if (!Number.isInteger(n) || n < 0)
+    throw new UserError(`${flag} must be a non-negative integer, got "${value}"`);
   return n;
 }

@@ -1,0 +1,440 @@
+import { mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { dirname } from "node:path";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { openKeychainStore } from "../src/cli/credentials/keychain-store.js";
+import {
+  type CliHome,
+  cliHome,
+  killRunningClis,
+  loginPrompt,
+  ownerDecides,
+  runCli,
+  spawnCli,
+} from "./support/cli.js";
+import { chat, post, type TestGateway, testGateway } from "./support/gateway.js";
+import { serveProcess } from "./support/serve-process.js";
+
+/** The real `bin/gateway` as a subprocess (run `npm run build` first), against real gateways. */
+
+let gw: TestGateway;
+let shortLived: TestGateway;
+const homes: CliHome[] = [];
+
+beforeAll(async () => {
+  [gw, shortLived] = await Promise.all([
+    testGateway({ devicePollIntervalSeconds: 1 }),
+    testGateway({ devicePollIntervalSeconds: 1, deviceCodeTtlSeconds: 2 }),
+  ]);
+});
+afterAll(async () => {
+  await Promise.all([gw?.close(), shortLived?.close()]);
+});
+afterEach(() => {
+  killRunningClis();
+  for (const home of homes.splice(0)) home.remove();
+});
+
+function newHome(env: NodeJS.ProcessEnv = {}): CliHome {
+  const home = cliHome(env);
+  homes.push(home);
+  return home;
+}
+
+function storedKey(home: CliHome, profile = "default"): string {
+  const file = JSON.parse(readFileSync(home.credentialsPath, "utf8")) as {
+    profiles: Record<string, { key: string }>;
+  };
+  return file.profiles[profile].key;
+}
+
+/** A logged-in CLI home without the browser dance: a fresh login key written to the file store. */
+function loggedInHome(): { home: CliHome; loginKey: string; loginKeyId: string } {
+  const home = newHome();
+  const { key, value } = gw.services.store.createKey({
+    accountId: "acct",
+    label: "cli test",
+    kind: "login",
+  });
+  mkdirSync(dirname(home.credentialsPath), { recursive: true, mode: 0o700 });
+  const login = {
+    key: value,
+    baseUrl: gw.url,
+    keyId: key.id,
+    accountId: "acct",
+    savedAt: new Date().toISOString(),
+  };
+  writeFileSync(
+    home.credentialsPath,
+    JSON.stringify({ version: 1, profiles: { default: login } }),
+    { mode: 0o600 },
+  );
+  return { home, loginKey: value, loginKeyId: key.id };
+}
+
+/** A port nothing listens on: bound, read and released. */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+const noStackTrace = (text: string) => expect(text).not.toMatch(/\n\s+at .+:\d+:\d+/);
+
+describe("gateway login", () => {
+  it("completes the device flow approved over HTTP and stores a working key in a 0600 file", async () => {
+    const home = newHome();
+    const cli = spawnCli(["login", "--no-browser", "--base-url", gw.url], home.env);
+    const { url, userCode } = await loginPrompt(cli);
+    expect(url).toBe(`${gw.url}/dashboard/device?user_code=${userCode}`);
+    const approved = await ownerDecides(gw, userCode, "approve");
+    expect(approved.status).toBe(200);
+    const done = await cli.exit();
+    expect(done.code).toBe(0);
+    expect(done.stdout).toMatch(/Logged in to .* as account acct/);
+    expect(done.stderr).toContain("Waiting for approval");
+
+    const key = storedKey(home);
+    expect(key).toMatch(/^kn-/);
+    expect(done.stdout + done.stderr).not.toContain(key);
+    expect(statSync(dirname(home.credentialsPath)).mode & 0o777).toBe(0o700);
+    expect(statSync(home.credentialsPath).mode & 0o777).toBe(0o600);
+    const res = await post(gw, "/v1/chat/completions", chat(), { authorization: `Bearer ${key}` });
+    expect(res.status).toBe(200);
+  });
+
+  it("ends with a non-zero exit and a clear message when the owner denies", async () => {
+    const home = newHome();
+    const cli = spawnCli(["login", "--no-browser", "--base-url", gw.url], home.env);
+    const { userCode } = await loginPrompt(cli);
+    await ownerDecides(gw, userCode, "deny");
+    const done = await cli.exit();
+    expect(done.code).toBe(1);
+    expect(done.stderr).toContain("gateway: login denied in the browser; no key was created");
+    noStackTrace(done.stderr);
+    expect(() => statSync(home.credentialsPath)).toThrow();
+  });
+
+  it("ends with a non-zero exit and a clear message when the code expires", async () => {
+    const home = newHome();
+    const done = await runCli(["login", "--no-browser", "--base-url", shortLived.url], home.env);
+    expect(done.code).toBe(1);
+    expect(done.stderr).toContain(
+      "gateway: the code expired before it was approved; run `gateway login` again",
+    );
+    noStackTrace(done.stderr);
+  });
+
+  it("honours slow_down by adding 5 s to its polling interval", async () => {
+    const polls: number[] = [];
+    const fake: Server = createServer((req, res) => {
+      const reply = (status: number, body: object) => {
+        res.writeHead(status, { "content-type": "application/json" });
+        res.end(JSON.stringify(body));
+      };
+      if (req.url === "/api/auth/device/code") {
+        const uri = "http://127.0.0.1/dashboard/device";
+        return reply(200, {
+          device_code: "fake-device-code",
+          user_code: "BCDF-GHJK",
+          verification_uri: uri,
+          verification_uri_complete: `${uri}?user_code=BCDF-GHJK`,
+          expires_in: 60,
+          interval: 1,
+        });
+      }
+      polls.push(Date.now());
+      if (polls.length === 1) return reply(400, { error: "slow_down" });
+      return reply(200, {
+        access_token: "kn-fake-token-for-slow-down-test",
+        token_type: "bearer",
+        key_id: "key_fake",
+        account_id: "fake",
+      });
+    });
+    await new Promise<void>((resolve) => fake.listen(0, "127.0.0.1", resolve));
+    try {
+      const home = newHome();
+      const url = `http://127.0.0.1:${(fake.address() as AddressInfo).port}`;
+      const done = await runCli(["login", "--no-browser", "--base-url", url], home.env, 15_000);
+      expect(done.code).toBe(0);
+      expect(polls).toHaveLength(2);
+      const gap = polls[1] - polls[0];
+      expect(gap).toBeGreaterThanOrEqual(5_900);
+      // Well under 11 s: the 5 s is added once, not twice.
+      expect(gap).toBeLessThan(9_500);
+      expect(done.stderr).toContain("every 6 s");
+    } finally {
+      fake.close();
+    }
+  }, 20_000);
+
+  it("says plainly when the gateway cannot be reached", async () => {
+    const url = `http://127.0.0.1:${await closedPort()}`;
+    const done = await runCli(["login", "--no-browser", "--base-url", url], newHome().env);
+    expect(done.code).toBe(1);
+    expect(done.stderr).toMatch(
+      /^gateway: cannot reach the gateway at http:\/\/127\.0\.0\.1:\d+ \(ECONNREFUSED\); is `gateway serve` running\?/,
+    );
+    noStackTrace(done.stderr);
+  });
+});
+
+describe("gateway keys", () => {
+  it("creates, lists and revokes per-tool keys; a revoked key gets 401 on the next request", async () => {
+    const { home, loginKey } = loggedInHome();
+    const created = await runCli(["keys", "create", "--label", "ci"], home.env);
+    expect(created.code).toBe(0);
+    const key = created.stdout.trim();
+    expect(key).toMatch(/^kn-[A-Za-z0-9_-]{43}$/);
+    expect(created.stderr).toMatch(/Created standard key key_\S+ "ci"\. Copy it now/);
+    expect(
+      (await post(gw, "/v1/chat/completions", chat(), { authorization: `Bearer ${key}` })).status,
+    ).toBe(200);
+
+    const json = await runCli(
+      ["keys", "create", "--label", "team", "--shared", "--json"],
+      home.env,
+    );
+    const shared = JSON.parse(json.stdout) as {
+      id: string;
+      key: string;
+      kind: string;
+      label: string;
+    };
+    expect(shared).toMatchObject({ kind: "shared", label: "team" });
+
+    const list = await runCli(["keys", "list"], home.env);
+    expect(list.code).toBe(0);
+    expect(list.stdout).toMatch(
+      /^ID\s+LABEL\s+KIND\s+PREFIX\s+CREATED \(UTC\)\s+LAST USED \(UTC\)\s+STATUS/,
+    );
+    expect(list.stdout).toMatch(/\sci\s+standard\s/);
+    expect(list.stdout).toMatch(/\steam\s+shared\s/);
+    for (const secret of [key, shared.key, loginKey])
+      expect(list.stdout + list.stderr).not.toContain(secret);
+
+    const listJson = JSON.parse((await runCli(["keys", "list", "--json"], home.env)).stdout) as {
+      data: { id: string; label: string; last_used_at: number | null }[];
+    };
+    expect(listJson.data.map((k) => k.label)).toEqual(["ci", "team"]);
+    expect(listJson.data[0].last_used_at).not.toBeNull();
+
+    const revoked = await runCli(["keys", "revoke", "ci"], home.env);
+    expect(revoked.code).toBe(0);
+    expect(revoked.stdout).toMatch(/^Revoked key key_/);
+    const after = await post(gw, "/v1/chat/completions", chat(), {
+      authorization: `Bearer ${key}`,
+    });
+    expect(after.status).toBe(401);
+    const byId = await runCli(["keys", "revoke", shared.id], home.env);
+    expect(byId.code).toBe(0);
+
+    const unknown = await runCli(["keys", "revoke", "no-such-key"], home.env);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toBe(
+      'gateway: No key with id or label "no-such-key" among your keys (404 not_found)\n',
+    );
+  });
+
+  it("reports the 21st create in a minute as a plain 429; list and revoke keep working", async () => {
+    const { home, loginKey } = loggedInHome();
+    for (let i = 0; i < 20; i++) {
+      const res = await post(
+        gw,
+        "/api/keys",
+        { label: `bulk-${i}` },
+        { authorization: `Bearer ${loginKey}` },
+      );
+      expect(res.status).toBe(201);
+    }
+    const limited = await runCli(["keys", "create", "--label", "one-too-many"], home.env);
+    expect(limited.code).toBe(1);
+    expect(limited.stdout).toBe("");
+    expect(limited.stderr).toMatch(
+      /^gateway: the gateway is rate limiting this \(429 rate_limit_exceeded\): .*20 per minute/,
+    );
+    noStackTrace(limited.stderr);
+    const list = await runCli(["keys", "list", "--json"], home.env);
+    expect(list.code).toBe(0);
+    expect((JSON.parse(list.stdout) as { data: unknown[] }).data).toHaveLength(20);
+    expect((await runCli(["keys", "revoke", "bulk-0"], home.env)).code).toBe(0);
+  });
+
+  it("says 'not logged in' without a stored key, and refuses a non-login GATEWAY_API_KEY plainly", async () => {
+    const home = newHome();
+    const done = await runCli(["keys", "list", "--base-url", gw.url], home.env);
+    expect(done.code).toBe(1);
+    expect(done.stderr).toBe(
+      "gateway: not logged in; run `gateway login` (or set GATEWAY_API_KEY)\n",
+    );
+    const standard = gw.services.store.createKey({
+      accountId: "acct",
+      label: "plain",
+      kind: "standard",
+    }).value;
+    const withEnv = await runCli(["keys", "create", "--label", "x", "--base-url", gw.url], {
+      ...home.env,
+      GATEWAY_API_KEY: standard,
+    });
+    expect(withEnv.code).toBe(1);
+    expect(withEnv.stderr).toMatch(/needs a login key .*\(403 forbidden\)/);
+    expect(withEnv.stderr).not.toContain(standard);
+  });
+});
+
+describe("gateway whoami and logout", () => {
+  it("whoami (and its alias status) shows the account, key and where the key is stored", async () => {
+    const { home, loginKey, loginKeyId } = loggedInHome();
+    const text = await runCli(["whoami"], home.env);
+    expect(text.code).toBe(0);
+    expect(text.stdout).toContain("account:   acct");
+    expect(text.stdout).toContain(
+      `key:       ${loginKeyId} (${loginKey.slice(0, 7)}..., login, "cli test")`,
+    );
+    expect(text.stdout).toContain(`stored in: ${home.credentialsPath}, profile "default"`);
+    expect(text.stdout).not.toContain(loginKey);
+    const json = JSON.parse((await runCli(["status", "--json"], home.env)).stdout) as Record<
+      string,
+      string
+    >;
+    expect(json).toMatchObject({
+      account_id: "acct",
+      key_id: loginKeyId,
+      kind: "login",
+      base_url: gw.url,
+    });
+  });
+
+  it("GATEWAY_API_KEY overrides the stored key and is never written", async () => {
+    const home = newHome();
+    const key = gw.services.store.createKey({
+      accountId: "acct",
+      label: "from-env",
+      kind: "standard",
+    }).value;
+    const done = await runCli(["whoami", "--json", "--base-url", gw.url], {
+      ...home.env,
+      GATEWAY_API_KEY: key,
+    });
+    expect(done.code).toBe(0);
+    expect(JSON.parse(done.stdout)).toMatchObject({
+      label: "from-env",
+      stored_in: "GATEWAY_API_KEY environment variable",
+    });
+    expect(() => statSync(home.credentialsPath)).toThrow();
+  });
+
+  it("logout revokes the login key on the gateway and removes it locally", async () => {
+    const { home, loginKey, loginKeyId } = loggedInHome();
+    const done = await runCli(["logout"], home.env);
+    expect(done.code).toBe(0);
+    expect(done.stdout).toContain(`login key ${loginKeyId} revoked`);
+    expect(gw.services.store.getKey(loginKeyId)!.revoked_at).not.toBeNull();
+    expect(readFileSync(home.credentialsPath, "utf8")).not.toContain(loginKey);
+    const after = await runCli(["whoami"], home.env);
+    expect(after.code).toBe(1);
+    expect(after.stderr).toContain("gateway: not logged in");
+  });
+
+  it("logout keeps the key when the gateway is unreachable, so it can be retried", async () => {
+    const { home, loginKey } = loggedInHome();
+    const done = await runCli(
+      ["logout", "--base-url", `http://127.0.0.1:${await closedPort()}`],
+      home.env,
+    );
+    expect(done.code).toBe(1);
+    expect(done.stderr).toMatch(
+      /cannot reach the gateway .* the key was NOT revoked and is still stored/,
+    );
+    expect(storedKey(home)).toBe(loginKey);
+  });
+});
+
+describe("help and serve", () => {
+  it("prints --help with examples for every command", async () => {
+    const home = newHome();
+    for (const args of [
+      ["login"],
+      ["logout"],
+      ["whoami"],
+      ["keys"],
+      ["keys", "create"],
+      ["keys", "list"],
+      ["keys", "revoke"],
+    ]) {
+      const done = await runCli([...args, "--help"], home.env);
+      expect(done.code, args.join(" ")).toBe(0);
+      expect(done.stdout, args.join(" ")).toContain("Examples:");
+    }
+  });
+
+  it("gateway serve prints a one-time owner URL that opens a dashboard session", async () => {
+    const home = newHome();
+    const serve = await serveProcess(["--db", `${home.dir}/serve.db`]);
+    try {
+      const ready = serve.ready as typeof serve.ready & { owner_url?: string };
+      expect(ready.owner_url).toMatch(new RegExp(`^${serve.url}/dashboard/login\\?token=`));
+      const res = await fetch(ready.owner_url!, { redirect: "manual" });
+      expect(res.status).toBe(303);
+      expect(res.headers.get("set-cookie")).toMatch(/^gateway_session=.*HttpOnly.*SameSite=Strict/);
+    } finally {
+      await serve.stop();
+    }
+  });
+});
+
+describe("OS keychain store (real Secret Service)", () => {
+  it("stores, reads and deletes a login under a unique service name", async (ctx) => {
+    if (!process.env.DBUS_SESSION_BUS_ADDRESS) {
+      ctx.skip("no D-Bus session: run under dbus-run-session with an unlocked gnome-keyring");
+      return;
+    }
+    const service = `model-gateway-test-${process.pid}-${Date.now()}`;
+    const probe = await openKeychainStore(service);
+    if (!probe.ok) {
+      ctx.skip(`no working Secret Service: ${probe.reason}`);
+      return;
+    }
+    const login = {
+      key: "kn-keychain-test-value",
+      baseUrl: "http://127.0.0.1:1",
+      keyId: "key_x",
+      accountId: "acct",
+      savedAt: new Date().toISOString(),
+    };
+    await probe.store.set("default", login);
+    expect(await probe.store.get("default")).toEqual(login);
+    expect(await probe.store.delete("default")).toBe(true);
+    expect(await probe.store.get("default")).toBeUndefined();
+  });
+
+  it("gateway login stores the key in the keychain when one works, and logout removes it", async (ctx) => {
+    const probe = process.env.DBUS_SESSION_BUS_ADDRESS ? await openKeychainStore() : undefined;
+    if (!probe?.ok) {
+      ctx.skip("no working Secret Service in this session");
+      return;
+    }
+    const profile = `test-${process.pid}-${Date.now()}`;
+    const home = newHome({ GATEWAY_CREDENTIAL_STORE: "keychain" });
+    const cli = spawnCli(
+      ["login", "--no-browser", "--base-url", gw.url, "--profile", profile],
+      home.env,
+    );
+    const { userCode } = await loginPrompt(cli);
+    await ownerDecides(gw, userCode, "approve");
+    const done = await cli.exit();
+    expect(done.code).toBe(0);
+    expect(done.stdout).toContain('stored in OS keychain (service "model-gateway")');
+    expect(() => statSync(home.credentialsPath)).toThrow();
+    const stored = await probe.store.get(profile);
+    expect(stored?.key).toMatch(/^kn-/);
+    const whoami = await runCli(["whoami", "--profile", profile], home.env);
+    expect(whoami.stdout).toContain("stored in: OS keychain");
+    expect((await runCli(["logout", "--profile", profile], home.env)).code).toBe(0);
+    expect(await probe.store.get(profile)).toBeUndefined();
+  });
+});

@@ -1,0 +1,218 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createOwnerLink } from "../../src/server/dashboard/owner-session.js";
+import type { RunningGateway } from "../../src/server/gateway.js";
+
+/**
+ * Runs the real `bin/gateway` (built `dist/`) as a subprocess with a private HOME and config
+ * directory, plus helpers that play the owner in the dashboard over HTTP.
+ */
+
+const bin = join(import.meta.dirname, "..", "..", "bin", "gateway");
+
+export interface CliHome {
+  dir: string;
+  env: NodeJS.ProcessEnv;
+  credentialsPath: string;
+  remove(): void;
+}
+
+/** A temp HOME + XDG_CONFIG_HOME with the file credential store forced and no inherited keys. */
+export function cliHome(extraEnv: NodeJS.ProcessEnv = {}): CliHome {
+  const dir = mkdtempSync(join(tmpdir(), "gateway-cli-"));
+  const home = join(dir, "home");
+  const config = join(dir, "config");
+  mkdirSync(home);
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    HOME: home,
+    XDG_CONFIG_HOME: config,
+    GATEWAY_CREDENTIAL_STORE: "file",
+    NO_COLOR: "1",
+    ...extraEnv,
+  };
+  for (const name of ["GATEWAY_API_KEY", "GATEWAY_BASE_URL"])
+    if (!(name in extraEnv)) delete env[name];
+  return {
+    dir,
+    env,
+    credentialsPath: join(config, "model-gateway", "credentials.json"),
+    remove: () => rmSync(dir, { recursive: true, force: true }),
+  };
+}
+
+export interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  ms: number;
+}
+
+export interface CliProcess {
+  child: ChildProcess;
+  stdout(): string;
+  stderr(): string;
+  /** Resolves with the first match of `pattern` in stdout + stderr. */
+  waitFor(pattern: RegExp, timeoutMs?: number): Promise<RegExpMatchArray>;
+  exit(timeoutMs?: number): Promise<CliResult>;
+}
+
+const running = new Set<ChildProcess>();
+
+export function spawnCli(args: string[], env: NodeJS.ProcessEnv): CliProcess {
+  const started = performance.now();
+  const child = spawn(process.execPath, [bin, ...args], { env, stdio: ["ignore", "pipe", "pipe"] });
+  running.add(child);
+  let out = "";
+  let err = "";
+  const listeners = new Set<() => void>();
+  const notify = () => {
+    for (const l of listeners) l();
+  };
+  child.stdout!.on("data", (d: Buffer) => {
+    out += d.toString();
+    notify();
+  });
+  child.stderr!.on("data", (d: Buffer) => {
+    err += d.toString();
+    notify();
+  });
+  const exited = new Promise<CliResult>((resolve) => {
+    child.once("close", (code) => {
+      running.delete(child);
+      resolve({ code, stdout: out, stderr: err, ms: Math.round(performance.now() - started) });
+    });
+  });
+  return {
+    child,
+    stdout: () => out,
+    stderr: () => err,
+    waitFor(pattern, timeoutMs = 10_000) {
+      return new Promise((resolve, reject) => {
+        const check = () => {
+          const match = (out + err).match(pattern);
+          if (!match) return false;
+          done();
+          resolve(match);
+          return true;
+        };
+        const timer = setTimeout(() => {
+          done();
+          reject(
+            new Error(
+              `CLI output did not match ${pattern} within ${timeoutMs} ms:\n${out}\n${err}`,
+            ),
+          );
+        }, timeoutMs);
+        const done = () => {
+          clearTimeout(timer);
+          listeners.delete(check);
+        };
+        if (check()) return;
+        listeners.add(check);
+        void exited.then(() => {
+          if (listeners.has(check) && !check()) {
+            done();
+            reject(new Error(`CLI exited before printing ${pattern}:\n${out}\n${err}`));
+          }
+        });
+      });
+    },
+    exit(timeoutMs = 15_000) {
+      return Promise.race([
+        exited,
+        new Promise<never>((_, reject) =>
+          setTimeout(
+            () => reject(new Error(`CLI did not exit within ${timeoutMs} ms:\n${out}\n${err}`)),
+            timeoutMs,
+          ).unref(),
+        ),
+      ]);
+    },
+  };
+}
+
+export function runCli(
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  timeoutMs = 15_000,
+): Promise<CliResult> {
+  return spawnCli(args, env).exit(timeoutMs);
+}
+
+/** For afterEach: no CLI outlives its test. */
+export function killRunningClis(): void {
+  for (const child of running) child.kill("SIGKILL");
+  running.clear();
+}
+
+/** The user code and URL `gateway login` prints. */
+export async function loginPrompt(cli: CliProcess): Promise<{ url: string; userCode: string }> {
+  const [, url] = await cli.waitFor(/(http:\/\/\S+\/dashboard\/device\?user_code=\S+)/);
+  const [, userCode] = await cli.waitFor(/shows this code: ([A-Z]{4}-[A-Z]{4})/);
+  return { url, userCode };
+}
+
+// ---- the owner's side, over HTTP ---------------------------------------------------------
+
+export interface OwnerBrowser {
+  cookie: string;
+  /** The raw Set-Cookie header, to check its attributes. */
+  setCookie: string;
+}
+
+/** Opens a fresh one-time owner URL the way a browser would and keeps the session cookie. */
+export async function ownerSession(gw: RunningGateway, accountId = "acct"): Promise<OwnerBrowser> {
+  const link = createOwnerLink(gw.services.store, accountId, gw.url);
+  const res = await fetch(link, { redirect: "manual" });
+  const setCookie = res.headers.get("set-cookie") ?? "";
+  if (res.status !== 303 || !setCookie) throw new Error(`owner link answered ${res.status}`);
+  return { cookie: setCookie.split(";")[0], setCookie };
+}
+
+export async function approvalPage(
+  gw: { url: string },
+  owner: OwnerBrowser | undefined,
+  userCode: string,
+): Promise<{ status: number; html: string; csrf?: string; headers: Headers }> {
+  const res = await fetch(`${gw.url}/dashboard/device?user_code=${encodeURIComponent(userCode)}`, {
+    headers: owner ? { cookie: owner.cookie } : {},
+  });
+  const html = await res.text();
+  const csrf = /name="csrf_token" value="([^"]+)"/.exec(html)?.[1];
+  return { status: res.status, html, csrf, headers: res.headers };
+}
+
+export async function decide(
+  gw: { url: string },
+  decision: "approve" | "deny",
+  form: Record<string, string>,
+  headers: Record<string, string>,
+): Promise<{ status: number; html: string }> {
+  const res = await fetch(`${gw.url}/dashboard/device/${decision}`, {
+    method: "POST",
+    headers: { "content-type": "application/x-www-form-urlencoded", ...headers },
+    body: new URLSearchParams(form).toString(),
+    redirect: "manual",
+  });
+  return { status: res.status, html: await res.text() };
+}
+
+/** The whole owner side: session, approval page, CSRF token, then Approve (or Deny). */
+export async function ownerDecides(
+  gw: RunningGateway,
+  userCode: string,
+  decision: "approve" | "deny",
+): Promise<{ status: number; html: string }> {
+  const owner = await ownerSession(gw);
+  const page = await approvalPage(gw, owner, userCode);
+  if (page.status !== 200 || !page.csrf) throw new Error(`approval page answered ${page.status}`);
+  return decide(
+    gw,
+    decision,
+    { user_code: userCode, csrf_token: page.csrf },
+    { cookie: owner.cookie, origin: gw.url },
+  );
+}

@@ -1,0 +1,217 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  chat,
+  KEY,
+  LOGIN_KEY,
+  post,
+  SHARED_KEY,
+  type TestGateway,
+  testGateway,
+} from "./support/gateway.js";
+
+/** Per-tool keys minted from a login key, over real HTTP. */
+
+let gw: TestGateway;
+
+beforeAll(async () => {
+  gw = await testGateway();
+});
+afterAll(() => gw?.close());
+
+const bearer = (key: string) => ({ authorization: `Bearer ${key}` });
+
+function api(method: string, path: string, key: string | undefined, body?: unknown) {
+  return fetch(`${gw.url}${path}`, {
+    method,
+    headers: {
+      ...(key ? bearer(key) : {}),
+      ...(body === undefined ? {} : { "content-type": "application/json" }),
+    },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+}
+
+/** A fresh login key, so counters and listings start empty. */
+function newLoginKey(label = "another login"): string {
+  return gw.services.store.createKey({ accountId: "acct", label, kind: "login" }).value;
+}
+
+interface Created {
+  id: string;
+  key: string;
+  label: string;
+  kind: string;
+  created_at: number;
+}
+
+async function create(login: string, label: string, shared?: boolean): Promise<Created> {
+  const res = await api("POST", "/api/keys", login, { label, shared });
+  expect(res.status).toBe(201);
+  return (await res.json()) as Created;
+}
+
+describe("POST /api/keys", () => {
+  it("mints a per-tool key once (201) that works on /v1 at once", async () => {
+    const res = await api("POST", "/api/keys", LOGIN_KEY, { label: "ci" });
+    expect(res.status).toBe(201);
+    expect(res.headers.get("cache-control")).toBe("no-store");
+    const body = (await res.json()) as Created;
+    expect(Object.keys(body).sort()).toEqual(["created_at", "id", "key", "kind", "label"]);
+    expect(body).toMatchObject({ label: "ci", kind: "standard" });
+    expect(body.key).toMatch(/^kn-[A-Za-z0-9_-]{43}$/);
+    expect(gw.services.store.getKey(body.id)).toMatchObject({
+      parent_key_id: "kl",
+      account_id: "acct",
+    });
+    expect((await post(gw, "/v1/chat/completions", chat(), bearer(body.key))).status).toBe(200);
+  });
+
+  it("mints a shared key when asked", async () => {
+    expect((await create(LOGIN_KEY, "for-the-team", true)).kind).toBe("shared");
+  });
+
+  it("answers 403 forbidden (chat-style JSON) for any key that is not a login key", async () => {
+    for (const key of [KEY, SHARED_KEY]) {
+      const res = await api("POST", "/api/keys", key, { label: "nope" });
+      expect(res.status).toBe(403);
+      expect(await res.json()).toEqual({
+        error: {
+          message: expect.stringContaining("login key"),
+          type: "forbidden",
+          param: null,
+          code: "forbidden",
+        },
+      });
+    }
+    expect((await api("GET", "/api/keys", KEY)).status).toBe(403);
+    expect((await api("DELETE", "/api/keys/k2", KEY)).status).toBe(403);
+  });
+
+  it("answers 401 in plain text without a key or with a wrong one", async () => {
+    for (const key of [undefined, "kn-wrong-wrong-wrong-wrong-wrong-00"]) {
+      const res = await api("POST", "/api/keys", key, { label: "x" });
+      expect(res.status).toBe(401);
+      expect(res.headers.get("content-type")).toMatch(/^text\/plain/);
+    }
+  });
+
+  it("answers 400 bad_request for a missing or empty label", async () => {
+    for (const body of [{}, { label: "  " }, { label: 5 }]) {
+      const res = await api("POST", "/api/keys", LOGIN_KEY, body);
+      expect(res.status).toBe(400);
+      expect(await res.json()).toMatchObject({ error: { code: "bad_request" } });
+    }
+  });
+});
+
+describe("GET /api/keys and DELETE /api/keys/:id", () => {
+  it("lists only this login key's keys, never a value or hash", async () => {
+    const login = newLoginKey();
+    const a = await create(login, "tool-a");
+    const b = await create(login, "tool-b");
+    const res = await api("GET", "/api/keys", login);
+    const list = (await res.json()) as { data: Record<string, unknown>[] };
+    expect(list.data.map((k) => k.id)).toEqual([a.id, b.id]);
+    expect(Object.keys(list.data[0]).sort()).toEqual(
+      ["created_at", "id", "kind", "label", "last_used_at", "prefix", "revoked_at"].sort(),
+    );
+    const text = JSON.stringify(list);
+    expect(text).not.toContain(a.key);
+    expect(text).not.toContain(b.key);
+    expect(text).not.toMatch(/hash/);
+    expect(list.data[0]).toMatchObject({
+      prefix: a.key.slice(0, 7),
+      last_used_at: null,
+      revoked_at: null,
+    });
+  });
+
+  it("revokes by id and by label; the very next request with the key gets 401", async () => {
+    const login = newLoginKey();
+    const byId = await create(login, "by-id");
+    const byLabel = await create(login, "by-label");
+    for (const key of [byId, byLabel]) {
+      expect((await post(gw, "/v1/chat/completions", chat(), bearer(key.key))).status).toBe(200);
+    }
+    const first = await api("DELETE", `/api/keys/${byId.id}`, login);
+    expect(first.status).toBe(200);
+    expect(await first.json()).toEqual({ id: byId.id, revoked: true });
+    const second = await api("DELETE", "/api/keys/by-label", login);
+    expect(await second.json()).toEqual({ id: byLabel.id, revoked: true });
+    for (const key of [byId, byLabel]) {
+      const res = await post(gw, "/v1/chat/completions", chat(), bearer(key.key));
+      expect(res.status).toBe(401);
+      expect(await res.text()).toBe("API key revoked");
+    }
+    const list = (await (await api("GET", "/api/keys", login)).json()) as {
+      data: { revoked_at: number | null }[];
+    };
+    expect(list.data.every((k) => k.revoked_at !== null)).toBe(true);
+  });
+
+  it("answers 404 for another login key's key and for an unknown one", async () => {
+    const mine = await create(newLoginKey(), "mine");
+    const other = newLoginKey("other");
+    const res = await api("DELETE", `/api/keys/${mine.id}`, other);
+    expect(res.status).toBe(404);
+    expect(await res.json()).toMatchObject({ error: { code: "not_found" } });
+    expect((await api("DELETE", "/api/keys/k1", other)).status).toBe(404);
+    expect((await api("DELETE", "/api/keys/nothing-here", other)).status).toBe(404);
+    expect((await post(gw, "/v1/chat/completions", chat(), bearer(mine.key))).status).toBe(200);
+  });
+
+  it("asks for an id when a label names several active keys", async () => {
+    const login = newLoginKey();
+    await create(login, "twin");
+    await create(login, "twin");
+    const res = await api("DELETE", "/api/keys/twin", login);
+    expect(res.status).toBe(400);
+    expect(await res.json()).toMatchObject({ error: { code: "bad_request" } });
+  });
+});
+
+describe("per-tool key creation limit", () => {
+  it("answers the 21st create in a minute with 429 rate_limit_exceeded and no Retry-After; list and revoke still work", async () => {
+    const login = newLoginKey();
+    const made: Created[] = [];
+    for (let i = 0; i < 20; i++) made.push(await create(login, `bulk-${i}`));
+    const limited = await api("POST", "/api/keys", login, { label: "one-too-many" });
+    expect(limited.status).toBe(429);
+    expect(limited.headers.get("retry-after")).toBeNull();
+    expect(await limited.json()).toMatchObject({
+      error: { code: "rate_limit_exceeded", type: "rate_limit_exceeded" },
+    });
+
+    const list = (await (await api("GET", "/api/keys", login)).json()) as { data: unknown[] };
+    expect(list.data).toHaveLength(20);
+    expect((await api("DELETE", `/api/keys/${made[0].id}`, login)).status).toBe(200);
+    // The limit is per login key: another one is unaffected.
+    expect((await api("POST", "/api/keys", newLoginKey(), { label: "fine" })).status).toBe(201);
+  });
+});
+
+describe("whoami and logout", () => {
+  it("tells any key who it is", async () => {
+    const res = await api("GET", "/api/auth/whoami", KEY);
+    expect(await res.json()).toEqual({
+      account_id: "acct",
+      key_id: "k1",
+      kind: "standard",
+      label: "main",
+      prefix: KEY.slice(0, 7),
+    });
+    const login = await (await api("GET", "/api/auth/whoami", LOGIN_KEY)).json();
+    expect(login).toMatchObject({ key_id: "kl", kind: "login" });
+  });
+
+  it("logout revokes the presenting login key only; its tool keys keep working", async () => {
+    const login = newLoginKey();
+    const tool = await create(login, "survives");
+    expect((await api("POST", "/api/auth/logout", KEY)).status).toBe(403);
+    const res = await api("POST", "/api/auth/logout", login);
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({ revoked: true });
+    expect((await api("GET", "/api/auth/whoami", login)).status).toBe(401);
+    expect((await post(gw, "/v1/chat/completions", chat(), bearer(tool.key))).status).toBe(200);
+  });
+});
