@@ -1,6 +1,9 @@
 import { createHmac } from "node:crypto";
+import type { Context } from "hono";
+import { getCookie } from "hono/cookie";
 import { constantTimeEqual, hashSecret, randomToken } from "../../store/secrets.js";
 import type { Store } from "../../store/store.js";
+import { GatewayError, PlainTextError } from "../errors.js";
 
 /**
  * The owner's dashboard session for a local gateway. `gateway serve` prints a one-time owner URL
@@ -82,6 +85,33 @@ export class OwnerSessions {
     if (!row || row.expires_at <= now) return undefined;
     return { accountId: row.account_id, id, csrfToken: csrfTokenFor(cookieValue) };
   }
+}
+
+/**
+ * The owner session of a dashboard JSON request: 401 without one; writes also need the CSRF
+ * token in `x-csrf-token`.
+ */
+export function requireOwnerSession(
+  c: Context,
+  sessions: OwnerSessions,
+  now: number,
+  write: boolean,
+): OwnerSession {
+  const found = sessions.find(getCookie(c, sessionCookieName), now);
+  if (!found) {
+    throw new PlainTextError(
+      401,
+      "no dashboard session: open the owner URL printed by `gateway serve`",
+    );
+  }
+  if (write && !csrfTokenMatches(found, c.req.header("x-csrf-token"))) {
+    throw new GatewayError(
+      403,
+      "forbidden",
+      "Missing or invalid CSRF token (send it in x-csrf-token).",
+    );
+  }
+  return found;
 }
 
 /** Constant time, so the token cannot be guessed byte by byte from response timings. */

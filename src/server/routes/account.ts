@@ -20,34 +20,39 @@ export function installAccountRoutes(app: Hono<AppEnv>, s: Services): void {
     return c.json(quota(s, accountOf(s, c)));
   });
 
-  const usage =
-    (handler: (account: AccountRow, c: Context<AppEnv>) => object) => (c: Context<AppEnv>) => {
-      const account = accountOf(s, c);
-      s.limits.takeUsageRead(account.id, s.options.now());
-      return c.json(handler(account, c));
+  for (const [name, view] of Object.entries(usageViews(s))) {
+    app.get(`/v1/usage/${name}`, (c) => c.json(view(accountOf(s, c).id, c)));
+  }
+}
+
+type UsageView = (accountId: string, c: Context) => object;
+
+/**
+ * The three usage reports, keyed by the last path segment. Each counts against the account's
+ * one budget of 60 reads per minute, whichever route (key or dashboard) serves it.
+ */
+export function usageViews(s: Services): Record<"summary" | "daily" | "requests", UsageView> {
+  const limited =
+    (view: UsageView): UsageView =>
+    (accountId, c) => {
+      s.limits.takeUsageRead(accountId, s.options.now());
+      return view(accountId, c);
     };
-  app.get(
-    "/v1/usage/summary",
-    usage((account, c) => ({
+  return {
+    summary: limited((accountId, c) => ({
       object: "usage.summary",
-      account_id: account.id,
-      ...s.store.usageSummary(account.id, sinceDays(c, s)),
+      account_id: accountId,
+      ...s.store.usageSummary(accountId, sinceDays(c, s)),
     })),
-  );
-  app.get(
-    "/v1/usage/daily",
-    usage((account, c) => ({
+    daily: limited((accountId, c) => ({
       object: "list",
-      data: s.store.usageDaily(account.id, sinceDays(c, s)),
+      data: s.store.usageDaily(accountId, sinceDays(c, s)),
     })),
-  );
-  app.get(
-    "/v1/usage/requests",
-    usage((account, c) => {
+    requests: limited((accountId, c) => {
       const limit = Math.min(500, Math.max(1, Number(c.req.query("limit") ?? 50) || 50));
-      return { object: "list", data: s.store.recentRequests(account.id, limit) };
+      return { object: "list", data: s.store.recentRequests(accountId, limit) };
     }),
-  );
+  };
 }
 
 function accountOf(s: Services, c: Context<AppEnv>): AccountRow {

@@ -25,6 +25,7 @@ import {
 } from "../dashboard/pages.js";
 import { GatewayError } from "../errors.js";
 import type { Services } from "../services.js";
+import { installDashboardAccountRoutes } from "./dashboard-account.js";
 import { installDeviceAuthRoutes } from "./device-auth.js";
 import { installDashboardKeyRoutes, installToolKeyRoutes, mintKey } from "./tool-keys.js";
 
@@ -57,6 +58,7 @@ export function installDashboardRoutes(app: Hono<AppEnv>, s: Services): void {
   installDeviceAuthRoutes(app, s, devices);
   installToolKeyRoutes(app, s);
   installDashboardKeyRoutes(app, s, sessions);
+  installDashboardAccountRoutes(app, s, sessions);
 
   const currentSession = (c: Context) =>
     sessions.find(getCookie(c, sessionCookieName), s.options.now());

@@ -1,16 +1,14 @@
 import type { Context, Hono } from "hono";
-import { getCookie } from "hono/cookie";
 import { z } from "zod";
 import type { KeyRow, KeyWithAccount } from "../../store/types.js";
 import type { AppEnv } from "../app-env.js";
 import { authenticate, presentedKey } from "../auth.js";
 import {
-  csrfTokenMatches,
   type OwnerSession,
   type OwnerSessions,
-  sessionCookieName,
+  requireOwnerSession,
 } from "../dashboard/owner-session.js";
-import { GatewayError, PlainTextError } from "../errors.js";
+import { GatewayError } from "../errors.js";
 import { readJson } from "../http/json-body.js";
 import type { Services } from "../services.js";
 
@@ -168,23 +166,8 @@ export function installDashboardKeyRoutes(
   s: Services,
   sessions: OwnerSessions,
 ): void {
-  const session = (c: Context, write: boolean): OwnerSession => {
-    const found = sessions.find(getCookie(c, sessionCookieName), s.options.now());
-    if (!found) {
-      throw new PlainTextError(
-        401,
-        "no dashboard session: open the owner URL printed by `gateway serve`",
-      );
-    }
-    if (write && !csrfTokenMatches(found, c.req.header("x-csrf-token"))) {
-      throw new GatewayError(
-        403,
-        "forbidden",
-        "Missing or invalid CSRF token (send it in x-csrf-token).",
-      );
-    }
-    return found;
-  };
+  const session = (c: Context, write: boolean): OwnerSession =>
+    requireOwnerSession(c, sessions, s.options.now(), write);
 
   app.get("/api/dashboard/keys", (c) => {
     const owner = session(c, false);

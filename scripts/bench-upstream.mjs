@@ -1,0 +1,81 @@
+// A fake OpenAI-compatible upstream for the benchmark: keep-alive, a fixed small JSON answer, and
+// a small SSE answer when the body asks for a stream. Run as a child process (it reports its URL
+// over IPC) so its CPU does not count against the gateway's event loop.
+import { createServer } from "node:http";
+
+const completion = JSON.stringify({
+  id: "chatcmpl-bench",
+  object: "chat.completion",
+  created: 1_700_000_000,
+  model: "bench-upstream",
+  choices: [
+    {
+      index: 0,
+      message: { role: "assistant", content: "Hello from the bench." },
+      finish_reason: "stop",
+    },
+  ],
+  usage: { prompt_tokens: 12, completion_tokens: 6, total_tokens: 18 },
+});
+
+const chunk = (delta, finish = null) =>
+  `data: ${JSON.stringify({
+    id: "chatcmpl-bench",
+    object: "chat.completion.chunk",
+    created: 1_700_000_000,
+    model: "bench-upstream",
+    choices: [{ index: 0, delta, finish_reason: finish }],
+  })}\n\n`;
+
+const usageChunk = `data: ${JSON.stringify({
+  id: "chatcmpl-bench",
+  object: "chat.completion.chunk",
+  created: 1_700_000_000,
+  model: "bench-upstream",
+  choices: [],
+  usage: { prompt_tokens: 12, completion_tokens: 6, total_tokens: 18 },
+})}\n\n`;
+
+const streamFirst = chunk({ role: "assistant", content: "Hello" });
+const streamRest =
+  chunk({ content: " from the bench." }) + chunk({}, "stop") + usageChunk + "data: [DONE]\n\n";
+
+export function startFakeUpstream(port = 0) {
+  const server = createServer((req, res) => {
+    let body = "";
+    req.setEncoding("utf8");
+    req.on("data", (part) => {
+      body += part;
+    });
+    req.on("end", () => {
+      if (body.includes('"stream":true')) {
+        res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+        // Two writes: the first chunk leaves at once, as a real model's first token would.
+        res.write(streamFirst);
+        res.end(streamRest);
+        return;
+      }
+      res.writeHead(200, {
+        "content-type": "application/json",
+        "content-length": Buffer.byteLength(completion),
+      });
+      res.end(completion);
+    });
+  });
+  server.keepAliveTimeout = 60_000;
+  return new Promise((resolve) => {
+    server.listen(port, "127.0.0.1", () => {
+      resolve({
+        url: `http://127.0.0.1:${server.address().port}`,
+        close: () => new Promise((r) => server.close(r)),
+      });
+    });
+  });
+}
+
+if (process.send && process.argv.includes("--child")) {
+  const upstream = await startFakeUpstream();
+  process.send({ url: upstream.url });
+  // Bounded: the parent kills it, and it goes by itself if the parent disappears.
+  process.on("disconnect", () => process.exit(0));
+}

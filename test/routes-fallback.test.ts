@@ -1,0 +1,226 @@
+import Anthropic from "@anthropic-ai/sdk";
+import OpenAI from "openai";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import {
+  anthropicError,
+  anthropicJson,
+  anthropicStreamSteps,
+  type FakeUpstream,
+  fakeUpstream,
+  openaiError,
+  openaiJson,
+  openaiStreamSteps,
+} from "./support/fake-upstream.js";
+import { baseConfig, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
+
+/** Routes: ordered steps with fallback, nesting, and a body rewritten for each backend's wire. */
+
+let first: FakeUpstream; // openai wire
+let second: FakeUpstream; // anthropic wire
+let third: FakeUpstream; // openai wire
+let gw: TestGateway;
+let openai: OpenAI;
+let anthropic: Anthropic;
+
+beforeAll(async () => {
+  [first, second, third] = await Promise.all([
+    fakeUpstream("openai"),
+    fakeUpstream("anthropic"),
+    fakeUpstream("openai"),
+  ]);
+  const provider = (id: string, wire: "openai" | "anthropic", fake: FakeUpstream) => ({
+    id,
+    wire,
+    base_url: fake.baseUrl,
+    api_keys: [`sk-${id}-pool`],
+    timeout_ms: 3_000,
+    cooldown_ms: 1,
+  });
+  const model = (name: string, providerId: string) => ({
+    name,
+    provider: providerId,
+    upstream_model: `${name}-upstream`,
+    price_input_per_mtok: 1_000,
+    price_output_per_mtok: 2_000,
+  });
+  gw = await testGateway({
+    config: baseConfig({
+      providers: [
+        provider("p1", "openai", first),
+        provider("p2", "anthropic", second),
+        provider("p3", "openai", third),
+      ],
+      models: [model("m1", "p1"), model("m2", "p2"), model("m3", "p3")],
+      routes: [
+        { name: "pair", steps: ["m1", "m2"] },
+        { name: "inner", steps: ["m2"] },
+        { name: "nested", steps: ["m1", "inner", "m3"] },
+      ],
+    }),
+  });
+  openai = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0, timeout: 10_000 });
+  anthropic = new Anthropic({ apiKey: KEY, baseURL: gw.url, maxRetries: 0, timeout: 10_000 });
+});
+afterAll(async () => {
+  await gw?.close();
+  await Promise.all([first?.close(), second?.close(), third?.close()]);
+});
+beforeEach(() => {
+  first.reset();
+  second.reset();
+  third.reset();
+});
+
+const ask = (model: string) =>
+  openai.chat.completions.create({
+    model,
+    max_tokens: 20,
+    messages: [
+      { role: "system", content: "Short answers." },
+      { role: "user", content: "Hi" },
+    ],
+  });
+
+describe("routes", () => {
+  it("falls back to the second step when the first upstream fails, rewriting the body for each wire", async () => {
+    first.queue(openaiError(500, "down", null, "server_error"));
+    second.queue(anthropicJson("from step two"));
+    const completion = await ask("pair");
+
+    expect(completion.choices[0].message.content).toBe("from step two");
+    expect(completion.model).toBe("pair");
+    expect(first.requests).toHaveLength(1);
+    expect(second.requests).toHaveLength(1);
+    // Step one speaks chat completions, step two messages: each got its own format and key.
+    expect(first.last.path).toBe("/v1/chat/completions");
+    expect(first.last.headers.authorization).toBe("Bearer sk-p1-pool");
+    expect(first.last.body).toMatchObject({
+      model: "m1-upstream",
+      messages: [
+        { role: "system", content: "Short answers." },
+        { role: "user", content: "Hi" },
+      ],
+    });
+    expect(second.last.path).toBe("/v1/messages");
+    expect(second.last.headers["x-api-key"]).toBe("sk-p2-pool");
+    expect(second.last.body).toMatchObject({
+      model: "m2-upstream",
+      max_tokens: 20,
+      system: "Short answers.",
+      messages: [{ role: "user", content: [{ type: "text", text: "Hi" }] }],
+    });
+    expect(second.last.body).not.toHaveProperty("stream_options");
+  });
+
+  it("moves on after an upstream rejection inside a route (it is not final there)", async () => {
+    first.queue(
+      openaiError(400, "unsupported parameter for this backend", "invalid_request_error"),
+    );
+    second.queue(anthropicJson("served anyway"));
+    const completion = await ask("pair");
+    expect(completion.choices[0].message.content).toBe("served anyway");
+    expect(first.requests).toHaveLength(1);
+    expect(second.requests).toHaveLength(1);
+  });
+
+  it("moves on after an upstream 429 inside a route", async () => {
+    first.queue(openaiError(429, "slow down", "rate_limit_exceeded", "requests"));
+    second.queue(anthropicJson("second"));
+    expect((await ask("pair")).choices[0].message.content).toBe("second");
+  });
+
+  it("walks nested routes depth-first: m1, then inner's m2, then m3", async () => {
+    first.queue(openaiError(502, "bad gateway", null, "server_error"));
+    second.queue(anthropicError(529, "overloaded_error", "overloaded"));
+    third.queue(openaiJson("third serves"));
+    const completion = await ask("nested");
+    expect(completion.choices[0].message.content).toBe("third serves");
+    expect([first.requests.length, second.requests.length, third.requests.length]).toEqual([
+      1, 1, 1,
+    ]);
+    expect(third.last.body.model).toBe("m3-upstream");
+  });
+
+  it("answers 503 all_providers_failed when every step failed, in both styles", async () => {
+    first.handle(() => openaiError(500, "down", null, "server_error"));
+    second.handle(() => anthropicError(400, "invalid_request_error", "nope"));
+    third.handle(() => openaiError(503, "down", null, "server_error"));
+
+    const res = await post(gw, "/v1/chat/completions", {
+      model: "nested",
+      messages: [{ role: "user", content: "x" }],
+    });
+    expect(res.status).toBe(503);
+    expect(res.headers.get("retry-after")).toBeNull();
+    expect(await res.json()).toMatchObject({
+      error: { type: "all_providers_failed", code: "all_providers_failed" },
+    });
+    expect([first.requests.length, second.requests.length, third.requests.length]).toEqual([
+      1, 1, 1,
+    ]);
+
+    await expect(
+      anthropic.messages.create({
+        model: "nested",
+        max_tokens: 5,
+        messages: [{ role: "user", content: "x" }],
+      }),
+    ).rejects.toMatchObject({
+      status: 503,
+      error: { type: "error", error: { type: "api_error" } },
+    });
+  });
+
+  it("rewrites a messages request for each backend too: translated for openai, passed through for anthropic", async () => {
+    first.queue(openaiError(500, "down", null, "server_error"));
+    second.queue(anthropicJson("native"));
+    const message = await anthropic.messages.create({
+      model: "pair",
+      max_tokens: 30,
+      system: "Be terse.",
+      messages: [{ role: "user", content: [{ type: "text", text: "Hello" }] }],
+    });
+    expect(message.content).toEqual([{ type: "text", text: "native" }]);
+    expect(message.model).toBe("pair");
+    expect(first.last.body).toMatchObject({
+      model: "m1-upstream",
+      messages: [
+        { role: "system", content: "Be terse." },
+        // A lone text block becomes plain string content, which every chat server accepts.
+        { role: "user", content: "Hello" },
+      ],
+    });
+    expect(second.last.body).toEqual({
+      model: "m2-upstream",
+      max_tokens: 30,
+      system: "Be terse.",
+      messages: [{ role: "user", content: [{ type: "text", text: "Hello" }] }],
+    });
+  });
+
+  it("falls back before the first byte of a stream, and streams from the step that served", async () => {
+    first.queue(openaiError(503, "down", null, "server_error"));
+    second.queue({ kind: "sse", steps: anthropicStreamSteps(["streamed ", "fallback"]) });
+    const final = await openai.chat.completions
+      .stream({ model: "pair", messages: [{ role: "user", content: "x" }] })
+      .finalChatCompletion();
+    expect(final.choices[0].message.content).toBe("streamed fallback");
+    expect(first.requests).toHaveLength(1);
+    expect(second.requests).toHaveLength(1);
+  });
+
+  it("does not fall back once a stream has started: a break becomes an error event", async () => {
+    first.queue({ kind: "sse", steps: openaiStreamSteps(["started"]).slice(0, 2), end: "destroy" });
+    const res = await post(gw, "/v1/chat/completions", {
+      model: "pair",
+      stream: true,
+      messages: [{ role: "user", content: "x" }],
+    });
+    const text = await res.text();
+    expect(res.status).toBe(200);
+    expect(text).toContain("started");
+    expect(text).toContain('"error"');
+    expect(text).not.toContain("[DONE]");
+    expect(second.requests).toHaveLength(0);
+  });
+});

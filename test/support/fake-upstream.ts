@@ -1,0 +1,487 @@
+import { createServer, type IncomingHttpHeaders, type ServerResponse } from "node:http";
+import type { AddressInfo, Socket } from "node:net";
+
+/**
+ * Fake provider APIs for integration tests: an OpenAI-compatible and an Anthropic-compatible
+ * server on 127.0.0.1 (port 0). Every request is recorded (path, headers, parsed body) and each
+ * test scripts the answers: JSON, SSE streams chunk by chunk, errors, 429 with Retry-After,
+ * hangs (for timeouts) and streams that break midway.
+ */
+
+export interface RecordedRequest {
+  method: string;
+  path: string;
+  headers: IncomingHttpHeaders;
+  /** The body parsed as JSON (undefined when it is not JSON). */
+  body: Record<string, unknown>;
+  raw: string;
+}
+
+export interface SseStep {
+  /** An object is JSON-encoded; a string is sent as is (e.g. "[DONE]"). */
+  data: unknown;
+  event?: string;
+  /** Wait this long before writing the step. */
+  delayMs?: number;
+  /** Wait for this before writing the step (bounded by `gateTimeoutMs`). */
+  gate?: Promise<unknown>;
+}
+
+export type Reply =
+  | {
+      kind: "json";
+      status?: number;
+      body: unknown;
+      headers?: Record<string, string>;
+      delayMs?: number;
+    }
+  | {
+      kind: "sse";
+      steps: SseStep[];
+      /** `destroy` cuts the connection after the last step: a stream that broke midway. */
+      end?: "close" | "destroy";
+    }
+  /** Never answers; the connection is cut when the server closes. */
+  | { kind: "hang" };
+
+export type JsonReply = Extract<Reply, { kind: "json" }>;
+
+export type Handler = (req: RecordedRequest) => Reply | Promise<Reply>;
+
+/** When a step was written, so a test can tell what the client saw before it. */
+export interface SentStep {
+  index: number;
+  at: number;
+}
+
+const gateTimeoutMs = 5_000;
+
+export class FakeUpstream {
+  readonly requests: RecordedRequest[] = [];
+  readonly sent: SentStep[] = [];
+  /** Requests whose connection the gateway closed before the fake finished answering. */
+  aborted = 0;
+  private readonly queued: Reply[] = [];
+  private handler: Handler;
+  private readonly sockets = new Set<Socket>();
+  private readonly server = createServer((req, res) => {
+    const parts: Buffer[] = [];
+    req.on("data", (chunk: Buffer) => parts.push(chunk));
+    req.on("end", () => {
+      const raw = Buffer.concat(parts).toString("utf8");
+      const recorded: RecordedRequest = {
+        method: req.method ?? "GET",
+        path: req.url ?? "/",
+        headers: req.headers,
+        body: parseJson(raw),
+        raw,
+      };
+      this.requests.push(recorded);
+      void this.answer(recorded, res);
+    });
+  });
+  url = "";
+
+  constructor(
+    readonly wire: "openai" | "anthropic",
+    defaultHandler?: Handler,
+  ) {
+    this.handler =
+      defaultHandler ?? (() => (wire === "openai" ? openaiJson("ok") : anthropicJson("ok")));
+    this.server.keepAliveTimeout = 30_000;
+    this.server.on("connection", (socket) => {
+      this.sockets.add(socket);
+      socket.on("close", () => this.sockets.delete(socket));
+    });
+  }
+
+  async start(): Promise<this> {
+    await new Promise<void>((resolve) => this.server.listen(0, "127.0.0.1", resolve));
+    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    return this;
+  }
+
+  /** The base_url a provider config should use (both wires put `/v1` in the base). */
+  get baseUrl(): string {
+    return `${this.url}/v1`;
+  }
+
+  /** Answers every later request with `handler` (after any queued replies). */
+  handle(handler: Handler): void {
+    this.handler = handler;
+  }
+
+  /** The next requests get these replies, in order; then the handler answers again. */
+  queue(...replies: Reply[]): void {
+    this.queued.push(...replies);
+  }
+
+  /** Forget recorded requests and queued replies; the handler goes back to a plain answer. */
+  reset(handler?: Handler): void {
+    this.requests.length = 0;
+    this.sent.length = 0;
+    this.queued.length = 0;
+    this.aborted = 0;
+    this.handler =
+      handler ?? (() => (this.wire === "openai" ? openaiJson("ok") : anthropicJson("ok")));
+  }
+
+  get last(): RecordedRequest {
+    const last = this.requests.at(-1);
+    if (!last) throw new Error(`the fake ${this.wire} upstream got no request`);
+    return last;
+  }
+
+  async close(): Promise<void> {
+    await new Promise<void>((resolve) => {
+      this.server.close(() => resolve());
+      for (const socket of this.sockets) socket.destroy();
+    });
+  }
+
+  private async answer(req: RecordedRequest, res: ServerResponse): Promise<void> {
+    let cutByFake = false;
+    res.on("close", () => {
+      if (!res.writableEnded && !cutByFake) this.aborted++;
+    });
+    const reply = this.queued.shift() ?? (await this.handler(req));
+    if (reply.kind === "hang") return;
+    if (reply.kind === "json") {
+      if (reply.delayMs) await sleep(reply.delayMs);
+      const text = typeof reply.body === "string" ? reply.body : JSON.stringify(reply.body);
+      res.writeHead(reply.status ?? 200, { "content-type": "application/json", ...reply.headers });
+      res.end(text);
+      return;
+    }
+    res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+    res.flushHeaders();
+    for (const [index, step] of reply.steps.entries()) {
+      if (step.delayMs) await sleep(step.delayMs);
+      if (step.gate) await Promise.race([step.gate, sleep(gateTimeoutMs)]);
+      if (res.destroyed) return;
+      const data = typeof step.data === "string" ? step.data : JSON.stringify(step.data);
+      res.write(step.event ? `event: ${step.event}\ndata: ${data}\n\n` : `data: ${data}\n\n`);
+      this.sent.push({ index, at: Date.now() });
+    }
+    if (reply.end === "destroy") {
+      // Let the written bytes leave before the cut, so the client really saw a started stream.
+      await sleep(20);
+      cutByFake = true;
+      res.socket?.destroy();
+      return;
+    }
+    res.end();
+  }
+}
+
+export async function fakeUpstream(
+  wire: "openai" | "anthropic",
+  handler?: Handler,
+): Promise<FakeUpstream> {
+  return new FakeUpstream(wire, handler).start();
+}
+
+function parseJson(raw: string): Record<string, unknown> {
+  try {
+    const value = JSON.parse(raw) as unknown;
+    return value && typeof value === "object" ? (value as Record<string, unknown>) : {};
+  } catch {
+    return {};
+  }
+}
+
+export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** A promise with its resolver outside, for gating a fake stream on what the client has seen. */
+export function deferred<T = void>(): { promise: Promise<T>; resolve: (value: T) => void } {
+  let resolve!: (value: T) => void;
+  const promise = new Promise<T>((r) => {
+    resolve = r;
+  });
+  return { promise, resolve };
+}
+
+// ---- OpenAI-compatible answers ------------------------------------------------
+
+export interface OpenAIToolCall {
+  id: string;
+  name: string;
+  arguments: string;
+}
+
+export function openaiJson(
+  text: string | null,
+  options: {
+    toolCalls?: OpenAIToolCall[];
+    finish?: string;
+    usage?: [number, number];
+    model?: string;
+  } = {},
+): Reply {
+  const [prompt, completion] = options.usage ?? [11, 7];
+  const message: Record<string, unknown> = { role: "assistant", content: text };
+  if (options.toolCalls) {
+    message.tool_calls = options.toolCalls.map((t) => ({
+      id: t.id,
+      type: "function",
+      function: { name: t.name, arguments: t.arguments },
+    }));
+  }
+  return {
+    kind: "json",
+    body: {
+      id: "chatcmpl-fake",
+      object: "chat.completion",
+      created: 1_700_000_000,
+      model: options.model ?? "upstream-model",
+      choices: [
+        {
+          index: 0,
+          message,
+          logprobs: null,
+          finish_reason: options.finish ?? (options.toolCalls ? "tool_calls" : "stop"),
+        },
+      ],
+      usage: {
+        prompt_tokens: prompt,
+        completion_tokens: completion,
+        total_tokens: prompt + completion,
+      },
+    },
+  };
+}
+
+/** An OpenAI error body, as the real API sends it. */
+export function openaiError(
+  status: number,
+  message: string,
+  code: string | null,
+  type = "invalid_request_error",
+): JsonReply {
+  return { kind: "json", status, body: { error: { message, type, param: null, code } } };
+}
+
+function chunk(
+  delta: Record<string, unknown>,
+  finish: string | null = null,
+): Record<string, unknown> {
+  return {
+    id: "chatcmpl-fake",
+    object: "chat.completion.chunk",
+    created: 1_700_000_000,
+    model: "upstream-model",
+    choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+  };
+}
+
+function usageChunk(prompt: number, completion: number): Record<string, unknown> {
+  return {
+    id: "chatcmpl-fake",
+    object: "chat.completion.chunk",
+    created: 1_700_000_000,
+    model: "upstream-model",
+    choices: [],
+    usage: {
+      prompt_tokens: prompt,
+      completion_tokens: completion,
+      total_tokens: prompt + completion,
+    },
+  };
+}
+
+/** OpenAI stream steps: role, one chunk per text piece, finish, usage, [DONE]. */
+export function openaiStreamSteps(
+  pieces: string[],
+  options: { usage?: [number, number]; finish?: string } = {},
+): SseStep[] {
+  const [prompt, completion] = options.usage ?? [11, 7];
+  return [
+    { data: chunk({ role: "assistant", content: "" }) },
+    ...pieces.map((p) => ({ data: chunk({ content: p }) })),
+    { data: chunk({}, options.finish ?? "stop") },
+    { data: usageChunk(prompt, completion) },
+    { data: "[DONE]" },
+  ];
+}
+
+/**
+ * A streamed tool call whose arguments arrive split in several pieces, the way OpenAI sends them:
+ * the first delta names the call, the next ones carry argument fragments only.
+ */
+export function openaiToolStreamSteps(
+  calls: { id: string; name: string; argumentPieces: string[] }[],
+  options: { text?: string; usage?: [number, number] } = {},
+): SseStep[] {
+  const [prompt, completion] = options.usage ?? [20, 15];
+  const steps: SseStep[] = [{ data: chunk({ role: "assistant", content: options.text ?? null }) }];
+  calls.forEach((call, index) => {
+    steps.push({
+      data: chunk({
+        tool_calls: [
+          { index, id: call.id, type: "function", function: { name: call.name, arguments: "" } },
+        ],
+      }),
+    });
+    for (const piece of call.argumentPieces) {
+      steps.push({ data: chunk({ tool_calls: [{ index, function: { arguments: piece } }] }) });
+    }
+  });
+  steps.push(
+    { data: chunk({}, "tool_calls") },
+    { data: usageChunk(prompt, completion) },
+    { data: "[DONE]" },
+  );
+  return steps;
+}
+
+// ---- Anthropic-compatible answers ---------------------------------------------
+
+export interface AnthropicToolUse {
+  id: string;
+  name: string;
+  input: Record<string, unknown>;
+}
+
+export function anthropicJson(
+  text: string | null,
+  options: { toolUses?: AnthropicToolUse[]; stop?: string; usage?: [number, number] } = {},
+): Reply {
+  const [input, output] = options.usage ?? [13, 5];
+  const content: Record<string, unknown>[] = [];
+  if (text !== null) content.push({ type: "text", text });
+  for (const t of options.toolUses ?? [])
+    content.push({ type: "tool_use", id: t.id, name: t.name, input: t.input });
+  return {
+    kind: "json",
+    body: {
+      id: "msg_fake",
+      type: "message",
+      role: "assistant",
+      model: "upstream-model",
+      content,
+      stop_reason: options.stop ?? (options.toolUses ? "tool_use" : "end_turn"),
+      stop_sequence: null,
+      usage: { input_tokens: input, output_tokens: output },
+    },
+  };
+}
+
+/** An Anthropic error body, as the real API sends it. */
+export function anthropicError(status: number, type: string, message: string): JsonReply {
+  return { kind: "json", status, body: { type: "error", error: { type, message } } };
+}
+
+function messageStart(input: number): SseStep {
+  return {
+    event: "message_start",
+    data: {
+      type: "message_start",
+      message: {
+        id: "msg_fake",
+        type: "message",
+        role: "assistant",
+        model: "upstream-model",
+        content: [],
+        stop_reason: null,
+        stop_sequence: null,
+        usage: { input_tokens: input, output_tokens: 1 },
+      },
+    },
+  };
+}
+
+function messageEnd(stop: string, output: number): SseStep[] {
+  return [
+    {
+      event: "message_delta",
+      data: {
+        type: "message_delta",
+        delta: { stop_reason: stop, stop_sequence: null },
+        usage: { output_tokens: output },
+      },
+    },
+    { event: "message_stop", data: { type: "message_stop" } },
+  ];
+}
+
+/** Anthropic stream steps: message_start, one text block streamed in pieces, message_delta, message_stop. */
+export function anthropicStreamSteps(
+  pieces: string[],
+  options: { usage?: [number, number]; stop?: string } = {},
+): SseStep[] {
+  const [input, output] = options.usage ?? [13, 5];
+  return [
+    messageStart(input),
+    {
+      event: "content_block_start",
+      data: { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } },
+    },
+    { event: "ping", data: { type: "ping" } },
+    ...pieces.map((text) => ({
+      event: "content_block_delta",
+      data: { type: "content_block_delta", index: 0, delta: { type: "text_delta", text } },
+    })),
+    { event: "content_block_stop", data: { type: "content_block_stop", index: 0 } },
+    ...messageEnd(options.stop ?? "end_turn", output),
+  ];
+}
+
+/** A text block then tool_use blocks whose input JSON arrives in pieces (input_json_delta). */
+export function anthropicToolStreamSteps(
+  calls: { id: string; name: string; jsonPieces: string[] }[],
+  options: { text?: string; usage?: [number, number] } = {},
+): SseStep[] {
+  const [input, output] = options.usage ?? [30, 12];
+  const steps: SseStep[] = [messageStart(input)];
+  let index = 0;
+  if (options.text) {
+    steps.push(
+      {
+        event: "content_block_start",
+        data: { type: "content_block_start", index, content_block: { type: "text", text: "" } },
+      },
+      {
+        event: "content_block_delta",
+        data: {
+          type: "content_block_delta",
+          index,
+          delta: { type: "text_delta", text: options.text },
+        },
+      },
+      { event: "content_block_stop", data: { type: "content_block_stop", index } },
+    );
+    index++;
+  }
+  for (const call of calls) {
+    steps.push({
+      event: "content_block_start",
+      data: {
+        type: "content_block_start",
+        index,
+        content_block: { type: "tool_use", id: call.id, name: call.name, input: {} },
+      },
+    });
+    for (const partial_json of call.jsonPieces) {
+      steps.push({
+        event: "content_block_delta",
+        data: {
+          type: "content_block_delta",
+          index,
+          delta: { type: "input_json_delta", partial_json },
+        },
+      });
+    }
+    steps.push({ event: "content_block_stop", data: { type: "content_block_stop", index } });
+    index++;
+  }
+  steps.push(...messageEnd("tool_use", output));
+  return steps;
+}
+
+/** Authorization as the fake saw it, whichever header the wire uses. */
+export function credentialSeen(req: RecordedRequest): string | undefined {
+  const bearer = req.headers.authorization;
+  if (typeof bearer === "string") return bearer.replace(/^Bearer /, "");
+  const key = req.headers["x-api-key"];
+  return typeof key === "string" ? key : undefined;
+}

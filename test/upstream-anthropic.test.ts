@@ -1,0 +1,522 @@
+import Anthropic from "@anthropic-ai/sdk";
+import OpenAI from "openai";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import {
+  anthropicError,
+  anthropicJson,
+  anthropicStreamSteps,
+  anthropicToolStreamSteps,
+  deferred,
+  type FakeUpstream,
+  fakeUpstream,
+  type Reply,
+} from "./support/fake-upstream.js";
+import { baseConfig, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
+
+/** An Anthropic-compatible provider behind the gateway: passthrough, errors, and chat -> messages translation. */
+
+const POOL_KEY = "sk-ant-pool-secret-9191";
+const PNG_B64 =
+  "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+
+let upstream: FakeUpstream;
+let gw: TestGateway;
+let openai: OpenAI;
+let anthropic: Anthropic;
+
+beforeAll(async () => {
+  upstream = await fakeUpstream("anthropic");
+  gw = await testGateway({
+    config: baseConfig({
+      providers: [
+        {
+          id: "an",
+          wire: "anthropic",
+          base_url: upstream.baseUrl,
+          api_keys: [POOL_KEY],
+          timeout_ms: 3_000,
+          cooldown_ms: 1,
+        },
+        {
+          id: "an-slow",
+          wire: "anthropic",
+          base_url: upstream.baseUrl,
+          api_keys: [POOL_KEY],
+          timeout_ms: 300,
+        },
+        { id: "an-rl", wire: "anthropic", base_url: upstream.baseUrl, api_keys: [POOL_KEY] },
+      ],
+      models: [
+        {
+          name: "claude-x",
+          provider: "an",
+          upstream_model: "claude-upstream",
+          price_input_per_mtok: 10_000,
+          price_output_per_mtok: 20_000,
+        },
+        {
+          name: "claude-slow",
+          provider: "an-slow",
+          upstream_model: "claude-upstream",
+          price_input_per_mtok: 1,
+        },
+        {
+          name: "claude-rl",
+          provider: "an-rl",
+          upstream_model: "claude-upstream",
+          price_input_per_mtok: 1,
+        },
+      ],
+      routes: [],
+    }),
+  });
+  openai = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0, timeout: 10_000 });
+  anthropic = new Anthropic({ apiKey: KEY, baseURL: gw.url, maxRetries: 0, timeout: 10_000 });
+});
+afterAll(async () => {
+  await gw?.close();
+  await upstream?.close();
+});
+beforeEach(() => upstream.reset());
+
+describe("anthropic wire: messages pass through", () => {
+  it("forwards the body with only model mapped, with x-api-key and anthropic-version", async () => {
+    upstream.queue(anthropicJson("Halo", { usage: [21, 4] }));
+    const params = {
+      model: "claude-x",
+      max_tokens: 64,
+      system: [{ type: "text", text: "Be kind.", cache_control: { type: "ephemeral" } }],
+      messages: [{ role: "user" as const, content: "Hi" }],
+      temperature: 0.2,
+      stop_sequences: ["END"],
+      metadata: { user_id: "u-1" },
+    };
+    const message = await anthropic.messages.create(
+      params as Anthropic.MessageCreateParamsNonStreaming,
+    );
+
+    expect(upstream.requests).toHaveLength(1);
+    expect(upstream.last.path).toBe("/v1/messages");
+    expect(upstream.last.headers["x-api-key"]).toBe(POOL_KEY);
+    expect(upstream.last.headers["anthropic-version"]).toBe("2023-06-01");
+    expect(upstream.last.headers.authorization).toBeUndefined();
+    expect(upstream.last.body).toEqual({ ...params, model: "claude-upstream" });
+    expect(message.model).toBe("claude-x");
+    expect(message.content).toEqual([{ type: "text", text: "Halo" }]);
+    expect(message.usage).toMatchObject({ input_tokens: 21, output_tokens: 4 });
+  });
+
+  it("streams events through as they arrive, and the SDK assembles the message", async () => {
+    const clientSawFirst = deferred();
+    const steps = anthropicStreamSteps(["Sela", "mat ", "pagi"], { usage: [8, 3] });
+    const secondText = steps.findIndex((s) => JSON.stringify(s.data).includes('"mat "'));
+    steps[secondText] = { ...steps[secondText], gate: clientSawFirst.promise };
+    upstream.queue({ kind: "sse", steps });
+
+    const stream = anthropic.messages.stream({
+      model: "claude-x",
+      max_tokens: 50,
+      messages: [{ role: "user", content: "Hi" }],
+    });
+    let stepsSentWhenFirstSeen = -1;
+    stream.on("text", () => {
+      if (stepsSentWhenFirstSeen !== -1) return;
+      stepsSentWhenFirstSeen = upstream.sent.length;
+      clientSawFirst.resolve();
+    });
+    const final = await stream.finalMessage();
+    expect(stepsSentWhenFirstSeen).toBe(secondText);
+    expect(final.content).toEqual([{ type: "text", text: "Selamat pagi" }]);
+    expect(final.stop_reason).toBe("end_turn");
+    expect(final.usage).toMatchObject({ input_tokens: 8, output_tokens: 3 });
+    expect(upstream.last.body).toMatchObject({ model: "claude-upstream", stream: true });
+  });
+
+  it("ends a stream that breaks after it started with event: error and no message_stop", async () => {
+    const steps = anthropicStreamSteps(["partial"]).slice(0, 4);
+    upstream.queue({ kind: "sse", steps, end: "destroy" });
+    const res = await post(gw, "/v1/messages", {
+      model: "claude-x",
+      max_tokens: 10,
+      stream: true,
+      messages: [{ role: "user", content: "x" }],
+    });
+    expect(res.status).toBe(200);
+    const text = await res.text();
+    expect(text).toContain("partial");
+    expect(text).toMatch(/event: error\ndata: \{"type":"error","error":\{"type":"api_error"/);
+    expect(text).not.toContain("message_stop");
+  });
+});
+
+describe("anthropic wire: failures before the first event", () => {
+  it("answers 503 api_error when the first SSE event is an overloaded error", async () => {
+    upstream.queue({
+      kind: "sse",
+      steps: [
+        {
+          event: "error",
+          data: {
+            type: "error",
+            error: { type: "overloaded_error", message: "Overloaded PROVIDER-TEXT" },
+          },
+        },
+      ],
+    });
+    const res = await post(gw, "/v1/messages", {
+      model: "claude-x",
+      max_tokens: 10,
+      stream: true,
+      messages: [{ role: "user", content: "x" }],
+    });
+    expect(res.status).toBe(503);
+    const text = await res.text();
+    expect(text).not.toContain("PROVIDER-TEXT");
+    expect(JSON.parse(text)).toMatchObject({ type: "error", error: { type: "api_error" } });
+  });
+
+  it("answers 503 upstream_error to a chat client when the upstream closes right after its headers", async () => {
+    upstream.queue({ kind: "sse", steps: [], end: "destroy" });
+    const res = await post(gw, "/v1/chat/completions", {
+      model: "claude-x",
+      stream: true,
+      messages: [{ role: "user", content: "x" }],
+    });
+    expect(res.status).toBe(503);
+    expect(await res.json()).toMatchObject({ error: { code: "upstream_error" } });
+  });
+});
+
+describe("upstream errors in the messages style", () => {
+  const secretText = "PROVIDER-INTERNAL-DETAIL-abc";
+
+  async function errorFor(reply: Reply, model = "claude-x") {
+    upstream.queue(reply);
+    const res = await post(gw, "/v1/messages", {
+      model,
+      max_tokens: 10,
+      messages: [{ role: "user", content: "x" }],
+    });
+    const text = await res.text();
+    expect(text).not.toContain(secretText);
+    expect(text).not.toContain(POOL_KEY);
+    const body = JSON.parse(text) as { type: string; error: Record<string, unknown> };
+    expect(body.type).toBe("error");
+    expect(body.error).not.toHaveProperty("code");
+    return { status: res.status, retryAfter: res.headers.get("retry-after"), error: body.error };
+  }
+
+  it("maps a prompt-too-long 400 to 400 invalid_request_error with service text", async () => {
+    const r = await errorFor(
+      anthropicError(
+        400,
+        "invalid_request_error",
+        `prompt is too long: 210000 tokens > 200000 maximum ${secretText}`,
+      ),
+    );
+    expect(r.status).toBe(400);
+    expect(r.error).toEqual({
+      type: "invalid_request_error",
+      message: "The request exceeds the model's maximum context window.",
+    });
+  });
+
+  it("maps a 404 not_found_error to 404 not_found_error", async () => {
+    const r = await errorFor(
+      anthropicError(404, "not_found_error", `model: claude-upstream ${secretText}`),
+    );
+    expect(r.status).toBe(404);
+    expect(r.error.type).toBe("not_found_error");
+  });
+
+  it.each([451, 402, 409])(
+    "turns an upstream %i into 400 invalid_request_error",
+    async (status) => {
+      const r = await errorFor(anthropicError(status, "some_error", secretText));
+      expect(r.status).toBe(400);
+      expect(r.error.type).toBe("invalid_request_error");
+    },
+  );
+
+  it.each([
+    [413, "invalid_request_error"],
+    [403, "permission_error"],
+    [422, "invalid_request_error"],
+  ])("keeps an upstream %i (%s)", async (status, type) => {
+    const r = await errorFor(anthropicError(status, "request_too_large", secretText));
+    expect(r.status).toBe(status);
+    expect(r.error.type).toBe(type);
+  });
+
+  it("maps an upstream 429 to 429 rate_limit_error without Retry-After", async () => {
+    const r = await errorFor(
+      { ...anthropicError(429, "rate_limit_error", secretText), headers: { "retry-after": "9" } },
+      "claude-rl",
+    );
+    expect(r.status).toBe(429);
+    expect(r.error.type).toBe("rate_limit_error");
+    expect(r.retryAfter).toBeNull();
+  });
+
+  it.each([500, 502, 529])("maps an upstream %i to 503 api_error", async (status) => {
+    const r = await errorFor(anthropicError(status, "overloaded_error", secretText));
+    expect(r.status).toBe(503);
+    expect(r.error.type).toBe("api_error");
+  });
+
+  it("maps a hanging upstream to 503 api_error after timeout_ms", async () => {
+    const r = await errorFor({ kind: "hang" }, "claude-slow");
+    expect(r.status).toBe(503);
+    expect(r.error.type).toBe("api_error");
+  });
+
+  it("gives the chat style the same status and its own codes for an anthropic-wire rejection", async () => {
+    upstream.queue(
+      anthropicError(400, "invalid_request_error", `prompt is too long ${secretText}`),
+    );
+    const res = await post(gw, "/v1/chat/completions", {
+      model: "claude-x",
+      messages: [{ role: "user", content: "x" }],
+    });
+    expect(res.status).toBe(400);
+    const text = await res.text();
+    expect(text).not.toContain(secretText);
+    expect(JSON.parse(text)).toMatchObject({
+      error: { type: "invalid_request_error", code: "context_length_exceeded" },
+    });
+  });
+});
+
+describe("chat client -> anthropic wire (translation)", () => {
+  const weatherTool: OpenAI.ChatCompletionTool = {
+    type: "function",
+    function: {
+      name: "get_weather",
+      description: "Current weather for a city",
+      parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+    },
+  };
+
+  it("translates system, multi-turn, data-URL images and tools into messages, and tool_use back", async () => {
+    upstream.queue(
+      anthropicJson("Checking.", {
+        toolUses: [{ id: "toolu_1", name: "get_weather", input: { city: "Jakarta" } }],
+        usage: [50, 10],
+      }),
+    );
+    const completion = await openai.chat.completions.create({
+      model: "claude-x",
+      max_tokens: 300,
+      tools: [weatherTool],
+      messages: [
+        { role: "system", content: "You are a weather bot." },
+        { role: "user", content: "Hi" },
+        { role: "assistant", content: "Hello!" },
+        {
+          role: "user",
+          content: [
+            { type: "text", text: "Weather where this was taken?" },
+            { type: "image_url", image_url: { url: `data:image/png;base64,${PNG_B64}` } },
+          ],
+        },
+      ],
+    });
+
+    const sent = upstream.last.body;
+    expect(upstream.last.path).toBe("/v1/messages");
+    expect(upstream.last.headers["x-api-key"]).toBe(POOL_KEY);
+    expect(sent.model).toBe("claude-upstream");
+    expect(sent.max_tokens).toBe(300);
+    expect(sent.system).toBe("You are a weather bot.");
+    expect(sent.messages).toEqual([
+      { role: "user", content: [{ type: "text", text: "Hi" }] },
+      { role: "assistant", content: [{ type: "text", text: "Hello!" }] },
+      {
+        role: "user",
+        content: [
+          { type: "text", text: "Weather where this was taken?" },
+          { type: "image", source: { type: "base64", media_type: "image/png", data: PNG_B64 } },
+        ],
+      },
+    ]);
+    expect(sent.tools).toEqual([
+      {
+        name: "get_weather",
+        description: "Current weather for a city",
+        input_schema: weatherTool.function.parameters,
+      },
+    ]);
+
+    const choice = completion.choices[0];
+    expect(completion.model).toBe("claude-x");
+    expect(choice.finish_reason).toBe("tool_calls");
+    expect(choice.message.content).toBe("Checking.");
+    expect(choice.message.tool_calls).toHaveLength(1);
+    const call = choice.message.tool_calls?.[0] as OpenAI.ChatCompletionMessageFunctionToolCall;
+    expect(call).toMatchObject({
+      id: "toolu_1",
+      type: "function",
+      function: { name: "get_weather" },
+    });
+    expect(JSON.parse(call.function.arguments)).toEqual({ city: "Jakarta" });
+    expect(completion.usage).toMatchObject({
+      prompt_tokens: 50,
+      completion_tokens: 10,
+      total_tokens: 60,
+    });
+  });
+
+  it("assembles streamed input_json_delta pieces into tool-call arguments (finalChatCompletion)", async () => {
+    upstream.queue({
+      kind: "sse",
+      steps: anthropicToolStreamSteps(
+        [
+          { id: "toolu_a", name: "get_weather", jsonPieces: ['{"ci', 'ty": "Bandu', 'ng"}'] },
+          { id: "toolu_b", name: "get_weather", jsonPieces: ['{"city":"Medan"}'] },
+        ],
+        { text: "Two lookups.", usage: [44, 17] },
+      ),
+    });
+    const stream = openai.chat.completions.stream({
+      model: "claude-x",
+      tools: [weatherTool],
+      messages: [{ role: "user", content: "Weather in Bandung and Medan?" }],
+      stream_options: { include_usage: true },
+    });
+    const final = await stream.finalChatCompletion();
+    expect(upstream.last.body.stream).toBe(true);
+    const choice = final.choices[0];
+    expect(choice.finish_reason).toBe("tool_calls");
+    expect(choice.message.content).toBe("Two lookups.");
+    const calls = (choice.message.tool_calls ??
+      []) as OpenAI.ChatCompletionMessageFunctionToolCall[];
+    expect(calls.map((c) => [c.id, c.function.name, JSON.parse(c.function.arguments)])).toEqual([
+      ["toolu_a", "get_weather", { city: "Bandung" }],
+      ["toolu_b", "get_weather", { city: "Medan" }],
+    ]);
+    expect(final.usage).toMatchObject({ prompt_tokens: 44, completion_tokens: 17 });
+  });
+
+  it("maps stop reasons: end_turn -> stop, max_tokens -> length, stop_sequence -> stop", async () => {
+    for (const [stop, finish] of [
+      ["end_turn", "stop"],
+      ["max_tokens", "length"],
+      ["stop_sequence", "stop"],
+    ]) {
+      upstream.queue({ kind: "sse", steps: anthropicStreamSteps(["x"], { stop }) });
+      const final = await openai.chat.completions
+        .stream({ model: "claude-x", messages: [{ role: "user", content: "x" }] })
+        .finalChatCompletion();
+      expect(final.choices[0].finish_reason).toBe(finish);
+      upstream.queue(anthropicJson("x", { stop }));
+      const json = await openai.chat.completions.create({
+        model: "claude-x",
+        messages: [{ role: "user", content: "x" }],
+      });
+      expect(json.choices[0].finish_reason).toBe(finish);
+    }
+  });
+
+  it("runs a full coding-agent tool loop: tool call, tool result, final answer", async () => {
+    const tools: OpenAI.ChatCompletionTool[] = [
+      {
+        type: "function",
+        function: {
+          name: "run_tests",
+          description: "Run the test suite",
+          parameters: { type: "object", properties: { filter: { type: "string" } } },
+        },
+      },
+    ];
+    const history: OpenAI.ChatCompletionMessageParam[] = [
+      { role: "system", content: "You are a coding agent." },
+      { role: "user", content: "Are the tests green?" },
+    ];
+    upstream.queue({
+      kind: "sse",
+      steps: anthropicToolStreamSteps([
+        { id: "toolu_rt", name: "run_tests", jsonPieces: ['{"filter":', '"core"}'] },
+      ]),
+    });
+    const first = await openai.chat.completions
+      .stream({ model: "claude-x", tools, messages: history })
+      .finalChatCompletion();
+    const assistant = first.choices[0].message;
+    expect(first.choices[0].finish_reason).toBe("tool_calls");
+    const call = assistant.tool_calls?.[0] as OpenAI.ChatCompletionMessageFunctionToolCall;
+    expect(call.id).toBe("toolu_rt");
+
+    history.push({
+      role: "assistant",
+      content: assistant.content,
+      tool_calls: assistant.tool_calls,
+    });
+    history.push({ role: "tool", tool_call_id: call.id, content: "37 passed" });
+    upstream.queue({ kind: "sse", steps: anthropicStreamSteps(["All ", "37 pass."]) });
+    const second = await openai.chat.completions
+      .stream({ model: "claude-x", tools, messages: history })
+      .finalChatCompletion();
+
+    expect(second.choices[0].message.content).toBe("All 37 pass.");
+    expect(second.choices[0].finish_reason).toBe("stop");
+    const sent = upstream.last.body;
+    expect(sent.system).toBe("You are a coding agent.");
+    expect(sent.messages).toEqual([
+      { role: "user", content: [{ type: "text", text: "Are the tests green?" }] },
+      {
+        role: "assistant",
+        content: [
+          { type: "tool_use", id: "toolu_rt", name: "run_tests", input: { filter: "core" } },
+        ],
+      },
+      {
+        role: "user",
+        content: [expect.objectContaining({ type: "tool_result", tool_use_id: "toolu_rt" })],
+      },
+    ]);
+    const result = (sent.messages as { content: { content: unknown }[] }[])[2].content[0].content;
+    expect(JSON.stringify(result)).toContain("37 passed");
+  });
+
+  it("ends a broken stream with a data: error chunk and no [DONE]", async () => {
+    upstream.queue({
+      kind: "sse",
+      steps: anthropicStreamSteps(["partial"]).slice(0, 4),
+      end: "destroy",
+    });
+    const res = await post(gw, "/v1/chat/completions", {
+      model: "claude-x",
+      stream: true,
+      messages: [{ role: "user", content: "x" }],
+    });
+    expect(res.status).toBe(200);
+    const text = await res.text();
+    expect(text).toContain("partial");
+    const last =
+      text
+        .trim()
+        .split("\n")
+        .filter((l) => l.startsWith("data: "))
+        .at(-1) ?? "";
+    expect(JSON.parse(last.slice(6))).toMatchObject({ error: { code: "upstream_error" } });
+    expect(text).not.toContain("[DONE]");
+  });
+
+  it("turns an upstream error event mid-stream into a client error, not a clean end", async () => {
+    const steps = anthropicStreamSteps(["partial"]).slice(0, 4);
+    steps.push({
+      event: "error",
+      data: { type: "error", error: { type: "overloaded_error", message: "Overloaded" } },
+    });
+    upstream.queue({ kind: "sse", steps });
+    const res = await post(gw, "/v1/messages", {
+      model: "claude-x",
+      max_tokens: 10,
+      stream: true,
+      messages: [{ role: "user", content: "x" }],
+    });
+    const text = await res.text();
+    expect(text).toContain("event: error");
+    expect(text).not.toContain("message_stop");
+  });
+});

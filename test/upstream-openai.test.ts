@@ -1,0 +1,633 @@
+import Anthropic from "@anthropic-ai/sdk";
+import OpenAI from "openai";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import {
+  deferred,
+  type FakeUpstream,
+  fakeUpstream,
+  openaiError,
+  openaiJson,
+  openaiStreamSteps,
+  openaiToolStreamSteps,
+} from "./support/fake-upstream.js";
+import { baseConfig, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
+
+/** An OpenAI-compatible provider behind the gateway: passthrough, errors, and messages -> chat translation. */
+
+const POOL_KEY = "sk-oa-pool-secret-4242";
+const PNG_B64 =
+  "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+
+let upstream: FakeUpstream;
+let gw: TestGateway;
+let openai: OpenAI;
+let anthropic: Anthropic;
+
+beforeAll(async () => {
+  upstream = await fakeUpstream("openai");
+  gw = await testGateway({
+    config: baseConfig({
+      providers: [
+        // A 429 cools the pool's only key; keep that short so later tests are not affected.
+        {
+          id: "oa",
+          wire: "openai",
+          base_url: upstream.baseUrl,
+          api_keys: [POOL_KEY],
+          timeout_ms: 3_000,
+          cooldown_ms: 1,
+        },
+        // For a 429 whose Retry-After (honoured as the key's cooldown) would otherwise block "oa".
+        { id: "oa-rl", wire: "openai", base_url: upstream.baseUrl, api_keys: [POOL_KEY] },
+        // Same fake, short timeout: a hanging upstream must become 503 quickly.
+        {
+          id: "oa-slow",
+          wire: "openai",
+          base_url: upstream.baseUrl,
+          api_keys: [POOL_KEY],
+          timeout_ms: 300,
+        },
+      ],
+      models: [
+        {
+          name: "gpt-x",
+          provider: "oa",
+          upstream_model: "gpt-upstream",
+          price_input_per_mtok: 10_000,
+          price_output_per_mtok: 20_000,
+        },
+        {
+          name: "gpt-slow",
+          provider: "oa-slow",
+          upstream_model: "gpt-upstream",
+          price_input_per_mtok: 10_000,
+        },
+        {
+          name: "gpt-rl",
+          provider: "oa-rl",
+          upstream_model: "gpt-upstream",
+          price_input_per_mtok: 10_000,
+        },
+      ],
+      routes: [],
+    }),
+  });
+  openai = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0, timeout: 10_000 });
+  anthropic = new Anthropic({ apiKey: KEY, baseURL: gw.url, maxRetries: 0, timeout: 10_000 });
+});
+afterAll(async () => {
+  await gw?.close();
+  await upstream?.close();
+});
+beforeEach(() => upstream.reset());
+
+describe("openai wire: chat completions pass through", () => {
+  it("forwards a non-stream body as sent, with only model mapped, and answers with the client's model name", async () => {
+    upstream.queue(openaiJson("Hi there", { usage: [12, 3] }));
+    const params = {
+      model: "gpt-x",
+      messages: [
+        { role: "system" as const, content: "Be brief." },
+        { role: "user" as const, content: "Hello" },
+      ],
+      temperature: 0.3,
+      top_p: 0.9,
+      seed: 7,
+      max_tokens: 50,
+      user: "user-1",
+      logit_bias: { "50256": -100 },
+      response_format: { type: "json_object" as const },
+    };
+    const completion = await openai.chat.completions.create(params);
+
+    expect(upstream.requests).toHaveLength(1);
+    expect(upstream.last.path).toBe("/v1/chat/completions");
+    expect(upstream.last.headers.authorization).toBe(`Bearer ${POOL_KEY}`);
+    expect(upstream.last.body).toEqual({ ...params, model: "gpt-upstream" });
+    expect(completion.model).toBe("gpt-x");
+    expect(completion.choices[0].message.content).toBe("Hi there");
+    expect(completion.usage).toMatchObject({ prompt_tokens: 12, completion_tokens: 3 });
+  });
+
+  it("streams chunk by chunk: the client sees the first chunk before the upstream sends the second", async () => {
+    const clientSawFirst = deferred();
+    const steps = openaiStreamSteps(["Hel", "lo"]);
+    // steps: role, "Hel", "lo", finish, usage, [DONE]. "lo" waits until the client has "Hel".
+    const secondIndex = 2;
+    steps[secondIndex] = { ...steps[secondIndex], gate: clientSawFirst.promise };
+    upstream.queue({ kind: "sse", steps });
+
+    const params = {
+      model: "gpt-x",
+      messages: [{ role: "user" as const, content: "Hi" }],
+      stream: true as const,
+    };
+    const stream = await openai.chat.completions.create(params);
+    const texts: string[] = [];
+    let stepsSentWhenFirstSeen = -1;
+    let sawUsageChunk = false;
+    for await (const chunk of stream) {
+      const text = chunk.choices[0]?.delta?.content;
+      if (chunk.usage) sawUsageChunk = true;
+      if (!text) continue;
+      texts.push(text);
+      if (texts.length === 1) {
+        stepsSentWhenFirstSeen = upstream.sent.length;
+        clientSawFirst.resolve();
+      }
+    }
+
+    expect(texts.join("")).toBe("Hello");
+    expect(stepsSentWhenFirstSeen).toBe(secondIndex);
+    expect(upstream.last.body).toEqual({
+      ...params,
+      model: "gpt-upstream",
+      stream_options: { include_usage: true },
+    });
+    // The gateway asked for usage (billing needs it); the client did not, so it gets no usage chunk.
+    expect(sawUsageChunk).toBe(false);
+  });
+
+  it("passes the usage chunk on when the client asked for it, keeping its own stream_options", async () => {
+    upstream.queue({ kind: "sse", steps: openaiStreamSteps(["a", "b"], { usage: [9, 2] }) });
+    const stream = await openai.chat.completions.create({
+      model: "gpt-x",
+      messages: [{ role: "user", content: "Hi" }],
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    let usage: OpenAI.CompletionUsage | null | undefined;
+    for await (const chunk of stream) if (chunk.usage) usage = chunk.usage;
+    expect(usage).toMatchObject({ prompt_tokens: 9, completion_tokens: 2 });
+    expect(upstream.last.body.stream_options).toEqual({ include_usage: true });
+  });
+
+  it("never retries a direct dispatch: one upstream hit for a 500 and one for a 429", async () => {
+    upstream.queue(openaiError(500, "boom", null, "server_error"));
+    await expect(
+      openai.chat.completions.create({
+        model: "gpt-x",
+        messages: [{ role: "user", content: "x" }],
+      }),
+    ).rejects.toMatchObject({
+      status: 503,
+      code: "upstream_error",
+    });
+    expect(upstream.requests).toHaveLength(1);
+
+    upstream.reset();
+    upstream.queue(openaiError(429, "slow down", "rate_limit_exceeded", "requests"));
+    await expect(
+      openai.chat.completions.create({
+        model: "gpt-x",
+        messages: [{ role: "user", content: "x" }],
+      }),
+    ).rejects.toMatchObject({
+      status: 429,
+    });
+    expect(upstream.requests).toHaveLength(1);
+  });
+
+  it("ends a stream that breaks after it started with an error chunk and no [DONE]", async () => {
+    const steps = openaiStreamSteps(["partial ", "answer"]).slice(0, 3);
+    upstream.queue({ kind: "sse", steps, end: "destroy" });
+    const res = await post(gw, "/v1/chat/completions", {
+      model: "gpt-x",
+      messages: [{ role: "user", content: "x" }],
+      stream: true,
+    });
+    expect(res.status).toBe(200);
+    const text = await res.text();
+    expect(text).toContain("partial ");
+    const lastData = dataLines(text).at(-1) ?? "";
+    expect(JSON.parse(lastData)).toMatchObject({ error: { code: "upstream_error" } });
+    expect(text).not.toContain("[DONE]");
+
+    // The SDK turns the error chunk into a thrown error, never a silently truncated answer.
+    upstream.queue({ kind: "sse", steps, end: "destroy" });
+    const stream = await openai.chat.completions.create({
+      model: "gpt-x",
+      messages: [{ role: "user", content: "x" }],
+      stream: true,
+    });
+    await expect(
+      (async () => {
+        for await (const _ of stream) {
+          // drain
+        }
+      })(),
+    ).rejects.toThrow();
+  });
+});
+
+describe("openai wire: failures around the start of a stream", () => {
+  const streamBody = (model = "gpt-x") => ({
+    model,
+    stream: true,
+    messages: [{ role: "user", content: "x" }],
+  });
+
+  it("answers 503 upstream_error when the first SSE event is an error chunk", async () => {
+    upstream.queue({
+      kind: "sse",
+      steps: [{ data: { error: { message: "overloaded PROVIDER-TEXT", type: "server_error" } } }],
+    });
+    const res = await post(gw, "/v1/chat/completions", streamBody());
+    expect(res.status).toBe(503);
+    const text = await res.text();
+    expect(text).not.toContain("PROVIDER-TEXT");
+    expect(JSON.parse(text)).toMatchObject({ error: { code: "upstream_error" } });
+  });
+
+  it("answers 503 upstream_error when the upstream closes right after its headers", async () => {
+    upstream.queue({ kind: "sse", steps: [], end: "destroy" });
+    const res = await post(gw, "/v1/chat/completions", streamBody());
+    expect(res.status).toBe(503);
+    expect(await res.json()).toMatchObject({ error: { code: "upstream_error" } });
+  });
+
+  it("ends with an error chunk when the first chunk does not come within timeout_ms (keepalives committed the 200)", async () => {
+    upstream.queue({ kind: "sse", steps: [{ ...openaiStreamSteps(["late"])[0], delayMs: 1_500 }] });
+    const res = await post(gw, "/v1/chat/completions", streamBody("gpt-slow"));
+    expect(res.status).toBe(200);
+    const text = await res.text();
+    expect(text.startsWith(": keepalive")).toBe(true);
+    expect(JSON.parse(dataLines(text).at(-1) ?? "")).toMatchObject({
+      error: { code: "upstream_error" },
+    });
+    expect(text).not.toContain("[DONE]");
+  });
+
+  it("answers 503 upstream_error when the provider cannot be reached at all", async () => {
+    const closed = await fakeUpstream("openai");
+    const url = closed.baseUrl;
+    await closed.close();
+    const unreachable = await testGateway({
+      config: baseConfig({
+        providers: [{ id: "gone", wire: "openai", base_url: url, api_keys: [POOL_KEY] }],
+        models: [{ name: "gone-model", provider: "gone", price_input_per_mtok: 1 }],
+        routes: [],
+      }),
+    });
+    try {
+      const res = await post(unreachable, "/v1/chat/completions", {
+        model: "gone-model",
+        messages: [{ role: "user", content: "x" }],
+      });
+      expect(res.status).toBe(503);
+      const text = await res.text();
+      expect(text).not.toContain(POOL_KEY);
+      expect(text).not.toContain(url);
+      expect(JSON.parse(text)).toMatchObject({ error: { code: "upstream_error" } });
+    } finally {
+      await unreachable.close();
+    }
+  });
+
+  it("closes the upstream connection when the client goes away mid-stream", async () => {
+    const never = deferred();
+    const steps = openaiStreamSteps(["first", "never"]);
+    steps[2] = { ...steps[2], gate: never.promise };
+    upstream.queue({ kind: "sse", steps });
+    const abort = new AbortController();
+    const stream = await openai.chat.completions.create(
+      streamBody() as OpenAI.ChatCompletionCreateParamsStreaming,
+      {
+        signal: abort.signal,
+      },
+    );
+    for await (const chunk of stream) {
+      if (chunk.choices[0]?.delta?.content) break;
+    }
+    abort.abort();
+    for (let i = 0; i < 200 && upstream.aborted === 0; i++)
+      await new Promise((r) => setTimeout(r, 10));
+    expect(upstream.aborted).toBe(1);
+    never.resolve();
+  });
+});
+
+describe("upstream errors in the chat style", () => {
+  const secretText = "PROVIDER-INTERNAL-DETAIL-xyz";
+
+  async function errorFor(reply: Parameters<FakeUpstream["queue"]>[0], model = "gpt-x") {
+    upstream.queue(reply);
+    const res = await post(gw, "/v1/chat/completions", {
+      model,
+      messages: [{ role: "user", content: "x" }],
+    });
+    const text = await res.text();
+    expect(text).not.toContain(secretText);
+    expect(text).not.toContain(POOL_KEY);
+    return {
+      status: res.status,
+      retryAfter: res.headers.get("retry-after"),
+      body: JSON.parse(text) as { error: Record<string, unknown> },
+    };
+  }
+
+  it("maps an OpenAI context_length_exceeded 400 to 400 invalid_request_error / context_length_exceeded with service text", async () => {
+    const r = await errorFor(
+      openaiError(
+        400,
+        `This model's maximum context length is 8192 tokens. ${secretText}`,
+        "context_length_exceeded",
+      ),
+    );
+    expect(r.status).toBe(400);
+    expect(r.body.error).toEqual({
+      message: "The request exceeds the model's maximum context window.",
+      type: "invalid_request_error",
+      param: null,
+      code: "context_length_exceeded",
+    });
+    expect(upstream.requests).toHaveLength(1);
+  });
+
+  it("maps a 404 model-not-found to 404 model_not_found", async () => {
+    const r = await errorFor(
+      openaiError(404, `The model gpt-upstream does not exist ${secretText}`, "model_not_found"),
+    );
+    expect(r.status).toBe(404);
+    expect(r.body.error).toMatchObject({ type: "invalid_request_error", code: "model_not_found" });
+  });
+
+  it.each([451, 402, 409])(
+    "turns an upstream %i (a status outside the kept set) into 400 upstream_rejected",
+    async (status) => {
+      const r = await errorFor({
+        kind: "json",
+        status,
+        body: { error: { message: secretText, type: "some_error" } },
+      });
+      expect(r.status).toBe(400);
+      expect(r.body.error).toMatchObject({
+        type: "invalid_request_error",
+        code: "upstream_rejected",
+      });
+    },
+  );
+
+  it.each([
+    [413, "upstream_rejected"],
+    [422, "invalid_request_error"],
+    [403, "upstream_rejected"],
+  ])("keeps an upstream %i", async (status, code) => {
+    const r = await errorFor({
+      kind: "json",
+      status,
+      body: { error: { message: secretText, type: "some_error" } },
+    });
+    expect(r.status).toBe(status);
+    expect(r.body.error).toMatchObject({ type: "invalid_request_error", code });
+  });
+
+  it("maps a content-policy block to content_policy_violation", async () => {
+    const r = await errorFor(
+      openaiError(
+        400,
+        `Your request was rejected as a result of our safety system. ${secretText}`,
+        "content_policy_violation",
+      ),
+    );
+    expect(r.status).toBe(400);
+    expect(r.body.error).toMatchObject({
+      type: "invalid_request_error",
+      code: "content_policy_violation",
+    });
+  });
+
+  it("maps an upstream 429 to 429 upstream_error without Retry-After", async () => {
+    const r = await errorFor(
+      {
+        ...openaiError(429, secretText, "rate_limit_exceeded", "requests"),
+        headers: { "retry-after": "7" },
+      },
+      "gpt-rl",
+    );
+    expect(r.status).toBe(429);
+    expect(r.retryAfter).toBeNull();
+    expect(r.body.error).toMatchObject({ type: "upstream_error", code: "upstream_error" });
+  });
+
+  it.each([500, 502])("maps an upstream %i to 503 upstream_error", async (status) => {
+    const r = await errorFor(openaiError(status, secretText, null, "server_error"));
+    expect(r.status).toBe(503);
+    expect(r.body.error).toMatchObject({ type: "upstream_error", code: "upstream_error" });
+  });
+
+  it("maps an upstream that does not answer within timeout_ms to 503 upstream_error", async () => {
+    const r = await errorFor({ kind: "hang" }, "gpt-slow");
+    expect(r.status).toBe(503);
+    expect(r.body.error).toMatchObject({ code: "upstream_error" });
+  });
+
+  it("maps a success body that is not JSON to 503 upstream_error", async () => {
+    const r = await errorFor({ kind: "json", body: `<html>${secretText}</html>` });
+    expect(r.status).toBe(503);
+    expect(r.body.error).toMatchObject({ code: "upstream_error" });
+  });
+});
+
+describe("messages client -> openai wire (translation)", () => {
+  const weatherTool: Anthropic.Tool = {
+    name: "get_weather",
+    description: "Current weather for a city",
+    input_schema: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+  };
+
+  it("translates system, multi-turn, images and tools into chat completions, and a tool call back", async () => {
+    upstream.queue(
+      openaiJson("Let me check.", {
+        toolCalls: [{ id: "call_1", name: "get_weather", arguments: '{"city":"Jakarta"}' }],
+        usage: [40, 9],
+      }),
+    );
+    const message = await anthropic.messages.create({
+      model: "gpt-x",
+      max_tokens: 200,
+      system: "You are a weather bot.",
+      tools: [weatherTool],
+      messages: [
+        { role: "user", content: "Hi" },
+        { role: "assistant", content: "Hello! How can I help?" },
+        {
+          role: "user",
+          content: [
+            { type: "image", source: { type: "base64", media_type: "image/png", data: PNG_B64 } },
+            { type: "text", text: "Weather where this photo was taken?" },
+          ],
+        },
+      ],
+    });
+
+    const sent = upstream.last.body;
+    expect(upstream.last.path).toBe("/v1/chat/completions");
+    expect(sent.model).toBe("gpt-upstream");
+    expect(sent.max_tokens ?? sent.max_completion_tokens).toBe(200);
+    expect(sent.messages).toEqual([
+      { role: "system", content: "You are a weather bot." },
+      { role: "user", content: "Hi" },
+      { role: "assistant", content: "Hello! How can I help?" },
+      {
+        role: "user",
+        content: [
+          { type: "image_url", image_url: { url: `data:image/png;base64,${PNG_B64}` } },
+          { type: "text", text: "Weather where this photo was taken?" },
+        ],
+      },
+    ]);
+    expect(sent.tools).toEqual([
+      {
+        type: "function",
+        function: {
+          name: "get_weather",
+          description: "Current weather for a city",
+          parameters: weatherTool.input_schema,
+        },
+      },
+    ]);
+
+    expect(message.model).toBe("gpt-x");
+    expect(message.stop_reason).toBe("tool_use");
+    expect(message.content).toEqual([
+      { type: "text", text: "Let me check." },
+      { type: "tool_use", id: "call_1", name: "get_weather", input: { city: "Jakarta" } },
+    ]);
+    expect(message.usage).toMatchObject({ input_tokens: 40, output_tokens: 9 });
+  });
+
+  it("assembles streamed tool-call arguments into one tool_use input (finalMessage)", async () => {
+    upstream.queue({
+      kind: "sse",
+      steps: openaiToolStreamSteps(
+        [
+          { id: "call_a", name: "get_weather", argumentPieces: ['{"ci', 'ty": "Ban', 'dung"}'] },
+          { id: "call_b", name: "get_weather", argumentPieces: ['{"city":', '"Medan"}'] },
+        ],
+        { usage: [33, 21] },
+      ),
+    });
+    const stream = anthropic.messages.stream({
+      model: "gpt-x",
+      max_tokens: 100,
+      tools: [weatherTool],
+      messages: [{ role: "user", content: "Weather in Bandung and Medan?" }],
+    });
+    const final = await stream.finalMessage();
+    expect(upstream.last.body.stream).toBe(true);
+    expect(upstream.last.body.stream_options).toEqual({ include_usage: true });
+    expect(final.stop_reason).toBe("tool_use");
+    expect(final.content.filter((b) => b.type === "tool_use")).toEqual([
+      { type: "tool_use", id: "call_a", name: "get_weather", input: { city: "Bandung" } },
+      { type: "tool_use", id: "call_b", name: "get_weather", input: { city: "Medan" } },
+    ]);
+    expect(final.usage).toMatchObject({ input_tokens: 33, output_tokens: 21 });
+  });
+
+  it("streams text with end_turn and max_tokens stop reasons", async () => {
+    upstream.queue({ kind: "sse", steps: openaiStreamSteps(["Sela", "mat"], { usage: [5, 2] }) });
+    const done = await anthropic.messages
+      .stream({ model: "gpt-x", max_tokens: 100, messages: [{ role: "user", content: "Hi" }] })
+      .finalMessage();
+    expect(done.content).toEqual([{ type: "text", text: "Selamat" }]);
+    expect(done.stop_reason).toBe("end_turn");
+    expect(done.usage).toMatchObject({ input_tokens: 5, output_tokens: 2 });
+
+    upstream.queue({ kind: "sse", steps: openaiStreamSteps(["cut"], { finish: "length" }) });
+    const cut = await anthropic.messages
+      .stream({ model: "gpt-x", max_tokens: 1, messages: [{ role: "user", content: "Hi" }] })
+      .finalMessage();
+    expect(cut.stop_reason).toBe("max_tokens");
+  });
+
+  it("runs a full coding-agent tool loop: tool call, tool result, final answer", async () => {
+    const tools: Anthropic.Tool[] = [
+      {
+        name: "read_file",
+        description: "Read a file",
+        input_schema: {
+          type: "object",
+          properties: { path: { type: "string" } },
+          required: ["path"],
+        },
+      },
+    ];
+    const history: Anthropic.MessageParam[] = [
+      { role: "user", content: "What does src/index.ts export?" },
+    ];
+
+    upstream.queue({
+      kind: "sse",
+      steps: openaiToolStreamSteps(
+        [{ id: "call_rf", name: "read_file", argumentPieces: ['{"path":', '"src/index.ts"}'] }],
+        {
+          text: "Reading it.",
+        },
+      ),
+    });
+    const first = await anthropic.messages
+      .stream({ model: "gpt-x", max_tokens: 500, tools, messages: history })
+      .finalMessage();
+    expect(first.stop_reason).toBe("tool_use");
+    const call = first.content.find((b): b is Anthropic.ToolUseBlock => b.type === "tool_use");
+    expect(call).toMatchObject({
+      id: "call_rf",
+      name: "read_file",
+      input: { path: "src/index.ts" },
+    });
+
+    history.push({ role: "assistant", content: first.content });
+    history.push({
+      role: "user",
+      content: [
+        { type: "tool_result", tool_use_id: call?.id ?? "", content: "export { startGateway }" },
+      ],
+    });
+    upstream.queue({ kind: "sse", steps: openaiStreamSteps(["It exports ", "startGateway."]) });
+    const second = await anthropic.messages
+      .stream({ model: "gpt-x", max_tokens: 500, tools, messages: history })
+      .finalMessage();
+
+    expect(second.stop_reason).toBe("end_turn");
+    expect(second.content).toEqual([{ type: "text", text: "It exports startGateway." }]);
+    const sent = upstream.last.body.messages as Record<string, unknown>[];
+    expect(sent).toHaveLength(3);
+    expect(sent[1]).toMatchObject({
+      role: "assistant",
+      content: "Reading it.",
+      tool_calls: [{ id: "call_rf", type: "function", function: { name: "read_file" } }],
+    });
+    const args = (sent[1].tool_calls as { function: { arguments: string } }[])[0].function
+      .arguments;
+    expect(JSON.parse(args)).toEqual({ path: "src/index.ts" });
+    expect(sent[2]).toMatchObject({ role: "tool", tool_call_id: "call_rf" });
+    expect(JSON.stringify(sent[2].content)).toContain("export { startGateway }");
+  });
+
+  it("ends a broken stream with event: error and no message_stop", async () => {
+    upstream.queue({
+      kind: "sse",
+      steps: openaiStreamSteps(["partial"]).slice(0, 2),
+      end: "destroy",
+    });
+    const res = await post(gw, "/v1/messages", {
+      model: "gpt-x",
+      max_tokens: 10,
+      stream: true,
+      messages: [{ role: "user", content: "x" }],
+    });
+    expect(res.status).toBe(200);
+    const text = await res.text();
+    expect(text).toContain("partial");
+    expect(text).toMatch(/event: error\ndata: \{"type":"error","error":\{"type":"api_error"/);
+    expect(text).not.toContain("message_stop");
+  });
+});
+
+function dataLines(sse: string): string[] {
+  return sse
+    .split("\n")
+    .filter((line) => line.startsWith("data: "))
+    .map((line) => line.slice("data: ".length));
+}
