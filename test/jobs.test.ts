@@ -118,7 +118,9 @@ async function download(
 
 describe("asynchronous jobs", () => {
   let gw: TestGateway;
-  const balanceMicro = (account = "acct") => gw.services.store.getAccount(account)!.balance_micro;
+  /** The balance minus what in-flight jobs hold. */
+  const balanceMicro = (account = "acct") =>
+    gw.services.store.getAccount(account)!.balance_micro - gw.services.ledger.heldMicro(account);
 
   beforeAll(async () => {
     gw = await testGateway({ config: jobsConfig() });

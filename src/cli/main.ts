@@ -22,7 +22,10 @@ export async function main(argv: string[]): Promise<void> {
   const keys = program
     .command("keys")
     .description("Create, list and revoke per-tool keys (needs `gateway login`)")
-    .addHelpText("after", "\nExamples:\n  $ gateway keys create --label ci\n  $ gateway keys list\n  $ gateway keys revoke ci");
+    .addHelpText(
+      "after",
+      "\nExamples:\n  $ gateway keys create --label ci\n  $ gateway keys list\n  $ gateway keys revoke ci",
+    );
   registerKeysCreate(keys);
   registerKeysList(keys);
   registerKeysRevoke(keys);
@@ -34,7 +37,9 @@ export async function main(argv: string[]): Promise<void> {
       process.stderr.write(`gateway: ${err.message}\n`);
       process.exit(err.exitCode);
     }
-    process.stderr.write(`gateway: unexpected error: ${(err as Error).message}\nPlease report this with the command you ran.\n`);
+    process.stderr.write(
+      `gateway: unexpected error: ${(err as Error).message}\nPlease report this with the command you ran.\n`,
+    );
     process.exit(70);
   }
 }

@@ -1,10 +1,15 @@
 import { Hono } from "hono";
-import { bodyLimit } from "hono/body-limit";
 import { cors } from "hono/cors";
 import type { AppEnv } from "./app-env.js";
 import { requireKey } from "./auth.js";
-import { type ErrorStyle, GatewayError, PlainTextError, internalError, renderError } from "./errors.js";
-import { payloadTooLarge } from "./http/json-body.js";
+import {
+  type ErrorStyle,
+  GatewayError,
+  internalError,
+  PlainTextError,
+  renderError,
+} from "./errors.js";
+import { bodySizeLimit } from "./http/body-limit.js";
 import { installAccountRoutes } from "./routes/account.js";
 import { installAdminRoutes } from "./routes/admin.js";
 import { completionRoute } from "./routes/completions.js";
@@ -29,7 +34,12 @@ export function buildApp(s: Services, extraRoutes: RouteInstaller[] = []): Hono<
     cors({
       origin: "*",
       allowMethods: ["GET", "POST", "DELETE", "OPTIONS"],
-      exposeHeaders: ["Retry-After", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"],
+      exposeHeaders: [
+        "Retry-After",
+        "X-RateLimit-Limit",
+        "X-RateLimit-Remaining",
+        "X-RateLimit-Reset",
+      ],
       maxAge: 600,
     }),
   );
@@ -39,12 +49,7 @@ export function buildApp(s: Services, extraRoutes: RouteInstaller[] = []): Hono<
     }
     await next();
   });
-  const limit = bodyLimit({
-    maxSize: s.options.bodyLimitBytes,
-    onError: () => {
-      throw payloadTooLarge(s.options.bodyLimitBytes);
-    },
-  });
+  const limit = bodySizeLimit(s.options.bodyLimitBytes);
   app.use("/v1/*", limit);
   app.use("/api/*", limit);
 
@@ -62,21 +67,30 @@ export function buildApp(s: Services, extraRoutes: RouteInstaller[] = []): Hono<
 
   app.notFound((c) => {
     const path = new URL(c.req.url).pathname;
-    return renderError(new GatewayError(404, "not_found", `No route ${c.req.method} ${path}.`), styleOf(path));
+    return renderError(
+      new GatewayError(404, "not_found", `No route ${c.req.method} ${path}.`),
+      styleOf(path),
+    );
   });
   app.onError((err, c) => {
     if (err instanceof PlainTextError) return c.text(err.message, err.status as 401);
     const style = styleOf(new URL(c.req.url).pathname);
     if (err instanceof GatewayError) return renderError(err, style);
     // Never a stack trace to the client; the log line carries no request body or secret.
-    console.error(`internal error on ${c.req.method} ${new URL(c.req.url).pathname}: ${err.name}: ${err.message}`);
+    console.error(
+      `internal error on ${c.req.method} ${new URL(c.req.url).pathname}: ${err.name}: ${err.message}`,
+    );
     return renderError(internalError(), style);
   });
   return app;
 }
 
 /** Same-origin and browser-less requests pass; a page on another origin does not. */
-function isCrossOrigin(origin: string | undefined, fetchSite: string | undefined, url: string): boolean {
+function isCrossOrigin(
+  origin: string | undefined,
+  fetchSite: string | undefined,
+  url: string,
+): boolean {
   if (fetchSite === "cross-site" || fetchSite === "same-site") return true;
   if (!origin) return false;
   return origin !== new URL(url).origin;

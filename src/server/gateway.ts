@@ -5,8 +5,8 @@ import { buildApp, type RouteInstaller } from "./app.js";
 import { applyConfig } from "./config/apply.js";
 import { demoAccountId, demoConfig } from "./config/demo.js";
 import { loadConfigFile, parseConfig } from "./config/load.js";
-import { createOwnerLink, forgetUnusedOwnerLinks } from "./dashboard/owner-session.js";
 import type { ConfigInput } from "./config/schema.js";
+import { createOwnerLink, forgetUnusedOwnerLinks } from "./dashboard/owner-session.js";
 import { defaultBodyLimitBytes } from "./http/json-body.js";
 import { startJobRunner } from "./jobs/runner.js";
 import { createServices, type Services } from "./services.js";
@@ -54,19 +54,27 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
     let ownerAccountId: string | undefined;
     let demoKey: string | undefined;
     if (options.config !== undefined) {
-      const config = typeof options.config === "string" ? loadConfigFile(options.config) : parseConfig(options.config);
+      const config =
+        typeof options.config === "string"
+          ? loadConfigFile(options.config)
+          : parseConfig(options.config);
       applyConfig(store, config);
       ownerAccountId = config.accounts[0]?.id;
     } else if (options.demo !== false && store.accountCount() === 0) {
       applyConfig(store, parseConfig(demoConfig));
-      demoKey = store.createKey({ accountId: demoAccountId, label: "demo", kind: "standard" }).value;
+      demoKey = store.createKey({
+        accountId: demoAccountId,
+        label: "demo",
+        kind: "standard",
+      }).value;
     }
-    services.ledger.recoverInterrupted(now());
 
     const app = buildApp(services, options.extraRoutes ?? []);
     const host = options.host ?? "127.0.0.1";
     const server = await new Promise<ReturnType<typeof serve>>((resolve, reject) => {
-      const s = serve({ fetch: app.fetch, port: options.port ?? 0, hostname: host }, () => resolve(s));
+      const s = serve({ fetch: app.fetch, port: options.port ?? 0, hostname: host }, () =>
+        resolve(s),
+      );
       s.once("error", reject);
     });
     const port = (server.address() as AddressInfo).port;
@@ -91,6 +99,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
           });
           await jobRunner.stop();
           await services.http.close();
+          services.ledger.flush();
           store.close();
         })();
         return closing;

@@ -16,30 +16,65 @@ import type {
 /**
  * Typed queries over the gateway's SQLite file. Every statement is prepared once here;
  * the request path never builds SQL.
+ *
+ * One gateway process owns a database file, and every write goes through this class (or the
+ * Ledger), so the rows the hot path reads are cached here and updated or dropped by each write:
+ * a revocation or suspension is seen by the very next request without a query per request.
  */
 export class Store {
   readonly db: DB;
   private readonly stmts: ReturnType<typeof prepare>;
   /** Catalog rows change only when a config or admin call writes them; reads on the hot path hit this. */
   private catalog: Catalog | null = null;
+  private readonly accounts = new Map<string, AccountRow>();
+  /** Known keys by hash. Misses are not cached, so random keys cannot grow it. */
+  private readonly keysByHash = new Map<string, KeyRow>();
+  private readonly byok = new Map<string, ByokRow[]>();
+  /** Run before an account row is written outside the ledger, so queued ledger writes land first. */
+  private readonly beforeAccountWrites: (() => void)[] = [];
+
+  private readonly runInTransaction: ReturnType<DB["transaction"]>;
 
   constructor(path: string) {
     this.db = openDatabase(path);
     this.stmts = prepare(this.db);
+    this.runInTransaction = this.db.transaction((fn: () => unknown) => fn());
+  }
+
+  onBeforeAccountWrite(hook: () => void): void {
+    this.beforeAccountWrites.push(hook);
+  }
+
+  /** An account write outside the ledger: queued ledger writes first, then the write, then a fresh read. */
+  private writeAccount<T>(id: string | null, write: () => T): T {
+    for (const hook of this.beforeAccountWrites) hook();
+    const result = write();
+    if (id === null) this.accounts.clear();
+    else this.accounts.delete(id);
+    return result;
   }
 
   close(): void {
     this.db.close();
   }
 
+  /** BEGIN IMMEDIATE ... COMMIT around `fn`; one wrapper serves every call. */
   transaction<T>(fn: () => T): T {
-    return this.db.transaction(fn).immediate();
+    return this.runInTransaction.immediate(fn) as T;
   }
 
   // ---- keys -------------------------------------------------------------
 
   findKeyByValue(value: string): KeyWithAccount | undefined {
-    return this.stmts.keyByHash.get(hashSecret(value)) as KeyWithAccount | undefined;
+    const hash = hashSecret(value);
+    let key = this.keysByHash.get(hash);
+    if (!key) {
+      key = this.stmts.keyByHash.get(hash) as KeyRow | undefined;
+      if (!key) return undefined;
+      this.keysByHash.set(hash, key);
+    }
+    const account = this.getAccount(key.account_id);
+    return { ...key, account_status: account?.status ?? "suspended" };
   }
 
   isAdminKey(value: string): boolean {
@@ -48,6 +83,7 @@ export class Store {
 
   touchKey(id: string, now: number): void {
     this.stmts.touchKey.run(now, id);
+    for (const key of this.keysByHash.values()) if (key.id === id) key.last_used_at = now;
   }
 
   /** Mints a key and returns its only plaintext copy. */
@@ -107,13 +143,21 @@ export class Store {
 
   /** Returns false when the key does not exist or was already revoked. */
   revokeKey(id: string, now = Date.now()): boolean {
-    return this.stmts.revokeKey.run(now, id).changes > 0;
+    const changed = this.stmts.revokeKey.run(now, id).changes > 0;
+    this.keysByHash.clear();
+    return changed;
   }
 
   // ---- accounts ---------------------------------------------------------
 
+  /** The cached row: the ledger keeps its money columns current; other writes drop it. */
   getAccount(id: string): AccountRow | undefined {
-    return this.stmts.accountById.get(id) as AccountRow | undefined;
+    let account = this.accounts.get(id);
+    if (!account) {
+      account = this.stmts.accountById.get(id) as AccountRow | undefined;
+      if (account) this.accounts.set(id, account);
+    }
+    return account;
   }
 
   listAccounts(): AccountRow[] {
@@ -132,7 +176,7 @@ export class Store {
     tier: string;
     now: number;
   }): AccountRow {
-    this.stmts.insertAccount.run({ ...input });
+    this.writeAccount(input.id, () => this.stmts.insertAccount.run({ ...input }));
     return this.getAccount(input.id)!;
   }
 
@@ -146,27 +190,34 @@ export class Store {
     );
     if (entries.length === 0) return this.getAccount(id) !== undefined;
     const sql = `UPDATE accounts SET ${entries.map(([k]) => `${k} = @${k}`).join(", ")} WHERE id = @id`;
-    return this.db.prepare(sql).run({ ...Object.fromEntries(entries), id }).changes > 0;
+    return this.writeAccount(
+      id,
+      () => this.db.prepare(sql).run({ ...Object.fromEntries(entries), id }).changes > 0,
+    );
   }
 
   /** Adds money and moves the account up to the highest tier this top-up qualifies for. */
   topUp(id: string, amountMicro: number): AccountRow | undefined {
-    return this.transaction(() => {
-      if (this.stmts.topUp.run(amountMicro, id).changes === 0) return undefined;
-      const account = this.getAccount(id)!;
-      const current = this.getCatalog().tiers.get(account.tier);
-      let best = current;
-      for (const tier of this.getCatalog().tiers.values()) {
-        if (
-          tier.min_topup_micro !== null &&
-          amountMicro >= tier.min_topup_micro &&
-          tier.rank > (best?.rank ?? -1)
-        )
-          best = tier;
-      }
-      if (best && best.name !== account.tier) this.stmts.setTier.run(best.name, id);
-      return this.getAccount(id);
-    });
+    return this.writeAccount(id, () =>
+      this.transaction(() => {
+        if (this.stmts.topUp.run(amountMicro, id).changes === 0) return undefined;
+        const account = this.getAccount(id)!;
+        const current = this.getCatalog().tiers.get(account.tier);
+        let best = current;
+        for (const tier of this.getCatalog().tiers.values()) {
+          if (
+            tier.min_topup_micro !== null &&
+            amountMicro >= tier.min_topup_micro &&
+            tier.rank > (best?.rank ?? -1)
+          )
+            best = tier;
+        }
+        if (best && best.name !== account.tier) this.stmts.setTier.run(best.name, id);
+        return true;
+      }),
+    )
+      ? this.getAccount(id)
+      : undefined;
   }
 
   addByok(
@@ -179,22 +230,27 @@ export class Store {
     const id = newId("byok");
     const position = (this.stmts.maxByokPosition.get(accountId) as { p: number | null }).p ?? -1;
     this.stmts.insertByok.run(id, accountId, providerId, secret, label, position + 1, now);
+    this.byok.delete(accountId);
     return this.stmts.byokById.get(id) as ByokRow;
   }
 
   deleteByok(accountId: string, id: string): boolean {
+    this.byok.delete(accountId);
     return this.stmts.deleteByok.run(id, accountId).changes > 0;
   }
 
   setAccountStatus(id: string, status: "active" | "suspended"): boolean {
-    return this.stmts.setAccountStatus.run(status, id).changes > 0;
+    return this.writeAccount(id, () => this.stmts.setAccountStatus.run(status, id).changes > 0);
   }
 
   // ---- catalog ----------------------------------------------------------
 
-  /** Called by every write to providers, models, routes or tiers. */
-  invalidateCatalog(): void {
+  /** After a config is applied: every cached row may have changed. */
+  invalidateAll(): void {
     this.catalog = null;
+    this.writeAccount(null, () => undefined);
+    this.keysByHash.clear();
+    this.byok.clear();
   }
 
   getCatalog(): Catalog {
@@ -213,17 +269,6 @@ export class Store {
 
   addFreeTokens(model: string, windowSeconds: number, tokens: number, now: number): void {
     this.stmts.addFreeTokens.run(model, windowStart(windowSeconds, now), tokens);
-  }
-
-  freeUsedOn(accountId: string, day: string): number {
-    return (this.stmts.freeUsed.get(accountId, day) as { used: number } | undefined)?.used ?? 0;
-  }
-
-  subscriptionUsed(accountId: string, window: string, windowStart: number): number {
-    const row = this.stmts.subUsed.get(accountId, window) as
-      | { window_start: number; used: number }
-      | undefined;
-    return row && row.window_start === windowStart ? row.used : 0;
   }
 
   usageSummary(accountId: string, since: number) {
@@ -283,7 +328,12 @@ export class Store {
   }
 
   listByok(accountId: string): ByokRow[] {
-    return this.stmts.byokByAccount.all(accountId) as ByokRow[];
+    let rows = this.byok.get(accountId);
+    if (!rows) {
+      rows = this.stmts.byokByAccount.all(accountId) as ByokRow[];
+      this.byok.set(accountId, rows);
+    }
+    return rows;
   }
 }
 
@@ -339,10 +389,7 @@ function prepare(db: DB) {
   const s = (sql: string): Statement => db.prepare(sql);
   return {
     keyByHash: s(
-      `SELECT k.id, k.account_id, k.prefix, k.label, k.kind, k.parent_key_id, k.created_at,
-              k.last_used_at, k.revoked_at, a.status AS account_status
-         FROM api_keys k JOIN accounts a ON a.id = k.account_id
-        WHERE k.hash = ?`,
+      "SELECT id, account_id, prefix, label, kind, parent_key_id, created_at, last_used_at, revoked_at FROM api_keys WHERE hash = ?",
     ),
     adminByHash: s("SELECT id FROM admin_keys WHERE hash = ?"),
     touchKey: s("UPDATE api_keys SET last_used_at = ? WHERE id = ?"),
@@ -370,10 +417,6 @@ function prepare(db: DB) {
        ON CONFLICT(model) DO UPDATE SET
          tokens = CASE WHEN window_start = excluded.window_start THEN tokens + excluded.tokens ELSE excluded.tokens END,
          window_start = excluded.window_start`,
-    ),
-    freeUsed: s("SELECT used FROM free_usage WHERE account_id = ? AND day = ?"),
-    subUsed: s(
-      "SELECT window_start, used FROM subscription_usage WHERE account_id = ? AND window_name = ?",
     ),
     usageSummary: s(
       `SELECT count(*) AS requests, sum(state = 'settled') AS succeeded, sum(state IN ('failed', 'interrupted')) AS failed,

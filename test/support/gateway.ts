@@ -2,7 +2,11 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { ConfigInput } from "../../src/server/config/schema.js";
-import { type GatewayOptions, type RunningGateway, startGateway } from "../../src/server/gateway.js";
+import {
+  type GatewayOptions,
+  type RunningGateway,
+  startGateway,
+} from "../../src/server/gateway.js";
 
 export const KEY = "kn-test-standard-key-000000000000";
 export const KEY2 = "kn-test-second-key-0000000000000";
@@ -19,7 +23,12 @@ export function baseConfig(overrides: Partial<ConfigInput> = {}): ConfigInput {
       { id: "mock-down", wire: "mock", mock: { fail_status: 503 } },
     ],
     models: [
-      { name: "mock-gpt", provider: "mock", price_input_per_mtok: 10_000, price_output_per_mtok: 20_000 },
+      {
+        name: "mock-gpt",
+        provider: "mock",
+        price_input_per_mtok: 10_000,
+        price_output_per_mtok: 20_000,
+      },
       { name: "mock-gpt:free", provider: "mock", upstream_model: "mock-gpt" },
       { name: "mock-pro", provider: "mock", subscribers_only: true, price_input_per_mtok: 10_000 },
       { name: "mock-down", provider: "mock-down", price_input_per_mtok: 10_000 },
@@ -54,7 +63,13 @@ export interface TestGateway extends RunningGateway {
 export async function testGateway(options: GatewayOptions = {}): Promise<TestGateway> {
   const dir = mkdtempSync(join(tmpdir(), "gateway-test-"));
   const dbPath = options.db ?? join(dir, "gateway.db");
-  const gw = await startGateway({ config: baseConfig(), keepaliveMs: 50, ...options, db: dbPath, port: 0 });
+  const gw = await startGateway({
+    config: baseConfig(),
+    keepaliveMs: 50,
+    ...options,
+    db: dbPath,
+    port: 0,
+  });
   const close = gw.close.bind(gw);
   return {
     ...gw,

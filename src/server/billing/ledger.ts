@@ -6,12 +6,22 @@ import { GatewayError } from "../errors.js";
 
 export type Payment = "balance" | "payg" | "subscription" | "free" | "byok" | "none";
 
-/** A request's hold on the account, recorded in request_log so a crash can undo it. */
+/**
+ * A request's hold on its account, from admission until settlement. Holds live in memory: a
+ * request that dies with the process was never answered, so forgetting its hold is releasing it.
+ * (A job keeps its Reservation in its row and restores the hold at start-up.)
+ */
 export interface Reservation {
   id: string;
   accountId: string;
+  keyId: string | null;
+  endpoint: string;
+  model: string;
+  stream: boolean;
+  createdAt: number;
   payment: Payment;
   reservedMicro: number;
+  /** free: the UTC day counted; subscription: JSON of the window starts counted. */
   paymentRef: string | null;
 }
 
@@ -43,7 +53,7 @@ export interface SettleInput {
   now: number;
 }
 
-const plainLimitMessage =
+const planLimitMessage =
   "Kuota paket langganan Anda untuk periode ini sudah habis. Tunggu hingga periode berikutnya dimulai atau aktifkan PAYG.";
 
 export function utcDay(now: number): string {
@@ -69,138 +79,135 @@ export function subscriptionWindowStart(
   return startedAt + Math.floor((now - startedAt) / length) * length;
 }
 
+/** What admitted, unsettled requests of one account hold. */
+interface Pending {
+  balance: number;
+  payg: number;
+  /** By UTC day. */
+  free: Map<string, number>;
+  /** By `${window}@${start}`. */
+  windows: Map<string, number>;
+}
+
+const add = (map: Map<string, number>, key: string, n: number) => {
+  const next = (map.get(key) ?? 0) + n;
+  if (next === 0) map.delete(key);
+  else map.set(key, next);
+};
+
 /**
- * Money and allowance bookkeeping. Every method runs one IMMEDIATE transaction, so a hold and its
- * request_log row commit together: a crash leaves either both or neither.
+ * Money and allowance bookkeeping. Admission checks settled state plus in-memory holds, so it
+ * needs no write; settlement updates the cached account at once and queues its writes, which
+ * commit together in one transaction per event-loop turn (`committed()` waits for it). Balance,
+ * allowance counts and the request_log row of a request always land in the same transaction.
  */
 export class Ledger {
   private readonly s: Record<string, Statement>;
+  private readonly pending = new Map<string, Pending>();
+  private readonly freeUsedCache = new Map<string, number>();
+  private readonly windowUsedCache = new Map<string, { start: number; used: number }>();
+  private queue: (() => void)[] = [];
+  private waiters: { resolve: () => void; reject: (err: unknown) => void }[] = [];
+  private flushTimer: NodeJS.Immediate | undefined;
 
   constructor(private readonly store: Store) {
     const db = store.db;
     this.s = {
-      account: db.prepare("SELECT * FROM accounts WHERE id = ?"),
-      holdBalance: db.prepare(
-        "UPDATE accounts SET balance_micro = balance_micro - ? WHERE id = ? AND balance_micro >= ?",
-      ),
-      refundBalance: db.prepare(
-        "UPDATE accounts SET balance_micro = balance_micro + ? WHERE id = ?",
+      charge: db.prepare("UPDATE accounts SET balance_micro = balance_micro - ? WHERE id = ?"),
+      chargePayg: db.prepare(
+        "UPDATE accounts SET payg_spent_micro = payg_spent_micro + ? WHERE id = ?",
       ),
       resetPayg: db.prepare(
         "UPDATE accounts SET payg_spent_micro = 0, payg_window_start = ? WHERE id = ?",
       ),
-      holdPayg: db.prepare(
-        "UPDATE accounts SET payg_spent_micro = payg_spent_micro + ? WHERE id = ? AND payg_window_start = ?",
+      freeUsed: db.prepare("SELECT used FROM free_usage WHERE account_id = ? AND day = ?"),
+      countFree: db.prepare(
+        `INSERT INTO free_usage (account_id, day, used) VALUES (?, ?, 1)
+         ON CONFLICT(account_id, day) DO UPDATE SET used = used + 1`,
       ),
-      refundPayg: db.prepare(
-        "UPDATE accounts SET payg_spent_micro = max(0, payg_spent_micro - ?) WHERE id = ? AND payg_window_start = ?",
-      ),
-      subUsage: db.prepare(
+      windowUsed: db.prepare(
         "SELECT window_start, used FROM subscription_usage WHERE account_id = ? AND window_name = ?",
       ),
-      subUpsert: db.prepare(
+      countWindow: db.prepare(
         `INSERT INTO subscription_usage (account_id, window_name, window_start, used) VALUES (?, ?, ?, 1)
          ON CONFLICT(account_id, window_name) DO UPDATE SET
            used = CASE WHEN window_start = excluded.window_start THEN used + 1 ELSE 1 END,
            window_start = excluded.window_start`,
       ),
-      subRelease: db.prepare(
-        "UPDATE subscription_usage SET used = max(0, used - 1) WHERE account_id = ? AND window_name = ? AND window_start = ?",
-      ),
-      freeUsed: db.prepare("SELECT used FROM free_usage WHERE account_id = ? AND day = ?"),
-      freeTake: db.prepare(
-        `INSERT INTO free_usage (account_id, day, used) VALUES (?, ?, 1)
-         ON CONFLICT(account_id, day) DO UPDATE SET used = used + 1`,
-      ),
-      freeRelease: db.prepare(
-        "UPDATE free_usage SET used = max(0, used - 1) WHERE account_id = ? AND day = ?",
-      ),
-      insertLog: db.prepare(
+      log: db.prepare(
         `INSERT INTO request_log (id, account_id, key_id, endpoint, model, state, payment, payment_ref,
-           reserved_micro, stream, created_at)
-         VALUES (@id, @accountId, @keyId, @endpoint, @model, 'reserved', @payment, @paymentRef,
-           @reservedMicro, @stream, @now)`,
-      ),
-      finishLog: db.prepare(
-        `UPDATE request_log SET state = @state, cost_micro = @cost, input_tokens = @inputTokens,
-           output_tokens = @outputTokens, status = @status, error_code = @errorCode,
-           provider_id = @providerId, finished_at = @now
-         WHERE id = @id AND state = 'reserved'`,
-      ),
-      // A queued or running job keeps its hold across a restart: the job runs again and settles it.
-      openReservations: db.prepare(
-        `SELECT * FROM request_log WHERE state = 'reserved' AND id NOT IN
-           (SELECT request_id FROM jobs WHERE status IN ('queued', 'running') AND request_id IS NOT NULL)`,
-      ),
-      markInterrupted: db.prepare(
-        "UPDATE request_log SET state = 'interrupted', finished_at = ? WHERE id = ?",
+           reserved_micro, cost_micro, input_tokens, output_tokens, status, error_code, provider_id,
+           stream, created_at, finished_at)
+         VALUES (@id, @accountId, @keyId, @endpoint, @model, @state, @payment, @paymentRef,
+           @reservedMicro, @cost, @inputTokens, @outputTokens, @status, @errorCode, @providerId,
+           @stream, @createdAt, @finishedAt)`,
       ),
     };
+    store.onBeforeAccountWrite(() => this.flush());
   }
+
+  // ---- admission ------------------------------------------------------------
 
   /** Places the hold for one request or throws the spec's error for why it cannot. */
   reserve(input: ReserveInput): Reservation {
-    return this.store.transaction(() => {
-      const account = this.s.account.get(input.accountId) as AccountRow | undefined;
-      if (!account) throw new GatewayError(401, "bad_request", "account not found");
-      const decided = this.decidePayment(account, input);
-      this.s.insertLog.run({
-        id: input.id,
-        accountId: input.accountId,
-        keyId: input.keyId,
-        endpoint: input.endpoint,
-        model: input.model,
-        payment: decided.payment,
-        paymentRef: decided.paymentRef,
-        reservedMicro: decided.reservedMicro,
-        stream: input.stream ? 1 : 0,
-        now: input.now,
-      });
-      return { id: input.id, accountId: input.accountId, ...decided };
-    });
+    const account = this.store.getAccount(input.accountId);
+    if (!account) throw new GatewayError(500, "internal_error", "account missing");
+    const decided = this.decidePayment(account, input);
+    const reservation: Reservation = {
+      id: input.id,
+      accountId: input.accountId,
+      keyId: input.keyId,
+      endpoint: input.endpoint,
+      model: input.model,
+      stream: input.stream,
+      createdAt: input.now,
+      ...decided,
+    };
+    this.hold(reservation, 1);
+    return reservation;
+  }
+
+  /** A job that outlived a restart takes its hold again (its Reservation was kept in its row). */
+  restoreHold(r: Reservation): void {
+    this.hold(r, 1);
   }
 
   private decidePayment(
     account: AccountRow,
     input: ReserveInput,
-  ): Omit<Reservation, "id" | "accountId"> {
+  ): Pick<Reservation, "payment" | "reservedMicro" | "paymentRef"> {
     if (input.payment === "byok") return { payment: "byok", reservedMicro: 0, paymentRef: null };
     if (input.payment === "free") return this.takeFree(account, input);
 
     const subscription = parseSubscription(account);
     if (subscription && input.subscriptionModel) {
-      const taken = this.takeSubscription(account, subscription, input.now);
-      if (taken) return taken;
+      const starts = this.windowsWithRoom(account, subscription, input.now);
+      if (starts) {
+        return { payment: "subscription", reservedMicro: 0, paymentRef: JSON.stringify(starts) };
+      }
       if (!subscription.payg_fallback) {
         if (subscription.free_fallback) return this.takeFree(account, input);
-        throw new GatewayError(429, "plan_limit_reached", plainLimitMessage);
+        throw new GatewayError(429, "plan_limit_reached", planLimitMessage);
       }
     }
     return this.holdMoney(account, input.worstCaseMicro, input.now);
   }
 
   private holdMoney(account: AccountRow, amount: number, now: number) {
-    if (amount === 0) return { payment: "balance" as const, reservedMicro: 0, paymentRef: null };
-    if (this.s.holdBalance.run(amount, account.id, amount).changes > 0) {
+    const pending = this.pendingOf(account.id);
+    if (account.balance_micro - pending.balance >= amount) {
       return { payment: "balance" as const, reservedMicro: amount, paymentRef: null };
     }
     if (account.payg_enabled) {
-      let windowStart = account.payg_window_start;
-      let spent = account.payg_spent_micro;
-      if (now >= windowStart + account.payg_window_seconds * 1000) {
-        windowStart = subscriptionWindowStart(windowStart, account.payg_window_seconds, now);
-        spent = 0;
-        this.s.resetPayg.run(windowStart, account.id);
-      }
-      if (spent + amount > account.payg_limit_micro) {
+      this.rollPaygWindow(account, now);
+      if (account.payg_spent_micro + pending.payg + amount > account.payg_limit_micro) {
         throw new GatewayError(
           402,
           "payg_limit_reached",
           "PAYG spending limit reached; raise it in settings or wait for the reset window.",
         );
       }
-      this.s.holdPayg.run(amount, account.id, windowStart);
-      return { payment: "payg" as const, reservedMicro: amount, paymentRef: String(windowStart) };
+      return { payment: "payg" as const, reservedMicro: amount, paymentRef: null };
     }
     throw new GatewayError(
       402,
@@ -209,31 +216,39 @@ export class Ledger {
     );
   }
 
-  private takeSubscription(account: AccountRow, sub: Subscription, now: number) {
+  private rollPaygWindow(account: AccountRow, now: number): void {
+    if (now < account.payg_window_start + account.payg_window_seconds * 1000) return;
+    const start = subscriptionWindowStart(
+      account.payg_window_start,
+      account.payg_window_seconds,
+      now,
+    );
+    account.payg_window_start = start;
+    account.payg_spent_micro = 0;
+    this.enqueue(() => this.s.resetPayg.run(start, account.id));
+  }
+
+  private windowsWithRoom(
+    account: AccountRow,
+    sub: Subscription,
+    now: number,
+  ): Record<string, number> | null {
     const startedAt = account.subscription_started_at ?? account.created_at;
+    const pending = this.pendingOf(account.id);
     const starts: Record<string, number> = {};
     for (const w of sub.windows) {
       const start = subscriptionWindowStart(startedAt, w.seconds, now);
-      const row = this.s.subUsage.get(account.id, w.name) as
-        | { window_start: number; used: number }
-        | undefined;
-      const used = row && row.window_start === start ? row.used : 0;
-      if (used >= w.quota) return null;
+      const used = this.subscriptionUsed(account.id, w.name, start);
+      if (used + (pending.windows.get(`${w.name}@${start}`) ?? 0) >= w.quota) return null;
       starts[w.name] = start;
     }
-    for (const w of sub.windows) this.s.subUpsert.run(account.id, w.name, starts[w.name]);
-    return {
-      payment: "subscription" as const,
-      reservedMicro: 0,
-      paymentRef: JSON.stringify(starts),
-    };
+    return starts;
   }
 
   private takeFree(account: AccountRow, input: ReserveInput) {
     const day = utcDay(input.now);
-    const limit = input.freeDailyLimit ?? 0;
-    const row = this.s.freeUsed.get(account.id, day) as { used: number } | undefined;
-    if ((row?.used ?? 0) >= limit) {
+    const used = this.freeUsed(account.id, day) + (this.pendingOf(account.id).free.get(day) ?? 0);
+    if (used >= (input.freeDailyLimit ?? 0)) {
       throw new GatewayError(
         429,
         "free_quota_daily",
@@ -241,80 +256,162 @@ export class Ledger {
         { retryAfter: secondsToUtcMidnight(input.now) },
       );
     }
-    this.s.freeTake.run(account.id, day);
     return { payment: "free" as const, reservedMicro: 0, paymentRef: day };
   }
 
+  // ---- settlement -----------------------------------------------------------
+
   /**
-   * Ends a reservation: charges the real cost (never more than was held) and gives back the rest.
-   * A failed request with nothing delivered is free and returns its allowance slot.
+   * Ends a reservation: charges the real cost (never more than was held) and releases the hold.
+   * Only a request that delivered output counts against allowances. Returns the charge.
    */
   settle(r: Reservation, input: SettleInput): number {
-    return this.store.transaction(() => {
-      const charge = input.delivered ? Math.min(input.costMicro, r.reservedMicro) : 0;
-      const changed = this.s.finishLog.run({
+    this.hold(r, -1);
+    const account = this.store.getAccount(r.accountId);
+    const charge = input.delivered ? Math.min(input.costMicro, r.reservedMicro) : 0;
+    if (account && charge > 0) {
+      if (r.payment === "balance") account.balance_micro -= charge;
+      if (r.payment === "payg") account.payg_spent_micro += charge;
+    }
+    if (input.delivered && r.payment === "free" && r.paymentRef) {
+      this.freeUsedCache.set(
+        `${r.accountId}|${r.paymentRef}`,
+        this.freeUsed(r.accountId, r.paymentRef) + 1,
+      );
+    }
+    const windows = input.delivered && r.payment === "subscription" ? windowStarts(r) : [];
+    for (const [name, start] of windows) {
+      this.windowUsedCache.set(`${r.accountId}|${name}`, {
+        start,
+        used: this.subscriptionUsed(r.accountId, name, start) + 1,
+      });
+    }
+    this.enqueue(() => {
+      if (charge > 0 && r.payment === "balance") this.s.charge.run(charge, r.accountId);
+      if (charge > 0 && r.payment === "payg") this.s.chargePayg.run(charge, r.accountId);
+      if (input.delivered && r.payment === "free") this.s.countFree.run(r.accountId, r.paymentRef);
+      for (const [name, start] of windows) this.s.countWindow.run(r.accountId, name, start);
+      this.s.log.run({
         id: r.id,
+        accountId: r.accountId,
+        keyId: r.keyId,
+        endpoint: r.endpoint,
+        model: r.model,
         state: input.delivered ? "settled" : "failed",
+        payment: r.payment,
+        paymentRef: r.paymentRef,
+        reservedMicro: r.reservedMicro,
         cost: charge,
         inputTokens: input.inputTokens,
         outputTokens: input.outputTokens,
         status: input.status,
         errorCode: input.errorCode ?? null,
         providerId: input.providerId,
-        now: input.now,
-      }).changes;
-      if (changed === 0) return 0; // already settled: never refund or charge twice
-      this.release(r, r.reservedMicro - charge, !input.delivered);
-      return charge;
+        stream: r.stream ? 1 : 0,
+        createdAt: r.createdAt,
+        finishedAt: input.now,
+      });
     });
+    return charge;
   }
 
-  private release(r: Reservation, refundMicro: number, returnSlot: boolean): void {
-    if (r.payment === "balance" && refundMicro > 0)
-      this.s.refundBalance.run(refundMicro, r.accountId);
-    if (r.payment === "payg" && refundMicro > 0) {
-      this.s.refundPayg.run(refundMicro, r.accountId, Number(r.paymentRef));
-    }
-    if (!returnSlot) return;
-    if (r.payment === "free" && r.paymentRef) this.s.freeRelease.run(r.accountId, r.paymentRef);
-    if (r.payment === "subscription" && r.paymentRef) {
-      for (const [name, start] of Object.entries(
-        JSON.parse(r.paymentRef) as Record<string, number>,
-      )) {
-        this.s.subRelease.run(r.accountId, name, start);
-      }
+  private hold(r: Reservation, sign: 1 | -1): void {
+    const pending = this.pendingOf(r.accountId);
+    if (r.payment === "balance") pending.balance += sign * r.reservedMicro;
+    if (r.payment === "payg") pending.payg += sign * r.reservedMicro;
+    if (r.payment === "free" && r.paymentRef) add(pending.free, r.paymentRef, sign);
+    if (r.payment === "subscription") {
+      for (const [name, start] of windowStarts(r)) add(pending.windows, `${name}@${start}`, sign);
     }
   }
 
-  /**
-   * At start-up: requests that were in flight when the process died never completed for their
-   * client, so their holds are released in full and they are marked interrupted. Unfinished jobs
-   * keep theirs.
-   */
-  recoverInterrupted(now: number): number {
-    return this.store.transaction(() => {
-      const open = this.s.openReservations.all() as {
-        id: string;
-        account_id: string;
-        payment: Payment;
-        payment_ref: string | null;
-        reserved_micro: number;
-      }[];
-      for (const row of open) {
-        this.release(
-          {
-            id: row.id,
-            accountId: row.account_id,
-            payment: row.payment,
-            paymentRef: row.payment_ref,
-            reservedMicro: row.reserved_micro,
-          },
-          row.reserved_micro,
-          true,
-        );
-      }
-      for (const row of open) this.s.markInterrupted.run(now, row.id);
-      return open.length;
-    });
+  private pendingOf(accountId: string): Pending {
+    let pending = this.pending.get(accountId);
+    if (!pending) {
+      pending = { balance: 0, payg: 0, free: new Map(), windows: new Map() };
+      this.pending.set(accountId, pending);
+    }
+    return pending;
   }
+
+  /** Money held by the account's admitted, unsettled requests and jobs. */
+  heldMicro(accountId: string): number {
+    const pending = this.pending.get(accountId);
+    return pending ? pending.balance + pending.payg : 0;
+  }
+
+  // ---- settled allowance counts -------------------------------------------
+
+  /** Successful free-model requests of the account on a UTC day. */
+  freeUsed(accountId: string, day: string): number {
+    const key = `${accountId}|${day}`;
+    let used = this.freeUsedCache.get(key);
+    if (used === undefined) {
+      used = (this.s.freeUsed.get(accountId, day) as { used: number } | undefined)?.used ?? 0;
+      this.freeUsedCache.set(key, used);
+    }
+    return used;
+  }
+
+  /** Requests counted in a subscription window that started at `start`. */
+  subscriptionUsed(accountId: string, window: string, start: number): number {
+    const key = `${accountId}|${window}`;
+    let entry = this.windowUsedCache.get(key);
+    if (!entry) {
+      const row = this.s.windowUsed.get(accountId, window) as
+        | { window_start: number; used: number }
+        | undefined;
+      entry = { start: row?.window_start ?? start, used: row?.used ?? 0 };
+      this.windowUsedCache.set(key, entry);
+    }
+    return entry.start === start ? entry.used : 0;
+  }
+
+  // ---- the write queue ------------------------------------------------------
+
+  private enqueue(write: () => void): void {
+    this.queue.push(write);
+    this.flushTimer ??= setImmediate(() => this.flushQueued());
+  }
+
+  private flushQueued(): void {
+    try {
+      this.flush();
+    } catch (err) {
+      // The cached rows may now be ahead of the database: read them again from the truth.
+      this.store.invalidateAll();
+      console.error(`ledger: a settlement batch failed to commit: ${(err as Error).message}`);
+    }
+  }
+
+  /** Commits every queued write now, in one transaction. */
+  flush(): void {
+    if (this.flushTimer) clearImmediate(this.flushTimer);
+    this.flushTimer = undefined;
+    const writes = this.queue;
+    const waiters = this.waiters;
+    this.queue = [];
+    this.waiters = [];
+    try {
+      if (writes.length > 0) {
+        this.store.transaction(() => {
+          for (const write of writes) write();
+        });
+      }
+    } catch (err) {
+      for (const w of waiters) w.reject(err);
+      throw err;
+    }
+    for (const w of waiters) w.resolve();
+  }
+
+  /** Resolves when everything settled so far is committed. */
+  committed(): Promise<void> {
+    if (this.queue.length === 0) return Promise.resolve();
+    return new Promise((resolve, reject) => this.waiters.push({ resolve, reject }));
+  }
+}
+
+function windowStarts(r: Reservation): [string, number][] {
+  return r.paymentRef ? Object.entries(JSON.parse(r.paymentRef) as Record<string, number>) : [];
 }

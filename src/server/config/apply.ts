@@ -85,6 +85,8 @@ export function applyConfig(store: Store, config: GatewayConfig, now = Date.now(
     "INSERT INTO admin_keys (id, hash, created_at) VALUES (?, ?, ?) ON CONFLICT(hash) DO NOTHING",
   );
 
+  // Queued ledger writes land before the config's rows replace what they touch.
+  store.invalidateAll();
   store.transaction(() => {
     const tiers = { ...defaultTiers, ...config.tiers };
     for (const [name, t] of Object.entries(tiers)) {
@@ -172,5 +174,5 @@ export function applyConfig(store: Store, config: GatewayConfig, now = Date.now(
       insertAdmin.run(`admin_${hash.slice(0, 12)}`, hash, now);
     }
   });
-  store.invalidateCatalog();
+  store.invalidateAll();
 }

@@ -1,10 +1,26 @@
-import { ChatStreamToMessages, chatResponseToMessages, messagesRequestToChat } from "../wire/translate/messages-to-chat.js";
-import { MessagesStreamToChat, chatRequestToMessages, messagesResponseToChat } from "../wire/translate/chat-to-messages.js";
-import { ChatStreamToResponses, chatResponseToResponses, responsesRequestToChat } from "../wire/translate/responses.js";
-import { SSE_DONE, type SSEMessage, encodeSSE } from "../wire/sse.js";
-import type { ChatCompletionChunk, ChatCompletionRequest, ChatCompletionResponse } from "../wire/openai-types.js";
 import type { MessagesRequest, MessagesResponse } from "../wire/anthropic-types.js";
+import type {
+  ChatCompletionChunk,
+  ChatCompletionRequest,
+  ChatCompletionResponse,
+} from "../wire/openai-types.js";
 import type { ResponsesRequest } from "../wire/responses-types.js";
+import { encodeSSE, SSE_DONE, type SSEMessage } from "../wire/sse.js";
+import {
+  chatRequestToMessages,
+  MessagesStreamToChat,
+  messagesResponseToChat,
+} from "../wire/translate/chat-to-messages.js";
+import {
+  ChatStreamToMessages,
+  chatResponseToMessages,
+  messagesRequestToChat,
+} from "../wire/translate/messages-to-chat.js";
+import {
+  ChatStreamToResponses,
+  chatResponseToResponses,
+  responsesRequestToChat,
+} from "../wire/translate/responses.js";
 import { type Usage, usageFromChat, usageFromMessages } from "../wire/usage.js";
 import type { CompletionRequest, CompletionResult, StreamPiece } from "./types.js";
 
@@ -24,9 +40,14 @@ const zeroUsage = (): Usage => ({ input_tokens: 0, output_tokens: 0 });
 
 // ---- requests ---------------------------------------------------------------
 
-export function toChatRequest(req: CompletionRequest, upstreamModel: string): ChatCompletionRequest {
-  if (req.style === "messages") return messagesRequestToChat(req.body as MessagesRequest, upstreamModel);
-  if (req.style === "responses") return responsesRequestToChat(req.body as ResponsesRequest, upstreamModel);
+export function toChatRequest(
+  req: CompletionRequest,
+  upstreamModel: string,
+): ChatCompletionRequest {
+  if (req.style === "messages")
+    return messagesRequestToChat(req.body as MessagesRequest, upstreamModel);
+  if (req.style === "responses")
+    return responsesRequestToChat(req.body as ResponsesRequest, upstreamModel);
   const body = { ...req.body, model: upstreamModel } as ChatCompletionRequest;
   // Usage is needed for billing; the extra usage chunk is removed again if the client did not ask.
   if (req.stream) body.stream_options = { ...(body.stream_options ?? {}), include_usage: true };
@@ -45,25 +66,37 @@ function clientWantsUsage(req: CompletionRequest): boolean {
 
 // ---- non-stream responses ---------------------------------------------------
 
-export function fromChatJson(req: CompletionRequest, resp: ChatCompletionResponse): CompletionResult {
+export function fromChatJson(
+  req: CompletionRequest,
+  resp: ChatCompletionResponse,
+): CompletionResult {
   const usage = usageFromChat(resp);
-  if (req.style === "messages") return { kind: "json", body: chatResponseToMessages(resp, req.clientModel), usage };
+  if (req.style === "messages")
+    return { kind: "json", body: chatResponseToMessages(resp, req.clientModel), usage };
   if (req.style === "responses") {
-    return { kind: "json", body: chatResponseToResponses(resp, req.clientModel, req.body as ResponsesRequest), usage };
+    return {
+      kind: "json",
+      body: chatResponseToResponses(resp, req.clientModel, req.body as ResponsesRequest),
+      usage,
+    };
   }
   return { kind: "json", body: { ...resp, model: req.clientModel }, usage };
 }
 
 export function fromMessagesJson(req: CompletionRequest, resp: MessagesResponse): CompletionResult {
   const usage = usageFromMessages(resp);
-  if (req.style === "messages") return { kind: "json", body: { ...resp, model: req.clientModel }, usage };
+  if (req.style === "messages")
+    return { kind: "json", body: { ...resp, model: req.clientModel }, usage };
   return fromChatJson(req, messagesResponseToChat(resp, req.clientModel));
 }
 
 // ---- streams ----------------------------------------------------------------
 
 /** A stream of chat chunks (from the mock, or parsed from an openai-wire upstream) in the client's style. */
-export function fromChatChunks(req: CompletionRequest, chunks: AsyncIterable<ChatCompletionChunk>): CompletionResult {
+export function fromChatChunks(
+  req: CompletionRequest,
+  chunks: AsyncIterable<ChatCompletionChunk>,
+): CompletionResult {
   let usage = zeroUsage();
   if (req.style === "chat") {
     const wantsUsage = clientWantsUsage(req);

@@ -36,7 +36,11 @@ export class Dispatcher {
   ) {}
 
   /** Text completions: the adapter of each attempt's wire answers in the client's style. */
-  dispatch(target: Target, req: CompletionRequest, options: DispatchOptions): Promise<DispatchOutcome> {
+  dispatch(
+    target: Target,
+    req: CompletionRequest,
+    options: DispatchOptions,
+  ): Promise<DispatchOutcome> {
     return this.dispatchWith(target, req.signal, options, async (attempt) => {
       const result = await this.adapters[attempt.provider.wire].complete(attempt, req);
       return { value: result, streaming: result.kind === "stream" };
@@ -81,7 +85,10 @@ export class Dispatcher {
             acquired.release("failed");
             throw err;
           }
-          acquired.release(err.kind === "rate_limited" ? "rate_limited" : "failed", err.retryAfterMs);
+          acquired.release(
+            err.kind === "rate_limited" ? "rate_limited" : "failed",
+            err.retryAfterMs,
+          );
           failures.push(err);
           if (signal.aborted) throw err;
         }
@@ -120,4 +127,3 @@ export function mapFailure(failure: UpstreamFailure): GatewayError {
   }
   return new GatewayError(503, "upstream_error", "The provider failed or timed out.");
 }
-

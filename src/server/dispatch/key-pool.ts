@@ -31,7 +31,9 @@ export class KeyPools {
       key.inFlight++;
       return this.credentialFor(key, provider);
     }
-    const coolest = Math.min(...pool.keys.map((k) => (k.coolingUntil > t ? k.coolingUntil - t : 1000)));
+    const coolest = Math.min(
+      ...pool.keys.map((k) => (k.coolingUntil > t ? k.coolingUntil - t : 1000)),
+    );
     throw new UpstreamFailure("busy", 503, "upstream_rejected", Math.max(1000, coolest));
   }
 

@@ -113,6 +113,9 @@ export class JobStore {
       requeueRunning: db.prepare(
         "UPDATE jobs SET status = 'queued', started_at = NULL WHERE status = 'running'",
       ),
+      unfinished: db.prepare(
+        `SELECT ${columns} FROM jobs WHERE status IN ('queued', 'running') ORDER BY created_at`,
+      ),
     };
   }
 
@@ -181,6 +184,10 @@ export class JobStore {
   /** At start-up: work that was running when the process stopped starts again from the queue. */
   requeueRunning(): number {
     return this.q.requeueRunning.run().changes;
+  }
+
+  unfinished(): JobRow[] {
+    return this.q.unfinished.all() as JobRow[];
   }
 
   transaction<T>(fn: () => T): T {

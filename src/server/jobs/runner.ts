@@ -54,9 +54,14 @@ export class JobRunner {
     await Promise.allSettled(running.map((job) => job.done));
   }
 
-  /** Jobs that were running when the process stopped run again; their holds were kept. */
+  /**
+   * Jobs that were running when the process stopped run again; every unfinished job takes back
+   * the hold its row kept, so it is charged once when it ends.
+   */
   private recover(): void {
     this.jobs.requeueRunning();
+    for (const job of this.jobs.unfinished())
+      this.s.ledger.restoreHold(jobInput(job).hold.reservation);
   }
 
   private schedule(ms: number): void {

@@ -1,8 +1,13 @@
 import { fromMessagesEvents, fromMessagesJson, toMessagesRequest } from "../dispatch/bridges.js";
-import type { Attempt, CompletionRequest, CompletionResult, ProviderAdapter } from "../dispatch/types.js";
+import type {
+  Attempt,
+  CompletionRequest,
+  CompletionResult,
+  ProviderAdapter,
+} from "../dispatch/types.js";
 import type { MessagesResponse } from "../wire/anthropic-types.js";
 import { parseSSE } from "../wire/sse.js";
-import { type UpstreamHttp, joinUrl, readJsonBody, streamedBody } from "./http-upstream.js";
+import { joinUrl, readJsonBody, streamedBody, type UpstreamHttp } from "./http-upstream.js";
 
 const anthropicVersion = "2023-06-01";
 
@@ -25,7 +30,8 @@ export class AnthropicAdapter implements ProviderAdapter {
       provider.timeout_ms,
       req.signal,
     );
-    if (!req.stream) return fromMessagesJson(req, await readJsonBody<MessagesResponse>(response.body));
+    if (!req.stream)
+      return fromMessagesJson(req, await readJsonBody<MessagesResponse>(response.body));
     return fromMessagesEvents(req, parseSSE(streamedBody(response.body)));
   }
 }

@@ -6,14 +6,21 @@ import type { ErrorCode } from "../errors.js";
  */
 export function rejectionReason(status: number, bodyText: string): ErrorCode {
   const text = bodyText.toLowerCase();
-  if (/context[_ ]length|maximum context|context window|too many tokens|prompt is too long/.test(text)) {
+  if (
+    /context[_ ]length|maximum context|context window|too many tokens|prompt is too long/.test(text)
+  ) {
     return "context_length_exceeded";
   }
-  if (/content[_ ]policy|content[_ ]filter|safety|moderation/.test(text)) return "content_policy_violation";
-  if (status === 404 || /model_not_found|model .* (does not exist|not found)|unknown model/.test(text)) {
+  if (/content[_ ]policy|content[_ ]filter|safety|moderation/.test(text))
+    return "content_policy_violation";
+  if (
+    status === 404 ||
+    /model_not_found|model .* (does not exist|not found)|unknown model/.test(text)
+  ) {
     return "model_not_found";
   }
-  if (status === 400 || status === 422 || /invalid_request/.test(text)) return "invalid_request_error";
+  if (status === 400 || status === 422 || /invalid_request/.test(text))
+    return "invalid_request_error";
   return "upstream_rejected";
 }
 

@@ -50,7 +50,12 @@ export class UpstreamHttp {
     if (statusCode >= 200 && statusCode < 300) return { status: statusCode, body: response.body };
     const text = await readBounded(response.body);
     if (statusCode === 429) {
-      throw new UpstreamFailure("rate_limited", 429, "upstream_rejected", retryAfterMs(response.headers["retry-after"]));
+      throw new UpstreamFailure(
+        "rate_limited",
+        429,
+        "upstream_rejected",
+        retryAfterMs(response.headers["retry-after"]),
+      );
     }
     if (statusCode >= 400 && statusCode < 500) {
       throw new UpstreamFailure("rejected", statusCode, rejectionReason(statusCode, text));

@@ -1,8 +1,13 @@
-import { StreamBroken, fromChatChunks, fromChatJson, toChatRequest } from "../dispatch/bridges.js";
-import type { Attempt, CompletionRequest, CompletionResult, ProviderAdapter } from "../dispatch/types.js";
+import { fromChatChunks, fromChatJson, StreamBroken, toChatRequest } from "../dispatch/bridges.js";
+import type {
+  Attempt,
+  CompletionRequest,
+  CompletionResult,
+  ProviderAdapter,
+} from "../dispatch/types.js";
 import type { ChatCompletionChunk, ChatCompletionResponse } from "../wire/openai-types.js";
-import { type SSEMessage, parseSSE } from "../wire/sse.js";
-import { type UpstreamHttp, joinUrl, readJsonBody, streamedBody } from "./http-upstream.js";
+import { parseSSE, type SSEMessage } from "../wire/sse.js";
+import { joinUrl, readJsonBody, streamedBody, type UpstreamHttp } from "./http-upstream.js";
 
 /** Any OpenAI-compatible API: chat completions (and Responses, where the provider speaks it natively). */
 export class OpenAIAdapter implements ProviderAdapter {
@@ -23,7 +28,8 @@ export class OpenAIAdapter implements ProviderAdapter {
       provider.timeout_ms,
       req.signal,
     );
-    if (!req.stream) return fromChatJson(req, await readJsonBody<ChatCompletionResponse>(response.body));
+    if (!req.stream)
+      return fromChatJson(req, await readJsonBody<ChatCompletionResponse>(response.body));
     return fromChatChunks(req, chatChunks(parseSSE(streamedBody(response.body))));
   }
 
@@ -41,13 +47,16 @@ export class OpenAIAdapter implements ProviderAdapter {
       req.signal,
     );
     if (!req.stream) {
-      const json = await readJsonBody<{ usage?: { input_tokens?: number; output_tokens?: number } }>(
-        response.body,
-      );
+      const json = await readJsonBody<{
+        usage?: { input_tokens?: number; output_tokens?: number };
+      }>(response.body);
       return {
         kind: "json",
         body: { ...json, model: req.clientModel },
-        usage: { input_tokens: json.usage?.input_tokens ?? 0, output_tokens: json.usage?.output_tokens ?? 0 },
+        usage: {
+          input_tokens: json.usage?.input_tokens ?? 0,
+          output_tokens: json.usage?.output_tokens ?? 0,
+        },
       };
     }
     return responsesPassThrough(parseSSE(streamedBody(response.body)));
@@ -64,7 +73,8 @@ async function* chatChunks(events: AsyncIterable<SSEMessage>): AsyncGenerator<Ch
       continue;
     }
     // OpenAI-compatible servers report a failure after the 200 as a data chunk with `error`.
-    if ((chunk as { error?: unknown }).error) throw new StreamBroken("upstream sent an error chunk");
+    if ((chunk as { error?: unknown }).error)
+      throw new StreamBroken("upstream sent an error chunk");
     yield chunk;
   }
 }
@@ -77,13 +87,19 @@ function responsesPassThrough(events: AsyncIterable<SSEMessage>): CompletionResu
       if (ev.event === "response.completed") {
         completed = true;
         try {
-          const data = JSON.parse(ev.data) as { response?: { usage?: { input_tokens?: number; output_tokens?: number } } };
-          usage = { input_tokens: data.response?.usage?.input_tokens ?? 0, output_tokens: data.response?.usage?.output_tokens ?? 0 };
+          const data = JSON.parse(ev.data) as {
+            response?: { usage?: { input_tokens?: number; output_tokens?: number } };
+          };
+          usage = {
+            input_tokens: data.response?.usage?.input_tokens ?? 0,
+            output_tokens: data.response?.usage?.output_tokens ?? 0,
+          };
         } catch {
           // usage stays zero
         }
       }
-      if (ev.event === "error" || ev.event === "response.failed") throw new StreamBroken("upstream stream failed");
+      if (ev.event === "error" || ev.event === "response.failed")
+        throw new StreamBroken("upstream stream failed");
       yield `event: ${ev.event ?? "message"}\ndata: ${ev.data}\n\n`;
     }
     if (!completed) throw new StreamBroken();

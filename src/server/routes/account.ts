@@ -70,7 +70,7 @@ function quota(s: Services, account: AccountRow) {
   const now = s.options.now();
   const catalog = s.store.getCatalog();
   const tier = catalog.tiers.get(account.tier) ?? catalog.tiers.get("free");
-  const freeUsed = s.store.freeUsedOn(account.id, utcDay(now));
+  const freeUsed = s.ledger.freeUsed(account.id, utcDay(now));
   const subscription = parseSubscription(account);
   const startedAt = account.subscription_started_at ?? account.created_at;
   const paygResetsAt = account.payg_window_start + account.payg_window_seconds * 1000;
@@ -80,6 +80,8 @@ function quota(s: Services, account: AccountRow) {
     status: account.status,
     tier: account.tier,
     balance_idr: microToIdr(account.balance_micro),
+    /** Held by requests and jobs in flight: charged (in part) or released when they end. */
+    held_idr: microToIdr(s.ledger.heldMicro(account.id)),
     payg: account.payg_enabled
       ? {
           enabled: true,
@@ -104,7 +106,7 @@ function quota(s: Services, account: AccountRow) {
           free_fallback: subscription.free_fallback,
           windows: subscription.windows.map((w) => {
             const start = subscriptionWindowStart(startedAt, w.seconds, now);
-            const used = s.store.subscriptionUsed(account.id, w.name, start);
+            const used = s.ledger.subscriptionUsed(account.id, w.name, start);
             return {
               name: w.name,
               seconds: w.seconds,

@@ -5,6 +5,7 @@ import { type Admission, admit, settleAdmission } from "../billing/admission.js"
 import { forModality, resolveTarget, type Target } from "../dispatch/resolve.js";
 import { type Attempt, UpstreamFailure } from "../dispatch/types.js";
 import { badRequest, GatewayError } from "../errors.js";
+import { clientSignal } from "../http/client-signal.js";
 import { readJsonWithSize } from "../http/json-body.js";
 import { isMockSpeechFormat, readWavInfo, speechContentType } from "../media/index.js";
 import {
@@ -23,7 +24,6 @@ import {
 import { forMediaWire, onlyMock } from "../providers/media-wires.js";
 import type { Services } from "../services.js";
 import { failAdmission } from "./completions.js";
-import { clientSignal } from "./media.js";
 
 // ---- speech ---------------------------------------------------------------
 

@@ -8,6 +8,7 @@ import { mapFailure } from "../dispatch/dispatcher.js";
 import { forModality, resolveTarget } from "../dispatch/resolve.js";
 import { type ClientStyle, type CompletionRequest, UpstreamFailure } from "../dispatch/types.js";
 import { GatewayError, internalError } from "../errors.js";
+import { clientSignal } from "../http/client-signal.js";
 import { readJsonWithSize } from "../http/json-body.js";
 import { awaitFirstPiece, sseBody, sseHeaders } from "../http/sse-response.js";
 import type { Services } from "../services.js";
@@ -62,8 +63,7 @@ export function completionRoute(s: Services, style: ClientStyle, endpoint: strin
     const target = forModality(resolveTarget(s.store.getCatalog(), body.model), "chat");
     const stream = body.stream === true;
     const requested = outputLimit(style, body);
-    const abort = new AbortController();
-    c.req.raw.signal.addEventListener("abort", () => abort.abort(), { once: true });
+    const signal = clientSignal(c);
 
     const admission = await admit(s, {
       key: c.get("auth").key,
@@ -76,14 +76,14 @@ export function completionRoute(s: Services, style: ClientStyle, endpoint: strin
         units: 0,
       }),
       stream,
-      signal: abort.signal,
+      signal,
     });
     const req: CompletionRequest = {
       style,
       body,
       stream,
       clientModel: body.model,
-      signal: abort.signal,
+      signal,
     };
     const fail = (err: unknown) => failAdmission(s, admission, err);
 
@@ -111,6 +111,8 @@ export function completionRoute(s: Services, style: ClientStyle, endpoint: strin
         delivered: true,
         ...served,
       });
+      // The answer goes out once its charge is committed: a crash cannot leave it unbilled.
+      await s.ledger.committed();
       return c.json(result.body as object, 200, headers);
     }
 

@@ -5,6 +5,7 @@ import { admit, settleAdmission } from "../billing/admission.js";
 import { forModality, resolveTarget } from "../dispatch/resolve.js";
 import type { Attempt } from "../dispatch/types.js";
 import { badRequest } from "../errors.js";
+import { clientSignal } from "../http/client-signal.js";
 import { readJsonWithSize } from "../http/json-body.js";
 import { MAX_IMAGE_SIDE, parseSize } from "../media/index.js";
 import { mockImages, mockMediaPreamble } from "../providers/media-mock.js";
@@ -13,7 +14,7 @@ import { forMediaWire } from "../providers/media-wires.js";
 import type { Services } from "../services.js";
 import { failAdmission } from "./completions.js";
 import { saveMediaFile } from "./files.js";
-import { clientSignal, gatewayUrl } from "./media.js";
+import { gatewayUrl } from "./media.js";
 
 /** OpenAI Images. Extra fields (quality, style, background ...) pass through to openai wires. */
 const imageBody = z.looseObject({

@@ -7,6 +7,7 @@ import { admit } from "../billing/admission.js";
 import { costMicro } from "../billing/pricing.js";
 import { forModality, resolveTarget } from "../dispatch/resolve.js";
 import { badRequest, GatewayError } from "../errors.js";
+import { clientSignal } from "../http/client-signal.js";
 import { readJsonWithSize } from "../http/json-body.js";
 import { jobHold } from "../jobs/job-billing.js";
 import { billedSeconds, type JobKindSpec, jobKinds } from "../jobs/job-kinds.js";
@@ -146,7 +147,7 @@ async function submit(
     accountRpm: false,
     worstCase: () => units,
     stream: false,
-    signal: c.req.raw.signal,
+    signal: clientSignal(c),
   });
   const subscription = parseSubscription(admission.account);
   const hold = jobHold(admission, {

@@ -15,13 +15,6 @@ export function installMediaRoutes(app: Hono<AppEnv>, s: Services): void {
   installFileRoutes(app, s);
 }
 
-/** Aborts upstream work when the client goes away. */
-export function clientSignal(c: Context): AbortSignal {
-  const abort = new AbortController();
-  c.req.raw.signal.addEventListener("abort", () => abort.abort(), { once: true });
-  return abort.signal;
-}
-
 /** An absolute URL on this gateway, as the client reached it. */
 export function gatewayUrl(c: Context, path: string): string {
   return `${new URL(c.req.url).origin}${path}`;

@@ -1,0 +1,27 @@
+import type { MiddlewareHandler } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import { payloadTooLarge } from "./json-body.js";
+
+/**
+ * Refuses bodies over `limit` with 413. A declared Content-Length is checked from the header
+ * alone, so the usual request never has its body stream wrapped (which would make Hono build a
+ * full Request object); a chunked body without a length is counted as it arrives.
+ */
+export function bodySizeLimit(limit: number): MiddlewareHandler {
+  const counting = bodyLimit({
+    maxSize: limit,
+    onError: () => {
+      throw payloadTooLarge(limit);
+    },
+  });
+  return async (c, next) => {
+    const declared = c.req.header("content-length");
+    if (declared !== undefined && c.req.header("transfer-encoding") === undefined) {
+      if (Number(declared) > limit) throw payloadTooLarge(limit);
+      return next();
+    }
+    if (c.req.method === "GET" || c.req.method === "HEAD" || c.req.method === "OPTIONS")
+      return next();
+    return counting(c, next);
+  };
+}
