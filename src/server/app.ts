@@ -1,5 +1,4 @@
 import { Hono } from "hono";
-import { cors } from "hono/cors";
 import type { AppEnv } from "./app-env.js";
 import { requireKey } from "./auth.js";
 import {
@@ -10,6 +9,7 @@ import {
   renderError,
 } from "./errors.js";
 import { bodySizeLimit } from "./http/body-limit.js";
+import { openCors } from "./http/cors.js";
 import { installAccountRoutes } from "./routes/account.js";
 import { installAdminRoutes } from "./routes/admin.js";
 import { completionRoute } from "./routes/completions.js";
@@ -29,20 +29,7 @@ function styleOf(path: string): ErrorStyle {
 export function buildApp(s: Services, extraRoutes: RouteInstaller[] = []): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
 
-  app.use(
-    "/v1/*",
-    cors({
-      origin: "*",
-      allowMethods: ["GET", "POST", "DELETE", "OPTIONS"],
-      exposeHeaders: [
-        "Retry-After",
-        "X-RateLimit-Limit",
-        "X-RateLimit-Remaining",
-        "X-RateLimit-Reset",
-      ],
-      maxAge: 600,
-    }),
-  );
+  app.use("/v1/*", openCors());
   app.use("/api/*", async (c, next) => {
     if (isCrossOrigin(c.req.header("origin"), c.req.header("sec-fetch-site"), c.req.url)) {
       return c.text("cross-origin requests are not allowed on /api", 403);

@@ -1,4 +1,4 @@
-import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import { createHash, randomBytes, randomFillSync, timingSafeEqual } from "node:crypto";
 
 /** A gateway key: `kn-` + 32 random bytes in base64url (43 characters). */
 export function newGatewayKey(): string {
@@ -14,8 +14,18 @@ export function keyPrefix(value: string): string {
   return value.slice(0, 7);
 }
 
+/** Random bytes drawn in bulk: an id per request must not cost a call into the CSPRNG each. */
+const idPool = Buffer.alloc(4096);
+let idPoolOffset = idPool.length;
+
 export function newId(prefix: string, bytes = 12): string {
-  return `${prefix}_${randomBytes(bytes).toString("base64url")}`;
+  if (idPoolOffset + bytes > idPool.length) {
+    randomFillSync(idPool);
+    idPoolOffset = 0;
+  }
+  const id = idPool.toString("base64url", idPoolOffset, idPoolOffset + bytes);
+  idPoolOffset += bytes;
+  return `${prefix}_${id}`;
 }
 
 export function randomToken(bytes = 32): string {
