@@ -37,8 +37,7 @@ const usageChunk = `data: ${JSON.stringify({
 })}\n\n`;
 
 const streamFirst = chunk({ role: "assistant", content: "Hello" });
-const streamRest =
-  chunk({ content: " from the bench." }) + chunk({}, "stop") + usageChunk + "data: [DONE]\n\n";
+const streamRest = `${chunk({ content: " from the bench." }) + chunk({}, "stop") + usageChunk}data: [DONE]\n\n`;
 
 export function startFakeUpstream(port = 0) {
   const server = createServer((req, res) => {

@@ -55,12 +55,14 @@ beforeAll(async () => {
         openaiProvider("one-key", ["sk-pool-single"], { max_concurrency: 1 }),
         openaiProvider("cooling", ["sk-cool-1", "sk-cool-2"]),
         openaiProvider("byok-prov", [POOL_BYOK_PROVIDER]),
+        openaiProvider("refusing", ["sk-ref-A", "sk-ref-B"]),
       ],
       models: [
         model("two-keys-model", "two-keys"),
         model("one-key-model", "one-key"),
         model("cooling-model", "cooling"),
         model("byok-model", "byok-prov"),
+        model("refusing-model", "refusing"),
         { name: "image-only", provider: "byok-prov", modality: "image", price_per_unit: 100 },
       ],
       routes: [],
@@ -82,6 +84,22 @@ const ask = (model: string, client = openai) =>
   });
 
 describe("provider key pools", () => {
+  it("treats a pool key the provider refuses (401) as a provider failure and cools that key", async () => {
+    let refused = false;
+    upstream.handle((req) => {
+      if (credentialSeen(req) === "sk-ref-A" && !refused) {
+        refused = true;
+        return openaiError(401, "Incorrect API key provided: sk-ref-A", "invalid_api_key", "auth");
+      }
+      return openaiJson("ok");
+    });
+    const err = await ask("refusing-model").catch((e: unknown) => e);
+    expect(err).toMatchObject({ status: 503, error: { code: "upstream_error" } });
+    expect(JSON.stringify((err as { error: unknown }).error)).not.toContain("sk-ref");
+    for (let i = 0; i < 2; i++) await ask("refusing-model");
+    expect(upstream.requests.map(credentialSeen)).toEqual(["sk-ref-A", "sk-ref-B", "sk-ref-B"]);
+  });
+
   it("cools a key that got 429: the next requests use the other key", async () => {
     let limited = false;
     upstream.handle((req) => {

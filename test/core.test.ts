@@ -364,6 +364,28 @@ describe("chat completions with the openai SDK", () => {
     expect((await post(gw, "/v1/chat/completions", chat())).status).toBe(200);
   });
 
+  it("logs a request whose client left before the answer as client_closed, and charges nothing", async () => {
+    const abort = new AbortController();
+    const pending = fetch(`${gw.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" },
+      body: JSON.stringify(chat("leaving early [[mock:delay=400]]")),
+      signal: abort.signal,
+    }).catch(() => "aborted");
+    await new Promise((r) => setTimeout(r, 100));
+    abort.abort();
+    expect(await pending).toBe("aborted");
+    const db = gw.services.store.db;
+    const row = () =>
+      db
+        .prepare(
+          "SELECT state, error_code, cost_micro FROM request_log WHERE error_code = 'client_closed'",
+        )
+        .get();
+    for (let i = 0; i < 50 && !row(); i++) await new Promise((r) => setTimeout(r, 20));
+    expect(row()).toEqual({ state: "failed", error_code: "client_closed", cost_micro: 0 });
+  });
+
   it("reports a mock upstream failure as 503 upstream_error and a rejection with its reason", async () => {
     const a = await post(gw, "/v1/chat/completions", chat("[[mock:fail=503]]"));
     expect(a.status).toBe(503);

@@ -80,6 +80,19 @@ afterAll(async () => {
 beforeEach(() => upstream.reset());
 
 describe("anthropic wire: messages pass through", () => {
+  it("forwards the client's anthropic-beta header", async () => {
+    upstream.queue(anthropicJson("ok"));
+    await anthropic.messages.create(
+      { model: "claude-x", max_tokens: 8, messages: [{ role: "user", content: "hi" }] },
+      {
+        headers: { "anthropic-beta": "prompt-caching-2024-07-31,interleaved-thinking-2025-05-14" },
+      },
+    );
+    expect(upstream.last.headers["anthropic-beta"]).toBe(
+      "prompt-caching-2024-07-31,interleaved-thinking-2025-05-14",
+    );
+  });
+
   it("forwards the body with only model mapped, with x-api-key and anthropic-version", async () => {
     upstream.queue(anthropicJson("Halo", { usage: [21, 4] }));
     const params = {

@@ -21,6 +21,7 @@ export type ErrorCode =
   | "internal_error"
   | "not_found"
   | "forbidden"
+  | "client_closed"
   // upstream rejection reasons (error.type is then invalid_request_error)
   | "invalid_request_error"
   | "context_length_exceeded"
@@ -119,6 +120,10 @@ export function renderError(err: GatewayError, style: ErrorStyle): Response {
     headers: { "content-type": "application/json", ...errorHeaders(err) },
   });
 }
+
+/** Recorded in the request log when the client left first; nobody receives it. */
+export const clientClosed = () =>
+  new GatewayError(499, "client_closed", "The client closed the connection before the answer.");
 
 export function internalError(): GatewayError {
   return new GatewayError(500, "internal_error", "The gateway hit an unexpected error.");

@@ -168,18 +168,19 @@ function passThroughMessages(events: AsyncIterable<SSEMessage>): CompletionResul
   return { kind: "stream", pieces: pieces(), usage: () => usage };
 }
 
+/** message_start carries the input side, message_delta the output; keep what each one knows. */
 function mergeMessagesUsage(current: Usage, data: string): Usage {
+  let parsed: unknown;
   try {
-    const parsed = JSON.parse(data) as {
-      message?: { usage?: { input_tokens?: number; output_tokens?: number } };
-      usage?: { input_tokens?: number; output_tokens?: number };
-    };
-    const u = parsed.message?.usage ?? parsed.usage ?? {};
-    return {
-      input_tokens: u.input_tokens ?? current.input_tokens,
-      output_tokens: u.output_tokens ?? current.output_tokens,
-    };
+    parsed = JSON.parse(data);
   } catch {
     return current;
   }
+  const next = usageFromMessages(parsed);
+  return {
+    ...current,
+    ...next,
+    input_tokens: next.input_tokens || current.input_tokens,
+    output_tokens: next.output_tokens || current.output_tokens,
+  };
 }

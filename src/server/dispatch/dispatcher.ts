@@ -86,7 +86,7 @@ export class Dispatcher {
             throw err;
           }
           acquired.release(
-            err.kind === "rate_limited" ? "rate_limited" : "failed",
+            err.kind === "rate_limited" || err.kind === "unauthorized" ? "rate_limited" : "failed",
             err.retryAfterMs,
           );
           failures.push(err);

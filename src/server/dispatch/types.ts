@@ -11,6 +11,8 @@ export interface CompletionRequest {
   stream: boolean;
   clientModel: string;
   signal: AbortSignal;
+  /** The client's `anthropic-beta` header: forwarded to anthropic-wire providers (Claude Code relies on it). */
+  anthropicBeta?: string;
 }
 
 /** A stream is already encoded in the client's style: SSE text, or upstream bytes passed through. */
@@ -34,7 +36,7 @@ export interface Credential {
   release(outcome: "ok" | "rate_limited" | "failed", retryAfterMs?: number): void;
 }
 
-export type FailureKind = "rejected" | "rate_limited" | "unavailable" | "busy";
+export type FailureKind = "rejected" | "rate_limited" | "unauthorized" | "unavailable" | "busy";
 
 /** How one upstream attempt failed; mapped to the spec's errors by the dispatcher. */
 export class UpstreamFailure extends Error {

@@ -22,6 +22,7 @@ export class AnthropicAdapter implements ProviderAdapter {
       "anthropic-version": anthropicVersion,
     };
     if (credential.secret) headers["x-api-key"] = credential.secret;
+    if (req.anthropicBeta) headers["anthropic-beta"] = req.anthropicBeta;
     const body = toMessagesRequest(req, model.upstream_model);
     const response = await this.http.post(
       joinUrl(provider.base_url ?? "", "/messages"),

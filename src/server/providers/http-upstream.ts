@@ -57,6 +57,9 @@ export class UpstreamHttp {
         retryAfterMs(response.headers["retry-after"]),
       );
     }
+    // The provider refused the credential, not the request: the key cools down like a 429 and the
+    // caller sees a provider failure (503), never a rejection of their own body.
+    if (statusCode === 401) throw new UpstreamFailure("unauthorized", 503);
     if (statusCode >= 400 && statusCode < 500) {
       throw new UpstreamFailure("rejected", statusCode, rejectionReason(statusCode, text));
     }

@@ -7,7 +7,7 @@ import { StreamBroken } from "../dispatch/bridges.js";
 import { mapFailure } from "../dispatch/dispatcher.js";
 import { forModality, resolveTarget } from "../dispatch/resolve.js";
 import { type ClientStyle, type CompletionRequest, UpstreamFailure } from "../dispatch/types.js";
-import { GatewayError, internalError } from "../errors.js";
+import { clientClosed, GatewayError, internalError } from "../errors.js";
 import { clientSignal } from "../http/client-signal.js";
 import { readJsonWithSize } from "../http/json-body.js";
 import { awaitFirstPiece, sseBody, sseHeaders } from "../http/sse-response.js";
@@ -84,8 +84,10 @@ export function completionRoute(s: Services, style: ClientStyle, endpoint: strin
       stream,
       clientModel: body.model,
       signal,
+      anthropicBeta: c.req.header("anthropic-beta"),
     };
-    const fail = (err: unknown) => failAdmission(s, admission, err);
+    const fail = (err: unknown) =>
+      failAdmission(s, admission, signal.aborted ? clientClosed() : err);
 
     let outcome: Awaited<ReturnType<typeof s.dispatcher.dispatch>>;
     try {

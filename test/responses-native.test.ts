@@ -1,0 +1,157 @@
+import OpenAI from "openai";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { quota } from "./support/api.js";
+import { type FakeUpstream, fakeUpstream } from "./support/fake-upstream.js";
+import { baseConfig, KEY, type TestGateway, testGateway } from "./support/gateway.js";
+
+/** A provider that speaks the Responses API itself gets /v1/responses as-is (model mapped). */
+
+const response = (text: string) => ({
+  id: "resp_upstream_1",
+  object: "response",
+  created_at: 1_700_000_000,
+  status: "completed",
+  model: "up-model",
+  output: [
+    {
+      type: "message",
+      id: "msg_1",
+      status: "completed",
+      role: "assistant",
+      content: [{ type: "output_text", text, annotations: [] }],
+    },
+  ],
+  usage: { input_tokens: 11, output_tokens: 7, total_tokens: 18 },
+});
+
+let upstream: FakeUpstream;
+let gw: TestGateway;
+let openai: OpenAI;
+
+beforeAll(async () => {
+  upstream = await fakeUpstream("openai");
+  const base = baseConfig();
+  gw = await testGateway({
+    config: {
+      ...base,
+      providers: [
+        ...base.providers!,
+        {
+          id: "native",
+          wire: "openai",
+          base_url: upstream.baseUrl,
+          api_keys: ["sk-native-1"],
+          responses_native: true,
+        },
+      ],
+      models: [
+        ...base.models!,
+        {
+          name: "native-model",
+          provider: "native",
+          upstream_model: "up-model",
+          price_input_per_mtok: 1_000,
+          price_output_per_mtok: 2_000,
+        },
+      ],
+    },
+  });
+  openai = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0, timeout: 10_000 });
+});
+afterAll(async () => {
+  await gw.close();
+  await upstream.close();
+});
+
+describe("POST /v1/responses to a provider with a native Responses API", () => {
+  it("forwards the body with only the model mapped, and bills the reported usage", async () => {
+    upstream.reset(() => ({ kind: "json", body: response("native hello") }));
+    const before = await quota(gw);
+    const res = await openai.responses.create({
+      model: "native-model",
+      input: "hi",
+      instructions: "short",
+    });
+    expect(res.output_text).toBe("native hello");
+    expect(res.model).toBe("native-model");
+    expect(upstream.last.path).toBe("/v1/responses");
+    expect(upstream.last.body).toEqual({ model: "up-model", input: "hi", instructions: "short" });
+    expect(upstream.last.headers.authorization).toBe("Bearer sk-native-1");
+    const after = await quota(gw);
+    expect(Math.round((before.balance_idr - after.balance_idr) * 1_000_000)).toBe(
+      11 * 1_000 + 7 * 2_000,
+    );
+  });
+
+  it("passes the response.* event stream through", async () => {
+    const done = response("streamed");
+    upstream.reset(() => ({
+      kind: "sse",
+      steps: [
+        ["response.created", { response: { ...done, status: "in_progress", output: [] } }],
+        [
+          "response.output_item.added",
+          {
+            output_index: 0,
+            item: {
+              type: "message",
+              id: "msg_1",
+              status: "in_progress",
+              role: "assistant",
+              content: [],
+            },
+          },
+        ],
+        [
+          "response.content_part.added",
+          {
+            item_id: "msg_1",
+            output_index: 0,
+            content_index: 0,
+            part: { type: "output_text", text: "", annotations: [] },
+          },
+        ],
+        [
+          "response.output_text.delta",
+          { item_id: "msg_1", output_index: 0, content_index: 0, delta: "streamed" },
+        ],
+        [
+          "response.output_text.done",
+          { item_id: "msg_1", output_index: 0, content_index: 0, text: "streamed" },
+        ],
+        ["response.output_item.done", { output_index: 0, item: done.output[0] }],
+        ["response.completed", { response: done }],
+      ].map(([event, data], i) => ({
+        event: event as string,
+        data: { type: event, sequence_number: i, ...(data as object) },
+      })),
+    }));
+    const stream = openai.responses.stream({ model: "native-model", input: "hi" });
+    const deltas: string[] = [];
+    stream.on("response.output_text.delta", (e) => deltas.push(e.delta));
+    const final = await stream.finalResponse();
+    expect(deltas).toEqual(["streamed"]);
+    expect(final.output_text).toBe("streamed");
+    expect(upstream.last.body).toMatchObject({ model: "up-model", stream: true });
+  });
+
+  it("maps an upstream rejection like any other", async () => {
+    upstream.reset(() => ({
+      kind: "json",
+      status: 400,
+      body: { error: { message: "secret upstream text", code: "context_length_exceeded" } },
+    }));
+    const res = await fetch(`${gw.url}/v1/responses`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "native-model", input: "x" }),
+    });
+    expect(res.status).toBe(400);
+    const text = await res.text();
+    expect(JSON.parse(text).error).toMatchObject({
+      type: "invalid_request_error",
+      code: "context_length_exceeded",
+    });
+    expect(text).not.toContain("secret upstream text");
+  });
+});
