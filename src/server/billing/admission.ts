@@ -6,7 +6,7 @@ import { GatewayError } from "../errors.js";
 import type { RateHeaders } from "../limits/request-limits.js";
 import type { Services } from "../services.js";
 import type { Usage } from "../wire/usage.js";
-import type { Reservation } from "./ledger.js";
+import type { Reservation, SettleOptions } from "./ledger.js";
 import { costMicro, isFreeModelName, type Metered, type WorstCase } from "./pricing.js";
 
 export interface AdmitInput {
@@ -148,7 +148,12 @@ export interface Settlement {
   errorCode?: string;
 }
 
-export function settleAdmission(s: Services, admission: Admission, outcome: Settlement): void {
+export function settleAdmission(
+  s: Services,
+  admission: Admission,
+  outcome: Settlement,
+  options: SettleOptions = {},
+): void {
   const now = s.options.now();
   const metered: Metered = {
     inputTokens: outcome.usage.input_tokens,
@@ -157,16 +162,20 @@ export function settleAdmission(s: Services, admission: Admission, outcome: Sett
   };
   const cost =
     outcome.model && !outcome.byokServed && !admission.free ? costMicro(outcome.model, metered) : 0;
-  s.ledger.settle(admission.reservation, {
-    status: outcome.status,
-    costMicro: cost,
-    inputTokens: metered.inputTokens,
-    outputTokens: metered.outputTokens,
-    providerId: outcome.providerId,
-    errorCode: outcome.errorCode ?? null,
-    delivered: outcome.delivered,
-    now,
-  });
+  s.ledger.settle(
+    admission.reservation,
+    {
+      status: outcome.status,
+      costMicro: cost,
+      inputTokens: metered.inputTokens,
+      outputTokens: metered.outputTokens,
+      providerId: outcome.providerId,
+      errorCode: outcome.errorCode ?? null,
+      delivered: outcome.delivered,
+      now,
+    },
+    options,
+  );
   if (
     admission.free &&
     outcome.delivered &&

@@ -41,6 +41,11 @@ export interface ReserveInput {
   now: number;
 }
 
+export interface SettleOptions {
+  /** Write now, inside the caller's transaction (a job row and its charge commit together). */
+  writeNow?: boolean;
+}
+
 export interface SettleInput {
   status: number;
   costMicro: number;
@@ -263,7 +268,7 @@ export class Ledger {
    * Ends a reservation: charges the real cost (never more than was held) and releases the hold.
    * Only a request that delivered output counts against allowances. Returns the charge.
    */
-  settle(r: Reservation, input: SettleInput): number {
+  settle(r: Reservation, input: SettleInput, options: SettleOptions = {}): number {
     this.hold(r, -1);
     const account = this.store.getAccount(r.accountId);
     const charge = input.delivered ? Math.min(input.costMicro, r.reservedMicro) : 0;
@@ -284,7 +289,7 @@ export class Ledger {
         used: this.subscriptionUsed(r.accountId, name, start) + 1,
       });
     }
-    this.enqueue(() => {
+    const write = () => {
       if (charge > 0 && r.payment === "balance") this.s.charge.run(charge, r.accountId);
       if (charge > 0 && r.payment === "payg") this.s.chargePayg.run(charge, r.accountId);
       if (input.delivered && r.payment === "free") this.s.countFree.run(r.accountId, r.paymentRef);
@@ -310,7 +315,9 @@ export class Ledger {
         r.createdAt,
         input.now,
       );
-    });
+    };
+    if (options.writeNow) write();
+    else this.enqueue(write);
     return charge;
   }
 
@@ -377,8 +384,6 @@ export class Ledger {
     try {
       this.flush();
     } catch (err) {
-      // The cached rows may now be ahead of the database: read them again from the truth.
-      this.store.invalidateAll();
       console.error(`ledger: a settlement batch failed to commit: ${(err as Error).message}`);
     }
   }
@@ -398,6 +403,8 @@ export class Ledger {
         });
       }
     } catch (err) {
+      // The cached rows may now be ahead of the database: read them again from the truth.
+      this.store.invalidateAll();
       for (const w of waiters) w.reject(err);
       throw err;
     }

@@ -35,22 +35,31 @@ function admissionOf(s: Services, hold: JobHold): Admission {
   };
 }
 
+/**
+ * Charges a finished job. Call it inside the transaction that marks the job completed: the
+ * charge is written into that transaction, so the row and its charge commit together.
+ */
 export function chargeJob(
   s: Services,
   hold: JobHold,
   served: { model: ModelRow; providerId: string; byokServed: boolean },
   units: number,
 ): void {
-  settleAdmission(s, admissionOf(s, hold), {
-    status: 200,
-    usage: { input_tokens: 0, output_tokens: 0 },
-    units,
-    delivered: true,
-    ...served,
-  });
+  settleAdmission(
+    s,
+    admissionOf(s, hold),
+    {
+      status: 200,
+      usage: { input_tokens: 0, output_tokens: 0 },
+      units,
+      delivered: true,
+      ...served,
+    },
+    { writeNow: true },
+  );
 }
 
-/** Gives the hold back and returns the error the job reports. */
+/** Gives the hold back and returns the error the job reports; same transaction rule as chargeJob. */
 export function refundJob(s: Services, hold: JobHold, err: unknown): GatewayError {
-  return failAdmission(s, admissionOf(s, hold), err);
+  return failAdmission(s, admissionOf(s, hold), err, { writeNow: true });
 }

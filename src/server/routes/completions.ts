@@ -2,6 +2,7 @@ import type { Context } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../app-env.js";
 import { type Admission, admit, settleAdmission } from "../billing/admission.js";
+import type { SettleOptions } from "../billing/ledger.js";
 import { worstCaseInputTokens } from "../billing/pricing.js";
 import { StreamBroken } from "../dispatch/bridges.js";
 import { mapFailure } from "../dispatch/dispatcher.js";
@@ -154,17 +155,27 @@ function outputLimit(style: ClientStyle, body: Record<string, unknown>): number 
 }
 
 /** Settles a request that produced nothing and returns the error the client should see. */
-export function failAdmission(s: Services, admission: Admission, err: unknown): GatewayError {
+export function failAdmission(
+  s: Services,
+  admission: Admission,
+  err: unknown,
+  options: SettleOptions = {},
+): GatewayError {
   const error = toGatewayError(err);
-  settleAdmission(s, admission, {
-    status: error.status,
-    usage: { input_tokens: 0, output_tokens: 0 },
-    delivered: false,
-    model: undefined,
-    providerId: null,
-    byokServed: false,
-    errorCode: error.code,
-  });
+  settleAdmission(
+    s,
+    admission,
+    {
+      status: error.status,
+      usage: { input_tokens: 0, output_tokens: 0 },
+      delivered: false,
+      model: undefined,
+      providerId: null,
+      byokServed: false,
+      errorCode: error.code,
+    },
+    options,
+  );
   return error;
 }
 
