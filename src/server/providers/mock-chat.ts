@@ -134,10 +134,10 @@ export function planMockReply(req: ChatRequestLike): MockPlan {
     ? `Tool result received: ${toolResult}.`
     : `Mock reply to: ${snippet || "(empty prompt)"}.`;
   const extraWords = directives.words ?? 12;
-  const seed = digest(allText);
+  const seed = createHash("sha256").update(allText).digest();
   const words: string[] = [];
   for (let i = 0; i < extraWords; i++) {
-    words.push(vocabulary[seed.charCodeAt(i % seed.length) % vocabulary.length]);
+    words.push(vocabulary[(seed[i % seed.length] + i) % vocabulary.length]);
   }
   let text = `${lead} ${words.join(" ")}`.trim();
   let outputTokens = estimateTokens(text);
