@@ -190,3 +190,14 @@ export function settleAdmission(
     );
   }
 }
+
+/** Settles a request that delivered its answer; resolves once the charge is committed, so the
+ * answer never leaves unbilled. */
+export async function settleDelivered(
+  s: Services,
+  admission: Admission,
+  outcome: Omit<Settlement, "delivered">,
+): Promise<void> {
+  settleAdmission(s, admission, { ...outcome, delivered: true });
+  await s.ledger.committed();
+}

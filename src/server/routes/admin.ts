@@ -43,7 +43,7 @@ const keyBody = z
   })
   .strict();
 const topUpBody = z.object({ amount_idr: z.number().positive().finite() }).strict();
-const byokBody = z
+export const byokBody = z
   .object({
     provider: z.string().min(1),
     key: z.string().min(1),

@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../app-env.js";
-import { type Admission, admit, settleAdmission } from "../billing/admission.js";
+import { type Admission, admit, settleDelivered } from "../billing/admission.js";
 import { forModality, resolveTarget, type Target } from "../dispatch/resolve.js";
 import { type Attempt, UpstreamFailure } from "../dispatch/types.js";
 import { badRequest, GatewayError } from "../errors.js";
@@ -58,7 +58,7 @@ export function speechRoute(s: Services) {
         { byok: admission.byok, byokOnly: admission.byokOnly },
         async (attempt) => ({ value: await speak(s, attempt, body, signal), streaming: false }),
       );
-      settleUnits(s, admission, attempt, characters);
+      await settleUnits(s, admission, attempt, characters);
       return c.body(new Uint8Array(result.bytes), 200, {
         "content-type": speechContentType(result.format),
         "content-length": String(result.bytes.length),
@@ -136,7 +136,7 @@ export function transcriptionRoute(s: Services) {
       );
       const seconds =
         result.seconds ?? wav?.durationSeconds ?? req.file.bytes.length / typicalBytesPerSecond;
-      settleUnits(s, admission, attempt, Math.max(1, Math.ceil(seconds)));
+      await settleUnits(s, admission, attempt, Math.max(1, Math.ceil(seconds)));
       if (result.answer.kind === "text") {
         return c.body(result.answer.text, 200, { "content-type": textType(req.format) });
       }
@@ -354,12 +354,16 @@ function admitUnits(
   });
 }
 
-function settleUnits(s: Services, admission: Admission, attempt: Attempt, units: number): void {
-  settleAdmission(s, admission, {
+function settleUnits(
+  s: Services,
+  admission: Admission,
+  attempt: Attempt,
+  units: number,
+): Promise<void> {
+  return settleDelivered(s, admission, {
     status: 200,
     usage: { input_tokens: 0, output_tokens: 0 },
     units,
-    delivered: true,
     model: attempt.model,
     providerId: attempt.provider.id,
     byokServed: attempt.credential.source === "byok",

@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../app-env.js";
-import { type Admission, admit, settleAdmission } from "../billing/admission.js";
+import { type Admission, admit, settleAdmission, settleDelivered } from "../billing/admission.js";
 import type { SettleOptions } from "../billing/ledger.js";
 import { worstCaseInputTokens } from "../billing/pricing.js";
 import { StreamBroken } from "../dispatch/bridges.js";
@@ -108,14 +108,7 @@ export function completionRoute(s: Services, style: ClientStyle, endpoint: strin
     const headers = admission.rateHeaders ?? {};
 
     if (result.kind === "json") {
-      settleAdmission(s, admission, {
-        status: 200,
-        usage: result.usage,
-        delivered: true,
-        ...served,
-      });
-      // The answer goes out once its charge is committed: a crash cannot leave it unbilled.
-      await s.ledger.committed();
+      await settleDelivered(s, admission, { status: 200, usage: result.usage, ...served });
       return c.json(result.body as object, 200, headers);
     }
 

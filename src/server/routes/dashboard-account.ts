@@ -1,5 +1,4 @@
 import type { Hono } from "hono";
-import { z } from "zod";
 import { idrToMicro } from "../../store/money.js";
 import type { AppEnv } from "../app-env.js";
 import { paygSchema } from "../config/schema.js";
@@ -8,15 +7,7 @@ import { GatewayError } from "../errors.js";
 import { readJson } from "../http/json-body.js";
 import type { Services } from "../services.js";
 import { usageViews } from "./account.js";
-import { accountView, addByok, byokView } from "./admin.js";
-
-const byokBody = z
-  .object({
-    provider: z.string().min(1),
-    key: z.string().min(1),
-    label: z.string().max(100).optional(),
-  })
-  .strict();
+import { accountView, addByok, byokBody, byokView } from "./admin.js";
 
 /**
  * The owner's own settings under the dashboard session: BYOK credentials, PAYG and usage.

@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../app-env.js";
-import { admit, settleAdmission } from "../billing/admission.js";
+import { admit, settleDelivered } from "../billing/admission.js";
 import { forModality, resolveTarget } from "../dispatch/resolve.js";
 import type { Attempt } from "../dispatch/types.js";
 import { badRequest } from "../errors.js";
@@ -69,11 +69,10 @@ export function imagesRoute(s: Services) {
       );
       const stored = { accountId: admission.account.id, contentType: imageType(body) };
       const data = format === "url" ? result.data.map((d) => asUrl(s, c, stored, d)) : result.data;
-      settleAdmission(s, admission, {
+      await settleDelivered(s, admission, {
         status: 200,
         usage: { input_tokens: 0, output_tokens: 0 },
         units: Math.min(data.length, n),
-        delivered: true,
         model: attempt.model,
         providerId: attempt.provider.id,
         byokServed: attempt.credential.source === "byok",
