@@ -14,6 +14,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { startGateway } from "../dist/index.js";
+import { startBareProxy } from "./bench-bare-proxy.mjs";
 import { runLoad } from "./bench-load.mjs";
 
 const here = fileURLToPath(new URL(".", import.meta.url));
@@ -83,6 +84,8 @@ const gw = await startGateway({
   },
 });
 
+const bare = await startBareProxy(upstreamUrl);
+
 const body = (stream) =>
   JSON.stringify({
     model: "bench-model",
@@ -100,11 +103,25 @@ const scenarios = [
     connections: 50,
     stream: false,
   },
+  {
+    id: "bare-50",
+    label: "bare proxy (floor), JSON",
+    target: bare.url,
+    connections: 50,
+    stream: false,
+  },
   { id: "gw-50", label: "gateway, JSON", target: gw.url, connections: 50, stream: false },
   {
     id: "up-1",
     label: "upstream direct, JSON",
     target: upstreamUrl,
+    connections: 1,
+    stream: false,
+  },
+  {
+    id: "bare-1",
+    label: "bare proxy (floor), JSON",
+    target: bare.url,
     connections: 1,
     stream: false,
   },
@@ -153,6 +170,7 @@ try {
   }
 } finally {
   await gw.close();
+  await bare.close();
   upstreamChild.proc.kill();
   rmSync(dir, { recursive: true, force: true });
 }
@@ -212,4 +230,7 @@ console.log(
 );
 console.log(
   `added stream TTFB p50 at 1 connection:     ${ms(added("gw-s1", "up-s1", "ttfbP50"))} ms (target <= 1)`,
+);
+console.log(
+  `bare proxy's added p50 at 1 connection:    ${ms(added("bare-1", "up-1", "p50"))} ms (the floor: HTTP in and out, no gateway work)`,
 );
