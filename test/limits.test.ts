@@ -197,6 +197,34 @@ describe("free models", () => {
   });
 });
 
+describe("subscriptions and tiers", () => {
+  it("moves an account to the subscription's tier, raising its free limits", async () => {
+    gw = await testGateway({
+      config: config(
+        {},
+        {
+          free: { rank: 0, free_rpm: 1, free_daily: 1, burst_spacing_ms: 0 },
+          pro: { rank: 2, free_rpm: 100, free_daily: 900, burst_spacing_ms: 0 },
+        },
+      ),
+    });
+    const patched = await admin(gw, "PATCH", "/accounts/acct", {
+      subscription: {
+        plan: "pro",
+        tier: "pro",
+        windows: [{ name: "day", seconds: 86_400, quota: 10 }],
+      },
+    });
+    expect(patched.status).toBe(200);
+    const q = await quota(gw);
+    expect(q.tier).toBe("pro");
+    expect(q.free).toMatchObject({ daily_limit: 900, requests_per_minute: 100 });
+    for (let i = 0; i < 3; i++) {
+      expect((await post(gw, "/v1/chat/completions", chat("x", "mock-gpt:free"))).status).toBe(200);
+    }
+  });
+});
+
 describe("shared keys", () => {
   const shared = { authorization: `Bearer ${SHARED_KEY}` };
 
