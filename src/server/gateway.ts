@@ -79,6 +79,10 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
     });
     const port = (server.address() as AddressInfo).port;
     const jobRunner = startJobRunner(services);
+    // After the ready line is possible, not before: a mock-only gateway never needs undici.
+    if ([...store.getCatalog().providers.values()].some((p) => p.wire !== "mock")) {
+      setImmediate(() => void services.http.warm());
+    }
     const shownHost = host.includes(":") ? `[${host}]` : host === "0.0.0.0" ? "127.0.0.1" : host;
     const url = `http://${shownHost}:${port}`;
     ownerAccountId ??= store.listAccounts()[0]?.id;
