@@ -37,7 +37,7 @@ export interface JobRequest {
 
 /**
  * The job's money hold, kept with the job so the runner (or the runner after a restart) can
- * settle it when the job ends. `reservation` is the admission's, recorded in request_log.
+ * settle it when the job ends. `reservation` is the admission's, kept here so a restart can restore the hold.
  */
 export interface JobHold {
   reservation: Reservation;
