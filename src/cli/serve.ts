@@ -64,6 +64,12 @@ Examples:
       };
       process.once("SIGINT", stop);
       process.once("SIGTERM", stop);
+      // A stray rejection is a bug to report, not a reason to drop every client of the gateway.
+      process.on("unhandledRejection", (reason) => {
+        const what =
+          reason instanceof Error ? `${reason.name}: ${reason.message}` : "a non-error value";
+        process.stderr.write(`gateway: unhandled rejection (still serving): ${what}\n`);
+      });
       const readyMs = Math.round(performance.now() - started);
       if (opts.json) {
         process.stdout.write(
