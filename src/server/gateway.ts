@@ -1,5 +1,6 @@
 import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
+import { startCheckpointer } from "../store/checkpointer.js";
 import { Store } from "../store/store.js";
 import { buildApp, type RouteInstaller } from "./app.js";
 import { applyConfig } from "./config/apply.js";
@@ -41,7 +42,8 @@ export interface RunningGateway {
 }
 
 export async function startGateway(options: GatewayOptions = {}): Promise<RunningGateway> {
-  const store = new Store(options.db ?? "gateway.db");
+  const dbPath = options.db ?? "gateway.db";
+  const store = new Store(dbPath);
   try {
     const now = options.now ?? Date.now;
     const services = createServices(store, {
@@ -83,6 +85,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
     if ([...store.getCatalog().providers.values()].some((p) => p.wire !== "mock")) {
       setImmediate(() => void services.http.warm());
     }
+    const checkpointer = dbPath === ":memory:" ? undefined : startCheckpointer(store.db, dbPath);
     const shownHost = host.includes(":") ? `[${host}]` : host === "0.0.0.0" ? "127.0.0.1" : host;
     const url = `http://${shownHost}:${port}`;
     ownerAccountId ??= store.listAccounts()[0]?.id;
@@ -104,6 +107,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
           await jobRunner.stop();
           await services.http.close();
           services.ledger.flush();
+          await checkpointer?.stop();
           store.close();
         })();
         return closing;

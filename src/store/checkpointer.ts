@@ -1,0 +1,54 @@
+import { createRequire } from "node:module";
+import { Worker } from "node:worker_threads";
+import type { DB } from "./db.js";
+
+/**
+ * Moves WAL checkpoints off the event loop. A checkpoint copies the WAL into the database file and
+ * syncs it to disk; done by SQLite's automatic checkpoint it lands inside whichever request
+ * commits the 1000th page, as a multi-millisecond stall. A worker thread with its own connection
+ * runs PASSIVE checkpoints on a timer instead. The main connection keeps a far larger automatic
+ * threshold as a safety net, should the worker ever stop.
+ */
+const workerSource = `
+const { parentPort, workerData } = require("node:worker_threads");
+const Database = require(workerData.driver);
+const db = new Database(workerData.path);
+db.pragma("busy_timeout = 50");
+const timer = setInterval(() => {
+  try { db.pragma("wal_checkpoint(PASSIVE)"); } catch {}
+}, workerData.intervalMs);
+parentPort.once("message", () => {
+  clearInterval(timer);
+  try { db.pragma("wal_checkpoint(PASSIVE)"); } catch {}
+  db.close();
+  parentPort.close();
+});
+`;
+
+export interface Checkpointer {
+  stop(): Promise<void>;
+}
+
+export function startCheckpointer(db: DB, path: string, intervalMs = 1000): Checkpointer {
+  db.pragma("wal_autocheckpoint = 20000");
+  const worker = new Worker(workerSource, {
+    eval: true,
+    workerData: {
+      path,
+      intervalMs,
+      driver: createRequire(import.meta.url).resolve("better-sqlite3"),
+    },
+  });
+  worker.unref();
+  worker.on("error", (err) => {
+    console.error(`checkpointer stopped: ${err.message}; SQLite checkpoints on its own again`);
+    db.pragma("wal_autocheckpoint = 1000");
+  });
+  return {
+    stop: () =>
+      new Promise<void>((resolve) => {
+        worker.once("exit", () => resolve());
+        worker.postMessage("stop");
+      }),
+  };
+}
