@@ -207,6 +207,25 @@ describe("bad input", () => {
     expect((await post(gw, "/v1/chat/completions", chat())).status).toBe(200);
   });
 
+  it("answers a huge chunked body (no Content-Length) with 413 too", async () => {
+    const chunk = new TextEncoder().encode("x".repeat(1024 * 1024));
+    let sent = 0;
+    const body = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        if (sent++ < 40) controller.enqueue(chunk);
+        else controller.close();
+      },
+    });
+    const res = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" },
+      body,
+      duplex: "half",
+    } as RequestInit);
+    expect(res.status).toBe(413);
+    expect(((await res.json()) as { error: { code: string } }).error.code).toBe("bad_request");
+  });
+
   it("turns an unexpected exception into 500 internal_error without a stack trace", async () => {
     const res = await fetch(`${gw.url}/v1/test-crash`, {
       headers: { authorization: `Bearer ${KEY}` },
