@@ -166,7 +166,7 @@ export class JobRunner {
 
 const runners = new WeakMap<Services, JobRunner>();
 
-/** Called once by the gateway at start-up, after the ledger released interrupted holds. */
+/** Called once by the gateway at start-up; the runner restores the holds of unfinished jobs. */
 export function startJobRunner(s: Services, options: JobRunnerOptions = {}): JobRunner {
   const runner = new JobRunner(s, jobStoreFor(s.store.db), options);
   runners.set(s, runner);
