@@ -513,6 +513,21 @@ describe("CORS", () => {
     expect(res.headers.get("access-control-allow-origin")).toBe("*");
   });
 
+  it("sends CORS headers on streamed answers too", async () => {
+    const res = await post(gw, "/v1/chat/completions", chat("hi", "mock-gpt", { stream: true }), {
+      authorization: `Bearer ${KEY}`,
+      origin: "https://app.example",
+    });
+    expect(res.headers.get("access-control-allow-origin")).toBe("*");
+    expect(res.headers.get("content-type")).toMatch(/^text\/event-stream/);
+    expect(await res.text()).toContain("data: [DONE]");
+    const again = await post(gw, "/v1/chat/completions", chat(), {
+      authorization: `Bearer ${KEY}`,
+    });
+    expect(again.headers.get("access-control-allow-origin")).toBe("*");
+    expect(again.headers.get("x-hono-already-sent")).toBeNull();
+  });
+
   it("refuses cross-origin requests on /api", async () => {
     const res = await fetch(`${gw.url}/api/public/pricing`, {
       headers: { origin: "https://evil.example" },

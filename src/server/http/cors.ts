@@ -1,7 +1,13 @@
 import type { MiddlewareHandler } from "hono";
 
 const allowMethods = "GET, POST, DELETE, OPTIONS";
-const exposeHeaders = "Retry-After, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset";
+
+/** On every /v1 answer; a handler that writes to the socket itself (SSE) sends them too. */
+export const corsResponseHeaders = {
+  "Access-Control-Allow-Origin": "*",
+  "Access-Control-Expose-Headers":
+    "Retry-After, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset",
+};
 
 /**
  * The spec's CORS for /v1: any origin, any request headers, never credentials. Headers are added
@@ -21,8 +27,9 @@ export function openCors(): MiddlewareHandler {
       });
     }
     await next();
+    // Already written to the socket (and a shared object): its headers carried these.
+    if (c.res.headers.has("x-hono-already-sent")) return;
     const headers = c.res.headers;
-    headers.set("Access-Control-Allow-Origin", "*");
-    headers.set("Access-Control-Expose-Headers", exposeHeaders);
+    for (const [name, value] of Object.entries(corsResponseHeaders)) headers.set(name, value);
   };
 }

@@ -1,3 +1,6 @@
+import type { ServerResponse } from "node:http";
+import { RESPONSE_ALREADY_SENT } from "@hono/node-server/utils/response";
+import type { Context } from "hono";
 import type { StreamPiece } from "../dispatch/types.js";
 
 const encoder = new TextEncoder();
@@ -42,69 +45,155 @@ export interface StreamEnd {
   cancelled: boolean;
 }
 
-/**
- * An SSE body fed from an iterator, with keepalive comments while the first piece is pending.
- * A break after the start is reported with `errorEvent` (the route's style), never a clean end.
- */
-export function sseBody(
-  first: FirstPiece,
-  pieces: AsyncIterator<StreamPiece>,
-  keepaliveMs: number,
-  errorEvent: (err: unknown) => string,
-  onEnd: (end: StreamEnd) => void,
-): ReadableStream<Uint8Array> {
-  let delivered = false;
-  let ended = false;
-  let pending: Promise<IteratorResult<StreamPiece>> | null = null;
-  let keepalive: NodeJS.Timeout | undefined;
-  const end = (result: StreamEnd) => {
-    clearInterval(keepalive);
-    if (ended) return;
-    ended = true;
-    onEnd(result);
-  };
-
-  return new ReadableStream<Uint8Array>({
-    start(controller) {
-      if (first.kind === "pending") {
-        pending = first.promise;
-        controller.enqueue(keepaliveComment);
-        keepalive = setInterval(() => controller.enqueue(keepaliveComment), keepaliveMs);
-      } else if (first.kind === "piece") {
-        pending = Promise.resolve(first.result);
-      }
-    },
-    async pull(controller) {
-      try {
-        const next = await (pending ?? pieces.next());
-        pending = null;
-        clearInterval(keepalive);
-        if (next.done) {
-          controller.close();
-          end({ delivered, cancelled: false });
-          return;
-        }
-        controller.enqueue(
-          typeof next.value === "string" ? encoder.encode(next.value) : next.value,
-        );
-        delivered = true;
-      } catch (error) {
-        if (ended) return;
-        controller.enqueue(encoder.encode(errorEvent(error)));
-        controller.close();
-        end({ delivered, error, cancelled: false });
-      }
-    },
-    cancel() {
-      end({ delivered, cancelled: true });
-      void pieces.return?.(undefined).catch(() => {});
-    },
-  });
+export interface SseStream {
+  first: FirstPiece;
+  pieces: AsyncIterator<StreamPiece>;
+  keepaliveMs: number;
+  headers: Record<string, string>;
+  /** The event that tells the client, in the route's style, that the stream broke. */
+  errorEvent: (err: unknown) => string;
+  onEnd: (end: StreamEnd) => void;
 }
 
-export const sseHeaders = {
+/** Where the pump writes. `write` returns false when the client is not keeping up. */
+interface Sink {
+  write(bytes: Uint8Array): boolean;
+  end(): void;
+  drained(): Promise<void>;
+  readonly closed: boolean;
+}
+
+const sseHeaders = {
   "content-type": "text/event-stream; charset=utf-8",
   "cache-control": "no-cache",
   connection: "keep-alive",
   "x-accel-buffering": "no",
 };
+
+/**
+ * Answers with an SSE stream fed from an iterator, keepalive comments while the first piece is
+ * pending, and `errorEvent` (never a clean end) when the stream breaks after it started. On the
+ * Node server the pieces go straight to the socket: the headers leave with the first piece and
+ * pieces that are ready together share one write, which a web ReadableStream cannot do.
+ */
+export function sseResponse(c: Context, stream: SseStream): Response {
+  const outgoing = (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing;
+  const headers = { ...sseHeaders, ...stream.headers };
+  if (outgoing) {
+    outgoing.writeHead(200, headers);
+    void pump(nodeSink(outgoing), stream);
+    return RESPONSE_ALREADY_SENT;
+  }
+  const body = new ReadableStream<Uint8Array>({
+    start(controller) {
+      void pump(webSink(controller), stream);
+    },
+  });
+  return new Response(body, { status: 200, headers });
+}
+
+async function pump(sink: Sink, s: SseStream): Promise<void> {
+  let delivered = false;
+  let keepalive: NodeJS.Timeout | undefined;
+  const finish = (end: Omit<StreamEnd, "delivered">) => {
+    clearInterval(keepalive);
+    s.onEnd({ delivered, ...end });
+  };
+  let next: Promise<IteratorResult<StreamPiece>>;
+  if (s.first.kind === "pending") {
+    next = s.first.promise;
+    sink.write(keepaliveComment);
+    keepalive = setInterval(() => sink.write(keepaliveComment), s.keepaliveMs);
+  } else if (s.first.kind === "piece") {
+    next = Promise.resolve(s.first.result);
+  } else {
+    next = Promise.reject(s.first.error);
+  }
+  try {
+    for (;;) {
+      const result = await next;
+      clearInterval(keepalive);
+      if (sink.closed) {
+        void s.pieces.return?.(undefined).catch(() => {});
+        finish({ cancelled: true });
+        return;
+      }
+      if (result.done) break;
+      const piece = typeof result.value === "string" ? encoder.encode(result.value) : result.value;
+      const keptUp = sink.write(piece);
+      delivered = true;
+      next = s.pieces.next();
+      if (!keptUp) await sink.drained();
+    }
+  } catch (error) {
+    // A client that left aborts the upstream, which surfaces here as an error: it is a cancel.
+    if (sink.closed) {
+      finish({ cancelled: true });
+      return;
+    }
+    sink.write(encoder.encode(s.errorEvent(error)));
+    sink.end();
+    finish({ error, cancelled: false });
+    return;
+  }
+  sink.end();
+  finish({ cancelled: false });
+}
+
+function nodeSink(outgoing: ServerResponse): Sink {
+  let corked = false;
+  let closed = false;
+  outgoing.once("close", () => {
+    if (!outgoing.writableFinished) closed = true;
+  });
+  return {
+    write(bytes) {
+      if (closed) return true;
+      // Pieces written in the same tick leave in one syscall.
+      if (!corked) {
+        corked = true;
+        outgoing.cork();
+        process.nextTick(() => {
+          corked = false;
+          outgoing.uncork();
+        });
+      }
+      return outgoing.write(bytes);
+    },
+    end() {
+      outgoing.end();
+    },
+    drained() {
+      return new Promise((resolve) => {
+        const done = () => {
+          outgoing.off("drain", done);
+          outgoing.off("close", done);
+          resolve();
+        };
+        outgoing.once("drain", done);
+        outgoing.once("close", done);
+      });
+    },
+    get closed() {
+      return closed;
+    },
+  };
+}
+
+function webSink(controller: ReadableStreamDefaultController<Uint8Array>): Sink {
+  let closed = false;
+  return {
+    write(bytes) {
+      if (!closed) controller.enqueue(bytes);
+      return true;
+    },
+    end() {
+      if (!closed) controller.close();
+      closed = true;
+    },
+    drained: () => Promise.resolve(),
+    get closed() {
+      return closed;
+    },
+  };
+}

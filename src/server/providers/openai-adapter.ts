@@ -64,8 +64,15 @@ export class OpenAIAdapter implements ProviderAdapter {
 }
 
 async function* chatChunks(events: AsyncIterable<SSEMessage>): AsyncGenerator<ChatCompletionChunk> {
+  let done = false;
   for await (const ev of events) {
-    if (ev.data === "[DONE]") return;
+    // Read on to the end of the body after [DONE]: leaving early aborts the upstream response,
+    // which costs an error object and the keep-alive connection on every stream.
+    if (done) continue;
+    if (ev.data === "[DONE]") {
+      done = true;
+      continue;
+    }
     let chunk: ChatCompletionChunk;
     try {
       chunk = JSON.parse(ev.data) as ChatCompletionChunk;

@@ -10,8 +10,9 @@ import { forModality, resolveTarget } from "../dispatch/resolve.js";
 import { type ClientStyle, type CompletionRequest, UpstreamFailure } from "../dispatch/types.js";
 import { clientClosed, GatewayError, internalError } from "../errors.js";
 import { clientSignal } from "../http/client-signal.js";
+import { corsResponseHeaders } from "../http/cors.js";
 import { readJsonWithSize } from "../http/json-body.js";
-import { awaitFirstPiece, sseBody, sseHeaders } from "../http/sse-response.js";
+import { awaitFirstPiece, sseResponse } from "../http/sse-response.js";
 import type { Services } from "../services.js";
 import { streamErrorEvent } from "../wire/translate/errors.js";
 
@@ -117,12 +118,13 @@ export function completionRoute(s: Services, style: ClientStyle, endpoint: strin
       attempt.credential.release("failed");
       throw fail(first.error);
     }
-    const body$ = sseBody(
+    return sseResponse(c, {
       first,
-      result.pieces,
-      s.options.keepaliveMs,
-      (err) => streamErrorEvent(style, streamErrorMessage(err)),
-      (end) => {
+      pieces: result.pieces,
+      keepaliveMs: s.options.keepaliveMs,
+      headers: { ...corsResponseHeaders, ...headers },
+      errorEvent: (err) => streamErrorEvent(style, streamErrorMessage(err)),
+      onEnd: (end) => {
         attempt.credential.release(end.error ? "failed" : "ok");
         settleAdmission(s, admission, {
           status: 200,
@@ -132,8 +134,7 @@ export function completionRoute(s: Services, style: ClientStyle, endpoint: strin
           ...served,
         });
       },
-    );
-    return new Response(body$, { status: 200, headers: { ...sseHeaders, ...headers } });
+    });
   };
 }
 
