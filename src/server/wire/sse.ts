@@ -45,18 +45,13 @@ class LineSplitter {
     this.buffer += text;
     const lines: string[] = [];
     let start = 0;
-    for (let i = 0; i < this.buffer.length; i++) {
-      const ch = this.buffer[i];
-      if (ch === "\n") {
-        lines.push(this.buffer.slice(start, i));
-        start = i + 1;
-      } else if (ch === "\r") {
-        // A trailing CR may be the first half of a CRLF: wait for the next chunk.
-        if (i === this.buffer.length - 1) break;
-        lines.push(this.buffer.slice(start, i));
-        if (this.buffer[i + 1] === "\n") i++;
-        start = i + 1;
-      }
+    // A regex scan, not a loop over characters: a stream passes through here chunk by chunk.
+    const breaks = /\r\n|\r|\n/g;
+    for (let m = breaks.exec(this.buffer); m !== null; m = breaks.exec(this.buffer)) {
+      // A trailing CR may be the first half of a CRLF: wait for the next chunk.
+      if (m[0] === "\r" && m.index === this.buffer.length - 1) break;
+      lines.push(this.buffer.slice(start, m.index));
+      start = m.index + m[0].length;
     }
     this.buffer = this.buffer.slice(start);
     return lines;
@@ -101,9 +96,12 @@ class EventAssembler {
 /** Frames one event. Objects are JSON-encoded; multi-line strings become several `data:` lines. */
 export function encodeSSE(data: string | object, event?: string): string {
   const text = typeof data === "string" ? data : JSON.stringify(data);
-  const dataLines = text
-    .split(/\r\n|\r|\n/)
-    .map((line) => `data: ${line}`)
-    .join("\n");
+  // JSON.stringify never emits a raw line break, so the usual event needs no split.
+  const dataLines = /[\r\n]/.test(text)
+    ? text
+        .split(/\r\n|\r|\n/)
+        .map((line) => `data: ${line}`)
+        .join("\n")
+    : `data: ${text}`;
   return event === undefined ? `${dataLines}\n\n` : `event: ${event}\n${dataLines}\n\n`;
 }
