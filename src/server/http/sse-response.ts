@@ -55,7 +55,7 @@ export interface SseStream {
   onEnd: (end: StreamEnd) => void;
 }
 
-/** Where the pump writes. `write` returns false when the client is not keeping up. */
+/** The socket side of the pump. `write` returns false when the client is not keeping up. */
 interface Sink {
   write(bytes: Uint8Array): boolean;
   end(): void;
@@ -72,24 +72,16 @@ const sseHeaders = {
 
 /**
  * Answers with an SSE stream fed from an iterator, keepalive comments while the first piece is
- * pending, and `errorEvent` (never a clean end) when the stream breaks after it started. On the
- * Node server the pieces go straight to the socket: the headers leave with the first piece and
- * pieces that are ready together share one write, which a web ReadableStream cannot do.
+ * pending, and `errorEvent` (never a clean end) when the stream breaks after it started. The
+ * pieces go straight to the Node socket: the headers leave with the first piece and pieces that
+ * are ready together share one write, which a web ReadableStream body cannot do.
  */
 export function sseResponse(c: Context, stream: SseStream): Response {
   const outgoing = (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing;
-  const headers = { ...sseHeaders, ...stream.headers };
-  if (outgoing) {
-    outgoing.writeHead(200, headers);
-    void pump(nodeSink(outgoing), stream);
-    return RESPONSE_ALREADY_SENT;
-  }
-  const body = new ReadableStream<Uint8Array>({
-    start(controller) {
-      void pump(webSink(controller), stream);
-    },
-  });
-  return new Response(body, { status: 200, headers });
+  if (!outgoing) throw new Error("streaming answers need the Node server (@hono/node-server)");
+  outgoing.writeHead(200, { ...sseHeaders, ...stream.headers });
+  void pump(nodeSink(outgoing), stream);
+  return RESPONSE_ALREADY_SENT;
 }
 
 async function pump(sink: Sink, s: SseStream): Promise<void> {
@@ -174,24 +166,6 @@ function nodeSink(outgoing: ServerResponse): Sink {
         outgoing.once("close", done);
       });
     },
-    get closed() {
-      return closed;
-    },
-  };
-}
-
-function webSink(controller: ReadableStreamDefaultController<Uint8Array>): Sink {
-  let closed = false;
-  return {
-    write(bytes) {
-      if (!closed) controller.enqueue(bytes);
-      return true;
-    },
-    end() {
-      if (!closed) controller.close();
-      closed = true;
-    },
-    drained: () => Promise.resolve(),
     get closed() {
       return closed;
     },
