@@ -108,7 +108,7 @@ export class Store {
     return { key: this.getKey(id)!, value };
   }
 
-  insertKey(
+  private insertKey(
     id: string,
     accountId: string,
     value: string,

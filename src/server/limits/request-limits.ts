@@ -1,6 +1,6 @@
 import type { AccountRow, TierRow } from "../../store/types.js";
 import { GatewayError } from "../errors.js";
-import { sleep } from "../providers/mock-chat.js";
+import { sleep } from "../sleep.js";
 import { WindowCounter } from "./window-counter.js";
 
 export interface RateHeaders {

@@ -12,7 +12,7 @@ import {
   supportedMockSpeechFormats,
   transcribeMockWav,
 } from "../media/index.js";
-import { sleep } from "./mock-chat.js";
+import { sleep } from "../sleep.js";
 
 /**
  * The built-in `mock` provider for every media modality: real PNG, WAV and AVI bytes from the

@@ -8,8 +8,9 @@ import {
   UpstreamFailure,
 } from "../dispatch/types.js";
 import type { ErrorCode } from "../errors.js";
+import { sleep } from "../sleep.js";
 import type { ChatCompletionChunk, ChatCompletionResponse } from "../wire/openai-types.js";
-import { type MockPlan, type MockTiming, mockFailure, planMockReply, sleep } from "./mock-chat.js";
+import { type MockPlan, type MockTiming, mockFailure, planMockReply } from "./mock-chat.js";
 
 export function mockTiming(optionsJson: string): MockTiming {
   return (JSON.parse(optionsJson) as { mock?: MockTiming }).mock ?? {};

@@ -1,5 +1,4 @@
 import { createHash } from "node:crypto";
-import { GatewayError } from "../errors.js";
 
 /**
  * The built-in `mock` provider's chat engine: deterministic, offline, with realistic token counts.
@@ -189,19 +188,4 @@ export function mockFailure(
   if (plan.directives.reject) return { status: 400, reason: plan.directives.reject };
   const status = plan.directives.fail ?? timing.fail_status;
   return status ? { status } : null;
-}
-
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  if (ms <= 0) return Promise.resolve();
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(resolve, ms);
-    signal?.addEventListener(
-      "abort",
-      () => {
-        clearTimeout(timer);
-        reject(new GatewayError(499 as number, "internal_error", "client went away"));
-      },
-      { once: true },
-    );
-  });
 }

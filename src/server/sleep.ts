@@ -1,0 +1,17 @@
+import { clientClosed } from "./errors.js";
+
+/** Waits `ms`; a client that leaves meanwhile (the signal aborts) ends the wait with client_closed. */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  if (ms <= 0) return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(resolve, ms);
+    signal?.addEventListener(
+      "abort",
+      () => {
+        clearTimeout(timer);
+        reject(clientClosed());
+      },
+      { once: true },
+    );
+  });
+}
