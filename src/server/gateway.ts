@@ -60,14 +60,15 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
         typeof options.config === "string"
           ? loadConfigFile(options.config)
           : parseConfig(options.config);
-      applyConfig(store, config);
+      applyConfig(store, config, now());
       ownerAccountId = config.accounts[0]?.id;
     } else if (options.demo !== false && store.accountCount() === 0) {
-      applyConfig(store, parseConfig(demoConfig));
+      applyConfig(store, parseConfig(demoConfig), now());
       demoKey = store.createKey({
         accountId: demoAccountId,
         label: "demo",
         kind: "standard",
+        now: now(),
       }).value;
     }
 
