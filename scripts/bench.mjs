@@ -180,7 +180,10 @@ const rows = scenarios
   .filter((s) => results.has(s.id))
   .map((s) => {
     const r = results.get(s.id);
-    const cpu = s.target === gw.url && !inline ? Math.round(r.cpuPerRequestUs).toString() : "-";
+    const cpu =
+      (s.target === gw.url || s.target === bare.url) && !inline
+        ? Math.round(r.cpuPerRequestUs).toString()
+        : "-";
     return [
       s.label,
       String(s.connections),

@@ -528,6 +528,18 @@ describe("CORS", () => {
     expect(again.headers.get("x-hono-already-sent")).toBeNull();
   });
 
+  it("sends a JSON answer with its CORS headers and a JSON content type", async () => {
+    const res = await post(gw, "/v1/chat/completions", chat(), {
+      authorization: `Bearer ${KEY}`,
+      origin: "https://app.example",
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toBe("application/json");
+    expect(res.headers.get("access-control-allow-origin")).toBe("*");
+    expect(res.headers.get("access-control-expose-headers")).toMatch(/Retry-After/);
+    expect(Number(res.headers.get("content-length"))).toBe((await res.text()).length);
+  });
+
   it("refuses cross-origin requests on /api", async () => {
     const res = await fetch(`${gw.url}/api/public/pricing`, {
       headers: { origin: "https://evil.example" },

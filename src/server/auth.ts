@@ -2,6 +2,7 @@ import type { Context, MiddlewareHandler } from "hono";
 import type { Store } from "../store/store.js";
 import type { KeyWithAccount } from "../store/types.js";
 import { PlainTextError } from "./errors.js";
+import { requestHeader } from "./http/request-header.js";
 import type { SharedKeyLimiter } from "./limits/shared-key.js";
 
 export interface AuthInfo {
@@ -11,12 +12,12 @@ export interface AuthInfo {
 
 /** `Authorization: Bearer <key>` or `x-api-key: <key>`; nothing else authenticates on /v1. */
 export function presentedKey(c: Context): string | undefined {
-  const header = c.req.header("authorization");
+  const header = requestHeader(c, "authorization");
   if (header) {
     const match = /^Bearer\s+(.+)$/i.exec(header.trim());
     if (match) return match[1].trim();
   }
-  return c.req.header("x-api-key")?.trim() || undefined;
+  return requestHeader(c, "x-api-key")?.trim() || undefined;
 }
 
 /** Only write last_used_at when it moved by this much, so a busy key is not a write per request. */

@@ -1,6 +1,7 @@
 import type { MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { payloadTooLarge } from "./json-body.js";
+import { requestHeader } from "./request-header.js";
 
 /**
  * Refuses bodies over `limit` with 413. A declared Content-Length is checked from the header
@@ -15,8 +16,8 @@ export function bodySizeLimit(limit: number): MiddlewareHandler {
     },
   });
   return async (c, next) => {
-    const declared = c.req.header("content-length");
-    if (declared !== undefined && c.req.header("transfer-encoding") === undefined) {
+    const declared = requestHeader(c, "content-length");
+    if (declared !== undefined && requestHeader(c, "transfer-encoding") === undefined) {
       if (Number(declared) > limit) throw payloadTooLarge(limit);
       return next();
     }

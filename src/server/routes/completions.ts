@@ -10,8 +10,9 @@ import { forModality, resolveTarget } from "../dispatch/resolve.js";
 import { type ClientStyle, type CompletionRequest, UpstreamFailure } from "../dispatch/types.js";
 import { clientClosed, GatewayError, internalError } from "../errors.js";
 import { clientSignal } from "../http/client-signal.js";
-import { corsResponseHeaders } from "../http/cors.js";
+import { corsJson, corsResponseHeaders } from "../http/cors.js";
 import { readJsonWithSize } from "../http/json-body.js";
+import { requestHeader } from "../http/request-header.js";
 import { awaitFirstPiece, sseResponse } from "../http/sse-response.js";
 import type { Services } from "../services.js";
 import { streamErrorEvent } from "../wire/translate/errors.js";
@@ -86,7 +87,7 @@ export function completionRoute(s: Services, style: ClientStyle, endpoint: strin
       stream,
       clientModel: body.model,
       signal,
-      anthropicBeta: c.req.header("anthropic-beta"),
+      anthropicBeta: requestHeader(c, "anthropic-beta"),
     };
     const fail = (err: unknown) =>
       failAdmission(s, admission, signal.aborted ? clientClosed() : err);
@@ -110,7 +111,7 @@ export function completionRoute(s: Services, style: ClientStyle, endpoint: strin
 
     if (result.kind === "json") {
       await settleDelivered(s, admission, { status: 200, usage: result.usage, ...served });
-      return c.json(result.body as object, 200, headers);
+      return corsJson(result.body, 200, headers);
     }
 
     const first = await awaitFirstPiece(result.pieces, s.options.keepaliveMs);
