@@ -245,6 +245,21 @@ describe("BYOK credentials", () => {
     expect(await balance()).toBe(before);
   });
 
+  it("moves to the second linked key when the first key's stream breaks before its first chunk", async () => {
+    upstream.handle((req) =>
+      credentialSeen(req) === BYOK_ONE
+        ? { kind: "sse", steps: [], end: "destroy" }
+        : { kind: "sse", steps: openaiStreamSteps(["own ", "key"]) },
+    );
+    const before = await balance();
+    const final = await openai.chat.completions
+      .stream({ model: "byok-model", messages: [{ role: "user", content: "x" }] })
+      .finalChatCompletion();
+    expect(final.choices[0].message.content).toBe("own key");
+    expect(upstream.requests.map(credentialSeen)).toEqual([BYOK_ONE, BYOK_TWO]);
+    expect(await balance()).toBe(before);
+  });
+
   it("moves to the provider's pool when every linked key fails, and charges token prices then", async () => {
     upstream.handle((req) => {
       const key = credentialSeen(req);

@@ -209,6 +209,39 @@ describe("routes", () => {
     expect(second.requests).toHaveLength(1);
   });
 
+  it("falls back when a stream breaks after its 200 but before its first chunk, in both styles", async () => {
+    first.queue({ kind: "sse", steps: [], end: "destroy" });
+    second.queue({ kind: "sse", steps: anthropicStreamSteps(["second ", "served"]) });
+    const chat = await openai.chat.completions
+      .stream({ model: "pair", messages: [{ role: "user", content: "x" }] })
+      .finalChatCompletion();
+    expect(chat.choices[0].message.content).toBe("second served");
+
+    first.queue({
+      kind: "sse",
+      steps: [{ data: { error: { message: "overloaded", type: "server_error" } } }],
+    });
+    second.queue({ kind: "sse", steps: anthropicStreamSteps(["again"]) });
+    const message = await anthropic.messages
+      .stream({ model: "pair", max_tokens: 20, messages: [{ role: "user", content: "x" }] })
+      .finalMessage();
+    expect(message.content).toMatchObject([{ type: "text", text: "again" }]);
+    expect(first.requests).toHaveLength(2);
+    expect(second.requests).toHaveLength(2);
+  });
+
+  it("answers 503 all_providers_failed when every step's stream breaks before its first chunk", async () => {
+    first.queue({ kind: "sse", steps: [], end: "destroy" });
+    second.queue({ kind: "sse", steps: [], end: "destroy" });
+    const res = await post(gw, "/v1/chat/completions", {
+      model: "pair",
+      stream: true,
+      messages: [{ role: "user", content: "x" }],
+    });
+    expect(res.status).toBe(503);
+    expect(await res.json()).toMatchObject({ error: { code: "all_providers_failed" } });
+  });
+
   it("does not fall back once a stream has started: a break becomes an error event", async () => {
     first.queue({ kind: "sse", steps: openaiStreamSteps(["started"]).slice(0, 2), end: "destroy" });
     const res = await post(gw, "/v1/chat/completions", {

@@ -1,6 +1,8 @@
 import type { Store } from "../../store/store.js";
 import type { ByokRow, ProviderRow } from "../../store/types.js";
 import { GatewayError, upstreamRejection } from "../errors.js";
+import { StreamBroken } from "./bridges.js";
+import { awaitFirstPiece, type FirstPiece } from "./first-piece.js";
 import type { KeyPools } from "./key-pool.js";
 import type { Target } from "./resolve.js";
 import {
@@ -16,6 +18,11 @@ export interface DispatchOutcome<T = CompletionResult> {
   result: T;
   attempt: Attempt;
 }
+
+/** A text completion as the client gets it; a stream comes with its first piece already awaited. */
+export type ServedCompletion =
+  | Extract<CompletionResult, { kind: "json" }>
+  | (Extract<CompletionResult, { kind: "stream" }> & { first: FirstPiece });
 
 export interface DispatchOptions {
   byok: ByokRow[];
@@ -35,15 +42,23 @@ export class Dispatcher {
     readonly adapters: Record<ProviderRow["wire"], ProviderAdapter>,
   ) {}
 
-  /** Text completions: the adapter of each attempt's wire answers in the client's style. */
+  /**
+   * Text completions: the adapter of each attempt's wire answers in the client's style. A stream
+   * that fails before its first piece (within `firstPieceMs`) has sent the client nothing, so it
+   * counts as a failed attempt: a route or credential chain moves on to the next.
+   */
   dispatch(
     target: Target,
     req: CompletionRequest,
     options: DispatchOptions,
-  ): Promise<DispatchOutcome> {
-    return this.dispatchWith(target, req.signal, options, async (attempt) => {
+    firstPieceMs: number,
+  ): Promise<DispatchOutcome<ServedCompletion>> {
+    return this.dispatchWith<ServedCompletion>(target, req.signal, options, async (attempt) => {
       const result = await this.adapters[attempt.provider.wire].complete(attempt, req);
-      return { value: result, streaming: result.kind === "stream" };
+      if (result.kind === "json") return { value: result, streaming: false };
+      const first = await awaitFirstPiece(result.pieces, firstPieceMs);
+      if (first.kind === "error") throw attemptFailure(first.error);
+      return { value: Object.assign(result, { first }), streaming: true };
     });
   }
 
@@ -104,6 +119,11 @@ export class Dispatcher {
     if (options.byokOnly) return own;
     return [...own, () => this.pools.acquire(provider)];
   }
+}
+
+/** A stream that broke before its first piece is the provider failing, like a 5xx. */
+function attemptFailure(err: unknown): unknown {
+  return err instanceof StreamBroken ? new UpstreamFailure("unavailable", 502) : err;
 }
 
 function finalError(target: Target, failures: UpstreamFailure[], attempts: number): GatewayError {

@@ -1,41 +1,11 @@
 import type { ServerResponse } from "node:http";
 import { RESPONSE_ALREADY_SENT } from "@hono/node-server/utils/response";
 import type { Context } from "hono";
+import type { FirstPiece } from "../dispatch/first-piece.js";
 import type { StreamPiece } from "../dispatch/types.js";
 
 const encoder = new TextEncoder();
 const keepaliveComment = encoder.encode(": keepalive\n\n");
-
-export type FirstPiece =
-  | { kind: "piece"; result: IteratorResult<StreamPiece> }
-  | { kind: "error"; error: unknown }
-  | { kind: "pending"; promise: Promise<IteratorResult<StreamPiece>> };
-
-/**
- * Waits up to `ms` for the stream's first piece. An error that arrives this early can still be
- * answered with its own HTTP status; after that the 200 is committed and keepalives go out.
- */
-export async function awaitFirstPiece(
-  pieces: AsyncIterator<StreamPiece>,
-  ms: number,
-): Promise<FirstPiece> {
-  const promise = pieces.next();
-  // If the client leaves before the pending piece is read, its failure must not go unhandled.
-  promise.catch(() => {});
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<"timeout">((resolve) => {
-    timer = setTimeout(() => resolve("timeout"), ms);
-  });
-  try {
-    const winner = await Promise.race([promise, timeout]);
-    if (winner === "timeout") return { kind: "pending", promise };
-    return { kind: "piece", result: winner };
-  } catch (error) {
-    return { kind: "error", error };
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 export interface StreamEnd {
   /** Pieces reached the client. */

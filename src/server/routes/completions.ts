@@ -13,7 +13,7 @@ import { clientSignal } from "../http/client-signal.js";
 import { corsJson, corsResponseHeaders } from "../http/cors.js";
 import { readJsonWithSize } from "../http/json-body.js";
 import { requestHeader } from "../http/request-header.js";
-import { awaitFirstPiece, sseResponse } from "../http/sse-response.js";
+import { sseResponse } from "../http/sse-response.js";
 import type { Services } from "../services.js";
 import { streamErrorEvent } from "../wire/translate/errors.js";
 
@@ -94,10 +94,12 @@ export function completionRoute(s: Services, style: ClientStyle, endpoint: strin
 
     let outcome: Awaited<ReturnType<typeof s.dispatcher.dispatch>>;
     try {
-      outcome = await s.dispatcher.dispatch(target, req, {
-        byok: admission.byok,
-        byokOnly: admission.byokOnly,
-      });
+      outcome = await s.dispatcher.dispatch(
+        target,
+        req,
+        { byok: admission.byok, byokOnly: admission.byokOnly },
+        s.options.keepaliveMs,
+      );
     } catch (err) {
       throw fail(err);
     }
@@ -114,13 +116,8 @@ export function completionRoute(s: Services, style: ClientStyle, endpoint: strin
       return corsJson(result.body, 200, headers);
     }
 
-    const first = await awaitFirstPiece(result.pieces, s.options.keepaliveMs);
-    if (first.kind === "error") {
-      attempt.credential.release("failed");
-      throw fail(first.error);
-    }
     return sseResponse(c, {
-      first,
+      first: result.first,
       pieces: result.pieces,
       keepaliveMs: s.options.keepaliveMs,
       headers: { ...corsResponseHeaders, ...headers },
