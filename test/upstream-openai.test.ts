@@ -148,6 +148,56 @@ describe("openai wire: chat completions pass through", () => {
     expect(sawUsageChunk).toBe(false);
   });
 
+  it("passes each chunk on as the upstream wrote it, with only the model's value replaced, and bills its usage", async () => {
+    // Python-style spacing, "usage": null in every chunk, a quoted "model" inside the content and
+    // an escaped character: the chunk text reaches the client as written, model aside.
+    const raw = (delta: string, finish: string | null, usage = "null", choices = true) =>
+      `{"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "gpt-upstream-2024-01-01", "choices": ${
+        choices
+          ? `[{"index": 0, "delta": ${delta}, "finish_reason": ${finish ? `"${finish}"` : "null"}}]`
+          : "[]"
+      }, "usage": ${usage}}`;
+    upstream.queue({
+      kind: "sse",
+      steps: [
+        { data: raw('{"role": "assistant", "content": "say \\"model\\": \\"x\\" "}', null) },
+        { data: raw('{"content": "caf\\u00e9"}', null) },
+        { data: raw("{}", "stop") },
+        {
+          data: raw(
+            "{}",
+            null,
+            '{"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}',
+            false,
+          ),
+        },
+        { data: "[DONE]" },
+      ],
+    });
+    const res = await post(gw, "/v1/chat/completions", {
+      model: "gpt-x",
+      stream: true,
+      messages: [{ role: "user", content: "Hi" }],
+    });
+    const text = await res.text();
+    const lines = dataLines(text);
+    expect(lines.at(-1)).toBe("[DONE]");
+    const chunks = lines.slice(0, -1).map((l) => JSON.parse(l));
+    expect(chunks).toHaveLength(3); // the forced usage chunk is not the client's
+    expect(chunks.map((c) => c.model)).toEqual(["gpt-x", "gpt-x", "gpt-x"]);
+    expect(chunks.map((c) => c.choices[0].delta.content ?? "").join("")).toBe(
+      'say "model": "x" café',
+    );
+    expect(text).toContain('"content": "caf\\u00e9"');
+    expect(text).not.toContain("gpt-upstream");
+    const recent = (await (
+      await fetch(`${gw.url}/v1/usage/requests?limit=1`, {
+        headers: { authorization: `Bearer ${KEY}` },
+      })
+    ).json()) as { data: { input_tokens: number; output_tokens: number; cost_idr: number }[] };
+    expect(recent.data[0]).toMatchObject({ input_tokens: 5, output_tokens: 3, cost_idr: 0.11 });
+  });
+
   it("passes the usage chunk on when the client asked for it, keeping its own stream_options", async () => {
     upstream.queue({ kind: "sse", steps: openaiStreamSteps(["a", "b"], { usage: [9, 2] }) });
     const stream = await openai.chat.completions.create({

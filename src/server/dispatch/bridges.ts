@@ -130,6 +130,72 @@ export function fromChatChunks(
   return { kind: "stream", pieces: pieces(), usage: () => translator.usage() };
 }
 
+const usageField = /"usage"\s*:\s*(null\b)?/;
+const finishReasonSet = /"finish_reason"\s*:\s*"/;
+const modelField = /"model"\s*:\s*"(?:[^"\\]|\\.)*"/;
+
+/**
+ * Same wire, same style: an openai-wire stream to a chat client. An ordinary chunk (no usage, no
+ * error, one `model` field) goes on as the upstream's own text with only the model's value
+ * replaced, which spares a JSON parse and re-encode per chunk; the rest take the same path as
+ * `fromChatChunks`. Ends as that does: `[DONE]` only after a finish reason, else StreamBroken.
+ */
+export function passThroughChat(
+  req: CompletionRequest,
+  events: AsyncIterable<SSEMessage>,
+): CompletionResult {
+  let usage = zeroUsage();
+  const wantsUsage = clientWantsUsage(req);
+  const model = `"model":${JSON.stringify(req.clientModel)}`;
+  async function* pieces(): AsyncGenerator<StreamPiece> {
+    let finished = false;
+    let done = false;
+    for await (const ev of events) {
+      // Read on to the end of the body after [DONE]: leaving early aborts the upstream response,
+      // which costs an error object and the keep-alive connection on every stream.
+      if (done) continue;
+      const data = ev.data;
+      if (data === "[DONE]") {
+        done = true;
+        continue;
+      }
+      if (isOrdinaryChunk(data)) {
+        if (finishReasonSet.test(data)) finished = true;
+        yield `data: ${data.replace(modelField, model)}\n\n`;
+        continue;
+      }
+      let chunk: ChatCompletionChunk;
+      try {
+        chunk = JSON.parse(data) as ChatCompletionChunk;
+      } catch {
+        continue;
+      }
+      // OpenAI-compatible servers report a failure after the 200 as a data chunk with `error`.
+      if ((chunk as { error?: unknown }).error)
+        throw new StreamBroken("upstream sent an error chunk");
+      if (chunk.usage) usage = usageFromChat(chunk);
+      if (chunk.choices?.some((c) => c.finish_reason)) finished = true;
+      if (!wantsUsage && chunk.usage && (chunk.choices?.length ?? 0) === 0) continue;
+      const out = wantsUsage || !chunk.usage ? chunk : { ...chunk, usage: undefined };
+      yield encodeSSE({ ...out, model: req.clientModel });
+    }
+    if (!finished) throw new StreamBroken();
+    yield SSE_DONE;
+  }
+  return { kind: "stream", pieces: pieces(), usage: () => usage };
+}
+
+/** A JSON object with no usage numbers and no error, whose one `model` field can be swapped in place. */
+function isOrdinaryChunk(data: string): boolean {
+  if (data.charCodeAt(0) !== 123 /* { */ || data.charCodeAt(data.length - 1) !== 125 /* } */)
+    return false;
+  if (data.includes('"error"')) return false;
+  const usage = usageField.exec(data);
+  if (usage && usage[1] === undefined) return false;
+  const first = data.indexOf('"model"');
+  return first !== -1 && first === data.lastIndexOf('"model"') && modelField.test(data);
+}
+
 /** Anthropic SSE events from an anthropic-wire upstream, in the client's style. */
 export function fromMessagesEvents(
   req: CompletionRequest,

@@ -1,4 +1,10 @@
-import { fromChatChunks, fromChatJson, StreamBroken, toChatRequest } from "../dispatch/bridges.js";
+import {
+  fromChatChunks,
+  fromChatJson,
+  passThroughChat,
+  StreamBroken,
+  toChatRequest,
+} from "../dispatch/bridges.js";
 import type {
   Attempt,
   CompletionRequest,
@@ -30,7 +36,9 @@ export class OpenAIAdapter implements ProviderAdapter {
     );
     if (!req.stream)
       return fromChatJson(req, await readJsonBody<ChatCompletionResponse>(response.body));
-    return fromChatChunks(req, chatChunks(parseSSE(streamedBody(response.body))));
+    const events = parseSSE(streamedBody(response.body));
+    if (req.style === "chat") return passThroughChat(req, events);
+    return fromChatChunks(req, chatChunks(events));
   }
 
   private async nativeResponses(
