@@ -1,8 +1,5 @@
 import type { Context } from "hono";
-
-interface NodeBindings {
-  outgoing?: { writableFinished: boolean; once(event: "close", listener: () => void): unknown };
-}
+import { nodeOutgoing } from "./node-bindings.js";
 
 /**
  * Aborts when the client goes away before its response is complete. On the Node server this
@@ -11,7 +8,7 @@ interface NodeBindings {
  */
 export function clientSignal(c: Context): AbortSignal {
   const abort = new AbortController();
-  const outgoing = (c.env as NodeBindings | undefined)?.outgoing;
+  const outgoing = nodeOutgoing(c);
   if (outgoing) {
     outgoing.once("close", () => {
       if (!outgoing.writableFinished) abort.abort();

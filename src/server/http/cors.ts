@@ -1,4 +1,6 @@
-import type { MiddlewareHandler } from "hono";
+import { RESPONSE_ALREADY_SENT } from "@hono/node-server/utils/response";
+import type { Context, MiddlewareHandler } from "hono";
+import { nodeOutgoing } from "./node-bindings.js";
 import { requestHeader } from "./request-header.js";
 
 const allowMethods = "GET, POST, DELETE, OPTIONS";
@@ -10,21 +12,25 @@ export const corsResponseHeaders = {
     "Retry-After, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset",
 };
 
-/** Answers that carry the CORS headers from the start; the middleware leaves them alone. */
-const withCors = new WeakSet<Response>();
-
 /**
- * A /v1 JSON answer with its CORS headers in one plain header object, which the Node server
- * writes as it is. Headers added to a finished answer make it build a web Headers object and
- * copy it, a cost the completion routes pay on every request otherwise.
+ * A /v1 JSON answer with its CORS headers, written straight to the Node response: it leaves as
+ * soon as it is ready, before the middlewares unwind, and never becomes a web Response whose
+ * headers would be copied into a web Headers object and out again (the completion routes' hot
+ * path). Off the Node server it is an ordinary Response.
  */
-export function corsJson(body: unknown, status: number, headers?: Record<string, string>) {
-  const res = new Response(JSON.stringify(body), {
-    status,
-    headers: { "content-type": "application/json", ...corsResponseHeaders, ...headers },
-  });
-  withCors.add(res);
-  return res;
+export function corsJson(
+  c: Context,
+  body: unknown,
+  status: number,
+  headers?: Record<string, string>,
+): Response {
+  const text = JSON.stringify(body);
+  const all = { "content-type": "application/json", ...corsResponseHeaders, ...headers };
+  const outgoing = nodeOutgoing(c);
+  if (!outgoing) return new Response(text, { status, headers: all });
+  outgoing.writeHead(status, { ...all, "content-length": Buffer.byteLength(text) });
+  outgoing.end(text);
+  return RESPONSE_ALREADY_SENT;
 }
 
 /**
@@ -45,7 +51,6 @@ export function openCors(): MiddlewareHandler {
       });
     }
     await next();
-    if (withCors.has(c.res)) return;
     // Already written to the socket (and a shared object): its headers carried these.
     if (c.res.headers.has("x-hono-already-sent")) return;
     const headers = c.res.headers;

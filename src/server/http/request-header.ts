@@ -1,5 +1,5 @@
-import type { IncomingHttpHeaders } from "node:http";
 import type { Context } from "hono";
+import { nodeIncoming } from "./node-bindings.js";
 
 /**
  * A request header, read from Node's own parsed header object when the app runs on the Node
@@ -8,7 +8,7 @@ import type { Context } from "hono";
  * case. Off the Node server (Hono's `app.request` in tests) it asks Hono.
  */
 export function requestHeader(c: Context, name: string): string | undefined {
-  const incoming = (c.env as { incoming?: { headers: IncomingHttpHeaders } } | undefined)?.incoming;
+  const incoming = nodeIncoming(c);
   if (!incoming) return c.req.header(name);
   const value = incoming.headers[name];
   return Array.isArray(value) ? value.join(", ") : value;

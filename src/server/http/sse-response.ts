@@ -3,6 +3,7 @@ import { RESPONSE_ALREADY_SENT } from "@hono/node-server/utils/response";
 import type { Context } from "hono";
 import type { FirstPiece } from "../dispatch/first-piece.js";
 import type { StreamPiece } from "../dispatch/types.js";
+import { nodeOutgoing } from "./node-bindings.js";
 
 const encoder = new TextEncoder();
 const keepaliveComment = encoder.encode(": keepalive\n\n");
@@ -47,7 +48,7 @@ const sseHeaders = {
  * are ready together share one write, which a web ReadableStream body cannot do.
  */
 export function sseResponse(c: Context, stream: SseStream): Response {
-  const outgoing = (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing;
+  const outgoing = nodeOutgoing(c);
   if (!outgoing) throw new Error("streaming answers need the Node server (@hono/node-server)");
   outgoing.writeHead(200, { ...sseHeaders, ...stream.headers });
   void pump(nodeSink(outgoing), stream);

@@ -113,7 +113,7 @@ export function completionRoute(s: Services, style: ClientStyle, endpoint: strin
 
     if (result.kind === "json") {
       await settleDelivered(s, admission, { status: 200, usage: result.usage, ...served });
-      return corsJson(result.body, 200, headers);
+      return corsJson(c, result.body, 200, headers);
     }
 
     return sseResponse(c, {
