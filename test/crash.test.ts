@@ -33,7 +33,16 @@ function ledgerState(dbPath: string) {
       cost: number;
       held: number;
     }[];
-    return { balance, byState: Object.fromEntries(rows.map((r) => [r.state, r])) };
+    const settledStreams = (
+      db
+        .prepare("SELECT count(*) AS n FROM request_log WHERE state = 'settled' AND stream = 1")
+        .get() as { n: number }
+    ).n;
+    return {
+      balance,
+      settledStreams,
+      byState: Object.fromEntries(rows.map((r) => [r.state, r])),
+    };
   } finally {
     db.close();
   }
@@ -55,27 +64,66 @@ describe("a crash in the middle of load", () => {
         (r) => r.status,
         () => "dropped",
       );
-    // Slow requests hold money when the process dies; eight loops of fast ones keep settling.
+    // A stream counts as finished for its client when its closing event arrived.
+    const stream = (path: string, body: object, closing: string) =>
+      fetch(`${first.url}${path}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" },
+        body: JSON.stringify({ ...body, stream: true }),
+      }).then(
+        async (r) => (r.status === 200 && (await r.text()).includes(closing) ? 200 : r.status),
+        () => "dropped",
+      );
+    // Slow requests hold money when the process dies; loops of fast ones keep settling.
     const slow = Array.from({ length: 10 }, (_, i) => send(`slow ${i} [[mock:delay=5000]]`));
     let answered = 0;
+    let streamed = 0;
     let stopped = false;
-    const loops = Array.from({ length: 8 }, async (_, loop) => {
+    const loop = async (one: (i: number) => Promise<number | string>, counted: () => void) => {
       for (let i = 0; !stopped; i++) {
-        const status = await send(`fast ${loop}.${i}`);
-        if (status === 200) answered++;
+        const status = await one(i).catch(() => "dropped");
+        if (status === 200) counted();
         else if (status === "dropped") return;
       }
-    });
+    };
+    const loops = [
+      ...Array.from({ length: 6 }, (_, n) =>
+        loop(
+          (i) => send(`fast ${n}.${i}`),
+          () => answered++,
+        ),
+      ),
+      ...Array.from({ length: 3 }, (_, n) =>
+        loop(
+          (i) => stream("/v1/chat/completions", chat(`stream ${n}.${i}`), "data: [DONE]"),
+          () => streamed++,
+        ),
+      ),
+      ...Array.from({ length: 3 }, (_, n) =>
+        loop(
+          (i) =>
+            stream(
+              "/v1/messages",
+              { ...chat(`messages ${n}.${i}`), max_tokens: 64 },
+              "event: message_stop",
+            ),
+          () => streamed++,
+        ),
+      ),
+    ];
     await new Promise((r) => setTimeout(r, 500));
     await first.stop("SIGKILL");
     stopped = true;
     await Promise.all(loops);
     expect((await Promise.all(slow)).every((s) => s === "dropped")).toBe(true);
     expect(answered).toBeGreaterThan(0);
+    expect(streamed).toBeGreaterThan(0);
 
     const dead = ledgerState(dbPath);
-    // Every answer a client received was committed with its charge before it was sent.
-    expect(dead.byState.settled.n).toBeGreaterThanOrEqual(answered);
+    // Every answer a client received was committed with its charge before it was sent, and every
+    // stream whose closing event arrived was committed before that event left.
+    expect(dead.byState.settled.n).toBeGreaterThanOrEqual(answered + streamed);
+    expect(dead.settledStreams).toBeGreaterThanOrEqual(streamed);
     expect(dead.byState.reserved).toBeUndefined();
     expect(dead.balance + dead.byState.settled.cost).toBe(initialMicro);
 

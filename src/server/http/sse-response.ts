@@ -23,7 +23,14 @@ export interface SseStream {
   headers: Record<string, string>;
   /** The event that tells the client, in the route's style, that the stream broke. */
   errorEvent: (err: unknown) => string;
+  /** The route's closing event (`data: [DONE]`, `message_stop`, `response.completed`). */
+  isClosingEvent: (piece: StreamPiece) => boolean;
   onEnd: (end: StreamEnd) => void;
+  /**
+   * Resolves once what `onEnd` recorded is durable. A stream that ends cleanly sends its closing
+   * event only after that, so every stream a client saw finish was billed, even across a crash.
+   */
+  recorded: () => Promise<void>;
 }
 
 /** The socket side of the pump. `write` returns false when the client is not keeping up. */
@@ -72,6 +79,8 @@ async function pump(sink: Sink, s: SseStream): Promise<void> {
   } else {
     next = Promise.reject(s.first.error);
   }
+  // The closing event waits here until the stream's charge is committed.
+  let closing: Uint8Array | undefined;
   try {
     for (;;) {
       const result = await next;
@@ -83,9 +92,15 @@ async function pump(sink: Sink, s: SseStream): Promise<void> {
       }
       if (result.done) break;
       const piece = typeof result.value === "string" ? encoder.encode(result.value) : result.value;
+      next = s.pieces.next();
+      if (s.isClosingEvent(result.value)) {
+        closing = piece;
+        continue;
+      }
+      if (closing) sink.write(closing);
+      closing = undefined;
       const keptUp = sink.write(piece);
       delivered = true;
-      next = s.pieces.next();
       if (!keptUp) await sink.drained();
     }
   } catch (error) {
@@ -99,8 +114,19 @@ async function pump(sink: Sink, s: SseStream): Promise<void> {
     finish({ error, cancelled: false });
     return;
   }
-  sink.end();
   finish({ cancelled: false });
+  if (closing) {
+    try {
+      await s.recorded();
+    } catch (error) {
+      // The charge could not be recorded: the client must not see a finished answer.
+      sink.write(encoder.encode(s.errorEvent(error)));
+      sink.end();
+      return;
+    }
+    sink.write(closing);
+  }
+  sink.end();
 }
 
 function nodeSink(outgoing: ServerResponse): Sink {

@@ -7,7 +7,12 @@ import { worstCaseInputTokens } from "../billing/pricing.js";
 import { StreamBroken } from "../dispatch/bridges.js";
 import { mapFailure } from "../dispatch/dispatcher.js";
 import { forModality, resolveTarget } from "../dispatch/resolve.js";
-import { type ClientStyle, type CompletionRequest, UpstreamFailure } from "../dispatch/types.js";
+import {
+  type ClientStyle,
+  type CompletionRequest,
+  type StreamPiece,
+  UpstreamFailure,
+} from "../dispatch/types.js";
 import { clientClosed, GatewayError, internalError } from "../errors.js";
 import { clientSignal } from "../http/client-signal.js";
 import { corsJson, corsResponseHeaders } from "../http/cors.js";
@@ -15,6 +20,7 @@ import { readJsonWithSize } from "../http/json-body.js";
 import { requestHeader } from "../http/request-header.js";
 import { sseResponse } from "../http/sse-response.js";
 import type { Services } from "../services.js";
+import { SSE_DONE } from "../wire/sse.js";
 import { streamErrorEvent } from "../wire/translate/errors.js";
 
 const content = z.union([z.string(), z.array(z.looseObject({ type: z.string() })), z.null()]);
@@ -122,6 +128,8 @@ export function completionRoute(s: Services, style: ClientStyle, endpoint: strin
       keepaliveMs: s.options.keepaliveMs,
       headers: { ...corsResponseHeaders, ...headers },
       errorEvent: (err) => streamErrorEvent(style, streamErrorMessage(err)),
+      isClosingEvent: closingEvents[style],
+      recorded: () => s.ledger.committed(),
       onEnd: (end) => {
         attempt.credential.release(end.error ? "failed" : "ok");
         settleAdmission(s, admission, {
@@ -135,6 +143,13 @@ export function completionRoute(s: Services, style: ClientStyle, endpoint: strin
     });
   };
 }
+
+const closingEvents: Record<ClientStyle, (piece: StreamPiece) => boolean> = {
+  chat: (piece) => piece === SSE_DONE,
+  messages: (piece) => typeof piece === "string" && piece.startsWith("event: message_stop\n"),
+  responses: (piece) =>
+    typeof piece === "string" && piece.startsWith("event: response.completed\n"),
+};
 
 function outputLimit(style: ClientStyle, body: Record<string, unknown>): number | undefined {
   const value =
