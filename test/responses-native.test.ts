@@ -83,7 +83,8 @@ describe("POST /v1/responses to a provider with a native Responses API", () => {
     );
   });
 
-  it("passes the response.* event stream through", async () => {
+  it("passes the response.* event stream through, billed by the usage of response.completed", async () => {
+    const before = (await quota(gw)).balance_idr;
     const done = response("streamed");
     upstream.reset(() => ({
       kind: "sse",
@@ -128,10 +129,16 @@ describe("POST /v1/responses to a provider with a native Responses API", () => {
     }));
     const stream = openai.responses.stream({ model: "native-model", input: "hi" });
     const deltas: string[] = [];
+    const models: string[] = [];
     stream.on("response.output_text.delta", (e) => deltas.push(e.delta));
+    stream.on("response.created", (e) => models.push(e.response.model));
+    stream.on("response.completed", (e) => models.push(e.response.model));
     const final = await stream.finalResponse();
     expect(deltas).toEqual(["streamed"]);
     expect(final.output_text).toBe("streamed");
+    // The lifecycle events name the model the client asked for, never the upstream's.
+    expect(models).toEqual(["native-model", "native-model"]);
+    expect((await quota(gw)).balance_idr).toBeLessThan(before);
     expect(upstream.last.body).toMatchObject({ model: "up-model", stream: true });
   });
 

@@ -142,6 +142,8 @@ describe("anthropic wire: messages pass through", () => {
     expect(final.content).toEqual([{ type: "text", text: "Selamat pagi" }]);
     expect(final.stop_reason).toBe("end_turn");
     expect(final.usage).toMatchObject({ input_tokens: 8, output_tokens: 3 });
+    // message_start names the model the client asked for, never the upstream's.
+    expect(final.model).toBe("claude-x");
     expect(upstream.last.body).toMatchObject({ model: "claude-upstream", stream: true });
   });
 

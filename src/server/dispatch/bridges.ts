@@ -5,7 +5,7 @@ import type {
   ChatCompletionResponse,
 } from "../wire/openai-types.js";
 import type { ResponsesRequest } from "../wire/responses-types.js";
-import { encodeSSE, SSE_DONE, type SSEMessage } from "../wire/sse.js";
+import { encodeSSE, parseEventData, SSE_DONE, type SSEMessage } from "../wire/sse.js";
 import {
   chatRequestToMessages,
   MessagesStreamToChat,
@@ -201,7 +201,7 @@ export function fromMessagesEvents(
   req: CompletionRequest,
   events: AsyncIterable<SSEMessage>,
 ): CompletionResult {
-  if (req.style === "messages") return passThroughMessages(events);
+  if (req.style === "messages") return passThroughMessages(req, events);
   const toChat = new MessagesStreamToChat(req.clientModel, { includeUsage: true });
   async function* chunks(): AsyncGenerator<ChatCompletionChunk> {
     let stopped = false;
@@ -216,14 +216,27 @@ export function fromMessagesEvents(
   return fromChatChunks(req, chunks());
 }
 
-/** Same wire, same style: each upstream event goes on as it arrives; usage is read on the way. */
-function passThroughMessages(events: AsyncIterable<SSEMessage>): CompletionResult {
+/**
+ * Same wire, same style: each upstream event goes on as it arrives; usage is read on the way, and
+ * `message_start` names the client's model, never the upstream's.
+ */
+function passThroughMessages(
+  req: CompletionRequest,
+  events: AsyncIterable<SSEMessage>,
+): CompletionResult {
   let usage = zeroUsage();
   async function* pieces(): AsyncGenerator<StreamPiece> {
     let stopped = false;
     for await (const ev of events) {
       if (ev.event === "message_start" || ev.event === "message_delta") {
-        usage = mergeMessagesUsage(usage, ev.data);
+        const parsed = parseEventData(ev.data);
+        usage = mergeMessagesUsage(usage, parsed);
+        const message = (parsed as { message?: { model?: unknown } } | undefined)?.message;
+        if (ev.event === "message_start" && message?.model !== undefined) {
+          message.model = req.clientModel;
+          yield encodeSSE(parsed as object, ev.event);
+          continue;
+        }
       }
       if (ev.event === "message_stop") stopped = true;
       if (ev.event === "error") throw new StreamBroken("upstream sent an error event");
@@ -235,13 +248,8 @@ function passThroughMessages(events: AsyncIterable<SSEMessage>): CompletionResul
 }
 
 /** message_start carries the input side, message_delta the output; keep what each one knows. */
-function mergeMessagesUsage(current: Usage, data: string): Usage {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(data);
-  } catch {
-    return current;
-  }
+function mergeMessagesUsage(current: Usage, parsed: unknown): Usage {
+  if (parsed === undefined) return current;
   const next = usageFromMessages(parsed);
   return {
     ...current,

@@ -12,7 +12,7 @@ import type {
   ProviderAdapter,
 } from "../dispatch/types.js";
 import type { ChatCompletionChunk, ChatCompletionResponse } from "../wire/openai-types.js";
-import { parseSSE, type SSEMessage } from "../wire/sse.js";
+import { parseEventData, parseSSE, type SSEMessage } from "../wire/sse.js";
 import { joinUrl, readJsonBody, streamedBody, type UpstreamHttp } from "./http-upstream.js";
 
 /** Any OpenAI-compatible API: chat completions (and Responses, where the provider speaks it natively). */
@@ -67,8 +67,12 @@ export class OpenAIAdapter implements ProviderAdapter {
         },
       };
     }
-    return responsesPassThrough(parseSSE(streamedBody(response.body)));
+    return responsesPassThrough(req, parseSSE(streamedBody(response.body)));
   }
+}
+
+interface LifecycleEvent {
+  response?: { model?: unknown; usage?: { input_tokens?: number; output_tokens?: number } };
 }
 
 async function* chatChunks(events: AsyncIterable<SSEMessage>): AsyncGenerator<ChatCompletionChunk> {
@@ -94,28 +98,39 @@ async function* chatChunks(events: AsyncIterable<SSEMessage>): AsyncGenerator<Ch
   }
 }
 
-function responsesPassThrough(events: AsyncIterable<SSEMessage>): CompletionResult {
+/**
+ * A native Responses stream, event by event. The lifecycle events that carry the whole response
+ * (`response.created`, `response.completed`, ...) name the client's model, never the upstream's;
+ * `response.completed` also carries the usage.
+ */
+function responsesPassThrough(
+  req: CompletionRequest,
+  events: AsyncIterable<SSEMessage>,
+): CompletionResult {
   let usage = { input_tokens: 0, output_tokens: 0 };
   async function* pieces() {
     let completed = false;
     for await (const ev of events) {
-      if (ev.event === "response.completed") {
-        completed = true;
-        try {
-          const data = JSON.parse(ev.data) as {
-            response?: { usage?: { input_tokens?: number; output_tokens?: number } };
-          };
-          usage = {
-            input_tokens: data.response?.usage?.input_tokens ?? 0,
-            output_tokens: data.response?.usage?.output_tokens ?? 0,
-          };
-        } catch {
-          // usage stays zero
-        }
-      }
       if (ev.event === "error" || ev.event === "response.failed")
         throw new StreamBroken("upstream stream failed");
-      yield `event: ${ev.event ?? "message"}\ndata: ${ev.data}\n\n`;
+      const name = ev.event ?? "message";
+      const lifecycle =
+        ev.event === "response.completed" ||
+        (name.startsWith("response.") && ev.data.includes('"model"'));
+      const data = lifecycle ? (parseEventData(ev.data) as LifecycleEvent | undefined) : undefined;
+      if (ev.event === "response.completed") {
+        completed = true;
+        usage = {
+          input_tokens: data?.response?.usage?.input_tokens ?? 0,
+          output_tokens: data?.response?.usage?.output_tokens ?? 0,
+        };
+      }
+      if (data?.response?.model !== undefined) {
+        data.response.model = req.clientModel;
+        yield `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`;
+        continue;
+      }
+      yield `event: ${name}\ndata: ${ev.data}\n\n`;
     }
     if (!completed) throw new StreamBroken();
   }

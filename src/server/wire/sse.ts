@@ -93,6 +93,15 @@ class EventAssembler {
   }
 }
 
+/** An event's data as JSON, or undefined where it is not JSON (such events are skipped, not fatal). */
+export function parseEventData(data: string): unknown {
+  try {
+    return JSON.parse(data);
+  } catch {
+    return undefined;
+  }
+}
+
 /** Frames one event. Objects are JSON-encoded; multi-line strings become several `data:` lines. */
 export function encodeSSE(data: string | object, event?: string): string {
   const text = typeof data === "string" ? data : JSON.stringify(data);
