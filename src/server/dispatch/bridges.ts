@@ -97,22 +97,17 @@ export function fromChatChunks(
   req: CompletionRequest,
   chunks: AsyncIterable<ChatCompletionChunk>,
 ): CompletionResult {
-  let usage = zeroUsage();
   if (req.style === "chat") {
-    const wantsUsage = clientWantsUsage(req);
+    const relay = new ChatChunkRelay(req);
     async function* pieces(): AsyncGenerator<StreamPiece> {
-      let finished = false;
       for await (const chunk of chunks) {
-        if (chunk.usage) usage = usageFromChat(chunk);
-        if (chunk.choices?.some((c) => c.finish_reason)) finished = true;
-        if (!wantsUsage && chunk.usage && (chunk.choices?.length ?? 0) === 0) continue;
-        const out = wantsUsage || !chunk.usage ? chunk : { ...chunk, usage: undefined };
-        yield encodeSSE({ ...out, model: req.clientModel });
+        const piece = relay.relay(chunk);
+        if (piece !== undefined) yield piece;
       }
-      if (!finished) throw new StreamBroken();
+      if (!relay.finished) throw new StreamBroken();
       yield SSE_DONE;
     }
-    return { kind: "stream", pieces: pieces(), usage: () => usage };
+    return { kind: "stream", pieces: pieces(), usage: () => relay.usage };
   }
   const translator =
     req.style === "messages"
@@ -130,6 +125,26 @@ export function fromChatChunks(
   return { kind: "stream", pieces: pieces(), usage: () => translator.usage() };
 }
 
+/** Chat chunks on their way to a chat client: usage and the finish are noted on the way. */
+class ChatChunkRelay {
+  usage = zeroUsage();
+  finished = false;
+  private readonly wantsUsage: boolean;
+
+  constructor(private readonly req: CompletionRequest) {
+    this.wantsUsage = clientWantsUsage(req);
+  }
+
+  /** The chunk as the client gets it, or undefined for the usage chunk it did not ask for. */
+  relay(chunk: ChatCompletionChunk): string | undefined {
+    if (chunk.usage) this.usage = usageFromChat(chunk);
+    if (chunk.choices?.some((c) => c.finish_reason)) this.finished = true;
+    if (!this.wantsUsage && chunk.usage && (chunk.choices?.length ?? 0) === 0) return undefined;
+    const out = this.wantsUsage || !chunk.usage ? chunk : { ...chunk, usage: undefined };
+    return encodeSSE({ ...out, model: this.req.clientModel });
+  }
+}
+
 const usageField = /"usage"\s*:\s*(null\b)?/;
 const finishReasonSet = /"finish_reason"\s*:\s*"/;
 const modelField = /"model"\s*:\s*"(?:[^"\\]|\\.)*"/;
@@ -144,11 +159,9 @@ export function passThroughChat(
   req: CompletionRequest,
   events: AsyncIterable<SSEMessage>,
 ): CompletionResult {
-  let usage = zeroUsage();
-  const wantsUsage = clientWantsUsage(req);
+  const relay = new ChatChunkRelay(req);
   const model = `"model":${JSON.stringify(req.clientModel)}`;
   async function* pieces(): AsyncGenerator<StreamPiece> {
-    let finished = false;
     let done = false;
     for await (const ev of events) {
       // Read on to the end of the body after [DONE]: leaving early aborts the upstream response,
@@ -160,7 +173,7 @@ export function passThroughChat(
         continue;
       }
       if (isOrdinaryChunk(data)) {
-        if (finishReasonSet.test(data)) finished = true;
+        if (finishReasonSet.test(data)) relay.finished = true;
         yield `data: ${data.replace(modelField, model)}\n\n`;
         continue;
       }
@@ -173,16 +186,13 @@ export function passThroughChat(
       // OpenAI-compatible servers report a failure after the 200 as a data chunk with `error`.
       if ((chunk as { error?: unknown }).error)
         throw new StreamBroken("upstream sent an error chunk");
-      if (chunk.usage) usage = usageFromChat(chunk);
-      if (chunk.choices?.some((c) => c.finish_reason)) finished = true;
-      if (!wantsUsage && chunk.usage && (chunk.choices?.length ?? 0) === 0) continue;
-      const out = wantsUsage || !chunk.usage ? chunk : { ...chunk, usage: undefined };
-      yield encodeSSE({ ...out, model: req.clientModel });
+      const piece = relay.relay(chunk);
+      if (piece !== undefined) yield piece;
     }
-    if (!finished) throw new StreamBroken();
+    if (!relay.finished) throw new StreamBroken();
     yield SSE_DONE;
   }
-  return { kind: "stream", pieces: pieces(), usage: () => usage };
+  return { kind: "stream", pieces: pieces(), usage: () => relay.usage };
 }
 
 /** A JSON object with no usage numbers and no error, whose one `model` field can be swapped in place. */
