@@ -198,6 +198,68 @@ describe("openai wire: chat completions pass through", () => {
     expect(recent.data[0]).toMatchObject({ input_tokens: 5, output_tokens: 3, cost_idr: 0.11 });
   });
 
+  describe("an upstream that reports no usage", () => {
+    const lastLogged = async () =>
+      (
+        (await (
+          await fetch(`${gw.url}/v1/usage/requests?limit=1`, {
+            headers: { authorization: `Bearer ${KEY}` },
+          })
+        ).json()) as { data: { input_tokens: number; output_tokens: number; cost_idr: number }[] }
+      ).data[0];
+    const sentTokens = () => Math.ceil(JSON.stringify(upstream.last.body).length / 4);
+
+    it("bills a JSON answer by an estimate: four characters a token, the request sent and the text returned", async () => {
+      const reply = openaiJson("An answer of forty characters, roughly.", {
+        toolCalls: [{ id: "call_1", name: "lookup", arguments: '{"q":"x"}' }],
+      });
+      delete (reply as { body: { usage?: unknown } }).body.usage;
+      upstream.queue(reply);
+      await openai.chat.completions.create({
+        model: "gpt-x",
+        messages: [{ role: "user", content: "Hi" }],
+      });
+      const output = Math.ceil(
+        ("An answer of forty characters, roughly." + "lookup" + '{"q":"x"}').length / 4,
+      );
+      expect(await lastLogged()).toMatchObject({
+        input_tokens: sentTokens(),
+        output_tokens: output,
+      });
+      expect((await lastLogged()).cost_idr).toBeGreaterThan(0);
+    });
+
+    it("bills a stream with no usage chunk by an estimate: one token a chunk", async () => {
+      const steps = openaiStreamSteps(["one", " two", " three"]).filter(
+        (step) => !JSON.stringify(step.data).includes('"usage"'),
+      );
+      upstream.queue({ kind: "sse", steps }); // role, three pieces, finish, [DONE]
+      for (const client of ["chat", "messages"] as const) {
+        if (client === "messages") upstream.queue({ kind: "sse", steps });
+        const text =
+          client === "chat"
+            ? (
+                await openai.chat.completions
+                  .stream({ model: "gpt-x", messages: [{ role: "user", content: "Hi" }] })
+                  .finalChatCompletion()
+              ).choices[0].message.content
+            : (
+                await anthropic.messages
+                  .stream({
+                    model: "gpt-x",
+                    max_tokens: 20,
+                    messages: [{ role: "user", content: "Hi" }],
+                  })
+                  .finalMessage()
+              ).content
+                .map((b) => (b.type === "text" ? b.text : ""))
+                .join("");
+        expect(text).toBe("one two three");
+        expect(await lastLogged()).toMatchObject({ input_tokens: sentTokens(), output_tokens: 5 });
+      }
+    });
+  });
+
   it("passes the usage chunk on when the client asked for it, keeping its own stream_options", async () => {
     upstream.queue({ kind: "sse", steps: openaiStreamSteps(["a", "b"], { usage: [9, 2] }) });
     const stream = await openai.chat.completions.create({

@@ -22,7 +22,7 @@ import {
   responsesRequestToChat,
 } from "../wire/translate/responses.js";
 import { type Usage, usageFromChat, usageFromMessages } from "../wire/usage.js";
-import type { CompletionRequest, CompletionResult, StreamPiece } from "./types.js";
+import type { CompletionRequest, JsonCompletion, StreamCompletion, StreamPiece } from "./types.js";
 
 /**
  * Glue between the three client styles and the two native wires (chat completions, messages).
@@ -66,10 +66,7 @@ function clientWantsUsage(req: CompletionRequest): boolean {
 
 // ---- non-stream responses ---------------------------------------------------
 
-export function fromChatJson(
-  req: CompletionRequest,
-  resp: ChatCompletionResponse,
-): CompletionResult {
+export function fromChatJson(req: CompletionRequest, resp: ChatCompletionResponse): JsonCompletion {
   const usage = usageFromChat(resp);
   if (req.style === "messages")
     return { kind: "json", body: chatResponseToMessages(resp, req.clientModel), usage };
@@ -83,7 +80,7 @@ export function fromChatJson(
   return { kind: "json", body: { ...resp, model: req.clientModel }, usage };
 }
 
-export function fromMessagesJson(req: CompletionRequest, resp: MessagesResponse): CompletionResult {
+export function fromMessagesJson(req: CompletionRequest, resp: MessagesResponse): JsonCompletion {
   const usage = usageFromMessages(resp);
   if (req.style === "messages")
     return { kind: "json", body: { ...resp, model: req.clientModel }, usage };
@@ -96,7 +93,7 @@ export function fromMessagesJson(req: CompletionRequest, resp: MessagesResponse)
 export function fromChatChunks(
   req: CompletionRequest,
   chunks: AsyncIterable<ChatCompletionChunk>,
-): CompletionResult {
+): StreamCompletion {
   if (req.style === "chat") {
     const relay = new ChatChunkRelay(req);
     async function* pieces(): AsyncGenerator<StreamPiece> {
@@ -123,6 +120,11 @@ export function fromChatChunks(
     for (const ev of translator.finish()) yield encodeSSE(ev.data, ev.event);
   }
   return { kind: "stream", pieces: pieces(), usage: () => translator.usage() };
+}
+
+/** Chunks read from an upstream stream: about one token each, the estimate where usage is missing. */
+export interface ChunkCount {
+  chunks: number;
 }
 
 /** Chat chunks on their way to a chat client: usage and the finish are noted on the way. */
@@ -158,7 +160,8 @@ const modelField = /"model"\s*:\s*"(?:[^"\\]|\\.)*"/;
 export function passThroughChat(
   req: CompletionRequest,
   events: AsyncIterable<SSEMessage>,
-): CompletionResult {
+  seen: ChunkCount,
+): StreamCompletion {
   const relay = new ChatChunkRelay(req);
   const model = `"model":${JSON.stringify(req.clientModel)}`;
   async function* pieces(): AsyncGenerator<StreamPiece> {
@@ -172,6 +175,7 @@ export function passThroughChat(
         done = true;
         continue;
       }
+      seen.chunks++;
       if (isOrdinaryChunk(data)) {
         if (finishReasonSet.test(data)) relay.finished = true;
         yield `data: ${data.replace(modelField, model)}\n\n`;
@@ -210,7 +214,7 @@ function isOrdinaryChunk(data: string): boolean {
 export function fromMessagesEvents(
   req: CompletionRequest,
   events: AsyncIterable<SSEMessage>,
-): CompletionResult {
+): StreamCompletion {
   if (req.style === "messages") return passThroughMessages(req, events);
   const toChat = new MessagesStreamToChat(req.clientModel, { includeUsage: true });
   async function* chunks(): AsyncGenerator<ChatCompletionChunk> {
@@ -233,7 +237,7 @@ export function fromMessagesEvents(
 function passThroughMessages(
   req: CompletionRequest,
   events: AsyncIterable<SSEMessage>,
-): CompletionResult {
+): StreamCompletion {
   let usage = zeroUsage();
   async function* pieces(): AsyncGenerator<StreamPiece> {
     let stopped = false;

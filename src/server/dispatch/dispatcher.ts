@@ -10,7 +10,9 @@ import {
   type CompletionRequest,
   type CompletionResult,
   type Credential,
+  type JsonCompletion,
   type ProviderAdapter,
+  type StreamCompletion,
   UpstreamFailure,
 } from "./types.js";
 
@@ -20,9 +22,7 @@ export interface DispatchOutcome<T = CompletionResult> {
 }
 
 /** A text completion as the client gets it; a stream comes with its first piece already awaited. */
-export type ServedCompletion =
-  | Extract<CompletionResult, { kind: "json" }>
-  | (Extract<CompletionResult, { kind: "stream" }> & { first: FirstPiece });
+export type ServedCompletion = JsonCompletion | (StreamCompletion & { first: FirstPiece });
 
 export interface DispatchOptions {
   byok: ByokRow[];

@@ -18,9 +18,13 @@ export interface CompletionRequest {
 /** A stream is already encoded in the client's style: SSE text, or upstream bytes passed through. */
 export type StreamPiece = string | Uint8Array;
 
-export type CompletionResult =
-  | { kind: "json"; body: unknown; usage: Usage }
-  | { kind: "stream"; pieces: AsyncIterator<StreamPiece>; usage(): Usage };
+export type JsonCompletion = { kind: "json"; body: unknown; usage: Usage };
+export type StreamCompletion = {
+  kind: "stream";
+  pieces: AsyncIterator<StreamPiece>;
+  usage(): Usage;
+};
+export type CompletionResult = JsonCompletion | StreamCompletion;
 
 /** One way to reach a model: a provider, and the credential to use with it. */
 export interface Attempt {

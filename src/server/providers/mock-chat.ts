@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { estimateTokens } from "../wire/usage.js";
 
 /**
  * The built-in `mock` provider's chat engine: deterministic, offline, with realistic token counts.
@@ -26,11 +27,6 @@ export interface MockDirectives {
   words?: number;
   tool?: string | true;
   break?: number;
-}
-
-/** Roughly four characters per token, as English text averages with common tokenizers. */
-export function estimateTokens(text: string): number {
-  return text.length === 0 ? 0 : Math.max(1, Math.ceil(text.length / 4));
 }
 
 type ChatMessage = { role?: unknown; content?: unknown; tool_calls?: unknown };

@@ -1,4 +1,5 @@
 import {
+  type ChunkCount,
   fromChatChunks,
   fromChatJson,
   passThroughChat,
@@ -13,6 +14,7 @@ import type {
 } from "../dispatch/types.js";
 import type { ChatCompletionChunk, ChatCompletionResponse } from "../wire/openai-types.js";
 import { parseEventData, parseSSE, type SSEMessage } from "../wire/sse.js";
+import { chatOutputText, estimateTokens, usageOrEstimate } from "../wire/usage.js";
 import { joinUrl, readJsonBody, streamedBody, type UpstreamHttp } from "./http-upstream.js";
 
 /** Any OpenAI-compatible API: chat completions (and Responses, where the provider speaks it natively). */
@@ -26,19 +28,38 @@ export class OpenAIAdapter implements ProviderAdapter {
     if (req.style === "responses" && provider.responses_native) {
       return this.nativeResponses(attempt, req, headers);
     }
-    const body = toChatRequest(req, model.upstream_model);
+    const payload = JSON.stringify(toChatRequest(req, model.upstream_model));
     const response = await this.http.post(
       joinUrl(provider.base_url ?? "", "/chat/completions"),
       headers,
-      JSON.stringify(body),
+      payload,
       provider.timeout_ms,
       req.signal,
     );
-    if (!req.stream)
-      return fromChatJson(req, await readJsonBody<ChatCompletionResponse>(response.body));
+    if (!req.stream) {
+      const answer = await readJsonBody<ChatCompletionResponse>(response.body);
+      const result = fromChatJson(req, answer);
+      result.usage = usageOrEstimate(result.usage, () => ({
+        input_tokens: estimateTokens(payload),
+        output_tokens: estimateTokens(chatOutputText(answer)),
+      }));
+      return result;
+    }
     const events = parseSSE(streamedBody(response.body));
-    if (req.style === "chat") return passThroughChat(req, events);
-    return fromChatChunks(req, chatChunks(events));
+    const seen: ChunkCount = { chunks: 0 };
+    const result =
+      req.style === "chat"
+        ? passThroughChat(req, events, seen)
+        : fromChatChunks(req, chatChunks(events, seen));
+    const reported = result.usage;
+    return {
+      ...result,
+      usage: () =>
+        usageOrEstimate(reported(), () => ({
+          input_tokens: estimateTokens(payload),
+          output_tokens: seen.chunks,
+        })),
+    };
   }
 
   private async nativeResponses(
@@ -75,7 +96,10 @@ interface LifecycleEvent {
   response?: { model?: unknown; usage?: { input_tokens?: number; output_tokens?: number } };
 }
 
-async function* chatChunks(events: AsyncIterable<SSEMessage>): AsyncGenerator<ChatCompletionChunk> {
+async function* chatChunks(
+  events: AsyncIterable<SSEMessage>,
+  seen: ChunkCount,
+): AsyncGenerator<ChatCompletionChunk> {
   let done = false;
   for await (const ev of events) {
     // Read on to the end of the body after [DONE]: leaving early aborts the upstream response,
@@ -94,6 +118,7 @@ async function* chatChunks(events: AsyncIterable<SSEMessage>): AsyncGenerator<Ch
     // OpenAI-compatible servers report a failure after the 200 as a data chunk with `error`.
     if ((chunk as { error?: unknown }).error)
       throw new StreamBroken("upstream sent an error chunk");
+    seen.chunks++;
     yield chunk;
   }
 }

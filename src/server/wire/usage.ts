@@ -22,6 +22,39 @@ export function emptyUsage(): Usage {
   return { input_tokens: 0, output_tokens: 0 };
 }
 
+/** Roughly four characters per token, as English text averages with common tokenizers. */
+export function estimateTokens(text: string): number {
+  return text.length === 0 ? 0 : Math.max(1, Math.ceil(text.length / 4));
+}
+
+/**
+ * What an answer is billed when its upstream reported no usage at all (an OpenAI-compatible
+ * server may leave it out, or ignore `stream_options.include_usage`): the estimate instead of
+ * zero, so a provider that omits usage does not make a paid model free.
+ */
+export function usageOrEstimate(reported: Usage, estimate: () => Usage): Usage {
+  return reported.input_tokens > 0 || reported.output_tokens > 0 ? reported : estimate();
+}
+
+/** The text of a chat completion's answers and tool calls, for an estimate of its output. */
+export function chatOutputText(resp: {
+  choices?: { message?: { content?: unknown; tool_calls?: unknown } }[];
+}): string {
+  let text = "";
+  for (const choice of resp.choices ?? []) {
+    const message = choice.message;
+    if (typeof message?.content === "string") text += message.content;
+    if (!Array.isArray(message?.tool_calls)) continue;
+    for (const call of message.tool_calls as {
+      function?: { name?: unknown; arguments?: unknown };
+    }[]) {
+      if (typeof call.function?.name === "string") text += call.function.name;
+      if (typeof call.function?.arguments === "string") text += call.function.arguments;
+    }
+  }
+  return text;
+}
+
 function asRecord(value: unknown): Record<string, unknown> | undefined {
   return typeof value === "object" && value !== null && !Array.isArray(value)
     ? (value as Record<string, unknown>)
