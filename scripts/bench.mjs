@@ -237,3 +237,6 @@ console.log(
 console.log(
   `bare proxy's added p50 at 1 connection:    ${ms(added("bare-1", "up-1", "p50"))} ms (the floor: HTTP in and out, no gateway work)`,
 );
+console.log(
+  `gateway's own work at 1 connection:        ${ms(added("gw-1", "bare-1", "p50"))} ms (gateway minus the bare proxy: auth, limits, billing, commit, log)`,
+);
