@@ -147,6 +147,66 @@ describe("anthropic wire: messages pass through", () => {
     expect(upstream.last.body).toMatchObject({ model: "claude-upstream", stream: true });
   });
 
+  describe("an upstream that reports no usage", () => {
+    const lastLogged = async () =>
+      (
+        (await (
+          await fetch(`${gw.url}/v1/usage/requests?limit=1`, {
+            headers: { authorization: `Bearer ${KEY}` },
+          })
+        ).json()) as { data: { input_tokens: number; output_tokens: number; cost_idr: number }[] }
+      ).data[0];
+    const sentTokens = () => Math.ceil(JSON.stringify(upstream.last.body).length / 4);
+    // Usage objects kept (the SDK needs them in a stream) but every count zero.
+    const zeroedUsage = (value: unknown, inUsage = false): unknown => {
+      if (Array.isArray(value)) return value.map((v) => zeroedUsage(v, inUsage));
+      if (typeof value === "number" && inUsage) return 0;
+      if (typeof value !== "object" || value === null) return value;
+      return Object.fromEntries(
+        Object.entries(value).map(([key, v]) => [key, zeroedUsage(v, inUsage || key === "usage")]),
+      );
+    };
+
+    it("bills a JSON answer by an estimate from the request sent and the blocks returned", async () => {
+      const reply = anthropicJson("Twenty characters!!!", {
+        toolUses: [{ id: "toolu_1", name: "lookup", input: { q: "x" } }],
+      });
+      upstream.queue(zeroedUsage(reply) as typeof reply);
+      await anthropic.messages.create({
+        model: "claude-x",
+        max_tokens: 50,
+        messages: [{ role: "user", content: "Hi" }],
+      });
+      const output = Math.ceil(
+        `Twenty characters!!!lookup${JSON.stringify({ q: "x" })}`.length / 4,
+      );
+      expect(await lastLogged()).toMatchObject({
+        input_tokens: sentTokens(),
+        output_tokens: output,
+      });
+      expect((await lastLogged()).cost_idr).toBeGreaterThan(0);
+    });
+
+    it("bills a stream by an estimate, one token a delta, for both client styles", async () => {
+      const steps = zeroedUsage(anthropicStreamSteps(["one", " two", " three"])) as ReturnType<
+        typeof anthropicStreamSteps
+      >;
+      upstream.queue({ kind: "sse", steps });
+      const message = await anthropic.messages
+        .stream({ model: "claude-x", max_tokens: 50, messages: [{ role: "user", content: "Hi" }] })
+        .finalMessage();
+      expect(message.content).toMatchObject([{ type: "text", text: "one two three" }]);
+      expect(await lastLogged()).toMatchObject({ input_tokens: sentTokens(), output_tokens: 3 });
+
+      upstream.queue({ kind: "sse", steps });
+      const chat = await openai.chat.completions
+        .stream({ model: "claude-x", messages: [{ role: "user", content: "Hi" }] })
+        .finalChatCompletion();
+      expect(chat.choices[0].message.content).toBe("one two three");
+      expect(await lastLogged()).toMatchObject({ input_tokens: sentTokens(), output_tokens: 3 });
+    });
+  });
+
   it("ends a stream that breaks after it started with event: error and no message_stop", async () => {
     const steps = anthropicStreamSteps(["partial"]).slice(0, 4);
     upstream.queue({ kind: "sse", steps, end: "destroy" });

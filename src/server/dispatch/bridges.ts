@@ -21,7 +21,13 @@ import {
   chatResponseToResponses,
   responsesRequestToChat,
 } from "../wire/translate/responses.js";
-import { type Usage, usageFromChat, usageFromMessages } from "../wire/usage.js";
+import {
+  estimateTokens,
+  type Usage,
+  usageFromChat,
+  usageFromMessages,
+  usageOrEstimate,
+} from "../wire/usage.js";
 import type { CompletionRequest, JsonCompletion, StreamCompletion, StreamPiece } from "./types.js";
 
 /**
@@ -127,6 +133,36 @@ export interface ChunkCount {
   chunks: number;
 }
 
+/** A JSON answer billed by an estimate where its upstream reported no usage (`usageOrEstimate`). */
+export function withJsonEstimate(
+  result: JsonCompletion,
+  payload: string,
+  outputText: () => string,
+): JsonCompletion {
+  result.usage = usageOrEstimate(result.usage, () => ({
+    input_tokens: estimateTokens(payload),
+    output_tokens: estimateTokens(outputText()),
+  }));
+  return result;
+}
+
+/** A stream billed by an estimate where its upstream reported no usage: a token a chunk. */
+export function withStreamEstimate(
+  result: StreamCompletion,
+  payload: string,
+  seen: ChunkCount,
+): StreamCompletion {
+  const reported = result.usage;
+  return {
+    ...result,
+    usage: () =>
+      usageOrEstimate(reported(), () => ({
+        input_tokens: estimateTokens(payload),
+        output_tokens: seen.chunks,
+      })),
+  };
+}
+
 /** Chat chunks on their way to a chat client: usage and the finish are noted on the way. */
 class ChatChunkRelay {
   usage = zeroUsage();
@@ -214,12 +250,14 @@ function isOrdinaryChunk(data: string): boolean {
 export function fromMessagesEvents(
   req: CompletionRequest,
   events: AsyncIterable<SSEMessage>,
+  seen: ChunkCount,
 ): StreamCompletion {
-  if (req.style === "messages") return passThroughMessages(req, events);
+  if (req.style === "messages") return passThroughMessages(req, events, seen);
   const toChat = new MessagesStreamToChat(req.clientModel, { includeUsage: true });
   async function* chunks(): AsyncGenerator<ChatCompletionChunk> {
     let stopped = false;
     for await (const ev of events) {
+      if (ev.event === "content_block_delta") seen.chunks++;
       if (ev.event === "message_stop") stopped = true;
       if (ev.event === "error") throw new StreamBroken("upstream sent an error event");
       for (const chunk of toChat.push(ev)) yield chunk as ChatCompletionChunk;
@@ -237,11 +275,13 @@ export function fromMessagesEvents(
 function passThroughMessages(
   req: CompletionRequest,
   events: AsyncIterable<SSEMessage>,
+  seen: ChunkCount,
 ): StreamCompletion {
   let usage = zeroUsage();
   async function* pieces(): AsyncGenerator<StreamPiece> {
     let stopped = false;
     for await (const ev of events) {
+      if (ev.event === "content_block_delta") seen.chunks++;
       if (ev.event === "message_start" || ev.event === "message_delta") {
         const parsed = parseEventData(ev.data);
         usage = mergeMessagesUsage(usage, parsed);

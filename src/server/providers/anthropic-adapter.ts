@@ -1,4 +1,11 @@
-import { fromMessagesEvents, fromMessagesJson, toMessagesRequest } from "../dispatch/bridges.js";
+import {
+  type ChunkCount,
+  fromMessagesEvents,
+  fromMessagesJson,
+  toMessagesRequest,
+  withJsonEstimate,
+  withStreamEstimate,
+} from "../dispatch/bridges.js";
 import type {
   Attempt,
   CompletionRequest,
@@ -7,6 +14,7 @@ import type {
 } from "../dispatch/types.js";
 import type { MessagesResponse } from "../wire/anthropic-types.js";
 import { parseSSE } from "../wire/sse.js";
+import { messagesOutputText } from "../wire/usage.js";
 import { joinUrl, readJsonBody, streamedBody, type UpstreamHttp } from "./http-upstream.js";
 
 const anthropicVersion = "2023-06-01";
@@ -23,16 +31,22 @@ export class AnthropicAdapter implements ProviderAdapter {
     };
     if (credential.secret) headers["x-api-key"] = credential.secret;
     if (req.anthropicBeta) headers["anthropic-beta"] = req.anthropicBeta;
-    const body = toMessagesRequest(req, model.upstream_model);
+    const payload = JSON.stringify(toMessagesRequest(req, model.upstream_model));
     const response = await this.http.post(
       joinUrl(provider.base_url ?? "", "/messages"),
       headers,
-      JSON.stringify(body),
+      payload,
       provider.timeout_ms,
       req.signal,
     );
-    if (!req.stream)
-      return fromMessagesJson(req, await readJsonBody<MessagesResponse>(response.body));
-    return fromMessagesEvents(req, parseSSE(streamedBody(response.body)));
+    if (!req.stream) {
+      const answer = await readJsonBody<MessagesResponse>(response.body);
+      return withJsonEstimate(fromMessagesJson(req, answer), payload, () =>
+        messagesOutputText(answer),
+      );
+    }
+    const seen: ChunkCount = { chunks: 0 };
+    const events = parseSSE(streamedBody(response.body));
+    return withStreamEstimate(fromMessagesEvents(req, events, seen), payload, seen);
   }
 }

@@ -5,6 +5,8 @@ import {
   passThroughChat,
   StreamBroken,
   toChatRequest,
+  withJsonEstimate,
+  withStreamEstimate,
 } from "../dispatch/bridges.js";
 import type {
   Attempt,
@@ -14,7 +16,7 @@ import type {
 } from "../dispatch/types.js";
 import type { ChatCompletionChunk, ChatCompletionResponse } from "../wire/openai-types.js";
 import { parseEventData, parseSSE, type SSEMessage } from "../wire/sse.js";
-import { chatOutputText, estimateTokens, usageOrEstimate } from "../wire/usage.js";
+import { chatOutputText } from "../wire/usage.js";
 import { joinUrl, readJsonBody, streamedBody, type UpstreamHttp } from "./http-upstream.js";
 
 /** Any OpenAI-compatible API: chat completions (and Responses, where the provider speaks it natively). */
@@ -38,12 +40,7 @@ export class OpenAIAdapter implements ProviderAdapter {
     );
     if (!req.stream) {
       const answer = await readJsonBody<ChatCompletionResponse>(response.body);
-      const result = fromChatJson(req, answer);
-      result.usage = usageOrEstimate(result.usage, () => ({
-        input_tokens: estimateTokens(payload),
-        output_tokens: estimateTokens(chatOutputText(answer)),
-      }));
-      return result;
+      return withJsonEstimate(fromChatJson(req, answer), payload, () => chatOutputText(answer));
     }
     const events = parseSSE(streamedBody(response.body));
     const seen: ChunkCount = { chunks: 0 };
@@ -51,15 +48,7 @@ export class OpenAIAdapter implements ProviderAdapter {
       req.style === "chat"
         ? passThroughChat(req, events, seen)
         : fromChatChunks(req, chatChunks(events, seen));
-    const reported = result.usage;
-    return {
-      ...result,
-      usage: () =>
-        usageOrEstimate(reported(), () => ({
-          input_tokens: estimateTokens(payload),
-          output_tokens: seen.chunks,
-        })),
-    };
+    return withStreamEstimate(result, payload, seen);
   }
 
   private async nativeResponses(

@@ -55,6 +55,19 @@ export function chatOutputText(resp: {
   return text;
 }
 
+/** The text of a Messages answer's blocks (text, thinking, tool calls), for an estimate of its output. */
+export function messagesOutputText(resp: { content?: unknown }): string {
+  let text = "";
+  if (!Array.isArray(resp.content)) return text;
+  for (const block of resp.content as Record<string, unknown>[]) {
+    if (typeof block.text === "string") text += block.text;
+    if (typeof block.thinking === "string") text += block.thinking;
+    if (block.type === "tool_use")
+      text += `${block.name ?? ""}${JSON.stringify(block.input ?? {})}`;
+  }
+  return text;
+}
+
 function asRecord(value: unknown): Record<string, unknown> | undefined {
   return typeof value === "object" && value !== null && !Array.isArray(value)
     ? (value as Record<string, unknown>)
