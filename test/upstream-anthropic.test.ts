@@ -1,6 +1,7 @@
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { lastLogged } from "./support/api.js";
 import {
   anthropicError,
   anthropicJson,
@@ -148,14 +149,6 @@ describe("anthropic wire: messages pass through", () => {
   });
 
   describe("an upstream that reports no usage", () => {
-    const lastLogged = async () =>
-      (
-        (await (
-          await fetch(`${gw.url}/v1/usage/requests?limit=1`, {
-            headers: { authorization: `Bearer ${KEY}` },
-          })
-        ).json()) as { data: { input_tokens: number; output_tokens: number; cost_idr: number }[] }
-      ).data[0];
     const sentTokens = () => Math.ceil(JSON.stringify(upstream.last.body).length / 4);
     // Usage objects kept (the SDK needs them in a stream) but every count zero.
     const zeroedUsage = (value: unknown, inUsage = false): unknown => {
@@ -180,11 +173,11 @@ describe("anthropic wire: messages pass through", () => {
       const output = Math.ceil(
         `Twenty characters!!!lookup${JSON.stringify({ q: "x" })}`.length / 4,
       );
-      expect(await lastLogged()).toMatchObject({
+      expect(await lastLogged(gw)).toMatchObject({
         input_tokens: sentTokens(),
         output_tokens: output,
       });
-      expect((await lastLogged()).cost_idr).toBeGreaterThan(0);
+      expect((await lastLogged(gw)).cost_idr).toBeGreaterThan(0);
     });
 
     it("bills a stream by an estimate, one token a delta, for both client styles", async () => {
@@ -196,14 +189,14 @@ describe("anthropic wire: messages pass through", () => {
         .stream({ model: "claude-x", max_tokens: 50, messages: [{ role: "user", content: "Hi" }] })
         .finalMessage();
       expect(message.content).toMatchObject([{ type: "text", text: "one two three" }]);
-      expect(await lastLogged()).toMatchObject({ input_tokens: sentTokens(), output_tokens: 3 });
+      expect(await lastLogged(gw)).toMatchObject({ input_tokens: sentTokens(), output_tokens: 3 });
 
       upstream.queue({ kind: "sse", steps });
       const chat = await openai.chat.completions
         .stream({ model: "claude-x", messages: [{ role: "user", content: "Hi" }] })
         .finalChatCompletion();
       expect(chat.choices[0].message.content).toBe("one two three");
-      expect(await lastLogged()).toMatchObject({ input_tokens: sentTokens(), output_tokens: 3 });
+      expect(await lastLogged(gw)).toMatchObject({ input_tokens: sentTokens(), output_tokens: 3 });
     });
   });
 

@@ -1,6 +1,7 @@
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { lastLogged } from "./support/api.js";
 import {
   deferred,
   type FakeUpstream,
@@ -190,23 +191,14 @@ describe("openai wire: chat completions pass through", () => {
     );
     expect(text).toContain('"content": "caf\\u00e9"');
     expect(text).not.toContain("gpt-upstream");
-    const recent = (await (
-      await fetch(`${gw.url}/v1/usage/requests?limit=1`, {
-        headers: { authorization: `Bearer ${KEY}` },
-      })
-    ).json()) as { data: { input_tokens: number; output_tokens: number; cost_idr: number }[] };
-    expect(recent.data[0]).toMatchObject({ input_tokens: 5, output_tokens: 3, cost_idr: 0.11 });
+    expect(await lastLogged(gw)).toMatchObject({
+      input_tokens: 5,
+      output_tokens: 3,
+      cost_idr: 0.11,
+    });
   });
 
   describe("an upstream that reports no usage", () => {
-    const lastLogged = async () =>
-      (
-        (await (
-          await fetch(`${gw.url}/v1/usage/requests?limit=1`, {
-            headers: { authorization: `Bearer ${KEY}` },
-          })
-        ).json()) as { data: { input_tokens: number; output_tokens: number; cost_idr: number }[] }
-      ).data[0];
     const sentTokens = () => Math.ceil(JSON.stringify(upstream.last.body).length / 4);
 
     it("bills a JSON answer by an estimate: four characters a token, the request sent and the text returned", async () => {
@@ -222,11 +214,11 @@ describe("openai wire: chat completions pass through", () => {
       const output = Math.ceil(
         ("An answer of forty characters, roughly." + "lookup" + '{"q":"x"}').length / 4,
       );
-      expect(await lastLogged()).toMatchObject({
+      expect(await lastLogged(gw)).toMatchObject({
         input_tokens: sentTokens(),
         output_tokens: output,
       });
-      expect((await lastLogged()).cost_idr).toBeGreaterThan(0);
+      expect((await lastLogged(gw)).cost_idr).toBeGreaterThan(0);
     });
 
     it("bills a stream with no usage chunk by an estimate: one token a chunk", async () => {
@@ -255,7 +247,10 @@ describe("openai wire: chat completions pass through", () => {
                 .map((b) => (b.type === "text" ? b.text : ""))
                 .join("");
         expect(text).toBe("one two three");
-        expect(await lastLogged()).toMatchObject({ input_tokens: sentTokens(), output_tokens: 5 });
+        expect(await lastLogged(gw)).toMatchObject({
+          input_tokens: sentTokens(),
+          output_tokens: 5,
+        });
       }
     });
   });

@@ -27,6 +27,21 @@ export async function quota(gw: { url: string }, key = KEY): Promise<Quota> {
   return (await res.json()) as Quota;
 }
 
+export interface LoggedRequest {
+  state: string;
+  input_tokens: number;
+  output_tokens: number;
+  cost_idr: number;
+}
+
+/** The account's most recent request, as the usage report lists it. */
+export async function lastLogged(gw: { url: string }, key = KEY): Promise<LoggedRequest> {
+  const res = await fetch(`${gw.url}/v1/usage/requests?limit=1`, {
+    headers: { authorization: `Bearer ${key}` },
+  });
+  return ((await res.json()) as { data: LoggedRequest[] }).data[0];
+}
+
 export function admin(
   gw: { url: string },
   method: string,
