@@ -122,10 +122,13 @@ describe("POST /v1/responses to a provider with a native Responses API", () => {
         ],
         ["response.output_item.done", { output_index: 0, item: done.output[0] }],
         ["response.completed", { response: done }],
-      ].map(([event, data], i) => ({
-        event: event as string,
-        data: { type: event, sequence_number: i, ...(data as object) },
-      })),
+      ].map(([event, data], i) => {
+        const body = { type: event, sequence_number: i, ...(data as object) };
+        // The text delta pretty-printed: one SSE event in several `data:` lines.
+        return event === "response.output_text.delta"
+          ? { event, data: JSON.stringify(body, null, 2).split("\n").join("\ndata: ") }
+          : { event: event as string, data: body };
+      }),
     }));
     const stream = openai.responses.stream({ model: "native-model", input: "hi" });
     const deltas: string[] = [];

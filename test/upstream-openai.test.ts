@@ -198,6 +198,27 @@ describe("openai wire: chat completions pass through", () => {
     });
   });
 
+  it("re-frames a chunk whose JSON spans several data: lines, so the client still reads one event", async () => {
+    const steps = openaiStreamSteps(["multi", "-line"]);
+    // The "multi" chunk pretty-printed: one SSE event in several `data:` lines.
+    steps[1] = { data: JSON.stringify(steps[1].data, null, 2).split("\n").join("\ndata: ") };
+    upstream.queue({ kind: "sse", steps });
+    const res = await post(gw, "/v1/chat/completions", {
+      model: "gpt-x",
+      stream: true,
+      messages: [{ role: "user", content: "Hi" }],
+    });
+    const text = await res.text();
+    const events = text.split("\n\n").filter((e) => e.startsWith("data: {"));
+    for (const event of events)
+      expect(event.split("\n").every((l) => l.startsWith("data: "))).toBe(true);
+    const chunks = dataLines(text)
+      .filter((l) => l !== "[DONE]")
+      .map((l) => JSON.parse(l));
+    expect(chunks.map((c) => c.choices[0]?.delta?.content ?? "").join("")).toBe("multi-line");
+    expect(chunks.every((c) => c.model === "gpt-x")).toBe(true);
+  });
+
   describe("an upstream that reports no usage", () => {
     const sentTokens = () => Math.ceil(JSON.stringify(upstream.last.body).length / 4);
 

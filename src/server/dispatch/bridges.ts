@@ -235,10 +235,15 @@ export function passThroughChat(
   return { kind: "stream", pieces: pieces(), usage: () => relay.usage };
 }
 
-/** A JSON object with no usage numbers and no error, whose one `model` field can be swapped in place. */
+/**
+ * A JSON object on one line (an event's data lines are joined with line breaks, and one `data:`
+ * line must carry it on) with no usage numbers and no error, whose one `model` field can be
+ * swapped in place.
+ */
 function isOrdinaryChunk(data: string): boolean {
   if (data.charCodeAt(0) !== 123 /* { */ || data.charCodeAt(data.length - 1) !== 125 /* } */)
     return false;
+  if (data.includes("\n")) return false;
   if (data.includes('"error"')) return false;
   const usage = usageField.exec(data);
   if (usage && usage[1] === undefined) return false;

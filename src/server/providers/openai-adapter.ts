@@ -15,7 +15,7 @@ import type {
   ProviderAdapter,
 } from "../dispatch/types.js";
 import type { ChatCompletionChunk, ChatCompletionResponse } from "../wire/openai-types.js";
-import { parseEventData, parseSSE, type SSEMessage } from "../wire/sse.js";
+import { encodeSSE, parseEventData, parseSSE, type SSEMessage } from "../wire/sse.js";
 import { chatOutputText } from "../wire/usage.js";
 import { joinUrl, readJsonBody, streamedBody, type UpstreamHttp } from "./http-upstream.js";
 
@@ -141,10 +141,10 @@ function responsesPassThrough(
       }
       if (data?.response?.model !== undefined) {
         data.response.model = req.clientModel;
-        yield `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`;
+        yield encodeSSE(data, name);
         continue;
       }
-      yield `event: ${name}\ndata: ${ev.data}\n\n`;
+      yield encodeSSE(ev.data, name);
     }
     if (!completed) throw new StreamBroken();
   }
