@@ -1,6 +1,6 @@
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { quota } from "./support/api.js";
+import { lastLogged, quota } from "./support/api.js";
 import { type FakeUpstream, fakeUpstream } from "./support/fake-upstream.js";
 import { baseConfig, KEY, type TestGateway, testGateway } from "./support/gateway.js";
 
@@ -81,6 +81,41 @@ describe("POST /v1/responses to a provider with a native Responses API", () => {
     expect(Math.round((before.balance_idr - after.balance_idr) * 1_000_000)).toBe(
       11 * 1_000 + 7 * 2_000,
     );
+  });
+
+  it("bills an answer that reports no usage by an estimate, JSON and stream alike", async () => {
+    const { usage: _, ...noUsage } = response("Sixteen chars!!!");
+    const sent = () => Math.ceil(JSON.stringify(upstream.last.body).length / 4);
+    upstream.reset(() => ({ kind: "json", body: noUsage }));
+    await openai.responses.create({ model: "native-model", input: "hi" });
+    expect(await lastLogged(gw)).toMatchObject({ input_tokens: sent(), output_tokens: 4 });
+
+    const item = noUsage.output[0];
+    const part = { item_id: "msg_1", output_index: 0, content_index: 0 };
+    upstream.reset(() => ({
+      kind: "sse",
+      steps: [
+        ["response.created", { response: { ...noUsage, status: "in_progress", output: [] } }],
+        ["response.output_item.added", { output_index: 0, item: { ...item, content: [] } }],
+        [
+          "response.content_part.added",
+          { ...part, part: { type: "output_text", text: "", annotations: [] } },
+        ],
+        ["response.output_text.delta", { ...part, delta: "Sixteen " }],
+        ["response.output_text.delta", { ...part, delta: "chars!!!" }],
+        ["response.output_text.done", { ...part, text: "Sixteen chars!!!" }],
+        ["response.output_item.done", { output_index: 0, item }],
+        ["response.completed", { response: noUsage }],
+      ].map(([event, data], i) => ({
+        event: event as string,
+        data: { type: event, sequence_number: i, ...(data as object) },
+      })),
+    }));
+    const final = await openai.responses
+      .stream({ model: "native-model", input: "hi" })
+      .finalResponse();
+    expect(final.output_text).toBe("Sixteen chars!!!");
+    expect(await lastLogged(gw)).toMatchObject({ input_tokens: sent(), output_tokens: 2 });
   });
 
   it("passes the response.* event stream through, billed by the usage of response.completed", async () => {

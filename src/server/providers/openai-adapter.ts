@@ -13,10 +13,11 @@ import type {
   CompletionRequest,
   CompletionResult,
   ProviderAdapter,
+  StreamCompletion,
 } from "../dispatch/types.js";
 import type { ChatCompletionChunk, ChatCompletionResponse } from "../wire/openai-types.js";
 import { encodeSSE, parseEventData, parseSSE, type SSEMessage } from "../wire/sse.js";
-import { chatOutputText } from "../wire/usage.js";
+import { chatOutputText, responsesOutputText } from "../wire/usage.js";
 import { joinUrl, readJsonBody, streamedBody, type UpstreamHttp } from "./http-upstream.js";
 
 /** Any OpenAI-compatible API: chat completions (and Responses, where the provider speaks it natively). */
@@ -57,27 +58,29 @@ export class OpenAIAdapter implements ProviderAdapter {
     headers: Record<string, string>,
   ): Promise<CompletionResult> {
     const { provider, model } = attempt;
+    const payload = JSON.stringify({ ...req.body, model: model.upstream_model });
     const response = await this.http.post(
       joinUrl(provider.base_url ?? "", "/responses"),
       headers,
-      JSON.stringify({ ...req.body, model: model.upstream_model }),
+      payload,
       provider.timeout_ms,
       req.signal,
     );
     if (!req.stream) {
       const json = await readJsonBody<{
         usage?: { input_tokens?: number; output_tokens?: number };
+        output?: unknown;
       }>(response.body);
-      return {
-        kind: "json",
-        body: { ...json, model: req.clientModel },
-        usage: {
-          input_tokens: json.usage?.input_tokens ?? 0,
-          output_tokens: json.usage?.output_tokens ?? 0,
-        },
+      const usage = {
+        input_tokens: json.usage?.input_tokens ?? 0,
+        output_tokens: json.usage?.output_tokens ?? 0,
       };
+      const result = { kind: "json" as const, body: { ...json, model: req.clientModel }, usage };
+      return withJsonEstimate(result, payload, () => responsesOutputText(json));
     }
-    return responsesPassThrough(req, parseSSE(streamedBody(response.body)));
+    const seen: ChunkCount = { chunks: 0 };
+    const events = parseSSE(streamedBody(response.body));
+    return withStreamEstimate(responsesPassThrough(req, events, seen), payload, seen);
   }
 }
 
@@ -120,7 +123,8 @@ async function* chatChunks(
 function responsesPassThrough(
   req: CompletionRequest,
   events: AsyncIterable<SSEMessage>,
-): CompletionResult {
+  seen: ChunkCount,
+): StreamCompletion {
   let usage = { input_tokens: 0, output_tokens: 0 };
   async function* pieces() {
     let completed = false;
@@ -128,6 +132,7 @@ function responsesPassThrough(
       if (ev.event === "error" || ev.event === "response.failed")
         throw new StreamBroken("upstream stream failed");
       const name = ev.event ?? "message";
+      if (name.endsWith(".delta")) seen.chunks++;
       const lifecycle =
         ev.event === "response.completed" ||
         (name.startsWith("response.") && ev.data.includes('"model"'));

@@ -68,6 +68,20 @@ export function messagesOutputText(resp: { content?: unknown }): string {
   return text;
 }
 
+/** The text of a Responses answer's messages and function calls, for an estimate of its output. */
+export function responsesOutputText(resp: { output?: unknown }): string {
+  let text = "";
+  if (!Array.isArray(resp.output)) return text;
+  for (const item of resp.output as Record<string, unknown>[]) {
+    if (item.type === "function_call") text += `${item.name ?? ""}${item.arguments ?? ""}`;
+    if (!Array.isArray(item.content)) continue;
+    for (const part of item.content as Record<string, unknown>[]) {
+      if (typeof part.text === "string") text += part.text;
+    }
+  }
+  return text;
+}
+
 function asRecord(value: unknown): Record<string, unknown> | undefined {
   return typeof value === "object" && value !== null && !Array.isArray(value)
     ? (value as Record<string, unknown>)
