@@ -211,21 +211,15 @@ export function passThroughChat(
         done = true;
         continue;
       }
-      seen.chunks++;
       if (isOrdinaryChunk(data)) {
+        seen.chunks++;
         if (finishReasonSet.test(data)) relay.finished = true;
         yield `data: ${data.replace(modelField, model)}\n\n`;
         continue;
       }
-      let chunk: ChatCompletionChunk;
-      try {
-        chunk = JSON.parse(data) as ChatCompletionChunk;
-      } catch {
-        continue;
-      }
-      // OpenAI-compatible servers report a failure after the 200 as a data chunk with `error`.
-      if ((chunk as { error?: unknown }).error)
-        throw new StreamBroken("upstream sent an error chunk");
+      const chunk = parseChatChunk(data);
+      if (!chunk) continue;
+      seen.chunks++;
       const piece = relay.relay(chunk);
       if (piece !== undefined) yield piece;
     }
@@ -233,6 +227,18 @@ export function passThroughChat(
     yield SSE_DONE;
   }
   return { kind: "stream", pieces: pieces(), usage: () => relay.usage };
+}
+
+/**
+ * One chat chunk of an openai-wire stream; undefined for data that is not JSON (skipped). An
+ * OpenAI-compatible server reports a failure after the 200 as a chunk with `error`: that breaks
+ * the stream.
+ */
+export function parseChatChunk(data: string): ChatCompletionChunk | undefined {
+  const chunk = parseEventData(data) as ChatCompletionChunk | undefined;
+  if ((chunk as { error?: unknown } | undefined)?.error)
+    throw new StreamBroken("upstream sent an error chunk");
+  return chunk;
 }
 
 /**

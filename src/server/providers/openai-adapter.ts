@@ -2,6 +2,7 @@ import {
   type ChunkCount,
   fromChatChunks,
   fromChatJson,
+  parseChatChunk,
   passThroughChat,
   StreamBroken,
   toChatRequest,
@@ -101,15 +102,8 @@ async function* chatChunks(
       done = true;
       continue;
     }
-    let chunk: ChatCompletionChunk;
-    try {
-      chunk = JSON.parse(ev.data) as ChatCompletionChunk;
-    } catch {
-      continue;
-    }
-    // OpenAI-compatible servers report a failure after the 200 as a data chunk with `error`.
-    if ((chunk as { error?: unknown }).error)
-      throw new StreamBroken("upstream sent an error chunk");
+    const chunk = parseChatChunk(ev.data);
+    if (!chunk) continue;
     seen.chunks++;
     yield chunk;
   }
