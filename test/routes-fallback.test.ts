@@ -129,6 +129,38 @@ describe("routes", () => {
     expect((await ask("pair")).choices[0].message.content).toBe("second");
   });
 
+  it("skips a step whose wire cannot carry the request, without calling it", async () => {
+    const audio = {
+      role: "user",
+      content: [
+        { type: "text", text: "What is said here?" },
+        { type: "input_audio", input_audio: { data: "UklGRg==", format: "wav" } },
+      ],
+    };
+    first.queue(openaiError(500, "down", null, "server_error"));
+    third.queue(openaiJson("from step three"));
+    const served = await post(gw, "/v1/chat/completions", { model: "nested", messages: [audio] });
+    expect(served.status).toBe(200);
+    expect(second.requests).toHaveLength(0);
+    expect(third.last.body.messages).toEqual([audio]);
+
+    // Only the anthropic step: the request itself is the problem, so say so.
+    const only = await post(gw, "/v1/chat/completions", { model: "inner", messages: [audio] });
+    expect(only.status).toBe(400);
+    const body = (await only.json()) as { error: { code: string; message: string } };
+    expect(body.error.code).toBe("bad_request");
+    expect(body.error.message).toContain("Audio input");
+
+    // A step that failed and one that could not carry it: every provider failed.
+    first.queue(openaiError(500, "down", null, "server_error"));
+    const mixed = await post(gw, "/v1/chat/completions", { model: "pair", messages: [audio] });
+    expect(mixed.status).toBe(503);
+    expect(((await mixed.json()) as { error: { code: string } }).error.code).toBe(
+      "all_providers_failed",
+    );
+    expect(second.requests).toHaveLength(0);
+  });
+
   it("walks nested routes depth-first: m1, then inner's m2, then m3", async () => {
     first.queue(openaiError(502, "bad gateway", null, "server_error"));
     second.queue(anthropicError(529, "overloaded_error", "overloaded"));

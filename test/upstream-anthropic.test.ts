@@ -1,7 +1,7 @@
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { lastLogged } from "./support/api.js";
+import { lastLogged, quota } from "./support/api.js";
 import {
   anthropicError,
   anthropicJson,
@@ -586,5 +586,135 @@ describe("chat client -> anthropic wire (translation)", () => {
     const text = await res.text();
     expect(text).toContain("event: error");
     expect(text).not.toContain("message_stop");
+  });
+});
+
+describe("chat client -> anthropic wire: what the Messages API cannot carry", () => {
+  it("refuses n > 1 with 400 bad_request naming n, sends nothing and charges nothing", async () => {
+    const before = (await quota(gw)).balance_idr;
+    const err = await openai.chat.completions
+      .create({ model: "claude-x", n: 2, messages: [{ role: "user", content: "hi" }] })
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(OpenAI.BadRequestError);
+    const apiError = err as InstanceType<typeof OpenAI.BadRequestError>;
+    expect(apiError.status).toBe(400);
+    expect(apiError.code).toBe("bad_request");
+    expect(apiError.message).toContain("`n` greater than 1");
+    expect(upstream.requests).toHaveLength(0);
+    expect((await quota(gw)).balance_idr).toBe(before);
+    expect(await lastLogged(gw)).toMatchObject({ state: "failed", cost_idr: 0 });
+  });
+
+  it("refuses audio input and audio output instead of dropping them silently", async () => {
+    const audio = await post(gw, "/v1/chat/completions", {
+      model: "claude-x",
+      messages: [
+        {
+          role: "user",
+          content: [
+            { type: "text", text: "What is said here?" },
+            { type: "input_audio", input_audio: { data: "UklGRg==", format: "wav" } },
+          ],
+        },
+      ],
+    });
+    expect(audio.status).toBe(400);
+    const body = (await audio.json()) as { error: { code: string; message: string } };
+    expect(body.error.code).toBe("bad_request");
+    expect(body.error.message).toContain("Audio input");
+
+    const spoken = await post(gw, "/v1/chat/completions", {
+      model: "claude-x",
+      modalities: ["text", "audio"],
+      audio: { voice: "alloy", format: "wav" },
+      messages: [{ role: "user", content: "Say hi" }],
+    });
+    expect(spoken.status).toBe(400);
+    expect(((await spoken.json()) as { error: { message: string } }).error.message).toContain(
+      "Audio output",
+    );
+    expect(upstream.requests).toHaveLength(0);
+  });
+});
+
+describe("chat client -> anthropic wire: reasoning_effort becomes extended thinking", () => {
+  const ask = (extra: Record<string, unknown>) =>
+    openai.chat.completions.create({
+      model: "claude-x",
+      messages: [{ role: "user", content: "Think about it." }],
+      ...extra,
+    } as OpenAI.ChatCompletionCreateParamsNonStreaming);
+
+  it("gives thinking a share of the client's own output limit and drops sampling settings", async () => {
+    upstream.queue(anthropicJson("42"));
+    await ask({ reasoning_effort: "high", max_completion_tokens: 10_000, temperature: 0.2 });
+    expect(upstream.last.body).toMatchObject({
+      max_tokens: 10_000,
+      thinking: { type: "enabled", budget_tokens: 8_000 },
+    });
+    expect(upstream.last.body).not.toHaveProperty("temperature");
+
+    upstream.queue(anthropicJson("42"));
+    await ask({ reasoning_effort: "medium" });
+    // No limit given: the default 4096, half of it to thinking.
+    expect(upstream.last.body).toMatchObject({
+      max_tokens: 4096,
+      thinking: { type: "enabled", budget_tokens: 2048 },
+    });
+  });
+
+  it("leaves thinking off where Anthropic would refuse it", async () => {
+    // Under Anthropic's minimum budget of 1024 tokens.
+    upstream.queue(anthropicJson("42"));
+    await ask({ reasoning_effort: "low", max_tokens: 2_000, temperature: 0.5 });
+    expect(upstream.last.body).not.toHaveProperty("thinking");
+    expect(upstream.last.body.temperature).toBe(0.5);
+
+    // A forced tool.
+    const tool: OpenAI.ChatCompletionTool = {
+      type: "function",
+      function: { name: "finish", parameters: { type: "object", properties: {} } },
+    };
+    upstream.queue(
+      anthropicJson(null, { toolUses: [{ id: "toolu_f", name: "finish", input: {} }] }),
+    );
+    await ask({ reasoning_effort: "high", tools: [tool], tool_choice: "required" });
+    expect(upstream.last.body).not.toHaveProperty("thinking");
+    expect(upstream.last.body.tool_choice).toEqual({ type: "any" });
+
+    // The middle of a tool loop: the earlier tool call has no signed thinking block to send back.
+    upstream.queue(anthropicJson("done"));
+    await openai.chat.completions.create({
+      model: "claude-x",
+      reasoning_effort: "high",
+      tools: [tool],
+      messages: [
+        { role: "user", content: "Go." },
+        {
+          role: "assistant",
+          content: null,
+          tool_calls: [
+            { id: "toolu_f", type: "function", function: { name: "finish", arguments: "{}" } },
+          ],
+        },
+        { role: "tool", tool_call_id: "toolu_f", content: "ok" },
+      ],
+    });
+    expect(upstream.last.body).not.toHaveProperty("thinking");
+  });
+
+  it("maps a responses-style reasoning effort the same way", async () => {
+    upstream.queue(anthropicJson("42"));
+    const res = await post(gw, "/v1/responses", {
+      model: "claude-x",
+      input: "Think.",
+      reasoning: { effort: "high" },
+      max_output_tokens: 5_000,
+    });
+    expect(res.status).toBe(200);
+    expect(upstream.last.body).toMatchObject({
+      max_tokens: 5_000,
+      thinking: { type: "enabled", budget_tokens: 4_000 },
+    });
   });
 });

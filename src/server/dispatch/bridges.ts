@@ -10,6 +10,7 @@ import {
   chatRequestToMessages,
   MessagesStreamToChat,
   messagesResponseToChat,
+  untranslatableToMessages,
 } from "../wire/translate/chat-to-messages.js";
 import {
   ChatStreamToMessages,
@@ -28,7 +29,13 @@ import {
   usageFromMessages,
   usageOrEstimate,
 } from "../wire/usage.js";
-import type { CompletionRequest, JsonCompletion, StreamCompletion, StreamPiece } from "./types.js";
+import {
+  type CompletionRequest,
+  type JsonCompletion,
+  type StreamCompletion,
+  type StreamPiece,
+  UnsupportedRequest,
+} from "./types.js";
 
 /**
  * Glue between the three client styles and the two native wires (chat completions, messages).
@@ -62,7 +69,10 @@ export function toChatRequest(
 
 export function toMessagesRequest(req: CompletionRequest, upstreamModel: string): MessagesRequest {
   if (req.style === "messages") return { ...req.body, model: upstreamModel } as MessagesRequest;
-  return chatRequestToMessages(toChatRequest(req, upstreamModel), upstreamModel);
+  const chat = toChatRequest(req, upstreamModel);
+  const gap = untranslatableToMessages(chat);
+  if (gap) throw new UnsupportedRequest(gap);
+  return chatRequestToMessages(chat, upstreamModel);
 }
 
 function clientWantsUsage(req: CompletionRequest): boolean {

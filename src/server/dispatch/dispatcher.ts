@@ -13,6 +13,7 @@ import {
   type JsonCompletion,
   type ProviderAdapter,
   type StreamCompletion,
+  UnsupportedRequest,
   UpstreamFailure,
 } from "./types.js";
 
@@ -100,10 +101,7 @@ export class Dispatcher {
             acquired.release("failed");
             throw err;
           }
-          acquired.release(
-            err.kind === "rate_limited" || err.kind === "unauthorized" ? "rate_limited" : "failed",
-            err.retryAfterMs,
-          );
+          acquired.release(releaseOutcome(err), err.retryAfterMs);
           failures.push(err);
           if (signal.aborted) throw err;
         }
@@ -121,12 +119,22 @@ export class Dispatcher {
   }
 }
 
+function releaseOutcome(err: UpstreamFailure): "ok" | "rate_limited" | "failed" {
+  if (err.kind === "rate_limited" || err.kind === "unauthorized") return "rate_limited";
+  // Nothing reached the provider: the key neither failed nor was limited.
+  return err.kind === "unsupported" ? "ok" : "failed";
+}
+
 /** A stream that broke before its first piece is the provider failing, like a 5xx. */
 function attemptFailure(err: unknown): unknown {
   return err instanceof StreamBroken ? new UpstreamFailure("unavailable", 502) : err;
 }
 
 function finalError(target: Target, failures: UpstreamFailure[], attempts: number): GatewayError {
+  // No backend could carry the request: that is the request's doing, so say what it asked for.
+  if (failures.length > 0 && failures.every((f) => f.kind === "unsupported")) {
+    return mapFailure(failures[0]);
+  }
   const onlyFailure = failures.length === 1 ? failures[0] : undefined;
   if (!target.isRoute && onlyFailure && onlyFailure.kind !== "busy" && attempts === 1) {
     return mapFailure(onlyFailure);
@@ -141,6 +149,9 @@ function finalError(target: Target, failures: UpstreamFailure[], attempts: numbe
 }
 
 export function mapFailure(failure: UpstreamFailure): GatewayError {
+  if (failure instanceof UnsupportedRequest) {
+    return new GatewayError(400, "bad_request", failure.detail);
+  }
   if (failure.kind === "rejected") return upstreamRejection(failure.status, failure.reason);
   if (failure.kind === "rate_limited") {
     return new GatewayError(429, "upstream_error", "The provider rate-limited this request.");

@@ -40,7 +40,13 @@ export interface Credential {
   release(outcome: "ok" | "rate_limited" | "failed", retryAfterMs?: number): void;
 }
 
-export type FailureKind = "rejected" | "rate_limited" | "unauthorized" | "unavailable" | "busy";
+export type FailureKind =
+  | "rejected"
+  | "rate_limited"
+  | "unauthorized"
+  | "unavailable"
+  | "busy"
+  | "unsupported";
 
 /** How one upstream attempt failed; mapped to the spec's errors by the dispatcher. */
 export class UpstreamFailure extends Error {
@@ -52,6 +58,17 @@ export class UpstreamFailure extends Error {
   ) {
     super(`upstream ${kind} (${status})`);
     this.name = "UpstreamFailure";
+  }
+}
+
+/**
+ * The request asks for something this provider's wire cannot carry (`detail` says what); nothing
+ * was sent. Inside a route the next backend may carry it.
+ */
+export class UnsupportedRequest extends UpstreamFailure {
+  constructor(readonly detail: string) {
+    super("unsupported", 400, "invalid_request_error");
+    this.name = "UnsupportedRequest";
   }
 }
 

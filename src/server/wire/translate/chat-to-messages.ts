@@ -61,24 +61,30 @@ export function chatRequestToMessages(
   };
   if (system !== undefined) out.system = system;
 
-  const temperature = asNumber(req.temperature);
-  // OpenAI allows 0..2, Anthropic 0..1: clamp rather than have the upstream reject the call.
-  if (temperature !== undefined) out.temperature = Math.min(Math.max(temperature, 0), 1);
-  const topP = asNumber(req.top_p);
-  if (topP !== undefined) out.top_p = topP;
-
-  const stop = typeof req.stop === "string" ? [req.stop] : asArray(req.stop);
-  const stopSequences = stop.filter((s): s is string => typeof s === "string" && s !== "");
-  if (stopSequences.length > 0) out.stop_sequences = stopSequences;
-
-  if (req.stream === true) out.stream = true;
-
   const tools = convertTools(asArray(req.tools));
   if (tools.length > 0) {
     out.tools = tools;
     const toolChoice = convertToolChoice(req.tool_choice, req.parallel_tool_calls);
     if (toolChoice) out.tool_choice = toolChoice;
   }
+
+  const thinking = thinkingFor(req, out);
+  if (thinking) {
+    // Anthropic refuses sampling settings alongside extended thinking.
+    out.thinking = thinking;
+  } else {
+    const temperature = asNumber(req.temperature);
+    // OpenAI allows 0..2, Anthropic 0..1: clamp rather than have the upstream reject the call.
+    if (temperature !== undefined) out.temperature = Math.min(Math.max(temperature, 0), 1);
+    const topP = asNumber(req.top_p);
+    if (topP !== undefined) out.top_p = topP;
+  }
+
+  const stop = typeof req.stop === "string" ? [req.stop] : asArray(req.stop);
+  const stopSequences = stop.filter((s): s is string => typeof s === "string" && s !== "");
+  if (stopSequences.length > 0) out.stop_sequences = stopSequences;
+
+  if (req.stream === true) out.stream = true;
 
   const user = asString(req.user) ?? asString(req.safety_identifier);
   if (user) out.metadata = { user_id: user };
@@ -89,6 +95,59 @@ export function chatRequestToMessages(
     if (isRecord(schema)) out.output_config = { format: { type: "json_schema", schema } };
   }
   return out;
+}
+
+/**
+ * What a chat request asks for that the Messages API cannot carry, as a sentence for the client,
+ * or undefined. Dropping these would change the answer's meaning or shape without a word: the
+ * model would answer without hearing the audio, or the client would get one choice of `n`.
+ */
+export function untranslatableToMessages(req: ChatCompletionRequest): string | undefined {
+  const n = asNumber(req.n);
+  if (n !== undefined && n > 1) {
+    return "`n` greater than 1 is not available for this model; send one request per choice.";
+  }
+  const audioOut =
+    asArray(req.modalities).includes("audio") || (req.audio !== undefined && req.audio !== null);
+  if (audioOut) return "Audio output is not available for this model; ask for text.";
+  for (const message of asArray(req.messages)) {
+    if (!isRecord(message)) continue;
+    const audioIn = asArray(message.content).some(
+      (part) => isRecord(part) && part.type === "input_audio",
+    );
+    if (audioIn) {
+      return "Audio input is not available for this model; transcribe it first (/v1/audio/transcriptions).";
+    }
+  }
+  return undefined;
+}
+
+/** Share of the output limit that `reasoning_effort` gives to extended thinking. */
+const thinkingShare: Record<string, number> = { low: 0.2, medium: 0.5, high: 0.8 };
+const MIN_THINKING_BUDGET = 1024;
+
+/**
+ * `reasoning_effort` becomes extended thinking with a budget inside the client's own output
+ * limit (so the hold taken at admission still covers the answer). Left off where Anthropic would
+ * refuse it: a budget under its minimum, a forced tool, or a tool loop whose earlier assistant
+ * turn has no signed thinking block to send back (chat clients never keep one).
+ */
+function thinkingFor(
+  req: ChatCompletionRequest,
+  out: MessagesRequest,
+): MessagesRequest["thinking"] | undefined {
+  const share = thinkingShare[asString(req.reasoning_effort) ?? ""];
+  if (!share) return undefined;
+  const budget = Math.min(Math.floor(out.max_tokens * share), out.max_tokens - 1);
+  if (budget < MIN_THINKING_BUDGET) return undefined;
+  const choice = out.tool_choice?.type;
+  if (choice === "any" || choice === "tool") return undefined;
+  const lastAssistant = out.messages.findLast((m) => m.role === "assistant");
+  const content = lastAssistant?.content;
+  if (Array.isArray(content) && content.some((block) => block.type === "tool_use")) {
+    return undefined;
+  }
+  return { type: "enabled", budget_tokens: budget };
 }
 
 type SystemPrompt = string | AnthropicTextBlock[] | undefined;
@@ -189,7 +248,7 @@ function textBlocks(content: unknown): AnthropicTextBlock[] {
   return blocks;
 }
 
-/** User content: text, images and files. Unsupported parts (audio...) are skipped. */
+/** User content: text, images and files (audio was refused by `untranslatableToMessages`). */
 function userBlocks(content: unknown): AnthropicContentBlock[] {
   if (typeof content === "string") return content === "" ? [] : [{ type: "text", text: content }];
   const blocks: AnthropicContentBlock[] = [];
