@@ -718,3 +718,119 @@ describe("chat client -> anthropic wire: reasoning_effort becomes extended think
     });
   });
 });
+
+describe("chat client -> anthropic wire: thinking through a tool loop", () => {
+  const tools: OpenAI.ChatCompletionTool[] = [
+    {
+      type: "function",
+      function: {
+        name: "get_weather",
+        parameters: { type: "object", properties: { city: { type: "string" } } },
+      },
+    },
+  ];
+  const thinking = {
+    text: "The user wants weather; call the tool.",
+    signature: "sig-Eq0KCkYIBxgC",
+  };
+  const signedBlock = { type: "thinking", thinking: thinking.text, signature: thinking.signature };
+  const detail = {
+    type: "reasoning.text",
+    text: thinking.text,
+    signature: thinking.signature,
+    format: "anthropic-claude-v1",
+    index: 0,
+  };
+
+  /** The client sends the assistant turn back as it got it (the usual agent loop). */
+  async function secondTurn(assistant: OpenAI.ChatCompletionMessage, callId: string) {
+    upstream.queue(anthropicJson("Sunny, 31°C."));
+    const messages: OpenAI.ChatCompletionMessageParam[] = [
+      { role: "user", content: "Weather in Jakarta?" },
+      assistant as OpenAI.ChatCompletionAssistantMessageParam,
+      { role: "tool", tool_call_id: callId, content: "sunny, 31" },
+    ];
+    const done = await openai.chat.completions.create({
+      model: "claude-x",
+      reasoning_effort: "medium",
+      max_completion_tokens: 8_000,
+      tools,
+      messages,
+    });
+    expect(done.choices[0].message.content).toBe("Sunny, 31°C.");
+    const sent = upstream.last.body as { thinking: unknown; messages: { content: unknown[] }[] };
+    // The signed block leads the assistant turn again, so thinking stays on mid-loop.
+    expect(sent.thinking).toEqual({ type: "enabled", budget_tokens: 4_000 });
+    expect(sent.messages[1].content[0]).toEqual(signedBlock);
+    expect(sent.messages[1].content[1]).toMatchObject({ type: "tool_use", id: callId });
+  }
+
+  it("returns signed thinking as reasoning_details and takes it back on the next turn (JSON)", async () => {
+    upstream.queue(
+      anthropicJson(null, {
+        thinking,
+        toolUses: [{ id: "toolu_w1", name: "get_weather", input: { city: "Jakarta" } }],
+      }),
+    );
+    const first = await openai.chat.completions.create({
+      model: "claude-x",
+      reasoning_effort: "medium",
+      max_completion_tokens: 8_000,
+      tools,
+      messages: [{ role: "user", content: "Weather in Jakarta?" }],
+    });
+    const message = first.choices[0].message as OpenAI.ChatCompletionMessage & {
+      reasoning_content?: string;
+      reasoning_details?: unknown[];
+    };
+    expect(message.reasoning_content).toBe(thinking.text);
+    expect(message.reasoning_details).toEqual([detail]);
+    await secondTurn(message, "toolu_w1");
+  });
+
+  it("streams the signed block whole once its signature is complete (finalChatCompletion keeps it)", async () => {
+    upstream.queue({
+      kind: "sse",
+      steps: anthropicToolStreamSteps(
+        [{ id: "toolu_w2", name: "get_weather", jsonPieces: ['{"city":', '"Jakarta"}'] }],
+        { thinking },
+      ),
+    });
+    const first = await openai.chat.completions
+      .stream({
+        model: "claude-x",
+        reasoning_effort: "medium",
+        max_completion_tokens: 8_000,
+        tools,
+        messages: [{ role: "user", content: "Weather in Jakarta?" }],
+      })
+      .finalChatCompletion();
+    const message = first.choices[0].message as OpenAI.ChatCompletionMessage & {
+      reasoning_details?: unknown[];
+    };
+    expect(message.reasoning_details).toEqual([detail]);
+    expect(message.tool_calls?.[0]).toMatchObject({ id: "toolu_w2" });
+    await secondTurn(message, "toolu_w2");
+  });
+
+  it("drops reasoning it cannot vouch for: unsigned, or signed by another provider", async () => {
+    upstream.queue(anthropicJson("ok"));
+    await openai.chat.completions.create({
+      model: "claude-x",
+      messages: [
+        { role: "user", content: "Hi" },
+        {
+          role: "assistant",
+          content: "Hello",
+          reasoning_details: [
+            { type: "reasoning.text", text: "unsigned", format: "anthropic-claude-v1" },
+            { type: "reasoning.text", text: "x", signature: "s", format: "openai-responses-v1" },
+          ],
+        } as OpenAI.ChatCompletionAssistantMessageParam,
+        { role: "user", content: "Again" },
+      ],
+    });
+    const sent = upstream.last.body as { messages: { content: unknown[] }[] };
+    expect(sent.messages[1].content).toEqual([{ type: "text", text: "Hello" }]);
+  });
+});

@@ -342,12 +342,27 @@ export interface AnthropicToolUse {
   input: Record<string, unknown>;
 }
 
+/** A signed thinking block, as extended thinking returns it. */
+export interface AnthropicThinking {
+  text: string;
+  signature: string;
+}
+
 export function anthropicJson(
   text: string | null,
-  options: { toolUses?: AnthropicToolUse[]; stop?: string; usage?: [number, number] } = {},
+  options: {
+    toolUses?: AnthropicToolUse[];
+    stop?: string;
+    usage?: [number, number];
+    thinking?: AnthropicThinking;
+  } = {},
 ): Reply {
   const [input, output] = options.usage ?? [13, 5];
   const content: Record<string, unknown>[] = [];
+  if (options.thinking) {
+    const { text: thinking, signature } = options.thinking;
+    content.push({ type: "thinking", thinking, signature });
+  }
   if (text !== null) content.push({ type: "text", text });
   for (const t of options.toolUses ?? [])
     content.push({ type: "tool_use", id: t.id, name: t.name, input: t.input });
@@ -429,11 +444,34 @@ export function anthropicStreamSteps(
 /** A text block then tool_use blocks whose input JSON arrives in pieces (input_json_delta). */
 export function anthropicToolStreamSteps(
   calls: { id: string; name: string; jsonPieces: string[] }[],
-  options: { text?: string; usage?: [number, number] } = {},
+  options: { text?: string; usage?: [number, number]; thinking?: AnthropicThinking } = {},
 ): SseStep[] {
   const [input, output] = options.usage ?? [30, 12];
   const steps: SseStep[] = [messageStart(input)];
   let index = 0;
+  if (options.thinking) {
+    const delta = (d: Record<string, unknown>) => ({
+      event: "content_block_delta",
+      data: { type: "content_block_delta", index, delta: d },
+    });
+    const { text, signature } = options.thinking;
+    const half = Math.ceil(text.length / 2);
+    steps.push(
+      {
+        event: "content_block_start",
+        data: {
+          type: "content_block_start",
+          index,
+          content_block: { type: "thinking", thinking: "", signature: "" },
+        },
+      },
+      delta({ type: "thinking_delta", thinking: text.slice(0, half) }),
+      delta({ type: "thinking_delta", thinking: text.slice(half) }),
+      delta({ type: "signature_delta", signature }),
+      { event: "content_block_stop", data: { type: "content_block_stop", index } },
+    );
+    index++;
+  }
   if (options.text) {
     steps.push(
       {

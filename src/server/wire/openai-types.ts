@@ -47,8 +47,23 @@ export type ChatAssistantMessage = {
   function_call?: { name: string; arguments: string } | null;
   /** Reasoning text some OpenAI-compatible servers (DeepSeek, vLLM) return. */
   reasoning_content?: string | null;
+  reasoning_details?: ReasoningDetail[];
   name?: string;
 } & Extra;
+
+/**
+ * OpenRouter's `reasoning_details`: reasoning as the provider signed it, which a client sends back
+ * unchanged on the assistant turn so an anthropic-wire model can keep thinking through a tool loop.
+ */
+export type ReasoningDetail =
+  | {
+      type: "reasoning.text";
+      text: string;
+      signature?: string | null;
+      format?: string;
+      index?: number;
+    }
+  | { type: "reasoning.encrypted"; data: string; format?: string; index?: number };
 export type ChatToolMessage = {
   role: "tool";
   tool_call_id: string;
@@ -168,6 +183,7 @@ export type ChatDelta = {
   refusal?: string | null;
   tool_calls?: ChatToolCallDelta[];
   reasoning_content?: string | null;
+  reasoning_details?: ReasoningDetail[];
 } & Extra;
 
 export type ChatChunkChoice = {

@@ -328,6 +328,15 @@ describe("messagesResponseToChat", () => {
         content: "Reading.",
         refusal: null,
         reasoning_content: "hmm",
+        reasoning_details: [
+          {
+            type: "reasoning.text",
+            text: "hmm",
+            signature: "sig",
+            format: "anthropic-claude-v1",
+            index: 0,
+          },
+        ],
         tool_calls: [
           {
             id: "toolu_01A",
@@ -550,5 +559,60 @@ describe("MessagesStreamToChat", () => {
         },
       },
     ]);
+  });
+});
+
+describe("redacted thinking round trip", () => {
+  const redacted = { type: "redacted_thinking", data: "EmwKAhgBEgy3va3pzix" };
+
+  it("returns redacted thinking as an encrypted reasoning detail, in JSON and in streams", () => {
+    const json = messagesResponseToChat(
+      {
+        id: "msg_r",
+        type: "message",
+        role: "assistant",
+        model: "up",
+        content: [redacted, { type: "text", text: "ok" }],
+        stop_reason: "end_turn",
+        stop_sequence: null,
+        usage: { input_tokens: 1, output_tokens: 1 },
+      },
+      "client",
+    );
+    const encrypted = {
+      type: "reasoning.encrypted",
+      data: redacted.data,
+      format: "anthropic-claude-v1",
+      index: 0,
+    };
+    expect(json.choices[0].message.reasoning_details).toEqual([encrypted]);
+
+    const stream = new MessagesStreamToChat("client", { includeUsage: false });
+    const event = (data: object) => stream.push({ data: JSON.stringify(data) });
+    event({ type: "message_start", message: { id: "msg_r", usage: { input_tokens: 1 } } });
+    event({ type: "content_block_start", index: 0, content_block: redacted });
+    const atStop = event({ type: "content_block_stop", index: 0 }) as ChatCompletionChunk[];
+    expect(atStop.map((c) => c.choices[0].delta.reasoning_details)).toEqual([[encrypted]]);
+  });
+
+  it("sends an encrypted detail back as redacted_thinking ahead of the turn's text", () => {
+    const out = chatRequestToMessages(
+      {
+        model: "m",
+        messages: [
+          { role: "user", content: "hi" },
+          {
+            role: "assistant",
+            content: "hello",
+            reasoning_details: [
+              { type: "reasoning.encrypted", data: redacted.data, format: "anthropic-claude-v1" },
+            ],
+          },
+          { role: "user", content: "more" },
+        ],
+      },
+      "up",
+    );
+    expect(out.messages[1].content).toEqual([redacted, { type: "text", text: "hello" }]);
   });
 });

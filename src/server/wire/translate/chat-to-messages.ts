@@ -23,6 +23,7 @@ import type {
   ChatMessage,
   ChatToolCall,
   ChatUsage,
+  ReasoningDetail,
 } from "../openai-types.js";
 import { emptyUsage, toChatUsage, type Usage, usageFromMessages } from "../usage.js";
 import {
@@ -142,12 +143,56 @@ function thinkingFor(
   if (budget < MIN_THINKING_BUDGET) return undefined;
   const choice = out.tool_choice?.type;
   if (choice === "any" || choice === "tool") return undefined;
-  const lastAssistant = out.messages.findLast((m) => m.role === "assistant");
-  const content = lastAssistant?.content;
+  const content = out.messages.findLast((m) => m.role === "assistant")?.content;
   if (Array.isArray(content) && content.some((block) => block.type === "tool_use")) {
-    return undefined;
+    const opener = content[0]?.type;
+    if (opener !== "thinking" && opener !== "redacted_thinking") return undefined;
   }
   return { type: "enabled", budget_tokens: budget };
+}
+
+// ---------------------------------------------------------------------------
+// Signed thinking <-> reasoning_details
+// ---------------------------------------------------------------------------
+
+const ANTHROPIC_REASONING_FORMAT = "anthropic-claude-v1";
+
+/** A thinking or redacted_thinking block as a reasoning detail, or undefined for other blocks. */
+function reasoningDetail(block: JsonObject, index: number): ReasoningDetail | undefined {
+  if (block.type === "thinking") {
+    return {
+      type: "reasoning.text",
+      text: asString(block.thinking) ?? "",
+      signature: asString(block.signature) ?? null,
+      format: ANTHROPIC_REASONING_FORMAT,
+      index,
+    };
+  }
+  if (block.type === "redacted_thinking") {
+    const data = asString(block.data);
+    if (data)
+      return { type: "reasoning.encrypted", data, format: ANTHROPIC_REASONING_FORMAT, index };
+  }
+  return undefined;
+}
+
+/**
+ * The thinking blocks a client sent back as `reasoning_details`. Only signed Anthropic reasoning
+ * is usable: Anthropic refuses unsigned or altered thinking, and other providers' signatures.
+ */
+function thinkingFromDetails(details: unknown): AnthropicContentBlock[] {
+  const blocks: AnthropicContentBlock[] = [];
+  for (const detail of asArray(details)) {
+    if (!isRecord(detail)) continue;
+    if (detail.format !== undefined && detail.format !== ANTHROPIC_REASONING_FORMAT) continue;
+    const signature = asString(detail.signature);
+    if (detail.type === "reasoning.text" && signature) {
+      blocks.push({ type: "thinking", thinking: asString(detail.text) ?? "", signature });
+    } else if (detail.type === "reasoning.encrypted" && asString(detail.data)) {
+      blocks.push({ type: "redacted_thinking", data: asString(detail.data) });
+    }
+  }
+  return blocks;
 }
 
 type SystemPrompt = string | AnthropicTextBlock[] | undefined;
@@ -185,10 +230,15 @@ function convertMessages(input: unknown[]): {
         append("user", userBlocks(message.content));
         break;
       case "assistant": {
-        const blocks: AnthropicContentBlock[] = textBlocks(message.content);
-        if (typeof message.refusal === "string" && message.refusal !== "" && blocks.length === 0) {
-          blocks.push({ type: "text", text: message.refusal });
+        const text = textBlocks(message.content);
+        if (typeof message.refusal === "string" && message.refusal !== "" && text.length === 0) {
+          text.push({ type: "text", text: message.refusal });
         }
+        // Signed thinking first: Anthropic wants it ahead of the turn's text and tool calls.
+        const blocks: AnthropicContentBlock[] = [
+          ...thinkingFromDetails(message.reasoning_details),
+          ...text,
+        ];
         for (const call of asArray(message.tool_calls)) {
           if (!isRecord(call) || !isRecord(call.function)) continue;
           blocks.push({
@@ -384,9 +434,12 @@ export function messagesResponseToChat(
 ): ChatCompletionResponse {
   let text = "";
   let reasoning = "";
+  const details: ReasoningDetail[] = [];
   const toolCalls: ChatToolCall[] = [];
   for (const block of asArray(resp.content)) {
     if (!isRecord(block)) continue;
+    const detail = reasoningDetail(block, details.length);
+    if (detail) details.push(detail);
     if (block.type === "text") text += asString(block.text) ?? "";
     else if (block.type === "thinking") reasoning += asString(block.thinking) ?? "";
     else if (block.type === "tool_use") {
@@ -405,6 +458,7 @@ export function messagesResponseToChat(
   };
   if (toolCalls.length > 0) message.tool_calls = toolCalls;
   if (reasoning !== "") message.reasoning_content = reasoning;
+  if (details.length > 0) message.reasoning_details = details;
 
   const usage = usageFromMessages(resp);
   return {
@@ -430,7 +484,8 @@ export function messagesResponseToChat(
 
 type BlockState =
   | { kind: "text" }
-  | { kind: "thinking" }
+  | { kind: "thinking"; block: JsonObject }
+  | { kind: "redacted"; block: JsonObject }
   | { kind: "tool"; toolIndex: number; streamedArgs: boolean; initialInput: unknown }
   | { kind: "ignored" };
 
@@ -447,6 +502,7 @@ export class MessagesStreamToChat {
   private readonly created = nowSeconds();
   private readonly blocks = new Map<number, BlockState>();
   private nextToolIndex = 0;
+  private reasoningDetails = 0;
   private current: Usage = emptyUsage();
   private roleSent = false;
   private finishSent = false;
@@ -559,9 +615,11 @@ export class MessagesStreamToChat {
       const text = asString(block.text);
       if (text) out.push(this.chunk({ content: text }));
     } else if (block.type === "thinking") {
-      this.blocks.set(index, { kind: "thinking" });
       const thinking = asString(block.thinking);
+      this.blocks.set(index, { kind: "thinking", block: { ...block, thinking: thinking ?? "" } });
       if (thinking) out.push(this.chunk({ reasoning_content: thinking }));
+    } else if (block.type === "redacted_thinking") {
+      this.blocks.set(index, { kind: "redacted", block });
     } else if (block.type === "tool_use") {
       const toolIndex = this.nextToolIndex++;
       this.blocks.set(index, {
@@ -583,7 +641,7 @@ export class MessagesStreamToChat {
         }),
       );
     } else {
-      // server_tool_use, web search results, redacted thinking...: nothing a chat client can use.
+      // server_tool_use, web search results...: nothing a chat client can use.
       this.blocks.set(index, { kind: "ignored" });
     }
     return out;
@@ -611,13 +669,25 @@ export class MessagesStreamToChat {
       }
     } else if (delta.type === "thinking_delta" && state?.kind === "thinking") {
       const thinking = asString(delta.thinking);
-      if (thinking) return [...this.start(), this.chunk({ reasoning_content: thinking })];
+      if (thinking) {
+        state.block.thinking += thinking;
+        return [...this.start(), this.chunk({ reasoning_content: thinking })];
+      }
+    } else if (delta.type === "signature_delta" && state?.kind === "thinking") {
+      state.block.signature =
+        (asString(state.block.signature) ?? "") + (asString(delta.signature) ?? "");
     }
     return [];
   }
 
   private onBlockStop(data: JsonObject): ChatStreamOutput[] {
     const state = this.blocks.get(asNumber(data.index) ?? -1);
+    if (state?.kind === "thinking" || state?.kind === "redacted") {
+      // Whole, once its signature is complete: SDK accumulators keep an unknown delta field's
+      // last value, so a detail must never arrive in pieces.
+      const detail = reasoningDetail(state.block, this.reasoningDetails++);
+      return detail ? [...this.start(), this.chunk({ reasoning_details: [detail] })] : [];
+    }
     // Some Anthropic-compatible servers put the whole input in content_block_start and
     // stream no deltas; the client still needs the arguments.
     if (state?.kind === "tool" && !state.streamedArgs) {
