@@ -130,8 +130,8 @@ const MIN_THINKING_BUDGET = 1024;
 /**
  * `reasoning_effort` becomes extended thinking with a budget inside the client's own output
  * limit (so the hold taken at admission still covers the answer). Left off where Anthropic would
- * refuse it: a budget under its minimum, a forced tool, or a tool loop whose earlier assistant
- * turn has no signed thinking block to send back (chat clients never keep one).
+ * refuse it: a budget under its minimum, a forced tool, or a tool loop whose last assistant turn
+ * came back without its signed thinking (a client that drops `reasoning_details`).
  */
 function thinkingFor(
   req: ChatCompletionRequest,
