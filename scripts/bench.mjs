@@ -5,6 +5,7 @@
 //   node scripts/bench.mjs --inline     load generator in the gateway's process, for comparison
 //   BENCH_SECONDS=2 node scripts/bench.mjs
 //   node --cpu-prof --cpu-prof-dir=prof scripts/bench.mjs --only=gw-50
+//   node scripts/bench.mjs --stages       also the median time between steps at one connection
 //
 // The fake upstream always runs in a child process. The load generator runs in a child process by
 // default: on a 2-core machine that is the fairer number (the gateway keeps one core to itself).
@@ -16,9 +17,11 @@ import { fileURLToPath } from "node:url";
 import { startGateway } from "../dist/index.js";
 import { startBareProxy } from "./bench-bare-proxy.mjs";
 import { runLoad } from "./bench-load.mjs";
+import { collectStages } from "./bench-stages.mjs";
 
 const here = fileURLToPath(new URL(".", import.meta.url));
 const inline = process.argv.includes("--inline");
+const stagesWanted = process.argv.includes("--stages");
 const only = process.argv
   .find((a) => a.startsWith("--only="))
   ?.slice("--only=".length)
@@ -148,6 +151,10 @@ const results = new Map();
 try {
   for (const s of scenarios) {
     if (only && !only.includes(s.id)) continue;
+    const stages =
+      stagesWanted && s.target === gw.url && s.connections === 1
+        ? collectStages(gw.port)
+        : undefined;
     const cpuBefore = process.cpuUsage();
     const r = await load({
       url: s.target,
@@ -163,6 +170,7 @@ try {
     // Gateway-process CPU per request over warm-up and run together (only meaningful for gateway rows).
     r.cpuPerRequestUs =
       (cpu.user + cpu.system) / Math.max(1, r.count * (1 + warmupMs / durationMs));
+    if (stages) r.stages = stages.stop();
     results.set(s.id, r);
     process.stderr.write(
       `  ${s.id.padEnd(7)} ${Math.round(r.rps)} req/s, ${r.total} requests in all${r.errors ? `, ${r.errors} errors (${r.firstError})` : ""}\n`,
@@ -218,6 +226,17 @@ console.log(
   `|${widths.map((w, i) => (i === 0 ? "-".repeat(w + 2) : `${"-".repeat(w + 1)}:`)).join("|")}|`,
 );
 for (const r of rows) console.log(line(r));
+
+for (const s of scenarios) {
+  const steps = results.get(s.id)?.stages;
+  if (!steps) continue;
+  console.log(
+    `\n${s.label}, 1 connection: median time between steps (µs; collecting them slows this row)`,
+  );
+  const width = Math.max(...steps.map((x) => x.step.length));
+  for (const { step, p50 } of steps)
+    console.log(`  ${step.padEnd(width)} ${p50.toFixed(1).padStart(7)}`);
+}
 
 const added = (gwId, upId, field) => {
   const g = results.get(gwId)?.[field];

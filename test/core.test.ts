@@ -1,6 +1,8 @@
+import { subscribe, unsubscribe } from "node:diagnostics_channel";
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type StageMessage, stageChannelName } from "../src/index.js";
 import {
   ADMIN_KEY,
   chat,
@@ -551,5 +553,33 @@ describe("CORS", () => {
       headers: { origin: "https://evil.example", "access-control-request-method": "GET" },
     });
     expect(pre.headers.get("access-control-allow-origin")).toBeNull();
+  });
+});
+
+describe("stage diagnostics", () => {
+  it("publishes each stage of a completion, in order, on the model-gateway diagnostics channel", async () => {
+    const seen: { stage: string; path: string | undefined }[] = [];
+    const listener = (message: unknown) => {
+      const { stage, request } = message as StageMessage;
+      seen.push({ stage, path: request?.url });
+    };
+    subscribe(stageChannelName, listener);
+    try {
+      await openai.chat.completions.create({
+        model: "mock-gpt",
+        messages: [{ role: "user", content: "hi" }],
+      });
+    } finally {
+      unsubscribe(stageChannelName, listener);
+    }
+    expect(seen.map((s) => s.stage)).toEqual([
+      "authenticated",
+      "parsed",
+      "admitted",
+      "dispatched",
+      "settled",
+      "sent",
+    ]);
+    expect(new Set(seen.map((s) => s.path))).toEqual(new Set(["/v1/chat/completions"]));
   });
 });

@@ -4,6 +4,7 @@ import type { KeyWithAccount } from "../store/types.js";
 import { PlainTextError } from "./errors.js";
 import { nodeIncoming } from "./http/node-bindings.js";
 import { requestHeader } from "./http/request-header.js";
+import { markStage } from "./http/stages.js";
 import type { SharedKeyLimiter } from "./limits/shared-key.js";
 
 export interface AuthInfo {
@@ -57,6 +58,7 @@ export function requireKey(
       throw new PlainTextError(429, "too many requests, try again shortly");
     }
     c.set("auth", { key, accountId: key.account_id });
+    markStage(c, "authenticated");
     return next();
   };
 }

@@ -19,6 +19,7 @@ import { corsJson, corsResponseHeaders } from "../http/cors.js";
 import { readJsonWithSize } from "../http/json-body.js";
 import { requestHeader } from "../http/request-header.js";
 import { sseResponse } from "../http/sse-response.js";
+import { markStage } from "../http/stages.js";
 import type { Services } from "../services.js";
 import { SSE_DONE } from "../wire/sse.js";
 import { streamErrorEvent } from "../wire/translate/errors.js";
@@ -69,6 +70,7 @@ const schemas = { chat: chatBody, messages: messagesBody, responses: responsesBo
 export function completionRoute(s: Services, style: ClientStyle, endpoint: string) {
   return async (c: Context<AppEnv>) => {
     const { data: body, bytes } = await readJsonWithSize(c, schemas[style]);
+    markStage(c, "parsed");
     const target = forModality(resolveTarget(s.store.getCatalog(), body.model), "chat");
     const stream = body.stream === true;
     const requested = outputLimit(style, body);
@@ -87,6 +89,7 @@ export function completionRoute(s: Services, style: ClientStyle, endpoint: strin
       stream,
       signal,
     });
+    markStage(c, "admitted");
     const req: CompletionRequest = {
       style,
       body,
@@ -109,6 +112,7 @@ export function completionRoute(s: Services, style: ClientStyle, endpoint: strin
     } catch (err) {
       throw fail(err);
     }
+    markStage(c, "dispatched");
     const { result, attempt } = outcome;
     const served = {
       model: attempt.model,
@@ -119,7 +123,10 @@ export function completionRoute(s: Services, style: ClientStyle, endpoint: strin
 
     if (result.kind === "json") {
       await settleDelivered(s, admission, { status: 200, usage: result.usage, ...served });
-      return corsJson(c, result.body, 200, headers);
+      markStage(c, "settled");
+      const sent = corsJson(c, result.body, 200, headers);
+      markStage(c, "sent");
+      return sent;
     }
 
     return sseResponse(c, {
