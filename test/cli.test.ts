@@ -1,4 +1,4 @@
-import { mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { dirname } from "node:path";
@@ -365,6 +365,7 @@ describe("help and serve", () => {
       ["keys", "create"],
       ["keys", "list"],
       ["keys", "revoke"],
+      ["owner-link"],
     ]) {
       const done = await runCli([...args, "--help"], home.env);
       expect(done.code, args.join(" ")).toBe(0);
@@ -384,6 +385,64 @@ describe("help and serve", () => {
     } finally {
       await serve.stop();
     }
+  });
+});
+
+describe("gateway owner-link", () => {
+  it("mints a new one-time owner link for the running serve, from its database file", async () => {
+    const home = newHome();
+    const db = `${home.dir}/serve.db`;
+    const serve = await serveProcess(["--db", db]);
+    try {
+      // The start-up link is spent (or lost): a new one opens a session all the same.
+      const ready = serve.ready as typeof serve.ready & { owner_url?: string };
+      await fetch(ready.owner_url!, { redirect: "manual" });
+      const done = await runCli(["owner-link", "--db", db, "--json"], home.env);
+      expect(done.code, done.stderr).toBe(0);
+      const { owner_url } = JSON.parse(done.stdout) as { owner_url: string };
+      expect(owner_url).toMatch(new RegExp(`^${serve.url}/dashboard/login\\?token=`));
+      expect(owner_url).not.toBe(ready.owner_url);
+      const opened = await fetch(owner_url, { redirect: "manual" });
+      expect(opened.status).toBe(303);
+      const cookie = opened.headers.get("set-cookie") ?? "";
+      expect(cookie).toMatch(/^gateway_session=.*HttpOnly.*SameSite=Strict/);
+      const dashboard = await fetch(`${serve.url}/dashboard`, {
+        headers: { cookie: cookie.split(";")[0] },
+      });
+      expect(await dashboard.text()).toContain("Keys of account demo");
+      // One time only.
+      const again = await fetch(owner_url, { redirect: "manual" });
+      expect(again.status).not.toBe(303);
+
+      const plain = await runCli(["owner-link", "--db", db], home.env);
+      expect(plain.stdout).toMatch(/^owner dashboard \(one-time link, opens a session\): http/);
+    } finally {
+      await serve.stop();
+    }
+    // Stopped: a link nobody would serve is refused, with what to do instead.
+    const after = await runCli(["owner-link", "--db", db], home.env);
+    expect(after.code).toBe(1);
+    expect(after.stderr).toContain("no running `gateway serve` uses");
+    noStackTrace(after.stderr);
+  });
+
+  it("tells a server that died without cleaning up from a running one", async () => {
+    const home = newHome();
+    const db = `${home.dir}/killed.db`;
+    const serve = await serveProcess(["--db", db]);
+    await serve.stop("SIGKILL");
+    const done = await runCli(["owner-link", "--db", db], home.env);
+    expect(done.code).toBe(1);
+    expect(done.stderr).toContain("no running `gateway serve` uses");
+  });
+
+  it("refuses a database that does not exist, without creating it", async () => {
+    const home = newHome();
+    const missing = `${home.dir}/nowhere.db`;
+    const done = await runCli(["owner-link", "--db", missing], home.env);
+    expect(done.code).toBe(1);
+    expect(done.stderr).toContain(`no database at ${missing}`);
+    expect(existsSync(missing)).toBe(false);
   });
 });
 

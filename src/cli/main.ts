@@ -5,6 +5,7 @@ import { registerKeysList } from "./keys/list.js";
 import { registerKeysRevoke } from "./keys/revoke.js";
 import { registerLogin } from "./login.js";
 import { registerLogout } from "./logout.js";
+import { registerOwnerLink } from "./owner-link.js";
 import { registerServe } from "./serve.js";
 import { registerWhoami } from "./whoami.js";
 
@@ -19,6 +20,7 @@ export async function main(argv: string[]): Promise<void> {
   registerLogin(program);
   registerLogout(program);
   registerWhoami(program);
+  registerOwnerLink(program);
   const keys = program
     .command("keys")
     .description("Create, list and revoke per-tool keys (needs `gateway login`)")

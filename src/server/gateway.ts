@@ -8,6 +8,7 @@ import { demoAccountId, demoConfig } from "./config/demo.js";
 import { loadConfigFile, parseConfig } from "./config/load.js";
 import type { ConfigInput } from "./config/schema.js";
 import { createOwnerLink, forgetUnusedOwnerLinks } from "./dashboard/owner-session.js";
+import { forgetServeRuntime, recordServeRuntime } from "./dashboard/serve-runtime.js";
 import { defaultBodyLimitBytes } from "./http/json-body.js";
 import { startJobRunner } from "./jobs/runner.js";
 import { createServices, type Services } from "./services.js";
@@ -90,8 +91,9 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
     const shownHost = host.includes(":") ? `[${host}]` : host === "0.0.0.0" ? "127.0.0.1" : host;
     const url = `http://${shownHost}:${port}`;
     ownerAccountId ??= store.listAccounts()[0]?.id;
-    forgetUnusedOwnerLinks(store);
-    const ownerUrl = ownerAccountId ? createOwnerLink(store, ownerAccountId, url) : undefined;
+    forgetUnusedOwnerLinks(store.db);
+    const ownerUrl = ownerAccountId ? createOwnerLink(store.db, ownerAccountId, url) : undefined;
+    recordServeRuntime(store.db, { url, ownerAccountId, startedAt: now() });
     let closing: Promise<void> | undefined;
     return {
       url,
@@ -109,6 +111,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
           await services.http.close();
           services.ledger.flush();
           await checkpointer?.stop();
+          forgetServeRuntime(store.db);
           store.close();
         })();
         return closing;

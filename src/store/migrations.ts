@@ -229,4 +229,15 @@ export const migrations: string[] = [
   ALTER TABLE request_log_new RENAME TO request_log;
   CREATE INDEX request_log_account_time ON request_log(account_id, created_at);
   `,
+  // 3: the running `gateway serve` leaves its address, owner account and pid here, so that
+  // `gateway owner-link` can mint a fresh owner link for it from the same database file.
+  `
+  CREATE TABLE serve_runtime (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    url TEXT NOT NULL,
+    owner_account_id TEXT,
+    pid INTEGER NOT NULL,
+    started_at INTEGER NOT NULL
+  );
+  `,
 ];

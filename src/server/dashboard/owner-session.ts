@@ -1,6 +1,7 @@
 import { createHmac } from "node:crypto";
 import type { Context } from "hono";
 import { getCookie } from "hono/cookie";
+import type { DB } from "../../store/db.js";
 import { constantTimeEqual, hashSecret, randomToken } from "../../store/secrets.js";
 import type { Store } from "../../store/store.js";
 import { GatewayError, PlainTextError } from "../errors.js";
@@ -22,18 +23,23 @@ export interface OwnerSession {
   csrfToken: string;
 }
 
-/** Mints a one-time owner URL for the account. The token works once; only its hash is stored. */
-export function createOwnerLink(store: Store, accountId: string, baseUrl: string): string {
+/**
+ * Mints a one-time owner URL for the account. The token works once; only its hash is stored.
+ * Takes the database handle: `gateway owner-link` mints from another process.
+ */
+export function createOwnerLink(db: DB, accountId: string, baseUrl: string): string {
   const token = randomToken(32);
-  store.db
-    .prepare("INSERT INTO owner_links (token_hash, account_id, created_at) VALUES (?, ?, ?)")
-    .run(hashSecret(token), accountId, Date.now());
+  db.prepare("INSERT INTO owner_links (token_hash, account_id, created_at) VALUES (?, ?, ?)").run(
+    hashSecret(token),
+    accountId,
+    Date.now(),
+  );
   return `${baseUrl.replace(/\/+$/, "")}/dashboard/login?token=${token}`;
 }
 
 /** At start-up: links printed by earlier runs stop working, only the newly printed one does. */
-export function forgetUnusedOwnerLinks(store: Store): void {
-  store.db.prepare("DELETE FROM owner_links WHERE used_at IS NULL").run();
+export function forgetUnusedOwnerLinks(db: DB): void {
+  db.prepare("DELETE FROM owner_links WHERE used_at IS NULL").run();
 }
 
 function csrfTokenFor(sessionValue: string): string {
