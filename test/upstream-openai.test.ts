@@ -386,6 +386,32 @@ describe("openai wire: failures around the start of a stream", () => {
     expect(text).not.toContain("[DONE]");
   });
 
+  it("ends a stream that stalls after it started with an error chunk after timeout_ms, billed for what was seen", async () => {
+    const never = deferred();
+    const steps = openaiStreamSteps(["Hello", " wor"]);
+    // The first chunks, then silence: the rest waits on a gate that never opens.
+    upstream.queue({
+      kind: "sse",
+      steps: [...steps.slice(0, 3), { ...steps[3], gate: never.promise }],
+    });
+    const started = Date.now();
+    const res = await post(gw, "/v1/chat/completions", streamBody("gpt-slow"));
+    expect(res.status).toBe(200);
+    const text = await res.text();
+    const elapsed = Date.now() - started;
+    const chunks = dataLines(text);
+    expect(
+      chunks.map((c) => (c === "[DONE]" ? c : JSON.parse(c).choices?.[0]?.delta?.content)),
+    ).toEqual(["", "Hello", " wor", undefined]);
+    expect(JSON.parse(chunks.at(-1) ?? "")).toMatchObject({ error: { code: "upstream_error" } });
+    expect(text).not.toContain("[DONE]");
+    // Ended by the provider's idle timeout (300 ms), not by the fake giving up (5 s).
+    expect(elapsed).toBeLessThan(3_000);
+    const logged = await lastLogged(gw);
+    expect(logged.output_tokens).toBeGreaterThan(0);
+    never.resolve();
+  });
+
   it("answers 503 upstream_error when the provider cannot be reached at all", async () => {
     const closed = await fakeUpstream("openai");
     const url = closed.baseUrl;
