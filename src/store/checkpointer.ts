@@ -47,6 +47,9 @@ export function startCheckpointer(db: DB, path: string, intervalMs = 1000): Chec
   return {
     stop: () =>
       new Promise<void>((resolve) => {
+        // Unreferenced, the worker would let the process end while this waits, and the store
+        // would never be closed (the serve binary's shutdown ended here).
+        worker.ref();
         worker.once("exit", () => resolve());
         worker.postMessage("stop");
       }),
