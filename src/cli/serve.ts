@@ -60,7 +60,17 @@ Examples:
       }
       // Before the ready line: a script may signal us as soon as it reads it.
       const stop = () => {
-        void gateway.close().then(() => process.exit(0));
+        // Shutdown waits on things that do not keep Node alive by themselves (an unreferenced
+        // worker, say); this does, so the store is always closed before the process ends.
+        const alive = setInterval(() => {}, 60_000);
+        gateway.close().then(
+          () => process.exit(0),
+          (err: Error) => {
+            clearInterval(alive);
+            process.stderr.write(`gateway: shutdown failed: ${err.name}: ${err.message}\n`);
+            process.exit(1);
+          },
+        );
       };
       process.once("SIGINT", stop);
       process.once("SIGTERM", stop);
