@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
 import { once } from "node:events";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -112,5 +112,31 @@ describe("gateway serve", () => {
     const { code, stderr } = await runCli(["serve", "--port", "eighty"]);
     expect(code).toBe(1);
     expect(stderr.trim()).toBe('gateway: --port must be a non-negative integer, got "eighty"');
+  });
+});
+
+describe("the programmatic API in a script", () => {
+  it("close() resolves in a process with nothing else keeping it alive, with the store closed", async () => {
+    const db = join(dir, "script.db");
+    const index = join(import.meta.dirname, "..", "dist", "index.js");
+    const script = `
+      const { startGateway } = await import(${JSON.stringify(index)});
+      const gw = await startGateway({ db: ${JSON.stringify(db)}, port: 0 });
+      await gw.close();
+      console.log("closed");
+    `;
+    const child = spawn(process.execPath, ["--input-type=module", "-e", script], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    child.stdout.on("data", (d: Buffer) => {
+      stdout += d;
+    });
+    const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
+    const [code] = await once(child, "exit");
+    clearTimeout(timer);
+    expect(code).toBe(0);
+    expect(stdout.trim()).toBe("closed");
+    expect(existsSync(`${db}-wal`)).toBe(false);
   });
 });
