@@ -161,6 +161,20 @@ describe("routes", () => {
     expect(second.requests).toHaveLength(0);
   });
 
+  it("serves an Anthropic server tool from the route's anthropic step, passed through intact", async () => {
+    second.queue(anthropicJson("searched"));
+    const tool = { type: "web_search_20250305", name: "web_search", max_uses: 3 };
+    const message = await anthropic.messages.create({
+      model: "pair",
+      max_tokens: 50,
+      tools: [tool as Anthropic.ToolUnion],
+      messages: [{ role: "user", content: "News?" }],
+    });
+    expect(message.content).toEqual([{ type: "text", text: "searched" }]);
+    expect(first.requests).toHaveLength(0);
+    expect(second.last.body.tools).toEqual([tool]);
+  });
+
   it("walks nested routes depth-first: m1, then inner's m2, then m3", async () => {
     first.queue(openaiError(502, "bad gateway", null, "server_error"));
     second.queue(anthropicError(529, "overloaded_error", "overloaded"));

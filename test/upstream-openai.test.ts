@@ -785,3 +785,45 @@ function dataLines(sse: string): string[] {
     .filter((line) => line.startsWith("data: "))
     .map((line) => line.slice("data: ".length));
 }
+
+describe("what a chat-completions provider cannot carry", () => {
+  it("refuses a messages request with an Anthropic server tool (400), without calling the upstream", async () => {
+    const err = await anthropic.messages
+      .create({
+        model: "gpt-x",
+        max_tokens: 100,
+        tools: [{ type: "web_search_20250305", name: "web_search", max_uses: 5 }],
+        messages: [{ role: "user", content: "Search the web for today's news." }],
+      })
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(Anthropic.BadRequestError);
+    const apiError = err as InstanceType<typeof Anthropic.BadRequestError>;
+    expect(apiError.status).toBe(400);
+    expect(apiError.message).toContain("web_search_20250305");
+    expect(upstream.requests).toHaveLength(0);
+  });
+
+  it("refuses a Responses request with a hosted tool, and takes one with function tools only", async () => {
+    const refused = await post(gw, "/v1/responses", {
+      model: "gpt-x",
+      input: "What happened today?",
+      tools: [{ type: "web_search" }, { type: "function", name: "lookup", parameters: {} }],
+    });
+    expect(refused.status).toBe(400);
+    const body = (await refused.json()) as { error: { code: string; message: string } };
+    expect(body.error.code).toBe("bad_request");
+    expect(body.error.message).toContain("Hosted tools (web_search)");
+    expect(upstream.requests).toHaveLength(0);
+
+    upstream.queue(openaiJson("ok"));
+    const served = await post(gw, "/v1/responses", {
+      model: "gpt-x",
+      input: "Look it up.",
+      tools: [{ type: "function", name: "lookup", parameters: { type: "object" } }],
+    });
+    expect(served.status).toBe(200);
+    expect(upstream.last.body.tools).toEqual([
+      { type: "function", function: { name: "lookup", parameters: { type: "object" } } },
+    ]);
+  });
+});

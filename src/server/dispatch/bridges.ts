@@ -16,11 +16,13 @@ import {
   ChatStreamToMessages,
   chatResponseToMessages,
   messagesRequestToChat,
+  untranslatableToChat,
 } from "../wire/translate/messages-to-chat.js";
 import {
   ChatStreamToResponses,
   chatResponseToResponses,
   responsesRequestToChat,
+  untranslatableResponsesToChat,
 } from "../wire/translate/responses.js";
 import {
   estimateTokens,
@@ -57,10 +59,16 @@ export function toChatRequest(
   req: CompletionRequest,
   upstreamModel: string,
 ): ChatCompletionRequest {
-  if (req.style === "messages")
-    return messagesRequestToChat(req.body as MessagesRequest, upstreamModel);
-  if (req.style === "responses")
-    return responsesRequestToChat(req.body as ResponsesRequest, upstreamModel);
+  if (req.style === "messages") {
+    const body = req.body as MessagesRequest;
+    refuseGap(untranslatableToChat(body));
+    return messagesRequestToChat(body, upstreamModel);
+  }
+  if (req.style === "responses") {
+    const body = req.body as ResponsesRequest;
+    refuseGap(untranslatableResponsesToChat(body));
+    return responsesRequestToChat(body, upstreamModel);
+  }
   const body = { ...req.body, model: upstreamModel } as ChatCompletionRequest;
   // Usage is needed for billing; the extra usage chunk is removed again if the client did not ask.
   if (req.stream) body.stream_options = { ...(body.stream_options ?? {}), include_usage: true };
@@ -70,9 +78,13 @@ export function toChatRequest(
 export function toMessagesRequest(req: CompletionRequest, upstreamModel: string): MessagesRequest {
   if (req.style === "messages") return { ...req.body, model: upstreamModel } as MessagesRequest;
   const chat = toChatRequest(req, upstreamModel);
-  const gap = untranslatableToMessages(chat);
-  if (gap) throw new UnsupportedRequest(gap);
+  refuseGap(untranslatableToMessages(chat));
   return chatRequestToMessages(chat, upstreamModel);
+}
+
+/** Something the provider's wire cannot carry fails the attempt before anything is sent. */
+function refuseGap(gap: string | undefined): void {
+  if (gap) throw new UnsupportedRequest(gap);
 }
 
 function clientWantsUsage(req: CompletionRequest): boolean {

@@ -46,6 +46,23 @@ export type ChatRequestOptions = {
 // Request: messages -> chat
 // ---------------------------------------------------------------------------
 
+/** Anthropic's server tools: run by Anthropic's API itself, so no other provider can serve them. */
+const anthropicServerTool = /^(web_search|web_fetch|code_execution)_/;
+
+/**
+ * What a messages request asks for that a chat-completions provider cannot carry, as a sentence
+ * for the client, or undefined. Without its server tool the model would answer as if it had
+ * searched (Claude Code's WebSearch sends one in a request of its own).
+ */
+export function untranslatableToChat(req: MessagesRequest): string | undefined {
+  const server = asArray(req.tools)
+    .filter(isRecord)
+    .map((tool) => asString(tool.type) ?? "")
+    .filter((type) => anthropicServerTool.test(type));
+  if (server.length === 0) return undefined;
+  return `Anthropic server tools (${server.join(", ")}) run only on Anthropic's API; this model cannot use them.`;
+}
+
 export function messagesRequestToChat(
   req: MessagesRequest,
   upstreamModel: string,

@@ -206,6 +206,23 @@ function userContent(content: unknown): ChatContentPart[] {
   return parts;
 }
 
+/** Tools the Responses API runs itself, so no chat-completions provider can serve them. */
+const hostedTools = /^(web_search|file_search|code_interpreter|image_generation|mcp)/;
+
+/**
+ * What a Responses request asks for that a chat-completions provider cannot carry, as a sentence
+ * for the client, or undefined: without its hosted tool the model would answer as if it had used
+ * it. Tools the client runs itself (functions, custom, local shell) are not in question.
+ */
+export function untranslatableResponsesToChat(req: ResponsesRequest): string | undefined {
+  const hosted = asArray(req.tools)
+    .filter(isRecord)
+    .map((tool) => asString(tool.type) ?? "")
+    .filter((type) => hostedTools.test(type));
+  if (hosted.length === 0) return undefined;
+  return `Hosted tools (${hosted.join(", ")}) run only on OpenAI's Responses API; this model cannot use them.`;
+}
+
 function convertTools(tools: unknown[]): ChatTool[] {
   const out: ChatTool[] = [];
   for (const tool of tools) {
