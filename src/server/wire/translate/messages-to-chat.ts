@@ -32,6 +32,7 @@ import {
   type JsonObject,
   randomId,
   toDataUrl,
+  toolTypesMatching,
 } from "./shared.js";
 
 export type ChatRequestOptions = {
@@ -55,10 +56,7 @@ const anthropicServerTool = /^(web_search|web_fetch|code_execution)_/;
  * searched (Claude Code's WebSearch sends one in a request of its own).
  */
 export function untranslatableToChat(req: MessagesRequest): string | undefined {
-  const server = asArray(req.tools)
-    .filter(isRecord)
-    .map((tool) => asString(tool.type) ?? "")
-    .filter((type) => anthropicServerTool.test(type));
+  const server = toolTypesMatching(req.tools, anthropicServerTool);
   if (server.length === 0) return undefined;
   return `Anthropic server tools (${server.join(", ")}) run only on Anthropic's API; this model cannot use them.`;
 }

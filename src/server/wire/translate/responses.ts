@@ -35,6 +35,7 @@ import {
   type JsonObject,
   nowSeconds,
   randomId,
+  toolTypesMatching,
 } from "./shared.js";
 
 // ---------------------------------------------------------------------------
@@ -215,10 +216,7 @@ const hostedTools = /^(web_search|file_search|code_interpreter|image_generation|
  * it. Tools the client runs itself (functions, custom, local shell) are not in question.
  */
 export function untranslatableResponsesToChat(req: ResponsesRequest): string | undefined {
-  const hosted = asArray(req.tools)
-    .filter(isRecord)
-    .map((tool) => asString(tool.type) ?? "")
-    .filter((type) => hostedTools.test(type));
+  const hosted = toolTypesMatching(req.tools, hostedTools);
   if (hosted.length === 0) return undefined;
   return `Hosted tools (${hosted.join(", ")}) run only on OpenAI's Responses API; this model cannot use them.`;
 }

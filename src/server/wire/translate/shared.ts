@@ -75,3 +75,11 @@ export function objectSchema(schema: unknown): JsonObject {
   }
   return { type: "object", properties: {} };
 }
+
+/** The `type`s of the request's tools that match `pattern` (tools another provider cannot run). */
+export function toolTypesMatching(tools: unknown, pattern: RegExp): string[] {
+  return asArray(tools)
+    .filter(isRecord)
+    .map((tool) => asString(tool.type) ?? "")
+    .filter((type) => pattern.test(type));
+}
