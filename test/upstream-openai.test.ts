@@ -786,6 +786,39 @@ function dataLines(sse: string): string[] {
     .map((line) => line.slice("data: ".length));
 }
 
+describe("Anthropic-defined client tools toward a chat-completions provider", () => {
+  it("sends bash and the text editor as function tools with their schemas, and their calls come back by name", async () => {
+    upstream.queue(
+      openaiJson(null, {
+        toolCalls: [{ id: "call_b1", name: "bash", arguments: '{"command":"ls -la"}' }],
+      }),
+    );
+    const message = await anthropic.messages.create({
+      model: "gpt-x",
+      max_tokens: 200,
+      tools: [
+        { type: "bash_20250124", name: "bash" },
+        { type: "text_editor_20250728", name: "str_replace_based_edit_tool" },
+      ],
+      messages: [{ role: "user", content: "List the files." }],
+    });
+    const tools = upstream.last.body.tools as {
+      function: { name: string; parameters: { properties: Record<string, { enum?: string[] }> } };
+    }[];
+    expect(tools.map((t) => t.function.name)).toEqual(["bash", "str_replace_based_edit_tool"]);
+    expect(Object.keys(tools[0].function.parameters.properties)).toContain("command");
+    const editor = tools[1].function.parameters;
+    expect(editor.properties.command.enum).toEqual(["view", "create", "str_replace", "insert"]);
+    expect(Object.keys(editor.properties)).toEqual(
+      expect.arrayContaining(["path", "old_str", "new_str", "insert_line", "view_range"]),
+    );
+    expect(message.stop_reason).toBe("tool_use");
+    expect(message.content).toEqual([
+      { type: "tool_use", id: "call_b1", name: "bash", input: { command: "ls -la" } },
+    ]);
+  });
+});
+
 describe("what a chat-completions provider cannot carry", () => {
   it("refuses a messages request with an Anthropic server tool (400), without calling the upstream", async () => {
     const err = await anthropic.messages

@@ -565,3 +565,30 @@ describe("ChatStreamToMessages", () => {
     ]);
   });
 });
+
+describe("Anthropic-defined client tools", () => {
+  const toolsFor = (type: string, name: string) =>
+    messagesRequestToChat(
+      { model: "m", max_tokens: 10, messages: [], tools: [{ type, name }] },
+      "up",
+    ).tools as unknown as
+      | { function: { name: string; parameters: { properties: { command: unknown } } } }[]
+      | undefined;
+
+  it("gives the editors before 2025-04 their undo_edit command, and later ones none", () => {
+    const old = toolsFor("text_editor_20250124", "str_replace_editor")?.[0].function;
+    expect(old?.name).toBe("str_replace_editor");
+    expect(old?.parameters.properties.command).toMatchObject({
+      enum: ["view", "create", "str_replace", "insert", "undo_edit"],
+    });
+    const current = toolsFor("text_editor_20250429", "str_replace_based_edit_tool")?.[0].function;
+    expect(current?.parameters.properties.command).toMatchObject({
+      enum: ["view", "create", "str_replace", "insert"],
+    });
+  });
+
+  it("still leaves out tools it has no schema for (computer use, memory)", () => {
+    expect(toolsFor("computer_20250124", "computer")).toBeUndefined();
+    expect(toolsFor("memory_20250818", "memory")).toBeUndefined();
+  });
+});

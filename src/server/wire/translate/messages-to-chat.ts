@@ -22,6 +22,7 @@ import type {
   ChatToolChoice,
 } from "../openai-types.js";
 import { emptyUsage, toAnthropicUsage, type Usage, usageFromChat } from "../usage.js";
+import { anthropicClientTool } from "./anthropic-client-tools.js";
 import {
   argumentsToInput,
   asArray,
@@ -238,12 +239,19 @@ function userPart(block: JsonObject): ChatContentPart | undefined {
 function convertTools(tools: unknown[]): ChatTool[] {
   const out: ChatTool[] = [];
   for (const tool of tools) {
-    // Only client-side tools (with an input_schema) can run through another provider;
-    // Anthropic server tools (web_search_..., code_execution_...) are skipped.
-    if (!isRecord(tool) || !isRecord(tool.input_schema)) continue;
-    if (tool.type !== undefined && tool.type !== "custom") continue;
+    if (!isRecord(tool)) continue;
     const name = asString(tool.name);
     if (!name) continue;
+    // Anthropic-defined client tools declare no schema; they get their published one.
+    const builtIn = anthropicClientTool(asString(tool.type) ?? "");
+    if (builtIn) {
+      out.push({ type: "function", function: { name, ...builtIn } });
+      continue;
+    }
+    // Otherwise only tools with a schema can run through another provider (server tools were
+    // refused before translation; computer and memory tools are left out).
+    if (!isRecord(tool.input_schema)) continue;
+    if (tool.type !== undefined && tool.type !== "custom") continue;
     const fn: { name: string; description?: string; parameters: JsonObject } = {
       name,
       parameters: tool.input_schema,
