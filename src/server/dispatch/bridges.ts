@@ -223,16 +223,7 @@ export function passThroughChat(
   const relay = new ChatChunkRelay(req);
   const model = `"model":${JSON.stringify(req.clientModel)}`;
   async function* pieces(): AsyncGenerator<StreamPiece> {
-    let done = false;
-    for await (const ev of events) {
-      // Read on to the end of the body after [DONE]: leaving early aborts the upstream response,
-      // which costs an error object and the keep-alive connection on every stream.
-      if (done) continue;
-      const data = ev.data;
-      if (data === "[DONE]") {
-        done = true;
-        continue;
-      }
+    for await (const data of chatStreamData(events)) {
       if (isOrdinaryChunk(data)) {
         seen.chunks++;
         if (finishReasonSet.test(data)) relay.finished = true;
@@ -249,6 +240,21 @@ export function passThroughChat(
     yield SSE_DONE;
   }
   return { kind: "stream", pieces: pieces(), usage: () => relay.usage };
+}
+
+/** The data of an openai-wire stream's events, up to `[DONE]`. */
+export async function* chatStreamData(events: AsyncIterable<SSEMessage>): AsyncGenerator<string> {
+  let done = false;
+  for await (const ev of events) {
+    // Read on to the end of the body after [DONE]: leaving early aborts the upstream response,
+    // which costs an error object and the keep-alive connection on every stream.
+    if (done) continue;
+    if (ev.data === "[DONE]") {
+      done = true;
+      continue;
+    }
+    yield ev.data;
+  }
 }
 
 /**
@@ -288,17 +294,30 @@ export function fromMessagesEvents(
   if (req.style === "messages") return passThroughMessages(req, events, seen);
   const toChat = new MessagesStreamToChat(req.clientModel, { includeUsage: true });
   async function* chunks(): AsyncGenerator<ChatCompletionChunk> {
-    let stopped = false;
-    for await (const ev of events) {
-      if (ev.event === "content_block_delta") seen.chunks++;
-      if (ev.event === "message_stop") stopped = true;
-      if (ev.event === "error") throw new StreamBroken("upstream sent an error event");
+    for await (const ev of checkedMessagesEvents(events, seen)) {
       for (const chunk of toChat.push(ev)) yield chunk as ChatCompletionChunk;
     }
-    if (!stopped) throw new StreamBroken();
     for (const chunk of toChat.finish()) yield chunk as ChatCompletionChunk;
   }
   return fromChatChunks(req, chunks());
+}
+
+/**
+ * An anthropic-wire stream's events, with its deltas counted for the estimate. An `error` event,
+ * or an end without `message_stop`, breaks the stream.
+ */
+async function* checkedMessagesEvents(
+  events: AsyncIterable<SSEMessage>,
+  seen: ChunkCount,
+): AsyncGenerator<SSEMessage> {
+  let stopped = false;
+  for await (const ev of events) {
+    if (ev.event === "content_block_delta") seen.chunks++;
+    if (ev.event === "message_stop") stopped = true;
+    if (ev.event === "error") throw new StreamBroken("upstream sent an error event");
+    yield ev;
+  }
+  if (!stopped) throw new StreamBroken();
 }
 
 /**
@@ -312,9 +331,7 @@ function passThroughMessages(
 ): StreamCompletion {
   let usage = zeroUsage();
   async function* pieces(): AsyncGenerator<StreamPiece> {
-    let stopped = false;
-    for await (const ev of events) {
-      if (ev.event === "content_block_delta") seen.chunks++;
+    for await (const ev of checkedMessagesEvents(events, seen)) {
       if (ev.event === "message_start" || ev.event === "message_delta") {
         const parsed = parseEventData(ev.data);
         usage = mergeMessagesUsage(usage, parsed);
@@ -325,11 +342,8 @@ function passThroughMessages(
           continue;
         }
       }
-      if (ev.event === "message_stop") stopped = true;
-      if (ev.event === "error") throw new StreamBroken("upstream sent an error event");
       yield encodeSSE(ev.data, ev.event);
     }
-    if (!stopped) throw new StreamBroken();
   }
   return { kind: "stream", pieces: pieces(), usage: () => usage };
 }

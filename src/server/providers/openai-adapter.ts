@@ -1,5 +1,6 @@
 import {
   type ChunkCount,
+  chatStreamData,
   fromChatChunks,
   fromChatJson,
   parseChatChunk,
@@ -93,16 +94,8 @@ async function* chatChunks(
   events: AsyncIterable<SSEMessage>,
   seen: ChunkCount,
 ): AsyncGenerator<ChatCompletionChunk> {
-  let done = false;
-  for await (const ev of events) {
-    // Read on to the end of the body after [DONE]: leaving early aborts the upstream response,
-    // which costs an error object and the keep-alive connection on every stream.
-    if (done) continue;
-    if (ev.data === "[DONE]") {
-      done = true;
-      continue;
-    }
-    const chunk = parseChatChunk(ev.data);
+  for await (const data of chatStreamData(events)) {
+    const chunk = parseChatChunk(data);
     if (!chunk) continue;
     seen.chunks++;
     yield chunk;
