@@ -461,6 +461,44 @@ describe("openai wire: failures around the start of a stream", () => {
   });
 });
 
+describe("openai wire: a client that leaves before a JSON answer", () => {
+  it("closes the upstream connection, logs client_closed and charges nothing", async () => {
+    const balance = async () =>
+      (
+        gw.services.store.db.prepare("SELECT balance_micro FROM accounts").get() as {
+          balance_micro: number;
+        }
+      ).balance_micro;
+    const before = await balance();
+    upstream.queue({ ...openaiJson("too late", { usage: [10, 5] }), delayMs: 2_000 });
+    const abort = new AbortController();
+    const pending = fetch(`${gw.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "gpt-x", messages: [{ role: "user", content: "hi" }] }),
+      signal: abort.signal,
+    }).catch(() => "aborted");
+    for (let i = 0; i < 100 && upstream.requests.length === 0; i++)
+      await new Promise((r) => setTimeout(r, 10));
+    abort.abort();
+    expect(await pending).toBe("aborted");
+    // Well before the fake's 2 s answer: the gateway hung up on the provider.
+    for (let i = 0; i < 100 && upstream.aborted === 0; i++)
+      await new Promise((r) => setTimeout(r, 10));
+    expect(upstream.aborted).toBe(1);
+    const row = () =>
+      gw.services.store.db
+        .prepare(
+          "SELECT state, error_code, cost_micro FROM request_log ORDER BY rowid DESC LIMIT 1",
+        )
+        .get() as { error_code: string | null };
+    for (let i = 0; i < 50 && row().error_code !== "client_closed"; i++)
+      await new Promise((r) => setTimeout(r, 20));
+    expect(row()).toEqual({ state: "failed", error_code: "client_closed", cost_micro: 0 });
+    expect(await balance()).toBe(before);
+  });
+});
+
 describe("upstream errors in the chat style", () => {
   const secretText = "PROVIDER-INTERNAL-DETAIL-xyz";
 
@@ -572,6 +610,28 @@ describe("upstream errors in the chat style", () => {
 
   it("maps an upstream that does not answer within timeout_ms to 503 upstream_error", async () => {
     const r = await errorFor({ kind: "hang" }, "gpt-slow");
+    expect(r.status).toBe(503);
+    expect(r.body.error).toMatchObject({ code: "upstream_error" });
+  });
+
+  it("classifies an error body that breaks off by what arrived, never as a provider failure", async () => {
+    const r = await errorFor({
+      ...openaiError(
+        400,
+        `This model's maximum context length is 8192 tokens. ${secretText.repeat(20)}`,
+        "context_length_exceeded",
+      ),
+      cutHalfway: true,
+    });
+    expect(r.status).toBe(400);
+    expect(r.body.error).toMatchObject({
+      type: "invalid_request_error",
+      code: "context_length_exceeded",
+    });
+  });
+
+  it("maps a success body that breaks off to 503 upstream_error", async () => {
+    const r = await errorFor({ ...openaiJson("cut short"), cutHalfway: true });
     expect(r.status).toBe(503);
     expect(r.body.error).toMatchObject({ code: "upstream_error" });
   });

@@ -34,6 +34,8 @@ export type Reply =
       body: unknown;
       headers?: Record<string, string>;
       delayMs?: number;
+      /** Send the first half of the body under a length for all of it, then cut the connection. */
+      cutHalfway?: boolean;
     }
   | {
       kind: "sse";
@@ -149,7 +151,19 @@ export class FakeUpstream {
     if (reply.kind === "json") {
       if (reply.delayMs) await sleep(reply.delayMs);
       const text = typeof reply.body === "string" ? reply.body : JSON.stringify(reply.body);
-      res.writeHead(reply.status ?? 200, { "content-type": "application/json", ...reply.headers });
+      const headers = { "content-type": "application/json", ...reply.headers };
+      if (reply.cutHalfway) {
+        res.writeHead(reply.status ?? 200, {
+          ...headers,
+          "content-length": Buffer.byteLength(text),
+        });
+        res.write(text.slice(0, text.length >> 1));
+        await sleep(20);
+        cutByFake = true;
+        res.socket?.destroy();
+        return;
+      }
+      res.writeHead(reply.status ?? 200, headers);
       res.end(text);
       return;
     }

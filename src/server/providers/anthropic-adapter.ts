@@ -15,7 +15,7 @@ import type {
 import type { MessagesResponse } from "../wire/anthropic-types.js";
 import { parseSSE } from "../wire/sse.js";
 import { messagesOutputText } from "../wire/usage.js";
-import { joinUrl, readJsonBody, streamedBody, type UpstreamHttp } from "./http-upstream.js";
+import { joinUrl, type UpstreamHttp } from "./http-upstream.js";
 
 const anthropicVersion = "2023-06-01";
 
@@ -32,21 +32,23 @@ export class AnthropicAdapter implements ProviderAdapter {
     if (credential.secret) headers["x-api-key"] = credential.secret;
     if (req.anthropicBeta) headers["anthropic-beta"] = req.anthropicBeta;
     const payload = JSON.stringify(toMessagesRequest(req, model.upstream_model));
-    const response = await this.http.post(
-      joinUrl(provider.base_url ?? "", "/messages"),
-      headers,
-      payload,
-      provider.timeout_ms,
-      req.signal,
-    );
+    const url = joinUrl(provider.base_url ?? "", "/messages");
     if (!req.stream) {
-      const answer = await readJsonBody<MessagesResponse>(response.body);
+      const answer = await this.http.postJson<MessagesResponse>(
+        url,
+        headers,
+        payload,
+        provider.timeout_ms,
+        req.signal,
+      );
       return withJsonEstimate(fromMessagesJson(req, answer), payload, () =>
         messagesOutputText(answer),
       );
     }
     const seen: ChunkCount = { chunks: 0 };
-    const events = parseSSE(streamedBody(response.body));
+    const events = parseSSE(
+      await this.http.postStream(url, headers, payload, provider.timeout_ms, req.signal),
+    );
     return withStreamEstimate(fromMessagesEvents(req, events, seen), payload, seen);
   }
 }

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type { Attempt } from "../dispatch/types.js";
 import { UpstreamFailure } from "../dispatch/types.js";
-import { joinUrl, readJsonBody, type UpstreamHttp } from "./http-upstream.js";
+import { joinUrl, parseJsonAnswer, type UpstreamHttp } from "./http-upstream.js";
 
 /**
  * Media over the `openai` wire: the client's body is forwarded as-is with only `model` mapped,
@@ -36,14 +36,13 @@ export async function openaiImages(
   body: Record<string, unknown>,
   signal: AbortSignal,
 ): Promise<UpstreamImages> {
-  const response = await http.post(
+  const json = await http.postJson<Partial<UpstreamImages>>(
     endpoint(attempt, "/images/generations"),
     authHeaders(attempt, "application/json"),
     JSON.stringify({ ...body, model: attempt.model.upstream_model }),
     attempt.provider.timeout_ms,
     signal,
   );
-  const json = await readJsonBody<Partial<UpstreamImages>>(response.body);
   if (!Array.isArray(json.data)) throw new UpstreamFailure("unavailable", 502);
   return { created: json.created, data: json.data, usage: json.usage };
 }
@@ -54,14 +53,13 @@ export async function openaiSpeech(
   body: Record<string, unknown>,
   signal: AbortSignal,
 ): Promise<Buffer> {
-  const response = await http.post(
+  return http.postForBytes(
     endpoint(attempt, "/audio/speech"),
     authHeaders(attempt, "application/json"),
     JSON.stringify({ ...body, model: attempt.model.upstream_model }),
     attempt.provider.timeout_ms,
     signal,
   );
-  return readBytes(response.body);
 }
 
 export interface UploadedFile {
@@ -83,7 +81,7 @@ export async function openaiTranscription(
   signal: AbortSignal,
 ): Promise<UpstreamTranscript> {
   const form = multipartBody({ ...fields, model: attempt.model.upstream_model }, file);
-  const response = await http.post(
+  const answer = await http.postForBytes(
     endpoint(attempt, "/audio/transcriptions"),
     authHeaders(attempt, form.contentType),
     form.body,
@@ -92,9 +90,9 @@ export async function openaiTranscription(
   );
   const format = fields.response_format ?? "json";
   if (format !== "json" && format !== "verbose_json") {
-    return { kind: "text", text: (await readBytes(response.body)).toString("utf8") };
+    return { kind: "text", text: answer.toString("utf8") };
   }
-  const body = await readJsonBody<Record<string, unknown>>(response.body);
+  const body = parseJsonAnswer<Record<string, unknown>>(answer);
   return { kind: "json", body, seconds: reportedSeconds(body) };
 }
 
@@ -133,12 +131,4 @@ export function multipartBody(
 /** Quotes and line breaks cannot appear inside a quoted header parameter. */
 function quoted(value: string): string {
   return value.replace(/["\r\n]/g, "_");
-}
-
-async function readBytes(body: { arrayBuffer(): Promise<ArrayBuffer> }): Promise<Buffer> {
-  try {
-    return Buffer.from(await body.arrayBuffer());
-  } catch {
-    throw new UpstreamFailure("unavailable", 502);
-  }
 }

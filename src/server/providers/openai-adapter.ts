@@ -20,7 +20,7 @@ import type {
 import type { ChatCompletionChunk, ChatCompletionResponse } from "../wire/openai-types.js";
 import { encodeSSE, parseEventData, parseSSE, type SSEMessage } from "../wire/sse.js";
 import { chatOutputText, responsesOutputText } from "../wire/usage.js";
-import { joinUrl, readJsonBody, streamedBody, type UpstreamHttp } from "./http-upstream.js";
+import { joinUrl, type UpstreamHttp } from "./http-upstream.js";
 
 /** Any OpenAI-compatible API: chat completions (and Responses, where the provider speaks it natively). */
 export class OpenAIAdapter implements ProviderAdapter {
@@ -34,18 +34,20 @@ export class OpenAIAdapter implements ProviderAdapter {
       return this.nativeResponses(attempt, req, headers);
     }
     const payload = JSON.stringify(toChatRequest(req, model.upstream_model));
-    const response = await this.http.post(
-      joinUrl(provider.base_url ?? "", "/chat/completions"),
-      headers,
-      payload,
-      provider.timeout_ms,
-      req.signal,
-    );
+    const url = joinUrl(provider.base_url ?? "", "/chat/completions");
     if (!req.stream) {
-      const answer = await readJsonBody<ChatCompletionResponse>(response.body);
+      const answer = await this.http.postJson<ChatCompletionResponse>(
+        url,
+        headers,
+        payload,
+        provider.timeout_ms,
+        req.signal,
+      );
       return withJsonEstimate(fromChatJson(req, answer), payload, () => chatOutputText(answer));
     }
-    const events = parseSSE(streamedBody(response.body));
+    const events = parseSSE(
+      await this.http.postStream(url, headers, payload, provider.timeout_ms, req.signal),
+    );
     const seen: ChunkCount = { chunks: 0 };
     const result =
       req.style === "chat"
@@ -61,18 +63,12 @@ export class OpenAIAdapter implements ProviderAdapter {
   ): Promise<CompletionResult> {
     const { provider, model } = attempt;
     const payload = JSON.stringify({ ...req.body, model: model.upstream_model });
-    const response = await this.http.post(
-      joinUrl(provider.base_url ?? "", "/responses"),
-      headers,
-      payload,
-      provider.timeout_ms,
-      req.signal,
-    );
+    const url = joinUrl(provider.base_url ?? "", "/responses");
     if (!req.stream) {
-      const json = await readJsonBody<{
+      const json = await this.http.postJson<{
         usage?: { input_tokens?: number; output_tokens?: number };
         output?: unknown;
-      }>(response.body);
+      }>(url, headers, payload, provider.timeout_ms, req.signal);
       const usage = {
         input_tokens: json.usage?.input_tokens ?? 0,
         output_tokens: json.usage?.output_tokens ?? 0,
@@ -81,7 +77,9 @@ export class OpenAIAdapter implements ProviderAdapter {
       return withJsonEstimate(result, payload, () => responsesOutputText(json));
     }
     const seen: ChunkCount = { chunks: 0 };
-    const events = parseSSE(streamedBody(response.body));
+    const events = parseSSE(
+      await this.http.postStream(url, headers, payload, provider.timeout_ms, req.signal),
+    );
     return withStreamEstimate(responsesPassThrough(req, events, seen), payload, seen);
   }
 }
