@@ -489,6 +489,49 @@ describe("messages with the Anthropic SDK", () => {
   });
 });
 
+describe("the completion routes, served outside the router", () => {
+  it("answers 401 in plain text with the CORS headers", async () => {
+    const res = await post(gw, "/v1/messages", chat(), { origin: "https://app.example" });
+    expect(res.status).toBe(401);
+    expect(res.headers.get("content-type")).toBe("text/plain; charset=UTF-8");
+    expect(res.headers.get("access-control-allow-origin")).toBe("*");
+    expect(await res.text()).toMatch(/^missing API key/);
+  });
+
+  it("refuses an oversized declared body with 413 before looking at the key, in the route's style", async () => {
+    const res = await fetch(`${gw.url}/v1/messages`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: "x".repeat(33 * 1024 * 1024),
+    });
+    expect(res.status).toBe(413);
+    expect(await res.json()).toEqual({
+      type: "error",
+      error: { type: "invalid_request_error", message: expect.stringMatching(/larger than/) },
+    });
+  });
+
+  it("serves the path with a query string, and answers other methods with 404", async () => {
+    const res = await post(gw, "/v1/chat/completions?api-version=2024-10-21", chat());
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as { object: string }).object).toBe("chat.completion");
+    const get = await fetch(`${gw.url}/v1/chat/completions`, {
+      headers: { authorization: `Bearer ${KEY}` },
+    });
+    expect(get.status).toBe(404);
+    expect(((await get.json()) as { error: { code: string } }).error.code).toBe("not_found");
+  });
+
+  it("answers a body that is not JSON with 400 in the messages style", async () => {
+    const res = await post(gw, "/v1/messages", "{not json");
+    expect(res.status).toBe(400);
+    expect(await res.json()).toEqual({
+      type: "error",
+      error: { type: "invalid_request_error", message: "Request body is not valid JSON." },
+    });
+  });
+});
+
 describe("CORS", () => {
   it("accepts a preflight on /v1 with any request headers and no credentials", async () => {
     const res = await fetch(`${gw.url}/v1/messages`, {

@@ -1,18 +1,11 @@
 import { Hono } from "hono";
 import type { AppEnv } from "./app-env.js";
 import { requireKey } from "./auth.js";
-import {
-  type ErrorStyle,
-  GatewayError,
-  internalError,
-  PlainTextError,
-  renderError,
-} from "./errors.js";
+import { type ErrorStyle, errorAnswer, GatewayError, renderError } from "./errors.js";
 import { bodySizeLimit } from "./http/body-limit.js";
 import { openCors } from "./http/cors.js";
 import { installAccountRoutes } from "./routes/account.js";
 import { installAdminRoutes } from "./routes/admin.js";
-import { completionRoute } from "./routes/completions.js";
 import { installDashboardRoutes } from "./routes/dashboard.js";
 import { installMediaRoutes } from "./routes/media.js";
 import { modelsRoute } from "./routes/models.js";
@@ -44,9 +37,6 @@ export function buildApp(s: Services, extraRoutes: RouteInstaller[] = []): Hono<
   installPricingRoute(app, s);
   installAdminRoutes(app, s);
   app.use("/v1/*", requireKey(s.store, s.sharedKeys, s.options.now));
-  app.post("/v1/chat/completions", completionRoute(s, "chat", "chat.completions"));
-  app.post("/v1/messages", completionRoute(s, "messages", "messages"));
-  app.post("/v1/responses", completionRoute(s, "responses", "responses"));
   installMediaRoutes(app, s);
   installDashboardRoutes(app, s);
   installAccountRoutes(app, s);
@@ -60,14 +50,9 @@ export function buildApp(s: Services, extraRoutes: RouteInstaller[] = []): Hono<
     );
   });
   app.onError((err, c) => {
-    if (err instanceof PlainTextError) return c.text(err.message, err.status as 401);
-    const style = styleOf(new URL(c.req.url).pathname);
-    if (err instanceof GatewayError) return renderError(err, style);
-    // Never a stack trace to the client; the log line carries no request body or secret.
-    console.error(
-      `internal error on ${c.req.method} ${new URL(c.req.url).pathname}: ${err.name}: ${err.message}`,
-    );
-    return renderError(internalError(), style);
+    const path = new URL(c.req.url).pathname;
+    const answer = errorAnswer(err, styleOf(path), `${c.req.method} ${path}`);
+    return new Response(answer.body, { status: answer.status, headers: answer.headers });
   });
   return app;
 }

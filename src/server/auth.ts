@@ -1,10 +1,10 @@
+import type { IncomingMessage } from "node:http";
 import type { Context, MiddlewareHandler } from "hono";
 import type { Store } from "../store/store.js";
 import type { KeyWithAccount } from "../store/types.js";
 import { PlainTextError } from "./errors.js";
 import { nodeIncoming } from "./http/node-bindings.js";
 import { requestHeader } from "./http/request-header.js";
-import { markStage } from "./http/stages.js";
 import type { SharedKeyLimiter } from "./limits/shared-key.js";
 
 export interface AuthInfo {
@@ -14,12 +14,18 @@ export interface AuthInfo {
 
 /** `Authorization: Bearer <key>` or `x-api-key: <key>`; nothing else authenticates on /v1. */
 export function presentedKey(c: Context): string | undefined {
-  const header = requestHeader(c, "authorization");
-  if (header) {
-    const match = /^Bearer\s+(.+)$/i.exec(header.trim());
+  return keyFromHeaders(requestHeader(c, "authorization"), requestHeader(c, "x-api-key"));
+}
+
+export function keyFromHeaders(
+  authorization: string | undefined,
+  apiKey: string | undefined,
+): string | undefined {
+  if (authorization) {
+    const match = /^Bearer\s+(.+)$/i.exec(authorization.trim());
     if (match) return match[1].trim();
   }
-  return requestHeader(c, "x-api-key")?.trim() || undefined;
+  return apiKey?.trim() || undefined;
 }
 
 /** Only write last_used_at when it moved by this much, so a busy key is not a write per request. */
@@ -41,10 +47,30 @@ export function authenticate(store: Store, value: string | undefined, now: numbe
 }
 
 export function clientIp(c: Context): string {
-  return nodeIncoming(c)?.socket?.remoteAddress ?? "unknown";
+  const incoming = nodeIncoming(c);
+  return incoming ? nodeClientIp(incoming) : "unknown";
 }
 
-/** Gateway-key authentication for /v1, with the shared-key per-IP limit (plain text, like 401). */
+export function nodeClientIp(incoming: IncomingMessage): string {
+  return incoming.socket?.remoteAddress ?? "unknown";
+}
+
+/** A /v1 caller's key, with the shared-key per-IP limit (plain text errors, like 401). */
+export function admitCaller(
+  store: Store,
+  sharedKeys: SharedKeyLimiter,
+  value: string | undefined,
+  ip: string,
+  now: number,
+): KeyWithAccount {
+  const key = authenticate(store, value, now);
+  if (key.kind === "shared" && !sharedKeys.admitIp(key.id, ip, now)) {
+    throw new PlainTextError(429, "too many requests, try again shortly");
+  }
+  return key;
+}
+
+/** Gateway-key authentication for the /v1 routes on Hono. */
 export function requireKey(
   store: Store,
   sharedKeys: SharedKeyLimiter,
@@ -52,13 +78,8 @@ export function requireKey(
 ): MiddlewareHandler<{ Variables: { auth: AuthInfo } }> {
   // Not async: nothing to do after the handler, so no extra promise per request.
   return (c, next) => {
-    const t = now();
-    const key = authenticate(store, presentedKey(c), t);
-    if (key.kind === "shared" && !sharedKeys.admitIp(key.id, clientIp(c), t)) {
-      throw new PlainTextError(429, "too many requests, try again shortly");
-    }
+    const key = admitCaller(store, sharedKeys, presentedKey(c), clientIp(c), now());
     c.set("auth", { key, accountId: key.account_id });
-    markStage(c, "authenticated");
     return next();
   };
 }

@@ -128,3 +128,37 @@ export const clientClosed = () =>
 export function internalError(): GatewayError {
   return new GatewayError(500, "internal_error", "The gateway hit an unexpected error.");
 }
+
+/** An error as the client receives it, whatever raised it. */
+export interface ErrorAnswer {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+}
+
+/**
+ * What a route answers for anything it throws: plain text before the API layer, the route's JSON
+ * style for a GatewayError, and for anything else an internal error whose one log line names the
+ * route and the exception but never a stack, a request body or a secret.
+ */
+export function errorAnswer(err: unknown, style: ErrorStyle, route: string): ErrorAnswer {
+  if (err instanceof PlainTextError) {
+    return {
+      status: err.status,
+      headers: { "content-type": "text/plain; charset=UTF-8" },
+      body: err.message,
+    };
+  }
+  let known: GatewayError;
+  if (err instanceof GatewayError) known = err;
+  else {
+    const { name, message } = err instanceof Error ? err : { name: "Error", message: String(err) };
+    console.error(`internal error on ${route}: ${name}: ${message}`);
+    known = internalError();
+  }
+  return {
+    status: known.status,
+    headers: { "content-type": "application/json", ...errorHeaders(known) },
+    body: JSON.stringify(errorBody(known, style)),
+  };
+}

@@ -1,5 +1,6 @@
+import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { serve } from "@hono/node-server";
+import { getRequestListener } from "@hono/node-server";
 import { startCheckpointer } from "../store/checkpointer.js";
 import { Store } from "../store/store.js";
 import { buildApp, type RouteInstaller } from "./app.js";
@@ -10,7 +11,9 @@ import type { ConfigInput } from "./config/schema.js";
 import { createOwnerLink, forgetUnusedOwnerLinks } from "./dashboard/owner-session.js";
 import { forgetServeRuntime, recordServeRuntime } from "./dashboard/serve-runtime.js";
 import { defaultBodyLimitBytes } from "./http/json-body.js";
+import { nodeListener } from "./http/node-listener.js";
 import { startJobRunner } from "./jobs/runner.js";
+import { completionRoutes } from "./routes/completions.js";
 import { createServices, type Services } from "./services.js";
 
 export interface GatewayOptions {
@@ -75,11 +78,14 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
 
     const app = buildApp(services, options.extraRoutes ?? []);
     const host = options.host ?? "127.0.0.1";
-    const server = await new Promise<ReturnType<typeof serve>>((resolve, reject) => {
-      const s = serve({ fetch: app.fetch, port: options.port ?? 0, hostname: host }, () =>
-        resolve(s),
-      );
+    const listener = nodeListener(
+      completionRoutes(services),
+      getRequestListener(app.fetch, { hostname: host }),
+    );
+    const server = await new Promise<Server>((resolve, reject) => {
+      const s = createServer(listener);
       s.once("error", reject);
+      s.listen(options.port ?? 0, host, () => resolve(s));
     });
     const port = (server.address() as AddressInfo).port;
     const jobRunner = startJobRunner(services);
@@ -105,7 +111,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
         closing ??= (async () => {
           await new Promise<void>((resolve) => {
             server.close(() => resolve());
-            (server as unknown as { closeAllConnections?: () => void }).closeAllConnections?.();
+            server.closeAllConnections();
           });
           await jobRunner.stop();
           await services.http.close();

@@ -231,7 +231,7 @@ export function openaiJson(
     usage?: [number, number];
     model?: string;
   } = {},
-): Reply {
+): JsonReply {
   const [prompt, completion] = options.usage ?? [11, 7];
   const message: Record<string, unknown> = { role: "assistant", content: text };
   if (options.toolCalls) {

@@ -1,6 +1,6 @@
 import type { MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
-import { payloadTooLarge } from "./json-body.js";
+import { payloadTooLarge, refuseDeclaredLength } from "./json-body.js";
 import { requestHeader } from "./request-header.js";
 
 /**
@@ -19,7 +19,7 @@ export function bodySizeLimit(limit: number): MiddlewareHandler {
   return (c, next) => {
     const declared = requestHeader(c, "content-length");
     if (declared !== undefined && requestHeader(c, "transfer-encoding") === undefined) {
-      if (Number(declared) > limit) throw payloadTooLarge(limit);
+      refuseDeclaredLength(declared, limit);
       return next();
     }
     if (c.req.method === "GET" || c.req.method === "HEAD" || c.req.method === "OPTIONS")

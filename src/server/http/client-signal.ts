@@ -1,3 +1,4 @@
+import type { ServerResponse } from "node:http";
 import type { Context } from "hono";
 import { nodeOutgoing } from "./node-bindings.js";
 
@@ -7,14 +8,18 @@ import { nodeOutgoing } from "./node-bindings.js";
  * full Request object for every call, which costs more than the rest of the routing.
  */
 export function clientSignal(c: Context): AbortSignal {
-  const abort = new AbortController();
   const outgoing = nodeOutgoing(c);
-  if (outgoing) {
-    outgoing.once("close", () => {
-      if (!outgoing.writableFinished) abort.abort();
-    });
-  } else {
-    c.req.raw.signal.addEventListener("abort", () => abort.abort(), { once: true });
-  }
+  if (outgoing) return responseSignal(outgoing);
+  const abort = new AbortController();
+  c.req.raw.signal.addEventListener("abort", () => abort.abort(), { once: true });
+  return abort.signal;
+}
+
+/** Aborts when the response's connection closes before the response is complete. */
+export function responseSignal(outgoing: ServerResponse): AbortSignal {
+  const abort = new AbortController();
+  outgoing.once("close", () => {
+    if (!outgoing.writableFinished) abort.abort();
+  });
   return abort.signal;
 }

@@ -1,6 +1,5 @@
-import { RESPONSE_ALREADY_SENT } from "@hono/node-server/utils/response";
-import type { Context, MiddlewareHandler } from "hono";
-import { nodeOutgoing } from "./node-bindings.js";
+import type { ServerResponse } from "node:http";
+import type { MiddlewareHandler } from "hono";
 import { requestHeader } from "./request-header.js";
 
 const allowMethods = "GET, POST, DELETE, OPTIONS";
@@ -12,25 +11,22 @@ export const corsResponseHeaders = {
     "Retry-After, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset",
 };
 
-/**
- * A /v1 JSON answer with its CORS headers, written straight to the Node response: it leaves as
- * soon as it is ready, before the middlewares unwind, and never becomes a web Response whose
- * headers would be copied into a web Headers object and out again (the completion routes' hot
- * path). Off the Node server it is an ordinary Response.
- */
-export function corsJson(
-  c: Context,
-  body: unknown,
+/** A /v1 answer written straight to the Node response, with its CORS headers. */
+export function sendWithCors(
+  outgoing: ServerResponse,
   status: number,
+  contentType: string,
+  body: string,
   headers?: Record<string, string>,
-): Response {
-  const text = JSON.stringify(body);
-  const all = { "content-type": "application/json", ...corsResponseHeaders, ...headers };
-  const outgoing = nodeOutgoing(c);
-  if (!outgoing) return new Response(text, { status, headers: all });
-  outgoing.writeHead(status, { ...all, "content-length": Buffer.byteLength(text) });
-  outgoing.end(text);
-  return RESPONSE_ALREADY_SENT;
+): void {
+  const all: Record<string, string | number> = {
+    "content-type": contentType,
+    "content-length": Buffer.byteLength(body),
+    ...corsResponseHeaders,
+    ...headers,
+  };
+  outgoing.writeHead(status, all);
+  outgoing.end(body);
 }
 
 /**

@@ -1,3 +1,4 @@
+import type { IncomingMessage } from "node:http";
 import type { Context } from "hono";
 import type { z } from "zod";
 import { badRequest, GatewayError } from "../errors.js";
@@ -29,6 +30,14 @@ export async function readJsonWithSize<T extends z.ZodType>(
     if (err instanceof GatewayError) throw err;
     throw badRequest("Request body could not be read.");
   }
+  return parseJsonBody(text, schema);
+}
+
+/** Parses and validates a request body; every failure is a 400 naming the problem. */
+export function parseJsonBody<T extends z.ZodType>(
+  text: string,
+  schema: T,
+): { data: z.infer<T>; bytes: number } {
   if (text.trim() === "") throw badRequest("Request body is empty; send a JSON object.");
   let raw: unknown;
   try {
@@ -46,4 +55,37 @@ export async function readJsonWithSize<T extends z.ZodType>(
     throw badRequest(`Invalid request: ${path}: ${issue.message}`);
   }
   return { data: parsed.data, bytes: Buffer.byteLength(text) };
+}
+
+/** A declared Content-Length over the limit is refused before anything else is done. */
+export function refuseDeclaredLength(contentLength: string | undefined, limit: number): void {
+  if (contentLength !== undefined && Number(contentLength) > limit) throw payloadTooLarge(limit);
+}
+
+/**
+ * A Node request's body as text, refused with 413 once it passes `limit` bytes as it arrives
+ * (a chunked body has no declared length; the caller checks a declared one first).
+ */
+export function readNodeBody(incoming: IncomingMessage, limit: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const parts: Buffer[] = [];
+    let size = 0;
+    const fail = (err: GatewayError) => {
+      incoming.off("data", onData);
+      incoming.off("end", onEnd);
+      reject(err);
+    };
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) fail(payloadTooLarge(limit));
+      else parts.push(chunk);
+    };
+    const onEnd = () =>
+      resolve(
+        parts.length === 1 ? parts[0].toString("utf8") : Buffer.concat(parts).toString("utf8"),
+      );
+    incoming.on("data", onData);
+    incoming.once("end", onEnd);
+    incoming.once("error", () => fail(badRequest("Request body could not be read.")));
+  });
 }

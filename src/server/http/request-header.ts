@@ -1,3 +1,4 @@
+import type { IncomingMessage } from "node:http";
 import type { Context } from "hono";
 import { nodeIncoming } from "./node-bindings.js";
 
@@ -9,7 +10,11 @@ import { nodeIncoming } from "./node-bindings.js";
  */
 export function requestHeader(c: Context, name: string): string | undefined {
   const incoming = nodeIncoming(c);
-  if (!incoming) return c.req.header(name);
+  return incoming ? nodeHeader(incoming, name) : c.req.header(name);
+}
+
+/** A header of a Node request, repeated values joined; `name` is lower case. */
+export function nodeHeader(incoming: IncomingMessage, name: string): string | undefined {
   const value = incoming.headers[name];
   return Array.isArray(value) ? value.join(", ") : value;
 }

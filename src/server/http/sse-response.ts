@@ -1,9 +1,6 @@
 import type { ServerResponse } from "node:http";
-import { RESPONSE_ALREADY_SENT } from "@hono/node-server/utils/response";
-import type { Context } from "hono";
 import type { FirstPiece } from "../dispatch/first-piece.js";
 import type { StreamPiece } from "../dispatch/types.js";
-import { nodeOutgoing } from "./node-bindings.js";
 
 const encoder = new TextEncoder();
 const keepaliveComment = encoder.encode(": keepalive\n\n");
@@ -54,12 +51,9 @@ const sseHeaders = {
  * pieces go straight to the Node socket: the headers leave with the first piece and pieces that
  * are ready together share one write, which a web ReadableStream body cannot do.
  */
-export function sseResponse(c: Context, stream: SseStream): Response {
-  const outgoing = nodeOutgoing(c);
-  if (!outgoing) throw new Error("streaming answers need the Node server (@hono/node-server)");
+export function sendSse(outgoing: ServerResponse, stream: SseStream): void {
   outgoing.writeHead(200, { ...sseHeaders, ...stream.headers });
   void pump(nodeSink(outgoing), stream);
-  return RESPONSE_ALREADY_SENT;
 }
 
 async function pump(sink: Sink, s: SseStream): Promise<void> {

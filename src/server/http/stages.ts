@@ -1,7 +1,5 @@
 import { channel } from "node:diagnostics_channel";
 import type { IncomingMessage } from "node:http";
-import type { Context } from "hono";
-import { nodeIncoming } from "./node-bindings.js";
 
 /**
  * Where a completion request is on its way through the gateway, published on a diagnostics
@@ -15,12 +13,12 @@ export type Stage = "authenticated" | "parsed" | "admitted" | "dispatched" | "se
 
 export interface StageMessage {
   stage: Stage;
-  /** The Node request, to tell concurrent requests apart (undefined off the Node server). */
-  request: IncomingMessage | undefined;
+  /** The Node request, to tell concurrent requests apart. */
+  request: IncomingMessage;
 }
 
-export function markStage(c: Context, stage: Stage): void {
+export function markStage(request: IncomingMessage, stage: Stage): void {
   if (stageChannel.hasSubscribers) {
-    stageChannel.publish({ stage, request: nodeIncoming(c) } satisfies StageMessage);
+    stageChannel.publish({ stage, request } satisfies StageMessage);
   }
 }

@@ -1,6 +1,6 @@
-import type { Context } from "hono";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import { z } from "zod";
-import type { AppEnv } from "../app-env.js";
+import { admitCaller, keyFromHeaders, nodeClientIp } from "../auth.js";
 import { type Admission, admit, settleAdmission, settleDelivered } from "../billing/admission.js";
 import type { SettleOptions } from "../billing/ledger.js";
 import { worstCaseInputTokens } from "../billing/pricing.js";
@@ -13,12 +13,19 @@ import {
   type StreamPiece,
   UpstreamFailure,
 } from "../dispatch/types.js";
-import { clientClosed, GatewayError, internalError } from "../errors.js";
-import { clientSignal } from "../http/client-signal.js";
-import { corsJson, corsResponseHeaders } from "../http/cors.js";
-import { readJsonWithSize } from "../http/json-body.js";
-import { requestHeader } from "../http/request-header.js";
-import { sseResponse } from "../http/sse-response.js";
+import {
+  clientClosed,
+  type ErrorStyle,
+  errorAnswer,
+  GatewayError,
+  internalError,
+} from "../errors.js";
+import { responseSignal } from "../http/client-signal.js";
+import { corsResponseHeaders, sendWithCors } from "../http/cors.js";
+import { parseJsonBody, readNodeBody, refuseDeclaredLength } from "../http/json-body.js";
+import type { NodeRoute } from "../http/node-listener.js";
+import { nodeHeader } from "../http/request-header.js";
+import { sendSse } from "../http/sse-response.js";
 import { markStage } from "../http/stages.js";
 import type { Services } from "../services.js";
 import { SSE_DONE } from "../wire/sse.js";
@@ -66,89 +73,133 @@ const responsesBody = z.looseObject({
 
 const schemas = { chat: chatBody, messages: messagesBody, responses: responsesBody } as const;
 
-/** One handler for the three text styles; it reads like the request's path through the gateway. */
-export function completionRoute(s: Services, style: ClientStyle, endpoint: string) {
-  return async (c: Context<AppEnv>) => {
-    const { data: body, bytes } = await readJsonWithSize(c, schemas[style]);
-    markStage(c, "parsed");
-    const target = forModality(resolveTarget(s.store.getCatalog(), body.model), "chat");
-    const stream = body.stream === true;
-    const requested = outputLimit(style, body);
-    const signal = clientSignal(c);
+/**
+ * The three text-completion routes, by path. They are served from Node's request objects rather
+ * than through Hono: the router, the middleware chain and the request wrappers cost about
+ * 0.03 ms of the gateway's added latency at one connection. Everything else stays on Hono
+ * (preflights for these paths included).
+ */
+export function completionRoutes(s: Services): Map<string, NodeRoute> {
+  return new Map([
+    ["/v1/chat/completions", completionRoute(s, "chat", "chat.completions")],
+    ["/v1/messages", completionRoute(s, "messages", "messages")],
+    ["/v1/responses", completionRoute(s, "responses", "responses")],
+  ]);
+}
 
-    const admission = await admit(s, {
-      key: c.get("auth").key,
-      target,
-      endpoint,
-      accountRpm: true,
-      worstCase: (m) => ({
-        inputTokens: worstCaseInputTokens(bytes, m),
-        outputTokens: requested ?? m.max_output_tokens,
-        units: 0,
-      }),
-      stream,
-      signal,
-    });
-    markStage(c, "admitted");
-    const req: CompletionRequest = {
-      style,
-      body,
-      stream,
-      clientModel: body.model,
-      signal,
-      anthropicBeta: requestHeader(c, "anthropic-beta"),
-    };
-    const fail = (err: unknown) =>
-      failAdmission(s, admission, signal.aborted ? clientClosed() : err);
-
-    let outcome: Awaited<ReturnType<typeof s.dispatcher.dispatch>>;
-    try {
-      outcome = await s.dispatcher.dispatch(
-        target,
-        req,
-        { byok: admission.byok, byokOnly: admission.byokOnly },
-        s.options.keepaliveMs,
-      );
-    } catch (err) {
-      throw fail(err);
-    }
-    markStage(c, "dispatched");
-    const { result, attempt } = outcome;
-    const served = {
-      model: attempt.model,
-      providerId: attempt.provider.id,
-      byokServed: attempt.credential.source === "byok",
-    };
-    const headers = admission.rateHeaders ?? {};
-
-    if (result.kind === "json") {
-      await settleDelivered(s, admission, { status: 200, usage: result.usage, ...served });
-      markStage(c, "settled");
-      const sent = corsJson(c, result.body, 200, headers);
-      markStage(c, "sent");
-      return sent;
-    }
-
-    return sseResponse(c, {
-      first: result.first,
-      pieces: result.pieces,
-      keepaliveMs: s.options.keepaliveMs,
-      headers: { ...corsResponseHeaders, ...headers },
-      errorEvent: (err) => streamErrorEvent(style, streamErrorMessage(err)),
-      isClosingEvent: closingEvents[style],
-      recorded: () => s.ledger.committed(),
-      onEnd: (end) => {
-        attempt.credential.release(end.error ? "failed" : "ok");
-        settleAdmission(s, admission, {
-          status: 200,
-          usage: result.usage(),
-          delivered: end.delivered,
-          errorCode: end.error ? "upstream_error" : end.cancelled ? "client_closed" : undefined,
-          ...served,
-        });
-      },
+function completionRoute(s: Services, style: ClientStyle, endpoint: string): NodeRoute {
+  const errorStyle: ErrorStyle = style === "messages" ? "messages" : "chat";
+  const route = `POST /v1/${endpoint.replace(".", "/")}`;
+  return (incoming, outgoing) => {
+    complete(s, style, endpoint, incoming, outgoing).catch((err: unknown) => {
+      if (outgoing.headersSent) {
+        outgoing.destroy();
+        return;
+      }
+      const answer = errorAnswer(err, errorStyle, route);
+      const { "content-type": contentType, ...headers } = answer.headers;
+      sendWithCors(outgoing, answer.status, contentType, answer.body, headers);
     });
   };
+}
+
+/** One request of any of the three text styles; it reads like the request's path through the gateway. */
+async function complete(
+  s: Services,
+  style: ClientStyle,
+  endpoint: string,
+  incoming: IncomingMessage,
+  outgoing: ServerResponse,
+): Promise<void> {
+  const limit = s.options.bodyLimitBytes;
+  // As on every other /v1 route, an oversized declared body is refused before the key is looked at.
+  refuseDeclaredLength(nodeHeader(incoming, "content-length"), limit);
+  const key = admitCaller(
+    s.store,
+    s.sharedKeys,
+    keyFromHeaders(nodeHeader(incoming, "authorization"), nodeHeader(incoming, "x-api-key")),
+    nodeClientIp(incoming),
+    s.options.now(),
+  );
+  markStage(incoming, "authenticated");
+  const { data: body, bytes } = parseJsonBody(await readNodeBody(incoming, limit), schemas[style]);
+  markStage(incoming, "parsed");
+  const target = forModality(resolveTarget(s.store.getCatalog(), body.model), "chat");
+  const stream = body.stream === true;
+  const requested = outputLimit(style, body);
+  const signal = responseSignal(outgoing);
+
+  const admission = await admit(s, {
+    key,
+    target,
+    endpoint,
+    accountRpm: true,
+    worstCase: (m) => ({
+      inputTokens: worstCaseInputTokens(bytes, m),
+      outputTokens: requested ?? m.max_output_tokens,
+      units: 0,
+    }),
+    stream,
+    signal,
+  });
+  markStage(incoming, "admitted");
+  const req: CompletionRequest = {
+    style,
+    body,
+    stream,
+    clientModel: body.model,
+    signal,
+    anthropicBeta: nodeHeader(incoming, "anthropic-beta"),
+  };
+  const fail = (err: unknown) => failAdmission(s, admission, signal.aborted ? clientClosed() : err);
+
+  let outcome: Awaited<ReturnType<typeof s.dispatcher.dispatch>>;
+  try {
+    outcome = await s.dispatcher.dispatch(
+      target,
+      req,
+      { byok: admission.byok, byokOnly: admission.byokOnly },
+      s.options.keepaliveMs,
+    );
+  } catch (err) {
+    throw fail(err);
+  }
+  markStage(incoming, "dispatched");
+  const { result, attempt } = outcome;
+  const served = {
+    model: attempt.model,
+    providerId: attempt.provider.id,
+    byokServed: attempt.credential.source === "byok",
+  };
+  const headers = admission.rateHeaders ?? {};
+
+  if (result.kind === "json") {
+    await settleDelivered(s, admission, { status: 200, usage: result.usage, ...served });
+    markStage(incoming, "settled");
+    sendWithCors(outgoing, 200, "application/json", JSON.stringify(result.body), headers);
+    markStage(incoming, "sent");
+    return;
+  }
+
+  sendSse(outgoing, {
+    first: result.first,
+    pieces: result.pieces,
+    keepaliveMs: s.options.keepaliveMs,
+    headers: { ...corsResponseHeaders, ...headers },
+    errorEvent: (err) => streamErrorEvent(style, streamErrorMessage(err)),
+    isClosingEvent: closingEvents[style],
+    recorded: () => s.ledger.committed(),
+    onEnd: (end) => {
+      attempt.credential.release(end.error ? "failed" : "ok");
+      settleAdmission(s, admission, {
+        status: 200,
+        usage: result.usage(),
+        delivered: end.delivered,
+        errorCode: end.error ? "upstream_error" : end.cancelled ? "client_closed" : undefined,
+        ...served,
+      });
+    },
+  });
 }
 
 const closingEvents: Record<ClientStyle, (piece: StreamPiece) => boolean> = {
