@@ -1,4 +1,5 @@
 import { subscribe, unsubscribe } from "node:diagnostics_channel";
+import { connect } from "node:net";
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -520,6 +521,66 @@ describe("the completion routes, served outside the router", () => {
     });
     expect(get.status).toBe(404);
     expect(((await get.json()) as { error: { code: string } }).error.code).toBe("not_found");
+  });
+
+  it("reads bodies sent in the same packet as their headers, request after request on one connection", async () => {
+    const port = Number(new URL(gw.url).port);
+    const socket = connect(port, "127.0.0.1");
+    let received = "";
+    socket.setEncoding("utf8");
+    socket.on("data", (d: string) => {
+      received += d;
+    });
+    const answers = () => received.split("HTTP/1.1 ").slice(1);
+    try {
+      for (const [i, content] of ["first", "second", "third"].entries()) {
+        const body = JSON.stringify(chat(content));
+        // One write: headers and body leave together, as pooled HTTP clients send them.
+        socket.write(
+          `POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${KEY}\r\n` +
+            `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+        );
+        for (let t = 0; t < 200 && !/"usage"/.test(answers()[i] ?? ""); t++)
+          await new Promise((r) => setTimeout(r, 10));
+      }
+      const all = answers();
+      expect(all).toHaveLength(3);
+      for (const answer of all) {
+        expect(answer.startsWith("200 OK")).toBe(true);
+        expect(answer).toContain('"object":"chat.completion"');
+      }
+    } finally {
+      socket.destroy();
+    }
+  });
+
+  it("reads a body that arrives in pieces after the headers", async () => {
+    const text = JSON.stringify(chat("sent slowly"));
+    const pieces = [text.slice(0, 10), text.slice(10, 30), text.slice(30)];
+    const body = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        const piece = pieces.shift();
+        if (piece === undefined) return controller.close();
+        await new Promise((r) => setTimeout(r, 20));
+        controller.enqueue(new TextEncoder().encode(piece));
+      },
+    });
+    const res = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" },
+      body,
+      duplex: "half",
+    } as RequestInit);
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as { object: string }).object).toBe("chat.completion");
+  });
+
+  it("answers an empty body with 400", async () => {
+    const res = await post(gw, "/v1/chat/completions", "");
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: { message: string } }).error.message).toBe(
+      "Request body is empty; send a JSON object.",
+    );
   });
 
   it("answers a body that is not JSON with 400 in the messages style", async () => {

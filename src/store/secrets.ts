@@ -1,12 +1,13 @@
-import { createHash, randomBytes, randomFillSync, timingSafeEqual } from "node:crypto";
+import { hash, randomBytes, randomFillSync, timingSafeEqual } from "node:crypto";
 
 /** A gateway key: `kn-` + 32 random bytes in base64url (43 characters). */
 export function newGatewayKey(): string {
   return `kn-${randomBytes(32).toString("base64url")}`;
 }
 
+/** Every /v1 request hashes its key: the one-shot `hash` costs less than half of a Hash object. */
 export function hashSecret(value: string): string {
-  return createHash("sha256").update(value).digest("hex");
+  return hash("sha256", value, "hex");
 }
 
 /** What may be shown of a key after creation: enough to tell keys apart, never enough to use one. */

@@ -66,7 +66,26 @@ export function refuseDeclaredLength(contentLength: string | undefined, limit: n
  * A Node request's body as text, refused with 413 once it passes `limit` bytes as it arrives
  * (a chunked body has no declared length; the caller checks a declared one first).
  */
-export function readNodeBody(incoming: IncomingMessage, limit: number): Promise<string> {
+export async function readNodeBody(incoming: IncomingMessage, limit: number): Promise<string> {
+  // The usual body comes in the same packets as the headers. The route runs as soon as the
+  // headers are parsed; once the parser has gone through the rest (one microtask later), such a
+  // body sits whole in the stream's buffer and is taken with one read, without the flowing-mode
+  // ticks. Anything else (chunked, or still on its way) is read as it arrives.
+  const declared = incoming.headers["content-length"];
+  await undefined;
+  if (
+    declared !== undefined &&
+    incoming.headers["transfer-encoding"] === undefined &&
+    !incoming.readableFlowing &&
+    incoming.readableLength === Number(declared)
+  ) {
+    const whole = incoming.read() as Buffer | null;
+    return whole ? whole.toString("utf8") : "";
+  }
+  return arrivingBody(incoming, limit);
+}
+
+function arrivingBody(incoming: IncomingMessage, limit: number): Promise<string> {
   return new Promise((resolve, reject) => {
     const parts: Buffer[] = [];
     let size = 0;
