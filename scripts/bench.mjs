@@ -7,6 +7,8 @@
 //   node --cpu-prof --cpu-prof-dir=prof scripts/bench.mjs --only=gw-50
 //   node scripts/bench.mjs --stages       also the median time between steps at one connection
 //
+// Two floors run beside the gateway in the same process: a bare proxy (HTTP in and out) and a
+// minimal gateway (scripts/bench-minimal-gateway.mjs: the billing work with no structure).
 // The fake upstream always runs in a child process. The load generator runs in a child process by
 // default: on a 2-core machine that is the fairer number (the gateway keeps one core to itself).
 import { fork } from "node:child_process";
@@ -17,6 +19,7 @@ import { fileURLToPath } from "node:url";
 import { startGateway } from "../dist/index.js";
 import { startBareProxy } from "./bench-bare-proxy.mjs";
 import { runLoad } from "./bench-load.mjs";
+import { startMinimalGateway } from "./bench-minimal-gateway.mjs";
 import { collectStages } from "./bench-stages.mjs";
 
 const here = fileURLToPath(new URL(".", import.meta.url));
@@ -88,6 +91,7 @@ const gw = await startGateway({
 });
 
 const bare = await startBareProxy(upstreamUrl);
+const minimal = await startMinimalGateway(upstreamUrl, KEY);
 
 const body = (stream) =>
   JSON.stringify({
@@ -125,6 +129,13 @@ const scenarios = [
     id: "bare-1",
     label: "bare proxy (floor), JSON",
     target: bare.url,
+    connections: 1,
+    stream: false,
+  },
+  {
+    id: "min-1",
+    label: "minimal gateway (floor), JSON",
+    target: minimal.url,
     connections: 1,
     stream: false,
   },
@@ -179,17 +190,18 @@ try {
 } finally {
   await gw.close();
   await bare.close();
+  await minimal.close();
   upstreamChild.proc.kill();
   rmSync(dir, { recursive: true, force: true });
 }
 
-const ms = (v) => (v === undefined || Number.isNaN(v) ? "-" : v.toFixed(3));
+const ms = (v) => (typeof v !== "number" || Number.isNaN(v) ? "-" : v.toFixed(3));
 const rows = scenarios
   .filter((s) => results.has(s.id))
   .map((s) => {
     const r = results.get(s.id);
     const cpu =
-      (s.target === gw.url || s.target === bare.url) && !inline
+      (s.target === gw.url || s.target === bare.url || s.target === minimal.url) && !inline
         ? Math.round(r.cpuPerRequestUs).toString()
         : "-";
     return [
@@ -245,17 +257,23 @@ const added = (gwId, upId, field) => {
 };
 console.log("");
 console.log(
-  `gateway JSON throughput at 50 connections: ${Math.round(results.get("gw-50")?.rps ?? 0)} req/s (target >= 6000)`,
+  `gateway JSON throughput at 50 connections:   ${Math.round(results.get("gw-50")?.rps ?? 0)} req/s (target >= 6000)`,
 );
 console.log(
-  `added p50 at 1 connection:                 ${ms(added("gw-1", "up-1", "p50"))} ms (target <= 0.25)`,
+  `added p50 at 1 connection:                   ${ms(added("gw-1", "up-1", "p50"))} ms (target <= 0.25)`,
 );
 console.log(
-  `added stream TTFB p50 at 1 connection:     ${ms(added("gw-s1", "up-s1", "ttfbP50"))} ms (target <= 1)`,
+  `added stream TTFB p50 at 1 connection:       ${ms(added("gw-s1", "up-s1", "ttfbP50"))} ms (target <= 1)`,
 );
 console.log(
-  `bare proxy's added p50 at 1 connection:    ${ms(added("bare-1", "up-1", "p50"))} ms (the floor: HTTP in and out, no gateway work)`,
+  `bare proxy's added p50 at 1 connection:      ${ms(added("bare-1", "up-1", "p50"))} ms (the floor: HTTP in and out, no gateway work)`,
 );
 console.log(
-  `gateway's own work at 1 connection:        ${ms(added("gw-1", "bare-1", "p50"))} ms (gateway minus the bare proxy: auth, limits, billing, commit, log)`,
+  `minimal gateway's added p50 at 1 connection: ${ms(added("min-1", "up-1", "p50"))} ms (the floor with the billing work: key hash, parse, hold, charge and log committed first)`,
+);
+console.log(
+  `gateway's own work at 1 connection:          ${ms(added("gw-1", "bare-1", "p50"))} ms (gateway minus the bare proxy: auth, limits, billing, commit, log)`,
+);
+console.log(
+  `gateway's structure at 1 connection:         ${ms(added("gw-1", "min-1", "p50"))} ms (gateway minus the minimal gateway: routing, limits, dispatch layers, translation hooks)`,
 );
