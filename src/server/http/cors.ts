@@ -30,9 +30,10 @@ export function sendWithCors(
 }
 
 /**
- * The spec's CORS for /v1: any origin, any request headers, never credentials. Headers are added
- * to the finished response in place; Hono's own middleware touches the response before the
- * handler runs, which makes every answer be rebuilt and copied.
+ * The spec's CORS for the /v1 routes on Hono: any origin, any request headers, never credentials.
+ * Headers are added to the finished response in place; Hono's own middleware touches the response
+ * before the handler runs, which makes every answer be rebuilt and copied. (The completion routes
+ * send the same headers themselves: `sendWithCors`.)
  */
 export function openCors(): MiddlewareHandler {
   return async (c, next) => {
@@ -47,8 +48,6 @@ export function openCors(): MiddlewareHandler {
       });
     }
     await next();
-    // Already written to the socket (and a shared object): its headers carried these.
-    if (c.res.headers.has("x-hono-already-sent")) return;
     const headers = c.res.headers;
     for (const [name, value] of Object.entries(corsResponseHeaders)) headers.set(name, value);
   };
