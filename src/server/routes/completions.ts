@@ -92,13 +92,15 @@ function completionRoute(s: Services, style: ClientStyle, endpoint: string): Nod
   const route = `POST /v1/${endpoint.replace(".", "/")}`;
   return (incoming, outgoing) => {
     complete(s, style, endpoint, incoming, outgoing).catch((err: unknown) => {
-      if (outgoing.headersSent) {
+      try {
+        // A stream already under way reports its own errors; nothing else can be said here.
+        if (outgoing.headersSent) throw err;
+        const answer = errorAnswer(err, errorStyle, route);
+        const { "content-type": contentType, ...headers } = answer.headers;
+        sendWithCors(outgoing, answer.status, contentType, answer.body, headers);
+      } catch {
         outgoing.destroy();
-        return;
       }
-      const answer = errorAnswer(err, errorStyle, route);
-      const { "content-type": contentType, ...headers } = answer.headers;
-      sendWithCors(outgoing, answer.status, contentType, answer.body, headers);
     });
   };
 }
