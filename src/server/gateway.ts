@@ -115,7 +115,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
           });
           await jobRunner.stop();
           await services.http.close();
-          services.ledger.flush();
+          services.ledger.close();
           await checkpointer?.stop();
           forgetServeRuntime(store.db);
           store.close();

@@ -240,4 +240,13 @@ export const migrations: string[] = [
     started_at INTEGER NOT NULL
   );
   `,
+  // 4: the last settlement of the settlement journal (<db>-settlements) that the database holds,
+  // written in the same transaction as the settlements themselves.
+  `
+  CREATE TABLE ledger_journal (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    applied_seq INTEGER NOT NULL
+  );
+  INSERT INTO ledger_journal (id, applied_seq) VALUES (1, 0);
+  `,
 ];

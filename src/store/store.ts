@@ -35,7 +35,7 @@ export class Store {
 
   private readonly runInTransaction: ReturnType<DB["transaction"]>;
 
-  constructor(path: string) {
+  constructor(readonly path: string) {
     this.db = openDatabase(path);
     this.stmts = prepare(this.db);
     this.runInTransaction = this.db.transaction((fn: () => unknown) => fn());

@@ -1,4 +1,5 @@
 import type { Statement } from "better-sqlite3";
+import { SettlementJournal } from "../../store/settlement-journal.js";
 import type { Store } from "../../store/store.js";
 import { type AccountRow, parseSubscription } from "../../store/types.js";
 import type { Subscription } from "../config/schema.js";
@@ -58,6 +59,25 @@ export interface SettleInput {
   now: number;
 }
 
+/** A row of request_log, in the column order of the insert. */
+type LogRow = (string | number | null)[];
+
+/** One queued database write, as data: it is also a line of the settlement journal. */
+type LedgerWrite =
+  | {
+      kind: "settle";
+      seq: number;
+      accountId: string;
+      payment: Payment;
+      charge: number;
+      /** The UTC day a delivered free request counts on. */
+      freeDay: string | null;
+      /** Subscription windows a delivered request counts in: [name, start]. */
+      windows: [string, number][];
+      log: LogRow;
+    }
+  | { kind: "resetPayg"; seq: number; accountId: string; start: number };
+
 const planLimitMessage =
   "Kuota paket langganan Anda untuk periode ini sudah habis. Tunggu hingga periode berikutnya dimulai atau aktifkan PAYG.";
 
@@ -105,6 +125,11 @@ const add = (map: Map<string, number>, key: string, n: number) => {
  * needs no write; settlement updates the cached account at once and queues its writes, which
  * commit together in one transaction per event-loop turn (`committed()` waits for it). Balance,
  * allowance counts and the request_log row of a request always land in the same transaction.
+ *
+ * When no other request is in flight there is nothing to batch with: `committed()` then makes the
+ * queued writes durable by appending them to the settlement journal (one `write`) and the answer
+ * leaves before the SQLite transaction, which follows within the same event-loop turn. A restart
+ * applies journal lines the database does not hold yet, exactly once.
  */
 export class Ledger {
   private readonly s: Record<string, Statement>;
@@ -113,11 +138,20 @@ export class Ledger {
   private open = 0;
   private readonly freeUsedCache = new Map<string, number>();
   private readonly windowUsedCache = new Map<string, { start: number; used: number }>();
-  private queue: (() => void)[] = [];
+  private queue: LedgerWrite[] = [];
+  /** How many writes at the head of the queue are already in the journal. */
+  private journaled = 0;
+  /** Cached rows were read again while answered writes were still queued. */
+  private stale = false;
+  private seq: number;
+  private readonly journal: SettlementJournal | undefined;
   private waiters: { resolve: () => void; reject: (err: unknown) => void }[] = [];
   private flushTimer: NodeJS.Immediate | undefined;
 
-  constructor(private readonly store: Store) {
+  constructor(
+    private readonly store: Store,
+    openJournal: (path: string) => SettlementJournal = (path) => new SettlementJournal(path),
+  ) {
     const db = store.db;
     this.s = {
       charge: db.prepare("UPDATE accounts SET balance_micro = balance_micro - ? WHERE id = ?"),
@@ -147,8 +181,29 @@ export class Ledger {
            stream, created_at, finished_at)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       ),
+      appliedSeq: db.prepare("SELECT applied_seq FROM ledger_journal WHERE id = 1"),
+      setAppliedSeq: db.prepare("UPDATE ledger_journal SET applied_seq = ? WHERE id = 1"),
     };
+    this.seq = (this.s.appliedSeq.get() as { applied_seq: number }).applied_seq;
+    if (store.path !== ":memory:") {
+      const path = `${store.path}-settlements`;
+      this.recoverJournal(path);
+      this.journal = openJournal(path);
+      this.journal.clear();
+    }
     store.onBeforeAccountWrite(() => this.flush());
+  }
+
+  /** Settlements a crash left in the journal only: applied now, in order, each once. */
+  private recoverJournal(path: string): void {
+    const pending = (SettlementJournal.read(path) as LedgerWrite[]).filter((w) => w.seq > this.seq);
+    if (pending.length === 0) return;
+    this.store.transaction(() => {
+      for (const w of pending) this.apply(w);
+      this.s.setAppliedSeq.run(pending[pending.length - 1].seq);
+    });
+    this.seq = pending[pending.length - 1].seq;
+    this.store.invalidateAll();
   }
 
   // ---- admission ------------------------------------------------------------
@@ -230,7 +285,7 @@ export class Ledger {
     );
     account.payg_window_start = start;
     account.payg_spent_micro = 0;
-    this.enqueue(() => this.s.resetPayg.run(start, account.id));
+    this.enqueue({ kind: "resetPayg", seq: ++this.seq, accountId: account.id, start });
   }
 
   private windowsWithRoom(
@@ -291,13 +346,15 @@ export class Ledger {
         used: this.subscriptionUsed(r.accountId, name, start) + 1,
       });
     }
-    const write = () => {
-      if (charge > 0 && r.payment === "balance") this.s.charge.run(charge, r.accountId);
-      if (charge > 0 && r.payment === "payg") this.s.chargePayg.run(charge, r.accountId);
-      if (input.delivered && r.payment === "free") this.s.countFree.run(r.accountId, r.paymentRef);
-      for (const [name, start] of windows) this.s.countWindow.run(r.accountId, name, start);
-      // Positional parameters: binding a named-parameter object costs more on every request.
-      this.s.log.run(
+    const write: LedgerWrite = {
+      kind: "settle",
+      seq: ++this.seq,
+      accountId: r.accountId,
+      payment: r.payment,
+      charge,
+      freeDay: input.delivered && r.payment === "free" ? r.paymentRef : null,
+      windows,
+      log: [
         r.id,
         r.accountId,
         r.keyId,
@@ -316,9 +373,9 @@ export class Ledger {
         r.stream ? 1 : 0,
         r.createdAt,
         input.now,
-      );
+      ],
     };
-    if (options.writeNow) write();
+    if (options.writeNow) this.apply(write);
     else this.enqueue(write);
     return charge;
   }
@@ -378,7 +435,20 @@ export class Ledger {
 
   // ---- the write queue ------------------------------------------------------
 
-  private enqueue(write: () => void): void {
+  private apply(w: LedgerWrite): void {
+    if (w.kind === "resetPayg") {
+      this.s.resetPayg.run(w.start, w.accountId);
+      return;
+    }
+    if (w.charge > 0 && w.payment === "balance") this.s.charge.run(w.charge, w.accountId);
+    if (w.charge > 0 && w.payment === "payg") this.s.chargePayg.run(w.charge, w.accountId);
+    if (w.freeDay) this.s.countFree.run(w.accountId, w.freeDay);
+    for (const [name, start] of w.windows) this.s.countWindow.run(w.accountId, name, start);
+    // Positional parameters: binding a named-parameter object costs more on every request.
+    this.s.log.run(...w.log);
+  }
+
+  private enqueue(write: LedgerWrite): void {
     this.queue.push(write);
     this.flushTimer ??= setImmediate(() => this.flushQueued());
   }
@@ -396,30 +466,54 @@ export class Ledger {
     if (this.flushTimer) clearImmediate(this.flushTimer);
     this.flushTimer = undefined;
     const writes = this.queue;
+    const journaled = this.journaled;
     const waiters = this.waiters;
     this.queue = [];
+    this.journaled = 0;
     this.waiters = [];
     try {
       if (writes.length > 0) {
         this.store.transaction(() => {
-          for (const write of writes) write();
+          for (const write of writes) this.apply(write);
+          this.s.setAppliedSeq.run(writes[writes.length - 1].seq);
         });
       }
     } catch (err) {
       // The cached rows may now be ahead of the database: read them again from the truth.
       this.store.invalidateAll();
+      // Writes already in the journal were answered: they stay queued and land with the next
+      // batch (or at the next start). The others fail with their requests.
+      this.queue = writes.slice(0, journaled);
+      this.journaled = journaled;
+      this.stale = journaled > 0;
       for (const w of waiters) w.reject(err);
       throw err;
+    }
+    this.journal?.applied();
+    // Writes that failed once were missing from the rows read again meanwhile.
+    if (this.stale) {
+      this.stale = false;
+      this.store.invalidateAll();
     }
     for (const w of waiters) w.resolve();
   }
 
-  /** Resolves when everything settled so far is committed. */
+  /** Resolves when everything settled so far is durable. */
   committed(): Promise<void> {
-    if (this.queue.length === 0) return Promise.resolve();
-    // No other request is between admission and settlement, so none would join this batch: commit
-    // now instead of an event-loop turn later (the one-connection latency).
+    if (this.queue.length === this.journaled) return Promise.resolve();
+    // No other request is between admission and settlement, so none would join this batch: make
+    // it durable in the journal now and let the answer leave; the transaction follows this turn.
     if (this.open === 0) {
+      if (this.journal) {
+        try {
+          const lines = this.queue.slice(this.journaled).map((w) => `${JSON.stringify(w)}\n`);
+          this.journal.append(lines.join(""));
+          this.journaled = this.queue.length;
+          return Promise.resolve();
+        } catch {
+          // The journal cannot take them (a full disk): commit them now, or fail with them.
+        }
+      }
       try {
         this.flush();
         return Promise.resolve();
@@ -428,6 +522,11 @@ export class Ledger {
       }
     }
     return new Promise((resolve, reject) => this.waiters.push({ resolve, reject }));
+  }
+
+  close(): void {
+    this.flush();
+    this.journal?.close();
   }
 }
 

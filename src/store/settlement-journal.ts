@@ -1,0 +1,76 @@
+import {
+  closeSync,
+  existsSync,
+  fstatSync,
+  ftruncateSync,
+  openSync,
+  readFileSync,
+  writeSync,
+} from "node:fs";
+
+/** Truncated once everything in it is in SQLite and it has grown past this. */
+const truncateAtBytes = 1024 * 1024;
+
+/**
+ * An append-only file of settlements beside the database (`<db>-settlements`), one JSON line each.
+ * A settlement is durable once its line is written (a process crash keeps what `write` handed to
+ * the kernel, as SQLite's WAL with synchronous=NORMAL does), so an answer can leave before the
+ * SQLite transaction that applies it. Each line carries a sequence number; the database records
+ * the last one applied in the same transaction as the writes, so a restart applies the rest
+ * exactly once.
+ */
+export class SettlementJournal {
+  private readonly fd: number;
+  private size: number;
+
+  constructor(readonly path: string) {
+    this.fd = openSync(path, "a");
+    this.size = fstatSync(this.fd).size;
+  }
+
+  /** The records written before a crash, in order; a torn last line is dropped. */
+  static read(path: string): { seq: number }[] {
+    if (!existsSync(path)) return [];
+    const records: { seq: number }[] = [];
+    for (const line of readFileSync(path, "utf8").split("\n")) {
+      if (line === "") continue;
+      try {
+        records.push(JSON.parse(line) as { seq: number });
+      } catch {
+        break;
+      }
+    }
+    return records;
+  }
+
+  /** Appends whole lines, or nothing: a short write (a full disk) is cut off again and throws. */
+  append(lines: string): void {
+    const bytes = Buffer.from(lines, "utf8");
+    let written = 0;
+    try {
+      written = writeSync(this.fd, bytes);
+    } finally {
+      if (written !== bytes.length) ftruncateSync(this.fd, this.size);
+    }
+    if (written !== bytes.length) throw new Error("settlement journal: short write");
+    this.size += written;
+  }
+
+  /** Everything appended so far has been applied to the database. */
+  applied(): void {
+    if (this.size < truncateAtBytes) return;
+    ftruncateSync(this.fd, 0);
+    this.size = 0;
+  }
+
+  /** At start-up, after the records have been applied. */
+  clear(): void {
+    if (this.size === 0) return;
+    ftruncateSync(this.fd, 0);
+    this.size = 0;
+  }
+
+  close(): void {
+    closeSync(this.fd);
+  }
+}

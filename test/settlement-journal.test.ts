@@ -1,0 +1,189 @@
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import Database from "better-sqlite3";
+import { afterAll, describe, expect, it } from "vitest";
+import { Ledger } from "../src/server/billing/ledger.js";
+import { SettlementJournal } from "../src/store/settlement-journal.js";
+import { Store } from "../src/store/store.js";
+
+/** A journal on a disk that is full: every append fails. */
+class FullDiskJournal extends SettlementJournal {
+  override append(): void {
+    throw new Error("ENOSPC: no space left on device, write");
+  }
+}
+
+/**
+ * An answer leaves once its settlement is in the journal, before the SQLite transaction. A process
+ * killed in between must still have charged the request, exactly once, after a restart.
+ */
+const dir = mkdtempSync(join(tmpdir(), "gateway-journal-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const dist = join(import.meta.dirname, "..", "dist");
+const balanceMicro = 1_000_000_000;
+const committedCost = 1_000;
+const costMicro = 12_345;
+
+/**
+ * Settles two requests: the first one all the way into SQLite (its journal line stays, already
+ * applied), the second only into the journal, and is killed before the event loop turns (where
+ * its commit would run).
+ */
+const crashingSettler = `
+import { Store } from ${JSON.stringify(join(dist, "store", "store.js"))};
+import { Ledger } from ${JSON.stringify(join(dist, "server", "billing", "ledger.js"))};
+const store = new Store(process.argv[2]);
+const ledger = new Ledger(store);
+const now = Date.now();
+const settle = (id, cost) => {
+  const r = ledger.reserve({ id, accountId: "acct", keyId: null, endpoint: "chat.completions",
+    model: "m", stream: false, worstCaseMicro: 100000, subscriptionModel: false, now });
+  ledger.settle(r, { status: 200, costMicro: cost, inputTokens: 10, outputTokens: 5,
+    providerId: "p", delivered: true, now });
+  void ledger.committed();
+};
+settle("req_committed", ${committedCost});
+ledger.flush();
+settle("req_crash", ${costMicro});
+process.kill(process.pid, "SIGKILL");
+`;
+
+function state(dbPath: string) {
+  const db = new Database(dbPath, { readonly: true });
+  try {
+    return {
+      balance: (
+        db.prepare("SELECT balance_micro FROM accounts WHERE id = 'acct'").get() as {
+          balance_micro: number;
+        }
+      ).balance_micro,
+      logged: db.prepare("SELECT id, state, cost_micro FROM request_log ORDER BY rowid").all(),
+    };
+  } finally {
+    db.close();
+  }
+}
+
+describe("the settlement journal", () => {
+  it("applies a settlement that was answered but not committed, once, after a crash", async () => {
+    const dbPath = join(dir, "gateway.db");
+    const setup = new Store(dbPath);
+    setup.db
+      .prepare("INSERT INTO accounts (id, balance_micro, created_at) VALUES ('acct', ?, 0)")
+      .run(balanceMicro);
+    setup.close();
+
+    const script = join(dir, "settle-and-crash.mjs");
+    writeFileSync(script, crashingSettler);
+    const child = spawn(process.execPath, [script, dbPath], { stdio: "inherit" });
+    const [code, signal] = await once(child, "exit");
+    expect([code, signal]).toEqual([null, "SIGKILL"]);
+
+    // The crash came between the second journal line and its transaction.
+    const journal = `${dbPath}-settlements`;
+    expect(readFileSync(journal, "utf8").trim().split("\n")).toHaveLength(2);
+    const committed = { id: "req_committed", state: "settled", cost_micro: committedCost };
+    expect(state(dbPath)).toEqual({ balance: balanceMicro - committedCost, logged: [committed] });
+    // A line torn by the crash is ignored.
+    appendFileSync(journal, '{"kind":"settle","seq":9');
+
+    for (let restart = 0; restart < 2; restart++) {
+      const store = new Store(dbPath);
+      const ledger = new Ledger(store);
+      const charged = balanceMicro - committedCost - costMicro;
+      expect(store.getAccount("acct")?.balance_micro).toBe(charged);
+      ledger.close();
+      store.close();
+      expect(state(dbPath)).toEqual({
+        balance: charged,
+        logged: [committed, { id: "req_crash", state: "settled", cost_micro: costMicro }],
+      });
+      expect(readFileSync(journal, "utf8")).toBe("");
+    }
+  });
+
+  it("keeps an answered settlement queued when its transaction fails, and applies it once later", () => {
+    const dbPath = join(dir, "retry.db");
+    const store = new Store(dbPath);
+    store.db
+      .prepare("INSERT INTO accounts (id, balance_micro, created_at) VALUES ('acct', ?, 0)")
+      .run(balanceMicro);
+    const ledger = new Ledger(store);
+    const now = Date.now();
+    const r = ledger.reserve({
+      id: "req_retry",
+      accountId: "acct",
+      keyId: null,
+      endpoint: "chat.completions",
+      model: "m",
+      stream: false,
+      worstCaseMicro: 100_000,
+      subscriptionModel: false,
+      now,
+    });
+    ledger.settle(r, {
+      status: 200,
+      costMicro,
+      inputTokens: 10,
+      outputTokens: 5,
+      providerId: "p",
+      delivered: true,
+      now,
+    });
+    void ledger.committed(); // in the journal: the answer may leave
+    // The charge would take the balance below zero: the CHECK constraint fails the transaction.
+    const setBalance = store.db.prepare("UPDATE accounts SET balance_micro = ? WHERE id = 'acct'");
+    setBalance.run(0);
+    expect(() => ledger.flush()).toThrow(/CHECK/);
+    setBalance.run(balanceMicro);
+    ledger.flush();
+    ledger.flush();
+    expect(store.getAccount("acct")?.balance_micro).toBe(balanceMicro - costMicro);
+    ledger.close();
+    store.close();
+    expect(state(dbPath)).toEqual({
+      balance: balanceMicro - costMicro,
+      logged: [{ id: "req_retry", state: "settled", cost_micro: costMicro }],
+    });
+  });
+
+  it("commits at once when the journal cannot take a settlement (a full disk)", async () => {
+    const dbPath = join(dir, "full.db");
+    const store = new Store(dbPath);
+    store.db
+      .prepare("INSERT INTO accounts (id, balance_micro, created_at) VALUES ('acct', ?, 0)")
+      .run(balanceMicro);
+    const ledger = new Ledger(store, (path) => new FullDiskJournal(path));
+    const now = Date.now();
+    const r = ledger.reserve({
+      id: "req_full",
+      accountId: "acct",
+      keyId: null,
+      endpoint: "chat.completions",
+      model: "m",
+      stream: false,
+      worstCaseMicro: 100_000,
+      subscriptionModel: false,
+      now,
+    });
+    ledger.settle(r, {
+      status: 200,
+      costMicro,
+      inputTokens: 10,
+      outputTokens: 5,
+      providerId: "p",
+      delivered: true,
+      now,
+    });
+    const durable = ledger.committed();
+    // Before the event loop turns: the transaction already ran.
+    expect(state(dbPath).balance).toBe(balanceMicro - costMicro);
+    await durable;
+    ledger.close();
+    store.close();
+  });
+});
