@@ -1,7 +1,8 @@
 import { clientClosed } from "./errors.js";
+import type { GoneSignal } from "./http/client-signal.js";
 
 /** Waits `ms`; a client that leaves meanwhile (the signal aborts) ends the wait with client_closed. */
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+export function sleep(ms: number, signal?: GoneSignal): Promise<void> {
   if (ms <= 0) return Promise.resolve();
   return new Promise((resolve, reject) => {
     const timer = setTimeout(resolve, ms);

@@ -3,6 +3,7 @@ import type { AccountRow, ByokRow, KeyWithAccount, ModelRow } from "../../store/
 import { parseSubscription } from "../../store/types.js";
 import type { Target } from "../dispatch/resolve.js";
 import { GatewayError } from "../errors.js";
+import type { GoneSignal } from "../http/client-signal.js";
 import type { RateHeaders } from "../limits/request-limits.js";
 import type { Services } from "../services.js";
 import type { Usage } from "../wire/usage.js";
@@ -17,7 +18,7 @@ export interface AdmitInput {
   accountRpm: boolean;
   worstCase: (model: ModelRow) => WorstCase;
   stream: boolean;
-  signal: AbortSignal;
+  signal: GoneSignal;
 }
 
 export interface Admission {

@@ -1,6 +1,7 @@
 import type { Store } from "../../store/store.js";
 import type { ByokRow, ProviderRow } from "../../store/types.js";
 import { GatewayError, upstreamRejection } from "../errors.js";
+import type { GoneSignal } from "../http/client-signal.js";
 import { StreamBroken } from "./bridges.js";
 import { awaitFirstPiece, type FirstPiece } from "./first-piece.js";
 import type { KeyPools } from "./key-pool.js";
@@ -69,7 +70,7 @@ export class Dispatcher {
    */
   async dispatchWith<T>(
     target: Target,
-    signal: AbortSignal,
+    signal: GoneSignal,
     options: DispatchOptions,
     call: (attempt: Attempt) => Promise<{ value: T; streaming: boolean }>,
   ): Promise<DispatchOutcome<T>> {

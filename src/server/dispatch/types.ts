@@ -1,5 +1,6 @@
 import type { ModelRow, ProviderRow } from "../../store/types.js";
 import type { ErrorCode } from "../errors.js";
+import type { GoneSignal } from "../http/client-signal.js";
 import type { Usage } from "../wire/usage.js";
 
 export type ClientStyle = "chat" | "messages" | "responses";
@@ -10,7 +11,7 @@ export interface CompletionRequest {
   body: Record<string, unknown>;
   stream: boolean;
   clientModel: string;
-  signal: AbortSignal;
+  signal: GoneSignal;
   /** The client's `anthropic-beta` header: forwarded to anthropic-wire providers (Claude Code relies on it). */
   anthropicBeta?: string;
 }

@@ -3,23 +3,74 @@ import type { Context } from "hono";
 import { nodeOutgoing } from "./node-bindings.js";
 
 /**
+ * What the request path needs to know of a client that may leave: whether it has, and a way to be
+ * told. An AbortSignal is one; `ClientGone` is a far cheaper one for the completion routes.
+ */
+export interface GoneSignal {
+  readonly aborted: boolean;
+  readonly reason: unknown;
+  addEventListener(type: "abort", listener: () => void, options?: { once?: boolean }): void;
+  removeEventListener(type: "abort", listener: () => void): void;
+}
+
+/**
  * Aborts when the client goes away before its response is complete. On the Node server this
  * listens to the response's socket; touching `c.req.raw.signal` instead would make Hono build a
  * full Request object for every call, which costs more than the rest of the routing.
  */
 export function clientSignal(c: Context): AbortSignal {
-  const outgoing = nodeOutgoing(c);
-  if (outgoing) return responseSignal(outgoing);
   const abort = new AbortController();
-  c.req.raw.signal.addEventListener("abort", () => abort.abort(), { once: true });
+  const outgoing = nodeOutgoing(c);
+  if (outgoing) {
+    outgoing.once("close", () => {
+      if (!outgoing.writableFinished) abort.abort();
+    });
+  } else {
+    c.req.raw.signal.addEventListener("abort", () => abort.abort(), { once: true });
+  }
   return abort.signal;
 }
 
-/** Aborts when the response's connection closes before the response is complete. */
-export function responseSignal(outgoing: ServerResponse): AbortSignal {
+/**
+ * Aborts when the response's connection closes before the response is complete. An
+ * AbortController is an EventTarget, and creating one and adding and removing its listener cost
+ * about 0.03 ms of a completion's added latency at one connection; this costs an object.
+ */
+export class ClientGone implements GoneSignal {
+  aborted = false;
+  reason: unknown = undefined;
+  private listeners: (() => void)[] = [];
+
+  constructor(outgoing: ServerResponse) {
+    outgoing.once("close", () => {
+      if (!outgoing.writableFinished) this.abort();
+    });
+  }
+
+  private abort(): void {
+    if (this.aborted) return;
+    this.aborted = true;
+    this.reason = new DOMException("The client closed the connection.", "AbortError");
+    const listeners = this.listeners;
+    this.listeners = [];
+    for (const listener of listeners) listener();
+  }
+
+  addEventListener(_type: "abort", listener: () => void): void {
+    if (!this.aborted) this.listeners.push(listener);
+  }
+
+  removeEventListener(_type: "abort", listener: () => void): void {
+    const at = this.listeners.indexOf(listener);
+    if (at !== -1) this.listeners.splice(at, 1);
+  }
+}
+
+/** A real AbortSignal that follows `gone`, for APIs that take nothing else. */
+export function abortSignalOf(gone: GoneSignal): AbortSignal {
+  if (gone instanceof AbortSignal) return gone;
   const abort = new AbortController();
-  outgoing.once("close", () => {
-    if (!outgoing.writableFinished) abort.abort();
-  });
+  if (gone.aborted) abort.abort(gone.reason);
+  else gone.addEventListener("abort", () => abort.abort(gone.reason), { once: true });
   return abort.signal;
 }

@@ -1,5 +1,6 @@
 import type { AccountRow, TierRow } from "../../store/types.js";
 import { GatewayError } from "../errors.js";
+import type { GoneSignal } from "../http/client-signal.js";
 import { sleep } from "../sleep.js";
 import { WindowCounter } from "./window-counter.js";
 
@@ -70,7 +71,7 @@ export class RequestLimits {
     accountId: string,
     tier: TierRow,
     now: () => number,
-    signal?: AbortSignal,
+    signal?: GoneSignal,
   ): Promise<void> {
     if (tier.burst_spacing_ms <= 0) return;
     const t = now();

@@ -1,5 +1,6 @@
 import type { Agent, Dispatcher } from "undici";
 import { UpstreamFailure } from "../dispatch/types.js";
+import { abortSignalOf, type GoneSignal } from "../http/client-signal.js";
 import { rejectionReason, retryAfterMs } from "./classify.js";
 
 /** Bounded read of an error body, only to classify it. */
@@ -38,7 +39,7 @@ export class UpstreamHttp {
     headers: Record<string, string>,
     body: Body,
     timeoutMs: number,
-    signal: AbortSignal,
+    signal: GoneSignal,
   ): Promise<T> {
     return parseJsonAnswer<T>(await this.postForBytes(url, headers, body, timeoutMs, signal));
   }
@@ -50,7 +51,7 @@ export class UpstreamHttp {
     // Bytes too: multipart uploads (audio transcriptions) are built as one buffer.
     body: Body,
     timeoutMs: number,
-    signal: AbortSignal,
+    signal: GoneSignal,
   ): Promise<Buffer> {
     let answer: WholeAnswer;
     try {
@@ -84,7 +85,7 @@ export class UpstreamHttp {
     headers: Record<string, string>,
     body: Body,
     timeoutMs: number,
-    signal: AbortSignal,
+    signal: GoneSignal,
   ): Promise<AsyncGenerator<Uint8Array>> {
     let response: Dispatcher.ResponseData;
     try {
@@ -96,7 +97,7 @@ export class UpstreamHttp {
         method: "POST",
         headers,
         body,
-        signal,
+        signal: abortSignalOf(signal),
         headersTimeout: timeoutMs,
         bodyTimeout: timeoutMs,
       });
@@ -131,7 +132,7 @@ class WholeAnswerReader implements Dispatcher.DispatchHandler {
   private done = false;
 
   constructor(
-    private readonly signal: AbortSignal,
+    private readonly signal: GoneSignal,
     private readonly resolve: (answer: WholeAnswer) => void,
     private readonly reject: (err: unknown) => void,
   ) {
@@ -194,7 +195,7 @@ class WholeAnswerReader implements Dispatcher.DispatchHandler {
   }
 }
 
-function abortReason(signal: AbortSignal): Error {
+function abortReason(signal: GoneSignal): Error {
   return signal.reason instanceof Error ? signal.reason : new Error("aborted");
 }
 

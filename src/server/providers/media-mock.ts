@@ -1,6 +1,7 @@
 import type { ProviderRow } from "../../store/types.js";
 import { UpstreamFailure } from "../dispatch/types.js";
 import { badRequest } from "../errors.js";
+import type { GoneSignal } from "../http/client-signal.js";
 import {
   extendMockVideo,
   isMockSpeechFormat,
@@ -47,7 +48,7 @@ export function mockJobMs(provider: ProviderRow): number {
 export async function mockMediaPreamble(
   provider: ProviderRow,
   prompt: string,
-  signal: AbortSignal,
+  signal: GoneSignal,
   extraMs = 0,
 ): Promise<void> {
   const options = mockMediaOptions(provider);

@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type { Attempt } from "../dispatch/types.js";
 import { UpstreamFailure } from "../dispatch/types.js";
+import type { GoneSignal } from "../http/client-signal.js";
 import { joinUrl, parseJsonAnswer, type UpstreamHttp } from "./http-upstream.js";
 
 /**
@@ -34,7 +35,7 @@ export async function openaiImages(
   http: UpstreamHttp,
   attempt: Attempt,
   body: Record<string, unknown>,
-  signal: AbortSignal,
+  signal: GoneSignal,
 ): Promise<UpstreamImages> {
   const json = await http.postJson<Partial<UpstreamImages>>(
     endpoint(attempt, "/images/generations"),
@@ -51,7 +52,7 @@ export async function openaiSpeech(
   http: UpstreamHttp,
   attempt: Attempt,
   body: Record<string, unknown>,
-  signal: AbortSignal,
+  signal: GoneSignal,
 ): Promise<Buffer> {
   return http.postForBytes(
     endpoint(attempt, "/audio/speech"),
@@ -78,7 +79,7 @@ export async function openaiTranscription(
   attempt: Attempt,
   fields: Record<string, string>,
   file: UploadedFile,
-  signal: AbortSignal,
+  signal: GoneSignal,
 ): Promise<UpstreamTranscript> {
   const form = multipartBody({ ...fields, model: attempt.model.upstream_model }, file);
   const answer = await http.postForBytes(

@@ -8,6 +8,7 @@ import {
   UpstreamFailure,
 } from "../dispatch/types.js";
 import type { ErrorCode } from "../errors.js";
+import type { GoneSignal } from "../http/client-signal.js";
 import { sleep } from "../sleep.js";
 import type { ChatCompletionChunk, ChatCompletionResponse } from "../wire/openai-types.js";
 import { type MockPlan, type MockTiming, mockFailure, planMockReply } from "./mock-chat.js";
@@ -101,7 +102,7 @@ async function* mockChunks(
   model: string,
   plan: MockPlan,
   timing: MockTiming,
-  signal: AbortSignal,
+  signal: GoneSignal,
 ): AsyncGenerator<ChatCompletionChunk> {
   const base = { id, object: "chat.completion.chunk", created, model } as const;
   const chunk = (delta: object, finish: string | null = null): ChatCompletionChunk =>

@@ -20,7 +20,7 @@ import {
   GatewayError,
   internalError,
 } from "../errors.js";
-import { responseSignal } from "../http/client-signal.js";
+import { ClientGone } from "../http/client-signal.js";
 import { corsResponseHeaders, sendWithCors } from "../http/cors.js";
 import { parseJsonBody, readNodeBody, refuseDeclaredLength } from "../http/json-body.js";
 import type { NodeRoute } from "../http/node-listener.js";
@@ -129,7 +129,7 @@ async function complete(
   const target = forModality(resolveTarget(s.store.getCatalog(), body.model), "chat");
   const stream = body.stream === true;
   const requested = outputLimit(style, body);
-  const signal = responseSignal(outgoing);
+  const signal = new ClientGone(outgoing);
 
   const admission = await admit(s, {
     key,
