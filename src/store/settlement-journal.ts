@@ -45,14 +45,14 @@ export class SettlementJournal {
 
   /** Appends whole lines, or nothing: a short write (a full disk) is cut off again and throws. */
   append(lines: string): void {
-    const bytes = Buffer.from(lines, "utf8");
+    const length = Buffer.byteLength(lines);
     let written = 0;
     try {
-      written = writeSync(this.fd, bytes);
+      written = writeSync(this.fd, lines);
     } finally {
-      if (written !== bytes.length) ftruncateSync(this.fd, this.size);
+      if (written !== length) ftruncateSync(this.fd, this.size);
     }
-    if (written !== bytes.length) throw new Error("settlement journal: short write");
+    if (written !== length) throw new Error("settlement journal: short write");
     this.size += written;
   }
 

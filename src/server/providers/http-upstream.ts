@@ -185,7 +185,7 @@ class WholeAnswerReader implements Dispatcher.DispatchHandler {
       this.reject(err);
       return;
     }
-    const body = Buffer.concat(this.chunks);
+    const body = this.chunks.length === 1 ? this.chunks[0] : Buffer.concat(this.chunks);
     const whole = this.status >= 200 && this.status < 300;
     this.resolve({
       status: this.status,
