@@ -275,5 +275,5 @@ console.log(
   `gateway's own work at 1 connection:          ${ms(added("gw-1", "bare-1", "p50"))} ms (gateway minus the bare proxy: auth, limits, billing, commit, log)`,
 );
 console.log(
-  `gateway's structure at 1 connection:         ${ms(added("gw-1", "min-1", "p50"))} ms (gateway minus the minimal gateway: routing, limits, dispatch layers, translation hooks)`,
+  `gateway's structure at 1 connection:         ${ms(added("gw-1", "min-1", "p50"))} ms (gateway minus the minimal gateway: routing, limits, dispatch layers; the minimal one commits before it answers, the gateway journals)`,
 );
