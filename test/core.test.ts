@@ -34,6 +34,15 @@ beforeAll(async () => {
 });
 afterAll(() => gw.close());
 
+/** A chat completion whose body is sent as a stream (chunked, no Content-Length). */
+function postBodyStream(body: ReadableStream<Uint8Array>): Promise<Response> {
+  return fetch(`${gw.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" },
+    body,
+    duplex: "half",
+  } as RequestInit);
+}
 describe("authentication", () => {
   it("answers 401 in plain text when the key is missing", async () => {
     const res = await post(gw, "/v1/chat/completions", chat(), {});
@@ -219,12 +228,7 @@ describe("bad input", () => {
         else controller.close();
       },
     });
-    const res = await fetch(`${gw.url}/v1/chat/completions`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" },
-      body,
-      duplex: "half",
-    } as RequestInit);
+    const res = await postBodyStream(body);
     expect(res.status).toBe(413);
     expect(((await res.json()) as { error: { code: string } }).error.code).toBe("bad_request");
   });
@@ -565,12 +569,7 @@ describe("the completion routes, served outside the router", () => {
         controller.enqueue(new TextEncoder().encode(piece));
       },
     });
-    const res = await fetch(`${gw.url}/v1/chat/completions`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" },
-      body,
-      duplex: "half",
-    } as RequestInit);
+    const res = await postBodyStream(body);
     expect(res.status).toBe(200);
     expect(((await res.json()) as { object: string }).object).toBe("chat.completion");
   });

@@ -52,6 +52,32 @@ settle("req_crash", ${costMicro});
 process.kill(process.pid, "SIGKILL");
 `;
 
+function storeWithAccount(dbPath: string): Store {
+  const store = new Store(dbPath);
+  store.db
+    .prepare("INSERT INTO accounts (id, balance_micro, created_at) VALUES ('acct', ?, 0)")
+    .run(balanceMicro);
+  return store;
+}
+
+/** Holds and settles one delivered request of `costMicro`; the caller decides when it commits. */
+function settleOne(ledger: Ledger, id: string): void {
+  const now = Date.now();
+  const r = ledger.reserve({
+    id,
+    accountId: "acct",
+    keyId: null,
+    endpoint: "chat.completions",
+    model: "m",
+    stream: false,
+    worstCaseMicro: 100_000,
+    subscriptionModel: false,
+    now,
+  });
+  const settled = { status: 200, costMicro, inputTokens: 10, outputTokens: 5, providerId: "p" };
+  ledger.settle(r, { ...settled, delivered: true, now });
+}
+
 function state(dbPath: string) {
   const db = new Database(dbPath, { readonly: true });
   try {
@@ -71,11 +97,7 @@ function state(dbPath: string) {
 describe("the settlement journal", () => {
   it("applies a settlement that was answered but not committed, once, after a crash", async () => {
     const dbPath = join(dir, "gateway.db");
-    const setup = new Store(dbPath);
-    setup.db
-      .prepare("INSERT INTO accounts (id, balance_micro, created_at) VALUES ('acct', ?, 0)")
-      .run(balanceMicro);
-    setup.close();
+    storeWithAccount(dbPath).close();
 
     const script = join(dir, "settle-and-crash.mjs");
     writeFileSync(script, crashingSettler);
@@ -108,32 +130,9 @@ describe("the settlement journal", () => {
 
   it("keeps an answered settlement queued when its transaction fails, and applies it once later", () => {
     const dbPath = join(dir, "retry.db");
-    const store = new Store(dbPath);
-    store.db
-      .prepare("INSERT INTO accounts (id, balance_micro, created_at) VALUES ('acct', ?, 0)")
-      .run(balanceMicro);
+    const store = storeWithAccount(dbPath);
     const ledger = new Ledger(store);
-    const now = Date.now();
-    const r = ledger.reserve({
-      id: "req_retry",
-      accountId: "acct",
-      keyId: null,
-      endpoint: "chat.completions",
-      model: "m",
-      stream: false,
-      worstCaseMicro: 100_000,
-      subscriptionModel: false,
-      now,
-    });
-    ledger.settle(r, {
-      status: 200,
-      costMicro,
-      inputTokens: 10,
-      outputTokens: 5,
-      providerId: "p",
-      delivered: true,
-      now,
-    });
+    settleOne(ledger, "req_retry");
     void ledger.committed(); // in the journal: the answer may leave
     // The charge would take the balance below zero: the CHECK constraint fails the transaction.
     const setBalance = store.db.prepare("UPDATE accounts SET balance_micro = ? WHERE id = 'acct'");
@@ -153,32 +152,9 @@ describe("the settlement journal", () => {
 
   it("commits at once when the journal cannot take a settlement (a full disk)", async () => {
     const dbPath = join(dir, "full.db");
-    const store = new Store(dbPath);
-    store.db
-      .prepare("INSERT INTO accounts (id, balance_micro, created_at) VALUES ('acct', ?, 0)")
-      .run(balanceMicro);
+    const store = storeWithAccount(dbPath);
     const ledger = new Ledger(store, (path) => new FullDiskJournal(path));
-    const now = Date.now();
-    const r = ledger.reserve({
-      id: "req_full",
-      accountId: "acct",
-      keyId: null,
-      endpoint: "chat.completions",
-      model: "m",
-      stream: false,
-      worstCaseMicro: 100_000,
-      subscriptionModel: false,
-      now,
-    });
-    ledger.settle(r, {
-      status: 200,
-      costMicro,
-      inputTokens: 10,
-      outputTokens: 5,
-      providerId: "p",
-      delivered: true,
-      now,
-    });
+    settleOne(ledger, "req_full");
     const durable = ledger.committed();
     // Before the event loop turns: the transaction already ran.
     expect(state(dbPath).balance).toBe(balanceMicro - costMicro);
