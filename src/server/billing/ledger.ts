@@ -70,6 +70,8 @@ type LedgerWrite =
       accountId: string;
       payment: Payment;
       charge: number;
+      /** The PAYG window a PAYG charge counts in. */
+      paygWindow: number | null;
       /** The UTC day a delivered free request counts on. */
       freeDay: string | null;
       /** Subscription windows a delivered request counts in: [name, start]. */
@@ -155,11 +157,21 @@ export class Ledger {
     const db = store.db;
     this.s = {
       charge: db.prepare("UPDATE accounts SET balance_micro = balance_micro - ? WHERE id = ?"),
+      // Both PAYG writes name their window and never move it back, so they land right in any
+      // order: a job's charge written at once inside its own transaction may overtake a window
+      // reset still queued, and a charge for a window already closed no longer counts.
       chargePayg: db.prepare(
-        "UPDATE accounts SET payg_spent_micro = payg_spent_micro + ? WHERE id = ?",
+        `UPDATE accounts SET
+           payg_spent_micro = CASE WHEN payg_window_start < ? THEN ?
+             WHEN payg_window_start = ? THEN payg_spent_micro + ? ELSE payg_spent_micro END,
+           payg_window_start = MAX(payg_window_start, ?)
+         WHERE id = ?`,
       ),
       resetPayg: db.prepare(
-        "UPDATE accounts SET payg_spent_micro = 0, payg_window_start = ? WHERE id = ?",
+        `UPDATE accounts SET
+           payg_spent_micro = CASE WHEN payg_window_start < ? THEN 0 ELSE payg_spent_micro END,
+           payg_window_start = MAX(payg_window_start, ?)
+         WHERE id = ?`,
       ),
       freeUsed: db.prepare("SELECT used FROM free_usage WHERE account_id = ? AND day = ?"),
       countFree: db.prepare(
@@ -352,6 +364,7 @@ export class Ledger {
       accountId: r.accountId,
       payment: r.payment,
       charge,
+      paygWindow: r.payment === "payg" ? (account?.payg_window_start ?? null) : null,
       freeDay: input.delivered && r.payment === "free" ? r.paymentRef : null,
       windows,
       log: [
@@ -437,11 +450,14 @@ export class Ledger {
 
   private apply(w: LedgerWrite): void {
     if (w.kind === "resetPayg") {
-      this.s.resetPayg.run(w.start, w.accountId);
+      this.s.resetPayg.run(w.start, w.start, w.accountId);
       return;
     }
     if (w.charge > 0 && w.payment === "balance") this.s.charge.run(w.charge, w.accountId);
-    if (w.charge > 0 && w.payment === "payg") this.s.chargePayg.run(w.charge, w.accountId);
+    if (w.charge > 0 && w.payment === "payg") {
+      const start = w.paygWindow ?? 0;
+      this.s.chargePayg.run(start, w.charge, start, w.charge, start, w.accountId);
+    }
     if (w.freeDay) this.s.countFree.run(w.accountId, w.freeDay);
     for (const [name, start] of w.windows) this.s.countWindow.run(w.accountId, name, start);
     // Positional parameters: binding a named-parameter object costs more on every request.

@@ -1,0 +1,86 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { Ledger } from "../src/server/billing/ledger.js";
+import { Store } from "../src/store/store.js";
+
+const dir = mkdtempSync(join(tmpdir(), "gateway-ledger-order-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const windowMs = 60_000;
+
+/** A PAYG account whose window started at 0 with 500 micro-IDR spent, opened at `now`. */
+function paygLedger(name: string) {
+  const store = new Store(join(dir, `${name}.db`));
+  store.db
+    .prepare(
+      `INSERT INTO accounts (id, balance_micro, payg_enabled, payg_limit_micro, payg_window_seconds,
+         payg_window_start, payg_spent_micro, created_at)
+       VALUES ('acct', 0, 1, 1000000000, ?, 0, 500, 0)`,
+    )
+    .run(windowMs / 1000);
+  return { store, ledger: new Ledger(store) };
+}
+
+function hold(ledger: Ledger, id: string, now: number) {
+  return ledger.reserve({
+    id,
+    accountId: "acct",
+    keyId: null,
+    endpoint: "chat.completions",
+    model: "m",
+    stream: false,
+    worstCaseMicro: 1_000,
+    subscriptionModel: false,
+    now,
+  });
+}
+
+const delivered = (costMicro: number, now: number) => ({
+  status: 200,
+  costMicro,
+  inputTokens: 1,
+  outputTokens: 1,
+  providerId: "p",
+  delivered: true,
+  now,
+});
+
+const paygRow = (store: Store) =>
+  store.db
+    .prepare("SELECT payg_window_start AS start, payg_spent_micro AS spent FROM accounts")
+    .get();
+
+describe("PAYG writes in any order", () => {
+  it("keeps a job's charge written at once when a window reset queued before it lands later", () => {
+    const { store, ledger } = paygLedger("job-first");
+    const now = 2 * windowMs + 5;
+    // This admission finds the window over: the reset to 120000 is queued, not yet written.
+    const request = hold(ledger, "req_a", now);
+    const job = hold(ledger, "job_b", now);
+    // A job's charge goes into the transaction that completes the job, ahead of the queue.
+    store.transaction(() => ledger.settle(job, delivered(300, now), { writeNow: true }));
+    ledger.settle(request, delivered(200, now));
+    ledger.flush();
+    expect(paygRow(store)).toEqual({ start: 2 * windowMs, spent: 500 });
+    store.invalidateAll();
+    expect(store.getAccount("acct")?.payg_spent_micro).toBe(500);
+    ledger.close();
+    store.close();
+  });
+
+  it("drops a queued charge of a closed window from the spend, without moving the window back", () => {
+    const { store, ledger } = paygLedger("closed-window");
+    const early = hold(ledger, "req_early", 10);
+    ledger.settle(early, delivered(40, 20)); // queued, counted in the window that started at 0
+    const late = hold(ledger, "job_late", windowMs + 10); // rolls the window: reset queued
+    store.transaction(() => ledger.settle(late, delivered(70, windowMs + 20), { writeNow: true }));
+    ledger.flush();
+    expect(paygRow(store)).toEqual({ start: windowMs, spent: 70 });
+    store.invalidateAll();
+    expect(store.getAccount("acct")?.payg_spent_micro).toBe(70);
+    ledger.close();
+    store.close();
+  });
+});
