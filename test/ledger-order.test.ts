@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { Ledger } from "../src/server/billing/ledger.js";
 import { Store } from "../src/store/store.js";
+import { delivered, holdFor } from "./support/ledger.js";
 
 const dir = mkdtempSync(join(tmpdir(), "gateway-ledger-order-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -23,29 +24,7 @@ function paygLedger(name: string) {
   return { store, ledger: new Ledger(store) };
 }
 
-function hold(ledger: Ledger, id: string, now: number) {
-  return ledger.reserve({
-    id,
-    accountId: "acct",
-    keyId: null,
-    endpoint: "chat.completions",
-    model: "m",
-    stream: false,
-    worstCaseMicro: 1_000,
-    subscriptionModel: false,
-    now,
-  });
-}
-
-const delivered = (costMicro: number, now: number) => ({
-  status: 200,
-  costMicro,
-  inputTokens: 1,
-  outputTokens: 1,
-  providerId: "p",
-  delivered: true,
-  now,
-});
+const hold = (ledger: Ledger, id: string, now: number) => holdFor(ledger, id, now, 1_000);
 
 const paygRow = (store: Store) =>
   store.db

@@ -8,6 +8,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { Ledger } from "../src/server/billing/ledger.js";
 import { SettlementJournal } from "../src/store/settlement-journal.js";
 import { Store } from "../src/store/store.js";
+import { delivered, holdFor } from "./support/ledger.js";
 
 /** A journal on a disk that is full: every append fails. */
 class FullDiskJournal extends SettlementJournal {
@@ -63,19 +64,7 @@ function storeWithAccount(dbPath: string): Store {
 /** Holds and settles one delivered request of `costMicro`; the caller decides when it commits. */
 function settleOne(ledger: Ledger, id: string): void {
   const now = Date.now();
-  const r = ledger.reserve({
-    id,
-    accountId: "acct",
-    keyId: null,
-    endpoint: "chat.completions",
-    model: "m",
-    stream: false,
-    worstCaseMicro: 100_000,
-    subscriptionModel: false,
-    now,
-  });
-  const settled = { status: 200, costMicro, inputTokens: 10, outputTokens: 5, providerId: "p" };
-  ledger.settle(r, { ...settled, delivered: true, now });
+  ledger.settle(holdFor(ledger, id, now, 100_000), delivered(costMicro, now));
 }
 
 function state(dbPath: string) {
