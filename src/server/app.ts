@@ -1,7 +1,7 @@
 import { Hono } from "hono";
 import type { AppEnv } from "./app-env.js";
 import { requireKey } from "./auth.js";
-import { type ErrorStyle, errorAnswer, GatewayError, renderError } from "./errors.js";
+import { type ErrorStyle, errorResponse, GatewayError } from "./errors.js";
 import { bodySizeLimit } from "./http/body-limit.js";
 import { openCors } from "./http/cors.js";
 import { installAccountRoutes } from "./routes/account.js";
@@ -44,15 +44,16 @@ export function buildApp(s: Services, extraRoutes: RouteInstaller[] = []): Hono<
 
   app.notFound((c) => {
     const path = new URL(c.req.url).pathname;
-    return renderError(
-      new GatewayError(404, "not_found", `No route ${c.req.method} ${path}.`),
+    const route = `${c.req.method} ${path}`;
+    return errorResponse(
+      new GatewayError(404, "not_found", `No route ${route}.`),
       styleOf(path),
+      route,
     );
   });
   app.onError((err, c) => {
     const path = new URL(c.req.url).pathname;
-    const answer = errorAnswer(err, styleOf(path), `${c.req.method} ${path}`);
-    return new Response(answer.body, { status: answer.status, headers: answer.headers });
+    return errorResponse(err, styleOf(path), `${c.req.method} ${path}`);
   });
   return app;
 }

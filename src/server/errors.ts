@@ -1,6 +1,6 @@
 /**
  * One error model for the whole gateway, rendered in the style of the route that was called.
- * Raise a GatewayError where the problem is found; `renderError` turns it into the response.
+ * Raise a GatewayError where the problem is found; `errorAnswer` turns it into the response.
  */
 export type ErrorStyle = "chat" | "messages";
 
@@ -114,13 +114,6 @@ export function errorHeaders(err: GatewayError): Record<string, string> {
     : { "Retry-After": String(Math.max(0, Math.ceil(err.options.retryAfter))) };
 }
 
-export function renderError(err: GatewayError, style: ErrorStyle): Response {
-  return new Response(JSON.stringify(errorBody(err, style)), {
-    status: err.status,
-    headers: { "content-type": "application/json", ...errorHeaders(err) },
-  });
-}
-
 /** Recorded in the request log when the client left first; nobody receives it. */
 export const clientClosed = () =>
   new GatewayError(499, "client_closed", "The client closed the connection before the answer.");
@@ -161,4 +154,10 @@ export function errorAnswer(err: unknown, style: ErrorStyle, route: string): Err
     headers: { "content-type": "application/json", ...errorHeaders(known) },
     body: JSON.stringify(errorBody(known, style)),
   };
+}
+
+/** `errorAnswer` as a web Response, for the routes on Hono. */
+export function errorResponse(err: unknown, style: ErrorStyle, route: string): Response {
+  const answer = errorAnswer(err, style, route);
+  return new Response(answer.body, { status: answer.status, headers: answer.headers });
 }

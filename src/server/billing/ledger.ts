@@ -210,10 +210,7 @@ export class Ledger {
   private recoverJournal(path: string): void {
     const pending = (SettlementJournal.read(path) as LedgerWrite[]).filter((w) => w.seq > this.seq);
     if (pending.length === 0) return;
-    this.store.transaction(() => {
-      for (const w of pending) this.apply(w);
-      this.s.setAppliedSeq.run(pending[pending.length - 1].seq);
-    });
+    this.commit(pending);
     this.seq = pending[pending.length - 1].seq;
     this.store.invalidateAll();
   }
@@ -464,6 +461,14 @@ export class Ledger {
     this.s.log.run(...w.log);
   }
 
+  /** Applies `writes` in one transaction that also records the last journal sequence it holds. */
+  private commit(writes: LedgerWrite[]): void {
+    this.store.transaction(() => {
+      for (const write of writes) this.apply(write);
+      this.s.setAppliedSeq.run(writes[writes.length - 1].seq);
+    });
+  }
+
   private enqueue(write: LedgerWrite): void {
     this.queue.push(write);
     this.flushTimer ??= setImmediate(() => this.flushQueued());
@@ -488,12 +493,7 @@ export class Ledger {
     this.journaled = 0;
     this.waiters = [];
     try {
-      if (writes.length > 0) {
-        this.store.transaction(() => {
-          for (const write of writes) this.apply(write);
-          this.s.setAppliedSeq.run(writes[writes.length - 1].seq);
-        });
-      }
+      if (writes.length > 0) this.commit(writes);
     } catch (err) {
       // The cached rows may now be ahead of the database: read them again from the truth.
       this.store.invalidateAll();

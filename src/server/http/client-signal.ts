@@ -19,15 +19,10 @@ export interface GoneSignal {
  * full Request object for every call, which costs more than the rest of the routing.
  */
 export function clientSignal(c: Context): AbortSignal {
-  const abort = new AbortController();
   const outgoing = nodeOutgoing(c);
-  if (outgoing) {
-    outgoing.once("close", () => {
-      if (!outgoing.writableFinished) abort.abort();
-    });
-  } else {
-    c.req.raw.signal.addEventListener("abort", () => abort.abort(), { once: true });
-  }
+  if (outgoing) return abortSignalOf(new ClientGone(outgoing));
+  const abort = new AbortController();
+  c.req.raw.signal.addEventListener("abort", () => abort.abort(), { once: true });
   return abort.signal;
 }
 

@@ -55,25 +55,13 @@ export class UpstreamHttp {
   ): Promise<Buffer> {
     let answer: WholeAnswer;
     try {
-      const target = targetOf(url);
+      const options = postOptions(url, headers, body, timeoutMs);
       const agent = this.agent ?? (await this.warm());
       answer = await new Promise<WholeAnswer>((resolve, reject) => {
-        agent.dispatch(
-          {
-            origin: target.origin,
-            path: target.path,
-            method: "POST",
-            headers,
-            body,
-            headersTimeout: timeoutMs,
-            bodyTimeout: timeoutMs,
-          },
-          new WholeAnswerReader(signal, resolve, reject),
-        );
+        agent.dispatch(options, new WholeAnswerReader(signal, resolve, reject));
       });
     } catch (err) {
-      if (signal.aborted) throw err;
-      throw new UpstreamFailure("unavailable", isTimeout(err) ? 504 : 502);
+      throw signal.aborted ? err : providerFailed(err);
     }
     if (answer.status >= 200 && answer.status < 300) return answer.body;
     throw failureOf(answer.status, answer.retryAfter, answer.body.toString("utf8"));
@@ -89,21 +77,11 @@ export class UpstreamHttp {
   ): Promise<AsyncGenerator<Uint8Array>> {
     let response: Dispatcher.ResponseData;
     try {
-      const target = targetOf(url);
+      const options = postOptions(url, headers, body, timeoutMs);
       const agent = this.agent ?? (await this.warm());
-      response = await agent.request({
-        origin: target.origin,
-        path: target.path,
-        method: "POST",
-        headers,
-        body,
-        signal: abortSignalOf(signal),
-        headersTimeout: timeoutMs,
-        bodyTimeout: timeoutMs,
-      });
+      response = await agent.request({ ...options, signal: abortSignalOf(signal) });
     } catch (err) {
-      if (signal.aborted) throw err;
-      throw new UpstreamFailure("unavailable", isTimeout(err) ? 504 : 502);
+      throw signal.aborted ? err : providerFailed(err);
     }
     const { statusCode } = response;
     if (statusCode >= 200 && statusCode < 300) return streamedBody(response.body);
@@ -241,8 +219,29 @@ const timeoutCodes = new Set([
   "UND_ERR_CONNECT_TIMEOUT",
 ]);
 
-function isTimeout(err: unknown): boolean {
-  return timeoutCodes.has((err as { code?: string } | null)?.code ?? "");
+/** A call that got no (whole) answer: the provider failed, or timed out (504). */
+function providerFailed(err: unknown): UpstreamFailure {
+  const timedOut = timeoutCodes.has((err as { code?: string } | null)?.code ?? "");
+  return new UpstreamFailure("unavailable", timedOut ? 504 : 502);
+}
+
+/** One POST to an upstream URL, as undici's dispatch and request both take it. */
+function postOptions(
+  url: string,
+  headers: Record<string, string>,
+  body: Body,
+  timeoutMs: number,
+): Dispatcher.DispatchOptions {
+  const { origin, path } = targetOf(url);
+  return {
+    origin,
+    path,
+    method: "POST",
+    headers,
+    body,
+    headersTimeout: timeoutMs,
+    bodyTimeout: timeoutMs,
+  };
 }
 
 async function readBounded(body: AsyncIterable<Buffer | Uint8Array>): Promise<string> {
@@ -267,7 +266,7 @@ async function* streamedBody(body: AsyncIterable<Uint8Array>): AsyncGenerator<Ui
   try {
     for await (const chunk of body) yield chunk;
   } catch (err) {
-    throw new UpstreamFailure("unavailable", isTimeout(err) ? 504 : 502);
+    throw providerFailed(err);
   }
 }
 
