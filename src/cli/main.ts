@@ -6,6 +6,7 @@ import { registerKeysRevoke } from "./keys/revoke.js";
 import { registerLogin } from "./login.js";
 import { registerLogout } from "./logout.js";
 import { registerOwnerLink } from "./owner-link.js";
+import { registerSecretsRotate } from "./secrets/rotate.js";
 import { registerServe } from "./serve.js";
 import { registerWhoami } from "./whoami.js";
 
@@ -31,6 +32,11 @@ export async function main(argv: string[]): Promise<void> {
   registerKeysCreate(keys);
   registerKeysList(keys);
   registerKeysRevoke(keys);
+  const secrets = program
+    .command("secrets")
+    .description("Manage the key that encrypts BYOK credentials at rest")
+    .addHelpText("after", "\nExamples:\n  $ gateway secrets rotate --db gateway.db");
+  registerSecretsRotate(secrets);
   try {
     await program.parseAsync(argv);
   } catch (err) {

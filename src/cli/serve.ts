@@ -41,6 +41,7 @@ Examples:
       // Loaded here, not at the top: the client commands should not pay for the server's modules.
       const { startGateway } = await import("../server/gateway.js");
       const { ConfigError } = await import("../server/config/load.js");
+      const { SecretKeyError } = await import("../store/secret-box.js");
       let gateway: Awaited<ReturnType<typeof startGateway>>;
       try {
         gateway = await startGateway({
@@ -51,7 +52,8 @@ Examples:
           keepaliveMs,
         });
       } catch (err) {
-        if (err instanceof ConfigError) throw new UserError(err.message);
+        if (err instanceof ConfigError || err instanceof SecretKeyError)
+          throw new UserError(err.message);
         const code = (err as NodeJS.ErrnoException).code;
         if (code === "EADDRINUSE")
           throw new UserError(`port ${port} is already in use; try --port 0`);

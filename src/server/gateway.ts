@@ -75,6 +75,12 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
         now: now(),
       }).value;
     }
+    const keyless = store.providersWithoutKeys();
+    if (keyless.length > 0) {
+      console.error(
+        `gateway: providers ${keyless.join(", ")} have API keys only in their config, which the database does not keep: start with --config to use them`,
+      );
+    }
 
     const app = buildApp(services, options.extraRoutes ?? []);
     const host = options.host ?? "127.0.0.1";

@@ -249,4 +249,18 @@ export const migrations: string[] = [
   );
   INSERT INTO ledger_journal (id, applied_seq) VALUES (1, 0);
   `,
+  // 5: secrets leave the database in plain text. Provider API keys are kept in memory only (the
+  // config is applied at every start), so only their number stays; BYOK credentials are sealed
+  // with a key kept apart from the database (store/secret-box.ts), which start-up checks against
+  // secret_key_check and uses to seal the rows still marked unsealed.
+  `
+  ALTER TABLE providers ADD COLUMN api_key_count INTEGER NOT NULL DEFAULT 0;
+  UPDATE providers SET api_key_count = json_array_length(api_keys_json);
+  ALTER TABLE providers DROP COLUMN api_keys_json;
+  ALTER TABLE byok_credentials ADD COLUMN sealed INTEGER NOT NULL DEFAULT 0;
+  CREATE TABLE secret_key_check (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    value TEXT NOT NULL
+  );
+  `,
 ];

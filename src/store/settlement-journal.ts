@@ -1,12 +1,5 @@
-import {
-  closeSync,
-  existsSync,
-  fstatSync,
-  ftruncateSync,
-  openSync,
-  readFileSync,
-  writeSync,
-} from "node:fs";
+import { closeSync, existsSync, fstatSync, ftruncateSync, readFileSync, writeSync } from "node:fs";
+import { openPrivateFile } from "./private-files.js";
 
 /** Truncated once everything in it is in SQLite and it has grown past this. */
 const truncateAtBytes = 1024 * 1024;
@@ -24,7 +17,7 @@ export class SettlementJournal {
   private size: number;
 
   constructor(readonly path: string) {
-    this.fd = openSync(path, "a");
+    this.fd = openPrivateFile(path, "a");
     this.size = fstatSync(this.fd).size;
   }
 

@@ -1,5 +1,12 @@
 import type { Statement } from "better-sqlite3";
 import { type DB, openDatabase } from "./db.js";
+import {
+  byokContext,
+  loadSecretBox,
+  type SecretBox,
+  sealPlaintextByok,
+  secretKeyEnv,
+} from "./secret-box.js";
 import { hashSecret, keyPrefix, newGatewayKey, newId } from "./secrets.js";
 import type {
   AccountRow,
@@ -29,14 +36,29 @@ export class Store {
   private readonly accounts = new Map<string, AccountRow>();
   /** Known keys by hash. Misses are not cached, so random keys cannot grow it. */
   private readonly keysByHash = new Map<string, KeyRow>();
+  /** Opened once per account when first needed; the database holds them sealed only. */
   private readonly byok = new Map<string, ByokRow[]>();
+  /** Provider API keys from the config: in memory only, never in the database. */
+  private readonly providerKeys = new Map<string, readonly string[]>();
+  private readonly secrets: SecretBox;
   /** Run before an account row is written outside the ledger, so queued ledger writes land first. */
   private readonly beforeAccountWrites: (() => void)[] = [];
 
   private readonly runInTransaction: ReturnType<DB["transaction"]>;
 
-  constructor(readonly path: string) {
+  /** `secretKey` (base64, 32 bytes) seals BYOK credentials; else `<path>.key` holds the key. */
+  constructor(
+    readonly path: string,
+    options: { secretKey?: string } = { secretKey: process.env[secretKeyEnv] },
+  ) {
     this.db = openDatabase(path);
+    try {
+      this.secrets = loadSecretBox(this.db, path, options.secretKey);
+      sealPlaintextByok(this.db, this.secrets);
+    } catch (err) {
+      this.db.close();
+      throw err;
+    }
     this.stmts = prepare(this.db);
     this.runInTransaction = this.db.transaction((fn: () => unknown) => fn());
   }
@@ -229,9 +251,37 @@ export class Store {
   ): ByokRow {
     const id = newId("byok");
     const position = (this.stmts.maxByokPosition.get(accountId) as { p: number | null }).p ?? -1;
-    this.stmts.insertByok.run(id, accountId, providerId, secret, label, position + 1, now);
+    this.stmts.insertByok.run(
+      id,
+      accountId,
+      providerId,
+      this.sealByok(id, secret),
+      label,
+      position + 1,
+      now,
+    );
     this.byok.delete(accountId);
-    return this.stmts.byokById.get(id) as ByokRow;
+    return { ...(this.stmts.byokById.get(id) as ByokRow), secret };
+  }
+
+  /** The form a BYOK credential is stored in, bound to its row id. */
+  sealByok(id: string, secret: string): string {
+    return this.secrets.seal(secret, byokContext(id));
+  }
+
+  /** A config's provider keys; the same keys keep their array, so key pools keep their state. */
+  setProviderKeys(providerId: string, keys: readonly string[]): void {
+    const current = this.providerKeys.get(providerId);
+    if (current && current.length === keys.length && current.every((k, i) => k === keys[i])) return;
+    this.providerKeys.set(providerId, [...keys]);
+    this.catalog = null;
+  }
+
+  /** Providers whose config gave API keys that this process was not given (no --config). */
+  providersWithoutKeys(): string[] {
+    return [...this.getCatalog().providers.values()]
+      .filter((p) => p.api_key_count > 0 && p.api_keys.length === 0)
+      .map((p) => p.id);
   }
 
   deleteByok(accountId: string, id: string): boolean {
@@ -254,7 +304,7 @@ export class Store {
   }
 
   getCatalog(): Catalog {
-    if (!this.catalog) this.catalog = loadCatalog(this.db);
+    if (!this.catalog) this.catalog = loadCatalog(this.db, this.providerKeys);
     return this.catalog;
   }
 
@@ -330,7 +380,14 @@ export class Store {
   listByok(accountId: string): ByokRow[] {
     let rows = this.byok.get(accountId);
     if (!rows) {
-      rows = this.stmts.byokByAccount.all(accountId) as ByokRow[];
+      rows = [];
+      for (const row of this.stmts.byokByAccount.all(accountId) as ByokRow[]) {
+        const secret = this.secrets.open(row.secret, byokContext(row.id));
+        // Start-up checked the key, so only an altered row gets here: it is left out, never
+        // sent upstream as garbage.
+        if (secret === undefined) console.error(`byok credential ${row.id} does not open; skipped`);
+        else rows.push({ ...row, secret });
+      }
       this.byok.set(accountId, rows);
     }
     return rows;
@@ -364,9 +421,12 @@ export interface Catalog {
   tiers: Map<string, TierRow>;
 }
 
-function loadCatalog(db: DB): Catalog {
+function loadCatalog(db: DB, providerKeys: Map<string, readonly string[]>): Catalog {
   const providers = new Map(
-    (db.prepare("SELECT * FROM providers").all() as ProviderRow[]).map((p) => [p.id, p]),
+    (db.prepare("SELECT * FROM providers").all() as Omit<ProviderRow, "api_keys">[]).map((p) => [
+      p.id,
+      { ...p, api_keys: providerKeys.get(p.id) ?? [] },
+    ]),
   );
   const models = new Map(
     (db.prepare("SELECT * FROM models ORDER BY name").all() as ModelRow[]).map((m) => [m.name, m]),
@@ -439,7 +499,7 @@ function prepare(db: DB) {
     setTier: s("UPDATE accounts SET tier = ? WHERE id = ?"),
     maxByokPosition: s("SELECT max(position) AS p FROM byok_credentials WHERE account_id = ?"),
     insertByok: s(
-      "INSERT INTO byok_credentials (id, account_id, provider_id, secret, label, position, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+      "INSERT INTO byok_credentials (id, account_id, provider_id, secret, label, position, created_at, sealed) VALUES (?, ?, ?, ?, ?, ?, ?, 1)",
     ),
     byokById: s("SELECT * FROM byok_credentials WHERE id = ?"),
     deleteByok: s("DELETE FROM byok_credentials WHERE id = ? AND account_id = ?"),

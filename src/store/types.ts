@@ -40,7 +40,9 @@ export interface ProviderRow {
   id: string;
   wire: "openai" | "anthropic" | "mock";
   base_url: string | null;
-  api_keys_json: string;
+  /** How many API keys the config gave; the keys themselves live in memory only. */
+  api_key_count: number;
+  api_keys: readonly string[];
   timeout_ms: number;
   max_concurrency: number | null;
   options_json: string;

@@ -1,7 +1,8 @@
-import { chmodSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 import { z } from "zod";
+import { makePrivateDir, writePrivateFile } from "../../store/private-files.js";
 import { UserError } from "../errors.js";
 import type { CredentialStore, StoredLogin } from "./types.js";
 
@@ -79,17 +80,10 @@ export class FileCredentialStore implements CredentialStore {
 
   /** Written to a private temp file and renamed, so a crash never leaves half a file. */
   private write(file: CredentialsFile): void {
-    const dir = dirname(this.path);
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
-    // mkdir's mode is filtered by the umask and ignored for an existing directory.
-    chmodSync(dir, 0o700);
-    const temp = `${this.path}.${process.pid}.tmp`;
     try {
-      writeFileSync(temp, `${JSON.stringify(file, null, 2)}\n`, { mode: 0o600, flag: "w" });
-      chmodSync(temp, 0o600);
-      renameSync(temp, this.path);
+      makePrivateDir(dirname(this.path));
+      writePrivateFile(this.path, `${JSON.stringify(file, null, 2)}\n`);
     } catch (err) {
-      rmSync(temp, { force: true });
       throw new UserError(`cannot write ${this.location}: ${(err as Error).message}`);
     }
   }

@@ -18,17 +18,18 @@ export const defaultTiers: GatewayConfig["tiers"] = {
 };
 
 /**
- * Upserts everything the config declares, in one transaction. Applying the same file twice
+ * Upserts everything the config declares, in one transaction, except provider API keys, which the
+ * store keeps in memory only (so a start needs its config again to reach keyed providers). Applying the same file twice
  * leaves the database as applying it once. An account whose config section is unchanged since
  * the last apply is left alone, so a restart does not reset balances spent since.
  */
 export function applyConfig(store: Store, config: GatewayConfig, now = Date.now()): void {
   const db = store.db;
   const upsertProvider = db.prepare(
-    `INSERT INTO providers (id, wire, base_url, api_keys_json, timeout_ms, max_concurrency, options_json, responses_native)
-     VALUES (@id, @wire, @base_url, @api_keys_json, @timeout_ms, @max_concurrency, @options_json, @responses_native)
+    `INSERT INTO providers (id, wire, base_url, api_key_count, timeout_ms, max_concurrency, options_json, responses_native)
+     VALUES (@id, @wire, @base_url, @api_key_count, @timeout_ms, @max_concurrency, @options_json, @responses_native)
      ON CONFLICT(id) DO UPDATE SET wire = excluded.wire, base_url = excluded.base_url,
-       api_keys_json = excluded.api_keys_json, timeout_ms = excluded.timeout_ms,
+       api_key_count = excluded.api_key_count, timeout_ms = excluded.timeout_ms,
        max_concurrency = excluded.max_concurrency, options_json = excluded.options_json,
        responses_native = excluded.responses_native`,
   );
@@ -78,8 +79,8 @@ export function applyConfig(store: Store, config: GatewayConfig, now = Date.now(
   );
   const deleteByok = db.prepare("DELETE FROM byok_credentials WHERE account_id = ?");
   const insertByok = db.prepare(
-    `INSERT INTO byok_credentials (id, account_id, provider_id, secret, label, position, created_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?)`,
+    `INSERT INTO byok_credentials (id, account_id, provider_id, secret, label, position, created_at, sealed)
+     VALUES (?, ?, ?, ?, ?, ?, ?, 1)`,
   );
   const insertAdmin = db.prepare(
     "INSERT INTO admin_keys (id, hash, created_at) VALUES (?, ?, ?) ON CONFLICT(hash) DO NOTHING",
@@ -105,7 +106,7 @@ export function applyConfig(store: Store, config: GatewayConfig, now = Date.now(
         id: p.id,
         wire: p.wire,
         base_url: p.base_url ?? null,
-        api_keys_json: JSON.stringify(p.api_keys),
+        api_key_count: p.api_keys.length,
         timeout_ms: p.timeout_ms,
         max_concurrency: p.max_concurrency ?? null,
         options_json: JSON.stringify({ mock: p.mock ?? {}, cooldown_ms: p.cooldown_ms }),
@@ -165,7 +166,8 @@ export function applyConfig(store: Store, config: GatewayConfig, now = Date.now(
       if (a.byok) {
         deleteByok.run(a.id);
         a.byok.forEach((b, i) => {
-          insertByok.run(`byok_${a.id}_${i}`, a.id, b.provider, b.key, b.provider, i, now);
+          const id = `byok_${a.id}_${i}`;
+          insertByok.run(id, a.id, b.provider, store.sealByok(id, b.key), b.provider, i, now);
         });
       }
     }
@@ -174,5 +176,7 @@ export function applyConfig(store: Store, config: GatewayConfig, now = Date.now(
       insertAdmin.run(`admin_${hash.slice(0, 12)}`, hash, now);
     }
   });
+  // Provider keys stay in memory: the database only learns how many there are.
+  for (const p of config.providers) store.setProviderKeys(p.id, p.api_keys);
   store.invalidateAll();
 }

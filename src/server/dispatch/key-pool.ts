@@ -15,7 +15,10 @@ interface KeyState {
  * until the first key frees up, which becomes the Retry-After of all_providers_failed.
  */
 export class KeyPools {
-  private readonly pools = new Map<string, { keysJson: string; keys: KeyState[]; next: number }>();
+  private readonly pools = new Map<
+    string,
+    { secrets: readonly string[]; keys: KeyState[]; next: number }
+  >();
 
   constructor(private readonly now: () => number) {}
 
@@ -56,11 +59,10 @@ export class KeyPools {
   private poolFor(provider: ProviderRow) {
     let pool = this.pools.get(provider.id);
     // A config re-apply may change the keys; rebuild the pool then, keeping nothing stale.
-    if (!pool || pool.keysJson !== provider.api_keys_json) {
-      const secrets = JSON.parse(provider.api_keys_json) as string[];
+    if (!pool || pool.secrets !== provider.api_keys) {
       pool = {
-        keysJson: provider.api_keys_json,
-        keys: secrets.map((secret) => ({ secret, coolingUntil: 0, inFlight: 0 })),
+        secrets: provider.api_keys,
+        keys: provider.api_keys.map((secret) => ({ secret, coolingUntil: 0, inFlight: 0 })),
         next: 0,
       };
       this.pools.set(provider.id, pool);
