@@ -1,3 +1,5 @@
+import { existsSync } from "node:fs";
+import { dirname, resolve } from "node:path";
 import type { Command } from "commander";
 import { UserError } from "./errors.js";
 
@@ -41,6 +43,7 @@ Examples:
       // Loaded here, not at the top: the client commands should not pay for the server's modules.
       const { startGateway } = await import("../server/gateway.js");
       const { ConfigError } = await import("../server/config/load.js");
+      const { GatewayAlreadyRunning } = await import("../server/serve-lock.js");
       let gateway: Awaited<ReturnType<typeof startGateway>>;
       try {
         gateway = await startGateway({
@@ -51,7 +54,10 @@ Examples:
           keepaliveMs,
         });
       } catch (err) {
-        if (err instanceof ConfigError) throw new UserError(err.message);
+        if (err instanceof ConfigError || err instanceof GatewayAlreadyRunning)
+          throw new UserError(err.message);
+        if (opts.db !== ":memory:" && !existsSync(dirname(resolve(opts.db))))
+          throw new UserError(`no such directory: ${dirname(opts.db)} (for --db ${opts.db})`);
         const code = (err as NodeJS.ErrnoException).code;
         if (code === "EADDRINUSE")
           throw new UserError(`port ${port} is already in use; try --port 0`);

@@ -14,6 +14,7 @@ import { defaultBodyLimitBytes } from "./http/json-body.js";
 import { nodeListener } from "./http/node-listener.js";
 import { startJobRunner } from "./jobs/runner.js";
 import { completionRoutes } from "./routes/completions.js";
+import { lockDatabase } from "./serve-lock.js";
 import { createServices, type Services } from "./services.js";
 
 export interface GatewayOptions {
@@ -47,7 +48,15 @@ export interface RunningGateway {
 
 export async function startGateway(options: GatewayOptions = {}): Promise<RunningGateway> {
   const dbPath = options.db ?? "gateway.db";
-  const store = new Store(dbPath);
+  // Before the database is opened: a refused start must leave the running server's files alone.
+  const lock = lockDatabase(dbPath);
+  let store: Store;
+  try {
+    store = new Store(dbPath);
+  } catch (err) {
+    lock?.release();
+    throw err;
+  }
   try {
     const now = options.now ?? Date.now;
     const services = createServices(store, {
@@ -119,12 +128,14 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
           await checkpointer?.stop();
           forgetServeRuntime(store.db);
           store.close();
+          lock?.release();
         })();
         return closing;
       },
     };
   } catch (err) {
     store.close();
+    lock?.release();
     throw err;
   }
 }
