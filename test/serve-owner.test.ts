@@ -129,3 +129,69 @@ describe("one serve per database", () => {
     await again.close();
   });
 });
+
+describe("a key for an existing database", () => {
+  it("serve on an existing database says how to get a key; keys create --db mints one the running serve accepts", async () => {
+    const home = newHome();
+    const db = `${home.dir}/again.db`;
+    const first = await serve(["--db", db]);
+    await first.stop("SIGTERM");
+
+    const human = spawnCli(["serve", "--port", "0", "--db", db], home.env);
+    const [, url] = await human.waitFor(/listening on (http:\/\/\S+)/);
+    await human.waitFor(/none is shown again/);
+    expect(human.stdout()).toContain(
+      `keys are stored only as hashes, so none is shown again; a new one: gateway keys create --db ${db} --label NAME`,
+    );
+    expect(human.stdout()).not.toMatch(/kn-/);
+
+    const made = await runCli(["keys", "create", "--db", db, "--label", "laptop"], home.env);
+    expect(made.code, made.stderr).toBe(0);
+    const key = made.stdout.trim();
+    expect(key).toMatch(/^kn-[A-Za-z0-9_-]{40,}$/);
+    expect(made.stderr).toContain('"laptop"');
+    expect((await chatWith(url, key)).status).toBe(200);
+
+    const json = await runCli(["keys", "create", "--db", db, "--json"], home.env);
+    expect(json.code, json.stderr).toBe(0);
+    const created = JSON.parse(json.stdout) as { key: string; label: string; account_id: string };
+    expect(created).toMatchObject({ label: "cli", account_id: "demo" });
+    expect((await chatWith(url, created.key)).status).toBe(200);
+    human.child.kill("SIGTERM");
+    expect((await human.exit()).code).toBe(0);
+  });
+
+  it("keys create --db works with no serve running, for a named account, and refuses what it cannot do", async () => {
+    const home = newHome();
+    const db = `${home.dir}/offline.db`;
+    const config = `${home.dir}/config.json`;
+    const { writeFileSync } = await import("node:fs");
+    writeFileSync(config, JSON.stringify(baseConfig()));
+    const setup = await serve(["--db", db, "--config", config]);
+    await setup.stop("SIGTERM");
+
+    const made = await runCli(
+      ["keys", "create", "--db", db, "--account", "poor", "--label", "p", "--json"],
+      home.env,
+    );
+    expect(made.code, made.stderr).toBe(0);
+    const created = JSON.parse(made.stdout) as { key: string; account_id: string };
+    expect(created.account_id).toBe("poor");
+
+    const later = await serve(["--db", db]);
+    // The poor account has no money: the key is its, so the answer is a 402, not a 401.
+    expect((await chatWith(later.url, created.key)).status).toBe(402);
+
+    const unknown = await runCli(["keys", "create", "--db", db, "--account", "nobody"], home.env);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr.trim()).toBe(
+      `gateway: no account "nobody" in ${db}; its accounts: acct, poor`,
+    );
+    const missing = await runCli(["keys", "create", "--db", `${home.dir}/none.db`], home.env);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toContain(`no database at ${home.dir}/none.db`);
+    const noLabel = await runCli(["keys", "create"], home.env);
+    expect(noLabel.code).toBe(1);
+    expect(noLabel.stderr).toContain("--label is required");
+  });
+});

@@ -102,9 +102,18 @@ Examples:
             `demo key (shown once, store it now): ${gateway.demoKey}\n` +
               `try: curl ${gateway.url}/v1/chat/completions -H "Authorization: Bearer ${gateway.demoKey}" -H "content-type: application/json" -d '{"model":"mock-gpt","messages":[{"role":"user","content":"hello"}]}'\n`,
           );
+        } else if (opts.db !== ":memory:") {
+          process.stdout.write(
+            `keys are stored only as hashes, so none is shown again; a new one: gateway keys create --db ${shellWord(opts.db)} --label NAME\n`,
+          );
         }
       }
     });
+}
+
+/** The path as one shell word, for a command line the user copies. */
+function shellWord(path: string): string {
+  return /^[\w./:@%+=,-]+$/.test(path) ? path : `'${path.replace(/'/g, "'\\''")}'`;
 }
 
 function parseInteger(value: string, flag: string): number {
