@@ -1,7 +1,9 @@
 import { existsSync } from "node:fs";
 import { dirname, resolve } from "node:path";
-import type { Command } from "commander";
+import { type Command, Option } from "commander";
+import { type MetricsAccess, metricsAccesses } from "../server/metrics-access.js";
 import { UserError } from "./errors.js";
+import { type LogFormat, logFormats, requestLinePrinter } from "./request-lines.js";
 
 interface ServeOptions {
   port: string;
@@ -10,6 +12,9 @@ interface ServeOptions {
   config?: string;
   keepaliveMs: string;
   json?: boolean;
+  quiet?: boolean;
+  logFormat: LogFormat;
+  metrics: MetricsAccess;
 }
 
 export function registerServe(program: Command): void {
@@ -28,13 +33,28 @@ export function registerServe(program: Command): void {
       "15000",
     )
     .option("--json", "print the ready line as JSON, for scripts")
+    .option("-q, --quiet", "no line per request")
+    .addOption(
+      new Option("--log-format <format>", "the line per request: text, or one JSON object")
+        .choices(logFormats)
+        .default("text"),
+    )
+    .addOption(
+      new Option(
+        "--metrics <access>",
+        "GET /metrics (Prometheus): off, public, or admin (needs an admin key)",
+      )
+        .choices(metricsAccesses)
+        .default("admin"),
+    )
     .addHelpText(
       "after",
       `
 Examples:
   $ gateway serve                         demo setup in ./gateway.db, prints a key once
   $ gateway serve --port 0 --json         pick a free port; print {"url":...} when ready
-  $ gateway serve --config gateway.json   providers, models, routes and accounts from a file`,
+  $ gateway serve --config gateway.json   providers, models, routes and accounts from a file
+  $ gateway serve --log-format json       one JSON object per request, for machines`,
     )
     .action(async (opts: ServeOptions) => {
       const started = performance.now();
@@ -52,6 +72,8 @@ Examples:
           db: opts.db,
           config: opts.config,
           keepaliveMs,
+          metrics: opts.metrics,
+          onRequest: opts.quiet ? undefined : requestLinePrinter(opts.logFormat),
         });
       } catch (err) {
         if (err instanceof ConfigError || err instanceof GatewayAlreadyRunning)
