@@ -1,5 +1,9 @@
-import type { Command } from "commander";
+import { existsSync } from "node:fs";
+import { dirname, resolve } from "node:path";
+import { type Command, Option } from "commander";
+import { type MetricsAccess, metricsAccesses } from "../server/metrics-access.js";
 import { UserError } from "./errors.js";
+import { type LogFormat, logFormats, requestLinePrinter } from "./request-lines.js";
 
 interface ServeOptions {
   port: string;
@@ -8,6 +12,9 @@ interface ServeOptions {
   config?: string;
   keepaliveMs: string;
   json?: boolean;
+  quiet?: boolean;
+  logFormat: LogFormat;
+  metrics: MetricsAccess;
 }
 
 export function registerServe(program: Command): void {
@@ -26,13 +33,28 @@ export function registerServe(program: Command): void {
       "15000",
     )
     .option("--json", "print the ready line as JSON, for scripts")
+    .option("-q, --quiet", "no line per request")
+    .addOption(
+      new Option("--log-format <format>", "the line per request: text, or one JSON object")
+        .choices(logFormats)
+        .default("text"),
+    )
+    .addOption(
+      new Option(
+        "--metrics <access>",
+        "GET /metrics (Prometheus): off, public, or admin (needs an admin key)",
+      )
+        .choices(metricsAccesses)
+        .default("admin"),
+    )
     .addHelpText(
       "after",
       `
 Examples:
   $ gateway serve                         demo setup in ./gateway.db, prints a key once
   $ gateway serve --port 0 --json         pick a free port; print {"url":...} when ready
-  $ gateway serve --config gateway.json   providers, models, routes and accounts from a file`,
+  $ gateway serve --config gateway.json   providers, models, routes and accounts from a file
+  $ gateway serve --log-format json       one JSON object per request, for machines`,
     )
     .action(async (opts: ServeOptions) => {
       const started = performance.now();
@@ -42,6 +64,7 @@ Examples:
       const { startGateway } = await import("../server/gateway.js");
       const { ConfigError } = await import("../server/config/load.js");
       const { SecretKeyError } = await import("../store/secret-box.js");
+      const { GatewayAlreadyRunning } = await import("../server/serve-lock.js");
       let gateway: Awaited<ReturnType<typeof startGateway>>;
       try {
         gateway = await startGateway({
@@ -50,10 +73,18 @@ Examples:
           db: opts.db,
           config: opts.config,
           keepaliveMs,
+          metrics: opts.metrics,
+          onRequest: opts.quiet ? undefined : requestLinePrinter(opts.logFormat),
         });
       } catch (err) {
-        if (err instanceof ConfigError || err instanceof SecretKeyError)
+        if (
+          err instanceof ConfigError ||
+          err instanceof SecretKeyError ||
+          err instanceof GatewayAlreadyRunning
+        )
           throw new UserError(err.message);
+        if (opts.db !== ":memory:" && !existsSync(dirname(resolve(opts.db))))
+          throw new UserError(`no such directory: ${dirname(opts.db)} (for --db ${opts.db})`);
         const code = (err as NodeJS.ErrnoException).code;
         if (code === "EADDRINUSE")
           throw new UserError(`port ${port} is already in use; try --port 0`);
@@ -98,9 +129,18 @@ Examples:
             `demo key (shown once, store it now): ${gateway.demoKey}\n` +
               `try: curl ${gateway.url}/v1/chat/completions -H "Authorization: Bearer ${gateway.demoKey}" -H "content-type: application/json" -d '{"model":"mock-gpt","messages":[{"role":"user","content":"hello"}]}'\n`,
           );
+        } else if (opts.db !== ":memory:") {
+          process.stdout.write(
+            `keys are stored only as hashes, so none is shown again; a new one: gateway keys create --db ${shellWord(opts.db)} --label NAME\n`,
+          );
         }
       }
     });
+}
+
+/** The path as one shell word, for a command line the user copies. */
+function shellWord(path: string): string {
+  return /^[\w./:@%+=,-]+$/.test(path) ? path : `'${path.replace(/'/g, "'\\''")}'`;
 }
 
 function parseInteger(value: string, flag: string): number {

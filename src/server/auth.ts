@@ -5,6 +5,7 @@ import type { KeyWithAccount } from "../store/types.js";
 import { PlainTextError } from "./errors.js";
 import { nodeIncoming } from "./http/node-bindings.js";
 import { requestHeader } from "./http/request-header.js";
+import { traceOf } from "./http/request-trace.js";
 import type { SharedKeyLimiter } from "./limits/shared-key.js";
 
 export interface AuthInfo {
@@ -79,6 +80,8 @@ export function requireKey(
   // Not async: nothing to do after the handler, so no extra promise per request.
   return (c, next) => {
     const key = admitCaller(store, sharedKeys, presentedKey(c), clientIp(c), now());
+    const trace = traceOf(nodeIncoming(c));
+    if (trace) trace.keyLabel = key.label;
     c.set("auth", { key, accountId: key.account_id });
     return next();
   };

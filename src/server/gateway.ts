@@ -12,8 +12,14 @@ import { createOwnerLink, forgetUnusedOwnerLinks } from "./dashboard/owner-sessi
 import { forgetServeRuntime, recordServeRuntime } from "./dashboard/serve-runtime.js";
 import { defaultBodyLimitBytes } from "./http/json-body.js";
 import { nodeListener } from "./http/node-listener.js";
+import { type FinishedRequest, onFinishedRequests } from "./http/request-trace.js";
 import { startJobRunner } from "./jobs/runner.js";
+import type { MetricsAccess } from "./metrics-access.js";
+import { Readiness } from "./observe/health.js";
 import { completionRoutes } from "./routes/completions.js";
+import { healthRoutes } from "./routes/health.js";
+import { installLandingRoute } from "./routes/landing.js";
+import { lockDatabase } from "./serve-lock.js";
 import { createServices, type Services } from "./services.js";
 
 export interface GatewayOptions {
@@ -32,6 +38,10 @@ export interface GatewayOptions {
   /** Device-flow timing for `gateway login` (defaults 600 s and 5 s); tests shorten them. */
   deviceCodeTtlSeconds?: number;
   devicePollIntervalSeconds?: number;
+  /** Called once per finished HTTP request (what `gateway serve` prints a line from). */
+  onRequest?: (request: FinishedRequest) => void;
+  /** `GET /metrics`: off, public, or admin (an admin key; the default). */
+  metrics?: MetricsAccess;
 }
 
 export interface RunningGateway {
@@ -47,7 +57,15 @@ export interface RunningGateway {
 
 export async function startGateway(options: GatewayOptions = {}): Promise<RunningGateway> {
   const dbPath = options.db ?? "gateway.db";
-  const store = new Store(dbPath);
+  // Before the database is opened: a refused start must leave the running server's files alone.
+  const lock = lockDatabase(dbPath);
+  let store: Store;
+  try {
+    store = new Store(dbPath);
+  } catch (err) {
+    lock?.release();
+    throw err;
+  }
   try {
     const now = options.now ?? Date.now;
     const services = createServices(store, {
@@ -82,11 +100,26 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
       );
     }
 
-    const app = buildApp(services, options.extraRoutes ?? []);
+    const readiness = new Readiness();
+    const metricsAccess = options.metrics ?? "admin";
+    // Loaded only when wanted: a gateway without /metrics pays neither its start-up nor its counting.
+    const metrics =
+      metricsAccess === "off"
+        ? undefined
+        : (await import("./observe/metrics.js")).createMetrics(services);
+    const routes = completionRoutes(services);
+    const app = buildApp(services, [
+      healthRoutes(readiness, metrics, metricsAccess),
+      installLandingRoute,
+      ...(options.extraRoutes ?? []),
+    ]);
+    metrics?.knowRoutes(app, routes.keys());
     const host = options.host ?? "127.0.0.1";
+    const traceSource = { url: "" };
     const listener = nodeListener(
-      completionRoutes(services),
+      routes,
       getRequestListener(app.fetch, { hostname: host }),
+      traceSource,
     );
     const server = await new Promise<Server>((resolve, reject) => {
       const s = createServer(listener);
@@ -102,10 +135,15 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
     const checkpointer = dbPath === ":memory:" ? undefined : startCheckpointer(store.db, dbPath);
     const shownHost = host.includes(":") ? `[${host}]` : host === "0.0.0.0" ? "127.0.0.1" : host;
     const url = `http://${shownHost}:${port}`;
+    traceSource.url = url;
+    const observers = [options.onRequest, metrics?.observe].flatMap((observe) =>
+      observe ? [onFinishedRequests(traceSource, observe)] : [],
+    );
     ownerAccountId ??= store.listAccounts()[0]?.id;
     forgetUnusedOwnerLinks(store.db);
     const ownerUrl = ownerAccountId ? createOwnerLink(store.db, ownerAccountId, url) : undefined;
     recordServeRuntime(store.db, { url, ownerAccountId, startedAt: now() });
+    readiness.ready();
     let closing: Promise<void> | undefined;
     return {
       url,
@@ -115,22 +153,26 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
       services,
       close() {
         closing ??= (async () => {
+          readiness.stopping();
           await new Promise<void>((resolve) => {
             server.close(() => resolve());
             server.closeAllConnections();
           });
+          for (const unobserve of observers) unobserve();
           await jobRunner.stop();
           await services.http.close();
           services.ledger.close();
           await checkpointer?.stop();
           forgetServeRuntime(store.db);
           store.close();
+          lock?.release();
         })();
         return closing;
       },
     };
   } catch (err) {
     store.close();
+    lock?.release();
     throw err;
   }
 }

@@ -1,7 +1,9 @@
 import type { Command } from "commander";
-import { connectWithKey } from "../api-client.js";
+import { type CreatedKey, connectWithKey } from "../api-client.js";
 import { defaultProfile, endingPromptly } from "../credentials/index.js";
+import { UserError } from "../errors.js";
 import { note, paintFor, printJson, result } from "../output.js";
+import { createKeyInDatabase } from "./create-offline.js";
 
 /**
  * `gateway keys create`: mint a per-tool key from the login key. The key goes to stdout alone
@@ -9,7 +11,9 @@ import { note, paintFor, printJson, result } from "../output.js";
  */
 
 interface CreateFlags {
-  label: string;
+  label?: string;
+  db?: string;
+  account?: string;
   shared?: boolean;
   json?: boolean;
   baseUrl?: string;
@@ -20,7 +24,9 @@ export function registerKeysCreate(keys: Command): void {
   keys
     .command("create")
     .description("Create a per-tool key; it is shown once, now")
-    .requiredOption("--label <name>", "what the key is for (one key per tool or app)")
+    .option("--label <name>", "what the key is for (one key per tool or app)")
+    .option("--db <file>", "mint the key straight into this gateway database (no login needed)")
+    .option("--account <id>", "with --db: the account (default: the gateway owner's)")
     .option("--shared", "a key to hand to other people (limited per IP, no quota reads)")
     .option("--json", "print {id, key, label, kind, created_at} as JSON")
     .option("--base-url <url>", "gateway to use (default: the one logged in to)")
@@ -31,12 +37,28 @@ export function registerKeysCreate(keys: Command): void {
 Examples:
   $ gateway keys create --label ci
   $ export OPENAI_API_KEY="$(gateway keys create --label my-app)"
-  $ gateway keys create --label demo-for-team --shared --json`,
+  $ gateway keys create --label demo-for-team --shared --json
+  $ gateway keys create --db gateway.db --label my-app   offline, from the database file`,
     )
     .action(
       endingPromptly(async (flags: CreateFlags) => {
-        const { client } = await connectWithKey(flags);
-        const created = await client.createKey(flags.label, flags.shared ?? false);
+        const shared = flags.shared ?? false;
+        let created: CreatedKey;
+        if (flags.db !== undefined) {
+          created = await createKeyInDatabase({
+            db: flags.db,
+            label: flags.label ?? "cli",
+            account: flags.account,
+            shared,
+          });
+        } else {
+          if (flags.label === undefined)
+            throw new UserError("--label is required (what the key is for), e.g. --label ci");
+          if (flags.account !== undefined)
+            throw new UserError("--account needs --db: a login key mints keys for its own account");
+          const { client } = await connectWithKey(flags);
+          created = await client.createKey(flags.label, shared);
+        }
         if (flags.json) {
           printJson(created);
           return;

@@ -4,6 +4,7 @@ import { parseSubscription } from "../../store/types.js";
 import type { Target } from "../dispatch/resolve.js";
 import { GatewayError } from "../errors.js";
 import type { GoneSignal } from "../http/client-signal.js";
+import type { RequestTrace } from "../http/request-trace.js";
 import type { RateHeaders } from "../limits/request-limits.js";
 import type { Services } from "../services.js";
 import type { Usage } from "../wire/usage.js";
@@ -19,6 +20,8 @@ export interface AdmitInput {
   worstCase: (model: ModelRow) => WorstCase;
   stream: boolean;
   signal: GoneSignal;
+  /** The request's trace while someone listens: told the model, key and, at settlement, the cost. */
+  trace?: RequestTrace;
 }
 
 export interface Admission {
@@ -28,6 +31,7 @@ export interface Admission {
   byok: ByokRow[];
   byokOnly: boolean;
   free: boolean;
+  trace?: RequestTrace;
 }
 
 const subscribersOnly = () =>
@@ -38,6 +42,12 @@ const subscribersOnly = () =>
  * admitted holds its worst-case cost; `settleAdmission` charges the real cost afterwards.
  */
 export async function admit(s: Services, input: AdmitInput): Promise<Admission> {
+  const { trace } = input;
+  if (trace) {
+    trace.model = input.target.name;
+    trace.keyLabel = input.key.label;
+    trace.stream = input.stream;
+  }
   const now = s.options.now();
   const account = s.store.getAccount(input.key.account_id);
   if (!account) throw new GatewayError(500, "internal_error", "account missing");
@@ -60,7 +70,7 @@ export async function admit(s: Services, input: AdmitInput): Promise<Admission> 
       payment: "free",
       freeDailyLimit: tier.free_daily,
     });
-    return { account, reservation, rateHeaders, byok, byokOnly: false, free };
+    return { account, reservation, rateHeaders, byok, byokOnly: false, free, trace };
   }
 
   const models =
@@ -101,13 +111,14 @@ export async function admit(s: Services, input: AdmitInput): Promise<Admission> 
       byok,
       byokOnly: false,
       free,
+      trace,
     };
   } catch (err) {
     // An account that cannot pay may still use its own provider keys, and only those.
     const byokCovers = models.every((m) => byok.some((b) => b.provider_id === m.provider_id));
     if (err instanceof GatewayError && err.status === 402 && byokCovers) {
       const reservation = s.ledger.reserve({ ...base, payment: "byok" });
-      return { account, reservation, rateHeaders, byok, byokOnly: true, free };
+      return { account, reservation, rateHeaders, byok, byokOnly: true, free, trace };
     }
     throw err;
   }
@@ -163,7 +174,7 @@ export function settleAdmission(
   };
   const cost =
     outcome.model && !outcome.byokServed && !admission.free ? costMicro(outcome.model, metered) : 0;
-  s.ledger.settle(
+  const charged = s.ledger.settle(
     admission.reservation,
     {
       status: outcome.status,
@@ -177,6 +188,14 @@ export function settleAdmission(
     },
     options,
   );
+  const { trace } = admission;
+  if (trace) {
+    trace.costMicro = charged;
+    trace.inputTokens = metered.inputTokens;
+    trace.outputTokens = metered.outputTokens;
+    trace.providerId = outcome.providerId;
+    trace.errorCode = outcome.errorCode;
+  }
   if (
     admission.free &&
     outcome.delivered &&

@@ -410,6 +410,13 @@ export class Ledger {
     return pending;
   }
 
+  /** Every hold not yet released and the money they hold, across accounts (read by /metrics). */
+  holdsInFlight(): { count: number; micro: number } {
+    let micro = 0;
+    for (const pending of this.pending.values()) micro += pending.balance + pending.payg;
+    return { count: this.open, micro };
+  }
+
   /** Money held by the account's admitted, unsettled requests and jobs. */
   heldMicro(accountId: string): number {
     const pending = this.pending.get(accountId);

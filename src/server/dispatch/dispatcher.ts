@@ -38,6 +38,9 @@ export interface DispatchOptions {
  * never retried; inside a route or a credential chain a failure moves on to the next.
  */
 export class Dispatcher {
+  /** Told of every failed attempt that reached a provider (set by /metrics; unset, it costs nothing). */
+  upstreamFailed: ((providerId: string, failure: UpstreamFailure) => void) | undefined;
+
   constructor(
     private readonly store: Store,
     private readonly pools: KeyPools,
@@ -104,6 +107,7 @@ export class Dispatcher {
           }
           acquired.release(releaseOutcome(err), err.retryAfterMs);
           failures.push(err);
+          if (err.kind !== "unsupported") this.upstreamFailed?.(provider.id, err);
           if (signal.aborted) throw err;
         }
       }

@@ -7,6 +7,8 @@ import { type Attempt, UpstreamFailure } from "../dispatch/types.js";
 import { badRequest, GatewayError } from "../errors.js";
 import { clientSignal } from "../http/client-signal.js";
 import { readJsonWithSize } from "../http/json-body.js";
+import { nodeIncoming } from "../http/node-bindings.js";
+import { traceOf } from "../http/request-trace.js";
 import { isMockSpeechFormat, readWavInfo, speechContentType } from "../media/index.js";
 import {
   type MockTranscript,
@@ -351,6 +353,7 @@ function admitUnits(
     worstCase: () => ({ inputTokens: 0, outputTokens: 0, units }),
     stream: false,
     signal,
+    trace: traceOf(nodeIncoming(c)),
   });
 }
 

@@ -25,6 +25,7 @@ import { corsResponseHeaders, sendWithCors } from "../http/cors.js";
 import { parseJsonBody, readNodeBody, refuseDeclaredLength } from "../http/json-body.js";
 import type { NodeRoute } from "../http/node-listener.js";
 import { nodeHeader } from "../http/request-header.js";
+import { traceOf } from "../http/request-trace.js";
 import { sendSse } from "../http/sse-response.js";
 import { markStage } from "../http/stages.js";
 import type { Services } from "../services.js";
@@ -124,8 +125,11 @@ async function complete(
     s.options.now(),
   );
   markStage(incoming, "authenticated");
+  const trace = traceOf(incoming);
+  if (trace) trace.keyLabel = key.label;
   const { data: body, bytes } = parseJsonBody(await readNodeBody(incoming, limit), schemas[style]);
   markStage(incoming, "parsed");
+  if (trace) trace.model = body.model;
   const target = forModality(resolveTarget(s.store.getCatalog(), body.model), "chat");
   const stream = body.stream === true;
   const requested = outputLimit(style, body);
@@ -143,6 +147,7 @@ async function complete(
     }),
     stream,
     signal,
+    trace,
   });
   markStage(incoming, "admitted");
   const req: CompletionRequest = {

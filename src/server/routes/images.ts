@@ -7,6 +7,8 @@ import type { Attempt } from "../dispatch/types.js";
 import { badRequest } from "../errors.js";
 import { clientSignal } from "../http/client-signal.js";
 import { readJsonWithSize } from "../http/json-body.js";
+import { nodeIncoming } from "../http/node-bindings.js";
+import { traceOf } from "../http/request-trace.js";
 import { MAX_IMAGE_SIDE, parseSize } from "../media/index.js";
 import { mockImages, mockMediaPreamble } from "../providers/media-mock.js";
 import { type ImageDatum, openaiImages, type UpstreamImages } from "../providers/media-openai.js";
@@ -56,6 +58,7 @@ export function imagesRoute(s: Services) {
       worstCase: () => ({ inputTokens: 0, outputTokens: 0, units: n }),
       stream: false,
       signal,
+      trace: traceOf(nodeIncoming(c)),
     });
     try {
       const { result, attempt } = await s.dispatcher.dispatchWith(

@@ -9,6 +9,8 @@ import { forModality, resolveTarget } from "../dispatch/resolve.js";
 import { badRequest, GatewayError } from "../errors.js";
 import { clientSignal } from "../http/client-signal.js";
 import { readJsonWithSize } from "../http/json-body.js";
+import { nodeIncoming } from "../http/node-bindings.js";
+import { traceOf } from "../http/request-trace.js";
 import { jobHold } from "../jobs/job-billing.js";
 import { billedSeconds, type JobKindSpec, jobKinds } from "../jobs/job-kinds.js";
 import {
@@ -148,6 +150,7 @@ async function submit(
     worstCase: () => units,
     stream: false,
     signal: clientSignal(c),
+    trace: traceOf(nodeIncoming(c)),
   });
   const subscription = parseSubscription(admission.account);
   const hold = jobHold(admission, {

@@ -1,0 +1,69 @@
+import { existsSync } from "node:fs";
+import { UserError } from "../errors.js";
+
+/**
+ * `gateway keys create --db FILE`: a key minted straight into a gateway's database file, with or
+ * without a `gateway serve` running on it (a running one finds the key on its first use: its key
+ * cache reads the file on a miss). Like `gateway owner-link`, whoever can open the file owns the
+ * gateway, so the file is the authority, not a login key.
+ */
+
+export interface OfflineKey {
+  id: string;
+  key: string;
+  label: string;
+  kind: string;
+  account_id: string;
+  created_at: number;
+}
+
+export async function createKeyInDatabase(input: {
+  db: string;
+  label: string;
+  account?: string;
+  shared: boolean;
+}): Promise<OfflineKey> {
+  if (input.db === ":memory:") {
+    throw new UserError("an in-memory database belongs to its server alone; give a file to --db");
+  }
+  if (!existsSync(input.db)) {
+    throw new UserError(
+      `no database at ${input.db}; start \`gateway serve --db ${input.db}\` once to create it`,
+    );
+  }
+  // Loaded here: the other client commands should not pay for SQLite.
+  const { Store } = await import("../../store/store.js");
+  const { liveServeRuntime } = await import("../../server/dashboard/serve-runtime.js");
+  const store = new Store(input.db);
+  try {
+    const accountId =
+      input.account ?? liveServeRuntime(store.db)?.ownerAccountId ?? store.listAccounts()[0]?.id;
+    if (!accountId) {
+      throw new UserError(
+        `${input.db} has no account yet; start \`gateway serve --db ${input.db}\` once (it creates the demo account) or apply a config`,
+      );
+    }
+    if (!store.getAccount(accountId)) {
+      const known = store
+        .listAccounts()
+        .map((a) => a.id)
+        .join(", ");
+      throw new UserError(`no account "${accountId}" in ${input.db}; its accounts: ${known}`);
+    }
+    const { key, value } = store.createKey({
+      accountId,
+      label: input.label,
+      kind: input.shared ? "shared" : "standard",
+    });
+    return {
+      id: key.id,
+      key: value,
+      label: key.label,
+      kind: key.kind,
+      account_id: accountId,
+      created_at: key.created_at,
+    };
+  } finally {
+    store.close();
+  }
+}

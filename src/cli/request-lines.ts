@@ -1,0 +1,76 @@
+import type { FinishedRequest } from "../server/http/request-trace.js";
+import { MICRO } from "../store/money.js";
+import { paintFor } from "./output.js";
+
+/**
+ * `gateway serve`'s terminal: one line per finished request, like `stripe listen`. Lines are
+ * gathered and written once per event-loop turn, so a burst costs one write, not one per request.
+ */
+
+export const logFormats = ["text", "json"] as const;
+export type LogFormat = (typeof logFormats)[number];
+
+export function requestLinePrinter(
+  format: LogFormat,
+  stream: NodeJS.WriteStream = process.stdout,
+): (request: FinishedRequest) => void {
+  const render = format === "json" ? jsonLine : textLine(paintFor(stream));
+  let pending: string[] = [];
+  const flush = () => {
+    const lines = pending;
+    pending = [];
+    stream.write(lines.join(""));
+  };
+  return (request) => {
+    if (pending.length === 0) setImmediate(flush);
+    pending.push(`${render(request)}\n`);
+  };
+}
+
+function jsonLine(r: FinishedRequest): string {
+  return JSON.stringify({
+    time: new Date(r.finishedAt).toISOString(),
+    method: r.method,
+    path: r.path,
+    status: r.status,
+    ms: Math.round(r.durationMs * 10) / 10,
+    model: r.model ?? null,
+    key: r.keyLabel ?? null,
+    cost_idr: r.costMicro === undefined ? null : r.costMicro / MICRO,
+    input_tokens: r.inputTokens ?? null,
+    output_tokens: r.outputTokens ?? null,
+    provider: r.providerId ?? null,
+    stream: r.stream ?? false,
+    error: r.errorCode ?? null,
+    aborted: r.aborted,
+  });
+}
+
+function textLine(paint: ReturnType<typeof paintFor>) {
+  return (r: FinishedRequest): string => {
+    const time = new Date(r.finishedAt).toTimeString().slice(0, 8);
+    const failed = r.status >= 400 || r.errorCode !== undefined || r.aborted;
+    const colour = r.status >= 500 || (r.status < 400 && failed) ? paint.red : paint.yellow;
+    const status = failed ? colour(String(r.status)) : paint.green(String(r.status));
+    const parts = [
+      paint.dim(time),
+      status,
+      `${r.method} ${r.path}`,
+      r.model ?? "-",
+      `${r.durationMs < 10 ? r.durationMs.toFixed(1) : Math.round(r.durationMs)} ms`,
+    ];
+    if (r.costMicro !== undefined) parts.push(`IDR ${formatIdr(r.costMicro)}`);
+    if (r.keyLabel !== undefined) parts.push(`key ${r.keyLabel}`);
+    if (r.stream) parts.push("stream");
+    if (r.errorCode !== undefined) parts.push(colour(r.errorCode));
+    else if (r.aborted) parts.push(colour("client closed"));
+    return parts.join("  ");
+  };
+}
+
+/** Two decimals, or enough to show a cost under one rupiah that is not zero. */
+function formatIdr(micro: number): string {
+  const idr = micro / MICRO;
+  if (micro === 0 || idr >= 0.01) return idr.toFixed(2);
+  return idr.toPrecision(2);
+}

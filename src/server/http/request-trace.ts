@@ -1,0 +1,95 @@
+import { channel } from "node:diagnostics_channel";
+import type { IncomingMessage, ServerResponse } from "node:http";
+
+/**
+ * One message per finished HTTP request, on a diagnostics channel: `gateway serve` prints a line
+ * from it and `/metrics` counts it. While nobody subscribes, a request pays one property read in
+ * the listener and one in each route that could say more (`traceOf` finds nothing).
+ */
+export const requestChannelName = "model-gateway:request:finished";
+const finishedChannel = channel(requestChannelName);
+
+/** What the routes learn about a request on its way; every field may stay unknown. */
+export interface RequestTrace {
+  model?: string;
+  /** The label of the key that made the request, never the key. */
+  keyLabel?: string;
+  stream?: boolean;
+  costMicro?: number;
+  inputTokens?: number;
+  outputTokens?: number;
+  providerId?: string | null;
+  /** The error code the request ended with, also after a 200 (a stream that broke). */
+  errorCode?: string;
+}
+
+export interface FinishedRequest extends RequestTrace {
+  /** The base URL of the gateway that served it (one process may run several). */
+  gateway: string;
+  method: string;
+  /** The path without its query string (which may carry a one-time token). */
+  path: string;
+  status: number;
+  durationMs: number;
+  /** Epoch milliseconds. */
+  finishedAt: number;
+  /** The client went away before the response was complete. */
+  aborted: boolean;
+}
+
+/** Where the listener finds the gateway's URL, known only once the server listens. */
+export interface TraceSource {
+  url: string;
+}
+
+const traceKey = Symbol("model-gateway.trace");
+type Traced = IncomingMessage & { [traceKey]?: RequestTrace };
+
+/** The request's trace while someone listens, else undefined. */
+export function traceOf(incoming: IncomingMessage | undefined): RequestTrace | undefined {
+  return (incoming as Traced | undefined)?.[traceKey];
+}
+
+/** Called by the listener for each request, only while the channel has subscribers. */
+export function traceRequest(
+  source: TraceSource,
+  incoming: IncomingMessage,
+  outgoing: ServerResponse,
+): void {
+  const started = performance.now();
+  const trace: RequestTrace = {};
+  (incoming as Traced)[traceKey] = trace;
+  outgoing.once("close", () => {
+    if (!finishedChannel.hasSubscribers) return;
+    const url = incoming.url ?? "";
+    const query = url.indexOf("?");
+    const message: FinishedRequest = {
+      gateway: source.url,
+      method: incoming.method ?? "",
+      path: query === -1 ? url : url.slice(0, query),
+      status: outgoing.statusCode,
+      durationMs: performance.now() - started,
+      finishedAt: Date.now(),
+      aborted: !outgoing.writableFinished,
+      ...trace,
+    };
+    finishedChannel.publish(message);
+  });
+}
+
+export function tracingRequests(): boolean {
+  return finishedChannel.hasSubscribers;
+}
+
+/** Subscribes `listener` to the requests of the gateway at `url`; returns the unsubscribe. */
+export function onFinishedRequests(
+  source: TraceSource,
+  listener: (request: FinishedRequest) => void,
+): () => void {
+  const handler = (message: unknown) => {
+    const request = message as FinishedRequest;
+    if (request.gateway === source.url) listener(request);
+  };
+  finishedChannel.subscribe(handler);
+  return () => finishedChannel.unsubscribe(handler);
+}

@@ -1,0 +1,164 @@
+import { Hono } from "hono";
+import { afterEach, describe, expect, it } from "vitest";
+import type { AppEnv } from "../src/server/app-env.js";
+import { Readiness } from "../src/server/observe/health.js";
+import { healthRoutes } from "../src/server/routes/health.js";
+import { ADMIN_KEY, chat, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
+
+const gateways: TestGateway[] = [];
+afterEach(async () => {
+  for (const gw of gateways.splice(0)) await gw.close();
+});
+
+async function gateway(options: Parameters<typeof testGateway>[0] = {}): Promise<TestGateway> {
+  const gw = await testGateway(options);
+  gateways.push(gw);
+  return gw;
+}
+
+async function scrape(gw: { url: string }, key = ADMIN_KEY): Promise<string> {
+  const res = await fetch(`${gw.url}/metrics`, { headers: { authorization: `Bearer ${key}` } });
+  expect(res.status).toBe(200);
+  expect(res.headers.get("content-type")).toMatch(/^text\/plain; version=0\.0\.4/);
+  return res.text();
+}
+
+/** The value of one sample line, e.g. sample(text, 'gateway_tokens_total{model="m",direction="input"}'). */
+function sample(text: string, series: string): number | undefined {
+  const line = text.split("\n").find((l) => l.startsWith(`${series} `));
+  return line === undefined ? undefined : Number(line.slice(series.length + 1));
+}
+
+describe("health", () => {
+  it("answers liveness and readiness once started", async () => {
+    const gw = await gateway();
+    const live = await fetch(`${gw.url}/health`);
+    expect(live.status).toBe(200);
+    expect(await live.json()).toEqual({ status: "ok" });
+    for (const path of ["/health/ready", "/health?ready"]) {
+      const ready = await fetch(`${gw.url}${path}`);
+      expect(ready.status).toBe(200);
+      expect(await ready.json()).toEqual({ status: "ready" });
+    }
+  });
+
+  it("says 503 with the reason before start-up finishes and once shutdown begins", async () => {
+    const readiness = new Readiness();
+    const app = new Hono<AppEnv>();
+    healthRoutes(readiness, undefined, "off")(app, {} as never);
+    const state = async () => {
+      const res = await app.request("/health/ready");
+      return [res.status, await res.json()];
+    };
+    expect(await state()).toEqual([503, { status: "unavailable", reason: "starting" }]);
+    readiness.ready();
+    expect(await state()).toEqual([200, { status: "ready" }]);
+    readiness.stopping();
+    expect(await state()).toEqual([503, { status: "unavailable", reason: "stopping" }]);
+    expect((await app.request("/health")).status).toBe(200);
+  });
+});
+
+describe("GET /", () => {
+  it("is a short page leading to the dashboard, the models and health", async () => {
+    const gw = await gateway();
+    const res = await fetch(`${gw.url}/`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-security-policy")).toContain("default-src 'none'");
+    const html = await res.text();
+    for (const href of ['href="/dashboard"', 'href="/v1/models"', 'href="/health"'])
+      expect(html).toContain(href);
+  });
+});
+
+describe("GET /metrics", () => {
+  it("counts requests by route, model and status, tokens, money charged and upstream failures, exactly", async () => {
+    const gw = await gateway();
+    const ok = await post(gw, "/v1/chat/completions", chat("hello"));
+    const okBody = (await ok.json()) as {
+      usage: { prompt_tokens: number; completion_tokens: number };
+    };
+    await post(gw, "/v1/chat/completions", chat("again"));
+    expect((await post(gw, "/v1/chat/completions", chat("x", "nope"))).status).toBe(400);
+    const fallback = await post(gw, "/v1/chat/completions", chat("via route", "auto"));
+    expect(fallback.status).toBe(200);
+    await fallback.text();
+    await fetch(`${gw.url}/v1/files/file_doesnotexist`, {
+      headers: { authorization: `Bearer ${KEY}` },
+    });
+    await gw.services.ledger.committed();
+
+    const text = await scrape(gw);
+    const requests = (route: string, status: number, model: string) =>
+      sample(
+        text,
+        `gateway_http_requests_total{route="${route}",method="POST",status="${status}",model="${model}"}`,
+      );
+    expect(requests("/v1/chat/completions", 200, "mock-gpt")).toBe(2);
+    expect(requests("/v1/chat/completions", 200, "auto")).toBe(1);
+    // A model the catalog does not know never becomes a label value.
+    expect(requests("/v1/chat/completions", 400, "none")).toBe(1);
+    expect(text).not.toContain('model="nope"');
+    expect(text).not.toContain("file_doesnotexist");
+    expect(
+      sample(
+        text,
+        'gateway_http_request_duration_seconds_count{route="/v1/chat/completions",method="POST"}',
+      ),
+    ).toBe(4);
+
+    // Tokens and money agree with what the ledger wrote.
+    const logged = gw.services.store.db
+      .prepare(
+        "SELECT model, SUM(input_tokens) AS i, SUM(output_tokens) AS o, SUM(cost_micro) AS c FROM request_log GROUP BY model",
+      )
+      .all() as { model: string; i: number; o: number; c: number }[];
+    const gpt = logged.find((r) => r.model === "mock-gpt")!;
+    expect(gpt.i).toBeGreaterThanOrEqual(okBody.usage.prompt_tokens);
+    expect(sample(text, 'gateway_tokens_total{model="mock-gpt",direction="input"}')).toBe(gpt.i);
+    expect(sample(text, 'gateway_tokens_total{model="mock-gpt",direction="output"}')).toBe(gpt.o);
+    expect(sample(text, 'gateway_charged_micro_idr_total{model="mock-gpt"}')).toBe(gpt.c);
+    const auto = logged.find((r) => r.model === "auto")!;
+    expect(sample(text, 'gateway_charged_micro_idr_total{model="auto"}')).toBe(auto.c);
+    // The route's first step (mock-down) failed once before mock-gpt answered.
+    expect(
+      sample(text, 'gateway_upstream_failures_total{provider="mock-down",kind="unavailable"}'),
+    ).toBe(1);
+    expect(sample(text, "gateway_holds_in_flight")).toBe(0);
+    expect(sample(text, "gateway_held_micro_idr")).toBe(0);
+  });
+
+  it("shows holds in flight while a request waits upstream", async () => {
+    const gw = await gateway();
+    const slow = post(gw, "/v1/chat/completions", chat("[[mock:delay=800]] wait"));
+    await new Promise((r) => setTimeout(r, 300));
+    const during = await scrape(gw);
+    expect(sample(during, "gateway_holds_in_flight")).toBe(1);
+    expect(sample(during, "gateway_held_micro_idr")).toBeGreaterThan(0);
+    expect((await slow).status).toBe(200);
+    expect(sample(await scrape(gw), "gateway_holds_in_flight")).toBe(0);
+  });
+
+  it("needs an admin key by default, is open when public, and absent when off", async () => {
+    const admin = await gateway();
+    const anonymous = await fetch(`${admin.url}/metrics`);
+    expect(anonymous.status).toBe(401);
+    expect(await anonymous.text()).toBe("admin key required");
+    const user = await fetch(`${admin.url}/metrics`, {
+      headers: { authorization: `Bearer ${KEY}` },
+    });
+    expect(user.status).toBe(401);
+
+    const open = await gateway({ metrics: "public" });
+    const res = await fetch(`${open.url}/metrics`);
+    expect(res.status).toBe(200);
+    expect(await res.text()).toContain("# TYPE gateway_http_requests_total counter");
+
+    const off = await gateway({ metrics: "off" });
+    expect(
+      (await fetch(`${off.url}/metrics`, { headers: { authorization: `Bearer ${ADMIN_KEY}` } }))
+        .status,
+    ).toBe(404);
+    expect((await fetch(`${off.url}/health`)).status).toBe(200);
+  });
+});
