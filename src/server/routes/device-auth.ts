@@ -3,7 +3,9 @@ import { z } from "zod";
 import type { AppEnv } from "../app-env.js";
 import { type DeviceCodes, formatUserCode } from "../dashboard/device-codes.js";
 import { GatewayError } from "../errors.js";
+import { tooDeepMessage } from "../http/json-body.js";
 import type { Services } from "../services.js";
+import { maxJsonDepth, nestedDeeperThan } from "../wire/json-depth.js";
 
 /**
  * The device-authorization grant, RFC 8628 shape, as JSON:
@@ -30,12 +32,16 @@ function oauthError(c: Context, error: string, extra: Record<string, unknown> = 
   });
 }
 
+/** A JSON body nested past the bound: refused before it is parsed. */
+const tooDeep = Symbol("too deep");
+
 /** JSON per the brief, or form-encoded as RFC 8628 clients send it; anything unreadable is `{}`. */
 async function readBody(c: Context): Promise<unknown> {
   const type = c.req.header("content-type") ?? "";
   try {
     if (type.startsWith("application/x-www-form-urlencoded")) return await c.req.parseBody();
     const text = await c.req.text();
+    if (nestedDeeperThan(text, maxJsonDepth)) return tooDeep;
     return text.trim() === "" ? {} : JSON.parse(text);
   } catch {
     return undefined;
@@ -48,7 +54,10 @@ export function installDeviceAuthRoutes(
   devices: DeviceCodes,
 ): void {
   app.post("/api/auth/device/code", async (c) => {
-    const body = codeRequest.safeParse(await readBody(c));
+    const raw = await readBody(c);
+    if (raw === tooDeep)
+      return oauthError(c, "invalid_request", { error_description: tooDeepMessage });
+    const body = codeRequest.safeParse(raw);
     if (!body.success)
       return oauthError(c, "invalid_request", {
         error_description: "client_name must be a short string.",
@@ -79,7 +88,10 @@ export function installDeviceAuthRoutes(
   });
 
   app.post("/api/auth/device/token", async (c) => {
-    const body = tokenRequest.safeParse(await readBody(c));
+    const raw = await readBody(c);
+    if (raw === tooDeep)
+      return oauthError(c, "invalid_request", { error_description: tooDeepMessage });
+    const body = tokenRequest.safeParse(raw);
     if (!body.success) return oauthError(c, "invalid_request");
     const outcome = devices.poll(body.data.device_code, s.options.now());
     if (!outcome.ok) {
