@@ -6,10 +6,16 @@ import { Store } from "../store/store.js";
 import { buildApp, type RouteInstaller } from "./app.js";
 import { applyConfig } from "./config/apply.js";
 import { demoAccountId, demoConfig } from "./config/demo.js";
-import { loadConfigFile, parseConfig } from "./config/load.js";
+import { ConfigError, loadConfigFile, parseConfig } from "./config/load.js";
 import type { ConfigInput } from "./config/schema.js";
 import { createOwnerLink, forgetUnusedOwnerLinks } from "./dashboard/owner-session.js";
 import { forgetServeRuntime, recordServeRuntime } from "./dashboard/serve-runtime.js";
+import {
+  type ConnectionLimits,
+  connectionServerOptions,
+  defaultConnectionLimits,
+  guardConnections,
+} from "./http/connection-guards.js";
 import { defaultBodyLimitBytes } from "./http/json-body.js";
 import { nodeListener } from "./http/node-listener.js";
 import { startJobRunner } from "./jobs/runner.js";
@@ -32,6 +38,13 @@ export interface GatewayOptions {
   /** Device-flow timing for `gateway login` (defaults 600 s and 5 s); tests shorten them. */
   deviceCodeTtlSeconds?: number;
   devicePollIntervalSeconds?: number;
+  /** Header, request and keep-alive timeouts and the per-address connection cap (connection-guards.ts). */
+  connections?: Partial<ConnectionLimits>;
+  /**
+   * The address browsers use to reach the gateway (behind a proxy or on another interface).
+   * The dashboard's same-origin checks and the owner link use it; default: the listening address.
+   */
+  publicUrl?: string;
 }
 
 export interface RunningGateway {
@@ -47,6 +60,7 @@ export interface RunningGateway {
 
 export async function startGateway(options: GatewayOptions = {}): Promise<RunningGateway> {
   const dbPath = options.db ?? "gateway.db";
+  const configuredOrigin = publicOrigin(options.publicUrl);
   const store = new Store(dbPath);
   try {
     const now = options.now ?? Date.now;
@@ -76,6 +90,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
       }).value;
     }
 
+    const limits = { ...defaultConnectionLimits, ...options.connections };
     const app = buildApp(services, options.extraRoutes ?? []);
     const host = options.host ?? "127.0.0.1";
     const listener = nodeListener(
@@ -83,7 +98,8 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
       getRequestListener(app.fetch, { hostname: host }),
     );
     const server = await new Promise<Server>((resolve, reject) => {
-      const s = createServer(listener);
+      const s = createServer(connectionServerOptions(limits), listener);
+      guardConnections(s, limits);
       s.once("error", reject);
       s.listen(options.port ?? 0, host, () => resolve(s));
     });
@@ -96,9 +112,12 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
     const checkpointer = dbPath === ":memory:" ? undefined : startCheckpointer(store.db, dbPath);
     const shownHost = host.includes(":") ? `[${host}]` : host === "0.0.0.0" ? "127.0.0.1" : host;
     const url = `http://${shownHost}:${port}`;
+    services.options.publicOrigin = configuredOrigin ?? url;
     ownerAccountId ??= store.listAccounts()[0]?.id;
     forgetUnusedOwnerLinks(store.db);
-    const ownerUrl = ownerAccountId ? createOwnerLink(store.db, ownerAccountId, url) : undefined;
+    const ownerUrl = ownerAccountId
+      ? createOwnerLink(store.db, ownerAccountId, options.publicUrl ?? url)
+      : undefined;
     recordServeRuntime(store.db, { url, ownerAccountId, startedAt: now() });
     let closing: Promise<void> | undefined;
     return {
@@ -127,4 +146,12 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
     store.close();
     throw err;
   }
+}
+
+function publicOrigin(publicUrl: string | undefined): string | undefined {
+  if (publicUrl === undefined) return undefined;
+  const parsed = URL.canParse(publicUrl) ? new URL(publicUrl) : undefined;
+  if (!parsed || (parsed.protocol !== "http:" && parsed.protocol !== "https:"))
+    throw new ConfigError([`must be an http:// or https:// URL, got "${publicUrl}"`], "public URL");
+  return parsed.origin;
 }

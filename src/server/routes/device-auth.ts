@@ -1,8 +1,14 @@
 import type { Context, Hono } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../app-env.js";
-import { type DeviceCodes, formatUserCode } from "../dashboard/device-codes.js";
-import { GatewayError } from "../errors.js";
+import { clientIp } from "../auth.js";
+import {
+  type DeviceCodes,
+  formatUserCode,
+  type IssueRefusal,
+  maxCodesPerAddressPerMinute,
+  maxPendingCodesPerAddress,
+} from "../dashboard/device-codes.js";
 import { tooDeepMessage } from "../http/json-body.js";
 import type { Services } from "../services.js";
 import { maxJsonDepth, nestedDeeperThan } from "../wire/json-depth.js";
@@ -24,6 +30,16 @@ const errorDescriptions: Record<string, string> = {
   expired_token: "The device code expired; start a new login.",
   invalid_grant: "The device code is unknown or was already used.",
   invalid_request: "Send a JSON body with device_code.",
+};
+
+/**
+ * A refused code request: 429 with Retry-After and the RFC's error shape. `slow_down` is the RFC's
+ * word for "ask less often", which device-flow clients already know how to show.
+ */
+const refusalText: Record<IssueRefusal["reason"], string> = {
+  address_rate: `Too many login requests from your address; at most ${maxCodesPerAddressPerMinute} a minute.`,
+  address_pending: `Your address already has ${maxPendingCodesPerAddress} login requests waiting for approval; finish or let one expire first.`,
+  all_pending: "Too many login requests are waiting for approval; try again later.",
 };
 
 function oauthError(c: Context, error: string, extra: Record<string, unknown> = {}) {
@@ -62,13 +78,12 @@ export function installDeviceAuthRoutes(
       return oauthError(c, "invalid_request", {
         error_description: "client_name must be a short string.",
       });
-    const issued = devices.issue(body.data.client_name ?? "", s.options.now());
-    if (!issued) {
-      throw new GatewayError(
-        429,
-        "rate_limit_exceeded",
-        "Too many login requests are waiting; try again later.",
-      );
+    const issued = devices.issue(body.data.client_name ?? "", clientIp(c), s.options.now());
+    if (!issued.ok) {
+      return c.json({ error: "slow_down", error_description: refusalText[issued.reason] }, 429, {
+        "cache-control": "no-store",
+        "retry-after": String(issued.retryAfterSeconds),
+      });
     }
     const origin = new URL(c.req.url).origin;
     const userCode = formatUserCode(issued.userCode);
