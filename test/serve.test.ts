@@ -113,6 +113,25 @@ describe("gateway serve", () => {
     expect(code).toBe(1);
     expect(stderr.trim()).toBe('gateway: --port must be a non-negative integer, got "eighty"');
   });
+
+  it("rejects connection timeouts that contradict each other, and a public URL that is not http(s)", async () => {
+    const timeouts = await runCli([
+      "serve",
+      "--db",
+      ":memory:",
+      "--headers-timeout-ms",
+      "5000",
+      "--request-timeout-ms",
+      "1000",
+    ]);
+    expect(timeouts.code).toBe(1);
+    expect(timeouts.stderr.trim()).toBe(
+      "gateway: --headers-timeout-ms cannot be longer than --request-timeout-ms",
+    );
+    const url = await runCli(["serve", "--db", ":memory:", "--public-url", "gateway.example"]);
+    expect(url.code).toBe(1);
+    expect(url.stderr).toContain('must be an http:// or https:// URL, got "gateway.example"');
+  });
 });
 
 describe("the programmatic API in a script", () => {

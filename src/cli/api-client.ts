@@ -82,6 +82,8 @@ const revoked = z.object({ id: z.string(), revoked: z.boolean() });
 const chatStyleError = z.object({
   error: z.object({ message: z.string(), code: z.string().nullable().optional() }),
 });
+/** The device endpoints answer in the OAuth shape (RFC 8628). */
+const oauthStyleError = z.object({ error: z.string(), error_description: z.string() });
 
 export interface ClientOptions {
   baseUrl: string;
@@ -207,10 +209,15 @@ export class GatewayClient {
     let message = text.trim().slice(0, 300) || res.statusText;
     let code: string | undefined;
     try {
-      const body = chatStyleError.safeParse(JSON.parse(text));
+      const json: unknown = JSON.parse(text);
+      const body = chatStyleError.safeParse(json);
+      const oauth = oauthStyleError.safeParse(json);
       if (body.success) {
         message = body.data.error.message;
         code = body.data.error.code ?? undefined;
+      } else if (oauth.success) {
+        message = oauth.data.error_description;
+        code = oauth.data.error;
       }
     } catch {
       // Not JSON (a plain-text refusal): the text itself is the message.

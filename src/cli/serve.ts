@@ -2,6 +2,7 @@ import { existsSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { type Command, Option } from "commander";
 import { type MetricsAccess, metricsAccesses } from "../server/metrics-access.js";
+import { defaultConnectionLimits } from "../server/http/connection-guards.js";
 import { UserError } from "./errors.js";
 import { type LogFormat, logFormats, requestLinePrinter } from "./request-lines.js";
 
@@ -11,6 +12,11 @@ interface ServeOptions {
   db: string;
   config?: string;
   keepaliveMs: string;
+  headersTimeoutMs: string;
+  requestTimeoutMs: string;
+  keepAliveTimeoutMs: string;
+  maxConnectionsPerIp: string;
+  publicUrl?: string;
   json?: boolean;
   quiet?: boolean;
   logFormat: LogFormat;
@@ -31,6 +37,30 @@ export function registerServe(program: Command): void {
       "--keepalive-ms <ms>",
       "SSE keepalive interval while a stream waits for its first token",
       "15000",
+    )
+    .option(
+      "--headers-timeout-ms <ms>",
+      "a request's line and headers must arrive within this (0: no limit)",
+      String(defaultConnectionLimits.headersTimeoutMs),
+    )
+    .option(
+      "--request-timeout-ms <ms>",
+      "a whole request, body included, must arrive within this; answers may stream longer (0: no limit)",
+      String(defaultConnectionLimits.requestTimeoutMs),
+    )
+    .option(
+      "--keep-alive-timeout-ms <ms>",
+      "close a keep-alive connection idle this long",
+      String(defaultConnectionLimits.keepAliveTimeoutMs),
+    )
+    .option(
+      "--max-connections-per-ip <n>",
+      "open connections one client address may hold (0: no cap)",
+      String(defaultConnectionLimits.maxConnectionsPerIp),
+    )
+    .option(
+      "--public-url <url>",
+      "the URL browsers reach the gateway at, when it is not the listening address (dashboard origin checks, owner link)",
     )
     .option("--json", "print the ready line as JSON, for scripts")
     .option("-q, --quiet", "no line per request")
@@ -60,6 +90,17 @@ Examples:
       const started = performance.now();
       const port = parseInteger(opts.port, "--port");
       const keepaliveMs = parseInteger(opts.keepaliveMs, "--keepalive-ms");
+      const connections = {
+        headersTimeoutMs: parseInteger(opts.headersTimeoutMs, "--headers-timeout-ms"),
+        requestTimeoutMs: parseInteger(opts.requestTimeoutMs, "--request-timeout-ms"),
+        keepAliveTimeoutMs: parseInteger(opts.keepAliveTimeoutMs, "--keep-alive-timeout-ms"),
+        maxConnectionsPerIp: parseInteger(opts.maxConnectionsPerIp, "--max-connections-per-ip"),
+      };
+      if (
+        connections.requestTimeoutMs > 0 &&
+        connections.headersTimeoutMs > connections.requestTimeoutMs
+      )
+        throw new UserError("--headers-timeout-ms cannot be longer than --request-timeout-ms");
       // Loaded here, not at the top: the client commands should not pay for the server's modules.
       const { startGateway } = await import("../server/gateway.js");
       const { ConfigError } = await import("../server/config/load.js");
@@ -75,6 +116,8 @@ Examples:
           keepaliveMs,
           metrics: opts.metrics,
           onRequest: opts.quiet ? undefined : requestLinePrinter(opts.logFormat),
+          connections,
+          publicUrl: opts.publicUrl,
         });
       } catch (err) {
         if (

@@ -3,7 +3,7 @@ import type { AppEnv } from "./app-env.js";
 import { requireKey } from "./auth.js";
 import { type ErrorStyle, errorResponse, GatewayError } from "./errors.js";
 import { bodySizeLimit } from "./http/body-limit.js";
-import { openCors } from "./http/cors.js";
+import { openCors, ownOrigin } from "./http/cors.js";
 import { installAccountRoutes } from "./routes/account.js";
 import { installAdminRoutes } from "./routes/admin.js";
 import { installDashboardRoutes } from "./routes/dashboard.js";
@@ -24,7 +24,7 @@ export function buildApp(s: Services, extraRoutes: RouteInstaller[] = []): Hono<
 
   app.use("/v1/*", openCors());
   app.use("/api/*", async (c, next) => {
-    if (isCrossOrigin(c.req.header("origin"), c.req.header("sec-fetch-site"), c.req.url)) {
+    if (isCrossOrigin(c.req.header("origin"), c.req.header("sec-fetch-site"), ownOrigin(s, c))) {
       return c.text("cross-origin requests are not allowed on /api", 403);
     }
     await next();
@@ -62,9 +62,9 @@ export function buildApp(s: Services, extraRoutes: RouteInstaller[] = []): Hono<
 function isCrossOrigin(
   origin: string | undefined,
   fetchSite: string | undefined,
-  url: string,
+  own: string,
 ): boolean {
   if (fetchSite === "cross-site" || fetchSite === "same-site") return true;
   if (!origin) return false;
-  return origin !== new URL(url).origin;
+  return origin !== own;
 }

@@ -6,10 +6,16 @@ import { Store } from "../store/store.js";
 import { buildApp, type RouteInstaller } from "./app.js";
 import { applyConfig } from "./config/apply.js";
 import { demoAccountId, demoConfig } from "./config/demo.js";
-import { loadConfigFile, parseConfig } from "./config/load.js";
+import { ConfigError, loadConfigFile, parseConfig } from "./config/load.js";
 import type { ConfigInput } from "./config/schema.js";
 import { createOwnerLink, forgetUnusedOwnerLinks } from "./dashboard/owner-session.js";
 import { forgetServeRuntime, recordServeRuntime } from "./dashboard/serve-runtime.js";
+import {
+  type ConnectionLimits,
+  connectionServerOptions,
+  defaultConnectionLimits,
+  guardConnections,
+} from "./http/connection-guards.js";
 import { defaultBodyLimitBytes } from "./http/json-body.js";
 import { nodeListener } from "./http/node-listener.js";
 import { type FinishedRequest, onFinishedRequests } from "./http/request-trace.js";
@@ -42,6 +48,13 @@ export interface GatewayOptions {
   onRequest?: (request: FinishedRequest) => void;
   /** `GET /metrics`: off, public, or admin (an admin key; the default). */
   metrics?: MetricsAccess;
+  /** Header, request and keep-alive timeouts and the per-address connection cap (connection-guards.ts). */
+  connections?: Partial<ConnectionLimits>;
+  /**
+   * The address browsers use to reach the gateway (behind a proxy or on another interface).
+   * The dashboard's same-origin checks and the owner link use it; default: the listening address.
+   */
+  publicUrl?: string;
 }
 
 export interface RunningGateway {
@@ -57,6 +70,7 @@ export interface RunningGateway {
 
 export async function startGateway(options: GatewayOptions = {}): Promise<RunningGateway> {
   const dbPath = options.db ?? "gateway.db";
+  const configuredOrigin = publicOrigin(options.publicUrl);
   // Before the database is opened: a refused start must leave the running server's files alone.
   const lock = lockDatabase(dbPath);
   let store: Store;
@@ -108,6 +122,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
         ? undefined
         : (await import("./observe/metrics.js")).createMetrics(services);
     const routes = completionRoutes(services);
+    const limits = { ...defaultConnectionLimits, ...options.connections };
     const app = buildApp(services, [
       healthRoutes(readiness, metrics, metricsAccess),
       installLandingRoute,
@@ -122,7 +137,8 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
       traceSource,
     );
     const server = await new Promise<Server>((resolve, reject) => {
-      const s = createServer(listener);
+      const s = createServer(connectionServerOptions(limits), listener);
+      guardConnections(s, limits);
       s.once("error", reject);
       s.listen(options.port ?? 0, host, () => resolve(s));
     });
@@ -136,12 +152,15 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
     const shownHost = host.includes(":") ? `[${host}]` : host === "0.0.0.0" ? "127.0.0.1" : host;
     const url = `http://${shownHost}:${port}`;
     traceSource.url = url;
+    services.options.publicOrigin = configuredOrigin ?? url;
     const observers = [options.onRequest, metrics?.observe].flatMap((observe) =>
       observe ? [onFinishedRequests(traceSource, observe)] : [],
     );
     ownerAccountId ??= store.listAccounts()[0]?.id;
     forgetUnusedOwnerLinks(store.db);
-    const ownerUrl = ownerAccountId ? createOwnerLink(store.db, ownerAccountId, url) : undefined;
+    const ownerUrl = ownerAccountId
+      ? createOwnerLink(store.db, ownerAccountId, options.publicUrl ?? url)
+      : undefined;
     recordServeRuntime(store.db, { url, ownerAccountId, startedAt: now() });
     readiness.ready();
     let closing: Promise<void> | undefined;
@@ -175,4 +194,12 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
     lock?.release();
     throw err;
   }
+}
+
+function publicOrigin(publicUrl: string | undefined): string | undefined {
+  if (publicUrl === undefined) return undefined;
+  const parsed = URL.canParse(publicUrl) ? new URL(publicUrl) : undefined;
+  if (!parsed || (parsed.protocol !== "http:" && parsed.protocol !== "https:"))
+    throw new ConfigError([`must be an http:// or https:// URL, got "${publicUrl}"`], "public URL");
+  return parsed.origin;
 }

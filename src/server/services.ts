@@ -18,6 +18,11 @@ export interface ServerOptions {
   deviceCodeTtlSeconds?: number;
   /** Poll interval the device flow asks clients for (default 5 s). */
   devicePollIntervalSeconds?: number;
+  /**
+   * The origin browsers reach the gateway at (`publicUrl`, else the listening address), set once
+   * the server listens. Same-origin checks compare against it, never against the Host header.
+   */
+  publicOrigin?: string;
 }
 
 /** Everything a request handler needs, built once at start-up. */

@@ -263,4 +263,9 @@ export const migrations: string[] = [
     value TEXT NOT NULL
   );
   `,
+  // 6: the address that asked for each device code, so one client cannot take every pending slot.
+  `
+  ALTER TABLE device_codes ADD COLUMN client_ip TEXT NOT NULL DEFAULT '';
+  CREATE INDEX device_codes_pending_by_ip ON device_codes(client_ip, status, expires_at);
+  `,
 ];

@@ -2,6 +2,7 @@ import { randomInt } from "node:crypto";
 import type { Statement } from "better-sqlite3";
 import { hashSecret, randomToken } from "../../store/secrets.js";
 import type { Store } from "../../store/store.js";
+import { WindowCounter } from "../limits/window-counter.js";
 import { ProcessSeal } from "./seal.js";
 
 /**
@@ -21,6 +22,13 @@ const slowDownStepSeconds = 5;
 const pollToleranceMs = 250;
 /** Unfinished requests at once; past this the endpoint answers 429 so a loop cannot fill the disk. */
 const maxPendingCodes = 200;
+/**
+ * What one client address may ask for: a person logging in needs one code, a few machines
+ * behind one address a handful. Far below the global cap, so one address cannot fill it and
+ * block everyone else's login.
+ */
+export const maxPendingCodesPerAddress = 5;
+export const maxCodesPerAddressPerMinute = 10;
 /** Finished rows are kept this long, so a reused code is told "already used" rather than "unknown". */
 const keepFinishedMs = 24 * 60 * 60 * 1000;
 
@@ -41,10 +49,18 @@ export interface DeviceCodeRow {
 }
 
 export interface IssuedDeviceCode {
+  ok: true;
   deviceCode: string;
   userCode: string;
   expiresInSeconds: number;
   intervalSeconds: number;
+}
+
+/** Why no code was issued, and when asking again can succeed. */
+export interface IssueRefusal {
+  ok: false;
+  reason: "address_rate" | "address_pending" | "all_pending";
+  retryAfterSeconds: number;
 }
 
 export type PollError =
@@ -87,8 +103,14 @@ function newUserCode(): string {
   return code;
 }
 
+interface Pending {
+  n: number;
+  first: number;
+}
+
 export class DeviceCodes {
   private readonly seal = new ProcessSeal();
+  private readonly perAddress = new WindowCounter(60_000);
   private readonly stmts: Record<string, Statement>;
 
   constructor(
@@ -98,12 +120,16 @@ export class DeviceCodes {
     const s = (sql: string) => store.db.prepare(sql);
     this.stmts = {
       insert: s(
-        `INSERT INTO device_codes (device_code_hash, user_code, client_name, status, interval_seconds, created_at, expires_at)
-         VALUES (?, ?, ?, 'pending', ?, ?, ?)`,
+        `INSERT INTO device_codes (device_code_hash, user_code, client_name, client_ip, status, interval_seconds, created_at, expires_at)
+         VALUES (?, ?, ?, ?, 'pending', ?, ?, ?)`,
       ),
       userCodeTaken: s("SELECT 1 FROM device_codes WHERE user_code = ?"),
       pendingCount: s(
-        "SELECT count(*) AS n FROM device_codes WHERE status = 'pending' AND expires_at > ?",
+        "SELECT count(*) AS n, min(expires_at) AS first FROM device_codes WHERE status = 'pending' AND expires_at > ?",
+      ),
+      pendingForAddress: s(
+        `SELECT count(*) AS n, min(expires_at) AS first FROM device_codes
+          WHERE client_ip = ? AND status = 'pending' AND expires_at > ?`,
       ),
       purgeOld: s("DELETE FROM device_codes WHERE expires_at < ?"),
       byHash: s("SELECT * FROM device_codes WHERE device_code_hash = ?"),
@@ -127,12 +153,27 @@ export class DeviceCodes {
     };
   }
 
-  /** Returns undefined when too many requests are already waiting (the caller answers 429). */
-  issue(clientName: string, now: number): IssuedDeviceCode | undefined {
-    return this.store.transaction(() => {
+  /**
+   * A new code for `clientAddress`, or why not: that address asked too often this minute, or has
+   * too many codes waiting, or everyone together has (the caller answers 429).
+   */
+  issue(clientName: string, clientAddress: string, now: number): IssuedDeviceCode | IssueRefusal {
+    return this.store.transaction((): IssuedDeviceCode | IssueRefusal => {
       this.stmts.purgeOld.run(now - keepFinishedMs);
-      const pending = (this.stmts.pendingCount.get(now) as { n: number }).n;
-      if (pending >= maxPendingCodes) return undefined;
+      const untilExpiry = (first: number) => Math.max(1, Math.ceil((first - now) / 1000));
+      const mine = this.stmts.pendingForAddress.get(clientAddress, now) as Pending;
+      if (mine.n >= maxPendingCodesPerAddress)
+        return { ok: false, reason: "address_pending", retryAfterSeconds: untilExpiry(mine.first) };
+      const all = this.stmts.pendingCount.get(now) as Pending;
+      if (all.n >= maxPendingCodes)
+        return { ok: false, reason: "all_pending", retryAfterSeconds: untilExpiry(all.first) };
+      if (!this.perAddress.tryTake(clientAddress, maxCodesPerAddressPerMinute, now)) {
+        const retryAfterSeconds = Math.max(
+          1,
+          Math.ceil((this.perAddress.windowEnd(now) - now) / 1000),
+        );
+        return { ok: false, reason: "address_rate", retryAfterSeconds };
+      }
       let userCode = newUserCode();
       while (this.stmts.userCodeTaken.get(userCode)) userCode = newUserCode();
       const deviceCode = randomToken(32);
@@ -141,11 +182,12 @@ export class DeviceCodes {
         hashSecret(deviceCode),
         userCode,
         clientName,
+        clientAddress,
         intervalSeconds,
         now,
         now + ttlSeconds * 1000,
       );
-      return { deviceCode, userCode, expiresInSeconds: ttlSeconds, intervalSeconds };
+      return { ok: true, deviceCode, userCode, expiresInSeconds: ttlSeconds, intervalSeconds };
     });
   }
 

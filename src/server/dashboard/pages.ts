@@ -152,6 +152,15 @@ export function decisionRefusedPage(refusal: DecisionRefusal): Page {
   }
 }
 
+export function tooManyWrongCodesPage(perMinute: number): Page {
+  return page(
+    429,
+    "Too many wrong codes",
+    `<p>This session entered more than ${perMinute} unknown codes in a minute. Wait a minute, then
+enter the code exactly as <code>gateway login</code> shows it.</p>`,
+  );
+}
+
 export function approvedPage(userCode: string): Page {
   return page(
     200,

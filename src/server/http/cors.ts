@@ -1,5 +1,6 @@
 import type { ServerResponse } from "node:http";
-import type { MiddlewareHandler } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
+import type { Services } from "../services.js";
 import { requestHeader } from "./request-header.js";
 
 const allowMethods = "GET, POST, DELETE, OPTIONS";
@@ -51,4 +52,13 @@ export function openCors(): MiddlewareHandler {
     const headers = c.res.headers;
     for (const [name, value] of Object.entries(corsResponseHeaders)) headers.set(name, value);
   };
+}
+
+/**
+ * The origin this gateway's own pages are served from: the configured public URL or the
+ * listening address. Not the request's Host header, which any page can make a browser send
+ * (DNS rebinding).
+ */
+export function ownOrigin(s: Services, c: Context): string {
+  return s.options.publicOrigin ?? new URL(c.req.url).origin;
 }

@@ -2,8 +2,11 @@ import type { IncomingMessage } from "node:http";
 import type { Context } from "hono";
 import type { z } from "zod";
 import { badRequest, GatewayError } from "../errors.js";
+import { maxJsonDepth, nestedDeeperThan } from "../wire/json-depth.js";
 
 export const defaultBodyLimitBytes = 32 * 1024 * 1024;
+
+export const tooDeepMessage = `Request body nests objects or arrays deeper than the limit of ${maxJsonDepth} levels.`;
 
 export function payloadTooLarge(limit: number): GatewayError {
   return new GatewayError(
@@ -39,6 +42,7 @@ export function parseJsonBody<T extends z.ZodType>(
   schema: T,
 ): { data: z.infer<T>; bytes: number } {
   if (text.trim() === "") throw badRequest("Request body is empty; send a JSON object.");
+  if (nestedDeeperThan(text, maxJsonDepth)) throw badRequest(tooDeepMessage);
   let raw: unknown;
   try {
     raw = JSON.parse(text);

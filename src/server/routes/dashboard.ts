@@ -21,9 +21,12 @@ import {
   forbiddenPage,
   ownerLinkInvalidPage,
   signInNeededPage,
+  tooManyWrongCodesPage,
   userCodeFormPage,
 } from "../dashboard/pages.js";
 import { GatewayError } from "../errors.js";
+import { ownOrigin } from "../http/cors.js";
+import { WindowCounter } from "../limits/window-counter.js";
 import type { Services } from "../services.js";
 import { installDashboardAccountRoutes } from "./dashboard-account.js";
 import { installDeviceAuthRoutes } from "./device-auth.js";
@@ -42,6 +45,8 @@ import { installDashboardKeyRoutes, installToolKeyRoutes, mintKey } from "./tool
 
 export const defaultDeviceCodeTtlSeconds = 600;
 export const defaultDevicePollIntervalSeconds = 5;
+/** Unknown, expired or used codes one owner session may enter per minute before a 429 page. */
+const maxWrongCodesPerMinute = 10;
 /** Dashboard forms are a few short fields. */
 const formBodyLimitBytes = 16 * 1024;
 
@@ -55,6 +60,8 @@ export function installDashboardRoutes(app: Hono<AppEnv>, s: Services): void {
     intervalSeconds: s.options.devicePollIntervalSeconds ?? defaultDevicePollIntervalSeconds,
   });
   const sessions = new OwnerSessions(s.store);
+  // Per owner session: a page (or a script holding the cookie) cannot walk the code space.
+  const wrongCodes = new WindowCounter(60_000);
   installDeviceAuthRoutes(app, s, devices);
   installToolKeyRoutes(app, s);
   installDashboardKeyRoutes(app, s, sessions);
@@ -67,7 +74,9 @@ export function installDashboardRoutes(app: Hono<AppEnv>, s: Services): void {
   const guardedForm = async (c: Context): Promise<Guarded> => {
     const session = currentSession(c);
     if (!session) return { ok: false, response: sendPage(c, signInNeededPage()) };
-    if (!isSameOriginRequest(c.req.header("origin"), c.req.header("sec-fetch-site"), c.req.url)) {
+    if (
+      !isSameOriginRequest(c.req.header("origin"), c.req.header("sec-fetch-site"), ownOrigin(s, c))
+    ) {
       return {
         ok: false,
         response: sendPage(c, forbiddenPage("Cross-origin form posts are not accepted.")),
@@ -176,11 +185,15 @@ export function installDashboardRoutes(app: Hono<AppEnv>, s: Services): void {
     if (!session) return sendPage(c, signInNeededPage());
     const raw = c.req.query("user_code");
     if (raw === undefined || raw.trim() === "") return sendPage(c, userCodeFormPage());
-    const userCode = normalizeUserCode(raw);
-    if (!userCode) return sendPage(c, decisionRefusedPage("unknown"));
     const now = s.options.now();
-    const found = devices.lookup(userCode, now);
-    if (!found.ok) return sendPage(c, decisionRefusedPage(found.refusal));
+    if (wrongCodes.used(session.id, now) >= maxWrongCodesPerMinute)
+      return sendPage(c, tooManyWrongCodesPage(maxWrongCodesPerMinute));
+    const userCode = normalizeUserCode(raw);
+    const found = userCode ? devices.lookup(userCode, now) : undefined;
+    if (!userCode || !found?.ok) {
+      wrongCodes.tryTake(session.id, Number.POSITIVE_INFINITY, now);
+      return sendPage(c, decisionRefusedPage(found?.ok === false ? found.refusal : "unknown"));
+    }
     return sendPage(
       c,
       approvalPage({
@@ -197,14 +210,23 @@ export function installDashboardRoutes(app: Hono<AppEnv>, s: Services): void {
     app.post(`/dashboard/device/${decision}`, async (c) => {
       const guard = await guardedForm(c);
       if (!guard.ok) return guard.response;
-      const userCode = normalizeUserCode(formField(guard.form, "user_code") ?? "");
-      if (!userCode) return sendPage(c, decisionRefusedPage("unknown"));
       const now = s.options.now();
-      const outcome =
-        decision === "approve"
+      const sessionId = guard.session.id;
+      if (wrongCodes.used(sessionId, now) >= maxWrongCodesPerMinute)
+        return sendPage(c, tooManyWrongCodesPage(maxWrongCodesPerMinute));
+      const userCode = normalizeUserCode(formField(guard.form, "user_code") ?? "");
+      const outcome = !userCode
+        ? undefined
+        : decision === "approve"
           ? devices.approve(userCode, guard.session.accountId, now)
           : devices.deny(userCode, now);
-      if (!outcome.ok) return sendPage(c, decisionRefusedPage(outcome.refusal));
+      if (!userCode || !outcome?.ok) {
+        wrongCodes.tryTake(sessionId, Number.POSITIVE_INFINITY, now);
+        return sendPage(
+          c,
+          decisionRefusedPage(outcome?.ok === false ? outcome.refusal : "unknown"),
+        );
+      }
       const shown = formatUserCode(userCode);
       return sendPage(c, decision === "approve" ? approvedPage(shown) : deniedPage(shown));
     });

@@ -1,9 +1,17 @@
 import type { Context, Hono } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../app-env.js";
-import { type DeviceCodes, formatUserCode } from "../dashboard/device-codes.js";
-import { GatewayError } from "../errors.js";
+import { clientIp } from "../auth.js";
+import {
+  type DeviceCodes,
+  formatUserCode,
+  type IssueRefusal,
+  maxCodesPerAddressPerMinute,
+  maxPendingCodesPerAddress,
+} from "../dashboard/device-codes.js";
+import { tooDeepMessage } from "../http/json-body.js";
 import type { Services } from "../services.js";
+import { maxJsonDepth, nestedDeeperThan } from "../wire/json-depth.js";
 
 /**
  * The device-authorization grant, RFC 8628 shape, as JSON:
@@ -24,11 +32,24 @@ const errorDescriptions: Record<string, string> = {
   invalid_request: "Send a JSON body with device_code.",
 };
 
+/**
+ * A refused code request: 429 with Retry-After and the RFC's error shape. `slow_down` is the RFC's
+ * word for "ask less often", which device-flow clients already know how to show.
+ */
+const refusalText: Record<IssueRefusal["reason"], string> = {
+  address_rate: `Too many login requests from your address; at most ${maxCodesPerAddressPerMinute} a minute.`,
+  address_pending: `Your address already has ${maxPendingCodesPerAddress} login requests waiting for approval; finish or let one expire first.`,
+  all_pending: "Too many login requests are waiting for approval; try again later.",
+};
+
 function oauthError(c: Context, error: string, extra: Record<string, unknown> = {}) {
   return c.json({ error, error_description: errorDescriptions[error] ?? error, ...extra }, 400, {
     "cache-control": "no-store",
   });
 }
+
+/** A JSON body nested past the bound: refused before it is parsed. */
+const tooDeep = Symbol("too deep");
 
 /** JSON per the brief, or form-encoded as RFC 8628 clients send it; anything unreadable is `{}`. */
 async function readBody(c: Context): Promise<unknown> {
@@ -36,6 +57,7 @@ async function readBody(c: Context): Promise<unknown> {
   try {
     if (type.startsWith("application/x-www-form-urlencoded")) return await c.req.parseBody();
     const text = await c.req.text();
+    if (nestedDeeperThan(text, maxJsonDepth)) return tooDeep;
     return text.trim() === "" ? {} : JSON.parse(text);
   } catch {
     return undefined;
@@ -48,18 +70,20 @@ export function installDeviceAuthRoutes(
   devices: DeviceCodes,
 ): void {
   app.post("/api/auth/device/code", async (c) => {
-    const body = codeRequest.safeParse(await readBody(c));
+    const raw = await readBody(c);
+    if (raw === tooDeep)
+      return oauthError(c, "invalid_request", { error_description: tooDeepMessage });
+    const body = codeRequest.safeParse(raw);
     if (!body.success)
       return oauthError(c, "invalid_request", {
         error_description: "client_name must be a short string.",
       });
-    const issued = devices.issue(body.data.client_name ?? "", s.options.now());
-    if (!issued) {
-      throw new GatewayError(
-        429,
-        "rate_limit_exceeded",
-        "Too many login requests are waiting; try again later.",
-      );
+    const issued = devices.issue(body.data.client_name ?? "", clientIp(c), s.options.now());
+    if (!issued.ok) {
+      return c.json({ error: "slow_down", error_description: refusalText[issued.reason] }, 429, {
+        "cache-control": "no-store",
+        "retry-after": String(issued.retryAfterSeconds),
+      });
     }
     const origin = new URL(c.req.url).origin;
     const userCode = formatUserCode(issued.userCode);
@@ -79,7 +103,10 @@ export function installDeviceAuthRoutes(
   });
 
   app.post("/api/auth/device/token", async (c) => {
-    const body = tokenRequest.safeParse(await readBody(c));
+    const raw = await readBody(c);
+    if (raw === tooDeep)
+      return oauthError(c, "invalid_request", { error_description: tooDeepMessage });
+    const body = tokenRequest.safeParse(raw);
     if (!body.success) return oauthError(c, "invalid_request");
     const outcome = devices.poll(body.data.device_code, s.options.now());
     if (!outcome.ok) {

@@ -1,6 +1,7 @@
 /** Small helpers shared by the translators. Nothing here knows a wire format. */
 
 import { randomBytes } from "node:crypto";
+import { maxJsonDepth, nestedDeeperThan } from "../json-depth.js";
 
 export type JsonObject = { [key: string]: unknown };
 
@@ -37,11 +38,13 @@ export function nowSeconds(): number {
 /**
  * Tool-call arguments (a JSON string on the OpenAI side) as the object Anthropic
  * requires for `input`. Empty or broken JSON (e.g. a call cut off by max_tokens)
- * becomes `{}`: Anthropic rejects anything that is not an object.
+ * becomes `{}`: Anthropic rejects anything that is not an object. So do arguments
+ * nested too deep to encode again (JSON.stringify recurses and would overflow).
  */
 export function argumentsToInput(args: unknown): JsonObject {
   if (isRecord(args)) return args;
   if (typeof args !== "string" || args.trim() === "") return {};
+  if (nestedDeeperThan(args, maxJsonDepth)) return {};
   try {
     const parsed: unknown = JSON.parse(args);
     return isRecord(parsed) ? parsed : {};

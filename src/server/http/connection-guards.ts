@@ -1,0 +1,180 @@
+import type { Server, ServerOptions } from "node:http";
+import type { Socket } from "node:net";
+import type { Duplex } from "node:stream";
+
+/**
+ * The server's own limits on connections, so a slow or idle client cannot hold a socket for as
+ * long as Node's defaults allow, and one address cannot take every socket:
+ *   headersTimeoutMs     the request line and headers must arrive within this (408 otherwise)
+ *   requestTimeoutMs     the whole request, body included, within this; it ends once the request
+ *                        is received, so a long streamed answer is never cut by it
+ *   keepAliveTimeoutMs   an idle keep-alive connection is closed after this
+ *   maxConnectionsPerIp  open connections one client address may hold; beyond it the new
+ *                        connection gets a plain 503 and is closed (0: no cap)
+ */
+export interface ConnectionLimits {
+  headersTimeoutMs: number;
+  requestTimeoutMs: number;
+  keepAliveTimeoutMs: number;
+  maxConnectionsPerIp: number;
+}
+
+/**
+ * Generous for real clients: headers come in one packet, the largest body allowed fits in the
+ * request time on a slow link, and local tools hold far fewer connections than the cap.
+ */
+export const defaultConnectionLimits: ConnectionLimits = {
+  headersTimeoutMs: 15_000,
+  requestTimeoutMs: 120_000,
+  keepAliveTimeoutMs: 5_000,
+  maxConnectionsPerIp: 512,
+};
+
+/** Node checks the header and request timeouts on a timer; this bounds how late it notices. */
+const maxCheckIntervalMs = 1_000;
+
+/** Options for `createServer`; refuses a header timeout longer than the request timeout. */
+export function connectionServerOptions(limits: ConnectionLimits): ServerOptions {
+  const { headersTimeoutMs, requestTimeoutMs } = limits;
+  if (requestTimeoutMs > 0 && headersTimeoutMs > requestTimeoutMs) {
+    throw new RangeError(
+      `the header timeout (${headersTimeoutMs} ms) cannot be longer than the request timeout (${requestTimeoutMs} ms)`,
+    );
+  }
+  const shortest = Math.min(...[headersTimeoutMs, requestTimeoutMs].filter((ms) => ms > 0));
+  return {
+    headersTimeout: headersTimeoutMs,
+    requestTimeout: requestTimeoutMs,
+    keepAliveTimeout: limits.keepAliveTimeoutMs,
+    connectionsCheckingInterval: Math.max(
+      10,
+      Math.min(maxCheckIntervalMs, Math.floor(shortest / 2)),
+    ),
+  };
+}
+
+/**
+ * Installs the per-address cap and the plain answers for what Node would otherwise refuse with
+ * an empty 400 or 431 or a silent close: malformed requests, unknown methods, oversized headers,
+ * timeouts, and CONNECT (this gateway is not a proxy).
+ */
+export function guardConnections(server: Server, limits: ConnectionLimits): void {
+  // Node's option alone is not applied to the server on every version this package supports.
+  server.keepAliveTimeout = limits.keepAliveTimeoutMs;
+  if (limits.maxConnectionsPerIp > 0) capPerAddress(server, limits.maxConnectionsPerIp);
+  server.on("clientError", (err: NodeJS.ErrnoException, socket: Duplex) => {
+    const answer = clientErrorAnswer(err, limits);
+    if (!answer || !socket.writable || responseStarted(socket)) {
+      socket.destroy();
+      return;
+    }
+    socket.end(plainResponse(answer.status, answer.reason, answer.text));
+  });
+  server.on("connect", (_req, socket: Duplex) => {
+    socket.end(
+      plainResponse(
+        405,
+        "Method Not Allowed",
+        "CONNECT is not supported: this is an API gateway, not a proxy.",
+        { allow: "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS" },
+      ),
+    );
+  });
+}
+
+function capPerAddress(server: Server, cap: number): void {
+  const open = new Map<string, number>();
+  server.on("connection", (socket: Socket) => {
+    const address = socket.remoteAddress ?? "unknown";
+    const count = open.get(address) ?? 0;
+    if (count >= cap) {
+      socket.end(
+        plainResponse(
+          503,
+          "Service Unavailable",
+          `Too many open connections from your address (the limit is ${cap}); close some or reuse them.`,
+          { "retry-after": "1" },
+        ),
+      );
+      socket.destroySoon();
+      return;
+    }
+    open.set(address, count + 1);
+    socket.once("close", () => {
+      const left = (open.get(address) ?? 1) - 1;
+      if (left === 0) open.delete(address);
+      else open.set(address, left);
+    });
+  });
+}
+
+interface PlainAnswer {
+  status: number;
+  reason: string;
+  text: string;
+}
+
+/** What to tell a client whose request Node could not take; undefined when nobody is listening. */
+function clientErrorAnswer(
+  err: NodeJS.ErrnoException,
+  limits: ConnectionLimits,
+): PlainAnswer | undefined {
+  switch (err.code) {
+    case "ECONNRESET":
+    case "EPIPE":
+      return undefined;
+    case "ERR_HTTP_REQUEST_TIMEOUT":
+      return {
+        status: 408,
+        reason: "Request Timeout",
+        text: `The request did not arrive in time: headers are allowed ${seconds(limits.headersTimeoutMs)} and the whole request ${seconds(limits.requestTimeoutMs)}.`,
+      };
+    case "HPE_HEADER_OVERFLOW":
+      return {
+        status: 431,
+        reason: "Request Header Fields Too Large",
+        text: "The request's headers are larger than this server accepts; send fewer or shorter headers.",
+      };
+    case "HPE_INVALID_METHOD":
+      return {
+        status: 400,
+        reason: "Bad Request",
+        text: "The request method is not one this server understands; the API uses GET, POST and DELETE.",
+      };
+    default: {
+      const why = (err as { reason?: unknown }).reason;
+      return {
+        status: 400,
+        reason: "Bad Request",
+        text: `The request is not valid HTTP/1.1${typeof why === "string" ? ` (${why.toLowerCase()})` : ""}.`,
+      };
+    }
+  }
+}
+
+function seconds(ms: number): string {
+  return ms > 0 ? `${ms / 1000} s` : "no limit";
+}
+
+/** A response is already on its way on this connection: nothing more can be said on it. */
+function responseStarted(socket: Duplex): boolean {
+  const current = (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+  return current?.headersSent === true;
+}
+
+function plainResponse(
+  status: number,
+  reason: string,
+  text: string,
+  headers: Record<string, string> = {},
+): string {
+  const body = `${text}\n`;
+  const lines = [
+    `HTTP/1.1 ${status} ${reason}`,
+    "content-type: text/plain; charset=utf-8",
+    `content-length: ${Buffer.byteLength(body)}`,
+    "connection: close",
+    ...Object.entries(headers).map(([name, value]) => `${name}: ${value}`),
+  ];
+  return `${lines.join("\r\n")}\r\n\r\n${body}`;
+}

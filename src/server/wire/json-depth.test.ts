@@ -1,0 +1,22 @@
+import { describe, expect, it } from "vitest";
+import { nestedDeeperThan } from "./json-depth.js";
+
+const arrays = (n: number) => `${"[".repeat(n)}${"]".repeat(n)}`;
+
+describe("nestedDeeperThan", () => {
+  it("counts objects and arrays, at the bound and past it", () => {
+    expect(nestedDeeperThan(arrays(8), 8)).toBe(false);
+    expect(nestedDeeperThan(arrays(9), 8)).toBe(true);
+    expect(nestedDeeperThan(`${'{"a":'.repeat(9)}1${"}".repeat(9)}`, 8)).toBe(true);
+    // Siblings are not depth: many openers, shallow nesting.
+    expect(nestedDeeperThan(JSON.stringify(Array.from({ length: 50 }, () => [[1]])), 8)).toBe(
+      false,
+    );
+  });
+
+  it("ignores brackets inside strings, escaped quotes included", () => {
+    expect(nestedDeeperThan(JSON.stringify({ a: "[".repeat(50) }), 8)).toBe(false);
+    expect(nestedDeeperThan(JSON.stringify({ a: `\\"${"{".repeat(50)}` }), 8)).toBe(false);
+    expect(nestedDeeperThan(`{"k\\\\":${arrays(9)}}`, 9)).toBe(true);
+  });
+});
