@@ -8,6 +8,7 @@ interface ServeOptions {
   config?: string;
   keepaliveMs: string;
   json?: boolean;
+  manualClock?: boolean;
 }
 
 export function registerServe(program: Command): void {
@@ -26,6 +27,10 @@ export function registerServe(program: Command): void {
       "15000",
     )
     .option("--json", "print the ready line as JSON, for scripts")
+    .option(
+      "--manual-clock",
+      "time moves only by POST /api/admin/clock (tests reach window resets at once)",
+    )
     .addHelpText(
       "after",
       `
@@ -49,6 +54,7 @@ Examples:
           db: opts.db,
           config: opts.config,
           keepaliveMs,
+          clock: opts.manualClock ? "manual" : "real",
         });
       } catch (err) {
         if (err instanceof ConfigError) throw new UserError(err.message);
