@@ -1,5 +1,6 @@
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
+import type { RunnableToolFunctionWithParse } from "openai/lib/RunnableFunction";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { admin, errorOf, lastLogged, quota } from "./support/api.js";
 import { baseConfig, chat, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
@@ -42,25 +43,27 @@ describe("scripted tool calls drive an SDK tool loop to its end", () => {
     it(`openai runTools on chat completions (stream: ${stream})`, async () => {
       scriptWeather();
       const calls: unknown[] = [];
-      const runner = openai.chat.completions.runTools({
-        model: "mock-gpt",
-        stream,
-        messages: [{ role: "user", content: "Weather in Oslo?" }],
-        tools: [
-          {
-            type: "function",
-            function: {
-              name: "get_weather",
-              parameters: weatherParameters,
-              parse: JSON.parse,
-              function: (args: { city: string }) => {
-                calls.push(args);
-                return "12C";
-              },
-            },
+      const tool: RunnableToolFunctionWithParse<{ city: string }> = {
+        type: "function",
+        function: {
+          name: "get_weather",
+          description: "The weather in a city",
+          parameters: weatherParameters,
+          parse: JSON.parse,
+          function: (args) => {
+            calls.push(args);
+            return "12C";
           },
-        ],
-      } as Parameters<typeof openai.chat.completions.runTools>[0]);
+        },
+      };
+      const params = {
+        model: "mock-gpt",
+        messages: [{ role: "user" as const, content: "Weather in Oslo?" }],
+        tools: [tool],
+      };
+      const runner = stream
+        ? openai.chat.completions.runTools({ ...params, stream: true })
+        : openai.chat.completions.runTools(params);
       expect(await runner.finalContent()).toBe("It is 12C in Oslo.");
       expect(calls).toEqual([{ city: "Oslo" }]);
     });
