@@ -130,6 +130,29 @@ describe("a manual clock", () => {
     expect((await post(gw, "/v1/chat/completions", chat())).status).toBe(200);
   });
 
+  it("the PAYG window resets when the clock passes it", async () => {
+    const base = baseConfig();
+    gw = await testGateway({
+      config: {
+        ...base,
+        models: [...base.models!, { name: "per-call", provider: "mock", price_per_request: 1 }],
+        accounts: [
+          { ...base.accounts![0], balance_idr: 0, payg: { limit_idr: 1, window_seconds: 3600 } },
+        ],
+      },
+      clock: "manual",
+    });
+    expect((await post(gw, "/v1/chat/completions", chat("hi", "per-call"))).status).toBe(200);
+    expect(
+      await errorOf(await post(gw, "/v1/chat/completions", chat("hi", "per-call"))),
+    ).toMatchObject({
+      status: 402,
+      code: "payg_limit_reached",
+    });
+    gw.clock.advance(3600_000);
+    expect((await post(gw, "/v1/chat/completions", chat("hi", "per-call"))).status).toBe(200);
+  });
+
   it("a burst wait under the manual clock ends when the clock passes its slot", async () => {
     gw = await testGateway({ config: withTier({ burst_spacing_ms: 10_000 }), clock: "manual" });
     expect((await post(gw, "/v1/chat/completions", free())).status).toBe(200);
