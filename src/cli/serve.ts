@@ -21,6 +21,7 @@ interface ServeOptions {
   quiet?: boolean;
   logFormat: LogFormat;
   metrics: MetricsAccess;
+  manualClock?: boolean;
 }
 
 export function registerServe(program: Command): void {
@@ -77,6 +78,10 @@ export function registerServe(program: Command): void {
         .choices(metricsAccesses)
         .default("admin"),
     )
+    .option(
+      "--manual-clock",
+      "time moves only by POST /api/admin/clock (tests reach window resets at once)",
+    )
     .addHelpText(
       "after",
       `
@@ -118,6 +123,7 @@ Examples:
           onRequest: opts.quiet ? undefined : requestLinePrinter(opts.logFormat),
           connections,
           publicUrl: opts.publicUrl,
+          clock: opts.manualClock ? "manual" : "real",
         });
       } catch (err) {
         if (

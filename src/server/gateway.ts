@@ -4,6 +4,7 @@ import { getRequestListener } from "@hono/node-server";
 import { startCheckpointer } from "../store/checkpointer.js";
 import { Store } from "../store/store.js";
 import { buildApp, type RouteInstaller } from "./app.js";
+import { type Clock, ManualClock, realClock } from "./clock.js";
 import { applyConfig } from "./config/apply.js";
 import { demoAccountId, demoConfig } from "./config/demo.js";
 import { ConfigError, loadConfigFile, parseConfig } from "./config/load.js";
@@ -22,6 +23,7 @@ import { type FinishedRequest, onFinishedRequests } from "./http/request-trace.j
 import { startJobRunner } from "./jobs/runner.js";
 import type { MetricsAccess } from "./metrics-access.js";
 import { Readiness } from "./observe/health.js";
+import type { MockMatch, MockReply, MockRule } from "./providers/mock-script.js";
 import { completionRoutes } from "./routes/completions.js";
 import { healthRoutes } from "./routes/health.js";
 import { installLandingRoute } from "./routes/landing.js";
@@ -40,6 +42,11 @@ export interface GatewayOptions {
   /** Create the demo setup when the database is empty and no config is given. Default true. */
   demo?: boolean;
   now?: () => number;
+  /**
+   * "manual": time moves only by `gateway.clock.advance/set` (or `POST /api/admin/clock`), from
+   * the real time at start (or `now()`); every window, quota, cooldown and job wait follows it.
+   */
+  clock?: "real" | "manual";
   extraRoutes?: RouteInstaller[];
   /** Device-flow timing for `gateway login` (defaults 600 s and 5 s); tests shorten them. */
   deviceCodeTtlSeconds?: number;
@@ -65,7 +72,39 @@ export interface RunningGateway {
   /** One-time owner URL for the first account: opens a dashboard session (printed by `serve`). */
   ownerUrl?: string;
   services: Services;
+  /** Scripted answers of the mock provider. */
+  mock: GatewayMock;
+  clock: GatewayClock;
   close(): Promise<void>;
+}
+
+export interface GatewayMock {
+  /** Appends a rule: `reply(rule)` or `reply(match, reply, { times })`. */
+  reply(rule: MockRule): void;
+  reply(match: MockMatch, reply: MockReply, options?: { times?: number }): void;
+  /** Back to the config's rules (none without a config `mock.script`). */
+  reset(): void;
+}
+
+export interface GatewayClock {
+  /** Milliseconds since the epoch, as the gateway sees them. */
+  now(): number;
+  /** Manual clock only: moves time on; returns the new time. */
+  advance(ms: number): number;
+  /** Manual clock only: moves time to a date (or epoch milliseconds). */
+  set(to: Date | number): number;
+}
+
+function gatewayClock(clock: Clock): GatewayClock {
+  const manual = (): ManualClock => {
+    if (clock instanceof ManualClock) return clock;
+    throw new Error('the clock is not manual: start the gateway with clock: "manual"');
+  };
+  return {
+    now: () => clock.now(),
+    advance: (ms) => manual().advance(ms),
+    set: (to) => manual().set(to),
+  };
 }
 
 export async function startGateway(options: GatewayOptions = {}): Promise<RunningGateway> {
@@ -81,10 +120,17 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
     throw err;
   }
   try {
-    const now = options.now ?? Date.now;
+    const clock: Clock =
+      options.clock === "manual"
+        ? new ManualClock((options.now ?? Date.now)())
+        : options.now
+          ? { ...realClock, now: options.now }
+          : realClock;
+    const now = clock.now;
     const services = createServices(store, {
       keepaliveMs: options.keepaliveMs ?? 15_000,
       bodyLimitBytes: options.bodyLimitBytes ?? defaultBodyLimitBytes,
+      clock,
       now,
       deviceCodeTtlSeconds: options.deviceCodeTtlSeconds,
       devicePollIntervalSeconds: options.devicePollIntervalSeconds,
@@ -97,6 +143,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
           ? loadConfigFile(options.config)
           : parseConfig(options.config);
       applyConfig(store, config, now());
+      services.mockScript.setBaseline(config.mock?.script ?? []);
       ownerAccountId = config.accounts[0]?.id;
     } else if (options.demo !== false && store.accountCount() === 0) {
       applyConfig(store, parseConfig(demoConfig), now());
@@ -170,6 +217,14 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
       demoKey,
       ownerUrl,
       services,
+      mock: {
+        reply(ruleOrMatch: MockRule | MockMatch, reply?: MockReply, opts?: { times?: number }) {
+          const rule = reply ? { match: ruleOrMatch, reply, times: opts?.times } : ruleOrMatch;
+          services.mockScript.add([rule as MockRule]);
+        },
+        reset: () => services.mockScript.reset(),
+      },
+      clock: gatewayClock(clock),
       close() {
         closing ??= (async () => {
           readiness.stopping();

@@ -62,7 +62,7 @@ export async function admit(s: Services, input: AdmitInput): Promise<Admission> 
   if (free) {
     freeTokenBudgetCheck(s, input.target.models[0], now);
     rateHeaders = s.limits.takeFreeRpm(account.id, tier, now);
-    await s.limits.spaceFreeBurst(account.id, tier, s.options.now, input.signal);
+    await s.limits.spaceFreeBurst(account.id, tier, s.options.clock, input.signal);
     const reservation = s.ledger.reserve({
       ...baseReserve(input, account, now),
       worstCaseMicro: 0,

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { mockScriptSchema } from "../providers/mock-script.js";
 
 /** Money in the config file is whole or fractional IDR; it is stored as integer micro-IDR. */
 const idr = z.number().nonnegative().finite();
@@ -160,6 +161,11 @@ export const configSchema = z
     tiers: z.record(z.string(), tierSchema).default({}),
     accounts: z.array(accountSchema).default([]),
     admin_keys: z.array(gatewayKeyValue).default([]),
+    /** Scripted answers of every mock provider; `DELETE /api/admin/mock/script` comes back to these. */
+    mock: z
+      .object({ script: mockScriptSchema.default([]) })
+      .strict()
+      .optional(),
   })
   .strict();
 

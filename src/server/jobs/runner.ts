@@ -141,17 +141,19 @@ export class JobRunner {
     if (job.kind === "video_extension" && !source) {
       throw new GatewayError(404, "not_found", "The video to extend is no longer available.");
     }
+    // The first attempt's time runs from the claim, so a manual clock advanced while the job is
+    // running counts even if the wait below has not begun yet.
+    const { clock } = this.s.options;
+    let claimedAt = job.started_at;
     const { result, attempt } = await this.s.dispatcher.dispatchWith(
       target,
       signal,
       { byok: this.s.store.listByok(job.account_id), byokOnly: hold.byokOnly },
       async (attempt) => {
-        await mockMediaPreamble(
-          attempt.provider,
-          request.prompt,
-          signal,
-          mockJobMs(attempt.provider),
-        );
+        const start = claimedAt ?? clock.now();
+        claimedAt = null;
+        await clock.sleep(start + mockJobMs(attempt.provider) - clock.now(), signal);
+        await mockMediaPreamble(attempt.provider, request.prompt, signal);
         return { value: produceMockMedia(job.kind, request, source), streaming: false };
       },
     );

@@ -1,7 +1,7 @@
 import type { AccountRow, TierRow } from "../../store/types.js";
+import type { Clock } from "../clock.js";
 import { GatewayError } from "../errors.js";
 import type { GoneSignal } from "../http/client-signal.js";
-import { sleep } from "../sleep.js";
 import { WindowCounter } from "./window-counter.js";
 
 export interface RateHeaders {
@@ -70,11 +70,11 @@ export class RequestLimits {
   async spaceFreeBurst(
     accountId: string,
     tier: TierRow,
-    now: () => number,
+    clock: Clock,
     signal?: GoneSignal,
   ): Promise<void> {
     if (tier.burst_spacing_ms <= 0) return;
-    const t = now();
+    const t = clock.now();
     let state = this.bursts.get(accountId);
     if (!state || state.nextSlot <= t) {
       state = { nextSlot: t + tier.burst_spacing_ms, waiting: 0 };
@@ -88,7 +88,7 @@ export class RequestLimits {
     state.nextSlot += tier.burst_spacing_ms;
     state.waiting++;
     try {
-      await sleep(wait, signal);
+      await clock.sleep(wait, signal);
     } finally {
       state.waiting--;
     }

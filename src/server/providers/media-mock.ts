@@ -49,10 +49,9 @@ export async function mockMediaPreamble(
   provider: ProviderRow,
   prompt: string,
   signal: GoneSignal,
-  extraMs = 0,
 ): Promise<void> {
   const options = mockMediaOptions(provider);
-  await sleep((options.latency_ms ?? 0) + extraMs, signal);
+  await sleep(options.latency_ms ?? 0, signal);
   const directive = /\[\[mock:fail=(\d{3})\]\]/.exec(prompt);
   const status = directive ? Number(directive[1]) : options.fail_status;
   if (!status) return;

@@ -12,6 +12,7 @@ import type { GoneSignal } from "../http/client-signal.js";
 import { sleep } from "../sleep.js";
 import type { ChatCompletionChunk, ChatCompletionResponse } from "../wire/openai-types.js";
 import { type MockPlan, type MockTiming, mockFailure, planMockReply } from "./mock-chat.js";
+import type { MockScript } from "./mock-script.js";
 
 export function mockTiming(optionsJson: string): MockTiming {
   return (JSON.parse(optionsJson) as { mock?: MockTiming }).mock ?? {};
@@ -21,10 +22,15 @@ export function mockTiming(optionsJson: string): MockTiming {
 export class MockAdapter implements ProviderAdapter {
   private readonly timings = new Map<string, { json: string; timing: MockTiming }>();
 
+  constructor(private readonly script: MockScript) {}
+
   async complete(attempt: Attempt, req: CompletionRequest): Promise<CompletionResult> {
     const timing = this.timingFor(attempt.provider.id, attempt.provider.options_json);
     const chatReq = toChatRequest(req, attempt.model.upstream_model);
-    const plan = planMockReply(chatReq);
+    const plan =
+      (this.script.active &&
+        this.script.plan([attempt.model.name, attempt.model.upstream_model], chatReq)) ||
+      planMockReply(chatReq);
     // A requested delay is prefill time: before the first token of a stream, before the whole answer otherwise.
     await sleep(
       (timing.latency_ms ?? 0) + (req.stream ? 0 : (plan.directives.delay ?? 0)),
@@ -69,17 +75,16 @@ function mockCompletion(
         index: 0,
         message: {
           role: "assistant",
-          content: plan.toolCall ? null : plan.text,
+          content: plan.toolCalls && !plan.text ? null : plan.text,
           refusal: null,
-          ...(plan.toolCall
+          ...(plan.reasoning ? { reasoning_content: plan.reasoning } : {}),
+          ...(plan.toolCalls
             ? {
-                tool_calls: [
-                  {
-                    id: plan.toolCall.id,
-                    type: "function",
-                    function: { name: plan.toolCall.name, arguments: plan.toolCall.arguments },
-                  },
-                ],
+                tool_calls: plan.toolCalls.map((call) => ({
+                  id: call.id,
+                  type: "function",
+                  function: { name: call.name, arguments: call.arguments },
+                })),
               }
             : {}),
         },
@@ -113,16 +118,17 @@ async function* mockChunks(
   await sleep((timing.first_token_ms ?? 0) + (plan.directives.delay ?? 0), signal);
   yield chunk({ role: "assistant", content: "" });
   const pieces: object[] = [];
-  if (plan.toolCall) {
-    const { id: callId, name, arguments: args } = plan.toolCall;
+  for (const word of plan.reasoning?.match(/\S+\s*/g) ?? [])
+    pieces.push({ reasoning_content: word });
+  for (const word of plan.text.match(/\S+\s*/g) ?? []) pieces.push({ content: word });
+  for (const [index, call] of (plan.toolCalls ?? []).entries()) {
+    const { id: callId, name, arguments: args } = call;
     pieces.push({
-      tool_calls: [{ index: 0, id: callId, type: "function", function: { name, arguments: "" } }],
+      tool_calls: [{ index, id: callId, type: "function", function: { name, arguments: "" } }],
     });
     for (let i = 0; i < args.length; i += 8) {
-      pieces.push({ tool_calls: [{ index: 0, function: { arguments: args.slice(i, i + 8) } }] });
+      pieces.push({ tool_calls: [{ index, function: { arguments: args.slice(i, i + 8) } }] });
     }
-  } else {
-    for (const word of plan.text.match(/\S+\s*/g) ?? []) pieces.push({ content: word });
   }
   let sent = 0;
   for (const delta of pieces) {

@@ -80,7 +80,8 @@ const vocabulary =
 
 export interface MockPlan {
   text: string;
-  toolCall?: { id: string; name: string; arguments: string };
+  toolCalls?: { id: string; name: string; arguments: string }[];
+  reasoning?: string;
   inputTokens: number;
   outputTokens: number;
   finishReason: "stop" | "length" | "tool_calls";
@@ -112,7 +113,7 @@ export function planMockReply(req: ChatRequestLike): MockPlan {
     const id = `call_${digest(`${allText}|${name}`).slice(0, 24)}`;
     return {
       text: "",
-      toolCall: { id, name, arguments: args },
+      toolCalls: [{ id, name, arguments: args }],
       inputTokens,
       outputTokens: estimateTokens(name + args) + 5,
       finishReason: "tool_calls",
@@ -181,7 +182,8 @@ export function mockFailure(
   plan: MockPlan,
   timing: MockTiming,
 ): { status: number; reason?: string } | null {
-  if (plan.directives.reject) return { status: 400, reason: plan.directives.reject };
+  if (plan.directives.reject)
+    return { status: plan.directives.fail ?? 400, reason: plan.directives.reject };
   const status = plan.directives.fail ?? timing.fail_status;
   return status ? { status } : null;
 }

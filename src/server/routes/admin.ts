@@ -9,6 +9,7 @@ import { paygSchema, subscriptionSchema } from "../config/schema.js";
 import { GatewayError, PlainTextError } from "../errors.js";
 import { readJson } from "../http/json-body.js";
 import type { Services } from "../services.js";
+import { installKitRoutes } from "./admin-kit.js";
 
 const accountPatch = z
   .object({
@@ -196,6 +197,7 @@ export function installAdminRoutes(app: Hono<AppEnv>, s: Services): void {
       throw new GatewayError(404, "not_found", "No such BYOK credential.");
     return c.json({ id: c.req.param("byokId"), deleted: true });
   });
+  installKitRoutes(app, s);
 }
 
 export function addByok(

@@ -1,0 +1,63 @@
+import { clientClosed } from "./errors.js";
+import type { GoneSignal } from "./http/client-signal.js";
+import { sleep } from "./sleep.js";
+
+/**
+ * The one clock every window, quota, cooldown and job wait of a gateway reads. The real clock is
+ * `Date.now` and a timer; a manual clock moves only when a test advances or sets it, and waits on
+ * it end when it passes their deadline, so no test sleeps through a window.
+ */
+export interface Clock {
+  readonly now: () => number;
+  /** Waits until the clock has moved `ms` on; a client that leaves ends the wait (client_closed). */
+  readonly sleep: (ms: number, signal?: GoneSignal) => Promise<void>;
+}
+
+export const realClock: Clock = { now: Date.now, sleep };
+
+/** A clock at a given time; only its methods move it. */
+export class ManualClock implements Clock {
+  private time: number;
+  private waiters: { until: number; wake: () => void }[] = [];
+
+  constructor(start: number = Date.now()) {
+    this.time = start;
+  }
+
+  readonly now = (): number => this.time;
+
+  readonly sleep = (ms: number, signal?: GoneSignal): Promise<void> => {
+    if (ms <= 0) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const waiter = {
+        until: this.time + ms,
+        wake: () => {
+          signal?.removeEventListener("abort", onAbort);
+          resolve();
+        },
+      };
+      const onAbort = () => {
+        this.waiters = this.waiters.filter((w) => w !== waiter);
+        reject(clientClosed());
+      };
+      signal?.addEventListener("abort", onAbort, { once: true });
+      this.waiters.push(waiter);
+    });
+  };
+
+  advance(ms: number): number {
+    if (!Number.isFinite(ms) || ms < 0) throw new RangeError("advance takes a non-negative number");
+    return this.set(this.time + ms);
+  }
+
+  /** Moves the clock to `to` (back as well as on); waits whose deadline it passes end. */
+  set(to: number | Date): number {
+    const t = typeof to === "number" ? to : to.getTime();
+    if (!Number.isFinite(t)) throw new RangeError("set takes a valid time");
+    this.time = t;
+    const due = this.waiters.filter((w) => w.until <= t);
+    this.waiters = this.waiters.filter((w) => w.until > t);
+    for (const w of due.sort((a, b) => a.until - b.until)) w.wake();
+    return t;
+  }
+}
