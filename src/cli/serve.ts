@@ -8,6 +8,12 @@ interface ServeOptions {
   config?: string;
   keepaliveMs: string;
   json?: boolean;
+  record?: string;
+  replay?: string;
+  recordMissing?: boolean;
+  replayTiming: string;
+  captureBodies?: boolean;
+  captureLimit: string;
 }
 
 export function registerServe(program: Command): void {
@@ -26,18 +32,34 @@ export function registerServe(program: Command): void {
       "15000",
     )
     .option("--json", "print the ready line as JSON, for scripts")
+    .option(
+      "--record <dir>",
+      "test kit: call providers and save each exchange as a cassette in <dir>",
+    )
+    .option("--replay <dir>", "test kit: answer from the cassettes in <dir>; never call a provider")
+    .option("--record-missing", "with --replay: record what has no cassette yet")
+    .option("--replay-timing <timing>", "recorded (replay the recorded waits) or none", "none")
+    .option(
+      "--capture-bodies",
+      "test kit: keep request and upstream bodies for /api/admin/requests",
+    )
+    .option("--capture-limit <n>", "how many requests --capture-bodies keeps", "100")
     .addHelpText(
       "after",
       `
 Examples:
   $ gateway serve                         demo setup in ./gateway.db, prints a key once
   $ gateway serve --port 0 --json         pick a free port; print {"url":...} when ready
-  $ gateway serve --config gateway.json   providers, models, routes and accounts from a file`,
+  $ gateway serve --config gateway.json   providers, models, routes and accounts from a file
+  $ gateway serve --config ci.json --record cassettes     record real answers once
+  $ gateway serve --config ci.json --replay cassettes     replay them offline in CI`,
     )
     .action(async (opts: ServeOptions) => {
       const started = performance.now();
       const port = parseInteger(opts.port, "--port");
       const keepaliveMs = parseInteger(opts.keepaliveMs, "--keepalive-ms");
+      const cassettes = cassetteFlags(opts);
+      const captureLimit = parseInteger(opts.captureLimit, "--capture-limit");
       // Loaded here, not at the top: the client commands should not pay for the server's modules.
       const { startGateway } = await import("../server/gateway.js");
       const { ConfigError } = await import("../server/config/load.js");
@@ -49,6 +71,9 @@ Examples:
           db: opts.db,
           config: opts.config,
           keepaliveMs,
+          cassettes,
+          captureBodies: opts.captureBodies === true,
+          captureLimit,
         });
       } catch (err) {
         if (err instanceof ConfigError) throw new UserError(err.message);
@@ -106,4 +131,20 @@ function parseInteger(value: string, flag: string): number {
   if (!Number.isInteger(n) || n < 0)
     throw new UserError(`${flag} must be a non-negative integer, got "${value}"`);
   return n;
+}
+
+/** One of --record DIR, --replay DIR (with --record-missing): the cassettes option of startGateway. */
+function cassetteFlags(opts: ServeOptions) {
+  const timing: "recorded" | "none" = opts.replayTiming === "recorded" ? "recorded" : "none";
+  if (opts.replayTiming !== timing)
+    throw new UserError(`--replay-timing must be recorded or none, got "${opts.replayTiming}"`);
+  if (opts.record && opts.replay) throw new UserError("use --record or --replay, not both");
+  if (opts.recordMissing && !opts.replay)
+    throw new UserError("--record-missing goes with --replay <dir>");
+  if (opts.record) return { dir: opts.record, mode: "record" as const, timing };
+  if (opts.replay) {
+    const mode = opts.recordMissing ? ("record-missing" as const) : ("replay" as const);
+    return { dir: opts.replay, mode, timing };
+  }
+  return undefined;
 }

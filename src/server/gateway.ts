@@ -1,18 +1,21 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { getRequestListener } from "@hono/node-server";
+import { z } from "zod";
 import { startCheckpointer } from "../store/checkpointer.js";
 import { Store } from "../store/store.js";
 import { buildApp, type RouteInstaller } from "./app.js";
 import { applyConfig } from "./config/apply.js";
 import { demoAccountId, demoConfig } from "./config/demo.js";
-import { loadConfigFile, parseConfig } from "./config/load.js";
+import { ConfigError, loadConfigFile, parseConfig } from "./config/load.js";
 import type { ConfigInput } from "./config/schema.js";
 import { createOwnerLink, forgetUnusedOwnerLinks } from "./dashboard/owner-session.js";
 import { forgetServeRuntime, recordServeRuntime } from "./dashboard/serve-runtime.js";
 import { defaultBodyLimitBytes } from "./http/json-body.js";
 import { nodeListener } from "./http/node-listener.js";
 import { startJobRunner } from "./jobs/runner.js";
+import type { CassetteOptions } from "./kit/cassettes.js";
+import { defaultCaptureLimit, type InspectedRequest, type RequestsQuery } from "./kit/inspect.js";
 import { completionRoutes } from "./routes/completions.js";
 import { createServices, type Services } from "./services.js";
 
@@ -32,6 +35,12 @@ export interface GatewayOptions {
   /** Device-flow timing for `gateway login` (defaults 600 s and 5 s); tests shorten them. */
   deviceCodeTtlSeconds?: number;
   devicePollIntervalSeconds?: number;
+  /** Test kit: record upstream exchanges to cassette files, or answer from them. */
+  cassettes?: CassetteOptions;
+  /** Test kit: keep what each request received, sent upstream and answered (see `requests()`). */
+  captureBodies?: boolean;
+  /** How many requests' bodies `captureBodies` keeps (default 100). */
+  captureLimit?: number;
 }
 
 export interface RunningGateway {
@@ -42,6 +51,8 @@ export interface RunningGateway {
   /** One-time owner URL for the first account: opens a dashboard session (printed by `serve`). */
   ownerUrl?: string;
   services: Services;
+  /** Recent requests, newest first, with their bodies when `captureBodies` is on. */
+  requests(query?: RequestsQuery): InspectedRequest[];
   close(): Promise<void>;
 }
 
@@ -56,6 +67,10 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
       now,
       deviceCodeTtlSeconds: options.deviceCodeTtlSeconds,
       devicePollIntervalSeconds: options.devicePollIntervalSeconds,
+      cassettes: options.cassettes && cassetteOptions(options.cassettes),
+      capture: options.captureBodies
+        ? { limit: options.captureLimit ?? defaultCaptureLimit }
+        : undefined,
     });
     let ownerAccountId: string | undefined;
     let demoKey: string | undefined;
@@ -78,9 +93,8 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
 
     const app = buildApp(services, options.extraRoutes ?? []);
     const host = options.host ?? "127.0.0.1";
-    const listener = nodeListener(
-      completionRoutes(services),
-      getRequestListener(app.fetch, { hostname: host }),
+    const listener = services.inspector.listener(
+      nodeListener(completionRoutes(services), getRequestListener(app.fetch, { hostname: host })),
     );
     const server = await new Promise<Server>((resolve, reject) => {
       const s = createServer(listener);
@@ -107,6 +121,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
       demoKey,
       ownerUrl,
       services,
+      requests: (query) => services.inspector.requests(query),
       close() {
         closing ??= (async () => {
           await new Promise<void>((resolve) => {
@@ -127,4 +142,19 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
     store.close();
     throw err;
   }
+}
+
+const cassetteOptionsSchema = z.object({
+  dir: z.string().min(1),
+  mode: z.enum(["record", "replay", "record-missing"]),
+  timing: z.enum(["recorded", "none"]).optional(),
+});
+
+function cassetteOptions(input: CassetteOptions): CassetteOptions {
+  const parsed = cassetteOptionsSchema.safeParse(input);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`);
+    throw new ConfigError(problems, "cassettes option");
+  }
+  return parsed.data;
 }

@@ -2,6 +2,9 @@ import type { Store } from "../store/store.js";
 import { Ledger } from "./billing/ledger.js";
 import { Dispatcher } from "./dispatch/dispatcher.js";
 import { KeyPools } from "./dispatch/key-pool.js";
+import type { CassetteOptions } from "./kit/cassettes.js";
+import { RequestInspector } from "./kit/inspect.js";
+import { KitUpstream } from "./kit/kit-upstream.js";
 import { RequestLimits } from "./limits/request-limits.js";
 import { SharedKeyLimiter } from "./limits/shared-key.js";
 import { AnthropicAdapter } from "./providers/anthropic-adapter.js";
@@ -18,6 +21,10 @@ export interface ServerOptions {
   deviceCodeTtlSeconds?: number;
   /** Poll interval the device flow asks clients for (default 5 s). */
   devicePollIntervalSeconds?: number;
+  /** Test kit: record or replay upstream exchanges as cassette files. */
+  cassettes?: CassetteOptions;
+  /** Test kit: keep the bodies of the last `limit` requests in memory for inspection. */
+  capture?: { limit: number };
 }
 
 /** Everything a request handler needs, built once at start-up. */
@@ -29,10 +36,18 @@ export interface Services {
   sharedKeys: SharedKeyLimiter;
   dispatcher: Dispatcher;
   http: UpstreamHttp;
+  inspector: RequestInspector;
 }
 
 export function createServices(store: Store, options: ServerOptions): Services {
-  const http = new UpstreamHttp();
+  const inspector = new RequestInspector(store, options.capture);
+  // Only a gateway with the test kit on gets the upstream that records, replays and captures.
+  const http =
+    options.cassettes || options.capture
+      ? new KitUpstream(options.cassettes, options.capture ? inspector : undefined)
+      : new UpstreamHttp();
+  const ledger = new Ledger(store);
+  inspector.watch(ledger);
   const pools = new KeyPools(options.now);
   const dispatcher = new Dispatcher(store, pools, {
     mock: new MockAdapter(),
@@ -42,10 +57,11 @@ export function createServices(store: Store, options: ServerOptions): Services {
   return {
     store,
     options,
-    ledger: new Ledger(store),
+    ledger,
     limits: new RequestLimits(),
     sharedKeys: new SharedKeyLimiter(),
     dispatcher,
     http,
+    inspector,
   };
 }
