@@ -184,6 +184,15 @@ export class RequestInspector implements UpstreamCapture {
         if (chunk !== null && chunk !== undefined) keep(captured, "received", chunk);
         return push.call(incoming, chunk, encoding);
       };
+      const writeHead = outgoing.writeHead;
+      outgoing.writeHead = ((status: number, ...rest: unknown[]) => {
+        captured.answerType = contentTypeIn(rest) ?? captured.answerType;
+        return (writeHead as (...args: unknown[]) => typeof outgoing).call(
+          outgoing,
+          status,
+          ...rest,
+        );
+      }) as typeof outgoing.writeHead;
       const write = outgoing.write;
       outgoing.write = ((chunk: unknown, ...rest: unknown[]) => {
         keep(captured, "answered", chunk);
@@ -193,7 +202,8 @@ export class RequestInspector implements UpstreamCapture {
       outgoing.end = ((chunk?: unknown, ...rest: unknown[]) => {
         if (chunk !== undefined && typeof chunk !== "function") keep(captured, "answered", chunk);
         captured.status = outgoing.statusCode;
-        captured.answerType = String(outgoing.getHeader("content-type") ?? "");
+        const declared = outgoing.getHeader("content-type");
+        if (declared !== undefined) captured.answerType = String(declared);
         return (end as (...args: unknown[]) => typeof outgoing).call(outgoing, chunk, ...rest);
       }) as typeof outgoing.end;
       this.context.run(captured, () => inner(incoming, outgoing));
@@ -264,6 +274,22 @@ async function* copied(
         : `(${size} bytes, not kept)`,
     );
   }
+}
+
+/** The content type among writeHead's optional reason phrase and headers (object or flat list). */
+function contentTypeIn(args: unknown[]): string | undefined {
+  for (const arg of args) {
+    if (Array.isArray(arg)) {
+      for (let i = 0; i + 1 < arg.length; i += 2) {
+        if (String(arg[i]).toLowerCase() === "content-type") return String(arg[i + 1]);
+      }
+    } else if (arg && typeof arg === "object") {
+      for (const [name, value] of Object.entries(arg)) {
+        if (name.toLowerCase() === "content-type") return String(value);
+      }
+    }
+  }
+  return undefined;
 }
 
 function keep(captured: Captured, side: "received" | "answered", chunk: unknown): void {

@@ -96,23 +96,22 @@ export class UpstreamHttp {
   protected sendWhole(
     options: Dispatcher.DispatchOptions,
     signal: GoneSignal,
-    provider: UpstreamProvider,
+    _provider: UpstreamProvider,
   ): Promise<WholeAnswer> {
-    const agent = this.agent;
-    if (!agent) return this.warm().then(() => this.sendWhole(options, signal, provider));
-    return new Promise<WholeAnswer>((resolve, reject) => {
-      agent.dispatch(options, new WholeAnswerReader(signal, resolve, reject));
-    });
+    if (!this.agent) return this.warm().then((agent) => readWhole(agent, options, signal));
+    return readWhole(this.agent, options, signal);
   }
 
   /** One POST whose body is read as it arrives. */
   protected openStream(
     options: Dispatcher.DispatchOptions,
     signal: GoneSignal,
-    provider: UpstreamProvider,
+    _provider: UpstreamProvider,
   ): Promise<StreamAnswer> {
     const agent = this.agent;
-    if (!agent) return this.warm().then(() => this.openStream(options, signal, provider));
+    if (!agent) {
+      return this.warm().then((a) => a.request({ ...options, signal: abortSignalOf(signal) }));
+    }
     return agent.request({ ...options, signal: abortSignalOf(signal) });
   }
 
@@ -138,6 +137,16 @@ export interface StreamAnswer {
   statusCode: number;
   headers: UpstreamHeaders;
   body: AsyncIterable<Uint8Array>;
+}
+
+function readWhole(
+  agent: Agent,
+  options: Dispatcher.DispatchOptions,
+  signal: GoneSignal,
+): Promise<WholeAnswer> {
+  return new Promise<WholeAnswer>((resolve, reject) => {
+    agent.dispatch(options, new WholeAnswerReader(signal, resolve, reject));
+  });
 }
 
 /** Collects one answer into a buffer; the client's abort signal aborts the upstream call. */
