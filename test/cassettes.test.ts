@@ -1,9 +1,11 @@
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { CassetteOptions } from "../src/server/kit/cassettes.js";
 import { quota } from "./support/api.js";
+import { runCli } from "./support/cli.js";
+import { fakeSpeechBytes, startFakeOpenAIMedia } from "./support/fake-openai-media.js";
 import {
   anthropicStreamSteps,
   type FakeUpstream,
@@ -13,6 +15,7 @@ import {
   openaiStreamSteps,
 } from "./support/fake-upstream.js";
 import { baseConfig, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
+import { serveProcess } from "./support/serve-process.js";
 
 /**
  * Record and replay: a gateway records every exchange with real (fake) providers as cassette
@@ -387,5 +390,146 @@ describe("replay timing", () => {
     } finally {
       await player.close();
     }
+  });
+});
+
+describe("media routes", () => {
+  const mediaConfig = (baseUrl: string) =>
+    baseConfig({
+      providers: [{ id: "oa-media", wire: "openai", base_url: baseUrl, api_keys: [OA_KEY] }],
+      models: [
+        {
+          name: "up-image",
+          provider: "oa-media",
+          upstream_model: "gpt-image",
+          modality: "image",
+          price_per_unit: 500,
+        },
+        {
+          name: "up-tts",
+          provider: "oa-media",
+          upstream_model: "tts-1",
+          modality: "speech",
+          price_per_unit: 1,
+        },
+        {
+          name: "up-stt",
+          provider: "oa-media",
+          upstream_model: "whisper-1",
+          modality: "transcription",
+          price_per_unit: 100,
+        },
+      ],
+      routes: [],
+    });
+
+  async function sendMedia(gw: {
+    url: string;
+  }): Promise<{ status: number; type: string | null; bytes: string }[]> {
+    const form = new FormData();
+    form.set("model", "up-stt");
+    form.set("language", "id");
+    form.set(
+      "file",
+      new Blob([Buffer.from("fake mp3 payload for cassettes")], { type: "audio/mpeg" }),
+      "clip.mp3",
+    );
+    const answers = [
+      await post(gw, "/v1/images/generations", {
+        model: "up-image",
+        prompt: "a red square",
+        size: "64x64",
+      }),
+      await post(gw, "/v1/audio/speech", {
+        model: "up-tts",
+        input: "say this",
+        voice: "nova",
+        response_format: "mp3",
+      }),
+      await fetch(`${gw.url}/v1/audio/transcriptions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${KEY}` },
+        body: form,
+      }),
+    ];
+    return Promise.all(
+      answers.map(async (res) => ({
+        status: res.status,
+        type: res.headers.get("content-type"),
+        bytes: Buffer.from(await res.arrayBuffer()).toString("base64"),
+      })),
+    );
+  }
+
+  it("records images, speech and transcriptions and replays them with the provider gone, billed the same", async () => {
+    const dir = join(root, "media");
+    const media = await startFakeOpenAIMedia();
+    const recorder = await testGateway({
+      config: mediaConfig(media.baseUrl),
+      cassettes: { dir, mode: "record" },
+    });
+    let live: Awaited<ReturnType<typeof sendMedia>>;
+    let liveBalance: number;
+    try {
+      live = await sendMedia(recorder);
+      liveBalance = (await quota(recorder)).balance_idr;
+    } finally {
+      await recorder.close();
+      await media.close();
+    }
+    expect(live.map((a) => a.status)).toEqual([200, 200, 200]);
+    expect(readdirSync(dir)).toHaveLength(3);
+    const speech = readdirSync(dir).find((f) => f.startsWith("oa-media-tts-1-say-this-")) ?? "";
+    expect(JSON.parse(readFileSync(join(dir, speech), "utf8")).response.base64).toBe(
+      fakeSpeechBytes.toString("base64"),
+    );
+
+    const player = await testGateway({
+      config: mediaConfig(media.baseUrl),
+      cassettes: { dir, mode: "replay" },
+    });
+    try {
+      expect(await sendMedia(player)).toEqual(live);
+      expect((await quota(player)).balance_idr).toBe(liveBalance);
+    } finally {
+      await player.close();
+    }
+  });
+});
+
+describe("gateway serve flags", () => {
+  it("serve --replay answers from the cassettes recorded above", async () => {
+    const configFile = join(root, "gateway.json");
+    writeFileSync(
+      configFile,
+      JSON.stringify(config("http://127.0.0.1:9/v1", "http://127.0.0.1:9/v1")),
+    );
+    const serve = await serveProcess([
+      "--db",
+      join(root, "serve.db"),
+      "--config",
+      configFile,
+      "--keepalive-ms",
+      "5000",
+      "--replay",
+      cassetteDir,
+    ]);
+    try {
+      for (const i of [0, 1]) {
+        const res = await post(serve, exchanges[i].path, exchanges[i].body);
+        expect(await res.text()).toBe(recorded[i].text);
+      }
+    } finally {
+      await serve.stop();
+    }
+  });
+
+  it("refuses --record-missing without --replay, in one line", async () => {
+    const result = await runCli(
+      ["serve", "--port", "0", "--db", ":memory:", "--record-missing"],
+      process.env,
+    );
+    expect(result.code).not.toBe(0);
+    expect(result.stderr).toContain("--record-missing goes with --replay <dir>");
   });
 });

@@ -185,7 +185,7 @@ export function keptHeadersOf(headers: UpstreamHeaders): Record<string, string> 
   return out;
 }
 
-/** A whole answer as the cassette keeps it: JSON as JSON, text as text, anything else base64. */
+/** A whole answer as the cassette keeps it: JSON as JSON, text types as text, anything else (audio) base64. */
 export function recordedBody(
   contentType: string,
   body: Buffer,
@@ -197,10 +197,7 @@ export function recordedBody(
       // Kept as text below.
     }
   }
-  const text = body.toString("utf8");
-  if (/^text\/|json|xml|event-stream/.test(contentType) || Buffer.from(text).equals(body)) {
-    return { text };
-  }
+  if (/^text\/|json|xml|event-stream/.test(contentType)) return { text: body.toString("utf8") };
   return { base64: body.toString("base64") };
 }
 
