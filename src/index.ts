@@ -10,3 +10,9 @@ export {
 export { type Stage, type StageMessage, stageChannelName } from "./server/http/stages.js";
 export { GatewayAlreadyRunning } from "./server/serve-lock.js";
 export type { MockMatch, MockReply, MockRule } from "./server/providers/mock-script.js";
+export type { CassetteMode, CassetteOptions } from "./server/kit/cassettes.js";
+export type {
+  InspectedRequest,
+  RequestsQuery,
+  UpstreamExchange,
+} from "./server/kit/inspect.js";

@@ -22,6 +22,12 @@ interface ServeOptions {
   logFormat: LogFormat;
   metrics: MetricsAccess;
   manualClock?: boolean;
+  record?: string;
+  replay?: string;
+  recordMissing?: boolean;
+  replayTiming: string;
+  captureBodies?: boolean;
+  captureLimit: string;
 }
 
 export function registerServe(program: Command): void {
@@ -82,6 +88,18 @@ export function registerServe(program: Command): void {
       "--manual-clock",
       "time moves only by POST /api/admin/clock (tests reach window resets at once)",
     )
+    .option(
+      "--record <dir>",
+      "test kit: call providers and save each exchange as a cassette in <dir>",
+    )
+    .option("--replay <dir>", "test kit: answer from the cassettes in <dir>; never call a provider")
+    .option("--record-missing", "with --replay: record what has no cassette yet")
+    .option("--replay-timing <timing>", "recorded (replay the recorded waits) or none", "none")
+    .option(
+      "--capture-bodies",
+      "test kit: keep request and upstream bodies for /api/admin/requests",
+    )
+    .option("--capture-limit <n>", "how many requests --capture-bodies keeps", "100")
     .addHelpText(
       "after",
       `
@@ -89,7 +107,9 @@ Examples:
   $ gateway serve                         demo setup in ./gateway.db, prints a key once
   $ gateway serve --port 0 --json         pick a free port; print {"url":...} when ready
   $ gateway serve --config gateway.json   providers, models, routes and accounts from a file
-  $ gateway serve --log-format json       one JSON object per request, for machines`,
+  $ gateway serve --log-format json       one JSON object per request, for machines
+  $ gateway serve --config ci.json --record cassettes     record real answers once
+  $ gateway serve --config ci.json --replay cassettes     replay them offline in CI`,
     )
     .action(async (opts: ServeOptions) => {
       const started = performance.now();
@@ -106,6 +126,8 @@ Examples:
         connections.headersTimeoutMs > connections.requestTimeoutMs
       )
         throw new UserError("--headers-timeout-ms cannot be longer than --request-timeout-ms");
+      const cassettes = cassetteFlags(opts);
+      const captureLimit = parseInteger(opts.captureLimit, "--capture-limit");
       // Loaded here, not at the top: the client commands should not pay for the server's modules.
       const { startGateway } = await import("../server/gateway.js");
       const { ConfigError } = await import("../server/config/load.js");
@@ -124,6 +146,9 @@ Examples:
           connections,
           publicUrl: opts.publicUrl,
           clock: opts.manualClock ? "manual" : "real",
+          cassettes,
+          captureBodies: opts.captureBodies === true,
+          captureLimit,
         });
       } catch (err) {
         if (
@@ -197,4 +222,20 @@ function parseInteger(value: string, flag: string): number {
   if (!Number.isInteger(n) || n < 0)
     throw new UserError(`${flag} must be a non-negative integer, got "${value}"`);
   return n;
+}
+
+/** One of --record DIR, --replay DIR (with --record-missing): the cassettes option of startGateway. */
+function cassetteFlags(opts: ServeOptions) {
+  const timing: "recorded" | "none" = opts.replayTiming === "recorded" ? "recorded" : "none";
+  if (opts.replayTiming !== timing)
+    throw new UserError(`--replay-timing must be recorded or none, got "${opts.replayTiming}"`);
+  if (opts.record && opts.replay) throw new UserError("use --record or --replay, not both");
+  if (opts.recordMissing && !opts.replay)
+    throw new UserError("--record-missing goes with --replay <dir>");
+  if (opts.record) return { dir: opts.record, mode: "record" as const, timing };
+  if (opts.replay) {
+    const mode = opts.recordMissing ? ("record-missing" as const) : ("replay" as const);
+    return { dir: opts.replay, mode, timing };
+  }
+  return undefined;
 }

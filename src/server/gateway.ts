@@ -1,6 +1,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { getRequestListener } from "@hono/node-server";
+import { z } from "zod";
 import { startCheckpointer } from "../store/checkpointer.js";
 import { Store } from "../store/store.js";
 import { buildApp, type RouteInstaller } from "./app.js";
@@ -24,6 +25,8 @@ import { startJobRunner } from "./jobs/runner.js";
 import type { MetricsAccess } from "./metrics-access.js";
 import { Readiness } from "./observe/health.js";
 import type { MockMatch, MockReply, MockRule } from "./providers/mock-script.js";
+import type { CassetteOptions } from "./kit/cassettes.js";
+import { defaultCaptureLimit, type InspectedRequest, type RequestsQuery } from "./kit/inspect.js";
 import { completionRoutes } from "./routes/completions.js";
 import { healthRoutes } from "./routes/health.js";
 import { installLandingRoute } from "./routes/landing.js";
@@ -62,6 +65,12 @@ export interface GatewayOptions {
    * The dashboard's same-origin checks and the owner link use it; default: the listening address.
    */
   publicUrl?: string;
+  /** Test kit: record upstream exchanges to cassette files, or answer from them. */
+  cassettes?: CassetteOptions;
+  /** Test kit: keep what each request received, sent upstream and answered (see `requests()`). */
+  captureBodies?: boolean;
+  /** How many requests' bodies `captureBodies` keeps (default 100). */
+  captureLimit?: number;
 }
 
 export interface RunningGateway {
@@ -75,6 +84,8 @@ export interface RunningGateway {
   /** Scripted answers of the mock provider. */
   mock: GatewayMock;
   clock: GatewayClock;
+  /** Recent requests, newest first, with their bodies when `captureBodies` is on. */
+  requests(query?: RequestsQuery): InspectedRequest[];
   close(): Promise<void>;
 }
 
@@ -134,6 +145,10 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
       now,
       deviceCodeTtlSeconds: options.deviceCodeTtlSeconds,
       devicePollIntervalSeconds: options.devicePollIntervalSeconds,
+      cassettes: options.cassettes && cassetteOptions(options.cassettes),
+      capture: options.captureBodies
+        ? { limit: options.captureLimit ?? defaultCaptureLimit }
+        : undefined,
     });
     let ownerAccountId: string | undefined;
     let demoKey: string | undefined;
@@ -178,10 +193,8 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
     metrics?.knowRoutes(app, routes.keys());
     const host = options.host ?? "127.0.0.1";
     const traceSource = { url: "" };
-    const listener = nodeListener(
-      routes,
-      getRequestListener(app.fetch, { hostname: host }),
-      traceSource,
+    const listener = services.inspector.listener(
+      nodeListener(routes, getRequestListener(app.fetch, { hostname: host }), traceSource),
     );
     const server = await new Promise<Server>((resolve, reject) => {
       const s = createServer(connectionServerOptions(limits), listener);
@@ -225,6 +238,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
         reset: () => services.mockScript.reset(),
       },
       clock: gatewayClock(clock),
+      requests: (query) => services.inspector.requests(query),
       close() {
         closing ??= (async () => {
           readiness.stopping();
@@ -257,4 +271,19 @@ function publicOrigin(publicUrl: string | undefined): string | undefined {
   if (!parsed || (parsed.protocol !== "http:" && parsed.protocol !== "https:"))
     throw new ConfigError([`must be an http:// or https:// URL, got "${publicUrl}"`], "public URL");
   return parsed.origin;
+}
+
+const cassetteOptionsSchema = z.object({
+  dir: z.string().min(1),
+  mode: z.enum(["record", "replay", "record-missing"]),
+  timing: z.enum(["recorded", "none"]).optional(),
+});
+
+function cassetteOptions(input: CassetteOptions): CassetteOptions {
+  const parsed = cassetteOptionsSchema.safeParse(input);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`);
+    throw new ConfigError(problems, "cassettes option");
+  }
+  return parsed.data;
 }

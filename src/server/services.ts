@@ -3,6 +3,9 @@ import { Ledger } from "./billing/ledger.js";
 import type { Clock } from "./clock.js";
 import { Dispatcher } from "./dispatch/dispatcher.js";
 import { KeyPools } from "./dispatch/key-pool.js";
+import type { CassetteOptions } from "./kit/cassettes.js";
+import { RequestInspector } from "./kit/inspect.js";
+import { KitUpstream } from "./kit/kit-upstream.js";
 import { RequestLimits } from "./limits/request-limits.js";
 import { SharedKeyLimiter } from "./limits/shared-key.js";
 import { AnthropicAdapter } from "./providers/anthropic-adapter.js";
@@ -27,6 +30,10 @@ export interface ServerOptions {
    * the server listens. Same-origin checks compare against it, never against the Host header.
    */
   publicOrigin?: string;
+  /** Test kit: record or replay upstream exchanges as cassette files. */
+  cassettes?: CassetteOptions;
+  /** Test kit: keep the bodies of the last `limit` requests in memory for inspection. */
+  capture?: { limit: number };
 }
 
 /** Everything a request handler needs, built once at start-up. */
@@ -40,10 +47,18 @@ export interface Services {
   http: UpstreamHttp;
   /** Scripted answers of the mock provider (config `mock.script`, admin API, `gateway.mock`). */
   mockScript: MockScript;
+  inspector: RequestInspector;
 }
 
 export function createServices(store: Store, options: ServerOptions): Services {
-  const http = new UpstreamHttp();
+  const inspector = new RequestInspector(store, options.capture);
+  // Only a gateway with the test kit on gets the upstream that records, replays and captures.
+  const http =
+    options.cassettes || options.capture
+      ? new KitUpstream(options.cassettes, options.capture ? inspector : undefined)
+      : new UpstreamHttp();
+  const ledger = new Ledger(store);
+  inspector.watch(ledger);
   const pools = new KeyPools(options.now);
   const mockScript = new MockScript();
   const dispatcher = new Dispatcher(store, pools, {
@@ -54,11 +69,12 @@ export function createServices(store: Store, options: ServerOptions): Services {
   return {
     store,
     options,
-    ledger: new Ledger(store),
+    ledger,
     limits: new RequestLimits(),
     sharedKeys: new SharedKeyLimiter(),
     dispatcher,
     http,
     mockScript,
+    inspector,
   };
 }

@@ -40,6 +40,7 @@ export class AnthropicAdapter implements ProviderAdapter {
         payload,
         provider.timeout_ms,
         req.signal,
+        provider,
       );
       return withJsonEstimate(fromMessagesJson(req, answer), payload, () =>
         messagesOutputText(answer),
@@ -47,7 +48,7 @@ export class AnthropicAdapter implements ProviderAdapter {
     }
     const seen: ChunkCount = { chunks: 0 };
     const events = parseSSE(
-      await this.http.postStream(url, headers, payload, provider.timeout_ms, req.signal),
+      await this.http.postStream(url, headers, payload, provider.timeout_ms, req.signal, provider),
     );
     return withStreamEstimate(fromMessagesEvents(req, events, seen), payload, seen);
   }

@@ -1,5 +1,7 @@
 import type { Agent, Dispatcher } from "undici";
+import type { ProviderRow } from "../../store/types.js";
 import { UpstreamFailure } from "../dispatch/types.js";
+import { GatewayError } from "../errors.js";
 import { abortSignalOf, type GoneSignal } from "../http/client-signal.js";
 import { rejectionReason, retryAfterMs } from "./classify.js";
 
@@ -40,8 +42,11 @@ export class UpstreamHttp {
     body: Body,
     timeoutMs: number,
     signal: GoneSignal,
+    provider: UpstreamProvider,
   ): Promise<T> {
-    return parseJsonAnswer<T>(await this.postForBytes(url, headers, body, timeoutMs, signal));
+    return parseJsonAnswer<T>(
+      await this.postForBytes(url, headers, body, timeoutMs, signal, provider),
+    );
   }
 
   /** A 2xx answer read whole; any other status becomes the UpstreamFailure that classifies it. */
@@ -52,19 +57,16 @@ export class UpstreamHttp {
     body: Body,
     timeoutMs: number,
     signal: GoneSignal,
+    provider: UpstreamProvider,
   ): Promise<Buffer> {
     let answer: WholeAnswer;
     try {
-      const options = postOptions(url, headers, body, timeoutMs);
-      const agent = this.agent ?? (await this.warm());
-      answer = await new Promise<WholeAnswer>((resolve, reject) => {
-        agent.dispatch(options, new WholeAnswerReader(signal, resolve, reject));
-      });
+      answer = await this.sendWhole(postOptions(url, headers, body, timeoutMs), signal, provider);
     } catch (err) {
-      throw signal.aborted ? err : providerFailed(err);
+      throw signal.aborted || err instanceof GatewayError ? err : providerFailed(err);
     }
     if (answer.status >= 200 && answer.status < 300) return answer.body;
-    throw failureOf(answer.status, answer.retryAfter, answer.body.toString("utf8"));
+    throw failureOf(answer.status, answer.headers["retry-after"], answer.body.toString("utf8"));
   }
 
   /** A 2xx answer's body as it arrives (SSE); a cut or idle timeout while reading is a failure. */
@@ -74,18 +76,43 @@ export class UpstreamHttp {
     body: Body,
     timeoutMs: number,
     signal: GoneSignal,
+    provider: UpstreamProvider,
   ): Promise<AsyncGenerator<Uint8Array>> {
-    let response: Dispatcher.ResponseData;
+    let answer: StreamAnswer;
     try {
-      const options = postOptions(url, headers, body, timeoutMs);
-      const agent = this.agent ?? (await this.warm());
-      response = await agent.request({ ...options, signal: abortSignalOf(signal) });
+      answer = await this.openStream(postOptions(url, headers, body, timeoutMs), signal, provider);
     } catch (err) {
-      throw signal.aborted ? err : providerFailed(err);
+      throw signal.aborted || err instanceof GatewayError ? err : providerFailed(err);
     }
-    const { statusCode } = response;
-    if (statusCode >= 200 && statusCode < 300) return streamedBody(response.body);
-    throw failureOf(statusCode, response.headers["retry-after"], await readBounded(response.body));
+    const status = answer.statusCode;
+    if (status >= 200 && status < 300) return streamedBody(answer.body);
+    throw failureOf(status, answer.headers["retry-after"], await readBounded(answer.body));
+  }
+
+  /**
+   * One POST, its answer read whole (bounded when not 2xx). Not async, like `openStream`: an
+   * extra promise hop here would cost on every request. The cassette recorder wraps both.
+   */
+  protected sendWhole(
+    options: Dispatcher.DispatchOptions,
+    signal: GoneSignal,
+    _provider: UpstreamProvider,
+  ): Promise<WholeAnswer> {
+    if (!this.agent) return this.warm().then((agent) => readWhole(agent, options, signal));
+    return readWhole(this.agent, options, signal);
+  }
+
+  /** One POST whose body is read as it arrives. */
+  protected openStream(
+    options: Dispatcher.DispatchOptions,
+    signal: GoneSignal,
+    _provider: UpstreamProvider,
+  ): Promise<StreamAnswer> {
+    const agent = this.agent;
+    if (!agent) {
+      return this.warm().then((a) => a.request({ ...options, signal: abortSignalOf(signal) }));
+    }
+    return agent.request({ ...options, signal: abortSignalOf(signal) });
   }
 
   async close(): Promise<void> {
@@ -93,18 +120,40 @@ export class UpstreamHttp {
   }
 }
 
-interface WholeAnswer {
+/** Which provider a call goes to: cassettes name and match exchanges by it. */
+export type UpstreamProvider = Pick<ProviderRow, "id" | "base_url">;
+
+export type UpstreamHeaders = Record<string, string | string[] | undefined>;
+
+export interface WholeAnswer {
   status: number;
-  retryAfter: string | string[] | undefined;
+  headers: UpstreamHeaders;
   /** The whole body of a 2xx answer; at most `maxErrorBodyBytes` of any other. */
   body: Buffer;
+}
+
+/** Shaped like undici's response data, which is passed on as it is. */
+export interface StreamAnswer {
+  statusCode: number;
+  headers: UpstreamHeaders;
+  body: AsyncIterable<Uint8Array>;
+}
+
+function readWhole(
+  agent: Agent,
+  options: Dispatcher.DispatchOptions,
+  signal: GoneSignal,
+): Promise<WholeAnswer> {
+  return new Promise<WholeAnswer>((resolve, reject) => {
+    agent.dispatch(options, new WholeAnswerReader(signal, resolve, reject));
+  });
 }
 
 /** Collects one answer into a buffer; the client's abort signal aborts the upstream call. */
 class WholeAnswerReader implements Dispatcher.DispatchHandler {
   private controller: Dispatcher.DispatchController | undefined;
   private status = 0;
-  private retryAfter: string | string[] | undefined;
+  private headers: UpstreamHeaders = {};
   private readonly chunks: Buffer[] = [];
   private size = 0;
   private done = false;
@@ -133,10 +182,10 @@ class WholeAnswerReader implements Dispatcher.DispatchHandler {
   onResponseStart(
     _controller: Dispatcher.DispatchController,
     statusCode: number,
-    headers: Record<string, string | string[] | undefined>,
+    headers: UpstreamHeaders,
   ): void {
     this.status = statusCode;
-    this.retryAfter = headers["retry-after"];
+    this.headers = headers;
   }
 
   onResponseData(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
@@ -167,7 +216,7 @@ class WholeAnswerReader implements Dispatcher.DispatchHandler {
     const whole = this.status >= 200 && this.status < 300;
     this.resolve({
       status: this.status,
-      retryAfter: this.retryAfter,
+      headers: this.headers,
       body: whole ? body : body.subarray(0, maxErrorBodyBytes),
     });
   }

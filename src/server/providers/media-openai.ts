@@ -43,6 +43,7 @@ export async function openaiImages(
     JSON.stringify({ ...body, model: attempt.model.upstream_model }),
     attempt.provider.timeout_ms,
     signal,
+    attempt.provider,
   );
   if (!Array.isArray(json.data)) throw new UpstreamFailure("unavailable", 502);
   return { created: json.created, data: json.data, usage: json.usage };
@@ -60,6 +61,7 @@ export async function openaiSpeech(
     JSON.stringify({ ...body, model: attempt.model.upstream_model }),
     attempt.provider.timeout_ms,
     signal,
+    attempt.provider,
   );
 }
 
@@ -88,6 +90,7 @@ export async function openaiTranscription(
     form.body,
     attempt.provider.timeout_ms,
     signal,
+    attempt.provider,
   );
   const format = fields.response_format ?? "json";
   if (format !== "json" && format !== "verbose_json") {

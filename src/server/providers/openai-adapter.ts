@@ -42,11 +42,12 @@ export class OpenAIAdapter implements ProviderAdapter {
         payload,
         provider.timeout_ms,
         req.signal,
+        provider,
       );
       return withJsonEstimate(fromChatJson(req, answer), payload, () => chatOutputText(answer));
     }
     const events = parseSSE(
-      await this.http.postStream(url, headers, payload, provider.timeout_ms, req.signal),
+      await this.http.postStream(url, headers, payload, provider.timeout_ms, req.signal, provider),
     );
     const seen: ChunkCount = { chunks: 0 };
     const result =
@@ -68,7 +69,7 @@ export class OpenAIAdapter implements ProviderAdapter {
       const json = await this.http.postJson<{
         usage?: { input_tokens?: number; output_tokens?: number };
         output?: unknown;
-      }>(url, headers, payload, provider.timeout_ms, req.signal);
+      }>(url, headers, payload, provider.timeout_ms, req.signal, provider);
       const usage = {
         input_tokens: json.usage?.input_tokens ?? 0,
         output_tokens: json.usage?.output_tokens ?? 0,
@@ -78,7 +79,7 @@ export class OpenAIAdapter implements ProviderAdapter {
     }
     const seen: ChunkCount = { chunks: 0 };
     const events = parseSSE(
-      await this.http.postStream(url, headers, payload, provider.timeout_ms, req.signal),
+      await this.http.postStream(url, headers, payload, provider.timeout_ms, req.signal, provider),
     );
     return withStreamEstimate(responsesPassThrough(req, events, seen), payload, seen);
   }

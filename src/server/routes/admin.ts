@@ -43,6 +43,11 @@ const keyBody = z
     kind: z.enum(["standard", "login", "shared"]).default("standard"),
   })
   .strict();
+const requestsQuery = z.object({
+  limit: z.coerce.number().int().min(1).max(1000).optional(),
+  model: z.string().min(1).optional(),
+  status: z.coerce.number().int().optional(),
+});
 const topUpBody = z.object({ amount_idr: z.number().positive().finite() }).strict();
 export const byokBody = z
   .object({
@@ -66,6 +71,24 @@ export function installAdminRoutes(app: Hono<AppEnv>, s: Services): void {
     if (!account) throw new GatewayError(404, "not_found", "No such account.");
     return account;
   };
+
+  // Recent requests for a test to assert on (with bodies when the gateway captures them).
+  app.get("/api/admin/requests", (c) => {
+    const query = requestsQuery.safeParse(c.req.query());
+    if (!query.success) {
+      const issue = query.error.issues[0];
+      throw new GatewayError(
+        400,
+        "bad_request",
+        `Invalid query: ${issue.path.join(".")}: ${issue.message}`,
+      );
+    }
+    return c.json({
+      object: "list",
+      capture_bodies: s.inspector.capturing,
+      data: s.inspector.requests(query.data),
+    });
+  });
 
   app.get("/api/admin/accounts", (c) =>
     c.json({ object: "list", data: s.store.listAccounts().map(accountView) }),

@@ -1,0 +1,293 @@
+import { readdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { Dispatcher } from "undici";
+import { z } from "zod";
+import { GatewayError } from "../errors.js";
+import type { GoneSignal } from "../http/client-signal.js";
+import type {
+  StreamAnswer,
+  UpstreamHeaders,
+  UpstreamProvider,
+  WholeAnswer,
+} from "../providers/http-upstream.js";
+import { sleep } from "../sleep.js";
+import {
+  type CanonicalRequest,
+  canonicalBody,
+  differenceCount,
+  firstDifference,
+  relativePath,
+  requestHash,
+  slugOf,
+  sortedJson,
+  valueAt,
+} from "./canonical.js";
+
+export type CassetteMode = "record" | "replay" | "record-missing";
+
+export interface CassetteOptions {
+  /** The directory of cassette files (created when recording). */
+  dir: string;
+  /** `record` calls providers and saves every exchange; `replay` never calls one; `record-missing` replays what it has and records the rest. */
+  mode: CassetteMode;
+  /** `recorded` replays the recorded waits (time to answer, gaps between chunks); `none` (default) answers at once. */
+  timing?: "recorded" | "none";
+}
+
+const responseHeaders = z.record(z.string(), z.string());
+
+const cassetteSchema = z.object({
+  request: z.object({
+    provider: z.string(),
+    method: z.string(),
+    path: z.string(),
+    headers: z.record(z.string(), z.string()).optional(),
+    body: z.unknown(),
+  }),
+  response: z.object({
+    status: z.number().int(),
+    headers: responseHeaders,
+    /** Milliseconds from the request to the whole answer (not for streams). */
+    ms: z.number().optional(),
+    body: z.unknown().optional(),
+    text: z.string().optional(),
+    base64: z.string().optional(),
+    /** A stream, as the pieces arrived, with their time from the request. */
+    chunks: z.array(z.object({ ms: z.number(), text: z.string() })).optional(),
+    /** The stream broke after its chunks. */
+    cut: z.boolean().optional(),
+  }),
+});
+
+export type Cassette = z.infer<typeof cassetteSchema>;
+type RecordedResponse = Cassette["response"];
+
+/** The answer headers worth keeping: what the gateway reads, and what tells the body apart. */
+const keptHeaders = ["content-type", "retry-after"];
+
+interface Entry {
+  file: string;
+  cassette: Cassette;
+}
+
+/**
+ * Cassette files in one directory: one exchange per pretty-printed JSON file named
+ * `<slug>-<hash8>.json`, matched by the hash of the canonical request in the file (so a
+ * hand-edited request still matches what it now says).
+ */
+export class CassetteShelf {
+  private entries: Map<string, Entry> | undefined;
+
+  constructor(readonly dir: string) {}
+
+  find(hash: string): Entry | undefined {
+    return this.index().get(hash);
+  }
+
+  /** Rescans the directory: files may have been added since the last look. */
+  rescan(): void {
+    this.entries = undefined;
+  }
+
+  all(): Entry[] {
+    return [...this.index().values()];
+  }
+
+  save(request: CanonicalRequest, response: RecordedResponse, secrets: string[]): string {
+    const hash = requestHash(request);
+    const name = `${slugOf(request)}-${hash.slice(0, 8)}.json`;
+    const cassette: Cassette = { request: sortedRequest(request), response };
+    const file = join(this.dir, name);
+    const text = redact(`${JSON.stringify(cassette, null, 2)}\n`, secrets);
+    const temp = `${file}.${process.pid}.tmp`;
+    writeFileSync(temp, text, { mode: 0o600 });
+    renameSync(temp, file);
+    this.index().set(hash, { file: name, cassette });
+    return name;
+  }
+
+  private index(): Map<string, Entry> {
+    if (this.entries) return this.entries;
+    const entries = new Map<string, Entry>();
+    let names: string[] = [];
+    try {
+      names = readdirSync(this.dir)
+        .filter((n) => n.endsWith(".json"))
+        .sort();
+    } catch {
+      // No directory yet: nothing recorded.
+    }
+    for (const name of names) {
+      let parsed: ReturnType<typeof cassetteSchema.safeParse>;
+      try {
+        parsed = cassetteSchema.safeParse(JSON.parse(readFileSync(join(this.dir, name), "utf8")));
+      } catch {
+        parsed = cassetteSchema.safeParse(undefined);
+      }
+      if (!parsed.success) {
+        console.error(`cassettes: ${join(this.dir, name)} is not a cassette; skipped`);
+        continue;
+      }
+      entries.set(requestHash(parsed.data.request), { file: name, cassette: parsed.data });
+    }
+    this.entries = entries;
+    return entries;
+  }
+}
+
+function sortedRequest(request: CanonicalRequest): CanonicalRequest {
+  return JSON.parse(sortedJson(request)) as CanonicalRequest;
+}
+
+/** No provider credential or gateway key ever reaches a file, wherever it appeared. */
+function redact(text: string, secrets: string[]): string {
+  let out = text;
+  for (const secret of secrets) {
+    if (secret.length >= 4) out = out.split(secret).join("[redacted]");
+  }
+  return out.replace(/kn-[A-Za-z0-9_-]{8,}/g, "kn-[redacted]");
+}
+
+/** The canonical request of one upstream call. */
+export function canonicalRequest(
+  options: Dispatcher.DispatchOptions,
+  provider: UpstreamProvider,
+): CanonicalRequest {
+  const headers = (options.headers ?? {}) as Record<string, string>;
+  const request: CanonicalRequest = {
+    provider: provider.id,
+    method: options.method,
+    path: relativePath(options.path, provider.base_url),
+    body: canonicalBody(options.body as string | Uint8Array, headers["content-type"] ?? ""),
+  };
+  if (headers["anthropic-beta"]) request.headers = { "anthropic-beta": headers["anthropic-beta"] };
+  return request;
+}
+
+/** The credentials a call carried, so a recording can be scrubbed of them. */
+export function credentialsOf(options: Dispatcher.DispatchOptions): string[] {
+  const headers = (options.headers ?? {}) as Record<string, string>;
+  const out: string[] = [];
+  for (const [name, value] of Object.entries(headers)) {
+    const lower = name.toLowerCase();
+    if (lower === "authorization") out.push(value.replace(/^Bearer\s+/i, ""), value);
+    else if (lower === "x-api-key" || lower === "api-key") out.push(value);
+  }
+  return out;
+}
+
+export function keptHeadersOf(headers: UpstreamHeaders): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of keptHeaders) {
+    const value = headers[name];
+    if (value !== undefined) out[name] = Array.isArray(value) ? value.join(", ") : value;
+  }
+  return out;
+}
+
+/** A whole answer as the cassette keeps it: JSON as JSON, text types as text, anything else (audio) base64. */
+export function recordedBody(
+  contentType: string,
+  body: Buffer,
+): Pick<RecordedResponse, "body" | "text" | "base64"> {
+  if (/json/.test(contentType)) {
+    try {
+      return { body: JSON.parse(body.toString("utf8")) };
+    } catch {
+      // Kept as text below.
+    }
+  }
+  if (/^text\/|json|xml|event-stream/.test(contentType)) return { text: body.toString("utf8") };
+  return { base64: body.toString("base64") };
+}
+
+function bodyBytes(response: RecordedResponse): Buffer {
+  if (response.base64 !== undefined) return Buffer.from(response.base64, "base64");
+  if (response.text !== undefined) return Buffer.from(response.text);
+  if (response.chunks) return Buffer.from(response.chunks.map((c) => c.text).join(""));
+  return Buffer.from(response.body === undefined ? "" : JSON.stringify(response.body));
+}
+
+/** A recorded whole answer, as the live call would have returned it. */
+export async function replayWhole(
+  response: RecordedResponse,
+  timing: boolean,
+  signal: GoneSignal,
+): Promise<WholeAnswer> {
+  if (timing) await sleep(response.ms ?? 0, signal);
+  return { status: response.status, headers: response.headers, body: bodyBytes(response) };
+}
+
+/** A recorded stream, chunk by chunk as it was recorded (with its gaps when `timing`). */
+export function replayStream(
+  response: RecordedResponse,
+  timing: boolean,
+  signal: GoneSignal,
+): StreamAnswer {
+  async function* body(): AsyncGenerator<Uint8Array> {
+    if (!response.chunks) {
+      yield bodyBytes(response);
+      return;
+    }
+    let clock = 0;
+    for (const chunk of response.chunks) {
+      if (timing) await sleep(chunk.ms - clock, signal);
+      clock = chunk.ms;
+      yield Buffer.from(chunk.text);
+    }
+    if (response.cut) throw new Error("the recorded stream broke here");
+  }
+  return { statusCode: response.status, headers: response.headers, body: body() };
+}
+
+/**
+ * A request with no cassette in replay mode: a 400 (a test's request that differs from its
+ * recording is the test's to fix, and SDKs do not retry a 400) naming the nearest cassette and
+ * the first field that differs.
+ */
+export function cassetteMiss(shelf: CassetteShelf, request: CanonicalRequest): GatewayError {
+  const where = `${request.method} ${request.provider} ${request.path}`;
+  let message = `No cassette in ${shelf.dir} for ${where}; replay never calls a provider.`;
+  const nearest = nearestCassette(shelf, request);
+  if (nearest) {
+    const sameTarget =
+      nearest.cassette.request.provider === request.provider &&
+      nearest.cassette.request.path === request.path;
+    const now = sameTarget ? request.body : request;
+    const recorded = sameTarget ? nearest.cassette.request.body : nearest.cassette.request;
+    const field = firstDifference(now, recorded) ?? "(headers)";
+    message +=
+      ` Nearest: ${nearest.file}, which differs at ${field}` +
+      ` (recorded ${shown(valueAt(recorded, field))}, now ${shown(valueAt(now, field))}).`;
+  } else {
+    message += " The directory holds no cassette.";
+  }
+  message += " Record it with --record-missing, or record again.";
+  console.error(`cassettes: miss: ${message}`);
+  return new GatewayError(400, "bad_request", message);
+}
+
+function nearestCassette(shelf: CassetteShelf, request: CanonicalRequest): Entry | undefined {
+  const all = shelf.all();
+  const sameTarget = all.filter(
+    (e) =>
+      e.cassette.request.provider === request.provider && e.cassette.request.path === request.path,
+  );
+  const pool = sameTarget.length > 0 ? sameTarget : all;
+  let best: Entry | undefined;
+  let bestCount = Number.POSITIVE_INFINITY;
+  for (const entry of pool) {
+    const count = differenceCount(request, entry.cassette.request);
+    if (count < bestCount) {
+      best = entry;
+      bestCount = count;
+    }
+  }
+  return best;
+}
+
+function shown(value: unknown): string {
+  if (value === undefined) return "nothing";
+  const text = JSON.stringify(value);
+  return text.length > 60 ? `${text.slice(0, 57)}...` : text;
+}

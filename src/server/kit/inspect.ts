@@ -1,0 +1,326 @@
+import { AsyncLocalStorage } from "node:async_hooks";
+import type { RequestListener } from "node:http";
+import type { Statement } from "better-sqlite3";
+import type { Dispatcher } from "undici";
+import { microToIdr } from "../../store/money.js";
+import type { Store } from "../../store/store.js";
+import type { Ledger } from "../billing/ledger.js";
+import type { UpstreamProvider, WholeAnswer } from "../providers/http-upstream.js";
+import { canonicalBody, relativePath } from "./canonical.js";
+
+/** Bodies larger than this are kept as their size only: a capture is for reading, not archiving. */
+const maxCapturedBytes = 1024 * 1024;
+
+export const defaultCaptureLimit = 100;
+
+/** A body as the inspector shows it: JSON parsed, text as text, anything else described. */
+export type CapturedBody = unknown;
+
+export interface UpstreamExchange {
+  provider: string;
+  /** The path under the provider's base URL (`/chat/completions`). */
+  path: string;
+  body: CapturedBody;
+  /** What the provider answered: its status, and its body (a stream as its text). */
+  status?: number;
+  answer?: CapturedBody;
+}
+
+interface Captured {
+  id?: string;
+  received: Buffer[];
+  receivedBytes: number;
+  contentType: string;
+  upstream: UpstreamExchange[];
+  answered: Buffer[];
+  answeredBytes: number;
+  answerType: string;
+  status?: number;
+}
+
+export interface InspectedRequest {
+  id: string;
+  /** ISO time the request was admitted. */
+  time: string;
+  finished_at: string | null;
+  endpoint: string;
+  model: string | null;
+  provider: string | null;
+  status: number | null;
+  error_code: string | null;
+  state: string;
+  stream: boolean;
+  account: string;
+  key: { id: string | null; label: string | null };
+  payment: string;
+  cost_micro: number;
+  cost_idr: number;
+  usage: { input_tokens: number; output_tokens: number };
+  /** With captureBodies: the client's body as the gateway received it. */
+  received?: CapturedBody;
+  /** With captureBodies: each upstream attempt, in order. */
+  upstream?: UpstreamExchange[];
+  /** With captureBodies: what the client was answered (a stream as its text). */
+  answer?: { status: number | undefined; body: CapturedBody };
+}
+
+export interface RequestsQuery {
+  limit?: number;
+  model?: string;
+  status?: number;
+}
+
+/** What the upstream side tells the inspector about one call. */
+export interface UpstreamCapture {
+  sent(provider: UpstreamProvider, options: Dispatcher.DispatchOptions): SentCall | undefined;
+}
+
+export interface SentCall {
+  answered(answer: WholeAnswer): void;
+  streamed(status: number, body: AsyncIterable<Uint8Array>): AsyncIterable<Uint8Array>;
+}
+
+interface LogRow {
+  id: string;
+  account_id: string;
+  key_id: string | null;
+  key_label: string | null;
+  endpoint: string;
+  model: string | null;
+  state: string;
+  payment: string;
+  cost_micro: number;
+  input_tokens: number;
+  output_tokens: number;
+  status: number | null;
+  error_code: string | null;
+  provider_id: string | null;
+  stream: number;
+  created_at: number;
+  finished_at: number | null;
+}
+
+/**
+ * Recent requests for tests to assert on. The list is the request log (which the gateway writes
+ * anyway), newest first; with `captureBodies` each entry also carries what the gateway received,
+ * sent upstream and answered, kept in memory for the last `limit` admitted requests. Capture
+ * wraps the server's listener and the upstream calls only when it is on.
+ */
+export class RequestInspector implements UpstreamCapture {
+  private readonly context = new AsyncLocalStorage<Captured>();
+  private readonly captures = new Map<string, Captured>();
+  private readonly recent: Statement;
+
+  constructor(
+    store: Store,
+    private readonly capture: { limit: number } | undefined,
+  ) {
+    this.recent = store.db.prepare(
+      `SELECT l.*, k.label AS key_label FROM request_log l LEFT JOIN api_keys k ON k.id = l.key_id
+        WHERE (@model IS NULL OR l.model = @model) AND (@status IS NULL OR l.status = @status)
+        ORDER BY l.rowid DESC LIMIT @limit`,
+    );
+  }
+
+  get capturing(): boolean {
+    return this.capture !== undefined;
+  }
+
+  requests(query: RequestsQuery = {}): InspectedRequest[] {
+    const rows = this.recent.all({
+      model: query.model ?? null,
+      status: query.status ?? null,
+      limit: Math.min(1000, Math.max(1, query.limit ?? 50)),
+    }) as LogRow[];
+    return rows.map((row) => {
+      const entry: InspectedRequest = {
+        id: row.id,
+        time: new Date(row.created_at).toISOString(),
+        finished_at: row.finished_at === null ? null : new Date(row.finished_at).toISOString(),
+        endpoint: row.endpoint,
+        model: row.model,
+        provider: row.provider_id,
+        status: row.status,
+        error_code: row.error_code,
+        state: row.state,
+        stream: row.stream === 1,
+        account: row.account_id,
+        key: { id: row.key_id, label: row.key_label },
+        payment: row.payment,
+        cost_micro: row.cost_micro,
+        cost_idr: microToIdr(row.cost_micro),
+        usage: { input_tokens: row.input_tokens, output_tokens: row.output_tokens },
+      };
+      const captured = this.captures.get(row.id);
+      if (captured) {
+        entry.received = shownBody(captured.received, captured.receivedBytes, captured.contentType);
+        entry.upstream = captured.upstream;
+        entry.answer = {
+          status: captured.status,
+          body: shownBody(captured.answered, captured.answeredBytes, captured.answerType),
+        };
+      }
+      return entry;
+    });
+  }
+
+  /** Serves each request inside its capture: what arrives and what leaves is copied. */
+  listener(inner: RequestListener): RequestListener {
+    if (!this.capture) return inner;
+    return (incoming, outgoing) => {
+      const captured: Captured = {
+        received: [],
+        receivedBytes: 0,
+        contentType: String(incoming.headers["content-type"] ?? ""),
+        upstream: [],
+        answered: [],
+        answeredBytes: 0,
+        answerType: "",
+      };
+      // The HTTP parser pushes each body chunk into the request stream: a copy taken there
+      // leaves the routes' own reading of the body untouched.
+      const push = incoming.push;
+      incoming.push = (chunk: unknown, encoding?: BufferEncoding) => {
+        if (chunk !== null && chunk !== undefined) keep(captured, "received", chunk);
+        return push.call(incoming, chunk, encoding);
+      };
+      const writeHead = outgoing.writeHead;
+      outgoing.writeHead = ((status: number, ...rest: unknown[]) => {
+        captured.answerType = contentTypeIn(rest) ?? captured.answerType;
+        return (writeHead as (...args: unknown[]) => typeof outgoing).call(
+          outgoing,
+          status,
+          ...rest,
+        );
+      }) as typeof outgoing.writeHead;
+      const write = outgoing.write;
+      outgoing.write = ((chunk: unknown, ...rest: unknown[]) => {
+        keep(captured, "answered", chunk);
+        return (write as (...args: unknown[]) => boolean).call(outgoing, chunk, ...rest);
+      }) as typeof outgoing.write;
+      const end = outgoing.end;
+      outgoing.end = ((chunk?: unknown, ...rest: unknown[]) => {
+        if (chunk !== undefined && typeof chunk !== "function") keep(captured, "answered", chunk);
+        captured.status = outgoing.statusCode;
+        const declared = outgoing.getHeader("content-type");
+        if (declared !== undefined) captured.answerType = String(declared);
+        return (end as (...args: unknown[]) => typeof outgoing).call(outgoing, chunk, ...rest);
+      }) as typeof outgoing.end;
+      this.context.run(captured, () => inner(incoming, outgoing));
+    };
+  }
+
+  /** Learns each admitted request's id (the request log's), which joins its capture to its row. */
+  watch(ledger: Ledger): void {
+    if (!this.capture) return;
+    const limit = this.capture.limit;
+    const reserve = ledger.reserve.bind(ledger);
+    ledger.reserve = (input) => {
+      const reservation = reserve(input);
+      const captured = this.context.getStore();
+      if (captured && captured.id === undefined) {
+        captured.id = reservation.id;
+        this.captures.set(reservation.id, captured);
+        if (this.captures.size > limit) {
+          const oldest = this.captures.keys().next().value;
+          if (oldest !== undefined) this.captures.delete(oldest);
+        }
+      }
+      return reservation;
+    };
+  }
+
+  sent(provider: UpstreamProvider, options: Dispatcher.DispatchOptions): SentCall | undefined {
+    const captured = this.context.getStore();
+    if (!captured) return undefined;
+    const headers = (options.headers ?? {}) as Record<string, string>;
+    const exchange: UpstreamExchange = {
+      provider: provider.id,
+      path: relativePath(options.path, provider.base_url),
+      body: sentBody(options.body as string | Uint8Array, headers["content-type"] ?? ""),
+    };
+    captured.upstream.push(exchange);
+    return {
+      answered({ status, headers, body }) {
+        exchange.status = status;
+        exchange.answer = shownBody([body], body.length, String(headers["content-type"] ?? ""));
+      },
+      streamed(status, body) {
+        exchange.status = status;
+        return copied(body, (text) => {
+          exchange.answer = text;
+        });
+      },
+    };
+  }
+}
+
+async function* copied(
+  body: AsyncIterable<Uint8Array>,
+  done: (text: string) => void,
+): AsyncGenerator<Uint8Array> {
+  const parts: Buffer[] = [];
+  let size = 0;
+  try {
+    for await (const chunk of body) {
+      size += chunk.length;
+      if (size <= maxCapturedBytes) parts.push(Buffer.from(chunk));
+      yield chunk;
+    }
+  } finally {
+    done(
+      size <= maxCapturedBytes
+        ? Buffer.concat(parts).toString("utf8")
+        : `(${size} bytes, not kept)`,
+    );
+  }
+}
+
+/** The content type among writeHead's optional reason phrase and headers (object or flat list). */
+function contentTypeIn(args: unknown[]): string | undefined {
+  for (const arg of args) {
+    if (Array.isArray(arg)) {
+      for (let i = 0; i + 1 < arg.length; i += 2) {
+        if (String(arg[i]).toLowerCase() === "content-type") return String(arg[i + 1]);
+      }
+    } else if (arg && typeof arg === "object") {
+      for (const [name, value] of Object.entries(arg)) {
+        if (name.toLowerCase() === "content-type") return String(value);
+      }
+    }
+  }
+  return undefined;
+}
+
+function keep(captured: Captured, side: "received" | "answered", chunk: unknown): void {
+  const bytes =
+    typeof chunk === "string"
+      ? Buffer.from(chunk)
+      : chunk instanceof Uint8Array
+        ? Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)
+        : undefined;
+  if (!bytes) return;
+  const size = side === "received" ? "receivedBytes" : "answeredBytes";
+  captured[size] += bytes.length;
+  if (captured[size] <= maxCapturedBytes) captured[side].push(Buffer.from(bytes));
+}
+
+function shownBody(parts: Buffer[], size: number, contentType: string): CapturedBody {
+  if (size > maxCapturedBytes) return `(${size} bytes, not kept)`;
+  const bytes = Buffer.concat(parts);
+  if (/json/.test(contentType)) {
+    try {
+      return JSON.parse(bytes.toString("utf8"));
+    } catch {
+      // Shown as text.
+    }
+  }
+  if (contentType.startsWith("multipart/form-data")) return canonicalBody(bytes, contentType);
+  const text = bytes.toString("utf8");
+  return Buffer.from(text).equals(bytes) ? text : `(${size} bytes of ${contentType || "data"})`;
+}
+
+function sentBody(body: string | Uint8Array, contentType: string): CapturedBody {
+  const bytes = typeof body === "string" ? Buffer.from(body) : Buffer.from(body);
+  return shownBody([bytes], bytes.length, contentType);
+}

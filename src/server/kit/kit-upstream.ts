@@ -1,0 +1,159 @@
+import { mkdirSync } from "node:fs";
+import type { Dispatcher } from "undici";
+import type { GoneSignal } from "../http/client-signal.js";
+import {
+  type StreamAnswer,
+  UpstreamHttp,
+  type UpstreamProvider,
+  type WholeAnswer,
+} from "../providers/http-upstream.js";
+import { type CanonicalRequest, requestHash as requestHashOf } from "./canonical.js";
+import {
+  type CassetteOptions,
+  CassetteShelf,
+  canonicalRequest,
+  cassetteMiss,
+  credentialsOf,
+  keptHeadersOf,
+  recordedBody,
+  replayStream,
+  replayWhole,
+} from "./cassettes.js";
+import type { UpstreamCapture } from "./inspect.js";
+
+/**
+ * Upstream HTTP for the test kit: replays and records cassettes, and tells the request inspector
+ * what went upstream. Built instead of the plain UpstreamHttp only when one of them is on, so a
+ * gateway without them pays nothing for either.
+ */
+export class KitUpstream extends UpstreamHttp {
+  private readonly shelf: CassetteShelf | undefined;
+
+  constructor(
+    private readonly cassettes: CassetteOptions | undefined,
+    private readonly capture: UpstreamCapture | undefined,
+  ) {
+    super();
+    if (cassettes) {
+      if (cassettes.mode !== "replay") mkdirSync(cassettes.dir, { recursive: true, mode: 0o700 });
+      this.shelf = new CassetteShelf(cassettes.dir);
+    }
+  }
+
+  private get timing(): boolean {
+    return this.cassettes?.timing === "recorded";
+  }
+
+  protected override async sendWhole(
+    options: Dispatcher.DispatchOptions,
+    signal: GoneSignal,
+    provider: UpstreamProvider,
+  ): Promise<WholeAnswer> {
+    const sent = this.capture?.sent(provider, options);
+    const answer = await this.wholeFromShelfOrLive(options, signal, provider);
+    sent?.answered(answer);
+    return answer;
+  }
+
+  protected override async openStream(
+    options: Dispatcher.DispatchOptions,
+    signal: GoneSignal,
+    provider: UpstreamProvider,
+  ): Promise<StreamAnswer> {
+    const sent = this.capture?.sent(provider, options);
+    const answer = await this.streamFromShelfOrLive(options, signal, provider);
+    if (!sent) return answer;
+    return { ...answer, body: sent.streamed(answer.statusCode, answer.body) };
+  }
+
+  private async wholeFromShelfOrLive(
+    options: Dispatcher.DispatchOptions,
+    signal: GoneSignal,
+    provider: UpstreamProvider,
+  ): Promise<WholeAnswer> {
+    const shelf = this.shelf;
+    if (!shelf) return super.sendWhole(options, signal, provider);
+    const request = canonicalRequest(options, provider);
+    const found = this.lookup(shelf, request);
+    if (found) return replayWhole(found.response, this.timing, signal);
+    const started = performance.now();
+    const answer = await super.sendWhole(options, signal, provider);
+    const headers = keptHeadersOf(answer.headers);
+    shelf.save(
+      request,
+      {
+        status: answer.status,
+        headers,
+        ms: Math.round(performance.now() - started),
+        ...recordedBody(headers["content-type"] ?? "", answer.body),
+      },
+      credentialsOf(options),
+    );
+    return answer;
+  }
+
+  private async streamFromShelfOrLive(
+    options: Dispatcher.DispatchOptions,
+    signal: GoneSignal,
+    provider: UpstreamProvider,
+  ): Promise<StreamAnswer> {
+    const shelf = this.shelf;
+    if (!shelf) return super.openStream(options, signal, provider);
+    const request = canonicalRequest(options, provider);
+    const found = this.lookup(shelf, request);
+    if (found) return replayStream(found.response, this.timing, signal);
+    const started = performance.now();
+    const answer = await super.openStream(options, signal, provider);
+    const headers = keptHeadersOf(answer.headers);
+    const secrets = credentialsOf(options);
+    return {
+      ...answer,
+      body: recordingStream(answer.body, signal, started, (chunks, cut) =>
+        shelf.save(request, { status: answer.statusCode, headers, chunks, cut }, secrets),
+      ),
+    };
+  }
+
+  /** The cassette for this request; in replay mode a miss is the request's error, loudly. */
+  private lookup(shelf: CassetteShelf, request: CanonicalRequest) {
+    const hash = requestHashOf(request);
+    let entry = shelf.find(hash);
+    if (!entry && this.cassettes?.mode !== "record") {
+      shelf.rescan();
+      entry = shelf.find(hash);
+    }
+    if (entry && this.cassettes?.mode !== "record") return entry.cassette;
+    if (this.cassettes?.mode === "replay") throw cassetteMiss(shelf, request);
+    return undefined;
+  }
+}
+
+/**
+ * Passes a live stream on as it arrives and saves it once it ends: its chunks as text with their
+ * time from the request (a character split between two chunks goes whole into the second), and
+ * whether it broke. A stream the client left is not saved: it was not heard to its end.
+ */
+async function* recordingStream(
+  body: AsyncIterable<Uint8Array>,
+  signal: GoneSignal,
+  started: number,
+  save: (chunks: { ms: number; text: string }[], cut: boolean | undefined) => void,
+): AsyncGenerator<Uint8Array> {
+  const decoder = new TextDecoder();
+  const chunks: { ms: number; text: string }[] = [];
+  let cut = false;
+  try {
+    for await (const chunk of body) {
+      const text = decoder.decode(chunk, { stream: true });
+      if (text) chunks.push({ ms: Math.round(performance.now() - started), text });
+      yield chunk;
+    }
+  } catch (err) {
+    cut = true;
+    throw err;
+  } finally {
+    const rest = decoder.decode();
+    if (rest) chunks.push({ ms: Math.round(performance.now() - started), text: rest });
+    if (!signal.aborted) save(chunks, cut || undefined);
+  }
+}
