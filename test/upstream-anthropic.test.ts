@@ -54,6 +54,7 @@ beforeAll(async () => {
           upstream_model: "claude-upstream",
           price_input_per_mtok: 10_000,
           price_output_per_mtok: 20_000,
+          max_output_tokens: 64_000,
         },
         {
           name: "claude-slow",
@@ -656,10 +657,10 @@ describe("chat client -> anthropic wire: reasoning_effort becomes extended think
 
     upstream.queue(anthropicJson("42"));
     await ask({ reasoning_effort: "medium" });
-    // No limit given: the default 4096, half of it to thinking.
+    // No limit given: the model's max_output_tokens, half of it to thinking.
     expect(upstream.last.body).toMatchObject({
-      max_tokens: 4096,
-      thinking: { type: "enabled", budget_tokens: 2048 },
+      max_tokens: 64_000,
+      thinking: { type: "enabled", budget_tokens: 32_000 },
     });
   });
 

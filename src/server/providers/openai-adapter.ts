@@ -6,8 +6,10 @@ import {
   parseChatChunk,
   passThroughChat,
   StreamBroken,
+  type Rewrite,
   toChatRequest,
   withJsonEstimate,
+  withOmissions,
   withStreamEstimate,
 } from "../dispatch/bridges.js";
 import type {
@@ -33,7 +35,8 @@ export class OpenAIAdapter implements ProviderAdapter {
     if (req.style === "responses" && provider.responses_native) {
       return this.nativeResponses(attempt, req, headers);
     }
-    const payload = JSON.stringify(toChatRequest(req, model.upstream_model));
+    const rewrite: Rewrite = { omittedTools: [] };
+    const payload = JSON.stringify(toChatRequest(req, attempt, rewrite));
     const url = joinUrl(provider.base_url ?? "", "/chat/completions");
     if (!req.stream) {
       const answer = await this.http.postJson<ChatCompletionResponse>(
@@ -43,7 +46,10 @@ export class OpenAIAdapter implements ProviderAdapter {
         provider.timeout_ms,
         req.signal,
       );
-      return withJsonEstimate(fromChatJson(req, answer), payload, () => chatOutputText(answer));
+      const result = withJsonEstimate(fromChatJson(req, answer), payload, () =>
+        chatOutputText(answer),
+      );
+      return withOmissions(result, rewrite);
     }
     const events = parseSSE(
       await this.http.postStream(url, headers, payload, provider.timeout_ms, req.signal),
@@ -53,7 +59,7 @@ export class OpenAIAdapter implements ProviderAdapter {
       req.style === "chat"
         ? passThroughChat(req, events, seen)
         : fromChatChunks(req, chatChunks(events, seen));
-    return withStreamEstimate(result, payload, seen);
+    return withOmissions(withStreamEstimate(result, payload, seen), rewrite);
   }
 
   private async nativeResponses(
@@ -62,7 +68,11 @@ export class OpenAIAdapter implements ProviderAdapter {
     headers: Record<string, string>,
   ): Promise<CompletionResult> {
     const { provider, model } = attempt;
-    const payload = JSON.stringify({ ...req.body, model: model.upstream_model });
+    const body: Record<string, unknown> = { ...req.body, model: model.upstream_model };
+    const limit = body.max_output_tokens;
+    if (req.viaRoute && typeof limit === "number" && limit > model.max_output_tokens)
+      body.max_output_tokens = model.max_output_tokens;
+    const payload = JSON.stringify(body);
     const url = joinUrl(provider.base_url ?? "", "/responses");
     if (!req.stream) {
       const json = await this.http.postJson<{

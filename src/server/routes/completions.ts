@@ -4,7 +4,7 @@ import { admitCaller, keyFromHeaders, nodeClientIp } from "../auth.js";
 import { type Admission, admit, settleAdmission, settleDelivered } from "../billing/admission.js";
 import type { SettleOptions } from "../billing/ledger.js";
 import { worstCaseInputTokens } from "../billing/pricing.js";
-import { StreamBroken } from "../dispatch/bridges.js";
+import { outputBound, StreamBroken } from "../dispatch/bridges.js";
 import { mapFailure } from "../dispatch/dispatcher.js";
 import { forModality, resolveTarget } from "../dispatch/resolve.js";
 import {
@@ -54,7 +54,7 @@ const messagesBody = z.looseObject({
   messages: z
     .array(
       z.looseObject({
-        role: z.enum(["user", "assistant"]),
+        role: z.enum(["user", "assistant", "system"]),
         content: z.union([z.string(), z.array(z.looseObject({ type: z.string() }))]),
       }),
     )
@@ -128,7 +128,8 @@ async function complete(
   markStage(incoming, "parsed");
   const target = forModality(resolveTarget(s.store.getCatalog(), body.model), "chat");
   const stream = body.stream === true;
-  const requested = outputLimit(style, body);
+  const viaRoute = target.isRoute;
+  const providers = s.store.getCatalog().providers;
   const signal = new ClientGone(outgoing);
 
   const admission = await admit(s, {
@@ -138,7 +139,7 @@ async function complete(
     accountRpm: true,
     worstCase: (m) => ({
       inputTokens: worstCaseInputTokens(bytes, m),
-      outputTokens: requested ?? m.max_output_tokens,
+      outputTokens: outputBound(style, body, m, providers.get(m.provider_id), viaRoute),
       units: 0,
     }),
     stream,
@@ -152,6 +153,7 @@ async function complete(
     clientModel: body.model,
     signal,
     anthropicBeta: nodeHeader(incoming, "anthropic-beta"),
+    viaRoute,
   };
   const fail = (err: unknown) => failAdmission(s, admission, signal.aborted ? clientClosed() : err);
 
@@ -173,7 +175,11 @@ async function complete(
     providerId: attempt.provider.id,
     byokServed: attempt.credential.source === "byok",
   };
-  const headers = admission.rateHeaders ?? {};
+  const rateHeaders = admission.rateHeaders ?? {};
+  // Tools left out of the request the backend got are named in the answer's headers.
+  const headers = result.omittedTools
+    ? { ...rateHeaders, "x-gateway-tools-omitted": result.omittedTools.join(", ") }
+    : rateHeaders;
 
   if (result.kind === "json") {
     await settleDelivered(s, admission, { status: 200, usage: result.usage, ...served });
@@ -210,16 +216,6 @@ const closingEvents: Record<ClientStyle, (piece: StreamPiece) => boolean> = {
   responses: (piece) =>
     typeof piece === "string" && piece.startsWith("event: response.completed\n"),
 };
-
-function outputLimit(style: ClientStyle, body: Record<string, unknown>): number | undefined {
-  const value =
-    style === "messages"
-      ? body.max_tokens
-      : style === "responses"
-        ? body.max_output_tokens
-        : (body.max_completion_tokens ?? body.max_tokens);
-  return typeof value === "number" ? value : undefined;
-}
 
 /** Settles a request that produced nothing and returns the error the client should see. */
 export function failAdmission(
