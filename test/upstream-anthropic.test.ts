@@ -707,7 +707,12 @@ describe("hosted web search toward an anthropic-wire model", () => {
         role: "assistant",
         model: "claude-upstream",
         content: [
-          { type: "server_tool_use", id: "srvtoolu_1", name: "web_search", input: { query: "news" } },
+          {
+            type: "server_tool_use",
+            id: "srvtoolu_1",
+            name: "web_search",
+            input: { query: "news" },
+          },
           {
             type: "web_search_tool_result",
             tool_use_id: "srvtoolu_1",

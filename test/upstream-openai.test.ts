@@ -1000,9 +1000,7 @@ describe("what a chat-completions provider cannot carry", () => {
         type: "namespace",
         name: "crm",
         description: "Customer records",
-        tools: [
-          { type: "function", name: "find_customer", parameters: { type: "object" } },
-        ],
+        tools: [{ type: "function", name: "find_customer", parameters: { type: "object" } }],
       },
     ];
     upstream.queue(

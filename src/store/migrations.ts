@@ -249,4 +249,15 @@ export const migrations: string[] = [
   );
   INSERT INTO ledger_journal (id, applied_seq) VALUES (1, 0);
   `,
+  // 5: Anthropic message threads the gateway holds for models it translates to: each row is the
+  // whole conversation up to the reply it is named by, for the account that had it.
+  `
+  CREATE TABLE message_threads (
+    message_id TEXT PRIMARY KEY,
+    account_id TEXT NOT NULL,
+    conversation_json TEXT NOT NULL,
+    expires_at INTEGER NOT NULL
+  );
+  CREATE INDEX message_threads_expiry ON message_threads(expires_at);
+  `,
 ];

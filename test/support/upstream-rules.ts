@@ -17,7 +17,8 @@ export type Refusal = { status: number; body: unknown };
 
 type Json = Record<string, unknown>;
 
-const isRecord = (v: unknown): v is Json => typeof v === "object" && v !== null && !Array.isArray(v);
+const isRecord = (v: unknown): v is Json =>
+  typeof v === "object" && v !== null && !Array.isArray(v);
 const blocks = (content: unknown): Json[] =>
   Array.isArray(content) ? content.filter(isRecord) : [];
 
@@ -118,9 +119,7 @@ export function checkAnthropic(
     if (role === "system") {
       if (!enabled.includes(MID_CONVERSATION_SYSTEM)) {
         return {
-          refusal: anthropicRefusal(
-            `messages.${i}.role: Input should be 'user' or 'assistant'`,
-          ),
+          refusal: anthropicRefusal(`messages.${i}.role: Input should be 'user' or 'assistant'`),
         };
       }
       continue;
@@ -131,11 +130,11 @@ export function checkAnthropic(
       };
     }
     if (!previous && role !== "user")
-      return { refusal: anthropicRefusal("messages: first message must use the \"user\" role") };
+      return { refusal: anthropicRefusal('messages: first message must use the "user" role') };
     if (previous && previous.role === role) {
       return {
         refusal: anthropicRefusal(
-          "messages: roles must alternate between \"user\" and \"assistant\", but found multiple \"" +
+          'messages: roles must alternate between "user" and "assistant", but found multiple "' +
             `${role}" roles in a row`,
         ),
       };

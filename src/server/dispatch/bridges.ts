@@ -1,3 +1,4 @@
+import type { ModelRow, ProviderRow } from "../../store/types.js";
 import type { MessagesRequest, MessagesResponse } from "../wire/anthropic-types.js";
 import type {
   ChatCompletionChunk,
@@ -33,7 +34,7 @@ import {
   usageFromMessages,
   usageOrEstimate,
 } from "../wire/usage.js";
-import type { ModelRow, ProviderRow } from "../../store/types.js";
+import { withThread } from "./threads.js";
 import {
   type Attempt,
   type ClientStyle,
@@ -190,7 +191,8 @@ function omitTools(
 ) {
   if (attempt.lastStep === false || unsupportedToolsPolicy(attempt.provider) === "reject")
     throw new UnsupportedRequest(sentence);
-  for (const tool of tools) if (!rewrite.omittedTools.includes(tool)) rewrite.omittedTools.push(tool);
+  for (const tool of tools)
+    if (!rewrite.omittedTools.includes(tool)) rewrite.omittedTools.push(tool);
 }
 
 function unsupportedToolsPolicy(provider: ProviderRow): "omit" | "reject" {
@@ -198,10 +200,14 @@ function unsupportedToolsPolicy(provider: ProviderRow): "omit" | "reject" {
   return options.unsupported_tools === "reject" ? "reject" : "omit";
 }
 
-/** The result, naming the tools its request was sent without. */
-export function withOmissions<T extends CompletionResult>(result: T, rewrite: Rewrite): T {
+/** The result, naming the tools its request was sent without, and ending its thread's turn. */
+export function withRewrite<T extends CompletionResult>(
+  req: CompletionRequest,
+  result: T,
+  rewrite: Rewrite,
+): T {
   if (rewrite.omittedTools.length > 0) result.omittedTools = rewrite.omittedTools;
-  return result;
+  return withThread(result, req.thread);
 }
 
 /** Something the provider's wire cannot carry fails the attempt before anything is sent. */

@@ -134,7 +134,8 @@ export class Dispatcher {
 
 /** A same-wire body's rejection, when its output limit is above the model's maximum, says so. */
 function explainOutputLimit(err: unknown, req: CompletionRequest, attempt: Attempt): unknown {
-  if (!(err instanceof UpstreamFailure) || err.kind !== "rejected" || err.status !== 400) return err;
+  if (!(err instanceof UpstreamFailure) || err.kind !== "rejected" || err.status !== 400)
+    return err;
   if (rewritesBody(req.style, attempt.provider, req.viaRoute === true)) return err;
   const limit = outputLimit(req.style, req.body);
   const max = attempt.model.max_output_tokens;

@@ -2,6 +2,7 @@ import type { ModelRow, ProviderRow } from "../../store/types.js";
 import type { ErrorCode } from "../errors.js";
 import type { GoneSignal } from "../http/client-signal.js";
 import type { Usage } from "../wire/usage.js";
+import type { MessageThread } from "./threads.js";
 
 export type ClientStyle = "chat" | "messages" | "responses";
 
@@ -16,6 +17,8 @@ export interface CompletionRequest {
   anthropicBeta?: string;
   /** The client named a route: each step's body is rewritten, and its output limit clamped. */
   viaRoute?: boolean;
+  /** The message thread the gateway holds for this request (its body is then the whole conversation). */
+  thread?: MessageThread;
 }
 
 /** A stream is already encoded in the client's style: SSE text, or upstream bytes passed through. */

@@ -5,7 +5,7 @@ import {
   type Rewrite,
   toMessagesRequest,
   withJsonEstimate,
-  withOmissions,
+  withRewrite,
   withStreamEstimate,
 } from "../dispatch/bridges.js";
 import type {
@@ -47,13 +47,14 @@ export class AnthropicAdapter implements ProviderAdapter {
       const result = withJsonEstimate(fromMessagesJson(req, answer), payload, () =>
         messagesOutputText(answer),
       );
-      return withOmissions(result, rewrite);
+      return withRewrite(req, result, rewrite);
     }
     const seen: ChunkCount = { chunks: 0 };
     const events = parseSSE(
       await this.http.postStream(url, headers, payload, provider.timeout_ms, req.signal),
     );
-    return withOmissions(
+    return withRewrite(
+      req,
       withStreamEstimate(fromMessagesEvents(req, events, seen), payload, seen),
       rewrite,
     );

@@ -4,7 +4,7 @@ import {
   fromChatJson,
   type Rewrite,
   toChatRequest,
-  withOmissions,
+  withRewrite,
 } from "../dispatch/bridges.js";
 import {
   type Attempt,
@@ -50,7 +50,7 @@ export class MockAdapter implements ProviderAdapter {
     const result = req.stream
       ? fromChatChunks(req, mockChunks(id, created, chatReq.model, plan, timing, req.signal))
       : fromChatJson(req, mockCompletion(id, created, chatReq.model, plan));
-    return withOmissions(result, rewrite);
+    return withRewrite(req, result, rewrite);
   }
 
   private timingFor(providerId: string, json: string): MockTiming {

@@ -5,11 +5,11 @@ import {
   fromChatJson,
   parseChatChunk,
   passThroughChat,
-  StreamBroken,
   type Rewrite,
+  StreamBroken,
   toChatRequest,
   withJsonEstimate,
-  withOmissions,
+  withRewrite,
   withStreamEstimate,
 } from "../dispatch/bridges.js";
 import type {
@@ -29,7 +29,7 @@ export class OpenAIAdapter implements ProviderAdapter {
   constructor(private readonly http: UpstreamHttp) {}
 
   async complete(attempt: Attempt, req: CompletionRequest): Promise<CompletionResult> {
-    const { provider, model, credential } = attempt;
+    const { provider, credential } = attempt;
     const headers: Record<string, string> = { "content-type": "application/json" };
     if (credential.secret) headers.authorization = `Bearer ${credential.secret}`;
     if (req.style === "responses" && provider.responses_native) {
@@ -49,7 +49,7 @@ export class OpenAIAdapter implements ProviderAdapter {
       const result = withJsonEstimate(fromChatJson(req, answer), payload, () =>
         chatOutputText(answer),
       );
-      return withOmissions(result, rewrite);
+      return withRewrite(req, result, rewrite);
     }
     const events = parseSSE(
       await this.http.postStream(url, headers, payload, provider.timeout_ms, req.signal),
@@ -59,7 +59,7 @@ export class OpenAIAdapter implements ProviderAdapter {
       req.style === "chat"
         ? passThroughChat(req, events, seen)
         : fromChatChunks(req, chatChunks(events, seen));
-    return withOmissions(withStreamEstimate(result, payload, seen), rewrite);
+    return withRewrite(req, withStreamEstimate(result, payload, seen), rewrite);
   }
 
   private async nativeResponses(

@@ -7,6 +7,7 @@ import { worstCaseInputTokens } from "../billing/pricing.js";
 import { outputBound, StreamBroken } from "../dispatch/bridges.js";
 import { mapFailure } from "../dispatch/dispatcher.js";
 import { forModality, resolveTarget } from "../dispatch/resolve.js";
+import { openThread } from "../dispatch/threads.js";
 import {
   type ClientStyle,
   type CompletionRequest,
@@ -129,7 +130,12 @@ async function complete(
   const target = forModality(resolveTarget(s.store.getCatalog(), body.model), "chat");
   const stream = body.stream === true;
   const viaRoute = target.isRoute;
-  const providers = s.store.getCatalog().providers;
+  const catalog = s.store.getCatalog();
+  const providers = catalog.providers;
+  const threaded =
+    style === "messages" && body.thread !== undefined
+      ? openThread(s.store, catalog, key.account_id, body, target, s.options.now())
+      : undefined;
   const signal = new ClientGone(outgoing);
 
   const admission = await admit(s, {
@@ -148,12 +154,13 @@ async function complete(
   markStage(incoming, "admitted");
   const req: CompletionRequest = {
     style,
-    body,
+    body: threaded?.body ?? body,
     stream,
     clientModel: body.model,
     signal,
     anthropicBeta: nodeHeader(incoming, "anthropic-beta"),
     viaRoute,
+    thread: threaded?.thread,
   };
   const fail = (err: unknown) => failAdmission(s, admission, signal.aborted ? clientClosed() : err);
 

@@ -35,7 +35,6 @@ import {
   type JsonObject,
   nowSeconds,
   randomId,
-  toolTypesMatching,
 } from "./shared.js";
 
 // ---------------------------------------------------------------------------
@@ -249,7 +248,9 @@ export function flatToolName(namespace: string | undefined, name: string): strin
 export type NamespacedName = { namespace: string; name: string };
 
 /** Flat chat names of a request's namespaced functions; undefined when it declares no namespace. */
-export function namespacedTools(req: ResponsesRequest | undefined): Map<string, NamespacedName> | undefined {
+export function namespacedTools(
+  req: ResponsesRequest | undefined,
+): Map<string, NamespacedName> | undefined {
   let names: Map<string, NamespacedName> | undefined;
   for (const tool of asArray(req?.tools)) {
     if (!isRecord(tool) || tool.type !== "namespace") continue;
@@ -632,7 +633,8 @@ export class ChatStreamToResponses {
       this.tools.set(key, tool);
     }
     const name = asString(fn.name);
-    if (name && tool.outputIndex === undefined) Object.assign(tool.item, callName(this.names, name));
+    if (name && tool.outputIndex === undefined)
+      Object.assign(tool.item, callName(this.names, name));
 
     const out: ResponsesSSEEvent[] = [];
     if (tool.outputIndex === undefined && tool.item.name) out.push(...this.openTool(tool));
