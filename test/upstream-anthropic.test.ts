@@ -17,6 +17,7 @@ import { baseConfig, KEY, post, type TestGateway, testGateway } from "./support/
 /** An Anthropic-compatible provider behind the gateway: passthrough, errors, and chat -> messages translation. */
 
 const POOL_KEY = "sk-ant-pool-secret-9191";
+const THIN_KEY = "kn-test-thin-account-key-0000000";
 const PNG_B64 =
   "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
 
@@ -54,6 +55,7 @@ beforeAll(async () => {
           upstream_model: "claude-upstream",
           price_input_per_mtok: 10_000,
           price_output_per_mtok: 20_000,
+          max_output_tokens: 64_000,
         },
         {
           name: "claude-slow",
@@ -69,6 +71,11 @@ beforeAll(async () => {
         },
       ],
       routes: [],
+      accounts: [
+        ...(baseConfig().accounts ?? []),
+        // Enough for an answer of the model's maximum output, not for twice that.
+        { id: "thin", balance_idr: 2_000, keys: [{ id: "kt", value: THIN_KEY }] },
+      ],
     }),
   });
   openai = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0, timeout: 10_000 });
@@ -637,6 +644,120 @@ describe("chat client -> anthropic wire: what the Messages API cannot carry", ()
   });
 });
 
+describe("output limits above the model's maximum output", () => {
+  it("clamps a translated request's limit to max_output_tokens, and holds only that much", async () => {
+    upstream.queue(anthropicJson("short"));
+    const thin = new OpenAI({ apiKey: THIN_KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    const completion = await thin.chat.completions.create({
+      model: "claude-x",
+      max_completion_tokens: 128_000,
+      messages: [{ role: "user", content: "Hi." }],
+    });
+    expect(completion.choices[0].message.content).toBe("short");
+    expect(upstream.last.body.max_tokens).toBe(64_000);
+  });
+
+  it("gives a chat request with no limit the model's max_output_tokens", async () => {
+    upstream.queue(anthropicJson("ok"));
+    await openai.chat.completions.create({
+      model: "claude-x",
+      messages: [{ role: "user", content: "Hi." }],
+    });
+    expect(upstream.last.body.max_tokens).toBe(64_000);
+  });
+
+  it("forwards a same-wire body as written, and says why when the provider refuses its limit", async () => {
+    const err = await anthropic.messages
+      .create({
+        model: "claude-x",
+        max_tokens: 128_000,
+        messages: [{ role: "user", content: "Hi." }],
+      })
+      .catch((e: unknown) => e);
+    expect(upstream.last.body.max_tokens).toBe(128_000);
+    expect(err).toBeInstanceOf(Anthropic.BadRequestError);
+    const apiError = err as InstanceType<typeof Anthropic.BadRequestError>;
+    expect(apiError.status).toBe(400);
+    expect(apiError.error).toEqual({
+      type: "error",
+      error: {
+        type: "invalid_request_error",
+        message: "max_tokens 128000 exceeds this model's maximum output of 64000 tokens",
+      },
+    });
+
+    // A refusal with the limit within the maximum keeps the fixed text.
+    upstream.queue(anthropicError(400, "invalid_request_error", "something else"));
+    const other = await anthropic.messages
+      .create({ model: "claude-x", max_tokens: 100, messages: [{ role: "user", content: "Hi." }] })
+      .catch((e: unknown) => e);
+    expect((other as InstanceType<typeof Anthropic.BadRequestError>).message).toContain(
+      "The provider rejected the request as invalid.",
+    );
+  });
+});
+
+describe("hosted web search toward an anthropic-wire model", () => {
+  it("runs a Responses web_search as Anthropic's own web search tool, and answers with its text", async () => {
+    upstream.queue({
+      kind: "json",
+      body: {
+        id: "msg_ws",
+        type: "message",
+        role: "assistant",
+        model: "claude-upstream",
+        content: [
+          {
+            type: "server_tool_use",
+            id: "srvtoolu_1",
+            name: "web_search",
+            input: { query: "news" },
+          },
+          {
+            type: "web_search_tool_result",
+            tool_use_id: "srvtoolu_1",
+            content: [{ type: "web_search_result", url: "https://example.com/a", title: "A" }],
+          },
+          {
+            type: "text",
+            text: "Rain is expected.",
+            citations: [{ type: "web_search_result_location", url: "https://example.com/a" }],
+          },
+        ],
+        stop_reason: "end_turn",
+        stop_sequence: null,
+        usage: { input_tokens: 40, output_tokens: 9, server_tool_use: { web_search_requests: 1 } },
+      },
+    });
+    const res = await post(gw, "/v1/responses", {
+      model: "claude-x",
+      input: "Weather news?",
+      tools: [{ type: "web_search" }, { type: "function", name: "lookup", parameters: {} }],
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("x-gateway-tools-omitted")).toBeNull();
+    expect(upstream.last.body.tools).toEqual([
+      { name: "lookup", input_schema: { type: "object", properties: {} } },
+      { type: "web_search_20250305", name: "web_search" },
+    ]);
+    const body = (await res.json()) as { output: { type: string; content?: { text: string }[] }[] };
+    const message = body.output.find((item) => item.type === "message");
+    expect(message?.content?.[0].text).toBe("Rain is expected.");
+  });
+
+  it("leaves out a hosted tool Anthropic has no equivalent for, naming it", async () => {
+    upstream.queue(anthropicJson("ok"));
+    const res = await post(gw, "/v1/responses", {
+      model: "claude-x",
+      input: "Find it in my files.",
+      tools: [{ type: "file_search", vector_store_ids: ["vs_1"] }, { type: "web_search" }],
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("x-gateway-tools-omitted")).toBe("file_search");
+    expect(upstream.last.body.tools).toEqual([{ type: "web_search_20250305", name: "web_search" }]);
+  });
+});
+
 describe("chat client -> anthropic wire: reasoning_effort becomes extended thinking", () => {
   const ask = (extra: Record<string, unknown>) =>
     openai.chat.completions.create({
@@ -656,10 +777,10 @@ describe("chat client -> anthropic wire: reasoning_effort becomes extended think
 
     upstream.queue(anthropicJson("42"));
     await ask({ reasoning_effort: "medium" });
-    // No limit given: the default 4096, half of it to thinking.
+    // No limit given: the model's max_output_tokens, half of it to thinking.
     expect(upstream.last.body).toMatchObject({
-      max_tokens: 4096,
-      thinking: { type: "enabled", budget_tokens: 2048 },
+      max_tokens: 64_000,
+      thinking: { type: "enabled", budget_tokens: 32_000 },
     });
   });
 

@@ -48,6 +48,14 @@ beforeAll(async () => {
           api_keys: [POOL_KEY],
           timeout_ms: 300,
         },
+        // Refuses a request with tools it cannot run rather than leaving them out.
+        {
+          id: "oa-strict",
+          wire: "openai",
+          base_url: upstream.baseUrl,
+          api_keys: [POOL_KEY],
+          unsupported_tools: "reject",
+        },
       ],
       models: [
         {
@@ -66,6 +74,12 @@ beforeAll(async () => {
         {
           name: "gpt-rl",
           provider: "oa-rl",
+          upstream_model: "gpt-upstream",
+          price_input_per_mtok: 10_000,
+        },
+        {
+          name: "gpt-strict",
+          provider: "oa-strict",
           upstream_model: "gpt-upstream",
           price_input_per_mtok: 10_000,
         },
@@ -846,6 +860,38 @@ function dataLines(sse: string): string[] {
     .map((line) => line.slice("data: ".length));
 }
 
+describe("mid-conversation system messages (beta mid-conversation-system-2026-04-07)", () => {
+  it("takes role system inside messages and sends it to a chat-completions model as a system message at its place", async () => {
+    upstream.queue(openaiJson("Done."));
+    const res = await post(
+      gw,
+      "/v1/messages",
+      {
+        model: "gpt-x",
+        max_tokens: 100,
+        system: "You are terse.",
+        messages: [
+          { role: "user", content: "Hi." },
+          { role: "assistant", content: "Hello." },
+          { role: "system", content: [{ type: "text", text: "The user is in a hurry." }] },
+          { role: "user", content: "Summarise." },
+          { role: "system", content: "Answer in one word." },
+        ],
+      },
+      { authorization: `Bearer ${KEY}`, "anthropic-beta": "mid-conversation-system-2026-04-07" },
+    );
+    expect(res.status).toBe(200);
+    expect(upstream.last.body.messages).toEqual([
+      { role: "system", content: "You are terse." },
+      { role: "user", content: "Hi." },
+      { role: "assistant", content: "Hello." },
+      { role: "system", content: "The user is in a hurry." },
+      { role: "user", content: "Summarise." },
+      { role: "system", content: "Answer in one word." },
+    ]);
+  });
+});
+
 describe("Anthropic-defined client tools toward a chat-completions provider", () => {
   it("sends bash and the text editor as function tools with their schemas, and their calls come back by name", async () => {
     upstream.queue(
@@ -880,15 +926,29 @@ describe("Anthropic-defined client tools toward a chat-completions provider", ()
 });
 
 describe("what a chat-completions provider cannot carry", () => {
-  it("refuses a messages request with an Anthropic server tool (400), without calling the upstream", async () => {
-    const err = await anthropic.messages
-      .create({
-        model: "gpt-x",
-        max_tokens: 100,
-        tools: [{ type: "web_search_20250305", name: "web_search", max_uses: 5 }],
-        messages: [{ role: "user", content: "Search the web for today's news." }],
-      })
-      .catch((e: unknown) => e);
+  it("leaves a messages request's Anthropic server tool out, naming it in a header; a provider set to reject refuses it (400) without calling the upstream", async () => {
+    const request = (model: string) =>
+      anthropic.messages
+        .create({
+          model,
+          max_tokens: 100,
+          tools: [
+            { type: "web_search_20250305", name: "web_search", max_uses: 5 },
+            { name: "lookup", input_schema: { type: "object" } },
+          ],
+          messages: [{ role: "user", content: "Search the web for today's news." }],
+        })
+        .withResponse();
+    upstream.queue(openaiJson("Nothing found."));
+    const { data, response } = await request("gpt-x");
+    expect(response.headers.get("x-gateway-tools-omitted")).toBe("web_search_20250305");
+    expect(data.content).toEqual([{ type: "text", text: "Nothing found." }]);
+    expect(upstream.last.body.tools).toEqual([
+      { type: "function", function: { name: "lookup", parameters: { type: "object" } } },
+    ]);
+
+    upstream.reset();
+    const err = await request("gpt-strict").catch((e: unknown) => e);
     expect(err).toBeInstanceOf(Anthropic.BadRequestError);
     const apiError = err as InstanceType<typeof Anthropic.BadRequestError>;
     expect(apiError.status).toBe(400);
@@ -896,17 +956,30 @@ describe("what a chat-completions provider cannot carry", () => {
     expect(upstream.requests).toHaveLength(0);
   });
 
-  it("refuses a Responses request with a hosted tool, and takes one with function tools only", async () => {
+  it("leaves a Responses request's hosted tool out with a header (a provider set to reject refuses it), and takes function tools as they are", async () => {
+    const tools = [{ type: "web_search" }, { type: "function", name: "lookup", parameters: {} }];
     const refused = await post(gw, "/v1/responses", {
-      model: "gpt-x",
+      model: "gpt-strict",
       input: "What happened today?",
-      tools: [{ type: "web_search" }, { type: "function", name: "lookup", parameters: {} }],
+      tools,
     });
     expect(refused.status).toBe(400);
     const body = (await refused.json()) as { error: { code: string; message: string } };
     expect(body.error.code).toBe("bad_request");
     expect(body.error.message).toContain("Hosted tools (web_search)");
     expect(upstream.requests).toHaveLength(0);
+
+    upstream.queue(openaiJson("Nothing today."));
+    const omitted = await post(gw, "/v1/responses", {
+      model: "gpt-x",
+      input: "What happened today?",
+      tools,
+    });
+    expect(omitted.status).toBe(200);
+    expect(omitted.headers.get("x-gateway-tools-omitted")).toBe("web_search");
+    expect(upstream.last.body.tools).toEqual([
+      { type: "function", function: { name: "lookup", parameters: {} } },
+    ]);
 
     upstream.queue(openaiJson("ok"));
     const served = await post(gw, "/v1/responses", {
@@ -915,8 +988,87 @@ describe("what a chat-completions provider cannot carry", () => {
       tools: [{ type: "function", name: "lookup", parameters: { type: "object" } }],
     });
     expect(served.status).toBe(200);
+    expect(served.headers.get("x-gateway-tools-omitted")).toBeNull();
     expect(upstream.last.body.tools).toEqual([
       { type: "function", function: { name: "lookup", parameters: { type: "object" } } },
+    ]);
+  });
+
+  it("flattens a Responses namespace tool group into function tools, and names the call's namespace again in the answer, streamed and not", async () => {
+    const tools = [
+      {
+        type: "namespace",
+        name: "crm",
+        description: "Customer records",
+        tools: [{ type: "function", name: "find_customer", parameters: { type: "object" } }],
+      },
+    ];
+    upstream.queue(
+      openaiJson(null, {
+        toolCalls: [{ id: "call_n1", name: "crm__find_customer", arguments: '{"q":"ana"}' }],
+      }),
+    );
+    const first = await openai.responses.create({
+      model: "gpt-x",
+      input: "Find Ana.",
+      tools: tools as never,
+    });
+    expect(upstream.last.body.tools).toEqual([
+      {
+        type: "function",
+        function: { name: "crm__find_customer", parameters: { type: "object" } },
+      },
+    ]);
+    expect(first.output).toEqual([
+      expect.objectContaining({
+        type: "function_call",
+        call_id: "call_n1",
+        name: "find_customer",
+        namespace: "crm",
+        arguments: '{"q":"ana"}',
+      }),
+    ]);
+
+    // The call goes back in the history under its namespace; the model sees its flat name.
+    upstream.queue({
+      kind: "sse",
+      steps: openaiToolStreamSteps([
+        { id: "call_n2", name: "crm__find_customer", argumentPieces: ['{"q":', '"bo"}'] },
+      ]),
+    });
+    const stream = await openai.responses.create({
+      model: "gpt-x",
+      stream: true,
+      tools: tools as never,
+      input: [
+        { role: "user", content: "Find Ana." },
+        {
+          type: "function_call",
+          call_id: "call_n1",
+          name: "find_customer",
+          namespace: "crm",
+          arguments: '{"q":"ana"}',
+        } as never,
+        { type: "function_call_output", call_id: "call_n1", output: "none" },
+      ],
+    });
+    const done: unknown[] = [];
+    for await (const ev of stream) if (ev.type === "response.output_item.done") done.push(ev.item);
+    const sent = upstream.last.body.messages as { role: string; tool_calls?: unknown }[];
+    expect(sent[1].tool_calls).toEqual([
+      {
+        id: "call_n1",
+        type: "function",
+        function: { name: "crm__find_customer", arguments: '{"q":"ana"}' },
+      },
+    ]);
+    expect(done).toEqual([
+      expect.objectContaining({
+        type: "function_call",
+        name: "find_customer",
+        namespace: "crm",
+        arguments: '{"q":"bo"}',
+      }),
     ]);
   });
 });

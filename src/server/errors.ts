@@ -41,7 +41,12 @@ export class GatewayError extends Error {
     readonly status: number,
     readonly code: ErrorCode,
     message: string,
-    readonly options: { retryAfter?: number; upstreamRejection?: boolean } = {},
+    readonly options: {
+      retryAfter?: number;
+      upstreamRejection?: boolean;
+      /** Machine-readable detail a client acts on (Anthropic's `error.details.error_code`). */
+      details?: Record<string, string>;
+    } = {},
   ) {
     super(message);
     this.name = "GatewayError";
@@ -95,7 +100,11 @@ export function errorBody(err: GatewayError, style: ErrorStyle): object {
   if (style === "messages") {
     return {
       type: "error",
-      error: { type: messagesType(err.status, err.code), message: err.message },
+      error: {
+        type: messagesType(err.status, err.code),
+        message: err.message,
+        ...(err.options.details ? { details: err.options.details } : {}),
+      },
     };
   }
   return {

@@ -268,4 +268,15 @@ export const migrations: string[] = [
   ALTER TABLE device_codes ADD COLUMN client_ip TEXT NOT NULL DEFAULT '';
   CREATE INDEX device_codes_pending_by_ip ON device_codes(client_ip, status, expires_at);
   `,
+  // 7: Anthropic message threads the gateway holds for models it translates to: each row is the
+  // whole conversation up to the reply it is named by, for the account that had it.
+  `
+  CREATE TABLE message_threads (
+    message_id TEXT PRIMARY KEY,
+    account_id TEXT NOT NULL,
+    conversation_json TEXT NOT NULL,
+    expires_at INTEGER NOT NULL
+  );
+  CREATE INDEX message_threads_expiry ON message_threads(expires_at);
+  `,
 ];

@@ -1,11 +1,21 @@
 import { createServer, type IncomingHttpHeaders, type ServerResponse } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
+import {
+  checkAnthropic,
+  checkChat,
+  defaultRules,
+  type Refusal,
+  type ThreadTurn,
+  type WireRules,
+} from "./upstream-rules.js";
 
 /**
  * Fake provider APIs for integration tests: an OpenAI-compatible and an Anthropic-compatible
  * server on 127.0.0.1 (port 0). Every request is recorded (path, headers, parsed body) and each
  * test scripts the answers: JSON, SSE streams chunk by chunk, errors, 429 with Retry-After,
- * hangs (for timeouts) and streams that break midway.
+ * hangs (for timeouts) and streams that break midway. Requests are checked first as the real
+ * APIs check them (`upstream-rules.ts`): one that breaks a rule gets the real API's refusal and
+ * takes no scripted reply.
  */
 
 export interface RecordedRequest {
@@ -66,6 +76,11 @@ export class FakeUpstream {
   private readonly queued: Reply[] = [];
   private handler: Handler;
   private readonly sockets = new Set<Socket>();
+  /** Anthropic message threads the fake holds, by the id of their last reply. */
+  private readonly threads = new Map<string, ThreadTurn>();
+  private replies = 0;
+  /** Requests refused by the rules, with why. */
+  readonly refused: Refusal[] = [];
   private readonly server = createServer((req, res) => {
     const parts: Buffer[] = [];
     req.on("data", (chunk: Buffer) => parts.push(chunk));
@@ -87,6 +102,7 @@ export class FakeUpstream {
   constructor(
     readonly wire: "openai" | "anthropic",
     defaultHandler?: Handler,
+    readonly rules: WireRules = defaultRules,
   ) {
     this.handler =
       defaultHandler ?? (() => (wire === "openai" ? openaiJson("ok") : anthropicJson("ok")));
@@ -121,6 +137,7 @@ export class FakeUpstream {
   /** Forget recorded requests and queued replies; the handler goes back to a plain answer. */
   reset(handler?: Handler): void {
     this.requests.length = 0;
+    this.refused.length = 0;
     this.sent.length = 0;
     this.queued.length = 0;
     this.aborted = 0;
@@ -141,12 +158,60 @@ export class FakeUpstream {
     });
   }
 
+  /** The rules of the request's API, and for a thread the conversation it stands for. */
+  private check(
+    req: RecordedRequest,
+  ): { refusal: Refusal } | { conversation: ThreadTurn } | undefined {
+    if (req.method !== "POST") return undefined;
+    if (this.wire === "anthropic" && req.path.endsWith("/messages"))
+      return checkAnthropic(req.body, req.headers, this.rules, this.threads);
+    if (this.wire === "openai" && req.path.endsWith("/chat/completions")) {
+      const refusal = checkChat(req.body, this.rules);
+      return refusal ? { refusal } : undefined;
+    }
+    return undefined;
+  }
+
+  /** A threaded reply gets an id of its own, under which the thread now holds the conversation. */
+  private holdThread(reply: Reply, conversation: ThreadTurn): Reply {
+    const id = `msg_thread_${++this.replies}`;
+    let content: unknown[] = [];
+    if (reply.kind === "json" && reply.body && typeof reply.body === "object") {
+      const body = reply.body as { id?: string; content?: unknown[] };
+      reply = { ...reply, body: { ...body, id } };
+      content = body.content ?? [];
+    } else if (reply.kind === "sse") {
+      reply = {
+        ...reply,
+        steps: reply.steps.map((step) => {
+          const data = step.data as { type?: string; message?: object; content_block?: unknown };
+          if (data?.type === "content_block_start") content.push(data.content_block);
+          if (data?.type !== "message_start") return step;
+          return { ...step, data: { ...data, message: { ...data.message, id } } };
+        }),
+      };
+    }
+    this.threads.set(id, {
+      ...conversation,
+      messages: [...conversation.messages, { role: "assistant", content }],
+    });
+    return reply;
+  }
+
   private async answer(req: RecordedRequest, res: ServerResponse): Promise<void> {
     let cutByFake = false;
     res.on("close", () => {
       if (!res.writableEnded && !cutByFake) this.aborted++;
     });
-    const reply = this.queued.shift() ?? (await this.handler(req));
+    const checked = this.check(req);
+    if (checked && "refusal" in checked) {
+      this.refused.push(checked.refusal);
+      res.writeHead(checked.refusal.status, { "content-type": "application/json" });
+      res.end(JSON.stringify(checked.refusal.body));
+      return;
+    }
+    let reply = this.queued.shift() ?? (await this.handler(req));
+    if (checked && req.body.thread) reply = this.holdThread(reply, checked.conversation);
     if (reply.kind === "hang") return;
     if (reply.kind === "json") {
       if (reply.delayMs) await sleep(reply.delayMs);
@@ -191,8 +256,9 @@ export class FakeUpstream {
 export async function fakeUpstream(
   wire: "openai" | "anthropic",
   handler?: Handler,
+  rules?: WireRules,
 ): Promise<FakeUpstream> {
-  return new FakeUpstream(wire, handler).start();
+  return new FakeUpstream(wire, handler, rules).start();
 }
 
 function parseJson(raw: string): Record<string, unknown> {

@@ -109,7 +109,11 @@ export function applyConfig(store: Store, config: GatewayConfig, now = Date.now(
         api_key_count: p.api_keys.length,
         timeout_ms: p.timeout_ms,
         max_concurrency: p.max_concurrency ?? null,
-        options_json: JSON.stringify({ mock: p.mock ?? {}, cooldown_ms: p.cooldown_ms }),
+        options_json: JSON.stringify({
+          mock: p.mock ?? {},
+          cooldown_ms: p.cooldown_ms,
+          unsupported_tools: p.unsupported_tools,
+        }),
         responses_native: p.responses_native ? 1 : 0,
       });
     }

@@ -39,6 +39,8 @@ export const providerSchema = z
     max_concurrency: z.number().int().positive().optional(),
     cooldown_ms: z.number().int().positive().optional(),
     responses_native: z.boolean().default(false),
+    // A tool this provider cannot run (a hosted or server tool): left out, or the request refused.
+    unsupported_tools: z.enum(["omit", "reject"]).default("omit"),
     mock: mockOptions.optional(),
   })
   .strict()

@@ -1,3 +1,4 @@
+import type { ModelRow, ProviderRow } from "../../store/types.js";
 import type { MessagesRequest, MessagesResponse } from "../wire/anthropic-types.js";
 import type {
   ChatCompletionChunk,
@@ -13,16 +14,18 @@ import {
   untranslatableToMessages,
 } from "../wire/translate/chat-to-messages.js";
 import {
+  anthropicServerTools,
   ChatStreamToMessages,
   chatResponseToMessages,
   messagesRequestToChat,
-  untranslatableToChat,
+  serverToolSentence,
 } from "../wire/translate/messages-to-chat.js";
 import {
   ChatStreamToResponses,
   chatResponseToResponses,
+  hostedToolSentence,
   responsesRequestToChat,
-  untranslatableResponsesToChat,
+  toolsOutsideChat,
 } from "../wire/translate/responses.js";
 import {
   estimateTokens,
@@ -31,8 +34,12 @@ import {
   usageFromMessages,
   usageOrEstimate,
 } from "../wire/usage.js";
+import { withThread } from "./threads.js";
 import {
+  type Attempt,
+  type ClientStyle,
   type CompletionRequest,
+  type CompletionResult,
   type JsonCompletion,
   type StreamCompletion,
   type StreamPiece,
@@ -55,31 +62,152 @@ const zeroUsage = (): Usage => ({ input_tokens: 0, output_tokens: 0 });
 
 // ---- requests ---------------------------------------------------------------
 
-export function toChatRequest(
-  req: CompletionRequest,
-  upstreamModel: string,
-): ChatCompletionRequest {
-  if (req.style === "messages") {
-    const body = req.body as MessagesRequest;
-    refuseGap(untranslatableToChat(body));
-    return messagesRequestToChat(body, upstreamModel);
+/** What rewriting a request for one backend left out, for the response header and the log. */
+export interface Rewrite {
+  omittedTools: string[];
+}
+
+/**
+ * The client's output limit: `max_tokens`, `max_completion_tokens` or `max_output_tokens` by
+ * style, as the field's name and its value.
+ */
+export function outputLimit(
+  style: ClientStyle,
+  body: Record<string, unknown>,
+): { field: string; value: number } | undefined {
+  const field =
+    style === "messages"
+      ? "max_tokens"
+      : style === "responses"
+        ? "max_output_tokens"
+        : body.max_completion_tokens != null
+          ? "max_completion_tokens"
+          : "max_tokens";
+  const value = body[field];
+  return typeof value === "number" ? { field, value } : undefined;
+}
+
+/**
+ * Whether the body sent to this backend is rewritten rather than forwarded as the client wrote
+ * it: translated to the other wire, run through the Responses bridge, or a route's step. Only a
+ * rewritten body has its output limit brought within the model's maximum.
+ */
+export function rewritesBody(
+  style: ClientStyle,
+  provider: Pick<ProviderRow, "wire" | "responses_native">,
+  viaRoute: boolean,
+): boolean {
+  if (viaRoute) return true;
+  if (style === "messages") return provider.wire !== "anthropic";
+  if (style === "responses") return !(provider.wire === "openai" && provider.responses_native);
+  return provider.wire === "anthropic";
+}
+
+/** The output tokens a request may produce on this backend: what the hold at admission covers. */
+export function outputBound(
+  style: ClientStyle,
+  body: Record<string, unknown>,
+  model: Pick<ModelRow, "max_output_tokens">,
+  provider: Pick<ProviderRow, "wire" | "responses_native"> | undefined,
+  viaRoute: boolean,
+): number {
+  const requested = outputLimit(style, body)?.value;
+  if (requested === undefined) return model.max_output_tokens;
+  if (provider && rewritesBody(style, provider, viaRoute))
+    return Math.min(requested, model.max_output_tokens);
+  return requested;
+}
+
+/** The chat request's output limits, at most `max`. */
+function clampChat(body: ChatCompletionRequest, max: number): ChatCompletionRequest {
+  for (const field of ["max_tokens", "max_completion_tokens"] as const) {
+    const value = body[field];
+    if (typeof value === "number" && value > max) body[field] = max;
   }
-  if (req.style === "responses") {
-    const body = req.body as ResponsesRequest;
-    refuseGap(untranslatableResponsesToChat(body));
-    return responsesRequestToChat(body, upstreamModel);
-  }
-  const body = { ...req.body, model: upstreamModel } as ChatCompletionRequest;
-  // Usage is needed for billing; the extra usage chunk is removed again if the client did not ask.
-  if (req.stream) body.stream_options = { ...(body.stream_options ?? {}), include_usage: true };
   return body;
 }
 
-export function toMessagesRequest(req: CompletionRequest, upstreamModel: string): MessagesRequest {
-  if (req.style === "messages") return { ...req.body, model: upstreamModel } as MessagesRequest;
-  const chat = toChatRequest(req, upstreamModel);
+export function toChatRequest(
+  req: CompletionRequest,
+  attempt: Pick<Attempt, "model" | "provider" | "lastStep">,
+  rewrite: Rewrite,
+): ChatCompletionRequest {
+  const { model, provider } = attempt;
+  const max = model.max_output_tokens;
+  if (req.style === "messages") {
+    const body = req.body as MessagesRequest;
+    const server = anthropicServerTools(body);
+    if (server.length > 0) omitTools(attempt, server, serverToolSentence(server), rewrite);
+    return clampChat(messagesRequestToChat(body, model.upstream_model), max);
+  }
+  if (req.style === "responses") {
+    const body = req.body as ResponsesRequest;
+    const chat = responsesRequestToChat(body, model.upstream_model);
+    const outside = toolsOutsideChat(body);
+    // Anthropic runs a web search of its own: it goes on as chat's web search option.
+    const searches = provider.wire === "anthropic" ? outside.filter(isWebSearch) : [];
+    if (searches.length > 0) chat.web_search_options = {};
+    const omitted = outside.filter((t) => !searches.includes(t));
+    if (omitted.length > 0) omitTools(attempt, omitted, hostedToolSentence(omitted), rewrite);
+    return clampChat(chat, max);
+  }
+  const body = { ...req.body, model: model.upstream_model } as ChatCompletionRequest;
+  // Usage is needed for billing; the extra usage chunk is removed again if the client did not ask.
+  if (req.stream) body.stream_options = { ...(body.stream_options ?? {}), include_usage: true };
+  return req.viaRoute || provider.wire === "anthropic" ? clampChat(body, max) : body;
+}
+
+export function toMessagesRequest(
+  req: CompletionRequest,
+  attempt: Pick<Attempt, "model" | "provider" | "lastStep">,
+  rewrite: Rewrite,
+): MessagesRequest {
+  const { model } = attempt;
+  const max = model.max_output_tokens;
+  if (req.style === "messages") {
+    const body = { ...req.body, model: model.upstream_model } as MessagesRequest;
+    if (req.viaRoute && body.max_tokens > max) body.max_tokens = max;
+    return body;
+  }
+  const chat = toChatRequest(req, attempt, rewrite);
   refuseGap(untranslatableToMessages(chat));
-  return chatRequestToMessages(chat, upstreamModel);
+  const out = chatRequestToMessages(chat, model.upstream_model, max);
+  out.max_tokens = Math.min(out.max_tokens, max);
+  return out;
+}
+
+const isWebSearch = (type: string) => type.startsWith("web_search");
+
+/**
+ * Tools this backend cannot run: left out and named in the answer's header, or (provider option
+ * `unsupported_tools: reject`) the request refused before anything is sent. A route's step with
+ * later steps is skipped instead, since one of those may run them.
+ */
+function omitTools(
+  attempt: Pick<Attempt, "provider" | "lastStep">,
+  tools: string[],
+  sentence: string,
+  rewrite: Rewrite,
+) {
+  if (attempt.lastStep === false || unsupportedToolsPolicy(attempt.provider) === "reject")
+    throw new UnsupportedRequest(sentence);
+  for (const tool of tools)
+    if (!rewrite.omittedTools.includes(tool)) rewrite.omittedTools.push(tool);
+}
+
+function unsupportedToolsPolicy(provider: ProviderRow): "omit" | "reject" {
+  const options = JSON.parse(provider.options_json) as { unsupported_tools?: string };
+  return options.unsupported_tools === "reject" ? "reject" : "omit";
+}
+
+/** The result, naming the tools its request was sent without, and ending its thread's turn. */
+export function withRewrite<T extends CompletionResult>(
+  req: CompletionRequest,
+  result: T,
+  rewrite: Rewrite,
+): T {
+  if (rewrite.omittedTools.length > 0) result.omittedTools = rewrite.omittedTools;
+  return withThread(result, req.thread);
 }
 
 /** Something the provider's wire cannot carry fails the attempt before anything is sent. */

@@ -2,7 +2,7 @@ import type { Store } from "../../store/store.js";
 import type { ByokRow, ProviderRow } from "../../store/types.js";
 import { GatewayError, upstreamRejection } from "../errors.js";
 import type { GoneSignal } from "../http/client-signal.js";
-import { StreamBroken } from "./bridges.js";
+import { outputLimit, rewritesBody, StreamBroken } from "./bridges.js";
 import { awaitFirstPiece, type FirstPiece } from "./first-piece.js";
 import type { KeyPools } from "./key-pool.js";
 import type { Target } from "./resolve.js";
@@ -12,6 +12,7 @@ import {
   type CompletionResult,
   type Credential,
   type JsonCompletion,
+  OutputLimitRejected,
   type ProviderAdapter,
   type StreamCompletion,
   UnsupportedRequest,
@@ -59,7 +60,12 @@ export class Dispatcher {
     firstPieceMs: number,
   ): Promise<DispatchOutcome<ServedCompletion>> {
     return this.dispatchWith<ServedCompletion>(target, req.signal, options, async (attempt) => {
-      const result = await this.adapters[attempt.provider.wire].complete(attempt, req);
+      let result: CompletionResult;
+      try {
+        result = await this.adapters[attempt.provider.wire].complete(attempt, req);
+      } catch (err) {
+        throw explainOutputLimit(err, req, attempt);
+      }
       if (result.kind === "json") return { value: result, streaming: false };
       const first = await awaitFirstPiece(result.pieces, firstPieceMs);
       if (first.kind === "error") throw attemptFailure(first.error);
@@ -80,6 +86,7 @@ export class Dispatcher {
     const catalog = this.store.getCatalog();
     const failures: UpstreamFailure[] = [];
     let attempts = 0;
+    const last = target.models[target.models.length - 1];
     for (const model of target.models) {
       const provider = catalog.providers.get(model.provider_id);
       if (!provider) continue;
@@ -95,7 +102,12 @@ export class Dispatcher {
           throw err;
         }
         attempts++;
-        const attempt: Attempt = { model, provider, credential: acquired };
+        const attempt: Attempt = {
+          model,
+          provider,
+          credential: acquired,
+          lastStep: model === last,
+        };
         try {
           const { value, streaming } = await call(attempt);
           if (!streaming) acquired.release("ok");
@@ -122,6 +134,20 @@ export class Dispatcher {
     if (options.byokOnly) return own;
     return [...own, () => this.pools.acquire(provider)];
   }
+}
+
+/** A same-wire body's rejection, when its output limit is above the model's maximum, says so. */
+function explainOutputLimit(err: unknown, req: CompletionRequest, attempt: Attempt): unknown {
+  if (!(err instanceof UpstreamFailure) || err.kind !== "rejected" || err.status !== 400)
+    return err;
+  if (rewritesBody(req.style, attempt.provider, req.viaRoute === true)) return err;
+  const limit = outputLimit(req.style, req.body);
+  const max = attempt.model.max_output_tokens;
+  if (!limit || limit.value <= max) return err;
+  return new OutputLimitRejected(
+    err.status,
+    `${limit.field} ${limit.value} exceeds this model's maximum output of ${max} tokens`,
+  );
 }
 
 function releaseOutcome(err: UpstreamFailure): "ok" | "rate_limited" | "failed" {
@@ -156,6 +182,11 @@ function finalError(target: Target, failures: UpstreamFailure[], attempts: numbe
 export function mapFailure(failure: UpstreamFailure): GatewayError {
   if (failure instanceof UnsupportedRequest) {
     return new GatewayError(400, "bad_request", failure.detail);
+  }
+  if (failure instanceof OutputLimitRejected) {
+    return new GatewayError(failure.status, failure.reason, failure.detail, {
+      upstreamRejection: true,
+    });
   }
   if (failure.kind === "rejected") return upstreamRejection(failure.status, failure.reason);
   if (failure.kind === "rate_limited") {

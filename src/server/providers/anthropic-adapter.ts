@@ -2,8 +2,10 @@ import {
   type ChunkCount,
   fromMessagesEvents,
   fromMessagesJson,
+  type Rewrite,
   toMessagesRequest,
   withJsonEstimate,
+  withRewrite,
   withStreamEstimate,
 } from "../dispatch/bridges.js";
 import type {
@@ -24,14 +26,15 @@ export class AnthropicAdapter implements ProviderAdapter {
   constructor(private readonly http: UpstreamHttp) {}
 
   async complete(attempt: Attempt, req: CompletionRequest): Promise<CompletionResult> {
-    const { provider, model, credential } = attempt;
+    const { provider, credential } = attempt;
     const headers: Record<string, string> = {
       "content-type": "application/json",
       "anthropic-version": anthropicVersion,
     };
     if (credential.secret) headers["x-api-key"] = credential.secret;
     if (req.anthropicBeta) headers["anthropic-beta"] = req.anthropicBeta;
-    const payload = JSON.stringify(toMessagesRequest(req, model.upstream_model));
+    const rewrite: Rewrite = { omittedTools: [] };
+    const payload = JSON.stringify(toMessagesRequest(req, attempt, rewrite));
     const url = joinUrl(provider.base_url ?? "", "/messages");
     if (!req.stream) {
       const answer = await this.http.postJson<MessagesResponse>(
@@ -42,14 +45,19 @@ export class AnthropicAdapter implements ProviderAdapter {
         req.signal,
         provider,
       );
-      return withJsonEstimate(fromMessagesJson(req, answer), payload, () =>
+      const result = withJsonEstimate(fromMessagesJson(req, answer), payload, () =>
         messagesOutputText(answer),
       );
+      return withRewrite(req, result, rewrite);
     }
     const seen: ChunkCount = { chunks: 0 };
     const events = parseSSE(
       await this.http.postStream(url, headers, payload, provider.timeout_ms, req.signal, provider),
     );
-    return withStreamEstimate(fromMessagesEvents(req, events, seen), payload, seen);
+    return withRewrite(
+      req,
+      withStreamEstimate(fromMessagesEvents(req, events, seen), payload, seen),
+      rewrite,
+    );
   }
 }

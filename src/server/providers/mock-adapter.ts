@@ -1,5 +1,11 @@
 import { randomBytes } from "node:crypto";
-import { fromChatChunks, fromChatJson, toChatRequest } from "../dispatch/bridges.js";
+import {
+  fromChatChunks,
+  fromChatJson,
+  type Rewrite,
+  toChatRequest,
+  withRewrite,
+} from "../dispatch/bridges.js";
 import {
   type Attempt,
   type CompletionRequest,
@@ -26,7 +32,8 @@ export class MockAdapter implements ProviderAdapter {
 
   async complete(attempt: Attempt, req: CompletionRequest): Promise<CompletionResult> {
     const timing = this.timingFor(attempt.provider.id, attempt.provider.options_json);
-    const chatReq = toChatRequest(req, attempt.model.upstream_model);
+    const rewrite: Rewrite = { omittedTools: [] };
+    const chatReq = toChatRequest(req, attempt, rewrite);
     const plan =
       (this.script.active &&
         this.script.plan([attempt.model.name, attempt.model.upstream_model], chatReq)) ||
@@ -46,8 +53,10 @@ export class MockAdapter implements ProviderAdapter {
     }
     const id = `chatcmpl-${randomBytes(12).toString("base64url")}`;
     const created = Math.floor(Date.now() / 1000);
-    if (!req.stream) return fromChatJson(req, mockCompletion(id, created, chatReq.model, plan));
-    return fromChatChunks(req, mockChunks(id, created, chatReq.model, plan, timing, req.signal));
+    const result = req.stream
+      ? fromChatChunks(req, mockChunks(id, created, chatReq.model, plan, timing, req.signal))
+      : fromChatJson(req, mockCompletion(id, created, chatReq.model, plan));
+    return withRewrite(req, result, rewrite);
   }
 
   private timingFor(providerId: string, json: string): MockTiming {

@@ -5,9 +5,11 @@ import {
   fromChatJson,
   parseChatChunk,
   passThroughChat,
+  type Rewrite,
   StreamBroken,
   toChatRequest,
   withJsonEstimate,
+  withRewrite,
   withStreamEstimate,
 } from "../dispatch/bridges.js";
 import type {
@@ -27,13 +29,14 @@ export class OpenAIAdapter implements ProviderAdapter {
   constructor(private readonly http: UpstreamHttp) {}
 
   async complete(attempt: Attempt, req: CompletionRequest): Promise<CompletionResult> {
-    const { provider, model, credential } = attempt;
+    const { provider, credential } = attempt;
     const headers: Record<string, string> = { "content-type": "application/json" };
     if (credential.secret) headers.authorization = `Bearer ${credential.secret}`;
     if (req.style === "responses" && provider.responses_native) {
       return this.nativeResponses(attempt, req, headers);
     }
-    const payload = JSON.stringify(toChatRequest(req, model.upstream_model));
+    const rewrite: Rewrite = { omittedTools: [] };
+    const payload = JSON.stringify(toChatRequest(req, attempt, rewrite));
     const url = joinUrl(provider.base_url ?? "", "/chat/completions");
     if (!req.stream) {
       const answer = await this.http.postJson<ChatCompletionResponse>(
@@ -44,7 +47,10 @@ export class OpenAIAdapter implements ProviderAdapter {
         req.signal,
         provider,
       );
-      return withJsonEstimate(fromChatJson(req, answer), payload, () => chatOutputText(answer));
+      const result = withJsonEstimate(fromChatJson(req, answer), payload, () =>
+        chatOutputText(answer),
+      );
+      return withRewrite(req, result, rewrite);
     }
     const events = parseSSE(
       await this.http.postStream(url, headers, payload, provider.timeout_ms, req.signal, provider),
@@ -54,7 +60,7 @@ export class OpenAIAdapter implements ProviderAdapter {
       req.style === "chat"
         ? passThroughChat(req, events, seen)
         : fromChatChunks(req, chatChunks(events, seen));
-    return withStreamEstimate(result, payload, seen);
+    return withRewrite(req, withStreamEstimate(result, payload, seen), rewrite);
   }
 
   private async nativeResponses(
@@ -63,7 +69,11 @@ export class OpenAIAdapter implements ProviderAdapter {
     headers: Record<string, string>,
   ): Promise<CompletionResult> {
     const { provider, model } = attempt;
-    const payload = JSON.stringify({ ...req.body, model: model.upstream_model });
+    const body: Record<string, unknown> = { ...req.body, model: model.upstream_model };
+    const limit = body.max_output_tokens;
+    if (req.viaRoute && typeof limit === "number" && limit > model.max_output_tokens)
+      body.max_output_tokens = model.max_output_tokens;
+    const payload = JSON.stringify(body);
     const url = joinUrl(provider.base_url ?? "", "/responses");
     if (!req.stream) {
       const json = await this.http.postJson<{

@@ -4,9 +4,10 @@ import { admitCaller, keyFromHeaders, nodeClientIp } from "../auth.js";
 import { type Admission, admit, settleAdmission, settleDelivered } from "../billing/admission.js";
 import type { SettleOptions } from "../billing/ledger.js";
 import { worstCaseInputTokens } from "../billing/pricing.js";
-import { StreamBroken } from "../dispatch/bridges.js";
+import { outputBound, StreamBroken } from "../dispatch/bridges.js";
 import { mapFailure } from "../dispatch/dispatcher.js";
 import { forModality, resolveTarget } from "../dispatch/resolve.js";
+import { openThread } from "../dispatch/threads.js";
 import {
   type ClientStyle,
   type CompletionRequest,
@@ -55,7 +56,7 @@ const messagesBody = z.looseObject({
   messages: z
     .array(
       z.looseObject({
-        role: z.enum(["user", "assistant"]),
+        role: z.enum(["user", "assistant", "system"]),
         content: z.union([z.string(), z.array(z.looseObject({ type: z.string() }))]),
       }),
     )
@@ -132,7 +133,13 @@ async function complete(
   if (trace) trace.model = body.model;
   const target = forModality(resolveTarget(s.store.getCatalog(), body.model), "chat");
   const stream = body.stream === true;
-  const requested = outputLimit(style, body);
+  const viaRoute = target.isRoute;
+  const catalog = s.store.getCatalog();
+  const providers = catalog.providers;
+  const threaded =
+    style === "messages" && body.thread !== undefined
+      ? openThread(s.store, catalog, key.account_id, body, target, s.options.now())
+      : undefined;
   const signal = new ClientGone(outgoing);
 
   const admission = await admit(s, {
@@ -142,7 +149,7 @@ async function complete(
     accountRpm: true,
     worstCase: (m) => ({
       inputTokens: worstCaseInputTokens(bytes, m),
-      outputTokens: requested ?? m.max_output_tokens,
+      outputTokens: outputBound(style, body, m, providers.get(m.provider_id), viaRoute),
       units: 0,
     }),
     stream,
@@ -152,11 +159,13 @@ async function complete(
   markStage(incoming, "admitted");
   const req: CompletionRequest = {
     style,
-    body,
+    body: threaded?.body ?? body,
     stream,
     clientModel: body.model,
     signal,
     anthropicBeta: nodeHeader(incoming, "anthropic-beta"),
+    viaRoute,
+    thread: threaded?.thread,
   };
   const fail = (err: unknown) => failAdmission(s, admission, signal.aborted ? clientClosed() : err);
 
@@ -178,7 +187,11 @@ async function complete(
     providerId: attempt.provider.id,
     byokServed: attempt.credential.source === "byok",
   };
-  const headers = admission.rateHeaders ?? {};
+  const rateHeaders = admission.rateHeaders ?? {};
+  // Tools left out of the request the backend got are named in the answer's headers.
+  const headers = result.omittedTools
+    ? { ...rateHeaders, "x-gateway-tools-omitted": result.omittedTools.join(", ") }
+    : rateHeaders;
 
   if (result.kind === "json") {
     await settleDelivered(s, admission, { status: 200, usage: result.usage, ...served });
@@ -215,16 +228,6 @@ const closingEvents: Record<ClientStyle, (piece: StreamPiece) => boolean> = {
   responses: (piece) =>
     typeof piece === "string" && piece.startsWith("event: response.completed\n"),
 };
-
-function outputLimit(style: ClientStyle, body: Record<string, unknown>): number | undefined {
-  const value =
-    style === "messages"
-      ? body.max_tokens
-      : style === "responses"
-        ? body.max_output_tokens
-        : (body.max_completion_tokens ?? body.max_tokens);
-  return typeof value === "number" ? value : undefined;
-}
 
 /** Settles a request that produced nothing and returns the error the client should see. */
 export function failAdmission(

@@ -38,8 +38,9 @@ export type AnthropicContentBlock =
   | AnthropicThinkingBlock
   | ({ type: string } & Extra);
 
+/** `system` inside `messages` is beta `mid-conversation-system-2026-04-07` (text content only). */
 export type AnthropicMessageParam = {
-  role: "user" | "assistant";
+  role: "user" | "assistant" | "system";
   content: string | AnthropicContentBlock[];
 } & Extra;
 

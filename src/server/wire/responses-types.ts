@@ -117,6 +117,8 @@ export type ResponsesOutputFunctionCall = {
   id: string;
   call_id: string;
   name: string;
+  /** The namespace tool group the function belongs to, as the request declared it. */
+  namespace?: string;
   arguments: string;
   status: "in_progress" | "completed" | "incomplete";
 };

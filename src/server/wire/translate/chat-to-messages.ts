@@ -47,22 +47,25 @@ export const DEFAULT_ANTHROPIC_MAX_TOKENS = 4096;
 // Request: chat -> messages
 // ---------------------------------------------------------------------------
 
+/** Anthropic's own web search, which chat's `web_search_options` (and Responses' `web_search`) map to. */
+export const ANTHROPIC_WEB_SEARCH = { type: "web_search_20250305", name: "web_search" } as const;
+
+/** `maxTokens`: the output limit when the client names none (the model's maximum output). */
 export function chatRequestToMessages(
   req: ChatCompletionRequest,
   upstreamModel: string,
+  maxTokens = DEFAULT_ANTHROPIC_MAX_TOKENS,
 ): MessagesRequest {
   const { system, messages } = convertMessages(asArray(req.messages));
   const out: MessagesRequest = {
     model: upstreamModel,
     messages,
-    max_tokens:
-      asNumber(req.max_completion_tokens) ??
-      asNumber(req.max_tokens) ??
-      DEFAULT_ANTHROPIC_MAX_TOKENS,
+    max_tokens: asNumber(req.max_completion_tokens) ?? asNumber(req.max_tokens) ?? maxTokens,
   };
   if (system !== undefined) out.system = system;
 
   const tools = convertTools(asArray(req.tools));
+  if (isRecord(req.web_search_options)) tools.push({ ...ANTHROPIC_WEB_SEARCH });
   if (tools.length > 0) {
     out.tools = tools;
     const toolChoice = convertToolChoice(req.tool_choice, req.parallel_tool_calls);

@@ -52,14 +52,15 @@ export type ChatRequestOptions = {
 const anthropicServerTool = /^(web_search|web_fetch|code_execution)_/;
 
 /**
- * What a messages request asks for that a chat-completions provider cannot carry, as a sentence
- * for the client, or undefined. Without its server tool the model would answer as if it had
- * searched (Claude Code's WebSearch sends one in a request of its own).
+ * The server tools of a messages request: a chat-completions provider cannot run them, so they
+ * are left out (or the request refused, as the provider is configured).
  */
-export function untranslatableToChat(req: MessagesRequest): string | undefined {
-  const server = toolTypesMatching(req.tools, anthropicServerTool);
-  if (server.length === 0) return undefined;
-  return `Anthropic server tools (${server.join(", ")}) run only on Anthropic's API; this model cannot use them.`;
+export function anthropicServerTools(req: MessagesRequest): string[] {
+  return toolTypesMatching(req.tools, anthropicServerTool);
+}
+
+export function serverToolSentence(tools: string[]): string {
+  return `Anthropic server tools (${tools.join(", ")}) run only on Anthropic's API; this model cannot use them.`;
 }
 
 export function messagesRequestToChat(
@@ -129,6 +130,11 @@ function systemText(system: unknown): string {
  */
 function convertMessage(message: JsonObject): ChatMessage[] {
   const content = message.content;
+  if (message.role === "system") {
+    // A mid-conversation system message keeps its place: it speaks to the turns after it.
+    const text = systemText(content);
+    return text === "" ? [] : [{ role: "system", content: text }];
+  }
   if (message.role === "assistant") {
     const assistant = convertAssistant(content);
     return assistant ? [assistant] : [];
@@ -248,8 +254,8 @@ function convertTools(tools: unknown[]): ChatTool[] {
       out.push({ type: "function", function: { name, ...builtIn } });
       continue;
     }
-    // Otherwise only tools with a schema can run through another provider (server tools were
-    // refused before translation; computer and memory tools are left out).
+    // Otherwise only tools with a schema can run through another provider (server tools are
+    // left out by the tool policy; computer and memory tools too).
     if (!isRecord(tool.input_schema)) continue;
     if (tool.type !== undefined && tool.type !== "custom") continue;
     const fn: { name: string; description?: string; parameters: JsonObject } = {

@@ -35,7 +35,6 @@ import {
   type JsonObject,
   nowSeconds,
   randomId,
-  toolTypesMatching,
 } from "./shared.js";
 
 // ---------------------------------------------------------------------------
@@ -140,7 +139,10 @@ function appendInputItems(messages: ChatMessage[], items: unknown[]): void {
       const call: ChatToolCall = {
         id: asString(item.call_id) || asString(item.id) || randomId("call_"),
         type: "function",
-        function: { name: asString(item.name) ?? "", arguments: asString(item.arguments) ?? "{}" },
+        function: {
+          name: flatToolName(asString(item.namespace), asString(item.name) ?? ""),
+          arguments: asString(item.arguments) ?? "{}",
+        },
       };
       assistant.tool_calls = [...(assistant.tool_calls ?? []), call];
     } else if (type === "function_call_output") {
@@ -208,36 +210,101 @@ function userContent(content: unknown): ChatContentPart[] {
 }
 
 /** Tools the Responses API runs itself, so no chat-completions provider can serve them. */
-const hostedTools = /^(web_search|file_search|code_interpreter|image_generation|mcp)/;
+const hostedTools = /^(web_search|file_search|code_interpreter|image_generation|mcp|computer)/;
 
 /**
- * What a Responses request asks for that a chat-completions provider cannot carry, as a sentence
- * for the client, or undefined: without its hosted tool the model would answer as if it had used
- * it. Tools the client runs itself (functions, custom, local shell) are not in question.
+ * The Responses tools a chat-completions provider cannot run: hosted tools, and tools the client
+ * runs but chat has no form for (custom, local shell). Namespace groups are not among them: their
+ * function tools are flattened.
  */
-export function untranslatableResponsesToChat(req: ResponsesRequest): string | undefined {
-  const hosted = toolTypesMatching(req.tools, hostedTools);
-  if (hosted.length === 0) return undefined;
-  return `Hosted tools (${hosted.join(", ")}) run only on OpenAI's Responses API; this model cannot use them.`;
+export function toolsOutsideChat(req: ResponsesRequest): string[] {
+  const out: string[] = [];
+  for (const tool of asArray(req.tools)) {
+    if (!isRecord(tool)) continue;
+    const type = asString(tool.type) ?? "";
+    if (type === "function" || type === "namespace") continue;
+    out.push(type);
+  }
+  return out;
+}
+
+/** The hosted tools among `toolsOutsideChat`, named for the refusal sentence. */
+export function hostedToolSentence(tools: string[]): string {
+  const hosted = tools.filter((t) => hostedTools.test(t));
+  return hosted.length > 0
+    ? `Hosted tools (${hosted.join(", ")}) run only on OpenAI's Responses API; this model cannot use them.`
+    : `Tools of type ${tools.join(", ")} are not available for this model.`;
+}
+
+/**
+ * A namespace's function as one chat tool: the model calls it by this name, and the answer names
+ * the namespace and function again, as the client declared them.
+ */
+export function flatToolName(namespace: string | undefined, name: string): string {
+  if (!namespace) return name;
+  return namespace.endsWith("_") ? `${namespace}${name}` : `${namespace}__${name}`;
+}
+
+export type NamespacedName = { namespace: string; name: string };
+
+/** Flat chat names of a request's namespaced functions; undefined when it declares no namespace. */
+export function namespacedTools(
+  req: ResponsesRequest | undefined,
+): Map<string, NamespacedName> | undefined {
+  let names: Map<string, NamespacedName> | undefined;
+  for (const tool of asArray(req?.tools)) {
+    if (!isRecord(tool) || tool.type !== "namespace") continue;
+    const namespace = asString(tool.name);
+    if (!namespace) continue;
+    for (const inner of asArray(tool.tools)) {
+      const name = isRecord(inner) ? asString(inner.name) : undefined;
+      if (!name) continue;
+      names ??= new Map();
+      names.set(flatToolName(namespace, name), { namespace, name });
+    }
+  }
+  return names;
+}
+
+/** A function call item's `name` (and `namespace`) for the chat tool name the model called. */
+function callName(
+  names: Map<string, NamespacedName> | undefined,
+  flat: string,
+): { name: string; namespace?: string } {
+  return names?.get(flat) ?? { name: flat };
 }
 
 function convertTools(tools: unknown[]): ChatTool[] {
   const out: ChatTool[] = [];
   for (const tool of tools) {
-    // Hosted tools (web_search, file_search, computer_use...) cannot run elsewhere.
-    if (!isRecord(tool) || tool.type !== "function") continue;
-    const name = asString(tool.name);
-    if (!name) continue;
-    const fn: { name: string; description?: string; parameters?: JsonObject; strict?: boolean } = {
-      name,
-    };
-    const description = asString(tool.description);
-    if (description) fn.description = description;
-    if (isRecord(tool.parameters)) fn.parameters = tool.parameters;
-    if (typeof tool.strict === "boolean") fn.strict = tool.strict;
-    out.push({ type: "function", function: fn });
+    if (!isRecord(tool)) continue;
+    if (tool.type === "namespace") {
+      const namespace = asString(tool.name);
+      for (const inner of asArray(tool.tools)) {
+        const fn = isRecord(inner) ? functionTool(inner, namespace) : undefined;
+        if (fn) out.push(fn);
+      }
+      continue;
+    }
+    const fn = functionTool(tool, undefined);
+    if (fn) out.push(fn);
   }
   return out;
+}
+
+function functionTool(tool: JsonObject, namespace: string | undefined): ChatTool | undefined {
+  // Hosted tools (web_search, file_search, computer_use...) cannot run elsewhere.
+  if (tool.type !== "function") return undefined;
+  const name = asString(tool.name);
+  if (!name) return undefined;
+  const fn: { name: string; description?: string; parameters?: JsonObject; strict?: boolean } = {
+    name: flatToolName(namespace, name),
+  };
+  const description = asString(tool.description);
+  if (description) fn.description = description;
+  if (isRecord(tool.parameters)) fn.parameters = tool.parameters;
+  if (typeof tool.strict === "boolean") fn.strict = tool.strict;
+  return { type: "function", function: fn };
 }
 
 function convertToolChoice(choice: unknown): ChatToolChoice | undefined {
@@ -342,13 +409,14 @@ export function chatResponseToResponses(
     };
     response.output.push(item);
   }
+  const names = namespacedTools(req);
   for (const call of asArray(message.tool_calls)) {
     if (!isRecord(call) || !isRecord(call.function)) continue;
     response.output.push({
       type: "function_call",
       id: randomId("fc_"),
       call_id: asString(call.id) || randomId("call_"),
-      name: asString(call.function.name) ?? "",
+      ...callName(names, asString(call.function.name) ?? ""),
       arguments: asString(call.function.arguments) ?? "{}",
       status: "completed",
     });
@@ -393,9 +461,11 @@ export class ChatStreamToResponses {
   private finishReason: unknown = null;
   private reasoningTokens = 0;
   private current: Usage = emptyUsage();
+  private readonly names: Map<string, NamespacedName> | undefined;
 
   constructor(clientModel: string, req?: ResponsesRequest) {
     this.response = baseResponse(req, clientModel, randomId("resp_"), nowSeconds());
+    this.names = namespacedTools(req);
   }
 
   /** The id of the response being streamed (e.g. for logs). */
@@ -563,7 +633,8 @@ export class ChatStreamToResponses {
       this.tools.set(key, tool);
     }
     const name = asString(fn.name);
-    if (name && tool.outputIndex === undefined) tool.item.name = name;
+    if (name && tool.outputIndex === undefined)
+      Object.assign(tool.item, callName(this.names, name));
 
     const out: ResponsesSSEEvent[] = [];
     if (tool.outputIndex === undefined && tool.item.name) out.push(...this.openTool(tool));

@@ -1,0 +1,160 @@
+import type { Catalog, Store } from "../../store/store.js";
+import { type ThreadConversation, threadStore } from "../../store/threads.js";
+import { GatewayError } from "../errors.js";
+import { parseEventData } from "../wire/sse.js";
+import type { Target } from "./resolve.js";
+import type { CompletionResult, StreamPiece } from "./types.js";
+
+/**
+ * Anthropic message threads (beta `message-threads-2026-08-12`) toward models the gateway
+ * translates to: the client sends `thread: {type: "create"}` with the whole conversation, then
+ * `{type: "continue", previous_message_id}` with only the new turn. The gateway keeps each
+ * thread's conversation (per account, expiring) so every turn is sent whole, without `thread`;
+ * a target of anthropic-wire models only holds its own threads and gets the body as written.
+ */
+export interface MessageThread {
+  /** The conversation sent for this turn: the held history, then the new turn. */
+  conversation: ThreadConversation;
+  /** Called with the reply: the thread now ends in it. */
+  record(replyId: string, content: unknown[]): void;
+}
+
+type Json = Record<string, unknown>;
+
+/**
+ * The thread a messages request creates or continues, with the body to send in its place; or
+ * undefined when the request has no thread or the gateway does not hold it. An unknown, expired
+ * or other account's `previous_message_id` is the 404 `thread_not_found` the SDKs answer by
+ * sending the whole conversation again.
+ */
+export function openThread(
+  store: Store,
+  catalog: Catalog,
+  accountId: string,
+  body: Json,
+  target: Target,
+  now: number,
+): { body: Json; thread: MessageThread } | undefined {
+  const field = body.thread;
+  if (typeof field !== "object" || field === null) return undefined;
+  const sameWire = target.models.every(
+    (m) => catalog.providers.get(m.provider_id)?.wire === "anthropic",
+  );
+  if (sameWire) return undefined;
+  const { type, previous_message_id: previousId } = field as Json;
+  const threads = threadStore(store.db);
+  const newTurn = Array.isArray(body.messages) ? body.messages : [];
+  let conversation: ThreadConversation;
+  if (type === "continue") {
+    const held =
+      typeof previousId === "string" ? threads.find(accountId, previousId, now) : undefined;
+    if (!held) throw threadNotFound();
+    conversation = { ...held, messages: [...held.messages, ...newTurn] };
+  } else {
+    conversation = { system: body.system, tools: body.tools, messages: newTurn };
+  }
+  const { thread: _thread, ...rest } = body;
+  const whole: Json = { ...rest, messages: conversation.messages };
+  if (conversation.system !== undefined) whole.system = conversation.system;
+  if (conversation.tools !== undefined) whole.tools = conversation.tools;
+  return {
+    body: whole,
+    thread: {
+      conversation,
+      record(replyId, content) {
+        const messages = [...conversation.messages, { role: "assistant", content }];
+        threads.save(
+          accountId,
+          replyId,
+          { ...conversation, messages },
+          typeof previousId === "string" ? previousId : undefined,
+          Date.now(),
+        );
+      },
+    },
+  };
+}
+
+export function threadNotFound(): GatewayError {
+  return new GatewayError(
+    404,
+    "not_found",
+    'No usable Thread state was found for `previous_message_id`. Replay the full conversation with `thread: {"type": "create"}` to start a new Thread.',
+    { details: { error_code: "thread_not_found" } },
+  );
+}
+
+/** The result, recording its reply as the thread's last turn once the reply is whole. */
+export function withThread<T extends CompletionResult>(
+  result: T,
+  thread: MessageThread | undefined,
+): T {
+  if (!thread) return result;
+  const held = thread;
+  if (result.kind === "json") {
+    const reply = result.body as { id?: unknown; content?: unknown };
+    if (typeof reply.id === "string" && Array.isArray(reply.content))
+      thread.record(reply.id, reply.content);
+    return result;
+  }
+  const pieces = result.pieces;
+  const reply = new ReplyAssembler();
+  async function* recorded(): AsyncGenerator<StreamPiece> {
+    for (let next = await pieces.next(); !next.done; next = await pieces.next()) {
+      reply.push(next.value);
+      yield next.value;
+    }
+    if (reply.id && reply.stopped) held.record(reply.id, reply.content());
+  }
+  return { ...result, pieces: recorded() };
+}
+
+/** A messages-style SSE stream, read back into the reply's id and content blocks. */
+class ReplyAssembler {
+  id: string | undefined;
+  stopped = false;
+  private readonly blocks: Json[] = [];
+  private readonly json: string[] = [];
+
+  push(piece: StreamPiece): void {
+    const text = typeof piece === "string" ? piece : Buffer.from(piece).toString("utf8");
+    for (const line of text.split("\n")) {
+      if (!line.startsWith("data:")) continue;
+      const event = parseEventData(line.slice(5).trim()) as Json | undefined;
+      if (event) this.take(event);
+    }
+  }
+
+  private take(event: Json): void {
+    const index = typeof event.index === "number" ? event.index : -1;
+    if (event.type === "message_start") {
+      const message = event.message as Json | undefined;
+      if (typeof message?.id === "string") this.id = message.id;
+    } else if (event.type === "content_block_start") {
+      this.blocks[index] = { ...(event.content_block as Json) };
+      this.json[index] = "";
+    } else if (event.type === "content_block_delta") {
+      const block = this.blocks[index];
+      const delta = event.delta as Json | undefined;
+      if (!block || !delta) return;
+      if (delta.type === "text_delta") block.text = `${block.text ?? ""}${delta.text}`;
+      else if (delta.type === "thinking_delta")
+        block.thinking = `${block.thinking ?? ""}${delta.thinking}`;
+      else if (delta.type === "signature_delta") block.signature = delta.signature;
+      else if (delta.type === "input_json_delta") this.json[index] += String(delta.partial_json);
+    } else if (event.type === "message_stop") {
+      this.stopped = true;
+    }
+  }
+
+  content(): unknown[] {
+    return this.blocks.map((block, i) => {
+      if (block.type !== "tool_use" || !this.json[i]) return block;
+      try {
+        return { ...block, input: JSON.parse(this.json[i]) };
+      } catch {
+        return block;
+      }
+    });
+  }
+}

@@ -1,0 +1,230 @@
+import type { IncomingHttpHeaders } from "node:http";
+
+/**
+ * The request rules the fake upstreams enforce, as the real APIs do, each refusal with the real
+ * API's status and body shape: roles, tool-call pairing, the output-limit maximum, and (Anthropic)
+ * mid-conversation system messages and message threads.
+ */
+
+export interface WireRules {
+  /** The model's maximum output: a larger max_tokens is refused with the real 400. */
+  maxOutputTokens: number;
+}
+
+export const defaultRules: WireRules = { maxOutputTokens: 64_000 };
+
+export type Refusal = { status: number; body: unknown };
+
+type Json = Record<string, unknown>;
+
+const isRecord = (v: unknown): v is Json =>
+  typeof v === "object" && v !== null && !Array.isArray(v);
+const blocks = (content: unknown): Json[] =>
+  Array.isArray(content) ? content.filter(isRecord) : [];
+
+// ---- Anthropic Messages ----------------------------------------------------------
+
+const MID_CONVERSATION_SYSTEM = "mid-conversation-system-2026-04-07";
+const MESSAGE_THREADS = "message-threads-2026-08-12";
+
+const anthropicRefusal = (message: string, status = 400, details?: Json): Refusal => ({
+  status,
+  body: {
+    type: "error",
+    error: {
+      type: status === 404 ? "not_found_error" : "invalid_request_error",
+      message,
+      ...(details ? { details } : {}),
+    },
+  },
+});
+
+function betas(headers: IncomingHttpHeaders): string[] {
+  const raw = headers["anthropic-beta"];
+  const value = Array.isArray(raw) ? raw.join(",") : (raw ?? "");
+  return value
+    .split(",")
+    .map((b) => b.trim())
+    .filter(Boolean);
+}
+
+/** One turn a thread holds: what the model saw, and the reply's tool calls and text. */
+export interface ThreadTurn {
+  messages: Json[];
+  system: unknown;
+  tools: unknown;
+}
+
+/**
+ * The whole conversation an Anthropic request stands for: its messages, after the history its
+ * thread holds when it continues one. A refusal when the request breaks a rule.
+ */
+export function checkAnthropic(
+  body: Json,
+  headers: IncomingHttpHeaders,
+  rules: WireRules,
+  threads: Map<string, ThreadTurn>,
+): { refusal: Refusal } | { conversation: ThreadTurn } {
+  const enabled = betas(headers);
+  const maxTokens = body.max_tokens;
+  if (typeof maxTokens !== "number" || !Number.isInteger(maxTokens) || maxTokens < 1)
+    return { refusal: anthropicRefusal("max_tokens: Field required") };
+  if (maxTokens > rules.maxOutputTokens) {
+    return {
+      refusal: anthropicRefusal(
+        `max_tokens: ${maxTokens} > ${rules.maxOutputTokens}, which is the maximum allowed number of output tokens for ${String(body.model)}`,
+      ),
+    };
+  }
+  if (!Array.isArray(body.messages))
+    return { refusal: anthropicRefusal("messages: Field required") };
+
+  let history: Json[] = [];
+  let system = body.system;
+  let tools = body.tools;
+  const thread = body.thread;
+  if (thread !== undefined && thread !== null) {
+    if (!enabled.includes(MESSAGE_THREADS))
+      return { refusal: anthropicRefusal("thread: Extra inputs are not permitted") };
+    if (!isRecord(thread) || (thread.type !== "create" && thread.type !== "continue"))
+      return { refusal: anthropicRefusal("thread.type: Input should be 'create' or 'continue'") };
+    if (thread.type === "continue") {
+      const held = threads.get(String(thread.previous_message_id));
+      if (!held) {
+        return {
+          refusal: anthropicRefusal(
+            "No usable Thread state was found for `previous_message_id`.",
+            404,
+            { error_code: "thread_not_found" },
+          ),
+        };
+      }
+      if (body.system !== undefined || body.tools !== undefined) {
+        return {
+          refusal: anthropicRefusal("system, tools: set when the thread was created", 400, {
+            error_code: "thread_fingerprint_mismatch",
+          }),
+        };
+      }
+      history = held.messages;
+      system = held.system;
+      tools = held.tools;
+    }
+  }
+
+  const messages = [...history, ...(body.messages as unknown[]).filter(isRecord)];
+  let previous: Json | undefined;
+  for (const [i, message] of messages.entries()) {
+    const role = message.role;
+    if (role === "system") {
+      if (!enabled.includes(MID_CONVERSATION_SYSTEM)) {
+        return {
+          refusal: anthropicRefusal(`messages.${i}.role: Input should be 'user' or 'assistant'`),
+        };
+      }
+      continue;
+    }
+    if (role !== "user" && role !== "assistant") {
+      return {
+        refusal: anthropicRefusal(`messages.${i}.role: Input should be 'user' or 'assistant'`),
+      };
+    }
+    if (!previous && role !== "user")
+      return { refusal: anthropicRefusal('messages: first message must use the "user" role') };
+    if (previous && previous.role === role) {
+      return {
+        refusal: anthropicRefusal(
+          'messages: roles must alternate between "user" and "assistant", but found multiple "' +
+            `${role}" roles in a row`,
+        ),
+      };
+    }
+    const asked = blocks(previous?.content)
+      .filter((b) => b.type === "tool_use")
+      .map((b) => String(b.id));
+    const answered = blocks(message.content)
+      .filter((b) => b.type === "tool_result")
+      .map((b) => String(b.tool_use_id));
+    const stray = answered.filter((id) => !asked.includes(id));
+    if (stray.length > 0) {
+      return {
+        refusal: anthropicRefusal(
+          `messages.${i}.content.0: unexpected \`tool_use_id\` found in \`tool_result\` blocks: ${stray.join(", ")}. Each \`tool_result\` block must have a corresponding \`tool_use\` block in the previous message.`,
+        ),
+      };
+    }
+    if (role === "user") {
+      const unanswered = asked.filter((id) => !answered.includes(id));
+      if (unanswered.length > 0) {
+        return {
+          refusal: anthropicRefusal(
+            `messages.${i - 1}: \`tool_use\` ids were found without \`tool_result\` blocks immediately after: ${unanswered.join(", ")}. Each \`tool_use\` block must have a corresponding \`tool_result\` block in the next message.`,
+          ),
+        };
+      }
+    }
+    previous = message;
+  }
+  return { conversation: { messages, system, tools } };
+}
+
+// ---- OpenAI Chat Completions -------------------------------------------------------
+
+const openaiRefusal = (message: string, param: string | null, code: string | null): Refusal => ({
+  status: 400,
+  body: { error: { message, type: "invalid_request_error", param, code } },
+});
+
+const chatRoles = new Set(["system", "developer", "user", "assistant", "tool", "function"]);
+
+export function checkChat(body: Json, rules: WireRules): Refusal | undefined {
+  for (const field of ["max_tokens", "max_completion_tokens"]) {
+    const value = body[field];
+    if (typeof value === "number" && value > rules.maxOutputTokens) {
+      return openaiRefusal(
+        `${field} is too large: ${value}. This model supports at most ${rules.maxOutputTokens} completion tokens, whereas you provided ${value}.`,
+        field,
+        "invalid_value",
+      );
+    }
+  }
+  if (!Array.isArray(body.messages) || body.messages.length === 0)
+    return openaiRefusal("[] is too short - 'messages'", "messages", "empty_array");
+  const messages = (body.messages as unknown[]).filter(isRecord);
+  let pending: string[] = [];
+  for (const [i, message] of messages.entries()) {
+    const role = String(message.role);
+    if (!chatRoles.has(role)) {
+      return openaiRefusal(
+        `Invalid value: '${role}'. Supported values are: 'system', 'assistant', 'user', 'function', 'tool', and 'developer'.`,
+        `messages[${i}].role`,
+        "invalid_value",
+      );
+    }
+    if (role === "tool") {
+      const id = String(message.tool_call_id);
+      if (!pending.includes(id)) {
+        return openaiRefusal(
+          "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.",
+          `messages.[${i}].role`,
+          null,
+        );
+      }
+      pending = pending.filter((p) => p !== id);
+      continue;
+    }
+    if (pending.length > 0) {
+      return openaiRefusal(
+        `An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: ${pending.join(", ")}`,
+        "messages",
+        null,
+      );
+    }
+    if (role === "assistant") {
+      pending = (Array.isArray(message.tool_calls) ? message.tool_calls : [])
+        .filter(isRecord)
+        .map((c) => String(c.id));
+    }
+  }
+  return undefined;
+}
