@@ -17,6 +17,7 @@ import {
   clientClosed,
   type ErrorStyle,
   errorAnswer,
+  errorBody,
   GatewayError,
   internalError,
 } from "../errors.js";
@@ -25,10 +26,10 @@ import { corsResponseHeaders, sendWithCors } from "../http/cors.js";
 import { parseJsonBody, readNodeBody, refuseDeclaredLength } from "../http/json-body.js";
 import type { NodeRoute } from "../http/node-listener.js";
 import { nodeHeader } from "../http/request-header.js";
-import { sendSse } from "../http/sse-response.js";
+import { KeptAlive, sendSse } from "../http/sse-response.js";
 import { markStage } from "../http/stages.js";
 import type { Services } from "../services.js";
-import { SSE_DONE } from "../wire/sse.js";
+import { encodeSSE, SSE_DONE } from "../wire/sse.js";
 import { streamErrorEvent } from "../wire/translate/errors.js";
 
 const content = z.union([z.string(), z.array(z.looseObject({ type: z.string() })), z.null()]);
@@ -155,16 +156,32 @@ async function complete(
   };
   const fail = (err: unknown) => failAdmission(s, admission, signal.aborted ? clientClosed() : err);
 
-  let outcome: Awaited<ReturnType<typeof s.dispatcher.dispatch>>;
+  const dispatching = s.dispatcher.dispatch(target, req, {
+    byok: admission.byok,
+    byokOnly: admission.byokOnly,
+  });
+  const headers = admission.rateHeaders ?? {};
+  let outcome: Awaited<typeof dispatching> | undefined;
   try {
-    outcome = await s.dispatcher.dispatch(
-      target,
-      req,
-      { byok: admission.byok, byokOnly: admission.byokOnly },
-      s.options.keepaliveMs,
-    );
+    outcome = stream ? await within(dispatching, s.options.keepaliveMs) : await dispatching;
   } catch (err) {
     throw fail(err);
+  }
+  // A stream with nothing to send after the keepalive interval: commit the 200 and keep the client
+  // waiting with comments while the dispatcher still tries every step.
+  let keptAlive: KeptAlive | undefined;
+  if (outcome === undefined) {
+    keptAlive = new KeptAlive(
+      outgoing,
+      { ...corsResponseHeaders, ...headers },
+      s.options.keepaliveMs,
+    );
+    try {
+      outcome = await dispatching;
+    } catch (err) {
+      keptAlive.fail(failureEvent(style, fail(err)));
+      return;
+    }
   }
   markStage(incoming, "dispatched");
   const { result, attempt } = outcome;
@@ -173,7 +190,6 @@ async function complete(
     providerId: attempt.provider.id,
     byokServed: attempt.credential.source === "byok",
   };
-  const headers = admission.rateHeaders ?? {};
 
   if (result.kind === "json") {
     await settleDelivered(s, admission, { status: 200, usage: result.usage, ...served });
@@ -183,25 +199,47 @@ async function complete(
     return;
   }
 
-  sendSse(outgoing, {
-    first: result.first,
-    pieces: result.pieces,
-    keepaliveMs: s.options.keepaliveMs,
-    headers: { ...corsResponseHeaders, ...headers },
-    errorEvent: (err) => streamErrorEvent(style, streamErrorMessage(err)),
-    isClosingEvent: closingEvents[style],
-    recorded: () => s.ledger.committed(),
-    onEnd: (end) => {
-      attempt.credential.release(end.error ? "failed" : "ok");
-      settleAdmission(s, admission, {
-        status: 200,
-        usage: result.usage(),
-        delivered: end.delivered,
-        errorCode: end.error ? "upstream_error" : end.cancelled ? "client_closed" : undefined,
-        ...served,
-      });
+  sendSse(
+    outgoing,
+    {
+      first: result.first,
+      pieces: result.pieces,
+      headers: { ...corsResponseHeaders, ...headers },
+      errorEvent: (err) => streamErrorEvent(style, streamErrorMessage(err)),
+      isClosingEvent: closingEvents[style],
+      recorded: () => s.ledger.committed(),
+      onEnd: (end) => {
+        attempt.credential.release(end.error ? "failed" : "ok");
+        settleAdmission(s, admission, {
+          status: 200,
+          usage: result.usage(),
+          delivered: end.delivered,
+          errorCode: end.error ? "upstream_error" : end.cancelled ? "client_closed" : undefined,
+          ...served,
+        });
+      },
     },
+    keptAlive,
+  );
+}
+
+/** `promise`'s value if it settles within `ms`, else undefined (it keeps running). */
+async function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<undefined>((resolve) => {
+    timer = setTimeout(() => resolve(undefined), ms);
   });
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The last event of a stream whose 200 went out before every step failed, in the route's style. */
+function failureEvent(style: ClientStyle, error: GatewayError): string {
+  if (style === "responses") return streamErrorEvent(style, error.message, {}, error.code);
+  return encodeSSE(errorBody(error, style), style === "messages" ? "error" : undefined);
 }
 
 const closingEvents: Record<ClientStyle, (piece: StreamPiece) => boolean> = {
