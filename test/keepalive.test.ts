@@ -152,7 +152,7 @@ describe("every step fails after the 200 went out", () => {
     expect(got.text.startsWith(": keepalive")).toBe(true);
     const data = got.text.match(/^data: (.*)$/gm) ?? [];
     expect(data).toHaveLength(1);
-    expect(JSON.parse(data[0].slice("data: ".length))).toMatchObject({
+    expect(JSON.parse((data[0] ?? "").slice("data: ".length))).toMatchObject({
       error: { code: "all_providers_failed", type: "all_providers_failed" },
     });
     expect(got.text).not.toContain("[DONE]");

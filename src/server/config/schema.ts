@@ -40,16 +40,8 @@ export const providerSchema = z
     responses_native: z.boolean().default(false),
     mock: mockOptions.optional(),
   })
-  .strict()
-  .superRefine((p, ctx) => {
-    if (p.wire !== "mock" && !p.base_url) {
-      ctx.addIssue({
-        code: "custom",
-        path: ["base_url"],
-        message: `required for wire "${p.wire}"`,
-      });
-    }
-  });
+  // base_url is required for the HTTP wires: checked in load.ts, so it shows beside other errors.
+  .strict();
 
 export const modelSchema = z
   .object({
