@@ -15,6 +15,7 @@ export const modalities = [
   "music",
   "video",
   "embedding",
+  "edit",
 ] as const;
 export type Modality = (typeof modalities)[number];
 

@@ -15,6 +15,7 @@ export {
   type ImageSize,
   MAX_IMAGE_SIDE,
   mockImage,
+  mockImageEdit,
   parseSize,
   readPngSize,
 } from "./png.js";

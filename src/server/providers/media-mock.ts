@@ -13,6 +13,7 @@ import {
   supportedMockSpeechFormats,
   transcribeMockWav,
 } from "../media/index.js";
+import { SeededRandom } from "../media/seed.js";
 import { sleep } from "../sleep.js";
 
 /**
@@ -118,4 +119,31 @@ export function mockVideoClip(prompt: string, seconds: number): Buffer {
 
 export function mockVideoExtension(original: Uint8Array, prompt: string, seconds: number): Buffer {
   return extendMockVideo(original, prompt, seconds);
+}
+
+/** OpenAI's text-embedding-3-small length: what the mock answers without `dimensions`. */
+export const mockEmbeddingDimensions = 1536;
+
+/**
+ * A unit-length vector seeded by the input: the same text gives the same vector everywhere,
+ * different texts almost orthogonal ones.
+ */
+export function mockEmbedding(input: string, dimensions: number): Float32Array {
+  const random = new SeededRandom("embedding", input);
+  const vector = new Float32Array(dimensions);
+  let norm = 0;
+  for (let i = 0; i < dimensions; i++) {
+    vector[i] = random.range(-1, 1);
+    norm += vector[i] * vector[i];
+  }
+  const scale = 1 / Math.sqrt(norm);
+  for (let i = 0; i < dimensions; i++) vector[i] *= scale;
+  return vector;
+}
+
+/** `encoding_format: "base64"`: the float32 values, little-endian, in base64. */
+export function embeddingBase64(vector: Float32Array): string {
+  const bytes = Buffer.alloc(vector.length * 4);
+  for (let i = 0; i < vector.length; i++) bytes.writeFloatLE(vector[i], i * 4);
+  return bytes.toString("base64");
 }

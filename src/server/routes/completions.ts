@@ -49,7 +49,7 @@ const chatBody = z.looseObject({
   max_completion_tokens: z.number().int().positive().nullish(),
 });
 
-const messagesBody = z.looseObject({
+export const messagesBody = z.looseObject({
   model: z.string().min(1),
   max_tokens: z.number().int().positive(),
   messages: z
