@@ -3,8 +3,10 @@ import { UpstreamFailure } from "../dispatch/types.js";
 import { badRequest } from "../errors.js";
 import type { GoneSignal } from "../http/client-signal.js";
 import {
+  decodeWav,
   extendMockVideo,
   isMockSpeechFormat,
+  mockHeardText,
   mockImage,
   mockMusic,
   mockSpeech,
@@ -91,21 +93,20 @@ export interface MockTranscript {
   durationSeconds: number;
 }
 
-/** The mock hears only WAVs its own speech endpoint made; anything else is a clear 400. */
+/**
+ * The mock transcribes any WAV it can decode: its own speech word for word, any other recording
+ * as deterministic words drawn from its samples. Audio it cannot decode is a clear 400.
+ */
 export function mockTranscribe(audio: Uint8Array): MockTranscript {
   const info = readWavInfo(audio);
-  if (!info) {
+  const wav = info ? decodeWav(audio) : null;
+  if (!info || !wav) {
     throw badRequest(
-      "Invalid request: file: the audio could not be decoded; the mock provider reads WAV files.",
+      "Invalid request: file: the audio could not be decoded; the mock provider reads WAV files " +
+        "(PCM 8, 16, 24 or 32-bit, or 32-bit float).",
     );
   }
-  const text = transcribeMockWav(audio);
-  if (text === null) {
-    throw badRequest(
-      "Invalid request: file: the mock provider can only transcribe speech made by its own " +
-        "/v1/audio/speech endpoint (response_format wav); this WAV holds no such speech.",
-    );
-  }
+  const text = transcribeMockWav(audio) ?? mockHeardText(wav.data, info.durationSeconds);
   return { text, durationSeconds: info.durationSeconds };
 }
 
