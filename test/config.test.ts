@@ -70,6 +70,48 @@ describe("config validation", () => {
     expect(text).toMatch(/same key value is used twice/);
   });
 
+  it("names schema errors and reference errors together in one run", () => {
+    const problems = problemsOf({
+      providers: [
+        { id: "mock", wire: "mock" },
+        { id: "oa", wire: "openai", timeout_ms: "soon" },
+      ],
+      models: [
+        { name: "m", provider: "ghost", price_input_per_mtok: -1 },
+        { name: "n", provider: "mock", modality: "smell" },
+      ],
+      routes: [
+        { name: "r", steps: ["nothing", "m"] },
+        { name: "loop", steps: ["loop"] },
+      ],
+      accounts: [{ id: "a", tier: "platinum", keys: [{ id: "k", value: "sk-nope" }] }],
+    });
+    const text = problems.join("\n");
+    // Schema errors...
+    expect(text).toMatch(/providers\[1\]\.base_url: required for wire "openai"/);
+    expect(text).toMatch(/providers\[1\]\.timeout_ms/);
+    expect(text).toMatch(/models\[0\]\.price_input_per_mtok/);
+    expect(text).toMatch(/models\[1\]\.modality/);
+    expect(text).toMatch(/accounts\[0\]\.keys\[0\]\.value: must start with kn-/);
+    // ...and every cross-reference, in the same run.
+    expect(text).toMatch(/models\[0\]\.provider: unknown provider "ghost"/);
+    expect(text).toMatch(/routes\[0\]\.steps\[0\]: unknown model or route "nothing"/);
+    expect(text).toMatch(/routes\[1\]: route cycle loop -> loop/);
+    expect(text).toMatch(/accounts\[0\]\.tier: unknown tier "platinum"/);
+    expect(problems).toHaveLength(9);
+  });
+
+  it("skips references in entries of the wrong shape rather than failing on them", () => {
+    const problems = problemsOf({
+      providers: "none",
+      models: [7, { name: "m", provider: 3 }],
+      routes: [{ name: "r", steps: "m" }],
+      accounts: [null],
+    });
+    expect(problems.length).toBeGreaterThan(0);
+    expect(problems.join("\n")).not.toMatch(/unknown/);
+  });
+
   it("refuses route cycles, direct and nested", () => {
     const base = {
       providers: [{ id: "mock", wire: "mock" }],

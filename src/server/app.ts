@@ -8,7 +8,7 @@ import { installAccountRoutes } from "./routes/account.js";
 import { installAdminRoutes } from "./routes/admin.js";
 import { installDashboardRoutes } from "./routes/dashboard.js";
 import { installMediaRoutes } from "./routes/media.js";
-import { modelsRoute } from "./routes/models.js";
+import { modelRoute, modelsRoute } from "./routes/models.js";
 import { installPricingRoute } from "./routes/pricing.js";
 import type { Services } from "./services.js";
 
@@ -34,6 +34,7 @@ export function buildApp(s: Services, extraRoutes: RouteInstaller[] = []): Hono<
   app.use("/api/*", limit);
 
   app.get("/v1/models", modelsRoute(s));
+  app.get("/v1/models/:id{.+}", modelRoute(s));
   installPricingRoute(app, s);
   installAdminRoutes(app, s);
   app.use("/v1/*", requireKey(s.store, s.sharedKeys, s.options.now));

@@ -57,6 +57,19 @@ export async function startFakeOpenAIMedia(): Promise<FakeOpenAIMedia> {
         res.end(JSON.stringify({ created: 1_700_000_000, data, usage: { total_tokens: 42 } }));
         return;
       }
+      if (path === "/v1/images/edits") {
+        void answerEdit(req.headers["content-type"] ?? "", body).then(([status, answer]) => {
+          res.writeHead(status, { "content-type": "application/json" });
+          res.end(JSON.stringify(answer));
+        });
+        return;
+      }
+      if (path === "/v1/embeddings") {
+        const [status, answer] = answerEmbeddings(body);
+        res.writeHead(status, { "content-type": "application/json" });
+        res.end(JSON.stringify(answer));
+        return;
+      }
       if (path === "/v1/audio/speech") {
         res.writeHead(200, { "content-type": "audio/mpeg" });
         res.end(fakeSpeechBytes);
@@ -89,4 +102,65 @@ export async function startFakeOpenAIMedia(): Promise<FakeOpenAIMedia> {
         server.closeAllConnections();
       }),
   };
+}
+
+const invalid = (message: string): [number, object] => [
+  400,
+  { error: { message, type: "invalid_request_error", param: null, code: null } },
+];
+
+/** OpenAI's image edits: a multipart form with the image(s), a prompt and a model. */
+async function answerEdit(contentType: string, body: Buffer): Promise<[number, object]> {
+  let form: FormData;
+  try {
+    form = await new Response(body, { headers: { "content-type": contentType } }).formData();
+  } catch {
+    return invalid("expected multipart/form-data");
+  }
+  const images = [...form.getAll("image"), ...form.getAll("image[]")];
+  if (images.length === 0 || images.some((image) => typeof image === "string")) {
+    return invalid("image is required");
+  }
+  const prompt = form.get("prompt");
+  const model = form.get("model");
+  if (typeof prompt !== "string" || typeof model !== "string") {
+    return invalid("prompt and model are required");
+  }
+  const size = form.get("size");
+  const n = Number(form.get("n") ?? 1);
+  const data = Array.from({ length: n }, (_, i) => ({
+    b64_json: mockImage(
+      `${prompt} edited upstream ${i}`,
+      typeof size === "string" ? size : "64x64",
+    ).toString("base64"),
+  }));
+  return [200, { created: 1_700_000_001, data, usage: { total_tokens: 17 } }];
+}
+
+/** OpenAI's embeddings: fixed small vectors, in float or base64 as asked. */
+function answerEmbeddings(body: Buffer): [number, object] {
+  let json: { model?: unknown; input?: unknown; encoding_format?: unknown };
+  try {
+    json = JSON.parse(body.toString("utf8"));
+  } catch {
+    return invalid("body must be JSON");
+  }
+  if (typeof json.model !== "string" || json.input === undefined) {
+    return invalid("model and input are required");
+  }
+  const inputs =
+    Array.isArray(json.input) && typeof json.input[0] !== "number" ? json.input : [json.input];
+  const vector = [0.6, 0.8];
+  const data = inputs.map((_, index) => ({
+    object: "embedding",
+    index,
+    embedding:
+      json.encoding_format === "base64"
+        ? Buffer.from(new Float32Array(vector).buffer).toString("base64")
+        : vector,
+  }));
+  return [
+    200,
+    { object: "list", data, model: json.model, usage: { prompt_tokens: 9, total_tokens: 9 } },
+  ];
 }

@@ -52,6 +52,8 @@ export type Reply =
       steps: SseStep[];
       /** `destroy` cuts the connection after the last step: a stream that broke midway. */
       end?: "close" | "destroy";
+      /** Send nothing, not even the headers, for this long (a provider holding them through prefill). */
+      holdHeadersMs?: number;
     }
   /** Never answers; the connection is cut when the server closes. */
   | { kind: "hang" };
@@ -71,6 +73,8 @@ const gateTimeoutMs = 5_000;
 export class FakeUpstream {
   readonly requests: RecordedRequest[] = [];
   readonly sent: SentStep[] = [];
+  /** When each SSE answer's headers went out. */
+  readonly headersSentAt: number[] = [];
   /** Requests whose connection the gateway closed before the fake finished answering. */
   aborted = 0;
   private readonly queued: Reply[] = [];
@@ -139,6 +143,7 @@ export class FakeUpstream {
     this.requests.length = 0;
     this.refused.length = 0;
     this.sent.length = 0;
+    this.headersSentAt.length = 0;
     this.queued.length = 0;
     this.aborted = 0;
     this.handler =
@@ -232,8 +237,11 @@ export class FakeUpstream {
       res.end(text);
       return;
     }
+    if (reply.holdHeadersMs) await sleep(reply.holdHeadersMs);
+    if (res.destroyed) return;
     res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
     res.flushHeaders();
+    this.headersSentAt.push(Date.now());
     for (const [index, step] of reply.steps.entries()) {
       if (step.delayMs) await sleep(step.delayMs);
       if (step.gate) await Promise.race([step.gate, sleep(gateTimeoutMs)]);

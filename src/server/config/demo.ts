@@ -44,6 +44,7 @@ export const demoConfig: ConfigInput = {
     { name: "mock-whisper", provider: "mock", modality: "transcription", price_per_unit: 100 },
     { name: "mock-music", provider: "mock", modality: "music", price_per_unit: 200 },
     { name: "mock-video", provider: "mock", modality: "video", price_per_unit: 1500 },
+    { name: "mock-embed", provider: "mock", modality: "embedding", price_input_per_mtok: 300 },
   ],
   routes: [{ name: "mock-auto", steps: ["mock-flaky", "mock-gpt"] }],
   accounts: [

@@ -38,11 +38,10 @@ export function parseConfig(
   const substituted = substituteEnv(raw, env, [], problems);
   const parsed = configSchema.safeParse(substituted);
   if (!parsed.success) problems.push(...formatZodError(parsed.error));
-  if (problems.length > 0) throw new ConfigError(problems, source);
-  const config = parsed.data as GatewayConfig;
-  problems.push(...crossReferenceProblems(config));
-  if (problems.length > 0) throw new ConfigError(problems, source);
-  return config;
+  // References are checked on what parsed, or else on the raw value, so one run names every bad path.
+  problems.push(...crossReferenceProblems(parsed.success ? parsed.data : substituted));
+  if (problems.length > 0 || !parsed.success) throw new ConfigError(problems, source);
+  return parsed.data;
 }
 
 function substituteEnv(
@@ -82,57 +81,110 @@ function formatPath(path: readonly PropertyKey[]): string {
     .join("");
 }
 
-function crossReferenceProblems(config: GatewayConfig): string[] {
+type Entry = Record<string, unknown>;
+
+/** The entries of a config list, read leniently: the schema reports wrong shapes. */
+function entries(value: unknown): Entry[] {
+  if (!Array.isArray(value)) return [];
+  return value.map((v) => (v && typeof v === "object" && !Array.isArray(v) ? (v as Entry) : {}));
+}
+
+function text(value: unknown): string | undefined {
+  return typeof value === "string" ? value : undefined;
+}
+
+/**
+ * Names, ids, references and rules that span fields, across the config; a value the schema
+ * refused is skipped here.
+ */
+function crossReferenceProblems(raw: unknown): string[] {
+  const config = raw && typeof raw === "object" ? (raw as Entry) : {};
   const problems: string[] = [];
   const providers = new Set<string>();
-  config.providers.forEach((p, i) => {
-    if (providers.has(p.id)) problems.push(`providers[${i}].id: duplicate id "${p.id}"`);
-    providers.add(p.id);
+  entries(config.providers).forEach((p, i) => {
+    const id = text(p.id);
+    if (id === undefined) return;
+    if (providers.has(id)) problems.push(`providers[${i}].id: duplicate id "${id}"`);
+    providers.add(id);
+  });
+  entries(config.providers).forEach((p, i) => {
+    const wire = text(p.wire);
+    if ((wire === "openai" || wire === "anthropic") && p.base_url === undefined) {
+      problems.push(`providers[${i}].base_url: required for wire "${wire}"`);
+    }
   });
   const models = new Set<string>();
-  config.models.forEach((m, i) => {
-    if (models.has(m.name)) problems.push(`models[${i}].name: duplicate name "${m.name}"`);
-    models.add(m.name);
-    if (!providers.has(m.provider)) {
-      problems.push(`models[${i}].provider: unknown provider "${m.provider}"`);
+  entries(config.models).forEach((m, i) => {
+    const name = text(m.name);
+    const provider = text(m.provider);
+    if (name !== undefined) {
+      if (models.has(name)) problems.push(`models[${i}].name: duplicate name "${name}"`);
+      models.add(name);
+    }
+    if (provider !== undefined && !providers.has(provider)) {
+      problems.push(`models[${i}].provider: unknown provider "${provider}"`);
     }
   });
   const routes = new Map<string, string[]>();
-  config.routes.forEach((r, i) => {
+  const routeEntries = entries(config.routes).map((r) => ({
+    name: text(r.name),
+    steps: Array.isArray(r.steps) ? r.steps.map(text) : [],
+  }));
+  routeEntries.forEach((r, i) => {
+    if (r.name === undefined) return;
     if (models.has(r.name)) problems.push(`routes[${i}].name: "${r.name}" is also a model name`);
     if (routes.has(r.name)) problems.push(`routes[${i}].name: duplicate name "${r.name}"`);
-    routes.set(r.name, r.steps);
+    routes.set(
+      r.name,
+      r.steps.filter((step): step is string => step !== undefined),
+    );
   });
-  config.routes.forEach((r, i) => {
+  routeEntries.forEach((r, i) => {
     r.steps.forEach((step, j) => {
-      if (!models.has(step) && !routes.has(step)) {
+      if (step !== undefined && !models.has(step) && !routes.has(step)) {
         problems.push(`routes[${i}].steps[${j}]: unknown model or route "${step}"`);
       }
     });
-    const cycle = findCycle(r.name, routes);
+    const cycle = r.name === undefined ? null : findCycle(r.name, routes);
     if (cycle) problems.push(`routes[${i}]: route cycle ${cycle.join(" -> ")}`);
   });
-  const tierNames = new Set([...Object.keys(config.tiers), "free"]);
+  const tiers = config.tiers && typeof config.tiers === "object" ? config.tiers : {};
+  const tierNames = new Set([...Object.keys(tiers), "free"]);
   const keyIds = new Set<string>();
-  const keyValues = new Set<string>(config.admin_keys);
+  const keyValues = new Set<string>(
+    Array.isArray(config.admin_keys) ? config.admin_keys.filter((k) => typeof k === "string") : [],
+  );
   const accountIds = new Set<string>();
-  config.accounts.forEach((a, i) => {
-    if (accountIds.has(a.id)) problems.push(`accounts[${i}].id: duplicate id "${a.id}"`);
-    accountIds.add(a.id);
-    if (!tierNames.has(a.tier)) problems.push(`accounts[${i}].tier: unknown tier "${a.tier}"`);
-    a.byok?.forEach((b, j) => {
-      if (!providers.has(b.provider)) {
-        problems.push(`accounts[${i}].byok[${j}].provider: unknown provider "${b.provider}"`);
+  entries(config.accounts).forEach((a, i) => {
+    const id = text(a.id);
+    if (id !== undefined) {
+      if (accountIds.has(id)) problems.push(`accounts[${i}].id: duplicate id "${id}"`);
+      accountIds.add(id);
+    }
+    const tier = a.tier === undefined ? "free" : text(a.tier);
+    if (tier !== undefined && !tierNames.has(tier)) {
+      problems.push(`accounts[${i}].tier: unknown tier "${tier}"`);
+    }
+    entries(a.byok).forEach((b, j) => {
+      const provider = text(b.provider);
+      if (provider !== undefined && !providers.has(provider)) {
+        problems.push(`accounts[${i}].byok[${j}].provider: unknown provider "${provider}"`);
       }
     });
-    a.keys.forEach((k, j) => {
-      if (keyIds.has(k.id))
-        problems.push(`accounts[${i}].keys[${j}].id: duplicate key id "${k.id}"`);
-      keyIds.add(k.id);
-      if (keyValues.has(k.value)) {
+    entries(a.keys).forEach((k, j) => {
+      const keyId = text(k.id);
+      if (keyId !== undefined) {
+        if (keyIds.has(keyId)) {
+          problems.push(`accounts[${i}].keys[${j}].id: duplicate key id "${keyId}"`);
+        }
+        keyIds.add(keyId);
+      }
+      const value = text(k.value);
+      if (value === undefined) return;
+      if (keyValues.has(value)) {
         problems.push(`accounts[${i}].keys[${j}].value: the same key value is used twice`);
       }
-      keyValues.add(k.value);
+      keyValues.add(value);
     });
   });
   return problems;

@@ -16,6 +16,7 @@ export const modalities = [
   "music",
   "video",
   "embedding",
+  "edit",
 ] as const;
 export type Modality = (typeof modalities)[number];
 
@@ -43,16 +44,8 @@ export const providerSchema = z
     unsupported_tools: z.enum(["omit", "reject"]).default("omit"),
     mock: mockOptions.optional(),
   })
-  .strict()
-  .superRefine((p, ctx) => {
-    if (p.wire !== "mock" && !p.base_url) {
-      ctx.addIssue({
-        code: "custom",
-        path: ["base_url"],
-        message: `required for wire "${p.wire}"`,
-      });
-    }
-  });
+  // base_url is required for the HTTP wires: checked in load.ts, so it shows beside other errors.
+  .strict();
 
 export const modelSchema = z
   .object({

@@ -3,7 +3,6 @@ import type { ByokRow, ProviderRow } from "../../store/types.js";
 import { GatewayError, upstreamRejection } from "../errors.js";
 import type { GoneSignal } from "../http/client-signal.js";
 import { outputLimit, rewritesBody, StreamBroken } from "./bridges.js";
-import { awaitFirstPiece, type FirstPiece } from "./first-piece.js";
 import type { KeyPools } from "./key-pool.js";
 import type { Target } from "./resolve.js";
 import {
@@ -15,6 +14,7 @@ import {
   OutputLimitRejected,
   type ProviderAdapter,
   type StreamCompletion,
+  type StreamPiece,
   UnsupportedRequest,
   UpstreamFailure,
 } from "./types.js";
@@ -24,8 +24,10 @@ export interface DispatchOutcome<T = CompletionResult> {
   attempt: Attempt;
 }
 
-/** A text completion as the client gets it; a stream comes with its first piece already awaited. */
-export type ServedCompletion = JsonCompletion | (StreamCompletion & { first: FirstPiece });
+/** A text completion as the client gets it; a stream comes with its first piece already read. */
+export type ServedCompletion =
+  | JsonCompletion
+  | (StreamCompletion & { first: IteratorResult<StreamPiece> });
 
 export interface DispatchOptions {
   byok: ByokRow[];
@@ -50,14 +52,13 @@ export class Dispatcher {
 
   /**
    * Text completions: the adapter of each attempt's wire answers in the client's style. A stream
-   * that fails before its first piece (within `firstPieceMs`) has sent the client nothing, so it
+   * that fails before its first piece has sent the client nothing but keepalive comments, so it
    * counts as a failed attempt: a route or credential chain moves on to the next.
    */
   dispatch(
     target: Target,
     req: CompletionRequest,
     options: DispatchOptions,
-    firstPieceMs: number,
   ): Promise<DispatchOutcome<ServedCompletion>> {
     return this.dispatchWith<ServedCompletion>(target, req.signal, options, async (attempt) => {
       let result: CompletionResult;
@@ -67,8 +68,12 @@ export class Dispatcher {
         throw explainOutputLimit(err, req, attempt);
       }
       if (result.kind === "json") return { value: result, streaming: false };
-      const first = await awaitFirstPiece(result.pieces, firstPieceMs);
-      if (first.kind === "error") throw attemptFailure(first.error);
+      let first: IteratorResult<StreamPiece>;
+      try {
+        first = await result.pieces.next();
+      } catch (err) {
+        throw attemptFailure(err);
+      }
       return { value: Object.assign(result, { first }), streaming: true };
     });
   }

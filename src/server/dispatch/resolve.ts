@@ -49,9 +49,15 @@ export const noWireForModality = (modality: string) =>
     `No active endpoint serves the ${modality} modality for this model.`,
   );
 
-/** Keeps the models that serve the route's modality; none left is the spec's no_wire_for_modality. */
-export function forModality(target: Target, modality: string): Target {
-  const models = target.models.filter((m) => m.modality === modality);
+/**
+ * Keeps the models that serve the route's modality (any of `served`, when models of several
+ * modalities can); none left is the spec's no_wire_for_modality.
+ */
+export function forModality(target: Target, modality: string, served?: readonly string[]): Target {
+  const models =
+    served === undefined
+      ? target.models.filter((m) => m.modality === modality)
+      : target.models.filter((m) => served.includes(m.modality));
   if (models.length === 0) throw noWireForModality(modality);
   return models.length === target.models.length ? target : { ...target, models };
 }

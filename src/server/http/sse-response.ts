@@ -1,5 +1,4 @@
 import type { ServerResponse } from "node:http";
-import type { FirstPiece } from "../dispatch/first-piece.js";
 import type { StreamPiece } from "../dispatch/types.js";
 
 const encoder = new TextEncoder();
@@ -14,9 +13,8 @@ export interface StreamEnd {
 }
 
 export interface SseStream {
-  first: FirstPiece;
+  first: IteratorResult<StreamPiece>;
   pieces: AsyncIterator<StreamPiece>;
-  keepaliveMs: number;
   headers: Record<string, string>;
   /** The event that tells the client, in the route's style, that the stream broke. */
   errorEvent: (err: unknown) => string;
@@ -46,39 +44,57 @@ const sseHeaders = {
 };
 
 /**
- * Answers with an SSE stream fed from an iterator, keepalive comments while the first piece is
- * pending, and `errorEvent` (never a clean end) when the stream breaks after it started. The
- * pieces go straight to the Node socket: the headers leave with the first piece and pieces that
- * are ready together share one write, which a web ReadableStream body cannot do.
+ * A 200 committed before the answer is known: SSE headers and a keepalive comment now, one more
+ * every `keepaliveMs`, until the answer starts (`sendSse`) or never comes (`fail`).
  */
-export function sendSse(outgoing: ServerResponse, stream: SseStream): void {
-  outgoing.writeHead(200, { ...sseHeaders, ...stream.headers });
+export class KeptAlive {
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(
+    private readonly outgoing: ServerResponse,
+    headers: Record<string, string>,
+    keepaliveMs: number,
+  ) {
+    outgoing.writeHead(200, { ...sseHeaders, ...headers });
+    outgoing.write(keepaliveComment);
+    this.timer = setInterval(() => {
+      if (!outgoing.destroyed) outgoing.write(keepaliveComment);
+    }, keepaliveMs);
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+  }
+
+  /** Ends the stream with `event`, the route's error event: no answer came. */
+  fail(event: string): void {
+    this.stop();
+    if (this.outgoing.destroyed) return;
+    this.outgoing.end(event);
+  }
+}
+
+/**
+ * Answers with an SSE stream fed from an iterator, and `errorEvent` (never a clean end) when the
+ * stream breaks after it started. The pieces go straight to the Node socket: the headers leave
+ * with the first piece (unless `keptAlive` committed them already) and pieces that are ready
+ * together share one write, which a web ReadableStream body cannot do.
+ */
+export function sendSse(outgoing: ServerResponse, stream: SseStream, keptAlive?: KeptAlive): void {
+  if (keptAlive) keptAlive.stop();
+  else outgoing.writeHead(200, { ...sseHeaders, ...stream.headers });
   void pump(nodeSink(outgoing), stream);
 }
 
 async function pump(sink: Sink, s: SseStream): Promise<void> {
   let delivered = false;
-  let keepalive: NodeJS.Timeout | undefined;
-  const finish = (end: Omit<StreamEnd, "delivered">) => {
-    clearInterval(keepalive);
-    s.onEnd({ delivered, ...end });
-  };
-  let next: Promise<IteratorResult<StreamPiece>>;
-  if (s.first.kind === "pending") {
-    next = s.first.promise;
-    sink.write(keepaliveComment);
-    keepalive = setInterval(() => sink.write(keepaliveComment), s.keepaliveMs);
-  } else if (s.first.kind === "piece") {
-    next = Promise.resolve(s.first.result);
-  } else {
-    next = Promise.reject(s.first.error);
-  }
+  const finish = (end: Omit<StreamEnd, "delivered">) => s.onEnd({ delivered, ...end });
+  let next = Promise.resolve(s.first);
   // The closing event waits here until the stream's charge is committed.
   let closing: Uint8Array | undefined;
   try {
     for (;;) {
       const result = await next;
-      clearInterval(keepalive);
       if (sink.closed) {
         void s.pieces.return?.(undefined).catch(() => {});
         finish({ cancelled: true });

@@ -15,6 +15,7 @@ export {
   type ImageSize,
   MAX_IMAGE_SIDE,
   mockImage,
+  mockImageEdit,
   parseSize,
   readPngSize,
 } from "./png.js";
@@ -23,6 +24,7 @@ export {
   MOCK_SPEECH_SAMPLE_RATE,
   type MockSpeechFormat,
   type MockSpeechOptions,
+  mockHeardText,
   mockSpeech,
   speechContentType,
   speechSeconds,
@@ -39,4 +41,4 @@ export {
   type MockVideoOptions,
   mockVideo,
 } from "./video.js";
-export { encodeWav, readWavInfo, type WavInfo } from "./wav.js";
+export { type DecodedWav, decodeWav, encodeWav, readWavInfo, type WavInfo } from "./wav.js";

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { deflateSync, inflateSync } from "node:zlib";
 import { asBuffer } from "./bytes.js";
 import { hslToRgb, mixRgb, type Rgb } from "./color.js";
@@ -290,4 +291,56 @@ function paeth(left: number, up: number, upLeft: number): number {
 
 function isSide(value: number): boolean {
   return Number.isInteger(value) && value >= 1 && value <= MAX_IMAGE_SIDE;
+}
+
+/**
+ * The mock's edit of `image`: a picture painted from the prompt (and the image's bytes, so each
+ * image gets its own), laid where the mask is transparent, or blended half over the whole image
+ * without a mask. Images `encodePng` did not write are not decoded: the painting stands alone.
+ * Same inputs, same bytes.
+ */
+export function mockImageEdit(
+  image: Uint8Array,
+  prompt: string,
+  size: string | undefined,
+  mask?: Uint8Array,
+): Buffer {
+  const dimensions = (size && size !== "auto" ? parseSize(size) : null) ??
+    readPngSize(image) ?? { ...AUTO_SIZE };
+  const { width, height } = dimensions;
+  const seed = createHash("sha256").update(image).digest("hex");
+  const painting = decodeRgbaPng(mockImage(`${prompt}\n${seed}`, `${width}x${height}`));
+  if (!painting) throw new Error("the mock painting did not decode");
+  const original = decodeRgbaPng(image);
+  if (!original) return encodePng(width, height, painting.rgba);
+  const base = resample(original, dimensions);
+  const decodedMask = mask ? decodeRgbaPng(mask) : null;
+  const maskPixels = decodedMask ? resample(decodedMask, dimensions) : null;
+  const out = new Uint8Array(width * height * 4);
+  for (let i = 0; i < out.length; i += 4) {
+    const repaint = maskPixels ? maskPixels[i + 3] === 0 : undefined;
+    for (let channel = 0; channel < 4; channel++) {
+      const old = base[i + channel];
+      const fresh = painting.rgba[i + channel];
+      out[i + channel] = repaint === undefined ? (old + fresh + 1) >> 1 : repaint ? fresh : old;
+    }
+  }
+  return encodePng(width, height, out);
+}
+
+/** Nearest-neighbour resampling of RGBA pixels to another size. */
+function resample(from: ImageSize & { rgba: Uint8Array }, to: ImageSize): Uint8Array {
+  if (from.width === to.width && from.height === to.height) return from.rgba;
+  const out = new Uint8Array(to.width * to.height * 4);
+  for (let y = 0; y < to.height; y++) {
+    const sy = Math.floor((y * from.height) / to.height);
+    for (let x = 0; x < to.width; x++) {
+      const sx = Math.floor((x * from.width) / to.width);
+      out.set(
+        from.rgba.subarray((sy * from.width + sx) * 4, (sy * from.width + sx) * 4 + 4),
+        (y * to.width + x) * 4,
+      );
+    }
+  }
+  return out;
 }

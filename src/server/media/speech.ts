@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { asBuffer } from "./bytes.js";
 import { crc32 } from "./crc32.js";
 import {
@@ -10,7 +11,8 @@ import {
   symbolLength,
   writeByteSymbol,
 } from "./fsk.js";
-import { encodeWav, int16ToLe, leToInt16, readWavPcm16Mono } from "./wav.js";
+import { SeededRandom } from "./seed.js";
+import { decodeWav, encodeWav, int16ToLe, leToInt16 } from "./wav.js";
 
 /**
  * Mock text-to-speech whose audio carries its own transcript (see fsk.ts), laid out with the
@@ -97,8 +99,66 @@ export function mockSpeechSamples(text: string, sampleRate = MOCK_SPEECH_SAMPLE_
 
 /** The text a mock-speech WAV says; null for any audio the mock did not make. */
 export function transcribeMockWav(buf: Uint8Array): string | null {
-  const pcm = readWavPcm16Mono(buf);
-  return pcm ? decodeSamples(pcm.samples, pcm.sampleRate) : null;
+  const wav = decodeWav(buf);
+  return wav ? decodeSamples(wav.samples, wav.sampleRate) : null;
+}
+
+const HEARD_WORDS = [
+  "the",
+  "signal",
+  "carries",
+  "a",
+  "quiet",
+  "voice",
+  "over",
+  "steady",
+  "noise",
+  "and",
+  "someone",
+  "speaks",
+  "about",
+  "weather",
+  "trains",
+  "music",
+  "coffee",
+  "tomorrow",
+  "morning",
+  "meeting",
+  "plans",
+  "numbers",
+  "water",
+  "light",
+  "window",
+  "garden",
+  "city",
+  "river",
+  "road",
+  "story",
+  "question",
+  "answer",
+  "again",
+  "slowly",
+  "clearly",
+  "today",
+  "later",
+  "maybe",
+] as const;
+
+/**
+ * What the mock hears in a recording it did not make: sentences of plain words, about two and a
+ * half a second, drawn from a hash of the samples. Same recording, same words.
+ */
+export function mockHeardText(data: Uint8Array, seconds: number): string {
+  const random = new SeededRandom("transcript", createHash("sha256").update(data).digest("hex"));
+  const total = Math.min(2_000, Math.max(3, Math.round(seconds * 2.5)));
+  const sentences: string[] = [];
+  for (let said = 0; said < total; ) {
+    const length = Math.min(total - said, random.int(4, 12));
+    const words = Array.from({ length }, () => random.pick(HEARD_WORDS));
+    sentences.push(`${words[0][0].toUpperCase()}${words.join(" ").slice(1)}.`);
+    said += length;
+  }
+  return sentences.join(" ");
 }
 
 /** Same for headerless 16-bit little-endian mono PCM, whose sample rate the caller must know. */

@@ -1,5 +1,12 @@
 import { describe, expect, it } from "vitest";
-import { encodeWav, int16ToLe, leToInt16, readWavInfo, readWavPcm16Mono } from "./wav.js";
+import {
+  decodeWav,
+  encodeWav,
+  int16ToLe,
+  leToInt16,
+  readWavInfo,
+  readWavPcm16Mono,
+} from "./wav.js";
 
 describe("encodeWav", () => {
   it("writes a canonical PCM 16-bit mono header with consistent sizes", () => {
@@ -89,5 +96,54 @@ describe("int16ToLe / leToInt16", () => {
     const bytes = int16ToLe(samples);
     expect([...bytes.subarray(0, 4)]).toEqual([1, 0, 0xfe, 0xff]);
     expect(leToInt16(bytes)).toEqual(samples);
+  });
+});
+
+describe("decodeWav", () => {
+  /** A stereo WAV in `fmt` (16 or 40 bytes) with `data`, headers consistent. */
+  function wavWith(fmt: Buffer, data: Buffer): Buffer {
+    const chunk = (id: string, body: Buffer) => {
+      const head = Buffer.alloc(8);
+      head.write(id, 0, "latin1");
+      head.writeUInt32LE(body.length, 4);
+      return Buffer.concat([head, body]);
+    };
+    return chunk(
+      "RIFF",
+      Buffer.concat([Buffer.from("WAVE"), chunk("fmt ", fmt), chunk("data", data)]),
+    );
+  }
+  function fmt(tag: number, bits: number, subFormat?: number): Buffer {
+    const out = Buffer.alloc(subFormat === undefined ? 16 : 40);
+    out.writeUInt16LE(tag, 0);
+    out.writeUInt16LE(2, 2);
+    out.writeUInt32LE(8000, 4);
+    out.writeUInt32LE(8000 * 2 * (bits / 8), 8);
+    out.writeUInt16LE(2 * (bits / 8), 12);
+    out.writeUInt16LE(bits, 14);
+    if (subFormat !== undefined) out.writeUInt16LE(subFormat, 24);
+    return out;
+  }
+
+  it("averages channels and scales every sample format to 16 bits", () => {
+    const u8 = Buffer.from([128, 128, 255, 1, 0, 0]);
+    expect([...(decodeWav(wavWith(fmt(1, 8), u8))?.samples ?? [])]).toEqual([0, 0, -32767]);
+    const f32 = Buffer.alloc(16);
+    f32.writeFloatLE(0.5, 0);
+    f32.writeFloatLE(0.5, 4);
+    f32.writeFloatLE(2, 8); // out of range: clamped
+    f32.writeFloatLE(Number.NaN, 12); // silence
+    expect([...(decodeWav(wavWith(fmt(3, 32), f32))?.samples ?? [])]).toEqual([16384, 16384]);
+    const s24 = Buffer.alloc(6);
+    s24.writeIntLE(-8388608, 0, 3);
+    s24.writeIntLE(-8388608, 3, 3);
+    expect([...(decodeWav(wavWith(fmt(0xfffe, 24, 1), s24))?.samples ?? [])]).toEqual([-32767]);
+    expect(decodeWav(wavWith(fmt(0xfffe, 32, 3), f32))?.encoding).toBe("float");
+  });
+
+  it("returns null for an EXTENSIBLE sub-format it cannot read, which readWavInfo still describes", () => {
+    const alaw = wavWith(fmt(0xfffe, 16, 6), Buffer.alloc(8));
+    expect(readWavInfo(alaw)).toMatchObject({ channels: 2 });
+    expect(decodeWav(alaw)).toBeNull();
   });
 });

@@ -75,8 +75,85 @@ export function readWavPcm16Mono(
   };
 }
 
+/** Any WAV the reader understands, mixed down to mono 16-bit samples, with its raw data bytes. */
+export interface DecodedWav {
+  sampleRate: number;
+  channels: number;
+  bitsPerSample: number;
+  encoding: "pcm" | "float";
+  samples: Int16Array;
+  /** The data chunk as stored: what a fingerprint of the recording is taken from. */
+  data: Buffer;
+}
+
+/**
+ * Decodes PCM (8-bit unsigned, 16, 24, 32 and 64-bit signed) and IEEE float (32, 64-bit) WAVs,
+ * plain or WAVE_FORMAT_EXTENSIBLE, any channel count and rate; channels are averaged.
+ */
+export function decodeWav(buf: Uint8Array): DecodedWav | null {
+  const wav = asBuffer(buf);
+  const layout = locateWav(wav);
+  if (!layout) return null;
+  const { format, dataOffset, dataBytes } = layout;
+  const { encoding } = format;
+  const read = sampleReader(format);
+  if (!read || encoding === null) return null;
+  const data = wav.subarray(dataOffset, dataOffset + dataBytes);
+  const frames = Math.floor(dataBytes / format.blockAlign);
+  const bytesPerSample = format.bitsPerSample / 8;
+  const samples = new Int16Array(frames);
+  for (let frame = 0; frame < frames; frame++) {
+    let sum = 0;
+    for (let channel = 0; channel < format.channels; channel++) {
+      sum += read(data, frame * format.blockAlign + channel * bytesPerSample);
+    }
+    const value = Math.round((sum / format.channels) * 32767);
+    samples[frame] = Math.max(-32768, Math.min(32767, value));
+  }
+  return {
+    sampleRate: format.sampleRate,
+    channels: format.channels,
+    bitsPerSample: format.bitsPerSample,
+    encoding,
+    samples,
+    data,
+  };
+}
+
+/** Reads one sample at an offset as a value in [-1, 1]; null for a layout with no such samples. */
+function sampleReader(format: WavFormat): ((data: Buffer, at: number) => number) | null {
+  if (format.encoding === null) return null;
+  if (format.encoding === "float") {
+    if (format.bitsPerSample === 32) return (data, at) => clampUnit(data.readFloatLE(at));
+    if (format.bitsPerSample === 64) return (data, at) => clampUnit(data.readDoubleLE(at));
+    return null;
+  }
+  switch (format.bitsPerSample) {
+    case 8:
+      return (data, at) => (data[at] - 128) / 128;
+    case 16:
+      return (data, at) => data.readInt16LE(at) / 32768;
+    case 24:
+      return (data, at) => data.readIntLE(at, 3) / 8388608;
+    case 32:
+      return (data, at) => data.readInt32LE(at) / 2147483648;
+    case 64:
+      return (data, at) => Number(data.readBigInt64LE(at)) / 2 ** 63;
+    default:
+      return null;
+  }
+}
+
+/** NaN and out-of-range floats (allowed in float WAVs) become silence or full scale. */
+function clampUnit(value: number): number {
+  if (Number.isNaN(value)) return 0;
+  return Math.max(-1, Math.min(1, value));
+}
+
 interface WavFormat {
   formatTag: number;
+  /** What the samples are (for WAVE_FORMAT_EXTENSIBLE, its sub-format says); null if unknown. */
+  encoding: "pcm" | "float" | null;
   channels: number;
   sampleRate: number;
   blockAlign: number;
@@ -92,7 +169,7 @@ function locateWav(
   for (const chunk of readChunks(wav, 12, riff.end)) {
     if (chunk.id === "fmt ") {
       if (chunk.truncated || chunk.size < 16) return null;
-      format = parseFormat(wav, chunk.dataOffset);
+      format = parseFormat(wav, chunk.dataOffset, chunk.size);
       if (!format) return null;
     } else if (chunk.id === "data") {
       // fmt must come first: readers that stream cannot interpret samples they have not met.
@@ -105,16 +182,25 @@ function locateWav(
   return null;
 }
 
-function parseFormat(wav: Buffer, offset: number): WavFormat | null {
+function parseFormat(wav: Buffer, offset: number, size: number): WavFormat | null {
+  const formatTag = wav.readUInt16LE(offset);
+  let encoding: "pcm" | "float" | null =
+    formatTag === FORMAT_PCM ? "pcm" : formatTag === FORMAT_IEEE_FLOAT ? "float" : null;
+  // WAVE_FORMAT_EXTENSIBLE names the real format in the first two bytes of its sub-format GUID.
+  if (formatTag === FORMAT_EXTENSIBLE && size >= 40) {
+    const subFormat = wav.readUInt16LE(offset + 24);
+    encoding = subFormat === FORMAT_PCM ? "pcm" : subFormat === FORMAT_IEEE_FLOAT ? "float" : null;
+  }
   const format: WavFormat = {
-    formatTag: wav.readUInt16LE(offset),
+    formatTag,
+    encoding,
     channels: wav.readUInt16LE(offset + 2),
     sampleRate: wav.readUInt32LE(offset + 4),
     blockAlign: wav.readUInt16LE(offset + 12),
     bitsPerSample: wav.readUInt16LE(offset + 14),
   };
   const byteRate = wav.readUInt32LE(offset + 8);
-  const knownTag = [FORMAT_PCM, FORMAT_IEEE_FLOAT, FORMAT_EXTENSIBLE].includes(format.formatTag);
+  const knownTag = encoding !== null || formatTag === FORMAT_EXTENSIBLE;
   const validBits = [8, 16, 24, 32, 64].includes(format.bitsPerSample);
   if (!knownTag || !validBits || format.channels === 0) return null;
   if (format.sampleRate === 0 || format.sampleRate > MAX_SAMPLE_RATE) return null;

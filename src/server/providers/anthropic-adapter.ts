@@ -8,12 +8,14 @@ import {
   withRewrite,
   withStreamEstimate,
 } from "../dispatch/bridges.js";
-import type {
-  Attempt,
-  CompletionRequest,
-  CompletionResult,
-  ProviderAdapter,
+import {
+  type Attempt,
+  type CompletionRequest,
+  type CompletionResult,
+  type ProviderAdapter,
+  UpstreamFailure,
 } from "../dispatch/types.js";
+import type { GoneSignal } from "../http/client-signal.js";
 import type { MessagesResponse } from "../wire/anthropic-types.js";
 import { parseSSE } from "../wire/sse.js";
 import { messagesOutputText } from "../wire/usage.js";
@@ -26,13 +28,8 @@ export class AnthropicAdapter implements ProviderAdapter {
   constructor(private readonly http: UpstreamHttp) {}
 
   async complete(attempt: Attempt, req: CompletionRequest): Promise<CompletionResult> {
-    const { provider, credential } = attempt;
-    const headers: Record<string, string> = {
-      "content-type": "application/json",
-      "anthropic-version": anthropicVersion,
-    };
-    if (credential.secret) headers["x-api-key"] = credential.secret;
-    if (req.anthropicBeta) headers["anthropic-beta"] = req.anthropicBeta;
+    const { provider } = attempt;
+    const headers = anthropicHeaders(attempt, req.anthropicBeta);
     const rewrite: Rewrite = { omittedTools: [] };
     const payload = JSON.stringify(toMessagesRequest(req, attempt, rewrite));
     const url = joinUrl(provider.base_url ?? "", "/messages");
@@ -60,4 +57,37 @@ export class AnthropicAdapter implements ProviderAdapter {
       rewrite,
     );
   }
+}
+
+function anthropicHeaders(attempt: Attempt, beta: string | undefined): Record<string, string> {
+  const headers: Record<string, string> = {
+    "content-type": "application/json",
+    "anthropic-version": anthropicVersion,
+  };
+  if (attempt.credential.secret) headers["x-api-key"] = attempt.credential.secret;
+  if (beta) headers["anthropic-beta"] = beta;
+  return headers;
+}
+
+/** The provider's own count of a Messages body's input tokens (its `/messages/count_tokens`). */
+export async function anthropicCountTokens(
+  http: UpstreamHttp,
+  attempt: Attempt,
+  body: Record<string, unknown>,
+  beta: string | undefined,
+  signal: GoneSignal,
+): Promise<number> {
+  const answer = await http.postJson<{ input_tokens?: unknown }>(
+    joinUrl(attempt.provider.base_url ?? "", "/messages/count_tokens"),
+    anthropicHeaders(attempt, beta),
+    JSON.stringify({ ...body, model: attempt.model.upstream_model }),
+    attempt.provider.timeout_ms,
+    signal,
+    attempt.provider,
+  );
+  const tokens = answer.input_tokens;
+  if (typeof tokens !== "number" || !Number.isInteger(tokens) || tokens < 0) {
+    throw new UpstreamFailure("unavailable", 502);
+  }
+  return tokens;
 }

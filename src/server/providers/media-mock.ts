@@ -3,8 +3,10 @@ import { UpstreamFailure } from "../dispatch/types.js";
 import { badRequest } from "../errors.js";
 import type { GoneSignal } from "../http/client-signal.js";
 import {
+  decodeWav,
   extendMockVideo,
   isMockSpeechFormat,
+  mockHeardText,
   mockImage,
   mockMusic,
   mockSpeech,
@@ -13,6 +15,7 @@ import {
   supportedMockSpeechFormats,
   transcribeMockWav,
 } from "../media/index.js";
+import { SeededRandom } from "../media/seed.js";
 import { sleep } from "../sleep.js";
 
 /**
@@ -89,21 +92,20 @@ export interface MockTranscript {
   durationSeconds: number;
 }
 
-/** The mock hears only WAVs its own speech endpoint made; anything else is a clear 400. */
+/**
+ * The mock transcribes any WAV it can decode: its own speech word for word, any other recording
+ * as deterministic words drawn from its samples. Audio it cannot decode is a clear 400.
+ */
 export function mockTranscribe(audio: Uint8Array): MockTranscript {
   const info = readWavInfo(audio);
-  if (!info) {
+  const wav = info ? decodeWav(audio) : null;
+  if (!info || !wav) {
     throw badRequest(
-      "Invalid request: file: the audio could not be decoded; the mock provider reads WAV files.",
+      "Invalid request: file: the audio could not be decoded; the mock provider reads WAV files " +
+        "(PCM 8, 16, 24 or 32-bit, or 32-bit float).",
     );
   }
-  const text = transcribeMockWav(audio);
-  if (text === null) {
-    throw badRequest(
-      "Invalid request: file: the mock provider can only transcribe speech made by its own " +
-        "/v1/audio/speech endpoint (response_format wav); this WAV holds no such speech.",
-    );
-  }
+  const text = transcribeMockWav(audio) ?? mockHeardText(wav.data, info.durationSeconds);
   return { text, durationSeconds: info.durationSeconds };
 }
 
@@ -117,4 +119,31 @@ export function mockVideoClip(prompt: string, seconds: number): Buffer {
 
 export function mockVideoExtension(original: Uint8Array, prompt: string, seconds: number): Buffer {
   return extendMockVideo(original, prompt, seconds);
+}
+
+/** OpenAI's text-embedding-3-small length: what the mock answers without `dimensions`. */
+export const mockEmbeddingDimensions = 1536;
+
+/**
+ * A unit-length vector seeded by the input: the same text gives the same vector everywhere,
+ * different texts almost orthogonal ones.
+ */
+export function mockEmbedding(input: string, dimensions: number): Float32Array {
+  const random = new SeededRandom("embedding", input);
+  const vector = new Float32Array(dimensions);
+  let norm = 0;
+  for (let i = 0; i < dimensions; i++) {
+    vector[i] = random.range(-1, 1);
+    norm += vector[i] * vector[i];
+  }
+  const scale = 1 / Math.sqrt(norm);
+  for (let i = 0; i < dimensions; i++) vector[i] *= scale;
+  return vector;
+}
+
+/** `encoding_format: "base64"`: the float32 values, little-endian, in base64. */
+export function embeddingBase64(vector: Float32Array): string {
+  const bytes = Buffer.alloc(vector.length * 4);
+  for (let i = 0; i < vector.length; i++) bytes.writeFloatLE(vector[i], i * 4);
+  return bytes.toString("base64");
 }

@@ -49,6 +49,48 @@ export async function openaiImages(
   return { created: json.created, data: json.data, usage: json.usage };
 }
 
+/** Image edits: the client's form forwarded as multipart, with only `model` mapped. */
+export async function openaiImageEdits(
+  http: UpstreamHttp,
+  attempt: Attempt,
+  fields: Record<string, string>,
+  files: { field: string; file: UploadedFile }[],
+  signal: GoneSignal,
+): Promise<UpstreamImages> {
+  const form = multipartBody({ ...fields, model: attempt.model.upstream_model }, files);
+  const json = parseJsonAnswer<Partial<UpstreamImages>>(
+    await http.postForBytes(
+      endpoint(attempt, "/images/edits"),
+      authHeaders(attempt, form.contentType),
+      form.body,
+      attempt.provider.timeout_ms,
+      signal,
+      attempt.provider,
+    ),
+  );
+  if (!Array.isArray(json.data)) throw new UpstreamFailure("unavailable", 502);
+  return { created: json.created, data: json.data, usage: json.usage };
+}
+
+/** Embeddings: the client's body forwarded with only `model` mapped; the answer as it came. */
+export async function openaiEmbeddings(
+  http: UpstreamHttp,
+  attempt: Attempt,
+  body: Record<string, unknown>,
+  signal: GoneSignal,
+): Promise<Record<string, unknown>> {
+  const json = await http.postJson<Record<string, unknown>>(
+    endpoint(attempt, "/embeddings"),
+    authHeaders(attempt, "application/json"),
+    JSON.stringify({ ...body, model: attempt.model.upstream_model }),
+    attempt.provider.timeout_ms,
+    signal,
+    attempt.provider,
+  );
+  if (!Array.isArray(json.data)) throw new UpstreamFailure("unavailable", 502);
+  return json;
+}
+
 export async function openaiSpeech(
   http: UpstreamHttp,
   attempt: Attempt,
@@ -83,7 +125,9 @@ export async function openaiTranscription(
   file: UploadedFile,
   signal: GoneSignal,
 ): Promise<UpstreamTranscript> {
-  const form = multipartBody({ ...fields, model: attempt.model.upstream_model }, file);
+  const form = multipartBody({ ...fields, model: attempt.model.upstream_model }, [
+    { field: "file", file },
+  ]);
   const answer = await http.postForBytes(
     endpoint(attempt, "/audio/transcriptions"),
     authHeaders(attempt, form.contentType),
@@ -107,10 +151,10 @@ function reportedSeconds(body: Record<string, unknown>): number | undefined {
   return typeof value === "number" && Number.isFinite(value) && value >= 0 ? value : undefined;
 }
 
-/** RFC 7578 form data in one buffer: text fields first, then the file. */
+/** RFC 7578 form data in one buffer: text fields first, then the files. */
 export function multipartBody(
   fields: Record<string, string>,
-  file: UploadedFile,
+  files: { field: string; file: UploadedFile }[],
 ): { body: Buffer; contentType: string } {
   const boundary = `----gateway${randomBytes(16).toString("hex")}`;
   const parts: Buffer[] = [];
@@ -121,14 +165,17 @@ export function multipartBody(
       ),
     );
   }
-  parts.push(
-    Buffer.from(
-      `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="${quoted(file.filename)}"\r\n` +
-        `Content-Type: ${file.contentType}\r\n\r\n`,
-    ),
-    Buffer.from(file.bytes),
-    Buffer.from(`\r\n--${boundary}--\r\n`),
-  );
+  for (const { field, file } of files) {
+    parts.push(
+      Buffer.from(
+        `--${boundary}\r\nContent-Disposition: form-data; name="${quoted(field)}"; filename="${quoted(file.filename)}"\r\n` +
+          `Content-Type: ${file.contentType}\r\n\r\n`,
+      ),
+      Buffer.from(file.bytes),
+      Buffer.from("\r\n"),
+    );
+  }
+  parts.push(Buffer.from(`--${boundary}--\r\n`));
   return { body: Buffer.concat(parts), contentType: `multipart/form-data; boundary=${boundary}` };
 }
 

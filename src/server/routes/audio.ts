@@ -1,14 +1,12 @@
 import type { Context } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../app-env.js";
-import { type Admission, admit, settleDelivered } from "../billing/admission.js";
 import { forModality, resolveTarget, type Target } from "../dispatch/resolve.js";
 import { type Attempt, UpstreamFailure } from "../dispatch/types.js";
 import { badRequest, GatewayError } from "../errors.js";
 import { clientSignal } from "../http/client-signal.js";
+import { formFields, readForm } from "../http/form-body.js";
 import { readJsonWithSize } from "../http/json-body.js";
-import { nodeIncoming } from "../http/node-bindings.js";
-import { traceOf } from "../http/request-trace.js";
 import { isMockSpeechFormat, readWavInfo, speechContentType } from "../media/index.js";
 import {
   type MockTranscript,
@@ -25,7 +23,7 @@ import {
 } from "../providers/media-openai.js";
 import { forMediaWire, onlyMock } from "../providers/media-wires.js";
 import type { Services } from "../services.js";
-import { failAdmission } from "./completions.js";
+import { admitUnits, serveAdmitted } from "./admitted.js";
 
 // ---- speech ---------------------------------------------------------------
 
@@ -53,21 +51,18 @@ export function speechRoute(s: Services) {
     const characters = [...body.input].length;
     const signal = clientSignal(c);
     const admission = await admitUnits(s, c, target, "audio.speech", characters, signal);
-    try {
-      const { result, attempt } = await s.dispatcher.dispatchWith(
-        target,
-        signal,
-        { byok: admission.byok, byokOnly: admission.byokOnly },
-        async (attempt) => ({ value: await speak(s, attempt, body, signal), streaming: false }),
-      );
-      await settleUnits(s, admission, attempt, characters);
-      return c.body(new Uint8Array(result.bytes), 200, {
-        "content-type": speechContentType(result.format),
-        "content-length": String(result.bytes.length),
-      });
-    } catch (err) {
-      throw failAdmission(s, admission, err);
-    }
+    const result = await serveAdmitted(
+      s,
+      admission,
+      target,
+      signal,
+      (attempt) => speak(s, attempt, body, signal),
+      () => ({ units: characters }),
+    );
+    return c.body(new Uint8Array(result.bytes), 200, {
+      "content-type": speechContentType(result.format),
+      "content-length": String(result.bytes.length),
+    });
   };
 }
 
@@ -126,42 +121,27 @@ export function transcriptionRoute(s: Services) {
     );
     const signal = clientSignal(c);
     const admission = await admitUnits(s, c, target, "audio.transcriptions", holdSeconds, signal);
-    try {
-      const { result, attempt } = await s.dispatcher.dispatchWith(
-        target,
-        signal,
-        { byok: admission.byok, byokOnly: admission.byokOnly },
-        async (attempt) => ({
-          value: await transcribe(s, attempt, req, mockAnswer, signal),
-          streaming: false,
-        }),
-      );
-      const seconds =
-        result.seconds ?? wav?.durationSeconds ?? req.file.bytes.length / typicalBytesPerSecond;
-      await settleUnits(s, admission, attempt, Math.max(1, Math.ceil(seconds)));
-      if (result.answer.kind === "text") {
-        return c.body(result.answer.text, 200, { "content-type": textType(req.format) });
-      }
-      return c.json(result.answer.body);
-    } catch (err) {
-      throw failAdmission(s, admission, err);
+    const result = await serveAdmitted(
+      s,
+      admission,
+      target,
+      signal,
+      (attempt) => transcribe(s, attempt, req, mockAnswer, signal),
+      (result) => {
+        const seconds =
+          result.seconds ?? wav?.durationSeconds ?? req.file.bytes.length / typicalBytesPerSecond;
+        return { units: Math.max(1, Math.ceil(seconds)) };
+      },
+    );
+    if (result.answer.kind === "text") {
+      return c.body(result.answer.text, 200, { "content-type": textType(req.format) });
     }
+    return c.json(result.answer.body);
   };
 }
 
 async function readTranscriptionForm(c: Context<AppEnv>): Promise<TranscriptionRequest> {
-  if (!/^multipart\/form-data/i.test(c.req.header("content-type") ?? "")) {
-    throw badRequest(
-      "Invalid request: send multipart/form-data with the audio in a field named file.",
-    );
-  }
-  let form: FormData;
-  try {
-    form = await c.req.formData();
-  } catch (err) {
-    if (err instanceof GatewayError) throw err;
-    throw badRequest("Request body could not be read as multipart/form-data.");
-  }
+  const form = await readForm(c, "the audio in a field named file");
   const file = form.get("file");
   if (file === null || typeof file === "string") {
     throw badRequest(
@@ -177,10 +157,7 @@ async function readTranscriptionForm(c: Context<AppEnv>): Promise<TranscriptionR
   }
   if (file.size === 0) throw badRequest("Invalid request: file: the uploaded file is empty.");
 
-  const fields: Record<string, string> = {};
-  for (const [name, value] of form.entries()) {
-    if (typeof value === "string" && name !== "file") fields[name] = value;
-  }
+  const fields = formFields(form);
   if (!fields.model) throw badRequest("Invalid request: model: required.");
   const format = fields.response_format ?? "json";
   if (!(transcriptionFormats as readonly string[]).includes(format)) {
@@ -335,40 +312,4 @@ function asRouteStep<T>(mockCall: () => T): T {
 function mediaTarget(s: Services, model: string, modality: "speech" | "transcription"): Target {
   const target = forModality(resolveTarget(s.store.getCatalog(), model), modality);
   return forMediaWire(s, target, modality);
-}
-
-function admitUnits(
-  s: Services,
-  c: Context<AppEnv>,
-  target: Target,
-  endpoint: string,
-  units: number,
-  signal: AbortSignal,
-): Promise<Admission> {
-  return admit(s, {
-    key: c.get("auth").key,
-    target,
-    endpoint,
-    accountRpm: false,
-    worstCase: () => ({ inputTokens: 0, outputTokens: 0, units }),
-    stream: false,
-    signal,
-    trace: traceOf(nodeIncoming(c)),
-  });
-}
-
-function settleUnits(
-  s: Services,
-  admission: Admission,
-  attempt: Attempt,
-  units: number,
-): Promise<void> {
-  return settleDelivered(s, admission, {
-    status: 200,
-    usage: { input_tokens: 0, output_tokens: 0 },
-    units,
-    model: attempt.model,
-    providerId: attempt.provider.id,
-    byokServed: attempt.credential.source === "byok",
-  });
 }

@@ -18,6 +18,7 @@ import {
   clientClosed,
   type ErrorStyle,
   errorAnswer,
+  errorBody,
   GatewayError,
   internalError,
 } from "../errors.js";
@@ -27,10 +28,10 @@ import { parseJsonBody, readNodeBody, refuseDeclaredLength } from "../http/json-
 import type { NodeRoute } from "../http/node-listener.js";
 import { nodeHeader } from "../http/request-header.js";
 import { traceOf } from "../http/request-trace.js";
-import { sendSse } from "../http/sse-response.js";
+import { KeptAlive, sendSse } from "../http/sse-response.js";
 import { markStage } from "../http/stages.js";
 import type { Services } from "../services.js";
-import { SSE_DONE } from "../wire/sse.js";
+import { encodeSSE, SSE_DONE } from "../wire/sse.js";
 import { streamErrorEvent } from "../wire/translate/errors.js";
 
 const content = z.union([z.string(), z.array(z.looseObject({ type: z.string() })), z.null()]);
@@ -50,7 +51,7 @@ const chatBody = z.looseObject({
   max_completion_tokens: z.number().int().positive().nullish(),
 });
 
-const messagesBody = z.looseObject({
+export const messagesBody = z.looseObject({
   model: z.string().min(1),
   max_tokens: z.number().int().positive(),
   messages: z
@@ -169,16 +170,32 @@ async function complete(
   };
   const fail = (err: unknown) => failAdmission(s, admission, signal.aborted ? clientClosed() : err);
 
-  let outcome: Awaited<ReturnType<typeof s.dispatcher.dispatch>>;
+  const dispatching = s.dispatcher.dispatch(target, req, {
+    byok: admission.byok,
+    byokOnly: admission.byokOnly,
+  });
+  const headers = admission.rateHeaders ?? {};
+  let outcome: Awaited<typeof dispatching> | undefined;
   try {
-    outcome = await s.dispatcher.dispatch(
-      target,
-      req,
-      { byok: admission.byok, byokOnly: admission.byokOnly },
-      s.options.keepaliveMs,
-    );
+    outcome = stream ? await within(dispatching, s.options.keepaliveMs) : await dispatching;
   } catch (err) {
     throw fail(err);
+  }
+  // A stream with nothing to send after the keepalive interval: commit the 200 and keep the client
+  // waiting with comments while the dispatcher still tries every step.
+  let keptAlive: KeptAlive | undefined;
+  if (outcome === undefined) {
+    keptAlive = new KeptAlive(
+      outgoing,
+      { ...corsResponseHeaders, ...headers },
+      s.options.keepaliveMs,
+    );
+    try {
+      outcome = await dispatching;
+    } catch (err) {
+      keptAlive.fail(failureEvent(style, fail(err)));
+      return;
+    }
   }
   markStage(incoming, "dispatched");
   const { result, attempt } = outcome;
@@ -187,39 +204,61 @@ async function complete(
     providerId: attempt.provider.id,
     byokServed: attempt.credential.source === "byok",
   };
-  const rateHeaders = admission.rateHeaders ?? {};
-  // Tools left out of the request the backend got are named in the answer's headers.
-  const headers = result.omittedTools
-    ? { ...rateHeaders, "x-gateway-tools-omitted": result.omittedTools.join(", ") }
-    : rateHeaders;
+  // Tools left out of the request the backend got are named in the answer's headers (unless a
+  // stream kept alive already sent its headers).
+  const answerHeaders = result.omittedTools
+    ? { ...headers, "x-gateway-tools-omitted": result.omittedTools.join(", ") }
+    : headers;
 
   if (result.kind === "json") {
     await settleDelivered(s, admission, { status: 200, usage: result.usage, ...served });
     markStage(incoming, "settled");
-    sendWithCors(outgoing, 200, "application/json", JSON.stringify(result.body), headers);
+    sendWithCors(outgoing, 200, "application/json", JSON.stringify(result.body), answerHeaders);
     markStage(incoming, "sent");
     return;
   }
 
-  sendSse(outgoing, {
-    first: result.first,
-    pieces: result.pieces,
-    keepaliveMs: s.options.keepaliveMs,
-    headers: { ...corsResponseHeaders, ...headers },
-    errorEvent: (err) => streamErrorEvent(style, streamErrorMessage(err)),
-    isClosingEvent: closingEvents[style],
-    recorded: () => s.ledger.committed(),
-    onEnd: (end) => {
-      attempt.credential.release(end.error ? "failed" : "ok");
-      settleAdmission(s, admission, {
-        status: 200,
-        usage: result.usage(),
-        delivered: end.delivered,
-        errorCode: end.error ? "upstream_error" : end.cancelled ? "client_closed" : undefined,
-        ...served,
-      });
+  sendSse(
+    outgoing,
+    {
+      first: result.first,
+      pieces: result.pieces,
+      headers: { ...corsResponseHeaders, ...answerHeaders },
+      errorEvent: (err) => streamErrorEvent(style, streamErrorMessage(err)),
+      isClosingEvent: closingEvents[style],
+      recorded: () => s.ledger.committed(),
+      onEnd: (end) => {
+        attempt.credential.release(end.error ? "failed" : "ok");
+        settleAdmission(s, admission, {
+          status: 200,
+          usage: result.usage(),
+          delivered: end.delivered,
+          errorCode: end.error ? "upstream_error" : end.cancelled ? "client_closed" : undefined,
+          ...served,
+        });
+      },
     },
+    keptAlive,
+  );
+}
+
+/** `promise`'s value if it settles within `ms`, else undefined (it keeps running). */
+async function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<undefined>((resolve) => {
+    timer = setTimeout(() => resolve(undefined), ms);
   });
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The last event of a stream whose 200 went out before every step failed, in the route's style. */
+function failureEvent(style: ClientStyle, error: GatewayError): string {
+  if (style === "responses") return streamErrorEvent(style, error.message, {}, error.code);
+  return encodeSSE(errorBody(error, style), style === "messages" ? "error" : undefined);
 }
 
 const closingEvents: Record<ClientStyle, (piece: StreamPiece) => boolean> = {

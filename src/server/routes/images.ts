@@ -1,20 +1,24 @@
 import type { Context } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../app-env.js";
-import { admit, settleDelivered } from "../billing/admission.js";
 import { forModality, resolveTarget } from "../dispatch/resolve.js";
 import type { Attempt } from "../dispatch/types.js";
-import { badRequest } from "../errors.js";
+import { badRequest, GatewayError } from "../errors.js";
 import { clientSignal } from "../http/client-signal.js";
+import { formFields, readForm } from "../http/form-body.js";
 import { readJsonWithSize } from "../http/json-body.js";
-import { nodeIncoming } from "../http/node-bindings.js";
-import { traceOf } from "../http/request-trace.js";
-import { MAX_IMAGE_SIDE, parseSize } from "../media/index.js";
+import { MAX_IMAGE_SIDE, mockImageEdit, parseSize } from "../media/index.js";
 import { mockImages, mockMediaPreamble } from "../providers/media-mock.js";
-import { type ImageDatum, openaiImages, type UpstreamImages } from "../providers/media-openai.js";
+import {
+  type ImageDatum,
+  openaiImageEdits,
+  openaiImages,
+  type UploadedFile,
+  type UpstreamImages,
+} from "../providers/media-openai.js";
 import { forMediaWire } from "../providers/media-wires.js";
 import type { Services } from "../services.js";
-import { failAdmission } from "./completions.js";
+import { admitUnits, serveAdmitted } from "./admitted.js";
 import { saveMediaFile } from "./files.js";
 import { gatewayUrl } from "./media.js";
 
@@ -36,59 +40,58 @@ const defaultSize = "1024x1024";
 export function imagesRoute(s: Services) {
   return async (c: Context<AppEnv>) => {
     const { data: body } = await readJsonWithSize(c, imageBody);
-    const size = body.size ?? defaultSize;
-    if (!parseSize(size)) {
-      throw badRequest(
-        `Invalid request: size: "${size}" is not WIDTHxHEIGHT with sides up to ${MAX_IMAGE_SIDE}, or "auto".`,
-      );
-    }
+    const size = checkedSize(body.size ?? defaultSize);
     const n = body.n ?? 1;
-    const format = body.response_format ?? "b64_json";
     const target = forMediaWire(
       s,
       forModality(resolveTarget(s.store.getCatalog(), body.model), "image"),
       "image",
     );
     const signal = clientSignal(c);
-    const admission = await admit(s, {
-      key: c.get("auth").key,
+    const admission = await admitUnits(s, c, target, "images.generations", n, signal);
+    const stored = { accountId: admission.account.id, contentType: imageType(body) };
+    const result = await serveAdmitted(
+      s,
+      admission,
       target,
-      endpoint: "images.generations",
-      accountRpm: false,
-      worstCase: () => ({ inputTokens: 0, outputTokens: 0, units: n }),
-      stream: false,
       signal,
-      trace: traceOf(nodeIncoming(c)),
-    });
-    try {
-      const { result, attempt } = await s.dispatcher.dispatchWith(
-        target,
-        signal,
-        { byok: admission.byok, byokOnly: admission.byokOnly },
-        async (attempt) => ({
-          value: await generate(s, attempt, body, size, n, signal),
-          streaming: false,
-        }),
-      );
-      const stored = { accountId: admission.account.id, contentType: imageType(body) };
-      const data = format === "url" ? result.data.map((d) => asUrl(s, c, stored, d)) : result.data;
-      await settleDelivered(s, admission, {
-        status: 200,
-        usage: { input_tokens: 0, output_tokens: 0 },
-        units: Math.min(data.length, n),
-        model: attempt.model,
-        providerId: attempt.provider.id,
-        byokServed: attempt.credential.source === "byok",
-      });
-      return c.json({
-        created: result.created ?? Math.floor(s.options.now() / 1000),
-        data,
-        ...(result.usage === undefined ? {} : { usage: result.usage }),
-      });
-    } catch (err) {
-      throw failAdmission(s, admission, err);
-    }
+      async (attempt) =>
+        delivered(
+          s,
+          c,
+          stored,
+          body.response_format,
+          await generate(s, attempt, body, size, n, signal),
+        ),
+      (result) => ({ units: Math.min(result.data.length, n) }),
+    );
+    return c.json(result);
   };
+}
+
+/** What the client gets: its response_format (b64_json by default), a created time, usage if any. */
+function delivered(
+  s: Services,
+  c: Context<AppEnv>,
+  stored: { accountId: string; contentType: string },
+  format: "b64_json" | "url" | undefined,
+  result: UpstreamImages,
+) {
+  const data = format === "url" ? result.data.map((d) => asUrl(s, c, stored, d)) : result.data;
+  return {
+    created: result.created ?? Math.floor(s.options.now() / 1000),
+    data,
+    ...(result.usage === undefined ? {} : { usage: result.usage }),
+  };
+}
+
+function checkedSize(size: string): string {
+  if (!parseSize(size)) {
+    throw badRequest(
+      `Invalid request: size: "${size}" is not WIDTHxHEIGHT with sides up to ${MAX_IMAGE_SIDE}, or "auto".`,
+    );
+  }
+  return size;
 }
 
 async function generate(
@@ -101,17 +104,132 @@ async function generate(
 ): Promise<UpstreamImages> {
   if (attempt.provider.wire === "openai") return openaiImages(s.http, attempt, body, signal);
   await mockMediaPreamble(attempt.provider, body.prompt, signal);
-  const pictures = mockImages(body.prompt, size, n);
+  return mockAnswer(mockImages(body.prompt, size, n), body.prompt);
+}
+
+function mockAnswer(pictures: Buffer[], prompt: string): UpstreamImages {
   return {
-    data: pictures.map((png) => ({
-      b64_json: png.toString("base64"),
-      revised_prompt: body.prompt,
-    })),
+    data: pictures.map((png) => ({ b64_json: png.toString("base64"), revised_prompt: prompt })),
   };
 }
 
+// ---- edits ------------------------------------------------------------------
+
+/** OpenAI's limit per uploaded image for edits. */
+const maxEditImageBytes = 50 * 1024 * 1024;
+
+const editFields = z.looseObject({
+  model: z.string().min(1),
+  prompt: z.string().min(1),
+  n: z.coerce.number().int().min(1).max(10).optional(),
+  size: z.string().optional(),
+  response_format: z.enum(["b64_json", "url"]).optional(),
+});
+
+interface EditRequest {
+  fields: Record<string, string>;
+  body: z.infer<typeof editFields>;
+  images: UploadedFile[];
+  mask: UploadedFile | undefined;
+}
+
+/**
+ * POST /v1/images/edits: multipart image(s), prompt and optional mask, priced per image. Models
+ * of modality `edit` serve it, and so do `image` models (one model name draws and edits, as
+ * OpenAI's do).
+ */
+export function imageEditsRoute(s: Services) {
+  return async (c: Context<AppEnv>) => {
+    const req = await readEditForm(c);
+    const { body } = req;
+    if (body.size !== undefined) checkedSize(body.size);
+    const n = body.n ?? 1;
+    const target = forMediaWire(
+      s,
+      forModality(resolveTarget(s.store.getCatalog(), body.model), "edit", ["edit", "image"]),
+      "edit",
+    );
+    const signal = clientSignal(c);
+    const admission = await admitUnits(s, c, target, "images.edits", n, signal);
+    const stored = { accountId: admission.account.id, contentType: imageType(body) };
+    const result = await serveAdmitted(
+      s,
+      admission,
+      target,
+      signal,
+      async (attempt) =>
+        delivered(s, c, stored, body.response_format, await edit(s, attempt, req, n, signal)),
+      (result) => ({ units: Math.min(result.data.length, n) }),
+    );
+    return c.json(result);
+  };
+}
+
+async function readEditForm(c: Context<AppEnv>): Promise<EditRequest> {
+  const form = await readForm(c, "the image in a field named image and a prompt");
+  const entries = [...form.getAll("image"), ...form.getAll("image[]")];
+  const images = entries.filter((f): f is File => typeof f !== "string");
+  if (images.length === 0 || images.length !== entries.length) {
+    throw badRequest("Invalid request: image: required; send the image as a multipart file field.");
+  }
+  const maskField = form.get("mask");
+  if (typeof maskField === "string") {
+    throw badRequest("Invalid request: mask: send the mask as a multipart file field.");
+  }
+  const fields = formFields(form);
+  const parsed = editFields.safeParse(fields);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw badRequest(`Invalid request: ${issue.path.join(".") || "body"}: ${issue.message}`);
+  }
+  return {
+    fields,
+    body: parsed.data,
+    images: await Promise.all(images.map((f) => uploaded(f, "image"))),
+    mask: maskField === null ? undefined : await uploaded(maskField, "mask"),
+  };
+}
+
+async function uploaded(file: File, field: string): Promise<UploadedFile> {
+  if (file.size > maxEditImageBytes) {
+    throw new GatewayError(
+      413,
+      "bad_request",
+      `Invalid request: ${field}: larger than the limit of 50 MB.`,
+    );
+  }
+  if (file.size === 0) throw badRequest(`Invalid request: ${field}: the uploaded file is empty.`);
+  return {
+    bytes: new Uint8Array(await file.arrayBuffer()),
+    filename: file.name || `${field}.png`,
+    contentType: file.type || "image/png",
+  };
+}
+
+async function edit(
+  s: Services,
+  attempt: Attempt,
+  req: EditRequest,
+  n: number,
+  signal: AbortSignal,
+): Promise<UpstreamImages> {
+  if (attempt.provider.wire === "openai") {
+    const field = req.images.length > 1 ? "image[]" : "image";
+    const files = req.images.map((file) => ({ field, file }));
+    if (req.mask) files.push({ field: "mask", file: req.mask });
+    return openaiImageEdits(s.http, attempt, req.fields, files, signal);
+  }
+  const { prompt, size } = req.body;
+  await mockMediaPreamble(attempt.provider, prompt, signal);
+  const first = req.images[0].bytes;
+  const pictures = Array.from({ length: n }, (_, i) =>
+    mockImageEdit(first, i === 0 ? prompt : `${prompt}\n#${i + 1}`, size, req.mask?.bytes),
+  );
+  return mockAnswer(pictures, prompt);
+}
+
 /** gpt-image models may be asked for jpeg or webp; everything else, the mock included, is PNG. */
-function imageType(body: ImageBody): string {
+function imageType(body: Record<string, unknown>): string {
   const format = body.output_format;
   if (format === "jpeg" || format === "jpg") return "image/jpeg";
   if (format === "webp") return "image/webp";

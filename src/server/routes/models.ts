@@ -1,46 +1,71 @@
 import type { Context } from "hono";
 import { microToIdr } from "../../store/money.js";
+import type { Catalog } from "../../store/store.js";
 import type { ModelRow } from "../../store/types.js";
 import { presentedKey } from "../auth.js";
 import { isFreeModelName } from "../billing/pricing.js";
+import { modelNotFound } from "../dispatch/resolve.js";
 import type { Services } from "../services.js";
 
 /** GET /v1/models: public; an admin key adds the internal fields (provider, upstream model, wire). */
 export function modelsRoute(s: Services) {
   return (c: Context) => {
-    const presented = presentedKey(c);
-    const admin = presented !== undefined && s.store.isAdminKey(presented);
+    const admin = isAdmin(s, c);
     const catalog = s.store.getCatalog();
     const data: object[] = [];
     for (const m of catalog.models.values()) {
-      if (!m.active) continue;
-      const provider = catalog.providers.get(m.provider_id);
-      data.push({
-        ...publicModel(m),
-        ...(admin
-          ? {
-              internal: {
-                provider: m.provider_id,
-                wire: provider?.wire,
-                upstream_model: m.upstream_model,
-                base_url: provider?.base_url ?? null,
-              },
-            }
-          : {}),
-      });
+      if (m.active) data.push(modelEntry(catalog, m, admin));
     }
-    for (const [name, steps] of catalog.routes) {
-      data.push({
-        id: name,
-        object: "model",
-        created: 0,
-        owned_by: "gateway",
-        type: "route",
-        free: isFreeModelName(name),
-        ...(admin ? { internal: { steps } } : {}),
-      });
-    }
+    for (const [name, steps] of catalog.routes) data.push(routeEntry(name, steps, admin));
     return c.json({ object: "list", data });
+  };
+}
+
+/**
+ * GET /v1/models/{id}: the list's entry for one model or route. An unknown or inactive name is
+ * the spec's 400 `model_not_found`, the answer every other route gives for it.
+ */
+export function modelRoute(s: Services) {
+  return (c: Context) => {
+    const id = c.req.param("id") ?? "";
+    const catalog = s.store.getCatalog();
+    const admin = isAdmin(s, c);
+    const model = catalog.models.get(id);
+    if (model?.active) return c.json(modelEntry(catalog, model, admin));
+    const steps = catalog.routes.get(id);
+    if (steps) return c.json(routeEntry(id, steps, admin));
+    throw modelNotFound(id);
+  };
+}
+
+function isAdmin(s: Services, c: Context): boolean {
+  const presented = presentedKey(c);
+  return presented !== undefined && s.store.isAdminKey(presented);
+}
+
+function modelEntry(catalog: Catalog, m: ModelRow, admin: boolean): object {
+  if (!admin) return publicModel(m);
+  const provider = catalog.providers.get(m.provider_id);
+  return {
+    ...publicModel(m),
+    internal: {
+      provider: m.provider_id,
+      wire: provider?.wire,
+      upstream_model: m.upstream_model,
+      base_url: provider?.base_url ?? null,
+    },
+  };
+}
+
+function routeEntry(name: string, steps: string[], admin: boolean): object {
+  return {
+    id: name,
+    object: "model",
+    created: 0,
+    owned_by: "gateway",
+    type: "route",
+    free: isFreeModelName(name),
+    ...(admin ? { internal: { steps } } : {}),
   };
 }
 

@@ -20,6 +20,7 @@ export function streamErrorEvent(
   style: ClientStyle,
   message: string,
   context: StreamErrorContext = {},
+  code = "upstream_error",
 ): string {
   if (style === "chat") {
     // The openai SDK throws an APIError for any data chunk carrying `error`.
@@ -34,7 +35,7 @@ export function streamErrorEvent(
   let sequence = context.sequenceNumber ?? 0;
   const error = {
     type: "error",
-    code: "upstream_error",
+    code,
     message,
     param: null,
     sequence_number: sequence++,

@@ -1,0 +1,59 @@
+import type { Context } from "hono";
+import type { AppEnv } from "../app-env.js";
+import { forModality, resolveTarget } from "../dispatch/resolve.js";
+import { clientSignal } from "../http/client-signal.js";
+import { readJson } from "../http/json-body.js";
+import { anthropicCountTokens } from "../providers/anthropic-adapter.js";
+import type { Services } from "../services.js";
+import { estimateTokens } from "../wire/usage.js";
+import { messagesBody } from "./completions.js";
+
+/** A Messages body without the output limit, which counting does not need. */
+const countBody = messagesBody.omit({ max_tokens: true });
+type CountBody = ReturnType<typeof countBody.parse>;
+
+/**
+ * POST /v1/messages/count_tokens: an anthropic-wire provider counts exactly; any other backend
+ * gets our estimate. Not billed; it shares the usage endpoints' budget of 60 a minute.
+ */
+export function countTokensRoute(s: Services) {
+  return async (c: Context<AppEnv>) => {
+    const body = await readJson(c, countBody);
+    const target = forModality(resolveTarget(s.store.getCatalog(), body.model), "chat");
+    const { accountId } = c.get("auth");
+    s.limits.takeUsageRead(accountId, s.options.now());
+    const signal = clientSignal(c);
+    const beta = c.req.header("anthropic-beta");
+    const { result } = await s.dispatcher.dispatchWith(
+      target,
+      signal,
+      { byok: s.store.listByok(accountId), byokOnly: false },
+      async (attempt) => ({
+        value:
+          attempt.provider.wire === "anthropic"
+            ? await anthropicCountTokens(s.http, attempt, body, beta, signal)
+            : estimatedInputTokens(body),
+        streaming: false,
+      }),
+    );
+    return c.json({ input_tokens: result });
+  };
+}
+
+/** Text by the gateway's rule of thumb, tool calls and tools by their JSON, a few tokens a message. */
+function estimatedInputTokens(body: CountBody): number {
+  const text = [blockText(body.system), ...body.messages.map((m) => blockText(m.content))];
+  if (body.tools !== undefined) text.push(JSON.stringify(body.tools));
+  return estimateTokens(text.join("\n")) + 3 * body.messages.length;
+}
+
+function blockText(content: unknown): string {
+  if (typeof content === "string") return content;
+  if (Array.isArray(content)) return content.map(blockText).join("\n");
+  if (!content || typeof content !== "object") return "";
+  const block = content as { text?: unknown; name?: unknown; input?: unknown; content?: unknown };
+  if (typeof block.text === "string") return block.text;
+  if (block.input !== undefined)
+    return `${String(block.name ?? "")} ${JSON.stringify(block.input)}`;
+  return blockText(block.content);
+}

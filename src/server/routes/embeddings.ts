@@ -1,0 +1,126 @@
+import type { Context } from "hono";
+import { z } from "zod";
+import type { AppEnv } from "../app-env.js";
+import { admit } from "../billing/admission.js";
+import { worstCaseInputTokens } from "../billing/pricing.js";
+import { forModality, resolveTarget } from "../dispatch/resolve.js";
+import type { Attempt } from "../dispatch/types.js";
+import { clientSignal } from "../http/client-signal.js";
+import { readJsonWithSize } from "../http/json-body.js";
+import {
+  embeddingBase64,
+  mockEmbedding,
+  mockEmbeddingDimensions,
+  mockMediaPreamble,
+} from "../providers/media-mock.js";
+import { openaiEmbeddings } from "../providers/media-openai.js";
+import { forMediaWire } from "../providers/media-wires.js";
+import type { Services } from "../services.js";
+import { estimateTokens } from "../wire/usage.js";
+import { serveAdmitted } from "./admitted.js";
+
+const tokenArray = z.array(z.number().int().nonnegative()).min(1);
+
+/** OpenAI's embeddings body; other fields (user ...) pass through to openai wires. */
+const embeddingBody = z.looseObject({
+  model: z.string().min(1),
+  input: z.union([
+    z.string().min(1),
+    z.array(z.string().min(1)).min(1).max(2048),
+    tokenArray,
+    z.array(tokenArray).min(1).max(2048),
+  ]),
+  dimensions: z.number().int().min(1).max(8192).optional(),
+  encoding_format: z.enum(["float", "base64"]).optional(),
+});
+type EmbeddingBody = z.infer<typeof embeddingBody>;
+
+interface Embeddings {
+  body: Record<string, unknown>;
+  inputTokens: number;
+}
+
+/** POST /v1/embeddings: priced by input tokens (`price_input_per_mtok`). */
+export function embeddingsRoute(s: Services) {
+  return async (c: Context<AppEnv>) => {
+    const { data: body, bytes } = await readJsonWithSize(c, embeddingBody);
+    const target = forMediaWire(
+      s,
+      forModality(resolveTarget(s.store.getCatalog(), body.model), "embedding"),
+      "embedding",
+    );
+    const signal = clientSignal(c);
+    const admission = await admit(s, {
+      key: c.get("auth").key,
+      target,
+      endpoint: "embeddings",
+      accountRpm: false,
+      worstCase: (m) => ({
+        inputTokens: worstCaseInputTokens(bytes, m),
+        outputTokens: 0,
+        units: 0,
+      }),
+      stream: false,
+      signal,
+    });
+    const result = await serveAdmitted(
+      s,
+      admission,
+      target,
+      signal,
+      (attempt) => embed(s, attempt, body, signal),
+      (result) => ({ usage: { input_tokens: result.inputTokens, output_tokens: 0 } }),
+    );
+    return c.json({ ...result.body, model: body.model });
+  };
+}
+
+async function embed(
+  s: Services,
+  attempt: Attempt,
+  body: EmbeddingBody,
+  signal: AbortSignal,
+): Promise<Embeddings> {
+  const inputs = inputTexts(body.input);
+  const estimate = () => inputs.reduce((sum, input) => sum + input.tokens, 0);
+  if (attempt.provider.wire === "openai") {
+    const answer = await openaiEmbeddings(s.http, attempt, body, signal);
+    const usage = answer.usage as { prompt_tokens?: unknown } | undefined;
+    const reported = usage?.prompt_tokens;
+    return {
+      body: answer,
+      inputTokens: typeof reported === "number" && reported > 0 ? reported : estimate(),
+    };
+  }
+  await mockMediaPreamble(attempt.provider, inputs[0]?.text ?? "", signal);
+  const dimensions = body.dimensions ?? mockEmbeddingDimensions;
+  const inputTokens = estimate();
+  return {
+    body: {
+      object: "list",
+      data: inputs.map((input, index) => {
+        const vector = mockEmbedding(input.text, dimensions);
+        return {
+          object: "embedding",
+          index,
+          embedding: body.encoding_format === "base64" ? embeddingBase64(vector) : [...vector],
+        };
+      }),
+      usage: { prompt_tokens: inputTokens, total_tokens: inputTokens },
+    },
+    inputTokens,
+  };
+}
+
+/** Each input as the text its vector is seeded by, and its tokens (a token array counts itself). */
+function inputTexts(input: EmbeddingBody["input"]): { text: string; tokens: number }[] {
+  if (typeof input === "string") return [{ text: input, tokens: estimateTokens(input) }];
+  if (input.every((item) => typeof item === "number")) {
+    return [{ text: JSON.stringify(input), tokens: input.length }];
+  }
+  return input.map((item) =>
+    typeof item === "string"
+      ? { text: item, tokens: estimateTokens(item) }
+      : { text: JSON.stringify(item), tokens: item.length },
+  );
+}

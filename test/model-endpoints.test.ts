@@ -1,0 +1,372 @@
+import Anthropic from "@anthropic-ai/sdk";
+import OpenAI, { toFile } from "openai";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { decodeRgbaPng, encodePng, mockImage, readPngSize } from "../src/server/media/index.js";
+import { type FakeOpenAIMedia, startFakeOpenAIMedia } from "./support/fake-openai-media.js";
+import { type FakeUpstream, fakeUpstream } from "./support/fake-upstream.js";
+import {
+  ADMIN_KEY,
+  baseConfig,
+  KEY,
+  POOR_KEY,
+  post,
+  type TestGateway,
+  testGateway,
+} from "./support/gateway.js";
+
+/** Embeddings, image edits, token counting and one model's entry, through the official SDKs. */
+
+const EMBED_PRICE = 300;
+const EDIT_PRICE = 700;
+
+let gw: TestGateway;
+let media: FakeOpenAIMedia;
+let claude: FakeUpstream;
+let openai: OpenAI;
+let anthropic: Anthropic;
+
+beforeAll(async () => {
+  media = await startFakeOpenAIMedia();
+  // Validates a count_tokens body the way the real API does: no max_tokens, messages required.
+  claude = await fakeUpstream("anthropic", (req) => {
+    if (req.path !== "/v1/messages/count_tokens") return { kind: "json", status: 404, body: {} };
+    const ok = Array.isArray(req.body.messages) && !("max_tokens" in req.body);
+    return ok
+      ? { kind: "json", body: { input_tokens: 1234 } }
+      : {
+          kind: "json",
+          status: 400,
+          body: { type: "error", error: { type: "invalid_request_error", message: "bad" } },
+        };
+  });
+  const base = baseConfig();
+  gw = await testGateway({
+    config: {
+      ...base,
+      providers: [
+        ...(base.providers ?? []),
+        { id: "up", wire: "openai", base_url: media.baseUrl, api_keys: ["sk-up"] },
+        { id: "claude", wire: "anthropic", base_url: claude.baseUrl, api_keys: ["sk-ant"] },
+      ],
+      models: [
+        ...(base.models ?? []),
+        {
+          name: "mock-embed",
+          provider: "mock",
+          modality: "embedding",
+          price_input_per_mtok: EMBED_PRICE,
+        },
+        {
+          name: "up-embed",
+          provider: "up",
+          upstream_model: "text-embedding-3-small",
+          modality: "embedding",
+          price_input_per_mtok: EMBED_PRICE,
+        },
+        { name: "claude-embed", provider: "claude", modality: "embedding" },
+        { name: "mock-edit", provider: "mock", modality: "edit", price_per_unit: EDIT_PRICE },
+        {
+          name: "up-image",
+          provider: "up",
+          upstream_model: "gpt-image-1",
+          modality: "image",
+          price_per_unit: EDIT_PRICE,
+        },
+        { name: "claude-edit", provider: "claude", modality: "edit", price_per_unit: 1 },
+        { name: "claude-chat", provider: "claude", upstream_model: "claude-upstream" },
+      ],
+    },
+  });
+  openai = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0, timeout: 10_000 });
+  anthropic = new Anthropic({ apiKey: KEY, baseURL: gw.url, maxRetries: 0, timeout: 10_000 });
+});
+afterAll(async () => {
+  await gw?.close();
+  await media?.close();
+  await claude?.close();
+});
+
+const balanceMicro = (account = "acct") => gw.services.store.getAccount(account)?.balance_micro;
+
+async function errorOf(res: Response) {
+  return {
+    status: res.status,
+    ...((await res.json()) as { error: { code?: string; type: string } }).error,
+  };
+}
+
+const norm = (v: number[]) => Math.sqrt(v.reduce((sum, x) => sum + x * x, 0));
+
+describe("POST /v1/embeddings", () => {
+  it("gives deterministic unit vectors of the requested dimensions from the mock, billed by input tokens", async () => {
+    const before = balanceMicro() ?? 0;
+    const result = await openai.embeddings.create({
+      model: "mock-embed",
+      input: ["the quick brown fox", "jumps over the lazy dog"],
+      dimensions: 64,
+    });
+    expect(result.model).toBe("mock-embed");
+    expect(result.data.map((d) => d.index)).toEqual([0, 1]);
+    for (const d of result.data) {
+      expect(d.embedding).toHaveLength(64);
+      expect(norm(d.embedding)).toBeCloseTo(1, 5);
+    }
+    expect(result.data[0].embedding).not.toEqual(result.data[1].embedding);
+    const tokens = result.usage.prompt_tokens;
+    expect(tokens).toBeGreaterThan(0);
+    expect(before - (balanceMicro() ?? 0)).toBe(tokens * EMBED_PRICE);
+
+    const again = await openai.embeddings.create({
+      model: "mock-embed",
+      input: "the quick brown fox",
+      dimensions: 64,
+    });
+    expect(again.data[0].embedding).toEqual(result.data[0].embedding);
+  });
+
+  it("answers encoding_format float and base64 (little-endian float32) with the same values", async () => {
+    const ask = async (encoding_format: string) =>
+      (await (
+        await post(gw, "/v1/embeddings", {
+          model: "mock-embed",
+          input: "hello",
+          dimensions: 8,
+          encoding_format,
+        })
+      ).json()) as { data: { embedding: number[] | string }[] };
+    const floats = (await ask("float")).data[0].embedding as number[];
+    const base64 = (await ask("base64")).data[0].embedding as string;
+    const bytes = Buffer.from(base64, "base64");
+    expect(bytes).toHaveLength(32);
+    const decoded = Array.from({ length: 8 }, (_, i) => bytes.readFloatLE(i * 4));
+    expect(decoded).toEqual(floats);
+    // The default length is OpenAI's small model's.
+    const plain = await openai.embeddings.create({ model: "mock-embed", input: [1, 2, 3] });
+    expect(plain.data[0].embedding).toHaveLength(1536);
+  });
+
+  it("forwards the body to an openai-wire provider and bills its reported tokens", async () => {
+    const before = balanceMicro() ?? 0;
+    const result = await openai.embeddings.create({ model: "up-embed", input: "forward me" });
+    const sent = JSON.parse(media.received.at(-1)?.body.toString("utf8") ?? "{}");
+    expect(media.received.at(-1)?.path).toBe("/v1/embeddings");
+    expect(media.received.at(-1)?.headers.authorization).toBe("Bearer sk-up");
+    expect(sent).toMatchObject({ model: "text-embedding-3-small", input: "forward me" });
+    expect(result.model).toBe("up-embed");
+    expect(result.data[0].embedding[0]).toBeCloseTo(0.6, 5);
+    expect(before - (balanceMicro() ?? 0)).toBe(9 * EMBED_PRICE);
+  });
+
+  it("answers 503 no_wire_for_modality for an anthropic-wire model, and 400 for bad input, charging nothing", async () => {
+    const before = balanceMicro();
+    expect(
+      await errorOf(await post(gw, "/v1/embeddings", { model: "claude-embed", input: "x" })),
+    ).toMatchObject({ status: 503, code: "no_wire_for_modality" });
+    expect(
+      await errorOf(await post(gw, "/v1/embeddings", { model: "mock-embed", input: [] })),
+    ).toMatchObject({ status: 400, code: "bad_request" });
+    expect(
+      await errorOf(
+        await post(gw, "/v1/embeddings", {
+          model: "mock-embed",
+          input: "x",
+          encoding_format: "hex",
+        }),
+      ),
+    ).toMatchObject({ status: 400, code: "bad_request" });
+    expect(balanceMicro()).toBe(before);
+  });
+});
+
+const png = (prompt: string) => mockImage(prompt, "64x64");
+
+describe("POST /v1/images/edits", () => {
+  it("edits with the mock: n deterministic PNGs of the size asked, priced per image", async () => {
+    const before = balanceMicro() ?? 0;
+    const source = png("original picture");
+    const edit = async () =>
+      openai.images.edit({
+        model: "mock-edit",
+        image: await toFile(source, "in.png", { type: "image/png" }),
+        prompt: "add a red balloon",
+        n: 2,
+        size: "256x256",
+      });
+    const result = await edit();
+    expect(result.data).toHaveLength(2);
+    const [first, second] = (result.data ?? []).map((d) => Buffer.from(d.b64_json ?? "", "base64"));
+    expect(readPngSize(first)).toEqual({ width: 256, height: 256 });
+    expect(first.equals(second)).toBe(false);
+    expect(before - (balanceMicro() ?? 0)).toBe(2 * EDIT_PRICE * 1_000_000);
+    const again = await edit();
+    expect(Buffer.from(again.data?.[0].b64_json ?? "", "base64").equals(first)).toBe(true);
+  });
+
+  it("keeps the original where the mask is opaque and repaints where it is transparent", async () => {
+    const source = png("keep me");
+    // Transparent top half, opaque bottom half.
+    const rgba = new Uint8Array(64 * 64 * 4);
+    for (let i = 0; i < rgba.length; i += 4) rgba[i + 3] = i < rgba.length / 2 ? 0 : 255;
+    const result = await openai.images.edit({
+      model: "mock-edit",
+      image: await toFile(source, "in.png", { type: "image/png" }),
+      mask: await toFile(encodePng(64, 64, rgba), "mask.png", { type: "image/png" }),
+      prompt: "sky",
+    });
+    const out = decodeRgbaPng(Buffer.from(result.data?.[0].b64_json ?? "", "base64"));
+    const original = decodeRgbaPng(source);
+    if (!out || !original) throw new Error("not a PNG");
+    const half = out.rgba.length / 2;
+    expect(
+      Buffer.from(out.rgba.subarray(half)).equals(Buffer.from(original.rgba.subarray(half))),
+    ).toBe(true);
+    expect(
+      Buffer.from(out.rgba.subarray(0, half)).equals(Buffer.from(original.rgba.subarray(0, half))),
+    ).toBe(false);
+  });
+
+  it("forwards the multipart form to an openai-wire image model (image models edit too)", async () => {
+    const result = await openai.images.edit({
+      model: "up-image",
+      image: await toFile(png("upload"), "in.png", { type: "image/png" }),
+      prompt: "make it blue",
+      size: "64x64",
+    });
+    const received = media.received.at(-1);
+    expect(received?.path).toBe("/v1/images/edits");
+    expect(received?.headers.authorization).toBe("Bearer sk-up");
+    const text = received?.body.toString("latin1") ?? "";
+    expect(text).toMatch(/name="model"\r\n\r\ngpt-image-1\r\n/);
+    expect(text).toMatch(/name="prompt"\r\n\r\nmake it blue\r\n/);
+    expect(text).toMatch(/name="image"; filename="in.png"/);
+    expect(result.created).toBe(1_700_000_001);
+    expect(readPngSize(Buffer.from(result.data?.[0].b64_json ?? "", "base64"))).toEqual({
+      width: 64,
+      height: 64,
+    });
+  });
+
+  it("serves response_format url from the gateway's files", async () => {
+    const result = await openai.images.edit({
+      model: "mock-edit",
+      image: await toFile(png("as url"), "in.png", { type: "image/png" }),
+      prompt: "x",
+      response_format: "url",
+    });
+    const url = result.data?.[0].url ?? "";
+    expect(url.startsWith(`${gw.url}/v1/files/`)).toBe(true);
+    const file = await fetch(url, { headers: { authorization: `Bearer ${KEY}` } });
+    expect(file.headers.get("content-type")).toBe("image/png");
+  });
+
+  it("refuses a missing image (400), a chat body (400) and an anthropic-wire model (503), charging nothing", async () => {
+    const before = balanceMicro();
+    const form = new FormData();
+    form.set("model", "mock-edit");
+    form.set("prompt", "x");
+    const noImage = await fetch(`${gw.url}/v1/images/edits`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${KEY}` },
+      body: form,
+    });
+    expect(await errorOf(noImage)).toMatchObject({ status: 400, code: "bad_request" });
+    expect(await errorOf(await post(gw, "/v1/images/edits", { model: "mock-edit" }))).toMatchObject(
+      { status: 400, code: "bad_request" },
+    );
+    await expect(
+      openai.images.edit({
+        model: "claude-edit",
+        image: await toFile(png("x"), "in.png", { type: "image/png" }),
+        prompt: "x",
+      }),
+    ).rejects.toMatchObject({ status: 503, code: "no_wire_for_modality" });
+    expect(balanceMicro()).toBe(before);
+  });
+});
+
+describe("POST /v1/messages/count_tokens", () => {
+  const messages = [{ role: "user" as const, content: "How many tokens is this sentence?" }];
+
+  it("estimates for a non-anthropic backend, without billing or logging a request", async () => {
+    const before = balanceMicro();
+    const count = await anthropic.messages.countTokens({
+      model: "mock-gpt",
+      system: "Be brief.",
+      messages,
+    });
+    expect(count.input_tokens).toBeGreaterThan(5);
+    const longer = await anthropic.messages.countTokens({
+      model: "mock-gpt",
+      messages: [{ role: "user", content: "How many tokens is this sentence? ".repeat(20) }],
+    });
+    expect(longer.input_tokens).toBeGreaterThan(count.input_tokens * 5);
+    expect(balanceMicro()).toBe(before);
+  });
+
+  it("asks an anthropic-wire provider for the exact count, with the upstream model name", async () => {
+    const count = await anthropic.messages.countTokens({ model: "claude-chat", messages });
+    expect(count.input_tokens).toBe(1234);
+    expect(claude.last.path).toBe("/v1/messages/count_tokens");
+    expect(claude.last.headers["x-api-key"]).toBe("sk-ant");
+    expect(claude.last.body).toEqual({ model: "claude-upstream", messages });
+  });
+
+  it("answers in the messages style: 400 for a bad body, 400 not_found_error for an unknown model", async () => {
+    const bad = await post(gw, "/v1/messages/count_tokens", { model: "mock-gpt" });
+    expect(bad.status).toBe(400);
+    expect(await bad.json()).toMatchObject({
+      type: "error",
+      error: { type: "invalid_request_error" },
+    });
+    await expect(
+      anthropic.messages.countTokens({ model: "no-such-model", messages }),
+    ).rejects.toMatchObject({ status: 400, error: { error: { type: "not_found_error" } } });
+  });
+
+  it("shares the usage endpoints' budget of 60 a minute (an account that cannot pay may count)", async () => {
+    const poor = new Anthropic({ apiKey: POOR_KEY, baseURL: gw.url, maxRetries: 0 });
+    for (let i = 0; i < 59; i++) {
+      await poor.messages.countTokens({ model: "mock-gpt", messages });
+    }
+    const usage = await fetch(`${gw.url}/v1/usage/summary`, {
+      headers: { authorization: `Bearer ${POOR_KEY}` },
+    });
+    expect(usage.status).toBe(200);
+    await expect(poor.messages.countTokens({ model: "mock-gpt", messages })).rejects.toMatchObject({
+      status: 429,
+      error: { error: { type: "rate_limit_error" } },
+    });
+  });
+});
+
+describe("GET /v1/models/{id}", () => {
+  it("returns the same object as the list entry, for models and routes", async () => {
+    const list = await openai.models.list();
+    for (const id of ["mock-gpt", "mock-gpt:free", "auto"]) {
+      const entry = list.data.find((m) => m.id === id);
+      expect(entry).toBeDefined();
+      expect(await openai.models.retrieve(id)).toEqual(entry);
+    }
+  });
+
+  it("adds the internal fields for an admin key, and works without a key like the list", async () => {
+    const admin = await fetch(`${gw.url}/v1/models/up-embed`, {
+      headers: { authorization: `Bearer ${ADMIN_KEY}` },
+    });
+    expect(await admin.json()).toMatchObject({
+      id: "up-embed",
+      modality: "embedding",
+      internal: { provider: "up", wire: "openai", upstream_model: "text-embedding-3-small" },
+    });
+    const anonymous = (await (await fetch(`${gw.url}/v1/models/up-embed`)).json()) as object;
+    expect(anonymous).toMatchObject({ id: "up-embed" });
+    expect(anonymous).not.toHaveProperty("internal");
+  });
+
+  it("answers 400 model_not_found for an unknown id", async () => {
+    await expect(openai.models.retrieve("no-such-model")).rejects.toMatchObject({
+      status: 400,
+      code: "model_not_found",
+    });
+  });
+});
