@@ -249,4 +249,23 @@ export const migrations: string[] = [
   );
   INSERT INTO ledger_journal (id, applied_seq) VALUES (1, 0);
   `,
+  // 5: a login request can be cancelled: its CLI said so (Ctrl-C) or stopped polling.
+  `
+  CREATE TABLE device_codes_new (
+    device_code_hash TEXT PRIMARY KEY,
+    user_code TEXT NOT NULL UNIQUE,
+    client_name TEXT NOT NULL DEFAULT '',
+    status TEXT NOT NULL CHECK (status IN ('pending', 'approved', 'denied', 'consumed', 'cancelled')),
+    account_id TEXT,
+    key_id TEXT,
+    key_value_sealed TEXT,
+    interval_seconds INTEGER NOT NULL,
+    last_poll_at INTEGER,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL
+  );
+  INSERT INTO device_codes_new SELECT * FROM device_codes;
+  DROP TABLE device_codes;
+  ALTER TABLE device_codes_new RENAME TO device_codes;
+  `,
 ];
