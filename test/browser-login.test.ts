@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { type Browser, chromium } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { createOwnerLink } from "../src/server/dashboard/owner-session.js";
 import { type CliHome, cliHome, killRunningClis, loginPrompt, spawnCli } from "./support/cli.js";
 import { chat, post, type TestGateway, testGateway } from "./support/gateway.js";
 
@@ -77,5 +78,23 @@ describe.skipIf(!haveChromium)("gateway login approved in a real browser", () =>
     expect(
       (await post(gw, "/v1/chat/completions", chat(), { authorization: `Bearer ${key}` })).status,
     ).toBe(200);
+  }, 30_000);
+
+  it("a browser without a session is told to run gateway owner-link, and the link leads back to the approval page", async () => {
+    const res = await post(gw, "/api/auth/device/code", { client_name: "browser test" }, {});
+    const dc = (await res.json()) as { verification_uri_complete: string; user_code: string };
+    const context = await browser!.newContext();
+    try {
+      const page = await context.newPage();
+      page.setDefaultTimeout(10_000);
+      await page.goto(dc.verification_uri_complete);
+      await page.getByRole("heading", { name: "Sign in to the gateway dashboard" }).waitFor();
+      expect(await page.locator("pre.cmd").textContent()).toBe("gateway owner-link");
+      await page.goto(createOwnerLink(gw.services.store.db, "acct", gw.url));
+      expect(page.url()).toBe(dc.verification_uri_complete);
+      expect((await page.locator("#user-code").textContent())?.trim()).toBe(dc.user_code);
+    } finally {
+      await context.close();
+    }
   }, 30_000);
 });

@@ -6,11 +6,13 @@ import Database from "better-sqlite3";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { openKeychainStore } from "../src/cli/credentials/keychain-store.js";
 import {
+  approvalPage,
   type CliHome,
   cliHome,
   killRunningClis,
   loginPrompt,
   ownerDecides,
+  ownerSession,
   runCli,
   spawnCli,
 } from "./support/cli.js";
@@ -172,6 +174,66 @@ describe("gateway login", () => {
       fake.close();
     }
   }, 20_000);
+
+  it("Ctrl-C cancels the code on the gateway: the approval page then refuses it", async () => {
+    const home = newHome();
+    const cli = spawnCli(["login", "--no-browser", "--base-url", gw.url], home.env);
+    const { userCode } = await loginPrompt(cli);
+    cli.child.kill("SIGINT");
+    const done = await cli.exit();
+    expect(done.code).toBe(130);
+    expect(done.stderr).toContain("Login cancelled; the code can no longer be approved.");
+    const refused = await ownerDecides(gw, userCode, "approve").catch((e: Error) => e.message);
+    expect(refused).toBe("approval page answered 400");
+    const owner = await ownerSession(gw);
+    const page = await approvalPage(gw, owner, userCode);
+    expect(page.html).toContain("This login was cancelled");
+    expect(page.csrf).toBeUndefined();
+  });
+
+  it("takes the OpenAI-style base URL ending in /v1 (flag or GATEWAY_BASE_URL), and says what is wrong with others", async () => {
+    const home = newHome();
+    const key = gw.services.store.createKey({
+      accountId: "acct",
+      label: "v1",
+      kind: "standard",
+    }).value;
+    const env = { ...home.env, GATEWAY_API_KEY: key };
+    const flag = await runCli(["whoami", "--json", "--base-url", `${gw.url}/v1/`], env);
+    expect(flag.code).toBe(0);
+    expect(JSON.parse(flag.stdout)).toMatchObject({ label: "v1" });
+    const fromEnv = await runCli(["whoami", "--json"], {
+      ...env,
+      GATEWAY_BASE_URL: `${gw.url}/v1`,
+    });
+    expect(fromEnv.code).toBe(0);
+    for (const [url, message] of [
+      [
+        "ftp://127.0.0.1:1",
+        'gateway: the gateway URL must start with http:// or https://, got "ftp://127.0.0.1:1"',
+      ],
+      [
+        "127.0.0.1:8787",
+        'gateway: the gateway URL must start with http:// or https://, got "127.0.0.1:8787"',
+      ],
+      [
+        "not a url",
+        'gateway: the gateway URL must start with http:// or https://, got "not a url"',
+      ],
+      [
+        "http://exa mple",
+        'gateway: "http://exa mple" is not a URL; use something like http://127.0.0.1:8787',
+      ],
+      [
+        `${gw.url}/v1?x=1`,
+        `gateway: the gateway URL takes no query, fragment or credentials, got "${gw.url}/v1?x=1"; use something like http://127.0.0.1:8787`,
+      ],
+    ]) {
+      const bad = await runCli(["whoami", "--base-url", url], env);
+      expect(bad.code).toBe(1);
+      expect(bad.stderr.trim()).toBe(message);
+    }
+  });
 
   it("says plainly when the gateway cannot be reached", async () => {
     const url = `http://127.0.0.1:${await closedPort()}`;

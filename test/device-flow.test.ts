@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createOwnerLink } from "../src/server/dashboard/owner-session.js";
 import { approvalPage, decide, ownerDecides, ownerSession } from "./support/cli.js";
 import { chat, post, type TestGateway, testGateway } from "./support/gateway.js";
 
@@ -124,9 +125,102 @@ describe("owner session", () => {
     expect(page.status).toBe(401);
     expect(page.html).toContain("owner URL");
     expect(page.html).toContain("gateway serve");
+    expect(page.html).toContain('<pre class="cmd">gateway owner-link</pre>');
     const posted = await decide(gw, "approve", { user_code: dc.user_code, csrf_token: "x" }, {});
     expect(posted.status).toBe(401);
     expect(sealedValue(gw, dc.user_code).status).toBe("pending");
+  });
+});
+
+describe("signing in from a page that needed it", () => {
+  const linkFor = (g: TestGateway) => createOwnerLink(g.services.store.db, "acct", g.url);
+
+  it("returns to the approval page that asked for the sign-in", async () => {
+    const dc = await deviceCode();
+    const signIn = await fetch(dc.verification_uri_complete);
+    expect(signIn.status).toBe(401);
+    expect(await signIn.text()).toContain("you come back to this page");
+    const remembered = signIn.headers.get("set-cookie")!;
+    expect(remembered).toMatch(/^gateway_return_to=/);
+    expect(remembered).toMatch(/SameSite=Lax/);
+    const login = await fetch(linkFor(gw), {
+      redirect: "manual",
+      headers: { cookie: remembered.split(";")[0] },
+    });
+    expect(login.status).toBe(303);
+    expect(login.headers.get("location")).toBe(
+      `/dashboard/device?user_code=${encodeURIComponent(dc.user_code)}`,
+    );
+  });
+
+  it("follows a next parameter only to a dashboard path of this gateway", async () => {
+    const cases: [string, string][] = [
+      ["/dashboard/device?user_code=BCDF-GHJK", "/dashboard/device?user_code=BCDF-GHJK"],
+      ["https://evil.example/dashboard", "/dashboard"],
+      ["//evil.example/dashboard", "/dashboard"],
+      ["/\\evil.example/dashboard", "/dashboard"],
+      ["/v1/models", "/dashboard"],
+      ["/dashboard/login?token=x", "/dashboard"],
+    ];
+    for (const [next, location] of cases) {
+      const res = await fetch(`${linkFor(gw)}&next=${encodeURIComponent(next)}`, {
+        redirect: "manual",
+      });
+      expect([next, res.headers.get("location")]).toEqual([next, location]);
+    }
+  });
+});
+
+describe("a login whose CLI went away", () => {
+  it("is cancelled by the CLI: the page refuses it, links back, and the poll ends", async () => {
+    const dc = await deviceCode();
+    const cancel = await post(gw, "/api/auth/device/cancel", { device_code: dc.device_code }, {});
+    expect(cancel.status).toBe(200);
+    expect(await cancel.json()).toEqual({ cancelled: true });
+    const owner = await ownerSession(gw);
+    const page = await approvalPage(gw, owner, dc.user_code);
+    expect(page.status).toBe(400);
+    expect(page.html).toContain("This login was cancelled");
+    expect(page.html).toContain('<a href="/dashboard/device">Enter another code</a>');
+    expect(page.csrf).toBeUndefined();
+    const dashboard = await (
+      await fetch(`${gw.url}/dashboard`, { headers: { cookie: owner.cookie } })
+    ).text();
+    const csrf = /name="csrf-token" content="([^"]+)"/.exec(dashboard)![1];
+    const posted = await decide(
+      gw,
+      "approve",
+      { user_code: dc.user_code, csrf_token: csrf },
+      { cookie: owner.cookie, origin: gw.url },
+    );
+    expect(posted.status).toBe(400);
+    expect(posted.html).toContain("This login was cancelled");
+    expect(sealedValue(gw, dc.user_code).status).toBe("cancelled");
+    expect(await poll(dc.device_code)).toMatchObject({ body: { error: "invalid_grant" } });
+    const again = await post(gw, "/api/auth/device/cancel", { device_code: dc.device_code }, {});
+    expect(again.status).toBe(400);
+  });
+
+  it("counts as cancelled once its CLI has not polled for a while", async () => {
+    let now = Date.now();
+    const clocked = await testGateway({ devicePollIntervalSeconds: 1, now: () => now });
+    try {
+      const dc = await deviceCode(clocked);
+      const owner = await ownerSession(clocked);
+      now += 20_000;
+      expect((await approvalPage(clocked, owner, dc.user_code)).status).toBe(200);
+      now += 20_000;
+      const page = await approvalPage(clocked, owner, dc.user_code);
+      expect(page.status).toBe(400);
+      expect(page.html).toContain("This login was cancelled");
+      // A CLI that comes back (a laptop waking up) makes it approvable again.
+      expect(await poll(dc.device_code, clocked)).toMatchObject({
+        body: { error: "authorization_pending" },
+      });
+      expect((await approvalPage(clocked, owner, dc.user_code)).status).toBe(200);
+    } finally {
+      await clocked.close();
+    }
   });
 });
 
@@ -217,6 +311,8 @@ describe("approval over HTTP", () => {
     const unknown = await approvalPage(gw, owner, "BBBB-BBBB");
     expect(unknown.status).toBe(404);
     expect(unknown.html).toContain("Unknown code");
+    expect(unknown.html).toContain('<a href="/dashboard">Go to the dashboard</a>');
+    expect(used.html).toContain('<a href="/dashboard/device">Enter another code</a>');
     const malformed = await approvalPage(gw, owner, "AEIO-U123");
     expect(malformed.status).toBe(404);
     const again = await ownerDecides(gw, dc.user_code, "approve").catch((e: Error) => e.message);

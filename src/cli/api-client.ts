@@ -9,20 +9,28 @@ import { UserError } from "./errors.js";
 
 export const defaultBaseUrl = "http://127.0.0.1:8787";
 const requestTimeoutMs = 15_000;
+/** Ctrl-C should end the CLI promptly even when the gateway does not answer. */
+const cancelTimeoutMs = 2_000;
 
 /** --base-url, then GATEWAY_BASE_URL, then what the profile was logged in to, then the default. */
 export function resolveBaseUrl(flag: string | undefined, stored?: string): string {
   const chosen = flag ?? process.env.GATEWAY_BASE_URL ?? stored ?? defaultBaseUrl;
+  if (!/^https?:\/\//i.test(chosen)) {
+    throw new UserError(`the gateway URL must start with http:// or https://, got "${chosen}"`);
+  }
   let url: URL;
   try {
     url = new URL(chosen);
   } catch {
     throw new UserError(`"${chosen}" is not a URL; use something like ${defaultBaseUrl}`);
   }
-  if (url.protocol !== "http:" && url.protocol !== "https:") {
-    throw new UserError(`the gateway URL must start with http:// or https://, got "${chosen}"`);
+  if (url.search || url.hash || url.username || url.password) {
+    throw new UserError(
+      `the gateway URL takes no query, fragment or credentials, got "${chosen}"; use something like ${defaultBaseUrl}`,
+    );
   }
-  return url.origin + url.pathname.replace(/\/+$/, "");
+  // SDK configs hold the OpenAI base URL (".../v1"); the CLI talks to the gateway's root.
+  return url.origin + url.pathname.replace(/\/+$/, "").replace(/\/v1$/, "");
 }
 
 const deviceCodeResponse = z.object({
@@ -130,6 +138,17 @@ export class GatewayClient {
     return { ok: true, key: token.access_token, keyId: token.key_id, accountId: token.account_id };
   }
 
+  /** Tells the gateway this CLI stopped waiting, so the code can no longer be approved. */
+  async cancelDeviceCode(deviceCode: string): Promise<void> {
+    await this.send(
+      "POST",
+      "/api/auth/device/cancel",
+      { device_code: deviceCode },
+      false,
+      cancelTimeoutMs,
+    );
+  }
+
   async whoami(): Promise<WhoAmI> {
     return this.parse(await this.send("GET", "/api/auth/whoami"), whoamiResponse);
   }
@@ -156,6 +175,7 @@ export class GatewayClient {
     path: string,
     body?: unknown,
     withKey = true,
+    timeoutMs = requestTimeoutMs,
   ): Promise<Response> {
     const headers: Record<string, string> = { accept: "application/json" };
     if (body !== undefined) headers["content-type"] = "application/json";
@@ -169,7 +189,7 @@ export class GatewayClient {
         method,
         headers,
         body: body === undefined ? undefined : JSON.stringify(body),
-        signal: AbortSignal.timeout(requestTimeoutMs),
+        signal: AbortSignal.timeout(timeoutMs),
       });
     } catch (err) {
       throw new UserError(

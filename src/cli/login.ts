@@ -48,18 +48,32 @@ export interface LoginOutcome {
 export async function runLogin(ctx: LoginContext, opts: LoginOptions): Promise<LoginOutcome> {
   const err = paintFor(process.stderr);
   const device = await ctx.client.requestDeviceCode(ctx.clientName);
-  const url = device.verification_uri_complete ?? device.verification_uri;
-  note(
-    `Open this URL in a browser where you are signed in to the gateway dashboard:\n\n  ${err.bold(url)}\n`,
-  );
-  note(`and check that the page shows this code: ${err.bold(device.user_code)}\n`);
-  if (opts.browser) {
-    await ctx
-      .openBrowser(url)
-      .catch(() => note("Could not open a browser; open the URL above yourself."));
+  // Ctrl-C while waiting: the code is cancelled on the gateway, so nobody can approve it later.
+  const cancel = () => {
+    process.stderr.write("\n");
+    note("Login cancelled; the code can no longer be approved.");
+    void ctx.client
+      .cancelDeviceCode(device.device_code)
+      .catch(() => undefined)
+      .finally(() => process.exit(130));
+  };
+  process.once("SIGINT", cancel);
+  let approved: Awaited<ReturnType<typeof pollForApproval>>;
+  try {
+    const url = device.verification_uri_complete ?? device.verification_uri;
+    note(
+      `Open this URL in a browser where you are signed in to the gateway dashboard:\n\n  ${err.bold(url)}\n`,
+    );
+    note(`and check that the page shows this code: ${err.bold(device.user_code)}\n`);
+    if (opts.browser) {
+      await ctx
+        .openBrowser(url)
+        .catch(() => note("Could not open a browser; open the URL above yourself."));
+    }
+    approved = await pollForApproval(ctx, device);
+  } finally {
+    process.off("SIGINT", cancel);
   }
-
-  const approved = await pollForApproval(ctx, device);
   const previous = await findStoredLogin(ctx.stores, opts.profile);
   if (ctx.stores.keychainUnavailable) {
     note(`gateway: ${fileFallbackNotice(ctx.stores.keychainUnavailable, ctx.stores.primary)}`);

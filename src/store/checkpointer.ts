@@ -1,4 +1,5 @@
 import { createRequire } from "node:module";
+import { pathToFileURL } from "node:url";
 import { Worker } from "node:worker_threads";
 import type { DB } from "./db.js";
 
@@ -8,21 +9,27 @@ import type { DB } from "./db.js";
  * commits the 1000th page, as a multi-millisecond stall. A worker thread with its own connection
  * runs PASSIVE checkpoints on a timer instead. The main connection keeps a far larger automatic
  * threshold as a safety net, should the worker ever stop.
+ *
+ * The worker's source uses only dynamic import(), which means the same in a script and in a
+ * module: the eval'd code is read as a module when the host process runs with
+ * `--input-type=module` (and in other ES-module set-ups), where `require` does not exist.
  */
 const workerSource = `
-const { parentPort, workerData } = require("node:worker_threads");
-const Database = require(workerData.driver);
-const db = new Database(workerData.path);
-db.pragma("busy_timeout = 50");
-const timer = setInterval(() => {
-  try { db.pragma("wal_checkpoint(PASSIVE)"); } catch {}
-}, workerData.intervalMs);
-parentPort.once("message", () => {
-  clearInterval(timer);
-  try { db.pragma("wal_checkpoint(PASSIVE)"); } catch {}
-  db.close();
-  parentPort.close();
-});
+(async () => {
+  const { parentPort, workerData } = await import("node:worker_threads");
+  const { default: Database } = await import(workerData.driverUrl);
+  const db = new Database(workerData.path);
+  db.pragma("busy_timeout = 50");
+  const timer = setInterval(() => {
+    try { db.pragma("wal_checkpoint(PASSIVE)"); } catch {}
+  }, workerData.intervalMs);
+  parentPort.once("message", () => {
+    clearInterval(timer);
+    try { db.pragma("wal_checkpoint(PASSIVE)"); } catch {}
+    db.close();
+    parentPort.close();
+  });
+})();
 `;
 
 export interface Checkpointer {
@@ -36,7 +43,7 @@ export function startCheckpointer(db: DB, path: string, intervalMs = 1000): Chec
     workerData: {
       path,
       intervalMs,
-      driver: createRequire(import.meta.url).resolve("better-sqlite3"),
+      driverUrl: pathToFileURL(createRequire(import.meta.url).resolve("better-sqlite3")).href,
     },
   });
   worker.unref();

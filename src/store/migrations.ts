@@ -279,4 +279,29 @@ export const migrations: string[] = [
   );
   CREATE INDEX message_threads_expiry ON message_threads(expires_at);
   `,
+  // 8: a login request can be cancelled: its CLI said so (Ctrl-C) or stopped polling. SQLite
+  // cannot change a CHECK, so the table is rebuilt (with 6's client_ip and its index).
+  `
+  CREATE TABLE device_codes_new (
+    device_code_hash TEXT PRIMARY KEY,
+    user_code TEXT NOT NULL UNIQUE,
+    client_name TEXT NOT NULL DEFAULT '',
+    status TEXT NOT NULL CHECK (status IN ('pending', 'approved', 'denied', 'consumed', 'cancelled')),
+    account_id TEXT,
+    key_id TEXT,
+    key_value_sealed TEXT,
+    interval_seconds INTEGER NOT NULL,
+    last_poll_at INTEGER,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    client_ip TEXT NOT NULL DEFAULT ''
+  );
+  INSERT INTO device_codes_new (device_code_hash, user_code, client_name, status, account_id,
+    key_id, key_value_sealed, interval_seconds, last_poll_at, created_at, expires_at, client_ip)
+  SELECT device_code_hash, user_code, client_name, status, account_id, key_id, key_value_sealed,
+    interval_seconds, last_poll_at, created_at, expires_at, client_ip FROM device_codes;
+  DROP TABLE device_codes;
+  ALTER TABLE device_codes_new RENAME TO device_codes;
+  CREATE INDEX device_codes_pending_by_ip ON device_codes(client_ip, status, expires_at);
+  `,
 ];

@@ -2,26 +2,35 @@ import { randomBytes } from "node:crypto";
 import type { CredentialStore, StoredLogin } from "./types.js";
 
 /**
- * The OS keychain through keytar (Secret Service on Linux, Keychain on macOS, Credential Vault on
- * Windows). keytar is an optional, archived native dependency: it is imported only when needed,
- * and every call is bounded by a timeout because a Secret Service can hang instead of failing.
+ * The OS keychain through @napi-rs/keyring (Secret Service on Linux, Keychain on macOS, Credential
+ * Manager on Windows; prebuilt binaries, nothing compiles at install). It is an optional dependency
+ * imported only when needed, and every call is bounded by a timeout because a Secret Service can
+ * hang instead of failing.
  */
 
 export const keychainService = "model-gateway";
 export const keychainTimeoutMs = 1500;
 
-interface KeytarApi {
-  getPassword(service: string, account: string): Promise<string | null>;
-  setPassword(service: string, account: string, password: string): Promise<void>;
-  deletePassword(service: string, account: string): Promise<boolean>;
+/** One secret per (service, account), the shape of the binding's AsyncEntry. */
+interface KeychainEntry {
+  getPassword(): Promise<string | null>;
+  setPassword(password: string): Promise<void>;
+  deletePassword(): Promise<boolean>;
 }
 
-function isKeytarApi(value: unknown): value is KeytarApi {
-  const v = value as Partial<KeytarApi> | undefined;
+interface KeychainApi {
+  entry(service: string, account: string): KeychainEntry;
+}
+
+type EntryConstructor = new (service: string, account: string) => KeychainEntry;
+
+function isEntryConstructor(value: unknown): value is EntryConstructor {
+  const proto = (value as { prototype?: Partial<KeychainEntry> } | undefined)?.prototype;
   return (
-    typeof v?.getPassword === "function" &&
-    typeof v.setPassword === "function" &&
-    typeof v.deletePassword === "function"
+    typeof value === "function" &&
+    typeof proto?.getPassword === "function" &&
+    typeof proto.setPassword === "function" &&
+    typeof proto.deletePassword === "function"
   );
 }
 
@@ -47,15 +56,17 @@ function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
-/** The first line of a keytar error is the useful part, e.g. "Cannot autolaunch D-Bus without X11 $DISPLAY". */
+/** The first line of a keychain error is the useful part. */
 function reasonOf(err: unknown): string {
   const message = err instanceof Error ? err.message : String(err);
   return message.split("\n")[0].trim() || "unknown keychain error";
 }
 
-async function loadKeytar(): Promise<KeytarApi> {
+const keyringPackage = "@napi-rs/keyring";
+
+async function loadKeyring(): Promise<KeychainApi> {
   // A variable specifier keeps TypeScript from requiring the optional package at build time.
-  const specifier = "keytar";
+  const specifier = keyringPackage;
   let mod: unknown;
   try {
     mod = await import(specifier);
@@ -63,20 +74,21 @@ async function loadKeytar(): Promise<KeytarApi> {
     const code = (err as NodeJS.ErrnoException).code;
     throw new Error(
       code === "ERR_MODULE_NOT_FOUND"
-        ? "keytar is not installed"
-        : `keytar failed to load: ${reasonOf(err)}`,
+        ? `${keyringPackage} is not installed`
+        : `${keyringPackage} failed to load: ${reasonOf(err)}`,
     );
   }
-  const api = (mod as { default?: unknown }).default ?? mod;
-  if (!isKeytarApi(api)) throw new Error("keytar loaded without its API");
-  return api;
+  const exports = mod as { AsyncEntry?: unknown; default?: { AsyncEntry?: unknown } };
+  const AsyncEntry = exports.AsyncEntry ?? exports.default?.AsyncEntry;
+  if (!isEntryConstructor(AsyncEntry)) throw new Error(`${keyringPackage} loaded without its API`);
+  return { entry: (service, account) => new AsyncEntry(service, account) };
 }
 
 export class KeychainCredentialStore implements CredentialStore {
   readonly kind = "keychain";
 
   constructor(
-    private readonly keytar: KeytarApi,
+    private readonly keyring: KeychainApi,
     readonly service = keychainService,
     private readonly timeoutMs = keychainTimeoutMs,
   ) {}
@@ -86,7 +98,10 @@ export class KeychainCredentialStore implements CredentialStore {
   }
 
   async get(profile: string): Promise<StoredLogin | undefined> {
-    const text = await withTimeout(this.keytar.getPassword(this.service, profile), this.timeoutMs);
+    const text = await withTimeout(
+      this.keyring.entry(this.service, profile).getPassword(),
+      this.timeoutMs,
+    );
     if (!text) return undefined;
     try {
       return JSON.parse(text) as StoredLogin;
@@ -98,13 +113,13 @@ export class KeychainCredentialStore implements CredentialStore {
 
   async set(profile: string, login: StoredLogin): Promise<void> {
     await withTimeout(
-      this.keytar.setPassword(this.service, profile, JSON.stringify(login)),
+      this.keyring.entry(this.service, profile).setPassword(JSON.stringify(login)),
       this.timeoutMs,
     );
   }
 
   async delete(profile: string): Promise<boolean> {
-    return withTimeout(this.keytar.deletePassword(this.service, profile), this.timeoutMs);
+    return withTimeout(this.keyring.entry(this.service, profile).deletePassword(), this.timeoutMs);
   }
 }
 
@@ -113,7 +128,7 @@ export type KeychainProbe =
   | { ok: false; reason: string };
 
 /**
- * Loads keytar and proves the keychain works with a set/get/delete round trip: a Secret Service
+ * Loads the keyring binding and proves the keychain works with a set/get/delete round trip: a Secret Service
  * that is present but locked fails only when written to.
  */
 export async function openKeychainStore(
@@ -121,15 +136,15 @@ export async function openKeychainStore(
   timeoutMs = keychainTimeoutMs,
 ): Promise<KeychainProbe> {
   try {
-    const keytar = await withTimeout(loadKeytar(), timeoutMs);
-    const account = `probe-${process.pid}-${randomBytes(6).toString("hex")}`;
+    const keyring = await withTimeout(loadKeyring(), timeoutMs);
+    const probe = keyring.entry(service, `probe-${process.pid}-${randomBytes(6).toString("hex")}`);
     const secret = randomBytes(12).toString("hex");
-    await withTimeout(keytar.setPassword(service, account, secret), timeoutMs);
-    const readBack = await withTimeout(keytar.getPassword(service, account), timeoutMs);
-    await withTimeout(keytar.deletePassword(service, account), timeoutMs);
+    await withTimeout(probe.setPassword(secret), timeoutMs);
+    const readBack = await withTimeout(probe.getPassword(), timeoutMs);
+    await withTimeout(probe.deletePassword(), timeoutMs);
     if (readBack !== secret)
       return { ok: false, reason: "the keychain did not return what was stored" };
-    return { ok: true, store: new KeychainCredentialStore(keytar, service, timeoutMs) };
+    return { ok: true, store: new KeychainCredentialStore(keyring, service, timeoutMs) };
   } catch (err) {
     return { ok: false, reason: reasonOf(err) };
   }

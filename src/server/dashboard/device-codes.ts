@@ -31,8 +31,15 @@ export const maxPendingCodesPerAddress = 5;
 export const maxCodesPerAddressPerMinute = 10;
 /** Finished rows are kept this long, so a reused code is told "already used" rather than "unknown". */
 const keepFinishedMs = 24 * 60 * 60 * 1000;
+/**
+ * A pending code whose CLI has not polled for this long (or this many intervals, if longer) is
+ * treated as cancelled: the terminal that asked went away without saying so. The CLI keeps polling
+ * through a few failed polls, so the margin is several intervals.
+ */
+const abandonedAfterMs = 30_000;
+const abandonedAfterIntervals = 4;
 
-export type DeviceStatus = "pending" | "approved" | "denied" | "consumed";
+export type DeviceStatus = "pending" | "approved" | "denied" | "consumed" | "cancelled";
 
 export interface DeviceCodeRow {
   device_code_hash: string;
@@ -75,7 +82,7 @@ export type PollOutcome =
   | { ok: false; error: PollError; intervalSeconds?: number };
 
 /** Why a user code cannot be approved or denied. */
-export type DecisionRefusal = "unknown" | "expired" | "used";
+export type DecisionRefusal = "unknown" | "expired" | "used" | "cancelled";
 
 export type DecisionOutcome =
   | { ok: true; row: DeviceCodeRow }
@@ -149,6 +156,10 @@ export class DeviceCodes {
         `UPDATE device_codes SET status = 'consumed', key_value_sealed = NULL
           WHERE device_code_hash = ? AND status = 'approved'`,
       ),
+      cancel: s(
+        `UPDATE device_codes SET status = 'cancelled', key_value_sealed = NULL
+          WHERE device_code_hash = ? AND status IN ('pending', 'approved')`,
+      ),
       dropSealed: s("UPDATE device_codes SET key_value_sealed = NULL WHERE device_code_hash = ?"),
     };
   }
@@ -195,8 +206,15 @@ export class DeviceCodes {
   lookup(userCode: string, now: number): DecisionOutcome {
     const row = this.stmts.byUserCode.get(userCode) as DeviceCodeRow | undefined;
     if (!row) return { ok: false, refusal: "unknown" };
+    if (row.status === "cancelled") return { ok: false, refusal: "cancelled" };
     if (row.status !== "pending") return { ok: false, refusal: "used" };
     if (now >= row.expires_at) return { ok: false, refusal: "expired" };
+    const lastHeard = row.last_poll_at ?? row.created_at;
+    const patience = Math.max(
+      abandonedAfterMs,
+      abandonedAfterIntervals * row.interval_seconds * 1000,
+    );
+    if (now - lastHeard > patience) return { ok: false, refusal: "cancelled" };
     return { ok: true, row };
   }
 
@@ -224,12 +242,27 @@ export class DeviceCodes {
     });
   }
 
+  /**
+   * The CLI gave up (Ctrl-C): the code can no longer be approved, and a key approved but not yet
+   * collected is revoked. False when the device code is unknown or already finished.
+   */
+  cancel(deviceCode: string, now: number): boolean {
+    return this.store.transaction(() => {
+      const hash = hashSecret(deviceCode);
+      const row = this.stmts.byHash.get(hash) as DeviceCodeRow | undefined;
+      if (!row) return false;
+      this.abandonKey(row, now);
+      return this.stmts.cancel.run(hash).changes > 0;
+    });
+  }
+
   /** One poll of the token endpoint. The key is handed out exactly once, then the row is consumed. */
   poll(deviceCode: string, now: number): PollOutcome {
     return this.store.transaction((): PollOutcome => {
       const hash = hashSecret(deviceCode);
       const row = this.stmts.byHash.get(hash) as DeviceCodeRow | undefined;
-      if (!row || row.status === "consumed") return { ok: false, error: "invalid_grant" };
+      if (!row || row.status === "consumed" || row.status === "cancelled")
+        return { ok: false, error: "invalid_grant" };
       if (now >= row.expires_at) {
         this.abandonKey(row, now);
         return { ok: false, error: "expired_token" };

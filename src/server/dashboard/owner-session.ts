@@ -14,6 +14,29 @@ import { GatewayError, PlainTextError } from "../errors.js";
 
 export const sessionCookieName = "gateway_session";
 export const sessionTtlSeconds = 7 * 24 * 60 * 60;
+/** The dashboard page that asked for a sign-in, to go back to once the owner link is opened. */
+export const returnToCookieName = "gateway_return_to";
+export const returnToTtlSeconds = 30 * 60;
+
+/**
+ * A `next` target is a dashboard path of this gateway and nothing else: no other origin, no
+ * protocol-relative `//host` (also when spelled with tabs, which the URL parser drops), no
+ * backslash, which browsers read as `/`.
+ */
+export function safeReturnPath(value: string | undefined): string | undefined {
+  if (!value?.startsWith("/") || value.includes("\\")) return undefined;
+  const base = "http://gateway.invalid";
+  let url: URL;
+  try {
+    url = new URL(value, base);
+  } catch {
+    return undefined;
+  }
+  if (url.origin !== base) return undefined;
+  if (url.pathname !== "/dashboard" && !url.pathname.startsWith("/dashboard/")) return undefined;
+  if (url.pathname === "/dashboard/login") return undefined;
+  return url.pathname + url.search;
+}
 
 export interface OwnerSession {
   accountId: string;

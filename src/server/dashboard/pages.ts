@@ -34,6 +34,8 @@ const styles = `
   table { border-collapse: collapse; width: 100%; font-size: .9rem; }
   th, td { text-align: left; padding: .3rem .5rem; border-bottom: 1px solid #ddd; }
   .muted { color: #666; }
+  pre.cmd { font: 1rem ui-monospace, monospace; padding: .6rem .8rem; background: #f3f3f3;
+            border-radius: .3rem; overflow-x: auto; }
 `;
 
 function layout(title: string, body: string, csrfToken?: string): string {
@@ -59,14 +61,22 @@ function page(status: Page["status"], title: string, body: string, csrfToken?: s
   return { status, html: layout(title, `<h1>${escapeHtml(title)}</h1>\n${body}`, csrfToken) };
 }
 
-export function signInNeededPage(): Page {
+const ownerLinkHelp = `<p>In a terminal where <code>gateway serve</code> runs, get a fresh one-time owner URL:</p>
+<pre class="cmd">gateway owner-link</pre>
+<p class="muted">Add <code>--db FILE</code> if the server runs on another database than
+<code>./gateway.db</code>. Open the URL it prints in this browser.</p>`;
+
+/** `returnTo`: the page the owner will be sent back to after signing in, if any. */
+export function signInNeededPage(returnTo?: string): Page {
+  const back = returnTo
+    ? `<p>After signing in you come back to this page (<code>${escapeHtml(returnTo)}</code>).</p>`
+    : "";
   return page(
     401,
     "Sign in to the gateway dashboard",
-    `<p>This page needs the owner's dashboard session.</p>
-<p>Open the one-time <strong>owner URL</strong> that <code>gateway serve</code> printed when it started
-(it looks like <code>http://127.0.0.1:8787/dashboard/login?token=...</code>) in this browser,
-then come back and reload this page.</p>`,
+    `<p>This page needs the owner's dashboard session, and this browser has none.</p>
+${ownerLinkHelp}
+${back}`,
   );
 }
 
@@ -75,7 +85,7 @@ export function ownerLinkInvalidPage(): Page {
     401,
     "This owner link does not work",
     `<p>The link was already used, or it is not a link printed by this gateway. Each owner URL works once.</p>
-<p>Restart <code>gateway serve</code> to get a fresh owner URL.</p>`,
+${ownerLinkHelp}`,
   );
 }
 
@@ -128,28 +138,33 @@ If it does not, or you did not run <code>gateway login</code>, choose Deny.</p>
   );
 }
 
+const decisionLinks = `<p><a href="/dashboard/device">Enter another code</a> ·
+<a href="/dashboard">Go to the dashboard</a></p>`;
+
 export function decisionRefusedPage(refusal: DecisionRefusal): Page {
-  switch (refusal) {
-    case "unknown":
-      return page(
-        404,
-        "Unknown code",
-        `<p>No login request has this code. Check the code in your terminal, or run
-<code>gateway login</code> again.</p>`,
-      );
-    case "expired":
-      return page(
-        400,
-        "This code has expired",
-        "<p>The login request timed out before it was approved. Run <code>gateway login</code> again.</p>",
-      );
-    case "used":
-      return page(
-        400,
-        "This code was already used",
-        "<p>This login request was already approved or denied. Run <code>gateway login</code> again if needed.</p>",
-      );
-  }
+  const [status, title, text]: [Page["status"], string, string] = {
+    unknown: [
+      404,
+      "Unknown code",
+      "No login request has this code. Check the code in your terminal, or run <code>gateway login</code> again.",
+    ],
+    expired: [
+      400,
+      "This code has expired",
+      "The login request timed out before it was approved. Run <code>gateway login</code> again.",
+    ],
+    used: [
+      400,
+      "This code was already used",
+      "This login request was already approved or denied. Run <code>gateway login</code> again if needed.",
+    ],
+    cancelled: [
+      400,
+      "This login was cancelled",
+      "The terminal that asked for this login stopped waiting (Ctrl-C, or it went away), so it cannot be approved. Run <code>gateway login</code> again.",
+    ],
+  }[refusal] as [Page["status"], string, string];
+  return page(status, title, `<p>${text}</p>\n${decisionLinks}`);
 }
 
 export function tooManyWrongCodesPage(perMinute: number): Page {

@@ -1,6 +1,6 @@
 import type { Context, Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
-import { getCookie, setCookie } from "hono/cookie";
+import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import type { AppEnv } from "../app-env.js";
 import { DeviceCodes, formatUserCode, normalizeUserCode } from "../dashboard/device-codes.js";
 import { formField, sendPage } from "../dashboard/http.js";
@@ -9,6 +9,9 @@ import {
   isSameOriginRequest,
   type OwnerSession,
   OwnerSessions,
+  returnToCookieName,
+  returnToTtlSeconds,
+  safeReturnPath,
   sessionCookieName,
   sessionTtlSeconds,
 } from "../dashboard/owner-session.js";
@@ -34,7 +37,9 @@ import { installDashboardKeyRoutes, installToolKeyRoutes, mintKey } from "./tool
 
 /**
  * The owner's side of login and keys:
- *   GET  /dashboard/login?token=...      one-time owner URL -> session cookie, 303 to /dashboard
+ *   GET  /dashboard/login?token=...&next=/dashboard/...
+ *                                         one-time owner URL -> session cookie, 303 to `next`, else
+ *                                         to the page that asked for a sign-in, else /dashboard
  *   GET  /dashboard                       the account's keys, revoke and create forms
  *   GET  /dashboard/device?user_code=...  the approval page (or a form asking for the code)
  *   POST /dashboard/device/approve|deny   form: user_code, csrf_token
@@ -69,6 +74,23 @@ export function installDashboardRoutes(app: Hono<AppEnv>, s: Services): void {
 
   const currentSession = (c: Context) =>
     sessions.find(getCookie(c, sessionCookieName), s.options.now());
+
+  /** The sign-in page for a GET: remembers the page, so the owner link leads back to it. */
+  const signIn = (c: Context) => {
+    const url = new URL(c.req.url);
+    const returnTo = safeReturnPath(url.pathname + url.search);
+    if (returnTo) {
+      setCookie(c, returnToCookieName, returnTo, {
+        httpOnly: true,
+        // Lax: the owner link arrives as a top-level navigation from a terminal.
+        sameSite: "Lax",
+        path: "/dashboard",
+        maxAge: returnToTtlSeconds,
+        secure: url.protocol === "https:",
+      });
+    }
+    return sendPage(c, signInNeededPage(returnTo));
+  };
 
   /** Session, same origin and CSRF token, in that order; each failure is a page saying which. */
   const guardedForm = async (c: Context): Promise<Guarded> => {
@@ -109,7 +131,13 @@ export function installDashboardRoutes(app: Hono<AppEnv>, s: Services): void {
     const now = s.options.now();
     const token = c.req.query("token");
     const value = token ? sessions.redeemOwnerLink(token, now) : undefined;
+    const returnTo =
+      safeReturnPath(c.req.query("next")) ??
+      safeReturnPath(getCookie(c, returnToCookieName)) ??
+      "/dashboard";
     if (value) {
+      if (getCookie(c, returnToCookieName) !== undefined)
+        deleteCookie(c, returnToCookieName, { path: "/dashboard" });
       setCookie(c, sessionCookieName, value, {
         httpOnly: true,
         sameSite: "Strict",
@@ -117,16 +145,16 @@ export function installDashboardRoutes(app: Hono<AppEnv>, s: Services): void {
         maxAge: sessionTtlSeconds,
         secure: new URL(c.req.url).protocol === "https:",
       });
-      return c.redirect("/dashboard", 303);
+      return c.redirect(returnTo, 303);
     }
-    // A reused link in a browser that already holds a session is harmless: go on to the dashboard.
-    if (currentSession(c)) return c.redirect("/dashboard", 303);
+    // A reused link in a browser that already holds a session is harmless: go on.
+    if (currentSession(c)) return c.redirect(returnTo, 303);
     return sendPage(c, ownerLinkInvalidPage());
   });
 
   app.get("/dashboard", (c) => {
     const session = currentSession(c);
-    if (!session) return sendPage(c, signInNeededPage());
+    if (!session) return signIn(c);
     return sendPage(
       c,
       dashboardPage({
@@ -182,7 +210,7 @@ export function installDashboardRoutes(app: Hono<AppEnv>, s: Services): void {
 
   app.get("/dashboard/device", (c) => {
     const session = currentSession(c);
-    if (!session) return sendPage(c, signInNeededPage());
+    if (!session) return signIn(c);
     const raw = c.req.query("user_code");
     if (raw === undefined || raw.trim() === "") return sendPage(c, userCodeFormPage());
     const now = s.options.now();

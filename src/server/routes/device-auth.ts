@@ -17,6 +17,7 @@ import { maxJsonDepth, nestedDeeperThan } from "../wire/json-depth.js";
  * The device-authorization grant, RFC 8628 shape, as JSON:
  *   POST /api/auth/device/code   {client_name?} -> device_code, user_code, verification URIs, timing
  *   POST /api/auth/device/token  {device_code}  -> the login key once, or an RFC error
+ *   POST /api/auth/device/cancel {device_code}  -> the CLI gave up; the code cannot be approved
  * Errors here use the OAuth shape `{error, error_description}` the RFC defines, not the chat style.
  */
 
@@ -28,7 +29,7 @@ const errorDescriptions: Record<string, string> = {
   slow_down: "Polling too fast; the interval is now longer.",
   access_denied: "The owner denied this login request.",
   expired_token: "The device code expired; start a new login.",
-  invalid_grant: "The device code is unknown or was already used.",
+  invalid_grant: "The device code is unknown, cancelled or was already used.",
   invalid_request: "Send a JSON body with device_code.",
 };
 
@@ -124,5 +125,13 @@ export function installDeviceAuthRoutes(
       200,
       { "cache-control": "no-store" },
     );
+  });
+
+  app.post("/api/auth/device/cancel", async (c) => {
+    const body = tokenRequest.safeParse(await readBody(c));
+    if (!body.success) return oauthError(c, "invalid_request");
+    if (!devices.cancel(body.data.device_code, s.options.now()))
+      return oauthError(c, "invalid_grant");
+    return c.json({ cancelled: true }, 200, { "cache-control": "no-store" });
   });
 }
