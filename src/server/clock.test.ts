@@ -1,0 +1,49 @@
+import { describe, expect, it } from "vitest";
+import { ManualClock } from "./clock.js";
+import { GatewayError } from "./errors.js";
+
+describe("ManualClock", () => {
+  it("stands still until moved; a wait ends when the clock passes its deadline, in deadline order", async () => {
+    const clock = new ManualClock(1_000);
+    const woke: string[] = [];
+    const late = clock.sleep(500).then(() => woke.push("late"));
+    const early = clock.sleep(200).then(() => woke.push("early"));
+    clock.advance(199);
+    await Promise.resolve();
+    expect(woke).toEqual([]);
+    expect(clock.now()).toBe(1_199);
+    clock.advance(400);
+    await Promise.all([late, early]);
+    expect(woke).toEqual(["early", "late"]);
+  });
+
+  it("set moves it back as well as on; moving back wakes nothing", async () => {
+    const clock = new ManualClock(10_000);
+    let woke = false;
+    const wait = clock.sleep(100).then(() => {
+      woke = true;
+    });
+    clock.set(0);
+    await Promise.resolve();
+    expect(woke).toBe(false);
+    clock.set(new Date(10_100));
+    await wait;
+    expect(woke).toBe(true);
+  });
+
+  it("a wait whose client leaves ends with client_closed and is forgotten", async () => {
+    const clock = new ManualClock(0);
+    const abort = new AbortController();
+    const wait = clock.sleep(1_000, abort.signal);
+    abort.abort();
+    await expect(wait).rejects.toBeInstanceOf(GatewayError);
+    clock.advance(2_000);
+  });
+
+  it("refuses a negative or non-finite move", () => {
+    const clock = new ManualClock(0);
+    expect(() => clock.advance(-1)).toThrow(RangeError);
+    expect(() => clock.set(Number.NaN)).toThrow(RangeError);
+    expect(clock.now()).toBe(0);
+  });
+});
