@@ -391,6 +391,14 @@ describe("chat completions with the openai SDK", () => {
   });
 
   it("logs a request whose client left before the answer as client_closed, and charges nothing", async () => {
+    const db = gw.services.store.db;
+    // An earlier test's client may also have left: only this request's row counts.
+    const before = new Set(
+      db
+        .prepare("SELECT id FROM request_log")
+        .all()
+        .map((r) => (r as { id: string }).id),
+    );
     const abort = new AbortController();
     const pending = fetch(`${gw.url}/v1/chat/completions`, {
       method: "POST",
@@ -401,13 +409,16 @@ describe("chat completions with the openai SDK", () => {
     await new Promise((r) => setTimeout(r, 100));
     abort.abort();
     expect(await pending).toBe("aborted");
-    const db = gw.services.store.db;
     const row = () =>
-      db
-        .prepare(
-          "SELECT state, error_code, cost_micro FROM request_log WHERE error_code = 'client_closed'",
-        )
-        .get();
+      (
+        db
+          .prepare(
+            "SELECT id, state, error_code, cost_micro FROM request_log WHERE error_code = 'client_closed'",
+          )
+          .all() as { id: string; state: string; error_code: string; cost_micro: number }[]
+      )
+        .filter((r) => !before.has(r.id))
+        .map(({ id: _id, ...rest }) => rest)[0];
     for (let i = 0; i < 50 && !row(); i++) await new Promise((r) => setTimeout(r, 20));
     expect(row()).toEqual({ state: "failed", error_code: "client_closed", cost_micro: 0 });
   });
