@@ -131,6 +131,7 @@ describe("files the gateway writes", () => {
     expect(Object.keys(running).sort()).toEqual(
       [
         "gateway.db",
+        "gateway.db-lock",
         "gateway.db-settlements",
         "gateway.db-shm",
         "gateway.db-wal",

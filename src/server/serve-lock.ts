@@ -1,4 +1,5 @@
 import Database from "better-sqlite3";
+import { ensurePrivateFile } from "../store/private-files.js";
 import { liveServeRuntime } from "./dashboard/serve-runtime.js";
 
 /**
@@ -32,8 +33,11 @@ export interface ServeLock {
  */
 export function lockDatabase(dbPath: string): ServeLock | undefined {
   if (dbPath === ":memory:") return undefined;
+  ensurePrivateFile(`${dbPath}-lock`);
   const lock = new Database(`${dbPath}-lock`, { timeout: 0 });
   try {
+    // The lock file holds no data: a journal would only leave a second file beside it.
+    lock.pragma("journal_mode = MEMORY");
     lock.pragma("locking_mode = EXCLUSIVE");
     lock.exec("BEGIN EXCLUSIVE");
     lock.exec("COMMIT");
