@@ -1,5 +1,13 @@
 import { execFile } from "node:child_process";
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -14,15 +22,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 const run = promisify(execFile);
 const root = join(import.meta.dirname, "..");
 const modules = join(root, "node_modules");
-const runtimeDeps = [
-  "better-sqlite3",
-  "commander",
-  "hono",
-  "@hono/node-server",
-  "open",
-  "undici",
-  "zod",
-];
+const runtimeDeps = Object.keys(
+  (JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { dependencies: object })
+    .dependencies,
+);
 
 let consumer: string;
 
