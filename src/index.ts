@@ -1,26 +1,33 @@
+import type { GatewayClock } from "./server/clock.js";
 import type { ConfigInput } from "./server/config/schema.js";
-import { type GatewayClock, type GatewayMock, startGateway as startInternal } from "./server/gateway.js";
+import { startGateway as startInternal } from "./server/gateway.js";
 import type { ConnectionLimits } from "./server/http/connection-guards.js";
 import type { FinishedRequest } from "./server/http/request-trace.js";
 import type { CassetteOptions } from "./server/kit/cassettes.js";
 import type { InspectedRequest, RequestsQuery } from "./server/kit/inspect.js";
 import type { MetricsAccess } from "./server/metrics-access.js";
+import type { GatewayMock } from "./server/providers/mock-script.js";
 
+export type { GatewayClock } from "./server/clock.js";
 export { ConfigError } from "./server/config/load.js";
 export type { ConfigInput as GatewayConfig } from "./server/config/schema.js";
-export { type Stage, type StageMessage, stageChannelName } from "./server/http/stages.js";
-export type { FinishedRequest } from "./server/http/request-trace.js";
 export type { ConnectionLimits } from "./server/http/connection-guards.js";
-export type { MetricsAccess } from "./server/metrics-access.js";
-export { GatewayAlreadyRunning } from "./server/serve-lock.js";
-export type { GatewayClock, GatewayMock } from "./server/gateway.js";
-export type { MockMatch, MockReply, MockRule } from "./server/providers/mock-script.js";
+export type { FinishedRequest } from "./server/http/request-trace.js";
+export { type Stage, type StageMessage, stageChannelName } from "./server/http/stages.js";
 export type { CassetteMode, CassetteOptions } from "./server/kit/cassettes.js";
 export type {
   InspectedRequest,
   RequestsQuery,
   UpstreamExchange,
 } from "./server/kit/inspect.js";
+export type { MetricsAccess } from "./server/metrics-access.js";
+export type {
+  GatewayMock,
+  MockMatch,
+  MockReply,
+  MockRule,
+} from "./server/providers/mock-script.js";
+export { GatewayAlreadyRunning } from "./server/serve-lock.js";
 
 /**
  * The package's public surface, declared here on purpose: the server's internal options and

@@ -1,8 +1,8 @@
 import { existsSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { type Command, Option } from "commander";
-import { type MetricsAccess, metricsAccesses } from "../server/metrics-access.js";
 import { defaultConnectionLimits } from "../server/http/connection-guards.js";
+import { type MetricsAccess, metricsAccesses } from "../server/metrics-access.js";
 import { UserError } from "./errors.js";
 import { type LogFormat, logFormats, requestLinePrinter } from "./request-lines.js";
 

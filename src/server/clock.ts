@@ -61,3 +61,13 @@ export class ManualClock implements Clock {
     return t;
   }
 }
+
+/** The clock as a test drives it (`gateway.clock`). */
+export interface GatewayClock {
+  /** Milliseconds since the epoch, as the gateway sees them. */
+  now(): number;
+  /** Manual clock only: moves time on; returns the new time. */
+  advance(ms: number): number;
+  /** Manual clock only: moves time to a date (or epoch milliseconds). */
+  set(to: Date | number): number;
+}

@@ -5,7 +5,7 @@ import { z } from "zod";
 import { startCheckpointer } from "../store/checkpointer.js";
 import { Store } from "../store/store.js";
 import { buildApp, type RouteInstaller } from "./app.js";
-import { type Clock, ManualClock, realClock } from "./clock.js";
+import { type Clock, type GatewayClock, ManualClock, realClock } from "./clock.js";
 import { applyConfig } from "./config/apply.js";
 import { demoAccountId, demoConfig } from "./config/demo.js";
 import { ConfigError, loadConfigFile, parseConfig } from "./config/load.js";
@@ -22,11 +22,11 @@ import { defaultBodyLimitBytes } from "./http/json-body.js";
 import { nodeListener } from "./http/node-listener.js";
 import { type FinishedRequest, onFinishedRequests } from "./http/request-trace.js";
 import { startJobRunner } from "./jobs/runner.js";
-import type { MetricsAccess } from "./metrics-access.js";
-import { Readiness } from "./observe/health.js";
-import type { MockMatch, MockReply, MockRule } from "./providers/mock-script.js";
 import type { CassetteOptions } from "./kit/cassettes.js";
 import { defaultCaptureLimit, type InspectedRequest, type RequestsQuery } from "./kit/inspect.js";
+import type { MetricsAccess } from "./metrics-access.js";
+import { Readiness } from "./observe/health.js";
+import type { GatewayMock, MockMatch, MockReply, MockRule } from "./providers/mock-script.js";
 import { completionRoutes } from "./routes/completions.js";
 import { healthRoutes } from "./routes/health.js";
 import { installLandingRoute } from "./routes/landing.js";
@@ -87,23 +87,6 @@ export interface RunningGateway {
   /** Recent requests, newest first, with their bodies when `captureBodies` is on. */
   requests(query?: RequestsQuery): InspectedRequest[];
   close(): Promise<void>;
-}
-
-export interface GatewayMock {
-  /** Appends a rule: `reply(rule)` or `reply(match, reply, { times })`. */
-  reply(rule: MockRule): void;
-  reply(match: MockMatch, reply: MockReply, options?: { times?: number }): void;
-  /** Back to the config's rules (none without a config `mock.script`). */
-  reset(): void;
-}
-
-export interface GatewayClock {
-  /** Milliseconds since the epoch, as the gateway sees them. */
-  now(): number;
-  /** Manual clock only: moves time on; returns the new time. */
-  advance(ms: number): number;
-  /** Manual clock only: moves time to a date (or epoch milliseconds). */
-  set(to: Date | number): number;
 }
 
 function gatewayClock(clock: Clock): GatewayClock {

@@ -113,6 +113,15 @@ interface LiveRule {
   userText?: (text: string) => boolean;
 }
 
+/** The script as a test drives it (`gateway.mock`). */
+export interface GatewayMock {
+  /** Appends a rule: `reply(rule)` or `reply(match, reply, { times })`. */
+  reply(rule: MockRule): void;
+  reply(match: MockMatch, reply: MockReply, options?: { times?: number }): void;
+  /** Back to the config's rules (none without a config `mock.script`). */
+  reset(): void;
+}
+
 export class MockScript {
   private rules: LiveRule[] = [];
   private baseline: ParsedRule[] = [];
