@@ -95,6 +95,7 @@ function completionRoute(s: Services, style: ClientStyle, endpoint: string): Nod
       try {
         // A stream already under way reports its own errors; nothing else can be said here.
         if (outgoing.headersSent) throw err;
+        s.ledger.noteStorageFailure(err);
         const answer = errorAnswer(err, errorStyle, route);
         const { "content-type": contentType, ...headers } = answer.headers;
         sendWithCors(outgoing, answer.status, contentType, answer.body, headers);
@@ -188,7 +189,10 @@ async function complete(
     pieces: result.pieces,
     keepaliveMs: s.options.keepaliveMs,
     headers: { ...corsResponseHeaders, ...headers },
-    errorEvent: (err) => streamErrorEvent(style, streamErrorMessage(err)),
+    errorEvent: (err) =>
+      streamErrorEvent(style, streamErrorMessage(err), {
+        code: err instanceof GatewayError ? err.code : undefined,
+      }),
     isClosingEvent: closingEvents[style],
     recorded: () => s.ledger.committed(),
     onEnd: (end) => {

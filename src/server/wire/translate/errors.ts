@@ -14,6 +14,8 @@ export type StreamErrorContext = {
   sequenceNumber?: number;
   responseId?: string;
   model?: string;
+  /** The gateway's own reason (the stream could not be recorded, say); else upstream_error. */
+  code?: string;
 };
 
 export function streamErrorEvent(
@@ -24,7 +26,12 @@ export function streamErrorEvent(
   if (style === "chat") {
     // The openai SDK throws an APIError for any data chunk carrying `error`.
     const body: ChatErrorBody = {
-      error: { message, type: "upstream_error", code: "upstream_error", param: null },
+      error: {
+        message,
+        type: context.code ?? "upstream_error",
+        code: context.code ?? "upstream_error",
+        param: null,
+      },
     };
     return encodeSSE(body);
   }
@@ -34,7 +41,7 @@ export function streamErrorEvent(
   let sequence = context.sequenceNumber ?? 0;
   const error = {
     type: "error",
-    code: "upstream_error",
+    code: context.code ?? "upstream_error",
     message,
     param: null,
     sequence_number: sequence++,
