@@ -195,3 +195,70 @@ describe.skipIf(!mounted)("a full disk under the database", () => {
     expect(balance()).toBe(startBalance - (settled.cost - warmUpCost));
   }, 120_000);
 });
+
+/**
+ * SQLite's own limit on the database's pages gives the same SQLITE_FULL as a full disk, on any
+ * machine: here a stream whose charge cannot be committed.
+ */
+describe("a database that cannot grow", () => {
+  let gw: TestGateway;
+  beforeAll(async () => {
+    vi.spyOn(console, "error").mockImplementation(() => {});
+    gw = await testGateway({ now: () => 1_800_000_000_000 });
+  });
+  afterAll(async () => {
+    gw?.services.store.db.pragma("max_page_count = 1073741823");
+    await gw?.close();
+    vi.restoreAllMocks();
+  });
+
+  it("ends a stream with a storage_unavailable error event, never its closing event", async () => {
+    const warmUp = await post(gw, "/v1/chat/completions", chat("before"));
+    expect(warmUp.status).toBe(200);
+    await warmUp.json();
+    const db = gw.services.store.db;
+    gw.services.ledger.flush();
+    const rowsBefore = (db.prepare("SELECT count(*) AS n FROM request_log").get() as { n: number })
+      .n;
+    // Another request in flight: the stream's charge then waits for a shared commit.
+    const inFlight = post(gw, "/v1/chat/completions", chat("slow [[mock:delay=1500]]"));
+    for (let i = 0; i < 250 && gw.services.ledger.heldMicro("acct") === 0; i++) await sleep(20);
+    expect(gw.services.ledger.heldMicro("acct")).toBeGreaterThan(0);
+
+    db.pragma(`max_page_count = ${db.pragma("page_count", { simple: true })}`);
+    const filler = db.prepare(
+      "INSERT INTO request_log (id, account_id, endpoint, state, created_at) VALUES (?, 'acct', 'filler', 'failed', ?)",
+    );
+    expect(() => {
+      for (let i = 0; i < 1_000_000; i++) filler.run(`filler_${i}`, 1_800_000_000_000);
+    }).toThrow(/database or disk is full/);
+
+    const streamed = await post(
+      gw,
+      "/v1/chat/completions",
+      chat("stream me", "mock-gpt", { stream: true }),
+    );
+    expect(streamed.status).toBe(200);
+    const text = await streamed.text();
+    expect(text).not.toContain("[DONE]");
+    expect(text).toMatch(/"code":"storage_unavailable"/);
+    expect(text).toMatch(/nothing was charged/);
+    // Answered after the failure, alone: its charge went to the journal, durable, and it left.
+    const slow = await inFlight;
+    expect(slow.status).toBe(200);
+    await slow.json();
+    expect(gw.services.ledger.storageFault()?.path).toBe(gw.dbPath);
+
+    db.pragma("max_page_count = 1073741823");
+    db.prepare("DELETE FROM request_log WHERE endpoint = 'filler'").run();
+    await sleep(1_100);
+    expect(gw.services.ledger.storageFault()).toBeNull();
+    // The journaled charge landed once space returned; the broken stream left no row.
+    gw.services.ledger.flush();
+    expect(
+      db
+        .prepare("SELECT stream, state FROM request_log ORDER BY rowid LIMIT -1 OFFSET ?")
+        .all(rowsBefore),
+    ).toEqual([{ stream: 0, state: "settled" }]);
+  }, 30_000);
+});
