@@ -212,6 +212,36 @@ describe("a database that cannot grow", () => {
     vi.restoreAllMocks();
   });
 
+  /** A request held in flight (so charges wait for a shared commit), then no page left. */
+  async function fillWhileOneWaits(): Promise<{ inFlight: Promise<Response> }> {
+    const db = gw.services.store.db;
+    const inFlight = post(gw, "/v1/chat/completions", chat("slow [[mock:delay=3000]]"));
+    for (let i = 0; i < 250 && gw.services.ledger.heldMicro("acct") === 0; i++) await sleep(20);
+    expect(gw.services.ledger.heldMicro("acct")).toBeGreaterThan(0);
+    db.pragma(`max_page_count = ${db.pragma("page_count", { simple: true })}`);
+    const filler = db.prepare(
+      "INSERT INTO request_log (id, account_id, endpoint, state, created_at) VALUES (?, 'acct', 'filler', 'failed', ?)",
+    );
+    // Large rows take the free pages, then small ones the room left in the last pages.
+    for (const size of [1500, 100, 10]) {
+      expect(() => {
+        for (let i = 0; i < 100_000; i++) {
+          filler.run(`filler_${size}_${i}_${"x".repeat(size)}`, 1_800_000_000_000);
+        }
+      }).toThrow(/database or disk is full/);
+    }
+    // Wrapped: an async function would otherwise wait for the response it returns.
+    return { inFlight };
+  }
+
+  async function makeRoom(): Promise<void> {
+    const db = gw.services.store.db;
+    db.pragma("max_page_count = 1073741823");
+    db.prepare("DELETE FROM request_log WHERE endpoint = 'filler'").run();
+    await sleep(1_100);
+    expect(gw.services.ledger.storageFault()).toBeNull();
+  }
+
   it("ends a stream with a storage_unavailable error event, never its closing event", async () => {
     const warmUp = await post(gw, "/v1/chat/completions", chat("before"));
     expect(warmUp.status).toBe(200);
@@ -220,18 +250,7 @@ describe("a database that cannot grow", () => {
     gw.services.ledger.flush();
     const rowsBefore = (db.prepare("SELECT count(*) AS n FROM request_log").get() as { n: number })
       .n;
-    // Another request in flight: the stream's charge then waits for a shared commit.
-    const inFlight = post(gw, "/v1/chat/completions", chat("slow [[mock:delay=1500]]"));
-    for (let i = 0; i < 250 && gw.services.ledger.heldMicro("acct") === 0; i++) await sleep(20);
-    expect(gw.services.ledger.heldMicro("acct")).toBeGreaterThan(0);
-
-    db.pragma(`max_page_count = ${db.pragma("page_count", { simple: true })}`);
-    const filler = db.prepare(
-      "INSERT INTO request_log (id, account_id, endpoint, state, created_at) VALUES (?, 'acct', 'filler', 'failed', ?)",
-    );
-    expect(() => {
-      for (let i = 0; i < 1_000_000; i++) filler.run(`filler_${i}`, 1_800_000_000_000);
-    }).toThrow(/database or disk is full/);
+    const { inFlight } = await fillWhileOneWaits();
 
     const streamed = await post(
       gw,
@@ -243,22 +262,38 @@ describe("a database that cannot grow", () => {
     expect(text).not.toContain("[DONE]");
     expect(text).toMatch(/"code":"storage_unavailable"/);
     expect(text).toMatch(/nothing was charged/);
-    // Answered after the failure, alone: its charge went to the journal, durable, and it left.
+    // The slow request ended after the stream, alone (its charge went to the journal, durable:
+    // 200) or with it in the batch that failed (503).
     const slow = await inFlight;
-    expect(slow.status).toBe(200);
+    expect([200, 503]).toContain(slow.status);
     await slow.json();
     expect(gw.services.ledger.storageFault()?.path).toBe(gw.dbPath);
 
-    db.pragma("max_page_count = 1073741823");
-    db.prepare("DELETE FROM request_log WHERE endpoint = 'filler'").run();
-    await sleep(1_100);
-    expect(gw.services.ledger.storageFault()).toBeNull();
-    // The journaled charge landed once space returned; the broken stream left no row.
+    await makeRoom();
+    // A journaled charge landed once space returned; the broken stream left no row.
     gw.services.ledger.flush();
     expect(
       db
         .prepare("SELECT stream, state FROM request_log ORDER BY rowid LIMIT -1 OFFSET ?")
         .all(rowsBefore),
-    ).toEqual([{ stream: 0, state: "settled" }]);
+    ).toEqual(slow.status === 200 ? [{ stream: 0, state: "settled" }] : []);
+  }, 30_000);
+
+  it("settles a delivered image whose charge could not be written once, releasing its hold once", async () => {
+    const { inFlight } = await fillWhileOneWaits();
+    const image = await post(gw, "/v1/images/generations", {
+      model: "mock-image",
+      prompt: "a cat",
+    });
+    expect(image.status).toBe(503);
+    expect(await image.json()).toMatchObject({ error: { code: "storage_unavailable" } });
+    await (await inFlight).text();
+    await makeRoom();
+    expect(gw.services.ledger.heldMicro("acct")).toBe(0);
+    const after = await post(gw, "/v1/images/generations", {
+      model: "mock-image",
+      prompt: "a cat",
+    });
+    expect(after.status).toBe(200);
   }, 30_000);
 });

@@ -25,6 +25,12 @@ export interface Reservation {
   reservedMicro: number;
   /** free: the UTC day counted; subscription: JSON of the window starts counted. */
   paymentRef: string | null;
+  /**
+   * Set by the first settlement. A route that settled a delivered request and then failed to make
+   * it durable (a full disk) settles it again as failed: that second one must not release the
+   * hold twice.
+   */
+  settled?: boolean;
 }
 
 export interface ReserveInput {
@@ -243,6 +249,7 @@ export class Ledger {
       stream: input.stream,
       createdAt: input.now,
       ...decided,
+      settled: false,
     };
     this.hold(reservation, 1);
     return reservation;
@@ -347,6 +354,8 @@ export class Ledger {
    * Only a request that delivered output counts against allowances. Returns the charge.
    */
   settle(r: Reservation, input: SettleInput, options: SettleOptions = {}): number {
+    if (r.settled) return 0;
+    r.settled = true;
     this.hold(r, -1);
     const account = this.store.getAccount(r.accountId);
     const charge = input.delivered ? Math.min(input.costMicro, r.reservedMicro) : 0;
