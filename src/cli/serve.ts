@@ -133,6 +133,7 @@ Examples:
       const { ConfigError } = await import("../server/config/load.js");
       const { SecretKeyError } = await import("../store/secret-box.js");
       const { GatewayAlreadyRunning } = await import("../server/serve-lock.js");
+      const { isStorageFull } = await import("../store/storage-fault.js");
       let gateway: Awaited<ReturnType<typeof startGateway>>;
       try {
         gateway = await startGateway({
@@ -163,6 +164,10 @@ Examples:
         if (code === "EADDRINUSE")
           throw new UserError(`port ${port} is already in use; try --port 0`);
         if (code === "SQLITE_CANTOPEN") throw new UserError(`cannot open database ${opts.db}`);
+        if (isStorageFull(err))
+          throw new UserError(
+            `cannot write ${opts.db}: the disk is full; free space and start again`,
+          );
         throw err;
       }
       // Before the ready line: a script may signal us as soon as it reads it.

@@ -53,6 +53,7 @@ export function buildApp(s: Services, extraRoutes: RouteInstaller[] = []): Hono<
     );
   });
   app.onError((err, c) => {
+    s.ledger.noteStorageFailure(err);
     const path = new URL(c.req.url).pathname;
     return errorResponse(err, styleOf(path), `${c.req.method} ${path}`);
   });

@@ -1,3 +1,5 @@
+import { isStorageFull } from "../store/storage-fault.js";
+
 /**
  * One error model for the whole gateway, rendered in the style of the route that was called.
  * Raise a GatewayError where the problem is found; `errorAnswer` turns it into the response.
@@ -19,6 +21,7 @@ export type ErrorCode =
   | "all_providers_failed"
   | "no_wire_for_modality"
   | "internal_error"
+  | "storage_unavailable"
   | "not_found"
   | "forbidden"
   | "client_closed"
@@ -131,6 +134,22 @@ export function internalError(): GatewayError {
   return new GatewayError(500, "internal_error", "The gateway hit an unexpected error.");
 }
 
+/** Seconds a client is asked to wait while the gateway's disk is full. */
+export const storageRetryAfterSeconds = 30;
+
+/**
+ * A write the request needs (its charge, above all) failed for want of disk space. Nothing was
+ * delivered and nothing was charged, so the same request may simply be sent again.
+ */
+export function storageUnavailable(): GatewayError {
+  return new GatewayError(
+    503,
+    "storage_unavailable",
+    "The gateway cannot record requests right now (its disk is full), so this one was not served and nothing was charged. Retry later.",
+    { retryAfter: storageRetryAfterSeconds },
+  );
+}
+
 /** An error as the client receives it, whatever raised it. */
 export interface ErrorAnswer {
   status: number;
@@ -153,6 +172,8 @@ export function errorAnswer(err: unknown, style: ErrorStyle, route: string): Err
   }
   let known: GatewayError;
   if (err instanceof GatewayError) known = err;
+  // The ledger logs the fault once, naming the database; a line per request would flood.
+  else if (isStorageFull(err)) known = storageUnavailable();
   else {
     const { name, message } = err instanceof Error ? err : { name: "Error", message: String(err) };
     console.error(`internal error on ${route}: ${name}: ${message}`);

@@ -1,9 +1,10 @@
 import type { Statement } from "better-sqlite3";
 import { SettlementJournal } from "../../store/settlement-journal.js";
+import { hasFreeSpace, isStorageFull, type StorageFault } from "../../store/storage-fault.js";
 import type { Store } from "../../store/store.js";
 import { type AccountRow, parseSubscription } from "../../store/types.js";
 import type { Subscription } from "../config/schema.js";
-import { GatewayError } from "../errors.js";
+import { GatewayError, storageUnavailable } from "../errors.js";
 
 export type Payment = "balance" | "payg" | "subscription" | "free" | "byok" | "none";
 
@@ -24,6 +25,12 @@ export interface Reservation {
   reservedMicro: number;
   /** free: the UTC day counted; subscription: JSON of the window starts counted. */
   paymentRef: string | null;
+  /**
+   * Set by the first settlement. A route that settled a delivered request and then failed to make
+   * it durable (a full disk) settles it again as failed: that second one must not release the
+   * hold twice.
+   */
+  settled?: boolean;
 }
 
 export interface ReserveInput {
@@ -79,6 +86,10 @@ type LedgerWrite =
       log: LogRow;
     }
   | { kind: "resetPayg"; seq: number; accountId: string; start: number };
+
+/** While the disk is full: how often space is looked for, and how much counts as space again. */
+const probeEveryMs = 1000;
+const recoveryFreeBytes = 1024 * 1024;
 
 const planLimitMessage =
   "Kuota paket langganan Anda untuk periode ini sudah habis. Tunggu hingga periode berikutnya dimulai atau aktifkan PAYG.";
@@ -149,6 +160,9 @@ export class Ledger {
   private readonly journal: SettlementJournal | undefined;
   private waiters: { resolve: () => void; reject: (err: unknown) => void }[] = [];
   private flushTimer: NodeJS.Immediate | undefined;
+  /** Set while commits fail for want of disk space; cleared by the next commit that lands. */
+  private fault: StorageFault | null = null;
+  private lastProbe = 0;
 
   constructor(
     private readonly store: Store,
@@ -195,6 +209,8 @@ export class Ledger {
       ),
       appliedSeq: db.prepare("SELECT applied_seq FROM ledger_journal WHERE id = 1"),
       setAppliedSeq: db.prepare("UPDATE ledger_journal SET applied_seq = ? WHERE id = 1"),
+      // Rewrites one row as it is: a commit that needs room in the WAL, and changes nothing.
+      probe: db.prepare("UPDATE ledger_journal SET applied_seq = applied_seq WHERE id = 1"),
     };
     this.seq = (this.s.appliedSeq.get() as { applied_seq: number }).applied_seq;
     if (store.path !== ":memory:") {
@@ -219,6 +235,8 @@ export class Ledger {
 
   /** Places the hold for one request or throws the spec's error for why it cannot. */
   reserve(input: ReserveInput): Reservation {
+    // A request that could not be charged is refused before it costs an upstream call.
+    if (this.fault !== null && !this.recovered()) throw storageUnavailable();
     const account = this.store.getAccount(input.accountId);
     if (!account) throw new GatewayError(500, "internal_error", "account missing");
     const decided = this.decidePayment(account, input);
@@ -231,6 +249,7 @@ export class Ledger {
       stream: input.stream,
       createdAt: input.now,
       ...decided,
+      settled: false,
     };
     this.hold(reservation, 1);
     return reservation;
@@ -335,6 +354,8 @@ export class Ledger {
    * Only a request that delivered output counts against allowances. Returns the charge.
    */
   settle(r: Reservation, input: SettleInput, options: SettleOptions = {}): number {
+    if (r.settled) return 0;
+    r.settled = true;
     this.hold(r, -1);
     const account = this.store.getAccount(r.accountId);
     const charge = input.delivered ? Math.min(input.costMicro, r.reservedMicro) : 0;
@@ -485,8 +506,59 @@ export class Ledger {
     try {
       this.flush();
     } catch (err) {
+      if (err instanceof GatewayError) return;
       console.error(`ledger: a settlement batch failed to commit: ${(err as Error).message}`);
     }
+  }
+
+  // ---- storage faults -------------------------------------------------------
+
+  /**
+   * Records a write that failed for want of disk space (from here or from any other writer) and
+   * logs it once, naming the database. Returns false for any other error.
+   */
+  noteStorageFailure(err: unknown): boolean {
+    if (!isStorageFull(err)) return false;
+    if (!this.fault) {
+      const message = err instanceof Error ? err.message : String(err);
+      this.fault = { path: this.store.path, message, since: Date.now() };
+      console.error(
+        `gateway: cannot write ${this.store.path}: ${message}; requests get 503 storage_unavailable until space is freed`,
+      );
+    }
+    return true;
+  }
+
+  private storageRecovered(): void {
+    if (!this.fault) return;
+    console.error(`gateway: ${this.store.path} is writable again`);
+    this.fault = null;
+  }
+
+  /** Why requests cannot be recorded right now, or null: for readiness. */
+  storageFault(): StorageFault | null {
+    this.recovered();
+    return this.fault;
+  }
+
+  /**
+   * While faulted, whether space is back: tried at most once a second, by asking the filesystem
+   * for room and then committing what is queued (or a write that changes nothing).
+   */
+  private recovered(): boolean {
+    if (!this.fault) return true;
+    const now = Date.now();
+    if (now - this.lastProbe < probeEveryMs) return false;
+    this.lastProbe = now;
+    if (!hasFreeSpace(this.store.path, recoveryFreeBytes)) return false;
+    try {
+      if (this.queue.length > 0) this.flush();
+      else this.store.transaction(() => this.s.probe.run());
+      this.storageRecovered();
+    } catch (err) {
+      this.noteStorageFailure(err);
+    }
+    return this.fault === null;
   }
 
   /** Commits every queued write now, in one transaction. */
@@ -501,7 +573,9 @@ export class Ledger {
     this.waiters = [];
     try {
       if (writes.length > 0) this.commit(writes);
-    } catch (err) {
+    } catch (failure) {
+      // Out of space: the requests waiting on this batch get the 503 that says so.
+      const err = this.noteStorageFailure(failure) ? storageUnavailable() : failure;
       // The cached rows may now be ahead of the database: read them again from the truth.
       this.store.invalidateAll();
       // Writes already in the journal were answered: they stay queued and land with the next

@@ -98,6 +98,7 @@ function completionRoute(s: Services, style: ClientStyle, endpoint: string): Nod
       try {
         // A stream already under way reports its own errors; nothing else can be said here.
         if (outgoing.headersSent) throw err;
+        s.ledger.noteStorageFailure(err);
         const answer = errorAnswer(err, errorStyle, route);
         const { "content-type": contentType, ...headers } = answer.headers;
         sendWithCors(outgoing, answer.status, contentType, answer.body, headers);
@@ -224,7 +225,10 @@ async function complete(
       first: result.first,
       pieces: result.pieces,
       headers: { ...corsResponseHeaders, ...answerHeaders },
-      errorEvent: (err) => streamErrorEvent(style, streamErrorMessage(err)),
+      errorEvent: (err) =>
+        streamErrorEvent(style, streamErrorMessage(err), {
+          code: err instanceof GatewayError ? err.code : undefined,
+        }),
       isClosingEvent: closingEvents[style],
       recorded: () => s.ledger.committed(),
       onEnd: (end) => {
@@ -257,7 +261,7 @@ async function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined
 
 /** The last event of a stream whose 200 went out before every step failed, in the route's style. */
 function failureEvent(style: ClientStyle, error: GatewayError): string {
-  if (style === "responses") return streamErrorEvent(style, error.message, {}, error.code);
+  if (style === "responses") return streamErrorEvent(style, error.message, { code: error.code });
   return encodeSSE(errorBody(error, style), style === "messages" ? "error" : undefined);
 }
 

@@ -14,18 +14,24 @@ export type StreamErrorContext = {
   sequenceNumber?: number;
   responseId?: string;
   model?: string;
+  /** The gateway's own reason (the stream could not be recorded, say); else upstream_error. */
+  code?: string;
 };
 
 export function streamErrorEvent(
   style: ClientStyle,
   message: string,
   context: StreamErrorContext = {},
-  code = "upstream_error",
 ): string {
   if (style === "chat") {
     // The openai SDK throws an APIError for any data chunk carrying `error`.
     const body: ChatErrorBody = {
-      error: { message, type: "upstream_error", code: "upstream_error", param: null },
+      error: {
+        message,
+        type: context.code ?? "upstream_error",
+        code: context.code ?? "upstream_error",
+        param: null,
+      },
     };
     return encodeSSE(body);
   }
@@ -35,7 +41,7 @@ export function streamErrorEvent(
   let sequence = context.sequenceNumber ?? 0;
   const error = {
     type: "error",
-    code,
+    code: context.code ?? "upstream_error",
     message,
     param: null,
     sequence_number: sequence++,
