@@ -2,6 +2,7 @@ import { chmodSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync }
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 import { z } from "zod";
+import { describeSystemError } from "../../system-errors.js";
 import { UserError } from "../errors.js";
 import type { CredentialStore, StoredLogin } from "./types.js";
 
@@ -68,7 +69,7 @@ export class FileCredentialStore implements CredentialStore {
       text = readFileSync(this.path, "utf8");
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === "ENOENT") return { version: 1, profiles: {} };
-      throw new UserError(`cannot read ${this.location}: ${(err as Error).message}`);
+      throw new UserError(`cannot read ${this.location}: ${describeSystemError(err)}`);
     }
     try {
       return credentialsFile.parse(JSON.parse(text));
@@ -90,7 +91,7 @@ export class FileCredentialStore implements CredentialStore {
       renameSync(temp, this.path);
     } catch (err) {
       rmSync(temp, { force: true });
-      throw new UserError(`cannot write ${this.location}: ${(err as Error).message}`);
+      throw new UserError(`cannot write ${this.location}: ${describeSystemError(err)}`);
     }
   }
 }
