@@ -18,6 +18,8 @@ export class GatewayAlreadyRunning extends Error {
   }
 }
 
+const lockWaitMs = 250;
+
 export interface ServeLock {
   release(): void;
 }
@@ -32,7 +34,9 @@ export interface ServeLock {
  */
 export function lockDatabase(dbPath: string): ServeLock | undefined {
   if (dbPath === ":memory:") return undefined;
-  const lock = new Database(`${dbPath}-lock`, { timeout: 0 });
+  // The wait lets the winner of a simultaneous start finish taking the lock while the loser lets
+  // go of its shared one; a lock already held is refused when it runs out.
+  const lock = new Database(`${dbPath}-lock`, { timeout: lockWaitMs });
   try {
     lock.pragma("locking_mode = EXCLUSIVE");
     lock.exec("BEGIN EXCLUSIVE");
