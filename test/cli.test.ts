@@ -261,12 +261,17 @@ describe("gateway keys", () => {
   });
 
   it("keys revoke lists the ids of an ambiguous label, says when a key was already revoked, and prints JSON", async () => {
-    const { home } = loggedInHome();
-    const ids: string[] = [];
-    for (let i = 0; i < 2; i++) {
-      const made = await runCli(["keys", "create", "--label", "dup", "--json"], home.env);
-      ids.push((JSON.parse(made.stdout) as { id: string }).id);
-    }
+    const { home, loginKeyId } = loggedInHome();
+    const ids = [0, 1].map(
+      (i) =>
+        gw.services.store.createKey({
+          accountId: "acct",
+          label: "dup",
+          kind: "standard",
+          parentKeyId: loginKeyId,
+          now: Date.now() + i,
+        }).key.id,
+    );
     const ambiguous = await runCli(["keys", "revoke", "dup"], home.env);
     expect(ambiguous.code).toBe(1);
     expect(ambiguous.stderr).toBe(
