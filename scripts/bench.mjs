@@ -6,6 +6,7 @@
 //   BENCH_SECONDS=2 node scripts/bench.mjs
 //   node --cpu-prof --cpu-prof-dir=prof scripts/bench.mjs --only=gw-50
 //   node scripts/bench.mjs --stages       also the median time between steps at one connection
+//   BENCH_REQUEST_LINES=text node scripts/bench.mjs   with serve's line per request (to stderr)
 //
 // Two floors run beside the gateway in the same process: a bare proxy (HTTP in and out) and a
 // minimal gateway (scripts/bench-minimal-gateway.mjs: the billing work with no structure).
@@ -62,8 +63,14 @@ async function load(options) {
 const upstreamChild = child("bench-upstream.mjs", true);
 const { url: upstreamUrl } = await upstreamChild.ready;
 
+// BENCH_REQUEST_LINES=text|json: the line per request `gateway serve` prints, here to stderr.
+const lineFormat = process.env.BENCH_REQUEST_LINES;
+const onRequest = lineFormat
+  ? (await import("../dist/cli/request-lines.js")).requestLinePrinter(lineFormat, process.stderr)
+  : undefined;
 const dir = mkdtempSync(join(tmpdir(), "gateway-bench-"));
 const gw = await startGateway({
+  onRequest,
   db: join(dir, "bench.db"),
   port: 0,
   config: {

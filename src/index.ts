@@ -12,7 +12,11 @@ export type { GatewayClock } from "./server/clock.js";
 export { ConfigError } from "./server/config/load.js";
 export type { ConfigInput as GatewayConfig } from "./server/config/schema.js";
 export type { ConnectionLimits } from "./server/http/connection-guards.js";
-export type { FinishedRequest } from "./server/http/request-trace.js";
+export {
+  type FinishedRequest,
+  type RequestTrace,
+  requestChannelName,
+} from "./server/http/request-trace.js";
 export { type Stage, type StageMessage, stageChannelName } from "./server/http/stages.js";
 export type { CassetteMode, CassetteOptions } from "./server/kit/cassettes.js";
 export type {

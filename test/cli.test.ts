@@ -109,6 +109,25 @@ describe("gateway login", () => {
     expect(res.status).toBe(200);
   });
 
+  it("login --json prints the account, key id and store, never the key", async () => {
+    const home = newHome();
+    const cli = spawnCli(["login", "--no-browser", "--json", "--base-url", gw.url], home.env);
+    const { userCode } = await loginPrompt(cli);
+    expect((await ownerDecides(gw, userCode, "approve")).status).toBe(200);
+    const done = await cli.exit();
+    expect(done.code).toBe(0);
+    const out = JSON.parse(done.stdout) as Record<string, string>;
+    const key = storedKey(home);
+    expect(out).toEqual({
+      base_url: gw.url,
+      account_id: "acct",
+      key_id: expect.stringMatching(/^key_/),
+      prefix: key.slice(0, 7),
+      stored_in: home.credentialsPath,
+    });
+    expect(done.stdout).not.toContain(key);
+  });
+
   it("ends with a non-zero exit and a clear message when the owner denies", async () => {
     const home = newHome();
     const cli = spawnCli(["login", "--no-browser", "--base-url", gw.url], home.env);
@@ -240,7 +259,7 @@ describe("gateway login", () => {
     const done = await runCli(["login", "--no-browser", "--base-url", url], newHome().env);
     expect(done.code).toBe(1);
     expect(done.stderr).toMatch(
-      /^gateway: cannot reach the gateway at http:\/\/127\.0\.0\.1:\d+ \(ECONNREFUSED\); is `gateway serve` running\?/,
+      /^gateway: cannot reach the gateway at http:\/\/127\.0\.0\.1:\d+ \(connection refused\); is `gateway serve` running\?/,
     );
     noStackTrace(done.stderr);
   });
@@ -301,6 +320,42 @@ describe("gateway keys", () => {
     expect(unknown.stderr).toBe(
       'gateway: No key with id or label "no-such-key" among your keys (404 not_found)\n',
     );
+  });
+
+  it("keys revoke lists the ids of an ambiguous label, says when a key was already revoked, and prints JSON", async () => {
+    const { home, loginKeyId } = loggedInHome();
+    const ids = [0, 1].map(
+      (i) =>
+        gw.services.store.createKey({
+          accountId: "acct",
+          label: "dup",
+          kind: "standard",
+          parentKeyId: loginKeyId,
+          now: Date.now() + i,
+        }).key.id,
+    );
+    const ambiguous = await runCli(["keys", "revoke", "dup"], home.env);
+    expect(ambiguous.code).toBe(1);
+    expect(ambiguous.stderr).toBe(
+      `gateway: 2 active keys are labelled "dup" (${ids[0]}, ${ids[1]}); revoke one by its id (400 bad_request)\n`,
+    );
+    const json = await runCli(["keys", "revoke", ids[0], "--json"], home.env);
+    expect(json.code).toBe(0);
+    expect(JSON.parse(json.stdout)).toMatchObject({
+      id: ids[0],
+      revoked: true,
+      already_revoked: false,
+    });
+    const again = await runCli(["keys", "revoke", ids[0]], home.env);
+    expect(again.code).toBe(0);
+    expect(again.stdout).toMatch(
+      new RegExp(
+        `^Key ${ids[0]} was already revoked \\(\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d UTC\\); nothing changed\\.\\n$`,
+      ),
+    );
+    // One active "dup" is left: the label is no longer ambiguous.
+    const last = await runCli(["keys", "revoke", "dup"], home.env);
+    expect(last.stdout).toBe(`Revoked key ${ids[1]}; requests with it now get 401.\n`);
   });
 
   it("reports the 21st create in a minute as a plain 429; list and revoke keep working", async () => {
@@ -401,6 +456,18 @@ describe("gateway whoami and logout", () => {
     const after = await runCli(["whoami"], home.env);
     expect(after.code).toBe(1);
     expect(after.stderr).toContain("gateway: not logged in");
+  });
+
+  it("logout --json prints what it did", async () => {
+    const { home, loginKeyId } = loggedInHome();
+    const done = await runCli(["logout", "--json"], home.env);
+    expect(done.code).toBe(0);
+    expect(JSON.parse(done.stdout)).toEqual({
+      key_id: loginKeyId,
+      revoked_on_server: true,
+      base_url: gw.url,
+      removed_from: home.credentialsPath,
+    });
   });
 
   it("logout keeps the key when the gateway is unreachable, so it can be retried", async () => {

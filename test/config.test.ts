@@ -143,7 +143,25 @@ describe("config validation", () => {
       "sk-from-env",
     ]);
     expect(problemsOf(raw, {})).toEqual([
-      "providers[0].api_keys[0]: environment variable OPENAI_KEY is not set",
+      "environment variable OPENAI_KEY is not set (used at providers[0].api_keys[0])",
+    ]);
+  });
+
+  it("names a missing variable once, with every place that uses it", () => {
+    const placeholder = ["$", "{TEAM_KEY}"].join("");
+    const raw = {
+      providers: [
+        {
+          id: "o",
+          wire: "openai",
+          base_url: "http://127.0.0.1:1/v1",
+          api_keys: [placeholder, placeholder],
+        },
+      ],
+      accounts: [{ id: "a", byok: [{ provider: "o", key: placeholder }], keys: [] }],
+    };
+    expect(problemsOf(raw, {})).toEqual([
+      "environment variable TEAM_KEY is not set (used at providers[0].api_keys[0], providers[0].api_keys[1], accounts[0].byok[0].key)",
     ]);
   });
 
@@ -151,7 +169,9 @@ describe("config validation", () => {
     const bad = join(dir, "bad.json");
     writeFileSync(bad, "{ nope");
     expect(() => loadConfigFile(bad)).toThrow(/is not valid JSON/);
-    expect(() => loadConfigFile(join(dir, "missing.json"))).toThrow(/cannot read .*ENOENT/);
+    expect(() => loadConfigFile(join(dir, "missing.json"))).toThrow(
+      /cannot read .*missing\.json: no such file or directory$/m,
+    );
   });
 });
 

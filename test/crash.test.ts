@@ -111,7 +111,10 @@ describe("a crash in the middle of load", () => {
         ),
       ),
     ];
-    await new Promise((r) => setTimeout(r, 500));
+    // Killed under way: once both kinds have finished some (a loaded machine may take a while).
+    const under = Date.now() + 10_000;
+    do await new Promise((r) => setTimeout(r, 500));
+    while ((answered === 0 || streamed === 0) && Date.now() < under);
     await first.stop("SIGKILL");
     stopped = true;
     await Promise.all(loops);

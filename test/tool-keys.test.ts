@@ -135,9 +135,17 @@ describe("GET /api/keys and DELETE /api/keys/:id", () => {
     }
     const first = await api("DELETE", `/api/keys/${byId.id}`, login);
     expect(first.status).toBe(200);
-    expect(await first.json()).toEqual({ id: byId.id, revoked: true });
+    expect(await first.json()).toMatchObject({
+      id: byId.id,
+      revoked: true,
+      already_revoked: false,
+    });
     const second = await api("DELETE", "/api/keys/by-label", login);
-    expect(await second.json()).toEqual({ id: byLabel.id, revoked: true });
+    expect(await second.json()).toMatchObject({
+      id: byLabel.id,
+      revoked: true,
+      already_revoked: false,
+    });
     for (const key of [byId, byLabel]) {
       const res = await post(gw, "/v1/chat/completions", chat(), bearer(key.key));
       expect(res.status).toBe(401);
@@ -147,6 +155,34 @@ describe("GET /api/keys and DELETE /api/keys/:id", () => {
       data: { revoked_at: number | null }[];
     };
     expect(list.data.every((k) => k.revoked_at !== null)).toBe(true);
+  });
+
+  it("says a key was already revoked, by id or label, and lists the ids of an ambiguous label", async () => {
+    const login = newLoginKey();
+    const once = await create(login, "twice");
+    const first = (await (await api("DELETE", `/api/keys/${once.id}`, login)).json()) as {
+      revoked_at: number;
+    };
+    for (const target of [once.id, "twice"]) {
+      const again = await api("DELETE", `/api/keys/${target}`, login);
+      expect(again.status).toBe(200);
+      expect(await again.json()).toEqual({
+        id: once.id,
+        revoked: true,
+        already_revoked: true,
+        revoked_at: first.revoked_at,
+      });
+    }
+    const a = await create(login, "same");
+    const b = await create(login, "same");
+    const ambiguous = await api("DELETE", "/api/keys/same", login);
+    expect(ambiguous.status).toBe(400);
+    const { error } = (await ambiguous.json()) as { error: { message: string } };
+    expect(error.message).toBe(
+      `2 active keys are labelled "same" (${a.id}, ${b.id}); revoke one by its id.`,
+    );
+    for (const key of [a, b])
+      expect((await post(gw, "/v1/chat/completions", chat(), bearer(key.key))).status).toBe(200);
   });
 
   it("answers 404 for another login key's key and for an unknown one", async () => {

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { describeSystemError } from "../system-errors.js";
 import { type ActiveCredential, activeCredential, defaultProfile } from "./credentials/index.js";
 import { UserError } from "./errors.js";
 
@@ -85,7 +86,13 @@ const createdKey = z.object({
 });
 export type CreatedKey = z.infer<typeof createdKey>;
 
-const revoked = z.object({ id: z.string(), revoked: z.boolean() });
+const revoked = z.object({
+  id: z.string(),
+  revoked: z.boolean(),
+  already_revoked: z.boolean().optional(),
+  revoked_at: z.number().optional(),
+});
+export type RevokedKey = z.infer<typeof revoked>;
 
 const chatStyleError = z.object({
   error: z.object({ message: z.string(), code: z.string().nullable().optional() }),
@@ -153,8 +160,8 @@ export class GatewayClient {
     return this.parse(await this.send("GET", "/api/auth/whoami"), whoamiResponse);
   }
 
-  async logout(): Promise<void> {
-    await this.parse(await this.send("POST", "/api/auth/logout"), revoked);
+  async logout(): Promise<RevokedKey> {
+    return this.parse(await this.send("POST", "/api/auth/logout"), revoked);
   }
 
   async createKey(label: string, shared: boolean): Promise<CreatedKey> {
@@ -165,7 +172,7 @@ export class GatewayClient {
     return (await this.parse(await this.send("GET", "/api/keys"), keyList)).data;
   }
 
-  async revokeKey(idOrLabel: string): Promise<{ id: string; revoked: boolean }> {
+  async revokeKey(idOrLabel: string): Promise<RevokedKey> {
     const path = `/api/keys/${encodeURIComponent(idOrLabel)}`;
     return this.parse(await this.send("DELETE", path), revoked);
   }
@@ -254,11 +261,7 @@ export class GatewayClient {
 function networkReason(err: unknown): string {
   if (err instanceof Error && err.name === "TimeoutError")
     return `no answer within ${requestTimeoutMs / 1000} s`;
-  const cause =
-    err instanceof Error
-      ? (err.cause as { code?: string; message?: string } | undefined)
-      : undefined;
-  return cause?.code ?? cause?.message ?? (err instanceof Error ? err.message : String(err));
+  return describeSystemError(err instanceof Error && err.cause ? err.cause : err);
 }
 
 /** Options every command that talks to the gateway accepts. */

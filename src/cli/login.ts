@@ -10,7 +10,7 @@ import {
   openCredentialStores,
 } from "./credentials/index.js";
 import { UserError } from "./errors.js";
-import { note, paintFor, result, startSpinner } from "./output.js";
+import { note, paintFor, printJson, result, startSpinner } from "./output.js";
 
 /**
  * `gateway login`: the device-authorization flow. Ask for a code, show the URL and code (always,
@@ -166,6 +166,7 @@ async function retirePreviousKey(
 }
 
 interface LoginFlags {
+  json?: boolean;
   baseUrl?: string;
   browser: boolean;
   profile: string;
@@ -181,6 +182,7 @@ export function registerLogin(program: Command): void {
     )
     .option("--no-browser", "do not open a browser; open the printed URL yourself")
     .option("--profile <name>", "store the key under this profile", defaultProfile)
+    .option("--json", "print {base_url, account_id, key_id, prefix, stored_in} as JSON when done")
     .addHelpText(
       "after",
       `
@@ -213,10 +215,19 @@ Examples:
           { profile: flags.profile, browser: flags.browser },
         );
         const out = paintFor(process.stdout);
-        result(
-          `${out.green("Logged in")} to ${client.baseUrl} as account ${outcome.accountId} ` +
-            `(login key ${outcome.keyId}, ${outcome.prefix}...), stored in ${outcome.storedIn}.`,
-        );
+        if (flags.json) {
+          printJson({
+            base_url: client.baseUrl,
+            account_id: outcome.accountId,
+            key_id: outcome.keyId,
+            prefix: outcome.prefix,
+            stored_in: outcome.storedIn,
+          });
+        } else
+          result(
+            `${out.green("Logged in")} to ${client.baseUrl} as account ${outcome.accountId} ` +
+              `(login key ${outcome.keyId}, ${outcome.prefix}...), stored in ${outcome.storedIn}.`,
+          );
         if (process.env.GATEWAY_API_KEY) {
           note(
             "Note: GATEWAY_API_KEY is set and takes precedence over the stored key until you unset it.",

@@ -7,7 +7,7 @@ import {
   openCredentialStores,
 } from "./credentials/index.js";
 import { UserError } from "./errors.js";
-import { note, result } from "./output.js";
+import { note, printJson, result } from "./output.js";
 
 /**
  * `gateway logout`: revoke the profile's login key on the gateway, then forget it locally.
@@ -16,6 +16,7 @@ import { note, result } from "./output.js";
  */
 
 interface LogoutFlags {
+  json?: boolean;
   baseUrl?: string;
   profile: string;
 }
@@ -26,6 +27,7 @@ export function registerLogout(program: Command): void {
     .description("Revoke the stored login key on the gateway and remove it from this machine")
     .option("--base-url <url>", "gateway the key belongs to (default: the one logged in to)")
     .option("--profile <name>", "profile to log out", defaultProfile)
+    .option("--json", "print {key_id, revoked_on_server, base_url, removed_from} as JSON")
     .addHelpText(
       "after",
       `
@@ -61,11 +63,19 @@ Examples:
           revokedOnServer = false;
         }
         await found.store.delete(flags.profile);
-        result(
-          revokedOnServer
-            ? `Logged out: login key ${found.login.keyId} revoked on ${baseUrl} and removed from ${found.store.location}.`
-            : `Logged out: the gateway no longer accepted login key ${found.login.keyId}; removed it from ${found.store.location}.`,
-        );
+        if (flags.json) {
+          printJson({
+            key_id: found.login.keyId,
+            revoked_on_server: revokedOnServer,
+            base_url: baseUrl,
+            removed_from: found.store.location,
+          });
+        } else
+          result(
+            revokedOnServer
+              ? `Logged out: login key ${found.login.keyId} revoked on ${baseUrl} and removed from ${found.store.location}.`
+              : `Logged out: the gateway no longer accepted login key ${found.login.keyId}; removed it from ${found.store.location}.`,
+          );
         if (process.env.GATEWAY_API_KEY)
           note("Note: GATEWAY_API_KEY is still set in this environment.");
       }),

@@ -48,7 +48,7 @@ function jsonLine(r: FinishedRequest): string {
 
 function textLine(paint: ReturnType<typeof paintFor>) {
   return (r: FinishedRequest): string => {
-    const time = new Date(r.finishedAt).toTimeString().slice(0, 8);
+    const time = clockTime(r.finishedAt);
     const failed = r.status >= 400 || r.errorCode !== undefined || r.aborted;
     const colour = r.status >= 500 || (r.status < 400 && failed) ? paint.red : paint.yellow;
     const status = failed ? colour(String(r.status)) : paint.green(String(r.status));
@@ -66,6 +66,13 @@ function textLine(paint: ReturnType<typeof paintFor>) {
     else if (r.aborted) parts.push(colour("client closed"));
     return parts.join("  ");
   };
+}
+
+/** Local HH:MM:SS (`toTimeString` would look up the time zone's name for every line). */
+function clockTime(ms: number): string {
+  const d = new Date(ms);
+  const two = (n: number) => (n < 10 ? `0${n}` : String(n));
+  return `${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}`;
 }
 
 /** Two decimals, or enough to show a cost under one rupiah that is not zero. */

@@ -1,4 +1,5 @@
 import { existsSync } from "node:fs";
+import { networkInterfaces } from "node:os";
 import { dirname, resolve } from "node:path";
 import { type Command, Option } from "commander";
 import { defaultConnectionLimits } from "../server/http/connection-guards.js";
@@ -193,9 +194,17 @@ Examples:
         process.stderr.write(`gateway: unhandled rejection (still serving): ${what}\n`);
       });
       const readyMs = Math.round(performance.now() - started);
+      const exposed = !isLoopback(opts.host);
+      const networkUrl = exposed ? reachableUrl(opts.host, gateway.port) : undefined;
+      if (exposed) {
+        const where = networkUrl ?? "(no network interface is up on this machine right now)";
+        process.stderr.write(
+          `gateway: warning: listening on ${opts.host}, so the dashboard and the API are reachable from the network: ${where}; keys are still needed, and an owner link opens the dashboard for whoever has it\n`,
+        );
+      }
       if (opts.json) {
         process.stdout.write(
-          `${JSON.stringify({ url: gateway.url, port: gateway.port, demo_key: gateway.demoKey, owner_url: gateway.ownerUrl, ready_ms: readyMs })}\n`,
+          `${JSON.stringify({ url: gateway.url, port: gateway.port, demo_key: gateway.demoKey, owner_url: gateway.ownerUrl, ready_ms: readyMs, network_url: networkUrl })}\n`,
         );
       } else {
         process.stdout.write(`gateway listening on ${gateway.url} (ready in ${readyMs} ms)\n`);
@@ -215,6 +224,26 @@ Examples:
         }
       }
     });
+}
+
+function isLoopback(host: string): boolean {
+  return host === "localhost" || host === "::1" || host.startsWith("127.");
+}
+
+/**
+ * Where other machines reach a server bound to `host`: the address itself, or for a wildcard the
+ * first interface address that is not loopback (undefined when there is none).
+ */
+function reachableUrl(host: string, port: number): string | undefined {
+  let address: string | undefined = host;
+  if (host === "0.0.0.0" || host === "::") {
+    const addresses = Object.values(networkInterfaces())
+      .flat()
+      .filter((a) => a !== undefined && !a.internal);
+    address = (addresses.find((a) => a?.family === "IPv4") ?? addresses[0])?.address;
+  }
+  if (address === undefined) return undefined;
+  return `http://${address.includes(":") ? `[${address}]` : address}:${port}`;
 }
 
 /** The path as one shell word, for a command line the user copies. */

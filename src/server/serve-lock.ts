@@ -19,6 +19,8 @@ export class GatewayAlreadyRunning extends Error {
   }
 }
 
+const lockWaitMs = 250;
+
 export interface ServeLock {
   release(): void;
 }
@@ -34,7 +36,9 @@ export interface ServeLock {
 export function lockDatabase(dbPath: string): ServeLock | undefined {
   if (dbPath === ":memory:") return undefined;
   ensurePrivateFile(`${dbPath}-lock`);
-  const lock = new Database(`${dbPath}-lock`, { timeout: 0 });
+  // The wait lets the winner of a simultaneous start finish taking the lock while the loser lets
+  // go of its shared one; a lock already held is refused when it runs out.
+  const lock = new Database(`${dbPath}-lock`, { timeout: lockWaitMs });
   try {
     // The lock file holds no data: a journal would only leave a second file beside it.
     lock.pragma("journal_mode = MEMORY");

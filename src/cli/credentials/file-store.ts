@@ -3,6 +3,7 @@ import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 import { z } from "zod";
 import { makePrivateDir, writePrivateFile } from "../../store/private-files.js";
+import { describeSystemError } from "../../system-errors.js";
 import { UserError } from "../errors.js";
 import type { CredentialStore, StoredLogin } from "./types.js";
 
@@ -69,7 +70,7 @@ export class FileCredentialStore implements CredentialStore {
       text = readFileSync(this.path, "utf8");
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === "ENOENT") return { version: 1, profiles: {} };
-      throw new UserError(`cannot read ${this.location}: ${(err as Error).message}`);
+      throw new UserError(`cannot read ${this.location}: ${describeSystemError(err)}`);
     }
     try {
       return credentialsFile.parse(JSON.parse(text));
@@ -84,7 +85,7 @@ export class FileCredentialStore implements CredentialStore {
       makePrivateDir(dirname(this.path));
       writePrivateFile(this.path, `${JSON.stringify(file, null, 2)}\n`);
     } catch (err) {
-      throw new UserError(`cannot write ${this.location}: ${(err as Error).message}`);
+      throw new UserError(`cannot write ${this.location}: ${describeSystemError(err)}`);
     }
   }
 }

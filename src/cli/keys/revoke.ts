@@ -1,11 +1,12 @@
 import type { Command } from "commander";
 import { connectWithKey } from "../api-client.js";
 import { defaultProfile, endingPromptly } from "../credentials/index.js";
-import { result } from "../output.js";
+import { formatTime, printJson, result } from "../output.js";
 
 /** `gateway keys revoke ID|LABEL`: the key stops working on its very next request. */
 
 interface RevokeFlags {
+  json?: boolean;
   baseUrl?: string;
   profile: string;
 }
@@ -15,6 +16,7 @@ export function registerKeysRevoke(keys: Command): void {
     .command("revoke")
     .description("Revoke a per-tool key by id or label; it stops working at once")
     .argument("<id-or-label>", "the key's id (key_...) or its label")
+    .option("--json", "print {id, revoked, already_revoked, revoked_at} as JSON")
     .option("--base-url <url>", "gateway to use (default: the one logged in to)")
     .option("--profile <name>", "login profile to use", defaultProfile)
     .addHelpText(
@@ -28,7 +30,12 @@ Examples:
       endingPromptly(async (idOrLabel: string, flags: RevokeFlags) => {
         const { client } = await connectWithKey(flags);
         const revoked = await client.revokeKey(idOrLabel);
-        result(`Revoked key ${revoked.id}; requests with it now get 401.`);
+        if (flags.json) printJson(revoked);
+        else if (revoked.already_revoked)
+          result(
+            `Key ${revoked.id} was already revoked (${formatTime(revoked.revoked_at ?? null)} UTC); nothing changed.`,
+          );
+        else result(`Revoked key ${revoked.id}; requests with it now get 401.`);
       }),
     );
 }

@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import type { ZodError } from "zod";
+import { describeSystemError } from "../../system-errors.js";
 import { configSchema, type GatewayConfig } from "./schema.js";
 
 export class ConfigError extends Error {
@@ -17,7 +18,7 @@ export function loadConfigFile(file: string, env: NodeJS.ProcessEnv = process.en
   try {
     text = readFileSync(file, "utf8");
   } catch (err) {
-    throw new ConfigError([`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? err}`]);
+    throw new ConfigError([`cannot read ${file}: ${describeSystemError(err)}`]);
   }
   let raw: unknown;
   try {
@@ -35,7 +36,11 @@ export function parseConfig(
   source = "config",
 ): GatewayConfig {
   const problems: string[] = [];
-  const substituted = substituteEnv(raw, env, [], problems);
+  const missing = new Map<string, string[]>();
+  const substituted = substituteEnv(raw, env, [], missing);
+  // One line per variable, however many places use it: the fix is one `export`.
+  for (const [name, paths] of missing)
+    problems.push(`environment variable ${name} is not set (used at ${paths.join(", ")})`);
   const parsed = configSchema.safeParse(substituted);
   if (!parsed.success) problems.push(...formatZodError(parsed.error));
   // References are checked on what parsed, or else on the raw value, so one run names every bad path.
@@ -48,23 +53,25 @@ function substituteEnv(
   value: unknown,
   env: NodeJS.ProcessEnv,
   path: (string | number)[],
-  problems: string[],
+  missing: Map<string, string[]>,
 ): unknown {
   if (typeof value === "string") {
     return value.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g, (_, name: string) => {
       const found = env[name];
       if (found === undefined) {
-        problems.push(`${formatPath(path)}: environment variable ${name} is not set`);
+        const paths = missing.get(name) ?? [];
+        paths.push(formatPath(path));
+        missing.set(name, paths);
         return `\${${name}}`;
       }
       return found;
     });
   }
   if (Array.isArray(value))
-    return value.map((v, i) => substituteEnv(v, env, [...path, i], problems));
+    return value.map((v, i) => substituteEnv(v, env, [...path, i], missing));
   if (value && typeof value === "object") {
     return Object.fromEntries(
-      Object.entries(value).map(([k, v]) => [k, substituteEnv(v, env, [...path, k], problems)]),
+      Object.entries(value).map(([k, v]) => [k, substituteEnv(v, env, [...path, k], missing)]),
     );
   }
   return value;

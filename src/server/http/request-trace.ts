@@ -42,12 +42,12 @@ export interface TraceSource {
   url: string;
 }
 
-const traceKey = Symbol("model-gateway.trace");
-type Traced = IncomingMessage & { [traceKey]?: RequestTrace };
+/** Kept beside the request, not on it: a new property would change the shape of every request. */
+const traces = new WeakMap<IncomingMessage, FinishedRequest>();
 
 /** The request's trace while someone listens, else undefined. */
 export function traceOf(incoming: IncomingMessage | undefined): RequestTrace | undefined {
-  return (incoming as Traced | undefined)?.[traceKey];
+  return incoming && finishedChannel.hasSubscribers ? traces.get(incoming) : undefined;
 }
 
 /** Called by the listener for each request, only while the channel has subscribers. */
@@ -57,23 +57,35 @@ export function traceRequest(
   outgoing: ServerResponse,
 ): void {
   const started = performance.now();
-  const trace: RequestTrace = {};
-  (incoming as Traced)[traceKey] = trace;
+  // Every field from the start, so every trace has one shape and is itself the message.
+  const trace: FinishedRequest = {
+    gateway: source.url,
+    method: incoming.method ?? "",
+    path: "",
+    status: 0,
+    durationMs: 0,
+    finishedAt: 0,
+    aborted: false,
+    model: undefined,
+    keyLabel: undefined,
+    stream: undefined,
+    costMicro: undefined,
+    inputTokens: undefined,
+    outputTokens: undefined,
+    providerId: undefined,
+    errorCode: undefined,
+  };
+  traces.set(incoming, trace);
   outgoing.once("close", () => {
     if (!finishedChannel.hasSubscribers) return;
     const url = incoming.url ?? "";
     const query = url.indexOf("?");
-    const message: FinishedRequest = {
-      gateway: source.url,
-      method: incoming.method ?? "",
-      path: query === -1 ? url : url.slice(0, query),
-      status: outgoing.statusCode,
-      durationMs: performance.now() - started,
-      finishedAt: Date.now(),
-      aborted: !outgoing.writableFinished,
-      ...trace,
-    };
-    finishedChannel.publish(message);
+    trace.path = query === -1 ? url : url.slice(0, query);
+    trace.status = outgoing.statusCode;
+    trace.durationMs = performance.now() - started;
+    trace.finishedAt = Date.now();
+    trace.aborted = !outgoing.writableFinished;
+    finishedChannel.publish(trace);
   });
 }
 

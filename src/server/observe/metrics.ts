@@ -25,6 +25,14 @@ const Counter = require("prom-client/lib/counter") as typeof Prom.Counter;
 const Gauge = require("prom-client/lib/gauge") as typeof Prom.Gauge;
 const Histogram = require("prom-client/lib/histogram") as typeof Prom.Histogram;
 
+interface Series {
+  requests: Prom.Counter.Internal;
+  latency: Prom.Histogram.Internal<string>;
+  input: Prom.Counter.Internal;
+  output: Prom.Counter.Internal;
+  charged: Prom.Counter.Internal;
+}
+
 /** Latency buckets in seconds: a mock answer takes milliseconds, a long stream a minute. */
 const latencyBuckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
 
@@ -84,6 +92,24 @@ export function createMetrics(s: Services): GatewayMetrics {
 
   let routeOf: (method: string, path: string) => string = () => "unmatched";
 
+  // prom-client hashes a label object on every call; a series' children are found once here.
+  const series = new Map<string, Series>();
+  const seriesOf = (route: string, method: string, status: number, model: string): Series => {
+    const key = `${route} ${method} ${status} ${model}`;
+    let found = series.get(key);
+    if (!found) {
+      found = {
+        requests: requests.labels(route, method, String(status), model),
+        latency: latency.labels(route, method),
+        input: tokens.labels(model, "input"),
+        output: tokens.labels(model, "output"),
+        charged: charged.labels(model),
+      };
+      series.set(key, found);
+    }
+    return found;
+  };
+
   return {
     registry,
     knowRoutes(app, nodePosts) {
@@ -97,11 +123,12 @@ export function createMetrics(s: Services): GatewayMetrics {
         r.model !== undefined && (catalog.models.has(r.model) || catalog.routes.has(r.model))
           ? r.model
           : "none";
-      requests.inc({ route, method: r.method, status: String(r.status), model });
-      latency.observe({ route, method: r.method }, r.durationMs / 1000);
-      if (r.inputTokens) tokens.inc({ model, direction: "input" }, r.inputTokens);
-      if (r.outputTokens) tokens.inc({ model, direction: "output" }, r.outputTokens);
-      if (r.costMicro) charged.inc({ model }, r.costMicro);
+      const series = seriesOf(route, r.method, r.status, model);
+      series.requests.inc();
+      series.latency.observe(r.durationMs / 1000);
+      if (r.inputTokens) series.input.inc(r.inputTokens);
+      if (r.outputTokens) series.output.inc(r.outputTokens);
+      if (r.costMicro) series.charged.inc(r.costMicro);
       // A stream that broke after its 200 failed upstream too; the dispatcher never saw it.
       if (r.status < 400 && r.errorCode === "upstream_error" && r.providerId)
         upstreamFailures.inc({ provider: r.providerId, kind: "stream_broken" });

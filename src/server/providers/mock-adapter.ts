@@ -11,6 +11,7 @@ import {
   type CompletionRequest,
   type CompletionResult,
   type ProviderAdapter,
+  UnsupportedRequest,
   UpstreamFailure,
 } from "../dispatch/types.js";
 import type { ErrorCode } from "../errors.js";
@@ -38,6 +39,12 @@ export class MockAdapter implements ProviderAdapter {
       (this.script.active &&
         this.script.plan([attempt.model.name, attempt.model.upstream_model], chatReq)) ||
       planMockReply(chatReq);
+    if (plan.directives.tool !== undefined && !plan.toolCalls?.length && asksForTool(chatReq)) {
+      // Answering plain text would let a tool loop under test pass without ever calling a tool.
+      throw new UnsupportedRequest(
+        "[[mock:tool]] asks the mock for a tool call, but the request declares no tools; add `tools` to the request.",
+      );
+    }
     // A requested delay is prefill time: before the first token of a stream, before the whole answer otherwise.
     await sleep(
       (timing.latency_ms ?? 0) + (req.stream ? 0 : (plan.directives.delay ?? 0)),
@@ -66,6 +73,13 @@ export class MockAdapter implements ProviderAdapter {
     this.timings.set(providerId, { json, timing });
     return timing;
   }
+}
+
+/** No tools declared, and not the turn after a tool result (which answers in text). */
+function asksForTool(req: { tools?: unknown; messages?: unknown }): boolean {
+  if (Array.isArray(req.tools) && req.tools.length > 0) return false;
+  const messages = Array.isArray(req.messages) ? req.messages : [];
+  return (messages[messages.length - 1] as { role?: unknown } | undefined)?.role !== "tool";
 }
 
 function mockCompletion(

@@ -16,7 +16,7 @@ import type { Services } from "../services.js";
  * Per-tool keys, minted from a login key (bearer) or from the owner's dashboard session:
  *   POST   /api/keys            {label, shared?} -> 201 {id, key, label, kind, created_at}
  *   GET    /api/keys                              -> {data: [key view]} (keys this login key minted)
- *   DELETE /api/keys/:idOrLabel                   -> {id, revoked: true}
+ *   DELETE /api/keys/:idOrLabel                   -> {id, revoked: true, already_revoked, revoked_at}
  *   GET    /api/auth/whoami                       -> {account_id, key_id, kind, label, prefix}
  *   POST   /api/auth/logout                       -> {id, revoked: true} (the presenting login key)
  *   /api/dashboard/keys[...]                      -> the same for the owner session (cookie + x-csrf-token)
@@ -74,18 +74,25 @@ export function mintKey(
   return { id: key.id, key: value, label: key.label, kind: key.kind, created_at: key.created_at };
 }
 
-/** By id first; else by label among the active keys, which must then be unambiguous. */
+/**
+ * By id first; else by label among the active keys, which must then be unambiguous; else the
+ * latest revoked key of that label, so revoking twice says so instead of "no such key".
+ */
 export function findKeyToRevoke(candidates: KeyRow[], idOrLabel: string): KeyRow {
   const byId = candidates.find((k) => k.id === idOrLabel);
   if (byId) return byId;
-  const byLabel = candidates.filter((k) => k.label === idOrLabel && k.revoked_at === null);
+  const labelled = candidates.filter((k) => k.label === idOrLabel);
+  const byLabel = labelled.filter((k) => k.revoked_at === null);
   if (byLabel.length === 1) return byLabel[0];
   if (byLabel.length > 1) {
     throw new GatewayError(
       400,
       "bad_request",
-      `${byLabel.length} active keys are labelled "${idOrLabel}"; revoke one by its id.`,
+      `${byLabel.length} active keys are labelled "${idOrLabel}" (${byLabel.map((k) => k.id).join(", ")}); revoke one by its id.`,
     );
+  }
+  if (labelled.length > 0) {
+    return labelled.reduce((a, b) => ((b.revoked_at ?? 0) > (a.revoked_at ?? 0) ? b : a));
   }
   throw new GatewayError(
     404,
@@ -94,9 +101,13 @@ export function findKeyToRevoke(candidates: KeyRow[], idOrLabel: string): KeyRow
   );
 }
 
+/** Revoking a revoked key changes nothing and says so (`already_revoked`, with the first time). */
 function revoke(s: Services, key: KeyRow) {
-  s.store.revokeKey(key.id, s.options.now());
-  return { id: key.id, revoked: true };
+  if (key.revoked_at !== null)
+    return { id: key.id, revoked: true, already_revoked: true, revoked_at: key.revoked_at };
+  const now = s.options.now();
+  s.store.revokeKey(key.id, now);
+  return { id: key.id, revoked: true, already_revoked: false, revoked_at: now };
 }
 
 function bearerKey(c: Context, s: Services): KeyWithAccount {
