@@ -5,13 +5,20 @@ import {
   type CompletionRequest,
   type CompletionResult,
   type ProviderAdapter,
+  UnsupportedRequest,
   UpstreamFailure,
 } from "../dispatch/types.js";
 import type { ErrorCode } from "../errors.js";
 import type { GoneSignal } from "../http/client-signal.js";
 import { sleep } from "../sleep.js";
 import type { ChatCompletionChunk, ChatCompletionResponse } from "../wire/openai-types.js";
-import { type MockPlan, type MockTiming, mockFailure, planMockReply } from "./mock-chat.js";
+import {
+  MockDirectiveError,
+  type MockPlan,
+  type MockTiming,
+  mockFailure,
+  planMockReply,
+} from "./mock-chat.js";
 
 export function mockTiming(optionsJson: string): MockTiming {
   return (JSON.parse(optionsJson) as { mock?: MockTiming }).mock ?? {};
@@ -24,7 +31,7 @@ export class MockAdapter implements ProviderAdapter {
   async complete(attempt: Attempt, req: CompletionRequest): Promise<CompletionResult> {
     const timing = this.timingFor(attempt.provider.id, attempt.provider.options_json);
     const chatReq = toChatRequest(req, attempt.model.upstream_model);
-    const plan = planMockReply(chatReq);
+    const plan = planOrRefuse(chatReq);
     // A requested delay is prefill time: before the first token of a stream, before the whole answer otherwise.
     await sleep(
       (timing.latency_ms ?? 0) + (req.stream ? 0 : (plan.directives.delay ?? 0)),
@@ -69,7 +76,7 @@ function mockCompletion(
         index: 0,
         message: {
           role: "assistant",
-          content: plan.toolCall ? null : plan.text,
+          content: plan.toolCall ? null : plan.text(),
           refusal: null,
           ...(plan.toolCall
             ? {
@@ -95,6 +102,31 @@ function mockCompletion(
   } as ChatCompletionResponse;
 }
 
+/** The planned reply as deltas, made one at a time as the stream asks for them. */
+function* deltas(plan: MockPlan): Generator<object> {
+  if (!plan.toolCall) {
+    for (const word of plan.pieces()) yield { content: word };
+    return;
+  }
+  const { id: callId, name, arguments: args } = plan.toolCall;
+  yield {
+    tool_calls: [{ index: 0, id: callId, type: "function", function: { name, arguments: "" } }],
+  };
+  for (let i = 0; i < args.length; i += 8) {
+    yield { tool_calls: [{ index: 0, function: { arguments: args.slice(i, i + 8) } }] };
+  }
+}
+
+/** A directive past its bound is the request's fault: a 400 naming the bound, nothing charged. */
+function planOrRefuse(chatReq: Parameters<typeof planMockReply>[0]): MockPlan {
+  try {
+    return planMockReply(chatReq);
+  } catch (err) {
+    if (err instanceof MockDirectiveError) throw new UnsupportedRequest(err.message);
+    throw err;
+  }
+}
+
 /** Splits the planned reply into word-sized deltas, paced like a real model. */
 async function* mockChunks(
   id: string,
@@ -112,20 +144,8 @@ async function* mockChunks(
     }) as ChatCompletionChunk;
   await sleep((timing.first_token_ms ?? 0) + (plan.directives.delay ?? 0), signal);
   yield chunk({ role: "assistant", content: "" });
-  const pieces: object[] = [];
-  if (plan.toolCall) {
-    const { id: callId, name, arguments: args } = plan.toolCall;
-    pieces.push({
-      tool_calls: [{ index: 0, id: callId, type: "function", function: { name, arguments: "" } }],
-    });
-    for (let i = 0; i < args.length; i += 8) {
-      pieces.push({ tool_calls: [{ index: 0, function: { arguments: args.slice(i, i + 8) } }] });
-    }
-  } else {
-    for (const word of plan.text.match(/\S+\s*/g) ?? []) pieces.push({ content: word });
-  }
   let sent = 0;
-  for (const delta of pieces) {
+  for (const delta of deltas(plan)) {
     if (plan.directives.break !== undefined && sent >= plan.directives.break) {
       throw new Error("mock stream broken on request");
     }
