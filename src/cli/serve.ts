@@ -13,6 +13,7 @@ interface ServeOptions {
   keepAliveTimeoutMs: string;
   maxConnectionsPerIp: string;
   publicUrl?: string;
+  upstreamAnswerLimitMb?: string;
   json?: boolean;
 }
 
@@ -55,6 +56,10 @@ export function registerServe(program: Command): void {
       "--public-url <url>",
       "the URL browsers reach the gateway at, when it is not the listening address (dashboard origin checks, owner link)",
     )
+    .option(
+      "--upstream-answer-limit-mb <mb>",
+      "largest whole answer (JSON, audio) read from a provider, default 32; a larger one fails with 503",
+    )
     .option("--json", "print the ready line as JSON, for scripts")
     .addHelpText(
       "after",
@@ -74,6 +79,10 @@ Examples:
         keepAliveTimeoutMs: parseInteger(opts.keepAliveTimeoutMs, "--keep-alive-timeout-ms"),
         maxConnectionsPerIp: parseInteger(opts.maxConnectionsPerIp, "--max-connections-per-ip"),
       };
+      const upstreamAnswerLimitBytes =
+        opts.upstreamAnswerLimitMb === undefined
+          ? undefined
+          : parseInteger(opts.upstreamAnswerLimitMb, "--upstream-answer-limit-mb") * 1024 * 1024;
       if (
         connections.requestTimeoutMs > 0 &&
         connections.headersTimeoutMs > connections.requestTimeoutMs
@@ -92,6 +101,7 @@ Examples:
           keepaliveMs,
           connections,
           publicUrl: opts.publicUrl,
+          upstreamAnswerLimitBytes,
         });
       } catch (err) {
         if (err instanceof ConfigError) throw new UserError(err.message);

@@ -38,6 +38,8 @@ export interface GatewayOptions {
   /** Device-flow timing for `gateway login` (defaults 600 s and 5 s); tests shorten them. */
   deviceCodeTtlSeconds?: number;
   devicePollIntervalSeconds?: number;
+  /** Largest whole answer (JSON, audio) read from a provider; see defaultUpstreamAnswerLimitBytes. */
+  upstreamAnswerLimitBytes?: number;
   /** Header, request and keep-alive timeouts and the per-address connection cap (connection-guards.ts). */
   connections?: Partial<ConnectionLimits>;
   /**
@@ -70,6 +72,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
       now,
       deviceCodeTtlSeconds: options.deviceCodeTtlSeconds,
       devicePollIntervalSeconds: options.devicePollIntervalSeconds,
+      upstreamAnswerLimitBytes: options.upstreamAnswerLimitBytes,
     });
     let ownerAccountId: string | undefined;
     let demoKey: string | undefined;

@@ -18,6 +18,8 @@ export interface ServerOptions {
   deviceCodeTtlSeconds?: number;
   /** Poll interval the device flow asks clients for (default 5 s). */
   devicePollIntervalSeconds?: number;
+  /** Largest whole answer read from a provider (default in http-upstream.ts). */
+  upstreamAnswerLimitBytes?: number;
   /**
    * The origin browsers reach the gateway at (`publicUrl`, else the listening address), set once
    * the server listens. Same-origin checks compare against it, never against the Host header.
@@ -37,7 +39,7 @@ export interface Services {
 }
 
 export function createServices(store: Store, options: ServerOptions): Services {
-  const http = new UpstreamHttp();
+  const http = new UpstreamHttp(options.upstreamAnswerLimitBytes);
   const pools = new KeyPools(options.now);
   const dispatcher = new Dispatcher(store, pools, {
     mock: new MockAdapter(),

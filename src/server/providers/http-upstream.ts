@@ -6,6 +6,12 @@ import { rejectionReason, retryAfterMs } from "./classify.js";
 /** Bounded read of an error body, only to classify it. */
 const maxErrorBodyBytes = 64 * 1024;
 
+/**
+ * Largest whole answer (JSON, audio) read from a provider. Generous next to real answers; an
+ * answer past it is cut off as it arrives and the attempt fails (503 upstream_error).
+ */
+export const defaultUpstreamAnswerLimitBytes = 32 * 1024 * 1024;
+
 type Body = string | Uint8Array;
 
 /**
@@ -20,6 +26,8 @@ type Body = string | Uint8Array;
 export class UpstreamHttp {
   private agent: Agent | undefined;
   private loading: Promise<Agent> | undefined;
+
+  constructor(private readonly answerLimitBytes = defaultUpstreamAnswerLimitBytes) {}
 
   /**
    * Loads undici (about a tenth of a second) after start-up rather than before the ready line;
@@ -58,7 +66,10 @@ export class UpstreamHttp {
       const options = postOptions(url, headers, body, timeoutMs);
       const agent = this.agent ?? (await this.warm());
       answer = await new Promise<WholeAnswer>((resolve, reject) => {
-        agent.dispatch(options, new WholeAnswerReader(signal, resolve, reject));
+        agent.dispatch(
+          options,
+          new WholeAnswerReader(signal, this.answerLimitBytes, resolve, reject),
+        );
       });
     } catch (err) {
       throw signal.aborted ? err : providerFailed(err);
@@ -111,6 +122,7 @@ class WholeAnswerReader implements Dispatcher.DispatchHandler {
 
   constructor(
     private readonly signal: GoneSignal,
+    private readonly limit: number,
     private readonly resolve: (answer: WholeAnswer) => void,
     private readonly reject: (err: unknown) => void,
   ) {
@@ -131,18 +143,30 @@ class WholeAnswerReader implements Dispatcher.DispatchHandler {
   }
 
   onResponseStart(
-    _controller: Dispatcher.DispatchController,
+    controller: Dispatcher.DispatchController,
     statusCode: number,
     headers: Record<string, string | string[] | undefined>,
   ): void {
     this.status = statusCode;
     this.retryAfter = headers["retry-after"];
+    const declared = Number(headers["content-length"]);
+    if (this.isWhole() && declared > this.limit) controller.abort(answerTooLarge(this.limit));
   }
 
-  onResponseData(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
-    const whole = this.status >= 200 && this.status < 300;
-    if (whole || this.size < maxErrorBodyBytes) this.chunks.push(chunk);
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
     this.size += chunk.length;
+    const whole = this.isWhole();
+    if (whole && this.size > this.limit) {
+      // Cut off as it arrives: what was read so far is dropped, never the whole answer held.
+      this.chunks.length = 0;
+      controller.abort(answerTooLarge(this.limit));
+      return;
+    }
+    if (whole || this.size - chunk.length < maxErrorBodyBytes) this.chunks.push(chunk);
+  }
+
+  private isWhole(): boolean {
+    return this.status >= 200 && this.status < 300;
   }
 
   onResponseEnd(): void {
@@ -171,6 +195,10 @@ class WholeAnswerReader implements Dispatcher.DispatchHandler {
       body: whole ? body : body.subarray(0, maxErrorBodyBytes),
     });
   }
+}
+
+function answerTooLarge(limit: number): Error {
+  return new Error(`the provider's answer is larger than ${limit} bytes`);
 }
 
 function abortReason(signal: GoneSignal): Error {
