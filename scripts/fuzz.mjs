@@ -544,10 +544,14 @@ export async function runFuzz({ count = 10_000, seed = 1, concurrency = 16, log 
     // Short, so requests that never finish their body are answered within the run.
     connections: { headersTimeoutMs: 2_000, requestTimeoutMs: 3_000 },
   });
+  // Idle connections are dropped by the client well before the server's keep-alive timeout, so a
+  // request never races the server closing the connection it was sent on.
   const agent = new Agent({
     connections: concurrency,
     headersTimeout: 30_000,
     bodyTimeout: 30_000,
+    keepAliveTimeout: 1_000,
+    keepAliveMaxTimeout: 1_000,
   });
   const login = await request(gw.ownerUrl, { dispatcher: agent });
   await login.body.text();
