@@ -335,8 +335,22 @@ const keys = [
   "Bearer",
 ];
 
-/** The owner's dashboard session (cookie, CSRF token, origin), once the gateway is up. */
-const owner = { cookie: "", csrf: "", origin: "" };
+/**
+ * The owner's dashboard session, as placeholders: plans are made before the gateway is up, and
+ * `withSession` fills in the real cookie, CSRF token and origin as each request is sent.
+ */
+const owner = { cookie: "__COOKIE__", csrf: "__CSRF__", origin: "__ORIGIN__" };
+
+function withSession(plan, session) {
+  if (plan.raw) return plan;
+  const fill = (text) =>
+    text
+      .replaceAll(owner.cookie, session.cookie)
+      .replaceAll(owner.csrf, session.csrf)
+      .replaceAll(owner.origin, session.origin);
+  const headers = Object.fromEntries(Object.entries(plan.headers).map(([k, v]) => [k, fill(v)]));
+  return { ...plan, headers, body: typeof plan.body === "string" ? fill(plan.body) : plan.body };
+}
 
 function headersFor(r, method, path) {
   const headers = {};
@@ -529,7 +543,15 @@ function fuzzConfig() {
  * Runs `count` hostile requests from `seed` against a fresh gateway and returns what came back.
  * `failures` lists the requests that got a 5xx other than 503, no answer, or an internal error.
  */
+export function planRequests(count, seed) {
+  const r = rng(seed);
+  return Array.from({ length: count }, () => planRequest(r));
+}
+
 export async function runFuzz({ count = 10_000, seed = 1, concurrency = 16, log = () => {} } = {}) {
+  // Made before the gateway starts: making them blocks the loop for seconds, which would let the
+  // server's keep-alive timer and the first request race on the owner session's connection.
+  const plans = planRequests(count, seed);
   const internalErrors = [];
   const originalError = console.error;
   console.error = (...args) => {
@@ -555,15 +577,16 @@ export async function runFuzz({ count = 10_000, seed = 1, concurrency = 16, log 
   });
   const login = await request(gw.ownerUrl, { dispatcher: agent });
   await login.body.text();
-  owner.cookie = String(login.headers["set-cookie"]).split(";")[0];
+  const session = {
+    cookie: String(login.headers["set-cookie"]).split(";")[0],
+    csrf: "",
+    origin: gw.url,
+  };
   const page = await request(`${gw.url}/dashboard`, {
-    headers: { cookie: owner.cookie },
+    headers: { cookie: session.cookie },
     dispatcher: agent,
   });
-  owner.csrf = /name="csrf-token" content="([^"]+)"/.exec(await page.body.text())?.[1] ?? "";
-  owner.origin = gw.url;
-  const r = rng(seed);
-  const plans = Array.from({ length: count }, () => planRequest(r));
+  session.csrf = /name="csrf-token" content="([^"]+)"/.exec(await page.body.text())?.[1] ?? "";
   const statuses = {};
   const failures = [];
   const started = performance.now();
@@ -584,7 +607,7 @@ export async function runFuzz({ count = 10_000, seed = 1, concurrency = 16, log 
   };
   const worker = async () => {
     while (next < plans.length) {
-      const plan = plans[next++];
+      const plan = withSession(plans[next++], session);
       if (next % 1000 === 0) log(`${next} sent`);
       if (plan.raw) {
         note(await sendRaw(gw.port, plan.raw), plan);
