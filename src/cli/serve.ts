@@ -18,6 +18,7 @@ interface ServeOptions {
   keepAliveTimeoutMs: string;
   maxConnectionsPerIp: string;
   publicUrl?: string;
+  upstreamAnswerLimitMb?: string;
   json?: boolean;
   quiet?: boolean;
   logFormat: LogFormat;
@@ -69,6 +70,10 @@ export function registerServe(program: Command): void {
     .option(
       "--public-url <url>",
       "the URL browsers reach the gateway at, when it is not the listening address (dashboard origin checks, owner link)",
+    )
+    .option(
+      "--upstream-answer-limit-mb <mb>",
+      "largest whole answer (JSON, audio) read from a provider, default 32; a larger one fails with 503",
     )
     .option("--json", "print the ready line as JSON, for scripts")
     .option("-q, --quiet", "no line per request")
@@ -122,6 +127,10 @@ Examples:
         keepAliveTimeoutMs: parseInteger(opts.keepAliveTimeoutMs, "--keep-alive-timeout-ms"),
         maxConnectionsPerIp: parseInteger(opts.maxConnectionsPerIp, "--max-connections-per-ip"),
       };
+      const upstreamAnswerLimitBytes =
+        opts.upstreamAnswerLimitMb === undefined
+          ? undefined
+          : parseInteger(opts.upstreamAnswerLimitMb, "--upstream-answer-limit-mb") * 1024 * 1024;
       if (
         connections.requestTimeoutMs > 0 &&
         connections.headersTimeoutMs > connections.requestTimeoutMs
@@ -151,6 +160,7 @@ Examples:
           cassettes,
           captureBodies: opts.captureBodies === true,
           captureLimit,
+          upstreamAnswerLimitBytes,
         });
       } catch (err) {
         if (

@@ -58,6 +58,8 @@ export interface GatewayOptions {
   onRequest?: (request: FinishedRequest) => void;
   /** `GET /metrics`: off, public, or admin (an admin key; the default). */
   metrics?: MetricsAccess;
+  /** Largest whole answer (JSON, audio) read from a provider; see defaultUpstreamAnswerLimitBytes. */
+  upstreamAnswerLimitBytes?: number;
   /** Header, request and keep-alive timeouts and the per-address connection cap (connection-guards.ts). */
   connections?: Partial<ConnectionLimits>;
   /**
@@ -132,6 +134,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
       capture: options.captureBodies
         ? { limit: options.captureLimit ?? defaultCaptureLimit }
         : undefined,
+      upstreamAnswerLimitBytes: options.upstreamAnswerLimitBytes,
     });
     let ownerAccountId: string | undefined;
     let demoKey: string | undefined;

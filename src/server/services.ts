@@ -25,6 +25,8 @@ export interface ServerOptions {
   deviceCodeTtlSeconds?: number;
   /** Poll interval the device flow asks clients for (default 5 s). */
   devicePollIntervalSeconds?: number;
+  /** Largest whole answer read from a provider (default in http-upstream.ts). */
+  upstreamAnswerLimitBytes?: number;
   /**
    * The origin browsers reach the gateway at (`publicUrl`, else the listening address), set once
    * the server listens. Same-origin checks compare against it, never against the Host header.
@@ -55,8 +57,12 @@ export function createServices(store: Store, options: ServerOptions): Services {
   // Only a gateway with the test kit on gets the upstream that records, replays and captures.
   const http =
     options.cassettes || options.capture
-      ? new KitUpstream(options.cassettes, options.capture ? inspector : undefined)
-      : new UpstreamHttp();
+      ? new KitUpstream(
+          options.cassettes,
+          options.capture ? inspector : undefined,
+          options.upstreamAnswerLimitBytes,
+        )
+      : new UpstreamHttp(options.upstreamAnswerLimitBytes);
   const ledger = new Ledger(store);
   inspector.watch(ledger);
   const pools = new KeyPools(options.now);

@@ -167,6 +167,14 @@ export function decisionRefusedPage(refusal: DecisionRefusal): Page {
   return page(status, title, `<p>${text}</p>\n${decisionLinks}`);
 }
 
+export function unreadableFormPage(): Page {
+  return page(
+    400,
+    "The form could not be read",
+    "<p>The form's data is malformed. Reload the page and submit the form again.</p>",
+  );
+}
+
 export function tooManyWrongCodesPage(perMinute: number): Page {
   return page(
     429,

@@ -32,8 +32,9 @@ export class KitUpstream extends UpstreamHttp {
   constructor(
     private readonly cassettes: CassetteOptions | undefined,
     private readonly capture: UpstreamCapture | undefined,
+    answerLimitBytes?: number,
   ) {
-    super();
+    super(answerLimitBytes);
     if (cassettes) {
       if (cassettes.mode !== "replay") mkdirSync(cassettes.dir, { recursive: true, mode: 0o700 });
       this.shelf = new CassetteShelf(cassettes.dir);

@@ -8,6 +8,12 @@ import { rejectionReason, retryAfterMs } from "./classify.js";
 /** Bounded read of an error body, only to classify it. */
 const maxErrorBodyBytes = 64 * 1024;
 
+/**
+ * Largest whole answer (JSON, audio) read from a provider. Generous next to real answers; an
+ * answer past it is cut off as it arrives and the attempt fails (503 upstream_error).
+ */
+export const defaultUpstreamAnswerLimitBytes = 32 * 1024 * 1024;
+
 type Body = string | Uint8Array;
 
 /**
@@ -22,6 +28,8 @@ type Body = string | Uint8Array;
 export class UpstreamHttp {
   private agent: Agent | undefined;
   private loading: Promise<Agent> | undefined;
+
+  constructor(private readonly answerLimitBytes = defaultUpstreamAnswerLimitBytes) {}
 
   /**
    * Loads undici (about a tenth of a second) after start-up rather than before the ready line;
@@ -98,8 +106,9 @@ export class UpstreamHttp {
     signal: GoneSignal,
     _provider: UpstreamProvider,
   ): Promise<WholeAnswer> {
-    if (!this.agent) return this.warm().then((agent) => readWhole(agent, options, signal));
-    return readWhole(this.agent, options, signal);
+    const limit = this.answerLimitBytes;
+    if (!this.agent) return this.warm().then((agent) => readWhole(agent, options, signal, limit));
+    return readWhole(this.agent, options, signal, limit);
   }
 
   /** One POST whose body is read as it arrives. */
@@ -143,9 +152,10 @@ function readWhole(
   agent: Agent,
   options: Dispatcher.DispatchOptions,
   signal: GoneSignal,
+  limit: number,
 ): Promise<WholeAnswer> {
   return new Promise<WholeAnswer>((resolve, reject) => {
-    agent.dispatch(options, new WholeAnswerReader(signal, resolve, reject));
+    agent.dispatch(options, new WholeAnswerReader(signal, limit, resolve, reject));
   });
 }
 
@@ -160,6 +170,7 @@ class WholeAnswerReader implements Dispatcher.DispatchHandler {
 
   constructor(
     private readonly signal: GoneSignal,
+    private readonly limit: number,
     private readonly resolve: (answer: WholeAnswer) => void,
     private readonly reject: (err: unknown) => void,
   ) {
@@ -180,18 +191,30 @@ class WholeAnswerReader implements Dispatcher.DispatchHandler {
   }
 
   onResponseStart(
-    _controller: Dispatcher.DispatchController,
+    controller: Dispatcher.DispatchController,
     statusCode: number,
     headers: UpstreamHeaders,
   ): void {
     this.status = statusCode;
     this.headers = headers;
+    const declared = Number(headers["content-length"]);
+    if (this.isWhole() && declared > this.limit) controller.abort(answerTooLarge(this.limit));
   }
 
-  onResponseData(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
-    const whole = this.status >= 200 && this.status < 300;
-    if (whole || this.size < maxErrorBodyBytes) this.chunks.push(chunk);
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
     this.size += chunk.length;
+    const whole = this.isWhole();
+    if (whole && this.size > this.limit) {
+      // Cut off as it arrives: what was read so far is dropped, never the whole answer held.
+      this.chunks.length = 0;
+      controller.abort(answerTooLarge(this.limit));
+      return;
+    }
+    if (whole || this.size - chunk.length < maxErrorBodyBytes) this.chunks.push(chunk);
+  }
+
+  private isWhole(): boolean {
+    return this.status >= 200 && this.status < 300;
   }
 
   onResponseEnd(): void {
@@ -220,6 +243,10 @@ class WholeAnswerReader implements Dispatcher.DispatchHandler {
       body: whole ? body : body.subarray(0, maxErrorBodyBytes),
     });
   }
+}
+
+function answerTooLarge(limit: number): Error {
+  return new Error(`the provider's answer is larger than ${limit} bytes`);
 }
 
 function abortReason(signal: GoneSignal): Error {

@@ -18,7 +18,13 @@ import type { ErrorCode } from "../errors.js";
 import type { GoneSignal } from "../http/client-signal.js";
 import { sleep } from "../sleep.js";
 import type { ChatCompletionChunk, ChatCompletionResponse } from "../wire/openai-types.js";
-import { type MockPlan, type MockTiming, mockFailure, planMockReply } from "./mock-chat.js";
+import {
+  MockDirectiveError,
+  type MockPlan,
+  type MockTiming,
+  mockFailure,
+  planMockReply,
+} from "./mock-chat.js";
 import type { MockScript } from "./mock-script.js";
 
 export function mockTiming(optionsJson: string): MockTiming {
@@ -38,7 +44,7 @@ export class MockAdapter implements ProviderAdapter {
     const plan =
       (this.script.active &&
         this.script.plan([attempt.model.name, attempt.model.upstream_model], chatReq)) ||
-      planMockReply(chatReq);
+      planOrRefuse(chatReq);
     if (plan.directives.tool !== undefined && !plan.toolCalls?.length && asksForTool(chatReq)) {
       // Answering plain text would let a tool loop under test pass without ever calling a tool.
       throw new UnsupportedRequest(
@@ -88,6 +94,7 @@ function mockCompletion(
   model: string,
   plan: MockPlan,
 ): ChatCompletionResponse {
+  const text = plan.text();
   return {
     id,
     object: "chat.completion",
@@ -98,7 +105,7 @@ function mockCompletion(
         index: 0,
         message: {
           role: "assistant",
-          content: plan.toolCalls && !plan.text ? null : plan.text,
+          content: plan.toolCalls && !text ? null : text,
           refusal: null,
           ...(plan.reasoning ? { reasoning_content: plan.reasoning } : {}),
           ...(plan.toolCalls
@@ -123,6 +130,31 @@ function mockCompletion(
   } as ChatCompletionResponse;
 }
 
+/** The planned reply as deltas, made one at a time as the stream asks for them. */
+function* deltas(plan: MockPlan): Generator<object> {
+  for (const word of plan.reasoning?.match(/\S+\s*/g) ?? []) yield { reasoning_content: word };
+  for (const word of plan.pieces()) yield { content: word };
+  for (const [index, call] of (plan.toolCalls ?? []).entries()) {
+    const { id: callId, name, arguments: args } = call;
+    yield {
+      tool_calls: [{ index, id: callId, type: "function", function: { name, arguments: "" } }],
+    };
+    for (let i = 0; i < args.length; i += 8) {
+      yield { tool_calls: [{ index, function: { arguments: args.slice(i, i + 8) } }] };
+    }
+  }
+}
+
+/** A directive past its bound is the request's fault: a 400 naming the bound, nothing charged. */
+function planOrRefuse(chatReq: Parameters<typeof planMockReply>[0]): MockPlan {
+  try {
+    return planMockReply(chatReq);
+  } catch (err) {
+    if (err instanceof MockDirectiveError) throw new UnsupportedRequest(err.message);
+    throw err;
+  }
+}
+
 /** Splits the planned reply into word-sized deltas, paced like a real model. */
 async function* mockChunks(
   id: string,
@@ -140,21 +172,8 @@ async function* mockChunks(
     }) as ChatCompletionChunk;
   await sleep((timing.first_token_ms ?? 0) + (plan.directives.delay ?? 0), signal);
   yield chunk({ role: "assistant", content: "" });
-  const pieces: object[] = [];
-  for (const word of plan.reasoning?.match(/\S+\s*/g) ?? [])
-    pieces.push({ reasoning_content: word });
-  for (const word of plan.text.match(/\S+\s*/g) ?? []) pieces.push({ content: word });
-  for (const [index, call] of (plan.toolCalls ?? []).entries()) {
-    const { id: callId, name, arguments: args } = call;
-    pieces.push({
-      tool_calls: [{ index, id: callId, type: "function", function: { name, arguments: "" } }],
-    });
-    for (let i = 0; i < args.length; i += 8) {
-      pieces.push({ tool_calls: [{ index, function: { arguments: args.slice(i, i + 8) } }] });
-    }
-  }
   let sent = 0;
-  for (const delta of pieces) {
+  for (const delta of deltas(plan)) {
     if (plan.directives.break !== undefined && sent >= plan.directives.break) {
       throw new Error("mock stream broken on request");
     }

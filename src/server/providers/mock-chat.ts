@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { estimateTokens } from "../wire/usage.js";
+import { estimateTokens, estimateTokensOfLength } from "../wire/usage.js";
 
 /**
  * The built-in `mock` provider's chat engine: deterministic, offline, with realistic token counts.
@@ -12,6 +12,7 @@ import { estimateTokens } from "../wire/usage.js";
  *   [[mock:words=200]]           length of the reply
  *   [[mock:tool]] / [[mock:tool=name]]  call a tool (also when tool_choice forces one)
  *   [[mock:break=3]]             break the stream after that many chunks
+ * Each is bounded (mockDirectiveBounds); a stream's words are made as the client takes them.
  */
 export interface MockTiming {
   latency_ms?: number;
@@ -59,18 +60,51 @@ export function contentText(content: unknown): string {
   return "";
 }
 
+/**
+ * Bounds on the directives, so a prompt cannot make the mock hold a huge answer or a request
+ * for long: a directive past its bound is refused as a bad request naming the bound.
+ */
+export const mockDirectiveBounds = {
+  words: { min: 0, max: 100_000 },
+  delay: { min: 0, max: 60_000 },
+  break: { min: 0, max: 100_000 },
+  fail: { min: 400, max: 599 },
+} as const;
+const maxNameLength = 64;
+
+/** A directive the mock will not follow; the adapter refuses the request with this text. */
+export class MockDirectiveError extends Error {}
+
 export function parseDirectives(text: string): MockDirectives {
   const found: MockDirectives = {};
   for (const match of text.matchAll(/\[\[mock:(\w+)(?:=([^\]]*))?\]\]/g)) {
     const [, name, value] = match;
-    if (name === "fail") found.fail = Number(value);
-    else if (name === "reject") found.reject = value || "invalid_request_error";
-    else if (name === "delay") found.delay = Number(value);
-    else if (name === "words") found.words = Number(value);
-    else if (name === "tool") found.tool = value || true;
-    else if (name === "break") found.break = Number(value);
+    if (name === "fail" || name === "delay" || name === "words" || name === "break")
+      found[name] = boundedNumber(name, value);
+    else if (name === "reject") found.reject = boundedName(name, value) || "invalid_request_error";
+    else if (name === "tool") found.tool = boundedName(name, value) || true;
   }
   return found;
+}
+
+function boundedNumber(name: keyof typeof mockDirectiveBounds, value: string | undefined): number {
+  const { min, max } = mockDirectiveBounds[name];
+  const n = Number(value);
+  if (value === undefined || value.trim() === "" || !Number.isInteger(n) || n < min || n > max) {
+    throw new MockDirectiveError(
+      `Mock directive [[mock:${name}=${(value ?? "").slice(0, 20)}]] is out of bounds: ${name} must be a whole number from ${min} to ${max}.`,
+    );
+  }
+  return n;
+}
+
+function boundedName(name: string, value: string | undefined): string | undefined {
+  if (value !== undefined && value.length > maxNameLength) {
+    throw new MockDirectiveError(
+      `Mock directive [[mock:${name}=...]] is out of bounds: its value may be at most ${maxNameLength} characters.`,
+    );
+  }
+  return value;
 }
 
 const vocabulary =
@@ -79,7 +113,10 @@ const vocabulary =
   );
 
 export interface MockPlan {
-  text: string;
+  /** The reply, whole (for JSON answers). */
+  text(): string;
+  /** The reply in word-sized pieces, made one at a time: a stream never holds it whole. */
+  pieces(): Generator<string>;
   toolCalls?: { id: string; name: string; arguments: string }[];
   reasoning?: string;
   inputTokens: number;
@@ -112,7 +149,8 @@ export function planMockReply(req: ChatRequestLike): MockPlan {
     const args = JSON.stringify(exampleArguments(tools.find((t) => t.function?.name === name)));
     const id = `call_${digest(`${allText}|${name}`).slice(0, 24)}`;
     return {
-      text: "",
+      text: () => "",
+      pieces: function* () {},
       toolCalls: [{ id, name, arguments: args }],
       inputTokens,
       outputTokens: estimateTokens(name + args) + 5,
@@ -129,21 +167,80 @@ export function planMockReply(req: ChatRequestLike): MockPlan {
   const lead = toolResult
     ? `Tool result received: ${toolResult}.`
     : `Mock reply to: ${snippet || "(empty prompt)"}.`;
-  const extraWords = directives.words ?? 12;
-  const seed = createHash("sha256").update(allText).digest();
-  const words: string[] = [];
-  for (let i = 0; i < extraWords; i++) {
-    words.push(vocabulary[(seed[i % seed.length] + i) % vocabulary.length]);
-  }
-  let text = `${lead} ${words.join(" ")}`.trim();
-  let outputTokens = estimateTokens(text);
+  const reply = new MockWords(
+    lead,
+    directives.words ?? 12,
+    createHash("sha256").update(allText).digest(),
+  );
+  let length = reply.length();
+  let outputTokens = estimateTokensOfLength(length);
   let finishReason: MockPlan["finishReason"] = "stop";
   if (outputTokens > maxTokens) {
-    text = text.slice(0, Math.max(0, maxTokens) * 4);
+    length = Math.max(0, maxTokens) * 4;
     outputTokens = Math.max(0, maxTokens);
     finishReason = "length";
   }
-  return { text, inputTokens, outputTokens, finishReason, directives };
+  return {
+    text: () => [...reply.pieces(length)].join(""),
+    pieces: () => reply.pieces(length),
+    inputTokens,
+    outputTokens,
+    finishReason,
+    directives,
+  };
+}
+
+const wordPattern = /\S+\s*/g;
+
+/** A reply whose text is given whole (a scripted one), in the plan's two forms. */
+export function fixedText(text: string): Pick<MockPlan, "text" | "pieces"> {
+  return {
+    text: () => text,
+    pieces: function* () {
+      yield* text.match(wordPattern) ?? [];
+    },
+  };
+}
+
+/** The mock's reply text: a lead sentence, then `count` words drawn from the seed. */
+class MockWords {
+  constructor(
+    private readonly lead: string,
+    private readonly count: number,
+    private readonly seed: Buffer,
+  ) {}
+
+  private word(i: number): string {
+    return vocabulary[(this.seed[i % this.seed.length] + i) % vocabulary.length];
+  }
+
+  length(): number {
+    let n = this.lead.length;
+    for (let i = 0; i < this.count; i++) n += 1 + this.word(i).length;
+    return n;
+  }
+
+  /** The text's words, each with the space after it, cut at `limit` characters. */
+  *pieces(limit: number): Generator<string> {
+    let left = limit;
+    const cut = (piece: string) => {
+      const kept = piece.length <= left ? piece : piece.slice(0, left);
+      left -= kept.length;
+      return kept;
+    };
+    const lead = this.lead.match(wordPattern) ?? [];
+    for (const [i, piece] of lead.entries()) {
+      const spaced = i === lead.length - 1 && this.count > 0 ? `${piece} ` : piece;
+      const kept = cut(spaced);
+      if (kept) yield kept;
+      if (left === 0) return;
+    }
+    for (let i = 0; i < this.count; i++) {
+      const kept = cut(i === this.count - 1 ? this.word(i) : `${this.word(i)} `);
+      if (kept) yield kept;
+      if (left === 0) return;
+    }
+  }
 }
 
 function forcedToolName(choice: unknown, tools: ChatTool[]): string | undefined {

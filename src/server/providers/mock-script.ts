@@ -1,7 +1,13 @@
 import { createHash } from "node:crypto";
 import { z } from "zod";
 import { estimateTokens } from "../wire/usage.js";
-import { type ChatRequestLike, contentText, type MockPlan, planMockReply } from "./mock-chat.js";
+import {
+  type ChatRequestLike,
+  contentText,
+  fixedText,
+  type MockPlan,
+  planMockReply,
+} from "./mock-chat.js";
 
 /**
  * Scripted answers for the `mock` provider: a test says what the model answers to which requests.
@@ -227,7 +233,7 @@ export function scriptedPlan(
     const args =
       typeof call.arguments === "string" ? call.arguments : JSON.stringify(call.arguments);
     const id = `call_${createHash("sha256")
-      .update(`${base.text}|${i}|${call.name}|${args}`)
+      .update(`${base.text()}|${i}|${call.name}|${args}`)
       .digest("hex")
       .slice(0, 24)}`;
     return { id, name: call.name, arguments: args };
@@ -239,7 +245,7 @@ export function scriptedPlan(
     ) +
       5 * toolCalls.length;
   return {
-    text,
+    ...fixedText(text),
     toolCalls: toolCalls.length > 0 ? toolCalls : undefined,
     reasoning: reply.reasoning,
     inputTokens: reply.usage?.input_tokens ?? base.inputTokens,

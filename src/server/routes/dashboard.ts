@@ -25,6 +25,7 @@ import {
   ownerLinkInvalidPage,
   signInNeededPage,
   tooManyWrongCodesPage,
+  unreadableFormPage,
   userCodeFormPage,
 } from "../dashboard/pages.js";
 import { GatewayError } from "../errors.js";
@@ -104,7 +105,12 @@ export function installDashboardRoutes(app: Hono<AppEnv>, s: Services): void {
         response: sendPage(c, forbiddenPage("Cross-origin form posts are not accepted.")),
       };
     }
-    const form = await c.req.parseBody();
+    let form: Record<string, unknown>;
+    try {
+      form = await c.req.parseBody();
+    } catch {
+      return { ok: false, response: sendPage(c, unreadableFormPage()) };
+    }
     if (!csrfTokenMatches(session, formField(form, "csrf_token"))) {
       return {
         ok: false,

@@ -24,7 +24,12 @@ export function emptyUsage(): Usage {
 
 /** Roughly four characters per token, as English text averages with common tokenizers. */
 export function estimateTokens(text: string): number {
-  return text.length === 0 ? 0 : Math.max(1, Math.ceil(text.length / 4));
+  return estimateTokensOfLength(text.length);
+}
+
+/** The estimate for a text of `chars` characters, for a text not built yet. */
+export function estimateTokensOfLength(chars: number): number {
+  return chars === 0 ? 0 : Math.max(1, Math.ceil(chars / 4));
 }
 
 /**
