@@ -497,6 +497,26 @@ describe("media routes", () => {
   });
 });
 
+describe("cassette options", () => {
+  it("refuses to start a replay from a directory that does not exist", async () => {
+    await expect(
+      startWith(
+        { dir: join(root, "no-such-dir"), mode: "replay" },
+        { oa: "http://127.0.0.1:9/v1", an: "http://127.0.0.1:9/v1" },
+      ),
+    ).rejects.toThrow(/no-such-dir does not exist/);
+  });
+
+  it("refuses an unknown mode", async () => {
+    await expect(
+      startWith(
+        { dir: root, mode: "rewind" as "replay" },
+        { oa: "http://127.0.0.1:9/v1", an: "http://127.0.0.1:9/v1" },
+      ),
+    ).rejects.toThrow(/invalid cassettes option/);
+  });
+});
+
 describe("gateway serve flags", () => {
   it("serve --replay answers from the cassettes recorded above", async () => {
     const configFile = join(root, "gateway.json");

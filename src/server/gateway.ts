@@ -39,7 +39,7 @@ export interface GatewayOptions {
   cassettes?: CassetteOptions;
   /** Test kit: keep what each request received, sent upstream and answered (see `requests()`). */
   captureBodies?: boolean;
-  /** How many requests' bodies `captureBodies` keeps (default 100). */
+  /** How many requests' bodies `captureBodies` keeps (`defaultCaptureLimit` when unset). */
   captureLimit?: number;
 }
 

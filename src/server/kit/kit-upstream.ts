@@ -1,5 +1,6 @@
-import { mkdirSync } from "node:fs";
+import { existsSync, mkdirSync } from "node:fs";
 import type { Dispatcher } from "undici";
+import { ConfigError } from "../config/load.js";
 import type { GoneSignal } from "../http/client-signal.js";
 import {
   type StreamAnswer,
@@ -35,6 +36,10 @@ export class KitUpstream extends UpstreamHttp {
   ) {
     super();
     if (cassettes) {
+      // A mistyped replay directory would turn every request into a miss: say so at start-up.
+      if (cassettes.mode === "replay" && !existsSync(cassettes.dir)) {
+        throw new ConfigError([`dir: ${cassettes.dir} does not exist`], "cassettes option");
+      }
       if (cassettes.mode !== "replay") mkdirSync(cassettes.dir, { recursive: true, mode: 0o700 });
       this.shelf = new CassetteShelf(cassettes.dir);
     }
