@@ -18,8 +18,8 @@ export interface CanonicalRequest {
 const volatileFields = ["user", "safety_identifier", "prompt_cache_key"];
 
 /** JSON text with object keys sorted at every depth, so equal requests hash equal. */
-export function sortedJson(value: unknown, indent?: number): string {
-  return JSON.stringify(sortKeys(value), null, indent);
+function sortedJson(value: unknown): string {
+  return JSON.stringify(sortKeys(value));
 }
 
 export function sortKeys(value: unknown): unknown {

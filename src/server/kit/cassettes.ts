@@ -19,7 +19,6 @@ import {
   relativePath,
   requestHash,
   slugOf,
-  sortedJson,
   valueAt,
 } from "./canonical.js";
 
@@ -135,8 +134,10 @@ export class CassetteShelf {
   }
 }
 
+/** What the request was sent to first, then its body (already sorted), for a file read top down. */
 function sortedRequest(request: CanonicalRequest): CanonicalRequest {
-  return JSON.parse(sortedJson(request)) as CanonicalRequest;
+  const { provider, method, path, headers, body } = request;
+  return headers ? { provider, method, path, headers, body } : { provider, method, path, body };
 }
 
 /** No provider credential or gateway key ever reaches a file, wherever it appeared. */

@@ -81,6 +81,8 @@ export class KitUpstream extends UpstreamHttp {
     const request = canonicalRequest(options, provider);
     const found = this.lookup(shelf, request);
     if (found) return replayWhole(found.response, this.timing, signal);
+    // Timed from the call, not from loading the HTTP client.
+    await this.warm();
     const started = performance.now();
     const answer = await super.sendWhole(options, signal, provider);
     const headers = keptHeadersOf(answer.headers);
@@ -107,6 +109,7 @@ export class KitUpstream extends UpstreamHttp {
     const request = canonicalRequest(options, provider);
     const found = this.lookup(shelf, request);
     if (found) return replayStream(found.response, this.timing, signal);
+    await this.warm();
     const started = performance.now();
     const answer = await super.openStream(options, signal, provider);
     const headers = keptHeadersOf(answer.headers);
