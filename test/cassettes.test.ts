@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { CassetteOptions } from "../src/server/kit/cassettes.js";
-import { quota } from "./support/api.js";
+import { admin, quota } from "./support/api.js";
 import { runCli } from "./support/cli.js";
 import { fakeSpeechBytes, startFakeOpenAIMedia } from "./support/fake-openai-media.js";
 import {
@@ -557,6 +557,29 @@ describe("gateway serve flags", () => {
         const res = await post(serve, exchanges[i].path, exchanges[i].body);
         expect(await res.text()).toBe(recorded[i].text);
       }
+    } finally {
+      await serve.stop();
+    }
+  });
+
+  it("serve --capture-bodies lists the bodies at /api/admin/requests", async () => {
+    const configFile = join(root, "mock.json");
+    writeFileSync(configFile, JSON.stringify(baseConfig()));
+    const serve = await serveProcess([
+      "--db",
+      join(root, "capture.db"),
+      "--config",
+      configFile,
+      "--capture-bodies",
+    ]);
+    try {
+      const body = { model: "mock-gpt", messages: [{ role: "user", content: "captured" }] };
+      expect((await post(serve, "/v1/chat/completions", body)).status).toBe(200);
+      const { data } = (await (await admin(serve, "GET", "/requests?limit=1")).json()) as {
+        data: { received: unknown; answer: { status: number } }[];
+      };
+      expect(data[0].received).toEqual(body);
+      expect(data[0].answer.status).toBe(200);
     } finally {
       await serve.stop();
     }
