@@ -1,20 +1,19 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { getRequestListener } from "@hono/node-server";
-import { z } from "zod";
 import { startCheckpointer } from "../store/checkpointer.js";
 import { Store } from "../store/store.js";
 import { buildApp, type RouteInstaller } from "./app.js";
 import { applyConfig } from "./config/apply.js";
 import { demoAccountId, demoConfig } from "./config/demo.js";
-import { ConfigError, loadConfigFile, parseConfig } from "./config/load.js";
+import { loadConfigFile, parseConfig } from "./config/load.js";
 import type { ConfigInput } from "./config/schema.js";
 import { createOwnerLink, forgetUnusedOwnerLinks } from "./dashboard/owner-session.js";
 import { forgetServeRuntime, recordServeRuntime } from "./dashboard/serve-runtime.js";
 import { defaultBodyLimitBytes } from "./http/json-body.js";
 import { nodeListener } from "./http/node-listener.js";
 import { startJobRunner } from "./jobs/runner.js";
-import type { CassetteOptions } from "./kit/cassettes.js";
+import { type CassetteOptions, parseCassetteOptions } from "./kit/cassettes.js";
 import { defaultCaptureLimit, type InspectedRequest, type RequestsQuery } from "./kit/inspect.js";
 import { completionRoutes } from "./routes/completions.js";
 import { createServices, type Services } from "./services.js";
@@ -67,7 +66,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
       now,
       deviceCodeTtlSeconds: options.deviceCodeTtlSeconds,
       devicePollIntervalSeconds: options.devicePollIntervalSeconds,
-      cassettes: options.cassettes && cassetteOptions(options.cassettes),
+      cassettes: options.cassettes && parseCassetteOptions(options.cassettes),
       capture: options.captureBodies
         ? { limit: options.captureLimit ?? defaultCaptureLimit }
         : undefined,
@@ -142,19 +141,4 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
     store.close();
     throw err;
   }
-}
-
-const cassetteOptionsSchema = z.object({
-  dir: z.string().min(1),
-  mode: z.enum(["record", "replay", "record-missing"]),
-  timing: z.enum(["recorded", "none"]).optional(),
-});
-
-function cassetteOptions(input: CassetteOptions): CassetteOptions {
-  const parsed = cassetteOptionsSchema.safeParse(input);
-  if (!parsed.success) {
-    const problems = parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`);
-    throw new ConfigError(problems, "cassettes option");
-  }
-  return parsed.data;
 }

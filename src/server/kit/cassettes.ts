@@ -2,6 +2,7 @@ import { readdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Dispatcher } from "undici";
 import { z } from "zod";
+import { ConfigError } from "../config/load.js";
 import { GatewayError } from "../errors.js";
 import type { GoneSignal } from "../http/client-signal.js";
 import type {
@@ -31,6 +32,22 @@ export interface CassetteOptions {
   mode: CassetteMode;
   /** `recorded` replays the recorded waits (time to answer, gaps between chunks); `none` (default) answers at once. */
   timing?: "recorded" | "none";
+}
+
+const cassetteOptionsSchema = z.object({
+  dir: z.string().min(1),
+  mode: z.enum(["record", "replay", "record-missing"]),
+  timing: z.enum(["recorded", "none"]).optional(),
+});
+
+/** `startGateway`'s option as a caller may have typed it (JavaScript callers included). */
+export function parseCassetteOptions(input: CassetteOptions): CassetteOptions {
+  const parsed = cassetteOptionsSchema.safeParse(input);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`);
+    throw new ConfigError(problems, "cassettes option");
+  }
+  return parsed.data;
 }
 
 const responseHeaders = z.record(z.string(), z.string());
