@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { CassetteOptions } from "../src/server/kit/cassettes.js";
-import { quota } from "./support/api.js";
+import { admin, quota } from "./support/api.js";
 import { runCli } from "./support/cli.js";
 import { fakeSpeechBytes, startFakeOpenAIMedia } from "./support/fake-openai-media.js";
 import {
@@ -60,7 +60,7 @@ function config(oa: string, an: string) {
 }
 
 /** The requests of the suite: each answered by the fake providers while recording. */
-const exchanges: { name: string; path: string; body: unknown }[] = [
+const exchanges: { name: string; path: string; body: unknown; gatewayMadeIds?: boolean }[] = [
   {
     name: "chat JSON",
     path: "/v1/chat/completions",
@@ -106,6 +106,13 @@ const exchanges: { name: string; path: string; body: unknown }[] = [
     },
   },
   {
+    // The Responses answer is built by the gateway from the chat answer, with its own ids.
+    name: "responses to a chat model (bridged)",
+    path: "/v1/responses",
+    body: { model: "gpt-x", input: "answer in responses" },
+    gatewayMadeIds: true,
+  },
+  {
     name: "an upstream 429",
     path: "/v1/chat/completions",
     body: { model: "gpt-rl", messages: [{ role: "user", content: "rate limit me" }] },
@@ -131,6 +138,13 @@ async function sendAll(gw: { url: string }): Promise<Answer[]> {
   return answers;
 }
 
+/** A bridged Responses answer with the ids and time the gateway made up left out. */
+function withoutGatewayIds(text: string): string {
+  return text
+    .replace(/"(resp|msg)_[A-Za-z0-9]+"/g, '"$1_"')
+    .replace(/"created_at":\d+/g, '"created_at":0');
+}
+
 let root: string;
 let cassetteDir: string;
 let oa: FakeUpstream;
@@ -153,6 +167,7 @@ beforeAll(async () => {
     { kind: "sse", steps: openaiStreamSteps(["Hel", "lo, ", "wörld"], { usage: [9, 4] }) },
     { kind: "sse", steps: openaiStreamSteps(["tra", "duit"], { usage: [8, 2] }) },
     openaiJson("traduit en entier", { usage: [10, 5] }),
+    openaiJson("une réponse", { usage: [6, 2] }),
     {
       ...openaiError(429, "Rate limit reached", "rate_limit_exceeded"),
       headers: { "retry-after": "7" },
@@ -172,7 +187,7 @@ beforeAll(async () => {
   } finally {
     await gw.close();
   }
-  expect(oa.requests).toHaveLength(5);
+  expect(oa.requests).toHaveLength(6);
   expect(an.requests).toHaveLength(1);
   // The providers are gone: a replay that tried to call one would fail.
   await oa.close();
@@ -185,10 +200,10 @@ afterAll(() => {
 
 describe("record", () => {
   it("answered the recorded requests as the providers did (the baseline the replay must match)", () => {
-    expect(recorded.map((a) => a.status)).toEqual([200, 200, 200, 200, 200, 429]);
+    expect(recorded.map((a) => a.status)).toEqual([200, 200, 200, 200, 200, 200, 429]);
     expect(recorded[1].text).toContain("wörld");
     expect(recordedCosts.every((c) => c >= 0)).toBe(true);
-    expect(recordedCosts.filter((c) => c > 0)).toHaveLength(5);
+    expect(recordedCosts.filter((c) => c > 0)).toHaveLength(6);
   });
 
   it("writes one pretty-printed, owner-only JSON file per exchange, named by slug and hash", () => {
@@ -262,11 +277,14 @@ describe("replay", () => {
   it("answers every request byte for byte as recorded, streams and cross-wire included, with the providers stopped", async () => {
     const replayed = await sendAll(gw);
     for (const [i, exchange] of exchanges.entries()) {
-      expect({ name: exchange.name, ...replayed[i] }).toEqual({
+      const same = (a: Answer) =>
+        exchange.gatewayMadeIds ? { ...a, text: withoutGatewayIds(a.text) } : a;
+      expect({ name: exchange.name, ...same(replayed[i]) }).toEqual({
         name: exchange.name,
-        ...recorded[i],
+        ...same(recorded[i]),
       });
     }
+    expect(recorded[5].text).toContain("une réponse");
   });
 
   it("bills the replayed usage exactly as the recorded one (balance and each request's cost)", async () => {
@@ -497,6 +515,26 @@ describe("media routes", () => {
   });
 });
 
+describe("cassette options", () => {
+  it("refuses to start a replay from a directory that does not exist", async () => {
+    await expect(
+      startWith(
+        { dir: join(root, "no-such-dir"), mode: "replay" },
+        { oa: "http://127.0.0.1:9/v1", an: "http://127.0.0.1:9/v1" },
+      ),
+    ).rejects.toThrow(/no-such-dir does not exist/);
+  });
+
+  it("refuses an unknown mode", async () => {
+    await expect(
+      startWith(
+        { dir: root, mode: "rewind" as "replay" },
+        { oa: "http://127.0.0.1:9/v1", an: "http://127.0.0.1:9/v1" },
+      ),
+    ).rejects.toThrow(/invalid cassettes option/);
+  });
+});
+
 describe("gateway serve flags", () => {
   it("serve --replay answers from the cassettes recorded above", async () => {
     const configFile = join(root, "gateway.json");
@@ -519,6 +557,29 @@ describe("gateway serve flags", () => {
         const res = await post(serve, exchanges[i].path, exchanges[i].body);
         expect(await res.text()).toBe(recorded[i].text);
       }
+    } finally {
+      await serve.stop();
+    }
+  });
+
+  it("serve --capture-bodies lists the bodies at /api/admin/requests", async () => {
+    const configFile = join(root, "mock.json");
+    writeFileSync(configFile, JSON.stringify(baseConfig()));
+    const serve = await serveProcess([
+      "--db",
+      join(root, "capture.db"),
+      "--config",
+      configFile,
+      "--capture-bodies",
+    ]);
+    try {
+      const body = { model: "mock-gpt", messages: [{ role: "user", content: "captured" }] };
+      expect((await post(serve, "/v1/chat/completions", body)).status).toBe(200);
+      const { data } = (await (await admin(serve, "GET", "/requests?limit=1")).json()) as {
+        data: { received: unknown; answer: { status: number } }[];
+      };
+      expect(data[0].received).toEqual(body);
+      expect(data[0].answer.status).toBe(200);
     } finally {
       await serve.stop();
     }

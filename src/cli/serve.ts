@@ -29,7 +29,7 @@ interface ServeOptions {
   recordMissing?: boolean;
   replayTiming: string;
   captureBodies?: boolean;
-  captureLimit: string;
+  captureLimit?: string;
 }
 
 export function registerServe(program: Command): void {
@@ -105,7 +105,7 @@ export function registerServe(program: Command): void {
       "--capture-bodies",
       "test kit: keep request and upstream bodies for /api/admin/requests",
     )
-    .option("--capture-limit <n>", "how many requests --capture-bodies keeps", "100")
+    .option("--capture-limit <n>", "how many requests --capture-bodies keeps (default 100)")
     .addHelpText(
       "after",
       `
@@ -137,7 +137,10 @@ Examples:
       )
         throw new UserError("--headers-timeout-ms cannot be longer than --request-timeout-ms");
       const cassettes = cassetteFlags(opts);
-      const captureLimit = parseInteger(opts.captureLimit, "--capture-limit");
+      const captureLimit =
+        opts.captureLimit === undefined
+          ? undefined
+          : parseInteger(opts.captureLimit, "--capture-limit");
       // Loaded here, not at the top: the client commands should not pay for the server's modules.
       const { startGateway } = await import("../server/gateway.js");
       const { ConfigError } = await import("../server/config/load.js");

@@ -1,7 +1,6 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { getRequestListener } from "@hono/node-server";
-import { z } from "zod";
 import { startCheckpointer } from "../store/checkpointer.js";
 import { Store } from "../store/store.js";
 import { buildApp, type RouteInstaller } from "./app.js";
@@ -22,7 +21,7 @@ import { defaultBodyLimitBytes } from "./http/json-body.js";
 import { nodeListener } from "./http/node-listener.js";
 import { type FinishedRequest, onFinishedRequests } from "./http/request-trace.js";
 import { startJobRunner } from "./jobs/runner.js";
-import type { CassetteOptions } from "./kit/cassettes.js";
+import { type CassetteOptions, parseCassetteOptions } from "./kit/cassettes.js";
 import { defaultCaptureLimit, type InspectedRequest, type RequestsQuery } from "./kit/inspect.js";
 import type { MetricsAccess } from "./metrics-access.js";
 import { Readiness } from "./observe/health.js";
@@ -71,7 +70,7 @@ export interface GatewayOptions {
   cassettes?: CassetteOptions;
   /** Test kit: keep what each request received, sent upstream and answered (see `requests()`). */
   captureBodies?: boolean;
-  /** How many requests' bodies `captureBodies` keeps (default 100). */
+  /** How many requests' bodies `captureBodies` keeps (`defaultCaptureLimit` when unset). */
   captureLimit?: number;
 }
 
@@ -130,7 +129,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
       now,
       deviceCodeTtlSeconds: options.deviceCodeTtlSeconds,
       devicePollIntervalSeconds: options.devicePollIntervalSeconds,
-      cassettes: options.cassettes && cassetteOptions(options.cassettes),
+      cassettes: options.cassettes && parseCassetteOptions(options.cassettes),
       capture: options.captureBodies
         ? { limit: options.captureLimit ?? defaultCaptureLimit }
         : undefined,
@@ -257,19 +256,4 @@ function publicOrigin(publicUrl: string | undefined): string | undefined {
   if (!parsed || (parsed.protocol !== "http:" && parsed.protocol !== "https:"))
     throw new ConfigError([`must be an http:// or https:// URL, got "${publicUrl}"`], "public URL");
   return parsed.origin;
-}
-
-const cassetteOptionsSchema = z.object({
-  dir: z.string().min(1),
-  mode: z.enum(["record", "replay", "record-missing"]),
-  timing: z.enum(["recorded", "none"]).optional(),
-});
-
-function cassetteOptions(input: CassetteOptions): CassetteOptions {
-  const parsed = cassetteOptionsSchema.safeParse(input);
-  if (!parsed.success) {
-    const problems = parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`);
-    throw new ConfigError(problems, "cassettes option");
-  }
-  return parsed.data;
 }

@@ -18,8 +18,8 @@ export interface CanonicalRequest {
 const volatileFields = ["user", "safety_identifier", "prompt_cache_key"];
 
 /** JSON text with object keys sorted at every depth, so equal requests hash equal. */
-export function sortedJson(value: unknown, indent?: number): string {
-  return JSON.stringify(sortKeys(value), null, indent);
+function sortedJson(value: unknown): string {
+  return JSON.stringify(sortKeys(value));
 }
 
 export function sortKeys(value: unknown): unknown {
@@ -167,7 +167,7 @@ export function firstDifference(now: unknown, recorded: unknown, path = ""): str
   return now === recorded ? undefined : path || "(body)";
 }
 
-/** How many leaves differ: the nearest cassette is the one with the fewest. */
+/** How far apart two requests are, leaf by leaf: the nearest cassette is the closest. */
 export function differenceCount(a: unknown, b: unknown): number {
   if (Array.isArray(a) && Array.isArray(b)) {
     let n = Math.abs(a.length - b.length);
@@ -181,7 +181,23 @@ export function differenceCount(a: unknown, b: unknown): number {
     }
     return n;
   }
+  if (typeof a === "string" && typeof b === "string") return textDistance(a, b);
   return a === b ? 0 : 1;
+}
+
+/** Between 0 (equal) and 1 (nothing in common at either end), so a small edit counts less. */
+function textDistance(a: string, b: string): number {
+  if (a === b) return 0;
+  const longest = Math.max(a.length, b.length);
+  let prefix = 0;
+  while (prefix < Math.min(a.length, b.length) && a[prefix] === b[prefix]) prefix++;
+  let suffix = 0;
+  while (
+    suffix < Math.min(a.length, b.length) - prefix &&
+    a[a.length - 1 - suffix] === b[b.length - 1 - suffix]
+  )
+    suffix++;
+  return 1 - (prefix + suffix) / longest;
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {

@@ -2,6 +2,7 @@ import { readdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Dispatcher } from "undici";
 import { z } from "zod";
+import { ConfigError } from "../config/load.js";
 import { GatewayError } from "../errors.js";
 import type { GoneSignal } from "../http/client-signal.js";
 import type {
@@ -19,7 +20,6 @@ import {
   relativePath,
   requestHash,
   slugOf,
-  sortedJson,
   valueAt,
 } from "./canonical.js";
 
@@ -32,6 +32,22 @@ export interface CassetteOptions {
   mode: CassetteMode;
   /** `recorded` replays the recorded waits (time to answer, gaps between chunks); `none` (default) answers at once. */
   timing?: "recorded" | "none";
+}
+
+const cassetteOptionsSchema = z.object({
+  dir: z.string().min(1),
+  mode: z.enum(["record", "replay", "record-missing"]),
+  timing: z.enum(["recorded", "none"]).optional(),
+});
+
+/** `startGateway`'s option as a caller may have typed it (JavaScript callers included). */
+export function parseCassetteOptions(input: CassetteOptions): CassetteOptions {
+  const parsed = cassetteOptionsSchema.safeParse(input);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`);
+    throw new ConfigError(problems, "cassettes option");
+  }
+  return parsed.data;
 }
 
 const responseHeaders = z.record(z.string(), z.string());
@@ -135,8 +151,10 @@ export class CassetteShelf {
   }
 }
 
+/** What the request was sent to first, then its body (already sorted), for a file read top down. */
 function sortedRequest(request: CanonicalRequest): CanonicalRequest {
-  return JSON.parse(sortedJson(request)) as CanonicalRequest;
+  const { provider, method, path, headers, body } = request;
+  return headers ? { provider, method, path, headers, body } : { provider, method, path, body };
 }
 
 /** No provider credential or gateway key ever reaches a file, wherever it appeared. */

@@ -1,5 +1,6 @@
-import { mkdirSync } from "node:fs";
+import { existsSync, mkdirSync } from "node:fs";
 import type { Dispatcher } from "undici";
+import { ConfigError } from "../config/load.js";
 import type { GoneSignal } from "../http/client-signal.js";
 import {
   type StreamAnswer,
@@ -36,6 +37,10 @@ export class KitUpstream extends UpstreamHttp {
   ) {
     super(answerLimitBytes);
     if (cassettes) {
+      // A mistyped replay directory would turn every request into a miss: say so at start-up.
+      if (cassettes.mode === "replay" && !existsSync(cassettes.dir)) {
+        throw new ConfigError([`dir: ${cassettes.dir} does not exist`], "cassettes option");
+      }
       if (cassettes.mode !== "replay") mkdirSync(cassettes.dir, { recursive: true, mode: 0o700 });
       this.shelf = new CassetteShelf(cassettes.dir);
     }
@@ -77,6 +82,8 @@ export class KitUpstream extends UpstreamHttp {
     const request = canonicalRequest(options, provider);
     const found = this.lookup(shelf, request);
     if (found) return replayWhole(found.response, this.timing, signal);
+    // Timed from the call, not from loading the HTTP client.
+    await this.warm();
     const started = performance.now();
     const answer = await super.sendWhole(options, signal, provider);
     const headers = keptHeadersOf(answer.headers);
@@ -103,6 +110,7 @@ export class KitUpstream extends UpstreamHttp {
     const request = canonicalRequest(options, provider);
     const found = this.lookup(shelf, request);
     if (found) return replayStream(found.response, this.timing, signal);
+    await this.warm();
     const started = performance.now();
     const answer = await super.openStream(options, signal, provider);
     const headers = keptHeadersOf(answer.headers);
