@@ -1,6 +1,7 @@
 import Anthropic from "@anthropic-ai/sdk";
 import { betaTool } from "@anthropic-ai/sdk/helpers/beta/json-schema";
 import OpenAI from "openai";
+import type { RunnableToolFunctionWithParse } from "openai/lib/RunnableFunction";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { KEY, KEY2, POOR_KEY } from "../support/gateway.js";
 import {
@@ -37,26 +38,30 @@ const weatherSchema = {
   properties: { city: { type: "string" } },
   required: ["city"],
 } as const;
+const weatherParameters: { type: "object"; [key: string]: unknown } = {
+  ...weatherSchema,
+  required: ["city"],
+};
 
 describe("openai runTools", () => {
   for (const model of ["gpt-x", "claude-x"]) {
     for (const stream of [false, true]) {
       it(`runs the loop on ${model}${stream ? ", streamed" : ""}`, async () => {
         const seen: unknown[] = [];
-        const tools = [
-          {
-            type: "function" as const,
-            function: {
-              name: WEATHER_TOOL,
-              parameters: weatherSchema,
-              parse: JSON.parse,
-              function: (args: unknown) => {
-                seen.push(args);
-                return WEATHER_RESULT;
-              },
+        const tool: RunnableToolFunctionWithParse<{ city: string }> = {
+          type: "function",
+          function: {
+            name: WEATHER_TOOL,
+            description: "The weather in a city",
+            parameters: weatherParameters,
+            parse: (text: string) => JSON.parse(text) as { city: string },
+            function: (args: { city: string }) => {
+              seen.push(args);
+              return WEATHER_RESULT;
             },
           },
-        ];
+        };
+        const tools = [tool];
         const runner = stream
           ? openai.chat.completions.runTools({
               model,
@@ -129,7 +134,7 @@ describe("anthropic tool runner (message threads) and finalMessage()", () => {
   for (const model of ["claude-x", "gpt-x"]) {
     it(`runs a hand-written loop with stream().finalMessage() on ${model}`, async () => {
       const tools: Anthropic.Tool[] = [
-        { name: WEATHER_TOOL, description: "Weather", input_schema: weatherSchema },
+        { name: WEATHER_TOOL, description: "Weather", input_schema: weatherParameters },
       ];
       const messages: Anthropic.MessageParam[] = [{ role: "user", content: "Weather in Jakarta?" }];
       const first = await anthropic.messages
@@ -172,7 +177,7 @@ describe("message threads the gateway holds", () => {
       betas: ["message-threads-2026-08-12"],
       thread: { type: "create" },
       messages: [{ role: "user", content: "Weather in Jakarta?" }],
-      tools: [{ name: WEATHER_TOOL, input_schema: weatherSchema }],
+      tools: [{ name: WEATHER_TOOL, input_schema: weatherParameters }],
     } as Anthropic.Beta.MessageCreateParamsNonStreaming);
     expect(created.content[0]).toMatchObject({ type: "tool_use", name: WEATHER_TOOL });
 
