@@ -175,6 +175,24 @@ describe("routes", () => {
     expect(second.last.body.tools).toEqual([tool]);
   });
 
+  it("brings each step's output limit within that model's max_output_tokens, same wire included", async () => {
+    first.queue(openaiJson("one"));
+    await openai.chat.completions.create({
+      model: "pair",
+      max_tokens: 10_000,
+      messages: [{ role: "user", content: "Hi" }],
+    });
+    expect(first.last.body.max_tokens).toBe(4096);
+
+    second.queue(anthropicJson("two"));
+    await anthropic.messages.create({
+      model: "inner",
+      max_tokens: 10_000,
+      messages: [{ role: "user", content: "Hi" }],
+    });
+    expect(second.last.body.max_tokens).toBe(4096);
+  });
+
   it("walks nested routes depth-first: m1, then inner's m2, then m3", async () => {
     first.queue(openaiError(502, "bad gateway", null, "server_error"));
     second.queue(anthropicError(529, "overloaded_error", "overloaded"));

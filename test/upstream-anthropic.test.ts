@@ -721,7 +721,15 @@ describe("hosted web search toward an anthropic-wire model", () => {
           {
             type: "text",
             text: "Rain is expected.",
-            citations: [{ type: "web_search_result_location", url: "https://example.com/a" }],
+            citations: [
+              {
+                type: "web_search_result_location",
+                url: "https://example.com/a",
+                title: "A",
+                cited_text: "Rain tomorrow",
+                encrypted_index: "x",
+              },
+            ],
           },
         ],
         stop_reason: "end_turn",
@@ -740,9 +748,21 @@ describe("hosted web search toward an anthropic-wire model", () => {
       { name: "lookup", input_schema: { type: "object", properties: {} } },
       { type: "web_search_20250305", name: "web_search" },
     ]);
-    const body = (await res.json()) as { output: { type: string; content?: { text: string }[] }[] };
+    const body = (await res.json()) as {
+      output: { type: string; content?: { text: string; annotations: unknown[] }[] }[];
+    };
     const message = body.output.find((item) => item.type === "message");
     expect(message?.content?.[0].text).toBe("Rain is expected.");
+    // The sources the text cites, as the Responses API lists a web search's.
+    expect(message?.content?.[0].annotations).toEqual([
+      {
+        type: "url_citation",
+        url: "https://example.com/a",
+        title: "A",
+        start_index: 0,
+        end_index: "Rain is expected.".length,
+      },
+    ]);
   });
 
   it("leaves out a hosted tool Anthropic has no equivalent for, naming it", async () => {

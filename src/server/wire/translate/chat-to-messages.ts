@@ -411,6 +411,28 @@ function convertToolChoice(choice: unknown, parallel: unknown): AnthropicToolCho
 // Response: messages -> chat
 // ---------------------------------------------------------------------------
 
+/** A web search result a text cites, as chat's web search answers carry it. */
+export type UrlCitation = {
+  type: "url_citation";
+  url_citation: { url: string; title: string; start_index: number; end_index: number };
+};
+
+/** The web search results a text block cites (Anthropic's web search), over that text's span. */
+function webCitations(citations: unknown, start: number, end: number): UrlCitation[] {
+  const out: UrlCitation[] = [];
+  for (const citation of asArray(citations)) {
+    if (!isRecord(citation) || citation.type !== "web_search_result_location") continue;
+    const url = asString(citation.url);
+    if (!url) continue;
+    const title = asString(citation.title) ?? url;
+    out.push({
+      type: "url_citation",
+      url_citation: { url, title, start_index: start, end_index: end },
+    });
+  }
+  return out;
+}
+
 export function anthropicStopToChatFinish(reason: unknown): ChatFinishReason {
   switch (reason) {
     case "max_tokens":
@@ -439,12 +461,16 @@ export function messagesResponseToChat(
   let reasoning = "";
   const details: ReasoningDetail[] = [];
   const toolCalls: ChatToolCall[] = [];
+  const annotations: UrlCitation[] = [];
   for (const block of asArray(resp.content)) {
     if (!isRecord(block)) continue;
     const detail = reasoningDetail(block, details.length);
     if (detail) details.push(detail);
-    if (block.type === "text") text += asString(block.text) ?? "";
-    else if (block.type === "thinking") reasoning += asString(block.thinking) ?? "";
+    if (block.type === "text") {
+      const piece = asString(block.text) ?? "";
+      annotations.push(...webCitations(block.citations, text.length, text.length + piece.length));
+      text += piece;
+    } else if (block.type === "thinking") reasoning += asString(block.thinking) ?? "";
     else if (block.type === "tool_use") {
       toolCalls.push({
         id: asString(block.id) || randomId("toolu_"),
@@ -460,6 +486,7 @@ export function messagesResponseToChat(
     refusal: null,
   };
   if (toolCalls.length > 0) message.tool_calls = toolCalls;
+  if (annotations.length > 0) message.annotations = annotations;
   if (reasoning !== "") message.reasoning_content = reasoning;
   if (details.length > 0) message.reasoning_details = details;
 

@@ -384,8 +384,18 @@ function baseResponse(
   };
 }
 
-function outputTextPart(text: string) {
-  return { type: "output_text" as const, text, annotations: [], logprobs: [] };
+function outputTextPart(text: string, annotations: unknown[] = []) {
+  return { type: "output_text" as const, text, annotations, logprobs: [] };
+}
+
+/** Chat's `url_citation` annotations (a web search's sources) as the Responses API lists them. */
+function urlCitations(annotations: unknown): unknown[] {
+  const out: unknown[] = [];
+  for (const annotation of asArray(annotations)) {
+    if (!isRecord(annotation) || !isRecord(annotation.url_citation)) continue;
+    out.push({ type: "url_citation", ...annotation.url_citation });
+  }
+  return out;
 }
 
 export function chatResponseToResponses(
@@ -405,7 +415,9 @@ export function chatResponseToResponses(
       id: randomId("msg_"),
       status: "completed",
       role: "assistant",
-      content: text ? [outputTextPart(text)] : [{ type: "refusal", refusal: refusal ?? "" }],
+      content: text
+        ? [outputTextPart(text, urlCitations(message.annotations))]
+        : [{ type: "refusal", refusal: refusal ?? "" }],
     };
     response.output.push(item);
   }

@@ -1,0 +1,142 @@
+import {
+  anthropicJson,
+  anthropicStreamSteps,
+  anthropicToolStreamSteps,
+  type FakeUpstream,
+  fakeUpstream,
+  openaiJson,
+  openaiStreamSteps,
+  openaiToolStreamSteps,
+  type RecordedRequest,
+  type Reply,
+} from "./fake-upstream.js";
+import { baseConfig, type TestGateway, testGateway } from "./gateway.js";
+
+/**
+ * One tool loop, as a client library runs it through the gateway: the model asks for the weather
+ * tool, the client runs it and sends the result back, the model answers with it. The fake
+ * upstreams (which check every body as the real APIs do) answer by the conversation they get:
+ * a tool call until a tool result is in it, then the answer quoting that result.
+ */
+
+export const WEATHER_TOOL = "get_weather";
+export const WEATHER_ARGS = { city: "Jakarta" };
+/** What the client's tool returns; the final answer quotes it, so a lost result shows. */
+export const WEATHER_RESULT = "31 C and humid";
+export const answerFor = (result: string) => `The weather in Jakarta: ${result}.`;
+
+/** Model maxima: the fakes refuse a larger output limit as the real APIs do. */
+export const GPT_MAX_OUTPUT = 16_384;
+export const CLAUDE_MAX_OUTPUT = 64_000;
+
+type Json = Record<string, unknown>;
+
+function toolResultIn(req: RecordedRequest): string | undefined {
+  const messages = (req.body.messages as Json[] | undefined) ?? [];
+  const last = messages.at(-1);
+  if (!last) return undefined;
+  if (last.role === "tool") return String(last.content);
+  if (last.role === "user" && Array.isArray(last.content)) {
+    const result = (last.content as Json[]).find((b) => b.type === "tool_result");
+    if (!result) return undefined;
+    const content = result.content;
+    if (typeof content === "string") return content;
+    return ((content as Json[] | undefined) ?? []).map((b) => String(b.text ?? "")).join("");
+  }
+  return undefined;
+}
+
+let calls = 0;
+
+export function openaiLoop(req: RecordedRequest): Reply {
+  const result = toolResultIn(req);
+  const stream = req.body.stream === true;
+  if (result !== undefined) {
+    const text = answerFor(result);
+    return stream ? { kind: "sse", steps: openaiStreamSteps([text]) } : openaiJson(text);
+  }
+  const id = `call_w${++calls}`;
+  const args = JSON.stringify(WEATHER_ARGS);
+  if (!stream)
+    return openaiJson(null, { toolCalls: [{ id, name: WEATHER_TOOL, arguments: args }] });
+  return {
+    kind: "sse",
+    steps: openaiToolStreamSteps([
+      { id, name: WEATHER_TOOL, argumentPieces: [args.slice(0, 5), args.slice(5)] },
+    ]),
+  };
+}
+
+export function anthropicLoop(req: RecordedRequest): Reply {
+  const result = toolResultIn(req);
+  const stream = req.body.stream === true;
+  if (result !== undefined) {
+    const text = answerFor(result);
+    return stream ? { kind: "sse", steps: anthropicStreamSteps([text]) } : anthropicJson(text);
+  }
+  const id = `toolu_w${++calls}`;
+  const args = JSON.stringify(WEATHER_ARGS);
+  if (!stream)
+    return anthropicJson(null, { toolUses: [{ id, name: WEATHER_TOOL, input: WEATHER_ARGS }] });
+  return {
+    kind: "sse",
+    steps: anthropicToolStreamSteps([
+      { id, name: WEATHER_TOOL, jsonPieces: [args.slice(0, 5), args.slice(5)] },
+    ]),
+  };
+}
+
+export interface LoopSetup {
+  gw: TestGateway;
+  openaiUp: FakeUpstream;
+  anthropicUp: FakeUpstream;
+  close(): Promise<void>;
+}
+
+/** The gateway with `gpt-x` on a fake OpenAI API and `claude-x` on a fake Anthropic API. */
+export async function loopGateway(): Promise<LoopSetup> {
+  const openaiUp = await fakeUpstream("openai", openaiLoop, { maxOutputTokens: GPT_MAX_OUTPUT });
+  const anthropicUp = await fakeUpstream("anthropic", anthropicLoop, {
+    maxOutputTokens: CLAUDE_MAX_OUTPUT,
+  });
+  const gw = await testGateway({
+    config: baseConfig({
+      providers: [
+        { id: "oa", wire: "openai", base_url: openaiUp.baseUrl, api_keys: ["sk-oa-pool"] },
+        { id: "an", wire: "anthropic", base_url: anthropicUp.baseUrl, api_keys: ["sk-an-pool"] },
+      ],
+      models: [
+        {
+          name: "gpt-x",
+          provider: "oa",
+          upstream_model: "gpt-upstream",
+          price_input_per_mtok: 1,
+          max_output_tokens: GPT_MAX_OUTPUT,
+        },
+        {
+          name: "claude-x",
+          provider: "an",
+          upstream_model: "claude-upstream",
+          price_input_per_mtok: 1,
+          max_output_tokens: CLAUDE_MAX_OUTPUT,
+        },
+      ],
+      routes: [],
+    }),
+  });
+  return {
+    gw,
+    openaiUp,
+    anthropicUp,
+    async close() {
+      await gw.close();
+      await openaiUp.close();
+      await anthropicUp.close();
+    },
+  };
+}
+
+/** Every request a fake got was accepted by its rules. */
+export function noRefusals(setup: LoopSetup): unknown[] {
+  return [...setup.openaiUp.refused, ...setup.anthropicUp.refused];
+}
