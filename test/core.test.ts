@@ -319,7 +319,7 @@ describe("chat completions with the openai SDK", () => {
     const res = await post(
       gw,
       "/v1/chat/completions",
-      chat("slow [[mock:delay=300]]", "mock-gpt", { stream: true }),
+      chat("slow [[mock:delay=2500]]", "mock-gpt", { stream: true }),
     );
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toMatch(/^text\/event-stream/);
@@ -332,7 +332,7 @@ describe("chat completions with the openai SDK", () => {
   it("still parses with the SDK when keepalives precede the answer", async () => {
     const stream = await openai.chat.completions.create({
       model: "mock-gpt",
-      messages: [{ role: "user", content: "slow [[mock:delay=200]]" }],
+      messages: [{ role: "user", content: "slow [[mock:delay=1300]]" }],
       stream: true,
     });
     let text = "";

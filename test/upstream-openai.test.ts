@@ -21,72 +21,72 @@ const PNG_B64 =
 
 let upstream: FakeUpstream;
 let gw: TestGateway;
+let config: ReturnType<typeof baseConfig>;
 let openai: OpenAI;
 let anthropic: Anthropic;
 
 beforeAll(async () => {
   upstream = await fakeUpstream("openai");
-  gw = await testGateway({
-    config: baseConfig({
-      providers: [
-        // A 429 cools the pool's only key; keep that short so later tests are not affected.
-        {
-          id: "oa",
-          wire: "openai",
-          base_url: upstream.baseUrl,
-          api_keys: [POOL_KEY],
-          timeout_ms: 3_000,
-          cooldown_ms: 1,
-        },
-        // For a 429 whose Retry-After (honoured as the key's cooldown) would otherwise block "oa".
-        { id: "oa-rl", wire: "openai", base_url: upstream.baseUrl, api_keys: [POOL_KEY] },
-        // Same fake, short timeout: a hanging upstream must become 503 quickly.
-        {
-          id: "oa-slow",
-          wire: "openai",
-          base_url: upstream.baseUrl,
-          api_keys: [POOL_KEY],
-          timeout_ms: 300,
-        },
-        // Refuses a request with tools it cannot run rather than leaving them out.
-        {
-          id: "oa-strict",
-          wire: "openai",
-          base_url: upstream.baseUrl,
-          api_keys: [POOL_KEY],
-          unsupported_tools: "reject",
-        },
-      ],
-      models: [
-        {
-          name: "gpt-x",
-          provider: "oa",
-          upstream_model: "gpt-upstream",
-          price_input_per_mtok: 10_000,
-          price_output_per_mtok: 20_000,
-        },
-        {
-          name: "gpt-slow",
-          provider: "oa-slow",
-          upstream_model: "gpt-upstream",
-          price_input_per_mtok: 10_000,
-        },
-        {
-          name: "gpt-rl",
-          provider: "oa-rl",
-          upstream_model: "gpt-upstream",
-          price_input_per_mtok: 10_000,
-        },
-        {
-          name: "gpt-strict",
-          provider: "oa-strict",
-          upstream_model: "gpt-upstream",
-          price_input_per_mtok: 10_000,
-        },
-      ],
-      routes: [],
-    }),
+  config = baseConfig({
+    providers: [
+      // A 429 cools the pool's only key; keep that short so later tests are not affected.
+      {
+        id: "oa",
+        wire: "openai",
+        base_url: upstream.baseUrl,
+        api_keys: [POOL_KEY],
+        timeout_ms: 3_000,
+        cooldown_ms: 1,
+      },
+      // For a 429 whose Retry-After (honoured as the key's cooldown) would otherwise block "oa".
+      { id: "oa-rl", wire: "openai", base_url: upstream.baseUrl, api_keys: [POOL_KEY] },
+      // Same fake, short timeout: a hanging upstream must become 503 quickly.
+      {
+        id: "oa-slow",
+        wire: "openai",
+        base_url: upstream.baseUrl,
+        api_keys: [POOL_KEY],
+        timeout_ms: 300,
+      },
+      // Refuses a request with tools it cannot run rather than leaving them out.
+      {
+        id: "oa-strict",
+        wire: "openai",
+        base_url: upstream.baseUrl,
+        api_keys: [POOL_KEY],
+        unsupported_tools: "reject",
+      },
+    ],
+    models: [
+      {
+        name: "gpt-x",
+        provider: "oa",
+        upstream_model: "gpt-upstream",
+        price_input_per_mtok: 10_000,
+        price_output_per_mtok: 20_000,
+      },
+      {
+        name: "gpt-slow",
+        provider: "oa-slow",
+        upstream_model: "gpt-upstream",
+        price_input_per_mtok: 10_000,
+      },
+      {
+        name: "gpt-rl",
+        provider: "oa-rl",
+        upstream_model: "gpt-upstream",
+        price_input_per_mtok: 10_000,
+      },
+      {
+        name: "gpt-strict",
+        provider: "oa-strict",
+        upstream_model: "gpt-upstream",
+        price_input_per_mtok: 10_000,
+      },
+    ],
+    routes: [],
   });
+  gw = await testGateway({ config });
   openai = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0, timeout: 10_000 });
   anthropic = new Anthropic({ apiKey: KEY, baseURL: gw.url, maxRetries: 0, timeout: 10_000 });
 });
@@ -390,9 +390,12 @@ describe("openai wire: failures around the start of a stream", () => {
 
   it("ends with an error chunk when the first chunk does not come within timeout_ms (keepalives committed the 200)", async () => {
     upstream.queue({ kind: "sse", steps: [{ ...openaiStreamSteps(["late"])[0], delayMs: 1_500 }] });
-    const res = await post(gw, "/v1/chat/completions", streamBody("gpt-slow"));
+    // Keepalives well inside the provider's timeout, so the 200 is out before it fails.
+    const quick = await testGateway({ keepaliveMs: 50, config });
+    const res = await post(quick, "/v1/chat/completions", streamBody("gpt-slow"));
     expect(res.status).toBe(200);
     const text = await res.text();
+    await quick.close();
     expect(text.startsWith(": keepalive")).toBe(true);
     expect(JSON.parse(dataLines(text).at(-1) ?? "")).toMatchObject({
       error: { code: "upstream_error" },

@@ -65,7 +65,10 @@ export async function testGateway(options: GatewayOptions = {}): Promise<TestGat
   const dbPath = options.db ?? join(dir, "gateway.db");
   const gw = await startGateway({
     config: baseConfig(),
-    keepaliveMs: 50,
+    // Keepalives start from admission: a stream that fails within this interval still gets an
+    // HTTP status, so it stays well above a loaded machine's upstream round trips. Tests of
+    // keepalives themselves pass a short one.
+    keepaliveMs: 1_000,
     ...options,
     db: dbPath,
     port: 0,

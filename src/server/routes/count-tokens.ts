@@ -1,4 +1,5 @@
 import type { Context } from "hono";
+import type { z } from "zod";
 import type { AppEnv } from "../app-env.js";
 import { forModality, resolveTarget } from "../dispatch/resolve.js";
 import { clientSignal } from "../http/client-signal.js";
@@ -10,7 +11,7 @@ import { messagesBody } from "./completions.js";
 
 /** A Messages body without the output limit, which counting does not need. */
 const countBody = messagesBody.omit({ max_tokens: true });
-type CountBody = ReturnType<typeof countBody.parse>;
+type CountBody = z.infer<typeof countBody>;
 
 /**
  * POST /v1/messages/count_tokens: an anthropic-wire provider counts exactly; any other backend
