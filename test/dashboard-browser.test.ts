@@ -183,8 +183,15 @@ describe.skipIf(!haveChromium)("the dashboard in a real browser", () => {
       const width = await page.evaluate("document.documentElement.scrollWidth");
       expect(width).toBeLessThanOrEqual(390);
       await shoot(page, "dashboard-phone");
-      await page.goto(`${gw.url}/dashboard/device`);
+      // Approving a login happens on the phone: the approval page with its big code fits too.
+      const res = await post(gw, "/api/auth/device/code", { client_name: "phone test" }, {});
+      const { verification_uri_complete } = (await res.json()) as {
+        verification_uri_complete: string;
+      };
+      await page.goto(verification_uri_complete);
+      await page.locator("#user-code").waitFor();
       expect(await page.evaluate("document.documentElement.scrollWidth")).toBeLessThanOrEqual(390);
+      await shoot(page, "approval-phone");
     } finally {
       await context.close();
     }
