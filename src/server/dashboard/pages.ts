@@ -1,4 +1,7 @@
+import type { Store } from "../../store/store.js";
 import type { KeyRow } from "../../store/types.js";
+import type { quota } from "../routes/account.js";
+import type { byokView } from "../routes/admin.js";
 import type { DecisionRefusal } from "./device-codes.js";
 
 /**
@@ -255,40 +258,17 @@ export function formatIdr(idr: number): string {
   return `Rp ${new Intl.NumberFormat("en-US", { maximumFractionDigits: digits }).format(idr)}`;
 }
 
-export interface DashboardQuota {
-  balance_idr: number;
-  held_idr: number;
-  tier: string;
-  payg: { limit_idr: number; spent_idr: number; resets_at: string } | null;
-  subscription: {
-    plan: string;
-    windows: { name: string; quota: number; used: number; remaining: number; resets_at: string }[];
-  } | null;
-  free: { daily_limit: number; daily_used: number; daily_remaining: number; resets_at: string };
-}
+export type DashboardQuota = ReturnType<typeof quota>;
 
 export interface DashboardUsage {
   days: number;
   /** One entry per day of the period, oldest first, days without requests included. */
   daily: { date: string; requests: number; cost_idr: number }[];
   models: { model: string; requests: number; cost_idr: number }[];
-  recent: {
-    created_at: string;
-    endpoint: string;
-    model: string | null;
-    state: string;
-    status: number | null;
-    error_code: string | null;
-    cost_idr: number;
-    key_id: string | null;
-  }[];
+  recent: ReturnType<Store["recentRequests"]>;
 }
 
-export interface DashboardByok {
-  provider: string;
-  label: string;
-  key_hint: string;
-}
+export type DashboardByok = ReturnType<typeof byokView>;
 
 export interface DashboardView {
   accountId: string;
