@@ -539,7 +539,7 @@ describe("gateway owner-link", () => {
       const dashboard = await fetch(`${serve.url}/dashboard`, {
         headers: { cookie: cookie.split(";")[0] },
       });
-      expect(await dashboard.text()).toContain("Keys of account demo");
+      expect(await dashboard.text()).toContain("Dashboard of account demo");
       // One time only.
       const again = await fetch(owner_url, { redirect: "manual" });
       expect(again.status).not.toBe(303);

@@ -111,7 +111,7 @@ describe("owner session", () => {
       headers: { cookie: cookie.split(";")[0] },
     });
     expect(dashboard.status).toBe(200);
-    expect(await dashboard.text()).toContain("Keys of account acct");
+    expect(await dashboard.text()).toContain("Dashboard of account acct");
     // The token works once.
     const again = await fetch(gw.ownerUrl!, { redirect: "manual" });
     expect(again.status).toBe(401);

@@ -359,6 +359,17 @@ export class Store {
     }));
   }
 
+  /** Requests, tokens and cost per model since `since`, most expensive first. */
+  usageByModel(accountId: string, since: number) {
+    return this.stmts.usageByModel.all(accountId, since) as {
+      model: string;
+      requests: number;
+      input_tokens: number;
+      output_tokens: number;
+      cost_micro: number;
+    }[];
+  }
+
   recentRequests(accountId: string, limit: number) {
     return (this.stmts.recentRequests.all(accountId, limit) as RequestLogRow[]).map((r) => ({
       id: r.id,
@@ -487,6 +498,12 @@ function prepare(db: DB) {
       `SELECT strftime('%Y-%m-%d', created_at / 1000, 'unixepoch') AS day, count(*) AS requests,
               sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens, sum(cost_micro) AS cost_micro
          FROM request_log WHERE account_id = ? AND created_at >= ? GROUP BY day ORDER BY day`,
+    ),
+    usageByModel: s(
+      `SELECT coalesce(model, '-') AS model, count(*) AS requests, sum(input_tokens) AS input_tokens,
+              sum(output_tokens) AS output_tokens, sum(cost_micro) AS cost_micro
+         FROM request_log WHERE account_id = ? AND created_at >= ?
+        GROUP BY coalesce(model, '-') ORDER BY cost_micro DESC, requests DESC`,
     ),
     recentRequests: s(
       "SELECT * FROM request_log WHERE account_id = ? ORDER BY created_at DESC, rowid DESC LIMIT ?",

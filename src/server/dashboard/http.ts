@@ -4,13 +4,13 @@ import type { Page } from "./pages.js";
 /**
  * Headers for every dashboard page: never cached (pages carry CSRF tokens and, once, a new key),
  * never framed (an approval button must not be clickjacked), no referrer to other sites, and no
- * script at all. (Not `no-referrer`: Chromium then sends `Origin: null` on same-origin form posts.)
+ * script but the gateway's own file (inline scripts stay blocked). (Not `no-referrer`: Chromium then sends `Origin: null` on same-origin form posts.)
  */
 const pageHeaders: Record<string, string> = {
   "content-type": "text/html; charset=utf-8",
   "cache-control": "no-store",
   "content-security-policy":
-    "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
   "x-frame-options": "DENY",
   "referrer-policy": "same-origin",
   "x-content-type-options": "nosniff",

@@ -1,9 +1,12 @@
+import type { Store } from "../../store/store.js";
 import type { KeyRow } from "../../store/types.js";
+import type { quota } from "../routes/account.js";
+import type { byokView } from "../routes/admin.js";
 import type { DecisionRefusal } from "./device-codes.js";
 
 /**
- * The dashboard's HTML: plain forms, no JavaScript, readable in a text browser.
- * Every dynamic value goes through `escapeHtml`.
+ * The dashboard's HTML: plain forms and inline SVG charts, readable in a text browser; the one
+ * script (a copy button) is an enhancement. Every dynamic value goes through `escapeHtml`.
  */
 
 export interface Page {
@@ -34,21 +37,77 @@ const styles = `
   table { border-collapse: collapse; width: 100%; font-size: .9rem; }
   th, td { text-align: left; padding: .3rem .5rem; border-bottom: 1px solid #ddd; }
   .muted { color: #666; }
+  body.wide { max-width: 64rem; margin-top: 1.5rem; }
+  header.top { display: flex; flex-wrap: wrap; justify-content: space-between; align-items: baseline; gap: .5rem; }
+  header.top h1 { margin: 0; }
+  h2 { font-size: 1.15rem; margin: 2rem 0 .6rem; }
+  h3 { font-size: 1rem; margin: 1.2rem 0 .4rem; }
+  .cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(13rem, 1fr)); gap: .8rem; margin-top: 1.2rem; }
+  .card { border: 1px solid #ddd; border-radius: .5rem; padding: .7rem .9rem; }
+  .card h3 { margin: 0; font-size: .85rem; font-weight: 600; color: #555; text-transform: uppercase; letter-spacing: .03em; }
+  .card .big { font-size: 1.4rem; font-weight: 650; margin: .2rem 0; }
+  .card .big small { font-size: .85rem; font-weight: 400; color: #555; }
+  .card p { margin: .2rem 0; }
+  .bar { height: .5rem; background: #eee; border-radius: .25rem; overflow: hidden; min-width: 3rem; }
+  .bar span { display: block; height: 100%; background: #2e7d32; }
+  .bar.high span { background: #f9a825; }
+  .bar.full span { background: #c62828; }
+  .bar.share span { background: #1565c0; }
+  .charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(18rem, 1fr)); gap: 1rem; }
+  figure.chart { margin: 0; }
+  figure.chart figcaption { font-size: .9rem; margin-bottom: .3rem; }
+  figure.chart svg { display: block; width: 100%; height: 7rem; background: #fafafa; border-bottom: 1px solid #999; }
+  figure.chart rect.v { fill: #1565c0; }
+  figure.chart rect.z { fill: #ddd; }
+  figure.chart .axis { display: flex; justify-content: space-between; font-size: .75rem; color: #666; }
+  .scroll { overflow-x: auto; }
+  td.num, th.num { text-align: right; white-space: nowrap; }
+  td.share, th.share { width: 30%; }
+  td.when { white-space: nowrap; }
+  .small { font-size: .8rem; }
+  .pill { display: inline-block; padding: 0 .4rem; border-radius: .6rem; font-size: .8rem; white-space: nowrap; }
+  .pill.ok { background: #e8f5e9; color: #1b5e20; }
+  .pill.bad { background: #ffebee; color: #b71c1c; }
+  .pill.run { background: #e3f2fd; color: #0d47a1; }
+  details.confirm summary { cursor: pointer; color: #b71c1c; }
+  details.confirm p { margin: .3rem 0; font-size: .85rem; }
+  button.danger { background: #b71c1c; border-color: #b71c1c; color: #fff; margin: 0; }
+  details#revoked-keys { margin-top: .6rem; }
+  details#revoked-keys summary { cursor: pointer; color: #555; }
+  form.create { display: flex; flex-wrap: wrap; gap: .6rem; align-items: center; margin-top: 1rem; }
+  form.create input[name=label] { font-size: 1rem; padding: .35rem; max-width: 100%; }
+  .new-key { border: 2px solid #1b5e20; border-radius: .5rem; padding: .4rem .9rem .9rem; margin-top: 1rem; }
+  .notice { background: #fff8e1; padding: .5rem .8rem; border-radius: .3rem; }
+  @media (max-width: 40rem) {
+    body { margin-top: 1rem; }
+    .wide-only { display: none; }
+    td.when { white-space: normal; }
+    .cards { grid-template-columns: repeat(2, minmax(0, 1fr)); gap: .5rem; }
+    .card { padding: .5rem .6rem; }
+    .card .big { font-size: 1.1rem; overflow-wrap: anywhere; }
+    .card p { font-size: .85rem; }
+    th, td { padding: .3rem .3rem; }
+    button { padding: .5rem 1rem; }
+  }
   pre.cmd { font: 1rem ui-monospace, monospace; padding: .6rem .8rem; background: #f3f3f3;
             border-radius: .3rem; overflow-x: auto; }
 `;
 
-function layout(title: string, body: string, csrfToken?: string): string {
+/** Served by the gateway itself, so the CSP's `script-src 'self'` covers it: the copy button. */
+export const dashboardScriptPath = "/dashboard/assets/dashboard.js";
+
+function layout(title: string, body: string, csrfToken?: string, wide = false): string {
   const csrfMeta = csrfToken ? `\n<meta name="csrf-token" content="${escapeHtml(csrfToken)}">` : "";
+  const script = wide ? `\n<script src="${dashboardScriptPath}" defer></script>` : "";
   return `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">${csrfMeta}
 <title>${escapeHtml(title)} - Model Gateway</title>
-<style>${styles}</style>
+<style>${styles}</style>${script}
 </head>
-<body>
+<body${wide ? ' class="wide"' : ""}>
 <main>
 ${body}
 </main>
@@ -204,51 +263,269 @@ export function deniedPage(userCode: string): Page {
 }
 
 function time(ms: number | null): string {
-  return ms === null ? "-" : new Date(ms).toISOString().replace("T", " ").slice(0, 19);
+  return ms === null ? "-" : new Date(ms).toISOString().replace("T", " ").slice(0, 16);
+}
+
+const utc = (iso: string) => `${iso.replace("T", " ").slice(0, 16)} UTC`;
+const count = (n: number) => new Intl.NumberFormat("en-US").format(n);
+
+/** Display only: amounts under 10 IDR keep four decimals, so a cheap request does not read 0. */
+export function formatIdr(idr: number): string {
+  const digits = idr !== 0 && Math.abs(idr) < 10 ? 4 : 2;
+  return `Rp ${new Intl.NumberFormat("en-US", { maximumFractionDigits: digits }).format(idr)}`;
+}
+
+export type DashboardQuota = ReturnType<typeof quota>;
+
+export interface DashboardUsage {
+  days: number;
+  /** One entry per day of the period, oldest first, days without requests included. */
+  daily: { date: string; requests: number; cost_idr: number }[];
+  models: { model: string; requests: number; cost_idr: number }[];
+  recent: ReturnType<Store["recentRequests"]>;
+}
+
+export type DashboardByok = ReturnType<typeof byokView>;
+
+export interface DashboardView {
+  accountId: string;
+  csrfToken: string;
+  quota: DashboardQuota;
+  usage: DashboardUsage;
+  keys: KeyRow[];
+  byok: DashboardByok[];
+  notice?: string;
+  newKey?: { label: string; value: string };
+}
+
+/** A share as a bar; the width is a number this code computed, never user input. */
+function bar(used: number, limit: number): string {
+  const pct = limit > 0 ? Math.min(100, Math.round((used / limit) * 100)) : 0;
+  const level = pct >= 90 ? " full" : pct >= 70 ? " high" : "";
+  return `<div class="bar${level}"><span style="width:${pct}%"></span></div>`;
+}
+
+/** A part of a whole, not a limit: one colour whatever its size. */
+function shareBar(part: number, whole: number): string {
+  const pct = whole > 0 ? Math.round((part / whole) * 100) : 0;
+  return `<div class="bar share"><span style="width:${pct}%"></span></div>`;
+}
+
+function card(title: string, value: string, detail = ""): string {
+  return `<section class="card"><h3>${escapeHtml(title)}</h3><p class="big">${value}</p>${detail}</section>`;
+}
+
+function quotaCards(q: DashboardQuota): string {
+  const cards = [
+    card(
+      "Balance",
+      `<span id="balance">${escapeHtml(formatIdr(q.balance_idr))}</span>`,
+      `<p class="muted">tier ${escapeHtml(q.tier)}</p>`,
+    ),
+    card(
+      "Held",
+      `<span id="held">${escapeHtml(formatIdr(q.held_idr))}</span>`,
+      '<p class="muted">by requests and jobs in flight</p>',
+    ),
+    q.payg
+      ? card(
+          "Pay as you go",
+          `<span id="payg-spent">${escapeHtml(formatIdr(q.payg.spent_idr))}</span> <small>of ${escapeHtml(formatIdr(q.payg.limit_idr))}</small>`,
+          `${bar(q.payg.spent_idr, q.payg.limit_idr)}<p class="muted">resets ${escapeHtml(utc(q.payg.resets_at))}</p>`,
+        )
+      : card("Pay as you go", "off", '<p class="muted">not enabled for this account</p>'),
+    card(
+      "Free today",
+      `<span id="free-left">${count(q.free.daily_remaining)}</span> <small>of ${count(q.free.daily_limit)} left</small>`,
+      `${bar(q.free.daily_used, q.free.daily_limit)}<p class="muted">resets ${escapeHtml(utc(q.free.resets_at))}</p>`,
+    ),
+  ];
+  for (const w of q.subscription?.windows ?? []) {
+    cards.push(
+      card(
+        `${q.subscription!.plan}: ${w.name}`,
+        `${count(w.remaining)} <small>of ${count(w.quota)} left</small>`,
+        `${bar(w.used, w.quota)}<p class="muted">resets ${escapeHtml(utc(w.resets_at))}</p>`,
+      ),
+    );
+  }
+  return `<div class="cards">${cards.join("\n")}</div>`;
+}
+
+/**
+ * A bar chart as inline SVG: no script, so the page's CSP stays as strict as it is. Each bar
+ * carries a <title>, which browsers show on hover.
+ */
+function barChart(
+  id: string,
+  label: string,
+  points: { label: string; value: number; shown: string }[],
+): string {
+  const max = Math.max(0, ...points.map((p) => p.value));
+  const height = 100;
+  const step = 10;
+  const bars = points
+    .map((p, i) => {
+      const h = max > 0 ? Math.max(p.value > 0 ? 1.5 : 0, (p.value / max) * height) : 0;
+      const title = `<title>${escapeHtml(`${p.label}: ${p.shown}`)}</title>`;
+      return `<rect class="${p.value > 0 ? "v" : "z"}" x="${i * step + 1}" y="${(height - Math.max(h, 0.6)).toFixed(2)}" width="${step - 2}" height="${Math.max(h, 0.6).toFixed(2)}">${title}</rect>`;
+    })
+    .join("");
+  const peak = points.reduce((a, p) => (p.value > a.value ? p : a), points[0]);
+  const first = points[0]?.label ?? "";
+  const last = points[points.length - 1]?.label ?? "";
+  return `<figure class="chart" id="${id}">
+<figcaption>${escapeHtml(label)} <span class="muted">(peak ${escapeHtml(max > 0 ? peak.shown : "none")})</span></figcaption>
+<svg viewBox="0 0 ${points.length * step} ${height}" preserveAspectRatio="none" role="img" aria-label="${escapeHtml(label)}">${bars}</svg>
+<div class="axis"><span>${escapeHtml(first)}</span><span>${escapeHtml(last)}</span></div>
+</figure>`;
+}
+
+function usageSection(u: DashboardUsage): string {
+  const spent = u.daily.reduce((a, d) => a + d.cost_idr, 0);
+  const requests = u.daily.reduce((a, d) => a + d.requests, 0);
+  const maxModel = Math.max(0, ...u.models.map((m) => m.cost_idr));
+  const maxModelRequests = Math.max(0, ...u.models.map((m) => m.requests));
+  const models = u.models
+    .map(
+      (
+        m,
+      ) => `<tr><td><code>${escapeHtml(m.model)}</code></td><td class="num">${count(m.requests)}</td>
+<td class="num">${escapeHtml(formatIdr(m.cost_idr))}</td><td class="share">${maxModel > 0 ? shareBar(m.cost_idr, maxModel) : shareBar(m.requests, maxModelRequests)}</td></tr>`,
+    )
+    .join("\n");
+  return `<h2>Usage, last ${u.days} days</h2>
+<p id="usage-total"><strong>${count(requests)}</strong> requests, <strong>${escapeHtml(formatIdr(spent))}</strong> spent.</p>
+<div class="charts">
+${barChart(
+  "chart-spend",
+  "Spend per day (IDR)",
+  u.daily.map((d) => ({ label: d.date, value: d.cost_idr, shown: formatIdr(d.cost_idr) })),
+)}
+${barChart(
+  "chart-requests",
+  "Requests per day",
+  u.daily.map((d) => ({
+    label: d.date,
+    value: d.requests,
+    shown: `${count(d.requests)} requests`,
+  })),
+)}
+</div>
+<h3>Per model</h3>
+<div class="scroll"><table id="per-model">
+<thead><tr><th>Model</th><th class="num">Requests</th><th class="num">Spend</th><th class="share">Share</th></tr></thead>
+<tbody>
+${models || '<tr><td colspan="4" class="muted">No requests in this period.</td></tr>'}
+</tbody></table></div>`;
+}
+
+function statusCell(r: DashboardUsage["recent"][number]): string {
+  if (r.state === "reserved") return '<span class="pill run">in flight</span>';
+  const ok = r.status !== null && r.status < 400 && r.state === "settled";
+  const why = [r.error_code, r.state === "interrupted" ? "interrupted" : null].filter(Boolean);
+  const detail = why.length ? `<div class="muted small">${escapeHtml(why.join(", "))}</div>` : "";
+  return `<span class="pill ${ok ? "ok" : "bad"}">${escapeHtml(String(r.status ?? "-"))}</span>${detail}`;
+}
+
+function recentSection(recent: DashboardUsage["recent"], keyLabels: Map<string, string>): string {
+  const rows = recent
+    .map(
+      (
+        r,
+      ) => `<tr><td class="when">${escapeHtml(r.created_at.slice(5, 10))} ${escapeHtml(r.created_at.slice(11, 16))}</td>
+<td><code>${escapeHtml(r.model ?? "-")}</code><div class="muted small">${escapeHtml(r.endpoint)}</div></td>
+<td>${statusCell(r)}</td><td class="num">${escapeHtml(formatIdr(r.cost_idr))}</td>
+<td class="wide-only">${escapeHtml((r.key_id && keyLabels.get(r.key_id)) || "-")}</td></tr>`,
+    )
+    .join("\n");
+  return `<h2>Recent requests</h2>
+<div class="scroll"><table id="recent">
+<thead><tr><th>Time (UTC)</th><th>Model</th><th>Status</th><th class="num">Cost</th><th class="wide-only">Key</th></tr></thead>
+<tbody>
+${rows || '<tr><td colspan="5" class="muted">No requests yet.</td></tr>'}
+</tbody></table></div>`;
 }
 
 function keyRow(key: KeyRow, csrfToken: string): string {
   const action = key.revoked_at
     ? `revoked ${time(key.revoked_at)}`
-    : `<form class="inline" method="post" action="/dashboard/keys/${encodeURIComponent(key.id)}/revoke">
-        <input type="hidden" name="csrf_token" value="${escapeHtml(csrfToken)}">
-        <button type="submit">Revoke</button></form>`;
-  return `<tr><td><code>${escapeHtml(key.id)}</code></td><td>${escapeHtml(key.label)}</td>
-  <td>${escapeHtml(key.kind)}</td><td><code>${escapeHtml(key.prefix)}...</code></td>
-  <td>${time(key.created_at)}</td><td>${time(key.last_used_at)}</td><td>${action}</td></tr>`;
+    : `<details class="confirm"><summary>Revoke</summary>
+<form method="post" action="/dashboard/keys/${encodeURIComponent(key.id)}/revoke">
+<input type="hidden" name="csrf_token" value="${escapeHtml(csrfToken)}">
+<p>Requests with this key will get 401 at once.</p>
+<button class="danger" type="submit">Revoke ${escapeHtml(key.label)}</button></form></details>`;
+  return `<tr id="key-${escapeHtml(key.id)}"><td><strong>${escapeHtml(key.label)}</strong>
+<div class="muted small"><code>${escapeHtml(key.id)}</code> · ${escapeHtml(key.kind)}</div></td>
+<td><code>${escapeHtml(key.prefix)}...</code></td>
+<td class="wide-only">${time(key.created_at)}</td><td class="wide-only">${time(key.last_used_at)}</td><td>${action}</td></tr>`;
 }
 
-export function dashboardPage(input: {
-  accountId: string;
-  keys: KeyRow[];
-  csrfToken: string;
-  notice?: string;
-  newKey?: { label: string; value: string };
-}): Page {
-  const notice = input.notice ? `<p><strong>${escapeHtml(input.notice)}</strong></p>` : "";
-  const created = input.newKey
-    ? `<p>New key <strong>${escapeHtml(input.newKey.label)}</strong>. Copy it now; it is shown only once:</p>
-<p class="key">${escapeHtml(input.newKey.value)}</p>`
-    : "";
-  const rows = input.keys.map((k) => keyRow(k, input.csrfToken)).join("\n");
-  return page(
-    200,
-    `Keys of account ${input.accountId}`,
-    `${notice}${created}
-<table>
-<thead><tr><th>ID</th><th>Label</th><th>Kind</th><th>Prefix</th><th>Created (UTC)</th><th>Last used</th><th></th></tr></thead>
+function keyTable(keys: KeyRow[], csrfToken: string, id: string): string {
+  return `<div class="scroll"><table id="${id}">
+<thead><tr><th>Label</th><th>Prefix</th><th class="wide-only">Created (UTC)</th><th class="wide-only">Last used</th><th></th></tr></thead>
 <tbody>
-${rows || '<tr><td colspan="7">No keys yet.</td></tr>'}
-</tbody>
-</table>
-<h2>Create a key</h2>
-<form method="post" action="/dashboard/keys">
-  <input type="hidden" name="csrf_token" value="${escapeHtml(input.csrfToken)}">
-  <label>Label <input name="label" required maxlength="100"></label>
-  <label><input type="checkbox" name="shared" value="1"> shared</label>
-  <button type="submit">Create</button>
-</form>
-<p class="muted">Approving a <code>gateway login</code>? Open <a href="/dashboard/device">/dashboard/device</a>.</p>`,
-    input.csrfToken,
-  );
+${keys.map((k) => keyRow(k, csrfToken)).join("\n") || '<tr><td colspan="5" class="muted">No keys yet.</td></tr>'}
+</tbody></table></div>`;
+}
+
+function keysSection(view: DashboardView): string {
+  const active = view.keys.filter((k) => !k.revoked_at);
+  const revoked = view.keys.filter((k) => k.revoked_at);
+  const folded = revoked.length
+    ? `<details id="revoked-keys"><summary>${revoked.length} revoked key${revoked.length === 1 ? "" : "s"}</summary>
+${keyTable(revoked, view.csrfToken, "revoked-key-table")}</details>`
+    : "";
+  return `<h2>Keys</h2>
+${keyTable(active, view.csrfToken, "keys")}
+${folded}
+<form class="create" method="post" action="/dashboard/keys">
+  <input type="hidden" name="csrf_token" value="${escapeHtml(view.csrfToken)}">
+  <label>New key label <input name="label" required maxlength="100"></label>
+  <label class="check"><input type="checkbox" name="shared" value="1"> shared</label>
+  <button type="submit">Create key</button>
+</form>`;
+}
+
+function byokSection(byok: DashboardByok[]): string {
+  const rows = byok
+    .map(
+      (b) =>
+        `<tr><td>${escapeHtml(b.provider)}</td><td>${escapeHtml(b.label)}</td><td><code>${escapeHtml(b.key_hint)}</code></td></tr>`,
+    )
+    .join("\n");
+  return `<h2>Your provider keys (BYOK)</h2>
+<div class="scroll"><table id="byok">
+<thead><tr><th>Provider</th><th>Label</th><th>Key</th></tr></thead>
+<tbody>
+${rows || '<tr><td colspan="3" class="muted">None: requests use the gateway\'s own provider keys.</td></tr>'}
+</tbody></table></div>`;
+}
+
+export function dashboardPage(view: DashboardView): Page {
+  const notice = view.notice
+    ? `<p class="notice"><strong>${escapeHtml(view.notice)}</strong></p>`
+    : "";
+  const created = view.newKey
+    ? `<section class="new-key"><p>New key <strong>${escapeHtml(view.newKey.label)}</strong>. Copy it now: it is shown only once.</p>
+<p class="key" id="new-key-value">${escapeHtml(view.newKey.value)}</p>
+<button type="button" class="primary" data-copy="new-key-value" hidden>Copy key</button></section>`
+    : "";
+  const keyLabels = new Map(view.keys.map((k) => [k.id, k.label]));
+  return {
+    status: 200,
+    html: layout(
+      `Dashboard of account ${view.accountId}`,
+      `<header class="top"><h1>Dashboard of account ${escapeHtml(view.accountId)}</h1>
+<nav><a href="/dashboard/device">Approve a login</a></nav></header>
+${notice}${created}
+${quotaCards(view.quota)}
+${usageSection(view.usage)}
+${recentSection(view.usage.recent, keyLabels)}
+${keysSection(view)}
+${byokSection(view.byok)}`,
+      view.csrfToken,
+      true,
+    ),
+  };
 }

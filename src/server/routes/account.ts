@@ -66,7 +66,8 @@ function sinceDays(c: Context, s: Services): number {
   return s.options.now() - days * 86_400_000;
 }
 
-function quota(s: Services, account: AccountRow) {
+/** What the account can spend now: the quota endpoint's body, also shown on the dashboard. */
+export function quota(s: Services, account: AccountRow) {
   const now = s.options.now();
   const catalog = s.store.getCatalog();
   const tier = catalog.tiers.get(account.tier) ?? catalog.tiers.get("free");

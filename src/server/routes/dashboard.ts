@@ -1,6 +1,7 @@
 import type { Context, Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
+import { microToIdr } from "../../store/money.js";
 import type { AppEnv } from "../app-env.js";
 import { DeviceCodes, formatUserCode, normalizeUserCode } from "../dashboard/device-codes.js";
 import { formField, sendPage } from "../dashboard/http.js";
@@ -19,6 +20,7 @@ import {
   approvalPage,
   approvedPage,
   dashboardPage,
+  dashboardScriptPath,
   decisionRefusedPage,
   deniedPage,
   forbiddenPage,
@@ -32,6 +34,8 @@ import { GatewayError } from "../errors.js";
 import { ownOrigin } from "../http/cors.js";
 import { WindowCounter } from "../limits/window-counter.js";
 import type { Services } from "../services.js";
+import { quota } from "./account.js";
+import { byokView } from "./admin.js";
 import { installDashboardAccountRoutes } from "./dashboard-account.js";
 import { installDeviceAuthRoutes } from "./device-auth.js";
 import { installDashboardKeyRoutes, installToolKeyRoutes, mintKey } from "./tool-keys.js";
@@ -41,10 +45,11 @@ import { installDashboardKeyRoutes, installToolKeyRoutes, mintKey } from "./tool
  *   GET  /dashboard/login?token=...&next=/dashboard/...
  *                                         one-time owner URL -> session cookie, 303 to `next`, else
  *                                         to the page that asked for a sign-in, else /dashboard
- *   GET  /dashboard                       the account's keys, revoke and create forms
+ *   GET  /dashboard                       balance, limits, usage charts, recent requests, keys, BYOK
  *   GET  /dashboard/device?user_code=...  the approval page (or a form asking for the code)
  *   POST /dashboard/device/approve|deny   form: user_code, csrf_token
- *   POST /dashboard/keys                  form: label, shared?, csrf_token (shows the new key once)
+ *   POST /dashboard/keys                  form: label, shared?, csrf_token (303; the next GET shows
+ *                                         the new key, once)
  *   POST /dashboard/keys/:id/revoke       form: csrf_token
  * plus the JSON routes of device-auth.ts and tool-keys.ts.
  */
@@ -55,6 +60,39 @@ export const defaultDevicePollIntervalSeconds = 5;
 const maxWrongCodesPerMinute = 10;
 /** Dashboard forms are a few short fields. */
 const formBodyLimitBytes = 16 * 1024;
+
+/** The dashboard's usage charts cover this many days, today included. */
+const usageDays = 30;
+const recentRequestCount = 20;
+const dayMs = 86_400_000;
+const flashTtlMs = 5 * 60_000;
+
+interface Flash {
+  notice?: string;
+  newKey?: { label: string; value: string };
+  at: number;
+}
+
+const utcDayStart = (ms: number) => ms - (ms % dayMs);
+
+/** The copy button: progressive enhancement, the key stays selectable text without it. */
+const dashboardScript = `for (const button of document.querySelectorAll("button[data-copy]")) {
+  const source = document.getElementById(button.dataset.copy);
+  button.hidden = false;
+  button.addEventListener("click", async () => {
+    try {
+      await navigator.clipboard.writeText(source.textContent.trim());
+      button.textContent = "Copied";
+    } catch {
+      const range = document.createRange();
+      range.selectNodeContents(source);
+      getSelection().removeAllRanges();
+      getSelection().addRange(range);
+      button.textContent = "Selected: press Ctrl+C";
+    }
+  });
+}
+`;
 
 type Guarded =
   | { ok: true; session: OwnerSession; form: Record<string, unknown> }
@@ -158,17 +196,69 @@ export function installDashboardRoutes(app: Hono<AppEnv>, s: Services): void {
     return sendPage(c, ownerLinkInvalidPage());
   });
 
+  /**
+   * What the next GET /dashboard of a session shows once (post/redirect/get): a created key lives
+   * here, in this process's memory only, until that one view or a few minutes pass.
+   */
+  const flashes = new Map<string, Flash>();
+  const setFlash = (sessionId: string, flash: Omit<Flash, "at">) => {
+    const now = s.options.now();
+    for (const [id, f] of flashes) if (now - f.at > flashTtlMs) flashes.delete(id);
+    flashes.set(sessionId, { ...flash, at: now });
+  };
+  const takeFlash = (sessionId: string): Omit<Flash, "at"> => {
+    const flash = flashes.get(sessionId);
+    flashes.delete(sessionId);
+    if (!flash || s.options.now() - flash.at > flashTtlMs) return {};
+    return { notice: flash.notice, newKey: flash.newKey };
+  };
+
+  const dashboardView = (
+    session: OwnerSession,
+    extra: { notice?: string; newKey?: { label: string; value: string } } = {},
+  ) => {
+    const account = s.store.getAccount(session.accountId);
+    if (!account) throw new GatewayError(404, "not_found", "No such account.");
+    const now = s.options.now();
+    const since = utcDayStart(now) - (usageDays - 1) * dayMs;
+    const byDay = new Map(s.store.usageDaily(account.id, since).map((d) => [d.date, d]));
+    const daily = Array.from({ length: usageDays }, (_, i) => {
+      const date = new Date(since + i * dayMs).toISOString().slice(0, 10);
+      const d = byDay.get(date);
+      return { date, requests: d?.requests ?? 0, cost_idr: d?.cost_idr ?? 0 };
+    });
+    return dashboardPage({
+      accountId: account.id,
+      csrfToken: session.csrfToken,
+      quota: quota(s, account),
+      usage: {
+        days: usageDays,
+        daily,
+        models: s.store.usageByModel(account.id, since).map((m) => ({
+          model: m.model,
+          requests: m.requests,
+          cost_idr: microToIdr(m.cost_micro),
+        })),
+        recent: s.store.recentRequests(account.id, recentRequestCount),
+      },
+      keys: s.store.listKeys(account.id),
+      byok: s.store.listByok(account.id).map(byokView),
+      ...extra,
+    });
+  };
+
+  app.get(dashboardScriptPath, (c) =>
+    c.body(dashboardScript, 200, {
+      "content-type": "text/javascript; charset=utf-8",
+      "cache-control": "no-cache",
+      "x-content-type-options": "nosniff",
+    }),
+  );
+
   app.get("/dashboard", (c) => {
     const session = currentSession(c);
     if (!session) return signIn(c);
-    return sendPage(
-      c,
-      dashboardPage({
-        accountId: session.accountId,
-        keys: s.store.listKeys(session.accountId),
-        csrfToken: session.csrfToken,
-      }),
-    );
+    return sendPage(c, dashboardView(session, takeFlash(session.id)));
   });
 
   app.post("/dashboard/keys", async (c) => {
@@ -176,11 +266,9 @@ export function installDashboardRoutes(app: Hono<AppEnv>, s: Services): void {
     if (!guard.ok) return guard.response;
     const { session, form } = guard;
     const label = (formField(form, "label") ?? "").trim().slice(0, 100);
-    const keys = () => s.store.listKeys(session.accountId);
-    const base = { accountId: session.accountId, csrfToken: session.csrfToken };
     if (!label)
       return sendPage(c, {
-        ...dashboardPage({ ...base, keys: keys(), notice: "A key needs a label." }),
+        ...dashboardView(session, { notice: "A key needs a label." }),
         status: 400,
       });
     try {
@@ -191,16 +279,12 @@ export function installDashboardRoutes(app: Hono<AppEnv>, s: Services): void {
         shared: formField(form, "shared") !== undefined,
         limiterId: `session:${session.id}`,
       });
-      return sendPage(
-        c,
-        dashboardPage({ ...base, keys: keys(), newKey: { label, value: created.key } }),
-      );
+      setFlash(session.id, { newKey: { label, value: created.key } });
+      // Post/redirect/get: a reload shows the list, and neither posts again nor shows the key.
+      return c.redirect("/dashboard", 303);
     } catch (err) {
       if (!(err instanceof GatewayError) || err.status !== 429) throw err;
-      return sendPage(c, {
-        ...dashboardPage({ ...base, keys: keys(), notice: err.message }),
-        status: 429,
-      });
+      return sendPage(c, { ...dashboardView(session, { notice: err.message }), status: 429 });
     }
   });
 
@@ -208,8 +292,10 @@ export function installDashboardRoutes(app: Hono<AppEnv>, s: Services): void {
     const guard = await guardedForm(c);
     if (!guard.ok) return guard.response;
     const key = s.store.getKey(c.req.param("id"));
-    if (key && key.account_id === guard.session.accountId)
+    if (key && key.account_id === guard.session.accountId && !key.revoked_at) {
       s.store.revokeKey(key.id, s.options.now());
+      setFlash(guard.session.id, { notice: `Key "${key.label}" revoked.` });
+    }
     // Post/redirect/get: a reload of the list does not post the form again.
     return c.redirect("/dashboard", 303);
   });
