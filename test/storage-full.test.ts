@@ -160,6 +160,10 @@ describe.skipIf(!mounted)("a full disk under the database", () => {
     expect(text).not.toContain("[DONE]");
     expect(text).toMatch(/"code":"storage_unavailable"/);
 
+    const notReady = await fetch(`${gw.url}/health/ready`);
+    expect(notReady.status).toBe(503);
+    expect(await notReady.json()).toMatchObject({ reason: "storage_unavailable" });
+
     const fault = gw.services.ledger.storageFault();
     expect(fault).toMatchObject({ path: gw.dbPath, message: expect.stringMatching(/full/) });
     expect(fault!.since).toBeGreaterThan(Date.now() - 60_000);
@@ -173,6 +177,7 @@ describe.skipIf(!mounted)("a full disk under the database", () => {
     rmSync(filler);
     await sleep(1_100);
     expect(gw.services.ledger.storageFault()).toBeNull();
+    expect((await fetch(`${gw.url}/health/ready`)).status).toBe(200);
     const after = await post(gw, "/v1/chat/completions", chat("space again", "paid-model"));
     expect(after.status).toBe(200);
     await after.json();

@@ -161,7 +161,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
       );
     }
 
-    const readiness = new Readiness();
+    const readiness = new Readiness(() => services.ledger.storageFault());
     const metricsAccess = options.metrics ?? "admin";
     // Loaded only when wanted: a gateway without /metrics pays neither its start-up nor its counting.
     const metrics =

@@ -5,6 +5,9 @@
 export class Readiness {
   private state: "starting" | "ready" | "stopping" = "starting";
 
+  /** `storageFault` says when requests cannot be recorded (a full disk). */
+  constructor(private readonly storageFault: () => unknown = () => null) {}
+
   ready(): void {
     this.state = "ready";
   }
@@ -17,7 +20,8 @@ export class Readiness {
   problem(): string | undefined {
     if (this.state === "starting") return "starting";
     if (this.state === "stopping") return "stopping";
-    // LEAD: add the store's storageFault() check here (a full disk makes the gateway not ready).
+    // A gateway that cannot record requests refuses them all: a balancer should send them elsewhere.
+    if (this.storageFault()) return "storage_unavailable";
     return undefined;
   }
 }
