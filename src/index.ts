@@ -3,8 +3,7 @@ import type { ConfigInput } from "./server/config/schema.js";
 import { startGateway as startInternal } from "./server/gateway.js";
 import type { ConnectionLimits } from "./server/http/connection-guards.js";
 import type { FinishedRequest } from "./server/http/request-trace.js";
-import type { CassetteOptions } from "./server/kit/cassettes.js";
-import type { InspectedRequest, RequestsQuery } from "./server/kit/inspect.js";
+import type { CassetteOptions, InspectedRequest, RequestsQuery } from "./server/kit/types.js";
 import type { MetricsAccess } from "./server/metrics-access.js";
 import type { GatewayMock } from "./server/providers/mock-script.js";
 
@@ -18,12 +17,13 @@ export {
   requestChannelName,
 } from "./server/http/request-trace.js";
 export { type Stage, type StageMessage, stageChannelName } from "./server/http/stages.js";
-export type { CassetteMode, CassetteOptions } from "./server/kit/cassettes.js";
 export type {
+  CassetteMode,
+  CassetteOptions,
   InspectedRequest,
   RequestsQuery,
   UpstreamExchange,
-} from "./server/kit/inspect.js";
+} from "./server/kit/types.js";
 export type { MetricsAccess } from "./server/metrics-access.js";
 export type {
   GatewayMock,

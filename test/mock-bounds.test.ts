@@ -131,7 +131,8 @@ interface Measured {
 
 async function measuredGateway(dir: string): Promise<Measured> {
   const script = join(dir, "measured-gateway.mjs");
-  const index = join(import.meta.dirname, "..", "dist", "index.js");
+  // The server's own entry: the published one keeps `services` (the request log read below) private.
+  const index = join(import.meta.dirname, "..", "dist", "server", "gateway.js");
   writeFileSync(
     script,
     `

@@ -16,6 +16,8 @@ beforeAll(async () => {
         script: [{ match: { user_text: "from the config" }, reply: { text: "configured" } }],
       },
     }),
+    // Short, so a scripted delay shows keepalive comments without a long wait.
+    keepaliveMs: 50,
   });
   openai = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0, timeout: 10_000 });
   anthropic = new Anthropic({ apiKey: KEY, baseURL: gw.url, maxRetries: 0, timeout: 10_000 });

@@ -22,17 +22,9 @@ import {
   slugOf,
   valueAt,
 } from "./canonical.js";
+import type { CassetteOptions } from "./types.js";
 
-export type CassetteMode = "record" | "replay" | "record-missing";
-
-export interface CassetteOptions {
-  /** The directory of cassette files (created when recording). */
-  dir: string;
-  /** `record` calls providers and saves every exchange; `replay` never calls one; `record-missing` replays what it has and records the rest. */
-  mode: CassetteMode;
-  /** `recorded` replays the recorded waits (time to answer, gaps between chunks); `none` (default) answers at once. */
-  timing?: "recorded" | "none";
-}
+export type { CassetteMode, CassetteOptions } from "./types.js";
 
 const cassetteOptionsSchema = z.object({
   dir: z.string().min(1),
