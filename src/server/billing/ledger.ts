@@ -160,7 +160,7 @@ export class Ledger {
   private readonly journal: SettlementJournal | undefined;
   private waiters: { resolve: () => void; reject: (err: unknown) => void }[] = [];
   private flushTimer: NodeJS.Immediate | undefined;
-  /** Set while commits fail for want of disk space; cleared by the next commit that lands. */
+  /** Set while writes fail for want of disk space; cleared when a probe's commit lands. */
   private fault: StorageFault | null = null;
   private lastProbe = 0;
 
@@ -549,7 +549,8 @@ export class Ledger {
       else this.store.transaction(() => this.s.probe.run());
       this.storageRecovered();
     } catch (err) {
-      this.noteStorageFailure(err);
+      // Room for the write, and a failure of another kind: that one is not about space.
+      if (!this.noteStorageFailure(err)) this.storageRecovered();
     }
     return this.fault === null;
   }
