@@ -515,6 +515,8 @@ export class Ledger {
     if (!this.fault) {
       const message = err instanceof Error ? err.message : String(err);
       this.fault = { path: this.store.path, message, since: Date.now() };
+      // The first probe waits its turn too: one just after the failure would tell nothing new.
+      this.lastProbe = this.fault.since;
       console.error(
         `gateway: cannot write ${this.store.path}: ${message}; requests get 503 storage_unavailable until space is freed`,
       );
