@@ -267,12 +267,12 @@ describe("a database that cannot grow", () => {
     expect(text).not.toContain("[DONE]");
     expect(text).toMatch(/"code":"storage_unavailable"/);
     expect(text).toMatch(/nothing was charged/);
+    expect(gw.services.ledger.storageFault()?.path).toBe(gw.dbPath);
     // The slow request ended after the stream, alone (its charge went to the journal, durable:
     // 200) or with it in the batch that failed (503).
     const slow = await inFlight;
     expect([200, 503]).toContain(slow.status);
     await slow.json();
-    expect(gw.services.ledger.storageFault()?.path).toBe(gw.dbPath);
 
     await makeRoom();
     // A journaled charge landed once space returned; the broken stream left no row.

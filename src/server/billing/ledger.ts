@@ -160,7 +160,7 @@ export class Ledger {
   private readonly journal: SettlementJournal | undefined;
   private waiters: { resolve: () => void; reject: (err: unknown) => void }[] = [];
   private flushTimer: NodeJS.Immediate | undefined;
-  /** Set while commits fail for want of disk space; cleared by the next commit that lands. */
+  /** Set while writes fail for want of disk space; cleared when a probe's commit lands. */
   private fault: StorageFault | null = null;
   private lastProbe = 0;
 
@@ -522,6 +522,8 @@ export class Ledger {
     if (!this.fault) {
       const message = err instanceof Error ? err.message : String(err);
       this.fault = { path: this.store.path, message, since: Date.now() };
+      // The first probe waits its turn too: one just after the failure would tell nothing new.
+      this.lastProbe = this.fault.since;
       console.error(
         `gateway: cannot write ${this.store.path}: ${message}; requests get 503 storage_unavailable until space is freed`,
       );
@@ -556,7 +558,8 @@ export class Ledger {
       else this.store.transaction(() => this.s.probe.run());
       this.storageRecovered();
     } catch (err) {
-      this.noteStorageFailure(err);
+      // Room for the write, and a failure of another kind: that one is not about space.
+      if (!this.noteStorageFailure(err)) this.storageRecovered();
     }
     return this.fault === null;
   }
