@@ -7,6 +7,7 @@
 //   node --cpu-prof --cpu-prof-dir=prof scripts/bench.mjs --only=gw-50
 //   node scripts/bench.mjs --stages       also the median time between steps at one connection
 //   BENCH_REQUEST_LINES=text node scripts/bench.mjs   with serve's line per request (to stderr)
+//   BENCH_METRICS=off node scripts/bench.mjs           without /metrics and its counting
 //
 // Two floors run beside the gateway in the same process: a bare proxy (HTTP in and out) and a
 // minimal gateway (scripts/bench-minimal-gateway.mjs: the billing work with no structure).
@@ -71,6 +72,8 @@ const onRequest = lineFormat
 const dir = mkdtempSync(join(tmpdir(), "gateway-bench-"));
 const gw = await startGateway({
   onRequest,
+  // BENCH_METRICS=off|public|admin: /metrics (admin by default, as in `gateway serve`).
+  metrics: process.env.BENCH_METRICS ?? "admin",
   db: join(dir, "bench.db"),
   port: 0,
   config: {
