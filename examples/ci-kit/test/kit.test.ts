@@ -1,3 +1,5 @@
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import Anthropic from "@anthropic-ai/sdk";
 import { type RunningGateway, startGateway } from "model-gateway";
 import OpenAI from "openai";
@@ -106,29 +108,65 @@ describe("limits, as the app sees them", () => {
   });
 });
 
-describe("a recorded cassette, replayed offline", () => {
-  // TODO(record/replay, issue 13 point 1): enable at merge. Needs `startGateway({ replay: DIR })`
-  // from the record/replay branch and a cassette recorded once into ./cassettes (commit it);
-  // the test then asserts the recorded answer comes back with no provider reachable.
-  it.skip("answers from ./cassettes with the provider unreachable", async () => {
-    const replaying = await startGateway({
+describe("recorded cassettes, replayed offline", () => {
+  // ./cassettes was recorded once by record-cassettes.mjs; nothing listens at gateway.json's
+  // base_url, so every answer here comes from those files.
+  const dir = new URL("../cassettes", import.meta.url).pathname;
+  let replaying: RunningGateway;
+  let client: OpenAI;
+
+  beforeAll(async () => {
+    replaying = await startGateway({
+      config: new URL("../gateway.json", import.meta.url).pathname,
       db: ":memory:",
-      // replay: new URL("../cassettes", import.meta.url).pathname,
-      config: {
-        providers: [{ id: "real", wire: "openai", base_url: "http://127.0.0.1:9/v1" }],
-        models: [{ name: "real-model", provider: "real" }],
-        accounts: [{ id: "app", balance_idr: 1000, keys: [{ id: "ci", value: KEY }] }],
-      },
+      cassettes: { dir, mode: "replay" },
     });
-    try {
-      const client = new OpenAI({ apiKey: KEY, baseURL: `${replaying.url}/v1`, maxRetries: 0 });
-      const answer = await client.chat.completions.create({
-        model: "real-model",
-        messages: [{ role: "user", content: "hello" }],
-      });
-      expect(answer.choices[0].message.content).toBeTruthy();
-    } finally {
-      await replaying.close();
+    client = new OpenAI({ apiKey: KEY, baseURL: `${replaying.url}/v1`, maxRetries: 0 });
+  });
+  afterAll(() => replaying.close());
+
+  it("answers a chat request as recorded, usage included", async () => {
+    const answer = await client.chat.completions.create({
+      model: "app-chat",
+      messages: [{ role: "user", content: "Say hello to the CI" }],
+    });
+    expect(answer.choices[0].message.content).toBe("Hello from the recorded model.");
+    expect(answer.usage).toMatchObject({ prompt_tokens: 9, completion_tokens: 6 });
+  });
+
+  it("replays a stream in its recorded chunks", async () => {
+    const stream = await client.chat.completions.create({
+      model: "app-chat",
+      stream: true,
+      messages: [{ role: "user", content: "Stream a greeting" }],
+    });
+    const pieces: string[] = [];
+    for await (const part of stream) {
+      const piece = part.choices[0]?.delta?.content;
+      if (piece) pieces.push(piece);
+    }
+    expect(pieces).toEqual(["Streamed ", "from the ", "recording."]);
+  });
+
+  it("fails a request it has no cassette for, naming the nearest one", async () => {
+    const missed = await client.chat.completions
+      .create({ model: "app-chat", messages: [{ role: "user", content: "Say goodbye to the CI" }] })
+      .catch((err: unknown) => err);
+    expect(missed).toBeInstanceOf(OpenAI.BadRequestError);
+    const error = missed as InstanceType<typeof OpenAI.BadRequestError>;
+    expect(error.status).toBe(400);
+    expect(error.message).toMatch(/Nearest: upstream-gpt-4o-mini-say-hello-.*\.json/);
+    expect(error.message).toContain(
+      'differs at messages[0].content (recorded "Say hello to the CI", now "Say goodbye to the CI")',
+    );
+  });
+
+  it("holds no key in any cassette file", () => {
+    const files = readdirSync(dir);
+    expect(files.length).toBe(2);
+    for (const file of files) {
+      const text = readFileSync(join(dir, file), "utf8");
+      expect(text).not.toMatch(/sk-example|kn-|authorization|bearer/i);
     }
   });
 });
