@@ -1,6 +1,7 @@
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
+import type { FinishedRequest } from "../src/index.js";
 import { lastLogged } from "./support/api.js";
 import {
   deferred,
@@ -24,6 +25,7 @@ let gw: TestGateway;
 let config: ReturnType<typeof baseConfig>;
 let openai: OpenAI;
 let anthropic: Anthropic;
+const finished: FinishedRequest[] = [];
 
 beforeAll(async () => {
   upstream = await fakeUpstream("openai");
@@ -86,7 +88,7 @@ beforeAll(async () => {
     ],
     routes: [],
   });
-  gw = await testGateway({ config });
+  gw = await testGateway({ config, onRequest: (r) => finished.push(r) });
   openai = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0, timeout: 10_000 });
   anthropic = new Anthropic({ apiKey: KEY, baseURL: gw.url, maxRetries: 0, timeout: 10_000 });
 });
@@ -983,6 +985,9 @@ describe("what a chat-completions provider cannot carry", () => {
     expect(upstream.last.body.tools).toEqual([
       { type: "function", function: { name: "lookup", parameters: {} } },
     ]);
+    // The request log names what was left out, in the usage report and the test kit's list.
+    expect(await lastLogged(gw)).toMatchObject({ state: "settled", tools_omitted: ["web_search"] });
+    expect(gw.requests({ limit: 1 })[0].tools_omitted).toEqual(["web_search"]);
 
     upstream.queue(openaiJson("ok"));
     const served = await post(gw, "/v1/responses", {
@@ -995,6 +1000,31 @@ describe("what a chat-completions provider cannot carry", () => {
     expect(upstream.last.body.tools).toEqual([
       { type: "function", function: { name: "lookup", parameters: { type: "object" } } },
     ]);
+    expect(await lastLogged(gw)).not.toHaveProperty("tools_omitted");
+    expect(gw.requests({ limit: 1 })[0]).not.toHaveProperty("tools_omitted");
+  });
+
+  it("records a streamed request's left-out hosted tool in the request log and the finished-request trace", async () => {
+    upstream.queue({ kind: "sse", steps: openaiStreamSteps(["Nothing", " today."]) });
+    finished.length = 0;
+    const res = await post(gw, "/v1/responses", {
+      model: "gpt-x",
+      input: "What happened today?",
+      stream: true,
+      tools: [{ type: "web_search" }, { type: "code_interpreter", container: { type: "auto" } }],
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("x-gateway-tools-omitted")).toBe("web_search, code_interpreter");
+    expect(await res.text()).toContain("response.completed");
+    // The stream settles as it ends, and the trace goes out when the connection closes.
+    await vi.waitFor(() => expect(finished.some((r) => r.path === "/v1/responses")).toBe(true));
+    expect(await lastLogged(gw)).toMatchObject({
+      state: "settled",
+      tools_omitted: ["web_search", "code_interpreter"],
+    });
+    expect(gw.requests({ limit: 1 })[0].tools_omitted).toEqual(["web_search", "code_interpreter"]);
+    const line = finished.find((r) => r.path === "/v1/responses");
+    expect(line?.toolsOmitted).toEqual(["web_search", "code_interpreter"]);
   });
 
   it("flattens a Responses namespace tool group into function tools, and names the call's namespace again in the answer, streamed and not", async () => {

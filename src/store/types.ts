@@ -105,6 +105,8 @@ export interface RequestLogRow {
   stream: number;
   created_at: number;
   finished_at: number | null;
+  /** JSON array of tool names, or null. */
+  tools_omitted: string | null;
 }
 
 export function parseSubscription(account: AccountRow): Subscription | null {

@@ -56,6 +56,8 @@ export interface InspectedRequest {
   cost_micro: number;
   cost_idr: number;
   usage: { input_tokens: number; output_tokens: number };
+  /** Tools the backend could not run, left out of the request it was sent (absent when none). */
+  tools_omitted?: string[];
   /** With captureBodies: the client's body as the gateway received it. */
   received?: CapturedBody;
   /** With captureBodies: each upstream attempt, in order. */
@@ -98,6 +100,7 @@ interface LogRow {
   stream: number;
   created_at: number;
   finished_at: number | null;
+  tools_omitted: string | null;
 }
 
 /**
@@ -151,6 +154,7 @@ export class RequestInspector implements UpstreamCapture {
         cost_idr: microToIdr(row.cost_micro),
         usage: { input_tokens: row.input_tokens, output_tokens: row.output_tokens },
       };
+      if (row.tools_omitted) entry.tools_omitted = JSON.parse(row.tools_omitted) as string[];
       const captured = this.captures.get(row.id);
       if (captured) {
         entry.received = shownBody(captured.received, captured.receivedBytes, captured.contentType);
