@@ -119,7 +119,11 @@ describe("gateway serve prints one line per request", () => {
       const res = await fetch(`${serve.url}/v1/responses`, {
         method: "POST",
         headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-        body: JSON.stringify({ model: "mock-gpt", input: "news?", tools: [{ type: "web_search" }] }),
+        body: JSON.stringify({
+          model: "mock-gpt",
+          input: "news?",
+          tools: [{ type: "web_search" }],
+        }),
       });
       expect(res.headers.get("x-gateway-tools-omitted")).toBe("web_search");
       await res.text();
