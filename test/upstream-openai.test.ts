@@ -85,6 +85,21 @@ beforeAll(async () => {
         upstream_model: "gpt-upstream",
         price_input_per_mtok: 10_000,
       },
+      // A model's own choice wins over its provider's, either way.
+      {
+        name: "gpt-x-strict",
+        provider: "oa",
+        upstream_model: "gpt-upstream",
+        price_input_per_mtok: 10_000,
+        unsupported_tools: "reject",
+      },
+      {
+        name: "gpt-strict-lenient",
+        provider: "oa-strict",
+        upstream_model: "gpt-upstream",
+        price_input_per_mtok: 10_000,
+        unsupported_tools: "omit",
+      },
     ],
     routes: [],
   });
@@ -1002,6 +1017,29 @@ describe("what a chat-completions provider cannot carry", () => {
     ]);
     expect(await lastLogged(gw)).not.toHaveProperty("tools_omitted");
     expect(gw.requests({ limit: 1 })[0]).not.toHaveProperty("tools_omitted");
+  });
+
+  it("takes unsupported_tools from the model before its provider: a strict model of a lenient provider refuses, a lenient model of a strict provider leaves the tool out", async () => {
+    const tools = [{ type: "web_search" }, { type: "function", name: "lookup", parameters: {} }];
+    const refused = await post(gw, "/v1/responses", {
+      model: "gpt-x-strict",
+      input: "What happened today?",
+      tools,
+    });
+    expect(refused.status).toBe(400);
+    const body = (await refused.json()) as { error: { code: string; message: string } };
+    expect(body.error.message).toContain("Hosted tools (web_search)");
+    expect(upstream.requests).toHaveLength(0);
+
+    upstream.queue(openaiJson("Nothing today."));
+    const omitted = await post(gw, "/v1/responses", {
+      model: "gpt-strict-lenient",
+      input: "What happened today?",
+      tools,
+    });
+    expect(omitted.status).toBe(200);
+    expect(omitted.headers.get("x-gateway-tools-omitted")).toBe("web_search");
+    expect(upstream.requests).toHaveLength(1);
   });
 
   it("records a streamed request's left-out hosted tool in the request log and the finished-request trace", async () => {

@@ -65,6 +65,8 @@ export interface ModelRow {
   free_token_window_seconds: number | null;
   active: number;
   created_at: number;
+  /** What to do with a tool the backend cannot run; null follows the provider's option. */
+  unsupported_tools: "omit" | "reject" | null;
 }
 
 export interface TierRow {
