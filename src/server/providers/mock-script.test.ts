@@ -13,17 +13,17 @@ describe("MockScript", () => {
       { match: { user_text: "weather" }, reply: { text: "sunny" } },
       { reply: { text: "anything" }, match: { model: "other" } },
     ]);
-    expect(script.plan(["mock-gpt"], ask("what is the weather"))?.text).toBe("sunny");
+    expect(script.plan(["mock-gpt"], ask("what is the weather"))?.text()).toBe("sunny");
     expect(script.plan(["mock-gpt"], ask("hello"))).toBeUndefined();
-    expect(script.plan(["other"], ask("hello"))?.text).toBe("anything");
+    expect(script.plan(["other"], ask("hello"))?.text()).toBe("anything");
   });
 
   it("uses a rule `times` times, then the next rule answers", () => {
     const script = new MockScript();
     script.add([{ reply: { text: "first" }, times: 1 }, { reply: { text: "later" } }]);
-    expect(script.plan(["m"], ask("x"))?.text).toBe("first");
-    expect(script.plan(["m"], ask("x"))?.text).toBe("later");
-    expect(script.plan(["m"], ask("x"))?.text).toBe("later");
+    expect(script.plan(["m"], ask("x"))?.text()).toBe("first");
+    expect(script.plan(["m"], ask("x"))?.text()).toBe("later");
+    expect(script.plan(["m"], ask("x"))?.text()).toBe("later");
   });
 
   it("matches the last user text by regex, tool results and offered tools", () => {
@@ -36,7 +36,7 @@ describe("MockScript", () => {
       },
       { match: { user_text: { regex: "^order #\\d+$", flags: "i" } }, reply: { text: "order" } },
     ]);
-    expect(script.plan(["m"], ask("ORDER #12"))?.text).toBe("order");
+    expect(script.plan(["m"], ask("ORDER #12"))?.text()).toBe("order");
     expect(script.plan(["m"], ask("order #12 please"))).toBeUndefined();
     const tools = [{ type: "function", function: { name: "get_weather" } }];
     const call = script.plan(["m"], ask("weather?", { tools }));
@@ -52,7 +52,7 @@ describe("MockScript", () => {
       ],
       tools,
     });
-    expect(after?.text).toBe("after tool");
+    expect(after?.text()).toBe("after tool");
   });
 
   it("carries usage, errors, delay and break into the plan", () => {
@@ -80,13 +80,13 @@ describe("MockScript", () => {
     const script = new MockScript();
     script.setBaseline([{ reply: { text: "base" }, times: 1 }]);
     script.add([{ match: { user_text: "x" }, reply: { text: "added" } }]);
-    expect(script.plan(["m"], ask("y"))?.text).toBe("base");
+    expect(script.plan(["m"], ask("y"))?.text()).toBe("base");
     expect(script.plan(["m"], ask("y"))).toBeUndefined();
     script.reset();
-    expect(script.plan(["m"], ask("x"))?.text).toBe("base");
+    expect(script.plan(["m"], ask("x"))?.text()).toBe("base");
     expect(script.list()).toEqual([]);
     script.replace([{ reply: { text: "only" } }]);
-    expect(script.plan(["m"], ask("x"))?.text).toBe("only");
+    expect(script.plan(["m"], ask("x"))?.text()).toBe("only");
   });
 
   it("rejects a rule with a bad regex or an unknown field, naming it", () => {
