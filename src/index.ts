@@ -4,7 +4,7 @@ import { startGateway as startInternal } from "./server/gateway.js";
 import type { ConnectionLimits } from "./server/http/connection-guards.js";
 import type { FinishedRequest } from "./server/http/request-trace.js";
 import type { CassetteOptions } from "./server/kit/cassettes.js";
-import type { InspectedRequest, RequestsQuery } from "./server/kit/inspect.js";
+import type { InspectedRequest, RequestsQuery } from "./server/kit/inspected.js";
 import type { MetricsAccess } from "./server/metrics-access.js";
 import type { GatewayMock } from "./server/providers/mock-script.js";
 
@@ -23,7 +23,7 @@ export type {
   InspectedRequest,
   RequestsQuery,
   UpstreamExchange,
-} from "./server/kit/inspect.js";
+} from "./server/kit/inspected.js";
 export type { MetricsAccess } from "./server/metrics-access.js";
 export type {
   GatewayMock,
