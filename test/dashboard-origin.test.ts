@@ -40,7 +40,7 @@ describe("same-origin checks", () => {
     const port = new URL(gw.url).port;
     const rebinding = { host: `evil.example:${port}`, origin: `http://evil.example:${port}` };
     expect(await createKeyForm(gw, rebinding)).toBe(403);
-    expect(await createKeyForm(gw, { origin: gw.url })).toBe(200);
+    expect(await createKeyForm(gw, { origin: gw.url })).toBe(303);
 
     const api = await request(`${gw.url}/api/auth/device/code`, {
       method: "POST",
@@ -54,7 +54,7 @@ describe("same-origin checks", () => {
   it("with a public URL, that origin is the one accepted and the owner link uses it", async () => {
     gw = await testGateway({ publicUrl: "https://gateway.example.com/" });
     expect(gw.ownerUrl).toMatch(/^https:\/\/gateway\.example\.com\/dashboard\/login\?token=/);
-    expect(await createKeyForm(gw, { origin: "https://gateway.example.com" })).toBe(200);
+    expect(await createKeyForm(gw, { origin: "https://gateway.example.com" })).toBe(303);
     expect(await createKeyForm(gw, { origin: gw.url })).toBe(403);
   });
 
