@@ -293,12 +293,13 @@ describe("scripted failures and usage", () => {
   });
 
   it("delay_ms holds the first token; keepalives flow meanwhile", async () => {
-    gw.mock.reply({ reply: { text: "late", delay_ms: 200 } });
+    // Longer than the test gateway's keepalive interval, so at least one comment must go out.
+    gw.mock.reply({ reply: { text: "late", delay_ms: 1_200 } });
     const started = Date.now();
     const text = await (
       await post(gw, "/v1/chat/completions", chat("x", "mock-gpt", { stream: true }))
     ).text();
-    expect(Date.now() - started).toBeGreaterThanOrEqual(190);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1_190);
     expect(text).toMatch(/^: /m);
     expect(text).toContain('"content":"late"');
   });
