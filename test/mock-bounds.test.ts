@@ -131,7 +131,8 @@ interface Measured {
 
 async function measuredGateway(dir: string): Promise<Measured> {
   const script = join(dir, "measured-gateway.mjs");
-  const index = join(import.meta.dirname, "..", "dist", "index.js");
+  // The internal entry: the published one keeps the services (and the store) out of reach.
+  const index = join(import.meta.dirname, "..", "dist", "server", "gateway.js");
   writeFileSync(
     script,
     `
