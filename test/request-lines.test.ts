@@ -113,6 +113,26 @@ describe("gateway serve prints one line per request", () => {
     );
   });
 
+  it("names the tools a request was sent without, in text and in JSON", async () => {
+    for (const format of ["text", "json"]) {
+      const { serve, key, lines } = await serveWithLines(["--log-format", format]);
+      const res = await fetch(`${serve.url}/v1/responses`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        body: JSON.stringify({
+          model: "mock-gpt",
+          input: "news?",
+          tools: [{ type: "web_search" }],
+        }),
+      });
+      expect(res.headers.get("x-gateway-tools-omitted")).toBe("web_search");
+      await res.text();
+      const [line] = await lines(1);
+      if (format === "text") expect(line).toMatch(/ {2}key demo {2}tools omitted: web_search$/);
+      else expect(JSON.parse(line)).toMatchObject({ tools_omitted: ["web_search"] });
+    }
+  });
+
   it("prints none with --quiet", async () => {
     const { serve, key, lines } = await serveWithLines(["--quiet"]);
     await sendRequests(serve.url, key);

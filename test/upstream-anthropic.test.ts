@@ -765,6 +765,94 @@ describe("hosted web search toward an anthropic-wire model", () => {
     ]);
   });
 
+  /** A streamed web search answer: the search, its results, plain text, then cited text. */
+  const searchStream = () => {
+    const [start, , , , , ...end] = anthropicStreamSteps(["x"], { usage: [40, 9] });
+    const block = (index: number, content_block: object) => ({
+      event: "content_block_start",
+      data: { type: "content_block_start", index, content_block },
+    });
+    const delta = (index: number, d: object) => ({
+      event: "content_block_delta",
+      data: { type: "content_block_delta", index, delta: d },
+    });
+    const stop = (index: number) => ({
+      event: "content_block_stop",
+      data: { type: "content_block_stop", index },
+    });
+    const citation = {
+      type: "web_search_result_location",
+      url: "https://example.com/a",
+      title: "A",
+      cited_text: "Rain tomorrow",
+      encrypted_index: "x",
+    };
+    return [
+      start,
+      block(0, { type: "server_tool_use", id: "srvtoolu_1", name: "web_search", input: {} }),
+      delta(0, { type: "input_json_delta", partial_json: '{"query":"news"}' }),
+      stop(0),
+      block(1, {
+        type: "web_search_tool_result",
+        tool_use_id: "srvtoolu_1",
+        content: [{ type: "web_search_result", url: "https://example.com/a", title: "A" }],
+      }),
+      stop(1),
+      block(2, { type: "text", text: "" }),
+      delta(2, { type: "text_delta", text: "Today: " }),
+      stop(2),
+      block(3, { type: "text", text: "", citations: [] }),
+      delta(3, { type: "citations_delta", citation }),
+      delta(3, { type: "text_delta", text: "Rain is " }),
+      delta(3, { type: "text_delta", text: "expected." }),
+      stop(3),
+      ...end,
+    ];
+  };
+  const cited = { url: "https://example.com/a", title: "A", start_index: 7, end_index: 24 };
+
+  it("streams a Responses web search's sources: an annotation.added event, and annotations on the completed text", async () => {
+    upstream.queue({ kind: "sse", steps: searchStream() });
+    const stream = openai.responses.stream({
+      model: "claude-x",
+      input: "Weather news?",
+      tools: [{ type: "web_search" }],
+    });
+    const added: unknown[] = [];
+    for await (const event of stream) {
+      if (event.type === "response.output_text.annotation.added") added.push(event);
+    }
+    expect(upstream.last.body.stream).toBe(true);
+    expect(added).toEqual([
+      expect.objectContaining({
+        annotation_index: 0,
+        content_index: 0,
+        annotation: { type: "url_citation", ...cited },
+      }),
+    ]);
+    const response = await stream.finalResponse();
+    expect(response.output_text).toBe("Today: Rain is expected.");
+    const message = response.output.find((item) => item.type === "message");
+    expect(message?.type === "message" && message.content[0]).toMatchObject({
+      type: "output_text",
+      annotations: [{ type: "url_citation", ...cited }],
+    });
+  });
+
+  it("streams a chat web search's sources as the message's url_citation annotations", async () => {
+    upstream.queue({ kind: "sse", steps: searchStream() });
+    const stream = openai.chat.completions.stream({
+      model: "claude-x",
+      messages: [{ role: "user", content: "Weather news?" }],
+      web_search_options: {},
+    });
+    const completion = await stream.finalChatCompletion();
+    expect(completion.choices[0].message.content).toBe("Today: Rain is expected.");
+    expect(completion.choices[0].message.annotations).toEqual([
+      { type: "url_citation", url_citation: cited },
+    ]);
+  });
+
   it("leaves out a hosted tool Anthropic has no equivalent for, naming it", async () => {
     upstream.queue(anthropicJson("ok"));
     const res = await post(gw, "/v1/responses", {

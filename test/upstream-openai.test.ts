@@ -1,6 +1,7 @@
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
+import type { FinishedRequest } from "../src/index.js";
 import { lastLogged } from "./support/api.js";
 import {
   deferred,
@@ -24,6 +25,7 @@ let gw: TestGateway;
 let config: ReturnType<typeof baseConfig>;
 let openai: OpenAI;
 let anthropic: Anthropic;
+const finished: FinishedRequest[] = [];
 
 beforeAll(async () => {
   upstream = await fakeUpstream("openai");
@@ -83,10 +85,25 @@ beforeAll(async () => {
         upstream_model: "gpt-upstream",
         price_input_per_mtok: 10_000,
       },
+      // A model's own choice wins over its provider's, either way.
+      {
+        name: "gpt-x-strict",
+        provider: "oa",
+        upstream_model: "gpt-upstream",
+        price_input_per_mtok: 10_000,
+        unsupported_tools: "reject",
+      },
+      {
+        name: "gpt-strict-lenient",
+        provider: "oa-strict",
+        upstream_model: "gpt-upstream",
+        price_input_per_mtok: 10_000,
+        unsupported_tools: "omit",
+      },
     ],
     routes: [],
   });
-  gw = await testGateway({ config });
+  gw = await testGateway({ config, onRequest: (r) => finished.push(r) });
   openai = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0, timeout: 10_000 });
   anthropic = new Anthropic({ apiKey: KEY, baseURL: gw.url, maxRetries: 0, timeout: 10_000 });
 });
@@ -983,6 +1000,9 @@ describe("what a chat-completions provider cannot carry", () => {
     expect(upstream.last.body.tools).toEqual([
       { type: "function", function: { name: "lookup", parameters: {} } },
     ]);
+    // The request log names what was left out, in the usage report and the test kit's list.
+    expect(await lastLogged(gw)).toMatchObject({ state: "settled", tools_omitted: ["web_search"] });
+    expect(gw.requests({ limit: 1 })[0].tools_omitted).toEqual(["web_search"]);
 
     upstream.queue(openaiJson("ok"));
     const served = await post(gw, "/v1/responses", {
@@ -995,6 +1015,54 @@ describe("what a chat-completions provider cannot carry", () => {
     expect(upstream.last.body.tools).toEqual([
       { type: "function", function: { name: "lookup", parameters: { type: "object" } } },
     ]);
+    expect(await lastLogged(gw)).not.toHaveProperty("tools_omitted");
+    expect(gw.requests({ limit: 1 })[0]).not.toHaveProperty("tools_omitted");
+  });
+
+  it("takes unsupported_tools from the model before its provider: a strict model of a lenient provider refuses, a lenient model of a strict provider leaves the tool out", async () => {
+    const tools = [{ type: "web_search" }, { type: "function", name: "lookup", parameters: {} }];
+    const refused = await post(gw, "/v1/responses", {
+      model: "gpt-x-strict",
+      input: "What happened today?",
+      tools,
+    });
+    expect(refused.status).toBe(400);
+    const body = (await refused.json()) as { error: { code: string; message: string } };
+    expect(body.error.message).toContain("Hosted tools (web_search)");
+    expect(upstream.requests).toHaveLength(0);
+
+    upstream.queue(openaiJson("Nothing today."));
+    const omitted = await post(gw, "/v1/responses", {
+      model: "gpt-strict-lenient",
+      input: "What happened today?",
+      tools,
+    });
+    expect(omitted.status).toBe(200);
+    expect(omitted.headers.get("x-gateway-tools-omitted")).toBe("web_search");
+    expect(upstream.requests).toHaveLength(1);
+  });
+
+  it("records a streamed request's left-out hosted tool in the request log and the finished-request trace", async () => {
+    upstream.queue({ kind: "sse", steps: openaiStreamSteps(["Nothing", " today."]) });
+    finished.length = 0;
+    const res = await post(gw, "/v1/responses", {
+      model: "gpt-x",
+      input: "What happened today?",
+      stream: true,
+      tools: [{ type: "web_search" }, { type: "code_interpreter", container: { type: "auto" } }],
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("x-gateway-tools-omitted")).toBe("web_search, code_interpreter");
+    expect(await res.text()).toContain("response.completed");
+    // The stream settles as it ends, and the trace goes out when the connection closes.
+    await vi.waitFor(() => expect(finished.some((r) => r.path === "/v1/responses")).toBe(true));
+    expect(await lastLogged(gw)).toMatchObject({
+      state: "settled",
+      tools_omitted: ["web_search", "code_interpreter"],
+    });
+    expect(gw.requests({ limit: 1 })[0].tools_omitted).toEqual(["web_search", "code_interpreter"]);
+    const line = finished.find((r) => r.path === "/v1/responses");
+    expect(line?.toolsOmitted).toEqual(["web_search", "code_interpreter"]);
   });
 
   it("flattens a Responses namespace tool group into function tools, and names the call's namespace again in the answer, streamed and not", async () => {

@@ -304,4 +304,11 @@ export const migrations: string[] = [
   ALTER TABLE device_codes_new RENAME TO device_codes;
   CREATE INDEX device_codes_pending_by_ip ON device_codes(client_ip, status, expires_at);
   `,
+  // 9: the tools a request was sent to its backend without (a hosted tool it cannot run), as a
+  // JSON array of their names, null when nothing was left out; and a model's own choice between
+  // leaving such a tool out and refusing the request, null to follow its provider.
+  `
+  ALTER TABLE request_log ADD COLUMN tools_omitted TEXT;
+  ALTER TABLE models ADD COLUMN unsupported_tools TEXT;
+  `,
 ];

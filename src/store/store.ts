@@ -385,6 +385,7 @@ export class Store {
       output_tokens: r.output_tokens,
       cost_idr: r.cost_micro / 1_000_000,
       key_id: r.key_id,
+      ...(r.tools_omitted ? { tools_omitted: JSON.parse(r.tools_omitted) as string[] } : {}),
     }));
   }
 

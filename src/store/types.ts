@@ -65,6 +65,8 @@ export interface ModelRow {
   free_token_window_seconds: number | null;
   active: number;
   created_at: number;
+  /** What to do with a tool the backend cannot run; null follows the provider's option. */
+  unsupported_tools: "omit" | "reject" | null;
 }
 
 export interface TierRow {
@@ -105,6 +107,8 @@ export interface RequestLogRow {
   stream: number;
   created_at: number;
   finished_at: number | null;
+  /** JSON array of tool names, or null. */
+  tools_omitted: string | null;
 }
 
 export function parseSubscription(account: AccountRow): Subscription | null {

@@ -32,6 +32,7 @@ export interface LoggedRequest {
   input_tokens: number;
   output_tokens: number;
   cost_idr: number;
+  tools_omitted?: string[];
 }
 
 /** The account's most recent request, as the usage report lists it. */

@@ -158,6 +158,8 @@ export interface Settlement {
   /** The request was served with the account's own provider key: no token prices. */
   byokServed: boolean;
   errorCode?: string;
+  /** Tools the backend could not run, left out of the request it was sent. */
+  toolsOmitted?: string[];
 }
 
 export function settleAdmission(
@@ -184,6 +186,7 @@ export function settleAdmission(
       providerId: outcome.providerId,
       errorCode: outcome.errorCode ?? null,
       delivered: outcome.delivered,
+      toolsOmitted: outcome.toolsOmitted,
       now,
     },
     options,
@@ -195,6 +198,7 @@ export function settleAdmission(
     trace.outputTokens = metered.outputTokens;
     trace.providerId = outcome.providerId;
     trace.errorCode = outcome.errorCode;
+    trace.toolsOmitted = outcome.toolsOmitted;
   }
   if (
     admission.free &&

@@ -63,11 +63,15 @@ export interface SettleInput {
   errorCode?: string | null;
   /** The request produced output the client received (a broken stream still counts). */
   delivered: boolean;
+  /** Tools the backend could not run, left out of the request it was sent. */
+  toolsOmitted?: string[];
   now: number;
 }
 
 /** A row of request_log, in the column order of the insert. */
 type LogRow = (string | number | null)[];
+
+const logColumns = 19;
 
 /** One queued database write, as data: it is also a line of the settlement journal. */
 type LedgerWrite =
@@ -204,8 +208,8 @@ export class Ledger {
       log: db.prepare(
         `INSERT INTO request_log (id, account_id, key_id, endpoint, model, state, payment, payment_ref,
            reserved_micro, cost_micro, input_tokens, output_tokens, status, error_code, provider_id,
-           stream, created_at, finished_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+           stream, created_at, finished_at, tools_omitted)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       ),
       appliedSeq: db.prepare("SELECT applied_seq FROM ledger_journal WHERE id = 1"),
       setAppliedSeq: db.prepare("UPDATE ledger_journal SET applied_seq = ? WHERE id = 1"),
@@ -226,6 +230,8 @@ export class Ledger {
   private recoverJournal(path: string): void {
     const pending = (SettlementJournal.read(path) as LedgerWrite[]).filter((w) => w.seq > this.seq);
     if (pending.length === 0) return;
+    // A journal written before the log had its last column names no omitted tools.
+    for (const w of pending) if (w.kind === "settle" && w.log.length < logColumns) w.log.push(null);
     this.commit(pending);
     this.seq = pending[pending.length - 1].seq;
     this.store.invalidateAll();
@@ -404,6 +410,7 @@ export class Ledger {
         r.stream ? 1 : 0,
         r.createdAt,
         input.now,
+        input.toolsOmitted ? JSON.stringify(input.toolsOmitted) : null,
       ],
     };
     if (options.writeNow) this.apply(write);

@@ -36,17 +36,18 @@ export function applyConfig(store: Store, config: GatewayConfig, now = Date.now(
   const upsertModel = db.prepare(
     `INSERT INTO models (name, provider_id, upstream_model, modality, price_input_per_mtok, price_output_per_mtok,
        price_per_request, price_per_unit, subscribers_only, context_window, max_output_tokens,
-       free_token_budget, free_token_window_seconds, active, created_at)
+       free_token_budget, free_token_window_seconds, active, created_at, unsupported_tools)
      VALUES (@name, @provider_id, @upstream_model, @modality, @price_input_per_mtok, @price_output_per_mtok,
        @price_per_request, @price_per_unit, @subscribers_only, @context_window, @max_output_tokens,
-       @free_token_budget, @free_token_window_seconds, @active, @created_at)
+       @free_token_budget, @free_token_window_seconds, @active, @created_at, @unsupported_tools)
      ON CONFLICT(name) DO UPDATE SET provider_id = excluded.provider_id, upstream_model = excluded.upstream_model,
        modality = excluded.modality, price_input_per_mtok = excluded.price_input_per_mtok,
        price_output_per_mtok = excluded.price_output_per_mtok, price_per_request = excluded.price_per_request,
        price_per_unit = excluded.price_per_unit, subscribers_only = excluded.subscribers_only,
        context_window = excluded.context_window, max_output_tokens = excluded.max_output_tokens,
        free_token_budget = excluded.free_token_budget,
-       free_token_window_seconds = excluded.free_token_window_seconds, active = excluded.active`,
+       free_token_window_seconds = excluded.free_token_window_seconds, active = excluded.active,
+       unsupported_tools = excluded.unsupported_tools`,
   );
   const upsertRoute = db.prepare(
     `INSERT INTO routes (name, steps_json) VALUES (?, ?)
@@ -134,6 +135,7 @@ export function applyConfig(store: Store, config: GatewayConfig, now = Date.now(
         free_token_window_seconds: m.free_token_budget?.window_seconds ?? null,
         active: m.active ? 1 : 0,
         created_at: now,
+        unsupported_tools: m.unsupported_tools ?? null,
       });
     }
     for (const r of config.routes) upsertRoute.run(r.name, JSON.stringify(r.steps));

@@ -66,6 +66,8 @@ export const modelSchema = z
       .strict()
       .optional(),
     active: z.boolean().default(true),
+    // The provider's `unsupported_tools` for this model alone.
+    unsupported_tools: z.enum(["omit", "reject"]).optional(),
   })
   .strict();
 

@@ -179,23 +179,28 @@ export function toMessagesRequest(
 const isWebSearch = (type: string) => type.startsWith("web_search");
 
 /**
- * Tools this backend cannot run: left out and named in the answer's header, or (provider option
- * `unsupported_tools: reject`) the request refused before anything is sent. A route's step with
- * later steps is skipped instead, since one of those may run them.
+ * Tools this backend cannot run: left out and named in the answer's header and the request log,
+ * or (model or provider option `unsupported_tools: reject`) the request refused before anything
+ * is sent. A route's step with later steps is skipped instead, since one of those may run them.
  */
 function omitTools(
-  attempt: Pick<Attempt, "provider" | "lastStep">,
+  attempt: Pick<Attempt, "model" | "provider" | "lastStep">,
   tools: string[],
   sentence: string,
   rewrite: Rewrite,
 ) {
-  if (attempt.lastStep === false || unsupportedToolsPolicy(attempt.provider) === "reject")
+  if (attempt.lastStep === false || unsupportedToolsPolicy(attempt) === "reject")
     throw new UnsupportedRequest(sentence);
   for (const tool of tools)
     if (!rewrite.omittedTools.includes(tool)) rewrite.omittedTools.push(tool);
 }
 
-function unsupportedToolsPolicy(provider: ProviderRow): "omit" | "reject" {
+/** The model's own `unsupported_tools` if it has one, else its provider's. */
+function unsupportedToolsPolicy({
+  model,
+  provider,
+}: Pick<Attempt, "model" | "provider">): "omit" | "reject" {
+  if (model.unsupported_tools) return model.unsupported_tools;
   const options = JSON.parse(provider.options_json) as { unsupported_tools?: string };
   return options.unsupported_tools === "reject" ? "reject" : "omit";
 }

@@ -21,6 +21,8 @@ export interface RequestTrace {
   providerId?: string | null;
   /** The error code the request ended with, also after a 200 (a stream that broke). */
   errorCode?: string;
+  /** Tools the backend could not run, left out of the request it was sent. */
+  toolsOmitted?: string[];
 }
 
 export interface FinishedRequest extends RequestTrace {
@@ -74,6 +76,7 @@ export function traceRequest(
     outputTokens: undefined,
     providerId: undefined,
     errorCode: undefined,
+    toolsOmitted: undefined,
   };
   traces.set(incoming, trace);
   outgoing.once("close", () => {

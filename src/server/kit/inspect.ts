@@ -56,6 +56,7 @@ interface LogRow {
   stream: number;
   created_at: number;
   finished_at: number | null;
+  tools_omitted: string | null;
 }
 
 /**
@@ -109,6 +110,7 @@ export class RequestInspector implements UpstreamCapture {
         cost_idr: microToIdr(row.cost_micro),
         usage: { input_tokens: row.input_tokens, output_tokens: row.output_tokens },
       };
+      if (row.tools_omitted) entry.tools_omitted = JSON.parse(row.tools_omitted) as string[];
       const captured = this.captures.get(row.id);
       if (captured) {
         entry.received = shownBody(captured.received, captured.receivedBytes, captured.contentType);

@@ -34,6 +34,8 @@ export interface InspectedRequest {
   cost_micro: number;
   cost_idr: number;
   usage: { input_tokens: number; output_tokens: number };
+  /** Tools the backend could not run, left out of the request it was sent (absent when none). */
+  tools_omitted?: string[];
   /** With captureBodies: the client's body as the gateway received it. */
   received?: CapturedBody;
   /** With captureBodies: each upstream attempt, in order. */

@@ -204,6 +204,7 @@ async function complete(
     model: attempt.model,
     providerId: attempt.provider.id,
     byokServed: attempt.credential.source === "byok",
+    toolsOmitted: result.omittedTools,
   };
   // Tools left out of the request the backend got are named in the answer's headers (unless a
   // stream kept alive already sent its headers).

@@ -513,7 +513,8 @@ export function messagesResponseToChat(
 // ---------------------------------------------------------------------------
 
 type BlockState =
-  | { kind: "text" }
+  /** `start`: where the block's text begins in the answer; `citations`: its web search sources. */
+  | { kind: "text"; start: number; citations: unknown[] }
   | { kind: "thinking"; block: JsonObject }
   | { kind: "redacted"; block: JsonObject }
   | { kind: "tool"; toolIndex: number; streamedArgs: boolean; initialInput: unknown }
@@ -533,6 +534,9 @@ export class MessagesStreamToChat {
   private readonly blocks = new Map<number, BlockState>();
   private nextToolIndex = 0;
   private reasoningDetails = 0;
+  /** Length of the answer's text so far, where a cited span starts and ends. */
+  private textLength = 0;
+  private readonly annotations: UrlCitation[] = [];
   private current: Usage = emptyUsage();
   private roleSent = false;
   private finishSent = false;
@@ -641,9 +645,9 @@ export class MessagesStreamToChat {
     const block = isRecord(data.content_block) ? data.content_block : {};
     const out: ChatStreamOutput[] = this.start();
     if (block.type === "text") {
-      this.blocks.set(index, { kind: "text" });
+      this.blocks.set(index, { kind: "text", start: this.textLength, citations: [] });
       const text = asString(block.text);
-      if (text) out.push(this.chunk({ content: text }));
+      if (text) out.push(this.text(text));
     } else if (block.type === "thinking") {
       const thinking = asString(block.thinking);
       this.blocks.set(index, { kind: "thinking", block: { ...block, thinking: thinking ?? "" } });
@@ -684,8 +688,10 @@ export class MessagesStreamToChat {
       const text = asString(delta.text);
       // Text deltas are accepted even for an unannounced block: losing text is worse.
       if (text && (state === undefined || state.kind === "text")) {
-        return [...this.start(), this.chunk({ content: text })];
+        return [...this.start(), this.text(text)];
       }
+    } else if (delta.type === "citations_delta" && state?.kind === "text") {
+      state.citations.push(delta.citation);
     } else if (delta.type === "input_json_delta" && state?.kind === "tool") {
       const partial = asString(delta.partial_json);
       if (partial) {
@@ -710,8 +716,19 @@ export class MessagesStreamToChat {
     return [];
   }
 
+  private text(content: string): ChatCompletionChunk {
+    this.textLength += content.length;
+    return this.chunk({ content });
+  }
+
   private onBlockStop(data: JsonObject): ChatStreamOutput[] {
     const state = this.blocks.get(asNumber(data.index) ?? -1);
+    if (state?.kind === "text" && state.citations.length > 0) {
+      this.annotations.push(...webCitations(state.citations, state.start, this.textLength));
+      // Every annotation so far, as the JSON answer lists them: SDK accumulators keep an unknown
+      // delta field's last value.
+      return [this.chunk({ annotations: [...this.annotations] })];
+    }
     if (state?.kind === "thinking" || state?.kind === "redacted") {
       // Whole, once its signature is complete: SDK accumulators keep an unknown delta field's
       // last value, so a detail must never arrive in pieces.

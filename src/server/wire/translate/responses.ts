@@ -450,7 +450,14 @@ export function chatResponseToResponses(
 // Stream: chat chunks -> responses SSE events
 // ---------------------------------------------------------------------------
 
-type OpenText = { outputIndex: number; item: ResponsesOutputMessage; text: string };
+type OpenText = {
+  outputIndex: number;
+  item: ResponsesOutputMessage;
+  text: string;
+  annotations: unknown[];
+  /** The annotations already added, by their JSON, so a repeated list adds only what is new. */
+  seen: Set<string>;
+};
 type ToolItem = {
   outputIndex?: number;
   item: ResponsesOutputFunctionCall;
@@ -502,6 +509,8 @@ export class ChatStreamToResponses {
 
     const text = (asString(delta.content) ?? "") + (asString(delta.refusal) ?? "");
     if (text) out.push(...this.appendText(text));
+    if (delta.annotations !== undefined && this.text)
+      out.push(...this.addAnnotations(this.text, delta.annotations));
     for (const call of asArray(delta.tool_calls)) {
       if (isRecord(call)) out.push(...this.appendToolCall(call));
     }
@@ -572,7 +581,7 @@ export class ChatStreamToResponses {
       };
       const outputIndex = this.response.output.length;
       this.response.output.push(item);
-      this.text = { outputIndex, item, text: "" };
+      this.text = { outputIndex, item, text: "", annotations: [], seen: new Set() };
       out.push(
         this.emit("response.output_item.added", { output_index: outputIndex, item: clone(item) }),
         this.emit("response.content_part.added", {
@@ -597,16 +606,38 @@ export class ChatStreamToResponses {
     return out;
   }
 
+  /** Chat's `url_citation` annotations on the open text, each new one added as its own event. */
+  private addAnnotations(open: OpenText, annotations: unknown): ResponsesSSEEvent[] {
+    const out: ResponsesSSEEvent[] = [];
+    for (const annotation of urlCitations(annotations)) {
+      const key = JSON.stringify(annotation);
+      if (open.seen.has(key)) continue;
+      open.seen.add(key);
+      out.push(
+        this.emit("response.output_text.annotation.added", {
+          item_id: open.item.id,
+          output_index: open.outputIndex,
+          content_index: 0,
+          annotation_index: open.annotations.length,
+          annotation: annotation as JsonObject,
+        }),
+      );
+      open.annotations.push(annotation);
+    }
+    return out;
+  }
+
   private closeText(): ResponsesSSEEvent[] {
     const open = this.text;
     if (!open) return [];
     this.text = undefined;
     open.item.status = "completed";
-    open.item.content = [outputTextPart(open.text)];
+    const part = outputTextPart(open.text, open.annotations);
+    open.item.content = [part];
     const ids = { item_id: open.item.id, output_index: open.outputIndex, content_index: 0 };
     return [
       this.emit("response.output_text.done", { ...ids, text: open.text, logprobs: [] }),
-      this.emit("response.content_part.done", { ...ids, part: outputTextPart(open.text) }),
+      this.emit("response.content_part.done", { ...ids, part: clone(part) }),
       this.emit("response.output_item.done", {
         output_index: open.outputIndex,
         item: clone(open.item),
