@@ -8,86 +8,36 @@ import { type Clock, type GatewayClock, ManualClock, realClock } from "./clock.j
 import { applyConfig } from "./config/apply.js";
 import { demoAccountId, demoConfig } from "./config/demo.js";
 import { ConfigError, loadConfigFile, parseConfig } from "./config/load.js";
-import type { ConfigInput } from "./config/schema.js";
 import { createOwnerLink, forgetUnusedOwnerLinks } from "./dashboard/owner-session.js";
 import { forgetServeRuntime, recordServeRuntime } from "./dashboard/serve-runtime.js";
+import type { PublicGatewayOptions, PublicRunningGateway } from "./gateway-types.js";
 import {
-  type ConnectionLimits,
   connectionServerOptions,
   defaultConnectionLimits,
   guardConnections,
 } from "./http/connection-guards.js";
 import { defaultBodyLimitBytes } from "./http/json-body.js";
 import { nodeListener } from "./http/node-listener.js";
-import { type FinishedRequest, onFinishedRequests } from "./http/request-trace.js";
+import { onFinishedRequests } from "./http/request-trace.js";
 import { startJobRunner } from "./jobs/runner.js";
-import { type CassetteOptions, parseCassetteOptions } from "./kit/cassettes.js";
-import { defaultCaptureLimit, type InspectedRequest, type RequestsQuery } from "./kit/inspect.js";
-import type { MetricsAccess } from "./metrics-access.js";
+import { parseCassetteOptions } from "./kit/cassettes.js";
+import { defaultCaptureLimit } from "./kit/inspect.js";
 import { Readiness } from "./observe/health.js";
-import type { GatewayMock, MockMatch, MockReply, MockRule } from "./providers/mock-script.js";
+import type { MockMatch, MockReply, MockRule } from "./providers/mock-script.js";
 import { completionRoutes } from "./routes/completions.js";
 import { healthRoutes } from "./routes/health.js";
 import { installLandingRoute } from "./routes/landing.js";
 import { lockDatabase } from "./serve-lock.js";
 import { createServices, type Services } from "./services.js";
 
-export interface GatewayOptions {
-  /** A config object (as the JSON file would hold) or the path of a JSON file. */
-  config?: ConfigInput | string;
-  /** SQLite file; ":memory:" for a throwaway gateway. Default "gateway.db". */
-  db?: string;
-  port?: number;
-  host?: string;
-  keepaliveMs?: number;
-  bodyLimitBytes?: number;
-  /** Create the demo setup when the database is empty and no config is given. Default true. */
-  demo?: boolean;
-  now?: () => number;
-  /**
-   * "manual": time moves only by `gateway.clock.advance/set` (or `POST /api/admin/clock`), from
-   * the real time at start (or `now()`); every window, quota, cooldown and job wait follows it.
-   */
-  clock?: "real" | "manual";
+/** The public options, and route installers for tests inside this repository. */
+export interface GatewayOptions extends PublicGatewayOptions {
   extraRoutes?: RouteInstaller[];
-  /** Device-flow timing for `gateway login` (defaults 600 s and 5 s); tests shorten them. */
-  deviceCodeTtlSeconds?: number;
-  devicePollIntervalSeconds?: number;
-  /** Called once per finished HTTP request (what `gateway serve` prints a line from). */
-  onRequest?: (request: FinishedRequest) => void;
-  /** `GET /metrics`: off, public, or admin (an admin key; the default). */
-  metrics?: MetricsAccess;
-  /** Largest whole answer (JSON, audio) read from a provider; see defaultUpstreamAnswerLimitBytes. */
-  upstreamAnswerLimitBytes?: number;
-  /** Header, request and keep-alive timeouts and the per-address connection cap (connection-guards.ts). */
-  connections?: Partial<ConnectionLimits>;
-  /**
-   * The address browsers use to reach the gateway (behind a proxy or on another interface).
-   * The dashboard's same-origin checks and the owner link use it; default: the listening address.
-   */
-  publicUrl?: string;
-  /** Test kit: record upstream exchanges to cassette files, or answer from them. */
-  cassettes?: CassetteOptions;
-  /** Test kit: keep what each request received, sent upstream and answered (see `requests()`). */
-  captureBodies?: boolean;
-  /** How many requests' bodies `captureBodies` keeps (`defaultCaptureLimit` when unset). */
-  captureLimit?: number;
 }
 
-export interface RunningGateway {
-  url: string;
-  port: number;
-  /** Printed once: the demo key when this start created the demo account. */
-  demoKey?: string;
-  /** One-time owner URL for the first account: opens a dashboard session (printed by `serve`). */
-  ownerUrl?: string;
+/** The public handle, and the services for tests inside this repository. */
+export interface RunningGateway extends PublicRunningGateway {
   services: Services;
-  /** Scripted answers of the mock provider. */
-  mock: GatewayMock;
-  clock: GatewayClock;
-  /** Recent requests, newest first, with their bodies when `captureBodies` is on. */
-  requests(query?: RequestsQuery): InspectedRequest[];
-  close(): Promise<void>;
 }
 
 function gatewayClock(clock: Clock): GatewayClock {
@@ -103,7 +53,7 @@ function gatewayClock(clock: Clock): GatewayClock {
 }
 
 export async function startGateway(options: GatewayOptions = {}): Promise<RunningGateway> {
-  const dbPath = options.db ?? "gateway.db";
+  const dbPath = options.db ?? ":memory:";
   const configuredOrigin = publicOrigin(options.publicUrl);
   // Before the database is opened: a refused start must leave the running server's files alone.
   const lock = lockDatabase(dbPath);

@@ -1,0 +1,78 @@
+import type { GatewayClock } from "./clock.js";
+import type { ConfigInput } from "./config/schema.js";
+import type { ConnectionLimits } from "./http/connection-guards.js";
+import type { FinishedRequest } from "./http/request-trace.js";
+import type { CassetteOptions, InspectedRequest, RequestsQuery } from "./kit/types.js";
+import type { MetricsAccess } from "./metrics-access.js";
+import type { GatewayMock } from "./providers/mock-script.js";
+
+/**
+ * What `startGateway` takes and gives, as the package publishes it (src/index.ts). It imports
+ * only modules whose declarations reach no store or services, so a consumer's type check with
+ * `skipLibCheck: false` needs nothing but the runtime dependencies. The server's own entry
+ * (gateway.ts) extends both with what tests inside this repository use.
+ */
+
+export interface PublicGatewayOptions {
+  /** A config object (as the JSON file would hold) or the path of a JSON file. */
+  config?: ConfigInput | string;
+  /**
+   * SQLite file. Default ":memory:": a gateway started from code writes nothing to disk unless
+   * told where (the `gateway serve` command keeps its ./gateway.db default).
+   */
+  db?: string;
+  /** Default 0: any free port (read it from `port` or `url`). */
+  port?: number;
+  /** Default "127.0.0.1". */
+  host?: string;
+  /** Milliseconds between keep-alive comments on a quiet stream. Default 15000. */
+  keepaliveMs?: number;
+  /** Largest request body accepted, in bytes. */
+  bodyLimitBytes?: number;
+  /** Create the demo setup when the database is empty and no config is given. Default true. */
+  demo?: boolean;
+  /** Clock in epoch milliseconds, for tests that move time. Default Date.now. */
+  now?: () => number;
+  /**
+   * "manual": time moves only by `gateway.clock.advance/set` (or `POST /api/admin/clock`), from
+   * the real time at start (or `now()`); every window, quota, cooldown and job wait follows it.
+   */
+  clock?: "real" | "manual";
+  /** Device-flow timing for `gateway login` (defaults 600 s and 5 s). */
+  deviceCodeTtlSeconds?: number;
+  devicePollIntervalSeconds?: number;
+  /** Called once per finished HTTP request (what `gateway serve` prints a line from). */
+  onRequest?: (request: FinishedRequest) => void;
+  /** `GET /metrics`: off, public, or admin (an admin key; the default). */
+  metrics?: MetricsAccess;
+  /** Header, request and keep-alive timeouts and the per-address connection cap. */
+  connections?: Partial<ConnectionLimits>;
+  /** Largest whole answer (JSON, audio) read from a provider, in bytes (default 32 MB). */
+  upstreamAnswerLimitBytes?: number;
+  /** The address browsers use to reach the gateway, when it is not the listening address. */
+  publicUrl?: string;
+  /** Test kit: record upstream exchanges to cassette files, or answer from them. */
+  cassettes?: CassetteOptions;
+  /** Test kit: keep what each request received, sent upstream and answered (see `requests()`). */
+  captureBodies?: boolean;
+  /** How many requests' bodies `captureBodies` keeps (default 100). */
+  captureLimit?: number;
+}
+
+export interface PublicRunningGateway {
+  /** Base URL, e.g. http://127.0.0.1:54321 (the OpenAI base URL is this plus /v1). */
+  url: string;
+  port: number;
+  /** The demo key, when this start created the demo account. */
+  demoKey?: string;
+  /** One-time owner URL for the first account: opens a dashboard session. */
+  ownerUrl?: string;
+  /** Scripted answers of the mock provider. */
+  mock: GatewayMock;
+  /** The gateway's clock (movable with `clock: "manual"`). */
+  clock: GatewayClock;
+  /** Recent requests, newest first, with their bodies when `captureBodies` is on. */
+  requests(query?: RequestsQuery): InspectedRequest[];
+  /** Stops listening, finishes pending writes and closes the database. */
+  close(): Promise<void>;
+}
