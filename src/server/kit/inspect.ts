@@ -4,6 +4,7 @@ import type { Statement } from "better-sqlite3";
 import type { Dispatcher } from "undici";
 import { microToIdr } from "../../store/money.js";
 import type { Store } from "../../store/store.js";
+import type { RequestLogRow } from "../../store/types.js";
 import type { Ledger } from "../billing/ledger.js";
 import type { UpstreamProvider, WholeAnswer } from "../providers/http-upstream.js";
 import { canonicalBody, relativePath } from "./canonical.js";
@@ -38,26 +39,8 @@ export interface SentCall {
   streamed(status: number, body: AsyncIterable<Uint8Array>): AsyncIterable<Uint8Array>;
 }
 
-interface LogRow {
-  id: string;
-  account_id: string;
-  key_id: string | null;
-  key_label: string | null;
-  endpoint: string;
-  model: string | null;
-  state: string;
-  payment: string;
-  cost_micro: number;
-  input_tokens: number;
-  output_tokens: number;
-  status: number | null;
-  error_code: string | null;
-  provider_id: string | null;
-  stream: number;
-  created_at: number;
-  finished_at: number | null;
-  tools_omitted: string | null;
-}
+/** A request log row as the listing reads it, with its key's label. */
+type LogRow = RequestLogRow & { key_label: string | null };
 
 /**
  * Recent requests for tests to assert on. The list is the request log (which the gateway writes

@@ -45,8 +45,7 @@ export async function openaiImages(
     signal,
     attempt.provider,
   );
-  if (!Array.isArray(json.data)) throw new UpstreamFailure("unavailable", 502);
-  return { created: json.created, data: json.data, usage: json.usage };
+  return imagesAnswer(json);
 }
 
 /** Image edits: the client's form forwarded as multipart, with only `model` mapped. */
@@ -68,8 +67,7 @@ export async function openaiImageEdits(
       attempt.provider,
     ),
   );
-  if (!Array.isArray(json.data)) throw new UpstreamFailure("unavailable", 502);
-  return { created: json.created, data: json.data, usage: json.usage };
+  return imagesAnswer(json);
 }
 
 /** Embeddings: the client's body forwarded with only `model` mapped; the answer as it came. */
@@ -182,4 +180,10 @@ export function multipartBody(
 /** Quotes and line breaks cannot appear inside a quoted header parameter. */
 function quoted(value: string): string {
   return value.replace(/["\r\n]/g, "_");
+}
+
+/** An Images API answer, or a provider failure when it carries no `data` list. */
+function imagesAnswer(json: Partial<UpstreamImages>): UpstreamImages {
+  if (!Array.isArray(json.data)) throw new UpstreamFailure("unavailable", 502);
+  return { created: json.created, data: json.data, usage: json.usage };
 }
