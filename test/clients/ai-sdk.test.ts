@@ -1,17 +1,15 @@
 import { createAnthropic } from "@ai-sdk/anthropic";
 import { createOpenAI } from "@ai-sdk/openai";
 import { generateText, type LanguageModel, stepCountIs, streamText, tool } from "ai";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { KEY } from "../support/gateway.js";
 import {
   answerFor,
-  anthropicLoop,
   CLAUDE_MAX_OUTPUT,
   type LoopSetup,
-  loopGateway,
   noRefusals,
-  openaiLoop,
+  useLoopGateway,
   WEATHER_ARGS,
   WEATHER_RESULT,
   WEATHER_TOOL,
@@ -21,13 +19,8 @@ import {
 
 let setup: LoopSetup;
 
-beforeAll(async () => {
-  setup = await loopGateway();
-});
-afterAll(async () => setup?.close());
-beforeEach(() => {
-  setup.openaiUp.reset(openaiLoop);
-  setup.anthropicUp.reset(anthropicLoop);
+useLoopGateway((started) => {
+  setup = started;
 });
 
 function models(): Record<string, (name: string) => LanguageModel> {

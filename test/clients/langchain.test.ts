@@ -9,16 +9,14 @@ import {
 } from "@langchain/core/messages";
 import { tool } from "@langchain/core/tools";
 import { ChatOpenAI } from "@langchain/openai";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { KEY } from "../support/gateway.js";
 import {
   answerFor,
-  anthropicLoop,
   type LoopSetup,
-  loopGateway,
   noRefusals,
-  openaiLoop,
+  useLoopGateway,
   WEATHER_ARGS,
   WEATHER_RESULT,
   WEATHER_TOOL,
@@ -28,13 +26,8 @@ import {
 
 let setup: LoopSetup;
 
-beforeAll(async () => {
-  setup = await loopGateway();
-});
-afterAll(async () => setup?.close());
-beforeEach(() => {
-  setup.openaiUp.reset(openaiLoop);
-  setup.anthropicUp.reset(anthropicLoop);
+useLoopGateway((started) => {
+  setup = started;
 });
 
 function chatModel(kind: string, model: string, streaming: boolean): BaseChatModel {

@@ -2,15 +2,13 @@ import Anthropic from "@anthropic-ai/sdk";
 import { betaTool } from "@anthropic-ai/sdk/helpers/beta/json-schema";
 import OpenAI from "openai";
 import type { RunnableToolFunctionWithParse } from "openai/lib/RunnableFunction";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { KEY, KEY2, POOR_KEY } from "../support/gateway.js";
 import {
   answerFor,
-  anthropicLoop,
   type LoopSetup,
-  loopGateway,
   noRefusals,
-  openaiLoop,
+  useLoopGateway,
   WEATHER_ARGS,
   WEATHER_RESULT,
   WEATHER_TOOL,
@@ -22,15 +20,10 @@ let setup: LoopSetup;
 let openai: OpenAI;
 let anthropic: Anthropic;
 
-beforeAll(async () => {
-  setup = await loopGateway();
+useLoopGateway((started) => {
+  setup = started;
   openai = new OpenAI({ apiKey: KEY, baseURL: `${setup.gw.url}/v1`, maxRetries: 0 });
   anthropic = new Anthropic({ apiKey: KEY, baseURL: setup.gw.url, maxRetries: 0 });
-});
-afterAll(async () => setup?.close());
-beforeEach(() => {
-  setup.openaiUp.reset(openaiLoop);
-  setup.anthropicUp.reset(anthropicLoop);
 });
 
 const weatherSchema = {

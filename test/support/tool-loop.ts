@@ -1,3 +1,4 @@
+import { afterAll, beforeAll, beforeEach } from "vitest";
 import {
   anthropicJson,
   anthropicStreamSteps,
@@ -134,6 +135,23 @@ export async function loopGateway(): Promise<LoopSetup> {
       await anthropicUp.close();
     },
   };
+}
+
+/**
+ * The loop gateway for a test file: started before its tests and closed after them, with each fake
+ * back to its loop before every test (a test may answer otherwise). `ready` gets it once started.
+ */
+export function useLoopGateway(ready: (setup: LoopSetup) => void): void {
+  let setup: LoopSetup | undefined;
+  beforeAll(async () => {
+    setup = await loopGateway();
+    ready(setup);
+  });
+  afterAll(async () => setup?.close());
+  beforeEach(() => {
+    setup?.openaiUp.reset(openaiLoop);
+    setup?.anthropicUp.reset(anthropicLoop);
+  });
 }
 
 /** Every request a fake got was accepted by its rules. */
