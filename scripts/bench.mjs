@@ -168,6 +168,23 @@ const scenarios = [
   { id: "gw-s50", label: "gateway, stream", target: gw.url, connections: 50, stream: true },
 ];
 
+// The bench process's resident memory while a scenario runs: the gateway's, with the two idle
+// floors beside it.
+const mb = (bytes) => Math.round(bytes / 1048576);
+function sampleMemory() {
+  let peak = { rss: 0 };
+  const timer = setInterval(() => {
+    const m = process.memoryUsage();
+    if (m.rss > peak.rss) peak = m;
+  }, 100);
+  return {
+    stop() {
+      clearInterval(timer);
+      return peak;
+    },
+  };
+}
+
 const results = new Map();
 try {
   for (const s of scenarios) {
@@ -177,6 +194,7 @@ try {
         ? collectStages(gw.port)
         : undefined;
     const cpuBefore = process.cpuUsage();
+    const memory = sampleMemory();
     const r = await load({
       url: s.target,
       path: "/v1/chat/completions",
@@ -188,13 +206,14 @@ try {
       stream: s.stream,
     });
     const cpu = process.cpuUsage(cpuBefore);
+    r.memory = memory.stop();
     // Gateway-process CPU per request over warm-up and run together (only meaningful for gateway rows).
     r.cpuPerRequestUs =
       (cpu.user + cpu.system) / Math.max(1, r.count * (1 + warmupMs / durationMs));
     if (stages) r.stages = stages.stop();
     results.set(s.id, r);
     process.stderr.write(
-      `  ${s.id.padEnd(7)} ${Math.round(r.rps)} req/s, ${r.total} requests in all${r.errors ? `, ${r.errors} errors (${r.firstError})` : ""}\n`,
+      `  ${s.id.padEnd(7)} ${Math.round(r.rps)} req/s, ${r.total} requests in all, peak RSS ${mb(r.memory.rss)} MB (heap ${mb(r.memory.heapUsed)} used of ${mb(r.memory.heapTotal)}, external ${mb(r.memory.external)})${r.errors ? `, ${r.errors} errors (${r.firstError})` : ""}\n`,
     );
   }
 } finally {
@@ -223,6 +242,7 @@ const rows = scenarios
       ms(r.ttfbP50),
       ms(r.ttfbP99),
       cpu,
+      s.target === gw.url ? String(mb(r.memory.rss)) : "-",
       String(r.errors),
     ];
   });
@@ -235,6 +255,7 @@ const head = [
   "TTFB p50",
   "TTFB p99",
   "gw CPU us/req",
+  "peak RSS MB",
   "errors",
 ];
 const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
