@@ -1,5 +1,4 @@
 import type { ProviderRow } from "../../store/types.js";
-import { UpstreamFailure } from "../dispatch/types.js";
 import { badRequest } from "../errors.js";
 import type { GoneSignal } from "../http/client-signal.js";
 import {
@@ -17,6 +16,7 @@ import {
 } from "../media/index.js";
 import { SeededRandom } from "../media/seed.js";
 import { sleep } from "../sleep.js";
+import { UpstreamFailure } from "../wire/upstream-failure.js";
 
 /**
  * The built-in `mock` provider for every media modality: real PNG, WAV and AVI bytes from the

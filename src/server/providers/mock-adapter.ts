@@ -1,23 +1,17 @@
 import { randomBytes } from "node:crypto";
+import type { ErrorCode } from "../errors.js";
+import type { GoneSignal } from "../http/client-signal.js";
+import { sleep } from "../sleep.js";
 import {
   fromChatChunks,
   fromChatJson,
   type Rewrite,
   toChatRequest,
   withRewrite,
-} from "../dispatch/bridges.js";
-import {
-  type Attempt,
-  type CompletionRequest,
-  type CompletionResult,
-  type ProviderAdapter,
-  UnsupportedRequest,
-  UpstreamFailure,
-} from "../dispatch/types.js";
-import type { ErrorCode } from "../errors.js";
-import type { GoneSignal } from "../http/client-signal.js";
-import { sleep } from "../sleep.js";
+} from "../wire/bridges.js";
+import type { CompletionRequest, CompletionResult } from "../wire/completion-types.js";
 import type { ChatCompletionChunk, ChatCompletionResponse } from "../wire/openai-types.js";
+import { UnsupportedRequest, UpstreamFailure } from "../wire/upstream-failure.js";
 import {
   MockDirectiveError,
   type MockPlan,
@@ -26,6 +20,7 @@ import {
   planMockReply,
 } from "./mock-chat.js";
 import type { MockScript } from "./mock-script.js";
+import type { Attempt, ProviderAdapter } from "./types.js";
 
 export function mockTiming(optionsJson: string): MockTiming {
   return (JSON.parse(optionsJson) as { mock?: MockTiming }).mock ?? {};
@@ -69,7 +64,7 @@ export class MockAdapter implements ProviderAdapter {
     const result = req.stream
       ? fromChatChunks(req, mockChunks(id, created, chatReq.model, plan, timing, req.signal))
       : fromChatJson(req, mockCompletion(id, created, chatReq.model, plan));
-    return withRewrite(req, result, rewrite);
+    return withRewrite(result, rewrite);
   }
 
   private timingFor(providerId: string, json: string): MockTiming {

@@ -1,8 +1,13 @@
 import type { Context } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../app-env.js";
-import { forModality, resolveTarget, type Target } from "../dispatch/resolve.js";
-import { type Attempt, UpstreamFailure } from "../dispatch/types.js";
+import {
+  forMediaWire,
+  forModality,
+  onlyMock,
+  resolveTarget,
+  type Target,
+} from "../dispatch/resolve.js";
 import { badRequest, GatewayError } from "../errors.js";
 import { clientSignal } from "../http/client-signal.js";
 import { formFields, readForm } from "../http/form-body.js";
@@ -21,8 +26,9 @@ import {
   type UploadedFile,
   type UpstreamTranscript,
 } from "../providers/media-openai.js";
-import { forMediaWire, onlyMock } from "../providers/media-wires.js";
+import type { Attempt } from "../providers/types.js";
 import type { Services } from "../services.js";
+import { UpstreamFailure } from "../wire/upstream-failure.js";
 import { admitUnits, serveAdmitted } from "./admitted.js";
 
 // ---- speech ---------------------------------------------------------------

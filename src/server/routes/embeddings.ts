@@ -3,8 +3,7 @@ import { z } from "zod";
 import type { AppEnv } from "../app-env.js";
 import { admit } from "../billing/admission.js";
 import { worstCaseInputTokens } from "../billing/pricing.js";
-import { forModality, resolveTarget } from "../dispatch/resolve.js";
-import type { Attempt } from "../dispatch/types.js";
+import { forMediaWire, forModality, resolveTarget } from "../dispatch/resolve.js";
 import { clientSignal } from "../http/client-signal.js";
 import { readJsonWithSize } from "../http/json-body.js";
 import {
@@ -14,7 +13,7 @@ import {
   mockMediaPreamble,
 } from "../providers/media-mock.js";
 import { openaiEmbeddings } from "../providers/media-openai.js";
-import { forMediaWire } from "../providers/media-wires.js";
+import type { Attempt } from "../providers/types.js";
 import type { Services } from "../services.js";
 import { estimateTokens } from "../wire/usage.js";
 import { serveAdmitted } from "./admitted.js";
