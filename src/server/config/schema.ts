@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { Subscription } from "../../store/types.js";
-import { mockScriptSchema } from "../providers/mock-script.js";
+import { mockScriptSchema } from "../providers/mock/mock-script.js";
 
 /** Money in the config file is whole or fractional IDR; it is stored as integer micro-IDR. */
 const idr = z.number().nonnegative().finite();

@@ -6,13 +6,13 @@ import { worstCaseInputTokens } from "../billing/pricing.js";
 import { forMediaWire, forModality, resolveTarget } from "../dispatch/resolve.js";
 import { clientSignal } from "../http/client-signal.js";
 import { readJsonWithSize } from "../http/json-body.js";
+import { openaiEmbeddings } from "../providers/media-openai.js";
 import {
   embeddingBase64,
   mockEmbedding,
   mockEmbeddingDimensions,
   mockMediaPreamble,
-} from "../providers/media-mock.js";
-import { openaiEmbeddings } from "../providers/media-openai.js";
+} from "../providers/mock/media-mock.js";
 import type { Attempt } from "../providers/types.js";
 import type { Services } from "../services.js";
 import { estimateTokens } from "../wire/usage.js";

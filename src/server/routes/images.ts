@@ -6,8 +6,6 @@ import { badRequest, GatewayError } from "../errors.js";
 import { clientSignal } from "../http/client-signal.js";
 import { formFields, readForm } from "../http/form-body.js";
 import { readJsonWithSize } from "../http/json-body.js";
-import { MAX_IMAGE_SIDE, mockImageEdit, parseSize } from "../media/index.js";
-import { mockImages, mockMediaPreamble } from "../providers/media-mock.js";
 import {
   type ImageDatum,
   openaiImageEdits,
@@ -15,6 +13,8 @@ import {
   type UploadedFile,
   type UpstreamImages,
 } from "../providers/media-openai.js";
+import { MAX_IMAGE_SIDE, mockImageEdit, parseSize } from "../providers/mock/media/index.js";
+import { mockImages, mockMediaPreamble } from "../providers/mock/media-mock.js";
 import type { Attempt } from "../providers/types.js";
 import type { Services } from "../services.js";
 import { admitUnits, serveAdmitted } from "./admitted.js";

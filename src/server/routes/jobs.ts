@@ -25,7 +25,7 @@ import {
   musicLimitReached,
 } from "../jobs/job-store.js";
 import { wakeJobRunner } from "../jobs/runner.js";
-import { MAX_MUSIC_SECONDS } from "../media/index.js";
+import { MAX_MUSIC_SECONDS } from "../providers/mock/media/index.js";
 import type { Services } from "../services.js";
 import { failAdmission } from "./completions.js";
 import { fileNotFound, mediaResponse } from "./files.js";

@@ -1,17 +1,18 @@
 import { randomBytes } from "node:crypto";
-import type { ErrorCode } from "../errors.js";
-import type { GoneSignal } from "../http/client-signal.js";
-import { sleep } from "../sleep.js";
+import type { ErrorCode } from "../../errors.js";
+import type { GoneSignal } from "../../http/client-signal.js";
+import { sleep } from "../../sleep.js";
 import {
   fromChatChunks,
   fromChatJson,
   type Rewrite,
   toChatRequest,
   withRewrite,
-} from "../wire/bridges.js";
-import type { CompletionRequest, CompletionResult } from "../wire/completion-types.js";
-import type { ChatCompletionChunk, ChatCompletionResponse } from "../wire/openai-types.js";
-import { UnsupportedRequest, UpstreamFailure } from "../wire/upstream-failure.js";
+} from "../../wire/bridges.js";
+import type { CompletionRequest, CompletionResult } from "../../wire/completion-types.js";
+import type { ChatCompletionChunk, ChatCompletionResponse } from "../../wire/openai-types.js";
+import { UnsupportedRequest, UpstreamFailure } from "../../wire/upstream-failure.js";
+import type { Attempt, ProviderAdapter } from "../types.js";
 import {
   MockDirectiveError,
   type MockPlan,
@@ -20,7 +21,6 @@ import {
   planMockReply,
 } from "./mock-chat.js";
 import type { MockScript } from "./mock-script.js";
-import type { Attempt, ProviderAdapter } from "./types.js";
 
 export function mockTiming(optionsJson: string): MockTiming {
   return (JSON.parse(optionsJson) as { mock?: MockTiming }).mock ?? {};
