@@ -1,6 +1,10 @@
 import OpenAI, { toFile } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { mockMusic, readWavInfo, transcribeMockPcm } from "../src/server/media/index.js";
+import {
+  mockMusic,
+  readWavInfo,
+  transcribeMockPcm,
+} from "../src/server/providers/mock/media/index.js";
 import {
   type FakeOpenAIMedia,
   fakeSpeechBytes,

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ConfigInput } from "../src/server/config/schema.js";
-import { readAviInfo, readWavInfo } from "../src/server/media/index.js";
+import { readAviInfo, readWavInfo } from "../src/server/providers/mock/media/index.js";
 import {
   baseConfig,
   KEY,

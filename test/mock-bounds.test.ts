@@ -4,7 +4,7 @@ import { writeFileSync } from "node:fs";
 import { connect, type Socket } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { mockDirectiveBounds } from "../src/server/providers/mock-chat.js";
+import { mockDirectiveBounds } from "../src/server/providers/mock/mock-chat.js";
 import { baseConfig, chat, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
 
 /**

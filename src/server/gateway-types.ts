@@ -4,7 +4,7 @@ import type { ConnectionLimits } from "./http/connection-guards.js";
 import type { FinishedRequest } from "./http/request-trace.js";
 import type { CassetteOptions, InspectedRequest, RequestsQuery } from "./kit/types.js";
 import type { MetricsAccess } from "./metrics-access.js";
-import type { GatewayMock } from "./providers/mock-script.js";
+import type { GatewayMock } from "./providers/mock/mock-script.js";
 
 /**
  * What `startGateway` takes and gives, as the package publishes it (src/index.ts). It imports

@@ -23,7 +23,7 @@ import { startJobRunner } from "./jobs/runner.js";
 import { parseCassetteOptions } from "./kit/cassettes.js";
 import { defaultCaptureLimit } from "./kit/inspect.js";
 import { Readiness } from "./observe/health.js";
-import type { MockMatch, MockReply, MockRule } from "./providers/mock-script.js";
+import type { MockMatch, MockReply, MockRule } from "./providers/mock/mock-script.js";
 import { completionRoutes } from "./routes/completions.js";
 import { healthRoutes } from "./routes/health.js";
 import { installLandingRoute } from "./routes/landing.js";

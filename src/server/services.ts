@@ -10,8 +10,8 @@ import { RequestLimits } from "./limits/request-limits.js";
 import { SharedKeyLimiter } from "./limits/shared-key.js";
 import { AnthropicAdapter } from "./providers/anthropic-adapter.js";
 import { UpstreamHttp } from "./providers/http-upstream.js";
-import { MockAdapter } from "./providers/mock-adapter.js";
-import { MockScript } from "./providers/mock-script.js";
+import { MockAdapter } from "./providers/mock/mock-adapter.js";
+import { MockScript } from "./providers/mock/mock-script.js";
 import { OpenAIAdapter } from "./providers/openai-adapter.js";
 
 export interface ServerOptions {

@@ -1,5 +1,3 @@
-import type { Subscription } from "../server/config/schema.js";
-
 export type KeyKind = "standard" | "login" | "shared";
 
 export interface AccountRow {
@@ -109,6 +107,22 @@ export interface RequestLogRow {
   finished_at: number | null;
   /** JSON array of tool names, or null. */
   tools_omitted: string | null;
+}
+
+/**
+ * An account's subscription as `subscription_json` holds it: the config's `subscription` with its
+ * defaults applied (`subscriptionSchema` in the config schema parses to exactly this).
+ */
+export interface Subscription {
+  plan: string;
+  /** At most `quota` requests in each window of `seconds`, the windows counted from the start. */
+  windows: { name: string; seconds: number; quota: number }[];
+  /** The models the subscription covers; absent, it covers every model. */
+  models?: string[];
+  payg_fallback: boolean;
+  free_fallback: boolean;
+  tier?: string;
+  started_at?: number;
 }
 
 export function parseSubscription(account: AccountRow): Subscription | null {

@@ -1,6 +1,6 @@
 import { createServer, type IncomingHttpHeaders } from "node:http";
 import type { AddressInfo } from "node:net";
-import { mockImage } from "../../src/server/media/index.js";
+import { mockImage } from "../../src/server/providers/mock/media/index.js";
 
 /** What the fake provider received, for assertions on what the gateway forwarded. */
 export interface ReceivedRequest {

@@ -2,8 +2,7 @@ import type { Statement } from "better-sqlite3";
 import { SettlementJournal } from "../../store/settlement-journal.js";
 import { hasFreeSpace, isStorageFull, type StorageFault } from "../../store/storage-fault.js";
 import type { Store } from "../../store/store.js";
-import { type AccountRow, parseSubscription } from "../../store/types.js";
-import type { Subscription } from "../config/schema.js";
+import { type AccountRow, parseSubscription, type Subscription } from "../../store/types.js";
 import { GatewayError, storageUnavailable } from "../errors.js";
 
 export type Payment = "balance" | "payg" | "subscription" | "free" | "byok" | "none";

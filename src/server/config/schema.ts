@@ -1,5 +1,6 @@
 import { z } from "zod";
-import { mockScriptSchema } from "../providers/mock-script.js";
+import type { Subscription } from "../../store/types.js";
+import { mockScriptSchema } from "../providers/mock/mock-script.js";
 
 /** Money in the config file is whole or fractional IDR; it is stored as integer micro-IDR. */
 const idr = z.number().nonnegative().finite();
@@ -110,7 +111,12 @@ export const subscriptionSchema = z
     started_at: z.number().int().optional(),
   })
   .strict();
-export type Subscription = z.infer<typeof subscriptionSchema>;
+
+// The store's Subscription is what this schema parses to: a drift between the two fails to compile.
+void (true satisfies SameType<z.infer<typeof subscriptionSchema>, Subscription>);
+
+type SameType<A, B> =
+  (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
 
 export const paygSchema = z
   .object({

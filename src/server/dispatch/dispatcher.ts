@@ -2,22 +2,22 @@ import type { Store } from "../../store/store.js";
 import type { ByokRow, ProviderRow } from "../../store/types.js";
 import { GatewayError, upstreamRejection } from "../errors.js";
 import type { GoneSignal } from "../http/client-signal.js";
-import { outputLimit, rewritesBody, StreamBroken } from "./bridges.js";
-import type { KeyPools } from "./key-pool.js";
-import type { Target } from "./resolve.js";
+import type { Attempt, Credential, ProviderAdapter } from "../providers/types.js";
+import { outputLimit, rewritesBody, StreamBroken } from "../wire/bridges.js";
+import type {
+  CompletionRequest,
+  CompletionResult,
+  JsonCompletion,
+} from "../wire/completion-types.js";
+import type { StreamCompletion, StreamPiece } from "../wire/stream-types.js";
 import {
-  type Attempt,
-  type CompletionRequest,
-  type CompletionResult,
-  type Credential,
-  type JsonCompletion,
   OutputLimitRejected,
-  type ProviderAdapter,
-  type StreamCompletion,
-  type StreamPiece,
   UnsupportedRequest,
   UpstreamFailure,
-} from "./types.js";
+} from "../wire/upstream-failure.js";
+import type { KeyPools } from "./key-pool.js";
+import type { Target } from "./resolve.js";
+import { withThread } from "./threads.js";
 
 export interface DispatchOutcome<T = CompletionResult> {
   result: T;
@@ -45,7 +45,7 @@ export class Dispatcher {
   upstreamFailed: ((providerId: string, failure: UpstreamFailure) => void) | undefined;
 
   constructor(
-    private readonly store: Store,
+    private readonly store: Pick<Store, "getCatalog">,
     private readonly pools: KeyPools,
     readonly adapters: Record<ProviderRow["wire"], ProviderAdapter>,
   ) {}
@@ -61,12 +61,13 @@ export class Dispatcher {
     options: DispatchOptions,
   ): Promise<DispatchOutcome<ServedCompletion>> {
     return this.dispatchWith<ServedCompletion>(target, req.signal, options, async (attempt) => {
-      let result: CompletionResult;
+      let answer: CompletionResult;
       try {
-        result = await this.adapters[attempt.provider.wire].complete(attempt, req);
+        answer = await this.adapters[attempt.provider.wire].complete(attempt, req);
       } catch (err) {
         throw explainOutputLimit(err, req, attempt);
       }
+      const result = withThread(answer, req.thread);
       if (result.kind === "json") return { value: result, streaming: false };
       let first: IteratorResult<StreamPiece>;
       try {
@@ -166,16 +167,28 @@ function attemptFailure(err: unknown): unknown {
   return err instanceof StreamBroken ? new UpstreamFailure("unavailable", 502) : err;
 }
 
-function finalError(target: Target, failures: UpstreamFailure[], attempts: number): GatewayError {
+/**
+ * The error a dispatch whose every attempt failed answers with. A direct dispatch that made one
+ * attempt answers with that attempt's own error (spec: a direct dispatch is not retried); a route
+ * or a credential chain answers all_providers_failed, waiting for the first key to cool off or
+ * free up when keys were cooling or busy.
+ */
+export function finalError(
+  target: Pick<Target, "isRoute">,
+  failures: readonly UpstreamFailure[],
+  attempts: number,
+): GatewayError {
   // No backend could carry the request: that is the request's doing, so say what it asked for.
-  if (failures.length > 0 && failures.every((f) => f.kind === "unsupported")) {
+  if (failures.length > 0 && failures.every((failure) => failure.kind === "unsupported")) {
     return mapFailure(failures[0]);
   }
   const onlyFailure = failures.length === 1 ? failures[0] : undefined;
   if (!target.isRoute && onlyFailure && onlyFailure.kind !== "busy" && attempts === 1) {
     return mapFailure(onlyFailure);
   }
-  const waits = failures.filter((f) => f.kind === "busy").map((f) => f.retryAfterMs ?? 1000);
+  const waits = failures
+    .filter((failure) => failure.kind === "busy")
+    .map((failure) => failure.retryAfterMs ?? 1000);
   return new GatewayError(
     503,
     "all_providers_failed",
@@ -184,6 +197,7 @@ function finalError(target: Target, failures: UpstreamFailure[], attempts: numbe
   );
 }
 
+/** One attempt's failure as the spec's error; the provider's own words never pass. */
 export function mapFailure(failure: UpstreamFailure): GatewayError {
   if (failure instanceof UnsupportedRequest) {
     return new GatewayError(400, "bad_request", failure.detail);

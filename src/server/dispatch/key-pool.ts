@@ -1,5 +1,6 @@
 import type { ProviderRow } from "../../store/types.js";
-import { type Credential, UpstreamFailure } from "./types.js";
+import type { Credential } from "../providers/types.js";
+import { UpstreamFailure } from "../wire/upstream-failure.js";
 
 const defaultCooldownMs = 30_000;
 

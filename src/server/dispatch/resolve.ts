@@ -1,6 +1,7 @@
-import type { Catalog } from "../../store/store.js";
-import type { ModelRow } from "../../store/types.js";
+import type { Catalog, Store } from "../../store/store.js";
+import type { ModelRow, ProviderRow } from "../../store/types.js";
 import { GatewayError } from "../errors.js";
+import { type MediaModality, mediaWires } from "../providers/media-wires.js";
 
 export interface Target {
   name: string;
@@ -60,4 +61,34 @@ export function forModality(target: Target, modality: string, served?: readonly 
       : target.models.filter((m) => served.includes(m.modality));
   if (models.length === 0) throw noWireForModality(modality);
   return models.length === target.models.length ? target : { ...target, models };
+}
+
+/** What the media filters read: the catalog, through the store that keeps it current. */
+interface CatalogSource {
+  store: Pick<Store, "getCatalog">;
+}
+
+/**
+ * Keeps the models whose provider speaks a wire that can serve this media (an anthropic
+ * provider cannot draw pictures); none left is the spec's no_wire_for_modality.
+ */
+export function forMediaWire(
+  source: CatalogSource,
+  target: Target,
+  modality: MediaModality,
+): Target {
+  const providers = source.store.getCatalog().providers;
+  const wires: readonly ProviderRow["wire"][] = mediaWires[modality];
+  const models = target.models.filter((model) => {
+    const wire = providers.get(model.provider_id)?.wire;
+    return wire !== undefined && wires.includes(wire);
+  });
+  if (models.length === 0) throw noWireForModality(modality);
+  return models.length === target.models.length ? target : { ...target, models };
+}
+
+/** Every candidate is the built-in mock: its answers (and refusals) are known before dispatch. */
+export function onlyMock(source: CatalogSource, target: Target): boolean {
+  const providers = source.store.getCatalog().providers;
+  return target.models.every((model) => providers.get(model.provider_id)?.wire === "mock");
 }

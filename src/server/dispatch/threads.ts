@@ -1,9 +1,10 @@
 import type { Catalog, Store } from "../../store/store.js";
 import { type ThreadConversation, threadStore } from "../../store/threads.js";
 import { GatewayError } from "../errors.js";
+import type { CompletionResult, MessageThread } from "../wire/completion-types.js";
 import { parseEventData } from "../wire/sse.js";
+import type { StreamPiece } from "../wire/stream-types.js";
 import type { Target } from "./resolve.js";
-import type { CompletionResult, StreamPiece } from "./types.js";
 
 /**
  * Anthropic message threads (beta `message-threads-2026-08-12`) toward models the gateway
@@ -12,13 +13,6 @@ import type { CompletionResult, StreamPiece } from "./types.js";
  * thread's conversation (per account, expiring) so every turn is sent whole, without `thread`;
  * a target of anthropic-wire models only holds its own threads and gets the body as written.
  */
-export interface MessageThread {
-  /** The conversation sent for this turn: the held history, then the new turn. */
-  conversation: ThreadConversation;
-  /** Called with the reply: the thread now ends in it. */
-  record(replyId: string, content: unknown[]): void;
-}
-
 type Json = Record<string, unknown>;
 
 /**

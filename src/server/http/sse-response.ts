@@ -1,5 +1,5 @@
 import type { ServerResponse } from "node:http";
-import type { StreamPiece } from "../dispatch/types.js";
+import type { StreamPiece } from "../wire/stream-types.js";
 
 const encoder = new TextEncoder();
 const keepaliveComment = encoder.encode(": keepalive\n\n");

@@ -1,5 +1,5 @@
-import { readAviInfo, readWavInfo } from "../media/index.js";
-import { mockMusicTrack, mockVideoClip, mockVideoExtension } from "../providers/media-mock.js";
+import { readAviInfo, readWavInfo } from "../providers/mock/media/index.js";
+import { mockMusicTrack, mockVideoClip, mockVideoExtension } from "../providers/mock/media-mock.js";
 import type { JobKind, JobRequest } from "./job-store.js";
 
 /** How each kind of job appears on the API and which modality its models must serve. */

@@ -1,8 +1,7 @@
 import type { ModelRow } from "../../store/types.js";
-import { forModality, resolveTarget } from "../dispatch/resolve.js";
+import { forMediaWire, forModality, resolveTarget } from "../dispatch/resolve.js";
 import { GatewayError } from "../errors.js";
-import { mockJobMs, mockMediaPreamble } from "../providers/media-mock.js";
-import { forMediaWire } from "../providers/media-wires.js";
+import { mockJobMs, mockMediaPreamble } from "../providers/mock/media-mock.js";
 import type { Services } from "../services.js";
 import { chargeJob, refundJob } from "./job-billing.js";
 import { billedSeconds, jobKinds, type ProducedMedia, produceMockMedia } from "./job-kinds.js";

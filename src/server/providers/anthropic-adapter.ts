@@ -1,3 +1,5 @@
+import type { GoneSignal } from "../http/client-signal.js";
+import type { MessagesResponse } from "../wire/anthropic-types.js";
 import {
   type ChunkCount,
   fromMessagesEvents,
@@ -7,19 +9,13 @@ import {
   withJsonEstimate,
   withRewrite,
   withStreamEstimate,
-} from "../dispatch/bridges.js";
-import {
-  type Attempt,
-  type CompletionRequest,
-  type CompletionResult,
-  type ProviderAdapter,
-  UpstreamFailure,
-} from "../dispatch/types.js";
-import type { GoneSignal } from "../http/client-signal.js";
-import type { MessagesResponse } from "../wire/anthropic-types.js";
+} from "../wire/bridges.js";
+import type { CompletionRequest, CompletionResult } from "../wire/completion-types.js";
 import { parseSSE } from "../wire/sse.js";
+import { UpstreamFailure } from "../wire/upstream-failure.js";
 import { messagesOutputText } from "../wire/usage.js";
 import { joinUrl, type UpstreamHttp } from "./http-upstream.js";
+import type { Attempt, ProviderAdapter } from "./types.js";
 
 const anthropicVersion = "2023-06-01";
 
@@ -45,14 +41,13 @@ export class AnthropicAdapter implements ProviderAdapter {
       const result = withJsonEstimate(fromMessagesJson(req, answer), payload, () =>
         messagesOutputText(answer),
       );
-      return withRewrite(req, result, rewrite);
+      return withRewrite(result, rewrite);
     }
     const seen: ChunkCount = { chunks: 0 };
     const events = parseSSE(
       await this.http.postStream(url, headers, payload, provider.timeout_ms, req.signal, provider),
     );
     return withRewrite(
-      req,
       withStreamEstimate(fromMessagesEvents(req, events, seen), payload, seen),
       rewrite,
     );

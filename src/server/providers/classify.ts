@@ -1,4 +1,5 @@
 import type { ErrorCode } from "../errors.js";
+import { UpstreamFailure } from "../wire/upstream-failure.js";
 
 /**
  * Reads why a provider rejected a request from its status and error body. Only the reason code
@@ -31,4 +32,22 @@ export function retryAfterMs(header: string | string[] | undefined): number | un
   if (Number.isFinite(seconds) && seconds >= 0) return seconds * 1000;
   const date = Date.parse(value);
   return Number.isNaN(date) ? undefined : Math.max(0, date - Date.now());
+}
+
+/** What a non-2xx status means for the attempt; the provider's body only picks the reason. */
+export function failureOf(
+  status: number,
+  retryAfter: string | string[] | undefined,
+  text: string,
+): UpstreamFailure {
+  if (status === 429) {
+    return new UpstreamFailure("rate_limited", 429, "upstream_rejected", retryAfterMs(retryAfter));
+  }
+  // The provider refused the credential, not the request: the key cools down like a 429 and the
+  // caller sees a provider failure (503), never a rejection of their own body.
+  if (status === 401) return new UpstreamFailure("unauthorized", 503);
+  if (status >= 400 && status < 500) {
+    return new UpstreamFailure("rejected", status, rejectionReason(status, text));
+  }
+  return new UpstreamFailure("unavailable", status);
 }

@@ -1,9 +1,9 @@
 import type { Agent, Dispatcher } from "undici";
 import type { ProviderRow } from "../../store/types.js";
-import { UpstreamFailure } from "../dispatch/types.js";
 import { GatewayError } from "../errors.js";
 import { abortSignalOf, type GoneSignal } from "../http/client-signal.js";
-import { rejectionReason, retryAfterMs } from "./classify.js";
+import { UpstreamFailure } from "../wire/upstream-failure.js";
+import { failureOf } from "./classify.js";
 
 /** Bounded read of an error body, only to classify it. */
 const maxErrorBodyBytes = 64 * 1024;
@@ -251,24 +251,6 @@ function answerTooLarge(limit: number): Error {
 
 function abortReason(signal: GoneSignal): Error {
   return signal.reason instanceof Error ? signal.reason : new Error("aborted");
-}
-
-/** What a non-2xx status means for the attempt; the provider's body only picks the reason. */
-function failureOf(
-  status: number,
-  retryAfter: string | string[] | undefined,
-  text: string,
-): UpstreamFailure {
-  if (status === 429) {
-    return new UpstreamFailure("rate_limited", 429, "upstream_rejected", retryAfterMs(retryAfter));
-  }
-  // The provider refused the credential, not the request: the key cools down like a 429 and the
-  // caller sees a provider failure (503), never a rejection of their own body.
-  if (status === 401) return new UpstreamFailure("unauthorized", 503);
-  if (status >= 400 && status < 500) {
-    return new UpstreamFailure("rejected", status, rejectionReason(status, text));
-  }
-  return new UpstreamFailure("unavailable", status);
 }
 
 /**

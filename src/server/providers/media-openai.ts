@@ -1,8 +1,8 @@
 import { randomBytes } from "node:crypto";
-import type { Attempt } from "../dispatch/types.js";
-import { UpstreamFailure } from "../dispatch/types.js";
 import type { GoneSignal } from "../http/client-signal.js";
+import { UpstreamFailure } from "../wire/upstream-failure.js";
 import { joinUrl, parseJsonAnswer, type UpstreamHttp } from "./http-upstream.js";
+import type { Attempt } from "./types.js";
 
 /**
  * Media over the `openai` wire: the client's body is forwarded as-is with only `model` mapped,

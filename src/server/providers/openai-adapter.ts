@@ -11,18 +11,14 @@ import {
   withJsonEstimate,
   withRewrite,
   withStreamEstimate,
-} from "../dispatch/bridges.js";
-import type {
-  Attempt,
-  CompletionRequest,
-  CompletionResult,
-  ProviderAdapter,
-  StreamCompletion,
-} from "../dispatch/types.js";
+} from "../wire/bridges.js";
+import type { CompletionRequest, CompletionResult } from "../wire/completion-types.js";
 import type { ChatCompletionChunk, ChatCompletionResponse } from "../wire/openai-types.js";
 import { encodeSSE, parseEventData, parseSSE, type SSEMessage } from "../wire/sse.js";
+import type { StreamCompletion } from "../wire/stream-types.js";
 import { chatOutputText, responsesOutputText } from "../wire/usage.js";
 import { joinUrl, type UpstreamHttp } from "./http-upstream.js";
+import type { Attempt, ProviderAdapter } from "./types.js";
 
 /** Any OpenAI-compatible API: chat completions (and Responses, where the provider speaks it natively). */
 export class OpenAIAdapter implements ProviderAdapter {
@@ -50,7 +46,7 @@ export class OpenAIAdapter implements ProviderAdapter {
       const result = withJsonEstimate(fromChatJson(req, answer), payload, () =>
         chatOutputText(answer),
       );
-      return withRewrite(req, result, rewrite);
+      return withRewrite(result, rewrite);
     }
     const events = parseSSE(
       await this.http.postStream(url, headers, payload, provider.timeout_ms, req.signal, provider),
@@ -60,7 +56,7 @@ export class OpenAIAdapter implements ProviderAdapter {
       req.style === "chat"
         ? passThroughChat(req, events, seen)
         : fromChatChunks(req, chatChunks(events, seen));
-    return withRewrite(req, withStreamEstimate(result, payload, seen), rewrite);
+    return withRewrite(withStreamEstimate(result, payload, seen), rewrite);
   }
 
   private async nativeResponses(

@@ -4,7 +4,7 @@ import type { AppEnv } from "../app-env.js";
 import { ManualClock } from "../clock.js";
 import { GatewayError } from "../errors.js";
 import { readJson } from "../http/json-body.js";
-import { mockScriptSchema } from "../providers/mock-script.js";
+import { mockScriptSchema } from "../providers/mock/mock-script.js";
 import type { Services } from "../services.js";
 
 const scriptBody = z

@@ -1,28 +1,38 @@
 import type { Context } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../app-env.js";
-import { forModality, resolveTarget, type Target } from "../dispatch/resolve.js";
-import { type Attempt, UpstreamFailure } from "../dispatch/types.js";
+import {
+  forMediaWire,
+  forModality,
+  onlyMock,
+  resolveTarget,
+  type Target,
+} from "../dispatch/resolve.js";
 import { badRequest, GatewayError } from "../errors.js";
 import { clientSignal } from "../http/client-signal.js";
 import { formFields, readForm } from "../http/form-body.js";
 import { readJsonWithSize } from "../http/json-body.js";
-import { isMockSpeechFormat, readWavInfo, speechContentType } from "../media/index.js";
-import {
-  type MockTranscript,
-  mockMediaPreamble,
-  mockSpeechAudio,
-  mockTranscribe,
-  unsupportedSpeechFormat,
-} from "../providers/media-mock.js";
 import {
   openaiSpeech,
   openaiTranscription,
   type UploadedFile,
   type UpstreamTranscript,
 } from "../providers/media-openai.js";
-import { forMediaWire, onlyMock } from "../providers/media-wires.js";
+import {
+  isMockSpeechFormat,
+  readWavInfo,
+  speechContentType,
+} from "../providers/mock/media/index.js";
+import {
+  type MockTranscript,
+  mockMediaPreamble,
+  mockSpeechAudio,
+  mockTranscribe,
+  unsupportedSpeechFormat,
+} from "../providers/mock/media-mock.js";
+import type { Attempt } from "../providers/types.js";
 import type { Services } from "../services.js";
+import { UpstreamFailure } from "../wire/upstream-failure.js";
 import { admitUnits, serveAdmitted } from "./admitted.js";
 
 // ---- speech ---------------------------------------------------------------

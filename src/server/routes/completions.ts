@@ -4,16 +4,9 @@ import { admitCaller, keyFromHeaders, nodeClientIp } from "../auth.js";
 import { type Admission, admit, settleAdmission, settleDelivered } from "../billing/admission.js";
 import type { SettleOptions } from "../billing/ledger.js";
 import { worstCaseInputTokens } from "../billing/pricing.js";
-import { outputBound, StreamBroken } from "../dispatch/bridges.js";
 import { mapFailure } from "../dispatch/dispatcher.js";
 import { forModality, resolveTarget } from "../dispatch/resolve.js";
 import { openThread } from "../dispatch/threads.js";
-import {
-  type ClientStyle,
-  type CompletionRequest,
-  type StreamPiece,
-  UpstreamFailure,
-} from "../dispatch/types.js";
 import {
   clientClosed,
   type ErrorStyle,
@@ -31,8 +24,12 @@ import { traceOf } from "../http/request-trace.js";
 import { KeptAlive, sendSse } from "../http/sse-response.js";
 import { markStage } from "../http/stages.js";
 import type { Services } from "../services.js";
+import { outputBound, StreamBroken } from "../wire/bridges.js";
+import type { ClientStyle, CompletionRequest } from "../wire/completion-types.js";
 import { encodeSSE, SSE_DONE } from "../wire/sse.js";
+import type { StreamPiece } from "../wire/stream-types.js";
 import { streamErrorEvent } from "../wire/translate/errors.js";
+import { UpstreamFailure } from "../wire/upstream-failure.js";
 
 const content = z.union([z.string(), z.array(z.looseObject({ type: z.string() })), z.null()]);
 

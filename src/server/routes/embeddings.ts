@@ -3,18 +3,17 @@ import { z } from "zod";
 import type { AppEnv } from "../app-env.js";
 import { admit } from "../billing/admission.js";
 import { worstCaseInputTokens } from "../billing/pricing.js";
-import { forModality, resolveTarget } from "../dispatch/resolve.js";
-import type { Attempt } from "../dispatch/types.js";
+import { forMediaWire, forModality, resolveTarget } from "../dispatch/resolve.js";
 import { clientSignal } from "../http/client-signal.js";
 import { readJsonWithSize } from "../http/json-body.js";
+import { openaiEmbeddings } from "../providers/media-openai.js";
 import {
   embeddingBase64,
   mockEmbedding,
   mockEmbeddingDimensions,
   mockMediaPreamble,
-} from "../providers/media-mock.js";
-import { openaiEmbeddings } from "../providers/media-openai.js";
-import { forMediaWire } from "../providers/media-wires.js";
+} from "../providers/mock/media-mock.js";
+import type { Attempt } from "../providers/types.js";
 import type { Services } from "../services.js";
 import { estimateTokens } from "../wire/usage.js";
 import { serveAdmitted } from "./admitted.js";

@@ -1,14 +1,11 @@
 import type { Context } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../app-env.js";
-import { forModality, resolveTarget } from "../dispatch/resolve.js";
-import type { Attempt } from "../dispatch/types.js";
+import { forMediaWire, forModality, resolveTarget } from "../dispatch/resolve.js";
 import { badRequest, GatewayError } from "../errors.js";
 import { clientSignal } from "../http/client-signal.js";
 import { formFields, readForm } from "../http/form-body.js";
 import { readJsonWithSize } from "../http/json-body.js";
-import { MAX_IMAGE_SIDE, mockImageEdit, parseSize } from "../media/index.js";
-import { mockImages, mockMediaPreamble } from "../providers/media-mock.js";
 import {
   type ImageDatum,
   openaiImageEdits,
@@ -16,7 +13,9 @@ import {
   type UploadedFile,
   type UpstreamImages,
 } from "../providers/media-openai.js";
-import { forMediaWire } from "../providers/media-wires.js";
+import { MAX_IMAGE_SIDE, mockImageEdit, parseSize } from "../providers/mock/media/index.js";
+import { mockImages, mockMediaPreamble } from "../providers/mock/media-mock.js";
+import type { Attempt } from "../providers/types.js";
 import type { Services } from "../services.js";
 import { admitUnits, serveAdmitted } from "./admitted.js";
 import { saveMediaFile } from "./files.js";

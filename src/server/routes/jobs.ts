@@ -5,7 +5,7 @@ import { parseSubscription } from "../../store/types.js";
 import type { AppEnv } from "../app-env.js";
 import { admit } from "../billing/admission.js";
 import { costMicro } from "../billing/pricing.js";
-import { forModality, resolveTarget } from "../dispatch/resolve.js";
+import { forMediaWire, forModality, resolveTarget } from "../dispatch/resolve.js";
 import { badRequest, GatewayError } from "../errors.js";
 import { clientSignal } from "../http/client-signal.js";
 import { readJsonWithSize } from "../http/json-body.js";
@@ -25,8 +25,7 @@ import {
   musicLimitReached,
 } from "../jobs/job-store.js";
 import { wakeJobRunner } from "../jobs/runner.js";
-import { MAX_MUSIC_SECONDS } from "../media/index.js";
-import { forMediaWire } from "../providers/media-wires.js";
+import { MAX_MUSIC_SECONDS } from "../providers/mock/media/index.js";
 import type { Services } from "../services.js";
 import { failAdmission } from "./completions.js";
 import { fileNotFound, mediaResponse } from "./files.js";

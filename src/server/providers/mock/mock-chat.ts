@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { estimateTokens, estimateTokensOfLength } from "../wire/usage.js";
+import { estimateTokens, estimateTokensOfLength } from "../../wire/usage.js";
 
 /**
  * The built-in `mock` provider's chat engine: deterministic, offline, with realistic token counts.

@@ -1,50 +1,48 @@
 import type { ModelRow, ProviderRow } from "../../store/types.js";
-import type { MessagesRequest, MessagesResponse } from "../wire/anthropic-types.js";
+import type { MessagesRequest, MessagesResponse } from "./anthropic-types.js";
+import type {
+  Backend,
+  ClientStyle,
+  CompletionRequest,
+  CompletionResult,
+  JsonCompletion,
+} from "./completion-types.js";
 import type {
   ChatCompletionChunk,
   ChatCompletionRequest,
   ChatCompletionResponse,
-} from "../wire/openai-types.js";
-import type { ResponsesRequest } from "../wire/responses-types.js";
-import { encodeSSE, parseEventData, SSE_DONE, type SSEMessage } from "../wire/sse.js";
+} from "./openai-types.js";
+import type { ResponsesRequest } from "./responses-types.js";
+import { encodeSSE, parseEventData, SSE_DONE, type SSEMessage } from "./sse.js";
+import type { StreamCompletion, StreamPiece } from "./stream-types.js";
 import {
   chatRequestToMessages,
   MessagesStreamToChat,
   messagesResponseToChat,
   untranslatableToMessages,
-} from "../wire/translate/chat-to-messages.js";
+} from "./translate/chat-to-messages.js";
 import {
   anthropicServerTools,
   ChatStreamToMessages,
   chatResponseToMessages,
   messagesRequestToChat,
   serverToolSentence,
-} from "../wire/translate/messages-to-chat.js";
+} from "./translate/messages-to-chat.js";
 import {
   ChatStreamToResponses,
   chatResponseToResponses,
   hostedToolSentence,
   responsesRequestToChat,
   toolsOutsideChat,
-} from "../wire/translate/responses.js";
+} from "./translate/responses.js";
+import { UnsupportedRequest } from "./upstream-failure.js";
 import {
   estimateTokens,
   type Usage,
   usageFromChat,
   usageFromMessages,
   usageOrEstimate,
-} from "../wire/usage.js";
-import { withThread } from "./threads.js";
-import {
-  type Attempt,
-  type ClientStyle,
-  type CompletionRequest,
-  type CompletionResult,
-  type JsonCompletion,
-  type StreamCompletion,
-  type StreamPiece,
-  UnsupportedRequest,
-} from "./types.js";
+} from "./usage.js";
 
 /**
  * Glue between the three client styles and the two native wires (chat completions, messages).
@@ -129,7 +127,7 @@ function clampChat(body: ChatCompletionRequest, max: number): ChatCompletionRequ
 
 export function toChatRequest(
   req: CompletionRequest,
-  attempt: Pick<Attempt, "model" | "provider" | "lastStep">,
+  attempt: Backend,
   rewrite: Rewrite,
 ): ChatCompletionRequest {
   const { model, provider } = attempt;
@@ -159,7 +157,7 @@ export function toChatRequest(
 
 export function toMessagesRequest(
   req: CompletionRequest,
-  attempt: Pick<Attempt, "model" | "provider" | "lastStep">,
+  attempt: Backend,
   rewrite: Rewrite,
 ): MessagesRequest {
   const { model } = attempt;
@@ -183,12 +181,7 @@ const isWebSearch = (type: string) => type.startsWith("web_search");
  * or (model or provider option `unsupported_tools: reject`) the request refused before anything
  * is sent. A route's step with later steps is skipped instead, since one of those may run them.
  */
-function omitTools(
-  attempt: Pick<Attempt, "model" | "provider" | "lastStep">,
-  tools: string[],
-  sentence: string,
-  rewrite: Rewrite,
-) {
+function omitTools(attempt: Backend, tools: string[], sentence: string, rewrite: Rewrite) {
   if (attempt.lastStep === false || unsupportedToolsPolicy(attempt) === "reject")
     throw new UnsupportedRequest(sentence);
   for (const tool of tools)
@@ -199,20 +192,16 @@ function omitTools(
 function unsupportedToolsPolicy({
   model,
   provider,
-}: Pick<Attempt, "model" | "provider">): "omit" | "reject" {
+}: Pick<Backend, "model" | "provider">): "omit" | "reject" {
   if (model.unsupported_tools) return model.unsupported_tools;
   const options = JSON.parse(provider.options_json) as { unsupported_tools?: string };
   return options.unsupported_tools === "reject" ? "reject" : "omit";
 }
 
-/** The result, naming the tools its request was sent without, and ending its thread's turn. */
-export function withRewrite<T extends CompletionResult>(
-  req: CompletionRequest,
-  result: T,
-  rewrite: Rewrite,
-): T {
+/** The result, naming the tools its request was sent without. */
+export function withRewrite<T extends CompletionResult>(result: T, rewrite: Rewrite): T {
   if (rewrite.omittedTools.length > 0) result.omittedTools = rewrite.omittedTools;
-  return withThread(result, req.thread);
+  return result;
 }
 
 /** Something the provider's wire cannot carry fails the attempt before anything is sent. */

@@ -1,23 +1,18 @@
 import { randomBytes } from "node:crypto";
+import type { ErrorCode } from "../../errors.js";
+import type { GoneSignal } from "../../http/client-signal.js";
+import { sleep } from "../../sleep.js";
 import {
   fromChatChunks,
   fromChatJson,
   type Rewrite,
   toChatRequest,
   withRewrite,
-} from "../dispatch/bridges.js";
-import {
-  type Attempt,
-  type CompletionRequest,
-  type CompletionResult,
-  type ProviderAdapter,
-  UnsupportedRequest,
-  UpstreamFailure,
-} from "../dispatch/types.js";
-import type { ErrorCode } from "../errors.js";
-import type { GoneSignal } from "../http/client-signal.js";
-import { sleep } from "../sleep.js";
-import type { ChatCompletionChunk, ChatCompletionResponse } from "../wire/openai-types.js";
+} from "../../wire/bridges.js";
+import type { CompletionRequest, CompletionResult } from "../../wire/completion-types.js";
+import type { ChatCompletionChunk, ChatCompletionResponse } from "../../wire/openai-types.js";
+import { UnsupportedRequest, UpstreamFailure } from "../../wire/upstream-failure.js";
+import type { Attempt, ProviderAdapter } from "../types.js";
 import {
   MockDirectiveError,
   type MockPlan,
@@ -69,7 +64,7 @@ export class MockAdapter implements ProviderAdapter {
     const result = req.stream
       ? fromChatChunks(req, mockChunks(id, created, chatReq.model, plan, timing, req.signal))
       : fromChatJson(req, mockCompletion(id, created, chatReq.model, plan));
-    return withRewrite(req, result, rewrite);
+    return withRewrite(result, rewrite);
   }
 
   private timingFor(providerId: string, json: string): MockTiming {

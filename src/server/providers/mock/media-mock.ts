@@ -1,7 +1,8 @@
-import type { ProviderRow } from "../../store/types.js";
-import { UpstreamFailure } from "../dispatch/types.js";
-import { badRequest } from "../errors.js";
-import type { GoneSignal } from "../http/client-signal.js";
+import type { ProviderRow } from "../../../store/types.js";
+import { badRequest } from "../../errors.js";
+import type { GoneSignal } from "../../http/client-signal.js";
+import { sleep } from "../../sleep.js";
+import { UpstreamFailure } from "../../wire/upstream-failure.js";
 import {
   decodeWav,
   extendMockVideo,
@@ -14,9 +15,8 @@ import {
   readWavInfo,
   supportedMockSpeechFormats,
   transcribeMockWav,
-} from "../media/index.js";
-import { SeededRandom } from "../media/seed.js";
-import { sleep } from "../sleep.js";
+} from "./media/index.js";
+import { SeededRandom } from "./media/seed.js";
 
 /**
  * The built-in `mock` provider for every media modality: real PNG, WAV and AVI bytes from the

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { z } from "zod";
-import { estimateTokens } from "../wire/usage.js";
+import { estimateTokens } from "../../wire/usage.js";
 import {
   type ChatRequestLike,
   contentText,

@@ -1,0 +1,45 @@
+import type { ThreadConversation } from "../../store/threads.js";
+import type { ModelRow, ProviderRow } from "../../store/types.js";
+import type { GoneSignal } from "../http/client-signal.js";
+import type { StreamCompletion } from "./stream-types.js";
+import type { Usage } from "./usage.js";
+
+export type ClientStyle = "chat" | "messages" | "responses";
+
+export interface CompletionRequest {
+  style: ClientStyle;
+  /** The client's body, as parsed; adapters map `model` and translate when wires differ. */
+  body: Record<string, unknown>;
+  stream: boolean;
+  clientModel: string;
+  signal: GoneSignal;
+  /** The client's `anthropic-beta` header: forwarded to anthropic-wire providers (Claude Code relies on it). */
+  anthropicBeta?: string;
+  /** The client named a route: each step's body is rewritten, and its output limit clamped. */
+  viaRoute?: boolean;
+  /** The message thread the gateway holds for this request (its body is then the whole conversation). */
+  thread?: MessageThread;
+}
+
+/** A message thread the gateway holds for a request (`dispatch/threads.ts` opens and records it). */
+export interface MessageThread {
+  /** The conversation sent for this turn: the held history, then the new turn. */
+  conversation: ThreadConversation;
+  /** Called with the reply: the thread now ends in it. */
+  record(replyId: string, content: unknown[]): void;
+}
+
+/** The model and provider a request is written for: what shapes its body on the wire. */
+export interface Backend {
+  model: ModelRow;
+  provider: ProviderRow;
+  /**
+   * No later step of a route follows: a tool this backend cannot run is left out here, where an
+   * earlier step is skipped so that a later one may run it.
+   */
+  lastStep?: boolean;
+}
+
+/** `omittedTools`: tools the backend could not run, left out of the request it was sent. */
+export type JsonCompletion = { kind: "json"; body: unknown; usage: Usage; omittedTools?: string[] };
+export type CompletionResult = JsonCompletion | StreamCompletion;
