@@ -1,13 +1,11 @@
 import type { Statement } from "better-sqlite3";
 import type { DB } from "./db.js";
 
-/**
- * Media the gateway serves by URL (images asked for with `response_format: "url"`), readable only
- * with a key of the account that made it.
- *
+/*
  * Synchronous, unlike `find`: `save`, because the image answer that stores its images is built
  * synchronously (routes/images.ts).
  */
+
 export interface MediaFile {
   id: string;
   account_id: string;
@@ -16,6 +14,10 @@ export interface MediaFile {
   created_at: number;
 }
 
+/**
+ * Media the gateway serves by URL (images asked for with `response_format: "url"`), readable only
+ * with a key of the account that made it.
+ */
 export interface FilesRepository {
   save(file: {
     id: string;

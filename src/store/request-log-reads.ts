@@ -2,15 +2,14 @@ import type { Statement } from "better-sqlite3";
 import type { DB } from "./db.js";
 import type { RequestLogRow } from "./types.js";
 
-/**
- * The test kit's listing of recent requests, read from the request log the ledger writes.
- *
+/*
  * Synchronous: `recent`, because the kit's public `gateway.requests()` answers synchronously.
  */
 
 /** A request log row with its key's label. */
 export type ListedRequest = RequestLogRow & { key_label: string | null };
 
+/** The test kit's listing of recent requests, read from the request log the ledger writes. */
 export interface RequestLogReadsRepository {
   /** Newest first; a filter left undefined matches every row. */
   recent(filter: { model?: string; status?: number; limit: number }): ListedRequest[];

@@ -2,13 +2,11 @@ import type { Statement } from "better-sqlite3";
 import type { DB } from "./db.js";
 import { immediateTransactions } from "./immediate.js";
 
-/**
- * The owner's one-time links and the dashboard sessions they open. Tokens, session ids and CSRF
- * tokens are stored only as hashes.
- *
+/*
  * Synchronous, unlike the other methods: `findSession`, because `requireOwnerSession` answers
  * synchronously to every dashboard and key route that checks the owner.
  */
+
 export interface OwnerSessionRow {
   account_id: string;
   expires_at: number;
@@ -20,6 +18,10 @@ export interface NewSession {
   expiresAt: number;
 }
 
+/**
+ * The owner's one-time links and the dashboard sessions they open. Tokens, session ids and CSRF
+ * tokens are stored only as hashes.
+ */
 export interface SessionsRepository {
   createOwnerLink(tokenHash: string, accountId: string, now: number): Promise<void>;
   /** Links not yet opened stop working. */

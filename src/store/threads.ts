@@ -1,6 +1,11 @@
 import type { Statement } from "better-sqlite3";
 import type { DB } from "./db.js";
 
+/*
+ * Synchronous: both methods, as the completion path calls them; `save` behind the synchronous
+ * `MessageThread.record` that a whole answer calls as it passes (dispatch/threads.ts).
+ */
+
 /** A thread's conversation: what the model saw, up to and including the reply it is named by. */
 export interface ThreadConversation {
   system?: unknown;
@@ -16,9 +21,6 @@ export const THREAD_MAX_BYTES = 4 * 1024 * 1024;
 /**
  * The message threads the gateway holds for the models it translates to (an anthropic-wire
  * provider holds its own). Each reply's row replaces the one it continued, so a thread is one row.
- *
- * Synchronous: both methods are on the completion path, `save` behind the synchronous
- * `MessageThread.record` that a whole answer calls as it passes (dispatch/threads.ts).
  */
 export interface ThreadsRepository {
   find(accountId: string, messageId: string, now: number): ThreadConversation | undefined;
