@@ -2,9 +2,9 @@ import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "no
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { dirname } from "node:path";
-import Database from "better-sqlite3";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { openKeychainStore } from "../src/cli/credentials/keychain-store.js";
+import { readServeRecordOf } from "../src/store/serve-record.js";
 import {
   approvalPage,
   type CliHome,
@@ -551,9 +551,7 @@ describe("gateway owner-link", () => {
     }
     // A clean stop runs to its end: the store is closed (no WAL left) and the record is gone.
     expect(existsSync(`${db}-wal`)).toBe(false);
-    const file = new Database(db, { readonly: true });
-    expect(file.prepare("SELECT count(*) AS n FROM serve_runtime").get()).toEqual({ n: 0 });
-    file.close();
+    expect(await readServeRecordOf(db)).toBeUndefined();
     // Stopped: a link nobody would serve is refused, with what to do instead.
     const after = await runCli(["owner-link", "--db", db], home.env);
     expect(after.code).toBe(1);

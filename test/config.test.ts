@@ -4,6 +4,8 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { applyConfig } from "../src/server/config/apply.js";
 import { ConfigError, loadConfigFile, parseConfig } from "../src/server/config/load.js";
+import type { GatewayConfig } from "../src/server/config/schema.js";
+import { openRepositories } from "../src/store/repositories.js";
 import { Store } from "../src/store/store.js";
 import { baseConfig, KEY } from "./support/gateway.js";
 
@@ -176,45 +178,42 @@ describe("config validation", () => {
 });
 
 describe("applying a config", () => {
-  const dump = (store: Store) =>
-    [
-      "accounts",
-      "api_keys",
-      "providers",
-      "models",
-      "routes",
-      "tiers",
-      "admin_keys",
-      "byok_credentials",
-    ].map((t) => store.db.prepare(`SELECT * FROM ${t} ORDER BY 1`).all());
+  /** A store with the config-apply repository over its database. */
+  const open = (name: string) => {
+    const store = new Store(join(dir, name));
+    const { configApply } = openRepositories(store.db);
+    const apply = (config: GatewayConfig, now?: number) =>
+      applyConfig(store, configApply, config, now);
+    return { store, apply, dump: () => configApply.tables() };
+  };
 
-  it("is idempotent: applying twice equals applying once", () => {
-    const store = new Store(join(dir, "idem.db"));
+  it("is idempotent: applying twice equals applying once", async () => {
+    const { store, apply, dump } = open("idem.db");
     const config = parseConfig(baseConfig());
-    applyConfig(store, config, 1_000);
-    const once = JSON.stringify(dump(store));
-    applyConfig(store, config, 2_000);
-    expect(JSON.stringify(dump(store))).toBe(once);
+    await apply(config, 1_000);
+    const once = JSON.stringify(await dump());
+    await apply(config, 2_000);
+    expect(JSON.stringify(await dump())).toBe(once);
     store.close();
   });
 
-  it("keeps an unchanged account's runtime state and updates a changed one", () => {
-    const store = new Store(join(dir, "state.db"));
-    applyConfig(store, parseConfig(baseConfig()));
-    store.db.prepare("UPDATE accounts SET balance_micro = 5 WHERE id = 'acct'").run();
-    applyConfig(store, parseConfig(baseConfig()));
+  it("keeps an unchanged account's runtime state and updates a changed one", async () => {
+    const { store, apply } = open("state.db");
+    await apply(parseConfig(baseConfig()));
+    store.updateAccount("acct", { balance_micro: 5 });
+    await apply(parseConfig(baseConfig()));
     expect(store.getAccount("acct")!.balance_micro).toBe(5);
     const changed = baseConfig();
     changed.accounts![0] = { ...changed.accounts![0], balance_idr: 7 };
-    applyConfig(store, parseConfig(changed));
+    await apply(parseConfig(changed));
     expect(store.getAccount("acct")!.balance_micro).toBe(7_000_000);
     store.close();
   });
 
-  it("stores key values only as SHA-256 hashes", () => {
-    const store = new Store(join(dir, "hash.db"));
-    applyConfig(store, parseConfig(baseConfig()));
-    const raw = JSON.stringify(dump(store));
+  it("stores key values only as SHA-256 hashes", async () => {
+    const { store, apply, dump } = open("hash.db");
+    await apply(parseConfig(baseConfig()));
+    const raw = JSON.stringify(await dump());
     expect(raw).not.toContain(KEY);
     expect(store.findKeyByValue(KEY)?.id).toBe("k1");
     store.close();

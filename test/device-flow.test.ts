@@ -41,16 +41,12 @@ async function poll(deviceCodeValue: string, g: { url: string } = gw) {
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 }
 
-const sealedValue = (g: TestGateway, userCode: string) =>
-  g.services.store.db
-    .prepare(
-      "SELECT status, key_value_sealed, device_code_hash FROM device_codes WHERE user_code = ?",
-    )
-    .get(userCode.replace("-", "")) as {
-    status: string;
-    key_value_sealed: string | null;
-    device_code_hash: string;
-  };
+/** The stored row of a user code: its status, sealed key and device code hash among the rest. */
+async function sealedValue(g: TestGateway, userCode: string) {
+  const row = await g.services.repos.deviceCodes.byUserCode(userCode.replace("-", ""));
+  if (!row) throw new Error(`no device code row for ${userCode}`);
+  return row;
+}
 
 describe("device authorization endpoints", () => {
   it("issues a device code, an XXXX-XXXX consonant user code and the verification URIs", async () => {
@@ -63,7 +59,7 @@ describe("device authorization endpoints", () => {
     );
     expect(dc).toMatchObject({ expires_in: 60, interval: 1 });
     // Only a hash of the device code is stored.
-    const row = sealedValue(gw, dc.user_code);
+    const row = await sealedValue(gw, dc.user_code);
     expect(row.device_code_hash).not.toContain(dc.device_code);
     expect(JSON.stringify(row)).not.toContain(dc.device_code);
   });
@@ -128,12 +124,12 @@ describe("owner session", () => {
     expect(page.html).toContain('<pre class="cmd">gateway owner-link</pre>');
     const posted = await decide(gw, "approve", { user_code: dc.user_code, csrf_token: "x" }, {});
     expect(posted.status).toBe(401);
-    expect(sealedValue(gw, dc.user_code).status).toBe("pending");
+    expect((await sealedValue(gw, dc.user_code)).status).toBe("pending");
   });
 });
 
 describe("signing in from a page that needed it", () => {
-  const linkFor = (g: TestGateway) => createOwnerLink(g.services.store.db, "acct", g.url);
+  const linkFor = (g: TestGateway) => createOwnerLink(g.services.repos.sessions, "acct", g.url);
 
   it("returns to the approval page that asked for the sign-in", async () => {
     const dc = await deviceCode();
@@ -143,7 +139,7 @@ describe("signing in from a page that needed it", () => {
     const remembered = signIn.headers.get("set-cookie")!;
     expect(remembered).toMatch(/^gateway_return_to=/);
     expect(remembered).toMatch(/SameSite=Lax/);
-    const login = await fetch(linkFor(gw), {
+    const login = await fetch(await linkFor(gw), {
       redirect: "manual",
       headers: { cookie: remembered.split(";")[0] },
     });
@@ -163,7 +159,7 @@ describe("signing in from a page that needed it", () => {
       ["/dashboard/login?token=x", "/dashboard"],
     ];
     for (const [next, location] of cases) {
-      const res = await fetch(`${linkFor(gw)}&next=${encodeURIComponent(next)}`, {
+      const res = await fetch(`${await linkFor(gw)}&next=${encodeURIComponent(next)}`, {
         redirect: "manual",
       });
       expect([next, res.headers.get("location")]).toEqual([next, location]);
@@ -195,7 +191,7 @@ describe("a login whose CLI went away", () => {
     );
     expect(posted.status).toBe(400);
     expect(posted.html).toContain("This login was cancelled");
-    expect(sealedValue(gw, dc.user_code).status).toBe("cancelled");
+    expect((await sealedValue(gw, dc.user_code)).status).toBe("cancelled");
     expect(await poll(dc.device_code)).toMatchObject({ body: { error: "invalid_grant" } });
     const again = await post(gw, "/api/auth/device/cancel", { device_code: dc.device_code }, {});
     expect(again.status).toBe(400);
@@ -247,7 +243,7 @@ describe("approval over HTTP", () => {
     expect(approved.status).toBe(200);
     expect(approved.html).toContain("Login approved");
     // Held sealed, never in plaintext, until the poll collects it.
-    const row = sealedValue(gw, dc.user_code);
+    const row = await sealedValue(gw, dc.user_code);
     expect(row.status).toBe("approved");
     expect(row.key_value_sealed).toBeTruthy();
     expect(row.key_value_sealed).not.toContain("kn-");
@@ -264,7 +260,7 @@ describe("approval over HTTP", () => {
       account_id: "acct",
       revoked_at: null,
     });
-    expect(sealedValue(gw, dc.user_code)).toMatchObject({
+    expect(await sealedValue(gw, dc.user_code)).toMatchObject({
       status: "consumed",
       key_value_sealed: null,
     });
@@ -335,11 +331,7 @@ describe("approval over HTTP", () => {
   it("revokes a key that was approved but expired before anyone collected it", async () => {
     const dc = await deviceCode(shortLived);
     await ownerDecides(shortLived, dc.user_code, "approve");
-    const keyId = (
-      shortLived.services.store.db
-        .prepare("SELECT key_id FROM device_codes WHERE user_code = ?")
-        .get(dc.user_code.replace("-", "")) as { key_id: string }
-    ).key_id;
+    const keyId = (await sealedValue(shortLived, dc.user_code)).key_id!;
     await new Promise((r) => setTimeout(r, 1100));
     expect(await poll(dc.device_code, shortLived)).toMatchObject({
       body: { error: "expired_token" },
@@ -382,7 +374,7 @@ describe("CSRF and origin checks on the approval form", () => {
       expect(res.status).toBe(403);
       expect(res.html).toContain("Request refused");
     }
-    expect(sealedValue(gw, dc.user_code).status).toBe("pending");
+    expect((await sealedValue(gw, dc.user_code)).status).toBe("pending");
     // The genuine form still works afterwards.
     const ok = await decide(
       gw,

@@ -1,8 +1,8 @@
 import { readFileSync, statSync } from "node:fs";
-import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
 import { startGateway } from "../src/server/gateway.js";
 import { GatewayAlreadyRunning } from "../src/server/serve-lock.js";
+import { readServeRecordOf } from "../src/store/serve-record.js";
 import { type CliHome, cliHome, killRunningClis, runCli, spawnCli } from "./support/cli.js";
 import { baseConfig, chat, KEY } from "./support/gateway.js";
 import { type ServeProcess, serveProcess } from "./support/serve-process.js";
@@ -27,15 +27,9 @@ async function serve(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Serve
   return s;
 }
 
-function serveRecord(db: string): { pid: number; url: string } | undefined {
-  const file = new Database(db, { readonly: true });
-  try {
-    return file.prepare("SELECT pid, url FROM serve_runtime").get() as
-      | { pid: number; url: string }
-      | undefined;
-  } finally {
-    file.close();
-  }
+async function serveRecord(db: string): Promise<{ pid: number; url: string } | undefined> {
+  const record = await readServeRecordOf(db);
+  return record && { pid: record.pid, url: record.url };
 }
 
 async function chatWith(url: string, key: string): Promise<Response> {
@@ -54,7 +48,7 @@ describe("one serve per database", () => {
     expect((await chatWith(first.url, first.ready.demo_key!)).status).toBe(200);
     const journal = readFileSync(`${db}-settlements`);
     expect(journal.length).toBeGreaterThan(0);
-    const record = serveRecord(db);
+    const record = await serveRecord(db);
     expect(record).toEqual({ pid: first.child.pid, url: first.url });
 
     const second = await runCli(["serve", "--port", "0", "--db", db], home.env);
@@ -68,7 +62,7 @@ describe("one serve per database", () => {
 
     // The first keeps its journal, its record and its money.
     expect(readFileSync(`${db}-settlements`).equals(journal)).toBe(true);
-    expect(serveRecord(db)).toEqual(record);
+    expect(await serveRecord(db)).toEqual(record);
     expect((await chatWith(first.url, first.ready.demo_key!)).status).toBe(200);
     const link = await runCli(["owner-link", "--db", db, "--json"], home.env);
     expect(link.code, link.stderr).toBe(0);
@@ -94,10 +88,10 @@ describe("one serve per database", () => {
     const db = `${home.dir}/dead.db`;
     const dead = await serve(["--db", db]);
     await dead.stop("SIGKILL");
-    expect(serveRecord(db)?.pid).toBe(dead.child.pid);
+    expect((await serveRecord(db))?.pid).toBe(dead.child.pid);
 
     const next = await serve(["--db", db]);
-    expect(serveRecord(db)).toEqual({ pid: next.child.pid, url: next.url });
+    expect(await serveRecord(db)).toEqual({ pid: next.child.pid, url: next.url });
     expect(next.ready).not.toHaveProperty("warning");
     expect(statSync(`${db}-lock`).isFile()).toBe(true);
   });

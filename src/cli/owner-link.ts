@@ -40,11 +40,13 @@ Examples:
       }
       // Loaded here: the other client commands should not pay for SQLite.
       const { openDatabase } = await import("../store/db.js");
+      const { openRepositories } = await import("../store/repositories.js");
       const { liveServeRuntime } = await import("../server/dashboard/serve-runtime.js");
       const { createOwnerLink } = await import("../server/dashboard/owner-session.js");
       const db = openDatabase(flags.db);
       try {
-        const server = liveServeRuntime(db);
+        const repos = openRepositories(db);
+        const server = await liveServeRuntime(repos.serveRecord);
         if (!server) {
           throw new UserError(
             `no running \`gateway serve\` uses ${flags.db}; start one (it prints an owner link as it starts)`,
@@ -55,7 +57,7 @@ Examples:
             "the running gateway has no account whose dashboard a link could open",
           );
         }
-        const url = createOwnerLink(db, server.ownerAccountId, server.url);
+        const url = await createOwnerLink(repos.sessions, server.ownerAccountId, server.url);
         if (flags.json) printJson({ owner_url: url, account_id: server.ownerAccountId });
         else result(`owner dashboard (one-time link, opens a session): ${url}`);
       } finally {

@@ -8,8 +8,7 @@ import { type Clock, type GatewayClock, ManualClock, realClock } from "./clock.j
 import { applyConfig } from "./config/apply.js";
 import { demoAccountId, demoConfig } from "./config/demo.js";
 import { ConfigError, loadConfigFile, parseConfig } from "./config/load.js";
-import { createOwnerLink, forgetUnusedOwnerLinks } from "./dashboard/owner-session.js";
-import { forgetServeRuntime, recordServeRuntime } from "./dashboard/serve-runtime.js";
+import { createOwnerLink } from "./dashboard/owner-session.js";
 import type { PublicGatewayOptions, PublicRunningGateway } from "./gateway-types.js";
 import {
   connectionServerOptions,
@@ -56,7 +55,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
   const dbPath = options.db ?? ":memory:";
   const configuredOrigin = publicOrigin(options.publicUrl);
   // Before the database is opened: a refused start must leave the running server's files alone.
-  const lock = lockDatabase(dbPath);
+  const lock = await lockDatabase(dbPath);
   let store: Store;
   try {
     store = new Store(dbPath);
@@ -92,11 +91,11 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
         typeof options.config === "string"
           ? loadConfigFile(options.config)
           : parseConfig(options.config);
-      applyConfig(store, config, now());
+      await applyConfig(store, services.repos.configApply, config, now());
       services.mockScript.setBaseline(config.mock?.script ?? []);
       ownerAccountId = config.accounts[0]?.id;
     } else if (options.demo !== false && store.accountCount() === 0) {
-      applyConfig(store, parseConfig(demoConfig), now());
+      await applyConfig(store, services.repos.configApply, parseConfig(demoConfig), now());
       demoKey = store.createKey({
         accountId: demoAccountId,
         label: "demo",
@@ -138,7 +137,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
       s.listen(options.port ?? 0, host, () => resolve(s));
     });
     const port = (server.address() as AddressInfo).port;
-    const jobRunner = startJobRunner(services);
+    const jobRunner = await startJobRunner(services);
     // After the ready line is possible, not before: a mock-only gateway never needs undici.
     if ([...store.getCatalog().providers.values()].some((p) => p.wire !== "mock")) {
       setImmediate(() => void services.http.warm());
@@ -152,11 +151,18 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
       observe ? [onFinishedRequests(traceSource, observe)] : [],
     );
     ownerAccountId ??= store.listAccounts()[0]?.id;
-    forgetUnusedOwnerLinks(store.db);
+    const { sessions, serveRecord } = services.repos;
+    // Links printed by earlier runs stop working, only the newly printed one does.
+    await sessions.forgetUnusedOwnerLinks();
     const ownerUrl = ownerAccountId
-      ? createOwnerLink(store.db, ownerAccountId, options.publicUrl ?? url)
+      ? await createOwnerLink(sessions, ownerAccountId, options.publicUrl ?? url)
       : undefined;
-    recordServeRuntime(store.db, { url, ownerAccountId, startedAt: now() });
+    await serveRecord.record({
+      url,
+      ownerAccountId: ownerAccountId ?? null,
+      pid: process.pid,
+      startedAt: now(),
+    });
     readiness.ready();
     let closing: Promise<void> | undefined;
     return {
@@ -186,7 +192,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
           await services.http.close();
           services.ledger.close();
           await checkpointer?.stop();
-          forgetServeRuntime(store.db);
+          await serveRecord.forget(process.pid);
           store.close();
           lock?.release();
         })();

@@ -1,3 +1,4 @@
+import { openRepositories, type Repositories } from "../store/repositories.js";
 import type { Store } from "../store/store.js";
 import { Ledger } from "./billing/ledger.js";
 import type { Clock } from "./clock.js";
@@ -41,6 +42,8 @@ export interface ServerOptions {
 /** Everything a request handler needs, built once at start-up. */
 export interface Services {
   store: Store;
+  /** Jobs, login, sessions, files, threads and the other data outside money and accounts. */
+  repos: Repositories;
   options: ServerOptions;
   ledger: Ledger;
   limits: RequestLimits;
@@ -53,7 +56,8 @@ export interface Services {
 }
 
 export function createServices(store: Store, options: ServerOptions): Services {
-  const inspector = new RequestInspector(store, options.capture);
+  const repos = openRepositories(store.db);
+  const inspector = new RequestInspector(repos.requestLog, options.capture);
   // Only a gateway with the test kit on gets the upstream that records, replays and captures.
   const http =
     options.cassettes || options.capture
@@ -74,6 +78,7 @@ export function createServices(store: Store, options: ServerOptions): Services {
   });
   return {
     store,
+    repos,
     options,
     ledger,
     limits: new RequestLimits(),

@@ -1,6 +1,11 @@
 import type { Statement } from "better-sqlite3";
 import type { DB } from "./db.js";
 
+/*
+ * Synchronous: both methods, as the completion path calls them; `save` behind the synchronous
+ * `MessageThread.record` that a whole answer calls as it passes (dispatch/threads.ts).
+ */
+
 /** A thread's conversation: what the model saw, up to and including the reply it is named by. */
 export interface ThreadConversation {
   system?: unknown;
@@ -17,7 +22,18 @@ export const THREAD_MAX_BYTES = 4 * 1024 * 1024;
  * The message threads the gateway holds for the models it translates to (an anthropic-wire
  * provider holds its own). Each reply's row replaces the one it continued, so a thread is one row.
  */
-export class ThreadStore {
+export interface ThreadsRepository {
+  find(accountId: string, messageId: string, now: number): ThreadConversation | undefined;
+  save(
+    accountId: string,
+    messageId: string,
+    conversation: ThreadConversation,
+    previousId: string | undefined,
+    now: number,
+  ): void;
+}
+
+export class SqliteThreads implements ThreadsRepository {
   private readonly get: Statement;
   private readonly put: Statement;
   private readonly drop: Statement;
@@ -34,7 +50,6 @@ export class ThreadStore {
     this.prune = db.prepare("DELETE FROM message_threads WHERE expires_at <= ?");
   }
 
-  /** The account's thread ending in `messageId`, unless unknown, expired or another account's. */
   find(accountId: string, messageId: string, now: number): ThreadConversation | undefined {
     const row = this.get.get(messageId, accountId, now) as
       | { conversation_json: string }
@@ -42,7 +57,6 @@ export class ThreadStore {
     return row ? (JSON.parse(row.conversation_json) as ThreadConversation) : undefined;
   }
 
-  /** The thread now ends in `messageId`; the row it continued from (if any) is gone. */
   save(
     accountId: string,
     messageId: string,
@@ -56,16 +70,4 @@ export class ThreadStore {
     if (Buffer.byteLength(json) > THREAD_MAX_BYTES) return;
     this.put.run(messageId, accountId, json, now + THREAD_TTL_MS);
   }
-}
-
-const stores = new WeakMap<DB, ThreadStore>();
-
-/** The one ThreadStore of a database handle, prepared on first use. */
-export function threadStore(db: DB): ThreadStore {
-  let store = stores.get(db);
-  if (!store) {
-    store = new ThreadStore(db);
-    stores.set(db, store);
-  }
-  return store;
 }

@@ -33,11 +33,14 @@ export async function createKeyInDatabase(input: {
   }
   // Loaded here: the other client commands should not pay for SQLite.
   const { Store } = await import("../../store/store.js");
+  const { openRepositories } = await import("../../store/repositories.js");
   const { liveServeRuntime } = await import("../../server/dashboard/serve-runtime.js");
   const store = new Store(input.db);
   try {
     const accountId =
-      input.account ?? liveServeRuntime(store.db)?.ownerAccountId ?? store.listAccounts()[0]?.id;
+      input.account ??
+      (await liveServeRuntime(openRepositories(store.db).serveRecord))?.ownerAccountId ??
+      store.listAccounts()[0]?.id;
     if (!accountId) {
       throw new UserError(
         `${input.db} has no account yet; start \`gateway serve --db ${input.db}\` once (it creates the demo account) or apply a config`,

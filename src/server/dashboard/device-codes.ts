@@ -1,12 +1,15 @@
 import { randomInt } from "node:crypto";
-import type { Statement } from "better-sqlite3";
-import { hashSecret, randomToken } from "../../store/secrets.js";
-import type { Store } from "../../store/store.js";
+import type {
+  DeviceCodeRow,
+  DeviceCodesRepository,
+  PendingCodes,
+} from "../../store/device-codes.js";
+import { hashSecret, keyPrefix, newGatewayKey, newId, randomToken } from "../../store/secrets.js";
 import { WindowCounter } from "../limits/window-counter.js";
 import { ProcessSeal } from "./seal.js";
 
 /**
- * The device-authorization grant (RFC 8628 shape) over the `device_codes` table.
+ * The device-authorization grant (RFC 8628 shape): its rules, over the device codes repository.
  * The device code is stored only as a hash; the login key minted at approval is held sealed
  * (see ProcessSeal) until the one poll that collects it.
  */
@@ -38,22 +41,6 @@ const keepFinishedMs = 24 * 60 * 60 * 1000;
  */
 const abandonedAfterMs = 30_000;
 const abandonedAfterIntervals = 4;
-
-export type DeviceStatus = "pending" | "approved" | "denied" | "consumed" | "cancelled";
-
-export interface DeviceCodeRow {
-  device_code_hash: string;
-  user_code: string;
-  client_name: string;
-  status: DeviceStatus;
-  account_id: string | null;
-  key_id: string | null;
-  key_value_sealed: string | null;
-  interval_seconds: number;
-  last_poll_at: number | null;
-  created_at: number;
-  expires_at: number;
-}
 
 export interface IssuedDeviceCode {
   ok: true;
@@ -110,194 +97,170 @@ function newUserCode(): string {
   return code;
 }
 
-interface Pending {
-  n: number;
-  first: number;
-}
-
 export class DeviceCodes {
   private readonly seal = new ProcessSeal();
   private readonly perAddress = new WindowCounter(60_000);
-  private readonly stmts: Record<string, Statement>;
 
   constructor(
-    private readonly store: Store,
+    private readonly codes: DeviceCodesRepository,
     private readonly settings: DeviceCodeSettings,
-  ) {
-    const s = (sql: string) => store.db.prepare(sql);
-    this.stmts = {
-      insert: s(
-        `INSERT INTO device_codes (device_code_hash, user_code, client_name, client_ip, status, interval_seconds, created_at, expires_at)
-         VALUES (?, ?, ?, ?, 'pending', ?, ?, ?)`,
-      ),
-      userCodeTaken: s("SELECT 1 FROM device_codes WHERE user_code = ?"),
-      pendingCount: s(
-        "SELECT count(*) AS n, min(expires_at) AS first FROM device_codes WHERE status = 'pending' AND expires_at > ?",
-      ),
-      pendingForAddress: s(
-        `SELECT count(*) AS n, min(expires_at) AS first FROM device_codes
-          WHERE client_ip = ? AND status = 'pending' AND expires_at > ?`,
-      ),
-      purgeOld: s("DELETE FROM device_codes WHERE expires_at < ?"),
-      byHash: s("SELECT * FROM device_codes WHERE device_code_hash = ?"),
-      byUserCode: s("SELECT * FROM device_codes WHERE user_code = ?"),
-      notePoll: s("UPDATE device_codes SET last_poll_at = ? WHERE device_code_hash = ?"),
-      slowDown: s(
-        "UPDATE device_codes SET last_poll_at = ?, interval_seconds = interval_seconds + ? WHERE device_code_hash = ?",
-      ),
-      approve: s(
-        `UPDATE device_codes SET status = 'approved', account_id = ?, key_id = ?, key_value_sealed = ?
-          WHERE device_code_hash = ? AND status = 'pending'`,
-      ),
-      deny: s(
-        "UPDATE device_codes SET status = 'denied' WHERE device_code_hash = ? AND status = 'pending'",
-      ),
-      consume: s(
-        `UPDATE device_codes SET status = 'consumed', key_value_sealed = NULL
-          WHERE device_code_hash = ? AND status = 'approved'`,
-      ),
-      cancel: s(
-        `UPDATE device_codes SET status = 'cancelled', key_value_sealed = NULL
-          WHERE device_code_hash = ? AND status IN ('pending', 'approved')`,
-      ),
-      dropSealed: s("UPDATE device_codes SET key_value_sealed = NULL WHERE device_code_hash = ?"),
-    };
-  }
+  ) {}
 
   /**
    * A new code for `clientAddress`, or why not: that address asked too often this minute, or has
    * too many codes waiting, or everyone together has (the caller answers 429).
    */
-  issue(clientName: string, clientAddress: string, now: number): IssuedDeviceCode | IssueRefusal {
-    return this.store.transaction((): IssuedDeviceCode | IssueRefusal => {
-      this.stmts.purgeOld.run(now - keepFinishedMs);
-      const untilExpiry = (first: number) => Math.max(1, Math.ceil((first - now) / 1000));
-      const mine = this.stmts.pendingForAddress.get(clientAddress, now) as Pending;
-      if (mine.n >= maxPendingCodesPerAddress)
-        return { ok: false, reason: "address_pending", retryAfterSeconds: untilExpiry(mine.first) };
-      const all = this.stmts.pendingCount.get(now) as Pending;
-      if (all.n >= maxPendingCodes)
-        return { ok: false, reason: "all_pending", retryAfterSeconds: untilExpiry(all.first) };
-      if (!this.perAddress.tryTake(clientAddress, maxCodesPerAddressPerMinute, now)) {
-        const retryAfterSeconds = Math.max(
-          1,
-          Math.ceil((this.perAddress.windowEnd(now) - now) / 1000),
-        );
-        return { ok: false, reason: "address_rate", retryAfterSeconds };
-      }
-      let userCode = newUserCode();
-      while (this.stmts.userCodeTaken.get(userCode)) userCode = newUserCode();
-      const deviceCode = randomToken(32);
-      const { ttlSeconds, intervalSeconds } = this.settings;
-      this.stmts.insert.run(
-        hashSecret(deviceCode),
-        userCode,
+  async issue(
+    clientName: string,
+    clientAddress: string,
+    now: number,
+  ): Promise<IssuedDeviceCode | IssueRefusal> {
+    const deviceCode = randomToken(32);
+    const { ttlSeconds, intervalSeconds } = this.settings;
+    const untilExpiry = (pending: PendingCodes) =>
+      Math.max(1, Math.ceil(((pending.firstExpiry ?? now) - now) / 1000));
+    const issued = await this.codes.issue(
+      {
+        deviceCodeHash: hashSecret(deviceCode),
         clientName,
         clientAddress,
         intervalSeconds,
-        now,
-        now + ttlSeconds * 1000,
-      );
-      return { ok: true, deviceCode, userCode, expiresInSeconds: ttlSeconds, intervalSeconds };
-    });
+        createdAt: now,
+        expiresAt: now + ttlSeconds * 1000,
+      },
+      {
+        purgeBefore: now - keepFinishedMs,
+        newUserCode,
+        refuse: ({ address, all }): IssueRefusal | undefined => {
+          if (address.count >= maxPendingCodesPerAddress)
+            return {
+              ok: false,
+              reason: "address_pending",
+              retryAfterSeconds: untilExpiry(address),
+            };
+          if (all.count >= maxPendingCodes)
+            return { ok: false, reason: "all_pending", retryAfterSeconds: untilExpiry(all) };
+          if (!this.perAddress.tryTake(clientAddress, maxCodesPerAddressPerMinute, now)) {
+            const retryAfterSeconds = Math.max(
+              1,
+              Math.ceil((this.perAddress.windowEnd(now) - now) / 1000),
+            );
+            return { ok: false, reason: "address_rate", retryAfterSeconds };
+          }
+          return undefined;
+        },
+      },
+    );
+    if (!issued.ok) return issued.refusal;
+    return {
+      ok: true,
+      deviceCode,
+      userCode: issued.userCode,
+      expiresInSeconds: ttlSeconds,
+      intervalSeconds,
+    };
   }
 
   /** The row behind a user code, if it can still be decided; otherwise why not. */
-  lookup(userCode: string, now: number): DecisionOutcome {
-    const row = this.stmts.byUserCode.get(userCode) as DeviceCodeRow | undefined;
-    if (!row) return { ok: false, refusal: "unknown" };
-    if (row.status === "cancelled") return { ok: false, refusal: "cancelled" };
-    if (row.status !== "pending") return { ok: false, refusal: "used" };
-    if (now >= row.expires_at) return { ok: false, refusal: "expired" };
-    const lastHeard = row.last_poll_at ?? row.created_at;
-    const patience = Math.max(
-      abandonedAfterMs,
-      abandonedAfterIntervals * row.interval_seconds * 1000,
-    );
-    if (now - lastHeard > patience) return { ok: false, refusal: "cancelled" };
-    return { ok: true, row };
+  async lookup(userCode: string, now: number): Promise<DecisionOutcome> {
+    return decidable(await this.codes.byUserCode(userCode), now);
   }
 
   /** Mints the login key for the approving owner's account and seals it for the waiting CLI. */
-  approve(userCode: string, accountId: string, now: number): DecisionOutcome {
-    return this.store.transaction(() => {
-      const found = this.lookup(userCode, now);
-      if (!found.ok) return found;
-      const label = found.row.client_name || "gateway login";
-      const { key, value } = this.store.createKey({ accountId, label, kind: "login", now });
-      this.stmts.approve.run(accountId, key.id, this.seal.seal(value), found.row.device_code_hash);
-      return {
-        ok: true,
-        row: { ...found.row, status: "approved", account_id: accountId, key_id: key.id },
-      };
-    });
+  async approve(userCode: string, accountId: string, now: number): Promise<DecisionOutcome> {
+    const found = await this.lookup(userCode, now);
+    if (!found.ok) return found;
+    const value = newGatewayKey();
+    const keyId = newId("key");
+    const approved = await this.codes.approve(
+      found.row.device_code_hash,
+      {
+        accountId,
+        keyId,
+        keyHash: hashSecret(value),
+        keyPrefix: keyPrefix(value),
+        label: found.row.client_name || "gateway login",
+        keyValueSealed: this.seal.seal(value),
+      },
+      now,
+    );
+    // Decided (or cancelled) since it was read: tell it as the row now reads.
+    if (!approved) return this.refusedNow(userCode, now);
+    return {
+      ok: true,
+      row: { ...found.row, status: "approved", account_id: accountId, key_id: keyId },
+    };
   }
 
-  deny(userCode: string, now: number): DecisionOutcome {
-    return this.store.transaction(() => {
-      const found = this.lookup(userCode, now);
-      if (!found.ok) return found;
-      this.stmts.deny.run(found.row.device_code_hash);
-      return { ok: true, row: { ...found.row, status: "denied" } };
-    });
+  async deny(userCode: string, now: number): Promise<DecisionOutcome> {
+    const found = await this.lookup(userCode, now);
+    if (!found.ok) return found;
+    if (!(await this.codes.deny(found.row.device_code_hash))) return this.refusedNow(userCode, now);
+    return { ok: true, row: { ...found.row, status: "denied" } };
   }
 
   /**
    * The CLI gave up (Ctrl-C): the code can no longer be approved, and a key approved but not yet
    * collected is revoked. False when the device code is unknown or already finished.
    */
-  cancel(deviceCode: string, now: number): boolean {
-    return this.store.transaction(() => {
-      const hash = hashSecret(deviceCode);
-      const row = this.stmts.byHash.get(hash) as DeviceCodeRow | undefined;
-      if (!row) return false;
-      this.abandonKey(row, now);
-      return this.stmts.cancel.run(hash).changes > 0;
-    });
+  cancel(deviceCode: string, now: number): Promise<boolean> {
+    return this.codes.cancel(hashSecret(deviceCode), now);
   }
 
   /** One poll of the token endpoint. The key is handed out exactly once, then the row is consumed. */
-  poll(deviceCode: string, now: number): PollOutcome {
-    return this.store.transaction((): PollOutcome => {
-      const hash = hashSecret(deviceCode);
-      const row = this.stmts.byHash.get(hash) as DeviceCodeRow | undefined;
-      if (!row || row.status === "consumed" || row.status === "cancelled")
-        return { ok: false, error: "invalid_grant" };
-      if (now >= row.expires_at) {
-        this.abandonKey(row, now);
-        return { ok: false, error: "expired_token" };
+  async poll(deviceCode: string, now: number): Promise<PollOutcome> {
+    const hash = hashSecret(deviceCode);
+    const row = await this.codes.byHash(hash);
+    if (!row || row.status === "consumed" || row.status === "cancelled")
+      return { ok: false, error: "invalid_grant" };
+    if (now >= row.expires_at) {
+      await this.codes.abandonKey(hash, now);
+      return { ok: false, error: "expired_token" };
+    }
+    if (row.status === "denied") return { ok: false, error: "access_denied" };
+    if (row.status === "pending") {
+      const early =
+        row.last_poll_at !== null &&
+        now - row.last_poll_at < row.interval_seconds * 1000 - pollToleranceMs;
+      if (early) {
+        await this.codes.slowDown(hash, now, slowDownStepSeconds);
+        return {
+          ok: false,
+          error: "slow_down",
+          intervalSeconds: row.interval_seconds + slowDownStepSeconds,
+        };
       }
-      if (row.status === "denied") return { ok: false, error: "access_denied" };
-      if (row.status === "pending") {
-        const early =
-          row.last_poll_at !== null &&
-          now - row.last_poll_at < row.interval_seconds * 1000 - pollToleranceMs;
-        if (early) {
-          this.stmts.slowDown.run(now, slowDownStepSeconds, hash);
-          return {
-            ok: false,
-            error: "slow_down",
-            intervalSeconds: row.interval_seconds + slowDownStepSeconds,
-          };
-        }
-        this.stmts.notePoll.run(now, hash);
-        return { ok: false, error: "authorization_pending" };
-      }
-      const value = row.key_value_sealed ? this.seal.open(row.key_value_sealed) : undefined;
-      if (!value || !row.key_id || !row.account_id) {
-        // Sealed by an earlier gateway process: nobody can ever collect this key.
-        this.abandonKey(row, now);
-        return { ok: false, error: "expired_token" };
-      }
-      this.stmts.consume.run(hash);
-      return { ok: true, keyValue: value, keyId: row.key_id, accountId: row.account_id };
-    });
+      await this.codes.notePoll(hash, now);
+      return { ok: false, error: "authorization_pending" };
+    }
+    const value = row.key_value_sealed ? this.seal.open(row.key_value_sealed) : undefined;
+    if (!value || !row.key_id || !row.account_id) {
+      // Sealed by an earlier gateway process: nobody can ever collect this key.
+      await this.codes.abandonKey(hash, now);
+      return { ok: false, error: "expired_token" };
+    }
+    // Another poll collected it first: the key is handed out once.
+    if (!(await this.codes.consume(hash))) return { ok: false, error: "invalid_grant" };
+    return { ok: true, keyValue: value, keyId: row.key_id, accountId: row.account_id };
   }
 
-  /** An approved key nobody collected is revoked, so no live key exists that no one holds. */
-  private abandonKey(row: DeviceCodeRow, now: number): void {
-    if (row.status !== "approved") return;
-    if (row.key_id) this.store.revokeKey(row.key_id, now);
-    this.stmts.dropSealed.run(row.device_code_hash);
+  private async refusedNow(userCode: string, now: number): Promise<DecisionOutcome> {
+    const outcome = await this.lookup(userCode, now);
+    return outcome.ok ? { ok: false, refusal: "used" } : outcome;
   }
+}
+
+/** Whether a code can still be approved or denied at `now`, by the flow's rules. */
+function decidable(row: DeviceCodeRow | undefined, now: number): DecisionOutcome {
+  if (!row) return { ok: false, refusal: "unknown" };
+  if (row.status === "cancelled") return { ok: false, refusal: "cancelled" };
+  if (row.status !== "pending") return { ok: false, refusal: "used" };
+  if (now >= row.expires_at) return { ok: false, refusal: "expired" };
+  const lastHeard = row.last_poll_at ?? row.created_at;
+  const patience = Math.max(
+    abandonedAfterMs,
+    abandonedAfterIntervals * row.interval_seconds * 1000,
+  );
+  if (now - lastHeard > patience) return { ok: false, refusal: "cancelled" };
+  return { ok: true, row };
 }

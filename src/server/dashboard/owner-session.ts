@@ -1,9 +1,8 @@
 import { createHmac } from "node:crypto";
 import type { Context } from "hono";
 import { getCookie } from "hono/cookie";
-import type { DB } from "../../store/db.js";
 import { constantTimeEqual, hashSecret, randomToken } from "../../store/secrets.js";
-import type { Store } from "../../store/store.js";
+import type { SessionsRepository } from "../../store/sessions.js";
 import { GatewayError, PlainTextError } from "../errors.js";
 
 /**
@@ -48,21 +47,16 @@ export interface OwnerSession {
 
 /**
  * Mints a one-time owner URL for the account. The token works once; only its hash is stored.
- * Takes the database handle: `gateway owner-link` mints from another process.
+ * Takes the repository alone: `gateway owner-link` mints from another process.
  */
-export function createOwnerLink(db: DB, accountId: string, baseUrl: string): string {
+export async function createOwnerLink(
+  sessions: SessionsRepository,
+  accountId: string,
+  baseUrl: string,
+): Promise<string> {
   const token = randomToken(32);
-  db.prepare("INSERT INTO owner_links (token_hash, account_id, created_at) VALUES (?, ?, ?)").run(
-    hashSecret(token),
-    accountId,
-    Date.now(),
-  );
+  await sessions.createOwnerLink(hashSecret(token), accountId, Date.now());
   return `${baseUrl.replace(/\/+$/, "")}/dashboard/login?token=${token}`;
-}
-
-/** At start-up: links printed by earlier runs stop working, only the newly printed one does. */
-export function forgetUnusedOwnerLinks(db: DB): void {
-  db.prepare("DELETE FROM owner_links WHERE used_at IS NULL").run();
 }
 
 function csrfTokenFor(sessionValue: string): string {
@@ -70,47 +64,28 @@ function csrfTokenFor(sessionValue: string): string {
 }
 
 export class OwnerSessions {
-  constructor(private readonly store: Store) {}
+  constructor(private readonly sessions: SessionsRepository) {}
 
   /** Spends an owner-link token; returns the new session's cookie value, or undefined. */
-  redeemOwnerLink(token: string, now: number): string | undefined {
-    return this.store.transaction(() => {
-      const hash = hashSecret(token);
-      const link = this.store.db
-        .prepare("SELECT account_id FROM owner_links WHERE token_hash = ? AND used_at IS NULL")
-        .get(hash) as { account_id: string } | undefined;
-      if (!link) return undefined;
-      this.store.db
-        .prepare("UPDATE owner_links SET used_at = ? WHERE token_hash = ?")
-        .run(now, hash);
-      return this.start(link.account_id, now);
-    });
-  }
-
-  private start(accountId: string, now: number): string {
+  async redeemOwnerLink(token: string, now: number): Promise<string | undefined> {
     const value = randomToken(32);
-    this.store.db.prepare("DELETE FROM sessions WHERE expires_at <= ?").run(now);
-    this.store.db
-      .prepare(
-        "INSERT INTO sessions (token_hash, account_id, csrf_token, created_at, expires_at) VALUES (?, ?, ?, ?, ?)",
-      )
-      // The column holds only a hash: the CSRF token is re-derived from the cookie when needed.
-      .run(
-        hashSecret(value),
-        accountId,
-        hashSecret(csrfTokenFor(value)),
-        now,
-        now + sessionTtlSeconds * 1000,
-      );
-    return value;
+    const accountId = await this.sessions.redeemOwnerLink(
+      hashSecret(token),
+      {
+        tokenHash: hashSecret(value),
+        // Only a hash is kept: the CSRF token is re-derived from the cookie when needed.
+        csrfTokenHash: hashSecret(csrfTokenFor(value)),
+        expiresAt: now + sessionTtlSeconds * 1000,
+      },
+      now,
+    );
+    return accountId === undefined ? undefined : value;
   }
 
   find(cookieValue: string | undefined, now: number): OwnerSession | undefined {
     if (!cookieValue) return undefined;
     const id = hashSecret(cookieValue);
-    const row = this.store.db
-      .prepare("SELECT account_id, expires_at FROM sessions WHERE token_hash = ?")
-      .get(id) as { account_id: string; expires_at: number } | undefined;
+    const row = this.sessions.findSession(id);
     if (!row || row.expires_at <= now) return undefined;
     return { accountId: row.account_id, id, csrfToken: csrfTokenFor(cookieValue) };
   }

@@ -1,5 +1,5 @@
-import type { Catalog, Store } from "../../store/store.js";
-import { type ThreadConversation, threadStore } from "../../store/threads.js";
+import type { Catalog } from "../../store/store.js";
+import type { ThreadConversation, ThreadsRepository } from "../../store/threads.js";
 import { GatewayError } from "../errors.js";
 import type { CompletionResult, MessageThread } from "../wire/completion-types.js";
 import { parseEventData } from "../wire/sse.js";
@@ -22,7 +22,7 @@ type Json = Record<string, unknown>;
  * sending the whole conversation again.
  */
 export function openThread(
-  store: Store,
+  threads: ThreadsRepository,
   catalog: Catalog,
   accountId: string,
   body: Json,
@@ -36,7 +36,6 @@ export function openThread(
   );
   if (sameWire) return undefined;
   const { type, previous_message_id: previousId } = field as Json;
-  const threads = threadStore(store.db);
   const newTurn = Array.isArray(body.messages) ? body.messages : [];
   let conversation: ThreadConversation;
   if (type === "continue") {

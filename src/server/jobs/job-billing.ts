@@ -3,7 +3,7 @@ import { type Admission, settleAdmission } from "../billing/admission.js";
 import { GatewayError } from "../errors.js";
 import { failAdmission } from "../routes/completions.js";
 import type { Services } from "../services.js";
-import type { JobHold } from "./job-store.js";
+import type { JobHold } from "./job-input.js";
 
 /**
  * A job holds its worst-case cost from submission until it ends: charged when it completes,

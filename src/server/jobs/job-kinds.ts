@@ -1,6 +1,7 @@
+import type { JobKind } from "../../store/jobs.js";
 import { readAviInfo, readWavInfo } from "../providers/mock/media/index.js";
 import { mockMusicTrack, mockVideoClip, mockVideoExtension } from "../providers/mock/media-mock.js";
-import type { JobKind, JobRequest } from "./job-store.js";
+import type { JobRequest } from "./job-input.js";
 
 /** How each kind of job appears on the API and which modality its models must serve. */
 export interface JobKindSpec {

@@ -1,11 +1,12 @@
+import type { JobRow, JobsRepository } from "../../store/jobs.js";
 import type { ModelRow } from "../../store/types.js";
 import { forMediaWire, forModality, resolveTarget } from "../dispatch/resolve.js";
 import { GatewayError } from "../errors.js";
 import { mockJobMs, mockMediaPreamble } from "../providers/mock/media-mock.js";
 import type { Services } from "../services.js";
 import { chargeJob, refundJob } from "./job-billing.js";
+import { jobInput } from "./job-input.js";
 import { billedSeconds, jobKinds, type ProducedMedia, produceMockMedia } from "./job-kinds.js";
-import { type JobRow, type JobStore, jobInput, jobStoreFor } from "./job-store.js";
 
 export interface JobRunnerOptions {
   /** How often the queue is read when nothing woke the runner (another process may add jobs). */
@@ -23,20 +24,23 @@ export class JobRunner {
   private timer: NodeJS.Timeout | undefined;
   private readonly active = new Map<string, { done: Promise<void>; abort: AbortController }>();
   private stopped = false;
+  /** A fill is claiming jobs; a wake meanwhile asks for one more round once it ends. */
+  private filling = false;
+  private fillAgain = false;
   private readonly pollMs: number;
   private readonly concurrency: number;
 
   constructor(
     private readonly s: Services,
-    private readonly jobs: JobStore,
+    private readonly jobs: JobsRepository,
     options: JobRunnerOptions = {},
   ) {
     this.pollMs = options.pollMs ?? 500;
     this.concurrency = options.concurrency ?? 4;
   }
 
-  start(): void {
-    this.recover();
+  async start(): Promise<void> {
+    await this.recover();
     this.schedule(0);
   }
 
@@ -57,9 +61,8 @@ export class JobRunner {
    * Jobs that were running when the process stopped run again; every unfinished job takes back
    * the hold its row kept, so it is charged once when it ends.
    */
-  private recover(): void {
-    this.jobs.requeueRunning();
-    for (const job of this.jobs.unfinished())
+  private async recover(): Promise<void> {
+    for (const job of await this.jobs.requeueInterrupted())
       this.s.ledger.restoreHold(jobInput(job).hold.reservation);
   }
 
@@ -71,9 +74,25 @@ export class JobRunner {
 
   private fill(): void {
     if (this.stopped) return;
-    while (this.active.size < this.concurrency) {
-      const job = this.jobs.claimNext(this.s.options.now());
-      if (!job) break;
+    if (this.filling) {
+      this.fillAgain = true;
+      return;
+    }
+    this.filling = true;
+    void this.claimWhileRoom().finally(() => {
+      this.filling = false;
+      if (this.fillAgain) {
+        this.fillAgain = false;
+        this.fill();
+      } else if (!this.stopped) this.schedule(this.pollMs);
+    });
+  }
+
+  private async claimWhileRoom(): Promise<void> {
+    while (!this.stopped && this.active.size < this.concurrency) {
+      const job = await this.jobs.claimNext(this.s.options.now());
+      // Claimed as the runner stopped: the row stays running and the next start queues it again.
+      if (!job || this.stopped) return;
       // One controller per job: waits register abort listeners, which must not pile up.
       const abort = new AbortController();
       const done = this.run(job, abort.signal).finally(() => {
@@ -82,7 +101,6 @@ export class JobRunner {
       });
       this.active.set(job.id, { done, abort });
     }
-    this.schedule(this.pollMs);
   }
 
   private async run(job: JobRow, signal: AbortSignal): Promise<void> {
@@ -96,26 +114,21 @@ export class JobRunner {
         duration: media.duration,
         bytes: media.bytes.length,
       };
-      this.jobs.transaction(() => {
-        if (!this.jobs.complete(job.id, result, media.bytes, now)) return;
+      await this.jobs.complete(job.id, result, media.bytes, now, () =>
         chargeJob(
           this.s,
           input.hold,
           { model, providerId, byokServed },
           billedSeconds(input.request),
-        );
-      });
+        ),
+      );
     } catch (err) {
       // Aborted by stop(): the row stays `running` and the next start queues it again.
       if (signal.aborted) return;
       try {
-        this.jobs.transaction(() => {
+        await this.jobs.fail(job.id, this.s.options.now(), () => {
           const error = refundJob(this.s, input.hold, err);
-          this.jobs.fail(
-            job.id,
-            { code: error.code, message: error.message },
-            this.s.options.now(),
-          );
+          return { code: error.code, message: error.message };
         });
       } catch (writeErr) {
         console.error(`job ${job.id} could not be marked failed: ${(writeErr as Error).message}`);
@@ -135,7 +148,7 @@ export class JobRunner {
       modality,
     );
     const source = request.video_id
-      ? this.jobs.media(request.video_id, job.account_id)?.media
+      ? (await this.jobs.media(request.video_id, job.account_id))?.media
       : undefined;
     if (job.kind === "video_extension" && !source) {
       throw new GatewayError(404, "not_found", "The video to extend is no longer available.");
@@ -168,10 +181,13 @@ export class JobRunner {
 const runners = new WeakMap<Services, JobRunner>();
 
 /** Called once by the gateway at start-up; the runner restores the holds of unfinished jobs. */
-export function startJobRunner(s: Services, options: JobRunnerOptions = {}): JobRunner {
-  const runner = new JobRunner(s, jobStoreFor(s.store.db), options);
+export async function startJobRunner(
+  s: Services,
+  options: JobRunnerOptions = {},
+): Promise<JobRunner> {
+  const runner = new JobRunner(s, s.repos.jobs, options);
   runners.set(s, runner);
-  runner.start();
+  await runner.start();
   return runner;
 }
 

@@ -1,10 +1,8 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import type { RequestListener } from "node:http";
-import type { Statement } from "better-sqlite3";
 import type { Dispatcher } from "undici";
 import { microToIdr } from "../../store/money.js";
-import type { Store } from "../../store/store.js";
-import type { RequestLogRow } from "../../store/types.js";
+import type { RequestLogReadsRepository } from "../../store/request-log-reads.js";
 import type { Ledger } from "../billing/ledger.js";
 import type { UpstreamProvider, WholeAnswer } from "../providers/http-upstream.js";
 import { canonicalBody, relativePath } from "./canonical.js";
@@ -39,9 +37,6 @@ export interface SentCall {
   streamed(status: number, body: AsyncIterable<Uint8Array>): AsyncIterable<Uint8Array>;
 }
 
-/** A request log row as the listing reads it, with its key's label. */
-type LogRow = RequestLogRow & { key_label: string | null };
-
 /**
  * Recent requests for tests to assert on. The list is the request log (which the gateway writes
  * anyway), newest first; with `captureBodies` each entry also carries what the gateway received,
@@ -51,29 +46,22 @@ type LogRow = RequestLogRow & { key_label: string | null };
 export class RequestInspector implements UpstreamCapture {
   private readonly context = new AsyncLocalStorage<Captured>();
   private readonly captures = new Map<string, Captured>();
-  private readonly recent: Statement;
 
   constructor(
-    store: Store,
+    private readonly requestLog: RequestLogReadsRepository,
     private readonly capture: { limit: number } | undefined,
-  ) {
-    this.recent = store.db.prepare(
-      `SELECT l.*, k.label AS key_label FROM request_log l LEFT JOIN api_keys k ON k.id = l.key_id
-        WHERE (@model IS NULL OR l.model = @model) AND (@status IS NULL OR l.status = @status)
-        ORDER BY l.rowid DESC LIMIT @limit`,
-    );
-  }
+  ) {}
 
   get capturing(): boolean {
     return this.capture !== undefined;
   }
 
   requests(query: RequestsQuery = {}): InspectedRequest[] {
-    const rows = this.recent.all({
-      model: query.model ?? null,
-      status: query.status ?? null,
+    const rows = this.requestLog.recent({
+      model: query.model,
+      status: query.status,
       limit: Math.min(1000, Math.max(1, query.limit ?? 50)),
-    }) as LogRow[];
+    });
     return rows.map((row) => {
       const entry: InspectedRequest = {
         id: row.id,

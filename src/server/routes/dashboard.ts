@@ -99,11 +99,11 @@ type Guarded =
   | { ok: false; response: Response };
 
 export function installDashboardRoutes(app: Hono<AppEnv>, s: Services): void {
-  const devices = new DeviceCodes(s.store, {
+  const devices = new DeviceCodes(s.repos.deviceCodes, {
     ttlSeconds: s.options.deviceCodeTtlSeconds ?? defaultDeviceCodeTtlSeconds,
     intervalSeconds: s.options.devicePollIntervalSeconds ?? defaultDevicePollIntervalSeconds,
   });
-  const sessions = new OwnerSessions(s.store);
+  const sessions = new OwnerSessions(s.repos.sessions);
   // Per owner session: a page (or a script holding the cookie) cannot walk the code space.
   const wrongCodes = new WindowCounter(60_000);
   installDeviceAuthRoutes(app, s, devices);
@@ -171,10 +171,10 @@ export function installDashboardRoutes(app: Hono<AppEnv>, s: Services): void {
     }),
   );
 
-  app.get("/dashboard/login", (c) => {
+  app.get("/dashboard/login", async (c) => {
     const now = s.options.now();
     const token = c.req.query("token");
-    const value = token ? sessions.redeemOwnerLink(token, now) : undefined;
+    const value = token ? await sessions.redeemOwnerLink(token, now) : undefined;
     const returnTo =
       safeReturnPath(c.req.query("next")) ??
       safeReturnPath(getCookie(c, returnToCookieName)) ??
@@ -300,7 +300,7 @@ export function installDashboardRoutes(app: Hono<AppEnv>, s: Services): void {
     return c.redirect("/dashboard", 303);
   });
 
-  app.get("/dashboard/device", (c) => {
+  app.get("/dashboard/device", async (c) => {
     const session = currentSession(c);
     if (!session) return signIn(c);
     const raw = c.req.query("user_code");
@@ -309,7 +309,7 @@ export function installDashboardRoutes(app: Hono<AppEnv>, s: Services): void {
     if (wrongCodes.used(session.id, now) >= maxWrongCodesPerMinute)
       return sendPage(c, tooManyWrongCodesPage(maxWrongCodesPerMinute));
     const userCode = normalizeUserCode(raw);
-    const found = userCode ? devices.lookup(userCode, now) : undefined;
+    const found = userCode ? await devices.lookup(userCode, now) : undefined;
     if (!userCode || !found?.ok) {
       wrongCodes.tryTake(session.id, Number.POSITIVE_INFINITY, now);
       return sendPage(c, decisionRefusedPage(found?.ok === false ? found.refusal : "unknown"));
@@ -338,8 +338,8 @@ export function installDashboardRoutes(app: Hono<AppEnv>, s: Services): void {
       const outcome = !userCode
         ? undefined
         : decision === "approve"
-          ? devices.approve(userCode, guard.session.accountId, now)
-          : devices.deny(userCode, now);
+          ? await devices.approve(userCode, guard.session.accountId, now)
+          : await devices.deny(userCode, now);
       if (!userCode || !outcome?.ok) {
         wrongCodes.tryTake(sessionId, Number.POSITIVE_INFINITY, now);
         return sendPage(

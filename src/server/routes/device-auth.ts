@@ -79,7 +79,7 @@ export function installDeviceAuthRoutes(
       return oauthError(c, "invalid_request", {
         error_description: "client_name must be a short string.",
       });
-    const issued = devices.issue(body.data.client_name ?? "", clientIp(c), s.options.now());
+    const issued = await devices.issue(body.data.client_name ?? "", clientIp(c), s.options.now());
     if (!issued.ok) {
       return c.json({ error: "slow_down", error_description: refusalText[issued.reason] }, 429, {
         "cache-control": "no-store",
@@ -109,7 +109,7 @@ export function installDeviceAuthRoutes(
       return oauthError(c, "invalid_request", { error_description: tooDeepMessage });
     const body = tokenRequest.safeParse(raw);
     if (!body.success) return oauthError(c, "invalid_request");
-    const outcome = devices.poll(body.data.device_code, s.options.now());
+    const outcome = await devices.poll(body.data.device_code, s.options.now());
     if (!outcome.ok) {
       const extra =
         outcome.intervalSeconds === undefined ? {} : { interval: outcome.intervalSeconds };
@@ -130,7 +130,7 @@ export function installDeviceAuthRoutes(
   app.post("/api/auth/device/cancel", async (c) => {
     const body = tokenRequest.safeParse(await readBody(c));
     if (!body.success) return oauthError(c, "invalid_request");
-    if (!devices.cancel(body.data.device_code, s.options.now()))
+    if (!(await devices.cancel(body.data.device_code, s.options.now())))
       return oauthError(c, "invalid_grant");
     return c.json({ cancelled: true }, 200, { "cache-control": "no-store" });
   });

@@ -1,42 +1,10 @@
 import type { Context, Hono } from "hono";
-import type { DB } from "../../store/db.js";
 import { newId } from "../../store/secrets.js";
 import type { AppEnv } from "../app-env.js";
 import { GatewayError } from "../errors.js";
 import type { Services } from "../services.js";
 
-/**
- * Media the gateway serves by URL (images asked for with `response_format: "url"`), kept in the
- * `media` table and readable only with a key of the account that made it.
- */
-export interface MediaFile {
-  id: string;
-  account_id: string;
-  content_type: string;
-  bytes: Buffer;
-  created_at: number;
-}
-
-const statements = new WeakMap<DB, ReturnType<typeof prepare>>();
-
-function prepare(db: DB) {
-  return {
-    insert: db.prepare(
-      "INSERT INTO media (id, account_id, content_type, bytes, created_at) VALUES (?, ?, ?, ?, ?)",
-    ),
-    byId: db.prepare("SELECT * FROM media WHERE id = ? AND account_id = ?"),
-  };
-}
-
-function queries(s: Services) {
-  let prepared = statements.get(s.store.db);
-  if (!prepared) {
-    prepared = prepare(s.store.db);
-    statements.set(s.store.db, prepared);
-  }
-  return prepared;
-}
-
+/** Keeps media for `/v1/files/{id}` (readable by its account only); returns the id. */
 export function saveMediaFile(
   s: Services,
   accountId: string,
@@ -44,7 +12,7 @@ export function saveMediaFile(
   bytes: Uint8Array,
 ): string {
   const id = newId("file");
-  queries(s).insert.run(id, accountId, contentType, Buffer.from(bytes), s.options.now());
+  s.repos.files.save({ id, accountId, contentType, bytes, now: s.options.now() });
   return id;
 }
 
@@ -63,9 +31,9 @@ export function mediaResponse(c: Context, contentType: string, bytes: Uint8Array
 
 export function installFileRoutes(app: Hono<AppEnv>, s: Services): void {
   // A file of another account is as unknown as a missing one: existence is not revealed.
-  const serve = (c: Context<AppEnv>) => {
+  const serve = async (c: Context<AppEnv>) => {
     const id = c.req.param("id") ?? "";
-    const file = queries(s).byId.get(id, c.get("auth").key.account_id) as MediaFile | undefined;
+    const file = await s.repos.files.find(id, c.get("auth").key.account_id);
     if (!file) throw fileNotFound("file", id);
     return mediaResponse(c, file.content_type, file.bytes);
   };

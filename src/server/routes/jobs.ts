@@ -1,5 +1,6 @@
 import type { Context, Hono } from "hono";
 import { z } from "zod";
+import type { JobError, JobResult, JobRow } from "../../store/jobs.js";
 import { newId } from "../../store/secrets.js";
 import { parseSubscription } from "../../store/types.js";
 import type { AppEnv } from "../app-env.js";
@@ -12,18 +13,13 @@ import { readJsonWithSize } from "../http/json-body.js";
 import { nodeIncoming } from "../http/node-bindings.js";
 import { traceOf } from "../http/request-trace.js";
 import { jobHold } from "../jobs/job-billing.js";
-import { billedSeconds, type JobKindSpec, jobKinds } from "../jobs/job-kinds.js";
 import {
-  type JobError,
-  type JobKind,
   type JobRequest,
-  type JobResult,
-  type JobRow,
   jobInput,
-  jobStoreFor,
   musicConcurrencyLimit,
   musicLimitReached,
-} from "../jobs/job-store.js";
+} from "../jobs/job-input.js";
+import { billedSeconds, type JobKindSpec, jobKinds } from "../jobs/job-kinds.js";
 import { wakeJobRunner } from "../jobs/runner.js";
 import { MAX_MUSIC_SECONDS } from "../providers/mock/media/index.js";
 import type { Services } from "../services.js";
@@ -69,7 +65,7 @@ const defaultVideoSeconds = 4;
 
 /** Submit, poll and download for music, video and video-extension jobs. */
 export function installJobRoutes(app: Hono<AppEnv>, s: Services): void {
-  const jobs = jobStoreFor(s.store.db);
+  const jobs = s.repos.jobs;
 
   app.post(jobKinds.music.path, async (c) => {
     const { data } = await readJsonWithSize(c, musicBody);
@@ -83,7 +79,7 @@ export function installJobRoutes(app: Hono<AppEnv>, s: Services): void {
   });
   app.post(jobKinds.video_extension.path, async (c) => {
     const { data } = await readJsonWithSize(c, extensionBody);
-    const source = jobs.get(data.video_id, c.get("auth").key.account_id);
+    const source = await jobs.get(data.video_id, c.get("auth").key.account_id);
     if (!source || source.kind === "music") throw fileNotFound("video", data.video_id);
     if (source.status !== "completed") {
       throw badRequest(
@@ -99,16 +95,16 @@ export function installJobRoutes(app: Hono<AppEnv>, s: Services): void {
   });
 
   for (const spec of Object.values(jobKinds)) {
-    const find = (c: Context<AppEnv>): JobRow => {
+    const find = async (c: Context<AppEnv>): Promise<JobRow> => {
       const id = c.req.param("id") ?? "";
-      const job = jobs.get(id, c.get("auth").key.account_id);
+      const job = await jobs.get(id, c.get("auth").key.account_id);
       if (!job || job.kind !== spec.kind) throw fileNotFound(spec.object.replace(".", " "), id);
       return job;
     };
-    app.get(`${spec.path}/:id`, (c) => c.json(jobView(c, find(c))));
-    app.get(`${spec.path}/:id/content`, (c) => {
-      const job = find(c);
-      const media = jobs.media(job.id, job.account_id);
+    app.get(`${spec.path}/:id`, async (c) => c.json(jobView(c, await find(c))));
+    app.get(`${spec.path}/:id/content`, async (c) => {
+      const job = await find(c);
+      const media = await jobs.media(job.id, job.account_id);
       if (!media) {
         throw new GatewayError(
           404,
@@ -130,13 +126,16 @@ async function submit(
   request: JobRequest,
 ): Promise<Response> {
   const key = c.get("auth").key;
-  const jobs = jobStoreFor(s.store.db);
+  const jobs = s.repos.jobs;
   const target = forMediaWire(
     s,
     forModality(resolveTarget(s.store.getCatalog(), model), spec.modality),
     spec.modality,
   );
-  if (spec.kind === "music" && jobs.unfinishedMusic(key.account_id) >= musicConcurrencyLimit) {
+  if (
+    spec.kind === "music" &&
+    (await jobs.unfinishedCount(key.account_id, "music")) >= musicConcurrencyLimit
+  ) {
     // Cheap early answer; the insert below re-checks inside its transaction.
     throw musicLimitReached();
   }
@@ -161,19 +160,24 @@ async function submit(
   });
   const id = newId(spec.kind === "music" ? "music" : "video");
   try {
-    jobs.insert({
-      id,
-      accountId: key.account_id,
-      kind: spec.kind,
-      model,
-      input: { request, hold },
-      now: s.options.now(),
-    });
+    const queued = await jobs.insert(
+      {
+        id,
+        accountId: key.account_id,
+        kind: spec.kind,
+        model,
+        input: { request, hold },
+        requestId: hold.reservation.id,
+        now: s.options.now(),
+      },
+      spec.kind === "music" ? musicConcurrencyLimit : undefined,
+    );
+    if (!queued) throw musicLimitReached();
   } catch (err) {
     throw failAdmission(s, admission, err);
   }
   wakeJobRunner(s);
-  const job = jobs.get(id, key.account_id);
+  const job = await jobs.get(id, key.account_id);
   if (!job) throw new GatewayError(500, "internal_error", "job vanished after insert");
   return c.json(jobView(c, job), 202);
 }
@@ -182,7 +186,7 @@ const unixSeconds = (ms: number | null) => (ms === null ? null : Math.floor(ms /
 
 /** The job as the API shows it; `result` once completed, `error` once failed. */
 function jobView(c: Context, job: JobRow): Record<string, unknown> {
-  const spec = jobKinds[job.kind as JobKind];
+  const spec = jobKinds[job.kind];
   const { request } = jobInput(job);
   const view: Record<string, unknown> = {
     id: job.id,

@@ -1,0 +1,200 @@
+import type { Statement } from "better-sqlite3";
+import type { DB } from "./db.js";
+import { immediateTransactions } from "./immediate.js";
+import type { KeyKind, ModelRow, ProviderRow, TierRow } from "./types.js";
+
+/**
+ * The writes of applying a config file: the catalog (tiers, providers, models, routes), the
+ * accounts with their keys and BYOK credentials, and the admin keys, as rows ready to store
+ * (money in micro-IDR, secrets hashed or sealed).
+ */
+export interface ConfigAccount {
+  id: string;
+  name: string;
+  status: string;
+  balance_micro: number;
+  rpm_limit: number;
+  tier: string;
+  payg_enabled: number;
+  payg_limit_micro: number;
+  payg_window_seconds: number;
+  subscription_json: string | null;
+  subscription_started_at: number | null;
+  /** Hash of the account's config section: an unchanged section leaves the account alone. */
+  config_hash: string;
+  keys: { id: string; hash: string; prefix: string; label: string; kind: KeyKind }[];
+  /** Replaces the account's credentials when given; secrets sealed for their row id. */
+  byok?: { id: string; provider_id: string; secret: string; label: string }[];
+}
+
+export interface ConfigRows {
+  tiers: TierRow[];
+  providers: Omit<ProviderRow, "api_keys">[];
+  models: ModelRow[];
+  routes: { name: string; steps_json: string }[];
+  accounts: ConfigAccount[];
+  adminKeys: { id: string; hash: string }[];
+  now: number;
+}
+
+/** Every row of the tables a config writes, each table in key order. */
+export type ConfigTables = Record<
+  | "accounts"
+  | "api_keys"
+  | "providers"
+  | "models"
+  | "routes"
+  | "tiers"
+  | "admin_keys"
+  | "byok_credentials",
+  unknown[]
+>;
+
+export interface ConfigApplyRepository {
+  /**
+   * Upserts every row in one transaction, so applying the same rows twice leaves what applying
+   * them once did. An account whose `config_hash` is the stored one is skipped with its keys and
+   * credentials, so a restart does not reset what was spent since.
+   */
+  apply(rows: ConfigRows): Promise<void>;
+  /** What the config's tables hold, to compare one apply with the next. */
+  tables(): Promise<ConfigTables>;
+}
+
+export class SqliteConfigApply implements ConfigApplyRepository {
+  private readonly upsertProvider: Statement;
+  private readonly upsertModel: Statement;
+  private readonly upsertRoute: Statement;
+  private readonly upsertTier: Statement;
+  private readonly accountHash: Statement;
+  private readonly upsertAccount: Statement;
+  private readonly upsertKey: Statement;
+  private readonly deleteByok: Statement;
+  private readonly insertByok: Statement;
+  private readonly insertAdmin: Statement;
+  private readonly everyRow: Record<keyof ConfigTables, Statement>;
+  private readonly immediate: <T>(fn: () => T) => T;
+
+  constructor(db: DB) {
+    this.immediate = immediateTransactions(db);
+    this.upsertProvider = db.prepare(
+      `INSERT INTO providers (id, wire, base_url, api_key_count, timeout_ms, max_concurrency, options_json, responses_native)
+       VALUES (@id, @wire, @base_url, @api_key_count, @timeout_ms, @max_concurrency, @options_json, @responses_native)
+       ON CONFLICT(id) DO UPDATE SET wire = excluded.wire, base_url = excluded.base_url,
+         api_key_count = excluded.api_key_count, timeout_ms = excluded.timeout_ms,
+         max_concurrency = excluded.max_concurrency, options_json = excluded.options_json,
+         responses_native = excluded.responses_native`,
+    );
+    this.upsertModel = db.prepare(
+      `INSERT INTO models (name, provider_id, upstream_model, modality, price_input_per_mtok, price_output_per_mtok,
+         price_per_request, price_per_unit, subscribers_only, context_window, max_output_tokens,
+         free_token_budget, free_token_window_seconds, active, created_at, unsupported_tools)
+       VALUES (@name, @provider_id, @upstream_model, @modality, @price_input_per_mtok, @price_output_per_mtok,
+         @price_per_request, @price_per_unit, @subscribers_only, @context_window, @max_output_tokens,
+         @free_token_budget, @free_token_window_seconds, @active, @created_at, @unsupported_tools)
+       ON CONFLICT(name) DO UPDATE SET provider_id = excluded.provider_id, upstream_model = excluded.upstream_model,
+         modality = excluded.modality, price_input_per_mtok = excluded.price_input_per_mtok,
+         price_output_per_mtok = excluded.price_output_per_mtok, price_per_request = excluded.price_per_request,
+         price_per_unit = excluded.price_per_unit, subscribers_only = excluded.subscribers_only,
+         context_window = excluded.context_window, max_output_tokens = excluded.max_output_tokens,
+         free_token_budget = excluded.free_token_budget,
+         free_token_window_seconds = excluded.free_token_window_seconds, active = excluded.active,
+         unsupported_tools = excluded.unsupported_tools`,
+    );
+    this.upsertRoute = db.prepare(
+      `INSERT INTO routes (name, steps_json) VALUES (@name, @steps_json)
+       ON CONFLICT(name) DO UPDATE SET steps_json = excluded.steps_json`,
+    );
+    this.upsertTier = db.prepare(
+      `INSERT INTO tiers (name, rank, free_rpm, free_daily, burst_spacing_ms, burst_queue, min_topup_micro)
+       VALUES (@name, @rank, @free_rpm, @free_daily, @burst_spacing_ms, @burst_queue, @min_topup_micro)
+       ON CONFLICT(name) DO UPDATE SET rank = excluded.rank, free_rpm = excluded.free_rpm,
+         free_daily = excluded.free_daily, burst_spacing_ms = excluded.burst_spacing_ms,
+         burst_queue = excluded.burst_queue, min_topup_micro = excluded.min_topup_micro`,
+    );
+    this.accountHash = db.prepare("SELECT config_hash FROM accounts WHERE id = ?");
+    this.upsertAccount = db.prepare(
+      `INSERT INTO accounts (id, name, status, balance_micro, rpm_limit, tier, payg_enabled, payg_limit_micro,
+         payg_window_seconds, payg_window_start, subscription_json, subscription_started_at, config_hash, created_at)
+       VALUES (@id, @name, @status, @balance_micro, @rpm_limit, @tier, @payg_enabled, @payg_limit_micro,
+         @payg_window_seconds, @now, @subscription_json, @subscription_started_at, @config_hash, @now)
+       ON CONFLICT(id) DO UPDATE SET name = excluded.name, status = excluded.status,
+         balance_micro = excluded.balance_micro, rpm_limit = excluded.rpm_limit, tier = excluded.tier,
+         payg_enabled = excluded.payg_enabled, payg_limit_micro = excluded.payg_limit_micro,
+         payg_window_seconds = excluded.payg_window_seconds, subscription_json = excluded.subscription_json,
+         subscription_started_at = excluded.subscription_started_at, config_hash = excluded.config_hash`,
+    );
+    this.upsertKey = db.prepare(
+      `INSERT INTO api_keys (id, account_id, hash, prefix, label, kind, created_at)
+       VALUES (@id, @account_id, @hash, @prefix, @label, @kind, @now)
+       ON CONFLICT(id) DO UPDATE SET account_id = excluded.account_id, hash = excluded.hash,
+         prefix = excluded.prefix, label = excluded.label, kind = excluded.kind, revoked_at = NULL`,
+    );
+    this.deleteByok = db.prepare("DELETE FROM byok_credentials WHERE account_id = ?");
+    this.insertByok = db.prepare(
+      `INSERT INTO byok_credentials (id, account_id, provider_id, secret, label, position, created_at, sealed)
+       VALUES (?, ?, ?, ?, ?, ?, ?, 1)`,
+    );
+    this.insertAdmin = db.prepare(
+      "INSERT INTO admin_keys (id, hash, created_at) VALUES (?, ?, ?) ON CONFLICT(hash) DO NOTHING",
+    );
+    const all = (table: keyof ConfigTables) => db.prepare(`SELECT * FROM ${table} ORDER BY 1`);
+    this.everyRow = {
+      accounts: all("accounts"),
+      api_keys: all("api_keys"),
+      providers: all("providers"),
+      models: all("models"),
+      routes: all("routes"),
+      tiers: all("tiers"),
+      admin_keys: all("admin_keys"),
+      byok_credentials: all("byok_credentials"),
+    };
+  }
+
+  async apply(rows: ConfigRows): Promise<void> {
+    const { now } = rows;
+    this.immediate(() => {
+      for (const tier of rows.tiers) this.upsertTier.run(tier);
+      for (const provider of rows.providers) this.upsertProvider.run(provider);
+      for (const model of rows.models) this.upsertModel.run(model);
+      for (const route of rows.routes) this.upsertRoute.run(route);
+      for (const { keys, byok, ...account } of rows.accounts) {
+        const stored = this.accountHash.get(account.id) as
+          | { config_hash: string | null }
+          | undefined;
+        if (stored?.config_hash === account.config_hash) continue;
+        this.upsertAccount.run({ ...account, now });
+        for (const key of keys) this.upsertKey.run({ ...key, account_id: account.id, now });
+        if (byok) {
+          this.deleteByok.run(account.id);
+          byok.forEach((credential, position) => {
+            this.insertByok.run(
+              credential.id,
+              account.id,
+              credential.provider_id,
+              credential.secret,
+              credential.label,
+              position,
+              now,
+            );
+          });
+        }
+      }
+      for (const admin of rows.adminKeys) this.insertAdmin.run(admin.id, admin.hash, now);
+    });
+  }
+
+  async tables(): Promise<ConfigTables> {
+    const read = (table: keyof ConfigTables) => this.everyRow[table].all();
+    return {
+      accounts: read("accounts"),
+      api_keys: read("api_keys"),
+      providers: read("providers"),
+      models: read("models"),
+      routes: read("routes"),
+      tiers: read("tiers"),
+      admin_keys: read("admin_keys"),
+      byok_credentials: read("byok_credentials"),
+    };
+  }
+}

@@ -1,0 +1,32 @@
+import Database from "better-sqlite3";
+import { ensurePrivateFile } from "./private-files.js";
+
+export interface FileLock {
+  release(): void;
+}
+
+/**
+ * Takes `path` for this process, or returns undefined when another process holds it. The lock is
+ * SQLite's own exclusive file lock (fcntl on POSIX, LockFileEx on Windows) held by a connection in
+ * exclusive locking mode: the kernel drops it when its process dies, so a crashed holder leaves
+ * nothing to clean up, and two taking it at once cannot both get it. The file itself stays:
+ * removing it would let a third process lock a fresh file while the second still holds the old
+ * one. `waitMs` lets the winner of a simultaneous start finish taking the lock while the loser
+ * lets go of its shared one; a lock already held is refused when it runs out.
+ */
+export function lockFile(path: string, waitMs: number): FileLock | undefined {
+  ensurePrivateFile(path);
+  const lock = new Database(path, { timeout: waitMs });
+  try {
+    // The lock file holds no data: a journal would only leave a second file beside it.
+    lock.pragma("journal_mode = MEMORY");
+    lock.pragma("locking_mode = EXCLUSIVE");
+    lock.exec("BEGIN EXCLUSIVE");
+    lock.exec("COMMIT");
+  } catch (err) {
+    lock.close();
+    if ((err as { code?: string }).code === "SQLITE_BUSY") return undefined;
+    throw err;
+  }
+  return { release: () => lock.close() };
+}
