@@ -99,7 +99,9 @@ export function openPostgresPool(options: PostgresPoolOptions): pg.Pool {
   });
   // An idle connection that breaks (a server restart, a dropped link) is reported here; left
   // unhandled it would end the process. The pool opens a new connection for the next query.
+  // Connections still closing after `end()` report the server's goodbye: nothing to say then.
   pool.on("error", (err) => {
+    if (pool.ending) return;
     console.error(
       `postgres: an idle connection to ${describePostgresUrl(options.url)} failed: ${err.message}`,
     );

@@ -338,7 +338,8 @@ export async function migratePostgres(pool: pg.Pool): Promise<string[]> {
           ]);
           await client.query("COMMIT");
         } catch (err) {
-          await client.query("ROLLBACK");
+          // A broken connection cannot roll back; the server does it when the session ends.
+          await client.query("ROLLBACK").catch(() => {});
           throw new Error(`postgres migration ${step.id} failed: ${(err as Error).message}`);
         }
         applied.push(step.id);

@@ -204,6 +204,45 @@ describe("holds exact across two gateways", () => {
     expect(refused.every((e) => e.code === "payg_limit_reached")).toBe(true);
   });
 
+  it("a full subscription falls back to the free allowance when the plan says so", async () => {
+    const id = await account({
+      balance_micro: 1_000_000,
+      subscription_json: JSON.stringify({
+        windows: [{ name: "day", seconds: 86_400, quota: 2 }],
+        free_fallback: true,
+      }),
+    });
+    const { admitted, refused } = await race(
+      () => request(id, { subscriptionModel: true, freeDailyLimit: 3 }),
+      10,
+    );
+    expect(admitted.filter((r) => r.payment === "subscription")).toHaveLength(2);
+    expect(admitted.filter((r) => r.payment === "free")).toHaveLength(3);
+    expect(refused.every((e) => e.code === "free_quota_daily")).toBe(true);
+    expect((await accountRow(id)).held_micro).toBe(0);
+  });
+
+  it("a subscription window that has rolled over counts from zero again", async () => {
+    const hour = 3600;
+    const started = now - 3 * hour * 1000 - 10;
+    const id = await account({
+      subscription_json: JSON.stringify({ windows: [{ name: "1h", seconds: hour, quota: 4 }] }),
+      subscription_started_at: started,
+    });
+    await poolA.query(
+      `INSERT INTO subscription_usage (account_id, window_name, window_start, used, held)
+       VALUES ($1, '1h', $2, 4, 1)`,
+      [id, started + hour * 1000],
+    );
+    const { admitted } = await race(() => request(id, { subscriptionModel: true }), 10);
+    expect(admitted).toHaveLength(4);
+    const usage = await poolA.query(
+      "SELECT window_start, used, held FROM subscription_usage WHERE account_id = $1",
+      [id],
+    );
+    expect(usage.rows).toEqual([{ window_start: now - 10, used: 0, held: 4 }]);
+  });
+
   it("the free daily allowance admits exactly its limit, and says when it resets", async () => {
     const id = await account({});
     const { admitted, refused } = await race(() =>
@@ -335,6 +374,80 @@ describe("settlement", () => {
       r.id,
     ]);
     expect(log.rows[0].n).toBe(0);
+  });
+});
+
+describe("many gateways' requests at once", () => {
+  it("holds, settlements and releases interleaved leave every count and balance consistent", async () => {
+    const id = await account({
+      balance_micro: 40_000,
+      payg_enabled: 1,
+      payg_limit_micro: 30_000,
+      payg_window_start: now,
+      subscription_json: JSON.stringify({
+        windows: [
+          { name: "5h", seconds: 5 * 3600, quota: 15 },
+          { name: "day", seconds: 86_400, quota: 25 },
+        ],
+        payg_fallback: true,
+      }),
+      subscription_started_at: now,
+    });
+    const charged: number[] = [];
+    const admitted: Reservation[] = [];
+    const results = await Promise.allSettled(
+      Array.from({ length: 120 }, async (_, i) => {
+        const gateway = i % 2 ? gatewayB : gatewayA;
+        const other = i % 2 ? gatewayA : gatewayB;
+        const r = await gateway.reserve(request(id, { subscriptionModel: i % 3 !== 0 }));
+        admitted.push(r);
+        if (i % 7 === 0) {
+          await other.release(r);
+          return;
+        }
+        const cost = (i * 137) % 1_500;
+        charged.push(await other.settle(r, outcome({ costMicro: cost, delivered: i % 5 !== 0 })));
+      }),
+    );
+    // Only refusals for want of money; no deadlock, no failed settlement.
+    for (const result of results) {
+      if (result.status === "rejected") {
+        expect((result.reason as GatewayError).code).toBe("payg_limit_reached");
+      }
+    }
+    const row = await accountRow(id);
+    expect(row.held_micro).toBe(0);
+    expect(row.payg_held_micro).toBe(0);
+    expect(await holdsOf(id)).toBe(0);
+    const byPayment = (payment: string) => admitted.filter((r) => r.payment === payment).length;
+    expect(byPayment("balance")).toBeGreaterThan(0);
+    expect(byPayment("payg")).toBeGreaterThan(0);
+    expect(byPayment("subscription")).toBeGreaterThan(0);
+    const log = await poolA.query<{ payment: string; cost: number; n: number }>(
+      `SELECT payment, sum(cost_micro)::bigint AS cost, count(*)::int AS n FROM request_log
+       WHERE account_id = $1 GROUP BY payment`,
+      [id],
+    );
+    const logged = Object.fromEntries(log.rows.map((entry) => [entry.payment, entry]));
+    expect(40_000 - row.balance_micro).toBe(logged.balance?.cost ?? 0);
+    expect(row.payg_spent_micro).toBe(logged.payg?.cost ?? 0);
+    expect(charged.reduce((sum, charge) => sum + charge, 0)).toBe(
+      (logged.balance?.cost ?? 0) + (logged.payg?.cost ?? 0),
+    );
+    expect(log.rows.reduce((sum, entry) => sum + entry.n, 0)).toBe(charged.length);
+    const usage = await poolA.query(
+      "SELECT window_name, used, held FROM subscription_usage WHERE account_id = $1",
+      [id],
+    );
+    const delivered = await poolA.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM request_log
+       WHERE account_id = $1 AND payment = 'subscription' AND state = 'settled'`,
+      [id],
+    );
+    for (const window of usage.rows) {
+      expect(window.held).toBe(0);
+      expect(window.used).toBe(delivered.rows[0].n);
+    }
   });
 });
 

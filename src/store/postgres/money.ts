@@ -86,6 +86,7 @@ export class PostgresMoney {
   private readonly leaseMs: number;
   private readonly holdTtlMs: number | null;
   private timer: NodeJS.Timeout | undefined;
+  private ticking = false;
 
   constructor(
     private readonly pool: pg.Pool,
@@ -132,6 +133,9 @@ export class PostgresMoney {
   }
 
   private async tick(): Promise<void> {
+    // A round trip slower than the interval must not start a second renewal beside it.
+    if (this.ticking) return;
+    this.ticking = true;
     try {
       if (!(await this.heartbeat())) {
         console.error(
@@ -142,6 +146,8 @@ export class PostgresMoney {
       await this.reap();
     } catch (err) {
       console.error(`gateway: lease renewal failed: ${(err as Error).message}`);
+    } finally {
+      this.ticking = false;
     }
   }
 
