@@ -6,5 +6,7 @@ export default defineConfig({
     testTimeout: 20_000,
     hookTimeout: 30_000,
     pool: "forks",
+    // One throwaway PostgreSQL server for the run; the Postgres tests make their databases on it.
+    globalSetup: ["test/support/postgres-global.ts"],
   },
 });

@@ -1,0 +1,627 @@
+import type pg from "pg";
+
+/**
+ * The Postgres schema, as steps. Steps named by a number are the counterparts of SQLite's
+ * migrations of that number (src/store/migrations.ts): the same tables, columns and meaning, so a
+ * Postgres database at step N holds what a SQLite file at user_version N holds. Money is bigint
+ * micro-IDR and times are bigint milliseconds, as on SQLite; flags stay integers (0/1) so rows read
+ * the same on both. Steps with a name are Postgres's own: what only a database shared by several
+ * gateways needs. Each step runs once, in list order, in its own transaction; `schema_migrations`
+ * records the steps applied.
+ */
+export interface MigrationStep {
+  id: string;
+  sql: string;
+}
+
+export const postgresMigrations: MigrationStep[] = [
+  {
+    id: "1",
+    sql: `
+  CREATE TABLE accounts (
+    id text PRIMARY KEY,
+    name text NOT NULL DEFAULT '',
+    status text NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'suspended')),
+    balance_micro bigint NOT NULL DEFAULT 0 CHECK (balance_micro >= 0),
+    rpm_limit integer NOT NULL DEFAULT 60,
+    tier text NOT NULL DEFAULT 'free',
+    payg_enabled integer NOT NULL DEFAULT 0,
+    payg_limit_micro bigint NOT NULL DEFAULT 0,
+    payg_window_seconds integer NOT NULL DEFAULT 2592000,
+    payg_window_start bigint NOT NULL DEFAULT 0,
+    payg_spent_micro bigint NOT NULL DEFAULT 0,
+    subscription_json text,
+    subscription_started_at bigint,
+    config_hash text,
+    created_at bigint NOT NULL
+  );
+
+  CREATE TABLE api_keys (
+    id text PRIMARY KEY,
+    account_id text NOT NULL REFERENCES accounts(id),
+    hash text NOT NULL UNIQUE,
+    prefix text NOT NULL,
+    label text NOT NULL DEFAULT '',
+    kind text NOT NULL CHECK (kind IN ('standard', 'login', 'shared')),
+    parent_key_id text REFERENCES api_keys(id),
+    created_at bigint NOT NULL,
+    last_used_at bigint,
+    revoked_at bigint
+  );
+  CREATE INDEX api_keys_account ON api_keys(account_id);
+  CREATE INDEX api_keys_parent ON api_keys(parent_key_id);
+
+  CREATE TABLE admin_keys (
+    id text PRIMARY KEY,
+    hash text NOT NULL UNIQUE,
+    created_at bigint NOT NULL
+  );
+
+  CREATE TABLE providers (
+    id text PRIMARY KEY,
+    wire text NOT NULL CHECK (wire IN ('openai', 'anthropic', 'mock')),
+    base_url text,
+    api_keys_json text NOT NULL DEFAULT '[]',
+    timeout_ms integer NOT NULL DEFAULT 60000,
+    max_concurrency integer,
+    options_json text NOT NULL DEFAULT '{}',
+    responses_native integer NOT NULL DEFAULT 0
+  );
+
+  CREATE TABLE models (
+    name text PRIMARY KEY,
+    provider_id text NOT NULL REFERENCES providers(id),
+    upstream_model text NOT NULL,
+    modality text NOT NULL,
+    price_input_per_mtok bigint NOT NULL DEFAULT 0,
+    price_output_per_mtok bigint NOT NULL DEFAULT 0,
+    price_per_request bigint NOT NULL DEFAULT 0,
+    price_per_unit bigint NOT NULL DEFAULT 0,
+    subscribers_only integer NOT NULL DEFAULT 0,
+    context_window integer NOT NULL DEFAULT 128000,
+    max_output_tokens integer NOT NULL DEFAULT 4096,
+    free_token_budget bigint,
+    free_token_window_seconds integer,
+    active integer NOT NULL DEFAULT 1,
+    created_at bigint NOT NULL
+  );
+
+  CREATE TABLE routes (
+    name text PRIMARY KEY,
+    steps_json text NOT NULL
+  );
+
+  CREATE TABLE tiers (
+    name text PRIMARY KEY,
+    rank integer NOT NULL DEFAULT 0,
+    free_rpm integer NOT NULL,
+    free_daily integer NOT NULL,
+    burst_spacing_ms integer NOT NULL DEFAULT 200,
+    burst_queue integer NOT NULL DEFAULT 8,
+    min_topup_micro bigint
+  );
+
+  CREATE TABLE byok_credentials (
+    id text PRIMARY KEY,
+    account_id text NOT NULL REFERENCES accounts(id),
+    provider_id text NOT NULL REFERENCES providers(id),
+    secret text NOT NULL,
+    label text NOT NULL DEFAULT '',
+    position integer NOT NULL DEFAULT 0,
+    created_at bigint NOT NULL
+  );
+  CREATE INDEX byok_account ON byok_credentials(account_id, position);
+
+  CREATE TABLE request_log (
+    id text PRIMARY KEY,
+    account_id text NOT NULL,
+    key_id text,
+    endpoint text NOT NULL,
+    model text,
+    state text NOT NULL CHECK (state IN ('reserved', 'settled', 'failed', 'interrupted')),
+    payment text NOT NULL DEFAULT 'none',
+    payment_ref text,
+    reserved_micro bigint NOT NULL DEFAULT 0,
+    cost_micro bigint NOT NULL DEFAULT 0,
+    input_tokens bigint NOT NULL DEFAULT 0,
+    output_tokens bigint NOT NULL DEFAULT 0,
+    status integer,
+    error_code text,
+    provider_id text,
+    stream integer NOT NULL DEFAULT 0,
+    created_at bigint NOT NULL,
+    finished_at bigint
+  );
+  CREATE INDEX request_log_account_time ON request_log(account_id, created_at);
+  CREATE INDEX request_log_open ON request_log(state) WHERE state = 'reserved';
+
+  CREATE TABLE subscription_usage (
+    account_id text NOT NULL,
+    window_name text NOT NULL,
+    window_start bigint NOT NULL,
+    used integer NOT NULL DEFAULT 0,
+    PRIMARY KEY (account_id, window_name)
+  );
+
+  CREATE TABLE free_usage (
+    account_id text NOT NULL,
+    day text NOT NULL,
+    used integer NOT NULL DEFAULT 0,
+    PRIMARY KEY (account_id, day)
+  );
+
+  CREATE TABLE free_token_usage (
+    model text NOT NULL,
+    window_start bigint NOT NULL,
+    tokens bigint NOT NULL DEFAULT 0,
+    PRIMARY KEY (model)
+  );
+
+  CREATE TABLE jobs (
+    id text PRIMARY KEY,
+    account_id text NOT NULL,
+    kind text NOT NULL,
+    model text NOT NULL,
+    status text NOT NULL CHECK (status IN ('queued', 'running', 'completed', 'failed')),
+    input_json text NOT NULL,
+    result_json text,
+    media bytea,
+    media_type text,
+    error text,
+    request_id text,
+    created_at bigint NOT NULL,
+    started_at bigint,
+    finished_at bigint
+  );
+  CREATE INDEX jobs_account ON jobs(account_id, kind, status);
+  CREATE INDEX jobs_open ON jobs(status) WHERE status IN ('queued', 'running');
+
+  CREATE TABLE device_codes (
+    device_code_hash text PRIMARY KEY,
+    user_code text NOT NULL UNIQUE,
+    client_name text NOT NULL DEFAULT '',
+    status text NOT NULL CONSTRAINT device_codes_status_check
+      CHECK (status IN ('pending', 'approved', 'denied', 'consumed')),
+    account_id text,
+    key_id text,
+    key_value_sealed text,
+    interval_seconds integer NOT NULL,
+    last_poll_at bigint,
+    created_at bigint NOT NULL,
+    expires_at bigint NOT NULL
+  );
+
+  CREATE TABLE sessions (
+    token_hash text PRIMARY KEY,
+    account_id text NOT NULL,
+    csrf_token text NOT NULL,
+    created_at bigint NOT NULL,
+    expires_at bigint NOT NULL
+  );
+
+  CREATE TABLE owner_links (
+    token_hash text PRIMARY KEY,
+    account_id text NOT NULL,
+    used_at bigint,
+    created_at bigint NOT NULL
+  );
+
+  CREATE TABLE media (
+    id text PRIMARY KEY,
+    account_id text NOT NULL,
+    content_type text NOT NULL,
+    bytes bytea NOT NULL,
+    created_at bigint NOT NULL
+  );
+  `,
+  },
+  {
+    // SQLite rebuilt the table to lose these two indexes; Postgres drops them in place.
+    id: "2",
+    sql: `
+  ALTER TABLE request_log DROP CONSTRAINT request_log_pkey;
+  DROP INDEX request_log_open;
+  `,
+  },
+  {
+    id: "3",
+    sql: `
+  CREATE TABLE serve_runtime (
+    id integer PRIMARY KEY CHECK (id = 1),
+    url text NOT NULL,
+    owner_account_id text,
+    pid integer NOT NULL,
+    started_at bigint NOT NULL
+  );
+  `,
+  },
+  {
+    id: "4",
+    sql: `
+  CREATE TABLE ledger_journal (
+    id integer PRIMARY KEY CHECK (id = 1),
+    applied_seq bigint NOT NULL
+  );
+  INSERT INTO ledger_journal (id, applied_seq) VALUES (1, 0);
+  `,
+  },
+  {
+    id: "5",
+    sql: `
+  ALTER TABLE providers ADD COLUMN api_key_count integer NOT NULL DEFAULT 0;
+  UPDATE providers SET api_key_count = json_array_length(api_keys_json::json);
+  ALTER TABLE providers DROP COLUMN api_keys_json;
+  ALTER TABLE byok_credentials ADD COLUMN sealed integer NOT NULL DEFAULT 0;
+  CREATE TABLE secret_key_check (
+    id integer PRIMARY KEY CHECK (id = 1),
+    value text NOT NULL
+  );
+  `,
+  },
+  {
+    id: "6",
+    sql: `
+  ALTER TABLE device_codes ADD COLUMN client_ip text NOT NULL DEFAULT '';
+  CREATE INDEX device_codes_pending_by_ip ON device_codes(client_ip, status, expires_at);
+  `,
+  },
+  {
+    id: "7",
+    sql: `
+  CREATE TABLE message_threads (
+    message_id text PRIMARY KEY,
+    account_id text NOT NULL,
+    conversation_json text NOT NULL,
+    expires_at bigint NOT NULL
+  );
+  CREATE INDEX message_threads_expiry ON message_threads(expires_at);
+  `,
+  },
+  {
+    // SQLite rebuilt the table to change a CHECK; Postgres replaces the constraint.
+    id: "8",
+    sql: `
+  ALTER TABLE device_codes DROP CONSTRAINT device_codes_status_check,
+    ADD CONSTRAINT device_codes_status_check
+      CHECK (status IN ('pending', 'approved', 'denied', 'consumed', 'cancelled'));
+  `,
+  },
+  {
+    id: "9",
+    sql: `
+  ALTER TABLE request_log ADD COLUMN tools_omitted text;
+  ALTER TABLE models ADD COLUMN unsupported_tools text;
+  `,
+  },
+  {
+    // Holds live in the database, so that every gateway on it admits against the same money.
+    // See money.ts for how they are taken, settled, released and reaped.
+    id: "money-holds",
+    sql: moneyHoldsSql(),
+  },
+];
+
+/** Two gateways starting at once: the one that takes this lock migrates, the other waits. */
+const migrationLockKey = 7_146_925_113_004_711_001n;
+
+/**
+ * Brings the database to the newest schema, under a session advisory lock so that concurrent
+ * starts apply each step exactly once. Returns the ids of the steps this call applied.
+ */
+export async function migratePostgres(pool: pg.Pool): Promise<string[]> {
+  const client = await pool.connect();
+  const applied: string[] = [];
+  try {
+    // A migration (or the wait for another instance's) may outlast the pool's statement bound.
+    await client.query("SET statement_timeout = 0");
+    await client.query("SELECT pg_advisory_lock($1)", [migrationLockKey.toString()]);
+    try {
+      await client.query(
+        `CREATE TABLE IF NOT EXISTS schema_migrations (
+           id text PRIMARY KEY,
+           applied_at bigint NOT NULL
+         )`,
+      );
+      const done = new Set(
+        (await client.query<{ id: string }>("SELECT id FROM schema_migrations")).rows.map(
+          (row) => row.id,
+        ),
+      );
+      for (const step of postgresMigrations) {
+        if (done.has(step.id)) continue;
+        await client.query("BEGIN");
+        try {
+          await client.query(step.sql);
+          await client.query("INSERT INTO schema_migrations (id, applied_at) VALUES ($1, $2)", [
+            step.id,
+            Date.now(),
+          ]);
+          await client.query("COMMIT");
+        } catch (err) {
+          // A broken connection cannot roll back; the server does it when the session ends.
+          await client.query("ROLLBACK").catch(() => {});
+          throw new Error(`postgres migration ${step.id} failed: ${(err as Error).message}`);
+        }
+        applied.push(step.id);
+      }
+    } finally {
+      await client.query("SELECT pg_advisory_unlock($1)", [migrationLockKey.toString()]);
+    }
+    await client.query("RESET statement_timeout");
+    client.release();
+  } catch (err) {
+    // A connection left in an unknown state is closed rather than handed to the next caller.
+    client.release(err as Error);
+    throw err;
+  }
+  return applied;
+}
+
+function moneyHoldsSql(): string {
+  return `
+  -- Money and allowances that admitted, unsettled requests hold, next to what they hold against.
+  ALTER TABLE accounts
+    ADD COLUMN held_micro bigint NOT NULL DEFAULT 0 CHECK (held_micro >= 0),
+    ADD COLUMN payg_held_micro bigint NOT NULL DEFAULT 0 CHECK (payg_held_micro >= 0);
+  ALTER TABLE free_usage ADD COLUMN held integer NOT NULL DEFAULT 0 CHECK (held >= 0);
+  ALTER TABLE subscription_usage ADD COLUMN held integer NOT NULL DEFAULT 0 CHECK (held >= 0);
+
+  -- Gateways running on this database, each with a lease it renews; one whose lease ran out died.
+  CREATE TABLE instances (
+    id text PRIMARY KEY,
+    host text NOT NULL DEFAULT '',
+    pid integer,
+    started_at bigint NOT NULL,
+    lease_until bigint NOT NULL
+  );
+
+  -- One row per hold. instance_id names the gateway whose request holds it (null: a job's hold,
+  -- which its job releases, wherever it runs); expires_at is a backstop on the database's clock.
+  CREATE TABLE holds (
+    id text PRIMARY KEY,
+    account_id text NOT NULL,
+    payment text NOT NULL CHECK (payment IN ('balance', 'payg', 'free', 'subscription')),
+    amount_micro bigint NOT NULL DEFAULT 0 CHECK (amount_micro >= 0),
+    payment_ref text,
+    instance_id text,
+    created_at bigint NOT NULL,
+    expires_at bigint
+  );
+  CREATE INDEX holds_instance ON holds(instance_id);
+  CREATE INDEX holds_expiry ON holds(expires_at) WHERE expires_at IS NOT NULL;
+
+  -- Leases and hold expiry use the database's clock: the gateways' clocks may disagree.
+  CREATE FUNCTION gateway_now_ms() RETURNS bigint LANGUAGE sql VOLATILE AS $$
+    SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint
+  $$;
+
+  -- The start of the window of length seconds, counted from started, that holds now
+  -- (subscriptionWindowStart in ledger.ts: floored, also before started).
+  CREATE FUNCTION gateway_window_start(started bigint, seconds bigint, now bigint)
+  RETURNS bigint LANGUAGE sql IMMUTABLE AS $$
+    SELECT started + floor((now - started)::numeric / (seconds * 1000))::bigint * (seconds * 1000)
+  $$;
+
+  -- One more free-model request on the day, if the day's settled and held ones leave room.
+  CREATE FUNCTION gateway_take_free(p_account text, p_day text, p_limit integer)
+  RETURNS boolean LANGUAGE plpgsql AS $$
+  BEGIN
+    INSERT INTO free_usage AS usage (account_id, day, used, held)
+    SELECT p_account, p_day, 0, 1 WHERE p_limit > 0
+    ON CONFLICT (account_id, day) DO UPDATE SET held = usage.held + 1
+      WHERE usage.used + usage.held < p_limit;
+    RETURN FOUND;
+  END $$;
+
+  -- One more request in every window of the subscription, or in none. Returns the window starts
+  -- counted as a JSON object (the request_log's payment_ref), or null when a window is full.
+  -- The caller holds the account's row lock, so no other hold of the account interleaves.
+  CREATE FUNCTION gateway_take_windows(p_account text, p_started bigint, p_windows jsonb, p_now bigint)
+  RETURNS text LANGUAGE plpgsql AS $$
+  DECLARE
+    item record;
+    counted bigint;
+    taken text[] := '{}';
+    starts bigint[] := '{}';
+  BEGIN
+    FOR item IN
+      SELECT entry->>'name' AS name, (entry->>'seconds')::bigint AS seconds,
+        (entry->>'quota')::bigint AS quota
+      FROM jsonb_array_elements(p_windows) WITH ORDINALITY AS listed(entry, position)
+      ORDER BY position
+    LOOP
+      counted := NULL;
+      -- A row of an earlier window starts over; one of a later window (a clock set back) is the
+      -- window the request counts in.
+      INSERT INTO subscription_usage AS usage (account_id, window_name, window_start, used, held)
+      SELECT p_account, item.name, gateway_window_start(p_started, item.seconds, p_now), 0, 1
+      WHERE item.quota > 0
+      ON CONFLICT (account_id, window_name) DO UPDATE SET
+        used = CASE WHEN usage.window_start < excluded.window_start THEN 0 ELSE usage.used END,
+        held = CASE WHEN usage.window_start < excluded.window_start THEN 1 ELSE usage.held + 1 END,
+        window_start = GREATEST(usage.window_start, excluded.window_start)
+      WHERE CASE WHEN usage.window_start < excluded.window_start THEN 0
+              ELSE usage.used + usage.held END < item.quota
+      RETURNING window_start INTO counted;
+      IF counted IS NULL THEN
+        -- Taken back inside this transaction: nobody else ever sees the windows counted so far.
+        UPDATE subscription_usage AS usage SET held = usage.held - 1
+        FROM unnest(taken, starts) AS undo(name, start)
+        WHERE usage.account_id = p_account AND usage.window_name = undo.name
+          AND usage.window_start = undo.start;
+        RETURN NULL;
+      END IF;
+      taken := taken || item.name;
+      starts := starts || counted;
+    END LOOP;
+    -- The same text JSON.stringify gives for the object of starts, in the windows' order.
+    RETURN '{' || coalesce((
+      SELECT string_agg(to_json(name)::text || ':' || start, ',' ORDER BY position)
+      FROM unnest(taken, starts) WITH ORDINALITY AS counted_windows(name, start, position)
+    ), '') || '}';
+  END $$;
+
+  -- Admission's hold, deciding as Ledger.reserve does: a free model counts the free daily
+  -- allowance; a subscription model takes a request from every subscription window (falling back
+  -- to PAYG or the free allowance as the plan says); otherwise the balance holds the worst case,
+  -- then PAYG. Each hold is one conditional update that cannot overdraw, whatever other gateways
+  -- do at the same time, and the hold's row is written in the same transaction.
+  -- refusal is set instead of payment when the request cannot be admitted.
+  CREATE FUNCTION gateway_hold(
+    p_hold text, p_account text, p_instance text, p_amount bigint, p_free boolean,
+    p_subscription_model boolean, p_free_day text, p_free_limit integer, p_now bigint,
+    p_ttl_ms bigint,
+    OUT payment text, OUT reserved_micro bigint, OUT payment_ref text, OUT refusal text)
+  LANGUAGE plpgsql AS $$
+  DECLARE
+    account accounts%ROWTYPE;
+    plan jsonb;
+    payg_on boolean;
+  BEGIN
+    reserved_micro := 0;
+    IF p_free THEN
+      IF NOT gateway_take_free(p_account, p_free_day, p_free_limit) THEN
+        refusal := 'free_quota_daily';
+        RETURN;
+      END IF;
+      payment := 'free';
+      payment_ref := p_free_day;
+    ELSIF p_subscription_model THEN
+      SELECT * INTO account FROM accounts WHERE id = p_account FOR UPDATE;
+      IF NOT FOUND THEN
+        refusal := 'account_missing';
+        RETURN;
+      END IF;
+      plan := account.subscription_json::jsonb;
+      IF plan IS NOT NULL THEN
+        payment_ref := gateway_take_windows(p_account,
+          coalesce(account.subscription_started_at, account.created_at), plan->'windows', p_now);
+        IF payment_ref IS NOT NULL THEN
+          payment := 'subscription';
+        ELSIF NOT coalesce((plan->>'payg_fallback')::boolean, false) THEN
+          IF NOT coalesce((plan->>'free_fallback')::boolean, false) THEN
+            refusal := 'plan_limit_reached';
+            RETURN;
+          END IF;
+          IF NOT gateway_take_free(p_account, p_free_day, p_free_limit) THEN
+            refusal := 'free_quota_daily';
+            RETURN;
+          END IF;
+          payment := 'free';
+          payment_ref := p_free_day;
+        END IF;
+      END IF;
+    END IF;
+
+    IF payment IS NULL THEN
+      UPDATE accounts SET held_micro = held_micro + p_amount
+      WHERE id = p_account AND balance_micro - held_micro >= p_amount;
+      IF FOUND THEN
+        payment := 'balance';
+      ELSE
+        -- A PAYG window that has run out starts over, whether or not this request fits in it.
+        UPDATE accounts SET
+          payg_window_start = gateway_window_start(payg_window_start, payg_window_seconds, p_now),
+          payg_spent_micro = 0
+        WHERE id = p_account AND payg_enabled <> 0
+          AND p_now >= payg_window_start + payg_window_seconds * 1000::bigint;
+        UPDATE accounts SET payg_held_micro = payg_held_micro + p_amount
+        WHERE id = p_account AND payg_enabled <> 0
+          AND payg_spent_micro + payg_held_micro + p_amount <= payg_limit_micro;
+        IF FOUND THEN
+          payment := 'payg';
+        ELSE
+          SELECT payg_enabled <> 0 INTO payg_on FROM accounts WHERE id = p_account;
+          refusal := CASE WHEN payg_on IS NULL THEN 'account_missing'
+            WHEN payg_on THEN 'payg_limit_reached' ELSE 'insufficient_balance' END;
+          RETURN;
+        END IF;
+      END IF;
+      reserved_micro := p_amount;
+      payment_ref := NULL;
+    END IF;
+
+    INSERT INTO holds (id, account_id, payment, amount_micro, payment_ref, instance_id,
+      created_at, expires_at)
+    VALUES (p_hold, p_account, payment, reserved_micro, payment_ref, p_instance, p_now,
+      CASE WHEN p_ttl_ms IS NULL THEN NULL ELSE gateway_now_ms() + p_ttl_ms END);
+  END $$;
+
+  -- Gives back what a hold (already deleted by the caller) took, charging up to its amount when
+  -- the request delivered. A charge never takes the balance below zero (an operator may have
+  -- lowered it under the hold meanwhile). Returns what was charged.
+  CREATE FUNCTION gateway_unhold(h holds, p_delivered boolean, p_cost bigint)
+  RETURNS bigint LANGUAGE plpgsql AS $$
+  DECLARE
+    charge bigint := CASE WHEN p_delivered THEN LEAST(GREATEST(p_cost, 0), h.amount_micro) ELSE 0 END;
+    balance bigint;
+    counted record;
+  BEGIN
+    IF h.payment = 'balance' THEN
+      SELECT balance_micro INTO balance FROM accounts WHERE id = h.account_id FOR UPDATE;
+      charge := LEAST(charge, coalesce(balance, 0));
+      UPDATE accounts SET held_micro = held_micro - h.amount_micro,
+        balance_micro = balance_micro - charge
+      WHERE id = h.account_id;
+    ELSIF h.payment = 'payg' THEN
+      -- The charge counts in the account's PAYG window as it stands, as Ledger.settle counts it.
+      UPDATE accounts SET payg_held_micro = payg_held_micro - h.amount_micro,
+        payg_spent_micro = payg_spent_micro + charge
+      WHERE id = h.account_id;
+    ELSIF h.payment = 'free' THEN
+      UPDATE free_usage SET held = held - 1,
+        used = used + CASE WHEN p_delivered THEN 1 ELSE 0 END
+      WHERE account_id = h.account_id AND day = h.payment_ref;
+    ELSIF h.payment = 'subscription' THEN
+      -- A window that has rolled over since started its count again without this hold.
+      FOR counted IN SELECT key, value::bigint AS start FROM json_each_text(h.payment_ref::json) LOOP
+        UPDATE subscription_usage SET held = held - 1,
+          used = used + CASE WHEN p_delivered THEN 1 ELSE 0 END
+        WHERE account_id = h.account_id AND window_name = counted.key
+          AND window_start = counted.start;
+      END LOOP;
+    END IF;
+    RETURN charge;
+  END $$;
+
+  -- Settlement in one transaction: the hold is deleted (so a second settlement, or the reaper,
+  -- finds nothing to do), the real cost charged, the rest released, the request_log row written.
+  -- Returns the charge, or null when the hold was already gone.
+  CREATE FUNCTION gateway_settle(
+    p_hold text, p_delivered boolean, p_cost bigint, p_key_id text, p_endpoint text,
+    p_model text, p_input_tokens bigint, p_output_tokens bigint, p_status integer,
+    p_error_code text, p_provider_id text, p_stream integer, p_now bigint, p_tools_omitted text)
+  RETURNS bigint LANGUAGE plpgsql AS $$
+  DECLARE
+    h holds%ROWTYPE;
+    charge bigint;
+  BEGIN
+    DELETE FROM holds WHERE id = p_hold RETURNING * INTO h;
+    IF NOT FOUND THEN
+      RETURN NULL;
+    END IF;
+    charge := gateway_unhold(h, p_delivered, p_cost);
+    INSERT INTO request_log (id, account_id, key_id, endpoint, model, state, payment, payment_ref,
+      reserved_micro, cost_micro, input_tokens, output_tokens, status, error_code, provider_id,
+      stream, created_at, finished_at, tools_omitted)
+    VALUES (h.id, h.account_id, p_key_id, p_endpoint, p_model,
+      CASE WHEN p_delivered THEN 'settled' ELSE 'failed' END, h.payment, h.payment_ref,
+      h.amount_micro, charge, p_input_tokens, p_output_tokens, p_status, p_error_code,
+      p_provider_id, p_stream, h.created_at, p_now, p_tools_omitted);
+    RETURN charge;
+  END $$;
+
+  -- A hold given back without a request to record (a refusal after admission, the reaper).
+  CREATE FUNCTION gateway_release(p_hold text) RETURNS boolean LANGUAGE plpgsql AS $$
+  DECLARE
+    h holds%ROWTYPE;
+  BEGIN
+    DELETE FROM holds WHERE id = p_hold RETURNING * INTO h;
+    IF NOT FOUND THEN
+      RETURN false;
+    END IF;
+    PERFORM gateway_unhold(h, false, 0);
+    RETURN true;
+  END $$;
+  `;
+}
