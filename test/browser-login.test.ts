@@ -90,7 +90,7 @@ describe.skipIf(!haveChromium)("gateway login approved in a real browser", () =>
       await page.goto(dc.verification_uri_complete);
       await page.getByRole("heading", { name: "Sign in to the gateway dashboard" }).waitFor();
       expect(await page.locator("pre.cmd").textContent()).toBe("gateway owner-link");
-      await page.goto(createOwnerLink(gw.services.store.db, "acct", gw.url));
+      await page.goto(createOwnerLink(gw.services.store.database, "acct", gw.url));
       expect(page.url()).toBe(dc.verification_uri_complete);
       expect((await page.locator("#user-code").textContent())?.trim()).toBe(dc.user_code);
     } finally {

@@ -186,7 +186,7 @@ describe("applying a config", () => {
       "tiers",
       "admin_keys",
       "byok_credentials",
-    ].map((t) => store.db.prepare(`SELECT * FROM ${t} ORDER BY 1`).all());
+    ].map((t) => store.database.prepare(`SELECT * FROM ${t} ORDER BY 1`).all());
 
   it("is idempotent: applying twice equals applying once", () => {
     const store = new Store(join(dir, "idem.db"));
@@ -201,7 +201,7 @@ describe("applying a config", () => {
   it("keeps an unchanged account's runtime state and updates a changed one", () => {
     const store = new Store(join(dir, "state.db"));
     applyConfig(store, parseConfig(baseConfig()));
-    store.db.prepare("UPDATE accounts SET balance_micro = 5 WHERE id = 'acct'").run();
+    store.database.prepare("UPDATE accounts SET balance_micro = 5 WHERE id = 'acct'").run();
     applyConfig(store, parseConfig(baseConfig()));
     expect(store.getAccount("acct")!.balance_micro).toBe(5);
     const changed = baseConfig();

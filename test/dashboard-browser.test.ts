@@ -76,7 +76,7 @@ async function signedIn(width: number): Promise<{ context: BrowserContext; page:
   });
   const page = await context.newPage();
   page.setDefaultTimeout(10_000);
-  await page.goto(createOwnerLink(gw.services.store.db, "acct", gw.url));
+  await page.goto(createOwnerLink(gw.services.store.database, "acct", gw.url));
   expect(new URL(page.url()).pathname).toBe("/dashboard");
   return { context, page };
 }

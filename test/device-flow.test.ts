@@ -42,7 +42,7 @@ async function poll(deviceCodeValue: string, g: { url: string } = gw) {
 }
 
 const sealedValue = (g: TestGateway, userCode: string) =>
-  g.services.store.db
+  g.services.store.database
     .prepare(
       "SELECT status, key_value_sealed, device_code_hash FROM device_codes WHERE user_code = ?",
     )
@@ -133,7 +133,7 @@ describe("owner session", () => {
 });
 
 describe("signing in from a page that needed it", () => {
-  const linkFor = (g: TestGateway) => createOwnerLink(g.services.store.db, "acct", g.url);
+  const linkFor = (g: TestGateway) => createOwnerLink(g.services.store.database, "acct", g.url);
 
   it("returns to the approval page that asked for the sign-in", async () => {
     const dc = await deviceCode();
@@ -336,7 +336,7 @@ describe("approval over HTTP", () => {
     const dc = await deviceCode(shortLived);
     await ownerDecides(shortLived, dc.user_code, "approve");
     const keyId = (
-      shortLived.services.store.db
+      shortLived.services.store.database
         .prepare("SELECT key_id FROM device_codes WHERE user_code = ?")
         .get(dc.user_code.replace("-", "")) as { key_id: string }
     ).key_id;

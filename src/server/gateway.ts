@@ -1,7 +1,6 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { getRequestListener } from "@hono/node-server";
-import { startCheckpointer } from "../store/checkpointer.js";
 import { Store } from "../store/store.js";
 import { buildApp, type RouteInstaller } from "./app.js";
 import { type Clock, type GatewayClock, ManualClock, realClock } from "./clock.js";
@@ -143,7 +142,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
     if ([...store.getCatalog().providers.values()].some((p) => p.wire !== "mock")) {
       setImmediate(() => void services.http.warm());
     }
-    const checkpointer = dbPath === ":memory:" ? undefined : startCheckpointer(store.db, dbPath);
+    const checkpointer = store.startCheckpointer();
     const shownHost = host.includes(":") ? `[${host}]` : host === "0.0.0.0" ? "127.0.0.1" : host;
     const url = `http://${shownHost}:${port}`;
     traceSource.url = url;
@@ -152,11 +151,11 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
       observe ? [onFinishedRequests(traceSource, observe)] : [],
     );
     ownerAccountId ??= store.listAccounts()[0]?.id;
-    forgetUnusedOwnerLinks(store.db);
+    forgetUnusedOwnerLinks(store.database);
     const ownerUrl = ownerAccountId
-      ? createOwnerLink(store.db, ownerAccountId, options.publicUrl ?? url)
+      ? createOwnerLink(store.database, ownerAccountId, options.publicUrl ?? url)
       : undefined;
-    recordServeRuntime(store.db, { url, ownerAccountId, startedAt: now() });
+    recordServeRuntime(store.database, { url, ownerAccountId, startedAt: now() });
     readiness.ready();
     let closing: Promise<void> | undefined;
     return {
@@ -186,7 +185,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
           await services.http.close();
           services.ledger.close();
           await checkpointer?.stop();
-          forgetServeRuntime(store.db);
+          forgetServeRuntime(store.database);
           store.close();
           lock?.release();
         })();

@@ -165,7 +165,7 @@ export interface OwnerBrowser {
 
 /** Opens a fresh one-time owner URL the way a browser would and keeps the session cookie. */
 export async function ownerSession(gw: RunningGateway, accountId = "acct"): Promise<OwnerBrowser> {
-  const link = createOwnerLink(gw.services.store.db, accountId, gw.url);
+  const link = createOwnerLink(gw.services.store.database, accountId, gw.url);
   const res = await fetch(link, { redirect: "manual" });
   const setCookie = res.headers.get("set-cookie") ?? "";
   if (res.status !== 303 || !setCookie) throw new Error(`owner link answered ${res.status}`);

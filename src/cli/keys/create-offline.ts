@@ -37,7 +37,9 @@ export async function createKeyInDatabase(input: {
   const store = new Store(input.db);
   try {
     const accountId =
-      input.account ?? liveServeRuntime(store.db)?.ownerAccountId ?? store.listAccounts()[0]?.id;
+      input.account ??
+      liveServeRuntime(store.database)?.ownerAccountId ??
+      store.listAccounts()[0]?.id;
     if (!accountId) {
       throw new UserError(
         `${input.db} has no account yet; start \`gateway serve --db ${input.db}\` once (it creates the demo account) or apply a config`,

@@ -24,7 +24,7 @@ export const defaultTiers: GatewayConfig["tiers"] = {
  * the last apply is left alone, so a restart does not reset balances spent since.
  */
 export function applyConfig(store: Store, config: GatewayConfig, now = Date.now()): void {
-  const db = store.db;
+  const db = store.database;
   const upsertProvider = db.prepare(
     `INSERT INTO providers (id, wire, base_url, api_key_count, timeout_ms, max_concurrency, options_json, responses_native)
      VALUES (@id, @wire, @base_url, @api_key_count, @timeout_ms, @max_concurrency, @options_json, @responses_native)

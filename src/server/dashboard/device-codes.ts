@@ -124,7 +124,7 @@ export class DeviceCodes {
     private readonly store: Store,
     private readonly settings: DeviceCodeSettings,
   ) {
-    const s = (sql: string) => store.db.prepare(sql);
+    const s = (sql: string) => store.database.prepare(sql);
     this.stmts = {
       insert: s(
         `INSERT INTO device_codes (device_code_hash, user_code, client_name, client_ip, status, interval_seconds, created_at, expires_at)

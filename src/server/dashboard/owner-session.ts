@@ -76,11 +76,11 @@ export class OwnerSessions {
   redeemOwnerLink(token: string, now: number): string | undefined {
     return this.store.transaction(() => {
       const hash = hashSecret(token);
-      const link = this.store.db
+      const link = this.store.database
         .prepare("SELECT account_id FROM owner_links WHERE token_hash = ? AND used_at IS NULL")
         .get(hash) as { account_id: string } | undefined;
       if (!link) return undefined;
-      this.store.db
+      this.store.database
         .prepare("UPDATE owner_links SET used_at = ? WHERE token_hash = ?")
         .run(now, hash);
       return this.start(link.account_id, now);
@@ -89,8 +89,8 @@ export class OwnerSessions {
 
   private start(accountId: string, now: number): string {
     const value = randomToken(32);
-    this.store.db.prepare("DELETE FROM sessions WHERE expires_at <= ?").run(now);
-    this.store.db
+    this.store.database.prepare("DELETE FROM sessions WHERE expires_at <= ?").run(now);
+    this.store.database
       .prepare(
         "INSERT INTO sessions (token_hash, account_id, csrf_token, created_at, expires_at) VALUES (?, ?, ?, ?, ?)",
       )
@@ -108,7 +108,7 @@ export class OwnerSessions {
   find(cookieValue: string | undefined, now: number): OwnerSession | undefined {
     if (!cookieValue) return undefined;
     const id = hashSecret(cookieValue);
-    const row = this.store.db
+    const row = this.store.database
       .prepare("SELECT account_id, expires_at FROM sessions WHERE token_hash = ?")
       .get(id) as { account_id: string; expires_at: number } | undefined;
     if (!row || row.expires_at <= now) return undefined;

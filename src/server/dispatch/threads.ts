@@ -42,7 +42,7 @@ export function openThread(
   );
   if (sameWire) return undefined;
   const { type, previous_message_id: previousId } = field as Json;
-  const threads = threadStore(store.db);
+  const threads = threadStore(store.database);
   const newTurn = Array.isArray(body.messages) ? body.messages : [];
   let conversation: ThreadConversation;
   if (type === "continue") {

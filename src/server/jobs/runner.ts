@@ -170,7 +170,7 @@ const runners = new WeakMap<Services, JobRunner>();
 
 /** Called once by the gateway at start-up; the runner restores the holds of unfinished jobs. */
 export function startJobRunner(s: Services, options: JobRunnerOptions = {}): JobRunner {
-  const runner = new JobRunner(s, jobStoreFor(s.store.db), options);
+  const runner = new JobRunner(s, jobStoreFor(s.store.database), options);
   runners.set(s, runner);
   runner.start();
   return runner;

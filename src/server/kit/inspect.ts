@@ -57,7 +57,7 @@ export class RequestInspector implements UpstreamCapture {
     store: Store,
     private readonly capture: { limit: number } | undefined,
   ) {
-    this.recent = store.db.prepare(
+    this.recent = store.database.prepare(
       `SELECT l.*, k.label AS key_label FROM request_log l LEFT JOIN api_keys k ON k.id = l.key_id
         WHERE (@model IS NULL OR l.model = @model) AND (@status IS NULL OR l.status = @status)
         ORDER BY l.rowid DESC LIMIT @limit`,

@@ -29,10 +29,10 @@ function prepare(db: DB) {
 }
 
 function queries(s: Services) {
-  let prepared = statements.get(s.store.db);
+  let prepared = statements.get(s.store.database);
   if (!prepared) {
-    prepared = prepare(s.store.db);
-    statements.set(s.store.db, prepared);
+    prepared = prepare(s.store.database);
+    statements.set(s.store.database, prepared);
   }
   return prepared;
 }

@@ -70,7 +70,7 @@ const defaultVideoSeconds = 4;
 
 /** Submit, poll and download for music, video and video-extension jobs. */
 export function installJobRoutes(app: Hono<AppEnv>, s: Services): void {
-  const jobs = jobStoreFor(s.store.db);
+  const jobs = jobStoreFor(s.store.database);
 
   app.post(jobKinds.music.path, async (c) => {
     const { data } = await readJsonWithSize(c, musicBody);
@@ -131,7 +131,7 @@ async function submit(
   request: JobRequest,
 ): Promise<Response> {
   const key = c.get("auth").key;
-  const jobs = jobStoreFor(s.store.db);
+  const jobs = jobStoreFor(s.store.database);
   const target = forMediaWire(
     s,
     forModality(resolveTarget(s.store.getCatalog(), model), spec.modality),
