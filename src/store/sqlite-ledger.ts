@@ -149,12 +149,11 @@ export class SqliteLedger implements LedgerRepository {
   }
 
   updateAccount(accountId: string, patch: AccountPatch): boolean {
-    return this.transaction(() =>
-      this.accounts.writeColumns(accountId, {
-        ...pickColumns(patch, profileColumns),
-        ...pickColumns(patch, moneyColumns),
-      }),
-    );
+    // One statement: the money and the rest change together.
+    return this.accounts.writeColumns(accountId, {
+      ...pickColumns(patch, profileColumns),
+      ...pickColumns(patch, moneyColumns),
+    });
   }
 
   reload(): void {

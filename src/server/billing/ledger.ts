@@ -133,7 +133,6 @@ export class Ledger {
     const subscription =
       kind === "paid" && input.subscriptionModel ? parseSubscription(account) : null;
     const startedAt = account.subscription_started_at ?? account.created_at;
-    const day = utcDay(input.now);
     return {
       now: input.now,
       kind,
@@ -161,15 +160,17 @@ export class Ledger {
         paygFallback: subscription.payg_fallback,
         freeFallback: subscription.free_fallback,
       },
-      free:
-        kind === "free" || subscription?.free_fallback
-          ? {
-              day,
-              used: this.book.freeUsed(account.id, day),
-              held: held.free.get(day) ?? 0,
-              dailyLimit: input.freeDailyLimit ?? 0,
-            }
-          : null,
+      free: kind === "free" || subscription?.free_fallback ? this.freeAllowance(input) : null,
+    };
+  }
+
+  private freeAllowance(input: ReserveInput): PaymentSnapshot["free"] {
+    const day = utcDay(input.now);
+    return {
+      day,
+      used: this.book.freeUsed(input.accountId, day),
+      held: this.holds.of(input.accountId).free.get(day) ?? 0,
+      dailyLimit: input.freeDailyLimit ?? 0,
     };
   }
 
