@@ -24,27 +24,34 @@ export class SqliteCatalog implements CatalogRepository {
 
   setProviderKeys(providerId: string, keys: readonly string[]): void {
     const current = this.providerKeys.get(providerId);
-    if (current && current.length === keys.length && current.every((k, i) => k === keys[i])) return;
+    if (
+      current &&
+      current.length === keys.length &&
+      current.every((key, index) => key === keys[index])
+    )
+      return;
     this.providerKeys.set(providerId, [...keys]);
     this.catalog = null;
   }
 
   providersWithoutKeys(): string[] {
     return [...this.getCatalog().providers.values()]
-      .filter((p) => p.api_key_count > 0 && p.api_keys.length === 0)
-      .map((p) => p.id);
+      .filter((provider) => provider.api_key_count > 0 && provider.api_keys.length === 0)
+      .map((provider) => provider.id);
   }
 }
 
 function loadCatalog(db: DB, providerKeys: Map<string, readonly string[]>): Catalog {
   const providers = new Map(
-    (db.prepare("SELECT * FROM providers").all() as Omit<ProviderRow, "api_keys">[]).map((p) => [
-      p.id,
-      { ...p, api_keys: providerKeys.get(p.id) ?? [] },
-    ]),
+    (db.prepare("SELECT * FROM providers").all() as Omit<ProviderRow, "api_keys">[]).map(
+      (provider) => [provider.id, { ...provider, api_keys: providerKeys.get(provider.id) ?? [] }],
+    ),
   );
   const models = new Map(
-    (db.prepare("SELECT * FROM models ORDER BY name").all() as ModelRow[]).map((m) => [m.name, m]),
+    (db.prepare("SELECT * FROM models ORDER BY name").all() as ModelRow[]).map((model) => [
+      model.name,
+      model,
+    ]),
   );
   const routes = new Map(
     (
@@ -52,10 +59,13 @@ function loadCatalog(db: DB, providerKeys: Map<string, readonly string[]>): Cata
         name: string;
         steps_json: string;
       }[]
-    ).map((r) => [r.name, JSON.parse(r.steps_json) as string[]]),
+    ).map((route) => [route.name, JSON.parse(route.steps_json) as string[]]),
   );
   const tiers = new Map(
-    (db.prepare("SELECT * FROM tiers ORDER BY rank").all() as TierRow[]).map((t) => [t.name, t]),
+    (db.prepare("SELECT * FROM tiers ORDER BY rank").all() as TierRow[]).map((tier) => [
+      tier.name,
+      tier,
+    ]),
   );
   return { providers, models, routes, tiers };
 }

@@ -47,12 +47,12 @@ export class SqliteUsage implements UsageRepository {
         output_tokens: number;
         cost_micro: number;
       }[]
-    ).map((r) => ({
-      date: r.day,
-      requests: r.requests,
-      input_tokens: r.input_tokens,
-      output_tokens: r.output_tokens,
-      cost_idr: microToIdr(r.cost_micro),
+    ).map((day) => ({
+      date: day.day,
+      requests: day.requests,
+      input_tokens: day.input_tokens,
+      output_tokens: day.output_tokens,
+      cost_idr: microToIdr(day.cost_micro),
     }));
   }
 
@@ -65,21 +65,21 @@ export class SqliteUsage implements UsageRepository {
   }
 
   recentRequests(accountId: string, limit: number): RecentRequest[] {
-    return this.requestLog(accountId, limit).map((r) => ({
-      id: r.id,
-      created_at: new Date(r.created_at).toISOString(),
-      endpoint: r.endpoint,
-      model: r.model,
-      state: r.state,
-      status: r.status,
-      error_code: r.error_code,
-      stream: r.stream === 1,
-      payment: r.payment,
-      input_tokens: r.input_tokens,
-      output_tokens: r.output_tokens,
-      cost_idr: microToIdr(r.cost_micro),
-      key_id: r.key_id,
-      ...(r.tools_omitted ? { tools_omitted: JSON.parse(r.tools_omitted) as string[] } : {}),
+    return this.requestLog(accountId, limit).map((row) => ({
+      id: row.id,
+      created_at: new Date(row.created_at).toISOString(),
+      endpoint: row.endpoint,
+      model: row.model,
+      state: row.state,
+      status: row.status,
+      error_code: row.error_code,
+      stream: row.stream === 1,
+      payment: row.payment,
+      input_tokens: row.input_tokens,
+      output_tokens: row.output_tokens,
+      cost_idr: microToIdr(row.cost_micro),
+      key_id: row.key_id,
+      ...(row.tools_omitted ? { tools_omitted: JSON.parse(row.tools_omitted) as string[] } : {}),
     }));
   }
 

@@ -180,41 +180,42 @@ export class Ledger {
    * Ends a reservation: charges the real cost (never more than was held) and releases the hold.
    * Only a request that delivered output counts against allowances. Returns the charge.
    */
-  settle(r: Reservation, input: SettleInput, options: SettleOptions = {}): number {
-    if (r.settled) return 0;
-    r.settled = true;
-    this.holds.release(r);
-    const charge = input.delivered ? Math.min(input.costMicro, r.reservedMicro) : 0;
+  settle(reservation: Reservation, input: SettleInput, options: SettleOptions = {}): number {
+    if (reservation.settled) return 0;
+    reservation.settled = true;
+    this.holds.release(reservation);
+    const charge = input.delivered ? Math.min(input.costMicro, reservation.reservedMicro) : 0;
     const write: LedgerWrite = {
       kind: "settle",
       seq: this.queue.nextSeq(),
-      accountId: r.accountId,
-      payment: r.payment,
+      accountId: reservation.accountId,
+      payment: reservation.payment,
       charge,
       paygWindow:
-        r.payment === "payg"
-          ? (this.store.getAccount(r.accountId)?.payg_window_start ?? null)
+        reservation.payment === "payg"
+          ? (this.store.getAccount(reservation.accountId)?.payg_window_start ?? null)
           : null,
-      freeDay: input.delivered && r.payment === "free" ? r.paymentRef : null,
-      windows: input.delivered && r.payment === "subscription" ? windowStarts(r) : [],
+      freeDay: input.delivered && reservation.payment === "free" ? reservation.paymentRef : null,
+      windows:
+        input.delivered && reservation.payment === "subscription" ? windowStarts(reservation) : [],
       log: [
-        r.id,
-        r.accountId,
-        r.keyId,
-        r.endpoint,
-        r.model,
+        reservation.id,
+        reservation.accountId,
+        reservation.keyId,
+        reservation.endpoint,
+        reservation.model,
         input.delivered ? "settled" : "failed",
-        r.payment,
-        r.paymentRef,
-        r.reservedMicro,
+        reservation.payment,
+        reservation.paymentRef,
+        reservation.reservedMicro,
         charge,
         input.inputTokens,
         input.outputTokens,
         input.status,
         input.errorCode ?? null,
         input.providerId,
-        r.stream ? 1 : 0,
-        r.createdAt,
+        reservation.stream ? 1 : 0,
+        reservation.createdAt,
         input.now,
         input.toolsOmitted ? JSON.stringify(input.toolsOmitted) : null,
       ],

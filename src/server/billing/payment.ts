@@ -68,8 +68,10 @@ export function decidePayment(snapshot: PaymentSnapshot): PaymentDecision {
   if (snapshot.kind === "free") return takeFree(snapshot);
   const subscription = snapshot.subscription;
   if (subscription) {
-    if (subscription.windows.every((w) => w.used + w.held < w.quota)) {
-      const starts = Object.fromEntries(subscription.windows.map((w) => [w.name, w.start]));
+    if (subscription.windows.every((window) => window.used + window.held < window.quota)) {
+      const starts = Object.fromEntries(
+        subscription.windows.map((window) => [window.name, window.start]),
+      );
       return { payment: "subscription", reservedMicro: 0, paymentRef: JSON.stringify(starts) };
     }
     if (!subscription.paygFallback) {

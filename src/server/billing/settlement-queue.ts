@@ -41,7 +41,7 @@ export class SettlementQueue {
 
   /** Settlements a crash left in the journal only: applied now, in order, each once. */
   private recover(path: string): void {
-    const pending = SettlementJournal.read(path).filter((w) => w.seq > this.seq);
+    const pending = SettlementJournal.read(path).filter((write) => write.seq > this.seq);
     if (pending.length === 0) return;
     this.book.commit(pending);
     this.seq = pending[pending.length - 1].seq;
@@ -96,7 +96,7 @@ export class SettlementQueue {
       this.queue = writes.slice(0, journaled);
       this.journaled = journaled;
       this.stale = journaled > 0;
-      for (const w of waiters) w.reject(err);
+      for (const waiter of waiters) waiter.reject(err);
       throw err;
     }
     this.journal?.applied();
@@ -105,7 +105,7 @@ export class SettlementQueue {
       this.stale = false;
       this.book.reload();
     }
-    for (const w of waiters) w.resolve();
+    for (const waiter of waiters) waiter.resolve();
   }
 
   /**
@@ -118,7 +118,9 @@ export class SettlementQueue {
     if (alone) {
       if (this.journal) {
         try {
-          const lines = this.queue.slice(this.journaled).map((w) => `${JSON.stringify(w)}\n`);
+          const lines = this.queue
+            .slice(this.journaled)
+            .map((write) => `${JSON.stringify(write)}\n`);
           this.journal.append(lines.join(""));
           this.journaled = this.queue.length;
           return Promise.resolve();
