@@ -12,7 +12,7 @@ import {
 const now = Date.parse("2026-11-22T10:00:00Z");
 const hour = 3_600_000;
 
-/** A paid request of 1,000 micro-IDR on an account with 5,000 and nothing else. */
+/** A paid request its balance covers five times over, on an account with nothing else. */
 function snapshot(change: Partial<PaymentSnapshot> = {}): PaymentSnapshot {
   return {
     now,

@@ -87,7 +87,7 @@ export class SettlementQueue {
     try {
       if (writes.length > 0) this.book.commit(writes);
     } catch (failure) {
-      // Out of space: the requests waiting on this batch get the 503 that says so.
+      // Out of space: the requests waiting on this batch get the storage_unavailable answer.
       const err = this.storage.note(failure) ? storageUnavailable() : failure;
       // The cached rows may now be ahead of the database: read them again from the truth.
       this.book.reload();
