@@ -43,9 +43,7 @@ describe("paid models", () => {
     // mock-gpt: 10,000 IDR per million input tokens, 20,000 per million output tokens.
     const expectedMicro = body.usage.prompt_tokens * 10_000 + body.usage.completion_tokens * 20_000;
     expect(Math.round((before.balance_idr - after.balance_idr) * 1_000_000)).toBe(expectedMicro);
-    const log = gw.services.store.db
-      .prepare("SELECT state, cost_micro, reserved_micro FROM request_log")
-      .all() as { state: string; cost_micro: number; reserved_micro: number }[];
+    const log = gw.services.store.requestLog("acct", 100);
     expect(log).toHaveLength(1);
     expect(log[0]).toMatchObject({ state: "settled", cost_micro: expectedMicro });
     expect(log[0].reserved_micro).toBeGreaterThanOrEqual(expectedMicro);
@@ -66,10 +64,8 @@ describe("paid models", () => {
         .pop()!
         .slice(6),
     ).usage;
-    const row = gw.services.store.db
-      .prepare("SELECT cost_micro, input_tokens, output_tokens FROM request_log")
-      .get() as Record<string, number>;
-    expect(row).toEqual({
+    const [{ cost_micro, input_tokens, output_tokens }] = gw.services.store.requestLog("acct", 1);
+    expect({ cost_micro, input_tokens, output_tokens }).toEqual({
       cost_micro: usage.prompt_tokens * 10_000 + usage.completion_tokens * 20_000,
       input_tokens: usage.prompt_tokens,
       output_tokens: usage.completion_tokens,
@@ -104,10 +100,8 @@ describe("paid models", () => {
     expect(statuses.filter((s) => s === 200)).toHaveLength(5);
     expect(statuses.filter((s) => s === 402)).toHaveLength(25);
     expect((await quota(gw)).balance_idr).toBe(0);
-    const min = gw.services.store.db
-      .prepare("SELECT min(balance_micro) AS m FROM accounts")
-      .get() as { m: number };
-    expect(min.m).toBeGreaterThanOrEqual(0);
+    const balances = gw.services.store.listAccounts().map((account) => account.balance_micro);
+    expect(Math.min(...balances)).toBeGreaterThanOrEqual(0);
   });
 
   it("uses PAYG up to its limit and then answers 402 payg_limit_reached", async () => {
@@ -158,10 +152,8 @@ describe("paid models", () => {
     const before = await quota(gw);
     expect((await post(gw, "/v1/chat/completions", chat("[[mock:fail=500]]"))).status).toBe(503);
     expect((await quota(gw)).balance_idr).toBe(before.balance_idr);
-    const row = gw.services.store.db
-      .prepare("SELECT state, cost_micro, status, error_code FROM request_log")
-      .get();
-    expect(row).toEqual({
+    const [{ state, cost_micro, status, error_code }] = gw.services.store.requestLog("acct", 1);
+    expect({ state, cost_micro, status, error_code }).toEqual({
       state: "failed",
       cost_micro: 0,
       status: 503,

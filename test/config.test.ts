@@ -181,7 +181,7 @@ describe("applying a config", () => {
   /** A store with the config-apply repository over its database. */
   const open = (name: string) => {
     const store = new Store(join(dir, name));
-    const { configApply } = openRepositories(store.db);
+    const { configApply } = openRepositories(store.database);
     const apply = (config: GatewayConfig, now?: number) =>
       applyConfig(store, configApply, config, now);
     return { store, apply, dump: () => configApply.tables() };
@@ -200,7 +200,7 @@ describe("applying a config", () => {
   it("keeps an unchanged account's runtime state and updates a changed one", async () => {
     const { store, apply } = open("state.db");
     await apply(parseConfig(baseConfig()));
-    store.updateAccount("acct", { balance_micro: 5 });
+    store.ledgerRepository.updateAccount("acct", { balance_micro: 5 });
     await apply(parseConfig(baseConfig()));
     expect(store.getAccount("acct")!.balance_micro).toBe(5);
     const changed = baseConfig();

@@ -4,6 +4,7 @@ import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type StageMessage, stageChannelName } from "../src/index.js";
+import { apiKeysOnDisk } from "./support/database-file.js";
 import {
   ADMIN_KEY,
   chat,
@@ -104,10 +105,7 @@ describe("authentication", () => {
   });
 
   it("stores keys only as SHA-256 hashes", () => {
-    const rows = gw.services.store.db.prepare("SELECT * FROM api_keys").all() as Record<
-      string,
-      unknown
-    >[];
+    const rows = apiKeysOnDisk(gw.dbPath);
     const dump = JSON.stringify(rows);
     expect(dump).not.toContain(KEY);
     expect(rows.every((r) => /^[0-9a-f]{64}$/.test(String(r.hash)))).toBe(true);
@@ -374,16 +372,7 @@ describe("chat completions with the openai SDK", () => {
     const reader = res.body!.getReader();
     await reader.read();
     abort.abort();
-    const db = gw.services.store.db;
-    const row = () =>
-      db
-        .prepare(
-          "SELECT state, error_code FROM request_log WHERE stream = 1 ORDER BY created_at DESC LIMIT 1",
-        )
-        .get() as {
-        state: string;
-        error_code: string | null;
-      };
+    const row = () => gw.services.store.requestLog("acct", 10_000).find((r) => r.stream === 1)!;
     for (let i = 0; i < 50 && row().state === "reserved"; i++)
       await new Promise((r) => setTimeout(r, 20));
     expect(row().state).not.toBe("reserved");
@@ -391,14 +380,9 @@ describe("chat completions with the openai SDK", () => {
   });
 
   it("logs a request whose client left before the answer as client_closed, and charges nothing", async () => {
-    const db = gw.services.store.db;
+    const log = () => gw.services.store.requestLog("acct", 10_000);
     // An earlier test's client may also have left: only this request's row counts.
-    const before = new Set(
-      db
-        .prepare("SELECT id FROM request_log")
-        .all()
-        .map((r) => (r as { id: string }).id),
-    );
+    const before = new Set(log().map((r) => r.id));
     const abort = new AbortController();
     const pending = fetch(`${gw.url}/v1/chat/completions`, {
       method: "POST",
@@ -410,15 +394,9 @@ describe("chat completions with the openai SDK", () => {
     abort.abort();
     expect(await pending).toBe("aborted");
     const row = () =>
-      (
-        db
-          .prepare(
-            "SELECT id, state, error_code, cost_micro FROM request_log WHERE error_code = 'client_closed'",
-          )
-          .all() as { id: string; state: string; error_code: string; cost_micro: number }[]
-      )
-        .filter((r) => !before.has(r.id))
-        .map(({ id: _id, ...rest }) => rest)[0];
+      log()
+        .filter((r) => r.error_code === "client_closed" && !before.has(r.id))
+        .map(({ state, error_code, cost_micro }) => ({ state, error_code, cost_micro }))[0];
     for (let i = 0; i < 50 && !row(); i++) await new Promise((r) => setTimeout(r, 20));
     expect(row()).toEqual({ state: "failed", error_code: "client_closed", cost_micro: 0 });
   });

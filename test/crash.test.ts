@@ -1,8 +1,8 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import Database from "better-sqlite3";
 import { afterAll, describe, expect, it } from "vitest";
+import { balanceOnDisk, requestLogOnDisk } from "./support/database-file.js";
 import { baseConfig, chat, KEY } from "./support/gateway.js";
 import { type ServeProcess, serveProcess } from "./support/serve-process.js";
 
@@ -15,37 +15,22 @@ afterAll(async () => {
 
 const initialMicro = 1_000_000 * 1_000_000;
 
+/** What the file holds, read by a connection of its own: a fresh process's view. */
 function ledgerState(dbPath: string) {
-  const db = new Database(dbPath, { readonly: true });
-  try {
-    const balance = (
-      db.prepare("SELECT balance_micro FROM accounts WHERE id = 'acct'").get() as {
-        balance_micro: number;
-      }
-    ).balance_micro;
-    const rows = db
-      .prepare(
-        "SELECT state, count(*) AS n, sum(cost_micro) AS cost, sum(reserved_micro) AS held FROM request_log GROUP BY state",
-      )
-      .all() as {
-      state: string;
-      n: number;
-      cost: number;
-      held: number;
-    }[];
-    const settledStreams = (
-      db
-        .prepare("SELECT count(*) AS n FROM request_log WHERE state = 'settled' AND stream = 1")
-        .get() as { n: number }
-    ).n;
-    return {
-      balance,
-      settledStreams,
-      byState: Object.fromEntries(rows.map((r) => [r.state, r])),
-    };
-  } finally {
-    db.close();
+  const log = requestLogOnDisk(dbPath);
+  const byState: Record<string, { state: string; n: number; cost: number; held: number }> = {};
+  for (const row of log) {
+    byState[row.state] ??= { state: row.state, n: 0, cost: 0, held: 0 };
+    const counted = byState[row.state];
+    counted.n++;
+    counted.cost += row.cost_micro;
+    counted.held += row.reserved_micro;
   }
+  return {
+    balance: balanceOnDisk(dbPath, "acct"),
+    settledStreams: log.filter((row) => row.state === "settled" && row.stream === 1).length,
+    byState,
+  };
 }
 
 describe("a crash in the middle of load", () => {

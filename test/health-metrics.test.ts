@@ -108,11 +108,9 @@ describe("GET /metrics", () => {
     ).toBe(4);
 
     // Tokens and money agree with what the ledger wrote.
-    const logged = gw.services.store.db
-      .prepare(
-        "SELECT model, SUM(input_tokens) AS i, SUM(output_tokens) AS o, SUM(cost_micro) AS c FROM request_log GROUP BY model",
-      )
-      .all() as { model: string; i: number; o: number; c: number }[];
+    const logged = gw.services.store
+      .usageByModel("acct", 0)
+      .map((m) => ({ model: m.model, i: m.input_tokens, o: m.output_tokens, c: m.cost_micro }));
     const gpt = logged.find((r) => r.model === "mock-gpt")!;
     expect(gpt.i).toBeGreaterThanOrEqual(okBody.usage.prompt_tokens);
     expect(sample(text, 'gateway_tokens_total{model="mock-gpt",direction="input"}')).toBe(gpt.i);

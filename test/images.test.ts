@@ -206,9 +206,10 @@ describe("image request errors", () => {
     expect(res.status).toBe(503);
     expect((await errorOf(res)).code).toBe("upstream_error");
     expect(balanceMicro()).toBe(before);
-    const log = gw.services.store.db
-      .prepare("SELECT state, cost_micro FROM request_log WHERE model = 'down-image'")
-      .all();
+    const log = gw.services.store
+      .requestLog("acct", 1_000)
+      .filter((r) => r.model === "down-image")
+      .map(({ state, cost_micro }) => ({ state, cost_micro }));
     expect(log).toEqual([{ state: "failed", cost_micro: 0 }]);
   });
 });

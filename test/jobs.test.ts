@@ -154,7 +154,7 @@ describe("asynchronous jobs", () => {
     expect(file.bytes.length).toBe(done.result!.bytes);
     expect(readWavInfo(file.bytes)?.durationSeconds).toBe(3);
     expect(before - balanceMicro()).toBe(3 * MUSIC_PRICE * 1_000_000);
-    const log = gw.services.store.db
+    const log = gw.services.store.database
       .prepare("SELECT state, cost_micro FROM request_log WHERE endpoint = 'music.generations'")
       .all();
     expect(log).toEqual([{ state: "settled", cost_micro: 3 * MUSIC_PRICE * 1_000_000 }]);
@@ -460,7 +460,7 @@ describe("jobs across a restart", () => {
         expect(readWavInfo((await download(done.result!.url)).bytes)?.durationSeconds).toBe(2);
         const after = second.services.store.getAccount("acct")!.balance_micro;
         expect(before - after).toBe(2 * MUSIC_PRICE * 1_000_000);
-        const log = second.services.store.db
+        const log = second.services.store.database
           .prepare(
             "SELECT state, cost_micro FROM request_log WHERE endpoint = 'music.generations' ORDER BY created_at",
           )

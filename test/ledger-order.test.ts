@@ -14,22 +14,33 @@ const windowMs = 60_000;
 /** A PAYG account whose window started at 0 with 500 micro-IDR spent, opened at `now`. */
 function paygLedger(name: string) {
   const store = new Store(join(dir, `${name}.db`));
-  store.db
-    .prepare(
-      `INSERT INTO accounts (id, balance_micro, payg_enabled, payg_limit_micro, payg_window_seconds,
-         payg_window_start, payg_spent_micro, created_at)
-       VALUES ('acct', 0, 1, 1000000000, ?, 0, 500, 0)`,
-    )
-    .run(windowMs / 1000);
-  return { store, ledger: new Ledger(store) };
+  store.createAccount({
+    id: "acct",
+    name: "",
+    balanceMicro: 0,
+    rpmLimit: 60,
+    tier: "free",
+    now: 0,
+  });
+  const ledger = new Ledger(store);
+  ledger.updateAccount("acct", {
+    payg_enabled: 1,
+    payg_limit_micro: 1_000_000_000,
+    payg_window_seconds: windowMs / 1000,
+    payg_window_start: 0,
+    payg_spent_micro: 500,
+  });
+  return { store, ledger };
 }
 
 const hold = (ledger: Ledger, id: string, now: number) => holdFor(ledger, id, now, 1_000);
 
-const paygRow = (store: Store) =>
-  store.db
-    .prepare("SELECT payg_window_start AS start, payg_spent_micro AS spent FROM accounts")
-    .get();
+/** The account's PAYG window as the database holds it: the cached row is dropped and read again. */
+const paygRow = (store: Store) => {
+  store.invalidateAll();
+  const account = store.getAccount("acct")!;
+  return { start: account.payg_window_start, spent: account.payg_spent_micro };
+};
 
 describe("PAYG writes in any order", () => {
   it("keeps a job's charge written at once when a window reset queued before it lands later", () => {

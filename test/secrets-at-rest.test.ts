@@ -11,7 +11,6 @@ import {
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import Database from "better-sqlite3";
 import OpenAI from "openai";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { ConfigInput } from "../src/server/config/schema.js";
@@ -20,6 +19,7 @@ import { migrations } from "../src/store/migrations.js";
 import { SecretKeyError } from "../src/store/secret-box.js";
 import { Store } from "../src/store/store.js";
 import { killRunningClis, runCli } from "./support/cli.js";
+import { byokSecretsOnDisk, foreignConnection } from "./support/database-file.js";
 import {
   credentialSeen,
   type FakeUpstream,
@@ -168,7 +168,7 @@ describe("files the gateway writes", () => {
   it("tightens a database and its WAL that were created readable by everyone", async () => {
     const dir = freshDir();
     const db = join(dir, "gateway.db");
-    const old = new Database(db);
+    const old = foreignConnection(db);
     old.pragma("journal_mode = WAL");
     old.exec("CREATE TABLE leftover (x)");
     // A process that died leaves its WAL behind.
@@ -190,7 +190,7 @@ describe("a database written before secrets left it", () => {
   it("loses its plain provider and BYOK keys at the upgrade, keeping BYOK usable", () => {
     const dir = freshDir();
     const db = join(dir, "old.db");
-    const old = new Database(db);
+    const old = foreignConnection(db);
     old.pragma("journal_mode = WAL");
     for (let v = 0; v < 4; v++) old.exec(migrations[v]);
     old.pragma("user_version = 4");
@@ -280,11 +280,7 @@ describe("the secret key", () => {
   it("rotates: every BYOK key re-encrypted under a new key file; the old key opens nothing", async () => {
     const db = await sealedDatabase();
     const oldKey = readFileSync(`${db}.key`, "utf8").trim();
-    const before = new Database(db, { readonly: true });
-    const sealed = (
-      before.prepare("SELECT secret FROM byok_credentials").all() as { secret: string }[]
-    ).map((r) => r.secret);
-    before.close();
+    const sealed = byokSecretsOnDisk(db);
     expect(sealed).toHaveLength(2);
     const rotated = await runCli(["secrets", "rotate", "--db", db, "--json"], process.env);
     expect(rotated.stderr).toBe("");

@@ -3,11 +3,11 @@ import { once } from "node:events";
 import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import Database from "better-sqlite3";
 import { afterAll, describe, expect, it } from "vitest";
 import { Ledger } from "../src/server/billing/ledger.js";
 import { SettlementJournal } from "../src/store/settlement-journal.js";
 import { Store } from "../src/store/store.js";
+import { balanceOnDisk, foreignConnection, requestLogOnDisk } from "./support/database-file.js";
 import { delivered, holdFor } from "./support/ledger.js";
 
 /** A journal on a disk that is full: every append fails. */
@@ -55,9 +55,7 @@ process.kill(process.pid, "SIGKILL");
 
 function storeWithAccount(dbPath: string): Store {
   const store = new Store(dbPath);
-  store.db
-    .prepare("INSERT INTO accounts (id, balance_micro, created_at) VALUES ('acct', ?, 0)")
-    .run(balanceMicro);
+  store.createAccount({ id: "acct", name: "", balanceMicro, rpmLimit: 60, tier: "free", now: 0 });
   return store;
 }
 
@@ -67,20 +65,16 @@ function settleOne(ledger: Ledger, id: string): void {
   ledger.settle(holdFor(ledger, id, now, 100_000), delivered(costMicro, now));
 }
 
+/** What the file holds, read by a connection of its own. */
 function state(dbPath: string) {
-  const db = new Database(dbPath, { readonly: true });
-  try {
-    return {
-      balance: (
-        db.prepare("SELECT balance_micro FROM accounts WHERE id = 'acct'").get() as {
-          balance_micro: number;
-        }
-      ).balance_micro,
-      logged: db.prepare("SELECT id, state, cost_micro FROM request_log ORDER BY rowid").all(),
-    };
-  } finally {
-    db.close();
-  }
+  return {
+    balance: balanceOnDisk(dbPath, "acct"),
+    logged: requestLogOnDisk(dbPath).map(({ id, state, cost_micro }) => ({
+      id,
+      state,
+      cost_micro,
+    })),
+  };
 }
 
 describe("the settlement journal", () => {
@@ -123,11 +117,14 @@ describe("the settlement journal", () => {
     const ledger = new Ledger(store);
     settleOne(ledger, "req_retry");
     void ledger.committed(); // in the journal: the answer may leave
-    // The charge would take the balance below zero: the CHECK constraint fails the transaction.
-    const setBalance = store.db.prepare("UPDATE accounts SET balance_micro = ? WHERE id = 'acct'");
+    // Another writer empties the balance behind the ledger's back: the charge would take it below
+    // zero, and the CHECK constraint fails the transaction.
+    const other = foreignConnection(dbPath);
+    const setBalance = other.prepare("UPDATE accounts SET balance_micro = ? WHERE id = 'acct'");
     setBalance.run(0);
     expect(() => ledger.flush()).toThrow(/CHECK/);
     setBalance.run(balanceMicro);
+    other.close();
     ledger.flush();
     ledger.flush();
     expect(store.getAccount("acct")?.balance_micro).toBe(balanceMicro - costMicro);

@@ -3,6 +3,7 @@ import { closeSync, mkdtempSync, openSync, rmdirSync, rmSync, writeSync } from "
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { fillDatabase, makeRoom as makeRoomIn } from "./support/database-file.js";
 import { type FakeUpstream, fakeUpstream, sleep } from "./support/fake-upstream.js";
 import { baseConfig, chat, post, type TestGateway, testGateway } from "./support/gateway.js";
 
@@ -89,13 +90,10 @@ describe.skipIf(!mounted)("a full disk under the database", () => {
     vi.restoreAllMocks();
   });
 
-  const db = () => gw.services.store.db;
-  const balance = () =>
-    (
-      db().prepare("SELECT balance_micro FROM accounts WHERE id = 'acct'").get() as {
-        balance_micro: number;
-      }
-    ).balance_micro;
+  // Read after `ledger.flush()`: the cached row then holds what the database holds.
+  const balance = () => gw.services.store.getAccount("acct")!.balance_micro;
+  /** Every row of the log; one instant, so newest first is the reverse of the writes' order. */
+  const log = () => gw.services.store.requestLog("acct", 1e9);
 
   it("answers 503 storage_unavailable, charges nothing, and recovers when space returns", async () => {
     const warmUp = await post(gw, "/v1/chat/completions", chat("before", "paid-model"));
@@ -185,18 +183,14 @@ describe.skipIf(!mounted)("a full disk under the database", () => {
     gw.services.ledger.flush();
 
     // Every success a client saw has exactly one charged row, and only those were charged.
-    const settled = db()
-      .prepare(
-        "SELECT count(*) AS n, sum(cost_micro) AS cost FROM request_log WHERE state = 'settled'",
-      )
-      .get() as { n: number; cost: number };
+    const settledRows = log().filter((row) => row.state === "settled");
+    const settled = {
+      n: settledRows.length,
+      cost: settledRows.reduce((sum, row) => sum + row.cost_micro, 0),
+    };
     expect(settled.n).toBe(succeeded + 1); // and the warm-up
     expect(settled.cost).toBeGreaterThan(0);
-    const warmUpCost = (
-      db().prepare("SELECT cost_micro FROM request_log ORDER BY rowid LIMIT 1").get() as {
-        cost_micro: number;
-      }
-    ).cost_micro;
+    const warmUpCost = log().at(-1)!.cost_micro;
     expect(balance()).toBe(startBalance - (settled.cost - warmUpCost));
   }, 120_000);
 });
@@ -212,37 +206,23 @@ describe("a database that cannot grow", () => {
     gw = await testGateway({ now: () => 1_800_000_000_000 });
   });
   afterAll(async () => {
-    gw?.services.store.db.pragma("max_page_count = 1073741823");
+    if (gw) makeRoomIn(gw.services.store);
     await gw?.close();
     vi.restoreAllMocks();
   });
 
   /** A request held in flight (so charges wait for a shared commit), then no page left. */
   async function fillWhileOneWaits(): Promise<{ inFlight: Promise<Response> }> {
-    const db = gw.services.store.db;
     const inFlight = post(gw, "/v1/chat/completions", chat("slow [[mock:delay=3000]]"));
     for (let i = 0; i < 250 && gw.services.ledger.heldMicro("acct") === 0; i++) await sleep(20);
     expect(gw.services.ledger.heldMicro("acct")).toBeGreaterThan(0);
-    db.pragma(`max_page_count = ${db.pragma("page_count", { simple: true })}`);
-    const filler = db.prepare(
-      "INSERT INTO request_log (id, account_id, endpoint, state, created_at) VALUES (?, 'acct', 'filler', 'failed', ?)",
-    );
-    // Large rows take the free pages, then small ones the room left in the last pages.
-    for (const size of [1500, 100, 10]) {
-      expect(() => {
-        for (let i = 0; i < 100_000; i++) {
-          filler.run(`filler_${size}_${i}_${"x".repeat(size)}`, 1_800_000_000_000);
-        }
-      }).toThrow(/database or disk is full/);
-    }
+    fillDatabase(gw.services.store);
     // Wrapped: an async function would otherwise wait for the response it returns.
     return { inFlight };
   }
 
   async function makeRoom(): Promise<void> {
-    const db = gw.services.store.db;
-    db.pragma("max_page_count = 1073741823");
-    db.prepare("DELETE FROM request_log WHERE endpoint = 'filler'").run();
+    makeRoomIn(gw.services.store);
     await sleep(1_100);
     expect(gw.services.ledger.storageFault()).toBeNull();
   }
@@ -251,10 +231,9 @@ describe("a database that cannot grow", () => {
     const warmUp = await post(gw, "/v1/chat/completions", chat("before"));
     expect(warmUp.status).toBe(200);
     await warmUp.json();
-    const db = gw.services.store.db;
     gw.services.ledger.flush();
-    const rowsBefore = (db.prepare("SELECT count(*) AS n FROM request_log").get() as { n: number })
-      .n;
+    const log = () => gw.services.store.requestLog("acct", 1e9);
+    const rowsBefore = log().length;
     const { inFlight } = await fillWhileOneWaits();
 
     const streamed = await post(
@@ -277,10 +256,12 @@ describe("a database that cannot grow", () => {
     await makeRoom();
     // A journaled charge landed once space returned; the broken stream left no row.
     gw.services.ledger.flush();
+    // One instant: the log's newest-first order is the reverse of the writes' order.
     expect(
-      db
-        .prepare("SELECT stream, state FROM request_log ORDER BY rowid LIMIT -1 OFFSET ?")
-        .all(rowsBefore),
+      log()
+        .reverse()
+        .slice(rowsBefore)
+        .map(({ stream, state }) => ({ stream, state })),
     ).toEqual(slow.status === 200 ? [{ stream: 0, state: "settled" }] : []);
   }, 30_000);
 

@@ -38,12 +38,7 @@ afterAll(async () => {
 });
 beforeEach(() => upstream.reset());
 
-const balance = () =>
-  (
-    gw.services.store.db.prepare("SELECT balance_micro FROM accounts WHERE id = 'acct'").get() as {
-      balance_micro: number;
-    }
-  ).balance_micro;
+const balance = () => gw.services.store.getAccount("acct")!.balance_micro;
 
 describe("upstream answer cap", () => {
   it("an answer declared larger than the cap is a 503 upstream_error; nothing is charged", async () => {

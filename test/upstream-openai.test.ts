@@ -497,12 +497,7 @@ describe("openai wire: failures around the start of a stream", () => {
 
 describe("openai wire: a client that leaves before a JSON answer", () => {
   it("closes the upstream connection, logs client_closed and charges nothing", async () => {
-    const balance = async () =>
-      (
-        gw.services.store.db.prepare("SELECT balance_micro FROM accounts").get() as {
-          balance_micro: number;
-        }
-      ).balance_micro;
+    const balance = async () => gw.services.store.getAccount("acct")!.balance_micro;
     const before = await balance();
     upstream.queue({ ...openaiJson("too late", { usage: [10, 5] }), delayMs: 2_000 });
     const abort = new AbortController();
@@ -520,12 +515,10 @@ describe("openai wire: a client that leaves before a JSON answer", () => {
     for (let i = 0; i < 100 && upstream.aborted === 0; i++)
       await new Promise((r) => setTimeout(r, 10));
     expect(upstream.aborted).toBe(1);
-    const row = () =>
-      gw.services.store.db
-        .prepare(
-          "SELECT state, error_code, cost_micro FROM request_log ORDER BY rowid DESC LIMIT 1",
-        )
-        .get() as { error_code: string | null };
+    const row = () => {
+      const [{ state, error_code, cost_micro }] = gw.services.store.requestLog("acct", 1);
+      return { state, error_code, cost_micro };
+    };
     for (let i = 0; i < 50 && row().error_code !== "client_closed"; i++)
       await new Promise((r) => setTimeout(r, 20));
     expect(row()).toEqual({ state: "failed", error_code: "client_closed", cost_micro: 0 });

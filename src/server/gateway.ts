@@ -1,7 +1,6 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { getRequestListener } from "@hono/node-server";
-import { startCheckpointer } from "../store/checkpointer.js";
 import { Store } from "../store/store.js";
 import { buildApp, type RouteInstaller } from "./app.js";
 import { type Clock, type GatewayClock, ManualClock, realClock } from "./clock.js";
@@ -142,7 +141,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
     if ([...store.getCatalog().providers.values()].some((p) => p.wire !== "mock")) {
       setImmediate(() => void services.http.warm());
     }
-    const checkpointer = dbPath === ":memory:" ? undefined : startCheckpointer(store.db, dbPath);
+    const checkpointer = store.startCheckpointer();
     const shownHost = host.includes(":") ? `[${host}]` : host === "0.0.0.0" ? "127.0.0.1" : host;
     const url = `http://${shownHost}:${port}`;
     traceSource.url = url;

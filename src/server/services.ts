@@ -56,7 +56,7 @@ export interface Services {
 }
 
 export function createServices(store: Store, options: ServerOptions): Services {
-  const repos = openRepositories(store.db);
+  const repos = openRepositories(store.database);
   const inspector = new RequestInspector(repos.requestLog, options.capture);
   // Only a gateway with the test kit on gets the upstream that records, replays and captures.
   const http =

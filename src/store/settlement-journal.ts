@@ -1,5 +1,6 @@
 import { closeSync, existsSync, fstatSync, ftruncateSync, readFileSync, writeSync } from "node:fs";
 import { openPrivateFile } from "./private-files.js";
+import type { LedgerWrite } from "./types.js";
 
 /** Truncated once everything in it is in SQLite and it has grown past this. */
 const truncateAtBytes = 1024 * 1024;
@@ -22,13 +23,13 @@ export class SettlementJournal {
   }
 
   /** The records written before a crash, in order; a torn last line is dropped. */
-  static read(path: string): { seq: number }[] {
+  static read(path: string): LedgerWrite[] {
     if (!existsSync(path)) return [];
-    const records: { seq: number }[] = [];
+    const records: LedgerWrite[] = [];
     for (const line of readFileSync(path, "utf8").split("\n")) {
       if (line === "") continue;
       try {
-        records.push(JSON.parse(line) as { seq: number });
+        records.push(JSON.parse(line) as LedgerWrite);
       } catch {
         break;
       }

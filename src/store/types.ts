@@ -125,6 +125,235 @@ export interface Subscription {
   started_at?: number;
 }
 
+/** How a request was paid for; `request_log.payment`. */
+export type Payment = "balance" | "payg" | "subscription" | "free" | "byok" | "none";
+
+/**
+ * A request_log row in the insert's column order. Positional: binding a named-parameter object
+ * costs more on every request, and the settlement journal keeps rows in this form.
+ */
+export type RequestLogValues = [
+  id: string,
+  accountId: string,
+  keyId: string | null,
+  endpoint: string,
+  model: string | null,
+  state: RequestLogRow["state"],
+  payment: Payment,
+  paymentRef: string | null,
+  reservedMicro: number,
+  costMicro: number,
+  inputTokens: number,
+  outputTokens: number,
+  status: number,
+  errorCode: string | null,
+  providerId: string | null,
+  stream: number,
+  createdAt: number,
+  finishedAt: number,
+  toolsOmitted: string | null,
+];
+
+/** One write of the Ledger, as data: queued, committed in a batch, and a line of the journal. */
+export type LedgerWrite =
+  | {
+      kind: "settle";
+      seq: number;
+      accountId: string;
+      payment: Payment;
+      charge: number;
+      /** The PAYG window a PAYG charge counts in. */
+      paygWindow: number | null;
+      /** The UTC day a delivered free request counts on. */
+      freeDay: string | null;
+      /** Subscription windows a delivered request counts in: [name, start]. */
+      windows: [string, number][];
+      log: RequestLogValues;
+    }
+  | { kind: "resetPayg"; seq: number; accountId: string; start: number };
+
+/** Columns of an account only the Ledger writes: its money and its PAYG state. */
+export const moneyColumns = [
+  "balance_micro",
+  "payg_enabled",
+  "payg_limit_micro",
+  "payg_window_seconds",
+  "payg_window_start",
+  "payg_spent_micro",
+] as const;
+export type MoneyColumn = (typeof moneyColumns)[number];
+
+/** Columns of an account any account write may set. */
+export const profileColumns = [
+  "name",
+  "status",
+  "rpm_limit",
+  "tier",
+  "subscription_json",
+  "subscription_started_at",
+] as const;
+export type ProfileColumn = (typeof profileColumns)[number];
+
+export type AccountColumn = MoneyColumn | ProfileColumn;
+export type AccountPatch<Column extends AccountColumn = AccountColumn> = Partial<
+  Record<Column, string | number | null>
+>;
+
+export interface Catalog {
+  providers: Map<string, ProviderRow>;
+  models: Map<string, ModelRow>;
+  routes: Map<string, string[]>;
+  tiers: Map<string, TierRow>;
+}
+
+export interface UsageSummary {
+  since: string;
+  requests: number;
+  succeeded: number;
+  failed: number;
+  input_tokens: number;
+  output_tokens: number;
+  cost_idr: number;
+}
+
+export interface UsageDay {
+  date: string;
+  requests: number;
+  input_tokens: number;
+  output_tokens: number;
+  cost_idr: number;
+}
+
+export interface UsageByModel {
+  model: string;
+  requests: number;
+  input_tokens: number;
+  output_tokens: number;
+  cost_micro: number;
+}
+
+/** A request_log row as the usage endpoints show it. */
+export interface RecentRequest {
+  id: string;
+  created_at: string;
+  endpoint: string;
+  model: string | null;
+  state: RequestLogRow["state"];
+  status: number | null;
+  error_code: string | null;
+  stream: boolean;
+  payment: string;
+  input_tokens: number;
+  output_tokens: number;
+  cost_idr: number;
+  key_id: string | null;
+  tools_omitted?: string[];
+}
+
+// ---- repositories ------------------------------------------------------------
+// The seam a storage backend implements. Reads the request path makes are answered from memory
+// (synchronously); every write keeps those answers current.
+
+/** Accounts, their API keys and their BYOK credentials. */
+export interface AccountRepository {
+  /** The cached row; its money columns include settlements not yet committed. */
+  getAccount(id: string): AccountRow | undefined;
+  listAccounts(): AccountRow[];
+  accountCount(): number;
+  createAccount(input: {
+    id: string;
+    name: string;
+    balanceMicro: number;
+    rpmLimit: number;
+    tier: string;
+    now: number;
+  }): AccountRow;
+  /** Sets only the columns given; the caller validated names and values. Money goes through the Ledger. */
+  updateAccount(id: string, patch: AccountPatch<ProfileColumn>): boolean;
+  setAccountStatus(id: string, status: AccountRow["status"]): boolean;
+
+  /** The key with this plaintext value and its account's status, from memory once seen. */
+  findKeyByValue(value: string): KeyWithAccount | undefined;
+  isAdminKey(value: string): boolean;
+  touchKey(id: string, now: number): void;
+  /** Mints a key and returns its only plaintext copy. */
+  createKey(input: {
+    accountId: string;
+    label: string;
+    kind: KeyKind;
+    parentKeyId?: string | null;
+    now?: number;
+  }): { key: KeyRow; value: string };
+  getKey(id: string): KeyRow | undefined;
+  listKeys(accountId: string): KeyRow[];
+  listChildKeys(parentKeyId: string): KeyRow[];
+  /** Returns false when the key does not exist or was already revoked. */
+  revokeKey(id: string, now?: number): boolean;
+
+  /** The account's BYOK credentials in order, opened. */
+  listByok(accountId: string): ByokRow[];
+  addByok(
+    accountId: string,
+    providerId: string,
+    secret: string,
+    label: string,
+    now: number,
+  ): ByokRow;
+  deleteByok(accountId: string, id: string): boolean;
+  /** The form a BYOK credential is stored in, bound to its row id. */
+  sealByok(id: string, secret: string): string;
+}
+
+/** Providers, models, routes and tiers, with the provider keys the config gave. */
+export interface CatalogRepository {
+  getCatalog(): Catalog;
+  /** A config's provider keys; the same keys keep their array, so key pools keep their state. */
+  setProviderKeys(providerId: string, keys: readonly string[]): void;
+  /** Providers whose config gave API keys that this process was not given. */
+  providersWithoutKeys(): string[];
+}
+
+/** What accounts and free models have used: the request log and the free token budgets. */
+export interface UsageRepository {
+  usageSummary(accountId: string, since: number): UsageSummary;
+  usageDaily(accountId: string, since: number): UsageDay[];
+  /** Requests, tokens and cost per model since `since`, most expensive first. */
+  usageByModel(accountId: string, since: number): UsageByModel[];
+  recentRequests(accountId: string, limit: number): RecentRequest[];
+  /** The account's request log, newest first. */
+  requestLog(accountId: string, limit: number): RequestLogRow[];
+  /** Tokens a free model has served in its current budget window. */
+  freeTokensUsed(model: string, windowSeconds: number, now: number): number;
+  addFreeTokens(model: string, windowSeconds: number, tokens: number, now: number): void;
+}
+
+/**
+ * The Ledger's storage: the one writer of money and allowance columns. Its reads include the
+ * writes the Ledger has queued (`remember`) and not yet committed.
+ */
+export interface LedgerRepository {
+  /** The sequence number of the last journal line the database holds. */
+  appliedSeq(): number;
+  /** Delivered free-model requests of the account on a UTC day. */
+  freeUsed(accountId: string, day: string): number;
+  /** Requests counted in a subscription window that started at `start`. */
+  subscriptionUsed(accountId: string, window: string, start: number): number;
+  /** A write just queued: the cached account and counts show it from now on. */
+  remember(write: LedgerWrite): void;
+  /** Writes in one transaction that also records the last one's sequence number. */
+  commit(writes: readonly LedgerWrite[]): void;
+  /** One write inside the caller's transaction (a job row and its charge commit together). */
+  write(write: LedgerWrite): void;
+  /** A commit that changes nothing but needs room to land: is the disk writable again? */
+  probe(): void;
+  /** Adds money and, when `tier` is given, moves the account to it; committed at once. */
+  topUp(accountId: string, amountMicro: number, tier: string | null): boolean;
+  /** Sets money columns, and the profile columns given with them, in one transaction. */
+  updateAccount(accountId: string, patch: AccountPatch): boolean;
+  /** Forgets every cached account and count: the database is the truth again. */
+  reload(): void;
+}
+
 export function parseSubscription(account: AccountRow): Subscription | null {
   return account.subscription_json ? (JSON.parse(account.subscription_json) as Subscription) : null;
 }

@@ -39,7 +39,7 @@ export async function createKeyInDatabase(input: {
   try {
     const accountId =
       input.account ??
-      (await liveServeRuntime(openRepositories(store.db).serveRecord))?.ownerAccountId ??
+      (await liveServeRuntime(openRepositories(store.database).serveRecord))?.ownerAccountId ??
       store.listAccounts()[0]?.id;
     if (!accountId) {
       throw new UserError(

@@ -157,14 +157,14 @@ export function installAdminRoutes(app: Hono<AppEnv>, s: Services): void {
         : null;
       if (body.subscription?.tier) patch.tier = requireTier(s, body.subscription.tier);
     }
-    s.store.updateAccount(account.id, patch);
+    s.ledger.updateAccount(account.id, patch);
     return c.json(accountView(s.store.getAccount(account.id)!));
   });
 
   app.post("/api/admin/accounts/:id/topup", async (c) => {
     const account = accountParam(c);
     const { amount_idr } = await readJson(c, topUpBody);
-    return c.json(accountView(s.store.topUp(account.id, idrToMicro(amount_idr))!));
+    return c.json(accountView(s.ledger.topUp(account.id, idrToMicro(amount_idr))!));
   });
 
   for (const [action, status] of [

@@ -45,7 +45,7 @@ export function installDashboardAccountRoutes(
   app.put("/api/dashboard/payg", async (c) => {
     const { accountId } = owner(c, true);
     const payg = await readJson(c, paygSchema);
-    s.store.updateAccount(accountId, {
+    s.ledger.updateAccount(accountId, {
       payg_enabled: payg.enabled ? 1 : 0,
       payg_limit_micro: idrToMicro(payg.limit_idr),
       payg_window_seconds: payg.window_seconds,

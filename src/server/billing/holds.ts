@@ -1,0 +1,105 @@
+import type { Payment } from "../../store/types.js";
+
+/**
+ * A request's hold on its account, from admission until settlement. Holds live in memory: a
+ * request that dies with the process was never answered, so forgetting its hold is releasing it.
+ * (A job keeps its Reservation in its row and restores the hold at start-up.)
+ */
+export interface Reservation {
+  id: string;
+  accountId: string;
+  keyId: string | null;
+  endpoint: string;
+  model: string;
+  stream: boolean;
+  createdAt: number;
+  payment: Payment;
+  reservedMicro: number;
+  /** free: the UTC day counted; subscription: JSON of the window starts counted. */
+  paymentRef: string | null;
+  /**
+   * Set by the first settlement. A route that settled a delivered request and then failed to make
+   * it durable (a full disk) settles it again as failed: that second one must not release the
+   * hold twice.
+   */
+  settled?: boolean;
+}
+
+/** What admitted, unsettled requests of one account hold. */
+export interface Held {
+  balance: number;
+  payg: number;
+  /** By UTC day. */
+  free: Map<string, number>;
+  /** By `${window}@${start}`. */
+  windows: Map<string, number>;
+}
+
+/** The subscription windows a reservation counts in: [name, start]. */
+export function windowStarts(reservation: Reservation): [string, number][] {
+  return reservation.paymentRef
+    ? Object.entries(JSON.parse(reservation.paymentRef) as Record<string, number>)
+    : [];
+}
+
+const add = (map: Map<string, number>, key: string, n: number) => {
+  const next = (map.get(key) ?? 0) + n;
+  if (next === 0) map.delete(key);
+  else map.set(key, next);
+};
+
+/** Every hold placed and not yet released, per account: admission checks settled state plus these. */
+export class Holds {
+  private readonly byAccount = new Map<string, Held>();
+  /** Holds placed and not yet released, across every account. */
+  private open = 0;
+
+  place(reservation: Reservation): void {
+    this.change(reservation, 1);
+  }
+
+  release(reservation: Reservation): void {
+    this.change(reservation, -1);
+  }
+
+  /** How many holds are open across accounts. */
+  get count(): number {
+    return this.open;
+  }
+
+  of(accountId: string): Held {
+    let held = this.byAccount.get(accountId);
+    if (!held) {
+      held = { balance: 0, payg: 0, free: new Map(), windows: new Map() };
+      this.byAccount.set(accountId, held);
+    }
+    return held;
+  }
+
+  /** Every open hold and the money they hold, across accounts. */
+  inFlight(): { count: number; micro: number } {
+    let micro = 0;
+    for (const held of this.byAccount.values()) micro += held.balance + held.payg;
+    return { count: this.open, micro };
+  }
+
+  /** Money held by the account's open holds. */
+  heldMicro(accountId: string): number {
+    const held = this.byAccount.get(accountId);
+    return held ? held.balance + held.payg : 0;
+  }
+
+  private change(reservation: Reservation, sign: 1 | -1): void {
+    this.open += sign;
+    const held = this.of(reservation.accountId);
+    const { payment, reservedMicro, paymentRef } = reservation;
+    if (payment === "balance") held.balance += sign * reservedMicro;
+    if (payment === "payg") held.payg += sign * reservedMicro;
+    if (payment === "free" && paymentRef) add(held.free, paymentRef, sign);
+    if (payment === "subscription") {
+      for (const [name, start] of windowStarts(reservation)) {
+        add(held.windows, `${name}@${start}`, sign);
+      }
+    }
+  }
+}

@@ -1,0 +1,162 @@
+import type { Payment } from "../../store/types.js";
+import { GatewayError } from "../errors.js";
+
+/**
+ * The payment decision: from what an account has settled and holds, how a request is paid for
+ * (subscription, then balance, then PAYG) or why it is refused. Pure: the Ledger gathers the
+ * snapshot, places the hold and queues what the decision asks it to write.
+ */
+
+export interface SubscriptionWindowCount {
+  name: string;
+  /** Epoch milliseconds the window now running started at. */
+  start: number;
+  quota: number;
+  /** Requests counted in this window so far. */
+  used: number;
+  /** Requests admitted in it and not yet settled. */
+  held: number;
+}
+
+export interface PaymentSnapshot {
+  now: number;
+  /** Free models and BYOK requests hold no money; they only count allowances. */
+  kind: "paid" | "free" | "byok";
+  /** What the request may cost at most. */
+  worstCaseMicro: number;
+  balance: { settledMicro: number; heldMicro: number };
+  payg: {
+    enabled: boolean;
+    limitMicro: number;
+    spentMicro: number;
+    heldMicro: number;
+    windowStart: number;
+    windowSeconds: number;
+  };
+  /** The account's subscription when it covers the requested model; else null. */
+  subscription: {
+    windows: SubscriptionWindowCount[];
+    paygFallback: boolean;
+    freeFallback: boolean;
+  } | null;
+  /** The free daily allowance: given when the request may be served from it, else null. */
+  free: { day: string; used: number; held: number; dailyLimit: number } | null;
+}
+
+export type PaymentRefusal =
+  | "plan_limit_reached"
+  | "insufficient_balance"
+  | "payg_limit_reached"
+  | "free_quota_daily";
+
+interface Rolled {
+  /** The PAYG window ended: it starts again here, with nothing spent. */
+  paygWindowStart?: number;
+}
+
+export type PaymentDecision =
+  | (Rolled & {
+      payment: Payment;
+      reservedMicro: number;
+      /** free: the UTC day counted; subscription: JSON of the window starts counted. */
+      paymentRef: string | null;
+    })
+  | (Rolled & { refused: PaymentRefusal; retryAfter?: number });
+
+export function decidePayment(snapshot: PaymentSnapshot): PaymentDecision {
+  if (snapshot.kind === "byok") return { payment: "byok", reservedMicro: 0, paymentRef: null };
+  if (snapshot.kind === "free") return takeFree(snapshot);
+  const subscription = snapshot.subscription;
+  if (subscription) {
+    if (subscription.windows.every((window) => window.used + window.held < window.quota)) {
+      const starts = Object.fromEntries(
+        subscription.windows.map((window) => [window.name, window.start]),
+      );
+      return { payment: "subscription", reservedMicro: 0, paymentRef: JSON.stringify(starts) };
+    }
+    if (!subscription.paygFallback) {
+      return subscription.freeFallback ? takeFree(snapshot) : { refused: "plan_limit_reached" };
+    }
+  }
+  return holdMoney(snapshot);
+}
+
+function holdMoney({ balance, payg, worstCaseMicro, now }: PaymentSnapshot): PaymentDecision {
+  if (balance.settledMicro - balance.heldMicro >= worstCaseMicro) {
+    return { payment: "balance", reservedMicro: worstCaseMicro, paymentRef: null };
+  }
+  if (!payg.enabled) return { refused: "insufficient_balance" };
+  const ended = now >= payg.windowStart + payg.windowSeconds * 1000;
+  const rolled: Rolled = ended
+    ? { paygWindowStart: subscriptionWindowStart(payg.windowStart, payg.windowSeconds, now) }
+    : {};
+  const spent = ended ? 0 : payg.spentMicro;
+  if (spent + payg.heldMicro + worstCaseMicro > payg.limitMicro) {
+    return { refused: "payg_limit_reached", ...rolled };
+  }
+  return { payment: "payg", reservedMicro: worstCaseMicro, paymentRef: null, ...rolled };
+}
+
+function takeFree({ free, now }: PaymentSnapshot): PaymentDecision {
+  if (!free) throw new Error("payment: the free allowance was not in the snapshot");
+  if (free.used + free.held >= free.dailyLimit) {
+    return { refused: "free_quota_daily", retryAfter: secondsToUtcMidnight(now) };
+  }
+  return { payment: "free", reservedMicro: 0, paymentRef: free.day };
+}
+
+const refusals: Record<PaymentRefusal, { status: number; message: string }> = {
+  plan_limit_reached: {
+    status: 429,
+    message:
+      "Kuota paket langganan Anda untuk periode ini sudah habis. Tunggu hingga periode berikutnya dimulai atau aktifkan PAYG.",
+  },
+  insufficient_balance: {
+    status: 402,
+    message: "Your IDR balance is too low for this request. Top up first, then retry.",
+  },
+  payg_limit_reached: {
+    status: 402,
+    message: "PAYG spending limit reached; raise it in settings or wait for the reset window.",
+  },
+  free_quota_daily: {
+    status: 429,
+    message:
+      "Free-model daily allowance used up; it resets at 00:00 UTC. A top-up or subscription raises it.",
+  },
+};
+
+/** The spec's error for a refusal. */
+export function refusalError(refusal: PaymentRefusal, retryAfter?: number): GatewayError {
+  const { status, message } = refusals[refusal];
+  return new GatewayError(
+    status,
+    refusal,
+    message,
+    retryAfter === undefined ? undefined : { retryAfter },
+  );
+}
+
+export function utcDay(now: number): string {
+  return new Date(now).toISOString().slice(0, 10);
+}
+
+export function nextUtcMidnight(now: number): number {
+  const next = new Date(now);
+  next.setUTCHours(24, 0, 0, 0);
+  return next.getTime();
+}
+
+export function secondsToUtcMidnight(now: number): number {
+  return Math.max(1, Math.ceil((nextUtcMidnight(now) - now) / 1000));
+}
+
+/** The start of the window of `windowSeconds` running at `now`, windows counted from `startedAt`. */
+export function subscriptionWindowStart(
+  startedAt: number,
+  windowSeconds: number,
+  now: number,
+): number {
+  const length = windowSeconds * 1000;
+  return startedAt + Math.floor((now - startedAt) / length) * length;
+}

@@ -1,0 +1,145 @@
+import { SettlementJournal } from "../../store/settlement-journal.js";
+import type { LedgerRepository, LedgerWrite } from "../../store/types.js";
+import { GatewayError, storageUnavailable } from "../errors.js";
+import type { StorageWatch } from "./storage-watch.js";
+
+/**
+ * The Ledger's writes on their way to the database. They commit together in one transaction per
+ * event-loop turn (`committed()` waits for it), so concurrent requests share a commit; balance,
+ * allowance counts and the request_log row of a request always land in the same transaction.
+ *
+ * When no other request is in flight there is nothing to batch with: `committed()` then makes
+ * the queued writes durable by appending them to the settlement journal (one `write`) and the
+ * answer leaves before the transaction, which follows within the same event-loop turn. A start
+ * applies journal lines the database does not hold yet, exactly once.
+ */
+export class SettlementQueue {
+  private queue: LedgerWrite[] = [];
+  /** How many writes at the head of the queue are already in the journal. */
+  private journaled = 0;
+  /** Cached rows were read again while answered writes were still queued. */
+  private stale = false;
+  private seq: number;
+  private readonly journal: SettlementJournal | undefined;
+  private waiters: { resolve: () => void; reject: (err: unknown) => void }[] = [];
+  private flushTimer: NodeJS.Immediate | undefined;
+
+  constructor(
+    private readonly book: LedgerRepository,
+    private readonly storage: StorageWatch,
+    databasePath: string,
+    openJournal: (path: string) => SettlementJournal,
+  ) {
+    this.seq = book.appliedSeq();
+    if (databasePath !== ":memory:") {
+      const path = `${databasePath}-settlements`;
+      this.recover(path);
+      this.journal = openJournal(path);
+      this.journal.clear();
+    }
+  }
+
+  /** Settlements a crash left in the journal only: applied now, in order, each once. */
+  private recover(path: string): void {
+    const pending = SettlementJournal.read(path).filter((write) => write.seq > this.seq);
+    if (pending.length === 0) return;
+    this.book.commit(pending);
+    this.seq = pending[pending.length - 1].seq;
+    this.book.reload();
+  }
+
+  /** The sequence number of the next write. */
+  nextSeq(): number {
+    return ++this.seq;
+  }
+
+  /** Queues a write the repository already remembers; it commits at the end of this turn. */
+  enqueue(write: LedgerWrite): void {
+    this.queue.push(write);
+    this.flushTimer ??= setImmediate(() => this.flushQueued());
+  }
+
+  private flushQueued(): void {
+    try {
+      this.flush();
+    } catch (err) {
+      if (err instanceof GatewayError) return;
+      console.error(`ledger: a settlement batch failed to commit: ${(err as Error).message}`);
+    }
+  }
+
+  /** Commits what is queued, or else a write that changes nothing: the storage probe. */
+  flushOrProbe(): void {
+    if (this.queue.length > 0) this.flush();
+    else this.book.probe();
+  }
+
+  /** Commits every queued write now, in one transaction. */
+  flush(): void {
+    if (this.flushTimer) clearImmediate(this.flushTimer);
+    this.flushTimer = undefined;
+    const writes = this.queue;
+    const journaled = this.journaled;
+    const waiters = this.waiters;
+    this.queue = [];
+    this.journaled = 0;
+    this.waiters = [];
+    try {
+      if (writes.length > 0) this.book.commit(writes);
+    } catch (failure) {
+      // Out of space: the requests waiting on this batch get the storage_unavailable answer.
+      const err = this.storage.note(failure) ? storageUnavailable() : failure;
+      // The cached rows may now be ahead of the database: read them again from the truth.
+      this.book.reload();
+      // Writes already in the journal were answered: they stay queued and land with the next
+      // batch (or at the next start). The others fail with their requests.
+      this.queue = writes.slice(0, journaled);
+      this.journaled = journaled;
+      this.stale = journaled > 0;
+      for (const waiter of waiters) waiter.reject(err);
+      throw err;
+    }
+    this.journal?.applied();
+    // Writes that failed once were missing from the rows read again meanwhile.
+    if (this.stale) {
+      this.stale = false;
+      this.book.reload();
+    }
+    for (const waiter of waiters) waiter.resolve();
+  }
+
+  /**
+   * Resolves when everything queued so far is durable. `alone`: no other request is between
+   * admission and settlement, so none would join this batch.
+   */
+  committed(alone: boolean): Promise<void> {
+    if (this.queue.length === this.journaled) return Promise.resolve();
+    // Durable in the journal now, and the answer may leave; the transaction follows this turn.
+    if (alone) {
+      if (this.journal) {
+        try {
+          const lines = this.queue
+            .slice(this.journaled)
+            .map((write) => `${JSON.stringify(write)}\n`);
+          this.journal.append(lines.join(""));
+          this.journaled = this.queue.length;
+          return Promise.resolve();
+        } catch {
+          // The journal cannot take them (a full disk): commit them now, or fail with them.
+        }
+      }
+      try {
+        this.flush();
+        return Promise.resolve();
+      } catch (err) {
+        return Promise.reject(err);
+      }
+    }
+    return new Promise((resolve, reject) => this.waiters.push({ resolve, reject }));
+  }
+
+  close(): void {
+    this.flush();
+    this.journal?.close();
+  }
+}

@@ -1,0 +1,212 @@
+import type { Statement } from "better-sqlite3";
+import type { DB } from "./db.js";
+import { pickColumns, type SqliteAccounts } from "./sqlite-accounts.js";
+import {
+  type AccountPatch,
+  type LedgerRepository,
+  type LedgerWrite,
+  moneyColumns,
+  profileColumns,
+} from "./types.js";
+
+/** How many values a request_log row has; a journal line written before the last was added has fewer. */
+const logColumns = 19;
+
+/**
+ * The Ledger's writes on SQLite: balances, PAYG spend, allowance counts, request_log rows and the
+ * journal's applied sequence number. The settled allowance counts are cached here, and the money
+ * of cached accounts is changed through their owner (`SqliteAccounts.changeMoney`), both as soon
+ * as a write is queued.
+ */
+export class SqliteLedger implements LedgerRepository {
+  private readonly statements: ReturnType<typeof prepare>;
+  private readonly freeUsedCache = new Map<string, number>();
+  private readonly windowUsedCache = new Map<string, { start: number; used: number }>();
+
+  constructor(
+    db: DB,
+    private readonly accounts: SqliteAccounts,
+    private readonly transaction: <T>(fn: () => T) => T,
+  ) {
+    this.statements = prepare(db);
+  }
+
+  appliedSeq(): number {
+    return (this.statements.appliedSeq.get() as { applied_seq: number }).applied_seq;
+  }
+
+  freeUsed(accountId: string, day: string): number {
+    const key = `${accountId}|${day}`;
+    let used = this.freeUsedCache.get(key);
+    if (used === undefined) {
+      used =
+        (this.statements.freeUsed.get(accountId, day) as { used: number } | undefined)?.used ?? 0;
+      this.freeUsedCache.set(key, used);
+    }
+    return used;
+  }
+
+  subscriptionUsed(accountId: string, window: string, start: number): number {
+    const key = `${accountId}|${window}`;
+    let entry = this.windowUsedCache.get(key);
+    if (!entry) {
+      const row = this.statements.windowUsed.get(accountId, window) as
+        | { window_start: number; used: number }
+        | undefined;
+      entry = { start: row?.window_start ?? start, used: row?.used ?? 0 };
+      this.windowUsedCache.set(key, entry);
+    }
+    return entry.start === start ? entry.used : 0;
+  }
+
+  /** Mirrors `write` on the cached state, so that both land on the same numbers. */
+  remember(write: LedgerWrite): void {
+    const account = this.accounts.getAccount(write.accountId);
+    if (write.kind === "resetPayg") {
+      if (account && account.payg_window_start < write.start) {
+        this.accounts.changeMoney(write.accountId, {
+          payg_window_start: write.start,
+          payg_spent_micro: 0,
+        });
+      }
+      return;
+    }
+    if (account && write.charge > 0 && write.payment === "balance") {
+      this.accounts.changeMoney(write.accountId, {
+        balance_micro: account.balance_micro - write.charge,
+      });
+    }
+    if (account && write.charge > 0 && write.payment === "payg") {
+      const window = write.paygWindow ?? 0;
+      if (account.payg_window_start < window) {
+        this.accounts.changeMoney(write.accountId, {
+          payg_window_start: window,
+          payg_spent_micro: write.charge,
+        });
+      } else if (account.payg_window_start === window) {
+        this.accounts.changeMoney(write.accountId, {
+          payg_spent_micro: account.payg_spent_micro + write.charge,
+        });
+      }
+    }
+    if (write.freeDay) {
+      this.freeUsedCache.set(
+        `${write.accountId}|${write.freeDay}`,
+        this.freeUsed(write.accountId, write.freeDay) + 1,
+      );
+    }
+    for (const [name, start] of write.windows) {
+      this.windowUsedCache.set(`${write.accountId}|${name}`, {
+        start,
+        used: this.subscriptionUsed(write.accountId, name, start) + 1,
+      });
+    }
+  }
+
+  write(write: LedgerWrite): void {
+    const statements = this.statements;
+    if (write.kind === "resetPayg") {
+      statements.resetPayg.run(write.start, write.start, write.accountId);
+      return;
+    }
+    if (write.charge > 0 && write.payment === "balance") {
+      statements.charge.run(write.charge, write.accountId);
+    }
+    if (write.charge > 0 && write.payment === "payg") {
+      const start = write.paygWindow ?? 0;
+      statements.chargePayg.run(start, write.charge, start, write.charge, start, write.accountId);
+    }
+    if (write.freeDay) statements.countFree.run(write.accountId, write.freeDay);
+    for (const [name, start] of write.windows) {
+      statements.countWindow.run(write.accountId, name, start);
+    }
+    // A journal line written before the log had its last column names no omitted tools.
+    const log: (string | number | null)[] = write.log;
+    while (log.length < logColumns) log.push(null);
+    statements.log.run(...log);
+  }
+
+  commit(writes: readonly LedgerWrite[]): void {
+    this.transaction(() => {
+      for (const write of writes) this.write(write);
+      this.statements.setAppliedSeq.run(writes[writes.length - 1].seq);
+    });
+  }
+
+  probe(): void {
+    this.transaction(() => this.statements.probe.run());
+  }
+
+  topUp(accountId: string, amountMicro: number, tier: string | null): boolean {
+    const account = this.accounts.getAccount(accountId);
+    if (!account) return false;
+    this.transaction(() => {
+      this.statements.topUp.run(amountMicro, accountId);
+      if (tier !== null) this.accounts.writeColumns(accountId, { tier });
+    });
+    this.accounts.changeMoney(accountId, { balance_micro: account.balance_micro + amountMicro });
+    return true;
+  }
+
+  updateAccount(accountId: string, patch: AccountPatch): boolean {
+    // One statement: the money and the rest change together.
+    return this.accounts.writeColumns(accountId, {
+      ...pickColumns(patch, profileColumns),
+      ...pickColumns(patch, moneyColumns),
+    });
+  }
+
+  reload(): void {
+    this.accounts.forget();
+    this.freeUsedCache.clear();
+    this.windowUsedCache.clear();
+  }
+}
+
+function prepare(db: DB) {
+  const statement = (sql: string): Statement => db.prepare(sql);
+  return {
+    charge: statement("UPDATE accounts SET balance_micro = balance_micro - ? WHERE id = ?"),
+    // Both PAYG writes name their window and never move it back, so they land right in any
+    // order: a job's charge written at once inside its own transaction may overtake a window
+    // reset still queued, and a charge for a window already closed no longer counts.
+    chargePayg: statement(
+      `UPDATE accounts SET
+         payg_spent_micro = CASE WHEN payg_window_start < ? THEN ?
+           WHEN payg_window_start = ? THEN payg_spent_micro + ? ELSE payg_spent_micro END,
+         payg_window_start = MAX(payg_window_start, ?)
+       WHERE id = ?`,
+    ),
+    resetPayg: statement(
+      `UPDATE accounts SET
+         payg_spent_micro = CASE WHEN payg_window_start < ? THEN 0 ELSE payg_spent_micro END,
+         payg_window_start = MAX(payg_window_start, ?)
+       WHERE id = ?`,
+    ),
+    topUp: statement("UPDATE accounts SET balance_micro = balance_micro + ? WHERE id = ?"),
+    freeUsed: statement("SELECT used FROM free_usage WHERE account_id = ? AND day = ?"),
+    countFree: statement(
+      `INSERT INTO free_usage (account_id, day, used) VALUES (?, ?, 1)
+       ON CONFLICT(account_id, day) DO UPDATE SET used = used + 1`,
+    ),
+    windowUsed: statement(
+      "SELECT window_start, used FROM subscription_usage WHERE account_id = ? AND window_name = ?",
+    ),
+    countWindow: statement(
+      `INSERT INTO subscription_usage (account_id, window_name, window_start, used) VALUES (?, ?, ?, 1)
+       ON CONFLICT(account_id, window_name) DO UPDATE SET
+         used = CASE WHEN window_start = excluded.window_start THEN used + 1 ELSE 1 END,
+         window_start = excluded.window_start`,
+    ),
+    log: statement(
+      `INSERT INTO request_log (id, account_id, key_id, endpoint, model, state, payment, payment_ref,
+         reserved_micro, cost_micro, input_tokens, output_tokens, status, error_code, provider_id,
+         stream, created_at, finished_at, tools_omitted)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    ),
+    appliedSeq: statement("SELECT applied_seq FROM ledger_journal WHERE id = 1"),
+    setAppliedSeq: statement("UPDATE ledger_journal SET applied_seq = ? WHERE id = 1"),
+    // Rewrites one row as it is: a commit that needs room in the WAL, and changes nothing.
+    probe: statement("UPDATE ledger_journal SET applied_seq = applied_seq WHERE id = 1"),
+  };
+}

@@ -1,0 +1,132 @@
+import type { Statement } from "better-sqlite3";
+import type { DB } from "./db.js";
+import { microToIdr } from "./money.js";
+import type {
+  RecentRequest,
+  RequestLogRow,
+  UsageByModel,
+  UsageDay,
+  UsageRepository,
+  UsageSummary,
+} from "./types.js";
+
+/** Usage read from the request log, and the free models' token budgets, on SQLite. */
+export class SqliteUsage implements UsageRepository {
+  private readonly statements: ReturnType<typeof prepare>;
+
+  constructor(db: DB) {
+    this.statements = prepare(db);
+  }
+
+  usageSummary(accountId: string, since: number): UsageSummary {
+    const row = this.statements.summary.get(accountId, since) as {
+      requests: number;
+      succeeded: number | null;
+      failed: number | null;
+      input_tokens: number | null;
+      output_tokens: number | null;
+      cost_micro: number | null;
+    };
+    return {
+      since: new Date(since).toISOString(),
+      requests: row.requests,
+      succeeded: row.succeeded ?? 0,
+      failed: row.failed ?? 0,
+      input_tokens: row.input_tokens ?? 0,
+      output_tokens: row.output_tokens ?? 0,
+      cost_idr: microToIdr(row.cost_micro ?? 0),
+    };
+  }
+
+  usageDaily(accountId: string, since: number): UsageDay[] {
+    return (
+      this.statements.daily.all(accountId, since) as {
+        day: string;
+        requests: number;
+        input_tokens: number;
+        output_tokens: number;
+        cost_micro: number;
+      }[]
+    ).map((day) => ({
+      date: day.day,
+      requests: day.requests,
+      input_tokens: day.input_tokens,
+      output_tokens: day.output_tokens,
+      cost_idr: microToIdr(day.cost_micro),
+    }));
+  }
+
+  usageByModel(accountId: string, since: number): UsageByModel[] {
+    return this.statements.byModel.all(accountId, since) as UsageByModel[];
+  }
+
+  requestLog(accountId: string, limit: number): RequestLogRow[] {
+    return this.statements.recent.all(accountId, limit) as RequestLogRow[];
+  }
+
+  recentRequests(accountId: string, limit: number): RecentRequest[] {
+    return this.requestLog(accountId, limit).map((row) => ({
+      id: row.id,
+      created_at: new Date(row.created_at).toISOString(),
+      endpoint: row.endpoint,
+      model: row.model,
+      state: row.state,
+      status: row.status,
+      error_code: row.error_code,
+      stream: row.stream === 1,
+      payment: row.payment,
+      input_tokens: row.input_tokens,
+      output_tokens: row.output_tokens,
+      cost_idr: microToIdr(row.cost_micro),
+      key_id: row.key_id,
+      ...(row.tools_omitted ? { tools_omitted: JSON.parse(row.tools_omitted) as string[] } : {}),
+    }));
+  }
+
+  freeTokensUsed(model: string, windowSeconds: number, now: number): number {
+    const row = this.statements.freeTokens.get(model) as
+      | { window_start: number; tokens: number }
+      | undefined;
+    return row && row.window_start === windowStart(windowSeconds, now) ? row.tokens : 0;
+  }
+
+  addFreeTokens(model: string, windowSeconds: number, tokens: number, now: number): void {
+    this.statements.addFreeTokens.run(model, windowStart(windowSeconds, now), tokens);
+  }
+}
+
+function windowStart(windowSeconds: number, now: number): number {
+  return Math.floor(now / (windowSeconds * 1000)) * windowSeconds * 1000;
+}
+
+function prepare(db: DB) {
+  const statement = (sql: string): Statement => db.prepare(sql);
+  return {
+    summary: statement(
+      `SELECT count(*) AS requests, sum(state = 'settled') AS succeeded, sum(state IN ('failed', 'interrupted')) AS failed,
+              sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens, sum(cost_micro) AS cost_micro
+         FROM request_log WHERE account_id = ? AND created_at >= ?`,
+    ),
+    daily: statement(
+      `SELECT strftime('%Y-%m-%d', created_at / 1000, 'unixepoch') AS day, count(*) AS requests,
+              sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens, sum(cost_micro) AS cost_micro
+         FROM request_log WHERE account_id = ? AND created_at >= ? GROUP BY day ORDER BY day`,
+    ),
+    byModel: statement(
+      `SELECT coalesce(model, '-') AS model, count(*) AS requests, sum(input_tokens) AS input_tokens,
+              sum(output_tokens) AS output_tokens, sum(cost_micro) AS cost_micro
+         FROM request_log WHERE account_id = ? AND created_at >= ?
+        GROUP BY coalesce(model, '-') ORDER BY cost_micro DESC, requests DESC`,
+    ),
+    recent: statement(
+      "SELECT * FROM request_log WHERE account_id = ? ORDER BY created_at DESC, rowid DESC LIMIT ?",
+    ),
+    freeTokens: statement("SELECT window_start, tokens FROM free_token_usage WHERE model = ?"),
+    addFreeTokens: statement(
+      `INSERT INTO free_token_usage (model, window_start, tokens) VALUES (?, ?, ?)
+       ON CONFLICT(model) DO UPDATE SET
+         tokens = CASE WHEN window_start = excluded.window_start THEN tokens + excluded.tokens ELSE excluded.tokens END,
+         window_start = excluded.window_start`,
+    ),
+  };
+}
