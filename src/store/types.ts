@@ -357,3 +357,65 @@ export interface LedgerRepository {
 export function parseSubscription(account: AccountRow): Subscription | null {
   return account.subscription_json ? (JSON.parse(account.subscription_json) as Subscription) : null;
 }
+
+/** Why an account cannot pay for a request: the spec's error code. */
+export type PaymentRefusal =
+  | "plan_limit_reached"
+  | "insufficient_balance"
+  | "payg_limit_reached"
+  | "free_quota_daily";
+
+/**
+ * A request's hold on its account, from admission until settlement. Holds live in memory: a
+ * request that dies with the process was never answered, so forgetting its hold is releasing it.
+ * (A job keeps its Reservation in its row and restores the hold at start-up.)
+ */
+export interface Reservation {
+  id: string;
+  accountId: string;
+  keyId: string | null;
+  endpoint: string;
+  model: string;
+  stream: boolean;
+  createdAt: number;
+  payment: Payment;
+  reservedMicro: number;
+  /** free: the UTC day counted; subscription: JSON of the window starts counted. */
+  paymentRef: string | null;
+  /**
+   * Set by the first settlement. A route that settled a delivered request and then failed to make
+   * it durable (a full disk) settles it again as failed: that second one must not release the
+   * hold twice.
+   */
+  settled?: boolean;
+}
+
+export interface ReserveInput {
+  id: string;
+  accountId: string;
+  keyId: string | null;
+  endpoint: string;
+  model: string;
+  stream: boolean;
+  worstCaseMicro: number;
+  /** The model's name is covered by the account's subscription windows. */
+  subscriptionModel: boolean;
+  /** Free models and BYOK requests hold no money; they only count allowances. */
+  payment?: "free" | "byok";
+  freeDailyLimit?: number;
+  now: number;
+}
+
+export interface SettleInput {
+  status: number;
+  costMicro: number;
+  inputTokens: number;
+  outputTokens: number;
+  providerId: string | null;
+  errorCode?: string | null;
+  /** The request produced output the client received (a broken stream still counts). */
+  delivered: boolean;
+  /** Tools the backend could not run, left out of the request it was sent. */
+  toolsOmitted?: string[];
+  now: number;
+}

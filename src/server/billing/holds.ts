@@ -1,29 +1,6 @@
-import type { Payment } from "../../store/types.js";
+import type { Payment, Reservation } from "../../store/types.js";
 
-/**
- * A request's hold on its account, from admission until settlement. Holds live in memory: a
- * request that dies with the process was never answered, so forgetting its hold is releasing it.
- * (A job keeps its Reservation in its row and restores the hold at start-up.)
- */
-export interface Reservation {
-  id: string;
-  accountId: string;
-  keyId: string | null;
-  endpoint: string;
-  model: string;
-  stream: boolean;
-  createdAt: number;
-  payment: Payment;
-  reservedMicro: number;
-  /** free: the UTC day counted; subscription: JSON of the window starts counted. */
-  paymentRef: string | null;
-  /**
-   * Set by the first settlement. A route that settled a delivered request and then failed to make
-   * it durable (a full disk) settles it again as failed: that second one must not release the
-   * hold twice.
-   */
-  settled?: boolean;
-}
+export type { Reservation } from "../../store/types.js";
 
 /** What admitted, unsettled requests of one account hold. */
 export interface Held {

@@ -7,6 +7,8 @@ import {
   type LedgerRepository,
   type LedgerWrite,
   parseSubscription,
+  type ReserveInput,
+  type SettleInput,
 } from "../../store/types.js";
 import { GatewayError, storageUnavailable } from "../errors.js";
 import { Holds, type Reservation, windowStarts } from "./holds.js";
@@ -20,7 +22,7 @@ import {
 import { SettlementQueue } from "./settlement-queue.js";
 import { StorageWatch } from "./storage-watch.js";
 
-export type { Payment } from "../../store/types.js";
+export type { Payment, ReserveInput, SettleInput } from "../../store/types.js";
 export type { Reservation } from "./holds.js";
 export {
   nextUtcMidnight,
@@ -29,39 +31,9 @@ export {
   utcDay,
 } from "./payment.js";
 
-export interface ReserveInput {
-  id: string;
-  accountId: string;
-  keyId: string | null;
-  endpoint: string;
-  model: string;
-  stream: boolean;
-  worstCaseMicro: number;
-  /** The model's name is covered by the account's subscription windows. */
-  subscriptionModel: boolean;
-  /** Free models and BYOK requests hold no money; they only count allowances. */
-  payment?: "free" | "byok";
-  freeDailyLimit?: number;
-  now: number;
-}
-
 export interface SettleOptions {
   /** Write now, inside the caller's transaction (a job row and its charge commit together). */
   writeNow?: boolean;
-}
-
-export interface SettleInput {
-  status: number;
-  costMicro: number;
-  inputTokens: number;
-  outputTokens: number;
-  providerId: string | null;
-  errorCode?: string | null;
-  /** The request produced output the client received (a broken stream still counts). */
-  delivered: boolean;
-  /** Tools the backend could not run, left out of the request it was sent. */
-  toolsOmitted?: string[];
-  now: number;
 }
 
 /**

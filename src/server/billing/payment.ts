@@ -1,5 +1,16 @@
-import type { Payment } from "../../store/types.js";
+import type { Payment, PaymentRefusal } from "../../store/types.js";
+
+export type { PaymentRefusal } from "../../store/types.js";
+
+import { secondsToUtcMidnight, subscriptionWindowStart } from "../../store/utc-windows.js";
 import { GatewayError } from "../errors.js";
+
+export {
+  nextUtcMidnight,
+  secondsToUtcMidnight,
+  subscriptionWindowStart,
+  utcDay,
+} from "../../store/utc-windows.js";
 
 /**
  * The payment decision: from what an account has settled and holds, how a request is paid for
@@ -42,12 +53,6 @@ export interface PaymentSnapshot {
   /** The free daily allowance: given when the request may be served from it, else null. */
   free: { day: string; used: number; held: number; dailyLimit: number } | null;
 }
-
-export type PaymentRefusal =
-  | "plan_limit_reached"
-  | "insufficient_balance"
-  | "payg_limit_reached"
-  | "free_quota_daily";
 
 interface Rolled {
   /** The PAYG window ended: it starts again here, with nothing spent. */
@@ -135,28 +140,4 @@ export function refusalError(refusal: PaymentRefusal, retryAfter?: number): Gate
     message,
     retryAfter === undefined ? undefined : { retryAfter },
   );
-}
-
-export function utcDay(now: number): string {
-  return new Date(now).toISOString().slice(0, 10);
-}
-
-export function nextUtcMidnight(now: number): number {
-  const next = new Date(now);
-  next.setUTCHours(24, 0, 0, 0);
-  return next.getTime();
-}
-
-export function secondsToUtcMidnight(now: number): number {
-  return Math.max(1, Math.ceil((nextUtcMidnight(now) - now) / 1000));
-}
-
-/** The start of the window of `windowSeconds` running at `now`, windows counted from `startedAt`. */
-export function subscriptionWindowStart(
-  startedAt: number,
-  windowSeconds: number,
-  now: number,
-): number {
-  const length = windowSeconds * 1000;
-  return startedAt + Math.floor((now - startedAt) / length) * length;
 }

@@ -3,11 +3,12 @@ import { once } from "node:events";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase } from "../../../test/support/postgres.js";
-import type { Reservation, ReserveInput, SettleInput } from "../../server/billing/ledger.js";
-import { GatewayError } from "../../server/errors.js";
+import { refusalError } from "../../server/billing/payment.js";
+import type { GatewayError } from "../../server/errors.js";
+import type { Reservation, ReserveInput, SettleInput } from "../types.js";
 import { openPostgresPool } from "./connect.js";
 import { migratePostgres } from "./migrations.js";
-import { PostgresMoney } from "./money.js";
+import { HoldRefused, PostgresMoney } from "./money.js";
 
 // Two gateways on one database: each has its own pool and instance id.
 let url: string;
@@ -75,15 +76,21 @@ function outcome(extra: Partial<SettleInput> = {}): SettleInput {
   };
 }
 
+/** What the gateway answers for a refused hold (billing maps the store's refusal). */
+function asSpecError(reason: unknown): GatewayError {
+  expect(reason).toBeInstanceOf(HoldRefused);
+  const { refusal, retryAfter } = reason as HoldRefused;
+  return refusalError(refusal, retryAfter);
+}
+
 /** 100 attempts at once, alternating between the two gateways; the admitted and the refusals. */
 async function race(make: () => ReserveInput, attempts = 100) {
   const results = await Promise.allSettled(
     Array.from({ length: attempts }, (_, i) => (i % 2 ? gatewayB : gatewayA).reserve(make())),
   );
   const admitted = results.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
-  const refused = results.flatMap((r) => (r.status === "rejected" ? [r.reason as unknown] : []));
-  for (const reason of refused) expect(reason).toBeInstanceOf(GatewayError);
-  return { admitted, refused: refused as GatewayError[] };
+  const refused = results.flatMap((r) => (r.status === "rejected" ? [asSpecError(r.reason)] : []));
+  return { admitted, refused };
 }
 
 async function accountRow(id: string) {
@@ -412,7 +419,7 @@ describe("many gateways' requests at once", () => {
     // Only refusals for want of money; no deadlock, no failed settlement.
     for (const result of results) {
       if (result.status === "rejected") {
-        expect((result.reason as GatewayError).code).toBe("payg_limit_reached");
+        expect(asSpecError(result.reason).code).toBe("payg_limit_reached");
       }
     }
     const row = await accountRow(id);

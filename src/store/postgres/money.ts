@@ -1,14 +1,7 @@
 import { hostname } from "node:os";
 import type pg from "pg";
-import {
-  type Payment,
-  type Reservation,
-  type ReserveInput,
-  type SettleInput,
-  secondsToUtcMidnight,
-  utcDay,
-} from "../../server/billing/ledger.js";
-import { GatewayError } from "../../server/errors.js";
+import type { Payment, PaymentRefusal, Reservation, ReserveInput, SettleInput } from "../types.js";
+import { secondsToUtcMidnight, utcDay } from "../utc-windows.js";
 
 /**
  * How long an instance's lease lasts without a renewal. It is renewed several times per lease, so
@@ -36,34 +29,26 @@ interface HoldAnswer {
   refusal: string | null;
 }
 
-const planLimitMessage =
-  "Kuota paket langganan Anda untuk periode ini sudah habis. Tunggu hingga periode berikutnya dimulai atau aktifkan PAYG.";
+/** The account cannot pay for the request: billing answers with the spec's error for `refusal`. */
+export class HoldRefused extends Error {
+  constructor(
+    readonly refusal: PaymentRefusal,
+    readonly retryAfter?: number,
+  ) {
+    super(refusal);
+  }
+}
 
-function refusalError(refusal: string, now: number): GatewayError {
+function refused(refusal: string | null, now: number): Error {
   switch (refusal) {
     case "free_quota_daily":
-      return new GatewayError(
-        429,
-        "free_quota_daily",
-        "Free-model daily allowance used up; it resets at 00:00 UTC. A top-up or subscription raises it.",
-        { retryAfter: secondsToUtcMidnight(now) },
-      );
+      return new HoldRefused(refusal, secondsToUtcMidnight(now));
     case "plan_limit_reached":
-      return new GatewayError(429, "plan_limit_reached", planLimitMessage);
     case "payg_limit_reached":
-      return new GatewayError(
-        402,
-        "payg_limit_reached",
-        "PAYG spending limit reached; raise it in settings or wait for the reset window.",
-      );
     case "insufficient_balance":
-      return new GatewayError(
-        402,
-        "insufficient_balance",
-        "Your IDR balance is too low for this request. Top up first, then retry.",
-      );
+      return new HoldRefused(refusal);
     default:
-      return new GatewayError(500, "internal_error", "account missing");
+      return new Error("account missing");
   }
 }
 
@@ -220,7 +205,7 @@ export class PostgresMoney {
     });
     const answer = result.rows[0];
     if (answer.refusal !== null || answer.payment === null) {
-      throw refusalError(answer.refusal ?? "", input.now);
+      throw refused(answer.refusal, input.now);
     }
     reservation.payment = answer.payment;
     reservation.reservedMicro = answer.reserved_micro;
