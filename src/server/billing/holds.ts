@@ -1,4 +1,4 @@
-import type { Payment, Reservation } from "../../store/types.js";
+import type { Reservation } from "../../store/types.js";
 
 export type { Reservation } from "../../store/types.js";
 
