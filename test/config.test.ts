@@ -5,7 +5,6 @@ import { afterAll, describe, expect, it } from "vitest";
 import { applyConfig } from "../src/server/config/apply.js";
 import { ConfigError, loadConfigFile, parseConfig } from "../src/server/config/load.js";
 import type { GatewayConfig } from "../src/server/config/schema.js";
-import { openRepositories } from "../src/store/repositories.js";
 import { Store } from "../src/store/store.js";
 import { baseConfig, KEY } from "./support/gateway.js";
 
@@ -181,7 +180,7 @@ describe("applying a config", () => {
   /** A store with the config-apply repository over its database. */
   const open = (name: string) => {
     const store = new Store(join(dir, name));
-    const { configApply } = openRepositories(store.database);
+    const { configApply } = store.repos;
     const apply = (config: GatewayConfig, now?: number) =>
       applyConfig(store, configApply, config, now);
     return { store, apply, dump: () => configApply.tables() };

@@ -40,13 +40,13 @@ Examples:
       }
       // Loaded here: the other client commands should not pay for SQLite.
       const { openDatabase } = await import("../store/db.js");
-      const { openRepositories } = await import("../store/repositories.js");
+      const { SqliteServeRecord } = await import("../store/serve-record.js");
+      const { SqliteSessions } = await import("../store/sessions.js");
       const { liveServeRuntime } = await import("../server/dashboard/serve-runtime.js");
       const { createOwnerLink } = await import("../server/dashboard/owner-session.js");
       const db = openDatabase(flags.db);
       try {
-        const repos = openRepositories(db);
-        const server = await liveServeRuntime(repos.serveRecord);
+        const server = await liveServeRuntime(new SqliteServeRecord(db));
         if (!server) {
           throw new UserError(
             `no running \`gateway serve\` uses ${flags.db}; start one (it prints an owner link as it starts)`,
@@ -57,7 +57,11 @@ Examples:
             "the running gateway has no account whose dashboard a link could open",
           );
         }
-        const url = await createOwnerLink(repos.sessions, server.ownerAccountId, server.url);
+        const url = await createOwnerLink(
+          new SqliteSessions(db),
+          server.ownerAccountId,
+          server.url,
+        );
         if (flags.json) printJson({ owner_url: url, account_id: server.ownerAccountId });
         else result(`owner dashboard (one-time link, opens a session): ${url}`);
       } finally {

@@ -1,4 +1,4 @@
-import { openRepositories, type Repositories } from "../store/repositories.js";
+import type { Repositories } from "../store/repositories.js";
 import type { Store } from "../store/store.js";
 import { Ledger } from "./billing/ledger.js";
 import type { Clock } from "./clock.js";
@@ -56,7 +56,7 @@ export interface Services {
 }
 
 export function createServices(store: Store, options: ServerOptions): Services {
-  const repos = openRepositories(store.database);
+  const repos = store.repos;
   const inspector = new RequestInspector(repos.requestLog, options.capture);
   // Only a gateway with the test kit on gets the upstream that records, replays and captures.
   const http =

@@ -1,6 +1,7 @@
 import type { Statement } from "better-sqlite3";
 import type { DB } from "./db.js";
 import { immediateTransactions } from "./immediate.js";
+import type { KeyRowWriter } from "./sqlite-accounts.js";
 
 /**
  * The rows of the device-authorization grant (`gateway login`). The device code is stored only as
@@ -99,15 +100,17 @@ export class SqliteDeviceCodes implements DeviceCodesRepository {
   private readonly notePollRow: Statement;
   private readonly slowDownRow: Statement;
   private readonly approveRow: Statement;
-  private readonly insertKey: Statement;
-  private readonly revokeKey: Statement;
   private readonly denyRow: Statement;
   private readonly consumeRow: Statement;
   private readonly cancelRow: Statement;
   private readonly dropSealed: Statement;
   private readonly immediate: <T>(fn: () => T) => T;
 
-  constructor(db: DB) {
+  /** `keys`: the one writer of key rows, so its cache follows what device logins mint and revoke. */
+  constructor(
+    db: DB,
+    private readonly keys: KeyRowWriter,
+  ) {
     this.immediate = immediateTransactions(db);
     this.insert = db.prepare(
       `INSERT INTO device_codes (device_code_hash, user_code, client_name, client_ip, status, interval_seconds, created_at, expires_at)
@@ -133,13 +136,6 @@ export class SqliteDeviceCodes implements DeviceCodesRepository {
     this.approveRow = db.prepare(
       `UPDATE device_codes SET status = 'approved', account_id = ?, key_id = ?, key_value_sealed = ?
         WHERE device_code_hash = ? AND status = 'pending'`,
-    );
-    this.insertKey = db.prepare(
-      `INSERT INTO api_keys (id, account_id, hash, prefix, label, kind, parent_key_id, created_at)
-       VALUES (?, ?, ?, ?, ?, 'login', NULL, ?)`,
-    );
-    this.revokeKey = db.prepare(
-      "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
     );
     this.denyRow = db.prepare(
       "UPDATE device_codes SET status = 'denied' WHERE device_code_hash = ? AND status = 'pending'",
@@ -209,7 +205,16 @@ export class SqliteDeviceCodes implements DeviceCodesRepository {
         this.approveRow.run(key.accountId, key.keyId, key.keyValueSealed, deviceCodeHash).changes >
         0;
       if (approved)
-        this.insertKey.run(key.keyId, key.accountId, key.keyHash, key.keyPrefix, key.label, now);
+        this.keys.insertKeyRow({
+          id: key.keyId,
+          accountId: key.accountId,
+          hash: key.keyHash,
+          prefix: key.keyPrefix,
+          label: key.label,
+          kind: "login",
+          parentKeyId: null,
+          createdAt: now,
+        });
       return approved;
     });
   }
@@ -242,7 +247,7 @@ export class SqliteDeviceCodes implements DeviceCodesRepository {
   private revokeApprovedKey(deviceCodeHash: string, now: number): boolean {
     const row = this.rowByHash.get(deviceCodeHash) as DeviceCodeRow | undefined;
     if (row?.status !== "approved") return false;
-    if (row.key_id) this.revokeKey.run(now, row.key_id);
+    if (row.key_id) this.keys.revokeKey(row.key_id, now);
     return true;
   }
 }

@@ -3,10 +3,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeEach, describe, expect, it } from "vitest";
 import type { ConfigAccount, ConfigRows } from "./config-apply.js";
-import { type DB, openDatabase } from "./db.js";
 import type { NewDeviceCode } from "./device-codes.js";
 import type { NewJob } from "./jobs.js";
-import { openRepositories, type Repositories } from "./repositories.js";
+import type { Repositories } from "./repositories.js";
+import { Store } from "./store.js";
 import { THREAD_MAX_BYTES, THREAD_TTL_MS } from "./threads.js";
 
 const account: ConfigAccount = {
@@ -473,14 +473,14 @@ export function describeRepositories(
 }
 
 const dir = mkdtempSync(join(tmpdir(), "gateway-repositories-"));
-const opened: DB[] = [];
+const opened: Store[] = [];
 afterAll(() => {
-  for (const db of opened) db.close();
+  for (const store of opened) store.close();
   rmSync(dir, { recursive: true, force: true });
 });
 
 describeRepositories("SQLite", () => {
-  const db = openDatabase(join(dir, `${opened.length}.db`));
-  opened.push(db);
-  return openRepositories(db);
+  const store = new Store(join(dir, `${opened.length}.db`), { secretKey: undefined });
+  opened.push(store);
+  return store.repos;
 });

@@ -6,6 +6,7 @@ import { type JobsRepository, SqliteJobs } from "./jobs.js";
 import { type RequestLogReadsRepository, SqliteRequestLogReads } from "./request-log-reads.js";
 import { type ServeRecordRepository, SqliteServeRecord } from "./serve-record.js";
 import { type SessionsRepository, SqliteSessions } from "./sessions.js";
+import type { KeyRowWriter } from "./sqlite-accounts.js";
 import { SqliteThreads, type ThreadsRepository } from "./threads.js";
 
 /**
@@ -25,10 +26,10 @@ export interface Repositories {
 }
 
 /** The SQLite repositories over one open database; every statement is prepared here, once. */
-export function openRepositories(db: DB): Repositories {
+export function openRepositories(db: DB, keys: KeyRowWriter): Repositories {
   return {
     jobs: new SqliteJobs(db),
-    deviceCodes: new SqliteDeviceCodes(db),
+    deviceCodes: new SqliteDeviceCodes(db, keys),
     sessions: new SqliteSessions(db),
     serveRecord: new SqliteServeRecord(db),
     files: new SqliteFiles(db),

@@ -25,6 +25,21 @@ const keyColumns =
  * next request without a query per request. The Ledger's repository changes the money columns of
  * a cached row through `changeMoney`, as settlements are queued.
  */
+/** A key row as inserted: the value itself is never stored, only its hash and prefix. */
+export interface NewKeyRow {
+  id: string;
+  accountId: string;
+  hash: string;
+  prefix: string;
+  label: string;
+  kind: KeyKind;
+  parentKeyId: string | null;
+  createdAt: number;
+}
+
+/** What other repositories may do to key rows, inside their own transactions. */
+export type KeyRowWriter = Pick<SqliteAccounts, "insertKeyRow" | "revokeKey">;
+
 export class SqliteAccounts implements AccountRepository {
   private readonly statements: ReturnType<typeof prepare>;
   private readonly accounts = new Map<string, AccountRow>();
@@ -138,17 +153,31 @@ export class SqliteAccounts implements AccountRepository {
   }): { key: KeyRow; value: string } {
     const value = newGatewayKey();
     const id = newId("key");
-    this.statements.insertKey.run({
+    this.insertKeyRow({
       id,
-      account_id: input.accountId,
+      accountId: input.accountId,
       hash: hashSecret(value),
       prefix: keyPrefix(value),
       label: input.label,
       kind: input.kind,
-      parent_key_id: input.parentKeyId ?? null,
-      created_at: input.now ?? Date.now(),
+      parentKeyId: input.parentKeyId ?? null,
+      createdAt: input.now ?? Date.now(),
     });
     return { key: this.getKey(id)!, value };
+  }
+
+  /** A key whose value was made elsewhere (a device login seals it for its one pickup). */
+  insertKeyRow(row: NewKeyRow): void {
+    this.statements.insertKey.run({
+      id: row.id,
+      account_id: row.accountId,
+      hash: row.hash,
+      prefix: row.prefix,
+      label: row.label,
+      kind: row.kind,
+      parent_key_id: row.parentKeyId,
+      created_at: row.createdAt,
+    });
   }
 
   getKey(id: string): KeyRow | undefined {

@@ -1,5 +1,6 @@
 import { type Checkpointer, startCheckpointer } from "./checkpointer.js";
 import { type DB, openDatabase } from "./db.js";
+import { openRepositories, type Repositories } from "./repositories.js";
 import { loadSecretBox, sealPlaintextByok, secretKeyEnv } from "./secret-box.js";
 import { SqliteAccounts } from "./sqlite-accounts.js";
 import { SqliteCatalog } from "./sqlite-catalog.js";
@@ -42,6 +43,8 @@ export class Store implements AccountRepository, CatalogRepository, UsageReposit
   private readonly usage: SqliteUsage;
   /** The Ledger's repository: money, allowance counts, the request log and the journal's mark. */
   readonly ledgerRepository: LedgerRepository;
+  /** Everything else the gateway keeps: jobs, device codes, sessions, files, threads ... */
+  readonly repos: Repositories;
   /** Run before the cached rows are dropped, so that queued ledger writes land first. */
   private readonly beforeForget: (() => void)[] = [];
   private readonly runInTransaction: ReturnType<DB["transaction"]>;
@@ -64,11 +67,12 @@ export class Store implements AccountRepository, CatalogRepository, UsageReposit
     this.catalog = new SqliteCatalog(this.db);
     this.usage = new SqliteUsage(this.db);
     this.ledgerRepository = new SqliteLedger(this.db, this.accounts, (fn) => this.transaction(fn));
+    this.repos = openRepositories(this.db, this.accounts);
   }
 
   /**
-   * @internal The SQLite connection, for the constructors of repositories under src/store/ and
-   * nothing else: every SQL statement lives in a repository.
+   * @internal The SQLite connection, for tests that must reach the live connection itself (a full
+   * disk is simulated by capping its pages): every SQL statement lives in a repository.
    */
   get database(): DB {
     return this.db;

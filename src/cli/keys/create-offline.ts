@@ -33,13 +33,12 @@ export async function createKeyInDatabase(input: {
   }
   // Loaded here: the other client commands should not pay for SQLite.
   const { Store } = await import("../../store/store.js");
-  const { openRepositories } = await import("../../store/repositories.js");
   const { liveServeRuntime } = await import("../../server/dashboard/serve-runtime.js");
   const store = new Store(input.db);
   try {
     const accountId =
       input.account ??
-      (await liveServeRuntime(openRepositories(store.database).serveRecord))?.ownerAccountId ??
+      (await liveServeRuntime(store.repos.serveRecord))?.ownerAccountId ??
       store.listAccounts()[0]?.id;
     if (!accountId) {
       throw new UserError(

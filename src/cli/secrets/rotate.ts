@@ -38,14 +38,14 @@ Examples:
       if (!existsSync(flags.db)) throw new UserError(`no database at ${flags.db}; pass --db`);
       // Loaded here: the other client commands should not pay for SQLite.
       const { openDatabase } = await import("../../store/db.js");
-      const { openRepositories } = await import("../../store/repositories.js");
+      const { SqliteServeRecord } = await import("../../store/serve-record.js");
       const { liveServeRuntime } = await import("../../server/dashboard/serve-runtime.js");
       const { rotateSecretKey, SecretKeyError, secretKeyEnv, newSecretKeyEnv } = await import(
         "../../store/secret-box.js"
       );
       const db = openDatabase(flags.db);
       try {
-        const server = await liveServeRuntime(openRepositories(db).serveRecord);
+        const server = await liveServeRuntime(new SqliteServeRecord(db));
         if (server) {
           throw new UserError(
             `\`gateway serve\` (pid ${server.pid}) runs on ${flags.db}; stop it, rotate, start it again`,
