@@ -1,11 +1,6 @@
 import type { Statement } from "better-sqlite3";
 import type { DB } from "./db.js";
 
-/*
- * Synchronous, unlike `find`: `save`, because the image answer that stores its images is built
- * synchronously (routes/images.ts).
- */
-
 export interface MediaFile {
   id: string;
   account_id: string;
@@ -14,18 +9,20 @@ export interface MediaFile {
   created_at: number;
 }
 
+export interface NewMediaFile {
+  id: string;
+  accountId: string;
+  contentType: string;
+  bytes: Uint8Array;
+  now: number;
+}
+
 /**
  * Media the gateway serves by URL (images asked for with `response_format: "url"`), readable only
  * with a key of the account that made it.
  */
 export interface FilesRepository {
-  save(file: {
-    id: string;
-    accountId: string;
-    contentType: string;
-    bytes: Uint8Array;
-    now: number;
-  }): void;
+  save(file: NewMediaFile): Promise<void>;
   /** A file of this account; another account's id reads as unknown. */
   find(id: string, accountId: string): Promise<MediaFile | undefined>;
 }
@@ -41,13 +38,7 @@ export class SqliteFiles implements FilesRepository {
     this.byId = db.prepare("SELECT * FROM media WHERE id = ? AND account_id = ?");
   }
 
-  save(file: {
-    id: string;
-    accountId: string;
-    contentType: string;
-    bytes: Uint8Array;
-    now: number;
-  }): void {
+  async save(file: NewMediaFile): Promise<void> {
     this.insert.run(file.id, file.accountId, file.contentType, Buffer.from(file.bytes), file.now);
   }
 

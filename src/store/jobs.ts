@@ -25,6 +25,9 @@ export interface JobRow {
   created_at: number;
   started_at: number | null;
   finished_at: number | null;
+  /** The gateway whose lease the job is (or was last) under, and until when (wall-clock ms). */
+  lease_owner: string | null;
+  lease_expires_at: number | null;
 }
 
 export interface JobResult {
@@ -56,10 +59,17 @@ export interface JobMedia {
 }
 
 /**
- * The job queue. Each method is one transaction; a job's end and its charge (or refund) commit
- * together because the charge runs inside `complete` and `fail`.
+ * The job queue, shared by every gateway on the database. A gateway claims a job with a lease
+ * (`leaseMs` on the wall clock, the database's on Postgres: the gateway's own clock can be moved
+ * by the test kit) and renews it while the job runs; a job whose lease ran out is anybody's next
+ * claim, so the work of a gateway that died is taken over. Only the lease's holder finishes a
+ * job, and its charge (or refund) commits with the row, in one transaction.
+ *
+ * `Money` is what the charge callbacks are handed: nothing on SQLite, where the Ledger writes the
+ * charge synchronously on the same connection; on Postgres, where holds are rows, the hold's
+ * settlement to write in the job's transaction (postgres/jobs.ts).
  */
-export interface JobsRepository {
+export interface JobsRepository<Money = unknown> {
   /**
    * Queues the job unless its account already has `unfinishedLimit` unfinished jobs of its kind
    * (counted in the same transaction as the insert, so parallel submissions cannot pass it).
@@ -70,41 +80,55 @@ export interface JobsRepository {
   get(id: string, accountId: string): Promise<JobRow | undefined>;
   /** The media of a completed job of this account. */
   media(id: string, accountId: string): Promise<JobMedia | undefined>;
-  /** Moves the oldest queued job to running; the claim is exclusive. */
-  claimNext(now: number): Promise<JobRow | undefined>;
+  /**
+   * Leases the oldest job that is queued, or running under a lease that ran out, to
+   * `instanceId` for `leaseMs`, and marks it started at `now`; no two claims get the same job.
+   */
+  claimNext(instanceId: string, leaseMs: number, now: number): Promise<JobRow | undefined>;
+  /** The lease runs `leaseMs` from now again; false when `instanceId` no longer holds it. */
+  renewLease(id: string, instanceId: string, leaseMs: number): Promise<boolean>;
   /**
    * Marks a running job completed and runs `charge` in the same transaction; false (nothing
-   * charged) when the job was not running.
+   * charged) when the job was not running under `instanceId`'s lease.
    */
   complete(
     id: string,
+    instanceId: string,
     result: JobResult,
     media: Uint8Array,
     now: number,
-    charge: () => void,
+    charge: (money: Money) => void,
   ): Promise<boolean>;
   /**
    * Runs `refund` and marks the job failed with the error it returns, in one transaction; false
-   * when the job was already finished.
+   * (nothing refunded) when the job was not running under `instanceId`'s lease.
    */
-  fail(id: string, now: number, refund: () => JobError): Promise<boolean>;
+  fail(
+    id: string,
+    instanceId: string,
+    now: number,
+    refund: (money: Money) => JobError,
+  ): Promise<boolean>;
   /**
-   * At start-up: work that was running when the process stopped goes back to the queue; returns
-   * every unfinished job, so their holds can be taken back.
+   * At start-up: running jobs whose gateway is gone go back to the queue (on SQLite every running
+   * job, as one process serves a file and this one holds none yet; on Postgres those whose lease
+   * ran out); returns every unfinished job, so their holds can be taken back.
    */
   requeueInterrupted(): Promise<JobRow[]>;
 }
 
-const columns =
-  "id, account_id, kind, model, status, input_json, result_json, media_type, error, request_id, created_at, started_at, finished_at";
+export const jobColumns =
+  "id, account_id, kind, model, status, input_json, result_json, media_type, error, request_id, created_at, started_at, finished_at, lease_owner, lease_expires_at";
 
-export class SqliteJobs implements JobsRepository {
+export class SqliteJobs implements JobsRepository<undefined> {
   private readonly insertRow: Statement;
   private readonly unfinishedOfKind: Statement;
   private readonly byId: Statement;
   private readonly mediaOf: Statement;
-  private readonly nextQueued: Statement;
-  private readonly start: Statement;
+  private readonly nextClaimable: Statement;
+  private readonly leaseRow: Statement;
+  private readonly renewRow: Statement;
+  private readonly leasedBy: Statement;
   private readonly completeRow: Statement;
   private readonly failRow: Statement;
   private readonly requeueRunning: Statement;
@@ -120,28 +144,41 @@ export class SqliteJobs implements JobsRepository {
     this.unfinishedOfKind = db.prepare(
       "SELECT count(*) AS n FROM jobs WHERE account_id = ? AND kind = ? AND status IN ('queued', 'running')",
     );
-    this.byId = db.prepare(`SELECT ${columns} FROM jobs WHERE id = ? AND account_id = ?`);
+    this.byId = db.prepare(`SELECT ${jobColumns} FROM jobs WHERE id = ? AND account_id = ?`);
     this.mediaOf = db.prepare(
       "SELECT media, media_type FROM jobs WHERE id = ? AND account_id = ? AND status = 'completed'",
     );
-    this.nextQueued = db.prepare(
-      `SELECT ${columns} FROM jobs WHERE status = 'queued' ORDER BY created_at, rowid LIMIT 1`,
+    // A running job without a lease was started before leases existed: nobody holds it.
+    this.nextClaimable = db.prepare(
+      `SELECT ${jobColumns} FROM jobs
+        WHERE status = 'queued'
+           OR (status = 'running' AND (lease_expires_at IS NULL OR lease_expires_at < @wall))
+        ORDER BY created_at, rowid LIMIT 1`,
     );
-    this.start = db.prepare(
-      "UPDATE jobs SET status = 'running', started_at = ? WHERE id = ? AND status = 'queued'",
+    this.leaseRow = db.prepare(
+      `UPDATE jobs SET status = 'running', started_at = @now, lease_owner = @owner,
+         lease_expires_at = @wall + @leaseMs
+        WHERE id = @id`,
+    );
+    this.renewRow = db.prepare(
+      `UPDATE jobs SET lease_expires_at = ? WHERE id = ? AND status = 'running' AND lease_owner = ?`,
+    );
+    this.leasedBy = db.prepare(
+      "SELECT 1 FROM jobs WHERE id = ? AND status = 'running' AND lease_owner = ?",
     );
     this.completeRow = db.prepare(
       `UPDATE jobs SET status = 'completed', result_json = ?, media = ?, media_type = ?, finished_at = ?
-       WHERE id = ? AND status = 'running'`,
+       WHERE id = ? AND status = 'running' AND lease_owner = ?`,
     );
     this.failRow = db.prepare(
-      "UPDATE jobs SET status = 'failed', error = ?, finished_at = ? WHERE id = ? AND status IN ('queued', 'running')",
+      "UPDATE jobs SET status = 'failed', error = ?, finished_at = ? WHERE id = ?",
     );
     this.requeueRunning = db.prepare(
-      "UPDATE jobs SET status = 'queued', started_at = NULL WHERE status = 'running'",
+      `UPDATE jobs SET status = 'queued', started_at = NULL, lease_owner = NULL, lease_expires_at = NULL
+        WHERE status = 'running'`,
     );
     this.unfinished = db.prepare(
-      `SELECT ${columns} FROM jobs WHERE status IN ('queued', 'running') ORDER BY created_at`,
+      `SELECT ${jobColumns} FROM jobs WHERE status IN ('queued', 'running') ORDER BY created_at`,
     );
   }
 
@@ -178,20 +215,35 @@ export class SqliteJobs implements JobsRepository {
     return this.mediaOf.get(id, accountId) as JobMedia | undefined;
   }
 
-  async claimNext(now: number): Promise<JobRow | undefined> {
+  async claimNext(instanceId: string, leaseMs: number, now: number): Promise<JobRow | undefined> {
+    // IMMEDIATE: the pick and the lease hold the write lock together, so no other claim sees the
+    // job as free in between.
     return this.immediate(() => {
-      const job = this.nextQueued.get() as JobRow | undefined;
-      if (!job || this.start.run(now, job.id).changes === 0) return undefined;
-      return { ...job, status: "running" as const, started_at: now };
+      const wall = Date.now();
+      const job = this.nextClaimable.get({ wall }) as JobRow | undefined;
+      if (!job) return undefined;
+      this.leaseRow.run({ id: job.id, now, owner: instanceId, wall, leaseMs });
+      return {
+        ...job,
+        status: "running" as const,
+        started_at: now,
+        lease_owner: instanceId,
+        lease_expires_at: wall + leaseMs,
+      };
     });
+  }
+
+  async renewLease(id: string, instanceId: string, leaseMs: number): Promise<boolean> {
+    return this.renewRow.run(Date.now() + leaseMs, id, instanceId).changes > 0;
   }
 
   async complete(
     id: string,
+    instanceId: string,
     result: JobResult,
     media: Uint8Array,
     now: number,
-    charge: () => void,
+    charge: (money: undefined) => void,
   ): Promise<boolean> {
     return this.immediate(() => {
       const done =
@@ -201,16 +253,24 @@ export class SqliteJobs implements JobsRepository {
           result.content_type,
           now,
           id,
+          instanceId,
         ).changes > 0;
-      if (done) charge();
+      if (done) charge(undefined);
       return done;
     });
   }
 
-  async fail(id: string, now: number, refund: () => JobError): Promise<boolean> {
+  async fail(
+    id: string,
+    instanceId: string,
+    now: number,
+    refund: (money: undefined) => JobError,
+  ): Promise<boolean> {
     return this.immediate(() => {
-      const error = refund();
-      return this.failRow.run(JSON.stringify(error), now, id).changes > 0;
+      if (!this.leasedBy.get(id, instanceId)) return false;
+      const error = refund(undefined);
+      this.failRow.run(JSON.stringify(error), now, id);
+      return true;
     });
   }
 

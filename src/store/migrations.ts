@@ -311,4 +311,10 @@ export const migrations: string[] = [
   ALTER TABLE request_log ADD COLUMN tools_omitted TEXT;
   ALTER TABLE models ADD COLUMN unsupported_tools TEXT;
   `,
+  // 10: a running job is leased by the gateway that runs it, until a time on the wall clock it
+  // keeps pushing back; a job whose lease ran out is taken over by whoever claims next.
+  `
+  ALTER TABLE jobs ADD COLUMN lease_owner TEXT;
+  ALTER TABLE jobs ADD COLUMN lease_expires_at INTEGER;
+  `,
 ];

@@ -11,8 +11,8 @@ import { SqliteThreads, type ThreadsRepository } from "./threads.js";
 
 /**
  * The gateway's data outside money and accounts, one repository per part of the domain. Each is
- * an interface a second backend can implement; each method is one transaction. Methods return
- * promises unless a synchronous caller needs them (each interface's comment names those).
+ * an interface a second backend can implement; each method is one transaction. Every method
+ * returns a promise, as a backend across the network answers later.
  */
 export interface Repositories {
   jobs: JobsRepository;
@@ -25,8 +25,13 @@ export interface Repositories {
   threads: ThreadsRepository;
 }
 
+/** SQLite's, whose request listing also answers synchronously (for the kit's `requests()`). */
+export interface SqliteRepositories extends Repositories {
+  requestLog: SqliteRequestLogReads;
+}
+
 /** The SQLite repositories over one open database; every statement is prepared here, once. */
-export function openRepositories(db: DB, keys: KeyRowWriter): Repositories {
+export function openRepositories(db: DB, keys: KeyRowWriter): SqliteRepositories {
   return {
     jobs: new SqliteJobs(db),
     deviceCodes: new SqliteDeviceCodes(db, keys),

@@ -2,19 +2,25 @@ import type { Statement } from "better-sqlite3";
 import type { DB } from "./db.js";
 import type { RequestLogRow } from "./types.js";
 
-/*
- * Synchronous: `recent`, because the kit's public `gateway.requests()` answers synchronously.
- */
-
 /** A request log row with its key's label. */
 export type ListedRequest = RequestLogRow & { key_label: string | null };
 
 /** The test kit's listing of recent requests, read from the request log the ledger writes. */
 export interface RequestLogReadsRepository {
   /** Newest first; a filter left undefined matches every row. */
-  recent(filter: { model?: string; status?: number; limit: number }): ListedRequest[];
+  recent(filter: RecentFilter): Promise<ListedRequest[]>;
 }
 
+export interface RecentFilter {
+  model?: string;
+  status?: number;
+  limit: number;
+}
+
+/**
+ * SQLite also answers at once (`recentSync`): the kit's public `gateway.requests()` is
+ * synchronous, and the kit runs on SQLite.
+ */
 export class SqliteRequestLogReads implements RequestLogReadsRepository {
   private readonly select: Statement;
 
@@ -26,7 +32,11 @@ export class SqliteRequestLogReads implements RequestLogReadsRepository {
     );
   }
 
-  recent(filter: { model?: string; status?: number; limit: number }): ListedRequest[] {
+  async recent(filter: RecentFilter): Promise<ListedRequest[]> {
+    return this.recentSync(filter);
+  }
+
+  recentSync(filter: RecentFilter): ListedRequest[] {
     return this.select.all({
       model: filter.model ?? null,
       status: filter.status ?? null,

@@ -2,11 +2,6 @@ import type { Statement } from "better-sqlite3";
 import type { DB } from "./db.js";
 import { immediateTransactions } from "./immediate.js";
 
-/*
- * Synchronous, unlike the other methods: `findSession`, because `requireOwnerSession` answers
- * synchronously to every dashboard and key route that checks the owner.
- */
-
 export interface OwnerSessionRow {
   account_id: string;
   expires_at: number;
@@ -31,7 +26,7 @@ export interface SessionsRepository {
    * sessions are dropped on the way); the account, or undefined when the link is unknown or spent.
    */
   redeemOwnerLink(linkHash: string, session: NewSession, now: number): Promise<string | undefined>;
-  findSession(tokenHash: string): OwnerSessionRow | undefined;
+  findSession(tokenHash: string): Promise<OwnerSessionRow | undefined>;
 }
 
 export class SqliteSessions implements SessionsRepository {
@@ -92,7 +87,7 @@ export class SqliteSessions implements SessionsRepository {
     });
   }
 
-  findSession(tokenHash: string): OwnerSessionRow | undefined {
+  async findSession(tokenHash: string): Promise<OwnerSessionRow | undefined> {
     return this.sessionByHash.get(tokenHash) as OwnerSessionRow | undefined;
   }
 }

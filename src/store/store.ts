@@ -1,6 +1,6 @@
 import { type Checkpointer, startCheckpointer } from "./checkpointer.js";
 import { type DB, openDatabase } from "./db.js";
-import { openRepositories, type Repositories } from "./repositories.js";
+import { openRepositories, type SqliteRepositories } from "./repositories.js";
 import { loadSecretBox, sealPlaintextByok, secretKeyEnv } from "./secret-box.js";
 import { SqliteAccounts } from "./sqlite-accounts.js";
 import { SqliteCatalog } from "./sqlite-catalog.js";
@@ -44,7 +44,7 @@ export class Store implements AccountRepository, CatalogRepository, UsageReposit
   /** The Ledger's repository: money, allowance counts, the request log and the journal's mark. */
   readonly ledgerRepository: LedgerRepository;
   /** Everything else the gateway keeps: jobs, device codes, sessions, files, threads ... */
-  readonly repos: Repositories;
+  readonly repos: SqliteRepositories;
   /** Run before the cached rows are dropped, so that queued ledger writes land first. */
   private readonly beforeForget: (() => void)[] = [];
   private readonly runInTransaction: ReturnType<DB["transaction"]>;

@@ -1,11 +1,6 @@
 import type { Statement } from "better-sqlite3";
 import type { DB } from "./db.js";
 
-/*
- * Synchronous: both methods, as the completion path calls them; `save` behind the synchronous
- * `MessageThread.record` that a whole answer calls as it passes (dispatch/threads.ts).
- */
-
 /** A thread's conversation: what the model saw, up to and including the reply it is named by. */
 export interface ThreadConversation {
   system?: unknown;
@@ -23,14 +18,15 @@ export const THREAD_MAX_BYTES = 4 * 1024 * 1024;
  * provider holds its own). Each reply's row replaces the one it continued, so a thread is one row.
  */
 export interface ThreadsRepository {
-  find(accountId: string, messageId: string, now: number): ThreadConversation | undefined;
+  find(accountId: string, messageId: string, now: number): Promise<ThreadConversation | undefined>;
+  /** Replaces the row of `previousId`; a conversation past the size bound is not kept. */
   save(
     accountId: string,
     messageId: string,
     conversation: ThreadConversation,
     previousId: string | undefined,
     now: number,
-  ): void;
+  ): Promise<void>;
 }
 
 export class SqliteThreads implements ThreadsRepository {
@@ -50,20 +46,24 @@ export class SqliteThreads implements ThreadsRepository {
     this.prune = db.prepare("DELETE FROM message_threads WHERE expires_at <= ?");
   }
 
-  find(accountId: string, messageId: string, now: number): ThreadConversation | undefined {
+  async find(
+    accountId: string,
+    messageId: string,
+    now: number,
+  ): Promise<ThreadConversation | undefined> {
     const row = this.get.get(messageId, accountId, now) as
       | { conversation_json: string }
       | undefined;
     return row ? (JSON.parse(row.conversation_json) as ThreadConversation) : undefined;
   }
 
-  save(
+  async save(
     accountId: string,
     messageId: string,
     conversation: ThreadConversation,
     previousId: string | undefined,
     now: number,
-  ): void {
+  ): Promise<void> {
     const json = JSON.stringify(conversation);
     if (previousId) this.drop.run(previousId, accountId);
     this.prune.run(now);

@@ -82,10 +82,10 @@ export class OwnerSessions {
     return accountId === undefined ? undefined : value;
   }
 
-  find(cookieValue: string | undefined, now: number): OwnerSession | undefined {
+  async find(cookieValue: string | undefined, now: number): Promise<OwnerSession | undefined> {
     if (!cookieValue) return undefined;
     const id = hashSecret(cookieValue);
-    const row = this.sessions.findSession(id);
+    const row = await this.sessions.findSession(id);
     if (!row || row.expires_at <= now) return undefined;
     return { accountId: row.account_id, id, csrfToken: csrfTokenFor(cookieValue) };
   }
@@ -95,13 +95,13 @@ export class OwnerSessions {
  * The owner session of a dashboard JSON request: 401 without one; writes also need the CSRF
  * token in `x-csrf-token`.
  */
-export function requireOwnerSession(
+export async function requireOwnerSession(
   c: Context,
   sessions: OwnerSessions,
   now: number,
   write: boolean,
-): OwnerSession {
-  const found = sessions.find(getCookie(c, sessionCookieName), now);
+): Promise<OwnerSession> {
+  const found = await sessions.find(getCookie(c, sessionCookieName), now);
   if (!found) {
     throw new PlainTextError(
       401,

@@ -67,7 +67,7 @@ export class Dispatcher {
       } catch (err) {
         throw explainOutputLimit(err, req, attempt);
       }
-      const result = withThread(answer, req.thread);
+      const result = req.thread ? await withThread(answer, req.thread) : answer;
       if (result.kind === "json") return { value: result, streaming: false };
       let first: IteratorResult<StreamPiece>;
       try {

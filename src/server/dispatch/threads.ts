@@ -21,14 +21,14 @@ type Json = Record<string, unknown>;
  * or other account's `previous_message_id` is the 404 `thread_not_found` the SDKs answer by
  * sending the whole conversation again.
  */
-export function openThread(
+export async function openThread(
   threads: ThreadsRepository,
   catalog: Catalog,
   accountId: string,
   body: Json,
   target: Target,
   now: number,
-): { body: Json; thread: MessageThread } | undefined {
+): Promise<{ body: Json; thread: MessageThread } | undefined> {
   const field = body.thread;
   if (typeof field !== "object" || field === null) return undefined;
   const sameWire = target.models.every(
@@ -40,7 +40,7 @@ export function openThread(
   let conversation: ThreadConversation;
   if (type === "continue") {
     const held =
-      typeof previousId === "string" ? threads.find(accountId, previousId, now) : undefined;
+      typeof previousId === "string" ? await threads.find(accountId, previousId, now) : undefined;
     if (!held) throw threadNotFound();
     conversation = { ...held, messages: [...held.messages, ...newTurn] };
   } else {
@@ -56,7 +56,7 @@ export function openThread(
       conversation,
       record(replyId, content) {
         const messages = [...conversation.messages, { role: "assistant", content }];
-        threads.save(
+        return threads.save(
           accountId,
           replyId,
           { ...conversation, messages },
@@ -77,17 +77,19 @@ export function threadNotFound(): GatewayError {
   );
 }
 
-/** The result, recording its reply as the thread's last turn once the reply is whole. */
-export function withThread<T extends CompletionResult>(
+/**
+ * The result, recording its reply as the thread's last turn once the reply is whole: a whole
+ * answer before it is handed on, so the client's next turn finds it.
+ */
+export async function withThread<T extends CompletionResult>(
   result: T,
-  thread: MessageThread | undefined,
-): T {
-  if (!thread) return result;
+  thread: MessageThread,
+): Promise<T> {
   const held = thread;
   if (result.kind === "json") {
     const reply = result.body as { id?: unknown; content?: unknown };
     if (typeof reply.id === "string" && Array.isArray(reply.content))
-      thread.record(reply.id, reply.content);
+      await thread.record(reply.id, reply.content);
     return result;
   }
   const pieces = result.pieces;
@@ -97,7 +99,7 @@ export function withThread<T extends CompletionResult>(
       reply.push(next.value);
       yield next.value;
     }
-    if (reply.id && reply.stopped) held.record(reply.id, reply.content());
+    if (reply.id && reply.stopped) await held.record(reply.id, reply.content());
   }
   return { ...result, pieces: recorded() };
 }

@@ -1,4 +1,5 @@
 import type { JobRow, JobsRepository } from "../../store/jobs.js";
+import { newId } from "../../store/secrets.js";
 import type { ModelRow } from "../../store/types.js";
 import { forMediaWire, forModality, resolveTarget } from "../dispatch/resolve.js";
 import { GatewayError } from "../errors.js";
@@ -13,22 +14,34 @@ export interface JobRunnerOptions {
   pollMs?: number;
   /** Jobs running at once; generation itself is CPU work on this thread, waits are timers. */
   concurrency?: number;
+  /**
+   * How long a claimed job stays this runner's without a renewal; renewed at a third of it, so
+   * one slow renewal does not lose it. Another gateway takes a job over once its lease ran out.
+   */
+  leaseMs?: number;
 }
 
+const defaultLeaseMs = 30_000;
+
 /**
- * Runs queued jobs in this process: claims a row, waits the provider's time, writes the media
- * and settles the hold in one transaction. Stopping aborts the waits; an aborted job writes
- * nothing, so it is still `running` in the file and the next start queues it again.
+ * Runs queued jobs in this process: claims a row under a lease it renews while the job runs,
+ * waits the provider's time, writes the media and settles the hold in one transaction. Stopping
+ * aborts the waits; an aborted job writes nothing, so it is still `running` in the file and the
+ * next start queues it again (or, on a database other gateways share, one of them takes it over
+ * once the lease runs out). A job whose lease another gateway took is aborted here the same way.
  */
 export class JobRunner {
   private timer: NodeJS.Timeout | undefined;
   private readonly active = new Map<string, { done: Promise<void>; abort: AbortController }>();
+  /** This runner's name on the leases it takes: a new one per gateway start. */
+  readonly instanceId = newId("runner");
   private stopped = false;
   /** A fill is claiming jobs; a wake meanwhile asks for one more round once it ends. */
   private filling = false;
   private fillAgain = false;
   private readonly pollMs: number;
   private readonly concurrency: number;
+  private readonly leaseMs: number;
 
   constructor(
     private readonly s: Services,
@@ -37,6 +50,7 @@ export class JobRunner {
   ) {
     this.pollMs = options.pollMs ?? 500;
     this.concurrency = options.concurrency ?? 4;
+    this.leaseMs = options.leaseMs ?? defaultLeaseMs;
   }
 
   async start(): Promise<void> {
@@ -90,17 +104,47 @@ export class JobRunner {
 
   private async claimWhileRoom(): Promise<void> {
     while (!this.stopped && this.active.size < this.concurrency) {
-      const job = await this.jobs.claimNext(this.s.options.now());
+      const job = await this.jobs.claimNext(this.instanceId, this.leaseMs, this.s.options.now());
       // Claimed as the runner stopped: the row stays running and the next start queues it again.
       if (!job || this.stopped) return;
+      // Its lease ran out while it ran here (the process stalled): the claim renewed it.
+      if (this.active.has(job.id)) continue;
       // One controller per job: waits register abort listeners, which must not pile up.
       const abort = new AbortController();
+      const renewal = this.keepLease(job.id, abort);
       const done = this.run(job, abort.signal).finally(() => {
+        clearInterval(renewal);
         this.active.delete(job.id);
         this.wake();
       });
       this.active.set(job.id, { done, abort });
     }
+  }
+
+  /** Renews the job's lease until the job ends; a lease another gateway took aborts the job. */
+  private keepLease(jobId: string, abort: AbortController): NodeJS.Timeout {
+    let renewing = false;
+    const timer = setInterval(
+      () => {
+        // A renewal slower than the interval must not start a second one beside it.
+        if (renewing || abort.signal.aborted) return;
+        renewing = true;
+        this.jobs
+          .renewLease(jobId, this.instanceId, this.leaseMs)
+          .then((held) => {
+            if (!held) abort.abort();
+          })
+          .catch((err: Error) => {
+            console.error(`job ${jobId}: lease renewal failed: ${err.message}`);
+          })
+          .finally(() => {
+            renewing = false;
+          });
+      },
+      Math.max(1, Math.floor(this.leaseMs / 3)),
+    );
+    timer.unref();
+    return timer;
   }
 
   private async run(job: JobRow, signal: AbortSignal): Promise<void> {
@@ -114,7 +158,7 @@ export class JobRunner {
         duration: media.duration,
         bytes: media.bytes.length,
       };
-      await this.jobs.complete(job.id, result, media.bytes, now, () =>
+      await this.jobs.complete(job.id, this.instanceId, result, media.bytes, now, () =>
         chargeJob(
           this.s,
           input.hold,
@@ -123,10 +167,10 @@ export class JobRunner {
         ),
       );
     } catch (err) {
-      // Aborted by stop(): the row stays `running` and the next start queues it again.
+      // Aborted by stop() or a lost lease: the row stays `running` for whoever runs it next.
       if (signal.aborted) return;
       try {
-        await this.jobs.fail(job.id, this.s.options.now(), () => {
+        await this.jobs.fail(job.id, this.instanceId, this.s.options.now(), () => {
           const error = refundJob(this.s, input.hold, err);
           return { code: error.code, message: error.message };
         });

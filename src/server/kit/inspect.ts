@@ -2,7 +2,7 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import type { RequestListener } from "node:http";
 import type { Dispatcher } from "undici";
 import { microToIdr } from "../../store/money.js";
-import type { RequestLogReadsRepository } from "../../store/request-log-reads.js";
+import type { SqliteRequestLogReads } from "../../store/request-log-reads.js";
 import type { Ledger } from "../billing/ledger.js";
 import type { UpstreamProvider, WholeAnswer } from "../providers/http-upstream.js";
 import { canonicalBody, relativePath } from "./canonical.js";
@@ -48,7 +48,7 @@ export class RequestInspector implements UpstreamCapture {
   private readonly captures = new Map<string, Captured>();
 
   constructor(
-    private readonly requestLog: RequestLogReadsRepository,
+    private readonly requestLog: Pick<SqliteRequestLogReads, "recentSync">,
     private readonly capture: { limit: number } | undefined,
   ) {}
 
@@ -57,7 +57,7 @@ export class RequestInspector implements UpstreamCapture {
   }
 
   requests(query: RequestsQuery = {}): InspectedRequest[] {
-    const rows = this.requestLog.recent({
+    const rows = this.requestLog.recentSync({
       model: query.model,
       status: query.status,
       limit: Math.min(1000, Math.max(1, query.limit ?? 50)),

@@ -137,7 +137,7 @@ async function complete(
   const providers = catalog.providers;
   const threaded =
     style === "messages" && body.thread !== undefined
-      ? openThread(s.repos.threads, catalog, key.account_id, body, target, s.options.now())
+      ? await openThread(s.repos.threads, catalog, key.account_id, body, target, s.options.now())
       : undefined;
   const signal = new ClientGone(outgoing);
 

@@ -21,21 +21,24 @@ export function installDashboardAccountRoutes(
   const owner = (c: Parameters<typeof requireOwnerSession>[0], write: boolean) =>
     requireOwnerSession(c, sessions, s.options.now(), write);
 
-  app.get("/api/dashboard/account", (c) => {
-    const account = s.store.getAccount(owner(c, false).accountId);
+  app.get("/api/dashboard/account", async (c) => {
+    const account = s.store.getAccount((await owner(c, false)).accountId);
     if (!account) throw new GatewayError(404, "not_found", "No such account.");
     return c.json(accountView(account));
   });
 
-  app.get("/api/dashboard/byok", (c) =>
-    c.json({ object: "list", data: s.store.listByok(owner(c, false).accountId).map(byokView) }),
+  app.get("/api/dashboard/byok", async (c) =>
+    c.json({
+      object: "list",
+      data: s.store.listByok((await owner(c, false)).accountId).map(byokView),
+    }),
   );
   app.post("/api/dashboard/byok", async (c) => {
-    const { accountId } = owner(c, true);
+    const { accountId } = await owner(c, true);
     return c.json(byokView(addByok(s, accountId, await readJson(c, byokBody))), 201);
   });
-  app.delete("/api/dashboard/byok/:id", (c) => {
-    const { accountId } = owner(c, true);
+  app.delete("/api/dashboard/byok/:id", async (c) => {
+    const { accountId } = await owner(c, true);
     if (!s.store.deleteByok(accountId, c.req.param("id"))) {
       throw new GatewayError(404, "not_found", "No such BYOK credential.");
     }
@@ -43,7 +46,7 @@ export function installDashboardAccountRoutes(
   });
 
   app.put("/api/dashboard/payg", async (c) => {
-    const { accountId } = owner(c, true);
+    const { accountId } = await owner(c, true);
     const payg = await readJson(c, paygSchema);
     s.ledger.updateAccount(accountId, {
       payg_enabled: payg.enabled ? 1 : 0,
@@ -54,6 +57,8 @@ export function installDashboardAccountRoutes(
   });
 
   for (const [name, view] of Object.entries(usageViews(s))) {
-    app.get(`/api/dashboard/usage/${name}`, (c) => c.json(view(owner(c, false).accountId, c)));
+    app.get(`/api/dashboard/usage/${name}`, async (c) =>
+      c.json(view((await owner(c, false)).accountId, c)),
+    );
   }
 }

@@ -133,7 +133,7 @@ export function installDashboardRoutes(app: Hono<AppEnv>, s: Services): void {
 
   /** Session, same origin and CSRF token, in that order; each failure is a page saying which. */
   const guardedForm = async (c: Context): Promise<Guarded> => {
-    const session = currentSession(c);
+    const session = await currentSession(c);
     if (!session) return { ok: false, response: sendPage(c, signInNeededPage()) };
     if (
       !isSameOriginRequest(c.req.header("origin"), c.req.header("sec-fetch-site"), ownOrigin(s, c))
@@ -192,7 +192,7 @@ export function installDashboardRoutes(app: Hono<AppEnv>, s: Services): void {
       return c.redirect(returnTo, 303);
     }
     // A reused link in a browser that already holds a session is harmless: go on.
-    if (currentSession(c)) return c.redirect(returnTo, 303);
+    if (await currentSession(c)) return c.redirect(returnTo, 303);
     return sendPage(c, ownerLinkInvalidPage());
   });
 
@@ -255,8 +255,8 @@ export function installDashboardRoutes(app: Hono<AppEnv>, s: Services): void {
     }),
   );
 
-  app.get("/dashboard", (c) => {
-    const session = currentSession(c);
+  app.get("/dashboard", async (c) => {
+    const session = await currentSession(c);
     if (!session) return signIn(c);
     return sendPage(c, dashboardView(session, takeFlash(session.id)));
   });
@@ -301,7 +301,7 @@ export function installDashboardRoutes(app: Hono<AppEnv>, s: Services): void {
   });
 
   app.get("/dashboard/device", async (c) => {
-    const session = currentSession(c);
+    const session = await currentSession(c);
     if (!session) return signIn(c);
     const raw = c.req.query("user_code");
     if (raw === undefined || raw.trim() === "") return sendPage(c, userCodeFormPage());

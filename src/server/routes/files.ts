@@ -5,14 +5,14 @@ import { GatewayError } from "../errors.js";
 import type { Services } from "../services.js";
 
 /** Keeps media for `/v1/files/{id}` (readable by its account only); returns the id. */
-export function saveMediaFile(
+export async function saveMediaFile(
   s: Services,
   accountId: string,
   contentType: string,
   bytes: Uint8Array,
-): string {
+): Promise<string> {
   const id = newId("file");
-  s.repos.files.save({ id, accountId, contentType, bytes, now: s.options.now() });
+  await s.repos.files.save({ id, accountId, contentType, bytes, now: s.options.now() });
   return id;
 }
 

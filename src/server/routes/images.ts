@@ -69,14 +69,17 @@ export function imagesRoute(s: Services) {
 }
 
 /** What the client gets: its response_format (b64_json by default), a created time, usage if any. */
-function delivered(
+async function delivered(
   s: Services,
   c: Context<AppEnv>,
   stored: { accountId: string; contentType: string },
   format: "b64_json" | "url" | undefined,
   result: UpstreamImages,
 ) {
-  const data = format === "url" ? result.data.map((d) => asUrl(s, c, stored, d)) : result.data;
+  const data =
+    format === "url"
+      ? await Promise.all(result.data.map((d) => asUrl(s, c, stored, d)))
+      : result.data;
   return {
     created: result.created ?? Math.floor(s.options.now() / 1000),
     data,
@@ -236,15 +239,15 @@ function imageType(body: Record<string, unknown>): string {
 }
 
 /** A picture that came as base64 is stored and served from /v1/files; provider URLs stay. */
-function asUrl(
+async function asUrl(
   s: Services,
   c: Context<AppEnv>,
   stored: { accountId: string; contentType: string },
   datum: ImageDatum,
-): ImageDatum {
+): Promise<ImageDatum> {
   if (datum.url || !datum.b64_json) return datum;
   const { b64_json, ...rest } = datum;
-  const id = saveMediaFile(
+  const id = await saveMediaFile(
     s,
     stored.accountId,
     stored.contentType,

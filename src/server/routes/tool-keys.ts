@@ -177,16 +177,16 @@ export function installDashboardKeyRoutes(
   s: Services,
   sessions: OwnerSessions,
 ): void {
-  const session = (c: Context, write: boolean): OwnerSession =>
+  const session = (c: Context, write: boolean): Promise<OwnerSession> =>
     requireOwnerSession(c, sessions, s.options.now(), write);
 
-  app.get("/api/dashboard/keys", (c) => {
-    const owner = session(c, false);
+  app.get("/api/dashboard/keys", async (c) => {
+    const owner = await session(c, false);
     return c.json({ data: s.store.listKeys(owner.accountId).map(keyView) });
   });
 
   app.post("/api/dashboard/keys", async (c) => {
-    const owner = session(c, true);
+    const owner = await session(c, true);
     const body = await readJson(c, createKeyBody);
     const created = mintKey(s, {
       accountId: owner.accountId,
@@ -198,8 +198,8 @@ export function installDashboardKeyRoutes(
     return c.json(created, 201, { "cache-control": "no-store" });
   });
 
-  app.delete("/api/dashboard/keys/:idOrLabel", (c) => {
-    const owner = session(c, true);
+  app.delete("/api/dashboard/keys/:idOrLabel", async (c) => {
+    const owner = await session(c, true);
     return c.json(
       revoke(s, findKeyToRevoke(s.store.listKeys(owner.accountId), c.req.param("idOrLabel"))),
     );

@@ -26,7 +26,7 @@ export interface MessageThread {
   /** The conversation sent for this turn: the held history, then the new turn. */
   conversation: ThreadConversation;
   /** Called with the reply: the thread now ends in it. */
-  record(replyId: string, content: unknown[]): void;
+  record(replyId: string, content: unknown[]): Promise<void>;
 }
 
 /** The model and provider a request is written for: what shapes its body on the wire. */

@@ -49,6 +49,7 @@ describe("postgres migrations", () => {
       accounts: ["held_micro", "payg_held_micro"],
       free_usage: ["held"],
       subscription_usage: ["held"],
+      request_log: ["seq"],
     };
     const columns = await pool.query<{ table_name: string; column_name: string }>(
       `SELECT table_name, column_name FROM information_schema.columns

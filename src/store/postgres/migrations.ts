@@ -299,6 +299,21 @@ export const postgresMigrations: MigrationStep[] = [
     id: "money-holds",
     sql: moneyHoldsSql(),
   },
+  {
+    id: "10",
+    sql: `
+  ALTER TABLE jobs ADD COLUMN lease_owner text, ADD COLUMN lease_expires_at bigint;
+  `,
+  },
+  {
+    // SQLite lists the request log newest first by its rowid; a Postgres table has no insertion
+    // order of its own, so the rows are numbered as they are written.
+    id: "request-log-order",
+    sql: `
+  ALTER TABLE request_log ADD COLUMN seq bigint GENERATED ALWAYS AS IDENTITY;
+  CREATE INDEX request_log_seq ON request_log(seq);
+  `,
+  },
 ];
 
 /** Two gateways starting at once: the one that takes this lock migrates, the other waits. */

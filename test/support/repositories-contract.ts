@@ -1,0 +1,590 @@
+import { beforeEach, describe, expect, it } from "vitest";
+import type { ConfigAccount, ConfigRows } from "../../src/store/config-apply.js";
+import type { NewDeviceCode } from "../../src/store/device-codes.js";
+import type { NewJob } from "../../src/store/jobs.js";
+import type { Repositories } from "../../src/store/repositories.js";
+import { THREAD_MAX_BYTES, THREAD_TTL_MS } from "../../src/store/threads.js";
+
+const account: ConfigAccount = {
+  id: "acct",
+  name: "Account",
+  status: "active",
+  balance_micro: 1_000_000,
+  rpm_limit: 60,
+  tier: "free",
+  payg_enabled: 0,
+  payg_limit_micro: 0,
+  payg_window_seconds: 3600,
+  subscription_json: null,
+  subscription_started_at: null,
+  config_hash: "first",
+  keys: [{ id: "k1", hash: "hash-of-k1", prefix: "kn-k1", label: "one", kind: "standard" }],
+};
+
+export const config = (accounts: ConfigAccount[] = [account]): ConfigRows => ({
+  tiers: [
+    {
+      name: "free",
+      rank: 0,
+      free_rpm: 20,
+      free_daily: 50,
+      burst_spacing_ms: 200,
+      burst_queue: 8,
+      min_topup_micro: null,
+    },
+  ],
+  providers: [],
+  models: [],
+  routes: [{ name: "fast", steps_json: '["a","b"]' }],
+  accounts,
+  adminKeys: [{ id: "admin_1", hash: "hash-of-admin" }],
+  now: 1_000,
+});
+
+export const job = (id: string, now: number, kind: NewJob["kind"] = "music"): NewJob => ({
+  id,
+  accountId: "acct",
+  kind,
+  model: "mock-music",
+  input: { request: { prompt: "a tune", seconds: 5 } },
+  requestId: `req_${id}`,
+  now,
+});
+
+/** Two gateways sharing the queue, and the leases they claim with. */
+export const gatewayA = "gateway-a";
+export const gatewayB = "gateway-b";
+export const lease = 60_000;
+const shortLease = 20;
+/** Long enough past `shortLease` on any backend's clock. */
+const leaseRunsOut = () => new Promise((resolve) => setTimeout(resolve, shortLease * 3));
+
+const code = (hash: string, now: number, clientAddress = "10.0.0.1"): NewDeviceCode => ({
+  deviceCodeHash: hash,
+  clientName: "laptop",
+  clientAddress,
+  intervalSeconds: 5,
+  createdAt: now,
+  expiresAt: now + 600_000,
+});
+
+/**
+ * What every backend of the repositories must do, run against a fresh, empty database per test
+ * (`open`): a SQLite file (src/store/repositories.test.ts), a Postgres database
+ * (src/store/postgres/repositories.test.ts), and any other backend that implements the same interfaces.
+ */
+export function describeRepositories(
+  backend: string,
+  open: () => Repositories | Promise<Repositories>,
+): void {
+  describe(`repositories (${backend})`, () => {
+    let repos: Repositories;
+    beforeEach(async () => {
+      repos = await open();
+      await repos.configApply.apply(config());
+    });
+
+    const keyRow = async (id: string) =>
+      (await repos.configApply.tables()).api_keys.find(
+        (row) => (row as { id: string }).id === id,
+      ) as { account_id: string; kind: string; label: string; revoked_at: number | null };
+
+    describe("jobs", () => {
+      const result = { content_type: "audio/wav", duration: 5, bytes: 3 };
+      const media = new Uint8Array([1, 2, 3]);
+
+      it("queue, claim oldest first and exclusively, and read back per account", async () => {
+        expect(await repos.jobs.insert(job("j2", 20))).toBe(true);
+        expect(await repos.jobs.insert(job("j1", 10, "video"))).toBe(true);
+        const queued = await repos.jobs.get("j1", "acct");
+        expect(queued).toMatchObject({ status: "queued", kind: "video", request_id: "req_j1" });
+        expect(JSON.parse(queued!.input_json)).toEqual(job("j1", 10).input);
+        expect(await repos.jobs.get("j1", "other")).toBeUndefined();
+
+        const first = await repos.jobs.claimNext(gatewayA, lease, 30);
+        expect(first).toMatchObject({
+          id: "j1",
+          status: "running",
+          started_at: 30,
+          lease_owner: gatewayA,
+        });
+        expect(await repos.jobs.claimNext(gatewayB, lease, 31)).toMatchObject({
+          id: "j2",
+          status: "running",
+          lease_owner: gatewayB,
+        });
+        expect(await repos.jobs.claimNext(gatewayA, lease, 32)).toBeUndefined();
+        expect(await repos.jobs.get("j1", "acct")).toMatchObject({
+          status: "running",
+          lease_owner: gatewayA,
+        });
+      });
+
+      it("refuse an insert past the account's unfinished limit of its kind", async () => {
+        expect(await repos.jobs.insert(job("a", 1), 2)).toBe(true);
+        expect(await repos.jobs.insert(job("b", 2), 2)).toBe(true);
+        expect(await repos.jobs.insert(job("c", 3), 2)).toBe(false);
+        expect(await repos.jobs.insert(job("v", 3, "video"), 2)).toBe(true);
+        expect(await repos.jobs.unfinishedCount("acct", "music")).toBe(2);
+        expect(await repos.jobs.get("c", "acct")).toBeUndefined();
+      });
+
+      it("count parallel submissions against the limit together", async () => {
+        const submitted = await Promise.all(
+          Array.from({ length: 6 }, (_, i) => repos.jobs.insert(job(`p${i}`, i), 2)),
+        );
+        expect(submitted.filter(Boolean)).toHaveLength(2);
+        expect(await repos.jobs.unfinishedCount("acct", "music")).toBe(2);
+      });
+
+      it("complete a running job with its charge in the same step, once", async () => {
+        await repos.jobs.insert(job("j", 1));
+        let charges = 0;
+        expect(await repos.jobs.complete("j", gatewayA, result, media, 5, () => charges++)).toBe(
+          false,
+        );
+        expect(await repos.jobs.media("j", "acct")).toBeUndefined();
+        await repos.jobs.claimNext(gatewayA, lease, 2);
+        expect(await repos.jobs.complete("j", gatewayA, result, media, 5, () => charges++)).toBe(
+          true,
+        );
+        expect(await repos.jobs.complete("j", gatewayA, result, media, 6, () => charges++)).toBe(
+          false,
+        );
+        expect(charges).toBe(1);
+        expect(await repos.jobs.get("j", "acct")).toMatchObject({
+          status: "completed",
+          media_type: "audio/wav",
+          finished_at: 5,
+        });
+        const stored = await repos.jobs.media("j", "acct");
+        expect(stored?.media_type).toBe("audio/wav");
+        expect([...stored!.media]).toEqual([1, 2, 3]);
+        expect(await repos.jobs.media("j", "other")).toBeUndefined();
+      });
+
+      it("fail a job with the error its refund returns; a charge that throws writes nothing", async () => {
+        await repos.jobs.insert(job("j", 1));
+        await repos.jobs.claimNext(gatewayA, lease, 2);
+        const empty = { content_type: "audio/wav", duration: 5, bytes: 0 };
+        await expect(
+          repos.jobs.complete("j", gatewayA, empty, new Uint8Array(), 3, () => {
+            throw new Error("charge failed");
+          }),
+        ).rejects.toThrow("charge failed");
+        expect(await repos.jobs.get("j", "acct")).toMatchObject({ status: "running" });
+        const failed = await repos.jobs.fail("j", gatewayA, 4, () => ({
+          code: "upstream",
+          message: "no",
+        }));
+        expect(failed).toBe(true);
+        const row = await repos.jobs.get("j", "acct");
+        expect(row).toMatchObject({ status: "failed", finished_at: 4 });
+        expect(JSON.parse(row!.error!)).toEqual({ code: "upstream", message: "no" });
+        let refunds = 0;
+        const again = () => {
+          refunds++;
+          return { code: "again", message: "" };
+        };
+        expect(await repos.jobs.fail("j", gatewayA, 5, again)).toBe(false);
+        expect(refunds).toBe(0);
+      });
+
+      it("a refund that throws leaves the job running", async () => {
+        await repos.jobs.insert(job("j", 1));
+        await repos.jobs.claimNext(gatewayA, lease, 2);
+        await expect(
+          repos.jobs.fail("j", gatewayA, 3, () => {
+            throw new Error("refund failed");
+          }),
+        ).rejects.toThrow("refund failed");
+        expect(await repos.jobs.get("j", "acct")).toMatchObject({
+          status: "running",
+          error: null,
+          finished_at: null,
+        });
+      });
+
+      it("after a crash, put running jobs whose lease ran out back in the queue and list every unfinished one", async () => {
+        await repos.jobs.insert(job("done", 1));
+        await repos.jobs.insert(job("running", 2, "video"));
+        await repos.jobs.insert(job("queued", 3, "video"));
+        await repos.jobs.claimNext(gatewayA, lease, 4);
+        await repos.jobs.complete(
+          "done",
+          gatewayA,
+          { content_type: "audio/wav", duration: 1, bytes: 0 },
+          new Uint8Array(),
+          5,
+          () => {},
+        );
+        await repos.jobs.claimNext(gatewayA, shortLease, 6);
+        await leaseRunsOut();
+        const unfinished = await repos.jobs.requeueInterrupted();
+        expect(unfinished.map((row) => [row.id, row.status, row.started_at])).toEqual([
+          ["running", "queued", null],
+          ["queued", "queued", null],
+        ]);
+        expect(await repos.jobs.claimNext(gatewayB, lease, 7)).toMatchObject({ id: "running" });
+      });
+
+      it("renew a lease only for its holder; a held lease is nobody else's claim", async () => {
+        await repos.jobs.insert(job("j", 1));
+        await repos.jobs.claimNext(gatewayA, shortLease, 2);
+        expect(await repos.jobs.renewLease("j", gatewayA, lease)).toBe(true);
+        expect(await repos.jobs.renewLease("j", gatewayB, lease)).toBe(false);
+        await leaseRunsOut();
+        // Renewed past the short lease: still gateway A's.
+        expect(await repos.jobs.claimNext(gatewayB, lease, 3)).toBeUndefined();
+        expect(await repos.jobs.renewLease("unknown", gatewayA, lease)).toBe(false);
+      });
+
+      it("take a job over once its lease ran out; the old holder can no longer finish it", async () => {
+        await repos.jobs.insert(job("j", 1));
+        await repos.jobs.claimNext(gatewayA, shortLease, 2);
+        await leaseRunsOut();
+        const taken = await repos.jobs.claimNext(gatewayB, lease, 3);
+        expect(taken).toMatchObject({ id: "j", status: "running", started_at: 3 });
+        expect(taken?.lease_owner).toBe(gatewayB);
+        let charges = 0;
+        let refunds = 0;
+        const refund = () => {
+          refunds++;
+          return { code: "late", message: "" };
+        };
+        expect(await repos.jobs.renewLease("j", gatewayA, lease)).toBe(false);
+        expect(await repos.jobs.complete("j", gatewayA, result, media, 4, () => charges++)).toBe(
+          false,
+        );
+        expect(await repos.jobs.fail("j", gatewayA, 4, refund)).toBe(false);
+        expect([charges, refunds]).toEqual([0, 0]);
+        expect(await repos.jobs.get("j", "acct")).toMatchObject({
+          status: "running",
+          lease_owner: gatewayB,
+        });
+        expect(await repos.jobs.complete("j", gatewayB, result, media, 5, () => charges++)).toBe(
+          true,
+        );
+        expect(charges).toBe(1);
+        expect(await repos.jobs.get("j", "acct")).toMatchObject({
+          status: "completed",
+          finished_at: 5,
+        });
+      });
+
+      it("claimers racing never get the same job", async () => {
+        const count = 12;
+        for (let i = 0; i < count; i++) await repos.jobs.insert(job(`r${i}`, i));
+        const claims = await Promise.all(
+          Array.from({ length: count * 2 }, (_, i) =>
+            repos.jobs.claimNext(i % 2 ? gatewayA : gatewayB, lease, 100 + i),
+          ),
+        );
+        const ids = claims.flatMap((claimed) => (claimed ? [claimed.id] : []));
+        expect(ids).toHaveLength(count);
+        expect(new Set(ids).size).toBe(count);
+      });
+    });
+
+    describe("device codes", () => {
+      const refuseNothing = () => undefined;
+
+      it("issue under a free user code, after asking the caller with the pending counts", async () => {
+        const taken = await repos.deviceCodes.issue(code("h1", 1_000), {
+          purgeBefore: 0,
+          newUserCode: () => "BCDFGHJK",
+          refuse: refuseNothing,
+        });
+        expect(taken).toEqual({ ok: true, userCode: "BCDFGHJK" });
+        const offered = ["BCDFGHJK", "BCDFGHJK", "LMNPQRST"];
+        const seen: unknown[] = [];
+        const second = await repos.deviceCodes.issue(code("h2", 2_000), {
+          purgeBefore: 0,
+          newUserCode: () => offered.shift()!,
+          refuse: (pending) => {
+            seen.push(pending);
+            return undefined;
+          },
+        });
+        expect(second).toEqual({ ok: true, userCode: "LMNPQRST" });
+        expect(seen).toEqual([
+          {
+            address: { count: 1, firstExpiry: 601_000 },
+            all: { count: 1, firstExpiry: 601_000 },
+          },
+        ]);
+        const refused = await repos.deviceCodes.issue(code("h3", 3_000, "10.0.0.2"), {
+          purgeBefore: 0,
+          newUserCode: () => "VWXZBCDF",
+          refuse: ({ address, all }) =>
+            address.count === 0 && all.count === 2 ? "full" : undefined,
+        });
+        expect(refused).toEqual({ ok: false, refusal: "full" });
+        expect(await repos.deviceCodes.byHash("h3")).toBeUndefined();
+        expect(await repos.deviceCodes.byUserCode("BCDFGHJK")).toMatchObject({
+          device_code_hash: "h1",
+          status: "pending",
+          client_name: "laptop",
+          interval_seconds: 5,
+          last_poll_at: null,
+        });
+      });
+
+      it("forget rows that expired before the purge time when issuing", async () => {
+        await repos.deviceCodes.issue(code("old", 0), {
+          purgeBefore: 0,
+          newUserCode: () => "BCDFGHJK",
+          refuse: refuseNothing,
+        });
+        await repos.deviceCodes.issue(code("new", 700_000), {
+          purgeBefore: 650_000,
+          newUserCode: () => "LMNPQRST",
+          refuse: refuseNothing,
+        });
+        expect(await repos.deviceCodes.byHash("old")).toBeUndefined();
+        expect(await repos.deviceCodes.byHash("new")).toBeDefined();
+      });
+
+      it("note polls and slow a fast poller down", async () => {
+        await repos.deviceCodes.issue(code("h", 0), {
+          purgeBefore: 0,
+          newUserCode: () => "BCDFGHJK",
+          refuse: refuseNothing,
+        });
+        await repos.deviceCodes.notePoll("h", 10);
+        expect(await repos.deviceCodes.byHash("h")).toMatchObject({ last_poll_at: 10 });
+        await repos.deviceCodes.slowDown("h", 20, 5);
+        expect(await repos.deviceCodes.byHash("h")).toMatchObject({
+          last_poll_at: 20,
+          interval_seconds: 10,
+        });
+      });
+
+      const approvedKey = {
+        accountId: "acct",
+        keyId: "key_login",
+        keyHash: "hash-of-login",
+        keyPrefix: "kn-login",
+        label: "laptop",
+        keyValueSealed: "sealed-value",
+      };
+
+      it("approve once, minting the login key with it; then hand it out once", async () => {
+        await repos.deviceCodes.issue(code("h", 0), {
+          purgeBefore: 0,
+          newUserCode: () => "BCDFGHJK",
+          refuse: refuseNothing,
+        });
+        expect(await repos.deviceCodes.approve("h", approvedKey, 50)).toBe(true);
+        expect(await repos.deviceCodes.byHash("h")).toMatchObject({
+          status: "approved",
+          account_id: "acct",
+          key_id: "key_login",
+          key_value_sealed: "sealed-value",
+        });
+        expect(await keyRow("key_login")).toMatchObject({
+          account_id: "acct",
+          kind: "login",
+          label: "laptop",
+          revoked_at: null,
+        });
+        expect(await repos.deviceCodes.approve("h", { ...approvedKey, keyId: "key_2" }, 51)).toBe(
+          false,
+        );
+        expect(await keyRow("key_2")).toBeUndefined();
+        expect(await repos.deviceCodes.deny("h")).toBe(false);
+        expect(await repos.deviceCodes.consume("h")).toBe(true);
+        expect(await repos.deviceCodes.consume("h")).toBe(false);
+        expect(await repos.deviceCodes.byHash("h")).toMatchObject({
+          status: "consumed",
+          key_value_sealed: null,
+        });
+        expect(await repos.deviceCodes.cancel("h", 60)).toBe(false);
+        expect((await keyRow("key_login")).revoked_at).toBeNull();
+      });
+
+      it("deny only a pending code", async () => {
+        await repos.deviceCodes.issue(code("h", 0), {
+          purgeBefore: 0,
+          newUserCode: () => "BCDFGHJK",
+          refuse: refuseNothing,
+        });
+        expect(await repos.deviceCodes.deny("h")).toBe(true);
+        expect(await repos.deviceCodes.approve("h", approvedKey, 1)).toBe(false);
+        expect(await repos.deviceCodes.byHash("h")).toMatchObject({ status: "denied" });
+        expect(await repos.deviceCodes.consume("h")).toBe(false);
+      });
+
+      it("cancel a pending or approved code, revoking the uncollected key", async () => {
+        for (const [hash, userCode] of [
+          ["pending", "BCDFGHJK"],
+          ["approved", "LMNPQRST"],
+        ])
+          await repos.deviceCodes.issue(code(hash, 0), {
+            purgeBefore: 0,
+            newUserCode: () => userCode,
+            refuse: refuseNothing,
+          });
+        await repos.deviceCodes.approve("approved", approvedKey, 1);
+        expect(await repos.deviceCodes.cancel("pending", 2)).toBe(true);
+        expect(await repos.deviceCodes.cancel("approved", 3)).toBe(true);
+        expect(await repos.deviceCodes.byHash("approved")).toMatchObject({
+          status: "cancelled",
+          key_value_sealed: null,
+        });
+        expect((await keyRow("key_login")).revoked_at).toBe(3);
+        expect(await repos.deviceCodes.cancel("pending", 4)).toBe(false);
+        expect(await repos.deviceCodes.cancel("unknown", 4)).toBe(false);
+      });
+
+      it("abandon the key of an approved code only", async () => {
+        await repos.deviceCodes.issue(code("h", 0), {
+          purgeBefore: 0,
+          newUserCode: () => "BCDFGHJK",
+          refuse: refuseNothing,
+        });
+        await repos.deviceCodes.abandonKey("h", 1);
+        expect(await repos.deviceCodes.byHash("h")).toMatchObject({ status: "pending" });
+        await repos.deviceCodes.approve("h", approvedKey, 2);
+        await repos.deviceCodes.abandonKey("h", 3);
+        expect(await repos.deviceCodes.byHash("h")).toMatchObject({
+          status: "approved",
+          key_value_sealed: null,
+        });
+        expect((await keyRow("key_login")).revoked_at).toBe(3);
+      });
+    });
+
+    describe("owner links and sessions", () => {
+      const session = (name: string, expiresAt: number) => ({
+        tokenHash: `session-${name}`,
+        csrfTokenHash: `csrf-${name}`,
+        expiresAt,
+      });
+
+      it("spend a link once, opening a session for its account", async () => {
+        await repos.sessions.createOwnerLink("link", "acct", 1);
+        expect(await repos.sessions.redeemOwnerLink("link", session("a", 1_000), 10)).toBe("acct");
+        expect(await repos.sessions.findSession("session-a")).toEqual({
+          account_id: "acct",
+          expires_at: 1_000,
+        });
+        expect(await repos.sessions.redeemOwnerLink("link", session("b", 1_000), 11)).toBe(
+          undefined,
+        );
+        expect(await repos.sessions.findSession("session-b")).toBeUndefined();
+        expect(await repos.sessions.redeemOwnerLink("unknown", session("c", 1_000), 12)).toBe(
+          undefined,
+        );
+      });
+
+      it("forget unused links, keeping spent ones spent", async () => {
+        await repos.sessions.createOwnerLink("spent", "acct", 1);
+        await repos.sessions.createOwnerLink("unused", "acct", 1);
+        await repos.sessions.redeemOwnerLink("spent", session("a", 1_000), 2);
+        await repos.sessions.forgetUnusedOwnerLinks();
+        expect(await repos.sessions.redeemOwnerLink("unused", session("b", 1_000), 3)).toBe(
+          undefined,
+        );
+        expect(await repos.sessions.findSession("session-a")).toBeDefined();
+      });
+
+      it("drop expired sessions when the next one opens", async () => {
+        await repos.sessions.createOwnerLink("first", "acct", 1);
+        await repos.sessions.createOwnerLink("second", "acct", 1);
+        await repos.sessions.redeemOwnerLink("first", session("old", 100), 2);
+        await repos.sessions.redeemOwnerLink("second", session("new", 1_000), 100);
+        expect(await repos.sessions.findSession("session-old")).toBeUndefined();
+        expect(await repos.sessions.findSession("session-new")).toMatchObject({
+          expires_at: 1_000,
+        });
+      });
+    });
+
+    describe("serve record", () => {
+      it("hold one server's record, and forget it only for its own pid", async () => {
+        expect(await repos.serveRecord.read()).toBeUndefined();
+        await repos.serveRecord.record({
+          url: "http://127.0.0.1:1",
+          ownerAccountId: "acct",
+          pid: 11,
+          startedAt: 1,
+        });
+        await repos.serveRecord.record({
+          url: "http://127.0.0.1:2",
+          ownerAccountId: null,
+          pid: 12,
+          startedAt: 2,
+        });
+        expect(await repos.serveRecord.read()).toEqual({
+          url: "http://127.0.0.1:2",
+          ownerAccountId: null,
+          pid: 12,
+        });
+        await repos.serveRecord.forget(11);
+        expect(await repos.serveRecord.read()).toMatchObject({ pid: 12 });
+        await repos.serveRecord.forget(12);
+        expect(await repos.serveRecord.read()).toBeUndefined();
+      });
+    });
+
+    describe("files", () => {
+      it("keep media readable by its own account only", async () => {
+        await repos.files.save({
+          id: "file_1",
+          accountId: "acct",
+          contentType: "image/png",
+          bytes: new Uint8Array([9, 8]),
+          now: 5,
+        });
+        const file = await repos.files.find("file_1", "acct");
+        expect(file).toMatchObject({ id: "file_1", content_type: "image/png", created_at: 5 });
+        expect([...file!.bytes]).toEqual([9, 8]);
+        expect(await repos.files.find("file_1", "other")).toBeUndefined();
+        expect(await repos.files.find("file_2", "acct")).toBeUndefined();
+      });
+    });
+
+    describe("message threads", () => {
+      const conversation = { system: "be brief", messages: [{ role: "user", content: "hi" }] };
+
+      it("hold a thread per account until it expires, one row per thread", async () => {
+        await repos.threads.save("acct", "msg_1", conversation, undefined, 0);
+        expect(await repos.threads.find("acct", "msg_1", 1)).toEqual(conversation);
+        expect(await repos.threads.find("other", "msg_1", 1)).toBeUndefined();
+        expect(await repos.threads.find("acct", "msg_1", THREAD_TTL_MS)).toBeUndefined();
+        const longer = { ...conversation, messages: [...conversation.messages, { role: "user" }] };
+        await repos.threads.save("acct", "msg_2", longer, "msg_1", 2);
+        expect(await repos.threads.find("acct", "msg_1", 3)).toBeUndefined();
+        expect(await repos.threads.find("acct", "msg_2", 3)).toEqual(longer);
+      });
+
+      it("keep no conversation past the size bound", async () => {
+        const huge = { messages: ["x".repeat(THREAD_MAX_BYTES)] };
+        await repos.threads.save("acct", "msg_big", huge, undefined, 0);
+        expect(await repos.threads.find("acct", "msg_big", 1)).toBeUndefined();
+      });
+    });
+
+    describe("config apply", () => {
+      it("applying the same rows twice leaves what applying them once did", async () => {
+        const once = JSON.stringify(await repos.configApply.tables());
+        await repos.configApply.apply(config());
+        expect(JSON.stringify(await repos.configApply.tables())).toBe(once);
+        const tables = await repos.configApply.tables();
+        expect(tables.routes).toEqual([{ name: "fast", steps_json: '["a","b"]' }]);
+        expect(tables.admin_keys).toMatchObject([{ id: "admin_1", hash: "hash-of-admin" }]);
+      });
+
+      it("skip an account whose section is unchanged and rewrite a changed one", async () => {
+        const renamed = { ...account, name: "Renamed", keys: [] };
+        await repos.configApply.apply(config([renamed]));
+        expect((await repos.configApply.tables()).accounts).toMatchObject([{ name: "Account" }]);
+        await repos.configApply.apply(config([{ ...renamed, config_hash: "second" }]));
+        expect((await repos.configApply.tables()).accounts).toMatchObject([
+          { name: "Renamed", config_hash: "second" },
+        ]);
+      });
+    });
+  });
+}
