@@ -2,6 +2,7 @@ import { hostname } from "node:os";
 import type pg from "pg";
 import type { Payment, PaymentRefusal, Reservation, ReserveInput, SettleInput } from "../types.js";
 import { secondsToUtcMidnight, utcDay } from "../utc-windows.js";
+import type { Queryable } from "./transaction.js";
 
 /**
  * How long an instance's lease lasts without a renewal. It is renewed several times per lease, so
@@ -223,54 +224,7 @@ export class PostgresMoney {
   async settle(r: Reservation, input: SettleInput): Promise<number> {
     if (r.settled) return 0;
     r.settled = true;
-    const toolsOmitted = input.toolsOmitted ? JSON.stringify(input.toolsOmitted) : null;
-    if (r.payment === "byok" || r.payment === "none") {
-      await this.pool.query({
-        name: "gateway_log_unheld",
-        text: logStatement,
-        values: [
-          r.id,
-          r.accountId,
-          r.keyId,
-          r.endpoint,
-          r.model,
-          input.delivered ? "settled" : "failed",
-          r.payment,
-          r.paymentRef,
-          input.inputTokens,
-          input.outputTokens,
-          input.status,
-          input.errorCode ?? null,
-          input.providerId,
-          r.stream ? 1 : 0,
-          r.createdAt,
-          input.now,
-          toolsOmitted,
-        ],
-      });
-      return 0;
-    }
-    const result = await this.pool.query<{ charge: number | null }>({
-      name: "gateway_settle",
-      text: settleStatement,
-      values: [
-        r.id,
-        input.delivered,
-        input.costMicro,
-        r.keyId,
-        r.endpoint,
-        r.model,
-        input.inputTokens,
-        input.outputTokens,
-        input.status,
-        input.errorCode ?? null,
-        input.providerId,
-        r.stream ? 1 : 0,
-        input.now,
-        toolsOmitted,
-      ],
-    });
-    return result.rows[0].charge ?? 0;
+    return settleReservation(this.pool, r, input);
   }
 
   /**
@@ -302,4 +256,63 @@ export class PostgresMoney {
     });
     return result.rows[0]?.held ?? 0;
   }
+}
+
+/**
+ * A reservation's settlement on `db`: the pool, or the connection of a transaction it belongs to
+ * (a job's end, which charges in the transaction that marks the job done). See `PostgresMoney.settle`.
+ */
+export async function settleReservation(
+  db: Queryable,
+  r: Reservation,
+  input: SettleInput,
+): Promise<number> {
+  const toolsOmitted = input.toolsOmitted ? JSON.stringify(input.toolsOmitted) : null;
+  if (r.payment === "byok" || r.payment === "none") {
+    await db.query({
+      name: "gateway_log_unheld",
+      text: logStatement,
+      values: [
+        r.id,
+        r.accountId,
+        r.keyId,
+        r.endpoint,
+        r.model,
+        input.delivered ? "settled" : "failed",
+        r.payment,
+        r.paymentRef,
+        input.inputTokens,
+        input.outputTokens,
+        input.status,
+        input.errorCode ?? null,
+        input.providerId,
+        r.stream ? 1 : 0,
+        r.createdAt,
+        input.now,
+        toolsOmitted,
+      ],
+    });
+    return 0;
+  }
+  const result = await db.query<{ charge: number | null }>({
+    name: "gateway_settle",
+    text: settleStatement,
+    values: [
+      r.id,
+      input.delivered,
+      input.costMicro,
+      r.keyId,
+      r.endpoint,
+      r.model,
+      input.inputTokens,
+      input.outputTokens,
+      input.status,
+      input.errorCode ?? null,
+      input.providerId,
+      r.stream ? 1 : 0,
+      input.now,
+      toolsOmitted,
+    ],
+  });
+  return result.rows[0].charge ?? 0;
 }

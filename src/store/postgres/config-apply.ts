@@ -1,0 +1,180 @@
+import type pg from "pg";
+import type { ConfigApplyRepository, ConfigRows, ConfigTables } from "../config-apply.js";
+import { inTransaction, lockFor } from "./transaction.js";
+
+/** A statement written with `@name` parameters, as Postgres's `$n` and the values to bind. */
+interface NamedStatement {
+  name: string;
+  text: string;
+  bind(row: Record<string, unknown>): unknown[];
+}
+
+function named(name: string, text: string): NamedStatement {
+  const order: string[] = [];
+  const positional = text.replace(/@(\w+)/g, (_, parameter: string) => {
+    if (!order.includes(parameter)) order.push(parameter);
+    return `$${order.indexOf(parameter) + 1}`;
+  });
+  return {
+    name,
+    text: positional,
+    bind: (row) =>
+      order.map((parameter) => {
+        if (!(parameter in row)) throw new Error(`${name}: no value for @${parameter}`);
+        return row[parameter];
+      }),
+  };
+}
+
+const upsertProvider = named(
+  "config_upsert_provider",
+  `INSERT INTO providers (id, wire, base_url, api_key_count, timeout_ms, max_concurrency, options_json, responses_native)
+   VALUES (@id, @wire, @base_url, @api_key_count, @timeout_ms, @max_concurrency, @options_json, @responses_native)
+   ON CONFLICT (id) DO UPDATE SET wire = excluded.wire, base_url = excluded.base_url,
+     api_key_count = excluded.api_key_count, timeout_ms = excluded.timeout_ms,
+     max_concurrency = excluded.max_concurrency, options_json = excluded.options_json,
+     responses_native = excluded.responses_native`,
+);
+const upsertModel = named(
+  "config_upsert_model",
+  `INSERT INTO models (name, provider_id, upstream_model, modality, price_input_per_mtok, price_output_per_mtok,
+     price_per_request, price_per_unit, subscribers_only, context_window, max_output_tokens,
+     free_token_budget, free_token_window_seconds, active, created_at, unsupported_tools)
+   VALUES (@name, @provider_id, @upstream_model, @modality, @price_input_per_mtok, @price_output_per_mtok,
+     @price_per_request, @price_per_unit, @subscribers_only, @context_window, @max_output_tokens,
+     @free_token_budget, @free_token_window_seconds, @active, @created_at, @unsupported_tools)
+   ON CONFLICT (name) DO UPDATE SET provider_id = excluded.provider_id, upstream_model = excluded.upstream_model,
+     modality = excluded.modality, price_input_per_mtok = excluded.price_input_per_mtok,
+     price_output_per_mtok = excluded.price_output_per_mtok, price_per_request = excluded.price_per_request,
+     price_per_unit = excluded.price_per_unit, subscribers_only = excluded.subscribers_only,
+     context_window = excluded.context_window, max_output_tokens = excluded.max_output_tokens,
+     free_token_budget = excluded.free_token_budget,
+     free_token_window_seconds = excluded.free_token_window_seconds, active = excluded.active,
+     unsupported_tools = excluded.unsupported_tools`,
+);
+const upsertRoute = named(
+  "config_upsert_route",
+  `INSERT INTO routes (name, steps_json) VALUES (@name, @steps_json)
+   ON CONFLICT (name) DO UPDATE SET steps_json = excluded.steps_json`,
+);
+const upsertTier = named(
+  "config_upsert_tier",
+  `INSERT INTO tiers (name, rank, free_rpm, free_daily, burst_spacing_ms, burst_queue, min_topup_micro)
+   VALUES (@name, @rank, @free_rpm, @free_daily, @burst_spacing_ms, @burst_queue, @min_topup_micro)
+   ON CONFLICT (name) DO UPDATE SET rank = excluded.rank, free_rpm = excluded.free_rpm,
+     free_daily = excluded.free_daily, burst_spacing_ms = excluded.burst_spacing_ms,
+     burst_queue = excluded.burst_queue, min_topup_micro = excluded.min_topup_micro`,
+);
+const upsertAccount = named(
+  "config_upsert_account",
+  `INSERT INTO accounts (id, name, status, balance_micro, rpm_limit, tier, payg_enabled, payg_limit_micro,
+     payg_window_seconds, payg_window_start, subscription_json, subscription_started_at, config_hash, created_at)
+   VALUES (@id, @name, @status, @balance_micro, @rpm_limit, @tier, @payg_enabled, @payg_limit_micro,
+     @payg_window_seconds, @now, @subscription_json, @subscription_started_at, @config_hash, @now)
+   ON CONFLICT (id) DO UPDATE SET name = excluded.name, status = excluded.status,
+     balance_micro = excluded.balance_micro, rpm_limit = excluded.rpm_limit, tier = excluded.tier,
+     payg_enabled = excluded.payg_enabled, payg_limit_micro = excluded.payg_limit_micro,
+     payg_window_seconds = excluded.payg_window_seconds, subscription_json = excluded.subscription_json,
+     subscription_started_at = excluded.subscription_started_at, config_hash = excluded.config_hash`,
+);
+const upsertKey = named(
+  "config_upsert_key",
+  `INSERT INTO api_keys (id, account_id, hash, prefix, label, kind, created_at)
+   VALUES (@id, @account_id, @hash, @prefix, @label, @kind, @now)
+   ON CONFLICT (id) DO UPDATE SET account_id = excluded.account_id, hash = excluded.hash,
+     prefix = excluded.prefix, label = excluded.label, kind = excluded.kind, revoked_at = NULL`,
+);
+
+/** Each table's key: the order `tables()` lists rows in, byte by byte as SQLite compares text. */
+const tableKeys: Record<keyof ConfigTables, string> = {
+  accounts: "id",
+  api_keys: "id",
+  providers: "id",
+  models: "name",
+  routes: "name",
+  tiers: "name",
+  admin_keys: "id",
+  byok_credentials: "id",
+};
+
+/**
+ * Applying a config on Postgres (see ConfigApplyRepository). Gateways starting at once apply
+ * under a transaction-scoped advisory lock, one after the other: each sees the last one's rows,
+ * so an unchanged account is skipped by all but the first.
+ */
+export class PostgresConfigApply implements ConfigApplyRepository {
+  constructor(private readonly pool: pg.Pool) {}
+
+  async apply(rows: ConfigRows): Promise<void> {
+    const { now } = rows;
+    await inTransaction(this.pool, async (client) => {
+      await lockFor(client, "configApply");
+      const run = (statement: NamedStatement, row: Record<string, unknown>) =>
+        client.query({ name: statement.name, text: statement.text, values: statement.bind(row) });
+      for (const tier of rows.tiers) await run(upsertTier, { ...tier });
+      for (const provider of rows.providers) await run(upsertProvider, { ...provider });
+      for (const model of rows.models) await run(upsertModel, { ...model });
+      for (const route of rows.routes) await run(upsertRoute, { ...route });
+      for (const { keys, byok, ...account } of rows.accounts) {
+        const stored = await client.query<{ config_hash: string | null }>({
+          name: "config_account_hash",
+          text: "SELECT config_hash FROM accounts WHERE id = $1",
+          values: [account.id],
+        });
+        if (stored.rows[0]?.config_hash === account.config_hash) continue;
+        await run(upsertAccount, { ...account, now });
+        for (const key of keys) await run(upsertKey, { ...key, account_id: account.id, now });
+        if (byok) {
+          await client.query({
+            name: "config_delete_byok",
+            text: "DELETE FROM byok_credentials WHERE account_id = $1",
+            values: [account.id],
+          });
+          for (const [position, credential] of byok.entries()) {
+            await client.query({
+              name: "config_insert_byok",
+              text: `INSERT INTO byok_credentials (id, account_id, provider_id, secret, label, position, created_at, sealed)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, 1)`,
+              values: [
+                credential.id,
+                account.id,
+                credential.provider_id,
+                credential.secret,
+                credential.label,
+                position,
+                now,
+              ],
+            });
+          }
+        }
+      }
+      for (const admin of rows.adminKeys) {
+        await client.query({
+          name: "config_insert_admin",
+          text: "INSERT INTO admin_keys (id, hash, created_at) VALUES ($1, $2, $3) ON CONFLICT (hash) DO NOTHING",
+          values: [admin.id, admin.hash, now],
+        });
+      }
+    });
+  }
+
+  async tables(): Promise<ConfigTables> {
+    const read = async (table: keyof ConfigTables) =>
+      (
+        await this.pool.query({
+          name: `config_rows_${table}`,
+          text: `SELECT * FROM ${table} ORDER BY ${tableKeys[table]} COLLATE "C"`,
+        })
+      ).rows;
+    return {
+      accounts: await read("accounts"),
+      api_keys: await read("api_keys"),
+      providers: await read("providers"),
+      models: await read("models"),
+      routes: await read("routes"),
+      tiers: await read("tiers"),
+      admin_keys: await read("admin_keys"),
+      byok_credentials: await read("byok_credentials"),
+    };
+  }
+}

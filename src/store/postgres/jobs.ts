@@ -1,0 +1,204 @@
+import type pg from "pg";
+import {
+  type JobError,
+  type JobKind,
+  type JobMedia,
+  type JobResult,
+  type JobRow,
+  type JobsRepository,
+  jobColumns,
+  type NewJob,
+} from "../jobs.js";
+import type { Reservation, SettleInput } from "../types.js";
+import { settleReservation } from "./money.js";
+import { inTransaction, lockFor, type Queryable } from "./transaction.js";
+
+/**
+ * What a job's end hands its charge callback on Postgres, where a hold is a row: the job's hold
+ * settled (charged up to its amount, the rest released, the request logged, as
+ * `PostgresMoney.settle` does) in the transaction that ends the job.
+ */
+export interface PostgresJobMoney {
+  settle(reservation: Reservation, outcome: SettleInput): void;
+}
+
+/** A job that is nobody's: queued, or running under a lease that ran out (or none at all). */
+const claimable = `status = 'queued'
+  OR (status = 'running' AND (lease_expires_at IS NULL OR lease_expires_at < gateway_now_ms()))`;
+
+/**
+ * The job queue on Postgres (see JobsRepository). A claim locks the row it takes and skips rows
+ * another claim holds (`FOR UPDATE SKIP LOCKED`), so gateways claiming at once never wait on
+ * each other or get the same job. Leases run on the database's clock.
+ */
+export class PostgresJobs implements JobsRepository<PostgresJobMoney> {
+  constructor(private readonly pool: pg.Pool) {}
+
+  async insert(job: NewJob, unfinishedLimit?: number): Promise<boolean> {
+    return inTransaction(this.pool, async (client) => {
+      if (unfinishedLimit !== undefined) {
+        // Parallel submissions of the account, on any gateway, count one after the other.
+        await lockFor(client, "jobSubmissions", `${job.accountId}\n${job.kind}`);
+        if ((await this.countUnfinished(client, job.accountId, job.kind)) >= unfinishedLimit)
+          return false;
+      }
+      await client.query({
+        name: "jobs_insert",
+        text: `INSERT INTO jobs (id, account_id, kind, model, status, input_json, request_id, created_at)
+          VALUES ($1, $2, $3, $4, 'queued', $5, $6, $7)`,
+        values: [
+          job.id,
+          job.accountId,
+          job.kind,
+          job.model,
+          JSON.stringify(job.input),
+          job.requestId,
+          job.now,
+        ],
+      });
+      return true;
+    });
+  }
+
+  async unfinishedCount(accountId: string, kind: JobKind): Promise<number> {
+    return this.countUnfinished(this.pool, accountId, kind);
+  }
+
+  async get(id: string, accountId: string): Promise<JobRow | undefined> {
+    const result = await this.pool.query<JobRow>({
+      name: "jobs_get",
+      text: `SELECT ${jobColumns} FROM jobs WHERE id = $1 AND account_id = $2`,
+      values: [id, accountId],
+    });
+    return result.rows[0];
+  }
+
+  async media(id: string, accountId: string): Promise<JobMedia | undefined> {
+    const result = await this.pool.query<JobMedia>({
+      name: "jobs_media",
+      text: "SELECT media, media_type FROM jobs WHERE id = $1 AND account_id = $2 AND status = 'completed'",
+      values: [id, accountId],
+    });
+    return result.rows[0];
+  }
+
+  async claimNext(instanceId: string, leaseMs: number, now: number): Promise<JobRow | undefined> {
+    const result = await this.pool.query<JobRow>({
+      name: "jobs_claim",
+      text: `UPDATE jobs SET status = 'running', started_at = $3, lease_owner = $1,
+          lease_expires_at = gateway_now_ms() + $2
+        WHERE id = (SELECT id FROM jobs WHERE ${claimable}
+          ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)
+        RETURNING ${jobColumns}`,
+      values: [instanceId, leaseMs, now],
+    });
+    return result.rows[0];
+  }
+
+  async renewLease(id: string, instanceId: string, leaseMs: number): Promise<boolean> {
+    const result = await this.pool.query({
+      name: "jobs_renew",
+      text: `UPDATE jobs SET lease_expires_at = gateway_now_ms() + $3
+        WHERE id = $1 AND status = 'running' AND lease_owner = $2`,
+      values: [id, instanceId, leaseMs],
+    });
+    return result.rowCount === 1;
+  }
+
+  async complete(
+    id: string,
+    instanceId: string,
+    result: JobResult,
+    media: Uint8Array,
+    now: number,
+    charge: (money: PostgresJobMoney) => void,
+  ): Promise<boolean> {
+    return inTransaction(this.pool, async (client) => {
+      const done = await client.query({
+        name: "jobs_complete",
+        text: `UPDATE jobs SET status = 'completed', result_json = $3, media = $4, media_type = $5,
+            finished_at = $6
+          WHERE id = $1 AND status = 'running' AND lease_owner = $2`,
+        values: [
+          id,
+          instanceId,
+          JSON.stringify(result),
+          Buffer.from(media),
+          result.content_type,
+          now,
+        ],
+      });
+      if (done.rowCount !== 1) return false;
+      await settleIn(client, charge);
+      return true;
+    });
+  }
+
+  async fail(
+    id: string,
+    instanceId: string,
+    now: number,
+    refund: (money: PostgresJobMoney) => JobError,
+  ): Promise<boolean> {
+    return inTransaction(this.pool, async (client) => {
+      const held = await client.query({
+        name: "jobs_lock_leased",
+        text: "SELECT 1 FROM jobs WHERE id = $1 AND status = 'running' AND lease_owner = $2 FOR UPDATE",
+        values: [id, instanceId],
+      });
+      if (held.rowCount !== 1) return false;
+      const error = await settleIn(client, refund);
+      await client.query({
+        name: "jobs_fail",
+        text: "UPDATE jobs SET status = 'failed', error = $2, finished_at = $3 WHERE id = $1",
+        values: [id, JSON.stringify(error), now],
+      });
+      return true;
+    });
+  }
+
+  async requeueInterrupted(): Promise<JobRow[]> {
+    return inTransaction(this.pool, async (client) => {
+      // Other gateways' jobs under live leases are theirs: only the work of the dead goes back.
+      await client.query({
+        name: "jobs_requeue_orphans",
+        text: `UPDATE jobs SET status = 'queued', started_at = NULL, lease_owner = NULL,
+            lease_expires_at = NULL
+          WHERE status = 'running' AND (lease_expires_at IS NULL OR lease_expires_at < gateway_now_ms())`,
+      });
+      const unfinished = await client.query<JobRow>({
+        name: "jobs_unfinished",
+        text: `SELECT ${jobColumns} FROM jobs WHERE status IN ('queued', 'running') ORDER BY created_at, id`,
+      });
+      return unfinished.rows;
+    });
+  }
+
+  private async countUnfinished(db: Queryable, accountId: string, kind: JobKind): Promise<number> {
+    const result = await db.query<{ n: number }>({
+      name: "jobs_unfinished_count",
+      text: "SELECT count(*) AS n FROM jobs WHERE account_id = $1 AND kind = $2 AND status IN ('queued', 'running')",
+      values: [accountId, kind],
+    });
+    return result.rows[0].n;
+  }
+}
+
+/**
+ * Runs a charge or refund callback and writes the settlements it asked for on the transaction's
+ * connection; returns what the callback returned.
+ */
+async function settleIn<T>(
+  client: pg.PoolClient,
+  callback: (money: PostgresJobMoney) => T,
+): Promise<T> {
+  const settlements: { reservation: Reservation; outcome: SettleInput }[] = [];
+  const answer = callback({
+    settle: (reservation, outcome) => {
+      settlements.push({ reservation, outcome });
+    },
+  });
+  for (const { reservation, outcome } of settlements)
+    await settleReservation(client, reservation, outcome);
+  return answer;
+}

@@ -1,0 +1,36 @@
+import type pg from "pg";
+import type { Repositories } from "../repositories.js";
+import { PostgresConfigApply } from "./config-apply.js";
+import { PostgresDeviceCodes } from "./device-codes.js";
+import { PostgresFiles } from "./files.js";
+import { PostgresJobs } from "./jobs.js";
+import type { PostgresKeyRowWriter } from "./key-rows.js";
+import { PostgresRequestLogReads } from "./request-log-reads.js";
+import { PostgresServeRecord } from "./serve-record.js";
+import { PostgresSessions } from "./sessions.js";
+import { PostgresThreads } from "./threads.js";
+
+/** Postgres's repositories; the job queue's charge callbacks are handed the job's hold to settle. */
+export interface PostgresRepositories extends Repositories {
+  jobs: PostgresJobs;
+}
+
+/**
+ * The repositories on a migrated Postgres database (migratePostgres), shared by every gateway on
+ * it. `keys` writes the key rows device logins mint and revoke, inside their transactions.
+ */
+export function openPostgresRepositories(
+  pool: pg.Pool,
+  keys: PostgresKeyRowWriter,
+): PostgresRepositories {
+  return {
+    jobs: new PostgresJobs(pool),
+    deviceCodes: new PostgresDeviceCodes(pool, keys),
+    sessions: new PostgresSessions(pool),
+    serveRecord: new PostgresServeRecord(pool),
+    files: new PostgresFiles(pool),
+    configApply: new PostgresConfigApply(pool),
+    requestLog: new PostgresRequestLogReads(pool),
+    threads: new PostgresThreads(pool),
+  };
+}
