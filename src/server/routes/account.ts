@@ -1,14 +1,14 @@
-import type { Context, Hono } from "hono";
+import type { Context } from "hono";
 import { microToIdr } from "../../store/money.js";
 import { type AccountRow, parseSubscription } from "../../store/types.js";
-import type { AppEnv } from "../app-env.js";
+import type { AppEnv, Handler } from "../app-env.js";
 import { nextUtcMidnight, subscriptionWindowStart, utcDay } from "../billing/ledger.js";
 import { GatewayError } from "../errors.js";
 import type { Services } from "../services.js";
 
-/** GET /v1/account/quota and the three usage endpoints (60 per minute together). */
-export function installAccountRoutes(app: Hono<AppEnv>, s: Services): void {
-  app.get("/v1/account/quota", (c) => {
+/** GET /v1/account/quota: what the key's account can spend now. Shared keys may not read it. */
+export function quotaHandler(s: Services): Handler {
+  return (c) => {
     const { key } = c.get("auth");
     if (key.kind === "shared") {
       throw new GatewayError(
@@ -18,14 +18,15 @@ export function installAccountRoutes(app: Hono<AppEnv>, s: Services): void {
       );
     }
     return c.json(quota(s, accountOf(s, c)));
-  });
-
-  for (const [name, view] of Object.entries(usageViews(s))) {
-    app.get(`/v1/usage/${name}`, (c) => c.json(view(accountOf(s, c).id, c)));
-  }
+  };
 }
 
-type UsageView = (accountId: string, c: Context) => object;
+/** GET /v1/usage/{name}: one of the usage reports, for the key's account. */
+export function usageHandler(view: UsageView, s: Services): Handler {
+  return (c) => c.json(view(accountOf(s, c).id, c));
+}
+
+export type UsageView = (accountId: string, c: Context) => object;
 
 /**
  * The three usage reports, keyed by the last path segment. Each counts against the account's

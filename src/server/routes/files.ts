@@ -1,7 +1,7 @@
-import type { Context, Hono } from "hono";
+import type { Context } from "hono";
 import type { DB } from "../../store/db.js";
 import { newId } from "../../store/secrets.js";
-import type { AppEnv } from "../app-env.js";
+import type { Handler } from "../app-env.js";
 import { GatewayError } from "../errors.js";
 import type { Services } from "../services.js";
 
@@ -61,15 +61,16 @@ export function mediaResponse(c: Context, contentType: string, bytes: Uint8Array
   });
 }
 
-export function installFileRoutes(app: Hono<AppEnv>, s: Services): void {
-  // A file of another account is as unknown as a missing one: existence is not revealed.
-  const serve = (c: Context<AppEnv>) => {
+/**
+ * GET /v1/files/{id} and /v1/files/{id}/content (OpenAI's files API serves bytes at /content; image
+ * URLs use the bare path). A file of another account is as unknown as a missing one: existence is
+ * not revealed.
+ */
+export function fileHandler(s: Services): Handler {
+  return (c) => {
     const id = c.req.param("id") ?? "";
     const file = queries(s).byId.get(id, c.get("auth").key.account_id) as MediaFile | undefined;
     if (!file) throw fileNotFound("file", id);
     return mediaResponse(c, file.content_type, file.bytes);
   };
-  // OpenAI's files API serves bytes at /content; the bare path works too, as image URLs use it.
-  app.get("/v1/files/:id", serve);
-  app.get("/v1/files/:id/content", serve);
 }
