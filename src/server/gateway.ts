@@ -128,7 +128,12 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
     const host = options.host ?? "127.0.0.1";
     const traceSource = { url: "" };
     const listener = services.inspector.listener(
-      tracedListener(traceSource, getRequestListener(app.fetch, { hostname: host })),
+      tracedListener(
+        traceSource,
+        // The body reader reads Node's request itself, and Node's server discards a body no
+        // handler read; node-server's own clean-up would only add timers to each request.
+        getRequestListener(app.fetch, { hostname: host, autoCleanupIncoming: false }),
+      ),
     );
     const server = await new Promise<Server>((resolve, reject) => {
       const s = createServer(connectionServerOptions(limits), listener);
