@@ -24,10 +24,15 @@ let anthropic: Anthropic;
 beforeAll(async () => {
   gw = await testGateway({
     extraRoutes: [
-      (app) =>
-        app.get("/v1/test-crash", () => {
+      {
+        method: "GET",
+        path: "/v1/test-crash",
+        access: "key",
+        errors: "chat",
+        handler: () => {
           throw new Error("boom at /secret/path");
-        }),
+        },
+      },
     ],
   });
   openai = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0, timeout: 10_000 });

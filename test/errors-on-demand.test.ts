@@ -40,10 +40,15 @@ beforeAll(async () => {
       },
     },
     extraRoutes: [
-      (app) =>
-        app.get("/v1/boom", () => {
+      {
+        method: "GET",
+        path: "/v1/boom",
+        access: "key",
+        errors: "chat",
+        handler: () => {
           throw new Error("a gateway bug");
-        }),
+        },
+      },
     ],
   });
 });

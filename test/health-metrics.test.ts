@@ -2,7 +2,7 @@ import { Hono } from "hono";
 import { afterEach, describe, expect, it } from "vitest";
 import type { AppEnv } from "../src/server/app-env.js";
 import { Readiness } from "../src/server/observe/health.js";
-import { healthRoutes } from "../src/server/routes/health.js";
+import { healthHandlers } from "../src/server/routes/health.js";
 import { ADMIN_KEY, chat, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
 
 const gateways: TestGateway[] = [];
@@ -45,7 +45,9 @@ describe("health", () => {
   it("says 503 with the reason before start-up finishes and once shutdown begins", async () => {
     const readiness = new Readiness();
     const app = new Hono<AppEnv>();
-    healthRoutes(readiness, undefined, "off")(app, {} as never);
+    const health = healthHandlers(readiness);
+    app.get("/health", health.live);
+    app.get("/health/ready", health.ready);
     const state = async () => {
       const res = await app.request("/health/ready");
       return [res.status, await res.json()];

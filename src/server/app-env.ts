@@ -1,3 +1,78 @@
-import type { AuthInfo } from "./auth.js";
+import type { Context } from "hono";
+import type { KeyWithAccount } from "../store/types.js";
+import type { OwnerSession } from "./dashboard/owner-session.js";
+import type { ErrorStyle } from "./errors.js";
 
-export type AppEnv = { Variables: { auth: AuthInfo } };
+/** The caller a key check found. */
+export interface AuthInfo {
+  key: KeyWithAccount;
+  accountId: string;
+}
+
+/** A route's body limit, which every body reader enforces. */
+export interface BodyLimit {
+  bytes: number;
+  /** The refusal, in the style of the routes it guards. */
+  tooLarge: () => Error;
+}
+
+/** What the registration learns before a handler runs, set only for the routes that need it. */
+export type AppEnv = {
+  Variables: {
+    /** The caller's key (access `key`, `any-key`, `login`). */
+    auth: AuthInfo;
+    /** The owner's dashboard session (access `owner`, `owner-page`). */
+    owner: OwnerSession;
+    /** A dashboard form, read and CSRF-checked (access `owner-page`, POST). */
+    form: Record<string, unknown>;
+    /** The route's body limit, which every body reader enforces. */
+    bodyLimit: BodyLimit;
+  };
+};
+
+/**
+ * Who may call a route; the registration checks it before the handler runs.
+ *   public      anyone
+ *   key         a gateway key; a shared key also within its per-address limit (the /v1 callers)
+ *   any-key     any gateway key, no per-address limit (who am I)
+ *   login       the login key of `gateway login`, not one it minted
+ *   admin       an admin key
+ *   owner       the owner's dashboard session; a write also needs its CSRF token in x-csrf-token
+ *   owner-page  the same for the dashboard's pages: a GET without a session gets the sign-in page,
+ *               a POST is a form checked for session, same origin and CSRF token, each refusal a page
+ */
+export type Access = "public" | "key" | "any-key" | "login" | "admin" | "owner" | "owner-page";
+
+export type Method = "GET" | "POST" | "PUT" | "PATCH" | "DELETE" | "OPTIONS";
+
+export type Handler = (c: Context<AppEnv>) => Response | Promise<Response>;
+
+/** One row of the route table (`routes/index.ts`). */
+export interface Route {
+  method: Method;
+  path: string;
+  access: Access;
+  /** The JSON style of the route's errors (401s and other refusals before the API are plain text). */
+  errors: ErrorStyle;
+  handler: Handler;
+}
+
+/**
+ * A part of the surface (`surfaces` in routes/index.ts): what the registration does for every
+ * route under `prefix` (the prefix itself and the paths below it) before its access check.
+ */
+export interface Surface {
+  prefix: string;
+  /** The spec's CORS headers on every answer, errors included (the /v1 API). */
+  cors: boolean;
+  /** A request from a page of another origin is refused (plain 403). */
+  sameOrigin: boolean;
+  bodyLimit?: BodyLimit;
+}
+
+/** What a path no route serves answers under `prefix`: 404 once `access` passed, in `errors` style. */
+export interface Unmatched {
+  prefix: string;
+  access: Access;
+  errors: ErrorStyle;
+}

@@ -1,72 +1,131 @@
+import { RESPONSE_ALREADY_SENT } from "@hono/node-server/utils/response";
+import type { Context } from "hono";
 import { Hono } from "hono";
-import type { AppEnv } from "./app-env.js";
-import { requireKey } from "./auth.js";
-import { type ErrorStyle, errorResponse, GatewayError } from "./errors.js";
-import { bodySizeLimit } from "./http/body-limit.js";
-import { openCors, ownOrigin } from "./http/cors.js";
-import { installAccountRoutes } from "./routes/account.js";
-import { installAdminRoutes } from "./routes/admin.js";
-import { installDashboardRoutes } from "./routes/dashboard.js";
-import { installMediaRoutes } from "./routes/media.js";
-import { modelRoute, modelsRoute } from "./routes/models.js";
-import { installPricingRoute } from "./routes/pricing.js";
+import type { AppEnv, Handler, Route, Surface } from "./app-env.js";
+import { accessGuards, type Guard } from "./auth.js";
+import { errorResponse, GatewayError, PlainTextError } from "./errors.js";
+import { refuseDeclaredLength } from "./http/body.js";
+import { allowAnyOrigin, withCors } from "./http/cors.js";
+import { nodeOutgoing, ownOrigin, requestHeader } from "./http/request.js";
+import { surfaces, unmatched } from "./routes/index.js";
 import type { Services } from "./services.js";
 
-export type RouteInstaller = (app: Hono<AppEnv>, s: Services) => void;
-
-function styleOf(path: string): ErrorStyle {
-  return path.startsWith("/v1/messages") ? "messages" : "chat";
-}
-
-/** Builds the whole HTTP surface. The binary and the programmatic API only add a listener. */
-export function buildApp(s: Services, extraRoutes: RouteInstaller[] = []): Hono<AppEnv> {
+/**
+ * Registers the route table on one Hono app. Each route becomes a single handler (Hono's fast
+ * path: one match, no middleware chain) that does, in order, what the entry's fields ask:
+ *   1. its part of the surface (`surfaces` in routes/index.ts): /v1's CORS headers, /api's
+ *      same-origin check, and the part's body limit (a declared length over it is refused here;
+ *      the body reader enforces it on a body without one);
+ *   2. the check of its access (`accessGuards` in auth.ts);
+ *   3. the handler;
+ * and renders whatever any of them throws in the route's error style (`errorResponse`).
+ * A path no route serves goes through the same steps for its part of the surface (`unmatched`)
+ * and ends in a 404.
+ */
+export function buildApp(s: Services, routes: readonly Route[]): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
+  const parts = surfaces(s.options.bodyLimitBytes);
+  const guardOf = accessGuards(s);
+  const register = (route: Route): Handler => {
+    // A preflight is answered before its part's checks, as browsers send it without credentials.
+    const surface =
+      route.method === "OPTIONS"
+        ? undefined
+        : parts.find((part) => underPrefix(route.path, part.prefix));
+    return registered(s, route, surface, guardOf(route.access, route.method));
+  };
 
-  app.use("/v1/*", openCors());
-  app.use("/api/*", async (c, next) => {
-    if (isCrossOrigin(c.req.header("origin"), c.req.header("sec-fetch-site"), ownOrigin(s, c))) {
-      return c.text("cross-origin requests are not allowed on /api", 403);
-    }
-    await next();
-  });
-  const limit = bodySizeLimit(s.options.bodyLimitBytes);
-  app.use("/v1/*", limit);
-  app.use("/api/*", limit);
+  for (const route of routes) app.on(route.method, route.path, register(route));
 
-  app.get("/v1/models", modelsRoute(s));
-  app.get("/v1/models/:id{.+}", modelRoute(s));
-  installPricingRoute(app, s);
-  installAdminRoutes(app, s);
-  app.use("/v1/*", requireKey(s.store, s.sharedKeys, s.options.now));
-  installMediaRoutes(app, s);
-  installDashboardRoutes(app, s);
-  installAccountRoutes(app, s);
-  for (const install of extraRoutes) install(app, s);
-
+  const fallbacks = unmatched.map((fallback) => ({
+    prefix: fallback.prefix,
+    handler: register({
+      method: "GET",
+      path: fallback.prefix,
+      access: fallback.access,
+      errors: fallback.errors,
+      handler: (c) => {
+        throw new GatewayError(404, "not_found", `No route ${c.req.method} ${pathOf(c)}.`);
+      },
+    }),
+  }));
   app.notFound((c) => {
-    const path = new URL(c.req.url).pathname;
-    const route = `${c.req.method} ${path}`;
-    return errorResponse(
-      new GatewayError(404, "not_found", `No route ${route}.`),
-      styleOf(path),
-      route,
-    );
+    const path = pathOf(c);
+    const fallback = fallbacks.find((f) => underPrefix(path, f.prefix)) ?? fallbacks[0];
+    return fallback.handler(c as Context<AppEnv>);
   });
+  // Every route renders its own errors; this catches only a fault of the app itself.
   app.onError((err, c) => {
     s.ledger.noteStorageFailure(err);
-    const path = new URL(c.req.url).pathname;
-    return errorResponse(err, styleOf(path), `${c.req.method} ${path}`);
+    return errorResponse(err, "chat", `${c.req.method} ${pathOf(c)}`);
   });
   return app;
 }
 
+function registered(
+  s: Services,
+  route: Route,
+  surface: Surface | undefined,
+  guard: Guard | undefined,
+): Handler {
+  const { handler, errors } = route;
+  const name = `${route.method} ${route.path}`;
+  const cors = surface?.cors === true;
+  const sameOrigin = surface?.sameOrigin === true;
+  const limit = surface?.bodyLimit;
+
+  const fail = (c: Context<AppEnv>, err: unknown): Response => {
+    const outgoing = nodeOutgoing(c);
+    // A handler that writes its own answer (a stream under way) has said all it can.
+    if (outgoing?.headersSent) {
+      outgoing.destroy();
+      return RESPONSE_ALREADY_SENT;
+    }
+    s.ledger.noteStorageFailure(err);
+    return errorResponse(err, errors, name);
+  };
+  const run = (c: Context<AppEnv>): Response | Promise<Response> => {
+    if (sameOrigin) refuseCrossOrigin(c, ownOrigin(s.options.publicOrigin, c));
+    if (limit) {
+      refuseDeclaredLength(c, limit);
+      c.set("bodyLimit", limit);
+    }
+    const refused = guard?.(c);
+    if (refused instanceof Promise) return refused.then((page) => page ?? handler(c));
+    return refused ?? handler(c);
+  };
+
+  return (c) => {
+    // Off the Node server (Hono's `app.request`) the CORS headers go on the finished answer.
+    const corsAfter = cors && !allowAnyOrigin(c);
+    let answer: Response | Promise<Response>;
+    try {
+      answer = run(c);
+    } catch (err) {
+      answer = fail(c, err);
+    }
+    if (answer instanceof Promise) answer = answer.catch((err: unknown) => fail(c, err));
+    if (!corsAfter) return answer;
+    return answer instanceof Promise ? answer.then(withCors) : withCors(answer);
+  };
+}
+
 /** Same-origin and browser-less requests pass; a page on another origin does not. */
-function isCrossOrigin(
-  origin: string | undefined,
-  fetchSite: string | undefined,
-  own: string,
-): boolean {
-  if (fetchSite === "cross-site" || fetchSite === "same-site") return true;
-  if (!origin) return false;
-  return origin !== own;
+function refuseCrossOrigin(c: Context, own: string): void {
+  const fetchSite = requestHeader(c, "sec-fetch-site");
+  const origin = requestHeader(c, "origin");
+  if (fetchSite === "cross-site" || fetchSite === "same-site" || (origin && origin !== own)) {
+    throw new PlainTextError(403, "cross-origin requests are not allowed on /api");
+  }
+}
+
+function pathOf(c: Context): string {
+  return new URL(c.req.url).pathname;
+}
+
+/** The prefix itself and every path below it. */
+export function underPrefix(path: string, prefix: string): boolean {
+  return (
+    prefix === "" || path === prefix || (path.startsWith(prefix) && path[prefix.length] === "/")
+  );
 }

@@ -1,37 +1,30 @@
-import type { IncomingMessage } from "node:http";
-import type { Context, MiddlewareHandler } from "hono";
+import type { Context } from "hono";
+import type { SessionsRepository } from "../store/sessions.js";
 import type { Store } from "../store/store.js";
 import type { KeyWithAccount } from "../store/types.js";
-import { PlainTextError } from "./errors.js";
-import { nodeIncoming } from "./http/node-bindings.js";
-import { requestHeader } from "./http/request-header.js";
+import type { Access, AppEnv, Method } from "./app-env.js";
+import { ownerPageGuard } from "./dashboard/http.js";
+import { OwnerSessions, requireOwnerSession } from "./dashboard/owner-session.js";
+import { GatewayError, PlainTextError } from "./errors.js";
+import { clientIp, nodeIncoming, requestHeader } from "./http/request.js";
 import { traceOf } from "./http/request-trace.js";
+import { markStage } from "./http/stages.js";
 import type { SharedKeyLimiter } from "./limits/shared-key.js";
-
-export interface AuthInfo {
-  key: KeyWithAccount;
-  accountId: string;
-}
 
 /** `Authorization: Bearer <key>` or `x-api-key: <key>`; nothing else authenticates on /v1. */
 export function presentedKey(c: Context): string | undefined {
-  return keyFromHeaders(requestHeader(c, "authorization"), requestHeader(c, "x-api-key"));
-}
-
-export function keyFromHeaders(
-  authorization: string | undefined,
-  apiKey: string | undefined,
-): string | undefined {
+  const authorization = requestHeader(c, "authorization");
   if (authorization) {
     const match = /^Bearer\s+(.+)$/i.exec(authorization.trim());
     if (match) return match[1].trim();
   }
-  return apiKey?.trim() || undefined;
+  return requestHeader(c, "x-api-key")?.trim() || undefined;
 }
 
 /** Only write last_used_at when it moved by this much, so a busy key is not a write per request. */
 const touchEveryMs = 1000;
 
+/** The key presented, if it is valid, not revoked, and of an active account; else a plain 401. */
 export function authenticate(store: Store, value: string | undefined, now: number): KeyWithAccount {
   if (!value)
     throw new PlainTextError(
@@ -47,42 +40,83 @@ export function authenticate(store: Store, value: string | undefined, now: numbe
   return key;
 }
 
-export function clientIp(c: Context): string {
-  const incoming = nodeIncoming(c);
-  return incoming ? nodeClientIp(incoming) : "unknown";
+/** Whether the caller presents an admin key (a public route may show an admin more). */
+export function presentsAdminKey(store: Store, c: Context): boolean {
+  const value = presentedKey(c);
+  return value !== undefined && store.isAdminKey(value);
 }
 
-export function nodeClientIp(incoming: IncomingMessage): string {
-  return incoming.socket?.remoteAddress ?? "unknown";
+/**
+ * A route's check of its caller, run by the registration before the handler: it throws to
+ * refuse, returns a Response to answer instead of the handler (the dashboard's pages), or
+ * returns undefined to let the handler run, with what it learnt set on the context.
+ */
+export type Guard = (c: Context<AppEnv>) => Response | undefined | Promise<Response | undefined>;
+
+export interface GuardDeps {
+  store: Store;
+  repos: { sessions: SessionsRepository };
+  sharedKeys: SharedKeyLimiter;
+  /** Read at request time: the public origin is known only once the server listens. */
+  options: { now: () => number; publicOrigin?: string };
 }
 
-/** A /v1 caller's key, with the shared-key per-IP limit (plain text errors, like 401). */
-export function admitCaller(
-  store: Store,
-  sharedKeys: SharedKeyLimiter,
-  value: string | undefined,
-  ip: string,
-  now: number,
-): KeyWithAccount {
-  const key = authenticate(store, value, now);
-  if (key.kind === "shared" && !sharedKeys.admitIp(key.id, ip, now)) {
-    throw new PlainTextError(429, "too many requests, try again shortly");
-  }
-  return key;
-}
+/** The check for each kind of access (`app-env.ts`); `public` has none. */
+export function accessGuards(
+  deps: GuardDeps,
+): (access: Access, method: Method) => Guard | undefined {
+  const { store, sharedKeys, options } = deps;
+  const sessions = new OwnerSessions(deps.repos.sessions);
 
-/** Gateway-key authentication for the /v1 routes on Hono. */
-export function requireKey(
-  store: Store,
-  sharedKeys: SharedKeyLimiter,
-  now: () => number,
-): MiddlewareHandler<{ Variables: { auth: AuthInfo } }> {
-  // Not async: nothing to do after the handler, so no extra promise per request.
-  return (c, next) => {
-    const key = admitCaller(store, sharedKeys, presentedKey(c), clientIp(c), now());
-    const trace = traceOf(nodeIncoming(c));
-    if (trace) trace.keyLabel = key.label;
+  const keyCaller = (c: Context<AppEnv>, key: KeyWithAccount): undefined => {
     c.set("auth", { key, accountId: key.account_id });
-    return next();
+    const incoming = nodeIncoming(c);
+    if (incoming) {
+      markStage(incoming, "authenticated");
+      const trace = traceOf(incoming);
+      if (trace) trace.keyLabel = key.label;
+    }
+    return undefined;
+  };
+
+  const guards: Record<Exclude<Access, "public" | "owner" | "owner-page">, Guard> = {
+    // Not async: the check writes nothing after the handler, so no extra promise per request.
+    key: (c) => {
+      const now = options.now();
+      const key = authenticate(store, presentedKey(c), now);
+      if (key.kind === "shared" && !sharedKeys.admitIp(key.id, clientIp(c), now)) {
+        throw new PlainTextError(429, "too many requests, try again shortly");
+      }
+      return keyCaller(c, key);
+    },
+    "any-key": (c) => keyCaller(c, authenticate(store, presentedKey(c), options.now())),
+    login: (c) => {
+      const key = authenticate(store, presentedKey(c), options.now());
+      if (key.kind !== "login") {
+        throw new GatewayError(
+          403,
+          "forbidden",
+          `This endpoint needs a login key (from \`gateway login\`); the presented key is a ${key.kind} key.`,
+        );
+      }
+      return keyCaller(c, key);
+    },
+    admin: (c) => {
+      if (!presentsAdminKey(store, c)) throw new PlainTextError(401, "admin key required");
+      return undefined;
+    },
+  };
+
+  return (access, method) => {
+    if (access === "public") return undefined;
+    if (access === "owner-page") return ownerPageGuard(sessions, options, method);
+    if (access === "owner") {
+      const write = method !== "GET";
+      return async (c) => {
+        c.set("owner", await requireOwnerSession(c, sessions, options.now(), write));
+        return undefined;
+      };
+    }
+    return guards[access];
   };
 }

@@ -2,7 +2,7 @@ import { isStorageFull } from "../store/storage-fault.js";
 
 /**
  * One error model for the whole gateway, rendered in the style of the route that was called.
- * Raise a GatewayError where the problem is found; `errorAnswer` turns it into the response.
+ * Raise a GatewayError where the problem is found; `errorResponse` turns it into the response.
  */
 export type ErrorStyle = "chat" | "messages";
 
@@ -150,25 +150,17 @@ export function storageUnavailable(): GatewayError {
   );
 }
 
-/** An error as the client receives it, whatever raised it. */
-export interface ErrorAnswer {
-  status: number;
-  headers: Record<string, string>;
-  body: string;
-}
-
 /**
- * What a route answers for anything it throws: plain text before the API layer, the route's JSON
- * style for a GatewayError, and for anything else an internal error whose one log line names the
- * route and the exception but never a stack, a request body or a secret.
+ * The one rendering of whatever a route throws: plain text before the API layer, the route's
+ * JSON style for a GatewayError, and for anything else an internal error whose one log line
+ * names the route and the exception but never a stack, a request body or a secret.
  */
-export function errorAnswer(err: unknown, style: ErrorStyle, route: string): ErrorAnswer {
+export function errorResponse(err: unknown, style: ErrorStyle, route: string): Response {
   if (err instanceof PlainTextError) {
-    return {
+    return new Response(err.message, {
       status: err.status,
       headers: { "content-type": "text/plain; charset=UTF-8" },
-      body: err.message,
-    };
+    });
   }
   let known: GatewayError;
   if (err instanceof GatewayError) known = err;
@@ -179,15 +171,8 @@ export function errorAnswer(err: unknown, style: ErrorStyle, route: string): Err
     console.error(`internal error on ${route}: ${name}: ${message}`);
     known = internalError();
   }
-  return {
+  return new Response(JSON.stringify(errorBody(known, style)), {
     status: known.status,
     headers: { "content-type": "application/json", ...errorHeaders(known) },
-    body: JSON.stringify(errorBody(known, style)),
-  };
-}
-
-/** `errorAnswer` as a web Response, for the routes on Hono. */
-export function errorResponse(err: unknown, style: ErrorStyle, route: string): Response {
-  const answer = errorAnswer(err, style, route);
-  return new Response(answer.body, { status: answer.status, headers: answer.headers });
+  });
 }

@@ -2,35 +2,33 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { getRequestListener } from "@hono/node-server";
 import { Store } from "../store/store.js";
-import { buildApp, type RouteInstaller } from "./app.js";
+import { buildApp } from "./app.js";
+import type { Route } from "./app-env.js";
 import { type Clock, type GatewayClock, ManualClock, realClock } from "./clock.js";
 import { applyConfig } from "./config/apply.js";
 import { demoAccountId, demoConfig } from "./config/demo.js";
 import { ConfigError, loadConfigFile, parseConfig } from "./config/load.js";
 import { createOwnerLink } from "./dashboard/owner-session.js";
 import type { PublicGatewayOptions, PublicRunningGateway } from "./gateway-types.js";
+import { defaultBodyLimitBytes } from "./http/body.js";
 import {
   connectionServerOptions,
   defaultConnectionLimits,
   guardConnections,
 } from "./http/connection-guards.js";
-import { defaultBodyLimitBytes } from "./http/json-body.js";
-import { nodeListener } from "./http/node-listener.js";
-import { onFinishedRequests } from "./http/request-trace.js";
+import { onFinishedRequests, tracedListener } from "./http/request-trace.js";
 import { startJobRunner } from "./jobs/runner.js";
 import { parseCassetteOptions } from "./kit/cassettes.js";
 import { defaultCaptureLimit } from "./kit/inspect.js";
 import { Readiness } from "./observe/health.js";
 import type { MockMatch, MockReply, MockRule } from "./providers/mock/mock-script.js";
-import { completionRoutes } from "./routes/completions.js";
-import { healthRoutes } from "./routes/health.js";
-import { installLandingRoute } from "./routes/landing.js";
+import { routeTable } from "./routes/index.js";
 import { lockDatabase } from "./serve-lock.js";
 import { createServices, type Services } from "./services.js";
 
-/** The public options, and route installers for tests inside this repository. */
+/** The public options, and routes for tests inside this repository. */
 export interface GatewayOptions extends PublicGatewayOptions {
-  extraRoutes?: RouteInstaller[];
+  extraRoutes?: Route[];
 }
 
 /** The public handle, and the services for tests inside this repository. */
@@ -116,18 +114,24 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
       metricsAccess === "off"
         ? undefined
         : (await import("./observe/metrics.js")).createMetrics(services);
-    const routes = completionRoutes(services);
     const limits = { ...defaultConnectionLimits, ...options.connections };
-    const app = buildApp(services, [
-      healthRoutes(readiness, metrics, metricsAccess),
-      installLandingRoute,
-      ...(options.extraRoutes ?? []),
-    ]);
-    metrics?.knowRoutes(app, routes.keys());
+    const routes = routeTable(services, {
+      readiness,
+      metrics,
+      metricsAccess,
+      extra: options.extraRoutes,
+    });
+    const app = buildApp(services, routes);
+    metrics?.knowRoutes(routes);
     const host = options.host ?? "127.0.0.1";
     const traceSource = { url: "" };
     const listener = services.inspector.listener(
-      nodeListener(routes, getRequestListener(app.fetch, { hostname: host }), traceSource),
+      tracedListener(
+        traceSource,
+        // The body reader reads Node's request itself, and Node's server discards a body no
+        // handler read; node-server's own clean-up would only add timers to each request.
+        getRequestListener(app.fetch, { hostname: host, autoCleanupIncoming: false }),
+      ),
     );
     const server = await new Promise<Server>((resolve, reject) => {
       const s = createServer(connectionServerOptions(limits), listener);

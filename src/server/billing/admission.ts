@@ -1,12 +1,15 @@
 import { newId } from "../../store/secrets.js";
 import type { AccountRow, ByokRow, KeyWithAccount, ModelRow } from "../../store/types.js";
 import { parseSubscription } from "../../store/types.js";
+import { mapFailure } from "../dispatch/dispatcher.js";
 import type { Target } from "../dispatch/resolve.js";
-import { GatewayError } from "../errors.js";
+import { GatewayError, internalError } from "../errors.js";
 import type { GoneSignal } from "../http/client-signal.js";
 import type { RequestTrace } from "../http/request-trace.js";
 import type { RateHeaders } from "../limits/request-limits.js";
 import type { Services } from "../services.js";
+import { StreamBroken } from "../wire/bridges.js";
+import { UpstreamFailure } from "../wire/upstream-failure.js";
 import type { Usage } from "../wire/usage.js";
 import type { Reservation, SettleOptions } from "./ledger.js";
 import { costMicro, isFreeModelName, type Metered, type WorstCase } from "./pricing.js";
@@ -224,4 +227,37 @@ export async function settleDelivered(
 ): Promise<void> {
   settleAdmission(s, admission, { ...outcome, delivered: true });
   await s.ledger.committed();
+}
+
+/** Settles a request that produced nothing and returns the error the client should see. */
+export function failAdmission(
+  s: Services,
+  admission: Admission,
+  err: unknown,
+  options: SettleOptions = {},
+): GatewayError {
+  const error = toGatewayError(err);
+  settleAdmission(
+    s,
+    admission,
+    {
+      status: error.status,
+      usage: { input_tokens: 0, output_tokens: 0 },
+      delivered: false,
+      model: undefined,
+      providerId: null,
+      byokServed: false,
+      errorCode: error.code,
+    },
+    options,
+  );
+  return error;
+}
+
+function toGatewayError(err: unknown): GatewayError {
+  if (err instanceof GatewayError) return err;
+  if (err instanceof UpstreamFailure) return mapFailure(err);
+  if (err instanceof StreamBroken)
+    return new GatewayError(503, "upstream_error", "The provider failed or timed out.");
+  return internalError();
 }

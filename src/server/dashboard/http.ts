@@ -1,5 +1,19 @@
 import type { Context } from "hono";
-import type { Page } from "./pages.js";
+import { getCookie, setCookie } from "hono/cookie";
+import type { AppEnv } from "../app-env.js";
+import { isTooLarge, readFormFields } from "../http/body.js";
+import { ownOrigin, requestHeader } from "../http/request.js";
+import {
+  csrfTokenMatches,
+  isSameOriginRequest,
+  type OwnerSession,
+  type OwnerSessions,
+  returnToCookieName,
+  returnToTtlSeconds,
+  safeReturnPath,
+  sessionCookieName,
+} from "./owner-session.js";
+import { forbiddenPage, type Page, signInNeededPage, unreadableFormPage } from "./pages.js";
 
 /**
  * Headers for every dashboard page: never cached (pages carry CSRF tokens and, once, a new key),
@@ -24,4 +38,76 @@ export function sendPage(c: Context, page: Page): Response {
 export function formField(form: Record<string, unknown>, name: string): string | undefined {
   const value = form[name];
   return typeof value === "string" ? value : undefined;
+}
+
+/** The owner session of the request's cookie, if any. */
+export function currentSession(
+  c: Context,
+  sessions: OwnerSessions,
+  now: number,
+): Promise<OwnerSession | undefined> {
+  return sessions.find(getCookie(c, sessionCookieName), now);
+}
+
+/**
+ * The check of access `owner-page`. A GET without a session gets the sign-in page, which
+ * remembers the page so the owner link leads back to it. A POST is a form: session, same origin
+ * and CSRF token, in that order, each refusal a page saying which.
+ */
+export function ownerPageGuard(
+  sessions: OwnerSessions,
+  options: { now: () => number; publicOrigin?: string },
+  method: string,
+) {
+  if (method === "GET") {
+    return async (c: Context<AppEnv>): Promise<Response | undefined> => {
+      const session = await currentSession(c, sessions, options.now());
+      if (!session) return signIn(c);
+      c.set("owner", session);
+      return undefined;
+    };
+  }
+  return async (c: Context<AppEnv>): Promise<Response | undefined> => {
+    const session = await currentSession(c, sessions, options.now());
+    if (!session) return sendPage(c, signInNeededPage());
+    const origin = ownOrigin(options.publicOrigin, c);
+    if (
+      !isSameOriginRequest(requestHeader(c, "origin"), requestHeader(c, "sec-fetch-site"), origin)
+    ) {
+      return sendPage(c, forbiddenPage("Cross-origin form posts are not accepted."));
+    }
+    let form: Record<string, unknown> | undefined;
+    try {
+      form = await readFormFields(c);
+    } catch (err) {
+      if (isTooLarge(err)) throw err;
+    }
+    if (!form) return sendPage(c, unreadableFormPage());
+    if (!csrfTokenMatches(session, formField(form, "csrf_token"))) {
+      return sendPage(
+        c,
+        forbiddenPage("The form's CSRF token is missing or wrong. Reload the page and try again."),
+      );
+    }
+    c.set("owner", session);
+    c.set("form", form);
+    return undefined;
+  };
+}
+
+/** The sign-in page for a GET: remembers the page, so the owner link leads back to it. */
+function signIn(c: Context): Response {
+  const url = new URL(c.req.url);
+  const returnTo = safeReturnPath(url.pathname + url.search);
+  if (returnTo) {
+    setCookie(c, returnToCookieName, returnTo, {
+      httpOnly: true,
+      // Lax: the owner link arrives as a top-level navigation from a terminal.
+      sameSite: "Lax",
+      path: "/dashboard",
+      maxAge: returnToTtlSeconds,
+      secure: url.protocol === "https:",
+    });
+  }
+  return sendPage(c, signInNeededPage(returnTo));
 }

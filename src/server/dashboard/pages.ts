@@ -1,7 +1,6 @@
 import type { Store } from "../../store/store.js";
 import type { KeyRow } from "../../store/types.js";
-import type { quota } from "../routes/account.js";
-import type { byokView } from "../routes/admin.js";
+import type { byokView, quota } from "../views.js";
 import type { DecisionRefusal } from "./device-codes.js";
 
 /**

@@ -1,10 +1,10 @@
 import type { ServerResponse } from "node:http";
 import type { Context } from "hono";
-import { nodeOutgoing } from "./node-bindings.js";
+import { nodeOutgoing } from "./request.js";
 
 /**
  * What the request path needs to know of a client that may leave: whether it has, and a way to be
- * told. An AbortSignal is one; `ClientGone` is a far cheaper one for the completion routes.
+ * told. An AbortSignal is one; `ClientGone` is a far cheaper one.
  */
 export interface GoneSignal {
   readonly aborted: boolean;
@@ -14,16 +14,14 @@ export interface GoneSignal {
 }
 
 /**
- * Aborts when the client goes away before its response is complete. On the Node server this
- * listens to the response's socket; touching `c.req.raw.signal` instead would make Hono build a
- * full Request object for every call, which costs more than the rest of the routing.
+ * The request's signal that its client went away before the response was complete, for every
+ * wait and upstream call of the request. On the Node server it listens to the response's socket;
+ * touching `c.req.raw.signal` instead would make Hono build a full Request object for every call,
+ * which costs more than the rest of the routing.
  */
-export function clientSignal(c: Context): AbortSignal {
+export function clientGone(c: Context): GoneSignal {
   const outgoing = nodeOutgoing(c);
-  if (outgoing) return abortSignalOf(new ClientGone(outgoing));
-  const abort = new AbortController();
-  c.req.raw.signal.addEventListener("abort", () => abort.abort(), { once: true });
-  return abort.signal;
+  return outgoing ? new ClientGone(outgoing) : c.req.raw.signal;
 }
 
 /**

@@ -1,5 +1,5 @@
 import { channel } from "node:diagnostics_channel";
-import type { IncomingMessage, ServerResponse } from "node:http";
+import type { IncomingMessage, RequestListener, ServerResponse } from "node:http";
 
 /**
  * One message per finished HTTP request, on a diagnostics channel: `gateway serve` prints a line
@@ -52,8 +52,15 @@ export function traceOf(incoming: IncomingMessage | undefined): RequestTrace | u
   return incoming && finishedChannel.hasSubscribers ? traces.get(incoming) : undefined;
 }
 
-/** Called by the listener for each request, only while the channel has subscribers. */
-export function traceRequest(
+/** The server's listener: `inner`, with every request traced while someone listens. */
+export function tracedListener(source: TraceSource, inner: RequestListener): RequestListener {
+  return (incoming, outgoing) => {
+    if (finishedChannel.hasSubscribers) traceRequest(source, incoming, outgoing);
+    inner(incoming, outgoing);
+  };
+}
+
+function traceRequest(
   source: TraceSource,
   incoming: IncomingMessage,
   outgoing: ServerResponse,
@@ -90,10 +97,6 @@ export function traceRequest(
     trace.aborted = !outgoing.writableFinished;
     finishedChannel.publish(trace);
   });
-}
-
-export function tracingRequests(): boolean {
-  return finishedChannel.hasSubscribers;
 }
 
 /** Subscribes `listener` to the requests of the gateway at `url`; returns the unsubscribe. */

@@ -1,7 +1,6 @@
 import type { ModelRow } from "../../store/types.js";
-import { type Admission, settleAdmission } from "../billing/admission.js";
+import { type Admission, failAdmission, settleAdmission } from "../billing/admission.js";
 import { GatewayError } from "../errors.js";
-import { failAdmission } from "../routes/completions.js";
 import type { Services } from "../services.js";
 import type { JobHold } from "./job-input.js";
 

@@ -1,7 +1,5 @@
 import { createRequire } from "node:module";
-import type { Hono } from "hono";
 import type * as Prom from "prom-client";
-import type { AppEnv } from "../app-env.js";
 import type { FinishedRequest } from "../http/request-trace.js";
 import type { Services } from "../services.js";
 
@@ -13,8 +11,8 @@ import type { Services } from "../services.js";
 export interface GatewayMetrics {
   registry: Prom.Registry;
   observe(request: FinishedRequest): void;
-  /** Route patterns become known once the app is built. */
-  knowRoutes(app: Hono<AppEnv>, nodePosts: Iterable<string>): void;
+  /** Route patterns become known once the route table is built. */
+  knowRoutes(routes: Iterable<{ method: string; path: string }>): void;
 }
 
 // The package's index also loads its push gateway, cluster aggregator and default collectors,
@@ -112,8 +110,8 @@ export function createMetrics(s: Services): GatewayMetrics {
 
   return {
     registry,
-    knowRoutes(app, nodePosts) {
-      routeOf = routeMatcher(app, nodePosts);
+    knowRoutes(routes) {
+      routeOf = routeMatcher(routes);
     },
     observe(r) {
       const route = r.status === 404 ? "unmatched" : routeOf(r.method, r.path);
@@ -138,14 +136,12 @@ export function createMetrics(s: Services): GatewayMetrics {
 
 /** The registered pattern of a request (`/v1/files/:id`), so ids never become label values. */
 function routeMatcher(
-  app: Hono<AppEnv>,
-  nodePosts: Iterable<string>,
+  routes: Iterable<{ method: string; path: string }>,
 ): (method: string, path: string) => string {
   const exact = new Map<string, string>();
   const patterns: { method: string; pattern: RegExp; route: string }[] = [];
-  for (const path of nodePosts) exact.set(`POST ${path}`, path);
-  for (const r of app.routes) {
-    if (r.method === "ALL" || r.path.includes("*")) continue;
+  for (const r of routes) {
+    if (r.path.includes("*")) continue;
     if (!r.path.includes(":")) {
       exact.set(`${r.method} ${r.path}`, r.path);
       continue;

@@ -1,15 +1,14 @@
-import type { Context, Hono, MiddlewareHandler } from "hono";
+import type { Context } from "hono";
 import { z } from "zod";
 import { idrToMicro, microToIdr } from "../../store/money.js";
 import type { AccountColumn } from "../../store/store.js";
 import { type AccountRow, type ByokRow, parseSubscription } from "../../store/types.js";
-import type { AppEnv } from "../app-env.js";
-import { presentedKey } from "../auth.js";
+import type { Handler } from "../app-env.js";
 import { paygSchema, subscriptionSchema } from "../config/schema.js";
-import { GatewayError, PlainTextError } from "../errors.js";
-import { readJson } from "../http/json-body.js";
+import { GatewayError } from "../errors.js";
+import { readJson } from "../http/body.js";
 import type { Services } from "../services.js";
-import { installKitRoutes } from "./admin-kit.js";
+import { byokView } from "../views.js";
 
 const accountPatch = z
   .object({
@@ -57,170 +56,170 @@ export const byokBody = z
   })
   .strict();
 
-/** The admin API: every account state of the spec can be reached, so a CI suite can test each error. */
-export function installAdminRoutes(app: Hono<AppEnv>, s: Services): void {
-  const admin: MiddlewareHandler = async (c, next) => {
-    const value = presentedKey(c);
-    if (!value || !s.store.isAdminKey(value)) throw new PlainTextError(401, "admin key required");
-    await next();
-  };
-  app.use("/api/admin/*", admin);
-
+/**
+ * The admin API's handlers (access `admin`): every account state of the spec can be reached, so a
+ * CI suite can test each error.
+ */
+export function adminHandlers(s: Services) {
   const accountParam = (c: Context): AccountRow => {
     const account = s.store.getAccount(c.req.param("id") ?? "");
     if (!account) throw new GatewayError(404, "not_found", "No such account.");
     return account;
   };
-
-  // Recent requests for a test to assert on (with bodies when the gateway captures them).
-  app.get("/api/admin/requests", (c) => {
-    const query = requestsQuery.safeParse(c.req.query());
-    if (!query.success) {
-      const issue = query.error.issues[0];
-      throw new GatewayError(
-        400,
-        "bad_request",
-        `Invalid query: ${issue.path.join(".")}: ${issue.message}`,
-      );
-    }
-    return c.json({
-      object: "list",
-      capture_bodies: s.inspector.capturing,
-      data: s.inspector.requests(query.data),
-    });
-  });
-
-  app.get("/api/admin/accounts", (c) =>
-    c.json({ object: "list", data: s.store.listAccounts().map(accountView) }),
-  );
-
-  app.post("/api/admin/accounts", async (c) => {
-    const body = await readJson(c, createAccount);
-    const id = body.id ?? `acct_${crypto.randomUUID().slice(0, 8)}`;
-    if (s.store.getAccount(id))
-      throw new GatewayError(409, "bad_request", `Account "${id}" already exists.`);
-    requireTier(s, body.tier);
-    const now = s.options.now();
-    const account = s.store.createAccount({
-      id,
-      name: body.name ?? id,
-      balanceMicro: idrToMicro(body.balance_idr),
-      rpmLimit: body.rpm_limit,
-      tier: body.tier,
-      now,
-    });
-    const { key, value } = s.store.createKey({
-      accountId: id,
-      label: body.key_label,
-      kind: "standard",
-      now,
-    });
-    return c.json(
-      {
-        account: accountView(account),
-        key: { id: key.id, label: key.label, kind: key.kind, value },
-      },
-      201,
-    );
-  });
-
-  app.get("/api/admin/accounts/:id", (c) => {
-    const account = accountParam(c);
-    return c.json({
-      ...accountView(account),
-      keys: s.store.listKeys(account.id).map(({ account_id: _, ...k }) => k),
-      byok: s.store.listByok(account.id).map(byokView),
-    });
-  });
-
-  app.patch("/api/admin/accounts/:id", async (c) => {
-    const account = accountParam(c);
-    const body = await readJson(c, accountPatch);
-    const patch: Partial<Record<AccountColumn, string | number | null>> = {};
-    const now = s.options.now();
-    if (body.name !== undefined) patch.name = body.name;
-    if (body.status !== undefined) patch.status = body.status;
-    if (body.rpm_limit !== undefined) patch.rpm_limit = body.rpm_limit;
-    if (body.tier !== undefined) patch.tier = requireTier(s, body.tier);
-    if (body.balance_idr !== undefined) patch.balance_micro = idrToMicro(body.balance_idr);
-    if (body.payg !== undefined) {
-      patch.payg_enabled = body.payg?.enabled ? 1 : 0;
-      patch.payg_limit_micro = body.payg ? idrToMicro(body.payg.limit_idr) : 0;
-      if (body.payg) patch.payg_window_seconds = body.payg.window_seconds;
-      patch.payg_window_start = now;
-      patch.payg_spent_micro = 0;
-    }
-    if (body.subscription !== undefined) {
-      patch.subscription_json = body.subscription ? JSON.stringify(body.subscription) : null;
-      patch.subscription_started_at = body.subscription
-        ? (body.subscription.started_at ?? now)
-        : null;
-      if (body.subscription?.tier) patch.tier = requireTier(s, body.subscription.tier);
-    }
-    s.ledger.updateAccount(account.id, patch);
-    return c.json(accountView(s.store.getAccount(account.id)!));
-  });
-
-  app.post("/api/admin/accounts/:id/topup", async (c) => {
-    const account = accountParam(c);
-    const { amount_idr } = await readJson(c, topUpBody);
-    return c.json(accountView(s.ledger.topUp(account.id, idrToMicro(amount_idr))!));
-  });
-
-  for (const [action, status] of [
-    ["suspend", "suspended"],
-    ["reinstate", "active"],
-  ] as const) {
-    app.post(`/api/admin/accounts/:id/${action}`, (c) => {
+  const setStatus =
+    (status: "active" | "suspended"): Handler =>
+    (c) => {
       const account = accountParam(c);
       s.store.setAccountStatus(account.id, status);
       return c.json(accountView(s.store.getAccount(account.id)!));
-    });
-  }
+    };
 
-  app.post("/api/admin/accounts/:id/keys", async (c) => {
-    const account = accountParam(c);
-    const body = await readJson(c, keyBody);
-    const { key, value } = s.store.createKey({
-      accountId: account.id,
-      label: body.label,
-      kind: body.kind,
-    });
-    return c.json(
-      {
-        id: key.id,
-        label: key.label,
-        kind: key.kind,
-        prefix: key.prefix,
-        created_at: key.created_at,
-        value,
-      },
-      201,
-    );
-  });
+  return {
+    /** Recent requests for a test to assert on (with bodies when the gateway captures them). */
+    requests: ((c) => {
+      const query = requestsQuery.safeParse(c.req.query());
+      if (!query.success) {
+        const issue = query.error.issues[0];
+        throw new GatewayError(
+          400,
+          "bad_request",
+          `Invalid query: ${issue.path.join(".")}: ${issue.message}`,
+        );
+      }
+      return c.json({
+        object: "list",
+        capture_bodies: s.inspector.capturing,
+        data: s.inspector.requests(query.data),
+      });
+    }) satisfies Handler,
 
-  app.delete("/api/admin/keys/:keyId", (c) => {
-    const id = c.req.param("keyId");
-    if (!s.store.getKey(id)) throw new GatewayError(404, "not_found", "No such key.");
-    s.store.revokeKey(id, s.options.now());
-    return c.json({ id, revoked: true });
-  });
+    accounts: ((c) =>
+      c.json({ object: "list", data: s.store.listAccounts().map(accountView) })) satisfies Handler,
 
-  app.get("/api/admin/accounts/:id/byok", (c) =>
-    c.json({ object: "list", data: s.store.listByok(accountParam(c).id).map(byokView) }),
-  );
-  app.post("/api/admin/accounts/:id/byok", async (c) => {
-    const account = accountParam(c);
-    const body = await readJson(c, byokBody);
-    return c.json(byokView(addByok(s, account.id, body)), 201);
-  });
-  app.delete("/api/admin/accounts/:id/byok/:byokId", (c) => {
-    const account = accountParam(c);
-    if (!s.store.deleteByok(account.id, c.req.param("byokId")))
-      throw new GatewayError(404, "not_found", "No such BYOK credential.");
-    return c.json({ id: c.req.param("byokId"), deleted: true });
-  });
-  installKitRoutes(app, s);
+    createAccount: (async (c) => {
+      const body = await readJson(c, createAccount);
+      const id = body.id ?? `acct_${crypto.randomUUID().slice(0, 8)}`;
+      if (s.store.getAccount(id))
+        throw new GatewayError(409, "bad_request", `Account "${id}" already exists.`);
+      requireTier(s, body.tier);
+      const now = s.options.now();
+      const account = s.store.createAccount({
+        id,
+        name: body.name ?? id,
+        balanceMicro: idrToMicro(body.balance_idr),
+        rpmLimit: body.rpm_limit,
+        tier: body.tier,
+        now,
+      });
+      const { key, value } = s.store.createKey({
+        accountId: id,
+        label: body.key_label,
+        kind: "standard",
+        now,
+      });
+      return c.json(
+        {
+          account: accountView(account),
+          key: { id: key.id, label: key.label, kind: key.kind, value },
+        },
+        201,
+      );
+    }) satisfies Handler,
+
+    account: ((c) => {
+      const account = accountParam(c);
+      return c.json({
+        ...accountView(account),
+        keys: s.store.listKeys(account.id).map(({ account_id: _, ...k }) => k),
+        byok: s.store.listByok(account.id).map(byokView),
+      });
+    }) satisfies Handler,
+
+    patchAccount: (async (c) => {
+      const account = accountParam(c);
+      const body = await readJson(c, accountPatch);
+      const patch: Partial<Record<AccountColumn, string | number | null>> = {};
+      const now = s.options.now();
+      if (body.name !== undefined) patch.name = body.name;
+      if (body.status !== undefined) patch.status = body.status;
+      if (body.rpm_limit !== undefined) patch.rpm_limit = body.rpm_limit;
+      if (body.tier !== undefined) patch.tier = requireTier(s, body.tier);
+      if (body.balance_idr !== undefined) patch.balance_micro = idrToMicro(body.balance_idr);
+      if (body.payg !== undefined) {
+        patch.payg_enabled = body.payg?.enabled ? 1 : 0;
+        patch.payg_limit_micro = body.payg ? idrToMicro(body.payg.limit_idr) : 0;
+        if (body.payg) patch.payg_window_seconds = body.payg.window_seconds;
+        patch.payg_window_start = now;
+        patch.payg_spent_micro = 0;
+      }
+      if (body.subscription !== undefined) {
+        patch.subscription_json = body.subscription ? JSON.stringify(body.subscription) : null;
+        patch.subscription_started_at = body.subscription
+          ? (body.subscription.started_at ?? now)
+          : null;
+        if (body.subscription?.tier) patch.tier = requireTier(s, body.subscription.tier);
+      }
+      s.ledger.updateAccount(account.id, patch);
+      return c.json(accountView(s.store.getAccount(account.id)!));
+    }) satisfies Handler,
+
+    topUp: (async (c) => {
+      const account = accountParam(c);
+      const { amount_idr } = await readJson(c, topUpBody);
+      return c.json(accountView(s.ledger.topUp(account.id, idrToMicro(amount_idr))!));
+    }) satisfies Handler,
+
+    suspend: setStatus("suspended"),
+    reinstate: setStatus("active"),
+
+    createKey: (async (c) => {
+      const account = accountParam(c);
+      const body = await readJson(c, keyBody);
+      const { key, value } = s.store.createKey({
+        accountId: account.id,
+        label: body.label,
+        kind: body.kind,
+      });
+      return c.json(
+        {
+          id: key.id,
+          label: key.label,
+          kind: key.kind,
+          prefix: key.prefix,
+          created_at: key.created_at,
+          value,
+        },
+        201,
+      );
+    }) satisfies Handler,
+
+    revokeKey: ((c) => {
+      const id = c.req.param("keyId") ?? "";
+      if (!s.store.getKey(id)) throw new GatewayError(404, "not_found", "No such key.");
+      s.store.revokeKey(id, s.options.now());
+      return c.json({ id, revoked: true });
+    }) satisfies Handler,
+
+    byok: ((c) =>
+      c.json({
+        object: "list",
+        data: s.store.listByok(accountParam(c).id).map(byokView),
+      })) satisfies Handler,
+
+    addByok: (async (c) => {
+      const account = accountParam(c);
+      const body = await readJson(c, byokBody);
+      return c.json(byokView(addByok(s, account.id, body)), 201);
+    }) satisfies Handler,
+
+    deleteByok: ((c) => {
+      const account = accountParam(c);
+      const id = c.req.param("byokId") ?? "";
+      if (!s.store.deleteByok(account.id, id))
+        throw new GatewayError(404, "not_found", "No such BYOK credential.");
+      return c.json({ id, deleted: true });
+    }) satisfies Handler,
+  };
 }
 
 export function addByok(
@@ -239,18 +238,6 @@ export function addByok(
     body.label ?? provider.id,
     s.options.now(),
   );
-}
-
-/** A linked provider key is never returned whole: only its last four characters. */
-export function byokView(b: ByokRow) {
-  return {
-    id: b.id,
-    provider: b.provider_id,
-    label: b.label,
-    position: b.position,
-    key_hint: `...${b.secret.slice(-4)}`,
-    created_at: b.created_at,
-  };
 }
 
 function requireTier(s: Services, tier: string): string {

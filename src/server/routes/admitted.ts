@@ -1,14 +1,24 @@
 import type { Context } from "hono";
+import type { ModelRow } from "../../store/types.js";
 import type { AppEnv } from "../app-env.js";
-import { type Admission, admit, settleDelivered } from "../billing/admission.js";
+import { type Admission, admit, failAdmission, settleDelivered } from "../billing/admission.js";
+import type { WorstCase } from "../billing/pricing.js";
 import type { Target } from "../dispatch/resolve.js";
 import type { GoneSignal } from "../http/client-signal.js";
-import { nodeIncoming } from "../http/node-bindings.js";
-import { traceOf } from "../http/request-trace.js";
+import { requestTrace } from "../http/request.js";
 import type { Attempt } from "../providers/types.js";
 import type { Services } from "../services.js";
 import type { Usage } from "../wire/usage.js";
-import { failAdmission } from "./completions.js";
+
+/** A request for one whole answer (not a stream), as admission needs it. */
+export interface WholeRequest {
+  target: Target;
+  /** The name it is logged and billed under (`images.generations`). */
+  endpoint: string;
+  /** The most it may cost on each candidate model. */
+  worstCase: (model: ModelRow) => WorstCase;
+  signal: GoneSignal;
+}
 
 /** What one delivered answer is charged: units (images, seconds, characters) and/or tokens. */
 export interface Charge {
@@ -16,23 +26,47 @@ export interface Charge {
   usage?: Usage;
 }
 
+/** A worst case priced per unit (image, second, character): `units` at the most. */
+export function perUnit(units: number): () => WorstCase {
+  return () => ({ inputTokens: 0, outputTokens: 0, units });
+}
+
+/** Every limit and the hold for the caller's key (`admit`), for a whole-answer request. */
+export function admitWhole(
+  s: Services,
+  c: Context<AppEnv>,
+  request: WholeRequest,
+): Promise<Admission> {
+  return admit(s, {
+    key: c.get("auth").key,
+    target: request.target,
+    endpoint: request.endpoint,
+    accountRpm: false,
+    worstCase: request.worstCase,
+    stream: false,
+    signal: request.signal,
+    trace: requestTrace(c),
+  });
+}
+
 /**
- * The part every whole-answer route shares after admission: `call` tries each candidate (route
- * steps, credential chains), the answer that came back is charged by `charge`, and a request that
- * produced nothing is settled free and rethrown as the error the client should see.
+ * Admit, dispatch, settle, the way every whole-answer route serves: the request is admitted,
+ * `call` tries each candidate (route steps, credential chains), the answer that came back is
+ * charged by `charge`, and a request that produced nothing is settled free and rethrown as the
+ * error the client should see.
  */
 export async function serveAdmitted<T>(
   s: Services,
-  admission: Admission,
-  target: Target,
-  signal: GoneSignal,
+  c: Context<AppEnv>,
+  request: WholeRequest,
   call: (attempt: Attempt) => Promise<T>,
   charge: (result: T) => Charge,
 ): Promise<T> {
+  const admission = await admitWhole(s, c, request);
   try {
     const { result, attempt } = await s.dispatcher.dispatchWith(
-      target,
-      signal,
+      request.target,
+      request.signal,
       { byok: admission.byok, byokOnly: admission.byokOnly },
       async (attempt) => ({ value: await call(attempt), streaming: false }),
     );
@@ -49,25 +83,4 @@ export async function serveAdmitted<T>(
   } catch (err) {
     throw failAdmission(s, admission, err);
   }
-}
-
-/** Admits a request priced per unit (image, second, character): it holds `units` at the most. */
-export function admitUnits(
-  s: Services,
-  c: Context<AppEnv>,
-  target: Target,
-  endpoint: string,
-  units: number,
-  signal: AbortSignal,
-): Promise<Admission> {
-  return admit(s, {
-    key: c.get("auth").key,
-    target,
-    endpoint,
-    accountRpm: false,
-    worstCase: () => ({ inputTokens: 0, outputTokens: 0, units }),
-    stream: false,
-    signal,
-    trace: traceOf(nodeIncoming(c)),
-  });
 }

@@ -1,6 +1,6 @@
 import type { Context } from "hono";
 import { z } from "zod";
-import type { AppEnv } from "../app-env.js";
+import type { AppEnv, Handler } from "../app-env.js";
 import {
   forMediaWire,
   forModality,
@@ -9,9 +9,8 @@ import {
   type Target,
 } from "../dispatch/resolve.js";
 import { badRequest, GatewayError } from "../errors.js";
-import { clientSignal } from "../http/client-signal.js";
-import { formFields, readForm } from "../http/form-body.js";
-import { readJsonWithSize } from "../http/json-body.js";
+import { formFields, readForm, readJson } from "../http/body.js";
+import { clientGone, type GoneSignal } from "../http/client-signal.js";
 import {
   openaiSpeech,
   openaiTranscription,
@@ -33,7 +32,7 @@ import {
 import type { Attempt } from "../providers/types.js";
 import type { Services } from "../services.js";
 import { UpstreamFailure } from "../wire/upstream-failure.js";
-import { admitUnits, serveAdmitted } from "./admitted.js";
+import { perUnit, serveAdmitted } from "./admitted.js";
 
 // ---- speech ---------------------------------------------------------------
 
@@ -49,9 +48,9 @@ const speechBody = z.looseObject({
 type SpeechBody = z.infer<typeof speechBody>;
 
 /** POST /v1/audio/speech: the audio bytes, priced per character of input. */
-export function speechRoute(s: Services) {
-  return async (c: Context<AppEnv>) => {
-    const { data: body } = await readJsonWithSize(c, speechBody);
+export function speechHandler(s: Services): Handler {
+  return async (c) => {
+    const body = await readJson(c, speechBody);
     const target = mediaTarget(s, body.model, "speech");
     const format = body.response_format;
     // Refuse before holding money when no candidate could produce the format.
@@ -59,13 +58,11 @@ export function speechRoute(s: Services) {
       throw unsupportedSpeechFormat(format);
     }
     const characters = [...body.input].length;
-    const signal = clientSignal(c);
-    const admission = await admitUnits(s, c, target, "audio.speech", characters, signal);
+    const signal = clientGone(c);
     const result = await serveAdmitted(
       s,
-      admission,
-      target,
-      signal,
+      c,
+      { target, endpoint: "audio.speech", worstCase: perUnit(characters), signal },
       (attempt) => speak(s, attempt, body, signal),
       () => ({ units: characters }),
     );
@@ -80,7 +77,7 @@ async function speak(
   s: Services,
   attempt: Attempt,
   body: SpeechBody,
-  signal: AbortSignal,
+  signal: GoneSignal,
 ): Promise<{ bytes: Buffer; format: string }> {
   if (attempt.provider.wire === "openai") {
     // OpenAI's own default format is mp3.
@@ -118,8 +115,8 @@ interface TranscriptionRequest {
 }
 
 /** POST /v1/audio/transcriptions: multipart `file` + `model`, priced per second of audio. */
-export function transcriptionRoute(s: Services) {
-  return async (c: Context<AppEnv>) => {
+export function transcriptionHandler(s: Services): Handler {
+  return async (c) => {
     const req = await readTranscriptionForm(c);
     const target = mediaTarget(s, req.model, "transcription");
     const wav = readWavInfo(req.file.bytes);
@@ -129,13 +126,11 @@ export function transcriptionRoute(s: Services) {
       1,
       Math.ceil(wav ? wav.durationSeconds : req.file.bytes.length / worstCaseBytesPerSecond),
     );
-    const signal = clientSignal(c);
-    const admission = await admitUnits(s, c, target, "audio.transcriptions", holdSeconds, signal);
+    const signal = clientGone(c);
     const result = await serveAdmitted(
       s,
-      admission,
-      target,
-      signal,
+      c,
+      { target, endpoint: "audio.transcriptions", worstCase: perUnit(holdSeconds), signal },
       (attempt) => transcribe(s, attempt, req, mockAnswer, signal),
       (result) => {
         const seconds =
@@ -193,7 +188,7 @@ async function transcribe(
   attempt: Attempt,
   req: TranscriptionRequest,
   mockAnswer: MockTranscript | undefined,
-  signal: AbortSignal,
+  signal: GoneSignal,
 ): Promise<{ answer: UpstreamTranscript; seconds: number | undefined }> {
   if (attempt.provider.wire === "openai") {
     const answer = await openaiTranscription(s.http, attempt, req.fields, req.file, signal);

@@ -1,9 +1,9 @@
-import type { Context } from "hono";
 import type { z } from "zod";
-import type { AppEnv } from "../app-env.js";
+import type { Handler } from "../app-env.js";
 import { forModality, resolveTarget } from "../dispatch/resolve.js";
-import { clientSignal } from "../http/client-signal.js";
-import { readJson } from "../http/json-body.js";
+import { readJson } from "../http/body.js";
+import { clientGone } from "../http/client-signal.js";
+import { requestHeader } from "../http/request.js";
 import { anthropicCountTokens } from "../providers/anthropic-adapter.js";
 import type { Services } from "../services.js";
 import { estimateTokens } from "../wire/usage.js";
@@ -17,14 +17,14 @@ type CountBody = z.infer<typeof countBody>;
  * POST /v1/messages/count_tokens: an anthropic-wire provider counts exactly; any other backend
  * gets our estimate. Not billed; it shares the usage endpoints' budget of 60 a minute.
  */
-export function countTokensRoute(s: Services) {
-  return async (c: Context<AppEnv>) => {
+export function countTokensHandler(s: Services): Handler {
+  return async (c) => {
     const body = await readJson(c, countBody);
     const target = forModality(resolveTarget(s.store.getCatalog(), body.model), "chat");
     const { accountId } = c.get("auth");
     s.limits.takeUsageRead(accountId, s.options.now());
-    const signal = clientSignal(c);
-    const beta = c.req.header("anthropic-beta");
+    const signal = clientGone(c);
+    const beta = requestHeader(c, "anthropic-beta");
     const { result } = await s.dispatcher.dispatchWith(
       target,
       signal,

@@ -1,64 +1,59 @@
-import type { Hono } from "hono";
 import { idrToMicro } from "../../store/money.js";
-import type { AppEnv } from "../app-env.js";
+import type { Handler } from "../app-env.js";
 import { paygSchema } from "../config/schema.js";
-import { type OwnerSessions, requireOwnerSession } from "../dashboard/owner-session.js";
 import { GatewayError } from "../errors.js";
-import { readJson } from "../http/json-body.js";
+import { readJson } from "../http/body.js";
 import type { Services } from "../services.js";
-import { usageViews } from "./account.js";
-import { accountView, addByok, byokBody, byokView } from "./admin.js";
+import { byokView } from "../views.js";
+import type { UsageView } from "./account.js";
+import { accountView, addByok, byokBody } from "./admin.js";
 
 /**
- * The owner's own settings under the dashboard session: BYOK credentials, PAYG and usage.
- * Writes need the session's CSRF token in `x-csrf-token`.
+ * The owner's own settings under the dashboard session (access `owner`: writes need the
+ * session's CSRF token in `x-csrf-token`): BYOK credentials, PAYG and usage.
  */
-export function installDashboardAccountRoutes(
-  app: Hono<AppEnv>,
-  s: Services,
-  sessions: OwnerSessions,
-): void {
-  const owner = (c: Parameters<typeof requireOwnerSession>[0], write: boolean) =>
-    requireOwnerSession(c, sessions, s.options.now(), write);
+export function dashboardAccountHandlers(s: Services) {
+  return {
+    account: ((c) => {
+      const account = s.store.getAccount(c.get("owner").accountId);
+      if (!account) throw new GatewayError(404, "not_found", "No such account.");
+      return c.json(accountView(account));
+    }) satisfies Handler,
 
-  app.get("/api/dashboard/account", async (c) => {
-    const account = s.store.getAccount((await owner(c, false)).accountId);
-    if (!account) throw new GatewayError(404, "not_found", "No such account.");
-    return c.json(accountView(account));
-  });
+    byok: ((c) =>
+      c.json({
+        object: "list",
+        data: s.store.listByok(c.get("owner").accountId).map(byokView),
+      })) satisfies Handler,
 
-  app.get("/api/dashboard/byok", async (c) =>
-    c.json({
-      object: "list",
-      data: s.store.listByok((await owner(c, false)).accountId).map(byokView),
-    }),
-  );
-  app.post("/api/dashboard/byok", async (c) => {
-    const { accountId } = await owner(c, true);
-    return c.json(byokView(addByok(s, accountId, await readJson(c, byokBody))), 201);
-  });
-  app.delete("/api/dashboard/byok/:id", async (c) => {
-    const { accountId } = await owner(c, true);
-    if (!s.store.deleteByok(accountId, c.req.param("id"))) {
-      throw new GatewayError(404, "not_found", "No such BYOK credential.");
-    }
-    return c.json({ id: c.req.param("id"), deleted: true });
-  });
+    addByok: (async (c) => {
+      const { accountId } = c.get("owner");
+      return c.json(byokView(addByok(s, accountId, await readJson(c, byokBody))), 201);
+    }) satisfies Handler,
 
-  app.put("/api/dashboard/payg", async (c) => {
-    const { accountId } = await owner(c, true);
-    const payg = await readJson(c, paygSchema);
-    s.ledger.updateAccount(accountId, {
-      payg_enabled: payg.enabled ? 1 : 0,
-      payg_limit_micro: idrToMicro(payg.limit_idr),
-      payg_window_seconds: payg.window_seconds,
-    });
-    return c.json(accountView(s.store.getAccount(accountId)!));
-  });
+    deleteByok: ((c) => {
+      const id = c.req.param("id") ?? "";
+      if (!s.store.deleteByok(c.get("owner").accountId, id)) {
+        throw new GatewayError(404, "not_found", "No such BYOK credential.");
+      }
+      return c.json({ id, deleted: true });
+    }) satisfies Handler,
 
-  for (const [name, view] of Object.entries(usageViews(s))) {
-    app.get(`/api/dashboard/usage/${name}`, async (c) =>
-      c.json(view((await owner(c, false)).accountId, c)),
-    );
-  }
+    payg: (async (c) => {
+      const { accountId } = c.get("owner");
+      const payg = await readJson(c, paygSchema);
+      s.ledger.updateAccount(accountId, {
+        payg_enabled: payg.enabled ? 1 : 0,
+        payg_limit_micro: idrToMicro(payg.limit_idr),
+        payg_window_seconds: payg.window_seconds,
+      });
+      return c.json(accountView(s.store.getAccount(accountId)!));
+    }) satisfies Handler,
+
+    /** GET /api/dashboard/usage/{name}: one of the usage reports, for the owner's account. */
+    usage:
+      (view: UsageView): Handler =>
+      (c) =>
+        c.json(view(c.get("owner").accountId, c)),
+  };
 }

@@ -1,7 +1,6 @@
-import type { Context, Hono } from "hono";
+import type { Context } from "hono";
 import { z } from "zod";
-import type { AppEnv } from "../app-env.js";
-import { clientIp } from "../auth.js";
+import type { AppEnv, Handler } from "../app-env.js";
 import {
   type DeviceCodes,
   formatUserCode,
@@ -9,8 +8,8 @@ import {
   maxCodesPerAddressPerMinute,
   maxPendingCodesPerAddress,
 } from "../dashboard/device-codes.js";
-import { tooDeepMessage } from "../http/json-body.js";
-import type { Services } from "../services.js";
+import { isTooLarge, readBody, readFormFields, tooDeepMessage } from "../http/body.js";
+import { clientIp, gatewayUrl, requestHeader } from "../http/request.js";
 import { maxJsonDepth, nestedDeeperThan } from "../wire/json-depth.js";
 
 /**
@@ -52,26 +51,27 @@ function oauthError(c: Context, error: string, extra: Record<string, unknown> = 
 /** A JSON body nested past the bound: refused before it is parsed. */
 const tooDeep = Symbol("too deep");
 
-/** JSON per the brief, or form-encoded as RFC 8628 clients send it; anything unreadable is `{}`. */
-async function readBody(c: Context): Promise<unknown> {
-  const type = c.req.header("content-type") ?? "";
+/**
+ * JSON per the brief, or form-encoded as RFC 8628 clients send it; an empty body is `{}`, anything
+ * unreadable undefined. A body over the limit is refused (413) as on every other route.
+ */
+async function readGrantBody(c: Context<AppEnv>): Promise<unknown> {
+  const type = requestHeader(c, "content-type") ?? "";
   try {
-    if (type.startsWith("application/x-www-form-urlencoded")) return await c.req.parseBody();
-    const text = await c.req.text();
+    if (type.startsWith("application/x-www-form-urlencoded")) return await readFormFields(c);
+    const text = (await readBody(c)).toString("utf8");
     if (nestedDeeperThan(text, maxJsonDepth)) return tooDeep;
     return text.trim() === "" ? {} : JSON.parse(text);
-  } catch {
+  } catch (err) {
+    if (isTooLarge(err)) throw err;
     return undefined;
   }
 }
 
-export function installDeviceAuthRoutes(
-  app: Hono<AppEnv>,
-  s: Services,
-  devices: DeviceCodes,
-): void {
-  app.post("/api/auth/device/code", async (c) => {
-    const raw = await readBody(c);
+/** The device flow's handlers (access `public`); `now` is the gateway's clock. */
+export function deviceAuthHandlers(devices: DeviceCodes, now: () => number) {
+  const code: Handler = async (c) => {
+    const raw = await readGrantBody(c);
     if (raw === tooDeep)
       return oauthError(c, "invalid_request", { error_description: tooDeepMessage });
     const body = codeRequest.safeParse(raw);
@@ -79,16 +79,15 @@ export function installDeviceAuthRoutes(
       return oauthError(c, "invalid_request", {
         error_description: "client_name must be a short string.",
       });
-    const issued = await devices.issue(body.data.client_name ?? "", clientIp(c), s.options.now());
+    const issued = await devices.issue(body.data.client_name ?? "", clientIp(c), now());
     if (!issued.ok) {
       return c.json({ error: "slow_down", error_description: refusalText[issued.reason] }, 429, {
         "cache-control": "no-store",
         "retry-after": String(issued.retryAfterSeconds),
       });
     }
-    const origin = new URL(c.req.url).origin;
     const userCode = formatUserCode(issued.userCode);
-    const verificationUri = `${origin}/dashboard/device`;
+    const verificationUri = gatewayUrl(c, "/dashboard/device");
     return c.json(
       {
         device_code: issued.deviceCode,
@@ -101,15 +100,15 @@ export function installDeviceAuthRoutes(
       200,
       { "cache-control": "no-store" },
     );
-  });
+  };
 
-  app.post("/api/auth/device/token", async (c) => {
-    const raw = await readBody(c);
+  const token: Handler = async (c) => {
+    const raw = await readGrantBody(c);
     if (raw === tooDeep)
       return oauthError(c, "invalid_request", { error_description: tooDeepMessage });
     const body = tokenRequest.safeParse(raw);
     if (!body.success) return oauthError(c, "invalid_request");
-    const outcome = await devices.poll(body.data.device_code, s.options.now());
+    const outcome = await devices.poll(body.data.device_code, now());
     if (!outcome.ok) {
       const extra =
         outcome.intervalSeconds === undefined ? {} : { interval: outcome.intervalSeconds };
@@ -125,13 +124,15 @@ export function installDeviceAuthRoutes(
       200,
       { "cache-control": "no-store" },
     );
-  });
+  };
 
-  app.post("/api/auth/device/cancel", async (c) => {
-    const body = tokenRequest.safeParse(await readBody(c));
+  const cancel: Handler = async (c) => {
+    const body = tokenRequest.safeParse(await readGrantBody(c));
     if (!body.success) return oauthError(c, "invalid_request");
-    if (!(await devices.cancel(body.data.device_code, s.options.now())))
+    if (!(await devices.cancel(body.data.device_code, now())))
       return oauthError(c, "invalid_grant");
     return c.json({ cancelled: true }, 200, { "cache-control": "no-store" });
-  });
+  };
+
+  return { code, token, cancel };
 }

@@ -1,11 +1,10 @@
-import type { Context } from "hono";
 import { z } from "zod";
-import type { AppEnv } from "../app-env.js";
-import { admit } from "../billing/admission.js";
+import type { ModelRow } from "../../store/types.js";
+import type { Handler } from "../app-env.js";
 import { worstCaseInputTokens } from "../billing/pricing.js";
 import { forMediaWire, forModality, resolveTarget } from "../dispatch/resolve.js";
-import { clientSignal } from "../http/client-signal.js";
-import { readJsonWithSize } from "../http/json-body.js";
+import { readJsonWithSize } from "../http/body.js";
+import { clientGone, type GoneSignal } from "../http/client-signal.js";
 import { openaiEmbeddings } from "../providers/media-openai.js";
 import {
   embeddingBase64,
@@ -40,33 +39,24 @@ interface Embeddings {
 }
 
 /** POST /v1/embeddings: priced by input tokens (`price_input_per_mtok`). */
-export function embeddingsRoute(s: Services) {
-  return async (c: Context<AppEnv>) => {
+export function embeddingsHandler(s: Services): Handler {
+  return async (c) => {
     const { data: body, bytes } = await readJsonWithSize(c, embeddingBody);
     const target = forMediaWire(
       s,
       forModality(resolveTarget(s.store.getCatalog(), body.model), "embedding"),
       "embedding",
     );
-    const signal = clientSignal(c);
-    const admission = await admit(s, {
-      key: c.get("auth").key,
-      target,
-      endpoint: "embeddings",
-      accountRpm: false,
-      worstCase: (m) => ({
-        inputTokens: worstCaseInputTokens(bytes, m),
-        outputTokens: 0,
-        units: 0,
-      }),
-      stream: false,
-      signal,
+    const signal = clientGone(c);
+    const worstCase = (m: ModelRow) => ({
+      inputTokens: worstCaseInputTokens(bytes, m),
+      outputTokens: 0,
+      units: 0,
     });
     const result = await serveAdmitted(
       s,
-      admission,
-      target,
-      signal,
+      c,
+      { target, endpoint: "embeddings", worstCase, signal },
       (attempt) => embed(s, attempt, body, signal),
       (result) => ({ usage: { input_tokens: result.inputTokens, output_tokens: 0 } }),
     );
@@ -78,7 +68,7 @@ async function embed(
   s: Services,
   attempt: Attempt,
   body: EmbeddingBody,
-  signal: AbortSignal,
+  signal: GoneSignal,
 ): Promise<Embeddings> {
   const inputs = inputTexts(body.input);
   const estimate = () => inputs.reduce((sum, input) => sum + input.tokens, 0);

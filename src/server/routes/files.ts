@@ -1,6 +1,6 @@
-import type { Context, Hono } from "hono";
+import type { Context } from "hono";
 import { newId } from "../../store/secrets.js";
-import type { AppEnv } from "../app-env.js";
+import type { Handler } from "../app-env.js";
 import { GatewayError } from "../errors.js";
 import type { Services } from "../services.js";
 
@@ -29,15 +29,16 @@ export function mediaResponse(c: Context, contentType: string, bytes: Uint8Array
   });
 }
 
-export function installFileRoutes(app: Hono<AppEnv>, s: Services): void {
-  // A file of another account is as unknown as a missing one: existence is not revealed.
-  const serve = async (c: Context<AppEnv>) => {
+/**
+ * GET /v1/files/{id} and /v1/files/{id}/content (OpenAI's files API serves bytes at /content; image
+ * URLs use the bare path). A file of another account is as unknown as a missing one: existence is
+ * not revealed.
+ */
+export function fileHandler(s: Services): Handler {
+  return async (c) => {
     const id = c.req.param("id") ?? "";
     const file = await s.repos.files.find(id, c.get("auth").key.account_id);
     if (!file) throw fileNotFound("file", id);
     return mediaResponse(c, file.content_type, file.bytes);
   };
-  // OpenAI's files API serves bytes at /content; the bare path works too, as image URLs use it.
-  app.get("/v1/files/:id", serve);
-  app.get("/v1/files/:id/content", serve);
 }

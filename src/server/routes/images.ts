@@ -1,11 +1,11 @@
 import type { Context } from "hono";
 import { z } from "zod";
-import type { AppEnv } from "../app-env.js";
+import type { AppEnv, Handler } from "../app-env.js";
 import { forMediaWire, forModality, resolveTarget } from "../dispatch/resolve.js";
 import { badRequest, GatewayError } from "../errors.js";
-import { clientSignal } from "../http/client-signal.js";
-import { formFields, readForm } from "../http/form-body.js";
-import { readJsonWithSize } from "../http/json-body.js";
+import { formFields, readForm, readJson } from "../http/body.js";
+import { clientGone, type GoneSignal } from "../http/client-signal.js";
+import { gatewayUrl } from "../http/request.js";
 import {
   type ImageDatum,
   openaiImageEdits,
@@ -17,9 +17,8 @@ import { MAX_IMAGE_SIDE, mockImageEdit, parseSize } from "../providers/mock/medi
 import { mockImages, mockMediaPreamble } from "../providers/mock/media-mock.js";
 import type { Attempt } from "../providers/types.js";
 import type { Services } from "../services.js";
-import { admitUnits, serveAdmitted } from "./admitted.js";
+import { perUnit, serveAdmitted } from "./admitted.js";
 import { saveMediaFile } from "./files.js";
-import { gatewayUrl } from "./media.js";
 
 /** OpenAI Images. Extra fields (quality, style, background ...) pass through to openai wires. */
 const imageBody = z.looseObject({
@@ -36,9 +35,9 @@ type ImageBody = z.infer<typeof imageBody>;
 const defaultSize = "1024x1024";
 
 /** POST /v1/images/generations, priced per image (`price_per_unit`). */
-export function imagesRoute(s: Services) {
-  return async (c: Context<AppEnv>) => {
-    const { data: body } = await readJsonWithSize(c, imageBody);
+export function imagesHandler(s: Services): Handler {
+  return async (c) => {
+    const body = await readJson(c, imageBody);
     const size = checkedSize(body.size ?? defaultSize);
     const n = body.n ?? 1;
     const target = forMediaWire(
@@ -46,14 +45,12 @@ export function imagesRoute(s: Services) {
       forModality(resolveTarget(s.store.getCatalog(), body.model), "image"),
       "image",
     );
-    const signal = clientSignal(c);
-    const admission = await admitUnits(s, c, target, "images.generations", n, signal);
-    const stored = { accountId: admission.account.id, contentType: imageType(body) };
+    const signal = clientGone(c);
+    const stored = { accountId: c.get("auth").accountId, contentType: imageType(body) };
     const result = await serveAdmitted(
       s,
-      admission,
-      target,
-      signal,
+      c,
+      { target, endpoint: "images.generations", worstCase: perUnit(n), signal },
       async (attempt) =>
         delivered(
           s,
@@ -102,7 +99,7 @@ async function generate(
   body: ImageBody,
   size: string,
   n: number,
-  signal: AbortSignal,
+  signal: GoneSignal,
 ): Promise<UpstreamImages> {
   if (attempt.provider.wire === "openai") return openaiImages(s.http, attempt, body, signal);
   await mockMediaPreamble(attempt.provider, body.prompt, signal);
@@ -140,8 +137,8 @@ interface EditRequest {
  * of modality `edit` serve it, and so do `image` models (one model name draws and edits, as
  * OpenAI's do).
  */
-export function imageEditsRoute(s: Services) {
-  return async (c: Context<AppEnv>) => {
+export function imageEditsHandler(s: Services): Handler {
+  return async (c) => {
     const req = await readEditForm(c);
     const { body } = req;
     if (body.size !== undefined) checkedSize(body.size);
@@ -151,14 +148,12 @@ export function imageEditsRoute(s: Services) {
       forModality(resolveTarget(s.store.getCatalog(), body.model), "edit", ["edit", "image"]),
       "edit",
     );
-    const signal = clientSignal(c);
-    const admission = await admitUnits(s, c, target, "images.edits", n, signal);
-    const stored = { accountId: admission.account.id, contentType: imageType(body) };
+    const signal = clientGone(c);
+    const stored = { accountId: c.get("auth").accountId, contentType: imageType(body) };
     const result = await serveAdmitted(
       s,
-      admission,
-      target,
-      signal,
+      c,
+      { target, endpoint: "images.edits", worstCase: perUnit(n), signal },
       async (attempt) =>
         delivered(s, c, stored, body.response_format, await edit(s, attempt, req, n, signal)),
       (result) => ({ units: Math.min(result.data.length, n) }),
@@ -213,7 +208,7 @@ async function edit(
   attempt: Attempt,
   req: EditRequest,
   n: number,
-  signal: AbortSignal,
+  signal: GoneSignal,
 ): Promise<UpstreamImages> {
   if (attempt.provider.wire === "openai") {
     const field = req.images.length > 1 ? "image[]" : "image";

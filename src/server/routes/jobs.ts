@@ -1,17 +1,16 @@
-import type { Context, Hono } from "hono";
+import type { Context } from "hono";
 import { z } from "zod";
 import type { JobError, JobResult, JobRow } from "../../store/jobs.js";
 import { newId } from "../../store/secrets.js";
 import { parseSubscription } from "../../store/types.js";
-import type { AppEnv } from "../app-env.js";
-import { admit } from "../billing/admission.js";
+import type { AppEnv, Handler } from "../app-env.js";
+import { failAdmission } from "../billing/admission.js";
 import { costMicro } from "../billing/pricing.js";
 import { forMediaWire, forModality, resolveTarget } from "../dispatch/resolve.js";
 import { badRequest, GatewayError } from "../errors.js";
-import { clientSignal } from "../http/client-signal.js";
-import { readJsonWithSize } from "../http/json-body.js";
-import { nodeIncoming } from "../http/node-bindings.js";
-import { traceOf } from "../http/request-trace.js";
+import { readJson } from "../http/body.js";
+import { clientGone } from "../http/client-signal.js";
+import { gatewayUrl } from "../http/request.js";
 import { jobHold } from "../jobs/job-billing.js";
 import {
   type JobRequest,
@@ -23,9 +22,8 @@ import { billedSeconds, type JobKindSpec, jobKinds } from "../jobs/job-kinds.js"
 import { wakeJobRunner } from "../jobs/runner.js";
 import { MAX_MUSIC_SECONDS } from "../providers/mock/media/index.js";
 import type { Services } from "../services.js";
-import { failAdmission } from "./completions.js";
+import { admitWhole } from "./admitted.js";
 import { fileNotFound, mediaResponse } from "./files.js";
-import { gatewayUrl } from "./media.js";
 
 /** Uncompressed mock video grows fast; a minute is plenty for tests and demos. */
 const maxVideoSeconds = 60;
@@ -64,57 +62,65 @@ const defaultMusicSeconds = 10;
 const defaultVideoSeconds = 4;
 
 /** Submit, poll and download for music, video and video-extension jobs. */
-export function installJobRoutes(app: Hono<AppEnv>, s: Services): void {
+export function jobHandlers(s: Services) {
   const jobs = s.repos.jobs;
 
-  app.post(jobKinds.music.path, async (c) => {
-    const { data } = await readJsonWithSize(c, musicBody);
-    const request = { prompt: data.prompt, seconds: data.duration ?? defaultMusicSeconds };
-    return submit(s, c, jobKinds.music, data.model, request);
-  });
-  app.post(jobKinds.video.path, async (c) => {
-    const { data } = await readJsonWithSize(c, videoBody);
-    const request = { prompt: data.prompt, seconds: data.seconds ?? defaultVideoSeconds };
-    return submit(s, c, jobKinds.video, data.model, request);
-  });
-  app.post(jobKinds.video_extension.path, async (c) => {
-    const { data } = await readJsonWithSize(c, extensionBody);
-    const source = await jobs.get(data.video_id, c.get("auth").key.account_id);
-    if (!source || source.kind === "music") throw fileNotFound("video", data.video_id);
-    if (source.status !== "completed") {
-      throw badRequest(
-        `Invalid request: video_id: video "${data.video_id}" is ${source.status}; only a completed video can be extended.`,
-      );
-    }
-    const request = {
-      prompt: data.prompt,
-      seconds: data.seconds ?? defaultVideoSeconds,
-      video_id: data.video_id,
-    };
-    return submit(s, c, jobKinds.video_extension, data.model ?? source.model, request);
-  });
+  /** The caller's job of `spec`'s kind named by the path, else 404. */
+  const find = async (c: Context<AppEnv>, spec: JobKindSpec): Promise<JobRow> => {
+    const id = c.req.param("id") ?? "";
+    const job = await jobs.get(id, c.get("auth").key.account_id);
+    if (!job || job.kind !== spec.kind) throw fileNotFound(spec.object.replace(".", " "), id);
+    return job;
+  };
 
-  for (const spec of Object.values(jobKinds)) {
-    const find = async (c: Context<AppEnv>): Promise<JobRow> => {
-      const id = c.req.param("id") ?? "";
-      const job = await jobs.get(id, c.get("auth").key.account_id);
-      if (!job || job.kind !== spec.kind) throw fileNotFound(spec.object.replace(".", " "), id);
-      return job;
-    };
-    app.get(`${spec.path}/:id`, async (c) => c.json(jobView(c, await find(c))));
-    app.get(`${spec.path}/:id/content`, async (c) => {
-      const job = await find(c);
-      const media = await jobs.media(job.id, job.account_id);
-      if (!media) {
-        throw new GatewayError(
-          404,
-          "not_found",
-          `Job "${job.id}" is ${job.status}; it has no media to download.`,
+  return {
+    submitMusic: (async (c) => {
+      const data = await readJson(c, musicBody);
+      const request = { prompt: data.prompt, seconds: data.duration ?? defaultMusicSeconds };
+      return submit(s, c, jobKinds.music, data.model, request);
+    }) satisfies Handler,
+    submitVideo: (async (c) => {
+      const data = await readJson(c, videoBody);
+      const request = { prompt: data.prompt, seconds: data.seconds ?? defaultVideoSeconds };
+      return submit(s, c, jobKinds.video, data.model, request);
+    }) satisfies Handler,
+    submitExtension: (async (c) => {
+      const data = await readJson(c, extensionBody);
+      const source = await jobs.get(data.video_id, c.get("auth").key.account_id);
+      if (!source || source.kind === "music") throw fileNotFound("video", data.video_id);
+      if (source.status !== "completed") {
+        throw badRequest(
+          `Invalid request: video_id: video "${data.video_id}" is ${source.status}; only a completed video can be extended.`,
         );
       }
-      return mediaResponse(c, media.media_type, media.media);
-    });
-  }
+      const request = {
+        prompt: data.prompt,
+        seconds: data.seconds ?? defaultVideoSeconds,
+        video_id: data.video_id,
+      };
+      return submit(s, c, jobKinds.video_extension, data.model ?? source.model, request);
+    }) satisfies Handler,
+    /** GET `{path}/{id}`: the job as it is now. */
+    poll:
+      (spec: JobKindSpec): Handler =>
+      async (c) =>
+        c.json(jobView(c, await find(c, spec))),
+    /** GET `{path}/{id}/content`: the finished job's media. */
+    content:
+      (spec: JobKindSpec): Handler =>
+      async (c) => {
+        const job = await find(c, spec);
+        const media = await jobs.media(job.id, job.account_id);
+        if (!media) {
+          throw new GatewayError(
+            404,
+            "not_found",
+            `Job "${job.id}" is ${job.status}; it has no media to download.`,
+          );
+        }
+        return mediaResponse(c, media.media_type, media.media);
+      },
+  };
 }
 
 /** Holds the worst case (requested seconds x price_per_unit), then queues the job row. */
@@ -140,15 +146,11 @@ async function submit(
     throw musicLimitReached();
   }
   const units = { inputTokens: 0, outputTokens: 0, units: billedSeconds(request) };
-  const admission = await admit(s, {
-    key,
+  const admission = await admitWhole(s, c, {
     target,
     endpoint: spec.endpoint,
-    accountRpm: false,
     worstCase: () => units,
-    stream: false,
-    signal: clientSignal(c),
-    trace: traceOf(nodeIncoming(c)),
+    signal: clientGone(c),
   });
   const subscription = parseSubscription(admission.account);
   const hold = jobHold(admission, {

@@ -1,11 +1,8 @@
-import type { Hono } from "hono";
-import type { AppEnv } from "../app-env.js";
+import type { Handler } from "../app-env.js";
 import { sendPage } from "../dashboard/http.js";
 
 /** `GET /`: where to go from the bare address, for whoever opens it in a browser. */
-export function installLandingRoute(app: Hono<AppEnv>): void {
-  app.get("/", (c) => sendPage(c, { status: 200, html: landingHtml }));
-}
+export const landingHandler: Handler = (c) => sendPage(c, { status: 200, html: landingHtml });
 
 const landingHtml = `<!doctype html>
 <html lang="en">

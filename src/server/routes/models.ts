@@ -1,17 +1,16 @@
-import type { Context } from "hono";
 import { microToIdr } from "../../store/money.js";
-import type { Catalog } from "../../store/store.js";
+import type { Catalog, Store } from "../../store/store.js";
 import type { ModelRow } from "../../store/types.js";
-import { presentedKey } from "../auth.js";
+import type { Handler } from "../app-env.js";
+import { presentsAdminKey } from "../auth.js";
 import { isFreeModelName } from "../billing/pricing.js";
 import { modelNotFound } from "../dispatch/resolve.js";
-import type { Services } from "../services.js";
 
 /** GET /v1/models: public; an admin key adds the internal fields (provider, upstream model, wire). */
-export function modelsRoute(s: Services) {
-  return (c: Context) => {
-    const admin = isAdmin(s, c);
-    const catalog = s.store.getCatalog();
+export function modelsHandler(store: Store): Handler {
+  return (c) => {
+    const admin = presentsAdminKey(store, c);
+    const catalog = store.getCatalog();
     const data: object[] = [];
     for (const m of catalog.models.values()) {
       if (m.active) data.push(modelEntry(catalog, m, admin));
@@ -25,22 +24,17 @@ export function modelsRoute(s: Services) {
  * GET /v1/models/{id}: the list's entry for one model or route. An unknown or inactive name is
  * the spec's 400 `model_not_found`, the answer every other route gives for it.
  */
-export function modelRoute(s: Services) {
-  return (c: Context) => {
+export function modelHandler(store: Store): Handler {
+  return (c) => {
     const id = c.req.param("id") ?? "";
-    const catalog = s.store.getCatalog();
-    const admin = isAdmin(s, c);
+    const catalog = store.getCatalog();
+    const admin = presentsAdminKey(store, c);
     const model = catalog.models.get(id);
     if (model?.active) return c.json(modelEntry(catalog, model, admin));
     const steps = catalog.routes.get(id);
     if (steps) return c.json(routeEntry(id, steps, admin));
     throw modelNotFound(id);
   };
-}
-
-function isAdmin(s: Services, c: Context): boolean {
-  const presented = presentedKey(c);
-  return presented !== undefined && s.store.isAdminKey(presented);
 }
 
 function modelEntry(catalog: Catalog, m: ModelRow, admin: boolean): object {

@@ -1,13 +1,12 @@
-import type { Hono } from "hono";
 import { microToIdr } from "../../store/money.js";
-import type { AppEnv } from "../app-env.js";
+import type { Store } from "../../store/store.js";
+import type { Handler } from "../app-env.js";
 import { isFreeModelName } from "../billing/pricing.js";
-import type { Services } from "../services.js";
 
 /** GET /api/public/pricing: the current free-model limits per tier and every model's prices. */
-export function installPricingRoute(app: Hono<AppEnv>, s: Services): void {
-  app.get("/api/public/pricing", (c) => {
-    const catalog = s.store.getCatalog();
+export function pricingHandler(store: Store): Handler {
+  return (c) => {
+    const catalog = store.getCatalog();
     return c.json({
       currency: "IDR",
       free_limits: Object.fromEntries(
@@ -36,5 +35,5 @@ export function installPricingRoute(app: Hono<AppEnv>, s: Services): void {
             : null,
         })),
     });
-  });
+  };
 }

@@ -1,15 +1,8 @@
-import type { Context, Hono } from "hono";
 import { z } from "zod";
-import type { KeyRow, KeyWithAccount } from "../../store/types.js";
-import type { AppEnv } from "../app-env.js";
-import { authenticate, presentedKey } from "../auth.js";
-import {
-  type OwnerSession,
-  type OwnerSessions,
-  requireOwnerSession,
-} from "../dashboard/owner-session.js";
+import type { KeyRow } from "../../store/types.js";
+import type { Handler } from "../app-env.js";
 import { GatewayError } from "../errors.js";
-import { readJson } from "../http/json-body.js";
+import { readJson } from "../http/body.js";
 import type { Services } from "../services.js";
 
 /**
@@ -110,98 +103,72 @@ function revoke(s: Services, key: KeyRow) {
   return { id: key.id, revoked: true, already_revoked: false, revoked_at: now };
 }
 
-function bearerKey(c: Context, s: Services): KeyWithAccount {
-  return authenticate(s.store, presentedKey(c), s.options.now());
+/** Per-tool keys of the login key (access `login`), and who any key is (access `any-key`). */
+export function toolKeyHandlers(s: Services) {
+  return {
+    create: (async (c) => {
+      const login = c.get("auth").key;
+      const body = await readJson(c, createKeyBody);
+      const created = mintKey(s, {
+        accountId: login.account_id,
+        parentKeyId: login.id,
+        label: body.label,
+        shared: body.shared ?? false,
+        limiterId: login.id,
+      });
+      return c.json(created, 201, { "cache-control": "no-store" });
+    }) satisfies Handler,
+
+    list: ((c) =>
+      c.json({
+        data: s.store.listChildKeys(c.get("auth").key.id).map(keyView),
+      })) satisfies Handler,
+
+    revoke: ((c) => {
+      const children = s.store.listChildKeys(c.get("auth").key.id);
+      return c.json(revoke(s, findKeyToRevoke(children, c.req.param("idOrLabel") ?? "")));
+    }) satisfies Handler,
+
+    // Any kind of key may ask who it is: `gateway whoami` also runs with GATEWAY_API_KEY set to a tool key.
+    whoami: ((c) => {
+      const { key } = c.get("auth");
+      return c.json({
+        account_id: key.account_id,
+        key_id: key.id,
+        kind: key.kind,
+        label: key.label,
+        prefix: key.prefix,
+      });
+    }) satisfies Handler,
+
+    logout: ((c) => c.json(revoke(s, c.get("auth").key))) satisfies Handler,
+  };
 }
 
-/** Per-tool key management needs the login key itself, not one of the keys it hands out. */
-function requireLoginKey(c: Context, s: Services): KeyWithAccount {
-  const key = bearerKey(c, s);
-  if (key.kind !== "login") {
-    throw new GatewayError(
-      403,
-      "forbidden",
-      `This endpoint needs a login key (from \`gateway login\`); the presented key is a ${key.kind} key.`,
-    );
-  }
-  return key;
-}
+/** The owner-session twin of /api/keys (access `owner`): every key of the account. */
+export function dashboardKeyHandlers(s: Services) {
+  return {
+    list: ((c) =>
+      c.json({
+        data: s.store.listKeys(c.get("owner").accountId).map(keyView),
+      })) satisfies Handler,
 
-export function installToolKeyRoutes(app: Hono<AppEnv>, s: Services): void {
-  app.post("/api/keys", async (c) => {
-    const login = requireLoginKey(c, s);
-    const body = await readJson(c, createKeyBody);
-    const created = mintKey(s, {
-      accountId: login.account_id,
-      parentKeyId: login.id,
-      label: body.label,
-      shared: body.shared ?? false,
-      limiterId: login.id,
-    });
-    return c.json(created, 201, { "cache-control": "no-store" });
-  });
+    create: (async (c) => {
+      const owner = c.get("owner");
+      const body = await readJson(c, createKeyBody);
+      const created = mintKey(s, {
+        accountId: owner.accountId,
+        parentKeyId: null,
+        label: body.label,
+        shared: body.shared ?? false,
+        limiterId: `session:${owner.id}`,
+      });
+      return c.json(created, 201, { "cache-control": "no-store" });
+    }) satisfies Handler,
 
-  app.get("/api/keys", (c) => {
-    const login = requireLoginKey(c, s);
-    return c.json({ data: s.store.listChildKeys(login.id).map(keyView) });
-  });
-
-  app.delete("/api/keys/:idOrLabel", (c) => {
-    const login = requireLoginKey(c, s);
-    return c.json(
-      revoke(s, findKeyToRevoke(s.store.listChildKeys(login.id), c.req.param("idOrLabel"))),
-    );
-  });
-
-  // Any kind of key may ask who it is: `gateway whoami` also runs with GATEWAY_API_KEY set to a tool key.
-  app.get("/api/auth/whoami", (c) => {
-    const key = bearerKey(c, s);
-    return c.json({
-      account_id: key.account_id,
-      key_id: key.id,
-      kind: key.kind,
-      label: key.label,
-      prefix: key.prefix,
-    });
-  });
-
-  app.post("/api/auth/logout", (c) => {
-    const login = requireLoginKey(c, s);
-    return c.json(revoke(s, login));
-  });
-}
-
-/** The owner-session twin of /api/keys: every key of the account, CSRF header on writes. */
-export function installDashboardKeyRoutes(
-  app: Hono<AppEnv>,
-  s: Services,
-  sessions: OwnerSessions,
-): void {
-  const session = (c: Context, write: boolean): Promise<OwnerSession> =>
-    requireOwnerSession(c, sessions, s.options.now(), write);
-
-  app.get("/api/dashboard/keys", async (c) => {
-    const owner = await session(c, false);
-    return c.json({ data: s.store.listKeys(owner.accountId).map(keyView) });
-  });
-
-  app.post("/api/dashboard/keys", async (c) => {
-    const owner = await session(c, true);
-    const body = await readJson(c, createKeyBody);
-    const created = mintKey(s, {
-      accountId: owner.accountId,
-      parentKeyId: null,
-      label: body.label,
-      shared: body.shared ?? false,
-      limiterId: `session:${owner.id}`,
-    });
-    return c.json(created, 201, { "cache-control": "no-store" });
-  });
-
-  app.delete("/api/dashboard/keys/:idOrLabel", async (c) => {
-    const owner = await session(c, true);
-    return c.json(
-      revoke(s, findKeyToRevoke(s.store.listKeys(owner.accountId), c.req.param("idOrLabel"))),
-    );
-  });
+    revoke: ((c) => {
+      const keys = s.store.listKeys(c.get("owner").accountId);
+      return c.json(revoke(s, findKeyToRevoke(keys, c.req.param("idOrLabel") ?? "")));
+    }) satisfies Handler,
+  };
 }

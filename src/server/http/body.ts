@@ -1,0 +1,198 @@
+import type { IncomingMessage } from "node:http";
+import type { Context } from "hono";
+import type { z } from "zod";
+import type { AppEnv, BodyLimit } from "../app-env.js";
+import { badRequest, GatewayError, PlainTextError } from "../errors.js";
+import { maxJsonDepth, nestedDeeperThan } from "../wire/json-depth.js";
+import { nodeIncoming, requestHeader } from "./request.js";
+
+/**
+ * The one body reader. The registration gives every route the limit of its part of the surface
+ * (`bodyLimit`) and refuses a declared Content-Length over it from the header alone; a body
+ * without one (chunked) is refused here once it passes the limit as it arrives.
+ */
+
+export const defaultBodyLimitBytes = 32 * 1024 * 1024;
+
+export const tooDeepMessage = `Request body nests objects or arrays deeper than the limit of ${maxJsonDepth} levels.`;
+
+export function payloadTooLarge(limit: number): GatewayError {
+  return new GatewayError(
+    413,
+    "bad_request",
+    `Request body is larger than the limit of ${Math.round(limit / 1024 / 1024)} MB.`,
+  );
+}
+
+/** The API's limit: a 413 in the route's JSON style. */
+export function apiBodyLimit(bytes: number): BodyLimit {
+  return { bytes, tooLarge: () => payloadTooLarge(bytes) };
+}
+
+/** A refusal of the reader for size, which callers that turn a bad body into their own answer let through. */
+export function isTooLarge(err: unknown): boolean {
+  return (err instanceof GatewayError || err instanceof PlainTextError) && err.status === 413;
+}
+
+/** A declared Content-Length over the limit is refused before anything else is done. */
+export function refuseDeclaredLength(c: Context, limit: BodyLimit): void {
+  const declared = requestHeader(c, "content-length");
+  if (declared !== undefined && Number(declared) > limit.bytes) throw limit.tooLarge();
+}
+
+/** The request's body, within the route's limit. */
+export async function readBody(c: Context<AppEnv>): Promise<Buffer> {
+  const limit = c.get("bodyLimit") ?? apiBodyLimit(defaultBodyLimitBytes);
+  const incoming = nodeIncoming(c);
+  if (incoming) return readNodeBody(incoming, limit);
+  let bytes: Buffer;
+  try {
+    bytes = Buffer.from(await c.req.arrayBuffer());
+  } catch {
+    throw badRequest("Request body could not be read.");
+  }
+  if (bytes.length > limit.bytes) throw limit.tooLarge();
+  return bytes;
+}
+
+/** Reads the body as JSON and validates it; every failure is a 400 naming the problem. */
+export async function readJson<T extends z.ZodType>(
+  c: Context<AppEnv>,
+  schema: T,
+): Promise<z.infer<T>> {
+  return (await readJsonWithSize(c, schema)).data;
+}
+
+/** Like readJson, also returning the body's size in bytes (billing's bound on input tokens). */
+export async function readJsonWithSize<T extends z.ZodType>(
+  c: Context<AppEnv>,
+  schema: T,
+): Promise<{ data: z.infer<T>; bytes: number }> {
+  return parseJsonBody((await readBody(c)).toString("utf8"), schema);
+}
+
+function parseJsonBody<T extends z.ZodType>(
+  text: string,
+  schema: T,
+): { data: z.infer<T>; bytes: number } {
+  if (text.trim() === "") throw badRequest("Request body is empty; send a JSON object.");
+  if (nestedDeeperThan(text, maxJsonDepth)) throw badRequest(tooDeepMessage);
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch {
+    throw badRequest("Request body is not valid JSON.");
+  }
+  if (!raw || typeof raw !== "object" || Array.isArray(raw)) {
+    throw badRequest("Request body must be a JSON object.");
+  }
+  const parsed = schema.safeParse(raw);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const path = issue.path.length ? issue.path.join(".") : "body";
+    throw badRequest(`Invalid request: ${path}: ${issue.message}`);
+  }
+  return { data: parsed.data, bytes: Buffer.byteLength(text) };
+}
+
+/** A multipart/form-data body; `what` tells the client what to send when it is not one. */
+export async function readForm(c: Context<AppEnv>, what: string): Promise<FormData> {
+  const type = requestHeader(c, "content-type") ?? "";
+  if (!/^multipart\/form-data/i.test(type)) {
+    throw badRequest(`Invalid request: send multipart/form-data with ${what}.`);
+  }
+  const form = await formOf(c, type);
+  if (!form) throw badRequest("Request body could not be read as multipart/form-data.");
+  return form;
+}
+
+/**
+ * A form body (urlencoded or multipart) as fields: a repeated name keeps its last value, a name
+ * ending in `[]` collects them all; any other type of body has no fields. Refusals of the reader
+ * (413) are thrown; an unreadable form is undefined.
+ */
+export async function readFormFields(
+  c: Context<AppEnv>,
+): Promise<Record<string, unknown> | undefined> {
+  const type = requestHeader(c, "content-type") ?? "";
+  const media = type.split(";")[0].trim().toLowerCase();
+  if (media !== "multipart/form-data" && media !== "application/x-www-form-urlencoded") return {};
+  const form = await formOf(c, type);
+  if (!form) return undefined;
+  const fields: Record<string, unknown> = Object.create(null);
+  form.forEach((value, name) => {
+    if (!name.endsWith("[]")) fields[name] = value;
+    else {
+      const earlier = fields[name];
+      fields[name] = Array.isArray(earlier) ? [...earlier, value] : [value];
+    }
+  });
+  return fields;
+}
+
+/** The form's text fields (files left out), as an upstream of the same API gets them. */
+export function formFields(form: FormData): Record<string, string> {
+  const fields: Record<string, string> = {};
+  for (const [name, value] of form.entries()) {
+    if (typeof value === "string") fields[name] = value;
+  }
+  return fields;
+}
+
+async function formOf(c: Context<AppEnv>, type: string): Promise<FormData | undefined> {
+  let bytes: Buffer;
+  try {
+    bytes = await readBody(c);
+  } catch (err) {
+    if (isTooLarge(err)) throw err;
+    return undefined;
+  }
+  try {
+    return await new Response(bytes, { headers: { "content-type": type } }).formData();
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * A Node request's body, refused once it passes the limit as it arrives (a chunked body has no
+ * declared length; the registration checked a declared one).
+ */
+async function readNodeBody(incoming: IncomingMessage, limit: BodyLimit): Promise<Buffer> {
+  // The usual body comes in the same packets as the headers. The route runs as soon as the
+  // headers are parsed; once the parser has gone through the rest (one microtask later), such a
+  // body sits whole in the stream's buffer and is taken with one read, without the flowing-mode
+  // ticks. Anything else (chunked, or still on its way) is read as it arrives.
+  const declared = incoming.headers["content-length"];
+  await undefined;
+  if (
+    declared !== undefined &&
+    incoming.headers["transfer-encoding"] === undefined &&
+    !incoming.readableFlowing &&
+    incoming.readableLength === Number(declared)
+  ) {
+    return (incoming.read() as Buffer | null) ?? Buffer.alloc(0);
+  }
+  return arrivingBody(incoming, limit);
+}
+
+function arrivingBody(incoming: IncomingMessage, limit: BodyLimit): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const parts: Buffer[] = [];
+    let size = 0;
+    const fail = (err: Error) => {
+      incoming.off("data", onData);
+      incoming.off("end", onEnd);
+      reject(err);
+    };
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit.bytes) fail(limit.tooLarge());
+      else parts.push(chunk);
+    };
+    const onEnd = () => resolve(parts.length === 1 ? parts[0] : Buffer.concat(parts));
+    incoming.on("data", onData);
+    incoming.once("end", onEnd);
+    incoming.once("error", () => fail(badRequest("Request body could not be read.")));
+  });
+}

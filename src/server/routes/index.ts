@@ -1,0 +1,208 @@
+import type { Access, Handler, Method, Route, Surface, Unmatched } from "../app-env.js";
+import { DeviceCodes } from "../dashboard/device-codes.js";
+import { dashboardScriptPath } from "../dashboard/pages.js";
+import { PlainTextError } from "../errors.js";
+import { apiBodyLimit } from "../http/body.js";
+import { preflight } from "../http/cors.js";
+import { jobKinds } from "../jobs/job-kinds.js";
+import type { MetricsAccess } from "../metrics-access.js";
+import type { Readiness } from "../observe/health.js";
+import type { GatewayMetrics } from "../observe/metrics.js";
+import type { Services } from "../services.js";
+import { quotaHandler, usageHandler, usageViews } from "./account.js";
+import { adminHandlers } from "./admin.js";
+import { kitHandlers } from "./admin-kit.js";
+import { speechHandler, transcriptionHandler } from "./audio.js";
+import { completionHandler } from "./completions.js";
+import { countTokensHandler } from "./count-tokens.js";
+import {
+  dashboardHandlers,
+  defaultDeviceCodeTtlSeconds,
+  defaultDevicePollIntervalSeconds,
+} from "./dashboard.js";
+import { dashboardAccountHandlers } from "./dashboard-account.js";
+import { deviceAuthHandlers } from "./device-auth.js";
+import { embeddingsHandler } from "./embeddings.js";
+import { fileHandler } from "./files.js";
+import { healthHandlers, metricsHandler } from "./health.js";
+import { imageEditsHandler, imagesHandler } from "./images.js";
+import { jobHandlers } from "./jobs.js";
+import { landingHandler } from "./landing.js";
+import { modelHandler, modelsHandler } from "./models.js";
+import { pricingHandler } from "./pricing.js";
+import { dashboardKeyHandlers, toolKeyHandlers } from "./tool-keys.js";
+
+/**
+ * Every route the gateway serves, one row each: method, path, who may call it (`Access` in
+ * app-env.ts), the style of its errors, and its handler. `buildApp` (app.ts) registers each row
+ * as a single handler that first does what the row's part of the surface asks (`surfaces`), then
+ * checks its access, then runs the handler, and renders any error in the row's style. A path no
+ * row serves is answered by `unmatched`.
+ */
+
+/** Dashboard forms are a few short fields. */
+const formBodyLimitBytes = 16 * 1024;
+
+/** The parts of the surface, by path prefix; a path under none (health, landing) has no checks. */
+export function surfaces(bodyLimitBytes: number): Surface[] {
+  const api = apiBodyLimit(bodyLimitBytes);
+  return [
+    // The model API: called from any origin, so every answer carries the CORS headers.
+    { prefix: "/v1", cors: true, sameOrigin: false, bodyLimit: api },
+    // The JSON API of the tools and the dashboard's scripts: never from another origin's page.
+    { prefix: "/api", cors: false, sameOrigin: true, bodyLimit: api },
+    {
+      prefix: "/dashboard",
+      cors: false,
+      sameOrigin: false,
+      bodyLimit: {
+        bytes: formBodyLimitBytes,
+        tooLarge: () => new PlainTextError(413, "form too large"),
+      },
+    },
+  ];
+}
+
+/** What a path no row serves answers: a 404 once its caller passed `access`. First match wins. */
+export const unmatched: Unmatched[] = [
+  { prefix: "/v1/messages", access: "key", errors: "messages" },
+  { prefix: "/v1", access: "key", errors: "chat" },
+  { prefix: "/api/admin", access: "admin", errors: "chat" },
+  { prefix: "/api", access: "public", errors: "chat" },
+  { prefix: "/dashboard", access: "public", errors: "chat" },
+  { prefix: "", access: "public", errors: "chat" },
+];
+
+export interface TableOptions {
+  readiness: Readiness;
+  /** Absent when the `metrics` option is off (then so is the route). */
+  metrics: GatewayMetrics | undefined;
+  metricsAccess: MetricsAccess;
+  /** Routes a test adds (`startGateway({ extraRoutes })`), registered like every other. */
+  extra?: readonly Route[];
+}
+
+const route = (
+  method: Method,
+  path: string,
+  access: Access,
+  errors: "chat" | "messages",
+  handler: Handler,
+): Route => ({ method, path, access, errors, handler });
+
+export function routeTable(s: Services, options: TableOptions): Route[] {
+  const devices = new DeviceCodes(s.repos.deviceCodes, {
+    ttlSeconds: s.options.deviceCodeTtlSeconds ?? defaultDeviceCodeTtlSeconds,
+    intervalSeconds: s.options.devicePollIntervalSeconds ?? defaultDevicePollIntervalSeconds,
+  });
+  const usage = usageViews(s);
+  const jobs = jobHandlers(s);
+  const admin = adminHandlers(s);
+  const kit = kitHandlers({ mockScript: s.mockScript, clock: s.options.clock });
+  const device = deviceAuthHandlers(devices, s.options.now);
+  const toolKeys = toolKeyHandlers(s);
+  const ownerKeys = dashboardKeyHandlers(s);
+  const owner = dashboardAccountHandlers(s);
+  const pages = dashboardHandlers(s, devices);
+  const health = healthHandlers(options.readiness);
+  const files = fileHandler(s);
+  const { music, video, video_extension: extension } = jobKinds;
+
+  return [
+    // ---- the model API (/v1)
+    route("OPTIONS", "/v1/*", "public", "chat", preflight),
+    route("GET", "/v1/models", "public", "chat", modelsHandler(s.store)),
+    route("GET", "/v1/models/:id{.+}", "public", "chat", modelHandler(s.store)),
+    route("POST", "/v1/chat/completions", "key", "chat", completionHandler(s, "chat")),
+    route("POST", "/v1/messages", "key", "messages", completionHandler(s, "messages")),
+    route("POST", "/v1/responses", "key", "chat", completionHandler(s, "responses")),
+    route("POST", "/v1/messages/count_tokens", "key", "messages", countTokensHandler(s)),
+    route("POST", "/v1/embeddings", "key", "chat", embeddingsHandler(s)),
+    route("POST", "/v1/images/generations", "key", "chat", imagesHandler(s)),
+    route("POST", "/v1/images/edits", "key", "chat", imageEditsHandler(s)),
+    route("POST", "/v1/audio/speech", "key", "chat", speechHandler(s)),
+    route("POST", "/v1/audio/transcriptions", "key", "chat", transcriptionHandler(s)),
+    route("POST", music.path, "key", "chat", jobs.submitMusic),
+    route("GET", `${music.path}/:id`, "key", "chat", jobs.poll(music)),
+    route("GET", `${music.path}/:id/content`, "key", "chat", jobs.content(music)),
+    route("POST", video.path, "key", "chat", jobs.submitVideo),
+    route("GET", `${video.path}/:id`, "key", "chat", jobs.poll(video)),
+    route("GET", `${video.path}/:id/content`, "key", "chat", jobs.content(video)),
+    route("POST", extension.path, "key", "chat", jobs.submitExtension),
+    route("GET", `${extension.path}/:id`, "key", "chat", jobs.poll(extension)),
+    route("GET", `${extension.path}/:id/content`, "key", "chat", jobs.content(extension)),
+    route("GET", "/v1/files/:id", "key", "chat", files),
+    route("GET", "/v1/files/:id/content", "key", "chat", files),
+    route("GET", "/v1/account/quota", "key", "chat", quotaHandler(s)),
+    route("GET", "/v1/usage/summary", "key", "chat", usageHandler(usage.summary, s)),
+    route("GET", "/v1/usage/daily", "key", "chat", usageHandler(usage.daily, s)),
+    route("GET", "/v1/usage/requests", "key", "chat", usageHandler(usage.requests, s)),
+
+    // ---- the JSON API (/api)
+    route("GET", "/api/public/pricing", "public", "chat", pricingHandler(s.store)),
+    route("GET", "/api/admin/requests", "admin", "chat", admin.requests),
+    route("GET", "/api/admin/accounts", "admin", "chat", admin.accounts),
+    route("POST", "/api/admin/accounts", "admin", "chat", admin.createAccount),
+    route("GET", "/api/admin/accounts/:id", "admin", "chat", admin.account),
+    route("PATCH", "/api/admin/accounts/:id", "admin", "chat", admin.patchAccount),
+    route("POST", "/api/admin/accounts/:id/topup", "admin", "chat", admin.topUp),
+    route("POST", "/api/admin/accounts/:id/suspend", "admin", "chat", admin.suspend),
+    route("POST", "/api/admin/accounts/:id/reinstate", "admin", "chat", admin.reinstate),
+    route("POST", "/api/admin/accounts/:id/keys", "admin", "chat", admin.createKey),
+    route("DELETE", "/api/admin/keys/:keyId", "admin", "chat", admin.revokeKey),
+    route("GET", "/api/admin/accounts/:id/byok", "admin", "chat", admin.byok),
+    route("POST", "/api/admin/accounts/:id/byok", "admin", "chat", admin.addByok),
+    route("DELETE", "/api/admin/accounts/:id/byok/:byokId", "admin", "chat", admin.deleteByok),
+    route("GET", "/api/admin/mock/script", "admin", "chat", kit.script),
+    route("POST", "/api/admin/mock/script", "admin", "chat", kit.addScript),
+    route("DELETE", "/api/admin/mock/script", "admin", "chat", kit.resetScript),
+    route("POST", "/api/admin/clock", "admin", "chat", kit.setClock),
+    // The device flow (RFC 8628) answers its own refusals in OAuth's shape.
+    route("POST", "/api/auth/device/code", "public", "chat", device.code),
+    route("POST", "/api/auth/device/token", "public", "chat", device.token),
+    route("POST", "/api/auth/device/cancel", "public", "chat", device.cancel),
+    route("GET", "/api/auth/whoami", "any-key", "chat", toolKeys.whoami),
+    route("POST", "/api/auth/logout", "login", "chat", toolKeys.logout),
+    route("POST", "/api/keys", "login", "chat", toolKeys.create),
+    route("GET", "/api/keys", "login", "chat", toolKeys.list),
+    route("DELETE", "/api/keys/:idOrLabel", "login", "chat", toolKeys.revoke),
+    route("GET", "/api/dashboard/keys", "owner", "chat", ownerKeys.list),
+    route("POST", "/api/dashboard/keys", "owner", "chat", ownerKeys.create),
+    route("DELETE", "/api/dashboard/keys/:idOrLabel", "owner", "chat", ownerKeys.revoke),
+    route("GET", "/api/dashboard/account", "owner", "chat", owner.account),
+    route("GET", "/api/dashboard/byok", "owner", "chat", owner.byok),
+    route("POST", "/api/dashboard/byok", "owner", "chat", owner.addByok),
+    route("DELETE", "/api/dashboard/byok/:id", "owner", "chat", owner.deleteByok),
+    route("PUT", "/api/dashboard/payg", "owner", "chat", owner.payg),
+    route("GET", "/api/dashboard/usage/summary", "owner", "chat", owner.usage(usage.summary)),
+    route("GET", "/api/dashboard/usage/daily", "owner", "chat", owner.usage(usage.daily)),
+    route("GET", "/api/dashboard/usage/requests", "owner", "chat", owner.usage(usage.requests)),
+
+    // ---- the owner's pages (/dashboard)
+    route("GET", "/dashboard/login", "public", "chat", pages.login),
+    route("GET", dashboardScriptPath, "public", "chat", pages.script),
+    route("GET", "/dashboard", "owner-page", "chat", pages.home),
+    route("POST", "/dashboard/keys", "owner-page", "chat", pages.createKey),
+    route("POST", "/dashboard/keys/:id/revoke", "owner-page", "chat", pages.revokeKey),
+    route("GET", "/dashboard/device", "owner-page", "chat", pages.device),
+    route("POST", "/dashboard/device/approve", "owner-page", "chat", pages.approve),
+    route("POST", "/dashboard/device/deny", "owner-page", "chat", pages.deny),
+
+    // ---- the rest
+    route("GET", "/", "public", "chat", landingHandler),
+    route("GET", "/health", "public", "chat", health.live),
+    route("GET", "/health/ready", "public", "chat", health.ready),
+    ...(options.metrics
+      ? [
+          route(
+            "GET",
+            "/metrics",
+            options.metricsAccess === "admin" ? "admin" : "public",
+            "chat",
+            metricsHandler(options.metrics),
+          ),
+        ]
+      : []),
+    ...(options.extra ?? []),
+  ];
+}

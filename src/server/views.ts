@@ -1,0 +1,84 @@
+import { microToIdr } from "../store/money.js";
+import { type AccountRow, type ByokRow, parseSubscription } from "../store/types.js";
+import { nextUtcMidnight, subscriptionWindowStart, utcDay } from "../store/utc-windows.js";
+import type { Services } from "./services.js";
+
+/** The JSON shapes both the API and the dashboard show. */
+
+/** What the account can spend now: the quota endpoint's body, also shown on the dashboard. */
+export function quota(s: Services, account: AccountRow) {
+  const now = s.options.now();
+  const catalog = s.store.getCatalog();
+  const tier = catalog.tiers.get(account.tier) ?? catalog.tiers.get("free");
+  const freeUsed = s.ledger.freeUsed(account.id, utcDay(now));
+  const subscription = parseSubscription(account);
+  const startedAt = account.subscription_started_at ?? account.created_at;
+  const paygResetsAt = account.payg_window_start + account.payg_window_seconds * 1000;
+  return {
+    object: "account.quota",
+    account_id: account.id,
+    status: account.status,
+    tier: account.tier,
+    balance_idr: microToIdr(account.balance_micro),
+    /** Held by requests and jobs in flight: charged (in part) or released when they end. */
+    held_idr: microToIdr(s.ledger.heldMicro(account.id)),
+    payg: account.payg_enabled
+      ? {
+          enabled: true,
+          limit_idr: microToIdr(account.payg_limit_micro),
+          spent_idr: now >= paygResetsAt ? 0 : microToIdr(account.payg_spent_micro),
+          resets_at: iso(
+            now >= paygResetsAt
+              ? subscriptionWindowStart(
+                  account.payg_window_start,
+                  account.payg_window_seconds,
+                  now,
+                ) +
+                  account.payg_window_seconds * 1000
+              : paygResetsAt,
+          ),
+        }
+      : null,
+    subscription: subscription
+      ? {
+          plan: subscription.plan,
+          payg_fallback: subscription.payg_fallback,
+          free_fallback: subscription.free_fallback,
+          windows: subscription.windows.map((w) => {
+            const start = subscriptionWindowStart(startedAt, w.seconds, now);
+            const used = s.ledger.subscriptionUsed(account.id, w.name, start);
+            return {
+              name: w.name,
+              seconds: w.seconds,
+              quota: w.quota,
+              used,
+              remaining: Math.max(0, w.quota - used),
+              resets_at: iso(start + w.seconds * 1000),
+            };
+          }),
+        }
+      : null,
+    free: {
+      daily_limit: tier?.free_daily ?? 0,
+      daily_used: freeUsed,
+      daily_remaining: Math.max(0, (tier?.free_daily ?? 0) - freeUsed),
+      resets_at: iso(nextUtcMidnight(now)),
+      requests_per_minute: tier?.free_rpm ?? 0,
+    },
+    rate_limit: { requests_per_minute: account.rpm_limit },
+  };
+}
+
+const iso = (ms: number) => new Date(ms).toISOString();
+
+/** A linked provider key is never returned whole: only its last four characters. */
+export function byokView(b: ByokRow) {
+  return {
+    id: b.id,
+    provider: b.provider_id,
+    label: b.label,
+    position: b.position,
+    key_hint: `...${b.secret.slice(-4)}`,
+    created_at: b.created_at,
+  };
+}
