@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { type Browser, chromium } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { createOwnerLink } from "../src/server/dashboard/owner-session.js";
+import { createOwnerLink } from "../src/server/auth/owner-session.js";
 import { type CliHome, cliHome, killRunningClis, loginPrompt, spawnCli } from "./support/cli.js";
 import { chat, post, type TestGateway, testGateway } from "./support/gateway.js";
 

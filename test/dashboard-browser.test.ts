@@ -2,7 +2,7 @@ import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createOwnerLink } from "../src/server/dashboard/owner-session.js";
+import { createOwnerLink } from "../src/server/auth/owner-session.js";
 import { quota } from "./support/api.js";
 import { baseConfig, chat, post, type TestGateway, testGateway } from "./support/gateway.js";
 

@@ -3,7 +3,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import {
   maxCodesPerAddressPerMinute,
   maxPendingCodesPerAddress,
-} from "../src/server/dashboard/device-codes.js";
+} from "../src/server/auth/device-codes.js";
 import {
   approvalPage,
   type CliHome,

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createOwnerLink } from "../src/server/dashboard/owner-session.js";
+import { createOwnerLink } from "../src/server/auth/owner-session.js";
 import { approvalPage, decide, ownerDecides, ownerSession } from "./support/cli.js";
 import { chat, post, type TestGateway, testGateway } from "./support/gateway.js";
 

@@ -43,7 +43,7 @@ Examples:
       const { SqliteServeRecord } = await import("../store/serve-record.js");
       const { SqliteSessions } = await import("../store/sessions.js");
       const { liveServeRuntime } = await import("../server/dashboard/serve-runtime.js");
-      const { createOwnerLink } = await import("../server/dashboard/owner-session.js");
+      const { createOwnerLink } = await import("../server/auth/owner-session.js");
       const db = openDatabase(flags.db);
       try {
         const server = await liveServeRuntime(new SqliteServeRecord(db));

@@ -1,6 +1,6 @@
 import type { Context } from "hono";
 import type { KeyWithAccount } from "../store/types.js";
-import type { OwnerSession } from "./dashboard/owner-session.js";
+import type { OwnerSession } from "./auth/owner-session.js";
 import type { ErrorStyle } from "./errors.js";
 
 /** The caller a key check found. */

@@ -2,7 +2,7 @@ import { RESPONSE_ALREADY_SENT } from "@hono/node-server/utils/response";
 import type { Context } from "hono";
 import { Hono } from "hono";
 import type { AppEnv, Handler, Route, Surface } from "./app-env.js";
-import { accessGuards, type Guard } from "./auth.js";
+import { accessGuards, type Guard } from "./auth/guards.js";
 import { errorResponse, GatewayError, PlainTextError } from "./errors.js";
 import { refuseDeclaredLength } from "./http/body.js";
 import { allowAnyOrigin, withCors } from "./http/cors.js";

@@ -4,11 +4,11 @@ import { getRequestListener } from "@hono/node-server";
 import { Store } from "../store/store.js";
 import { buildApp } from "./app.js";
 import type { Route } from "./app-env.js";
+import { createOwnerLink } from "./auth/owner-session.js";
 import { type Clock, type GatewayClock, ManualClock, realClock } from "./clock.js";
 import { applyConfig } from "./config/apply.js";
 import { demoAccountId, demoConfig } from "./config/demo.js";
 import { ConfigError, loadConfigFile, parseConfig } from "./config/load.js";
-import { createOwnerLink } from "./dashboard/owner-session.js";
 import type { PublicGatewayOptions, PublicRunningGateway } from "./gateway-types.js";
 import { defaultBodyLimitBytes } from "./http/body.js";
 import {

@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createOwnerLink } from "../../src/server/dashboard/owner-session.js";
+import { createOwnerLink } from "../../src/server/auth/owner-session.js";
 import type { RunningGateway } from "../../src/server/gateway.js";
 
 /**

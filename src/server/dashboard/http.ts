@@ -1,8 +1,6 @@
 import type { Context } from "hono";
 import { getCookie, setCookie } from "hono/cookie";
 import type { AppEnv } from "../app-env.js";
-import { isTooLarge, readFormFields } from "../http/body.js";
-import { ownOrigin, requestHeader } from "../http/request.js";
 import {
   csrfTokenMatches,
   isSameOriginRequest,
@@ -12,7 +10,9 @@ import {
   returnToTtlSeconds,
   safeReturnPath,
   sessionCookieName,
-} from "./owner-session.js";
+} from "../auth/owner-session.js";
+import { isTooLarge, readFormFields } from "../http/body.js";
+import { ownOrigin, requestHeader } from "../http/request.js";
 import { forbiddenPage, type Page, signInNeededPage, unreadableFormPage } from "./pages.js";
 
 /**

@@ -1,7 +1,7 @@
 import type { Store } from "../../store/store.js";
 import type { KeyRow } from "../../store/types.js";
+import type { DecisionRefusal } from "../auth/device-codes.js";
 import type { byokView, quota } from "../views.js";
-import type { DecisionRefusal } from "./device-codes.js";
 
 /**
  * The dashboard's HTML: plain forms and inline SVG charts, readable in a text browser; the one

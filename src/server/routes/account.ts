@@ -1,8 +1,6 @@
 import type { Context } from "hono";
-import { microToIdr } from "../../store/money.js";
-import { type AccountRow, parseSubscription } from "../../store/types.js";
+import type { AccountRow } from "../../store/types.js";
 import type { AppEnv, Handler } from "../app-env.js";
-import { nextUtcMidnight, subscriptionWindowStart, utcDay } from "../billing/ledger.js";
 import { GatewayError } from "../errors.js";
 import type { Services } from "../services.js";
 import { quota } from "../views.js";

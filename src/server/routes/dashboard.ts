@@ -2,8 +2,7 @@ import type { Context } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import { microToIdr } from "../../store/money.js";
 import type { Handler } from "../app-env.js";
-import { type DeviceCodes, formatUserCode, normalizeUserCode } from "../dashboard/device-codes.js";
-import { currentSession, formField, sendPage } from "../dashboard/http.js";
+import { type DeviceCodes, formatUserCode, normalizeUserCode } from "../auth/device-codes.js";
 import {
   type OwnerSession,
   OwnerSessions,
@@ -11,7 +10,8 @@ import {
   safeReturnPath,
   sessionCookieName,
   sessionTtlSeconds,
-} from "../dashboard/owner-session.js";
+} from "../auth/owner-session.js";
+import { currentSession, formField, sendPage } from "../dashboard/http.js";
 import {
   approvalPage,
   approvedPage,

@@ -7,7 +7,7 @@ import {
   type IssueRefusal,
   maxCodesPerAddressPerMinute,
   maxPendingCodesPerAddress,
-} from "../dashboard/device-codes.js";
+} from "../auth/device-codes.js";
 import { isTooLarge, readBody, readFormFields, tooDeepMessage } from "../http/body.js";
 import { clientIp, gatewayUrl, requestHeader } from "../http/request.js";
 import { maxJsonDepth, nestedDeeperThan } from "../wire/json-depth.js";

@@ -1,5 +1,5 @@
 import type { Access, Handler, Method, Route, Surface, Unmatched } from "../app-env.js";
-import { DeviceCodes } from "../dashboard/device-codes.js";
+import { DeviceCodes } from "../auth/device-codes.js";
 import { dashboardScriptPath } from "../dashboard/pages.js";
 import { PlainTextError } from "../errors.js";
 import { apiBodyLimit } from "../http/body.js";

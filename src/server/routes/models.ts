@@ -2,7 +2,7 @@ import { microToIdr } from "../../store/money.js";
 import type { Catalog, Store } from "../../store/store.js";
 import type { ModelRow } from "../../store/types.js";
 import type { Handler } from "../app-env.js";
-import { presentsAdminKey } from "../auth.js";
+import { presentsAdminKey } from "../auth/guards.js";
 import { isFreeModelName } from "../billing/pricing.js";
 import { modelNotFound } from "../dispatch/resolve.js";
 

@@ -1,15 +1,15 @@
 import type { Context } from "hono";
-import type { SessionsRepository } from "../store/sessions.js";
-import type { Store } from "../store/store.js";
-import type { KeyWithAccount } from "../store/types.js";
-import type { Access, AppEnv, Method } from "./app-env.js";
-import { ownerPageGuard } from "./dashboard/http.js";
-import { OwnerSessions, requireOwnerSession } from "./dashboard/owner-session.js";
-import { GatewayError, PlainTextError } from "./errors.js";
-import { clientIp, nodeIncoming, requestHeader } from "./http/request.js";
-import { traceOf } from "./http/request-trace.js";
-import { markStage } from "./http/stages.js";
-import type { SharedKeyLimiter } from "./limits/shared-key.js";
+import type { SessionsRepository } from "../../store/sessions.js";
+import type { Store } from "../../store/store.js";
+import type { KeyWithAccount } from "../../store/types.js";
+import type { Access, AppEnv, Method } from "../app-env.js";
+import { ownerPageGuard } from "../dashboard/http.js";
+import { GatewayError, PlainTextError } from "../errors.js";
+import { clientIp, nodeIncoming, requestHeader } from "../http/request.js";
+import { traceOf } from "../http/request-trace.js";
+import { markStage } from "../http/stages.js";
+import type { SharedKeyLimiter } from "../limits/shared-key.js";
+import { OwnerSessions, requireOwnerSession } from "./owner-session.js";
 
 /** `Authorization: Bearer <key>` or `x-api-key: <key>`; nothing else authenticates on /v1. */
 export function presentedKey(c: Context): string | undefined {
