@@ -103,8 +103,8 @@ async function pollForApproval(
   let intervalSeconds = device.interval ?? 5;
   const deadline = ctx.now() + device.expires_in * 1000;
   const remaining = () => {
-    const s = Math.max(0, Math.round((deadline - ctx.now()) / 1000));
-    return `${Math.floor(s / 60)}:${String(s % 60).padStart(2, "0")}`;
+    const seconds = Math.max(0, Math.round((deadline - ctx.now()) / 1000));
+    return `${Math.floor(seconds / 60)}:${String(seconds % 60).padStart(2, "0")}`;
   };
   const spinner = startSpinner(
     () => `Waiting for approval in the browser (code expires in ${remaining()})...`,

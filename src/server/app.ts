@@ -22,17 +22,17 @@ import type { Services } from "./services.js";
  * A path no route serves goes through the same steps for its part of the surface (`unmatched`)
  * and ends in a 404.
  */
-export function buildApp(s: Services, routes: readonly Route[]): Hono<AppEnv> {
+export function buildApp(services: Services, routes: readonly Route[]): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
-  const parts = surfaces(s.options.bodyLimitBytes);
-  const guardOf = accessGuards(s);
+  const parts = surfaces(services.options.bodyLimitBytes);
+  const guardOf = accessGuards(services);
   const register = (route: Route): Handler => {
     // A preflight is answered before its part's checks, as browsers send it without credentials.
     const surface =
       route.method === "OPTIONS"
         ? undefined
         : parts.find((part) => underPrefix(route.path, part.prefix));
-    return registered(s, route, surface, guardOf(route.access, route.method));
+    return registered(services, route, surface, guardOf(route.access, route.method));
   };
 
   for (const route of routes) app.on(route.method, route.path, register(route));
@@ -56,14 +56,14 @@ export function buildApp(s: Services, routes: readonly Route[]): Hono<AppEnv> {
   });
   // Every route renders its own errors; this catches only a fault of the app itself.
   app.onError((err, c) => {
-    s.ledger.noteStorageFailure(err);
+    services.ledger.noteStorageFailure(err);
     return errorResponse(err, "chat", `${c.req.method} ${pathOf(c)}`);
   });
   return app;
 }
 
 function registered(
-  s: Services,
+  services: Services,
   route: Route,
   surface: Surface | undefined,
   guard: Guard | undefined,
@@ -81,11 +81,11 @@ function registered(
       outgoing.destroy();
       return RESPONSE_ALREADY_SENT;
     }
-    s.ledger.noteStorageFailure(err);
+    services.ledger.noteStorageFailure(err);
     return errorResponse(err, errors, name);
   };
   const run = (c: Context<AppEnv>): Response | Promise<Response> => {
-    if (sameOrigin) refuseCrossOrigin(c, ownOrigin(s.options.publicOrigin, c));
+    if (sameOrigin) refuseCrossOrigin(c, ownOrigin(services.options.publicOrigin, c));
     if (limit) {
       refuseDeclaredLength(c, limit);
       c.set("bodyLimit", limit);

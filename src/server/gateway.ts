@@ -134,10 +134,10 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
       ),
     );
     const server = await new Promise<Server>((resolve, reject) => {
-      const s = createServer(connectionServerOptions(limits), listener);
-      guardConnections(s, limits);
-      s.once("error", reject);
-      s.listen(options.port ?? 0, host, () => resolve(s));
+      const created = createServer(connectionServerOptions(limits), listener);
+      guardConnections(created, limits);
+      created.once("error", reject);
+      created.listen(options.port ?? 0, host, () => resolve(created));
     });
     const port = (server.address() as AddressInfo).port;
     const jobRunner = await startJobRunner(services);

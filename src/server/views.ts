@@ -6,11 +6,11 @@ import type { Services } from "./services.js";
 /** The JSON shapes both the API and the dashboard show. */
 
 /** What the account can spend now: the quota endpoint's body, also shown on the dashboard. */
-export function quota(s: Services, account: AccountRow) {
-  const now = s.options.now();
-  const catalog = s.store.getCatalog();
+export function quota(services: Services, account: AccountRow) {
+  const now = services.options.now();
+  const catalog = services.store.getCatalog();
   const tier = catalog.tiers.get(account.tier) ?? catalog.tiers.get("free");
-  const freeUsed = s.ledger.freeUsed(account.id, utcDay(now));
+  const freeUsed = services.ledger.freeUsed(account.id, utcDay(now));
   const subscription = parseSubscription(account);
   const startedAt = account.subscription_started_at ?? account.created_at;
   const paygResetsAt = account.payg_window_start + account.payg_window_seconds * 1000;
@@ -21,7 +21,7 @@ export function quota(s: Services, account: AccountRow) {
     tier: account.tier,
     balance_idr: microToIdr(account.balance_micro),
     /** Held by requests and jobs in flight: charged (in part) or released when they end. */
-    held_idr: microToIdr(s.ledger.heldMicro(account.id)),
+    held_idr: microToIdr(services.ledger.heldMicro(account.id)),
     payg: account.payg_enabled
       ? {
           enabled: true,
@@ -46,7 +46,7 @@ export function quota(s: Services, account: AccountRow) {
           free_fallback: subscription.free_fallback,
           windows: subscription.windows.map((w) => {
             const start = subscriptionWindowStart(startedAt, w.seconds, now);
-            const used = s.ledger.subscriptionUsed(account.id, w.name, start);
+            const used = services.ledger.subscriptionUsed(account.id, w.name, start);
             return {
               name: w.name,
               seconds: w.seconds,

@@ -44,29 +44,30 @@ const subscribersOnly = () =>
  * Every limit and the money hold, in the spec's order, before anything is dispatched. What is
  * admitted holds its worst-case cost; `settleAdmission` charges the real cost afterwards.
  */
-export async function admit(s: Services, input: AdmitInput): Promise<Admission> {
+export async function admit(services: Services, input: AdmitInput): Promise<Admission> {
   const { trace } = input;
   if (trace) {
     trace.model = input.target.name;
     trace.keyLabel = input.key.label;
     trace.stream = input.stream;
   }
-  const now = s.options.now();
-  const account = s.store.getAccount(input.key.account_id);
+  const now = services.options.now();
+  const account = services.store.getAccount(input.key.account_id);
   if (!account) throw new GatewayError(500, "internal_error", "account missing");
   const subscription = parseSubscription(account);
   const free = isFreeModelName(input.target.name);
-  const byok = s.store.listByok(account.id);
+  const byok = services.store.listByok(account.id);
   let rateHeaders: RateHeaders | undefined;
   const tier =
-    s.store.getCatalog().tiers.get(account.tier) ?? s.store.getCatalog().tiers.get("free");
+    services.store.getCatalog().tiers.get(account.tier) ??
+    services.store.getCatalog().tiers.get("free");
   if (!tier) throw new GatewayError(500, "internal_error", "no free tier configured");
 
   if (free) {
-    freeTokenBudgetCheck(s, input.target.models[0], now);
-    rateHeaders = s.limits.takeFreeRpm(account.id, tier, now);
-    await s.limits.spaceFreeBurst(account.id, tier, s.options.clock, input.signal);
-    const reservation = s.ledger.reserve({
+    freeTokenBudgetCheck(services, input.target.models[0], now);
+    rateHeaders = services.limits.takeFreeRpm(account.id, tier, now);
+    await services.limits.spaceFreeBurst(account.id, tier, services.options.clock, input.signal);
+    const reservation = services.ledger.reserve({
       ...baseReserve(input, account, now),
       worstCaseMicro: 0,
       subscriptionModel: false,
@@ -84,10 +85,10 @@ export async function admit(s: Services, input: AdmitInput): Promise<Admission> 
     throw subscribersOnly();
   }
   if (input.accountRpm) {
-    s.limits.takePaidRpm(account, now);
+    services.limits.takePaidRpm(account, now);
     if (
       input.key.kind === "shared" &&
-      !s.sharedKeys.admitKey(input.key.id, account.rpm_limit, now)
+      !services.sharedKeys.admitKey(input.key.id, account.rpm_limit, now)
     ) {
       throw new GatewayError(
         429,
@@ -109,7 +110,7 @@ export async function admit(s: Services, input: AdmitInput): Promise<Admission> 
   try {
     return {
       account,
-      reservation: s.ledger.reserve(base),
+      reservation: services.ledger.reserve(base),
       rateHeaders,
       byok,
       byokOnly: false,
@@ -120,7 +121,7 @@ export async function admit(s: Services, input: AdmitInput): Promise<Admission> 
     // An account that cannot pay may still use its own provider keys, and only those.
     const byokCovers = models.every((m) => byok.some((b) => b.provider_id === m.provider_id));
     if (err instanceof GatewayError && err.status === 402 && byokCovers) {
-      const reservation = s.ledger.reserve({ ...base, payment: "byok" });
+      const reservation = services.ledger.reserve({ ...base, payment: "byok" });
       return { account, reservation, rateHeaders, byok, byokOnly: true, free, trace };
     }
     throw err;
@@ -139,9 +140,9 @@ function baseReserve(input: AdmitInput, account: AccountRow, now: number) {
   };
 }
 
-function freeTokenBudgetCheck(s: Services, model: ModelRow | undefined, now: number): void {
+function freeTokenBudgetCheck(services: Services, model: ModelRow | undefined, now: number): void {
   if (!model?.free_token_budget || !model.free_token_window_seconds) return;
-  const used = s.store.freeTokensUsed(model.name, model.free_token_window_seconds, now);
+  const used = services.store.freeTokensUsed(model.name, model.free_token_window_seconds, now);
   if (used >= model.free_token_budget) {
     throw new GatewayError(
       429,
@@ -166,12 +167,12 @@ export interface Settlement {
 }
 
 export function settleAdmission(
-  s: Services,
+  services: Services,
   admission: Admission,
   outcome: Settlement,
   options: SettleOptions = {},
 ): void {
-  const now = s.options.now();
+  const now = services.options.now();
   const metered: Metered = {
     inputTokens: outcome.usage.input_tokens,
     outputTokens: outcome.usage.output_tokens,
@@ -179,7 +180,7 @@ export function settleAdmission(
   };
   const cost =
     outcome.model && !outcome.byokServed && !admission.free ? costMicro(outcome.model, metered) : 0;
-  const charged = s.ledger.settle(
+  const charged = services.ledger.settle(
     admission.reservation,
     {
       status: outcome.status,
@@ -209,7 +210,7 @@ export function settleAdmission(
     outcome.model?.free_token_budget &&
     outcome.model.free_token_window_seconds
   ) {
-    s.store.addFreeTokens(
+    services.store.addFreeTokens(
       outcome.model.name,
       outcome.model.free_token_window_seconds,
       metered.inputTokens + metered.outputTokens,
@@ -221,24 +222,24 @@ export function settleAdmission(
 /** Settles a request that delivered its answer; resolves once the charge is committed, so the
  * answer never leaves unbilled. */
 export async function settleDelivered(
-  s: Services,
+  services: Services,
   admission: Admission,
   outcome: Omit<Settlement, "delivered">,
 ): Promise<void> {
-  settleAdmission(s, admission, { ...outcome, delivered: true });
-  await s.ledger.committed();
+  settleAdmission(services, admission, { ...outcome, delivered: true });
+  await services.ledger.committed();
 }
 
 /** Settles a request that produced nothing and returns the error the client should see. */
 export function failAdmission(
-  s: Services,
+  services: Services,
   admission: Admission,
   err: unknown,
   options: SettleOptions = {},
 ): GatewayError {
   const error = toGatewayError(err);
   settleAdmission(
-    s,
+    services,
     admission,
     {
       status: error.status,

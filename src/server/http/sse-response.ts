@@ -86,24 +86,24 @@ export function sendSse(outgoing: ServerResponse, stream: SseStream, keptAlive?:
   void pump(nodeSink(outgoing), stream);
 }
 
-async function pump(sink: Sink, s: SseStream): Promise<void> {
+async function pump(sink: Sink, stream: SseStream): Promise<void> {
   let delivered = false;
-  const finish = (end: Omit<StreamEnd, "delivered">) => s.onEnd({ delivered, ...end });
-  let next = Promise.resolve(s.first);
+  const finish = (end: Omit<StreamEnd, "delivered">) => stream.onEnd({ delivered, ...end });
+  let next = Promise.resolve(stream.first);
   // The closing event waits here until the stream's charge is committed.
   let closing: Uint8Array | undefined;
   try {
     for (;;) {
       const result = await next;
       if (sink.closed) {
-        void s.pieces.return?.(undefined).catch(() => {});
+        void stream.pieces.return?.(undefined).catch(() => {});
         finish({ cancelled: true });
         return;
       }
       if (result.done) break;
       const piece = typeof result.value === "string" ? encoder.encode(result.value) : result.value;
-      next = s.pieces.next();
-      if (s.isClosingEvent(result.value)) {
+      next = stream.pieces.next();
+      if (stream.isClosingEvent(result.value)) {
         closing = piece;
         continue;
       }
@@ -119,7 +119,7 @@ async function pump(sink: Sink, s: SseStream): Promise<void> {
       finish({ cancelled: true });
       return;
     }
-    sink.write(encoder.encode(s.errorEvent(error)));
+    sink.write(encoder.encode(stream.errorEvent(error)));
     sink.end();
     finish({ error, cancelled: false });
     return;
@@ -127,10 +127,10 @@ async function pump(sink: Sink, s: SseStream): Promise<void> {
   finish({ cancelled: false });
   if (closing) {
     try {
-      await s.recorded();
+      await stream.recorded();
     } catch (error) {
       // The charge could not be recorded: the client must not see a finished answer.
-      sink.write(encoder.encode(s.errorEvent(error)));
+      sink.write(encoder.encode(stream.errorEvent(error)));
       sink.end();
       return;
     }

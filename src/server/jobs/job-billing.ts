@@ -21,8 +21,8 @@ export function jobHold(
 }
 
 /** settleAdmission needs only the reservation and whether the model is free. */
-function admissionOf(s: Services, hold: JobHold): Admission {
-  const account = s.store.getAccount(hold.reservation.accountId);
+function admissionOf(services: Services, hold: JobHold): Admission {
+  const account = services.store.getAccount(hold.reservation.accountId);
   if (!account) throw new GatewayError(500, "internal_error", "job account missing");
   return {
     account,
@@ -39,14 +39,14 @@ function admissionOf(s: Services, hold: JobHold): Admission {
  * charge is written into that transaction, so the row and its charge commit together.
  */
 export function chargeJob(
-  s: Services,
+  services: Services,
   hold: JobHold,
   served: { model: ModelRow; providerId: string; byokServed: boolean },
   units: number,
 ): void {
   settleAdmission(
-    s,
-    admissionOf(s, hold),
+    services,
+    admissionOf(services, hold),
     {
       status: 200,
       usage: { input_tokens: 0, output_tokens: 0 },
@@ -59,6 +59,6 @@ export function chargeJob(
 }
 
 /** Gives the hold back and returns the error the job reports; same transaction rule as chargeJob. */
-export function refundJob(s: Services, hold: JobHold, err: unknown): GatewayError {
-  return failAdmission(s, admissionOf(s, hold), err, { writeNow: true });
+export function refundJob(services: Services, hold: JobHold, err: unknown): GatewayError {
+  return failAdmission(services, admissionOf(services, hold), err, { writeNow: true });
 }

@@ -44,7 +44,7 @@ export class JobRunner {
   private readonly leaseMs: number;
 
   constructor(
-    private readonly s: Services,
+    private readonly services: Services,
     private readonly jobs: JobsRepository,
     options: JobRunnerOptions = {},
   ) {
@@ -77,7 +77,7 @@ export class JobRunner {
    */
   private async recover(): Promise<void> {
     for (const job of await this.jobs.requeueInterrupted())
-      this.s.ledger.restoreHold(jobInput(job).hold.reservation);
+      this.services.ledger.restoreHold(jobInput(job).hold.reservation);
   }
 
   private schedule(ms: number): void {
@@ -104,7 +104,11 @@ export class JobRunner {
 
   private async claimWhileRoom(): Promise<void> {
     while (!this.stopped && this.active.size < this.concurrency) {
-      const job = await this.jobs.claimNext(this.instanceId, this.leaseMs, this.s.options.now());
+      const job = await this.jobs.claimNext(
+        this.instanceId,
+        this.leaseMs,
+        this.services.options.now(),
+      );
       // Claimed as the runner stopped: the row stays running and the next start queues it again.
       if (!job || this.stopped) return;
       // Its lease ran out while it ran here (the process stalled): the claim renewed it.
@@ -152,7 +156,7 @@ export class JobRunner {
     try {
       // Finished work is written even while stopping: stop() waits for it, the file is open.
       const { media, model, providerId, byokServed } = await this.produce(job, signal);
-      const now = this.s.options.now();
+      const now = this.services.options.now();
       const result = {
         content_type: media.contentType,
         duration: media.duration,
@@ -160,7 +164,7 @@ export class JobRunner {
       };
       await this.jobs.complete(job.id, this.instanceId, result, media.bytes, now, () =>
         chargeJob(
-          this.s,
+          this.services,
           input.hold,
           { model, providerId, byokServed },
           billedSeconds(input.request),
@@ -170,8 +174,8 @@ export class JobRunner {
       // Aborted by stop() or a lost lease: the row stays `running` for whoever runs it next.
       if (signal.aborted) return;
       try {
-        await this.jobs.fail(job.id, this.instanceId, this.s.options.now(), () => {
-          const error = refundJob(this.s, input.hold, err);
+        await this.jobs.fail(job.id, this.instanceId, this.services.options.now(), () => {
+          const error = refundJob(this.services, input.hold, err);
           return { code: error.code, message: error.message };
         });
       } catch (writeErr) {
@@ -187,8 +191,8 @@ export class JobRunner {
     const { request, hold } = jobInput(job);
     const modality = jobKinds[job.kind].modality;
     const target = forMediaWire(
-      this.s,
-      forModality(resolveTarget(this.s.store.getCatalog(), job.model), modality),
+      this.services,
+      forModality(resolveTarget(this.services.store.getCatalog(), job.model), modality),
       modality,
     );
     const source = request.video_id
@@ -199,12 +203,12 @@ export class JobRunner {
     }
     // The first attempt's time runs from the claim, so a manual clock advanced while the job is
     // running counts even if the wait below has not begun yet.
-    const { clock } = this.s.options;
+    const { clock } = this.services.options;
     let claimedAt = job.started_at;
-    const { result, attempt } = await this.s.dispatcher.dispatchWith(
+    const { result, attempt } = await this.services.dispatcher.dispatchWith(
       target,
       signal,
-      { byok: this.s.store.listByok(job.account_id), byokOnly: hold.byokOnly },
+      { byok: this.services.store.listByok(job.account_id), byokOnly: hold.byokOnly },
       async (attempt) => {
         const start = claimedAt ?? clock.now();
         claimedAt = null;
@@ -226,15 +230,15 @@ const runners = new WeakMap<Services, JobRunner>();
 
 /** Called once by the gateway at start-up; the runner restores the holds of unfinished jobs. */
 export async function startJobRunner(
-  s: Services,
+  services: Services,
   options: JobRunnerOptions = {},
 ): Promise<JobRunner> {
-  const runner = new JobRunner(s, s.repos.jobs, options);
-  runners.set(s, runner);
+  const runner = new JobRunner(services, services.repos.jobs, options);
+  runners.set(services, runner);
   await runner.start();
   return runner;
 }
 
-export function wakeJobRunner(s: Services): void {
-  runners.get(s)?.wake();
+export function wakeJobRunner(services: Services): void {
+  runners.get(services)?.wake();
 }

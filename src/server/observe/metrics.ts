@@ -34,7 +34,7 @@ interface Series {
 /** Latency buckets in seconds: a mock answer takes milliseconds, a long stream a minute. */
 const latencyBuckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
 
-export function createMetrics(s: Services): GatewayMetrics {
+export function createMetrics(services: Services): GatewayMetrics {
   const registry = new Registry();
   const registers = [registry];
   const requests = new Counter({
@@ -73,7 +73,7 @@ export function createMetrics(s: Services): GatewayMetrics {
     help: "Admitted requests and jobs whose hold is not yet settled",
     registers,
     collect() {
-      this.set(s.ledger.holdsInFlight().count);
+      this.set(services.ledger.holdsInFlight().count);
     },
   });
   new Gauge({
@@ -81,11 +81,11 @@ export function createMetrics(s: Services): GatewayMetrics {
     help: "Money held by requests and jobs in flight, in micro-IDR",
     registers,
     collect() {
-      this.set(s.ledger.holdsInFlight().micro);
+      this.set(services.ledger.holdsInFlight().micro);
     },
   });
 
-  s.dispatcher.upstreamFailed = (provider, failure) =>
+  services.dispatcher.upstreamFailed = (provider, failure) =>
     upstreamFailures.inc({ provider, kind: failure.kind });
 
   let routeOf: (method: string, path: string) => string = () => "unmatched";
@@ -116,7 +116,7 @@ export function createMetrics(s: Services): GatewayMetrics {
     observe(r) {
       const route = r.status === 404 ? "unmatched" : routeOf(r.method, r.path);
       // Only names the catalog knows: a client must not grow the label set with made-up models.
-      const catalog = s.store.getCatalog();
+      const catalog = services.store.getCatalog();
       const model =
         r.model !== undefined && (catalog.models.has(r.model) || catalog.routes.has(r.model))
           ? r.model

@@ -6,7 +6,7 @@ import type { Services } from "../services.js";
 import { quota } from "../views.js";
 
 /** GET /v1/account/quota: what the key's account can spend now. Shared keys may not read it. */
-export function quotaHandler(s: Services): Handler {
+export function quotaHandler(services: Services): Handler {
   return (c) => {
     const { key } = c.get("auth");
     if (key.kind === "shared") {
@@ -16,13 +16,13 @@ export function quotaHandler(s: Services): Handler {
         "Shared keys cannot read the account quota.",
       );
     }
-    return c.json(quota(s, accountOf(s, c)));
+    return c.json(quota(services, accountOf(services, c)));
   };
 }
 
 /** GET /v1/usage/{name}: one of the usage reports, for the key's account. */
-export function usageHandler(view: UsageView, s: Services): Handler {
-  return (c) => c.json(view(accountOf(s, c).id, c));
+export function usageHandler(view: UsageView, services: Services): Handler {
+  return (c) => c.json(view(accountOf(services, c).id, c));
 }
 
 export type UsageView = (accountId: string, c: Context) => object;
@@ -31,37 +31,39 @@ export type UsageView = (accountId: string, c: Context) => object;
  * The three usage reports, keyed by the last path segment. Each counts against the account's
  * one budget of 60 reads per minute, whichever route (key or dashboard) serves it.
  */
-export function usageViews(s: Services): Record<"summary" | "daily" | "requests", UsageView> {
+export function usageViews(
+  services: Services,
+): Record<"summary" | "daily" | "requests", UsageView> {
   const limited =
     (view: UsageView): UsageView =>
     (accountId, c) => {
-      s.limits.takeUsageRead(accountId, s.options.now());
+      services.limits.takeUsageRead(accountId, services.options.now());
       return view(accountId, c);
     };
   return {
     summary: limited((accountId, c) => ({
       object: "usage.summary",
       account_id: accountId,
-      ...s.store.usageSummary(accountId, sinceDays(c, s)),
+      ...services.store.usageSummary(accountId, sinceDays(c, services)),
     })),
     daily: limited((accountId, c) => ({
       object: "list",
-      data: s.store.usageDaily(accountId, sinceDays(c, s)),
+      data: services.store.usageDaily(accountId, sinceDays(c, services)),
     })),
     requests: limited((accountId, c) => {
       const limit = Math.min(500, Math.max(1, Number(c.req.query("limit") ?? 50) || 50));
-      return { object: "list", data: s.store.recentRequests(accountId, limit) };
+      return { object: "list", data: services.store.recentRequests(accountId, limit) };
     }),
   };
 }
 
-function accountOf(s: Services, c: Context<AppEnv>): AccountRow {
-  const account = s.store.getAccount(c.get("auth").accountId);
+function accountOf(services: Services, c: Context<AppEnv>): AccountRow {
+  const account = services.store.getAccount(c.get("auth").accountId);
   if (!account) throw new GatewayError(500, "internal_error", "account missing");
   return account;
 }
 
-function sinceDays(c: Context, s: Services): number {
+function sinceDays(c: Context, services: Services): number {
   const days = Math.min(366, Math.max(1, Number(c.req.query("days") ?? 30) || 30));
-  return s.options.now() - days * 86_400_000;
+  return services.options.now() - days * 86_400_000;
 }

@@ -60,9 +60,9 @@ export const byokBody = z
  * The admin API's handlers (access `admin`): every account state of the spec can be reached, so a
  * CI suite can test each error.
  */
-export function adminHandlers(s: Services) {
+export function adminHandlers(services: Services) {
   const accountParam = (c: Context): AccountRow => {
-    const account = s.store.getAccount(c.req.param("id") ?? "");
+    const account = services.store.getAccount(c.req.param("id") ?? "");
     if (!account) throw new GatewayError(404, "not_found", "No such account.");
     return account;
   };
@@ -70,8 +70,8 @@ export function adminHandlers(s: Services) {
     (status: "active" | "suspended"): Handler =>
     (c) => {
       const account = accountParam(c);
-      s.store.setAccountStatus(account.id, status);
-      return c.json(accountView(s.store.getAccount(account.id)!));
+      services.store.setAccountStatus(account.id, status);
+      return c.json(accountView(services.store.getAccount(account.id)!));
     };
 
   return {
@@ -88,22 +88,25 @@ export function adminHandlers(s: Services) {
       }
       return c.json({
         object: "list",
-        capture_bodies: s.inspector.capturing,
-        data: s.inspector.requests(query.data),
+        capture_bodies: services.inspector.capturing,
+        data: services.inspector.requests(query.data),
       });
     }) satisfies Handler,
 
     accounts: ((c) =>
-      c.json({ object: "list", data: s.store.listAccounts().map(accountView) })) satisfies Handler,
+      c.json({
+        object: "list",
+        data: services.store.listAccounts().map(accountView),
+      })) satisfies Handler,
 
     createAccount: (async (c) => {
       const body = await readJson(c, createAccount);
       const id = body.id ?? `acct_${crypto.randomUUID().slice(0, 8)}`;
-      if (s.store.getAccount(id))
+      if (services.store.getAccount(id))
         throw new GatewayError(409, "bad_request", `Account "${id}" already exists.`);
-      requireTier(s, body.tier);
-      const now = s.options.now();
-      const account = s.store.createAccount({
+      requireTier(services, body.tier);
+      const now = services.options.now();
+      const account = services.store.createAccount({
         id,
         name: body.name ?? id,
         balanceMicro: idrToMicro(body.balance_idr),
@@ -111,7 +114,7 @@ export function adminHandlers(s: Services) {
         tier: body.tier,
         now,
       });
-      const { key, value } = s.store.createKey({
+      const { key, value } = services.store.createKey({
         accountId: id,
         label: body.key_label,
         kind: "standard",
@@ -130,8 +133,8 @@ export function adminHandlers(s: Services) {
       const account = accountParam(c);
       return c.json({
         ...accountView(account),
-        keys: s.store.listKeys(account.id).map(({ account_id: _, ...k }) => k),
-        byok: s.store.listByok(account.id).map(byokView),
+        keys: services.store.listKeys(account.id).map(({ account_id: _, ...k }) => k),
+        byok: services.store.listByok(account.id).map(byokView),
       });
     }) satisfies Handler,
 
@@ -139,11 +142,11 @@ export function adminHandlers(s: Services) {
       const account = accountParam(c);
       const body = await readJson(c, accountPatch);
       const patch: Partial<Record<AccountColumn, string | number | null>> = {};
-      const now = s.options.now();
+      const now = services.options.now();
       if (body.name !== undefined) patch.name = body.name;
       if (body.status !== undefined) patch.status = body.status;
       if (body.rpm_limit !== undefined) patch.rpm_limit = body.rpm_limit;
-      if (body.tier !== undefined) patch.tier = requireTier(s, body.tier);
+      if (body.tier !== undefined) patch.tier = requireTier(services, body.tier);
       if (body.balance_idr !== undefined) patch.balance_micro = idrToMicro(body.balance_idr);
       if (body.payg !== undefined) {
         patch.payg_enabled = body.payg?.enabled ? 1 : 0;
@@ -157,16 +160,16 @@ export function adminHandlers(s: Services) {
         patch.subscription_started_at = body.subscription
           ? (body.subscription.started_at ?? now)
           : null;
-        if (body.subscription?.tier) patch.tier = requireTier(s, body.subscription.tier);
+        if (body.subscription?.tier) patch.tier = requireTier(services, body.subscription.tier);
       }
-      s.ledger.updateAccount(account.id, patch);
-      return c.json(accountView(s.store.getAccount(account.id)!));
+      services.ledger.updateAccount(account.id, patch);
+      return c.json(accountView(services.store.getAccount(account.id)!));
     }) satisfies Handler,
 
     topUp: (async (c) => {
       const account = accountParam(c);
       const { amount_idr } = await readJson(c, topUpBody);
-      return c.json(accountView(s.ledger.topUp(account.id, idrToMicro(amount_idr))!));
+      return c.json(accountView(services.ledger.topUp(account.id, idrToMicro(amount_idr))!));
     }) satisfies Handler,
 
     suspend: setStatus("suspended"),
@@ -175,7 +178,7 @@ export function adminHandlers(s: Services) {
     createKey: (async (c) => {
       const account = accountParam(c);
       const body = await readJson(c, keyBody);
-      const { key, value } = s.store.createKey({
+      const { key, value } = services.store.createKey({
         accountId: account.id,
         label: body.label,
         kind: body.kind,
@@ -195,27 +198,27 @@ export function adminHandlers(s: Services) {
 
     revokeKey: ((c) => {
       const id = c.req.param("keyId") ?? "";
-      if (!s.store.getKey(id)) throw new GatewayError(404, "not_found", "No such key.");
-      s.store.revokeKey(id, s.options.now());
+      if (!services.store.getKey(id)) throw new GatewayError(404, "not_found", "No such key.");
+      services.store.revokeKey(id, services.options.now());
       return c.json({ id, revoked: true });
     }) satisfies Handler,
 
     byok: ((c) =>
       c.json({
         object: "list",
-        data: s.store.listByok(accountParam(c).id).map(byokView),
+        data: services.store.listByok(accountParam(c).id).map(byokView),
       })) satisfies Handler,
 
     addByok: (async (c) => {
       const account = accountParam(c);
       const body = await readJson(c, byokBody);
-      return c.json(byokView(addByok(s, account.id, body)), 201);
+      return c.json(byokView(addByok(services, account.id, body)), 201);
     }) satisfies Handler,
 
     deleteByok: ((c) => {
       const account = accountParam(c);
       const id = c.req.param("byokId") ?? "";
-      if (!s.store.deleteByok(account.id, id))
+      if (!services.store.deleteByok(account.id, id))
         throw new GatewayError(404, "not_found", "No such BYOK credential.");
       return c.json({ id, deleted: true });
     }) satisfies Handler,
@@ -223,25 +226,25 @@ export function adminHandlers(s: Services) {
 }
 
 export function addByok(
-  s: Services,
+  services: Services,
   accountId: string,
   body: { provider: string; key: string; label?: string },
 ): ByokRow {
-  const provider = s.store.getCatalog().providers.get(body.provider);
+  const provider = services.store.getCatalog().providers.get(body.provider);
   if (!provider || provider.wire === "mock") {
     throw new GatewayError(400, "bad_request", `Unknown provider "${body.provider}" for BYOK.`);
   }
-  return s.store.addByok(
+  return services.store.addByok(
     accountId,
     provider.id,
     body.key,
     body.label ?? provider.id,
-    s.options.now(),
+    services.options.now(),
   );
 }
 
-function requireTier(s: Services, tier: string): string {
-  if (!s.store.getCatalog().tiers.has(tier))
+function requireTier(services: Services, tier: string): string {
+  if (!services.store.getCatalog().tiers.has(tier))
     throw new GatewayError(400, "bad_request", `Unknown tier "${tier}".`);
   return tier;
 }

@@ -33,11 +33,11 @@ export function perUnit(units: number): () => WorstCase {
 
 /** Every limit and the hold for the caller's key (`admit`), for a whole-answer request. */
 export function admitWhole(
-  s: Services,
+  services: Services,
   c: Context<AppEnv>,
   request: WholeRequest,
 ): Promise<Admission> {
-  return admit(s, {
+  return admit(services, {
     key: c.get("auth").key,
     target: request.target,
     endpoint: request.endpoint,
@@ -56,22 +56,22 @@ export function admitWhole(
  * error the client should see.
  */
 export async function serveAdmitted<T>(
-  s: Services,
+  services: Services,
   c: Context<AppEnv>,
   request: WholeRequest,
   call: (attempt: Attempt) => Promise<T>,
   charge: (result: T) => Charge,
 ): Promise<T> {
-  const admission = await admitWhole(s, c, request);
+  const admission = await admitWhole(services, c, request);
   try {
-    const { result, attempt } = await s.dispatcher.dispatchWith(
+    const { result, attempt } = await services.dispatcher.dispatchWith(
       request.target,
       request.signal,
       { byok: admission.byok, byokOnly: admission.byokOnly },
       async (attempt) => ({ value: await call(attempt), streaming: false }),
     );
     const { units, usage } = charge(result);
-    await settleDelivered(s, admission, {
+    await settleDelivered(services, admission, {
       status: 200,
       usage: usage ?? { input_tokens: 0, output_tokens: 0 },
       units,
@@ -81,6 +81,6 @@ export async function serveAdmitted<T>(
     });
     return result;
   } catch (err) {
-    throw failAdmission(s, admission, err);
+    throw failAdmission(services, admission, err);
   }
 }

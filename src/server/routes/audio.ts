@@ -48,22 +48,22 @@ const speechBody = z.looseObject({
 type SpeechBody = z.infer<typeof speechBody>;
 
 /** POST /v1/audio/speech: the audio bytes, priced per character of input. */
-export function speechHandler(s: Services): Handler {
+export function speechHandler(services: Services): Handler {
   return async (c) => {
     const body = await readJson(c, speechBody);
-    const target = mediaTarget(s, body.model, "speech");
+    const target = mediaTarget(services, body.model, "speech");
     const format = body.response_format;
     // Refuse before holding money when no candidate could produce the format.
-    if (format !== undefined && !isMockSpeechFormat(format) && onlyMock(s, target)) {
+    if (format !== undefined && !isMockSpeechFormat(format) && onlyMock(services, target)) {
       throw unsupportedSpeechFormat(format);
     }
     const characters = [...body.input].length;
     const signal = clientGone(c);
     const result = await serveAdmitted(
-      s,
+      services,
       c,
       { target, endpoint: "audio.speech", worstCase: perUnit(characters), signal },
-      (attempt) => speak(s, attempt, body, signal),
+      (attempt) => speak(services, attempt, body, signal),
       () => ({ units: characters }),
     );
     return c.body(new Uint8Array(result.bytes), 200, {
@@ -74,7 +74,7 @@ export function speechHandler(s: Services): Handler {
 }
 
 async function speak(
-  s: Services,
+  services: Services,
   attempt: Attempt,
   body: SpeechBody,
   signal: GoneSignal,
@@ -82,7 +82,7 @@ async function speak(
   if (attempt.provider.wire === "openai") {
     // OpenAI's own default format is mp3.
     return {
-      bytes: await openaiSpeech(s.http, attempt, body, signal),
+      bytes: await openaiSpeech(services.http, attempt, body, signal),
       format: body.response_format ?? "mp3",
     };
   }
@@ -115,23 +115,23 @@ interface TranscriptionRequest {
 }
 
 /** POST /v1/audio/transcriptions: multipart `file` + `model`, priced per second of audio. */
-export function transcriptionHandler(s: Services): Handler {
+export function transcriptionHandler(services: Services): Handler {
   return async (c) => {
     const req = await readTranscriptionForm(c);
-    const target = mediaTarget(s, req.model, "transcription");
+    const target = mediaTarget(services, req.model, "transcription");
     const wav = readWavInfo(req.file.bytes);
     // The mock's answer is known now; a file it cannot read is a 400 before any money is held.
-    const mockAnswer = onlyMock(s, target) ? mockTranscribe(req.file.bytes) : undefined;
+    const mockAnswer = onlyMock(services, target) ? mockTranscribe(req.file.bytes) : undefined;
     const holdSeconds = Math.max(
       1,
       Math.ceil(wav ? wav.durationSeconds : req.file.bytes.length / worstCaseBytesPerSecond),
     );
     const signal = clientGone(c);
     const result = await serveAdmitted(
-      s,
+      services,
       c,
       { target, endpoint: "audio.transcriptions", worstCase: perUnit(holdSeconds), signal },
-      (attempt) => transcribe(s, attempt, req, mockAnswer, signal),
+      (attempt) => transcribe(services, attempt, req, mockAnswer, signal),
       (result) => {
         const seconds =
           result.seconds ?? wav?.durationSeconds ?? req.file.bytes.length / typicalBytesPerSecond;
@@ -184,14 +184,14 @@ async function readTranscriptionForm(c: Context<AppEnv>): Promise<TranscriptionR
 }
 
 async function transcribe(
-  s: Services,
+  services: Services,
   attempt: Attempt,
   req: TranscriptionRequest,
   mockAnswer: MockTranscript | undefined,
   signal: GoneSignal,
 ): Promise<{ answer: UpstreamTranscript; seconds: number | undefined }> {
   if (attempt.provider.wire === "openai") {
-    const answer = await openaiTranscription(s.http, attempt, req.fields, req.file, signal);
+    const answer = await openaiTranscription(services.http, attempt, req.fields, req.file, signal);
     return { answer, seconds: answer.kind === "json" ? answer.seconds : undefined };
   }
   await mockMediaPreamble(attempt.provider, req.fields.prompt ?? "", signal);
@@ -314,7 +314,11 @@ function asRouteStep<T>(mockCall: () => T): T {
   }
 }
 
-function mediaTarget(s: Services, model: string, modality: "speech" | "transcription"): Target {
-  const target = forModality(resolveTarget(s.store.getCatalog(), model), modality);
-  return forMediaWire(s, target, modality);
+function mediaTarget(
+  services: Services,
+  model: string,
+  modality: "speech" | "transcription",
+): Target {
+  const target = forModality(resolveTarget(services.store.getCatalog(), model), modality);
+  return forMediaWire(services, target, modality);
 }

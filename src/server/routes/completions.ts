@@ -66,7 +66,7 @@ const schemas = { chat: chatBody, messages: messagesBody, responses: responsesBo
  * text styles. It writes its answer (JSON or a stream) to the Node response itself, which saves
  * Hono's Response object on the hot path; it reads like the request's path through the gateway.
  */
-export function completionHandler(s: Services, style: ClientStyle): Handler {
+export function completionHandler(services: Services, style: ClientStyle): Handler {
   const endpoint = endpoints[style];
   return async (c) => {
     const incoming = nodeIncoming(c);
@@ -77,18 +77,25 @@ export function completionHandler(s: Services, style: ClientStyle): Handler {
     const { data: body, bytes } = await readJsonWithSize(c, schemas[style]);
     markStage(incoming, "parsed");
     if (trace) trace.model = body.model;
-    const target = forModality(resolveTarget(s.store.getCatalog(), body.model), "chat");
+    const target = forModality(resolveTarget(services.store.getCatalog(), body.model), "chat");
     const stream = body.stream === true;
     const viaRoute = target.isRoute;
-    const catalog = s.store.getCatalog();
+    const catalog = services.store.getCatalog();
     const providers = catalog.providers;
     const threaded =
       style === "messages" && body.thread !== undefined
-        ? await openThread(s.repos.threads, catalog, key.account_id, body, target, s.options.now())
+        ? await openThread(
+            services.repos.threads,
+            catalog,
+            key.account_id,
+            body,
+            target,
+            services.options.now(),
+          )
         : undefined;
     const signal = new ClientGone(outgoing);
 
-    const admission = await admit(s, {
+    const admission = await admit(services, {
       key,
       target,
       endpoint,
@@ -114,16 +121,18 @@ export function completionHandler(s: Services, style: ClientStyle): Handler {
       thread: threaded?.thread,
     };
     const fail = (err: unknown) =>
-      failAdmission(s, admission, signal.aborted ? clientClosed() : err);
+      failAdmission(services, admission, signal.aborted ? clientClosed() : err);
 
-    const dispatching = s.dispatcher.dispatch(target, req, {
+    const dispatching = services.dispatcher.dispatch(target, req, {
       byok: admission.byok,
       byokOnly: admission.byokOnly,
     });
     const headers = admission.rateHeaders ?? {};
     let outcome: Awaited<typeof dispatching> | undefined;
     try {
-      outcome = stream ? await within(dispatching, s.options.keepaliveMs) : await dispatching;
+      outcome = stream
+        ? await within(dispatching, services.options.keepaliveMs)
+        : await dispatching;
     } catch (err) {
       throw fail(err);
     }
@@ -131,7 +140,7 @@ export function completionHandler(s: Services, style: ClientStyle): Handler {
     // client waiting with comments while the dispatcher still tries every step.
     let keptAlive: KeptAlive | undefined;
     if (outcome === undefined) {
-      keptAlive = new KeptAlive(outgoing, headers, s.options.keepaliveMs);
+      keptAlive = new KeptAlive(outgoing, headers, services.options.keepaliveMs);
       try {
         outcome = await dispatching;
       } catch (err) {
@@ -154,7 +163,7 @@ export function completionHandler(s: Services, style: ClientStyle): Handler {
       : headers;
 
     if (result.kind === "json") {
-      await settleDelivered(s, admission, { status: 200, usage: result.usage, ...served });
+      await settleDelivered(services, admission, { status: 200, usage: result.usage, ...served });
       markStage(incoming, "settled");
       const text = JSON.stringify(result.body);
       outgoing.writeHead(200, {
@@ -178,10 +187,10 @@ export function completionHandler(s: Services, style: ClientStyle): Handler {
             code: err instanceof GatewayError ? err.code : undefined,
           }),
         isClosingEvent: closingEvents[style],
-        recorded: () => s.ledger.committed(),
+        recorded: () => services.ledger.committed(),
         onEnd: (end) => {
           attempt.credential.release(end.error ? "failed" : "ok");
-          settleAdmission(s, admission, {
+          settleAdmission(services, admission, {
             status: 200,
             usage: result.usage(),
             delivered: end.delivered,

@@ -17,22 +17,22 @@ type CountBody = z.infer<typeof countBody>;
  * POST /v1/messages/count_tokens: an anthropic-wire provider counts exactly; any other backend
  * gets our estimate. Not billed; it shares the usage endpoints' budget of 60 a minute.
  */
-export function countTokensHandler(s: Services): Handler {
+export function countTokensHandler(services: Services): Handler {
   return async (c) => {
     const body = await readJson(c, countBody);
-    const target = forModality(resolveTarget(s.store.getCatalog(), body.model), "chat");
+    const target = forModality(resolveTarget(services.store.getCatalog(), body.model), "chat");
     const { accountId } = c.get("auth");
-    s.limits.takeUsageRead(accountId, s.options.now());
+    services.limits.takeUsageRead(accountId, services.options.now());
     const signal = clientGone(c);
     const beta = requestHeader(c, "anthropic-beta");
-    const { result } = await s.dispatcher.dispatchWith(
+    const { result } = await services.dispatcher.dispatchWith(
       target,
       signal,
-      { byok: s.store.listByok(accountId), byokOnly: false },
+      { byok: services.store.listByok(accountId), byokOnly: false },
       async (attempt) => ({
         value:
           attempt.provider.wire === "anthropic"
-            ? await anthropicCountTokens(s.http, attempt, body, beta, signal)
+            ? await anthropicCountTokens(services.http, attempt, body, beta, signal)
             : estimatedInputTokens(body),
         streaming: false,
       }),

@@ -12,10 +12,10 @@ import { accountView, addByok, byokBody } from "./admin.js";
  * The owner's own settings under the dashboard session (access `owner`: writes need the
  * session's CSRF token in `x-csrf-token`): BYOK credentials, PAYG and usage.
  */
-export function dashboardAccountHandlers(s: Services) {
+export function dashboardAccountHandlers(services: Services) {
   return {
     account: ((c) => {
-      const account = s.store.getAccount(c.get("owner").accountId);
+      const account = services.store.getAccount(c.get("owner").accountId);
       if (!account) throw new GatewayError(404, "not_found", "No such account.");
       return c.json(accountView(account));
     }) satisfies Handler,
@@ -23,17 +23,17 @@ export function dashboardAccountHandlers(s: Services) {
     byok: ((c) =>
       c.json({
         object: "list",
-        data: s.store.listByok(c.get("owner").accountId).map(byokView),
+        data: services.store.listByok(c.get("owner").accountId).map(byokView),
       })) satisfies Handler,
 
     addByok: (async (c) => {
       const { accountId } = c.get("owner");
-      return c.json(byokView(addByok(s, accountId, await readJson(c, byokBody))), 201);
+      return c.json(byokView(addByok(services, accountId, await readJson(c, byokBody))), 201);
     }) satisfies Handler,
 
     deleteByok: ((c) => {
       const id = c.req.param("id") ?? "";
-      if (!s.store.deleteByok(c.get("owner").accountId, id)) {
+      if (!services.store.deleteByok(c.get("owner").accountId, id)) {
         throw new GatewayError(404, "not_found", "No such BYOK credential.");
       }
       return c.json({ id, deleted: true });
@@ -42,12 +42,12 @@ export function dashboardAccountHandlers(s: Services) {
     payg: (async (c) => {
       const { accountId } = c.get("owner");
       const payg = await readJson(c, paygSchema);
-      s.ledger.updateAccount(accountId, {
+      services.ledger.updateAccount(accountId, {
         payg_enabled: payg.enabled ? 1 : 0,
         payg_limit_micro: idrToMicro(payg.limit_idr),
         payg_window_seconds: payg.window_seconds,
       });
-      return c.json(accountView(s.store.getAccount(accountId)!));
+      return c.json(accountView(services.store.getAccount(accountId)!));
     }) satisfies Handler,
 
     /** GET /api/dashboard/usage/{name}: one of the usage reports, for the owner's account. */

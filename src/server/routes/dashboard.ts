@@ -78,8 +78,8 @@ const dashboardScript = `for (const button of document.querySelectorAll("button[
 }
 `;
 
-export function dashboardHandlers(s: Services, devices: DeviceCodes) {
-  const sessions = new OwnerSessions(s.repos.sessions);
+export function dashboardHandlers(services: Services, devices: DeviceCodes) {
+  const sessions = new OwnerSessions(services.repos.sessions);
   // Per owner session: a page (or a script holding the cookie) cannot walk the code space.
   const wrongCodes = new WindowCounter(60_000);
 
@@ -89,14 +89,14 @@ export function dashboardHandlers(s: Services, devices: DeviceCodes) {
    */
   const flashes = new Map<string, Flash>();
   const setFlash = (sessionId: string, flash: Omit<Flash, "at">) => {
-    const now = s.options.now();
+    const now = services.options.now();
     for (const [id, f] of flashes) if (now - f.at > flashTtlMs) flashes.delete(id);
     flashes.set(sessionId, { ...flash, at: now });
   };
   const takeFlash = (sessionId: string): Omit<Flash, "at"> => {
     const flash = flashes.get(sessionId);
     flashes.delete(sessionId);
-    if (!flash || s.options.now() - flash.at > flashTtlMs) return {};
+    if (!flash || services.options.now() - flash.at > flashTtlMs) return {};
     return { notice: flash.notice, newKey: flash.newKey };
   };
 
@@ -104,11 +104,11 @@ export function dashboardHandlers(s: Services, devices: DeviceCodes) {
     session: OwnerSession,
     extra: { notice?: string; newKey?: { label: string; value: string } } = {},
   ) => {
-    const account = s.store.getAccount(session.accountId);
+    const account = services.store.getAccount(session.accountId);
     if (!account) throw new GatewayError(404, "not_found", "No such account.");
-    const now = s.options.now();
+    const now = services.options.now();
     const since = utcDayStart(now) - (usageDays - 1) * dayMs;
-    const byDay = new Map(s.store.usageDaily(account.id, since).map((d) => [d.date, d]));
+    const byDay = new Map(services.store.usageDaily(account.id, since).map((d) => [d.date, d]));
     const daily = Array.from({ length: usageDays }, (_, i) => {
       const date = new Date(since + i * dayMs).toISOString().slice(0, 10);
       const d = byDay.get(date);
@@ -117,19 +117,19 @@ export function dashboardHandlers(s: Services, devices: DeviceCodes) {
     return dashboardPage({
       accountId: account.id,
       csrfToken: session.csrfToken,
-      quota: quota(s, account),
+      quota: quota(services, account),
       usage: {
         days: usageDays,
         daily,
-        models: s.store.usageByModel(account.id, since).map((m) => ({
+        models: services.store.usageByModel(account.id, since).map((m) => ({
           model: m.model,
           requests: m.requests,
           cost_idr: microToIdr(m.cost_micro),
         })),
-        recent: s.store.recentRequests(account.id, recentRequestCount),
+        recent: services.store.recentRequests(account.id, recentRequestCount),
       },
-      keys: s.store.listKeys(account.id),
-      byok: s.store.listByok(account.id).map(byokView),
+      keys: services.store.listKeys(account.id),
+      byok: services.store.listByok(account.id).map(byokView),
       ...extra,
     });
   };
@@ -139,7 +139,7 @@ export function dashboardHandlers(s: Services, devices: DeviceCodes) {
     (decision: "approve" | "deny"): Handler =>
     async (c) => {
       const session = c.get("owner");
-      const now = s.options.now();
+      const now = services.options.now();
       if (wrongCodes.used(session.id, now) >= maxWrongCodesPerMinute)
         return sendPage(c, tooManyWrongCodesPage(maxWrongCodesPerMinute));
       const userCode = normalizeUserCode(formField(c.get("form"), "user_code") ?? "");
@@ -161,7 +161,7 @@ export function dashboardHandlers(s: Services, devices: DeviceCodes) {
 
   return {
     login: (async (c) => {
-      const now = s.options.now();
+      const now = services.options.now();
       const token = c.req.query("token");
       const value = token ? await sessions.redeemOwnerLink(token, now) : undefined;
       const returnTo =
@@ -206,7 +206,7 @@ export function dashboardHandlers(s: Services, devices: DeviceCodes) {
           status: 400,
         });
       try {
-        const created = mintKey(s, {
+        const created = mintKey(services, {
           accountId: session.accountId,
           parentKeyId: null,
           label,
@@ -224,9 +224,9 @@ export function dashboardHandlers(s: Services, devices: DeviceCodes) {
 
     revokeKey: ((c) => {
       const session = c.get("owner");
-      const key = s.store.getKey(c.req.param("id") ?? "");
+      const key = services.store.getKey(c.req.param("id") ?? "");
       if (key && key.account_id === session.accountId && !key.revoked_at) {
-        s.store.revokeKey(key.id, s.options.now());
+        services.store.revokeKey(key.id, services.options.now());
         setFlash(session.id, { notice: `Key "${key.label}" revoked.` });
       }
       // Post/redirect/get: a reload of the list does not post the form again.
@@ -237,7 +237,7 @@ export function dashboardHandlers(s: Services, devices: DeviceCodes) {
       const session = c.get("owner");
       const raw = c.req.query("user_code");
       if (raw === undefined || raw.trim() === "") return sendPage(c, userCodeFormPage());
-      const now = s.options.now();
+      const now = services.options.now();
       if (wrongCodes.used(session.id, now) >= maxWrongCodesPerMinute)
         return sendPage(c, tooManyWrongCodesPage(maxWrongCodesPerMinute));
       const userCode = normalizeUserCode(raw);

@@ -39,12 +39,12 @@ interface Embeddings {
 }
 
 /** POST /v1/embeddings: priced by input tokens (`price_input_per_mtok`). */
-export function embeddingsHandler(s: Services): Handler {
+export function embeddingsHandler(services: Services): Handler {
   return async (c) => {
     const { data: body, bytes } = await readJsonWithSize(c, embeddingBody);
     const target = forMediaWire(
-      s,
-      forModality(resolveTarget(s.store.getCatalog(), body.model), "embedding"),
+      services,
+      forModality(resolveTarget(services.store.getCatalog(), body.model), "embedding"),
       "embedding",
     );
     const signal = clientGone(c);
@@ -54,10 +54,10 @@ export function embeddingsHandler(s: Services): Handler {
       units: 0,
     });
     const result = await serveAdmitted(
-      s,
+      services,
       c,
       { target, endpoint: "embeddings", worstCase, signal },
-      (attempt) => embed(s, attempt, body, signal),
+      (attempt) => embed(services, attempt, body, signal),
       (result) => ({ usage: { input_tokens: result.inputTokens, output_tokens: 0 } }),
     );
     return c.json({ ...result.body, model: body.model });
@@ -65,7 +65,7 @@ export function embeddingsHandler(s: Services): Handler {
 }
 
 async function embed(
-  s: Services,
+  services: Services,
   attempt: Attempt,
   body: EmbeddingBody,
   signal: GoneSignal,
@@ -73,7 +73,7 @@ async function embed(
   const inputs = inputTexts(body.input);
   const estimate = () => inputs.reduce((sum, input) => sum + input.tokens, 0);
   if (attempt.provider.wire === "openai") {
-    const answer = await openaiEmbeddings(s.http, attempt, body, signal);
+    const answer = await openaiEmbeddings(services.http, attempt, body, signal);
     const usage = answer.usage as { prompt_tokens?: unknown } | undefined;
     const reported = usage?.prompt_tokens;
     return {

@@ -6,13 +6,19 @@ import type { Services } from "../services.js";
 
 /** Keeps media for `/v1/files/{id}` (readable by its account only); returns the id. */
 export async function saveMediaFile(
-  s: Services,
+  services: Services,
   accountId: string,
   contentType: string,
   bytes: Uint8Array,
 ): Promise<string> {
   const id = newId("file");
-  await s.repos.files.save({ id, accountId, contentType, bytes, now: s.options.now() });
+  await services.repos.files.save({
+    id,
+    accountId,
+    contentType,
+    bytes,
+    now: services.options.now(),
+  });
   return id;
 }
 
@@ -34,10 +40,10 @@ export function mediaResponse(c: Context, contentType: string, bytes: Uint8Array
  * URLs use the bare path). A file of another account is as unknown as a missing one: existence is
  * not revealed.
  */
-export function fileHandler(s: Services): Handler {
+export function fileHandler(services: Services): Handler {
   return async (c) => {
     const id = c.req.param("id") ?? "";
-    const file = await s.repos.files.find(id, c.get("auth").key.account_id);
+    const file = await services.repos.files.find(id, c.get("auth").key.account_id);
     if (!file) throw fileNotFound("file", id);
     return mediaResponse(c, file.content_type, file.bytes);
   };

@@ -35,29 +35,29 @@ type ImageBody = z.infer<typeof imageBody>;
 const defaultSize = "1024x1024";
 
 /** POST /v1/images/generations, priced per image (`price_per_unit`). */
-export function imagesHandler(s: Services): Handler {
+export function imagesHandler(services: Services): Handler {
   return async (c) => {
     const body = await readJson(c, imageBody);
     const size = checkedSize(body.size ?? defaultSize);
     const n = body.n ?? 1;
     const target = forMediaWire(
-      s,
-      forModality(resolveTarget(s.store.getCatalog(), body.model), "image"),
+      services,
+      forModality(resolveTarget(services.store.getCatalog(), body.model), "image"),
       "image",
     );
     const signal = clientGone(c);
     const stored = { accountId: c.get("auth").accountId, contentType: imageType(body) };
     const result = await serveAdmitted(
-      s,
+      services,
       c,
       { target, endpoint: "images.generations", worstCase: perUnit(n), signal },
       async (attempt) =>
         delivered(
-          s,
+          services,
           c,
           stored,
           body.response_format,
-          await generate(s, attempt, body, size, n, signal),
+          await generate(services, attempt, body, size, n, signal),
         ),
       (result) => ({ units: Math.min(result.data.length, n) }),
     );
@@ -67,7 +67,7 @@ export function imagesHandler(s: Services): Handler {
 
 /** What the client gets: its response_format (b64_json by default), a created time, usage if any. */
 async function delivered(
-  s: Services,
+  services: Services,
   c: Context<AppEnv>,
   stored: { accountId: string; contentType: string },
   format: "b64_json" | "url" | undefined,
@@ -75,10 +75,10 @@ async function delivered(
 ) {
   const data =
     format === "url"
-      ? await Promise.all(result.data.map((d) => asUrl(s, c, stored, d)))
+      ? await Promise.all(result.data.map((d) => asUrl(services, c, stored, d)))
       : result.data;
   return {
-    created: result.created ?? Math.floor(s.options.now() / 1000),
+    created: result.created ?? Math.floor(services.options.now() / 1000),
     data,
     ...(result.usage === undefined ? {} : { usage: result.usage }),
   };
@@ -94,14 +94,14 @@ function checkedSize(size: string): string {
 }
 
 async function generate(
-  s: Services,
+  services: Services,
   attempt: Attempt,
   body: ImageBody,
   size: string,
   n: number,
   signal: GoneSignal,
 ): Promise<UpstreamImages> {
-  if (attempt.provider.wire === "openai") return openaiImages(s.http, attempt, body, signal);
+  if (attempt.provider.wire === "openai") return openaiImages(services.http, attempt, body, signal);
   await mockMediaPreamble(attempt.provider, body.prompt, signal);
   return mockAnswer(mockImages(body.prompt, size, n), body.prompt);
 }
@@ -137,25 +137,34 @@ interface EditRequest {
  * of modality `edit` serve it, and so do `image` models (one model name draws and edits, as
  * OpenAI's do).
  */
-export function imageEditsHandler(s: Services): Handler {
+export function imageEditsHandler(services: Services): Handler {
   return async (c) => {
     const req = await readEditForm(c);
     const { body } = req;
     if (body.size !== undefined) checkedSize(body.size);
     const n = body.n ?? 1;
     const target = forMediaWire(
-      s,
-      forModality(resolveTarget(s.store.getCatalog(), body.model), "edit", ["edit", "image"]),
+      services,
+      forModality(resolveTarget(services.store.getCatalog(), body.model), "edit", [
+        "edit",
+        "image",
+      ]),
       "edit",
     );
     const signal = clientGone(c);
     const stored = { accountId: c.get("auth").accountId, contentType: imageType(body) };
     const result = await serveAdmitted(
-      s,
+      services,
       c,
       { target, endpoint: "images.edits", worstCase: perUnit(n), signal },
       async (attempt) =>
-        delivered(s, c, stored, body.response_format, await edit(s, attempt, req, n, signal)),
+        delivered(
+          services,
+          c,
+          stored,
+          body.response_format,
+          await edit(services, attempt, req, n, signal),
+        ),
       (result) => ({ units: Math.min(result.data.length, n) }),
     );
     return c.json(result);
@@ -204,7 +213,7 @@ async function uploaded(file: File, field: string): Promise<UploadedFile> {
 }
 
 async function edit(
-  s: Services,
+  services: Services,
   attempt: Attempt,
   req: EditRequest,
   n: number,
@@ -214,7 +223,7 @@ async function edit(
     const field = req.images.length > 1 ? "image[]" : "image";
     const files = req.images.map((file) => ({ field, file }));
     if (req.mask) files.push({ field: "mask", file: req.mask });
-    return openaiImageEdits(s.http, attempt, req.fields, files, signal);
+    return openaiImageEdits(services.http, attempt, req.fields, files, signal);
   }
   const { prompt, size } = req.body;
   await mockMediaPreamble(attempt.provider, prompt, signal);
@@ -235,7 +244,7 @@ function imageType(body: Record<string, unknown>): string {
 
 /** A picture that came as base64 is stored and served from /v1/files; provider URLs stay. */
 async function asUrl(
-  s: Services,
+  services: Services,
   c: Context<AppEnv>,
   stored: { accountId: string; contentType: string },
   datum: ImageDatum,
@@ -243,7 +252,7 @@ async function asUrl(
   if (datum.url || !datum.b64_json) return datum;
   const { b64_json, ...rest } = datum;
   const id = await saveMediaFile(
-    s,
+    services,
     stored.accountId,
     stored.contentType,
     Buffer.from(b64_json, "base64"),

@@ -90,38 +90,38 @@ const route = (
   handler: Handler,
 ): Route => ({ method, path, access, errors, handler });
 
-export function routeTable(s: Services, options: TableOptions): Route[] {
-  const devices = new DeviceCodes(s.repos.deviceCodes, {
-    ttlSeconds: s.options.deviceCodeTtlSeconds ?? defaultDeviceCodeTtlSeconds,
-    intervalSeconds: s.options.devicePollIntervalSeconds ?? defaultDevicePollIntervalSeconds,
+export function routeTable(services: Services, options: TableOptions): Route[] {
+  const devices = new DeviceCodes(services.repos.deviceCodes, {
+    ttlSeconds: services.options.deviceCodeTtlSeconds ?? defaultDeviceCodeTtlSeconds,
+    intervalSeconds: services.options.devicePollIntervalSeconds ?? defaultDevicePollIntervalSeconds,
   });
-  const usage = usageViews(s);
-  const jobs = jobHandlers(s);
-  const admin = adminHandlers(s);
-  const kit = kitHandlers({ mockScript: s.mockScript, clock: s.options.clock });
-  const device = deviceAuthHandlers(devices, s.options.now);
-  const toolKeys = toolKeyHandlers(s);
-  const ownerKeys = dashboardKeyHandlers(s);
-  const owner = dashboardAccountHandlers(s);
-  const pages = dashboardHandlers(s, devices);
+  const usage = usageViews(services);
+  const jobs = jobHandlers(services);
+  const admin = adminHandlers(services);
+  const kit = kitHandlers({ mockScript: services.mockScript, clock: services.options.clock });
+  const device = deviceAuthHandlers(devices, services.options.now);
+  const toolKeys = toolKeyHandlers(services);
+  const ownerKeys = dashboardKeyHandlers(services);
+  const owner = dashboardAccountHandlers(services);
+  const pages = dashboardHandlers(services, devices);
   const health = healthHandlers(options.readiness);
-  const files = fileHandler(s);
+  const files = fileHandler(services);
   const { music, video, video_extension: extension } = jobKinds;
 
   return [
     // ---- the model API (/v1)
     route("OPTIONS", "/v1/*", "public", "chat", preflight),
-    route("GET", "/v1/models", "public", "chat", modelsHandler(s.store)),
-    route("GET", "/v1/models/:id{.+}", "public", "chat", modelHandler(s.store)),
-    route("POST", "/v1/chat/completions", "key", "chat", completionHandler(s, "chat")),
-    route("POST", "/v1/messages", "key", "messages", completionHandler(s, "messages")),
-    route("POST", "/v1/responses", "key", "chat", completionHandler(s, "responses")),
-    route("POST", "/v1/messages/count_tokens", "key", "messages", countTokensHandler(s)),
-    route("POST", "/v1/embeddings", "key", "chat", embeddingsHandler(s)),
-    route("POST", "/v1/images/generations", "key", "chat", imagesHandler(s)),
-    route("POST", "/v1/images/edits", "key", "chat", imageEditsHandler(s)),
-    route("POST", "/v1/audio/speech", "key", "chat", speechHandler(s)),
-    route("POST", "/v1/audio/transcriptions", "key", "chat", transcriptionHandler(s)),
+    route("GET", "/v1/models", "public", "chat", modelsHandler(services.store)),
+    route("GET", "/v1/models/:id{.+}", "public", "chat", modelHandler(services.store)),
+    route("POST", "/v1/chat/completions", "key", "chat", completionHandler(services, "chat")),
+    route("POST", "/v1/messages", "key", "messages", completionHandler(services, "messages")),
+    route("POST", "/v1/responses", "key", "chat", completionHandler(services, "responses")),
+    route("POST", "/v1/messages/count_tokens", "key", "messages", countTokensHandler(services)),
+    route("POST", "/v1/embeddings", "key", "chat", embeddingsHandler(services)),
+    route("POST", "/v1/images/generations", "key", "chat", imagesHandler(services)),
+    route("POST", "/v1/images/edits", "key", "chat", imageEditsHandler(services)),
+    route("POST", "/v1/audio/speech", "key", "chat", speechHandler(services)),
+    route("POST", "/v1/audio/transcriptions", "key", "chat", transcriptionHandler(services)),
     route("POST", music.path, "key", "chat", jobs.submitMusic),
     route("GET", `${music.path}/:id`, "key", "chat", jobs.poll(music)),
     route("GET", `${music.path}/:id/content`, "key", "chat", jobs.content(music)),
@@ -133,13 +133,13 @@ export function routeTable(s: Services, options: TableOptions): Route[] {
     route("GET", `${extension.path}/:id/content`, "key", "chat", jobs.content(extension)),
     route("GET", "/v1/files/:id", "key", "chat", files),
     route("GET", "/v1/files/:id/content", "key", "chat", files),
-    route("GET", "/v1/account/quota", "key", "chat", quotaHandler(s)),
-    route("GET", "/v1/usage/summary", "key", "chat", usageHandler(usage.summary, s)),
-    route("GET", "/v1/usage/daily", "key", "chat", usageHandler(usage.daily, s)),
-    route("GET", "/v1/usage/requests", "key", "chat", usageHandler(usage.requests, s)),
+    route("GET", "/v1/account/quota", "key", "chat", quotaHandler(services)),
+    route("GET", "/v1/usage/summary", "key", "chat", usageHandler(usage.summary, services)),
+    route("GET", "/v1/usage/daily", "key", "chat", usageHandler(usage.daily, services)),
+    route("GET", "/v1/usage/requests", "key", "chat", usageHandler(usage.requests, services)),
 
     // ---- the JSON API (/api)
-    route("GET", "/api/public/pricing", "public", "chat", pricingHandler(s.store)),
+    route("GET", "/api/public/pricing", "public", "chat", pricingHandler(services.store)),
     route("GET", "/api/admin/requests", "admin", "chat", admin.requests),
     route("GET", "/api/admin/accounts", "admin", "chat", admin.accounts),
     route("POST", "/api/admin/accounts", "admin", "chat", admin.createAccount),

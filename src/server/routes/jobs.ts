@@ -62,8 +62,8 @@ const defaultMusicSeconds = 10;
 const defaultVideoSeconds = 4;
 
 /** Submit, poll and download for music, video and video-extension jobs. */
-export function jobHandlers(s: Services) {
-  const jobs = s.repos.jobs;
+export function jobHandlers(services: Services) {
+  const jobs = services.repos.jobs;
 
   /** The caller's job of `spec`'s kind named by the path, else 404. */
   const find = async (c: Context<AppEnv>, spec: JobKindSpec): Promise<JobRow> => {
@@ -77,12 +77,12 @@ export function jobHandlers(s: Services) {
     submitMusic: (async (c) => {
       const data = await readJson(c, musicBody);
       const request = { prompt: data.prompt, seconds: data.duration ?? defaultMusicSeconds };
-      return submit(s, c, jobKinds.music, data.model, request);
+      return submit(services, c, jobKinds.music, data.model, request);
     }) satisfies Handler,
     submitVideo: (async (c) => {
       const data = await readJson(c, videoBody);
       const request = { prompt: data.prompt, seconds: data.seconds ?? defaultVideoSeconds };
-      return submit(s, c, jobKinds.video, data.model, request);
+      return submit(services, c, jobKinds.video, data.model, request);
     }) satisfies Handler,
     submitExtension: (async (c) => {
       const data = await readJson(c, extensionBody);
@@ -98,7 +98,7 @@ export function jobHandlers(s: Services) {
         seconds: data.seconds ?? defaultVideoSeconds,
         video_id: data.video_id,
       };
-      return submit(s, c, jobKinds.video_extension, data.model ?? source.model, request);
+      return submit(services, c, jobKinds.video_extension, data.model ?? source.model, request);
     }) satisfies Handler,
     /** GET `{path}/{id}`: the job as it is now. */
     poll:
@@ -125,17 +125,17 @@ export function jobHandlers(s: Services) {
 
 /** Holds the worst case (requested seconds x price_per_unit), then queues the job row. */
 async function submit(
-  s: Services,
+  services: Services,
   c: Context<AppEnv>,
   spec: JobKindSpec,
   model: string,
   request: JobRequest,
 ): Promise<Response> {
   const key = c.get("auth").key;
-  const jobs = s.repos.jobs;
+  const jobs = services.repos.jobs;
   const target = forMediaWire(
-    s,
-    forModality(resolveTarget(s.store.getCatalog(), model), spec.modality),
+    services,
+    forModality(resolveTarget(services.store.getCatalog(), model), spec.modality),
     spec.modality,
   );
   if (
@@ -146,7 +146,7 @@ async function submit(
     throw musicLimitReached();
   }
   const units = { inputTokens: 0, outputTokens: 0, units: billedSeconds(request) };
-  const admission = await admitWhole(s, c, {
+  const admission = await admitWhole(services, c, {
     target,
     endpoint: spec.endpoint,
     worstCase: () => units,
@@ -170,15 +170,15 @@ async function submit(
         model,
         input: { request, hold },
         requestId: hold.reservation.id,
-        now: s.options.now(),
+        now: services.options.now(),
       },
       spec.kind === "music" ? musicConcurrencyLimit : undefined,
     );
     if (!queued) throw musicLimitReached();
   } catch (err) {
-    throw failAdmission(s, admission, err);
+    throw failAdmission(services, admission, err);
   }
-  wakeJobRunner(s);
+  wakeJobRunner(services);
   const job = await jobs.get(id, key.account_id);
   if (!job) throw new GatewayError(500, "internal_error", "job vanished after insert");
   return c.json(jobView(c, job), 202);

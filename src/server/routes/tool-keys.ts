@@ -46,7 +46,7 @@ export function keyView(key: KeyRow): KeyView {
 
 /** The one answer that carries a key's value. */
 export function mintKey(
-  s: Services,
+  services: Services,
   input: {
     accountId: string;
     parentKeyId: string | null;
@@ -55,9 +55,9 @@ export function mintKey(
     limiterId: string;
   },
 ) {
-  const now = s.options.now();
-  s.limits.takeKeyCreation(input.limiterId, now);
-  const { key, value } = s.store.createKey({
+  const now = services.options.now();
+  services.limits.takeKeyCreation(input.limiterId, now);
+  const { key, value } = services.store.createKey({
     accountId: input.accountId,
     label: input.label,
     kind: input.shared ? "shared" : "standard",
@@ -95,21 +95,21 @@ export function findKeyToRevoke(candidates: KeyRow[], idOrLabel: string): KeyRow
 }
 
 /** Revoking a revoked key changes nothing and says so (`already_revoked`, with the first time). */
-function revoke(s: Services, key: KeyRow) {
+function revoke(services: Services, key: KeyRow) {
   if (key.revoked_at !== null)
     return { id: key.id, revoked: true, already_revoked: true, revoked_at: key.revoked_at };
-  const now = s.options.now();
-  s.store.revokeKey(key.id, now);
+  const now = services.options.now();
+  services.store.revokeKey(key.id, now);
   return { id: key.id, revoked: true, already_revoked: false, revoked_at: now };
 }
 
 /** Per-tool keys of the login key (access `login`), and who any key is (access `any-key`). */
-export function toolKeyHandlers(s: Services) {
+export function toolKeyHandlers(services: Services) {
   return {
     create: (async (c) => {
       const login = c.get("auth").key;
       const body = await readJson(c, createKeyBody);
-      const created = mintKey(s, {
+      const created = mintKey(services, {
         accountId: login.account_id,
         parentKeyId: login.id,
         label: body.label,
@@ -121,12 +121,12 @@ export function toolKeyHandlers(s: Services) {
 
     list: ((c) =>
       c.json({
-        data: s.store.listChildKeys(c.get("auth").key.id).map(keyView),
+        data: services.store.listChildKeys(c.get("auth").key.id).map(keyView),
       })) satisfies Handler,
 
     revoke: ((c) => {
-      const children = s.store.listChildKeys(c.get("auth").key.id);
-      return c.json(revoke(s, findKeyToRevoke(children, c.req.param("idOrLabel") ?? "")));
+      const children = services.store.listChildKeys(c.get("auth").key.id);
+      return c.json(revoke(services, findKeyToRevoke(children, c.req.param("idOrLabel") ?? "")));
     }) satisfies Handler,
 
     // Any kind of key may ask who it is: `gateway whoami` also runs with GATEWAY_API_KEY set to a tool key.
@@ -141,22 +141,22 @@ export function toolKeyHandlers(s: Services) {
       });
     }) satisfies Handler,
 
-    logout: ((c) => c.json(revoke(s, c.get("auth").key))) satisfies Handler,
+    logout: ((c) => c.json(revoke(services, c.get("auth").key))) satisfies Handler,
   };
 }
 
 /** The owner-session twin of /api/keys (access `owner`): every key of the account. */
-export function dashboardKeyHandlers(s: Services) {
+export function dashboardKeyHandlers(services: Services) {
   return {
     list: ((c) =>
       c.json({
-        data: s.store.listKeys(c.get("owner").accountId).map(keyView),
+        data: services.store.listKeys(c.get("owner").accountId).map(keyView),
       })) satisfies Handler,
 
     create: (async (c) => {
       const owner = c.get("owner");
       const body = await readJson(c, createKeyBody);
-      const created = mintKey(s, {
+      const created = mintKey(services, {
         accountId: owner.accountId,
         parentKeyId: null,
         label: body.label,
@@ -167,8 +167,8 @@ export function dashboardKeyHandlers(s: Services) {
     }) satisfies Handler,
 
     revoke: ((c) => {
-      const keys = s.store.listKeys(c.get("owner").accountId);
-      return c.json(revoke(s, findKeyToRevoke(keys, c.req.param("idOrLabel") ?? "")));
+      const keys = services.store.listKeys(c.get("owner").accountId);
+      return c.json(revoke(services, findKeyToRevoke(keys, c.req.param("idOrLabel") ?? "")));
     }) satisfies Handler,
   };
 }
