@@ -49,7 +49,7 @@ export function gatewayListener(
   for (const route of routes) {
     const handler = register(route);
     app.on(route.method, route.path, handler);
-    if (underPrefix(route.path, "/v1") && !/[:*]/.test(route.path) && route.method !== "OPTIONS") {
+    if (underPrefix(route.path, "/v1") && !/[:*]/.test(route.path)) {
       direct.push({ method: route.method, path: route.path, handler });
     }
   }
@@ -146,7 +146,7 @@ function pathOf(c: Context): string {
 }
 
 /** The prefix itself and every path below it. */
-export function underPrefix(path: string, prefix: string): boolean {
+function underPrefix(path: string, prefix: string): boolean {
   return (
     prefix === "" || path === prefix || (path.startsWith(prefix) && path[prefix.length] === "/")
   );
