@@ -1,3 +1,5 @@
+import type { RequestListener } from "node:http";
+import { getRequestListener } from "@hono/node-server";
 import { RESPONSE_ALREADY_SENT } from "@hono/node-server/utils/response";
 import type { Context } from "hono";
 import { Hono } from "hono";
@@ -6,23 +8,31 @@ import { accessGuards, type Guard } from "./auth/guards.js";
 import { errorResponse, GatewayError, PlainTextError } from "./errors.js";
 import { refuseDeclaredLength } from "./http/body.js";
 import { allowAnyOrigin, withCors } from "./http/cors.js";
+import { directRouter } from "./http/direct-router.js";
 import { nodeOutgoing, ownOrigin, requestHeader } from "./http/request.js";
 import { surfaces, unmatched } from "./routes/index.js";
 import type { Services } from "./services.js";
 
 /**
- * Registers the route table on one Hono app. Each route becomes a single handler (Hono's fast
- * path: one match, no middleware chain) that does, in order, what the entry's fields ask:
+ * The server's request listener for the route table. Each row becomes a single handler that does,
+ * in order, what the row's fields ask:
  *   1. its part of the surface (`surfaces` in routes/index.ts): /v1's CORS headers, /api's
  *      same-origin check, and the part's body limit (a declared length over it is refused here;
  *      the body reader enforces it on a body without one);
  *   2. the check of its access (`accessGuards` in auth.ts);
  *   3. the handler;
- * and renders whatever any of them throws in the route's error style (`errorResponse`).
- * A path no route serves goes through the same steps for its part of the surface (`unmatched`)
- * and ends in a 404.
+ * and renders whatever any of them throws in the row's error style (`errorResponse`). Every row
+ * is registered on one Hono app as the single handler of its path (Hono's fast path: one match,
+ * no middleware chain); the rows of /v1 with a static path are also found by an exact-match
+ * router in front of Hono (`http/direct-router.ts`), which runs the same handler on Node's own
+ * objects. A path no row serves goes through the same steps for its part of the surface
+ * (`unmatched`) and ends in a 404.
  */
-export function buildApp(services: Services, routes: readonly Route[]): Hono<AppEnv> {
+export function gatewayListener(
+  services: Services,
+  routes: readonly Route[],
+  hostname: string,
+): RequestListener {
   const app = new Hono<AppEnv>();
   const parts = surfaces(services.options.bodyLimitBytes);
   const guardOf = accessGuards(services);
@@ -35,7 +45,14 @@ export function buildApp(services: Services, routes: readonly Route[]): Hono<App
     return registered(services, route, surface, guardOf(route.access, route.method));
   };
 
-  for (const route of routes) app.on(route.method, route.path, register(route));
+  const direct: { method: string; path: string; handler: Handler }[] = [];
+  for (const route of routes) {
+    const handler = register(route);
+    app.on(route.method, route.path, handler);
+    if (underPrefix(route.path, "/v1") && !/[:*]/.test(route.path)) {
+      direct.push({ method: route.method, path: route.path, handler });
+    }
+  }
 
   const fallbacks = unmatched.map((fallback) => ({
     prefix: fallback.prefix,
@@ -51,7 +68,9 @@ export function buildApp(services: Services, routes: readonly Route[]): Hono<App
   }));
   app.notFound((c) => {
     const path = pathOf(c);
-    const fallback = fallbacks.find((f) => underPrefix(path, f.prefix)) ?? fallbacks[0];
+    // The last row's empty prefix takes every path the others leave.
+    const fallback =
+      fallbacks.find((f) => underPrefix(path, f.prefix)) ?? fallbacks[fallbacks.length - 1];
     return fallback.handler(c as Context<AppEnv>);
   });
   // Every route renders its own errors; this catches only a fault of the app itself.
@@ -59,7 +78,10 @@ export function buildApp(services: Services, routes: readonly Route[]): Hono<App
     services.ledger.noteStorageFailure(err);
     return errorResponse(err, "chat", `${c.req.method} ${pathOf(c)}`);
   });
-  return app;
+  // The body reader reads Node's request itself and Node's server discards a body no handler
+  // read, so node-server's own clean-up would only add timers to each request.
+  const hono = getRequestListener(app.fetch, { hostname, autoCleanupIncoming: false });
+  return directRouter(direct, hono, hostname);
 }
 
 function registered(
@@ -124,7 +146,7 @@ function pathOf(c: Context): string {
 }
 
 /** The prefix itself and every path below it. */
-export function underPrefix(path: string, prefix: string): boolean {
+function underPrefix(path: string, prefix: string): boolean {
   return (
     prefix === "" || path === prefix || (path.startsWith(prefix) && path[prefix.length] === "/")
   );

@@ -1,8 +1,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { getRequestListener } from "@hono/node-server";
 import { Store } from "../store/store.js";
-import { buildApp } from "./app.js";
+import { gatewayListener } from "./app.js";
 import type { Route } from "./app-env.js";
 import { createOwnerLink } from "./auth/owner-session.js";
 import { type Clock, type GatewayClock, ManualClock, realClock } from "./clock.js";
@@ -121,17 +120,11 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
       metricsAccess,
       extra: options.extraRoutes,
     });
-    const app = buildApp(services, routes);
     metrics?.knowRoutes(routes);
     const host = options.host ?? "127.0.0.1";
     const traceSource = { url: "" };
     const listener = services.inspector.listener(
-      tracedListener(
-        traceSource,
-        // The body reader reads Node's request itself, and Node's server discards a body no
-        // handler read; node-server's own clean-up would only add timers to each request.
-        getRequestListener(app.fetch, { hostname: host, autoCleanupIncoming: false }),
-      ),
+      tracedListener(traceSource, gatewayListener(services, routes, host)),
     );
     const server = await new Promise<Server>((resolve, reject) => {
       const created = createServer(connectionServerOptions(limits), listener);

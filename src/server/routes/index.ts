@@ -1,7 +1,7 @@
 import type { Access, Handler, Method, Route, Surface, Unmatched } from "../app-env.js";
 import { DeviceCodes } from "../auth/device-codes.js";
 import { dashboardScriptPath } from "../dashboard/pages.js";
-import { PlainTextError } from "../errors.js";
+import { type ErrorStyle, PlainTextError } from "../errors.js";
 import { apiBodyLimit } from "../http/body.js";
 import { preflight } from "../http/cors.js";
 import { jobKinds } from "../jobs/job-kinds.js";
@@ -34,10 +34,10 @@ import { dashboardKeyHandlers, toolKeyHandlers } from "./tool-keys.js";
 
 /**
  * Every route the gateway serves, one row each: method, path, who may call it (`Access` in
- * app-env.ts), the style of its errors, and its handler. `buildApp` (app.ts) registers each row
- * as a single handler that first does what the row's part of the surface asks (`surfaces`), then
- * checks its access, then runs the handler, and renders any error in the row's style. A path no
- * row serves is answered by `unmatched`.
+ * app-env.ts), the style of its errors, and its handler. `gatewayListener` (app.ts) registers
+ * each row as a single handler that first does what the row's part of the surface asks
+ * (`surfaces`), then checks its access, then runs the handler, and renders any error in the row's
+ * style. A path no row serves is answered by `unmatched`.
  */
 
 /** Dashboard forms are a few short fields. */
@@ -63,7 +63,10 @@ export function surfaces(bodyLimitBytes: number): Surface[] {
   ];
 }
 
-/** What a path no row serves answers: a 404 once its caller passed `access`. First match wins. */
+/**
+ * What a path no row serves answers: a 404 once its caller passed `access`, as the rows of its part
+ * ask (an unknown /v1 path needs a key). The first prefix that holds wins.
+ */
 export const unmatched: Unmatched[] = [
   { prefix: "/v1/messages", access: "key", errors: "messages" },
   { prefix: "/v1", access: "key", errors: "chat" },
@@ -86,7 +89,7 @@ const route = (
   method: Method,
   path: string,
   access: Access,
-  errors: "chat" | "messages",
+  errors: ErrorStyle,
   handler: Handler,
 ): Route => ({ method, path, access, errors, handler });
 
