@@ -57,13 +57,13 @@ export function usageViews(
   };
 }
 
-function accountOf(services: Services, c: Context<AppEnv>): AccountRow {
+function accountOf(services: Pick<Services, "store">, c: Context<AppEnv>): AccountRow {
   const account = services.store.getAccount(c.get("auth").accountId);
   if (!account) throw new GatewayError(500, "internal_error", "account missing");
   return account;
 }
 
-function sinceDays(c: Context, services: Services): number {
+function sinceDays(c: Context, services: Pick<Services, "options">): number {
   const days = Math.min(366, Math.max(1, Number(c.req.query("days") ?? 30) || 30));
   return services.options.now() - days * 86_400_000;
 }

@@ -226,7 +226,7 @@ export function adminHandlers(services: Services) {
 }
 
 export function addByok(
-  services: Services,
+  services: Pick<Services, "options" | "store">,
   accountId: string,
   body: { provider: string; key: string; label?: string },
 ): ByokRow {
@@ -243,7 +243,7 @@ export function addByok(
   );
 }
 
-function requireTier(services: Services, tier: string): string {
+function requireTier(services: Pick<Services, "store">, tier: string): string {
   if (!services.store.getCatalog().tiers.has(tier))
     throw new GatewayError(400, "bad_request", `Unknown tier "${tier}".`);
   return tier;

@@ -74,7 +74,7 @@ export function speechHandler(services: Services): Handler {
 }
 
 async function speak(
-  services: Services,
+  services: Pick<Services, "http">,
   attempt: Attempt,
   body: SpeechBody,
   signal: GoneSignal,
@@ -184,7 +184,7 @@ async function readTranscriptionForm(c: Context<AppEnv>): Promise<TranscriptionR
 }
 
 async function transcribe(
-  services: Services,
+  services: Pick<Services, "http">,
   attempt: Attempt,
   req: TranscriptionRequest,
   mockAnswer: MockTranscript | undefined,

@@ -17,7 +17,9 @@ type CountBody = z.infer<typeof countBody>;
  * POST /v1/messages/count_tokens: an anthropic-wire provider counts exactly; any other backend
  * gets our estimate. Not billed; it shares the usage endpoints' budget of 60 a minute.
  */
-export function countTokensHandler(services: Services): Handler {
+export function countTokensHandler(
+  services: Pick<Services, "dispatcher" | "http" | "limits" | "options" | "store">,
+): Handler {
   return async (c) => {
     const body = await readJson(c, countBody);
     const target = forModality(resolveTarget(services.store.getCatalog(), body.model), "chat");

@@ -65,7 +65,7 @@ export function embeddingsHandler(services: Services): Handler {
 }
 
 async function embed(
-  services: Services,
+  services: Pick<Services, "http">,
   attempt: Attempt,
   body: EmbeddingBody,
   signal: GoneSignal,

@@ -6,7 +6,7 @@ import type { Services } from "../services.js";
 
 /** Keeps media for `/v1/files/{id}` (readable by its account only); returns the id. */
 export async function saveMediaFile(
-  services: Services,
+  services: Pick<Services, "options" | "repos">,
   accountId: string,
   contentType: string,
   bytes: Uint8Array,
@@ -40,7 +40,7 @@ export function mediaResponse(c: Context, contentType: string, bytes: Uint8Array
  * URLs use the bare path). A file of another account is as unknown as a missing one: existence is
  * not revealed.
  */
-export function fileHandler(services: Services): Handler {
+export function fileHandler(services: Pick<Services, "repos">): Handler {
   return async (c) => {
     const id = c.req.param("id") ?? "";
     const file = await services.repos.files.find(id, c.get("auth").key.account_id);

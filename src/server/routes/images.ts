@@ -94,7 +94,7 @@ function checkedSize(size: string): string {
 }
 
 async function generate(
-  services: Services,
+  services: Pick<Services, "http">,
   attempt: Attempt,
   body: ImageBody,
   size: string,
@@ -213,7 +213,7 @@ async function uploaded(file: File, field: string): Promise<UploadedFile> {
 }
 
 async function edit(
-  services: Services,
+  services: Pick<Services, "http">,
   attempt: Attempt,
   req: EditRequest,
   n: number,

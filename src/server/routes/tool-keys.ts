@@ -46,7 +46,7 @@ export function keyView(key: KeyRow): KeyView {
 
 /** The one answer that carries a key's value. */
 export function mintKey(
-  services: Services,
+  services: Pick<Services, "limits" | "options" | "store">,
   input: {
     accountId: string;
     parentKeyId: string | null;
@@ -95,7 +95,7 @@ export function findKeyToRevoke(candidates: KeyRow[], idOrLabel: string): KeyRow
 }
 
 /** Revoking a revoked key changes nothing and says so (`already_revoked`, with the first time). */
-function revoke(services: Services, key: KeyRow) {
+function revoke(services: Pick<Services, "options" | "store">, key: KeyRow) {
   if (key.revoked_at !== null)
     return { id: key.id, revoked: true, already_revoked: true, revoked_at: key.revoked_at };
   const now = services.options.now();
