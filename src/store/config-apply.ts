@@ -61,6 +61,50 @@ export interface ConfigApplyRepository {
   tables(): Promise<ConfigTables>;
 }
 
+/** The config's upserts, with `@name` parameters, the same SQL on both backends. */
+export const configUpserts = {
+  provider: `INSERT INTO providers (id, wire, base_url, api_key_count, timeout_ms, max_concurrency, options_json, responses_native)
+  VALUES (@id, @wire, @base_url, @api_key_count, @timeout_ms, @max_concurrency, @options_json, @responses_native)
+  ON CONFLICT (id) DO UPDATE SET wire = excluded.wire, base_url = excluded.base_url,
+    api_key_count = excluded.api_key_count, timeout_ms = excluded.timeout_ms,
+    max_concurrency = excluded.max_concurrency, options_json = excluded.options_json,
+    responses_native = excluded.responses_native`,
+  model: `INSERT INTO models (name, provider_id, upstream_model, modality, price_input_per_mtok, price_output_per_mtok,
+    price_per_request, price_per_unit, subscribers_only, context_window, max_output_tokens,
+    free_token_budget, free_token_window_seconds, active, created_at, unsupported_tools)
+  VALUES (@name, @provider_id, @upstream_model, @modality, @price_input_per_mtok, @price_output_per_mtok,
+    @price_per_request, @price_per_unit, @subscribers_only, @context_window, @max_output_tokens,
+    @free_token_budget, @free_token_window_seconds, @active, @created_at, @unsupported_tools)
+  ON CONFLICT (name) DO UPDATE SET provider_id = excluded.provider_id, upstream_model = excluded.upstream_model,
+    modality = excluded.modality, price_input_per_mtok = excluded.price_input_per_mtok,
+    price_output_per_mtok = excluded.price_output_per_mtok, price_per_request = excluded.price_per_request,
+    price_per_unit = excluded.price_per_unit, subscribers_only = excluded.subscribers_only,
+    context_window = excluded.context_window, max_output_tokens = excluded.max_output_tokens,
+    free_token_budget = excluded.free_token_budget,
+    free_token_window_seconds = excluded.free_token_window_seconds, active = excluded.active,
+    unsupported_tools = excluded.unsupported_tools`,
+  route: `INSERT INTO routes (name, steps_json) VALUES (@name, @steps_json)
+  ON CONFLICT (name) DO UPDATE SET steps_json = excluded.steps_json`,
+  tier: `INSERT INTO tiers (name, rank, free_rpm, free_daily, burst_spacing_ms, burst_queue, min_topup_micro)
+  VALUES (@name, @rank, @free_rpm, @free_daily, @burst_spacing_ms, @burst_queue, @min_topup_micro)
+  ON CONFLICT (name) DO UPDATE SET rank = excluded.rank, free_rpm = excluded.free_rpm,
+    free_daily = excluded.free_daily, burst_spacing_ms = excluded.burst_spacing_ms,
+    burst_queue = excluded.burst_queue, min_topup_micro = excluded.min_topup_micro`,
+  account: `INSERT INTO accounts (id, name, status, balance_micro, rpm_limit, tier, payg_enabled, payg_limit_micro,
+    payg_window_seconds, payg_window_start, subscription_json, subscription_started_at, config_hash, created_at)
+  VALUES (@id, @name, @status, @balance_micro, @rpm_limit, @tier, @payg_enabled, @payg_limit_micro,
+    @payg_window_seconds, @now, @subscription_json, @subscription_started_at, @config_hash, @now)
+  ON CONFLICT (id) DO UPDATE SET name = excluded.name, status = excluded.status,
+    balance_micro = excluded.balance_micro, rpm_limit = excluded.rpm_limit, tier = excluded.tier,
+    payg_enabled = excluded.payg_enabled, payg_limit_micro = excluded.payg_limit_micro,
+    payg_window_seconds = excluded.payg_window_seconds, subscription_json = excluded.subscription_json,
+    subscription_started_at = excluded.subscription_started_at, config_hash = excluded.config_hash`,
+  key: `INSERT INTO api_keys (id, account_id, hash, prefix, label, kind, created_at)
+  VALUES (@id, @account_id, @hash, @prefix, @label, @kind, @now)
+  ON CONFLICT (id) DO UPDATE SET account_id = excluded.account_id, hash = excluded.hash,
+    prefix = excluded.prefix, label = excluded.label, kind = excluded.kind, revoked_at = NULL`,
+} as const;
+
 export class SqliteConfigApply implements ConfigApplyRepository {
   private readonly upsertProvider: Statement;
   private readonly upsertModel: Statement;
@@ -77,59 +121,13 @@ export class SqliteConfigApply implements ConfigApplyRepository {
 
   constructor(db: DB) {
     this.immediate = immediateTransactions(db);
-    this.upsertProvider = db.prepare(
-      `INSERT INTO providers (id, wire, base_url, api_key_count, timeout_ms, max_concurrency, options_json, responses_native)
-       VALUES (@id, @wire, @base_url, @api_key_count, @timeout_ms, @max_concurrency, @options_json, @responses_native)
-       ON CONFLICT(id) DO UPDATE SET wire = excluded.wire, base_url = excluded.base_url,
-         api_key_count = excluded.api_key_count, timeout_ms = excluded.timeout_ms,
-         max_concurrency = excluded.max_concurrency, options_json = excluded.options_json,
-         responses_native = excluded.responses_native`,
-    );
-    this.upsertModel = db.prepare(
-      `INSERT INTO models (name, provider_id, upstream_model, modality, price_input_per_mtok, price_output_per_mtok,
-         price_per_request, price_per_unit, subscribers_only, context_window, max_output_tokens,
-         free_token_budget, free_token_window_seconds, active, created_at, unsupported_tools)
-       VALUES (@name, @provider_id, @upstream_model, @modality, @price_input_per_mtok, @price_output_per_mtok,
-         @price_per_request, @price_per_unit, @subscribers_only, @context_window, @max_output_tokens,
-         @free_token_budget, @free_token_window_seconds, @active, @created_at, @unsupported_tools)
-       ON CONFLICT(name) DO UPDATE SET provider_id = excluded.provider_id, upstream_model = excluded.upstream_model,
-         modality = excluded.modality, price_input_per_mtok = excluded.price_input_per_mtok,
-         price_output_per_mtok = excluded.price_output_per_mtok, price_per_request = excluded.price_per_request,
-         price_per_unit = excluded.price_per_unit, subscribers_only = excluded.subscribers_only,
-         context_window = excluded.context_window, max_output_tokens = excluded.max_output_tokens,
-         free_token_budget = excluded.free_token_budget,
-         free_token_window_seconds = excluded.free_token_window_seconds, active = excluded.active,
-         unsupported_tools = excluded.unsupported_tools`,
-    );
-    this.upsertRoute = db.prepare(
-      `INSERT INTO routes (name, steps_json) VALUES (@name, @steps_json)
-       ON CONFLICT(name) DO UPDATE SET steps_json = excluded.steps_json`,
-    );
-    this.upsertTier = db.prepare(
-      `INSERT INTO tiers (name, rank, free_rpm, free_daily, burst_spacing_ms, burst_queue, min_topup_micro)
-       VALUES (@name, @rank, @free_rpm, @free_daily, @burst_spacing_ms, @burst_queue, @min_topup_micro)
-       ON CONFLICT(name) DO UPDATE SET rank = excluded.rank, free_rpm = excluded.free_rpm,
-         free_daily = excluded.free_daily, burst_spacing_ms = excluded.burst_spacing_ms,
-         burst_queue = excluded.burst_queue, min_topup_micro = excluded.min_topup_micro`,
-    );
+    this.upsertProvider = db.prepare(configUpserts.provider);
+    this.upsertModel = db.prepare(configUpserts.model);
+    this.upsertRoute = db.prepare(configUpserts.route);
+    this.upsertTier = db.prepare(configUpserts.tier);
     this.accountHash = db.prepare("SELECT config_hash FROM accounts WHERE id = ?");
-    this.upsertAccount = db.prepare(
-      `INSERT INTO accounts (id, name, status, balance_micro, rpm_limit, tier, payg_enabled, payg_limit_micro,
-         payg_window_seconds, payg_window_start, subscription_json, subscription_started_at, config_hash, created_at)
-       VALUES (@id, @name, @status, @balance_micro, @rpm_limit, @tier, @payg_enabled, @payg_limit_micro,
-         @payg_window_seconds, @now, @subscription_json, @subscription_started_at, @config_hash, @now)
-       ON CONFLICT(id) DO UPDATE SET name = excluded.name, status = excluded.status,
-         balance_micro = excluded.balance_micro, rpm_limit = excluded.rpm_limit, tier = excluded.tier,
-         payg_enabled = excluded.payg_enabled, payg_limit_micro = excluded.payg_limit_micro,
-         payg_window_seconds = excluded.payg_window_seconds, subscription_json = excluded.subscription_json,
-         subscription_started_at = excluded.subscription_started_at, config_hash = excluded.config_hash`,
-    );
-    this.upsertKey = db.prepare(
-      `INSERT INTO api_keys (id, account_id, hash, prefix, label, kind, created_at)
-       VALUES (@id, @account_id, @hash, @prefix, @label, @kind, @now)
-       ON CONFLICT(id) DO UPDATE SET account_id = excluded.account_id, hash = excluded.hash,
-         prefix = excluded.prefix, label = excluded.label, kind = excluded.kind, revoked_at = NULL`,
-    );
+    this.upsertAccount = db.prepare(configUpserts.account);
+    this.upsertKey = db.prepare(configUpserts.key);
     this.deleteByok = db.prepare("DELETE FROM byok_credentials WHERE account_id = ?");
     this.insertByok = db.prepare(
       `INSERT INTO byok_credentials (id, account_id, provider_id, secret, label, position, created_at, sealed)

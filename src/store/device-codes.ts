@@ -1,7 +1,7 @@
 import type { Statement } from "better-sqlite3";
 import type { DB } from "./db.js";
 import { immediateTransactions } from "./immediate.js";
-import type { KeyRowWriter } from "./sqlite-accounts.js";
+import type { KeyRowWriter, NewKeyRow } from "./sqlite-accounts.js";
 
 /**
  * The rows of the device-authorization grant (`gateway login`). The device code is stored only as
@@ -46,6 +46,20 @@ export interface ApprovedKey {
   keyPrefix: string;
   label: string;
   keyValueSealed: string;
+}
+
+/** The key row an approval mints: a login key, its value sealed on the code's row until pickup. */
+export function loginKeyRow(key: ApprovedKey, now: number): NewKeyRow {
+  return {
+    id: key.keyId,
+    accountId: key.accountId,
+    hash: key.keyHash,
+    prefix: key.keyPrefix,
+    label: key.label,
+    kind: "login",
+    parentKeyId: null,
+    createdAt: now,
+  };
 }
 
 export interface DeviceCodesRepository {
@@ -204,17 +218,7 @@ export class SqliteDeviceCodes implements DeviceCodesRepository {
       const approved =
         this.approveRow.run(key.accountId, key.keyId, key.keyValueSealed, deviceCodeHash).changes >
         0;
-      if (approved)
-        this.keys.insertKeyRow({
-          id: key.keyId,
-          accountId: key.accountId,
-          hash: key.keyHash,
-          prefix: key.keyPrefix,
-          label: key.label,
-          kind: "login",
-          parentKeyId: null,
-          createdAt: now,
-        });
+      if (approved) this.keys.insertKeyRow(loginKeyRow(key, now));
       return approved;
     });
   }

@@ -1,5 +1,10 @@
 import type pg from "pg";
-import type { ConfigApplyRepository, ConfigRows, ConfigTables } from "../config-apply.js";
+import {
+  type ConfigApplyRepository,
+  type ConfigRows,
+  type ConfigTables,
+  configUpserts,
+} from "../config-apply.js";
 import { inTransaction, lockFor } from "./transaction.js";
 
 /** A statement written with `@name` parameters, as Postgres's `$n` and the values to bind. */
@@ -26,64 +31,12 @@ function named(name: string, text: string): NamedStatement {
   };
 }
 
-const upsertProvider = named(
-  "config_upsert_provider",
-  `INSERT INTO providers (id, wire, base_url, api_key_count, timeout_ms, max_concurrency, options_json, responses_native)
-   VALUES (@id, @wire, @base_url, @api_key_count, @timeout_ms, @max_concurrency, @options_json, @responses_native)
-   ON CONFLICT (id) DO UPDATE SET wire = excluded.wire, base_url = excluded.base_url,
-     api_key_count = excluded.api_key_count, timeout_ms = excluded.timeout_ms,
-     max_concurrency = excluded.max_concurrency, options_json = excluded.options_json,
-     responses_native = excluded.responses_native`,
-);
-const upsertModel = named(
-  "config_upsert_model",
-  `INSERT INTO models (name, provider_id, upstream_model, modality, price_input_per_mtok, price_output_per_mtok,
-     price_per_request, price_per_unit, subscribers_only, context_window, max_output_tokens,
-     free_token_budget, free_token_window_seconds, active, created_at, unsupported_tools)
-   VALUES (@name, @provider_id, @upstream_model, @modality, @price_input_per_mtok, @price_output_per_mtok,
-     @price_per_request, @price_per_unit, @subscribers_only, @context_window, @max_output_tokens,
-     @free_token_budget, @free_token_window_seconds, @active, @created_at, @unsupported_tools)
-   ON CONFLICT (name) DO UPDATE SET provider_id = excluded.provider_id, upstream_model = excluded.upstream_model,
-     modality = excluded.modality, price_input_per_mtok = excluded.price_input_per_mtok,
-     price_output_per_mtok = excluded.price_output_per_mtok, price_per_request = excluded.price_per_request,
-     price_per_unit = excluded.price_per_unit, subscribers_only = excluded.subscribers_only,
-     context_window = excluded.context_window, max_output_tokens = excluded.max_output_tokens,
-     free_token_budget = excluded.free_token_budget,
-     free_token_window_seconds = excluded.free_token_window_seconds, active = excluded.active,
-     unsupported_tools = excluded.unsupported_tools`,
-);
-const upsertRoute = named(
-  "config_upsert_route",
-  `INSERT INTO routes (name, steps_json) VALUES (@name, @steps_json)
-   ON CONFLICT (name) DO UPDATE SET steps_json = excluded.steps_json`,
-);
-const upsertTier = named(
-  "config_upsert_tier",
-  `INSERT INTO tiers (name, rank, free_rpm, free_daily, burst_spacing_ms, burst_queue, min_topup_micro)
-   VALUES (@name, @rank, @free_rpm, @free_daily, @burst_spacing_ms, @burst_queue, @min_topup_micro)
-   ON CONFLICT (name) DO UPDATE SET rank = excluded.rank, free_rpm = excluded.free_rpm,
-     free_daily = excluded.free_daily, burst_spacing_ms = excluded.burst_spacing_ms,
-     burst_queue = excluded.burst_queue, min_topup_micro = excluded.min_topup_micro`,
-);
-const upsertAccount = named(
-  "config_upsert_account",
-  `INSERT INTO accounts (id, name, status, balance_micro, rpm_limit, tier, payg_enabled, payg_limit_micro,
-     payg_window_seconds, payg_window_start, subscription_json, subscription_started_at, config_hash, created_at)
-   VALUES (@id, @name, @status, @balance_micro, @rpm_limit, @tier, @payg_enabled, @payg_limit_micro,
-     @payg_window_seconds, @now, @subscription_json, @subscription_started_at, @config_hash, @now)
-   ON CONFLICT (id) DO UPDATE SET name = excluded.name, status = excluded.status,
-     balance_micro = excluded.balance_micro, rpm_limit = excluded.rpm_limit, tier = excluded.tier,
-     payg_enabled = excluded.payg_enabled, payg_limit_micro = excluded.payg_limit_micro,
-     payg_window_seconds = excluded.payg_window_seconds, subscription_json = excluded.subscription_json,
-     subscription_started_at = excluded.subscription_started_at, config_hash = excluded.config_hash`,
-);
-const upsertKey = named(
-  "config_upsert_key",
-  `INSERT INTO api_keys (id, account_id, hash, prefix, label, kind, created_at)
-   VALUES (@id, @account_id, @hash, @prefix, @label, @kind, @now)
-   ON CONFLICT (id) DO UPDATE SET account_id = excluded.account_id, hash = excluded.hash,
-     prefix = excluded.prefix, label = excluded.label, kind = excluded.kind, revoked_at = NULL`,
-);
+const upsertProvider = named("config_upsert_provider", configUpserts.provider);
+const upsertModel = named("config_upsert_model", configUpserts.model);
+const upsertRoute = named("config_upsert_route", configUpserts.route);
+const upsertTier = named("config_upsert_tier", configUpserts.tier);
+const upsertAccount = named("config_upsert_account", configUpserts.account);
+const upsertKey = named("config_upsert_key", configUpserts.key);
 
 /** Each table's key: the order `tables()` lists rows in, byte by byte as SQLite compares text. */
 const tableKeys: Record<keyof ConfigTables, string> = {

@@ -1,10 +1,11 @@
 import type pg from "pg";
-import type {
-  ApprovedKey,
-  DeviceCodeRow,
-  DeviceCodesRepository,
-  NewDeviceCode,
-  PendingCodes,
+import {
+  type ApprovedKey,
+  type DeviceCodeRow,
+  type DeviceCodesRepository,
+  loginKeyRow,
+  type NewDeviceCode,
+  type PendingCodes,
 } from "../device-codes.js";
 import type { PostgresKeyRowWriter } from "./key-rows.js";
 import { inTransaction, lockFor } from "./transaction.js";
@@ -117,16 +118,7 @@ export class PostgresDeviceCodes implements DeviceCodesRepository {
         values: [key.accountId, key.keyId, key.keyValueSealed, deviceCodeHash],
       });
       if (approved.rowCount !== 1) return false;
-      await this.keys.insertKeyRow(client, {
-        id: key.keyId,
-        accountId: key.accountId,
-        hash: key.keyHash,
-        prefix: key.keyPrefix,
-        label: key.label,
-        kind: "login",
-        parentKeyId: null,
-        createdAt: now,
-      });
+      await this.keys.insertKeyRow(client, loginKeyRow(key, now));
       return true;
     });
   }
