@@ -1,6 +1,7 @@
 import type { Statement } from "better-sqlite3";
 import type { DB } from "./db.js";
 import { pickColumns, type SqliteAccounts } from "./sqlite-accounts.js";
+import { freeTokenWindowStart } from "./sqlite-usage.js";
 import {
   type AccountPatch,
   type LedgerRepository,
@@ -29,6 +30,10 @@ export class SqliteLedger implements LedgerRepository {
     private readonly transaction: <T>(fn: () => T) => T,
   ) {
     this.statements = prepare(db);
+  }
+
+  addFreeTokens(model: string, windowSeconds: number, tokens: number, now: number): void {
+    this.statements.addFreeTokens.run(model, freeTokenWindowStart(windowSeconds, now), tokens);
   }
 
   appliedSeq(): number {
@@ -184,6 +189,12 @@ function prepare(db: DB) {
        WHERE id = ?`,
     ),
     topUp: statement("UPDATE accounts SET balance_micro = balance_micro + ? WHERE id = ?"),
+    addFreeTokens: statement(
+      `INSERT INTO free_token_usage (model, window_start, tokens) VALUES (?, ?, ?)
+       ON CONFLICT(model) DO UPDATE SET
+         tokens = CASE WHEN window_start = excluded.window_start THEN tokens + excluded.tokens ELSE excluded.tokens END,
+         window_start = excluded.window_start`,
+    ),
     freeUsed: statement("SELECT used FROM free_usage WHERE account_id = ? AND day = ?"),
     countFree: statement(
       `INSERT INTO free_usage (account_id, day, used) VALUES (?, ?, 1)

@@ -87,15 +87,12 @@ export class SqliteUsage implements UsageRepository {
     const row = this.statements.freeTokens.get(model) as
       | { window_start: number; tokens: number }
       | undefined;
-    return row && row.window_start === windowStart(windowSeconds, now) ? row.tokens : 0;
-  }
-
-  addFreeTokens(model: string, windowSeconds: number, tokens: number, now: number): void {
-    this.statements.addFreeTokens.run(model, windowStart(windowSeconds, now), tokens);
+    return row && row.window_start === freeTokenWindowStart(windowSeconds, now) ? row.tokens : 0;
   }
 }
 
-function windowStart(windowSeconds: number, now: number): number {
+/** The start of the fixed window of a free model's token budget running at `now`. */
+export function freeTokenWindowStart(windowSeconds: number, now: number): number {
   return Math.floor(now / (windowSeconds * 1000)) * windowSeconds * 1000;
 }
 
@@ -122,11 +119,5 @@ function prepare(db: DB) {
       "SELECT * FROM request_log WHERE account_id = ? ORDER BY created_at DESC, rowid DESC LIMIT ?",
     ),
     freeTokens: statement("SELECT window_start, tokens FROM free_token_usage WHERE model = ?"),
-    addFreeTokens: statement(
-      `INSERT INTO free_token_usage (model, window_start, tokens) VALUES (?, ?, ?)
-       ON CONFLICT(model) DO UPDATE SET
-         tokens = CASE WHEN window_start = excluded.window_start THEN tokens + excluded.tokens ELSE excluded.tokens END,
-         window_start = excluded.window_start`,
-    ),
   };
 }

@@ -236,8 +236,4 @@ export class Store implements AccountRepository, CatalogRepository, UsageReposit
   freeTokensUsed(model: string, windowSeconds: number, now: number): number {
     return this.usage.freeTokensUsed(model, windowSeconds, now);
   }
-
-  addFreeTokens(model: string, windowSeconds: number, tokens: number, now: number): void {
-    this.usage.addFreeTokens(model, windowSeconds, tokens, now);
-  }
 }

@@ -324,7 +324,6 @@ export interface UsageRepository {
   requestLog(accountId: string, limit: number): RequestLogRow[];
   /** Tokens a free model has served in its current budget window. */
   freeTokensUsed(model: string, windowSeconds: number, now: number): number;
-  addFreeTokens(model: string, windowSeconds: number, tokens: number, now: number): void;
 }
 
 /**
@@ -334,6 +333,8 @@ export interface UsageRepository {
 export interface LedgerRepository {
   /** The sequence number of the last journal line the database holds. */
   appliedSeq(): number;
+  /** Counts a delivered answer's tokens against its free model's budget for the window. */
+  addFreeTokens(model: string, windowSeconds: number, tokens: number, now: number): void;
   /** Delivered free-model requests of the account on a UTC day. */
   freeUsed(accountId: string, day: string): number;
   /** Requests counted in a subscription window that started at `start`. */

@@ -210,7 +210,7 @@ export function settleAdmission(
     outcome.model?.free_token_budget &&
     outcome.model.free_token_window_seconds
   ) {
-    services.store.addFreeTokens(
+    services.ledger.addFreeTokens(
       outcome.model.name,
       outcome.model.free_token_window_seconds,
       metered.inputTokens + metered.outputTokens,

@@ -225,6 +225,11 @@ export class Ledger {
     return this.book.subscriptionUsed(accountId, window, start);
   }
 
+  /** A free model's token budget counts what a delivered answer used. */
+  addFreeTokens(model: string, windowSeconds: number, tokens: number, now: number): void {
+    this.book.addFreeTokens(model, windowSeconds, tokens, now);
+  }
+
   // ---- money set by hand ----------------------------------------------------
 
   /**
