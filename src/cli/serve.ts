@@ -18,6 +18,7 @@ interface ServeOptions {
   keepAliveTimeoutMs: string;
   maxConnectionsPerIp: string;
   publicUrl?: string;
+  trustedProxy: string[];
   upstreamAnswerLimitMb?: string;
   json?: boolean;
   quiet?: boolean;
@@ -70,6 +71,12 @@ export function registerServe(program: Command): void {
     .option(
       "--public-url <url>",
       "the URL browsers reach the gateway at, when it is not the listening address (dashboard origin checks, owner link)",
+    )
+    .option(
+      "--trusted-proxy <address>",
+      "a proxy in front of the gateway (IPv4 or IPv6, repeatable; default GATEWAY_TRUSTED_PROXIES, comma-separated): its X-Forwarded-For/Proto/Host name the client and origin",
+      (address: string, earlier: string[]) => [...earlier, address],
+      [],
     )
     .option(
       "--upstream-answer-limit-mb <mb>",
@@ -159,6 +166,7 @@ Examples:
           onRequest: opts.quiet ? undefined : requestLinePrinter(opts.logFormat),
           connections,
           publicUrl: opts.publicUrl,
+          trustedProxies: trustedProxies(opts.trustedProxy),
           clock: opts.manualClock ? "manual" : "real",
           cassettes,
           captureBodies: opts.captureBodies === true,
@@ -285,4 +293,13 @@ function cassetteFlags(opts: ServeOptions) {
     return { dir: opts.replay, mode, timing };
   }
   return undefined;
+}
+
+/** The flags when given, else the environment's list: a flag is the nearer word. */
+function trustedProxies(flags: string[]): string[] {
+  if (flags.length > 0) return flags;
+  return (process.env.GATEWAY_TRUSTED_PROXIES ?? "")
+    .split(",")
+    .map((address) => address.trim())
+    .filter((address) => address !== "");
 }

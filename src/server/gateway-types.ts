@@ -51,6 +51,13 @@ export interface PublicGatewayOptions {
   upstreamAnswerLimitBytes?: number;
   /** The address browsers use to reach the gateway, when it is not the listening address. */
   publicUrl?: string;
+  /**
+   * Addresses (exact IPv4 or IPv6) of the proxies in front of the gateway. A request from one of
+   * them is taken to come from its X-Forwarded-For client (per-address limits), at the origin its
+   * X-Forwarded-Proto and X-Forwarded-Host name (`Secure` cookies, URLs handed out when there is
+   * no `publicUrl`). Anyone else's X-Forwarded-* headers are ignored.
+   */
+  trustedProxies?: string[];
   /** Test kit: record upstream exchanges to cassette files, or answer from them. */
   cassettes?: CassetteOptions;
   /** Test kit: keep what each request received, sent upstream and answered (see `requests()`). */

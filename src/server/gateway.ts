@@ -15,6 +15,7 @@ import {
   defaultConnectionLimits,
   guardConnections,
 } from "./http/connection-guards.js";
+import { canonicalAddress } from "./http/request.js";
 import { onFinishedRequests, tracedListener } from "./http/request-trace.js";
 import { startJobRunner } from "./jobs/runner.js";
 import { parseCassetteOptions } from "./kit/cassettes.js";
@@ -50,6 +51,7 @@ function gatewayClock(clock: Clock): GatewayClock {
 export async function startGateway(options: GatewayOptions = {}): Promise<RunningGateway> {
   const dbPath = options.db ?? ":memory:";
   const configuredOrigin = publicOrigin(options.publicUrl);
+  const trustedProxies = proxyAddresses(options.trustedProxies ?? []);
   // Before the database is opened: a refused start must leave the running server's files alone.
   const lock = await lockDatabase(dbPath);
   let store: Store;
@@ -79,6 +81,8 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
         ? { limit: options.captureLimit ?? defaultCaptureLimit }
         : undefined,
       upstreamAnswerLimitBytes: options.upstreamAnswerLimitBytes,
+      publicUrlOrigin: configuredOrigin,
+      trustedProxies,
     });
     let ownerAccountId: string | undefined;
     let demoKey: string | undefined;
@@ -208,4 +212,15 @@ function publicOrigin(publicUrl: string | undefined): string | undefined {
   if (!parsed || (parsed.protocol !== "http:" && parsed.protocol !== "https:"))
     throw new ConfigError([`must be an http:// or https:// URL, got "${publicUrl}"`], "public URL");
   return parsed.origin;
+}
+
+function proxyAddresses(addresses: string[]): ReadonlySet<string> {
+  const canonical = addresses.map((address) => canonicalAddress(address));
+  const wrong = addresses.filter((_, index) => canonical[index] === undefined);
+  if (wrong.length > 0)
+    throw new ConfigError(
+      wrong.map((address) => `must be an IPv4 or IPv6 address, got "${address}"`),
+      "trusted proxy",
+    );
+  return new Set(canonical as string[]);
 }

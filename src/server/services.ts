@@ -4,6 +4,7 @@ import { Ledger } from "./billing/ledger.js";
 import type { Clock } from "./clock.js";
 import { Dispatcher } from "./dispatch/dispatcher.js";
 import { KeyPools } from "./dispatch/key-pool.js";
+import type { ForwardingOptions } from "./http/request.js";
 import type { CassetteOptions } from "./kit/cassettes.js";
 import { RequestInspector } from "./kit/inspect.js";
 import { KitUpstream } from "./kit/kit-upstream.js";
@@ -15,7 +16,7 @@ import { MockAdapter } from "./providers/mock/mock-adapter.js";
 import { MockScript } from "./providers/mock/mock-script.js";
 import { OpenAIAdapter } from "./providers/openai-adapter.js";
 
-export interface ServerOptions {
+export interface ServerOptions extends ForwardingOptions {
   /** Interval of SSE keepalive comments while a stream waits for its first token. */
   keepaliveMs: number;
   bodyLimitBytes: number;

@@ -5,7 +5,7 @@ import type { KeyWithAccount } from "../../store/types.js";
 import type { Access, AppEnv, Method } from "../app-env.js";
 import { ownerPageGuard } from "../dashboard/http.js";
 import { GatewayError, PlainTextError } from "../errors.js";
-import { clientIp, nodeIncoming, requestHeader } from "../http/request.js";
+import { clientIp, type ForwardingOptions, nodeIncoming, requestHeader } from "../http/request.js";
 import { traceOf } from "../http/request-trace.js";
 import { markStage } from "../http/stages.js";
 import type { SharedKeyLimiter } from "../limits/shared-key.js";
@@ -58,7 +58,7 @@ export interface GuardDeps {
   repos: { sessions: SessionsRepository };
   sharedKeys: SharedKeyLimiter;
   /** Read at request time: the public origin is known only once the server listens. */
-  options: { now: () => number; publicOrigin?: string };
+  options: { now: () => number; publicOrigin?: string } & ForwardingOptions;
 }
 
 /** The check for each kind of access (`app-env.ts`); `public` has none. */
@@ -84,7 +84,10 @@ export function accessGuards(
     key: (c) => {
       const now = options.now();
       const key = authenticate(store, presentedKey(c), now);
-      if (key.kind === "shared" && !sharedKeys.admitIp(key.id, clientIp(c), now)) {
+      if (
+        key.kind === "shared" &&
+        !sharedKeys.admitIp(key.id, clientIp(c, options.trustedProxies), now)
+      ) {
         throw new PlainTextError(429, "too many requests, try again shortly");
       }
       return keyCaller(c, key);

@@ -12,7 +12,12 @@ import {
   sessionCookieName,
 } from "../auth/owner-session.js";
 import { isTooLarge, readFormFields } from "../http/body.js";
-import { ownOrigin, requestHeader } from "../http/request.js";
+import {
+  type ForwardingOptions,
+  ownOrigin,
+  reachedOverTls,
+  requestHeader,
+} from "../http/request.js";
 import { forbiddenPage, type Page, signInNeededPage, unreadableFormPage } from "./pages.js";
 
 /**
@@ -56,13 +61,13 @@ export function currentSession(
  */
 export function ownerPageGuard(
   sessions: OwnerSessions,
-  options: { now: () => number; publicOrigin?: string },
+  options: { now: () => number; publicOrigin?: string } & ForwardingOptions,
   method: string,
 ) {
   if (method === "GET") {
     return async (c: Context<AppEnv>): Promise<Response | undefined> => {
       const session = await currentSession(c, sessions, options.now());
-      if (!session) return signIn(c);
+      if (!session) return signIn(c, options);
       c.set("owner", session);
       return undefined;
     };
@@ -96,7 +101,7 @@ export function ownerPageGuard(
 }
 
 /** The sign-in page for a GET: remembers the page, so the owner link leads back to it. */
-function signIn(c: Context): Response {
+function signIn(c: Context, options: ForwardingOptions): Response {
   const url = new URL(c.req.url);
   const returnTo = safeReturnPath(url.pathname + url.search);
   if (returnTo) {
@@ -106,7 +111,7 @@ function signIn(c: Context): Response {
       sameSite: "Lax",
       path: "/dashboard",
       maxAge: returnToTtlSeconds,
-      secure: url.protocol === "https:",
+      secure: reachedOverTls(c, options),
     });
   }
   return sendPage(c, signInNeededPage(returnTo));

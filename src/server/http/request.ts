@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { isIPv4, isIPv6 } from "node:net";
 import type { Context } from "hono";
 import { type RequestTrace, traceOf } from "./request-trace.js";
 
@@ -32,8 +33,95 @@ export function requestHeader(c: Context, name: string): string | undefined {
   return Array.isArray(value) ? value.join(", ") : value;
 }
 
-export function clientIp(c: Context): string {
-  return nodeIncoming(c)?.socket?.remoteAddress ?? "unknown";
+/** How a request's client and origin are read (`ServerOptions` carries both). */
+export interface ForwardingOptions {
+  /**
+   * Canonical addresses (`canonicalAddress`) of the proxies in front of the gateway: only their
+   * X-Forwarded-For/Proto/Host are believed, a client must not choose its own address or origin.
+   */
+  trustedProxies?: ReadonlySet<string>;
+  /** The origin of the configured public URL, which URLs handed out use when it is set. */
+  publicUrlOrigin?: string;
+}
+
+/**
+ * One spelling per address, so a proxy listed as `127.0.0.1` matches a socket that reports
+ * `::ffff:127.0.0.1`. Undefined for what is not an IP address.
+ */
+export function canonicalAddress(raw: string): string | undefined {
+  const address = raw.trim();
+  if (isIPv4(address)) return address;
+  const bare = address.startsWith("[") && address.endsWith("]") ? address.slice(1, -1) : address;
+  if (!isIPv6(bare)) return undefined;
+  // The URL parser writes IPv6 in its shortest lower-case form; a zone id it cannot parse.
+  const url = `http://[${bare}]`;
+  const host = URL.canParse(url) ? new URL(url).hostname.slice(1, -1) : bare.toLowerCase();
+  const mapped = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(host);
+  if (!mapped) return host;
+  const high = Number.parseInt(mapped[1]!, 16);
+  const low = Number.parseInt(mapped[2]!, 16);
+  return [high >> 8, high & 255, low >> 8, low & 255].join(".");
+}
+
+/** An X-Forwarded-For entry's address: proxies may add a port (`1.2.3.4:5678`, `[::1]:80`). */
+function forwardedAddress(entry: string): string {
+  const withPort = /^\[([^\]]+)\](?::\d+)?$|^(\d+\.\d+\.\d+\.\d+):\d+$/.exec(entry);
+  const address = withPort ? (withPort[1] ?? withPort[2]!) : entry;
+  return canonicalAddress(address) ?? entry;
+}
+
+/** The socket's peer when it is a trusted proxy, else undefined. */
+function trustedPeer(c: Context, trusted: ReadonlySet<string> | undefined): string | undefined {
+  if (!trusted || trusted.size === 0) return undefined;
+  const peer = nodeIncoming(c)?.socket?.remoteAddress;
+  const address = peer === undefined ? undefined : canonicalAddress(peer);
+  return address !== undefined && trusted.has(address) ? address : undefined;
+}
+
+/**
+ * The client's address. Behind trusted proxies it is the right-most X-Forwarded-For entry that
+ * is not one of them: entries to its left were written by the client itself.
+ */
+export function clientIp(c: Context, trusted?: ReadonlySet<string>): string {
+  const peer = trustedPeer(c, trusted);
+  if (peer === undefined) return nodeIncoming(c)?.socket?.remoteAddress ?? "unknown";
+  const chain = (requestHeader(c, "x-forwarded-for") ?? "")
+    .split(",")
+    .map((entry) => entry.trim())
+    .filter((entry) => entry !== "");
+  for (let index = chain.length - 1; index >= 0; index--) {
+    const address = forwardedAddress(chain[index]!);
+    if (!trusted!.has(address)) return address;
+  }
+  return peer;
+}
+
+/** The first of a header's comma-separated values: what the proxy nearest the client saw. */
+function firstValue(header: string | undefined): string | undefined {
+  const value = header?.split(",")[0]?.trim();
+  return value === "" ? undefined : value;
+}
+
+/**
+ * The origin the client reached the gateway at: the request's own, or, from a trusted proxy,
+ * the one its X-Forwarded-Proto and X-Forwarded-Host name. Decides the session cookie's
+ * `Secure` and URLs handed out; never same-origin checks (`ownOrigin`).
+ */
+export function externalOrigin(c: Context, options: ForwardingOptions): string {
+  const own = new URL(c.req.url);
+  if (trustedPeer(c, options.trustedProxies) === undefined) return own.origin;
+  const proto = firstValue(requestHeader(c, "x-forwarded-proto"))?.toLowerCase();
+  const protocol = proto === "http" || proto === "https" ? `${proto}:` : own.protocol;
+  const host = firstValue(requestHeader(c, "x-forwarded-host")) ?? own.host;
+  // A header that is more than host[:port] (a path, credentials) names no origin.
+  const candidate = `${protocol}//${host}`;
+  const named = /[\s/\\@?#]/.test(host) || !URL.canParse(candidate) ? undefined : candidate;
+  return new URL(named ?? `${protocol}//${own.host}`).origin;
+}
+
+/** Whether the client reached the gateway over TLS (a cookie it gets is then `Secure`). */
+export function reachedOverTls(c: Context, options: ForwardingOptions): boolean {
+  return externalOrigin(c, options).startsWith("https:");
 }
 
 /** The request's trace while someone listens (`http/request-trace.ts`), else undefined. */
@@ -41,9 +129,9 @@ export function requestTrace(c: Context): RequestTrace | undefined {
   return traceOf(nodeIncoming(c));
 }
 
-/** An absolute URL on this gateway, as the client reached it. */
-export function gatewayUrl(c: Context, path: string): string {
-  return `${new URL(c.req.url).origin}${path}`;
+/** An absolute URL on this gateway: on the configured public URL, else as the client reached it. */
+export function gatewayUrl(c: Context, options: ForwardingOptions, path: string): string {
+  return `${options.publicUrlOrigin ?? externalOrigin(c, options)}${path}`;
 }
 
 /**

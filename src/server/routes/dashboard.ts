@@ -23,6 +23,7 @@ import {
   userCodeFormPage,
 } from "../dashboard/pages.js";
 import { GatewayError } from "../errors.js";
+import { reachedOverTls } from "../http/request.js";
 import { WindowCounter } from "../limits/window-counter.js";
 import type { Services } from "../services.js";
 import { byokView, quota } from "../views.js";
@@ -176,7 +177,7 @@ export function dashboardHandlers(services: Services, devices: DeviceCodes) {
           sameSite: "Strict",
           path: "/",
           maxAge: sessionTtlSeconds,
-          secure: new URL(c.req.url).protocol === "https:",
+          secure: reachedOverTls(c, services.options),
         });
         return c.redirect(returnTo, 303);
       }

@@ -9,7 +9,7 @@ import {
   maxPendingCodesPerAddress,
 } from "../auth/device-codes.js";
 import { isTooLarge, readBody, readFormFields, tooDeepMessage } from "../http/body.js";
-import { clientIp, gatewayUrl, requestHeader } from "../http/request.js";
+import { clientIp, type ForwardingOptions, gatewayUrl, requestHeader } from "../http/request.js";
 import { maxJsonDepth, nestedDeeperThan } from "../wire/json-depth.js";
 
 /**
@@ -68,8 +68,12 @@ async function readGrantBody(c: Context<AppEnv>): Promise<unknown> {
   }
 }
 
-/** The device flow's handlers (access `public`); `now` is the gateway's clock. */
-export function deviceAuthHandlers(devices: DeviceCodes, now: () => number) {
+/** The device flow's handlers (access `public`); `options.now` is the gateway's clock. */
+export function deviceAuthHandlers(
+  devices: DeviceCodes,
+  options: { now: () => number } & ForwardingOptions,
+) {
+  const { now } = options;
   const code: Handler = async (c) => {
     const raw = await readGrantBody(c);
     if (raw === tooDeep)
@@ -79,7 +83,11 @@ export function deviceAuthHandlers(devices: DeviceCodes, now: () => number) {
       return oauthError(c, "invalid_request", {
         error_description: "client_name must be a short string.",
       });
-    const issued = await devices.issue(body.data.client_name ?? "", clientIp(c), now());
+    const issued = await devices.issue(
+      body.data.client_name ?? "",
+      clientIp(c, options.trustedProxies),
+      now(),
+    );
     if (!issued.ok) {
       return c.json({ error: "slow_down", error_description: refusalText[issued.reason] }, 429, {
         "cache-control": "no-store",
@@ -87,7 +95,7 @@ export function deviceAuthHandlers(devices: DeviceCodes, now: () => number) {
       });
     }
     const userCode = formatUserCode(issued.userCode);
-    const verificationUri = gatewayUrl(c, "/dashboard/device");
+    const verificationUri = gatewayUrl(c, options, "/dashboard/device");
     return c.json(
       {
         device_code: issued.deviceCode,

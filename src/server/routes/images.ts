@@ -257,5 +257,5 @@ async function asUrl(
     stored.contentType,
     Buffer.from(b64_json, "base64"),
   );
-  return { ...rest, url: gatewayUrl(c, `/v1/files/${id}`) };
+  return { ...rest, url: gatewayUrl(c, services.options, `/v1/files/${id}`) };
 }

@@ -102,7 +102,7 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
   const jobs = jobHandlers(services);
   const admin = adminHandlers(services);
   const kit = kitHandlers({ mockScript: services.mockScript, clock: services.options.clock });
-  const device = deviceAuthHandlers(devices, services.options.now);
+  const device = deviceAuthHandlers(devices, services.options);
   const toolKeys = toolKeyHandlers(services);
   const ownerKeys = dashboardKeyHandlers(services);
   const owner = dashboardAccountHandlers(services);

@@ -10,7 +10,7 @@ import { forMediaWire, forModality, resolveTarget } from "../dispatch/resolve.js
 import { badRequest, GatewayError } from "../errors.js";
 import { readJson } from "../http/body.js";
 import { clientGone } from "../http/client-signal.js";
-import { gatewayUrl } from "../http/request.js";
+import { type ForwardingOptions, gatewayUrl } from "../http/request.js";
 import { jobHold } from "../jobs/job-billing.js";
 import {
   type JobRequest,
@@ -104,7 +104,7 @@ export function jobHandlers(services: Services) {
     poll:
       (spec: JobKindSpec): Handler =>
       async (c) =>
-        c.json(jobView(c, await find(c, spec))),
+        c.json(jobView(c, services.options, await find(c, spec))),
     /** GET `{path}/{id}/content`: the finished job's media. */
     content:
       (spec: JobKindSpec): Handler =>
@@ -181,13 +181,13 @@ async function submit(
   wakeJobRunner(services);
   const job = await jobs.get(id, key.account_id);
   if (!job) throw new GatewayError(500, "internal_error", "job vanished after insert");
-  return c.json(jobView(c, job), 202);
+  return c.json(jobView(c, services.options, job), 202);
 }
 
 const unixSeconds = (ms: number | null) => (ms === null ? null : Math.floor(ms / 1000));
 
 /** The job as the API shows it; `result` once completed, `error` once failed. */
-function jobView(c: Context, job: JobRow): Record<string, unknown> {
+function jobView(c: Context, options: ForwardingOptions, job: JobRow): Record<string, unknown> {
   const spec = jobKinds[job.kind];
   const { request } = jobInput(job);
   const view: Record<string, unknown> = {
@@ -204,7 +204,10 @@ function jobView(c: Context, job: JobRow): Record<string, unknown> {
   };
   if (job.status === "completed" && job.result_json) {
     const result = JSON.parse(job.result_json) as JobResult;
-    view.result = { url: gatewayUrl(c, `${spec.path}/${job.id}/content`), ...result };
+    view.result = {
+      url: gatewayUrl(c, options, `${spec.path}/${job.id}/content`),
+      ...result,
+    };
   }
   if (job.status === "failed" && job.error) view.error = JSON.parse(job.error) as JobError;
   return view;
