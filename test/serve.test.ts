@@ -17,8 +17,11 @@ afterAll(async () => {
 
 const bin = join(import.meta.dirname, "..", "bin", "gateway");
 
-function runCli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, [bin, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+function runCli(
+  args: string[],
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [bin, ...args], { stdio: ["ignore", "pipe", "pipe"], env });
   let stdout = "";
   let stderr = "";
   child.stdout.on("data", (d: Buffer) => {
@@ -131,6 +134,16 @@ describe("gateway serve", () => {
     const url = await runCli(["serve", "--db", ":memory:", "--public-url", "gateway.example"]);
     expect(url.code).toBe(1);
     expect(url.stderr).toContain('must be an http:// or https:// URL, got "gateway.example"');
+  });
+
+  it("refuses a trusted proxy that is not an address, from --trusted-proxy or GATEWAY_TRUSTED_PROXIES", async () => {
+    const flag = await runCli(["serve", "--db", ":memory:", "--trusted-proxy", "10.0.0.0/8"]);
+    expect(flag.code).toBe(1);
+    expect(flag.stderr).toContain('must be an IPv4 or IPv6 address, got "10.0.0.0/8"');
+    const env = { ...process.env, GATEWAY_TRUSTED_PROXIES: "127.0.0.1, proxy.internal" };
+    const fromEnv = await runCli(["serve", "--db", ":memory:"], env);
+    expect(fromEnv.code).toBe(1);
+    expect(fromEnv.stderr).toContain('must be an IPv4 or IPv6 address, got "proxy.internal"');
   });
 });
 
