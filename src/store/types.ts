@@ -420,3 +420,23 @@ export interface SettleInput {
   toolsOmitted?: string[];
   now: number;
 }
+
+/** A request's reservation once its payment is decided, unsettled. */
+export function reservationOf(
+  input: ReserveInput,
+  paid: Pick<Reservation, "payment" | "reservedMicro" | "paymentRef">,
+): Reservation {
+  return {
+    id: input.id,
+    accountId: input.accountId,
+    keyId: input.keyId,
+    endpoint: input.endpoint,
+    model: input.model,
+    stream: input.stream,
+    createdAt: input.now,
+    payment: paid.payment,
+    reservedMicro: paid.reservedMicro,
+    paymentRef: paid.paymentRef,
+    settled: false,
+  };
+}

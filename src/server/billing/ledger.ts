@@ -8,6 +8,7 @@ import {
   type LedgerWrite,
   parseSubscription,
   type ReserveInput,
+  reservationOf,
   type SettleInput,
 } from "../../store/types.js";
 import { GatewayError, storageUnavailable } from "../errors.js";
@@ -76,19 +77,7 @@ export class Ledger {
       });
     }
     if ("refused" in decision) throw refusalError(decision.refused, decision.retryAfter);
-    const reservation: Reservation = {
-      id: input.id,
-      accountId: input.accountId,
-      keyId: input.keyId,
-      endpoint: input.endpoint,
-      model: input.model,
-      stream: input.stream,
-      createdAt: input.now,
-      payment: decision.payment,
-      reservedMicro: decision.reservedMicro,
-      paymentRef: decision.paymentRef,
-      settled: false,
-    };
+    const reservation = reservationOf(input, decision);
     this.holds.place(reservation);
     return reservation;
   }

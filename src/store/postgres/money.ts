@@ -1,6 +1,13 @@
 import { hostname } from "node:os";
 import type pg from "pg";
-import type { Payment, PaymentRefusal, Reservation, ReserveInput, SettleInput } from "../types.js";
+import {
+  type Payment,
+  type PaymentRefusal,
+  type Reservation,
+  type ReserveInput,
+  reservationOf,
+  type SettleInput,
+} from "../types.js";
 import { secondsToUtcMidnight, utcDay } from "../utc-windows.js";
 import type { Queryable } from "./transaction.js";
 
@@ -173,21 +180,10 @@ export class PostgresMoney {
 
   /** Places the hold for one request or throws the spec's error for why it cannot. */
   async reserve(input: ReserveInput): Promise<Reservation> {
-    const reservation: Reservation = {
-      id: input.id,
-      accountId: input.accountId,
-      keyId: input.keyId,
-      endpoint: input.endpoint,
-      model: input.model,
-      stream: input.stream,
-      createdAt: input.now,
-      payment: "byok",
-      reservedMicro: 0,
-      paymentRef: null,
-      settled: false,
-    };
     // The account's own provider key: nothing is held, and nothing counted.
-    if (input.payment === "byok") return reservation;
+    if (input.payment === "byok") {
+      return reservationOf(input, { payment: "byok", reservedMicro: 0, paymentRef: null });
+    }
     const result = await this.pool.query<HoldAnswer>({
       name: "gateway_hold",
       text: holdStatement,
@@ -208,10 +204,11 @@ export class PostgresMoney {
     if (answer.refusal !== null || answer.payment === null) {
       throw refused(answer.refusal, input.now);
     }
-    reservation.payment = answer.payment;
-    reservation.reservedMicro = answer.reserved_micro;
-    reservation.paymentRef = answer.payment_ref;
-    return reservation;
+    return reservationOf(input, {
+      payment: answer.payment,
+      reservedMicro: answer.reserved_micro,
+      paymentRef: answer.payment_ref,
+    });
   }
 
   // ---- settlement -----------------------------------------------------------
