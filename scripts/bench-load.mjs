@@ -1,19 +1,24 @@
 // Closed-loop load generator: N keep-alive connections (undici Pool), each sending the next
 // request as soon as the previous answer is read. Records latency of every request and, for
-// streams, the time to the first body byte. Runs in-process or as a child process (IPC).
+// streams, the time to the first body byte. Runs in-process or as a child process (IPC). Given
+// several URLs (gateways sharing one database), the connections are dealt out over them in turn.
 import { performance } from "node:perf_hooks";
 import { Pool } from "undici";
 
 /**
- * @param {{ url: string, path: string, headers: Record<string,string>, body: string,
+ * @param {{ url: string | string[], path: string, headers: Record<string,string>, body: string,
  *   connections: number, durationMs: number, warmupMs: number, stream: boolean }} o
  */
 export async function runLoad(o) {
-  const pool = new Pool(o.url, {
-    connections: o.connections,
-    pipelining: 1,
-    keepAliveTimeout: 60_000,
-  });
+  const urls = Array.isArray(o.url) ? o.url : [o.url];
+  const pools = urls.map(
+    (url, i) =>
+      new Pool(url, {
+        connections: Math.ceil((o.connections - i) / urls.length),
+        pipelining: 1,
+        keepAliveTimeout: 60_000,
+      }),
+  );
   const latencies = new Float64Array(4_000_000);
   const ttfbs = new Float64Array(o.stream ? 4_000_000 : 0);
   let count = 0;
@@ -24,7 +29,7 @@ export async function runLoad(o) {
   let measuring = false;
   let stop = false;
 
-  async function one() {
+  async function one(pool) {
     const start = performance.now();
     const res = await pool.request({
       path: o.path,
@@ -54,10 +59,10 @@ export async function runLoad(o) {
     latencies[count++] = latency;
   }
 
-  async function worker() {
+  async function worker(pool) {
     while (!stop) {
       try {
-        await one();
+        await one(pool);
       } catch (err) {
         errors++;
         firstError ||= String(err?.message ?? err);
@@ -65,7 +70,7 @@ export async function runLoad(o) {
     }
   }
 
-  const workers = Array.from({ length: o.connections }, () => worker());
+  const workers = Array.from({ length: o.connections }, (_, i) => worker(pools[i % pools.length]));
   await new Promise((r) => setTimeout(r, o.warmupMs));
   measuring = true;
   const started = performance.now();
@@ -74,7 +79,7 @@ export async function runLoad(o) {
   const elapsed = performance.now() - started;
   stop = true;
   await Promise.all(workers);
-  await pool.close();
+  await Promise.all(pools.map((pool) => pool.close()));
 
   return {
     count,

@@ -8,11 +8,18 @@
 //   node scripts/bench.mjs --stages       also the median time between steps at one connection
 //   BENCH_REQUEST_LINES=text node scripts/bench.mjs   with serve's line per request (to stderr)
 //   BENCH_METRICS=off node scripts/bench.mjs           without /metrics and its counting
+//   node scripts/bench.mjs --only=up-1,gw-1,gw-pg-1,gw-50,gw-pg-50,gw-pg2-50   SQLite beside Postgres
+//   BENCH_SERVE_NODE_ARGS="--cpu-prof --cpu-prof-dir=prof"   Node flags of the `gateway serve` rows
 //
 // Two floors run beside the gateway in the same process: a bare proxy (HTTP in and out) and a
 // minimal gateway (scripts/bench-minimal-gateway.mjs: the billing work with no structure).
 // The fake upstream always runs in a child process. The load generator runs in a child process by
 // default: on a 2-core machine that is the fairer number (the gateway keeps one core to itself).
+//
+// The Postgres rows run last, on a throwaway server the bench starts (and skips, with a note,
+// where no Postgres binaries are found): a gateway on it in this process, as the SQLite one, then
+// `gateway serve` processes, one and then two on one database with the connections dealt out over
+// both. Their `db CPU` is the server's (every Postgres process) per request.
 import { fork } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -20,8 +27,15 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { startGateway } from "../dist/index.js";
 import { startBareProxy } from "./bench-bare-proxy.mjs";
+import { benchBody, benchConfig, benchHeaders, benchKey } from "./bench-config.mjs";
 import { runLoad } from "./bench-load.mjs";
 import { startMinimalGateway } from "./bench-minimal-gateway.mjs";
+import {
+  postgresCpuUs,
+  postgresMissing,
+  processCpuUs,
+  startPostgresBench,
+} from "./bench-postgres.mjs";
 import { collectStages } from "./bench-stages.mjs";
 
 const here = fileURLToPath(new URL(".", import.meta.url));
@@ -34,7 +48,6 @@ const only = process.argv
 const seconds = Number(process.env.BENCH_SECONDS ?? 5);
 const durationMs = seconds * 1000;
 const warmupMs = Math.min(1000, durationMs / 2);
-const KEY = "kn-bench-0123456789abcdefghijklmnopqrstuv";
 
 function child(script, ready) {
   // execArgv: [] keeps --cpu-prof (and friends) on the gateway process only.
@@ -70,47 +83,17 @@ const onRequest = lineFormat
   ? (await import("../dist/cli/request-lines.js")).requestLinePrinter(lineFormat, process.stderr)
   : undefined;
 const dir = mkdtempSync(join(tmpdir(), "gateway-bench-"));
-const gw = await startGateway({
+const gatewayOptions = {
   onRequest,
   // BENCH_METRICS=off|public|admin: /metrics (admin by default, as in `gateway serve`).
   metrics: process.env.BENCH_METRICS ?? "admin",
-  db: join(dir, "bench.db"),
   port: 0,
-  config: {
-    providers: [
-      { id: "up", wire: "openai", base_url: `${upstreamUrl}/v1`, api_keys: ["sk-bench-upstream"] },
-    ],
-    models: [
-      {
-        name: "bench-model",
-        provider: "up",
-        upstream_model: "bench-upstream",
-        price_input_per_mtok: 1_000,
-        price_output_per_mtok: 2_000,
-      },
-    ],
-    accounts: [
-      {
-        id: "bench",
-        balance_idr: 1_000_000_000_000,
-        rpm_limit: 1_000_000_000,
-        keys: [{ id: "bench-key", value: KEY }],
-      },
-    ],
-  },
-});
+  config: benchConfig(upstreamUrl),
+};
+const gw = await startGateway({ ...gatewayOptions, db: join(dir, "bench.db") });
 
 const bare = await startBareProxy(upstreamUrl);
-const minimal = await startMinimalGateway(upstreamUrl, KEY);
-
-const body = (stream) =>
-  JSON.stringify({
-    model: "bench-model",
-    max_tokens: 16,
-    stream,
-    messages: [{ role: "user", content: "Say hi" }],
-  });
-const headers = { "content-type": "application/json", authorization: `Bearer ${KEY}` };
+const minimal = await startMinimalGateway(upstreamUrl, benchKey);
 
 const scenarios = [
   {
@@ -166,7 +149,55 @@ const scenarios = [
     stream: true,
   },
   { id: "gw-s50", label: "gateway, stream", target: gw.url, connections: 50, stream: true },
+  {
+    id: "gw-pg-1",
+    label: "gateway on Postgres, JSON",
+    postgres: "in-process",
+    connections: 1,
+    stream: false,
+  },
+  {
+    id: "gw-pg-50",
+    label: "gateway on Postgres, JSON",
+    postgres: "in-process",
+    connections: 50,
+    stream: false,
+  },
+  {
+    id: "gw-pgp-50",
+    label: "1 gateway process on Postgres, JSON",
+    postgres: 1,
+    connections: 50,
+    stream: false,
+  },
+  {
+    id: "gw-pg2-50",
+    label: "2 gateway processes on Postgres, JSON",
+    postgres: 2,
+    connections: 50,
+    stream: false,
+  },
 ];
+const selected = scenarios.filter((s) => !only || only.includes(s.id));
+
+// Started when the first Postgres row runs, so the rows before it measure what they always did.
+const postgresSkipped = selected.some((s) => s.postgres) ? postgresMissing() : undefined;
+let postgres;
+const postgresTargets = new Map();
+async function postgresTarget(kind) {
+  if (postgresTargets.has(kind)) return postgresTargets.get(kind);
+  postgres ??= await startPostgresBench(startGateway, dir);
+  let target;
+  if (kind === "in-process") {
+    const gateway = await postgres.gateway(gatewayOptions);
+    target = { url: gateway.url, port: gateway.port, pids: [] };
+  } else {
+    const gateways = await postgres.processes(kind, gatewayOptions.config);
+    target = { url: gateways.map((g) => g.url), pids: gateways.map((g) => g.pid) };
+  }
+  postgresTargets.set(kind, target);
+  return target;
+}
 
 // The bench process's resident memory while a scenario runs: the gateway's, with the two idle
 // floors beside it.
@@ -187,19 +218,21 @@ function sampleMemory() {
 
 const results = new Map();
 try {
-  for (const s of scenarios) {
-    if (only && !only.includes(s.id)) continue;
+  for (const s of selected) {
+    if (s.postgres && postgresSkipped) continue;
+    const pgTarget = s.postgres ? await postgresTarget(s.postgres) : undefined;
+    const port = s.target === gw.url ? gw.port : pgTarget?.port;
     const stages =
-      stagesWanted && s.target === gw.url && s.connections === 1
-        ? collectStages(gw.port)
-        : undefined;
+      stagesWanted && port !== undefined && s.connections === 1 ? collectStages(port) : undefined;
     const cpuBefore = process.cpuUsage();
+    const childCpuBefore = pgTarget?.pids.map((pid) => processCpuUs(pid));
+    const dbCpuBefore = s.postgres ? postgresCpuUs(postgres.server.pid) : undefined;
     const memory = sampleMemory();
     const r = await load({
-      url: s.target,
+      url: pgTarget?.url ?? s.target,
       path: "/v1/chat/completions",
-      headers,
-      body: body(s.stream),
+      headers: benchHeaders,
+      body: benchBody(s.stream),
       connections: s.connections,
       durationMs,
       warmupMs,
@@ -207,17 +240,25 @@ try {
     });
     const cpu = process.cpuUsage(cpuBefore);
     r.memory = memory.stop();
-    // Gateway-process CPU per request over warm-up and run together (only meaningful for gateway rows).
-    r.cpuPerRequestUs =
-      (cpu.user + cpu.system) / Math.max(1, r.count * (1 + warmupMs / durationMs));
+    // CPU per request over warm-up and run together: the gateway's (this process, or the gateway
+    // processes together) and the database server's.
+    const perRequest = (us) => us / Math.max(1, r.count * (1 + warmupMs / durationMs));
+    const childCpu = pgTarget?.pids.map((pid, i) => processCpuUs(pid) - childCpuBefore[i]);
+    r.cpuPerRequestUs = perRequest(
+      childCpu?.length ? childCpu.reduce((a, b) => a + b) : cpu.user + cpu.system,
+    );
+    if (childCpu?.length) r.cpuShares = childCpu.map((us) => Math.round(perRequest(us)));
+    if (s.postgres)
+      r.dbCpuPerRequestUs = perRequest(postgresCpuUs(postgres.server.pid) - dbCpuBefore);
     if (stages) r.stages = stages.stop();
     results.set(s.id, r);
     process.stderr.write(
-      `  ${s.id.padEnd(7)} ${Math.round(r.rps)} req/s, ${r.total} requests in all, peak RSS ${mb(r.memory.rss)} MB (heap ${mb(r.memory.heapUsed)} used of ${mb(r.memory.heapTotal)}, external ${mb(r.memory.external)})${r.errors ? `, ${r.errors} errors (${r.firstError})` : ""}\n`,
+      `  ${s.id.padEnd(7)} ${Math.round(r.rps)} req/s, ${r.total} requests in all, peak RSS ${mb(r.memory.rss)} MB (heap ${mb(r.memory.heapUsed)} used of ${mb(r.memory.heapTotal)}, external ${mb(r.memory.external)})${r.cpuShares ? `, gateway processes' CPU ${r.cpuShares.join(" + ")} us/req` : ""}${r.errors ? `, ${r.errors} errors (${r.firstError})` : ""}\n`,
     );
   }
 } finally {
   await gw.close();
+  await postgres?.stop();
   await bare.close();
   await minimal.close();
   upstreamChild.proc.kill();
@@ -230,9 +271,13 @@ const rows = scenarios
   .map((s) => {
     const r = results.get(s.id);
     const cpu =
-      (s.target === gw.url || s.target === bare.url || s.target === minimal.url) && !inline
+      (s.target === gw.url || s.target === bare.url || s.target === minimal.url || s.postgres) &&
+      !inline
         ? Math.round(r.cpuPerRequestUs).toString()
         : "-";
+    const dbCpu = Number.isFinite(r.dbCpuPerRequestUs)
+      ? Math.round(r.dbCpuPerRequestUs).toString()
+      : "-";
     return [
       s.label,
       String(s.connections),
@@ -242,7 +287,8 @@ const rows = scenarios
       ms(r.ttfbP50),
       ms(r.ttfbP99),
       cpu,
-      s.target === gw.url ? String(mb(r.memory.rss)) : "-",
+      dbCpu,
+      s.target === gw.url || s.postgres === "in-process" ? String(mb(r.memory.rss)) : "-",
       String(r.errors),
     ];
   });
@@ -255,6 +301,7 @@ const head = [
   "TTFB p50",
   "TTFB p99",
   "gw CPU us/req",
+  "db CPU us/req",
   "peak RSS MB",
   "errors",
 ];
@@ -308,3 +355,14 @@ console.log(
 console.log(
   `gateway's structure at 1 connection:         ${ms(added("gw-1", "min-1", "p50"))} ms (gateway minus the minimal gateway: routing, limits, dispatch layers; the minimal one commits before it answers, the gateway journals)`,
 );
+if (postgresSkipped) {
+  console.log(`\nPostgres rows skipped: ${postgresSkipped}`);
+} else if (selected.some((s) => s.postgres)) {
+  const rps = (id) => (results.has(id) ? Math.round(results.get(id).rps).toString() : "-");
+  console.log(
+    `Postgres's added p50 over SQLite at 1 connection: ${ms(added("gw-pg-1", "gw-1", "p50"))} ms (target <= 0.5)`,
+  );
+  console.log(
+    `JSON throughput at 50 connections:           SQLite ${rps("gw-50")}, Postgres ${rps("gw-pg-50")}; gateway processes on Postgres: one ${rps("gw-pgp-50")}, two ${rps("gw-pg2-50")} req/s (target: two serve more than one)`,
+  );
+}

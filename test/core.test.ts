@@ -79,7 +79,7 @@ describe("authentication", () => {
     expect(
       (await post(gw, "/v1/chat/completions", chat(), { authorization: `Bearer ${value}` })).status,
     ).toBe(200);
-    store.revokeKey(key.id);
+    await store.revokeKey(key.id);
     const res = await post(gw, "/v1/chat/completions", chat(), {
       authorization: `Bearer ${value}`,
     });
@@ -90,7 +90,7 @@ describe("authentication", () => {
 
   it("stops every key of a suspended account at once and restores them on reinstatement", async () => {
     const { store } = gw.services;
-    store.setAccountStatus("acct", "suspended");
+    await store.setAccountStatus("acct", "suspended");
     try {
       for (const key of [KEY, KEY2, SHARED_KEY]) {
         const res = await post(gw, "/v1/chat/completions", chat(), {
@@ -104,7 +104,7 @@ describe("authentication", () => {
           .status,
       ).not.toBe(401);
     } finally {
-      store.setAccountStatus("acct", "active");
+      await store.setAccountStatus("acct", "active");
     }
     expect((await post(gw, "/v1/chat/completions", chat())).status).toBe(200);
   });

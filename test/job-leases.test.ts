@@ -90,13 +90,17 @@ describe("job leases", () => {
     expect(before - after).toBe(SECONDS * MUSIC_PRICE * 1_000_000);
   });
 
-  it("a job whose runner stopped is taken over once its lease ran out, and charged once", async () => {
+  it("a job whose runner died is taken over once its lease ran out, and charged once", async () => {
     const before = gw.services.store.getAccount("acct")!.balance_micro;
     const id = await submit();
     await rowWhen(gw, id, (row) => row?.lease_owner === other.instanceId);
-    // The runner stops mid-job, as a gateway that died would: the row stays running under its
+    // The runner stops mid-job as a gateway that died would: the row stays running under its
     // lease, which nobody renews now.
-    await other.stop();
+    await other.stop({ keepLeases: true });
+    expect(await gw.services.repos.jobs.get(id, "acct")).toMatchObject({
+      status: "running",
+      lease_owner: other.instanceId,
+    });
     const taken = await rowWhen(
       gw,
       id,
@@ -113,5 +117,25 @@ describe("job leases", () => {
     expect(log.map(({ state, cost_micro }) => ({ state, cost_micro }))).toEqual([
       { state: "settled", cost_micro: SECONDS * MUSIC_PRICE * 1_000_000 },
     ]);
+  });
+
+  it("a runner that stops gives its running job back at once, not after its lease", async () => {
+    await other.stop();
+    // A lease far longer than the test: only a give-back lets the gateway's own runner take it.
+    other = await startJobRunner(gw.services, { leaseMs: 60_000, pollMs: 60_000 });
+    const before = gw.services.store.getAccount("acct")!.balance_micro;
+    const id = await submit();
+    await rowWhen(gw, id, (row) => row?.lease_owner === other.instanceId);
+    await other.stop();
+    const taken = await rowWhen(
+      gw,
+      id,
+      (row) => row?.status === "running" && row.lease_owner !== other.instanceId,
+    );
+    expect(taken.lease_owner).not.toBeNull();
+    const done = await rowWhen(gw, id, (row) => row?.status === "completed");
+    expect(done.lease_owner).toBe(taken.lease_owner);
+    const after = gw.services.store.getAccount("acct")!.balance_micro;
+    expect(before - after).toBe(SECONDS * MUSIC_PRICE * 1_000_000);
   });
 });

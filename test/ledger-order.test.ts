@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { Ledger } from "../src/server/billing/ledger.js";
+import { ProcessLedger } from "../src/server/billing/ledger.js";
 import { Store } from "../src/store/store.js";
 import { delivered, holdFor } from "./support/ledger.js";
 
@@ -22,8 +22,8 @@ function paygLedger(name: string) {
     tier: "free",
     now: 0,
   });
-  const ledger = new Ledger(store);
-  ledger.updateAccount("acct", {
+  const ledger = new ProcessLedger(store);
+  void ledger.updateAccount("acct", {
     payg_enabled: 1,
     payg_limit_micro: 1_000_000_000,
     payg_window_seconds: windowMs / 1000,
@@ -33,7 +33,7 @@ function paygLedger(name: string) {
   return { store, ledger };
 }
 
-const hold = (ledger: Ledger, id: string, now: number) => holdFor(ledger, id, now, 1_000);
+const hold = (ledger: ProcessLedger, id: string, now: number) => holdFor(ledger, id, now, 1_000);
 
 /** The account's PAYG window as the database holds it: the cached row is dropped and read again. */
 const paygRow = (store: Store) => {

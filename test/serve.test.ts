@@ -137,13 +137,54 @@ describe("gateway serve", () => {
   });
 
   it("refuses a trusted proxy that is not an address, from --trusted-proxy or GATEWAY_TRUSTED_PROXIES", async () => {
-    const flag = await runCli(["serve", "--db", ":memory:", "--trusted-proxy", "10.0.0.0/8"]);
+    const flag = await runCli(["serve", "--db", ":memory:", "--trusted-proxy", "10.0.0.0/33"]);
     expect(flag.code).toBe(1);
-    expect(flag.stderr).toContain('must be an IPv4 or IPv6 address, got "10.0.0.0/8"');
+    expect(flag.stderr).toContain(
+      'must be an IPv4 or IPv6 address or a CIDR range (10.0.0.0/8), got "10.0.0.0/33"',
+    );
     const env = { ...process.env, GATEWAY_TRUSTED_PROXIES: "127.0.0.1, proxy.internal" };
     const fromEnv = await runCli(["serve", "--db", ":memory:"], env);
     expect(fromEnv.code).toBe(1);
-    expect(fromEnv.stderr).toContain('must be an IPv4 or IPv6 address, got "proxy.internal"');
+    expect(fromEnv.stderr).toContain(
+      'must be an IPv4 or IPv6 address or a CIDR range (10.0.0.0/8), got "proxy.internal"',
+    );
+  });
+
+  it("names a Postgres database it cannot reach without its password, from --db or GATEWAY_DB_URL", async () => {
+    // Port 1 on loopback: nothing listens, the connection is refused at once.
+    const url = "postgres://gateway:hunter2-secret@127.0.0.1:1/gateway";
+    for (const [args, env] of [
+      [["serve", "--db", url], process.env],
+      [["serve"], { ...process.env, GATEWAY_DB_URL: url }],
+    ] as const) {
+      const run = await runCli([...args], env);
+      expect(run.code).toBe(1);
+      expect(run.stderr).toContain(
+        "gateway: cannot use the Postgres database postgres://gateway@127.0.0.1:1/gateway:",
+      );
+      expect(run.stderr).toContain("ECONNREFUSED");
+      expect(run.stderr).not.toContain("hunter2");
+      expect(run.stderr).not.toMatch(/\n\s+at /);
+    }
+    const wrong = await runCli(["serve"], { ...process.env, GATEWAY_DB_URL: "mysql://x" });
+    expect(wrong.code).toBe(1);
+    expect(wrong.stderr).toContain("GATEWAY_DB_URL must be a postgres:// URL");
+  });
+
+  it("commands that open the SQLite file refuse a Postgres URL and say what to do instead", async () => {
+    const url = "postgres://gateway:hunter2-secret@127.0.0.1:1/gateway";
+    const refusals: [string[], string][] = [
+      [["keys", "create", "--db", url, "--label", "x"], "owner dashboard or with the admin API"],
+      [["owner-link", "--db", url], "prints its own owner link"],
+      [["secrets", "rotate", "--db", url], "GATEWAY_SECRET_KEY"],
+    ];
+    for (const [args, hint] of refusals) {
+      const run = await runCli(args);
+      expect(run.code, args.join(" ")).toBe(1);
+      expect(run.stderr).toContain("--db takes a SQLite file here, not a Postgres URL");
+      expect(run.stderr).toContain(hint);
+      expect(run.stderr).not.toContain("hunter2");
+    }
   });
 });
 

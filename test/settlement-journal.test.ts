@@ -4,7 +4,7 @@ import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { Ledger } from "../src/server/billing/ledger.js";
+import { ProcessLedger } from "../src/server/billing/ledger.js";
 import { SettlementJournal } from "../src/store/settlement-journal.js";
 import { Store } from "../src/store/store.js";
 import { balanceOnDisk, foreignConnection, requestLogOnDisk } from "./support/database-file.js";
@@ -36,9 +36,9 @@ const costMicro = 12_345;
  */
 const crashingSettler = `
 import { Store } from ${JSON.stringify(join(dist, "store", "store.js"))};
-import { Ledger } from ${JSON.stringify(join(dist, "server", "billing", "ledger.js"))};
+import { ProcessLedger } from ${JSON.stringify(join(dist, "server", "billing", "ledger.js"))};
 const store = new Store(process.argv[2]);
-const ledger = new Ledger(store);
+const ledger = new ProcessLedger(store);
 const now = Date.now();
 const settle = (id, cost) => {
   const r = ledger.reserve({ id, accountId: "acct", keyId: null, endpoint: "chat.completions",
@@ -60,7 +60,7 @@ function storeWithAccount(dbPath: string): Store {
 }
 
 /** Holds and settles one delivered request of `costMicro`; the caller decides when it commits. */
-function settleOne(ledger: Ledger, id: string): void {
+function settleOne(ledger: ProcessLedger, id: string): void {
   const now = Date.now();
   ledger.settle(holdFor(ledger, id, now, 100_000), delivered(costMicro, now));
 }
@@ -98,7 +98,7 @@ describe("the settlement journal", () => {
 
     for (let restart = 0; restart < 2; restart++) {
       const store = new Store(dbPath);
-      const ledger = new Ledger(store);
+      const ledger = new ProcessLedger(store);
       const charged = balanceMicro - committedCost - costMicro;
       expect(store.getAccount("acct")?.balance_micro).toBe(charged);
       ledger.close();
@@ -114,7 +114,7 @@ describe("the settlement journal", () => {
   it("keeps an answered settlement queued when its transaction fails, and applies it once later", () => {
     const dbPath = join(dir, "retry.db");
     const store = storeWithAccount(dbPath);
-    const ledger = new Ledger(store);
+    const ledger = new ProcessLedger(store);
     settleOne(ledger, "req_retry");
     void ledger.committed(); // in the journal: the answer may leave
     // Another writer empties the balance behind the ledger's back: the charge would take it below
@@ -139,7 +139,7 @@ describe("the settlement journal", () => {
   it("commits at once when the journal cannot take a settlement (a full disk)", async () => {
     const dbPath = join(dir, "full.db");
     const store = storeWithAccount(dbPath);
-    const ledger = new Ledger(store, (path) => new FullDiskJournal(path));
+    const ledger = new ProcessLedger(store, (path) => new FullDiskJournal(path));
     settleOne(ledger, "req_full");
     const durable = ledger.committed();
     // Before the event loop turns: the transaction already ran.

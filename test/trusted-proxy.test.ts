@@ -52,6 +52,21 @@ describe("the shared key's per-address limit", () => {
     expect(other.status).toBe(200);
   });
 
+  it("trusts every address of a CIDR range, and no address outside it", async () => {
+    gw = await testGateway({ trustedProxies: ["127.0.0.0/8", "fd00::/8"] });
+    expect(await exhaust(gw, "203.0.113.7")).toBe(429);
+    const other = await post(gw, "/v1/chat/completions", chat(), sharedFrom("198.51.100.9"));
+    expect(other.status).toBe(200);
+    // An entry inside a trusted range is a proxy too: the client is the one left of it.
+    expect(await exhaust(gw, "192.0.2.44, 127.0.0.9")).toBe(429);
+    await gw.close();
+
+    gw = await testGateway({ trustedProxies: ["10.0.0.0/8"] });
+    expect(await exhaust(gw, "203.0.113.7")).toBe(429);
+    const shared = await post(gw, "/v1/chat/completions", chat(), sharedFrom("198.51.100.9"));
+    expect(shared.status).toBe(429);
+  });
+
   it("compares addresses in one spelling: a proxy listed as an IPv4-mapped address matches", async () => {
     gw = await testGateway({ trustedProxies: ["::ffff:127.0.0.1"] });
     expect(await exhaust(gw, "203.0.113.7")).toBe(429);
@@ -128,9 +143,17 @@ describe("the owner session cookie", () => {
 });
 
 describe("the setting", () => {
-  it("refuses an entry that is not an IP address", async () => {
-    await expect(testGateway({ trustedProxies: ["10.0.0.0/8"] })).rejects.toThrow(
-      /invalid trusted proxy:\n {2}- must be an IPv4 or IPv6 address, got "10.0.0.0\/8"/,
-    );
+  it("refuses an entry that is neither an IP address nor a CIDR range", async () => {
+    for (const entry of [
+      "proxy.internal",
+      "10.0.0.0/33",
+      "fd00::/129",
+      "10.0.0.0/8/8",
+      "10.0.0.0/",
+    ]) {
+      await expect(testGateway({ trustedProxies: [entry] })).rejects.toThrow(
+        `invalid trusted proxy:\n  - must be an IPv4 or IPv6 address or a CIDR range (10.0.0.0/8), got "${entry}"`,
+      );
+    }
   });
 });

@@ -8,3 +8,12 @@ export class UserError extends Error {
     this.name = "UserError";
   }
 }
+
+/**
+ * The commands that open a gateway's SQLite file directly refuse a postgres:// URL plainly (the
+ * URL's password is not repeated): on Postgres, `instead` is how to do the same.
+ */
+export function sqliteFileOnly(db: string, instead: string): void {
+  if (/^postgres(ql)?:\/\//i.test(db))
+    throw new UserError(`--db takes a SQLite file here, not a Postgres URL; ${instead}`);
+}

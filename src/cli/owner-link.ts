@@ -1,6 +1,6 @@
 import { existsSync } from "node:fs";
 import type { Command } from "commander";
-import { UserError } from "./errors.js";
+import { sqliteFileOnly, UserError } from "./errors.js";
 import { printJson, result } from "./output.js";
 
 /**
@@ -28,6 +28,10 @@ Examples:
   $ gateway owner-link --db /srv/gateway/gateway.db --json`,
     )
     .action(async (flags: OwnerLinkFlags) => {
+      sqliteFileOnly(
+        flags.db,
+        "on Postgres each gateway prints its own owner link when it starts (serve --json: owner_url)",
+      );
       if (flags.db === ":memory:") {
         throw new UserError(
           "an in-memory database belongs to its server alone; use its start-up link",

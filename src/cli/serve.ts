@@ -10,7 +10,7 @@ import { type LogFormat, logFormats, requestLinePrinter } from "./request-lines.
 interface ServeOptions {
   port: string;
   host: string;
-  db: string;
+  db?: string;
   config?: string;
   keepaliveMs: string;
   headersTimeoutMs: string;
@@ -41,7 +41,10 @@ export function registerServe(program: Command): void {
     )
     .option("-p, --port <port>", "port to listen on (0 picks a free one)", "8787")
     .option("--host <host>", "interface to bind", "127.0.0.1")
-    .option("--db <file>", "SQLite database file (:memory: for a throwaway one)", "gateway.db")
+    .option(
+      "--db <file|url>",
+      "SQLite database file (:memory: for a throwaway one), or a postgres:// URL that several gateways share (default: gateway.db, or GATEWAY_DB_URL when set)",
+    )
     .option("-c, --config <file>", "JSON config to apply (upserted; see README)")
     .option(
       "--keepalive-ms <ms>",
@@ -74,7 +77,7 @@ export function registerServe(program: Command): void {
     )
     .option(
       "--trusted-proxy <address>",
-      "a proxy in front of the gateway (IPv4 or IPv6, repeatable; default GATEWAY_TRUSTED_PROXIES, comma-separated): its X-Forwarded-For/Proto/Host name the client and origin",
+      "a proxy in front of the gateway: an IPv4 or IPv6 address or a CIDR range (repeatable; default GATEWAY_TRUSTED_PROXIES, comma-separated): its X-Forwarded-For/Proto/Host name the client and origin",
       (address: string, earlier: string[]) => [...earlier, address],
       [],
     )
@@ -144,6 +147,12 @@ Examples:
       )
         throw new UserError("--headers-timeout-ms cannot be longer than --request-timeout-ms");
       const cassettes = cassetteFlags(opts);
+      // Not a flag: a crash test's takeover waits this out, an operator has no reason to change it.
+      const jobLeaseMs =
+        process.env.GATEWAY_JOB_LEASE_MS === undefined
+          ? undefined
+          : parseInteger(process.env.GATEWAY_JOB_LEASE_MS, "GATEWAY_JOB_LEASE_MS");
+      if (jobLeaseMs === 0) throw new UserError("GATEWAY_JOB_LEASE_MS must be positive");
       const captureLimit =
         opts.captureLimit === undefined
           ? undefined
@@ -154,12 +163,24 @@ Examples:
       const { SecretKeyError } = await import("../store/secret-box.js");
       const { GatewayAlreadyRunning } = await import("../server/serve-lock.js");
       const { isStorageFull } = await import("../store/storage-fault.js");
+      const { describePostgresUrl, isPostgresUrl, selectPostgresUrl } = await import(
+        "../store/postgres/url.js"
+      );
+      let db: string;
+      try {
+        db = opts.db ?? selectPostgresUrl(undefined) ?? "gateway.db";
+      } catch (err) {
+        throw new UserError((err as Error).message);
+      }
+      const postgres = isPostgresUrl(db);
+      // Never print a URL's password.
+      const shownDb = postgres ? describePostgresUrl(db) : db;
       let gateway: Awaited<ReturnType<typeof startGateway>>;
       try {
         gateway = await startGateway({
           port,
           host: opts.host,
-          db: opts.db,
+          db,
           config: opts.config,
           keepaliveMs,
           metrics: opts.metrics,
@@ -172,6 +193,7 @@ Examples:
           captureBodies: opts.captureBodies === true,
           captureLimit,
           upstreamAnswerLimitBytes,
+          jobLeaseMs,
         });
       } catch (err) {
         if (
@@ -180,16 +202,18 @@ Examples:
           err instanceof GatewayAlreadyRunning
         )
           throw new UserError(err.message);
-        if (opts.db !== ":memory:" && !existsSync(dirname(resolve(opts.db))))
-          throw new UserError(`no such directory: ${dirname(opts.db)} (for --db ${opts.db})`);
         const code = (err as NodeJS.ErrnoException).code;
+        if (postgres)
+          throw new UserError(
+            `cannot use the Postgres database ${shownDb}: ${(err as Error).message}${code ? ` (${code})` : ""}`,
+          );
+        if (db !== ":memory:" && !existsSync(dirname(resolve(db))))
+          throw new UserError(`no such directory: ${dirname(db)} (for --db ${db})`);
         if (code === "EADDRINUSE")
           throw new UserError(`port ${port} is already in use; try --port 0`);
-        if (code === "SQLITE_CANTOPEN") throw new UserError(`cannot open database ${opts.db}`);
+        if (code === "SQLITE_CANTOPEN") throw new UserError(`cannot open database ${db}`);
         if (isStorageFull(err))
-          throw new UserError(
-            `cannot write ${opts.db}: the disk is full; free space and start again`,
-          );
+          throw new UserError(`cannot write ${db}: the disk is full; free space and start again`);
         throw err;
       }
       // Before the ready line: a script may signal us as soon as it reads it.
@@ -238,9 +262,13 @@ Examples:
             `demo key (shown once, store it now): ${gateway.demoKey}\n` +
               `try: curl ${gateway.url}/v1/chat/completions -H "Authorization: Bearer ${gateway.demoKey}" -H "content-type: application/json" -d '{"model":"mock-gpt","messages":[{"role":"user","content":"hello"}]}'\n`,
           );
-        } else if (opts.db !== ":memory:") {
+        } else if (postgres) {
           process.stdout.write(
-            `keys are stored only as hashes, so none is shown again; a new one: gateway keys create --db ${shellWord(opts.db)} --label NAME\n`,
+            "keys are stored only as hashes, so none is shown again; a new one: the owner dashboard, or POST /api/admin/accounts/{id}/keys with an admin key\n",
+          );
+        } else if (db !== ":memory:") {
+          process.stdout.write(
+            `keys are stored only as hashes, so none is shown again; a new one: gateway keys create --db ${shellWord(db)} --label NAME\n`,
           );
         }
       }

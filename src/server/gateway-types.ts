@@ -17,8 +17,9 @@ export interface PublicGatewayOptions {
   /** A config object (as the JSON file would hold) or the path of a JSON file. */
   config?: ConfigInput | string;
   /**
-   * SQLite file. Default ":memory:": a gateway started from code writes nothing to disk unless
-   * told where (the `gateway serve` command keeps its ./gateway.db default).
+   * SQLite file, or a postgres:// URL shared with other gateways (their GATEWAY_SECRET_KEY must
+   * match). Default ":memory:": a gateway started from code writes nothing to disk unless told
+   * where (the `gateway serve` command keeps its ./gateway.db default, and reads GATEWAY_DB_URL).
    */
   db?: string;
   /** Default 0: any free port (read it from `port` or `url`). */
@@ -80,6 +81,8 @@ export interface PublicRunningGateway {
   clock: GatewayClock;
   /** Recent requests, newest first, with their bodies when `captureBodies` is on. */
   requests(query?: RequestsQuery): InspectedRequest[];
+  /** The same, as a promise: what a gateway on Postgres answers (`requests()` is SQLite's). */
+  listRequests(query?: RequestsQuery): Promise<InspectedRequest[]>;
   /** Stops listening, finishes pending writes and closes the database. */
   close(): Promise<void>;
 }

@@ -1,9 +1,10 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { Store } from "../store/store.js";
+import { isPostgresUrl } from "../store/postgres/url.js";
 import { gatewayListener } from "./app.js";
 import type { Route } from "./app-env.js";
 import { createOwnerLink } from "./auth/owner-session.js";
+import type { Backend } from "./backend.js";
 import { type Clock, type GatewayClock, ManualClock, realClock } from "./clock.js";
 import { applyConfig } from "./config/apply.js";
 import { demoAccountId, demoConfig } from "./config/demo.js";
@@ -15,7 +16,7 @@ import {
   defaultConnectionLimits,
   guardConnections,
 } from "./http/connection-guards.js";
-import { canonicalAddress } from "./http/request.js";
+import { InvalidProxies, ProxyList } from "./http/request.js";
 import { onFinishedRequests, tracedListener } from "./http/request-trace.js";
 import { startJobRunner } from "./jobs/runner.js";
 import { parseCassetteOptions } from "./kit/cassettes.js";
@@ -23,12 +24,14 @@ import { defaultCaptureLimit } from "./kit/inspect.js";
 import { Readiness } from "./observe/health.js";
 import type { MockMatch, MockReply, MockRule } from "./providers/mock/mock-script.js";
 import { routeTable } from "./routes/index.js";
-import { lockDatabase } from "./serve-lock.js";
 import { createServices, type Services } from "./services.js";
+import { openSqliteBackend } from "./sqlite-backend.js";
 
 /** The public options, and routes for tests inside this repository. */
 export interface GatewayOptions extends PublicGatewayOptions {
   extraRoutes?: Route[];
+  /** How long a job claimed here stays this gateway's without a renewal (the runner's default). */
+  jobLeaseMs?: number;
 }
 
 /** The public handle, and the services for tests inside this repository. */
@@ -49,18 +52,10 @@ function gatewayClock(clock: Clock): GatewayClock {
 }
 
 export async function startGateway(options: GatewayOptions = {}): Promise<RunningGateway> {
-  const dbPath = options.db ?? ":memory:";
   const configuredOrigin = publicOrigin(options.publicUrl);
   const trustedProxies = proxyAddresses(options.trustedProxies ?? []);
-  // Before the database is opened: a refused start must leave the running server's files alone.
-  const lock = await lockDatabase(dbPath);
-  let store: Store;
-  try {
-    store = new Store(dbPath);
-  } catch (err) {
-    lock?.release();
-    throw err;
-  }
+  const backend = await openBackend(options.db ?? ":memory:");
+  const { store } = backend;
   try {
     const clock: Clock =
       options.clock === "manual"
@@ -69,7 +64,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
           ? { ...realClock, now: options.now }
           : realClock;
     const now = clock.now;
-    const services = createServices(store, {
+    const services = createServices(backend, {
       keepaliveMs: options.keepaliveMs ?? 15_000,
       bodyLimitBytes: options.bodyLimitBytes ?? defaultBodyLimitBytes,
       clock,
@@ -96,12 +91,14 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
       ownerAccountId = config.accounts[0]?.id;
     } else if (options.demo !== false && store.accountCount() === 0) {
       await applyConfig(store, services.repos.configApply, parseConfig(demoConfig), now());
-      demoKey = store.createKey({
-        accountId: demoAccountId,
-        label: "demo",
-        kind: "standard",
-        now: now(),
-      }).value;
+      demoKey = (
+        await store.createKey({
+          accountId: demoAccountId,
+          label: "demo",
+          kind: "standard",
+          now: now(),
+        })
+      ).value;
     }
     const keyless = store.providersWithoutKeys();
     if (keyless.length > 0) {
@@ -137,12 +134,12 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
       created.listen(options.port ?? 0, host, () => resolve(created));
     });
     const port = (server.address() as AddressInfo).port;
-    const jobRunner = await startJobRunner(services);
+    const jobRunner = await startJobRunner(services, { leaseMs: options.jobLeaseMs });
     // After the ready line is possible, not before: a mock-only gateway never needs undici.
     if ([...store.getCatalog().providers.values()].some((p) => p.wire !== "mock")) {
       setImmediate(() => void services.http.warm());
     }
-    const checkpointer = store.startCheckpointer();
+    backend.startUpkeep();
     const shownHost = host.includes(":") ? `[${host}]` : host === "0.0.0.0" ? "127.0.0.1" : host;
     const url = `http://${shownHost}:${port}`;
     traceSource.url = url;
@@ -179,7 +176,17 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
         reset: () => services.mockScript.reset(),
       },
       clock: gatewayClock(clock),
-      requests: (query) => services.inspector.requests(query),
+      requests: (query) => {
+        const listed = services.inspector.requests(query);
+        if (listed instanceof Promise) {
+          listed.catch(() => {});
+          throw new Error(
+            "gateway.requests() answers at once only on SQLite; on Postgres use await gateway.listRequests()",
+          );
+        }
+        return listed;
+      },
+      listRequests: async (query) => services.inspector.requests(query),
       close() {
         closing ??= (async () => {
           readiness.stopping();
@@ -190,20 +197,30 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
           for (const unobserve of observers) unobserve();
           await jobRunner.stop();
           await services.http.close();
-          services.ledger.close();
-          await checkpointer?.stop();
           await serveRecord.forget(process.pid);
-          store.close();
-          lock?.release();
+          await backend.close();
         })();
         return closing;
       },
     };
   } catch (err) {
-    store.close();
-    lock?.release();
+    await backend.close();
     throw err;
   }
+}
+
+/**
+ * Opens the database `db` names: a postgres:// URL is Postgres, anything else a SQLite file.
+ * (The environment's GATEWAY_DB_URL is serve's to read: a test suite's gateway stays where its
+ * options put it.)
+ */
+async function openBackend(db: string): Promise<Backend> {
+  if (isPostgresUrl(db)) {
+    // Loaded only for Postgres: an embedded gateway never pays for pg.
+    const { openPostgresBackend } = await import("./postgres-backend.js");
+    return openPostgresBackend(db, process.env);
+  }
+  return openSqliteBackend(db);
 }
 
 function publicOrigin(publicUrl: string | undefined): string | undefined {
@@ -214,13 +231,16 @@ function publicOrigin(publicUrl: string | undefined): string | undefined {
   return parsed.origin;
 }
 
-function proxyAddresses(addresses: string[]): ReadonlySet<string> {
-  const canonical = addresses.map((address) => canonicalAddress(address));
-  const wrong = addresses.filter((_, index) => canonical[index] === undefined);
-  if (wrong.length > 0)
+function proxyAddresses(entries: string[]): ProxyList {
+  try {
+    return new ProxyList(entries);
+  } catch (err) {
+    if (!(err instanceof InvalidProxies)) throw err;
     throw new ConfigError(
-      wrong.map((address) => `must be an IPv4 or IPv6 address, got "${address}"`),
+      err.entries.map(
+        (entry) => `must be an IPv4 or IPv6 address or a CIDR range (10.0.0.0/8), got "${entry}"`,
+      ),
       "trusted proxy",
     );
-  return new Set(canonical as string[]);
+  }
 }

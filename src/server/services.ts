@@ -1,6 +1,7 @@
 import type { Repositories } from "../store/repositories.js";
-import type { Store } from "../store/store.js";
-import { Ledger } from "./billing/ledger.js";
+import type { GatewayStore } from "../store/types.js";
+import type { Backend } from "./backend.js";
+import type { Ledger } from "./billing/ledger.js";
 import type { Clock } from "./clock.js";
 import { Dispatcher } from "./dispatch/dispatcher.js";
 import { KeyPools } from "./dispatch/key-pool.js";
@@ -42,7 +43,7 @@ export interface ServerOptions extends ForwardingOptions {
 
 /** Everything a request handler needs, built once at start-up. */
 export interface Services {
-  store: Store;
+  store: GatewayStore;
   /** Jobs, login, sessions, files, threads and the other data outside money and accounts. */
   repos: Repositories;
   options: ServerOptions;
@@ -56,8 +57,8 @@ export interface Services {
   inspector: RequestInspector;
 }
 
-export function createServices(store: Store, options: ServerOptions): Services {
-  const repos = store.repos;
+export function createServices(backend: Backend, options: ServerOptions): Services {
+  const { store, repos, ledger } = backend;
   const inspector = new RequestInspector(repos.requestLog, options.capture);
   // Only a gateway with the test kit on gets the upstream that records, replays and captures.
   const http =
@@ -68,9 +69,8 @@ export function createServices(store: Store, options: ServerOptions): Services {
           options.upstreamAnswerLimitBytes,
         )
       : new UpstreamHttp(options.upstreamAnswerLimitBytes);
-  const ledger = new Ledger(store);
   inspector.watch(ledger);
-  const pools = new KeyPools(options.now);
+  const pools = new KeyPools(options.now, backend.keyPoolSync);
   const mockScript = new MockScript();
   const dispatcher = new Dispatcher(store, pools, {
     mock: new MockAdapter(mockScript),
@@ -82,8 +82,8 @@ export function createServices(store: Store, options: ServerOptions): Services {
     repos,
     options,
     ledger,
-    limits: new RequestLimits(),
-    sharedKeys: new SharedKeyLimiter(),
+    limits: new RequestLimits(backend.counters),
+    sharedKeys: new SharedKeyLimiter(backend.counters),
     dispatcher,
     http,
     mockScript,

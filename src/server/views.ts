@@ -1,18 +1,29 @@
 import { microToIdr } from "../store/money.js";
-import { type AccountRow, type ByokRow, parseSubscription } from "../store/types.js";
+import { type ByokRow, parseSubscription } from "../store/types.js";
 import { nextUtcMidnight, subscriptionWindowStart, utcDay } from "../store/utc-windows.js";
+import { GatewayError } from "./errors.js";
 import type { Services } from "./services.js";
 
 /** The JSON shapes both the API and the dashboard show. */
 
 /** What the account can spend now: the quota endpoint's body, also shown on the dashboard. */
-export function quota(services: Services, account: AccountRow) {
+export async function quota(services: Services, accountId: string) {
+  const account = await services.store.readAccount(accountId);
+  if (!account) throw new GatewayError(500, "internal_error", "account missing");
   const now = services.options.now();
   const catalog = services.store.getCatalog();
   const tier = catalog.tiers.get(account.tier) ?? catalog.tiers.get("free");
-  const freeUsed = services.ledger.freeUsed(account.id, utcDay(now));
   const subscription = parseSubscription(account);
   const startedAt = account.subscription_started_at ?? account.created_at;
+  const windows = (subscription?.windows ?? []).map((w) => ({
+    ...w,
+    start: subscriptionWindowStart(startedAt, w.seconds, now),
+  }));
+  const [freeUsed, heldMicro, windowsUsed] = await Promise.all([
+    services.ledger.freeUsed(account.id, utcDay(now)),
+    services.ledger.heldMicro(account.id),
+    Promise.all(windows.map((w) => services.ledger.subscriptionUsed(account.id, w.name, w.start))),
+  ]);
   const paygResetsAt = account.payg_window_start + account.payg_window_seconds * 1000;
   return {
     object: "account.quota",
@@ -21,7 +32,7 @@ export function quota(services: Services, account: AccountRow) {
     tier: account.tier,
     balance_idr: microToIdr(account.balance_micro),
     /** Held by requests and jobs in flight: charged (in part) or released when they end. */
-    held_idr: microToIdr(services.ledger.heldMicro(account.id)),
+    held_idr: microToIdr(heldMicro),
     payg: account.payg_enabled
       ? {
           enabled: true,
@@ -44,9 +55,8 @@ export function quota(services: Services, account: AccountRow) {
           plan: subscription.plan,
           payg_fallback: subscription.payg_fallback,
           free_fallback: subscription.free_fallback,
-          windows: subscription.windows.map((w) => {
-            const start = subscriptionWindowStart(startedAt, w.seconds, now);
-            const used = services.ledger.subscriptionUsed(account.id, w.name, start);
+          windows: windows.map(({ start, ...w }, index) => {
+            const used = windowsUsed[index];
             return {
               name: w.name,
               seconds: w.seconds,

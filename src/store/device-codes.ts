@@ -1,6 +1,7 @@
 import type { Statement } from "better-sqlite3";
 import type { DB } from "./db.js";
 import { immediateTransactions } from "./immediate.js";
+import type { SecretBox } from "./secret-box.js";
 import type { KeyRowWriter, NewKeyRow } from "./sqlite-accounts.js";
 
 /**
@@ -63,6 +64,11 @@ export function loginKeyRow(key: ApprovedKey, now: number): NewKeyRow {
 }
 
 export interface DeviceCodesRepository {
+  /**
+   * The key an approved login key is sealed under until its poll, when every gateway on the
+   * database holds one (the key is then collected on any of them); absent, the process's own.
+   */
+  readonly sealingKey?: SecretBox;
   /**
    * In one transaction: forgets rows that expired before `purgeBefore`, asks `refuse` (given the
    * pending codes of the address and of everyone) whether to refuse, and if not inserts the code

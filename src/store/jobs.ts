@@ -88,6 +88,11 @@ export interface JobsRepository<Money = unknown> {
   /** The lease runs `leaseMs` from now again; false when `instanceId` no longer holds it. */
   renewLease(id: string, instanceId: string, leaseMs: number): Promise<boolean>;
   /**
+   * A gateway that stops gives its running job back to the queue at once, rather than leaving it
+   * leased until the lease runs out; false when the job was not running under its lease.
+   */
+  releaseLease(id: string, instanceId: string): Promise<boolean>;
+  /**
    * Marks a running job completed and runs `charge` in the same transaction; false (nothing
    * charged) when the job was not running under `instanceId`'s lease.
    */
@@ -128,6 +133,7 @@ export class SqliteJobs implements JobsRepository<undefined> {
   private readonly nextClaimable: Statement;
   private readonly leaseRow: Statement;
   private readonly renewRow: Statement;
+  private readonly releaseRow: Statement;
   private readonly leasedBy: Statement;
   private readonly completeRow: Statement;
   private readonly failRow: Statement;
@@ -162,6 +168,11 @@ export class SqliteJobs implements JobsRepository<undefined> {
     );
     this.renewRow = db.prepare(
       `UPDATE jobs SET lease_expires_at = ? WHERE id = ? AND status = 'running' AND lease_owner = ?`,
+    );
+    this.releaseRow = db.prepare(
+      `UPDATE jobs SET status = 'queued', started_at = NULL, lease_owner = NULL,
+         lease_expires_at = NULL
+        WHERE id = ? AND status = 'running' AND lease_owner = ?`,
     );
     this.leasedBy = db.prepare(
       "SELECT 1 FROM jobs WHERE id = ? AND status = 'running' AND lease_owner = ?",
@@ -235,6 +246,10 @@ export class SqliteJobs implements JobsRepository<undefined> {
 
   async renewLease(id: string, instanceId: string, leaseMs: number): Promise<boolean> {
     return this.renewRow.run(Date.now() + leaseMs, id, instanceId).changes > 0;
+  }
+
+  async releaseLease(id: string, instanceId: string): Promise<boolean> {
+    return this.releaseRow.run(id, instanceId).changes > 0;
   }
 
   async complete(

@@ -4,7 +4,6 @@ import { byokContext, type SecretBox } from "./secret-box.js";
 import { hashSecret, keyPrefix, newGatewayKey, newId } from "./secrets.js";
 import {
   type AccountPatch,
-  type AccountRepository,
   type AccountRow,
   type ByokRow,
   type KeyKind,
@@ -37,10 +36,34 @@ export interface NewKeyRow {
   createdAt: number;
 }
 
+/** A new key of `input`'s: its only plaintext copy, and the row that keeps its hash. */
+export function mintKeyRow(input: {
+  accountId: string;
+  label: string;
+  kind: KeyKind;
+  parentKeyId?: string | null;
+  now?: number;
+}): { value: string; row: NewKeyRow } {
+  const value = newGatewayKey();
+  return {
+    value,
+    row: {
+      id: newId("key"),
+      accountId: input.accountId,
+      hash: hashSecret(value),
+      prefix: keyPrefix(value),
+      label: input.label,
+      kind: input.kind,
+      parentKeyId: input.parentKeyId ?? null,
+      createdAt: input.now ?? Date.now(),
+    },
+  };
+}
+
 /** What other repositories may do to key rows, inside their own transactions. */
 export type KeyRowWriter = Pick<SqliteAccounts, "insertKeyRow" | "revokeKey">;
 
-export class SqliteAccounts implements AccountRepository {
+export class SqliteAccounts {
   private readonly statements: ReturnType<typeof prepare>;
   private readonly accounts = new Map<string, AccountRow>();
   /** Known keys by hash. Misses are not cached, so random keys cannot grow it. */
@@ -151,19 +174,9 @@ export class SqliteAccounts implements AccountRepository {
     parentKeyId?: string | null;
     now?: number;
   }): { key: KeyRow; value: string } {
-    const value = newGatewayKey();
-    const id = newId("key");
-    this.insertKeyRow({
-      id,
-      accountId: input.accountId,
-      hash: hashSecret(value),
-      prefix: keyPrefix(value),
-      label: input.label,
-      kind: input.kind,
-      parentKeyId: input.parentKeyId ?? null,
-      createdAt: input.now ?? Date.now(),
-    });
-    return { key: this.getKey(id)!, value };
+    const { value, row } = mintKeyRow(input);
+    this.insertKeyRow(row);
+    return { key: this.getKey(row.id)!, value };
   }
 
   /** A key whose value was made elsewhere (a device login seals it for its one pickup). */

@@ -6,12 +6,11 @@ import type {
   RequestLogRow,
   UsageByModel,
   UsageDay,
-  UsageRepository,
   UsageSummary,
 } from "./types.js";
 
 /** Usage read from the request log, and the free models' token budgets, on SQLite. */
-export class SqliteUsage implements UsageRepository {
+export class SqliteUsage {
   private readonly statements: ReturnType<typeof prepare>;
 
   constructor(db: DB) {
@@ -65,22 +64,7 @@ export class SqliteUsage implements UsageRepository {
   }
 
   recentRequests(accountId: string, limit: number): RecentRequest[] {
-    return this.requestLog(accountId, limit).map((row) => ({
-      id: row.id,
-      created_at: new Date(row.created_at).toISOString(),
-      endpoint: row.endpoint,
-      model: row.model,
-      state: row.state,
-      status: row.status,
-      error_code: row.error_code,
-      stream: row.stream === 1,
-      payment: row.payment,
-      input_tokens: row.input_tokens,
-      output_tokens: row.output_tokens,
-      cost_idr: microToIdr(row.cost_micro),
-      key_id: row.key_id,
-      ...(row.tools_omitted ? { tools_omitted: JSON.parse(row.tools_omitted) as string[] } : {}),
-    }));
+    return this.requestLog(accountId, limit).map(recentRequest);
   }
 
   freeTokensUsed(model: string, windowSeconds: number, now: number): number {
@@ -92,6 +76,26 @@ export class SqliteUsage implements UsageRepository {
 }
 
 /** The start of the fixed window of a free model's token budget running at `now`. */
+/** A request_log row as the usage endpoints show it (both backends). */
+export function recentRequest(row: RequestLogRow): RecentRequest {
+  return {
+    id: row.id,
+    created_at: new Date(row.created_at).toISOString(),
+    endpoint: row.endpoint,
+    model: row.model,
+    state: row.state,
+    status: row.status,
+    error_code: row.error_code,
+    stream: row.stream === 1,
+    payment: row.payment,
+    input_tokens: row.input_tokens,
+    output_tokens: row.output_tokens,
+    cost_idr: microToIdr(row.cost_micro),
+    key_id: row.key_id,
+    ...(row.tools_omitted ? { tools_omitted: JSON.parse(row.tools_omitted) as string[] } : {}),
+  };
+}
+
 export function freeTokenWindowStart(windowSeconds: number, now: number): number {
   return Math.floor(now / (windowSeconds * 1000)) * windowSeconds * 1000;
 }

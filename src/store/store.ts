@@ -8,11 +8,10 @@ import { SqliteLedger } from "./sqlite-ledger.js";
 import { SqliteUsage } from "./sqlite-usage.js";
 import type {
   AccountPatch,
-  AccountRepository,
   AccountRow,
   ByokRow,
   Catalog,
-  CatalogRepository,
+  GatewayStore,
   KeyKind,
   KeyRow,
   KeyWithAccount,
@@ -22,7 +21,6 @@ import type {
   RequestLogRow,
   UsageByModel,
   UsageDay,
-  UsageRepository,
   UsageSummary,
 } from "./types.js";
 
@@ -36,7 +34,7 @@ export type { AccountColumn, Catalog } from "./types.js";
  *
  * Money and allowance columns are written only by the Ledger, through `ledgerRepository`.
  */
-export class Store implements AccountRepository, CatalogRepository, UsageRepository {
+export class Store implements GatewayStore {
   private readonly db: DB;
   private readonly accounts: SqliteAccounts;
   private readonly catalog: SqliteCatalog;
@@ -129,12 +127,17 @@ export class Store implements AccountRepository, CatalogRepository, UsageReposit
     return this.accounts.createAccount(input);
   }
 
-  updateAccount(id: string, patch: AccountPatch<ProfileColumn>): boolean {
-    return this.accounts.updateAccount(id, patch);
+  updateAccount(id: string, patch: AccountPatch<ProfileColumn>): Promise<boolean> {
+    return Promise.resolve(this.accounts.updateAccount(id, patch));
   }
 
-  setAccountStatus(id: string, status: AccountRow["status"]): boolean {
-    return this.accounts.setAccountStatus(id, status);
+  setAccountStatus(id: string, status: AccountRow["status"]): Promise<boolean> {
+    return Promise.resolve(this.accounts.setAccountStatus(id, status));
+  }
+
+  /** The cached row is the committed one plus this process's queued settlements: the truth here. */
+  readAccount(id: string): AccountRow | undefined {
+    return this.accounts.getAccount(id);
   }
 
   findKeyByValue(value: string): KeyWithAccount | undefined {
@@ -171,8 +174,8 @@ export class Store implements AccountRepository, CatalogRepository, UsageReposit
     return this.accounts.listChildKeys(parentKeyId);
   }
 
-  revokeKey(id: string, now?: number): boolean {
-    return this.accounts.revokeKey(id, now);
+  revokeKey(id: string, now?: number): Promise<boolean> {
+    return Promise.resolve(this.accounts.revokeKey(id, now));
   }
 
   listByok(accountId: string): ByokRow[] {
@@ -189,8 +192,8 @@ export class Store implements AccountRepository, CatalogRepository, UsageReposit
     return this.accounts.addByok(accountId, providerId, secret, label, now);
   }
 
-  deleteByok(accountId: string, id: string): boolean {
-    return this.accounts.deleteByok(accountId, id);
+  deleteByok(accountId: string, id: string): Promise<boolean> {
+    return Promise.resolve(this.accounts.deleteByok(accountId, id));
   }
 
   sealByok(id: string, secret: string): string {

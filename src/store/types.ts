@@ -252,7 +252,24 @@ export interface RecentRequest {
 
 // ---- repositories ------------------------------------------------------------
 // The seam a storage backend implements. Reads the request path makes are answered from memory
-// (synchronously); every write keeps those answers current.
+// (synchronously); every write keeps those answers current. A write resolves once it is
+// committed, so what a client was told exists, exists for every gateway on the database. Writes
+// that answer yes or no return a Promise on every backend (a promise in a condition is always
+// true); the rest answer at once where they can (SQLite) and callers await them.
+
+/** An answer now (SQLite, a cached row) or once a backend across the network replies. */
+export type MaybeAsync<T> = T | Promise<T>;
+
+/**
+ * `next` applied to `value`: at once when the value is there, after it when it is a promise. An
+ * await of a plain value would still cost a turn of the microtask queue on the SQLite path.
+ */
+export function andThen<T, R>(
+  value: MaybeAsync<T>,
+  next: (ready: T) => R,
+): R | Promise<Awaited<R>> {
+  return value instanceof Promise ? (value.then(next) as Promise<Awaited<R>>) : next(value);
+}
 
 /** Accounts, their API keys and their BYOK credentials. */
 export interface AccountRepository {
@@ -267,13 +284,21 @@ export interface AccountRepository {
     rpmLimit: number;
     tier: string;
     now: number;
-  }): AccountRow;
+  }): MaybeAsync<AccountRow>;
   /** Sets only the columns given; the caller validated names and values. Money goes through the Ledger. */
-  updateAccount(id: string, patch: AccountPatch<ProfileColumn>): boolean;
-  setAccountStatus(id: string, status: AccountRow["status"]): boolean;
+  updateAccount(id: string, patch: AccountPatch<ProfileColumn>): Promise<boolean>;
+  setAccountStatus(id: string, status: AccountRow["status"]): Promise<boolean>;
+  /**
+   * The account with its money as committed now, for showing it: `getAccount`'s money columns are
+   * only this process's view where several gateways share the database.
+   */
+  readAccount(id: string): MaybeAsync<AccountRow | undefined>;
 
-  /** The key with this plaintext value and its account's status, from memory once seen. */
-  findKeyByValue(value: string): KeyWithAccount | undefined;
+  /**
+   * The key with this plaintext value and its account's status, from memory once seen (a backend
+   * across the network answers a key it has not seen yet later).
+   */
+  findKeyByValue(value: string): MaybeAsync<KeyWithAccount | undefined>;
   isAdminKey(value: string): boolean;
   touchKey(id: string, now: number): void;
   /** Mints a key and returns its only plaintext copy. */
@@ -283,12 +308,12 @@ export interface AccountRepository {
     kind: KeyKind;
     parentKeyId?: string | null;
     now?: number;
-  }): { key: KeyRow; value: string };
+  }): MaybeAsync<{ key: KeyRow; value: string }>;
   getKey(id: string): KeyRow | undefined;
   listKeys(accountId: string): KeyRow[];
   listChildKeys(parentKeyId: string): KeyRow[];
   /** Returns false when the key does not exist or was already revoked. */
-  revokeKey(id: string, now?: number): boolean;
+  revokeKey(id: string, now?: number): Promise<boolean>;
 
   /** The account's BYOK credentials in order, opened. */
   listByok(accountId: string): ByokRow[];
@@ -298,8 +323,8 @@ export interface AccountRepository {
     secret: string,
     label: string,
     now: number,
-  ): ByokRow;
-  deleteByok(accountId: string, id: string): boolean;
+  ): MaybeAsync<ByokRow>;
+  deleteByok(accountId: string, id: string): Promise<boolean>;
   /** The form a BYOK credential is stored in, bound to its row id. */
   sealByok(id: string, secret: string): string;
 }
@@ -315,15 +340,49 @@ export interface CatalogRepository {
 
 /** What accounts and free models have used: the request log and the free token budgets. */
 export interface UsageRepository {
-  usageSummary(accountId: string, since: number): UsageSummary;
-  usageDaily(accountId: string, since: number): UsageDay[];
+  usageSummary(accountId: string, since: number): MaybeAsync<UsageSummary>;
+  usageDaily(accountId: string, since: number): MaybeAsync<UsageDay[]>;
   /** Requests, tokens and cost per model since `since`, most expensive first. */
-  usageByModel(accountId: string, since: number): UsageByModel[];
-  recentRequests(accountId: string, limit: number): RecentRequest[];
+  usageByModel(accountId: string, since: number): MaybeAsync<UsageByModel[]>;
+  recentRequests(accountId: string, limit: number): MaybeAsync<RecentRequest[]>;
   /** The account's request log, newest first. */
-  requestLog(accountId: string, limit: number): RequestLogRow[];
+  requestLog(accountId: string, limit: number): MaybeAsync<RequestLogRow[]>;
   /** Tokens a free model has served in its current budget window. */
-  freeTokensUsed(model: string, windowSeconds: number, now: number): number;
+  freeTokensUsed(model: string, windowSeconds: number, now: number): MaybeAsync<number>;
+}
+
+/**
+ * What the gateway's handlers read and write accounts, the catalog and usage through: SQLite's
+ * `Store`, or Postgres's, whose caches other gateways' writes reach by LISTEN/NOTIFY.
+ */
+export interface GatewayStore extends AccountRepository, CatalogRepository, UsageRepository {
+  /** Every cached row may have changed (a config was applied): read the database again. */
+  invalidateAll(): MaybeAsync<void>;
+  close(): MaybeAsync<void>;
+}
+
+/**
+ * Per-key counts in fixed windows and pacing slots, for the limits: in this process's memory
+ * with SQLite, in the database with Postgres so that a limit is one limit across every gateway.
+ * A window is `floor(now / windowMs)`; a new window starts its count at zero.
+ */
+export interface LimitCounters {
+  /** Counts one if fewer than `limit` were counted in this window: the count after, or null. */
+  take(key: string, limit: number, windowMs: number, now: number): MaybeAsync<number | null>;
+  /** Gives back one count of this window (a request that did not happen). */
+  giveBack(key: string, windowMs: number, now: number): MaybeAsync<void>;
+  used(key: string, windowMs: number, now: number): MaybeAsync<number>;
+  /**
+   * Requests closer together than `spacingMs` queue for the next free slot: the wait before this
+   * one's, or null when `queueLimit` already wait. One that waited calls `leaveSlot` after.
+   */
+  claimSlot(
+    key: string,
+    spacingMs: number,
+    queueLimit: number,
+    now: number,
+  ): MaybeAsync<number | null>;
+  leaveSlot(key: string): MaybeAsync<void>;
 }
 
 /**
@@ -404,6 +463,8 @@ export interface ReserveInput {
   /** Free models and BYOK requests hold no money; they only count allowances. */
   payment?: "free" | "byok";
   freeDailyLimit?: number;
+  /** A job's hold: kept in its row until the job ends, on whichever gateway runs it. */
+  outlivesRequest?: boolean;
   now: number;
 }
 
@@ -439,4 +500,21 @@ export function reservationOf(
     paymentRef: paid.paymentRef,
     settled: false,
   };
+}
+
+/**
+ * What the gateways on one database tell each other about the provider keys they share. A key is
+ * named by its fingerprint (`keyFingerprint`), never by its secret. Times are durations from
+ * now, so gateways whose clocks disagree still agree on when a key is usable again.
+ */
+export interface KeyPoolSync {
+  /** Tells every gateway, this one included, that the key got 429 and cools for `coolMs`. */
+  cooled(providerId: string, fingerprint: string, coolMs: number): void;
+  /**
+   * Calls `listener` with each cooldown any gateway publishes, and with every cooldown still
+   * running whenever the connection that hears them is (re)made.
+   */
+  onCooled(listener: (providerId: string, fingerprint: string, coolMs: number) => void): void;
+  /** Gateways with a live lease on the database, this one included: at least one. */
+  liveInstances(): number;
 }

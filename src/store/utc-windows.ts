@@ -23,3 +23,8 @@ export function subscriptionWindowStart(
   const length = windowSeconds * 1000;
   return startedAt + Math.floor((now - startedAt) / length) * length;
 }
+
+/** The end of the fixed window of `windowMs` that `now` falls in, windows counted from the epoch. */
+export function windowEnd(now: number, windowMs: number): number {
+  return (Math.floor(now / windowMs) + 1) * windowMs;
+}

@@ -1,12 +1,15 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type { ProcessLedger } from "../../src/server/billing/ledger.js";
 import type { ConfigInput } from "../../src/server/config/schema.js";
 import {
   type GatewayOptions,
   type RunningGateway,
   startGateway,
 } from "../../src/server/gateway.js";
+import type { Services } from "../../src/server/services.js";
+import type { Store } from "../../src/store/store.js";
 
 export const KEY = "kn-test-standard-key-000000000000";
 export const KEY2 = "kn-test-second-key-0000000000000";
@@ -54,7 +57,14 @@ export function baseConfig(overrides: Partial<ConfigInput> = {}): ConfigInput {
   };
 }
 
+/** A gateway's services on SQLite, whose store and ledger answer at once. */
+export type SqliteServices = Omit<Services, "store" | "ledger"> & {
+  store: Store;
+  ledger: ProcessLedger;
+};
+
 export interface TestGateway extends RunningGateway {
+  services: SqliteServices;
   dir: string;
   dbPath: string;
 }
@@ -76,6 +86,7 @@ export async function testGateway(options: GatewayOptions = {}): Promise<TestGat
   const close = gw.close.bind(gw);
   return {
     ...gw,
+    services: gw.services as SqliteServices,
     dir,
     dbPath,
     close: async () => {

@@ -1,8 +1,8 @@
-import type { Ledger, Reservation, SettleInput } from "../../src/server/billing/ledger.js";
+import type { ProcessLedger, Reservation, SettleInput } from "../../src/server/billing/ledger.js";
 
 /** A chat completion's hold on account `acct`, as admission would place it. */
 export function holdFor(
-  ledger: Ledger,
+  ledger: ProcessLedger,
   id: string,
   now: number,
   worstCaseMicro: number,

@@ -239,6 +239,23 @@ export function describeRepositories(
         expect(await repos.jobs.renewLease("unknown", gatewayA, lease)).toBe(false);
       });
 
+      it("give a job back only by its holder, claimable again at once", async () => {
+        await repos.jobs.insert(job("j", 1));
+        await repos.jobs.claimNext(gatewayA, lease, 2);
+        expect(await repos.jobs.releaseLease("j", gatewayB)).toBe(false);
+        expect(await repos.jobs.claimNext(gatewayB, lease, 3)).toBeUndefined();
+        expect(await repos.jobs.releaseLease("j", gatewayA)).toBe(true);
+        expect(await repos.jobs.get("j", "acct")).toMatchObject({
+          status: "queued",
+          lease_owner: null,
+        });
+        expect(await repos.jobs.claimNext(gatewayB, lease, 4)).toMatchObject({
+          id: "j",
+          lease_owner: gatewayB,
+        });
+        expect(await repos.jobs.releaseLease("j", gatewayA)).toBe(false);
+      });
+
       it("take a job over once its lease ran out; the old holder can no longer finish it", async () => {
         await repos.jobs.insert(job("j", 1));
         await repos.jobs.claimNext(gatewayA, shortLease, 2);

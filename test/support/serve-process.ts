@@ -7,7 +7,9 @@ const bin = join(import.meta.dirname, "..", "..", "bin", "gateway");
 export interface ServeProcess {
   url: string;
   child: ChildProcess;
-  ready: { url: string; port: number; demo_key?: string; ready_ms: number };
+  ready: { url: string; port: number; demo_key?: string; owner_url?: string; ready_ms: number };
+  /** What the process wrote to stderr so far, for a failing test's message. */
+  stderr(): string;
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
@@ -26,10 +28,11 @@ export async function serveProcess(
   });
   const line = await new Promise<string>((resolve, reject) => {
     let out = "";
-    const timer = setTimeout(
-      () => reject(new Error(`gateway serve did not start: ${stderr}`)),
-      10_000,
-    );
+    const timer = setTimeout(() => {
+      // A start that never came must not leave the process behind the test.
+      child.kill("SIGKILL");
+      reject(new Error(`gateway serve did not start: ${stderr}`));
+    }, 10_000);
     child.stdout!.on("data", (d: Buffer) => {
       out += d.toString();
       const nl = out.indexOf("\n");
@@ -48,6 +51,7 @@ export async function serveProcess(
     url: ready.url,
     child,
     ready,
+    stderr: () => stderr,
     async stop(signal: NodeJS.Signals = "SIGTERM") {
       if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
       child.kill(signal);

@@ -52,7 +52,7 @@ export async function createKeyInDatabase(input: {
         .join(", ");
       throw new UserError(`no account "${accountId}" in ${input.db}; its accounts: ${known}`);
     }
-    const { key, value } = store.createKey({
+    const { key, value } = await store.createKey({
       accountId,
       label: input.label,
       kind: input.shared ? "shared" : "standard",

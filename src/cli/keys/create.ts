@@ -1,7 +1,7 @@
 import type { Command } from "commander";
 import { type CreatedKey, connectWithKey } from "../api-client.js";
 import { defaultProfile, endingPromptly } from "../credentials/index.js";
-import { UserError } from "../errors.js";
+import { sqliteFileOnly, UserError } from "../errors.js";
 import { note, paintFor, printJson, result } from "../output.js";
 import { createKeyInDatabase } from "./create-offline.js";
 
@@ -45,6 +45,10 @@ Examples:
         const shared = flags.shared ?? false;
         let created: CreatedKey;
         if (flags.db !== undefined) {
+          sqliteFileOnly(
+            flags.db,
+            "on Postgres, create keys in the owner dashboard or with the admin API (POST /api/admin/accounts/{id}/keys)",
+          );
           created = await createKeyInDatabase({
             db: flags.db,
             label: flags.label ?? "cli",

@@ -1,6 +1,6 @@
 import { existsSync } from "node:fs";
 import type { Command } from "commander";
-import { UserError } from "../errors.js";
+import { sqliteFileOnly, UserError } from "../errors.js";
 import { printJson, result } from "../output.js";
 
 /**
@@ -32,6 +32,10 @@ Examples:
   $ GATEWAY_SECRET_KEY=$OLD GATEWAY_NEW_SECRET_KEY=$(openssl rand -base64 32) gateway secrets rotate`,
     )
     .action(async (flags: RotateFlags) => {
+      sqliteFileOnly(
+        flags.db,
+        "on Postgres every gateway reads GATEWAY_SECRET_KEY, and rotating it is not supported yet",
+      );
       if (flags.db === ":memory:") {
         throw new UserError("an in-memory database has no key to rotate");
       }

@@ -5,13 +5,14 @@ import type {
   PendingCodes,
 } from "../../store/device-codes.js";
 import { hashSecret, keyPrefix, newGatewayKey, newId, randomToken } from "../../store/secrets.js";
-import { WindowCounter } from "../limits/window-counter.js";
-import { ProcessSeal } from "./seal.js";
+import { windowEnd } from "../../store/utc-windows.js";
+import type { RequestLimits } from "../limits/request-limits.js";
+import { LoginSeal } from "./seal.js";
 
 /**
  * The device-authorization grant (RFC 8628 shape): its rules, over the device codes repository.
  * The device code is stored only as a hash; the login key minted at approval is held sealed
- * (see ProcessSeal) until the one poll that collects it.
+ * (see LoginSeal) until the one poll that collects it.
  */
 
 /** Consonants only, so a code never spells a word; no vowels, no Y (GitHub uses the same idea). */
@@ -98,13 +99,16 @@ function newUserCode(): string {
 }
 
 export class DeviceCodes {
-  private readonly seal = new ProcessSeal();
-  private readonly perAddress = new WindowCounter(60_000);
+  private readonly seal: LoginSeal;
 
   constructor(
     private readonly codes: DeviceCodesRepository,
     private readonly settings: DeviceCodeSettings,
-  ) {}
+    /** Where the per-address count lives: shared by every gateway on a Postgres database. */
+    private readonly limits: Pick<RequestLimits, "takeDeviceCode" | "giveBackDeviceCode">,
+  ) {
+    this.seal = new LoginSeal(codes.sealingKey);
+  }
 
   /**
    * A new code for `clientAddress`, or why not: that address asked too often this minute, or has
@@ -119,6 +123,11 @@ export class DeviceCodes {
     const { ttlSeconds, intervalSeconds } = this.settings;
     const untilExpiry = (pending: PendingCodes) =>
       Math.max(1, Math.ceil(((pending.firstExpiry ?? now) - now) / 1000));
+    const counted = await this.limits.takeDeviceCode(
+      clientAddress,
+      maxCodesPerAddressPerMinute,
+      now,
+    );
     const issued = await this.codes.issue(
       {
         deviceCodeHash: hashSecret(deviceCode),
@@ -140,18 +149,18 @@ export class DeviceCodes {
             };
           if (all.count >= maxPendingCodes)
             return { ok: false, reason: "all_pending", retryAfterSeconds: untilExpiry(all) };
-          if (!this.perAddress.tryTake(clientAddress, maxCodesPerAddressPerMinute, now)) {
-            const retryAfterSeconds = Math.max(
-              1,
-              Math.ceil((this.perAddress.windowEnd(now) - now) / 1000),
-            );
+          if (!counted) {
+            const retryAfterSeconds = Math.max(1, Math.ceil((windowEnd(now, 60_000) - now) / 1000));
             return { ok: false, reason: "address_rate", retryAfterSeconds };
           }
           return undefined;
         },
       },
     );
-    if (!issued.ok) return issued.refusal;
+    if (!issued.ok) {
+      if (counted) await this.limits.giveBackDeviceCode(clientAddress, now);
+      return issued.refusal;
+    }
     return {
       ok: true,
       deviceCode,

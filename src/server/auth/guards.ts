@@ -1,7 +1,11 @@
 import type { Context } from "hono";
 import type { SessionsRepository } from "../../store/sessions.js";
-import type { Store } from "../../store/store.js";
-import type { KeyWithAccount } from "../../store/types.js";
+import {
+  andThen,
+  type GatewayStore,
+  type KeyWithAccount,
+  type MaybeAsync,
+} from "../../store/types.js";
 import type { Access, AppEnv, Method } from "../app-env.js";
 import { ownerPageGuard } from "../dashboard/http.js";
 import { GatewayError, PlainTextError } from "../errors.js";
@@ -24,14 +28,29 @@ export function presentedKey(c: Context): string | undefined {
 /** Only write last_used_at when it moved by this much, so a busy key is not a write per request. */
 const touchEveryMs = 1000;
 
-/** The key presented, if it is valid, not revoked, and of an active account; else a plain 401. */
-export function authenticate(store: Store, value: string | undefined, now: number): KeyWithAccount {
+/**
+ * The key presented, if it is valid, not revoked, and of an active account; else a plain 401.
+ * Answered at once for a key the store has in memory (every key, on SQLite).
+ */
+export function authenticate(
+  store: GatewayStore,
+  value: string | undefined,
+  now: number,
+): MaybeAsync<KeyWithAccount> {
   if (!value)
     throw new PlainTextError(
       401,
       "missing API key: send Authorization: Bearer kn-... or x-api-key",
     );
-  const key = store.findKeyByValue(value);
+  const found = store.findKeyByValue(value);
+  return andThen(found, (key) => usableKey(store, key, now));
+}
+
+function usableKey(
+  store: GatewayStore,
+  key: KeyWithAccount | undefined,
+  now: number,
+): KeyWithAccount {
   if (!key) throw new PlainTextError(401, "invalid API key");
   if (key.revoked_at !== null) throw new PlainTextError(401, "API key revoked");
   if (key.account_status !== "active") throw new PlainTextError(401, "account suspended");
@@ -41,7 +60,7 @@ export function authenticate(store: Store, value: string | undefined, now: numbe
 }
 
 /** Whether the caller presents an admin key (a public route may show an admin more). */
-export function presentsAdminKey(store: Store, c: Context): boolean {
+export function presentsAdminKey(store: GatewayStore, c: Context): boolean {
   const value = presentedKey(c);
   return value !== undefined && store.isAdminKey(value);
 }
@@ -54,7 +73,7 @@ export function presentsAdminKey(store: Store, c: Context): boolean {
 export type Guard = (c: Context<AppEnv>) => Response | undefined | Promise<Response | undefined>;
 
 export interface GuardDeps {
-  store: Store;
+  store: GatewayStore;
   repos: { sessions: SessionsRepository };
   sharedKeys: SharedKeyLimiter;
   /** Read at request time: the public origin is known only once the server listens. */
@@ -79,31 +98,35 @@ export function accessGuards(
     return undefined;
   };
 
+  const sharedCaller = (c: Context<AppEnv>, key: KeyWithAccount, admitted: boolean): undefined => {
+    if (!admitted) throw new PlainTextError(429, "too many requests, try again shortly");
+    return keyCaller(c, key);
+  };
+
   const guards: Record<Exclude<Access, "public" | "owner" | "owner-page">, Guard> = {
     // Not async: the check writes nothing after the handler, so no extra promise per request.
     key: (c) => {
       const now = options.now();
-      const key = authenticate(store, presentedKey(c), now);
-      if (
-        key.kind === "shared" &&
-        !sharedKeys.admitIp(key.id, clientIp(c, options.trustedProxies), now)
-      ) {
-        throw new PlainTextError(429, "too many requests, try again shortly");
-      }
-      return keyCaller(c, key);
-    },
-    "any-key": (c) => keyCaller(c, authenticate(store, presentedKey(c), options.now())),
-    login: (c) => {
-      const key = authenticate(store, presentedKey(c), options.now());
-      if (key.kind !== "login") {
-        throw new GatewayError(
-          403,
-          "forbidden",
-          `This endpoint needs a login key (from \`gateway login\`); the presented key is a ${key.kind} key.`,
+      return andThen(authenticate(store, presentedKey(c), now), (key) => {
+        if (key.kind !== "shared") return keyCaller(c, key);
+        return andThen(sharedKeys.admitIp(key.id, clientIp(c, options.trustedProxies), now), (ok) =>
+          sharedCaller(c, key, ok),
         );
-      }
-      return keyCaller(c, key);
+      });
     },
+    "any-key": (c) =>
+      andThen(authenticate(store, presentedKey(c), options.now()), (key) => keyCaller(c, key)),
+    login: (c) =>
+      andThen(authenticate(store, presentedKey(c), options.now()), (key) => {
+        if (key.kind !== "login") {
+          throw new GatewayError(
+            403,
+            "forbidden",
+            `This endpoint needs a login key (from \`gateway login\`); the presented key is a ${key.kind} key.`,
+          );
+        }
+        return keyCaller(c, key);
+      }),
     admin: (c) => {
       if (!presentsAdminKey(store, c)) throw new PlainTextError(401, "admin key required");
       return undefined;

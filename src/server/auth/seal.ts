@@ -1,12 +1,14 @@
 import { SecretBox } from "../../store/secret-box.js";
 
 /**
- * Holds a secret in the database only in a form this process can open: sealed under a key that
- * lives in memory. A copied database file, or a restarted gateway, cannot recover it; the device
- * flow then ends as `expired_token`, which is the safe outcome.
+ * Holds a secret in the database only in a form the gateway can open: sealed under a key that is
+ * never in the database. By default the key lives in this process's memory, so a copied database
+ * file, or a restarted gateway, cannot recover it; the device flow then ends as `expired_token`,
+ * which is the safe outcome. Gateways sharing a database are given the key they all hold, so a
+ * login approved on one is collected on another.
  */
-export class ProcessSeal {
-  private readonly box = SecretBox.random();
+export class LoginSeal {
+  constructor(private readonly box: SecretBox = SecretBox.random()) {}
 
   seal(plaintext: string): string {
     return this.box.seal(plaintext, "device_codes");

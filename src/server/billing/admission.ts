@@ -25,6 +25,8 @@ export interface AdmitInput {
   signal: GoneSignal;
   /** The request's trace while someone listens: told the model, key and, at settlement, the cost. */
   trace?: RequestTrace;
+  /** A job's hold: kept until the job ends, on whichever gateway runs it. */
+  outlivesRequest?: boolean;
 }
 
 export interface Admission {
@@ -64,10 +66,17 @@ export async function admit(services: Services, input: AdmitInput): Promise<Admi
   if (!tier) throw new GatewayError(500, "internal_error", "no free tier configured");
 
   if (free) {
-    freeTokenBudgetCheck(services, input.target.models[0], now);
-    rateHeaders = services.limits.takeFreeRpm(account.id, tier, now);
-    await services.limits.spaceFreeBurst(account.id, tier, services.options.clock, input.signal);
-    const reservation = services.ledger.reserve({
+    await freeTokenBudgetCheck(services, input.target.models[0], now);
+    const headers = services.limits.takeFreeRpm(account.id, tier, now);
+    rateHeaders = headers instanceof Promise ? await headers : headers;
+    const spaced = services.limits.spaceFreeBurst(
+      account.id,
+      tier,
+      services.options.clock,
+      input.signal,
+    );
+    if (spaced instanceof Promise) await spaced;
+    const reservation = await services.ledger.reserve({
       ...baseReserve(input, account, now),
       worstCaseMicro: 0,
       subscriptionModel: false,
@@ -85,16 +94,19 @@ export async function admit(services: Services, input: AdmitInput): Promise<Admi
     throw subscribersOnly();
   }
   if (input.accountRpm) {
-    services.limits.takePaidRpm(account, now);
-    if (
-      input.key.kind === "shared" &&
-      !services.sharedKeys.admitKey(input.key.id, account.rpm_limit, now)
-    ) {
-      throw new GatewayError(
-        429,
-        "rate_limit_exceeded",
-        "This shared key has used its share of the account's per-minute limit.",
-      );
+    // The hot path: counters in memory answer at once, and only the database's are awaited.
+    const taken = services.limits.takePaidRpm(account, now);
+    if (taken instanceof Promise) await taken;
+    if (input.key.kind === "shared") {
+      let admitted = services.sharedKeys.admitKey(input.key.id, account.rpm_limit, now);
+      if (admitted instanceof Promise) admitted = await admitted;
+      if (!admitted) {
+        throw new GatewayError(
+          429,
+          "rate_limit_exceeded",
+          "This shared key has used its share of the account's per-minute limit.",
+        );
+      }
     }
   }
   const worstCaseMicro = Math.max(...models.map((m) => costMicro(m, input.worstCase(m))));
@@ -110,7 +122,7 @@ export async function admit(services: Services, input: AdmitInput): Promise<Admi
   try {
     return {
       account,
-      reservation: services.ledger.reserve(base),
+      reservation: await services.ledger.reserve(base),
       rateHeaders,
       byok,
       byokOnly: false,
@@ -121,7 +133,7 @@ export async function admit(services: Services, input: AdmitInput): Promise<Admi
     // An account that cannot pay may still use its own provider keys, and only those.
     const byokCovers = models.every((m) => byok.some((b) => b.provider_id === m.provider_id));
     if (err instanceof GatewayError && err.status === 402 && byokCovers) {
-      const reservation = services.ledger.reserve({ ...base, payment: "byok" });
+      const reservation = await services.ledger.reserve({ ...base, payment: "byok" });
       return { account, reservation, rateHeaders, byok, byokOnly: true, free, trace };
     }
     throw err;
@@ -136,13 +148,22 @@ function baseReserve(input: AdmitInput, account: AccountRow, now: number) {
     endpoint: input.endpoint,
     model: input.target.name,
     stream: input.stream,
+    outlivesRequest: input.outlivesRequest,
     now,
   };
 }
 
-function freeTokenBudgetCheck(services: Services, model: ModelRow | undefined, now: number): void {
+async function freeTokenBudgetCheck(
+  services: Services,
+  model: ModelRow | undefined,
+  now: number,
+): Promise<void> {
   if (!model?.free_token_budget || !model.free_token_window_seconds) return;
-  const used = services.store.freeTokensUsed(model.name, model.free_token_window_seconds, now);
+  const used = await services.store.freeTokensUsed(
+    model.name,
+    model.free_token_window_seconds,
+    now,
+  );
   if (used >= model.free_token_budget) {
     throw new GatewayError(
       429,

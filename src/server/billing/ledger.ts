@@ -6,6 +6,7 @@ import {
   type AccountRow,
   type LedgerRepository,
   type LedgerWrite,
+  type MaybeAsync,
   parseSubscription,
   type ReserveInput,
   reservationOf,
@@ -18,6 +19,7 @@ import {
   type PaymentSnapshot,
   refusalError,
   subscriptionWindowStart,
+  topUpTier,
   utcDay,
 } from "./payment.js";
 import { SettlementQueue } from "./settlement-queue.js";
@@ -35,15 +37,59 @@ export {
 export interface SettleOptions {
   /** Write now, inside the caller's transaction (a job row and its charge commit together). */
   writeNow?: boolean;
+  /**
+   * What the job repository handed the transaction's charge callback; a backend whose holds are
+   * rows settles through it (`PostgresJobMoney`).
+   */
+  jobMoney?: unknown;
 }
 
 /**
- * Money and allowance bookkeeping, and the one writer of both. Admission decides the payment
+ * Money and allowance bookkeeping, and the one writer of both: `ProcessLedger` decides in this
+ * process over SQLite, `PostgresLedger` in the database shared by several gateways.
+ */
+export interface Ledger {
+  /** Places the hold for one request or throws the spec's error for why it cannot. */
+  reserve(input: ReserveInput): MaybeAsync<Reservation>;
+  /** A job that outlived a restart takes its hold again (its Reservation was kept in its row). */
+  restoreHold(reservation: Reservation): void;
+  /**
+   * Ends a reservation: charges the real cost (never more than was held) and releases the hold.
+   * Only a request that delivered output counts against allowances. Returns the charge.
+   */
+  settle(reservation: Reservation, input: SettleInput, options?: SettleOptions): number;
+  /** Resolves when everything settled so far is durable. */
+  committed(): Promise<void>;
+  /** This gateway's holds not yet released and the money they hold (read by /metrics). */
+  holdsInFlight(): { count: number; micro: number };
+  /** Money held by the account's admitted, unsettled requests and jobs. */
+  heldMicro(accountId: string): MaybeAsync<number>;
+  /** Successful free-model requests of the account on a UTC day. */
+  freeUsed(accountId: string, day: string): MaybeAsync<number>;
+  /** Requests counted in a subscription window that started at `start`. */
+  subscriptionUsed(accountId: string, window: string, start: number): MaybeAsync<number>;
+  /** A free model's token budget counts what a delivered answer used. */
+  addFreeTokens(model: string, windowSeconds: number, tokens: number, now: number): void;
+  /** Adds money and moves the account up to the tier it qualifies for; undefined: no account. */
+  topUp(accountId: string, amountMicro: number): Promise<AccountRow | undefined>;
+  /** Sets account columns, money among them, after what was settled before. */
+  updateAccount(accountId: string, patch: AccountPatch): Promise<boolean>;
+  /** Records a write that failed for want of disk space; false for any other error. */
+  noteStorageFailure(err: unknown): boolean;
+  /** Why requests cannot be recorded right now, or null: for readiness. */
+  storageFault(): StorageFault | null;
+  /** Commits every queued write now. */
+  flush(): void;
+  close(): MaybeAsync<void>;
+}
+
+/**
+ * Money and allowance bookkeeping in this process, and the one writer of both. Admission decides the payment
  * (`payment.ts`) from settled state plus the holds in memory (`holds.ts`), so it needs no write;
  * settlement shows its charge in the cached account at once and queues its writes, which commit
  * once per event-loop turn or go to the journal first (`settlement-queue.ts`).
  */
-export class Ledger {
+export class ProcessLedger implements Ledger {
   private readonly book: LedgerRepository;
   private readonly holds = new Holds();
   private readonly storage: StorageWatch;
@@ -225,21 +271,11 @@ export class Ledger {
    * Adds money and moves the account up to the highest tier this top-up qualifies for. Queued
    * settlements land first. Returns the account, or undefined when there is none.
    */
-  topUp(accountId: string, amountMicro: number): AccountRow | undefined {
+  async topUp(accountId: string, amountMicro: number): Promise<AccountRow | undefined> {
     this.flush();
     const account = this.store.getAccount(accountId);
     if (!account) return undefined;
-    const tiers = this.store.getCatalog().tiers;
-    let best = tiers.get(account.tier);
-    for (const tier of tiers.values()) {
-      if (
-        tier.min_topup_micro !== null &&
-        amountMicro >= tier.min_topup_micro &&
-        tier.rank > (best?.rank ?? -1)
-      )
-        best = tier;
-    }
-    const tier = best && best.name !== account.tier ? best.name : null;
+    const tier = topUpTier(this.store.getCatalog().tiers, account.tier, amountMicro);
     return this.book.topUp(accountId, amountMicro, tier)
       ? this.store.getAccount(accountId)
       : undefined;
@@ -249,7 +285,7 @@ export class Ledger {
    * Sets account columns, money among them (an admin's balance, PAYG settings): queued
    * settlements land first, then the change, in one transaction.
    */
-  updateAccount(accountId: string, patch: AccountPatch): boolean {
+  async updateAccount(accountId: string, patch: AccountPatch): Promise<boolean> {
     this.flush();
     return this.book.updateAccount(accountId, patch);
   }

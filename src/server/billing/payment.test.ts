@@ -6,6 +6,7 @@ import {
   refusalError,
   secondsToUtcMidnight,
   subscriptionWindowStart,
+  topUpTier,
   utcDay,
 } from "./payment.js";
 
@@ -205,5 +206,32 @@ describe("days and windows", () => {
     expect(subscriptionWindowStart(1_000, 60, 1_000)).toBe(1_000);
     expect(subscriptionWindowStart(1_000, 60, 61_000)).toBe(61_000);
     expect(subscriptionWindowStart(1_000, 60, 60_999)).toBe(1_000);
+  });
+});
+
+describe("the tier a top-up reaches", () => {
+  const tier = (name: string, rank: number, min: number | null) => ({
+    name,
+    rank,
+    free_rpm: 0,
+    free_daily: 0,
+    burst_spacing_ms: 0,
+    burst_queue: 0,
+    min_topup_micro: min,
+  });
+  const tiers = new Map(
+    [tier("free", 0, null), tier("paid", 1, 10_000), tier("pro", 2, 100_000)].map((t) => [
+      t.name,
+      t,
+    ]),
+  );
+
+  it("moves up to the highest tier the amount reaches, never down, and stays otherwise", () => {
+    expect(topUpTier(tiers, "free", 9_999)).toBeNull();
+    expect(topUpTier(tiers, "free", 10_000)).toBe("paid");
+    expect(topUpTier(tiers, "free", 250_000)).toBe("pro");
+    expect(topUpTier(tiers, "pro", 10_000)).toBeNull();
+    expect(topUpTier(tiers, "paid", 10_000)).toBeNull();
+    expect(topUpTier(tiers, "gone", 10_000)).toBe("paid");
   });
 });

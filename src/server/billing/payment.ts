@@ -1,4 +1,4 @@
-import type { Payment, PaymentRefusal } from "../../store/types.js";
+import type { Payment, PaymentRefusal, TierRow } from "../../store/types.js";
 
 export type { PaymentRefusal } from "../../store/types.js";
 
@@ -140,4 +140,25 @@ export function refusalError(refusal: PaymentRefusal, retryAfter?: number): Gate
     message,
     retryAfter === undefined ? undefined : { retryAfter },
   );
+}
+
+/**
+ * The tier a top-up of `amountMicro` moves an account on `current` up to: the highest-ranked tier
+ * whose minimum top-up it reaches, if that ranks above the current one; null to stay.
+ */
+export function topUpTier(
+  tiers: ReadonlyMap<string, TierRow>,
+  current: string,
+  amountMicro: number,
+): string | null {
+  let best = tiers.get(current);
+  for (const tier of tiers.values()) {
+    if (
+      tier.min_topup_micro !== null &&
+      amountMicro >= tier.min_topup_micro &&
+      tier.rank > (best?.rank ?? -1)
+    )
+      best = tier;
+  }
+  return best && best.name !== current ? best.name : null;
 }

@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import type { ConfigAccount, ConfigApplyRepository } from "../../store/config-apply.js";
 import { idrToMicro } from "../../store/money.js";
 import { hashSecret, keyPrefix } from "../../store/secrets.js";
-import type { Store } from "../../store/store.js";
+import type { GatewayStore } from "../../store/types.js";
 import type { GatewayConfig } from "./schema.js";
 
 /** Tiers every gateway has unless the config redefines them. */
@@ -25,7 +25,7 @@ export const defaultTiers: GatewayConfig["tiers"] = {
  * the last apply is left alone, so a restart does not reset balances spent since.
  */
 export async function applyConfig(
-  store: Store,
+  store: GatewayStore,
   configApply: ConfigApplyRepository,
   config: GatewayConfig,
   now = Date.now(),
@@ -108,7 +108,7 @@ export async function applyConfig(
     return { id: `admin_${hash.slice(0, 12)}`, hash };
   });
   // Queued ledger writes land before the config's rows replace what they touch.
-  store.invalidateAll();
+  await store.invalidateAll();
   await configApply.apply({
     tiers,
     providers,
@@ -120,5 +120,5 @@ export async function applyConfig(
   });
   // Provider keys stay in memory: the database only learns how many there are.
   for (const p of config.providers) store.setProviderKeys(p.id, p.api_keys);
-  store.invalidateAll();
+  await store.invalidateAll();
 }

@@ -1,5 +1,4 @@
-import type { Store } from "../../store/store.js";
-import type { KeyRow } from "../../store/types.js";
+import type { GatewayStore, KeyRow } from "../../store/types.js";
 import type { DecisionRefusal } from "../auth/device-codes.js";
 import type { byokView, quota } from "../views.js";
 
@@ -274,14 +273,14 @@ export function formatIdr(idr: number): string {
   return `Rp ${new Intl.NumberFormat("en-US", { maximumFractionDigits: digits }).format(idr)}`;
 }
 
-export type DashboardQuota = ReturnType<typeof quota>;
+export type DashboardQuota = Awaited<ReturnType<typeof quota>>;
 
 export interface DashboardUsage {
   days: number;
   /** One entry per day of the period, oldest first, days without requests included. */
   daily: { date: string; requests: number; cost_idr: number }[];
   models: { model: string; requests: number; cost_idr: number }[];
-  recent: ReturnType<Store["recentRequests"]>;
+  recent: Awaited<ReturnType<GatewayStore["recentRequests"]>>;
 }
 
 export type DashboardByok = ReturnType<typeof byokView>;

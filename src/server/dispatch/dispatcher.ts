@@ -1,5 +1,4 @@
-import type { Store } from "../../store/store.js";
-import type { ByokRow, ProviderRow } from "../../store/types.js";
+import type { ByokRow, GatewayStore, ProviderRow } from "../../store/types.js";
 import { GatewayError, upstreamRejection } from "../errors.js";
 import type { GoneSignal } from "../http/client-signal.js";
 import type { Attempt, Credential, ProviderAdapter } from "../providers/types.js";
@@ -45,7 +44,7 @@ export class Dispatcher {
   upstreamFailed: ((providerId: string, failure: UpstreamFailure) => void) | undefined;
 
   constructor(
-    private readonly store: Pick<Store, "getCatalog">,
+    private readonly store: Pick<GatewayStore, "getCatalog">,
     private readonly pools: KeyPools,
     readonly adapters: Record<ProviderRow["wire"], ProviderAdapter>,
   ) {}

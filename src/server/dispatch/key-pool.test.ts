@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
-import type { ProviderRow } from "../../store/types.js";
+import type { KeyPoolSync, ProviderRow } from "../../store/types.js";
 import { ManualClock } from "../clock.js";
 import { UpstreamFailure } from "../wire/upstream-failure.js";
-import { KeyPools } from "./key-pool.js";
+import { KeyPools, keyFingerprint } from "./key-pool.js";
 
 function provider(fields: Partial<ProviderRow> = {}): ProviderRow {
   const api_keys = fields.api_keys ?? ["key-a", "key-b", "key-c"];
@@ -149,5 +149,76 @@ describe("KeyPools", () => {
     pools.acquire(row).release("rate_limited", 60_000);
     expect(nextKey(pools, other)).toBe("key-x");
     expect(refusal(pools, row).kind).toBe("busy");
+  });
+});
+
+/** A sync as another gateway sees it: what this one published, and a way to hear others. */
+function fakeSync(live = 1) {
+  const published: [string, string, number][] = [];
+  let listener: ((providerId: string, fingerprint: string, coolMs: number) => void) | undefined;
+  const sync: KeyPoolSync = {
+    cooled: (providerId, fingerprint, coolMs) => published.push([providerId, fingerprint, coolMs]),
+    onCooled: (heard) => {
+      listener = heard;
+    },
+    liveInstances: () => live,
+  };
+  return {
+    sync,
+    published,
+    hear: (providerId: string, fingerprint: string, coolMs: number) =>
+      listener?.(providerId, fingerprint, coolMs),
+  };
+}
+
+describe("KeyPools shared between gateways", () => {
+  it("publishes a 429's cooldown under the key's fingerprint, never its secret", () => {
+    const { sync, published } = fakeSync();
+    const clock = new ManualClock(1_000_000);
+    const pools = new KeyPools(clock.now, sync);
+    const row = provider({
+      api_keys: ["key-a"],
+      options_json: JSON.stringify({ cooldown_ms: 2_000 }),
+    });
+    pools.acquire(row).release("rate_limited");
+    expect(published).toEqual([["upstream", keyFingerprint("key-a"), 2_000]]);
+    expect(keyFingerprint("key-a")).not.toBe(keyFingerprint("key-b"));
+    pools.acquire(provider({ api_keys: ["key-b"], id: "other" })).release("failed");
+    expect(published).toHaveLength(1);
+  });
+
+  it("cools a key another gateway reported, in pools built before and after", () => {
+    const { sync, hear } = fakeSync();
+    const clock = new ManualClock(1_000_000);
+    const pools = new KeyPools(clock.now, sync);
+    const row = provider({ api_keys: ["key-a", "key-b"] });
+    expect(nextKey(pools, row)).toBe("key-a");
+    hear("upstream", keyFingerprint("key-b"), 5_000);
+    hear("other", keyFingerprint("key-x"), 5_000);
+    expect([1, 2].map(() => nextKey(pools, row))).toEqual(["key-a", "key-a"]);
+    const other = provider({ id: "other", api_keys: ["key-x"] });
+    expect(refusal(pools, other)).toMatchObject({ kind: "busy", retryAfterMs: 5_000 });
+    // A shorter cooldown heard later does not shorten the one running.
+    hear("upstream", keyFingerprint("key-b"), 1_000);
+    clock.advance(4_999);
+    expect(nextKey(pools, row)).toBe("key-a");
+    clock.advance(1);
+    expect([1, 2].map(() => nextKey(pools, row)).sort()).toEqual(["key-a", "key-b"]);
+  });
+
+  it("runs its share of max_concurrency: the limit split between the live gateways", () => {
+    const clock = new ManualClock(1_000_000);
+    const shared = new KeyPools(clock.now, fakeSync(3).sync);
+    const row = provider({ api_keys: ["key-a"], max_concurrency: 7 });
+    shared.acquire(row);
+    shared.acquire(row);
+    expect(refusal(shared, row).kind).toBe("busy");
+    const crowded = new KeyPools(clock.now, fakeSync(5).sync);
+    const single = provider({ api_keys: ["key-a"], max_concurrency: 2 });
+    crowded.acquire(single);
+    expect(refusal(crowded, single).kind).toBe("busy");
+    const alone = new KeyPools(clock.now, fakeSync(1).sync);
+    const unlimited = provider({ api_keys: ["key-a"] });
+    for (let index = 0; index < 50; index++) alone.acquire(unlimited);
   });
 });

@@ -1,5 +1,4 @@
-import type { Catalog, Store } from "../../store/store.js";
-import type { ModelRow, ProviderRow } from "../../store/types.js";
+import type { Catalog, GatewayStore, ModelRow, ProviderRow } from "../../store/types.js";
 import { GatewayError } from "../errors.js";
 import { type MediaModality, mediaWires } from "../providers/media-wires.js";
 
@@ -65,7 +64,7 @@ export function forModality(target: Target, modality: string, served?: readonly 
 
 /** What the media filters read: the catalog, through the store that keeps it current. */
 interface CatalogSource {
-  store: Pick<Store, "getCatalog">;
+  store: Pick<GatewayStore, "getCatalog">;
 }
 
 /**

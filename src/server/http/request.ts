@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { isIPv4, isIPv6 } from "node:net";
+import { BlockList, isIPv4, isIPv6 } from "node:net";
 import type { Context } from "hono";
 import { type RequestTrace, traceOf } from "./request-trace.js";
 
@@ -36,10 +36,10 @@ export function requestHeader(c: Context, name: string): string | undefined {
 /** How a request's client and origin are read (`ServerOptions` carries both). */
 export interface ForwardingOptions {
   /**
-   * Canonical addresses (`canonicalAddress`) of the proxies in front of the gateway: only their
-   * X-Forwarded-For/Proto/Host are believed, a client must not choose its own address or origin.
+   * The proxies in front of the gateway (`ProxyList`): only their X-Forwarded-For/Proto/Host are
+   * believed, a client must not choose its own address or origin.
    */
-  trustedProxies?: ReadonlySet<string>;
+  trustedProxies?: AddressSet;
   /** The origin of the configured public URL, which URLs handed out use when it is set. */
   publicUrlOrigin?: string;
 }
@@ -70,8 +70,62 @@ function forwardedAddress(entry: string): string {
   return canonicalAddress(address) ?? entry;
 }
 
+/** Canonical addresses (`canonicalAddress`): a Set of them, or a `ProxyList`. */
+export interface AddressSet {
+  readonly size: number;
+  has(address: string): boolean;
+}
+
+/**
+ * Addresses and CIDR ranges (`10.0.0.0/8`, `fd00::/8`), as a load balancer's pool is often
+ * given. Throws a list of the entries that are neither.
+ */
+export class ProxyList implements AddressSet {
+  private readonly exact = new Set<string>();
+  private readonly ranges = new BlockList();
+  private rangeCount = 0;
+
+  constructor(entries: readonly string[]) {
+    const wrong: string[] = [];
+    for (const entry of entries) {
+      const [raw, bits, extra] = entry.trim().split("/");
+      const address = canonicalAddress(raw ?? "");
+      if (address === undefined || extra !== undefined) {
+        wrong.push(entry);
+      } else if (bits === undefined) {
+        this.exact.add(address);
+      } else {
+        const family = isIPv4(address) ? "ipv4" : "ipv6";
+        const prefix = /^\d{1,3}$/.test(bits) ? Number(bits) : Number.NaN;
+        if (!(prefix >= 0 && prefix <= (family === "ipv4" ? 32 : 128))) wrong.push(entry);
+        else {
+          this.ranges.addSubnet(address, prefix, family);
+          this.rangeCount++;
+        }
+      }
+    }
+    if (wrong.length > 0) throw new InvalidProxies(wrong);
+  }
+
+  get size(): number {
+    return this.exact.size + this.rangeCount;
+  }
+
+  has(address: string): boolean {
+    if (this.exact.has(address)) return true;
+    return this.rangeCount > 0 && this.ranges.check(address, isIPv4(address) ? "ipv4" : "ipv6");
+  }
+}
+
+/** Trusted-proxy entries that are neither an address nor a CIDR range. */
+export class InvalidProxies extends Error {
+  constructor(readonly entries: string[]) {
+    super(`not an IP address or CIDR range: ${entries.join(", ")}`);
+  }
+}
+
 /** The socket's peer when it is a trusted proxy, else undefined. */
-function trustedPeer(c: Context, trusted: ReadonlySet<string> | undefined): string | undefined {
+function trustedPeer(c: Context, trusted: AddressSet | undefined): string | undefined {
   if (!trusted || trusted.size === 0) return undefined;
   const peer = nodeIncoming(c)?.socket?.remoteAddress;
   const address = peer === undefined ? undefined : canonicalAddress(peer);
@@ -82,7 +136,7 @@ function trustedPeer(c: Context, trusted: ReadonlySet<string> | undefined): stri
  * The client's address. Behind trusted proxies it is the right-most X-Forwarded-For entry that
  * is not one of them: entries to its left were written by the client itself.
  */
-export function clientIp(c: Context, trusted?: ReadonlySet<string>): string {
+export function clientIp(c: Context, trusted?: AddressSet): string {
   const peer = trustedPeer(c, trusted);
   if (peer === undefined) return nodeIncoming(c)?.socket?.remoteAddress ?? "unknown";
   const chain = (requestHeader(c, "x-forwarded-for") ?? "")

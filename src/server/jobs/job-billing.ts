@@ -43,6 +43,7 @@ export function chargeJob(
   hold: JobHold,
   served: { model: ModelRow; providerId: string; byokServed: boolean },
   units: number,
+  jobMoney: unknown,
 ): void {
   settleAdmission(
     services,
@@ -54,11 +55,16 @@ export function chargeJob(
       delivered: true,
       ...served,
     },
-    { writeNow: true },
+    { writeNow: true, jobMoney },
   );
 }
 
 /** Gives the hold back and returns the error the job reports; same transaction rule as chargeJob. */
-export function refundJob(services: Services, hold: JobHold, err: unknown): GatewayError {
-  return failAdmission(services, admissionOf(services, hold), err, { writeNow: true });
+export function refundJob(
+  services: Services,
+  hold: JobHold,
+  err: unknown,
+  jobMoney: unknown,
+): GatewayError {
+  return failAdmission(services, admissionOf(services, hold), err, { writeNow: true, jobMoney });
 }

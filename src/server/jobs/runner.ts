@@ -26,9 +26,10 @@ const defaultLeaseMs = 30_000;
 /**
  * Runs queued jobs in this process: claims a row under a lease it renews while the job runs,
  * waits the provider's time, writes the media and settles the hold in one transaction. Stopping
- * aborts the waits; an aborted job writes nothing, so it is still `running` in the file and the
- * next start queues it again (or, on a database other gateways share, one of them takes it over
- * once the lease runs out). A job whose lease another gateway took is aborted here the same way.
+ * aborts the waits and gives the running jobs back to the queue, so the next start (or, on a
+ * database other gateways share, one of them at once) runs them again. A gateway that dies gives
+ * nothing back: its jobs stay `running` until their leases run out, then another takes them over.
+ * A job whose lease another gateway took is aborted here the same way.
  */
 export class JobRunner {
   private timer: NodeJS.Timeout | undefined;
@@ -63,12 +64,21 @@ export class JobRunner {
     if (!this.stopped) this.schedule(0);
   }
 
-  async stop(): Promise<void> {
+  /** `keepLeases`: leave the running jobs leased, as a gateway that died would (for tests). */
+  async stop(options: { keepLeases?: boolean } = {}): Promise<void> {
     this.stopped = true;
     clearTimeout(this.timer);
-    const running = [...this.active.values()];
-    for (const job of running) job.abort.abort();
-    await Promise.allSettled(running.map((job) => job.done));
+    const running = [...this.active.entries()];
+    for (const [, job] of running) job.abort.abort();
+    await Promise.allSettled(running.map(([, job]) => job.done));
+    if (options.keepLeases) return;
+    await Promise.allSettled(
+      running.map(([id]) =>
+        this.jobs.releaseLease(id, this.instanceId).catch((err: Error) => {
+          console.error(`job ${id}: could not be given back to the queue: ${err.message}`);
+        }),
+      ),
+    );
   }
 
   /**
@@ -162,20 +172,21 @@ export class JobRunner {
         duration: media.duration,
         bytes: media.bytes.length,
       };
-      await this.jobs.complete(job.id, this.instanceId, result, media.bytes, now, () =>
+      await this.jobs.complete(job.id, this.instanceId, result, media.bytes, now, (jobMoney) =>
         chargeJob(
           this.services,
           input.hold,
           { model, providerId, byokServed },
           billedSeconds(input.request),
+          jobMoney,
         ),
       );
     } catch (err) {
       // Aborted by stop() or a lost lease: the row stays `running` for whoever runs it next.
       if (signal.aborted) return;
       try {
-        await this.jobs.fail(job.id, this.instanceId, this.services.options.now(), () => {
-          const error = refundJob(this.services, input.hold, err);
+        await this.jobs.fail(job.id, this.instanceId, this.services.options.now(), (jobMoney) => {
+          const error = refundJob(this.services, input.hold, err, jobMoney);
           return { code: error.code, message: error.message };
         });
       } catch (writeErr) {

@@ -2,8 +2,13 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import type { RequestListener } from "node:http";
 import type { Dispatcher } from "undici";
 import { microToIdr } from "../../store/money.js";
-import type { SqliteRequestLogReads } from "../../store/request-log-reads.js";
-import type { Ledger } from "../billing/ledger.js";
+import type {
+  ListedRequest,
+  RequestLogReadsRepository,
+  SqliteRequestLogReads,
+} from "../../store/request-log-reads.js";
+import type { MaybeAsync } from "../../store/types.js";
+import type { Ledger, Reservation } from "../billing/ledger.js";
 import type { UpstreamProvider, WholeAnswer } from "../providers/http-upstream.js";
 import { canonicalBody, relativePath } from "./canonical.js";
 import type { CapturedBody, InspectedRequest, RequestsQuery, UpstreamExchange } from "./types.js";
@@ -48,7 +53,8 @@ export class RequestInspector implements UpstreamCapture {
   private readonly captures = new Map<string, Captured>();
 
   constructor(
-    private readonly requestLog: Pick<SqliteRequestLogReads, "recentSync">,
+    private readonly requestLog: RequestLogReadsRepository &
+      Partial<Pick<SqliteRequestLogReads, "recentSync">>,
     private readonly capture: { limit: number } | undefined,
   ) {}
 
@@ -56,12 +62,19 @@ export class RequestInspector implements UpstreamCapture {
     return this.capture !== undefined;
   }
 
-  requests(query: RequestsQuery = {}): InspectedRequest[] {
-    const rows = this.requestLog.recentSync({
+  /** Recent requests, newest first: at once on SQLite, later from a database across the network. */
+  requests(query: RequestsQuery = {}): MaybeAsync<InspectedRequest[]> {
+    const filter = {
       model: query.model,
       status: query.status,
       limit: Math.min(1000, Math.max(1, query.limit ?? 50)),
-    });
+    };
+    return this.requestLog.recentSync
+      ? this.inspected(this.requestLog.recentSync(filter))
+      : this.requestLog.recent(filter).then((rows) => this.inspected(rows));
+  }
+
+  private inspected(rows: ListedRequest[]): InspectedRequest[] {
     return rows.map((row) => {
       const entry: InspectedRequest = {
         id: row.id,
@@ -146,9 +159,7 @@ export class RequestInspector implements UpstreamCapture {
     if (!this.capture) return;
     const limit = this.capture.limit;
     const reserve = ledger.reserve.bind(ledger);
-    ledger.reserve = (input) => {
-      const reservation = reserve(input);
-      const captured = this.context.getStore();
+    const learn = (reservation: Reservation, captured: Captured | undefined): Reservation => {
       if (captured && captured.id === undefined) {
         captured.id = reservation.id;
         this.captures.set(reservation.id, captured);
@@ -158,6 +169,13 @@ export class RequestInspector implements UpstreamCapture {
         }
       }
       return reservation;
+    };
+    ledger.reserve = (input) => {
+      const reservation = reserve(input);
+      const captured = this.context.getStore();
+      return reservation instanceof Promise
+        ? reservation.then((placed) => learn(placed, captured))
+        : learn(reservation, captured);
     };
   }
 

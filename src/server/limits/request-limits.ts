@@ -1,8 +1,15 @@
-import type { AccountRow, TierRow } from "../../store/types.js";
+import {
+  type AccountRow,
+  andThen,
+  type LimitCounters,
+  type MaybeAsync,
+  type TierRow,
+} from "../../store/types.js";
+import { windowEnd } from "../../store/utc-windows.js";
 import type { Clock } from "../clock.js";
 import { GatewayError } from "../errors.js";
 import type { GoneSignal } from "../http/client-signal.js";
-import { WindowCounter } from "./window-counter.js";
+import { MemoryCounters, minuteMs as minute } from "./window-counter.js";
 
 export interface RateHeaders {
   "X-RateLimit-Limit": string;
@@ -13,97 +20,134 @@ export interface RateHeaders {
 const rateLimited = (message: string) => new GatewayError(429, "rate_limit_exceeded", message);
 
 /**
- * Per-minute counters live in memory: exact within this process and free of I/O on the hot path.
- * (Daily and money state lives in SQLite, see Ledger.)
+ * The per-minute limits of accounts, free models, the usage endpoints and key creation, and the
+ * spacing of free-model bursts. Their counts live in `counters`: this process's memory (exact
+ * within it, free of I/O on the hot path), or the database several gateways share, which makes
+ * each limit one limit across all of them. Each method answers as its counters do: at once from
+ * memory, as a promise from the database.
  */
 export class RequestLimits {
-  private readonly paidRpm = new WindowCounter(60_000);
-  private readonly freeRpm = new WindowCounter(60_000);
-  private readonly usage = new WindowCounter(60_000);
-  private readonly keyCreation = new WindowCounter(60_000);
-  private readonly bursts = new Map<string, { nextSlot: number; waiting: number }>();
+  constructor(private readonly counters: LimitCounters = new MemoryCounters()) {}
 
   /** The account's own limit for paid models on chat completions, messages and responses. */
-  takePaidRpm(account: AccountRow, now: number): void {
-    if (!this.paidRpm.tryTake(account.id, account.rpm_limit, now)) {
-      throw rateLimited(
-        `Rate limit of ${account.rpm_limit} requests per minute reached for this account.`,
-      );
-    }
+  takePaidRpm(account: AccountRow, now: number): MaybeAsync<void> {
+    return andThen(
+      this.counters.take(`paid-rpm|${account.id}`, account.rpm_limit, minute, now),
+      (count) => {
+        if (count === null) {
+          throw rateLimited(
+            `Rate limit of ${account.rpm_limit} requests per minute reached for this account.`,
+          );
+        }
+      },
+    );
   }
 
-  giveBackPaidRpm(accountId: string, now: number): void {
-    this.paidRpm.giveBack(accountId, now);
+  giveBackPaidRpm(accountId: string, now: number): MaybeAsync<void> {
+    return this.counters.giveBack(`paid-rpm|${accountId}`, minute, now);
   }
 
-  takeFreeRpm(accountId: string, tier: TierRow, now: number): RateHeaders {
-    if (!this.freeRpm.tryTake(accountId, tier.free_rpm, now)) {
-      const end = this.freeRpm.windowEnd(now);
-      throw new GatewayError(
-        429,
-        "free_quota_rpm",
-        `Free-model limit of ${tier.free_rpm} requests per minute reached.`,
-        { retryAfter: Math.max(1, Math.ceil((end - now) / 1000)) },
-      );
-    }
-    return this.freeHeaders(accountId, tier, now);
+  takeFreeRpm(accountId: string, tier: TierRow, now: number): MaybeAsync<RateHeaders> {
+    return andThen(
+      this.counters.take(`free-rpm|${accountId}`, tier.free_rpm, minute, now),
+      (count) => {
+        if (count === null) {
+          throw new GatewayError(
+            429,
+            "free_quota_rpm",
+            `Free-model limit of ${tier.free_rpm} requests per minute reached.`,
+            { retryAfter: Math.max(1, Math.ceil((windowEnd(now, minute) - now) / 1000)) },
+          );
+        }
+        return rateHeaders(tier.free_rpm, count, now);
+      },
+    );
   }
 
-  freeHeaders(accountId: string, tier: TierRow, now: number): RateHeaders {
-    return {
-      "X-RateLimit-Limit": String(tier.free_rpm),
-      "X-RateLimit-Remaining": String(
-        Math.max(0, tier.free_rpm - this.freeRpm.used(accountId, now)),
-      ),
-      "X-RateLimit-Reset": String(Math.floor(this.freeRpm.windowEnd(now) / 1000)),
-    };
+  freeHeaders(accountId: string, tier: TierRow, now: number): MaybeAsync<RateHeaders> {
+    return andThen(this.counters.used(`free-rpm|${accountId}`, minute, now), (count) =>
+      rateHeaders(tier.free_rpm, count, now),
+    );
   }
 
-  giveBackFreeRpm(accountId: string, now: number): void {
-    this.freeRpm.giveBack(accountId, now);
+  giveBackFreeRpm(accountId: string, now: number): MaybeAsync<void> {
+    return this.counters.giveBack(`free-rpm|${accountId}`, minute, now);
   }
 
   /**
    * Free-model bursts: requests closer together than the tier's spacing wait their turn, one after
    * another; once `burst_queue` are already waiting, the flood is rejected.
    */
-  async spaceFreeBurst(
+  spaceFreeBurst(
     accountId: string,
     tier: TierRow,
     clock: Clock,
     signal?: GoneSignal,
-  ): Promise<void> {
+  ): MaybeAsync<void> {
     if (tier.burst_spacing_ms <= 0) return;
-    const t = clock.now();
-    let state = this.bursts.get(accountId);
-    if (!state || state.nextSlot <= t) {
-      state = { nextSlot: t + tier.burst_spacing_ms, waiting: 0 };
-      this.bursts.set(accountId, state);
-      return;
-    }
-    if (state.waiting >= tier.burst_queue) {
-      throw rateLimited("Too many free-model requests at once; slow down.");
-    }
-    const wait = state.nextSlot - t;
-    state.nextSlot += tier.burst_spacing_ms;
-    state.waiting++;
+    const key = `burst|${accountId}`;
+    const claimedAt = clock.now();
+    return andThen(
+      this.counters.claimSlot(key, tier.burst_spacing_ms, tier.burst_queue, claimedAt),
+      (wait): MaybeAsync<void> => {
+        if (wait === null) throw rateLimited("Too many free-model requests at once; slow down.");
+        if (wait === 0) return;
+        // The slot is a time: a round trip to shared counters has already used part of the wait.
+        return this.waitForSlot(key, claimedAt + wait - clock.now(), clock, signal);
+      },
+    );
+  }
+
+  private async waitForSlot(
+    key: string,
+    wait: number,
+    clock: Clock,
+    signal: GoneSignal | undefined,
+  ): Promise<void> {
     try {
       await clock.sleep(wait, signal);
     } finally {
-      state.waiting--;
+      await this.counters.leaveSlot(key);
     }
   }
 
   /** The three usage endpoints share one budget per account, apart from the account limit. */
-  takeUsageRead(accountId: string, now: number): void {
-    if (!this.usage.tryTake(accountId, 60, now)) {
-      throw rateLimited("Usage endpoints are limited to 60 requests per minute.");
-    }
+  takeUsageRead(accountId: string, now: number): MaybeAsync<void> {
+    return andThen(this.counters.take(`usage|${accountId}`, 60, minute, now), (count) => {
+      if (count === null) {
+        throw rateLimited("Usage endpoints are limited to 60 requests per minute.");
+      }
+    });
   }
 
-  takeKeyCreation(loginKeyId: string, now: number): void {
-    if (!this.keyCreation.tryTake(loginKeyId, 20, now)) {
-      throw rateLimited("Per-tool key creation is limited to 20 per minute per login key.");
-    }
+  /**
+   * One more device code for the client address this minute, if under `limit`: false when not.
+   * Counted before the code's own checks, so a code those refuse gives its count back.
+   */
+  takeDeviceCode(address: string, limit: number, now: number): MaybeAsync<boolean> {
+    return andThen(
+      this.counters.take(`device-code|${address}`, limit, minute, now),
+      (count) => count !== null,
+    );
   }
+
+  giveBackDeviceCode(address: string, now: number): MaybeAsync<void> {
+    return this.counters.giveBack(`device-code|${address}`, minute, now);
+  }
+
+  takeKeyCreation(loginKeyId: string, now: number): MaybeAsync<void> {
+    return andThen(this.counters.take(`key-creation|${loginKeyId}`, 20, minute, now), (count) => {
+      if (count === null) {
+        throw rateLimited("Per-tool key creation is limited to 20 per minute per login key.");
+      }
+    });
+  }
+}
+
+function rateHeaders(limit: number, count: number, now: number): RateHeaders {
+  return {
+    "X-RateLimit-Limit": String(limit),
+    "X-RateLimit-Remaining": String(Math.max(0, limit - count)),
+    "X-RateLimit-Reset": String(Math.floor(windowEnd(now, minute) / 1000)),
+  };
 }

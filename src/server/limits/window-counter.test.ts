@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { WindowCounter } from "./window-counter.js";
+import { MemoryCounters, WindowCounter } from "./window-counter.js";
 
 const minute = 60_000;
 
@@ -68,5 +68,82 @@ describe("WindowCounter", () => {
     expect(counter.used("current", minute)).toBe(1);
     expect(counter.tryTake("current", 2, minute)).toBe(true);
     expect(counter.tryTake("current", 2, minute)).toBe(false);
+  });
+});
+
+describe("MemoryCounters", () => {
+  it("answers at once, never with a promise: the request path takes none for its limits", () => {
+    const counters = new MemoryCounters();
+    expect(counters.take("account", 2, minute, 0)).toBe(1);
+    expect(counters.used("account", minute, 0)).toBe(1);
+    expect(counters.claimSlot("account", 100, 1, 0)).toBe(0);
+    expect(counters.giveBack("account", minute, 0)).toBeUndefined();
+    expect(counters.leaveSlot("account")).toBeUndefined();
+  });
+
+  it("counts up to the limit in a window, answering the count after each take, then null", () => {
+    const counters = new MemoryCounters();
+    expect([1, 2, 3, 4].map(() => counters.take("account", 3, minute, 1_000))).toEqual([
+      1,
+      2,
+      3,
+      null,
+    ]);
+    expect(counters.used("account", minute, 2_000)).toBe(3);
+    expect(counters.take("account", 3, minute, minute)).toBe(1);
+    expect(counters.used("account", minute, minute)).toBe(1);
+  });
+
+  it("refuses everything under a limit of zero without counting it", () => {
+    const counters = new MemoryCounters();
+    expect(counters.take("account", 0, minute, 0)).toBeNull();
+    expect(counters.used("account", minute, 0)).toBe(0);
+  });
+
+  it("keeps each window length's counts apart, and each key's", () => {
+    const counters = new MemoryCounters();
+    counters.take("account", 5, minute, 0);
+    counters.take("account", 5, 1_000, 0);
+    counters.take("account", 5, 1_000, 0);
+    counters.take("other", 5, minute, 0);
+    expect(counters.used("account", minute, 0)).toBe(1);
+    expect(counters.used("account", 1_000, 0)).toBe(2);
+    expect(counters.used("account", 1_000, 1_000)).toBe(0);
+    expect(counters.used("never seen", 30_000, 0)).toBe(0);
+  });
+
+  it("takes a count given back in the same window off, never below zero, and ignores a later window's", () => {
+    const counters = new MemoryCounters();
+    counters.take("account", 1, minute, 0);
+    counters.giveBack("account", minute, minute + 1);
+    expect(counters.used("account", minute, 0)).toBe(1);
+    counters.giveBack("account", minute, 10);
+    counters.giveBack("account", minute, 10);
+    counters.giveBack("never seen", 1_234, 10);
+    expect(counters.used("account", minute, 10)).toBe(0);
+    expect(counters.take("account", 1, minute, 20)).toBe(1);
+  });
+
+  it("hands out slots one spacing apart, queues up to the limit, then refuses", () => {
+    const counters = new MemoryCounters();
+    expect(counters.claimSlot("account", 100, 2, 1_000)).toBe(0);
+    expect(counters.claimSlot("account", 100, 2, 1_010)).toBe(90);
+    expect(counters.claimSlot("account", 100, 2, 1_020)).toBe(180);
+    expect(counters.claimSlot("account", 100, 2, 1_030)).toBeNull();
+    counters.leaveSlot("account");
+    expect(counters.claimSlot("account", 100, 2, 1_040)).toBe(260);
+  });
+
+  it("starts over once the last slot handed out has passed, whoever still had to leave", () => {
+    const counters = new MemoryCounters();
+    counters.claimSlot("account", 100, 1, 0);
+    expect(counters.claimSlot("account", 100, 1, 50)).toBe(50);
+    expect(counters.claimSlot("account", 100, 1, 60)).toBeNull();
+    expect(counters.claimSlot("account", 100, 1, 200)).toBe(0);
+    counters.leaveSlot("account");
+    expect(counters.claimSlot("account", 100, 1, 210)).toBe(90);
+    expect(counters.claimSlot("account", 100, 1, 220)).toBeNull();
+    expect(counters.claimSlot("other", 100, 0, 220)).toBe(0);
+    expect(counters.claimSlot("other", 100, 0, 230)).toBeNull();
   });
 });

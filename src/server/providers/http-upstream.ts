@@ -1,3 +1,4 @@
+import { createRequire } from "node:module";
 import type { Agent, Dispatcher } from "undici";
 import type { ProviderRow } from "../../store/types.js";
 import { GatewayError } from "../errors.js";
@@ -36,9 +37,16 @@ export class UpstreamHttp {
    * the gateway calls this once it listens, so the first upstream request rarely waits for it.
    */
   warm(): Promise<Agent> {
-    this.loading ??= import("undici").then(({ Agent }) => {
-      this.agent = new Agent({ keepAliveTimeout: 30_000, connections: 256, pipelining: 1 });
-      return this.agent;
+    this.loading ??= Promise.resolve().then(() => {
+      // undici's index also loads its fetch, WebSocket, mocks and caches, about as much memory
+      // again as the agent and the request API used here (as metrics.ts loads prom-client's).
+      const require = createRequire(import.meta.url);
+      const Pooled = require("undici/lib/dispatcher/agent") as typeof Agent;
+      const agent = new Pooled({ keepAliveTimeout: 30_000, connections: 256, pipelining: 1 });
+      // What the index puts on every dispatcher's prototype, on this one agent.
+      agent.request = require("undici/lib/api/api-request");
+      this.agent = agent;
+      return agent;
     });
     return this.loading;
   }

@@ -7,7 +7,7 @@ import { quota } from "../views.js";
 
 /** GET /v1/account/quota: what the key's account can spend now. Shared keys may not read it. */
 export function quotaHandler(services: Services): Handler {
-  return (c) => {
+  return async (c) => {
     const { key } = c.get("auth");
     if (key.kind === "shared") {
       throw new GatewayError(
@@ -16,16 +16,16 @@ export function quotaHandler(services: Services): Handler {
         "Shared keys cannot read the account quota.",
       );
     }
-    return c.json(quota(services, accountOf(services, c)));
+    return c.json(await quota(services, accountOf(services, c).id));
   };
 }
 
 /** GET /v1/usage/{name}: one of the usage reports, for the key's account. */
 export function usageHandler(view: UsageView, services: Services): Handler {
-  return (c) => c.json(view(accountOf(services, c).id, c));
+  return async (c) => c.json(await view(accountOf(services, c).id, c));
 }
 
-export type UsageView = (accountId: string, c: Context) => object;
+export type UsageView = (accountId: string, c: Context) => Promise<object>;
 
 /**
  * The three usage reports, keyed by the last path segment. Each counts against the account's
@@ -36,23 +36,23 @@ export function usageViews(
 ): Record<"summary" | "daily" | "requests", UsageView> {
   const limited =
     (view: UsageView): UsageView =>
-    (accountId, c) => {
-      services.limits.takeUsageRead(accountId, services.options.now());
+    async (accountId, c) => {
+      await services.limits.takeUsageRead(accountId, services.options.now());
       return view(accountId, c);
     };
   return {
-    summary: limited((accountId, c) => ({
+    summary: limited(async (accountId, c) => ({
       object: "usage.summary",
       account_id: accountId,
-      ...services.store.usageSummary(accountId, sinceDays(c, services)),
+      ...(await services.store.usageSummary(accountId, sinceDays(c, services))),
     })),
-    daily: limited((accountId, c) => ({
+    daily: limited(async (accountId, c) => ({
       object: "list",
-      data: services.store.usageDaily(accountId, sinceDays(c, services)),
+      data: await services.store.usageDaily(accountId, sinceDays(c, services)),
     })),
-    requests: limited((accountId, c) => {
+    requests: limited(async (accountId, c) => {
       const limit = Math.min(500, Math.max(1, Number(c.req.query("limit") ?? 50) || 50));
-      return { object: "list", data: services.store.recentRequests(accountId, limit) };
+      return { object: "list", data: await services.store.recentRequests(accountId, limit) };
     }),
   };
 }

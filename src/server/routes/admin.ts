@@ -2,7 +2,12 @@ import type { Context } from "hono";
 import { z } from "zod";
 import { idrToMicro, microToIdr } from "../../store/money.js";
 import type { AccountColumn } from "../../store/store.js";
-import { type AccountRow, type ByokRow, parseSubscription } from "../../store/types.js";
+import {
+  type AccountRow,
+  type ByokRow,
+  type MaybeAsync,
+  parseSubscription,
+} from "../../store/types.js";
 import type { Handler } from "../app-env.js";
 import { paygSchema, subscriptionSchema } from "../config/schema.js";
 import { GatewayError } from "../errors.js";
@@ -68,15 +73,15 @@ export function adminHandlers(services: Services) {
   };
   const setStatus =
     (status: "active" | "suspended"): Handler =>
-    (c) => {
+    async (c) => {
       const account = accountParam(c);
-      services.store.setAccountStatus(account.id, status);
-      return c.json(accountView(services.store.getAccount(account.id)!));
+      await services.store.setAccountStatus(account.id, status);
+      return c.json(accountView((await services.store.readAccount(account.id))!));
     };
 
   return {
     /** Recent requests for a test to assert on (with bodies when the gateway captures them). */
-    requests: ((c) => {
+    requests: (async (c) => {
       const query = requestsQuery.safeParse(c.req.query());
       if (!query.success) {
         const issue = query.error.issues[0];
@@ -89,15 +94,20 @@ export function adminHandlers(services: Services) {
       return c.json({
         object: "list",
         capture_bodies: services.inspector.capturing,
-        data: services.inspector.requests(query.data),
+        data: await services.inspector.requests(query.data),
       });
     }) satisfies Handler,
 
-    accounts: ((c) =>
-      c.json({
+    accounts: (async (c) => {
+      // Money as committed: the cached rows' balances are not current where gateways share a database.
+      const accounts = await Promise.all(
+        services.store.listAccounts().map((account) => services.store.readAccount(account.id)),
+      );
+      return c.json({
         object: "list",
-        data: services.store.listAccounts().map(accountView),
-      })) satisfies Handler,
+        data: accounts.flatMap((account) => (account ? [accountView(account)] : [])),
+      });
+    }) satisfies Handler,
 
     createAccount: (async (c) => {
       const body = await readJson(c, createAccount);
@@ -106,7 +116,7 @@ export function adminHandlers(services: Services) {
         throw new GatewayError(409, "bad_request", `Account "${id}" already exists.`);
       requireTier(services, body.tier);
       const now = services.options.now();
-      const account = services.store.createAccount({
+      const account = await services.store.createAccount({
         id,
         name: body.name ?? id,
         balanceMicro: idrToMicro(body.balance_idr),
@@ -114,7 +124,7 @@ export function adminHandlers(services: Services) {
         tier: body.tier,
         now,
       });
-      const { key, value } = services.store.createKey({
+      const { key, value } = await services.store.createKey({
         accountId: id,
         label: body.key_label,
         kind: "standard",
@@ -129,8 +139,8 @@ export function adminHandlers(services: Services) {
       );
     }) satisfies Handler,
 
-    account: ((c) => {
-      const account = accountParam(c);
+    account: (async (c) => {
+      const account = (await services.store.readAccount(accountParam(c).id))!;
       return c.json({
         ...accountView(account),
         keys: services.store.listKeys(account.id).map(({ account_id: _, ...k }) => k),
@@ -162,14 +172,16 @@ export function adminHandlers(services: Services) {
           : null;
         if (body.subscription?.tier) patch.tier = requireTier(services, body.subscription.tier);
       }
-      services.ledger.updateAccount(account.id, patch);
-      return c.json(accountView(services.store.getAccount(account.id)!));
+      await services.ledger.updateAccount(account.id, patch);
+      return c.json(accountView((await services.store.readAccount(account.id))!));
     }) satisfies Handler,
 
     topUp: (async (c) => {
       const account = accountParam(c);
       const { amount_idr } = await readJson(c, topUpBody);
-      return c.json(accountView(services.ledger.topUp(account.id, idrToMicro(amount_idr))!));
+      return c.json(
+        accountView((await services.ledger.topUp(account.id, idrToMicro(amount_idr)))!),
+      );
     }) satisfies Handler,
 
     suspend: setStatus("suspended"),
@@ -178,7 +190,7 @@ export function adminHandlers(services: Services) {
     createKey: (async (c) => {
       const account = accountParam(c);
       const body = await readJson(c, keyBody);
-      const { key, value } = services.store.createKey({
+      const { key, value } = await services.store.createKey({
         accountId: account.id,
         label: body.label,
         kind: body.kind,
@@ -196,10 +208,10 @@ export function adminHandlers(services: Services) {
       );
     }) satisfies Handler,
 
-    revokeKey: ((c) => {
+    revokeKey: (async (c) => {
       const id = c.req.param("keyId") ?? "";
       if (!services.store.getKey(id)) throw new GatewayError(404, "not_found", "No such key.");
-      services.store.revokeKey(id, services.options.now());
+      await services.store.revokeKey(id, services.options.now());
       return c.json({ id, revoked: true });
     }) satisfies Handler,
 
@@ -212,13 +224,13 @@ export function adminHandlers(services: Services) {
     addByok: (async (c) => {
       const account = accountParam(c);
       const body = await readJson(c, byokBody);
-      return c.json(byokView(addByok(services, account.id, body)), 201);
+      return c.json(byokView(await addByok(services, account.id, body)), 201);
     }) satisfies Handler,
 
-    deleteByok: ((c) => {
+    deleteByok: (async (c) => {
       const account = accountParam(c);
       const id = c.req.param("byokId") ?? "";
-      if (!services.store.deleteByok(account.id, id))
+      if (!(await services.store.deleteByok(account.id, id)))
         throw new GatewayError(404, "not_found", "No such BYOK credential.");
       return c.json({ id, deleted: true });
     }) satisfies Handler,
@@ -229,7 +241,7 @@ export function addByok(
   services: Pick<Services, "options" | "store">,
   accountId: string,
   body: { provider: string; key: string; label?: string },
-): ByokRow {
+): MaybeAsync<ByokRow> {
   const provider = services.store.getCatalog().providers.get(body.provider);
   if (!provider || provider.wire === "mock") {
     throw new GatewayError(400, "bad_request", `Unknown provider "${body.provider}" for BYOK.`);

@@ -18,6 +18,8 @@ export interface WholeRequest {
   /** The most it may cost on each candidate model. */
   worstCase: (model: ModelRow) => WorstCase;
   signal: GoneSignal;
+  /** A job's hold: kept until the job ends, on whichever gateway runs it. */
+  outlivesRequest?: boolean;
 }
 
 /** What one delivered answer is charged: units (images, seconds, characters) and/or tokens. */
@@ -46,6 +48,7 @@ export function admitWhole(
     stream: false,
     signal: request.signal,
     trace: requestTrace(c),
+    outlivesRequest: request.outlivesRequest,
   });
 }
 

@@ -24,7 +24,7 @@ export function countTokensHandler(
     const body = await readJson(c, countBody);
     const target = forModality(resolveTarget(services.store.getCatalog(), body.model), "chat");
     const { accountId } = c.get("auth");
-    services.limits.takeUsageRead(accountId, services.options.now());
+    await services.limits.takeUsageRead(accountId, services.options.now());
     const signal = clientGone(c);
     const beta = requestHeader(c, "anthropic-beta");
     const { result } = await services.dispatcher.dispatchWith(

@@ -14,8 +14,9 @@ import { accountView, addByok, byokBody } from "./admin.js";
  */
 export function dashboardAccountHandlers(services: Services) {
   return {
-    account: ((c) => {
-      const account = services.store.getAccount(c.get("owner").accountId);
+    account: (async (c) => {
+      // Money as committed: the cached row's balance is not current where gateways share a database.
+      const account = await services.store.readAccount(c.get("owner").accountId);
       if (!account) throw new GatewayError(404, "not_found", "No such account.");
       return c.json(accountView(account));
     }) satisfies Handler,
@@ -28,12 +29,13 @@ export function dashboardAccountHandlers(services: Services) {
 
     addByok: (async (c) => {
       const { accountId } = c.get("owner");
-      return c.json(byokView(addByok(services, accountId, await readJson(c, byokBody))), 201);
+      const body = await readJson(c, byokBody);
+      return c.json(byokView(await addByok(services, accountId, body)), 201);
     }) satisfies Handler,
 
-    deleteByok: ((c) => {
+    deleteByok: (async (c) => {
       const id = c.req.param("id") ?? "";
-      if (!services.store.deleteByok(c.get("owner").accountId, id)) {
+      if (!(await services.store.deleteByok(c.get("owner").accountId, id))) {
         throw new GatewayError(404, "not_found", "No such BYOK credential.");
       }
       return c.json({ id, deleted: true });
@@ -42,18 +44,18 @@ export function dashboardAccountHandlers(services: Services) {
     payg: (async (c) => {
       const { accountId } = c.get("owner");
       const payg = await readJson(c, paygSchema);
-      services.ledger.updateAccount(accountId, {
+      await services.ledger.updateAccount(accountId, {
         payg_enabled: payg.enabled ? 1 : 0,
         payg_limit_micro: idrToMicro(payg.limit_idr),
         payg_window_seconds: payg.window_seconds,
       });
-      return c.json(accountView(services.store.getAccount(accountId)!));
+      return c.json(accountView((await services.store.readAccount(accountId))!));
     }) satisfies Handler,
 
     /** GET /api/dashboard/usage/{name}: one of the usage reports, for the owner's account. */
     usage:
       (view: UsageView): Handler =>
-      (c) =>
-        c.json(view(c.get("owner").accountId, c)),
+      async (c) =>
+        c.json(await view(c.get("owner").accountId, c)),
   };
 }

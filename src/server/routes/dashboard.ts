@@ -101,7 +101,7 @@ export function dashboardHandlers(services: Services, devices: DeviceCodes) {
     return { notice: flash.notice, newKey: flash.newKey };
   };
 
-  const dashboardView = (
+  const dashboardView = async (
     session: OwnerSession,
     extra: { notice?: string; newKey?: { label: string; value: string } } = {},
   ) => {
@@ -109,7 +109,13 @@ export function dashboardHandlers(services: Services, devices: DeviceCodes) {
     if (!account) throw new GatewayError(404, "not_found", "No such account.");
     const now = services.options.now();
     const since = utcDayStart(now) - (usageDays - 1) * dayMs;
-    const byDay = new Map(services.store.usageDaily(account.id, since).map((d) => [d.date, d]));
+    const [usageDaily, byModel, recent, accountQuota] = await Promise.all([
+      services.store.usageDaily(account.id, since),
+      services.store.usageByModel(account.id, since),
+      services.store.recentRequests(account.id, recentRequestCount),
+      quota(services, account.id),
+    ]);
+    const byDay = new Map(usageDaily.map((d) => [d.date, d]));
     const daily = Array.from({ length: usageDays }, (_, i) => {
       const date = new Date(since + i * dayMs).toISOString().slice(0, 10);
       const d = byDay.get(date);
@@ -118,16 +124,16 @@ export function dashboardHandlers(services: Services, devices: DeviceCodes) {
     return dashboardPage({
       accountId: account.id,
       csrfToken: session.csrfToken,
-      quota: quota(services, account),
+      quota: accountQuota,
       usage: {
         days: usageDays,
         daily,
-        models: services.store.usageByModel(account.id, since).map((m) => ({
+        models: byModel.map((m) => ({
           model: m.model,
           requests: m.requests,
           cost_idr: microToIdr(m.cost_micro),
         })),
-        recent: services.store.recentRequests(account.id, recentRequestCount),
+        recent,
       },
       keys: services.store.listKeys(account.id),
       byok: services.store.listByok(account.id).map(byokView),
@@ -193,21 +199,21 @@ export function dashboardHandlers(services: Services, devices: DeviceCodes) {
         "x-content-type-options": "nosniff",
       })) satisfies Handler,
 
-    home: ((c) => {
+    home: (async (c) => {
       const session = c.get("owner");
-      return sendPage(c, dashboardView(session, takeFlash(session.id)));
+      return sendPage(c, await dashboardView(session, takeFlash(session.id)));
     }) satisfies Handler,
 
-    createKey: ((c) => {
+    createKey: (async (c) => {
       const session = c.get("owner");
       const label = (formField(c.get("form"), "label") ?? "").trim().slice(0, 100);
       if (!label)
         return sendPage(c, {
-          ...dashboardView(session, { notice: "A key needs a label." }),
+          ...(await dashboardView(session, { notice: "A key needs a label." })),
           status: 400,
         });
       try {
-        const created = mintKey(services, {
+        const created = await mintKey(services, {
           accountId: session.accountId,
           parentKeyId: null,
           label,
@@ -219,15 +225,18 @@ export function dashboardHandlers(services: Services, devices: DeviceCodes) {
         return c.redirect("/dashboard", 303);
       } catch (err) {
         if (!(err instanceof GatewayError) || err.status !== 429) throw err;
-        return sendPage(c, { ...dashboardView(session, { notice: err.message }), status: 429 });
+        return sendPage(c, {
+          ...(await dashboardView(session, { notice: err.message })),
+          status: 429,
+        });
       }
     }) satisfies Handler,
 
-    revokeKey: ((c) => {
+    revokeKey: (async (c) => {
       const session = c.get("owner");
       const key = services.store.getKey(c.req.param("id") ?? "");
       if (key && key.account_id === session.accountId && !key.revoked_at) {
-        services.store.revokeKey(key.id, services.options.now());
+        await services.store.revokeKey(key.id, services.options.now());
         setFlash(session.id, { notice: `Key "${key.label}" revoked.` });
       }
       // Post/redirect/get: a reload of the list does not post the form again.

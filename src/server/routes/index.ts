@@ -1,5 +1,4 @@
 import type { Access, Handler, Method, Route, Surface, Unmatched } from "../app-env.js";
-import { DeviceCodes } from "../auth/device-codes.js";
 import { dashboardScriptPath } from "../dashboard/pages.js";
 import { type ErrorStyle, PlainTextError } from "../errors.js";
 import { apiBodyLimit } from "../http/body.js";
@@ -9,28 +8,9 @@ import type { MetricsAccess } from "../metrics-access.js";
 import type { Readiness } from "../observe/health.js";
 import type { GatewayMetrics } from "../observe/metrics.js";
 import type { Services } from "../services.js";
-import { quotaHandler, usageHandler, usageViews } from "./account.js";
-import { adminHandlers } from "./admin.js";
-import { kitHandlers } from "./admin-kit.js";
-import { speechHandler, transcriptionHandler } from "./audio.js";
 import { completionHandler } from "./completions.js";
-import { countTokensHandler } from "./count-tokens.js";
-import {
-  dashboardHandlers,
-  defaultDeviceCodeTtlSeconds,
-  defaultDevicePollIntervalSeconds,
-} from "./dashboard.js";
-import { dashboardAccountHandlers } from "./dashboard-account.js";
-import { deviceAuthHandlers } from "./device-auth.js";
-import { embeddingsHandler } from "./embeddings.js";
-import { fileHandler } from "./files.js";
 import { healthHandlers, metricsHandler } from "./health.js";
-import { imageEditsHandler, imagesHandler } from "./images.js";
-import { jobHandlers } from "./jobs.js";
-import { landingHandler } from "./landing.js";
 import { modelHandler, modelsHandler } from "./models.js";
-import { pricingHandler } from "./pricing.js";
-import { dashboardKeyHandlers, toolKeyHandlers } from "./tool-keys.js";
 
 /**
  * Every route the gateway serves, one row each: method, path, who may call it (`Access` in
@@ -94,22 +74,98 @@ const route = (
 ): Route => ({ method, path, access, errors, handler });
 
 export function routeTable(services: Services, options: TableOptions): Route[] {
-  const devices = new DeviceCodes(services.repos.deviceCodes, {
-    ttlSeconds: services.options.deviceCodeTtlSeconds ?? defaultDeviceCodeTtlSeconds,
-    intervalSeconds: services.options.devicePollIntervalSeconds ?? defaultDevicePollIntervalSeconds,
-  });
-  const usage = usageViews(services);
-  const jobs = jobHandlers(services);
-  const admin = adminHandlers(services);
-  const kit = kitHandlers({ mockScript: services.mockScript, clock: services.options.clock });
-  const device = deviceAuthHandlers(devices, services.options);
-  const toolKeys = toolKeyHandlers(services);
-  const ownerKeys = dashboardKeyHandlers(services);
-  const owner = dashboardAccountHandlers(services);
-  const pages = dashboardHandlers(services, devices);
-  const health = healthHandlers(options.readiness);
-  const files = fileHandler(services);
   const { music, video, video_extension: extension } = jobKinds;
+  // One set of device codes for the device flow and the dashboard's approval page.
+  const devices = once(async () => {
+    const { DeviceCodes } = await import("../auth/device-codes.js");
+    const { defaultDeviceCodeTtlSeconds, defaultDevicePollIntervalSeconds } = await import(
+      "./dashboard.js"
+    );
+    return new DeviceCodes(
+      services.repos.deviceCodes,
+      {
+        ttlSeconds: services.options.deviceCodeTtlSeconds ?? defaultDeviceCodeTtlSeconds,
+        intervalSeconds:
+          services.options.devicePollIntervalSeconds ?? defaultDevicePollIntervalSeconds,
+      },
+      services.limits,
+    );
+  });
+  const account = lazyHandlers(async () => {
+    const { quotaHandler, usageHandler, usageViews } = await import("./account.js");
+    const usage = usageViews(services);
+    return {
+      quota: quotaHandler(services),
+      summary: usageHandler(usage.summary, services),
+      daily: usageHandler(usage.daily, services),
+      requests: usageHandler(usage.requests, services),
+    };
+  });
+  const countTokens = onFirstRequest(async () =>
+    (await import("./count-tokens.js")).countTokensHandler(services),
+  );
+  const embeddings = onFirstRequest(async () =>
+    (await import("./embeddings.js")).embeddingsHandler(services),
+  );
+  const media = lazyHandlers(async () => {
+    const { imageEditsHandler, imagesHandler } = await import("./images.js");
+    const { speechHandler, transcriptionHandler } = await import("./audio.js");
+    return {
+      images: imagesHandler(services),
+      imageEdits: imageEditsHandler(services),
+      speech: speechHandler(services),
+      transcription: transcriptionHandler(services),
+    };
+  });
+  const files = onFirstRequest(async () => (await import("./files.js")).fileHandler(services));
+  const jobs = lazyHandlers(async () => {
+    const handlers = (await import("./jobs.js")).jobHandlers(services);
+    return {
+      ...handlers,
+      music: handlers.poll(music),
+      musicContent: handlers.content(music),
+      video: handlers.poll(video),
+      videoContent: handlers.content(video),
+      extension: handlers.poll(extension),
+      extensionContent: handlers.content(extension),
+    };
+  });
+  const admin = lazyHandlers(async () => (await import("./admin.js")).adminHandlers(services));
+  const kit = lazyHandlers(async () =>
+    (await import("./admin-kit.js")).kitHandlers({
+      mockScript: services.mockScript,
+      clock: services.options.clock,
+    }),
+  );
+  const pricing = onFirstRequest(async () =>
+    (await import("./pricing.js")).pricingHandler(services.store),
+  );
+  const device = lazyHandlers(async () =>
+    (await import("./device-auth.js")).deviceAuthHandlers(await devices(), services.options),
+  );
+  const toolKeys = lazyHandlers(async () =>
+    (await import("./tool-keys.js")).toolKeyHandlers(services),
+  );
+  const ownerKeys = lazyHandlers(async () =>
+    (await import("./tool-keys.js")).dashboardKeyHandlers(services),
+  );
+  const owner = lazyHandlers(async () => {
+    const { dashboardAccountHandlers } = await import("./dashboard-account.js");
+    const { usageViews } = await import("./account.js");
+    const handlers = dashboardAccountHandlers(services);
+    const usage = usageViews(services);
+    return {
+      ...handlers,
+      summary: handlers.usage(usage.summary),
+      daily: handlers.usage(usage.daily),
+      requests: handlers.usage(usage.requests),
+    };
+  });
+  const pages = lazyHandlers(async () =>
+    (await import("./dashboard.js")).dashboardHandlers(services, await devices()),
+  );
+  const landing = onFirstRequest(async () => (await import("./landing.js")).landingHandler);
+  const health = healthHandlers(options.readiness);
 
   return [
     // ---- the model API (/v1)
@@ -119,80 +175,80 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
     route("POST", "/v1/chat/completions", "key", "chat", completionHandler(services, "chat")),
     route("POST", "/v1/messages", "key", "messages", completionHandler(services, "messages")),
     route("POST", "/v1/responses", "key", "chat", completionHandler(services, "responses")),
-    route("POST", "/v1/messages/count_tokens", "key", "messages", countTokensHandler(services)),
-    route("POST", "/v1/embeddings", "key", "chat", embeddingsHandler(services)),
-    route("POST", "/v1/images/generations", "key", "chat", imagesHandler(services)),
-    route("POST", "/v1/images/edits", "key", "chat", imageEditsHandler(services)),
-    route("POST", "/v1/audio/speech", "key", "chat", speechHandler(services)),
-    route("POST", "/v1/audio/transcriptions", "key", "chat", transcriptionHandler(services)),
-    route("POST", music.path, "key", "chat", jobs.submitMusic),
-    route("GET", `${music.path}/:id`, "key", "chat", jobs.poll(music)),
-    route("GET", `${music.path}/:id/content`, "key", "chat", jobs.content(music)),
-    route("POST", video.path, "key", "chat", jobs.submitVideo),
-    route("GET", `${video.path}/:id`, "key", "chat", jobs.poll(video)),
-    route("GET", `${video.path}/:id/content`, "key", "chat", jobs.content(video)),
-    route("POST", extension.path, "key", "chat", jobs.submitExtension),
-    route("GET", `${extension.path}/:id`, "key", "chat", jobs.poll(extension)),
-    route("GET", `${extension.path}/:id/content`, "key", "chat", jobs.content(extension)),
+    route("POST", "/v1/messages/count_tokens", "key", "messages", countTokens),
+    route("POST", "/v1/embeddings", "key", "chat", embeddings),
+    route("POST", "/v1/images/generations", "key", "chat", media("images")),
+    route("POST", "/v1/images/edits", "key", "chat", media("imageEdits")),
+    route("POST", "/v1/audio/speech", "key", "chat", media("speech")),
+    route("POST", "/v1/audio/transcriptions", "key", "chat", media("transcription")),
+    route("POST", music.path, "key", "chat", jobs("submitMusic")),
+    route("GET", `${music.path}/:id`, "key", "chat", jobs("music")),
+    route("GET", `${music.path}/:id/content`, "key", "chat", jobs("musicContent")),
+    route("POST", video.path, "key", "chat", jobs("submitVideo")),
+    route("GET", `${video.path}/:id`, "key", "chat", jobs("video")),
+    route("GET", `${video.path}/:id/content`, "key", "chat", jobs("videoContent")),
+    route("POST", extension.path, "key", "chat", jobs("submitExtension")),
+    route("GET", `${extension.path}/:id`, "key", "chat", jobs("extension")),
+    route("GET", `${extension.path}/:id/content`, "key", "chat", jobs("extensionContent")),
     route("GET", "/v1/files/:id", "key", "chat", files),
     route("GET", "/v1/files/:id/content", "key", "chat", files),
-    route("GET", "/v1/account/quota", "key", "chat", quotaHandler(services)),
-    route("GET", "/v1/usage/summary", "key", "chat", usageHandler(usage.summary, services)),
-    route("GET", "/v1/usage/daily", "key", "chat", usageHandler(usage.daily, services)),
-    route("GET", "/v1/usage/requests", "key", "chat", usageHandler(usage.requests, services)),
+    route("GET", "/v1/account/quota", "key", "chat", account("quota")),
+    route("GET", "/v1/usage/summary", "key", "chat", account("summary")),
+    route("GET", "/v1/usage/daily", "key", "chat", account("daily")),
+    route("GET", "/v1/usage/requests", "key", "chat", account("requests")),
 
     // ---- the JSON API (/api)
-    route("GET", "/api/public/pricing", "public", "chat", pricingHandler(services.store)),
-    route("GET", "/api/admin/requests", "admin", "chat", admin.requests),
-    route("GET", "/api/admin/accounts", "admin", "chat", admin.accounts),
-    route("POST", "/api/admin/accounts", "admin", "chat", admin.createAccount),
-    route("GET", "/api/admin/accounts/:id", "admin", "chat", admin.account),
-    route("PATCH", "/api/admin/accounts/:id", "admin", "chat", admin.patchAccount),
-    route("POST", "/api/admin/accounts/:id/topup", "admin", "chat", admin.topUp),
-    route("POST", "/api/admin/accounts/:id/suspend", "admin", "chat", admin.suspend),
-    route("POST", "/api/admin/accounts/:id/reinstate", "admin", "chat", admin.reinstate),
-    route("POST", "/api/admin/accounts/:id/keys", "admin", "chat", admin.createKey),
-    route("DELETE", "/api/admin/keys/:keyId", "admin", "chat", admin.revokeKey),
-    route("GET", "/api/admin/accounts/:id/byok", "admin", "chat", admin.byok),
-    route("POST", "/api/admin/accounts/:id/byok", "admin", "chat", admin.addByok),
-    route("DELETE", "/api/admin/accounts/:id/byok/:byokId", "admin", "chat", admin.deleteByok),
-    route("GET", "/api/admin/mock/script", "admin", "chat", kit.script),
-    route("POST", "/api/admin/mock/script", "admin", "chat", kit.addScript),
-    route("DELETE", "/api/admin/mock/script", "admin", "chat", kit.resetScript),
-    route("POST", "/api/admin/clock", "admin", "chat", kit.setClock),
+    route("GET", "/api/public/pricing", "public", "chat", pricing),
+    route("GET", "/api/admin/requests", "admin", "chat", admin("requests")),
+    route("GET", "/api/admin/accounts", "admin", "chat", admin("accounts")),
+    route("POST", "/api/admin/accounts", "admin", "chat", admin("createAccount")),
+    route("GET", "/api/admin/accounts/:id", "admin", "chat", admin("account")),
+    route("PATCH", "/api/admin/accounts/:id", "admin", "chat", admin("patchAccount")),
+    route("POST", "/api/admin/accounts/:id/topup", "admin", "chat", admin("topUp")),
+    route("POST", "/api/admin/accounts/:id/suspend", "admin", "chat", admin("suspend")),
+    route("POST", "/api/admin/accounts/:id/reinstate", "admin", "chat", admin("reinstate")),
+    route("POST", "/api/admin/accounts/:id/keys", "admin", "chat", admin("createKey")),
+    route("DELETE", "/api/admin/keys/:keyId", "admin", "chat", admin("revokeKey")),
+    route("GET", "/api/admin/accounts/:id/byok", "admin", "chat", admin("byok")),
+    route("POST", "/api/admin/accounts/:id/byok", "admin", "chat", admin("addByok")),
+    route("DELETE", "/api/admin/accounts/:id/byok/:byokId", "admin", "chat", admin("deleteByok")),
+    route("GET", "/api/admin/mock/script", "admin", "chat", kit("script")),
+    route("POST", "/api/admin/mock/script", "admin", "chat", kit("addScript")),
+    route("DELETE", "/api/admin/mock/script", "admin", "chat", kit("resetScript")),
+    route("POST", "/api/admin/clock", "admin", "chat", kit("setClock")),
     // The device flow (RFC 8628) answers its own refusals in OAuth's shape.
-    route("POST", "/api/auth/device/code", "public", "chat", device.code),
-    route("POST", "/api/auth/device/token", "public", "chat", device.token),
-    route("POST", "/api/auth/device/cancel", "public", "chat", device.cancel),
-    route("GET", "/api/auth/whoami", "any-key", "chat", toolKeys.whoami),
-    route("POST", "/api/auth/logout", "login", "chat", toolKeys.logout),
-    route("POST", "/api/keys", "login", "chat", toolKeys.create),
-    route("GET", "/api/keys", "login", "chat", toolKeys.list),
-    route("DELETE", "/api/keys/:idOrLabel", "login", "chat", toolKeys.revoke),
-    route("GET", "/api/dashboard/keys", "owner", "chat", ownerKeys.list),
-    route("POST", "/api/dashboard/keys", "owner", "chat", ownerKeys.create),
-    route("DELETE", "/api/dashboard/keys/:idOrLabel", "owner", "chat", ownerKeys.revoke),
-    route("GET", "/api/dashboard/account", "owner", "chat", owner.account),
-    route("GET", "/api/dashboard/byok", "owner", "chat", owner.byok),
-    route("POST", "/api/dashboard/byok", "owner", "chat", owner.addByok),
-    route("DELETE", "/api/dashboard/byok/:id", "owner", "chat", owner.deleteByok),
-    route("PUT", "/api/dashboard/payg", "owner", "chat", owner.payg),
-    route("GET", "/api/dashboard/usage/summary", "owner", "chat", owner.usage(usage.summary)),
-    route("GET", "/api/dashboard/usage/daily", "owner", "chat", owner.usage(usage.daily)),
-    route("GET", "/api/dashboard/usage/requests", "owner", "chat", owner.usage(usage.requests)),
+    route("POST", "/api/auth/device/code", "public", "chat", device("code")),
+    route("POST", "/api/auth/device/token", "public", "chat", device("token")),
+    route("POST", "/api/auth/device/cancel", "public", "chat", device("cancel")),
+    route("GET", "/api/auth/whoami", "any-key", "chat", toolKeys("whoami")),
+    route("POST", "/api/auth/logout", "login", "chat", toolKeys("logout")),
+    route("POST", "/api/keys", "login", "chat", toolKeys("create")),
+    route("GET", "/api/keys", "login", "chat", toolKeys("list")),
+    route("DELETE", "/api/keys/:idOrLabel", "login", "chat", toolKeys("revoke")),
+    route("GET", "/api/dashboard/keys", "owner", "chat", ownerKeys("list")),
+    route("POST", "/api/dashboard/keys", "owner", "chat", ownerKeys("create")),
+    route("DELETE", "/api/dashboard/keys/:idOrLabel", "owner", "chat", ownerKeys("revoke")),
+    route("GET", "/api/dashboard/account", "owner", "chat", owner("account")),
+    route("GET", "/api/dashboard/byok", "owner", "chat", owner("byok")),
+    route("POST", "/api/dashboard/byok", "owner", "chat", owner("addByok")),
+    route("DELETE", "/api/dashboard/byok/:id", "owner", "chat", owner("deleteByok")),
+    route("PUT", "/api/dashboard/payg", "owner", "chat", owner("payg")),
+    route("GET", "/api/dashboard/usage/summary", "owner", "chat", owner("summary")),
+    route("GET", "/api/dashboard/usage/daily", "owner", "chat", owner("daily")),
+    route("GET", "/api/dashboard/usage/requests", "owner", "chat", owner("requests")),
 
     // ---- the owner's pages (/dashboard)
-    route("GET", "/dashboard/login", "public", "chat", pages.login),
-    route("GET", dashboardScriptPath, "public", "chat", pages.script),
-    route("GET", "/dashboard", "owner-page", "chat", pages.home),
-    route("POST", "/dashboard/keys", "owner-page", "chat", pages.createKey),
-    route("POST", "/dashboard/keys/:id/revoke", "owner-page", "chat", pages.revokeKey),
-    route("GET", "/dashboard/device", "owner-page", "chat", pages.device),
-    route("POST", "/dashboard/device/approve", "owner-page", "chat", pages.approve),
-    route("POST", "/dashboard/device/deny", "owner-page", "chat", pages.deny),
+    route("GET", "/dashboard/login", "public", "chat", pages("login")),
+    route("GET", dashboardScriptPath, "public", "chat", pages("script")),
+    route("GET", "/dashboard", "owner-page", "chat", pages("home")),
+    route("POST", "/dashboard/keys", "owner-page", "chat", pages("createKey")),
+    route("POST", "/dashboard/keys/:id/revoke", "owner-page", "chat", pages("revokeKey")),
+    route("GET", "/dashboard/device", "owner-page", "chat", pages("device")),
+    route("POST", "/dashboard/device/approve", "owner-page", "chat", pages("approve")),
+    route("POST", "/dashboard/device/deny", "owner-page", "chat", pages("deny")),
 
     // ---- the rest
-    route("GET", "/", "public", "chat", landingHandler),
+    route("GET", "/", "public", "chat", landing),
     route("GET", "/health", "public", "chat", health.live),
     route("GET", "/health/ready", "public", "chat", health.ready),
     ...(options.metrics
@@ -208,4 +264,40 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
       : []),
     ...(options.extra ?? []),
   ];
+}
+
+/**
+ * Handlers built on the first request to any of their rows, once for all of them (one module's
+ * handlers may share state: a page's flash, the device codes). A gateway serving the model API
+ * may never need the dashboard, the admin and device APIs, media or jobs: their modules, schemas
+ * and pages are not loaded at start and take memory only once used.
+ */
+function lazyHandlers<Handlers extends object>(
+  build: () => Promise<Handlers>,
+): (name: HandlerName<Handlers>) => Handler {
+  const built = once(build);
+  return (name) => onFirstRequest(async () => (await built())[name] as Handler);
+}
+
+type HandlerName<Handlers> = {
+  [Name in keyof Handlers]: Handlers[Name] extends Handler ? Name : never;
+}[keyof Handlers];
+
+/** A handler built on its first request and kept for the ones after it. */
+function onFirstRequest(build: () => Promise<Handler>): Handler {
+  let handler: Handler | undefined;
+  const built = once(async () => {
+    handler = await build();
+    return handler;
+  });
+  return (c) => (handler ? handler(c) : built().then((ready) => ready(c)));
+}
+
+/** Runs `load` on the first call; every call gets its one promise. */
+function once<Value>(load: () => Promise<Value>): () => Promise<Value> {
+  let loading: Promise<Value> | undefined;
+  return () => {
+    loading ??= load();
+    return loading;
+  };
 }

@@ -151,6 +151,7 @@ async function submit(
     endpoint: spec.endpoint,
     worstCase: () => units,
     signal: clientGone(c),
+    outlivesRequest: true,
   });
   const subscription = parseSubscription(admission.account);
   const hold = jobHold(admission, {
@@ -178,9 +179,11 @@ async function submit(
   } catch (err) {
     throw failAdmission(services, admission, err);
   }
-  wakeJobRunner(services);
+  // Read before the runner wakes: on a database across the network it could claim the job first,
+  // and the answer must show it queued.
   const job = await jobs.get(id, key.account_id);
   if (!job) throw new GatewayError(500, "internal_error", "job vanished after insert");
+  wakeJobRunner(services);
   return c.json(jobView(c, services.options, job), 202);
 }
 

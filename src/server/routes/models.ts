@@ -1,13 +1,12 @@
 import { microToIdr } from "../../store/money.js";
-import type { Catalog, Store } from "../../store/store.js";
-import type { ModelRow } from "../../store/types.js";
+import type { Catalog, GatewayStore, ModelRow } from "../../store/types.js";
 import type { Handler } from "../app-env.js";
 import { presentsAdminKey } from "../auth/guards.js";
 import { isFreeModelName } from "../billing/pricing.js";
 import { modelNotFound } from "../dispatch/resolve.js";
 
 /** GET /v1/models: public; an admin key adds the internal fields (provider, upstream model, wire). */
-export function modelsHandler(store: Store): Handler {
+export function modelsHandler(store: GatewayStore): Handler {
   return (c) => {
     const admin = presentsAdminKey(store, c);
     const catalog = store.getCatalog();
@@ -24,7 +23,7 @@ export function modelsHandler(store: Store): Handler {
  * GET /v1/models/{id}: the list's entry for one model or route. An unknown or inactive name is
  * the spec's 400 `model_not_found`, the answer every other route gives for it.
  */
-export function modelHandler(store: Store): Handler {
+export function modelHandler(store: GatewayStore): Handler {
   return (c) => {
     const id = c.req.param("id") ?? "";
     const catalog = store.getCatalog();

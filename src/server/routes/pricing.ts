@@ -1,10 +1,10 @@
 import { microToIdr } from "../../store/money.js";
-import type { Store } from "../../store/store.js";
+import type { GatewayStore } from "../../store/types.js";
 import type { Handler } from "../app-env.js";
 import { isFreeModelName } from "../billing/pricing.js";
 
 /** GET /api/public/pricing: the current free-model limits per tier and every model's prices. */
-export function pricingHandler(store: Store): Handler {
+export function pricingHandler(store: GatewayStore): Handler {
   return (c) => {
     const catalog = store.getCatalog();
     return c.json({

@@ -45,7 +45,7 @@ export function keyView(key: KeyRow): KeyView {
 }
 
 /** The one answer that carries a key's value. */
-export function mintKey(
+export async function mintKey(
   services: Pick<Services, "limits" | "options" | "store">,
   input: {
     accountId: string;
@@ -56,8 +56,8 @@ export function mintKey(
   },
 ) {
   const now = services.options.now();
-  services.limits.takeKeyCreation(input.limiterId, now);
-  const { key, value } = services.store.createKey({
+  await services.limits.takeKeyCreation(input.limiterId, now);
+  const { key, value } = await services.store.createKey({
     accountId: input.accountId,
     label: input.label,
     kind: input.shared ? "shared" : "standard",
@@ -95,11 +95,11 @@ export function findKeyToRevoke(candidates: KeyRow[], idOrLabel: string): KeyRow
 }
 
 /** Revoking a revoked key changes nothing and says so (`already_revoked`, with the first time). */
-function revoke(services: Pick<Services, "options" | "store">, key: KeyRow) {
+async function revoke(services: Pick<Services, "options" | "store">, key: KeyRow) {
   if (key.revoked_at !== null)
     return { id: key.id, revoked: true, already_revoked: true, revoked_at: key.revoked_at };
   const now = services.options.now();
-  services.store.revokeKey(key.id, now);
+  await services.store.revokeKey(key.id, now);
   return { id: key.id, revoked: true, already_revoked: false, revoked_at: now };
 }
 
@@ -109,7 +109,7 @@ export function toolKeyHandlers(services: Services) {
     create: (async (c) => {
       const login = c.get("auth").key;
       const body = await readJson(c, createKeyBody);
-      const created = mintKey(services, {
+      const created = await mintKey(services, {
         accountId: login.account_id,
         parentKeyId: login.id,
         label: body.label,
@@ -124,9 +124,11 @@ export function toolKeyHandlers(services: Services) {
         data: services.store.listChildKeys(c.get("auth").key.id).map(keyView),
       })) satisfies Handler,
 
-    revoke: ((c) => {
+    revoke: (async (c) => {
       const children = services.store.listChildKeys(c.get("auth").key.id);
-      return c.json(revoke(services, findKeyToRevoke(children, c.req.param("idOrLabel") ?? "")));
+      return c.json(
+        await revoke(services, findKeyToRevoke(children, c.req.param("idOrLabel") ?? "")),
+      );
     }) satisfies Handler,
 
     // Any kind of key may ask who it is: `gateway whoami` also runs with GATEWAY_API_KEY set to a tool key.
@@ -141,7 +143,7 @@ export function toolKeyHandlers(services: Services) {
       });
     }) satisfies Handler,
 
-    logout: ((c) => c.json(revoke(services, c.get("auth").key))) satisfies Handler,
+    logout: (async (c) => c.json(await revoke(services, c.get("auth").key))) satisfies Handler,
   };
 }
 
@@ -156,7 +158,7 @@ export function dashboardKeyHandlers(services: Services) {
     create: (async (c) => {
       const owner = c.get("owner");
       const body = await readJson(c, createKeyBody);
-      const created = mintKey(services, {
+      const created = await mintKey(services, {
         accountId: owner.accountId,
         parentKeyId: null,
         label: body.label,
@@ -166,9 +168,9 @@ export function dashboardKeyHandlers(services: Services) {
       return c.json(created, 201, { "cache-control": "no-store" });
     }) satisfies Handler,
 
-    revoke: ((c) => {
+    revoke: (async (c) => {
       const keys = services.store.listKeys(c.get("owner").accountId);
-      return c.json(revoke(services, findKeyToRevoke(keys, c.req.param("idOrLabel") ?? "")));
+      return c.json(await revoke(services, findKeyToRevoke(keys, c.req.param("idOrLabel") ?? "")));
     }) satisfies Handler,
   };
 }

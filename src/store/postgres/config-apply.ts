@@ -5,6 +5,7 @@ import {
   type ConfigTables,
   configUpserts,
 } from "../config-apply.js";
+import { notifyChange } from "./notify.js";
 import { inTransaction, lockFor } from "./transaction.js";
 
 /** A statement written with `@name` parameters, as Postgres's `$n` and the values to bind. */
@@ -108,6 +109,8 @@ export class PostgresConfigApply implements ConfigApplyRepository {
           values: [admin.id, admin.hash, now],
         });
       }
+      // Any row any gateway keeps in memory may have changed: each reads everything again.
+      await notifyChange(client, { t: "all" });
     });
   }
 

@@ -1,7 +1,5 @@
 import pg from "pg";
-
-/** The environment variable that selects a Postgres database when `--db` is not given. */
-export const databaseUrlVariable = "GATEWAY_DB_URL";
+import { describePostgresUrl, isPostgresUrl } from "./url.js";
 
 export interface PostgresPoolOptions {
   /** A `postgres://` or `postgresql://` URL; libpq's query parameters (sslmode...) are honoured. */
@@ -17,44 +15,14 @@ export interface PostgresPoolOptions {
 }
 
 const defaults = {
-  max: 10,
+  // A gateway's statements are short, and under load most of them wait on the same few rows (an
+  // account's balance): more connections only add waiters on those row locks, and a busy server's
+  // CPU to wake them. Measured with `npm run bench` (gw-pg-*): fewer than pg's default serve more.
+  max: 5,
   connectTimeoutMs: 5_000,
   statementTimeoutMs: 10_000,
   applicationName: "model-gateway",
 };
-
-export function isPostgresUrl(value: string | undefined): value is string {
-  return value !== undefined && /^postgres(ql)?:\/\//i.test(value);
-}
-
-/**
- * The Postgres URL the gateway should run on, or null for SQLite: an explicit `--db` wins (a
- * file path or `:memory:` is SQLite), and without one `GATEWAY_DB_URL` decides.
- */
-export function selectPostgresUrl(
-  db: string | undefined,
-  env: NodeJS.ProcessEnv = process.env,
-): string | null {
-  if (db !== undefined) return isPostgresUrl(db) ? db : null;
-  const fromEnv = env[databaseUrlVariable];
-  if (fromEnv === undefined || fromEnv === "") return null;
-  if (!isPostgresUrl(fromEnv)) {
-    throw new Error(`${databaseUrlVariable} must be a postgres:// URL`);
-  }
-  return fromEnv;
-}
-
-/** The URL without its password, for messages and logs. */
-export function describePostgresUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    parsed.password = "";
-    parsed.search = "";
-    return parsed.toString();
-  } catch {
-    return "postgres://(unparsable URL)";
-  }
-}
 
 /**
  * int8 arrives as text from the server. Money (micro-IDR), token counts and millisecond times

@@ -7,6 +7,7 @@ import {
   type NewDeviceCode,
   type PendingCodes,
 } from "../device-codes.js";
+import type { SecretBox } from "../secret-box.js";
 import type { PostgresKeyRowWriter } from "./key-rows.js";
 import { inTransaction, lockFor } from "./transaction.js";
 
@@ -16,10 +17,15 @@ import { inTransaction, lockFor } from "./transaction.js";
  * polled on a third is approved once and handed out once, minting exactly one key.
  */
 export class PostgresDeviceCodes implements DeviceCodesRepository {
-  /** `keys`: the one writer of key rows, so its cache follows what device logins mint and revoke. */
+  /**
+   * `keys`: the one writer of key rows, so its cache follows what device logins mint and revoke.
+   * `sealingKey`: the secret key every gateway on the database is given, so a login approved on
+   * one gateway is collected on another.
+   */
   constructor(
     private readonly pool: pg.Pool,
     private readonly keys: PostgresKeyRowWriter,
+    readonly sealingKey?: SecretBox,
   ) {}
 
   async issue<Refusal>(

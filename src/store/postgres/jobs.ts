@@ -105,6 +105,17 @@ export class PostgresJobs implements JobsRepository<PostgresJobMoney> {
     return result.rowCount === 1;
   }
 
+  async releaseLease(id: string, instanceId: string): Promise<boolean> {
+    const result = await this.pool.query({
+      name: "jobs_release",
+      text: `UPDATE jobs SET status = 'queued', started_at = NULL, lease_owner = NULL,
+          lease_expires_at = NULL
+        WHERE id = $1 AND status = 'running' AND lease_owner = $2`,
+      values: [id, instanceId],
+    });
+    return result.rowCount === 1;
+  }
+
   async complete(
     id: string,
     instanceId: string,

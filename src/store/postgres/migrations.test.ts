@@ -50,6 +50,7 @@ describe("postgres migrations", () => {
       free_usage: ["held"],
       subscription_usage: ["held"],
       request_log: ["seq"],
+      owner_links: ["issuer"],
     };
     const columns = await pool.query<{ table_name: string; column_name: string }>(
       `SELECT table_name, column_name FROM information_schema.columns
@@ -74,7 +75,11 @@ describe("postgres migrations", () => {
     expect([...postgresTables.keys()].filter((table) => !sqliteTables.includes(table))).toEqual([
       "holds",
       "instances",
+      "limit_counts",
+      "limit_slots",
+      "provider_key_cooldowns",
       "schema_migrations",
+      "serve_instances",
     ]);
     sqlite.close();
   });

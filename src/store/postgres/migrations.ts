@@ -314,6 +314,55 @@ export const postgresMigrations: MigrationStep[] = [
   CREATE INDEX request_log_seq ON request_log(seq);
   `,
   },
+  {
+    // The limits' counters, shared so that a per-minute limit is one limit across every gateway.
+    // See limit-counters.ts. Unlogged: a count lost with a crash of the server forgets at most a
+    // window's requests, and a request never waits on the write-ahead log for one.
+    id: "limit-counters",
+    sql: `
+  CREATE UNLOGGED TABLE limit_counts (
+    key text NOT NULL,
+    window_end bigint NOT NULL,
+    count integer NOT NULL CHECK (count >= 0),
+    PRIMARY KEY (key, window_end)
+  );
+  CREATE INDEX limit_counts_window_end ON limit_counts(window_end);
+
+  -- Free-model burst spacing: the next free slot of each account and how many wait for theirs.
+  CREATE UNLOGGED TABLE limit_slots (
+    key text PRIMARY KEY,
+    next_slot bigint NOT NULL,
+    waiting integer NOT NULL DEFAULT 0 CHECK (waiting >= 0)
+  );
+  `,
+  },
+  {
+    // A provider key that got 429 on one gateway cools on all. See key-cooldowns.ts.
+    id: "provider-key-cooldowns",
+    sql: providerKeyCooldownsSql(),
+  },
+  {
+    // Several gateways serve one database: each prints its own owner link and keeps its own
+    // serve record, so one's start neither spends another's link nor hides another's record.
+    id: "per-instance-records",
+    sql: `
+  ALTER TABLE owner_links ADD COLUMN issuer text;
+  CREATE TABLE serve_instances (
+    host text NOT NULL,
+    pid integer NOT NULL,
+    url text NOT NULL,
+    owner_account_id text,
+    started_at bigint NOT NULL,
+    PRIMARY KEY (host, pid)
+  );
+  `,
+  },
+  {
+    // Settlements made while others are in flight, in one round trip and one transaction. See
+    // Batches in money.ts.
+    id: "settle-all",
+    sql: settleAllSql(),
+  },
 ];
 
 /** Two gateways starting at once: the one that takes this lock migrates, the other waits. */
@@ -637,6 +686,82 @@ function moneyHoldsSql(): string {
     END IF;
     PERFORM gateway_unhold(h, false, 0);
     RETURN true;
+  END $$;
+  `;
+}
+
+function providerKeyCooldownsSql(): string {
+  return `
+  -- A key is named by a short hash of its secret: the secrets themselves never reach the database.
+  -- cooling_until is on the database's clock, which every gateway reads alike.
+  CREATE UNLOGGED TABLE provider_key_cooldowns (
+    provider_id text NOT NULL,
+    fingerprint text NOT NULL,
+    cooling_until bigint NOT NULL,
+    PRIMARY KEY (provider_id, fingerprint)
+  );
+
+  -- Cools a key for p_ms from now (a longer cooldown already running stays) and tells every
+  -- listening gateway in the same transaction: the notification carries the time left, so no
+  -- gateway compares its own clock with another's. Cooldowns that ran out are forgotten here,
+  -- where they are rare.
+  CREATE FUNCTION gateway_cool_key(p_provider text, p_fingerprint text, p_ms bigint)
+  RETURNS void LANGUAGE plpgsql AS $$
+  DECLARE
+    until bigint;
+  BEGIN
+    DELETE FROM provider_key_cooldowns WHERE cooling_until < gateway_now_ms();
+    INSERT INTO provider_key_cooldowns AS cooldown (provider_id, fingerprint, cooling_until)
+    VALUES (p_provider, p_fingerprint, gateway_now_ms() + GREATEST(p_ms, 0))
+    ON CONFLICT (provider_id, fingerprint) DO UPDATE
+      SET cooling_until = GREATEST(cooldown.cooling_until, excluded.cooling_until)
+    RETURNING cooling_until INTO until;
+    PERFORM pg_notify('gateway_key_cooldowns', json_build_object(
+      'provider', p_provider, 'fingerprint', p_fingerprint,
+      'ms', GREATEST(until - gateway_now_ms(), 0))::text);
+  END $$;
+  `;
+}
+
+function settleAllSql(): string {
+  return `
+  -- Settles each of p_settlements as gateway_settle does, and writes the request_log row of one
+  -- that held nothing (its own provider key, or nothing to pay). Returns each one's charge by its
+  -- position in the batch (null: its hold was already gone). Rows are locked in one order whatever the batch holds, the order
+  -- in which gateway_hold locks them: an account, then its subscription windows, then its free
+  -- day. Two batches, or a batch and a hold, never wait for each other in a cycle.
+  CREATE FUNCTION gateway_settle_all(p_settlements jsonb)
+  RETURNS TABLE ("position" integer, charge bigint) LANGUAGE plpgsql AS $$
+  DECLARE
+    s record;
+  BEGIN
+    FOR s IN
+      SELECT * FROM jsonb_to_recordset(p_settlements) AS settlement(
+        "position" integer, id text, account_id text, payment text, payment_ref text, created_at bigint,
+        delivered boolean, cost bigint, key_id text, endpoint text, model text,
+        input_tokens bigint, output_tokens bigint, status integer, error_code text,
+        provider_id text, stream integer, now bigint, tools_omitted text)
+      ORDER BY settlement.account_id,
+        CASE settlement.payment WHEN 'subscription' THEN 1 WHEN 'free' THEN 2 ELSE 0 END,
+        settlement.id
+    LOOP
+      "position" := s."position";
+      IF s.payment IN ('byok', 'none') THEN
+        INSERT INTO request_log (id, account_id, key_id, endpoint, model, state, payment,
+          payment_ref, reserved_micro, cost_micro, input_tokens, output_tokens, status, error_code,
+          provider_id, stream, created_at, finished_at, tools_omitted)
+        VALUES (s.id, s.account_id, s.key_id, s.endpoint, s.model,
+          CASE WHEN s.delivered THEN 'settled' ELSE 'failed' END, s.payment, s.payment_ref, 0, 0,
+          s.input_tokens, s.output_tokens, s.status, s.error_code, s.provider_id, s.stream,
+          s.created_at, s.now, s.tools_omitted);
+        charge := 0;
+      ELSE
+        charge := gateway_settle(s.id, s.delivered, s.cost, s.key_id, s.endpoint, s.model,
+          s.input_tokens, s.output_tokens, s.status, s.error_code, s.provider_id, s.stream, s.now,
+          s.tools_omitted);
+      END IF;
+      RETURN NEXT;
+    END LOOP;
   END $$;
   `;
 }

@@ -1,14 +1,20 @@
 import { hostname } from "node:os";
 import type pg from "pg";
+import { pickColumns } from "../sqlite-accounts.js";
+import { freeTokenWindowStart } from "../sqlite-usage.js";
 import {
+  type AccountPatch,
+  moneyColumns,
   type Payment,
   type PaymentRefusal,
+  profileColumns,
   type Reservation,
   type ReserveInput,
   reservationOf,
   type SettleInput,
 } from "../types.js";
 import { secondsToUtcMidnight, utcDay } from "../utc-windows.js";
+import { isDatabaseUnavailable } from "./faults.js";
 import type { Queryable } from "./transaction.js";
 
 /**
@@ -21,6 +27,10 @@ const defaultLeaseMs = 15_000;
  * request or stream the gateway serves, so it never releases the hold of a request still running.
  */
 const defaultHoldTtlMs = 6 * 60 * 60 * 1000;
+/** Settlements sent in one statement at most: a long batch keeps an account locked long. */
+const batchLimit = 100;
+/** Settlement statements a gateway has in flight at once before the next ones wait and batch. */
+const defaultParallelSettlements = 2;
 
 export interface PostgresMoneyOptions {
   /** This gateway's id in `instances`; its holds are released when its lease runs out. */
@@ -28,6 +38,8 @@ export interface PostgresMoneyOptions {
   leaseMs?: number;
   /** null: holds never expire on their own, only with their instance. */
   holdTtlMs?: number | null;
+  /** Settlement statements in flight at once; the settlements made meanwhile wait and batch. */
+  parallelSettlements?: number;
 }
 
 interface HoldAnswer {
@@ -63,23 +75,105 @@ function refused(refusal: string | null, now: number): Error {
 const holdStatement = "SELECT * FROM gateway_hold($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
 const settleStatement =
   "SELECT gateway_settle($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) AS charge";
+const settleAllStatement = "SELECT position, charge FROM gateway_settle_all($1::jsonb)";
 const logStatement = `INSERT INTO request_log (id, account_id, key_id, endpoint, model, state,
   payment, payment_ref, reserved_micro, cost_micro, input_tokens, output_tokens, status,
   error_code, provider_id, stream, created_at, finished_at, tools_omitted)
   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, 0, $9, $10, $11, $12, $13, $14, $15, $16, $17)`;
 
+interface Queued<Result> {
+  resolve(result: Result): void;
+  reject(err: unknown): void;
+}
+
+interface QueuedSettlement extends Queued<number> {
+  reservation: Reservation;
+  input: SettleInput;
+}
+
+/**
+ * Calls sent to the database as they come while fewer than `parallel` statements are in flight;
+ * the calls that come meanwhile wait, and the next statement sends them all: one round trip and
+ * one transaction for the lot, each call whole or not at all as when alone. So a lone request pays
+ * no wait, and under load the round trips and commits per request fall as the batches grow (the
+ * group commit SQLite's settlements get once per event-loop turn). `sendOne` sends a call by
+ * itself: a batch of one, and each call of a batch the database refused for anything but being
+ * unreachable, so that one call it refuses never takes the others with it.
+ */
+class Batches<Item extends Queued<Result>, Result> {
+  private queued: Item[] = [];
+  private inFlight = 0;
+  private readonly drained = new Set<() => void>();
+
+  constructor(
+    private readonly sendOne: (item: Item) => Promise<Result>,
+    /** Sends several at once: each item's result by its position in `items`. */
+    private readonly sendAll: (items: Item[]) => Promise<Map<number, Result>>,
+    private readonly parallel: number,
+  ) {}
+
+  add(item: Item): void {
+    this.queued.push(item);
+    if (this.inFlight < this.parallel) this.sendQueued();
+  }
+
+  /** Resolves once every call added so far has its answer. */
+  flush(): Promise<void> {
+    if (this.inFlight === 0 && this.queued.length === 0) return Promise.resolve();
+    return new Promise((resolve) => this.drained.add(resolve));
+  }
+
+  private sendQueued(): void {
+    const batch = this.queued.splice(0, batchLimit);
+    this.inFlight++;
+    void this.send(batch).finally(() => {
+      this.inFlight--;
+      if (this.queued.length > 0) this.sendQueued();
+      else if (this.inFlight === 0) {
+        for (const resolve of this.drained) resolve();
+        this.drained.clear();
+      }
+    });
+  }
+
+  private async send(batch: Item[]): Promise<void> {
+    if (batch.length === 1) {
+      await this.sendOne(batch[0]).then(batch[0].resolve, batch[0].reject);
+      return;
+    }
+    let results: Map<number, Result>;
+    try {
+      results = await this.sendAll(batch);
+    } catch (err) {
+      if (isDatabaseUnavailable(err)) {
+        for (const item of batch) item.reject(err);
+        return;
+      }
+      await Promise.all(batch.map((item) => this.send([item])));
+      return;
+    }
+    for (const [position, item] of batch.entries()) {
+      const result = results.get(position);
+      if (result === undefined) item.reject(new Error("the database gave no answer for this call"));
+      else item.resolve(result);
+    }
+  }
+}
+
 /**
  * The money core on Postgres, exact across every gateway on the database: a hold is one
  * conditional update in the database (`gateway_hold`, one round trip), a settlement one
- * transaction (`gateway_settle`, one round trip), and the holds of a gateway that died are
- * released by any other one's reaper once its lease has run out. The decisions and refusals are
- * Ledger's (src/server/billing/ledger.ts): subscription windows, then the balance, then PAYG.
+ * transaction (`gateway_settle`, one round trip, or with others in `gateway_settle_all`), and the
+ * holds of a gateway that died are released by any other one's reaper once its lease has run out.
+ * The decisions and refusals are Ledger's (src/server/billing/ledger.ts): subscription windows,
+ * then the balance, then PAYG.
  */
 export class PostgresMoney {
   private readonly leaseMs: number;
   private readonly holdTtlMs: number | null;
   private timer: NodeJS.Timeout | undefined;
   private ticking = false;
+  private readonly settlements: Batches<QueuedSettlement, number>;
 
   constructor(
     private readonly pool: pg.Pool,
@@ -87,6 +181,11 @@ export class PostgresMoney {
   ) {
     this.leaseMs = options.leaseMs ?? defaultLeaseMs;
     this.holdTtlMs = options.holdTtlMs === undefined ? defaultHoldTtlMs : options.holdTtlMs;
+    this.settlements = new Batches(
+      (queued) => settleReservation(this.pool, queued.reservation, queued.input),
+      (batch) => this.settleAll(batch),
+      options.parallelSettlements ?? defaultParallelSettlements,
+    );
   }
 
   get instanceId(): string {
@@ -148,6 +247,8 @@ export class PostgresMoney {
   async close(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
+    // Before the lease ends: the reaper would release what they settle.
+    await this.settlements.flush();
     await this.pool.query("DELETE FROM instances WHERE id = $1", [this.instanceId]);
     await this.reap();
   }
@@ -190,7 +291,8 @@ export class PostgresMoney {
       values: [
         input.id,
         input.accountId,
-        this.instanceId,
+        // A job's hold outlives this gateway: whoever takes the job over settles it.
+        input.outlivesRequest ? null : this.instanceId,
         input.worstCaseMicro,
         input.payment === "free",
         input.subscriptionModel,
@@ -217,11 +319,24 @@ export class PostgresMoney {
    * Ends a reservation in one transaction: charges the real cost (never more than was held),
    * releases the rest and writes the request_log row. Only a request that delivered output counts
    * against allowances. Returns the charge; a hold already settled or reaped charges nothing.
+   * Settlements made while others are in flight share a round trip and a transaction (see
+   * Batches).
    */
-  async settle(r: Reservation, input: SettleInput): Promise<number> {
-    if (r.settled) return 0;
+  settle(r: Reservation, input: SettleInput): Promise<number> {
+    if (r.settled) return Promise.resolve(0);
     r.settled = true;
-    return settleReservation(this.pool, r, input);
+    return new Promise((resolve, reject) =>
+      this.settlements.add({ reservation: r, input, resolve, reject }),
+    );
+  }
+
+  private async settleAll(batch: QueuedSettlement[]): Promise<Map<number, number>> {
+    const result = await this.pool.query<{ position: number; charge: number | null }>({
+      name: "gateway_settle_all",
+      text: settleAllStatement,
+      values: [JSON.stringify(batch.map(settlementRow))],
+    });
+    return new Map(result.rows.map((row) => [row.position, row.charge ?? 0]));
   }
 
   /**
@@ -244,6 +359,85 @@ export class PostgresMoney {
     return result.rows[0].released;
   }
 
+  /** Delivered free-model requests of the account on a UTC day, on every gateway. */
+  async freeUsed(accountId: string, day: string): Promise<number> {
+    const result = await this.pool.query<{ used: number }>({
+      name: "gateway_free_used",
+      text: "SELECT used FROM free_usage WHERE account_id = $1 AND day = $2",
+      values: [accountId, day],
+    });
+    return result.rows[0]?.used ?? 0;
+  }
+
+  /** Requests counted in the subscription window that started at `start`, on every gateway. */
+  async subscriptionUsed(accountId: string, window: string, start: number): Promise<number> {
+    const result = await this.pool.query<{ used: number }>({
+      name: "gateway_window_used",
+      text: `SELECT used FROM subscription_usage
+        WHERE account_id = $1 AND window_name = $2 AND window_start = $3`,
+      values: [accountId, window, start],
+    });
+    return result.rows[0]?.used ?? 0;
+  }
+
+  /** Counts a delivered answer's tokens against its free model's budget for the window. */
+  async addFreeTokens(
+    model: string,
+    windowSeconds: number,
+    tokens: number,
+    now: number,
+  ): Promise<void> {
+    await this.pool.query({
+      name: "gateway_add_free_tokens",
+      text: `INSERT INTO free_token_usage AS usage (model, window_start, tokens) VALUES ($1, $2, $3)
+        ON CONFLICT (model) DO UPDATE SET
+          tokens = CASE WHEN usage.window_start = excluded.window_start
+            THEN usage.tokens + excluded.tokens ELSE excluded.tokens END,
+          window_start = excluded.window_start`,
+      values: [model, freeTokenWindowStart(windowSeconds, now), tokens],
+    });
+  }
+
+  /** Adds money and, when `tier` is given, moves the account to it. False: no such account. */
+  async topUp(
+    accountId: string,
+    amountMicro: number,
+    tier: string | null,
+    db: Queryable = this.pool,
+  ): Promise<boolean> {
+    const result = await db.query({
+      name: "gateway_top_up",
+      text: `UPDATE accounts SET balance_micro = balance_micro + $2, tier = coalesce($3, tier)
+        WHERE id = $1`,
+      values: [accountId, amountMicro, tier],
+    });
+    return result.rowCount === 1;
+  }
+
+  /** Sets money columns, and the profile columns given with them, in one statement. */
+  async updateAccount(
+    accountId: string,
+    patch: AccountPatch,
+    db: Queryable = this.pool,
+  ): Promise<boolean> {
+    const columns = {
+      ...pickColumns(patch, profileColumns),
+      ...pickColumns(patch, moneyColumns),
+    };
+    const names = Object.keys(columns);
+    if (names.length === 0) return this.accountExists(accountId, db);
+    const result = await db.query(
+      `UPDATE accounts SET ${names.map((name, i) => `${name} = $${i + 2}`).join(", ")} WHERE id = $1`,
+      [accountId, ...Object.values(columns)],
+    );
+    return result.rowCount === 1;
+  }
+
+  private async accountExists(accountId: string, db: Queryable): Promise<boolean> {
+    const result = await db.query("SELECT 1 FROM accounts WHERE id = $1", [accountId]);
+    return result.rowCount === 1;
+  }
+
   /** Money held by the account's admitted, unsettled requests, on every gateway. */
   async heldMicro(accountId: string): Promise<number> {
     const result = await this.pool.query<{ held: number }>({
@@ -253,6 +447,31 @@ export class PostgresMoney {
     });
     return result.rows[0]?.held ?? 0;
   }
+}
+
+/** One settlement as `gateway_settle_all` reads it; `position` names its answer. */
+function settlementRow({ reservation: r, input }: QueuedSettlement, position: number) {
+  return {
+    position,
+    id: r.id,
+    account_id: r.accountId,
+    payment: r.payment,
+    payment_ref: r.paymentRef,
+    created_at: r.createdAt,
+    delivered: input.delivered,
+    cost: input.costMicro,
+    key_id: r.keyId,
+    endpoint: r.endpoint,
+    model: r.model,
+    input_tokens: input.inputTokens,
+    output_tokens: input.outputTokens,
+    status: input.status,
+    error_code: input.errorCode ?? null,
+    provider_id: input.providerId,
+    stream: r.stream ? 1 : 0,
+    now: input.now,
+    tools_omitted: input.toolsOmitted ? JSON.stringify(input.toolsOmitted) : null,
+  };
 }
 
 /**

@@ -47,7 +47,8 @@ async function emptyDatabase(): Promise<void> {
   await pools[0].query(`TRUNCATE ${tables.join(", ")} RESTART IDENTITY CASCADE`);
 }
 
-const repositoriesOn = (pool: pg.Pool) => openPostgresRepositories(pool, new PostgresKeyRows());
+const repositoriesOn = (pool: pg.Pool, index = 0) =>
+  openPostgresRepositories(pool, new PostgresKeyRows(), { instanceId: `gateway-${index}` });
 
 describeRepositories("Postgres", async () => {
   await emptyDatabase();
@@ -57,7 +58,7 @@ describeRepositories("Postgres", async () => {
 /** The repositories of each of the three gateways, on a database with the contract's config. */
 async function threeGateways(): Promise<PostgresRepositories[]> {
   await emptyDatabase();
-  const gateways = pools.map(repositoriesOn);
+  const gateways = pools.map((pool, index) => repositoriesOn(pool, index));
   await gateways[0].configApply.apply(config());
   return gateways;
 }
@@ -155,6 +156,37 @@ describe("repositories across gateways (Postgres)", () => {
       ),
     );
     expect(opened.filter((account) => account === "acct")).toHaveLength(1);
+  });
+
+  it("a gateway's start forgets its own and dead gateways' unused owner links, not a live one's", async () => {
+    const [a, b, c] = await threeGateways();
+    // gateway-0 and gateway-1 hold leases; gateway-2 never registered (it died long ago).
+    await pools[0].query(
+      `INSERT INTO instances (id, host, pid, started_at, lease_until)
+       VALUES ('gateway-0', 'h', 1, 0, gateway_now_ms() + 60000),
+              ('gateway-1', 'h', 2, 0, gateway_now_ms() + 60000)`,
+    );
+    await a.sessions.createOwnerLink("a-link", "acct", 1);
+    await b.sessions.createOwnerLink("b-link", "acct", 1);
+    await c.sessions.createOwnerLink("c-link", "acct", 1);
+    await b.sessions.forgetUnusedOwnerLinks();
+    const redeem = (gateway: PostgresRepositories, link: string) =>
+      gateway.sessions.redeemOwnerLink(
+        link,
+        { tokenHash: `session-${link}`, csrfTokenHash: `csrf-${link}`, expiresAt: 1_000 },
+        2,
+      );
+    expect(await redeem(b, "b-link")).toBeUndefined();
+    expect(await redeem(c, "c-link")).toBeUndefined();
+    expect(await redeem(b, "a-link")).toBe("acct");
+  });
+
+  it("each gateway keeps its own serve record", async () => {
+    const [a, b] = await threeGateways();
+    await a.serveRecord.record({ url: "http://a", ownerAccountId: "acct", pid: 101, startedAt: 1 });
+    await b.serveRecord.record({ url: "http://b", ownerAccountId: "acct", pid: 102, startedAt: 2 });
+    await b.serveRecord.forget(102);
+    expect(await a.serveRecord.read()).toMatchObject({ url: "http://a", pid: 101 });
   });
 
   it("two gateways applying the same config at once leave what one apply does", async () => {

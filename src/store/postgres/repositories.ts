@@ -1,5 +1,6 @@
 import type pg from "pg";
 import type { Repositories } from "../repositories.js";
+import type { SecretBox } from "../secret-box.js";
 import { PostgresConfigApply } from "./config-apply.js";
 import { PostgresDeviceCodes } from "./device-codes.js";
 import { PostgresFiles } from "./files.js";
@@ -15,6 +16,14 @@ export interface PostgresRepositories extends Repositories {
   jobs: PostgresJobs;
 }
 
+/** What the repositories know of the gateway that opens them. */
+export interface PostgresGateway {
+  /** Its registration in `instances`: the owner links it prints are its own. */
+  instanceId?: string;
+  /** The secret key every gateway on the database is given (PostgresStore.secrets). */
+  secrets?: SecretBox;
+}
+
 /**
  * The repositories on a migrated Postgres database (migratePostgres), shared by every gateway on
  * it. `keys` writes the key rows device logins mint and revoke, inside their transactions.
@@ -22,11 +31,12 @@ export interface PostgresRepositories extends Repositories {
 export function openPostgresRepositories(
   pool: pg.Pool,
   keys: PostgresKeyRowWriter,
+  gateway: PostgresGateway = {},
 ): PostgresRepositories {
   return {
     jobs: new PostgresJobs(pool),
-    deviceCodes: new PostgresDeviceCodes(pool, keys),
-    sessions: new PostgresSessions(pool),
+    deviceCodes: new PostgresDeviceCodes(pool, keys, gateway.secrets),
+    sessions: new PostgresSessions(pool, gateway.instanceId),
     serveRecord: new PostgresServeRecord(pool),
     files: new PostgresFiles(pool),
     configApply: new PostgresConfigApply(pool),

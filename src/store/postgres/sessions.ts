@@ -2,22 +2,34 @@ import type pg from "pg";
 import type { NewSession, OwnerSessionRow, SessionsRepository } from "../sessions.js";
 import { inTransaction } from "./transaction.js";
 
-/** The owner's links and dashboard sessions on Postgres (see SessionsRepository). */
+/**
+ * The owner's links and dashboard sessions on Postgres (see SessionsRepository). A link belongs
+ * to the gateway that printed it (`instanceId`, as registered in `instances`): a start forgets
+ * its own unused links and those of gateways whose lease ran out, never a live one's.
+ */
 export class PostgresSessions implements SessionsRepository {
-  constructor(private readonly pool: pg.Pool) {}
+  constructor(
+    private readonly pool: pg.Pool,
+    /** The gateway's id in `instances`; without one, its links are forgotten by the next start. */
+    private readonly instanceId: string | null = null,
+  ) {}
 
   async createOwnerLink(tokenHash: string, accountId: string, now: number): Promise<void> {
     await this.pool.query({
       name: "owner_links_insert",
-      text: "INSERT INTO owner_links (token_hash, account_id, created_at) VALUES ($1, $2, $3)",
-      values: [tokenHash, accountId, now],
+      text: `INSERT INTO owner_links (token_hash, account_id, created_at, issuer)
+        VALUES ($1, $2, $3, $4)`,
+      values: [tokenHash, accountId, now, this.instanceId],
     });
   }
 
   async forgetUnusedOwnerLinks(): Promise<void> {
     await this.pool.query({
       name: "owner_links_forget_unused",
-      text: "DELETE FROM owner_links WHERE used_at IS NULL",
+      text: `DELETE FROM owner_links WHERE used_at IS NULL AND (issuer IS NULL OR issuer = $1
+        OR NOT EXISTS (SELECT 1 FROM instances
+          WHERE instances.id = owner_links.issuer AND lease_until >= gateway_now_ms()))`,
+      values: [this.instanceId],
     });
   }
 

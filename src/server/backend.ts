@@ -1,0 +1,32 @@
+import { randomBytes } from "node:crypto";
+import { hostname } from "node:os";
+import type { Repositories } from "../store/repositories.js";
+import type { GatewayStore, KeyPoolSync, LimitCounters } from "../store/types.js";
+import type { Ledger } from "./billing/ledger.js";
+
+/**
+ * Where a gateway keeps its state, and what only that backend can do: SQLite (one gateway per
+ * file, decisions in this process) or Postgres (several gateways, decisions in the database).
+ */
+export interface Backend {
+  kind: "sqlite" | "postgres";
+  /** The database as messages name it (a path, or a URL without its password). */
+  where: string;
+  store: GatewayStore;
+  repos: Repositories;
+  ledger: Ledger;
+  /** Counters the limits share with every other gateway; undefined: this process's own. */
+  counters?: LimitCounters;
+  /** Provider key cooldowns and concurrency shared with every other gateway. */
+  keyPoolSync?: KeyPoolSync;
+  /** This gateway's id among those on the database (job leases, holds). */
+  instanceId: string;
+  /** Background upkeep that starts once the gateway serves (SQLite's WAL checkpoints). */
+  startUpkeep(): void;
+  close(): Promise<void>;
+}
+
+/** Unique among the gateways on one database, and readable in its tables: host, pid, random. */
+export function instanceId(): string {
+  return `${hostname()}-${process.pid}-${randomBytes(3).toString("hex")}`;
+}

@@ -1,0 +1,162 @@
+import { isDatabaseUnavailable } from "../../store/postgres/faults.js";
+import type { PostgresJobMoney } from "../../store/postgres/jobs.js";
+import { HoldRefused, type PostgresMoney } from "../../store/postgres/money.js";
+import type { PostgresStore } from "../../store/postgres/store.js";
+import type { StorageFault } from "../../store/storage-fault.js";
+import type {
+  AccountPatch,
+  AccountRow,
+  Reservation,
+  ReserveInput,
+  SettleInput,
+} from "../../store/types.js";
+import { GatewayError, storageUnavailable } from "../errors.js";
+import type { Ledger, SettleOptions } from "./ledger.js";
+import { refusalError, topUpTier } from "./payment.js";
+
+/**
+ * The Ledger on a Postgres database shared by several gateways. A hold is placed by the database
+ * (one conditional update, `PostgresMoney.reserve`), so an account's balance, PAYG limit,
+ * subscription windows and free allowance admit exactly what they cover across every gateway.
+ * A settlement is one transaction; the answer waits for it (`committed`), as on SQLite.
+ */
+export class PostgresLedger implements Ledger {
+  /** Settlements sent and not yet committed: `committed()` waits for these. */
+  private readonly pending = new Set<Promise<void>>();
+  /** This gateway's open holds, for /metrics: the database has every gateway's. */
+  private open = 0;
+  private heldHere = 0;
+  private fault: StorageFault | null = null;
+
+  constructor(
+    private readonly money: PostgresMoney,
+    private readonly store: PostgresStore,
+    /** The database as messages name it (without its password). */
+    private readonly where: string,
+  ) {}
+
+  async reserve(input: ReserveInput): Promise<Reservation> {
+    try {
+      const reservation = await this.money.reserve(input);
+      this.open++;
+      this.heldHere += reservation.reservedMicro;
+      return reservation;
+    } catch (err) {
+      if (err instanceof HoldRefused) throw refusalError(err.refusal, err.retryAfter);
+      if (err instanceof Error && err.message === "account missing")
+        throw new GatewayError(500, "internal_error", "account missing");
+      if (this.noteStorageFailure(err)) throw storageUnavailable();
+      throw err;
+    }
+  }
+
+  /** A job's hold is a row of the database already: nothing to take back in memory. */
+  restoreHold(): void {}
+
+  settle(reservation: Reservation, input: SettleInput, options: SettleOptions = {}): number {
+    if (reservation.settled) return 0;
+    const charge = input.delivered ? Math.min(input.costMicro, reservation.reservedMicro) : 0;
+    this.forget(reservation);
+    if (options.writeNow) {
+      // A job's end: the charge is written in the transaction that marks the job finished.
+      reservation.settled = true;
+      (options.jobMoney as PostgresJobMoney).settle(reservation, input);
+      return charge;
+    }
+    const write = this.money.settle(reservation, input).then(
+      () => {
+        this.fault = null;
+      },
+      (err: unknown) => {
+        this.noteStorageFailure(err);
+        throw err;
+      },
+    );
+    const tracked = write.finally(() => this.pending.delete(tracked));
+    this.pending.add(tracked);
+    // Awaited by `committed()`; a failure is reported there, not as an unhandled rejection.
+    tracked.catch(() => {});
+    return charge;
+  }
+
+  private forget(reservation: Reservation): void {
+    if (reservation.payment === "byok" || reservation.payment === "none") return;
+    if (!this.open) return;
+    this.open--;
+    this.heldHere -= reservation.reservedMicro;
+  }
+
+  async committed(): Promise<void> {
+    try {
+      await Promise.all(this.pending);
+    } catch {
+      throw storageUnavailable();
+    }
+  }
+
+  holdsInFlight(): { count: number; micro: number } {
+    return { count: this.open, micro: this.heldHere };
+  }
+
+  heldMicro(accountId: string): Promise<number> {
+    return this.money.heldMicro(accountId);
+  }
+
+  freeUsed(accountId: string, day: string): Promise<number> {
+    return this.money.freeUsed(accountId, day);
+  }
+
+  subscriptionUsed(accountId: string, window: string, start: number): Promise<number> {
+    return this.money.subscriptionUsed(accountId, window, start);
+  }
+
+  addFreeTokens(model: string, windowSeconds: number, tokens: number, now: number): void {
+    const write = this.money.addFreeTokens(model, windowSeconds, tokens, now).catch((err) => {
+      this.noteStorageFailure(err);
+    });
+    const tracked = write.finally(() => this.pending.delete(tracked));
+    this.pending.add(tracked);
+  }
+
+  async topUp(accountId: string, amountMicro: number): Promise<AccountRow | undefined> {
+    await this.committed();
+    const account = this.store.getAccount(accountId);
+    if (!account) return undefined;
+    const tier = topUpTier(this.store.getCatalog().tiers, account.tier, amountMicro);
+    const added = await this.store.announceAccount(
+      accountId,
+      (db) => this.money.topUp(accountId, amountMicro, tier, db),
+      (changed) => changed,
+    );
+    return added ? this.store.readAccount(accountId) : undefined;
+  }
+
+  async updateAccount(accountId: string, patch: AccountPatch): Promise<boolean> {
+    await this.committed();
+    return this.store.announceAccount(
+      accountId,
+      (db) => this.money.updateAccount(accountId, patch, db),
+      (changed) => changed,
+    );
+  }
+
+  noteStorageFailure(err: unknown): boolean {
+    if (!isDatabaseUnavailable(err)) return false;
+    const message = err instanceof Error ? err.message : String(err);
+    if (!this.fault) {
+      console.error(`gateway: ${this.where} did not take a write: ${message}`);
+      this.fault = { path: this.where, message, since: Date.now() };
+    }
+    return true;
+  }
+
+  storageFault(): StorageFault | null {
+    return this.fault;
+  }
+
+  flush(): void {}
+
+  async close(): Promise<void> {
+    await Promise.allSettled(this.pending);
+  }
+}

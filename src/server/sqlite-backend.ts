@@ -1,0 +1,36 @@
+import { Store } from "../store/store.js";
+import { type Backend, instanceId } from "./backend.js";
+import { ProcessLedger } from "./billing/ledger.js";
+import { lockDatabase } from "./serve-lock.js";
+
+/** A gateway on its own SQLite file: decisions in this process, the file locked to it. */
+export async function openSqliteBackend(path: string): Promise<Backend> {
+  // Before the database is opened: a refused start must leave the running server's files alone.
+  const lock = await lockDatabase(path);
+  let store: Store;
+  try {
+    store = new Store(path);
+  } catch (err) {
+    lock?.release();
+    throw err;
+  }
+  const ledger = new ProcessLedger(store);
+  let checkpointer: ReturnType<typeof store.startCheckpointer>;
+  return {
+    kind: "sqlite",
+    where: path,
+    store,
+    repos: store.repos,
+    ledger,
+    instanceId: instanceId(),
+    startUpkeep() {
+      checkpointer = store.startCheckpointer();
+    },
+    async close() {
+      ledger.close();
+      await checkpointer?.stop();
+      store.close();
+      lock?.release();
+    },
+  };
+}

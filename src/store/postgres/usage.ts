@@ -1,0 +1,113 @@
+import type pg from "pg";
+import { microToIdr } from "../money.js";
+import { freeTokenWindowStart, recentRequest } from "../sqlite-usage.js";
+import type {
+  RecentRequest,
+  RequestLogRow,
+  UsageByModel,
+  UsageDay,
+  UsageRepository,
+  UsageSummary,
+} from "../types.js";
+
+// Sums of bigint columns are numeric on Postgres: cast back to bigint, they arrive as numbers.
+const summary = `SELECT count(*) AS requests,
+    count(*) FILTER (WHERE state = 'settled') AS succeeded,
+    count(*) FILTER (WHERE state IN ('failed', 'interrupted')) AS failed,
+    sum(input_tokens)::bigint AS input_tokens, sum(output_tokens)::bigint AS output_tokens,
+    sum(cost_micro)::bigint AS cost_micro
+  FROM request_log WHERE account_id = $1 AND created_at >= $2`;
+
+// The UTC day of a time in milliseconds, as SQLite's strftime of it in whole seconds.
+const daily = `SELECT to_char(to_timestamp(created_at / 1000) AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day,
+    count(*) AS requests, sum(input_tokens)::bigint AS input_tokens,
+    sum(output_tokens)::bigint AS output_tokens, sum(cost_micro)::bigint AS cost_micro
+  FROM request_log WHERE account_id = $1 AND created_at >= $2
+  GROUP BY day ORDER BY day`;
+
+const byModel = `SELECT coalesce(model, '-') AS model, count(*) AS requests,
+    sum(input_tokens)::bigint AS input_tokens, sum(output_tokens)::bigint AS output_tokens,
+    sum(cost_micro)::bigint AS cost_micro
+  FROM request_log WHERE account_id = $1 AND created_at >= $2
+  GROUP BY coalesce(model, '-') ORDER BY cost_micro DESC, requests DESC`;
+
+// Rows written in the same millisecond come newest first by their write order, as SQLite's rowid.
+const recent = `SELECT id, account_id, key_id, endpoint, model, state, payment, payment_ref,
+    reserved_micro, cost_micro, input_tokens, output_tokens, status, error_code, provider_id,
+    stream, created_at, finished_at, tools_omitted
+  FROM request_log WHERE account_id = $1 ORDER BY created_at DESC, seq DESC LIMIT $2`;
+
+/** Usage read from the request log, and the free models' token budgets, on Postgres. */
+export class PostgresUsage implements UsageRepository {
+  constructor(private readonly pool: pg.Pool) {}
+
+  async usageSummary(accountId: string, since: number): Promise<UsageSummary> {
+    const result = await this.pool.query<{
+      requests: number;
+      succeeded: number;
+      failed: number;
+      input_tokens: number | null;
+      output_tokens: number | null;
+      cost_micro: number | null;
+    }>({ name: "pg_usage_summary", text: summary, values: [accountId, since] });
+    const row = result.rows[0];
+    return {
+      since: new Date(since).toISOString(),
+      requests: row.requests,
+      succeeded: row.succeeded,
+      failed: row.failed,
+      input_tokens: row.input_tokens ?? 0,
+      output_tokens: row.output_tokens ?? 0,
+      cost_idr: microToIdr(row.cost_micro ?? 0),
+    };
+  }
+
+  async usageDaily(accountId: string, since: number): Promise<UsageDay[]> {
+    const result = await this.pool.query<{
+      day: string;
+      requests: number;
+      input_tokens: number;
+      output_tokens: number;
+      cost_micro: number;
+    }>({ name: "pg_usage_daily", text: daily, values: [accountId, since] });
+    return result.rows.map((day) => ({
+      date: day.day,
+      requests: day.requests,
+      input_tokens: day.input_tokens,
+      output_tokens: day.output_tokens,
+      cost_idr: microToIdr(day.cost_micro),
+    }));
+  }
+
+  async usageByModel(accountId: string, since: number): Promise<UsageByModel[]> {
+    const result = await this.pool.query<UsageByModel>({
+      name: "pg_usage_by_model",
+      text: byModel,
+      values: [accountId, since],
+    });
+    return result.rows;
+  }
+
+  async requestLog(accountId: string, limit: number): Promise<RequestLogRow[]> {
+    const result = await this.pool.query<RequestLogRow>({
+      name: "pg_usage_recent",
+      text: recent,
+      values: [accountId, limit],
+    });
+    return result.rows;
+  }
+
+  async recentRequests(accountId: string, limit: number): Promise<RecentRequest[]> {
+    return (await this.requestLog(accountId, limit)).map(recentRequest);
+  }
+
+  async freeTokensUsed(model: string, windowSeconds: number, now: number): Promise<number> {
+    const result = await this.pool.query<{ window_start: number; tokens: number }>({
+      name: "pg_usage_free_tokens",
+      text: "SELECT window_start, tokens FROM free_token_usage WHERE model = $1",
+      values: [model],
+    });
+    const row = result.rows[0];
+    return row && row.window_start === freeTokenWindowStart(windowSeconds, now) ? row.tokens : 0;
+  }
+}
