@@ -73,6 +73,20 @@ export async function startPostgresBench(startGateway, dir) {
   };
 }
 
+// A serve process does not notice its parent going: one stopped by Ctrl-C or a crash of the bench
+// is ended here, by its pid, rather than left serving on a server that is gone.
+const serving = new Set();
+const endServing = () => {
+  for (const child of serving) child.kill("SIGTERM");
+};
+process.once("exit", endServing);
+for (const signal of ["SIGINT", "SIGTERM"]) {
+  process.once(signal, () => {
+    endServing();
+    process.exit(130);
+  });
+}
+
 /**
  * `gateway serve` on `db`, resolved with its URL and pid once it prints its ready line.
  * BENCH_SERVE_NODE_ARGS gives its Node flags (`--cpu-prof --cpu-prof-dir=prof`: a profile each).
@@ -85,7 +99,9 @@ function serveProcess(db, configFile) {
     env: process.env,
     stdio: ["ignore", "pipe", "inherit"],
   });
+  serving.add(child);
   const exited = new Promise((resolve) => child.once("exit", resolve));
+  void exited.then(() => serving.delete(child));
   return new Promise((resolve, reject) => {
     child.once("exit", (code) => reject(new Error(`gateway serve exited ${code} before ready`)));
     createInterface({ input: child.stdout }).once("line", (line) => {
