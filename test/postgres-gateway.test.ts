@@ -490,6 +490,7 @@ describe("a gateway on Postgres", () => {
       expect(await errorOf(limited[0])).toMatchObject({
         code: "rate_limit_exceeded",
         type: "rate_limit_exceeded",
+        message: "Rate limit of 5 requests per minute reached for this account.",
         retryAfter: null,
       });
     });

@@ -465,7 +465,19 @@ export interface ReserveInput {
   freeDailyLimit?: number;
   /** A job's hold: kept in its row until the job ends, on whichever gateway runs it. */
   outlivesRequest?: boolean;
+  /**
+   * A per-minute count taken first, in the hold's own round trip, by a ledger that says it
+   * `countsInHold`: over its limit, nothing is held and the request is refused.
+   */
+  count?: CountTake;
   now: number;
+}
+
+/** One request more in a `LimitCounters` window (`take`), named as the counters name it. */
+export interface CountTake {
+  key: string;
+  limit: number;
+  windowMs: number;
 }
 
 export interface SettleInput {

@@ -93,7 +93,11 @@ export async function admit(services: Services, input: AdmitInput): Promise<Admi
   if (models.length === 0 || (!subscription && models.some((m) => m.subscribers_only))) {
     throw subscribersOnly();
   }
-  if (input.accountRpm) {
+  // A shared key's own limit is checked between the account's count and the hold, so its count
+  // cannot go with the hold.
+  const countInHold =
+    input.accountRpm && input.key.kind !== "shared" && services.ledger.countsInHold;
+  if (input.accountRpm && !countInHold) {
     // The hot path: counters in memory answer at once, and only the database's are awaited.
     const taken = services.limits.takePaidRpm(account, now);
     if (taken instanceof Promise) await taken;
@@ -118,6 +122,7 @@ export async function admit(services: Services, input: AdmitInput): Promise<Admi
     worstCaseMicro,
     subscriptionModel: covered,
     freeDailyLimit: tier.free_daily,
+    count: countInHold ? services.limits.paidRpmCount(account) : undefined,
   };
   try {
     return {

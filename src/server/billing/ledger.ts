@@ -49,6 +49,11 @@ export interface SettleOptions {
  * process over SQLite, `PostgresLedger` in the database shared by several gateways.
  */
 export interface Ledger {
+  /**
+   * Takes `ReserveInput.count` in the hold's own round trip. A ledger without it is given no
+   * count: the caller takes it from the limits first.
+   */
+  readonly countsInHold: boolean;
   /** Places the hold for one request or throws the spec's error for why it cannot. */
   reserve(input: ReserveInput): MaybeAsync<Reservation>;
   /** A job that outlived a restart takes its hold again (its Reservation was kept in its row). */
@@ -90,6 +95,8 @@ export interface Ledger {
  * once per event-loop turn or go to the journal first (`settlement-queue.ts`).
  */
 export class ProcessLedger implements Ledger {
+  /** Counts in memory answer at once: nothing to save by taking them here. */
+  readonly countsInHold = false;
   private readonly book: LedgerRepository;
   private readonly holds = new Holds();
   private readonly storage: StorageWatch;

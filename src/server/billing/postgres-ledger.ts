@@ -1,6 +1,6 @@
 import { isDatabaseUnavailable } from "../../store/postgres/faults.js";
 import type { PostgresJobMoney } from "../../store/postgres/jobs.js";
-import { HoldRefused, type PostgresMoney } from "../../store/postgres/money.js";
+import { CountRefused, HoldRefused, type PostgresMoney } from "../../store/postgres/money.js";
 import type { PostgresStore } from "../../store/postgres/store.js";
 import type { StorageFault } from "../../store/storage-fault.js";
 import type {
@@ -11,6 +11,7 @@ import type {
   SettleInput,
 } from "../../store/types.js";
 import { GatewayError, storageUnavailable } from "../errors.js";
+import { paidRpmRefused } from "../limits/request-limits.js";
 import type { Ledger, SettleOptions } from "./ledger.js";
 import { refusalError, topUpTier } from "./payment.js";
 
@@ -21,6 +22,8 @@ import { refusalError, topUpTier } from "./payment.js";
  * A settlement is one transaction; the answer waits for it (`committed`), as on SQLite.
  */
 export class PostgresLedger implements Ledger {
+  /** A count in the database costs a round trip of its own unless it goes with the hold. */
+  readonly countsInHold = true;
   /** Settlements sent and not yet committed: `committed()` waits for these. */
   private readonly pending = new Set<Promise<void>>();
   /** This gateway's open holds, for /metrics: the database has every gateway's. */
@@ -43,6 +46,7 @@ export class PostgresLedger implements Ledger {
       return reservation;
     } catch (err) {
       if (err instanceof HoldRefused) throw refusalError(err.refusal, err.retryAfter);
+      if (err instanceof CountRefused) throw paidRpmRefused(err.limit);
       if (err instanceof Error && err.message === "account missing")
         throw new GatewayError(500, "internal_error", "account missing");
       if (this.noteStorageFailure(err)) throw storageUnavailable();

@@ -1,6 +1,7 @@
 import {
   type AccountRow,
   andThen,
+  type CountTake,
   type LimitCounters,
   type MaybeAsync,
   type TierRow,
@@ -19,6 +20,10 @@ export interface RateHeaders {
 
 const rateLimited = (message: string) => new GatewayError(429, "rate_limit_exceeded", message);
 
+/** The answer to a request over its account's own per-minute limit. */
+export const paidRpmRefused = (limit: number) =>
+  rateLimited(`Rate limit of ${limit} requests per minute reached for this account.`);
+
 /**
  * The per-minute limits of accounts, free models, the usage endpoints and key creation, and the
  * spacing of free-model bursts. Their counts live in `counters`: this process's memory (exact
@@ -31,16 +36,15 @@ export class RequestLimits {
 
   /** The account's own limit for paid models on chat completions, messages and responses. */
   takePaidRpm(account: AccountRow, now: number): MaybeAsync<void> {
-    return andThen(
-      this.counters.take(`paid-rpm|${account.id}`, account.rpm_limit, minute, now),
-      (count) => {
-        if (count === null) {
-          throw rateLimited(
-            `Rate limit of ${account.rpm_limit} requests per minute reached for this account.`,
-          );
-        }
-      },
-    );
+    const { key, limit, windowMs } = this.paidRpmCount(account);
+    return andThen(this.counters.take(key, limit, windowMs, now), (count) => {
+      if (count === null) throw paidRpmRefused(limit);
+    });
+  }
+
+  /** The count `takePaidRpm` takes, for a ledger that takes it with the hold. */
+  paidRpmCount(account: AccountRow): CountTake {
+    return { key: `paid-rpm|${account.id}`, limit: account.rpm_limit, windowMs: minute };
   }
 
   giveBackPaidRpm(accountId: string, now: number): MaybeAsync<void> {

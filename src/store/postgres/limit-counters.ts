@@ -1,5 +1,5 @@
 import type pg from "pg";
-import type { LimitCounters } from "../types.js";
+import type { CountTake, LimitCounters } from "../types.js";
 import { windowEnd } from "../utc-windows.js";
 
 /** How often a gateway forgets windows and slots long past; never on the request path itself. */
@@ -9,6 +9,21 @@ const defaultSweepIntervalMs = 60_000;
  * still be counting in it.
  */
 const sweepMarginMs = 10 * 60_000;
+
+/**
+ * A take as `gateway_hold_all` counts it beside a hold, in the windows `take` counts in; a
+ * window's first take there forgets its key's windows past the sweep's margin.
+ */
+export function countColumns(count: CountTake | undefined, now: number) {
+  if (!count) return {};
+  const end = windowEnd(now, count.windowMs);
+  return {
+    limit_key: count.key,
+    limit_window_end: end,
+    limit_count: count.limit,
+    limit_forget_before: end - count.windowMs - sweepMarginMs,
+  };
+}
 
 export interface PostgresCountersOptions {
   sweepIntervalMs?: number;

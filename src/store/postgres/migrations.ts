@@ -363,6 +363,12 @@ export const postgresMigrations: MigrationStep[] = [
     id: "settle-all",
     sql: settleAllSql(),
   },
+  {
+    // Admission in one round trip: the account's per-minute count and the hold together, and
+    // the holds placed while others are in flight in one statement. See Batches in money.ts.
+    id: "hold-all",
+    sql: holdAllSql(),
+  },
 ];
 
 /** Two gateways starting at once: the one that takes this lock migrates, the other waits. */
@@ -760,6 +766,66 @@ function settleAllSql(): string {
           s.input_tokens, s.output_tokens, s.status, s.error_code, s.provider_id, s.stream, s.now,
           s.tools_omitted);
       END IF;
+      RETURN NEXT;
+    END LOOP;
+  END $$;
+  `;
+}
+
+function holdAllSql(): string {
+  return `
+  -- Places each hold of p_holds as gateway_hold does, first taking one from its per-minute count
+  -- when it names one (limit_key): a request over the limit holds nothing and is refused with
+  -- 'rate_limited', and one refused for its money keeps its count, as when the two were apart.
+  -- Returns each one's answer by its position in the batch. Holds are placed in one order, by
+  -- account and then as they came, so that the first to ask is the first served and two batches,
+  -- or a batch and a settlement (gateway_settle_all), never wait for each other in a cycle.
+  CREATE FUNCTION gateway_hold_all(p_holds jsonb)
+  RETURNS TABLE ("position" integer, payment text, reserved_micro bigint, payment_ref text,
+    refusal text)
+  LANGUAGE plpgsql AS $$
+  DECLARE
+    h record;
+    counted integer;
+  BEGIN
+    FOR h IN
+      SELECT * FROM jsonb_to_recordset(p_holds) AS hold(
+        "position" integer, id text, account_id text, instance_id text, amount bigint,
+        free boolean, subscription_model boolean, free_day text, free_limit integer, now bigint,
+        ttl_ms bigint, limit_key text, limit_window_end bigint, limit_count integer,
+        limit_forget_before bigint)
+      ORDER BY hold.account_id, hold."position"
+    LOOP
+      "position" := h."position";
+      payment := NULL;
+      reserved_micro := 0;
+      payment_ref := NULL;
+      refusal := NULL;
+      IF h.limit_key IS NOT NULL THEN
+        counted := NULL;
+        IF h.limit_count > 0 THEN
+          INSERT INTO limit_counts AS window_count (key, window_end, count)
+          VALUES (h.limit_key, h.limit_window_end, 1)
+          ON CONFLICT (key, window_end) DO UPDATE SET count = window_count.count + 1
+            WHERE window_count.count < h.limit_count
+          RETURNING window_count.count INTO counted;
+        END IF;
+        IF counted IS NULL THEN
+          refusal := 'rate_limited';
+          RETURN NEXT;
+          CONTINUE;
+        END IF;
+        -- A window's first request forgets its key's windows long past: the counts whose only
+        -- takes are here are swept without a sweep of their own.
+        IF counted = 1 THEN
+          DELETE FROM limit_counts
+          WHERE key = h.limit_key AND window_end < h.limit_forget_before;
+        END IF;
+      END IF;
+      SELECT placed.payment, placed.reserved_micro, placed.payment_ref, placed.refusal
+      INTO payment, reserved_micro, payment_ref, refusal
+      FROM gateway_hold(h.id, h.account_id, h.instance_id, h.amount, h.free,
+        h.subscription_model, h.free_day, h.free_limit, h.now, h.ttl_ms) AS placed;
       RETURN NEXT;
     END LOOP;
   END $$;

@@ -8,7 +8,7 @@ import type { GatewayError } from "../../server/errors.js";
 import type { Reservation, ReserveInput, SettleInput } from "../types.js";
 import { openPostgresPool } from "./connect.js";
 import { migratePostgres } from "./migrations.js";
-import { HoldRefused, PostgresMoney } from "./money.js";
+import { CountRefused, HoldRefused, PostgresMoney } from "./money.js";
 
 // Two gateways on one database: each has its own pool and instance id.
 let url: string;
@@ -118,13 +118,9 @@ describe("holds exact across two gateways", () => {
     const row = await accountRow(id);
     expect(row.held_micro).toBe(37_000);
     expect(row.balance_micro).toBe(37_999);
+    // Each gateway asked 50 times, and alone would have admitted 37: the total of 37 shows each
+    // saw the other's holds. Which gateway got how many depends on whose batch came first.
     expect(await holdsOf(id)).toBe(37);
-    // Both gateways admitted some: the limit held across them, not inside one.
-    const instances = await poolA.query(
-      "SELECT DISTINCT instance_id FROM holds WHERE account_id = $1",
-      [id],
-    );
-    expect(instances.rowCount).toBe(2);
   });
 
   it("PAYG admits exactly up to its limit, after the balance", async () => {
@@ -274,6 +270,83 @@ describe("holds exact across two gateways", () => {
       [r.id],
     );
     expect(log.rows).toEqual([{ payment: "byok", cost_micro: 0, state: "settled" }]);
+  });
+});
+
+describe("the per-minute count taken with the hold", () => {
+  const perMinute = (id: string, limit: number) => ({
+    key: `paid-rpm|${id}`,
+    limit,
+    windowMs: 60_000,
+  });
+
+  async function counted(key: string): Promise<{ window_end: number; count: number }[]> {
+    const result = await poolA.query(
+      "SELECT window_end::float8 AS window_end, count FROM limit_counts WHERE key = $1 ORDER BY window_end",
+      [key],
+    );
+    return result.rows;
+  }
+
+  it("a limit of N admits exactly N of 100 concurrent requests, and refuses the rest unheld", async () => {
+    const id = await account({ balance_micro: 1_000_000 });
+    const results = await Promise.allSettled(
+      Array.from({ length: 100 }, (_, i) =>
+        (i % 2 ? gatewayB : gatewayA).reserve(request(id, { count: perMinute(id, 23) })),
+      ),
+    );
+    const admitted = results.filter((r) => r.status === "fulfilled");
+    const refused = results.flatMap((r) => (r.status === "rejected" ? [r.reason] : []));
+    expect(admitted).toHaveLength(23);
+    expect(refused).toHaveLength(77);
+    expect(refused.every((e) => e instanceof CountRefused && e.limit === 23)).toBe(true);
+    expect(await holdsOf(id)).toBe(23);
+    expect((await accountRow(id)).held_micro).toBe(23_000);
+    expect(await counted(`paid-rpm|${id}`)).toEqual([{ window_end: now + 60_000, count: 23 }]);
+  });
+
+  it("a request refused for its money keeps its count; one over the limit holds nothing", async () => {
+    const id = await account({ balance_micro: 2_500 });
+    const count = perMinute(id, 3);
+    await gatewayA.reserve(request(id, { count }));
+    await gatewayB.reserve(request(id, { count }));
+    expect(asSpecError(await gatewayA.reserve(request(id, { count })).catch((e) => e)).code).toBe(
+      "insufficient_balance",
+    );
+    const over = await gatewayB.reserve(request(id, { count })).catch((e) => e);
+    expect(over).toBeInstanceOf(CountRefused);
+    expect(await counted(`paid-rpm|${id}`)).toEqual([{ window_end: now + 60_000, count: 3 }]);
+    expect(await holdsOf(id)).toBe(2);
+    // The next window counts again from one.
+    const later = await gatewayA.reserve(
+      request(id, { count, worstCaseMicro: 0, now: now + 60_000 }),
+    );
+    expect(later.payment).toBe("balance");
+    expect((await counted(`paid-rpm|${id}`)).at(-1)).toEqual({
+      window_end: now + 120_000,
+      count: 1,
+    });
+  });
+
+  it("a window's first take forgets its key's windows long past, and no other key's", async () => {
+    const id = await account({ balance_micro: 1_000_000 });
+    const key = `paid-rpm|${id}`;
+    const other = `paid-rpm|someone-else-${id}`;
+    const longAgo = now - 30 * 60_000;
+    const recent = now - 60_000;
+    for (const [k, end] of [
+      [key, longAgo],
+      [key, recent],
+      [other, longAgo],
+    ] as const) {
+      await poolA.query("INSERT INTO limit_counts (key, window_end, count) VALUES ($1, $2, 5)", [
+        k,
+        end,
+      ]);
+    }
+    await gatewayA.reserve(request(id, { count: perMinute(id, 10) }));
+    expect((await counted(key)).map((row) => row.window_end)).toEqual([recent, now + 60_000]);
+    expect(await counted(other)).toEqual([{ window_end: longAgo, count: 5 }]);
   });
 });
 

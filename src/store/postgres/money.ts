@@ -15,6 +15,7 @@ import {
 } from "../types.js";
 import { secondsToUtcMidnight, utcDay } from "../utc-windows.js";
 import { isDatabaseUnavailable } from "./faults.js";
+import { countColumns } from "./limit-counters.js";
 import type { Queryable } from "./transaction.js";
 
 /**
@@ -27,10 +28,10 @@ const defaultLeaseMs = 15_000;
  * request or stream the gateway serves, so it never releases the hold of a request still running.
  */
 const defaultHoldTtlMs = 6 * 60 * 60 * 1000;
-/** Settlements sent in one statement at most: a long batch keeps an account locked long. */
+/** Holds or settlements sent in one statement at most: a long batch keeps an account locked long. */
 const batchLimit = 100;
-/** Settlement statements a gateway has in flight at once before the next ones wait and batch. */
-const defaultParallelSettlements = 2;
+/** Statements of one kind a gateway has in flight at once before the next calls wait and batch. */
+const defaultParallelBatches = 2;
 
 export interface PostgresMoneyOptions {
   /** This gateway's id in `instances`; its holds are released when its lease runs out. */
@@ -38,11 +39,15 @@ export interface PostgresMoneyOptions {
   leaseMs?: number;
   /** null: holds never expire on their own, only with their instance. */
   holdTtlMs?: number | null;
-  /** Settlement statements in flight at once; the settlements made meanwhile wait and batch. */
-  parallelSettlements?: number;
+  /**
+   * Hold statements, and settlement statements, in flight at once; the calls made meanwhile wait
+   * and batch.
+   */
+  parallelBatches?: number;
 }
 
 interface HoldAnswer {
+  position: number;
   payment: Payment | null;
   reserved_micro: number;
   payment_ref: string | null;
@@ -59,8 +64,18 @@ export class HoldRefused extends Error {
   }
 }
 
-function refused(refusal: string | null, now: number): Error {
+/** The request's per-minute count (`ReserveInput.count`) was full: nothing was held. */
+export class CountRefused extends Error {
+  constructor(readonly limit: number) {
+    super("rate_limited");
+  }
+}
+
+function refused(refusal: string | null, input: ReserveInput): Error {
+  const now = input.now;
   switch (refusal) {
+    case "rate_limited":
+      return new CountRefused(input.count?.limit ?? 0);
     case "free_quota_daily":
       return new HoldRefused(refusal, secondsToUtcMidnight(now));
     case "plan_limit_reached":
@@ -72,7 +87,8 @@ function refused(refusal: string | null, now: number): Error {
   }
 }
 
-const holdStatement = "SELECT * FROM gateway_hold($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
+const holdAllStatement =
+  "SELECT position, payment, reserved_micro, payment_ref, refusal FROM gateway_hold_all($1::jsonb)";
 const settleStatement =
   "SELECT gateway_settle($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) AS charge";
 const settleAllStatement = "SELECT position, charge FROM gateway_settle_all($1::jsonb)";
@@ -84,6 +100,10 @@ const logStatement = `INSERT INTO request_log (id, account_id, key_id, endpoint,
 interface Queued<Result> {
   resolve(result: Result): void;
   reject(err: unknown): void;
+}
+
+interface QueuedHold extends Queued<HoldAnswer> {
+  input: ReserveInput;
 }
 
 interface QueuedSettlement extends Queued<number> {
@@ -162,8 +182,9 @@ class Batches<Item extends Queued<Result>, Result> {
 
 /**
  * The money core on Postgres, exact across every gateway on the database: a hold is one
- * conditional update in the database (`gateway_hold`, one round trip), a settlement one
- * transaction (`gateway_settle`, one round trip, or with others in `gateway_settle_all`), and the
+ * conditional update in the database, with the request's per-minute count in the same round trip
+ * (`gateway_hold_all`, with the holds asked for meanwhile), a settlement one transaction
+ * (`gateway_settle`, one round trip, or with others in `gateway_settle_all`), and the
  * holds of a gateway that died are released by any other one's reaper once its lease has run out.
  * The decisions and refusals are Ledger's (src/server/billing/ledger.ts): subscription windows,
  * then the balance, then PAYG.
@@ -173,6 +194,7 @@ export class PostgresMoney {
   private readonly holdTtlMs: number | null;
   private timer: NodeJS.Timeout | undefined;
   private ticking = false;
+  private readonly holds: Batches<QueuedHold, HoldAnswer>;
   private readonly settlements: Batches<QueuedSettlement, number>;
 
   constructor(
@@ -181,10 +203,16 @@ export class PostgresMoney {
   ) {
     this.leaseMs = options.leaseMs ?? defaultLeaseMs;
     this.holdTtlMs = options.holdTtlMs === undefined ? defaultHoldTtlMs : options.holdTtlMs;
+    const parallel = options.parallelBatches ?? defaultParallelBatches;
+    this.holds = new Batches(
+      async (queued) => (await this.holdAll([queued])).get(0) as HoldAnswer,
+      (batch) => this.holdAll(batch),
+      parallel,
+    );
     this.settlements = new Batches(
       (queued) => settleReservation(this.pool, queued.reservation, queued.input),
       (batch) => this.settleAll(batch),
-      options.parallelSettlements ?? defaultParallelSettlements,
+      parallel,
     );
   }
 
@@ -247,7 +275,8 @@ export class PostgresMoney {
   async close(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
-    // Before the lease ends: the reaper would release what they settle.
+    // Before the lease ends: the reaper would release what they hold and settle.
+    await this.holds.flush();
     await this.settlements.flush();
     await this.pool.query("DELETE FROM instances WHERE id = $1", [this.instanceId]);
     await this.reap();
@@ -279,38 +308,55 @@ export class PostgresMoney {
 
   // ---- admission ------------------------------------------------------------
 
-  /** Places the hold for one request or throws the spec's error for why it cannot. */
+  /**
+   * Places the hold for one request, after taking its per-minute count when it names one, or
+   * throws why it cannot (`HoldRefused`, `CountRefused`). Holds asked for while others are in
+   * flight share a round trip (see Batches); each is decided as when alone.
+   */
   async reserve(input: ReserveInput): Promise<Reservation> {
     // The account's own provider key: nothing is held, and nothing counted.
     if (input.payment === "byok") {
       return reservationOf(input, { payment: "byok", reservedMicro: 0, paymentRef: null });
     }
-    const result = await this.pool.query<HoldAnswer>({
-      name: "gateway_hold",
-      text: holdStatement,
-      values: [
-        input.id,
-        input.accountId,
-        // A job's hold outlives this gateway: whoever takes the job over settles it.
-        input.outlivesRequest ? null : this.instanceId,
-        input.worstCaseMicro,
-        input.payment === "free",
-        input.subscriptionModel,
-        utcDay(input.now),
-        input.freeDailyLimit ?? 0,
-        input.now,
-        this.holdTtlMs,
-      ],
-    });
-    const answer = result.rows[0];
+    const answer = await new Promise<HoldAnswer>((resolve, reject) =>
+      this.holds.add({ input, resolve, reject }),
+    );
     if (answer.refusal !== null || answer.payment === null) {
-      throw refused(answer.refusal, input.now);
+      throw refused(answer.refusal, input);
     }
     return reservationOf(input, {
       payment: answer.payment,
       reservedMicro: answer.reserved_micro,
       paymentRef: answer.payment_ref,
     });
+  }
+
+  private async holdAll(batch: QueuedHold[]): Promise<Map<number, HoldAnswer>> {
+    const result = await this.pool.query<HoldAnswer>({
+      name: "gateway_hold_all",
+      text: holdAllStatement,
+      values: [JSON.stringify(batch.map(({ input }, position) => this.holdRow(input, position)))],
+    });
+    return new Map(result.rows.map((row) => [row.position, row]));
+  }
+
+  /** One hold as `gateway_hold_all` reads it; `position` names its answer. */
+  private holdRow(input: ReserveInput, position: number) {
+    return {
+      position,
+      id: input.id,
+      account_id: input.accountId,
+      // A job's hold outlives this gateway: whoever takes the job over settles it.
+      instance_id: input.outlivesRequest ? null : this.instanceId,
+      amount: input.worstCaseMicro,
+      free: input.payment === "free",
+      subscription_model: input.subscriptionModel,
+      free_day: utcDay(input.now),
+      free_limit: input.freeDailyLimit ?? 0,
+      now: input.now,
+      ttl_ms: this.holdTtlMs,
+      ...countColumns(input.count, input.now),
+    };
   }
 
   // ---- settlement -----------------------------------------------------------
