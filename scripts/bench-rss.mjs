@@ -52,7 +52,12 @@ function cpuMicros(pid) {
 function status(pid) {
   const text = readFileSync(`/proc/${pid}/status`, "utf8");
   const kb = (field) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(text)?.[1] ?? 0);
-  return { rss: kb("VmRSS") / 1024, hwm: kb("VmHWM") / 1024 };
+  return {
+    rss: kb("VmRSS") / 1024,
+    hwm: kb("VmHWM") / 1024,
+    anon: kb("RssAnon") / 1024,
+    file: kb("RssFile") / 1024,
+  };
 }
 
 const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -131,10 +136,17 @@ async function measure(variant, round) {
     await first.arrayBuffer();
     const served = await settled(gateway.pid);
     const cpuBefore = cpuMicros(gateway.pid);
-    const result = await load(ready.url, seconds * 1000);
+    // What the resident memory is made of at its highest reading: anonymous memory (the heaps,
+    // malloc's arenas, thread stacks) or pages of mapped files (node's binary, libraries).
+    let top = status(gateway.pid);
+    const sampler = setInterval(() => {
+      const now = status(gateway.pid);
+      if (now.rss > top.rss) top = now;
+    }, 50);
+    const result = await load(ready.url, seconds * 1000).finally(() => clearInterval(sampler));
     const { hwm } = status(gateway.pid);
     const cpuPerRequest = (cpuMicros(gateway.pid) - cpuBefore) / Math.max(1, result.total);
-    return { idle, served, peak: hwm, cpuPerRequest, result };
+    return { idle, served, peak: hwm, top, cpuPerRequest, result };
   } finally {
     gateway.kill("SIGTERM");
     await new Promise((resolve) => gateway.once("exit", resolve));
@@ -150,7 +162,7 @@ try {
       const row = await measure(variant, round);
       rows.get(variant.label).push(row);
       console.log(
-        `${variant.label.padEnd(10)} idle ${row.idle.toFixed(1)} MB, after one request ${row.served.toFixed(1)} MB, peak under load ${row.peak.toFixed(1)} MB; ${Math.round(row.result.rps)} req/s, ${Math.round(row.cpuPerRequest)} us CPU/req, p50 ${row.result.p50.toFixed(3)} ms, p99 ${row.result.p99.toFixed(3)} ms${row.result.errors ? `, ${row.result.errors} errors` : ""}`,
+        `${variant.label.padEnd(10)} idle ${row.idle.toFixed(1)} MB, after one request ${row.served.toFixed(1)} MB, peak under load ${row.peak.toFixed(1)} MB (highest reading ${row.top.rss.toFixed(1)}: ${row.top.anon.toFixed(1)} anonymous, ${row.top.file.toFixed(1)} mapped files); ${Math.round(row.result.rps)} req/s, ${Math.round(row.cpuPerRequest)} us CPU/req, p50 ${row.result.p50.toFixed(3)} ms, p99 ${row.result.p99.toFixed(3)} ms${row.result.errors ? `, ${row.result.errors} errors` : ""}`,
       );
     }
   }

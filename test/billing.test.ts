@@ -232,6 +232,30 @@ describe("subscriptions", () => {
 });
 
 describe("admin API", () => {
+  it("refuses amounts and top-ups that would take a balance past what it counts exactly", async () => {
+    gw = await testGateway();
+    const tooMuch = await errorOf(
+      await admin(gw, "POST", "/accounts", { id: "rich", balance_idr: 1e12 }),
+    );
+    expect(tooMuch).toMatchObject({ status: 400, code: "bad_request" });
+    expect(tooMuch.message).toMatch(/balance_idr: must be at most 9007199254 IDR/);
+
+    expect(
+      (await admin(gw, "POST", "/accounts", { id: "rich", balance_idr: 9_000_000_000 })).status,
+    ).toBe(201);
+    const over = await errorOf(
+      await admin(gw, "POST", "/accounts/rich/topup", { amount_idr: 7_199_255 }),
+    );
+    expect(over).toMatchObject({ status: 400, code: "bad_request" });
+    expect(over.message).toMatch(/would take the balance above 9007199254 IDR/);
+    const patched = await errorOf(
+      await admin(gw, "PATCH", "/accounts/rich", { balance_idr: 1e10 }),
+    );
+    expect(patched.status).toBe(400);
+    const topped = await admin(gw, "POST", "/accounts/rich/topup", { amount_idr: 7_199_254 });
+    expect(((await topped.json()) as { balance_idr: number }).balance_idr).toBe(9_007_199_254);
+  });
+
   it("drives every account state: create, top up, PAYG, tier, subscription, suspend, reinstate, revoke", async () => {
     gw = await testGateway();
     const created = await admin(gw, "POST", "/accounts", { id: "ci", balance_idr: 0 });

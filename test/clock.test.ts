@@ -254,6 +254,36 @@ describe("a manual clock", () => {
     expect((await post(gw, "/v1/chat/completions", chat("hi", "pooled"))).status).toBe(200);
     expect(upstream.requests).toHaveLength(2);
   });
+
+  it("a message thread the gateway holds lasts 30 days of the manual clock", async () => {
+    gw = await testGateway({ clock: "manual", now: at("2030-01-01T00:00:00Z") });
+    const threads = {
+      authorization: `Bearer ${KEY}`,
+      "anthropic-beta": "message-threads-2026-08-12",
+    };
+    const turn = (thread: object) =>
+      post(
+        gw as TestGateway,
+        "/v1/messages",
+        {
+          model: "mock-gpt",
+          max_tokens: 50,
+          thread,
+          messages: [{ role: "user", content: "Weather in Jakarta?" }],
+        },
+        threads,
+      );
+    const created = await turn({ type: "create" });
+    expect(created.status).toBe(200);
+    const { id } = (await created.json()) as { id: string };
+    gw.clock.advance(29 * 24 * 3600_000);
+    const continued = await turn({ type: "continue", previous_message_id: id });
+    expect(continued.status).toBe(200);
+    const { id: next } = (await continued.json()) as { id: string };
+    gw.clock.advance(30 * 24 * 3600_000);
+    const expired = await errorOf(await turn({ type: "continue", previous_message_id: next }));
+    expect(expired.status).toBe(404);
+  });
 });
 
 describe("POST /api/admin/clock", () => {

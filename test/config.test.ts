@@ -45,6 +45,21 @@ describe("config validation", () => {
     expect(problems.length).toBeGreaterThanOrEqual(5);
   });
 
+  it("refuses an amount beyond what the gateway counts exactly in micro-IDR", () => {
+    const base = baseConfig();
+    const problems = problemsOf({
+      ...base,
+      accounts: [
+        { id: "rich", balance_idr: 1e12, payg: { enabled: true, limit_idr: 1e10 } },
+        { id: "fine", balance_idr: 9_007_199_254 },
+      ],
+    });
+    expect(problems).toEqual([
+      "accounts[0].balance_idr: must be at most 9007199254 IDR (the most the gateway counts to the micro-IDR)",
+      "accounts[0].payg.limit_idr: must be at most 9007199254 IDR (the most the gateway counts to the micro-IDR)",
+    ]);
+  });
+
   it("reports unknown references: provider, route step, tier, BYOK provider, duplicate keys", () => {
     const problems = problemsOf({
       providers: [{ id: "mock", wire: "mock" }],

@@ -1,9 +1,13 @@
 import { z } from "zod";
+import { MAX_IDR } from "../../store/money.js";
 import type { Subscription } from "../../store/types.js";
 import { mockScriptSchema } from "../providers/mock/mock-script.js";
 
 /** Money in the config file is whole or fractional IDR; it is stored as integer micro-IDR. */
-const idr = z.number().nonnegative().finite();
+export const idr = z
+  .number()
+  .nonnegative()
+  .max(MAX_IDR, `must be at most ${MAX_IDR} IDR (the most the gateway counts to the micro-IDR)`);
 
 const gatewayKeyValue = z
   .string()

@@ -27,7 +27,8 @@ export async function openThread(
   accountId: string,
   body: Json,
   target: Target,
-  now: number,
+  /** The gateway's clock: a thread expires by it, as everything else the gateway times. */
+  now: () => number,
 ): Promise<{ body: Json; thread: MessageThread } | undefined> {
   const field = body.thread;
   if (typeof field !== "object" || field === null) return undefined;
@@ -40,7 +41,7 @@ export async function openThread(
   let conversation: ThreadConversation;
   if (type === "continue") {
     const held =
-      typeof previousId === "string" ? await threads.find(accountId, previousId, now) : undefined;
+      typeof previousId === "string" ? await threads.find(accountId, previousId, now()) : undefined;
     if (!held) throw threadNotFound();
     conversation = { ...held, messages: [...held.messages, ...newTurn] };
   } else {
@@ -61,7 +62,7 @@ export async function openThread(
           replyId,
           { ...conversation, messages },
           typeof previousId === "string" ? previousId : undefined,
-          Date.now(),
+          now(),
         );
       },
     },

@@ -1,6 +1,6 @@
 import type { Context } from "hono";
 import { z } from "zod";
-import { idrToMicro, microToIdr } from "../../store/money.js";
+import { idrToMicro, MAX_IDR, MAX_MICRO, microToIdr } from "../../store/money.js";
 import type { AccountColumn } from "../../store/store.js";
 import {
   type AccountRow,
@@ -9,8 +9,8 @@ import {
   parseSubscription,
 } from "../../store/types.js";
 import type { Handler } from "../app-env.js";
-import { paygSchema, subscriptionSchema } from "../config/schema.js";
-import { GatewayError } from "../errors.js";
+import { idr, paygSchema, subscriptionSchema } from "../config/schema.js";
+import { badRequest, GatewayError } from "../errors.js";
 import { readJson } from "../http/body.js";
 import type { Services } from "../services.js";
 import { byokView } from "../views.js";
@@ -21,7 +21,7 @@ const accountPatch = z
     status: z.enum(["active", "suspended"]).optional(),
     rpm_limit: z.number().int().positive().optional(),
     tier: z.string().min(1).optional(),
-    balance_idr: z.number().nonnegative().finite().optional(),
+    balance_idr: idr.optional(),
     payg: paygSchema.nullable().optional(),
     subscription: subscriptionSchema.nullable().optional(),
   })
@@ -34,7 +34,7 @@ const createAccount = z
       .regex(/^[A-Za-z0-9_.-]{1,64}$/)
       .optional(),
     name: z.string().optional(),
-    balance_idr: z.number().nonnegative().finite().default(0),
+    balance_idr: idr.default(0),
     rpm_limit: z.number().int().positive().default(60),
     tier: z.string().default("free"),
     key_label: z.string().default("default"),
@@ -52,7 +52,7 @@ const requestsQuery = z.object({
   model: z.string().min(1).optional(),
   status: z.coerce.number().int().optional(),
 });
-const topUpBody = z.object({ amount_idr: z.number().positive().finite() }).strict();
+const topUpBody = z.object({ amount_idr: idr.positive() }).strict();
 export const byokBody = z
   .object({
     provider: z.string().min(1),
@@ -179,6 +179,12 @@ export function adminHandlers(services: Services) {
     topUp: (async (c) => {
       const account = accountParam(c);
       const { amount_idr } = await readJson(c, topUpBody);
+      const { balance_micro: balance } = (await services.store.readAccount(account.id)) ?? account;
+      if (balance + idrToMicro(amount_idr) > MAX_MICRO) {
+        throw badRequest(
+          `This top-up would take the balance above ${MAX_IDR} IDR, the most the gateway counts to the micro-IDR.`,
+        );
+      }
       return c.json(
         accountView((await services.ledger.topUp(account.id, idrToMicro(amount_idr)))!),
       );

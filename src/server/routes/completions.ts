@@ -90,7 +90,7 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
             key.account_id,
             body,
             target,
-            services.options.now(),
+            services.options.now,
           )
         : undefined;
     const signal = new ClientGone(outgoing);
