@@ -2,11 +2,25 @@ import { defineConfig } from "vitest/config";
 
 export default defineConfig({
   test: {
-    include: ["src/**/*.test.ts", "test/**/*.test.ts"],
     testTimeout: 20_000,
     hookTimeout: 30_000,
     pool: "forks",
     // One throwaway PostgreSQL server for the run; the Postgres tests make their databases on it.
     globalSetup: ["test/support/postgres-global.ts"],
+    projects: [
+      {
+        extends: true,
+        test: { name: "gateway", include: ["src/**/*.test.ts", "test/**/*.test.ts"] },
+      },
+      {
+        // The client libraries once more, through a gateway on Postgres (test/support/tool-loop.ts).
+        extends: true,
+        test: {
+          name: "clients on postgres",
+          include: ["test/clients/**/*.test.ts"],
+          env: { GATEWAY_TEST_BACKEND: "postgres" },
+        },
+      },
+    ],
   },
 });

@@ -1,4 +1,6 @@
+import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, beforeEach } from "vitest";
+import { secretKeyEnv } from "../../src/store/secret-box.js";
 import {
   anthropicJson,
   anthropicStreamSteps,
@@ -12,6 +14,7 @@ import {
   type Reply,
 } from "./fake-upstream.js";
 import { baseConfig, type TestGateway, testGateway } from "./gateway.js";
+import { createTestDatabase } from "./postgres.js";
 
 /**
  * One tool loop, as a client library runs it through the gateway: the model asks for the weather
@@ -94,13 +97,32 @@ export interface LoopSetup {
   close(): Promise<void>;
 }
 
+/**
+ * The database the client suites' gateway runs on: SQLite, or with `GATEWAY_TEST_BACKEND=postgres`
+ * (the `clients on postgres` project of vitest.config.ts) a fresh database on the run's Postgres
+ * server, so every client library is also run against the Postgres backend.
+ */
+async function loopDatabase(): Promise<{ db?: string; done(): void }> {
+  if (process.env.GATEWAY_TEST_BACKEND !== "postgres") return { done() {} };
+  const saved = process.env[secretKeyEnv];
+  process.env[secretKeyEnv] ??= randomBytes(32).toString("base64");
+  return {
+    db: await createTestDatabase(),
+    done() {
+      if (saved === undefined) delete process.env[secretKeyEnv];
+    },
+  };
+}
+
 /** The gateway with `gpt-x` on a fake OpenAI API and `claude-x` on a fake Anthropic API. */
 export async function loopGateway(): Promise<LoopSetup> {
+  const database = await loopDatabase();
   const openaiUp = await fakeUpstream("openai", openaiLoop, { maxOutputTokens: GPT_MAX_OUTPUT });
   const anthropicUp = await fakeUpstream("anthropic", anthropicLoop, {
     maxOutputTokens: CLAUDE_MAX_OUTPUT,
   });
   const gw = await testGateway({
+    db: database.db,
     config: baseConfig({
       providers: [
         { id: "oa", wire: "openai", base_url: openaiUp.baseUrl, api_keys: ["sk-oa-pool"] },
@@ -133,6 +155,7 @@ export async function loopGateway(): Promise<LoopSetup> {
       await gw.close();
       await openaiUp.close();
       await anthropicUp.close();
+      database.done();
     },
   };
 }
