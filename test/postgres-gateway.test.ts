@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ConfigInput } from "../src/server/config/schema.js";
 import { type GatewayOptions, type RunningGateway, startGateway } from "../src/server/gateway.js";
+import { startJobRunner } from "../src/server/jobs/runner.js";
 import { readPngSize, readWavInfo } from "../src/server/providers/mock/media/index.js";
 import { secretKeyEnv } from "../src/store/secret-box.js";
 import { admin, burst, errorOf, quota } from "./support/api.js";
@@ -894,6 +895,21 @@ describe("a gateway on Postgres", () => {
       expect(done.result).toBeUndefined();
       expect(await spendable()).toBe(before);
       expect((await musicLog()).at(-1)).toEqual({ state: "failed", cost_micro: 0 });
+    });
+
+    it("answers a submission queued even when another gateway's runner claims it at once", async () => {
+      // A second runner on the database that looks at the queue every millisecond: it claims a
+      // job as soon as its insert commits, before this gateway could read the row back.
+      const eager = await startJobRunner(gw.services, { pollMs: 1 });
+      try {
+        for (let i = 0; i < 20; i++) {
+          const job = (await submitMusic(`eager ${i}`, 1)) as Job & { started_at: unknown };
+          expect(job).toMatchObject({ status: "queued", started_at: null });
+          expect((await finishedJob(job.id)).status).toBe("completed");
+        }
+      } finally {
+        await eager.stop();
+      }
     });
   });
 

@@ -53,6 +53,31 @@ export interface NewJob {
   now: number;
 }
 
+/**
+ * The row `insert` writes for `job`. A submission answers with it, not with a read after the
+ * insert: another gateway's runner may have claimed the job by then, and the answer must show it
+ * queued.
+ */
+export function queuedJobRow(job: NewJob): JobRow {
+  return {
+    id: job.id,
+    account_id: job.accountId,
+    kind: job.kind,
+    model: job.model,
+    status: "queued",
+    input_json: JSON.stringify(job.input),
+    result_json: null,
+    media_type: null,
+    error: null,
+    request_id: job.requestId,
+    created_at: job.now,
+    started_at: null,
+    finished_at: null,
+    lease_owner: null,
+    lease_expires_at: null,
+  };
+}
+
 export interface JobMedia {
   media: Buffer;
   media_type: string;
@@ -74,7 +99,8 @@ export interface JobsRepository<Money = unknown> {
    * Queues the job unless its account already has `unfinishedLimit` unfinished jobs of its kind
    * (counted in the same transaction as the insert, so parallel submissions cannot pass it).
    */
-  insert(job: NewJob, unfinishedLimit?: number): Promise<boolean>;
+  /** The row written (`queuedJobRow`), or undefined when `unfinishedLimit` jobs are unfinished. */
+  insert(job: NewJob, unfinishedLimit?: number): Promise<JobRow | undefined>;
   unfinishedCount(accountId: string, kind: JobKind): Promise<number>;
   /** A job of this account; another account's id reads as unknown. */
   get(id: string, accountId: string): Promise<JobRow | undefined>;
@@ -193,24 +219,25 @@ export class SqliteJobs implements JobsRepository<undefined> {
     );
   }
 
-  async insert(job: NewJob, unfinishedLimit?: number): Promise<boolean> {
+  async insert(job: NewJob, unfinishedLimit?: number): Promise<JobRow | undefined> {
     // IMMEDIATE: the count and the insert hold the write lock together, even across processes.
     return this.immediate(() => {
       if (
         unfinishedLimit !== undefined &&
         this.countUnfinished(job.accountId, job.kind) >= unfinishedLimit
       )
-        return false;
+        return undefined;
+      const row = queuedJobRow(job);
       this.insertRow.run({
-        id: job.id,
-        account_id: job.accountId,
-        kind: job.kind,
-        model: job.model,
-        input_json: JSON.stringify(job.input),
-        request_id: job.requestId,
-        created_at: job.now,
+        id: row.id,
+        account_id: row.account_id,
+        kind: row.kind,
+        model: row.model,
+        input_json: row.input_json,
+        request_id: row.request_id,
+        created_at: row.created_at,
       });
-      return true;
+      return row;
     });
   }
 

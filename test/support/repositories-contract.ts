@@ -94,9 +94,11 @@ export function describeRepositories(
       const media = new Uint8Array([1, 2, 3]);
 
       it("queue, claim oldest first and exclusively, and read back per account", async () => {
-        expect(await repos.jobs.insert(job("j2", 20))).toBe(true);
-        expect(await repos.jobs.insert(job("j1", 10, "video"))).toBe(true);
+        expect(await repos.jobs.insert(job("j2", 20))).toMatchObject({ id: "j2" });
+        const written = await repos.jobs.insert(job("j1", 10, "video"));
         const queued = await repos.jobs.get("j1", "acct");
+        // What a submission answers with is the row as stored.
+        expect(written).toEqual(queued);
         expect(queued).toMatchObject({ status: "queued", kind: "video", request_id: "req_j1" });
         expect(JSON.parse(queued!.input_json)).toEqual(job("j1", 10).input);
         expect(await repos.jobs.get("j1", "other")).toBeUndefined();
@@ -121,10 +123,10 @@ export function describeRepositories(
       });
 
       it("refuse an insert past the account's unfinished limit of its kind", async () => {
-        expect(await repos.jobs.insert(job("a", 1), 2)).toBe(true);
-        expect(await repos.jobs.insert(job("b", 2), 2)).toBe(true);
-        expect(await repos.jobs.insert(job("c", 3), 2)).toBe(false);
-        expect(await repos.jobs.insert(job("v", 3, "video"), 2)).toBe(true);
+        expect(await repos.jobs.insert(job("a", 1), 2)).toMatchObject({ status: "queued" });
+        expect(await repos.jobs.insert(job("b", 2), 2)).toMatchObject({ status: "queued" });
+        expect(await repos.jobs.insert(job("c", 3), 2)).toBeUndefined();
+        expect(await repos.jobs.insert(job("v", 3, "video"), 2)).toMatchObject({ kind: "video" });
         expect(await repos.jobs.unfinishedCount("acct", "music")).toBe(2);
         expect(await repos.jobs.get("c", "acct")).toBeUndefined();
       });

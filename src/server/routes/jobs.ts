@@ -162,8 +162,9 @@ async function submit(
       subscription !== null && (!subscription.models || subscription.models.includes(model)),
   });
   const id = newId(spec.kind === "music" ? "music" : "video");
+  let queued: JobRow | undefined;
   try {
-    const queued = await jobs.insert(
+    queued = await jobs.insert(
       {
         id,
         accountId: key.account_id,
@@ -179,12 +180,8 @@ async function submit(
   } catch (err) {
     throw failAdmission(services, admission, err);
   }
-  // Read before the runner wakes: on a database across the network it could claim the job first,
-  // and the answer must show it queued.
-  const job = await jobs.get(id, key.account_id);
-  if (!job) throw new GatewayError(500, "internal_error", "job vanished after insert");
   wakeJobRunner(services);
-  return c.json(jobView(c, services.options, job), 202);
+  return c.json(jobView(c, services.options, queued), 202);
 }
 
 const unixSeconds = (ms: number | null) => (ms === null ? null : Math.floor(ms / 1000));

@@ -8,6 +8,7 @@ import {
   type JobsRepository,
   jobColumns,
   type NewJob,
+  queuedJobRow,
 } from "../jobs.js";
 import type { Reservation, SettleInput } from "../types.js";
 import { settleReservation } from "./money.js";
@@ -34,29 +35,30 @@ const claimable = `status = 'queued'
 export class PostgresJobs implements JobsRepository<PostgresJobMoney> {
   constructor(private readonly pool: pg.Pool) {}
 
-  async insert(job: NewJob, unfinishedLimit?: number): Promise<boolean> {
+  async insert(job: NewJob, unfinishedLimit?: number): Promise<JobRow | undefined> {
     return inTransaction(this.pool, async (client) => {
       if (unfinishedLimit !== undefined) {
         // Parallel submissions of the account, on any gateway, count one after the other.
         await lockFor(client, "jobSubmissions", `${job.accountId}\n${job.kind}`);
         if ((await this.countUnfinished(client, job.accountId, job.kind)) >= unfinishedLimit)
-          return false;
+          return undefined;
       }
+      const row = queuedJobRow(job);
       await client.query({
         name: "jobs_insert",
         text: `INSERT INTO jobs (id, account_id, kind, model, status, input_json, request_id, created_at)
           VALUES ($1, $2, $3, $4, 'queued', $5, $6, $7)`,
         values: [
-          job.id,
-          job.accountId,
-          job.kind,
-          job.model,
-          JSON.stringify(job.input),
-          job.requestId,
-          job.now,
+          row.id,
+          row.account_id,
+          row.kind,
+          row.model,
+          row.input_json,
+          row.request_id,
+          row.created_at,
         ],
       });
-      return true;
+      return row;
     });
   }
 
