@@ -777,9 +777,10 @@ function holdAllSql(): string {
   -- Places each hold of p_holds as gateway_hold does, first taking one from its per-minute count
   -- when it names one (limit_key): a request over the limit holds nothing and is refused with
   -- 'rate_limited', and one refused for its money keeps its count, as when the two were apart.
-  -- Returns each one's answer by its position in the batch. Holds are placed in one order, by
-  -- account and then as they came, so that the first to ask is the first served and two batches,
-  -- or a batch and a settlement (gateway_settle_all), never wait for each other in a cycle.
+  -- Returns each one's answer by its position in the batch. Holds are placed by account, and
+  -- within an account as they came, a free model's after the others: the order in which
+  -- gateway_settle_all locks an account's rows (the account, its subscription windows, its free
+  -- day), so that two batches, or a batch and a settlement, never wait for each other in a cycle.
   CREATE FUNCTION gateway_hold_all(p_holds jsonb)
   RETURNS TABLE ("position" integer, payment text, reserved_micro bigint, payment_ref text,
     refusal text)
@@ -794,7 +795,7 @@ function holdAllSql(): string {
         free boolean, subscription_model boolean, free_day text, free_limit integer, now bigint,
         ttl_ms bigint, limit_key text, limit_window_end bigint, limit_count integer,
         limit_forget_before bigint)
-      ORDER BY hold.account_id, hold."position"
+      ORDER BY hold.account_id, hold.free, hold."position"
     LOOP
       "position" := h."position";
       payment := NULL;

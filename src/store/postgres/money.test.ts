@@ -458,6 +458,39 @@ describe("settlement", () => {
 });
 
 describe("many gateways' requests at once", () => {
+  it("free and paid requests of one account, held and settled in batches on two gateways, never deadlock", async () => {
+    const id = await account({ balance_micro: 10_000_000 });
+    // A deadlock would not show in the answers: the batch it broke is sent again call by call.
+    // So the test counts the database's refusals itself.
+    let deadlocks = 0;
+    const undo = [poolA, poolB].map((pool) => {
+      const query = pool.query;
+      pool.query = ((...args: Parameters<typeof query>) =>
+        (query.apply(pool, args) as unknown as Promise<unknown>).catch((err: { code?: string }) => {
+          if (err.code === "40P01") deadlocks++;
+          throw err;
+        })) as typeof query;
+      return () => {
+        pool.query = query;
+      };
+    });
+    try {
+      await Promise.all(
+        Array.from({ length: 1500 }, async (_, i) => {
+          const free = i % 3 === 0;
+          const r = await (i % 2 ? gatewayB : gatewayA).reserve(
+            request(id, free ? { payment: "free", worstCaseMicro: 0, freeDailyLimit: 1_000 } : {}),
+          );
+          await (i % 2 ? gatewayA : gatewayB).settle(r, outcome({ costMicro: free ? 0 : 300 }));
+        }),
+      );
+    } finally {
+      for (const restore of undo) restore();
+    }
+    expect(deadlocks).toBe(0);
+    expect((await accountRow(id)).balance_micro).toBe(10_000_000 - 1000 * 300);
+  });
+
   it("holds, settlements and releases interleaved leave every count and balance consistent", async () => {
     const id = await account({
       balance_micro: 40_000,
