@@ -205,7 +205,11 @@ export class PostgresMoney {
     this.holdTtlMs = options.holdTtlMs === undefined ? defaultHoldTtlMs : options.holdTtlMs;
     const parallel = options.parallelBatches ?? defaultParallelBatches;
     this.holds = new Batches(
-      async (queued) => (await this.holdAll([queued])).get(0) as HoldAnswer,
+      async (queued) => {
+        const answer = (await this.holdAll([queued])).get(0);
+        if (!answer) throw new Error("the database gave no answer for this hold");
+        return answer;
+      },
       (batch) => this.holdAll(batch),
       parallel,
     );
