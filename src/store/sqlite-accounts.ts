@@ -10,6 +10,7 @@ import {
   type KeyRow,
   type KeyWithAccount,
   type MoneyColumn,
+  type NewAccount,
   type ProfileColumn,
   profileColumns,
 } from "./types.js";
@@ -104,14 +105,7 @@ export class SqliteAccounts {
     return (this.statements.accountCount.get() as { n: number }).n;
   }
 
-  createAccount(input: {
-    id: string;
-    name: string;
-    balanceMicro: number;
-    rpmLimit: number;
-    tier: string;
-    now: number;
-  }): AccountRow {
+  createAccount(input: NewAccount): AccountRow {
     this.statements.insertAccount.run({ ...input });
     return this.getAccount(input.id)!;
   }

@@ -16,6 +16,7 @@ import type {
   KeyRow,
   KeyWithAccount,
   LedgerRepository,
+  NewAccount,
   ProfileColumn,
   RecentRequest,
   RequestLogRow,
@@ -116,14 +117,7 @@ export class Store implements GatewayStore {
     return this.accounts.accountCount();
   }
 
-  createAccount(input: {
-    id: string;
-    name: string;
-    balanceMicro: number;
-    rpmLimit: number;
-    tier: string;
-    now: number;
-  }): AccountRow {
+  createAccount(input: NewAccount): AccountRow {
     return this.accounts.createAccount(input);
   }
 

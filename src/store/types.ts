@@ -271,20 +271,23 @@ export function andThen<T, R>(
   return value instanceof Promise ? (value.then(next) as Promise<Awaited<R>>) : next(value);
 }
 
+/** A new account as `createAccount` takes it: money in micro-IDR, times in epoch milliseconds. */
+export interface NewAccount {
+  id: string;
+  name: string;
+  balanceMicro: number;
+  rpmLimit: number;
+  tier: string;
+  now: number;
+}
+
 /** Accounts, their API keys and their BYOK credentials. */
 export interface AccountRepository {
   /** The cached row; its money columns include settlements not yet committed. */
   getAccount(id: string): AccountRow | undefined;
   listAccounts(): AccountRow[];
   accountCount(): number;
-  createAccount(input: {
-    id: string;
-    name: string;
-    balanceMicro: number;
-    rpmLimit: number;
-    tier: string;
-    now: number;
-  }): MaybeAsync<AccountRow>;
+  createAccount(input: NewAccount): MaybeAsync<AccountRow>;
   /** Sets only the columns given; the caller validated names and values. Money goes through the Ledger. */
   updateAccount(id: string, patch: AccountPatch<ProfileColumn>): Promise<boolean>;
   setAccountStatus(id: string, status: AccountRow["status"]): Promise<boolean>;

@@ -10,6 +10,7 @@ import {
   type KeyKind,
   type KeyRow,
   type KeyWithAccount,
+  type NewAccount,
   type ProfileColumn,
   profileColumns,
 } from "../types.js";
@@ -181,14 +182,7 @@ export class PostgresAccounts implements AccountRepository {
     return { ...row };
   }
 
-  async createAccount(input: {
-    id: string;
-    name: string;
-    balanceMicro: number;
-    rpmLimit: number;
-    tier: string;
-    now: number;
-  }): Promise<AccountRow> {
+  async createAccount(input: NewAccount): Promise<AccountRow> {
     const created = await this.changes.publish({ t: "account", id: input.id }, (nonce) =>
       inTransaction(this.pool, async (client) => {
         const result = await client.query<AccountRow>({

@@ -9,6 +9,7 @@ import type {
   KeyKind,
   KeyRow,
   KeyWithAccount,
+  NewAccount,
   ProfileColumn,
   RecentRequest,
   RequestLogRow,
@@ -136,14 +137,7 @@ export class PostgresStore implements GatewayStore {
     return this.accounts.accountCount();
   }
 
-  createAccount(input: {
-    id: string;
-    name: string;
-    balanceMicro: number;
-    rpmLimit: number;
-    tier: string;
-    now: number;
-  }): Promise<AccountRow> {
+  createAccount(input: NewAccount): Promise<AccountRow> {
     return this.accounts.createAccount(input);
   }
 
