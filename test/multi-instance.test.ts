@@ -26,6 +26,7 @@ import type { ServeProcess } from "./support/serve-process.js";
 const EXACT_KEY = "kn-test-exact-balance-key-000000";
 const LIMITED_KEY = "kn-test-per-minute-key-000000000";
 const SUSPENDED_KEY = "kn-test-to-be-suspended-key-0000";
+const LOWERED_KEY = "kn-test-balance-lowered-key-0000";
 /** Priced per request only: the worst case held at admission is exactly what is charged. */
 const PRICE_IDR = 7;
 const EXACT_REQUESTS = 37;
@@ -74,6 +75,12 @@ function config(upstreamUrl: string): ConfigInput {
         balance_idr: 1_000_000,
         rpm_limit: RPM,
         keys: [{ id: "kr", value: LIMITED_KEY }],
+      },
+      {
+        id: "lower-me",
+        balance_idr: 1_000_000,
+        rpm_limit: 1_000,
+        keys: [{ id: "k-lowered", value: LOWERED_KEY }],
       },
       {
         id: "suspend-me",
@@ -193,6 +200,25 @@ describe("changes reach every instance before the next request", () => {
       expect(res.status).toBe(401);
       expect(await res.text()).toBe("API key revoked");
     }
+  });
+
+  it("a balance lowered on one gateway is what the next requests on the others are admitted against", async () => {
+    const [first, second, third] = gateways;
+    const perRequest = chat("lowered", "per-request");
+    // Several each: the gateways now admit the account from leases of its balance.
+    for (const gateway of [second, third, second, third, second, third]) {
+      expect((await completion(gateway, LOWERED_KEY, perRequest)).status).toBe(200);
+    }
+    const lowered = await admin(first, "PATCH", "/accounts/lower-me", {
+      balance_idr: 2 * PRICE_IDR,
+    });
+    expect(lowered.status).toBe(200);
+    const statuses: number[] = [];
+    for (const gateway of [second, third, second, third, first]) {
+      statuses.push((await completion(gateway, LOWERED_KEY, perRequest)).status);
+    }
+    expect(statuses).toEqual([200, 200, 402, 402, 402]);
+    expect((await money("lower-me")).balance).toBe(0);
   });
 
   it("an account suspended on one gateway is refused by the next request on the others, and reinstated the same way", async () => {

@@ -27,6 +27,11 @@ export async function openPostgresBackend(url: string, env: NodeJS.ProcessEnv): 
     store = await PostgresStore.open(pool, { secretKey: env[secretKeyEnv] });
     money = new PostgresMoney(pool, { instanceId: id });
     await money.start();
+    const leasing = money;
+    // A balance or limit set anew is what the next request is admitted against.
+    store.watchAccounts((accountId) =>
+      accountId === null ? leasing.stopLeases() : leasing.stopLease(accountId),
+    );
     keyPools = new PostgresKeyPoolSync(pool, { url });
     await keyPools.start();
   } catch (err) {

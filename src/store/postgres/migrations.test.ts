@@ -46,7 +46,7 @@ describe("postgres migrations", () => {
       }[]
     ).map((row) => row.name);
     const postgresOnly: Record<string, string[]> = {
-      accounts: ["held_micro", "payg_held_micro"],
+      accounts: ["held_micro", "payg_held_micro", "leased_micro"],
       free_usage: ["held"],
       subscription_usage: ["held"],
       request_log: ["seq"],
@@ -75,6 +75,7 @@ describe("postgres migrations", () => {
     expect([...postgresTables.keys()].filter((table) => !sqliteTables.includes(table))).toEqual([
       "holds",
       "instances",
+      "leases",
       "limit_counts",
       "limit_slots",
       "provider_key_cooldowns",

@@ -369,6 +369,12 @@ export const postgresMigrations: MigrationStep[] = [
     id: "hold-all",
     sql: holdAllSql(),
   },
+  {
+    // A gateway takes part of an account's balance and of its per-minute count ahead, and admits
+    // the account's next requests from them without a round trip. See Leases in money.ts.
+    id: "money-leases",
+    sql: moneyLeasesSql(),
+  },
 ];
 
 /** Two gateways starting at once: the one that takes this lock migrates, the other waits. */
@@ -827,6 +833,267 @@ function holdAllSql(): string {
       INTO payment, reserved_micro, payment_ref, refusal
       FROM gateway_hold(h.id, h.account_id, h.instance_id, h.amount, h.free,
         h.subscription_model, h.free_day, h.free_limit, h.now, h.ttl_ms) AS placed;
+      RETURN NEXT;
+    END LOOP;
+  END $$;
+  `;
+}
+
+function moneyLeasesSql(): string {
+  return `
+  -- Money leased to gateways: part of held_micro, which every hold already leaves alone.
+  ALTER TABLE accounts ADD COLUMN leased_micro bigint NOT NULL DEFAULT 0 CHECK (leased_micro >= 0);
+
+  -- What one gateway holds ahead for one account's requests. money_micro is the lease's money,
+  -- unused or held by the gateway's requests in flight. A gateway that stops using a lease gives
+  -- back what it did not use and says how much its requests in flight still hold (kept_micro):
+  -- a lease is drained when it is not active and holds no more than that. recall is set by a
+  -- gateway refused while the account has undrained leases elsewhere; their owners give back.
+  CREATE TABLE leases (
+    instance_id text NOT NULL,
+    account_id text NOT NULL,
+    money_micro bigint NOT NULL DEFAULT 0 CHECK (money_micro >= 0),
+    kept_micro bigint NOT NULL DEFAULT 0,
+    active boolean NOT NULL DEFAULT true,
+    recall boolean NOT NULL DEFAULT false,
+    PRIMARY KEY (instance_id, account_id)
+  );
+  CREATE INDEX leases_account ON leases(account_id);
+
+  -- Gives back what a gateway's lease did not use: money, and per-minute slots of one window. The
+  -- lease stops; its requests in flight still hold p_kept. Rows are locked in the order the holds
+  -- lock them: the count, then the account, then the lease.
+  CREATE FUNCTION gateway_lease_give_back(p_instance text, p_account text, p_micro bigint,
+    p_kept bigint, p_count_key text, p_window_end bigint, p_count integer)
+  RETURNS void LANGUAGE plpgsql AS $$
+  DECLARE
+    leased bigint;
+    given bigint;
+  BEGIN
+    IF p_count > 0 THEN
+      UPDATE limit_counts SET count = GREATEST(count - p_count, 0)
+      WHERE key = p_count_key AND window_end = p_window_end;
+    END IF;
+    PERFORM 1 FROM accounts WHERE id = p_account FOR UPDATE;
+    SELECT money_micro INTO leased FROM leases
+    WHERE instance_id = p_instance AND account_id = p_account FOR UPDATE;
+    IF NOT FOUND THEN
+      RETURN;
+    END IF;
+    given := LEAST(GREATEST(p_micro, 0), leased);
+    UPDATE accounts SET held_micro = held_micro - given, leased_micro = leased_micro - given
+    WHERE id = p_account;
+    UPDATE leases SET money_micro = money_micro - given, kept_micro = GREATEST(p_kept, 0),
+      active = false, recall = false
+    WHERE instance_id = p_instance AND account_id = p_account;
+  END $$;
+
+  -- A gateway's give-backs (each as gateway_lease_give_back) and then the accounts another
+  -- gateway asked it to give back.
+  CREATE FUNCTION gateway_lease_tick(p_instance text, p_give_backs jsonb)
+  RETURNS TABLE (account_id text) LANGUAGE plpgsql AS $$
+  DECLARE
+    g record;
+  BEGIN
+    FOR g IN
+      SELECT * FROM jsonb_to_recordset(p_give_backs) AS give_back(account_id text, micro bigint,
+        kept bigint, count_key text, window_end bigint, count integer)
+      ORDER BY give_back.account_id
+    LOOP
+      PERFORM gateway_lease_give_back(p_instance, g.account_id, g.micro, g.kept, g.count_key,
+        g.window_end, g.count);
+    END LOOP;
+    RETURN QUERY SELECT leases.account_id FROM leases
+      WHERE leases.instance_id = p_instance AND leases.recall;
+  END $$;
+
+  -- The lease of a gateway that died: its money goes back to its account.
+  CREATE FUNCTION gateway_lease_reap(p_instance text, p_account text)
+  RETURNS boolean LANGUAGE plpgsql AS $$
+  DECLARE
+    leased bigint;
+  BEGIN
+    PERFORM 1 FROM accounts WHERE id = p_account FOR UPDATE;
+    DELETE FROM leases WHERE instance_id = p_instance AND account_id = p_account
+    RETURNING money_micro INTO leased;
+    IF NOT FOUND THEN
+      RETURN false;
+    END IF;
+    UPDATE accounts SET held_micro = held_micro - leased, leased_micro = leased_micro - leased
+    WHERE id = p_account;
+    RETURN true;
+  END $$;
+
+  -- Places each hold as gateway_hold_all did, and then, for a hold placed that asks for a lease
+  -- (want_micro, want_count), leases that much more to its gateway while the account stays far
+  -- from its limits: its available money at least four times the lease after it, and its window's
+  -- count at least four leases below the limit. A refused hold tells whether another gateway (or
+  -- this one) has a lease of the account that is not drained: the refusal may change once they
+  -- give back, and they are asked to (recalled).
+  DROP FUNCTION gateway_hold_all(jsonb);
+  CREATE FUNCTION gateway_hold_all(p_holds jsonb)
+  RETURNS TABLE ("position" integer, payment text, reserved_micro bigint, payment_ref text,
+    refusal text, lease_micro bigint, lease_count integer, recalled boolean)
+  LANGUAGE plpgsql AS $$
+  DECLARE
+    h record;
+    counted integer;
+  BEGIN
+    FOR h IN
+      SELECT * FROM jsonb_to_recordset(p_holds) AS hold(
+        "position" integer, id text, account_id text, instance_id text, amount bigint,
+        free boolean, subscription_model boolean, free_day text, free_limit integer, now bigint,
+        ttl_ms bigint, limit_key text, limit_window_end bigint, limit_count integer,
+        limit_forget_before bigint, want_micro bigint, want_count integer)
+      ORDER BY hold.account_id, hold.free, hold."position"
+    LOOP
+      "position" := h."position";
+      payment := NULL;
+      reserved_micro := 0;
+      payment_ref := NULL;
+      refusal := NULL;
+      lease_micro := 0;
+      lease_count := 0;
+      recalled := false;
+      counted := NULL;
+      IF h.limit_key IS NOT NULL THEN
+        IF h.limit_count > 0 THEN
+          INSERT INTO limit_counts AS window_count (key, window_end, count)
+          VALUES (h.limit_key, h.limit_window_end, 1)
+          ON CONFLICT (key, window_end) DO UPDATE SET count = window_count.count + 1
+            WHERE window_count.count < h.limit_count
+          RETURNING window_count.count INTO counted;
+        END IF;
+        IF counted IS NULL THEN
+          refusal := 'rate_limited';
+        ELSIF counted = 1 THEN
+          DELETE FROM limit_counts
+          WHERE key = h.limit_key AND window_end < h.limit_forget_before;
+        END IF;
+      END IF;
+      IF refusal IS NULL THEN
+        SELECT placed.payment, placed.reserved_micro, placed.payment_ref, placed.refusal
+        INTO payment, reserved_micro, payment_ref, refusal
+        FROM gateway_hold(h.id, h.account_id, h.instance_id, h.amount, h.free,
+          h.subscription_model, h.free_day, h.free_limit, h.now, h.ttl_ms) AS placed;
+      END IF;
+      IF refusal IS NULL AND payment = 'balance' AND coalesce(h.want_micro, 0) > 0 THEN
+        -- The count's row is this transaction's already: taking more of it waits on nothing.
+        IF counted IS NOT NULL AND coalesce(h.want_count, 0) > 0 THEN
+          UPDATE limit_counts SET count = count + h.want_count
+          WHERE key = h.limit_key AND window_end = h.limit_window_end
+            AND count + 5 * h.want_count <= h.limit_count;
+          IF FOUND THEN
+            lease_count := h.want_count;
+          END IF;
+        END IF;
+        UPDATE accounts SET held_micro = held_micro + h.want_micro,
+          leased_micro = leased_micro + h.want_micro
+        WHERE id = h.account_id
+          AND balance_micro - held_micro - h.want_micro >= 4 * h.want_micro;
+        IF FOUND THEN
+          lease_micro := h.want_micro;
+        ELSIF lease_count > 0 THEN
+          UPDATE limit_counts SET count = count - lease_count
+          WHERE key = h.limit_key AND window_end = h.limit_window_end;
+          lease_count := 0;
+        END IF;
+        IF lease_micro > 0 THEN
+          INSERT INTO leases AS lease (instance_id, account_id, money_micro)
+          VALUES (h.instance_id, h.account_id, lease_micro)
+          ON CONFLICT (instance_id, account_id) DO UPDATE SET
+            money_micro = lease.money_micro + excluded.money_micro, active = true, recall = false;
+        END IF;
+      ELSIF refusal IS NOT NULL THEN
+        UPDATE leases SET recall = true
+        WHERE leases.account_id = h.account_id AND (active OR money_micro > kept_micro);
+        recalled := FOUND;
+      END IF;
+      RETURN NEXT;
+    END LOOP;
+  END $$;
+
+  -- Settles a request a gateway admitted from its lease: the charge comes out of the lease and
+  -- the balance; what the request held beyond it stays in the lease, unless the gateway had
+  -- stopped using it (p_stopped): then it goes back to the account, and the lease keeps less
+  -- for the requests still in flight. The request_log row is written as gateway_settle writes
+  -- it. A request whose lease is gone (its gateway was taken for dead) is charged nothing and
+  -- not recorded, as one whose hold was reaped: null.
+  CREATE FUNCTION gateway_settle_leased(p_id text, p_account text, p_instance text,
+    p_reserved bigint, p_stopped boolean, p_delivered boolean, p_cost bigint, p_key_id text,
+    p_endpoint text, p_model text, p_input_tokens bigint, p_output_tokens bigint,
+    p_status integer, p_error_code text, p_provider_id text, p_stream integer,
+    p_created_at bigint, p_now bigint, p_tools_omitted text)
+  RETURNS bigint LANGUAGE plpgsql AS $$
+  DECLARE
+    balance bigint;
+    leased bigint;
+    charge bigint;
+    back bigint;
+  BEGIN
+    SELECT balance_micro INTO balance FROM accounts WHERE id = p_account FOR UPDATE;
+    SELECT money_micro INTO leased FROM leases
+    WHERE instance_id = p_instance AND account_id = p_account FOR UPDATE;
+    IF leased IS NULL OR balance IS NULL THEN
+      RETURN NULL;
+    END IF;
+    charge := LEAST(CASE WHEN p_delivered THEN LEAST(GREATEST(p_cost, 0), p_reserved) ELSE 0 END,
+      balance, leased);
+    back := CASE WHEN p_stopped THEN LEAST(p_reserved, leased) ELSE charge END;
+    UPDATE accounts SET balance_micro = balance_micro - charge,
+      held_micro = held_micro - back, leased_micro = leased_micro - back
+    WHERE id = p_account;
+    UPDATE leases SET money_micro = money_micro - back,
+      kept_micro = CASE WHEN p_stopped THEN GREATEST(kept_micro - p_reserved, 0) ELSE kept_micro END
+    WHERE instance_id = p_instance AND account_id = p_account;
+    INSERT INTO request_log (id, account_id, key_id, endpoint, model, state, payment, payment_ref,
+      reserved_micro, cost_micro, input_tokens, output_tokens, status, error_code, provider_id,
+      stream, created_at, finished_at, tools_omitted)
+    VALUES (p_id, p_account, p_key_id, p_endpoint, p_model,
+      CASE WHEN p_delivered THEN 'settled' ELSE 'failed' END, 'balance', NULL, p_reserved,
+      charge, p_input_tokens, p_output_tokens, p_status, p_error_code, p_provider_id, p_stream,
+      p_created_at, p_now, p_tools_omitted);
+    RETURN charge;
+  END $$;
+
+  -- Settles as gateway_settle_all did, and the requests admitted from a lease (leased) as
+  -- gateway_settle_leased does.
+  DROP FUNCTION gateway_settle_all(jsonb);
+  CREATE FUNCTION gateway_settle_all(p_settlements jsonb)
+  RETURNS TABLE ("position" integer, charge bigint) LANGUAGE plpgsql AS $$
+  DECLARE
+    s record;
+  BEGIN
+    FOR s IN
+      SELECT * FROM jsonb_to_recordset(p_settlements) AS settlement(
+        "position" integer, id text, account_id text, payment text, payment_ref text, created_at bigint,
+        delivered boolean, cost bigint, key_id text, endpoint text, model text,
+        input_tokens bigint, output_tokens bigint, status integer, error_code text,
+        provider_id text, stream integer, now bigint, tools_omitted text, leased boolean,
+        stopped boolean, instance_id text, reserved bigint)
+      ORDER BY settlement.account_id,
+        CASE settlement.payment WHEN 'subscription' THEN 1 WHEN 'free' THEN 2 ELSE 0 END,
+        settlement.id
+    LOOP
+      "position" := s."position";
+      IF coalesce(s.leased, false) THEN
+        charge := gateway_settle_leased(s.id, s.account_id, s.instance_id, s.reserved, s.stopped,
+          s.delivered, s.cost, s.key_id, s.endpoint, s.model, s.input_tokens, s.output_tokens,
+          s.status, s.error_code, s.provider_id, s.stream, s.created_at, s.now, s.tools_omitted);
+      ELSIF s.payment IN ('byok', 'none') THEN
+        INSERT INTO request_log (id, account_id, key_id, endpoint, model, state, payment,
+          payment_ref, reserved_micro, cost_micro, input_tokens, output_tokens, status, error_code,
+          provider_id, stream, created_at, finished_at, tools_omitted)
+        VALUES (s.id, s.account_id, s.key_id, s.endpoint, s.model,
+          CASE WHEN s.delivered THEN 'settled' ELSE 'failed' END, s.payment, s.payment_ref, 0, 0,
+          s.input_tokens, s.output_tokens, s.status, s.error_code, s.provider_id, s.stream,
+          s.created_at, s.now, s.tools_omitted);
+        charge := 0;
+      ELSE
+        charge := gateway_settle(s.id, s.delivered, s.cost, s.key_id, s.endpoint, s.model,
+          s.input_tokens, s.output_tokens, s.status, s.error_code, s.provider_id, s.stream, s.now,
+          s.tools_omitted);
+      END IF;
       RETURN NEXT;
     END LOOP;
   END $$;

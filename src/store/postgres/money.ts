@@ -15,6 +15,7 @@ import {
 } from "../types.js";
 import { secondsToUtcMidnight, utcDay } from "../utc-windows.js";
 import { isDatabaseUnavailable } from "./faults.js";
+import { type LeasedSettlement, type LeaseOptions, Leases, type LeaseWant } from "./leases.js";
 import { countColumns } from "./limit-counters.js";
 import type { Queryable } from "./transaction.js";
 
@@ -32,6 +33,11 @@ const defaultHoldTtlMs = 6 * 60 * 60 * 1000;
 const batchLimit = 100;
 /** Statements of one kind a gateway has in flight at once before the next calls wait and batch. */
 const defaultParallelBatches = 2;
+/**
+ * How long a hold refused while leases of its account are out waits, at most, for them to come
+ * back before the refusal stands (their owner may have died: the reaper takes them back later).
+ */
+const recallWaitMs = 2_000;
 
 export interface PostgresMoneyOptions {
   /** This gateway's id in `instances`; its holds are released when its lease runs out. */
@@ -44,6 +50,8 @@ export interface PostgresMoneyOptions {
    * and batch.
    */
   parallelBatches?: number;
+  /** false: every hold goes to the database; otherwise how leases behave (see leases.ts). */
+  leases?: LeaseOptions | false;
 }
 
 interface HoldAnswer {
@@ -52,6 +60,9 @@ interface HoldAnswer {
   reserved_micro: number;
   payment_ref: string | null;
   refusal: string | null;
+  lease_micro: number;
+  lease_count: number;
+  recalled: boolean;
 }
 
 /** The account cannot pay for the request: billing answers with the spec's error for `refusal`. */
@@ -87,10 +98,12 @@ function refused(refusal: string | null, input: ReserveInput): Error {
   }
 }
 
-const holdAllStatement =
-  "SELECT position, payment, reserved_micro, payment_ref, refusal FROM gateway_hold_all($1::jsonb)";
+const holdAllStatement = `SELECT position, payment, reserved_micro, payment_ref, refusal, lease_micro,
+  lease_count, recalled FROM gateway_hold_all($1::jsonb)`;
 const settleStatement =
   "SELECT gateway_settle($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) AS charge";
+const settleLeasedStatement = `SELECT gateway_settle_leased($1, $2, $3, $4, $5, $6, $7, $8, $9,
+  $10, $11, $12, $13, $14, $15, $16, $17, $18, $19) AS charge`;
 const settleAllStatement = "SELECT position, charge FROM gateway_settle_all($1::jsonb)";
 const logStatement = `INSERT INTO request_log (id, account_id, key_id, endpoint, model, state,
   payment, payment_ref, reserved_micro, cost_micro, input_tokens, output_tokens, status,
@@ -104,11 +117,13 @@ interface Queued<Result> {
 
 interface QueuedHold extends Queued<HoldAnswer> {
   input: ReserveInput;
+  want: LeaseWant;
 }
 
-interface QueuedSettlement extends Queued<number> {
+interface QueuedSettlement extends Queued<number | null> {
   reservation: Reservation;
   input: SettleInput;
+  lease?: LeasedSettlement;
 }
 
 /**
@@ -195,7 +210,8 @@ export class PostgresMoney {
   private timer: NodeJS.Timeout | undefined;
   private ticking = false;
   private readonly holds: Batches<QueuedHold, HoldAnswer>;
-  private readonly settlements: Batches<QueuedSettlement, number>;
+  private readonly settlements: Batches<QueuedSettlement, number | null>;
+  private readonly leases: Leases | undefined;
 
   constructor(
     private readonly pool: pg.Pool,
@@ -214,10 +230,17 @@ export class PostgresMoney {
       parallel,
     );
     this.settlements = new Batches(
-      (queued) => settleReservation(this.pool, queued.reservation, queued.input),
+      async (queued) => {
+        if (!queued.lease) return settleReservation(this.pool, queued.reservation, queued.input);
+        return settleLeased(this.pool, queued.reservation, queued.input, queued.lease);
+      },
       (batch) => this.settleAll(batch),
       parallel,
     );
+    this.leases =
+      options.leases === false
+        ? undefined
+        : new Leases(pool, options.instanceId, options.leases ?? {});
   }
 
   get instanceId(): string {
@@ -228,12 +251,14 @@ export class PostgresMoney {
 
   /** Records this gateway with a fresh lease (again, after it lost one). */
   async register(): Promise<void> {
+    const sent = performance.now();
     await this.pool.query(
       `INSERT INTO instances (id, host, pid, started_at, lease_until)
        VALUES ($1, $2, $3, gateway_now_ms(), gateway_now_ms() + $4)
        ON CONFLICT (id) DO UPDATE SET lease_until = excluded.lease_until`,
       [this.instanceId, hostname(), process.pid, this.leaseMs],
     );
+    this.leases?.renewed(sent, this.leaseMs);
   }
 
   /**
@@ -241,11 +266,14 @@ export class PostgresMoney {
    * gateway's holds, so requests admitted before now settle as nothing charged.
    */
   async heartbeat(): Promise<boolean> {
+    const sent = performance.now();
     const result = await this.pool.query({
       name: "gateway_heartbeat",
       text: "UPDATE instances SET lease_until = gateway_now_ms() + $2 WHERE id = $1",
       values: [this.instanceId, this.leaseMs],
     });
+    if (result.rowCount === 1) this.leases?.renewed(sent, this.leaseMs);
+    else this.leases?.lost();
     return result.rowCount === 1;
   }
 
@@ -254,6 +282,7 @@ export class PostgresMoney {
     await this.register();
     this.timer = setInterval(() => void this.tick(), Math.max(1, Math.floor(this.leaseMs / 3)));
     this.timer.unref();
+    this.leases?.start();
   }
 
   private async tick(): Promise<void> {
@@ -279,6 +308,8 @@ export class PostgresMoney {
   async close(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
+    // The reaping below gives back whatever the leases have.
+    this.leases?.close();
     // Before the lease ends: the reaper would release what they hold and settle.
     await this.holds.flush();
     await this.settlements.flush();
@@ -307,6 +338,14 @@ export class PostgresMoney {
     for (const { id } of orphans.rows) {
       if (await this.releaseHold(id)) released++;
     }
+    const leases = await this.pool.query<{ instance_id: string; account_id: string }>({
+      name: "gateway_reap_leases",
+      text: `SELECT instance_id, account_id FROM leases
+        WHERE NOT EXISTS (SELECT 1 FROM instances WHERE instances.id = leases.instance_id)`,
+    });
+    for (const lease of leases.rows) {
+      if (await this.reapLease(lease.instance_id, lease.account_id)) released++;
+    }
     return released;
   }
 
@@ -322,30 +361,60 @@ export class PostgresMoney {
     if (input.payment === "byok") {
       return reservationOf(input, { payment: "byok", reservedMicro: 0, paymentRef: null });
     }
-    const answer = await new Promise<HoldAnswer>((resolve, reject) =>
-      this.holds.add({ input, resolve, reject }),
-    );
-    if (answer.refusal !== null || answer.payment === null) {
-      throw refused(answer.refusal, input);
+    const leased = this.leases?.take(input);
+    if (leased) return leased;
+    let attempt = input;
+    let waited = 0;
+    for (let pause = 5; ; pause = Math.min(pause * 2, 100)) {
+      const answer = await this.hold(attempt);
+      if (answer.refusal === null && answer.payment !== null) {
+        return reservationOf(input, {
+          payment: answer.payment,
+          reservedMicro: answer.reserved_micro,
+          paymentRef: answer.payment_ref,
+        });
+      }
+      // A lease of the account may hold what this request lacks: its owner was asked to give it
+      // back, so the refusal stands only once that has had time to happen.
+      if (!answer.recalled || waited >= recallWaitMs) throw refused(answer.refusal, input);
+      this.leases?.stop(input.accountId);
+      await new Promise((resolve) => setTimeout(resolve, pause));
+      waited += pause;
+      // Refused for money, the request kept its count: it is not counted again.
+      if (answer.refusal !== "rate_limited") attempt = { ...attempt, count: undefined };
     }
-    return reservationOf(input, {
-      payment: answer.payment,
-      reservedMicro: answer.reserved_micro,
-      paymentRef: answer.payment_ref,
-    });
+  }
+
+  private async hold(input: ReserveInput): Promise<HoldAnswer> {
+    const want = this.leases?.want(input) ?? {};
+    const asked = want.want_micro !== undefined;
+    try {
+      const answer = await new Promise<HoldAnswer>((resolve, reject) =>
+        this.holds.add({ input, want, resolve, reject }),
+      );
+      if (asked) this.leases?.granted(input, answer.lease_micro, answer.lease_count);
+      return answer;
+    } catch (err) {
+      if (asked) this.leases?.notGranted(input);
+      throw err;
+    }
   }
 
   private async holdAll(batch: QueuedHold[]): Promise<Map<number, HoldAnswer>> {
     const result = await this.pool.query<HoldAnswer>({
       name: "gateway_hold_all",
       text: holdAllStatement,
-      values: [JSON.stringify(batch.map(({ input }, position) => this.holdRow(input, position)))],
+      values: [
+        JSON.stringify(
+          batch.map(({ input, want }, position) => this.holdRow(input, want, position)),
+        ),
+      ],
     });
     return new Map(result.rows.map((row) => [row.position, row]));
   }
 
   /** One hold as `gateway_hold_all` reads it; `position` names its answer. */
-  private holdRow(input: ReserveInput, position: number) {
+  private holdRow(input: ReserveInput, want: LeaseWant, position: number) {
     return {
       position,
       id: input.id,
@@ -360,6 +429,7 @@ export class PostgresMoney {
       now: input.now,
       ttl_ms: this.holdTtlMs,
       ...countColumns(input.count, input.now),
+      ...want,
     };
   }
 
@@ -372,21 +442,31 @@ export class PostgresMoney {
    * Settlements made while others are in flight share a round trip and a transaction (see
    * Batches).
    */
-  settle(r: Reservation, input: SettleInput): Promise<number> {
-    if (r.settled) return Promise.resolve(0);
+  async settle(r: Reservation, input: SettleInput): Promise<number> {
+    if (r.settled) return 0;
     r.settled = true;
-    return new Promise((resolve, reject) =>
-      this.settlements.add({ reservation: r, input, resolve, reject }),
-    );
+    const leases = this.leases;
+    const lease = leases?.isLeased(r) ? leases.settling(r) : undefined;
+    let charge: number | null;
+    try {
+      charge = await new Promise<number | null>((resolve, reject) =>
+        this.settlements.add({ reservation: r, input, lease, resolve, reject }),
+      );
+    } catch (err) {
+      if (lease) leases?.settled(r, err as Error);
+      throw err;
+    }
+    if (lease) leases?.settled(r, charge);
+    return charge ?? 0;
   }
 
-  private async settleAll(batch: QueuedSettlement[]): Promise<Map<number, number>> {
+  private async settleAll(batch: QueuedSettlement[]): Promise<Map<number, number | null>> {
     const result = await this.pool.query<{ position: number; charge: number | null }>({
       name: "gateway_settle_all",
       text: settleAllStatement,
       values: [JSON.stringify(batch.map(settlementRow))],
     });
-    return new Map(result.rows.map((row) => [row.position, row.charge ?? 0]));
+    return new Map(result.rows.map((row) => [row.position, row.charge]));
   }
 
   /**
@@ -397,7 +477,29 @@ export class PostgresMoney {
     if (r.settled) return false;
     r.settled = true;
     if (r.payment === "byok" || r.payment === "none") return false;
+    if (this.leases?.isLeased(r)) {
+      this.leases.released(r);
+      return true;
+    }
     return this.releaseHold(r.id);
+  }
+
+  private async reapLease(instanceId: string, accountId: string): Promise<boolean> {
+    const result = await this.pool.query<{ reaped: boolean }>({
+      name: "gateway_lease_reap",
+      text: "SELECT gateway_lease_reap($1, $2) AS reaped",
+      values: [instanceId, accountId],
+    });
+    return result.rows[0].reaped;
+  }
+
+  /** Stops using the account's lease (its limits or money changed) and gives back what is unused. */
+  stopLease(accountId: string): void {
+    this.leases?.stop(accountId);
+  }
+
+  stopLeases(): void {
+    this.leases?.stopAll();
   }
 
   private async releaseHold(id: string): Promise<boolean> {
@@ -492,15 +594,17 @@ export class PostgresMoney {
   async heldMicro(accountId: string): Promise<number> {
     const result = await this.pool.query<{ held: number }>({
       name: "gateway_held_micro",
-      text: "SELECT held_micro + payg_held_micro AS held FROM accounts WHERE id = $1",
+      text: `SELECT held_micro - leased_micro + payg_held_micro AS held FROM accounts
+        WHERE id = $1`,
       values: [accountId],
     });
-    return result.rows[0]?.held ?? 0;
+    // Another gateway's requests admitted from its lease are in its lease, not counted here.
+    return (result.rows[0]?.held ?? 0) + (this.leases?.inFlightMicro(accountId) ?? 0);
   }
 }
 
 /** One settlement as `gateway_settle_all` reads it; `position` names its answer. */
-function settlementRow({ reservation: r, input }: QueuedSettlement, position: number) {
+function settlementRow({ reservation: r, input, lease }: QueuedSettlement, position: number) {
   return {
     position,
     id: r.id,
@@ -521,7 +625,43 @@ function settlementRow({ reservation: r, input }: QueuedSettlement, position: nu
     stream: r.stream ? 1 : 0,
     now: input.now,
     tools_omitted: input.toolsOmitted ? JSON.stringify(input.toolsOmitted) : null,
+    ...lease,
   };
+}
+
+/** A request admitted from a lease, settled alone (see `gateway_settle_leased`). */
+async function settleLeased(
+  db: Queryable,
+  r: Reservation,
+  input: SettleInput,
+  lease: LeasedSettlement,
+): Promise<number | null> {
+  const result = await db.query<{ charge: number | null }>({
+    name: "gateway_settle_leased",
+    text: settleLeasedStatement,
+    values: [
+      r.id,
+      r.accountId,
+      lease.instance_id,
+      lease.reserved,
+      lease.stopped,
+      input.delivered,
+      input.costMicro,
+      r.keyId,
+      r.endpoint,
+      r.model,
+      input.inputTokens,
+      input.outputTokens,
+      input.status,
+      input.errorCode ?? null,
+      input.providerId,
+      r.stream ? 1 : 0,
+      r.createdAt,
+      input.now,
+      input.toolsOmitted ? JSON.stringify(input.toolsOmitted) : null,
+    ],
+  });
+  return result.rows[0].charge;
 }
 
 /**

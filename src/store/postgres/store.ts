@@ -59,6 +59,7 @@ export class PostgresStore implements GatewayStore {
     readonly changes: ChangeListener,
     /** The secret key every gateway on the database holds: what it seals, any of them opens. */
     readonly secrets: SecretBox,
+    private readonly accountWatchers: Set<(accountId: string | null) => void>,
   ) {}
 
   /** Opens on a migrated database: checks the secret key, listens, then reads everything. */
@@ -68,9 +69,15 @@ export class PostgresStore implements GatewayStore {
     const catalog = new PostgresCatalog(pool);
     const keyRows = new PostgresKeyRows();
     let accounts: PostgresAccounts | undefined;
+    const accountWatchers = new Set<(accountId: string | null) => void>();
     const changes = new ChangeListener({
       connection: options.listenerConnection ?? listenerConnectionOf(pool),
-      apply: (change) => readChange(change, accounts!, catalog),
+      apply: (change) => {
+        if (change.t === "account" || change.t === "all") {
+          for (const watcher of accountWatchers) watcher(change.t === "all" ? null : change.id);
+        }
+        return readChange(change, accounts!, catalog);
+      },
       ...(options.safetyTtlMs !== undefined && { safetyTtlMs: options.safetyTtlMs }),
       ...(options.echoTimeoutMs !== undefined && { echoTimeoutMs: options.echoTimeoutMs }),
       ...(options.reconnectDelayMs !== undefined && {
@@ -87,7 +94,16 @@ export class PostgresStore implements GatewayStore {
       new PostgresUsage(pool),
       changes,
       secrets,
+      accountWatchers,
     );
+  }
+
+  /**
+   * Calls `watcher` with the id of each account row any gateway changes (null: everything may
+   * have changed), as the change is read.
+   */
+  watchAccounts(watcher: (accountId: string | null) => void): void {
+    this.accountWatchers.add(watcher);
   }
 
   /** A config was applied: everything is read again here, and announced to every gateway. */

@@ -1,0 +1,351 @@
+import type pg from "pg";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { createTestDatabase } from "../../../test/support/postgres.js";
+import type { Reservation, ReserveInput, SettleInput } from "../types.js";
+import { openPostgresPool } from "./connect.js";
+import type { LeaseOptions } from "./leases.js";
+import { migratePostgres } from "./migrations.js";
+import { CountRefused, HoldRefused, PostgresMoney } from "./money.js";
+
+let url: string;
+let admin: pg.Pool;
+const opened: { money: PostgresMoney; pool: pg.Pool }[] = [];
+
+const now = Date.UTC(2025, 5, 15, 12, 0, 0);
+let sequence = 0;
+
+beforeAll(async () => {
+  url = await createTestDatabase();
+  admin = openPostgresPool({ url, max: 4 });
+  await migratePostgres(admin);
+});
+
+afterEach(async () => {
+  for (const { money, pool } of opened.splice(0)) {
+    await money.close().catch(() => {});
+    await pool.end().catch(() => {});
+  }
+});
+
+afterAll(async () => {
+  await admin?.end();
+});
+
+/** A gateway's money on its own pool, started (leases are taken only by a started one). */
+async function gateway(
+  leases: LeaseOptions = {},
+  extra: { leaseMs?: number } = {},
+): Promise<{ money: PostgresMoney; pool: pg.Pool; queries: () => number }> {
+  const pool = openPostgresPool({ url, max: 5 });
+  let queries = 0;
+  const query = pool.query.bind(pool);
+  pool.query = ((...args: Parameters<typeof query>) => {
+    queries++;
+    return query(...args);
+  }) as typeof pool.query;
+  const money = new PostgresMoney(pool, {
+    instanceId: `leasing-${++sequence}`,
+    leases,
+    ...extra,
+  });
+  await money.start();
+  opened.push({ money, pool });
+  return { money, pool, queries: () => queries };
+}
+
+async function account(fields: Record<string, number>): Promise<string> {
+  const id = `acct-${++sequence}`;
+  const columns = ["id", "created_at", ...Object.keys(fields)];
+  await admin.query(
+    `INSERT INTO accounts (${columns.join(", ")}) VALUES (${columns.map((_, i) => `$${i + 1}`).join(", ")})`,
+    [id, now, ...Object.values(fields)],
+  );
+  return id;
+}
+
+async function row(id: string) {
+  const result = await admin.query(
+    `SELECT balance_micro, held_micro, leased_micro,
+      (SELECT coalesce(sum(money_micro), 0)::bigint FROM leases WHERE account_id = $1) AS in_leases,
+      (SELECT count(*)::int FROM holds WHERE account_id = $1) AS holds
+     FROM accounts WHERE id = $1`,
+    [id],
+  );
+  return result.rows[0] as {
+    balance_micro: number;
+    held_micro: number;
+    leased_micro: number;
+    in_leases: number;
+    holds: number;
+  };
+}
+
+const perMinute = (id: string, limit: number) => ({
+  key: `paid-rpm|${id}`,
+  limit,
+  windowMs: 60_000,
+});
+
+function request(accountId: string, extra: Partial<ReserveInput> = {}): ReserveInput {
+  return {
+    id: `req-${++sequence}`,
+    accountId,
+    keyId: null,
+    endpoint: "/v1/chat/completions",
+    model: "paid-model",
+    stream: false,
+    worstCaseMicro: 1_000,
+    subscriptionModel: false,
+    freeDailyLimit: 0,
+    now,
+    ...extra,
+  };
+}
+
+function outcome(extra: Partial<SettleInput> = {}): SettleInput {
+  return {
+    status: 200,
+    costMicro: 300,
+    inputTokens: 10,
+    outputTokens: 20,
+    providerId: "mock",
+    delivered: true,
+    now: now + 1,
+    ...extra,
+  };
+}
+
+async function until(check: () => Promise<boolean>, ms = 3_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error("timed out waiting");
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+describe("leases: requests admitted without a round trip", () => {
+  it("a hold that leaves the account far from its limits leases more; the next requests ask nothing", async () => {
+    const { money, queries } = await gateway();
+    const id = await account({ balance_micro: 1_000_000, rpm_limit: 1_000 });
+    const first = await money.reserve(request(id, { count: perMinute(id, 1_000) }));
+    expect(first.payment).toBe("balance");
+    // The first hold asked for four requests' worth beside its own: 1,000 held, 4,000 leased.
+    expect(await row(id)).toMatchObject({ held_micro: 5_000, leased_micro: 4_000, holds: 1 });
+    const before = queries();
+    const next: Reservation[] = [];
+    for (let i = 0; i < 4; i++) {
+      next.push(await money.reserve(request(id, { count: perMinute(id, 1_000) })));
+    }
+    expect(queries()).toBe(before);
+    expect(next.every((r) => r.payment === "balance" && r.reservedMicro === 1_000)).toBe(true);
+    // The fifth is beyond the lease: the database again, and a new lease.
+    await money.reserve(request(id, { count: perMinute(id, 1_000) }));
+    expect(queries()).toBe(before + 1);
+    const counted = await admin.query<{ count: number }>(
+      "SELECT count FROM limit_counts WHERE key = $1",
+      [`paid-rpm|${id}`],
+    );
+    // Two requests counted in the database; the first took four slots ahead, the fifth ten (twice
+    // the requests then in flight, itself included).
+    expect(counted.rows[0].count).toBe(2 + 4 + 10);
+    expect(await row(id)).toMatchObject({
+      held_micro: 2_000 + 4_000 + 10_000,
+      leased_micro: 14_000,
+    });
+  });
+
+  it("a request from a lease is charged and recorded as any other, and what it held beyond that stays leased", async () => {
+    const { money } = await gateway();
+    const id = await account({ balance_micro: 1_000_000 });
+    const first = await money.reserve(request(id));
+    const leased = await money.reserve(request(id));
+    expect(await row(id)).toMatchObject({ held_micro: 5_000, leased_micro: 4_000 });
+    expect(await money.heldMicro(id)).toBe(2_000);
+    expect(await money.settle(leased, outcome({ costMicro: 300 }))).toBe(300);
+    expect(await money.settle(first, outcome({ costMicro: 700 }))).toBe(700);
+    expect(await row(id)).toMatchObject({
+      balance_micro: 1_000_000 - 1_000,
+      held_micro: 3_700,
+      leased_micro: 3_700,
+      in_leases: 3_700,
+      holds: 0,
+    });
+    expect(await money.heldMicro(id)).toBe(0);
+    const log = await admin.query(
+      "SELECT id, payment, reserved_micro, cost_micro, state FROM request_log WHERE account_id = $1 ORDER BY id",
+      [id],
+    );
+    expect(log.rows).toEqual(
+      [
+        {
+          id: first.id,
+          payment: "balance",
+          reserved_micro: 1_000,
+          cost_micro: 700,
+          state: "settled",
+        },
+        {
+          id: leased.id,
+          payment: "balance",
+          reserved_micro: 1_000,
+          cost_micro: 300,
+          state: "settled",
+        },
+      ].sort((a, b) => a.id.localeCompare(b.id)),
+    );
+  });
+
+  it("an unused lease is given back after its idle time, and a stopped one at once", async () => {
+    const { money } = await gateway({ idleMs: 100, tickMs: 20 });
+    const idle = await account({ balance_micro: 1_000_000 });
+    const r = await money.reserve(request(idle));
+    expect((await row(idle)).leased_micro).toBe(4_000);
+    await until(async () => (await row(idle)).leased_micro === 0);
+    expect(await row(idle)).toMatchObject({ held_micro: 1_000, in_leases: 0 });
+    await money.settle(r, outcome());
+
+    const { money: other } = await gateway({ idleMs: 60_000 });
+    const changed = await account({ balance_micro: 1_000_000 });
+    await other.reserve(request(changed));
+    other.stopLease(changed);
+    await until(async () => (await row(changed)).leased_micro === 0);
+    // Stopped: the next request goes to the database again, and may lease anew.
+    await other.reserve(request(changed));
+    expect(await row(changed)).toMatchObject({ held_micro: 6_000, leased_micro: 4_000, holds: 2 });
+  });
+
+  it("a request that stops being held (released) gives its money back to the lease", async () => {
+    const { money } = await gateway();
+    const id = await account({ balance_micro: 1_000_000 });
+    await money.reserve(request(id));
+    const leased = await money.reserve(request(id));
+    expect(await money.release(leased)).toBe(true);
+    expect(await money.heldMicro(id)).toBe(1_000);
+    // All four again: four more requests without the database.
+    for (let i = 0; i < 4; i++) await money.reserve(request(id));
+    expect((await row(id)).holds).toBe(1);
+  });
+
+  it("the leases of a gateway that died go back to their accounts with the reaper", async () => {
+    const doomed = await gateway({}, { leaseMs: 200 });
+    const { money: live } = await gateway();
+    const id = await account({ balance_micro: 1_000_000 });
+    const r = await doomed.money.reserve(request(id));
+    await doomed.money.reserve(request(id));
+    expect(await row(id)).toMatchObject({ held_micro: 5_000, leased_micro: 4_000 });
+    // Its connections gone, it renews nothing; once its lease has run out it is reaped.
+    await doomed.pool.end();
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(await live.reap()).toBe(2);
+    expect(await row(id)).toMatchObject({ held_micro: 0, leased_micro: 0, in_leases: 0, holds: 0 });
+    // Its request settles as one whose hold was reaped: nothing charged.
+    expect(r.payment).toBe("balance");
+  });
+});
+
+describe("leases: limits stay exact across gateways", () => {
+  /** attempts requests, `parallel` at a time on each of the gateways, none settled. */
+  async function waves(gateways: PostgresMoney[], make: () => ReserveInput, attempts: number) {
+    const parallel = 4;
+    const admitted: Reservation[] = [];
+    const refused: unknown[] = [];
+    let next = 0;
+    await Promise.all(
+      gateways.flatMap((money) =>
+        Array.from({ length: parallel }, async () => {
+          while (next < attempts) {
+            next++;
+            await money.reserve(make()).then(
+              (r) => admitted.push(r),
+              (err) => refused.push(err),
+            );
+          }
+        }),
+      ),
+    );
+    return { admitted, refused };
+  }
+
+  it("a balance for exactly N requests admits exactly N, leases out on both gateways", async () => {
+    const a = await gateway({ tickMs: 20 });
+    const b = await gateway({ tickMs: 20 });
+    const id = await account({ balance_micro: 150 * 1_000 + 999 });
+    const { admitted, refused } = await waves([a.money, b.money], () => request(id), 300);
+    expect(admitted).toHaveLength(150);
+    expect(refused).toHaveLength(150);
+    expect(
+      refused.every((e) => e instanceof HoldRefused && e.refusal === "insufficient_balance"),
+    ).toBe(true);
+    // Some were admitted from leases (fewer holds than requests), and what the leases hold now
+    // is only what their requests hold: everything unused came back.
+    const after = await row(id);
+    expect(after.holds).toBeLessThan(150);
+    expect(after).toMatchObject({
+      held_micro: 150_000,
+      leased_micro: 1_000 * (150 - after.holds),
+      in_leases: 1_000 * (150 - after.holds),
+    });
+  });
+
+  it("what an idle gateway's lease holds comes back to a gateway refused without it", async () => {
+    const idle = await gateway({ idleMs: 60_000 });
+    const busy = await gateway({ tickMs: 20 });
+    const id = await account({ balance_micro: 25 * 1_000, rpm_limit: 30 });
+    const count = () => ({ count: perMinute(id, 30) });
+    await idle.money.reserve(request(id, count()));
+    expect(await row(id)).toMatchObject({ held_micro: 5_000, leased_micro: 4_000 });
+    const admitted: Reservation[] = [];
+    for (;;) {
+      const r = await busy.money.reserve(request(id, count())).catch((err) => err);
+      if (!(r instanceof Error)) admitted.push(r);
+      else {
+        expect(r).toBeInstanceOf(HoldRefused);
+        break;
+      }
+    }
+    // 24 of the 25: the idle gateway gave back the four its lease held unused.
+    expect(admitted).toHaveLength(24);
+    const after = await row(id);
+    expect(after.held_micro).toBe(25_000);
+    // The rest of what is held is held by requests admitted from leases.
+    expect(after.leased_micro).toBe(1_000 * (25 - after.holds));
+
+    const slots = await account({ balance_micro: 100_000_000, rpm_limit: 30 });
+    const limited = () => ({ count: perMinute(slots, 30) });
+    await idle.money.reserve(request(slots, limited()));
+    let taken = 0;
+    while (
+      await busy.money.reserve(request(slots, limited())).then(
+        () => true,
+        (err) => {
+          expect(err).toBeInstanceOf(CountRefused);
+          return false;
+        },
+      )
+    ) {
+      taken++;
+    }
+    // 29 of the 30: the idle gateway's four leased slots came back.
+    expect(taken).toBe(29);
+  });
+
+  it("a per-minute limit of N admits exactly N, leased slots on both gateways", async () => {
+    const a = await gateway({ tickMs: 20 });
+    const b = await gateway({ tickMs: 20 });
+    const id = await account({ balance_micro: 100_000_000 });
+    const { admitted, refused } = await waves(
+      [a.money, b.money],
+      () => request(id, { count: perMinute(id, 120) }),
+      240,
+    );
+    expect(admitted).toHaveLength(120);
+    expect(refused).toHaveLength(120);
+    expect(refused.every((e) => e instanceof CountRefused && e.limit === 120)).toBe(true);
+    expect((await row(id)).holds).toBeLessThan(120);
+    const counted = await admin.query<{ count: number }>(
+      "SELECT count FROM limit_counts WHERE key = $1",
+      [`paid-rpm|${id}`],
+    );
+    expect(counted.rows[0].count).toBe(120);
+  });
+});

@@ -1,0 +1,401 @@
+import type pg from "pg";
+import { type Reservation, type ReserveInput, reservationOf } from "../types.js";
+import { windowEnd } from "../utc-windows.js";
+
+/** A lease unused this long is given back, so that what it holds serves the other gateways. */
+const defaultIdleMs = 1_000;
+/** How often a gateway with leases looks for the ones it was asked to give back. */
+const defaultTickMs = 100;
+/** A lease grows to cover this many requests' worst cases, at least, and twice those in flight. */
+const minimumRequests = 4;
+/** Per-minute slots a lease asks for at most at once. */
+const maximumCount = 64;
+
+export interface LeaseOptions {
+  idleMs?: number;
+  tickMs?: number;
+}
+
+/** One account's lease on this gateway, as this gateway knows it. */
+interface Lease {
+  accountId: string;
+  /** Money leased and not held by any request. */
+  micro: number;
+  /** Per-minute slots leased for the window that ends at `windowEnd`, and not yet used. */
+  countKey: string | null;
+  windowEnd: number;
+  countLeft: number;
+  /** Requests admitted from the lease and not yet settled, and what they hold. */
+  inFlight: number;
+  inFlightMicro: number;
+  /** Settlements sent while the lease was in use, not yet answered: they put money back in it. */
+  settling: number;
+  /** Holds sent asking for more, not yet answered. */
+  wanting: number;
+  /** Not used for requests; what it has is given back. */
+  stopped: boolean;
+  /** The database counts the lease as in use (since its last grant, until a give-back). */
+  activeInDb: boolean;
+  givingBack: boolean;
+  lastUsed: number;
+}
+
+/** What `gateway_hold_all` adds to a hold's row to ask for a lease. */
+export interface LeaseWant {
+  want_micro?: number;
+  want_count?: number;
+}
+
+/** What `gateway_settle_all` needs of a request admitted from a lease. */
+export interface LeasedSettlement {
+  leased: true;
+  stopped: boolean;
+  instance_id: string;
+  reserved: number;
+}
+
+interface Admitted {
+  lease: Lease;
+  /** The settlement said the lease was stopped: what the request held beyond its charge went back. */
+  stoppedAtSettlement?: boolean;
+}
+
+/**
+ * Balance and per-minute slots this gateway took ahead for accounts with money to spare, so that
+ * their next requests are admitted without a round trip. The database counts a lease as held
+ * (`accounts.held_micro`, `limit_counts`), so every other gateway's holds already leave it alone,
+ * and a lease is granted only while the account is far from its limits (`gateway_hold_all`).
+ * Exactness near a limit: a hold refused while any gateway has a lease of the account that is not
+ * drained asks its owner to give back (`recall`) and is tried again (`PostgresMoney.reserve`);
+ * the owner stops using it, waits for the settlements that may put money back in it, and gives
+ * back what is unused. A gateway that dies loses its leases to the reaper, as its holds.
+ */
+export class Leases {
+  private readonly leases = new Map<string, Lease>();
+  private readonly admitted = new WeakMap<Reservation, Admitted>();
+  private readonly idleMs: number;
+  private readonly tickMs: number;
+  /** Leases are used only until then: the database takes this gateway for dead only later. */
+  private validUntil = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private ticking = false;
+  private giveBackQueued = false;
+  /** Leases are taken only between `start` and `close`: they need the tick to come back. */
+  private running = false;
+
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly instanceId: string,
+    options: LeaseOptions = {},
+  ) {
+    this.idleMs = options.idleMs ?? defaultIdleMs;
+    this.tickMs = options.tickMs ?? defaultTickMs;
+  }
+
+  start(): void {
+    this.running = true;
+    this.timer = setInterval(() => void this.tick(), this.tickMs);
+    this.timer.unref();
+  }
+
+  close(): void {
+    this.running = false;
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    for (const lease of this.leases.values()) lease.stopped = true;
+  }
+
+  /**
+   * The instance's lease in the database was renewed by a statement sent at `sentAt`: it runs at
+   * least `leaseMs` from then on the database's clock, and leases are used for half of that.
+   */
+  renewed(sentAt: number, leaseMs: number): void {
+    this.validUntil = sentAt + leaseMs / 2;
+  }
+
+  /** The database took this gateway for dead: its leases were reaped there. */
+  lost(): void {
+    this.validUntil = 0;
+    this.leases.clear();
+  }
+
+  /** A request the lease can admit now, without the database; undefined when it cannot. */
+  take(input: ReserveInput): Reservation | undefined {
+    if (!eligible(input)) return undefined;
+    const lease = this.leases.get(input.accountId);
+    if (!lease || lease.stopped || performance.now() > this.validUntil) return undefined;
+    const amount = input.worstCaseMicro;
+    if (lease.micro < amount) return undefined;
+    if (input.count) {
+      const end = windowEnd(input.now, input.count.windowMs);
+      if (lease.countKey !== input.count.key || lease.windowEnd !== end || lease.countLeft < 1) {
+        return undefined;
+      }
+      lease.countLeft--;
+    }
+    lease.micro -= amount;
+    lease.inFlight++;
+    lease.inFlightMicro += amount;
+    lease.lastUsed = performance.now();
+    const reservation = reservationOf(input, {
+      payment: "balance",
+      reservedMicro: amount,
+      paymentRef: null,
+    });
+    this.admitted.set(reservation, { lease });
+    return reservation;
+  }
+
+  /** What a hold sent to the database asks to lease beside it. */
+  want(input: ReserveInput): LeaseWant {
+    if (!eligible(input) || !this.running || performance.now() > this.validUntil) return {};
+    let lease = this.leases.get(input.accountId);
+    if (lease?.stopped && !drainedHere(lease)) return {};
+    if (!lease) {
+      lease = newLease(input.accountId);
+      this.leases.set(input.accountId, lease);
+    }
+    lease.stopped = false;
+    lease.wanting++;
+    const requests = Math.max(minimumRequests, 2 * (lease.inFlight + 1));
+    return {
+      want_micro: input.worstCaseMicro * requests,
+      want_count: input.count ? Math.min(requests, maximumCount) : 0,
+    };
+  }
+
+  /** The answer to a hold that asked for a lease (`want`): adds what was granted. */
+  granted(input: ReserveInput, micro: number, count: number): void {
+    let lease = this.leases.get(input.accountId);
+    if (!lease) {
+      if (micro === 0) return;
+      // Forgotten meanwhile (the database took this gateway for dead): what the database just
+      // granted is given back rather than left leased to nobody.
+      lease = newLease(input.accountId);
+      lease.stopped = true;
+      this.leases.set(input.accountId, lease);
+    }
+    lease.wanting = Math.max(0, lease.wanting - 1);
+    if (micro > 0) {
+      lease.micro += micro;
+      lease.activeInDb = true;
+      lease.lastUsed = performance.now();
+    }
+    if (count > 0 && input.count) {
+      const end = windowEnd(input.now, input.count.windowMs);
+      if (lease.countKey === input.count.key && lease.windowEnd === end) lease.countLeft += count;
+      else {
+        lease.countKey = input.count.key;
+        lease.windowEnd = end;
+        lease.countLeft = count;
+      }
+    }
+    this.giveBackIfStopped(lease);
+  }
+
+  /** A hold that asked for a lease failed: nothing is known to have been granted. */
+  notGranted(input: ReserveInput): void {
+    const lease = this.leases.get(input.accountId);
+    if (!lease) return;
+    lease.wanting = Math.max(0, lease.wanting - 1);
+    this.giveBackIfStopped(lease);
+  }
+
+  /** True when the reservation was admitted from a lease. */
+  isLeased(reservation: Reservation): boolean {
+    return this.admitted.has(reservation);
+  }
+
+  /** The settlement row's lease fields; from now on the settlement is in flight. */
+  settling(reservation: Reservation): LeasedSettlement {
+    const admitted = this.admitted.get(reservation)!;
+    const { lease } = admitted;
+    admitted.stoppedAtSettlement = lease.stopped;
+    if (!lease.stopped) lease.settling++;
+    return {
+      leased: true,
+      stopped: lease.stopped,
+      instance_id: this.instanceId,
+      reserved: reservation.reservedMicro,
+    };
+  }
+
+  /**
+   * The settlement's answer: the charge, null when the lease was gone (this gateway was taken for
+   * dead), or the error that leaves it unknown.
+   */
+  settled(reservation: Reservation, charge: number | null | Error): void {
+    const admitted = this.admitted.get(reservation);
+    if (!admitted) return;
+    this.admitted.delete(reservation);
+    const { lease } = admitted;
+    lease.inFlight--;
+    lease.inFlightMicro -= reservation.reservedMicro;
+    if (!admitted.stoppedAtSettlement) {
+      lease.settling--;
+      if (typeof charge === "number") lease.micro += reservation.reservedMicro - charge;
+    }
+    // Gone: the reaper released it. Unknown: what the lease has in the database is no longer
+    // known here, so it is not used again (the rest comes back with this gateway's reaping).
+    if (charge === null || charge instanceof Error) lease.stopped = true;
+    if (charge === null && this.leases.get(lease.accountId) === lease && lease.inFlight === 0) {
+      this.leases.delete(lease.accountId);
+      return;
+    }
+    this.giveBackIfStopped(lease);
+  }
+
+  /** A request admitted from a lease that ends without a settlement: its hold is unused again. */
+  released(reservation: Reservation): void {
+    const admitted = this.admitted.get(reservation);
+    if (!admitted) return;
+    this.admitted.delete(reservation);
+    const { lease } = admitted;
+    lease.inFlight--;
+    lease.inFlightMicro -= reservation.reservedMicro;
+    lease.micro += reservation.reservedMicro;
+    this.giveBackIfStopped(lease);
+  }
+
+  /** Stops using the account's lease and gives back what it does not hold. */
+  stop(accountId: string): void {
+    const lease = this.leases.get(accountId);
+    if (!lease) return;
+    lease.stopped = true;
+    this.giveBackIfStopped(lease);
+  }
+
+  stopAll(): void {
+    for (const accountId of this.leases.keys()) this.stop(accountId);
+  }
+
+  /** Money held by this gateway's requests admitted from the account's lease. */
+  inFlightMicro(accountId: string): number {
+    return this.leases.get(accountId)?.inFlightMicro ?? 0;
+  }
+
+  private giveBackIfStopped(lease: Lease): void {
+    if (!lease.stopped || this.giveBackQueued) return;
+    if (!this.canGiveBack(lease)) return;
+    this.giveBackQueued = true;
+    setImmediate(() => {
+      this.giveBackQueued = false;
+      void this.giveBack();
+    });
+  }
+
+  /**
+   * Whether the lease's give-back can go now: only once no settlement or grant that changes
+   * what it has is in flight, so that what this gateway gives back is what the database holds
+   * unused for it.
+   */
+  private canGiveBack(lease: Lease): boolean {
+    return (
+      lease.stopped &&
+      !lease.givingBack &&
+      lease.settling === 0 &&
+      lease.wanting === 0 &&
+      (lease.activeInDb || lease.micro > 0 || lease.countLeft > 0)
+    );
+  }
+
+  private async giveBack(): Promise<void> {
+    // Closing: the instance's reaping gives back everything at once.
+    if (!this.running) return;
+    const ready = [...this.leases.values()].filter((lease) => this.canGiveBack(lease));
+    if (ready.length === 0) return;
+    const rows = ready.map((lease) => {
+      const row = {
+        account_id: lease.accountId,
+        micro: lease.micro,
+        kept: lease.inFlightMicro,
+        count_key: lease.countKey,
+        window_end: lease.windowEnd,
+        count: lease.countLeft,
+      };
+      lease.micro = 0;
+      lease.countLeft = 0;
+      lease.activeInDb = false;
+      lease.givingBack = true;
+      return row;
+    });
+    let recalled: string[] = [];
+    try {
+      recalled = await this.send(rows);
+    } catch (err) {
+      console.error(`gateway: giving back leases failed: ${(err as Error).message}`);
+    } finally {
+      for (const lease of ready) lease.givingBack = false;
+    }
+    for (const accountId of recalled) this.stop(accountId);
+    for (const lease of ready) this.giveBackIfStopped(lease);
+  }
+
+  private async send(rows: object[]): Promise<string[]> {
+    const result = await this.pool.query<{ account_id: string }>({
+      name: "gateway_lease_tick",
+      text: "SELECT account_id FROM gateway_lease_tick($1, $2::jsonb)",
+      values: [this.instanceId, JSON.stringify(rows)],
+    });
+    return result.rows.map((row) => row.account_id);
+  }
+
+  /**
+   * Stops leases unused for a while, and every lease once they are no longer safe to use; then
+   * asks the database which leases other gateways recalled.
+   */
+  private async tick(): Promise<void> {
+    if (this.ticking || !this.running) return;
+    const now = performance.now();
+    let inUse = false;
+    for (const lease of this.leases.values()) {
+      if (lease.stopped) continue;
+      if (now > this.validUntil || now - lease.lastUsed > this.idleMs) this.stop(lease.accountId);
+      else inUse = true;
+    }
+    if (!inUse) return;
+    this.ticking = true;
+    try {
+      for (const accountId of await this.send([])) this.stop(accountId);
+    } catch (err) {
+      console.error(`gateway: reading recalled leases failed: ${(err as Error).message}`);
+    } finally {
+      this.ticking = false;
+    }
+  }
+}
+
+/** Requests paid from the balance by a request that ends with its answer. */
+function eligible(input: ReserveInput): boolean {
+  return input.payment === undefined && !input.subscriptionModel && !input.outlivesRequest;
+}
+
+/** Nothing of the lease is used or in flight here: a new grant starts it over. */
+function drainedHere(lease: Lease): boolean {
+  return (
+    !lease.givingBack &&
+    lease.settling === 0 &&
+    lease.wanting === 0 &&
+    !lease.activeInDb &&
+    lease.micro === 0 &&
+    lease.countLeft === 0
+  );
+}
+
+function newLease(accountId: string): Lease {
+  return {
+    accountId,
+    micro: 0,
+    countKey: null,
+    windowEnd: 0,
+    countLeft: 0,
+    inFlight: 0,
+    inFlightMicro: 0,
+    settling: 0,
+    wanting: 0,
+    stopped: false,
+    activeInDb: false,
+    givingBack: false,
+    lastUsed: performance.now(),
+  };
+}
