@@ -4,6 +4,7 @@ import { createTestDatabase } from "../../../test/support/postgres.js";
 import type { Reservation, ReserveInput, SettleInput } from "../types.js";
 import { openPostgresPool } from "./connect.js";
 import type { LeaseOptions } from "./leases.js";
+import { PostgresCounters } from "./limit-counters.js";
 import { migratePostgres } from "./migrations.js";
 import { CountRefused, HoldRefused, PostgresMoney } from "./money.js";
 
@@ -327,6 +328,14 @@ describe("leases: limits stay exact across gateways", () => {
     }
     // 29 of the 30: the idle gateway's four leased slots came back.
     expect(taken).toBe(29);
+
+    // A count taken apart from a hold (a shared key's) recalls leased slots as a hold does.
+    const shared = await account({ balance_micro: 100_000_000, rpm_limit: 30 });
+    await idle.money.reserve(request(shared, { count: perMinute(shared, 30) }));
+    const counters = new PostgresCounters(busy.pool);
+    let counted = 0;
+    while ((await counters.take(`paid-rpm|${shared}`, 30, 60_000, now)) !== null) counted++;
+    expect(counted).toBe(29);
   });
 
   it("a per-minute limit of N admits exactly N, leased slots on both gateways", async () => {

@@ -10,6 +10,23 @@ const defaultTickMs = 100;
 const minimumRequests = 4;
 /** Per-minute slots a lease asks for at most at once. */
 const maximumCount = 64;
+/**
+ * How long a refusal made while leases are out waits, at most, for them to come back before it
+ * stands (their owner may have died: the reaper takes them back later).
+ */
+const recallWaitMs = 2_000;
+
+/**
+ * The pauses between the tries of a refusal that recalled leases: short at first, then 100 ms,
+ * `recallWaitMs` in all.
+ */
+export function* recallPauses(): Generator<number, void> {
+  let waited = 0;
+  for (let pause = 5; waited < recallWaitMs; pause = Math.min(pause * 2, 100)) {
+    yield pause;
+    waited += pause;
+  }
+}
 
 export interface LeaseOptions {
   idleMs?: number;

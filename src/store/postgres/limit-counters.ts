@@ -1,6 +1,7 @@
 import type pg from "pg";
 import type { CountTake, LimitCounters } from "../types.js";
 import { windowEnd } from "../utc-windows.js";
+import { recallPauses } from "./leases.js";
 
 /** How often a gateway forgets windows and slots long past; never on the request path itself. */
 const defaultSweepIntervalMs = 60_000;
@@ -69,12 +70,29 @@ export class PostgresCounters implements LimitCounters {
     // The upsert counts a new window's first request whatever the limit: none may be counted here.
     if (limit <= 0) return null;
     this.sweepNowAndThen(now);
-    const result = await this.pool.query<{ count: number }>({
-      name: "gateway_limit_take",
-      text: takeStatement,
-      values: [key, windowEnd(now, windowMs), limit],
+    const pauses = recallPauses();
+    for (;;) {
+      const result = await this.pool.query<{ count: number }>({
+        name: "gateway_limit_take",
+        text: takeStatement,
+        values: [key, windowEnd(now, windowMs), limit],
+      });
+      const count = result.rows[0]?.count ?? null;
+      if (count !== null) return count;
+      // Slots of the window a gateway leased and has not used may come back (see leases.ts).
+      const pause = (await this.recallLeases(key)) ? pauses.next() : undefined;
+      if (!pause || pause.done) return null;
+      await new Promise((resolve) => setTimeout(resolve, pause.value));
+    }
+  }
+
+  private async recallLeases(key: string): Promise<boolean> {
+    const result = await this.pool.query<{ recalled: boolean }>({
+      name: "gateway_recall_count",
+      text: "SELECT gateway_recall_count($1) AS recalled",
+      values: [key],
     });
-    return result.rows[0]?.count ?? null;
+    return result.rows[0].recalled;
   }
 
   async giveBack(key: string, windowMs: number, now: number): Promise<void> {

@@ -856,9 +856,21 @@ function moneyLeasesSql(): string {
     kept_micro bigint NOT NULL DEFAULT 0,
     active boolean NOT NULL DEFAULT true,
     recall boolean NOT NULL DEFAULT false,
+    -- The per-minute count whose slots the lease took, if any.
+    count_key text,
     PRIMARY KEY (instance_id, account_id)
   );
   CREATE INDEX leases_account ON leases(account_id);
+  CREATE INDEX leases_count_key ON leases(count_key);
+
+  -- A count refused outside a hold (a shared key's) while leases of its key are not drained: they
+  -- are asked to give back (recall), and the refusal may change once they have.
+  CREATE FUNCTION gateway_recall_count(p_key text) RETURNS boolean LANGUAGE plpgsql AS $$
+  BEGIN
+    UPDATE leases SET recall = true
+    WHERE count_key = p_key AND (active OR money_micro > kept_micro);
+    RETURN FOUND;
+  END $$;
 
   -- Gives back what a gateway's lease did not use: money, and per-minute slots of one window. The
   -- lease stops; its requests in flight still hold p_kept. Rows are locked in the order the holds
@@ -999,10 +1011,12 @@ function moneyLeasesSql(): string {
           lease_count := 0;
         END IF;
         IF lease_micro > 0 THEN
-          INSERT INTO leases AS lease (instance_id, account_id, money_micro)
-          VALUES (h.instance_id, h.account_id, lease_micro)
+          INSERT INTO leases AS lease (instance_id, account_id, money_micro, count_key)
+          VALUES (h.instance_id, h.account_id, lease_micro,
+            CASE WHEN lease_count > 0 THEN h.limit_key END)
           ON CONFLICT (instance_id, account_id) DO UPDATE SET
-            money_micro = lease.money_micro + excluded.money_micro, active = true, recall = false;
+            money_micro = lease.money_micro + excluded.money_micro, active = true, recall = false,
+            count_key = coalesce(excluded.count_key, lease.count_key);
         END IF;
       ELSIF refusal IS NOT NULL THEN
         UPDATE leases SET recall = true

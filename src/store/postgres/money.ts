@@ -15,7 +15,13 @@ import {
 } from "../types.js";
 import { secondsToUtcMidnight, utcDay } from "../utc-windows.js";
 import { isDatabaseUnavailable } from "./faults.js";
-import { type LeasedSettlement, type LeaseOptions, Leases, type LeaseWant } from "./leases.js";
+import {
+  type LeasedSettlement,
+  type LeaseOptions,
+  Leases,
+  type LeaseWant,
+  recallPauses,
+} from "./leases.js";
 import { countColumns } from "./limit-counters.js";
 import type { Queryable } from "./transaction.js";
 
@@ -33,11 +39,6 @@ const defaultHoldTtlMs = 6 * 60 * 60 * 1000;
 const batchLimit = 100;
 /** Statements of one kind a gateway has in flight at once before the next calls wait and batch. */
 const defaultParallelBatches = 2;
-/**
- * How long a hold refused while leases of its account are out waits, at most, for them to come
- * back before the refusal stands (their owner may have died: the reaper takes them back later).
- */
-const recallWaitMs = 2_000;
 
 export interface PostgresMoneyOptions {
   /** This gateway's id in `instances`; its holds are released when its lease runs out. */
@@ -364,8 +365,8 @@ export class PostgresMoney {
     const leased = this.leases?.take(input);
     if (leased) return leased;
     let attempt = input;
-    let waited = 0;
-    for (let pause = 5; ; pause = Math.min(pause * 2, 100)) {
+    const pauses = recallPauses();
+    for (;;) {
       const answer = await this.hold(attempt);
       if (answer.refusal === null && answer.payment !== null) {
         return reservationOf(input, {
@@ -376,10 +377,10 @@ export class PostgresMoney {
       }
       // A lease of the account may hold what this request lacks: its owner was asked to give it
       // back, so the refusal stands only once that has had time to happen.
-      if (!answer.recalled || waited >= recallWaitMs) throw refused(answer.refusal, input);
+      const pause = answer.recalled ? pauses.next() : undefined;
+      if (!pause || pause.done) throw refused(answer.refusal, input);
       this.leases?.stop(input.accountId);
-      await new Promise((resolve) => setTimeout(resolve, pause));
-      waited += pause;
+      await new Promise((resolve) => setTimeout(resolve, pause.value));
       // Refused for money, the request kept its count: it is not counted again.
       if (answer.refusal !== "rate_limited") attempt = { ...attempt, count: undefined };
     }
