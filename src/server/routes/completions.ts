@@ -163,9 +163,15 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
       : headers;
 
     if (result.kind === "json") {
-      await settleDelivered(services, admission, { status: 200, usage: result.usage, ...served });
-      markStage(incoming, "settled");
+      const recorded = settleDelivered(services, admission, {
+        status: 200,
+        usage: result.usage,
+        ...served,
+      });
+      // Serialized while the settlement commits; it leaves only once committed.
       const text = JSON.stringify(result.body);
+      await recorded;
+      markStage(incoming, "settled");
       outgoing.writeHead(200, {
         "content-type": "application/json",
         "content-length": Buffer.byteLength(text),

@@ -131,6 +131,7 @@ describe("leases: requests admitted without a round trip", () => {
     const first = await money.reserve(request(id, { count: perMinute(id, 1_000) }));
     expect(first.payment).toBe("balance");
     // The first hold asked for four requests' worth beside its own: 1,000 held, 4,000 leased.
+    // The fifth asks for ten: twice the requests then in flight, itself included.
     expect(await row(id)).toMatchObject({ held_micro: 5_000, leased_micro: 4_000, holds: 1 });
     const before = queries();
     const next: Reservation[] = [];
@@ -146,9 +147,8 @@ describe("leases: requests admitted without a round trip", () => {
       "SELECT count FROM limit_counts WHERE key = $1",
       [`paid-rpm|${id}`],
     );
-    // Two requests counted in the database; the first took four slots ahead, the fifth ten (twice
-    // the requests then in flight, itself included).
-    expect(counted.rows[0].count).toBe(2 + 4 + 10);
+    // Two requests counted in the database, and each took a twentieth of the limit ahead.
+    expect(counted.rows[0].count).toBe(2 + 50 + 50);
     expect(await row(id)).toMatchObject({
       held_micro: 2_000 + 4_000 + 10_000,
       leased_micro: 14_000,

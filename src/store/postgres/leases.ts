@@ -10,6 +10,8 @@ const defaultTickMs = 100;
 const minimumRequests = 4;
 /** Per-minute slots a lease asks for at most at once. */
 const maximumCount = 64;
+/** A lease asks for at least this share of the per-minute limit, so that a hold is rare. */
+const countShare = 1 / 20;
 /**
  * How long a refusal made while leases are out waits, at most, for them to come back before it
  * stands (their owner may have died: the reaper takes them back later).
@@ -177,7 +179,9 @@ export class Leases {
     const requests = Math.max(minimumRequests, 2 * (lease.inFlight + 1));
     return {
       want_micro: input.worstCaseMicro * requests,
-      want_count: input.count ? Math.min(requests, maximumCount) : 0,
+      want_count: input.count
+        ? Math.min(maximumCount, Math.max(requests, Math.ceil(input.count.limit * countShare)))
+        : 0,
     };
   }
 
