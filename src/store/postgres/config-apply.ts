@@ -69,13 +69,24 @@ export class PostgresConfigApply implements ConfigApplyRepository {
       for (const provider of rows.providers) await run(upsertProvider, { ...provider });
       for (const model of rows.models) await run(upsertModel, { ...model });
       for (const route of rows.routes) await run(upsertRoute, { ...route });
-      for (const { keys, byok, ...account } of rows.accounts) {
-        const stored = await client.query<{ config_hash: string | null }>({
-          name: "config_account_hash",
-          text: "SELECT config_hash FROM accounts WHERE id = $1",
-          values: [account.id],
-        });
-        if (stored.rows[0]?.config_hash === account.config_hash) continue;
+      const stored = await client.query<{ id: string; config_hash: string | null }>({
+        name: "config_account_hashes",
+        text: "SELECT id, config_hash FROM accounts WHERE id = ANY($1)",
+        values: [rows.accounts.map((account) => account.id)],
+      });
+      const hashes = new Map(stored.rows.map((row) => [row.id, row.config_hash]));
+      const changed = rows.accounts.filter(
+        (account) => hashes.get(account.id) !== account.config_hash,
+      );
+      // Holds and settlements lock accounts in the database's order of their ids; the apply locks
+      // the ones it changes in that order too before changing any, so the two never wait for each
+      // other in a cycle.
+      await client.query({
+        name: "config_lock_accounts",
+        text: "SELECT 1 FROM accounts WHERE id = ANY($1) ORDER BY id FOR UPDATE",
+        values: [changed.map((account) => account.id)],
+      });
+      for (const { keys, byok, ...account } of changed) {
         await run(upsertAccount, { ...account, now });
         for (const key of keys) await run(upsertKey, { ...key, account_id: account.id, now });
         if (byok) {

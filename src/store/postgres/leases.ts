@@ -246,12 +246,9 @@ export class Leases {
    * dead), or the error that leaves it unknown.
    */
   settled(reservation: Reservation, charge: number | null | Error): void {
-    const admitted = this.admitted.get(reservation);
+    const admitted = this.ended(reservation);
     if (!admitted) return;
-    this.admitted.delete(reservation);
     const { lease } = admitted;
-    lease.inFlight--;
-    lease.inFlightMicro -= reservation.reservedMicro;
     if (!admitted.stoppedAtSettlement) {
       lease.settling--;
       if (typeof charge === "number") lease.micro += reservation.reservedMicro - charge;
@@ -268,14 +265,20 @@ export class Leases {
 
   /** A request admitted from a lease that ends without a settlement: its hold is unused again. */
   released(reservation: Reservation): void {
-    const admitted = this.admitted.get(reservation);
-    if (!admitted) return;
-    this.admitted.delete(reservation);
-    const { lease } = admitted;
-    lease.inFlight--;
-    lease.inFlightMicro -= reservation.reservedMicro;
+    const lease = this.ended(reservation)?.lease;
+    if (!lease) return;
     lease.micro += reservation.reservedMicro;
     this.giveBackIfStopped(lease);
+  }
+
+  /** The request is no longer in flight on its lease. */
+  private ended(reservation: Reservation): Admitted | undefined {
+    const admitted = this.admitted.get(reservation);
+    if (!admitted) return undefined;
+    this.admitted.delete(reservation);
+    admitted.lease.inFlight--;
+    admitted.lease.inFlightMicro -= reservation.reservedMicro;
+    return admitted;
   }
 
   /** Stops using the account's lease and gives back what it does not hold. */

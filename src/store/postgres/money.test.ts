@@ -2,10 +2,11 @@ import { spawn } from "node:child_process";
 import { once } from "node:events";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { moneyInputs } from "../../../test/support/money-inputs.js";
 import { createTestDatabase } from "../../../test/support/postgres.js";
 import { refusalError } from "../../server/billing/payment.js";
 import type { GatewayError } from "../../server/errors.js";
-import type { Reservation, ReserveInput, SettleInput } from "../types.js";
+import type { Reservation, ReserveInput } from "../types.js";
 import { openPostgresPool } from "./connect.js";
 import { migratePostgres } from "./migrations.js";
 import { CountRefused, HoldRefused, PostgresMoney } from "./money.js";
@@ -47,34 +48,7 @@ async function account(fields: Record<string, string | number | null>): Promise<
   return id;
 }
 
-function request(accountId: string, extra: Partial<ReserveInput> = {}): ReserveInput {
-  return {
-    id: `req-${++sequence}`,
-    accountId,
-    keyId: null,
-    endpoint: "/v1/chat/completions",
-    model: "paid-model",
-    stream: false,
-    worstCaseMicro: 1_000,
-    subscriptionModel: false,
-    freeDailyLimit: 0,
-    now,
-    ...extra,
-  };
-}
-
-function outcome(extra: Partial<SettleInput> = {}): SettleInput {
-  return {
-    status: 200,
-    costMicro: 300,
-    inputTokens: 10,
-    outputTokens: 20,
-    providerId: "mock",
-    delivered: true,
-    now: now + 1,
-    ...extra,
-  };
-}
+const { request, outcome } = moneyInputs(now);
 
 /** What the gateway answers for a refused hold (billing maps the store's refusal). */
 function asSpecError(reason: unknown): GatewayError {

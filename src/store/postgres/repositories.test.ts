@@ -197,6 +197,44 @@ describe("repositories across gateways (Postgres)", () => {
   });
 });
 
+describe("config apply beside holds (Postgres)", () => {
+  it("locks the accounts it changes in the order holds lock them, so the two never deadlock", async () => {
+    const [a] = await threeGateways();
+    const base = config().accounts[0];
+    const accounts = (hash: string) =>
+      // Listed against the database's order: a hold batch locks "alpha" before "zeta".
+      ["zeta", "alpha"].map((id, i) => ({
+        ...base,
+        id,
+        config_hash: hash,
+        keys: [{ ...base.keys[0], id: `${id}-key`, hash: `hash-${id}`, prefix: `kn-${id}` }],
+        balance_micro: 1_000 + i,
+      }));
+    await a.configApply.apply(config(accounts("first")));
+    // A batch of holds (here by hand) has locked "alpha" and goes on to "zeta".
+    const batch = await pools[1].connect();
+    try {
+      await batch.query("BEGIN");
+      await batch.query("SELECT 1 FROM accounts WHERE id = 'alpha' FOR UPDATE");
+      const applied = a.configApply.apply(config(accounts("second"))).then(
+        () => "applied",
+        (err: Error) => err.message,
+      );
+      // The apply is under way and waiting on "alpha".
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const next = await batch.query("SELECT 1 FROM accounts WHERE id = 'zeta' FOR UPDATE").then(
+        () => "locked",
+        (err: Error) => err.message,
+      );
+      await batch.query(next === "locked" ? "COMMIT" : "ROLLBACK");
+      expect(next).toBe("locked");
+      expect(await applied).toBe("applied");
+    } finally {
+      batch.release();
+    }
+  });
+});
+
 describe("a job's charge on Postgres", () => {
   let gateways: PostgresRepositories[];
   let money: PostgresMoney;
