@@ -134,6 +134,10 @@ export class Store implements GatewayStore {
     return this.accounts.getAccount(id);
   }
 
+  readAccounts(): AccountRow[] {
+    return this.accounts.listAccounts().map((row) => this.accounts.getAccount(row.id) ?? row);
+  }
+
   findKeyByValue(value: string): KeyWithAccount | undefined {
     return this.accounts.findKeyByValue(value);
   }

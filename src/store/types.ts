@@ -296,6 +296,8 @@ export interface AccountRepository {
    * only this process's view where several gateways share the database.
    */
   readAccount(id: string): MaybeAsync<AccountRow | undefined>;
+  /** Every account as `readAccount` reads one, oldest first: one read, not one per account. */
+  readAccounts(): MaybeAsync<AccountRow[]>;
 
   /**
    * The key with this plaintext value and its account's status, from memory once seen (a backend

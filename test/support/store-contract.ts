@@ -179,6 +179,13 @@ export function describeStore(backend: string, open: () => Promise<StoreUnderTes
         expect(store.accountCount()).toBe(3);
         expect(await store.readAccount("acct-a")).toMatchObject({ id: "acct-a", tier: "free" });
         expect(await store.readAccount("nobody")).toBeUndefined();
+        expect(
+          (await store.readAccounts()).map(({ id, balance_micro }) => ({ id, balance_micro })),
+        ).toEqual([
+          { id: "acct-c", balance_micro: 2_000_000 },
+          { id: "acct-a", balance_micro: 2_000_000 },
+          { id: "acct-b", balance_micro: 2_000_000 },
+        ]);
         await expect((async () => store.createAccount(newAccount("acct-a")))()).rejects.toThrow();
       });
 

@@ -175,6 +175,16 @@ export class PostgresAccounts implements AccountRepository {
     return this.mirror.accounts.size;
   }
 
+  async readAccounts(): Promise<AccountRow[]> {
+    // Ordered as listAccounts orders the cached rows: ids compared byte by byte.
+    const result = await this.pool.query<AccountRow>({
+      name: "pg_accounts_all",
+      text: `SELECT ${accountColumns} FROM accounts ORDER BY created_at, id COLLATE "C"`,
+    });
+    for (const row of result.rows) this.remember(row);
+    return result.rows.map((row) => ({ ...row }));
+  }
+
   async readAccount(id: string): Promise<AccountRow | undefined> {
     const row = await this.selectAccount(id);
     if (!row) return undefined;

@@ -281,7 +281,8 @@ describe("leases: limits stay exact across gateways", () => {
     }
     // 24 of the 25: the idle gateway gave back the four its lease held unused.
     const leaseRows = await admin.query("SELECT * FROM leases WHERE account_id = $1", [id]);
-    expect(admitted, JSON.stringify(leaseRows.rows)).toHaveLength(24);
+    const state = JSON.stringify({ leases: leaseRows.rows, account: await row(id) });
+    expect(admitted, state).toHaveLength(24);
     const after = await row(id);
     expect(after.held_micro).toBe(25_000);
     // The rest of what is held is held by requests admitted from leases.

@@ -111,6 +111,20 @@ async function eventually<T>(
 }
 
 /** Gateways A and B on one database with the contract's catalog and an account with a key. */
+/** Counts the statements sent through `pool` from now on. */
+function countQueries(pool: pg.Pool): () => number {
+  let sent = 0;
+  const query = pool.query.bind(pool);
+  pool.query = ((...args: Parameters<typeof query>) => {
+    sent++;
+    return query(...args);
+  }) as typeof pool.query;
+  return () => {
+    pool.query = query;
+    return sent;
+  };
+}
+
 async function twoGateways(options: PostgresStoreOptions = {}) {
   await emptyDatabase();
   const a = await gateway(pools[0], options);
@@ -204,6 +218,17 @@ describe("store across gateways (Postgres)", () => {
     expect((await b.readAccount("acct"))?.balance_micro).toBe(777);
     expect(b.getAccount("acct")?.balance_micro).toBe(777);
     expect(a.getAccount("acct")?.balance_micro).toBe(1_000_000);
+    // All of them in one read, an account written behind every gateway's back among them.
+    await pools[2].query(
+      "INSERT INTO accounts (id, created_at, balance_micro) VALUES ('behind', 9e15, 5)",
+    );
+    const reads = countQueries(pools[0]);
+    const listed = await a.readAccounts();
+    expect(reads()).toBe(1);
+    expect(listed.map(({ id, balance_micro }) => ({ id, balance_micro }))).toEqual([
+      { id: "acct", balance_micro: 777 },
+      { id: "behind", balance_micro: 5 },
+    ]);
   });
 
   it("the listener reconnects after its connection is cut, and reads what it missed", async () => {

@@ -169,6 +169,10 @@ export class PostgresStore implements GatewayStore {
     return this.accounts.readAccount(id);
   }
 
+  readAccounts(): Promise<AccountRow[]> {
+    return this.accounts.readAccounts();
+  }
+
   findKeyByValue(value: string): KeyWithAccount | undefined | Promise<KeyWithAccount | undefined> {
     return this.accounts.findKeyByValue(value);
   }
