@@ -189,6 +189,19 @@ describe("leases: requests admitted without a round trip", () => {
     expect(await row(changed)).toMatchObject({ held_micro: 6_000, leased_micro: 4_000, holds: 2 });
   });
 
+  it("no lease for an account with PAYG on: its requests are decided by the database", async () => {
+    const { money } = await gateway();
+    const id = await account({
+      balance_micro: 1_000_000,
+      payg_enabled: 1,
+      payg_limit_micro: 1_000_000,
+      payg_window_start: now,
+    });
+    await money.reserve(request(id));
+    await money.reserve(request(id));
+    expect(await row(id)).toMatchObject({ held_micro: 2_000, leased_micro: 0, holds: 2 });
+  });
+
   it("a request that stops being held (released) gives its money back to the lease", async () => {
     const { money } = await gateway();
     const id = await account({ balance_micro: 1_000_000 });
@@ -313,6 +326,36 @@ describe("leases: limits stay exact across gateways", () => {
     let counted = 0;
     while ((await counters.take(`paid-rpm|${shared}`, 30, 60_000, now)) !== null) counted++;
     expect(counted).toBe(29);
+  });
+
+  it("a hold refused while another gateway's give-back commits is tried again, and admitted", async () => {
+    const { money } = await gateway();
+    const id = await account({ balance_micro: 2_000, held_micro: 2_000, leased_micro: 2_000 });
+    await admin.query("INSERT INTO instances (id, started_at, lease_until) VALUES ($1, 0, 9e15)", [
+      `elsewhere-${id}`,
+    ]);
+    await admin.query(
+      "INSERT INTO leases (instance_id, account_id, money_micro) VALUES ($1, $2, 2000)",
+      [`elsewhere-${id}`, id],
+    );
+    // The other gateway's give-back is under way, not yet committed, when the hold is decided.
+    const other = await admin.connect();
+    try {
+      await other.query("BEGIN");
+      await other.query("SELECT gateway_lease_give_back($1, $2, 2000, 0, NULL, 0, 0)", [
+        `elsewhere-${id}`,
+        id,
+      ]);
+      const reserved = money.reserve(request(id)).then(
+        (r) => r.payment,
+        (err: Error) => err.message,
+      );
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      await other.query("COMMIT");
+      expect(await reserved).toBe("balance");
+    } finally {
+      other.release();
+    }
   });
 
   it("a per-minute limit of N admits exactly N, leased slots on both gateways", async () => {

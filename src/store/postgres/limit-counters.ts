@@ -80,17 +80,19 @@ export class PostgresCounters implements LimitCounters {
       const count = result.rows[0]?.count ?? null;
       if (count !== null) return count;
       // Slots of the window a gateway leased and has not used may come back (see leases.ts).
-      const pause = (await this.recallLeases(key)) ? pauses.next() : undefined;
+      const pause = (await this.recallLeases(key, windowEnd(now, windowMs), limit))
+        ? pauses.next()
+        : undefined;
       if (!pause || pause.done) return null;
       await new Promise((resolve) => setTimeout(resolve, pause.value));
     }
   }
 
-  private async recallLeases(key: string): Promise<boolean> {
+  private async recallLeases(key: string, end: number, limit: number): Promise<boolean> {
     const result = await this.pool.query<{ recalled: boolean }>({
       name: "gateway_recall_count",
-      text: "SELECT gateway_recall_count($1) AS recalled",
-      values: [key],
+      text: "SELECT gateway_recall_count($1, $2, $3) AS recalled",
+      values: [key, end, limit],
     });
     return result.rows[0].recalled;
   }

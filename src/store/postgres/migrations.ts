@@ -865,11 +865,14 @@ function moneyLeasesSql(): string {
 
   -- A count refused outside a hold (a shared key's) while leases of its key are not drained: they
   -- are asked to give back (recall), and the refusal may change once they have.
-  CREATE FUNCTION gateway_recall_count(p_key text) RETURNS boolean LANGUAGE plpgsql AS $$
+  -- True also when the window has room again (a give-back committed since the refusal).
+  CREATE FUNCTION gateway_recall_count(p_key text, p_window_end bigint, p_limit integer)
+  RETURNS boolean LANGUAGE plpgsql AS $$
   BEGIN
     UPDATE leases SET recall = true
     WHERE count_key = p_key AND (active OR money_micro > kept_micro);
-    RETURN FOUND;
+    RETURN FOUND OR EXISTS (SELECT 1 FROM limit_counts
+      WHERE key = p_key AND window_end = p_window_end AND count < p_limit);
   END $$;
 
   -- Gives back what a gateway's lease did not use: money, and per-minute slots of one window. The
@@ -939,9 +942,10 @@ function moneyLeasesSql(): string {
   -- Places each hold as gateway_hold_all did, and then, for a hold placed that asks for a lease
   -- (want_micro, want_count), leases that much more to its gateway while the account stays far
   -- from its limits: its available money at least four times the lease after it, and its window's
-  -- count at least four leases below the limit. A refused hold tells whether another gateway (or
-  -- this one) has a lease of the account that is not drained: the refusal may change once they
-  -- give back, and they are asked to (recalled).
+  -- count at least four leases below the limit; never with PAYG on. A hold refused for its balance
+  -- or its count tells whether another gateway (or this one) has a lease of the account that is
+  -- not drained (they are asked to give back), or whether a give-back has just made room: either
+  -- way the refusal may change, and the caller tries again (recalled).
   DROP FUNCTION gateway_hold_all(jsonb);
   CREATE FUNCTION gateway_hold_all(p_holds jsonb)
   RETURNS TABLE ("position" integer, payment text, reserved_micro bigint, payment_ref text,
@@ -999,9 +1003,11 @@ function moneyLeasesSql(): string {
             lease_count := h.want_count;
           END IF;
         END IF;
+        -- Not with PAYG on: a balance short because of a lease elsewhere would send a request to
+        -- PAYG instead of being refused and tried again once the lease is back.
         UPDATE accounts SET held_micro = held_micro + h.want_micro,
           leased_micro = leased_micro + h.want_micro
-        WHERE id = h.account_id
+        WHERE id = h.account_id AND payg_enabled = 0
           AND balance_micro - held_micro - h.want_micro >= 4 * h.want_micro;
         IF FOUND THEN
           lease_micro := h.want_micro;
@@ -1018,10 +1024,18 @@ function moneyLeasesSql(): string {
             money_micro = lease.money_micro + excluded.money_micro, active = true, recall = false,
             count_key = coalesce(excluded.count_key, lease.count_key);
         END IF;
-      ELSIF refusal IS NOT NULL THEN
+      ELSIF refusal IN ('insufficient_balance', 'rate_limited') THEN
+        -- A give-back may be committing right now: the account's row lock waits for it, and what
+        -- it gave back is then seen below. Either way the request is tried again.
+        PERFORM 1 FROM accounts WHERE id = h.account_id FOR UPDATE;
         UPDATE leases SET recall = true
         WHERE leases.account_id = h.account_id AND (active OR money_micro > kept_micro);
-        recalled := FOUND;
+        recalled := FOUND
+          OR (refusal = 'insufficient_balance' AND EXISTS (SELECT 1 FROM accounts
+            WHERE id = h.account_id AND balance_micro - held_micro >= h.amount))
+          OR (refusal = 'rate_limited' AND EXISTS (SELECT 1 FROM limit_counts
+            WHERE key = h.limit_key AND window_end = h.limit_window_end
+              AND count < h.limit_count));
       END IF;
       RETURN NEXT;
     END LOOP;
