@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ConfigInput } from "../src/server/config/schema.js";
 import { type GatewayOptions, type RunningGateway, startGateway } from "../src/server/gateway.js";
@@ -443,6 +444,37 @@ describe("a gateway on Postgres", () => {
       expect(limited[0].headers.get("retry-after")).toBeNull();
       expect((await errorOf(limited[0])).code).toBe("rate_limit_exceeded");
       expect((await quota(gw, USAGE_KEY)).object).toBe("account.quota");
+    });
+
+    it("answers a request that failed only once its failure is in the request log", async () => {
+      const auth = bearer(USAGE_KEY);
+      // Admitted from this gateway's lease from now on: the failure below needs no hold.
+      expect((await post(gw, "/v1/chat/completions", chat(), auth)).status).toBe(200);
+      // Another transaction holds the account's row: the failure's settlement waits on it.
+      const blocker = new pg.Client({ connectionString: db });
+      await blocker.connect();
+      const logged = async () =>
+        (
+          await blocker.query<{ n: number }>(
+            "SELECT count(*)::int AS n FROM request_log WHERE account_id = 'usage' AND state = 'failed'",
+          )
+        ).rows[0].n;
+      try {
+        const failedBefore = await logged();
+        await blocker.query("BEGIN");
+        await blocker.query("SELECT 1 FROM accounts WHERE id = 'usage' FOR UPDATE");
+        const answer = post(gw, "/v1/chat/completions", chat("[[mock:fail=503]]"), auth);
+        const early = await Promise.race([
+          answer.then(() => "answered"),
+          new Promise((resolve) => setTimeout(() => resolve("waiting"), 500)),
+        ]);
+        expect(early).toBe("waiting");
+        await blocker.query("COMMIT");
+        expect((await answer).status).toBe(503);
+        expect(await logged()).toBe(failedBefore + 1);
+      } finally {
+        await blocker.end();
+      }
     });
 
     it("lists requests with listRequests(); requests() says to use it", async () => {

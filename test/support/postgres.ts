@@ -29,3 +29,14 @@ export async function createTestDatabase(): Promise<string> {
   url.pathname = `/${name}`;
   return url.toString();
 }
+
+/** Counts the statements sent through `pool` from now on: the answer is the count so far. */
+export function countQueries(pool: pg.Pool): () => number {
+  let sent = 0;
+  const query = pool.query.bind(pool);
+  pool.query = ((...args: Parameters<typeof query>) => {
+    sent++;
+    return query(...args);
+  }) as typeof pool.query;
+  return () => sent;
+}

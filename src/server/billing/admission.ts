@@ -281,6 +281,21 @@ export function failAdmission(
   return error;
 }
 
+/**
+ * `failAdmission` for a route: resolves with the error to answer once the failure is committed, so
+ * the request log shows it before the client hears of it (on Postgres the settlement is a round
+ * trip away). A failure is answered as itself even when its record cannot be written.
+ */
+export async function settleFailed(
+  services: Services,
+  admission: Admission,
+  err: unknown,
+): Promise<GatewayError> {
+  const error = failAdmission(services, admission, err);
+  await services.ledger.committed().catch(() => {});
+  return error;
+}
+
 function toGatewayError(err: unknown): GatewayError {
   if (err instanceof GatewayError) return err;
   if (err instanceof UpstreamFailure) return mapFailure(err);

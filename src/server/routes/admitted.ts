@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import type { ModelRow } from "../../store/types.js";
 import type { AppEnv } from "../app-env.js";
-import { type Admission, admit, failAdmission, settleDelivered } from "../billing/admission.js";
+import { type Admission, admit, settleDelivered, settleFailed } from "../billing/admission.js";
 import type { WorstCase } from "../billing/pricing.js";
 import type { Target } from "../dispatch/resolve.js";
 import type { GoneSignal } from "../http/client-signal.js";
@@ -84,6 +84,6 @@ export async function serveAdmitted<T>(
     });
     return result;
   } catch (err) {
-    throw failAdmission(services, admission, err);
+    throw await settleFailed(services, admission, err);
   }
 }

@@ -1,7 +1,7 @@
 import { RESPONSE_ALREADY_SENT } from "@hono/node-server/utils/response";
 import { z } from "zod";
 import type { Handler } from "../app-env.js";
-import { admit, failAdmission, settleAdmission, settleDelivered } from "../billing/admission.js";
+import { admit, settleAdmission, settleDelivered, settleFailed } from "../billing/admission.js";
 import { worstCaseInputTokens } from "../billing/pricing.js";
 import { forModality, resolveTarget } from "../dispatch/resolve.js";
 import { openThread } from "../dispatch/threads.js";
@@ -121,7 +121,7 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
       thread: threaded?.thread,
     };
     const fail = (err: unknown) =>
-      failAdmission(services, admission, signal.aborted ? clientClosed() : err);
+      settleFailed(services, admission, signal.aborted ? clientClosed() : err);
 
     const dispatching = services.dispatcher.dispatch(target, req, {
       byok: admission.byok,
@@ -134,7 +134,7 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
         ? await within(dispatching, services.options.keepaliveMs)
         : await dispatching;
     } catch (err) {
-      throw fail(err);
+      throw await fail(err);
     }
     // A stream with nothing to send after the keepalive interval: commit the 200 and keep the
     // client waiting with comments while the dispatcher still tries every step.
@@ -144,7 +144,7 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
       try {
         outcome = await dispatching;
       } catch (err) {
-        keptAlive.fail(failureEvent(style, fail(err)));
+        keptAlive.fail(failureEvent(style, await fail(err)));
         return RESPONSE_ALREADY_SENT;
       }
     }

@@ -4,7 +4,7 @@ import type { JobError, JobResult, JobRow } from "../../store/jobs.js";
 import { newId } from "../../store/secrets.js";
 import { parseSubscription } from "../../store/types.js";
 import type { AppEnv, Handler } from "../app-env.js";
-import { failAdmission } from "../billing/admission.js";
+import { settleFailed } from "../billing/admission.js";
 import { costMicro } from "../billing/pricing.js";
 import { forMediaWire, forModality, resolveTarget } from "../dispatch/resolve.js";
 import { badRequest, GatewayError } from "../errors.js";
@@ -178,7 +178,7 @@ async function submit(
     );
     if (!queued) throw musicLimitReached();
   } catch (err) {
-    throw failAdmission(services, admission, err);
+    throw await settleFailed(services, admission, err);
   }
   wakeJobRunner(services);
   return c.json(jobView(c, services.options, queued), 202);

@@ -1,7 +1,7 @@
 import type pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { moneyInputs } from "../../../test/support/money-inputs.js";
-import { createTestDatabase } from "../../../test/support/postgres.js";
+import { countQueries, createTestDatabase } from "../../../test/support/postgres.js";
 import type { Reservation, ReserveInput } from "../types.js";
 import { openPostgresPool } from "./connect.js";
 import type { LeaseOptions } from "./leases.js";
@@ -39,12 +39,7 @@ async function gateway(
   extra: { leaseMs?: number } = {},
 ): Promise<{ money: PostgresMoney; pool: pg.Pool; queries: () => number }> {
   const pool = openPostgresPool({ url, max: 5 });
-  let queries = 0;
-  const query = pool.query.bind(pool);
-  pool.query = ((...args: Parameters<typeof query>) => {
-    queries++;
-    return query(...args);
-  }) as typeof pool.query;
+  const queries = countQueries(pool);
   const money = new PostgresMoney(pool, {
     instanceId: `leasing-${++sequence}`,
     leases,
@@ -52,7 +47,7 @@ async function gateway(
   });
   await money.start();
   opened.push({ money, pool });
-  return { money, pool, queries: () => queries };
+  return { money, pool, queries };
 }
 
 async function account(fields: Record<string, number>): Promise<string> {

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase } from "../../../test/support/postgres.js";
+import { countQueries, createTestDatabase } from "../../../test/support/postgres.js";
 import {
   catalogConfig,
   describeStore,
@@ -111,20 +111,6 @@ async function eventually<T>(
 }
 
 /** Gateways A and B on one database with the contract's catalog and an account with a key. */
-/** Counts the statements sent through `pool` from now on. */
-function countQueries(pool: pg.Pool): () => number {
-  let sent = 0;
-  const query = pool.query.bind(pool);
-  pool.query = ((...args: Parameters<typeof query>) => {
-    sent++;
-    return query(...args);
-  }) as typeof pool.query;
-  return () => {
-    pool.query = query;
-    return sent;
-  };
-}
-
 async function twoGateways(options: PostgresStoreOptions = {}) {
   await emptyDatabase();
   const a = await gateway(pools[0], options);
