@@ -169,7 +169,8 @@ export class Leases {
   want(input: ReserveInput): LeaseWant {
     if (!eligible(input) || !this.running || performance.now() > this.validUntil) return {};
     let lease = this.leases.get(input.accountId);
-    if (lease?.stopped && !drainedHere(lease)) return {};
+    // A stopped lease starts over only once all of it is back: a grant must not race its give-back.
+    if (lease?.stopped && !(settledHere(lease) && drainedInDb(lease))) return {};
     if (!lease) {
       lease = newLease(input.accountId);
       this.leases.set(input.accountId, lease);
@@ -314,13 +315,7 @@ export class Leases {
    * unused for it.
    */
   private canGiveBack(lease: Lease): boolean {
-    return (
-      lease.stopped &&
-      !lease.givingBack &&
-      lease.settling === 0 &&
-      lease.wanting === 0 &&
-      (lease.activeInDb || lease.micro > 0 || lease.countLeft > 0)
-    );
+    return lease.stopped && settledHere(lease) && !drainedInDb(lease);
   }
 
   private async giveBack(): Promise<void> {
@@ -394,16 +389,14 @@ function eligible(input: ReserveInput): boolean {
   return input.payment === undefined && !input.subscriptionModel && !input.outlivesRequest;
 }
 
-/** Nothing of the lease is used or in flight here: a new grant starts it over. */
-function drainedHere(lease: Lease): boolean {
-  return (
-    !lease.givingBack &&
-    lease.settling === 0 &&
-    lease.wanting === 0 &&
-    !lease.activeInDb &&
-    lease.micro === 0 &&
-    lease.countLeft === 0
-  );
+/** No statement that changes what the lease has in the database is in flight. */
+function settledHere(lease: Lease): boolean {
+  return !lease.givingBack && lease.settling === 0 && lease.wanting === 0;
+}
+
+/** The database counts the lease as drained, and nothing unused of it is left here. */
+function drainedInDb(lease: Lease): boolean {
+  return !lease.activeInDb && lease.micro === 0 && lease.countLeft === 0;
 }
 
 function newLease(accountId: string): Lease {
