@@ -30,13 +30,19 @@ export async function createTestDatabase(): Promise<string> {
   return url.toString();
 }
 
-/** Counts the statements sent through `pool` from now on: the answer is the count so far. */
-export function countQueries(pool: pg.Pool): () => number {
-  let sent = 0;
+/**
+ * Counts the statements sent through `pool` from now on: the answer is the count so far, of all
+ * of them or of the named prepared statement `name`.
+ */
+export function countQueries(pool: pg.Pool): (name?: string) => number {
+  const sent = new Map<string | undefined, number>();
   const query = pool.query.bind(pool);
   pool.query = ((...args: Parameters<typeof query>) => {
-    sent++;
+    const config = args[0] as { name?: string } | string;
+    const name = typeof config === "object" ? config.name : undefined;
+    sent.set(undefined, (sent.get(undefined) ?? 0) + 1);
+    if (name !== undefined) sent.set(name, (sent.get(name) ?? 0) + 1);
     return query(...args);
   }) as typeof pool.query;
-  return () => sent;
+  return (name) => sent.get(name) ?? 0;
 }

@@ -37,7 +37,7 @@ afterAll(async () => {
 async function gateway(
   leases: LeaseOptions = {},
   extra: { leaseMs?: number } = {},
-): Promise<{ money: PostgresMoney; pool: pg.Pool; queries: () => number }> {
+): Promise<{ money: PostgresMoney; pool: pg.Pool; queries: (name?: string) => number }> {
   const pool = openPostgresPool({ url, max: 5 });
   const queries = countQueries(pool);
   const money = new PostgresMoney(pool, {
@@ -99,29 +99,121 @@ describe("leases: requests admitted without a round trip", () => {
     const id = await account({ balance_micro: 1_000_000, rpm_limit: 1_000 });
     const first = await money.reserve(request(id, { count: perMinute(id, 1_000) }));
     expect(first.payment).toBe("balance");
-    // The first hold asked for four requests' worth beside its own: 1,000 held, 4,000 leased.
-    // The fifth asks for ten: twice the requests then in flight, itself included.
+    // The first hold asked for four requests' worth beside its own: 1,000 held, 4,000 leased,
+    // and a twentieth of the limit (50 slots) beside its own count.
     expect(await row(id)).toMatchObject({ held_micro: 5_000, leased_micro: 4_000, holds: 1 });
     const before = queries();
     const next: Reservation[] = [];
-    for (let i = 0; i < 4; i++) {
+    for (let i = 0; i < 3; i++) {
       next.push(await money.reserve(request(id, { count: perMinute(id, 1_000) })));
     }
-    expect(queries()).toBe(before);
+    // No hold; the one statement sent is the lease's own top-up, which nobody waits on.
+    expect(queries("gateway_hold_all")).toBe(1);
+    expect(queries() - before).toBe(queries("gateway_lease_top_up"));
     expect(next.every((r) => r.payment === "balance" && r.reservedMicro === 1_000)).toBe(true);
-    // The fifth is beyond the lease: the database again, and a new lease.
-    await money.reserve(request(id, { count: perMinute(id, 1_000) }));
-    expect(queries()).toBe(before + 1);
     const counted = await admin.query<{ count: number }>(
       "SELECT count FROM limit_counts WHERE key = $1",
       [`paid-rpm|${id}`],
     );
-    // Two requests counted in the database, and each took a twentieth of the limit ahead.
-    expect(counted.rows[0].count).toBe(2 + 50 + 50);
-    expect(await row(id)).toMatchObject({
-      held_micro: 2_000 + 4_000 + 10_000,
-      leased_micro: 14_000,
+    expect(counted.rows[0].count).toBe(1 + 50);
+  });
+
+  it("a lease in use grows before it runs out: a steady stream of requests waits on no hold", async () => {
+    const { money, queries } = await gateway();
+    const id = await account({ balance_micro: 1_000_000, rpm_limit: 1_000 });
+    const count = perMinute(id, 1_000);
+    await money.settle(await money.reserve(request(id, { count })), outcome());
+    const holds = queries("gateway_hold_all");
+    expect(holds).toBe(1);
+    // Each charged 300 of the 1,000 it held: the first lease (4,000) covers about a dozen, its
+    // 50 slots fifty; a hundred requests need both to grow, each more than once.
+    for (let i = 0; i < 100; i++) {
+      const reservation = await money.reserve(request(id, { count }));
+      expect(reservation.payment).toBe("balance");
+      await money.settle(reservation, outcome());
+    }
+    expect(queries("gateway_hold_all")).toBe(holds);
+    expect(queries("gateway_lease_top_up")).toBeGreaterThanOrEqual(3);
+    // What the database holds is what the leases have, and every request was charged once.
+    await until(async () => (await row(id)).held_micro === (await row(id)).leased_micro);
+    const after = await row(id);
+    expect(after.balance_micro).toBe(1_000_000 - 101 * 300);
+    expect(after.leased_micro).toBe(after.in_leases);
+    const logged = await admin.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM request_log WHERE account_id = $1 AND state = 'settled'",
+      [id],
+    );
+    expect(logged.rows[0].n).toBe(101);
+    const counted = await admin.query<{ count: number }>(
+      "SELECT count FROM limit_counts WHERE key = $1",
+      [count.key],
+    );
+    // The first request's own count, and the slots leased: at least the hundred used since.
+    expect(counted.rows[0].count).toBeGreaterThanOrEqual(101);
+  });
+
+  it("a top-up is granted only far from the limits, and never to a lease stopped or recalled", async () => {
+    const id = await account({ balance_micro: 100_000, rpm_limit: 1_000 });
+    const instance = `manual-${++sequence}`;
+    const key = `paid-rpm|${id}`;
+    const windowEnd = now + 60_000;
+    await admin.query("INSERT INTO instances (id, started_at, lease_until) VALUES ($1, 0, $2)", [
+      instance,
+      Date.now() + 600_000,
+    ]);
+    await admin.query(
+      "INSERT INTO leases (instance_id, account_id, money_micro) VALUES ($1, $2, 4000)",
+      [instance, id],
+    );
+    await admin.query("UPDATE accounts SET held_micro = 4000, leased_micro = 4000 WHERE id = $1", [
+      id,
+    ]);
+    await admin.query("INSERT INTO limit_counts (key, window_end, count) VALUES ($1, $2, 100)", [
+      key,
+      windowEnd,
+    ]);
+    const topUp = async (micro: number, slots: number) =>
+      (
+        await admin.query<{ lease_micro: number; lease_count: number }>(
+          "SELECT * FROM gateway_lease_top_up($1, $2, $3, $4, $5, 1000, $6)",
+          [instance, id, micro, key, windowEnd, slots],
+        )
+      ).rows[0];
+    const state = async () => ({
+      ...(await row(id)),
+      count: (
+        await admin.query<{ count: number }>(
+          "SELECT count FROM limit_counts WHERE key = $1 AND window_end = $2",
+          [key, windowEnd],
+        )
+      ).rows[0].count,
     });
+
+    expect(await topUp(4_000, 50)).toEqual({ lease_micro: 4_000, lease_count: 50 });
+    expect(await state()).toMatchObject({
+      held_micro: 8_000,
+      leased_micro: 8_000,
+      in_leases: 8_000,
+      count: 150,
+    });
+    // 100,000 - 8,000 - 20,000 leaves less than four times 20,000; 150 + 5 x 200 is over 1,000.
+    expect(await topUp(20_000, 200)).toEqual({ lease_micro: 0, lease_count: 0 });
+    // Each part on its own: the money is far from its limit, the count is not.
+    expect(await topUp(2_000, 200)).toEqual({ lease_micro: 2_000, lease_count: 0 });
+    const granted = await state();
+    expect(granted).toMatchObject({ held_micro: 10_000, in_leases: 10_000, count: 150 });
+
+    await admin.query("UPDATE leases SET recall = true WHERE instance_id = $1", [instance]);
+    expect(await topUp(2_000, 10)).toEqual({ lease_micro: 0, lease_count: 0 });
+    await admin.query("UPDATE leases SET recall = false, active = false WHERE instance_id = $1", [
+      instance,
+    ]);
+    expect(await topUp(2_000, 10)).toEqual({ lease_micro: 0, lease_count: 0 });
+    await admin.query("DELETE FROM leases WHERE instance_id = $1", [instance]);
+    expect(await topUp(2_000, 10)).toEqual({ lease_micro: 0, lease_count: 0 });
+    // Nothing was taken for the stopped, recalled or missing lease.
+    expect(await state()).toEqual({ ...granted, in_leases: 0 });
+    await admin.query("DELETE FROM instances WHERE id = $1", [instance]);
   });
 
   it("a request from a lease is charged and recorded as any other, and what it held beyond that stays leased", async () => {

@@ -53,6 +53,11 @@ interface Lease {
   wanting: number;
   /** Not used for requests; what it has is given back. */
   stopped: boolean;
+  /**
+   * A top-up got less than it asked for: the account is no longer far from a limit, and the lease
+   * grows again only with a hold's grant.
+   */
+  topUpRefused: boolean;
   /** The database counts the lease as in use (since its last grant, until a give-back). */
   activeInDb: boolean;
   givingBack: boolean;
@@ -101,6 +106,7 @@ export class Leases {
   private giveBackQueued = false;
   /** Leases are taken only between `start` and `close`: they need the tick to come back. */
   private running = false;
+  private readonly topUps = new Set<Promise<void>>();
 
   constructor(
     private readonly pool: pg.Pool,
@@ -117,11 +123,13 @@ export class Leases {
     this.timer.unref();
   }
 
-  close(): void {
+  /** Stops every lease; resolves once no top-up is in flight. */
+  async close(): Promise<void> {
     this.running = false;
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
     for (const lease of this.leases.values()) lease.stopped = true;
+    await Promise.all(this.topUps);
   }
 
   /**
@@ -162,7 +170,52 @@ export class Leases {
       paymentRef: null,
     });
     this.admitted.set(reservation, { lease });
+    this.topUpIfLow(lease, input);
     return reservation;
+  }
+
+  /**
+   * A lease down to half of what it would ask for asks for that much more in the background, so
+   * that the account's next requests, while it is far from its limits, never wait on a hold.
+   */
+  private topUpIfLow(lease: Lease, input: ReserveInput): void {
+    if (!this.running || lease.wanting > 0 || lease.givingBack || lease.topUpRefused) return;
+    const size = leaseSize(lease, input);
+    const wantMicro = lease.micro * 2 < size.micro ? size.micro : 0;
+    const wantCount = lease.countLeft * 2 < size.count ? size.count : 0;
+    if (wantMicro === 0 && wantCount === 0) return;
+    lease.wanting++;
+    const sent = this.topUp(input, wantMicro, wantCount).finally(() => this.topUps.delete(sent));
+    this.topUps.add(sent);
+  }
+
+  private async topUp(input: ReserveInput, wantMicro: number, wantCount: number): Promise<void> {
+    let granted: { lease_micro: number; lease_count: number };
+    try {
+      const result = await this.pool.query<{ lease_micro: number; lease_count: number }>({
+        name: "gateway_lease_top_up",
+        text: "SELECT lease_micro, lease_count FROM gateway_lease_top_up($1, $2, $3, $4, $5, $6, $7)",
+        values: [
+          this.instanceId,
+          input.accountId,
+          wantMicro,
+          input.count?.key ?? null,
+          input.count ? windowEnd(input.now, input.count.windowMs) : 0,
+          input.count?.limit ?? 0,
+          wantCount,
+        ],
+      });
+      granted = result.rows[0];
+    } catch (err) {
+      console.error(`gateway: topping up a lease failed: ${(err as Error).message}`);
+      this.notGranted(input);
+      return;
+    }
+    this.granted(input, granted.lease_micro, granted.lease_count);
+    const lease = this.leases.get(input.accountId);
+    if (lease && (granted.lease_micro < wantMicro || granted.lease_count < wantCount)) {
+      lease.topUpRefused = true;
+    }
   }
 
   /** What a hold sent to the database asks to lease beside it. */
@@ -177,13 +230,8 @@ export class Leases {
     }
     lease.stopped = false;
     lease.wanting++;
-    const requests = Math.max(minimumRequests, 2 * (lease.inFlight + 1));
-    return {
-      want_micro: input.worstCaseMicro * requests,
-      want_count: input.count
-        ? Math.min(maximumCount, Math.max(requests, Math.ceil(input.count.limit * countShare)))
-        : 0,
-    };
+    const size = leaseSize(lease, input);
+    return { want_micro: size.micro, want_count: size.count };
   }
 
   /** The answer to a hold that asked for a lease (`want`): adds what was granted. */
@@ -201,6 +249,7 @@ export class Leases {
     if (micro > 0) {
       lease.micro += micro;
       lease.activeInDb = true;
+      lease.topUpRefused = false;
       lease.lastUsed = performance.now();
     }
     if (count > 0 && input.count) {
@@ -389,6 +438,20 @@ function eligible(input: ReserveInput): boolean {
   return input.payment === undefined && !input.subscriptionModel && !input.outlivesRequest;
 }
 
+/**
+ * What a lease asks for at once: the worst cases of at least `minimumRequests` requests and twice
+ * those in flight, and per-minute slots for as many, or a share of the limit.
+ */
+function leaseSize(lease: Lease, input: ReserveInput): { micro: number; count: number } {
+  const requests = Math.max(minimumRequests, 2 * (lease.inFlight + 1));
+  return {
+    micro: input.worstCaseMicro * requests,
+    count: input.count
+      ? Math.min(maximumCount, Math.max(requests, Math.ceil(input.count.limit * countShare)))
+      : 0,
+  };
+}
+
 /** No statement that changes what the lease has in the database is in flight. */
 function settledHere(lease: Lease): boolean {
   return !lease.givingBack && lease.settling === 0 && lease.wanting === 0;
@@ -411,6 +474,7 @@ function newLease(accountId: string): Lease {
     settling: 0,
     wanting: 0,
     stopped: false,
+    topUpRefused: false,
     activeInDb: false,
     givingBack: false,
     lastUsed: performance.now(),

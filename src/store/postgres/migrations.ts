@@ -375,6 +375,11 @@ export const postgresMigrations: MigrationStep[] = [
     id: "money-leases",
     sql: moneyLeasesSql(),
   },
+  {
+    // A lease in use grows before it runs out, outside any request. See Leases.topUpIfLow.
+    id: "lease-top-up",
+    sql: leaseTopUpSql(),
+  },
 ];
 
 /** Two gateways starting at once: the one that takes this lock migrates, the other waits. */
@@ -1124,6 +1129,63 @@ function moneyLeasesSql(): string {
       END IF;
       RETURN NEXT;
     END LOOP;
+  END $$;
+  `;
+}
+
+function leaseTopUpSql(): string {
+  return `
+  -- Leases more to a gateway whose lease of the account is in use and not recalled, on the terms
+  -- of a hold's lease (gateway_hold_all): money while the account's available money stays at
+  -- least four times the addition, per-minute slots of the window that ends at p_window_end while
+  -- its count stays at least four additions below the limit. Each part is granted on its own;
+  -- what was granted is returned. Rows are locked in the order holds lock them: the count, the
+  -- account, then the lease. A lease that stopped meanwhile (given back, reaped, recalled) gets
+  -- nothing, and what was taken for it goes back in the same transaction.
+  CREATE FUNCTION gateway_lease_top_up(p_instance text, p_account text, p_want_micro bigint,
+    p_limit_key text, p_window_end bigint, p_limit_count integer, p_want_count integer)
+  RETURNS TABLE (lease_micro bigint, lease_count integer) LANGUAGE plpgsql AS $$
+  BEGIN
+    lease_micro := 0;
+    lease_count := 0;
+    IF p_want_count > 0 THEN
+      UPDATE limit_counts SET count = count + p_want_count
+      WHERE key = p_limit_key AND window_end = p_window_end
+        AND count + 5 * p_want_count <= p_limit_count;
+      IF FOUND THEN
+        lease_count := p_want_count;
+      END IF;
+    END IF;
+    IF p_want_micro > 0 THEN
+      UPDATE accounts SET held_micro = held_micro + p_want_micro,
+        leased_micro = leased_micro + p_want_micro
+      WHERE id = p_account AND payg_enabled = 0
+        AND balance_micro - held_micro - p_want_micro >= 4 * p_want_micro;
+      IF FOUND THEN
+        lease_micro := p_want_micro;
+      END IF;
+    END IF;
+    IF lease_micro = 0 AND lease_count = 0 THEN
+      RETURN NEXT;
+      RETURN;
+    END IF;
+    UPDATE leases SET money_micro = money_micro + lease_micro,
+      count_key = CASE WHEN lease_count > 0 THEN p_limit_key ELSE count_key END
+    WHERE instance_id = p_instance AND account_id = p_account AND active AND NOT recall;
+    IF NOT FOUND THEN
+      IF lease_micro > 0 THEN
+        UPDATE accounts SET held_micro = held_micro - lease_micro,
+          leased_micro = leased_micro - lease_micro
+        WHERE id = p_account;
+      END IF;
+      IF lease_count > 0 THEN
+        UPDATE limit_counts SET count = count - lease_count
+        WHERE key = p_limit_key AND window_end = p_window_end;
+      END IF;
+      lease_micro := 0;
+      lease_count := 0;
+    END IF;
+    RETURN NEXT;
   END $$;
   `;
 }

@@ -310,7 +310,7 @@ export class PostgresMoney {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
     // The reaping below gives back whatever the leases have.
-    this.leases?.close();
+    await this.leases?.close();
     // Before the lease ends: the reaper would release what they hold and settle.
     await this.holds.flush();
     await this.settlements.flush();
