@@ -70,6 +70,7 @@ export async function runLoad(o) {
     }
   }
 
+  const cpuBefore = process.cpuUsage();
   const workers = Array.from({ length: o.connections }, (_, i) => worker(pools[i % pools.length]));
   await new Promise((r) => setTimeout(r, o.warmupMs));
   measuring = true;
@@ -80,6 +81,7 @@ export async function runLoad(o) {
   stop = true;
   await Promise.all(workers);
   await Promise.all(pools.map((pool) => pool.close()));
+  const cpu = process.cpuUsage(cpuBefore);
 
   return {
     count,
@@ -87,6 +89,8 @@ export async function runLoad(o) {
     errors,
     firstError,
     rps: count / (elapsed / 1000),
+    /** This process's CPU per answered request, warm-up included. */
+    loadCpuUs: (cpu.user + cpu.system) / Math.max(1, total),
     p50: percentile(latencies, count, 0.5),
     p99: percentile(latencies, count, 0.99),
     ttfbP50: o.stream ? percentile(ttfbs, count, 0.5) : undefined,

@@ -227,6 +227,7 @@ try {
     const cpuBefore = process.cpuUsage();
     const childCpuBefore = pgTarget?.pids.map((pid) => processCpuUs(pid));
     const dbCpuBefore = s.postgres ? postgresCpuUs(postgres.server.pid) : undefined;
+    const upstreamCpuBefore = processCpuUs(upstreamChild.proc.pid);
     const memory = sampleMemory();
     const r = await load({
       url: pgTarget?.url ?? s.target,
@@ -251,9 +252,13 @@ try {
     if (s.postgres)
       r.dbCpuPerRequestUs = perRequest(postgresCpuUs(postgres.server.pid) - dbCpuBefore);
     if (stages) r.stages = stages.stop();
+    // The bench's own processes share the machine with the gateway: what they cost is what the
+    // gateway could not have.
+    r.upstreamCpuUs = perRequest(processCpuUs(upstreamChild.proc.pid) - upstreamCpuBefore);
+    r.benchCpuUs = pgTarget?.pids.length ? perRequest(cpu.user + cpu.system) : undefined;
     results.set(s.id, r);
     process.stderr.write(
-      `  ${s.id.padEnd(7)} ${Math.round(r.rps)} req/s, ${r.total} requests in all, peak RSS ${mb(r.memory.rss)} MB (heap ${mb(r.memory.heapUsed)} used of ${mb(r.memory.heapTotal)}, external ${mb(r.memory.external)})${r.cpuShares ? `, gateway processes' CPU ${r.cpuShares.join(" + ")} us/req` : ""}${r.errors ? `, ${r.errors} errors (${r.firstError})` : ""}\n`,
+      `  ${s.id.padEnd(7)} ${Math.round(r.rps)} req/s, ${r.total} requests in all, peak RSS ${mb(r.memory.rss)} MB (heap ${mb(r.memory.heapUsed)} used of ${mb(r.memory.heapTotal)}, external ${mb(r.memory.external)})${r.cpuShares ? `, gateway processes' CPU ${r.cpuShares.join(" + ")} us/req` : ""}, load generator ${Math.round(r.loadCpuUs ?? Number.NaN)} us/req, upstream ${Math.round(r.upstreamCpuUs)} us/req${r.benchCpuUs === undefined ? "" : `, bench process ${Math.round(r.benchCpuUs)} us/req`}${r.errors ? `, ${r.errors} errors (${r.firstError})` : ""}\n`,
     );
   }
 } finally {

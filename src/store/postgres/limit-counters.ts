@@ -70,19 +70,18 @@ export class PostgresCounters implements LimitCounters {
     // The upsert counts a new window's first request whatever the limit: none may be counted here.
     if (limit <= 0) return null;
     this.sweepNowAndThen(now);
+    const end = windowEnd(now, windowMs);
     const pauses = recallPauses();
     for (;;) {
       const result = await this.pool.query<{ count: number }>({
         name: "gateway_limit_take",
         text: takeStatement,
-        values: [key, windowEnd(now, windowMs), limit],
+        values: [key, end, limit],
       });
       const count = result.rows[0]?.count ?? null;
       if (count !== null) return count;
       // Slots of the window a gateway leased and has not used may come back (see leases.ts).
-      const pause = (await this.recallLeases(key, windowEnd(now, windowMs), limit))
-        ? pauses.next()
-        : undefined;
+      const pause = (await this.recallLeases(key, end, limit)) ? pauses.next() : undefined;
       if (!pause || pause.done) return null;
       await new Promise((resolve) => setTimeout(resolve, pause.value));
     }
