@@ -8,7 +8,8 @@
 #   BENCH_AB=postgres scripts/bench-ab.sh <base-rev> [rounds]
 #
 # BENCH_AB=postgres compares the Postgres rows instead: what Postgres adds at p50 over SQLite at
-# one connection (both measured in the same run), and requests/s at 50 connections for the
+# one connection (both measured in the same run, and again with requests alternating between the
+# two), and requests/s at 50 connections for the
 # gateway in the bench's process, one `gateway serve` and two on one database.
 set -euo pipefail
 base=${1:?usage: scripts/bench-ab.sh <base-rev> [rounds]}
@@ -19,6 +20,8 @@ tree=$(mktemp -d)
 trap 'git -C "$here" worktree remove --force "$tree" >/dev/null 2>&1 || true' EXIT
 git -C "$here" worktree add --detach "$tree" "$base" >/dev/null 2>&1
 ln -s "$here/node_modules" "$tree/node_modules"
+# One instrument for both builds: this tree's bench scripts measure the base's build too.
+cp "$here"/scripts/bench*.mjs "$tree/scripts/"
 (cd "$tree" && npx tsc -p tsconfig.build.json)
 (cd "$here" && npx tsc -p tsconfig.build.json)
 
@@ -30,7 +33,7 @@ process.on("exit", () => console.log(`peak RSS ${Math.round(process.resourceUsag
 JS
 
 rows=gw-50,up-1,gw-1
-[ "$mode" = postgres ] && rows=up-1,gw-1,gw-pg-1,gw-pg-50,gw-pgp-50,gw-pg2-50
+[ "$mode" = postgres ] && rows=up-1,gw-1,gw-pg-1,pair-1,gw-pg-50,gw-pgp-50,gw-pg2-50
 
 for _ in $(seq "$rounds"); do
   for side in base new; do
@@ -43,15 +46,16 @@ for _ in $(seq "$rounds"); do
         $2 ~ /upstream direct, JSON/ && $3 + 0 == 1 { up = $col["p50 ms"] }
         $2 ~ /^ gateway, JSON/ && $3 + 0 == 1 { gw = $col["p50 ms"]; cpu1 = $col["gw CPU us/req"] }
         $2 ~ /^ gateway, JSON/ && $3 + 0 == 50 { rps = $col["req/s"]; cpu50 = $col["gw CPU us/req"] }
-        $2 ~ /^ gateway on Postgres, JSON/ && $3 + 0 == 1 { pg = $col["p50 ms"]; pgcpu1 = $col["gw CPU us/req"] }
-        $2 ~ /^ gateway on Postgres, JSON/ && $3 + 0 == 50 { pg50 = $col["req/s"] }
+        $2 ~ /^ gateway on Postgres, JSON +$/ && $3 + 0 == 1 { pg = $col["p50 ms"]; pgcpu1 = $col["gw CPU us/req"] }
+        $2 ~ /^ gateway on Postgres, JSON +$/ && $3 + 0 == 50 { pg50 = $col["req/s"] }
         $2 ~ /^ 1 gateway process on Postgres/ { one = $col["req/s"] }
+        /alternating requests at 1 connection/ { pair = $0; sub(/^.*connection: /, "", pair); sub(/ ms .*$/, "", pair) }
         $2 ~ /^ 2 gateway processes on Postgres/ { two = $col["req/s"] }
         /^peak RSS/ { rss = $0; sub(/^peak RSS /, "", rss) }
         END {
           if (mode == "postgres")
-            printf "%-4s Postgres adds %.3f ms p50 over SQLite (%.3f ms added) at 1 conn, CPU %d us/req; at 50 conns %d req/s in process, one serve %d, two serves %d\n",
-              side, pg - gw, gw - up, pgcpu1, pg50, one, two
+            printf "%-4s Postgres adds %.3f ms p50 over SQLite (%.3f ms added) at 1 conn, %s ms alternating, CPU %d us/req; at 50 conns %d req/s in process, one serve %d, two serves %d\n",
+              side, pg - gw, gw - up, pair == "" ? "-" : pair, pgcpu1, pg50, one, two
           else
             printf "%-4s added p50 %.3f ms, CPU %d us/req at 1 conn, %d us/req at 50 (%d req/s), peak RSS %s MB\n",
               side, gw - up, cpu1, cpu50, rps, rss

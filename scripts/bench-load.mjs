@@ -1,7 +1,11 @@
 // Closed-loop load generator: N keep-alive connections (undici Pool), each sending the next
 // request as soon as the previous answer is read. Records latency of every request and, for
 // streams, the time to the first body byte. Runs in-process or as a child process (IPC). Given
-// several URLs (gateways sharing one database), the connections are dealt out over them in turn.
+// several URLs (gateways sharing one database), the connections are dealt out over them in turn;
+// with `alternate`, one connection to each, and one request at a time to each URL in turn, each
+// URL's latencies apart (`perUrl`): a difference between two targets measured under the same
+// moment's conditions, which on a shared VM drift by more than the difference from one run to the
+// next.
 import { performance } from "node:perf_hooks";
 import { Pool } from "undici";
 
@@ -10,6 +14,7 @@ import { Pool } from "undici";
  *   connections: number, durationMs: number, warmupMs: number, stream: boolean }} o
  */
 export async function runLoad(o) {
+  if (o.alternate) return runAlternating(o);
   const urls = Array.isArray(o.url) ? o.url : [o.url];
   const pools = urls.map(
     (url, i) =>
@@ -95,6 +100,66 @@ export async function runLoad(o) {
     p99: percentile(latencies, count, 0.99),
     ttfbP50: o.stream ? percentile(ttfbs, count, 0.5) : undefined,
     ttfbP99: o.stream ? percentile(ttfbs, count, 0.99) : undefined,
+  };
+}
+
+async function runAlternating(o) {
+  const pools = o.url.map(
+    (url) => new Pool(url, { connections: 1, pipelining: 1, keepAliveTimeout: 60_000 }),
+  );
+  const latencies = o.url.map(() => new Float64Array(1_000_000));
+  let count = 0;
+  let total = 0;
+  let errors = 0;
+  let firstError = "";
+  const cpuBefore = process.cpuUsage();
+  const started = performance.now();
+  const measureFrom = started + o.warmupMs;
+  const end = measureFrom + o.durationMs;
+  while (performance.now() < end && count < latencies[0].length) {
+    const measuring = performance.now() >= measureFrom;
+    for (const [i, pool] of pools.entries()) {
+      const start = performance.now();
+      try {
+        const res = await pool.request({
+          path: o.path,
+          method: "POST",
+          headers: o.headers,
+          body: o.body,
+        });
+        await res.body.dump({ limit: Number.POSITIVE_INFINITY });
+        if (res.statusCode !== 200) {
+          errors++;
+          firstError ||= `HTTP ${res.statusCode} from ${o.url[i]}`;
+        }
+      } catch (err) {
+        errors++;
+        firstError ||= String(err?.message ?? err);
+      }
+      if (measuring) latencies[i][count] = performance.now() - start;
+    }
+    total++;
+    if (measuring) count++;
+  }
+  const elapsed = performance.now() - Math.max(started, measureFrom);
+  const cpu = process.cpuUsage(cpuBefore);
+  await Promise.all(pools.map((pool) => pool.close()));
+  const perUrl = latencies.map((values) => ({
+    p50: percentile(values, count, 0.5),
+    p90: percentile(values, count, 0.9),
+    p99: percentile(values, count, 0.99),
+  }));
+  const last = perUrl[perUrl.length - 1];
+  return {
+    count,
+    total,
+    errors,
+    firstError,
+    rps: count / (elapsed / 1000),
+    p50: last.p50,
+    p99: last.p99,
+    perUrl,
+    loadCpuUs: (cpu.user + cpu.system) / Math.max(1, total * pools.length),
   };
 }
 

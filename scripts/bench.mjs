@@ -9,6 +9,7 @@
 //   BENCH_REQUEST_LINES=text node scripts/bench.mjs   with serve's line per request (to stderr)
 //   BENCH_METRICS=off node scripts/bench.mjs           without /metrics and its counting
 //   node scripts/bench.mjs --only=up-1,gw-1,gw-pg-1,gw-50,gw-pg-50,gw-pg2-50   SQLite beside Postgres
+//   node scripts/bench.mjs --only=pair-1        Postgres beside SQLite, requests alternating
 //   BENCH_SERVE_NODE_ARGS="--cpu-prof --cpu-prof-dir=prof"   Node flags of the `gateway serve` rows
 //
 // Two floors run beside the gateway in the same process: a bare proxy (HTTP in and out) and a
@@ -157,6 +158,16 @@ const scenarios = [
     stream: false,
   },
   {
+    // The upstream, the SQLite gateway and the Postgres one, one request at a time to each in
+    // turn: what Postgres adds, measured under the same moment's conditions on both.
+    id: "pair-1",
+    label: "gateway on Postgres, JSON, alternating",
+    postgres: "in-process",
+    alternate: true,
+    connections: 1,
+    stream: false,
+  },
+  {
     id: "gw-pg-50",
     label: "gateway on Postgres, JSON",
     postgres: "in-process",
@@ -230,7 +241,8 @@ try {
     const upstreamCpuBefore = processCpuUs(upstreamChild.proc.pid);
     const memory = sampleMemory();
     const r = await load({
-      url: pgTarget?.url ?? s.target,
+      url: s.alternate ? [upstreamUrl, gw.url, pgTarget.url] : (pgTarget?.url ?? s.target),
+      alternate: s.alternate,
       path: "/v1/chat/completions",
       headers: benchHeaders,
       body: benchBody(s.stream),
@@ -275,9 +287,11 @@ const rows = scenarios
   .filter((s) => results.has(s.id))
   .map((s) => {
     const r = results.get(s.id);
+    // An alternating row's process serves both gateways: its CPU is not one gateway's.
     const cpu =
       (s.target === gw.url || s.target === bare.url || s.target === minimal.url || s.postgres) &&
-      !inline
+      !inline &&
+      !s.alternate
         ? Math.round(r.cpuPerRequestUs).toString()
         : "-";
     const dbCpu = Number.isFinite(r.dbCpuPerRequestUs)
@@ -286,7 +300,7 @@ const rows = scenarios
     return [
       s.label,
       String(s.connections),
-      Math.round(r.rps).toString(),
+      s.alternate ? "-" : Math.round(r.rps).toString(),
       ms(r.p50),
       ms(r.p99),
       ms(r.ttfbP50),
@@ -367,6 +381,13 @@ if (postgresSkipped) {
   console.log(
     `Postgres's added p50 over SQLite at 1 connection: ${ms(added("gw-pg-1", "gw-1", "p50"))} ms (target <= 0.5)`,
   );
+  const pair = results.get("pair-1")?.perUrl;
+  if (pair) {
+    const [up, sqlite, pg] = pair;
+    console.log(
+      `Postgres's added p50 over SQLite, alternating requests at 1 connection: ${ms(pg.p50 - sqlite.p50)} ms (p90 ${ms(pg.p90 - sqlite.p90)} ms; SQLite's own added p50 ${ms(sqlite.p50 - up.p50)} ms)`,
+    );
+  }
   console.log(
     `JSON throughput at 50 connections:           SQLite ${rps("gw-50")}, Postgres ${rps("gw-pg-50")}; gateway processes on Postgres: one ${rps("gw-pgp-50")}, two ${rps("gw-pg2-50")} req/s (target: two serve more than one)`,
   );
