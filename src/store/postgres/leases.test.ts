@@ -289,6 +289,57 @@ describe("leases: requests admitted without a round trip", () => {
     expect(await row(id)).toMatchObject({ held_micro: 2_000, leased_micro: 0, holds: 2 });
   });
 
+  for (const committed of [true, false]) {
+    it(`a settlement whose outcome is unknown (${committed ? "committed" : "not committed"}, its answer lost): all the lease has comes back once nothing is in flight`, async () => {
+      const { money, pool } = await gateway();
+      const id = await account({ balance_micro: 1_000_000 });
+      await money.settle(await money.reserve(request(id)), outcome());
+      const leased = await money.reserve(request(id));
+      const other = await money.reserve(request(id));
+      const query = pool.query.bind(pool);
+      pool.query = (async (...args: Parameters<typeof query>) => {
+        const config = args[0] as { name?: string };
+        if (config?.name !== "gateway_settle_leased") return query(...args);
+        pool.query = query;
+        if (committed) await query(...args);
+        throw new Error("Connection terminated unexpectedly");
+      }) as typeof pool.query;
+      await expect(money.settle(leased, outcome())).rejects.toThrow(/Connection terminated/);
+      // Another request is still in flight on the lease: what it holds stays held.
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      expect((await row(id)).in_leases).toBeGreaterThanOrEqual(1_000);
+      await money.settle(other, outcome());
+      await until(async () => (await row(id)).in_leases === 0);
+      const charged = committed ? 3 : 2;
+      expect(await row(id)).toMatchObject({
+        balance_micro: 1_000_000 - charged * 300,
+        held_micro: 0,
+        leased_micro: 0,
+        holds: 0,
+      });
+    });
+  }
+
+  it("a give-back that failed is tried again, and gives back all the lease has", async () => {
+    const { money, pool } = await gateway({ idleMs: 60_000, tickMs: 20 });
+    const id = await account({ balance_micro: 1_000_000 });
+    await money.settle(await money.reserve(request(id)), outcome());
+    expect((await row(id)).in_leases).toBe(4_000);
+    const query = pool.query.bind(pool);
+    let failed = 0;
+    pool.query = (async (...args: Parameters<typeof query>) => {
+      const config = args[0] as { name?: string };
+      if (config?.name !== "gateway_lease_tick" || failed > 0) return query(...args);
+      failed++;
+      throw new Error("Connection terminated unexpectedly");
+    }) as typeof pool.query;
+    money.stopLease(id);
+    await until(async () => failed === 1);
+    expect((await row(id)).in_leases).toBe(4_000);
+    await until(async () => (await row(id)).in_leases === 0);
+    expect(await row(id)).toMatchObject({ held_micro: 0, leased_micro: 0 });
+  });
+
   it("a request that stops being held (released) gives its money back to the lease", async () => {
     const { money } = await gateway();
     const id = await account({ balance_micro: 1_000_000 });

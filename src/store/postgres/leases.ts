@@ -6,6 +6,8 @@ import { windowEnd } from "../utc-windows.js";
 const defaultIdleMs = 1_000;
 /** How often a gateway with leases looks for the ones it was asked to give back. */
 const defaultTickMs = 100;
+/** A give-back that failed (the database unreachable) is tried again after this long. */
+const retryGiveBackMs = 1_000;
 /** A lease grows to cover this many requests' worst cases, at least, and twice those in flight. */
 const minimumRequests = 4;
 /** Per-minute slots a lease asks for at most at once. */
@@ -60,6 +62,13 @@ interface Lease {
   topUpRefused: boolean;
   /** The database counts the lease as in use (since its last grant, until a give-back). */
   activeInDb: boolean;
+  /**
+   * A settlement's or a give-back's outcome is unknown, so the database may hold more for the
+   * lease than `micro` says: once no request is in flight on it, all of it is given back.
+   */
+  uncertain: boolean;
+  /** A failed give-back is tried again by the tick, not before then. */
+  retryAt: number;
   givingBack: boolean;
   lastUsed: number;
 }
@@ -304,8 +313,9 @@ export class Leases {
       if (typeof charge === "number") lease.micro += reservation.reservedMicro - charge;
     }
     // Gone: the reaper released it. Unknown: what the lease has in the database is no longer
-    // known here, so it is not used again (the rest comes back with this gateway's reaping).
+    // known here, so it is not used again, and all of it comes back once nothing is in flight.
     if (charge === null || charge instanceof Error) lease.stopped = true;
+    if (charge instanceof Error) lease.uncertain = true;
     if (charge === null && this.leases.get(lease.accountId) === lease && lease.inFlight === 0) {
       this.leases.delete(lease.accountId);
       return;
@@ -364,6 +374,7 @@ export class Leases {
    * unused for it.
    */
   private canGiveBack(lease: Lease): boolean {
+    if (lease.uncertain && (lease.inFlight > 0 || performance.now() < lease.retryAt)) return false;
     return lease.stopped && settledHere(lease) && !drainedInDb(lease);
   }
 
@@ -375,7 +386,8 @@ export class Leases {
     const rows = ready.map((lease) => {
       const row = {
         account_id: lease.accountId,
-        micro: lease.micro,
+        // Nothing in flight (see canGiveBack): whatever the database has for the lease is unused.
+        micro: lease.uncertain ? Number.MAX_SAFE_INTEGER : lease.micro,
         kept: lease.inFlightMicro,
         count_key: lease.countKey,
         window_end: lease.windowEnd,
@@ -384,6 +396,7 @@ export class Leases {
       lease.micro = 0;
       lease.countLeft = 0;
       lease.activeInDb = false;
+      lease.uncertain = false;
       lease.givingBack = true;
       return row;
     });
@@ -392,6 +405,10 @@ export class Leases {
       recalled = await this.send(rows);
     } catch (err) {
       console.error(`gateway: giving back leases failed: ${(err as Error).message}`);
+      for (const lease of ready) {
+        lease.uncertain = true;
+        lease.retryAt = performance.now() + retryGiveBackMs;
+      }
     } finally {
       for (const lease of ready) lease.givingBack = false;
     }
@@ -417,7 +434,10 @@ export class Leases {
     const now = performance.now();
     let inUse = false;
     for (const lease of this.leases.values()) {
-      if (lease.stopped) continue;
+      if (lease.stopped) {
+        if (lease.uncertain) this.giveBackIfStopped(lease);
+        continue;
+      }
       if (now > this.validUntil || now - lease.lastUsed > this.idleMs) this.stop(lease.accountId);
       else inUse = true;
     }
@@ -459,7 +479,7 @@ function settledHere(lease: Lease): boolean {
 
 /** The database counts the lease as drained, and nothing unused of it is left here. */
 function drainedInDb(lease: Lease): boolean {
-  return !lease.activeInDb && lease.micro === 0 && lease.countLeft === 0;
+  return !lease.activeInDb && lease.micro === 0 && lease.countLeft === 0 && !lease.uncertain;
 }
 
 function newLease(accountId: string): Lease {
@@ -476,6 +496,8 @@ function newLease(accountId: string): Lease {
     stopped: false,
     topUpRefused: false,
     activeInDb: false,
+    uncertain: false,
+    retryAt: 0,
     givingBack: false,
     lastUsed: performance.now(),
   };
