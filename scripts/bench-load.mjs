@@ -35,27 +35,10 @@ export async function runLoad(o) {
   let stop = false;
 
   async function one(pool) {
-    const start = performance.now();
-    const res = await pool.request({
-      path: o.path,
-      method: "POST",
-      headers: o.headers,
-      body: o.body,
-    });
-    let ttfb = 0;
-    if (o.stream) {
-      for await (const piece of res.body) {
-        // A keepalive comment is not the answer; the first data byte is.
-        if (ttfb === 0 && !piece.toString("latin1").startsWith(":"))
-          ttfb = performance.now() - start;
-      }
-    } else {
-      await res.body.dump({ limit: Number.POSITIVE_INFINITY });
-    }
-    const latency = performance.now() - start;
-    if (res.statusCode !== 200) {
+    const { status, latency, ttfb } = await ask(pool, o);
+    if (status !== 200) {
       errors++;
-      firstError ||= `HTTP ${res.statusCode}`;
+      firstError ||= `HTTP ${status}`;
       return;
     }
     total++;
@@ -113,54 +96,65 @@ async function runAlternating(o) {
   let errors = 0;
   let firstError = "";
   const cpuBefore = process.cpuUsage();
-  const started = performance.now();
-  const measureFrom = started + o.warmupMs;
+  const measureFrom = performance.now() + o.warmupMs;
   const end = measureFrom + o.durationMs;
   while (performance.now() < end && count < latencies[0].length) {
     const measuring = performance.now() >= measureFrom;
     for (const [i, pool] of pools.entries()) {
-      const start = performance.now();
       try {
-        const res = await pool.request({
-          path: o.path,
-          method: "POST",
-          headers: o.headers,
-          body: o.body,
-        });
-        await res.body.dump({ limit: Number.POSITIVE_INFINITY });
-        if (res.statusCode !== 200) {
+        const { status, latency } = await ask(pool, o);
+        if (status !== 200) {
           errors++;
-          firstError ||= `HTTP ${res.statusCode} from ${o.url[i]}`;
+          firstError ||= `HTTP ${status} from ${o.url[i]}`;
         }
+        if (measuring) latencies[i][count] = latency;
       } catch (err) {
         errors++;
         firstError ||= String(err?.message ?? err);
       }
-      if (measuring) latencies[i][count] = performance.now() - start;
     }
     total++;
     if (measuring) count++;
   }
-  const elapsed = performance.now() - Math.max(started, measureFrom);
-  const cpu = process.cpuUsage(cpuBefore);
+  const elapsed = performance.now() - measureFrom;
   await Promise.all(pools.map((pool) => pool.close()));
+  const cpu = process.cpuUsage(cpuBefore);
   const perUrl = latencies.map((values) => ({
     p50: percentile(values, count, 0.5),
     p90: percentile(values, count, 0.9),
     p99: percentile(values, count, 0.99),
   }));
-  const last = perUrl[perUrl.length - 1];
   return {
     count,
     total,
     errors,
     firstError,
     rps: count / (elapsed / 1000),
-    p50: last.p50,
-    p99: last.p99,
+    ...perUrl[perUrl.length - 1],
     perUrl,
     loadCpuUs: (cpu.user + cpu.system) / Math.max(1, total * pools.length),
   };
+}
+
+/** One request on `pool`: its status, latency and, for a stream, the time to its first data. */
+async function ask(pool, o) {
+  const start = performance.now();
+  const res = await pool.request({
+    path: o.path,
+    method: "POST",
+    headers: o.headers,
+    body: o.body,
+  });
+  let ttfb = 0;
+  if (o.stream) {
+    for await (const piece of res.body) {
+      // A keepalive comment is not the answer; the first data byte is.
+      if (ttfb === 0 && !piece.toString("latin1").startsWith(":")) ttfb = performance.now() - start;
+    }
+  } else {
+    await res.body.dump({ limit: Number.POSITIVE_INFINITY });
+  }
+  return { status: res.statusCode, latency: performance.now() - start, ttfb };
 }
 
 function percentile(values, n, q) {
