@@ -118,6 +118,17 @@ describe("leases: requests admitted without a round trip", () => {
     expect(counted.rows[0].count).toBe(1 + 50);
   });
 
+  it("a lease takes at most 256 per-minute slots at once, however large the limit", async () => {
+    const { money } = await gateway();
+    const id = await account({ balance_micro: 1_000_000, rpm_limit: 10_000_000 });
+    await money.reserve(request(id, { count: perMinute(id, 10_000_000) }));
+    const counted = await admin.query<{ count: number }>(
+      "SELECT count FROM limit_counts WHERE key = $1",
+      [`paid-rpm|${id}`],
+    );
+    expect(counted.rows[0].count).toBe(1 + 256);
+  });
+
   it("a lease in use grows before it runs out: a steady stream of requests waits on no hold", async () => {
     const { money, queries } = await gateway();
     const id = await account({ balance_micro: 1_000_000, rpm_limit: 1_000 });

@@ -11,7 +11,7 @@ const retryGiveBackMs = 1_000;
 /** A lease grows to cover this many requests' worst cases, at least, and twice those in flight. */
 const minimumRequests = 4;
 /** Per-minute slots a lease asks for at most at once. */
-const maximumCount = 64;
+const maximumCount = 256;
 /** A lease asks for at least this share of the per-minute limit, so that a hold is rare. */
 const countShare = 1 / 20;
 /**
