@@ -271,11 +271,17 @@ describe("leases: requests admitted without a round trip", () => {
   it("an unused lease is given back after its idle time, and a stopped one at once", async () => {
     const { money } = await gateway({ idleMs: 100, tickMs: 20 });
     const idle = await account({ balance_micro: 1_000_000 });
+    expect(money.leaseTickRunning).toBe(false);
     const r = await money.reserve(request(idle));
+    expect(money.leaseTickRunning).toBe(true);
     expect((await row(idle)).leased_micro).toBe(4_000);
     await until(async () => (await row(idle)).leased_micro === 0);
     expect(await row(idle)).toMatchObject({ held_micro: 1_000, in_leases: 0 });
     await money.settle(r, outcome());
+    // Nothing leased any more: the tick stops, and an idle gateway no longer wakes for it.
+    await until(async () => !money.leaseTickRunning);
+    await money.reserve(request(idle));
+    expect(money.leaseTickRunning).toBe(true);
 
     const { money: other } = await gateway({ idleMs: 60_000 });
     const changed = await account({ balance_micro: 1_000_000 });

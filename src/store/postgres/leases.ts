@@ -128,6 +128,16 @@ export class Leases {
 
   start(): void {
     this.running = true;
+  }
+
+  /** True while the tick runs: only while this gateway has a lease, so an idle one sleeps. */
+  get armed(): boolean {
+    return this.timer !== undefined;
+  }
+
+  private track(lease: Lease): void {
+    this.leases.set(lease.accountId, lease);
+    if (this.timer || !this.running) return;
     this.timer = setInterval(() => void this.tick(), this.tickMs);
     this.timer.unref();
   }
@@ -235,7 +245,7 @@ export class Leases {
     if (lease?.stopped && !(settledHere(lease) && drainedInDb(lease))) return {};
     if (!lease) {
       lease = newLease(input.accountId);
-      this.leases.set(input.accountId, lease);
+      this.track(lease);
     }
     lease.stopped = false;
     lease.wanting++;
@@ -252,7 +262,7 @@ export class Leases {
       // granted is given back rather than left leased to nobody.
       lease = newLease(input.accountId);
       lease.stopped = true;
-      this.leases.set(input.accountId, lease);
+      this.track(lease);
     }
     lease.wanting = Math.max(0, lease.wanting - 1);
     if (micro > 0) {
@@ -436,10 +446,18 @@ export class Leases {
     for (const lease of this.leases.values()) {
       if (lease.stopped) {
         if (lease.uncertain) this.giveBackIfStopped(lease);
+        // All of it back and nothing in flight: the next hold starts a new one.
+        if (lease.inFlight === 0 && settledHere(lease) && drainedInDb(lease)) {
+          this.leases.delete(lease.accountId);
+        }
         continue;
       }
       if (now > this.validUntil || now - lease.lastUsed > this.idleMs) this.stop(lease.accountId);
       else inUse = true;
+    }
+    if (this.leases.size === 0) {
+      clearInterval(this.timer);
+      this.timer = undefined;
     }
     if (!inUse) return;
     this.ticking = true;

@@ -503,6 +503,11 @@ export class PostgresMoney {
     this.leases?.stopAll();
   }
 
+  /** Whether the lease tick runs: only while this gateway has a lease. */
+  get leaseTickRunning(): boolean {
+    return this.leases?.armed ?? false;
+  }
+
   private async releaseHold(id: string): Promise<boolean> {
     const result = await this.pool.query<{ released: boolean }>({
       name: "gateway_release",
