@@ -69,16 +69,8 @@ export async function runLoad(o) {
   stop = true;
   await Promise.all(workers);
   await Promise.all(pools.map((pool) => pool.close()));
-  const cpu = process.cpuUsage(cpuBefore);
-
   return {
-    count,
-    total,
-    errors,
-    firstError,
-    rps: count / (elapsed / 1000),
-    /** This process's CPU per answered request, warm-up included. */
-    loadCpuUs: (cpu.user + cpu.system) / Math.max(1, total),
+    ...summary({ count, total, errors, firstError, elapsed, cpuBefore, requests: total }),
     p50: percentile(latencies, count, 0.5),
     p99: percentile(latencies, count, 0.99),
     ttfbP50: o.stream ? percentile(ttfbs, count, 0.5) : undefined,
@@ -118,21 +110,39 @@ async function runAlternating(o) {
   }
   const elapsed = performance.now() - measureFrom;
   await Promise.all(pools.map((pool) => pool.close()));
-  const cpu = process.cpuUsage(cpuBefore);
   const perUrl = latencies.map((values) => ({
     p50: percentile(values, count, 0.5),
     p90: percentile(values, count, 0.9),
     p99: percentile(values, count, 0.99),
   }));
   return {
+    ...summary({
+      count,
+      total,
+      errors,
+      firstError,
+      elapsed,
+      cpuBefore,
+      requests: total * pools.length,
+    }),
+    ...perUrl[perUrl.length - 1],
+    perUrl,
+  };
+}
+
+/**
+ * What every mode reports: requests measured and answered in all, errors, requests per second over
+ * `elapsed` ms, and this process's CPU per request sent (`requests`, warm-up included).
+ */
+function summary({ count, total, errors, firstError, elapsed, cpuBefore, requests }) {
+  const cpu = process.cpuUsage(cpuBefore);
+  return {
     count,
     total,
     errors,
     firstError,
     rps: count / (elapsed / 1000),
-    ...perUrl[perUrl.length - 1],
-    perUrl,
-    loadCpuUs: (cpu.user + cpu.system) / Math.max(1, total * pools.length),
+    loadCpuUs: (cpu.user + cpu.system) / Math.max(1, requests),
   };
 }
 
