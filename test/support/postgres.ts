@@ -46,3 +46,20 @@ export function countQueries(pool: pg.Pool): (name?: string) => number {
   }) as typeof pool.query;
   return (name) => sent.get(name) ?? 0;
 }
+
+/**
+ * The next statement named `name` sent through `pool` fails as if the connection dropped before
+ * its answer came: after the database ran it (`ran`) or before. The answer says whether it has.
+ */
+export function loseAnswerOnce(pool: pg.Pool, name: string, ran: boolean): () => boolean {
+  let lost = false;
+  const query = pool.query.bind(pool);
+  pool.query = (async (...args: Parameters<typeof query>) => {
+    const config = args[0] as { name?: string } | string;
+    if (lost || typeof config !== "object" || config.name !== name) return query(...args);
+    lost = true;
+    if (ran) await query(...args);
+    throw new Error("Connection terminated unexpectedly");
+  }) as typeof pool.query;
+  return () => lost;
+}

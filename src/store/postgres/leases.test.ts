@@ -1,7 +1,11 @@
 import type pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { moneyInputs } from "../../../test/support/money-inputs.js";
-import { countQueries, createTestDatabase } from "../../../test/support/postgres.js";
+import {
+  countQueries,
+  createTestDatabase,
+  loseAnswerOnce,
+} from "../../../test/support/postgres.js";
 import type { Reservation, ReserveInput } from "../types.js";
 import { openPostgresPool } from "./connect.js";
 import type { LeaseOptions } from "./leases.js";
@@ -313,14 +317,7 @@ describe("leases: requests admitted without a round trip", () => {
       await money.settle(await money.reserve(request(id)), outcome());
       const leased = await money.reserve(request(id));
       const other = await money.reserve(request(id));
-      const query = pool.query.bind(pool);
-      pool.query = (async (...args: Parameters<typeof query>) => {
-        const config = args[0] as { name?: string };
-        if (config?.name !== "gateway_settle_leased") return query(...args);
-        pool.query = query;
-        if (committed) await query(...args);
-        throw new Error("Connection terminated unexpectedly");
-      }) as typeof pool.query;
+      loseAnswerOnce(pool, "gateway_settle_leased", committed);
       await expect(money.settle(leased, outcome())).rejects.toThrow(/Connection terminated/);
       // Another request is still in flight on the lease: what it holds stays held.
       await new Promise((resolve) => setTimeout(resolve, 100));
@@ -342,16 +339,9 @@ describe("leases: requests admitted without a round trip", () => {
     const id = await account({ balance_micro: 1_000_000 });
     await money.settle(await money.reserve(request(id)), outcome());
     expect((await row(id)).in_leases).toBe(4_000);
-    const query = pool.query.bind(pool);
-    let failed = 0;
-    pool.query = (async (...args: Parameters<typeof query>) => {
-      const config = args[0] as { name?: string };
-      if (config?.name !== "gateway_lease_tick" || failed > 0) return query(...args);
-      failed++;
-      throw new Error("Connection terminated unexpectedly");
-    }) as typeof pool.query;
+    const lost = loseAnswerOnce(pool, "gateway_lease_tick", false);
     money.stopLease(id);
-    await until(async () => failed === 1);
+    await until(async () => lost());
     expect((await row(id)).in_leases).toBe(4_000);
     await until(async () => (await row(id)).in_leases === 0);
     expect(await row(id)).toMatchObject({ held_micro: 0, leased_micro: 0 });
