@@ -13,6 +13,7 @@ import {
   type Reply,
 } from "./support/fake-upstream.js";
 import { baseConfig, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
+import { deliveredTokens, requestTextTokens } from "./support/metering.js";
 
 /** An Anthropic-compatible provider behind the gateway: passthrough, errors, and chat -> messages translation. */
 
@@ -156,7 +157,7 @@ describe("anthropic wire: messages pass through", () => {
   });
 
   describe("an upstream that reports no usage", () => {
-    const sentTokens = () => Math.ceil(JSON.stringify(upstream.last.body).length / 4);
+    const sentTokens = () => requestTextTokens(upstream.last.body);
     // Usage objects kept (the SDK needs them in a stream) but every count zero.
     const zeroedUsage = (value: unknown, inUsage = false): unknown => {
       if (Array.isArray(value)) return value.map((v) => zeroedUsage(v, inUsage));
@@ -187,7 +188,7 @@ describe("anthropic wire: messages pass through", () => {
       expect((await lastLogged(gw)).cost_idr).toBeGreaterThan(0);
     });
 
-    it("bills a stream by an estimate, one token a delta, for both client styles", async () => {
+    it("bills a stream by what it delivered, for both client styles", async () => {
       const steps = zeroedUsage(anthropicStreamSteps(["one", " two", " three"])) as ReturnType<
         typeof anthropicStreamSteps
       >;
@@ -196,14 +197,20 @@ describe("anthropic wire: messages pass through", () => {
         .stream({ model: "claude-x", max_tokens: 50, messages: [{ role: "user", content: "Hi" }] })
         .finalMessage();
       expect(message.content).toMatchObject([{ type: "text", text: "one two three" }]);
-      expect(await lastLogged(gw)).toMatchObject({ input_tokens: sentTokens(), output_tokens: 3 });
+      expect(await lastLogged(gw)).toMatchObject({
+        input_tokens: sentTokens(),
+        output_tokens: deliveredTokens(["one", " two", " three"]),
+      });
 
       upstream.queue({ kind: "sse", steps });
       const chat = await openai.chat.completions
         .stream({ model: "claude-x", messages: [{ role: "user", content: "Hi" }] })
         .finalChatCompletion();
       expect(chat.choices[0].message.content).toBe("one two three");
-      expect(await lastLogged(gw)).toMatchObject({ input_tokens: sentTokens(), output_tokens: 3 });
+      expect(await lastLogged(gw)).toMatchObject({
+        input_tokens: sentTokens(),
+        output_tokens: deliveredTokens(["one", " two", " three"]),
+      });
     });
   });
 

@@ -34,6 +34,8 @@ const chatBody = z.looseObject({
   stream: z.boolean().optional(),
   max_tokens: z.number().int().positive().nullish(),
   max_completion_tokens: z.number().int().positive().nullish(),
+  // OpenAI's bound: each answer is produced, and held for, in full.
+  n: z.number().int().min(1).max(128).nullish(),
 });
 
 export const messagesBody = z.looseObject({
@@ -102,7 +104,8 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
       accountRpm: true,
       worstCase: (m) => ({
         inputTokens: worstCaseInputTokens(bytes, m),
-        outputTokens: outputBound(style, body, m, providers.get(m.provider_id), viaRoute),
+        outputTokens:
+          answersAsked(body) * outputBound(style, body, m, providers.get(m.provider_id), viaRoute),
         units: 0,
       }),
       stream,
@@ -209,6 +212,11 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
     );
     return RESPONSE_ALREADY_SENT;
   };
+}
+
+/** How many answers the request asks for: chat's `n`; the other styles have one. */
+function answersAsked(body: Record<string, unknown>): number {
+  return typeof body.n === "number" ? body.n : 1;
 }
 
 /** The endpoint each style is logged and billed as. */
