@@ -25,6 +25,7 @@ export type ErrorCode =
   | "not_found"
   | "forbidden"
   | "client_closed"
+  | "account_suspended"
   // upstream rejection reasons (error.type is then invalid_request_error)
   | "invalid_request_error"
   | "context_length_exceeded"
@@ -91,6 +92,7 @@ export function upstreamRejection(status: number, reason: ErrorCode): GatewayErr
 
 function messagesType(status: number, code: ErrorCode): string {
   if (code === "model_not_found" && status === 400) return "not_found_error";
+  if (status === 401) return "authentication_error";
   if (status === 402) return "payment_required";
   if (status === 403) return "permission_error";
   if (status === 404) return "not_found_error";
@@ -125,6 +127,14 @@ export function errorHeaders(err: GatewayError): Record<string, string> {
     ? {}
     : { "Retry-After": String(Math.max(0, Math.ceil(err.options.retryAfter))) };
 }
+
+/** A stream's end when its account was suspended while it was open; the next request gets the plain 401. */
+export const accountSuspended = () =>
+  new GatewayError(
+    401,
+    "account_suspended",
+    "This account was suspended; its keys stopped working.",
+  );
 
 /** Recorded in the request log when the client left first; nobody receives it. */
 export const clientClosed = () =>

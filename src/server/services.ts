@@ -1,5 +1,6 @@
 import type { Repositories } from "../store/repositories.js";
 import type { GatewayStore } from "../store/types.js";
+import { SuspensionWatch } from "./auth/suspension-watch.js";
 import type { Backend } from "./backend.js";
 import type { Ledger } from "./billing/ledger.js";
 import type { Clock } from "./clock.js";
@@ -55,6 +56,8 @@ export interface Services {
   /** Scripted answers of the mock provider (config `mock.script`, admin API, `gateway.mock`). */
   mockScript: MockScript;
   inspector: RequestInspector;
+  /** Open streams by account, ended when their account is suspended. */
+  suspensions: SuspensionWatch;
 }
 
 export function createServices(backend: Backend, options: ServerOptions): Services {
@@ -88,5 +91,6 @@ export function createServices(backend: Backend, options: ServerOptions): Servic
     http,
     mockScript,
     inspector,
+    suspensions: new SuspensionWatch((id) => store.getAccount(id)?.status === "suspended"),
   };
 }

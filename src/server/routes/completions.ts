@@ -5,7 +5,14 @@ import { admit, settleAdmission, settleDelivered, settleFailed } from "../billin
 import { worstCaseInputTokens } from "../billing/pricing.js";
 import { forModality, resolveTarget } from "../dispatch/resolve.js";
 import { openThread } from "../dispatch/threads.js";
-import { clientClosed, errorBody, GatewayError, internalError } from "../errors.js";
+import {
+  accountSuspended,
+  clientClosed,
+  errorBody,
+  GatewayError,
+  internalError,
+  PlainTextError,
+} from "../errors.js";
 import { readJsonWithSize } from "../http/body.js";
 import { ClientGone } from "../http/client-signal.js";
 import { nodeIncoming, nodeOutgoing, requestHeader } from "../http/request.js";
@@ -123,8 +130,15 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
       viaRoute,
       thread: threaded?.thread,
     };
-    const fail = (err: unknown) =>
-      settleFailed(services, admission, signal.aborted ? clientClosed() : err);
+    // A stream ends when its account is suspended; the gateway's reason is the signal's.
+    const unwatch = stream
+      ? services.suspensions.watch(key.account_id, () => signal.cut(accountSuspended()))
+      : undefined;
+    const cutBy = () => (signal.reason instanceof GatewayError ? signal.reason : undefined);
+    const fail = (err: unknown) => {
+      unwatch?.();
+      return settleFailed(services, admission, signal.aborted ? (cutBy() ?? clientClosed()) : err);
+    };
 
     const dispatching = services.dispatcher.dispatch(target, req, {
       byok: admission.byok,
@@ -137,7 +151,10 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
         ? await within(dispatching, services.options.keepaliveMs)
         : await dispatching;
     } catch (err) {
-      throw await fail(err);
+      const error = await fail(err);
+      // Nothing was sent yet: refused as the key check refuses the next request.
+      if (error.code === "account_suspended") throw new PlainTextError(401, "account suspended");
+      throw error;
     }
     // A stream with nothing to send after the keepalive interval: commit the 200 and keep the
     // client waiting with comments while the dispatcher still tries every step.
@@ -166,6 +183,7 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
       : headers;
 
     if (result.kind === "json") {
+      unwatch?.();
       const recorded = settleDelivered(services, admission, {
         status: 200,
         usage: result.usage,
@@ -191,19 +209,30 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
         first: result.first,
         pieces: result.pieces,
         headers: answerHeaders,
-        errorEvent: (err) =>
-          streamErrorEvent(style, streamErrorMessage(err), {
+        errorEvent: (err) => {
+          const cut = cutBy();
+          if (cut) return failureEvent(style, cut);
+          return streamErrorEvent(style, streamErrorMessage(err), {
             code: err instanceof GatewayError ? err.code : undefined,
-          }),
+          });
+        },
         isClosingEvent: closingEvents[style],
         recorded: () => services.ledger.committed(),
         onEnd: (end) => {
-          attempt.credential.release(end.error ? "failed" : "ok");
+          unwatch?.();
+          const cut = cutBy();
+          attempt.credential.release(end.error && !cut ? "failed" : "ok");
           settleAdmission(services, admission, {
             status: 200,
             usage: result.usage(),
             delivered: end.delivered,
-            errorCode: end.error ? "upstream_error" : end.cancelled ? "client_closed" : undefined,
+            errorCode: cut
+              ? cut.code
+              : end.error
+                ? "upstream_error"
+                : end.cancelled
+                  ? "client_closed"
+                  : undefined,
             ...served,
           });
         },
