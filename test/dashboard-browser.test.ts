@@ -18,7 +18,9 @@ const dayMs = 86_400_000;
 
 let gw: TestGateway;
 let browser: Browser | undefined;
-let clock = Date.now();
+const today = Date.now();
+// The gateway's time never goes back, so the week of traffic is made from its first day on.
+let clock = today - 6 * dayMs;
 
 beforeAll(async () => {
   const base = baseConfig();
@@ -47,7 +49,6 @@ beforeAll(async () => {
     },
   });
   // A week of traffic: a few requests a day on two models, one failing upstream.
-  const today = clock;
   for (let day = 6; day >= 0; day--) {
     clock = today - day * dayMs;
     for (let i = 0; i < (day % 3) + 1; i++)

@@ -5,7 +5,7 @@ import { gatewayListener } from "./app.js";
 import type { Route } from "./app-env.js";
 import { createOwnerLink } from "./auth/owner-session.js";
 import type { Backend } from "./backend.js";
-import { type Clock, type GatewayClock, ManualClock, realClock } from "./clock.js";
+import { type Clock, type GatewayClock, ManualClock, monotonic, realClock } from "./clock.js";
 import { applyConfig } from "./config/apply.js";
 import { demoAccountId, demoConfig } from "./config/demo.js";
 import { ConfigError, loadConfigFile, parseConfig } from "./config/load.js";
@@ -63,7 +63,8 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
         : options.now
           ? { ...realClock, now: options.now }
           : realClock;
-    const now = clock.now;
+    // Windows and allowances read a time that never goes back; waits follow the clock itself.
+    const now = monotonic(clock.now);
     const services = createServices(backend, {
       keepaliveMs: options.keepaliveMs ?? 15_000,
       bodyLimitBytes: options.bodyLimitBytes ?? defaultBodyLimitBytes,

@@ -114,8 +114,10 @@ export async function admit(services: Services, input: AdmitInput): Promise<Admi
     }
   }
   const worstCaseMicro = Math.max(...models.map((m) => costMicro(m, input.worstCase(m))));
+  // A subscription pays for nothing before it starts (a clock set before its start, say).
   const covered =
     subscription !== null &&
+    now >= (account.subscription_started_at ?? account.created_at) &&
     (!subscription.models || subscription.models.includes(input.target.name));
   const base = {
     ...baseReserve(input, account, now),
