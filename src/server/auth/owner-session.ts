@@ -89,6 +89,11 @@ export class OwnerSessions {
     if (!row || row.expires_at <= now) return undefined;
     return { accountId: row.account_id, id, csrfToken: csrfTokenFor(cookieValue) };
   }
+
+  /** Sign-out: the session's cookie opens nothing from now on. */
+  end(session: OwnerSession): Promise<void> {
+    return this.sessions.deleteSession(session.id);
+  }
 }
 
 /**
