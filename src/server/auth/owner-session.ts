@@ -47,16 +47,19 @@ export interface OwnerSession {
 
 /**
  * Mints a one-time owner URL for the account. The token works once; only its hash is stored.
- * Takes the repository alone: `gateway owner-link` mints from another process.
+ * Takes the repository alone: `gateway owner-link` mints from another process. `next`: the
+ * dashboard page the link leads to once it has signed the browser in.
  */
 export async function createOwnerLink(
   sessions: SessionsRepository,
   accountId: string,
   baseUrl: string,
+  next?: string,
 ): Promise<string> {
   const token = randomToken(32);
   await sessions.createOwnerLink(hashSecret(token), accountId, Date.now());
-  return `${baseUrl.replace(/\/+$/, "")}/dashboard/login?token=${token}`;
+  const then = next && safeReturnPath(next) ? `&next=${encodeURIComponent(next)}` : "";
+  return `${baseUrl.replace(/\/+$/, "")}/dashboard/login?token=${token}${then}`;
 }
 
 function csrfTokenFor(sessionValue: string): string {
