@@ -113,7 +113,7 @@ export async function requireOwnerSession(
   if (!found) {
     throw new PlainTextError(
       401,
-      "no dashboard session: open the owner URL printed by `gateway serve`",
+      "no dashboard session: run `gateway dashboard` where `gateway serve` runs, or open the owner URL it printed",
     );
   }
   if (write && !csrfTokenMatches(found, c.req.header("x-csrf-token"))) {
