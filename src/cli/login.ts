@@ -232,13 +232,16 @@ export function registerLogin(program: Command): void {
       "after",
       `
 The owner approves the request on the gateway's dashboard page, after checking the code shown
-there matches the one printed here. On the machine that runs \`gateway serve\` (its database is
-./gateway.db or --db), the page opens already signed in, so approving is one click. The key goes to the OS keychain, or where none works to
+there matches the one printed here. On the machine that runs \`gateway serve\` (its database
+./gateway.db, or --db), the page opens already signed in: approving is one click.
+
+The key goes to the OS keychain, or where none works to
 ~/.config/model-gateway/credentials.json (mode 0600). GATEWAY_CREDENTIAL_STORE=file|keychain
 forces one; GATEWAY_API_KEY overrides any stored key.
 
 Examples:
   $ gateway login
+  $ gateway login --db /srv/gateway/gateway.db
   $ gateway login --no-browser --base-url http://127.0.0.1:8787
   $ gateway login --profile staging --base-url https://gateway.example.test`,
     )
