@@ -1,4 +1,5 @@
 import { Command, CommanderError } from "commander";
+import { registerDashboard } from "./dashboard.js";
 import { UserError } from "./errors.js";
 import { registerKeysCreate } from "./keys/create.js";
 import { registerKeysList } from "./keys/list.js";
@@ -22,6 +23,7 @@ export async function main(argv: string[]): Promise<void> {
   registerLogout(program);
   registerWhoami(program);
   registerOwnerLink(program);
+  registerDashboard(program);
   const keys = program
     .command("keys")
     .description("Create, list and revoke per-tool keys (needs `gateway login`)")

@@ -67,6 +67,10 @@ export class SqliteUsage {
     return this.requestLog(accountId, limit).map(recentRequest);
   }
 
+  requestOf(accountId: string, id: string): RequestLogRow | undefined {
+    return this.statements.one.get(id, accountId) as RequestLogRow | undefined;
+  }
+
   freeTokensUsed(model: string, windowSeconds: number, now: number): number {
     const row = this.statements.freeTokens.get(model) as
       | { window_start: number; tokens: number }
@@ -122,6 +126,7 @@ function prepare(db: DB) {
     recent: statement(
       "SELECT * FROM request_log WHERE account_id = ? ORDER BY created_at DESC, rowid DESC LIMIT ?",
     ),
+    one: statement("SELECT * FROM request_log WHERE id = ? AND account_id = ?"),
     freeTokens: statement("SELECT window_start, tokens FROM free_token_usage WHERE model = ?"),
   };
 }

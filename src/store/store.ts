@@ -234,6 +234,10 @@ export class Store implements GatewayStore {
     return this.usage.requestLog(accountId, limit);
   }
 
+  requestOf(accountId: string, id: string): RequestLogRow | undefined {
+    return this.usage.requestOf(accountId, id);
+  }
+
   freeTokensUsed(model: string, windowSeconds: number, now: number): number {
     return this.usage.freeTokensUsed(model, windowSeconds, now);
   }

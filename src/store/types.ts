@@ -350,6 +350,8 @@ export interface UsageRepository {
   /** Requests, tokens and cost per model since `since`, most expensive first. */
   usageByModel(accountId: string, since: number): MaybeAsync<UsageByModel[]>;
   recentRequests(accountId: string, limit: number): MaybeAsync<RecentRequest[]>;
+  /** One request of the account's log (another account's id finds nothing). */
+  requestOf(accountId: string, id: string): MaybeAsync<RequestLogRow | undefined>;
   /** The account's request log, newest first. */
   requestLog(accountId: string, limit: number): MaybeAsync<RequestLogRow[]>;
   /** Tokens a free model has served in its current budget window. */

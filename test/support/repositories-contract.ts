@@ -497,6 +497,16 @@ export function describeRepositories(
         );
       });
 
+      it("end one session on sign-out, leaving the others open", async () => {
+        await repos.sessions.createOwnerLink("one", "acct", 1);
+        await repos.sessions.createOwnerLink("two", "acct", 1);
+        await repos.sessions.redeemOwnerLink("one", session("a", 1_000), 2);
+        await repos.sessions.redeemOwnerLink("two", session("b", 1_000), 2);
+        await repos.sessions.deleteSession("session-a");
+        expect(await repos.sessions.findSession("session-a")).toBeUndefined();
+        expect(await repos.sessions.findSession("session-b")).toBeDefined();
+      });
+
       it("forget unused links, keeping spent ones spent", async () => {
         await repos.sessions.createOwnerLink("spent", "acct", 1);
         await repos.sessions.createOwnerLink("unused", "acct", 1);

@@ -544,6 +544,10 @@ export function describeStore(backend: string, open: () => Promise<StoreUnderTes
 
         const log = await store.requestLog("acct", 2);
         expect(log.map((row) => row.id)).toEqual(["r4", "r3"]);
+        // One request by id, the same row the log lists; another account's id finds nothing.
+        expect(await store.requestOf("acct", "r4")).toEqual(log[0]);
+        expect(await store.requestOf("nobody", "r4")).toBeUndefined();
+        expect(await store.requestOf("acct", "r-missing")).toBeUndefined();
         expect(log[0]).toMatchObject({
           account_id: "acct",
           key_id: null,
