@@ -697,6 +697,53 @@ describe("output limits above the model's maximum output", () => {
   });
 });
 
+describe("system items inside messages refused by an older Claude model, same wire", () => {
+  // Claude Code's test for "the platform refuses system messages" on a 400, as read in the bundle
+  // of @anthropic-ai/claude-code 2.1.332 (and 2.1.197): it then resends without them.
+  const claudeCodeFallsBack = (message: string) =>
+    message.includes("not supported") && /role .{0,2}system/i.test(message);
+
+  it("says in Claude Code's words that role system is not supported, keeping 400 invalid_request_error", async () => {
+    const messages = [
+      { role: "user", content: "Hi." },
+      { role: "assistant", content: "Hello." },
+      { role: "system", content: "The user is in a hurry." },
+      { role: "user", content: "Summarise." },
+    ] as unknown as Anthropic.MessageParam[];
+    const err = await anthropic.messages
+      .create({ model: "claude-x", max_tokens: 100, messages })
+      .catch((e: unknown) => e);
+    // The provider refused it, with its own words.
+    expect(upstream.refused.at(-1)?.status).toBe(400);
+    expect(err).toBeInstanceOf(Anthropic.BadRequestError);
+    const apiError = err as InstanceType<typeof Anthropic.BadRequestError>;
+    expect(apiError.status).toBe(400);
+    const body = apiError.error as { error: { type: string; message: string } };
+    expect(body.error.type).toBe("invalid_request_error");
+    expect(body.error.message).not.toContain("Input should be");
+    expect(claudeCodeFallsBack(apiError.message)).toBe(true);
+
+    // Claude Code's fallback: the same turn without the system items goes through.
+    upstream.queue(anthropicJson("Done."));
+    const retried = await anthropic.messages.create({
+      model: "claude-x",
+      max_tokens: 100,
+      messages: messages.filter((m) => (m.role as string) !== "system"),
+    });
+    expect(retried.content).toEqual([{ type: "text", text: "Done." }]);
+  });
+
+  it("keeps the plain fixed text for a refusal of a body with no system items", async () => {
+    upstream.queue(anthropicError(400, "invalid_request_error", "something else"));
+    const err = await anthropic.messages
+      .create({ model: "claude-x", max_tokens: 100, messages: [{ role: "user", content: "Hi." }] })
+      .catch((e: unknown) => e);
+    const apiError = err as InstanceType<typeof Anthropic.BadRequestError>;
+    expect(apiError.status).toBe(400);
+    expect(claudeCodeFallsBack(apiError.message)).toBe(false);
+  });
+});
+
 describe("hosted web search toward an anthropic-wire model", () => {
   it("runs a Responses web_search as Anthropic's own web search tool, and answers with its text", async () => {
     upstream.queue({
