@@ -744,6 +744,61 @@ describe("system items inside messages refused by an older Claude model, same wi
   });
 });
 
+describe("structured outputs toward an anthropic-wire model", () => {
+  // What the OpenAI Agents SDK sends for an output type with a bounded integer
+  // (zod `z.object({ city: z.string(), score: z.number().int().min(1).max(10) })`).
+  const rating = {
+    $schema: "https://json-schema.org/draft/2020-12/schema",
+    type: "object",
+    properties: {
+      city: { type: "string" },
+      score: { type: "integer", minimum: 1, maximum: 10 },
+    },
+    required: ["city", "score"],
+    additionalProperties: false,
+  };
+  type SentSchema = { properties: Record<string, unknown>; additionalProperties: unknown };
+  const sentSchema = () =>
+    (upstream.last.body.output_config as { format: { schema: SentSchema } }).format.schema;
+
+  it("sends a Responses text.format schema as the Anthropic SDK would: bounds moved into the description", async () => {
+    upstream.queue(anthropicJson('{"city":"Oslo","score":7}'));
+    const response = await openai.responses.create({
+      model: "claude-x",
+      input: "Rate Oslo.",
+      text: { format: { type: "json_schema", name: "rating", schema: rating, strict: true } },
+    });
+    expect(upstream.refused).toEqual([]);
+    expect(JSON.parse(response.output_text)).toEqual({ city: "Oslo", score: 7 });
+    expect(sentSchema().properties.score).toEqual({
+      type: "integer",
+      description: "{minimum: 1, maximum: 10}",
+    });
+  });
+
+  it("does the same for a chat response_format, closing every object", async () => {
+    upstream.queue(anthropicJson('{"city":"Oslo","score":7}'));
+    const completion = await openai.chat.completions.create({
+      model: "claude-x",
+      messages: [{ role: "user", content: "Rate Oslo." }],
+      response_format: {
+        type: "json_schema",
+        json_schema: {
+          name: "rating",
+          strict: true,
+          schema: { ...rating, additionalProperties: undefined },
+        },
+      },
+    });
+    expect(upstream.refused).toEqual([]);
+    expect(JSON.parse(completion.choices[0].message.content ?? "")).toEqual({
+      city: "Oslo",
+      score: 7,
+    });
+    expect(sentSchema().additionalProperties).toBe(false);
+  });
+});
+
 describe("hosted web search toward an anthropic-wire model", () => {
   it("runs a Responses web_search as Anthropic's own web search tool, and answers with its text", async () => {
     upstream.queue({
