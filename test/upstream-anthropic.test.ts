@@ -733,6 +733,22 @@ describe("system items inside messages refused by an older Claude model, same wi
     expect(retried.content).toEqual([{ type: "text", text: "Done." }]);
   });
 
+  it("names both likely reasons when the refused body also asked for more than the model's maximum output", async () => {
+    const messages = [
+      { role: "user", content: "Hi." },
+      { role: "system", content: "Be brief." },
+    ] as unknown as Anthropic.MessageParam[];
+    const err = await anthropic.messages
+      .create({ model: "claude-x", max_tokens: 128_000, messages })
+      .catch((e: unknown) => e);
+    const apiError = err as InstanceType<typeof Anthropic.BadRequestError>;
+    expect(apiError.status).toBe(400);
+    expect(claudeCodeFallsBack(apiError.message)).toBe(true);
+    expect(apiError.message).toContain(
+      "max_tokens 128000 exceeds this model's maximum output of 64000 tokens",
+    );
+  });
+
   it("keeps the plain fixed text for a refusal of a body with no system items", async () => {
     upstream.queue(anthropicError(400, "invalid_request_error", "something else"));
     const err = await anthropic.messages

@@ -147,7 +147,7 @@ export class Dispatcher {
  * "not supported" and names role "system" (read in the bundles of Claude Code 2.1.197 and 2.1.332,
  * `@anthropic-ai/claude-code` on npm), so the fixed text says so in those words.
  */
-export const systemMessagesRejectedText =
+const systemMessagesRejectedText =
   'Messages with role "system" are not supported by every model; send system text in the top-level system parameter instead.';
 
 /**
