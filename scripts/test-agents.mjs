@@ -13,6 +13,9 @@
 // passes when the agent exits 0 and the file holds the marker, so the agent's tool really ran.
 // "same" cases reach a provider of the agent's own wire, "cross" cases the other wire, and
 // "codex-bridge" an openai provider without the Responses API (translated to chat completions).
+// "claude-older" is an alias of an older Claude model, same wire: Claude Code does not know the
+// name, so it sends `role: "system"` items inside `messages`; the older model refuses them, and
+// Claude Code must recognise the gateway's 400 and resend without them.
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -21,9 +24,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startGateway } from "../dist/index.js";
 
-// Versions known to run on Node 20 (Claude Code's later releases want Node 22); override to try others.
-const CLAUDE_PACKAGE = process.env.AGENTS_CLAUDE_PACKAGE ?? "@anthropic-ai/claude-code@2.1.197";
-const CODEX_PACKAGE = process.env.AGENTS_CODEX_PACKAGE ?? "@openai/codex@0.169.0";
+// The newest releases, checked on Node 20: both install a native binary, so Claude Code's
+// `engines: node >=22` does not bind it. Override to try others.
+const CLAUDE_PACKAGE = process.env.AGENTS_CLAUDE_PACKAGE ?? "@anthropic-ai/claude-code@2.1.332";
+const CODEX_PACKAGE = process.env.AGENTS_CODEX_PACKAGE ?? "@openai/codex@0.171.0";
 const CASE_TIMEOUT_MS = Number(process.env.AGENTS_CASE_TIMEOUT_MS ?? 120_000);
 const log = process.env.AGENTS_LOG === "1";
 const only = process.env.AGENTS_ONLY?.split(",");
@@ -47,6 +51,7 @@ const shellToolOf = (names) => names.find((name) => name in shellTools);
 
 let marker = "";
 const seen = [];
+let refused = 0;
 
 function readBody(req) {
   return new Promise((resolve) => {
@@ -63,13 +68,22 @@ function plan(toolNames, hasToolResult) {
   return { tool, input: shellTools[tool](`echo ${marker} > marker.txt`) };
 }
 
+/** Upstream names of models that refuse `system` items inside `messages`, whatever the betas. */
+const refusesSystemInMessages = new Set(["claude-3-5-haiku-20241022"]);
+
 /** The checks the real APIs make that translation can break: roles, and results after their calls. */
-function invalidBody(path, body) {
+function invalidBody(path, body, headers) {
   const messages = Array.isArray(body.messages) ? body.messages : [];
   if (path === "/v1/messages") {
+    const midConversationSystem =
+      !refusesSystemInMessages.has(body.model) &&
+      String(headers["anthropic-beta"] ?? "").includes("mid-conversation-system-2026-04-07");
     const called = new Set();
     for (const [i, m] of messages.entries()) {
-      if (m.role !== "user" && m.role !== "assistant") return `messages.${i}.role: ${m.role}`;
+      if (m.role === "system" && midConversationSystem) continue;
+      if (m.role !== "user" && m.role !== "assistant") {
+        return `messages.${i}.role: Input should be 'user' or 'assistant'`;
+      }
       for (const block of Array.isArray(m.content) ? m.content : []) {
         if (block.type === "tool_use") called.add(block.id);
         if (block.type === "tool_result" && !called.has(block.tool_use_id)) {
@@ -328,8 +342,9 @@ async function startFakeProvider() {
       console.log(`[fake]   ${raw.slice(0, 1500)}`);
     }
     let answer;
-    const invalid = invalidBody(req.url, body);
+    const invalid = invalidBody(req.url, body, req.headers);
     if (invalid) {
+      refused++;
       console.log(`[fake] refused ${req.url}: ${invalid}`);
       res.writeHead(400, { "content-type": "application/json" });
       res.end(
@@ -502,6 +517,13 @@ async function main() {
       ],
       models: [
         { name: "claude-sonnet-4-5", provider: "fake-anthropic", max_output_tokens: 64_000 },
+        // An alias Claude Code does not know, of an older model that refuses system messages.
+        {
+          name: "claude-older",
+          provider: "fake-anthropic",
+          upstream_model: "claude-3-5-haiku-20241022",
+          max_output_tokens: 64_000,
+        },
         { name: "claude-via-openai", provider: "fake-openai", max_output_tokens: 64_000 },
         { name: "gpt-5-codex", provider: "fake-openai-responses", max_output_tokens: 64_000 },
         { name: "gpt-via-anthropic", provider: "fake-anthropic", max_output_tokens: 64_000 },
@@ -516,6 +538,7 @@ async function main() {
 
   const cases = [
     ["claude-same", claudeCase(bin, gw.url, "claude-sonnet-4-5")],
+    ["claude-older", claudeCase(bin, gw.url, "claude-older")],
     ["claude-cross", claudeCase(bin, gw.url, "claude-via-openai")],
     ["codex-same", codexCase(bin, gw.url, "gpt-5-codex")],
     ["codex-cross", codexCase(bin, gw.url, "gpt-via-anthropic")],
@@ -531,6 +554,7 @@ async function main() {
     mkdirSync(work, { recursive: true });
     marker = `MARKER-${name}-${randomBytes(4).toString("hex")}`;
     seen.length = 0;
+    refused = 0;
     const began = Date.now();
     const ran = await start(home, work);
     const file = join(work, "marker.txt");
@@ -539,7 +563,7 @@ async function main() {
     const seconds = ((Date.now() - began) / 1000).toFixed(1);
     results.push({ name, ok });
     console.log(
-      `${ok ? "PASS" : "FAIL"} ${name} (${seconds} s, exit ${ran.code ?? ran.signal}, ${seen.length} upstream requests)`,
+      `${ok ? "PASS" : "FAIL"} ${name} (${seconds} s, exit ${ran.code ?? ran.signal}, ${seen.length} upstream requests, ${refused} refused)`,
     );
     if (!ok || log) {
       console.log(

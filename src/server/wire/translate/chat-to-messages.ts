@@ -26,6 +26,7 @@ import type {
   ReasoningDetail,
 } from "../openai-types.js";
 import { emptyUsage, toChatUsage, type Usage, usageFromMessages } from "../usage.js";
+import { toAnthropicSchema } from "./anthropic-schema.js";
 import {
   argumentsToInput,
   asArray,
@@ -96,7 +97,9 @@ export function chatRequestToMessages(
   const format = req.response_format;
   if (isRecord(format) && format.type === "json_schema" && isRecord(format.json_schema)) {
     const schema = format.json_schema.schema;
-    if (isRecord(schema)) out.output_config = { format: { type: "json_schema", schema } };
+    if (isRecord(schema)) {
+      out.output_config = { format: { type: "json_schema", schema: toAnthropicSchema(schema) } };
+    }
   }
   return out;
 }
