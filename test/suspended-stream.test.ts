@@ -87,14 +87,19 @@ function post(gw: TestGateway, path: string, payload: unknown, key = KEY) {
   });
 }
 
-async function lastRow(gw: TestGateway) {
+async function newestRow(gw: TestGateway) {
+  const res = await fetch(`${gw.url}/api/admin/requests?limit=1`, {
+    headers: { authorization: `Bearer ${ADMIN_KEY}` },
+  });
+  return ((await res.json()) as { data: any[] }).data[0];
+}
+
+/** The row of the request made after `before` (the newest row then): settled after its client left. */
+async function rowAfter(gw: TestGateway, before: { id: string } | undefined) {
   const deadline = Date.now() + 10_000;
   for (;;) {
-    const res = await fetch(`${gw.url}/api/admin/requests?limit=1`, {
-      headers: { authorization: `Bearer ${ADMIN_KEY}` },
-    });
-    const [row] = ((await res.json()) as { data: any[] }).data;
-    if (row?.finished_at || Date.now() > deadline) return row;
+    const row = await newestRow(gw);
+    if ((row && row.id !== before?.id) || Date.now() > deadline) return row;
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
 }
@@ -143,6 +148,7 @@ describe.each(["sqlite", "postgres"] as const)("suspension with streams open, on
     "%s: an open stream ends with an error event saying so, charged what it delivered",
     async (style) => {
       const before = await balanceMicro(gw);
+      const previous = await newestRow(gw);
       const req = body(style, `talk at length [[mock:words=${WORDS}]]`);
       const res = await post(gw, req.path, req.body);
       expect(res.status).toBe(200);
@@ -160,7 +166,7 @@ describe.each(["sqlite", "postgres"] as const)("suspension with streams open, on
             data: { error: { type: "authentication_error" } },
           });
         if (style === "responses") expect(last.event).toBe("response.failed");
-        const row = await lastRow(gw);
+        const row = await rowAfter(gw, previous);
         expect(row).toMatchObject({ error_code: "account_suspended", stream: true });
         expect(row.usage.output_tokens).toBeGreaterThanOrEqual(deliveredTokens(read.deltas));
         expect(row.cost_micro).toBe(
@@ -179,6 +185,7 @@ describe.each(["sqlite", "postgres"] as const)("suspension with streams open, on
 
   it("a stream suspended before its first piece is refused with the plain-text 401, charged nothing", async () => {
     const before = await balanceMicro(gw);
+    const previous = await newestRow(gw);
     const req = body("chat", "wait for it [[mock:delay=3000]]");
     const pending = post(gw, req.path, req.body);
     // The request is admitted (its hold shows) before the account is suspended.
@@ -195,7 +202,10 @@ describe.each(["sqlite", "postgres"] as const)("suspension with streams open, on
       const res = await pending;
       expect(res.status).toBe(401);
       expect(await res.text()).toBe("account suspended");
-      expect(await lastRow(gw)).toMatchObject({ error_code: "account_suspended", cost_micro: 0 });
+      expect(await rowAfter(gw, previous)).toMatchObject({
+        error_code: "account_suspended",
+        cost_micro: 0,
+      });
       expect(await balanceMicro(gw)).toBe(before);
     } finally {
       expect((await admin(gw, "POST", "/accounts/acct/reinstate")).status).toBe(200);
