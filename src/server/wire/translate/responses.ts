@@ -323,7 +323,12 @@ function convertToolChoice(choice: unknown): ChatToolChoice | undefined {
 function responsesUsage(usage: Usage, reasoningTokens = 0): ResponsesUsage {
   return {
     input_tokens: usage.input_tokens,
-    input_tokens_details: { cached_tokens: usage.cache_read_input_tokens ?? 0 },
+    // Both are required by OpenAI's schema: a client generated from it (Rust, Java) refuses the
+    // whole Response without them.
+    input_tokens_details: {
+      cached_tokens: usage.cache_read_input_tokens ?? 0,
+      cache_write_tokens: usage.cache_creation_input_tokens ?? 0,
+    },
     output_tokens: usage.output_tokens,
     output_tokens_details: { reasoning_tokens: reasoningTokens },
     total_tokens: usage.input_tokens + usage.output_tokens,
@@ -343,8 +348,11 @@ function statusFor(finishReason: unknown): {
   return { status: "completed", incomplete_details: null };
 }
 
-/** The request-echo part of a Response object, as the real API returns it. */
-function baseResponse(
+/**
+ * The request-echo part of a Response object, as the real API returns it. `usage` and `user`
+ * are left out until they have a value: OpenAI's schema types them as an object and a string.
+ */
+export function baseResponse(
   req: ResponsesRequest | undefined,
   clientModel: string,
   id: string,
@@ -354,6 +362,7 @@ function baseResponse(
   const format = isRecord(r.text) && isRecord(r.text.format) ? r.text.format : { type: "text" };
   const reasoning = isRecord(r.reasoning) ? r.reasoning : {};
   const metadata = isRecord(r.metadata) ? r.metadata : {};
+  const user = asString(r.user);
   return {
     id,
     object: "response",
@@ -378,8 +387,7 @@ function baseResponse(
     tools: asArray(r.tools).filter(isRecord) as ResponseObject["tools"],
     top_p: asNumber(r.top_p) ?? null,
     truncation: r.truncation === "auto" ? "auto" : "disabled",
-    usage: null,
-    user: asString(r.user) ?? null,
+    ...(user ? { user } : {}),
     metadata: metadata as { [key: string]: string },
   };
 }
@@ -475,6 +483,7 @@ export class ChatStreamToResponses {
   private sequence = 0;
   private started = false;
   private ended = false;
+  private failed = false;
   private text: OpenText | undefined;
   private readonly tools = new Map<number, ToolItem>();
   private finishReason: unknown = null;
@@ -537,18 +546,20 @@ export class ChatStreamToResponses {
     return out;
   }
 
-  /** Ends the stream as failed: an `error` event, then `response.failed`. */
-  fail(message: string): ResponsesSSEEvent[] {
-    if (this.ended) return [];
+  /**
+   * Ends the stream as failed: an `error` event, then `response.failed` with the Response so far,
+   * numbered on from the last event sent. Also after `finish()`, whose closing event the route
+   * withholds until the answer's charge is recorded.
+   */
+  fail(message: string, code = "upstream_error"): ResponsesSSEEvent[] {
+    if (this.failed) return [];
+    this.failed = true;
     const out = this.start();
     this.ended = true;
-    this.response.status = "failed";
-    this.response.error = { code: "server_error", message };
     this.response.usage = responsesUsage(this.current, this.reasoningTokens);
-    out.push(
-      this.emit("error", { code: "upstream_error", message, param: null }),
-      this.emit("response.failed", { response: clone(this.response) }),
-    );
+    const events = failedEvents(this.response, this.sequence, message, code);
+    this.sequence += events.length;
+    out.push(...events);
     return out;
   }
 
@@ -737,6 +748,34 @@ export class ChatStreamToResponses {
       }),
     ];
   }
+}
+
+/**
+ * The last events of a Responses stream that failed: `error` with the gateway's code, then
+ * `response.failed` carrying the whole Response (its request echo, any output so far), numbered
+ * from `sequence`, the number the stream's next event would have had.
+ */
+export function failedEvents(
+  response: ResponseObject,
+  sequence: number,
+  message: string,
+  code: string,
+): ResponsesSSEEvent[] {
+  const failed: ResponseObject = {
+    ...clone(response),
+    status: "failed",
+    error: { code: "server_error", message },
+  };
+  return [
+    {
+      event: "error",
+      data: { type: "error", code, message, param: null, sequence_number: sequence },
+    },
+    {
+      event: "response.failed",
+      data: { type: "response.failed", response: failed, sequence_number: sequence + 1 },
+    },
+  ];
 }
 
 function clone<T>(value: T): T {
