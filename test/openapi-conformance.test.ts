@@ -556,6 +556,46 @@ describe(`conformance to OpenAI's OpenAPI document ${openapiSource.version}`, ()
       checkResponsesStream(called, "function-call stream");
     });
 
+    it("includes message.output_text.logprobs where the provider has them, else a 400 naming logprobs", async () => {
+      if (native) return; // the provider's own answer passes on
+      const asked = {
+        model,
+        input: "hello",
+        include: ["message.output_text.logprobs"],
+        top_logprobs: 2,
+      };
+      const res = await post(gw, "/v1/responses", asked);
+      if (model === "claude-x") {
+        expect(res.status).toBe(400);
+        const body = (await res.json()) as { error: { code: string; message: string } };
+        assertConforms("ErrorResponse", body, "refusal");
+        expect(body.error.code).toBe("bad_request");
+        expect(body.error.message).toContain("logprobs");
+        return;
+      }
+      expect(res.status).toBe(200);
+      type Part = { text: string; logprobs: { token: string; top_logprobs: unknown[] }[] };
+      const body = (await res.json()) as { output: { content?: Part[] }[] };
+      assertConforms("Response", body, "answer with logprobs");
+      const part = body.output[0].content?.[0];
+      expect(part?.logprobs.length).toBeGreaterThan(0);
+      if (model === "mock-gpt")
+        expect(part?.logprobs.map((t) => t.token).join("")).toBe(part?.text);
+      const streamed = await events(await post(gw, "/v1/responses", { ...asked, stream: true }));
+      checkResponsesStream(streamed, "stream with logprobs");
+      const deltas = streamed.flatMap(({ data }) => {
+        const event = data as { type: string; logprobs?: { token: string }[] };
+        return event.type === "response.output_text.delta" ? (event.logprobs ?? []) : [];
+      });
+      expect(deltas.length).toBeGreaterThan(0);
+      const done = streamed.find((e) => e.event === "response.completed")?.data as {
+        response: { output: { content?: Part[] }[] };
+      };
+      expect(done.response.output[0].content?.[0].logprobs.map((t) => t.token)).toEqual(
+        deltas.map((t) => t.token),
+      );
+    });
+
     it("ends a stream that breaks midway with error and a whole response.failed, numbered on", async () => {
       const broken = await events(
         await post(gw, "/v1/responses", {

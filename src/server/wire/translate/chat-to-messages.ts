@@ -117,7 +117,7 @@ export function untranslatableToMessages(req: ChatCompletionRequest): string | u
   // Anthropic's API reports no log probabilities: answering `logprobs: null` would look like a
   // provider that had none to give.
   if (req.logprobs === true) {
-    return "`logprobs` is not available for this model: its provider reports no log probabilities; leave `logprobs` out.";
+    return "`logprobs` is not available for this model: its provider reports no log probabilities; leave out `logprobs` (on /v1/responses, `include: message.output_text.logprobs`).";
   }
   for (const message of asArray(req.messages)) {
     if (!isRecord(message)) continue;

@@ -82,6 +82,13 @@ export function responsesRequestToChat(
   const effort = isRecord(req.reasoning) ? asString(req.reasoning.effort) : undefined;
   if (effort) out.reasoning_effort = effort;
 
+  // Log probabilities are asked for as an extra to include; chat asks with a flag.
+  if (asArray(req.include).includes("message.output_text.logprobs")) {
+    out.logprobs = true;
+    const top = asNumber(req.top_logprobs);
+    if (top !== undefined) out.top_logprobs = top;
+  }
+
   const format = isRecord(req.text) ? req.text.format : undefined;
   if (isRecord(format) && format.type === "json_schema" && isRecord(format.schema)) {
     out.response_format = {
@@ -392,8 +399,44 @@ export function baseResponse(
   };
 }
 
-function outputTextPart(text: string, annotations: unknown[] = []) {
-  return { type: "output_text" as const, text, annotations, logprobs: [] };
+function outputTextPart(text: string, annotations: unknown[] = [], logprobs: LogProb[] = []) {
+  return { type: "output_text" as const, text, annotations, logprobs };
+}
+
+/** A token's log probability as an output_text part lists it (chat's, with bytes always a list). */
+type LogProb = {
+  token: string;
+  logprob: number;
+  bytes: number[];
+  top_logprobs: { token: string; logprob: number; bytes: number[] }[];
+};
+
+/** Chat's `logprobs.content` of a choice or chunk, as the Responses API lists them. */
+function chatLogprobs(logprobs: unknown): LogProb[] {
+  const out: LogProb[] = [];
+  if (!isRecord(logprobs)) return out;
+  const entry = (value: JsonObject) => ({
+    token: asString(value.token) ?? "",
+    logprob: asNumber(value.logprob) ?? 0,
+    bytes: asArray(value.bytes).filter((b): b is number => typeof b === "number"),
+  });
+  for (const token of asArray(logprobs.content)) {
+    if (!isRecord(token)) continue;
+    out.push({
+      ...entry(token),
+      top_logprobs: asArray(token.top_logprobs).filter(isRecord).map(entry),
+    });
+  }
+  return out;
+}
+
+/** The shorter form a text delta event carries: no bytes. */
+function deltaLogprobs(logprobs: LogProb[]) {
+  return logprobs.map(({ token, logprob, top_logprobs }) => ({
+    token,
+    logprob,
+    top_logprobs: top_logprobs.map((top) => ({ token: top.token, logprob: top.logprob })),
+  }));
 }
 
 /** Chat's `url_citation` annotations (a web search's sources) as the Responses API lists them. */
@@ -424,7 +467,7 @@ export function chatResponseToResponses(
       status: "completed",
       role: "assistant",
       content: text
-        ? [outputTextPart(text, urlCitations(message.annotations))]
+        ? [outputTextPart(text, urlCitations(message.annotations), chatLogprobs(choice.logprobs))]
         : [{ type: "refusal", refusal: refusal ?? "" }],
     };
     response.output.push(item);
@@ -462,6 +505,7 @@ type OpenText = {
   outputIndex: number;
   item: ResponsesOutputMessage;
   text: string;
+  logprobs: LogProb[];
   annotations: unknown[];
   /** The annotations already added, by their JSON, so a repeated list adds only what is new. */
   seen: Set<string>;
@@ -517,7 +561,7 @@ export class ChatStreamToResponses {
     const delta = isRecord(choice.delta) ? choice.delta : {};
 
     const text = (asString(delta.content) ?? "") + (asString(delta.refusal) ?? "");
-    if (text) out.push(...this.appendText(text));
+    if (text) out.push(...this.appendText(text, chatLogprobs(choice.logprobs)));
     if (delta.annotations !== undefined && this.text)
       out.push(...this.addAnnotations(this.text, delta.annotations));
     for (const call of asArray(delta.tool_calls)) {
@@ -580,7 +624,7 @@ export class ChatStreamToResponses {
     ];
   }
 
-  private appendText(delta: string): ResponsesSSEEvent[] {
+  private appendText(delta: string, logprobs: LogProb[]): ResponsesSSEEvent[] {
     const out: ResponsesSSEEvent[] = [];
     if (!this.text) {
       const item: ResponsesOutputMessage = {
@@ -592,7 +636,7 @@ export class ChatStreamToResponses {
       };
       const outputIndex = this.response.output.length;
       this.response.output.push(item);
-      this.text = { outputIndex, item, text: "", annotations: [], seen: new Set() };
+      this.text = { outputIndex, item, text: "", logprobs: [], annotations: [], seen: new Set() };
       out.push(
         this.emit("response.output_item.added", { output_index: outputIndex, item: clone(item) }),
         this.emit("response.content_part.added", {
@@ -605,13 +649,14 @@ export class ChatStreamToResponses {
     }
     const open = this.text;
     open.text += delta;
+    open.logprobs.push(...logprobs);
     out.push(
       this.emit("response.output_text.delta", {
         item_id: open.item.id,
         output_index: open.outputIndex,
         content_index: 0,
         delta,
-        logprobs: [],
+        logprobs: deltaLogprobs(logprobs),
       }),
     );
     return out;
@@ -643,11 +688,15 @@ export class ChatStreamToResponses {
     if (!open) return [];
     this.text = undefined;
     open.item.status = "completed";
-    const part = outputTextPart(open.text, open.annotations);
+    const part = outputTextPart(open.text, open.annotations, open.logprobs);
     open.item.content = [part];
     const ids = { item_id: open.item.id, output_index: open.outputIndex, content_index: 0 };
     return [
-      this.emit("response.output_text.done", { ...ids, text: open.text, logprobs: [] }),
+      this.emit("response.output_text.done", {
+        ...ids,
+        text: open.text,
+        logprobs: deltaLogprobs(open.logprobs),
+      }),
       this.emit("response.content_part.done", { ...ids, part: clone(part) }),
       this.emit("response.output_item.done", {
         output_index: open.outputIndex,
