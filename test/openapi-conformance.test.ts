@@ -310,6 +310,7 @@ beforeAll(async () => {
           modality: "image",
           price_per_unit: 1,
         },
+        { name: "mock-edit", provider: "mock", modality: "edit", price_per_unit: 1 },
         { name: "mock-tts", provider: "mock", modality: "speech", price_per_unit: 1 },
         { name: "mock-stt", provider: "mock", modality: "transcription", price_per_unit: 1 },
         {
@@ -628,6 +629,35 @@ describe(`conformance to OpenAI's OpenAPI document ${openapiSource.version}`, ()
     });
   });
 
+  describe("POST /v1/responses cut at max_output_tokens", () => {
+    it("answers an incomplete Response, and streams up to response.incomplete", async () => {
+      const asked = { model: "mock-gpt", input: "[[mock:words=300]] go on", max_output_tokens: 16 };
+      const res = await post(gw, "/v1/responses", asked);
+      const body = (await res.json()) as { status: string };
+      expect(body.status).toBe("incomplete");
+      assertConforms("Response", body, "incomplete answer");
+      const list = await events(await post(gw, "/v1/responses", { ...asked, stream: true }));
+      checkResponsesStream(list, "incomplete stream");
+      expect(list.at(-1)?.event).toBe("response.incomplete");
+    });
+  });
+
+  describe("POST /v1/chat/completions, a stream whose every provider failed after its 200", () => {
+    it("ends with an error body", async () => {
+      const list = await events(
+        await post(gw, "/v1/chat/completions", {
+          model: "mock-late",
+          messages: [{ role: "user", content: "hi" }],
+          stream: true,
+        }),
+      );
+      checkChatStream(list, "kept-alive failure");
+      expect(list.map((e) => (e.data as { error?: { code: string } }).error?.code)).toEqual([
+        "upstream_error",
+      ]);
+    });
+  });
+
   describe("POST /v1/responses, a stream whose every provider failed after its 200", () => {
     it("starts with response.created, then ends with error and a whole response.failed", async () => {
       const list = await events(
@@ -676,16 +706,44 @@ describe(`conformance to OpenAI's OpenAPI document ${openapiSource.version}`, ()
     );
   });
 
-  describe("POST /v1/images/generations", () => {
-    it.each(["mock-image", "up-image"])("answers an ImagesResponse on %s", async (model) => {
-      const res = await post(gw, "/v1/images/generations", {
-        model,
-        prompt: "a lighthouse",
-        size: "64x64",
-      });
-      expect(res.status).toBe(200);
-      assertConforms("ImagesResponse", await res.json(), "image answer");
-    });
+  describe("POST /v1/images/generations and /v1/images/edits", () => {
+    it.each(["mock-image", "up-image"])(
+      "answers an ImagesResponse on %s, b64_json and url",
+      async (model) => {
+        for (const response_format of ["b64_json", "url"]) {
+          const res = await post(gw, "/v1/images/generations", {
+            model,
+            prompt: "a lighthouse",
+            size: "64x64",
+            response_format,
+          });
+          expect(res.status).toBe(200);
+          assertConforms("ImagesResponse", await res.json(), `${response_format} answer`);
+        }
+      },
+    );
+
+    it.each(["mock-edit", "up-image"])(
+      "answers an edit as an ImagesResponse on %s",
+      async (model) => {
+        const made = (await (
+          await post(gw, "/v1/images/generations", {
+            model: "mock-image",
+            prompt: "a boat",
+            size: "64x64",
+          })
+        ).json()) as { data: { b64_json: string }[] };
+        const edited = await openai.images.edit({
+          model,
+          image: await toFile(Buffer.from(made.data[0].b64_json, "base64"), "boat.png", {
+            type: "image/png",
+          }),
+          prompt: "paint it red",
+          size: "1024x1024",
+        });
+        assertConforms("ImagesResponse", edited, "edit answer");
+      },
+    );
   });
 
   describe("POST /v1/audio/transcriptions (JSON forms)", () => {
