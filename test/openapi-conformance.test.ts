@@ -904,6 +904,12 @@ describe(`conformance to OpenAI's OpenAPI document ${openapiSource.version}`, ()
         },
       ],
       ["models: unknown id", 400, "model_not_found", () => fetch(`${gw.url}/v1/models/nope`)],
+      [
+        "no such route",
+        404,
+        "not_found",
+        () => fetch(`${gw.url}/v1/nope`, { headers: { authorization: `Bearer ${KEY}` } }),
+      ],
     ];
 
     it.each(refusals)("%s: %i %s is an ErrorResponse", async (_what, status, code, send) => {
