@@ -12,8 +12,12 @@ import {
 } from "../wire/bridges.js";
 import type { CompletionRequest, CompletionResult } from "../wire/completion-types.js";
 import type { ChatCompletionChunk, ChatCompletionResponse } from "../wire/openai-types.js";
+import type { ResponseObject, ResponsesRequest } from "../wire/responses-types.js";
 import { encodeSSE, parseEventData, parseSSE, type SSEMessage } from "../wire/sse.js";
 import type { StreamCompletion } from "../wire/stream-types.js";
+import { encodeResponsesEvents } from "../wire/translate/errors.js";
+import { baseResponse, failedEvents } from "../wire/translate/responses.js";
+import { nowSeconds, randomId } from "../wire/translate/shared.js";
 import {
   chatOutputText,
   deltaChars,
@@ -117,6 +121,10 @@ function responsesPassThrough(
   events: AsyncIterable<SSEMessage>,
   meter: StreamMeter,
 ): StreamCompletion {
+  // What the gateway's own last events continue from if the stream breaks: the upstream's
+  // numbering and its latest Response.
+  let nextSequence = 0;
+  let latest: ResponseObject | undefined;
   async function* pieces() {
     let completed = false;
     for await (const ev of events) {
@@ -124,6 +132,8 @@ function responsesPassThrough(
         throw new StreamBroken("upstream stream failed");
       const name = ev.event ?? "message";
       if (name.endsWith(".delta")) meter.delivered(deltaChars(ev.data, responsesDeltaFields));
+      const sequence = sequenceNumber.exec(ev.data);
+      if (sequence) nextSequence = Number(sequence[1]) + 1;
       const lifecycle =
         ev.event === "response.completed" ||
         (name.startsWith("response.") && ev.data.includes('"model"'));
@@ -140,6 +150,7 @@ function responsesPassThrough(
       }
       if (data?.response?.model !== undefined) {
         data.response.model = req.clientModel;
+        latest = data.response as ResponseObject;
         yield encodeSSE(data, name);
         continue;
       }
@@ -147,5 +158,13 @@ function responsesPassThrough(
     }
     if (!completed) throw new StreamBroken();
   }
-  return { kind: "stream", pieces: pieces(), usage: () => meter.billed() };
+  const errorEvent = (message: string, code: string) => {
+    const response =
+      latest ??
+      baseResponse(req.body as ResponsesRequest, req.clientModel, randomId("resp_"), nowSeconds());
+    return encodeResponsesEvents(failedEvents(response, nextSequence, message, code));
+  };
+  return { kind: "stream", pieces: pieces(), usage: () => meter.billed(), errorEvent };
 }
+
+const sequenceNumber = /"sequence_number"\s*:\s*(\d+)/;

@@ -22,6 +22,7 @@ import { markStage } from "../http/stages.js";
 import type { Services } from "../services.js";
 import { outputBound } from "../wire/bridges.js";
 import type { ClientStyle, CompletionRequest } from "../wire/completion-types.js";
+import type { ResponsesRequest } from "../wire/responses-types.js";
 import { encodeSSE, SSE_DONE } from "../wire/sse.js";
 import type { StreamPiece } from "../wire/stream-types.js";
 import { streamErrorEvent } from "../wire/translate/errors.js";
@@ -164,7 +165,7 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
       try {
         outcome = await dispatching;
       } catch (err) {
-        keptAlive.fail(failureEvent(style, await fail(err)));
+        keptAlive.fail(failureEvent(req, await fail(err)));
         return RESPONSE_ALREADY_SENT;
       }
     }
@@ -210,11 +211,13 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
         pieces: result.pieces,
         headers: answerHeaders,
         errorEvent: (err) => {
+          // A suspension cut the stream: its reason, not the upstream's.
           const cut = cutBy();
-          if (cut) return failureEvent(style, cut);
-          return streamErrorEvent(style, streamErrorMessage(err), {
-            code: err instanceof GatewayError ? err.code : undefined,
-          });
+          const error = cut ?? (err instanceof GatewayError ? err : undefined);
+          const code = error?.code ?? "upstream_error";
+          const message = cut ? cut.message : streamErrorMessage(err);
+          if (result.errorEvent) return result.errorEvent(message, code);
+          return cut ? failureEvent(req, cut) : streamErrorEvent(style, message, { code });
         },
         isClosingEvent: closingEvents[style],
         recorded: () => services.ledger.committed(),
@@ -269,8 +272,14 @@ async function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined
 }
 
 /** The last event of a stream whose 200 went out before every step failed, in the route's style. */
-function failureEvent(style: ClientStyle, error: GatewayError): string {
-  if (style === "responses") return streamErrorEvent(style, error.message, { code: error.code });
+function failureEvent(req: CompletionRequest, error: GatewayError): string {
+  const { style } = req;
+  if (style === "responses")
+    return streamErrorEvent(style, error.message, {
+      code: error.code,
+      request: req.body as ResponsesRequest,
+      model: req.clientModel,
+    });
   return encodeSSE(errorBody(error, style), style === "messages" ? "error" : undefined);
 }
 

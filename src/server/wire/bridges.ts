@@ -21,6 +21,7 @@ import {
   messagesResponseToChat,
   untranslatableToMessages,
 } from "./translate/chat-to-messages.js";
+import { encodeResponsesEvents } from "./translate/errors.js";
 import {
   anthropicServerTools,
   ChatStreamToMessages,
@@ -275,7 +276,14 @@ export function fromChatChunks(
     if (!finished) throw new StreamBroken();
     for (const ev of translator.finish()) yield encodeSSE(ev.data, ev.event);
   }
-  return { kind: "stream", pieces: pieces(), usage: () => meter.billed() };
+  const result: StreamCompletion = {
+    kind: "stream",
+    pieces: pieces(),
+    usage: () => meter.billed(),
+  };
+  if (translator instanceof ChatStreamToResponses)
+    result.errorEvent = (message, code) => encodeResponsesEvents(translator.fail(message, code));
+  return result;
 }
 
 /** Counts a chat chunk's deltas and reports its usage; true when it finishes a choice. */

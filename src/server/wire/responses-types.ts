@@ -127,7 +127,7 @@ export type ResponsesOutputItem = ResponsesOutputMessage | ResponsesOutputFuncti
 
 export type ResponsesUsage = {
   input_tokens: number;
-  input_tokens_details: { cached_tokens: number };
+  input_tokens_details: { cached_tokens: number; cache_write_tokens: number };
   output_tokens: number;
   output_tokens_details: { reasoning_tokens: number };
   total_tokens: number;
@@ -156,8 +156,9 @@ export type ResponseObject = {
   tools: ResponsesTool[];
   top_p: number | null;
   truncation: "auto" | "disabled";
-  usage: ResponsesUsage | null;
-  user: string | null;
+  /** Absent until the response has finished (or failed). */
+  usage?: ResponsesUsage;
+  user?: string;
   metadata: { [key: string]: string };
 };
 

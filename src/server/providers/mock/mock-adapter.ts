@@ -21,6 +21,7 @@ import {
   mockFailure,
   planMockReply,
 } from "./mock-chat.js";
+import { mockLogprobs, mockLogprobsWanted, mockTokenLogprob } from "./mock-logprobs.js";
 import type { MockScript } from "./mock-script.js";
 
 export function mockTiming(optionsJson: string): MockTiming {
@@ -67,13 +68,14 @@ export class MockAdapter implements ProviderAdapter {
     const id = `chatcmpl-${randomBytes(12).toString("base64url")}`;
     const created = Math.floor(Date.now() / 1000);
     const meter = new StreamMeter(() => plan.inputTokens);
+    const top = mockLogprobsWanted(chatReq.logprobs, chatReq.top_logprobs);
     const result = req.stream
       ? fromChatChunks(
           req,
-          mockChunks(id, created, chatReq.model, answers, timing, req.signal),
+          mockChunks(id, created, chatReq.model, answers, timing, req.signal, top),
           meter,
         )
-      : fromChatJson(req, mockCompletion(id, created, chatReq.model, answers));
+      : fromChatJson(req, mockCompletion(id, created, chatReq.model, answers, top));
     return withRewrite(result, rewrite);
   }
 
@@ -98,11 +100,13 @@ function answerCount(req: { n?: unknown }): number {
   return typeof req.n === "number" && Number.isInteger(req.n) && req.n > 1 ? req.n : 1;
 }
 
+/** `top`: with `logprobs: true`, how many `top_logprobs` each token lists. */
 function mockCompletion(
   id: string,
   created: number,
   model: string,
   answers: MockPlan[],
+  top: number | undefined,
 ): ChatCompletionResponse {
   const outputTokens = answers.reduce((sum, plan) => sum + plan.outputTokens, 0);
   const { inputTokens } = answers[0];
@@ -111,7 +115,7 @@ function mockCompletion(
     object: "chat.completion",
     created,
     model,
-    choices: answers.map((plan, index) => mockChoice(plan, index)),
+    choices: answers.map((plan, index) => mockChoice(plan, index, top)),
     usage: {
       prompt_tokens: inputTokens,
       completion_tokens: outputTokens,
@@ -120,7 +124,7 @@ function mockCompletion(
   } as ChatCompletionResponse;
 }
 
-function mockChoice(plan: MockPlan, index: number) {
+function mockChoice(plan: MockPlan, index: number, top: number | undefined) {
   const text = plan.text();
   return {
     index,
@@ -139,7 +143,7 @@ function mockChoice(plan: MockPlan, index: number) {
           }
         : {}),
     },
-    logprobs: null,
+    logprobs: top === undefined ? null : mockLogprobs(plan.pieces(), top),
     finish_reason: plan.finishReason,
   };
 }
@@ -180,14 +184,22 @@ async function* mockChunks(
   answers: MockPlan[],
   timing: MockTiming,
   signal: GoneSignal,
+  top: number | undefined,
 ): AsyncGenerator<ChatCompletionChunk> {
   const [plan] = answers;
   const base = { id, object: "chat.completion.chunk", created, model } as const;
   const chunk = (index: number, delta: object, finish: string | null = null): ChatCompletionChunk =>
     ({
       ...base,
-      choices: [{ index, delta, logprobs: null, finish_reason: finish }],
+      choices: [{ index, delta, logprobs: chunkLogprobs(index, delta), finish_reason: finish }],
     }) as ChatCompletionChunk;
+  // With `logprobs: true`, each chunk of text carries its token's (as OpenAI's do).
+  const tokens = answers.map(() => 0);
+  const chunkLogprobs = (index: number, delta: object) => {
+    const text = (delta as { content?: unknown }).content;
+    if (top === undefined || typeof text !== "string" || text === "") return null;
+    return { content: [mockTokenLogprob(text, tokens[index]++, top)], refusal: null };
+  };
   await sleep((timing.first_token_ms ?? 0) + (plan.directives.delay ?? 0), signal);
   for (let index = 0; index < answers.length; index++)
     yield chunk(index, { role: "assistant", content: "" });

@@ -117,6 +117,11 @@ export function untranslatableToMessages(req: ChatCompletionRequest): string | u
   const audioOut =
     asArray(req.modalities).includes("audio") || (req.audio !== undefined && req.audio !== null);
   if (audioOut) return "Audio output is not available for this model; ask for text.";
+  // Anthropic's API reports no log probabilities: answering `logprobs: null` would look like a
+  // provider that had none to give.
+  if (req.logprobs === true) {
+    return "`logprobs` is not available for this model: its provider reports no log probabilities; leave out `logprobs` (on /v1/responses, `include: message.output_text.logprobs`).";
+  }
   for (const message of asArray(req.messages)) {
     if (!isRecord(message)) continue;
     const audioIn = asArray(message.content).some(
