@@ -8,6 +8,7 @@ import { openThread } from "../dispatch/threads.js";
 import { clientClosed, errorBody, GatewayError, internalError } from "../errors.js";
 import { readJsonWithSize } from "../http/body.js";
 import { ClientGone } from "../http/client-signal.js";
+import { loopbackSource } from "../http/loopback.js";
 import { nodeIncoming, nodeOutgoing, requestHeader } from "../http/request.js";
 import { traceOf } from "../http/request-trace.js";
 import { KeptAlive, sendSse } from "../http/sse-response.js";
@@ -108,6 +109,7 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
       stream,
       signal,
       trace,
+      source: loopbackSource(incoming),
     });
     markStage(incoming, "admitted");
     const req: CompletionRequest = {
