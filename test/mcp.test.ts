@@ -3,6 +3,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { ErrorCode, LATEST_PROTOCOL_VERSION, McpError } from "@modelcontextprotocol/sdk/types.js";
 import { afterEach, describe, expect, it } from "vitest";
 import type { ConfigInput } from "../src/server/config/schema.js";
+import type { FinishedRequest } from "../src/server/http/request-trace.js";
 import { readWavInfo } from "../src/server/providers/mock/media/index.js";
 import { admin, quota } from "./support/api.js";
 import { ownerSession } from "./support/cli.js";
@@ -178,7 +179,8 @@ describe("the MCP server at /mcp, with the official SDK client over Streamable H
   });
 
   it("chat answers as its /v1 twin does, costs exactly its price, and is logged as from MCP", async () => {
-    gw = await testGateway({ config: mcpConfig() });
+    const finished: FinishedRequest[] = [];
+    gw = await testGateway({ config: mcpConfig(), onRequest: (r) => finished.push(r) });
     const { client } = await connect();
     const twin = await post(gw, "/v1/chat/completions", chat("Review this function", "mock-gpt"));
     const twinText = ((await twin.json()) as { choices: { message: { content: string } }[] })
@@ -188,6 +190,7 @@ describe("the MCP server at /mcp, with the official SDK client over Streamable H
     expect(twinLogged.via).toBeUndefined();
     expect(twinLogged.cost_idr).toBeGreaterThan(0);
 
+    const mark = finished.length;
     const result = await call(client, "chat", {
       model: "mock-gpt",
       prompt: "Review this function",
@@ -202,6 +205,15 @@ describe("the MCP server at /mcp, with the official SDK client over Streamable H
     const inspected = gw.requests({ limit: 1 })[0];
     expect(inspected).toMatchObject({ endpoint: "chat.completions", via: "mcp" });
     expect(inspected.key.label).toBe("main");
+    // The serve lines: the /mcp request, and the /v1 request its tool call was served as.
+    const served = finished
+      .slice(mark)
+      .filter((r) => r.method === "POST")
+      .map((r) => [r.method, r.path, r.via, r.keyLabel]);
+    expect(served).toEqual([
+      ["POST", "/v1/chat/completions", "mcp", "main"],
+      ["POST", "/mcp", undefined, "main"],
+    ]);
 
     // A conversation and an output limit pass through as the /v1 body would carry them.
     const conversation = await call(client, "chat", {
@@ -383,6 +395,16 @@ describe("/mcp authenticates and limits exactly as /v1", () => {
     await expect(call(client, "list_models")).rejects.toThrow(/API key revoked/);
 
     expect((await rawMcp(KEY, listTools)).status).toBe(200);
+    const withApiKeyHeader = await fetch(`${gw.url}/mcp`, {
+      method: "POST",
+      headers: {
+        "x-api-key": KEY,
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+      },
+      body: JSON.stringify(listTools),
+    });
+    expect(withApiKeyHeader.status).toBe(200);
     expect((await admin(gw, "POST", "/accounts/acct/suspend")).status).toBe(200);
     const suspended = await rawMcp(KEY, listTools);
     expect(suspended.status).toBe(401);
