@@ -9,7 +9,7 @@ import {
 import type { Access, AppEnv, Method } from "../app-env.js";
 import { ownerPageGuard } from "../dashboard/http.js";
 import { GatewayError, PlainTextError } from "../errors.js";
-import { loopbackSource } from "../http/loopback.js";
+import { loopbackSource } from "../http/loopback-socket.js";
 import { clientIp, type ForwardingOptions, nodeIncoming, requestHeader } from "../http/request.js";
 import { traceOf } from "../http/request-trace.js";
 import { markStage } from "../http/stages.js";

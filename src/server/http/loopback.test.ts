@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { Loopback, LoopbackClosed, loopbackSource } from "./loopback.js";
+import { Loopback, LoopbackClosed } from "./loopback.js";
+import { loopbackSource } from "./loopback-socket.js";
 
 describe("Loopback", () => {
   it("serves a request through the listener with the caller's address and source", async () => {

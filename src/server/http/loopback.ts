@@ -1,14 +1,13 @@
 import {
   createServer,
   type IncomingHttpHeaders,
-  type IncomingMessage,
   type RequestListener,
   request,
   type Server,
 } from "node:http";
-import { Duplex } from "node:stream";
 import type { RequestSource } from "../../store/request-source.js";
 import type { GoneSignal } from "./client-signal.js";
+import { MemorySocket } from "./loopback-socket.js";
 
 /**
  * Requests the gateway makes to itself, in memory: a feature that speaks for a caller (the MCP
@@ -40,57 +39,6 @@ export interface LoopbackAnswer {
 
 /** The loopback's refusal when the caller left or the connection broke. */
 export class LoopbackClosed extends Error {}
-
-/** One end of an in-memory connection: what is written to it is read from its peer. */
-class MemorySocket extends Duplex {
-  peer: MemorySocket | undefined;
-
-  constructor(
-    readonly remoteAddress: string | undefined,
-    readonly source: RequestSource | undefined,
-  ) {
-    super();
-  }
-
-  // Node's server and client call these on a TCP socket; an in-memory one has nothing to set.
-  setTimeout(): this {
-    return this;
-  }
-  setNoDelay(): this {
-    return this;
-  }
-  setKeepAlive(): this {
-    return this;
-  }
-
-  override _read(): void {}
-
-  override _write(chunk: Buffer, _encoding: BufferEncoding, done: (err?: Error) => void): void {
-    this.peer?.push(chunk);
-    done();
-  }
-
-  override _final(done: (err?: Error) => void): void {
-    this.peer?.push(null);
-    done();
-  }
-
-  override _destroy(err: Error | null, done: (err?: Error | null) => void): void {
-    const peer = this.peer;
-    this.peer = undefined;
-    if (peer && !peer.destroyed) peer.destroy();
-    done(err);
-  }
-}
-
-/**
- * The source of a request that came over the loopback, else undefined. Only the loopback makes
- * such connections, so no client can claim a source with a header.
- */
-export function loopbackSource(incoming: IncomingMessage | undefined): RequestSource | undefined {
-  const socket = incoming?.socket;
-  return socket instanceof MemorySocket ? socket.source : undefined;
-}
 
 /**
  * Sends requests through the gateway's listener once `attach` gave it (the listener is built

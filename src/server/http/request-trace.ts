@@ -1,7 +1,7 @@
 import { channel } from "node:diagnostics_channel";
 import type { IncomingMessage, RequestListener, ServerResponse } from "node:http";
 import type { RequestSource } from "../../store/request-source.js";
-import { loopbackSource } from "./loopback.js";
+import { loopbackSource } from "./loopback-socket.js";
 
 /**
  * One message per finished HTTP request, on a diagnostics channel: `gateway serve` prints a line

@@ -5,7 +5,7 @@ import { type Admission, admit, settleDelivered, settleFailed } from "../billing
 import type { WorstCase } from "../billing/pricing.js";
 import type { Target } from "../dispatch/resolve.js";
 import type { GoneSignal } from "../http/client-signal.js";
-import { loopbackSource } from "../http/loopback.js";
+import { loopbackSource } from "../http/loopback-socket.js";
 import { nodeIncoming, requestTrace } from "../http/request.js";
 import type { Attempt } from "../providers/types.js";
 import type { Services } from "../services.js";
