@@ -1,10 +1,13 @@
+import { randomBytes } from "node:crypto";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ErrorCode, LATEST_PROTOCOL_VERSION, McpError } from "@modelcontextprotocol/sdk/types.js";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { ConfigInput } from "../src/server/config/schema.js";
+import { startGateway } from "../src/server/gateway.js";
 import type { FinishedRequest } from "../src/server/http/request-trace.js";
 import { readWavInfo } from "../src/server/providers/mock/media/index.js";
+import { secretKeyEnv } from "../src/store/secret-box.js";
 import { admin, quota } from "./support/api.js";
 import { ownerSession } from "./support/cli.js";
 import {
@@ -18,6 +21,7 @@ import {
   type TestGateway,
   testGateway,
 } from "./support/gateway.js";
+import { createTestDatabase } from "./support/postgres.js";
 
 const IMAGE_PRICE = 500;
 const SPEECH_PRICE = 2;
@@ -366,6 +370,7 @@ describe("the MCP server at /mcp, with the official SDK client over Streamable H
       ["chat", { prompt: "no model" }],
       ["chat", { model: "mock-gpt" }],
       ["chat", { model: "mock-gpt", prompt: "both", messages: [{ role: "user", content: "x" }] }],
+      ["chat", { model: "mock-gpt", system: "x", messages: [{ role: "user", content: "x" }] }],
       ["transcribe_audio", { model: "mock-stt", audio: "not base64!" }],
       ["generate_image", { model: "mock-image", prompt: "x", size: "huge" }],
     ] as const) {
@@ -375,6 +380,21 @@ describe("the MCP server at /mcp, with the official SDK client over Streamable H
     }
     // Nothing was admitted for them.
     expect(await recent()).toEqual([]);
+
+    // A body that is no JSON-RPC message is the transport's 4xx in JSON-RPC's shape, never a 500.
+    for (const [body, accept, status, code] of [
+      ["not json", "application/json, text/event-stream", 400, ErrorCode.ParseError],
+      ['{"jsonrpc":"2.0"}', "application/json, text/event-stream", 400, ErrorCode.ParseError],
+      [JSON.stringify(listTools), "application/json", 406, -32000],
+    ] as const) {
+      const res = await fetch(`${gw.url}/mcp`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json", accept },
+        body,
+      });
+      expect(res.status).toBe(status);
+      expect(((await res.json()) as { error: { code: number } }).error.code).toBe(code);
+    }
   });
 });
 
@@ -482,5 +502,52 @@ describe("the owner's dashboard", () => {
     ).text();
     const table = page.slice(page.indexOf('id="recent"'));
     expect(table).toMatch(/chat\.completions · via MCP/);
+  });
+});
+
+describe("the MCP server on Postgres", () => {
+  let savedSecretKey: string | undefined;
+  beforeAll(() => {
+    savedSecretKey = process.env[secretKeyEnv];
+    process.env[secretKeyEnv] = randomBytes(32).toString("base64");
+  });
+  afterAll(() => {
+    if (savedSecretKey === undefined) delete process.env[secretKeyEnv];
+    else process.env[secretKeyEnv] = savedSecretKey;
+  });
+
+  it("a tool call is its /v1 twin in price and log, and the shared key's address limit spans both", async () => {
+    const running = await startGateway({
+      db: await createTestDatabase(),
+      config: mcpConfig(),
+      clock: "manual",
+      port: 0,
+    });
+    gw = running as unknown as TestGateway;
+    const { client } = await connect();
+    const before = (await quota(running)).balance_idr;
+    const image = await call(client, "generate_image", {
+      model: "mock-image",
+      prompt: "a harbour",
+      size: "32x32",
+    });
+    expect(image.isError).toBeFalsy();
+    expect(pngSize(Buffer.from(image.content[0]!.data!, "base64"))).toEqual({
+      width: 32,
+      height: 32,
+    });
+    expect(micro(before) - micro((await quota(running)).balance_idr)).toBe(micro(IMAGE_PRICE));
+    expect((await recent())[0]).toMatchObject({ endpoint: "images.generations", via: "mcp" });
+
+    const shared = { authorization: `Bearer ${SHARED_KEY}` };
+    for (let i = 0; i < 15; i++) {
+      expect((await post(running, "/v1/chat/completions", chat(`v1 ${i}`), shared)).status).toBe(
+        200,
+      );
+      expect((await rawMcp(SHARED_KEY, { ...listTools, id: i })).status).toBe(200);
+    }
+    const refused = await rawMcp(SHARED_KEY, listTools);
+    expect(refused.status).toBe(429);
+    expect(await refused.text()).toBe("too many requests, try again shortly");
   });
 });

@@ -222,6 +222,9 @@ const chat: GatewayTool = {
     })
     .refine((args) => (args.prompt === undefined) !== (args.messages === undefined), {
       message: "give exactly one of prompt or messages",
+    })
+    .refine((args) => args.system === undefined || args.messages === undefined, {
+      message: "system goes with prompt; put a system message first in messages instead",
     }),
   async run(args, caller) {
     const messages = (args.messages as z.infer<typeof message>[] | undefined) ?? [
