@@ -64,6 +64,23 @@ describe("Loopback", () => {
     expect(await closedEarly).toBe(true);
   });
 
+  it("refuses an answer the listener cut off before it was complete", async () => {
+    const loopback = new Loopback();
+    loopback.attach((_req, res) => {
+      res.writeHead(200, { "content-length": "100" });
+      res.write("partial", () => res.destroy());
+    });
+    await expect(
+      loopback.send({
+        method: "GET",
+        path: "/broken",
+        headers: {},
+        clientAddress: "127.0.0.1",
+        source: "mcp",
+      }),
+    ).rejects.toBeInstanceOf(LoopbackClosed);
+  });
+
   it("tells a request of Node's own server from a loopback one", () => {
     expect(loopbackSource(undefined)).toBeUndefined();
   });

@@ -54,14 +54,14 @@ class Refused extends Error {
   }
 }
 
-/** The answer's JSON, or the refusal it carries as an `isError` result. */
+/** The answer when the route accepted the request; its refusal is thrown as an `isError` result. */
 function accepted(answer: LoopbackAnswer): LoopbackAnswer {
   if (answer.status < 400) return answer;
   throw new Refused(refusal(answer));
 }
 
 /** A gateway refusal in words an agent can act on: the spec's code, the status, when to retry. */
-export function refusal(answer: LoopbackAnswer): ToolResult {
+function refusal(answer: LoopbackAnswer): ToolResult {
   let code: string | undefined;
   let message = answer.body.toString("utf8").trim();
   const type = String(answer.headers["content-type"] ?? "");
@@ -120,7 +120,15 @@ const mimeOf = (answer: LoopbackAnswer, fallback: string) =>
 
 // ---- the tools -------------------------------------------------------------------------------
 
-const modalities = ["chat", "image", "speech", "transcription", "music", "video", "embedding"];
+const modalities = [
+  "chat",
+  "image",
+  "speech",
+  "transcription",
+  "music",
+  "video",
+  "embedding",
+] as const;
 
 const modelName = z
   .string()
@@ -157,7 +165,7 @@ const listModels: GatewayTool = {
     "List the models and routes this gateway serves, with what each does (chat, image, speech, transcription, music, video, embedding) and its price in IDR. Call it first to pick a model for the other tools.",
   input: z.object({
     modality: z
-      .enum(modalities as [string, ...string[]])
+      .enum(modalities)
       .optional()
       .describe("Only models of this kind; routes are listed with every kind."),
   }),
