@@ -87,12 +87,32 @@ function readBody(req) {
 }
 
 /** What to answer next: a shell call while no tool result has come back, then the final text. */
-function plan(toolNames, hasToolResult) {
-  if (mode === "mcp-image") {
-    if (hasToolResult) return { text: `Made the image for ${marker}.` };
-    if (!toolNames.includes(mcpImageTool)) return { text: "OK." };
+/** Whether the conversation already holds a call of `name` (Messages content blocks). */
+function called(body, name) {
+  return (body.messages ?? []).some(
+    (m) =>
+      Array.isArray(m.content) && m.content.some((b) => b.type === "tool_use" && b.name === name),
+  );
+}
+
+/**
+ * The MCP case: call the gateway's image tool, first loading it with ToolSearch where Claude Code
+ * defers MCP tools behind it (later releases do), then answer once the image came back.
+ */
+function mcpPlan(toolNames, body) {
+  if (toolResultHasPng(body)) return { text: `Made the image for ${marker}.` };
+  if (toolNames.includes(mcpImageTool)) {
+    if (called(body, mcpImageTool)) return { text: "The image tool returned no image." };
     return { tool: mcpImageTool, input: { model: "mock-image", prompt: marker, size: "64x64" } };
   }
+  if (toolNames.includes("ToolSearch") && !called(body, "ToolSearch")) {
+    return { tool: "ToolSearch", input: { query: `select:${mcpImageTool}` } };
+  }
+  return { text: "OK." };
+}
+
+function plan(toolNames, hasToolResult, body = {}) {
+  if (mode === "mcp-image") return mcpPlan(toolNames, body);
   const tool = shellToolOf(toolNames);
   if (!tool || hasToolResult) return { text: hasToolResult ? `Wrote ${marker}.` : "OK." };
   return { tool, input: shellTools[tool](`echo ${marker} > marker.txt`) };
@@ -131,7 +151,7 @@ function anthropicAnswer(body) {
     (m) => Array.isArray(m.content) && m.content.some((b) => b.type === "tool_result"),
   );
   if (toolResultHasPng(body)) imageBack = true;
-  const next = plan(names, hasToolResult);
+  const next = plan(names, hasToolResult, body);
   const id = `msg_${randomBytes(6).toString("hex")}`;
   const content = next.tool
     ? [
