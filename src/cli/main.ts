@@ -6,6 +6,7 @@ import { registerKeysList } from "./keys/list.js";
 import { registerKeysRevoke } from "./keys/revoke.js";
 import { registerLogin } from "./login.js";
 import { registerLogout } from "./logout.js";
+import { registerMcp } from "./mcp.js";
 import { registerOwnerLink } from "./owner-link.js";
 import { registerSecretsRotate } from "./secrets/rotate.js";
 import { registerServe } from "./serve.js";
@@ -24,6 +25,7 @@ export async function main(argv: string[]): Promise<void> {
   registerWhoami(program);
   registerOwnerLink(program);
   registerDashboard(program);
+  registerMcp(program);
   const keys = program
     .command("keys")
     .description("Create, list and revoke per-tool keys (needs `gateway login`)")

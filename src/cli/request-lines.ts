@@ -43,6 +43,7 @@ function jsonLine(r: FinishedRequest): string {
     stream: r.stream ?? false,
     error: r.errorCode ?? null,
     tools_omitted: r.toolsOmitted ?? null,
+    via: r.via ?? null,
     aborted: r.aborted,
   });
 }
@@ -62,6 +63,7 @@ function textLine(paint: ReturnType<typeof paintFor>) {
     ];
     if (r.costMicro !== undefined) parts.push(`IDR ${formatIdr(r.costMicro)}`);
     if (r.keyLabel !== undefined) parts.push(`key ${r.keyLabel}`);
+    if (r.via) parts.push(`via ${r.via}`);
     if (r.stream) parts.push("stream");
     if (r.toolsOmitted) parts.push(paint.yellow(`tools omitted: ${r.toolsOmitted.join(", ")}`));
     if (r.errorCode !== undefined) parts.push(colour(r.errorCode));

@@ -16,6 +16,7 @@ import {
   defaultConnectionLimits,
   guardConnections,
 } from "./http/connection-guards.js";
+import { Loopback } from "./http/loopback.js";
 import { InvalidProxies, ProxyList } from "./http/request.js";
 import { onFinishedRequests, tracedListener } from "./http/request-trace.js";
 import { startJobRunner } from "./jobs/runner.js";
@@ -116,10 +117,12 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
         ? undefined
         : (await import("./observe/metrics.js")).createMetrics(services);
     const limits = { ...defaultConnectionLimits, ...options.connections };
+    const loopback = new Loopback();
     const routes = routeTable(services, {
       readiness,
       metrics,
       metricsAccess,
+      loopback,
       extra: options.extraRoutes,
     });
     metrics?.knowRoutes(routes);
@@ -128,6 +131,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
     const listener = services.inspector.listener(
       tracedListener(traceSource, gatewayListener(services, routes, host)),
     );
+    loopback.attach(listener);
     const server = await new Promise<Server>((resolve, reject) => {
       const created = createServer(connectionServerOptions(limits), listener);
       guardConnections(created, limits);

@@ -1,6 +1,7 @@
 import type { Statement } from "better-sqlite3";
 import type { DB } from "./db.js";
 import { microToIdr } from "./money.js";
+import { readLoggedEndpoint } from "./request-source.js";
 import type {
   RecentRequest,
   RequestLogRow,
@@ -85,7 +86,7 @@ export function recentRequest(row: RequestLogRow): RecentRequest {
   return {
     id: row.id,
     created_at: new Date(row.created_at).toISOString(),
-    endpoint: row.endpoint,
+    ...readLoggedEndpoint(row.endpoint),
     model: row.model,
     state: row.state,
     status: row.status,

@@ -1,3 +1,5 @@
+import type { RequestSource } from "./request-source.js";
+
 export type KeyKind = "standard" | "login" | "shared";
 
 export interface AccountRow {
@@ -237,6 +239,8 @@ export interface RecentRequest {
   id: string;
   created_at: string;
   endpoint: string;
+  /** `mcp` for a tool call of the gateway's MCP server (absent for a request made to /v1). */
+  via?: RequestSource;
   model: string | null;
   state: RequestLogRow["state"];
   status: number | null;

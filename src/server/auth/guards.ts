@@ -9,6 +9,7 @@ import {
 import type { Access, AppEnv, Method } from "../app-env.js";
 import { ownerPageGuard } from "../dashboard/http.js";
 import { GatewayError, PlainTextError } from "../errors.js";
+import { loopbackSource } from "../http/loopback-socket.js";
 import { clientIp, type ForwardingOptions, nodeIncoming, requestHeader } from "../http/request.js";
 import { traceOf } from "../http/request-trace.js";
 import { markStage } from "../http/stages.js";
@@ -109,6 +110,9 @@ export function accessGuards(
       const now = options.now();
       return andThen(authenticate(store, presentedKey(c), now), (key) => {
         if (key.kind !== "shared") return keyCaller(c, key);
+        // A tool call of the MCP server comes over the loopback: its /mcp request already took
+        // this address's slot.
+        if (loopbackSource(nodeIncoming(c)) !== undefined) return keyCaller(c, key);
         return andThen(sharedKeys.admitIp(key.id, clientIp(c, options.trustedProxies), now), (ok) =>
           sharedCaller(c, key, ok),
         );

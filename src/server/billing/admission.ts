@@ -1,3 +1,4 @@
+import { loggedEndpoint, type RequestSource } from "../../store/request-source.js";
 import { newId } from "../../store/secrets.js";
 import type { AccountRow, ByokRow, KeyWithAccount, ModelRow } from "../../store/types.js";
 import { parseSubscription } from "../../store/types.js";
@@ -27,6 +28,8 @@ export interface AdmitInput {
   trace?: RequestTrace;
   /** A job's hold: kept until the job ends, on whichever gateway runs it. */
   outlivesRequest?: boolean;
+  /** Where the request came from besides /v1 itself (an MCP tool call), for the request log. */
+  source?: RequestSource;
 }
 
 export interface Admission {
@@ -152,7 +155,7 @@ function baseReserve(input: AdmitInput, account: AccountRow, now: number) {
     id: newId("req"),
     accountId: account.id,
     keyId: input.key.id,
-    endpoint: input.endpoint,
+    endpoint: loggedEndpoint(input.endpoint, input.source),
     model: input.target.name,
     stream: input.stream,
     outlivesRequest: input.outlivesRequest,

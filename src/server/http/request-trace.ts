@@ -1,5 +1,7 @@
 import { channel } from "node:diagnostics_channel";
 import type { IncomingMessage, RequestListener, ServerResponse } from "node:http";
+import type { RequestSource } from "../../store/request-source.js";
+import { loopbackSource } from "./loopback-socket.js";
 
 /**
  * One message per finished HTTP request, on a diagnostics channel: `gateway serve` prints a line
@@ -23,6 +25,8 @@ export interface RequestTrace {
   errorCode?: string;
   /** Tools the backend could not run, left out of the request it was sent. */
   toolsOmitted?: string[];
+  /** `mcp` for the /v1 request a tool call of the MCP server was served as. */
+  via?: RequestSource;
 }
 
 export interface FinishedRequest extends RequestTrace {
@@ -84,6 +88,7 @@ function traceRequest(
     providerId: undefined,
     errorCode: undefined,
     toolsOmitted: undefined,
+    via: loopbackSource(incoming),
   };
   traces.set(incoming, trace);
   outgoing.once("close", () => {

@@ -15,6 +15,7 @@ import {
 } from "../errors.js";
 import { readJsonWithSize } from "../http/body.js";
 import { ClientGone } from "../http/client-signal.js";
+import { loopbackSource } from "../http/loopback-socket.js";
 import { nodeIncoming, nodeOutgoing, requestHeader } from "../http/request.js";
 import { traceOf } from "../http/request-trace.js";
 import { KeptAlive, sendSse } from "../http/sse-response.js";
@@ -119,6 +120,7 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
       stream,
       signal,
       trace,
+      source: loopbackSource(incoming),
     });
     markStage(incoming, "admitted");
     const req: CompletionRequest = {

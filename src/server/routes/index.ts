@@ -3,6 +3,7 @@ import { dashboardScriptPath } from "../dashboard/pages.js";
 import { type ErrorStyle, PlainTextError } from "../errors.js";
 import { apiBodyLimit } from "../http/body.js";
 import { preflight } from "../http/cors.js";
+import type { Loopback } from "../http/loopback.js";
 import { jobKinds } from "../jobs/job-kinds.js";
 import type { MetricsAccess } from "../metrics-access.js";
 import type { Readiness } from "../observe/health.js";
@@ -29,6 +30,8 @@ export function surfaces(bodyLimitBytes: number): Surface[] {
   return [
     // The model API: called from any origin, so every answer carries the CORS headers.
     { prefix: "/v1", cors: true, sameOrigin: false, bodyLimit: api },
+    // The MCP server: the model API as tools, on the same keys, so the same rules.
+    { prefix: "/mcp", cors: true, sameOrigin: false, bodyLimit: api },
     // The JSON API of the tools and the dashboard's scripts: never from another origin's page.
     { prefix: "/api", cors: false, sameOrigin: true, bodyLimit: api },
     {
@@ -50,6 +53,7 @@ export function surfaces(bodyLimitBytes: number): Surface[] {
 export const unmatched: Unmatched[] = [
   { prefix: "/v1/messages", access: "key", errors: "messages" },
   { prefix: "/v1", access: "key", errors: "chat" },
+  { prefix: "/mcp", access: "key", errors: "chat" },
   { prefix: "/api/admin", access: "admin", errors: "chat" },
   { prefix: "/api", access: "public", errors: "chat" },
   { prefix: "/dashboard", access: "public", errors: "chat" },
@@ -61,6 +65,8 @@ export interface TableOptions {
   /** Absent when the `metrics` option is off (then so is the route). */
   metrics: GatewayMetrics | undefined;
   metricsAccess: MetricsAccess;
+  /** Requests to the gateway's own listener, which the MCP server's tool calls are. */
+  loopback: Loopback;
   /** Routes a test adds (`startGateway({ extraRoutes })`), registered like every other. */
   extra?: readonly Route[];
 }
@@ -164,6 +170,10 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
   const pages = lazyHandlers(async () =>
     (await import("./dashboard.js")).dashboardHandlers(services, await devices()),
   );
+  const mcp = onFirstRequest(async () =>
+    (await import("./mcp.js")).mcpHandler(services, options.loopback),
+  );
+  const mcpStateless = onFirstRequest(async () => (await import("./mcp.js")).mcpMethodNotAllowed);
   const landing = onFirstRequest(async () => (await import("./landing.js")).landingHandler);
   const health = healthHandlers(options.readiness);
 
@@ -196,6 +206,12 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
     route("GET", "/v1/usage/summary", "key", "chat", account("summary")),
     route("GET", "/v1/usage/daily", "key", "chat", account("daily")),
     route("GET", "/v1/usage/requests", "key", "chat", account("requests")),
+
+    // ---- the MCP server (/mcp): each tool call is its /v1 twin, sent through this table again
+    route("OPTIONS", "/mcp", "public", "chat", preflight),
+    route("POST", "/mcp", "key", "chat", mcp),
+    route("GET", "/mcp", "key", "chat", mcpStateless),
+    route("DELETE", "/mcp", "key", "chat", mcpStateless),
 
     // ---- the JSON API (/api)
     route("GET", "/api/public/pricing", "public", "chat", pricing),
