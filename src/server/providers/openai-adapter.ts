@@ -65,7 +65,8 @@ export class OpenAIAdapter implements ProviderAdapter {
     headers: Record<string, string>,
   ): Promise<CompletionResult> {
     const { provider, model } = attempt;
-    const body: Record<string, unknown> = { ...req.body, model: model.upstream_model };
+    const client = req.responseTurn?.nativeBody(provider.id) ?? req.body;
+    const body: Record<string, unknown> = { ...client, model: model.upstream_model };
     const limit = body.max_output_tokens;
     if (req.viaRoute && typeof limit === "number" && limit > model.max_output_tokens)
       body.max_output_tokens = model.max_output_tokens;

@@ -4,6 +4,7 @@ import type { Handler } from "../app-env.js";
 import { admit, settleAdmission, settleDelivered, settleFailed } from "../billing/admission.js";
 import { worstCaseInputTokens } from "../billing/pricing.js";
 import { forModality, resolveTarget } from "../dispatch/resolve.js";
+import { openResponseTurn } from "../dispatch/response-state.js";
 import { openThread } from "../dispatch/threads.js";
 import { clientClosed, errorBody, GatewayError, internalError } from "../errors.js";
 import { readJsonWithSize } from "../http/body.js";
@@ -93,6 +94,18 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
             services.options.now,
           )
         : undefined;
+    const turn =
+      style === "responses"
+        ? await openResponseTurn(
+            {
+              repo: services.repos.responsesState,
+              accountId: key.account_id,
+              now: services.options.now,
+              ttlMs: services.options.responsesTtlMs,
+            },
+            body,
+          )
+        : undefined;
     const signal = new ClientGone(outgoing);
 
     const admission = await admit(services, {
@@ -101,7 +114,7 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
       endpoint,
       accountRpm: true,
       worstCase: (m) => ({
-        inputTokens: worstCaseInputTokens(bytes, m),
+        inputTokens: worstCaseInputTokens(bytes + (turn?.replayedBytes ?? 0), m),
         outputTokens: outputBound(style, body, m, providers.get(m.provider_id), viaRoute),
         units: 0,
       }),
@@ -112,13 +125,14 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
     markStage(incoming, "admitted");
     const req: CompletionRequest = {
       style,
-      body: threaded?.body ?? body,
+      body: threaded?.body ?? turn?.body ?? body,
       stream,
       clientModel: body.model,
       signal,
       anthropicBeta: requestHeader(c, "anthropic-beta"),
       viaRoute,
       thread: threaded?.thread,
+      responseTurn: turn?.turn,
     };
     const fail = (err: unknown) =>
       settleFailed(services, admission, signal.aborted ? clientClosed() : err);

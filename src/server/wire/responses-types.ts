@@ -159,6 +159,8 @@ export type ResponseObject = {
   usage: ResponsesUsage | null;
   user: string | null;
   metadata: { [key: string]: string };
+  /** The conversation the response was added to, when the request named one. */
+  conversation?: { id: string } | null;
 };
 
 /** One Responses SSE event: the `event:` name equals `data.type`; data carries `sequence_number`. */

@@ -371,7 +371,8 @@ function baseResponse(
       effort: asString(reasoning.effort) ?? null,
       summary: asString(reasoning.summary) ?? null,
     },
-    store: r.store === true,
+    // The Responses API stores a response unless told not to.
+    store: r.store !== false,
     temperature: asNumber(r.temperature) ?? null,
     text: { format: format as ResponsesTextFormat },
     tool_choice: (r.tool_choice as ResponsesToolChoice | undefined) ?? "auto",
@@ -381,7 +382,14 @@ function baseResponse(
     usage: null,
     user: asString(r.user) ?? null,
     metadata: metadata as { [key: string]: string },
+    ...conversationEcho(r.conversation),
   };
+}
+
+/** The conversation a request named, as a Response carries it. */
+function conversationEcho(conversation: unknown): Pick<ResponseObject, "conversation"> {
+  const id = isRecord(conversation) ? asString(conversation.id) : asString(conversation);
+  return id ? { conversation: { id } } : {};
 }
 
 function outputTextPart(text: string, annotations: unknown[] = []) {
