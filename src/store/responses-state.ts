@@ -54,6 +54,9 @@ export interface StoredTurn {
   expiresAt: number;
 }
 
+/** Expired rows are swept by a write at most this often: reads never see them anyway. */
+export const PRUNE_EVERY_MS = 60_000;
+
 /** A chain that would loop (an upstream that reuses ids) is cut here. */
 export const MAX_CHAIN_LENGTH = 10_000;
 
@@ -214,6 +217,7 @@ const sqliteParam = (n: number) => `@p${n}`;
 
 export class SqliteResponsesState implements ResponsesStateRepository {
   private readonly immediate: <T>(fn: () => T) => T;
+  private prunedAt = Number.NEGATIVE_INFINITY;
   private readonly s: Record<
     | "findResponse"
     | "chain"
@@ -464,6 +468,8 @@ export class SqliteResponsesState implements ResponsesStateRepository {
   }
 
   private prune(now: number): void {
+    if (Math.abs(now - this.prunedAt) < PRUNE_EVERY_MS) return;
+    this.prunedAt = now;
     this.s.pruneResponses.run(now);
     this.s.pruneItems.run(now);
     this.s.pruneConversations.run(now);

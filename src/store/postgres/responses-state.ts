@@ -3,6 +3,7 @@ import {
   conversationFromRow,
   type ItemPage,
   type ItemPageQuery,
+  PRUNE_EVERY_MS,
   pageOf,
   previousLink,
   type ResponsesStateRepository,
@@ -22,7 +23,20 @@ const pgParam = (n: number) => `$${n}`;
 
 /** Responses API state and conversations on Postgres (see ResponsesStateRepository). */
 export class PostgresResponsesState implements ResponsesStateRepository {
+  private prunedAt = Number.NEGATIVE_INFINITY;
+
   constructor(private readonly pool: pg.Pool) {}
+
+  /** Sweeps expired rows from this transaction, at most every PRUNE_EVERY_MS of this gateway's. */
+  private pruneDue(now: number): boolean {
+    return Math.abs(now - this.prunedAt) >= PRUNE_EVERY_MS;
+  }
+
+  private async prune(client: pg.PoolClient, now: number): Promise<void> {
+    if (!this.pruneDue(now)) return;
+    this.prunedAt = now;
+    await prune(client, now);
+  }
 
   async findResponse(
     accountId: string,
@@ -63,32 +77,16 @@ export class PostgresResponsesState implements ResponsesStateRepository {
 
   async saveTurn(turn: StoredTurn): Promise<void> {
     const { accountId, response, conversation, now, expiresAt } = turn;
+    const previous = response ? previousLink(response) : null;
+    // A first turn is one statement: no transaction round trips around it.
+    if (response && !previous && !conversation && !this.pruneDue(now)) {
+      await putResponse(this.pool, accountId, response, null, expiresAt);
+      return;
+    }
     await inTransaction(this.pool, async (client) => {
-      await prune(client, now);
+      await this.prune(client, now);
       if (response) {
-        const previous = previousLink(response);
-        await client.query({
-          name: "responses_put",
-          text: `INSERT INTO stored_responses (account_id, id, previous_response_id,
-              native_provider_id, response_json, input_items_json, created_at, expires_at)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-            ON CONFLICT (account_id, id) DO UPDATE SET
-              previous_response_id = excluded.previous_response_id,
-              native_provider_id = excluded.native_provider_id,
-              response_json = excluded.response_json,
-              input_items_json = excluded.input_items_json,
-              created_at = excluded.created_at, expires_at = excluded.expires_at`,
-          values: [
-            accountId,
-            response.id,
-            previous,
-            response.nativeProviderId,
-            JSON.stringify(response.response),
-            JSON.stringify(response.inputItems),
-            response.createdAt,
-            expiresAt,
-          ],
-        });
+        await putResponse(client, accountId, response, previous, expiresAt);
         if (previous) {
           await client.query({
             name: "responses_stretch_chain",
@@ -109,7 +107,7 @@ export class PostgresResponsesState implements ResponsesStateRepository {
   ): Promise<void> {
     const { accountId, id, createdAt } = conversation;
     await inTransaction(this.pool, async (client) => {
-      await prune(client, createdAt);
+      await this.prune(client, createdAt);
       await client.query({
         name: "conversations_put",
         text: `INSERT INTO conversations (account_id, id, metadata_json, created_at, expires_at)
@@ -231,6 +229,37 @@ export class PostgresResponsesState implements ResponsesStateRepository {
       return (deleted.rowCount ?? 0) > 0 ? conversationFromRow(row) : undefined;
     });
   }
+}
+
+async function putResponse(
+  db: Queryable,
+  accountId: string,
+  response: StoredResponse,
+  previous: string | null,
+  expiresAt: number,
+): Promise<void> {
+  await db.query({
+    name: "responses_put",
+    text: `INSERT INTO stored_responses (account_id, id, previous_response_id,
+        native_provider_id, response_json, input_items_json, created_at, expires_at)
+      VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+      ON CONFLICT (account_id, id) DO UPDATE SET
+        previous_response_id = excluded.previous_response_id,
+        native_provider_id = excluded.native_provider_id,
+        response_json = excluded.response_json,
+        input_items_json = excluded.input_items_json,
+        created_at = excluded.created_at, expires_at = excluded.expires_at`,
+    values: [
+      accountId,
+      response.id,
+      previous,
+      response.nativeProviderId,
+      JSON.stringify(response.response),
+      JSON.stringify(response.inputItems),
+      response.createdAt,
+      expiresAt,
+    ],
+  });
 }
 
 async function findConversation(
