@@ -205,6 +205,7 @@ describe.each(wireModels)("Responses API state on %s", (model) => {
       input: "What is my name?",
     });
     expect(response.output_text).toBe("Your name is Ada.");
+    expect(response.conversation).toEqual({ id: conversation.id });
     const items = await openai.conversations.items.list(conversation.id, { order: "asc" });
     expect(items.data.map((item) => item.type === "message" && item.role)).toEqual([
       "user",
@@ -291,6 +292,7 @@ describe("Responses API state across wires", () => {
       previous_response_id: first.id,
       input: "Say something.",
     });
+    expect(second.previous_response_id).toBe(first.id);
     // The native provider never saw the first turn: it is sent whole, without ids it would look up.
     const sent = setup.nativeUp.last.body;
     expect(sent.previous_response_id).toBeUndefined();

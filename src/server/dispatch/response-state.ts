@@ -81,6 +81,10 @@ export async function openResponseTurn(
         delete native.conversation;
         return native;
       },
+      echo(response) {
+        response.previous_response_id = previousId ?? null;
+        if (conversationId) response.conversation = { id: conversationId };
+      },
       async record(answer, nativeProviderId) {
         const id = answer.id;
         if (typeof id !== "string") return;

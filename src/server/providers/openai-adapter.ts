@@ -81,7 +81,9 @@ export class OpenAIAdapter implements ProviderAdapter {
         input_tokens: json.usage?.input_tokens ?? 0,
         output_tokens: json.usage?.output_tokens ?? 0,
       };
-      const result = { kind: "json" as const, body: { ...json, model: req.clientModel }, usage };
+      const answer: Record<string, unknown> = { ...json, model: req.clientModel };
+      req.responseTurn?.echo(answer);
+      const result = { kind: "json" as const, body: answer, usage };
       return withJsonEstimate(result, payload, () => responsesOutputText(json));
     }
     const seen: ChunkCount = { chunks: 0 };
@@ -93,7 +95,11 @@ export class OpenAIAdapter implements ProviderAdapter {
 }
 
 interface LifecycleEvent {
-  response?: { model?: unknown; usage?: { input_tokens?: number; output_tokens?: number } };
+  response?: {
+    model?: unknown;
+    usage?: { input_tokens?: number; output_tokens?: number };
+    [field: string]: unknown;
+  };
 }
 
 async function* chatChunks(
@@ -139,6 +145,7 @@ function responsesPassThrough(
       }
       if (data?.response?.model !== undefined) {
         data.response.model = req.clientModel;
+        req.responseTurn?.echo(data.response);
         yield encodeSSE(data, name);
         continue;
       }

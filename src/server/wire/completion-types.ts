@@ -30,6 +30,11 @@ export interface ResponseTurn {
    * provider served the response it continues, else the chain replayed.
    */
   nativeBody(providerId: string): Record<string, unknown>;
+  /**
+   * A native provider's Response says what the client asked (`previous_response_id`,
+   * `conversation`), not what it was sent in their place.
+   */
+  echo(response: Record<string, unknown>): void;
   /** Called with the whole Response; `nativeProviderId` names the provider whose id it is. */
   record(response: Record<string, unknown>, nativeProviderId: string | null): Promise<void>;
 }
