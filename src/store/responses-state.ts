@@ -67,7 +67,7 @@ export interface ResponsesStateRepository {
    * while the rows are held; undefined when `id` itself is not held.
    */
   responseChain(accountId: string, id: string, now: number): Promise<StoredResponse[] | undefined>;
-  deleteResponse(accountId: string, id: string): Promise<boolean>;
+  deleteResponse(accountId: string, id: string, now: number): Promise<boolean>;
   /**
    * Keeps a turn in one transaction: the response row (every response of its chain then lives
    * at least as long as it, so a chain is never replayed with a gap) and its items appended to
@@ -247,7 +247,9 @@ export class SqliteResponsesState implements ResponsesStateRepository {
         "SELECT * FROM stored_responses WHERE account_id = ? AND id = ? AND expires_at > ?",
       ),
       chain: db.prepare(chainSql(sqliteParam)),
-      deleteResponse: db.prepare("DELETE FROM stored_responses WHERE account_id = ? AND id = ?"),
+      deleteResponse: db.prepare(
+        "DELETE FROM stored_responses WHERE account_id = ? AND id = ? AND expires_at > ?",
+      ),
       putResponse: db.prepare(
         `INSERT OR REPLACE INTO stored_responses (account_id, id, previous_response_id,
           native_provider_id, response_json, input_items_json, created_at, expires_at)
@@ -318,8 +320,8 @@ export class SqliteResponsesState implements ResponsesStateRepository {
     return rows.at(-1)?.id === id ? rows : undefined;
   }
 
-  async deleteResponse(accountId: string, id: string): Promise<boolean> {
-    return this.s.deleteResponse.run(accountId, id).changes > 0;
+  async deleteResponse(accountId: string, id: string, now: number): Promise<boolean> {
+    return this.s.deleteResponse.run(accountId, id, now).changes > 0;
   }
 
   async saveTurn(turn: StoredTurn): Promise<void> {

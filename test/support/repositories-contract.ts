@@ -632,9 +632,10 @@ export function describeRepositories(
       it("delete a response of its own account only; a chain is cut where one was deleted", async () => {
         await turn(response("resp_1", null, 0), 0);
         await turn(response("resp_2", "resp_1", 1), 1);
-        expect(await repos.responsesState.deleteResponse("other", "resp_1")).toBe(false);
-        expect(await repos.responsesState.deleteResponse("acct", "resp_1")).toBe(true);
-        expect(await repos.responsesState.deleteResponse("acct", "resp_1")).toBe(false);
+        expect(await repos.responsesState.deleteResponse("other", "resp_1", 2)).toBe(false);
+        expect(await repos.responsesState.deleteResponse("acct", "resp_2", 1 + day)).toBe(false);
+        expect(await repos.responsesState.deleteResponse("acct", "resp_1", 2)).toBe(true);
+        expect(await repos.responsesState.deleteResponse("acct", "resp_1", 2)).toBe(false);
         const chain = await repos.responsesState.responseChain("acct", "resp_2", 2);
         expect(chain?.map((r) => r.id)).toEqual(["resp_2"]);
       });

@@ -21,7 +21,9 @@ export function responseHandlers(services: Pick<Services, "repos" | "options">) 
   const retrieve: Handler = async (c) => c.json((await find(c)).response);
   const remove: Handler = async (c) => {
     const id = c.req.param("id") ?? "";
-    if (!(await repo.deleteResponse(c.get("auth").key.account_id, id))) throw responseNotFound(id);
+    const account = c.get("auth").key.account_id;
+    if (!(await repo.deleteResponse(account, id, services.options.now())))
+      throw responseNotFound(id);
     return c.json({ id, object: "response", deleted: true });
   };
   const inputItems: Handler = async (c) => {

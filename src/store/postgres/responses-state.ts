@@ -66,11 +66,11 @@ export class PostgresResponsesState implements ResponsesStateRepository {
     return rows.at(-1)?.id === id ? rows : undefined;
   }
 
-  async deleteResponse(accountId: string, id: string): Promise<boolean> {
+  async deleteResponse(accountId: string, id: string, now: number): Promise<boolean> {
     const result = await this.pool.query({
       name: "responses_delete",
-      text: "DELETE FROM stored_responses WHERE account_id = $1 AND id = $2",
-      values: [accountId, id],
+      text: "DELETE FROM stored_responses WHERE account_id = $1 AND id = $2 AND expires_at > $3",
+      values: [accountId, id, now],
     });
     return (result.rowCount ?? 0) > 0;
   }
