@@ -352,4 +352,15 @@ export const migrations: string[] = [
     UNIQUE (account_id, conversation_id, item_id)
   );
   `,
+  // 12: which stored response holds each item id, for an `item_reference` in a later request
+  // (the AI SDK sends earlier assistant turns so while responses are stored).
+  `
+  CREATE TABLE response_items (
+    account_id TEXT NOT NULL,
+    item_id TEXT NOT NULL,
+    response_id TEXT NOT NULL,
+    PRIMARY KEY (account_id, item_id)
+  );
+  CREATE INDEX response_items_response ON response_items(account_id, response_id);
+  `,
 ];

@@ -69,6 +69,11 @@ export interface ResponsesStateRepository {
   responseChain(accountId: string, id: string, now: number): Promise<StoredResponse[] | undefined>;
   deleteResponse(accountId: string, id: string, now: number): Promise<boolean>;
   /**
+   * Items of live stored responses (their input or output) by id, in the order asked; an id no
+   * such response holds is left out. What an `item_reference` in a later request stands for.
+   */
+  findItems(accountId: string, ids: string[], now: number): Promise<StateItem[]>;
+  /**
    * Keeps a turn in one transaction: the response row (every response of its chain then lives
    * at least as long as it, so a chain is never replayed with a gap) and its items appended to
    * its conversation, whose expiry moves on. Expired rows of every account go.
@@ -126,7 +131,7 @@ export interface ResponsesStateRepository {
   ): Promise<StoredConversation | undefined>;
 }
 
-interface ResponseRow {
+export interface ResponseRow {
   account_id: string;
   id: string;
   previous_response_id: string | null;
@@ -162,6 +167,27 @@ export function conversationFromRow(row: ConversationRow): StoredConversation {
     metadata: JSON.parse(row.metadata_json) as Record<string, string>,
     createdAt: Number(row.created_at),
   };
+}
+
+/** A stored response's items: its turn's input, then its output. */
+export function itemsOf(response: Pick<StoredResponse, "inputItems" | "response">): StateItem[] {
+  const output = response.response.output;
+  const out = Array.isArray(output)
+    ? output.filter((item): item is StateItem => typeof item === "object" && item !== null)
+    : [];
+  return [...response.inputItems, ...out];
+}
+
+/** The distinct ids of a response's items, for the index `findItems` reads. */
+export function itemIdsOf(response: StoredResponse): string[] {
+  const ids = new Set<string>();
+  for (const item of itemsOf(response)) if (typeof item.id === "string") ids.add(item.id);
+  return [...ids];
+}
+
+/** The item `id` of a response row found by the index. */
+export function itemIn(row: ResponseRow, id: string): StateItem | undefined {
+  return itemsOf(responseFromRow(row)).find((item) => item.id === id);
 }
 
 /** The id a response row links back to; a response naming itself (a reused id) links nowhere. */
@@ -222,6 +248,9 @@ export class SqliteResponsesState implements ResponsesStateRepository {
     | "findResponse"
     | "chain"
     | "deleteResponse"
+    | "putResponseItem"
+    | "findItem"
+    | "pruneResponseItems"
     | "putResponse"
     | "stretchChain"
     | "pruneResponses"
@@ -235,7 +264,7 @@ export class SqliteResponsesState implements ResponsesStateRepository {
     | "deleteItems"
     | "items"
     | "putItem"
-    | "findItem"
+    | "findConversationItem"
     | "deleteItem",
     Statement
   >;
@@ -256,6 +285,18 @@ export class SqliteResponsesState implements ResponsesStateRepository {
         VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
       ),
       stretchChain: db.prepare(stretchChainSql(sqliteParam, "MAX")),
+      putResponseItem: db.prepare(
+        "INSERT OR REPLACE INTO response_items (account_id, item_id, response_id) VALUES (?, ?, ?)",
+      ),
+      findItem: db.prepare(
+        `SELECT r.* FROM response_items i JOIN stored_responses r
+          ON r.account_id = i.account_id AND r.id = i.response_id
+        WHERE i.account_id = ? AND i.item_id = ? AND r.expires_at > ?`,
+      ),
+      pruneResponseItems: db.prepare(
+        `DELETE FROM response_items WHERE NOT EXISTS (SELECT 1 FROM stored_responses r
+          WHERE r.account_id = response_items.account_id AND r.id = response_items.response_id)`,
+      ),
       pruneResponses: db.prepare("DELETE FROM stored_responses WHERE expires_at <= ?"),
       pruneItems: db.prepare(
         `DELETE FROM conversation_items WHERE (account_id, conversation_id) IN
@@ -290,7 +331,7 @@ export class SqliteResponsesState implements ResponsesStateRepository {
         `INSERT OR IGNORE INTO conversation_items (account_id, conversation_id, item_id, item_json)
         VALUES (?, ?, ?, ?)`,
       ),
-      findItem: db.prepare(
+      findConversationItem: db.prepare(
         `SELECT item_json FROM conversation_items
         WHERE account_id = ? AND conversation_id = ? AND item_id = ?`,
       ),
@@ -324,6 +365,16 @@ export class SqliteResponsesState implements ResponsesStateRepository {
     return this.s.deleteResponse.run(accountId, id, now).changes > 0;
   }
 
+  async findItems(accountId: string, ids: string[], now: number): Promise<StateItem[]> {
+    const found: StateItem[] = [];
+    for (const id of ids) {
+      const row = this.s.findItem.get(accountId, id, now) as ResponseRow | undefined;
+      const item = row ? itemIn(row, id) : undefined;
+      if (item) found.push(item);
+    }
+    return found;
+  }
+
   async saveTurn(turn: StoredTurn): Promise<void> {
     const { accountId, response, conversation, now, expiresAt } = turn;
     this.immediate(() => {
@@ -340,6 +391,8 @@ export class SqliteResponsesState implements ResponsesStateRepository {
           response.createdAt,
           expiresAt,
         );
+        for (const itemId of itemIdsOf(response))
+          this.s.putResponseItem.run(accountId, itemId, response.id);
         if (previous) this.s.stretchChain.run({ p1: previous, p2: accountId, p3: expiresAt });
       }
       if (conversation) this.append(accountId, conversation.id, conversation.items, now, expiresAt);
@@ -431,7 +484,7 @@ export class SqliteResponsesState implements ResponsesStateRepository {
     now: number,
   ): Promise<StateItem | undefined> {
     if (!this.s.findConversation.get(accountId, conversationId, now)) return undefined;
-    const row = this.s.findItem.get(accountId, conversationId, itemId) as
+    const row = this.s.findConversationItem.get(accountId, conversationId, itemId) as
       | { item_json: string }
       | undefined;
     return row ? (JSON.parse(row.item_json) as StateItem) : undefined;
@@ -473,6 +526,7 @@ export class SqliteResponsesState implements ResponsesStateRepository {
     if (Math.abs(now - this.prunedAt) < PRUNE_EVERY_MS) return;
     this.prunedAt = now;
     this.s.pruneResponses.run(now);
+    this.s.pruneResponseItems.run();
     this.s.pruneItems.run(now);
     this.s.pruneConversations.run(now);
   }

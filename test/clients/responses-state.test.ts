@@ -1,3 +1,5 @@
+import { createOpenAI } from "@ai-sdk/openai";
+import { generateText } from "ai";
 import OpenAI from "openai";
 import type { ResponseInputItem, Tool } from "openai/resources/responses/responses";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -86,6 +88,34 @@ describe.each(wireModels)("Responses API state on %s", (model) => {
     });
     expect(answered.output_text).toBe(answerFor(WEATHER_RESULT));
     expect(setup.refused()).toEqual([]);
+  });
+
+  it("an item_reference to an item of a stored response is that item; an unknown one is a 400", async () => {
+    const asked = await openai.responses.create({
+      model,
+      tools: [weather],
+      input: "What is the weather in Jakarta?",
+    });
+    const call = asked.output.find((item) => item.type === "function_call");
+    if (call?.type !== "function_call" || !call.id) throw new Error("no function call");
+    // As the AI SDK sends a stored turn: by reference, without previous_response_id.
+    const answered = await openai.responses.create({
+      model,
+      tools: [weather],
+      input: [
+        { role: "user", content: "What is the weather in Jakarta?" },
+        { type: "item_reference", id: call.id },
+        { type: "function_call_output", call_id: call.call_id, output: WEATHER_RESULT },
+      ],
+    });
+    expect(answered.output_text).toBe(answerFor(WEATHER_RESULT));
+    expect(setup.refused()).toEqual([]);
+    await expect(
+      other.responses.create({
+        model,
+        input: [{ type: "item_reference", id: call.id }],
+      }),
+    ).rejects.toMatchObject({ status: 400, message: expect.stringContaining("item_reference") });
   });
 
   it("a streamed chain is kept as it passes, and continued streamed", async () => {
@@ -351,4 +381,34 @@ describe("Responses API state across wires", () => {
       message: expect.stringContaining("previous_response_id"),
     });
   });
+});
+
+describe("the AI SDK's stored turns", () => {
+  it.each([
+    ["gpt-x", "chatUp"],
+    ["claude-x", "anthropicUp"],
+  ] as const)(
+    "an earlier answer it sends by item_reference reaches %s whole",
+    async (model, up) => {
+      const provider = createOpenAI({ apiKey: KEY, baseURL: `${setup.gw.url}/v1` });
+      const first = await generateText({
+        model: provider.responses(model),
+        prompt: "My name is Ada.",
+        maxRetries: 0,
+      });
+      const second = await generateText({
+        model: provider.responses(model),
+        messages: [
+          { role: "user", content: "My name is Ada." },
+          ...first.response.messages,
+          { role: "user", content: "What is my name?" },
+        ],
+        maxRetries: 0,
+      });
+      expect(second.text).toBe("Your name is Ada.");
+      // The AI SDK sent the first answer as a reference to the stored item: the provider got it.
+      expect(JSON.stringify(setup[up].last.body.messages)).toContain("Nice to meet you, Ada.");
+      expect(setup.refused()).toEqual([]);
+    },
+  );
 });

@@ -640,6 +640,21 @@ export function describeRepositories(
         expect(chain?.map((r) => r.id)).toEqual(["resp_2"]);
       });
 
+      it("find the items of live stored responses by id, for their own account", async () => {
+        await turn(response("resp_1", null, 0), 0);
+        await turn(response("resp_2", "resp_1", 1), 1);
+        const found = await repos.responsesState.findItems(
+          "acct",
+          ["out_resp_2", "missing", "in_resp_1"],
+          2,
+        );
+        expect(found).toEqual([message("out_resp_2", "resp_2"), message("in_resp_1", "resp_1")]);
+        expect(await repos.responsesState.findItems("other", ["out_resp_2"], 2)).toEqual([]);
+        await repos.responsesState.deleteResponse("acct", "resp_2", 2);
+        expect(await repos.responsesState.findItems("acct", ["out_resp_2"], 2)).toEqual([]);
+        expect(await repos.responsesState.findItems("acct", ["in_resp_1"], 1 + day)).toEqual([]);
+      });
+
       it("a response naming itself as the one it continues is a chain of one", async () => {
         await turn(response("resp_same", "resp_same", 0), 0);
         const chain = await repos.responsesState.responseChain("acct", "resp_same", 1);

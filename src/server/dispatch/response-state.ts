@@ -62,8 +62,10 @@ export async function openResponseTurn(
     if (!held) throw unknownConversation(conversationId);
     history = held.items;
   }
-  const input = inputItems(body.input, history);
-  const replay = history.length > 0 ? { ...body, input: [...history, ...input] } : body;
+  const { items: input, references } = inputItems(body.input, history);
+  if (references.length > 0) await resolveReferences(context, input, references);
+  const rewritten = history.length > 0 || references.length > 0;
+  const replay = rewritten ? { ...body, input: [...history, ...input] } : body;
 
   return {
     body: replay,
@@ -75,7 +77,7 @@ export async function openResponseTurn(
         if (head?.nativeProviderId === providerId) return body;
         const native: Json = {
           ...replay,
-          input: history.length > 0 ? forNative(replay.input) : body.input,
+          input: rewritten ? forNative(replay.input) : body.input,
         };
         delete native.previous_response_id;
         delete native.conversation;
@@ -162,22 +164,55 @@ const idPrefixes: Record<string, string> = {
 /**
  * The request's `input` as items, each with an id and in the shape OpenAI lists them (a string
  * is one user message; a message's string content is one text part). An `item_reference` to an
- * item of the chain is that item.
+ * item of the chain is that item; one to any other item is left in place, its index listed in
+ * `references` for `resolveReferences`.
  */
-export function inputItems(input: unknown, history: StateItem[] = []): StateItem[] {
-  if (typeof input === "string") return [asItem({ role: "user", content: input })];
-  if (!Array.isArray(input)) return [];
-  const out: StateItem[] = [];
+export function inputItems(
+  input: unknown,
+  history: StateItem[] = [],
+): { items: StateItem[]; references: number[] } {
+  if (typeof input === "string")
+    return { items: [asItem({ role: "user", content: input })], references: [] };
+  if (!Array.isArray(input)) return { items: [], references: [] };
+  const items: StateItem[] = [];
+  const references: number[] = [];
   for (const raw of input) {
     if (!isItem(raw)) continue;
     if (raw.type === "item_reference") {
       const referenced = history.find((item) => item.id === raw.id);
-      if (referenced) out.push(referenced);
+      if (!referenced) references.push(items.length);
+      items.push(referenced ?? raw);
       continue;
     }
-    out.push(asItem(raw));
+    items.push(asItem(raw));
   }
-  return out;
+  return { items, references };
+}
+
+/**
+ * Puts in place of each `item_reference` at `references` the item it names, from the account's
+ * stored responses (the AI SDK refers to earlier turns so while responses are stored). One that
+ * names no such item is a 400: the turn it stood for would be lost.
+ */
+async function resolveReferences(
+  context: ResponseStateContext,
+  items: StateItem[],
+  references: number[],
+): Promise<void> {
+  const ids = references.map((at) => String(items[at].id));
+  const found = await context.repo.findItems(context.accountId, ids, context.now());
+  for (const at of references) {
+    const id = String(items[at].id);
+    const item = found.find((candidate) => candidate.id === id);
+    if (!item) {
+      throw new GatewayError(
+        400,
+        "bad_request",
+        `Item with id '${id}' not found: an \`item_reference\` in \`input\` must name an item of a response this account stored that has not expired or been deleted.`,
+      );
+    }
+    items[at] = item;
+  }
 }
 
 /** One input item with its type, status and id filled in where the client left them out. */

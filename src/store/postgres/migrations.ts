@@ -415,6 +415,19 @@ export const postgresMigrations: MigrationStep[] = [
   );
   `,
   },
+  {
+    // Which stored response holds each item id, as SQLite's step 12.
+    id: "response-items",
+    sql: `
+  CREATE TABLE response_items (
+    account_id text NOT NULL,
+    item_id text NOT NULL,
+    response_id text NOT NULL,
+    PRIMARY KEY (account_id, item_id)
+  );
+  CREATE INDEX response_items_response ON response_items(account_id, response_id);
+  `,
+  },
 ];
 
 /** Two gateways starting at once: the one that takes this lock migrates, the other waits. */

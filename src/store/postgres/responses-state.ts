@@ -3,9 +3,12 @@ import {
   conversationFromRow,
   type ItemPage,
   type ItemPageQuery,
+  itemIdsOf,
+  itemIn,
   PRUNE_EVERY_MS,
   pageOf,
   previousLink,
+  type ResponseRow,
   type ResponsesStateRepository,
   responseFromRow,
   type StateItem,
@@ -16,7 +19,7 @@ import {
 } from "../responses-state.js";
 import { inTransaction, type Queryable } from "./transaction.js";
 
-type Row = Parameters<typeof responseFromRow>[0];
+type Row = ResponseRow;
 type ConversationRow = Parameters<typeof conversationFromRow>[0];
 
 const pgParam = (n: number) => `$${n}`;
@@ -73,6 +76,24 @@ export class PostgresResponsesState implements ResponsesStateRepository {
       values: [accountId, id, now],
     });
     return (result.rowCount ?? 0) > 0;
+  }
+
+  async findItems(accountId: string, ids: string[], now: number): Promise<StateItem[]> {
+    if (ids.length === 0) return [];
+    const result = await this.pool.query<Row & { item_id: string }>({
+      name: "response_items_find",
+      text: `SELECT i.item_id, r.* FROM response_items i JOIN stored_responses r
+          ON r.account_id = i.account_id AND r.id = i.response_id
+        WHERE i.account_id = $1 AND i.item_id = ANY($2::text[]) AND r.expires_at > $3`,
+      values: [accountId, ids, now],
+    });
+    const found: StateItem[] = [];
+    for (const id of ids) {
+      const row = result.rows.find((r) => r.item_id === id);
+      const item = row ? itemIn(row, id) : undefined;
+      if (item) found.push(item);
+    }
+    return found;
   }
 
   async saveTurn(turn: StoredTurn): Promise<void> {
@@ -238,17 +259,23 @@ async function putResponse(
   previous: string | null,
   expiresAt: number,
 ): Promise<void> {
+  // One statement: the row and its items' index entries.
   await db.query({
     name: "responses_put",
-    text: `INSERT INTO stored_responses (account_id, id, previous_response_id,
-        native_provider_id, response_json, input_items_json, created_at, expires_at)
-      VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-      ON CONFLICT (account_id, id) DO UPDATE SET
-        previous_response_id = excluded.previous_response_id,
-        native_provider_id = excluded.native_provider_id,
-        response_json = excluded.response_json,
-        input_items_json = excluded.input_items_json,
-        created_at = excluded.created_at, expires_at = excluded.expires_at`,
+    text: `WITH put AS (
+        INSERT INTO stored_responses (account_id, id, previous_response_id,
+          native_provider_id, response_json, input_items_json, created_at, expires_at)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+        ON CONFLICT (account_id, id) DO UPDATE SET
+          previous_response_id = excluded.previous_response_id,
+          native_provider_id = excluded.native_provider_id,
+          response_json = excluded.response_json,
+          input_items_json = excluded.input_items_json,
+          created_at = excluded.created_at, expires_at = excluded.expires_at
+      )
+      INSERT INTO response_items (account_id, item_id, response_id)
+      SELECT $1, item_id, $2 FROM unnest($9::text[]) AS item_id
+      ON CONFLICT (account_id, item_id) DO UPDATE SET response_id = excluded.response_id`,
     values: [
       accountId,
       response.id,
@@ -258,6 +285,7 @@ async function putResponse(
       JSON.stringify(response.inputItems),
       response.createdAt,
       expiresAt,
+      itemIdsOf(response),
     ],
   });
 }
@@ -317,6 +345,11 @@ async function prune(client: pg.PoolClient, now: number): Promise<void> {
     name: "responses_prune",
     text: "DELETE FROM stored_responses WHERE expires_at <= $1",
     values: [now],
+  });
+  await client.query({
+    name: "response_items_prune",
+    text: `DELETE FROM response_items i WHERE NOT EXISTS (SELECT 1 FROM stored_responses r
+      WHERE r.account_id = i.account_id AND r.id = i.response_id)`,
   });
   await client.query({
     name: "conversation_items_prune",
