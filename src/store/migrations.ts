@@ -344,7 +344,7 @@ export const migrations: string[] = [
   );
   CREATE INDEX conversations_expiry ON conversations(expires_at);
   CREATE TABLE conversation_items (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    seq INTEGER PRIMARY KEY,
     account_id TEXT NOT NULL,
     conversation_id TEXT NOT NULL,
     item_id TEXT NOT NULL,
