@@ -211,6 +211,8 @@ export function pageOf<T extends { item_id: string }>(
   return { rows: slice, hasMore: start + page.limit < ordered.length };
 }
 
+// CROSS JOIN: SQLite walks the chain's few ids and looks each one up, rather than the account's
+// every row (Postgres plans it as any join).
 const chainSql = (p: (n: number) => string) => `
   WITH RECURSIVE chain(id, depth) AS (
     SELECT CAST(${p(1)} AS TEXT), 0
@@ -218,8 +220,8 @@ const chainSql = (p: (n: number) => string) => `
     SELECT r.previous_response_id, c.depth + 1 FROM stored_responses r JOIN chain c ON r.id = c.id
     WHERE r.account_id = ${p(2)} AND r.previous_response_id IS NOT NULL AND c.depth < ${MAX_CHAIN_LENGTH}
   )
-  SELECT r.* FROM chain c JOIN stored_responses r ON r.id = c.id
-  WHERE r.account_id = ${p(2)} AND r.expires_at > ${p(3)}
+  SELECT r.* FROM chain c CROSS JOIN stored_responses r
+  WHERE r.account_id = ${p(2)} AND r.id = c.id AND r.expires_at > ${p(3)}
   ORDER BY c.depth DESC`;
 
 /** Every response of the chain ending in $1 lives at least until $3. */
