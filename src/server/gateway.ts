@@ -52,6 +52,9 @@ function gatewayClock(clock: Clock): GatewayClock {
   };
 }
 
+/** OpenAI keeps a stored response 30 days. */
+const defaultResponsesTtlSeconds = 30 * 24 * 60 * 60;
+
 export async function startGateway(options: GatewayOptions = {}): Promise<RunningGateway> {
   const configuredOrigin = publicOrigin(options.publicUrl);
   const trustedProxies = proxyAddresses(options.trustedProxies ?? []);
@@ -78,6 +81,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
         ? { limit: options.captureLimit ?? defaultCaptureLimit }
         : undefined,
       upstreamAnswerLimitBytes: options.upstreamAnswerLimitBytes,
+      responsesTtlMs: (options.responsesTtlSeconds ?? defaultResponsesTtlSeconds) * 1000,
       publicUrlOrigin: configuredOrigin,
       trustedProxies,
     });
@@ -90,6 +94,8 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
           : parseConfig(options.config);
       await applyConfig(store, services.repos.configApply, config, now());
       services.mockScript.setBaseline(config.mock?.script ?? []);
+      const ttlSeconds = options.responsesTtlSeconds ?? config.responses?.ttl_seconds;
+      if (ttlSeconds !== undefined) services.options.responsesTtlMs = ttlSeconds * 1000;
       ownerAccountId = config.accounts[0]?.id;
     } else if (options.demo !== false && store.accountCount() === 0) {
       await applyConfig(store, services.repos.configApply, parseConfig(demoConfig), now());

@@ -168,6 +168,14 @@ export const configSchema = z
     tiers: z.record(z.string(), tierSchema).default({}),
     accounts: z.array(accountSchema).default([]),
     admin_keys: z.array(gatewayKeyValue).default([]),
+    /**
+     * Responses API state and conversations: how long a stored response or conversation is kept
+     * after its last turn (default 30 days, as OpenAI keeps responses).
+     */
+    responses: z
+      .object({ ttl_seconds: z.number().int().positive().optional() })
+      .strict()
+      .optional(),
     /** Scripted answers of every mock provider; `DELETE /api/admin/mock/script` comes back to these. */
     mock: z
       .object({ script: mockScriptSchema.default([]) })

@@ -63,6 +63,15 @@ export async function readJson<T extends z.ZodType>(
   return (await readJsonWithSize(c, schema)).data;
 }
 
+/** Like readJson, for a route whose body may be left out (OpenAI's SDKs send none): empty is `{}`. */
+export async function readOptionalJson<T extends z.ZodType>(
+  c: Context<AppEnv>,
+  schema: T,
+): Promise<z.infer<T>> {
+  const text = (await readBody(c)).toString("utf8");
+  return parseJsonBody(text.trim() === "" ? "{}" : text, schema).data;
+}
+
 /** Like readJson, also returning the body's size in bytes (billing's bound on input tokens). */
 export async function readJsonWithSize<T extends z.ZodType>(
   c: Context<AppEnv>,

@@ -75,7 +75,8 @@ export class OpenAIAdapter implements ProviderAdapter {
     headers: Record<string, string>,
   ): Promise<CompletionResult> {
     const { provider, model } = attempt;
-    const body: Record<string, unknown> = { ...req.body, model: model.upstream_model };
+    const client = req.responseTurn?.nativeBody(provider.id) ?? req.body;
+    const body: Record<string, unknown> = { ...client, model: model.upstream_model };
     const limit = body.max_output_tokens;
     if (req.viaRoute && typeof limit === "number" && limit > model.max_output_tokens)
       body.max_output_tokens = model.max_output_tokens;
@@ -90,7 +91,9 @@ export class OpenAIAdapter implements ProviderAdapter {
         input_tokens: json.usage?.input_tokens ?? 0,
         output_tokens: json.usage?.output_tokens ?? 0,
       };
-      const result = { kind: "json" as const, body: { ...json, model: req.clientModel }, usage };
+      const answer: Record<string, unknown> = { ...json, model: req.clientModel };
+      req.responseTurn?.echo(answer);
+      const result = { kind: "json" as const, body: answer, usage };
       return withJsonEstimate(result, body, () => responsesOutputText(json));
     }
     const events = parseSSE(
@@ -101,7 +104,11 @@ export class OpenAIAdapter implements ProviderAdapter {
 }
 
 interface LifecycleEvent {
-  response?: { model?: unknown; usage?: { input_tokens?: number; output_tokens?: number } };
+  response?: {
+    model?: unknown;
+    usage?: { input_tokens?: number; output_tokens?: number };
+    [field: string]: unknown;
+  };
 }
 
 async function* chatChunks(events: AsyncIterable<SSEMessage>): AsyncGenerator<ChatCompletionChunk> {
@@ -151,6 +158,7 @@ function responsesPassThrough(
       if (data?.response?.model !== undefined) {
         data.response.model = req.clientModel;
         latest = data.response as ResponseObject;
+        req.responseTurn?.echo(data.response);
         yield encodeSSE(data, name);
         continue;
       }

@@ -124,6 +124,12 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
     };
   });
   const files = onFirstRequest(async () => (await import("./files.js")).fileHandler(services));
+  const stored = lazyHandlers(async () =>
+    (await import("./responses-state.js")).responseHandlers(services),
+  );
+  const conversations = lazyHandlers(async () =>
+    (await import("./conversations.js")).conversationHandlers(services),
+  );
   const jobs = lazyHandlers(async () => {
     const handlers = (await import("./jobs.js")).jobHandlers(services);
     return {
@@ -185,6 +191,29 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
     route("POST", "/v1/chat/completions", "key", "chat", completionHandler(services, "chat")),
     route("POST", "/v1/messages", "key", "messages", completionHandler(services, "messages")),
     route("POST", "/v1/responses", "key", "chat", completionHandler(services, "responses")),
+    route("GET", "/v1/responses/:id", "key", "chat", stored("retrieve")),
+    route("DELETE", "/v1/responses/:id", "key", "chat", stored("remove")),
+    route("GET", "/v1/responses/:id/input_items", "key", "chat", stored("inputItems")),
+    route("POST", "/v1/conversations", "key", "chat", conversations("create")),
+    route("GET", "/v1/conversations/:id", "key", "chat", conversations("retrieve")),
+    route("POST", "/v1/conversations/:id", "key", "chat", conversations("update")),
+    route("DELETE", "/v1/conversations/:id", "key", "chat", conversations("remove")),
+    route("GET", "/v1/conversations/:id/items", "key", "chat", conversations("listItems")),
+    route("POST", "/v1/conversations/:id/items", "key", "chat", conversations("addItems")),
+    route(
+      "GET",
+      "/v1/conversations/:id/items/:itemId",
+      "key",
+      "chat",
+      conversations("retrieveItem"),
+    ),
+    route(
+      "DELETE",
+      "/v1/conversations/:id/items/:itemId",
+      "key",
+      "chat",
+      conversations("removeItem"),
+    ),
     route("POST", "/v1/messages/count_tokens", "key", "messages", countTokens),
     route("POST", "/v1/embeddings", "key", "chat", embeddings),
     route("POST", "/v1/images/generations", "key", "chat", media("images")),
