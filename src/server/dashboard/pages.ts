@@ -1,5 +1,5 @@
 import type { GatewayStore, KeyRow } from "../../store/types.js";
-import type { DecisionRefusal } from "../auth/device-codes.js";
+import { type DecisionRefusal, shownClientName } from "../auth/device-codes.js";
 import type { byokView, quota } from "../views.js";
 
 /**
@@ -172,7 +172,10 @@ export function approvalPage(input: {
 }): Page {
   const hidden = `<input type="hidden" name="user_code" value="${escapeHtml(input.userCode)}">
     <input type="hidden" name="csrf_token" value="${escapeHtml(input.csrfToken)}">`;
-  const client = input.clientName ? ` from <strong>${escapeHtml(input.clientName)}</strong>` : "";
+  // Rows written before names were cleaned at issue are cleaned here too; <bdi> isolates the rest.
+  const client = input.clientName
+    ? ` from <strong><bdi>${escapeHtml(shownClientName(input.clientName))}</bdi></strong>`
+    : "";
   const minutes = Math.max(1, Math.round(input.expiresInSeconds / 60));
   return page(
     200,
