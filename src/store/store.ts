@@ -87,6 +87,14 @@ export class Store implements GatewayStore {
     this.beforeForget.push(hook);
   }
 
+  /**
+   * Every later write on this connection fails (SQLITE_READONLY): its file was deleted or
+   * replaced, and what would be written there is lost.
+   */
+  stopWrites(): void {
+    this.db.pragma("query_only = ON");
+  }
+
   close(): void {
     this.db.close();
   }
