@@ -16,6 +16,7 @@ import {
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { runCli } from "./support/cli.js";
 import { balanceOnDisk, requestLogOnDisk } from "./support/database-file.js";
 import { sleep } from "./support/fake-upstream.js";
 import { chat, post, type TestGateway, testGateway } from "./support/gateway.js";
@@ -309,4 +310,30 @@ describe.skipIf(!root)("a filesystem the kernel remounted read-only (root)", () 
       [],
     );
   }, 60_000);
+});
+
+describe.skipIf(!root)("gateway serve on a read-only filesystem (root)", () => {
+  it("refuses to start with one line saying the disk refuses writes, not an unexpected error", async () => {
+    const base = mkdtempSync(join(tmpdir(), "gateway-ro-start-"));
+    const readOnly = join(base, "ro");
+    mkdirSync(readOnly);
+    try {
+      execFileSync("mount", ["--bind", base, readOnly], { stdio: "pipe" });
+    } catch {
+      rmSync(base, { recursive: true, force: true });
+      return;
+    }
+    try {
+      execFileSync("mount", ["-o", "remount,ro,bind", readOnly], { stdio: "pipe" });
+      const db = join(readOnly, "gateway.db");
+      const started = await runCli(["serve", "--port", "0", "--db", db], process.env);
+      expect(started.code).toBe(1);
+      expect(started.stderr.trim()).toBe(
+        `gateway: cannot write ${db}: the disk refuses writes (EROFS: read-only file system, open '${db}-lock'); start it on a writable disk`,
+      );
+    } finally {
+      execFileSync("umount", [readOnly], { stdio: "pipe" });
+      rmSync(base, { recursive: true, force: true });
+    }
+  }, 30_000);
 });
