@@ -412,7 +412,7 @@ export function describeRepositories(
           false,
         );
         expect(await keyRow("key_2")).toBeUndefined();
-        expect(await repos.deviceCodes.deny("h")).toBe(false);
+        expect(await repos.deviceCodes.deny("h", "acct")).toBe(false);
         expect(await repos.deviceCodes.consume("h")).toBe(true);
         expect(await repos.deviceCodes.consume("h")).toBe(false);
         expect(await repos.deviceCodes.byHash("h")).toMatchObject({
@@ -429,10 +429,32 @@ export function describeRepositories(
           newUserCode: () => "BCDFGHJK",
           refuse: refuseNothing,
         });
-        expect(await repos.deviceCodes.deny("h")).toBe(true);
+        expect(await repos.deviceCodes.deny("h", "acct")).toBe(true);
         expect(await repos.deviceCodes.approve("h", approvedKey, 1)).toBe(false);
         expect(await repos.deviceCodes.byHash("h")).toMatchObject({ status: "denied" });
         expect(await repos.deviceCodes.consume("h")).toBe(false);
+      });
+
+      it("a code opened by one account's owner is decided by that account only", async () => {
+        await repos.deviceCodes.issue(code("h", 0), {
+          purgeBefore: 0,
+          newUserCode: () => "BCDFGHJK",
+          refuse: refuseNothing,
+        });
+        expect(await repos.deviceCodes.claim("h", "acct")).toBe(true);
+        expect(await repos.deviceCodes.claim("h", "acct")).toBe(true);
+        expect(await repos.deviceCodes.claim("h", "other")).toBe(false);
+        expect(await repos.deviceCodes.deny("h", "other")).toBe(false);
+        expect(
+          await repos.deviceCodes.approve("h", { ...approvedKey, accountId: "other" }, 1),
+        ).toBe(false);
+        expect(await keyRow("key_login")).toBeUndefined();
+        expect(await repos.deviceCodes.byHash("h")).toMatchObject({
+          status: "pending",
+          account_id: "acct",
+        });
+        expect(await repos.deviceCodes.deny("h", "acct")).toBe(true);
+        expect(await repos.deviceCodes.claim("h", "acct")).toBe(false);
       });
 
       it("cancel a pending or approved code, revoking the uncollected key", async () => {

@@ -24,16 +24,23 @@ import { modelHandler, modelsHandler } from "./models.js";
 /** Dashboard forms are a few short fields. */
 const formBodyLimitBytes = 16 * 1024;
 
+/**
+ * A route anyone may call reads at most this: a device-code request is one short field, and a
+ * caller without a key must not make the gateway hold megabytes.
+ */
+export const publicBodyLimitBytes = 8 * 1024;
+
 /** The parts of the surface, by path prefix; a path under none (health, landing) has no checks. */
 export function surfaces(bodyLimitBytes: number): Surface[] {
   const api = apiBodyLimit(bodyLimitBytes);
+  const publicApi = apiBodyLimit(Math.min(bodyLimitBytes, publicBodyLimitBytes));
   return [
     // The model API: called from any origin, so every answer carries the CORS headers.
-    { prefix: "/v1", cors: true, sameOrigin: false, bodyLimit: api },
+    { prefix: "/v1", cors: true, sameOrigin: false, bodyLimit: api, publicBodyLimit: publicApi },
     // The MCP server: the model API as tools, on the same keys, so the same rules.
-    { prefix: "/mcp", cors: true, sameOrigin: false, bodyLimit: api },
+    { prefix: "/mcp", cors: true, sameOrigin: false, bodyLimit: api, publicBodyLimit: publicApi },
     // The JSON API of the tools and the dashboard's scripts: never from another origin's page.
-    { prefix: "/api", cors: false, sameOrigin: true, bodyLimit: api },
+    { prefix: "/api", cors: false, sameOrigin: true, bodyLimit: api, publicBodyLimit: publicApi },
     {
       prefix: "/dashboard",
       cors: false,
