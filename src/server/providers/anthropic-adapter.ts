@@ -11,7 +11,6 @@ import {
   withStreamEstimate,
 } from "../wire/bridges.js";
 import type { CompletionRequest, CompletionResult } from "../wire/completion-types.js";
-import { parseSSE } from "../wire/sse.js";
 import { UpstreamFailure } from "../wire/upstream-failure.js";
 import { messagesOutputText } from "../wire/usage.js";
 import { joinUrl, type UpstreamHttp } from "./http-upstream.js";
@@ -44,8 +43,13 @@ export class AnthropicAdapter implements ProviderAdapter {
       return withRewrite(result, rewrite);
     }
     const seen: ChunkCount = { chunks: 0 };
-    const events = parseSSE(
-      await this.http.postStream(url, headers, payload, provider.timeout_ms, req.signal, provider),
+    const events = await this.http.postEvents(
+      url,
+      headers,
+      payload,
+      provider.timeout_ms,
+      req.signal,
+      provider,
     );
     return withRewrite(
       withStreamEstimate(fromMessagesEvents(req, events, seen), payload, seen),

@@ -14,7 +14,7 @@ import {
 } from "../wire/bridges.js";
 import type { CompletionRequest, CompletionResult } from "../wire/completion-types.js";
 import type { ChatCompletionChunk, ChatCompletionResponse } from "../wire/openai-types.js";
-import { encodeSSE, parseEventData, parseSSE, type SSEMessage } from "../wire/sse.js";
+import { encodeSSE, parseEventData, type SSEMessage } from "../wire/sse.js";
 import type { StreamCompletion } from "../wire/stream-types.js";
 import { chatOutputText, responsesOutputText } from "../wire/usage.js";
 import { joinUrl, type UpstreamHttp } from "./http-upstream.js";
@@ -48,8 +48,13 @@ export class OpenAIAdapter implements ProviderAdapter {
       );
       return withRewrite(result, rewrite);
     }
-    const events = parseSSE(
-      await this.http.postStream(url, headers, payload, provider.timeout_ms, req.signal, provider),
+    const events = await this.http.postEvents(
+      url,
+      headers,
+      payload,
+      provider.timeout_ms,
+      req.signal,
+      provider,
     );
     const seen: ChunkCount = { chunks: 0 };
     const result =
@@ -84,8 +89,13 @@ export class OpenAIAdapter implements ProviderAdapter {
       return withJsonEstimate(result, payload, () => responsesOutputText(json));
     }
     const seen: ChunkCount = { chunks: 0 };
-    const events = parseSSE(
-      await this.http.postStream(url, headers, payload, provider.timeout_ms, req.signal, provider),
+    const events = await this.http.postEvents(
+      url,
+      headers,
+      payload,
+      provider.timeout_ms,
+      req.signal,
+      provider,
     );
     return withStreamEstimate(responsesPassThrough(req, events, seen), payload, seen);
   }
