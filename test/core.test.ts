@@ -392,10 +392,13 @@ describe("chat completions with the openai SDK", () => {
     const pending = fetch(`${gw.url}/v1/chat/completions`, {
       method: "POST",
       headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" },
-      body: JSON.stringify(chat("leaving early [[mock:delay=400]]")),
+      body: JSON.stringify(chat("leaving early [[mock:delay=5000]]")),
       signal: abort.signal,
     }).catch(() => "aborted");
-    await new Promise((r) => setTimeout(r, 100));
+    // Left once the request holds its money, not after a fixed wait: on a busy machine that wait
+    // could end before the request was admitted (no row at all) or after it was answered.
+    for (let i = 0; i < 250 && gw.services.ledger.holdsInFlight().count === 0; i++)
+      await new Promise((r) => setTimeout(r, 20));
     abort.abort();
     expect(await pending).toBe("aborted");
     const row = () =>
