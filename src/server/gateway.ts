@@ -33,6 +33,8 @@ export interface GatewayOptions extends PublicGatewayOptions {
   extraRoutes?: Route[];
   /** How long a job claimed here stays this gateway's without a renewal (the runner's default). */
   jobLeaseMs?: number;
+  /** How often this gateway's runner looks at the job queue unasked (the runner's default). */
+  jobPollMs?: number;
 }
 
 /** The public handle, and the services for tests inside this repository. */
@@ -145,7 +147,10 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
       created.listen(options.port ?? 0, host, () => resolve(created));
     });
     const port = (server.address() as AddressInfo).port;
-    const jobRunner = await startJobRunner(services, { leaseMs: options.jobLeaseMs });
+    const jobRunner = await startJobRunner(services, {
+      leaseMs: options.jobLeaseMs,
+      pollMs: options.jobPollMs,
+    });
     // After the ready line is possible, not before: a mock-only gateway never needs undici.
     if ([...store.getCatalog().providers.values()].some((p) => p.wire !== "mock")) {
       setImmediate(() => void services.http.warm());

@@ -59,7 +59,18 @@ export type Reply =
       holdHeadersMs?: number;
     }
   /** Never answers; the connection is cut when the server closes. */
-  | { kind: "hang" };
+  | { kind: "hang" }
+  /**
+   * A body written piece by piece: `piece(i)` for i = 0, 1, ... each `everyMs` apart (0: as fast
+   * as the connection takes them), until it gives undefined or the connection closes. Every byte
+   * written is counted in `dripped`.
+   */
+  | {
+      kind: "drip";
+      contentType: string;
+      everyMs: number;
+      piece: (index: number) => string | undefined;
+    };
 
 export type JsonReply = Extract<Reply, { kind: "json" }>;
 
@@ -80,6 +91,8 @@ export class FakeUpstream {
   readonly headersSentAt: number[] = [];
   /** Requests whose connection the gateway closed before the fake finished answering. */
   aborted = 0;
+  /** Bytes written by `drip` replies (since the last reset). */
+  dripped = 0;
   private readonly queued: Reply[] = [];
   private handler: Handler;
   private readonly sockets = new Set<Socket>();
@@ -151,6 +164,7 @@ export class FakeUpstream {
     this.headersSentAt.length = 0;
     this.queued.length = 0;
     this.aborted = 0;
+    this.dripped = 0;
     this.handler =
       handler ?? (() => (this.wire === "openai" ? openaiJson("ok") : anthropicJson("ok")));
   }
@@ -166,6 +180,21 @@ export class FakeUpstream {
       this.server.close(() => resolve());
       for (const socket of this.sockets) socket.destroy();
     });
+  }
+
+  private async drip(reply: Extract<Reply, { kind: "drip" }>, res: ServerResponse): Promise<void> {
+    res.writeHead(200, { "content-type": reply.contentType, "cache-control": "no-cache" });
+    res.flushHeaders();
+    for (let index = 0; !res.destroyed; index++) {
+      const piece = reply.piece(index);
+      if (piece === undefined) break;
+      this.dripped += Buffer.byteLength(piece);
+      res.write(piece);
+      // Written only as fast as the connection takes it: nothing piles up in the fake.
+      while (!res.destroyed && res.writableLength > 256 * 1024) await sleep(2);
+      if (reply.everyMs > 0) await sleep(reply.everyMs);
+    }
+    if (!res.destroyed) res.end();
   }
 
   /** The rules of the request's API, and for a thread the conversation it stands for. */
@@ -246,6 +275,10 @@ export class FakeUpstream {
     if (checked && "items" in checked && req.body.store !== false)
       this.holdResponse(reply, checked.items);
     if (reply.kind === "hang") return;
+    if (reply.kind === "drip") {
+      await this.drip(reply, res);
+      return;
+    }
     if (reply.kind === "json") {
       if (reply.delayMs) await sleep(reply.delayMs);
       const text = typeof reply.body === "string" ? reply.body : JSON.stringify(reply.body);

@@ -13,7 +13,7 @@ import {
 import type { CompletionRequest, CompletionResult } from "../wire/completion-types.js";
 import type { ChatCompletionChunk, ChatCompletionResponse } from "../wire/openai-types.js";
 import type { ResponseObject, ResponsesRequest } from "../wire/responses-types.js";
-import { encodeSSE, parseEventData, parseSSE, type SSEMessage } from "../wire/sse.js";
+import { encodeSSE, parseEventData, type SSEMessage } from "../wire/sse.js";
 import type { StreamCompletion } from "../wire/stream-types.js";
 import { encodeResponsesEvents } from "../wire/translate/errors.js";
 import { baseResponse, failedEvents } from "../wire/translate/responses.js";
@@ -58,8 +58,13 @@ export class OpenAIAdapter implements ProviderAdapter {
       );
       return withRewrite(result, rewrite);
     }
-    const events = parseSSE(
-      await this.http.postStream(url, headers, payload, provider.timeout_ms, req.signal, provider),
+    const events = await this.http.postEvents(
+      url,
+      headers,
+      payload,
+      provider.timeout_ms,
+      req.signal,
+      provider,
     );
     const meter = new StreamMeter(() => estimateRequestTokens(body));
     const result =
@@ -96,8 +101,13 @@ export class OpenAIAdapter implements ProviderAdapter {
       const result = { kind: "json" as const, body: answer, usage };
       return withJsonEstimate(result, body, () => responsesOutputText(json));
     }
-    const events = parseSSE(
-      await this.http.postStream(url, headers, payload, provider.timeout_ms, req.signal, provider),
+    const events = await this.http.postEvents(
+      url,
+      headers,
+      payload,
+      provider.timeout_ms,
+      req.signal,
+      provider,
     );
     return responsesPassThrough(req, events, new StreamMeter(() => estimateRequestTokens(body)));
   }
