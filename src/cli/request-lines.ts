@@ -43,6 +43,7 @@ function jsonLine(r: FinishedRequest): string {
     stream: r.stream ?? false,
     error: r.errorCode ?? null,
     tools_omitted: r.toolsOmitted ?? null,
+    burst_wait_ms: r.burstWaitMs ?? null,
     aborted: r.aborted,
   });
 }
@@ -63,6 +64,7 @@ function textLine(paint: ReturnType<typeof paintFor>) {
     if (r.costMicro !== undefined) parts.push(`IDR ${formatIdr(r.costMicro)}`);
     if (r.keyLabel !== undefined) parts.push(`key ${r.keyLabel}`);
     if (r.stream) parts.push("stream");
+    if (r.burstWaitMs !== undefined) parts.push(`spaced ${r.burstWaitMs} ms (burst)`);
     if (r.toolsOmitted) parts.push(paint.yellow(`tools omitted: ${r.toolsOmitted.join(", ")}`));
     if (r.errorCode !== undefined) parts.push(colour(r.errorCode));
     else if (r.aborted) parts.push(colour("client closed"));

@@ -5,6 +5,7 @@ import { setFlagsFromString } from "node:v8";
 import { type Command, Option } from "commander";
 import { defaultConnectionLimits } from "../server/http/connection-guards.js";
 import { type MetricsAccess, metricsAccesses } from "../server/metrics-access.js";
+import { newGatewayKey } from "../store/secrets.js";
 import { UserError } from "./errors.js";
 import { type LogFormat, logFormats, requestLinePrinter } from "./request-lines.js";
 
@@ -26,6 +27,7 @@ interface ServeOptions {
   logFormat: LogFormat;
   metrics: MetricsAccess;
   manualClock?: boolean;
+  autoAdvance: boolean;
   record?: string;
   replay?: string;
   recordMissing?: boolean;
@@ -103,7 +105,11 @@ export function registerServe(program: Command): void {
     )
     .option(
       "--manual-clock",
-      "time moves only by POST /api/admin/clock (tests reach window resets at once)",
+      "time moves only by POST /api/admin/clock (tests reach window resets at once); prints an admin key for this run to move it",
+    )
+    .option(
+      "--no-auto-advance",
+      "with --manual-clock: hold the clock even when every request in flight waits on it (a free request's burst spacing)",
     )
     .option(
       "--record <dir>",
@@ -177,6 +183,8 @@ Examples:
       const postgres = isPostgresUrl(db);
       // Never print a URL's password.
       const shownDb = postgres ? describePostgresUrl(db) : db;
+      // Any setup (the demo has no admin key) can move a manual clock: with a key of this run only.
+      const clockKey = opts.manualClock ? newGatewayKey() : undefined;
       let gateway: Awaited<ReturnType<typeof startGateway>>;
       try {
         gateway = await startGateway({
@@ -191,6 +199,8 @@ Examples:
           publicUrl: opts.publicUrl,
           trustedProxies: trustedProxies(opts.trustedProxy),
           clock: opts.manualClock ? "manual" : "real",
+          autoAdvance: opts.autoAdvance,
+          adminKeys: clockKey === undefined ? undefined : [clockKey],
           cassettes,
           captureBodies: opts.captureBodies === true,
           captureLimit,
@@ -251,7 +261,7 @@ Examples:
       }
       if (opts.json) {
         process.stdout.write(
-          `${JSON.stringify({ url: gateway.url, port: gateway.port, demo_key: gateway.demoKey, owner_url: gateway.ownerUrl, ready_ms: readyMs, network_url: networkUrl })}\n`,
+          `${JSON.stringify({ url: gateway.url, port: gateway.port, demo_key: gateway.demoKey, owner_url: gateway.ownerUrl, ready_ms: readyMs, network_url: networkUrl, clock_admin_key: clockKey })}\n`,
         );
       } else {
         process.stdout.write(`gateway listening on ${gateway.url} (ready in ${readyMs} ms)\n`);
@@ -273,8 +283,21 @@ Examples:
             `keys are stored only as hashes, so none is shown again; a new one: gateway keys create --db ${shellWord(db)} --label NAME\n`,
           );
         }
+        if (clockKey) process.stdout.write(clockHint(gateway, clockKey, opts.autoAdvance));
       }
     });
+}
+
+/** How to move a `--manual-clock` serve's clock, with the admin key minted for this run. */
+function clockHint(gateway: { url: string; clock: { now(): number } }, key: string, auto: boolean) {
+  const moves = auto
+    ? "it jumps by itself only when every request in flight waits on it (a free request's burst spacing; --no-auto-advance holds it)"
+    : "it moves only when told (--no-auto-advance)";
+  return (
+    `manual clock at ${new Date(gateway.clock.now()).toISOString()}: ${moves}. Move it with this run's admin key (shown once, valid until this serve stops):\n` +
+    `  curl -X POST ${gateway.url}/api/admin/clock -H "Authorization: Bearer ${key}" -H "content-type: application/json" -d '{"advance_ms":60000}'\n` +
+    `  (or -d '{"set":"2030-01-02T00:00:00Z"}')\n`
+  );
 }
 
 function isLoopback(host: string): boolean {

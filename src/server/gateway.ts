@@ -1,11 +1,12 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { isPostgresUrl } from "../store/postgres/url.js";
+import { hashSecret } from "../store/secrets.js";
 import { gatewayListener } from "./app.js";
 import type { Route } from "./app-env.js";
 import { createOwnerLink } from "./auth/owner-session.js";
 import type { Backend } from "./backend.js";
-import { type Clock, type GatewayClock, ManualClock, realClock } from "./clock.js";
+import { type Clock, countInFlight, type GatewayClock, ManualClock, realClock } from "./clock.js";
 import { applyConfig } from "./config/apply.js";
 import { demoAccountId, demoConfig } from "./config/demo.js";
 import { ConfigError, loadConfigFile, parseConfig } from "./config/load.js";
@@ -59,7 +60,9 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
   try {
     const clock: Clock =
       options.clock === "manual"
-        ? new ManualClock((options.now ?? Date.now)())
+        ? new ManualClock((options.now ?? Date.now)(), {
+            autoAdvance: options.autoAdvance ?? true,
+          })
         : options.now
           ? { ...realClock, now: options.now }
           : realClock;
@@ -78,6 +81,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
       upstreamAnswerLimitBytes: options.upstreamAnswerLimitBytes,
       publicUrlOrigin: configuredOrigin,
       trustedProxies,
+      runAdminKeys: options.adminKeys && new Set(options.adminKeys.map(hashSecret)),
     });
     let ownerAccountId: string | undefined;
     let demoKey: string | undefined;
@@ -124,9 +128,11 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
     metrics?.knowRoutes(routes);
     const host = options.host ?? "127.0.0.1";
     const traceSource = { url: "" };
-    const listener = services.inspector.listener(
+    const served = services.inspector.listener(
       tracedListener(traceSource, gatewayListener(services, routes, host)),
     );
+    const listener =
+      clock instanceof ManualClock && clock.autoAdvance ? countInFlight(clock, served) : served;
     const server = await new Promise<Server>((resolve, reject) => {
       const created = createServer(connectionServerOptions(limits), listener);
       guardConnections(created, limits);

@@ -1,4 +1,5 @@
 import type { Context } from "hono";
+import { hashSecret } from "../../store/secrets.js";
 import type { SessionsRepository } from "../../store/sessions.js";
 import {
   andThen,
@@ -77,7 +78,12 @@ export interface GuardDeps {
   repos: { sessions: SessionsRepository };
   sharedKeys: SharedKeyLimiter;
   /** Read at request time: the public origin is known only once the server listens. */
-  options: { now: () => number; publicOrigin?: string } & ForwardingOptions;
+  options: {
+    now: () => number;
+    publicOrigin?: string;
+    /** Hashes of admin keys of this run only (`startGateway({ adminKeys })`), never stored. */
+    runAdminKeys?: ReadonlySet<string>;
+  } & ForwardingOptions;
 }
 
 /** The check for each kind of access (`app-env.ts`); `public` has none. */
@@ -128,7 +134,12 @@ export function accessGuards(
         return keyCaller(c, key);
       }),
     admin: (c) => {
-      if (!presentsAdminKey(store, c)) throw new PlainTextError(401, "admin key required");
+      const runKey = () => {
+        const value = presentedKey(c);
+        return value !== undefined && options.runAdminKeys?.has(hashSecret(value)) === true;
+      };
+      if (!presentsAdminKey(store, c) && !runKey())
+        throw new PlainTextError(401, "admin key required");
       return undefined;
     },
   };

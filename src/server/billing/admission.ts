@@ -68,14 +68,20 @@ export async function admit(services: Services, input: AdmitInput): Promise<Admi
   if (free) {
     await freeTokenBudgetCheck(services, input.target.models[0], now);
     const headers = services.limits.takeFreeRpm(account.id, tier, now);
-    rateHeaders = headers instanceof Promise ? await headers : headers;
+    const taken: RateHeaders = headers instanceof Promise ? await headers : headers;
+    rateHeaders = taken;
     const spaced = services.limits.spaceFreeBurst(
       account.id,
       tier,
       services.options.clock,
       input.signal,
     );
-    if (spaced instanceof Promise) await spaced;
+    const waited = spaced instanceof Promise ? await spaced : spaced;
+    if (waited > 0) {
+      // The wait shows on the answer: a test sees its manual clock jump, a client why it was slow.
+      taken["X-Gateway-Burst-Wait-Ms"] = String(waited);
+      if (trace) trace.burstWaitMs = waited;
+    }
     const reservation = await services.ledger.reserve({
       ...baseReserve(input, account, now),
       worstCaseMicro: 0,

@@ -23,6 +23,8 @@ export interface RequestTrace {
   errorCode?: string;
   /** Tools the backend could not run, left out of the request it was sent. */
   toolsOmitted?: string[];
+  /** Milliseconds of the gateway's clock a free request waited for its burst slot. */
+  burstWaitMs?: number;
 }
 
 export interface FinishedRequest extends RequestTrace {
@@ -84,6 +86,7 @@ function traceRequest(
     providerId: undefined,
     errorCode: undefined,
     toolsOmitted: undefined,
+    burstWaitMs: undefined,
   };
   traces.set(incoming, trace);
   outgoing.once("close", () => {
