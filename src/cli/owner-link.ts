@@ -1,6 +1,6 @@
 import { existsSync } from "node:fs";
 import type { Command } from "commander";
-import { sqliteFileOnly, UserError } from "./errors.js";
+import { openingDatabase, sqliteFileOnly, UserError } from "./errors.js";
 import { printJson, result } from "./output.js";
 
 /**
@@ -48,7 +48,7 @@ Examples:
       const { SqliteSessions } = await import("../store/sessions.js");
       const { liveServeRuntime } = await import("../server/dashboard/serve-runtime.js");
       const { createOwnerLink } = await import("../server/auth/owner-session.js");
-      const db = openDatabase(flags.db);
+      const db = openingDatabase(flags.db, () => openDatabase(flags.db));
       try {
         const server = await liveServeRuntime(new SqliteServeRecord(db));
         if (!server) {

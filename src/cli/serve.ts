@@ -6,7 +6,7 @@ import { type Command, Option } from "commander";
 import { defaultConnectionLimits } from "../server/http/connection-guards.js";
 import { type MetricsAccess, metricsAccesses } from "../server/metrics-access.js";
 import { newGatewayKey } from "../store/secrets.js";
-import { UserError } from "./errors.js";
+import { databaseProblem, UsageError, UserError } from "./errors.js";
 import { type LogFormat, logFormats, requestLinePrinter } from "./request-lines.js";
 
 interface ServeOptions {
@@ -137,6 +137,7 @@ Examples:
     .action(async (opts: ServeOptions) => {
       const started = performance.now();
       const port = parseInteger(opts.port, "--port");
+      if (port > 65_535) throw new UsageError(`--port must be 0 to 65535, got ${port}`);
       const keepaliveMs = parseInteger(opts.keepaliveMs, "--keepalive-ms");
       const connections = {
         headersTimeoutMs: parseInteger(opts.headersTimeoutMs, "--headers-timeout-ms"),
@@ -152,7 +153,7 @@ Examples:
         connections.requestTimeoutMs > 0 &&
         connections.headersTimeoutMs > connections.requestTimeoutMs
       )
-        throw new UserError("--headers-timeout-ms cannot be longer than --request-timeout-ms");
+        throw new UsageError("--headers-timeout-ms cannot be longer than --request-timeout-ms");
       const cassettes = cassetteFlags(opts);
       // Not a flag: a crash test's takeover waits this out, an operator has no reason to change it.
       const jobLeaseMs =
@@ -208,6 +209,9 @@ Examples:
           jobLeaseMs,
         });
       } catch (err) {
+        // Flags startGateway checks itself are still the command line's mistakes.
+        if (err instanceof ConfigError && /^invalid (public URL|trusted proxy):/.test(err.message))
+          throw new UsageError(err.message);
         if (
           err instanceof ConfigError ||
           err instanceof SecretKeyError ||
@@ -224,6 +228,12 @@ Examples:
         if (code === "EADDRINUSE")
           throw new UserError(`port ${port} is already in use; try --port 0`);
         if (code === "SQLITE_CANTOPEN") throw new UserError(`cannot open database ${db}`);
+        const problem = databaseProblem(db, err);
+        if (problem) throw problem;
+        if (code === "ENOTFOUND" || code === "EAI_AGAIN" || code === "EADDRNOTAVAIL")
+          throw new UsageError(
+            `cannot listen on --host ${opts.host}: it is not an address of this machine (127.0.0.1 for this machine only, 0.0.0.0 for every interface)`,
+          );
         if (isStorageFull(err))
           throw new UserError(`cannot write ${db}: the disk is full; free space and start again`);
         throw err;
@@ -328,7 +338,7 @@ function shellWord(path: string): string {
 function parseInteger(value: string, flag: string): number {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 0)
-    throw new UserError(`${flag} must be a non-negative integer, got "${value}"`);
+    throw new UsageError(`${flag} must be a non-negative integer, got "${value}"`);
   return n;
 }
 
@@ -349,10 +359,10 @@ function keepHeapTight(): void {
 function cassetteFlags(opts: ServeOptions) {
   const timing: "recorded" | "none" = opts.replayTiming === "recorded" ? "recorded" : "none";
   if (opts.replayTiming !== timing)
-    throw new UserError(`--replay-timing must be recorded or none, got "${opts.replayTiming}"`);
-  if (opts.record && opts.replay) throw new UserError("use --record or --replay, not both");
+    throw new UsageError(`--replay-timing must be recorded or none, got "${opts.replayTiming}"`);
+  if (opts.record && opts.replay) throw new UsageError("use --record or --replay, not both");
   if (opts.recordMissing && !opts.replay)
-    throw new UserError("--record-missing goes with --replay <dir>");
+    throw new UsageError("--record-missing goes with --replay <dir>");
   if (opts.record) return { dir: opts.record, mode: "record" as const, timing };
   if (opts.replay) {
     const mode = opts.recordMissing ? ("record-missing" as const) : ("replay" as const);

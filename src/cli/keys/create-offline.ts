@@ -1,5 +1,5 @@
 import { existsSync } from "node:fs";
-import { UserError } from "../errors.js";
+import { openingDatabase, UserError } from "../errors.js";
 
 /**
  * `gateway keys create --db FILE`: a key minted straight into a gateway's database file, with or
@@ -34,7 +34,7 @@ export async function createKeyInDatabase(input: {
   // Loaded here: the other client commands should not pay for SQLite.
   const { Store } = await import("../../store/store.js");
   const { liveServeRuntime } = await import("../../server/dashboard/serve-runtime.js");
-  const store = new Store(input.db);
+  const store = openingDatabase(input.db, () => new Store(input.db));
   try {
     const accountId =
       input.account ??
