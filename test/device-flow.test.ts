@@ -121,7 +121,7 @@ describe("owner session", () => {
     expect(page.status).toBe(401);
     expect(page.html).toContain("owner URL");
     expect(page.html).toContain("gateway serve");
-    expect(page.html).toContain('<pre class="cmd">gateway owner-link</pre>');
+    expect(page.html).toContain('<pre class="cmd">npx gateway owner-link</pre>');
     const posted = await decide(gw, "approve", { user_code: dc.user_code, csrf_token: "x" }, {});
     expect(posted.status).toBe(401);
     expect((await sealedValue(gw, dc.user_code)).status).toBe("pending");

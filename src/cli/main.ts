@@ -1,4 +1,5 @@
 import { Command, CommanderError } from "commander";
+import { cliCommand } from "../server/cli-command.js";
 import { UserError, usageExitCode } from "./errors.js";
 import { registerKeysCreate } from "./keys/create.js";
 import { registerKeysList } from "./keys/list.js";
@@ -19,7 +20,11 @@ export async function main(argv: string[]): Promise<void> {
     // One line and the closest name, not the whole help: `error: unknown option '--prot'` and
     // `(Did you mean --port?)` become `gateway: unknown option '--prot' (did you mean --port?)`.
     .showSuggestionAfterError(true)
-    .configureOutput({ outputError: (text, write) => write(commanderLine(text)) });
+    .configureOutput({
+      outputError: (text, write) => write(commanderLine(text)),
+      // Help's usage line and examples as this user runs the CLI (`npx gateway ...` in a clone).
+      writeOut: (text) => process.stdout.write(asRunHere(text)),
+    });
   registerServe(program);
   registerLogin(program);
   registerLogout(program);
@@ -75,4 +80,10 @@ function commanderLine(text: string): string {
     .replace(/\s*\n?\(Did you mean (.+)\?\)$/, " (did you mean $1?)")
     .replace(/\n+/g, " ");
   return `gateway: ${line}\n`;
+}
+
+function asRunHere(help: string): string {
+  const prefix = cliCommand("").trimEnd();
+  if (prefix === "gateway") return help;
+  return help.replace(/(^Usage: |\$ |\$\()gateway\b/gm, `$1${prefix}`);
 }

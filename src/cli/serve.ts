@@ -3,6 +3,7 @@ import { networkInterfaces } from "node:os";
 import { dirname, resolve } from "node:path";
 import { setFlagsFromString } from "node:v8";
 import { type Command, Option } from "commander";
+import { cliCommand } from "../server/cli-command.js";
 import { defaultConnectionLimits } from "../server/http/connection-guards.js";
 import { type MetricsAccess, metricsAccesses } from "../server/metrics-access.js";
 import { newGatewayKey } from "../store/secrets.js";
@@ -290,7 +291,7 @@ Examples:
           );
         } else if (db !== ":memory:") {
           process.stdout.write(
-            `keys are stored only as hashes, so none is shown again; a new one: gateway keys create --db ${shellWord(db)} --label NAME\n`,
+            `keys are stored only as hashes, so none is shown again; a new one: ${cliCommand(`keys create --db ${shellWord(db)} --label NAME`)}\n`,
           );
         }
         if (clockKey) process.stdout.write(clockHint(gateway, clockKey, opts.autoAdvance));

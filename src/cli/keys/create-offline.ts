@@ -1,4 +1,5 @@
 import { existsSync } from "node:fs";
+import { cliCommand } from "../../server/cli-command.js";
 import { openingDatabase, UserError } from "../errors.js";
 
 /**
@@ -28,7 +29,7 @@ export async function createKeyInDatabase(input: {
   }
   if (!existsSync(input.db)) {
     throw new UserError(
-      `no database at ${input.db}; start \`gateway serve --db ${input.db}\` once to create it`,
+      `no database at ${input.db}; start \`${cliCommand(`serve --db ${input.db}`)}\` once to create it`,
     );
   }
   // Loaded here: the other client commands should not pay for SQLite.
@@ -42,7 +43,7 @@ export async function createKeyInDatabase(input: {
       store.listAccounts()[0]?.id;
     if (!accountId) {
       throw new UserError(
-        `${input.db} has no account yet; start \`gateway serve --db ${input.db}\` once (it creates the demo account) or apply a config`,
+        `${input.db} has no account yet; start \`${cliCommand(`serve --db ${input.db}`)}\` once (it creates the demo account) or apply a config`,
       );
     }
     if (!store.getAccount(accountId)) {

@@ -1,5 +1,6 @@
 import type { GatewayStore, KeyRow } from "../../store/types.js";
 import type { DecisionRefusal } from "../auth/device-codes.js";
+import { cliCommand } from "../cli-command.js";
 import type { byokView, quota } from "../views.js";
 
 /**
@@ -118,8 +119,9 @@ function page(status: Page["status"], title: string, body: string, csrfToken?: s
   return { status, html: layout(title, `<h1>${escapeHtml(title)}</h1>\n${body}`, csrfToken) };
 }
 
-const ownerLinkHelp = `<p>In a terminal where <code>gateway serve</code> runs, get a fresh one-time owner URL:</p>
-<pre class="cmd">gateway owner-link</pre>
+const ownerLinkHelp =
+  () => `<p>In a terminal where <code>gateway serve</code> runs, get a fresh one-time owner URL:</p>
+<pre class="cmd">${escapeHtml(cliCommand("owner-link"))}</pre>
 <p class="muted">Add <code>--db FILE</code> if the server runs on another database than
 <code>./gateway.db</code>. Open the URL it prints in this browser.</p>`;
 
@@ -132,7 +134,7 @@ export function signInNeededPage(returnTo?: string): Page {
     401,
     "Sign in to the gateway dashboard",
     `<p>This page needs the owner's dashboard session, and this browser has none.</p>
-${ownerLinkHelp}
+${ownerLinkHelp()}
 ${back}`,
   );
 }
@@ -142,7 +144,7 @@ export function ownerLinkInvalidPage(): Page {
     401,
     "This owner link does not work",
     `<p>The link was already used, or it is not a link printed by this gateway. Each owner URL works once.</p>
-${ownerLinkHelp}`,
+${ownerLinkHelp()}`,
   );
 }
 
@@ -203,22 +205,22 @@ export function decisionRefusedPage(refusal: DecisionRefusal): Page {
     unknown: [
       404,
       "Unknown code",
-      "No login request has this code. Check the code in your terminal, or run <code>gateway login</code> again.",
+      `No login request has this code. Check the code in your terminal, or run <code>${escapeHtml(cliCommand("login"))}</code> again.`,
     ],
     expired: [
       400,
       "This code has expired",
-      "The login request timed out before it was approved. Run <code>gateway login</code> again.",
+      `The login request timed out before it was approved. Run <code>${escapeHtml(cliCommand("login"))}</code> again.`,
     ],
     used: [
       400,
       "This code was already used",
-      "This login request was already approved or denied. Run <code>gateway login</code> again if needed.",
+      `This login request was already approved or denied. Run <code>${escapeHtml(cliCommand("login"))}</code> again if needed.`,
     ],
     cancelled: [
       400,
       "This login was cancelled",
-      "The terminal that asked for this login stopped waiting (Ctrl-C, or it went away), so it cannot be approved. Run <code>gateway login</code> again.",
+      `The terminal that asked for this login stopped waiting (Ctrl-C, or it went away), so it cannot be approved. Run <code>${escapeHtml(cliCommand("login"))}</code> again.`,
     ],
   }[refusal] as [Page["status"], string, string];
   return page(status, title, `<p>${text}</p>\n${decisionLinks}`);
