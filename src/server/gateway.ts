@@ -18,6 +18,7 @@ import {
   guardConnections,
 } from "./http/connection-guards.js";
 import { InvalidProxies, ProxyList } from "./http/request.js";
+import { withRequestIds } from "./http/request-id.js";
 import { onFinishedRequests, tracedListener } from "./http/request-trace.js";
 import { startJobRunner } from "./jobs/runner.js";
 import { parseCassetteOptions } from "./kit/cassettes.js";
@@ -128,8 +129,10 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
     metrics?.knowRoutes(routes);
     const host = options.host ?? "127.0.0.1";
     const traceSource = { url: "" };
-    const served = services.inspector.listener(
-      tracedListener(traceSource, gatewayListener(services, routes, host)),
+    const served = withRequestIds(
+      services.inspector.listener(
+        tracedListener(traceSource, gatewayListener(services, routes, host)),
+      ),
     );
     const listener =
       clock instanceof ManualClock && clock.autoAdvance ? countInFlight(clock, served) : served;

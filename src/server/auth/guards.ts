@@ -42,6 +42,7 @@ export function authenticate(
     throw new PlainTextError(
       401,
       "missing API key: send Authorization: Bearer kn-... or x-api-key",
+      "key_missing",
     );
   const found = store.findKeyByValue(value);
   return andThen(found, (key) => usableKey(store, key, now));
@@ -52,9 +53,10 @@ function usableKey(
   key: KeyWithAccount | undefined,
   now: number,
 ): KeyWithAccount {
-  if (!key) throw new PlainTextError(401, "invalid API key");
-  if (key.revoked_at !== null) throw new PlainTextError(401, "API key revoked");
-  if (key.account_status !== "active") throw new PlainTextError(401, "account suspended");
+  if (!key) throw new PlainTextError(401, "invalid API key", "key_unknown");
+  if (key.revoked_at !== null) throw new PlainTextError(401, "API key revoked", "key_revoked");
+  if (key.account_status !== "active")
+    throw new PlainTextError(401, "account suspended", "account_suspended");
   if (key.last_used_at === null || now - key.last_used_at >= touchEveryMs)
     store.touchKey(key.id, now);
   return key;
@@ -105,7 +107,8 @@ export function accessGuards(
   };
 
   const sharedCaller = (c: Context<AppEnv>, key: KeyWithAccount, admitted: boolean): undefined => {
-    if (!admitted) throw new PlainTextError(429, "too many requests, try again shortly");
+    if (!admitted)
+      throw new PlainTextError(429, "too many requests, try again shortly", "shared_key_ip_limit");
     return keyCaller(c, key);
   };
 
@@ -139,7 +142,7 @@ export function accessGuards(
         return value !== undefined && options.runAdminKeys?.has(hashSecret(value)) === true;
       };
       if (!presentsAdminKey(store, c) && !runKey())
-        throw new PlainTextError(401, "admin key required");
+        throw new PlainTextError(401, "admin key required", "admin_key_required");
       return undefined;
     },
   };

@@ -27,6 +27,8 @@ export interface AdmitInput {
   trace?: RequestTrace;
   /** A job's hold: kept until the job ends, on whichever gateway runs it. */
   outlivesRequest?: boolean;
+  /** The id the answer carries (`x-request-id`): the request log's row gets the same. */
+  requestId?: string;
 }
 
 export interface Admission {
@@ -153,7 +155,7 @@ export async function admit(services: Services, input: AdmitInput): Promise<Admi
 
 function baseReserve(input: AdmitInput, account: AccountRow, now: number) {
   return {
-    id: newId("req"),
+    id: input.requestId ?? newId("req"),
     accountId: account.id,
     keyId: input.key.id,
     endpoint: input.endpoint,

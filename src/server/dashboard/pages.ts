@@ -434,7 +434,7 @@ function recentSection(recent: DashboardUsage["recent"], keyLabels: Map<string, 
       (
         r,
       ) => `<tr><td class="when">${escapeHtml(r.created_at.slice(5, 10))} ${escapeHtml(r.created_at.slice(11, 16))}</td>
-<td><code>${escapeHtml(r.model ?? "-")}</code><div class="muted small">${escapeHtml(r.endpoint)}</div></td>
+<td><code>${escapeHtml(r.model ?? "-")}</code><div class="muted small">${escapeHtml(r.endpoint)}</div><div class="muted small req-id"><code>${escapeHtml(r.id)}</code></div></td>
 <td>${statusCell(r)}</td><td class="num">${escapeHtml(formatIdr(r.cost_idr))}</td>
 <td class="wide-only">${escapeHtml((r.key_id && keyLabels.get(r.key_id)) || "-")}</td></tr>`,
     )

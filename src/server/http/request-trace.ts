@@ -1,5 +1,6 @@
 import { channel } from "node:diagnostics_channel";
 import type { IncomingMessage, RequestListener, ServerResponse } from "node:http";
+import { requestIdOf } from "./request-id.js";
 
 /**
  * One message per finished HTTP request, on a diagnostics channel: `gateway serve` prints a line
@@ -25,9 +26,13 @@ export interface RequestTrace {
   toolsOmitted?: string[];
   /** Milliseconds of the gateway's clock a free request waited for its burst slot. */
   burstWaitMs?: number;
+  /** Each attempt of a route or credential chain and how it ended (`mock-flaky 503`, `mock-gpt ok`). */
+  steps?: string[];
 }
 
 export interface FinishedRequest extends RequestTrace {
+  /** The id the answer carried (`x-request-id`), also the request log's id of an admitted request. */
+  requestId: string | undefined;
   /** The base URL of the gateway that served it (one process may run several). */
   gateway: string;
   method: string;
@@ -71,6 +76,7 @@ function traceRequest(
   // Every field from the start, so every trace has one shape and is itself the message.
   const trace: FinishedRequest = {
     gateway: source.url,
+    requestId: undefined,
     method: incoming.method ?? "",
     path: "",
     status: 0,
@@ -87,6 +93,7 @@ function traceRequest(
     errorCode: undefined,
     toolsOmitted: undefined,
     burstWaitMs: undefined,
+    steps: undefined,
   };
   traces.set(incoming, trace);
   outgoing.once("close", () => {
@@ -98,6 +105,7 @@ function traceRequest(
     trace.durationMs = performance.now() - started;
     trace.finishedAt = Date.now();
     trace.aborted = !outgoing.writableFinished;
+    trace.requestId = requestIdOf(outgoing);
     finishedChannel.publish(trace);
   });
 }

@@ -5,7 +5,8 @@ import { type Admission, admit, settleDelivered, settleFailed } from "../billing
 import type { WorstCase } from "../billing/pricing.js";
 import type { Target } from "../dispatch/resolve.js";
 import type { GoneSignal } from "../http/client-signal.js";
-import { requestTrace } from "../http/request.js";
+import { requestIdOf } from "../http/request-id.js";
+import { nodeOutgoing, requestTrace } from "../http/request.js";
 import type { Attempt } from "../providers/types.js";
 import type { Services } from "../services.js";
 import type { Usage } from "../wire/usage.js";
@@ -49,6 +50,7 @@ export function admitWhole(
     signal: request.signal,
     trace: requestTrace(c),
     outlivesRequest: request.outlivesRequest,
+    requestId: requestIdOf(nodeOutgoing(c)),
   });
 }
 

@@ -8,6 +8,7 @@ import { openThread } from "../dispatch/threads.js";
 import { clientClosed, errorBody, GatewayError, internalError } from "../errors.js";
 import { readJsonWithSize } from "../http/body.js";
 import { ClientGone } from "../http/client-signal.js";
+import { requestIdOf } from "../http/request-id.js";
 import { nodeIncoming, nodeOutgoing, requestHeader } from "../http/request.js";
 import { traceOf } from "../http/request-trace.js";
 import { KeptAlive, sendSse } from "../http/sse-response.js";
@@ -108,6 +109,7 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
       stream,
       signal,
       trace,
+      requestId: requestIdOf(outgoing),
     });
     markStage(incoming, "admitted");
     const req: CompletionRequest = {
@@ -126,6 +128,7 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
     const dispatching = services.dispatcher.dispatch(target, req, {
       byok: admission.byok,
       byokOnly: admission.byokOnly,
+      steps: trace ? (trace.steps = []) : undefined,
     });
     const headers = admission.rateHeaders ?? {};
     let outcome: Awaited<typeof dispatching> | undefined;
