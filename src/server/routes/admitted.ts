@@ -5,8 +5,8 @@ import { type Admission, admit, settleDelivered, settleFailed } from "../billing
 import type { WorstCase } from "../billing/pricing.js";
 import type { Target } from "../dispatch/resolve.js";
 import type { GoneSignal } from "../http/client-signal.js";
-import { requestIdOf } from "../http/request-id.js";
 import { nodeOutgoing, requestTrace } from "../http/request.js";
+import { requestIdOf } from "../http/request-id.js";
 import type { Attempt } from "../providers/types.js";
 import type { Services } from "../services.js";
 import type { Usage } from "../wire/usage.js";

@@ -8,8 +8,8 @@ import { openThread } from "../dispatch/threads.js";
 import { clientClosed, errorBody, GatewayError, internalError } from "../errors.js";
 import { readJsonWithSize } from "../http/body.js";
 import { ClientGone } from "../http/client-signal.js";
-import { requestIdOf } from "../http/request-id.js";
 import { nodeIncoming, nodeOutgoing, requestHeader } from "../http/request.js";
+import { requestIdOf } from "../http/request-id.js";
 import { traceOf } from "../http/request-trace.js";
 import { KeptAlive, sendSse } from "../http/sse-response.js";
 import { markStage } from "../http/stages.js";
@@ -125,10 +125,11 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
     const fail = (err: unknown) =>
       settleFailed(services, admission, signal.aborted ? clientClosed() : err);
 
+    if (trace) trace.steps = [];
     const dispatching = services.dispatcher.dispatch(target, req, {
       byok: admission.byok,
       byokOnly: admission.byokOnly,
-      steps: trace ? (trace.steps = []) : undefined,
+      steps: trace?.steps,
     });
     const headers = admission.rateHeaders ?? {};
     let outcome: Awaited<typeof dispatching> | undefined;
