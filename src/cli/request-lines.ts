@@ -93,14 +93,15 @@ function formatIdr(micro: number): string {
 }
 
 /**
- * What a browser asks for on its own while the owner uses the dashboard (its icon, the dev tools'
- * probe): answered, but not worth a line among the requests someone made.
+ * What a browser asks for on its own while the owner uses the dashboard (the page's script, its
+ * icon, the dev tools' probe): answered, but not worth a line among the requests someone made.
  */
 function browserNoise(r: FinishedRequest): boolean {
   if (r.method !== "GET" || r.status >= 500) return false;
   const p = r.path;
   return (
     p === "/favicon.ico" ||
+    p.startsWith("/dashboard/assets/") ||
     p === "/robots.txt" ||
     p.startsWith("/apple-touch-icon") ||
     p.startsWith("/.well-known/")

@@ -3,9 +3,9 @@ import { z } from "zod";
 import type { Handler } from "../app-env.js";
 import { admit, settleAdmission, settleDelivered, settleFailed } from "../billing/admission.js";
 import { worstCaseInputTokens } from "../billing/pricing.js";
-import { forModality, resolveTarget } from "../dispatch/resolve.js";
+import { forModality, resolveTarget, type Target } from "../dispatch/resolve.js";
 import { openThread } from "../dispatch/threads.js";
-import { clientClosed, errorBody, GatewayError, internalError } from "../errors.js";
+import { badRequest, clientClosed, errorBody, GatewayError, internalError } from "../errors.js";
 import { readJsonWithSize } from "../http/body.js";
 import { ClientGone } from "../http/client-signal.js";
 import { nodeIncoming, nodeOutgoing, requestHeader } from "../http/request.js";
@@ -22,7 +22,7 @@ import { streamErrorEvent } from "../wire/translate/errors.js";
 
 const content = z.union([z.string(), z.array(z.looseObject({ type: z.string() })), z.null()]);
 
-const chatBody = z.looseObject({
+export const chatBody = z.looseObject({
   model: z.string().min(1),
   messages: z
     .array(
@@ -52,7 +52,7 @@ export const messagesBody = z.looseObject({
   stream: z.boolean().optional(),
 });
 
-const responsesBody = z.looseObject({
+export const responsesBody = z.looseObject({
   model: z.string().min(1),
   input: z.union([z.string(), z.array(z.looseObject({}))]),
   instructions: z.string().nullish(),
@@ -83,6 +83,8 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
     const viaRoute = target.isRoute;
     const catalog = services.store.getCatalog();
     const providers = catalog.providers;
+    if (body.mock_response !== undefined)
+      mockResponseAllowed(body.mock_response, target, providers);
     const threaded =
       style === "messages" && body.thread !== undefined
         ? await openThread(
@@ -213,6 +215,24 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
     );
     return RESPONSE_ALREADY_SENT;
   };
+}
+
+/**
+ * LiteLLM's `mock_response` (a string: the answer's text) is honoured by mock models only: a real
+ * provider would be sent it, and refuse it or bill a real answer.
+ */
+function mockResponseAllowed(
+  value: unknown,
+  target: Target,
+  providers: ReadonlyMap<string, { wire: string }>,
+): void {
+  if (typeof value !== "string")
+    throw badRequest("mock_response must be a string: the text the mock model answers with.");
+  const real = target.models.find((m) => providers.get(m.provider_id)?.wire !== "mock");
+  if (real)
+    throw badRequest(
+      `mock_response is answered by mock models only; "${real.name}" is served by a real provider.`,
+    );
 }
 
 /** The endpoint each style is logged and billed as. */

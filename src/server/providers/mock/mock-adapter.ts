@@ -20,7 +20,7 @@ import {
   mockFailure,
   planMockReply,
 } from "./mock-chat.js";
-import type { MockScript } from "./mock-script.js";
+import { type MockScript, scriptedPlan } from "./mock-script.js";
 
 export function mockTiming(optionsJson: string): MockTiming {
   return (JSON.parse(optionsJson) as { mock?: MockTiming }).mock ?? {};
@@ -36,7 +36,10 @@ export class MockAdapter implements ProviderAdapter {
     const timing = this.timingFor(attempt.provider.id, attempt.provider.options_json);
     const rewrite: Rewrite = { omittedTools: [] };
     const chatReq = toChatRequest(req, attempt, rewrite);
+    // LiteLLM's `mock_response`: the answer is that text, ahead of any script or directive.
+    const mocked = (req.body as { mock_response?: unknown }).mock_response;
     const plan =
+      (typeof mocked === "string" && scriptedPlan({ text: mocked }, chatReq)) ||
       (this.script.active &&
         this.script.plan([attempt.model.name, attempt.model.upstream_model], chatReq)) ||
       planOrRefuse(chatReq);
