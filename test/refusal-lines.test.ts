@@ -13,10 +13,9 @@ import {
 
 /** Every refusal the gateway decides says why on serve's line: its spec code, a 401 its reason. */
 
-let gw: TestGateway | undefined;
+const gateways: TestGateway[] = [];
 afterEach(async () => {
-  await gw?.close();
-  gw = undefined;
+  for (const gw of gateways.splice(0)) await gw.close();
 });
 
 /** A gateway whose serve lines (the printer `gateway serve` uses) are kept, in both formats. */
@@ -27,13 +26,14 @@ async function gatewayWithLines(config: ConfigInput = baseConfig()) {
     ({ isTTY: false, write: (chunk: string) => into.push(chunk) }) as unknown as NodeJS.WriteStream;
   const printText = requestLinePrinter("text", sink(text));
   const printJson = requestLinePrinter("json", sink(json));
-  gw = await testGateway({
+  const gw = await testGateway({
     config,
     onRequest: (r) => {
       printText(r);
       printJson(r);
     },
   });
+  gateways.push(gw);
   const lines = async (count: number) => {
     for (let i = 0; i < 200 && json.join("").split("\n").filter(Boolean).length < count; i++)
       await new Promise((r) => setTimeout(r, 10));
@@ -133,7 +133,7 @@ describe("serve's line for a refusal names its code", () => {
     ]);
   });
 
-  it("a route's steps: which failed and which answered", async () => {
+  it("a route's steps: which failed and which answered (text and whole-answer routes)", async () => {
     const { gw, lines } = await gatewayWithLines();
     const res = await post(gw, "/v1/chat/completions", chat("hi", "auto"));
     expect(res.status).toBe(200);
@@ -141,6 +141,22 @@ describe("serve's line for a refusal names its code", () => {
     const { json, text } = await lines(1);
     expect(json[0].steps).toEqual(["mock-down 503", "mock-gpt ok"]);
     expect(text[0]).toContain("steps: mock-down 503 > mock-gpt ok");
+    const base = baseConfig();
+    const images = await gatewayWithLines({
+      ...base,
+      models: [
+        ...base.models!,
+        { name: "down-image", provider: "mock-down", modality: "image", price_per_unit: 1 },
+      ],
+      routes: [{ name: "image-auto", steps: ["down-image", "mock-image"] }],
+    });
+    const image = await post(images.gw, "/v1/images/generations", {
+      model: "image-auto",
+      prompt: "a cat",
+    });
+    expect(image.status).toBe(200);
+    await image.text();
+    expect((await images.lines(1)).json[0].steps).toEqual(["down-image 503", "mock-image ok"]);
     const direct = await post(gw, "/v1/chat/completions", chat("hi", "mock-gpt"));
     await direct.text();
     expect((await lines(2)).json[1].steps).toBeNull();

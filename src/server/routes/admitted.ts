@@ -68,11 +68,13 @@ export async function serveAdmitted<T>(
   charge: (result: T) => Charge,
 ): Promise<T> {
   const admission = await admitWhole(services, c, request);
+  const trace = requestTrace(c);
+  if (trace) trace.steps = [];
   try {
     const { result, attempt } = await services.dispatcher.dispatchWith(
       request.target,
       request.signal,
-      { byok: admission.byok, byokOnly: admission.byokOnly },
+      { byok: admission.byok, byokOnly: admission.byokOnly, steps: trace?.steps },
       async (attempt) => ({ value: await call(attempt), streaming: false }),
     );
     const { units, usage } = charge(result);
