@@ -64,6 +64,20 @@ const routes = [
   ["GET", "/v1/files/{id}/content"],
   ["GET", "/v1/music/generations/{id}"],
   ["GET", "/v1/videos/generations/{id}/content"],
+  [
+    "POST",
+    "/mcp",
+    () => ({
+      jsonrpc: "2.0",
+      id: 1,
+      method: "tools/call",
+      params: {
+        name: "generate_image",
+        arguments: { model: "mock-image", prompt: "a cat", size: "64x64" },
+      },
+    }),
+  ],
+  ["GET", "/mcp"],
   ["GET", "/api/public/pricing"],
   ["POST", "/api/auth/device/code", () => ({ client_name: "fuzz" })],
   ["POST", "/api/auth/device/token", () => ({ device_code: "abc" })],
@@ -383,6 +397,8 @@ function headersFor(r, method, path) {
   if (r.chance(0.1))
     headers["sec-fetch-site"] = r.pick(["cross-site", "same-site", "same-origin", "none", "weird"]);
   if (r.chance(0.1)) headers["anthropic-beta"] = r.pick(["", "x".repeat(2000), "a,b,,c"]);
+  // The MCP transport wants both; without them it answers 406 before reading the body.
+  if (path === "/mcp" && r.chance(0.8)) headers.accept = "application/json, text/event-stream";
   if (r.chance(0.1)) headers.accept = r.pick(["*/*", "text/event-stream", "application/xml", "ÿ"]);
   if (r.chance(0.05)) headers["x-filler"] = "f".repeat(r.pick([100, 8000]));
   if (r.chance(0.05))

@@ -13,6 +13,13 @@
 // passes when the agent exits 0 and the file holds the marker, so the agent's tool really ran.
 // "same" cases reach a provider of the agent's own wire, "cross" cases the other wire, and
 // "codex-bridge" an openai provider without the Responses API (translated to chat completions).
+// "claude-older" is an alias of an older Claude model, same wire: Claude Code does not know the
+// name, so it sends `role: "system"` items inside `messages`; the older model refuses them, and
+// Claude Code must recognise the gateway's 400 and resend without them.
+// "claude-mcp" adds the gateway's MCP server to Claude Code with the command `gateway mcp` prints
+// (`claude mcp add --transport http ...`); the scripted upstream asks it to call the server's
+// generate_image tool, and the case passes when the tool's result reaches the upstream as a PNG
+// image and the gateway logged the image request as coming from MCP.
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -21,9 +28,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startGateway } from "../dist/index.js";
 
-// Versions known to run on Node 20 (Claude Code's later releases want Node 22); override to try others.
-const CLAUDE_PACKAGE = process.env.AGENTS_CLAUDE_PACKAGE ?? "@anthropic-ai/claude-code@2.1.197";
-const CODEX_PACKAGE = process.env.AGENTS_CODEX_PACKAGE ?? "@openai/codex@0.169.0";
+// The newest releases, checked on Node 20: both install a native binary, so Claude Code's
+// `engines: node >=22` does not bind it. Override to try others.
+const CLAUDE_PACKAGE = process.env.AGENTS_CLAUDE_PACKAGE ?? "@anthropic-ai/claude-code@2.1.332";
+const CODEX_PACKAGE = process.env.AGENTS_CODEX_PACKAGE ?? "@openai/codex@0.171.0";
 const CASE_TIMEOUT_MS = Number(process.env.AGENTS_CASE_TIMEOUT_MS ?? 120_000);
 const log = process.env.AGENTS_LOG === "1";
 const only = process.env.AGENTS_ONLY?.split(",");
@@ -47,6 +55,33 @@ const shellToolOf = (names) => names.find((name) => name in shellTools);
 
 let marker = "";
 const seen = [];
+let refused = 0;
+
+/** The MCP case: Claude Code's name for the gateway's image tool, and whether its image came back. */
+const mcpImageTool = "mcp__model-gateway__generate_image";
+let mode = "shell";
+let imageBack = false;
+
+const PNG_SIGNATURE = "iVBORw0KGgo";
+
+/** Whether a Messages body carries a tool result holding a PNG image (what generate_image returns). */
+function toolResultHasPng(body) {
+  return (body.messages ?? []).some(
+    (m) =>
+      Array.isArray(m.content) &&
+      m.content.some(
+        (b) =>
+          b.type === "tool_result" &&
+          Array.isArray(b.content) &&
+          b.content.some(
+            (c) =>
+              c.type === "image" &&
+              c.source?.media_type === "image/png" &&
+              String(c.source?.data ?? "").startsWith(PNG_SIGNATURE),
+          ),
+      ),
+  );
+}
 
 function readBody(req) {
   return new Promise((resolve) => {
@@ -57,19 +92,53 @@ function readBody(req) {
 }
 
 /** What to answer next: a shell call while no tool result has come back, then the final text. */
-function plan(toolNames, hasToolResult) {
+/** Whether the conversation already holds a call of `name` (Messages content blocks). */
+function called(body, name) {
+  return (body.messages ?? []).some(
+    (m) =>
+      Array.isArray(m.content) && m.content.some((b) => b.type === "tool_use" && b.name === name),
+  );
+}
+
+/**
+ * The MCP case: call the gateway's image tool, first loading it with ToolSearch where Claude Code
+ * defers MCP tools behind it (later releases do), then answer once the image came back.
+ */
+function mcpPlan(toolNames, body) {
+  if (toolResultHasPng(body)) return { text: `Made the image for ${marker}.` };
+  if (toolNames.includes(mcpImageTool)) {
+    if (called(body, mcpImageTool)) return { text: "The image tool returned no image." };
+    return { tool: mcpImageTool, input: { model: "mock-image", prompt: marker, size: "64x64" } };
+  }
+  if (toolNames.includes("ToolSearch") && !called(body, "ToolSearch")) {
+    return { tool: "ToolSearch", input: { query: `select:${mcpImageTool}` } };
+  }
+  return { text: "OK." };
+}
+
+function plan(toolNames, hasToolResult, body = {}) {
+  if (mode === "mcp-image") return mcpPlan(toolNames, body);
   const tool = shellToolOf(toolNames);
   if (!tool || hasToolResult) return { text: hasToolResult ? `Wrote ${marker}.` : "OK." };
   return { tool, input: shellTools[tool](`echo ${marker} > marker.txt`) };
 }
 
+/** Upstream names of models that refuse `system` items inside `messages`, whatever the betas. */
+const refusesSystemInMessages = new Set(["claude-3-5-haiku-20241022"]);
+
 /** The checks the real APIs make that translation can break: roles, and results after their calls. */
-function invalidBody(path, body) {
+function invalidBody(path, body, headers) {
   const messages = Array.isArray(body.messages) ? body.messages : [];
   if (path === "/v1/messages") {
+    const midConversationSystem =
+      !refusesSystemInMessages.has(body.model) &&
+      String(headers["anthropic-beta"] ?? "").includes("mid-conversation-system-2026-04-07");
     const called = new Set();
     for (const [i, m] of messages.entries()) {
-      if (m.role !== "user" && m.role !== "assistant") return `messages.${i}.role: ${m.role}`;
+      if (m.role === "system" && midConversationSystem) continue;
+      if (m.role !== "user" && m.role !== "assistant") {
+        return `messages.${i}.role: Input should be 'user' or 'assistant'`;
+      }
       for (const block of Array.isArray(m.content) ? m.content : []) {
         if (block.type === "tool_use") called.add(block.id);
         if (block.type === "tool_result" && !called.has(block.tool_use_id)) {
@@ -95,7 +164,8 @@ function anthropicAnswer(body) {
   const hasToolResult = (body.messages ?? []).some(
     (m) => Array.isArray(m.content) && m.content.some((b) => b.type === "tool_result"),
   );
-  const next = plan(names, hasToolResult);
+  if (toolResultHasPng(body)) imageBack = true;
+  const next = plan(names, hasToolResult, body);
   const id = `msg_${randomBytes(6).toString("hex")}`;
   const content = next.tool
     ? [
@@ -328,8 +398,9 @@ async function startFakeProvider() {
       console.log(`[fake]   ${raw.slice(0, 1500)}`);
     }
     let answer;
-    const invalid = invalidBody(req.url, body);
+    const invalid = invalidBody(req.url, body, req.headers);
     if (invalid) {
+      refused++;
       console.log(`[fake] refused ${req.url}: ${invalid}`);
       res.writeHead(400, { "content-type": "application/json" });
       res.end(
@@ -454,6 +525,72 @@ function claudeCase(bin, gatewayUrl, model) {
     );
 }
 
+/**
+ * Claude Code with the gateway's MCP server added as `gateway mcp claude-code` prints it, asked
+ * for an image: the scripted model calls generate_image and the tool's PNG must come back.
+ */
+function claudeMcpCase(bin, gatewayUrl, model) {
+  return async (home, work) => {
+    const env = {
+      ...agentEnv(home),
+      ANTHROPIC_BASE_URL: gatewayUrl,
+      ANTHROPIC_API_KEY: KEY,
+      // Headless Claude Code may send its first request before MCP servers are connected (their
+      // tools then missing from it); this makes it wait for them, as an interactive session does.
+      MCP_CONNECTION_NONBLOCKING: "false",
+    };
+    const added = await run(
+      join(bin, "claude"),
+      [
+        "mcp",
+        "add",
+        "--transport",
+        "http",
+        "model-gateway",
+        `${gatewayUrl}/mcp`,
+        "--header",
+        `Authorization: Bearer ${KEY}`,
+      ],
+      { cwd: work, env },
+    );
+    if (added.code !== 0) return added;
+    return run(
+      join(bin, "claude"),
+      [
+        "-p",
+        "Make a picture of a lighthouse with the gateway's image tool.",
+        "--model",
+        model,
+        "--allowedTools",
+        mcpImageTool,
+        "--output-format",
+        "json",
+      ],
+      { cwd: work, env },
+    );
+  };
+}
+
+/** The MCP case passes when the image reached the upstream and the gateway logged it as MCP's. */
+async function imageCameBack(gw) {
+  const logged = await gw.listRequests({ limit: 20 });
+  const viaMcp = logged.some((r) => r.endpoint === "images.generations" && r.via === "mcp");
+  return {
+    ok: imageBack && viaMcp,
+    detail: `image in a tool result: ${imageBack}, logged via MCP: ${viaMcp}`,
+  };
+}
+
+/** The shell cases pass when the agent's shell tool wrote the marker file. */
+function markerWritten(work) {
+  const file = join(work, "marker.txt");
+  const wrote = existsSync(file) ? readFileSync(file, "utf8").trim() : "";
+  return {
+    ok: wrote === marker,
+    detail: `marker.txt: ${wrote ? JSON.stringify(wrote) : "missing"}`,
+  };
+}
+
 function codexCase(bin, gatewayUrl, model) {
   const provider = `{ name = "gateway", base_url = "${gatewayUrl}/v1", env_key = "GATEWAY_KEY", wire_api = "responses" }`;
   return (home, work) =>
@@ -489,6 +626,7 @@ async function main() {
     port: 0,
     config: {
       providers: [
+        { id: "mock", wire: "mock" },
         { id: "fake-anthropic", wire: "anthropic", base_url: providerUrl, api_keys: ["sk-fake-a"] },
         { id: "fake-openai", wire: "openai", base_url: providerUrl, api_keys: ["sk-fake-o"] },
         // Codex speaks the Responses API: same-wire is an openai provider that serves it natively.
@@ -502,10 +640,18 @@ async function main() {
       ],
       models: [
         { name: "claude-sonnet-4-5", provider: "fake-anthropic", max_output_tokens: 64_000 },
+        // An alias Claude Code does not know, of an older model that refuses system messages.
+        {
+          name: "claude-older",
+          provider: "fake-anthropic",
+          upstream_model: "claude-3-5-haiku-20241022",
+          max_output_tokens: 64_000,
+        },
         { name: "claude-via-openai", provider: "fake-openai", max_output_tokens: 64_000 },
         { name: "gpt-5-codex", provider: "fake-openai-responses", max_output_tokens: 64_000 },
         { name: "gpt-via-anthropic", provider: "fake-anthropic", max_output_tokens: 64_000 },
         { name: "gpt-via-chat", provider: "fake-openai", max_output_tokens: 64_000 },
+        { name: "mock-image", provider: "mock", modality: "image", price_per_unit: 500 },
       ],
       accounts: [
         { id: "agents", balance_idr: 1_000_000, rpm_limit: 1000, keys: [{ id: "k", value: KEY }] },
@@ -516,30 +662,40 @@ async function main() {
 
   const cases = [
     ["claude-same", claudeCase(bin, gw.url, "claude-sonnet-4-5")],
+    ["claude-older", claudeCase(bin, gw.url, "claude-older")],
     ["claude-cross", claudeCase(bin, gw.url, "claude-via-openai")],
     ["codex-same", codexCase(bin, gw.url, "gpt-5-codex")],
     ["codex-cross", codexCase(bin, gw.url, "gpt-via-anthropic")],
     // The Responses API bridged onto chat completions: the same vendor's wire, translated.
     ["codex-bridge", codexCase(bin, gw.url, "gpt-via-chat")],
+    // The gateway as Claude Code's MCP server: its image tool, on the same key.
+    [
+      "claude-mcp",
+      claudeMcpCase(bin, gw.url, "claude-sonnet-4-5"),
+      () => imageCameBack(gw),
+      "mcp-image",
+    ],
   ].filter(([name]) => !only || only.includes(name));
 
   const results = [];
-  for (const [name, start] of cases) {
+  for (const [name, start, check, caseMode = "shell"] of cases) {
     const home = join(root, name, "home");
     const work = join(root, name, "work");
     mkdirSync(join(home, ".codex"), { recursive: true });
     mkdirSync(work, { recursive: true });
     marker = `MARKER-${name}-${randomBytes(4).toString("hex")}`;
+    mode = caseMode;
+    imageBack = false;
     seen.length = 0;
+    refused = 0;
     const began = Date.now();
     const ran = await start(home, work);
-    const file = join(work, "marker.txt");
-    const wrote = existsSync(file) ? readFileSync(file, "utf8").trim() : "";
-    const ok = ran.code === 0 && wrote === marker;
+    const checked = check ? await check() : markerWritten(work);
+    const ok = ran.code === 0 && checked.ok;
     const seconds = ((Date.now() - began) / 1000).toFixed(1);
     results.push({ name, ok });
     console.log(
-      `${ok ? "PASS" : "FAIL"} ${name} (${seconds} s, exit ${ran.code ?? ran.signal}, ${seen.length} upstream requests)`,
+      `${ok ? "PASS" : "FAIL"} ${name} (${seconds} s, exit ${ran.code ?? ran.signal}, ${seen.length} upstream requests, ${refused} refused)`,
     );
     if (!ok || log) {
       console.log(
@@ -550,7 +706,7 @@ async function main() {
           .map((l) => `    ${l}`)
           .join("\n"),
       );
-      if (!ok) console.log(`    marker.txt: ${wrote ? JSON.stringify(wrote) : "missing"}`);
+      if (!ok) console.log(`    ${checked.detail}`);
     }
   }
   return results.every((r) => r.ok);

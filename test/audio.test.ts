@@ -427,6 +427,56 @@ describe("POST /v1/audio/transcriptions on the mock provider", () => {
     expect(segments[1].end).toBeCloseTo(duration, 1);
   });
 
+  it("times each word within its segment for timestamp_granularities[]=word, segments only when asked", async () => {
+    const wav = await speak(text);
+    const duration = readWavInfo(wav)!.durationSeconds;
+    const words = await openai.audio.transcriptions.create({
+      model: "mock-stt",
+      file: await toFile(wav, "speech.wav"),
+      response_format: "verbose_json",
+      timestamp_granularities: ["word"],
+    });
+    expect(words.segments).toBeUndefined();
+    expect(words.words?.map((w) => w.word)).toEqual(text.replace(/[.!]/g, "").split(" "));
+    const timed = words.words ?? [];
+    expect(timed[0].start).toBe(0);
+    expect(timed.at(-1)!.end).toBeCloseTo(duration, 1);
+    for (const [i, word] of timed.entries()) {
+      expect(word.end).toBeGreaterThan(word.start);
+      if (i > 0) expect(word.start).toBe(timed[i - 1].end);
+    }
+    const both = await openai.audio.transcriptions.create({
+      model: "mock-stt",
+      file: await toFile(wav, "speech.wav"),
+      response_format: "verbose_json",
+      timestamp_granularities: ["word", "segment"],
+    });
+    expect(both.words).toEqual(words.words);
+    const [first, second] = both.segments ?? [];
+    // "gateway." ends the first sentence: the word ends where its segment does.
+    expect(timed.find((w) => w.word === "gateway")?.end).toBe(first.end);
+    expect(timed.find((w) => w.word === "This")?.start).toBe(second.start);
+  });
+
+  it("answers 400 for timestamp granularities without verbose_json, or of an unknown kind", async () => {
+    const wav = await speak("hello");
+    for (const [format, granularity] of [
+      ["json", "word"],
+      ["verbose_json", "sentence"],
+    ]) {
+      const form = transcriptionForm(
+        { model: "mock-stt", response_format: format },
+        { bytes: wav, name: "a.wav" },
+      );
+      form.append("timestamp_granularities[]", granularity);
+      const res = await postForm(form);
+      expect(res.status).toBe(400);
+      const error = await errorOf(res);
+      expect(error.code).toBe("bad_request");
+      expect(error.message).toContain("timestamp_granularities[]");
+    }
+  });
+
   it("answers srt and vtt subtitles", async () => {
     const wav = await speak("subtitle me");
     const srt = await postForm(
@@ -568,6 +618,19 @@ describe("audio over the openai wire", () => {
       response_format: "text",
     });
     expect(plain).toBe(fakeTranscriptText);
+  });
+
+  it("forwards every timestamp granularity and passes the provider's word timings on", async () => {
+    const result = await openai.audio.transcriptions.create({
+      model: "up-stt",
+      file: await toFile(await speak("forward me"), "speech.wav"),
+      response_format: "verbose_json",
+      timestamp_granularities: ["word", "segment"],
+    });
+    expect(result.words?.map((w) => w.word)).toEqual(fakeTranscriptText.split(" "));
+    expect(result.segments).toHaveLength(1);
+    const sent = upstream.received.at(-1)!.body.toString("latin1");
+    expect(sent.match(/name="timestamp_granularities\[\]"/g)).toHaveLength(2);
   });
 
   it("maps upstream errors without leaking the provider's body and charges nothing", async () => {

@@ -2,7 +2,15 @@ import Anthropic from "@anthropic-ai/sdk";
 import { afterEach, describe, expect, it } from "vitest";
 import type { ConfigInput } from "../src/server/config/schema.js";
 import { admin, burst, errorOf, quota } from "./support/api.js";
-import { baseConfig, chat, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
+import {
+  backends,
+  baseConfig,
+  chat,
+  gatewayOn,
+  KEY,
+  post,
+  type TestGateway,
+} from "./support/gateway.js";
 
 let gw: TestGateway | undefined;
 afterEach(async () => {
@@ -31,350 +39,372 @@ const messagesBody = (content = "hi", model = "mock-gpt") => ({
   messages: [{ role: "user", content }],
 });
 
-describe("paid models", () => {
-  it("charges exactly the token prices from usage, in integer IDR micro-units", async () => {
-    gw = await testGateway({ config: withAccount({ balance_idr: 1_000 }) });
-    const before = await quota(gw);
-    const res = await post(gw, "/v1/chat/completions", chat("price me"));
-    const body = (await res.json()) as {
-      usage: { prompt_tokens: number; completion_tokens: number };
-    };
-    const after = await quota(gw);
-    // mock-gpt: 10,000 IDR per million input tokens, 20,000 per million output tokens.
-    const expectedMicro = body.usage.prompt_tokens * 10_000 + body.usage.completion_tokens * 20_000;
-    expect(Math.round((before.balance_idr - after.balance_idr) * 1_000_000)).toBe(expectedMicro);
-    const log = gw.services.store.requestLog("acct", 100);
-    expect(log).toHaveLength(1);
-    expect(log[0]).toMatchObject({ state: "settled", cost_micro: expectedMicro });
-    expect(log[0].reserved_micro).toBeGreaterThanOrEqual(expectedMicro);
-  });
+// One suite, two backends: the payment decision exists for SQLite (billing/payment.ts) and in
+// PL/pgSQL for Postgres, and both must decide alike.
+describe.each(backends)("billing on %s", (backend) => {
+  describe("paid models", () => {
+    it("charges exactly the token prices from usage, in integer IDR micro-units", async () => {
+      gw = await gatewayOn(backend, { config: withAccount({ balance_idr: 1_000 }) });
+      const before = await quota(gw);
+      const res = await post(gw, "/v1/chat/completions", chat("price me"));
+      const body = (await res.json()) as {
+        usage: { prompt_tokens: number; completion_tokens: number };
+      };
+      const after = await quota(gw);
+      // mock-gpt: 10,000 IDR per million input tokens, 20,000 per million output tokens.
+      const expectedMicro =
+        body.usage.prompt_tokens * 10_000 + body.usage.completion_tokens * 20_000;
+      expect(Math.round((before.balance_idr - after.balance_idr) * 1_000_000)).toBe(expectedMicro);
+      const log = await gw.services.store.requestLog("acct", 100);
+      expect(log).toHaveLength(1);
+      expect(log[0]).toMatchObject({ state: "settled", cost_micro: expectedMicro });
+      expect(log[0].reserved_micro).toBeGreaterThanOrEqual(expectedMicro);
+    });
 
-  it("charges a streamed request from its final usage", async () => {
-    gw = await testGateway({ config: withAccount({ balance_idr: 1_000 }) });
-    const res = await post(
-      gw,
-      "/v1/chat/completions",
-      chat("stream me", "mock-gpt", { stream: true, stream_options: { include_usage: true } }),
-    );
-    const text = await res.text();
-    const usage = JSON.parse(
-      text
-        .split("\n\n")
-        .filter((l) => l.includes('"usage"'))
-        .pop()!
-        .slice(6),
-    ).usage;
-    const [{ cost_micro, input_tokens, output_tokens }] = gw.services.store.requestLog("acct", 1);
-    expect({ cost_micro, input_tokens, output_tokens }).toEqual({
-      cost_micro: usage.prompt_tokens * 10_000 + usage.completion_tokens * 20_000,
-      input_tokens: usage.prompt_tokens,
-      output_tokens: usage.completion_tokens,
+    it("charges a streamed request from its final usage", async () => {
+      gw = await gatewayOn(backend, { config: withAccount({ balance_idr: 1_000 }) });
+      const res = await post(
+        gw,
+        "/v1/chat/completions",
+        chat("stream me", "mock-gpt", { stream: true, stream_options: { include_usage: true } }),
+      );
+      const text = await res.text();
+      const usage = JSON.parse(
+        text
+          .split("\n\n")
+          .filter((l) => l.includes('"usage"'))
+          .pop()!
+          .slice(6),
+      ).usage;
+      const [{ cost_micro, input_tokens, output_tokens }] = await gw.services.store.requestLog(
+        "acct",
+        1,
+      );
+      expect({ cost_micro, input_tokens, output_tokens }).toEqual({
+        cost_micro: usage.prompt_tokens * 10_000 + usage.completion_tokens * 20_000,
+        input_tokens: usage.prompt_tokens,
+        output_tokens: usage.completion_tokens,
+      });
+    });
+
+    it("answers 402 insufficient_balance on an empty balance, in both styles, and charges nothing", async () => {
+      gw = await gatewayOn(backend, { config: withAccount({ balance_idr: 0 }) });
+      const a = await errorOf(await post(gw, "/v1/chat/completions", chat()));
+      expect(a).toMatchObject({
+        status: 402,
+        code: "insufficient_balance",
+        type: "insufficient_balance",
+        retryAfter: null,
+      });
+      const res = await post(gw, "/v1/messages", messagesBody());
+      expect(res.status).toBe(402);
+      expect(await res.json()).toMatchObject({
+        type: "error",
+        error: { type: "payment_required" },
+      });
+      expect((await quota(gw)).balance_idr).toBe(0);
+    });
+
+    it("never lets parallel requests overspend: a balance for exactly N requests admits N", async () => {
+      const config = withAccount(
+        { balance_idr: 5_000 },
+        {
+          models: [{ name: "flat", provider: "mock", price_per_request: 1_000 }],
+        },
+      );
+      gw = await gatewayOn(backend, { config });
+      const results = await burst(30, () => post(gw!, "/v1/chat/completions", chat("x", "flat")));
+      const statuses = results.map((r) => r.status);
+      expect(statuses.filter((s) => s === 200)).toHaveLength(5);
+      expect(statuses.filter((s) => s === 402)).toHaveLength(25);
+      expect((await quota(gw)).balance_idr).toBe(0);
+      const balances = (await gw.services.store.readAccounts()).map(
+        (account) => account.balance_micro,
+      );
+      expect(Math.min(...balances)).toBeGreaterThanOrEqual(0);
+    });
+
+    it("uses PAYG up to its limit and then answers 402 payg_limit_reached", async () => {
+      const config = withAccount(
+        { balance_idr: 0, payg: { enabled: true, limit_idr: 3_000, window_seconds: 3600 } },
+        {
+          models: [{ name: "flat", provider: "mock", price_per_request: 1_000 }],
+        },
+      );
+      gw = await gatewayOn(backend, { config });
+      const statuses = (
+        await burst(6, () => post(gw!, "/v1/chat/completions", chat("x", "flat")))
+      ).map((r) => r.status);
+      expect(statuses.filter((s) => s === 200)).toHaveLength(3);
+      const err = await errorOf(await post(gw, "/v1/chat/completions", chat("x", "flat")));
+      expect(err).toMatchObject({ status: 402, code: "payg_limit_reached" });
+      const q = await quota(gw);
+      expect(q.payg).toMatchObject({ enabled: true, limit_idr: 3_000, spent_idr: 3_000 });
+    });
+
+    it("resets PAYG spending when its window rolls", async () => {
+      let now = Date.parse("2026-11-22T10:00:00Z");
+      const config = withAccount(
+        { balance_idr: 0, payg: { enabled: true, limit_idr: 1_000, window_seconds: 60 } },
+        {
+          models: [{ name: "flat", provider: "mock", price_per_request: 1_000 }],
+        },
+      );
+      gw = await gatewayOn(backend, { config, now: () => now });
+      expect((await post(gw, "/v1/chat/completions", chat("x", "flat"))).status).toBe(200);
+      expect((await post(gw, "/v1/chat/completions", chat("x", "flat"))).status).toBe(402);
+      now += 61_000;
+      expect((await post(gw, "/v1/chat/completions", chat("x", "flat"))).status).toBe(200);
+    });
+
+    it("answers 403 subscribers_only for a subscribers-only model without a subscription", async () => {
+      gw = await gatewayOn(backend);
+      expect(
+        await errorOf(await post(gw, "/v1/chat/completions", chat("x", "mock-pro"))),
+      ).toMatchObject({ status: 403, code: "subscribers_only" });
+      const res = await post(gw, "/v1/messages", messagesBody("x", "mock-pro"));
+      expect(res.status).toBe(403);
+      expect(((await res.json()) as { error: { type: string } }).error.type).toBe(
+        "permission_error",
+      );
+    });
+
+    it("refunds the whole hold when the upstream fails", async () => {
+      gw = await gatewayOn(backend);
+      const before = await quota(gw);
+      expect((await post(gw, "/v1/chat/completions", chat("[[mock:fail=500]]"))).status).toBe(503);
+      expect((await quota(gw)).balance_idr).toBe(before.balance_idr);
+      const [{ state, cost_micro, status, error_code }] = await gw.services.store.requestLog(
+        "acct",
+        1,
+      );
+      expect({ state, cost_micro, status, error_code }).toEqual({
+        state: "failed",
+        cost_micro: 0,
+        status: 503,
+        error_code: "upstream_error",
+      });
     });
   });
 
-  it("answers 402 insufficient_balance on an empty balance, in both styles, and charges nothing", async () => {
-    gw = await testGateway({ config: withAccount({ balance_idr: 0 }) });
-    const a = await errorOf(await post(gw, "/v1/chat/completions", chat()));
-    expect(a).toMatchObject({
-      status: 402,
-      code: "insufficient_balance",
-      type: "insufficient_balance",
-      retryAfter: null,
+  describe("subscriptions", () => {
+    const subscription = (extra: object = {}) => ({
+      plan: "pro",
+      windows: [
+        { name: "5h", seconds: 18_000, quota: 2 },
+        { name: "week", seconds: 604_800, quota: 10 },
+      ],
+      payg_fallback: false,
+      free_fallback: false,
+      ...extra,
     });
-    const res = await post(gw, "/v1/messages", messagesBody());
-    expect(res.status).toBe(402);
-    expect(await res.json()).toMatchObject({ type: "error", error: { type: "payment_required" } });
-    expect((await quota(gw)).balance_idr).toBe(0);
-  });
 
-  it("never lets parallel requests overspend: a balance for exactly N requests admits N", async () => {
-    const config = withAccount(
-      { balance_idr: 5_000 },
-      {
-        models: [{ name: "flat", provider: "mock", price_per_request: 1_000 }],
-      },
-    );
-    gw = await testGateway({ config });
-    const results = await burst(30, () => post(gw!, "/v1/chat/completions", chat("x", "flat")));
-    const statuses = results.map((r) => r.status);
-    expect(statuses.filter((s) => s === 200)).toHaveLength(5);
-    expect(statuses.filter((s) => s === 402)).toHaveLength(25);
-    expect((await quota(gw)).balance_idr).toBe(0);
-    const balances = gw.services.store.listAccounts().map((account) => account.balance_micro);
-    expect(Math.min(...balances)).toBeGreaterThanOrEqual(0);
-  });
-
-  it("uses PAYG up to its limit and then answers 402 payg_limit_reached", async () => {
-    const config = withAccount(
-      { balance_idr: 0, payg: { enabled: true, limit_idr: 3_000, window_seconds: 3600 } },
-      {
-        models: [{ name: "flat", provider: "mock", price_per_request: 1_000 }],
-      },
-    );
-    gw = await testGateway({ config });
-    const statuses = (
-      await burst(6, () => post(gw!, "/v1/chat/completions", chat("x", "flat")))
-    ).map((r) => r.status);
-    expect(statuses.filter((s) => s === 200)).toHaveLength(3);
-    const err = await errorOf(await post(gw, "/v1/chat/completions", chat("x", "flat")));
-    expect(err).toMatchObject({ status: 402, code: "payg_limit_reached" });
-    const q = await quota(gw);
-    expect(q.payg).toMatchObject({ enabled: true, limit_idr: 3_000, spent_idr: 3_000 });
-  });
-
-  it("resets PAYG spending when its window rolls", async () => {
-    let now = Date.parse("2026-11-22T10:00:00Z");
-    const config = withAccount(
-      { balance_idr: 0, payg: { enabled: true, limit_idr: 1_000, window_seconds: 60 } },
-      {
-        models: [{ name: "flat", provider: "mock", price_per_request: 1_000 }],
-      },
-    );
-    gw = await testGateway({ config, now: () => now });
-    expect((await post(gw, "/v1/chat/completions", chat("x", "flat"))).status).toBe(200);
-    expect((await post(gw, "/v1/chat/completions", chat("x", "flat"))).status).toBe(402);
-    now += 61_000;
-    expect((await post(gw, "/v1/chat/completions", chat("x", "flat"))).status).toBe(200);
-  });
-
-  it("answers 403 subscribers_only for a subscribers-only model without a subscription", async () => {
-    gw = await testGateway();
-    expect(
-      await errorOf(await post(gw, "/v1/chat/completions", chat("x", "mock-pro"))),
-    ).toMatchObject({ status: 403, code: "subscribers_only" });
-    const res = await post(gw, "/v1/messages", messagesBody("x", "mock-pro"));
-    expect(res.status).toBe(403);
-    expect(((await res.json()) as { error: { type: string } }).error.type).toBe("permission_error");
-  });
-
-  it("refunds the whole hold when the upstream fails", async () => {
-    gw = await testGateway();
-    const before = await quota(gw);
-    expect((await post(gw, "/v1/chat/completions", chat("[[mock:fail=500]]"))).status).toBe(503);
-    expect((await quota(gw)).balance_idr).toBe(before.balance_idr);
-    const [{ state, cost_micro, status, error_code }] = gw.services.store.requestLog("acct", 1);
-    expect({ state, cost_micro, status, error_code }).toEqual({
-      state: "failed",
-      cost_micro: 0,
-      status: 503,
-      error_code: "upstream_error",
+    it("counts requests in every window and answers 429 plan_limit_reached in Indonesian, without Retry-After", async () => {
+      gw = await gatewayOn(backend, { config: withAccount({ subscription: subscription() }) });
+      const before = await quota(gw);
+      expect((await post(gw, "/v1/chat/completions", chat("1", "mock-pro"))).status).toBe(200);
+      expect((await post(gw, "/v1/chat/completions", chat("2", "mock-gpt"))).status).toBe(200);
+      const err = await errorOf(await post(gw, "/v1/chat/completions", chat("3")));
+      expect(err).toMatchObject({ status: 429, code: "plan_limit_reached", retryAfter: null });
+      expect(err.message).toMatch(/Kuota paket langganan/);
+      const res = await post(gw, "/v1/messages", messagesBody());
+      expect(res.status).toBe(429);
+      expect(res.headers.get("retry-after")).toBeNull();
+      expect(((await res.json()) as { error: { type: string } }).error.type).toBe(
+        "rate_limit_error",
+      );
+      const q = (await quota(gw)) as {
+        balance_idr: number;
+        subscription: { windows: { name: string; used: number; remaining: number }[] };
+      };
+      expect(q.balance_idr).toBe(before.balance_idr);
+      expect(q.subscription.windows.map((w) => [w.name, w.used, w.remaining])).toEqual([
+        ["5h", 2, 0],
+        ["week", 2, 8],
+      ]);
     });
-  });
-});
 
-describe("subscriptions", () => {
-  const subscription = (extra: object = {}) => ({
-    plan: "pro",
-    windows: [
-      { name: "5h", seconds: 18_000, quota: 2 },
-      { name: "week", seconds: 604_800, quota: 10 },
-    ],
-    payg_fallback: false,
-    free_fallback: false,
-    ...extra,
-  });
-
-  it("counts requests in every window and answers 429 plan_limit_reached in Indonesian, without Retry-After", async () => {
-    gw = await testGateway({ config: withAccount({ subscription: subscription() }) });
-    const before = await quota(gw);
-    expect((await post(gw, "/v1/chat/completions", chat("1", "mock-pro"))).status).toBe(200);
-    expect((await post(gw, "/v1/chat/completions", chat("2", "mock-gpt"))).status).toBe(200);
-    const err = await errorOf(await post(gw, "/v1/chat/completions", chat("3")));
-    expect(err).toMatchObject({ status: 429, code: "plan_limit_reached", retryAfter: null });
-    expect(err.message).toMatch(/Kuota paket langganan/);
-    const res = await post(gw, "/v1/messages", messagesBody());
-    expect(res.status).toBe(429);
-    expect(res.headers.get("retry-after")).toBeNull();
-    expect(((await res.json()) as { error: { type: string } }).error.type).toBe("rate_limit_error");
-    const q = (await quota(gw)) as {
-      balance_idr: number;
-      subscription: { windows: { name: string; used: number; remaining: number }[] };
-    };
-    expect(q.balance_idr).toBe(before.balance_idr);
-    expect(q.subscription.windows.map((w) => [w.name, w.used, w.remaining])).toEqual([
-      ["5h", 2, 0],
-      ["week", 2, 8],
-    ]);
-  });
-
-  it("falls back to the balance when payg_fallback is on", async () => {
-    gw = await testGateway({
-      config: withAccount({ subscription: subscription({ payg_fallback: true }) }),
+    it("falls back to the balance when payg_fallback is on", async () => {
+      gw = await gatewayOn(backend, {
+        config: withAccount({ subscription: subscription({ payg_fallback: true }) }),
+      });
+      const before = await quota(gw);
+      for (let i = 0; i < 3; i++)
+        expect((await post(gw, "/v1/chat/completions", chat(`${i}`))).status).toBe(200);
+      expect((await quota(gw)).balance_idr).toBeLessThan(before.balance_idr);
     });
-    const before = await quota(gw);
-    for (let i = 0; i < 3; i++)
-      expect((await post(gw, "/v1/chat/completions", chat(`${i}`))).status).toBe(200);
-    expect((await quota(gw)).balance_idr).toBeLessThan(before.balance_idr);
-  });
 
-  it("falls back to the free allowance when free_fallback is on", async () => {
-    gw = await testGateway({
-      config: withAccount({ subscription: subscription({ free_fallback: true }) }),
+    it("falls back to the free allowance when free_fallback is on", async () => {
+      gw = await gatewayOn(backend, {
+        config: withAccount({ subscription: subscription({ free_fallback: true }) }),
+      });
+      for (let i = 0; i < 3; i++)
+        expect((await post(gw, "/v1/chat/completions", chat(`${i}`))).status).toBe(200);
+      const q = await quota(gw);
+      expect(q.free.daily_used).toBe(1);
     });
-    for (let i = 0; i < 3; i++)
-      expect((await post(gw, "/v1/chat/completions", chat(`${i}`))).status).toBe(200);
-    const q = await quota(gw);
-    expect(q.free.daily_used).toBe(1);
-  });
 
-  it("opens a new window when the old one ends", async () => {
-    let now = Date.parse("2026-11-22T10:00:00Z");
-    gw = await testGateway({
-      config: withAccount({ subscription: subscription({ started_at: now }) }),
-      now: () => now,
-    });
-    for (let i = 0; i < 2; i++)
+    it("opens a new window when the old one ends", async () => {
+      let now = Date.parse("2026-11-22T10:00:00Z");
+      gw = await gatewayOn(backend, {
+        config: withAccount({ subscription: subscription({ started_at: now }) }),
+        now: () => now,
+      });
+      for (let i = 0; i < 2; i++)
+        expect((await post(gw, "/v1/chat/completions", chat())).status).toBe(200);
+      expect((await post(gw, "/v1/chat/completions", chat())).status).toBe(429);
+      now += 18_000_000;
       expect((await post(gw, "/v1/chat/completions", chat())).status).toBe(200);
-    expect((await post(gw, "/v1/chat/completions", chat())).status).toBe(429);
-    now += 18_000_000;
-    expect((await post(gw, "/v1/chat/completions", chat())).status).toBe(200);
-  });
-});
-
-describe("admin API", () => {
-  it("refuses amounts and top-ups that would take a balance past what it counts exactly", async () => {
-    gw = await testGateway();
-    const tooMuch = await errorOf(
-      await admin(gw, "POST", "/accounts", { id: "rich", balance_idr: 1e12 }),
-    );
-    expect(tooMuch).toMatchObject({ status: 400, code: "bad_request" });
-    expect(tooMuch.message).toMatch(/balance_idr: must be at most 9007199254 IDR/);
-
-    expect(
-      (await admin(gw, "POST", "/accounts", { id: "rich", balance_idr: 9_000_000_000 })).status,
-    ).toBe(201);
-    const over = await errorOf(
-      await admin(gw, "POST", "/accounts/rich/topup", { amount_idr: 7_199_255 }),
-    );
-    expect(over).toMatchObject({ status: 400, code: "bad_request" });
-    expect(over.message).toMatch(/would take the balance above 9007199254 IDR/);
-    const patched = await errorOf(
-      await admin(gw, "PATCH", "/accounts/rich", { balance_idr: 1e10 }),
-    );
-    expect(patched.status).toBe(400);
-    const topped = await admin(gw, "POST", "/accounts/rich/topup", { amount_idr: 7_199_254 });
-    expect(((await topped.json()) as { balance_idr: number }).balance_idr).toBe(9_007_199_254);
-  });
-
-  it("drives every account state: create, top up, PAYG, tier, subscription, suspend, reinstate, revoke", async () => {
-    gw = await testGateway();
-    const created = await admin(gw, "POST", "/accounts", { id: "ci", balance_idr: 0 });
-    expect(created.status).toBe(201);
-    const { key } = (await created.json()) as { key: { id: string; value: string } };
-    expect(key.value).toMatch(/^kn-[A-Za-z0-9_-]{43}$/);
-    const auth = { authorization: `Bearer ${key.value}` };
-    expect((await post(gw, "/v1/chat/completions", chat(), auth)).status).toBe(402);
-
-    const topped = await (
-      await admin(gw, "POST", "/accounts/ci/topup", { amount_idr: 10_000 })
-    ).json();
-    expect(topped).toMatchObject({ balance_idr: 10_000, tier: "paid" });
-    expect((await post(gw, "/v1/chat/completions", chat(), auth)).status).toBe(200);
-
-    await admin(gw, "PATCH", "/accounts/ci", {
-      balance_idr: 0,
-      payg: { enabled: true, limit_idr: 1 },
-    });
-    expect((await errorOf(await post(gw, "/v1/chat/completions", chat(), auth))).code).toBe(
-      "payg_limit_reached",
-    );
-
-    await admin(gw, "PATCH", "/accounts/ci", {
-      subscription: { windows: [{ name: "d", seconds: 86_400, quota: 0 }] },
-    });
-    expect((await errorOf(await post(gw, "/v1/chat/completions", chat(), auth))).code).toBe(
-      "plan_limit_reached",
-    );
-
-    expect((await admin(gw, "POST", "/accounts/ci/suspend")).status).toBe(200);
-    expect((await post(gw, "/v1/chat/completions", chat(), auth)).status).toBe(401);
-    await admin(gw, "POST", "/accounts/ci/reinstate");
-    expect((await post(gw, "/v1/chat/completions", chat(), auth)).status).toBe(429);
-
-    expect((await admin(gw, "DELETE", `/keys/${key.id}`)).status).toBe(200);
-    expect((await post(gw, "/v1/chat/completions", chat(), auth)).status).toBe(401);
-
-    expect((await admin(gw, "PATCH", "/accounts/ci", { tier: "nope" })).status).toBe(400);
-    expect((await admin(gw, "PATCH", "/accounts/ci", { rpm_limit: "fast" })).status).toBe(400);
-    expect((await admin(gw, "GET", "/accounts/ghost")).status).toBe(404);
-  });
-
-  it("refuses requests without the admin key in plain text", async () => {
-    gw = await testGateway();
-    const res = await fetch(`${gw.url}/api/admin/accounts`, {
-      headers: { authorization: `Bearer ${KEY}` },
-    });
-    expect(res.status).toBe(401);
-    expect(await res.text()).toBe("admin key required");
-  });
-});
-
-describe("read endpoints", () => {
-  it("reports quota: balance, PAYG, subscription windows, free allowance and per-minute limit", async () => {
-    gw = await testGateway();
-    const q = await quota(gw);
-    expect(q).toMatchObject({
-      object: "account.quota",
-      account_id: "acct",
-      balance_idr: 1_000_000,
-      payg: null,
-      subscription: null,
-      free: { daily_limit: 50, daily_used: 0, requests_per_minute: 20 },
-      rate_limit: { requests_per_minute: 1000 },
-    });
-    expect((q.free as { resets_at: string }).resets_at).toMatch(/T00:00:00\.000Z$/);
-  });
-
-  it("serves usage summary, daily and recent requests, 60 per minute together", async () => {
-    gw = await testGateway();
-    await post(gw, "/v1/chat/completions", chat());
-    await post(gw, "/v1/chat/completions", chat("[[mock:fail=503]]"));
-    const get = (path: string) =>
-      fetch(`${gw!.url}${path}`, { headers: { authorization: `Bearer ${KEY}` } });
-    const summary = (await (await get("/v1/usage/summary")).json()) as Record<string, number>;
-    expect(summary).toMatchObject({ requests: 2, succeeded: 1, failed: 1 });
-    const daily = (await (await get("/v1/usage/daily")).json()) as { data: { requests: number }[] };
-    expect(daily.data[0].requests).toBe(2);
-    const recent = (await (await get("/v1/usage/requests?limit=1")).json()) as {
-      data: { error_code: string }[];
-    };
-    expect(recent.data).toHaveLength(1);
-    expect(recent.data[0].error_code).toBe("upstream_error");
-    const rest = await burst(60, (i) =>
-      get(["/v1/usage/summary", "/v1/usage/daily", "/v1/usage/requests"][i % 3]),
-    );
-    const limited = rest.filter((r) => r.status === 429);
-    expect(limited).toHaveLength(3);
-    expect(limited[0].headers.get("retry-after")).toBeNull();
-    expect((await errorOf(limited[0])).code).toBe("rate_limit_exceeded");
-    expect((await quota(gw)).object).toBe("account.quota"); // quota is not a usage endpoint
-  });
-
-  it("serves public pricing with the current free limits", async () => {
-    gw = await testGateway({
-      config: baseConfig({ tiers: { free: { free_rpm: 7, free_daily: 70 } } }),
-    });
-    const res = await fetch(`${gw.url}/api/public/pricing`);
-    expect(res.status).toBe(200);
-    const body = (await res.json()) as {
-      free_limits: Record<string, object>;
-      models: { id: string }[];
-    };
-    expect(body.free_limits.free).toMatchObject({ requests_per_minute: 7, requests_per_day: 70 });
-    expect(body.models.find((m) => m.id === "mock-gpt")).toMatchObject({
-      input_per_mtok_idr: 10_000,
-      output_per_mtok_idr: 20_000,
     });
   });
-});
 
-describe("both SDKs see billing errors", () => {
-  it("raises the Anthropic SDK's error with status 402", async () => {
-    gw = await testGateway({ config: withAccount({ balance_idr: 0 }) });
-    const client = new Anthropic({ apiKey: KEY, baseURL: gw.url, maxRetries: 0 });
-    const err = await client.messages
-      .create(messagesBody() as Anthropic.MessageCreateParamsNonStreaming)
-      .catch((e: unknown) => e);
-    expect((err as { status: number }).status).toBe(402);
+  describe("admin API", () => {
+    it("refuses amounts and top-ups that would take a balance past what it counts exactly", async () => {
+      gw = await gatewayOn(backend);
+      const tooMuch = await errorOf(
+        await admin(gw, "POST", "/accounts", { id: "rich", balance_idr: 1e12 }),
+      );
+      expect(tooMuch).toMatchObject({ status: 400, code: "bad_request" });
+      expect(tooMuch.message).toMatch(/balance_idr: must be at most 9007199254 IDR/);
+
+      expect(
+        (await admin(gw, "POST", "/accounts", { id: "rich", balance_idr: 9_000_000_000 })).status,
+      ).toBe(201);
+      const over = await errorOf(
+        await admin(gw, "POST", "/accounts/rich/topup", { amount_idr: 7_199_255 }),
+      );
+      expect(over).toMatchObject({ status: 400, code: "bad_request" });
+      expect(over.message).toMatch(/would take the balance above 9007199254 IDR/);
+      const patched = await errorOf(
+        await admin(gw, "PATCH", "/accounts/rich", { balance_idr: 1e10 }),
+      );
+      expect(patched.status).toBe(400);
+      const topped = await admin(gw, "POST", "/accounts/rich/topup", { amount_idr: 7_199_254 });
+      expect(((await topped.json()) as { balance_idr: number }).balance_idr).toBe(9_007_199_254);
+    });
+
+    it("drives every account state: create, top up, PAYG, tier, subscription, suspend, reinstate, revoke", async () => {
+      gw = await gatewayOn(backend);
+      const created = await admin(gw, "POST", "/accounts", { id: "ci", balance_idr: 0 });
+      expect(created.status).toBe(201);
+      const { key } = (await created.json()) as { key: { id: string; value: string } };
+      expect(key.value).toMatch(/^kn-[A-Za-z0-9_-]{43}$/);
+      const auth = { authorization: `Bearer ${key.value}` };
+      expect((await post(gw, "/v1/chat/completions", chat(), auth)).status).toBe(402);
+
+      const topped = await (
+        await admin(gw, "POST", "/accounts/ci/topup", { amount_idr: 10_000 })
+      ).json();
+      expect(topped).toMatchObject({ balance_idr: 10_000, tier: "paid" });
+      expect((await post(gw, "/v1/chat/completions", chat(), auth)).status).toBe(200);
+
+      await admin(gw, "PATCH", "/accounts/ci", {
+        balance_idr: 0,
+        payg: { enabled: true, limit_idr: 1 },
+      });
+      expect((await errorOf(await post(gw, "/v1/chat/completions", chat(), auth))).code).toBe(
+        "payg_limit_reached",
+      );
+
+      await admin(gw, "PATCH", "/accounts/ci", {
+        subscription: { windows: [{ name: "d", seconds: 86_400, quota: 0 }] },
+      });
+      expect((await errorOf(await post(gw, "/v1/chat/completions", chat(), auth))).code).toBe(
+        "plan_limit_reached",
+      );
+
+      expect((await admin(gw, "POST", "/accounts/ci/suspend")).status).toBe(200);
+      expect((await post(gw, "/v1/chat/completions", chat(), auth)).status).toBe(401);
+      await admin(gw, "POST", "/accounts/ci/reinstate");
+      expect((await post(gw, "/v1/chat/completions", chat(), auth)).status).toBe(429);
+
+      expect((await admin(gw, "DELETE", `/keys/${key.id}`)).status).toBe(200);
+      expect((await post(gw, "/v1/chat/completions", chat(), auth)).status).toBe(401);
+
+      expect((await admin(gw, "PATCH", "/accounts/ci", { tier: "nope" })).status).toBe(400);
+      expect((await admin(gw, "PATCH", "/accounts/ci", { rpm_limit: "fast" })).status).toBe(400);
+      expect((await admin(gw, "GET", "/accounts/ghost")).status).toBe(404);
+    });
+
+    it("refuses requests without the admin key in plain text", async () => {
+      gw = await gatewayOn(backend);
+      const res = await fetch(`${gw.url}/api/admin/accounts`, {
+        headers: { authorization: `Bearer ${KEY}` },
+      });
+      expect(res.status).toBe(401);
+      expect(await res.text()).toBe("admin key required");
+    });
+  });
+
+  describe("read endpoints", () => {
+    it("reports quota: balance, PAYG, subscription windows, free allowance and per-minute limit", async () => {
+      gw = await gatewayOn(backend);
+      const q = await quota(gw);
+      expect(q).toMatchObject({
+        object: "account.quota",
+        account_id: "acct",
+        balance_idr: 1_000_000,
+        payg: null,
+        subscription: null,
+        free: { daily_limit: 50, daily_used: 0, requests_per_minute: 20 },
+        rate_limit: { requests_per_minute: 1000 },
+      });
+      expect((q.free as { resets_at: string }).resets_at).toMatch(/T00:00:00\.000Z$/);
+    });
+
+    it("serves usage summary, daily and recent requests, 60 per minute together", async () => {
+      gw = await gatewayOn(backend);
+      await post(gw, "/v1/chat/completions", chat());
+      await post(gw, "/v1/chat/completions", chat("[[mock:fail=503]]"));
+      const get = (path: string) =>
+        fetch(`${gw!.url}${path}`, { headers: { authorization: `Bearer ${KEY}` } });
+      const summary = (await (await get("/v1/usage/summary")).json()) as Record<string, number>;
+      expect(summary).toMatchObject({ requests: 2, succeeded: 1, failed: 1 });
+      const daily = (await (await get("/v1/usage/daily")).json()) as {
+        data: { requests: number }[];
+      };
+      expect(daily.data[0].requests).toBe(2);
+      const recent = (await (await get("/v1/usage/requests?limit=1")).json()) as {
+        data: { error_code: string }[];
+      };
+      expect(recent.data).toHaveLength(1);
+      expect(recent.data[0].error_code).toBe("upstream_error");
+      const rest = await burst(60, (i) =>
+        get(["/v1/usage/summary", "/v1/usage/daily", "/v1/usage/requests"][i % 3]),
+      );
+      const limited = rest.filter((r) => r.status === 429);
+      expect(limited).toHaveLength(3);
+      expect(limited[0].headers.get("retry-after")).toBeNull();
+      expect((await errorOf(limited[0])).code).toBe("rate_limit_exceeded");
+      expect((await quota(gw)).object).toBe("account.quota"); // quota is not a usage endpoint
+    });
+
+    it("serves public pricing with the current free limits", async () => {
+      gw = await gatewayOn(backend, {
+        config: baseConfig({ tiers: { free: { free_rpm: 7, free_daily: 70 } } }),
+      });
+      const res = await fetch(`${gw.url}/api/public/pricing`);
+      expect(res.status).toBe(200);
+      const body = (await res.json()) as {
+        free_limits: Record<string, object>;
+        models: { id: string }[];
+      };
+      expect(body.free_limits.free).toMatchObject({ requests_per_minute: 7, requests_per_day: 70 });
+      expect(body.models.find((m) => m.id === "mock-gpt")).toMatchObject({
+        input_per_mtok_idr: 10_000,
+        output_per_mtok_idr: 20_000,
+      });
+    });
+  });
+
+  describe("both SDKs see billing errors", () => {
+    it("raises the Anthropic SDK's error with status 402", async () => {
+      gw = await gatewayOn(backend, { config: withAccount({ balance_idr: 0 }) });
+      const client = new Anthropic({ apiKey: KEY, baseURL: gw.url, maxRetries: 0 });
+      const err = await client.messages
+        .create(messagesBody() as Anthropic.MessageCreateParamsNonStreaming)
+        .catch((e: unknown) => e);
+      expect((err as { status: number }).status).toBe(402);
+    });
   });
 });

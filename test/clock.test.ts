@@ -441,3 +441,98 @@ describe("POST /api/admin/clock", () => {
     }
   });
 });
+
+describe("time going backwards never hands out what was spent", () => {
+  const subscribed = (startedAt: string, balance = 1_000_000) => {
+    const base = baseConfig();
+    return {
+      ...base,
+      accounts: [
+        {
+          ...base.accounts![0],
+          balance_idr: balance,
+          subscription: {
+            windows: [{ name: "5h", seconds: 5 * 3600, quota: 1 }],
+            started_at: Date.parse(startedAt),
+          },
+        },
+      ],
+    };
+  };
+
+  it("a manual clock set a day back: the free daily allowance used stays used", async () => {
+    gw = await testGateway({
+      config: withTier({ free_daily: 2 }),
+      clock: "manual",
+      now: at("2030-01-02T10:00:00Z"),
+    });
+    for (let i = 0; i < 2; i++)
+      expect((await post(gw, "/v1/chat/completions", free())).status).toBe(200);
+    expect(await errorOf(await post(gw, "/v1/chat/completions", free()))).toMatchObject({
+      code: "free_quota_daily",
+    });
+    gw.clock.set(new Date("2030-01-01T10:00:00Z"));
+    expect(await errorOf(await post(gw, "/v1/chat/completions", free()))).toMatchObject({
+      status: 429,
+      code: "free_quota_daily",
+    });
+  });
+
+  it("a manual clock set two hours back: the subscription window used stays used", async () => {
+    gw = await testGateway({
+      config: subscribed("2030-01-01T00:00:00Z", 0),
+      clock: "manual",
+      now: at("2030-01-01T06:00:00Z"),
+    });
+    expect((await post(gw, "/v1/chat/completions", chat())).status).toBe(200);
+    expect(await errorOf(await post(gw, "/v1/chat/completions", chat()))).toMatchObject({
+      code: "plan_limit_reached",
+    });
+    gw.clock.set(new Date("2030-01-01T04:00:00Z"));
+    expect(await errorOf(await post(gw, "/v1/chat/completions", chat()))).toMatchObject({
+      status: 429,
+      code: "plan_limit_reached",
+    });
+  });
+
+  it("a subscription pays for nothing before its start", async () => {
+    gw = await testGateway({
+      config: subscribed("2030-01-01T12:00:00Z", 0),
+      clock: "manual",
+      now: at("2030-01-01T10:00:00Z"),
+    });
+    expect(await errorOf(await post(gw, "/v1/chat/completions", chat()))).toMatchObject({
+      status: 402,
+      code: "insufficient_balance",
+    });
+    gw.clock.set(new Date("2030-01-01T12:00:00Z"));
+    expect((await post(gw, "/v1/chat/completions", chat())).status).toBe(200);
+  });
+
+  it("a wall clock stepped back (NTP) re-grants neither per-minute nor daily allowances", async () => {
+    let wall = Date.parse("2030-01-02T00:00:30Z");
+    gw = await testGateway({
+      config: withTier({ free_daily: 3, free_rpm: 2 }),
+      now: () => wall,
+    });
+    for (let i = 0; i < 2; i++)
+      expect((await post(gw, "/v1/chat/completions", free())).status).toBe(200);
+    expect(await errorOf(await post(gw, "/v1/chat/completions", free()))).toMatchObject({
+      code: "free_quota_rpm",
+    });
+    // Stepped back past the minute and the day.
+    wall = Date.parse("2030-01-01T23:58:00Z");
+    expect(await errorOf(await post(gw, "/v1/chat/completions", free()))).toMatchObject({
+      status: 429,
+      code: "free_quota_rpm",
+    });
+    wall = Date.parse("2030-01-02T00:01:00Z");
+    expect((await post(gw, "/v1/chat/completions", free())).status).toBe(200);
+    // The day's three are spent; a day back does not make them new.
+    wall = Date.parse("2030-01-01T12:00:00Z");
+    expect(await errorOf(await post(gw, "/v1/chat/completions", free()))).toMatchObject({
+      status: 429,
+      code: "free_quota_daily",
+    });
+  });
+});

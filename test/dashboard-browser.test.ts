@@ -3,13 +3,17 @@ import { join } from "node:path";
 import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createOwnerLink } from "../src/server/auth/owner-session.js";
+import { formatIdr } from "../src/server/dashboard/pages.js";
 import { quota } from "./support/api.js";
-import { baseConfig, chat, post, type TestGateway, testGateway } from "./support/gateway.js";
+import { baseConfig, chat, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
 
 /**
  * The owner's dashboard in a real browser (Debian's chromium via playwright-core), at a desktop
  * and a phone width. Set DASHBOARD_SCREENSHOTS=<dir> to keep screenshots of both.
  */
+
+/** A name as long as real ones get, priced so its requests cost thousands of IDR. */
+const longModel = "mock-gpt-4o-mini-2024-07-18-extended";
 
 const chromiumPath = "/usr/bin/chromium";
 const haveChromium = existsSync(chromiumPath);
@@ -18,7 +22,9 @@ const dayMs = 86_400_000;
 
 let gw: TestGateway;
 let browser: Browser | undefined;
-let clock = Date.now();
+const today = Date.now();
+// The gateway's time never goes back, so the week of traffic is made from its first day on.
+let clock = today - 6 * dayMs;
 
 beforeAll(async () => {
   const base = baseConfig();
@@ -26,7 +32,16 @@ beforeAll(async () => {
     now: () => clock,
     config: {
       ...base,
-      providers: [...base.providers!, { id: "own-upstream", wire: "mock" }],
+      providers: [
+        ...base.providers!,
+        { id: "own-upstream", wire: "mock" },
+        // BYOK keys are for real provider wires; nothing is sent to it in these tests.
+        { id: "openai", wire: "openai", base_url: "http://127.0.0.1:9/v1" },
+      ],
+      models: [
+        ...base.models!,
+        { name: longModel, provider: "mock", price_input_per_mtok: 90_000_000 },
+      ],
       accounts: [
         {
           ...base.accounts![0],
@@ -47,7 +62,6 @@ beforeAll(async () => {
     },
   });
   // A week of traffic: a few requests a day on two models, one failing upstream.
-  const today = clock;
   for (let day = 6; day >= 0; day--) {
     clock = today - day * dayMs;
     for (let i = 0; i < (day % 3) + 1; i++)
@@ -55,6 +69,7 @@ beforeAll(async () => {
     if (day % 2 === 0) await post(gw, "/v1/chat/completions", chat("pro", "mock-pro"));
   }
   clock = today;
+  await post(gw, "/v1/chat/completions", chat("expensive ".repeat(200), longModel));
   await post(gw, "/v1/chat/completions", chat("down", "mock-down"));
   if (haveChromium) {
     browser = await chromium.launch({
@@ -86,6 +101,17 @@ async function shoot(page: Page, name: string): Promise<void> {
   mkdirSync(screenshots, { recursive: true });
   await page.screenshot({ path: join(screenshots, `${name}.png`), fullPage: true });
   await page.screenshot({ path: join(screenshots, `${name}-top.png`) });
+  // A phone page is long: also in screen-sized parts, to be looked at without shrinking.
+  const { width, height } = page.viewportSize()!;
+  if (width >= 500) return;
+  const total = (await page.evaluate("document.documentElement.scrollHeight")) as number;
+  for (let y = 0, part = 1; y < total; y += height, part++) {
+    await page.screenshot({
+      path: join(screenshots, `${name}-part${part}.png`),
+      fullPage: true,
+      clip: { x: 0, y, width, height: Math.min(height, total - y) },
+    });
+  }
 }
 
 const text = async (page: Page, selector: string) =>
@@ -192,6 +218,234 @@ describe.skipIf(!haveChromium)("the dashboard in a real browser", () => {
       await page.locator("#user-code").waitFor();
       expect(await page.evaluate("document.documentElement.scrollWidth")).toBeLessThanOrEqual(390);
       await shoot(page, "approval-phone");
+    } finally {
+      await context.close();
+    }
+  }, 30_000);
+  it("adds a provider key with the form and removes it after a confirmation", async () => {
+    const secret = "sk-browser-added-secret-a1b2";
+    const { context, page } = await signedIn(1280);
+    try {
+      const form = page.locator("#byok-add");
+      await form.locator("select[name=provider]").selectOption("openai");
+      await form.getByLabel("Label").fill("team openai");
+      await form.getByLabel("Provider key").fill(secret);
+      await shoot(page, "byok-form");
+      await form.getByRole("button", { name: "Add provider key" }).click();
+      await page.getByText('Provider key "team openai" (...a1b2) added for openai.').waitFor();
+      const linked = gw.services.store.listByok("acct").find((b) => b.label === "team openai");
+      expect(linked).toMatchObject({ provider_id: "openai" });
+      const row = page.locator(`#byok-${linked!.id}`);
+      expect(await row.textContent()).toContain("...a1b2");
+      expect(await page.content()).not.toContain(secret);
+
+      const confirm = row.getByRole("button", { name: "Remove team openai" });
+      expect(await confirm.isVisible()).toBe(false);
+      await row.getByText("Remove", { exact: true }).click();
+      await confirm.click();
+      await page.getByText('Provider key "team openai" removed.').waitFor();
+      expect(gw.services.store.listByok("acct").some((b) => b.id === linked!.id)).toBe(false);
+      expect(await page.locator(`#byok-${linked!.id}`).count()).toBe(0);
+    } finally {
+      await context.close();
+    }
+  }, 30_000);
+
+  it("an unknown provider or an empty key is refused on the page, nothing added", async () => {
+    const { context, page } = await signedIn(1280);
+    try {
+      const before = gw.services.store.listByok("acct").length;
+      // A tampered form: the select offers only real providers.
+      await page.evaluate(`{
+        const select = document.querySelector("#byok-add select");
+        select.add(new Option("nope", "nope"));
+        select.value = "nope";
+      }`);
+      await page.locator("#byok-add").getByLabel("Provider key").fill("sk-whatever-1234");
+      const answer = page.waitForResponse((r) => r.url().endsWith("/dashboard/byok"));
+      await page.getByRole("button", { name: "Add provider key" }).click();
+      expect((await answer).status()).toBe(400);
+      await page.getByText('Unknown provider "nope" for BYOK.').waitFor();
+      expect(gw.services.store.listByok("acct").length).toBe(before);
+    } finally {
+      await context.close();
+    }
+  }, 30_000);
+
+  it("turns pay as you go off and on and sets its limit, as the quota API then reports", async () => {
+    const { context, page } = await signedIn(1280);
+    try {
+      const form = page.locator("#payg-form");
+      await form.getByLabel("Pay as you go on").uncheck();
+      await form.getByRole("button", { name: "Save" }).click();
+      await page.getByText("Pay as you go is off.").waitFor();
+      expect((await quota(gw)).payg).toBeNull();
+      expect(await text(page, "#payg-state")).toBe("off");
+
+      await form.getByLabel("Pay as you go on").check();
+      await form.getByLabel("Limit (IDR)").fill("75000.5");
+      await form.getByRole("button", { name: "Save" }).click();
+      await page.getByText("Pay as you go is on, limit Rp 75,000.5.").waitFor();
+      expect((await quota(gw)).payg).toMatchObject({ enabled: true, limit_idr: 75_000.5 });
+      expect(await page.locator(".card", { hasText: "Pay as you go" }).textContent()).toContain(
+        "of Rp 75,000.5",
+      );
+      expect(await form.getByLabel("Limit (IDR)").inputValue()).toBe("75000.5");
+      await shoot(page, "payg-saved");
+
+      await form.getByLabel("Limit (IDR)").fill("-5");
+      // The browser's own check stops a negative number; the server refuses it too (below).
+      await page.evaluate(`document.querySelector("#payg-form").setAttribute("novalidate", "")`);
+      await form.getByRole("button", { name: "Save" }).click();
+      await page.getByText("The PAYG limit must be a number of IDR").waitFor();
+      expect((await quota(gw)).payg).toMatchObject({ limit_idr: 75_000.5 });
+    } finally {
+      await context.close();
+    }
+  }, 30_000);
+
+  it("opens a recent request: status, code, tokens, cost and request id", async () => {
+    const { context, page } = await signedIn(1280);
+    try {
+      const failed = gw.services.store
+        .requestLog("acct", 100)
+        .find((r) => r.model === "mock-down")!;
+      expect(failed).toMatchObject({ status: 503 });
+      await page.locator(`#request-${failed.id} a.name`).click();
+      await page.getByRole("heading", { name: "Request" }).waitFor();
+      expect(new URL(page.url()).pathname).toBe(`/dashboard/requests/${failed.id}`);
+      expect(await text(page, "#request-id")).toBe(failed.id);
+      expect(await text(page, "#request-status")).toContain("503");
+      expect(await text(page, "#request-code")).toBe("upstream_error");
+      await shoot(page, "request-failed");
+
+      const res = await fetch(`${gw.url}/v1/usage/requests?limit=5`, {
+        headers: { authorization: `Bearer ${KEY}` },
+      });
+      const listed = (
+        (await res.json()) as {
+          data: {
+            id: string;
+            model: string;
+            input_tokens: number;
+            output_tokens: number;
+            cost_idr: number;
+          }[];
+        }
+      ).data;
+      const paid = listed.find((r) => r.model === longModel)!;
+      await page.goto(`${gw.url}/dashboard`);
+      await page.locator(`#request-${paid.id} a.name`).click();
+      expect(await text(page, "#request-tokens")).toBe(
+        `${paid.input_tokens.toLocaleString("en-US")} in, ${paid.output_tokens.toLocaleString("en-US")} out`,
+      );
+      expect(await text(page, "#request-cost")).toBe(formatIdr(paid.cost_idr));
+      expect(await text(page, "#request-code")).toBe("-");
+
+      // Another account's request, or no such id: a 404 page, nothing shown.
+      const other = await page.goto(`${gw.url}/dashboard/requests/req_nope`);
+      expect(other!.status()).toBe(404);
+    } finally {
+      await context.close();
+    }
+  }, 30_000);
+
+  it("shows the charts' values: the scale, the hovered bar, and a table per day", async () => {
+    const { context, page } = await signedIn(1280);
+    try {
+      const daily = gw.services.store.usageDaily("acct", clock - 29 * dayMs);
+      const today = daily[daily.length - 1];
+      const bars = page.locator("#chart-requests svg rect");
+      await bars.last().hover();
+      expect(await text(page, "#chart-requests .readout")).toBe(
+        `${today.date}: ${today.requests} request${today.requests === 1 ? "" : "s"}`,
+      );
+      await page.locator("#chart-spend svg rect").last().hover();
+      expect(await text(page, "#chart-spend .readout")).toBe(
+        `${today.date}: ${formatIdr(today.cost_idr)}`,
+      );
+      const peak = Math.max(...daily.map((d) => d.requests));
+      expect(await text(page, "#chart-requests .scale span:first-child")).toBe(
+        `${peak} request${peak === 1 ? "" : "s"}`,
+      );
+      await shoot(page, "chart-hover-top");
+      await page.locator("#daily-values summary").click();
+      const rows = await page.locator("#daily-values tbody tr").allTextContents();
+      expect(rows).toHaveLength(daily.length);
+      expect(rows[0]).toContain(today.date);
+      expect(rows[0]).toContain(formatIdr(today.cost_idr));
+    } finally {
+      await context.close();
+    }
+  }, 30_000);
+
+  it("at 390 px the recent requests' cost column is whole and names do not break", async () => {
+    const { context, page } = await signedIn(390);
+    try {
+      const recent = page.locator("#recent");
+      await recent.scrollIntoViewIfNeeded();
+      const layout = (await page.evaluate(`(() => {
+        const table = document.querySelector("#recent");
+        const cells = [...table.querySelectorAll("tbody td.num")].filter(
+          (td) => getComputedStyle(td).display !== "none",
+        );
+        const names = [...document.querySelectorAll("code, .nw, .when")];
+        return {
+          tableRight: table.getBoundingClientRect().right,
+          scroller: table.parentElement.scrollWidth - table.parentElement.clientWidth,
+          costs: cells.map((td) => ({
+            right: td.getBoundingClientRect().right,
+            clipped: td.scrollWidth > td.clientWidth,
+            text: td.textContent,
+          })),
+          // Broken: its boxes sit on more than one line (an ellipsis is not a break).
+          brokenNames: names
+            .filter((n) => new Set([...n.getClientRects()].map((r) => Math.round(r.top))).size > 1)
+            .map((n) => n.textContent),
+        };
+      })()`)) as {
+        tableRight: number;
+        scroller: number;
+        costs: { right: number; clipped: boolean; text: string }[];
+        brokenNames: string[];
+      };
+      expect(layout.scroller).toBe(0);
+      expect(layout.tableRight).toBeLessThanOrEqual(390);
+      expect(layout.costs.length).toBeGreaterThan(5);
+      expect(layout.costs.some((c) => c.text!.includes(","))).toBe(true);
+      for (const cost of layout.costs) {
+        expect(cost.clipped, String(cost.text)).toBe(false);
+        expect(cost.right, String(cost.text)).toBeLessThanOrEqual(390);
+      }
+      expect(layout.brokenNames).toEqual([]);
+      await recent.screenshot({
+        path: screenshots ? join(screenshots, "recent-phone.png") : undefined,
+      });
+      await page.locator(`#recent a.name`).first().click();
+      await page.locator("#request-id").waitFor();
+      expect(await page.evaluate("document.documentElement.scrollWidth")).toBeLessThanOrEqual(390);
+      await shoot(page, "request-phone");
+      await page.goBack();
+      await shoot(page, "dashboard-phone-actions");
+    } finally {
+      await context.close();
+    }
+  }, 30_000);
+
+  it("signs out: the cookie and the session are gone, and the dashboard asks for a sign-in", async () => {
+    const { context, page } = await signedIn(1280);
+    try {
+      const before = (await context.cookies()).find((c) => c.name === "gateway_session")!;
+      await page.getByRole("button", { name: "Sign out" }).click();
+      await page.getByRole("heading", { name: "Signed out" }).waitFor();
+      expect((await context.cookies()).some((c) => c.name === "gateway_session")).toBe(false);
+      await page.goto(`${gw.url}/dashboard`);
+      await page.getByRole("heading", { name: "Sign in to the gateway dashboard" }).waitFor();
+      // The old cookie, replayed, opens nothing: the session was ended on the server.
+      const replay = await fetch(`${gw.url}/dashboard`, {
+        headers: { cookie: `gateway_session=${before.value}` },
+      });
+      expect(replay.status).toBe(401);
     } finally {
       await context.close();
     }

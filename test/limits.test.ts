@@ -2,13 +2,14 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { ConfigInput } from "../src/server/config/schema.js";
 import { admin, burst, errorOf, quota } from "./support/api.js";
 import {
+  backends,
   baseConfig,
   chat,
+  gatewayOn,
   KEY,
   post,
   SHARED_KEY,
   type TestGateway,
-  testGateway,
 } from "./support/gateway.js";
 
 let gw: TestGateway | undefined;
@@ -39,224 +40,233 @@ const messages = (model = "mock-gpt") => ({
 });
 const responses = (model = "mock-gpt") => ({ model, input: "hi" });
 
-describe("account per-minute limit for paid models", () => {
-  it("admits exactly its number under parallel load, then 429 rate_limit_exceeded without Retry-After", async () => {
-    gw = await testGateway({ config: config({ rpm_limit: 5 }) });
-    const results = await burst(20, () => post(gw!, "/v1/chat/completions", chat()));
-    expect(results.filter((r) => r.status === 200)).toHaveLength(5);
-    const limited = results.filter((r) => r.status === 429);
-    expect(limited).toHaveLength(15);
-    const err = await errorOf(limited[0]);
-    expect(err).toMatchObject({
-      code: "rate_limit_exceeded",
-      type: "rate_limit_exceeded",
-      retryAfter: null,
+// One suite, two backends: the payment decision exists for SQLite (billing/payment.ts) and in
+// PL/pgSQL for Postgres, and both must decide alike.
+describe.each(backends)("limits on %s", (backend) => {
+  describe("account per-minute limit for paid models", () => {
+    it("admits exactly its number under parallel load, then 429 rate_limit_exceeded without Retry-After", async () => {
+      gw = await gatewayOn(backend, { config: config({ rpm_limit: 5 }) });
+      const results = await burst(20, () => post(gw!, "/v1/chat/completions", chat()));
+      expect(results.filter((r) => r.status === 200)).toHaveLength(5);
+      const limited = results.filter((r) => r.status === 429);
+      expect(limited).toHaveLength(15);
+      const err = await errorOf(limited[0]);
+      expect(err).toMatchObject({
+        code: "rate_limit_exceeded",
+        type: "rate_limit_exceeded",
+        retryAfter: null,
+      });
+    });
+
+    it("is shared by chat completions, messages and responses, in each route's style", async () => {
+      gw = await gatewayOn(backend, { config: config({ rpm_limit: 3 }) });
+      expect((await post(gw, "/v1/chat/completions", chat())).status).toBe(200);
+      expect((await post(gw, "/v1/messages", messages())).status).toBe(200);
+      expect((await post(gw, "/v1/responses", responses())).status).toBe(200);
+      const m = await post(gw, "/v1/messages", messages());
+      expect(m.status).toBe(429);
+      expect(m.headers.get("retry-after")).toBeNull();
+      expect(await m.json()).toMatchObject({ type: "error", error: { type: "rate_limit_error" } });
+      expect((await post(gw, "/v1/responses", responses())).status).toBe(429);
+    });
+
+    it("does not count :free models, /v1/models or the quota endpoint", async () => {
+      gw = await gatewayOn(backend, {
+        config: config(
+          { rpm_limit: 2 },
+          { free: { free_rpm: 100, free_daily: 100, burst_spacing_ms: 0 } },
+        ),
+      });
+      for (let i = 0; i < 3; i++)
+        expect((await post(gw, "/v1/chat/completions", chat("x", "mock-gpt:free"))).status).toBe(
+          200,
+        );
+      await fetch(`${gw.url}/v1/models`);
+      await quota(gw);
+      expect((await post(gw, "/v1/chat/completions", chat())).status).toBe(200);
+      expect((await post(gw, "/v1/chat/completions", chat())).status).toBe(200);
+      expect((await post(gw, "/v1/chat/completions", chat())).status).toBe(429);
     });
   });
 
-  it("is shared by chat completions, messages and responses, in each route's style", async () => {
-    gw = await testGateway({ config: config({ rpm_limit: 3 }) });
-    expect((await post(gw, "/v1/chat/completions", chat())).status).toBe(200);
-    expect((await post(gw, "/v1/messages", messages())).status).toBe(200);
-    expect((await post(gw, "/v1/responses", responses())).status).toBe(200);
-    const m = await post(gw, "/v1/messages", messages());
-    expect(m.status).toBe(429);
-    expect(m.headers.get("retry-after")).toBeNull();
-    expect(await m.json()).toMatchObject({ type: "error", error: { type: "rate_limit_error" } });
-    expect((await post(gw, "/v1/responses", responses())).status).toBe(429);
-  });
-
-  it("does not count :free models, /v1/models or the quota endpoint", async () => {
-    gw = await testGateway({
-      config: config(
-        { rpm_limit: 2 },
-        { free: { free_rpm: 100, free_daily: 100, burst_spacing_ms: 0 } },
-      ),
+  describe("free models", () => {
+    it("applies the tier's per-minute limit: 429 free_quota_rpm with Retry-After, rate headers on success", async () => {
+      gw = await gatewayOn(backend, {
+        config: config({}, { free: { free_rpm: 3, free_daily: 100, burst_spacing_ms: 0 } }),
+      });
+      const ok = await post(gw, "/v1/chat/completions", chat("x", "mock-gpt:free"));
+      expect(ok.status).toBe(200);
+      expect(ok.headers.get("x-ratelimit-limit")).toBe("3");
+      expect(ok.headers.get("x-ratelimit-remaining")).toBe("2");
+      const reset = Number(ok.headers.get("x-ratelimit-reset"));
+      expect(reset).toBeGreaterThan(Date.now() / 1000);
+      expect(reset).toBeLessThanOrEqual(Math.ceil(Date.now() / 1000) + 60);
+      await post(gw, "/v1/chat/completions", chat("x", "mock-gpt:free"));
+      await post(gw, "/v1/chat/completions", chat("x", "mock-gpt:free"));
+      const err = await errorOf(await post(gw, "/v1/chat/completions", chat("x", "mock-gpt:free")));
+      expect(err).toMatchObject({ status: 429, code: "free_quota_rpm" });
+      expect(Number(err.retryAfter)).toBeGreaterThanOrEqual(1);
+      expect(Number(err.retryAfter)).toBeLessThanOrEqual(60);
+      const m = await post(gw, "/v1/messages", messages("mock-gpt:free"));
+      expect(m.status).toBe(429);
+      expect(m.headers.get("retry-after")).not.toBeNull();
+      expect(((await m.json()) as { error: { type: string } }).error.type).toBe("rate_limit_error");
     });
-    for (let i = 0; i < 3; i++)
+
+    it("counts only successful requests against the daily allowance, then 429 free_quota_daily until 00:00 UTC", async () => {
+      const now = Date.parse("2026-11-22T23:00:00Z");
+      let clock = now;
+      gw = await gatewayOn(backend, {
+        config: config({}, { free: { free_rpm: 100, free_daily: 2, burst_spacing_ms: 0 } }),
+        now: () => clock,
+      });
+      expect(
+        (await post(gw, "/v1/chat/completions", chat("[[mock:fail=503]]", "mock-gpt:free"))).status,
+      ).toBe(503);
       expect((await post(gw, "/v1/chat/completions", chat("x", "mock-gpt:free"))).status).toBe(200);
-    await fetch(`${gw.url}/v1/models`);
-    await quota(gw);
-    expect((await post(gw, "/v1/chat/completions", chat())).status).toBe(200);
-    expect((await post(gw, "/v1/chat/completions", chat())).status).toBe(200);
-    expect((await post(gw, "/v1/chat/completions", chat())).status).toBe(429);
-  });
-});
-
-describe("free models", () => {
-  it("applies the tier's per-minute limit: 429 free_quota_rpm with Retry-After, rate headers on success", async () => {
-    gw = await testGateway({
-      config: config({}, { free: { free_rpm: 3, free_daily: 100, burst_spacing_ms: 0 } }),
+      expect((await post(gw, "/v1/chat/completions", chat("x", "mock-gpt:free"))).status).toBe(200);
+      const err = await errorOf(await post(gw, "/v1/chat/completions", chat("x", "mock-gpt:free")));
+      expect(err).toMatchObject({ status: 429, code: "free_quota_daily", retryAfter: "3600" });
+      clock = Date.parse("2026-11-23T00:00:01Z");
+      expect((await post(gw, "/v1/chat/completions", chat("x", "mock-gpt:free"))).status).toBe(200);
     });
-    const ok = await post(gw, "/v1/chat/completions", chat("x", "mock-gpt:free"));
-    expect(ok.status).toBe(200);
-    expect(ok.headers.get("x-ratelimit-limit")).toBe("3");
-    expect(ok.headers.get("x-ratelimit-remaining")).toBe("2");
-    const reset = Number(ok.headers.get("x-ratelimit-reset"));
-    expect(reset).toBeGreaterThan(Date.now() / 1000);
-    expect(reset).toBeLessThanOrEqual(Math.ceil(Date.now() / 1000) + 60);
-    await post(gw, "/v1/chat/completions", chat("x", "mock-gpt:free"));
-    await post(gw, "/v1/chat/completions", chat("x", "mock-gpt:free"));
-    const err = await errorOf(await post(gw, "/v1/chat/completions", chat("x", "mock-gpt:free")));
-    expect(err).toMatchObject({ status: 429, code: "free_quota_rpm" });
-    expect(Number(err.retryAfter)).toBeGreaterThanOrEqual(1);
-    expect(Number(err.retryAfter)).toBeLessThanOrEqual(60);
-    const m = await post(gw, "/v1/messages", messages("mock-gpt:free"));
-    expect(m.status).toBe(429);
-    expect(m.headers.get("retry-after")).not.toBeNull();
-    expect(((await m.json()) as { error: { type: string } }).error.type).toBe("rate_limit_error");
-  });
 
-  it("counts only successful requests against the daily allowance, then 429 free_quota_daily until 00:00 UTC", async () => {
-    const now = Date.parse("2026-11-22T23:00:00Z");
-    let clock = now;
-    gw = await testGateway({
-      config: config({}, { free: { free_rpm: 100, free_daily: 2, burst_spacing_ms: 0 } }),
-      now: () => clock,
+    it("spaces bursts out instead of rejecting them, up to a bound, then 429 rate_limit_exceeded", async () => {
+      gw = await gatewayOn(backend, {
+        config: config(
+          {},
+          { free: { free_rpm: 100, free_daily: 100, burst_spacing_ms: 100, burst_queue: 3 } },
+        ),
+      });
+      const started = Date.now();
+      const finished: number[] = [];
+      const results = await burst(6, async () => {
+        const res = await post(gw!, "/v1/chat/completions", chat("x", "mock-gpt:free"));
+        finished.push(Date.now() - started);
+        return res;
+      });
+      const statuses = results.map((r) => r.status).sort();
+      expect(statuses).toEqual([200, 200, 200, 200, 429, 429]);
+      const rejected = results.find((r) => r.status === 429)!;
+      expect((await errorOf(rejected)).code).toBe("rate_limit_exceeded");
+      // One answered at once and three spaced 100 ms apart: the last one waited about 300 ms.
+      expect(Math.max(...finished)).toBeGreaterThanOrEqual(280);
     });
-    expect(
-      (await post(gw, "/v1/chat/completions", chat("[[mock:fail=503]]", "mock-gpt:free"))).status,
-    ).toBe(503);
-    expect((await post(gw, "/v1/chat/completions", chat("x", "mock-gpt:free"))).status).toBe(200);
-    expect((await post(gw, "/v1/chat/completions", chat("x", "mock-gpt:free"))).status).toBe(200);
-    const err = await errorOf(await post(gw, "/v1/chat/completions", chat("x", "mock-gpt:free")));
-    expect(err).toMatchObject({ status: 429, code: "free_quota_daily", retryAfter: "3600" });
-    clock = Date.parse("2026-11-23T00:00:01Z");
-    expect((await post(gw, "/v1/chat/completions", chat("x", "mock-gpt:free"))).status).toBe(200);
-  });
 
-  it("spaces bursts out instead of rejecting them, up to a bound, then 429 rate_limit_exceeded", async () => {
-    gw = await testGateway({
-      config: config(
-        {},
-        { free: { free_rpm: 100, free_daily: 100, burst_spacing_ms: 100, burst_queue: 3 } },
-      ),
-    });
-    const started = Date.now();
-    const finished: number[] = [];
-    const results = await burst(6, async () => {
-      const res = await post(gw!, "/v1/chat/completions", chat("x", "mock-gpt:free"));
-      finished.push(Date.now() - started);
-      return res;
-    });
-    const statuses = results.map((r) => r.status).sort();
-    expect(statuses).toEqual([200, 200, 200, 200, 429, 429]);
-    const rejected = results.find((r) => r.status === 429)!;
-    expect((await errorOf(rejected)).code).toBe("rate_limit_exceeded");
-    // One answered at once and three spaced 100 ms apart: the last one waited about 300 ms.
-    expect(Math.max(...finished)).toBeGreaterThanOrEqual(280);
-  });
-
-  it("enforces a model's token budget over its window", async () => {
-    gw = await testGateway({
-      config: config({}, { free: { free_rpm: 100, free_daily: 100, burst_spacing_ms: 0 } }, [
-        {
-          name: "budget:free",
-          provider: "mock",
-          free_token_budget: { tokens: 40, window_seconds: 3600 },
-        },
-      ]),
-    });
-    let status = 200;
-    let served = 0;
-    while (status === 200 && served < 20) {
-      status = (await post(gw, "/v1/chat/completions", chat("spend tokens", "budget:free"))).status;
-      if (status === 200) served++;
-    }
-    expect(served).toBeGreaterThan(0);
-    expect(served).toBeLessThan(20);
-    const err = await errorOf(await post(gw, "/v1/chat/completions", chat("x", "budget:free")));
-    expect(err).toMatchObject({ status: 429, code: "rate_limit_exceeded" });
-  });
-
-  it("moves an account to a higher tier on a top-up, raising its free limits", async () => {
-    gw = await testGateway({
-      config: config(
-        {},
-        {
-          free: { rank: 0, free_rpm: 1, free_daily: 1, burst_spacing_ms: 0 },
-          paid: {
-            rank: 1,
-            free_rpm: 50,
-            free_daily: 500,
-            burst_spacing_ms: 0,
-            min_topup_idr: 10_000,
+    it("enforces a model's token budget over its window", async () => {
+      gw = await gatewayOn(backend, {
+        config: config({}, { free: { free_rpm: 100, free_daily: 100, burst_spacing_ms: 0 } }, [
+          {
+            name: "budget:free",
+            provider: "mock",
+            free_token_budget: { tokens: 40, window_seconds: 3600 },
           },
-        },
-      ),
+        ]),
+      });
+      let status = 200;
+      let served = 0;
+      while (status === 200 && served < 20) {
+        status = (await post(gw, "/v1/chat/completions", chat("spend tokens", "budget:free")))
+          .status;
+        if (status === 200) served++;
+      }
+      expect(served).toBeGreaterThan(0);
+      expect(served).toBeLessThan(20);
+      const err = await errorOf(await post(gw, "/v1/chat/completions", chat("x", "budget:free")));
+      expect(err).toMatchObject({ status: 429, code: "rate_limit_exceeded" });
     });
-    expect((await post(gw, "/v1/chat/completions", chat("x", "mock-gpt:free"))).status).toBe(200);
-    expect((await post(gw, "/v1/chat/completions", chat("x", "mock-gpt:free"))).status).toBe(429);
-    await admin(gw, "POST", "/accounts/acct/topup", { amount_idr: 5_000 });
-    expect((await quota(gw)).tier).toBe("free");
-    await admin(gw, "POST", "/accounts/acct/topup", { amount_idr: 10_000 });
-    const q = await quota(gw);
-    expect(q.tier).toBe("paid");
-    expect(q.free.daily_limit).toBe(500);
-    expect((await post(gw, "/v1/chat/completions", chat("x", "mock-gpt:free"))).status).toBe(200);
-  });
-});
 
-describe("subscriptions and tiers", () => {
-  it("moves an account to the subscription's tier, raising its free limits", async () => {
-    gw = await testGateway({
-      config: config(
-        {},
-        {
-          free: { rank: 0, free_rpm: 1, free_daily: 1, burst_spacing_ms: 0 },
-          pro: { rank: 2, free_rpm: 100, free_daily: 900, burst_spacing_ms: 0 },
-        },
-      ),
-    });
-    const patched = await admin(gw, "PATCH", "/accounts/acct", {
-      subscription: {
-        plan: "pro",
-        tier: "pro",
-        windows: [{ name: "day", seconds: 86_400, quota: 10 }],
-      },
-    });
-    expect(patched.status).toBe(200);
-    const q = await quota(gw);
-    expect(q.tier).toBe("pro");
-    expect(q.free).toMatchObject({ daily_limit: 900, requests_per_minute: 100 });
-    for (let i = 0; i < 3; i++) {
+    it("moves an account to a higher tier on a top-up, raising its free limits", async () => {
+      gw = await gatewayOn(backend, {
+        config: config(
+          {},
+          {
+            free: { rank: 0, free_rpm: 1, free_daily: 1, burst_spacing_ms: 0 },
+            paid: {
+              rank: 1,
+              free_rpm: 50,
+              free_daily: 500,
+              burst_spacing_ms: 0,
+              min_topup_idr: 10_000,
+            },
+          },
+        ),
+      });
       expect((await post(gw, "/v1/chat/completions", chat("x", "mock-gpt:free"))).status).toBe(200);
-    }
-  });
-});
-
-describe("shared keys", () => {
-  const shared = { authorization: `Bearer ${SHARED_KEY}` };
-
-  it("limits each client IP to 30 per minute with a plain-text 429", async () => {
-    gw = await testGateway();
-    const results = await burst(31, () => post(gw!, "/v1/chat/completions", chat(), shared));
-    const limited = results.filter((r) => r.status === 429);
-    expect(limited.length).toBeGreaterThanOrEqual(1);
-    const plain = limited.find((r) => r.headers.get("content-type")?.startsWith("text/plain"))!;
-    expect(await plain.text()).toBe("too many requests, try again shortly");
-    expect(
-      (await post(gw, "/v1/chat/completions", chat(), { authorization: `Bearer ${KEY}` })).status,
-    ).toBe(200);
+      expect((await post(gw, "/v1/chat/completions", chat("x", "mock-gpt:free"))).status).toBe(429);
+      await admin(gw, "POST", "/accounts/acct/topup", { amount_idr: 5_000 });
+      expect((await quota(gw)).tier).toBe("free");
+      await admin(gw, "POST", "/accounts/acct/topup", { amount_idr: 10_000 });
+      const q = await quota(gw);
+      expect(q.tier).toBe("paid");
+      expect(q.free.daily_limit).toBe(500);
+      expect((await post(gw, "/v1/chat/completions", chat("x", "mock-gpt:free"))).status).toBe(200);
+    });
   });
 
-  it("paces the key as a whole to a share of the account limit", async () => {
-    gw = await testGateway({ config: config({ rpm_limit: 10 }) });
-    const results = await burst(8, () => post(gw!, "/v1/chat/completions", chat(), shared));
-    expect(results.filter((r) => r.status === 200)).toHaveLength(5);
-    expect((await errorOf(results.find((r) => r.status === 429)!)).code).toBe(
-      "rate_limit_exceeded",
-    );
-    expect((await post(gw, "/v1/chat/completions", chat())).status).toBe(200);
+  describe("subscriptions and tiers", () => {
+    it("moves an account to the subscription's tier, raising its free limits", async () => {
+      gw = await gatewayOn(backend, {
+        config: config(
+          {},
+          {
+            free: { rank: 0, free_rpm: 1, free_daily: 1, burst_spacing_ms: 0 },
+            pro: { rank: 2, free_rpm: 100, free_daily: 900, burst_spacing_ms: 0 },
+          },
+        ),
+      });
+      const patched = await admin(gw, "PATCH", "/accounts/acct", {
+        subscription: {
+          plan: "pro",
+          tier: "pro",
+          windows: [{ name: "day", seconds: 86_400, quota: 10 }],
+        },
+      });
+      expect(patched.status).toBe(200);
+      const q = await quota(gw);
+      expect(q.tier).toBe("pro");
+      expect(q.free).toMatchObject({ daily_limit: 900, requests_per_minute: 100 });
+      for (let i = 0; i < 3; i++) {
+        expect((await post(gw, "/v1/chat/completions", chat("x", "mock-gpt:free"))).status).toBe(
+          200,
+        );
+      }
+    });
   });
 
-  it("cannot read the account quota: 403 shared_key_not_allowed", async () => {
-    gw = await testGateway();
-    const res = await fetch(`${gw.url}/v1/account/quota`, { headers: shared });
-    expect(await errorOf(res)).toMatchObject({
-      status: 403,
-      code: "shared_key_not_allowed",
-      type: "shared_key_not_allowed",
+  describe("shared keys", () => {
+    const shared = { authorization: `Bearer ${SHARED_KEY}` };
+
+    it("limits each client IP to 30 per minute with a plain-text 429", async () => {
+      gw = await gatewayOn(backend);
+      const results = await burst(31, () => post(gw!, "/v1/chat/completions", chat(), shared));
+      const limited = results.filter((r) => r.status === 429);
+      expect(limited.length).toBeGreaterThanOrEqual(1);
+      const plain = limited.find((r) => r.headers.get("content-type")?.startsWith("text/plain"))!;
+      expect(await plain.text()).toBe("too many requests, try again shortly");
+      expect(
+        (await post(gw, "/v1/chat/completions", chat(), { authorization: `Bearer ${KEY}` })).status,
+      ).toBe(200);
+    });
+
+    it("paces the key as a whole to a share of the account limit", async () => {
+      gw = await gatewayOn(backend, { config: config({ rpm_limit: 10 }) });
+      const results = await burst(8, () => post(gw!, "/v1/chat/completions", chat(), shared));
+      expect(results.filter((r) => r.status === 200)).toHaveLength(5);
+      expect((await errorOf(results.find((r) => r.status === 429)!)).code).toBe(
+        "rate_limit_exceeded",
+      );
+      expect((await post(gw, "/v1/chat/completions", chat())).status).toBe(200);
+    });
+
+    it("cannot read the account quota: 403 shared_key_not_allowed", async () => {
+      gw = await gatewayOn(backend);
+      const res = await fetch(`${gw.url}/v1/account/quota`, { headers: shared });
+      expect(await errorOf(res)).toMatchObject({
+        status: 403,
+        code: "shared_key_not_allowed",
+        type: "shared_key_not_allowed",
+      });
     });
   });
 });

@@ -375,3 +375,96 @@ describe("GET /v1/models/{id}", () => {
     });
   });
 });
+
+describe("GET /v1/models in Anthropic's shape (the request carries anthropic-version)", () => {
+  const client = (apiKey = KEY) =>
+    new Anthropic({ apiKey, baseURL: gw.url, maxRetries: 0, timeout: 10_000 });
+  /** The ids of the OpenAI list, in its order: what every Anthropic page is cut from. */
+  const allIds = async () => (await openai.models.list()).data.map((m) => m.id);
+
+  it("lists every model and route with the typed fields filled, paging through all of them", async () => {
+    const ids: string[] = [];
+    const seen: Anthropic.ModelInfo[] = [];
+    for await (const model of client().models.list({ limit: 2 })) {
+      ids.push(model.id);
+      seen.push(model);
+    }
+    expect(ids).toEqual(await allIds());
+    for (const model of seen) {
+      expect(model.type).toBe("model");
+      expect(model.display_name).toBe(model.id);
+      expect(Number.isNaN(Date.parse(model.created_at))).toBe(false);
+      expect(model).not.toHaveProperty("internal");
+    }
+    const gpt = seen.find((m) => m.id === "mock-gpt");
+    expect(gpt).toMatchObject({ lifecycle: "active", max_input_tokens: expect.any(Number) });
+    expect(Date.parse(gpt?.created_at ?? "")).toBeGreaterThan(0);
+    expect(seen.find((m) => m.id === "auto")).toMatchObject({ type: "model", route: true });
+  });
+
+  it("pages with limit, after_id and before_id as Anthropic does: has_more, first_id, last_id", async () => {
+    const ids = await allIds();
+    const first = await client().models.list({ limit: 3 });
+    expect(first.data.map((m) => m.id)).toEqual(ids.slice(0, 3));
+    expect(first).toMatchObject({ has_more: true, first_id: ids[0], last_id: ids[2] });
+
+    const next = await client().models.list({ limit: 3, after_id: ids[2] });
+    expect(next.data.map((m) => m.id)).toEqual(ids.slice(3, 6));
+    expect(next.first_id).toBe(ids[3]);
+
+    const before = await client().models.list({ limit: 2, before_id: ids[3] });
+    expect(before.data.map((m) => m.id)).toEqual(ids.slice(1, 3));
+    expect(before).toMatchObject({ has_more: true, first_id: ids[1], last_id: ids[2] });
+    const start = await before.getNextPage();
+    expect(start.data.map((m) => m.id)).toEqual([ids[0]]);
+    expect(start.has_more).toBe(false);
+
+    const last = await client().models.list({ limit: 1000, after_id: ids[0] });
+    expect(last).toMatchObject({ has_more: false, last_id: ids.at(-1) });
+  });
+
+  it("refuses a bad limit or an unknown cursor with a 400 in Anthropic's error shape", async () => {
+    for (const query of ["limit=0", "limit=1001", "limit=two", "after_id=no-such-model"]) {
+      const res = await fetch(`${gw.url}/v1/models?${query}`, {
+        headers: { "anthropic-version": "2023-06-01" },
+      });
+      expect(res.status).toBe(400);
+      expect(await res.json()).toMatchObject({
+        type: "error",
+        error: { type: "invalid_request_error", message: expect.any(String) },
+      });
+    }
+  });
+
+  it("retrieves one model as the list's entry, and an unknown id is Anthropic's 404 not_found_error", async () => {
+    const listed = (await client().models.list({ limit: 1000 })).data;
+    for (const id of ["mock-gpt", "up-embed", "auto"]) {
+      expect(await client().models.retrieve(id)).toEqual(listed.find((m) => m.id === id));
+    }
+    const err = await client()
+      .models.retrieve("no-such-model")
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(Anthropic.NotFoundError);
+    expect((err as InstanceType<typeof Anthropic.NotFoundError>).error).toMatchObject({
+      type: "error",
+      error: { type: "not_found_error", message: expect.stringContaining("no-such-model") },
+    });
+  });
+
+  it("keeps the admin key's internal fields, and the OpenAI shape without anthropic-version", async () => {
+    const admin = await client(ADMIN_KEY).models.retrieve("up-embed");
+    expect(admin).toMatchObject({
+      type: "model",
+      id: "up-embed",
+      internal: { provider: "up", wire: "openai", upstream_model: "text-embedding-3-small" },
+    });
+    const route = (await client(ADMIN_KEY).models.list({ limit: 1000 })).data.find(
+      (m) => m.id === "auto",
+    );
+    expect(route).toMatchObject({ internal: { steps: ["mock-down", "mock-gpt"] } });
+
+    const plain = (await (await fetch(`${gw.url}/v1/models`)).json()) as Record<string, unknown>;
+    expect(plain.object).toBe("list");
+    expect(plain).not.toHaveProperty("has_more");
+  });
+});

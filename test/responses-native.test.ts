@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { lastLogged, quota } from "./support/api.js";
 import { type FakeUpstream, fakeUpstream } from "./support/fake-upstream.js";
 import { baseConfig, KEY, type TestGateway, testGateway } from "./support/gateway.js";
+import { deliveredTokens, requestTextTokens } from "./support/metering.js";
 
 /** A provider that speaks the Responses API itself gets /v1/responses as-is (model mapped). */
 
@@ -85,7 +86,7 @@ describe("POST /v1/responses to a provider with a native Responses API", () => {
 
   it("bills an answer that reports no usage by an estimate, JSON and stream alike", async () => {
     const { usage: _, ...noUsage } = response("Sixteen chars!!!");
-    const sent = () => Math.ceil(JSON.stringify(upstream.last.body).length / 4);
+    const sent = () => requestTextTokens(upstream.last.body);
     upstream.reset(() => ({ kind: "json", body: noUsage }));
     await openai.responses.create({ model: "native-model", input: "hi" });
     expect(await lastLogged(gw)).toMatchObject({ input_tokens: sent(), output_tokens: 4 });
@@ -115,7 +116,10 @@ describe("POST /v1/responses to a provider with a native Responses API", () => {
       .stream({ model: "native-model", input: "hi" })
       .finalResponse();
     expect(final.output_text).toBe("Sixteen chars!!!");
-    expect(await lastLogged(gw)).toMatchObject({ input_tokens: sent(), output_tokens: 2 });
+    expect(await lastLogged(gw)).toMatchObject({
+      input_tokens: sent(),
+      output_tokens: deliveredTokens(["Sixteen ", "chars!!!"]),
+    });
   });
 
   it("passes the response.* event stream through, billed by the usage of response.completed", async () => {

@@ -13,6 +13,7 @@ import {
   type Reply,
 } from "./support/fake-upstream.js";
 import { baseConfig, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
+import { deliveredTokens, requestTextTokens } from "./support/metering.js";
 
 /** An Anthropic-compatible provider behind the gateway: passthrough, errors, and chat -> messages translation. */
 
@@ -156,7 +157,7 @@ describe("anthropic wire: messages pass through", () => {
   });
 
   describe("an upstream that reports no usage", () => {
-    const sentTokens = () => Math.ceil(JSON.stringify(upstream.last.body).length / 4);
+    const sentTokens = () => requestTextTokens(upstream.last.body);
     // Usage objects kept (the SDK needs them in a stream) but every count zero.
     const zeroedUsage = (value: unknown, inUsage = false): unknown => {
       if (Array.isArray(value)) return value.map((v) => zeroedUsage(v, inUsage));
@@ -187,7 +188,7 @@ describe("anthropic wire: messages pass through", () => {
       expect((await lastLogged(gw)).cost_idr).toBeGreaterThan(0);
     });
 
-    it("bills a stream by an estimate, one token a delta, for both client styles", async () => {
+    it("bills a stream by what it delivered, for both client styles", async () => {
       const steps = zeroedUsage(anthropicStreamSteps(["one", " two", " three"])) as ReturnType<
         typeof anthropicStreamSteps
       >;
@@ -196,14 +197,20 @@ describe("anthropic wire: messages pass through", () => {
         .stream({ model: "claude-x", max_tokens: 50, messages: [{ role: "user", content: "Hi" }] })
         .finalMessage();
       expect(message.content).toMatchObject([{ type: "text", text: "one two three" }]);
-      expect(await lastLogged(gw)).toMatchObject({ input_tokens: sentTokens(), output_tokens: 3 });
+      expect(await lastLogged(gw)).toMatchObject({
+        input_tokens: sentTokens(),
+        output_tokens: deliveredTokens(["one", " two", " three"]),
+      });
 
       upstream.queue({ kind: "sse", steps });
       const chat = await openai.chat.completions
         .stream({ model: "claude-x", messages: [{ role: "user", content: "Hi" }] })
         .finalChatCompletion();
       expect(chat.choices[0].message.content).toBe("one two three");
-      expect(await lastLogged(gw)).toMatchObject({ input_tokens: sentTokens(), output_tokens: 3 });
+      expect(await lastLogged(gw)).toMatchObject({
+        input_tokens: sentTokens(),
+        output_tokens: deliveredTokens(["one", " two", " three"]),
+      });
     });
   });
 
@@ -694,6 +701,124 @@ describe("output limits above the model's maximum output", () => {
     expect((other as InstanceType<typeof Anthropic.BadRequestError>).message).toContain(
       "The provider rejected the request as invalid.",
     );
+  });
+});
+
+describe("system items inside messages refused by an older Claude model, same wire", () => {
+  // Claude Code's test for "the platform refuses system messages" on a 400, as read in the bundle
+  // of @anthropic-ai/claude-code 2.1.332 (and 2.1.197): it then resends without them.
+  const claudeCodeFallsBack = (message: string) =>
+    message.includes("not supported") && /role .{0,2}system/i.test(message);
+
+  it("says in Claude Code's words that role system is not supported, keeping 400 invalid_request_error", async () => {
+    const messages = [
+      { role: "user", content: "Hi." },
+      { role: "assistant", content: "Hello." },
+      { role: "system", content: "The user is in a hurry." },
+      { role: "user", content: "Summarise." },
+    ] as unknown as Anthropic.MessageParam[];
+    const err = await anthropic.messages
+      .create({ model: "claude-x", max_tokens: 100, messages })
+      .catch((e: unknown) => e);
+    // The provider refused it, with its own words.
+    expect(upstream.refused.at(-1)?.status).toBe(400);
+    expect(err).toBeInstanceOf(Anthropic.BadRequestError);
+    const apiError = err as InstanceType<typeof Anthropic.BadRequestError>;
+    expect(apiError.status).toBe(400);
+    const body = apiError.error as { error: { type: string; message: string } };
+    expect(body.error.type).toBe("invalid_request_error");
+    expect(body.error.message).not.toContain("Input should be");
+    expect(claudeCodeFallsBack(apiError.message)).toBe(true);
+
+    // Claude Code's fallback: the same turn without the system items goes through.
+    upstream.queue(anthropicJson("Done."));
+    const retried = await anthropic.messages.create({
+      model: "claude-x",
+      max_tokens: 100,
+      messages: messages.filter((m) => (m.role as string) !== "system"),
+    });
+    expect(retried.content).toEqual([{ type: "text", text: "Done." }]);
+  });
+
+  it("names both likely reasons when the refused body also asked for more than the model's maximum output", async () => {
+    const messages = [
+      { role: "user", content: "Hi." },
+      { role: "system", content: "Be brief." },
+    ] as unknown as Anthropic.MessageParam[];
+    const err = await anthropic.messages
+      .create({ model: "claude-x", max_tokens: 128_000, messages })
+      .catch((e: unknown) => e);
+    const apiError = err as InstanceType<typeof Anthropic.BadRequestError>;
+    expect(apiError.status).toBe(400);
+    expect(claudeCodeFallsBack(apiError.message)).toBe(true);
+    expect(apiError.message).toContain(
+      "max_tokens 128000 exceeds this model's maximum output of 64000 tokens",
+    );
+  });
+
+  it("keeps the plain fixed text for a refusal of a body with no system items", async () => {
+    upstream.queue(anthropicError(400, "invalid_request_error", "something else"));
+    const err = await anthropic.messages
+      .create({ model: "claude-x", max_tokens: 100, messages: [{ role: "user", content: "Hi." }] })
+      .catch((e: unknown) => e);
+    const apiError = err as InstanceType<typeof Anthropic.BadRequestError>;
+    expect(apiError.status).toBe(400);
+    expect(claudeCodeFallsBack(apiError.message)).toBe(false);
+  });
+});
+
+describe("structured outputs toward an anthropic-wire model", () => {
+  // What the OpenAI Agents SDK sends for an output type with a bounded integer
+  // (zod `z.object({ city: z.string(), score: z.number().int().min(1).max(10) })`).
+  const rating = {
+    $schema: "https://json-schema.org/draft/2020-12/schema",
+    type: "object",
+    properties: {
+      city: { type: "string" },
+      score: { type: "integer", minimum: 1, maximum: 10 },
+    },
+    required: ["city", "score"],
+    additionalProperties: false,
+  };
+  type SentSchema = { properties: Record<string, unknown>; additionalProperties: unknown };
+  const sentSchema = () =>
+    (upstream.last.body.output_config as { format: { schema: SentSchema } }).format.schema;
+
+  it("sends a Responses text.format schema as the Anthropic SDK would: bounds moved into the description", async () => {
+    upstream.queue(anthropicJson('{"city":"Oslo","score":7}'));
+    const response = await openai.responses.create({
+      model: "claude-x",
+      input: "Rate Oslo.",
+      text: { format: { type: "json_schema", name: "rating", schema: rating, strict: true } },
+    });
+    expect(upstream.refused).toEqual([]);
+    expect(JSON.parse(response.output_text)).toEqual({ city: "Oslo", score: 7 });
+    expect(sentSchema().properties.score).toEqual({
+      type: "integer",
+      description: "{minimum: 1, maximum: 10}",
+    });
+  });
+
+  it("does the same for a chat response_format, closing every object", async () => {
+    upstream.queue(anthropicJson('{"city":"Oslo","score":7}'));
+    const completion = await openai.chat.completions.create({
+      model: "claude-x",
+      messages: [{ role: "user", content: "Rate Oslo." }],
+      response_format: {
+        type: "json_schema",
+        json_schema: {
+          name: "rating",
+          strict: true,
+          schema: { ...rating, additionalProperties: undefined },
+        },
+      },
+    });
+    expect(upstream.refused).toEqual([]);
+    expect(JSON.parse(completion.choices[0].message.content ?? "")).toEqual({
+      city: "Oslo",
+      score: 7,
+    });
+    expect(sentSchema().additionalProperties).toBe(false);
   });
 });
 

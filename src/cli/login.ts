@@ -1,7 +1,9 @@
+import { existsSync } from "node:fs";
 import { hostname } from "node:os";
 import type { Command } from "commander";
 import { cliCommand } from "../server/cli-command.js";
 import { type DeviceCodeResponse, GatewayClient, resolveBaseUrl } from "./api-client.js";
+import { openInBrowser } from "./browser.js";
 import {
   type CredentialStores,
   defaultProfile,
@@ -11,6 +13,7 @@ import {
   openCredentialStores,
 } from "./credentials/index.js";
 import { UserError } from "./errors.js";
+import { localOwnerLink } from "./local-serve.js";
 import { note, paintFor, printJson, result, startSpinner } from "./output.js";
 
 /**
@@ -32,6 +35,11 @@ export interface LoginContext {
   sleep(ms: number): Promise<void>;
   now(): number;
   clientName: string;
+  /**
+   * On the machine that runs the gateway: a one-time owner link that signs the browser in and
+   * leads to `approvalUrl`, so approving is one click; undefined where none can be minted.
+   */
+  signedInUrl?(approvalUrl: string): Promise<string | undefined>;
 }
 
 export interface LoginOptions {
@@ -61,9 +69,13 @@ export async function runLogin(ctx: LoginContext, opts: LoginOptions): Promise<L
   process.once("SIGINT", cancel);
   let approved: Awaited<ReturnType<typeof pollForApproval>>;
   try {
-    const url = device.verification_uri_complete ?? device.verification_uri;
+    const approvalUrl = device.verification_uri_complete ?? device.verification_uri;
+    const signedIn = await ctx.signedInUrl?.(approvalUrl).catch(() => undefined);
+    const url = signedIn ?? approvalUrl;
     note(
-      `Open this URL in a browser where you are signed in to the gateway dashboard:\n\n  ${err.bold(url)}\n`,
+      signedIn
+        ? `Open this one-time URL to approve; it signs this machine's browser in to the gateway dashboard:\n\n  ${err.bold(url)}\n`
+        : `Open this URL in a browser where you are signed in to the gateway dashboard:\n\n  ${err.bold(url)}\n`,
     );
     note(`and check that the page shows this code: ${err.bold(device.user_code)}\n`);
     if (opts.browser) {
@@ -173,6 +185,35 @@ interface LoginFlags {
   baseUrl?: string;
   browser: boolean;
   profile: string;
+  db?: string;
+}
+
+/**
+ * The approval page, already signed in, when the gateway being logged in to runs on this machine
+ * on `dbPath` (as `gateway dashboard` opens it). Where it does not, the usual page: a `--db` the
+ * user named is worth a note saying why; the default file is only a guess.
+ */
+export function signedInApproval(
+  dbPath: string,
+  baseUrl: string,
+  named: boolean,
+): (approvalUrl: string) => Promise<string | undefined> {
+  return async (approvalUrl) => {
+    if (!named && !existsSync(dbPath)) return undefined;
+    const page = new URL(approvalUrl);
+    try {
+      const link = await localOwnerLink(dbPath, {
+        forBaseUrl: baseUrl,
+        linkOrigin: page.origin,
+        next: page.pathname + page.search,
+      });
+      return link.url;
+    } catch (e) {
+      if (!(e instanceof UserError)) throw e;
+      if (named) note(`gateway: no signed-in approval page: ${e.message}`);
+      return undefined;
+    }
+  };
 }
 
 export function registerLogin(program: Command): void {
@@ -185,17 +226,25 @@ export function registerLogin(program: Command): void {
     )
     .option("--no-browser", "do not open a browser; open the printed URL yourself")
     .option("--profile <name>", "store the key under this profile", defaultProfile)
+    .option(
+      "--db <file>",
+      "the database of the gateway's serve on this machine, to open the approval page signed in (default ./gateway.db when present)",
+    )
     .option("--json", "print {base_url, account_id, key_id, prefix, stored_in} as JSON when done")
     .addHelpText(
       "after",
       `
 The owner approves the request on the gateway's dashboard page, after checking the code shown
-there matches the one printed here. The key goes to the OS keychain, or where none works to
+there matches the one printed here. On the machine that runs \`gateway serve\` (its database
+./gateway.db, or --db), the page opens already signed in: approving is one click.
+
+The key goes to the OS keychain, or where none works to
 ~/.config/model-gateway/credentials.json (mode 0600). GATEWAY_CREDENTIAL_STORE=file|keychain
 forces one; GATEWAY_API_KEY overrides any stored key.
 
 Examples:
   $ gateway login
+  $ gateway login --db /srv/gateway/gateway.db
   $ gateway login --no-browser --base-url http://127.0.0.1:8787
   $ gateway login --profile staging --base-url https://gateway.example.test`,
     )
@@ -207,13 +256,15 @@ Examples:
           {
             client,
             stores,
-            openBrowser: async (url) => {
-              const { default: open } = await import("open");
-              await open(url);
-            },
+            openBrowser: openInBrowser,
             sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
             now: Date.now,
             clientName: `gateway login on ${hostname()}`,
+            signedInUrl: signedInApproval(
+              flags.db ?? "gateway.db",
+              client.baseUrl,
+              flags.db !== undefined,
+            ),
           },
           { profile: flags.profile, browser: flags.browser },
         );

@@ -1,11 +1,13 @@
 import { Command, CommanderError } from "commander";
 import { cliCommand } from "../server/cli-command.js";
+import { registerDashboard } from "./dashboard.js";
 import { UserError, usageExitCode } from "./errors.js";
 import { registerKeysCreate } from "./keys/create.js";
 import { registerKeysList } from "./keys/list.js";
 import { registerKeysRevoke } from "./keys/revoke.js";
 import { registerLogin } from "./login.js";
 import { registerLogout } from "./logout.js";
+import { registerMcp } from "./mcp.js";
 import { registerOwnerLink } from "./owner-link.js";
 import { registerSecretsRotate } from "./secrets/rotate.js";
 import { registerServe } from "./serve.js";
@@ -30,6 +32,8 @@ export async function main(argv: string[]): Promise<void> {
   registerLogout(program);
   registerWhoami(program);
   registerOwnerLink(program);
+  registerDashboard(program);
+  registerMcp(program);
   const keys = program
     .command("keys")
     .description("Create, list and revoke per-tool keys (needs `gateway login`)")

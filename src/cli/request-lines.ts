@@ -47,6 +47,7 @@ function jsonLine(r: FinishedRequest): string {
     tools_omitted: r.toolsOmitted ?? null,
     burst_wait_ms: r.burstWaitMs ?? null,
     steps: r.steps && r.steps.length > 1 ? r.steps : null,
+    via: r.via ?? null,
     aborted: r.aborted,
   });
 }
@@ -66,6 +67,7 @@ function textLine(paint: ReturnType<typeof paintFor>) {
     ];
     if (r.costMicro !== undefined) parts.push(`IDR ${formatIdr(r.costMicro)}`);
     if (r.keyLabel !== undefined) parts.push(`key ${r.keyLabel}`);
+    if (r.via) parts.push(`via ${r.via}`);
     if (r.stream) parts.push("stream");
     if (r.burstWaitMs !== undefined) parts.push(`spaced ${r.burstWaitMs} ms (burst)`);
     // Only a request that took more than one attempt has steps worth a line's room.

@@ -143,6 +143,19 @@ export function countInFlight(clock: ManualClock, listener: RequestListener): Re
   };
 }
 
+/**
+ * `now` that never goes back: a manual clock set back, or a wall clock stepped back by NTP, reads
+ * as the latest time already seen, so a window used stays used and nothing spent is granted again.
+ */
+export function monotonic(now: () => number): () => number {
+  let latest = Number.NEGATIVE_INFINITY;
+  return () => {
+    const t = now();
+    if (t > latest) latest = t;
+    return latest;
+  };
+}
+
 /** The clock as a test drives it (`gateway.clock`). */
 export interface GatewayClock {
   /** Milliseconds since the epoch, as the gateway sees them. */

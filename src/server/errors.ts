@@ -1,4 +1,4 @@
-import { isStorageFull } from "../store/storage-fault.js";
+import { type StorageFaultKind, storageFaultKind } from "../store/storage-fault.js";
 
 /**
  * One error model for the whole gateway, rendered in the style of the route that was called.
@@ -25,6 +25,7 @@ export type ErrorCode =
   | "not_found"
   | "forbidden"
   | "client_closed"
+  | "account_suspended"
   // upstream rejection reasons (error.type is then invalid_request_error)
   | "invalid_request_error"
   | "context_length_exceeded"
@@ -93,6 +94,7 @@ export function upstreamRejection(status: number, reason: ErrorCode): GatewayErr
 
 function messagesType(status: number, code: ErrorCode): string {
   if (code === "model_not_found" && status === 400) return "not_found_error";
+  if (status === 401) return "authentication_error";
   if (status === 402) return "payment_required";
   if (status === 403) return "permission_error";
   if (status === 404) return "not_found_error";
@@ -128,6 +130,14 @@ export function errorHeaders(err: GatewayError): Record<string, string> {
     : { "Retry-After": String(Math.max(0, Math.ceil(err.options.retryAfter))) };
 }
 
+/** A stream's end when its account was suspended while it was open; the next request gets the plain 401. */
+export const accountSuspended = () =>
+  new GatewayError(
+    401,
+    "account_suspended",
+    "This account was suspended; its keys stopped working.",
+  );
+
 /** Recorded in the request log when the client left first; nobody receives it. */
 export const clientClosed = () =>
   new GatewayError(499, "client_closed", "The client closed the connection before the answer.");
@@ -139,15 +149,22 @@ export function internalError(): GatewayError {
 /** Seconds a client is asked to wait while the gateway's disk is full. */
 export const storageRetryAfterSeconds = 30;
 
+const storageReasons: Record<StorageFaultKind, string> = {
+  full: "its disk is full",
+  failing: "its disk refuses writes",
+  lost: "its database file was removed",
+};
+
 /**
- * A write the request needs (its charge, above all) failed for want of disk space. Nothing was
- * delivered and nothing was charged, so the same request may simply be sent again.
+ * A write the request needs (its charge, above all) failed: no disk space, a disk that refuses
+ * writes, or a database file taken away. Nothing was delivered and nothing was charged, so the
+ * same request may simply be sent again.
  */
-export function storageUnavailable(): GatewayError {
+export function storageUnavailable(kind: StorageFaultKind = "full"): GatewayError {
   return new GatewayError(
     503,
     "storage_unavailable",
-    "The gateway cannot record requests right now (its disk is full), so this one was not served and nothing was charged. Retry later.",
+    `The gateway cannot record requests right now (${storageReasons[kind]}), so this one was not served and nothing was charged. Retry later.`,
     { retryAfter: storageRetryAfterSeconds },
   );
 }
@@ -167,7 +184,7 @@ export function errorResponse(err: unknown, style: ErrorStyle, route: string): R
   let known: GatewayError;
   if (err instanceof GatewayError) known = err;
   // The ledger logs the fault once, naming the database; a line per request would flood.
-  else if (isStorageFull(err)) known = storageUnavailable();
+  else if (storageFaultKind(err)) known = storageUnavailable(storageFaultKind(err));
   else {
     const { name, message } = err instanceof Error ? err : { name: "Error", message: String(err) };
     console.error(`internal error on ${route}: ${name}: ${message}`);

@@ -6,7 +6,14 @@ import { gatewayListener } from "./app.js";
 import type { Route } from "./app-env.js";
 import { createOwnerLink } from "./auth/owner-session.js";
 import type { Backend } from "./backend.js";
-import { type Clock, countInFlight, type GatewayClock, ManualClock, realClock } from "./clock.js";
+import {
+  type Clock,
+  countInFlight,
+  type GatewayClock,
+  ManualClock,
+  monotonic,
+  realClock,
+} from "./clock.js";
 import { applyConfig } from "./config/apply.js";
 import { demoAccountId, demoConfig } from "./config/demo.js";
 import { ConfigError, loadConfigFile, parseConfig } from "./config/load.js";
@@ -17,6 +24,7 @@ import {
   defaultConnectionLimits,
   guardConnections,
 } from "./http/connection-guards.js";
+import { Loopback } from "./http/loopback.js";
 import { InvalidProxies, ProxyList } from "./http/request.js";
 import { withRequestIds } from "./http/request-id.js";
 import { onFinishedRequests, tracedListener } from "./http/request-trace.js";
@@ -34,6 +42,8 @@ export interface GatewayOptions extends PublicGatewayOptions {
   extraRoutes?: Route[];
   /** How long a job claimed here stays this gateway's without a renewal (the runner's default). */
   jobLeaseMs?: number;
+  /** How often this gateway's runner looks at the job queue unasked (the runner's default). */
+  jobPollMs?: number;
 }
 
 /** The public handle, and the services for tests inside this repository. */
@@ -53,6 +63,9 @@ function gatewayClock(clock: Clock): GatewayClock {
   };
 }
 
+/** OpenAI keeps a stored response 30 days. */
+const defaultResponsesTtlSeconds = 30 * 24 * 60 * 60;
+
 export async function startGateway(options: GatewayOptions = {}): Promise<RunningGateway> {
   const configuredOrigin = publicOrigin(options.publicUrl);
   const trustedProxies = proxyAddresses(options.trustedProxies ?? []);
@@ -67,7 +80,8 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
         : options.now
           ? { ...realClock, now: options.now }
           : realClock;
-    const now = clock.now;
+    // Windows and allowances read a time that never goes back; waits follow the clock itself.
+    const now = monotonic(clock.now);
     const services = createServices(backend, {
       keepaliveMs: options.keepaliveMs ?? 15_000,
       bodyLimitBytes: options.bodyLimitBytes ?? defaultBodyLimitBytes,
@@ -80,6 +94,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
         ? { limit: options.captureLimit ?? defaultCaptureLimit }
         : undefined,
       upstreamAnswerLimitBytes: options.upstreamAnswerLimitBytes,
+      responsesTtlMs: (options.responsesTtlSeconds ?? defaultResponsesTtlSeconds) * 1000,
       publicUrlOrigin: configuredOrigin,
       trustedProxies,
       runAdminKeys: options.adminKeys && new Set(options.adminKeys.map(hashSecret)),
@@ -93,6 +108,8 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
           : parseConfig(options.config);
       await applyConfig(store, services.repos.configApply, config, now());
       services.mockScript.setBaseline(config.mock?.script ?? []);
+      const ttlSeconds = options.responsesTtlSeconds ?? config.responses?.ttl_seconds;
+      if (ttlSeconds !== undefined) services.options.responsesTtlMs = ttlSeconds * 1000;
       ownerAccountId = config.accounts[0]?.id;
     } else if (options.demo !== false && store.accountCount() === 0) {
       await applyConfig(store, services.repos.configApply, parseConfig(demoConfig), now());
@@ -120,10 +137,12 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
         ? undefined
         : (await import("./observe/metrics.js")).createMetrics(services);
     const limits = { ...defaultConnectionLimits, ...options.connections };
+    const loopback = new Loopback();
     const routes = routeTable(services, {
       readiness,
       metrics,
       metricsAccess,
+      loopback,
       extra: options.extraRoutes,
     });
     metrics?.knowRoutes(routes);
@@ -136,6 +155,9 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
     );
     const listener =
       clock instanceof ManualClock && clock.autoAdvance ? countInFlight(clock, served) : served;
+    // Uncounted: a loopback request (an MCP tool's /v1 call) is what its counted caller waits on,
+    // so the clock still jumps when that inner request waits on a burst slot.
+    loopback.attach(served);
     const server = await new Promise<Server>((resolve, reject) => {
       const created = createServer(connectionServerOptions(limits), listener);
       guardConnections(created, limits);
@@ -143,7 +165,10 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
       created.listen(options.port ?? 0, host, () => resolve(created));
     });
     const port = (server.address() as AddressInfo).port;
-    const jobRunner = await startJobRunner(services, { leaseMs: options.jobLeaseMs });
+    const jobRunner = await startJobRunner(services, {
+      leaseMs: options.jobLeaseMs,
+      pollMs: options.jobPollMs,
+    });
     // After the ready line is possible, not before: a mock-only gateway never needs undici.
     if ([...store.getCatalog().providers.values()].some((p) => p.wire !== "mock")) {
       setImmediate(() => void services.http.warm());

@@ -1,5 +1,6 @@
 import type { Repositories } from "../store/repositories.js";
 import type { GatewayStore } from "../store/types.js";
+import { SuspensionWatch } from "./auth/suspension-watch.js";
 import type { Backend } from "./backend.js";
 import type { Ledger } from "./billing/ledger.js";
 import type { Clock } from "./clock.js";
@@ -28,6 +29,8 @@ export interface ServerOptions extends ForwardingOptions {
   deviceCodeTtlSeconds?: number;
   /** Poll interval the device flow asks clients for (default 5 s). */
   devicePollIntervalSeconds?: number;
+  /** How long a stored response or conversation is kept after its last turn (default 30 days). */
+  responsesTtlMs: number;
   /** Largest whole answer read from a provider (default in http-upstream.ts). */
   upstreamAnswerLimitBytes?: number;
   /**
@@ -57,6 +60,8 @@ export interface Services {
   /** Scripted answers of the mock provider (config `mock.script`, admin API, `gateway.mock`). */
   mockScript: MockScript;
   inspector: RequestInspector;
+  /** Open streams by account, ended when their account is suspended. */
+  suspensions: SuspensionWatch;
 }
 
 export function createServices(backend: Backend, options: ServerOptions): Services {
@@ -90,5 +95,6 @@ export function createServices(backend: Backend, options: ServerOptions): Servic
     http,
     mockScript,
     inspector,
+    suspensions: new SuspensionWatch((id) => store.getAccount(id)?.status === "suspended"),
   };
 }

@@ -27,6 +27,8 @@ export interface SessionsRepository {
    */
   redeemOwnerLink(linkHash: string, session: NewSession, now: number): Promise<string | undefined>;
   findSession(tokenHash: string): Promise<OwnerSessionRow | undefined>;
+  /** Signs a session out: its cookie opens nothing any more. */
+  deleteSession(tokenHash: string): Promise<void>;
 }
 
 export class SqliteSessions implements SessionsRepository {
@@ -37,6 +39,7 @@ export class SqliteSessions implements SessionsRepository {
   private readonly deleteExpired: Statement;
   private readonly insertSession: Statement;
   private readonly sessionByHash: Statement;
+  private readonly removeSession: Statement;
   private readonly immediate: <T>(fn: () => T) => T;
 
   constructor(db: DB) {
@@ -56,6 +59,7 @@ export class SqliteSessions implements SessionsRepository {
     this.sessionByHash = db.prepare(
       "SELECT account_id, expires_at FROM sessions WHERE token_hash = ?",
     );
+    this.removeSession = db.prepare("DELETE FROM sessions WHERE token_hash = ?");
   }
 
   async createOwnerLink(tokenHash: string, accountId: string, now: number): Promise<void> {
@@ -89,5 +93,9 @@ export class SqliteSessions implements SessionsRepository {
 
   async findSession(tokenHash: string): Promise<OwnerSessionRow | undefined> {
     return this.sessionByHash.get(tokenHash) as OwnerSessionRow | undefined;
+  }
+
+  async deleteSession(tokenHash: string): Promise<void> {
+    this.removeSession.run(tokenHash);
   }
 }

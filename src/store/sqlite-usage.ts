@@ -1,6 +1,7 @@
 import type { Statement } from "better-sqlite3";
 import type { DB } from "./db.js";
 import { microToIdr } from "./money.js";
+import { readLoggedEndpoint } from "./request-source.js";
 import type {
   RecentRequest,
   RequestLogRow,
@@ -67,6 +68,10 @@ export class SqliteUsage {
     return this.requestLog(accountId, limit).map(recentRequest);
   }
 
+  requestOf(accountId: string, id: string): RequestLogRow | undefined {
+    return this.statements.one.get(id, accountId) as RequestLogRow | undefined;
+  }
+
   freeTokensUsed(model: string, windowSeconds: number, now: number): number {
     const row = this.statements.freeTokens.get(model) as
       | { window_start: number; tokens: number }
@@ -81,7 +86,7 @@ export function recentRequest(row: RequestLogRow): RecentRequest {
   return {
     id: row.id,
     created_at: new Date(row.created_at).toISOString(),
-    endpoint: row.endpoint,
+    ...readLoggedEndpoint(row.endpoint),
     model: row.model,
     state: row.state,
     status: row.status,
@@ -122,6 +127,7 @@ function prepare(db: DB) {
     recent: statement(
       "SELECT * FROM request_log WHERE account_id = ? ORDER BY created_at DESC, rowid DESC LIMIT ?",
     ),
+    one: statement("SELECT * FROM request_log WHERE id = ? AND account_id = ?"),
     freeTokens: statement("SELECT window_start, tokens FROM free_token_usage WHERE model = ?"),
   };
 }

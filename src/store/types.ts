@@ -1,3 +1,5 @@
+import type { RequestSource } from "./request-source.js";
+
 export type KeyKind = "standard" | "login" | "shared";
 
 export interface AccountRow {
@@ -237,6 +239,8 @@ export interface RecentRequest {
   id: string;
   created_at: string;
   endpoint: string;
+  /** `mcp` for a tool call of the gateway's MCP server (absent for a request made to /v1). */
+  via?: RequestSource;
   model: string | null;
   state: RequestLogRow["state"];
   status: number | null;
@@ -350,6 +354,8 @@ export interface UsageRepository {
   /** Requests, tokens and cost per model since `since`, most expensive first. */
   usageByModel(accountId: string, since: number): MaybeAsync<UsageByModel[]>;
   recentRequests(accountId: string, limit: number): MaybeAsync<RecentRequest[]>;
+  /** One request of the account's log (another account's id finds nothing). */
+  requestOf(accountId: string, id: string): MaybeAsync<RequestLogRow | undefined>;
   /** The account's request log, newest first. */
   requestLog(accountId: string, limit: number): MaybeAsync<RequestLogRow[]>;
   /** Tokens a free model has served in its current budget window. */

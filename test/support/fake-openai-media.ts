@@ -54,7 +54,7 @@ export async function startFakeOpenAIMedia(): Promise<FakeOpenAIMedia> {
           ),
         }));
         res.writeHead(200, { "content-type": "application/json" });
-        res.end(JSON.stringify({ created: 1_700_000_000, data, usage: { total_tokens: 42 } }));
+        res.end(JSON.stringify({ created: 1_700_000_000, data, usage: imageUsage(30, 12) }));
         return;
       }
       if (path === "/v1/images/edits") {
@@ -76,14 +76,11 @@ export async function startFakeOpenAIMedia(): Promise<FakeOpenAIMedia> {
         return;
       }
       if (path === "/v1/audio/transcriptions") {
-        if (/name="response_format"\r\n\r\ntext\r\n/.test(body.toString("latin1"))) {
-          res.writeHead(200, { "content-type": "text/plain" });
-          res.end(fakeTranscriptText);
-          return;
-        }
-        res.writeHead(200, { "content-type": "application/json" });
-        res.end(
-          JSON.stringify({ text: fakeTranscriptText, usage: { type: "duration", seconds: 7 } }),
+        void answerTranscription(req.headers["content-type"] ?? "", body).then(
+          ([status, type, answer]) => {
+            res.writeHead(status, { "content-type": type });
+            res.end(answer);
+          },
         );
         return;
       }
@@ -134,7 +131,75 @@ async function answerEdit(contentType: string, body: Buffer): Promise<[number, o
       typeof size === "string" ? size : "64x64",
     ).toString("base64"),
   }));
-  return [200, { created: 1_700_000_001, data, usage: { total_tokens: 17 } }];
+  return [200, { created: 1_700_000_001, data, usage: imageUsage(10, 7) }];
+}
+
+/** An image answer's usage as OpenAI reports it (GPT image models). */
+function imageUsage(input: number, output: number) {
+  return {
+    input_tokens: input,
+    input_tokens_details: { text_tokens: input, image_tokens: 0 },
+    output_tokens: output,
+    total_tokens: input + output,
+  };
+}
+
+/**
+ * OpenAI's transcriptions: text for text formats, JSON otherwise; verbose_json has the timed
+ * segments, and the words with `timestamp_granularities[]=word` (which needs verbose_json).
+ */
+async function answerTranscription(
+  contentType: string,
+  body: Buffer,
+): Promise<[number, string, string]> {
+  const json = (status: number, answer: object): [number, string, string] => [
+    status,
+    "application/json",
+    JSON.stringify(answer),
+  ];
+  let form: FormData;
+  try {
+    form = await new Response(body, { headers: { "content-type": contentType } }).formData();
+  } catch {
+    return json(...invalid("expected multipart/form-data"));
+  }
+  const format = form.get("response_format") ?? "json";
+  const granularities = form.getAll("timestamp_granularities[]");
+  if (granularities.length > 0 && format !== "verbose_json") {
+    return json(...invalid("timestamp_granularities requires response_format=verbose_json"));
+  }
+  if (format === "text") return [200, "text/plain", fakeTranscriptText];
+  if (format !== "verbose_json") {
+    return json(200, { text: fakeTranscriptText, usage: { type: "duration", seconds: 7 } });
+  }
+  const words = fakeTranscriptText.split(" ").map((word, i) => ({
+    word,
+    start: i * 1.5,
+    end: i * 1.5 + 1.2,
+  }));
+  const segment = {
+    id: 0,
+    seek: 0,
+    start: 0,
+    end: 7,
+    text: ` ${fakeTranscriptText}`,
+    tokens: [50364, 264, 29126, 2198, 341],
+    temperature: 0,
+    avg_logprob: -0.2,
+    compression_ratio: 0.9,
+    no_speech_prob: 0.01,
+  };
+  return json(200, {
+    task: "transcribe",
+    language: "english",
+    duration: 7,
+    text: fakeTranscriptText,
+    ...(granularities.includes("word") ? { words } : {}),
+    ...(granularities.length === 0 || granularities.includes("segment")
+      ? { segments: [segment] }
+      : {}),
+    usage: { type: "duration", seconds: 7 },
+  });
 }
 
 /** OpenAI's embeddings: fixed small vectors, in float or base64 as asked. */

@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -9,7 +10,9 @@ import {
   startGateway,
 } from "../../src/server/gateway.js";
 import type { Services } from "../../src/server/services.js";
+import { secretKeyEnv } from "../../src/store/secret-box.js";
 import type { Store } from "../../src/store/store.js";
+import { createTestDatabase } from "./postgres.js";
 
 export const KEY = "kn-test-standard-key-000000000000";
 export const KEY2 = "kn-test-second-key-0000000000000";
@@ -114,3 +117,21 @@ export const chat = (content = "hello", model = "mock-gpt", extra: object = {}) 
   messages: [{ role: "user", content }],
   ...extra,
 });
+
+/** The backends a suite that both must pass runs on (`describe.each(backends)`). */
+export const backends = ["sqlite", "postgres"] as const;
+export type BackendName = (typeof backends)[number];
+
+/**
+ * `testGateway` on the named backend: SQLite in its temp directory, or a fresh database on the
+ * test run's Postgres server (with a secret key for BYOK sealing, as every gateway on a shared
+ * database is given).
+ */
+export async function gatewayOn(
+  backend: BackendName,
+  options: GatewayOptions = {},
+): Promise<TestGateway> {
+  if (backend === "sqlite") return testGateway(options);
+  process.env[secretKeyEnv] ??= randomBytes(32).toString("base64");
+  return testGateway({ ...options, db: await createTestDatabase() });
+}

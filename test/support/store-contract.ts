@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { ConfigRows } from "../../src/store/config-apply.js";
+import { loggedEndpoint, type RequestSource } from "../../src/store/request-source.js";
 import { hashSecret } from "../../src/store/secrets.js";
 import type { GatewayStore, RequestLogValues } from "../../src/store/types.js";
 
@@ -96,6 +97,7 @@ export function logRow(
     stream: number;
     createdAt: number;
     toolsOmitted: string | null;
+    source: RequestSource;
   }>,
 ): RequestLogValues {
   const createdAt = fields.createdAt ?? day("2024-01-01T10:00:00Z");
@@ -103,7 +105,7 @@ export function logRow(
     fields.id ?? "req",
     fields.accountId ?? "acct",
     fields.keyId ?? null,
-    "/v1/chat/completions",
+    loggedEndpoint("/v1/chat/completions", fields.source),
     fields.model === undefined ? "fast-model" : fields.model,
     fields.state ?? "settled",
     fields.payment ?? "balance",
@@ -455,6 +457,7 @@ export function describeStore(backend: string, open: () => Promise<StoreUnderTes
             id: "r4",
             payment: "byok",
             createdAt: day("2024-01-02T23:59:59.999Z"),
+            source: "mcp",
           }),
           logRow({ id: "elsewhere", accountId: "other", costMicro: 7_000_000 }),
         ]);
@@ -511,6 +514,8 @@ export function describeStore(backend: string, open: () => Promise<StoreUnderTes
       it("recent requests newest first, as the usage endpoints show them", async () => {
         const recent = await store.recentRequests("acct", 3);
         expect(recent.map((request) => request.id)).toEqual(["r4", "r3", "r2"]);
+        // A tool call of the MCP server: its endpoint, and where it came from apart.
+        expect(recent[0]).toMatchObject({ endpoint: "/v1/chat/completions", via: "mcp" });
         expect(recent[1]).toEqual({
           id: "r3",
           created_at: "2024-01-02T23:59:59.999Z",
@@ -544,10 +549,14 @@ export function describeStore(backend: string, open: () => Promise<StoreUnderTes
 
         const log = await store.requestLog("acct", 2);
         expect(log.map((row) => row.id)).toEqual(["r4", "r3"]);
+        // One request by id, the same row the log lists; another account's id finds nothing.
+        expect(await store.requestOf("acct", "r4")).toEqual(log[0]);
+        expect(await store.requestOf("nobody", "r4")).toBeUndefined();
+        expect(await store.requestOf("acct", "r-missing")).toBeUndefined();
         expect(log[0]).toMatchObject({
           account_id: "acct",
           key_id: null,
-          endpoint: "/v1/chat/completions",
+          endpoint: "mcp:/v1/chat/completions",
           model: "fast-model",
           state: "settled",
           payment: "byok",

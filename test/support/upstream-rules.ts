@@ -3,7 +3,8 @@ import type { IncomingHttpHeaders } from "node:http";
 /**
  * The request rules the fake upstreams enforce, as the real APIs do, each refusal with the real
  * API's status and body shape: roles, tool-call pairing, the output-limit maximum, and (Anthropic)
- * mid-conversation system messages and message threads.
+ * mid-conversation system messages, message threads and the schema keywords structured outputs
+ * refuse.
  */
 
 export interface WireRules {
@@ -78,6 +79,12 @@ export function checkAnthropic(
   }
   if (!Array.isArray(body.messages))
     return { refusal: anthropicRefusal("messages: Field required") };
+  const outputConfig = isRecord(body.output_config) ? body.output_config : {};
+  const format = isRecord(outputConfig.format) ? outputConfig.format : undefined;
+  if (format?.type === "json_schema") {
+    const refused = refusedSchemaKeywords(format.schema, "output_config.format.schema");
+    if (refused) return { refusal: anthropicRefusal(refused) };
+  }
 
   let history: Json[] = [];
   let system = body.system;
@@ -168,6 +175,64 @@ export function checkAnthropic(
   return { conversation: { messages, system, tools } };
 }
 
+const anthropicStringFormats = new Set([
+  "date-time",
+  "time",
+  "date",
+  "duration",
+  "email",
+  "hostname",
+  "uri",
+  "ipv4",
+  "ipv6",
+  "uuid",
+]);
+
+/**
+ * What Anthropic's structured outputs refuse in a schema: numeric and string-length constraints,
+ * array bounds other than minItems 0 or 1, unknown string formats, and an object that is not
+ * closed with `additionalProperties: false`.
+ */
+function refusedSchemaKeywords(schema: unknown, at: string): string | undefined {
+  if (!isRecord(schema)) return undefined;
+  const type = schema.type;
+  const present = (keys: string[]) => keys.filter((k) => k in schema);
+  let refused: string[] = [];
+  if (type === "integer" || type === "number") {
+    refused = present(["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"]);
+  } else if (type === "string") {
+    refused = present(["minLength", "maxLength"]);
+    if (typeof schema.format === "string" && !anthropicStringFormats.has(schema.format))
+      refused.push("format");
+  } else if (type === "array") {
+    refused = present(["maxItems", "uniqueItems"]);
+    if ("minItems" in schema && schema.minItems !== 0 && schema.minItems !== 1)
+      refused.push("minItems");
+  } else if (type === "object" && schema.additionalProperties !== false) {
+    return `${at}: For 'object' type, 'additionalProperties' must be explicitly set to false`;
+  }
+  if (refused.length > 0)
+    return `${at}: For '${String(type)}' type, properties ${refused.join(", ")} are not supported`;
+  const children: [string, unknown][] = [];
+  for (const key of ["properties", "$defs", "definitions"]) {
+    if (isRecord(schema[key]))
+      for (const [name, child] of Object.entries(schema[key]))
+        children.push([`${key}.${name}`, child]);
+  }
+  if (schema.items !== undefined) children.push(["items", schema.items]);
+  for (const key of ["anyOf", "allOf", "oneOf"]) {
+    const list = schema[key];
+    if (Array.isArray(list)) {
+      for (const [i, child] of list.entries()) children.push([`${key}.${i}`, child]);
+    }
+  }
+  for (const [path, child] of children) {
+    const found = refusedSchemaKeywords(child, `${at}.${path}`);
+    if (found) return found;
+  }
+  return undefined;
+}
+
 // ---- OpenAI Chat Completions -------------------------------------------------------
 
 const openaiRefusal = (message: string, param: string | null, code: string | null): Refusal => ({
@@ -227,4 +292,76 @@ export function checkChat(body: Json, rules: WireRules): Refusal | undefined {
     }
   }
   return undefined;
+}
+
+// ---- OpenAI Responses (a provider that speaks it natively) -------------------------------
+
+/**
+ * The whole input a Responses request stands for (the chain its `previous_response_id` names,
+ * as the fake holds it, then its own input), or the real API's refusal: an unknown previous
+ * response, a conversation it does not hold (the fake holds none), a function call output with no
+ * function call before it.
+ */
+export function checkResponses(
+  body: Json,
+  held: Map<string, Json[]>,
+): { refusal: Refusal } | { items: Json[] } {
+  let history: Json[] = [];
+  const previous = body.previous_response_id;
+  if (previous !== undefined && previous !== null) {
+    const chain = held.get(String(previous));
+    if (!chain) {
+      return {
+        refusal: {
+          status: 400,
+          body: {
+            error: {
+              message: `Previous response with id '${String(previous)}' not found.`,
+              type: "invalid_request_error",
+              param: "previous_response_id",
+              code: "previous_response_not_found",
+            },
+          },
+        },
+      };
+    }
+    history = chain;
+  }
+  if (body.conversation !== undefined && body.conversation !== null) {
+    const id = isRecord(body.conversation) ? body.conversation.id : body.conversation;
+    return {
+      refusal: {
+        status: 404,
+        body: {
+          error: {
+            message: `Conversation with id '${String(id)}' not found.`,
+            type: "invalid_request_error",
+            param: null,
+            code: null,
+          },
+        },
+      },
+    };
+  }
+  const input =
+    typeof body.input === "string"
+      ? [{ type: "message", role: "user", content: body.input }]
+      : Array.isArray(body.input)
+        ? body.input.filter(isRecord)
+        : [];
+  const items = [...history, ...input];
+  const calls = new Set<string>();
+  for (const item of items) {
+    if (item.type === "function_call") calls.add(String(item.call_id));
+    if (item.type === "function_call_output" && !calls.has(String(item.call_id))) {
+      return {
+        refusal: openaiRefusal(
+          `No tool call found for function call output with call_id ${String(item.call_id)}.`,
+          "input",
+          null,
+        ),
+      };
+    }
+  }
+  return { items };
 }

@@ -34,8 +34,14 @@ export async function createKeyInDatabase(input: {
   }
   // Loaded here: the other client commands should not pay for SQLite.
   const { Store } = await import("../../store/store.js");
+  const { keychainSealingKey } = await import("../../store/sealing-key.js");
   const { liveServeRuntime } = await import("../../server/dashboard/serve-runtime.js");
-  const store = openingDatabase(input.db, () => new Store(input.db));
+  const sealing = await keychainSealingKey(input.db);
+  const store = openingDatabase(input.db, () =>
+    sealing
+      ? new Store(input.db, { secretKey: sealing.key, secretKeySource: sealing.source })
+      : new Store(input.db),
+  );
   try {
     const accountId =
       input.account ??

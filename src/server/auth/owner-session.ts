@@ -47,16 +47,19 @@ export interface OwnerSession {
 
 /**
  * Mints a one-time owner URL for the account. The token works once; only its hash is stored.
- * Takes the repository alone: `gateway owner-link` mints from another process.
+ * Takes the repository alone: `gateway owner-link` mints from another process. `next`: the
+ * dashboard page the link leads to once it has signed the browser in.
  */
 export async function createOwnerLink(
   sessions: SessionsRepository,
   accountId: string,
   baseUrl: string,
+  next?: string,
 ): Promise<string> {
   const token = randomToken(32);
   await sessions.createOwnerLink(hashSecret(token), accountId, Date.now());
-  return `${baseUrl.replace(/\/+$/, "")}/dashboard/login?token=${token}`;
+  const then = next && safeReturnPath(next) ? `&next=${encodeURIComponent(next)}` : "";
+  return `${baseUrl.replace(/\/+$/, "")}/dashboard/login?token=${token}${then}`;
 }
 
 function csrfTokenFor(sessionValue: string): string {
@@ -89,6 +92,11 @@ export class OwnerSessions {
     if (!row || row.expires_at <= now) return undefined;
     return { accountId: row.account_id, id, csrfToken: csrfTokenFor(cookieValue) };
   }
+
+  /** Sign-out: the session's cookie opens nothing from now on. */
+  end(session: OwnerSession): Promise<void> {
+    return this.sessions.deleteSession(session.id);
+  }
 }
 
 /**
@@ -105,7 +113,7 @@ export async function requireOwnerSession(
   if (!found) {
     throw new PlainTextError(
       401,
-      "no dashboard session: open the owner URL printed by `gateway serve`",
+      "no dashboard session: run `gateway dashboard` where `gateway serve` runs, or open the owner URL it printed",
     );
   }
   if (write && !csrfTokenMatches(found, c.req.header("x-csrf-token"))) {

@@ -1,3 +1,4 @@
+import { loggedEndpoint, type RequestSource } from "../../store/request-source.js";
 import { newId } from "../../store/secrets.js";
 import type { AccountRow, ByokRow, KeyWithAccount, ModelRow } from "../../store/types.js";
 import { parseSubscription } from "../../store/types.js";
@@ -29,6 +30,8 @@ export interface AdmitInput {
   outlivesRequest?: boolean;
   /** The id the answer carries (`x-request-id`): the request log's row gets the same. */
   requestId?: string;
+  /** Where the request came from besides /v1 itself (an MCP tool call), for the request log. */
+  source?: RequestSource;
 }
 
 export interface Admission {
@@ -122,8 +125,10 @@ export async function admit(services: Services, input: AdmitInput): Promise<Admi
     }
   }
   const worstCaseMicro = Math.max(...models.map((m) => costMicro(m, input.worstCase(m))));
+  // A subscription pays for nothing before it starts (a clock set before its start, say).
   const covered =
     subscription !== null &&
+    now >= (account.subscription_started_at ?? account.created_at) &&
     (!subscription.models || subscription.models.includes(input.target.name));
   const base = {
     ...baseReserve(input, account, now),
@@ -158,7 +163,7 @@ function baseReserve(input: AdmitInput, account: AccountRow, now: number) {
     id: input.requestId ?? newId("req"),
     accountId: account.id,
     keyId: input.key.id,
-    endpoint: input.endpoint,
+    endpoint: loggedEndpoint(input.endpoint, input.source),
     model: input.target.name,
     stream: input.stream,
     outlivesRequest: input.outlivesRequest,

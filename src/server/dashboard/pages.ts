@@ -1,5 +1,6 @@
-import type { GatewayStore, KeyRow } from "../../store/types.js";
-import type { DecisionRefusal } from "../auth/device-codes.js";
+import { microToIdr } from "../../store/money.js";
+import type { GatewayStore, KeyRow, RequestLogRow } from "../../store/types.js";
+import { type DecisionRefusal, shownClientName } from "../auth/device-codes.js";
 import { cliCommand } from "../cli-command.js";
 import type { byokView, quota } from "../views.js";
 
@@ -35,6 +36,7 @@ const styles = `
   button.primary { background: #1b5e20; border-color: #1b5e20; color: #fff; }
   table { border-collapse: collapse; width: 100%; font-size: .9rem; }
   th, td { text-align: left; padding: .3rem .5rem; border-bottom: 1px solid #ddd; }
+  th { white-space: nowrap; }
   .muted { color: #666; }
   body.wide { max-width: 64rem; margin-top: 1.5rem; }
   header.top { display: flex; flex-wrap: wrap; justify-content: space-between; align-items: baseline; gap: .5rem; }
@@ -59,27 +61,49 @@ const styles = `
   figure.chart rect.v { fill: #1565c0; }
   figure.chart rect.z { fill: #ddd; }
   figure.chart .axis { display: flex; justify-content: space-between; font-size: .75rem; color: #666; }
+  figure.chart .plot { display: grid; grid-template-columns: auto minmax(0, 1fr); gap: .3rem; }
+  figure.chart .scale { display: flex; flex-direction: column; justify-content: space-between;
+                        font-size: .7rem; color: #666; text-align: right; white-space: nowrap; }
+  figure.chart rect:hover, figure.chart rect:focus { fill: #f9a825; outline: none; }
+  figure.chart .readout { font-size: .85rem; min-height: 1.3em; margin: .2rem 0 0; }
+  details.values summary { cursor: pointer; color: #555; margin-top: .6rem; }
+  nav.top { display: flex; gap: .8rem; align-items: baseline; flex-wrap: wrap; }
+  button.link { background: none; border: none; padding: 0; margin: 0; color: #0645ad;
+                text-decoration: underline; font: inherit; cursor: pointer; }
+  td.req { max-width: 0; width: 100%; }
+  td.req .name { display: block; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
+  td.req .name code { white-space: nowrap; }
+  td.req .sub { white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+  td.status { white-space: nowrap; }
+  .narrow-only { display: none; }
+  .nw { white-space: nowrap; }
+  table code { white-space: nowrap; }
+  dl.facts { display: grid; grid-template-columns: max-content minmax(0, 1fr); gap: .3rem 1rem; }
+  dl.facts dt { color: #555; }
+  dl.facts dd { margin: 0; overflow-wrap: anywhere; }
+  form.create select, form.create input { font-size: 1rem; padding: .35rem; max-width: 100%; }
+  section.settings { border: 1px solid #ddd; border-radius: .5rem; padding: .2rem .9rem .9rem; }
   .scroll { overflow-x: auto; }
   td.num, th.num { text-align: right; white-space: nowrap; }
-  td.share, th.share { width: 30%; }
+  td.share, th.share { width: 30%; min-width: 4rem; }
   td.when { white-space: nowrap; }
   .small { font-size: .8rem; }
   .pill { display: inline-block; padding: 0 .4rem; border-radius: .6rem; font-size: .8rem; white-space: nowrap; }
   .pill.ok { background: #e8f5e9; color: #1b5e20; }
   .pill.bad { background: #ffebee; color: #b71c1c; }
   .pill.run { background: #e3f2fd; color: #0d47a1; }
-  details.confirm summary { cursor: pointer; color: #b71c1c; }
+  details.confirm summary { cursor: pointer; color: #b71c1c; white-space: nowrap; }
   details.confirm p { margin: .3rem 0; font-size: .85rem; }
   button.danger { background: #b71c1c; border-color: #b71c1c; color: #fff; margin: 0; }
   details#revoked-keys { margin-top: .6rem; }
   details#revoked-keys summary { cursor: pointer; color: #555; }
   form.create { display: flex; flex-wrap: wrap; gap: .6rem; align-items: center; margin-top: 1rem; }
-  form.create input[name=label] { font-size: 1rem; padding: .35rem; max-width: 100%; }
   .new-key { border: 2px solid #1b5e20; border-radius: .5rem; padding: .4rem .9rem .9rem; margin-top: 1rem; }
   .notice { background: #fff8e1; padding: .5rem .8rem; border-radius: .3rem; }
   @media (max-width: 40rem) {
     body { margin-top: 1rem; }
     .wide-only { display: none; }
+    .narrow-only { display: revert; }
     td.when { white-space: normal; }
     .cards { grid-template-columns: repeat(2, minmax(0, 1fr)); gap: .5rem; }
     .card { padding: .5rem .6rem; }
@@ -120,10 +144,11 @@ function page(status: Page["status"], title: string, body: string, csrfToken?: s
 }
 
 const ownerLinkHelp =
-  () => `<p>In a terminal where <code>gateway serve</code> runs, get a fresh one-time owner URL:</p>
-<pre class="cmd">${escapeHtml(cliCommand("owner-link"))}</pre>
-<p class="muted">Add <code>--db FILE</code> if the server runs on another database than
-<code>./gateway.db</code>. Open the URL it prints in this browser.</p>`;
+  () => `<p>On the machine where <code>gateway serve</code> runs, open the dashboard signed in:</p>
+<pre class="cmd">${escapeHtml(cliCommand("dashboard"))}</pre>
+<p class="muted">It opens a fresh one-time owner link in the browser and prints it (add
+<code>--db FILE</code> if the server runs on another database than <code>./gateway.db</code>).
+Elsewhere, run <code>${escapeHtml(cliCommand("owner-link"))}</code> there and open the URL it prints in this browser.</p>`;
 
 /** `returnTo`: the page the owner will be sent back to after signing in, if any. */
 export function signInNeededPage(returnTo?: string): Page {
@@ -174,7 +199,10 @@ export function approvalPage(input: {
 }): Page {
   const hidden = `<input type="hidden" name="user_code" value="${escapeHtml(input.userCode)}">
     <input type="hidden" name="csrf_token" value="${escapeHtml(input.csrfToken)}">`;
-  const client = input.clientName ? ` from <strong>${escapeHtml(input.clientName)}</strong>` : "";
+  // Rows written before names were cleaned at issue are cleaned here too; <bdi> isolates the rest.
+  const client = input.clientName
+    ? ` from <strong><bdi>${escapeHtml(shownClientName(input.clientName))}</bdi></strong>`
+    : "";
   const minutes = Math.max(1, Math.round(input.expiresInSeconds / 60));
   return page(
     200,
@@ -294,6 +322,10 @@ export interface DashboardView {
   usage: DashboardUsage;
   keys: KeyRow[];
   byok: DashboardByok[];
+  /** Providers a BYOK key can be added for. */
+  byokProviders: string[];
+  /** The account's PAYG settings, also while it is off. */
+  payg: { enabled: boolean; limit_idr: number; window_seconds: number };
   notice?: string;
   newKey?: { label: string; value: string };
 }
@@ -353,13 +385,15 @@ function quotaCards(q: DashboardQuota): string {
 }
 
 /**
- * A bar chart as inline SVG: no script, so the page's CSP stays as strict as it is. Each bar
- * carries a <title>, which browsers show on hover.
+ * A bar chart as inline SVG: no inline script, so the page's CSP stays as strict as it is. The
+ * scale's top and bottom are printed beside it; each bar carries a <title>, which browsers show
+ * on hover, and the page's script also writes the hovered or focused bar's value under the chart.
  */
 function barChart(
   id: string,
   label: string,
   points: { label: string; value: number; shown: string }[],
+  zero: string,
 ): string {
   const max = Math.max(0, ...points.map((p) => p.value));
   const height = 100;
@@ -367,18 +401,38 @@ function barChart(
   const bars = points
     .map((p, i) => {
       const h = max > 0 ? Math.max(p.value > 0 ? 1.5 : 0, (p.value / max) * height) : 0;
-      const title = `<title>${escapeHtml(`${p.label}: ${p.shown}`)}</title>`;
-      return `<rect class="${p.value > 0 ? "v" : "z"}" x="${i * step + 1}" y="${(height - Math.max(h, 0.6)).toFixed(2)}" width="${step - 2}" height="${Math.max(h, 0.6).toFixed(2)}">${title}</rect>`;
+      const text = `${p.label}: ${p.shown}`;
+      return `<rect class="${p.value > 0 ? "v" : "z"}" x="${i * step + 1}" y="${(height - Math.max(h, 0.6)).toFixed(2)}" width="${step - 2}" height="${Math.max(h, 0.6).toFixed(2)}" data-value="${escapeHtml(text)}"><title>${escapeHtml(text)}</title></rect>`;
     })
     .join("");
   const peak = points.reduce((a, p) => (p.value > a.value ? p : a), points[0]);
   const first = points[0]?.label ?? "";
   const last = points[points.length - 1]?.label ?? "";
   return `<figure class="chart" id="${id}">
-<figcaption>${escapeHtml(label)} <span class="muted">(peak ${escapeHtml(max > 0 ? peak.shown : "none")})</span></figcaption>
+<figcaption>${escapeHtml(label)} <span class="muted">(peak ${max > 0 ? `<span class="nw">${escapeHtml(peak.shown)}</span> on <span class="nw">${escapeHtml(peak.label)}</span>` : "none"})</span></figcaption>
+<div class="plot"><div class="scale" aria-hidden="true"><span>${escapeHtml(max > 0 ? peak.shown : zero)}</span><span>${escapeHtml(zero)}</span></div>
 <svg viewBox="0 0 ${points.length * step} ${height}" preserveAspectRatio="none" role="img" aria-label="${escapeHtml(label)}">${bars}</svg>
-<div class="axis"><span>${escapeHtml(first)}</span><span>${escapeHtml(last)}</span></div>
+<span></span><div class="axis"><span>${escapeHtml(first)}</span><span>${escapeHtml(last)}</span></div></div>
+<p class="readout muted" aria-live="polite"></p>
 </figure>`;
+}
+
+/** The charts' numbers as text: the days with requests, newest first. */
+function dailyValues(daily: DashboardUsage["daily"]): string {
+  const rows = daily
+    .filter((d) => d.requests > 0)
+    .reverse()
+    .map(
+      (d) =>
+        `<tr><td>${escapeHtml(d.date)}</td><td class="num">${count(d.requests)}</td><td class="num">${escapeHtml(formatIdr(d.cost_idr))}</td></tr>`,
+    )
+    .join("\n");
+  return `<details class="values" id="daily-values"><summary>Values per day</summary>
+<div class="scroll"><table>
+<thead><tr><th>Date (UTC)</th><th class="num">Requests</th><th class="num">Spend</th></tr></thead>
+<tbody>
+${rows || '<tr><td colspan="3" class="muted">No requests in this period.</td></tr>'}
+</tbody></table></div></details>`;
 }
 
 function usageSection(u: DashboardUsage): string {
@@ -390,7 +444,7 @@ function usageSection(u: DashboardUsage): string {
     .map(
       (
         m,
-      ) => `<tr><td><code>${escapeHtml(m.model)}</code></td><td class="num">${count(m.requests)}</td>
+      ) => `<tr><td class="req"><span class="name" title="${escapeHtml(m.model)}"><code>${escapeHtml(m.model)}</code></span></td><td class="num">${count(m.requests)}</td>
 <td class="num">${escapeHtml(formatIdr(m.cost_idr))}</td><td class="share">${maxModel > 0 ? shareBar(m.cost_idr, maxModel) : shareBar(m.requests, maxModelRequests)}</td></tr>`,
     )
     .join("\n");
@@ -401,6 +455,7 @@ ${barChart(
   "chart-spend",
   "Spend per day (IDR)",
   u.daily.map((d) => ({ label: d.date, value: d.cost_idr, shown: formatIdr(d.cost_idr) })),
+  formatIdr(0),
 )}
 ${barChart(
   "chart-requests",
@@ -408,10 +463,12 @@ ${barChart(
   u.daily.map((d) => ({
     label: d.date,
     value: d.requests,
-    shown: `${count(d.requests)} requests`,
+    shown: `${count(d.requests)} request${d.requests === 1 ? "" : "s"}`,
   })),
+  "0",
 )}
 </div>
+${dailyValues(u.daily)}
 <h3>Per model</h3>
 <div class="scroll"><table id="per-model">
 <thead><tr><th>Model</th><th class="num">Requests</th><th class="num">Spend</th><th class="share">Share</th></tr></thead>
@@ -420,7 +477,11 @@ ${models || '<tr><td colspan="4" class="muted">No requests in this period.</td><
 </tbody></table></div>`;
 }
 
-function statusCell(r: DashboardUsage["recent"][number]): string {
+function statusCell(r: {
+  state: string;
+  status: number | null;
+  error_code: string | null;
+}): string {
   if (r.state === "reserved") return '<span class="pill run">in flight</span>';
   const ok = r.status !== null && r.status < 400 && r.state === "settled";
   const why = [r.error_code, r.state === "interrupted" ? "interrupted" : null].filter(Boolean);
@@ -428,22 +489,29 @@ function statusCell(r: DashboardUsage["recent"][number]): string {
   return `<span class="pill ${ok ? "ok" : "bad"}">${escapeHtml(String(r.status ?? "-"))}</span>${detail}`;
 }
 
+export const requestPath = (id: string) => `/dashboard/requests/${encodeURIComponent(id)}`;
+
+/**
+ * On a phone the table keeps three columns (request, status, cost): the time moves under the
+ * model, and a model name too long for the column ends in an ellipsis rather than breaking.
+ */
 function recentSection(recent: DashboardUsage["recent"], keyLabels: Map<string, string>): string {
   const rows = recent
-    .map(
-      (
-        r,
-      ) => `<tr><td class="when">${escapeHtml(r.created_at.slice(5, 10))} ${escapeHtml(r.created_at.slice(11, 16))}</td>
-<td><code>${escapeHtml(r.model ?? "-")}</code><div class="muted small">${escapeHtml(r.endpoint)}</div><div class="muted small req-id"><code>${escapeHtml(r.id)}</code></div></td>
-<td>${statusCell(r)}</td><td class="num">${escapeHtml(formatIdr(r.cost_idr))}</td>
-<td class="wide-only">${escapeHtml((r.key_id && keyLabels.get(r.key_id)) || "-")}</td></tr>`,
-    )
+    .map((r) => {
+      const when = `${r.created_at.slice(5, 10)} ${r.created_at.slice(11, 16)}`;
+      const model = r.model ?? "-";
+      return `<tr id="request-${escapeHtml(r.id)}"><td class="when wide-only">${escapeHtml(when)}</td>
+<td class="req"><a class="name" href="${escapeHtml(requestPath(r.id))}" title="${escapeHtml(model)}"><code>${escapeHtml(model)}</code></a><div class="muted small sub"><span class="narrow-only">${escapeHtml(when)} · </span>${escapeHtml(r.endpoint)}${r.via === "mcp" ? " · via MCP" : ""}</div></td>
+<td class="status">${statusCell(r)}</td><td class="num wide-only">${count(r.input_tokens)} / ${count(r.output_tokens)}</td><td class="num">${escapeHtml(formatIdr(r.cost_idr))}</td>
+<td class="wide-only">${escapeHtml((r.key_id && keyLabels.get(r.key_id)) || "-")}</td></tr>`;
+    })
     .join("\n");
   return `<h2>Recent requests</h2>
+<p class="muted small">Open a request for its details.</p>
 <div class="scroll"><table id="recent">
-<thead><tr><th>Time (UTC)</th><th>Model</th><th>Status</th><th class="num">Cost</th><th class="wide-only">Key</th></tr></thead>
+<thead><tr><th class="wide-only">Time (UTC)</th><th>Model</th><th>Status</th><th class="num wide-only">Tokens in / out</th><th class="num">Cost</th><th class="wide-only">Key</th></tr></thead>
 <tbody>
-${rows || '<tr><td colspan="5" class="muted">No requests yet.</td></tr>'}
+${rows || '<tr><td colspan="6" class="muted">No requests yet.</td></tr>'}
 </tbody></table></div>`;
 }
 
@@ -487,24 +555,69 @@ ${folded}
 </form>`;
 }
 
-function byokSection(byok: DashboardByok[]): string {
-  const rows = byok
+const csrfField = (token: string) =>
+  `<input type="hidden" name="csrf_token" value="${escapeHtml(token)}">`;
+
+function byokSection(view: DashboardView): string {
+  const rows = view.byok
     .map(
       (b) =>
-        `<tr><td>${escapeHtml(b.provider)}</td><td>${escapeHtml(b.label)}</td><td><code>${escapeHtml(b.key_hint)}</code></td></tr>`,
+        `<tr id="byok-${escapeHtml(b.id)}"><td><span class="nw">${escapeHtml(b.provider)}</span></td><td class="req"><span class="name" title="${escapeHtml(b.label)}">${escapeHtml(b.label)}</span></td><td><code>${escapeHtml(b.key_hint)}</code></td>
+<td><details class="confirm"><summary>Remove</summary>
+<form method="post" action="/dashboard/byok/${encodeURIComponent(b.id)}/remove">${csrfField(view.csrfToken)}
+<p>Requests go back to the gateway's own provider keys (and are charged).</p>
+<button class="danger" type="submit">Remove ${escapeHtml(b.label)}</button></form></details></td></tr>`,
     )
     .join("\n");
+  const providers = view.byokProviders
+    .map((p) => `<option value="${escapeHtml(p)}">${escapeHtml(p)}</option>`)
+    .join("");
+  const form = view.byokProviders.length
+    ? `<form class="create" id="byok-add" method="post" action="/dashboard/byok">
+  ${csrfField(view.csrfToken)}
+  <label>Provider <select name="provider" required>${providers}</select></label>
+  <label>Label <input name="label" maxlength="100" placeholder="optional"></label>
+  <label>Provider key <input name="key" type="password" required autocomplete="off" spellcheck="false"></label>
+  <button type="submit">Add provider key</button>
+</form>`
+    : '<p class="muted">No provider of this gateway takes your own keys.</p>';
   return `<h2>Your provider keys (BYOK)</h2>
+<p class="muted small">A request to a provider's model uses your keys for it first; such answers cost nothing here. Only the last four characters are ever shown.</p>
 <div class="scroll"><table id="byok">
-<thead><tr><th>Provider</th><th>Label</th><th>Key</th></tr></thead>
+<thead><tr><th>Provider</th><th>Label</th><th>Key</th><th></th></tr></thead>
 <tbody>
-${rows || '<tr><td colspan="3" class="muted">None: requests use the gateway\'s own provider keys.</td></tr>'}
-</tbody></table></div>`;
+${rows || '<tr><td colspan="4" class="muted">None: requests use the gateway\'s own provider keys.</td></tr>'}
+</tbody></table></div>
+${form}`;
 }
 
-export function dashboardPage(view: DashboardView): Page {
+function paygSection(view: DashboardView): string {
+  const p = view.payg;
+  const days = Math.round(p.window_seconds / 86_400);
+  const window =
+    days >= 1 && p.window_seconds % 86_400 === 0
+      ? `${days} days`
+      : `${count(p.window_seconds)} seconds`;
+  return `<h2 id="payg">Pay as you go</h2>
+<section class="settings">
+<p>When a paid request is not covered by a subscription or the balance, it can be charged to pay as
+you go, up to a limit per window of ${escapeHtml(window)}. It is <strong id="payg-state">${p.enabled ? "on" : "off"}</strong>.</p>
+<form class="create" id="payg-form" method="post" action="/dashboard/payg">
+  ${csrfField(view.csrfToken)}
+  <label class="check"><input type="checkbox" name="enabled" value="1"${p.enabled ? " checked" : ""}> Pay as you go on</label>
+  <label>Limit (IDR) <input name="limit_idr" type="number" min="0" step="any" required value="${escapeHtml(String(p.limit_idr))}" size="10"></label>
+  <button type="submit">Save</button>
+</form></section>`;
+}
+
+function topNav(csrfToken: string): string {
+  return `<nav class="top"><a href="/dashboard">Dashboard</a><a href="/dashboard/device">Approve a login</a>
+<form class="inline" method="post" action="/dashboard/logout">${csrfField(csrfToken)}<button class="link" type="submit">Sign out</button></form></nav>`;
+}
+
+export function dashboardPage(view: DashboardView, status: Page["status"] = 200): Page {
   const notice = view.notice
-    ? `<p class="notice"><strong>${escapeHtml(view.notice)}</strong></p>`
+    ? `<p class="notice" role="status"><strong>${escapeHtml(view.notice)}</strong></p>`
     : "";
   const created = view.newKey
     ? `<section class="new-key"><p>New key <strong>${escapeHtml(view.newKey.label)}</strong>. Copy it now: it is shown only once.</p>
@@ -513,19 +626,97 @@ export function dashboardPage(view: DashboardView): Page {
     : "";
   const keyLabels = new Map(view.keys.map((k) => [k.id, k.label]));
   return {
-    status: 200,
+    status,
     html: layout(
       `Dashboard of account ${view.accountId}`,
       `<header class="top"><h1>Dashboard of account ${escapeHtml(view.accountId)}</h1>
-<nav><a href="/dashboard/device">Approve a login</a></nav></header>
+${topNav(view.csrfToken)}</header>
 ${notice}${created}
 ${quotaCards(view.quota)}
 ${usageSection(view.usage)}
 ${recentSection(view.usage.recent, keyLabels)}
 ${keysSection(view)}
-${byokSection(view.byok)}`,
+${byokSection(view)}
+${paygSection(view)}`,
       view.csrfToken,
       true,
     ),
   };
+}
+
+export function signedOutPage(): Page {
+  return page(
+    200,
+    "Signed out",
+    `<p>This browser's dashboard session is closed; its cookie opens nothing any more.</p>
+${ownerLinkHelp()}`,
+  );
+}
+
+export interface RequestDetail {
+  row: RequestLogRow;
+  keyLabel: string | null;
+  provider: string | null;
+}
+
+const yesNo = (b: boolean) => (b ? "yes" : "no");
+
+/** One request of the log, everything it recorded. */
+export function requestPage(detail: RequestDetail, csrfToken: string): Page {
+  const r = detail.row;
+  const when = (ms: number | null) => {
+    if (ms === null) return "-";
+    const iso = new Date(ms).toISOString();
+    return `<span class="nw">${iso.slice(0, 10)}</span> <span class="nw">${iso.slice(11, 23)}</span>`;
+  };
+  const omitted = r.tools_omitted ? (JSON.parse(r.tools_omitted) as string[]) : [];
+  const facts: [string, string, string?][] = [
+    ["Request id", `<code>${escapeHtml(r.id)}</code>`, "request-id"],
+    [
+      "Status",
+      `${statusCell({ ...r, error_code: null })} <span class="muted">${escapeHtml(r.state)}</span>`,
+      "request-status",
+    ],
+    ["Error code", r.error_code ? `<code>${escapeHtml(r.error_code)}</code>` : "-", "request-code"],
+    ["Model", r.model ? `<code>${escapeHtml(r.model)}</code>` : "-"],
+    ["Endpoint", escapeHtml(r.endpoint)],
+    ["Provider", escapeHtml(detail.provider ?? "-")],
+    ["Started (UTC)", when(r.created_at)],
+    ["Finished (UTC)", when(r.finished_at)],
+    ["Streamed", yesNo(r.stream === 1)],
+    [
+      "Tokens",
+      `<span id="request-tokens">${count(r.input_tokens)} in, ${count(r.output_tokens)} out</span>`,
+    ],
+    ["Cost", `<span id="request-cost">${escapeHtml(formatIdr(microToIdr(r.cost_micro)))}</span>`],
+    ["Held while running", escapeHtml(formatIdr(microToIdr(r.reserved_micro)))],
+    ["Paid by", escapeHtml(r.payment)],
+    ["Key", escapeHtml(detail.keyLabel ?? r.key_id ?? "-")],
+  ];
+  if (omitted.length) facts.push(["Tools left out", escapeHtml(omitted.join(", "))]);
+  const list = facts
+    .map(([name, value, id]) => `<dt>${name}</dt><dd${id ? ` id="${id}"` : ""}>${value}</dd>`)
+    .join("\n");
+  return {
+    status: 200,
+    html: layout(
+      `Request ${r.id}`,
+      `<header class="top"><h1>Request</h1>${topNav(csrfToken)}</header>
+<p><a href="/dashboard#recent">Back to recent requests</a></p>
+<dl class="facts" id="request">
+${list}
+</dl>`,
+      csrfToken,
+      true,
+    ),
+  };
+}
+
+export function requestNotFoundPage(): Page {
+  return page(
+    404,
+    "No such request",
+    `<p>This account's request log has no request with this id.</p>
+<p><a href="/dashboard">Go to the dashboard</a></p>`,
+  );
 }

@@ -5,7 +5,7 @@ import { ManualClock } from "../clock.js";
 import { errorBody, errorHeaders, type GatewayError } from "../errors.js";
 import type { Attempt, ProviderAdapter } from "../providers/types.js";
 import {
-  OutputLimitRejected,
+  ExplainedRejection,
   UnsupportedRequest,
   UpstreamFailure,
 } from "../wire/upstream-failure.js";
@@ -125,7 +125,7 @@ describe("finalError: a request no backend could carry", () => {
 
 describe("mapFailure", () => {
   it("says why a body forwarded as written was refused when its output limit was too high", () => {
-    const err = mapFailure(new OutputLimitRejected(400, "max_tokens 9000 exceeds the maximum"));
+    const err = mapFailure(new ExplainedRejection(400, "max_tokens 9000 exceeds the maximum"));
     expect(seen(err)).toMatchObject({ status: 400, code: "invalid_request_error" });
     expect(err.message).toBe("max_tokens 9000 exceeds the maximum");
     expect(errorBody(err, "chat")).toMatchObject({ error: { type: "invalid_request_error" } });

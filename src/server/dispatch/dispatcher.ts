@@ -10,12 +10,13 @@ import type {
 } from "../wire/completion-types.js";
 import type { StreamCompletion, StreamPiece } from "../wire/stream-types.js";
 import {
-  OutputLimitRejected,
+  ExplainedRejection,
   UnsupportedRequest,
   UpstreamFailure,
 } from "../wire/upstream-failure.js";
 import type { KeyPools } from "./key-pool.js";
 import type { Target } from "./resolve.js";
+import { withResponseTurn } from "./response-state.js";
 import { withThread } from "./threads.js";
 
 export interface DispatchOutcome<T = CompletionResult> {
@@ -66,9 +67,13 @@ export class Dispatcher {
       try {
         answer = await this.adapters[attempt.provider.wire].complete(attempt, req);
       } catch (err) {
-        throw explainOutputLimit(err, req, attempt);
+        throw explainRejection(err, req, attempt);
       }
-      const result = req.thread ? await withThread(answer, req.thread) : answer;
+      const result = req.thread
+        ? await withThread(answer, req.thread)
+        : req.responseTurn
+          ? await withResponseTurn(answer, req.responseTurn, attempt)
+          : answer;
       if (result.kind === "json") return { value: result, streaming: false };
       let first: IteratorResult<StreamPiece>;
       try {
@@ -145,17 +150,43 @@ export class Dispatcher {
   }
 }
 
-/** A same-wire body's rejection, when its output limit is above the model's maximum, says so. */
-function explainOutputLimit(err: unknown, req: CompletionRequest, attempt: Attempt): unknown {
+/**
+ * Claude Code sends `role: "system"` items inside `messages` to a model name it does not know, and
+ * an older Claude model refuses them. It drops them and retries only when a 400's message says
+ * "not supported" and names role "system" (read in the bundles of Claude Code 2.1.197 and 2.1.332,
+ * `@anthropic-ai/claude-code` on npm), so the fixed text says so in those words.
+ */
+const systemMessagesRejectedText =
+  'Messages with role "system" are not supported by every model; send system text in the top-level system parameter instead.';
+
+/**
+ * A same-wire body's 400, when the gateway can tell the likely reason without the provider's
+ * words: an output limit above the model's maximum, or `system` items inside an anthropic-wire
+ * body's `messages`.
+ */
+function explainRejection(err: unknown, req: CompletionRequest, attempt: Attempt): unknown {
   if (!(err instanceof UpstreamFailure) || err.kind !== "rejected" || err.status !== 400)
     return err;
   if (rewritesBody(req.style, attempt.provider, req.viaRoute === true)) return err;
+  const reasons: string[] = [];
+  if (req.style === "messages" && carriesSystemMessages(req.body)) {
+    reasons.push(`The provider rejected the request as invalid. ${systemMessagesRejectedText}`);
+  }
   const limit = outputLimit(req.style, req.body);
   const max = attempt.model.max_output_tokens;
-  if (!limit || limit.value <= max) return err;
-  return new OutputLimitRejected(
-    err.status,
-    `${limit.field} ${limit.value} exceeds this model's maximum output of ${max} tokens`,
+  if (limit && limit.value > max) {
+    reasons.push(
+      `${limit.field} ${limit.value} exceeds this model's maximum output of ${max} tokens`,
+    );
+  }
+  return reasons.length > 0 ? new ExplainedRejection(err.status, reasons.join(" Also: ")) : err;
+}
+
+function carriesSystemMessages(body: Record<string, unknown>): boolean {
+  const messages = body.messages;
+  return (
+    Array.isArray(messages) &&
+    messages.some((m) => typeof m === "object" && m !== null && m.role === "system")
   );
 }
 
@@ -205,7 +236,7 @@ export function mapFailure(failure: UpstreamFailure): GatewayError {
   if (failure instanceof UnsupportedRequest) {
     return new GatewayError(400, "bad_request", failure.detail);
   }
-  if (failure instanceof OutputLimitRejected) {
+  if (failure instanceof ExplainedRejection) {
     return new GatewayError(failure.status, failure.reason, failure.detail, {
       upstreamRejection: true,
     });

@@ -40,10 +40,20 @@ export class ClientGone implements GoneSignal {
     });
   }
 
-  private abort(): void {
+  /**
+   * Ends the request's waits and upstream calls for a reason of the gateway's own (the account
+   * was suspended), as if the client had left; `reason` says why.
+   */
+  cut(reason: unknown): void {
+    this.abort(reason);
+  }
+
+  private abort(
+    reason: unknown = new DOMException("The client closed the connection.", "AbortError"),
+  ): void {
     if (this.aborted) return;
     this.aborted = true;
-    this.reason = new DOMException("The client closed the connection.", "AbortError");
+    this.reason = reason;
     const listeners = this.listeners;
     this.listeners = [];
     for (const listener of listeners) listener();

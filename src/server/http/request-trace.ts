@@ -1,5 +1,7 @@
 import { channel } from "node:diagnostics_channel";
 import type { IncomingMessage, RequestListener, ServerResponse } from "node:http";
+import type { RequestSource } from "../../store/request-source.js";
+import { loopbackSource } from "./loopback-socket.js";
 import { requestIdOf } from "./request-id.js";
 
 /**
@@ -28,6 +30,8 @@ export interface RequestTrace {
   burstWaitMs?: number;
   /** Each attempt of a route or credential chain and how it ended (`mock-flaky 503`, `mock-gpt ok`). */
   steps?: string[];
+  /** `mcp` for the /v1 request a tool call of the MCP server was served as. */
+  via?: RequestSource;
 }
 
 export interface FinishedRequest extends RequestTrace {
@@ -94,6 +98,7 @@ function traceRequest(
     toolsOmitted: undefined,
     burstWaitMs: undefined,
     steps: undefined,
+    via: loopbackSource(incoming),
   };
   traces.set(incoming, trace);
   outgoing.once("close", () => {

@@ -7,6 +7,7 @@ import type {
   RequestLogReadsRepository,
   SqliteRequestLogReads,
 } from "../../store/request-log-reads.js";
+import { readLoggedEndpoint } from "../../store/request-source.js";
 import type { MaybeAsync } from "../../store/types.js";
 import type { Ledger, Reservation } from "../billing/ledger.js";
 import type { UpstreamProvider, WholeAnswer } from "../providers/http-upstream.js";
@@ -80,7 +81,7 @@ export class RequestInspector implements UpstreamCapture {
         id: row.id,
         time: new Date(row.created_at).toISOString(),
         finished_at: row.finished_at === null ? null : new Date(row.finished_at).toISOString(),
-        endpoint: row.endpoint,
+        ...readLoggedEndpoint(row.endpoint),
         model: row.model,
         provider: row.provider_id,
         status: row.status,

@@ -22,6 +22,8 @@ export interface InspectedRequest {
   time: string;
   finished_at: string | null;
   endpoint: string;
+  /** `mcp` for a tool call of the gateway's MCP server (absent for a request made to /v1). */
+  via?: "mcp";
   model: string | null;
   provider: string | null;
   status: number | null;

@@ -1,19 +1,16 @@
 import type { GoneSignal } from "../http/client-signal.js";
 import type { MessagesResponse } from "../wire/anthropic-types.js";
 import {
-  type ChunkCount,
   fromMessagesEvents,
   fromMessagesJson,
   type Rewrite,
   toMessagesRequest,
   withJsonEstimate,
   withRewrite,
-  withStreamEstimate,
 } from "../wire/bridges.js";
 import type { CompletionRequest, CompletionResult } from "../wire/completion-types.js";
-import { parseSSE } from "../wire/sse.js";
 import { UpstreamFailure } from "../wire/upstream-failure.js";
-import { messagesOutputText } from "../wire/usage.js";
+import { estimateRequestTokens, messagesOutputText, StreamMeter } from "../wire/usage.js";
 import { joinUrl, type UpstreamHttp } from "./http-upstream.js";
 import type { Attempt, ProviderAdapter } from "./types.js";
 
@@ -27,7 +24,8 @@ export class AnthropicAdapter implements ProviderAdapter {
     const { provider } = attempt;
     const headers = anthropicHeaders(attempt, req.anthropicBeta);
     const rewrite: Rewrite = { omittedTools: [] };
-    const payload = JSON.stringify(toMessagesRequest(req, attempt, rewrite));
+    const body = toMessagesRequest(req, attempt, rewrite);
+    const payload = JSON.stringify(body);
     const url = joinUrl(provider.base_url ?? "", "/messages");
     if (!req.stream) {
       const answer = await this.http.postJson<MessagesResponse>(
@@ -38,19 +36,21 @@ export class AnthropicAdapter implements ProviderAdapter {
         req.signal,
         provider,
       );
-      const result = withJsonEstimate(fromMessagesJson(req, answer), payload, () =>
+      const result = withJsonEstimate(fromMessagesJson(req, answer), body, () =>
         messagesOutputText(answer),
       );
       return withRewrite(result, rewrite);
     }
-    const seen: ChunkCount = { chunks: 0 };
-    const events = parseSSE(
-      await this.http.postStream(url, headers, payload, provider.timeout_ms, req.signal, provider),
+    const events = await this.http.postEvents(
+      url,
+      headers,
+      payload,
+      provider.timeout_ms,
+      req.signal,
+      provider,
     );
-    return withRewrite(
-      withStreamEstimate(fromMessagesEvents(req, events, seen), payload, seen),
-      rewrite,
-    );
+    const meter = new StreamMeter(() => estimateRequestTokens(body));
+    return withRewrite(fromMessagesEvents(req, events, meter), rewrite);
   }
 }
 

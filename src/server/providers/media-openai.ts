@@ -119,7 +119,7 @@ export type UpstreamTranscript =
 export async function openaiTranscription(
   http: UpstreamHttp,
   attempt: Attempt,
-  fields: Record<string, string>,
+  fields: FormFields,
   file: UploadedFile,
   signal: GoneSignal,
 ): Promise<UpstreamTranscript> {
@@ -149,19 +149,24 @@ function reportedSeconds(body: Record<string, unknown>): number | undefined {
   return typeof value === "number" && Number.isFinite(value) && value >= 0 ? value : undefined;
 }
 
-/** RFC 7578 form data in one buffer: text fields first, then the files. */
+/** A form's text fields; a field given several times (`timestamp_granularities[]`) is a list. */
+export type FormFields = Record<string, string | string[]>;
+
+/** RFC 7578 form data in one buffer: text fields first (a list as one part per value), then the files. */
 export function multipartBody(
-  fields: Record<string, string>,
+  fields: FormFields,
   files: { field: string; file: UploadedFile }[],
 ): { body: Buffer; contentType: string } {
   const boundary = `----gateway${randomBytes(16).toString("hex")}`;
   const parts: Buffer[] = [];
-  for (const [name, value] of Object.entries(fields)) {
-    parts.push(
-      Buffer.from(
-        `--${boundary}\r\nContent-Disposition: form-data; name="${quoted(name)}"\r\n\r\n${value}\r\n`,
-      ),
-    );
+  for (const [name, values] of Object.entries(fields)) {
+    for (const value of typeof values === "string" ? [values] : values) {
+      parts.push(
+        Buffer.from(
+          `--${boundary}\r\nContent-Disposition: form-data; name="${quoted(name)}"\r\n\r\n${value}\r\n`,
+        ),
+      );
+    }
   }
   for (const { field, file } of files) {
     parts.push(

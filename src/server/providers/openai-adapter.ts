@@ -1,5 +1,4 @@
 import {
-  type ChunkCount,
   chatStreamData,
   fromChatChunks,
   fromChatJson,
@@ -10,13 +9,23 @@ import {
   toChatRequest,
   withJsonEstimate,
   withRewrite,
-  withStreamEstimate,
 } from "../wire/bridges.js";
 import type { CompletionRequest, CompletionResult } from "../wire/completion-types.js";
 import type { ChatCompletionChunk, ChatCompletionResponse } from "../wire/openai-types.js";
-import { encodeSSE, parseEventData, parseSSE, type SSEMessage } from "../wire/sse.js";
+import type { ResponseObject, ResponsesRequest } from "../wire/responses-types.js";
+import { encodeSSE, parseEventData, type SSEMessage } from "../wire/sse.js";
 import type { StreamCompletion } from "../wire/stream-types.js";
-import { chatOutputText, responsesOutputText } from "../wire/usage.js";
+import { encodeResponsesEvents } from "../wire/translate/errors.js";
+import { baseResponse, failedEvents } from "../wire/translate/responses.js";
+import { nowSeconds, randomId } from "../wire/translate/shared.js";
+import {
+  chatOutputText,
+  deltaChars,
+  estimateRequestTokens,
+  responsesDeltaFields,
+  responsesOutputText,
+  StreamMeter,
+} from "../wire/usage.js";
 import { joinUrl, type UpstreamHttp } from "./http-upstream.js";
 import type { Attempt, ProviderAdapter } from "./types.js";
 
@@ -32,7 +41,8 @@ export class OpenAIAdapter implements ProviderAdapter {
       return this.nativeResponses(attempt, req, headers);
     }
     const rewrite: Rewrite = { omittedTools: [] };
-    const payload = JSON.stringify(toChatRequest(req, attempt, rewrite));
+    const body = toChatRequest(req, attempt, rewrite);
+    const payload = JSON.stringify(body);
     const url = joinUrl(provider.base_url ?? "", "/chat/completions");
     if (!req.stream) {
       const answer = await this.http.postJson<ChatCompletionResponse>(
@@ -43,20 +53,25 @@ export class OpenAIAdapter implements ProviderAdapter {
         req.signal,
         provider,
       );
-      const result = withJsonEstimate(fromChatJson(req, answer), payload, () =>
+      const result = withJsonEstimate(fromChatJson(req, answer), body, () =>
         chatOutputText(answer),
       );
       return withRewrite(result, rewrite);
     }
-    const events = parseSSE(
-      await this.http.postStream(url, headers, payload, provider.timeout_ms, req.signal, provider),
+    const events = await this.http.postEvents(
+      url,
+      headers,
+      payload,
+      provider.timeout_ms,
+      req.signal,
+      provider,
     );
-    const seen: ChunkCount = { chunks: 0 };
+    const meter = new StreamMeter(() => estimateRequestTokens(body));
     const result =
       req.style === "chat"
-        ? passThroughChat(req, events, seen)
-        : fromChatChunks(req, chatChunks(events, seen));
-    return withRewrite(withStreamEstimate(result, payload, seen), rewrite);
+        ? passThroughChat(req, events, meter)
+        : fromChatChunks(req, chatChunks(events), meter);
+    return withRewrite(result, rewrite);
   }
 
   private async nativeResponses(
@@ -65,7 +80,8 @@ export class OpenAIAdapter implements ProviderAdapter {
     headers: Record<string, string>,
   ): Promise<CompletionResult> {
     const { provider, model } = attempt;
-    const body: Record<string, unknown> = { ...req.body, model: model.upstream_model };
+    const client = req.responseTurn?.nativeBody(provider.id) ?? req.body;
+    const body: Record<string, unknown> = { ...client, model: model.upstream_model };
     const limit = body.max_output_tokens;
     if (req.viaRoute && typeof limit === "number" && limit > model.max_output_tokens)
       body.max_output_tokens = model.max_output_tokens;
@@ -80,30 +96,35 @@ export class OpenAIAdapter implements ProviderAdapter {
         input_tokens: json.usage?.input_tokens ?? 0,
         output_tokens: json.usage?.output_tokens ?? 0,
       };
-      const result = { kind: "json" as const, body: { ...json, model: req.clientModel }, usage };
-      return withJsonEstimate(result, payload, () => responsesOutputText(json));
+      const answer: Record<string, unknown> = { ...json, model: req.clientModel };
+      req.responseTurn?.echo(answer);
+      const result = { kind: "json" as const, body: answer, usage };
+      return withJsonEstimate(result, body, () => responsesOutputText(json));
     }
-    const seen: ChunkCount = { chunks: 0 };
-    const events = parseSSE(
-      await this.http.postStream(url, headers, payload, provider.timeout_ms, req.signal, provider),
+    const events = await this.http.postEvents(
+      url,
+      headers,
+      payload,
+      provider.timeout_ms,
+      req.signal,
+      provider,
     );
-    return withStreamEstimate(responsesPassThrough(req, events, seen), payload, seen);
+    return responsesPassThrough(req, events, new StreamMeter(() => estimateRequestTokens(body)));
   }
 }
 
 interface LifecycleEvent {
-  response?: { model?: unknown; usage?: { input_tokens?: number; output_tokens?: number } };
+  response?: {
+    model?: unknown;
+    usage?: { input_tokens?: number; output_tokens?: number };
+    [field: string]: unknown;
+  };
 }
 
-async function* chatChunks(
-  events: AsyncIterable<SSEMessage>,
-  seen: ChunkCount,
-): AsyncGenerator<ChatCompletionChunk> {
+async function* chatChunks(events: AsyncIterable<SSEMessage>): AsyncGenerator<ChatCompletionChunk> {
   for await (const data of chatStreamData(events)) {
     const chunk = parseChatChunk(data);
-    if (!chunk) continue;
-    seen.chunks++;
-    yield chunk;
+    if (chunk) yield chunk;
   }
 }
 
@@ -115,29 +136,39 @@ async function* chatChunks(
 function responsesPassThrough(
   req: CompletionRequest,
   events: AsyncIterable<SSEMessage>,
-  seen: ChunkCount,
+  meter: StreamMeter,
 ): StreamCompletion {
-  let usage = { input_tokens: 0, output_tokens: 0 };
+  // What the gateway's own last events continue from if the stream breaks: the upstream's
+  // numbering and its latest Response.
+  let nextSequence = 0;
+  let latest: ResponseObject | undefined;
   async function* pieces() {
     let completed = false;
     for await (const ev of events) {
       if (ev.event === "error" || ev.event === "response.failed")
         throw new StreamBroken("upstream stream failed");
       const name = ev.event ?? "message";
-      if (name.endsWith(".delta")) seen.chunks++;
+      if (name.endsWith(".delta")) meter.delivered(deltaChars(ev.data, responsesDeltaFields));
+      const sequence = sequenceNumber.exec(ev.data);
+      if (sequence) nextSequence = Number(sequence[1]) + 1;
       const lifecycle =
         ev.event === "response.completed" ||
         (name.startsWith("response.") && ev.data.includes('"model"'));
       const data = lifecycle ? (parseEventData(ev.data) as LifecycleEvent | undefined) : undefined;
       if (ev.event === "response.completed") {
         completed = true;
-        usage = {
-          input_tokens: data?.response?.usage?.input_tokens ?? 0,
-          output_tokens: data?.response?.usage?.output_tokens ?? 0,
-        };
+        meter.report(
+          {
+            input_tokens: data?.response?.usage?.input_tokens ?? 0,
+            output_tokens: data?.response?.usage?.output_tokens ?? 0,
+          },
+          true,
+        );
       }
       if (data?.response?.model !== undefined) {
         data.response.model = req.clientModel;
+        latest = data.response as ResponseObject;
+        req.responseTurn?.echo(data.response);
         yield encodeSSE(data, name);
         continue;
       }
@@ -145,5 +176,13 @@ function responsesPassThrough(
     }
     if (!completed) throw new StreamBroken();
   }
-  return { kind: "stream", pieces: pieces(), usage: () => usage };
+  const errorEvent = (message: string, code: string) => {
+    const response =
+      latest ??
+      baseResponse(req.body as ResponsesRequest, req.clientModel, randomId("resp_"), nowSeconds());
+    return encodeResponsesEvents(failedEvents(response, nextSequence, message, code));
+  };
+  return { kind: "stream", pieces: pieces(), usage: () => meter.billed(), errorEvent };
 }
+
+const sequenceNumber = /"sequence_number"\s*:\s*(\d+)/;

@@ -5,7 +5,8 @@ import { type Admission, admit, settleDelivered, settleFailed } from "../billing
 import type { WorstCase } from "../billing/pricing.js";
 import type { Target } from "../dispatch/resolve.js";
 import type { GoneSignal } from "../http/client-signal.js";
-import { nodeOutgoing, requestTrace } from "../http/request.js";
+import { loopbackSource } from "../http/loopback-socket.js";
+import { nodeIncoming, nodeOutgoing, requestTrace } from "../http/request.js";
 import { requestIdOf } from "../http/request-id.js";
 import type { Attempt } from "../providers/types.js";
 import type { Services } from "../services.js";
@@ -51,6 +52,7 @@ export function admitWhole(
     trace: requestTrace(c),
     outlivesRequest: request.outlivesRequest,
     requestId: requestIdOf(nodeOutgoing(c)),
+    source: loopbackSource(nodeIncoming(c)),
   });
 }
 

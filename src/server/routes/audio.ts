@@ -12,6 +12,7 @@ import { badRequest, GatewayError } from "../errors.js";
 import { formFields, readForm, readJson } from "../http/body.js";
 import { clientGone, type GoneSignal } from "../http/client-signal.js";
 import {
+  type FormFields,
   openaiSpeech,
   openaiTranscription,
   type UploadedFile,
@@ -105,13 +106,18 @@ type TranscriptionFormat = (typeof transcriptionFormats)[number];
 const worstCaseBytesPerSecond = 2_000;
 const typicalBytesPerSecond = 16_000;
 
+const granularityValues = ["word", "segment"] as const;
+type Granularity = (typeof granularityValues)[number];
+
 interface TranscriptionRequest {
   file: UploadedFile;
   model: string;
   format: TranscriptionFormat;
   language: string | undefined;
+  /** `timestamp_granularities[]`: the timings verbose_json lists (segments when none is given). */
+  granularities: Granularity[];
   /** Every text field of the form, forwarded as-is to openai wires. */
-  fields: Record<string, string>;
+  fields: FormFields;
 }
 
 /** POST /v1/audio/transcriptions: multipart `file` + `model`, priced per second of audio. */
@@ -170,6 +176,7 @@ async function readTranscriptionForm(c: Context<AppEnv>): Promise<TranscriptionR
       `Invalid request: response_format: must be one of ${transcriptionFormats.join(", ")}.`,
     );
   }
+  const granularities = timestampGranularities(form, format);
   return {
     file: {
       bytes: new Uint8Array(await file.arrayBuffer()),
@@ -179,8 +186,37 @@ async function readTranscriptionForm(c: Context<AppEnv>): Promise<TranscriptionR
     model: fields.model,
     format: format as TranscriptionFormat,
     language: fields.language || undefined,
-    fields,
+    granularities,
+    // Each value is its own part again upstream: the form's last value alone would lose the rest.
+    fields:
+      granularities.length > 0 ? { ...fields, "timestamp_granularities[]": granularities } : fields,
   };
+}
+
+/**
+ * `timestamp_granularities[]` (the openai SDKs' name for each value), as OpenAI takes it: word
+ * and segment, with verbose_json only, since no other format has a place for the timings.
+ */
+function timestampGranularities(form: FormData, format: string): Granularity[] {
+  const values = [
+    ...form.getAll("timestamp_granularities[]"),
+    ...form.getAll("timestamp_granularities"),
+  ];
+  const out: Granularity[] = [];
+  for (const value of values) {
+    if (typeof value !== "string" || !(granularityValues as readonly string[]).includes(value)) {
+      throw badRequest(
+        `Invalid request: timestamp_granularities[]: each must be one of ${granularityValues.join(", ")}.`,
+      );
+    }
+    if (!out.includes(value as Granularity)) out.push(value as Granularity);
+  }
+  if (out.length > 0 && format !== "verbose_json") {
+    throw badRequest(
+      "Invalid request: timestamp_granularities[]: timings are given with response_format verbose_json only.",
+    );
+  }
+  return out;
 }
 
 async function transcribe(
@@ -194,7 +230,8 @@ async function transcribe(
     const answer = await openaiTranscription(services.http, attempt, req.fields, req.file, signal);
     return { answer, seconds: answer.kind === "json" ? answer.seconds : undefined };
   }
-  await mockMediaPreamble(attempt.provider, req.fields.prompt ?? "", signal);
+  const prompt = req.fields.prompt;
+  await mockMediaPreamble(attempt.provider, typeof prompt === "string" ? prompt : "", signal);
   const heard = mockAnswer ?? asRouteStep(() => mockTranscribe(req.file.bytes));
   return { answer: renderTranscript(heard, req), seconds: heard.durationSeconds };
 }
@@ -212,10 +249,13 @@ interface Segment {
   no_speech_prob: number;
 }
 
-/** The mock's transcript in each of OpenAI's formats; segments are sentences, timed by length. */
+/**
+ * The mock's transcript in each of OpenAI's formats; segments are sentences, timed by length, and
+ * words are timed by length within their sentence.
+ */
 export function renderTranscript(
   heard: MockTranscript,
-  req: { format: TranscriptionFormat; language?: string },
+  req: { format: TranscriptionFormat; language?: string; granularities?: Granularity[] },
 ): UpstreamTranscript {
   const { text, durationSeconds } = heard;
   const seconds = round2(durationSeconds);
@@ -229,6 +269,7 @@ export function renderTranscript(
   if (req.format === "text") return { kind: "text", text };
   const segments = sentenceSegments(text, seconds);
   if (req.format === "verbose_json") {
+    const granularities = req.granularities ?? [];
     return {
       kind: "json",
       body: {
@@ -236,7 +277,9 @@ export function renderTranscript(
         language: req.language ?? "english",
         duration: seconds,
         text,
-        segments,
+        ...(granularities.includes("word") ? { words: segments.flatMap(segmentWords) } : {}),
+        ...(granularities.length === 0 || granularities.includes("segment") ? { segments } : {}),
+        usage: { type: "duration", seconds: Math.ceil(seconds) },
       },
       seconds,
     };
@@ -275,6 +318,26 @@ function sentenceSegments(text: string, seconds: number): Segment[] {
     };
     start = end;
     return segment;
+  });
+}
+
+/** A segment's words, its time shared among them by length, as OpenAI lists them (no punctuation). */
+function segmentWords(segment: Segment): { word: string; start: number; end: number }[] {
+  const words = segment.text
+    .split(/\s+/)
+    .map((word) => word.replace(/^[^\p{L}\p{N}]+|[^\p{L}\p{N}]+$/gu, ""))
+    .filter((word) => word !== "");
+  const total = words.reduce((sum, word) => sum + word.length, 0) || 1;
+  const span = segment.end - segment.start;
+  let start = segment.start;
+  let done = 0;
+  return words.map((word, i) => {
+    done += word.length;
+    const end =
+      i === words.length - 1 ? segment.end : round2(segment.start + (span * done) / total);
+    const timed = { word, start, end };
+    start = end;
+    return timed;
   });
 }
 

@@ -4,10 +4,20 @@ import type { Handler } from "../app-env.js";
 import { admit, settleAdmission, settleDelivered, settleFailed } from "../billing/admission.js";
 import { worstCaseInputTokens } from "../billing/pricing.js";
 import { forModality, resolveTarget, type Target } from "../dispatch/resolve.js";
+import { openResponseTurn } from "../dispatch/response-state.js";
 import { openThread } from "../dispatch/threads.js";
-import { badRequest, clientClosed, errorBody, GatewayError, internalError } from "../errors.js";
+import {
+  accountSuspended,
+  badRequest,
+  clientClosed,
+  errorBody,
+  GatewayError,
+  internalError,
+  PlainTextError,
+} from "../errors.js";
 import { readJsonWithSize } from "../http/body.js";
 import { ClientGone } from "../http/client-signal.js";
+import { loopbackSource } from "../http/loopback-socket.js";
 import { nodeIncoming, nodeOutgoing, requestHeader } from "../http/request.js";
 import { requestIdOf } from "../http/request-id.js";
 import { traceOf } from "../http/request-trace.js";
@@ -16,6 +26,7 @@ import { markStage } from "../http/stages.js";
 import type { Services } from "../services.js";
 import { outputBound } from "../wire/bridges.js";
 import type { ClientStyle, CompletionRequest } from "../wire/completion-types.js";
+import type { ResponsesRequest } from "../wire/responses-types.js";
 import { encodeSSE, SSE_DONE } from "../wire/sse.js";
 import type { StreamPiece } from "../wire/stream-types.js";
 import { streamErrorEvent } from "../wire/translate/errors.js";
@@ -35,6 +46,8 @@ export const chatBody = z.looseObject({
   stream: z.boolean().optional(),
   max_tokens: z.number().int().positive().nullish(),
   max_completion_tokens: z.number().int().positive().nullish(),
+  // OpenAI's bound: each answer is produced, and held for, in full.
+  n: z.number().int().min(1).max(128).nullish(),
 });
 
 export const messagesBody = z.looseObject({
@@ -96,6 +109,18 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
             services.options.now,
           )
         : undefined;
+    const turn =
+      style === "responses"
+        ? await openResponseTurn(
+            {
+              repo: services.repos.responsesState,
+              accountId: key.account_id,
+              now: services.options.now,
+              ttlMs: services.options.responsesTtlMs,
+            },
+            body,
+          )
+        : undefined;
     const signal = new ClientGone(outgoing);
 
     const admission = await admit(services, {
@@ -104,28 +129,38 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
       endpoint,
       accountRpm: true,
       worstCase: (m) => ({
-        inputTokens: worstCaseInputTokens(bytes, m),
-        outputTokens: outputBound(style, body, m, providers.get(m.provider_id), viaRoute),
+        inputTokens: worstCaseInputTokens(bytes + (turn?.replayedBytes ?? 0), m),
+        outputTokens:
+          answersAsked(body) * outputBound(style, body, m, providers.get(m.provider_id), viaRoute),
         units: 0,
       }),
       stream,
       signal,
       trace,
       requestId: requestIdOf(outgoing),
+      source: loopbackSource(incoming),
     });
     markStage(incoming, "admitted");
     const req: CompletionRequest = {
       style,
-      body: threaded?.body ?? body,
+      body: threaded?.body ?? turn?.body ?? body,
       stream,
       clientModel: body.model,
       signal,
       anthropicBeta: requestHeader(c, "anthropic-beta"),
       viaRoute,
       thread: threaded?.thread,
+      responseTurn: turn?.turn,
     };
-    const fail = (err: unknown) =>
-      settleFailed(services, admission, signal.aborted ? clientClosed() : err);
+    // A stream ends when its account is suspended; the gateway's reason is the signal's.
+    const unwatch = stream
+      ? services.suspensions.watch(key.account_id, () => signal.cut(accountSuspended()))
+      : undefined;
+    const cutBy = () => (signal.reason instanceof GatewayError ? signal.reason : undefined);
+    const fail = (err: unknown) => {
+      unwatch?.();
+      return settleFailed(services, admission, signal.aborted ? (cutBy() ?? clientClosed()) : err);
+    };
 
     if (trace) trace.steps = [];
     const dispatching = services.dispatcher.dispatch(target, req, {
@@ -140,7 +175,11 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
         ? await within(dispatching, services.options.keepaliveMs)
         : await dispatching;
     } catch (err) {
-      throw await fail(err);
+      const error = await fail(err);
+      // Nothing was sent yet: refused as the key check refuses the next request.
+      if (error.code === "account_suspended")
+        throw new PlainTextError(401, "account suspended", "account_suspended");
+      throw error;
     }
     // A stream with nothing to send after the keepalive interval: commit the 200 and keep the
     // client waiting with comments while the dispatcher still tries every step.
@@ -150,7 +189,7 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
       try {
         outcome = await dispatching;
       } catch (err) {
-        keptAlive.fail(failureEvent(style, await fail(err)));
+        keptAlive.fail(failureEvent(req, await fail(err)));
         return RESPONSE_ALREADY_SENT;
       }
     }
@@ -169,6 +208,7 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
       : headers;
 
     if (result.kind === "json") {
+      unwatch?.();
       const recorded = settleDelivered(services, admission, {
         status: 200,
         usage: result.usage,
@@ -194,19 +234,32 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
         first: result.first,
         pieces: result.pieces,
         headers: answerHeaders,
-        errorEvent: (err) =>
-          streamErrorEvent(style, streamErrorMessage(err), {
-            code: err instanceof GatewayError ? err.code : undefined,
-          }),
+        errorEvent: (err) => {
+          // A suspension cut the stream: its reason, not the upstream's.
+          const cut = cutBy();
+          const error = cut ?? (err instanceof GatewayError ? err : undefined);
+          const code = error?.code ?? "upstream_error";
+          const message = cut ? cut.message : streamErrorMessage(err);
+          if (result.errorEvent) return result.errorEvent(message, code);
+          return cut ? failureEvent(req, cut) : streamErrorEvent(style, message, { code });
+        },
         isClosingEvent: closingEvents[style],
         recorded: () => services.ledger.committed(),
         onEnd: (end) => {
-          attempt.credential.release(end.error ? "failed" : "ok");
+          unwatch?.();
+          const cut = cutBy();
+          attempt.credential.release(end.error && !cut ? "failed" : "ok");
           settleAdmission(services, admission, {
             status: 200,
             usage: result.usage(),
             delivered: end.delivered,
-            errorCode: end.error ? "upstream_error" : end.cancelled ? "client_closed" : undefined,
+            errorCode: cut
+              ? cut.code
+              : end.error
+                ? "upstream_error"
+                : end.cancelled
+                  ? "client_closed"
+                  : undefined,
             ...served,
           });
         },
@@ -235,6 +288,11 @@ function mockResponseAllowed(
     );
 }
 
+/** How many answers the request asks for: chat's `n`; the other styles have one. */
+function answersAsked(body: Record<string, unknown>): number {
+  return typeof body.n === "number" ? body.n : 1;
+}
+
 /** The endpoint each style is logged and billed as. */
 const endpoints: Record<ClientStyle, string> = {
   chat: "chat.completions",
@@ -256,8 +314,14 @@ async function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined
 }
 
 /** The last event of a stream whose 200 went out before every step failed, in the route's style. */
-function failureEvent(style: ClientStyle, error: GatewayError): string {
-  if (style === "responses") return streamErrorEvent(style, error.message, { code: error.code });
+function failureEvent(req: CompletionRequest, error: GatewayError): string {
+  const { style } = req;
+  if (style === "responses")
+    return streamErrorEvent(style, error.message, {
+      code: error.code,
+      request: req.body as ResponsesRequest,
+      model: req.clientModel,
+    });
   return encodeSSE(errorBody(error, style), style === "messages" ? "error" : undefined);
 }
 

@@ -1,6 +1,6 @@
 import type { Context } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
-import { microToIdr } from "../../store/money.js";
+import { idrToMicro, MAX_IDR, microToIdr } from "../../store/money.js";
 import type { Handler } from "../app-env.js";
 import { type DeviceCodes, formatUserCode, normalizeUserCode } from "../auth/device-codes.js";
 import {
@@ -11,6 +11,7 @@ import {
   sessionCookieName,
   sessionTtlSeconds,
 } from "../auth/owner-session.js";
+import { paygSchema } from "../config/schema.js";
 import { currentSession, formField, sendPage } from "../dashboard/http.js";
 import {
   approvalPage,
@@ -18,7 +19,11 @@ import {
   dashboardPage,
   decisionRefusedPage,
   deniedPage,
+  formatIdr,
   ownerLinkInvalidPage,
+  requestNotFoundPage,
+  requestPage,
+  signedOutPage,
   tooManyWrongCodesPage,
   userCodeFormPage,
 } from "../dashboard/pages.js";
@@ -27,6 +32,7 @@ import { reachedOverTls } from "../http/request.js";
 import { WindowCounter } from "../limits/window-counter.js";
 import type { Services } from "../services.js";
 import { byokView, quota } from "../views.js";
+import { addByok } from "./admin.js";
 import { mintKey } from "./tool-keys.js";
 
 /**
@@ -40,6 +46,11 @@ import { mintKey } from "./tool-keys.js";
  *   POST /dashboard/keys                  form: label, shared?, csrf_token (303; the next GET shows
  *                                         the new key, once)
  *   POST /dashboard/keys/:id/revoke       form: csrf_token
+ *   POST /dashboard/byok                  form: provider, label?, key, csrf_token (303)
+ *   POST /dashboard/byok/:id/remove       form: csrf_token (303)
+ *   POST /dashboard/payg                  form: enabled?, limit_idr, csrf_token (303)
+ *   GET  /dashboard/requests/:id          one request of the log
+ *   POST /dashboard/logout                form: csrf_token; ends the session
  */
 
 export const defaultDeviceCodeTtlSeconds = 600;
@@ -60,8 +71,20 @@ interface Flash {
 
 const utcDayStart = (ms: number) => ms - (ms % dayMs);
 
-/** The copy button: progressive enhancement, the key stays selectable text without it. */
-const dashboardScript = `for (const button of document.querySelectorAll("button[data-copy]")) {
+/**
+ * Progressive enhancement only: the copy button (the key stays selectable text without it), and
+ * a chart bar's value written under its chart on hover or focus (its <title> shows it anyway).
+ */
+const dashboardScript = `for (const chart of document.querySelectorAll("figure.chart")) {
+  const readout = chart.querySelector(".readout");
+  const show = (event) => {
+    if (event.target.dataset && event.target.dataset.value) readout.textContent = event.target.dataset.value;
+  };
+  for (const bar of chart.querySelectorAll("rect[data-value]")) bar.setAttribute("tabindex", "0");
+  chart.addEventListener("mouseover", show);
+  chart.addEventListener("focusin", show);
+}
+for (const button of document.querySelectorAll("button[data-copy]")) {
   const source = document.getElementById(button.dataset.copy);
   button.hidden = false;
   button.addEventListener("click", async () => {
@@ -104,6 +127,7 @@ export function dashboardHandlers(services: Services, devices: DeviceCodes) {
   const dashboardView = async (
     session: OwnerSession,
     extra: { notice?: string; newKey?: { label: string; value: string } } = {},
+    status: 200 | 400 | 429 = 200,
   ) => {
     const account = services.store.getAccount(session.accountId);
     if (!account) throw new GatewayError(404, "not_found", "No such account.");
@@ -121,25 +145,39 @@ export function dashboardHandlers(services: Services, devices: DeviceCodes) {
       const d = byDay.get(date);
       return { date, requests: d?.requests ?? 0, cost_idr: d?.cost_idr ?? 0 };
     });
-    return dashboardPage({
-      accountId: account.id,
-      csrfToken: session.csrfToken,
-      quota: accountQuota,
-      usage: {
-        days: usageDays,
-        daily,
-        models: byModel.map((m) => ({
-          model: m.model,
-          requests: m.requests,
-          cost_idr: microToIdr(m.cost_micro),
-        })),
-        recent,
+    return dashboardPage(
+      {
+        accountId: account.id,
+        csrfToken: session.csrfToken,
+        quota: accountQuota,
+        usage: {
+          days: usageDays,
+          daily,
+          models: byModel.map((m) => ({
+            model: m.model,
+            requests: m.requests,
+            cost_idr: microToIdr(m.cost_micro),
+          })),
+          recent,
+        },
+        keys: services.store.listKeys(account.id),
+        byok: services.store.listByok(account.id).map(byokView),
+        byokProviders: [...services.store.getCatalog().providers.values()]
+          .filter((p) => p.wire !== "mock")
+          .map((p) => p.id),
+        payg: {
+          enabled: account.payg_enabled === 1,
+          limit_idr: microToIdr(account.payg_limit_micro),
+          window_seconds: account.payg_window_seconds,
+        },
+        ...extra,
       },
-      keys: services.store.listKeys(account.id),
-      byok: services.store.listByok(account.id).map(byokView),
-      ...extra,
-    });
+      status,
+    );
   };
+  /** A form the owner must correct: the dashboard again, saying what was wrong. */
+  const refused = async (c: Context, session: OwnerSession, notice: string) =>
+    sendPage(c, await dashboardView(session, { notice }, 400));
 
   /** POST /dashboard/device/approve|deny. */
   const decide =
@@ -154,7 +192,7 @@ export function dashboardHandlers(services: Services, devices: DeviceCodes) {
         ? undefined
         : decision === "approve"
           ? await devices.approve(userCode, session.accountId, now)
-          : await devices.deny(userCode, now);
+          : await devices.deny(userCode, session.accountId, now);
       if (!userCode || !outcome?.ok) {
         wrongCodes.tryTake(session.id, Number.POSITIVE_INFINITY, now);
         return sendPage(
@@ -207,11 +245,7 @@ export function dashboardHandlers(services: Services, devices: DeviceCodes) {
     createKey: (async (c) => {
       const session = c.get("owner");
       const label = (formField(c.get("form"), "label") ?? "").trim().slice(0, 100);
-      if (!label)
-        return sendPage(c, {
-          ...(await dashboardView(session, { notice: "A key needs a label." })),
-          status: 400,
-        });
+      if (!label) return refused(c, session, "A key needs a label.");
       try {
         const created = await mintKey(services, {
           accountId: session.accountId,
@@ -225,10 +259,7 @@ export function dashboardHandlers(services: Services, devices: DeviceCodes) {
         return c.redirect("/dashboard", 303);
       } catch (err) {
         if (!(err instanceof GatewayError) || err.status !== 429) throw err;
-        return sendPage(c, {
-          ...(await dashboardView(session, { notice: err.message })),
-          status: 429,
-        });
+        return sendPage(c, await dashboardView(session, { notice: err.message }, 429));
       }
     }) satisfies Handler,
 
@@ -243,6 +274,95 @@ export function dashboardHandlers(services: Services, devices: DeviceCodes) {
       return c.redirect("/dashboard", 303);
     }) satisfies Handler,
 
+    addByok: (async (c) => {
+      const session = c.get("owner");
+      const form = c.get("form");
+      const provider = formField(form, "provider") ?? "";
+      const key = (formField(form, "key") ?? "").trim();
+      const label = (formField(form, "label") ?? "").trim().slice(0, 100);
+      if (!key) return refused(c, session, "A provider key cannot be empty.");
+      try {
+        const added = byokView(
+          await addByok(services, session.accountId, {
+            provider,
+            key,
+            ...(label ? { label } : {}),
+          }),
+        );
+        setFlash(session.id, {
+          notice: `Provider key "${added.label}" (${added.key_hint}) added for ${added.provider}.`,
+        });
+      } catch (err) {
+        if (!(err instanceof GatewayError) || err.status !== 400) throw err;
+        return refused(c, session, err.message);
+      }
+      return c.redirect("/dashboard", 303);
+    }) satisfies Handler,
+
+    removeByok: (async (c) => {
+      const session = c.get("owner");
+      const id = c.req.param("id") ?? "";
+      const found = services.store.listByok(session.accountId).find((b) => b.id === id);
+      if (found && (await services.store.deleteByok(session.accountId, id))) {
+        setFlash(session.id, { notice: `Provider key "${found.label}" removed.` });
+      }
+      return c.redirect("/dashboard", 303);
+    }) satisfies Handler,
+
+    payg: (async (c) => {
+      const session = c.get("owner");
+      const form = c.get("form");
+      const raw = (formField(form, "limit_idr") ?? "").trim();
+      const limit = raw === "" ? Number.NaN : Number(raw);
+      const parsed = paygSchema.safeParse({
+        enabled: formField(form, "enabled") !== undefined,
+        limit_idr: limit,
+      });
+      if (!parsed.success) {
+        return refused(
+          c,
+          session,
+          `The PAYG limit must be a number of IDR from 0 to ${MAX_IDR.toLocaleString("en-US")}.`,
+        );
+      }
+      const account = services.store.getAccount(session.accountId);
+      await services.ledger.updateAccount(session.accountId, {
+        payg_enabled: parsed.data.enabled ? 1 : 0,
+        payg_limit_micro: idrToMicro(parsed.data.limit_idr),
+        // The window stays what it was: the form sets the switch and the limit.
+        payg_window_seconds: account?.payg_window_seconds ?? parsed.data.window_seconds,
+      });
+      setFlash(session.id, {
+        notice: parsed.data.enabled
+          ? `Pay as you go is on, limit ${formatIdr(parsed.data.limit_idr)}.`
+          : "Pay as you go is off.",
+      });
+      return c.redirect("/dashboard", 303);
+    }) satisfies Handler,
+
+    request: (async (c) => {
+      const session = c.get("owner");
+      const row = await services.store.requestOf(session.accountId, c.req.param("id") ?? "");
+      if (!row) return sendPage(c, requestNotFoundPage());
+      const key = row.key_id ? services.store.getKey(row.key_id) : undefined;
+      return sendPage(
+        c,
+        requestPage(
+          { row, keyLabel: key?.label ?? null, provider: row.provider_id },
+          session.csrfToken,
+        ),
+      );
+    }) satisfies Handler,
+
+    logout: (async (c) => {
+      await sessions.end(c.get("owner"));
+      deleteCookie(c, sessionCookieName, {
+        path: "/",
+        secure: reachedOverTls(c, services.options),
+      });
+      return sendPage(c, signedOutPage());
+    }) satisfies Handler,
+
     device: (async (c) => {
       const session = c.get("owner");
       const raw = c.req.query("user_code");
@@ -251,7 +371,7 @@ export function dashboardHandlers(services: Services, devices: DeviceCodes) {
       if (wrongCodes.used(session.id, now) >= maxWrongCodesPerMinute)
         return sendPage(c, tooManyWrongCodesPage(maxWrongCodesPerMinute));
       const userCode = normalizeUserCode(raw);
-      const found = userCode ? await devices.lookup(userCode, now) : undefined;
+      const found = userCode ? await devices.open(userCode, session.accountId, now) : undefined;
       if (!userCode || !found?.ok) {
         wrongCodes.tryTake(session.id, Number.POSITIVE_INFINITY, now);
         return sendPage(c, decisionRefusedPage(found?.ok === false ? found.refusal : "unknown"));

@@ -4,6 +4,7 @@ import { dashboardScriptPath } from "../dashboard/pages.js";
 import { type ErrorStyle, PlainTextError } from "../errors.js";
 import { apiBodyLimit } from "../http/body.js";
 import { preflight } from "../http/cors.js";
+import type { Loopback } from "../http/loopback.js";
 import { jobKinds } from "../jobs/job-kinds.js";
 import type { MetricsAccess } from "../metrics-access.js";
 import type { Readiness } from "../observe/health.js";
@@ -24,14 +25,23 @@ import { modelHandler, modelsHandler } from "./models.js";
 /** Dashboard forms are a few short fields. */
 const formBodyLimitBytes = 16 * 1024;
 
+/**
+ * A route anyone may call reads at most this: a device-code request is one short field, and a
+ * caller without a key must not make the gateway hold megabytes.
+ */
+export const publicBodyLimitBytes = 8 * 1024;
+
 /** The parts of the surface, by path prefix; a path under none (health, landing) has no checks. */
 export function surfaces(bodyLimitBytes: number): Surface[] {
   const api = apiBodyLimit(bodyLimitBytes);
+  const publicApi = apiBodyLimit(Math.min(bodyLimitBytes, publicBodyLimitBytes));
   return [
     // The model API: called from any origin, so every answer carries the CORS headers.
-    { prefix: "/v1", cors: true, sameOrigin: false, bodyLimit: api },
+    { prefix: "/v1", cors: true, sameOrigin: false, bodyLimit: api, publicBodyLimit: publicApi },
+    // The MCP server: the model API as tools, on the same keys, so the same rules.
+    { prefix: "/mcp", cors: true, sameOrigin: false, bodyLimit: api, publicBodyLimit: publicApi },
     // The JSON API of the tools and the dashboard's scripts: never from another origin's page.
-    { prefix: "/api", cors: false, sameOrigin: true, bodyLimit: api },
+    { prefix: "/api", cors: false, sameOrigin: true, bodyLimit: api, publicBodyLimit: publicApi },
     {
       prefix: "/dashboard",
       cors: false,
@@ -51,6 +61,7 @@ export function surfaces(bodyLimitBytes: number): Surface[] {
 export const unmatched: Unmatched[] = [
   { prefix: "/v1/messages", access: "key", errors: "messages" },
   { prefix: "/v1", access: "key", errors: "chat" },
+  { prefix: "/mcp", access: "key", errors: "chat" },
   { prefix: "/api/admin", access: "admin", errors: "chat" },
   { prefix: "/api", access: "public", errors: "chat" },
   { prefix: "/dashboard", access: "public", errors: "chat" },
@@ -62,6 +73,8 @@ export interface TableOptions {
   /** Absent when the `metrics` option is off (then so is the route). */
   metrics: GatewayMetrics | undefined;
   metricsAccess: MetricsAccess;
+  /** Requests to the gateway's own listener, which the MCP server's tool calls are. */
+  loopback: Loopback;
   /** Routes a test adds (`startGateway({ extraRoutes })`), registered like every other. */
   extra?: readonly Route[];
 }
@@ -128,6 +141,12 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
     };
   });
   const files = onFirstRequest(async () => (await import("./files.js")).fileHandler(services));
+  const stored = lazyHandlers(async () =>
+    (await import("./responses-state.js")).responseHandlers(services),
+  );
+  const conversations = lazyHandlers(async () =>
+    (await import("./conversations.js")).conversationHandlers(services),
+  );
   const jobs = lazyHandlers(async () => {
     const handlers = (await import("./jobs.js")).jobHandlers(services);
     return {
@@ -174,6 +193,10 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
   const pages = lazyHandlers(async () =>
     (await import("./dashboard.js")).dashboardHandlers(services, await devices()),
   );
+  const mcp = onFirstRequest(async () =>
+    (await import("./mcp.js")).mcpHandler(services, options.loopback),
+  );
+  const mcpStateless = onFirstRequest(async () => (await import("./mcp.js")).mcpMethodNotAllowed);
   const landing = onFirstRequest(async () => (await import("./landing.js")).landingHandler);
   const openApi = onFirstRequest(async () =>
     (await import("./openapi.js")).openApiHandler(() => table),
@@ -208,6 +231,29 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
       "chat",
       completionHandler(services, "responses"),
       schema(completionsModule, (m) => m.responsesBody),
+    ),
+    route("GET", "/v1/responses/:id", "key", "chat", stored("retrieve")),
+    route("DELETE", "/v1/responses/:id", "key", "chat", stored("remove")),
+    route("GET", "/v1/responses/:id/input_items", "key", "chat", stored("inputItems")),
+    route("POST", "/v1/conversations", "key", "chat", conversations("create")),
+    route("GET", "/v1/conversations/:id", "key", "chat", conversations("retrieve")),
+    route("POST", "/v1/conversations/:id", "key", "chat", conversations("update")),
+    route("DELETE", "/v1/conversations/:id", "key", "chat", conversations("remove")),
+    route("GET", "/v1/conversations/:id/items", "key", "chat", conversations("listItems")),
+    route("POST", "/v1/conversations/:id/items", "key", "chat", conversations("addItems")),
+    route(
+      "GET",
+      "/v1/conversations/:id/items/:itemId",
+      "key",
+      "chat",
+      conversations("retrieveItem"),
+    ),
+    route(
+      "DELETE",
+      "/v1/conversations/:id/items/:itemId",
+      "key",
+      "chat",
+      conversations("removeItem"),
     ),
     route("POST", "/v1/messages/count_tokens", "key", "messages", countTokens),
     route(
@@ -282,6 +328,12 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
     route("GET", "/v1/usage/daily", "key", "chat", account("daily")),
     route("GET", "/v1/usage/requests", "key", "chat", account("requests")),
 
+    // ---- the MCP server (/mcp): each tool call is its /v1 twin, sent through this table again
+    route("OPTIONS", "/mcp", "public", "chat", preflight),
+    route("POST", "/mcp", "key", "chat", mcp),
+    route("GET", "/mcp", "key", "chat", mcpStateless),
+    route("DELETE", "/mcp", "key", "chat", mcpStateless),
+
     // ---- the JSON API (/api)
     route("GET", "/api/public/pricing", "public", "chat", pricing),
     route("GET", "/api/admin/requests", "admin", "chat", admin("requests")),
@@ -348,6 +400,11 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
     route("GET", "/dashboard", "owner-page", "chat", pages("home")),
     route("POST", "/dashboard/keys", "owner-page", "chat", pages("createKey")),
     route("POST", "/dashboard/keys/:id/revoke", "owner-page", "chat", pages("revokeKey")),
+    route("POST", "/dashboard/byok", "owner-page", "chat", pages("addByok")),
+    route("POST", "/dashboard/byok/:id/remove", "owner-page", "chat", pages("removeByok")),
+    route("POST", "/dashboard/payg", "owner-page", "chat", pages("payg")),
+    route("GET", "/dashboard/requests/:id", "owner-page", "chat", pages("request")),
+    route("POST", "/dashboard/logout", "owner-page", "chat", pages("logout")),
     route("GET", "/dashboard/device", "owner-page", "chat", pages("device")),
     route("POST", "/dashboard/device/approve", "owner-page", "chat", pages("approve")),
     route("POST", "/dashboard/device/deny", "owner-page", "chat", pages("deny")),

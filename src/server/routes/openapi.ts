@@ -10,7 +10,10 @@ import { sessionCookieName } from "../auth/owner-session.js";
  */
 export function openApiHandler(routes: () => readonly Route[]): Handler {
   let document: Promise<object> | undefined;
-  return async (c) => c.json(await (document ??= openApiDocument(routes())));
+  return async (c) => {
+    document ??= openApiDocument(routes());
+    return c.json(await document);
+  };
 }
 
 const security: Record<Exclude<Access, "public">, object[]> = {
@@ -77,7 +80,8 @@ export async function openApiDocument(routes: readonly Route[]): Promise<object>
         content: { "text/plain": { schema: { type: "string" } } },
       };
     }
-    (paths[path] ??= {})[route.method.toLowerCase()] = {
+    paths[path] ??= {};
+    paths[path][route.method.toLowerCase()] = {
       operationId: `${route.method.toLowerCase()}${path.replace(/[^A-Za-z0-9]+(.)?/g, (_, ch: string | undefined) => (ch ? ch.toUpperCase() : ""))}`,
       ...(route.access === "public" ? { security: [] } : { security: security[route.access] }),
       ...(parameters.length > 0 ? { parameters } : {}),

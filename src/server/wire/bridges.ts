@@ -21,6 +21,7 @@ import {
   messagesResponseToChat,
   untranslatableToMessages,
 } from "./translate/chat-to-messages.js";
+import { encodeResponsesEvents } from "./translate/errors.js";
 import {
   anthropicServerTools,
   ChatStreamToMessages,
@@ -37,8 +38,12 @@ import {
 } from "./translate/responses.js";
 import { UnsupportedRequest } from "./upstream-failure.js";
 import {
+  chatDeltaFields,
+  deltaChars,
+  estimateRequestTokens,
   estimateTokens,
-  type Usage,
+  messagesDeltaFields,
+  type StreamMeter,
   usageFromChat,
   usageFromMessages,
   usageOrEstimate,
@@ -55,8 +60,6 @@ export class StreamBroken extends Error {
     this.name = "StreamBroken";
   }
 }
-
-const zeroUsage = (): Usage => ({ input_tokens: 0, output_tokens: 0 });
 
 // ---- requests ---------------------------------------------------------------
 
@@ -239,13 +242,17 @@ export function fromMessagesJson(req: CompletionRequest, resp: MessagesResponse)
 
 // ---- streams ----------------------------------------------------------------
 
-/** A stream of chat chunks (from the mock, or parsed from an openai-wire upstream) in the client's style. */
+/**
+ * A stream of chat chunks (from the mock, or parsed from an upstream) in the client's style, billed
+ * by `meter`: the chunks' deltas are counted as they go to the client, their usage reported.
+ */
 export function fromChatChunks(
   req: CompletionRequest,
   chunks: AsyncIterable<ChatCompletionChunk>,
+  meter: StreamMeter,
 ): StreamCompletion {
   if (req.style === "chat") {
-    const relay = new ChatChunkRelay(req);
+    const relay = new ChatChunkRelay(req, meter);
     async function* pieces(): AsyncGenerator<StreamPiece> {
       for await (const chunk of chunks) {
         const piece = relay.relay(chunk);
@@ -254,7 +261,7 @@ export function fromChatChunks(
       if (!relay.finished) throw new StreamBroken();
       yield SSE_DONE;
     }
-    return { kind: "stream", pieces: pieces(), usage: () => relay.usage };
+    return { kind: "stream", pieces: pieces(), usage: () => meter.billed() };
   }
   const translator =
     req.style === "messages"
@@ -263,64 +270,77 @@ export function fromChatChunks(
   async function* pieces(): AsyncGenerator<StreamPiece> {
     let finished = false;
     for await (const chunk of chunks) {
-      if (chunk.choices?.some((c) => c.finish_reason)) finished = true;
+      if (meterChunk(meter, chunk)) finished = true;
       for (const ev of translator.push(chunk)) yield encodeSSE(ev.data, ev.event);
     }
     if (!finished) throw new StreamBroken();
     for (const ev of translator.finish()) yield encodeSSE(ev.data, ev.event);
   }
-  return { kind: "stream", pieces: pieces(), usage: () => translator.usage() };
+  const result: StreamCompletion = {
+    kind: "stream",
+    pieces: pieces(),
+    usage: () => meter.billed(),
+  };
+  if (translator instanceof ChatStreamToResponses)
+    result.errorEvent = (message, code) => encodeResponsesEvents(translator.fail(message, code));
+  return result;
 }
 
-/** Chunks read from an upstream stream: about one token each, the estimate where usage is missing. */
-export interface ChunkCount {
-  chunks: number;
+/** Counts a chat chunk's deltas and reports its usage; true when it finishes a choice. */
+function meterChunk(meter: StreamMeter, chunk: ChatCompletionChunk): boolean {
+  let finished = false;
+  for (const choice of chunk.choices ?? []) {
+    const delta = choice.delta as ChunkDelta | undefined;
+    if (delta) {
+      let chars = textLength(delta.content) + textLength(delta.reasoning_content);
+      chars += textLength(delta.refusal);
+      for (const call of delta.tool_calls ?? []) chars += textLength(call.function?.arguments);
+      meter.delivered(chars);
+    }
+    if (choice.finish_reason) finished = true;
+  }
+  if (finished) meter.finished();
+  if (chunk.usage) meter.report(usageFromChat(chunk));
+  return finished;
 }
+
+interface ChunkDelta {
+  content?: unknown;
+  reasoning_content?: unknown;
+  refusal?: unknown;
+  tool_calls?: { function?: { arguments?: unknown } }[];
+}
+
+const textLength = (value: unknown) => (typeof value === "string" ? value.length : 0);
 
 /** A JSON answer billed by an estimate where its upstream reported no usage (`usageOrEstimate`). */
 export function withJsonEstimate(
   result: JsonCompletion,
-  payload: string,
+  body: unknown,
   outputText: () => string,
 ): JsonCompletion {
   result.usage = usageOrEstimate(result.usage, () => ({
-    input_tokens: estimateTokens(payload),
+    input_tokens: estimateRequestTokens(body),
     output_tokens: estimateTokens(outputText()),
   }));
   return result;
 }
 
-/** A stream billed by an estimate where its upstream reported no usage: a token a chunk. */
-export function withStreamEstimate(
-  result: StreamCompletion,
-  payload: string,
-  seen: ChunkCount,
-): StreamCompletion {
-  const reported = result.usage;
-  return {
-    ...result,
-    usage: () =>
-      usageOrEstimate(reported(), () => ({
-        input_tokens: estimateTokens(payload),
-        output_tokens: seen.chunks,
-      })),
-  };
-}
-
 /** Chat chunks on their way to a chat client: usage and the finish are noted on the way. */
 class ChatChunkRelay {
-  usage = zeroUsage();
   finished = false;
   private readonly wantsUsage: boolean;
 
-  constructor(private readonly req: CompletionRequest) {
+  constructor(
+    private readonly req: CompletionRequest,
+    private readonly meter: StreamMeter,
+  ) {
     this.wantsUsage = clientWantsUsage(req);
   }
 
   /** The chunk as the client gets it, or undefined for the usage chunk it did not ask for. */
   relay(chunk: ChatCompletionChunk): string | undefined {
-    if (chunk.usage) this.usage = usageFromChat(chunk);
-    if (chunk.choices?.some((c) => c.finish_reason)) this.finished = true;
+    if (meterChunk(this.meter, chunk)) this.finished = true;
     if (!this.wantsUsage && chunk.usage && (chunk.choices?.length ?? 0) === 0) return undefined;
     const out = this.wantsUsage || !chunk.usage ? chunk : { ...chunk, usage: undefined };
     return encodeSSE({ ...out, model: this.req.clientModel });
@@ -340,28 +360,30 @@ const modelField = /"model"\s*:\s*"(?:[^"\\]|\\.)*"/;
 export function passThroughChat(
   req: CompletionRequest,
   events: AsyncIterable<SSEMessage>,
-  seen: ChunkCount,
+  meter: StreamMeter,
 ): StreamCompletion {
-  const relay = new ChatChunkRelay(req);
+  const relay = new ChatChunkRelay(req, meter);
   const model = `"model":${JSON.stringify(req.clientModel)}`;
   async function* pieces(): AsyncGenerator<StreamPiece> {
     for await (const data of chatStreamData(events)) {
       if (isOrdinaryChunk(data)) {
-        seen.chunks++;
-        if (finishReasonSet.test(data)) relay.finished = true;
+        meter.delivered(deltaChars(data, chatDeltaFields));
+        if (finishReasonSet.test(data)) {
+          relay.finished = true;
+          meter.finished();
+        }
         yield `data: ${data.replace(modelField, model)}\n\n`;
         continue;
       }
       const chunk = parseChatChunk(data);
       if (!chunk) continue;
-      seen.chunks++;
       const piece = relay.relay(chunk);
       if (piece !== undefined) yield piece;
     }
     if (!relay.finished) throw new StreamBroken();
     yield SSE_DONE;
   }
-  return { kind: "stream", pieces: pieces(), usage: () => relay.usage };
+  return { kind: "stream", pieces: pieces(), usage: () => meter.billed() };
 }
 
 /** The data of an openai-wire stream's events, up to `[DONE]`. */
@@ -411,35 +433,40 @@ function isOrdinaryChunk(data: string): boolean {
 export function fromMessagesEvents(
   req: CompletionRequest,
   events: AsyncIterable<SSEMessage>,
-  seen: ChunkCount,
+  meter: StreamMeter,
 ): StreamCompletion {
-  if (req.style === "messages") return passThroughMessages(req, events, seen);
+  if (req.style === "messages") return passThroughMessages(req, events, meter);
   const toChat = new MessagesStreamToChat(req.clientModel, { includeUsage: true });
   async function* chunks(): AsyncGenerator<ChatCompletionChunk> {
-    for await (const ev of checkedMessagesEvents(events, seen)) {
+    for await (const ev of checkedMessagesEvents(events)) {
+      if (ev.event === "message_start" || ev.event === "message_delta")
+        reportMessagesUsage(meter, ev.event, parseEventData(ev.data));
       for (const chunk of toChat.push(ev)) yield chunk as ChatCompletionChunk;
     }
     for (const chunk of toChat.finish()) yield chunk as ChatCompletionChunk;
   }
-  return fromChatChunks(req, chunks());
+  // The deltas are counted once, as the chat chunks they become.
+  return fromChatChunks(req, chunks(), meter);
 }
 
-/**
- * An anthropic-wire stream's events, with its deltas counted for the estimate. An `error` event,
- * or an end without `message_stop`, breaks the stream.
- */
+/** An anthropic-wire stream's events. An `error` event, or an end without `message_stop`, breaks the stream. */
 async function* checkedMessagesEvents(
   events: AsyncIterable<SSEMessage>,
-  seen: ChunkCount,
 ): AsyncGenerator<SSEMessage> {
   let stopped = false;
   for await (const ev of events) {
-    if (ev.event === "content_block_delta") seen.chunks++;
     if (ev.event === "message_stop") stopped = true;
     if (ev.event === "error") throw new StreamBroken("upstream sent an error event");
     yield ev;
   }
   if (!stopped) throw new StreamBroken();
+}
+
+/** `message_start` reports the input (and a first output count), `message_delta` the whole answer's output. */
+function reportMessagesUsage(meter: StreamMeter, event: string, parsed: unknown): void {
+  if (parsed === undefined) return;
+  if (event === "message_delta") meter.finished();
+  meter.report(usageFromMessages(parsed), event === "message_delta");
 }
 
 /**
@@ -449,14 +476,15 @@ async function* checkedMessagesEvents(
 function passThroughMessages(
   req: CompletionRequest,
   events: AsyncIterable<SSEMessage>,
-  seen: ChunkCount,
+  meter: StreamMeter,
 ): StreamCompletion {
-  let usage = zeroUsage();
   async function* pieces(): AsyncGenerator<StreamPiece> {
-    for await (const ev of checkedMessagesEvents(events, seen)) {
+    for await (const ev of checkedMessagesEvents(events)) {
+      if (ev.event === "content_block_delta")
+        meter.delivered(deltaChars(ev.data, messagesDeltaFields));
       if (ev.event === "message_start" || ev.event === "message_delta") {
         const parsed = parseEventData(ev.data);
-        usage = mergeMessagesUsage(usage, parsed);
+        reportMessagesUsage(meter, ev.event, parsed);
         const message = (parsed as { message?: { model?: unknown } } | undefined)?.message;
         if (ev.event === "message_start" && message?.model !== undefined) {
           message.model = req.clientModel;
@@ -467,17 +495,5 @@ function passThroughMessages(
       yield encodeSSE(ev.data, ev.event);
     }
   }
-  return { kind: "stream", pieces: pieces(), usage: () => usage };
-}
-
-/** message_start carries the input side, message_delta the output; keep what each one knows. */
-function mergeMessagesUsage(current: Usage, parsed: unknown): Usage {
-  if (parsed === undefined) return current;
-  const next = usageFromMessages(parsed);
-  return {
-    ...current,
-    ...next,
-    input_tokens: next.input_tokens || current.input_tokens,
-    output_tokens: next.output_tokens || current.output_tokens,
-  };
+  return { kind: "stream", pieces: pieces(), usage: () => meter.billed() };
 }

@@ -127,7 +127,7 @@ export type ResponsesOutputItem = ResponsesOutputMessage | ResponsesOutputFuncti
 
 export type ResponsesUsage = {
   input_tokens: number;
-  input_tokens_details: { cached_tokens: number };
+  input_tokens_details: { cached_tokens: number; cache_write_tokens: number };
   output_tokens: number;
   output_tokens_details: { reasoning_tokens: number };
   total_tokens: number;
@@ -156,9 +156,12 @@ export type ResponseObject = {
   tools: ResponsesTool[];
   top_p: number | null;
   truncation: "auto" | "disabled";
-  usage: ResponsesUsage | null;
-  user: string | null;
+  /** Absent until the response has finished (or failed). */
+  usage?: ResponsesUsage;
+  user?: string;
   metadata: { [key: string]: string };
+  /** The conversation the response was added to, when the request named one. */
+  conversation?: { id: string } | null;
 };
 
 /** One Responses SSE event: the `event:` name equals `data.type`; data carries `sequence_number`. */

@@ -511,14 +511,9 @@ describe("OpenAI SDK reads chat upstreams translated to Responses", () => {
 
     const started = translator.push(chunk({})); // ended: nothing more
     expect(started).toEqual([]);
-    // What the gateway appends when the upstream breaks after the stream began.
-    const begun = new ChatStreamToResponses("client-model", request).push(
-      chunk({ content: "par" }),
-    );
+    // What the gateway sends when every provider failed after the stream's 200 went out.
     nextReply = {
-      sse:
-        begun.map((e) => encodeSSE(e.data, e.event)).join("") +
-        streamErrorEvent("responses", "gateway gave up", { sequenceNumber: begun.length }),
+      sse: streamErrorEvent("responses", "gateway gave up", { request, model: "client-model" }),
     };
     await expect(openai().responses.stream(request).finalResponse()).rejects.toMatchObject({
       message: expect.stringContaining("gateway gave up"),

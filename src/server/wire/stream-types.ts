@@ -9,4 +9,10 @@ export type StreamCompletion = {
   pieces: AsyncIterator<StreamPiece>;
   usage(): Usage;
   omittedTools?: string[];
+  /**
+   * The stream's own last events when it breaks after it started, for a style whose events carry
+   * the stream's state (Responses: the numbering and the Response so far); without it the route
+   * ends the stream with its style's generic error event.
+   */
+  errorEvent?: (message: string, code: string) => string;
 };

@@ -33,15 +33,16 @@ export class UnsupportedRequest extends UpstreamFailure {
 }
 
 /**
- * A provider refused a body forwarded as the client wrote it, whose output limit is above the
- * model's configured maximum: that is most likely why, so the client is told so.
+ * A provider refused a body forwarded as the client wrote it, and the gateway can tell the client
+ * the likely reason (`detail`) without passing the provider's own words on: an output limit above
+ * the model's configured maximum, or `system` items inside `messages`.
  */
-export class OutputLimitRejected extends UpstreamFailure {
+export class ExplainedRejection extends UpstreamFailure {
   constructor(
     status: number,
     readonly detail: string,
   ) {
     super("rejected", status, "invalid_request_error");
-    this.name = "OutputLimitRejected";
+    this.name = "ExplainedRejection";
   }
 }

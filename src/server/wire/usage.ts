@@ -159,3 +159,109 @@ export function toAnthropicUsage(usage: Usage): AnthropicUsage {
     cache_read_input_tokens: cacheRead,
   };
 }
+
+/**
+ * The estimate of a request's input where its provider reported none: the characters of the
+ * body's string values (its text, tool definitions and roles, not its JSON syntax or keys), four
+ * to a token. A whole-body estimate would make a stream left before the provider's usage arrived
+ * cost more than the finished stream.
+ */
+export function estimateRequestTokens(body: unknown): number {
+  return estimateTokensOfLength(stringChars(body, 0));
+}
+
+function stringChars(value: unknown, depth: number): number {
+  if (typeof value === "string") return value.length;
+  if (typeof value !== "object" || value === null || depth > 64) return 0;
+  let total = 0;
+  if (Array.isArray(value)) {
+    for (const item of value) total += stringChars(item, depth + 1);
+    return total;
+  }
+  for (const [key, item] of Object.entries(value)) {
+    if (key !== "model") total += stringChars(item, depth + 1);
+  }
+  return total;
+}
+
+/**
+ * What a stream's provider reported and what reached its client, from which it is billed: the
+ * provider's usage when it reported the whole answer; otherwise, part by part, what it reported
+ * (an anthropic-wire stream reports its input at the start), the input estimated where it did
+ * not, and never less output than was delivered. Delivered output is counted the same way on
+ * every wire and style: each delta of text, tool arguments or reasoning handed to the client is at
+ * least one token, and at least one token for every four characters.
+ */
+export class StreamMeter {
+  private reported: Usage = emptyUsage();
+  private complete = false;
+  private finishSeen = false;
+  private deltas = 0;
+  private chars = 0;
+
+  constructor(private readonly estimateInput: () => number) {}
+
+  /** Output of `chars` characters handed to the client. */
+  delivered(chars: number): void {
+    if (chars <= 0) return;
+    this.deltas++;
+    this.chars += chars;
+  }
+
+  /** The provider said the answer (or one of its choices) finished. */
+  finished(): void {
+    this.finishSeen = true;
+  }
+
+  /**
+   * Usage the provider reported. Reports are cumulative, so a number in a later one replaces the
+   * earlier; `final` marks the report of the whole answer (a usage report after a finish counts
+   * as final too).
+   */
+  report(usage: Usage, final = false): void {
+    if (usage.input_tokens === 0 && usage.output_tokens === 0) return;
+    this.reported = {
+      ...this.reported,
+      ...usage,
+      input_tokens: usage.input_tokens || this.reported.input_tokens,
+      output_tokens: usage.output_tokens || this.reported.output_tokens,
+    };
+    if (final || this.finishSeen) this.complete = true;
+  }
+
+  /** Output tokens that reached the client, by the one count every wire uses. */
+  deliveredTokens(): number {
+    return Math.max(this.deltas, estimateTokensOfLength(this.chars));
+  }
+
+  /** The usage the stream is billed. */
+  billed(): Usage {
+    if (this.complete) return this.reported;
+    return {
+      ...this.reported,
+      input_tokens: this.reported.input_tokens || this.estimateInput(),
+      output_tokens: Math.max(this.reported.output_tokens, this.deliveredTokens()),
+    };
+  }
+}
+
+/**
+ * The characters of text in a JSON event's string fields named in `fields` (a delta's content,
+ * arguments, reasoning), read from its text so that an event passed through is never parsed.
+ */
+export function deltaChars(data: string, fields: RegExp): number {
+  let total = 0;
+  fields.lastIndex = 0;
+  for (let match = fields.exec(data); match !== null; match = fields.exec(data)) {
+    total += match[1].length;
+  }
+  return total;
+}
+
+/** Chat chunks' text fields: content, tool-call arguments, reasoning, refusals. */
+export const chatDeltaFields =
+  /"(?:content|arguments|reasoning_content|reasoning|refusal)"\s*:\s*"((?:[^"\\]|\\.)*)"/g;
+/** Messages `content_block_delta` fields: text, tool input JSON, thinking. */
+export const messagesDeltaFields = /"(?:text|partial_json|thinking)"\s*:\s*"((?:[^"\\]|\\.)*)"/g;
+/** Responses `*.delta` events' text. */
+export const responsesDeltaFields = /"delta"\s*:\s*"((?:[^"\\]|\\.)*)"/g;

@@ -71,4 +71,12 @@ export class PostgresSessions implements SessionsRepository {
     });
     return result.rows[0];
   }
+
+  async deleteSession(tokenHash: string): Promise<void> {
+    await this.pool.query({
+      name: "sessions_delete",
+      text: "DELETE FROM sessions WHERE token_hash = $1",
+      values: [tokenHash],
+    });
+  }
 }

@@ -269,6 +269,10 @@ export class PostgresStore implements GatewayStore {
     return this.usage.requestLog(accountId, limit);
   }
 
+  requestOf(accountId: string, id: string): Promise<RequestLogRow | undefined> {
+    return this.usage.requestOf(accountId, id);
+  }
+
   freeTokensUsed(model: string, windowSeconds: number, now: number): Promise<number> {
     return this.usage.freeTokensUsed(model, windowSeconds, now);
   }

@@ -37,6 +37,11 @@ const recent = `SELECT id, account_id, key_id, endpoint, model, state, payment, 
     stream, created_at, finished_at, tools_omitted
   FROM request_log WHERE account_id = $1 ORDER BY created_at DESC, seq DESC LIMIT $2`;
 
+const one = `SELECT id, account_id, key_id, endpoint, model, state, payment, payment_ref,
+    reserved_micro, cost_micro, input_tokens, output_tokens, status, error_code, provider_id,
+    stream, created_at, finished_at, tools_omitted
+  FROM request_log WHERE id = $1 AND account_id = $2`;
+
 /** Usage read from the request log, and the free models' token budgets, on Postgres. */
 export class PostgresUsage implements UsageRepository {
   constructor(private readonly pool: pg.Pool) {}
@@ -95,6 +100,15 @@ export class PostgresUsage implements UsageRepository {
       values: [accountId, limit],
     });
     return result.rows;
+  }
+
+  async requestOf(accountId: string, id: string): Promise<RequestLogRow | undefined> {
+    const result = await this.pool.query<RequestLogRow>({
+      name: "pg_usage_one_request",
+      text: one,
+      values: [id, accountId],
+    });
+    return result.rows[0];
   }
 
   async recentRequests(accountId: string, limit: number): Promise<RecentRequest[]> {

@@ -12,6 +12,7 @@ import {
 import type { CompletionRequest, CompletionResult } from "../../wire/completion-types.js";
 import type { ChatCompletionChunk, ChatCompletionResponse } from "../../wire/openai-types.js";
 import { UnsupportedRequest, UpstreamFailure } from "../../wire/upstream-failure.js";
+import { StreamMeter } from "../../wire/usage.js";
 import type { Attempt, ProviderAdapter } from "../types.js";
 import {
   MockDirectiveError,
@@ -20,6 +21,7 @@ import {
   mockFailure,
   planMockReply,
 } from "./mock-chat.js";
+import { mockLogprobs, mockLogprobsWanted, mockTokenLogprob } from "./mock-logprobs.js";
 import { type MockScript, scriptedPlan } from "./mock-script.js";
 
 export function mockTiming(optionsJson: string): MockTiming {
@@ -38,11 +40,11 @@ export class MockAdapter implements ProviderAdapter {
     const chatReq = toChatRequest(req, attempt, rewrite);
     // LiteLLM's `mock_response`: the answer is that text, ahead of any script or directive.
     const mocked = (req.body as { mock_response?: unknown }).mock_response;
-    const plan =
+    const scripted =
       (typeof mocked === "string" && scriptedPlan({ text: mocked }, chatReq)) ||
       (this.script.active &&
-        this.script.plan([attempt.model.name, attempt.model.upstream_model], chatReq)) ||
-      planOrRefuse(chatReq);
+        this.script.plan([attempt.model.name, attempt.model.upstream_model], chatReq));
+    const plan = scripted || planOrRefuse(chatReq);
     if (plan.directives.tool !== undefined && !plan.toolCalls?.length && asksForTool(chatReq)) {
       // Answering plain text would let a tool loop under test pass without ever calling a tool.
       throw new UnsupportedRequest(
@@ -62,11 +64,21 @@ export class MockAdapter implements ProviderAdapter {
       if (failure.status >= 500) throw new UpstreamFailure("unavailable", failure.status);
       throw new UpstreamFailure("rejected", failure.status, "upstream_rejected");
     }
+    // Several answers (`n`) as providers give them: each its own words, all in the usage.
+    const answers = Array.from({ length: answerCount(chatReq) }, (_, i) =>
+      i === 0 || scripted ? plan : planMockReply(chatReq, i),
+    );
     const id = `chatcmpl-${randomBytes(12).toString("base64url")}`;
     const created = Math.floor(Date.now() / 1000);
+    const meter = new StreamMeter(() => plan.inputTokens);
+    const top = mockLogprobsWanted(chatReq.logprobs, chatReq.top_logprobs);
     const result = req.stream
-      ? fromChatChunks(req, mockChunks(id, created, chatReq.model, plan, timing, req.signal))
-      : fromChatJson(req, mockCompletion(id, created, chatReq.model, plan));
+      ? fromChatChunks(
+          req,
+          mockChunks(id, created, chatReq.model, answers, timing, req.signal, top),
+          meter,
+        )
+      : fromChatJson(req, mockCompletion(id, created, chatReq.model, answers, top));
     return withRewrite(result, rewrite);
   }
 
@@ -86,46 +98,57 @@ function asksForTool(req: { tools?: unknown; messages?: unknown }): boolean {
   return (messages[messages.length - 1] as { role?: unknown } | undefined)?.role !== "tool";
 }
 
+/** The number of answers a chat request asks for (`n`, 1 when absent). */
+function answerCount(req: { n?: unknown }): number {
+  return typeof req.n === "number" && Number.isInteger(req.n) && req.n > 1 ? req.n : 1;
+}
+
+/** `top`: with `logprobs: true`, how many `top_logprobs` each token lists. */
 function mockCompletion(
   id: string,
   created: number,
   model: string,
-  plan: MockPlan,
+  answers: MockPlan[],
+  top: number | undefined,
 ): ChatCompletionResponse {
-  const text = plan.text();
+  const outputTokens = answers.reduce((sum, plan) => sum + plan.outputTokens, 0);
+  const { inputTokens } = answers[0];
   return {
     id,
     object: "chat.completion",
     created,
     model,
-    choices: [
-      {
-        index: 0,
-        message: {
-          role: "assistant",
-          content: plan.toolCalls && !text ? null : text,
-          refusal: null,
-          ...(plan.reasoning ? { reasoning_content: plan.reasoning } : {}),
-          ...(plan.toolCalls
-            ? {
-                tool_calls: plan.toolCalls.map((call) => ({
-                  id: call.id,
-                  type: "function",
-                  function: { name: call.name, arguments: call.arguments },
-                })),
-              }
-            : {}),
-        },
-        logprobs: null,
-        finish_reason: plan.finishReason,
-      },
-    ],
+    choices: answers.map((plan, index) => mockChoice(plan, index, top)),
     usage: {
-      prompt_tokens: plan.inputTokens,
-      completion_tokens: plan.outputTokens,
-      total_tokens: plan.inputTokens + plan.outputTokens,
+      prompt_tokens: inputTokens,
+      completion_tokens: outputTokens,
+      total_tokens: inputTokens + outputTokens,
     },
   } as ChatCompletionResponse;
+}
+
+function mockChoice(plan: MockPlan, index: number, top: number | undefined) {
+  const text = plan.text();
+  return {
+    index,
+    message: {
+      role: "assistant",
+      content: plan.toolCalls && !text ? null : text,
+      refusal: null,
+      ...(plan.reasoning ? { reasoning_content: plan.reasoning } : {}),
+      ...(plan.toolCalls
+        ? {
+            tool_calls: plan.toolCalls.map((call) => ({
+              id: call.id,
+              type: "function",
+              function: { name: call.name, arguments: call.arguments },
+            })),
+          }
+        : {}),
+    },
+    logprobs: top === undefined ? null : mockLogprobs(plan.pieces(), top),
+    finish_reason: plan.finishReason,
+  };
 }
 
 /** The planned reply as deltas, made one at a time as the stream asks for them. */
@@ -153,40 +176,62 @@ function planOrRefuse(chatReq: Parameters<typeof planMockReply>[0]): MockPlan {
   }
 }
 
-/** Splits the planned reply into word-sized deltas, paced like a real model. */
+/**
+ * Splits the planned replies into word-sized deltas, paced like a real model; several answers
+ * (`n`) take turns, each chunk naming its choice, and the usage of all of them comes last.
+ */
 async function* mockChunks(
   id: string,
   created: number,
   model: string,
-  plan: MockPlan,
+  answers: MockPlan[],
   timing: MockTiming,
   signal: GoneSignal,
+  top: number | undefined,
 ): AsyncGenerator<ChatCompletionChunk> {
+  const [plan] = answers;
   const base = { id, object: "chat.completion.chunk", created, model } as const;
-  const chunk = (delta: object, finish: string | null = null): ChatCompletionChunk =>
+  const chunk = (index: number, delta: object, finish: string | null = null): ChatCompletionChunk =>
     ({
       ...base,
-      choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+      choices: [{ index, delta, logprobs: chunkLogprobs(index, delta), finish_reason: finish }],
     }) as ChatCompletionChunk;
+  // With `logprobs: true`, each chunk of text carries its token's (as OpenAI's do).
+  const tokens = answers.map(() => 0);
+  const chunkLogprobs = (index: number, delta: object) => {
+    const text = (delta as { content?: unknown }).content;
+    if (top === undefined || typeof text !== "string" || text === "") return null;
+    return { content: [mockTokenLogprob(text, tokens[index]++, top)], refusal: null };
+  };
   await sleep((timing.first_token_ms ?? 0) + (plan.directives.delay ?? 0), signal);
-  yield chunk({ role: "assistant", content: "" });
+  for (let index = 0; index < answers.length; index++)
+    yield chunk(index, { role: "assistant", content: "" });
+  const pending = answers.map((answer, index) => ({ index, answer, deltas: deltas(answer) }));
   let sent = 0;
-  for (const delta of deltas(plan)) {
-    if (plan.directives.break !== undefined && sent >= plan.directives.break) {
-      throw new Error("mock stream broken on request");
+  while (pending.length > 0) {
+    for (const choice of [...pending]) {
+      const next = choice.deltas.next();
+      if (next.done) {
+        pending.splice(pending.indexOf(choice), 1);
+        yield chunk(choice.index, {}, choice.answer.finishReason);
+        continue;
+      }
+      if (plan.directives.break !== undefined && sent >= plan.directives.break) {
+        throw new Error("mock stream broken on request");
+      }
+      if (sent > 0) await sleep(timing.chunk_interval_ms ?? 0, signal);
+      yield chunk(choice.index, next.value);
+      sent++;
     }
-    if (sent > 0) await sleep(timing.chunk_interval_ms ?? 0, signal);
-    yield chunk(delta);
-    sent++;
   }
-  yield chunk({}, plan.finishReason);
+  const outputTokens = answers.reduce((sum, answer) => sum + answer.outputTokens, 0);
   yield {
     ...base,
     choices: [],
     usage: {
       prompt_tokens: plan.inputTokens,
-      completion_tokens: plan.outputTokens,
-      total_tokens: plan.inputTokens + plan.outputTokens,
+      completion_tokens: outputTokens,
+      total_tokens: plan.inputTokens + outputTokens,
     },
   } as ChatCompletionChunk;
 }

@@ -125,8 +125,11 @@ export interface MockPlan {
   directives: MockDirectives;
 }
 
-/** Decides the whole answer up front; the JSON and stream renderers only format it. */
-export function planMockReply(req: ChatRequestLike): MockPlan {
+/**
+ * Decides the whole answer up front; the JSON and stream renderers only format it. `choice` is
+ * the answer's index where a request asks for several (`n`): each draws its own words.
+ */
+export function planMockReply(req: ChatRequestLike, choice = 0): MockPlan {
   const messages = (Array.isArray(req.messages) ? req.messages : []) as ChatMessage[];
   const allText = messages.map((m) => contentText(m.content)).join("\n");
   const lastUser = [...messages].reverse().find((m) => m.role === "user");
@@ -170,7 +173,9 @@ export function planMockReply(req: ChatRequestLike): MockPlan {
   const reply = new MockWords(
     lead,
     directives.words ?? 12,
-    createHash("sha256").update(allText).digest(),
+    createHash("sha256")
+      .update(choice === 0 ? allText : `${allText}#${choice}`)
+      .digest(),
   );
   let length = reply.length();
   let outputTokens = estimateTokensOfLength(length);

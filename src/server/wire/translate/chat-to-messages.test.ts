@@ -199,8 +199,12 @@ describe("chatRequestToMessages", () => {
       { type: "text", text: "dev rules" },
       { type: "text", text: "sys rules" },
     ]);
+    // The schema as the Anthropic SDK would send it (anthropic-schema.ts): objects closed.
     expect(out.output_config).toEqual({
-      format: { type: "json_schema", schema: { type: "object" } },
+      format: {
+        type: "json_schema",
+        schema: { type: "object", properties: {}, additionalProperties: false },
+      },
     });
     expect(out).not.toHaveProperty("stream_options");
   });

@@ -26,6 +26,7 @@ import type {
   ReasoningDetail,
 } from "../openai-types.js";
 import { emptyUsage, toChatUsage, type Usage, usageFromMessages } from "../usage.js";
+import { toAnthropicSchema } from "./anthropic-schema.js";
 import {
   argumentsToInput,
   asArray,
@@ -96,7 +97,9 @@ export function chatRequestToMessages(
   const format = req.response_format;
   if (isRecord(format) && format.type === "json_schema" && isRecord(format.json_schema)) {
     const schema = format.json_schema.schema;
-    if (isRecord(schema)) out.output_config = { format: { type: "json_schema", schema } };
+    if (isRecord(schema)) {
+      out.output_config = { format: { type: "json_schema", schema: toAnthropicSchema(schema) } };
+    }
   }
   return out;
 }
@@ -114,6 +117,11 @@ export function untranslatableToMessages(req: ChatCompletionRequest): string | u
   const audioOut =
     asArray(req.modalities).includes("audio") || (req.audio !== undefined && req.audio !== null);
   if (audioOut) return "Audio output is not available for this model; ask for text.";
+  // Anthropic's API reports no log probabilities: answering `logprobs: null` would look like a
+  // provider that had none to give.
+  if (req.logprobs === true) {
+    return "`logprobs` is not available for this model: its provider reports no log probabilities; leave out `logprobs` (on /v1/responses, `include: message.output_text.logprobs`).";
+  }
   for (const message of asArray(req.messages)) {
     if (!isRecord(message)) continue;
     const audioIn = asArray(message.content).some(

@@ -34,30 +34,41 @@ describe("streamErrorEvent", () => {
     ]);
   });
 
-  it("responses: an error event then response.failed, numbered from the given sequence", async () => {
+  it("responses: response.created, an error event, then a whole response.failed echoing the request", async () => {
     const events = await parse(
       streamErrorEvent("responses", "cut off", {
-        sequenceNumber: 9,
-        responseId: "resp_1",
+        request: { model: "m", input: "hi", instructions: "Be brief.", temperature: 0.2 },
         model: "m",
+        code: "all_providers_failed",
       }),
     );
-    expect(events.map((e) => e.event)).toEqual(["error", "response.failed"]);
-    expect(events[0].data).toEqual({
+    expect(events.map((e) => e.event)).toEqual(["response.created", "error", "response.failed"]);
+    expect(events[0].data).toMatchObject({
+      sequence_number: 0,
+      response: { status: "in_progress", model: "m", instructions: "Be brief." },
+    });
+    expect(events[1].data).toEqual({
       type: "error",
-      code: "upstream_error",
+      code: "all_providers_failed",
       message: "cut off",
       param: null,
-      sequence_number: 9,
+      sequence_number: 1,
     });
-    expect(events[1].data).toMatchObject({
+    expect(events[2].data).toMatchObject({
       type: "response.failed",
-      sequence_number: 10,
+      sequence_number: 2,
       response: {
-        id: "resp_1",
+        object: "response",
         model: "m",
         status: "failed",
         error: { code: "server_error", message: "cut off" },
+        instructions: "Be brief.",
+        temperature: 0.2,
+        top_p: null,
+        tools: [],
+        tool_choice: "auto",
+        metadata: {},
+        output: [],
       },
     });
   });

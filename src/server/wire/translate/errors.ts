@@ -4,15 +4,20 @@
  */
 
 import type { ChatErrorBody } from "../openai-types.js";
+import type { ResponsesRequest, ResponsesSSEEvent } from "../responses-types.js";
 import { encodeSSE } from "../sse.js";
-import { randomId } from "./shared.js";
+import { baseResponse, failedEvents } from "./responses.js";
+import { nowSeconds, randomId } from "./shared.js";
 
 export type ClientStyle = "chat" | "messages" | "responses";
 
 export type StreamErrorContext = {
-  /** Responses style: continue the stream's numbering and name its response. */
-  sequenceNumber?: number;
-  responseId?: string;
+  /**
+   * Responses style, a stream that failed before its first event (a break midway ends with the
+   * stream's own events, `StreamCompletion.errorEvent`): the client's body and model, which the
+   * Response in `response.failed` echoes as every Response does.
+   */
+  request?: ResponsesRequest;
   model?: string;
   /** The gateway's own reason (the stream could not be recorded, say); else upstream_error. */
   code?: string;
@@ -38,28 +43,27 @@ export function streamErrorEvent(
   if (style === "messages") {
     return encodeSSE({ type: "error", error: { type: "api_error", message } }, "error");
   }
-  let sequence = context.sequenceNumber ?? 0;
-  const error = {
-    type: "error",
-    code: context.code ?? "upstream_error",
-    message,
-    param: null,
-    sequence_number: sequence++,
+  const response = baseResponse(
+    context.request,
+    context.model ?? context.request?.model ?? "",
+    randomId("resp_"),
+    nowSeconds(),
+  );
+  // Every Responses stream starts with response.created: the openai SDKs' stream helpers refuse
+  // any other first event with an error of their own, and the client would never read this one.
+  const created: ResponsesSSEEvent = {
+    event: "response.created",
+    data: { type: "response.created", response, sequence_number: 0 },
   };
-  const failed = {
-    type: "response.failed",
-    response: {
-      id: context.responseId ?? randomId("resp_"),
-      object: "response",
-      created_at: Math.floor(Date.now() / 1000),
-      status: "failed",
-      error: { code: "server_error", message },
-      incomplete_details: null,
-      model: context.model ?? "",
-      output: [],
-      usage: null,
-    },
-    sequence_number: sequence,
-  };
-  return encodeSSE(error, "error") + encodeSSE(failed, "response.failed");
+  return encodeResponsesEvents([
+    created,
+    ...failedEvents(response, 1, message, context.code ?? "upstream_error"),
+  ]);
+}
+
+/** Responses events as SSE text, each under its own event name. */
+export function encodeResponsesEvents(events: ResponsesSSEEvent[]): string {
+  let text = "";
+  for (const ev of events) text += encodeSSE(ev.data, ev.event);
+  return text;
 }

@@ -185,7 +185,7 @@ describe("chatResponseToResponses", () => {
       incomplete_details: null,
       usage: {
         input_tokens: 20,
-        input_tokens_details: { cached_tokens: 4 },
+        input_tokens_details: { cached_tokens: 4, cache_write_tokens: 0 },
         output_tokens: 5,
         output_tokens_details: { reasoning_tokens: 2 },
         total_tokens: 25,
@@ -345,6 +345,37 @@ describe("ChatStreamToResponses", () => {
       error: { code: "server_error", message: "boom" },
     });
     expect(failing.finish()).toEqual([]);
+  });
+
+  it("numbers a failure on from the last event sent, with the whole Response the client asked for", () => {
+    const asked = {
+      model: "client-model",
+      input: "hi",
+      instructions: "Be brief.",
+      temperature: 0.3,
+      top_p: 0.8,
+      metadata: { run: "7" },
+      tool_choice: "auto" as const,
+      tools: [{ type: "function", name: "f", parameters: { type: "object" } }],
+    };
+    const translator = new ChatStreamToResponses("client-model", asked);
+    const sent = translator.push(chunk({ content: "abc" })) as AnyEvent[];
+    const failed = translator.fail("cut off") as AnyEvent[];
+    expect([...sent, ...failed].map((e) => e.data.sequence_number)).toEqual(
+      [...sent, ...failed].map((_, i) => i),
+    );
+    expect(failed[1].data.response).toMatchObject({
+      status: "failed",
+      model: "client-model",
+      instructions: "Be brief.",
+      temperature: 0.3,
+      top_p: 0.8,
+      metadata: { run: "7" },
+      tool_choice: "auto",
+      tools: asked.tools,
+      usage: { input_tokens_details: { cached_tokens: 0, cache_write_tokens: 0 } },
+    });
+    expect(translator.fail("again")).toEqual([]);
   });
 
   it("never throws on junk", () => {

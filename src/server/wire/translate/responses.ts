@@ -82,6 +82,13 @@ export function responsesRequestToChat(
   const effort = isRecord(req.reasoning) ? asString(req.reasoning.effort) : undefined;
   if (effort) out.reasoning_effort = effort;
 
+  // Log probabilities are asked for as an extra to include; chat asks with a flag.
+  if (asArray(req.include).includes("message.output_text.logprobs")) {
+    out.logprobs = true;
+    const top = asNumber(req.top_logprobs);
+    if (top !== undefined) out.top_logprobs = top;
+  }
+
   const format = isRecord(req.text) ? req.text.format : undefined;
   if (isRecord(format) && format.type === "json_schema" && isRecord(format.schema)) {
     out.response_format = {
@@ -323,7 +330,12 @@ function convertToolChoice(choice: unknown): ChatToolChoice | undefined {
 function responsesUsage(usage: Usage, reasoningTokens = 0): ResponsesUsage {
   return {
     input_tokens: usage.input_tokens,
-    input_tokens_details: { cached_tokens: usage.cache_read_input_tokens ?? 0 },
+    // Both are required by OpenAI's schema: a client generated from it (Rust, Java) refuses the
+    // whole Response without them.
+    input_tokens_details: {
+      cached_tokens: usage.cache_read_input_tokens ?? 0,
+      cache_write_tokens: usage.cache_creation_input_tokens ?? 0,
+    },
     output_tokens: usage.output_tokens,
     output_tokens_details: { reasoning_tokens: reasoningTokens },
     total_tokens: usage.input_tokens + usage.output_tokens,
@@ -343,8 +355,11 @@ function statusFor(finishReason: unknown): {
   return { status: "completed", incomplete_details: null };
 }
 
-/** The request-echo part of a Response object, as the real API returns it. */
-function baseResponse(
+/**
+ * The request-echo part of a Response object, as the real API returns it. `usage` and `user`
+ * are left out until they have a value: OpenAI's schema types them as an object and a string.
+ */
+export function baseResponse(
   req: ResponsesRequest | undefined,
   clientModel: string,
   id: string,
@@ -354,6 +369,7 @@ function baseResponse(
   const format = isRecord(r.text) && isRecord(r.text.format) ? r.text.format : { type: "text" };
   const reasoning = isRecord(r.reasoning) ? r.reasoning : {};
   const metadata = isRecord(r.metadata) ? r.metadata : {};
+  const user = asString(r.user);
   return {
     id,
     object: "response",
@@ -371,21 +387,64 @@ function baseResponse(
       effort: asString(reasoning.effort) ?? null,
       summary: asString(reasoning.summary) ?? null,
     },
-    store: r.store === true,
+    // The Responses API stores a response unless told not to.
+    store: r.store !== false,
     temperature: asNumber(r.temperature) ?? null,
     text: { format: format as ResponsesTextFormat },
     tool_choice: (r.tool_choice as ResponsesToolChoice | undefined) ?? "auto",
     tools: asArray(r.tools).filter(isRecord) as ResponseObject["tools"],
     top_p: asNumber(r.top_p) ?? null,
     truncation: r.truncation === "auto" ? "auto" : "disabled",
-    usage: null,
-    user: asString(r.user) ?? null,
+    ...(user ? { user } : {}),
     metadata: metadata as { [key: string]: string },
+    ...conversationEcho(r.conversation),
   };
 }
 
-function outputTextPart(text: string, annotations: unknown[] = []) {
-  return { type: "output_text" as const, text, annotations, logprobs: [] };
+function outputTextPart(text: string, annotations: unknown[] = [], logprobs: LogProb[] = []) {
+  return { type: "output_text" as const, text, annotations, logprobs };
+}
+
+/** A token's log probability as an output_text part lists it (chat's, with bytes always a list). */
+type LogProb = {
+  token: string;
+  logprob: number;
+  bytes: number[];
+  top_logprobs: { token: string; logprob: number; bytes: number[] }[];
+};
+
+/** Chat's `logprobs.content` of a choice or chunk, as the Responses API lists them. */
+function chatLogprobs(logprobs: unknown): LogProb[] {
+  const out: LogProb[] = [];
+  if (!isRecord(logprobs)) return out;
+  const entry = (value: JsonObject) => ({
+    token: asString(value.token) ?? "",
+    logprob: asNumber(value.logprob) ?? 0,
+    bytes: asArray(value.bytes).filter((b): b is number => typeof b === "number"),
+  });
+  for (const token of asArray(logprobs.content)) {
+    if (!isRecord(token)) continue;
+    out.push({
+      ...entry(token),
+      top_logprobs: asArray(token.top_logprobs).filter(isRecord).map(entry),
+    });
+  }
+  return out;
+}
+
+/** The shorter form a text delta event carries: no bytes. */
+function deltaLogprobs(logprobs: LogProb[]) {
+  return logprobs.map(({ token, logprob, top_logprobs }) => ({
+    token,
+    logprob,
+    top_logprobs: top_logprobs.map((top) => ({ token: top.token, logprob: top.logprob })),
+  }));
+}
+
+/** The conversation a request named, as a Response carries it. */
+function conversationEcho(conversation: unknown): Pick<ResponseObject, "conversation"> {
+  const id = isRecord(conversation) ? asString(conversation.id) : asString(conversation);
+  return id ? { conversation: { id } } : {};
 }
 
 /** Chat's `url_citation` annotations (a web search's sources) as the Responses API lists them. */
@@ -416,7 +475,7 @@ export function chatResponseToResponses(
       status: "completed",
       role: "assistant",
       content: text
-        ? [outputTextPart(text, urlCitations(message.annotations))]
+        ? [outputTextPart(text, urlCitations(message.annotations), chatLogprobs(choice.logprobs))]
         : [{ type: "refusal", refusal: refusal ?? "" }],
     };
     response.output.push(item);
@@ -454,6 +513,7 @@ type OpenText = {
   outputIndex: number;
   item: ResponsesOutputMessage;
   text: string;
+  logprobs: LogProb[];
   annotations: unknown[];
   /** The annotations already added, by their JSON, so a repeated list adds only what is new. */
   seen: Set<string>;
@@ -475,6 +535,7 @@ export class ChatStreamToResponses {
   private sequence = 0;
   private started = false;
   private ended = false;
+  private failed = false;
   private text: OpenText | undefined;
   private readonly tools = new Map<number, ToolItem>();
   private finishReason: unknown = null;
@@ -508,7 +569,7 @@ export class ChatStreamToResponses {
     const delta = isRecord(choice.delta) ? choice.delta : {};
 
     const text = (asString(delta.content) ?? "") + (asString(delta.refusal) ?? "");
-    if (text) out.push(...this.appendText(text));
+    if (text) out.push(...this.appendText(text, chatLogprobs(choice.logprobs)));
     if (delta.annotations !== undefined && this.text)
       out.push(...this.addAnnotations(this.text, delta.annotations));
     for (const call of asArray(delta.tool_calls)) {
@@ -537,18 +598,20 @@ export class ChatStreamToResponses {
     return out;
   }
 
-  /** Ends the stream as failed: an `error` event, then `response.failed`. */
-  fail(message: string): ResponsesSSEEvent[] {
-    if (this.ended) return [];
+  /**
+   * Ends the stream as failed: an `error` event, then `response.failed` with the Response so far,
+   * numbered on from the last event sent. Also after `finish()`, whose closing event the route
+   * withholds until the answer's charge is recorded.
+   */
+  fail(message: string, code = "upstream_error"): ResponsesSSEEvent[] {
+    if (this.failed) return [];
+    this.failed = true;
     const out = this.start();
     this.ended = true;
-    this.response.status = "failed";
-    this.response.error = { code: "server_error", message };
     this.response.usage = responsesUsage(this.current, this.reasoningTokens);
-    out.push(
-      this.emit("error", { code: "upstream_error", message, param: null }),
-      this.emit("response.failed", { response: clone(this.response) }),
-    );
+    const events = failedEvents(this.response, this.sequence, message, code);
+    this.sequence += events.length;
+    out.push(...events);
     return out;
   }
 
@@ -569,7 +632,7 @@ export class ChatStreamToResponses {
     ];
   }
 
-  private appendText(delta: string): ResponsesSSEEvent[] {
+  private appendText(delta: string, logprobs: LogProb[]): ResponsesSSEEvent[] {
     const out: ResponsesSSEEvent[] = [];
     if (!this.text) {
       const item: ResponsesOutputMessage = {
@@ -581,7 +644,7 @@ export class ChatStreamToResponses {
       };
       const outputIndex = this.response.output.length;
       this.response.output.push(item);
-      this.text = { outputIndex, item, text: "", annotations: [], seen: new Set() };
+      this.text = { outputIndex, item, text: "", logprobs: [], annotations: [], seen: new Set() };
       out.push(
         this.emit("response.output_item.added", { output_index: outputIndex, item: clone(item) }),
         this.emit("response.content_part.added", {
@@ -594,13 +657,14 @@ export class ChatStreamToResponses {
     }
     const open = this.text;
     open.text += delta;
+    open.logprobs.push(...logprobs);
     out.push(
       this.emit("response.output_text.delta", {
         item_id: open.item.id,
         output_index: open.outputIndex,
         content_index: 0,
         delta,
-        logprobs: [],
+        logprobs: deltaLogprobs(logprobs),
       }),
     );
     return out;
@@ -632,11 +696,15 @@ export class ChatStreamToResponses {
     if (!open) return [];
     this.text = undefined;
     open.item.status = "completed";
-    const part = outputTextPart(open.text, open.annotations);
+    const part = outputTextPart(open.text, open.annotations, open.logprobs);
     open.item.content = [part];
     const ids = { item_id: open.item.id, output_index: open.outputIndex, content_index: 0 };
     return [
-      this.emit("response.output_text.done", { ...ids, text: open.text, logprobs: [] }),
+      this.emit("response.output_text.done", {
+        ...ids,
+        text: open.text,
+        logprobs: deltaLogprobs(open.logprobs),
+      }),
       this.emit("response.content_part.done", { ...ids, part: clone(part) }),
       this.emit("response.output_item.done", {
         output_index: open.outputIndex,
@@ -737,6 +805,34 @@ export class ChatStreamToResponses {
       }),
     ];
   }
+}
+
+/**
+ * The last events of a Responses stream that failed: `error` with the gateway's code, then
+ * `response.failed` carrying the whole Response (its request echo, any output so far), numbered
+ * from `sequence`, the number the stream's next event would have had.
+ */
+export function failedEvents(
+  response: ResponseObject,
+  sequence: number,
+  message: string,
+  code: string,
+): ResponsesSSEEvent[] {
+  const failed: ResponseObject = {
+    ...clone(response),
+    status: "failed",
+    error: { code: "server_error", message },
+  };
+  return [
+    {
+      event: "error",
+      data: { type: "error", code, message, param: null, sequence_number: sequence },
+    },
+    {
+      event: "response.failed",
+      data: { type: "response.failed", response: failed, sequence_number: sequence + 1 },
+    },
+  ];
 }
 
 function clone<T>(value: T): T {

@@ -1,0 +1,72 @@
+import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import {
+  CallToolRequestSchema,
+  ErrorCode,
+  ListToolsRequestSchema,
+  McpError,
+} from "@modelcontextprotocol/sdk/types.js";
+import { z } from "zod";
+import { type GatewayTool, gatewayTools, runTool, type ToolCaller } from "./tools.js";
+
+/** The package's version, as `gateway --version` prints it. */
+const serverVersion = "0.1.0";
+
+const instructions =
+  "Model Gateway: the gateway's own models as tools, on the same key and account as its /v1 API. " +
+  "Use list_models to see which models exist and what they cost; chat for a reply from another " +
+  "model; generate_image, generate_speech and transcribe_audio for media; generate_music and " +
+  "generate_video start jobs that get_job follows. A refusal (balance, limits, a model for " +
+  "subscribers only) comes back as a tool error naming the gateway's error code.";
+
+/** Each tool as `tools/list` shows it: the input schema as JSON Schema, built once. */
+const listed = gatewayTools.map((tool) => ({
+  name: tool.name,
+  title: tool.title,
+  description: tool.description,
+  inputSchema: jsonSchema(tool.input),
+  ...(tool.output ? { outputSchema: jsonSchema(tool.output) } : {}),
+}));
+const byName = new Map<string, GatewayTool>(gatewayTools.map((tool) => [tool.name, tool]));
+
+function jsonSchema(schema: z.ZodType): { type: "object"; [field: string]: unknown } {
+  const { $schema: _, ...rest } = z.toJSONSchema(schema, { io: "input" }) as Record<
+    string,
+    unknown
+  >;
+  return { ...rest, type: "object" };
+}
+
+/**
+ * The SDK's server with the gateway's tools, for one caller. The tools are set on the protocol
+ * server beneath `McpServer` rather than registered with it: its `registerTool` answers an
+ * unknown tool or arguments that fail their schema with an `isError` result, where this server
+ * answers them as the protocol errors they are (-32602), so a client sees a mistake of its own
+ * apart from a refusal of the gateway.
+ */
+export function gatewayMcpServer(caller: ToolCaller): McpServer {
+  const mcp = new McpServer(
+    { name: "model-gateway", title: "Model Gateway", version: serverVersion },
+    { capabilities: { tools: {} }, instructions },
+  );
+  mcp.server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: listed }));
+  mcp.server.setRequestHandler(CallToolRequestSchema, async (request) => {
+    const tool = byName.get(request.params.name);
+    if (!tool) {
+      throw new McpError(
+        ErrorCode.InvalidParams,
+        `Unknown tool "${request.params.name}"; tools/list names the ${listed.length} tools.`,
+      );
+    }
+    const parsed = tool.input.safeParse(request.params.arguments ?? {});
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      const where = issue?.path.length ? issue.path.join(".") : "arguments";
+      throw new McpError(
+        ErrorCode.InvalidParams,
+        `Invalid arguments for ${tool.name}: ${where}: ${issue?.message ?? "invalid"}`,
+      );
+    }
+    return runTool(tool, parsed.data, caller);
+  });
+  return mcp;
+}

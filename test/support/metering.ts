@@ -1,0 +1,26 @@
+/**
+ * The gateway's metering rules as a client can compute them, for tests that check a charge from
+ * what was sent and received.
+ */
+
+/** The estimate of a request's input where the provider reported none: its string values' characters (all but `model`), four to a token. */
+export function requestTextTokens(body: unknown): number {
+  const chars = (value: unknown): number => {
+    if (typeof value === "string") return value.length;
+    if (Array.isArray(value)) return value.reduce((sum: number, item) => sum + chars(item), 0);
+    if (typeof value !== "object" || value === null) return 0;
+    return Object.entries(value).reduce(
+      (sum, [key, item]) => sum + (key === "model" ? 0 : chars(item)),
+      0,
+    );
+  };
+  const total = chars(body);
+  return total === 0 ? 0 : Math.ceil(total / 4);
+}
+
+/** Output that reached the client, as the gateway counts it: each delta at least a token, and a token for every four characters. */
+export function deliveredTokens(deltas: string[]): number {
+  const nonEmpty = deltas.filter((delta) => delta.length > 0);
+  const chars = nonEmpty.reduce((sum, delta) => sum + delta.length, 0);
+  return Math.max(nonEmpty.length, chars === 0 ? 0 : Math.ceil(chars / 4));
+}
