@@ -101,8 +101,9 @@ describe("the commands the product prints run as written", () => {
   it("the sign-in page and an error of the CLI name the same command", async () => {
     gw = await testGateway();
     const page = await (await fetch(`${gw.url}/dashboard/device?user_code=BCDF-GHJK`)).text();
-    expect(page).toContain('<pre class="cmd">npx gateway owner-link</pre>');
-    expect(page).not.toMatch(/>gateway owner-link</);
+    expect(page).toContain('<pre class="cmd">npx gateway dashboard</pre>');
+    expect(page).toContain("<code>npx gateway owner-link</code>");
+    expect(page).not.toMatch(/>gateway (dashboard|owner-link)</);
     const home = cliHome();
     try {
       const done = await runCli(["keys", "list"], { ...home.env, ...noGlobal }, 30_000);
