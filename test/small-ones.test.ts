@@ -112,6 +112,12 @@ describe("LiteLLM's mock_response", () => {
     let streamed = "";
     for await (const chunk of stream) streamed += chunk.choices[0]?.delta?.content ?? "";
     expect(streamed).toBe("It's simple to use");
+    // Chat's `n` (main's meter): every answer is the mocked text, and the usage counts them all.
+    const several = await openai.chat.completions.create({ ...body, n: 3 });
+    expect(several.choices.map((c) => c.message.content)).toEqual(
+      Array(3).fill(body.mock_response),
+    );
+    expect(several.usage?.completion_tokens).toBe(3 * (completion.usage?.completion_tokens ?? 0));
     const anthropic = new Anthropic({ apiKey: KEY, baseURL: gw.url, maxRetries: 0 });
     const message = await anthropic.messages.create({
       model: "mock-gpt",
