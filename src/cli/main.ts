@@ -1,4 +1,5 @@
 import { Command, CommanderError } from "commander";
+import { packageVersion } from "../version.js";
 import { registerDashboard } from "./dashboard.js";
 import { UserError } from "./errors.js";
 import { registerKeysCreate } from "./keys/create.js";
@@ -16,7 +17,7 @@ export async function main(argv: string[]): Promise<void> {
   const program = new Command()
     .name("gateway")
     .description("Model Gateway: one kn- key for every model, on your machine")
-    .version("0.1.0")
+    .version(packageVersion)
     .exitOverride()
     .showHelpAfterError();
   registerServe(program);
