@@ -1,3 +1,5 @@
+import { isPostgresUrl } from "../store/postgres/url.js";
+
 /** A problem the user can fix: printed as one line, exit code 1, no stack trace. */
 export class UserError extends Error {
   constructor(
@@ -14,6 +16,6 @@ export class UserError extends Error {
  * URL's password is not repeated): on Postgres, `instead` is how to do the same.
  */
 export function sqliteFileOnly(db: string, instead: string): void {
-  if (/^postgres(ql)?:\/\//i.test(db))
+  if (isPostgresUrl(db))
     throw new UserError(`--db takes a SQLite file here, not a Postgres URL; ${instead}`);
 }
