@@ -13,7 +13,7 @@ export interface Page {
   html: string;
 }
 
-export function escapeHtml(value: string): string {
+function escapeHtml(value: string): string {
   return value
     .replace(/&/g, "&amp;")
     .replace(/</g, "&lt;")
@@ -487,7 +487,7 @@ function statusCell(r: {
   return `<span class="pill ${ok ? "ok" : "bad"}">${escapeHtml(String(r.status ?? "-"))}</span>${detail}`;
 }
 
-export const requestPath = (id: string) => `/dashboard/requests/${encodeURIComponent(id)}`;
+const requestPath = (id: string) => `/dashboard/requests/${encodeURIComponent(id)}`;
 
 /**
  * On a phone the table keeps three columns (request, status, cost): the time moves under the
