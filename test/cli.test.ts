@@ -87,6 +87,22 @@ async function closedPort(): Promise<number> {
 
 const noStackTrace = (text: string) => expect(text).not.toMatch(/\n\s+at .+:\d+:\d+/);
 
+const packageVersion = (
+  JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as {
+    version: string;
+  }
+).version;
+
+describe("gateway --version", () => {
+  it("prints the version package.json declares", async () => {
+    const home = cliHome();
+    homes.push(home);
+    const done = await runCli(["--version"], home.env);
+    expect(done.code).toBe(0);
+    expect(done.stdout.trim()).toBe(packageVersion);
+  });
+});
+
 describe("gateway login", () => {
   it("completes the device flow approved over HTTP and stores a working key in a 0600 file", async () => {
     const home = newHome();

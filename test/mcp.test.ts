@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ErrorCode, LATEST_PROTOCOL_VERSION, McpError } from "@modelcontextprotocol/sdk/types.js";
@@ -145,6 +146,10 @@ describe("the MCP server at /mcp, with the official SDK client over Streamable H
     gw = await testGateway({ config: mcpConfig() });
     const { client, transport } = await connect();
     expect(client.getServerVersion()?.name).toBe("model-gateway");
+    const packageJson = new URL("../package.json", import.meta.url);
+    expect(client.getServerVersion()?.version).toBe(
+      (JSON.parse(readFileSync(packageJson, "utf8")) as { version: string }).version,
+    );
     expect(client.getServerCapabilities()?.tools).toBeDefined();
     expect(transport.protocolVersion).toBe(LATEST_PROTOCOL_VERSION);
     expect(transport.protocolVersion! >= "2025-06-18").toBe(true);

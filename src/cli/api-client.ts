@@ -9,7 +9,7 @@ import { UserError } from "./errors.js";
  * readable line; no key value ever appears in a message.
  */
 
-export const defaultBaseUrl = "http://127.0.0.1:8787";
+const defaultBaseUrl = "http://127.0.0.1:8787";
 const requestTimeoutMs = 15_000;
 /** Ctrl-C should end the CLI promptly even when the gateway does not answer. */
 const cancelTimeoutMs = 2_000;

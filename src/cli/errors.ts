@@ -1,5 +1,6 @@
 import { statSync } from "node:fs";
 import { join } from "node:path";
+import { isPostgresUrl } from "../store/postgres/url.js";
 
 /** A problem the user can fix: printed as one line, exit code 1, no stack trace. */
 export class UserError extends Error {
@@ -28,7 +29,7 @@ export class UsageError extends UserError {
  * URL's password is not repeated): on Postgres, `instead` is how to do the same.
  */
 export function sqliteFileOnly(db: string, instead: string): void {
-  if (/^postgres(ql)?:\/\//i.test(db))
+  if (isPostgresUrl(db))
     throw new UserError(`--db takes a SQLite file here, not a Postgres URL; ${instead}`);
 }
 

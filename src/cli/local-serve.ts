@@ -42,13 +42,12 @@ export async function localOwnerLink(
   }
   // Loaded here: the other client commands should not pay for SQLite.
   const { openDatabase } = await import("../store/db.js");
-  const { SqliteServeRecord } = await import("../store/serve-record.js");
+  const { readLiveServeRecord, SqliteServeRecord } = await import("../store/serve-record.js");
   const { SqliteSessions } = await import("../store/sessions.js");
-  const { liveServeRuntime } = await import("../server/dashboard/serve-runtime.js");
   const { createOwnerLink } = await import("../server/auth/owner-session.js");
   const db = openingDatabase(dbPath, () => openDatabase(dbPath));
   try {
-    const server = await liveServeRuntime(new SqliteServeRecord(db));
+    const server = await readLiveServeRecord(new SqliteServeRecord(db));
     if (!server) {
       throw new UserError(
         `no running \`gateway serve\` uses ${dbPath}; start one (it prints an owner link as it starts)`,

@@ -1,5 +1,6 @@
 import { Command, CommanderError } from "commander";
 import { cliCommand } from "../server/cli-command.js";
+import { packageVersion } from "../version.js";
 import { registerDashboard } from "./dashboard.js";
 import { UserError, usageExitCode } from "./errors.js";
 import { registerKeysCreate } from "./keys/create.js";
@@ -17,7 +18,7 @@ export async function main(argv: string[]): Promise<void> {
   const program = new Command()
     .name("gateway")
     .description("Model Gateway: one kn- key for every model, on your machine")
-    .version("0.1.0")
+    .version(packageVersion)
     .exitOverride()
     // One line and the closest name, not the whole help: `error: unknown option '--prot'` and
     // `(Did you mean --port?)` become `gateway: unknown option '--prot' (did you mean --port?)`.

@@ -24,7 +24,7 @@ interface AgentClient {
 
 const json = (value: unknown) => JSON.stringify(value, null, 2);
 
-export const agentClients: readonly AgentClient[] = [
+const agentClients: readonly AgentClient[] = [
   {
     id: "claude-code",
     name: "Claude Code",

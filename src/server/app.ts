@@ -25,7 +25,7 @@ import type { Services } from "./services.js";
  *   1. its part of the surface (`surfaces` in routes/index.ts): /v1's CORS headers, /api's
  *      same-origin check, and the part's body limit (a declared length over it is refused here;
  *      the body reader enforces it on a body without one);
- *   2. the check of its access (`accessGuards` in auth.ts);
+ *   2. the check of its access (`accessGuards` in auth/guards.ts);
  *   3. the handler;
  * and renders whatever any of them throws in the row's error style (`errorResponse`). Every row
  * is registered on one Hono app as the single handler of its path (Hono's fast path: one match,

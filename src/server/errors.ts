@@ -32,14 +32,6 @@ export type ErrorCode =
   | "content_policy_violation"
   | "upstream_rejected";
 
-export const upstreamRejectionReasons = new Set<ErrorCode>([
-  "invalid_request_error",
-  "context_length_exceeded",
-  "model_not_found",
-  "content_policy_violation",
-  "upstream_rejected",
-]);
-
 export class GatewayError extends Error {
   constructor(
     readonly status: number,
@@ -147,7 +139,7 @@ export function internalError(): GatewayError {
 }
 
 /** Seconds a client is asked to wait while the gateway's disk is full. */
-export const storageRetryAfterSeconds = 30;
+const storageRetryAfterSeconds = 30;
 
 const storageReasons: Record<StorageFaultKind, string> = {
   full: "its disk is full",

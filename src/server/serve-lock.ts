@@ -1,6 +1,5 @@
 import { type FileLock, lockFile } from "../store/file-lock.js";
-import { readServeRecordOf } from "../store/serve-record.js";
-import { liveServer } from "./dashboard/serve-runtime.js";
+import { liveServeRecord, readServeRecordOf } from "../store/serve-record.js";
 
 /**
  * A second gateway on a database file that one already serves: refused before it opens the
@@ -37,7 +36,7 @@ export async function lockDatabase(dbPath: string): Promise<ServeLock | undefine
 /** Who holds the lock, from the serve record in the database (read-only: nothing is written). */
 async function runningServer(dbPath: string): Promise<{ pid: number; url: string } | undefined> {
   try {
-    const server = liveServer(await readServeRecordOf(dbPath));
+    const server = liveServeRecord(await readServeRecordOf(dbPath));
     return server && { pid: server.pid, url: server.url };
   } catch {
     // Not yet recorded: the other server is still starting.

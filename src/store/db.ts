@@ -5,7 +5,7 @@ import { ensurePrivateFile, tightenPrivateFile } from "./private-files.js";
 export type DB = Database.Database;
 
 /** Files SQLite keeps beside a database, holding the same data. */
-export const sqliteSidecars = ["-wal", "-shm", "-journal"];
+const sqliteSidecars = ["-wal", "-shm", "-journal"];
 
 /**
  * Opens (or creates) the SQLite file, owner-only, applies pending migrations and returns the

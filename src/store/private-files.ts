@@ -15,8 +15,8 @@ import {
  * media, cassettes), so each is readable by its owner only, whatever the umask. Writers of new
  * files go through these helpers.
  */
-export const privateFileMode = 0o600;
-export const privateDirMode = 0o700;
+const privateFileMode = 0o600;
+const privateDirMode = 0o700;
 
 /**
  * Opens `path` with `flags` (as `fs.openSync`), creating it owner-only; a file that already

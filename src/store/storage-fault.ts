@@ -11,14 +11,6 @@ import { dirname } from "node:path";
  */
 export type StorageFaultKind = "full" | "failing" | "lost";
 
-/**
- * A database or journal write that failed for want of space. SQLite reports SQLITE_FULL
- * ("database or disk is full"); the journal's own writes report ENOSPC.
- */
-export function isStorageFull(err: unknown): boolean {
-  return storageFaultKind(err) === "full";
-}
-
 /** Whether `err` is a write the disk refused, and how (undefined for any other error). */
 export function storageFaultKind(err: unknown): StorageFaultKind | undefined {
   if (!(err instanceof Error)) return undefined;

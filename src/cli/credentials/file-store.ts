@@ -27,13 +27,13 @@ const credentialsFile = z.object({
 type CredentialsFile = z.infer<typeof credentialsFile>;
 
 /** $XDG_CONFIG_HOME/model-gateway/credentials.json, else ~/.config/model-gateway/credentials.json. */
-export function credentialsFilePath(env: NodeJS.ProcessEnv = process.env): string {
+function credentialsFilePath(env: NodeJS.ProcessEnv = process.env): string {
   const configHome = env.XDG_CONFIG_HOME || join(homedir(), ".config");
   return join(configHome, "model-gateway", "credentials.json");
 }
 
 /** The path as a person would type it: ~ for the home directory. */
-export function displayPath(path: string): string {
+function displayPath(path: string): string {
   const home = homedir();
   return home && path.startsWith(`${home}/`) ? `~${path.slice(home.length)}` : path;
 }

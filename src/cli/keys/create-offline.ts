@@ -35,7 +35,7 @@ export async function createKeyInDatabase(input: {
   // Loaded here: the other client commands should not pay for SQLite.
   const { Store } = await import("../../store/store.js");
   const { keychainSealingKey } = await import("../../store/sealing-key.js");
-  const { liveServeRuntime } = await import("../../server/dashboard/serve-runtime.js");
+  const { readLiveServeRecord } = await import("../../store/serve-record.js");
   const sealing = await keychainSealingKey(input.db);
   const store = openingDatabase(input.db, () =>
     sealing
@@ -45,7 +45,7 @@ export async function createKeyInDatabase(input: {
   try {
     const accountId =
       input.account ??
-      (await liveServeRuntime(store.repos.serveRecord))?.ownerAccountId ??
+      (await readLiveServeRecord(store.repos.serveRecord))?.ownerAccountId ??
       store.listAccounts()[0]?.id;
     if (!accountId) {
       throw new UserError(

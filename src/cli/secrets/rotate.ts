@@ -42,8 +42,9 @@ Examples:
       if (!existsSync(flags.db)) throw new UserError(`no database at ${flags.db}; pass --db`);
       // Loaded here: the other client commands should not pay for SQLite.
       const { openDatabase } = await import("../../store/db.js");
-      const { SqliteServeRecord } = await import("../../store/serve-record.js");
-      const { liveServeRuntime } = await import("../../server/dashboard/serve-runtime.js");
+      const { readLiveServeRecord, SqliteServeRecord } = await import(
+        "../../store/serve-record.js"
+      );
       const { keyFileOf, rotateSecretKey, SecretKeyError, secretKeyEnv, newSecretKeyEnv } =
         await import("../../store/secret-box.js");
       if (!process.env[secretKeyEnv] && !existsSync(keyFileOf(flags.db))) {
@@ -56,7 +57,7 @@ Examples:
       }
       const db = openingDatabase(flags.db, () => openDatabase(flags.db));
       try {
-        const server = await liveServeRuntime(new SqliteServeRecord(db));
+        const server = await readLiveServeRecord(new SqliteServeRecord(db));
         if (server) {
           throw new UserError(
             `\`gateway serve\` (pid ${server.pid}) runs on ${flags.db}; stop it, rotate, start it again`,

@@ -75,7 +75,7 @@ const touchEveryMs = 1000;
  * The key presented, if it is valid, not revoked, and of an active account; else a plain 401.
  * Answered at once for a key the store has in memory (every key, on SQLite).
  */
-export function authenticate(
+function authenticate(
   store: GatewayStore,
   value: string | undefined,
   now: number,

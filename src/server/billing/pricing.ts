@@ -24,15 +24,6 @@ export function costMicro(model: ModelRow, used: Metered): number {
   );
 }
 
-export function isPaid(model: ModelRow): boolean {
-  return (
-    model.price_input_per_mtok > 0 ||
-    model.price_output_per_mtok > 0 ||
-    model.price_per_request > 0 ||
-    model.price_per_unit > 0
-  );
-}
-
 export function isFreeModelName(name: string): boolean {
   return name.endsWith(":free");
 }

@@ -6,7 +6,7 @@ import type { GatewayStore } from "../../store/types.js";
 import type { GatewayConfig } from "./schema.js";
 
 /** Tiers every gateway has unless the config redefines them. */
-export const defaultTiers: GatewayConfig["tiers"] = {
+const defaultTiers: GatewayConfig["tiers"] = {
   free: { rank: 0, free_rpm: 20, free_daily: 50, burst_spacing_ms: 200, burst_queue: 8 },
   paid: {
     rank: 1,

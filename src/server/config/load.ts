@@ -77,7 +77,7 @@ function substituteEnv(
   return value;
 }
 
-export function formatZodError(error: ZodError): string[] {
+function formatZodError(error: ZodError): string[] {
   return error.issues.map((issue) => `${formatPath(issue.path)}: ${issue.message}`);
 }
 

@@ -23,7 +23,6 @@ export const modalities = [
   "embedding",
   "edit",
 ] as const;
-export type Modality = (typeof modalities)[number];
 
 /** A time in milliseconds that a Node timer can wait (a longer one would fire at once). */
 const timerMs = z
@@ -42,7 +41,7 @@ const mockOptions = z
   })
   .strict();
 
-export const providerSchema = z
+const providerSchema = z
   .object({
     id: z.string().min(1),
     wire: z.enum(["openai", "anthropic", "mock"]),
@@ -66,7 +65,7 @@ export const providerSchema = z
   // base_url is required for the HTTP wires: checked in load.ts, so it shows beside other errors.
   .strict();
 
-export const modelSchema = z
+const modelSchema = z
   .object({
     name: z.string().min(1),
     provider: z.string().min(1),
@@ -90,14 +89,14 @@ export const modelSchema = z
   })
   .strict();
 
-export const routeSchema = z
+const routeSchema = z
   .object({
     name: z.string().min(1),
     steps: z.array(z.string().min(1)).min(1),
   })
   .strict();
 
-export const tierSchema = z
+const tierSchema = z
   .object({
     rank: z.number().int().default(0),
     free_rpm: z.number().int().nonnegative(),
@@ -159,7 +158,7 @@ const keySchema = z
 
 const byokSchema = z.object({ provider: z.string().min(1), key: z.string().min(1) }).strict();
 
-export const accountSchema = z
+const accountSchema = z
   .object({
     id: z.string().min(1),
     name: z.string().optional(),

@@ -489,7 +489,7 @@ function statusCell(r: {
   return `<span class="pill ${ok ? "ok" : "bad"}">${escapeHtml(String(r.status ?? "-"))}</span>${detail}`;
 }
 
-export const requestPath = (id: string) => `/dashboard/requests/${encodeURIComponent(id)}`;
+const requestPath = (id: string) => `/dashboard/requests/${encodeURIComponent(id)}`;
 
 /**
  * On a phone the table keeps three columns (request, status, cost): the time moves under the

@@ -69,7 +69,7 @@ export async function openThread(
   };
 }
 
-export function threadNotFound(): GatewayError {
+function threadNotFound(): GatewayError {
   return new GatewayError(
     404,
     "not_found",

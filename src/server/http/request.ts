@@ -48,7 +48,7 @@ export interface ForwardingOptions {
  * One spelling per address, so a proxy listed as `127.0.0.1` matches a socket that reports
  * `::ffff:127.0.0.1`. Undefined for what is not an IP address.
  */
-export function canonicalAddress(raw: string): string | undefined {
+function canonicalAddress(raw: string): string | undefined {
   const address = raw.trim();
   if (isIPv4(address)) return address;
   const bare = address.startsWith("[") && address.endsWith("]") ? address.slice(1, -1) : address;
@@ -161,7 +161,7 @@ function firstValue(header: string | undefined): string | undefined {
  * the one its X-Forwarded-Proto and X-Forwarded-Host name. Decides the session cookie's
  * `Secure` and URLs handed out; never same-origin checks (`ownOrigin`).
  */
-export function externalOrigin(c: Context, options: ForwardingOptions): string {
+function externalOrigin(c: Context, options: ForwardingOptions): string {
   const own = new URL(c.req.url);
   if (trustedPeer(c, options.trustedProxies) === undefined) return own.origin;
   const proto = firstValue(requestHeader(c, "x-forwarded-proto"))?.toLowerCase();

@@ -22,7 +22,7 @@ function sortedJson(value: unknown): string {
   return JSON.stringify(sortKeys(value));
 }
 
-export function sortKeys(value: unknown): unknown {
+function sortKeys(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(sortKeys);
   if (value && typeof value === "object") {
     const out: Record<string, unknown> = {};

@@ -3,7 +3,7 @@ import { MemoryCounters, minuteMs as minute } from "./window-counter.js";
 
 export const sharedKeyPerIpPerMinute = 30;
 /** Share of the owner's per-minute limit that all holders of one shared key may use together. */
-export const sharedKeyAccountShare = 0.5;
+const sharedKeyAccountShare = 0.5;
 
 /**
  * Shared keys' own limits, counted in `counters` (memory, or the database several gateways

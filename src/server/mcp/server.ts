@@ -6,10 +6,8 @@ import {
   McpError,
 } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
+import { packageVersion } from "../../version.js";
 import { type GatewayTool, gatewayTools, runTool, type ToolCaller } from "./tools.js";
-
-/** The package's version, as `gateway --version` prints it. */
-const serverVersion = "0.1.0";
 
 const instructions =
   "Model Gateway: the gateway's own models as tools, on the same key and account as its /v1 API. " +
@@ -45,7 +43,7 @@ function jsonSchema(schema: z.ZodType): { type: "object"; [field: string]: unkno
  */
 export function gatewayMcpServer(caller: ToolCaller): McpServer {
   const mcp = new McpServer(
-    { name: "model-gateway", title: "Model Gateway", version: serverVersion },
+    { name: "model-gateway", title: "Model Gateway", version: packageVersion },
     { capabilities: { tools: {} }, instructions },
   );
   mcp.server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: listed }));

@@ -94,7 +94,7 @@ async function speak(
 // ---- transcriptions -------------------------------------------------------
 
 /** OpenAI's upload limit for transcriptions. */
-export const maxTranscriptionBytes = 25 * 1024 * 1024;
+const maxTranscriptionBytes = 25 * 1024 * 1024;
 
 const transcriptionFormats = ["json", "text", "verbose_json", "srt", "vtt"] as const;
 type TranscriptionFormat = (typeof transcriptionFormats)[number];
@@ -253,7 +253,7 @@ interface Segment {
  * The mock's transcript in each of OpenAI's formats; segments are sentences, timed by length, and
  * words are timed by length within their sentence.
  */
-export function renderTranscript(
+function renderTranscript(
   heard: MockTranscript,
   req: { format: TranscriptionFormat; language?: string; granularities?: Granularity[] },
 ): UpstreamTranscript {

@@ -71,7 +71,7 @@ export async function mintKey(
  * By id first; else by label among the active keys, which must then be unambiguous; else the
  * latest revoked key of that label, so revoking twice says so instead of "no such key".
  */
-export function findKeyToRevoke(candidates: KeyRow[], idOrLabel: string): KeyRow {
+function findKeyToRevoke(candidates: KeyRow[], idOrLabel: string): KeyRow {
   const byId = candidates.find((k) => k.id === idOrLabel);
   if (byId) return byId;
   const labelled = candidates.filter((k) => k.label === idOrLabel);

@@ -1,8 +1,49 @@
+import { readdirSync, readFileSync } from "node:fs";
+import path from "node:path";
+import type pg from "pg";
 import { afterAll, describe, expect, it } from "vitest";
 import { createTestDatabase } from "../../../test/support/postgres.js";
 import { openDatabase } from "../db.js";
 import { openPostgresPool } from "./connect.js";
-import { migratePostgres, postgresMigrations } from "./migrations.js";
+import { type MigrationStep, migratePostgres, postgresMigrations } from "./migrations.js";
+
+/** The step list as it was when each step still defined its own functions (commit 9f70e13). */
+const stepsBeforeFunctionsModule = JSON.parse(
+  readFileSync(
+    new URL("../../../test/fixtures/postgres/migrations-9f70e13.json", import.meta.url),
+    "utf8",
+  ),
+) as MigrationStep[];
+
+/** What an older gateway did: each step in its transaction, recorded as migratePostgres records it. */
+async function migrateWith(pool: pg.Pool, steps: MigrationStep[]): Promise<void> {
+  await pool.query(
+    "CREATE TABLE schema_migrations (id text PRIMARY KEY, applied_at bigint NOT NULL)",
+  );
+  for (const step of steps) {
+    await pool.query(
+      `BEGIN; ${step.sql}; INSERT INTO schema_migrations VALUES ('${step.id}', 0); COMMIT`,
+    );
+  }
+}
+
+async function functionDefinitions(pool: pg.Pool): Promise<Record<string, string>> {
+  const rows = await pool.query<{ signature: string; definition: string }>(
+    `SELECT p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ')' AS signature,
+       pg_get_functiondef(p.oid) AS definition
+     FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+     WHERE n.nspname = 'public' ORDER BY signature`,
+  );
+  return Object.fromEntries(rows.rows.map((row) => [row.signature, row.definition]));
+}
+
+function sourceFiles(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    const full = path.join(dir, entry.name);
+    if (entry.isDirectory()) return sourceFiles(full);
+    return entry.name.endsWith(".ts") && !entry.name.endsWith(".test.ts") ? [full] : [];
+  });
+}
 
 const pools: { end(): Promise<void> }[] = [];
 
@@ -83,5 +124,46 @@ describe("postgres migrations", () => {
       "serve_instances",
     ]);
     sqlite.close();
+  });
+
+  it("a database migrated before functions.ts and a new one end with the same functions", async () => {
+    const [[fresh], [migratedBefore], [halfMigratedBefore]] = await Promise.all(
+      [1, 2, 3].map(() => freshPools(1)),
+    );
+    await migratePostgres(fresh);
+    const current = await functionDefinitions(fresh);
+    expect(Object.keys(current).length).toBeGreaterThan(10);
+
+    await migrateWith(migratedBefore, stepsBeforeFunctionsModule);
+    // functions.ts kept the text each function had after every old step.
+    expect(await functionDefinitions(migratedBefore)).toEqual(current);
+    expect(await migratePostgres(migratedBefore)).toEqual(
+      postgresMigrations.slice(stepsBeforeFunctionsModule.length).map((step) => step.id),
+    );
+    expect(await functionDefinitions(migratedBefore)).toEqual(current);
+
+    // Stopped before leases: gateway_hold_all and gateway_settle_all still have their old result.
+    const beforeLeases = stepsBeforeFunctionsModule.findIndex((step) => step.id === "money-leases");
+    await migrateWith(halfMigratedBefore, stepsBeforeFunctionsModule.slice(0, beforeLeases));
+    expect(await functionDefinitions(halfMigratedBefore)).not.toEqual(current);
+    expect(await migratePostgres(halfMigratedBefore)).toEqual(
+      postgresMigrations.slice(beforeLeases).map((step) => step.id),
+    );
+    expect(await functionDefinitions(halfMigratedBefore)).toEqual(current);
+  });
+
+  it("defines each function in one place in the source", () => {
+    const definitions = new Map<string, string[]>();
+    const src = new URL("../..", import.meta.url).pathname;
+    for (const file of sourceFiles(src)) {
+      const text = readFileSync(file, "utf8");
+      for (const match of text.matchAll(/CREATE\s+(?:OR\s+REPLACE\s+)?FUNCTION\s+(\w+)/gi)) {
+        const name = match[1] as string;
+        definitions.set(name, [...(definitions.get(name) ?? []), path.relative(src, file)]);
+      }
+    }
+    expect(definitions.get("gateway_hold_all")).toEqual(["store/postgres/functions.ts"]);
+    const twice = [...definitions].filter(([, files]) => files.length > 1);
+    expect(twice).toEqual([]);
   });
 });

@@ -1,4 +1,5 @@
 import type pg from "pg";
+import { postgresFunctions } from "./functions.js";
 
 /**
  * The Postgres schema, as steps. Steps named by a number are the counterparts of SQLite's
@@ -7,7 +8,9 @@ import type pg from "pg";
  * micro-IDR and times are bigint milliseconds, as on SQLite; flags stay integers (0/1) so rows read
  * the same on both. Steps with a name are Postgres's own: what only a database shared by several
  * gateways needs. Each step runs once, in list order, in its own transaction; `schema_migrations`
- * records the steps applied.
+ * records the steps applied. The steps make tables; the functions live in functions.ts and are
+ * applied after them. Steps that only created functions stay, empty, so that their ids keep
+ * meaning the same point in the history on every database.
  */
 export interface MigrationStep {
   id: string;
@@ -359,15 +362,16 @@ export const postgresMigrations: MigrationStep[] = [
   },
   {
     // Settlements made while others are in flight, in one round trip and one transaction. See
-    // Batches in money.ts.
+    // Batches in money.ts. This step only created gateway_settle_all, now in functions.ts.
     id: "settle-all",
-    sql: settleAllSql(),
+    sql: "",
   },
   {
     // Admission in one round trip: the account's per-minute count and the hold together, and
     // the holds placed while others are in flight in one statement. See Batches in money.ts.
+    // This step only created gateway_hold_all, now in functions.ts.
     id: "hold-all",
-    sql: holdAllSql(),
+    sql: "",
   },
   {
     // A gateway takes part of an account's balance and of its per-minute count ahead, and admits
@@ -376,9 +380,10 @@ export const postgresMigrations: MigrationStep[] = [
     sql: moneyLeasesSql(),
   },
   {
-    // A lease in use grows before it runs out, outside any request. See Leases.topUpIfLow.
+    // A lease in use grows before it runs out, outside any request. See Leases.topUpIfLow. This
+    // step only created gateway_lease_top_up, now in functions.ts.
     id: "lease-top-up",
-    sql: leaseTopUpSql(),
+    sql: "",
   },
   {
     // Responses API state and conversations, as SQLite's step 11.
@@ -435,7 +440,8 @@ const migrationLockKey = 7_146_925_113_004_711_001n;
 
 /**
  * Brings the database to the newest schema, under a session advisory lock so that concurrent
- * starts apply each step exactly once. Returns the ids of the steps this call applied.
+ * starts apply each step exactly once, then (re)defines every function of functions.ts. Returns
+ * the ids of the steps this call applied.
  */
 export async function migratePostgres(pool: pg.Pool): Promise<string[]> {
   const client = await pool.connect();
@@ -473,6 +479,7 @@ export async function migratePostgres(pool: pg.Pool): Promise<string[]> {
         }
         applied.push(step.id);
       }
+      await applyFunctions(client);
     } finally {
       await client.query("SELECT pg_advisory_unlock($1)", [migrationLockKey.toString()]);
     }
@@ -484,6 +491,18 @@ export async function migratePostgres(pool: pg.Pool): Promise<string[]> {
     throw err;
   }
   return applied;
+}
+
+/** Every start: a database migrated by an older gateway gets the functions' current text. */
+async function applyFunctions(client: pg.PoolClient): Promise<void> {
+  await client.query("BEGIN");
+  try {
+    for (const sql of postgresFunctions) await client.query(sql);
+    await client.query("COMMIT");
+  } catch (err) {
+    await client.query("ROLLBACK").catch(() => {});
+    throw new Error(`postgres functions failed: ${(err as Error).message}`);
+  }
 }
 
 function moneyHoldsSql(): string {
@@ -518,240 +537,6 @@ function moneyHoldsSql(): string {
   );
   CREATE INDEX holds_instance ON holds(instance_id);
   CREATE INDEX holds_expiry ON holds(expires_at) WHERE expires_at IS NOT NULL;
-
-  -- Leases and hold expiry use the database's clock: the gateways' clocks may disagree.
-  CREATE FUNCTION gateway_now_ms() RETURNS bigint LANGUAGE sql VOLATILE AS $$
-    SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint
-  $$;
-
-  -- The start of the window of length seconds, counted from started, that holds now
-  -- (subscriptionWindowStart in ledger.ts: floored, also before started).
-  CREATE FUNCTION gateway_window_start(started bigint, seconds bigint, now bigint)
-  RETURNS bigint LANGUAGE sql IMMUTABLE AS $$
-    SELECT started + floor((now - started)::numeric / (seconds * 1000))::bigint * (seconds * 1000)
-  $$;
-
-  -- One more free-model request on the day, if the day's settled and held ones leave room.
-  CREATE FUNCTION gateway_take_free(p_account text, p_day text, p_limit integer)
-  RETURNS boolean LANGUAGE plpgsql AS $$
-  BEGIN
-    INSERT INTO free_usage AS usage (account_id, day, used, held)
-    SELECT p_account, p_day, 0, 1 WHERE p_limit > 0
-    ON CONFLICT (account_id, day) DO UPDATE SET held = usage.held + 1
-      WHERE usage.used + usage.held < p_limit;
-    RETURN FOUND;
-  END $$;
-
-  -- One more request in every window of the subscription, or in none. Returns the window starts
-  -- counted as a JSON object (the request_log's payment_ref), or null when a window is full.
-  -- The caller holds the account's row lock, so no other hold of the account interleaves.
-  CREATE FUNCTION gateway_take_windows(p_account text, p_started bigint, p_windows jsonb, p_now bigint)
-  RETURNS text LANGUAGE plpgsql AS $$
-  DECLARE
-    item record;
-    counted bigint;
-    taken text[] := '{}';
-    starts bigint[] := '{}';
-  BEGIN
-    FOR item IN
-      SELECT entry->>'name' AS name, (entry->>'seconds')::bigint AS seconds,
-        (entry->>'quota')::bigint AS quota
-      FROM jsonb_array_elements(p_windows) WITH ORDINALITY AS listed(entry, position)
-      ORDER BY position
-    LOOP
-      counted := NULL;
-      -- A row of an earlier window starts over; one of a later window (a clock set back) is the
-      -- window the request counts in.
-      INSERT INTO subscription_usage AS usage (account_id, window_name, window_start, used, held)
-      SELECT p_account, item.name, gateway_window_start(p_started, item.seconds, p_now), 0, 1
-      WHERE item.quota > 0
-      ON CONFLICT (account_id, window_name) DO UPDATE SET
-        used = CASE WHEN usage.window_start < excluded.window_start THEN 0 ELSE usage.used END,
-        held = CASE WHEN usage.window_start < excluded.window_start THEN 1 ELSE usage.held + 1 END,
-        window_start = GREATEST(usage.window_start, excluded.window_start)
-      WHERE CASE WHEN usage.window_start < excluded.window_start THEN 0
-              ELSE usage.used + usage.held END < item.quota
-      RETURNING window_start INTO counted;
-      IF counted IS NULL THEN
-        -- Taken back inside this transaction: nobody else ever sees the windows counted so far.
-        UPDATE subscription_usage AS usage SET held = usage.held - 1
-        FROM unnest(taken, starts) AS undo(name, start)
-        WHERE usage.account_id = p_account AND usage.window_name = undo.name
-          AND usage.window_start = undo.start;
-        RETURN NULL;
-      END IF;
-      taken := taken || item.name;
-      starts := starts || counted;
-    END LOOP;
-    -- The same text JSON.stringify gives for the object of starts, in the windows' order.
-    RETURN '{' || coalesce((
-      SELECT string_agg(to_json(name)::text || ':' || start, ',' ORDER BY position)
-      FROM unnest(taken, starts) WITH ORDINALITY AS counted_windows(name, start, position)
-    ), '') || '}';
-  END $$;
-
-  -- Admission's hold, deciding as Ledger.reserve does: a free model counts the free daily
-  -- allowance; a subscription model takes a request from every subscription window (falling back
-  -- to PAYG or the free allowance as the plan says); otherwise the balance holds the worst case,
-  -- then PAYG. Each hold is one conditional update that cannot overdraw, whatever other gateways
-  -- do at the same time, and the hold's row is written in the same transaction.
-  -- refusal is set instead of payment when the request cannot be admitted.
-  CREATE FUNCTION gateway_hold(
-    p_hold text, p_account text, p_instance text, p_amount bigint, p_free boolean,
-    p_subscription_model boolean, p_free_day text, p_free_limit integer, p_now bigint,
-    p_ttl_ms bigint,
-    OUT payment text, OUT reserved_micro bigint, OUT payment_ref text, OUT refusal text)
-  LANGUAGE plpgsql AS $$
-  DECLARE
-    account accounts%ROWTYPE;
-    plan jsonb;
-    payg_on boolean;
-  BEGIN
-    reserved_micro := 0;
-    IF p_free THEN
-      IF NOT gateway_take_free(p_account, p_free_day, p_free_limit) THEN
-        refusal := 'free_quota_daily';
-        RETURN;
-      END IF;
-      payment := 'free';
-      payment_ref := p_free_day;
-    ELSIF p_subscription_model THEN
-      SELECT * INTO account FROM accounts WHERE id = p_account FOR UPDATE;
-      IF NOT FOUND THEN
-        refusal := 'account_missing';
-        RETURN;
-      END IF;
-      plan := account.subscription_json::jsonb;
-      IF plan IS NOT NULL THEN
-        payment_ref := gateway_take_windows(p_account,
-          coalesce(account.subscription_started_at, account.created_at), plan->'windows', p_now);
-        IF payment_ref IS NOT NULL THEN
-          payment := 'subscription';
-        ELSIF NOT coalesce((plan->>'payg_fallback')::boolean, false) THEN
-          IF NOT coalesce((plan->>'free_fallback')::boolean, false) THEN
-            refusal := 'plan_limit_reached';
-            RETURN;
-          END IF;
-          IF NOT gateway_take_free(p_account, p_free_day, p_free_limit) THEN
-            refusal := 'free_quota_daily';
-            RETURN;
-          END IF;
-          payment := 'free';
-          payment_ref := p_free_day;
-        END IF;
-      END IF;
-    END IF;
-
-    IF payment IS NULL THEN
-      UPDATE accounts SET held_micro = held_micro + p_amount
-      WHERE id = p_account AND balance_micro - held_micro >= p_amount;
-      IF FOUND THEN
-        payment := 'balance';
-      ELSE
-        -- A PAYG window that has run out starts over, whether or not this request fits in it.
-        UPDATE accounts SET
-          payg_window_start = gateway_window_start(payg_window_start, payg_window_seconds, p_now),
-          payg_spent_micro = 0
-        WHERE id = p_account AND payg_enabled <> 0
-          AND p_now >= payg_window_start + payg_window_seconds * 1000::bigint;
-        UPDATE accounts SET payg_held_micro = payg_held_micro + p_amount
-        WHERE id = p_account AND payg_enabled <> 0
-          AND payg_spent_micro + payg_held_micro + p_amount <= payg_limit_micro;
-        IF FOUND THEN
-          payment := 'payg';
-        ELSE
-          SELECT payg_enabled <> 0 INTO payg_on FROM accounts WHERE id = p_account;
-          refusal := CASE WHEN payg_on IS NULL THEN 'account_missing'
-            WHEN payg_on THEN 'payg_limit_reached' ELSE 'insufficient_balance' END;
-          RETURN;
-        END IF;
-      END IF;
-      reserved_micro := p_amount;
-      payment_ref := NULL;
-    END IF;
-
-    INSERT INTO holds (id, account_id, payment, amount_micro, payment_ref, instance_id,
-      created_at, expires_at)
-    VALUES (p_hold, p_account, payment, reserved_micro, payment_ref, p_instance, p_now,
-      CASE WHEN p_ttl_ms IS NULL THEN NULL ELSE gateway_now_ms() + p_ttl_ms END);
-  END $$;
-
-  -- Gives back what a hold (already deleted by the caller) took, charging up to its amount when
-  -- the request delivered. A charge never takes the balance below zero (an operator may have
-  -- lowered it under the hold meanwhile). Returns what was charged.
-  CREATE FUNCTION gateway_unhold(h holds, p_delivered boolean, p_cost bigint)
-  RETURNS bigint LANGUAGE plpgsql AS $$
-  DECLARE
-    charge bigint := CASE WHEN p_delivered THEN LEAST(GREATEST(p_cost, 0), h.amount_micro) ELSE 0 END;
-    balance bigint;
-    counted record;
-  BEGIN
-    IF h.payment = 'balance' THEN
-      SELECT balance_micro INTO balance FROM accounts WHERE id = h.account_id FOR UPDATE;
-      charge := LEAST(charge, coalesce(balance, 0));
-      UPDATE accounts SET held_micro = held_micro - h.amount_micro,
-        balance_micro = balance_micro - charge
-      WHERE id = h.account_id;
-    ELSIF h.payment = 'payg' THEN
-      -- The charge counts in the account's PAYG window as it stands, as Ledger.settle counts it.
-      UPDATE accounts SET payg_held_micro = payg_held_micro - h.amount_micro,
-        payg_spent_micro = payg_spent_micro + charge
-      WHERE id = h.account_id;
-    ELSIF h.payment = 'free' THEN
-      UPDATE free_usage SET held = held - 1,
-        used = used + CASE WHEN p_delivered THEN 1 ELSE 0 END
-      WHERE account_id = h.account_id AND day = h.payment_ref;
-    ELSIF h.payment = 'subscription' THEN
-      -- A window that has rolled over since started its count again without this hold.
-      FOR counted IN SELECT key, value::bigint AS start FROM json_each_text(h.payment_ref::json) LOOP
-        UPDATE subscription_usage SET held = held - 1,
-          used = used + CASE WHEN p_delivered THEN 1 ELSE 0 END
-        WHERE account_id = h.account_id AND window_name = counted.key
-          AND window_start = counted.start;
-      END LOOP;
-    END IF;
-    RETURN charge;
-  END $$;
-
-  -- Settlement in one transaction: the hold is deleted (so a second settlement, or the reaper,
-  -- finds nothing to do), the real cost charged, the rest released, the request_log row written.
-  -- Returns the charge, or null when the hold was already gone.
-  CREATE FUNCTION gateway_settle(
-    p_hold text, p_delivered boolean, p_cost bigint, p_key_id text, p_endpoint text,
-    p_model text, p_input_tokens bigint, p_output_tokens bigint, p_status integer,
-    p_error_code text, p_provider_id text, p_stream integer, p_now bigint, p_tools_omitted text)
-  RETURNS bigint LANGUAGE plpgsql AS $$
-  DECLARE
-    h holds%ROWTYPE;
-    charge bigint;
-  BEGIN
-    DELETE FROM holds WHERE id = p_hold RETURNING * INTO h;
-    IF NOT FOUND THEN
-      RETURN NULL;
-    END IF;
-    charge := gateway_unhold(h, p_delivered, p_cost);
-    INSERT INTO request_log (id, account_id, key_id, endpoint, model, state, payment, payment_ref,
-      reserved_micro, cost_micro, input_tokens, output_tokens, status, error_code, provider_id,
-      stream, created_at, finished_at, tools_omitted)
-    VALUES (h.id, h.account_id, p_key_id, p_endpoint, p_model,
-      CASE WHEN p_delivered THEN 'settled' ELSE 'failed' END, h.payment, h.payment_ref,
-      h.amount_micro, charge, p_input_tokens, p_output_tokens, p_status, p_error_code,
-      p_provider_id, p_stream, h.created_at, p_now, p_tools_omitted);
-    RETURN charge;
-  END $$;
-
-  -- A hold given back without a request to record (a refusal after admission, the reaper).
-  CREATE FUNCTION gateway_release(p_hold text) RETURNS boolean LANGUAGE plpgsql AS $$
-  DECLARE
-    h holds%ROWTYPE;
-  BEGIN
-    DELETE FROM holds WHERE id = p_hold RETURNING * INTO h;
-    IF NOT FOUND THEN
-      RETURN false;
-    END IF;
-    PERFORM gateway_unhold(h, false, 0);
-    RETURN true;
-  END $$;
   `;
 }
 
@@ -765,130 +550,6 @@ function providerKeyCooldownsSql(): string {
     cooling_until bigint NOT NULL,
     PRIMARY KEY (provider_id, fingerprint)
   );
-
-  -- Cools a key for p_ms from now (a longer cooldown already running stays) and tells every
-  -- listening gateway in the same transaction: the notification carries the time left, so no
-  -- gateway compares its own clock with another's. Cooldowns that ran out are forgotten here,
-  -- where they are rare.
-  CREATE FUNCTION gateway_cool_key(p_provider text, p_fingerprint text, p_ms bigint)
-  RETURNS void LANGUAGE plpgsql AS $$
-  DECLARE
-    until bigint;
-  BEGIN
-    DELETE FROM provider_key_cooldowns WHERE cooling_until < gateway_now_ms();
-    INSERT INTO provider_key_cooldowns AS cooldown (provider_id, fingerprint, cooling_until)
-    VALUES (p_provider, p_fingerprint, gateway_now_ms() + GREATEST(p_ms, 0))
-    ON CONFLICT (provider_id, fingerprint) DO UPDATE
-      SET cooling_until = GREATEST(cooldown.cooling_until, excluded.cooling_until)
-    RETURNING cooling_until INTO until;
-    PERFORM pg_notify('gateway_key_cooldowns', json_build_object(
-      'provider', p_provider, 'fingerprint', p_fingerprint,
-      'ms', GREATEST(until - gateway_now_ms(), 0))::text);
-  END $$;
-  `;
-}
-
-function settleAllSql(): string {
-  return `
-  -- Settles each of p_settlements as gateway_settle does, and writes the request_log row of one
-  -- that held nothing (its own provider key, or nothing to pay). Returns each one's charge by its
-  -- position in the batch (null: its hold was already gone). Rows are locked in one order whatever the batch holds, the order
-  -- in which gateway_hold locks them: an account, then its subscription windows, then its free
-  -- day. Two batches, or a batch and a hold, never wait for each other in a cycle.
-  CREATE FUNCTION gateway_settle_all(p_settlements jsonb)
-  RETURNS TABLE ("position" integer, charge bigint) LANGUAGE plpgsql AS $$
-  DECLARE
-    s record;
-  BEGIN
-    FOR s IN
-      SELECT * FROM jsonb_to_recordset(p_settlements) AS settlement(
-        "position" integer, id text, account_id text, payment text, payment_ref text, created_at bigint,
-        delivered boolean, cost bigint, key_id text, endpoint text, model text,
-        input_tokens bigint, output_tokens bigint, status integer, error_code text,
-        provider_id text, stream integer, now bigint, tools_omitted text)
-      ORDER BY settlement.account_id,
-        CASE settlement.payment WHEN 'subscription' THEN 1 WHEN 'free' THEN 2 ELSE 0 END,
-        settlement.id
-    LOOP
-      "position" := s."position";
-      IF s.payment IN ('byok', 'none') THEN
-        INSERT INTO request_log (id, account_id, key_id, endpoint, model, state, payment,
-          payment_ref, reserved_micro, cost_micro, input_tokens, output_tokens, status, error_code,
-          provider_id, stream, created_at, finished_at, tools_omitted)
-        VALUES (s.id, s.account_id, s.key_id, s.endpoint, s.model,
-          CASE WHEN s.delivered THEN 'settled' ELSE 'failed' END, s.payment, s.payment_ref, 0, 0,
-          s.input_tokens, s.output_tokens, s.status, s.error_code, s.provider_id, s.stream,
-          s.created_at, s.now, s.tools_omitted);
-        charge := 0;
-      ELSE
-        charge := gateway_settle(s.id, s.delivered, s.cost, s.key_id, s.endpoint, s.model,
-          s.input_tokens, s.output_tokens, s.status, s.error_code, s.provider_id, s.stream, s.now,
-          s.tools_omitted);
-      END IF;
-      RETURN NEXT;
-    END LOOP;
-  END $$;
-  `;
-}
-
-function holdAllSql(): string {
-  return `
-  -- Places each hold of p_holds as gateway_hold does, first taking one from its per-minute count
-  -- when it names one (limit_key): a request over the limit holds nothing and is refused with
-  -- 'rate_limited', and one refused for its money keeps its count, as when the two were apart.
-  -- Returns each one's answer by its position in the batch. Holds are placed by account, and
-  -- within an account as they came, a free model's after the others: the order in which
-  -- gateway_settle_all locks an account's rows (the account, its subscription windows, its free
-  -- day), so that two batches, or a batch and a settlement, never wait for each other in a cycle.
-  CREATE FUNCTION gateway_hold_all(p_holds jsonb)
-  RETURNS TABLE ("position" integer, payment text, reserved_micro bigint, payment_ref text,
-    refusal text)
-  LANGUAGE plpgsql AS $$
-  DECLARE
-    h record;
-    counted integer;
-  BEGIN
-    FOR h IN
-      SELECT * FROM jsonb_to_recordset(p_holds) AS hold(
-        "position" integer, id text, account_id text, instance_id text, amount bigint,
-        free boolean, subscription_model boolean, free_day text, free_limit integer, now bigint,
-        ttl_ms bigint, limit_key text, limit_window_end bigint, limit_count integer,
-        limit_forget_before bigint)
-      ORDER BY hold.account_id, hold.free, hold."position"
-    LOOP
-      "position" := h."position";
-      payment := NULL;
-      reserved_micro := 0;
-      payment_ref := NULL;
-      refusal := NULL;
-      IF h.limit_key IS NOT NULL THEN
-        counted := NULL;
-        IF h.limit_count > 0 THEN
-          INSERT INTO limit_counts AS window_count (key, window_end, count)
-          VALUES (h.limit_key, h.limit_window_end, 1)
-          ON CONFLICT (key, window_end) DO UPDATE SET count = window_count.count + 1
-            WHERE window_count.count < h.limit_count
-          RETURNING window_count.count INTO counted;
-        END IF;
-        IF counted IS NULL THEN
-          refusal := 'rate_limited';
-          RETURN NEXT;
-          CONTINUE;
-        END IF;
-        -- A window's first request forgets its key's windows long past: the counts whose only
-        -- takes are here are swept without a sweep of their own.
-        IF counted = 1 THEN
-          DELETE FROM limit_counts
-          WHERE key = h.limit_key AND window_end < h.limit_forget_before;
-        END IF;
-      END IF;
-      SELECT placed.payment, placed.reserved_micro, placed.payment_ref, placed.refusal
-      INTO payment, reserved_micro, payment_ref, refusal
-      FROM gateway_hold(h.id, h.account_id, h.instance_id, h.amount, h.free,
-        h.subscription_model, h.free_day, h.free_limit, h.now, h.ttl_ms) AS placed;
-      RETURN NEXT;
-    END LOOP;
-  END $$;
   `;
 }
 
@@ -916,324 +577,10 @@ function moneyLeasesSql(): string {
   CREATE INDEX leases_account ON leases(account_id);
   CREATE INDEX leases_count_key ON leases(count_key);
 
-  -- A count refused outside a hold (a shared key's) while leases of its key are not drained: they
-  -- are asked to give back (recall), and the refusal may change once they have.
-  -- True also when the window has room again (a give-back committed since the refusal).
-  CREATE FUNCTION gateway_recall_count(p_key text, p_window_end bigint, p_limit integer)
-  RETURNS boolean LANGUAGE plpgsql AS $$
-  BEGIN
-    UPDATE leases SET recall = true
-    WHERE count_key = p_key AND (active OR money_micro > kept_micro);
-    RETURN FOUND OR EXISTS (SELECT 1 FROM limit_counts
-      WHERE key = p_key AND window_end = p_window_end AND count < p_limit);
-  END $$;
-
-  -- Gives back what a gateway's lease did not use: money, and per-minute slots of one window. The
-  -- lease stops; its requests in flight still hold p_kept. Rows are locked in the order the holds
-  -- lock them: the count, then the account, then the lease.
-  CREATE FUNCTION gateway_lease_give_back(p_instance text, p_account text, p_micro bigint,
-    p_kept bigint, p_count_key text, p_window_end bigint, p_count integer)
-  RETURNS void LANGUAGE plpgsql AS $$
-  DECLARE
-    leased bigint;
-    given bigint;
-  BEGIN
-    IF p_count > 0 THEN
-      UPDATE limit_counts SET count = GREATEST(count - p_count, 0)
-      WHERE key = p_count_key AND window_end = p_window_end;
-    END IF;
-    PERFORM 1 FROM accounts WHERE id = p_account FOR UPDATE;
-    SELECT money_micro INTO leased FROM leases
-    WHERE instance_id = p_instance AND account_id = p_account FOR UPDATE;
-    IF NOT FOUND THEN
-      RETURN;
-    END IF;
-    given := LEAST(GREATEST(p_micro, 0), leased);
-    UPDATE accounts SET held_micro = held_micro - given, leased_micro = leased_micro - given
-    WHERE id = p_account;
-    UPDATE leases SET money_micro = money_micro - given, kept_micro = GREATEST(p_kept, 0),
-      active = false, recall = false
-    WHERE instance_id = p_instance AND account_id = p_account;
-  END $$;
-
-  -- A gateway's give-backs (each as gateway_lease_give_back) and then the accounts another
-  -- gateway asked it to give back.
-  CREATE FUNCTION gateway_lease_tick(p_instance text, p_give_backs jsonb)
-  RETURNS TABLE (account_id text) LANGUAGE plpgsql AS $$
-  DECLARE
-    g record;
-  BEGIN
-    FOR g IN
-      SELECT * FROM jsonb_to_recordset(p_give_backs) AS give_back(account_id text, micro bigint,
-        kept bigint, count_key text, window_end bigint, count integer)
-      ORDER BY give_back.account_id
-    LOOP
-      PERFORM gateway_lease_give_back(p_instance, g.account_id, g.micro, g.kept, g.count_key,
-        g.window_end, g.count);
-    END LOOP;
-    RETURN QUERY SELECT leases.account_id FROM leases
-      WHERE leases.instance_id = p_instance AND leases.recall;
-  END $$;
-
-  -- The lease of a gateway that died: its money goes back to its account.
-  CREATE FUNCTION gateway_lease_reap(p_instance text, p_account text)
-  RETURNS boolean LANGUAGE plpgsql AS $$
-  DECLARE
-    leased bigint;
-  BEGIN
-    PERFORM 1 FROM accounts WHERE id = p_account FOR UPDATE;
-    DELETE FROM leases WHERE instance_id = p_instance AND account_id = p_account
-    RETURNING money_micro INTO leased;
-    IF NOT FOUND THEN
-      RETURN false;
-    END IF;
-    UPDATE accounts SET held_micro = held_micro - leased, leased_micro = leased_micro - leased
-    WHERE id = p_account;
-    RETURN true;
-  END $$;
-
-  -- Places each hold as gateway_hold_all did, and then, for a hold placed that asks for a lease
-  -- (want_micro, want_count), leases that much more to its gateway while the account stays far
-  -- from its limits: its available money at least four times the lease after it, and its window's
-  -- count at least four leases below the limit; never with PAYG on. A hold refused for its balance
-  -- or its count tells whether another gateway (or this one) has a lease of the account that is
-  -- not drained (they are asked to give back), or whether a give-back has just made room: either
-  -- way the refusal may change, and the caller tries again (recalled).
-  DROP FUNCTION gateway_hold_all(jsonb);
-  CREATE FUNCTION gateway_hold_all(p_holds jsonb)
-  RETURNS TABLE ("position" integer, payment text, reserved_micro bigint, payment_ref text,
-    refusal text, lease_micro bigint, lease_count integer, recalled boolean)
-  LANGUAGE plpgsql AS $$
-  DECLARE
-    h record;
-    counted integer;
-  BEGIN
-    FOR h IN
-      SELECT * FROM jsonb_to_recordset(p_holds) AS hold(
-        "position" integer, id text, account_id text, instance_id text, amount bigint,
-        free boolean, subscription_model boolean, free_day text, free_limit integer, now bigint,
-        ttl_ms bigint, limit_key text, limit_window_end bigint, limit_count integer,
-        limit_forget_before bigint, want_micro bigint, want_count integer)
-      ORDER BY hold.account_id, hold.free, hold."position"
-    LOOP
-      "position" := h."position";
-      payment := NULL;
-      reserved_micro := 0;
-      payment_ref := NULL;
-      refusal := NULL;
-      lease_micro := 0;
-      lease_count := 0;
-      recalled := false;
-      counted := NULL;
-      IF h.limit_key IS NOT NULL THEN
-        IF h.limit_count > 0 THEN
-          INSERT INTO limit_counts AS window_count (key, window_end, count)
-          VALUES (h.limit_key, h.limit_window_end, 1)
-          ON CONFLICT (key, window_end) DO UPDATE SET count = window_count.count + 1
-            WHERE window_count.count < h.limit_count
-          RETURNING window_count.count INTO counted;
-        END IF;
-        IF counted IS NULL THEN
-          refusal := 'rate_limited';
-        ELSIF counted = 1 THEN
-          DELETE FROM limit_counts
-          WHERE key = h.limit_key AND window_end < h.limit_forget_before;
-        END IF;
-      END IF;
-      IF refusal IS NULL THEN
-        SELECT placed.payment, placed.reserved_micro, placed.payment_ref, placed.refusal
-        INTO payment, reserved_micro, payment_ref, refusal
-        FROM gateway_hold(h.id, h.account_id, h.instance_id, h.amount, h.free,
-          h.subscription_model, h.free_day, h.free_limit, h.now, h.ttl_ms) AS placed;
-      END IF;
-      IF refusal IS NULL AND payment = 'balance' AND coalesce(h.want_micro, 0) > 0 THEN
-        -- The count's row is this transaction's already: taking more of it waits on nothing.
-        IF counted IS NOT NULL AND coalesce(h.want_count, 0) > 0 THEN
-          UPDATE limit_counts SET count = count + h.want_count
-          WHERE key = h.limit_key AND window_end = h.limit_window_end
-            AND count + 5 * h.want_count <= h.limit_count;
-          IF FOUND THEN
-            lease_count := h.want_count;
-          END IF;
-        END IF;
-        -- Not with PAYG on: a balance short because of a lease elsewhere would send a request to
-        -- PAYG instead of being refused and tried again once the lease is back.
-        UPDATE accounts SET held_micro = held_micro + h.want_micro,
-          leased_micro = leased_micro + h.want_micro
-        WHERE id = h.account_id AND payg_enabled = 0
-          AND balance_micro - held_micro - h.want_micro >= 4 * h.want_micro;
-        IF FOUND THEN
-          lease_micro := h.want_micro;
-        ELSIF lease_count > 0 THEN
-          UPDATE limit_counts SET count = count - lease_count
-          WHERE key = h.limit_key AND window_end = h.limit_window_end;
-          lease_count := 0;
-        END IF;
-        IF lease_micro > 0 THEN
-          INSERT INTO leases AS lease (instance_id, account_id, money_micro, count_key)
-          VALUES (h.instance_id, h.account_id, lease_micro,
-            CASE WHEN lease_count > 0 THEN h.limit_key END)
-          ON CONFLICT (instance_id, account_id) DO UPDATE SET
-            money_micro = lease.money_micro + excluded.money_micro, active = true, recall = false,
-            count_key = coalesce(excluded.count_key, lease.count_key);
-        END IF;
-      ELSIF refusal IN ('insufficient_balance', 'rate_limited') THEN
-        -- A give-back may be committing right now: the account's row lock waits for it, and what
-        -- it gave back is then seen below. Either way the request is tried again.
-        PERFORM 1 FROM accounts WHERE id = h.account_id FOR UPDATE;
-        UPDATE leases SET recall = true
-        WHERE leases.account_id = h.account_id AND (active OR money_micro > kept_micro);
-        recalled := FOUND
-          OR (refusal = 'insufficient_balance' AND EXISTS (SELECT 1 FROM accounts
-            WHERE id = h.account_id AND balance_micro - held_micro >= h.amount))
-          OR (refusal = 'rate_limited' AND EXISTS (SELECT 1 FROM limit_counts
-            WHERE key = h.limit_key AND window_end = h.limit_window_end
-              AND count < h.limit_count));
-      END IF;
-      RETURN NEXT;
-    END LOOP;
-  END $$;
-
-  -- Settles a request a gateway admitted from its lease: the charge comes out of the lease and
-  -- the balance; what the request held beyond it stays in the lease, unless the gateway had
-  -- stopped using it (p_stopped): then it goes back to the account, and the lease keeps less
-  -- for the requests still in flight. The request_log row is written as gateway_settle writes
-  -- it. A request whose lease is gone (its gateway was taken for dead) is charged nothing and
-  -- not recorded, as one whose hold was reaped: null.
-  CREATE FUNCTION gateway_settle_leased(p_id text, p_account text, p_instance text,
-    p_reserved bigint, p_stopped boolean, p_delivered boolean, p_cost bigint, p_key_id text,
-    p_endpoint text, p_model text, p_input_tokens bigint, p_output_tokens bigint,
-    p_status integer, p_error_code text, p_provider_id text, p_stream integer,
-    p_created_at bigint, p_now bigint, p_tools_omitted text)
-  RETURNS bigint LANGUAGE plpgsql AS $$
-  DECLARE
-    balance bigint;
-    leased bigint;
-    charge bigint;
-    back bigint;
-  BEGIN
-    SELECT balance_micro INTO balance FROM accounts WHERE id = p_account FOR UPDATE;
-    SELECT money_micro INTO leased FROM leases
-    WHERE instance_id = p_instance AND account_id = p_account FOR UPDATE;
-    IF leased IS NULL OR balance IS NULL THEN
-      RETURN NULL;
-    END IF;
-    charge := LEAST(CASE WHEN p_delivered THEN LEAST(GREATEST(p_cost, 0), p_reserved) ELSE 0 END,
-      balance, leased);
-    back := CASE WHEN p_stopped THEN LEAST(p_reserved, leased) ELSE charge END;
-    UPDATE accounts SET balance_micro = balance_micro - charge,
-      held_micro = held_micro - back, leased_micro = leased_micro - back
-    WHERE id = p_account;
-    UPDATE leases SET money_micro = money_micro - back,
-      kept_micro = CASE WHEN p_stopped THEN GREATEST(kept_micro - p_reserved, 0) ELSE kept_micro END
-    WHERE instance_id = p_instance AND account_id = p_account;
-    INSERT INTO request_log (id, account_id, key_id, endpoint, model, state, payment, payment_ref,
-      reserved_micro, cost_micro, input_tokens, output_tokens, status, error_code, provider_id,
-      stream, created_at, finished_at, tools_omitted)
-    VALUES (p_id, p_account, p_key_id, p_endpoint, p_model,
-      CASE WHEN p_delivered THEN 'settled' ELSE 'failed' END, 'balance', NULL, p_reserved,
-      charge, p_input_tokens, p_output_tokens, p_status, p_error_code, p_provider_id, p_stream,
-      p_created_at, p_now, p_tools_omitted);
-    RETURN charge;
-  END $$;
-
-  -- Settles as gateway_settle_all did, and the requests admitted from a lease (leased) as
-  -- gateway_settle_leased does.
-  DROP FUNCTION gateway_settle_all(jsonb);
-  CREATE FUNCTION gateway_settle_all(p_settlements jsonb)
-  RETURNS TABLE ("position" integer, charge bigint) LANGUAGE plpgsql AS $$
-  DECLARE
-    s record;
-  BEGIN
-    FOR s IN
-      SELECT * FROM jsonb_to_recordset(p_settlements) AS settlement(
-        "position" integer, id text, account_id text, payment text, payment_ref text, created_at bigint,
-        delivered boolean, cost bigint, key_id text, endpoint text, model text,
-        input_tokens bigint, output_tokens bigint, status integer, error_code text,
-        provider_id text, stream integer, now bigint, tools_omitted text, leased boolean,
-        stopped boolean, instance_id text, reserved bigint)
-      ORDER BY settlement.account_id,
-        CASE settlement.payment WHEN 'subscription' THEN 1 WHEN 'free' THEN 2 ELSE 0 END,
-        settlement.id
-    LOOP
-      "position" := s."position";
-      IF coalesce(s.leased, false) THEN
-        charge := gateway_settle_leased(s.id, s.account_id, s.instance_id, s.reserved, s.stopped,
-          s.delivered, s.cost, s.key_id, s.endpoint, s.model, s.input_tokens, s.output_tokens,
-          s.status, s.error_code, s.provider_id, s.stream, s.created_at, s.now, s.tools_omitted);
-      ELSIF s.payment IN ('byok', 'none') THEN
-        INSERT INTO request_log (id, account_id, key_id, endpoint, model, state, payment,
-          payment_ref, reserved_micro, cost_micro, input_tokens, output_tokens, status, error_code,
-          provider_id, stream, created_at, finished_at, tools_omitted)
-        VALUES (s.id, s.account_id, s.key_id, s.endpoint, s.model,
-          CASE WHEN s.delivered THEN 'settled' ELSE 'failed' END, s.payment, s.payment_ref, 0, 0,
-          s.input_tokens, s.output_tokens, s.status, s.error_code, s.provider_id, s.stream,
-          s.created_at, s.now, s.tools_omitted);
-        charge := 0;
-      ELSE
-        charge := gateway_settle(s.id, s.delivered, s.cost, s.key_id, s.endpoint, s.model,
-          s.input_tokens, s.output_tokens, s.status, s.error_code, s.provider_id, s.stream, s.now,
-          s.tools_omitted);
-      END IF;
-      RETURN NEXT;
-    END LOOP;
-  END $$;
-  `;
-}
-
-function leaseTopUpSql(): string {
-  return `
-  -- Leases more to a gateway whose lease of the account is in use and not recalled, on the terms
-  -- of a hold's lease (gateway_hold_all): money while the account's available money stays at
-  -- least four times the addition, per-minute slots of the window that ends at p_window_end while
-  -- its count stays at least four additions below the limit. Each part is granted on its own;
-  -- what was granted is returned. Rows are locked in the order holds lock them: the count, the
-  -- account, then the lease. A lease that stopped meanwhile (given back, reaped, recalled) gets
-  -- nothing, and what was taken for it goes back in the same transaction.
-  CREATE FUNCTION gateway_lease_top_up(p_instance text, p_account text, p_want_micro bigint,
-    p_limit_key text, p_window_end bigint, p_limit_count integer, p_want_count integer)
-  RETURNS TABLE (lease_micro bigint, lease_count integer) LANGUAGE plpgsql AS $$
-  BEGIN
-    lease_micro := 0;
-    lease_count := 0;
-    IF p_want_count > 0 THEN
-      UPDATE limit_counts SET count = count + p_want_count
-      WHERE key = p_limit_key AND window_end = p_window_end
-        AND count + 5 * p_want_count <= p_limit_count;
-      IF FOUND THEN
-        lease_count := p_want_count;
-      END IF;
-    END IF;
-    IF p_want_micro > 0 THEN
-      UPDATE accounts SET held_micro = held_micro + p_want_micro,
-        leased_micro = leased_micro + p_want_micro
-      WHERE id = p_account AND payg_enabled = 0
-        AND balance_micro - held_micro - p_want_micro >= 4 * p_want_micro;
-      IF FOUND THEN
-        lease_micro := p_want_micro;
-      END IF;
-    END IF;
-    IF lease_micro = 0 AND lease_count = 0 THEN
-      RETURN NEXT;
-      RETURN;
-    END IF;
-    UPDATE leases SET money_micro = money_micro + lease_micro,
-      count_key = CASE WHEN lease_count > 0 THEN p_limit_key ELSE count_key END
-    WHERE instance_id = p_instance AND account_id = p_account AND active AND NOT recall;
-    IF NOT FOUND THEN
-      IF lease_micro > 0 THEN
-        UPDATE accounts SET held_micro = held_micro - lease_micro,
-          leased_micro = leased_micro - lease_micro
-        WHERE id = p_account;
-      END IF;
-      IF lease_count > 0 THEN
-        UPDATE limit_counts SET count = count - lease_count
-        WHERE key = p_limit_key AND window_end = p_window_end;
-      END IF;
-      lease_micro := 0;
-      lease_count := 0;
-    END IF;
-    RETURN NEXT;
-  END $$;
+  -- gateway_hold_all and gateway_settle_all return more than they did before leases: a database
+  -- that ran "settle-all" and "hold-all" with their functions (before functions.ts) has them with
+  -- their old result, which CREATE OR REPLACE cannot change.
+  DROP FUNCTION IF EXISTS gateway_hold_all(jsonb);
+  DROP FUNCTION IF EXISTS gateway_settle_all(jsonb);
   `;
 }

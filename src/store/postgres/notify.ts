@@ -3,12 +3,12 @@ import { randomToken } from "../secrets.js";
 import type { Queryable } from "./transaction.js";
 
 /** The channel every gateway on the database listens on for changes to what it keeps in memory. */
-export const changesChannel = "gateway_changes";
+const changesChannel = "gateway_changes";
 /**
  * The listeners' own channel: each says it is there when it starts listening, and confirms each
  * announced write once it has read it, so the writer knows every gateway has.
  */
-export const confirmationsChannel = "gateway_change_confirmations";
+const confirmationsChannel = "gateway_change_confirmations";
 
 /**
  * What a write changed, as its notification names it: an account's row, a key's row, an
@@ -24,7 +24,7 @@ export type Change =
 /** A change as sent: `n` names the write whose writer waits for its own copy to come back. */
 export type ChangeMessage = Change & { n?: string };
 
-export function changePayload(change: Change, nonce?: string): string {
+function changePayload(change: Change, nonce?: string): string {
   return JSON.stringify(nonce === undefined ? change : { ...change, n: nonce });
 }
 
@@ -41,7 +41,7 @@ export async function notifyChange(db: Queryable, change: Change, nonce?: string
 }
 
 /** A payload this version does not understand asks for everything to be read again. */
-export function parseChange(payload: string): ChangeMessage {
+function parseChange(payload: string): ChangeMessage {
   try {
     const message = JSON.parse(payload) as Record<string, unknown>;
     const nonce = typeof message.n === "string" ? { n: message.n } : {};

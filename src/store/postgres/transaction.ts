@@ -35,7 +35,7 @@ export async function inTransaction<T>(
  * could otherwise interleave (a count and the insert it allows). The second key narrows the lock
  * to what is counted (`hashtext` of an account, say); a shared hash only serializes a little more.
  */
-export const lockClass = {
+const lockClass = {
   jobSubmissions: 718_201,
   deviceCodes: 718_202,
   configApply: 718_203,

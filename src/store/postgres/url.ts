@@ -1,7 +1,7 @@
 // No import of pg here: a SQLite gateway reads its --db through this module and never loads pg.
 
 /** The environment variable that selects a Postgres database when `--db` is not given. */
-export const databaseUrlVariable = "GATEWAY_DB_URL";
+const databaseUrlVariable = "GATEWAY_DB_URL";
 
 export function isPostgresUrl(value: string | undefined): value is string {
   return value !== undefined && /^postgres(ql)?:\/\//i.test(value);

@@ -49,7 +49,7 @@ export const DEFAULT_ANTHROPIC_MAX_TOKENS = 4096;
 // ---------------------------------------------------------------------------
 
 /** Anthropic's own web search, which chat's `web_search_options` (and Responses' `web_search`) map to. */
-export const ANTHROPIC_WEB_SEARCH = { type: "web_search_20250305", name: "web_search" } as const;
+const ANTHROPIC_WEB_SEARCH = { type: "web_search_20250305", name: "web_search" } as const;
 
 /** `maxTokens`: the output limit when the client names none (the model's maximum output). */
 export function chatRequestToMessages(
@@ -441,7 +441,7 @@ function webCitations(citations: unknown, start: number, end: number): UrlCitati
   return out;
 }
 
-export function anthropicStopToChatFinish(reason: unknown): ChatFinishReason {
+function anthropicStopToChatFinish(reason: unknown): ChatFinishReason {
   switch (reason) {
     case "max_tokens":
     case "model_context_window_exceeded":

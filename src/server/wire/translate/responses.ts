@@ -247,7 +247,7 @@ export function hostedToolSentence(tools: string[]): string {
  * A namespace's function as one chat tool: the model calls it by this name, and the answer names
  * the namespace and function again, as the client declared them.
  */
-export function flatToolName(namespace: string | undefined, name: string): string {
+function flatToolName(namespace: string | undefined, name: string): string {
   if (!namespace) return name;
   return namespace.endsWith("_") ? `${namespace}${name}` : `${namespace}__${name}`;
 }
@@ -255,7 +255,7 @@ export function flatToolName(namespace: string | undefined, name: string): strin
 export type NamespacedName = { namespace: string; name: string };
 
 /** Flat chat names of a request's namespaced functions; undefined when it declares no namespace. */
-export function namespacedTools(
+function namespacedTools(
   req: ResponsesRequest | undefined,
 ): Map<string, NamespacedName> | undefined {
   let names: Map<string, NamespacedName> | undefined;

@@ -1,8 +1,7 @@
 import { createHash } from "node:crypto";
-import { deflateSync, inflateSync } from "node:zlib";
+import { crc32, deflateSync, inflateSync } from "node:zlib";
 import { asBuffer } from "./bytes.js";
 import { hslToRgb, mixRgb, type Rgb } from "./color.js";
-import { crc32 } from "./crc32.js";
 import { SeededRandom } from "./seed.js";
 
 export interface ImageSize {

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
+import { crc32 } from "node:zlib";
 import { asBuffer } from "./bytes.js";
-import { crc32 } from "./crc32.js";
 import {
   isModemSampleRate,
   isSilentWindow,
