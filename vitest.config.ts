@@ -5,6 +5,9 @@ export default defineConfig({
     testTimeout: 20_000,
     hookTimeout: 30_000,
     pool: "forks",
+    // The BYOK sealing key in the key file beside each test database, whether or not the machine
+    // has a keychain (CI runs in one): tests of the keychain set their own.
+    env: { GATEWAY_SECRET_KEY_STORE: "file" },
     // One throwaway PostgreSQL server for the run; the Postgres tests make their databases on it.
     globalSetup: ["test/support/postgres-global.ts"],
     projects: [
@@ -18,7 +21,7 @@ export default defineConfig({
         test: {
           name: "clients on postgres",
           include: ["test/clients/**/*.test.ts"],
-          env: { GATEWAY_TEST_BACKEND: "postgres" },
+          env: { GATEWAY_SECRET_KEY_STORE: "file", GATEWAY_TEST_BACKEND: "postgres" },
         },
       },
     ],

@@ -80,6 +80,31 @@ describe.skipIf(!haveChromium)("gateway login approved in a real browser", () =>
     ).toBe(200);
   }, 30_000);
 
+  it("shows a client name's bidi overrides as U+FFFD, so the page's text reads in its own order", async () => {
+    const res = await post(
+      gw,
+      "/api/auth/device/code",
+      { client_name: "evil\u202Egnp.exe\u2066x" },
+      {},
+    );
+    const { user_code: userCode } = (await res.json()) as { user_code: string };
+    const context = await browser!.newContext();
+    try {
+      const page = await context.newPage();
+      page.setDefaultTimeout(10_000);
+      await page.goto(await createOwnerLink(gw.services.repos.sessions, "acct", gw.url));
+      await page.goto(`${gw.url}/dashboard/device?user_code=${userCode}`);
+      expect(await page.locator("strong bdi").innerText()).toBe("evil\uFFFDgnp.exe\uFFFDx");
+      const text = await page.locator("main, body").first().innerText();
+      expect(text).toContain(
+        "A command-line login from evil\uFFFDgnp.exe\uFFFDx asks for a login key",
+      );
+      expect(text).not.toMatch(/[\u202A-\u202E\u2066-\u2069]/);
+    } finally {
+      await context.close();
+    }
+  });
+
   it("a browser without a session is told to run gateway dashboard, and an owner link leads back to the approval page", async () => {
     const res = await post(gw, "/api/auth/device/code", { client_name: "browser test" }, {});
     const dc = (await res.json()) as { verification_uri_complete: string; user_code: string };

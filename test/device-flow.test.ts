@@ -481,3 +481,74 @@ describe("dashboard keys", () => {
     expect(gw.services.store.getKey("kp")!.revoked_at).toBeNull();
   });
 });
+
+describe("device codes across accounts (issue 29, point 5)", () => {
+  // A gateway of its own: the tests above spent this address's device codes for the minute.
+  let gw: TestGateway;
+  beforeAll(async () => {
+    gw = await testGateway({ devicePollIntervalSeconds: 1, deviceCodeTtlSeconds: 60 });
+  });
+  afterAll(async () => {
+    await gw?.close();
+  });
+
+  it("lets only the account whose owner opened a code deny or approve it", async () => {
+    const dc = await deviceCode(gw);
+    const owner = await ownerSession(gw, "acct");
+    const mine = await approvalPage(gw, owner, dc.user_code);
+    expect(mine.status).toBe(200);
+
+    // Another account's owner who learnt the code: told it is unknown, and it stays pending.
+    const stranger = await ownerSession(gw, "poor");
+    const theirs = await approvalPage(gw, stranger, dc.user_code);
+    expect(theirs.status).toBe(404);
+    expect(theirs.html).toContain("No login request has this code.");
+    expect(theirs.html).not.toContain('action="/dashboard/device/deny"');
+    const strangerCsrf = await dashboardCsrf(gw, stranger);
+    for (const decision of ["deny", "approve"] as const) {
+      const refused = await decide(
+        gw,
+        decision,
+        { user_code: dc.user_code, csrf_token: strangerCsrf },
+        { cookie: stranger.cookie, origin: gw.url },
+      );
+      expect({ decision, status: refused.status }).toEqual({ decision, status: 404 });
+    }
+    expect((await sealedValue(gw, dc.user_code)).status).toBe("pending");
+    expect((await poll(dc.device_code, gw)).body.error).toBe("authorization_pending");
+
+    // Its own owner still decides it.
+    const denied = await decide(
+      gw,
+      "deny",
+      { user_code: dc.user_code, csrf_token: mine.csrf! },
+      { cookie: owner.cookie, origin: gw.url },
+    );
+    expect(denied.html).toMatch(/denied/i);
+    expect((await poll(dc.device_code, gw)).body.error).toBe("access_denied");
+  });
+
+  it("shows a client name's bidi and control characters as U+FFFD, inside <bdi>", async () => {
+    const dc = await deviceCode(gw, "evil\u202Egnp.exe\u2066\u200Bx\u0007y");
+    const page = await approvalPage(gw, await ownerSession(gw), dc.user_code);
+    expect(page.status).toBe(200);
+    expect(page.html).toContain("<bdi>evil\uFFFDgnp.exe\uFFFD\uFFFDx\uFFFDy</bdi>");
+    expect(page.html).not.toMatch(/[\u202A-\u202E\u2066-\u2069\u200B]/);
+    expect(page.html).not.toContain("\u0007");
+    // The login key it mints is labelled with the cleaned name too.
+    const approved = await ownerDecides(gw, dc.user_code, "approve");
+    expect(approved.status).toBe(200);
+    const row = await sealedValue(gw, dc.user_code);
+    expect(gw.services.store.getKey(row.key_id!)!.label).toBe(
+      "evil\uFFFDgnp.exe\uFFFD\uFFFDx\uFFFDy",
+    );
+  });
+});
+
+/** The CSRF token of an owner's dashboard session, as its pages carry it. */
+async function dashboardCsrf(gw: { url: string }, owner: { cookie: string }): Promise<string> {
+  const html = await (
+    await fetch(`${gw.url}/dashboard`, { headers: { cookie: owner.cookie } })
+  ).text();
+  return /name="csrf-token" content="([^"]+)"/.exec(html)![1];
+}

@@ -130,9 +130,14 @@ describe("GET /metrics", () => {
 
   it("shows holds in flight while a request waits upstream", async () => {
     const gw = await gateway();
-    const slow = post(gw, "/v1/chat/completions", chat("[[mock:delay=800]] wait"));
-    await new Promise((r) => setTimeout(r, 300));
-    const during = await scrape(gw);
+    const slow = post(gw, "/v1/chat/completions", chat("[[mock:delay=3000]] wait"));
+    // Read once the request is admitted, not after a fixed wait that a busy machine can outlast
+    // before admission (0 in flight) or past the answer.
+    let during = await scrape(gw);
+    for (let i = 0; i < 100 && sample(during, "gateway_holds_in_flight") === 0; i++) {
+      await new Promise((r) => setTimeout(r, 20));
+      during = await scrape(gw);
+    }
     expect(sample(during, "gateway_holds_in_flight")).toBe(1);
     expect(sample(during, "gateway_held_micro_idr")).toBeGreaterThan(0);
     expect((await slow).status).toBe(200);

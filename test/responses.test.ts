@@ -1,7 +1,7 @@
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { errorOf } from "./support/api.js";
-import { KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
+import { baseConfig, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
 
 let gw: TestGateway;
 let openai: OpenAI;
@@ -95,5 +95,77 @@ describe("POST /v1/responses on a chat-wire provider", () => {
     expect(
       await errorOf(await post(gw, "/v1/responses", { model: "nope", input: "x" })),
     ).toMatchObject({ status: 400, code: "model_not_found" });
+  });
+});
+
+describe("Responses API state: its lifetime and its refusals over HTTP", () => {
+  const continueFrom = (g: TestGateway, id: string) =>
+    post(g, "/v1/responses", { model: "mock-gpt", previous_response_id: id, input: "again" });
+
+  it("keeps responses as long as the config's responses.ttl_seconds, unless the option says otherwise", async () => {
+    const configured = await testGateway({
+      clock: "manual",
+      config: { ...baseConfig(), responses: { ttl_seconds: 60 } },
+    });
+    const overridden = await testGateway({
+      clock: "manual",
+      config: { ...baseConfig(), responses: { ttl_seconds: 60 } },
+      responsesTtlSeconds: 3600,
+    });
+    try {
+      const stored = async (g: TestGateway) =>
+        (await (await post(g, "/v1/responses", { model: "mock-gpt", input: "hi" })).json()) as {
+          id: string;
+          store: boolean;
+        };
+      const short = await stored(configured);
+      const long = await stored(overridden);
+      expect(short.store).toBe(true);
+      const retrieve = (g: TestGateway, id: string) =>
+        fetch(`${g.url}/v1/responses/${id}`, { headers: { authorization: `Bearer ${KEY}` } });
+      configured.clock.advance(59_000);
+      expect((await retrieve(configured, short.id)).status).toBe(200);
+      configured.clock.advance(2_000);
+      expect((await retrieve(configured, short.id)).status).toBe(404);
+      const expired = await continueFrom(configured, short.id);
+      expect(expired.status).toBe(400);
+      expect(await errorOf(expired)).toMatchObject({
+        code: "bad_request",
+        message: expect.stringContaining("previous_response_id"),
+      });
+      overridden.clock.advance(61_000);
+      expect((await retrieve(overridden, long.id)).status).toBe(200);
+      overridden.clock.advance(3_540_000);
+      expect((await retrieve(overridden, long.id)).status).toBe(404);
+      expect((await continueFrom(overridden, long.id)).status).toBe(400);
+    } finally {
+      await configured.close();
+      await overridden.close();
+    }
+  });
+
+  it("refuses a previous_response_id or conversation that is not a string, and a bad page query", async () => {
+    const wrongType = await post(gw, "/v1/responses", {
+      model: "mock-gpt",
+      previous_response_id: 7,
+      input: "x",
+    });
+    expect(wrongType.status).toBe(400);
+    expect((await errorOf(wrongType)).message).toContain("previous_response_id");
+    const unknown = await post(gw, "/v1/responses", {
+      model: "mock-gpt",
+      conversation: "conv_missing",
+      input: "x",
+    });
+    expect(unknown.status).toBe(400);
+    expect((await errorOf(unknown)).message).toContain("conversation");
+    const created = (await (
+      await post(gw, "/v1/responses", { model: "mock-gpt", input: "hi" })
+    ).json()) as { id: string };
+    const badPage = await fetch(`${gw.url}/v1/responses/${created.id}/input_items?limit=500`, {
+      headers: { authorization: `Bearer ${KEY}` },
+    });
+    expect(badPage.status).toBe(400);
+    expect((await errorOf(badPage)).message).toContain("limit");
   });
 });

@@ -225,3 +225,37 @@ describe.each(["sqlite", "postgres"] as const)("suspension with streams open, on
     expect((await post(gw, req.path, req.body, key)).status).toBe(401);
   });
 });
+
+describe("suspension while a stream is kept alive before its first piece", () => {
+  it("ends the committed stream with an error event in its style, charged nothing", async () => {
+    const gw = await testGateway({ keepaliveMs: 100 });
+    try {
+      const res = await post(gw, "/v1/messages", {
+        model: "mock-gpt",
+        stream: true,
+        max_tokens: 100,
+        messages: [{ role: "user", content: "slow start [[mock:delay=5000]]" }],
+      });
+      // The 200 went out with the first keepalive comment.
+      expect(res.status).toBe(200);
+      const reader = res.body!.getReader();
+      const decoder = new TextDecoder();
+      let text = decoder.decode((await reader.read()).value);
+      expect(text).toContain(": keepalive");
+      expect((await admin(gw, "POST", "/accounts/acct/suspend")).status).toBe(200);
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        text += decoder.decode(value, { stream: true });
+      }
+      expect(text).toContain("event: error");
+      expect(text).toContain('"authentication_error"');
+      expect(text).not.toContain("message_start");
+      // Durable in the settlement journal before the event left; the row follows.
+      const row = await rowAfter(gw, undefined);
+      expect(row).toMatchObject({ error_code: "account_suspended", cost_micro: 0 });
+    } finally {
+      await gw.close();
+    }
+  });
+});

@@ -164,7 +164,7 @@ Examples:
       const { ConfigError } = await import("../server/config/load.js");
       const { SecretKeyError } = await import("../store/secret-box.js");
       const { GatewayAlreadyRunning } = await import("../server/serve-lock.js");
-      const { isStorageFull } = await import("../store/storage-fault.js");
+      const { storageFaultKind } = await import("../store/storage-fault.js");
       const { describePostgresUrl, isPostgresUrl, selectPostgresUrl } = await import(
         "../store/postgres/url.js"
       );
@@ -214,8 +214,13 @@ Examples:
         if (code === "EADDRINUSE")
           throw new UserError(`port ${port} is already in use; try --port 0`);
         if (code === "SQLITE_CANTOPEN") throw new UserError(`cannot open database ${db}`);
-        if (isStorageFull(err))
+        const fault = storageFaultKind(err);
+        if (fault === "full")
           throw new UserError(`cannot write ${db}: the disk is full; free space and start again`);
+        if (fault === "failing")
+          throw new UserError(
+            `cannot write ${db}: the disk refuses writes (${(err as Error).message}); start it on a writable disk`,
+          );
         throw err;
       }
       // Before the ready line: a script may signal us as soon as it reads it.

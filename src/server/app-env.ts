@@ -68,6 +68,8 @@ export interface Surface {
   /** A request from a page of another origin is refused (plain 403). */
   sameOrigin: boolean;
   bodyLimit?: BodyLimit;
+  /** The limit of its routes anyone may call (access `public`), when smaller than `bodyLimit`. */
+  publicBodyLimit?: BodyLimit;
 }
 
 /** What a path no route serves answers under `prefix`: 404 once `access` passed, in `errors` style. */

@@ -1,4 +1,4 @@
-import type { RequestListener } from "node:http";
+import type { IncomingMessage, RequestListener } from "node:http";
 import { getRequestListener } from "@hono/node-server";
 import { RESPONSE_ALREADY_SENT } from "@hono/node-server/utils/response";
 import type { Context } from "hono";
@@ -6,10 +6,10 @@ import { Hono } from "hono";
 import type { AppEnv, Handler, Route, Surface } from "./app-env.js";
 import { accessGuards, type Guard } from "./auth/guards.js";
 import { errorResponse, GatewayError, PlainTextError } from "./errors.js";
-import { refuseDeclaredLength } from "./http/body.js";
+import { isTooLarge, refuseDeclaredLength } from "./http/body.js";
 import { allowAnyOrigin, withCors } from "./http/cors.js";
 import { directRouter } from "./http/direct-router.js";
-import { nodeOutgoing, ownOrigin, requestHeader } from "./http/request.js";
+import { nodeIncoming, nodeOutgoing, ownOrigin, requestHeader } from "./http/request.js";
 import { surfaces, unmatched } from "./routes/index.js";
 import type { Services } from "./services.js";
 
@@ -94,7 +94,16 @@ function registered(
   const name = `${route.method} ${route.path}`;
   const cors = surface?.cors === true;
   const sameOrigin = surface?.sameOrigin === true;
-  const limit = surface?.bodyLimit;
+  const open = route.access === "public";
+  const limit = (open && surface?.publicBodyLimit) || surface?.bodyLimit;
+  /**
+   * Whether a refusal before the body came in closes the connection after the answer rather than
+   * reading, and dropping, the rest: yes for a caller without a key (a public route's body too
+   * large, a key refused). A body too large for a caller who sent a key, maybe a real client
+   * that misjudged, is drained so that its client reads the 413.
+   */
+  const cutOff = (c: Context<AppEnv>, err: unknown): boolean =>
+    !c.get("auth") && (open || !isTooLarge(err) || !sendsKey(c));
 
   const fail = (c: Context<AppEnv>, err: unknown): Response => {
     const outgoing = nodeOutgoing(c);
@@ -103,6 +112,9 @@ function registered(
       outgoing.destroy();
       return RESPONSE_ALREADY_SENT;
     }
+    const incoming = nodeIncoming(c);
+    if (outgoing && incoming && cutOff(c, err) && bodyStillComing(incoming))
+      outgoing.setHeader("connection", "close");
     services.ledger.noteStorageFailure(err);
     return errorResponse(err, errors, name);
   };
@@ -130,6 +142,22 @@ function registered(
     if (!corsAfter) return answer;
     return answer instanceof Promise ? answer.then(withCors) : withCors(answer);
   };
+}
+
+function sendsKey(c: Context): boolean {
+  return (
+    requestHeader(c, "authorization") !== undefined || requestHeader(c, "x-api-key") !== undefined
+  );
+}
+
+/** Bodies up to this are read and dropped after a refusal; the connection stays for the next. */
+const drainedBodyBytes = 64 * 1024;
+
+/** A body, chunked or larger than is worth draining, that has not all arrived. */
+function bodyStillComing(incoming: IncomingMessage): boolean {
+  if (incoming.complete) return false;
+  const { "content-length": length, "transfer-encoding": chunked } = incoming.headers;
+  return chunked !== undefined || Number(length) > drainedBodyBytes;
 }
 
 /** Same-origin and browser-less requests pass; a page on another origin does not. */

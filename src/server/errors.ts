@@ -1,4 +1,4 @@
-import { isStorageFull } from "../store/storage-fault.js";
+import { type StorageFaultKind, storageFaultKind } from "../store/storage-fault.js";
 
 /**
  * One error model for the whole gateway, rendered in the style of the route that was called.
@@ -147,15 +147,22 @@ export function internalError(): GatewayError {
 /** Seconds a client is asked to wait while the gateway's disk is full. */
 export const storageRetryAfterSeconds = 30;
 
+const storageReasons: Record<StorageFaultKind, string> = {
+  full: "its disk is full",
+  failing: "its disk refuses writes",
+  lost: "its database file was removed",
+};
+
 /**
- * A write the request needs (its charge, above all) failed for want of disk space. Nothing was
- * delivered and nothing was charged, so the same request may simply be sent again.
+ * A write the request needs (its charge, above all) failed: no disk space, a disk that refuses
+ * writes, or a database file taken away. Nothing was delivered and nothing was charged, so the
+ * same request may simply be sent again.
  */
-export function storageUnavailable(): GatewayError {
+export function storageUnavailable(kind: StorageFaultKind = "full"): GatewayError {
   return new GatewayError(
     503,
     "storage_unavailable",
-    "The gateway cannot record requests right now (its disk is full), so this one was not served and nothing was charged. Retry later.",
+    `The gateway cannot record requests right now (${storageReasons[kind]}), so this one was not served and nothing was charged. Retry later.`,
     { retryAfter: storageRetryAfterSeconds },
   );
 }
@@ -175,7 +182,7 @@ export function errorResponse(err: unknown, style: ErrorStyle, route: string): R
   let known: GatewayError;
   if (err instanceof GatewayError) known = err;
   // The ledger logs the fault once, naming the database; a line per request would flood.
-  else if (isStorageFull(err)) known = storageUnavailable();
+  else if (storageFaultKind(err)) known = storageUnavailable(storageFaultKind(err));
   else {
     const { name, message } = err instanceof Error ? err : { name: "Error", message: String(err) };
     console.error(`internal error on ${route}: ${name}: ${message}`);

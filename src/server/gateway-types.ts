@@ -42,6 +42,12 @@ export interface PublicGatewayOptions {
   /** Device-flow timing for `gateway login` (defaults 600 s and 5 s). */
   deviceCodeTtlSeconds?: number;
   devicePollIntervalSeconds?: number;
+  /**
+   * How long a stored response (`previous_response_id`, `GET /v1/responses/{id}`) or a
+   * conversation is kept after its last turn, in seconds. Default: the config's
+   * `responses.ttl_seconds`, else 30 days.
+   */
+  responsesTtlSeconds?: number;
   /** Called once per finished HTTP request (what `gateway serve` prints a line from). */
   onRequest?: (request: FinishedRequest) => void;
   /** `GET /metrics`: off, public, or admin (an admin key; the default). */

@@ -33,6 +33,8 @@ export interface GatewayOptions extends PublicGatewayOptions {
   extraRoutes?: Route[];
   /** How long a job claimed here stays this gateway's without a renewal (the runner's default). */
   jobLeaseMs?: number;
+  /** How often this gateway's runner looks at the job queue unasked (the runner's default). */
+  jobPollMs?: number;
 }
 
 /** The public handle, and the services for tests inside this repository. */
@@ -51,6 +53,9 @@ function gatewayClock(clock: Clock): GatewayClock {
     set: (to) => manual().set(to),
   };
 }
+
+/** OpenAI keeps a stored response 30 days. */
+const defaultResponsesTtlSeconds = 30 * 24 * 60 * 60;
 
 export async function startGateway(options: GatewayOptions = {}): Promise<RunningGateway> {
   const configuredOrigin = publicOrigin(options.publicUrl);
@@ -78,6 +83,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
         ? { limit: options.captureLimit ?? defaultCaptureLimit }
         : undefined,
       upstreamAnswerLimitBytes: options.upstreamAnswerLimitBytes,
+      responsesTtlMs: (options.responsesTtlSeconds ?? defaultResponsesTtlSeconds) * 1000,
       publicUrlOrigin: configuredOrigin,
       trustedProxies,
     });
@@ -90,6 +96,8 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
           : parseConfig(options.config);
       await applyConfig(store, services.repos.configApply, config, now());
       services.mockScript.setBaseline(config.mock?.script ?? []);
+      const ttlSeconds = options.responsesTtlSeconds ?? config.responses?.ttl_seconds;
+      if (ttlSeconds !== undefined) services.options.responsesTtlMs = ttlSeconds * 1000;
       ownerAccountId = config.accounts[0]?.id;
     } else if (options.demo !== false && store.accountCount() === 0) {
       await applyConfig(store, services.repos.configApply, parseConfig(demoConfig), now());
@@ -139,7 +147,10 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
       created.listen(options.port ?? 0, host, () => resolve(created));
     });
     const port = (server.address() as AddressInfo).port;
-    const jobRunner = await startJobRunner(services, { leaseMs: options.jobLeaseMs });
+    const jobRunner = await startJobRunner(services, {
+      leaseMs: options.jobLeaseMs,
+      pollMs: options.jobPollMs,
+    });
     // After the ready line is possible, not before: a mock-only gateway never needs undici.
     if ([...store.getCatalog().providers.values()].some((p) => p.wire !== "mock")) {
       setImmediate(() => void services.http.warm());

@@ -29,6 +29,8 @@ export interface ServerOptions extends ForwardingOptions {
   deviceCodeTtlSeconds?: number;
   /** Poll interval the device flow asks clients for (default 5 s). */
   devicePollIntervalSeconds?: number;
+  /** How long a stored response or conversation is kept after its last turn (default 30 days). */
+  responsesTtlMs: number;
   /** Largest whole answer read from a provider (default in http-upstream.ts). */
   upstreamAnswerLimitBytes?: number;
   /**

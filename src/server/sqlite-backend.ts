@@ -1,3 +1,4 @@
+import { keychainSealingKey } from "../store/sealing-key.js";
 import { Store } from "../store/store.js";
 import { type Backend, instanceId } from "./backend.js";
 import { ProcessLedger } from "./billing/ledger.js";
@@ -9,7 +10,10 @@ export async function openSqliteBackend(path: string): Promise<Backend> {
   const lock = await lockDatabase(path);
   let store: Store;
   try {
-    store = new Store(path);
+    const sealing = await keychainSealingKey(path);
+    store = sealing
+      ? new Store(path, { secretKey: sealing.key, secretKeySource: sealing.source })
+      : new Store(path);
   } catch (err) {
     lock?.release();
     throw err;

@@ -18,7 +18,8 @@ const workerSource = `
 (async () => {
   const { parentPort, workerData } = await import("node:worker_threads");
   const { default: Database } = await import(workerData.driverUrl);
-  const db = new Database(workerData.path);
+  // Never creates the file: one deleted before this worker started stays deleted.
+  const db = new Database(workerData.path, { fileMustExist: true });
   db.pragma("busy_timeout = 50");
   const timer = setInterval(() => {
     try { db.pragma("wal_checkpoint(PASSIVE)"); } catch {}

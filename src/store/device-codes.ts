@@ -89,12 +89,17 @@ export interface DeviceCodesRepository {
   /** A poll too early: when it came, and the interval grows by `stepSeconds`. */
   slowDown(deviceCodeHash: string, now: number, stepSeconds: number): Promise<void>;
   /**
-   * A pending code becomes approved and its login key is inserted, in one transaction; false
-   * (no key) when the code was no longer pending.
+   * The account whose owner opened a pending code's approval page: from then on only that
+   * account may approve or deny it. False when another account holds it or it is not pending.
+   */
+  claim(deviceCodeHash: string, accountId: string): Promise<boolean>;
+  /**
+   * A pending code, unclaimed or claimed by `key.accountId`, becomes approved and its login key is
+   * inserted, in one transaction; false (no key) otherwise.
    */
   approve(deviceCodeHash: string, key: ApprovedKey, now: number): Promise<boolean>;
-  /** A pending code becomes denied; false when it was no longer pending. */
-  deny(deviceCodeHash: string): Promise<boolean>;
+  /** A pending code, unclaimed or claimed by `accountId`, becomes denied; false otherwise. */
+  deny(deviceCodeHash: string, accountId: string): Promise<boolean>;
   /** The approved key was handed out: the row is consumed and its sealed copy dropped. */
   consume(deviceCodeHash: string): Promise<boolean>;
   /**
@@ -121,6 +126,7 @@ export class SqliteDeviceCodes implements DeviceCodesRepository {
   private readonly slowDownRow: Statement;
   private readonly approveRow: Statement;
   private readonly denyRow: Statement;
+  private readonly claimRow: Statement;
   private readonly consumeRow: Statement;
   private readonly cancelRow: Statement;
   private readonly dropSealed: Statement;
@@ -155,10 +161,15 @@ export class SqliteDeviceCodes implements DeviceCodesRepository {
     );
     this.approveRow = db.prepare(
       `UPDATE device_codes SET status = 'approved', account_id = ?, key_id = ?, key_value_sealed = ?
-        WHERE device_code_hash = ? AND status = 'pending'`,
+        WHERE device_code_hash = ? AND status = 'pending' AND (account_id IS NULL OR account_id = ?)`,
     );
     this.denyRow = db.prepare(
-      "UPDATE device_codes SET status = 'denied' WHERE device_code_hash = ? AND status = 'pending'",
+      `UPDATE device_codes SET status = 'denied'
+        WHERE device_code_hash = ? AND status = 'pending' AND (account_id IS NULL OR account_id = ?)`,
+    );
+    this.claimRow = db.prepare(
+      `UPDATE device_codes SET account_id = ?
+        WHERE device_code_hash = ? AND status = 'pending' AND (account_id IS NULL OR account_id = ?)`,
     );
     this.consumeRow = db.prepare(
       `UPDATE device_codes SET status = 'consumed', key_value_sealed = NULL
@@ -222,15 +233,24 @@ export class SqliteDeviceCodes implements DeviceCodesRepository {
   async approve(deviceCodeHash: string, key: ApprovedKey, now: number): Promise<boolean> {
     return this.immediate(() => {
       const approved =
-        this.approveRow.run(key.accountId, key.keyId, key.keyValueSealed, deviceCodeHash).changes >
-        0;
+        this.approveRow.run(
+          key.accountId,
+          key.keyId,
+          key.keyValueSealed,
+          deviceCodeHash,
+          key.accountId,
+        ).changes > 0;
       if (approved) this.keys.insertKeyRow(loginKeyRow(key, now));
       return approved;
     });
   }
 
-  async deny(deviceCodeHash: string): Promise<boolean> {
-    return this.denyRow.run(deviceCodeHash).changes > 0;
+  async claim(deviceCodeHash: string, accountId: string): Promise<boolean> {
+    return this.claimRow.run(accountId, deviceCodeHash, accountId).changes > 0;
+  }
+
+  async deny(deviceCodeHash: string, accountId: string): Promise<boolean> {
+    return this.denyRow.run(deviceCodeHash, accountId).changes > 0;
   }
 
   async consume(deviceCodeHash: string): Promise<boolean> {

@@ -317,4 +317,50 @@ export const migrations: string[] = [
   ALTER TABLE jobs ADD COLUMN lease_owner TEXT;
   ALTER TABLE jobs ADD COLUMN lease_expires_at INTEGER;
   `,
+  // 11: Responses API state (previous_response_id, retrieve, input items) and conversations,
+  // per account, each row expiring. A response's row holds the answer as it was given and the
+  // turn's own input items; a chain is walked through previous_response_id. A conversation's
+  // items are numbered as they are added, which is their order.
+  `
+  CREATE TABLE stored_responses (
+    account_id TEXT NOT NULL,
+    id TEXT NOT NULL,
+    previous_response_id TEXT,
+    native_provider_id TEXT,
+    response_json TEXT NOT NULL,
+    input_items_json TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    PRIMARY KEY (account_id, id)
+  );
+  CREATE INDEX stored_responses_expiry ON stored_responses(expires_at);
+  CREATE TABLE conversations (
+    account_id TEXT NOT NULL,
+    id TEXT NOT NULL,
+    metadata_json TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    PRIMARY KEY (account_id, id)
+  );
+  CREATE INDEX conversations_expiry ON conversations(expires_at);
+  CREATE TABLE conversation_items (
+    seq INTEGER PRIMARY KEY,
+    account_id TEXT NOT NULL,
+    conversation_id TEXT NOT NULL,
+    item_id TEXT NOT NULL,
+    item_json TEXT NOT NULL,
+    UNIQUE (account_id, conversation_id, item_id)
+  );
+  `,
+  // 12: which stored response holds each item id, for an `item_reference` in a later request
+  // (the AI SDK sends earlier assistant turns so while responses are stored).
+  `
+  CREATE TABLE response_items (
+    account_id TEXT NOT NULL,
+    item_id TEXT NOT NULL,
+    response_id TEXT NOT NULL,
+    PRIMARY KEY (account_id, item_id)
+  );
+  CREATE INDEX response_items_response ON response_items(account_id, response_id);
+  `,
 ];

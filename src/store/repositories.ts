@@ -4,6 +4,7 @@ import { type DeviceCodesRepository, SqliteDeviceCodes } from "./device-codes.js
 import { type FilesRepository, SqliteFiles } from "./files.js";
 import { type JobsRepository, SqliteJobs } from "./jobs.js";
 import { type RequestLogReadsRepository, SqliteRequestLogReads } from "./request-log-reads.js";
+import { type ResponsesStateRepository, SqliteResponsesState } from "./responses-state.js";
 import { type ServeRecordRepository, SqliteServeRecord } from "./serve-record.js";
 import { type SessionsRepository, SqliteSessions } from "./sessions.js";
 import type { KeyRowWriter } from "./sqlite-accounts.js";
@@ -23,6 +24,7 @@ export interface Repositories {
   configApply: ConfigApplyRepository;
   requestLog: RequestLogReadsRepository;
   threads: ThreadsRepository;
+  responsesState: ResponsesStateRepository;
 }
 
 /** SQLite's, whose request listing also answers synchronously (for the kit's `requests()`). */
@@ -41,5 +43,6 @@ export function openRepositories(db: DB, keys: KeyRowWriter): SqliteRepositories
     configApply: new SqliteConfigApply(db),
     requestLog: new SqliteRequestLogReads(db),
     threads: new SqliteThreads(db),
+    responsesState: new SqliteResponsesState(db),
   };
 }

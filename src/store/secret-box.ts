@@ -99,17 +99,23 @@ function writeCheck(db: DB, box: SecretBox): void {
 }
 
 /**
- * The key that seals this database's BYOK credentials: the environment's, else the key file
- * beside the database, created on the first start. A key that does not open what the database
+ * The key that seals this database's BYOK credentials: the environment's (or the OS keychain's,
+ * `sealing-key.ts`), else the key file beside the database, created on the first start. A key that does not open what the database
  * holds stops start-up with one clear error rather than sending garbage upstream.
  */
-export function loadSecretBox(db: DB, dbPath: string, envKey: string | undefined): SecretBox {
+export function loadSecretBox(
+  db: DB,
+  dbPath: string,
+  envKey: string | undefined,
+  /** Where `envKey` came from when not the environment (the OS keychain). */
+  source = secretKeyEnv,
+): SecretBox {
   const check = storedCheck(db);
   let box: SecretBox;
   let where: string;
   if (envKey) {
-    box = SecretBox.parse(envKey, secretKeyEnv);
-    where = secretKeyEnv;
+    box = SecretBox.parse(envKey, source);
+    where = source;
   } else if (dbPath === ":memory:" || dbPath === "") {
     box = SecretBox.random();
     where = "an in-memory key";

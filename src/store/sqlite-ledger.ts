@@ -139,7 +139,12 @@ export class SqliteLedger implements LedgerRepository {
   }
 
   probe(): void {
-    this.transaction(() => this.statements.probe.run());
+    // There and back: SQLite writes nothing for a row rewritten as it is, and a commit that
+    // writes nothing would pass on a read-only disk too.
+    this.transaction(() => {
+      this.statements.probe.run(1);
+      this.statements.probe.run(-1);
+    });
   }
 
   topUp(accountId: string, amountMicro: number, tier: string | null): boolean {
@@ -217,7 +222,7 @@ function prepare(db: DB) {
     ),
     appliedSeq: statement("SELECT applied_seq FROM ledger_journal WHERE id = 1"),
     setAppliedSeq: statement("UPDATE ledger_journal SET applied_seq = ? WHERE id = 1"),
-    // Rewrites one row as it is: a commit that needs room in the WAL, and changes nothing.
-    probe: statement("UPDATE ledger_journal SET applied_seq = applied_seq WHERE id = 1"),
+    // Moves the mark and back in one commit: a page written to the WAL, and nothing changed.
+    probe: statement("UPDATE ledger_journal SET applied_seq = applied_seq + ? WHERE id = 1"),
   };
 }

@@ -48,14 +48,19 @@ export class Store implements GatewayStore {
   private readonly beforeForget: (() => void)[] = [];
   private readonly runInTransaction: ReturnType<DB["transaction"]>;
 
-  /** `secretKey` (base64, 32 bytes) seals BYOK credentials; else `<path>.key` holds the key. */
+  /**
+   * `secretKey` (base64, 32 bytes) seals BYOK credentials, from `secretKeySource` (the
+   * environment unless said); else `<path>.key` holds the key.
+   */
   constructor(
     readonly path: string,
-    options: { secretKey?: string } = { secretKey: process.env[secretKeyEnv] },
+    options: { secretKey?: string; secretKeySource?: string } = {
+      secretKey: process.env[secretKeyEnv],
+    },
   ) {
     this.db = openDatabase(path);
     try {
-      const secrets = loadSecretBox(this.db, path, options.secretKey);
+      const secrets = loadSecretBox(this.db, path, options.secretKey, options.secretKeySource);
       sealPlaintextByok(this.db, secrets);
       this.accounts = new SqliteAccounts(this.db, secrets);
     } catch (err) {
@@ -85,6 +90,14 @@ export class Store implements GatewayStore {
   /** `hook` runs before cached rows are dropped (the Ledger commits what it queued). */
   onBeforeForget(hook: () => void): void {
     this.beforeForget.push(hook);
+  }
+
+  /**
+   * Every later write on this connection fails (SQLITE_READONLY): its file was deleted or
+   * replaced, and what would be written there is lost.
+   */
+  stopWrites(): void {
+    this.db.pragma("query_only = ON");
   }
 
   close(): void {

@@ -3,6 +3,7 @@ import type { AddressInfo, Socket } from "node:net";
 import {
   checkAnthropic,
   checkChat,
+  checkResponses,
   defaultRules,
   type Refusal,
   type ThreadTurn,
@@ -25,6 +26,8 @@ export interface RecordedRequest {
   /** The body parsed as JSON (undefined when it is not JSON). */
   body: Record<string, unknown>;
   raw: string;
+  /** A Responses request to a native fake: its whole input, the held chain before its own. */
+  items?: Record<string, unknown>[];
 }
 
 export interface SseStep {
@@ -56,7 +59,18 @@ export type Reply =
       holdHeadersMs?: number;
     }
   /** Never answers; the connection is cut when the server closes. */
-  | { kind: "hang" };
+  | { kind: "hang" }
+  /**
+   * A body written piece by piece: `piece(i)` for i = 0, 1, ... each `everyMs` apart (0: as fast
+   * as the connection takes them), until it gives undefined or the connection closes. Every byte
+   * written is counted in `dripped`.
+   */
+  | {
+      kind: "drip";
+      contentType: string;
+      everyMs: number;
+      piece: (index: number) => string | undefined;
+    };
 
 export type JsonReply = Extract<Reply, { kind: "json" }>;
 
@@ -77,11 +91,15 @@ export class FakeUpstream {
   readonly headersSentAt: number[] = [];
   /** Requests whose connection the gateway closed before the fake finished answering. */
   aborted = 0;
+  /** Bytes written by `drip` replies (since the last reset). */
+  dripped = 0;
   private readonly queued: Reply[] = [];
   private handler: Handler;
   private readonly sockets = new Set<Socket>();
   /** Anthropic message threads the fake holds, by the id of their last reply. */
   private readonly threads = new Map<string, ThreadTurn>();
+  /** Responses the fake stored (a native Responses API): each one's whole input and output, by id. */
+  private readonly responses = new Map<string, Record<string, unknown>[]>();
   private replies = 0;
   /** Requests refused by the rules, with why. */
   readonly refused: Refusal[] = [];
@@ -146,6 +164,7 @@ export class FakeUpstream {
     this.headersSentAt.length = 0;
     this.queued.length = 0;
     this.aborted = 0;
+    this.dripped = 0;
     this.handler =
       handler ?? (() => (this.wire === "openai" ? openaiJson("ok") : anthropicJson("ok")));
   }
@@ -163,11 +182,32 @@ export class FakeUpstream {
     });
   }
 
+  private async drip(reply: Extract<Reply, { kind: "drip" }>, res: ServerResponse): Promise<void> {
+    res.writeHead(200, { "content-type": reply.contentType, "cache-control": "no-cache" });
+    res.flushHeaders();
+    for (let index = 0; !res.destroyed; index++) {
+      const piece = reply.piece(index);
+      if (piece === undefined) break;
+      this.dripped += Buffer.byteLength(piece);
+      res.write(piece);
+      // Written only as fast as the connection takes it: nothing piles up in the fake.
+      while (!res.destroyed && res.writableLength > 256 * 1024) await sleep(2);
+      if (reply.everyMs > 0) await sleep(reply.everyMs);
+    }
+    if (!res.destroyed) res.end();
+  }
+
   /** The rules of the request's API, and for a thread the conversation it stands for. */
   private check(
     req: RecordedRequest,
-  ): { refusal: Refusal } | { conversation: ThreadTurn } | undefined {
+  ):
+    | { refusal: Refusal }
+    | { conversation: ThreadTurn }
+    | { items: Record<string, unknown>[] }
+    | undefined {
     if (req.method !== "POST") return undefined;
+    if (this.wire === "openai" && req.path.endsWith("/responses"))
+      return checkResponses(req.body, this.responses);
     if (this.wire === "anthropic" && req.path.endsWith("/messages"))
       return checkAnthropic(req.body, req.headers, this.rules, this.threads);
     if (this.wire === "openai" && req.path.endsWith("/chat/completions")) {
@@ -203,6 +243,19 @@ export class FakeUpstream {
     return reply;
   }
 
+  /** A Responses answer is held under its id, with the input it answered, for a later turn. */
+  private holdResponse(reply: Reply, input: Record<string, unknown>[]): void {
+    let response: { id?: unknown; output?: unknown } | undefined;
+    if (reply.kind === "json") response = reply.body as typeof response;
+    else if (reply.kind === "sse") {
+      const done = reply.steps.find((step) => step.event === "response.completed");
+      response = (done?.data as { response?: typeof response } | undefined)?.response;
+    }
+    if (typeof response?.id !== "string") return;
+    const output = Array.isArray(response.output) ? response.output : [];
+    this.responses.set(response.id, [...input, ...output]);
+  }
+
   private async answer(req: RecordedRequest, res: ServerResponse): Promise<void> {
     let cutByFake = false;
     res.on("close", () => {
@@ -215,9 +268,17 @@ export class FakeUpstream {
       res.end(JSON.stringify(checked.refusal.body));
       return;
     }
+    if (checked && "items" in checked) req.items = checked.items;
     let reply = this.queued.shift() ?? (await this.handler(req));
-    if (checked && req.body.thread) reply = this.holdThread(reply, checked.conversation);
+    if (checked && "conversation" in checked && req.body.thread)
+      reply = this.holdThread(reply, checked.conversation);
+    if (checked && "items" in checked && req.body.store !== false)
+      this.holdResponse(reply, checked.items);
     if (reply.kind === "hang") return;
+    if (reply.kind === "drip") {
+      await this.drip(reply, res);
+      return;
+    }
     if (reply.kind === "json") {
       if (reply.delayMs) await sleep(reply.delayMs);
       const text = typeof reply.body === "string" ? reply.body : JSON.stringify(reply.body);

@@ -18,8 +18,8 @@ export interface GatewaysOnPostgres {
   databaseUrl: string;
   /** In start order; a stopped one stays listed (its process has exited). */
   gateways: ServeProcess[];
-  /** One more gateway on the database, with the same config, key and environment. */
-  start(): Promise<ServeProcess>;
+  /** One more gateway on the database, with the same config, key and environment (and `args`). */
+  start(args?: string[]): Promise<ServeProcess>;
   /** Rows of a query on the test's own connection (bigint columns as numbers, as the gateway reads them). */
   sql<Row extends pg.QueryResultRow>(text: string, values?: unknown[]): Promise<Row[]>;
   /** Every gateway's stderr, for a failing assertion's message. */
@@ -53,8 +53,8 @@ export async function gatewaysOnPostgres(
   const args = ["--db", databaseUrl, "--config", configPath, "--quiet", ...(options.args ?? [])];
   const gateways: ServeProcess[] = [];
   const pool = openPostgresPool({ url: databaseUrl, max: 2, applicationName: "gateway-test" });
-  const start = async () => {
-    const gateway = await serveProcess(args, env);
+  const start = async (extra: string[] = []) => {
+    const gateway = await serveProcess([...args, ...extra], env);
     gateways.push(gateway);
     return gateway;
   };
@@ -73,7 +73,7 @@ export async function gatewaysOnPostgres(
       rmSync(dir, { recursive: true, force: true });
     },
   };
-  const started = await Promise.allSettled(Array.from({ length: count }, start));
+  const started = await Promise.allSettled(Array.from({ length: count }, () => start()));
   const failed = started.find((result) => result.status === "rejected");
   if (failed) {
     await cluster.stop();

@@ -3,6 +3,7 @@ import type { ConfigAccount, ConfigRows } from "../../src/store/config-apply.js"
 import type { NewDeviceCode } from "../../src/store/device-codes.js";
 import type { NewJob } from "../../src/store/jobs.js";
 import type { Repositories } from "../../src/store/repositories.js";
+import type { StoredResponse, StoredTurn } from "../../src/store/responses-state.js";
 import { THREAD_MAX_BYTES, THREAD_TTL_MS } from "../../src/store/threads.js";
 
 const account: ConfigAccount = {
@@ -411,7 +412,7 @@ export function describeRepositories(
           false,
         );
         expect(await keyRow("key_2")).toBeUndefined();
-        expect(await repos.deviceCodes.deny("h")).toBe(false);
+        expect(await repos.deviceCodes.deny("h", "acct")).toBe(false);
         expect(await repos.deviceCodes.consume("h")).toBe(true);
         expect(await repos.deviceCodes.consume("h")).toBe(false);
         expect(await repos.deviceCodes.byHash("h")).toMatchObject({
@@ -428,10 +429,32 @@ export function describeRepositories(
           newUserCode: () => "BCDFGHJK",
           refuse: refuseNothing,
         });
-        expect(await repos.deviceCodes.deny("h")).toBe(true);
+        expect(await repos.deviceCodes.deny("h", "acct")).toBe(true);
         expect(await repos.deviceCodes.approve("h", approvedKey, 1)).toBe(false);
         expect(await repos.deviceCodes.byHash("h")).toMatchObject({ status: "denied" });
         expect(await repos.deviceCodes.consume("h")).toBe(false);
+      });
+
+      it("a code opened by one account's owner is decided by that account only", async () => {
+        await repos.deviceCodes.issue(code("h", 0), {
+          purgeBefore: 0,
+          newUserCode: () => "BCDFGHJK",
+          refuse: refuseNothing,
+        });
+        expect(await repos.deviceCodes.claim("h", "acct")).toBe(true);
+        expect(await repos.deviceCodes.claim("h", "acct")).toBe(true);
+        expect(await repos.deviceCodes.claim("h", "other")).toBe(false);
+        expect(await repos.deviceCodes.deny("h", "other")).toBe(false);
+        expect(
+          await repos.deviceCodes.approve("h", { ...approvedKey, accountId: "other" }, 1),
+        ).toBe(false);
+        expect(await keyRow("key_login")).toBeUndefined();
+        expect(await repos.deviceCodes.byHash("h")).toMatchObject({
+          status: "pending",
+          account_id: "acct",
+        });
+        expect(await repos.deviceCodes.deny("h", "acct")).toBe(true);
+        expect(await repos.deviceCodes.claim("h", "acct")).toBe(false);
       });
 
       it("cancel a pending or approved code, revoking the uncollected key", async () => {
@@ -592,6 +615,166 @@ export function describeRepositories(
         const huge = { messages: ["x".repeat(THREAD_MAX_BYTES)] };
         await repos.threads.save("acct", "msg_big", huge, undefined, 0);
         expect(await repos.threads.find("acct", "msg_big", 1)).toBeUndefined();
+      });
+    });
+
+    describe("Responses API state", () => {
+      const day = 24 * 60 * 60 * 1000;
+      const message = (id: string, text: string) => ({ id, type: "message", role: "user", text });
+      const response = (id: string, previous: string | null, at: number): StoredResponse => ({
+        id,
+        accountId: "acct",
+        previousResponseId: previous,
+        nativeProviderId: null,
+        response: { id, object: "response", output: [message(`out_${id}`, id)] },
+        inputItems: [message(`in_${id}`, id)],
+        createdAt: at,
+      });
+      const turn = (r: StoredResponse, now: number, conversation?: StoredTurn["conversation"]) =>
+        repos.responsesState.saveTurn({
+          accountId: "acct",
+          response: r,
+          conversation,
+          now,
+          expiresAt: now + day,
+        });
+
+      it("keep a response per account until it expires, and walk its chain oldest first", async () => {
+        await turn(response("resp_1", null, 0), 0);
+        await turn({ ...response("resp_2", "resp_1", 10), nativeProviderId: "native" }, 10);
+        await turn(response("resp_3", "resp_2", 20), 20);
+        expect(await repos.responsesState.findResponse("acct", "resp_2", 30)).toEqual({
+          ...response("resp_2", "resp_1", 10),
+          nativeProviderId: "native",
+        });
+        expect(await repos.responsesState.findResponse("other", "resp_2", 30)).toBeUndefined();
+        const chain = await repos.responsesState.responseChain("acct", "resp_3", 30);
+        expect(chain?.map((r) => r.id)).toEqual(["resp_1", "resp_2", "resp_3"]);
+        expect(await repos.responsesState.responseChain("other", "resp_3", 30)).toBeUndefined();
+        // A continued chain lives as long as its newest response: no gap when replayed.
+        expect(
+          (await repos.responsesState.responseChain("acct", "resp_3", 20 + day - 1))?.length,
+        ).toBe(3);
+        expect(await repos.responsesState.findResponse("acct", "resp_3", 20 + day)).toBeUndefined();
+        expect(
+          await repos.responsesState.responseChain("acct", "resp_3", 20 + day),
+        ).toBeUndefined();
+      });
+
+      it("delete a response of its own account only; a chain is cut where one was deleted", async () => {
+        await turn(response("resp_1", null, 0), 0);
+        await turn(response("resp_2", "resp_1", 1), 1);
+        expect(await repos.responsesState.deleteResponse("other", "resp_1", 2)).toBe(false);
+        expect(await repos.responsesState.deleteResponse("acct", "resp_2", 1 + day)).toBe(false);
+        expect(await repos.responsesState.deleteResponse("acct", "resp_1", 2)).toBe(true);
+        expect(await repos.responsesState.deleteResponse("acct", "resp_1", 2)).toBe(false);
+        const chain = await repos.responsesState.responseChain("acct", "resp_2", 2);
+        expect(chain?.map((r) => r.id)).toEqual(["resp_2"]);
+      });
+
+      it("find the items of live stored responses by id, for their own account", async () => {
+        await turn(response("resp_1", null, 0), 0);
+        await turn(response("resp_2", "resp_1", 1), 1);
+        const found = await repos.responsesState.findItems(
+          "acct",
+          ["out_resp_2", "missing", "in_resp_1"],
+          2,
+        );
+        expect(found).toEqual([message("out_resp_2", "resp_2"), message("in_resp_1", "resp_1")]);
+        expect(await repos.responsesState.findItems("other", ["out_resp_2"], 2)).toEqual([]);
+        await repos.responsesState.deleteResponse("acct", "resp_2", 2);
+        expect(await repos.responsesState.findItems("acct", ["out_resp_2"], 2)).toEqual([]);
+        expect(await repos.responsesState.findItems("acct", ["in_resp_1"], 1 + day)).toEqual([]);
+      });
+
+      it("a response naming itself as the one it continues is a chain of one", async () => {
+        await turn(response("resp_same", "resp_same", 0), 0);
+        const chain = await repos.responsesState.responseChain("acct", "resp_same", 1);
+        expect(chain?.map((r) => r.id)).toEqual(["resp_same"]);
+      });
+
+      it("conversations: create, read, update, delete, per account and expiring", async () => {
+        const conversation = {
+          id: "conv_1",
+          accountId: "acct",
+          metadata: { a: "1" },
+          createdAt: 5,
+        };
+        await repos.responsesState.createConversation(conversation, [message("i1", "x")], 5 + day);
+        expect(await repos.responsesState.findConversation("acct", "conv_1", 6)).toEqual(
+          conversation,
+        );
+        expect(await repos.responsesState.findConversation("other", "conv_1", 6)).toBeUndefined();
+        expect(
+          await repos.responsesState.updateConversation("other", "conv_1", { b: "2" }, 6, 6 + day),
+        ).toBeUndefined();
+        expect(
+          await repos.responsesState.updateConversation("acct", "conv_1", { b: "2" }, 6, 6 + day),
+        ).toEqual({ ...conversation, metadata: { b: "2" } });
+        // The update moved its expiry on.
+        expect(
+          await repos.responsesState.findConversation("acct", "conv_1", 5 + day),
+        ).toBeDefined();
+        expect(
+          await repos.responsesState.findConversation("acct", "conv_1", 6 + day),
+        ).toBeUndefined();
+        expect(await repos.responsesState.deleteConversation("acct", "conv_1", 7)).toBe(true);
+        expect(await repos.responsesState.findConversation("acct", "conv_1", 8)).toBeUndefined();
+        expect(await repos.responsesState.listItems("acct", "conv_1", 8)).toBeUndefined();
+        expect(await repos.responsesState.deleteConversation("acct", "conv_1", 8)).toBe(false);
+      });
+
+      it("conversation items: appended in order, paged both ways, found and deleted by id", async () => {
+        const conversation = { id: "conv_1", accountId: "acct", metadata: {}, createdAt: 0 };
+        await repos.responsesState.createConversation(conversation, [message("i1", "a")], day);
+        const added = await repos.responsesState.addItems(
+          "acct",
+          "conv_1",
+          [message("i2", "b"), message("i1", "again"), message("i3", "c")],
+          1,
+          day,
+        );
+        expect(added?.map((i) => i.id)).toEqual(["i2", "i3"]);
+        expect(
+          await repos.responsesState.addItems("other", "conv_1", [message("i9", "z")], 1, day),
+        ).toBeUndefined();
+        await turn(response("resp_1", null, 2), 2, {
+          id: "conv_1",
+          items: [message("i4", "d"), message("i5", "e")],
+        });
+        const ids = async (page?: Parameters<typeof repos.responsesState.listItems>[3]) => {
+          const listed = await repos.responsesState.listItems("acct", "conv_1", 3, page);
+          return { ids: listed?.items.map((i) => i.id), hasMore: listed?.hasMore };
+        };
+        expect(await ids()).toEqual({ ids: ["i1", "i2", "i3", "i4", "i5"], hasMore: false });
+        expect(await ids({ limit: 2, order: "desc" })).toEqual({
+          ids: ["i5", "i4"],
+          hasMore: true,
+        });
+        expect(await ids({ limit: 2, order: "desc", after: "i4" })).toEqual({
+          ids: ["i3", "i2"],
+          hasMore: true,
+        });
+        expect(await ids({ limit: 2, order: "asc", after: "i3" })).toEqual({
+          ids: ["i4", "i5"],
+          hasMore: false,
+        });
+        expect(await repos.responsesState.findItem("acct", "conv_1", "i2", 3)).toEqual(
+          message("i2", "b"),
+        );
+        expect(await repos.responsesState.findItem("other", "conv_1", "i2", 3)).toBeUndefined();
+        expect(await repos.responsesState.deleteItem("acct", "conv_1", "i2", 3)).toEqual(
+          conversation,
+        );
+        expect(await repos.responsesState.deleteItem("acct", "conv_1", "i2", 3)).toBeUndefined();
+        expect((await ids()).ids).toEqual(["i1", "i3", "i4", "i5"]);
+        // The turn moved the conversation's expiry on; past it, items are gone with it.
+        expect(
+          await repos.responsesState.findItem("acct", "conv_1", "i1", 2 + day),
+        ).toBeUndefined();
+        expect(await repos.responsesState.findItem("acct", "conv_1", "i1", 2 + day - 1)).toEqual(
+          message("i1", "a"),
+        );
       });
     });
 

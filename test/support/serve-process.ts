@@ -13,6 +13,15 @@ export interface ServeProcess {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
+/**
+ * How long a start may take before the test gives up on it. A start on Postgres while other
+ * gateways are under load was seen to take 9 s on a busy two-core machine (node's own start, the
+ * migrations check, reading everything, the config apply and its announcements), so 10 s failed
+ * now and then; the bound stays below the hooks' 30 s so a start that never comes still fails
+ * with this message.
+ */
+const startWithinMs = 25_000;
+
 /** Runs the real `gateway serve --json` binary and waits for its ready line. */
 export async function serveProcess(
   args: string[],
@@ -32,7 +41,7 @@ export async function serveProcess(
       // A start that never came must not leave the process behind the test.
       child.kill("SIGKILL");
       reject(new Error(`gateway serve did not start: ${stderr}`));
-    }, 10_000);
+    }, startWithinMs);
     child.stdout!.on("data", (d: Buffer) => {
       out += d.toString();
       const nl = out.indexOf("\n");

@@ -102,7 +102,7 @@ export interface LoopSetup {
  * (the `clients on postgres` project of vitest.config.ts) a fresh database on the run's Postgres
  * server, so every client library is also run against the Postgres backend.
  */
-async function loopDatabase(): Promise<{ db?: string; done(): void }> {
+export async function loopDatabase(): Promise<{ db?: string; done(): void }> {
   if (process.env.GATEWAY_TEST_BACKEND !== "postgres") return { done() {} };
   const saved = process.env[secretKeyEnv];
   process.env[secretKeyEnv] ??= randomBytes(32).toString("base64");

@@ -293,3 +293,75 @@ export function checkChat(body: Json, rules: WireRules): Refusal | undefined {
   }
   return undefined;
 }
+
+// ---- OpenAI Responses (a provider that speaks it natively) -------------------------------
+
+/**
+ * The whole input a Responses request stands for (the chain its `previous_response_id` names,
+ * as the fake holds it, then its own input), or the real API's refusal: an unknown previous
+ * response, a conversation it does not hold (the fake holds none), a function call output with no
+ * function call before it.
+ */
+export function checkResponses(
+  body: Json,
+  held: Map<string, Json[]>,
+): { refusal: Refusal } | { items: Json[] } {
+  let history: Json[] = [];
+  const previous = body.previous_response_id;
+  if (previous !== undefined && previous !== null) {
+    const chain = held.get(String(previous));
+    if (!chain) {
+      return {
+        refusal: {
+          status: 400,
+          body: {
+            error: {
+              message: `Previous response with id '${String(previous)}' not found.`,
+              type: "invalid_request_error",
+              param: "previous_response_id",
+              code: "previous_response_not_found",
+            },
+          },
+        },
+      };
+    }
+    history = chain;
+  }
+  if (body.conversation !== undefined && body.conversation !== null) {
+    const id = isRecord(body.conversation) ? body.conversation.id : body.conversation;
+    return {
+      refusal: {
+        status: 404,
+        body: {
+          error: {
+            message: `Conversation with id '${String(id)}' not found.`,
+            type: "invalid_request_error",
+            param: null,
+            code: null,
+          },
+        },
+      },
+    };
+  }
+  const input =
+    typeof body.input === "string"
+      ? [{ type: "message", role: "user", content: body.input }]
+      : Array.isArray(body.input)
+        ? body.input.filter(isRecord)
+        : [];
+  const items = [...history, ...input];
+  const calls = new Set<string>();
+  for (const item of items) {
+    if (item.type === "function_call") calls.add(String(item.call_id));
+    if (item.type === "function_call_output" && !calls.has(String(item.call_id))) {
+      return {
+        refusal: openaiRefusal(
+          `No tool call found for function call output with call_id ${String(item.call_id)}.`,
+          "input",
+          null,
+        ),
+      };
+    }
+  }
+  return { items };
+}

@@ -33,8 +33,12 @@ export async function createKeyInDatabase(input: {
   }
   // Loaded here: the other client commands should not pay for SQLite.
   const { Store } = await import("../../store/store.js");
+  const { keychainSealingKey } = await import("../../store/sealing-key.js");
   const { liveServeRuntime } = await import("../../server/dashboard/serve-runtime.js");
-  const store = new Store(input.db);
+  const sealing = await keychainSealingKey(input.db);
+  const store = sealing
+    ? new Store(input.db, { secretKey: sealing.key, secretKeySource: sealing.source })
+    : new Store(input.db);
   try {
     const accountId =
       input.account ??

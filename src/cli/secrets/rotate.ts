@@ -44,9 +44,16 @@ Examples:
       const { openDatabase } = await import("../../store/db.js");
       const { SqliteServeRecord } = await import("../../store/serve-record.js");
       const { liveServeRuntime } = await import("../../server/dashboard/serve-runtime.js");
-      const { rotateSecretKey, SecretKeyError, secretKeyEnv, newSecretKeyEnv } = await import(
-        "../../store/secret-box.js"
-      );
+      const { keyFileOf, rotateSecretKey, SecretKeyError, secretKeyEnv, newSecretKeyEnv } =
+        await import("../../store/secret-box.js");
+      if (!process.env[secretKeyEnv] && !existsSync(keyFileOf(flags.db))) {
+        const { keychainSealingKey } = await import("../../store/sealing-key.js");
+        if (await keychainSealingKey(flags.db).catch(() => undefined)) {
+          throw new UserError(
+            `the sealing key of ${flags.db} is in the OS keychain, and rotating a key kept there is not supported yet`,
+          );
+        }
+      }
       const db = openDatabase(flags.db);
       try {
         const server = await liveServeRuntime(new SqliteServeRecord(db));

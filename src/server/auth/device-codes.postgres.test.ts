@@ -52,7 +52,7 @@ describe("device codes on several gateways", () => {
       }
       issued++;
       // Finished at once, so the pending cap is never what refuses.
-      expect((await gateways[(attempt + 1) % 2]!.deny(answer.userCode, now)).ok).toBe(true);
+      expect((await gateways[(attempt + 1) % 2]!.deny(answer.userCode, "acct", now)).ok).toBe(true);
     }
     expect(issued).toBe(maxCodesPerAddressPerMinute);
 
@@ -64,13 +64,14 @@ describe("device codes on several gateways", () => {
       if (answer.ok) pending.push(answer.userCode);
       else expect(answer.reason).toBe("address_pending");
     }
-    for (const userCode of pending) expect((await gateways[0]!.deny(userCode, now)).ok).toBe(true);
+    for (const userCode of pending)
+      expect((await gateways[0]!.deny(userCode, "acct", now)).ok).toBe(true);
     let after = 0;
     for (let attempt = 0; attempt < maxCodesPerAddressPerMinute; attempt++) {
       const answer = await gateways[attempt % 2]!.issue("after", other, now);
       if (!answer.ok) break;
       after++;
-      await gateways[0]!.deny(answer.userCode, now);
+      await gateways[0]!.deny(answer.userCode, "acct", now);
     }
     expect(pending.length + after).toBe(maxCodesPerAddressPerMinute);
   });

@@ -81,6 +81,15 @@ export interface DeviceCodeSettings {
   intervalSeconds: number;
 }
 
+/**
+ * A client's name as the approval page and the key's label show it: control and format
+ * characters (bidi overrides such as U+202E, zero-width marks, line breaks) become U+FFFD, so a
+ * name cannot reorder or hide the text around it.
+ */
+export function shownClientName(name: string): string {
+  return name.replace(/[\p{Cc}\p{Cf}\u2028\u2029]/gu, "\uFFFD");
+}
+
 /** "bcdf-ghjk", "BCDFGHJK" and " BCDF GHJK " all name the same code. */
 export function normalizeUserCode(input: string): string | undefined {
   const code = input.toUpperCase().replace(/[\s-]/g, "");
@@ -131,7 +140,7 @@ export class DeviceCodes {
     const issued = await this.codes.issue(
       {
         deviceCodeHash: hashSecret(deviceCode),
-        clientName,
+        clientName: shownClientName(clientName),
         clientAddress,
         intervalSeconds,
         createdAt: now,
@@ -170,14 +179,34 @@ export class DeviceCodes {
     };
   }
 
-  /** The row behind a user code, if it can still be decided; otherwise why not. */
-  async lookup(userCode: string, now: number): Promise<DecisionOutcome> {
-    return decidable(await this.codes.byUserCode(userCode), now);
+  /**
+   * The row behind a user code, if `accountId`'s owner can still decide it; otherwise why not. A
+   * code another account's owner opened is told as unknown, as a code nobody issued.
+   */
+  async lookup(userCode: string, accountId: string, now: number): Promise<DecisionOutcome> {
+    const found = decidable(await this.codes.byUserCode(userCode), now);
+    if (found.ok && found.row.account_id !== null && found.row.account_id !== accountId) {
+      return { ok: false, refusal: "unknown" };
+    }
+    return found;
+  }
+
+  /**
+   * The approval page for `accountId`'s owner: the code is theirs to decide from now on, so an
+   * owner of another account who learns it can neither deny nor approve it.
+   */
+  async open(userCode: string, accountId: string, now: number): Promise<DecisionOutcome> {
+    const found = await this.lookup(userCode, accountId, now);
+    if (!found.ok) return found;
+    if (!(await this.codes.claim(found.row.device_code_hash, accountId))) {
+      return this.refusedNow(userCode, accountId, now);
+    }
+    return { ok: true, row: { ...found.row, account_id: accountId } };
   }
 
   /** Mints the login key for the approving owner's account and seals it for the waiting CLI. */
   async approve(userCode: string, accountId: string, now: number): Promise<DecisionOutcome> {
-    const found = await this.lookup(userCode, now);
+    const found = await this.lookup(userCode, accountId, now);
     if (!found.ok) return found;
     const value = newGatewayKey();
     const keyId = newId("key");
@@ -193,18 +222,21 @@ export class DeviceCodes {
       },
       now,
     );
-    // Decided (or cancelled) since it was read: tell it as the row now reads.
-    if (!approved) return this.refusedNow(userCode, now);
+    // Decided (or cancelled, or opened by another account) since it was read: tell it as the
+    // row now reads.
+    if (!approved) return this.refusedNow(userCode, accountId, now);
     return {
       ok: true,
       row: { ...found.row, status: "approved", account_id: accountId, key_id: keyId },
     };
   }
 
-  async deny(userCode: string, now: number): Promise<DecisionOutcome> {
-    const found = await this.lookup(userCode, now);
+  async deny(userCode: string, accountId: string, now: number): Promise<DecisionOutcome> {
+    const found = await this.lookup(userCode, accountId, now);
     if (!found.ok) return found;
-    if (!(await this.codes.deny(found.row.device_code_hash))) return this.refusedNow(userCode, now);
+    if (!(await this.codes.deny(found.row.device_code_hash, accountId))) {
+      return this.refusedNow(userCode, accountId, now);
+    }
     return { ok: true, row: { ...found.row, status: "denied" } };
   }
 
@@ -253,8 +285,12 @@ export class DeviceCodes {
     return { ok: true, keyValue: value, keyId: row.key_id, accountId: row.account_id };
   }
 
-  private async refusedNow(userCode: string, now: number): Promise<DecisionOutcome> {
-    const outcome = await this.lookup(userCode, now);
+  private async refusedNow(
+    userCode: string,
+    accountId: string,
+    now: number,
+  ): Promise<DecisionOutcome> {
+    const outcome = await this.lookup(userCode, accountId, now);
     return outcome.ok ? { ok: false, refusal: "used" } : outcome;
   }
 }

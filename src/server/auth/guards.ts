@@ -16,14 +16,55 @@ import { markStage } from "../http/stages.js";
 import type { SharedKeyLimiter } from "../limits/shared-key.js";
 import { OwnerSessions, requireOwnerSession } from "./owner-session.js";
 
-/** `Authorization: Bearer <key>` or `x-api-key: <key>`; nothing else authenticates on /v1. */
+/**
+ * `Authorization: Bearer <key>` or `x-api-key: <key>`; nothing else authenticates on /v1. Two
+ * different keys (two Authorization headers, or a Bearer and an x-api-key that differ) are
+ * refused rather than one of them guessed; the same key sent twice is that key.
+ */
 export function presentedKey(c: Context): string | undefined {
   const authorization = requestHeader(c, "authorization");
-  if (authorization) {
-    const match = /^Bearer\s+(.+)$/i.exec(authorization.trim());
-    if (match) return match[1].trim();
+  const bearer = authorization ? bearerOf(authorization) : undefined;
+  let apiKey = requestHeader(c, "x-api-key")?.trim() || undefined;
+  // Node joins a repeated x-api-key with commas, which no key contains.
+  if (apiKey?.includes(",")) apiKey = sameValues(apiKey.split(","));
+  if (bearer !== undefined && apiKey !== undefined && apiKey !== bearer) throw conflictingKeys();
+  // Node keeps only the first Authorization header: the others are in its raw list.
+  const incoming = nodeIncoming(c);
+  if (authorization && incoming && repeatsDiffer(incoming.rawHeaders, authorization)) {
+    throw conflictingKeys();
   }
-  return requestHeader(c, "x-api-key")?.trim() || undefined;
+  return bearer ?? apiKey;
+}
+
+function bearerOf(authorization: string): string | undefined {
+  const match = /^Bearer\s+(.+)$/i.exec(authorization.trim());
+  return match ? match[1].trim() : undefined;
+}
+
+function conflictingKeys(): PlainTextError {
+  return new PlainTextError(
+    401,
+    "conflicting API keys: send one key, as Authorization: Bearer kn-... or x-api-key",
+  );
+}
+
+/** The one value all of `values` are (trimmed), or a refusal when they differ. */
+function sameValues(values: string[]): string | undefined {
+  const first = values[0].trim();
+  for (const value of values) if (value.trim() !== first) throw conflictingKeys();
+  return first || undefined;
+}
+
+/** Whether an Authorization header other than the first carries another value. */
+function repeatsDiffer(raw: string[], first: string): boolean {
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i];
+    // The usual request's one Authorization header is its first: no string is made for it.
+    if (name.length === 13 && raw[i + 1] !== first && name.toLowerCase() === "authorization") {
+      return true;
+    }
+  }
+  return false;
 }
 
 /** Only write last_used_at when it moved by this much, so a busy key is not a write per request. */

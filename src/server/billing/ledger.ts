@@ -12,7 +12,7 @@ import {
   reservationOf,
   type SettleInput,
 } from "../../store/types.js";
-import { GatewayError, storageUnavailable } from "../errors.js";
+import { GatewayError } from "../errors.js";
 import { Holds, type Reservation, windowStarts } from "./holds.js";
 import {
   decidePayment,
@@ -107,7 +107,11 @@ export class ProcessLedger implements Ledger {
     openJournal: (path: string) => SettlementJournal = (path) => new SettlementJournal(path),
   ) {
     this.book = store.ledgerRepository;
-    this.storage = new StorageWatch(store.path, () => this.queue.flushOrProbe());
+    this.storage = new StorageWatch(
+      store.path,
+      () => this.queue.flushOrProbe(),
+      () => store.stopWrites(),
+    );
     this.queue = new SettlementQueue(this.book, this.storage, store.path, openJournal);
     store.onBeforeForget(() => this.flush());
   }
@@ -117,7 +121,7 @@ export class ProcessLedger implements Ledger {
   /** Places the hold for one request or throws the spec's error for why it cannot. */
   reserve(input: ReserveInput): Reservation {
     // A request that could not be charged is refused before it costs an upstream call.
-    if (!this.storage.recovered()) throw storageUnavailable();
+    if (!this.storage.recovered()) throw this.storage.unavailable();
     const account = this.store.getAccount(input.accountId);
     if (!account) throw new GatewayError(500, "internal_error", "account missing");
     const decision = decidePayment(this.snapshot(account, input));
@@ -300,8 +304,8 @@ export class ProcessLedger implements Ledger {
   // ---- storage faults -------------------------------------------------------
 
   /**
-   * Records a write that failed for want of disk space (from here or from any other writer) and
-   * logs it once, naming the database. Returns false for any other error.
+   * Records a write the disk refused (no space, read-only, I/O errors; from here or from any other
+   * writer) and logs it once, naming the database. Returns false for any other error.
    */
   noteStorageFailure(err: unknown): boolean {
     return this.storage.note(err);
@@ -325,6 +329,7 @@ export class ProcessLedger implements Ledger {
   }
 
   close(): void {
+    this.storage.close();
     this.queue.close();
   }
 }

@@ -1,6 +1,6 @@
 import { SettlementJournal } from "../../store/settlement-journal.js";
 import type { LedgerRepository, LedgerWrite } from "../../store/types.js";
-import { GatewayError, storageUnavailable } from "../errors.js";
+import { GatewayError } from "../errors.js";
 import type { StorageWatch } from "./storage-watch.js";
 
 /**
@@ -85,10 +85,15 @@ export class SettlementQueue {
     this.journaled = 0;
     this.waiters = [];
     try {
-      if (writes.length > 0) this.book.commit(writes);
+      if (writes.length > 0) {
+        // A database file deleted or replaced under the gateway takes no more charges.
+        if (!this.storage.writable()) throw this.storage.unavailable();
+        this.book.commit(writes);
+      }
     } catch (failure) {
-      // Out of space: the requests waiting on this batch get the storage_unavailable answer.
-      const err = this.storage.note(failure) ? storageUnavailable() : failure;
+      // A disk that refused the writes: the requests waiting on this batch get the
+      // storage_unavailable answer.
+      const err = this.storage.note(failure) ? this.storage.unavailable() : failure;
       // The cached rows may now be ahead of the database: read them again from the truth.
       this.book.reload();
       // Writes already in the journal were answered: they stay queued and land with the next
@@ -116,6 +121,7 @@ export class SettlementQueue {
     if (this.queue.length === this.journaled) return Promise.resolve();
     // Durable in the journal now, and the answer may leave; the transaction follows this turn.
     if (alone) {
+      if (!this.storage.writable()) return Promise.reject(this.storage.unavailable());
       if (this.journal) {
         try {
           const lines = this.queue

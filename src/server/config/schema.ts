@@ -25,6 +25,13 @@ export const modalities = [
 ] as const;
 export type Modality = (typeof modalities)[number];
 
+/** A time in milliseconds that a Node timer can wait (a longer one would fire at once). */
+const timerMs = z
+  .number()
+  .int()
+  .positive()
+  .max(2 ** 31 - 1);
+
 const mockOptions = z
   .object({
     latency_ms: z.number().int().nonnegative().optional(),
@@ -41,7 +48,14 @@ export const providerSchema = z
     wire: z.enum(["openai", "anthropic", "mock"]),
     base_url: z.string().url().optional(),
     api_keys: z.array(z.string().min(1)).default([]),
-    timeout_ms: z.number().int().positive().default(60_000),
+    // The whole of a non-stream answer, and a stream's wait for its headers.
+    timeout_ms: timerMs.default(60_000),
+    // The longest gap between two pieces of an answer's body; absent, timeout_ms.
+    idle_timeout_ms: timerMs.optional(),
+    // The longest a streamed answer may run, from the request on.
+    max_stream_ms: timerMs.optional(),
+    // The largest server-sent event (or line) a stream may send.
+    max_event_bytes: z.number().int().positive().optional(),
     max_concurrency: z.number().int().positive().optional(),
     cooldown_ms: z.number().int().positive().optional(),
     responses_native: z.boolean().default(false),
@@ -168,6 +182,14 @@ export const configSchema = z
     tiers: z.record(z.string(), tierSchema).default({}),
     accounts: z.array(accountSchema).default([]),
     admin_keys: z.array(gatewayKeyValue).default([]),
+    /**
+     * Responses API state and conversations: how long a stored response or conversation is kept
+     * after its last turn (default 30 days, as OpenAI keeps responses).
+     */
+    responses: z
+      .object({ ttl_seconds: z.number().int().positive().optional() })
+      .strict()
+      .optional(),
     /** Scripted answers of every mock provider; `DELETE /api/admin/mock/script` comes back to these. */
     mock: z
       .object({ script: mockScriptSchema.default([]) })

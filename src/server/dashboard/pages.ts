@@ -1,6 +1,6 @@
 import { microToIdr } from "../../store/money.js";
 import type { GatewayStore, KeyRow, RequestLogRow } from "../../store/types.js";
-import type { DecisionRefusal } from "../auth/device-codes.js";
+import { type DecisionRefusal, shownClientName } from "../auth/device-codes.js";
 import type { byokView, quota } from "../views.js";
 
 /**
@@ -197,7 +197,10 @@ export function approvalPage(input: {
 }): Page {
   const hidden = `<input type="hidden" name="user_code" value="${escapeHtml(input.userCode)}">
     <input type="hidden" name="csrf_token" value="${escapeHtml(input.csrfToken)}">`;
-  const client = input.clientName ? ` from <strong>${escapeHtml(input.clientName)}</strong>` : "";
+  // Rows written before names were cleaned at issue are cleaned here too; <bdi> isolates the rest.
+  const client = input.clientName
+    ? ` from <strong><bdi>${escapeHtml(shownClientName(input.clientName))}</bdi></strong>`
+    : "";
   const minutes = Math.max(1, Math.round(input.expiresInSeconds / 60));
   return page(
     200,

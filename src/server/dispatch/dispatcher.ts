@@ -16,6 +16,7 @@ import {
 } from "../wire/upstream-failure.js";
 import type { KeyPools } from "./key-pool.js";
 import type { Target } from "./resolve.js";
+import { withResponseTurn } from "./response-state.js";
 import { withThread } from "./threads.js";
 
 export interface DispatchOutcome<T = CompletionResult> {
@@ -66,7 +67,11 @@ export class Dispatcher {
       } catch (err) {
         throw explainRejection(err, req, attempt);
       }
-      const result = req.thread ? await withThread(answer, req.thread) : answer;
+      const result = req.thread
+        ? await withThread(answer, req.thread)
+        : req.responseTurn
+          ? await withResponseTurn(answer, req.responseTurn, attempt)
+          : answer;
       if (result.kind === "json") return { value: result, streaming: false };
       let first: IteratorResult<StreamPiece>;
       try {

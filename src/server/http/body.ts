@@ -17,11 +17,11 @@ export const defaultBodyLimitBytes = 32 * 1024 * 1024;
 export const tooDeepMessage = `Request body nests objects or arrays deeper than the limit of ${maxJsonDepth} levels.`;
 
 export function payloadTooLarge(limit: number): GatewayError {
-  return new GatewayError(
-    413,
-    "bad_request",
-    `Request body is larger than the limit of ${Math.round(limit / 1024 / 1024)} MB.`,
-  );
+  const size =
+    limit >= 1024 * 1024
+      ? `${Math.round(limit / 1024 / 1024)} MB`
+      : `${Math.round(limit / 1024)} KB`;
+  return new GatewayError(413, "bad_request", `Request body is larger than the limit of ${size}.`);
 }
 
 /** The API's limit: a 413 in the route's JSON style. */
@@ -61,6 +61,15 @@ export async function readJson<T extends z.ZodType>(
   schema: T,
 ): Promise<z.infer<T>> {
   return (await readJsonWithSize(c, schema)).data;
+}
+
+/** Like readJson, for a route whose body may be left out (OpenAI's SDKs send none): empty is `{}`. */
+export async function readOptionalJson<T extends z.ZodType>(
+  c: Context<AppEnv>,
+  schema: T,
+): Promise<z.infer<T>> {
+  const text = (await readBody(c)).toString("utf8");
+  return parseJsonBody(text.trim() === "" ? "{}" : text, schema).data;
 }
 
 /** Like readJson, also returning the body's size in bytes (billing's bound on input tokens). */

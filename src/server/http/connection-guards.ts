@@ -21,13 +21,15 @@ export interface ConnectionLimits {
 
 /**
  * Generous for real clients: headers come in one packet, the largest body allowed fits in the
- * request time on a slow link, and local tools hold far fewer connections than the cap.
+ * request time on a slow link. The per-address cap is sized for a developer's machine, whose
+ * tools and agents together hold a few dozen connections; a gateway behind a proxy, where every
+ * client shares the proxy's address, raises it (`--max-connections-per-ip`).
  */
 export const defaultConnectionLimits: ConnectionLimits = {
   headersTimeoutMs: 15_000,
   requestTimeoutMs: 120_000,
   keepAliveTimeoutMs: 5_000,
-  maxConnectionsPerIp: 512,
+  maxConnectionsPerIp: 128,
 };
 
 /** Node checks the header and request timeouts on a timer; this bounds how late it notices. */

@@ -103,13 +103,21 @@ export class JobRunner {
       return;
     }
     this.filling = true;
-    void this.claimWhileRoom().finally(() => {
-      this.filling = false;
-      if (this.fillAgain) {
-        this.fillAgain = false;
-        this.fill();
-      } else if (!this.stopped) this.schedule(this.pollMs);
-    });
+    void this.claimWhileRoom()
+      .catch((err: unknown) => {
+        // A disk that refuses writes (or a database that is away) is the ledger's to report, once;
+        // the next poll tries again.
+        if (!this.services.ledger.noteStorageFailure(err)) {
+          console.error(`jobs: claiming the next job failed: ${(err as Error).message}`);
+        }
+      })
+      .finally(() => {
+        this.filling = false;
+        if (this.fillAgain) {
+          this.fillAgain = false;
+          this.fill();
+        } else if (!this.stopped) this.schedule(this.pollMs);
+      });
   }
 
   private async claimWhileRoom(): Promise<void> {

@@ -9,7 +9,6 @@ import {
   withRewrite,
 } from "../wire/bridges.js";
 import type { CompletionRequest, CompletionResult } from "../wire/completion-types.js";
-import { parseSSE } from "../wire/sse.js";
 import { UpstreamFailure } from "../wire/upstream-failure.js";
 import { estimateRequestTokens, messagesOutputText, StreamMeter } from "../wire/usage.js";
 import { joinUrl, type UpstreamHttp } from "./http-upstream.js";
@@ -42,8 +41,13 @@ export class AnthropicAdapter implements ProviderAdapter {
       );
       return withRewrite(result, rewrite);
     }
-    const events = parseSSE(
-      await this.http.postStream(url, headers, payload, provider.timeout_ms, req.signal, provider),
+    const events = await this.http.postEvents(
+      url,
+      headers,
+      payload,
+      provider.timeout_ms,
+      req.signal,
+      provider,
     );
     const meter = new StreamMeter(() => estimateRequestTokens(body));
     return withRewrite(fromMessagesEvents(req, events, meter), rewrite);

@@ -3,6 +3,7 @@ import type { Agent, Dispatcher } from "undici";
 import type { ProviderRow } from "../../store/types.js";
 import { GatewayError } from "../errors.js";
 import { abortSignalOf, type GoneSignal } from "../http/client-signal.js";
+import { defaultMaxEventBytes, parseSSE, type SSEMessage } from "../wire/sse.js";
 import { UpstreamFailure } from "../wire/upstream-failure.js";
 import { failureOf } from "./classify.js";
 
@@ -15,7 +16,42 @@ const maxErrorBodyBytes = 64 * 1024;
  */
 export const defaultUpstreamAnswerLimitBytes = 32 * 1024 * 1024;
 
+/** The longest a streamed answer may run by default: past any real answer, not forever. */
+export const defaultMaxStreamMs = 60 * 60 * 1000;
+
 type Body = string | Uint8Array;
+
+/**
+ * A provider's time and size bounds (docs/providers.md): `timeout_ms` bounds a whole answer from
+ * the request to its last byte, and a stream's wait for its headers; `idleMs` the gap between two
+ * pieces of any body; `maxStreamMs` a stream from the request on; `maxEventBytes` one event.
+ */
+export interface UpstreamBounds {
+  idleMs: number;
+  maxStreamMs: number;
+  maxEventBytes: number;
+}
+
+const boundsOfRow = new WeakMap<UpstreamProvider, UpstreamBounds>();
+
+/** The bounds a provider's config row sets, read once per row (a config apply makes new rows). */
+export function upstreamBounds(provider: UpstreamProvider): UpstreamBounds {
+  let bounds = boundsOfRow.get(provider);
+  if (!bounds) {
+    const options = JSON.parse(provider.options_json) as {
+      idle_timeout_ms?: number;
+      max_stream_ms?: number;
+      max_event_bytes?: number;
+    };
+    bounds = {
+      idleMs: options.idle_timeout_ms ?? provider.timeout_ms,
+      maxStreamMs: options.max_stream_ms ?? defaultMaxStreamMs,
+      maxEventBytes: options.max_event_bytes ?? defaultMaxEventBytes,
+    };
+    boundsOfRow.set(provider, bounds);
+  }
+  return bounds;
+}
 
 /**
  * Pooled keep-alive HTTP to upstreams (undici), shared by every provider wire. Global fetch costs
@@ -65,7 +101,10 @@ export class UpstreamHttp {
     );
   }
 
-  /** A 2xx answer read whole; any other status becomes the UpstreamFailure that classifies it. */
+  /**
+   * A 2xx answer read whole, within `timeoutMs` from the request to its last byte; any other
+   * status becomes the UpstreamFailure that classifies it.
+   */
   async postForBytes(
     url: string,
     headers: Record<string, string>,
@@ -75,17 +114,30 @@ export class UpstreamHttp {
     signal: GoneSignal,
     provider: UpstreamProvider,
   ): Promise<Buffer> {
+    const { idleMs } = upstreamBounds(provider);
+    // undici bounds the wait for the headers and each gap in the body, not the whole: a body
+    // dripped a byte at a time would never end.
+    const deadline = new Deadline(signal, timeoutMs);
     let answer: WholeAnswer;
     try {
-      answer = await this.sendWhole(postOptions(url, headers, body, timeoutMs), signal, provider);
+      answer = await this.sendWhole(
+        postOptions(url, headers, body, timeoutMs, idleMs),
+        deadline,
+        provider,
+      );
     } catch (err) {
-      throw signal.aborted || err instanceof GatewayError ? err : providerFailed(err);
+      throw callFailure(err, signal, deadline);
+    } finally {
+      deadline.clear();
     }
     if (answer.status >= 200 && answer.status < 300) return answer.body;
     throw failureOf(answer.status, answer.headers["retry-after"], answer.body.toString("utf8"));
   }
 
-  /** A 2xx answer's body as it arrives (SSE); a cut or idle timeout while reading is a failure. */
+  /**
+   * A 2xx answer's body as it arrives; a cut, a gap longer than the idle bound or a stream
+   * running past its longest while reading is a failure.
+   */
   async postStream(
     url: string,
     headers: Record<string, string>,
@@ -94,15 +146,39 @@ export class UpstreamHttp {
     signal: GoneSignal,
     provider: UpstreamProvider,
   ): Promise<AsyncGenerator<Uint8Array>> {
+    const { idleMs, maxStreamMs } = upstreamBounds(provider);
+    const deadline = new Deadline(signal, maxStreamMs);
     let answer: StreamAnswer;
     try {
-      answer = await this.openStream(postOptions(url, headers, body, timeoutMs), signal, provider);
+      answer = await this.openStream(
+        postOptions(url, headers, body, timeoutMs, idleMs),
+        deadline,
+        provider,
+      );
     } catch (err) {
-      throw signal.aborted || err instanceof GatewayError ? err : providerFailed(err);
+      deadline.clear();
+      throw callFailure(err, signal, deadline);
     }
     const status = answer.statusCode;
-    if (status >= 200 && status < 300) return streamedBody(answer.body);
-    throw failureOf(status, answer.headers["retry-after"], await readBounded(answer.body));
+    if (status >= 200 && status < 300) return streamedBody(answer.body, deadline);
+    try {
+      throw failureOf(status, answer.headers["retry-after"], await readBounded(answer.body));
+    } finally {
+      deadline.clear();
+    }
+  }
+
+  /** A 2xx answer's server-sent events as they arrive, each within the provider's size bound. */
+  async postEvents(
+    url: string,
+    headers: Record<string, string>,
+    body: Body,
+    timeoutMs: number,
+    signal: GoneSignal,
+    provider: UpstreamProvider,
+  ): Promise<AsyncGenerator<SSEMessage>> {
+    const stream = await this.postStream(url, headers, body, timeoutMs, signal, provider);
+    return parseSSE(stream, upstreamBounds(provider).maxEventBytes);
   }
 
   /**
@@ -137,8 +213,8 @@ export class UpstreamHttp {
   }
 }
 
-/** Which provider a call goes to: cassettes name and match exchanges by it. */
-export type UpstreamProvider = Pick<ProviderRow, "id" | "base_url">;
+/** Which provider a call goes to (cassettes name and match exchanges by it), and its bounds. */
+export type UpstreamProvider = Pick<ProviderRow, "id" | "base_url" | "timeout_ms" | "options_json">;
 
 export type UpstreamHeaders = Record<string, string | string[] | undefined>;
 
@@ -291,12 +367,74 @@ function providerFailed(err: unknown): UpstreamFailure {
   return new UpstreamFailure("unavailable", timedOut ? 504 : 502);
 }
 
+/** Why a call failed: the client left (its own error), a bound passed (504), or the provider. */
+function callFailure(err: unknown, client: GoneSignal, deadline: Deadline): unknown {
+  if (client.aborted || err instanceof GatewayError) return err;
+  return deadline.expired ? new UpstreamFailure("unavailable", 504) : providerFailed(err);
+}
+
+/**
+ * The client's signal or the time bound of one upstream call, whichever comes first: what the
+ * call's reader and undici are given, so a call past its bound is cut as one whose client left.
+ * `clear` once the call is over.
+ */
+class Deadline implements GoneSignal {
+  aborted = false;
+  reason: unknown = undefined;
+  /** The bound passed (the client had not left before). */
+  expired = false;
+  private listeners: (() => void)[] = [];
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(
+    private readonly client: GoneSignal,
+    ms: number,
+  ) {
+    this.timer = setTimeout(this.expire, ms);
+    if (client.aborted) this.abort(client.reason);
+    else client.addEventListener("abort", this.clientLeft, { once: true });
+  }
+
+  private readonly clientLeft = () => this.abort(this.client.reason);
+
+  private readonly expire = () => {
+    if (this.aborted) return;
+    this.expired = true;
+    this.abort(new Error("the provider's answer passed its time bound"));
+  };
+
+  private abort(reason: unknown): void {
+    if (this.aborted) return;
+    this.aborted = true;
+    this.reason = reason;
+    this.clear();
+    const listeners = this.listeners;
+    this.listeners = [];
+    for (const listener of listeners) listener();
+  }
+
+  addEventListener(_type: "abort", listener: () => void): void {
+    if (!this.aborted) this.listeners.push(listener);
+  }
+
+  removeEventListener(_type: "abort", listener: () => void): void {
+    const at = this.listeners.indexOf(listener);
+    if (at !== -1) this.listeners.splice(at, 1);
+  }
+
+  clear(): void {
+    clearTimeout(this.timer);
+    this.client.removeEventListener("abort", this.clientLeft);
+  }
+}
+
 /** One POST to an upstream URL, as undici's dispatch and request both take it. */
 function postOptions(
   url: string,
   headers: Record<string, string>,
   body: Body,
   timeoutMs: number,
+  idleMs: number,
 ): Dispatcher.DispatchOptions {
   const { origin, path } = targetOf(url);
   return {
@@ -306,7 +444,7 @@ function postOptions(
     headers,
     body,
     headersTimeout: timeoutMs,
-    bodyTimeout: timeoutMs,
+    bodyTimeout: idleMs,
   };
 }
 
@@ -325,14 +463,20 @@ async function readBounded(body: AsyncIterable<Buffer | Uint8Array>): Promise<st
 }
 
 /**
- * The body of a streaming answer. A cut or an idle timeout while reading is the provider failing:
- * before the first piece it becomes 503 upstream_error, after it the route's stream error event.
+ * The body of a streaming answer. A cut, an idle timeout or the stream's time bound while reading
+ * is the provider failing: before the first piece it becomes 503 upstream_error, after it the
+ * route's stream error event (the path every broken stream takes, settled for what was delivered).
  */
-async function* streamedBody(body: AsyncIterable<Uint8Array>): AsyncGenerator<Uint8Array> {
+async function* streamedBody(
+  body: AsyncIterable<Uint8Array>,
+  deadline: Deadline,
+): AsyncGenerator<Uint8Array> {
   try {
     for await (const chunk of body) yield chunk;
   } catch (err) {
-    throw providerFailed(err);
+    throw deadline.expired ? new UpstreamFailure("unavailable", 504) : providerFailed(err);
+  } finally {
+    deadline.clear();
   }
 }
 

@@ -13,7 +13,7 @@ import {
 import type { CompletionRequest, CompletionResult } from "../wire/completion-types.js";
 import type { ChatCompletionChunk, ChatCompletionResponse } from "../wire/openai-types.js";
 import type { ResponseObject, ResponsesRequest } from "../wire/responses-types.js";
-import { encodeSSE, parseEventData, parseSSE, type SSEMessage } from "../wire/sse.js";
+import { encodeSSE, parseEventData, type SSEMessage } from "../wire/sse.js";
 import type { StreamCompletion } from "../wire/stream-types.js";
 import { encodeResponsesEvents } from "../wire/translate/errors.js";
 import { baseResponse, failedEvents } from "../wire/translate/responses.js";
@@ -58,8 +58,13 @@ export class OpenAIAdapter implements ProviderAdapter {
       );
       return withRewrite(result, rewrite);
     }
-    const events = parseSSE(
-      await this.http.postStream(url, headers, payload, provider.timeout_ms, req.signal, provider),
+    const events = await this.http.postEvents(
+      url,
+      headers,
+      payload,
+      provider.timeout_ms,
+      req.signal,
+      provider,
     );
     const meter = new StreamMeter(() => estimateRequestTokens(body));
     const result =
@@ -75,7 +80,8 @@ export class OpenAIAdapter implements ProviderAdapter {
     headers: Record<string, string>,
   ): Promise<CompletionResult> {
     const { provider, model } = attempt;
-    const body: Record<string, unknown> = { ...req.body, model: model.upstream_model };
+    const client = req.responseTurn?.nativeBody(provider.id) ?? req.body;
+    const body: Record<string, unknown> = { ...client, model: model.upstream_model };
     const limit = body.max_output_tokens;
     if (req.viaRoute && typeof limit === "number" && limit > model.max_output_tokens)
       body.max_output_tokens = model.max_output_tokens;
@@ -90,18 +96,29 @@ export class OpenAIAdapter implements ProviderAdapter {
         input_tokens: json.usage?.input_tokens ?? 0,
         output_tokens: json.usage?.output_tokens ?? 0,
       };
-      const result = { kind: "json" as const, body: { ...json, model: req.clientModel }, usage };
+      const answer: Record<string, unknown> = { ...json, model: req.clientModel };
+      req.responseTurn?.echo(answer);
+      const result = { kind: "json" as const, body: answer, usage };
       return withJsonEstimate(result, body, () => responsesOutputText(json));
     }
-    const events = parseSSE(
-      await this.http.postStream(url, headers, payload, provider.timeout_ms, req.signal, provider),
+    const events = await this.http.postEvents(
+      url,
+      headers,
+      payload,
+      provider.timeout_ms,
+      req.signal,
+      provider,
     );
     return responsesPassThrough(req, events, new StreamMeter(() => estimateRequestTokens(body)));
   }
 }
 
 interface LifecycleEvent {
-  response?: { model?: unknown; usage?: { input_tokens?: number; output_tokens?: number } };
+  response?: {
+    model?: unknown;
+    usage?: { input_tokens?: number; output_tokens?: number };
+    [field: string]: unknown;
+  };
 }
 
 async function* chatChunks(events: AsyncIterable<SSEMessage>): AsyncGenerator<ChatCompletionChunk> {
@@ -151,6 +168,7 @@ function responsesPassThrough(
       if (data?.response?.model !== undefined) {
         data.response.model = req.clientModel;
         latest = data.response as ResponseObject;
+        req.responseTurn?.echo(data.response);
         yield encodeSSE(data, name);
         continue;
       }

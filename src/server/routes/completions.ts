@@ -4,6 +4,7 @@ import type { Handler } from "../app-env.js";
 import { admit, settleAdmission, settleDelivered, settleFailed } from "../billing/admission.js";
 import { worstCaseInputTokens } from "../billing/pricing.js";
 import { forModality, resolveTarget } from "../dispatch/resolve.js";
+import { openResponseTurn } from "../dispatch/response-state.js";
 import { openThread } from "../dispatch/threads.js";
 import {
   accountSuspended,
@@ -104,6 +105,18 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
             services.options.now,
           )
         : undefined;
+    const turn =
+      style === "responses"
+        ? await openResponseTurn(
+            {
+              repo: services.repos.responsesState,
+              accountId: key.account_id,
+              now: services.options.now,
+              ttlMs: services.options.responsesTtlMs,
+            },
+            body,
+          )
+        : undefined;
     const signal = new ClientGone(outgoing);
 
     const admission = await admit(services, {
@@ -112,7 +125,7 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
       endpoint,
       accountRpm: true,
       worstCase: (m) => ({
-        inputTokens: worstCaseInputTokens(bytes, m),
+        inputTokens: worstCaseInputTokens(bytes + (turn?.replayedBytes ?? 0), m),
         outputTokens:
           answersAsked(body) * outputBound(style, body, m, providers.get(m.provider_id), viaRoute),
         units: 0,
@@ -125,13 +138,14 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
     markStage(incoming, "admitted");
     const req: CompletionRequest = {
       style,
-      body: threaded?.body ?? body,
+      body: threaded?.body ?? turn?.body ?? body,
       stream,
       clientModel: body.model,
       signal,
       anthropicBeta: requestHeader(c, "anthropic-beta"),
       viaRoute,
       thread: threaded?.thread,
+      responseTurn: turn?.turn,
     };
     // A stream ends when its account is suspended; the gateway's reason is the signal's.
     const unwatch = stream

@@ -192,7 +192,7 @@ export function dashboardHandlers(services: Services, devices: DeviceCodes) {
         ? undefined
         : decision === "approve"
           ? await devices.approve(userCode, session.accountId, now)
-          : await devices.deny(userCode, now);
+          : await devices.deny(userCode, session.accountId, now);
       if (!userCode || !outcome?.ok) {
         wrongCodes.tryTake(session.id, Number.POSITIVE_INFINITY, now);
         return sendPage(
@@ -371,7 +371,7 @@ export function dashboardHandlers(services: Services, devices: DeviceCodes) {
       if (wrongCodes.used(session.id, now) >= maxWrongCodesPerMinute)
         return sendPage(c, tooManyWrongCodesPage(maxWrongCodesPerMinute));
       const userCode = normalizeUserCode(raw);
-      const found = userCode ? await devices.lookup(userCode, now) : undefined;
+      const found = userCode ? await devices.open(userCode, session.accountId, now) : undefined;
       if (!userCode || !found?.ok) {
         wrongCodes.tryTake(session.id, Number.POSITIVE_INFINITY, now);
         return sendPage(c, decisionRefusedPage(found?.ok === false ? found.refusal : "unknown"));

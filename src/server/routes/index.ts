@@ -24,16 +24,23 @@ import { modelHandler, modelsHandler } from "./models.js";
 /** Dashboard forms are a few short fields. */
 const formBodyLimitBytes = 16 * 1024;
 
+/**
+ * A route anyone may call reads at most this: a device-code request is one short field, and a
+ * caller without a key must not make the gateway hold megabytes.
+ */
+export const publicBodyLimitBytes = 8 * 1024;
+
 /** The parts of the surface, by path prefix; a path under none (health, landing) has no checks. */
 export function surfaces(bodyLimitBytes: number): Surface[] {
   const api = apiBodyLimit(bodyLimitBytes);
+  const publicApi = apiBodyLimit(Math.min(bodyLimitBytes, publicBodyLimitBytes));
   return [
     // The model API: called from any origin, so every answer carries the CORS headers.
-    { prefix: "/v1", cors: true, sameOrigin: false, bodyLimit: api },
+    { prefix: "/v1", cors: true, sameOrigin: false, bodyLimit: api, publicBodyLimit: publicApi },
     // The MCP server: the model API as tools, on the same keys, so the same rules.
-    { prefix: "/mcp", cors: true, sameOrigin: false, bodyLimit: api },
+    { prefix: "/mcp", cors: true, sameOrigin: false, bodyLimit: api, publicBodyLimit: publicApi },
     // The JSON API of the tools and the dashboard's scripts: never from another origin's page.
-    { prefix: "/api", cors: false, sameOrigin: true, bodyLimit: api },
+    { prefix: "/api", cors: false, sameOrigin: true, bodyLimit: api, publicBodyLimit: publicApi },
     {
       prefix: "/dashboard",
       cors: false,
@@ -124,6 +131,12 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
     };
   });
   const files = onFirstRequest(async () => (await import("./files.js")).fileHandler(services));
+  const stored = lazyHandlers(async () =>
+    (await import("./responses-state.js")).responseHandlers(services),
+  );
+  const conversations = lazyHandlers(async () =>
+    (await import("./conversations.js")).conversationHandlers(services),
+  );
   const jobs = lazyHandlers(async () => {
     const handlers = (await import("./jobs.js")).jobHandlers(services);
     return {
@@ -185,6 +198,29 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
     route("POST", "/v1/chat/completions", "key", "chat", completionHandler(services, "chat")),
     route("POST", "/v1/messages", "key", "messages", completionHandler(services, "messages")),
     route("POST", "/v1/responses", "key", "chat", completionHandler(services, "responses")),
+    route("GET", "/v1/responses/:id", "key", "chat", stored("retrieve")),
+    route("DELETE", "/v1/responses/:id", "key", "chat", stored("remove")),
+    route("GET", "/v1/responses/:id/input_items", "key", "chat", stored("inputItems")),
+    route("POST", "/v1/conversations", "key", "chat", conversations("create")),
+    route("GET", "/v1/conversations/:id", "key", "chat", conversations("retrieve")),
+    route("POST", "/v1/conversations/:id", "key", "chat", conversations("update")),
+    route("DELETE", "/v1/conversations/:id", "key", "chat", conversations("remove")),
+    route("GET", "/v1/conversations/:id/items", "key", "chat", conversations("listItems")),
+    route("POST", "/v1/conversations/:id/items", "key", "chat", conversations("addItems")),
+    route(
+      "GET",
+      "/v1/conversations/:id/items/:itemId",
+      "key",
+      "chat",
+      conversations("retrieveItem"),
+    ),
+    route(
+      "DELETE",
+      "/v1/conversations/:id/items/:itemId",
+      "key",
+      "chat",
+      conversations("removeItem"),
+    ),
     route("POST", "/v1/messages/count_tokens", "key", "messages", countTokens),
     route("POST", "/v1/embeddings", "key", "chat", embeddings),
     route("POST", "/v1/images/generations", "key", "chat", media("images")),

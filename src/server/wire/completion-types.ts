@@ -19,6 +19,24 @@ export interface CompletionRequest {
   viaRoute?: boolean;
   /** The message thread the gateway holds for this request (its body is then the whole conversation). */
   thread?: MessageThread;
+  /** The Responses API turn the gateway keeps for this request (its body then carries the chain). */
+  responseTurn?: ResponseTurn;
+}
+
+/** A responses request's turn (`dispatch/response-state.ts` opens and records it). */
+export interface ResponseTurn {
+  /**
+   * The body for a provider that speaks the Responses API itself: the client's own when that
+   * provider served the response it continues, else the chain replayed.
+   */
+  nativeBody(providerId: string): Record<string, unknown>;
+  /**
+   * A native provider's Response says what the client asked (`previous_response_id`,
+   * `conversation`), not what it was sent in their place.
+   */
+  echo(response: Record<string, unknown>): void;
+  /** Called with the whole Response; `nativeProviderId` names the provider whose id it is. */
+  record(response: Record<string, unknown>, nativeProviderId: string | null): Promise<void>;
 }
 
 /** A message thread the gateway holds for a request (`dispatch/threads.ts` opens and records it). */

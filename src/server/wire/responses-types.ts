@@ -160,6 +160,8 @@ export type ResponseObject = {
   usage?: ResponsesUsage;
   user?: string;
   metadata: { [key: string]: string };
+  /** The conversation the response was added to, when the request named one. */
+  conversation?: { id: string } | null;
 };
 
 /** One Responses SSE event: the `event:` name equals `data.type`; data carries `sequence_number`. */

@@ -54,6 +54,35 @@ describe("parseSSE", () => {
     expect(await collect(["event: x\ndata: b\n"])).toEqual([{ event: "x", data: "b" }]);
   });
 
+  it("fails a line that grows past the bound as it arrives, having read no further", async () => {
+    let pulled = 0;
+    async function* endless(): AsyncGenerator<Uint8Array> {
+      yield new TextEncoder().encode('data: {"ok":1}\n\ndata: ');
+      for (;;) {
+        pulled++;
+        yield new Uint8Array(1024).fill(0x78);
+      }
+    }
+    const seen: SSEMessage[] = [];
+    const reading = (async () => {
+      for await (const message of parseSSE(endless(), 10 * 1024)) seen.push(message);
+    })();
+    await expect(reading).rejects.toMatchObject({ name: "UpstreamFailure", kind: "unavailable" });
+    expect(seen).toEqual([{ data: '{"ok":1}' }]);
+    expect(pulled).toBe(10);
+  });
+
+  it("fails an event whose many short data lines add up past the bound", async () => {
+    const lines = Array.from({ length: 100 }, () => "data: 0123456789\n").join("");
+    const read = async (bound: number) => {
+      const out: SSEMessage[] = [];
+      for await (const message of parseSSE(chunksOf([lines, "\n"]), bound)) out.push(message);
+      return out;
+    };
+    await expect(read(1000)).rejects.toMatchObject({ name: "UpstreamFailure" });
+    expect(await read(1100)).toHaveLength(1);
+  });
+
   it("does not dispatch events without data", async () => {
     expect(await collect(["event: lonely\n\n\n\ndata: [DONE]\n\n"])).toEqual([{ data: "[DONE]" }]);
   });

@@ -7,15 +7,31 @@
  * between the CR and LF of one line ending).
  */
 
+import { UpstreamFailure } from "./upstream-failure.js";
+
 export type SSEMessage = { event?: string; data: string };
 
 /** The terminator OpenAI-style chat streams end with. */
 export const SSE_DONE = "data: [DONE]\n\n";
 
-export async function* parseSSE(body: AsyncIterable<Uint8Array>): AsyncGenerator<SSEMessage> {
+/**
+ * The largest event (or line) a stream may send, by default: far above any real event (a
+ * Responses stream's closing event carries the whole answer), far below what would hurt.
+ */
+export const defaultMaxEventBytes = 16 * 1024 * 1024;
+
+/**
+ * Parses a stream into events. A line or an event that grows past `maxEventBytes` (counted in
+ * characters of the decoded text: bytes, for the ASCII JSON upstreams send) fails the stream as
+ * the provider failing, as it arrives: nothing past the bound is ever held.
+ */
+export async function* parseSSE(
+  body: AsyncIterable<Uint8Array>,
+  maxEventBytes = defaultMaxEventBytes,
+): AsyncGenerator<SSEMessage> {
   const decoder = new TextDecoder();
-  const lines = new LineSplitter();
-  const assembler = new EventAssembler();
+  const lines = new LineSplitter(maxEventBytes);
+  const assembler = new EventAssembler(maxEventBytes);
 
   for await (const chunk of body) {
     for (const line of lines.push(decoder.decode(chunk, { stream: true }))) {
@@ -37,29 +53,47 @@ export async function* parseSSE(body: AsyncIterable<Uint8Array>): AsyncGenerator
   if (last) yield last;
 }
 
+/** A stream sent a line or an event larger than its bound. */
+function eventTooLarge(): UpstreamFailure {
+  return new UpstreamFailure("unavailable", 502);
+}
+
 /** Splits text into lines on CR, LF or CRLF, even when the pair straddles two chunks. */
 class LineSplitter {
   private buffer = "";
+  /** Where the next scan for a line break starts: the text before it has none. */
+  private scanned = 0;
+
+  constructor(private readonly maxLine: number) {}
 
   push(text: string): string[] {
     this.buffer += text;
     const lines: string[] = [];
     let start = 0;
     // A regex scan, not a loop over characters: a stream passes through here chunk by chunk.
+    // It starts where the last one stopped, so a long line is scanned once, not once a chunk.
     const breaks = /\r\n|\r|\n/g;
+    breaks.lastIndex = this.scanned;
+    let waiting = false;
     for (let m = breaks.exec(this.buffer); m !== null; m = breaks.exec(this.buffer)) {
       // A trailing CR may be the first half of a CRLF: wait for the next chunk.
-      if (m[0] === "\r" && m.index === this.buffer.length - 1) break;
+      if (m[0] === "\r" && m.index === this.buffer.length - 1) {
+        waiting = true;
+        break;
+      }
       lines.push(this.buffer.slice(start, m.index));
       start = m.index + m[0].length;
     }
     this.buffer = this.buffer.slice(start);
+    if (this.buffer.length > this.maxLine) throw eventTooLarge();
+    this.scanned = waiting ? this.buffer.length - 1 : this.buffer.length;
     return lines;
   }
 
   flush(): string[] {
     const rest = this.buffer.endsWith("\r") ? this.buffer.slice(0, -1) : this.buffer;
     this.buffer = "";
+    this.scanned = 0;
     return rest === "" ? [] : [rest];
   }
 }
@@ -68,6 +102,9 @@ class LineSplitter {
 class EventAssembler {
   private event: string | undefined;
   private data: string[] = [];
+  private size = 0;
+
+  constructor(private readonly maxEvent: number) {}
 
   line(line: string): SSEMessage | undefined {
     if (line === "") return this.dispatch();
@@ -77,7 +114,12 @@ class EventAssembler {
     let value = colon === -1 ? "" : line.slice(colon + 1);
     if (value.startsWith(" ")) value = value.slice(1);
     if (field === "event") this.event = value;
-    else if (field === "data") this.data.push(value);
+    else if (field === "data") {
+      // Many short data lines add up to one event: bounded as a whole.
+      this.size += value.length + 1;
+      if (this.size > this.maxEvent) throw eventTooLarge();
+      this.data.push(value);
+    }
     // `id` and `retry` mean nothing to a proxy; unknown fields are ignored per spec.
     return undefined;
   }
@@ -88,6 +130,7 @@ class EventAssembler {
     if (this.event !== undefined) message.event = this.event;
     this.event = undefined;
     this.data = [];
+    this.size = 0;
     // Per spec an event without data lines is not dispatched.
     return hasData ? message : undefined;
   }

@@ -120,7 +120,8 @@ export class PostgresDeviceCodes implements DeviceCodesRepository {
         name: "device_codes_approve",
         text: `UPDATE device_codes SET status = 'approved', account_id = $1, key_id = $2,
             key_value_sealed = $3
-          WHERE device_code_hash = $4 AND status = 'pending'`,
+          WHERE device_code_hash = $4 AND status = 'pending'
+            AND (account_id IS NULL OR account_id = $1)`,
         values: [key.accountId, key.keyId, key.keyValueSealed, deviceCodeHash],
       });
       if (approved.rowCount !== 1) return false;
@@ -129,11 +130,22 @@ export class PostgresDeviceCodes implements DeviceCodesRepository {
     });
   }
 
-  async deny(deviceCodeHash: string): Promise<boolean> {
+  async claim(deviceCodeHash: string, accountId: string): Promise<boolean> {
+    const result = await this.pool.query({
+      name: "device_codes_claim",
+      text: `UPDATE device_codes SET account_id = $2
+        WHERE device_code_hash = $1 AND status = 'pending' AND (account_id IS NULL OR account_id = $2)`,
+      values: [deviceCodeHash, accountId],
+    });
+    return result.rowCount === 1;
+  }
+
+  async deny(deviceCodeHash: string, accountId: string): Promise<boolean> {
     const result = await this.pool.query({
       name: "device_codes_deny",
-      text: "UPDATE device_codes SET status = 'denied' WHERE device_code_hash = $1 AND status = 'pending'",
-      values: [deviceCodeHash],
+      text: `UPDATE device_codes SET status = 'denied'
+        WHERE device_code_hash = $1 AND status = 'pending' AND (account_id IS NULL OR account_id = $2)`,
+      values: [deviceCodeHash, accountId],
     });
     return result.rowCount === 1;
   }

@@ -380,6 +380,54 @@ export const postgresMigrations: MigrationStep[] = [
     id: "lease-top-up",
     sql: leaseTopUpSql(),
   },
+  {
+    // Responses API state and conversations, as SQLite's step 11.
+    id: "responses-state",
+    sql: `
+  CREATE TABLE stored_responses (
+    account_id text NOT NULL,
+    id text NOT NULL,
+    previous_response_id text,
+    native_provider_id text,
+    response_json text NOT NULL,
+    input_items_json text NOT NULL,
+    created_at bigint NOT NULL,
+    expires_at bigint NOT NULL,
+    PRIMARY KEY (account_id, id)
+  );
+  CREATE INDEX stored_responses_expiry ON stored_responses(expires_at);
+  CREATE TABLE conversations (
+    account_id text NOT NULL,
+    id text NOT NULL,
+    metadata_json text NOT NULL,
+    created_at bigint NOT NULL,
+    expires_at bigint NOT NULL,
+    PRIMARY KEY (account_id, id)
+  );
+  CREATE INDEX conversations_expiry ON conversations(expires_at);
+  CREATE TABLE conversation_items (
+    seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    account_id text NOT NULL,
+    conversation_id text NOT NULL,
+    item_id text NOT NULL,
+    item_json text NOT NULL,
+    UNIQUE (account_id, conversation_id, item_id)
+  );
+  `,
+  },
+  {
+    // Which stored response holds each item id, as SQLite's step 12.
+    id: "response-items",
+    sql: `
+  CREATE TABLE response_items (
+    account_id text NOT NULL,
+    item_id text NOT NULL,
+    response_id text NOT NULL,
+    PRIMARY KEY (account_id, item_id)
+  );
+  CREATE INDEX response_items_response ON response_items(account_id, response_id);
+  `,
+  },
 ];
 
 /** Two gateways starting at once: the one that takes this lock migrates, the other waits. */

@@ -7,6 +7,7 @@ import { PostgresFiles } from "./files.js";
 import { PostgresJobs } from "./jobs.js";
 import type { PostgresKeyRowWriter } from "./key-rows.js";
 import { PostgresRequestLogReads } from "./request-log-reads.js";
+import { PostgresResponsesState } from "./responses-state.js";
 import { PostgresServeRecord } from "./serve-record.js";
 import { PostgresSessions } from "./sessions.js";
 import { PostgresThreads } from "./threads.js";
@@ -42,5 +43,6 @@ export function openPostgresRepositories(
     configApply: new PostgresConfigApply(pool),
     requestLog: new PostgresRequestLogReads(pool),
     threads: new PostgresThreads(pool),
+    responsesState: new PostgresResponsesState(pool),
   };
 }

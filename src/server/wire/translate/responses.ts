@@ -387,7 +387,8 @@ export function baseResponse(
       effort: asString(reasoning.effort) ?? null,
       summary: asString(reasoning.summary) ?? null,
     },
-    store: r.store === true,
+    // The Responses API stores a response unless told not to.
+    store: r.store !== false,
     temperature: asNumber(r.temperature) ?? null,
     text: { format: format as ResponsesTextFormat },
     tool_choice: (r.tool_choice as ResponsesToolChoice | undefined) ?? "auto",
@@ -396,6 +397,7 @@ export function baseResponse(
     truncation: r.truncation === "auto" ? "auto" : "disabled",
     ...(user ? { user } : {}),
     metadata: metadata as { [key: string]: string },
+    ...conversationEcho(r.conversation),
   };
 }
 
@@ -437,6 +439,12 @@ function deltaLogprobs(logprobs: LogProb[]) {
     logprob,
     top_logprobs: top_logprobs.map((top) => ({ token: top.token, logprob: top.logprob })),
   }));
+}
+
+/** The conversation a request named, as a Response carries it. */
+function conversationEcho(conversation: unknown): Pick<ResponseObject, "conversation"> {
+  const id = isRecord(conversation) ? asString(conversation.id) : asString(conversation);
+  return id ? { conversation: { id } } : {};
 }
 
 /** Chat's `url_citation` annotations (a web search's sources) as the Responses API lists them. */

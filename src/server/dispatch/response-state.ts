@@ -1,0 +1,292 @@
+import type {
+  ResponsesStateRepository,
+  StateItem,
+  StoredResponse,
+} from "../../store/responses-state.js";
+import { GatewayError } from "../errors.js";
+import type { Attempt } from "../providers/types.js";
+import type { CompletionResult, ResponseTurn } from "../wire/completion-types.js";
+import { parseEventData } from "../wire/sse.js";
+import type { StreamPiece } from "../wire/stream-types.js";
+import { randomId } from "../wire/translate/shared.js";
+
+/**
+ * The Responses API's state on every wire. `store` defaults to true: each response is kept (its
+ * turn's input items and its output, per account, expiring), and a request with
+ * `previous_response_id` or `conversation` is sent with the whole chain before its own input, as
+ * the provider would have seen it had it kept the state itself. A `responses_native` provider
+ * that served the response named gets the client's body as written (it holds its own chain).
+ */
+type Json = Record<string, unknown>;
+
+export interface ResponseStateContext {
+  repo: ResponsesStateRepository;
+  accountId: string;
+  /** The gateway's clock: rows expire by it, as everything else the gateway times. */
+  now: () => number;
+  ttlMs: number;
+}
+
+/**
+ * The turn a responses request makes, with the body to translate in its place (the chain's
+ * items, then its own input); undefined when nothing is to be kept or replayed (`store: false`
+ * and no conversation). An unknown, expired, `store: false` or other account's
+ * `previous_response_id` (or conversation) is a 400 naming the parameter.
+ */
+export async function openResponseTurn(
+  context: ResponseStateContext,
+  body: Json,
+): Promise<{ body: Json; turn: ResponseTurn; replayedBytes: number } | undefined> {
+  const previousId = optionalId(body.previous_response_id, "previous_response_id");
+  const conversationId = conversationOf(body.conversation);
+  if (previousId && conversationId) {
+    throw new GatewayError(
+      400,
+      "bad_request",
+      "`previous_response_id` and `conversation` cannot be used together: a conversation already carries the turns before this one.",
+    );
+  }
+  const store = body.store !== false;
+  if (!store && !previousId && !conversationId) return undefined;
+  const { repo, accountId, now } = context;
+
+  let history: StateItem[] = [];
+  let head: StoredResponse | undefined;
+  if (previousId) {
+    const chain = await repo.responseChain(accountId, previousId, now());
+    if (!chain) throw unknownPrevious(previousId);
+    head = chain[chain.length - 1];
+    history = chain.flatMap((r) => [...r.inputItems, ...outputItems(r.response)]);
+  } else if (conversationId) {
+    const held = await repo.listItems(accountId, conversationId, now());
+    if (!held) throw unknownConversation(conversationId);
+    history = held.items;
+  }
+  const { items: input, references } = inputItems(body.input, history);
+  if (references.length > 0) await resolveReferences(context, input, references);
+  const rewritten = history.length > 0 || references.length > 0;
+  const replay = rewritten ? { ...body, input: [...history, ...input] } : body;
+
+  return {
+    body: replay,
+    // The admission hold covers the input sent, chain included, not only the client's body.
+    replayedBytes: history.length > 0 ? Buffer.byteLength(JSON.stringify(history)) : 0,
+    turn: {
+      nativeBody(providerId) {
+        // The provider that served the response named holds the chain under that id itself.
+        if (head?.nativeProviderId === providerId) return body;
+        const native: Json = {
+          ...replay,
+          input: rewritten ? forNative(replay.input) : body.input,
+        };
+        delete native.previous_response_id;
+        delete native.conversation;
+        return native;
+      },
+      echo(response) {
+        response.previous_response_id = previousId ?? null;
+        if (conversationId) response.conversation = { id: conversationId };
+      },
+      async record(answer, nativeProviderId) {
+        const id = answer.id;
+        if (typeof id !== "string") return;
+        const at = now();
+        const output = outputItems(answer);
+        const response: StoredResponse | undefined = store
+          ? {
+              id,
+              accountId,
+              previousResponseId: previousId ?? null,
+              nativeProviderId,
+              response: answer,
+              inputItems: input,
+              createdAt: at,
+            }
+          : undefined;
+        await repo.saveTurn({
+          accountId,
+          response,
+          conversation: conversationId
+            ? { id: conversationId, items: [...input, ...output] }
+            : undefined,
+          now: at,
+          expiresAt: at + context.ttlMs,
+        });
+      },
+    },
+  };
+}
+
+function optionalId(value: unknown, field: string): string | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value === "string" && value !== "") return value;
+  throw new GatewayError(400, "bad_request", `\`${field}\` must be a non-empty string.`);
+}
+
+/** `conversation` is an id, or `{id}`. */
+function conversationOf(value: unknown): string | undefined {
+  if (typeof value === "object" && value !== null && !Array.isArray(value))
+    return optionalId((value as Json).id, "conversation.id");
+  return optionalId(value, "conversation");
+}
+
+export function unknownPrevious(id: string): GatewayError {
+  return new GatewayError(
+    400,
+    "bad_request",
+    `Previous response with id '${id}' not found. \`previous_response_id\` must name a response this account stored (not with \`store: false\`) that has not expired or been deleted.`,
+  );
+}
+
+function unknownConversation(id: string): GatewayError {
+  return new GatewayError(
+    400,
+    "bad_request",
+    `Conversation with id '${id}' not found. \`conversation\` must name a conversation of this account that has not expired or been deleted.`,
+  );
+}
+
+/** A stored Response's output items. */
+function outputItems(response: Json): StateItem[] {
+  const output = response.output;
+  return Array.isArray(output) ? output.filter(isItem) : [];
+}
+
+const isItem = (value: unknown): value is StateItem =>
+  typeof value === "object" && value !== null && !Array.isArray(value);
+
+const idPrefixes: Record<string, string> = {
+  message: "msg_",
+  function_call: "fc_",
+  function_call_output: "fco_",
+};
+
+/**
+ * The request's `input` as items, each with an id and in the shape OpenAI lists them (a string
+ * is one user message; a message's string content is one text part). An `item_reference` to an
+ * item of the chain is that item; one to any other item is left in place, its index listed in
+ * `references` for `resolveReferences`.
+ */
+export function inputItems(
+  input: unknown,
+  history: StateItem[] = [],
+): { items: StateItem[]; references: number[] } {
+  if (typeof input === "string")
+    return { items: [asItem({ role: "user", content: input })], references: [] };
+  if (!Array.isArray(input)) return { items: [], references: [] };
+  const items: StateItem[] = [];
+  const references: number[] = [];
+  for (const raw of input) {
+    if (!isItem(raw)) continue;
+    if (raw.type === "item_reference") {
+      const referenced = history.find((item) => item.id === raw.id);
+      if (!referenced) references.push(items.length);
+      items.push(referenced ?? raw);
+      continue;
+    }
+    items.push(asItem(raw));
+  }
+  return { items, references };
+}
+
+/**
+ * Puts in place of each `item_reference` at `references` the item it names, from the account's
+ * stored responses (the AI SDK refers to earlier turns so while responses are stored). One that
+ * names no such item is a 400: the turn it stood for would be lost.
+ */
+async function resolveReferences(
+  context: ResponseStateContext,
+  items: StateItem[],
+  references: number[],
+): Promise<void> {
+  const ids = references.map((at) => String(items[at].id));
+  const found = await context.repo.findItems(context.accountId, ids, context.now());
+  for (const at of references) {
+    const id = String(items[at].id);
+    const item = found.find((candidate) => candidate.id === id);
+    if (!item) {
+      throw new GatewayError(
+        400,
+        "bad_request",
+        `Item with id '${id}' not found: an \`item_reference\` in \`input\` must name an item of a response this account stored that has not expired or been deleted.`,
+      );
+    }
+    items[at] = item;
+  }
+}
+
+/** One input item with its type, status and id filled in where the client left them out. */
+export function asItem(raw: StateItem): StateItem {
+  const item: StateItem = { ...raw };
+  if (item.type === undefined && typeof item.role === "string") item.type = "message";
+  const type = typeof item.type === "string" ? item.type : "message";
+  if (type === "message" && typeof item.content === "string") {
+    item.content = [
+      item.role === "assistant"
+        ? { type: "output_text", text: item.content, annotations: [] }
+        : { type: "input_text", text: item.content },
+    ];
+  }
+  if (type in idPrefixes && item.status === undefined) item.status = "completed";
+  if (typeof item.id !== "string" || item.id === "")
+    item.id = randomId(idPrefixes[type] ?? "item_");
+  return item;
+}
+
+/**
+ * Items replayed to a provider that did not make them: without the ids (a provider looks up the
+ * ids it is sent among its own items) and without reasoning items (another provider's state).
+ */
+function forNative(items: unknown): unknown[] {
+  if (!Array.isArray(items)) return [];
+  return items
+    .filter((item) => !(isItem(item) && item.type === "reasoning"))
+    .map((item) => {
+      if (!isItem(item)) return item;
+      const { id: _id, ...rest } = item;
+      return rest;
+    });
+}
+
+/**
+ * The result, recording the response once it is whole: a JSON answer before it is handed on, a
+ * stream's at its final `response.completed` (or `.incomplete`) event, before that event goes out,
+ * so the client's next turn finds it.
+ */
+export async function withResponseTurn<T extends CompletionResult>(
+  result: T,
+  turn: ResponseTurn,
+  attempt: Pick<Attempt, "provider">,
+): Promise<T> {
+  const { provider } = attempt;
+  const nativeProviderId =
+    provider.wire === "openai" && provider.responses_native ? provider.id : null;
+  if (result.kind === "json") {
+    if (isItem(result.body) && isFinal(result.body.status))
+      await turn.record(result.body, nativeProviderId);
+    return result;
+  }
+  const pieces = result.pieces;
+  async function* recorded(): AsyncGenerator<StreamPiece> {
+    for (let next = await pieces.next(); !next.done; next = await pieces.next()) {
+      const response = finalResponse(next.value);
+      if (response) await turn.record(response, nativeProviderId);
+      yield next.value;
+    }
+  }
+  return { ...result, pieces: recorded() };
+}
+
+const isFinal = (status: unknown) => status === "completed" || status === "incomplete";
+
+const finalEvents = ["event: response.completed\n", "event: response.incomplete\n"];
+
+/** The Response a stream's final event carries; undefined for every other piece. */
+function finalResponse(piece: StreamPiece): Json | undefined {
+  if (typeof piece !== "string" || !finalEvents.some((name) => piece.startsWith(name)))
+    return undefined;
+  const data = piece.split("\n").find((line) => line.startsWith("data:"));
+  const event = data ? parseEventData(data.slice(5).trim()) : undefined;
+  const response = isItem(event) ? event.response : undefined;
+  return isItem(response) ? response : undefined;
+}

@@ -1,0 +1,73 @@
+import type { Context } from "hono";
+import { z } from "zod";
+import { type ItemPageQuery, pageOf, type StateItem } from "../../store/responses-state.js";
+import type { AppEnv, Handler } from "../app-env.js";
+import { badRequest, GatewayError } from "../errors.js";
+import type { Services } from "../services.js";
+
+/**
+ * GET and DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items: the responses the
+ * gateway stored (`store` defaults to true), whichever wire served them, for their own account
+ * only (another account's id is as unknown as a missing one).
+ */
+export function responseHandlers(services: Pick<Services, "repos" | "options">) {
+  const repo = services.repos.responsesState;
+  const find = async (c: Context<AppEnv>) => {
+    const id = c.req.param("id") ?? "";
+    const held = await repo.findResponse(c.get("auth").key.account_id, id, services.options.now());
+    if (!held) throw responseNotFound(id);
+    return held;
+  };
+  const retrieve: Handler = async (c) => c.json((await find(c)).response);
+  const remove: Handler = async (c) => {
+    const id = c.req.param("id") ?? "";
+    const account = c.get("auth").key.account_id;
+    if (!(await repo.deleteResponse(account, id, services.options.now())))
+      throw responseNotFound(id);
+    return c.json({ id, object: "response", deleted: true });
+  };
+  const inputItems: Handler = async (c) => {
+    const page = pageQuery(c);
+    const held = await find(c);
+    const rows = held.inputItems.map((item) => ({ item_id: String(item.id), item }));
+    const chosen = pageOf(rows, page);
+    return c.json(
+      itemList(
+        chosen.rows.map((row) => row.item),
+        chosen.hasMore,
+      ),
+    );
+  };
+  return { retrieve, remove, inputItems };
+}
+
+export function responseNotFound(id: string): GatewayError {
+  return new GatewayError(404, "not_found", `Response with id '${id}' not found.`);
+}
+
+const pageQuerySchema = z.looseObject({
+  limit: z.coerce.number().int().min(1).max(100).default(20),
+  order: z.enum(["asc", "desc"]).default("desc"),
+  after: z.string().min(1).optional(),
+});
+
+/** `limit` (1-100, default 20), `order` (default desc) and `after` (an item id), as OpenAI pages lists. */
+export function pageQuery(c: Context<AppEnv>): ItemPageQuery {
+  const parsed = pageQuerySchema.safeParse(c.req.query());
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw badRequest(`Invalid query parameter ${issue.path.join(".")}: ${issue.message}`);
+  }
+  return parsed.data;
+}
+
+/** A page of items as OpenAI lists them. */
+export function itemList(items: StateItem[], hasMore: boolean) {
+  return {
+    object: "list" as const,
+    data: items,
+    first_id: items.length > 0 ? String(items[0].id) : null,
+    last_id: items.length > 0 ? String(items[items.length - 1].id) : null,
+    has_more: hasMore,
+  };
+}

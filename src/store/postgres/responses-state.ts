@@ -1,0 +1,365 @@
+import type pg from "pg";
+import {
+  conversationFromRow,
+  type ItemPage,
+  type ItemPageQuery,
+  itemIdsOf,
+  itemIn,
+  PRUNE_EVERY_MS,
+  pageOf,
+  previousLink,
+  type ResponseRow,
+  type ResponsesStateRepository,
+  responseFromRow,
+  type StateItem,
+  type StoredConversation,
+  type StoredResponse,
+  type StoredTurn,
+  stateSql,
+} from "../responses-state.js";
+import { inTransaction, type Queryable } from "./transaction.js";
+
+type Row = ResponseRow;
+type ConversationRow = Parameters<typeof conversationFromRow>[0];
+
+const pgParam = (n: number) => `$${n}`;
+
+/** Responses API state and conversations on Postgres (see ResponsesStateRepository). */
+export class PostgresResponsesState implements ResponsesStateRepository {
+  private prunedAt = Number.NEGATIVE_INFINITY;
+
+  constructor(private readonly pool: pg.Pool) {}
+
+  /** Sweeps expired rows from this transaction, at most every PRUNE_EVERY_MS of this gateway's. */
+  private pruneDue(now: number): boolean {
+    return Math.abs(now - this.prunedAt) >= PRUNE_EVERY_MS;
+  }
+
+  private async prune(client: pg.PoolClient, now: number): Promise<void> {
+    if (!this.pruneDue(now)) return;
+    this.prunedAt = now;
+    await prune(client, now);
+  }
+
+  async findResponse(
+    accountId: string,
+    id: string,
+    now: number,
+  ): Promise<StoredResponse | undefined> {
+    const result = await this.pool.query<Row>({
+      name: "responses_find",
+      text: "SELECT * FROM stored_responses WHERE account_id = $1 AND id = $2 AND expires_at > $3",
+      values: [accountId, id, now],
+    });
+    const row = result.rows[0];
+    return row ? responseFromRow(row) : undefined;
+  }
+
+  async responseChain(
+    accountId: string,
+    id: string,
+    now: number,
+  ): Promise<StoredResponse[] | undefined> {
+    const result = await this.pool.query<Row>({
+      name: "responses_chain",
+      text: stateSql.chain(pgParam),
+      values: [id, accountId, now],
+    });
+    const rows = result.rows.map(responseFromRow);
+    return rows.at(-1)?.id === id ? rows : undefined;
+  }
+
+  async deleteResponse(accountId: string, id: string, now: number): Promise<boolean> {
+    const result = await this.pool.query({
+      name: "responses_delete",
+      text: "DELETE FROM stored_responses WHERE account_id = $1 AND id = $2 AND expires_at > $3",
+      values: [accountId, id, now],
+    });
+    return (result.rowCount ?? 0) > 0;
+  }
+
+  async findItems(accountId: string, ids: string[], now: number): Promise<StateItem[]> {
+    if (ids.length === 0) return [];
+    const result = await this.pool.query<Row & { item_id: string }>({
+      name: "response_items_find",
+      text: `SELECT i.item_id, r.* FROM response_items i JOIN stored_responses r
+          ON r.account_id = i.account_id AND r.id = i.response_id
+        WHERE i.account_id = $1 AND i.item_id = ANY($2::text[]) AND r.expires_at > $3`,
+      values: [accountId, ids, now],
+    });
+    const found: StateItem[] = [];
+    for (const id of ids) {
+      const row = result.rows.find((r) => r.item_id === id);
+      const item = row ? itemIn(row, id) : undefined;
+      if (item) found.push(item);
+    }
+    return found;
+  }
+
+  async saveTurn(turn: StoredTurn): Promise<void> {
+    const { accountId, response, conversation, now, expiresAt } = turn;
+    const previous = response ? previousLink(response) : null;
+    // A first turn is one statement: no transaction round trips around it.
+    if (response && !previous && !conversation && !this.pruneDue(now)) {
+      await putResponse(this.pool, accountId, response, null, expiresAt);
+      return;
+    }
+    await inTransaction(this.pool, async (client) => {
+      await this.prune(client, now);
+      if (response) {
+        await putResponse(client, accountId, response, previous, expiresAt);
+        if (previous) {
+          await client.query({
+            name: "responses_stretch_chain",
+            text: stateSql.stretchChain(pgParam, "GREATEST"),
+            values: [previous, accountId, expiresAt],
+          });
+        }
+      }
+      if (conversation)
+        await append(client, accountId, conversation.id, conversation.items, now, expiresAt);
+    });
+  }
+
+  async createConversation(
+    conversation: StoredConversation,
+    items: StateItem[],
+    expiresAt: number,
+  ): Promise<void> {
+    const { accountId, id, createdAt } = conversation;
+    await inTransaction(this.pool, async (client) => {
+      await this.prune(client, createdAt);
+      await client.query({
+        name: "conversations_put",
+        text: `INSERT INTO conversations (account_id, id, metadata_json, created_at, expires_at)
+          VALUES ($1, $2, $3, $4, $5)`,
+        values: [accountId, id, JSON.stringify(conversation.metadata), createdAt, expiresAt],
+      });
+      for (const item of items) await putItem(client, accountId, id, item);
+    });
+  }
+
+  async findConversation(
+    accountId: string,
+    id: string,
+    now: number,
+  ): Promise<StoredConversation | undefined> {
+    const row = await findConversation(this.pool, accountId, id, now);
+    return row ? conversationFromRow(row) : undefined;
+  }
+
+  async updateConversation(
+    accountId: string,
+    id: string,
+    metadata: Record<string, string>,
+    now: number,
+    expiresAt: number,
+  ): Promise<StoredConversation | undefined> {
+    const result = await this.pool.query<ConversationRow>({
+      name: "conversations_set_metadata",
+      text: `UPDATE conversations SET metadata_json = $1, expires_at = $2
+        WHERE account_id = $3 AND id = $4 AND expires_at > $5 RETURNING *`,
+      values: [JSON.stringify(metadata), expiresAt, accountId, id, now],
+    });
+    const row = result.rows[0];
+    return row ? conversationFromRow(row) : undefined;
+  }
+
+  async deleteConversation(accountId: string, id: string, now: number): Promise<boolean> {
+    return inTransaction(this.pool, async (client) => {
+      const deleted = await client.query({
+        name: "conversations_delete",
+        text: "DELETE FROM conversations WHERE account_id = $1 AND id = $2 AND expires_at > $3",
+        values: [accountId, id, now],
+      });
+      if ((deleted.rowCount ?? 0) === 0) return false;
+      await client.query({
+        name: "conversation_items_delete_all",
+        text: "DELETE FROM conversation_items WHERE account_id = $1 AND conversation_id = $2",
+        values: [accountId, id],
+      });
+      return true;
+    });
+  }
+
+  async listItems(
+    accountId: string,
+    conversationId: string,
+    now: number,
+    page?: ItemPageQuery,
+  ): Promise<ItemPage | undefined> {
+    if (!(await findConversation(this.pool, accountId, conversationId, now))) return undefined;
+    const result = await this.pool.query<{ item_id: string; item_json: string }>({
+      name: "conversation_items_list",
+      text: `SELECT item_id, item_json FROM conversation_items
+        WHERE account_id = $1 AND conversation_id = $2 ORDER BY seq`,
+      values: [accountId, conversationId],
+    });
+    const chosen = page ? pageOf(result.rows, page) : { rows: result.rows, hasMore: false };
+    return {
+      items: chosen.rows.map((row) => JSON.parse(row.item_json) as StateItem),
+      hasMore: chosen.hasMore,
+    };
+  }
+
+  async addItems(
+    accountId: string,
+    conversationId: string,
+    items: StateItem[],
+    now: number,
+    expiresAt: number,
+  ): Promise<StateItem[] | undefined> {
+    return inTransaction(this.pool, (client) =>
+      append(client, accountId, conversationId, items, now, expiresAt),
+    );
+  }
+
+  async findItem(
+    accountId: string,
+    conversationId: string,
+    itemId: string,
+    now: number,
+  ): Promise<StateItem | undefined> {
+    const result = await this.pool.query<{ item_json: string }>({
+      name: "conversation_items_find",
+      text: `SELECT i.item_json FROM conversation_items i JOIN conversations c
+          ON c.account_id = i.account_id AND c.id = i.conversation_id
+        WHERE i.account_id = $1 AND i.conversation_id = $2 AND i.item_id = $3
+          AND c.expires_at > $4`,
+      values: [accountId, conversationId, itemId, now],
+    });
+    const row = result.rows[0];
+    return row ? (JSON.parse(row.item_json) as StateItem) : undefined;
+  }
+
+  async deleteItem(
+    accountId: string,
+    conversationId: string,
+    itemId: string,
+    now: number,
+  ): Promise<StoredConversation | undefined> {
+    return inTransaction(this.pool, async (client) => {
+      const row = await findConversation(client, accountId, conversationId, now);
+      if (!row) return undefined;
+      const deleted = await client.query({
+        name: "conversation_items_delete",
+        text: `DELETE FROM conversation_items
+          WHERE account_id = $1 AND conversation_id = $2 AND item_id = $3`,
+        values: [accountId, conversationId, itemId],
+      });
+      return (deleted.rowCount ?? 0) > 0 ? conversationFromRow(row) : undefined;
+    });
+  }
+}
+
+async function putResponse(
+  db: Queryable,
+  accountId: string,
+  response: StoredResponse,
+  previous: string | null,
+  expiresAt: number,
+): Promise<void> {
+  // One statement: the row and its items' index entries.
+  await db.query({
+    name: "responses_put",
+    text: `WITH put AS (
+        INSERT INTO stored_responses (account_id, id, previous_response_id,
+          native_provider_id, response_json, input_items_json, created_at, expires_at)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+        ON CONFLICT (account_id, id) DO UPDATE SET
+          previous_response_id = excluded.previous_response_id,
+          native_provider_id = excluded.native_provider_id,
+          response_json = excluded.response_json,
+          input_items_json = excluded.input_items_json,
+          created_at = excluded.created_at, expires_at = excluded.expires_at
+      )
+      INSERT INTO response_items (account_id, item_id, response_id)
+      SELECT $1, item_id, $2 FROM unnest($9::text[]) AS item_id
+      ON CONFLICT (account_id, item_id) DO UPDATE SET response_id = excluded.response_id`,
+    values: [
+      accountId,
+      response.id,
+      previous,
+      response.nativeProviderId,
+      JSON.stringify(response.response),
+      JSON.stringify(response.inputItems),
+      response.createdAt,
+      expiresAt,
+      itemIdsOf(response),
+    ],
+  });
+}
+
+async function findConversation(
+  db: Queryable,
+  accountId: string,
+  id: string,
+  now: number,
+): Promise<ConversationRow | undefined> {
+  const result = await db.query<ConversationRow>({
+    name: "conversations_find",
+    text: "SELECT * FROM conversations WHERE account_id = $1 AND id = $2 AND expires_at > $3",
+    values: [accountId, id, now],
+  });
+  return result.rows[0];
+}
+
+async function putItem(
+  client: pg.PoolClient,
+  accountId: string,
+  conversationId: string,
+  item: StateItem,
+): Promise<boolean> {
+  const result = await client.query({
+    name: "conversation_items_put",
+    text: `INSERT INTO conversation_items (account_id, conversation_id, item_id, item_json)
+      VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`,
+    values: [accountId, conversationId, String(item.id), JSON.stringify(item)],
+  });
+  return (result.rowCount ?? 0) > 0;
+}
+
+async function append(
+  client: pg.PoolClient,
+  accountId: string,
+  conversationId: string,
+  items: StateItem[],
+  now: number,
+  expiresAt: number,
+): Promise<StateItem[] | undefined> {
+  const touched = await client.query({
+    name: "conversations_touch",
+    text: `UPDATE conversations SET expires_at = $1
+      WHERE account_id = $2 AND id = $3 AND expires_at > $4`,
+    values: [expiresAt, accountId, conversationId, now],
+  });
+  if ((touched.rowCount ?? 0) === 0) return undefined;
+  const added: StateItem[] = [];
+  for (const item of items)
+    if (await putItem(client, accountId, conversationId, item)) added.push(item);
+  return added;
+}
+
+async function prune(client: pg.PoolClient, now: number): Promise<void> {
+  await client.query({
+    name: "responses_prune",
+    text: "DELETE FROM stored_responses WHERE expires_at <= $1",
+    values: [now],
+  });
+  await client.query({
+    name: "response_items_prune",
+    text: `DELETE FROM response_items i WHERE NOT EXISTS (SELECT 1 FROM stored_responses r
+      WHERE r.account_id = i.account_id AND r.id = i.response_id)`,
+  });
+  await client.query({
+    name: "conversation_items_prune",
+    text: `DELETE FROM conversation_items WHERE (account_id, conversation_id) IN
+      (SELECT account_id, id FROM conversations WHERE expires_at <= $1)`,
+    values: [now],
+  });
+  await client.query({
+    name: "conversations_prune",
+    text: "DELETE FROM conversations WHERE expires_at <= $1",
+    values: [now],
+  });
+}

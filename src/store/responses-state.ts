@@ -1,0 +1,535 @@
+import type { Statement } from "better-sqlite3";
+import type { DB } from "./db.js";
+import { immediateTransactions } from "./immediate.js";
+
+/**
+ * What the Responses API remembers, for every wire: stored responses (what was answered, the
+ * turn's own input items, the response it continued) and conversations with their items. Rows
+ * belong to one account; another account's id is as unknown as a missing one. Every row expires
+ * (`expiresAt` is given by the caller, from the gateway's clock and the configured lifetime).
+ */
+
+export type StateItem = Record<string, unknown>;
+
+export interface StoredResponse {
+  id: string;
+  accountId: string;
+  previousResponseId: string | null;
+  /** The `responses_native` provider that served it, whose own id it is; null when translated. */
+  nativeProviderId: string | null;
+  /** The Response object as the client got it. */
+  response: StateItem;
+  /** The turn's own input, as items with ids (what `input_items` lists). */
+  inputItems: StateItem[];
+  /** Epoch ms. */
+  createdAt: number;
+}
+
+export interface StoredConversation {
+  id: string;
+  accountId: string;
+  metadata: Record<string, string>;
+  /** Epoch ms. */
+  createdAt: number;
+}
+
+export interface ItemPageQuery {
+  /** An item id: the page starts after it, in `order`. */
+  after?: string;
+  limit: number;
+  order: "asc" | "desc";
+}
+
+export interface ItemPage {
+  items: StateItem[];
+  hasMore: boolean;
+}
+
+/** A response turn to keep: the response (absent with `store: false`) and its conversation's new items. */
+export interface StoredTurn {
+  accountId: string;
+  response?: StoredResponse;
+  conversation?: { id: string; items: StateItem[] };
+  now: number;
+  expiresAt: number;
+}
+
+/** Expired rows are swept by a write at most this often: reads never see them anyway. */
+export const PRUNE_EVERY_MS = 60_000;
+
+/** A chain that would loop (an upstream that reuses ids) is cut here. */
+export const MAX_CHAIN_LENGTH = 10_000;
+
+export interface ResponsesStateRepository {
+  findResponse(accountId: string, id: string, now: number): Promise<StoredResponse | undefined>;
+  /**
+   * The responses of the chain that ends in `id`, oldest first, following previous_response_id
+   * while the rows are held; undefined when `id` itself is not held.
+   */
+  responseChain(accountId: string, id: string, now: number): Promise<StoredResponse[] | undefined>;
+  deleteResponse(accountId: string, id: string, now: number): Promise<boolean>;
+  /**
+   * Items of live stored responses (their input or output) by id, in the order asked; an id no
+   * such response holds is left out. What an `item_reference` in a later request stands for.
+   */
+  findItems(accountId: string, ids: string[], now: number): Promise<StateItem[]>;
+  /**
+   * Keeps a turn in one transaction: the response row (every response of its chain then lives
+   * at least as long as it, so a chain is never replayed with a gap) and its items appended to
+   * its conversation, whose expiry moves on. Expired rows of every account go.
+   */
+  saveTurn(turn: StoredTurn): Promise<void>;
+
+  createConversation(
+    conversation: StoredConversation,
+    items: StateItem[],
+    expiresAt: number,
+  ): Promise<void>;
+  findConversation(
+    accountId: string,
+    id: string,
+    now: number,
+  ): Promise<StoredConversation | undefined>;
+  updateConversation(
+    accountId: string,
+    id: string,
+    metadata: Record<string, string>,
+    now: number,
+    expiresAt: number,
+  ): Promise<StoredConversation | undefined>;
+  deleteConversation(accountId: string, id: string, now: number): Promise<boolean>;
+  /** A page of the conversation's items; every item, oldest first, without `page`. */
+  listItems(
+    accountId: string,
+    conversationId: string,
+    now: number,
+    page?: ItemPageQuery,
+  ): Promise<ItemPage | undefined>;
+  /**
+   * Appends items (each with its id) to a held conversation; an id the conversation already holds
+   * is not added twice. Returns the items added, or undefined for an unknown conversation.
+   */
+  addItems(
+    accountId: string,
+    conversationId: string,
+    items: StateItem[],
+    now: number,
+    expiresAt: number,
+  ): Promise<StateItem[] | undefined>;
+  findItem(
+    accountId: string,
+    conversationId: string,
+    itemId: string,
+    now: number,
+  ): Promise<StateItem | undefined>;
+  /** Removes one item; the conversation, or undefined when it or the item is not held. */
+  deleteItem(
+    accountId: string,
+    conversationId: string,
+    itemId: string,
+    now: number,
+  ): Promise<StoredConversation | undefined>;
+}
+
+export interface ResponseRow {
+  account_id: string;
+  id: string;
+  previous_response_id: string | null;
+  native_provider_id: string | null;
+  response_json: string;
+  input_items_json: string;
+  created_at: number | string;
+}
+
+interface ConversationRow {
+  account_id: string;
+  id: string;
+  metadata_json: string;
+  created_at: number | string;
+}
+
+export function responseFromRow(row: ResponseRow): StoredResponse {
+  return {
+    id: row.id,
+    accountId: row.account_id,
+    previousResponseId: row.previous_response_id,
+    nativeProviderId: row.native_provider_id,
+    response: JSON.parse(row.response_json) as StateItem,
+    inputItems: JSON.parse(row.input_items_json) as StateItem[],
+    createdAt: Number(row.created_at),
+  };
+}
+
+export function conversationFromRow(row: ConversationRow): StoredConversation {
+  return {
+    id: row.id,
+    accountId: row.account_id,
+    metadata: JSON.parse(row.metadata_json) as Record<string, string>,
+    createdAt: Number(row.created_at),
+  };
+}
+
+/** A stored response's items: its turn's input, then its output. */
+export function itemsOf(response: Pick<StoredResponse, "inputItems" | "response">): StateItem[] {
+  const output = response.response.output;
+  const out = Array.isArray(output)
+    ? output.filter((item): item is StateItem => typeof item === "object" && item !== null)
+    : [];
+  return [...response.inputItems, ...out];
+}
+
+/** The distinct ids of a response's items, for the index `findItems` reads. */
+export function itemIdsOf(response: StoredResponse): string[] {
+  const ids = new Set<string>();
+  for (const item of itemsOf(response)) if (typeof item.id === "string") ids.add(item.id);
+  return [...ids];
+}
+
+/** The item `id` of a response row found by the index. */
+export function itemIn(row: ResponseRow, id: string): StateItem | undefined {
+  return itemsOf(responseFromRow(row)).find((item) => item.id === id);
+}
+
+/** The id a response row links back to; a response naming itself (a reused id) links nowhere. */
+export function previousLink(response: StoredResponse): string | null {
+  const previous = response.previousResponseId;
+  return previous && previous !== response.id ? previous : null;
+}
+
+/** The page of `rows` (oldest first) that `page` asks for. */
+export function pageOf<T extends { item_id: string }>(
+  rows: T[],
+  page: ItemPageQuery,
+): { rows: T[]; hasMore: boolean } {
+  const ordered = page.order === "asc" ? rows : [...rows].reverse();
+  let start = 0;
+  if (page.after !== undefined) {
+    const at = ordered.findIndex((row) => row.item_id === page.after);
+    start = at < 0 ? ordered.length : at + 1;
+  }
+  const slice = ordered.slice(start, start + page.limit);
+  return { rows: slice, hasMore: start + page.limit < ordered.length };
+}
+
+// CROSS JOIN: SQLite walks the chain's few ids and looks each one up, rather than the account's
+// every row (Postgres plans it as any join).
+const chainSql = (p: (n: number) => string) => `
+  WITH RECURSIVE chain(id, depth) AS (
+    SELECT CAST(${p(1)} AS TEXT), 0
+    UNION ALL
+    SELECT r.previous_response_id, c.depth + 1 FROM stored_responses r JOIN chain c ON r.id = c.id
+    WHERE r.account_id = ${p(2)} AND r.previous_response_id IS NOT NULL AND c.depth < ${MAX_CHAIN_LENGTH}
+  )
+  SELECT r.* FROM chain c CROSS JOIN stored_responses r
+  WHERE r.account_id = ${p(2)} AND r.id = c.id AND r.expires_at > ${p(3)}
+  ORDER BY c.depth DESC`;
+
+/** Every response of the chain ending in $1 lives at least until $3. */
+const stretchChainSql = (p: (n: number) => string, max: string) => `
+  WITH RECURSIVE chain(id) AS (
+    SELECT CAST(${p(1)} AS TEXT)
+    UNION
+    SELECT r.previous_response_id FROM stored_responses r JOIN chain c ON r.id = c.id
+    WHERE r.account_id = ${p(2)} AND r.previous_response_id IS NOT NULL
+  )
+  UPDATE stored_responses SET expires_at = ${max}(expires_at, ${p(3)})
+  WHERE account_id = ${p(2)} AND id IN (SELECT id FROM chain)`;
+
+/** The SQL both backends run, with their placeholders. */
+export const stateSql = {
+  chain: chainSql,
+  stretchChain: stretchChainSql,
+};
+
+const sqliteParam = (n: number) => `@p${n}`;
+
+export class SqliteResponsesState implements ResponsesStateRepository {
+  private readonly immediate: <T>(fn: () => T) => T;
+  private prunedAt = Number.NEGATIVE_INFINITY;
+  private readonly s: Record<
+    | "findResponse"
+    | "chain"
+    | "deleteResponse"
+    | "putResponseItem"
+    | "findItem"
+    | "pruneResponseItems"
+    | "putResponse"
+    | "stretchChain"
+    | "pruneResponses"
+    | "pruneItems"
+    | "pruneConversations"
+    | "findConversation"
+    | "putConversation"
+    | "touchConversation"
+    | "setMetadata"
+    | "deleteConversation"
+    | "deleteItems"
+    | "items"
+    | "putItem"
+    | "findConversationItem"
+    | "deleteItem",
+    Statement
+  >;
+
+  constructor(db: DB) {
+    this.immediate = immediateTransactions(db);
+    this.s = {
+      findResponse: db.prepare(
+        "SELECT * FROM stored_responses WHERE account_id = ? AND id = ? AND expires_at > ?",
+      ),
+      chain: db.prepare(chainSql(sqliteParam)),
+      deleteResponse: db.prepare(
+        "DELETE FROM stored_responses WHERE account_id = ? AND id = ? AND expires_at > ?",
+      ),
+      putResponse: db.prepare(
+        `INSERT OR REPLACE INTO stored_responses (account_id, id, previous_response_id,
+          native_provider_id, response_json, input_items_json, created_at, expires_at)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+      ),
+      stretchChain: db.prepare(stretchChainSql(sqliteParam, "MAX")),
+      putResponseItem: db.prepare(
+        "INSERT OR REPLACE INTO response_items (account_id, item_id, response_id) VALUES (?, ?, ?)",
+      ),
+      findItem: db.prepare(
+        `SELECT r.* FROM response_items i JOIN stored_responses r
+          ON r.account_id = i.account_id AND r.id = i.response_id
+        WHERE i.account_id = ? AND i.item_id = ? AND r.expires_at > ?`,
+      ),
+      pruneResponseItems: db.prepare(
+        `DELETE FROM response_items WHERE NOT EXISTS (SELECT 1 FROM stored_responses r
+          WHERE r.account_id = response_items.account_id AND r.id = response_items.response_id)`,
+      ),
+      pruneResponses: db.prepare("DELETE FROM stored_responses WHERE expires_at <= ?"),
+      pruneItems: db.prepare(
+        `DELETE FROM conversation_items WHERE (account_id, conversation_id) IN
+          (SELECT account_id, id FROM conversations WHERE expires_at <= ?)`,
+      ),
+      pruneConversations: db.prepare("DELETE FROM conversations WHERE expires_at <= ?"),
+      findConversation: db.prepare(
+        "SELECT * FROM conversations WHERE account_id = ? AND id = ? AND expires_at > ?",
+      ),
+      putConversation: db.prepare(
+        `INSERT INTO conversations (account_id, id, metadata_json, created_at, expires_at)
+        VALUES (?, ?, ?, ?, ?)`,
+      ),
+      touchConversation: db.prepare(
+        "UPDATE conversations SET expires_at = ? WHERE account_id = ? AND id = ? AND expires_at > ?",
+      ),
+      setMetadata: db.prepare(
+        `UPDATE conversations SET metadata_json = ?, expires_at = ?
+        WHERE account_id = ? AND id = ? AND expires_at > ? RETURNING *`,
+      ),
+      deleteConversation: db.prepare(
+        "DELETE FROM conversations WHERE account_id = ? AND id = ? AND expires_at > ?",
+      ),
+      deleteItems: db.prepare(
+        "DELETE FROM conversation_items WHERE account_id = ? AND conversation_id = ?",
+      ),
+      items: db.prepare(
+        `SELECT item_id, item_json FROM conversation_items
+        WHERE account_id = ? AND conversation_id = ? ORDER BY seq`,
+      ),
+      putItem: db.prepare(
+        `INSERT OR IGNORE INTO conversation_items (account_id, conversation_id, item_id, item_json)
+        VALUES (?, ?, ?, ?)`,
+      ),
+      findConversationItem: db.prepare(
+        `SELECT item_json FROM conversation_items
+        WHERE account_id = ? AND conversation_id = ? AND item_id = ?`,
+      ),
+      deleteItem: db.prepare(
+        "DELETE FROM conversation_items WHERE account_id = ? AND conversation_id = ? AND item_id = ?",
+      ),
+    };
+  }
+
+  async findResponse(
+    accountId: string,
+    id: string,
+    now: number,
+  ): Promise<StoredResponse | undefined> {
+    const row = this.s.findResponse.get(accountId, id, now) as ResponseRow | undefined;
+    return row ? responseFromRow(row) : undefined;
+  }
+
+  async responseChain(
+    accountId: string,
+    id: string,
+    now: number,
+  ): Promise<StoredResponse[] | undefined> {
+    const rows = (this.s.chain.all({ p1: id, p2: accountId, p3: now }) as ResponseRow[]).map(
+      responseFromRow,
+    );
+    return rows.at(-1)?.id === id ? rows : undefined;
+  }
+
+  async deleteResponse(accountId: string, id: string, now: number): Promise<boolean> {
+    return this.s.deleteResponse.run(accountId, id, now).changes > 0;
+  }
+
+  async findItems(accountId: string, ids: string[], now: number): Promise<StateItem[]> {
+    const found: StateItem[] = [];
+    for (const id of ids) {
+      const row = this.s.findItem.get(accountId, id, now) as ResponseRow | undefined;
+      const item = row ? itemIn(row, id) : undefined;
+      if (item) found.push(item);
+    }
+    return found;
+  }
+
+  async saveTurn(turn: StoredTurn): Promise<void> {
+    const { accountId, response, conversation, now, expiresAt } = turn;
+    this.immediate(() => {
+      this.prune(now);
+      if (response) {
+        const previous = previousLink(response);
+        this.s.putResponse.run(
+          accountId,
+          response.id,
+          previous,
+          response.nativeProviderId,
+          JSON.stringify(response.response),
+          JSON.stringify(response.inputItems),
+          response.createdAt,
+          expiresAt,
+        );
+        for (const itemId of itemIdsOf(response))
+          this.s.putResponseItem.run(accountId, itemId, response.id);
+        if (previous) this.s.stretchChain.run({ p1: previous, p2: accountId, p3: expiresAt });
+      }
+      if (conversation) this.append(accountId, conversation.id, conversation.items, now, expiresAt);
+    });
+  }
+
+  async createConversation(
+    conversation: StoredConversation,
+    items: StateItem[],
+    expiresAt: number,
+  ): Promise<void> {
+    const { accountId, id, createdAt } = conversation;
+    this.immediate(() => {
+      this.prune(createdAt);
+      this.s.putConversation.run(
+        accountId,
+        id,
+        JSON.stringify(conversation.metadata),
+        createdAt,
+        expiresAt,
+      );
+      for (const item of items)
+        this.s.putItem.run(accountId, id, String(item.id), JSON.stringify(item));
+    });
+  }
+
+  async findConversation(
+    accountId: string,
+    id: string,
+    now: number,
+  ): Promise<StoredConversation | undefined> {
+    const row = this.s.findConversation.get(accountId, id, now) as ConversationRow | undefined;
+    return row ? conversationFromRow(row) : undefined;
+  }
+
+  async updateConversation(
+    accountId: string,
+    id: string,
+    metadata: Record<string, string>,
+    now: number,
+    expiresAt: number,
+  ): Promise<StoredConversation | undefined> {
+    const row = this.s.setMetadata.get(JSON.stringify(metadata), expiresAt, accountId, id, now) as
+      | ConversationRow
+      | undefined;
+    return row ? conversationFromRow(row) : undefined;
+  }
+
+  async deleteConversation(accountId: string, id: string, now: number): Promise<boolean> {
+    return this.immediate(() => {
+      if (this.s.deleteConversation.run(accountId, id, now).changes === 0) return false;
+      this.s.deleteItems.run(accountId, id);
+      return true;
+    });
+  }
+
+  async listItems(
+    accountId: string,
+    conversationId: string,
+    now: number,
+    page?: ItemPageQuery,
+  ): Promise<ItemPage | undefined> {
+    if (!this.s.findConversation.get(accountId, conversationId, now)) return undefined;
+    const rows = this.s.items.all(accountId, conversationId) as {
+      item_id: string;
+      item_json: string;
+    }[];
+    const chosen = page ? pageOf(rows, page) : { rows, hasMore: false };
+    return {
+      items: chosen.rows.map((row) => JSON.parse(row.item_json) as StateItem),
+      hasMore: chosen.hasMore,
+    };
+  }
+
+  async addItems(
+    accountId: string,
+    conversationId: string,
+    items: StateItem[],
+    now: number,
+    expiresAt: number,
+  ): Promise<StateItem[] | undefined> {
+    return this.immediate(() => this.append(accountId, conversationId, items, now, expiresAt));
+  }
+
+  async findItem(
+    accountId: string,
+    conversationId: string,
+    itemId: string,
+    now: number,
+  ): Promise<StateItem | undefined> {
+    if (!this.s.findConversation.get(accountId, conversationId, now)) return undefined;
+    const row = this.s.findConversationItem.get(accountId, conversationId, itemId) as
+      | { item_json: string }
+      | undefined;
+    return row ? (JSON.parse(row.item_json) as StateItem) : undefined;
+  }
+
+  async deleteItem(
+    accountId: string,
+    conversationId: string,
+    itemId: string,
+    now: number,
+  ): Promise<StoredConversation | undefined> {
+    return this.immediate(() => {
+      const row = this.s.findConversation.get(accountId, conversationId, now) as
+        | ConversationRow
+        | undefined;
+      if (!row) return undefined;
+      if (this.s.deleteItem.run(accountId, conversationId, itemId).changes === 0) return undefined;
+      return conversationFromRow(row);
+    });
+  }
+
+  private append(
+    accountId: string,
+    conversationId: string,
+    items: StateItem[],
+    now: number,
+    expiresAt: number,
+  ): StateItem[] | undefined {
+    if (this.s.touchConversation.run(expiresAt, accountId, conversationId, now).changes === 0)
+      return undefined;
+    return items.filter(
+      (item) =>
+        this.s.putItem.run(accountId, conversationId, String(item.id), JSON.stringify(item))
+          .changes > 0,
+    );
+  }
+
+  private prune(now: number): void {
+    if (Math.abs(now - this.prunedAt) < PRUNE_EVERY_MS) return;
+    this.prunedAt = now;
+    this.s.pruneResponses.run(now);
+    this.s.pruneResponseItems.run();
+    this.s.pruneItems.run(now);
+    this.s.pruneConversations.run(now);
+  }
+}
