@@ -30,13 +30,17 @@ export function benchConfig(upstreamUrl) {
   };
 }
 
-/** The chat completion every benchmark request sends. */
-export const benchBody = (stream) =>
+/**
+ * The chat completion every benchmark request sends. `paceMs`: the fake upstream paces the
+ * stream's chunks that many ms apart (scripts/bench-upstream.mjs).
+ */
+export const benchBody = (stream, paceMs) =>
   JSON.stringify({
     model: "bench-model",
     max_tokens: 16,
     stream,
     messages: [{ role: "user", content: "Say hi" }],
+    ...(paceMs === undefined ? {} : { metadata: { bench_pace_ms: String(paceMs) } }),
   });
 
 export const benchHeaders = {

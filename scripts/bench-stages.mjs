@@ -26,6 +26,11 @@ export function collectStages(port) {
     },
     "undici:client:sendHeaders": () => mark(upstream, "upstream request written"),
     "undici:request:headers": () => mark(upstream, "upstream headers read"),
+    // A stream's first body chunk: from it to the gateway's first write is the first token's way.
+    "undici:request:bodyChunkReceived": () => {
+      if (upstream && !upstream.some(([name]) => name === "upstream first chunk read"))
+        mark(upstream, "upstream first chunk read");
+    },
     "undici:request:trailers": () => {
       mark(upstream, "upstream body read");
       upstream = undefined;

@@ -1,5 +1,7 @@
 // A fake OpenAI-compatible upstream for the benchmark: keep-alive, a fixed small JSON answer, and
-// a small SSE answer when the body asks for a stream. Run as a child process (it reports its URL
+// a small SSE answer when the body asks for a stream. A body with `metadata.bench_pace_ms` gets a
+// paced stream instead, as a provider sends one: the stream stays open and its chunks leave one at
+// a time, that many ms apart (`pacedEvents` events reach a client that did not ask for usage). Run as a child process (it reports its URL
 // over IPC) so its CPU does not count against the gateway's event loop.
 import { createServer } from "node:http";
 
@@ -39,6 +41,33 @@ const usageChunk = `data: ${JSON.stringify({
 const streamFirst = chunk({ role: "assistant", content: "Hello" });
 const streamRest = `${chunk({ content: " from the bench." }) + chunk({}, "stop") + usageChunk}data: [DONE]\n\n`;
 
+// A paced stream: the first chunk, then one chunk every `pace` ms, the finish and the usage chunk.
+// What a client that did not ask for usage receives (the usage chunk is the gateway's own) counts
+// `pacedEvents` events with the closing `[DONE]`.
+const pacedContent = 49;
+export const pacedEvents = pacedContent + 3;
+const pacedChunks = [
+  streamFirst,
+  ...Array.from({ length: pacedContent }, (_, i) => chunk({ content: ` word${i}` })),
+  chunk({}, "stop"),
+  `${usageChunk}data: [DONE]\n\n`,
+];
+const paceField = /"bench_pace_ms":"(\d+)"/;
+
+function sendPaced(res, pace) {
+  let next = 0;
+  const send = () => {
+    if (res.destroyed) return;
+    const piece = pacedChunks[next++];
+    if (next === pacedChunks.length) res.end(piece);
+    else {
+      res.write(piece);
+      setTimeout(send, pace);
+    }
+  };
+  send();
+}
+
 export function startFakeUpstream(port = 0) {
   const server = createServer((req, res) => {
     let body = "";
@@ -49,6 +78,11 @@ export function startFakeUpstream(port = 0) {
     req.on("end", () => {
       if (body.includes('"stream":true')) {
         res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+        const paced = paceField.exec(body);
+        if (paced) {
+          sendPaced(res, Number(paced[1]));
+          return;
+        }
         // Two writes: the first chunk leaves at once, as a real model's first token would.
         res.write(streamFirst);
         res.end(streamRest);

@@ -38,6 +38,7 @@ import {
   startPostgresBench,
 } from "./bench-postgres.mjs";
 import { collectStages } from "./bench-stages.mjs";
+import { pacedEvents } from "./bench-upstream.mjs";
 
 const here = fileURLToPath(new URL(".", import.meta.url));
 const inline = process.argv.includes("--inline");
@@ -151,6 +152,35 @@ const scenarios = [
     stream: true,
   },
   { id: "gw-s50", label: "gateway, stream", target: gw.url, connections: 50, stream: true },
+  // Paced streams, as a provider sends them: the stream stays open and its chunks leave `pace` ms
+  // apart, so the first data event cannot ride along with later ones. Its added latency is the
+  // gateway's fixed cost on the way to the first token; CPU per event is the gateway's per chunk.
+  ...[1, 5].flatMap((pace) => [
+    {
+      id: `up-p${pace}`,
+      label: `upstream direct, stream paced ${pace} ms`,
+      target: upstreamUrl,
+      connections: 1,
+      stream: true,
+      pace,
+    },
+    {
+      id: `gw-p${pace}`,
+      label: `gateway, stream paced ${pace} ms`,
+      target: gw.url,
+      connections: 1,
+      stream: true,
+      pace,
+    },
+  ]),
+  {
+    id: "gw-p1-20",
+    label: "gateway, stream paced 1 ms",
+    target: gw.url,
+    connections: 20,
+    stream: true,
+    pace: 1,
+  },
   {
     id: "gw-pg-1",
     label: "gateway on Postgres, JSON",
@@ -246,7 +276,7 @@ try {
       alternate: s.alternate,
       path: "/v1/chat/completions",
       headers: benchHeaders,
-      body: benchBody(s.stream),
+      body: benchBody(s.stream, s.pace),
       connections: s.connections,
       durationMs,
       // The alternating row's gateways get a longer warm-up: a fresh Postgres gateway and
@@ -366,6 +396,19 @@ console.log(
 console.log(
   `added stream TTFB p50 at 1 connection:       ${ms(added("gw-s1", "up-s1", "ttfbP50"))} ms (target <= 1)`,
 );
+for (const pace of [1, 5]) {
+  console.log(
+    `added first data event, paced ${pace} ms:        ${ms(added(`gw-p${pace}`, `up-p${pace}`, "ttfbP50"))} ms p50 (target <= the non-stream added p50)`,
+  );
+}
+for (const id of ["gw-p1", "gw-p5", "gw-p1-20"]) {
+  const r = results.get(id);
+  if (!r) continue;
+  const s = scenarios.find((x) => x.id === id);
+  console.log(
+    `gateway CPU per streamed event, ${`${s.connections} conn${s.connections === 1 ? "" : "s"}, paced ${s.pace} ms:`.padEnd(23)} ${(r.cpuPerRequestUs / pacedEvents).toFixed(1)} us (${Math.round(r.cpuPerRequestUs)} us a stream of ${pacedEvents} events; target <= 25)`,
+  );
+}
 console.log(
   `bare proxy's added p50 at 1 connection:      ${ms(added("bare-1", "up-1", "p50"))} ms (the floor: HTTP in and out, no gateway work)`,
 );

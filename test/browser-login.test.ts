@@ -114,7 +114,7 @@ describe.skipIf(!haveChromium)("gateway login approved in a real browser", () =>
       page.setDefaultTimeout(10_000);
       await page.goto(dc.verification_uri_complete);
       await page.getByRole("heading", { name: "Sign in to the gateway dashboard" }).waitFor();
-      expect(await page.locator("pre.cmd").textContent()).toBe("gateway dashboard");
+      expect(await page.locator("pre.cmd").textContent()).toBe("npx gateway dashboard");
       await page.goto(await createOwnerLink(gw.services.repos.sessions, "acct", gw.url));
       expect(page.url()).toBe(dc.verification_uri_complete);
       expect((await page.locator("#user-code").textContent())?.trim()).toBe(dc.user_code);

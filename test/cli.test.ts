@@ -145,7 +145,7 @@ describe("gateway login", () => {
     const done = await runCli(["login", "--no-browser", "--base-url", shortLived.url], home.env);
     expect(done.code).toBe(1);
     expect(done.stderr).toContain(
-      "gateway: the code expired before it was approved; run `gateway login` again",
+      "gateway: the code expired before it was approved; run `npx gateway login` again",
     );
     noStackTrace(done.stderr);
   });
@@ -259,7 +259,7 @@ describe("gateway login", () => {
     const done = await runCli(["login", "--no-browser", "--base-url", url], newHome().env);
     expect(done.code).toBe(1);
     expect(done.stderr).toMatch(
-      /^gateway: cannot reach the gateway at http:\/\/127\.0\.0\.1:\d+ \(connection refused\); is `gateway serve` running\?/,
+      /^gateway: cannot reach the gateway at http:\/\/127\.0\.0\.1:\d+ \(connection refused\); is `npx gateway serve` running\?/,
     );
     noStackTrace(done.stderr);
   });
@@ -387,7 +387,7 @@ describe("gateway keys", () => {
     const done = await runCli(["keys", "list", "--base-url", gw.url], home.env);
     expect(done.code).toBe(1);
     expect(done.stderr).toBe(
-      "gateway: not logged in; run `gateway login` (or set GATEWAY_API_KEY)\n",
+      "gateway: not logged in; run `npx gateway login` (or set GATEWAY_API_KEY)\n",
     );
     const standard = gw.services.store.createKey({
       accountId: "acct",

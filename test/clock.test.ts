@@ -1,9 +1,11 @@
+import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import type { ConfigInput } from "../src/server/config/schema.js";
 import { admin, errorOf } from "./support/api.js";
+import { cliHome, spawnCli } from "./support/cli.js";
 import {
   type FakeUpstream,
   fakeUpstream,
@@ -15,6 +17,7 @@ import {
   baseConfig,
   chat,
   KEY,
+  KEY2,
   post,
   type TestGateway,
   testGateway,
@@ -153,8 +156,12 @@ describe("a manual clock", () => {
     expect((await post(gw, "/v1/chat/completions", chat("hi", "per-call"))).status).toBe(200);
   });
 
-  it("a burst wait under the manual clock ends when the clock passes its slot", async () => {
-    gw = await testGateway({ config: withTier({ burst_spacing_ms: 10_000 }), clock: "manual" });
+  it("a burst wait under a held manual clock (autoAdvance: false) ends when the clock passes its slot", async () => {
+    gw = await testGateway({
+      config: withTier({ burst_spacing_ms: 10_000 }),
+      clock: "manual",
+      autoAdvance: false,
+    });
     expect((await post(gw, "/v1/chat/completions", free())).status).toBe(200);
     const second = post(gw, "/v1/chat/completions", free());
     const early = await Promise.race([
@@ -164,6 +171,68 @@ describe("a manual clock", () => {
     expect(early).toBe("waiting");
     gw.clock.advance(10_000);
     expect((await second).status).toBe(200);
+  });
+
+  it("two awaited free requests on the default tier: the clock jumps the burst spacing, and says so", async () => {
+    gw = await testGateway({
+      config: baseConfig({ tiers: { free: { free_rpm: 20, free_daily: 50 } } }),
+      clock: "manual",
+      now: at("2030-01-01T10:00:00Z"),
+    });
+    const first = await post(gw, "/v1/chat/completions", free());
+    expect(first.status).toBe(200);
+    expect(first.headers.get("x-gateway-burst-wait-ms")).toBeNull();
+    const second = await post(gw, "/v1/chat/completions", free());
+    expect(second.status).toBe(200);
+    // burst_spacing_ms defaults to 200: the second waited exactly one slot of the gateway's clock.
+    expect(second.headers.get("x-gateway-burst-wait-ms")).toBe("200");
+    expect(gw.clock.now()).toBe(Date.parse("2030-01-01T10:00:00.200Z"));
+  });
+
+  it("the free_quota_daily pattern: used up one by one, then admitted after set()", async () => {
+    gw = await testGateway({
+      config: baseConfig({ tiers: { free: { free_rpm: 20, free_daily: 2 } } }),
+      clock: "manual",
+      now: at("2030-01-01T23:59:00Z"),
+    });
+    expect((await post(gw, "/v1/chat/completions", free())).status).toBe(200);
+    expect((await post(gw, "/v1/chat/completions", free())).status).toBe(200);
+    expect(await errorOf(await post(gw, "/v1/chat/completions", free()))).toMatchObject({
+      status: 429,
+      code: "free_quota_daily",
+    });
+    gw.clock.set(new Date("2030-01-02T00:00:00Z"));
+    expect((await post(gw, "/v1/chat/completions", free())).status).toBe(200);
+  });
+
+  it("auto-advance waits while another request is in flight (not on the clock), then jumps", async () => {
+    gw = await testGateway({
+      config: withTier({ burst_spacing_ms: 10_000 }),
+      clock: "manual",
+      now: at("2030-01-01T10:00:00Z"),
+    });
+    // A stream the test holds open: a request in flight that does not wait on the clock.
+    gw.mock.reply({ user_text: "hold" }, { text: "held", delay_ms: 60_000 });
+    const held = new AbortController();
+    const holding = fetch(`${gw.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${KEY2}`, "content-type": "application/json" },
+      body: JSON.stringify(chat("hold", "mock-gpt")),
+      signal: held.signal,
+    }).catch(() => undefined);
+    expect((await post(gw, "/v1/chat/completions", free())).status).toBe(200);
+    const second = post(gw, "/v1/chat/completions", free());
+    const early = await Promise.race([
+      second.then(() => "answered"),
+      new Promise((resolve) => setTimeout(() => resolve("waiting"), 300)),
+    ]);
+    expect(early).toBe("waiting");
+    expect(gw.clock.now()).toBe(Date.parse("2030-01-01T10:00:00Z"));
+    held.abort();
+    await holding;
+    const answered = await second;
+    expect(answered.status).toBe(200);
+    expect(answered.headers.get("x-gateway-burst-wait-ms")).toBe("10000");
   });
 
   it("a music job completes when the clock passes its duration", async () => {
@@ -310,6 +379,42 @@ describe("POST /api/admin/clock", () => {
     const res = await admin(gw, "POST", "/clock", { advance_ms: 1000 });
     expect(await errorOf(res)).toMatchObject({ status: 404, code: "not_found" });
     expect(() => gw!.clock.advance(1000)).toThrow(/not manual/);
+  });
+
+  it("gateway serve --manual-clock on the demo setup prints a curl that moves its clock, and jumps burst spacing", async () => {
+    const home = cliHome();
+    const serve = spawnCli(
+      ["serve", "--port", "0", "--db", ":memory:", "--manual-clock"],
+      home.env,
+    );
+    try {
+      const [curl] = await serve.waitFor(
+        /curl -X POST \S+\/api\/admin\/clock .*'\{"advance_ms":60000\}'/,
+      );
+      const [, url] = await serve.waitFor(/gateway listening on (\S+)/);
+      const [, key] = await serve.waitFor(/demo key \(shown once, store it now\): (\S+)/);
+      const [, start] = await serve.waitFor(/manual clock at (\S+):/);
+      // The command exactly as printed, in a shell.
+      const moved = JSON.parse(execFileSync("sh", ["-c", `${curl} --silent`]).toString());
+      expect(moved.now_ms).toBe(Date.parse(start) + 60_000);
+      const free = () =>
+        fetch(`${url}/v1/chat/completions`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+          body: JSON.stringify(chat("hi", "mock-gpt:free")),
+        });
+      expect((await free()).status).toBe(200);
+      const second = await free();
+      expect(second.status).toBe(200);
+      expect(second.headers.get("x-gateway-burst-wait-ms")).toBe("200");
+      await serve.waitFor(
+        /200 {2}POST \/v1\/chat\/completions {2}mock-gpt:free .*spaced 200 ms \(burst\)/,
+      );
+    } finally {
+      serve.child.kill("SIGTERM");
+      await serve.exit();
+      home.remove();
+    }
   });
 
   it("gateway serve --manual-clock enables it", async () => {

@@ -120,8 +120,8 @@ describe("owner session", () => {
     const page = await approvalPage(gw, undefined, dc.user_code);
     expect(page.status).toBe(401);
     expect(page.html).toContain("gateway serve");
-    expect(page.html).toContain('<pre class="cmd">gateway dashboard</pre>');
-    expect(page.html).toContain("<code>gateway owner-link</code>");
+    expect(page.html).toContain('<pre class="cmd">npx gateway dashboard</pre>');
+    expect(page.html).toContain("<code>npx gateway owner-link</code>");
     const posted = await decide(gw, "approve", { user_code: dc.user_code, csrf_token: "x" }, {});
     expect(posted.status).toBe(401);
     expect((await sealedValue(gw, dc.user_code)).status).toBe("pending");

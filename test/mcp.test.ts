@@ -283,6 +283,21 @@ describe("the MCP server at /mcp, with the official SDK client over Streamable H
     );
   });
 
+  it("chat tool calls on a free model, awaited one by one under the test kit's clock, do not hang on burst spacing", async () => {
+    const config = { ...mcpConfig(), tiers: { free: { free_rpm: 20, free_daily: 50 } } };
+    gw = await testGateway({
+      config,
+      clock: "manual",
+      now: () => Date.parse("2030-01-01T10:00:00Z"),
+    });
+    const { client } = await connect();
+    const ask = () => call(client, "chat", { model: "mock-gpt:free", prompt: "hi" });
+    expect((await ask()).isError).toBeFalsy();
+    // The /mcp request waits on its /v1 twin, which waits on its burst slot: the clock jumps it.
+    expect((await ask()).isError).toBeFalsy();
+    expect(gw.clock.now()).toBe(Date.parse("2030-01-01T10:00:00.200Z"));
+  });
+
   it("a music job is polled with get_job to completion under the test kit's clock", async () => {
     gw = await testGateway({ config: mcpConfig(), clock: "manual" });
     const { client } = await connect();

@@ -135,7 +135,7 @@ describe("a key for an existing database", () => {
     const [, url] = await human.waitFor(/listening on (http:\/\/\S+)/);
     await human.waitFor(/none is shown again/);
     expect(human.stdout()).toContain(
-      `keys are stored only as hashes, so none is shown again; a new one: gateway keys create --db ${db} --label NAME`,
+      `keys are stored only as hashes, so none is shown again; a new one: npx gateway keys create --db ${db} --label NAME`,
     );
     expect(human.stdout()).not.toMatch(/kn-/);
 

@@ -113,7 +113,7 @@ describe("gateway serve", () => {
 
   it("rejects a bad flag value in one line", async () => {
     const { code, stderr } = await runCli(["serve", "--port", "eighty"]);
-    expect(code).toBe(1);
+    expect(code).toBe(2);
     expect(stderr.trim()).toBe('gateway: --port must be a non-negative integer, got "eighty"');
   });
 
@@ -127,24 +127,24 @@ describe("gateway serve", () => {
       "--request-timeout-ms",
       "1000",
     ]);
-    expect(timeouts.code).toBe(1);
+    expect(timeouts.code).toBe(2);
     expect(timeouts.stderr.trim()).toBe(
       "gateway: --headers-timeout-ms cannot be longer than --request-timeout-ms",
     );
     const url = await runCli(["serve", "--db", ":memory:", "--public-url", "gateway.example"]);
-    expect(url.code).toBe(1);
+    expect(url.code).toBe(2);
     expect(url.stderr).toContain('must be an http:// or https:// URL, got "gateway.example"');
   });
 
   it("refuses a trusted proxy that is not an address, from --trusted-proxy or GATEWAY_TRUSTED_PROXIES", async () => {
     const flag = await runCli(["serve", "--db", ":memory:", "--trusted-proxy", "10.0.0.0/33"]);
-    expect(flag.code).toBe(1);
+    expect(flag.code).toBe(2);
     expect(flag.stderr).toContain(
       'must be an IPv4 or IPv6 address or a CIDR range (10.0.0.0/8), got "10.0.0.0/33"',
     );
     const env = { ...process.env, GATEWAY_TRUSTED_PROXIES: "127.0.0.1, proxy.internal" };
     const fromEnv = await runCli(["serve", "--db", ":memory:"], env);
-    expect(fromEnv.code).toBe(1);
+    expect(fromEnv.code).toBe(2);
     expect(fromEnv.stderr).toContain(
       'must be an IPv4 or IPv6 address or a CIDR range (10.0.0.0/8), got "proxy.internal"',
     );

@@ -735,7 +735,7 @@ describe("messages client -> openai wire (translation)", () => {
     expect(message.stop_reason).toBe("tool_use");
     expect(message.content).toEqual([
       { type: "text", text: "Let me check." },
-      { type: "tool_use", id: "call_1", name: "get_weather", input: { city: "Jakarta" } },
+      { type: "tool_use", id: "toolu_1", name: "get_weather", input: { city: "Jakarta" } },
     ]);
     expect(message.usage).toMatchObject({ input_tokens: 40, output_tokens: 9 });
   });
@@ -762,8 +762,8 @@ describe("messages client -> openai wire (translation)", () => {
     expect(upstream.last.body.stream_options).toEqual({ include_usage: true });
     expect(final.stop_reason).toBe("tool_use");
     expect(final.content.filter((b) => b.type === "tool_use")).toEqual([
-      { type: "tool_use", id: "call_a", name: "get_weather", input: { city: "Bandung" } },
-      { type: "tool_use", id: "call_b", name: "get_weather", input: { city: "Medan" } },
+      { type: "tool_use", id: "toolu_a", name: "get_weather", input: { city: "Bandung" } },
+      { type: "tool_use", id: "toolu_b", name: "get_weather", input: { city: "Medan" } },
     ]);
     expect(final.usage).toMatchObject({ input_tokens: 33, output_tokens: 21 });
   });
@@ -814,8 +814,9 @@ describe("messages client -> openai wire (translation)", () => {
       .finalMessage();
     expect(first.stop_reason).toBe("tool_use");
     const call = first.content.find((b): b is Anthropic.ToolUseBlock => b.type === "tool_use");
+    // The chat backend's call_rf reaches the messages client as toolu_rf, and goes back so.
     expect(call).toMatchObject({
-      id: "call_rf",
+      id: "toolu_rf",
       name: "read_file",
       input: { path: "src/index.ts" },
     });
@@ -839,12 +840,12 @@ describe("messages client -> openai wire (translation)", () => {
     expect(sent[1]).toMatchObject({
       role: "assistant",
       content: "Reading it.",
-      tool_calls: [{ id: "call_rf", type: "function", function: { name: "read_file" } }],
+      tool_calls: [{ id: "toolu_rf", type: "function", function: { name: "read_file" } }],
     });
     const args = (sent[1].tool_calls as { function: { arguments: string } }[])[0].function
       .arguments;
     expect(JSON.parse(args)).toEqual({ path: "src/index.ts" });
-    expect(sent[2]).toMatchObject({ role: "tool", tool_call_id: "call_rf" });
+    expect(sent[2]).toMatchObject({ role: "tool", tool_call_id: "toolu_rf" });
     expect(JSON.stringify(sent[2].content)).toContain("export { startGateway }");
   });
 
@@ -935,7 +936,7 @@ describe("Anthropic-defined client tools toward a chat-completions provider", ()
     );
     expect(message.stop_reason).toBe("tool_use");
     expect(message.content).toEqual([
-      { type: "tool_use", id: "call_b1", name: "bash", input: { command: "ls -la" } },
+      { type: "tool_use", id: "toolu_b1", name: "bash", input: { command: "ls -la" } },
     ]);
   });
 });

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { cliCommand } from "../server/cli-command.js";
 import { describeSystemError } from "../system-errors.js";
 import { type ActiveCredential, activeCredential, defaultProfile } from "./credentials/index.js";
 import { UserError } from "./errors.js";
@@ -188,7 +189,9 @@ export class GatewayClient {
     if (body !== undefined) headers["content-type"] = "application/json";
     if (withKey) {
       if (!this.options.key)
-        throw new UserError("not logged in; run `gateway login` (or set GATEWAY_API_KEY)");
+        throw new UserError(
+          `not logged in; run \`${cliCommand("login")}\` (or set GATEWAY_API_KEY)`,
+        );
       headers.authorization = `Bearer ${this.options.key}`;
     }
     try {
@@ -200,7 +203,7 @@ export class GatewayClient {
       });
     } catch (err) {
       throw new UserError(
-        `cannot reach the gateway at ${this.options.baseUrl} (${networkReason(err)}); is \`gateway serve\` running? Use --base-url or GATEWAY_BASE_URL to point elsewhere`,
+        `cannot reach the gateway at ${this.options.baseUrl} (${networkReason(err)}); is \`${cliCommand("serve")}\` running? Use --base-url or GATEWAY_BASE_URL to point elsewhere`,
       );
     }
   }
@@ -230,7 +233,7 @@ export class GatewayClient {
       // 401 bodies are plain text by design ("invalid API key", "API key revoked", ...).
       const reason = text.trim().slice(0, 200) || "unauthorized";
       return new UserError(
-        `the gateway refused the key: ${reason}; ${this.options.onUnauthorized ?? "run `gateway login`"}`,
+        `the gateway refused the key: ${reason}; ${this.options.onUnauthorized ?? `run \`${cliCommand("login")}\``}`,
       );
     }
     let message = text.trim().slice(0, 300) || res.statusText;
@@ -277,14 +280,16 @@ export async function connectWithKey(
   const credential = await activeCredential(opts.profile);
   if (!credential) {
     const which = opts.profile === defaultProfile ? "" : ` --profile ${opts.profile}`;
-    throw new UserError(`not logged in; run \`gateway login${which}\` (or set GATEWAY_API_KEY)`);
+    throw new UserError(
+      `not logged in; run \`${cliCommand(`login${which}`)}\` (or set GATEWAY_API_KEY)`,
+    );
   }
   const client = new GatewayClient({
     baseUrl: resolveBaseUrl(opts.baseUrl, credential.baseUrl),
     key: credential.key,
     onUnauthorized: credential.stored
-      ? "run `gateway login` again"
-      : "check GATEWAY_API_KEY, or unset it to use the key from `gateway login`",
+      ? `run \`${cliCommand("login")}\` again`
+      : `check GATEWAY_API_KEY, or unset it to use the key from \`${cliCommand("login")}\``,
   });
   return { client, credential };
 }

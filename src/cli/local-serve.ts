@@ -1,6 +1,6 @@
 import { existsSync } from "node:fs";
 import { networkInterfaces } from "node:os";
-import { sqliteFileOnly, UserError } from "./errors.js";
+import { openingDatabase, sqliteFileOnly, UserError } from "./errors.js";
 
 /**
  * A fresh one-time owner link minted from the database file of a `gateway serve` running on this
@@ -46,7 +46,7 @@ export async function localOwnerLink(
   const { SqliteSessions } = await import("../store/sessions.js");
   const { liveServeRuntime } = await import("../server/dashboard/serve-runtime.js");
   const { createOwnerLink } = await import("../server/auth/owner-session.js");
-  const db = openDatabase(dbPath);
+  const db = openingDatabase(dbPath, () => openDatabase(dbPath));
   try {
     const server = await liveServeRuntime(new SqliteServeRecord(db));
     if (!server) {

@@ -1,6 +1,7 @@
 import { existsSync } from "node:fs";
 import { hostname } from "node:os";
 import type { Command } from "commander";
+import { cliCommand } from "../server/cli-command.js";
 import { type DeviceCodeResponse, GatewayClient, resolveBaseUrl } from "./api-client.js";
 import { openInBrowser } from "./browser.js";
 import {
@@ -149,11 +150,11 @@ async function pollForApproval(
           throw expired();
         case "invalid_grant":
           throw new UserError(
-            "the gateway no longer knows this login request; run `gateway login` again",
+            `the gateway no longer knows this login request; run \`${cliCommand("login")}\` again`,
           );
         default:
           throw new UserError(
-            `the gateway ended the login with "${poll.error}"; run \`gateway login\` again`,
+            `the gateway ended the login with "${poll.error}"; run \`${cliCommand("login")}\` again`,
           );
       }
     }
@@ -163,7 +164,9 @@ async function pollForApproval(
 }
 
 function expired(): UserError {
-  return new UserError("the code expired before it was approved; run `gateway login` again");
+  return new UserError(
+    `the code expired before it was approved; run \`${cliCommand("login")}\` again`,
+  );
 }
 
 /** A fresh login replaces the profile's previous login key; that one is revoked, best effort. */

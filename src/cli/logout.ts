@@ -1,4 +1,5 @@
 import type { Command } from "commander";
+import { cliCommand } from "../server/cli-command.js";
 import { GatewayClient, resolveBaseUrl } from "./api-client.js";
 import {
   defaultProfile,
@@ -56,7 +57,7 @@ Examples:
         } catch (err) {
           if (!(err instanceof UserError) || !/refused the key/.test(err.message)) {
             throw new UserError(
-              `${err instanceof Error ? err.message : String(err)}; the key was NOT revoked and is still stored, run \`gateway logout\` again`,
+              `${err instanceof Error ? err.message : String(err)}; the key was NOT revoked and is still stored, run \`${cliCommand("logout")}\` again`,
             );
           }
           // 401: the gateway already does not accept this key (revoked, or a reset database).

@@ -1,6 +1,7 @@
 import { Command, CommanderError } from "commander";
+import { cliCommand } from "../server/cli-command.js";
 import { registerDashboard } from "./dashboard.js";
-import { UserError } from "./errors.js";
+import { UserError, usageExitCode } from "./errors.js";
 import { registerKeysCreate } from "./keys/create.js";
 import { registerKeysList } from "./keys/list.js";
 import { registerKeysRevoke } from "./keys/revoke.js";
@@ -18,7 +19,14 @@ export async function main(argv: string[]): Promise<void> {
     .description("Model Gateway: one kn- key for every model, on your machine")
     .version("0.1.0")
     .exitOverride()
-    .showHelpAfterError();
+    // One line and the closest name, not the whole help: `error: unknown option '--prot'` and
+    // `(Did you mean --port?)` become `gateway: unknown option '--prot' (did you mean --port?)`.
+    .showSuggestionAfterError(true)
+    .configureOutput({
+      outputError: (text, write) => write(commanderLine(text)),
+      // Help's usage line and examples as this user runs the CLI (`npx gateway ...` in a clone).
+      writeOut: (text) => process.stdout.write(asRunHere(text)),
+    });
   registerServe(program);
   registerLogin(program);
   registerLogout(program);
@@ -44,7 +52,8 @@ export async function main(argv: string[]): Promise<void> {
   try {
     await program.parseAsync(argv);
   } catch (err) {
-    if (err instanceof CommanderError) process.exit(err.exitCode);
+    if (err instanceof CommanderError)
+      process.exit(usageErrors.has(err.code) ? usageExitCode : err.exitCode);
     if (err instanceof UserError) {
       process.stderr.write(`gateway: ${err.message}\n`);
       process.exit(err.exitCode);
@@ -54,4 +63,31 @@ export async function main(argv: string[]): Promise<void> {
     );
     process.exit(70);
   }
+}
+
+/** Commander's refusals of a command line (not help or version, which exit 0). */
+const usageErrors = new Set([
+  "commander.unknownCommand",
+  "commander.unknownOption",
+  "commander.excessArguments",
+  "commander.missingArgument",
+  "commander.optionMissingArgument",
+  "commander.missingMandatoryOptionValue",
+  "commander.invalidArgument",
+  "commander.conflictingOption",
+]);
+
+function commanderLine(text: string): string {
+  const line = text
+    .trim()
+    .replace(/^error: /, "")
+    .replace(/\s*\n?\(Did you mean (.+)\?\)$/, " (did you mean $1?)")
+    .replace(/\n+/g, " ");
+  return `gateway: ${line}\n`;
+}
+
+function asRunHere(help: string): string {
+  const prefix = cliCommand("").trimEnd();
+  if (prefix === "gateway") return help;
+  return help.replace(/(^Usage: |\$ |\$\()gateway\b/gm, `$1${prefix}`);
 }

@@ -82,8 +82,15 @@ export function result(line: string): void {
   process.stdout.write(`${line}\n`);
 }
 
+/** JSON on stdout; every time (`created_at`, `last_used_at`, ...) as ISO 8601, not epoch ms. */
 export function printJson(value: unknown): void {
-  process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+  process.stdout.write(`${JSON.stringify(value, isoTimes, 2)}\n`);
+}
+
+function isoTimes(key: string, value: unknown): unknown {
+  return key.endsWith("_at") && typeof value === "number" && Number.isFinite(value)
+    ? new Date(value).toISOString()
+    : value;
 }
 
 /** "2026-11-22 10:04 UTC"-style times for tables; "never" for null. */

@@ -22,6 +22,7 @@ export function requestLinePrinter(
     stream.write(lines.join(""));
   };
   return (request) => {
+    if (browserNoise(request)) return;
     if (pending.length === 0) setImmediate(flush);
     pending.push(`${render(request)}\n`);
   };
@@ -30,6 +31,7 @@ export function requestLinePrinter(
 function jsonLine(r: FinishedRequest): string {
   return JSON.stringify({
     time: new Date(r.finishedAt).toISOString(),
+    request_id: r.requestId ?? null,
     method: r.method,
     path: r.path,
     status: r.status,
@@ -43,6 +45,8 @@ function jsonLine(r: FinishedRequest): string {
     stream: r.stream ?? false,
     error: r.errorCode ?? null,
     tools_omitted: r.toolsOmitted ?? null,
+    burst_wait_ms: r.burstWaitMs ?? null,
+    steps: r.steps && r.steps.length > 1 ? r.steps : null,
     via: r.via ?? null,
     aborted: r.aborted,
   });
@@ -65,9 +69,13 @@ function textLine(paint: ReturnType<typeof paintFor>) {
     if (r.keyLabel !== undefined) parts.push(`key ${r.keyLabel}`);
     if (r.via) parts.push(`via ${r.via}`);
     if (r.stream) parts.push("stream");
+    if (r.burstWaitMs !== undefined) parts.push(`spaced ${r.burstWaitMs} ms (burst)`);
+    // Only a request that took more than one attempt has steps worth a line's room.
+    if (r.steps && r.steps.length > 1) parts.push(`steps: ${r.steps.join(" > ")}`);
     if (r.toolsOmitted) parts.push(paint.yellow(`tools omitted: ${r.toolsOmitted.join(", ")}`));
     if (r.errorCode !== undefined) parts.push(colour(r.errorCode));
     else if (r.aborted) parts.push(colour("client closed"));
+    if (r.requestId !== undefined) parts.push(paint.dim(r.requestId));
     return parts.join("  ");
   };
 }
@@ -84,4 +92,20 @@ function formatIdr(micro: number): string {
   const idr = micro / MICRO;
   if (micro === 0 || idr >= 0.01) return idr.toFixed(2);
   return idr.toPrecision(2);
+}
+
+/**
+ * What a browser asks for on its own while the owner uses the dashboard (the page's script, its
+ * icon, the dev tools' probe): answered, but not worth a line among the requests someone made.
+ */
+function browserNoise(r: FinishedRequest): boolean {
+  if (r.method !== "GET" || r.status >= 500) return false;
+  const p = r.path;
+  return (
+    p === "/favicon.ico" ||
+    p.startsWith("/dashboard/assets/") ||
+    p === "/robots.txt" ||
+    p.startsWith("/apple-touch-icon") ||
+    p.startsWith("/.well-known/")
+  );
 }

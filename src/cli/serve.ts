@@ -3,9 +3,11 @@ import { networkInterfaces } from "node:os";
 import { dirname, resolve } from "node:path";
 import { setFlagsFromString } from "node:v8";
 import { type Command, Option } from "commander";
+import { cliCommand } from "../server/cli-command.js";
 import { defaultConnectionLimits } from "../server/http/connection-guards.js";
 import { type MetricsAccess, metricsAccesses } from "../server/metrics-access.js";
-import { UserError } from "./errors.js";
+import { newGatewayKey } from "../store/secrets.js";
+import { databaseProblem, UsageError, UserError } from "./errors.js";
 import { type LogFormat, logFormats, requestLinePrinter } from "./request-lines.js";
 
 interface ServeOptions {
@@ -26,6 +28,7 @@ interface ServeOptions {
   logFormat: LogFormat;
   metrics: MetricsAccess;
   manualClock?: boolean;
+  autoAdvance: boolean;
   record?: string;
   replay?: string;
   recordMissing?: boolean;
@@ -103,7 +106,11 @@ export function registerServe(program: Command): void {
     )
     .option(
       "--manual-clock",
-      "time moves only by POST /api/admin/clock (tests reach window resets at once)",
+      "time moves only by POST /api/admin/clock (tests reach window resets at once); prints an admin key for this run to move it",
+    )
+    .option(
+      "--no-auto-advance",
+      "with --manual-clock: hold the clock even when every request in flight waits on it (a free request's burst spacing)",
     )
     .option(
       "--record <dir>",
@@ -131,6 +138,7 @@ Examples:
     .action(async (opts: ServeOptions) => {
       const started = performance.now();
       const port = parseInteger(opts.port, "--port");
+      if (port > 65_535) throw new UsageError(`--port must be 0 to 65535, got ${port}`);
       const keepaliveMs = parseInteger(opts.keepaliveMs, "--keepalive-ms");
       const connections = {
         headersTimeoutMs: parseInteger(opts.headersTimeoutMs, "--headers-timeout-ms"),
@@ -146,7 +154,7 @@ Examples:
         connections.requestTimeoutMs > 0 &&
         connections.headersTimeoutMs > connections.requestTimeoutMs
       )
-        throw new UserError("--headers-timeout-ms cannot be longer than --request-timeout-ms");
+        throw new UsageError("--headers-timeout-ms cannot be longer than --request-timeout-ms");
       const cassettes = cassetteFlags(opts);
       // Not a flag: a crash test's takeover waits this out, an operator has no reason to change it.
       const jobLeaseMs =
@@ -177,6 +185,8 @@ Examples:
       const postgres = isPostgresUrl(db);
       // Never print a URL's password.
       const shownDb = postgres ? describePostgresUrl(db) : db;
+      // Any setup (the demo has no admin key) can move a manual clock: with a key of this run only.
+      const clockKey = opts.manualClock ? newGatewayKey() : undefined;
       let gateway: Awaited<ReturnType<typeof startGateway>>;
       try {
         gateway = await startGateway({
@@ -191,6 +201,8 @@ Examples:
           publicUrl: opts.publicUrl,
           trustedProxies: trustedProxies(opts.trustedProxy),
           clock: opts.manualClock ? "manual" : "real",
+          autoAdvance: opts.autoAdvance,
+          adminKeys: clockKey === undefined ? undefined : [clockKey],
           cassettes,
           captureBodies: opts.captureBodies === true,
           captureLimit,
@@ -198,6 +210,9 @@ Examples:
           jobLeaseMs,
         });
       } catch (err) {
+        // Flags startGateway checks itself are still the command line's mistakes.
+        if (err instanceof ConfigError && /^invalid (public URL|trusted proxy):/.test(err.message))
+          throw new UsageError(err.message);
         if (
           err instanceof ConfigError ||
           err instanceof SecretKeyError ||
@@ -214,6 +229,12 @@ Examples:
         if (code === "EADDRINUSE")
           throw new UserError(`port ${port} is already in use; try --port 0`);
         if (code === "SQLITE_CANTOPEN") throw new UserError(`cannot open database ${db}`);
+        const problem = databaseProblem(db, err);
+        if (problem) throw problem;
+        if (code === "ENOTFOUND" || code === "EAI_AGAIN" || code === "EADDRNOTAVAIL")
+          throw new UsageError(
+            `cannot listen on --host ${opts.host}: it is not an address of this machine (127.0.0.1 for this machine only, 0.0.0.0 for every interface)`,
+          );
         const fault = storageFaultKind(err);
         if (fault === "full")
           throw new UserError(`cannot write ${db}: the disk is full; free space and start again`);
@@ -256,7 +277,7 @@ Examples:
       }
       if (opts.json) {
         process.stdout.write(
-          `${JSON.stringify({ url: gateway.url, port: gateway.port, demo_key: gateway.demoKey, owner_url: gateway.ownerUrl, ready_ms: readyMs, network_url: networkUrl })}\n`,
+          `${JSON.stringify({ url: gateway.url, port: gateway.port, demo_key: gateway.demoKey, owner_url: gateway.ownerUrl, ready_ms: readyMs, network_url: networkUrl, clock_admin_key: clockKey })}\n`,
         );
       } else {
         process.stdout.write(`gateway listening on ${gateway.url} (ready in ${readyMs} ms)\n`);
@@ -275,11 +296,24 @@ Examples:
           );
         } else if (db !== ":memory:") {
           process.stdout.write(
-            `keys are stored only as hashes, so none is shown again; a new one: gateway keys create --db ${shellWord(db)} --label NAME\n`,
+            `keys are stored only as hashes, so none is shown again; a new one: ${cliCommand(`keys create --db ${shellWord(db)} --label NAME`)}\n`,
           );
         }
+        if (clockKey) process.stdout.write(clockHint(gateway, clockKey, opts.autoAdvance));
       }
     });
+}
+
+/** How to move a `--manual-clock` serve's clock, with the admin key minted for this run. */
+function clockHint(gateway: { url: string; clock: { now(): number } }, key: string, auto: boolean) {
+  const moves = auto
+    ? "it jumps by itself only when every request in flight waits on it (a free request's burst spacing; --no-auto-advance holds it)"
+    : "it moves only when told (--no-auto-advance)";
+  return (
+    `manual clock at ${new Date(gateway.clock.now()).toISOString()}: ${moves}. Move it with this run's admin key (shown once, valid until this serve stops):\n` +
+    `  curl -X POST ${gateway.url}/api/admin/clock -H "Authorization: Bearer ${key}" -H "content-type: application/json" -d '{"advance_ms":60000}'\n` +
+    `  (or -d '{"set":"2030-01-02T00:00:00Z"}')\n`
+  );
 }
 
 function isLoopback(host: string): boolean {
@@ -310,7 +344,7 @@ function shellWord(path: string): string {
 function parseInteger(value: string, flag: string): number {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 0)
-    throw new UserError(`${flag} must be a non-negative integer, got "${value}"`);
+    throw new UsageError(`${flag} must be a non-negative integer, got "${value}"`);
   return n;
 }
 
@@ -331,10 +365,10 @@ function keepHeapTight(): void {
 function cassetteFlags(opts: ServeOptions) {
   const timing: "recorded" | "none" = opts.replayTiming === "recorded" ? "recorded" : "none";
   if (opts.replayTiming !== timing)
-    throw new UserError(`--replay-timing must be recorded or none, got "${opts.replayTiming}"`);
-  if (opts.record && opts.replay) throw new UserError("use --record or --replay, not both");
+    throw new UsageError(`--replay-timing must be recorded or none, got "${opts.replayTiming}"`);
+  if (opts.record && opts.replay) throw new UsageError("use --record or --replay, not both");
   if (opts.recordMissing && !opts.replay)
-    throw new UserError("--record-missing goes with --replay <dir>");
+    throw new UsageError("--record-missing goes with --replay <dir>");
   if (opts.record) return { dir: opts.record, mode: "record" as const, timing };
   if (opts.replay) {
     const mode = opts.recordMissing ? ("record-missing" as const) : ("replay" as const);

@@ -1,4 +1,5 @@
 import type { Context } from "hono";
+import type { ZodType } from "zod";
 import type { KeyWithAccount } from "../store/types.js";
 import type { OwnerSession } from "./auth/owner-session.js";
 import type { ErrorStyle } from "./errors.js";
@@ -55,6 +56,8 @@ export interface Route {
   /** The JSON style of the route's errors (401s and other refusals before the API are plain text). */
   errors: ErrorStyle;
   handler: Handler;
+  /** The zod schema of its JSON body, loaded when asked (`GET /openapi.json` describes it). */
+  body?: () => Promise<ZodType>;
 }
 
 /**

@@ -9,7 +9,13 @@ import { errorResponse, GatewayError, PlainTextError } from "./errors.js";
 import { isTooLarge, refuseDeclaredLength } from "./http/body.js";
 import { allowAnyOrigin, withCors } from "./http/cors.js";
 import { directRouter } from "./http/direct-router.js";
-import { nodeIncoming, nodeOutgoing, ownOrigin, requestHeader } from "./http/request.js";
+import {
+  nodeIncoming,
+  nodeOutgoing,
+  ownOrigin,
+  requestHeader,
+  requestTrace,
+} from "./http/request.js";
 import { surfaces, unmatched } from "./routes/index.js";
 import type { Services } from "./services.js";
 
@@ -116,6 +122,9 @@ function registered(
     if (outgoing && incoming && cutOff(c, err) && bodyStillComing(incoming))
       outgoing.setHeader("connection", "close");
     services.ledger.noteStorageFailure(err);
+    const trace = requestTrace(c);
+    // A refusal's line in serve's log says why; a settled request already said so.
+    if (trace && trace.errorCode === undefined) trace.errorCode = refusalCode(err);
     return errorResponse(err, errors, name);
   };
   const run = (c: Context<AppEnv>): Response | Promise<Response> => {
@@ -165,7 +174,7 @@ function refuseCrossOrigin(c: Context, own: string): void {
   const fetchSite = requestHeader(c, "sec-fetch-site");
   const origin = requestHeader(c, "origin");
   if (fetchSite === "cross-site" || fetchSite === "same-site" || (origin && origin !== own)) {
-    throw new PlainTextError(403, "cross-origin requests are not allowed on /api");
+    throw new PlainTextError(403, "cross-origin requests are not allowed on /api", "cross_origin");
   }
 }
 
@@ -178,4 +187,11 @@ function underPrefix(path: string, prefix: string): boolean {
   return (
     prefix === "" || path === prefix || (path.startsWith(prefix) && path[prefix.length] === "/")
   );
+}
+
+/** The spec's code of a refusal, or for a plain-text one (401, 403, 429) its logged reason. */
+function refusalCode(err: unknown): string {
+  if (err instanceof GatewayError) return err.code;
+  if (err instanceof PlainTextError) return err.reason ?? `http_${err.status}`;
+  return "internal_error";
 }

@@ -1,3 +1,4 @@
+import type { RequestListener } from "node:http";
 import { clientClosed } from "./errors.js";
 import type { GoneSignal } from "./http/client-signal.js";
 import { sleep } from "./sleep.js";
@@ -9,41 +10,87 @@ import { sleep } from "./sleep.js";
  */
 export interface Clock {
   readonly now: () => number;
-  /** Waits until the clock has moved `ms` on; a client that leaves ends the wait (client_closed). */
-  readonly sleep: (ms: number, signal?: GoneSignal) => Promise<void>;
+  /**
+   * Waits until the clock has moved `ms` on; a client that leaves ends the wait (client_closed).
+   * `forRequest`: a request in flight is held by this wait (a burst slot), not a background job.
+   */
+  readonly sleep: (ms: number, signal?: GoneSignal, forRequest?: boolean) => Promise<void>;
 }
 
 export const realClock: Clock = { now: Date.now, sleep };
 
-/** A clock at a given time; only its methods move it. */
+export interface ManualClockOptions {
+  /**
+   * Like tokio's paused clock: when every request in flight waits only on this clock, it jumps to
+   * the earliest of their deadlines, so a test that awaits its requests one by one never hangs.
+   * Waits of background work (jobs) never move it. Off for a clock made here (nothing counts its
+   * requests); `startGateway({ clock: "manual" })` turns it on unless told `autoAdvance: false`.
+   */
+  autoAdvance?: boolean;
+}
+
+interface Waiter {
+  until: number;
+  forRequest: boolean;
+  wake: () => void;
+}
+
+/** A clock at a given time; only its methods (and, with auto-advance, idle requests) move it. */
 export class ManualClock implements Clock {
   private time: number;
-  private waiters: { until: number; wake: () => void }[] = [];
+  private waiters: Waiter[] = [];
+  private inFlight = 0;
+  private requestWaiters = 0;
+  private checkScheduled = false;
+  readonly autoAdvance: boolean;
 
-  constructor(start: number = Date.now()) {
+  constructor(start: number = Date.now(), options: ManualClockOptions = {}) {
     this.time = start;
+    this.autoAdvance = options.autoAdvance ?? false;
   }
 
   readonly now = (): number => this.time;
 
-  readonly sleep = (ms: number, signal?: GoneSignal): Promise<void> => {
+  readonly sleep = (ms: number, signal?: GoneSignal, forRequest = false): Promise<void> => {
     if (ms <= 0) return Promise.resolve();
     return new Promise((resolve, reject) => {
-      const waiter = {
+      const waiter: Waiter = {
         until: this.time + ms,
+        forRequest,
         wake: () => {
           signal?.removeEventListener("abort", onAbort);
           resolve();
         },
       };
       const onAbort = () => {
+        if (!this.waiters.includes(waiter)) return;
         this.waiters = this.waiters.filter((w) => w !== waiter);
+        if (forRequest) this.requestWaiters--;
         reject(clientClosed());
       };
       signal?.addEventListener("abort", onAbort, { once: true });
       this.waiters.push(waiter);
+      if (forRequest) {
+        this.requestWaiters++;
+        this.scheduleCheck();
+      }
     });
   };
+
+  /**
+   * Counts a request in flight until the returned function is called (once its response closed):
+   * the auto-advance moves the clock only when every request counted here waits on the clock.
+   */
+  requestStarted(): () => void {
+    this.inFlight++;
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      this.inFlight--;
+      this.scheduleCheck();
+    };
+  }
 
   advance(ms: number): number {
     if (!Number.isFinite(ms) || ms < 0) throw new RangeError("advance takes a non-negative number");
@@ -57,9 +104,43 @@ export class ManualClock implements Clock {
     this.time = t;
     const due = this.waiters.filter((w) => w.until <= t);
     this.waiters = this.waiters.filter((w) => w.until > t);
-    for (const w of due.sort((a, b) => a.until - b.until)) w.wake();
+    for (const w of due.sort((a, b) => a.until - b.until)) {
+      if (w.forRequest) this.requestWaiters--;
+      w.wake();
+    }
     return t;
   }
+
+  private idle(): boolean {
+    return this.autoAdvance && this.requestWaiters > 0 && this.requestWaiters >= this.inFlight;
+  }
+
+  /**
+   * Decided after the event loop's pending I/O and callbacks have run (two turns of immediates),
+   * not at once: a request whose bytes are already here, or a response about to close, is counted
+   * first, so the clock moves only when nothing but the clock can make progress.
+   */
+  private scheduleCheck(): void {
+    if (this.checkScheduled || !this.idle()) return;
+    this.checkScheduled = true;
+    setImmediate(() =>
+      setImmediate(() => {
+        this.checkScheduled = false;
+        if (!this.idle()) return;
+        let next = Number.POSITIVE_INFINITY;
+        for (const w of this.waiters) if (w.forRequest && w.until < next) next = w.until;
+        if (next > this.time) this.set(next);
+      }),
+    );
+  }
+}
+
+/** `listener`, with each request counted in flight on `clock` until its response closes. */
+export function countInFlight(clock: ManualClock, listener: RequestListener): RequestListener {
+  return (incoming, outgoing) => {
+    outgoing.once("close", clock.requestStarted());
+    listener(incoming, outgoing);
+  };
 }
 
 /**

@@ -62,6 +62,8 @@ export class PlainTextError extends Error {
   constructor(
     readonly status: number,
     message: string,
+    /** Why, for the request's log line only (`key_revoked`); the body says no more than `message`. */
+    readonly reason?: string,
   ) {
     super(message);
     this.name = "PlainTextError";

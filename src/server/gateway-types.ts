@@ -39,6 +39,18 @@ export interface PublicGatewayOptions {
    * the real time at start (or `now()`); every window, quota, cooldown and job wait follows it.
    */
   clock?: "real" | "manual";
+  /**
+   * Manual clock only. Default true: when every request in flight waits only on the clock (a free
+   * request spaced by the tier's `burst_spacing_ms`, say), the clock jumps to the earliest of their
+   * deadlines, as tokio's paused clock does, so awaiting requests one by one never hangs. false:
+   * the clock stays where the test put it, and a spaced request waits for `advance`.
+   */
+  autoAdvance?: boolean;
+  /**
+   * Admin keys valid for this run only: kept in memory as hashes, never written to the database
+   * (`gateway serve --manual-clock` mints one so its clock can be moved on any setup).
+   */
+  adminKeys?: string[];
   /** Device-flow timing for `gateway login` (defaults 600 s and 5 s). */
   deviceCodeTtlSeconds?: number;
   devicePollIntervalSeconds?: number;

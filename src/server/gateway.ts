@@ -1,11 +1,19 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { isPostgresUrl } from "../store/postgres/url.js";
+import { hashSecret } from "../store/secrets.js";
 import { gatewayListener } from "./app.js";
 import type { Route } from "./app-env.js";
 import { createOwnerLink } from "./auth/owner-session.js";
 import type { Backend } from "./backend.js";
-import { type Clock, type GatewayClock, ManualClock, monotonic, realClock } from "./clock.js";
+import {
+  type Clock,
+  countInFlight,
+  type GatewayClock,
+  ManualClock,
+  monotonic,
+  realClock,
+} from "./clock.js";
 import { applyConfig } from "./config/apply.js";
 import { demoAccountId, demoConfig } from "./config/demo.js";
 import { ConfigError, loadConfigFile, parseConfig } from "./config/load.js";
@@ -18,6 +26,7 @@ import {
 } from "./http/connection-guards.js";
 import { Loopback } from "./http/loopback.js";
 import { InvalidProxies, ProxyList } from "./http/request.js";
+import { withRequestIds } from "./http/request-id.js";
 import { onFinishedRequests, tracedListener } from "./http/request-trace.js";
 import { startJobRunner } from "./jobs/runner.js";
 import { parseCassetteOptions } from "./kit/cassettes.js";
@@ -65,7 +74,9 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
   try {
     const clock: Clock =
       options.clock === "manual"
-        ? new ManualClock((options.now ?? Date.now)())
+        ? new ManualClock((options.now ?? Date.now)(), {
+            autoAdvance: options.autoAdvance ?? true,
+          })
         : options.now
           ? { ...realClock, now: options.now }
           : realClock;
@@ -86,6 +97,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
       responsesTtlMs: (options.responsesTtlSeconds ?? defaultResponsesTtlSeconds) * 1000,
       publicUrlOrigin: configuredOrigin,
       trustedProxies,
+      runAdminKeys: options.adminKeys && new Set(options.adminKeys.map(hashSecret)),
     });
     let ownerAccountId: string | undefined;
     let demoKey: string | undefined;
@@ -136,10 +148,16 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
     metrics?.knowRoutes(routes);
     const host = options.host ?? "127.0.0.1";
     const traceSource = { url: "" };
-    const listener = services.inspector.listener(
-      tracedListener(traceSource, gatewayListener(services, routes, host)),
+    const served = withRequestIds(
+      services.inspector.listener(
+        tracedListener(traceSource, gatewayListener(services, routes, host)),
+      ),
     );
-    loopback.attach(listener);
+    const listener =
+      clock instanceof ManualClock && clock.autoAdvance ? countInFlight(clock, served) : served;
+    // Uncounted: a loopback request (an MCP tool's /v1 call) is what its counted caller waits on,
+    // so the clock still jumps when that inner request waits on a burst slot.
+    loopback.attach(served);
     const server = await new Promise<Server>((resolve, reject) => {
       const created = createServer(connectionServerOptions(limits), listener);
       guardConnections(created, limits);

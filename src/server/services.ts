@@ -42,6 +42,8 @@ export interface ServerOptions extends ForwardingOptions {
   cassettes?: CassetteOptions;
   /** Test kit: keep the bodies of the last `limit` requests in memory for inspection. */
   capture?: { limit: number };
+  /** Hashes of admin keys valid for this run only (never written to the database). */
+  runAdminKeys?: ReadonlySet<string>;
 }
 
 /** Everything a request handler needs, built once at start-up. */

@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 import { z } from "zod";
+import { cliCommand } from "../../server/cli-command.js";
 import { makePrivateDir, writePrivateFile } from "../../store/private-files.js";
 import { describeSystemError } from "../../system-errors.js";
 import { UserError } from "../errors.js";
@@ -75,7 +76,9 @@ export class FileCredentialStore implements CredentialStore {
     try {
       return credentialsFile.parse(JSON.parse(text));
     } catch {
-      throw new UserError(`${this.location} is damaged; delete it and run \`gateway login\` again`);
+      throw new UserError(
+        `${this.location} is damaged; delete it and run \`${cliCommand("login")}\` again`,
+      );
     }
   }
 

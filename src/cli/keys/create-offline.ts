@@ -1,5 +1,6 @@
 import { existsSync } from "node:fs";
-import { UserError } from "../errors.js";
+import { cliCommand } from "../../server/cli-command.js";
+import { openingDatabase, UserError } from "../errors.js";
 
 /**
  * `gateway keys create --db FILE`: a key minted straight into a gateway's database file, with or
@@ -28,7 +29,7 @@ export async function createKeyInDatabase(input: {
   }
   if (!existsSync(input.db)) {
     throw new UserError(
-      `no database at ${input.db}; start \`gateway serve --db ${input.db}\` once to create it`,
+      `no database at ${input.db}; start \`${cliCommand(`serve --db ${input.db}`)}\` once to create it`,
     );
   }
   // Loaded here: the other client commands should not pay for SQLite.
@@ -36,9 +37,11 @@ export async function createKeyInDatabase(input: {
   const { keychainSealingKey } = await import("../../store/sealing-key.js");
   const { liveServeRuntime } = await import("../../server/dashboard/serve-runtime.js");
   const sealing = await keychainSealingKey(input.db);
-  const store = sealing
-    ? new Store(input.db, { secretKey: sealing.key, secretKeySource: sealing.source })
-    : new Store(input.db);
+  const store = openingDatabase(input.db, () =>
+    sealing
+      ? new Store(input.db, { secretKey: sealing.key, secretKeySource: sealing.source })
+      : new Store(input.db),
+  );
   try {
     const accountId =
       input.account ??
@@ -46,7 +49,7 @@ export async function createKeyInDatabase(input: {
       store.listAccounts()[0]?.id;
     if (!accountId) {
       throw new UserError(
-        `${input.db} has no account yet; start \`gateway serve --db ${input.db}\` once (it creates the demo account) or apply a config`,
+        `${input.db} has no account yet; start \`${cliCommand(`serve --db ${input.db}`)}\` once (it creates the demo account) or apply a config`,
       );
     }
     if (!store.getAccount(accountId)) {

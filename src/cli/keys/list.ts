@@ -1,4 +1,5 @@
 import type { Command } from "commander";
+import { cliCommand } from "../../server/cli-command.js";
 import { connectWithKey } from "../api-client.js";
 import { defaultProfile, endingPromptly } from "../credentials/index.js";
 import { formatTime, printJson, result, table } from "../output.js";
@@ -35,7 +36,7 @@ Examples:
           return;
         }
         if (keys.length === 0) {
-          result("No keys yet. Create one with: gateway keys create --label NAME");
+          result(`No keys yet. Create one with: ${cliCommand("keys create --label NAME")}`);
           return;
         }
         const rows = keys.map((k) => [

@@ -1,6 +1,6 @@
 import { existsSync } from "node:fs";
 import type { Command } from "commander";
-import { sqliteFileOnly, UserError } from "../errors.js";
+import { openingDatabase, sqliteFileOnly, UserError } from "../errors.js";
 import { printJson, result } from "../output.js";
 
 /**
@@ -54,7 +54,7 @@ Examples:
           );
         }
       }
-      const db = openDatabase(flags.db);
+      const db = openingDatabase(flags.db, () => openDatabase(flags.db));
       try {
         const server = await liveServeRuntime(new SqliteServeRecord(db));
         if (server) {

@@ -1,4 +1,5 @@
 import type { Context } from "hono";
+import { hashSecret } from "../../store/secrets.js";
 import type { SessionsRepository } from "../../store/sessions.js";
 import {
   andThen,
@@ -83,6 +84,7 @@ export function authenticate(
     throw new PlainTextError(
       401,
       "missing API key: send Authorization: Bearer kn-... or x-api-key",
+      "key_missing",
     );
   const found = store.findKeyByValue(value);
   return andThen(found, (key) => usableKey(store, key, now));
@@ -93,9 +95,10 @@ function usableKey(
   key: KeyWithAccount | undefined,
   now: number,
 ): KeyWithAccount {
-  if (!key) throw new PlainTextError(401, "invalid API key");
-  if (key.revoked_at !== null) throw new PlainTextError(401, "API key revoked");
-  if (key.account_status !== "active") throw new PlainTextError(401, "account suspended");
+  if (!key) throw new PlainTextError(401, "invalid API key", "key_unknown");
+  if (key.revoked_at !== null) throw new PlainTextError(401, "API key revoked", "key_revoked");
+  if (key.account_status !== "active")
+    throw new PlainTextError(401, "account suspended", "account_suspended");
   if (key.last_used_at === null || now - key.last_used_at >= touchEveryMs)
     store.touchKey(key.id, now);
   return key;
@@ -119,7 +122,12 @@ export interface GuardDeps {
   repos: { sessions: SessionsRepository };
   sharedKeys: SharedKeyLimiter;
   /** Read at request time: the public origin is known only once the server listens. */
-  options: { now: () => number; publicOrigin?: string } & ForwardingOptions;
+  options: {
+    now: () => number;
+    publicOrigin?: string;
+    /** Hashes of admin keys of this run only (`startGateway({ adminKeys })`), never stored. */
+    runAdminKeys?: ReadonlySet<string>;
+  } & ForwardingOptions;
 }
 
 /** The check for each kind of access (`app-env.ts`); `public` has none. */
@@ -141,7 +149,8 @@ export function accessGuards(
   };
 
   const sharedCaller = (c: Context<AppEnv>, key: KeyWithAccount, admitted: boolean): undefined => {
-    if (!admitted) throw new PlainTextError(429, "too many requests, try again shortly");
+    if (!admitted)
+      throw new PlainTextError(429, "too many requests, try again shortly", "shared_key_ip_limit");
     return keyCaller(c, key);
   };
 
@@ -173,7 +182,12 @@ export function accessGuards(
         return keyCaller(c, key);
       }),
     admin: (c) => {
-      if (!presentsAdminKey(store, c)) throw new PlainTextError(401, "admin key required");
+      const runKey = () => {
+        const value = presentedKey(c);
+        return value !== undefined && options.runAdminKeys?.has(hashSecret(value)) === true;
+      };
+      if (!presentsAdminKey(store, c) && !runKey())
+        throw new PlainTextError(401, "admin key required", "admin_key_required");
       return undefined;
     },
   };

@@ -28,6 +28,8 @@ export interface AdmitInput {
   trace?: RequestTrace;
   /** A job's hold: kept until the job ends, on whichever gateway runs it. */
   outlivesRequest?: boolean;
+  /** The id the answer carries (`x-request-id`): the request log's row gets the same. */
+  requestId?: string;
   /** Where the request came from besides /v1 itself (an MCP tool call), for the request log. */
   source?: RequestSource;
 }
@@ -71,14 +73,20 @@ export async function admit(services: Services, input: AdmitInput): Promise<Admi
   if (free) {
     await freeTokenBudgetCheck(services, input.target.models[0], now);
     const headers = services.limits.takeFreeRpm(account.id, tier, now);
-    rateHeaders = headers instanceof Promise ? await headers : headers;
+    const taken: RateHeaders = headers instanceof Promise ? await headers : headers;
+    rateHeaders = taken;
     const spaced = services.limits.spaceFreeBurst(
       account.id,
       tier,
       services.options.clock,
       input.signal,
     );
-    if (spaced instanceof Promise) await spaced;
+    const waited = spaced instanceof Promise ? await spaced : spaced;
+    if (waited > 0) {
+      // The wait shows on the answer: a test sees its manual clock jump, a client why it was slow.
+      taken["X-Gateway-Burst-Wait-Ms"] = String(waited);
+      if (trace) trace.burstWaitMs = waited;
+    }
     const reservation = await services.ledger.reserve({
       ...baseReserve(input, account, now),
       worstCaseMicro: 0,
@@ -152,7 +160,7 @@ export async function admit(services: Services, input: AdmitInput): Promise<Admi
 
 function baseReserve(input: AdmitInput, account: AccountRow, now: number) {
   return {
-    id: newId("req"),
+    id: input.requestId ?? newId("req"),
     accountId: account.id,
     keyId: input.key.id,
     endpoint: loggedEndpoint(input.endpoint, input.source),

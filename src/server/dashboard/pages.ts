@@ -1,6 +1,7 @@
 import { microToIdr } from "../../store/money.js";
 import type { GatewayStore, KeyRow, RequestLogRow } from "../../store/types.js";
 import { type DecisionRefusal, shownClientName } from "../auth/device-codes.js";
+import { cliCommand } from "../cli-command.js";
 import type { byokView, quota } from "../views.js";
 
 /**
@@ -142,11 +143,12 @@ function page(status: Page["status"], title: string, body: string, csrfToken?: s
   return { status, html: layout(title, `<h1>${escapeHtml(title)}</h1>\n${body}`, csrfToken) };
 }
 
-const ownerLinkHelp = `<p>On the machine where <code>gateway serve</code> runs, open the dashboard signed in:</p>
-<pre class="cmd">gateway dashboard</pre>
+const ownerLinkHelp =
+  () => `<p>On the machine where <code>gateway serve</code> runs, open the dashboard signed in:</p>
+<pre class="cmd">${escapeHtml(cliCommand("dashboard"))}</pre>
 <p class="muted">It opens a fresh one-time owner link in the browser and prints it (add
 <code>--db FILE</code> if the server runs on another database than <code>./gateway.db</code>).
-Elsewhere, run <code>gateway owner-link</code> there and open the URL it prints in this browser.</p>`;
+Elsewhere, run <code>${escapeHtml(cliCommand("owner-link"))}</code> there and open the URL it prints in this browser.</p>`;
 
 /** `returnTo`: the page the owner will be sent back to after signing in, if any. */
 export function signInNeededPage(returnTo?: string): Page {
@@ -157,7 +159,7 @@ export function signInNeededPage(returnTo?: string): Page {
     401,
     "Sign in to the gateway dashboard",
     `<p>This page needs the owner's dashboard session, and this browser has none.</p>
-${ownerLinkHelp}
+${ownerLinkHelp()}
 ${back}`,
   );
 }
@@ -167,7 +169,7 @@ export function ownerLinkInvalidPage(): Page {
     401,
     "This owner link does not work",
     `<p>The link was already used, or it is not a link printed by this gateway. Each owner URL works once.</p>
-${ownerLinkHelp}`,
+${ownerLinkHelp()}`,
   );
 }
 
@@ -231,22 +233,22 @@ export function decisionRefusedPage(refusal: DecisionRefusal): Page {
     unknown: [
       404,
       "Unknown code",
-      "No login request has this code. Check the code in your terminal, or run <code>gateway login</code> again.",
+      `No login request has this code. Check the code in your terminal, or run <code>${escapeHtml(cliCommand("login"))}</code> again.`,
     ],
     expired: [
       400,
       "This code has expired",
-      "The login request timed out before it was approved. Run <code>gateway login</code> again.",
+      `The login request timed out before it was approved. Run <code>${escapeHtml(cliCommand("login"))}</code> again.`,
     ],
     used: [
       400,
       "This code was already used",
-      "This login request was already approved or denied. Run <code>gateway login</code> again if needed.",
+      `This login request was already approved or denied. Run <code>${escapeHtml(cliCommand("login"))}</code> again if needed.`,
     ],
     cancelled: [
       400,
       "This login was cancelled",
-      "The terminal that asked for this login stopped waiting (Ctrl-C, or it went away), so it cannot be approved. Run <code>gateway login</code> again.",
+      `The terminal that asked for this login stopped waiting (Ctrl-C, or it went away), so it cannot be approved. Run <code>${escapeHtml(cliCommand("login"))}</code> again.`,
     ],
   }[refusal] as [Page["status"], string, string];
   return page(status, title, `<p>${text}</p>\n${decisionLinks}`);
@@ -647,7 +649,7 @@ export function signedOutPage(): Page {
     200,
     "Signed out",
     `<p>This browser's dashboard session is closed; its cookie opens nothing any more.</p>
-${ownerLinkHelp}`,
+${ownerLinkHelp()}`,
   );
 }
 

@@ -33,6 +33,8 @@ export interface DispatchOptions {
   byok: ByokRow[];
   /** The account could not pay, so only its own credentials may be used. */
   byokOnly: boolean;
+  /** Told each attempt's model and how it ended (`mock-flaky 503`, `mock-gpt ok`): serve's line. */
+  steps?: string[];
 }
 
 /**
@@ -121,6 +123,7 @@ export class Dispatcher {
         try {
           const { value, streaming } = await call(attempt);
           if (!streaming) acquired.release("ok");
+          options.steps?.push(`${model.name} ok`);
           return { result: value, attempt };
         } catch (err) {
           if (!(err instanceof UpstreamFailure)) {
@@ -129,6 +132,7 @@ export class Dispatcher {
           }
           acquired.release(releaseOutcome(err), err.retryAfterMs);
           failures.push(err);
+          options.steps?.push(`${model.name} ${err.status || err.kind}`);
           if (err.kind !== "unsupported") this.upstreamFailed?.(provider.id, err);
           if (signal.aborted) throw err;
         }

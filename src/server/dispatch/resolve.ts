@@ -9,23 +9,64 @@ export interface Target {
   models: ModelRow[];
 }
 
-export function modelNotFound(name: string): GatewayError {
+/** The spec's 400 for a name the catalog cannot serve, naming the closest one it can. */
+export function modelNotFound(name: string, catalog?: Catalog): GatewayError {
+  const closest = catalog && closestName(name, catalog);
+  const hint = closest ? ` Did you mean "${closest}"?` : "";
   return new GatewayError(
     400,
     "model_not_found",
-    `The model or route "${name}" does not exist or is not available.`,
+    `The model or route "${name}" does not exist or is not available.${hint} GET /v1/models lists the models and routes.`,
   );
+}
+
+/** The active model or route name nearest to `name` by edit distance, if it is near at all. */
+function closestName(name: string, catalog: Catalog): string | undefined {
+  // A name far longer than any in a catalog is no typo of one; it is not worth the comparisons.
+  if (name.length > 200) return undefined;
+  const wanted = name.toLowerCase();
+  let best: string | undefined;
+  let bestDistance = Math.max(2, Math.floor(wanted.length / 3)) + 1;
+  const consider = (candidate: string) => {
+    if (candidate === name) return;
+    const d = editDistance(wanted, candidate.toLowerCase(), bestDistance);
+    if (d < bestDistance) {
+      best = candidate;
+      bestDistance = d;
+    }
+  };
+  for (const m of catalog.models.values()) if (m.active) consider(m.name);
+  for (const route of catalog.routes.keys()) consider(route);
+  return best;
+}
+
+/** Levenshtein distance of `a` and `b`, or `limit` once it is known to be at least that. */
+function editDistance(a: string, b: string, limit: number): number {
+  if (Math.abs(a.length - b.length) >= limit) return limit;
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    let rowMin = i;
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      current[j] = Math.min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + cost);
+      if (current[j] < rowMin) rowMin = current[j];
+    }
+    if (rowMin >= limit) return limit;
+    previous = current;
+  }
+  return Math.min(previous[b.length], limit);
 }
 
 /** Resolves a model or route name against the catalog; config validation already ruled out cycles. */
 export function resolveTarget(catalog: Catalog, name: string): Target {
   const model = catalog.models.get(name);
   if (model) {
-    if (!model.active) throw modelNotFound(name);
+    if (!model.active) throw modelNotFound(name, catalog);
     return { name, isRoute: false, models: [model] };
   }
   const steps = catalog.routes.get(name);
-  if (!steps) throw modelNotFound(name);
+  if (!steps) throw modelNotFound(name, catalog);
   const models: ModelRow[] = [];
   const walk = (stepNames: string[], depth: number) => {
     for (const step of stepNames) {
@@ -38,7 +79,7 @@ export function resolveTarget(catalog: Catalog, name: string): Target {
     }
   };
   walk(steps, 0);
-  if (models.length === 0) throw modelNotFound(name);
+  if (models.length === 0) throw modelNotFound(name, catalog);
   return { name, isRoute: true, models };
 }
 

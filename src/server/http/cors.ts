@@ -10,7 +10,7 @@ const responseHeaders: [string, string][] = [
   ["Access-Control-Allow-Origin", "*"],
   [
     "Access-Control-Expose-Headers",
-    "Retry-After, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset",
+    "Retry-After, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, X-Request-Id, Request-Id, X-Gateway-Burst-Wait-Ms",
   ],
 ];
 

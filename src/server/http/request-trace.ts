@@ -2,6 +2,7 @@ import { channel } from "node:diagnostics_channel";
 import type { IncomingMessage, RequestListener, ServerResponse } from "node:http";
 import type { RequestSource } from "../../store/request-source.js";
 import { loopbackSource } from "./loopback-socket.js";
+import { requestIdOf } from "./request-id.js";
 
 /**
  * One message per finished HTTP request, on a diagnostics channel: `gateway serve` prints a line
@@ -25,11 +26,17 @@ export interface RequestTrace {
   errorCode?: string;
   /** Tools the backend could not run, left out of the request it was sent. */
   toolsOmitted?: string[];
+  /** Milliseconds of the gateway's clock a free request waited for its burst slot. */
+  burstWaitMs?: number;
+  /** Each attempt of a route or credential chain and how it ended (`mock-flaky 503`, `mock-gpt ok`). */
+  steps?: string[];
   /** `mcp` for the /v1 request a tool call of the MCP server was served as. */
   via?: RequestSource;
 }
 
 export interface FinishedRequest extends RequestTrace {
+  /** The id the answer carried (`x-request-id`), also the request log's id of an admitted request. */
+  requestId: string | undefined;
   /** The base URL of the gateway that served it (one process may run several). */
   gateway: string;
   method: string;
@@ -73,6 +80,7 @@ function traceRequest(
   // Every field from the start, so every trace has one shape and is itself the message.
   const trace: FinishedRequest = {
     gateway: source.url,
+    requestId: undefined,
     method: incoming.method ?? "",
     path: "",
     status: 0,
@@ -88,6 +96,8 @@ function traceRequest(
     providerId: undefined,
     errorCode: undefined,
     toolsOmitted: undefined,
+    burstWaitMs: undefined,
+    steps: undefined,
     via: loopbackSource(incoming),
   };
   traces.set(incoming, trace);
@@ -100,6 +110,7 @@ function traceRequest(
     trace.durationMs = performance.now() - started;
     trace.finishedAt = Date.now();
     trace.aborted = !outgoing.writableFinished;
+    trace.requestId = requestIdOf(outgoing);
     finishedChannel.publish(trace);
   });
 }

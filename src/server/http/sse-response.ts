@@ -1,5 +1,6 @@
 import type { ServerResponse } from "node:http";
 import type { StreamPiece } from "../wire/stream-types.js";
+import { markStage } from "./stages.js";
 
 const encoder = new TextEncoder();
 const keepaliveComment = encoder.encode(": keepalive\n\n");
@@ -83,10 +84,10 @@ export class KeptAlive {
 export function sendSse(outgoing: ServerResponse, stream: SseStream, keptAlive?: KeptAlive): void {
   if (keptAlive) keptAlive.stop();
   else outgoing.writeHead(200, { ...sseHeaders, ...stream.headers });
-  void pump(nodeSink(outgoing), stream);
+  void pump(nodeSink(outgoing), stream, () => markStage(outgoing.req, "first piece written"));
 }
 
-async function pump(sink: Sink, stream: SseStream): Promise<void> {
+async function pump(sink: Sink, stream: SseStream, firstWritten: () => void): Promise<void> {
   let delivered = false;
   const finish = (end: Omit<StreamEnd, "delivered">) => stream.onEnd({ delivered, ...end });
   let next = Promise.resolve(stream.first);
@@ -110,6 +111,7 @@ async function pump(sink: Sink, stream: SseStream): Promise<void> {
       if (closing) sink.write(closing);
       closing = undefined;
       const keptUp = sink.write(piece);
+      if (!delivered) firstWritten();
       delivered = true;
       if (!keptUp) await sink.drained();
     }

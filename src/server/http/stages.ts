@@ -9,7 +9,14 @@ import type { IncomingMessage } from "node:http";
 export const stageChannelName = "model-gateway:request:stage";
 const stageChannel = channel(stageChannelName);
 
-export type Stage = "authenticated" | "parsed" | "admitted" | "dispatched" | "settled" | "sent";
+export type Stage =
+  | "authenticated"
+  | "parsed"
+  | "admitted"
+  | "dispatched"
+  | "settled"
+  | "sent"
+  | "first piece written";
 
 export interface StageMessage {
   stage: Stage;

@@ -29,7 +29,7 @@ describe("RequestLimits over memory", () => {
       "X-RateLimit-Reset": String(Date.UTC(2025, 5, 15, 12, 1, 0) / 1000),
     });
     expect(limits.freeHeaders(payer.id, tier, now)).toMatchObject({ "X-RateLimit-Remaining": "1" });
-    expect(limits.spaceFreeBurst(payer.id, tier, new ManualClock(now))).toBeUndefined();
+    expect(limits.spaceFreeBurst(payer.id, tier, new ManualClock(now))).toBe(0);
     expect(limits.takeUsageRead(payer.id, now)).toBeUndefined();
     expect(limits.takeKeyCreation("login-key", now)).toBeUndefined();
     const shared = new SharedKeyLimiter();

@@ -16,6 +16,8 @@ export interface RateHeaders {
   "X-RateLimit-Limit": string;
   "X-RateLimit-Remaining": string;
   "X-RateLimit-Reset": string;
+  /** Milliseconds (of the gateway's clock) a free request waited for its burst slot. */
+  "X-Gateway-Burst-Wait-Ms"?: string;
 }
 
 const rateLimited = (message: string) => new GatewayError(429, "rate_limit_exceeded", message);
@@ -80,24 +82,27 @@ export class RequestLimits {
 
   /**
    * Free-model bursts: requests closer together than the tier's spacing wait their turn, one after
-   * another; once `burst_queue` are already waiting, the flood is rejected.
+   * another; once `burst_queue` are already waiting, the flood is rejected. Answers the time waited
+   * on the clock (0 when the request had its slot at once).
    */
   spaceFreeBurst(
     accountId: string,
     tier: TierRow,
     clock: Clock,
     signal?: GoneSignal,
-  ): MaybeAsync<void> {
-    if (tier.burst_spacing_ms <= 0) return;
+  ): MaybeAsync<number> {
+    if (tier.burst_spacing_ms <= 0) return 0;
     const key = `burst|${accountId}`;
     const claimedAt = clock.now();
     return andThen(
       this.counters.claimSlot(key, tier.burst_spacing_ms, tier.burst_queue, claimedAt),
-      (wait): MaybeAsync<void> => {
+      (wait): MaybeAsync<number> => {
         if (wait === null) throw rateLimited("Too many free-model requests at once; slow down.");
-        if (wait === 0) return;
+        if (wait === 0) return 0;
         // The slot is a time: a round trip to shared counters has already used part of the wait.
-        return this.waitForSlot(key, claimedAt + wait - clock.now(), clock, signal);
+        return this.waitForSlot(key, claimedAt + wait - clock.now(), clock, signal).then(
+          () => clock.now() - claimedAt,
+        );
       },
     );
   }
@@ -109,7 +114,7 @@ export class RequestLimits {
     signal: GoneSignal | undefined,
   ): Promise<void> {
     try {
-      await clock.sleep(wait, signal);
+      await clock.sleep(wait, signal, true);
     } finally {
       await this.counters.leaveSlot(key);
     }

@@ -9,7 +9,7 @@ const scriptBody = z
   .object({ rules: mockScriptSchema.min(1), replace: z.boolean().default(false) })
   .strict();
 
-const clockBody = z.union([
+export const clockBody = z.union([
   z.object({ advance_ms: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER) }).strict(),
   z.object({ set: z.iso.datetime({ offset: true }) }).strict(),
 ]);

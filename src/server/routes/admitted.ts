@@ -6,7 +6,8 @@ import type { WorstCase } from "../billing/pricing.js";
 import type { Target } from "../dispatch/resolve.js";
 import type { GoneSignal } from "../http/client-signal.js";
 import { loopbackSource } from "../http/loopback-socket.js";
-import { nodeIncoming, requestTrace } from "../http/request.js";
+import { nodeIncoming, nodeOutgoing, requestTrace } from "../http/request.js";
+import { requestIdOf } from "../http/request-id.js";
 import type { Attempt } from "../providers/types.js";
 import type { Services } from "../services.js";
 import type { Usage } from "../wire/usage.js";
@@ -50,6 +51,7 @@ export function admitWhole(
     signal: request.signal,
     trace: requestTrace(c),
     outlivesRequest: request.outlivesRequest,
+    requestId: requestIdOf(nodeOutgoing(c)),
     source: loopbackSource(nodeIncoming(c)),
   });
 }
@@ -68,11 +70,13 @@ export async function serveAdmitted<T>(
   charge: (result: T) => Charge,
 ): Promise<T> {
   const admission = await admitWhole(services, c, request);
+  const trace = requestTrace(c);
+  if (trace) trace.steps = [];
   try {
     const { result, attempt } = await services.dispatcher.dispatchWith(
       request.target,
       request.signal,
-      { byok: admission.byok, byokOnly: admission.byokOnly },
+      { byok: admission.byok, byokOnly: admission.byokOnly, steps: trace?.steps },
       async (attempt) => ({ value: await call(attempt), streaming: false }),
     );
     const { units, usage } = charge(result);

@@ -38,7 +38,7 @@ import { perUnit, serveAdmitted } from "./admitted.js";
 // ---- speech ---------------------------------------------------------------
 
 /** OpenAI's speech body; `response_format` stays free text so openai wires get any format. */
-const speechBody = z.looseObject({
+export const speechBody = z.looseObject({
   model: z.string().min(1),
   input: z.string().min(1).max(4096),
   voice: z.union([z.string().min(1), z.looseObject({ id: z.string().min(1) })]),

@@ -3,11 +3,12 @@ import { z } from "zod";
 import type { Handler } from "../app-env.js";
 import { admit, settleAdmission, settleDelivered, settleFailed } from "../billing/admission.js";
 import { worstCaseInputTokens } from "../billing/pricing.js";
-import { forModality, resolveTarget } from "../dispatch/resolve.js";
+import { forModality, resolveTarget, type Target } from "../dispatch/resolve.js";
 import { openResponseTurn } from "../dispatch/response-state.js";
 import { openThread } from "../dispatch/threads.js";
 import {
   accountSuspended,
+  badRequest,
   clientClosed,
   errorBody,
   GatewayError,
@@ -18,6 +19,7 @@ import { readJsonWithSize } from "../http/body.js";
 import { ClientGone } from "../http/client-signal.js";
 import { loopbackSource } from "../http/loopback-socket.js";
 import { nodeIncoming, nodeOutgoing, requestHeader } from "../http/request.js";
+import { requestIdOf } from "../http/request-id.js";
 import { traceOf } from "../http/request-trace.js";
 import { KeptAlive, sendSse } from "../http/sse-response.js";
 import { markStage } from "../http/stages.js";
@@ -31,7 +33,7 @@ import { streamErrorEvent } from "../wire/translate/errors.js";
 
 const content = z.union([z.string(), z.array(z.looseObject({ type: z.string() })), z.null()]);
 
-const chatBody = z.looseObject({
+export const chatBody = z.looseObject({
   model: z.string().min(1),
   messages: z
     .array(
@@ -63,7 +65,7 @@ export const messagesBody = z.looseObject({
   stream: z.boolean().optional(),
 });
 
-const responsesBody = z.looseObject({
+export const responsesBody = z.looseObject({
   model: z.string().min(1),
   input: z.union([z.string(), z.array(z.looseObject({}))]),
   instructions: z.string().nullish(),
@@ -94,6 +96,8 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
     const viaRoute = target.isRoute;
     const catalog = services.store.getCatalog();
     const providers = catalog.providers;
+    if (body.mock_response !== undefined)
+      mockResponseAllowed(body.mock_response, target, providers);
     const threaded =
       style === "messages" && body.thread !== undefined
         ? await openThread(
@@ -133,6 +137,7 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
       stream,
       signal,
       trace,
+      requestId: requestIdOf(outgoing),
       source: loopbackSource(incoming),
     });
     markStage(incoming, "admitted");
@@ -157,9 +162,11 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
       return settleFailed(services, admission, signal.aborted ? (cutBy() ?? clientClosed()) : err);
     };
 
+    if (trace) trace.steps = [];
     const dispatching = services.dispatcher.dispatch(target, req, {
       byok: admission.byok,
       byokOnly: admission.byokOnly,
+      steps: trace?.steps,
     });
     const headers = admission.rateHeaders ?? {};
     let outcome: Awaited<typeof dispatching> | undefined;
@@ -170,7 +177,8 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
     } catch (err) {
       const error = await fail(err);
       // Nothing was sent yet: refused as the key check refuses the next request.
-      if (error.code === "account_suspended") throw new PlainTextError(401, "account suspended");
+      if (error.code === "account_suspended")
+        throw new PlainTextError(401, "account suspended", "account_suspended");
       throw error;
     }
     // A stream with nothing to send after the keepalive interval: commit the 200 and keep the
@@ -260,6 +268,24 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
     );
     return RESPONSE_ALREADY_SENT;
   };
+}
+
+/**
+ * LiteLLM's `mock_response` (a string: the answer's text) is honoured by mock models only: a real
+ * provider would be sent it, and refuse it or bill a real answer.
+ */
+function mockResponseAllowed(
+  value: unknown,
+  target: Target,
+  providers: ReadonlyMap<string, { wire: string }>,
+): void {
+  if (typeof value !== "string")
+    throw badRequest("mock_response must be a string: the text the mock model answers with.");
+  const real = target.models.find((m) => providers.get(m.provider_id)?.wire !== "mock");
+  if (real)
+    throw badRequest(
+      `mock_response is answered by mock models only; "${real.name}" is served by a real provider.`,
+    );
 }
 
 /** How many answers the request asks for: chat's `n`; the other styles have one. */

@@ -20,7 +20,7 @@ import { serveAdmitted } from "./admitted.js";
 const tokenArray = z.array(z.number().int().nonnegative()).min(1);
 
 /** OpenAI's embeddings body; other fields (user ...) pass through to openai wires. */
-const embeddingBody = z.looseObject({
+export const embeddingBody = z.looseObject({
   model: z.string().min(1),
   input: z.union([
     z.string().min(1),

@@ -21,7 +21,7 @@ import { perUnit, serveAdmitted } from "./admitted.js";
 import { saveMediaFile } from "./files.js";
 
 /** OpenAI Images. Extra fields (quality, style, background ...) pass through to openai wires. */
-const imageBody = z.looseObject({
+export const imageBody = z.looseObject({
   model: z.string().min(1),
   prompt: z.string().min(1),
   n: z.number().int().min(1).max(10).optional(),

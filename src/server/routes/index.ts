@@ -1,3 +1,4 @@
+import type { ZodType } from "zod";
 import type { Access, Handler, Method, Route, Surface, Unmatched } from "../app-env.js";
 import { dashboardScriptPath } from "../dashboard/pages.js";
 import { type ErrorStyle, PlainTextError } from "../errors.js";
@@ -84,7 +85,16 @@ const route = (
   access: Access,
   errors: ErrorStyle,
   handler: Handler,
-): Route => ({ method, path, access, errors, handler });
+  body?: () => Promise<ZodType>,
+): Route => ({ method, path, access, errors, handler, body });
+
+/** A route's body schema, from its module when `/openapi.json` first asks (the module may be lazy). */
+const schema =
+  <M>(load: () => Promise<M>, pick: (module: M) => ZodType) =>
+  async () =>
+    pick(await load());
+const completionsModule = () => import("./completions.js");
+const jobsModule = () => import("./jobs.js");
 
 export function routeTable(services: Services, options: TableOptions): Route[] {
   const { music, video, video_extension: extension } = jobKinds;
@@ -188,16 +198,40 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
   );
   const mcpStateless = onFirstRequest(async () => (await import("./mcp.js")).mcpMethodNotAllowed);
   const landing = onFirstRequest(async () => (await import("./landing.js")).landingHandler);
+  const openApi = onFirstRequest(async () =>
+    (await import("./openapi.js")).openApiHandler(() => table),
+  );
   const health = healthHandlers(options.readiness);
 
-  return [
+  const table: Route[] = [
     // ---- the model API (/v1)
     route("OPTIONS", "/v1/*", "public", "chat", preflight),
     route("GET", "/v1/models", "public", "chat", modelsHandler(services.store)),
     route("GET", "/v1/models/:id{.+}", "public", "chat", modelHandler(services.store)),
-    route("POST", "/v1/chat/completions", "key", "chat", completionHandler(services, "chat")),
-    route("POST", "/v1/messages", "key", "messages", completionHandler(services, "messages")),
-    route("POST", "/v1/responses", "key", "chat", completionHandler(services, "responses")),
+    route(
+      "POST",
+      "/v1/chat/completions",
+      "key",
+      "chat",
+      completionHandler(services, "chat"),
+      schema(completionsModule, (m) => m.chatBody),
+    ),
+    route(
+      "POST",
+      "/v1/messages",
+      "key",
+      "messages",
+      completionHandler(services, "messages"),
+      schema(completionsModule, (m) => m.messagesBody),
+    ),
+    route(
+      "POST",
+      "/v1/responses",
+      "key",
+      "chat",
+      completionHandler(services, "responses"),
+      schema(completionsModule, (m) => m.responsesBody),
+    ),
     route("GET", "/v1/responses/:id", "key", "chat", stored("retrieve")),
     route("DELETE", "/v1/responses/:id", "key", "chat", stored("remove")),
     route("GET", "/v1/responses/:id/input_items", "key", "chat", stored("inputItems")),
@@ -222,18 +256,69 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
       conversations("removeItem"),
     ),
     route("POST", "/v1/messages/count_tokens", "key", "messages", countTokens),
-    route("POST", "/v1/embeddings", "key", "chat", embeddings),
-    route("POST", "/v1/images/generations", "key", "chat", media("images")),
+    route(
+      "POST",
+      "/v1/embeddings",
+      "key",
+      "chat",
+      embeddings,
+      schema(
+        () => import("./embeddings.js"),
+        (m) => m.embeddingBody,
+      ),
+    ),
+    route(
+      "POST",
+      "/v1/images/generations",
+      "key",
+      "chat",
+      media("images"),
+      schema(
+        () => import("./images.js"),
+        (m) => m.imageBody,
+      ),
+    ),
     route("POST", "/v1/images/edits", "key", "chat", media("imageEdits")),
-    route("POST", "/v1/audio/speech", "key", "chat", media("speech")),
+    route(
+      "POST",
+      "/v1/audio/speech",
+      "key",
+      "chat",
+      media("speech"),
+      schema(
+        () => import("./audio.js"),
+        (m) => m.speechBody,
+      ),
+    ),
     route("POST", "/v1/audio/transcriptions", "key", "chat", media("transcription")),
-    route("POST", music.path, "key", "chat", jobs("submitMusic")),
+    route(
+      "POST",
+      music.path,
+      "key",
+      "chat",
+      jobs("submitMusic"),
+      schema(jobsModule, (m) => m.musicBody),
+    ),
     route("GET", `${music.path}/:id`, "key", "chat", jobs("music")),
     route("GET", `${music.path}/:id/content`, "key", "chat", jobs("musicContent")),
-    route("POST", video.path, "key", "chat", jobs("submitVideo")),
+    route(
+      "POST",
+      video.path,
+      "key",
+      "chat",
+      jobs("submitVideo"),
+      schema(jobsModule, (m) => m.videoBody),
+    ),
     route("GET", `${video.path}/:id`, "key", "chat", jobs("video")),
     route("GET", `${video.path}/:id/content`, "key", "chat", jobs("videoContent")),
-    route("POST", extension.path, "key", "chat", jobs("submitExtension")),
+    route(
+      "POST",
+      extension.path,
+      "key",
+      "chat",
+      jobs("submitExtension"),
+      schema(jobsModule, (m) => m.extensionBody),
+    ),
     route("GET", `${extension.path}/:id`, "key", "chat", jobs("extension")),
     route("GET", `${extension.path}/:id/content`, "key", "chat", jobs("extensionContent")),
     route("GET", "/v1/files/:id", "key", "chat", files),
@@ -267,14 +352,34 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
     route("GET", "/api/admin/mock/script", "admin", "chat", kit("script")),
     route("POST", "/api/admin/mock/script", "admin", "chat", kit("addScript")),
     route("DELETE", "/api/admin/mock/script", "admin", "chat", kit("resetScript")),
-    route("POST", "/api/admin/clock", "admin", "chat", kit("setClock")),
+    route(
+      "POST",
+      "/api/admin/clock",
+      "admin",
+      "chat",
+      kit("setClock"),
+      schema(
+        () => import("./admin-kit.js"),
+        (m) => m.clockBody,
+      ),
+    ),
     // The device flow (RFC 8628) answers its own refusals in OAuth's shape.
     route("POST", "/api/auth/device/code", "public", "chat", device("code")),
     route("POST", "/api/auth/device/token", "public", "chat", device("token")),
     route("POST", "/api/auth/device/cancel", "public", "chat", device("cancel")),
     route("GET", "/api/auth/whoami", "any-key", "chat", toolKeys("whoami")),
     route("POST", "/api/auth/logout", "login", "chat", toolKeys("logout")),
-    route("POST", "/api/keys", "login", "chat", toolKeys("create")),
+    route(
+      "POST",
+      "/api/keys",
+      "login",
+      "chat",
+      toolKeys("create"),
+      schema(
+        () => import("./tool-keys.js"),
+        (m) => m.createKeyBody,
+      ),
+    ),
     route("GET", "/api/keys", "login", "chat", toolKeys("list")),
     route("DELETE", "/api/keys/:idOrLabel", "login", "chat", toolKeys("revoke")),
     route("GET", "/api/dashboard/keys", "owner", "chat", ownerKeys("list")),
@@ -306,6 +411,7 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
 
     // ---- the rest
     route("GET", "/", "public", "chat", landing),
+    route("GET", "/openapi.json", "public", "chat", openApi),
     route("GET", "/health", "public", "chat", health.live),
     route("GET", "/health/ready", "public", "chat", health.ready),
     ...(options.metrics
@@ -321,6 +427,7 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
       : []),
     ...(options.extra ?? []),
   ];
+  return table;
 }
 
 /**

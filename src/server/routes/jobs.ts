@@ -40,17 +40,17 @@ const seconds = (max: number) =>
     ])
     .pipe(z.number().positive().max(max));
 
-const musicBody = z.looseObject({
+export const musicBody = z.looseObject({
   model: z.string().min(1),
   prompt: z.string().min(1),
   duration: seconds(MAX_MUSIC_SECONDS).optional(),
 });
-const videoBody = z.looseObject({
+export const videoBody = z.looseObject({
   model: z.string().min(1),
   prompt: z.string().min(1),
   seconds: seconds(maxVideoSeconds).optional(),
 });
-const extensionBody = z.looseObject({
+export const extensionBody = z.looseObject({
   video_id: z.string().min(1),
   prompt: z.string().min(1),
   seconds: seconds(maxVideoSeconds).optional(),

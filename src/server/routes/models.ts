@@ -60,7 +60,7 @@ export function modelHandler(store: GatewayStore): Handler {
     if (model?.active) return c.json(modelEntry(catalog, model, admin));
     const steps = catalog.routes.get(id);
     if (steps) return c.json(routeEntry(id, steps, admin));
-    throw modelNotFound(id);
+    throw modelNotFound(id, catalog);
   };
 }
 

@@ -208,7 +208,8 @@ describe("Anthropic SDK reads chat upstreams translated to Messages", () => {
     expect(message.content[0]).toMatchObject({ type: "text", text: "I'll read both files." });
     const tools = message.content.filter((b) => b.type === "tool_use");
     expect(tools.map((b) => ({ name: b.name, input: b.input }))).toEqual(expectedToolCalls);
-    expect(tools.map((b) => b.id)).toEqual(["call_A", "call_B"]);
+    // Chat's call_ ids take the messages style's toolu_ shape.
+    expect(tools.map((b) => b.id)).toEqual(["toolu_A", "toolu_B"]);
     expect(message.usage).toMatchObject({ input_tokens: 120, output_tokens: 33 });
   });
 
@@ -248,7 +249,7 @@ describe("Anthropic SDK reads chat upstreams translated to Messages", () => {
       messages: [{ role: "user", content: "go" }],
     });
     expect(message.content).toEqual([
-      { type: "tool_use", id: "call_Z", name: "list_dir", input: { dir: "src" } },
+      { type: "tool_use", id: "toolu_Z", name: "list_dir", input: { dir: "src" } },
     ]);
     expect(message.stop_reason).toBe("tool_use");
     expect(message.usage.output_tokens).toBe(6);

@@ -22,7 +22,7 @@ import {
   planMockReply,
 } from "./mock-chat.js";
 import { mockLogprobs, mockLogprobsWanted, mockTokenLogprob } from "./mock-logprobs.js";
-import type { MockScript } from "./mock-script.js";
+import { type MockScript, scriptedPlan } from "./mock-script.js";
 
 export function mockTiming(optionsJson: string): MockTiming {
   return (JSON.parse(optionsJson) as { mock?: MockTiming }).mock ?? {};
@@ -38,9 +38,12 @@ export class MockAdapter implements ProviderAdapter {
     const timing = this.timingFor(attempt.provider.id, attempt.provider.options_json);
     const rewrite: Rewrite = { omittedTools: [] };
     const chatReq = toChatRequest(req, attempt, rewrite);
+    // LiteLLM's `mock_response`: the answer is that text, ahead of any script or directive.
+    const mocked = (req.body as { mock_response?: unknown }).mock_response;
     const scripted =
-      this.script.active &&
-      this.script.plan([attempt.model.name, attempt.model.upstream_model], chatReq);
+      (typeof mocked === "string" && scriptedPlan({ text: mocked }, chatReq)) ||
+      (this.script.active &&
+        this.script.plan([attempt.model.name, attempt.model.upstream_model], chatReq));
     const plan = scripted || planOrRefuse(chatReq);
     if (plan.directives.tool !== undefined && !plan.toolCalls?.length && asksForTool(chatReq)) {
       // Answering plain text would let a tool loop under test pass without ever calling a tool.

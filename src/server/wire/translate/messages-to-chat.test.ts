@@ -265,7 +265,7 @@ describe("chatResponseToMessages", () => {
       model: "client-model",
       content: [
         { type: "text", text: "Running it." },
-        { type: "tool_use", id: "call_1", name: "Bash", input: { command: "ls" } },
+        { type: "tool_use", id: "toolu_1", name: "Bash", input: { command: "ls" } },
       ],
       stop_reason: "tool_use",
       stop_sequence: null,
@@ -384,9 +384,14 @@ describe("round trips", () => {
     expect(back.metadata).toEqual({ user_id: "u-1" });
   });
 
-  it("responses: chat -> messages -> chat keeps tool calls, ids and usage", () => {
+  it("responses: chat -> messages -> chat keeps tool calls, ids (in the toolu_ shape) and usage", () => {
     const back = messagesResponseToChat(chatResponseToMessages(chatResponse, "c"), "c");
-    expect(back.choices[0].message.tool_calls).toEqual(chatResponse.choices[0].message.tool_calls);
+    expect(back.choices[0].message.tool_calls).toEqual(
+      chatResponse.choices[0].message.tool_calls?.map((call) => ({
+        ...call,
+        id: call.id.replace(/^call_/, "toolu_"),
+      })),
+    );
     expect(back.choices[0].message.content).toBe("Running it.");
     expect(back.choices[0].finish_reason).toBe("tool_calls");
     expect(back.usage).toEqual(chatResponse.usage);
@@ -477,7 +482,7 @@ describe("ChatStreamToMessages", () => {
     expect(events[5].data).toEqual({
       type: "content_block_start",
       index: 1,
-      content_block: { type: "tool_use", id: "call_A", name: "Read", input: {} },
+      content_block: { type: "tool_use", id: "toolu_A", name: "Read", input: {} },
     });
     const json = (index: number) =>
       events
@@ -513,8 +518,8 @@ describe("ChatStreamToMessages", () => {
       .filter((e) => e.event === "content_block_start")
       .map((e) => e.data.content_block);
     expect(starts).toEqual([
-      { type: "tool_use", id: "call_1", name: "f", input: {} },
-      { type: "tool_use", id: "call_2", name: "g", input: {} },
+      { type: "tool_use", id: "toolu_1", name: "f", input: {} },
+      { type: "tool_use", id: "toolu_2", name: "g", input: {} },
     ]);
     const args = all
       .filter((e) => e.event === "content_block_delta" && e.data.index === 0)

@@ -340,7 +340,7 @@ export function chatResponseToMessages(
     if (!isRecord(call) || !isRecord(call.function)) continue;
     content.push({
       type: "tool_use",
-      id: asString(call.id) || randomId("toolu_"),
+      id: toolUseId(asString(call.id)),
       name: asString(call.function.name) ?? "",
       input: argumentsToInput(call.function.arguments),
     });
@@ -522,7 +522,8 @@ export class ChatStreamToMessages {
     this.sawToolCalls = true;
     const key = asNumber(call.index) ?? 0;
     const fn = isRecord(call.function) ? call.function : {};
-    const id = asString(call.id);
+    const raw = asString(call.id);
+    const id = raw ? toolUseId(raw) : undefined;
     let tool = this.tools.get(key);
     // A new id at a known index is a new call (some servers send every call at index 0).
     if (tool && id && tool.id !== id && (tool.blockIndex !== undefined || tool.pendingArgs)) {
@@ -530,7 +531,7 @@ export class ChatStreamToMessages {
       tool = undefined;
     }
     if (!tool) {
-      tool = { id: id || randomId("toolu_"), name: "", pendingArgs: "" };
+      tool = { id: id ?? randomId("toolu_"), name: "", pendingArgs: "" };
       this.tools.set(key, tool);
     }
     const name = asString(fn.name);
@@ -576,4 +577,16 @@ function jsonDelta(index: number, partialJson: string): MessagesSSEEvent {
 
 function event(data: MessagesStreamEvent): MessagesSSEEvent {
   return { event: data.type, data };
+}
+
+/**
+ * A chat tool call's id as the messages style shows it: `call_abc` becomes `toolu_abc`, the shape
+ * Anthropic's clients expect. The client sends it back as a `tool_use_id`, which goes to the chat
+ * backend unchanged, so the history the backend sees stays consistent with itself.
+ */
+export function toolUseId(chatId: string | undefined): string {
+  if (!chatId) return randomId("toolu_");
+  if (chatId.startsWith("toolu_")) return chatId;
+  const rest = chatId.startsWith("call_") ? chatId.slice(5) : chatId;
+  return `toolu_${rest.replace(/[^A-Za-z0-9_-]/g, "_")}`;
 }
