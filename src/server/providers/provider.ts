@@ -1,0 +1,147 @@
+import type { ProviderRow } from "../../store/types.js";
+import type { GoneSignal } from "../http/client-signal.js";
+import type {
+  Backend,
+  ClientStyle,
+  CompletionRequest,
+  CompletionResult,
+} from "../wire/completion-types.js";
+
+/** One way to reach a model: a provider, and the credential to use with it. */
+export interface Attempt extends Backend {
+  credential: Credential;
+}
+
+export interface Credential {
+  source: "pool" | "byok" | "none";
+  secret: string | undefined;
+  /** Called when the attempt ends, with how the upstream answered, so the pool can cool or free the key. */
+  release(outcome: "ok" | "rate_limited" | "failed", retryAfterMs?: number): void;
+}
+
+/** A file a client uploaded (transcriptions, image edits), forwarded or read as-is. */
+export interface UploadedFile {
+  bytes: Uint8Array;
+  filename: string;
+  contentType: string;
+}
+
+/** A form's text fields; a field given several times (`timestamp_granularities[]`) is a list. */
+export type FormFields = Record<string, string | string[]>;
+
+/** Anthropic's `/v1/messages/count_tokens` body, as the client sent it (model still the client's). */
+export interface CountTokensRequest {
+  body: Record<string, unknown> & { messages: unknown[] };
+  /** The client's `anthropic-beta` header. */
+  anthropicBeta: string | undefined;
+  signal: GoneSignal;
+}
+
+/** An embeddings request in OpenAI's shape, validated by the route. */
+export interface EmbedRequest {
+  body: Record<string, unknown> & {
+    input: string | string[] | number[] | number[][];
+    dimensions?: number;
+    encoding_format?: "float" | "base64";
+  };
+  /** Each input as the text it stands for, with the gateway's estimate of its tokens. */
+  inputs: { text: string; tokens: number }[];
+  signal: GoneSignal;
+}
+
+/**
+ * OpenAI's embeddings list (`object: "list"`, `data[].embedding` as the client asked: floats or
+ * base64), and the input tokens the provider reported, if it did.
+ */
+export interface Embeddings {
+  body: Record<string, unknown>;
+  reportedTokens?: number;
+}
+
+export interface ImageDatum {
+  b64_json?: string;
+  url?: string;
+  revised_prompt?: string;
+}
+
+/** Pictures in OpenAI's images shape, before the route stores base64 ones as files. */
+export interface UpstreamImages {
+  created?: number;
+  data: ImageDatum[];
+  usage?: unknown;
+}
+
+export interface ImageRequest {
+  /** The client's body in OpenAI's shape (`model` still the client's). */
+  body: Record<string, unknown> & { prompt: string };
+  size: string;
+  n: number;
+  signal: GoneSignal;
+}
+
+export interface ImageEditRequest {
+  /** The form's text fields, forwarded as-is by OpenAI-compatible providers. */
+  fields: Record<string, string>;
+  prompt: string;
+  size: string | undefined;
+  images: UploadedFile[];
+  mask: UploadedFile | undefined;
+  n: number;
+  signal: GoneSignal;
+}
+
+export interface SpeechRequest {
+  body: Record<string, unknown> & { input: string; response_format?: string };
+  signal: GoneSignal;
+}
+
+export interface SpeechAudio {
+  bytes: Buffer;
+  /** The audio's format (mp3, wav, ...): what the client asked, else the provider's default. */
+  format: string;
+}
+
+export type TranscriptionFormat = "json" | "text" | "verbose_json" | "srt" | "vtt";
+
+export interface TranscribeRequest {
+  file: UploadedFile;
+  format: TranscriptionFormat;
+  language: string | undefined;
+  /** `timestamp_granularities[]`: the timings verbose_json lists (segments when none is given). */
+  granularities: ("word" | "segment")[];
+  /** Every text field of the form, forwarded as-is by OpenAI-compatible providers. */
+  fields: FormFields;
+  signal: GoneSignal;
+}
+
+/** What a transcription provider answered: JSON for json/verbose_json, text for the rest. */
+export type UpstreamTranscript =
+  | { kind: "json"; body: Record<string, unknown>; seconds: number | undefined }
+  | { kind: "text"; text: string; seconds?: number };
+
+/**
+ * What every provider wire implements, one folder each (`providers/<wire>/`), registered in
+ * `providers/registry.ts`. A modality whose method a provider lacks is the spec's
+ * `no_wire_for_modality`, decided in one place (`dispatch/resolve.ts`): routes never ask which
+ * wire a provider speaks.
+ */
+export interface Provider {
+  /** The provider needs a `base_url` in the config (the built-in mock does not). */
+  readonly needsBaseUrl: boolean;
+  /** Answers from inside the gateway, with no network and no credential (the mock). */
+  readonly builtIn?: boolean;
+  /**
+   * The client styles this provider's API speaks itself: a request in one of them is sent with
+   * only `model` mapped, where any other is translated (and, via a route, rewritten).
+   */
+  servesNatively(style: ClientStyle, provider: ProviderRow): boolean;
+  /** Chat, messages and responses requests, streamed or not, answered in the client's style. */
+  complete(attempt: Attempt, req: CompletionRequest): Promise<CompletionResult>;
+  /** The provider's own count of input tokens; absent, the gateway estimates. */
+  countTokens?(attempt: Attempt, req: CountTokensRequest): Promise<number>;
+  embed?(attempt: Attempt, req: EmbedRequest): Promise<Embeddings>;
+  image?(attempt: Attempt, req: ImageRequest): Promise<UpstreamImages>;
+  imageEdit?(attempt: Attempt, req: ImageEditRequest): Promise<UpstreamImages>;
+  speech?(attempt: Attempt, req: SpeechRequest): Promise<SpeechAudio>;
+  transcribe?(attempt: Attempt, req: TranscribeRequest): Promise<UpstreamTranscript>;
+}
