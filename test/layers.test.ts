@@ -161,4 +161,18 @@ describe("the import graph of src/", () => {
     });
     expect(stale, `allow-list entries nothing needs any more:\n${stale.join("\n")}`).toEqual([]);
   });
+
+  it("asks a provider's registry entry what it can do, never which wire it speaks", () => {
+    // A new wire is a folder and a registry line only if nothing outside providers/ names one.
+    const asks =
+      /\.wire\s*[!=]==|\bwire\s*===\s*["']|["'](?:openai|anthropic|mock|gemini)["']\s*===\s*\w*\.?wire/;
+    const found = modules.filter(
+      (file) =>
+        !file.startsWith("src/server/providers/") &&
+        readFileSync(join(root, file), "utf8")
+          .split("\n")
+          .some((line) => asks.test(line)),
+    );
+    expect(found, `modules that branch on a provider's wire:\n${found.join("\n")}`).toEqual([]);
+  });
 });

@@ -33,6 +33,7 @@ import { parseCassetteOptions } from "./kit/cassettes.js";
 import { defaultCaptureLimit } from "./kit/inspect.js";
 import { Readiness } from "./observe/health.js";
 import type { MockMatch, MockReply, MockRule } from "./providers/mock/mock-script.js";
+import { isBuiltIn } from "./providers/registry.js";
 import { routeTable } from "./routes/index.js";
 import { createServices, type Services } from "./services.js";
 import { openSqliteBackend } from "./sqlite-backend.js";
@@ -170,7 +171,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
       pollMs: options.jobPollMs,
     });
     // After the ready line is possible, not before: a mock-only gateway never needs undici.
-    if ([...store.getCatalog().providers.values()].some((p) => p.wire !== "mock")) {
+    if ([...store.getCatalog().providers.values()].some((p) => !isBuiltIn(p))) {
       setImmediate(() => void services.http.warm());
     }
     backend.startUpkeep();

@@ -9,6 +9,7 @@ import { describePostgresUrl } from "../store/postgres/url.js";
 import { secretKeyEnv } from "../store/secret-box.js";
 import { type Backend, instanceId } from "./backend.js";
 import { PostgresLedger } from "./billing/postgres-ledger.js";
+import { wireNames } from "./providers/registry.js";
 
 /**
  * A gateway on a Postgres database that other gateways share: the schema is brought up to date
@@ -23,7 +24,7 @@ export async function openPostgresBackend(url: string, env: NodeJS.ProcessEnv): 
   let money: PostgresMoney | undefined;
   let keyPools: PostgresKeyPoolSync | undefined;
   try {
-    await migratePostgres(pool);
+    await migratePostgres(pool, { wires: wireNames });
     store = await PostgresStore.open(pool, { secretKey: env[secretKeyEnv] });
     money = new PostgresMoney(pool, { instanceId: id });
     await money.start();

@@ -12,11 +12,8 @@ import { RequestInspector } from "./kit/inspect.js";
 import { KitUpstream } from "./kit/kit-upstream.js";
 import { RequestLimits } from "./limits/request-limits.js";
 import { SharedKeyLimiter } from "./limits/shared-key.js";
-import { AnthropicAdapter } from "./providers/anthropic-adapter.js";
 import { UpstreamHttp } from "./providers/http-upstream.js";
-import { MockAdapter } from "./providers/mock/mock-adapter.js";
 import { MockScript } from "./providers/mock/mock-script.js";
-import { OpenAIAdapter } from "./providers/openai-adapter.js";
 
 export interface ServerOptions extends ForwardingOptions {
   /** Interval of SSE keepalive comments while a stream waits for its first token. */
@@ -79,11 +76,7 @@ export function createServices(backend: Backend, options: ServerOptions): Servic
   inspector.watch(ledger);
   const pools = new KeyPools(options.now, backend.keyPoolSync);
   const mockScript = new MockScript();
-  const dispatcher = new Dispatcher(store, pools, {
-    mock: new MockAdapter(mockScript),
-    openai: new OpenAIAdapter(http),
-    anthropic: new AnthropicAdapter(http),
-  });
+  const dispatcher = new Dispatcher(store, pools, { http, mockScript });
   return {
     store,
     repos,

@@ -1,7 +1,9 @@
 import { keychainSealingKey } from "../store/sealing-key.js";
+import { secretKeyEnv } from "../store/secret-box.js";
 import { Store } from "../store/store.js";
 import { type Backend, instanceId } from "./backend.js";
 import { ProcessLedger } from "./billing/ledger.js";
+import { wireNames } from "./providers/registry.js";
 import { lockDatabase } from "./serve-lock.js";
 
 /** A gateway on its own SQLite file: decisions in this process, the file locked to it. */
@@ -11,9 +13,12 @@ export async function openSqliteBackend(path: string): Promise<Backend> {
   let store: Store;
   try {
     const sealing = await keychainSealingKey(path);
-    store = sealing
-      ? new Store(path, { secretKey: sealing.key, secretKeySource: sealing.source })
-      : new Store(path);
+    store = new Store(
+      path,
+      sealing
+        ? { secretKey: sealing.key, secretKeySource: sealing.source, wires: wireNames }
+        : { secretKey: process.env[secretKeyEnv], wires: wireNames },
+    );
   } catch (err) {
     lock?.release();
     throw err;

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { afterAll, describe, expect, it } from "vitest";
-import { openDatabase } from "./db.js";
+import { checkWires, openDatabase } from "./db.js";
 import { migrations } from "./migrations.js";
 
 const dir = mkdtempSync(join(tmpdir(), "gateway-db-"));
@@ -38,6 +38,49 @@ describe("migrations", () => {
       (i) => i.name,
     );
     expect(indexes).toEqual(["request_log_account_time"]);
+    db.close();
+  });
+
+  it("take the wires a provider may speak from the list given at each open", () => {
+    const db = openDatabase(join(dir, "wires.db"));
+    checkWires(db, ["openai", "mock"]);
+    const insert = db.prepare("INSERT INTO providers (id, wire) VALUES (?, ?)");
+    insert.run("m", "mock");
+    expect(() => insert.run("g", "gemini")).toThrow(/not a wire this gateway speaks/);
+    expect(() => db.exec("UPDATE providers SET wire = 'nope'")).toThrow(/not a wire/);
+    checkWires(db, ["openai", "mock", "gemini"]);
+    insert.run("g", "gemini");
+    expect(db.prepare("SELECT wire FROM providers ORDER BY id").pluck().all()).toEqual([
+      "gemini",
+      "mock",
+    ]);
+    db.close();
+  });
+
+  it("rebuild the providers table without its old CHECK, keeping the models that refer to it", () => {
+    const path = join(dir, "v12.db");
+    const old = new Database(path);
+    for (const step of migrations.slice(0, 12)) old.exec(step);
+    old.pragma("user_version = 12");
+    old.exec(`INSERT INTO providers (id, wire) VALUES ('p', 'openai');
+      INSERT INTO models (name, provider_id, upstream_model, modality, created_at)
+      VALUES ('m', 'p', 'gpt', 'chat', 1);`);
+    expect(() => old.exec("INSERT INTO providers (id, wire) VALUES ('g', 'gemini')")).toThrow(
+      /CHECK/,
+    );
+    old.close();
+
+    const db = openDatabase(path);
+    db.exec("INSERT INTO providers (id, wire) VALUES ('g', 'gemini')");
+    expect(db.prepare("SELECT name, provider_id FROM models").all()).toEqual([
+      { name: "m", provider_id: "p" },
+    ]);
+    // References still hold after the rebuild.
+    expect(() =>
+      db.exec(
+        "INSERT INTO models (name, provider_id, upstream_model, modality, created_at) VALUES ('x', 'none', 'x', 'chat', 1)",
+      ),
+    ).toThrow(/FOREIGN KEY/);
     db.close();
   });
 });

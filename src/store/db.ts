@@ -29,12 +29,19 @@ export function openDatabase(path: string): DB {
 
 function migrate(db: DB): void {
   const current = db.pragma("user_version", { simple: true }) as number;
+  // A step may rebuild a table others refer to (SQLite's way to change a column's constraint):
+  // references are checked after each step instead, as SQLite's own procedure for it says.
+  if (current < migrations.length) db.pragma("foreign_keys = OFF");
   for (let version = current; version < migrations.length; version++) {
     db.transaction(() => {
       db.exec(migrations[version]);
+      const broken = db.pragma("foreign_key_check") as unknown[];
+      if (broken.length > 0)
+        throw new Error(`migration ${version + 1} broke ${broken.length} references`);
       db.pragma(`user_version = ${version + 1}`);
     })();
   }
+  db.pragma("foreign_keys = ON");
   // An upgrade may have moved secrets out of rows (provider keys, plain BYOK keys): rebuild the
   // file so that no freed page or old WAL frame still holds them.
   if (current > 0 && current < migrations.length) scrubFreedPages(db, () => db.exec("VACUUM"));
@@ -52,4 +59,23 @@ export function scrubFreedPages(db: DB, change: () => void): void {
     db.pragma("secure_delete = OFF");
   }
   if (db.name !== ":memory:") db.pragma("wal_checkpoint(TRUNCATE)");
+}
+
+/**
+ * The wires a provider row may name, from the gateway's registry: a trigger in place of a CHECK,
+ * rewritten at every open, so a new wire needs no table rebuild.
+ */
+export function checkWires(db: DB, wires: readonly string[]): void {
+  const list = wires.map((wire) => `'${wire.replaceAll("'", "''")}'`).join(", ");
+  const refuse = "SELECT RAISE(ABORT, 'providers.wire: not a wire this gateway speaks')";
+  db.transaction(() => {
+    db.exec(`
+      DROP TRIGGER IF EXISTS providers_wire_insert;
+      DROP TRIGGER IF EXISTS providers_wire_update;
+      CREATE TRIGGER providers_wire_insert BEFORE INSERT ON providers
+        WHEN NEW.wire NOT IN (${list}) BEGIN ${refuse}; END;
+      CREATE TRIGGER providers_wire_update BEFORE UPDATE OF wire ON providers
+        WHEN NEW.wire NOT IN (${list}) BEGIN ${refuse}; END;
+    `);
+  })();
 }

@@ -363,4 +363,25 @@ export const migrations: string[] = [
   );
   CREATE INDEX response_items_response ON response_items(account_id, response_id);
   `,
+  // 13: which wires a provider may speak is the gateway's registry's to say, not a CHECK fixed
+  // when the table was made: the CHECK goes (SQLite cannot drop one, so the table is rebuilt)
+  // and a trigger that every start writes from the registry takes its place (checkWires).
+  `
+  CREATE TABLE providers_new (
+    id TEXT PRIMARY KEY,
+    wire TEXT NOT NULL,
+    base_url TEXT,
+    timeout_ms INTEGER NOT NULL DEFAULT 60000,
+    max_concurrency INTEGER,
+    options_json TEXT NOT NULL DEFAULT '{}',
+    responses_native INTEGER NOT NULL DEFAULT 0,
+    api_key_count INTEGER NOT NULL DEFAULT 0
+  );
+  INSERT INTO providers_new (id, wire, base_url, timeout_ms, max_concurrency, options_json,
+    responses_native, api_key_count)
+  SELECT id, wire, base_url, timeout_ms, max_concurrency, options_json, responses_native,
+    api_key_count FROM providers;
+  DROP TABLE providers;
+  ALTER TABLE providers_new RENAME TO providers;
+  `,
 ];

@@ -1,5 +1,5 @@
 import { type Checkpointer, startCheckpointer } from "./checkpointer.js";
-import { type DB, openDatabase } from "./db.js";
+import { checkWires, type DB, openDatabase } from "./db.js";
 import { openRepositories, type SqliteRepositories } from "./repositories.js";
 import { loadSecretBox, sealPlaintextByok, secretKeyEnv } from "./secret-box.js";
 import { SqliteAccounts } from "./sqlite-accounts.js";
@@ -54,11 +54,12 @@ export class Store implements GatewayStore {
    */
   constructor(
     readonly path: string,
-    options: { secretKey?: string; secretKeySource?: string } = {
+    options: { secretKey?: string; secretKeySource?: string; wires?: readonly string[] } = {
       secretKey: process.env[secretKeyEnv],
     },
   ) {
     this.db = openDatabase(path);
+    if (options.wires) checkWires(this.db, options.wires);
     try {
       const secrets = loadSecretBox(this.db, path, options.secretKey, options.secretKeySource);
       sealPlaintextByok(this.db, secrets);

@@ -38,7 +38,8 @@ export interface KeyWithAccount extends KeyRow {
 
 export interface ProviderRow {
   id: string;
-  wire: "openai" | "anthropic" | "mock";
+  /** One of the registry's wires (`server/providers/registry.ts`); the database checks it. */
+  wire: string;
   base_url: string | null;
   /** How many API keys the config gave; the keys themselves live in memory only. */
   api_key_count: number;

@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import type { ZodError } from "zod";
 import { describeSystemError } from "../../system-errors.js";
+import { providerOf, wireNames } from "../providers/registry.js";
 import { configSchema, type GatewayConfig } from "./schema.js";
 
 export class ConfigError extends Error {
@@ -116,7 +117,8 @@ function crossReferenceProblems(raw: unknown): string[] {
   });
   entries(config.providers).forEach((p, i) => {
     const wire = text(p.wire);
-    if ((wire === "openai" || wire === "anthropic") && p.base_url === undefined) {
+    const known = wire !== undefined && (wireNames as string[]).includes(wire);
+    if (known && providerOf({ wire }).needsBaseUrl && p.base_url === undefined) {
       problems.push(`providers[${i}].base_url: required for wire "${wire}"`);
     }
   });

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { MAX_IDR } from "../../store/money.js";
 import type { Subscription } from "../../store/types.js";
 import { mockScriptSchema } from "../providers/mock/mock-script.js";
+import { modalities, wireNames } from "../providers/registry.js";
 
 /** Money in the config file is whole or fractional IDR; it is stored as integer micro-IDR. */
 export const idr = z
@@ -12,17 +13,6 @@ export const idr = z
 const gatewayKeyValue = z
   .string()
   .regex(/^kn-[A-Za-z0-9_-]{16,}$/, "must start with kn- followed by at least 16 characters");
-
-export const modalities = [
-  "chat",
-  "image",
-  "speech",
-  "transcription",
-  "music",
-  "video",
-  "embedding",
-  "edit",
-] as const;
 
 /** A time in milliseconds that a Node timer can wait (a longer one would fire at once). */
 const timerMs = z
@@ -44,7 +34,7 @@ const mockOptions = z
 const providerSchema = z
   .object({
     id: z.string().min(1),
-    wire: z.enum(["openai", "anthropic", "mock"]),
+    wire: z.enum(wireNames),
     base_url: z.string().url().optional(),
     api_keys: z.array(z.string().min(1)).default([]),
     // The whole of a non-stream answer, and a stream's wait for its headers.

@@ -3,7 +3,9 @@ import type { Catalog } from "../../store/store.js";
 import type { ByokRow, ModelRow, ProviderRow } from "../../store/types.js";
 import { ManualClock } from "../clock.js";
 import { errorBody, errorHeaders, type GatewayError } from "../errors.js";
-import type { Attempt, ProviderAdapter } from "../providers/types.js";
+import { UpstreamHttp } from "../providers/http-upstream.js";
+import { MockScript } from "../providers/mock/mock-script.js";
+import type { Attempt } from "../providers/provider.js";
 import {
   ExplainedRejection,
   UnsupportedRequest,
@@ -184,11 +186,6 @@ function byok(providerId: string, secret: string, position: number): ByokRow {
   };
 }
 
-/** dispatchWith makes its attempts through the call it is given, never through an adapter. */
-const noAdapter: ProviderAdapter = {
-  complete: () => Promise.reject(new Error("dispatchWith called an adapter")),
-};
-
 /**
  * A dispatcher over two providers with one pool key each (the first's key takes one attempt at
  * a time), and the failed attempts it reports.
@@ -207,9 +204,8 @@ function setup() {
   };
   const pools = new KeyPools(clock.now);
   const dispatcher = new Dispatcher({ getCatalog: () => catalog }, pools, {
-    mock: noAdapter,
-    openai: noAdapter,
-    anthropic: noAdapter,
+    http: new UpstreamHttp(),
+    mockScript: new MockScript(),
   });
   const failed: string[] = [];
   dispatcher.upstreamFailed = (providerId, failure) => failed.push(`${providerId} ${failure.kind}`);

@@ -1,7 +1,8 @@
 import type { ByokRow, GatewayStore, ProviderRow } from "../../store/types.js";
 import { GatewayError, upstreamRejection } from "../errors.js";
 import type { GoneSignal } from "../http/client-signal.js";
-import type { Attempt, Credential, ProviderAdapter } from "../providers/types.js";
+import type { Attempt, Credential, ProviderContext } from "../providers/provider.js";
+import { providerOf, servesNatively } from "../providers/registry.js";
 import { outputLimit, rewritesBody, StreamBroken } from "../wire/bridges.js";
 import type {
   CompletionRequest,
@@ -49,11 +50,12 @@ export class Dispatcher {
   constructor(
     private readonly store: Pick<GatewayStore, "getCatalog">,
     private readonly pools: KeyPools,
-    readonly adapters: Record<ProviderRow["wire"], ProviderAdapter>,
+    /** What provider calls use: the upstream HTTP client and the mock's script. */
+    readonly providers: ProviderContext,
   ) {}
 
   /**
-   * Text completions: the adapter of each attempt's wire answers in the client's style. A stream
+   * Text completions: the provider of each attempt's wire answers in the client's style. A stream
    * that fails before its first piece has sent the client nothing but keepalive comments, so it
    * counts as a failed attempt: a route or credential chain moves on to the next.
    */
@@ -65,7 +67,7 @@ export class Dispatcher {
     return this.dispatchWith<ServedCompletion>(target, req.signal, options, async (attempt) => {
       let answer: CompletionResult;
       try {
-        answer = await this.adapters[attempt.provider.wire].complete(attempt, req);
+        answer = await providerOf(attempt.provider).complete(this.providers, attempt, req);
       } catch (err) {
         throw explainRejection(err, req, attempt);
       }
@@ -167,7 +169,7 @@ const systemMessagesRejectedText =
 function explainRejection(err: unknown, req: CompletionRequest, attempt: Attempt): unknown {
   if (!(err instanceof UpstreamFailure) || err.kind !== "rejected" || err.status !== 400)
     return err;
-  if (rewritesBody(req.style, attempt.provider, req.viaRoute === true)) return err;
+  if (rewritesBody(servesNatively(attempt.provider, req.style), req.viaRoute === true)) return err;
   const reasons: string[] = [];
   if (req.style === "messages" && carriesSystemMessages(req.body)) {
     reasons.push(`The provider rejected the request as invalid. ${systemMessagesRejectedText}`);

@@ -1,6 +1,6 @@
 import { hashSecret } from "../../store/secrets.js";
 import type { KeyPoolSync, ProviderRow } from "../../store/types.js";
-import type { Credential } from "../providers/types.js";
+import type { Credential } from "../providers/provider.js";
 import { UpstreamFailure } from "../wire/upstream-failure.js";
 
 const defaultCooldownMs = 30_000;

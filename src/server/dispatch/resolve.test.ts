@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import type { Catalog } from "../../store/store.js";
 import type { ModelRow, ProviderRow } from "../../store/types.js";
-import { forMediaWire, forModality, onlyMock, resolveTarget, type Target } from "./resolve.js";
+import type { Provider } from "../providers/provider.js";
+import { forMediaWire, forModality, resolveTarget, sureRefusal, type Target } from "./resolve.js";
 
 function model(name: string, fields: Partial<ModelRow> = {}): ModelRow {
   return {
@@ -140,7 +141,7 @@ describe("forModality", () => {
   });
 });
 
-describe("forMediaWire and onlyMock", () => {
+describe("forMediaWire and sureRefusal", () => {
   const providers = [
     provider("mock", "mock"),
     provider("openai", "openai"),
@@ -171,9 +172,13 @@ describe("forMediaWire and onlyMock", () => {
     );
   });
 
-  it("tells whether every candidate is the built-in mock", () => {
+  it("refuses early only what every candidate's provider would refuse", () => {
     const { snapshot, services } = media({ art: ["mock-art", "openai-art"] });
-    expect(onlyMock(services, resolveTarget(snapshot, "mock-art"))).toBe(true);
-    expect(onlyMock(services, resolveTarget(snapshot, "art"))).toBe(false);
+    const speech = { body: { input: "hi", response_format: "mp3" } };
+    const mp3 = (p: Provider) => p.refuses?.speech?.(speech);
+    expect(sureRefusal(services, resolveTarget(snapshot, "mock-art"), mp3)?.message).toContain(
+      'cannot produce "mp3"',
+    );
+    expect(sureRefusal(services, resolveTarget(snapshot, "art"), mp3)).toBeUndefined();
   });
 });

@@ -1,6 +1,7 @@
-import type { Catalog, GatewayStore, ModelRow, ProviderRow } from "../../store/types.js";
+import type { Catalog, GatewayStore, ModelRow } from "../../store/types.js";
 import { GatewayError } from "../errors.js";
-import { type MediaModality, mediaWires } from "../providers/media-wires.js";
+import type { Provider } from "../providers/provider.js";
+import { type Modality, providerOf, serves } from "../providers/registry.js";
 
 export interface Target {
   name: string;
@@ -109,26 +110,35 @@ interface CatalogSource {
 }
 
 /**
- * Keeps the models whose provider speaks a wire that can serve this media (an anthropic
- * provider cannot draw pictures); none left is the spec's no_wire_for_modality.
+ * Keeps the models whose provider can serve this modality at all (an anthropic provider cannot
+ * draw pictures); none left is the spec's no_wire_for_modality.
  */
-export function forMediaWire(
-  source: CatalogSource,
-  target: Target,
-  modality: MediaModality,
-): Target {
+export function forMediaWire(source: CatalogSource, target: Target, modality: Modality): Target {
   const providers = source.store.getCatalog().providers;
-  const wires: readonly ProviderRow["wire"][] = mediaWires[modality];
   const models = target.models.filter((model) => {
-    const wire = providers.get(model.provider_id)?.wire;
-    return wire !== undefined && wires.includes(wire);
+    const provider = providers.get(model.provider_id);
+    return provider !== undefined && serves(provider, modality);
   });
   if (models.length === 0) throw noWireForModality(modality);
   return models.length === target.models.length ? target : { ...target, models };
 }
 
-/** Every candidate is the built-in mock: its answers (and refusals) are known before dispatch. */
-export function onlyMock(source: CatalogSource, target: Target): boolean {
+/**
+ * The refusal of a request that every candidate's provider would refuse whatever happens (the
+ * mock asked for mp3), answered before any money is held; undefined when any may serve it.
+ */
+export function sureRefusal(
+  source: CatalogSource,
+  target: Target,
+  refusal: (provider: Provider) => Error | undefined,
+): Error | undefined {
   const providers = source.store.getCatalog().providers;
-  return target.models.every((model) => providers.get(model.provider_id)?.wire === "mock");
+  let first: Error | undefined;
+  for (const model of target.models) {
+    const row = providers.get(model.provider_id);
+    const reason = row ? refusal(providerOf(row)) : undefined;
+    if (!reason) return undefined;
+    first ??= reason;
+  }
+  return first;
 }

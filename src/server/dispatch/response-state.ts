@@ -4,7 +4,8 @@ import type {
   StoredResponse,
 } from "../../store/responses-state.js";
 import { GatewayError } from "../errors.js";
-import type { Attempt } from "../providers/types.js";
+import type { Attempt } from "../providers/provider.js";
+import { servesNatively } from "../providers/registry.js";
 import type { CompletionResult, ResponseTurn } from "../wire/completion-types.js";
 import { parseEventData } from "../wire/sse.js";
 import type { StreamPiece } from "../wire/stream-types.js";
@@ -259,8 +260,7 @@ export async function withResponseTurn<T extends CompletionResult>(
   attempt: Pick<Attempt, "provider">,
 ): Promise<T> {
   const { provider } = attempt;
-  const nativeProviderId =
-    provider.wire === "openai" && provider.responses_native ? provider.id : null;
+  const nativeProviderId = servesNatively(provider, "responses") ? provider.id : null;
   if (result.kind === "json") {
     if (isItem(result.body) && isFinal(result.body.status))
       await turn.record(result.body, nativeProviderId);

@@ -1,6 +1,7 @@
 import type { Catalog } from "../../store/store.js";
 import type { ThreadConversation, ThreadsRepository } from "../../store/threads.js";
 import { GatewayError } from "../errors.js";
+import { servesNatively } from "../providers/registry.js";
 import type { CompletionResult, MessageThread } from "../wire/completion-types.js";
 import { parseEventData } from "../wire/sse.js";
 import type { StreamPiece } from "../wire/stream-types.js";
@@ -32,10 +33,12 @@ export async function openThread(
 ): Promise<{ body: Json; thread: MessageThread } | undefined> {
   const field = body.thread;
   if (typeof field !== "object" || field === null) return undefined;
-  const sameWire = target.models.every(
-    (m) => catalog.providers.get(m.provider_id)?.wire === "anthropic",
-  );
-  if (sameWire) return undefined;
+  // A provider that speaks Messages itself holds its threads itself.
+  const native = target.models.every((m) => {
+    const provider = catalog.providers.get(m.provider_id);
+    return provider !== undefined && servesNatively(provider, "messages");
+  });
+  if (native) return undefined;
   const { type, previous_message_id: previousId } = field as Json;
   const newTurn = Array.isArray(body.messages) ? body.messages : [];
   let conversation: ThreadConversation;

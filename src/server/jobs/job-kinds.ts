@@ -1,6 +1,4 @@
 import type { JobKind } from "../../store/jobs.js";
-import { readAviInfo, readWavInfo } from "../providers/mock/media/index.js";
-import { mockMusicTrack, mockVideoClip, mockVideoExtension } from "../providers/mock/media-mock.js";
 import type { JobRequest } from "./job-input.js";
 
 /** How each kind of job appears on the API and which modality its models must serve. */
@@ -41,36 +39,4 @@ export const jobKinds: Record<JobKind, JobKindSpec> = {
 /** Priced per started second, so money stays integer for fractional lengths. */
 export function billedSeconds(request: JobRequest): number {
   return Math.ceil(request.seconds);
-}
-
-export interface ProducedMedia {
-  bytes: Buffer;
-  contentType: string;
-  /** Length of the finished media in seconds, as its own header says. */
-  duration: number;
-}
-
-/** The mock provider's media for a job; an extension continues the bytes of its source video. */
-export function produceMockMedia(
-  kind: JobKind,
-  request: JobRequest,
-  source?: Uint8Array,
-): ProducedMedia {
-  if (kind === "music") {
-    const bytes = mockMusicTrack(request.prompt, request.seconds);
-    return {
-      bytes,
-      contentType: "audio/wav",
-      duration: readWavInfo(bytes)?.durationSeconds ?? request.seconds,
-    };
-  }
-  const bytes =
-    kind === "video_extension" && source
-      ? mockVideoExtension(source, request.prompt, request.seconds)
-      : mockVideoClip(request.prompt, request.seconds);
-  return {
-    bytes,
-    contentType: "video/x-msvideo",
-    duration: readAviInfo(bytes)?.durationSeconds ?? request.seconds,
-  };
 }

@@ -3,11 +3,12 @@ import { newId } from "../../store/secrets.js";
 import type { ModelRow } from "../../store/types.js";
 import { forMediaWire, forModality, resolveTarget } from "../dispatch/resolve.js";
 import { GatewayError } from "../errors.js";
-import { mockJobMs, mockMediaPreamble } from "../providers/mock/media-mock.js";
+import type { ProducedMedia } from "../providers/provider.js";
+import { provide } from "../providers/registry.js";
 import type { Services } from "../services.js";
 import { chargeJob, refundJob } from "./job-billing.js";
 import { jobInput } from "./job-input.js";
-import { billedSeconds, jobKinds, type ProducedMedia, produceMockMedia } from "./job-kinds.js";
+import { billedSeconds, jobKinds } from "./job-kinds.js";
 
 export interface JobRunnerOptions {
   /** How often the queue is read when nothing woke the runner (another process may add jobs). */
@@ -231,9 +232,15 @@ export class JobRunner {
       async (attempt) => {
         const start = claimedAt ?? clock.now();
         claimedAt = null;
-        await clock.sleep(start + mockJobMs(attempt.provider) - clock.now(), signal);
-        await mockMediaPreamble(attempt.provider, request.prompt, signal);
-        return { value: produceMockMedia(job.kind, request, source), streaming: false };
+        const media = await provide(attempt.provider, modality)(this.services, attempt, {
+          kind: job.kind,
+          prompt: request.prompt,
+          seconds: request.seconds,
+          source,
+          wait: (ms) => clock.sleep(start + ms - clock.now(), signal),
+          signal,
+        });
+        return { value: media, streaming: false };
       },
     );
     return {

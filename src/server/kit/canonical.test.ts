@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { multipartBody } from "../providers/media-openai.js";
+import { multipartBody } from "../providers/openai/media.js";
 import {
   canonicalBody,
   differenceCount,

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import type { LoopbackAnswer } from "../http/loopback.js";
+import { modalities } from "../providers/registry.js";
 
 /**
  * The gateway's models as MCP tools. Each tool call is the /v1 request it stands for, sent
@@ -119,16 +120,6 @@ const mimeOf = (answer: LoopbackAnswer, fallback: string) =>
     .trim();
 
 // ---- the tools -------------------------------------------------------------------------------
-
-const modalities = [
-  "chat",
-  "image",
-  "speech",
-  "transcription",
-  "music",
-  "video",
-  "embedding",
-] as const;
 
 const modelName = z
   .string()

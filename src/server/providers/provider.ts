@@ -6,6 +6,8 @@ import type {
   CompletionRequest,
   CompletionResult,
 } from "../wire/completion-types.js";
+import type { UpstreamHttp } from "./http-upstream.js";
+import type { MockScript } from "./mock/mock-script.js";
 
 /** One way to reach a model: a provider, and the credential to use with it. */
 export interface Attempt extends Backend {
@@ -119,6 +121,31 @@ export type UpstreamTranscript =
   | { kind: "json"; body: Record<string, unknown>; seconds: number | undefined }
   | { kind: "text"; text: string; seconds?: number };
 
+/** A job's finished media. */
+export interface ProducedMedia {
+  bytes: Buffer;
+  contentType: string;
+  /** Length of the finished media in seconds, as its own header says. */
+  duration: number;
+}
+
+/** A music or video job's request; `wait` spends the provider's time on the gateway's clock. */
+export interface MediaJobRequest {
+  kind: "music" | "video" | "video_extension";
+  prompt: string;
+  seconds: number;
+  /** The video an extension continues. */
+  source: Uint8Array | undefined;
+  wait(ms: number): Promise<void>;
+  signal: GoneSignal;
+}
+
+/** What a provider call may use besides its attempt: the gateway's upstream HTTP and mock script. */
+export interface ProviderContext {
+  http: UpstreamHttp;
+  mockScript: MockScript;
+}
+
 /**
  * What every provider wire implements, one folder each (`providers/<wire>/`), registered in
  * `providers/registry.ts`. A modality whose method a provider lacks is the spec's
@@ -135,13 +162,36 @@ export interface Provider {
    * only `model` mapped, where any other is translated (and, via a route, rewritten).
    */
   servesNatively(style: ClientStyle, provider: ProviderRow): boolean;
+  /**
+   * Requests this provider would refuse whatever happens (a speech format it cannot produce,
+   * audio it cannot read), as the 400 to answer. Checked before money is held, and answered when
+   * every candidate of the request would refuse it.
+   */
+  readonly refuses?: {
+    speech?(req: Omit<SpeechRequest, "signal">): Error | undefined;
+    transcription?(file: UploadedFile): Error | undefined;
+  };
   /** Chat, messages and responses requests, streamed or not, answered in the client's style. */
-  complete(attempt: Attempt, req: CompletionRequest): Promise<CompletionResult>;
+  complete(
+    ctx: ProviderContext,
+    attempt: Attempt,
+    req: CompletionRequest,
+  ): Promise<CompletionResult>;
   /** The provider's own count of input tokens; absent, the gateway estimates. */
-  countTokens?(attempt: Attempt, req: CountTokensRequest): Promise<number>;
-  embed?(attempt: Attempt, req: EmbedRequest): Promise<Embeddings>;
-  image?(attempt: Attempt, req: ImageRequest): Promise<UpstreamImages>;
-  imageEdit?(attempt: Attempt, req: ImageEditRequest): Promise<UpstreamImages>;
-  speech?(attempt: Attempt, req: SpeechRequest): Promise<SpeechAudio>;
-  transcribe?(attempt: Attempt, req: TranscribeRequest): Promise<UpstreamTranscript>;
+  countTokens?(ctx: ProviderContext, attempt: Attempt, req: CountTokensRequest): Promise<number>;
+  embed?(ctx: ProviderContext, attempt: Attempt, req: EmbedRequest): Promise<Embeddings>;
+  image?(ctx: ProviderContext, attempt: Attempt, req: ImageRequest): Promise<UpstreamImages>;
+  imageEdit?(
+    ctx: ProviderContext,
+    attempt: Attempt,
+    req: ImageEditRequest,
+  ): Promise<UpstreamImages>;
+  speech?(ctx: ProviderContext, attempt: Attempt, req: SpeechRequest): Promise<SpeechAudio>;
+  transcribe?(
+    ctx: ProviderContext,
+    attempt: Attempt,
+    req: TranscribeRequest,
+  ): Promise<UpstreamTranscript>;
+  music?(ctx: ProviderContext, attempt: Attempt, req: MediaJobRequest): Promise<ProducedMedia>;
+  video?(ctx: ProviderContext, attempt: Attempt, req: MediaJobRequest): Promise<ProducedMedia>;
 }

@@ -12,6 +12,7 @@ import type { Handler } from "../app-env.js";
 import { idr, paygSchema, subscriptionSchema } from "../config/schema.js";
 import { badRequest, GatewayError } from "../errors.js";
 import { readJson } from "../http/body.js";
+import { isBuiltIn } from "../providers/registry.js";
 import type { Services } from "../services.js";
 import { byokView } from "../views.js";
 
@@ -244,7 +245,7 @@ export function addByok(
   body: { provider: string; key: string; label?: string },
 ): MaybeAsync<ByokRow> {
   const provider = services.store.getCatalog().providers.get(body.provider);
-  if (!provider || provider.wire === "mock") {
+  if (!provider || isBuiltIn(provider)) {
     throw new GatewayError(400, "bad_request", `Unknown provider "${body.provider}" for BYOK.`);
   }
   return services.store.addByok(

@@ -8,7 +8,7 @@ import type { GoneSignal } from "../http/client-signal.js";
 import { loopbackSource } from "../http/loopback-socket.js";
 import { nodeIncoming, nodeOutgoing, requestTrace } from "../http/request.js";
 import { requestIdOf } from "../http/request-id.js";
-import type { Attempt } from "../providers/types.js";
+import type { Attempt } from "../providers/provider.js";
 import type { Services } from "../services.js";
 import type { Usage } from "../wire/usage.js";
 

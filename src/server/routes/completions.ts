@@ -1,5 +1,6 @@
 import { RESPONSE_ALREADY_SENT } from "@hono/node-server/utils/response";
 import { z } from "zod";
+import type { ModelRow, ProviderRow } from "../../store/types.js";
 import type { Handler } from "../app-env.js";
 import { admit, settleAdmission, settleDelivered, settleFailed } from "../billing/admission.js";
 import { worstCaseInputTokens } from "../billing/pricing.js";
@@ -23,6 +24,7 @@ import { requestIdOf } from "../http/request-id.js";
 import { traceOf } from "../http/request-trace.js";
 import { KeptAlive, sendSse } from "../http/sse-response.js";
 import { markStage } from "../http/stages.js";
+import { isBuiltIn, servesNatively } from "../providers/registry.js";
 import type { Services } from "../services.js";
 import { outputBound } from "../wire/bridges.js";
 import type { ClientStyle, CompletionRequest } from "../wire/completion-types.js";
@@ -96,6 +98,10 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
     const viaRoute = target.isRoute;
     const catalog = services.store.getCatalog();
     const providers = catalog.providers;
+    const nativeFor = (m: ModelRow) => {
+      const provider = providers.get(m.provider_id);
+      return provider && servesNatively(provider, style);
+    };
     if (body.mock_response !== undefined)
       mockResponseAllowed(body.mock_response, target, providers);
     const threaded =
@@ -130,8 +136,7 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
       accountRpm: true,
       worstCase: (m) => ({
         inputTokens: worstCaseInputTokens(bytes + (turn?.replayedBytes ?? 0), m),
-        outputTokens:
-          answersAsked(body) * outputBound(style, body, m, providers.get(m.provider_id), viaRoute),
+        outputTokens: answersAsked(body) * outputBound(style, body, m, nativeFor(m), viaRoute),
         units: 0,
       }),
       stream,
@@ -277,11 +282,14 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
 function mockResponseAllowed(
   value: unknown,
   target: Target,
-  providers: ReadonlyMap<string, { wire: string }>,
+  providers: ReadonlyMap<string, ProviderRow>,
 ): void {
   if (typeof value !== "string")
     throw badRequest("mock_response must be a string: the text the mock model answers with.");
-  const real = target.models.find((m) => providers.get(m.provider_id)?.wire !== "mock");
+  const real = target.models.find((m) => {
+    const provider = providers.get(m.provider_id);
+    return !provider || !isBuiltIn(provider);
+  });
   if (real)
     throw badRequest(
       `mock_response is answered by mock models only; "${real.name}" is served by a real provider.`,

@@ -4,7 +4,7 @@ import { forModality, resolveTarget } from "../dispatch/resolve.js";
 import { readJson } from "../http/body.js";
 import { clientGone } from "../http/client-signal.js";
 import { requestHeader } from "../http/request.js";
-import { anthropicCountTokens } from "../providers/anthropic-adapter.js";
+import { providerOf } from "../providers/registry.js";
 import type { Services } from "../services.js";
 import { estimateTokens } from "../wire/usage.js";
 import { messagesBody } from "./completions.js";
@@ -14,11 +14,11 @@ const countBody = messagesBody.omit({ max_tokens: true });
 type CountBody = z.infer<typeof countBody>;
 
 /**
- * POST /v1/messages/count_tokens: an anthropic-wire provider counts exactly; any other backend
- * gets our estimate. Not billed; it shares the usage endpoints' budget of 60 a minute.
+ * POST /v1/messages/count_tokens: a provider that counts tokens itself counts exactly; any other
+ * backend gets our estimate. Not billed; it shares the usage endpoints' budget of 60 a minute.
  */
 export function countTokensHandler(
-  services: Pick<Services, "dispatcher" | "http" | "limits" | "options" | "store">,
+  services: Pick<Services, "dispatcher" | "http" | "limits" | "mockScript" | "options" | "store">,
 ): Handler {
   return async (c) => {
     const body = await readJson(c, countBody);
@@ -31,13 +31,15 @@ export function countTokensHandler(
       target,
       signal,
       { byok: services.store.listByok(accountId), byokOnly: false },
-      async (attempt) => ({
-        value:
-          attempt.provider.wire === "anthropic"
-            ? await anthropicCountTokens(services.http, attempt, body, beta, signal)
+      async (attempt) => {
+        const counter = providerOf(attempt.provider).countTokens;
+        return {
+          value: counter
+            ? await counter(services, attempt, { body, anthropicBeta: beta, signal })
             : estimatedInputTokens(body),
-        streaming: false,
-      }),
+          streaming: false,
+        };
+      },
     );
     return c.json({ input_tokens: result });
   };

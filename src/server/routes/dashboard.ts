@@ -30,6 +30,7 @@ import {
 import { GatewayError } from "../errors.js";
 import { reachedOverTls } from "../http/request.js";
 import { WindowCounter } from "../limits/window-counter.js";
+import { isBuiltIn } from "../providers/registry.js";
 import type { Services } from "../services.js";
 import { byokView, quota } from "../views.js";
 import { addByok } from "./admin.js";
@@ -163,7 +164,7 @@ export function dashboardHandlers(services: Services, devices: DeviceCodes) {
         keys: services.store.listKeys(account.id),
         byok: services.store.listByok(account.id).map(byokView),
         byokProviders: [...services.store.getCatalog().providers.values()]
-          .filter((p) => p.wire !== "mock")
+          .filter((p) => !isBuiltIn(p))
           .map((p) => p.id),
         payg: {
           enabled: account.payg_enabled === 1,

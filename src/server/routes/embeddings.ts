@@ -5,14 +5,8 @@ import { worstCaseInputTokens } from "../billing/pricing.js";
 import { forMediaWire, forModality, resolveTarget } from "../dispatch/resolve.js";
 import { readJsonWithSize } from "../http/body.js";
 import { clientGone, type GoneSignal } from "../http/client-signal.js";
-import { openaiEmbeddings } from "../providers/media-openai.js";
-import {
-  embeddingBase64,
-  mockEmbedding,
-  mockEmbeddingDimensions,
-  mockMediaPreamble,
-} from "../providers/mock/media-mock.js";
-import type { Attempt } from "../providers/types.js";
+import type { Attempt, Embeddings, ProviderContext } from "../providers/provider.js";
+import { provide } from "../providers/registry.js";
 import type { Services } from "../services.js";
 import { estimateTokens } from "../wire/usage.js";
 import { serveAdmitted } from "./admitted.js";
@@ -32,11 +26,6 @@ export const embeddingBody = z.looseObject({
   encoding_format: z.enum(["float", "base64"]).optional(),
 });
 type EmbeddingBody = z.infer<typeof embeddingBody>;
-
-interface Embeddings {
-  body: Record<string, unknown>;
-  inputTokens: number;
-}
 
 /** POST /v1/embeddings: priced by input tokens (`price_input_per_mtok`). */
 export function embeddingsHandler(services: Services): Handler {
@@ -65,40 +54,19 @@ export function embeddingsHandler(services: Services): Handler {
 }
 
 async function embed(
-  services: Pick<Services, "http">,
+  services: ProviderContext,
   attempt: Attempt,
   body: EmbeddingBody,
   signal: GoneSignal,
-): Promise<Embeddings> {
+): Promise<Embeddings & { inputTokens: number }> {
   const inputs = inputTexts(body.input);
-  const estimate = () => inputs.reduce((sum, input) => sum + input.tokens, 0);
-  if (attempt.provider.wire === "openai") {
-    const answer = await openaiEmbeddings(services.http, attempt, body, signal);
-    const usage = answer.usage as { prompt_tokens?: unknown } | undefined;
-    const reported = usage?.prompt_tokens;
-    return {
-      body: answer,
-      inputTokens: typeof reported === "number" && reported > 0 ? reported : estimate(),
-    };
-  }
-  await mockMediaPreamble(attempt.provider, inputs[0]?.text ?? "", signal);
-  const dimensions = body.dimensions ?? mockEmbeddingDimensions;
-  const inputTokens = estimate();
-  return {
-    body: {
-      object: "list",
-      data: inputs.map((input, index) => {
-        const vector = mockEmbedding(input.text, dimensions);
-        return {
-          object: "embedding",
-          index,
-          embedding: body.encoding_format === "base64" ? embeddingBase64(vector) : [...vector],
-        };
-      }),
-      usage: { prompt_tokens: inputTokens, total_tokens: inputTokens },
-    },
-    inputTokens,
-  };
+  const answer = await provide(attempt.provider, "embedding")(services, attempt, {
+    body,
+    inputs,
+    signal,
+  });
+  const estimate = inputs.reduce((sum, input) => sum + input.tokens, 0);
+  return { ...answer, inputTokens: answer.reportedTokens ?? estimate };
 }
 
 /** Each input as the text its vector is seeded by, and its tokens (a token array counts itself). */

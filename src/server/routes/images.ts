@@ -4,18 +4,11 @@ import type { AppEnv, Handler } from "../app-env.js";
 import { forMediaWire, forModality, resolveTarget } from "../dispatch/resolve.js";
 import { badRequest, GatewayError } from "../errors.js";
 import { formFields, readForm, readJson } from "../http/body.js";
-import { clientGone, type GoneSignal } from "../http/client-signal.js";
+import { clientGone } from "../http/client-signal.js";
 import { gatewayUrl } from "../http/request.js";
-import {
-  type ImageDatum,
-  openaiImageEdits,
-  openaiImages,
-  type UploadedFile,
-  type UpstreamImages,
-} from "../providers/media-openai.js";
-import { MAX_IMAGE_SIDE, mockImageEdit, parseSize } from "../providers/mock/media/index.js";
-import { mockImages, mockMediaPreamble } from "../providers/mock/media-mock.js";
-import type { Attempt } from "../providers/types.js";
+import { MAX_IMAGE_SIDE, parseSize } from "../providers/mock/media/index.js";
+import type { ImageDatum, UploadedFile, UpstreamImages } from "../providers/provider.js";
+import { provide } from "../providers/registry.js";
 import type { Services } from "../services.js";
 import { perUnit, serveAdmitted } from "./admitted.js";
 import { saveMediaFile } from "./files.js";
@@ -30,7 +23,6 @@ export const imageBody = z.looseObject({
   // b64_json is the default here (DALL-E's default was url).
   response_format: z.enum(["b64_json", "url"]).optional(),
 });
-type ImageBody = z.infer<typeof imageBody>;
 
 const defaultSize = "1024x1024";
 
@@ -57,7 +49,7 @@ export function imagesHandler(services: Services): Handler {
           c,
           stored,
           body.response_format,
-          await generate(services, attempt, body, size, n, signal),
+          await provide(attempt.provider, "image")(services, attempt, { body, size, n, signal }),
         ),
       (result) => ({ units: Math.min(result.data.length, n) }),
     );
@@ -91,25 +83,6 @@ function checkedSize(size: string): string {
     );
   }
   return size;
-}
-
-async function generate(
-  services: Pick<Services, "http">,
-  attempt: Attempt,
-  body: ImageBody,
-  size: string,
-  n: number,
-  signal: GoneSignal,
-): Promise<UpstreamImages> {
-  if (attempt.provider.wire === "openai") return openaiImages(services.http, attempt, body, signal);
-  await mockMediaPreamble(attempt.provider, body.prompt, signal);
-  return mockAnswer(mockImages(body.prompt, size, n), body.prompt);
-}
-
-function mockAnswer(pictures: Buffer[], prompt: string): UpstreamImages {
-  return {
-    data: pictures.map((png) => ({ b64_json: png.toString("base64"), revised_prompt: prompt })),
-  };
 }
 
 // ---- edits ------------------------------------------------------------------
@@ -163,7 +136,15 @@ export function imageEditsHandler(services: Services): Handler {
           c,
           stored,
           body.response_format,
-          await edit(services, attempt, req, n, signal),
+          await provide(attempt.provider, "edit")(services, attempt, {
+            fields: req.fields,
+            prompt: req.body.prompt,
+            size: req.body.size,
+            images: req.images,
+            mask: req.mask,
+            n,
+            signal,
+          }),
         ),
       (result) => ({ units: Math.min(result.data.length, n) }),
     );
@@ -210,28 +191,6 @@ async function uploaded(file: File, field: string): Promise<UploadedFile> {
     filename: file.name || `${field}.png`,
     contentType: file.type || "image/png",
   };
-}
-
-async function edit(
-  services: Pick<Services, "http">,
-  attempt: Attempt,
-  req: EditRequest,
-  n: number,
-  signal: GoneSignal,
-): Promise<UpstreamImages> {
-  if (attempt.provider.wire === "openai") {
-    const field = req.images.length > 1 ? "image[]" : "image";
-    const files = req.images.map((file) => ({ field, file }));
-    if (req.mask) files.push({ field: "mask", file: req.mask });
-    return openaiImageEdits(services.http, attempt, req.fields, files, signal);
-  }
-  const { prompt, size } = req.body;
-  await mockMediaPreamble(attempt.provider, prompt, signal);
-  const first = req.images[0].bytes;
-  const pictures = Array.from({ length: n }, (_, i) =>
-    mockImageEdit(first, i === 0 ? prompt : `${prompt}\n#${i + 1}`, size, req.mask?.bytes),
-  );
-  return mockAnswer(pictures, prompt);
 }
 
 /** gpt-image models may be asked for jpeg or webp; everything else, the mock included, is PNG. */

@@ -1,4 +1,4 @@
-import type { ModelRow, ProviderRow } from "../../store/types.js";
+import type { ModelRow } from "../../store/types.js";
 import type { MessagesRequest, MessagesResponse } from "./anthropic-types.js";
 import type {
   Backend,
@@ -90,31 +90,28 @@ export function outputLimit(
 
 /**
  * Whether the body sent to this backend is rewritten rather than forwarded as the client wrote
- * it: translated to the other wire, run through the Responses bridge, or a route's step. Only a
- * rewritten body has its output limit brought within the model's maximum.
+ * it: translated to another wire (the provider does not speak the client's style, `native`
+ * false), run through the Responses bridge, or a route's step. Only a rewritten body has its
+ * output limit brought within the model's maximum.
  */
-export function rewritesBody(
-  style: ClientStyle,
-  provider: Pick<ProviderRow, "wire" | "responses_native">,
-  viaRoute: boolean,
-): boolean {
-  if (viaRoute) return true;
-  if (style === "messages") return provider.wire !== "anthropic";
-  if (style === "responses") return !(provider.wire === "openai" && provider.responses_native);
-  return provider.wire === "anthropic";
+export function rewritesBody(native: boolean, viaRoute: boolean): boolean {
+  return viaRoute || !native;
 }
 
-/** The output tokens a request may produce on this backend: what the hold at admission covers. */
+/**
+ * The output tokens a request may produce on this backend: what the hold at admission covers.
+ * `native`: the backend's provider speaks the client's style (undefined when it is unknown).
+ */
 export function outputBound(
   style: ClientStyle,
   body: Record<string, unknown>,
   model: Pick<ModelRow, "max_output_tokens">,
-  provider: Pick<ProviderRow, "wire" | "responses_native"> | undefined,
+  native: boolean | undefined,
   viaRoute: boolean,
 ): number {
   const requested = outputLimit(style, body)?.value;
   if (requested === undefined) return model.max_output_tokens;
-  if (provider && rewritesBody(style, provider, viaRoute))
+  if (native !== undefined && rewritesBody(native, viaRoute))
     return Math.min(requested, model.max_output_tokens);
   return requested;
 }
@@ -128,12 +125,21 @@ function clampChat(body: ChatCompletionRequest, max: number): ChatCompletionRequ
   return body;
 }
 
+/** Where a chat body goes after `toChatRequest`, when it is not sent as it is. */
+export interface ChatOnward {
+  /** Translated on to another wire: a rewrite, so its output limit is clamped. */
+  translated?: boolean;
+  /** That wire runs a web search of its own (Anthropic's): a hosted web search tool stays. */
+  webSearch?: boolean;
+}
+
 export function toChatRequest(
   req: CompletionRequest,
   attempt: Backend,
   rewrite: Rewrite,
+  onward: ChatOnward = {},
 ): ChatCompletionRequest {
-  const { model, provider } = attempt;
+  const { model } = attempt;
   const max = model.max_output_tokens;
   if (req.style === "messages") {
     const body = req.body as MessagesRequest;
@@ -145,8 +151,8 @@ export function toChatRequest(
     const body = req.body as ResponsesRequest;
     const chat = responsesRequestToChat(body, model.upstream_model);
     const outside = toolsOutsideChat(body);
-    // Anthropic runs a web search of its own: it goes on as chat's web search option.
-    const searches = provider.wire === "anthropic" ? outside.filter(isWebSearch) : [];
+    // A wire that runs a web search of its own gets it as chat's web search option.
+    const searches = onward.webSearch ? outside.filter(isWebSearch) : [];
     if (searches.length > 0) chat.web_search_options = {};
     const omitted = outside.filter((t) => !searches.includes(t));
     if (omitted.length > 0) omitTools(attempt, omitted, hostedToolSentence(omitted), rewrite);
@@ -155,7 +161,7 @@ export function toChatRequest(
   const body = { ...req.body, model: model.upstream_model } as ChatCompletionRequest;
   // Usage is needed for billing; the extra usage chunk is removed again if the client did not ask.
   if (req.stream) body.stream_options = { ...(body.stream_options ?? {}), include_usage: true };
-  return req.viaRoute || provider.wire === "anthropic" ? clampChat(body, max) : body;
+  return req.viaRoute || onward.translated ? clampChat(body, max) : body;
 }
 
 export function toMessagesRequest(
@@ -170,7 +176,7 @@ export function toMessagesRequest(
     if (req.viaRoute && body.max_tokens > max) body.max_tokens = max;
     return body;
   }
-  const chat = toChatRequest(req, attempt, rewrite);
+  const chat = toChatRequest(req, attempt, rewrite, { translated: true, webSearch: true });
   refuseGap(untranslatableToMessages(chat));
   const out = chatRequestToMessages(chat, model.upstream_model, max);
   out.max_tokens = Math.min(out.max_tokens, max);

@@ -152,6 +152,22 @@ describe("postgres migrations", () => {
     expect(await functionDefinitions(halfMigratedBefore)).toEqual(current);
   });
 
+  it("takes the wires a provider may speak from the list each start gives", async () => {
+    const [pool] = await freshPools(1);
+    await migratePostgres(pool, { wires: ["openai", "mock"] });
+    const insert = (id: string, wire: string) =>
+      pool.query("INSERT INTO providers (id, wire) VALUES ($1, $2)", [id, wire]);
+    await insert("m", "mock");
+    await expect(insert("g", "gemini")).rejects.toThrow(/not a wire this gateway speaks/);
+    await expect(pool.query("UPDATE providers SET wire = 'nope' WHERE id = 'm'")).rejects.toThrow(
+      /not a wire/,
+    );
+    await migratePostgres(pool, { wires: ["openai", "mock", "gemini"] });
+    await insert("g", "gemini");
+    const rows = await pool.query<{ wire: string }>("SELECT wire FROM providers ORDER BY id");
+    expect(rows.rows.map((row) => row.wire)).toEqual(["gemini", "mock"]);
+  });
+
   it("defines each function in one place in the source", () => {
     const definitions = new Map<string, string[]>();
     const src = new URL("../..", import.meta.url).pathname;

@@ -433,7 +433,31 @@ export const postgresMigrations: MigrationStep[] = [
   CREATE INDEX response_items_response ON response_items(account_id, response_id);
   `,
   },
+  {
+    // As SQLite's step 13: the wires a provider may speak are the registry's, checked by a
+    // trigger every start writes (knownWiresSql), not by a CHECK fixed when the table was made.
+    id: "wires-from-registry",
+    sql: `
+  ALTER TABLE providers DROP CONSTRAINT IF EXISTS providers_wire_check;
+  `,
+  },
 ];
+
+/** The trigger function that refuses a provider row naming a wire not in `wires`. */
+function knownWiresSql(wires: readonly string[]): string {
+  const list = wires.map((wire) => `'${wire.replaceAll("'", "''")}'`).join(", ");
+  return `
+  CREATE OR REPLACE FUNCTION gateway_known_wire() RETURNS trigger LANGUAGE plpgsql AS $$
+  BEGIN
+    IF NEW.wire NOT IN (${list}) THEN
+      RAISE EXCEPTION 'providers.wire: not a wire this gateway speaks' USING ERRCODE = '23514';
+    END IF;
+    RETURN NEW;
+  END $$;
+  CREATE OR REPLACE TRIGGER providers_wire_known BEFORE INSERT OR UPDATE OF wire ON providers
+    FOR EACH ROW EXECUTE FUNCTION gateway_known_wire();
+  `;
+}
 
 /** Two gateways starting at once: the one that takes this lock migrates, the other waits. */
 const migrationLockKey = 7_146_925_113_004_711_001n;
@@ -443,7 +467,10 @@ const migrationLockKey = 7_146_925_113_004_711_001n;
  * starts apply each step exactly once, then (re)defines every function of functions.ts. Returns
  * the ids of the steps this call applied.
  */
-export async function migratePostgres(pool: pg.Pool): Promise<string[]> {
+export async function migratePostgres(
+  pool: pg.Pool,
+  options: { wires?: readonly string[] } = {},
+): Promise<string[]> {
   const client = await pool.connect();
   const applied: string[] = [];
   try {
@@ -479,7 +506,7 @@ export async function migratePostgres(pool: pg.Pool): Promise<string[]> {
         }
         applied.push(step.id);
       }
-      await applyFunctions(client);
+      await applyFunctions(client, options.wires ? [knownWiresSql(options.wires)] : []);
     } finally {
       await client.query("SELECT pg_advisory_unlock($1)", [migrationLockKey.toString()]);
     }
@@ -494,10 +521,10 @@ export async function migratePostgres(pool: pg.Pool): Promise<string[]> {
 }
 
 /** Every start: a database migrated by an older gateway gets the functions' current text. */
-async function applyFunctions(client: pg.PoolClient): Promise<void> {
+async function applyFunctions(client: pg.PoolClient, more: string[]): Promise<void> {
   await client.query("BEGIN");
   try {
-    for (const sql of postgresFunctions) await client.query(sql);
+    for (const sql of [...postgresFunctions, ...more]) await client.query(sql);
     await client.query("COMMIT");
   } catch (err) {
     await client.query("ROLLBACK").catch(() => {});

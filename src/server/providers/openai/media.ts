@@ -1,25 +1,27 @@
 import { randomBytes } from "node:crypto";
-import type { GoneSignal } from "../http/client-signal.js";
-import { UpstreamFailure } from "../wire/upstream-failure.js";
-import { joinUrl, parseJsonAnswer, type UpstreamHttp } from "./http-upstream.js";
-import type { Attempt } from "./types.js";
+import { UpstreamFailure } from "../../wire/upstream-failure.js";
+import { joinUrl, parseJsonAnswer } from "../http-upstream.js";
+import type {
+  Attempt,
+  Embeddings,
+  EmbedRequest,
+  FormFields,
+  ImageEditRequest,
+  ImageRequest,
+  ProviderContext,
+  SpeechAudio,
+  SpeechRequest,
+  TranscribeRequest,
+  UploadedFile,
+  UpstreamImages,
+  UpstreamTranscript,
+} from "../provider.js";
 
-/**
+/*
  * Media over the `openai` wire: the client's body is forwarded as-is with only `model` mapped,
  * and the answer comes back as the provider gave it. Failures arrive as UpstreamFailure from
  * UpstreamHttp, so the provider's own error body never reaches the client.
  */
-export interface ImageDatum {
-  b64_json?: string;
-  url?: string;
-  revised_prompt?: string;
-}
-
-export interface UpstreamImages {
-  created?: number;
-  data: ImageDatum[];
-  usage?: unknown;
-}
 
 function authHeaders(attempt: Attempt, contentType: string): Record<string, string> {
   const headers: Record<string, string> = { "content-type": contentType };
@@ -32,10 +34,9 @@ function endpoint(attempt: Attempt, path: string): string {
 }
 
 export async function openaiImages(
-  http: UpstreamHttp,
+  { http }: ProviderContext,
   attempt: Attempt,
-  body: Record<string, unknown>,
-  signal: GoneSignal,
+  { body, signal }: ImageRequest,
 ): Promise<UpstreamImages> {
   const json = await http.postJson<Partial<UpstreamImages>>(
     endpoint(attempt, "/images/generations"),
@@ -50,20 +51,21 @@ export async function openaiImages(
 
 /** Image edits: the client's form forwarded as multipart, with only `model` mapped. */
 export async function openaiImageEdits(
-  http: UpstreamHttp,
+  { http }: ProviderContext,
   attempt: Attempt,
-  fields: Record<string, string>,
-  files: { field: string; file: UploadedFile }[],
-  signal: GoneSignal,
+  req: ImageEditRequest,
 ): Promise<UpstreamImages> {
-  const form = multipartBody({ ...fields, model: attempt.model.upstream_model }, files);
+  const field = req.images.length > 1 ? "image[]" : "image";
+  const files = req.images.map((file) => ({ field, file }));
+  if (req.mask) files.push({ field: "mask", file: req.mask });
+  const form = multipartBody({ ...req.fields, model: attempt.model.upstream_model }, files);
   const json = parseJsonAnswer<Partial<UpstreamImages>>(
     await http.postForBytes(
       endpoint(attempt, "/images/edits"),
       authHeaders(attempt, form.contentType),
       form.body,
       attempt.provider.timeout_ms,
-      signal,
+      req.signal,
       attempt.provider,
     ),
   );
@@ -72,11 +74,10 @@ export async function openaiImageEdits(
 
 /** Embeddings: the client's body forwarded with only `model` mapped; the answer as it came. */
 export async function openaiEmbeddings(
-  http: UpstreamHttp,
+  { http }: ProviderContext,
   attempt: Attempt,
-  body: Record<string, unknown>,
-  signal: GoneSignal,
-): Promise<Record<string, unknown>> {
+  { body, signal }: EmbedRequest,
+): Promise<Embeddings> {
   const json = await http.postJson<Record<string, unknown>>(
     endpoint(attempt, "/embeddings"),
     authHeaders(attempt, "application/json"),
@@ -86,16 +87,19 @@ export async function openaiEmbeddings(
     attempt.provider,
   );
   if (!Array.isArray(json.data)) throw new UpstreamFailure("unavailable", 502);
-  return json;
+  const reported = (json.usage as { prompt_tokens?: unknown } | undefined)?.prompt_tokens;
+  return {
+    body: json,
+    reportedTokens: typeof reported === "number" && reported > 0 ? reported : undefined,
+  };
 }
 
 export async function openaiSpeech(
-  http: UpstreamHttp,
+  { http }: ProviderContext,
   attempt: Attempt,
-  body: Record<string, unknown>,
-  signal: GoneSignal,
-): Promise<Buffer> {
-  return http.postForBytes(
+  { body, signal }: SpeechRequest,
+): Promise<SpeechAudio> {
+  const bytes = await http.postForBytes(
     endpoint(attempt, "/audio/speech"),
     authHeaders(attempt, "application/json"),
     JSON.stringify({ ...body, model: attempt.model.upstream_model }),
@@ -103,25 +107,14 @@ export async function openaiSpeech(
     signal,
     attempt.provider,
   );
+  // OpenAI's own default format is mp3.
+  return { bytes, format: body.response_format ?? "mp3" };
 }
-
-export interface UploadedFile {
-  bytes: Uint8Array;
-  filename: string;
-  contentType: string;
-}
-
-/** What a transcription provider answered: JSON for json/verbose_json, text for the rest. */
-export type UpstreamTranscript =
-  | { kind: "json"; body: Record<string, unknown>; seconds: number | undefined }
-  | { kind: "text"; text: string };
 
 export async function openaiTranscription(
-  http: UpstreamHttp,
+  { http }: ProviderContext,
   attempt: Attempt,
-  fields: FormFields,
-  file: UploadedFile,
-  signal: GoneSignal,
+  { fields, file, signal }: TranscribeRequest,
 ): Promise<UpstreamTranscript> {
   const form = multipartBody({ ...fields, model: attempt.model.upstream_model }, [
     { field: "file", file },
@@ -148,9 +141,6 @@ function reportedSeconds(body: Record<string, unknown>): number | undefined {
   const value = typeof usage?.seconds === "number" ? usage.seconds : body.duration;
   return typeof value === "number" && Number.isFinite(value) && value >= 0 ? value : undefined;
 }
-
-/** A form's text fields; a field given several times (`timestamp_granularities[]`) is a list. */
-export type FormFields = Record<string, string | string[]>;
 
 /** RFC 7578 form data in one buffer: text fields first (a list as one part per value), then the files. */
 export function multipartBody(

@@ -5,13 +5,10 @@ import { sleep } from "../../sleep.js";
 import { UpstreamFailure } from "../../wire/upstream-failure.js";
 import {
   decodeWav,
-  extendMockVideo,
   isMockSpeechFormat,
   mockHeardText,
   mockImage,
-  mockMusic,
   mockSpeech,
-  mockVideo,
   readWavInfo,
   supportedMockSpeechFormats,
   transcribeMockWav,
@@ -107,18 +104,6 @@ export function mockTranscribe(audio: Uint8Array): MockTranscript {
   }
   const text = transcribeMockWav(audio) ?? mockHeardText(wav.data, info.durationSeconds);
   return { text, durationSeconds: info.durationSeconds };
-}
-
-export function mockMusicTrack(prompt: string, seconds: number): Buffer {
-  return mockMusic(prompt, seconds);
-}
-
-export function mockVideoClip(prompt: string, seconds: number): Buffer {
-  return mockVideo(prompt, { seconds });
-}
-
-export function mockVideoExtension(original: Uint8Array, prompt: string, seconds: number): Buffer {
-  return extendMockVideo(original, prompt, seconds);
 }
 
 /** OpenAI's text-embedding-3-small length: what the mock answers without `dimensions`. */

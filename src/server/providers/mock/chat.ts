@@ -13,7 +13,7 @@ import type { CompletionRequest, CompletionResult } from "../../wire/completion-
 import type { ChatCompletionChunk, ChatCompletionResponse } from "../../wire/openai-types.js";
 import { UnsupportedRequest, UpstreamFailure } from "../../wire/upstream-failure.js";
 import { StreamMeter } from "../../wire/usage.js";
-import type { Attempt, ProviderAdapter } from "../types.js";
+import type { Attempt, ProviderContext } from "../provider.js";
 import {
   MockDirectiveError,
   type MockPlan,
@@ -22,73 +22,74 @@ import {
   planMockReply,
 } from "./mock-chat.js";
 import { mockLogprobs, mockLogprobsWanted, mockTokenLogprob } from "./mock-logprobs.js";
-import { type MockScript, scriptedPlan } from "./mock-script.js";
+import { scriptedPlan } from "./mock-script.js";
 
 export function mockTiming(optionsJson: string): MockTiming {
   return (JSON.parse(optionsJson) as { mock?: MockTiming }).mock ?? {};
 }
 
-/** The built-in provider: answers chat-style requests; the bridges give each client its own style. */
-export class MockAdapter implements ProviderAdapter {
-  private readonly timings = new Map<string, { json: string; timing: MockTiming }>();
+/** Each mock provider's timing, parsed once per options text. */
+const timings = new Map<string, { json: string; timing: MockTiming }>();
 
-  constructor(private readonly script: MockScript) {}
+function timingFor(providerId: string, json: string): MockTiming {
+  const cached = timings.get(providerId);
+  if (cached && cached.json === json) return cached.timing;
+  const timing = mockTiming(json);
+  timings.set(providerId, { json, timing });
+  return timing;
+}
 
-  async complete(attempt: Attempt, req: CompletionRequest): Promise<CompletionResult> {
-    const timing = this.timingFor(attempt.provider.id, attempt.provider.options_json);
-    const rewrite: Rewrite = { omittedTools: [] };
-    const chatReq = toChatRequest(req, attempt, rewrite);
-    // LiteLLM's `mock_response`: the answer is that text, ahead of any script or directive.
-    const mocked = (req.body as { mock_response?: unknown }).mock_response;
-    const scripted =
-      (typeof mocked === "string" && scriptedPlan({ text: mocked }, chatReq)) ||
-      (this.script.active &&
-        this.script.plan([attempt.model.name, attempt.model.upstream_model], chatReq));
-    const plan = scripted || planOrRefuse(chatReq);
-    if (plan.directives.tool !== undefined && !plan.toolCalls?.length && asksForTool(chatReq)) {
-      // Answering plain text would let a tool loop under test pass without ever calling a tool.
-      throw new UnsupportedRequest(
-        "[[mock:tool]] asks the mock for a tool call, but the request declares no tools; add `tools` to the request.",
-      );
-    }
-    // A requested delay is prefill time: before the first token of a stream, before the whole answer otherwise.
-    await sleep(
-      (timing.latency_ms ?? 0) + (req.stream ? 0 : (plan.directives.delay ?? 0)),
-      req.signal,
+/** Answers chat-style requests; the bridges give each client its own style. */
+export async function mockComplete(
+  { mockScript }: ProviderContext,
+  attempt: Attempt,
+  req: CompletionRequest,
+): Promise<CompletionResult> {
+  const timing = timingFor(attempt.provider.id, attempt.provider.options_json);
+  const rewrite: Rewrite = { omittedTools: [] };
+  const chatReq = toChatRequest(req, attempt, rewrite);
+  // LiteLLM's `mock_response`: the answer is that text, ahead of any script or directive.
+  const mocked = (req.body as { mock_response?: unknown }).mock_response;
+  const scripted =
+    (typeof mocked === "string" && scriptedPlan({ text: mocked }, chatReq)) ||
+    (mockScript.active &&
+      mockScript.plan([attempt.model.name, attempt.model.upstream_model], chatReq));
+  const plan = scripted || planOrRefuse(chatReq);
+  if (plan.directives.tool !== undefined && !plan.toolCalls?.length && asksForTool(chatReq)) {
+    // Answering plain text would let a tool loop under test pass without ever calling a tool.
+    throw new UnsupportedRequest(
+      "[[mock:tool]] asks the mock for a tool call, but the request declares no tools; add `tools` to the request.",
     );
-    const failure = mockFailure(plan, timing);
-    if (failure) {
-      if (failure.reason)
-        throw new UpstreamFailure("rejected", failure.status, failure.reason as ErrorCode);
-      if (failure.status === 429) throw new UpstreamFailure("rate_limited", 429);
-      if (failure.status >= 500) throw new UpstreamFailure("unavailable", failure.status);
-      throw new UpstreamFailure("rejected", failure.status, "upstream_rejected");
-    }
-    // Several answers (`n`) as providers give them: each its own words, all in the usage.
-    const answers = Array.from({ length: answerCount(chatReq) }, (_, i) =>
-      i === 0 || scripted ? plan : planMockReply(chatReq, i),
-    );
-    const id = `chatcmpl-${randomBytes(12).toString("base64url")}`;
-    const created = Math.floor(Date.now() / 1000);
-    const meter = new StreamMeter(() => plan.inputTokens);
-    const top = mockLogprobsWanted(chatReq.logprobs, chatReq.top_logprobs);
-    const result = req.stream
-      ? fromChatChunks(
-          req,
-          mockChunks(id, created, chatReq.model, answers, timing, req.signal, top),
-          meter,
-        )
-      : fromChatJson(req, mockCompletion(id, created, chatReq.model, answers, top));
-    return withRewrite(result, rewrite);
   }
-
-  private timingFor(providerId: string, json: string): MockTiming {
-    const cached = this.timings.get(providerId);
-    if (cached && cached.json === json) return cached.timing;
-    const timing = mockTiming(json);
-    this.timings.set(providerId, { json, timing });
-    return timing;
+  // A requested delay is prefill time: before the first token of a stream, before the whole answer otherwise.
+  await sleep(
+    (timing.latency_ms ?? 0) + (req.stream ? 0 : (plan.directives.delay ?? 0)),
+    req.signal,
+  );
+  const failure = mockFailure(plan, timing);
+  if (failure) {
+    if (failure.reason)
+      throw new UpstreamFailure("rejected", failure.status, failure.reason as ErrorCode);
+    if (failure.status === 429) throw new UpstreamFailure("rate_limited", 429);
+    if (failure.status >= 500) throw new UpstreamFailure("unavailable", failure.status);
+    throw new UpstreamFailure("rejected", failure.status, "upstream_rejected");
   }
+  // Several answers (`n`) as providers give them: each its own words, all in the usage.
+  const answers = Array.from({ length: answerCount(chatReq) }, (_, i) =>
+    i === 0 || scripted ? plan : planMockReply(chatReq, i),
+  );
+  const id = `chatcmpl-${randomBytes(12).toString("base64url")}`;
+  const created = Math.floor(Date.now() / 1000);
+  const meter = new StreamMeter(() => plan.inputTokens);
+  const top = mockLogprobsWanted(chatReq.logprobs, chatReq.top_logprobs);
+  const result = req.stream
+    ? fromChatChunks(
+        req,
+        mockChunks(id, created, chatReq.model, answers, timing, req.signal, top),
+        meter,
+      )
+    : fromChatJson(req, mockCompletion(id, created, chatReq.model, answers, top));
+  return withRewrite(result, rewrite);
 }
 
 /** No tools declared, and not the turn after a tool result (which answers in text). */

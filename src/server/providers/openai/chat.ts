@@ -1,0 +1,187 @@
+import {
+  chatStreamData,
+  fromChatChunks,
+  fromChatJson,
+  parseChatChunk,
+  passThroughChat,
+  type Rewrite,
+  StreamBroken,
+  toChatRequest,
+  withJsonEstimate,
+  withRewrite,
+} from "../../wire/bridges.js";
+import type { CompletionRequest, CompletionResult } from "../../wire/completion-types.js";
+import type { ChatCompletionChunk, ChatCompletionResponse } from "../../wire/openai-types.js";
+import type { ResponseObject, ResponsesRequest } from "../../wire/responses-types.js";
+import { encodeSSE, parseEventData, type SSEMessage } from "../../wire/sse.js";
+import type { StreamCompletion } from "../../wire/stream-types.js";
+import { encodeResponsesEvents } from "../../wire/translate/errors.js";
+import { baseResponse, failedEvents } from "../../wire/translate/responses.js";
+import { nowSeconds, randomId } from "../../wire/translate/shared.js";
+import {
+  chatOutputText,
+  deltaChars,
+  estimateRequestTokens,
+  responsesDeltaFields,
+  responsesOutputText,
+  StreamMeter,
+} from "../../wire/usage.js";
+import { joinUrl, type UpstreamHttp } from "../http-upstream.js";
+import type { Attempt, ProviderContext } from "../provider.js";
+
+/** Chat completions (and Responses, where the provider speaks it natively). */
+export async function openaiComplete(
+  { http }: ProviderContext,
+  attempt: Attempt,
+  req: CompletionRequest,
+): Promise<CompletionResult> {
+  const { provider, credential } = attempt;
+  const headers: Record<string, string> = { "content-type": "application/json" };
+  if (credential.secret) headers.authorization = `Bearer ${credential.secret}`;
+  if (req.style === "responses" && provider.responses_native) {
+    return nativeResponses(http, attempt, req, headers);
+  }
+  const rewrite: Rewrite = { omittedTools: [] };
+  const body = toChatRequest(req, attempt, rewrite);
+  const payload = JSON.stringify(body);
+  const url = joinUrl(provider.base_url ?? "", "/chat/completions");
+  if (!req.stream) {
+    const answer = await http.postJson<ChatCompletionResponse>(
+      url,
+      headers,
+      payload,
+      provider.timeout_ms,
+      req.signal,
+      provider,
+    );
+    const result = withJsonEstimate(fromChatJson(req, answer), body, () => chatOutputText(answer));
+    return withRewrite(result, rewrite);
+  }
+  const events = await http.postEvents(
+    url,
+    headers,
+    payload,
+    provider.timeout_ms,
+    req.signal,
+    provider,
+  );
+  const meter = new StreamMeter(() => estimateRequestTokens(body));
+  const result =
+    req.style === "chat"
+      ? passThroughChat(req, events, meter)
+      : fromChatChunks(req, chatChunks(events), meter);
+  return withRewrite(result, rewrite);
+}
+
+async function nativeResponses(
+  http: UpstreamHttp,
+  attempt: Attempt,
+  req: CompletionRequest,
+  headers: Record<string, string>,
+): Promise<CompletionResult> {
+  const { provider, model } = attempt;
+  const client = req.responseTurn?.nativeBody(provider.id) ?? req.body;
+  const body: Record<string, unknown> = { ...client, model: model.upstream_model };
+  const limit = body.max_output_tokens;
+  if (req.viaRoute && typeof limit === "number" && limit > model.max_output_tokens)
+    body.max_output_tokens = model.max_output_tokens;
+  const payload = JSON.stringify(body);
+  const url = joinUrl(provider.base_url ?? "", "/responses");
+  if (!req.stream) {
+    const json = await http.postJson<{
+      usage?: { input_tokens?: number; output_tokens?: number };
+      output?: unknown;
+    }>(url, headers, payload, provider.timeout_ms, req.signal, provider);
+    const usage = {
+      input_tokens: json.usage?.input_tokens ?? 0,
+      output_tokens: json.usage?.output_tokens ?? 0,
+    };
+    const answer: Record<string, unknown> = { ...json, model: req.clientModel };
+    req.responseTurn?.echo(answer);
+    const result = { kind: "json" as const, body: answer, usage };
+    return withJsonEstimate(result, body, () => responsesOutputText(json));
+  }
+  const events = await http.postEvents(
+    url,
+    headers,
+    payload,
+    provider.timeout_ms,
+    req.signal,
+    provider,
+  );
+  return responsesPassThrough(req, events, new StreamMeter(() => estimateRequestTokens(body)));
+}
+
+interface LifecycleEvent {
+  response?: {
+    model?: unknown;
+    usage?: { input_tokens?: number; output_tokens?: number };
+    [field: string]: unknown;
+  };
+}
+
+async function* chatChunks(events: AsyncIterable<SSEMessage>): AsyncGenerator<ChatCompletionChunk> {
+  for await (const data of chatStreamData(events)) {
+    const chunk = parseChatChunk(data);
+    if (chunk) yield chunk;
+  }
+}
+
+/**
+ * A native Responses stream, event by event. The lifecycle events that carry the whole response
+ * (`response.created`, `response.completed`, ...) name the client's model, never the upstream's;
+ * `response.completed` also carries the usage.
+ */
+function responsesPassThrough(
+  req: CompletionRequest,
+  events: AsyncIterable<SSEMessage>,
+  meter: StreamMeter,
+): StreamCompletion {
+  // What the gateway's own last events continue from if the stream breaks: the upstream's
+  // numbering and its latest Response.
+  let nextSequence = 0;
+  let latest: ResponseObject | undefined;
+  async function* pieces() {
+    let completed = false;
+    for await (const ev of events) {
+      if (ev.event === "error" || ev.event === "response.failed")
+        throw new StreamBroken("upstream stream failed");
+      const name = ev.event ?? "message";
+      if (name.endsWith(".delta")) meter.delivered(deltaChars(ev.data, responsesDeltaFields));
+      const sequence = sequenceNumber.exec(ev.data);
+      if (sequence) nextSequence = Number(sequence[1]) + 1;
+      const lifecycle =
+        ev.event === "response.completed" ||
+        (name.startsWith("response.") && ev.data.includes('"model"'));
+      const data = lifecycle ? (parseEventData(ev.data) as LifecycleEvent | undefined) : undefined;
+      if (ev.event === "response.completed") {
+        completed = true;
+        meter.report(
+          {
+            input_tokens: data?.response?.usage?.input_tokens ?? 0,
+            output_tokens: data?.response?.usage?.output_tokens ?? 0,
+          },
+          true,
+        );
+      }
+      if (data?.response?.model !== undefined) {
+        data.response.model = req.clientModel;
+        latest = data.response as ResponseObject;
+        req.responseTurn?.echo(data.response);
+        yield encodeSSE(data, name);
+        continue;
+      }
+      yield encodeSSE(ev.data, name);
+    }
+    if (!completed) throw new StreamBroken();
+  }
+  const errorEvent = (message: string, code: string) => {
+    const response =
+      latest ??
+      baseResponse(req.body as ResponsesRequest, req.clientModel, randomId("resp_"), nowSeconds());
+    return encodeResponsesEvents(failedEvents(response, nextSequence, message, code));
+  };
+  return { kind: "stream", pieces: pieces(), usage: () => meter.billed(), errorEvent };
+}
+
+const sequenceNumber = /"sequence_number"\s*:\s*(\d+)/;
