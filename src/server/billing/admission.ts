@@ -9,7 +9,7 @@ import type { GoneSignal } from "../http/client-signal.js";
 import type { RequestTrace } from "../http/request-trace.js";
 import type { RateHeaders } from "../limits/request-limits.js";
 import type { Services } from "../services.js";
-import { StreamBroken } from "../wire/bridges.js";
+import { StreamBroken } from "../wire/to-client.js";
 import { UpstreamFailure } from "../wire/upstream-failure.js";
 import type { Usage } from "../wire/usage.js";
 import type { Reservation, SettleOptions } from "./ledger.js";

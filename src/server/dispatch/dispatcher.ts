@@ -3,13 +3,14 @@ import { GatewayError, upstreamRejection } from "../errors.js";
 import type { GoneSignal } from "../http/client-signal.js";
 import type { Attempt, Credential, ProviderContext } from "../providers/provider.js";
 import { providerOf, servesNatively } from "../providers/registry.js";
-import { outputLimit, rewritesBody, StreamBroken } from "../wire/bridges.js";
 import type {
   CompletionRequest,
   CompletionResult,
   JsonCompletion,
 } from "../wire/completion-types.js";
 import type { StreamCompletion, StreamPiece } from "../wire/stream-types.js";
+import { StreamBroken } from "../wire/to-client.js";
+import { outputLimit, rewritesBody } from "../wire/to-provider.js";
 import {
   ExplainedRejection,
   UnsupportedRequest,

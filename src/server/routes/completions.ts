@@ -26,11 +26,11 @@ import { KeptAlive, sendSse } from "../http/sse-response.js";
 import { markStage } from "../http/stages.js";
 import { isBuiltIn, servesNatively } from "../providers/registry.js";
 import type { Services } from "../services.js";
-import { outputBound } from "../wire/bridges.js";
 import type { ClientStyle, CompletionRequest } from "../wire/completion-types.js";
 import type { ResponsesRequest } from "../wire/responses-types.js";
 import { encodeSSE, SSE_DONE } from "../wire/sse.js";
 import type { StreamPiece } from "../wire/stream-types.js";
+import { outputBound } from "../wire/to-provider.js";
 import { streamErrorEvent } from "../wire/translate/errors.js";
 
 const content = z.union([z.string(), z.array(z.looseObject({ type: z.string() })), z.null()]);

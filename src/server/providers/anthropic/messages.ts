@@ -1,13 +1,7 @@
 import type { MessagesResponse } from "../../wire/anthropic-types.js";
-import {
-  fromMessagesEvents,
-  fromMessagesJson,
-  type Rewrite,
-  toMessagesRequest,
-  withJsonEstimate,
-  withRewrite,
-} from "../../wire/bridges.js";
 import type { CompletionRequest, CompletionResult } from "../../wire/completion-types.js";
+import { fromMessagesEvents, fromMessagesJson, withJsonEstimate } from "../../wire/to-client.js";
+import { type Rewrite, toMessagesRequest, withRewrite } from "../../wire/to-provider.js";
 import { UpstreamFailure } from "../../wire/upstream-failure.js";
 import { estimateRequestTokens, messagesOutputText, StreamMeter } from "../../wire/usage.js";
 import { joinUrl } from "../http-upstream.js";

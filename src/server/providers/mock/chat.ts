@@ -2,15 +2,10 @@ import { randomBytes } from "node:crypto";
 import type { ErrorCode } from "../../errors.js";
 import type { GoneSignal } from "../../http/client-signal.js";
 import { sleep } from "../../sleep.js";
-import {
-  fromChatChunks,
-  fromChatJson,
-  type Rewrite,
-  toChatRequest,
-  withRewrite,
-} from "../../wire/bridges.js";
 import type { CompletionRequest, CompletionResult } from "../../wire/completion-types.js";
 import type { ChatCompletionChunk, ChatCompletionResponse } from "../../wire/openai-types.js";
+import { fromChatChunks, fromChatJson } from "../../wire/to-client.js";
+import { type Rewrite, toChatRequest, withRewrite } from "../../wire/to-provider.js";
 import { UnsupportedRequest, UpstreamFailure } from "../../wire/upstream-failure.js";
 import { StreamMeter } from "../../wire/usage.js";
 import type { Attempt, ProviderContext } from "../provider.js";
@@ -39,7 +34,7 @@ function timingFor(providerId: string, json: string): MockTiming {
   return timing;
 }
 
-/** Answers chat-style requests; the bridges give each client its own style. */
+/** Answers chat-style requests; wire/to-client.ts gives each client its own style. */
 export async function mockComplete(
   { mockScript }: ProviderContext,
   attempt: Attempt,

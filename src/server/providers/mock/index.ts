@@ -25,7 +25,7 @@ import {
 import { renderTranscript } from "./transcript.js";
 
 /**
- * The built-in provider: chat in every client style through the bridges, and real PNG, WAV and
+ * The built-in provider: chat in every client style through wire/to-client.ts, and real PNG, WAV and
  * AVI bytes for every media modality, all made inside the gateway.
  */
 export const mockProvider: Provider = {

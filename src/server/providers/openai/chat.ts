@@ -1,20 +1,18 @@
+import type { CompletionRequest, CompletionResult } from "../../wire/completion-types.js";
+import type { ChatCompletionChunk, ChatCompletionResponse } from "../../wire/openai-types.js";
+import type { ResponseObject, ResponsesRequest } from "../../wire/responses-types.js";
+import { encodeSSE, parseEventData, type SSEMessage } from "../../wire/sse.js";
+import type { StreamCompletion } from "../../wire/stream-types.js";
 import {
   chatStreamData,
   fromChatChunks,
   fromChatJson,
   parseChatChunk,
   passThroughChat,
-  type Rewrite,
   StreamBroken,
-  toChatRequest,
   withJsonEstimate,
-  withRewrite,
-} from "../../wire/bridges.js";
-import type { CompletionRequest, CompletionResult } from "../../wire/completion-types.js";
-import type { ChatCompletionChunk, ChatCompletionResponse } from "../../wire/openai-types.js";
-import type { ResponseObject, ResponsesRequest } from "../../wire/responses-types.js";
-import { encodeSSE, parseEventData, type SSEMessage } from "../../wire/sse.js";
-import type { StreamCompletion } from "../../wire/stream-types.js";
+} from "../../wire/to-client.js";
+import { type Rewrite, toChatRequest, withRewrite } from "../../wire/to-provider.js";
 import { encodeResponsesEvents } from "../../wire/translate/errors.js";
 import { baseResponse, failedEvents } from "../../wire/translate/responses.js";
 import { nowSeconds, randomId } from "../../wire/translate/shared.js";

@@ -1,42 +1,13 @@
-import type { ModelRow } from "../../store/types.js";
-import type { MessagesRequest, MessagesResponse } from "./anthropic-types.js";
-import type {
-  Backend,
-  ClientStyle,
-  CompletionRequest,
-  CompletionResult,
-  JsonCompletion,
-} from "./completion-types.js";
-import type {
-  ChatCompletionChunk,
-  ChatCompletionRequest,
-  ChatCompletionResponse,
-} from "./openai-types.js";
+import type { MessagesResponse } from "./anthropic-types.js";
+import type { CompletionRequest, JsonCompletion } from "./completion-types.js";
+import type { ChatCompletionChunk, ChatCompletionResponse } from "./openai-types.js";
 import type { ResponsesRequest } from "./responses-types.js";
 import { encodeSSE, parseEventData, SSE_DONE, type SSEMessage } from "./sse.js";
 import type { StreamCompletion, StreamPiece } from "./stream-types.js";
-import {
-  chatRequestToMessages,
-  MessagesStreamToChat,
-  messagesResponseToChat,
-  untranslatableToMessages,
-} from "./translate/chat-to-messages.js";
+import { MessagesStreamToChat, messagesResponseToChat } from "./translate/chat-to-messages.js";
 import { encodeResponsesEvents } from "./translate/errors.js";
-import {
-  anthropicServerTools,
-  ChatStreamToMessages,
-  chatResponseToMessages,
-  messagesRequestToChat,
-  serverToolSentence,
-} from "./translate/messages-to-chat.js";
-import {
-  ChatStreamToResponses,
-  chatResponseToResponses,
-  hostedToolSentence,
-  responsesRequestToChat,
-  toolsOutsideChat,
-} from "./translate/responses.js";
-import { UnsupportedRequest } from "./upstream-failure.js";
+import { ChatStreamToMessages, chatResponseToMessages } from "./translate/messages-to-chat.js";
+import { ChatStreamToResponses, chatResponseToResponses } from "./translate/responses.js";
 import {
   chatDeltaFields,
   deltaChars,
@@ -49,9 +20,10 @@ import {
   usageOrEstimate,
 } from "./usage.js";
 
-/**
- * Glue between the three client styles and the two native wires (chat completions, messages).
- * Same style and wire: the body passes with only the model mapped. Otherwise the translators run.
+/*
+ * A provider's answer in the client's style: JSON or a stream, translated when style and wire
+ * differ, metered as it goes (`StreamMeter`), estimated when the provider reported no usage. The
+ * request's way out is `to-provider.ts`.
  */
 
 export class StreamBroken extends Error {
@@ -59,163 +31,6 @@ export class StreamBroken extends Error {
     super(message);
     this.name = "StreamBroken";
   }
-}
-
-// ---- requests ---------------------------------------------------------------
-
-/** What rewriting a request for one backend left out, for the response header and the log. */
-export interface Rewrite {
-  omittedTools: string[];
-}
-
-/**
- * The client's output limit: `max_tokens`, `max_completion_tokens` or `max_output_tokens` by
- * style, as the field's name and its value.
- */
-export function outputLimit(
-  style: ClientStyle,
-  body: Record<string, unknown>,
-): { field: string; value: number } | undefined {
-  const field =
-    style === "messages"
-      ? "max_tokens"
-      : style === "responses"
-        ? "max_output_tokens"
-        : body.max_completion_tokens != null
-          ? "max_completion_tokens"
-          : "max_tokens";
-  const value = body[field];
-  return typeof value === "number" ? { field, value } : undefined;
-}
-
-/**
- * Whether the body sent to this backend is rewritten rather than forwarded as the client wrote
- * it: translated to another wire (the provider does not speak the client's style, `native`
- * false), run through the Responses bridge, or a route's step. Only a rewritten body has its
- * output limit brought within the model's maximum.
- */
-export function rewritesBody(native: boolean, viaRoute: boolean): boolean {
-  return viaRoute || !native;
-}
-
-/**
- * The output tokens a request may produce on this backend: what the hold at admission covers.
- * `native`: the backend's provider speaks the client's style (undefined when it is unknown).
- */
-export function outputBound(
-  style: ClientStyle,
-  body: Record<string, unknown>,
-  model: Pick<ModelRow, "max_output_tokens">,
-  native: boolean | undefined,
-  viaRoute: boolean,
-): number {
-  const requested = outputLimit(style, body)?.value;
-  if (requested === undefined) return model.max_output_tokens;
-  if (native !== undefined && rewritesBody(native, viaRoute))
-    return Math.min(requested, model.max_output_tokens);
-  return requested;
-}
-
-/** The chat request's output limits, at most `max`. */
-function clampChat(body: ChatCompletionRequest, max: number): ChatCompletionRequest {
-  for (const field of ["max_tokens", "max_completion_tokens"] as const) {
-    const value = body[field];
-    if (typeof value === "number" && value > max) body[field] = max;
-  }
-  return body;
-}
-
-/** Where a chat body goes after `toChatRequest`, when it is not sent as it is. */
-export interface ChatOnward {
-  /** Translated on to another wire: a rewrite, so its output limit is clamped. */
-  translated?: boolean;
-  /** That wire runs a web search of its own (Anthropic's): a hosted web search tool stays. */
-  webSearch?: boolean;
-}
-
-export function toChatRequest(
-  req: CompletionRequest,
-  attempt: Backend,
-  rewrite: Rewrite,
-  onward: ChatOnward = {},
-): ChatCompletionRequest {
-  const { model } = attempt;
-  const max = model.max_output_tokens;
-  if (req.style === "messages") {
-    const body = req.body as MessagesRequest;
-    const server = anthropicServerTools(body);
-    if (server.length > 0) omitTools(attempt, server, serverToolSentence(server), rewrite);
-    return clampChat(messagesRequestToChat(body, model.upstream_model), max);
-  }
-  if (req.style === "responses") {
-    const body = req.body as ResponsesRequest;
-    const chat = responsesRequestToChat(body, model.upstream_model);
-    const outside = toolsOutsideChat(body);
-    // A wire that runs a web search of its own gets it as chat's web search option.
-    const searches = onward.webSearch ? outside.filter(isWebSearch) : [];
-    if (searches.length > 0) chat.web_search_options = {};
-    const omitted = outside.filter((t) => !searches.includes(t));
-    if (omitted.length > 0) omitTools(attempt, omitted, hostedToolSentence(omitted), rewrite);
-    return clampChat(chat, max);
-  }
-  const body = { ...req.body, model: model.upstream_model } as ChatCompletionRequest;
-  // Usage is needed for billing; the extra usage chunk is removed again if the client did not ask.
-  if (req.stream) body.stream_options = { ...(body.stream_options ?? {}), include_usage: true };
-  return req.viaRoute || onward.translated ? clampChat(body, max) : body;
-}
-
-export function toMessagesRequest(
-  req: CompletionRequest,
-  attempt: Backend,
-  rewrite: Rewrite,
-): MessagesRequest {
-  const { model } = attempt;
-  const max = model.max_output_tokens;
-  if (req.style === "messages") {
-    const body = { ...req.body, model: model.upstream_model } as MessagesRequest;
-    if (req.viaRoute && body.max_tokens > max) body.max_tokens = max;
-    return body;
-  }
-  const chat = toChatRequest(req, attempt, rewrite, { translated: true, webSearch: true });
-  refuseGap(untranslatableToMessages(chat));
-  const out = chatRequestToMessages(chat, model.upstream_model, max);
-  out.max_tokens = Math.min(out.max_tokens, max);
-  return out;
-}
-
-const isWebSearch = (type: string) => type.startsWith("web_search");
-
-/**
- * Tools this backend cannot run: left out and named in the answer's header and the request log,
- * or (model or provider option `unsupported_tools: reject`) the request refused before anything
- * is sent. A route's step with later steps is skipped instead, since one of those may run them.
- */
-function omitTools(attempt: Backend, tools: string[], sentence: string, rewrite: Rewrite) {
-  if (attempt.lastStep === false || unsupportedToolsPolicy(attempt) === "reject")
-    throw new UnsupportedRequest(sentence);
-  for (const tool of tools)
-    if (!rewrite.omittedTools.includes(tool)) rewrite.omittedTools.push(tool);
-}
-
-/** The model's own `unsupported_tools` if it has one, else its provider's. */
-function unsupportedToolsPolicy({
-  model,
-  provider,
-}: Pick<Backend, "model" | "provider">): "omit" | "reject" {
-  if (model.unsupported_tools) return model.unsupported_tools;
-  const options = JSON.parse(provider.options_json) as { unsupported_tools?: string };
-  return options.unsupported_tools === "reject" ? "reject" : "omit";
-}
-
-/** The result, naming the tools its request was sent without. */
-export function withRewrite<T extends CompletionResult>(result: T, rewrite: Rewrite): T {
-  if (rewrite.omittedTools.length > 0) result.omittedTools = rewrite.omittedTools;
-  return result;
-}
-
-/** Something the provider's wire cannot carry fails the attempt before anything is sent. */
-function refuseGap(gap: string | undefined): void {
-  if (gap) throw new UnsupportedRequest(gap);
 }
 
 function clientWantsUsage(req: CompletionRequest): boolean {
