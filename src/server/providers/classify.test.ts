@@ -105,6 +105,42 @@ describe("failureOf: a provider's error status as the client sees it", () => {
     });
   });
 
+  it("Google's refusals of a key (400 API_KEY_INVALID, 403 PERMISSION_DENIED) are key failures too: 503, the key cools", () => {
+    const invalid = googleError(
+      400,
+      "INVALID_ARGUMENT",
+      "API key not valid. Please pass a valid API key.",
+      "API_KEY_INVALID",
+    );
+    const denied = googleError(
+      403,
+      "PERMISSION_DENIED",
+      "Method doesn't allow unregistered callers",
+    );
+    for (const [status, body] of [
+      [400, invalid],
+      [403, denied],
+    ] as const) {
+      expect(failureOf(status, undefined, body)).toMatchObject({
+        kind: "unauthorized",
+        status: 503,
+      });
+      expect(clientSees(status, body)).toMatchObject({ status: 503, code: "upstream_error" });
+    }
+    // Any other 400 from Google is a rejection of the body.
+    const bad = googleError(400, "INVALID_ARGUMENT", "Invalid JSON payload received.");
+    expect(clientSees(400, bad)).toMatchObject({ status: 400, code: "invalid_request_error" });
+  });
+
+  it("Google's context-window rejection is context_length_exceeded", () => {
+    const body = googleError(
+      400,
+      "INVALID_ARGUMENT",
+      "The input token count (1200293) exceeds the maximum number of tokens allowed (1048576).",
+    );
+    expect(clientSees(400, body)).toMatchObject({ status: 400, code: "context_length_exceeded" });
+  });
+
   it("a 5xx is the provider failing: 503 upstream_error", () => {
     for (const status of [500, 502, 503, 529]) {
       expect(failureOf(status, undefined, "overloaded").kind).toBe("unavailable");
@@ -139,3 +175,9 @@ describe("failureOf: a provider's error status as the client sees it", () => {
     });
   });
 });
+
+/** An error body as Google's APIs write it. */
+function googleError(code: number, status: string, message: string, reason?: string): string {
+  const details = reason ? [{ "@type": "type.googleapis.com/google.rpc.ErrorInfo", reason }] : [];
+  return JSON.stringify({ error: { code, message, status, details } }, null, 2);
+}

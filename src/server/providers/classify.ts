@@ -8,7 +8,9 @@ import { UpstreamFailure } from "../wire/upstream-failure.js";
 export function rejectionReason(status: number, bodyText: string): ErrorCode {
   const text = bodyText.toLowerCase();
   if (
-    /context[_ ]length|maximum context|context window|too many tokens|prompt is too long/.test(text)
+    /context[_ ]length|maximum context|context window|too many tokens|prompt is too long|exceeds the maximum number of tokens/.test(
+      text,
+    )
   ) {
     return "context_length_exceeded";
   }
@@ -34,6 +36,12 @@ export function retryAfterMs(header: string | string[] | undefined): number | un
   return Number.isNaN(date) ? undefined : Math.max(0, date - Date.now());
 }
 
+/**
+ * Google's APIs refuse a key with a 400 `API_KEY_INVALID` or a 403 `PERMISSION_DENIED`, never a
+ * 401; `UNAUTHENTICATED` is their 401.
+ */
+const googleKeyRefused = /API_KEY_INVALID|"status"\s*:\s*"(?:PERMISSION_DENIED|UNAUTHENTICATED)"/;
+
 /** What a non-2xx status means for the attempt; the provider's body only picks the reason. */
 export function failureOf(
   status: number,
@@ -45,7 +53,8 @@ export function failureOf(
   }
   // The provider refused the credential, not the request: the key cools down like a 429 and the
   // caller sees a provider failure (503), never a rejection of their own body.
-  if (status === 401) return new UpstreamFailure("unauthorized", 503);
+  if (status === 401 || (status < 500 && googleKeyRefused.test(text)))
+    return new UpstreamFailure("unauthorized", 503);
   if (status >= 400 && status < 500) {
     return new UpstreamFailure("rejected", status, rejectionReason(status, text));
   }
