@@ -1,6 +1,7 @@
 import type { ProviderRow } from "../../store/types.js";
 import type { ClientStyle } from "../wire/completion-types.js";
 import { anthropicProvider } from "./anthropic/index.js";
+import { geminiProvider } from "./gemini/index.js";
 import { mockProvider } from "./mock/index.js";
 import { openaiProvider } from "./openai/index.js";
 import type { Provider } from "./provider.js";
@@ -14,6 +15,7 @@ export const providerWires = {
   openai: openaiProvider,
   anthropic: anthropicProvider,
   mock: mockProvider,
+  gemini: geminiProvider,
 } satisfies Record<string, Provider>;
 
 export type Wire = keyof typeof providerWires;

@@ -1,0 +1,266 @@
+/**
+ * Request: an OpenAI chat body (what `toChatRequest` makes of any client style) -> Gemini's
+ * `GenerateContentRequest`.
+ */
+
+import type {
+  ChatCompletionRequest,
+  ChatContentPart,
+  ChatMessage,
+  ChatTool,
+  ChatToolChoice,
+} from "../../wire/openai-types.js";
+import {
+  argumentsToInput,
+  asArray,
+  asNumber,
+  asString,
+  isRecord,
+  type JsonObject,
+  parseDataUrl,
+} from "../../wire/translate/shared.js";
+import { UnsupportedRequest } from "../../wire/upstream-failure.js";
+import { toGeminiSchema } from "./gemini-schema.js";
+import type {
+  GeminiContent,
+  GeminiFunctionDeclaration,
+  GeminiGenerationConfig,
+  GeminiPart,
+  GenerateContentRequest,
+} from "./gemini-types.js";
+import { signatureOfCallId } from "./tool-call-ids.js";
+
+/**
+ * What Google's docs say to send as a function call's thought signature when the call was not
+ * made by a Gemini 3 model (a history from another model, or written by the client): without
+ * one, Gemini 3 refuses the turn.
+ */
+export const unsignedCallSignature = "skip_thought_signature_validator";
+
+/** `maxOutputTokens` at most `maxOutput`: the model's configured maximum, which the hold covers. */
+export function chatToGemini(
+  chat: ChatCompletionRequest,
+  maxOutput: number,
+): GenerateContentRequest {
+  const system: GeminiPart[] = [];
+  const contents: GeminiContent[] = [];
+  const callNames = new Map<string, string>();
+  const push = (role: "user" | "model", parts: GeminiPart[]) => {
+    if (parts.length === 0) return;
+    const last = contents.at(-1);
+    // Gemini wants the turns to alternate: tool results and the text after them are one turn.
+    if (last?.role === role) last.parts.push(...parts);
+    else contents.push({ role, parts });
+  };
+  for (const message of chat.messages) {
+    switch (message.role) {
+      case "system":
+      case "developer":
+        system.push(...userParts(message.content));
+        break;
+      case "user":
+        push("user", userParts(message.content));
+        break;
+      case "assistant":
+        push("model", modelParts(message, callNames));
+        break;
+      case "tool":
+        push("user", [
+          functionResponse(callName(callNames, message.tool_call_id), message.content),
+        ]);
+        break;
+      case "function":
+        push("user", [functionResponse(message.name, message.content)]);
+        break;
+    }
+  }
+  const out: GenerateContentRequest = { contents };
+  if (system.length > 0) {
+    // Only a system prompt: Gemini needs a turn to answer, and the prompt is all there is.
+    if (contents.length === 0) contents.push({ role: "user", parts: system });
+    else out.systemInstruction = { parts: system };
+  }
+  const declarations = functionDeclarations(chat.tools);
+  if (declarations.length > 0) out.tools = [{ functionDeclarations: declarations }];
+  const toolConfig = functionCallingConfig(chat.tool_choice);
+  if (toolConfig && declarations.length > 0) out.toolConfig = { functionCallingConfig: toolConfig };
+  out.generationConfig = generationConfig(chat, maxOutput);
+  return out;
+}
+
+function callName(names: Map<string, string>, id: unknown): string {
+  const name = typeof id === "string" ? names.get(id) : undefined;
+  if (name === undefined) {
+    throw new UnsupportedRequest(
+      "A tool message answers a tool_call_id that no earlier assistant message called; Gemini needs the function's name.",
+    );
+  }
+  return name;
+}
+
+function textPart(text: string): GeminiPart[] {
+  return text === "" ? [] : [{ text }];
+}
+
+/** A user's (or system's) content: text, images and files, each as Gemini's part. */
+function userParts(content: string | ChatContentPart[] | null | undefined): GeminiPart[] {
+  if (typeof content === "string") return textPart(content);
+  const parts: GeminiPart[] = [];
+  for (const part of asArray(content)) {
+    if (!isRecord(part)) continue;
+    if (part.type === "text") parts.push(...textPart(asString(part.text) ?? ""));
+    else if (part.type === "image_url" && isRecord(part.image_url)) {
+      parts.push(mediaPart(asString(part.image_url.url) ?? ""));
+    } else if (part.type === "input_audio" && isRecord(part.input_audio)) {
+      const format = asString(part.input_audio.format) ?? "wav";
+      const data = asString(part.input_audio.data) ?? "";
+      parts.push({ inlineData: { mimeType: `audio/${format}`, data } });
+    } else if (part.type === "file" && isRecord(part.file)) {
+      const data = asString(part.file.file_data);
+      if (!data) throw new UnsupportedRequest("Gemini takes files as data, not by file_id.");
+      parts.push(mediaPart(data));
+    } else if (part.type === "refusal") {
+      parts.push(...textPart(asString(part.refusal) ?? ""));
+    }
+  }
+  return parts;
+}
+
+/** A data URL goes inline; any other URL is given to Gemini to fetch (`fileData`). */
+function mediaPart(url: string): GeminiPart {
+  const data = parseDataUrl(url);
+  if (data) return { inlineData: { mimeType: data.mediaType, data: data.data } };
+  if (!/^(https?|gs):\/\//.test(url))
+    throw new UnsupportedRequest("An image or file must be a data URL or an http(s) URL.");
+  return { fileData: { fileUri: url, mimeType: mimeTypeOf(url) } };
+}
+
+const extensionTypes: Record<string, string> = {
+  png: "image/png",
+  jpg: "image/jpeg",
+  jpeg: "image/jpeg",
+  gif: "image/gif",
+  webp: "image/webp",
+  heic: "image/heic",
+  pdf: "application/pdf",
+  mp3: "audio/mp3",
+  wav: "audio/wav",
+  mp4: "video/mp4",
+};
+
+function mimeTypeOf(url: string): string {
+  const extension = /\.([a-z0-9]+)(?:[?#]|$)/i.exec(url)?.[1]?.toLowerCase() ?? "";
+  return extensionTypes[extension] ?? "image/jpeg";
+}
+
+/** The model's turn: its text, then its function calls, each with its thought signature. */
+function modelParts(
+  message: Extract<ChatMessage, { role: "assistant" }>,
+  names: Map<string, string>,
+): GeminiPart[] {
+  const parts = userParts(message.content ?? null);
+  const calls = asArray(message.tool_calls).filter(isRecord);
+  let signed = false;
+  const callParts: GeminiPart[] = [];
+  for (const call of calls) {
+    const fn = isRecord(call.function) ? call.function : {};
+    const name = asString(fn.name) ?? "";
+    const id = asString(call.id) ?? "";
+    names.set(id, name);
+    const part: GeminiPart = { functionCall: { name, args: argumentsToInput(fn.arguments) } };
+    const signature = signatureOfCallId(id);
+    if (signature) {
+      part.thoughtSignature = signature;
+      signed = true;
+    }
+    callParts.push(part);
+  }
+  const legacy = message.function_call;
+  if (legacy && isRecord(legacy)) {
+    callParts.push({
+      functionCall: { name: legacy.name, args: argumentsToInput(legacy.arguments) },
+    });
+  }
+  if (callParts.length > 0 && !signed) callParts[0].thoughtSignature = unsignedCallSignature;
+  return [...parts, ...callParts];
+}
+
+/** A tool's result: Google's docs put a function's output under `output`. */
+function functionResponse(name: string, content: unknown): GeminiPart {
+  const text =
+    typeof content === "string"
+      ? content
+      : asArray(content)
+          .filter(isRecord)
+          .map((part) => asString(part.text) ?? "")
+          .join("");
+  return { functionResponse: { name, response: { output: text } } };
+}
+
+function functionDeclarations(tools: ChatTool[] | undefined): GeminiFunctionDeclaration[] {
+  const declarations: GeminiFunctionDeclaration[] = [];
+  for (const tool of asArray(tools).filter(isRecord)) {
+    if (tool.type !== "function" || !isRecord(tool.function)) {
+      throw new UnsupportedRequest(
+        `Gemini runs function tools only; this request has a tool of type "${String(tool.type)}".`,
+      );
+    }
+    const fn = tool.function;
+    const declaration: GeminiFunctionDeclaration = { name: asString(fn.name) ?? "" };
+    const description = asString(fn.description);
+    if (description) declaration.description = description;
+    // A function without parameters declares none: Gemini refuses an object with no properties.
+    if (isRecord(fn.parameters) && takesParameters(fn.parameters))
+      declaration.parametersJsonSchema = toGeminiSchema(fn.parameters);
+    declarations.push(declaration);
+  }
+  return declarations;
+}
+
+function takesParameters(schema: JsonObject): boolean {
+  const properties = schema.properties;
+  if (isRecord(properties) && Object.keys(properties).length > 0) return true;
+  return schema.type !== undefined && schema.type !== "object";
+}
+
+function functionCallingConfig(
+  choice: ChatToolChoice | undefined,
+): { mode: "AUTO" | "ANY" | "NONE"; allowedFunctionNames?: string[] } | undefined {
+  if (choice === undefined) return undefined;
+  if (choice === "auto") return { mode: "AUTO" };
+  if (choice === "none") return { mode: "NONE" };
+  if (choice === "required") return { mode: "ANY" };
+  if (isRecord(choice) && isRecord(choice.function) && typeof choice.function.name === "string")
+    return { mode: "ANY", allowedFunctionNames: [choice.function.name] };
+  return undefined;
+}
+
+function generationConfig(chat: ChatCompletionRequest, maxOutput: number): GeminiGenerationConfig {
+  const requested = asNumber(chat.max_completion_tokens) ?? asNumber(chat.max_tokens);
+  const config: GeminiGenerationConfig = {
+    maxOutputTokens: requested === undefined ? maxOutput : Math.min(requested, maxOutput),
+  };
+  const temperature = asNumber(chat.temperature);
+  if (temperature !== undefined) config.temperature = temperature;
+  const topP = asNumber(chat.top_p);
+  if (topP !== undefined) config.topP = topP;
+  const stop = typeof chat.stop === "string" ? [chat.stop] : asArray(chat.stop);
+  const stopSequences = stop.filter((s): s is string => typeof s === "string" && s !== "");
+  if (stopSequences.length > 0) config.stopSequences = stopSequences;
+  const n = asNumber(chat.n);
+  if (n !== undefined && n > 1) config.candidateCount = n;
+  const seed = asNumber(chat.seed);
+  if (seed !== undefined) config.seed = seed;
+  const presence = asNumber(chat.presence_penalty);
+  if (presence !== undefined) config.presencePenalty = presence;
+  const frequency = asNumber(chat.frequency_penalty);
+  if (frequency !== undefined) config.frequencyPenalty = frequency;
+  const format = chat.response_format;
+  if (format?.type === "json_object") config.responseMimeType = "application/json";
+  if (format?.type === "json_schema") {
+    config.responseMimeType = "application/json";
+    const schema = format.json_schema?.schema;
+    if (isRecord(schema)) config.responseJsonSchema = toGeminiSchema(schema);
+  }
+  return config;
+}
