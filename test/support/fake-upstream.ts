@@ -1,5 +1,6 @@
 import { createServer, type IncomingHttpHeaders, type ServerResponse } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
+import { checkGemini, defaultGeminiAnswer, type GeminiRules } from "./gemini-wire.js";
 import {
   checkAnthropic,
   checkChat,
@@ -11,8 +12,8 @@ import {
 } from "./upstream-rules.js";
 
 /**
- * Fake provider APIs for integration tests: an OpenAI-compatible and an Anthropic-compatible
- * server on 127.0.0.1 (port 0). Every request is recorded (path, headers, parsed body) and each
+ * Fake provider APIs for integration tests: an OpenAI-compatible, an Anthropic-compatible and a
+ * Google Gemini server on 127.0.0.1 (port 0; Gemini's rules and answers in `gemini-wire.ts`). Every request is recorded (path, headers, parsed body) and each
  * test scripts the answers: JSON, SSE streams chunk by chunk, errors, 429 with Retry-After,
  * hangs (for timeouts) and streams that break midway. Requests are checked first as the real
  * APIs check them (`upstream-rules.ts`): one that breaks a rule gets the real API's refusal and
@@ -122,12 +123,11 @@ export class FakeUpstream {
   url = "";
 
   constructor(
-    readonly wire: "openai" | "anthropic",
+    readonly wire: FakeWire,
     defaultHandler?: Handler,
     readonly rules: WireRules = defaultRules,
   ) {
-    this.handler =
-      defaultHandler ?? (() => (wire === "openai" ? openaiJson("ok") : anthropicJson("ok")));
+    this.handler = defaultHandler ?? plainAnswer(wire);
     this.server.keepAliveTimeout = 30_000;
     this.server.on("connection", (socket) => {
       this.sockets.add(socket);
@@ -165,8 +165,7 @@ export class FakeUpstream {
     this.queued.length = 0;
     this.aborted = 0;
     this.dripped = 0;
-    this.handler =
-      handler ?? (() => (this.wire === "openai" ? openaiJson("ok") : anthropicJson("ok")));
+    this.handler = handler ?? plainAnswer(this.wire);
   }
 
   get last(): RecordedRequest {
@@ -206,6 +205,10 @@ export class FakeUpstream {
     | { items: Record<string, unknown>[] }
     | undefined {
     if (req.method !== "POST") return undefined;
+    if (this.wire === "gemini") {
+      const refusal = checkGemini(req, this.rules as GeminiRules);
+      return refusal ? { refusal } : undefined;
+    }
     if (this.wire === "openai" && req.path.endsWith("/responses"))
       return checkResponses(req.body, this.responses);
     if (this.wire === "anthropic" && req.path.endsWith("/messages"))
@@ -320,6 +323,14 @@ export class FakeUpstream {
     }
     res.end();
   }
+}
+
+export type FakeWire = "openai" | "anthropic" | "gemini";
+
+/** What a fake answers when no test scripted anything. */
+function plainAnswer(wire: FakeWire): Handler {
+  if (wire === "gemini") return defaultGeminiAnswer;
+  return () => (wire === "openai" ? openaiJson("ok") : anthropicJson("ok"));
 }
 
 export async function fakeUpstream(
