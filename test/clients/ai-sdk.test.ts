@@ -40,6 +40,9 @@ const cases = [
   ["@ai-sdk/openai responses", "claude-x"],
   ["@ai-sdk/anthropic", "claude-x"],
   ["@ai-sdk/anthropic", "gpt-x"],
+  ["@ai-sdk/openai chat", "gemini-x"],
+  ["@ai-sdk/openai responses", "gemini-x"],
+  ["@ai-sdk/anthropic", "gemini-x"],
 ] as const;
 
 describe("AI SDK generateText / streamText with tools", () => {

@@ -55,6 +55,8 @@ const cases = [
   ["ChatOpenAI", "claude-x"],
   ["ChatAnthropic", "claude-x"],
   ["ChatAnthropic", "gpt-x"],
+  ["ChatOpenAI", "gemini-x"],
+  ["ChatAnthropic", "gemini-x"],
 ] as const;
 
 describe("LangChain bindTools loop", () => {

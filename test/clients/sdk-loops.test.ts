@@ -37,7 +37,7 @@ const weatherParameters: { type: "object"; [key: string]: unknown } = {
 };
 
 describe("openai runTools", () => {
-  for (const model of ["gpt-x", "claude-x"]) {
+  for (const model of ["gpt-x", "claude-x", "gemini-x"]) {
     for (const stream of [false, true]) {
       it(`runs the loop on ${model}${stream ? ", streamed" : ""}`, async () => {
         const seen: unknown[] = [];
@@ -76,7 +76,7 @@ describe("openai runTools", () => {
 });
 
 describe("anthropic tool runner (message threads) and finalMessage()", () => {
-  for (const model of ["claude-x", "gpt-x"]) {
+  for (const model of ["claude-x", "gpt-x", "gemini-x"]) {
     for (const stream of [false, true]) {
       it(`runs the tool runner's loop on ${model}${stream ? ", streamed" : ""}, each turn sending only the new messages`, async () => {
         const seen: unknown[] = [];
@@ -109,6 +109,16 @@ describe("anthropic tool runner (message threads) and finalMessage()", () => {
           expect(first.thread).toEqual({ type: "create" });
           expect(second.thread).toMatchObject({ type: "continue" });
           expect(second.messages).toHaveLength(1);
+        } else if (model === "gemini-x") {
+          // Gemini holds no thread: the gateway sent the second turn whole, system and tools too.
+          const second = setup.geminiUp.requests[1].body;
+          expect((second.contents as { role: string }[]).map((c) => c.role)).toEqual([
+            "user",
+            "model",
+            "user",
+          ]);
+          expect(second.systemInstruction).toEqual({ parts: [{ text: "Answer briefly." }] });
+          expect(second.tools).toHaveLength(1);
         } else {
           // Across: the gateway sent the second turn whole, with the system prompt and tools.
           const second = setup.openaiUp.requests[1].body;
@@ -124,7 +134,7 @@ describe("anthropic tool runner (message threads) and finalMessage()", () => {
     }
   }
 
-  for (const model of ["claude-x", "gpt-x"]) {
+  for (const model of ["claude-x", "gpt-x", "gemini-x"]) {
     it(`runs a hand-written loop with stream().finalMessage() on ${model}`, async () => {
       const tools: Anthropic.Tool[] = [
         { name: WEATHER_TOOL, description: "Weather", input_schema: weatherParameters },

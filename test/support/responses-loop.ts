@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, beforeEach } from "vitest";
+import { fakeGemini, geminiJson, geminiStreamSteps } from "./fake-gemini.js";
 import {
   anthropicJson,
   anthropicStreamSteps,
@@ -14,7 +15,9 @@ import { baseConfig, type TestGateway, testGateway } from "./gateway.js";
 import {
   anthropicLoop,
   CLAUDE_MAX_OUTPUT,
+  GEMINI_MAX_OUTPUT,
   GPT_MAX_OUTPUT,
+  geminiLoop,
   loopDatabase,
   openaiLoop,
   WEATHER_ARGS,
@@ -25,13 +28,13 @@ import {
  * A gateway with one model on each wire the Responses API can be served on, behind fakes that
  * keep nothing the real APIs would not and refuse what they refuse (a tool result with no call
  * before it): `gpt-x` (chat completions), `claude-x` (anthropic), `gpt-native` (a provider with
- * its own Responses API, which holds its own responses). Each fake answers from the whole
+ * its own Responses API, which holds its own responses), `gemini-x` (Google's Gemini API). Each fake answers from the whole
  * conversation it was sent: "My name is Ada" is remembered only if the turn carrying it arrived,
  * and a tool loop is answered as tool-loop.ts does. The gateway's clock is manual, for expiry.
  */
 
 export const OTHER_KEY = "kn-test-other-account-key-000000";
-export const wireModels = ["gpt-x", "claude-x", "gpt-native"] as const;
+export const wireModels = ["gpt-x", "claude-x", "gpt-native", "gemini-x"] as const;
 export type WireModel = (typeof wireModels)[number];
 
 type Json = Record<string, unknown>;
@@ -49,6 +52,12 @@ function textsOf(content: unknown): string[] {
 
 /** What the user said, oldest first, in the conversation the fake was sent. */
 function userTexts(req: RecordedRequest): string[] {
+  if (Array.isArray(req.body.contents)) {
+    return (req.body.contents as Json[])
+      .filter((content) => content.role === "user")
+      .flatMap((content) => (content.parts as Json[]).map((part) => part.text))
+      .filter((text): text is string => typeof text === "string" && text !== "");
+  }
   const turns = req.items ?? (req.body.messages as Json[] | undefined) ?? [];
   return turns
     .filter((turn) => turn.role === "user" && (turn.type ?? "message") === "message")
@@ -87,6 +96,14 @@ function anthropicFake(req: RecordedRequest): Reply {
   return req.body.stream === true
     ? { kind: "sse", steps: anthropicStreamSteps([text]) }
     : anthropicJson(text);
+}
+
+function geminiFake(req: RecordedRequest): Reply {
+  if (hasTools(req)) return geminiLoop(req);
+  const text = recallReply(req);
+  return req.path.includes(":streamGenerateContent")
+    ? { kind: "sse", steps: geminiStreamSteps([text]) }
+    : geminiJson(text);
 }
 
 let nativeReplies = 0;
@@ -161,6 +178,7 @@ export interface StateSetup {
   chatUp: FakeUpstream;
   anthropicUp: FakeUpstream;
   nativeUp: FakeUpstream;
+  geminiUp: FakeUpstream;
   /** Every refusal the fakes' rules made. */
   refused(): unknown[];
   close(): Promise<void>;
@@ -173,6 +191,7 @@ export async function stateGateway(): Promise<StateSetup> {
     maxOutputTokens: CLAUDE_MAX_OUTPUT,
   });
   const nativeUp = await fakeUpstream("openai", nativeFake);
+  const geminiUp = await fakeGemini({ maxOutputTokens: GEMINI_MAX_OUTPUT }, geminiFake);
   const base = baseConfig();
   const gw = await testGateway({
     db: database.db,
@@ -189,6 +208,7 @@ export async function stateGateway(): Promise<StateSetup> {
           api_keys: ["sk-native-pool"],
           responses_native: true,
         },
+        { id: "gm", wire: "gemini", base_url: geminiUp.url, api_keys: ["AIza-state-pool"] },
       ],
       models: [
         ...(base.models ?? []),
@@ -207,6 +227,13 @@ export async function stateGateway(): Promise<StateSetup> {
           max_output_tokens: CLAUDE_MAX_OUTPUT,
         },
         { name: "gpt-native", provider: "native", upstream_model: "gpt-native-upstream" },
+        {
+          name: "gemini-x",
+          provider: "gm",
+          upstream_model: "gemini-upstream",
+          price_input_per_mtok: 1,
+          max_output_tokens: GEMINI_MAX_OUTPUT,
+        },
       ],
       routes: [],
       accounts: [
@@ -225,10 +252,16 @@ export async function stateGateway(): Promise<StateSetup> {
     chatUp,
     anthropicUp,
     nativeUp,
-    refused: () => [...chatUp.refused, ...anthropicUp.refused, ...nativeUp.refused],
+    geminiUp,
+    refused: () => [
+      ...chatUp.refused,
+      ...anthropicUp.refused,
+      ...nativeUp.refused,
+      ...geminiUp.refused,
+    ],
     async close() {
       await gw.close();
-      await Promise.all([chatUp.close(), anthropicUp.close(), nativeUp.close()]);
+      await Promise.all([chatUp.close(), anthropicUp.close(), nativeUp.close(), geminiUp.close()]);
       database.done();
     },
   };
@@ -246,5 +279,6 @@ export function useStateGateway(ready: (setup: StateSetup) => void): void {
     setup?.chatUp.reset(chatFake);
     setup?.anthropicUp.reset(anthropicFake);
     setup?.nativeUp.reset(nativeFake);
+    setup?.geminiUp.reset(geminiFake);
   });
 }

@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, beforeEach } from "vitest";
 import { secretKeyEnv } from "../../src/store/secret-box.js";
+import { fakeGemini, geminiJson, geminiStreamSteps } from "./fake-gemini.js";
 import {
   anthropicJson,
   anthropicStreamSteps,
@@ -32,6 +33,11 @@ export const answerFor = (result: string) => `The weather in Jakarta: ${result}.
 /** Model maxima: the fakes refuse a larger output limit as the real APIs do. */
 export const GPT_MAX_OUTPUT = 16_384;
 export const CLAUDE_MAX_OUTPUT = 64_000;
+export const GEMINI_MAX_OUTPUT = 8_192;
+/** The gateway's pool key for the fake Gemini API, the one key it accepts. */
+const GEMINI_POOL_KEY = "AIza-loop-pool-key";
+/** What the fake Gemini signs its function calls with; it refuses a call sent back without it. */
+const GEMINI_SIGNATURE = Buffer.from("loop-thought-signature").toString("base64");
 
 type Json = Record<string, unknown>;
 
@@ -90,10 +96,45 @@ export function anthropicLoop(req: RecordedRequest): Reply {
   };
 }
 
+/** The function response in the last turn of a Gemini request, if it ends with one. */
+function geminiToolResult(req: RecordedRequest): string | undefined {
+  const contents = (req.body.contents as Json[] | undefined) ?? [];
+  const parts = (contents.at(-1)?.parts as Json[] | undefined) ?? [];
+  const response = parts.find((p) => p.functionResponse)?.functionResponse as Json | undefined;
+  if (!response) return undefined;
+  const output = (response.response as Json | undefined)?.output;
+  return typeof output === "string" ? output : JSON.stringify(response.response);
+}
+
+/** Whether the request's function calls carry the signature the fake gave them. */
+function signatureKept(req: RecordedRequest): boolean {
+  const contents = (req.body.contents as Json[] | undefined) ?? [];
+  const calls = contents.flatMap((c) => (c.parts as Json[]).filter((p) => p.functionCall));
+  return calls.length > 0 && calls.every((call) => call.thoughtSignature === GEMINI_SIGNATURE);
+}
+
+/**
+ * As `openaiLoop`, for Gemini: the answer quotes the tool's result only if the call came back
+ * with its thought signature (Google's placeholder would pass the fake's rules, not this).
+ */
+export function geminiLoop(req: RecordedRequest): Reply {
+  const result = geminiToolResult(req);
+  const stream = req.path.includes(":streamGenerateContent");
+  if (result !== undefined) {
+    const text = signatureKept(req) ? answerFor(result) : "The thought signature was lost.";
+    return stream ? { kind: "sse", steps: geminiStreamSteps([text]) } : geminiJson(text);
+  }
+  const calls = [{ name: WEATHER_TOOL, args: WEATHER_ARGS, signature: GEMINI_SIGNATURE }];
+  return stream
+    ? { kind: "sse", steps: geminiStreamSteps([], { calls }) }
+    : geminiJson(null, { calls });
+}
+
 export interface LoopSetup {
   gw: TestGateway;
   openaiUp: FakeUpstream;
   anthropicUp: FakeUpstream;
+  geminiUp: FakeUpstream;
   close(): Promise<void>;
 }
 
@@ -114,19 +155,27 @@ export async function loopDatabase(): Promise<{ db?: string; done(): void }> {
   };
 }
 
-/** The gateway with `gpt-x` on a fake OpenAI API and `claude-x` on a fake Anthropic API. */
+/**
+ * The gateway with `gpt-x` on a fake OpenAI API, `claude-x` on a fake Anthropic API and
+ * `gemini-x` on a fake Gemini API.
+ */
 export async function loopGateway(): Promise<LoopSetup> {
   const database = await loopDatabase();
   const openaiUp = await fakeUpstream("openai", openaiLoop, { maxOutputTokens: GPT_MAX_OUTPUT });
   const anthropicUp = await fakeUpstream("anthropic", anthropicLoop, {
     maxOutputTokens: CLAUDE_MAX_OUTPUT,
   });
+  const geminiUp = await fakeGemini(
+    { maxOutputTokens: GEMINI_MAX_OUTPUT, apiKeys: [GEMINI_POOL_KEY] },
+    geminiLoop,
+  );
   const gw = await testGateway({
     db: database.db,
     config: baseConfig({
       providers: [
         { id: "oa", wire: "openai", base_url: openaiUp.baseUrl, api_keys: ["sk-oa-pool"] },
         { id: "an", wire: "anthropic", base_url: anthropicUp.baseUrl, api_keys: ["sk-an-pool"] },
+        { id: "gm", wire: "gemini", base_url: geminiUp.url, api_keys: [GEMINI_POOL_KEY] },
       ],
       models: [
         {
@@ -143,6 +192,13 @@ export async function loopGateway(): Promise<LoopSetup> {
           price_input_per_mtok: 1,
           max_output_tokens: CLAUDE_MAX_OUTPUT,
         },
+        {
+          name: "gemini-x",
+          provider: "gm",
+          upstream_model: "gemini-upstream",
+          price_input_per_mtok: 1,
+          max_output_tokens: GEMINI_MAX_OUTPUT,
+        },
       ],
       routes: [],
     }),
@@ -151,10 +207,12 @@ export async function loopGateway(): Promise<LoopSetup> {
     gw,
     openaiUp,
     anthropicUp,
+    geminiUp,
     async close() {
       await gw.close();
       await openaiUp.close();
       await anthropicUp.close();
+      await geminiUp.close();
       database.done();
     },
   };
@@ -174,10 +232,11 @@ export function useLoopGateway(ready: (setup: LoopSetup) => void): void {
   beforeEach(() => {
     setup?.openaiUp.reset(openaiLoop);
     setup?.anthropicUp.reset(anthropicLoop);
+    setup?.geminiUp.reset(geminiLoop);
   });
 }
 
 /** Every request a fake got was accepted by its rules. */
 export function noRefusals(setup: LoopSetup): unknown[] {
-  return [...setup.openaiUp.refused, ...setup.anthropicUp.refused];
+  return [...setup.openaiUp.refused, ...setup.anthropicUp.refused, ...setup.geminiUp.refused];
 }
