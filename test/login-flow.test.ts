@@ -179,6 +179,24 @@ describe("gateway login in-process", () => {
     expect(stdout.text()).toBe("");
   });
 
+  it("gives up at its own deadline when the gateway still says pending (the CLI's clock ran ahead)", async () => {
+    const clock = sharedClock();
+    let ahead = 0;
+    const { ctx } = loginContext(gw.url, {
+      ...clock,
+      // The machine's clock is stepped forward while it waits; the gateway's is not.
+      now: () => clock.now() + ahead,
+      sleep: async (ms) => {
+        await clock.sleep(ms);
+        ahead = ttlSeconds * 1000;
+      },
+    });
+    await expect(runLogin(ctx, { profile: "default", browser: false })).rejects.toThrow(
+      "the code expired before it was approved",
+    );
+    expect(clock.waits).toEqual([intervalSeconds * 1000]);
+  });
+
   it("slow_down: a poll that came early makes the CLI add 5 s to its interval for good", async () => {
     const clock = sharedClock(async (n, ms) => {
       // The second timer fires early: the gateway sees a poll 1 s after the last one.
