@@ -1,6 +1,7 @@
 import { statSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { GatewayClient } from "../src/cli/api-client.js";
 import { FileCredentialStore } from "../src/cli/credentials/file-store.js";
 import { openCredentialStores } from "../src/cli/credentials/index.js";
 import { UserError } from "../src/cli/errors.js";
@@ -211,6 +212,32 @@ describe("gateway login in-process", () => {
     const announced = stderr.text().split("The gateway asked to poll slower").length - 1;
     expect(announced).toBe(1);
     expect(stderr.text()).toContain(`every ${intervalSeconds + 5} s now.\n`);
+  });
+
+  it("a gateway unreachable for a poll or two does not end the login; three polls in a row do", async () => {
+    let unreachableFor = 0;
+    const restarting: typeof fetch = (input, init) =>
+      unreachableFor-- > 0 ? Promise.reject(new TypeError("fetch failed")) : fetch(input, init);
+    const client = new GatewayClient({ baseUrl: gw.url, fetch: restarting });
+
+    const briefly = sharedClock(async (n) => {
+      if (n === 1) unreachableFor = 2;
+      if (n === 3) await ownerDecides(gw, codeIn(first.stderr.text()), "approve");
+      return undefined;
+    });
+    const first = loginContext(gw.url, { client, ...briefly });
+    await runLogin(first.ctx, { profile: "default", browser: false });
+    expect(briefly.waits).toHaveLength(3);
+
+    const gone = sharedClock((n) => {
+      if (n === 1) unreachableFor = 3;
+      return undefined;
+    });
+    const second = loginContext(gw.url, { client, ...gone });
+    await expect(runLogin(second.ctx, { profile: "default", browser: false })).rejects.toThrow(
+      `cannot reach the gateway at ${gw.url}`,
+    );
+    expect(gone.waits).toHaveLength(3);
   });
 
   it("Ctrl-C: the code is cancelled on the gateway and the login ends with exit code 130", async () => {
