@@ -1,7 +1,7 @@
 import Anthropic from "@anthropic-ai/sdk";
 import { afterEach, describe, expect, it } from "vitest";
 import type { ConfigInput } from "../src/server/config/schema.js";
-import { admin, burst, errorOf, quota } from "./support/api.js";
+import { admin, burst, clearOfMinuteEdge, errorOf, quota } from "./support/api.js";
 import {
   backends,
   baseConfig,
@@ -11,6 +11,7 @@ import {
   post,
   type TestGateway,
 } from "./support/gateway.js";
+import { streamData } from "./support/sse.js";
 
 let gw: TestGateway | undefined;
 afterEach(async () => {
@@ -33,11 +34,15 @@ function withAccount(
   };
 }
 
-const messagesBody = (content = "hi", model = "mock-gpt") => ({
+const messagesBody = (content = "hi", model = "mock-gpt", extra: object = {}) => ({
   model,
   max_tokens: 100,
   messages: [{ role: "user", content }],
+  ...extra,
 });
+
+const micro = (idr: number) => Math.round(idr * 1_000_000);
+const PAYG_KEY = "kn-test-payg-account-key-0000000";
 
 // One suite, two backends: the payment decision exists for SQLite (billing/payment.ts) and in
 // PL/pgSQL for Postgres, and both must decide alike.
@@ -59,32 +64,83 @@ describe.each(backends)("billing on %s", (backend) => {
       expect(log).toHaveLength(1);
       expect(log[0]).toMatchObject({ state: "settled", cost_micro: expectedMicro });
       expect(log[0].reserved_micro).toBeGreaterThanOrEqual(expectedMicro);
+      const [listed] = await gw.listRequests({ limit: 1 });
+      expect(listed).toMatchObject({
+        endpoint: "chat.completions",
+        account: "acct",
+        state: "settled",
+        cost_micro: expectedMicro,
+      });
     });
 
     it("charges a streamed request from its final usage", async () => {
       gw = await gatewayOn(backend, { config: withAccount({ balance_idr: 1_000 }) });
+      const before = await quota(gw);
       const res = await post(
         gw,
         "/v1/chat/completions",
         chat("stream me", "mock-gpt", { stream: true, stream_options: { include_usage: true } }),
       );
-      const text = await res.text();
-      const usage = JSON.parse(
-        text
-          .split("\n\n")
-          .filter((l) => l.includes('"usage"'))
-          .pop()!
-          .slice(6),
-      ).usage;
+      type Chunk = { usage?: { prompt_tokens: number; completion_tokens: number } | null };
+      const usage = (await streamData<Chunk>(res)).filter((chunk) => chunk.usage).at(-1)!.usage!;
+      const expected = usage.prompt_tokens * 10_000 + usage.completion_tokens * 20_000;
+      expect(micro(before.balance_idr) - micro((await quota(gw)).balance_idr)).toBe(expected);
       const [{ cost_micro, input_tokens, output_tokens }] = await gw.services.store.requestLog(
         "acct",
         1,
       );
       expect({ cost_micro, input_tokens, output_tokens }).toEqual({
-        cost_micro: usage.prompt_tokens * 10_000 + usage.completion_tokens * 20_000,
+        cost_micro: expected,
         input_tokens: usage.prompt_tokens,
         output_tokens: usage.completion_tokens,
       });
+      const [{ stream }] = await gw.listRequests({ limit: 1 });
+      expect(stream).toBe(true);
+    });
+
+    it("charges a messages-style answer and a messages-style stream from their usage", async () => {
+      gw = await gatewayOn(backend);
+      const before = await quota(gw);
+      const res = await post(gw, "/v1/messages", messagesBody("price my message"));
+      expect(res.status).toBe(200);
+      const plain = (await res.json()) as {
+        type: string;
+        usage: { input_tokens: number; output_tokens: number };
+      };
+      expect(plain.type).toBe("message");
+      const plainCost = plain.usage.input_tokens * 10_000 + plain.usage.output_tokens * 20_000;
+      const middle = await quota(gw);
+      expect(micro(before.balance_idr) - micro(middle.balance_idr)).toBe(plainCost);
+
+      const streamed = await post(
+        gw,
+        "/v1/messages",
+        messagesBody("stream my message", "mock-gpt", { stream: true }),
+      );
+      expect(streamed.headers.get("content-type")).toMatch(/^text\/event-stream/);
+      const events = await streamData<{
+        type: string;
+        usage?: { input_tokens: number; output_tokens: number };
+      }>(streamed);
+      expect(events.at(-1)?.type).toBe("message_stop");
+      // The final message_delta carries the whole usage, input tokens included.
+      const { input_tokens: input, output_tokens: output } = events
+        .filter((event) => event.type === "message_delta")
+        .at(-1)!.usage!;
+      const streamCost = input * 10_000 + output * 20_000;
+      expect(micro(middle.balance_idr) - micro((await quota(gw)).balance_idr)).toBe(streamCost);
+      const [last, first] = await gw.listRequests({ limit: 2 });
+      expect(
+        [first, last].map(({ endpoint, state, stream, cost_micro }) => ({
+          endpoint,
+          state,
+          stream,
+          cost_micro,
+        })),
+      ).toEqual([
+        { endpoint: "messages", state: "settled", stream: false, cost_micro: plainCost },
+        { endpoint: "messages", state: "settled", stream: true, cost_micro: streamCost },
+      ]);
     });
 
     it("answers 402 insufficient_balance on an empty balance, in both styles, and charges nothing", async () => {
@@ -255,6 +311,11 @@ describe.each(backends)("billing on %s", (backend) => {
       expect((await post(gw, "/v1/chat/completions", chat())).status).toBe(429);
       now += 18_000_000;
       expect((await post(gw, "/v1/chat/completions", chat())).status).toBe(200);
+      expect((await quota(gw)).subscription!.windows[0]).toMatchObject({
+        name: "5h",
+        used: 1,
+        remaining: 1,
+      });
     });
   });
 
@@ -296,12 +357,17 @@ describe.each(backends)("billing on %s", (backend) => {
         await admin(gw, "POST", "/accounts/ci/topup", { amount_idr: 10_000 })
       ).json();
       expect(topped).toMatchObject({ balance_idr: 10_000, tier: "paid" });
+      expect(await quota(gw, key.value)).toMatchObject({
+        tier: "paid",
+        free: { daily_limit: 1000, requests_per_minute: 60 },
+      });
       expect((await post(gw, "/v1/chat/completions", chat(), auth)).status).toBe(200);
 
       await admin(gw, "PATCH", "/accounts/ci", {
         balance_idr: 0,
         payg: { enabled: true, limit_idr: 1 },
       });
+      expect((await quota(gw, key.value)).balance_idr).toBe(0);
       expect((await errorOf(await post(gw, "/v1/chat/completions", chat(), auth))).code).toBe(
         "payg_limit_reached",
       );
@@ -314,12 +380,16 @@ describe.each(backends)("billing on %s", (backend) => {
       );
 
       expect((await admin(gw, "POST", "/accounts/ci/suspend")).status).toBe(200);
-      expect((await post(gw, "/v1/chat/completions", chat(), auth)).status).toBe(401);
+      const suspended = await post(gw, "/v1/chat/completions", chat(), auth);
+      expect(suspended.status).toBe(401);
+      expect(await suspended.text()).toBe("account suspended");
       await admin(gw, "POST", "/accounts/ci/reinstate");
       expect((await post(gw, "/v1/chat/completions", chat(), auth)).status).toBe(429);
 
       expect((await admin(gw, "DELETE", `/keys/${key.id}`)).status).toBe(200);
-      expect((await post(gw, "/v1/chat/completions", chat(), auth)).status).toBe(401);
+      const revoked = await post(gw, "/v1/chat/completions", chat(), auth);
+      expect(revoked.status).toBe(401);
+      expect(await revoked.text()).toBe("API key revoked");
 
       expect((await admin(gw, "PATCH", "/accounts/ci", { tier: "nope" })).status).toBe(400);
       expect((await admin(gw, "PATCH", "/accounts/ci", { rpm_limit: "fast" })).status).toBe(400);
@@ -333,6 +403,34 @@ describe.each(backends)("billing on %s", (backend) => {
       });
       expect(res.status).toBe(401);
       expect(await res.text()).toBe("admin key required");
+      expect((await admin(gw, "GET", "/accounts")).status).toBe(200);
+    });
+
+    it("lists accounts with their money as charged, right after an answer", async () => {
+      const config = withAccount(
+        {},
+        { models: [{ name: "flat", provider: "mock", price_per_request: 1_000 }] },
+      );
+      config.accounts!.push({
+        id: "payg",
+        balance_idr: 0,
+        payg: { enabled: true, limit_idr: 1_000, window_seconds: 3600 },
+        keys: [{ id: "payg-key", value: PAYG_KEY }],
+      });
+      gw = await gatewayOn(backend, { config });
+      const payg = { authorization: `Bearer ${PAYG_KEY}` };
+      expect((await post(gw, "/v1/chat/completions", chat())).status).toBe(200);
+      expect((await post(gw, "/v1/chat/completions", chat("x", "flat"), payg)).status).toBe(200);
+      expect((await post(gw, "/v1/chat/completions", chat("x", "flat"), payg)).status).toBe(402);
+      const listed = (await (await admin(gw, "GET", "/accounts")).json()) as {
+        data: { id: string; balance_idr: number; payg: { spent_idr: number } | null }[];
+      };
+      const acct = listed.data.find((account) => account.id === "acct")!;
+      expect(acct.balance_idr).toBe((await quota(gw)).balance_idr);
+      expect(acct.balance_idr).toBeLessThan(1_000_000);
+      const spent = listed.data.find((account) => account.id === "payg")!.payg!.spent_idr;
+      expect(spent).toBe(1_000);
+      expect(spent).toBe((await quota(gw, PAYG_KEY)).payg!.spent_idr);
     });
   });
 
@@ -354,6 +452,7 @@ describe.each(backends)("billing on %s", (backend) => {
 
     it("serves usage summary, daily and recent requests, 60 per minute together", async () => {
       gw = await gatewayOn(backend);
+      await clearOfMinuteEdge();
       await post(gw, "/v1/chat/completions", chat());
       await post(gw, "/v1/chat/completions", chat("[[mock:fail=503]]"));
       const get = (path: string) =>

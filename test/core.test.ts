@@ -16,6 +16,7 @@ import {
   type TestGateway,
   testGateway,
 } from "./support/gateway.js";
+import { streamDataInText } from "./support/sse.js";
 
 let gw: TestGateway;
 let openai: OpenAI;
@@ -351,8 +352,7 @@ describe("chat completions with the openai SDK", () => {
     );
     const text = await res.text();
     expect(text).not.toContain("[DONE]");
-    const last = text.trim().split("\n\n").pop()!;
-    expect(JSON.parse(last.replace(/^data: /, ""))).toMatchObject({
+    expect((await streamDataInText(text)).at(-1)).toMatchObject({
       error: { code: "upstream_error" },
     });
     await expect(async () => {

@@ -9,6 +9,7 @@ import {
   openaiStreamSteps,
 } from "./support/fake-upstream.js";
 import { baseConfig, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
+import { streamDataInText } from "./support/sse.js";
 
 /**
  * Keepalive comments from admission: a provider that holds its headers, or a route whose first
@@ -150,9 +151,9 @@ describe("every step fails after the 200 went out", () => {
     const got = await timed("/v1/chat/completions", { model: "all-silent", messages: prompt });
     expect(got.status).toBe(200);
     expect(got.text.startsWith(": keepalive")).toBe(true);
-    const data = got.text.match(/^data: (.*)$/gm) ?? [];
+    const data = await streamDataInText(got.text);
     expect(data).toHaveLength(1);
-    expect(JSON.parse((data[0] ?? "").slice("data: ".length))).toMatchObject({
+    expect(data[0]).toMatchObject({
       error: { code: "all_providers_failed", type: "all_providers_failed" },
     });
     expect(got.text).not.toContain("[DONE]");

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
 import type { ConfigInput } from "../src/server/config/schema.js";
-import { admin, burst, errorOf, quota } from "./support/api.js";
+import { admin, burst, clearOfMinuteEdge, errorOf, quota } from "./support/api.js";
 import {
   backends,
   baseConfig,
@@ -46,6 +46,7 @@ describe.each(backends)("limits on %s", (backend) => {
   describe("account per-minute limit for paid models", () => {
     it("admits exactly its number under parallel load, then 429 rate_limit_exceeded without Retry-After", async () => {
       gw = await gatewayOn(backend, { config: config({ rpm_limit: 5 }) });
+      await clearOfMinuteEdge();
       const results = await burst(20, () => post(gw!, "/v1/chat/completions", chat()));
       expect(results.filter((r) => r.status === 200)).toHaveLength(5);
       const limited = results.filter((r) => r.status === 429);
@@ -54,12 +55,39 @@ describe.each(backends)("limits on %s", (backend) => {
       expect(err).toMatchObject({
         code: "rate_limit_exceeded",
         type: "rate_limit_exceeded",
+        message: "Rate limit of 5 requests per minute reached for this account.",
         retryAfter: null,
       });
     });
 
+    it("moves with the gateway's clock: 429, then admitted once the clock is 60 s on", async () => {
+      gw = await gatewayOn(backend, {
+        config: config(
+          { rpm_limit: 2 },
+          { free: { free_rpm: 100, free_daily: 1, burst_spacing_ms: 0 } },
+        ),
+        clock: "manual",
+        now: () => Date.parse("2030-01-01T23:00:00Z"),
+      });
+      expect((await post(gw, "/v1/chat/completions", chat("x", "mock-gpt:free"))).status).toBe(200);
+      expect((await post(gw, "/v1/chat/completions", chat())).status).toBe(200);
+      expect((await post(gw, "/v1/chat/completions", chat())).status).toBe(200);
+      expect(await errorOf(await post(gw, "/v1/chat/completions", chat()))).toMatchObject({
+        status: 429,
+        code: "rate_limit_exceeded",
+        retryAfter: null,
+      });
+      gw.clock.advance(60_000);
+      expect((await post(gw, "/v1/chat/completions", chat())).status).toBe(200);
+      // The free day still ends at midnight UTC, now 59 minutes away.
+      expect(
+        await errorOf(await post(gw, "/v1/chat/completions", chat("x", "mock-gpt:free"))),
+      ).toMatchObject({ code: "free_quota_daily", retryAfter: "3540" });
+    });
+
     it("is shared by chat completions, messages and responses, in each route's style", async () => {
       gw = await gatewayOn(backend, { config: config({ rpm_limit: 3 }) });
+      await clearOfMinuteEdge();
       expect((await post(gw, "/v1/chat/completions", chat())).status).toBe(200);
       expect((await post(gw, "/v1/messages", messages())).status).toBe(200);
       expect((await post(gw, "/v1/responses", responses())).status).toBe(200);
@@ -77,6 +105,7 @@ describe.each(backends)("limits on %s", (backend) => {
           { free: { free_rpm: 100, free_daily: 100, burst_spacing_ms: 0 } },
         ),
       });
+      await clearOfMinuteEdge();
       for (let i = 0; i < 3; i++)
         expect((await post(gw, "/v1/chat/completions", chat("x", "mock-gpt:free"))).status).toBe(
           200,
@@ -94,6 +123,7 @@ describe.each(backends)("limits on %s", (backend) => {
       gw = await gatewayOn(backend, {
         config: config({}, { free: { free_rpm: 3, free_daily: 100, burst_spacing_ms: 0 } }),
       });
+      await clearOfMinuteEdge();
       const ok = await post(gw, "/v1/chat/completions", chat("x", "mock-gpt:free"));
       expect(ok.status).toBe(200);
       expect(ok.headers.get("x-ratelimit-limit")).toBe("3");
@@ -101,7 +131,8 @@ describe.each(backends)("limits on %s", (backend) => {
       const reset = Number(ok.headers.get("x-ratelimit-reset"));
       expect(reset).toBeGreaterThan(Date.now() / 1000);
       expect(reset).toBeLessThanOrEqual(Math.ceil(Date.now() / 1000) + 60);
-      await post(gw, "/v1/chat/completions", chat("x", "mock-gpt:free"));
+      const second = await post(gw, "/v1/chat/completions", chat("x", "mock-gpt:free"));
+      expect(second.headers.get("x-ratelimit-remaining")).toBe("1");
       await post(gw, "/v1/chat/completions", chat("x", "mock-gpt:free"));
       const err = await errorOf(await post(gw, "/v1/chat/completions", chat("x", "mock-gpt:free")));
       expect(err).toMatchObject({ status: 429, code: "free_quota_rpm" });
@@ -111,6 +142,12 @@ describe.each(backends)("limits on %s", (backend) => {
       expect(m.status).toBe(429);
       expect(m.headers.get("retry-after")).not.toBeNull();
       expect(((await m.json()) as { error: { type: string } }).error.type).toBe("rate_limit_error");
+      expect((await quota(gw)).free).toMatchObject({
+        daily_limit: 100,
+        daily_used: 3,
+        daily_remaining: 97,
+        requests_per_minute: 3,
+      });
     });
 
     it("counts only successful requests against the daily allowance, then 429 free_quota_daily until 00:00 UTC", async () => {
@@ -137,20 +174,28 @@ describe.each(backends)("limits on %s", (backend) => {
           {},
           { free: { free_rpm: 100, free_daily: 100, burst_spacing_ms: 100, burst_queue: 3 } },
         ),
+        // The clock moves only when told: the queue is what it is however the six arrive.
+        clock: "manual",
+        autoAdvance: false,
       });
-      const started = Date.now();
-      const finished: number[] = [];
-      const results = await burst(6, async () => {
-        const res = await post(gw!, "/v1/chat/completions", chat("x", "mock-gpt:free"));
-        finished.push(Date.now() - started);
-        return res;
-      });
-      const statuses = results.map((r) => r.status).sort();
+      const answered: number[] = [];
+      const results = Array.from({ length: 6 }, () =>
+        post(gw!, "/v1/chat/completions", chat("x", "mock-gpt:free")).then((res) => {
+          answered.push(res.status);
+          return res;
+        }),
+      );
+      // One answered at once, two refused; three wait for their turns, 100 ms apart.
+      await expect.poll(() => answered.length).toBe(3);
+      expect([...answered].sort()).toEqual([200, 429, 429]);
+      for (const waiting of [2, 1, 0]) {
+        gw.clock.advance(100);
+        await expect.poll(() => answered.length).toBe(6 - waiting);
+      }
+      const statuses = (await Promise.all(results)).map((r) => r.status).sort();
       expect(statuses).toEqual([200, 200, 200, 200, 429, 429]);
-      const rejected = results.find((r) => r.status === 429)!;
+      const rejected = (await Promise.all(results)).find((r) => r.status === 429)!;
       expect((await errorOf(rejected)).code).toBe("rate_limit_exceeded");
-      // One answered at once and three spaced 100 ms apart: the last one waited about 300 ms.
-      expect(Math.max(...finished)).toBeGreaterThanOrEqual(280);
     });
 
     it("enforces a model's token budget over its window", async () => {
@@ -239,6 +284,7 @@ describe.each(backends)("limits on %s", (backend) => {
 
     it("limits each client IP to 30 per minute with a plain-text 429", async () => {
       gw = await gatewayOn(backend);
+      await clearOfMinuteEdge();
       const results = await burst(31, () => post(gw!, "/v1/chat/completions", chat(), shared));
       const limited = results.filter((r) => r.status === 429);
       expect(limited.length).toBeGreaterThanOrEqual(1);
@@ -251,6 +297,7 @@ describe.each(backends)("limits on %s", (backend) => {
 
     it("paces the key as a whole to a share of the account limit", async () => {
       gw = await gatewayOn(backend, { config: config({ rpm_limit: 10 }) });
+      await clearOfMinuteEdge();
       const results = await burst(8, () => post(gw!, "/v1/chat/completions", chat(), shared));
       expect(results.filter((r) => r.status === 200)).toHaveLength(5);
       expect((await errorOf(results.find((r) => r.status === 429)!)).code).toBe(

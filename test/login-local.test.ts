@@ -1,6 +1,4 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { GatewayClient } from "../src/cli/api-client.js";
-import type { CredentialStore, StoredLogin } from "../src/cli/credentials/types.js";
 import { runDashboard } from "../src/cli/dashboard.js";
 import { UserError } from "../src/cli/errors.js";
 import { localOwnerLink, sameServer } from "../src/cli/local-serve.js";
@@ -14,6 +12,7 @@ import {
   spawnCli,
 } from "./support/cli.js";
 import { chat, post, type TestGateway, testGateway } from "./support/gateway.js";
+import { fakeBrowser, loginContext, memoryStores } from "./support/login.js";
 
 /**
  * `gateway login` on the machine that runs the gateway opens the approval page already signed in,
@@ -34,95 +33,27 @@ afterEach(() => {
   home = undefined;
 });
 
-class MemoryStore implements CredentialStore {
-  readonly kind = "file" as const;
-  readonly location = "memory";
-  readonly saved = new Map<string, StoredLogin>();
-  async get(profile: string) {
-    return this.saved.get(profile);
-  }
-  async set(profile: string, login: StoredLogin) {
-    this.saved.set(profile, login);
-  }
-  async delete(profile: string) {
-    return this.saved.delete(profile);
-  }
-}
+/** A browser with no dashboard session: on the approval page it presses Approve, if it got there. */
+const signedOutBrowser = () => fakeBrowser({ press: "approve" });
 
-interface Visit {
-  url: string;
-  status: number;
-  html: string;
-}
-
-/**
- * A browser with no dashboard session: follows redirects, keeps cookies, and on the approval page
- * presses Approve (the one click) if it got there.
- */
-function signedOutBrowser() {
-  const visits: Visit[] = [];
-  let cookie = "";
-  const get = async (url: string): Promise<Visit> => {
-    for (;;) {
-      const res = await fetch(url, { redirect: "manual", headers: cookie ? { cookie } : {} });
-      const set = res.headers.get("set-cookie");
-      if (set?.startsWith("gateway_session=")) cookie = set.split(";")[0];
-      if (res.status === 303) {
-        visits.push({ url, status: 303, html: "" });
-        url = new URL(res.headers.get("location")!, url).toString();
-        continue;
-      }
-      const visit = { url, status: res.status, html: await res.text() };
-      visits.push(visit);
-      return visit;
-    }
-  };
-  return {
-    visits,
-    async open(url: string): Promise<void> {
-      const page = await get(url);
-      const csrf = /name="csrf_token" value="([^"]+)"/.exec(page.html)?.[1];
-      const userCode = /name="user_code" value="([^"]+)"/.exec(page.html)?.[1];
-      if (!csrf || !userCode) return;
-      const res = await fetch(new URL("/dashboard/device/approve", url), {
-        method: "POST",
-        headers: {
-          cookie,
-          origin: new URL(url).origin,
-          "content-type": "application/x-www-form-urlencoded",
-        },
-        body: new URLSearchParams({ user_code: userCode, csrf_token: csrf }).toString(),
-      });
-      visits.push({ url: res.url, status: res.status, html: await res.text() });
-    },
-  };
-}
-
-function loginContext(
-  browser: ReturnType<typeof signedOutBrowser>,
+function localLogin(
+  browser: ReturnType<typeof fakeBrowser>,
   signedInUrl?: (url: string) => Promise<string | undefined>,
 ) {
-  const store = new MemoryStore();
-  const client = new GatewayClient({ baseUrl: gw.url });
-  return {
-    store,
-    ctx: {
-      client,
-      stores: { primary: store, all: [store] },
-      openBrowser: (url: string) => browser.open(url),
-      // The browser approved before the first poll: no wait is needed.
-      sleep: async () => undefined,
-      now: Date.now,
-      clientName: "login-local test",
-      signedInUrl,
-    },
-  };
+  const { store, stores } = memoryStores();
+  // The browser approved before the first poll: no wait is needed.
+  const { ctx } = loginContext(gw.url, {
+    stores,
+    openBrowser: (url) => browser.open(url),
+    signedInUrl,
+  });
+  return { store, ctx };
 }
 
 describe("gateway login on the gateway's machine", () => {
   it("opens the approval page signed in: one click approves and the login key works", async () => {
     const browser = signedOutBrowser();
-    const { ctx, store } = loginContext(browser, signedInApproval(gw.dbPath, gw.url, true));
+    const { ctx, store } = localLogin(browser, signedInApproval(gw.dbPath, gw.url, true));
     const outcome = await runLogin(ctx, { profile: "default", browser: true });
 
     expect(outcome.accountId).toBe("acct");
@@ -145,7 +76,7 @@ describe("gateway login on the gateway's machine", () => {
     try {
       // The database is another gateway's: its link would not open this gateway's dashboard.
       const browser = signedOutBrowser();
-      const { ctx } = loginContext(browser, signedInApproval(other.dbPath, gw.url, false));
+      const { ctx } = localLogin(browser, signedInApproval(other.dbPath, gw.url, false));
       const login = runLogin(ctx, { profile: "default", browser: true });
       // The signed-out browser lands on the sign-in page and cannot approve: cancel via the API.
       await expect.poll(() => browser.visits.length).toBeGreaterThan(0);

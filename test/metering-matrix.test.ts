@@ -19,6 +19,7 @@ import {
 } from "./support/gateway.js";
 import { deliveredTokens } from "./support/metering.js";
 import { createTestDatabase } from "./support/postgres.js";
+import { streamData, streamEvents } from "./support/sse.js";
 
 /**
  * The meter from the client's side: every client style x every upstream wire x stream or not x
@@ -302,26 +303,12 @@ async function send(gw: TestGateway, c: Case): Promise<ClientSaw> {
       }
       return saw;
     }
-    const reader = res.body!.getReader();
-    const decoder = new TextDecoder();
-    let buffer = "";
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      buffer += decoder.decode(value, { stream: true });
-      let end = buffer.indexOf("\n\n");
-      while (end !== -1) {
-        const raw = buffer.slice(0, end);
-        buffer = buffer.slice(end + 2);
-        end = buffer.indexOf("\n\n");
-        const event = /^event: (.*)$/m.exec(raw)?.[1];
-        const data = /^data: (.*)$/m.exec(raw)?.[1];
-        if (!data || data === "[DONE]") continue;
-        readEvent(c.style, event, JSON.parse(data), saw);
-        if (c.hangUp === "after-pieces" && saw.deltas.length >= PIECES_BEFORE_HANGUP) {
-          abort.abort();
-          return saw;
-        }
+    for await (const { event, data } of streamEvents(res)) {
+      if (data === "[DONE]") continue;
+      readEvent(c.style, event, data, saw);
+      if (c.hangUp === "after-pieces" && saw.deltas.length >= PIECES_BEFORE_HANGUP) {
+        abort.abort();
+        return saw;
       }
     }
     return saw;
@@ -601,9 +588,11 @@ describe("answers asked for with n", () => {
     });
     const texts = ["", "", ""];
     const finishes: number[] = [];
-    for (const line of (await stream.text()).split("\n")) {
-      if (!line.startsWith("data: {")) continue;
-      for (const choice of JSON.parse(line.slice(6)).choices) {
+    type Chunk = {
+      choices: { index: number; delta: { content?: string }; finish_reason: string | null }[];
+    };
+    for (const chunk of await streamData<Chunk>(stream)) {
+      for (const choice of chunk.choices) {
         texts[choice.index] += choice.delta.content ?? "";
         if (choice.finish_reason) finishes.push(choice.index);
       }

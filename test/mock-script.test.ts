@@ -4,6 +4,7 @@ import type { RunnableToolFunctionWithParse } from "openai/lib/RunnableFunction"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { admin, errorOf, lastLogged, quota } from "./support/api.js";
 import { baseConfig, chat, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
+import { streamData } from "./support/sse.js";
 
 let gw: TestGateway;
 let openai: OpenAI;
@@ -229,16 +230,12 @@ describe("scripted failures and usage", () => {
 
   it("break_after ends the stream with an error event after that many chunks", async () => {
     gw.mock.reply({ reply: { text: "one two three four five", break_after: 2 } });
-    const text = await (
-      await post(gw, "/v1/chat/completions", chat("x", "mock-gpt", { stream: true }))
-    ).text();
-    const events = text.split("\n\n").filter((e) => e.startsWith("data: "));
-    const contents = events
-      .map((e) => JSON.parse(e.slice(6)) as { choices?: { delta?: { content?: string } }[] })
-      .map((e) => e.choices?.[0]?.delta?.content)
-      .filter((c) => c);
+    const events = await streamData<{ choices?: { delta?: { content?: string } }[] }>(
+      await post(gw, "/v1/chat/completions", chat("x", "mock-gpt", { stream: true })),
+    );
+    const contents = events.map((e) => e.choices?.[0]?.delta?.content).filter((c) => c);
     expect(contents).toEqual(["one ", "two "]);
-    expect(JSON.parse(events.at(-1)!.slice(6))).toMatchObject({
+    expect(events.at(-1)).toMatchObject({
       error: { code: "upstream_error" },
     });
     const messages = await (

@@ -1,6 +1,5 @@
 import OpenAI, { toFile } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { parseSSE } from "../src/server/wire/sse.js";
 import { type FakeOpenAIMedia, startFakeOpenAIMedia } from "./support/fake-openai-media.js";
 import {
   anthropicJson,
@@ -25,6 +24,7 @@ import {
   testGateway,
 } from "./support/gateway.js";
 import { assertConforms, assertResponseEvent, openapiSource } from "./support/openai-schemas.js";
+import { allStreamEvents, type StreamEvent } from "./support/sse.js";
 
 /**
  * Every OpenAI-style answer and stream event the gateway writes, validated against the schemas of
@@ -334,22 +334,12 @@ afterAll(async () => {
   await media?.close();
 });
 
-interface Event {
-  event?: string;
-  data: unknown;
-}
+type Event = StreamEvent<unknown>;
 
 async function events(res: Response): Promise<Event[]> {
   expect(res.status).toBe(200);
   expect(res.headers.get("content-type")).toMatch(/^text\/event-stream/);
-  const out: Event[] = [];
-  for await (const message of parseSSE(res.body!)) {
-    out.push({
-      event: message.event,
-      data: message.data === "[DONE]" ? message.data : JSON.parse(message.data),
-    });
-  }
-  return out;
+  return allStreamEvents<unknown>(res);
 }
 
 /** Each chunk of a chat stream; an error chunk is an error body. */

@@ -5,6 +5,7 @@ import { admin } from "./support/api.js";
 import { ADMIN_KEY, baseConfig, KEY, type TestGateway, testGateway } from "./support/gateway.js";
 import { deliveredTokens } from "./support/metering.js";
 import { createTestDatabase } from "./support/postgres.js";
+import { type StreamEvent, streamEvents } from "./support/sse.js";
 
 /**
  * The spec: a suspended account's keys stop working "at once, everywhere". A stream already open
@@ -37,7 +38,7 @@ function body(style: Style, prompt: string) {
 
 interface Read {
   deltas: string[];
-  events: { event?: string; data: any }[];
+  events: StreamEvent[];
 }
 
 /** Reads a stream; `after` runs once when `deltasBefore` text deltas arrived. */
@@ -48,35 +49,23 @@ async function readStream(
   after: () => Promise<void>,
 ): Promise<Read> {
   const read: Read = { deltas: [], events: [] };
-  const reader = res.body!.getReader();
-  const decoder = new TextDecoder();
-  let buffer = "";
   let acted = false;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) return read;
-    buffer += decoder.decode(value, { stream: true });
-    for (let end = buffer.indexOf("\n\n"); end !== -1; end = buffer.indexOf("\n\n")) {
-      const raw = buffer.slice(0, end);
-      buffer = buffer.slice(end + 2);
-      const event = /^event: (.*)$/m.exec(raw)?.[1];
-      const data = /^data: (.*)$/m.exec(raw)?.[1];
-      if (!data || data === "[DONE]") continue;
-      const parsed = JSON.parse(data);
-      read.events.push({ event, data: parsed });
-      const text =
-        style === "chat"
-          ? parsed.choices?.[0]?.delta?.content
-          : style === "messages"
-            ? event === "content_block_delta" && parsed.delta?.text
-            : event === "response.output_text.delta" && parsed.delta;
-      if (text) read.deltas.push(text);
-      if (!acted && read.deltas.length >= deltasBefore) {
-        acted = true;
-        await after();
-      }
+  for await (const { event, data } of streamEvents(res)) {
+    if (data === "[DONE]") continue;
+    read.events.push({ event, data });
+    const text =
+      style === "chat"
+        ? data.choices?.[0]?.delta?.content
+        : style === "messages"
+          ? event === "content_block_delta" && data.delta?.text
+          : event === "response.output_text.delta" && data.delta;
+    if (text) read.deltas.push(text);
+    if (!acted && read.deltas.length >= deltasBefore) {
+      acted = true;
+      await after();
     }
   }
+  return read;
 }
 
 function post(gw: TestGateway, path: string, payload: unknown, key = KEY) {

@@ -11,6 +11,7 @@ import {
   type Reply,
 } from "./support/fake-upstream.js";
 import { baseConfig, chat, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
+import { streamDataInText } from "./support/sse.js";
 
 /**
  * Issue 29, point 4: upstreams that never finish are cut by the provider's bounds (a total time
@@ -143,13 +144,6 @@ const streamed = (model: string, key = KEY) =>
     authorization: `Bearer ${key}`,
   });
 
-function dataLines(text: string): string[] {
-  return text
-    .split("\n")
-    .filter((line) => line.startsWith("data: "))
-    .map((line) => line.slice(6));
-}
-
 /** The fake saw the gateway close the connection (bounded wait: the close is on its way). */
 async function upstreamCut(fake: FakeUpstream = upstream): Promise<number> {
   for (let i = 0; i < 250 && fake.aborted === 0; i++) await new Promise((r) => setTimeout(r, 20));
@@ -203,10 +197,10 @@ describe("a stream's longest run (max_stream_ms)", () => {
     const res = await streamed("trickle-model");
     expect(res.status).toBe(200);
     const text = await res.text();
-    const chunks = dataLines(text);
+    const chunks = await streamDataInText(text);
     expect(chunks).not.toContain("[DONE]");
-    expect(JSON.parse(chunks.at(-1)!)).toMatchObject({ error: { code: "upstream_error" } });
-    const delivered = chunks.slice(0, -1).map((c) => JSON.parse(c).choices[0].delta.content);
+    expect(chunks.at(-1)).toMatchObject({ error: { code: "upstream_error" } });
+    const delivered = chunks.slice(0, -1).map((c) => c.choices[0].delta.content);
     expect(delivered.filter((text) => text === "drop").length).toBeGreaterThan(0);
     expect(await upstreamCut()).toBe(1);
     expect(await heldIdr()).toBe(0);
@@ -226,9 +220,9 @@ describe("a stream's longest run (max_stream_ms)", () => {
     const res = await streamed("trickle-then-good");
     expect(res.status).toBe(200);
     const text = await res.text();
-    const content = dataLines(text)
+    const content = (await streamDataInText(text))
       .filter((c) => c !== "[DONE]")
-      .map((c) => JSON.parse(c).choices?.[0]?.delta?.content ?? "")
+      .map((c) => c.choices?.[0]?.delta?.content ?? "")
       .join("");
     expect(content).toBe("from the next step");
     expect(text).toContain("data: [DONE]");

@@ -14,6 +14,7 @@ import {
 } from "./support/fake-upstream.js";
 import { baseConfig, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
 import { deliveredTokens, requestTextTokens } from "./support/metering.js";
+import { streamDataInText } from "./support/sse.js";
 
 /** An OpenAI-compatible provider behind the gateway: passthrough, errors, and messages -> chat translation. */
 
@@ -213,9 +214,9 @@ describe("openai wire: chat completions pass through", () => {
       messages: [{ role: "user", content: "Hi" }],
     });
     const text = await res.text();
-    const lines = dataLines(text);
-    expect(lines.at(-1)).toBe("[DONE]");
-    const chunks = lines.slice(0, -1).map((l) => JSON.parse(l));
+    const data = await streamDataInText(text);
+    expect(data.at(-1)).toBe("[DONE]");
+    const chunks = data.slice(0, -1);
     expect(chunks).toHaveLength(3); // the forced usage chunk is not the client's
     expect(chunks.map((c) => c.model)).toEqual(["gpt-x", "gpt-x", "gpt-x"]);
     expect(chunks.map((c) => c.choices[0].delta.content ?? "").join("")).toBe(
@@ -244,9 +245,7 @@ describe("openai wire: chat completions pass through", () => {
     const events = text.split("\n\n").filter((e) => e.startsWith("data: {"));
     for (const event of events)
       expect(event.split("\n").every((l) => l.startsWith("data: "))).toBe(true);
-    const chunks = dataLines(text)
-      .filter((l) => l !== "[DONE]")
-      .map((l) => JSON.parse(l));
+    const chunks = (await streamDataInText(text)).filter((data) => data !== "[DONE]");
     expect(chunks.map((c) => c.choices[0]?.delta?.content ?? "").join("")).toBe("multi-line");
     expect(chunks.every((c) => c.model === "gpt-x")).toBe(true);
   });
@@ -359,8 +358,9 @@ describe("openai wire: chat completions pass through", () => {
     expect(res.status).toBe(200);
     const text = await res.text();
     expect(text).toContain("partial ");
-    const lastData = dataLines(text).at(-1) ?? "";
-    expect(JSON.parse(lastData)).toMatchObject({ error: { code: "upstream_error" } });
+    expect((await streamDataInText(text)).at(-1)).toMatchObject({
+      error: { code: "upstream_error" },
+    });
     expect(text).not.toContain("[DONE]");
 
     // The SDK turns the error chunk into a thrown error, never a silently truncated answer.
@@ -415,7 +415,7 @@ describe("openai wire: failures around the start of a stream", () => {
     const text = await res.text();
     await quick.close();
     expect(text.startsWith(": keepalive")).toBe(true);
-    expect(JSON.parse(dataLines(text).at(-1) ?? "")).toMatchObject({
+    expect((await streamDataInText(text)).at(-1)).toMatchObject({
       error: { code: "upstream_error" },
     });
     expect(text).not.toContain("[DONE]");
@@ -432,11 +432,14 @@ describe("openai wire: failures around the start of a stream", () => {
     const res = await post(gw, "/v1/chat/completions", streamBody("gpt-slow"));
     expect(res.status).toBe(200);
     const text = await res.text();
-    const chunks = dataLines(text);
-    expect(
-      chunks.map((c) => (c === "[DONE]" ? c : JSON.parse(c).choices?.[0]?.delta?.content)),
-    ).toEqual(["", "Hello", " wor", undefined]);
-    expect(JSON.parse(chunks.at(-1) ?? "")).toMatchObject({ error: { code: "upstream_error" } });
+    const chunks = await streamDataInText(text);
+    expect(chunks.map((c) => (c === "[DONE]" ? c : c.choices?.[0]?.delta?.content))).toEqual([
+      "",
+      "Hello",
+      " wor",
+      undefined,
+    ]);
+    expect(chunks.at(-1)).toMatchObject({ error: { code: "upstream_error" } });
     expect(text).not.toContain("[DONE]");
     // Ended by the provider's idle timeout, which cuts the connection: a fake that gave up
     // waiting on its gate would have ended the answer itself instead.
@@ -868,13 +871,6 @@ describe("messages client -> openai wire (translation)", () => {
     expect(text).not.toContain("message_stop");
   });
 });
-
-function dataLines(sse: string): string[] {
-  return sse
-    .split("\n")
-    .filter((line) => line.startsWith("data: "))
-    .map((line) => line.slice("data: ".length));
-}
 
 describe("mid-conversation system messages (beta mid-conversation-system-2026-04-07)", () => {
   it("takes role system inside messages and sends it to a chat-completions model as a system message at its place", async () => {

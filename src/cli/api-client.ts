@@ -120,6 +120,11 @@ export class GatewayClient {
     return this.options.baseUrl;
   }
 
+  /** The same gateway, reached the same way, with another key. */
+  withKey(key: string): GatewayClient {
+    return new GatewayClient({ ...this.options, key });
+  }
+
   async requestDeviceCode(clientName: string): Promise<DeviceCodeResponse> {
     const res = await this.send(
       "POST",

@@ -2,6 +2,7 @@ import { existsSync } from "node:fs";
 import { hostname } from "node:os";
 import type { Command } from "commander";
 import { cliCommand } from "../server/cli-command.js";
+import { reasonOf } from "../store/os-keychain.js";
 import { type DeviceCodeResponse, GatewayClient, resolveBaseUrl } from "./api-client.js";
 import { openInBrowser } from "./browser.js";
 import {
@@ -14,7 +15,7 @@ import {
 } from "./credentials/index.js";
 import { UserError } from "./errors.js";
 import { localOwnerLink } from "./local-serve.js";
-import { note, paintFor, printJson, result, startSpinner } from "./output.js";
+import { note, paintFor, printJson, result, startSpinner, type TextOutput } from "./output.js";
 
 /**
  * `gateway login`: the device-authorization flow. Ask for a code, show the URL and code (always,
@@ -40,11 +41,20 @@ export interface LoginContext {
    * leads to `approvalUrl`, so approving is one click; undefined where none can be minted.
    */
   signedInUrl?(approvalUrl: string): Promise<string | undefined>;
+  /** The result goes to stdout; the prompt, progress and notes to stderr. */
+  stdout: TextOutput;
+  stderr: TextOutput;
+  /** Read for GATEWAY_API_KEY (it overrides the stored key) and the colour settings. */
+  env: NodeJS.ProcessEnv;
+  /** Calls `handler` on Ctrl-C until the returned function is called. */
+  onInterrupt(handler: () => void): () => void;
 }
 
 export interface LoginOptions {
   profile: string;
   browser: boolean;
+  /** The result as JSON for scripts, instead of a sentence. */
+  json?: boolean;
 }
 
 export interface LoginOutcome {
@@ -54,78 +64,120 @@ export interface LoginOutcome {
   storedIn: string;
 }
 
+/** Exit code of a login ended by Ctrl-C (128 + SIGINT), as shells report it. */
+const interruptedExitCode = 130;
+
 export async function runLogin(ctx: LoginContext, opts: LoginOptions): Promise<LoginOutcome> {
-  const err = paintFor(process.stderr);
   const device = await ctx.client.requestDeviceCode(ctx.clientName);
   // Ctrl-C while waiting: the code is cancelled on the gateway, so nobody can approve it later.
-  const cancel = () => {
-    process.stderr.write("\n");
-    note("Login cancelled; the code can no longer be approved.");
-    void ctx.client
-      .cancelDeviceCode(device.device_code)
-      .catch(() => undefined)
-      .finally(() => process.exit(130));
-  };
-  process.once("SIGINT", cancel);
-  let approved: Awaited<ReturnType<typeof pollForApproval>>;
-  try {
-    const approvalUrl = device.verification_uri_complete ?? device.verification_uri;
-    const signedIn = await ctx.signedInUrl?.(approvalUrl).catch(() => undefined);
-    const url = signedIn ?? approvalUrl;
-    note(
-      signedIn
-        ? `Open this one-time URL to approve; it signs this machine's browser in to the gateway dashboard:\n\n  ${err.bold(url)}\n`
-        : `Open this URL in a browser where you are signed in to the gateway dashboard:\n\n  ${err.bold(url)}\n`,
-    );
-    note(`and check that the page shows this code: ${err.bold(device.user_code)}\n`);
-    if (opts.browser) {
-      await ctx
-        .openBrowser(url)
-        .catch(() => note("Could not open a browser; open the URL above yourself."));
-    }
-    approved = await pollForApproval(ctx, device);
-  } finally {
-    process.off("SIGINT", cancel);
-  }
-  const previous = await findStoredLogin(ctx.stores, opts.profile);
-  if (ctx.stores.keychainUnavailable) {
-    note(`gateway: ${fileFallbackNotice(ctx.stores.keychainUnavailable, ctx.stores.primary)}`);
-  }
-  await ctx.stores.primary.set(opts.profile, {
-    key: approved.key,
-    baseUrl: ctx.client.baseUrl,
-    keyId: approved.keyId,
-    accountId: approved.accountId,
-    savedAt: new Date(ctx.now()).toISOString(),
+  const stop = new AbortController();
+  let cancel = () => {};
+  const cancelled = new Promise<never>((_, reject) => {
+    cancel = () => {
+      stop.abort();
+      ctx.stderr.write("\n");
+      void ctx.client
+        .cancelDeviceCode(device.device_code)
+        .catch(() => undefined)
+        .finally(() =>
+          reject(
+            new UserError(
+              "login cancelled; the code can no longer be approved",
+              interruptedExitCode,
+            ),
+          ),
+        );
+    };
   });
-  if (previous && previous.store !== ctx.stores.primary)
-    await previous.store.delete(opts.profile).catch(() => false);
-  await retirePreviousKey(ctx, previous?.login);
-  return {
-    keyId: approved.keyId,
-    accountId: approved.accountId,
-    prefix: approved.key.slice(0, 7),
-    storedIn: ctx.stores.primary.location,
-  };
+  const stopListening = ctx.onInterrupt(() => cancel());
+  let approved: Approval;
+  try {
+    approved = await Promise.race([promptAndWait(ctx, device, opts, stop.signal), cancelled]);
+  } catch (e) {
+    // Stopped by Ctrl-C: the login ends with the cancellation, once the gateway has it.
+    if (stop.signal.aborted) await cancelled;
+    throw e;
+  } finally {
+    stopListening();
+  }
+  const outcome = await keepLoginKey(ctx, opts.profile, approved);
+  const out = paintFor(ctx.stdout, ctx.env);
+  if (opts.json) {
+    printJson(
+      {
+        base_url: ctx.client.baseUrl,
+        account_id: outcome.accountId,
+        key_id: outcome.keyId,
+        prefix: outcome.prefix,
+        stored_in: outcome.storedIn,
+      },
+      ctx.stdout,
+    );
+  } else
+    result(
+      `${out.green("Logged in")} to ${ctx.client.baseUrl} as account ${outcome.accountId} ` +
+        `(login key ${outcome.keyId}, ${outcome.prefix}...), stored in ${outcome.storedIn}.`,
+      ctx.stdout,
+    );
+  if (ctx.env.GATEWAY_API_KEY) {
+    note(
+      "Note: GATEWAY_API_KEY is set and takes precedence over the stored key until you unset it.",
+      ctx.stderr,
+    );
+  }
+  return outcome;
+}
+
+type Approval = { key: string; keyId: string; accountId: string };
+
+/** Shows the URL and code, opens the browser, and waits for the owner's decision. */
+async function promptAndWait(
+  ctx: LoginContext,
+  device: DeviceCodeResponse,
+  opts: LoginOptions,
+  stopped: AbortSignal,
+): Promise<Approval> {
+  const err = paintFor(ctx.stderr, ctx.env);
+  const say = (line: string) => note(line, ctx.stderr);
+  const approvalUrl = device.verification_uri_complete ?? device.verification_uri;
+  const signedIn = await ctx.signedInUrl?.(approvalUrl).catch(() => undefined);
+  const url = signedIn ?? approvalUrl;
+  say(
+    signedIn
+      ? `Open this one-time URL to approve; it signs this machine's browser in to the gateway dashboard:\n\n  ${err.bold(url)}\n`
+      : `Open this URL in a browser where you are signed in to the gateway dashboard:\n\n  ${err.bold(url)}\n`,
+  );
+  say(`and check that the page shows this code: ${err.bold(device.user_code)}\n`);
+  if (opts.browser) {
+    await ctx
+      .openBrowser(url)
+      .catch(() => say("Could not open a browser; open the URL above yourself."));
+  }
+  return pollForApproval(ctx, device, stopped);
 }
 
 async function pollForApproval(
   ctx: LoginContext,
   device: DeviceCodeResponse,
-): Promise<{ key: string; keyId: string; accountId: string }> {
+  stopped: AbortSignal,
+): Promise<Approval> {
   let intervalSeconds = device.interval ?? 5;
   const deadline = ctx.now() + device.expires_in * 1000;
   const remaining = () => {
     const seconds = Math.max(0, Math.round((deadline - ctx.now()) / 1000));
     return `${Math.floor(seconds / 60)}:${String(seconds % 60).padStart(2, "0")}`;
   };
+  if (stopped.aborted) throw stopped.reason;
   const spinner = startSpinner(
     () => `Waiting for approval in the browser (code expires in ${remaining()})...`,
+    ctx.stderr,
   );
+  stopped.addEventListener("abort", () => spinner.stop(), { once: true });
   let unreachable = 0;
   try {
     for (;;) {
       await ctx.sleep(intervalSeconds * 1000);
+      if (stopped.aborted) throw stopped.reason;
       let poll: Awaited<ReturnType<GatewayClient["pollDeviceToken"]>>;
       try {
         poll = await ctx.client.pollDeviceToken(device.device_code);
@@ -169,13 +221,65 @@ function expired(): UserError {
   );
 }
 
+/**
+ * Stores the new login key under the profile, in place of the profile's previous login (whose
+ * key is revoked, best effort). A keychain that passed its probe but fails the write (locked, or
+ * waiting on a prompt past its timeout) hands the key to the file, and says so.
+ */
+async function keepLoginKey(
+  ctx: LoginContext,
+  profile: string,
+  approved: Approval,
+): Promise<LoginOutcome> {
+  const { stores } = ctx;
+  const previous = await findStoredLogin(stores, profile);
+  if (stores.keychainUnavailable) {
+    note(`gateway: ${fileFallbackNotice(stores.keychainUnavailable, stores.primary)}`, ctx.stderr);
+  }
+  const login = {
+    key: approved.key,
+    baseUrl: ctx.client.baseUrl,
+    keyId: approved.keyId,
+    accountId: approved.accountId,
+    savedAt: new Date(ctx.now()).toISOString(),
+  };
+  let storedIn = stores.primary;
+  try {
+    await storedIn.set(profile, login);
+  } catch (e) {
+    if (!stores.fallback) {
+      // A key nobody holds is only a risk: revoke it before saying it could not be kept.
+      await ctx.client
+        .withKey(approved.key)
+        .logout()
+        .catch(() => undefined);
+      throw new UserError(
+        `could not store the login key in ${storedIn.location} (${reasonOf(e)}); it was revoked, run \`${cliCommand("login")}\` again`,
+      );
+    }
+    note(`gateway: ${fileFallbackNotice(reasonOf(e), stores.fallback)}`, ctx.stderr);
+    storedIn = stores.fallback;
+    await storedIn.set(profile, login);
+  }
+  if (previous && previous.store !== storedIn)
+    await previous.store.delete(profile).catch(() => false);
+  await retirePreviousKey(ctx, previous?.login);
+  return {
+    keyId: approved.keyId,
+    accountId: approved.accountId,
+    prefix: approved.key.slice(0, 7),
+    storedIn: storedIn.location,
+  };
+}
+
 /** A fresh login replaces the profile's previous login key; that one is revoked, best effort. */
 async function retirePreviousKey(
   ctx: LoginContext,
   previous: { key: string; baseUrl: string } | undefined,
 ): Promise<void> {
   if (!previous || previous.baseUrl !== ctx.client.baseUrl) return;
-  await new GatewayClient({ baseUrl: previous.baseUrl, key: previous.key })
+  await ctx.client
+    .withKey(previous.key)
     .logout()
     .catch(() => undefined);
 }
@@ -197,6 +301,7 @@ export function signedInApproval(
   dbPath: string,
   baseUrl: string,
   named: boolean,
+  stderr: TextOutput = process.stderr,
 ): (approvalUrl: string) => Promise<string | undefined> {
   return async (approvalUrl) => {
     if (!named && !existsSync(dbPath)) return undefined;
@@ -210,7 +315,7 @@ export function signedInApproval(
       return link.url;
     } catch (e) {
       if (!(e instanceof UserError)) throw e;
-      if (named) note(`gateway: no signed-in approval page: ${e.message}`);
+      if (named) note(`gateway: no signed-in approval page: ${e.message}`, stderr);
       return undefined;
     }
   };
@@ -250,43 +355,32 @@ Examples:
     )
     .action(
       endingPromptly(async (flags: LoginFlags) => {
-        const client = new GatewayClient({ baseUrl: resolveBaseUrl(flags.baseUrl) });
-        const stores = await openCredentialStores();
-        const outcome = await runLogin(
-          {
-            client,
-            stores,
-            openBrowser: openInBrowser,
-            sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
-            now: Date.now,
-            clientName: `gateway login on ${hostname()}`,
-            signedInUrl: signedInApproval(
-              flags.db ?? "gateway.db",
-              client.baseUrl,
-              flags.db !== undefined,
-            ),
-          },
-          { profile: flags.profile, browser: flags.browser },
-        );
-        const out = paintFor(process.stdout);
-        if (flags.json) {
-          printJson({
-            base_url: client.baseUrl,
-            account_id: outcome.accountId,
-            key_id: outcome.keyId,
-            prefix: outcome.prefix,
-            stored_in: outcome.storedIn,
-          });
-        } else
-          result(
-            `${out.green("Logged in")} to ${client.baseUrl} as account ${outcome.accountId} ` +
-              `(login key ${outcome.keyId}, ${outcome.prefix}...), stored in ${outcome.storedIn}.`,
-          );
-        if (process.env.GATEWAY_API_KEY) {
-          note(
-            "Note: GATEWAY_API_KEY is set and takes precedence over the stored key until you unset it.",
-          );
-        }
+        await runLogin(await processLoginContext(flags), {
+          profile: flags.profile,
+          browser: flags.browser,
+          json: flags.json,
+        });
       }),
     );
+}
+
+/** The login flow's context from this process: its env, terminal, clock, keychain and browser. */
+async function processLoginContext(flags: LoginFlags): Promise<LoginContext> {
+  const client = new GatewayClient({ baseUrl: resolveBaseUrl(flags.baseUrl) });
+  return {
+    client,
+    stores: await openCredentialStores(),
+    openBrowser: openInBrowser,
+    sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+    now: Date.now,
+    clientName: `gateway login on ${hostname()}`,
+    signedInUrl: signedInApproval(flags.db ?? "gateway.db", client.baseUrl, flags.db !== undefined),
+    stdout: process.stdout,
+    stderr: process.stderr,
+    env: process.env,
+    onInterrupt: (handler) => {
+      process.once("SIGINT", handler);
+      return () => process.off("SIGINT", handler);
+    },
+  };
 }

@@ -11,12 +11,18 @@ export interface Paint {
   yellow(text: string): string;
 }
 
-function wantsColour(stream: NodeJS.WriteStream): boolean {
-  return Boolean(stream.isTTY) && !process.env.NO_COLOR && process.env.TERM !== "dumb";
+/** Where a command writes: the process's stdout or stderr, or a test's capture of them. */
+export interface TextOutput {
+  write(text: string): unknown;
+  readonly isTTY?: boolean;
 }
 
-export function paintFor(stream: NodeJS.WriteStream): Paint {
-  const on = wantsColour(stream);
+function wantsColour(stream: TextOutput, env: NodeJS.ProcessEnv): boolean {
+  return Boolean(stream.isTTY) && !env.NO_COLOR && env.TERM !== "dumb";
+}
+
+export function paintFor(stream: TextOutput, env: NodeJS.ProcessEnv = process.env): Paint {
+  const on = wantsColour(stream, env);
   const wrap = (open: number, close: number) => (text: string) =>
     on ? `\u001b[${open}m${text}\u001b[${close}m` : text;
   return {
@@ -41,7 +47,10 @@ const frames = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "
  * A progress line on stderr. `text` may be a function, re-read each frame (a countdown).
  * Without a TTY it prints the text once as a plain line, so CI logs are not flooded.
  */
-export function startSpinner(text: string | (() => string), stream = process.stderr): Spinner {
+export function startSpinner(
+  text: string | (() => string),
+  stream: TextOutput = process.stderr,
+): Spinner {
   let current = text;
   const render = () => (typeof current === "function" ? current() : current);
   if (!stream.isTTY) {
@@ -73,18 +82,18 @@ export function startSpinner(text: string | (() => string), stream = process.std
 }
 
 /** A human line on stderr: progress and notes, never data a script would parse. */
-export function note(line: string): void {
-  process.stderr.write(`${line}\n`);
+export function note(line: string, stream: TextOutput = process.stderr): void {
+  stream.write(`${line}\n`);
 }
 
 /** A result line on stdout. */
-export function result(line: string): void {
-  process.stdout.write(`${line}\n`);
+export function result(line: string, stream: TextOutput = process.stdout): void {
+  stream.write(`${line}\n`);
 }
 
 /** JSON on stdout; every time (`created_at`, `last_used_at`, ...) as ISO 8601, not epoch ms. */
-export function printJson(value: unknown): void {
-  process.stdout.write(`${JSON.stringify(value, isoTimes, 2)}\n`);
+export function printJson(value: unknown, stream: TextOutput = process.stdout): void {
+  stream.write(`${JSON.stringify(value, isoTimes, 2)}\n`);
 }
 
 function isoTimes(key: string, value: unknown): unknown {

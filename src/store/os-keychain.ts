@@ -87,14 +87,16 @@ export type KeychainOpening = { ok: true; keyring: KeychainApi } | { ok: false; 
 
 /**
  * Loads the keyring binding and proves the keychain works with a set/get/delete round trip: a
- * Secret Service that is present but locked fails only when written to.
+ * Secret Service that is present but locked fails only when written to. `load` is the binding's
+ * loader, which a test replaces with a fake keychain.
  */
 export async function openKeychain(
   service = keychainService,
   timeoutMs = keychainTimeoutMs,
+  load: () => Promise<KeychainApi> = loadKeyring,
 ): Promise<KeychainOpening> {
   try {
-    const keyring = await withTimeout(loadKeyring(), timeoutMs);
+    const keyring = await withTimeout(load(), timeoutMs);
     const probe = keyring.entry(service, `probe-${process.pid}-${randomBytes(6).toString("hex")}`);
     const secret = randomBytes(12).toString("hex");
     await withTimeout(probe.setPassword(secret), timeoutMs);

@@ -1,6 +1,10 @@
 import { UserError } from "../errors.js";
 import { FileCredentialStore } from "./file-store.js";
-import { abandonedKeychainCalls, openKeychainStore } from "./keychain-store.js";
+import {
+  abandonedKeychainCalls,
+  type KeychainStoreOptions,
+  openKeychainStore,
+} from "./keychain-store.js";
 import type { CredentialStore, StoredLogin } from "./types.js";
 
 /**
@@ -15,8 +19,8 @@ export const defaultProfile = "default";
 
 type Mode = "auto" | "file" | "keychain";
 
-function credentialMode(): Mode {
-  const raw = process.env.GATEWAY_CREDENTIAL_STORE?.trim().toLowerCase();
+function credentialMode(env: NodeJS.ProcessEnv): Mode {
+  const raw = env.GATEWAY_CREDENTIAL_STORE?.trim().toLowerCase();
   if (!raw || raw === "auto") return "auto";
   if (raw === "file" || raw === "keychain") return raw;
   throw new UserError(`GATEWAY_CREDENTIAL_STORE must be "file" or "keychain", got "${raw}"`);
@@ -29,15 +33,32 @@ export interface CredentialStores {
   all: CredentialStore[];
   /** Set when the keychain was wanted but does not work: why, for the one-time notice. */
   keychainUnavailable?: string;
+  /**
+   * The file, when the keychain is primary and not forced: where a key goes if the keychain that
+   * passed its probe fails when the key is written (a Secret Service waiting on an unlock prompt).
+   */
+  fallback?: CredentialStore;
 }
 
-export async function openCredentialStores(): Promise<CredentialStores> {
-  const mode = credentialMode();
-  const file = new FileCredentialStore();
+/** What the stores are opened from: the process's own, or a test's temp file and fake keychain. */
+export interface CredentialSources {
+  env?: NodeJS.ProcessEnv;
+  file?: CredentialStore;
+  keychain?: KeychainStoreOptions;
+}
+
+export async function openCredentialStores({
+  env = process.env,
+  file = new FileCredentialStore(),
+  keychain,
+}: CredentialSources = {}): Promise<CredentialStores> {
+  const mode = credentialMode(env);
   if (mode === "file") return { primary: file, all: [file] };
-  const probe = await openKeychainStore();
+  const probe = await openKeychainStore(keychain);
   if (probe.ok)
-    return { primary: probe.store, all: mode === "keychain" ? [probe.store] : [probe.store, file] };
+    return mode === "keychain"
+      ? { primary: probe.store, all: [probe.store] }
+      : { primary: probe.store, all: [probe.store, file], fallback: file };
   if (mode === "keychain") {
     throw new UserError(
       `GATEWAY_CREDENTIAL_STORE=keychain but no OS keychain is available (${probe.reason})`,

@@ -58,12 +58,20 @@ export type KeychainProbe =
   | { ok: true; store: KeychainCredentialStore }
   | { ok: false; reason: string };
 
+export interface KeychainStoreOptions {
+  service?: string;
+  timeoutMs?: number;
+  /** The OS keychain's binding, or a test's fake of it. */
+  keyring?: () => Promise<KeychainApi>;
+}
+
 /** The keychain's store of login keys, once a round trip proved the keychain works. */
-export async function openKeychainStore(
+export async function openKeychainStore({
   service = keychainService,
   timeoutMs = keychainTimeoutMs,
-): Promise<KeychainProbe> {
-  const opened = await openKeychain(service, timeoutMs);
+  keyring,
+}: KeychainStoreOptions = {}): Promise<KeychainProbe> {
+  const opened = await openKeychain(service, timeoutMs, keyring);
   if (!opened.ok) return opened;
   return { ok: true, store: new KeychainCredentialStore(opened.keyring, service, timeoutMs) };
 }
