@@ -60,6 +60,13 @@ export interface Embeddings {
   reportedTokens?: number;
 }
 
+/** `encoding_format: "base64"`: the float32 values, little-endian, in base64. */
+export function embeddingBase64(vector: Float32Array): string {
+  const bytes = Buffer.alloc(vector.length * 4);
+  for (let i = 0; i < vector.length; i++) bytes.writeFloatLE(vector[i], i * 4);
+  return bytes.toString("base64");
+}
+
 export interface ImageDatum {
   b64_json?: string;
   url?: string;

@@ -1,6 +1,6 @@
 import { GatewayError } from "../../errors.js";
 import { UpstreamFailure } from "../../wire/upstream-failure.js";
-import type { ProducedMedia, Provider } from "../provider.js";
+import { embeddingBase64, type ProducedMedia, type Provider } from "../provider.js";
 import { mockComplete } from "./chat.js";
 import {
   extendMockVideo,
@@ -12,7 +12,6 @@ import {
   readWavInfo,
 } from "./media/index.js";
 import {
-  embeddingBase64,
   mockEmbedding,
   mockEmbeddingDimensions,
   mockImages,
@@ -21,7 +20,7 @@ import {
   mockSpeechAudio,
   mockTranscribe,
   unsupportedSpeechFormat,
-} from "./media.js";
+} from "./media-answers.js";
 import { renderTranscript } from "./transcript.js";
 
 /**

@@ -1,5 +1,5 @@
 import type { TranscribeRequest, UpstreamTranscript } from "../provider.js";
-import type { MockTranscript } from "./media.js";
+import type { MockTranscript } from "./media-answers.js";
 
 interface Segment {
   id: number;

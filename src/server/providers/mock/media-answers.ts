@@ -125,10 +125,3 @@ export function mockEmbedding(input: string, dimensions: number): Float32Array {
   for (let i = 0; i < dimensions; i++) vector[i] *= scale;
   return vector;
 }
-
-/** `encoding_format: "base64"`: the float32 values, little-endian, in base64. */
-export function embeddingBase64(vector: Float32Array): string {
-  const bytes = Buffer.alloc(vector.length * 4);
-  for (let i = 0; i < vector.length; i++) bytes.writeFloatLE(vector[i], i * 4);
-  return bytes.toString("base64");
-}
