@@ -1,8 +1,13 @@
 import type { GoneSignal } from "../../http/client-signal.js";
 import { UnsupportedRequest, UpstreamFailure } from "../../wire/upstream-failure.js";
 import type { UpstreamHttp } from "../http-upstream.js";
-import type { Attempt, Embeddings, EmbedRequest, ProviderContext } from "../provider.js";
-import { embeddingBase64 } from "../provider.js";
+import {
+  type Attempt,
+  type Embeddings,
+  type EmbedRequest,
+  embeddingBase64,
+  type ProviderContext,
+} from "../provider.js";
 import { geminiHeaders, methodUrl, modelName } from "./endpoints.js";
 
 /** The most inputs Google takes in one `batchEmbedContents` call. */
