@@ -333,7 +333,7 @@ describe("gateway keys", () => {
     expect(unknown.stderr).toBe(
       'gateway: No key with id or label "no-such-key" among your keys (404 not_found)\n',
     );
-  });
+  }, 90_000); // nine CLI processes one after another: about 2.5 s each on a loaded 2-core runner
 
   it("keys revoke lists the ids of an ambiguous label, says when a key was already revoked, and prints JSON", async () => {
     const { home, loginKeyId } = loggedInHome();

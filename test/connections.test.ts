@@ -78,7 +78,9 @@ describe("timeouts of our own", () => {
   });
 
   it("a slow body is cut by the request timeout, but a long streamed answer is not", async () => {
-    gw = await testGateway({ connections: { headersTimeoutMs: 200, requestTimeoutMs: 400 } });
+    // Timeouts a starved event loop (a loaded CI runner) cannot outlast while reading a body
+    // written at once, still well under the streamed answer's length.
+    gw = await testGateway({ connections: { headersTimeoutMs: 1_000, requestTimeoutMs: 2_000 } });
     const c = await open(gw);
     c.socket.write(
       `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEY}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"model":`,
@@ -89,7 +91,7 @@ describe("timeouts of our own", () => {
     // request is written at once, so it arrives whole in one read however busy the machine is
     // (a client that sends its body apart, as fetch does, may see its body read after the
     // server's check on a starved event loop: a 408 that only says the test machine was slow).
-    const body = JSON.stringify(chat("slow [[mock:delay=1500]]", "mock-gpt", { stream: true }));
+    const body = JSON.stringify(chat("slow [[mock:delay=3000]]", "mock-gpt", { stream: true }));
     const raw = await exchange(
       gw,
       `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEY}\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
