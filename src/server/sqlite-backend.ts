@@ -1,5 +1,5 @@
-import { keychainSealingKey } from "../store/sealing-key.js";
-import { Store } from "../store/store.js";
+import { keychainSealingKey } from "../store/sqlite/sealing-key.js";
+import { Store } from "../store/sqlite/store.js";
 import { type Backend, instanceId } from "./backend.js";
 import { ProcessLedger } from "./billing/ledger.js";
 import { lockDatabase } from "./serve-lock.js";

@@ -11,7 +11,7 @@ import {
 } from "../../src/server/gateway.js";
 import type { Services } from "../../src/server/services.js";
 import { secretKeyEnv } from "../../src/store/secret-box.js";
-import type { Store } from "../../src/store/store.js";
+import type { Store } from "../../src/store/sqlite/store.js";
 import { createTestDatabase } from "./postgres.js";
 
 export const KEY = "kn-test-standard-key-000000000000";

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { Catalog } from "../../store/store.js";
+import type { Catalog } from "../../store/sqlite/store.js";
 import type { ByokRow, ModelRow, ProviderRow } from "../../store/types.js";
 import { ManualClock } from "../clock.js";
 import { errorBody, errorHeaders, type GatewayError } from "../errors.js";

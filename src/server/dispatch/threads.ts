@@ -1,4 +1,4 @@
-import type { Catalog } from "../../store/store.js";
+import type { Catalog } from "../../store/sqlite/store.js";
 import type { ThreadConversation, ThreadsRepository } from "../../store/threads.js";
 import { GatewayError } from "../errors.js";
 import type { CompletionResult, MessageThread } from "../wire/completion-types.js";

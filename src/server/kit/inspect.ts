@@ -2,12 +2,9 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import type { RequestListener } from "node:http";
 import type { Dispatcher } from "undici";
 import { microToIdr } from "../../store/money.js";
-import type {
-  ListedRequest,
-  RequestLogReadsRepository,
-  SqliteRequestLogReads,
-} from "../../store/request-log-reads.js";
+import type { ListedRequest, RequestLogReadsRepository } from "../../store/request-log-reads.js";
 import { readLoggedEndpoint } from "../../store/request-source.js";
+import type { SqliteRequestLogReads } from "../../store/sqlite/request-log-reads.js";
 import type { MaybeAsync } from "../../store/types.js";
 import type { Ledger, Reservation } from "../billing/ledger.js";
 import type { UpstreamProvider, WholeAnswer } from "../providers/http-upstream.js";

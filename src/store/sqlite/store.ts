@@ -1,11 +1,4 @@
-import { type Checkpointer, startCheckpointer } from "./checkpointer.js";
-import { type DB, openDatabase } from "./db.js";
-import { openRepositories, type SqliteRepositories } from "./repositories.js";
-import { loadSecretBox, sealPlaintextByok, secretKeyEnv } from "./secret-box.js";
-import { SqliteAccounts } from "./sqlite-accounts.js";
-import { SqliteCatalog } from "./sqlite-catalog.js";
-import { SqliteLedger } from "./sqlite-ledger.js";
-import { SqliteUsage } from "./sqlite-usage.js";
+import { secretKeyEnv } from "../secret-box.js";
 import type {
   AccountPatch,
   AccountRow,
@@ -23,9 +16,17 @@ import type {
   UsageByModel,
   UsageDay,
   UsageSummary,
-} from "./types.js";
+} from "../types.js";
+import { SqliteAccounts } from "./accounts.js";
+import { loadSecretBox, sealPlaintextByok } from "./byok-sealing.js";
+import { SqliteCatalog } from "./catalog.js";
+import { type Checkpointer, startCheckpointer } from "./checkpointer.js";
+import { type DB, openDatabase } from "./db.js";
+import { SqliteLedger } from "./ledger.js";
+import { openRepositories, type SqliteRepositories } from "./repositories.js";
+import { SqliteUsage } from "./usage.js";
 
-export type { AccountColumn, Catalog } from "./types.js";
+export type { AccountColumn, Catalog } from "../types.js";
 
 /**
  * The gateway's SQLite file and the repositories on it. One gateway process owns a database
