@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { detectCliPrefix } from "../src/server/cli-command.js";
+import { detectCliPrefix } from "../src/cli-command.js";
 import { cliHome, killRunningClis, runCli, spawnCli } from "./support/cli.js";
 import { type TestGateway, testGateway } from "./support/gateway.js";
 

@@ -1,10 +1,10 @@
-import type { GatewayClock } from "./clock.js";
 import type { ConfigInput } from "./config/schema.js";
 import type { ConnectionLimits } from "./http/connection-guards.js";
 import type { FinishedRequest } from "./http/request-trace.js";
 import type { CassetteOptions, InspectedRequest, RequestsQuery } from "./kit/types.js";
-import type { MetricsAccess } from "./metrics-access.js";
+import type { MetricsAccess } from "./observe/metrics-access.js";
 import type { GatewayMock } from "./providers/mock/mock-script.js";
+import type { GatewayClock } from "./time/clock.js";
 
 /**
  * What `startGateway` takes and gives, as the package publishes it (src/index.ts). It imports

@@ -1,5 +1,5 @@
 import { existsSync } from "node:fs";
-import { cliCommand } from "../../server/cli-command.js";
+import { cliCommand } from "../../cli-command.js";
 import { openingDatabase, UserError } from "../errors.js";
 
 /**

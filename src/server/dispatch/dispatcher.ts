@@ -1,7 +1,7 @@
 import type { ByokRow, GatewayStore, ProviderRow } from "../../store/types.js";
 import { GatewayError, upstreamRejection } from "../errors.js";
-import type { GoneSignal } from "../http/client-signal.js";
 import type { Attempt, Credential, ProviderAdapter } from "../providers/types.js";
+import type { GoneSignal } from "../time/gone-signal.js";
 import { outputLimit, rewritesBody, StreamBroken } from "../wire/bridges.js";
 import type {
   CompletionRequest,

@@ -1,10 +1,10 @@
 import type { JobRow, JobsRepository } from "../../store/jobs.js";
 import { newId } from "../../store/secrets.js";
 import type { ModelRow } from "../../store/types.js";
+import type { Services } from "../compose/services.js";
 import { forMediaWire, forModality, resolveTarget } from "../dispatch/resolve.js";
 import { GatewayError } from "../errors.js";
 import { mockJobMs, mockMediaPreamble } from "../providers/mock/media-mock.js";
-import type { Services } from "../services.js";
 import { chargeJob, refundJob } from "./job-billing.js";
 import { jobInput } from "./job-input.js";
 import { billedSeconds, jobKinds, type ProducedMedia, produceMockMedia } from "./job-kinds.js";

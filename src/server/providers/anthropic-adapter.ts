@@ -1,4 +1,4 @@
-import type { GoneSignal } from "../http/client-signal.js";
+import type { GoneSignal } from "../time/gone-signal.js";
 import type { MessagesResponse } from "../wire/anthropic-types.js";
 import {
   fromMessagesEvents,

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import type { GoneSignal } from "../http/client-signal.js";
+import type { GoneSignal } from "../time/gone-signal.js";
 import { UpstreamFailure } from "../wire/upstream-failure.js";
 import { joinUrl, parseJsonAnswer, type UpstreamHttp } from "./http-upstream.js";
 import type { Attempt } from "./types.js";

@@ -8,12 +8,12 @@ import {
   type MaybeAsync,
   parseSubscription,
 } from "../../store/types.js";
-import type { Handler } from "../app-env.js";
+import type { Services } from "../compose/services.js";
 import { idr, paygSchema, subscriptionSchema } from "../config/schema.js";
+import { byokView } from "../dispatch/byok-view.js";
 import { badRequest, GatewayError } from "../errors.js";
 import { readJson } from "../http/body.js";
-import type { Services } from "../services.js";
-import { byokView } from "../views.js";
+import type { Handler } from "../http/context.js";
 
 const accountPatch = z
   .object({

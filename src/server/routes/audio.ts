@@ -1,6 +1,6 @@
 import type { Context } from "hono";
 import { z } from "zod";
-import type { AppEnv, Handler } from "../app-env.js";
+import type { Services } from "../compose/services.js";
 import {
   forMediaWire,
   forModality,
@@ -10,7 +10,8 @@ import {
 } from "../dispatch/resolve.js";
 import { badRequest, GatewayError } from "../errors.js";
 import { formFields, readForm, readJson } from "../http/body.js";
-import { clientGone, type GoneSignal } from "../http/client-signal.js";
+import { clientGone } from "../http/client-signal.js";
+import type { AppEnv, Handler } from "../http/context.js";
 import {
   type FormFields,
   openaiSpeech,
@@ -31,7 +32,7 @@ import {
   unsupportedSpeechFormat,
 } from "../providers/mock/media-mock.js";
 import type { Attempt } from "../providers/types.js";
-import type { Services } from "../services.js";
+import type { GoneSignal } from "../time/gone-signal.js";
 import { UpstreamFailure } from "../wire/upstream-failure.js";
 import { perUnit, serveAdmitted } from "./admitted.js";
 

@@ -1,8 +1,8 @@
 import { RESPONSE_ALREADY_SENT } from "@hono/node-server/utils/response";
 import { z } from "zod";
-import type { Handler } from "../app-env.js";
 import { admit, settleAdmission, settleDelivered, settleFailed } from "../billing/admission.js";
 import { worstCaseInputTokens } from "../billing/pricing.js";
+import type { Services } from "../compose/services.js";
 import { forModality, resolveTarget, type Target } from "../dispatch/resolve.js";
 import { openResponseTurn } from "../dispatch/response-state.js";
 import { openThread } from "../dispatch/threads.js";
@@ -17,13 +17,13 @@ import {
 } from "../errors.js";
 import { readJsonWithSize } from "../http/body.js";
 import { ClientGone } from "../http/client-signal.js";
+import type { Handler } from "../http/context.js";
 import { loopbackSource } from "../http/loopback-socket.js";
 import { nodeIncoming, nodeOutgoing, requestHeader } from "../http/request.js";
 import { requestIdOf } from "../http/request-id.js";
 import { traceOf } from "../http/request-trace.js";
 import { KeptAlive, sendSse } from "../http/sse-response.js";
 import { markStage } from "../http/stages.js";
-import type { Services } from "../services.js";
 import { outputBound } from "../wire/bridges.js";
 import type { ClientStyle, CompletionRequest } from "../wire/completion-types.js";
 import type { ResponsesRequest } from "../wire/responses-types.js";

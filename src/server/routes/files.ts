@@ -1,8 +1,8 @@
 import type { Context } from "hono";
 import { newId } from "../../store/secrets.js";
-import type { Handler } from "../app-env.js";
+import type { Services } from "../compose/services.js";
 import { GatewayError } from "../errors.js";
-import type { Services } from "../services.js";
+import type { Handler } from "../http/context.js";
 
 /** Keeps media for `/v1/files/{id}` (readable by its account only); returns the id. */
 export async function saveMediaFile(

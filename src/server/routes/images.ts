@@ -1,10 +1,11 @@
 import type { Context } from "hono";
 import { z } from "zod";
-import type { AppEnv, Handler } from "../app-env.js";
+import type { Services } from "../compose/services.js";
 import { forMediaWire, forModality, resolveTarget } from "../dispatch/resolve.js";
 import { badRequest, GatewayError } from "../errors.js";
 import { formFields, readForm, readJson } from "../http/body.js";
-import { clientGone, type GoneSignal } from "../http/client-signal.js";
+import { clientGone } from "../http/client-signal.js";
+import type { AppEnv, Handler } from "../http/context.js";
 import { gatewayUrl } from "../http/request.js";
 import {
   type ImageDatum,
@@ -16,7 +17,7 @@ import {
 import { MAX_IMAGE_SIDE, mockImageEdit, parseSize } from "../providers/mock/media/index.js";
 import { mockImages, mockMediaPreamble } from "../providers/mock/media-mock.js";
 import type { Attempt } from "../providers/types.js";
-import type { Services } from "../services.js";
+import type { GoneSignal } from "../time/gone-signal.js";
 import { perUnit, serveAdmitted } from "./admitted.js";
 import { saveMediaFile } from "./files.js";
 

@@ -3,13 +3,14 @@ import { z } from "zod";
 import type { JobError, JobResult, JobRow } from "../../store/jobs.js";
 import { newId } from "../../store/secrets.js";
 import { parseSubscription } from "../../store/types.js";
-import type { AppEnv, Handler } from "../app-env.js";
 import { settleFailed } from "../billing/admission.js";
 import { costMicro } from "../billing/pricing.js";
+import type { Services } from "../compose/services.js";
 import { forMediaWire, forModality, resolveTarget } from "../dispatch/resolve.js";
 import { badRequest, GatewayError } from "../errors.js";
 import { readJson } from "../http/body.js";
 import { clientGone } from "../http/client-signal.js";
+import type { AppEnv, Handler } from "../http/context.js";
 import { type ForwardingOptions, gatewayUrl } from "../http/request.js";
 import { jobHold } from "../jobs/job-billing.js";
 import {
@@ -21,7 +22,6 @@ import {
 import { billedSeconds, type JobKindSpec, jobKinds } from "../jobs/job-kinds.js";
 import { wakeJobRunner } from "../jobs/runner.js";
 import { MAX_MUSIC_SECONDS } from "../providers/mock/media/index.js";
-import type { Services } from "../services.js";
 import { admitWhole } from "./admitted.js";
 import { fileNotFound, mediaResponse } from "./files.js";
 

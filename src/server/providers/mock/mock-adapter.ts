@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type { ErrorCode } from "../../errors.js";
-import type { GoneSignal } from "../../http/client-signal.js";
-import { sleep } from "../../sleep.js";
+import type { GoneSignal } from "../../time/gone-signal.js";
+import { sleep } from "../../time/sleep.js";
 import {
   fromChatChunks,
   fromChatJson,

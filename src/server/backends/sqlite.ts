@@ -1,7 +1,7 @@
-import { keychainSealingKey } from "../store/sqlite/sealing-key.js";
-import { Store } from "../store/sqlite/store.js";
+import { keychainSealingKey } from "../../store/sqlite/sealing-key.js";
+import { Store } from "../../store/sqlite/store.js";
+import { ProcessLedger } from "../billing/ledger.js";
 import { type Backend, instanceId } from "./backend.js";
-import { ProcessLedger } from "./billing/ledger.js";
 import { lockDatabase } from "./serve-lock.js";
 
 /** A gateway on its own SQLite file: decisions in this process, the file locked to it. */
