@@ -998,7 +998,7 @@ describe("what a chat-completions provider cannot carry", () => {
     ]);
     // The request log names what was left out, in the usage report and the test kit's list.
     expect(await lastLogged(gw)).toMatchObject({ state: "settled", tools_omitted: ["web_search"] });
-    expect(gw.requests({ limit: 1 })[0].tools_omitted).toEqual(["web_search"]);
+    expect((await gw.listRequests({ limit: 1 }))[0].tools_omitted).toEqual(["web_search"]);
 
     upstream.queue(openaiJson("ok"));
     const served = await post(gw, "/v1/responses", {
@@ -1012,7 +1012,7 @@ describe("what a chat-completions provider cannot carry", () => {
       { type: "function", function: { name: "lookup", parameters: { type: "object" } } },
     ]);
     expect(await lastLogged(gw)).not.toHaveProperty("tools_omitted");
-    expect(gw.requests({ limit: 1 })[0]).not.toHaveProperty("tools_omitted");
+    expect((await gw.listRequests({ limit: 1 }))[0]).not.toHaveProperty("tools_omitted");
   });
 
   it("takes unsupported_tools from the model before its provider: a strict model of a lenient provider refuses, a lenient model of a strict provider leaves the tool out", async () => {
@@ -1056,7 +1056,10 @@ describe("what a chat-completions provider cannot carry", () => {
       state: "settled",
       tools_omitted: ["web_search", "code_interpreter"],
     });
-    expect(gw.requests({ limit: 1 })[0].tools_omitted).toEqual(["web_search", "code_interpreter"]);
+    expect((await gw.listRequests({ limit: 1 }))[0].tools_omitted).toEqual([
+      "web_search",
+      "code_interpreter",
+    ]);
     const line = finished.find((r) => r.path === "/v1/responses");
     expect(line?.toolsOmitted).toEqual(["web_search", "code_interpreter"]);
   });

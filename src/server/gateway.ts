@@ -210,17 +210,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
         reset: () => services.mockScript.reset(),
       },
       clock: gatewayClock(clock),
-      requests: (query) => {
-        // Asked of Postgres, the read would start a query nobody awaits.
-        const listed = backend.kind === "postgres" ? undefined : services.inspector.requests(query);
-        if (listed === undefined || listed instanceof Promise) {
-          throw new Error(
-            "gateway.requests() answers at once only on SQLite; on Postgres use await gateway.listRequests()",
-          );
-        }
-        return listed;
-      },
-      listRequests: async (query) => services.inspector.requests(query),
+      listRequests: (query) => services.inspector.requests(query),
       close() {
         closing ??= (async () => {
           readiness.stopping();

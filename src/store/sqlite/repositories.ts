@@ -11,13 +11,8 @@ import { SqliteServeRecord } from "./serve-record.js";
 import { SqliteSessions } from "./sessions.js";
 import { SqliteThreads } from "./threads.js";
 
-/** SQLite's, whose request listing also answers synchronously (for the kit's `requests()`). */
-export interface SqliteRepositories extends Repositories {
-  requestLog: SqliteRequestLogReads;
-}
-
 /** The SQLite repositories over one open database; every statement is prepared here, once. */
-export function openRepositories(db: DB, keys: KeyRowWriter): SqliteRepositories {
+export function openRepositories(db: DB, keys: KeyRowWriter): Repositories {
   return {
     jobs: new SqliteJobs(db),
     deviceCodes: new SqliteDeviceCodes(db, keys),

@@ -6,10 +6,6 @@ import type {
 } from "../request-log-reads.js";
 import type { DB } from "./db.js";
 
-/**
- * SQLite also answers at once (`recentSync`): the kit's public `gateway.requests()` is
- * synchronous, and the kit runs on SQLite.
- */
 export class SqliteRequestLogReads implements RequestLogReadsRepository {
   private readonly select: Statement;
 
@@ -22,10 +18,6 @@ export class SqliteRequestLogReads implements RequestLogReadsRepository {
   }
 
   async recent(filter: RecentFilter): Promise<ListedRequest[]> {
-    return this.recentSync(filter);
-  }
-
-  recentSync(filter: RecentFilter): ListedRequest[] {
     return this.select.all({
       model: filter.model ?? null,
       status: filter.status ?? null,

@@ -1,3 +1,4 @@
+import type { Repositories } from "../repositories.js";
 import { secretKeyEnv } from "../secret-box.js";
 import type {
   AccountPatch,
@@ -23,7 +24,7 @@ import { SqliteCatalog } from "./catalog.js";
 import { type Checkpointer, startCheckpointer } from "./checkpointer.js";
 import { type DB, openDatabase } from "./db.js";
 import { SqliteLedger } from "./ledger.js";
-import { openRepositories, type SqliteRepositories } from "./repositories.js";
+import { openRepositories } from "./repositories.js";
 import { SqliteUsage } from "./usage.js";
 
 export type { AccountColumn, Catalog } from "../types.js";
@@ -44,7 +45,7 @@ export class Store implements GatewayStore {
   /** The Ledger's repository: money, allowance counts, the request log and the journal's mark. */
   readonly ledgerRepository: LedgerRepository;
   /** Everything else the gateway keeps: jobs, device codes, sessions, files, threads ... */
-  readonly repos: SqliteRepositories;
+  readonly repos: Repositories;
   /** Run before the cached rows are dropped, so that queued ledger writes land first. */
   private readonly beforeForget: (() => void)[] = [];
   private readonly runInTransaction: ReturnType<DB["transaction"]>;
