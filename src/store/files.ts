@@ -1,4 +1,5 @@
-export interface MediaFile {
+/** A file the gateway serves at `/v1/files/{id}` (an image asked for as a URL). */
+export interface StoredFile {
   id: string;
   account_id: string;
   content_type: string;
@@ -6,7 +7,7 @@ export interface MediaFile {
   created_at: number;
 }
 
-export interface NewMediaFile {
+export interface NewStoredFile {
   id: string;
   accountId: string;
   contentType: string;
@@ -15,11 +16,11 @@ export interface NewMediaFile {
 }
 
 /**
- * Media the gateway serves by URL (images asked for with `response_format: "url"`), readable only
+ * Files the gateway serves by URL (images asked for with `response_format: "url"`), readable only
  * with a key of the account that made it.
  */
 export interface FilesRepository {
-  save(file: NewMediaFile): Promise<void>;
+  save(file: NewStoredFile): Promise<void>;
   /** A file of this account; another account's id reads as unknown. */
-  find(id: string, accountId: string): Promise<MediaFile | undefined>;
+  find(id: string, accountId: string): Promise<StoredFile | undefined>;
 }

@@ -1,11 +1,11 @@
 /**
- * Asynchronous media jobs are rows in `jobs`: the row is the queue, the state machine
- * (queued -> running -> completed | failed) and the finished media, so jobs survive a restart.
+ * Music and video jobs are rows in `jobs`: the row is the queue, the state machine
+ * (queued -> running -> completed | failed) and the finished output, so jobs survive a restart.
  */
 export type JobKind = "music" | "video" | "video_extension";
 export type JobStatus = "queued" | "running" | "completed" | "failed";
 
-/** Everything but the media bytes, which only a download reads. */
+/** Everything but the output's bytes, which only a download reads. */
 export interface JobRow {
   id: string;
   account_id: string;
@@ -74,7 +74,8 @@ export function queuedJobRow(job: NewJob): JobRow {
   };
 }
 
-export interface JobMedia {
+/** A finished job's file: its bytes (column `media`) and their content type. */
+export interface JobOutput {
   media: Buffer;
   media_type: string;
 }
@@ -100,8 +101,8 @@ export interface JobsRepository<Money = unknown> {
   unfinishedCount(accountId: string, kind: JobKind): Promise<number>;
   /** A job of this account; another account's id reads as unknown. */
   get(id: string, accountId: string): Promise<JobRow | undefined>;
-  /** The media of a completed job of this account. */
-  media(id: string, accountId: string): Promise<JobMedia | undefined>;
+  /** The output (the music or video file) of a completed job of this account. */
+  output(id: string, accountId: string): Promise<JobOutput | undefined>;
   /**
    * Leases the oldest job that is queued, or running under a lease that ran out, to
    * `instanceId` for `leaseMs`, and marks it started at `now`; no two claims get the same job.

@@ -215,7 +215,7 @@ export class JobRunner {
       modality,
     );
     const source = request.video_id
-      ? (await this.jobs.media(request.video_id, job.account_id))?.media
+      ? (await this.jobs.output(request.video_id, job.account_id))?.media
       : undefined;
     if (job.kind === "video_extension" && !source) {
       throw new GatewayError(404, "not_found", "The video to extend is no longer available.");

@@ -19,7 +19,7 @@ import { mockImages, mockMediaPreamble } from "../providers/mock/media-mock.js";
 import type { Attempt } from "../providers/types.js";
 import type { GoneSignal } from "../time/gone-signal.js";
 import { perUnit, serveAdmitted } from "./admitted.js";
-import { saveMediaFile } from "./files.js";
+import { saveServedFile } from "./files.js";
 
 /** OpenAI Images. Extra fields (quality, style, background ...) pass through to openai wires. */
 export const imageBody = z.looseObject({
@@ -252,7 +252,7 @@ async function asUrl(
 ): Promise<ImageDatum> {
   if (datum.url || !datum.b64_json) return datum;
   const { b64_json, ...rest } = datum;
-  const id = await saveMediaFile(
+  const id = await saveServedFile(
     services,
     stored.accountId,
     stored.contentType,

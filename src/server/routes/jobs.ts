@@ -23,7 +23,7 @@ import { billedSeconds, type JobKindSpec, jobKinds } from "../jobs/job-kinds.js"
 import { wakeJobRunner } from "../jobs/runner.js";
 import { MAX_MUSIC_SECONDS } from "../providers/mock/media/index.js";
 import { admitWhole } from "./admitted.js";
-import { fileNotFound, mediaResponse } from "./files.js";
+import { fileNotFound, privateBytesResponse } from "./files.js";
 
 /** Uncompressed mock video grows fast; a minute is plenty for tests and demos. */
 const maxVideoSeconds = 60;
@@ -110,7 +110,7 @@ export function jobHandlers(services: Services) {
       (spec: JobKindSpec): Handler =>
       async (c) => {
         const job = await find(c, spec);
-        const media = await jobs.media(job.id, job.account_id);
+        const media = await jobs.output(job.id, job.account_id);
         if (!media) {
           throw new GatewayError(
             404,
@@ -118,7 +118,7 @@ export function jobHandlers(services: Services) {
             `Job "${job.id}" is ${job.status}; it has no media to download.`,
           );
         }
-        return mediaResponse(c, media.media_type, media.media);
+        return privateBytesResponse(c, media.media_type, media.media);
       },
   };
 }

@@ -1,5 +1,5 @@
 import type { Statement } from "better-sqlite3";
-import type { FilesRepository, MediaFile, NewMediaFile } from "../files.js";
+import type { FilesRepository, NewStoredFile, StoredFile } from "../files.js";
 import type { DB } from "./db.js";
 
 export class SqliteFiles implements FilesRepository {
@@ -13,11 +13,11 @@ export class SqliteFiles implements FilesRepository {
     this.byId = db.prepare("SELECT * FROM media WHERE id = ? AND account_id = ?");
   }
 
-  async save(file: NewMediaFile): Promise<void> {
+  async save(file: NewStoredFile): Promise<void> {
     this.insert.run(file.id, file.accountId, file.contentType, Buffer.from(file.bytes), file.now);
   }
 
-  async find(id: string, accountId: string): Promise<MediaFile | undefined> {
-    return this.byId.get(id, accountId) as MediaFile | undefined;
+  async find(id: string, accountId: string): Promise<StoredFile | undefined> {
+    return this.byId.get(id, accountId) as StoredFile | undefined;
   }
 }

@@ -2,7 +2,7 @@ import type { Statement } from "better-sqlite3";
 import {
   type JobError,
   type JobKind,
-  type JobMedia,
+  type JobOutput,
   type JobResult,
   type JobRow,
   type JobsRepository,
@@ -17,7 +17,7 @@ export class SqliteJobs implements JobsRepository<undefined> {
   private readonly insertRow: Statement;
   private readonly unfinishedOfKind: Statement;
   private readonly byId: Statement;
-  private readonly mediaOf: Statement;
+  private readonly outputOf: Statement;
   private readonly nextClaimable: Statement;
   private readonly leaseRow: Statement;
   private readonly renewRow: Statement;
@@ -39,7 +39,7 @@ export class SqliteJobs implements JobsRepository<undefined> {
       "SELECT count(*) AS n FROM jobs WHERE account_id = ? AND kind = ? AND status IN ('queued', 'running')",
     );
     this.byId = db.prepare(`SELECT ${jobColumns} FROM jobs WHERE id = ? AND account_id = ?`);
-    this.mediaOf = db.prepare(
+    this.outputOf = db.prepare(
       "SELECT media, media_type FROM jobs WHERE id = ? AND account_id = ? AND status = 'completed'",
     );
     // A running job without a lease was started before leases existed: nobody holds it.
@@ -111,8 +111,8 @@ export class SqliteJobs implements JobsRepository<undefined> {
     return this.byId.get(id, accountId) as JobRow | undefined;
   }
 
-  async media(id: string, accountId: string): Promise<JobMedia | undefined> {
-    return this.mediaOf.get(id, accountId) as JobMedia | undefined;
+  async output(id: string, accountId: string): Promise<JobOutput | undefined> {
+    return this.outputOf.get(id, accountId) as JobOutput | undefined;
   }
 
   async claimNext(instanceId: string, leaseMs: number, now: number): Promise<JobRow | undefined> {
