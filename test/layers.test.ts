@@ -130,6 +130,13 @@ const rules: LayerRule[] = [
   },
   { from: "src/store/sqlite/", forbidden: ["src/store/postgres/"] },
   { from: "src/store/postgres/", forbidden: ["src/store/sqlite/"] },
+  // The server sees the store's interfaces: only what opens a backend, and the ledger that runs on
+  // each, names a backend's classes.
+  {
+    from: "src/server/",
+    except: [...server("backends", "billing"), "src/server/gateway.ts"],
+    forbidden: ["src/store/sqlite/", "src/store/postgres/"],
+  },
   // The request's path, top down: auth -> limits/billing -> dispatch -> providers -> wire.
   {
     from: "src/server/auth/",

@@ -1,6 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { Catalog } from "../../store/sqlite/store.js";
-import type { ByokRow, ModelRow, ProviderRow } from "../../store/types.js";
+import type { ByokRow, Catalog, ModelRow, ProviderRow } from "../../store/types.js";
 import { errorBody, errorHeaders, type GatewayError } from "../errors.js";
 import type { Attempt, ProviderAdapter } from "../providers/types.js";
 import { ManualClock } from "../time/clock.js";

@@ -1,6 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { Catalog } from "../../store/sqlite/store.js";
-import type { ModelRow, ProviderRow } from "../../store/types.js";
+import type { Catalog, ModelRow, ProviderRow } from "../../store/types.js";
 import { forMediaWire, forModality, onlyMock, resolveTarget, type Target } from "./resolve.js";
 
 function model(name: string, fields: Partial<ModelRow> = {}): ModelRow {

@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import { z } from "zod";
 import { idrToMicro, MAX_IDR, MAX_MICRO, microToIdr } from "../../store/money.js";
-import type { AccountColumn } from "../../store/sqlite/store.js";
+import type { AccountColumn } from "../../store/types.js";
 import {
   type AccountRow,
   type ByokRow,

@@ -27,8 +27,6 @@ import { SqliteLedger } from "./ledger.js";
 import { openRepositories } from "./repositories.js";
 import { SqliteUsage } from "./usage.js";
 
-export type { AccountColumn, Catalog } from "../types.js";
-
 /**
  * The gateway's SQLite file and the repositories on it. One gateway process owns a database
  * file; every statement is prepared once, in a repository under src/store/, so the request path
