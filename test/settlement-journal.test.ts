@@ -35,7 +35,7 @@ const costMicro = 12_345;
  * its commit would run).
  */
 const crashingSettler = `
-import { Store } from ${JSON.stringify(join(dist, "store", "store.js"))};
+import { Store } from ${JSON.stringify(join(dist, "store", "sqlite", "store.js"))};
 import { ProcessLedger } from ${JSON.stringify(join(dist, "server", "billing", "ledger.js"))};
 const store = new Store(process.argv[2]);
 const ledger = new ProcessLedger(store);
