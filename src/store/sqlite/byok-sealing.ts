@@ -30,8 +30,9 @@ function writeCheck(db: DB, box: SecretBox): void {
 
 /**
  * The key that seals this database's BYOK credentials: the environment's (or the OS keychain's,
- * `sealing-key.ts`), else the key file beside the database, created on the first start. A key that does not open what the database
- * holds stops start-up with one clear error rather than sending garbage upstream.
+ * `sealing-key.ts`), else the key file beside the database, created on the first start. A key
+ * that does not open what the database holds stops start-up with one clear error rather than
+ * sending garbage upstream.
  */
 export function loadSecretBox(
   db: DB,

@@ -29,9 +29,9 @@ import { SqliteUsage } from "./usage.js";
 
 /**
  * The gateway's SQLite file and the repositories on it. One gateway process owns a database
- * file; every statement is prepared once, in a repository under src/store/, so the request path
- * never builds SQL, and the rows it reads (catalog, accounts, keys by hash, BYOK) are cached by
- * their repository and kept current by every write.
+ * file; every statement is prepared once, in a repository under src/store/sqlite/, so the
+ * request path never builds SQL, and the rows it reads (catalog, accounts, keys by hash, BYOK)
+ * are cached by their repository and kept current by every write.
  *
  * Money and allowance columns are written only by the Ledger, through `ledgerRepository`.
  */
