@@ -1,7 +1,7 @@
 import { startGateway as startInternal } from "./server/gateway.js";
 import type { PublicGatewayOptions, PublicRunningGateway } from "./server/gateway-types.js";
 
-export type { GatewayClock } from "./server/clock.js";
+export { GatewayAlreadyRunning } from "./server/backends/serve-lock.js";
 export { ConfigError } from "./server/config/load.js";
 export type { ConfigInput as GatewayConfig } from "./server/config/schema.js";
 export type {
@@ -22,14 +22,14 @@ export type {
   RequestsQuery,
   UpstreamExchange,
 } from "./server/kit/types.js";
-export type { MetricsAccess } from "./server/metrics-access.js";
+export type { MetricsAccess } from "./server/observe/metrics-access.js";
 export type {
   GatewayMock,
   MockMatch,
   MockReply,
   MockRule,
 } from "./server/providers/mock/mock-script.js";
-export { GatewayAlreadyRunning } from "./server/serve-lock.js";
+export type { GatewayClock } from "./server/time/clock.js";
 
 /** Starts a gateway (in memory unless `db` names a file); its internal services stay private. */
 export async function startGateway(

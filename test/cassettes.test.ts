@@ -183,7 +183,7 @@ beforeAll(async () => {
   try {
     recorded = await sendAll(gw);
     recordedBalance = (await quota(gw)).balance_idr;
-    recordedCosts = gw.requests({ limit: exchanges.length }).map((r) => r.cost_micro);
+    recordedCosts = (await gw.listRequests({ limit: exchanges.length })).map((r) => r.cost_micro);
   } finally {
     await gw.close();
   }
@@ -289,7 +289,7 @@ describe("replay", () => {
 
   it("bills the replayed usage exactly as the recorded one (balance and each request's cost)", async () => {
     expect((await quota(gw)).balance_idr).toBe(recordedBalance);
-    expect(gw.requests({ limit: exchanges.length }).map((r) => r.cost_micro)).toEqual(
+    expect((await gw.listRequests({ limit: exchanges.length })).map((r) => r.cost_micro)).toEqual(
       recordedCosts,
     );
   });

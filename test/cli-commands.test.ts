@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { detectCliPrefix } from "../src/server/cli-command.js";
+import { detectCliPrefix } from "../src/cli-command.js";
 import { cliHome, killRunningClis, runCli, spawnCli } from "./support/cli.js";
 import { type TestGateway, testGateway } from "./support/gateway.js";
 
@@ -112,4 +112,25 @@ describe("the commands the product prints run as written", () => {
       home.remove();
     }
   }, 60_000);
+});
+
+describe("--json times", () => {
+  let own: TestGateway | undefined;
+  afterEach(async () => {
+    await own?.close();
+    own = undefined;
+  });
+
+  it("are ISO 8601", async () => {
+    own = await testGateway();
+    const home = cliHome();
+    try {
+      const done = await runCli(["keys", "create", "--db", own.dbPath, "--json"], home.env, 30_000);
+      expect(done.code).toBe(0);
+      const created = JSON.parse(done.stdout) as { created_at: string };
+      expect(created.created_at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+    } finally {
+      home.remove();
+    }
+  });
 });

@@ -4,7 +4,7 @@ import type { AddressInfo } from "node:net";
 import { dirname } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { openKeychainStore } from "../src/cli/credentials/keychain-store.js";
-import { readServeRecordOf } from "../src/store/serve-record.js";
+import { readServeRecordOf } from "../src/store/sqlite/serve-record.js";
 import {
   approvalPage,
   type CliHome,

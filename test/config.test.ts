@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { applyConfig } from "../src/server/config/apply.js";
 import { ConfigError, loadConfigFile, parseConfig } from "../src/server/config/load.js";
 import type { GatewayConfig } from "../src/server/config/schema.js";
-import { Store } from "../src/store/store.js";
+import { Store } from "../src/store/sqlite/store.js";
 import { baseConfig, KEY } from "./support/gateway.js";
 
 const dir = mkdtempSync(join(tmpdir(), "gateway-config-"));

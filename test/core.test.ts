@@ -2,8 +2,9 @@ import { subscribe, unsubscribe } from "node:diagnostics_channel";
 import { connect } from "node:net";
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type StageMessage, stageChannelName } from "../src/index.js";
+import { errorOf } from "./support/api.js";
 import { apiKeysOnDisk } from "./support/database-file.js";
 import {
   ADMIN_KEY,
@@ -684,5 +685,74 @@ describe("stage diagnostics", () => {
       "sent",
     ]);
     expect(new Set(seen.map((s) => s.path))).toEqual(new Set(["/v1/chat/completions"]));
+  });
+});
+
+describe("model_not_found", () => {
+  let own: TestGateway | undefined;
+  afterEach(async () => {
+    await own?.close();
+    own = undefined;
+  });
+
+  it("names the closest model and points to /v1/models, in both styles", async () => {
+    own = await testGateway();
+    const chatStyle = await errorOf(
+      await post(own, "/v1/chat/completions", chat("hi", "mock-gtp")),
+    );
+    expect(chatStyle).toMatchObject({ status: 400, code: "model_not_found" });
+    expect(chatStyle.message).toBe(
+      'The model or route "mock-gtp" does not exist or is not available. Did you mean "mock-gpt"? GET /v1/models lists the models and routes.',
+    );
+    const messages = await post(own, "/v1/messages", {
+      model: "mock-gpt:fre",
+      max_tokens: 5,
+      messages: [{ role: "user", content: "hi" }],
+    });
+    expect(messages.status).toBe(400);
+    expect(((await messages.json()) as { error: { message: string } }).error.message).toContain(
+      'Did you mean "mock-gpt:free"?',
+    );
+    const far = await errorOf(await post(own, "/v1/chat/completions", chat("hi", "llama-3-70b")));
+    expect(far.message).not.toContain("Did you mean");
+    expect(far.message).toContain("GET /v1/models");
+  });
+});
+
+describe("GET /openapi.json", () => {
+  let own: TestGateway | undefined;
+  afterEach(async () => {
+    await own?.close();
+    own = undefined;
+  });
+
+  it("is public and describes the route table, with the zod schemas as request bodies", async () => {
+    own = await testGateway();
+    const res = await fetch(`${own.url}/openapi.json`);
+    expect(res.status).toBe(200);
+    const doc = (await res.json()) as {
+      openapi: string;
+      paths: Record<string, Record<string, Record<string, unknown>>>;
+    };
+    expect(doc.openapi).toBe("3.1.0");
+    const chatOp = doc.paths["/v1/chat/completions"].post as {
+      security: object[];
+      requestBody: { content: { "application/json": { schema: { required: string[] } } } };
+    };
+    expect(chatOp.requestBody.content["application/json"].schema.required).toEqual(
+      expect.arrayContaining(["model", "messages"]),
+    );
+    expect(chatOp.security).toEqual([{ bearer: [] }, { apiKey: [] }]);
+    const messagesSchema = (
+      doc.paths["/v1/messages"].post as {
+        requestBody: { content: { "application/json": { schema: { required: string[] } } } };
+      }
+    ).requestBody.content["application/json"].schema;
+    expect(messagesSchema.required).toEqual(expect.arrayContaining(["max_tokens"]));
+    expect(doc.paths["/v1/models"].get.security).toEqual([]);
+    expect(doc.paths["/v1/models/{id}"].get.parameters).toEqual([
+      { name: "id", in: "path", required: true, schema: { type: "string" } },
+    ]);
+    expect(Object.keys(doc.paths).some((p) => p.startsWith("/dashboard"))).toBe(false);
   });
 });

@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import { afterEach, describe, expect, it } from "vitest";
-import type { AppEnv } from "../src/server/app-env.js";
+import type { AppEnv } from "../src/server/http/context.js";
 import { Readiness } from "../src/server/observe/health.js";
 import { healthHandlers } from "../src/server/routes/health.js";
 import { ADMIN_KEY, chat, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";

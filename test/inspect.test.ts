@@ -113,7 +113,7 @@ describe("GET /api/admin/requests with captureBodies", () => {
     expect(entry.answer).toEqual({ status: 200, body: answered });
 
     // The programmatic API lists the same.
-    expect(gw.requests({ limit: 1 })).toEqual(data);
+    expect(await gw.listRequests({ limit: 1 })).toEqual(data);
   });
 
   it("keeps a stream as the text the client got and the upstream's own stream text", async () => {
@@ -126,7 +126,7 @@ describe("GET /api/admin/requests with captureBodies", () => {
     });
     const text = await res.text();
     expect(text).toContain("event: message_stop");
-    const [entry] = gw.requests({ limit: 1 });
+    const [entry] = await gw.listRequests({ limit: 1 });
     expect(entry.stream).toBe(true);
     expect(entry.usage).toEqual({ input_tokens: 7, output_tokens: 2 });
     expect(entry.answer).toEqual({ status: 200, body: text });
@@ -201,7 +201,7 @@ describe("without captureBodies", () => {
       expect(data[0]).toMatchObject({ model: "mock-gpt", status: 200, key: { id: "k1" } });
       expect(data[0].received).toBeUndefined();
       expect(data[0].upstream).toBeUndefined();
-      expect(plain.requests()).toEqual(data);
+      expect(await plain.listRequests()).toEqual(data);
     } finally {
       await plain.close();
     }

@@ -4,7 +4,8 @@ import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 
 /**
- * Data flows one way: request -> auth -> limits/billing -> dispatch -> wire -> upstream -> store.
+ * Data flows one way: request -> auth -> limits/billing -> dispatch -> providers -> wire -> upstream
+ * -> store.
  * These tests read every import of src/ (type-only ones too: they couple the modules as much for
  * a reader) and fail on an import cycle or an import that runs back up the layers.
  */
@@ -47,6 +48,25 @@ const modules = sourceFiles("src").filter((file) => !file.endsWith(".test.ts"));
 const known = new Set(modules);
 const graph = new Map(modules.map((file) => [file, importsOf(file, known)]));
 
+/**
+ * The folder of a module: `src/server/routes/`, `src/store/sqlite/`; a file directly under
+ * `src/server/`, `src/store/` or `src/` is its own.
+ */
+function folderOf(file: string): string {
+  const parts = file.split("/");
+  const depth = parts[1] === "server" || parts[1] === "store" ? 3 : 2;
+  return parts.length > depth ? `${parts.slice(0, depth).join("/")}/` : file;
+}
+
+/** Folder to folder: an edge wherever a module of one imports a module of the other. */
+const folderGraph = new Map<string, string[]>();
+for (const [file, targets] of graph) {
+  const from = folderOf(file);
+  const next = new Set(folderGraph.get(from));
+  for (const target of targets) if (folderOf(target) !== from) next.add(folderOf(target));
+  folderGraph.set(from, [...next]);
+}
+
 /** The cycles depth-first search meets, each as the path that closes it (`a -> b -> a`). */
 function cycles(edges: Map<string, string[]>): string[] {
   const found: string[] = [];
@@ -85,26 +105,75 @@ function reaches(from: string, to: string): boolean {
 interface LayerRule {
   /** The importing modules, by path prefix. */
   from: string;
+  /** Importing modules under `from` that the rule leaves out, by path prefix. */
+  except?: string[];
   /** Path prefixes they must not import. */
   forbidden: string[];
 }
 
+const server = (...folders: string[]) => folders.map((folder) => `src/server/${folder}/`);
+
+/** What sits above the request's path: the composition, the app, the pages and the endpoints. */
+const composition = [
+  ...server("routes", "dashboard", "compose", "backends", "jobs", "mcp", "kit"),
+  "src/server/app.ts",
+  "src/server/gateway.ts",
+];
+
 const rules: LayerRule[] = [
   { from: "src/store/", forbidden: ["src/server/", "src/cli/"] },
+  // store/ holds the interfaces and what both backends share; each backend is its own folder.
+  {
+    from: "src/store/",
+    except: ["src/store/sqlite/", "src/store/postgres/"],
+    forbidden: ["src/store/sqlite/", "src/store/postgres/"],
+  },
+  { from: "src/store/sqlite/", forbidden: ["src/store/postgres/"] },
+  { from: "src/store/postgres/", forbidden: ["src/store/sqlite/"] },
+  // The server sees the store's interfaces: only what opens a backend, and the ledger that runs on
+  // each, names a backend's classes.
+  {
+    from: "src/server/",
+    except: [...server("backends", "billing"), "src/server/gateway.ts"],
+    forbidden: ["src/store/sqlite/", "src/store/postgres/"],
+  },
+  // The request's path, top down: auth -> limits/billing -> dispatch -> providers -> wire.
+  {
+    from: "src/server/auth/",
+    forbidden: [...composition, ...server("billing", "dispatch", "providers", "wire")],
+  },
+  { from: "src/server/billing/", forbidden: [...composition, ...server("auth")] },
+  {
+    from: "src/server/limits/",
+    forbidden: [...composition, ...server("auth", "billing", "dispatch")],
+  },
+  {
+    from: "src/server/dispatch/",
+    forbidden: [...composition, ...server("auth", "billing", "limits")],
+  },
+  {
+    from: "src/server/providers/",
+    forbidden: [...composition, ...server("auth", "billing", "limits", "dispatch")],
+  },
   {
     from: "src/server/http/",
-    forbidden: ["src/server/routes/", "src/server/dispatch/", "src/server/billing/"],
+    forbidden: [...composition, ...server("auth", "billing", "limits", "dispatch", "providers")],
   },
   {
     from: "src/server/wire/",
     forbidden: [
-      "src/server/routes/",
-      "src/server/dispatch/",
-      "src/server/billing/",
-      "src/server/providers/",
+      ...composition,
+      ...server("auth", "billing", "limits", "dispatch", "providers", "http"),
     ],
   },
-  { from: "src/server/providers/", forbidden: ["src/server/routes/", "src/server/dispatch/"] },
+  // Clocks, waits and the signal that ends them: under everything.
+  {
+    from: "src/server/time/",
+    forbidden: [
+      ...composition,
+      ...server("auth", "billing", "limits", "dispatch", "providers", "http", "wire"),
+    ],
+  },
   { from: "src/server/", forbidden: ["src/cli/"] },
 ];
 
@@ -121,6 +190,7 @@ function violations(): string[] {
   for (const [file, targets] of graph) {
     for (const rule of rules) {
       if (!file.startsWith(rule.from)) continue;
+      if (rule.except?.some((prefix) => file.startsWith(prefix))) continue;
       for (const target of targets) {
         if (rule.forbidden.some((prefix) => target.startsWith(prefix))) {
           found.push(edgeOf(file, target));
@@ -148,7 +218,12 @@ describe("the import graph of src/", () => {
     expect(found, `import cycles:\n${found.join("\n")}`).toEqual([]);
   });
 
-  it("imports only down the layers: store, wire, http and providers never reach up", () => {
+  it("has no cycle between folders either: each folder imports the next one way only", () => {
+    const found = cycles(folderGraph);
+    expect(found, `folder cycles:\n${found.join("\n")}`).toEqual([]);
+  });
+
+  it("imports only down the layers: auth, billing, limits, dispatch, providers, http, wire, time and store never reach up", () => {
     const found = violations().filter((edge) => !allowed.has(edge));
     expect(found, `imports against the layers:\n${found.join("\n")}`).toEqual([]);
   });

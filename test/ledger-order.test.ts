@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { ProcessLedger } from "../src/server/billing/ledger.js";
-import { Store } from "../src/store/store.js";
+import { Store } from "../src/store/sqlite/store.js";
 import { delivered, holdFor } from "./support/ledger.js";
 
 const dir = mkdtempSync(join(tmpdir(), "gateway-ledger-order-"));

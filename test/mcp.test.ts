@@ -211,7 +211,7 @@ describe("the MCP server at /mcp, with the official SDK client over Streamable H
     const [logged] = await recent();
     expect(logged).toMatchObject({ endpoint: "chat.completions", via: "mcp" });
     expect(logged.cost_idr).toBe(twinLogged.cost_idr);
-    const inspected = gw.requests({ limit: 1 })[0];
+    const inspected = (await gw.listRequests({ limit: 1 }))[0];
     expect(inspected).toMatchObject({ endpoint: "chat.completions", via: "mcp" });
     expect(inspected.key.label).toBe("main");
     // The serve lines: the /mcp request, and the /v1 request its tool call was served as.

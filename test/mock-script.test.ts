@@ -3,6 +3,7 @@ import OpenAI from "openai";
 import type { RunnableToolFunctionWithParse } from "openai/lib/RunnableFunction";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { admin, errorOf, lastLogged, quota } from "./support/api.js";
+import { type FakeUpstream, fakeUpstream } from "./support/fake-upstream.js";
 import { baseConfig, chat, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
 import { streamData } from "./support/sse.js";
 
@@ -300,5 +301,82 @@ describe("scripted failures and usage", () => {
     expect(Date.now() - started).toBeGreaterThanOrEqual(190);
     expect(text).toMatch(/^: /m);
     expect(text).toContain('"content":"late"');
+  });
+});
+
+describe("LiteLLM's mock_response", () => {
+  let own: TestGateway | undefined;
+  let upstream: FakeUpstream | undefined;
+  afterEach(async () => {
+    await own?.close();
+    own = undefined;
+    await upstream?.close();
+    upstream = undefined;
+  });
+
+  it("answers with its text on a mock model, in every style and streamed", async () => {
+    own = await testGateway();
+    const openai = new OpenAI({ apiKey: KEY, baseURL: `${own.url}/v1`, maxRetries: 0 });
+    const body = {
+      model: "mock-gpt",
+      messages: [{ role: "user" as const, content: "hi" }],
+      mock_response: "It's simple to use",
+    };
+    const completion = await openai.chat.completions.create(body);
+    expect(completion.choices[0].message.content).toBe("It's simple to use");
+    const stream = await openai.chat.completions.create({ ...body, stream: true });
+    let streamed = "";
+    for await (const chunk of stream) streamed += chunk.choices[0]?.delta?.content ?? "";
+    expect(streamed).toBe("It's simple to use");
+    // Chat's `n` (main's meter): every answer is the mocked text, and the usage counts them all.
+    const several = await openai.chat.completions.create({ ...body, n: 3 });
+    expect(several.choices.map((c) => c.message.content)).toEqual(
+      Array(3).fill(body.mock_response),
+    );
+    expect(several.usage?.completion_tokens).toBe(3 * (completion.usage?.completion_tokens ?? 0));
+    const anthropic = new Anthropic({ apiKey: KEY, baseURL: own.url, maxRetries: 0 });
+    const message = await anthropic.messages.create({
+      model: "mock-gpt",
+      max_tokens: 50,
+      messages: [{ role: "user", content: "hi" }],
+      // @ts-expect-error: LiteLLM's field, not Anthropic's
+      mock_response: "from messages",
+    });
+    expect(message.content).toEqual([{ type: "text", text: "from messages" }]);
+  });
+
+  it("is refused plainly on a real provider and when it is not a string", async () => {
+    upstream = await fakeUpstream("openai");
+    const base = baseConfig();
+    own = await testGateway({
+      config: {
+        ...base,
+        providers: [
+          ...base.providers!,
+          { id: "oa", wire: "openai", base_url: upstream.baseUrl, api_keys: ["sk-x"] },
+        ],
+        models: [...base.models!, { name: "real", provider: "oa", price_input_per_mtok: 1 }],
+      },
+    });
+    expect(
+      await errorOf(
+        await post(own, "/v1/chat/completions", chat("hi", "real", { mock_response: "x" })),
+      ),
+    ).toMatchObject({
+      status: 400,
+      code: "bad_request",
+      message:
+        'mock_response is answered by mock models only; "real" is served by a real provider.',
+    });
+    expect(
+      await errorOf(
+        await post(
+          own,
+          "/v1/chat/completions",
+          chat("hi", "mock-gpt", { mock_response: { a: 1 } }),
+        ),
+      ),
+    ).toMatchObject({ status: 400, code: "bad_request" });
+    expect(upstream.requests).toHaveLength(0);
   });
 });

@@ -135,7 +135,7 @@ describe.skipIf(!haveKeyring)("with an OS keychain (gnome-keyring in a D-Bus ses
       const [dist, db] = process.argv.slice(2);
       const { startGateway } = await import(dist);
       const { openKeychain, keychainService } = await import(dist.replace("index.js", "store/os-keychain.js"));
-      const { sealingKeyAccount } = await import(dist.replace("index.js", "store/sealing-key.js"));
+      const { sealingKeyAccount } = await import(dist.replace("index.js", "store/sqlite/sealing-key.js"));
       const first = await startGateway({ db, port: 0 });
       await first.close();
       // A second start reads the key from the keychain: the database's key check opens with it.

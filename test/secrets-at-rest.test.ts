@@ -15,9 +15,9 @@ import OpenAI from "openai";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { ConfigInput } from "../src/server/config/schema.js";
 import { type RunningGateway, startGateway } from "../src/server/gateway.js";
-import { migrations } from "../src/store/migrations.js";
 import { SecretKeyError } from "../src/store/secret-box.js";
-import { Store } from "../src/store/store.js";
+import { migrations } from "../src/store/sqlite/migrations.js";
+import { Store } from "../src/store/sqlite/store.js";
 import { killRunningClis, runCli } from "./support/cli.js";
 import { byokSecretsOnDisk, foreignConnection } from "./support/database-file.js";
 import {

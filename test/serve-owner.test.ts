@@ -1,8 +1,8 @@
 import { readFileSync, statSync } from "node:fs";
 import { afterEach, describe, expect, it } from "vitest";
+import { GatewayAlreadyRunning } from "../src/server/backends/serve-lock.js";
 import { startGateway } from "../src/server/gateway.js";
-import { GatewayAlreadyRunning } from "../src/server/serve-lock.js";
-import { readServeRecordOf } from "../src/store/serve-record.js";
+import { readServeRecordOf } from "../src/store/sqlite/serve-record.js";
 import { type CliHome, cliHome, killRunningClis, runCli, spawnCli } from "./support/cli.js";
 import { baseConfig, chat, KEY } from "./support/gateway.js";
 import { type ServeProcess, serveProcess } from "./support/serve-process.js";

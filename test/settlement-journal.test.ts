@@ -5,8 +5,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { ProcessLedger } from "../src/server/billing/ledger.js";
-import { SettlementJournal } from "../src/store/settlement-journal.js";
-import { Store } from "../src/store/store.js";
+import { SettlementJournal } from "../src/store/sqlite/settlement-journal.js";
+import { Store } from "../src/store/sqlite/store.js";
 import { balanceOnDisk, foreignConnection, requestLogOnDisk } from "./support/database-file.js";
 import { delivered, holdFor } from "./support/ledger.js";
 
@@ -35,7 +35,7 @@ const costMicro = 12_345;
  * its commit would run).
  */
 const crashingSettler = `
-import { Store } from ${JSON.stringify(join(dist, "store", "store.js"))};
+import { Store } from ${JSON.stringify(join(dist, "store", "sqlite", "store.js"))};
 import { ProcessLedger } from ${JSON.stringify(join(dist, "server", "billing", "ledger.js"))};
 const store = new Store(process.argv[2]);
 const ledger = new ProcessLedger(store);

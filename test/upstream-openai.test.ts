@@ -1,6 +1,6 @@
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
-import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import type { FinishedRequest } from "../src/index.js";
 import { lastLogged } from "./support/api.js";
 import {
@@ -994,7 +994,7 @@ describe("what a chat-completions provider cannot carry", () => {
     ]);
     // The request log names what was left out, in the usage report and the test kit's list.
     expect(await lastLogged(gw)).toMatchObject({ state: "settled", tools_omitted: ["web_search"] });
-    expect(gw.requests({ limit: 1 })[0].tools_omitted).toEqual(["web_search"]);
+    expect((await gw.listRequests({ limit: 1 }))[0].tools_omitted).toEqual(["web_search"]);
 
     upstream.queue(openaiJson("ok"));
     const served = await post(gw, "/v1/responses", {
@@ -1008,7 +1008,7 @@ describe("what a chat-completions provider cannot carry", () => {
       { type: "function", function: { name: "lookup", parameters: { type: "object" } } },
     ]);
     expect(await lastLogged(gw)).not.toHaveProperty("tools_omitted");
-    expect(gw.requests({ limit: 1 })[0]).not.toHaveProperty("tools_omitted");
+    expect((await gw.listRequests({ limit: 1 }))[0]).not.toHaveProperty("tools_omitted");
   });
 
   it("takes unsupported_tools from the model before its provider: a strict model of a lenient provider refuses, a lenient model of a strict provider leaves the tool out", async () => {
@@ -1052,7 +1052,10 @@ describe("what a chat-completions provider cannot carry", () => {
       state: "settled",
       tools_omitted: ["web_search", "code_interpreter"],
     });
-    expect(gw.requests({ limit: 1 })[0].tools_omitted).toEqual(["web_search", "code_interpreter"]);
+    expect((await gw.listRequests({ limit: 1 }))[0].tools_omitted).toEqual([
+      "web_search",
+      "code_interpreter",
+    ]);
     const line = finished.find((r) => r.path === "/v1/responses");
     expect(line?.toolsOmitted).toEqual(["web_search", "code_interpreter"]);
   });
@@ -1133,5 +1136,71 @@ describe("what a chat-completions provider cannot carry", () => {
         arguments: '{"q":"bo"}',
       }),
     ]);
+  });
+});
+
+describe("tool calls on the messages style", () => {
+  let own: TestGateway | undefined;
+  let upstream: FakeUpstream | undefined;
+  afterEach(async () => {
+    await own?.close();
+    own = undefined;
+    await upstream?.close();
+    upstream = undefined;
+  });
+
+  it("a chat backend's call_ ids reach a messages client as toolu_ ids, and the result goes back under them", async () => {
+    upstream = await fakeUpstream("openai");
+    const base = baseConfig();
+    own = await testGateway({
+      config: {
+        ...base,
+        providers: [{ id: "oa", wire: "openai", base_url: upstream.baseUrl, api_keys: ["sk-x"] }],
+        models: [{ name: "gpt-tools", provider: "oa", price_input_per_mtok: 1000 }],
+        routes: [],
+      },
+    });
+    upstream.queue(
+      openaiJson(null, {
+        toolCalls: [{ id: "call_abc123", name: "read_file", arguments: '{"path":"a.ts"}' }],
+        finish: "tool_calls",
+      }),
+    );
+    const anthropic = new Anthropic({ apiKey: KEY, baseURL: own.url, maxRetries: 0 });
+    const tools = [
+      {
+        name: "read_file",
+        input_schema: { type: "object" as const, properties: { path: { type: "string" } } },
+      },
+    ];
+    const first = await anthropic.messages.create({
+      model: "gpt-tools",
+      max_tokens: 100,
+      tools,
+      messages: [{ role: "user", content: "read a.ts" }],
+    });
+    const call = first.content.find((b) => b.type === "tool_use");
+    expect(call).toMatchObject({ id: "toolu_abc123", name: "read_file", input: { path: "a.ts" } });
+    upstream.queue(openaiJson("done"));
+    await anthropic.messages.create({
+      model: "gpt-tools",
+      max_tokens: 100,
+      tools,
+      messages: [
+        { role: "user", content: "read a.ts" },
+        { role: "assistant", content: first.content },
+        {
+          role: "user",
+          content: [{ type: "tool_result", tool_use_id: "toolu_abc123", content: "x = 1" }],
+        },
+      ],
+    });
+    const sent = upstream.requests[1].body as {
+      messages: { role: string; tool_calls?: { id: string }[]; tool_call_id?: string }[];
+    };
+    const assistant = sent.messages.find((m) => m.role === "assistant");
+    const result = sent.messages.find((m) => m.role === "tool");
+    expect(assistant?.tool_calls?.[0].id).toBe("toolu_abc123");
+    expect(result?.tool_call_id).toBe("toolu_abc123");
   });
 });

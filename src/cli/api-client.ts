@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { cliCommand } from "../server/cli-command.js";
+import { cliCommand } from "../cli-command.js";
 import { describeSystemError } from "../system-errors.js";
 import { type ActiveCredential, activeCredential, defaultProfile } from "./credentials/index.js";
 import { UserError } from "./errors.js";

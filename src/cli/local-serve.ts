@@ -41,9 +41,10 @@ export async function localOwnerLink(
     );
   }
   // Loaded here: the other client commands should not pay for SQLite.
-  const { openDatabase } = await import("../store/db.js");
-  const { readLiveServeRecord, SqliteServeRecord } = await import("../store/serve-record.js");
-  const { SqliteSessions } = await import("../store/sessions.js");
+  const { openDatabase } = await import("../store/sqlite/db.js");
+  const { readLiveServeRecord } = await import("../store/serve-record.js");
+  const { SqliteServeRecord } = await import("../store/sqlite/serve-record.js");
+  const { SqliteSessions } = await import("../store/sqlite/sessions.js");
   const { createOwnerLink } = await import("../server/auth/owner-session.js");
   const db = openingDatabase(dbPath, () => openDatabase(dbPath));
   try {

@@ -1,7 +1,7 @@
 import { existsSync } from "node:fs";
 import { hostname } from "node:os";
 import type { Command } from "commander";
-import { cliCommand } from "../server/cli-command.js";
+import { cliCommand } from "../cli-command.js";
 import { reasonOf } from "../store/os-keychain.js";
 import { type DeviceCodeResponse, GatewayClient, resolveBaseUrl } from "./api-client.js";
 import { openInBrowser } from "./browser.js";

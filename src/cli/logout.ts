@@ -1,5 +1,5 @@
 import type { Command } from "commander";
-import { cliCommand } from "../server/cli-command.js";
+import { cliCommand } from "../cli-command.js";
 import { GatewayClient, resolveBaseUrl } from "./api-client.js";
 import {
   defaultProfile,

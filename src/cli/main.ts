@@ -1,5 +1,5 @@
 import { Command, CommanderError } from "commander";
-import { cliCommand } from "../server/cli-command.js";
+import { cliCommand } from "../cli-command.js";
 import { packageVersion } from "../version.js";
 import { registerDashboard } from "./dashboard.js";
 import { UserError, usageExitCode } from "./errors.js";

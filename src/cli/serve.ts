@@ -3,9 +3,9 @@ import { networkInterfaces } from "node:os";
 import { dirname, resolve } from "node:path";
 import { setFlagsFromString } from "node:v8";
 import { type Command, Option } from "commander";
-import { cliCommand } from "../server/cli-command.js";
+import { cliCommand } from "../cli-command.js";
 import { defaultConnectionLimits } from "../server/http/connection-guards.js";
-import { type MetricsAccess, metricsAccesses } from "../server/metrics-access.js";
+import { type MetricsAccess, metricsAccesses } from "../server/observe/metrics-access.js";
 import { newGatewayKey } from "../store/secrets.js";
 import { databaseProblem, UsageError, UserError } from "./errors.js";
 import { type LogFormat, logFormats, requestLinePrinter } from "./request-lines.js";
@@ -171,7 +171,7 @@ Examples:
       const { startGateway } = await import("../server/gateway.js");
       const { ConfigError } = await import("../server/config/load.js");
       const { SecretKeyError } = await import("../store/secret-box.js");
-      const { GatewayAlreadyRunning } = await import("../server/serve-lock.js");
+      const { GatewayAlreadyRunning } = await import("../server/backends/serve-lock.js");
       const { storageFaultKind } = await import("../store/storage-fault.js");
       const { describePostgresUrl, isPostgresUrl, selectPostgresUrl } = await import(
         "../store/postgres/url.js"

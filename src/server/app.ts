@@ -3,10 +3,12 @@ import { getRequestListener } from "@hono/node-server";
 import { RESPONSE_ALREADY_SENT } from "@hono/node-server/utils/response";
 import type { Context } from "hono";
 import { Hono } from "hono";
-import type { AppEnv, Handler, Route, Surface } from "./app-env.js";
 import { accessGuards, type Guard } from "./auth/guards.js";
+import type { Services } from "./compose/services.js";
+import { ownerPageGuard } from "./dashboard/http.js";
 import { errorResponse, GatewayError, PlainTextError } from "./errors.js";
 import { isTooLarge, refuseDeclaredLength } from "./http/body.js";
+import type { AppEnv, Handler } from "./http/context.js";
 import { allowAnyOrigin, withCors } from "./http/cors.js";
 import { directRouter } from "./http/direct-router.js";
 import {
@@ -16,8 +18,8 @@ import {
   requestHeader,
   requestTrace,
 } from "./http/request.js";
+import type { Route, Surface } from "./http/route-row.js";
 import { surfaces, unmatched } from "./routes/index.js";
-import type { Services } from "./services.js";
 
 /**
  * The server's request listener for the route table. Each row becomes a single handler that does,
@@ -41,7 +43,7 @@ export function gatewayListener(
 ): RequestListener {
   const app = new Hono<AppEnv>();
   const parts = surfaces(services.options.bodyLimitBytes);
-  const guardOf = accessGuards(services);
+  const guardOf = accessGuards(services, ownerPageGuard);
   const register = (route: Route): Handler => {
     // A preflight is answered before its part's checks, as browsers send it without credentials.
     const surface =

@@ -1,10 +1,10 @@
-import type { GatewayClock } from "./clock.js";
 import type { ConfigInput } from "./config/schema.js";
 import type { ConnectionLimits } from "./http/connection-guards.js";
 import type { FinishedRequest } from "./http/request-trace.js";
 import type { CassetteOptions, InspectedRequest, RequestsQuery } from "./kit/types.js";
-import type { MetricsAccess } from "./metrics-access.js";
+import type { MetricsAccess } from "./observe/metrics-access.js";
 import type { GatewayMock } from "./providers/mock/mock-script.js";
+import type { GatewayClock } from "./time/clock.js";
 
 /**
  * What `startGateway` takes and gives, as the package publishes it (src/index.ts). It imports
@@ -79,7 +79,7 @@ export interface PublicGatewayOptions {
   trustedProxies?: string[];
   /** Test kit: record upstream exchanges to cassette files, or answer from them. */
   cassettes?: CassetteOptions;
-  /** Test kit: keep what each request received, sent upstream and answered (see `requests()`). */
+  /** Test kit: keep what each request received, sent upstream and answered (see `listRequests()`). */
   captureBodies?: boolean;
   /** How many requests' bodies `captureBodies` keeps (default 100). */
   captureLimit?: number;
@@ -97,9 +97,10 @@ export interface PublicRunningGateway {
   mock: GatewayMock;
   /** The gateway's clock (movable with `clock: "manual"`). */
   clock: GatewayClock;
-  /** Recent requests, newest first, with their bodies when `captureBodies` is on. */
-  requests(query?: RequestsQuery): InspectedRequest[];
-  /** The same, as a promise: what a gateway on Postgres answers (`requests()` is SQLite's). */
+  /**
+   * Recent requests, newest first, with their bodies when `captureBodies` is on; the same on
+   * SQLite and on Postgres.
+   */
   listRequests(query?: RequestsQuery): Promise<InspectedRequest[]>;
   /** Stops listening, finishes pending writes and closes the database. */
   close(): Promise<void>;

@@ -3,17 +3,10 @@ import type { AddressInfo } from "node:net";
 import { isPostgresUrl } from "../store/postgres/url.js";
 import { hashSecret } from "../store/secrets.js";
 import { gatewayListener } from "./app.js";
-import type { Route } from "./app-env.js";
 import { createOwnerLink } from "./auth/owner-session.js";
-import type { Backend } from "./backend.js";
-import {
-  type Clock,
-  countInFlight,
-  type GatewayClock,
-  ManualClock,
-  monotonic,
-  realClock,
-} from "./clock.js";
+import type { Backend } from "./backends/backend.js";
+import { openSqliteBackend } from "./backends/sqlite.js";
+import { createServices, type Services } from "./compose/services.js";
 import { applyConfig } from "./config/apply.js";
 import { demoAccountId, demoConfig } from "./config/demo.js";
 import { ConfigError, loadConfigFile, parseConfig } from "./config/load.js";
@@ -28,6 +21,7 @@ import { Loopback } from "./http/loopback.js";
 import { InvalidProxies, ProxyList } from "./http/request.js";
 import { withRequestIds } from "./http/request-id.js";
 import { onFinishedRequests, tracedListener } from "./http/request-trace.js";
+import type { Route } from "./http/route-row.js";
 import { startJobRunner } from "./jobs/runner.js";
 import { parseCassetteOptions } from "./kit/cassettes.js";
 import { defaultCaptureLimit } from "./kit/inspect.js";
@@ -35,8 +29,14 @@ import { Readiness } from "./observe/health.js";
 import type { MockMatch, MockReply, MockRule } from "./providers/mock/mock-script.js";
 import { isBuiltIn } from "./providers/registry.js";
 import { routeTable } from "./routes/index.js";
-import { createServices, type Services } from "./services.js";
-import { openSqliteBackend } from "./sqlite-backend.js";
+import {
+  type Clock,
+  countInFlight,
+  type GatewayClock,
+  ManualClock,
+  monotonic,
+  realClock,
+} from "./time/clock.js";
 
 /** The public options, and routes for tests inside this repository. */
 export interface GatewayOptions extends PublicGatewayOptions {
@@ -211,17 +211,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
         reset: () => services.mockScript.reset(),
       },
       clock: gatewayClock(clock),
-      requests: (query) => {
-        // Asked of Postgres, the read would start a query nobody awaits.
-        const listed = backend.kind === "postgres" ? undefined : services.inspector.requests(query);
-        if (listed === undefined || listed instanceof Promise) {
-          throw new Error(
-            "gateway.requests() answers at once only on SQLite; on Postgres use await gateway.listRequests()",
-          );
-        }
-        return listed;
-      },
-      listRequests: async (query) => services.inspector.requests(query),
+      listRequests: (query) => services.inspector.requests(query),
       close() {
         closing ??= (async () => {
           readiness.stopping();
@@ -252,7 +242,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
 async function openBackend(db: string): Promise<Backend> {
   if (isPostgresUrl(db)) {
     // Loaded only for Postgres: an embedded gateway never pays for pg.
-    const { openPostgresBackend } = await import("./postgres-backend.js");
+    const { openPostgresBackend } = await import("./backends/postgres.js");
     return openPostgresBackend(db, process.env);
   }
   return openSqliteBackend(db);

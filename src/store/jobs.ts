@@ -1,15 +1,11 @@
-import type { Statement } from "better-sqlite3";
-import type { DB } from "./db.js";
-import { immediateTransactions } from "./immediate.js";
-
 /**
- * Asynchronous media jobs are rows in `jobs`: the row is the queue, the state machine
- * (queued -> running -> completed | failed) and the finished media, so jobs survive a restart.
+ * Music and video jobs are rows in `jobs`: the row is the queue, the state machine
+ * (queued -> running -> completed | failed) and the finished output, so jobs survive a restart.
  */
 export type JobKind = "music" | "video" | "video_extension";
 export type JobStatus = "queued" | "running" | "completed" | "failed";
 
-/** Everything but the media bytes, which only a download reads. */
+/** Everything but the output's bytes, which only a download reads. */
 export interface JobRow {
   id: string;
   account_id: string;
@@ -78,7 +74,8 @@ export function queuedJobRow(job: NewJob): JobRow {
   };
 }
 
-export interface JobMedia {
+/** A finished job's file: its bytes (column `media`) and their content type. */
+export interface JobOutput {
   media: Buffer;
   media_type: string;
 }
@@ -104,8 +101,8 @@ export interface JobsRepository<Money = unknown> {
   unfinishedCount(accountId: string, kind: JobKind): Promise<number>;
   /** A job of this account; another account's id reads as unknown. */
   get(id: string, accountId: string): Promise<JobRow | undefined>;
-  /** The media of a completed job of this account. */
-  media(id: string, accountId: string): Promise<JobMedia | undefined>;
+  /** The output (the music or video file) of a completed job of this account. */
+  output(id: string, accountId: string): Promise<JobOutput | undefined>;
   /**
    * Leases the oldest job that is queued, or running under a lease that ran out, to
    * `instanceId` for `leaseMs`, and marks it started at `now`; no two claims get the same job.
@@ -150,180 +147,3 @@ export interface JobsRepository<Money = unknown> {
 
 export const jobColumns =
   "id, account_id, kind, model, status, input_json, result_json, media_type, error, request_id, created_at, started_at, finished_at, lease_owner, lease_expires_at";
-
-export class SqliteJobs implements JobsRepository<undefined> {
-  private readonly insertRow: Statement;
-  private readonly unfinishedOfKind: Statement;
-  private readonly byId: Statement;
-  private readonly mediaOf: Statement;
-  private readonly nextClaimable: Statement;
-  private readonly leaseRow: Statement;
-  private readonly renewRow: Statement;
-  private readonly releaseRow: Statement;
-  private readonly leasedBy: Statement;
-  private readonly completeRow: Statement;
-  private readonly failRow: Statement;
-  private readonly requeueRunning: Statement;
-  private readonly unfinished: Statement;
-  private readonly immediate: <T>(fn: () => T) => T;
-
-  constructor(db: DB) {
-    this.immediate = immediateTransactions(db);
-    this.insertRow = db.prepare(
-      `INSERT INTO jobs (id, account_id, kind, model, status, input_json, request_id, created_at)
-       VALUES (@id, @account_id, @kind, @model, 'queued', @input_json, @request_id, @created_at)`,
-    );
-    this.unfinishedOfKind = db.prepare(
-      "SELECT count(*) AS n FROM jobs WHERE account_id = ? AND kind = ? AND status IN ('queued', 'running')",
-    );
-    this.byId = db.prepare(`SELECT ${jobColumns} FROM jobs WHERE id = ? AND account_id = ?`);
-    this.mediaOf = db.prepare(
-      "SELECT media, media_type FROM jobs WHERE id = ? AND account_id = ? AND status = 'completed'",
-    );
-    // A running job without a lease was started before leases existed: nobody holds it.
-    this.nextClaimable = db.prepare(
-      `SELECT ${jobColumns} FROM jobs
-        WHERE status = 'queued'
-           OR (status = 'running' AND (lease_expires_at IS NULL OR lease_expires_at < @wall))
-        ORDER BY created_at, rowid LIMIT 1`,
-    );
-    this.leaseRow = db.prepare(
-      `UPDATE jobs SET status = 'running', started_at = @now, lease_owner = @owner,
-         lease_expires_at = @wall + @leaseMs
-        WHERE id = @id`,
-    );
-    this.renewRow = db.prepare(
-      `UPDATE jobs SET lease_expires_at = ? WHERE id = ? AND status = 'running' AND lease_owner = ?`,
-    );
-    this.releaseRow = db.prepare(
-      `UPDATE jobs SET status = 'queued', started_at = NULL, lease_owner = NULL,
-         lease_expires_at = NULL
-        WHERE id = ? AND status = 'running' AND lease_owner = ?`,
-    );
-    this.leasedBy = db.prepare(
-      "SELECT 1 FROM jobs WHERE id = ? AND status = 'running' AND lease_owner = ?",
-    );
-    this.completeRow = db.prepare(
-      `UPDATE jobs SET status = 'completed', result_json = ?, media = ?, media_type = ?, finished_at = ?
-       WHERE id = ? AND status = 'running' AND lease_owner = ?`,
-    );
-    this.failRow = db.prepare(
-      "UPDATE jobs SET status = 'failed', error = ?, finished_at = ? WHERE id = ?",
-    );
-    this.requeueRunning = db.prepare(
-      `UPDATE jobs SET status = 'queued', started_at = NULL, lease_owner = NULL, lease_expires_at = NULL
-        WHERE status = 'running'`,
-    );
-    this.unfinished = db.prepare(
-      `SELECT ${jobColumns} FROM jobs WHERE status IN ('queued', 'running') ORDER BY created_at`,
-    );
-  }
-
-  async insert(job: NewJob, unfinishedLimit?: number): Promise<JobRow | undefined> {
-    // IMMEDIATE: the count and the insert hold the write lock together, even across processes.
-    return this.immediate(() => {
-      if (
-        unfinishedLimit !== undefined &&
-        this.countUnfinished(job.accountId, job.kind) >= unfinishedLimit
-      )
-        return undefined;
-      const row = queuedJobRow(job);
-      this.insertRow.run({
-        id: row.id,
-        account_id: row.account_id,
-        kind: row.kind,
-        model: row.model,
-        input_json: row.input_json,
-        request_id: row.request_id,
-        created_at: row.created_at,
-      });
-      return row;
-    });
-  }
-
-  async unfinishedCount(accountId: string, kind: JobKind): Promise<number> {
-    return this.countUnfinished(accountId, kind);
-  }
-
-  async get(id: string, accountId: string): Promise<JobRow | undefined> {
-    return this.byId.get(id, accountId) as JobRow | undefined;
-  }
-
-  async media(id: string, accountId: string): Promise<JobMedia | undefined> {
-    return this.mediaOf.get(id, accountId) as JobMedia | undefined;
-  }
-
-  async claimNext(instanceId: string, leaseMs: number, now: number): Promise<JobRow | undefined> {
-    // IMMEDIATE: the pick and the lease hold the write lock together, so no other claim sees the
-    // job as free in between.
-    return this.immediate(() => {
-      const wall = Date.now();
-      const job = this.nextClaimable.get({ wall }) as JobRow | undefined;
-      if (!job) return undefined;
-      this.leaseRow.run({ id: job.id, now, owner: instanceId, wall, leaseMs });
-      return {
-        ...job,
-        status: "running" as const,
-        started_at: now,
-        lease_owner: instanceId,
-        lease_expires_at: wall + leaseMs,
-      };
-    });
-  }
-
-  async renewLease(id: string, instanceId: string, leaseMs: number): Promise<boolean> {
-    return this.renewRow.run(Date.now() + leaseMs, id, instanceId).changes > 0;
-  }
-
-  async releaseLease(id: string, instanceId: string): Promise<boolean> {
-    return this.releaseRow.run(id, instanceId).changes > 0;
-  }
-
-  async complete(
-    id: string,
-    instanceId: string,
-    result: JobResult,
-    media: Uint8Array,
-    now: number,
-    charge: (money: undefined) => void,
-  ): Promise<boolean> {
-    return this.immediate(() => {
-      const done =
-        this.completeRow.run(
-          JSON.stringify(result),
-          Buffer.from(media),
-          result.content_type,
-          now,
-          id,
-          instanceId,
-        ).changes > 0;
-      if (done) charge(undefined);
-      return done;
-    });
-  }
-
-  async fail(
-    id: string,
-    instanceId: string,
-    now: number,
-    refund: (money: undefined) => JobError,
-  ): Promise<boolean> {
-    return this.immediate(() => {
-      if (!this.leasedBy.get(id, instanceId)) return false;
-      const error = refund(undefined);
-      this.failRow.run(JSON.stringify(error), now, id);
-      return true;
-    });
-  }
-
-  async requeueInterrupted(): Promise<JobRow[]> {
-    return this.immediate(() => {
-      this.requeueRunning.run();
-      return this.unfinished.all() as JobRow[];
-    });
-  }
-
-  private countUnfinished(accountId: string, kind: JobKind): number {
-    return (this.unfinishedOfKind.get(accountId, kind) as { n: number }).n;
-  }
-}

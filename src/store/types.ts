@@ -202,6 +202,16 @@ export type AccountPatch<Column extends AccountColumn = AccountColumn> = Partial
   Record<Column, string | number | null>
 >;
 
+/** The entries of `patch` that name one of `columns`. */
+export function pickColumns<Column extends ProfileColumn | MoneyColumn>(
+  patch: AccountPatch,
+  columns: readonly Column[],
+): AccountPatch<Column> {
+  const picked: AccountPatch<Column> = {};
+  for (const column of columns) if (patch[column] !== undefined) picked[column] = patch[column];
+  return picked;
+}
+
 export interface Catalog {
   providers: Map<string, ProviderRow>;
   models: Map<string, ModelRow>;

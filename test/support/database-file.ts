@@ -1,5 +1,5 @@
 import Database from "better-sqlite3";
-import type { Store } from "../../src/store/store.js";
+import type { Store } from "../../src/store/sqlite/store.js";
 import type { RequestLogRow } from "../../src/store/types.js";
 
 /**

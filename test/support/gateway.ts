@@ -3,15 +3,15 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { ProcessLedger } from "../../src/server/billing/ledger.js";
+import type { Services } from "../../src/server/compose/services.js";
 import type { ConfigInput } from "../../src/server/config/schema.js";
 import {
   type GatewayOptions,
   type RunningGateway,
   startGateway,
 } from "../../src/server/gateway.js";
-import type { Services } from "../../src/server/services.js";
 import { secretKeyEnv } from "../../src/store/secret-box.js";
-import type { Store } from "../../src/store/store.js";
+import type { Store } from "../../src/store/sqlite/store.js";
 import { createTestDatabase } from "./postgres.js";
 
 export const KEY = "kn-test-standard-key-000000000000";

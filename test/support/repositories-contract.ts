@@ -146,7 +146,7 @@ export function describeRepositories(
         expect(await repos.jobs.complete("j", gatewayA, result, media, 5, () => charges++)).toBe(
           false,
         );
-        expect(await repos.jobs.media("j", "acct")).toBeUndefined();
+        expect(await repos.jobs.output("j", "acct")).toBeUndefined();
         await repos.jobs.claimNext(gatewayA, lease, 2);
         expect(await repos.jobs.complete("j", gatewayA, result, media, 5, () => charges++)).toBe(
           true,
@@ -160,10 +160,10 @@ export function describeRepositories(
           media_type: "audio/wav",
           finished_at: 5,
         });
-        const stored = await repos.jobs.media("j", "acct");
+        const stored = await repos.jobs.output("j", "acct");
         expect(stored?.media_type).toBe("audio/wav");
         expect([...stored!.media]).toEqual([1, 2, 3]);
-        expect(await repos.jobs.media("j", "other")).toBeUndefined();
+        expect(await repos.jobs.output("j", "other")).toBeUndefined();
       });
 
       it("fail a job with the error its refund returns; a charge that throws writes nothing", async () => {

@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 import { z } from "zod";
-import { cliCommand } from "../../server/cli-command.js";
+import { cliCommand } from "../../cli-command.js";
 import { makePrivateDir, writePrivateFile } from "../../store/private-files.js";
 import { describeSystemError } from "../../system-errors.js";
 import { UserError } from "../errors.js";

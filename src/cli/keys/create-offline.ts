@@ -1,5 +1,5 @@
 import { existsSync } from "node:fs";
-import { cliCommand } from "../../server/cli-command.js";
+import { cliCommand } from "../../cli-command.js";
 import { openingDatabase, UserError } from "../errors.js";
 
 /**
@@ -33,8 +33,8 @@ export async function createKeyInDatabase(input: {
     );
   }
   // Loaded here: the other client commands should not pay for SQLite.
-  const { Store } = await import("../../store/store.js");
-  const { keychainSealingKey } = await import("../../store/sealing-key.js");
+  const { Store } = await import("../../store/sqlite/store.js");
+  const { keychainSealingKey } = await import("../../store/sqlite/sealing-key.js");
   const { readLiveServeRecord } = await import("../../store/serve-record.js");
   const sealing = await keychainSealingKey(input.db);
   const store = openingDatabase(input.db, () =>

@@ -1,5 +1,5 @@
 import type { Command } from "commander";
-import { cliCommand } from "../../server/cli-command.js";
+import { cliCommand } from "../../cli-command.js";
 import { connectWithKey } from "../api-client.js";
 import { defaultProfile, endingPromptly } from "../credentials/index.js";
 import { formatTime, printJson, result, table } from "../output.js";

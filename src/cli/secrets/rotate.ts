@@ -41,14 +41,15 @@ Examples:
       }
       if (!existsSync(flags.db)) throw new UserError(`no database at ${flags.db}; pass --db`);
       // Loaded here: the other client commands should not pay for SQLite.
-      const { openDatabase } = await import("../../store/db.js");
-      const { readLiveServeRecord, SqliteServeRecord } = await import(
-        "../../store/serve-record.js"
+      const { openDatabase } = await import("../../store/sqlite/db.js");
+      const { readLiveServeRecord } = await import("../../store/serve-record.js");
+      const { SqliteServeRecord } = await import("../../store/sqlite/serve-record.js");
+      const { SecretKeyError, secretKeyEnv, newSecretKeyEnv } = await import(
+        "../../store/secret-box.js"
       );
-      const { keyFileOf, rotateSecretKey, SecretKeyError, secretKeyEnv, newSecretKeyEnv } =
-        await import("../../store/secret-box.js");
+      const { keyFileOf, rotateSecretKey } = await import("../../store/sqlite/byok-sealing.js");
       if (!process.env[secretKeyEnv] && !existsSync(keyFileOf(flags.db))) {
-        const { keychainSealingKey } = await import("../../store/sealing-key.js");
+        const { keychainSealingKey } = await import("../../store/sqlite/sealing-key.js");
         if (await keychainSealingKey(flags.db).catch(() => undefined)) {
           throw new UserError(
             `the sealing key of ${flags.db} is in the OS keychain, and rotating a key kept there is not supported yet`,

@@ -7,12 +7,12 @@ import {
   type KeyWithAccount,
   type MaybeAsync,
 } from "../../store/types.js";
-import type { Access, AppEnv, Method } from "../app-env.js";
-import { ownerPageGuard } from "../dashboard/http.js";
 import { GatewayError, PlainTextError } from "../errors.js";
+import type { AppEnv } from "../http/context.js";
 import { loopbackSource } from "../http/loopback-socket.js";
 import { clientIp, type ForwardingOptions, nodeIncoming, requestHeader } from "../http/request.js";
 import { traceOf } from "../http/request-trace.js";
+import type { Access, Method } from "../http/route-row.js";
 import { markStage } from "../http/stages.js";
 import type { SharedKeyLimiter } from "../limits/shared-key.js";
 import { OwnerSessions, requireOwnerSession } from "./owner-session.js";
@@ -130,9 +130,20 @@ export interface GuardDeps {
   } & ForwardingOptions;
 }
 
-/** The check for each kind of access (`app-env.ts`); `public` has none. */
+/**
+ * The check of access `owner-page`: the dashboard's (`dashboard/http.ts`), given by the app, as
+ * it answers with pages, which sit above this layer.
+ */
+export type OwnerPageGuard = (
+  sessions: OwnerSessions,
+  options: GuardDeps["options"],
+  method: Method,
+) => Guard;
+
+/** The check for each kind of access (`Access`, `http/route-row.ts`); `public` has none. */
 export function accessGuards(
   deps: GuardDeps,
+  ownerPageGuard: OwnerPageGuard,
 ): (access: Access, method: Method) => Guard | undefined {
   const { store, sharedKeys, options } = deps;
   const sessions = new OwnerSessions(deps.repos.sessions);

@@ -4,6 +4,7 @@ import { getCookie } from "hono/cookie";
 import { constantTimeEqual, hashSecret, randomToken } from "../../store/secrets.js";
 import type { SessionsRepository } from "../../store/sessions.js";
 import { GatewayError, PlainTextError } from "../errors.js";
+import type { OwnerSession } from "../http/context.js";
 
 /**
  * The owner's dashboard session for a local gateway. `gateway serve` prints a one-time owner URL
@@ -35,14 +36,6 @@ export function safeReturnPath(value: string | undefined): string | undefined {
   if (url.pathname !== "/dashboard" && !url.pathname.startsWith("/dashboard/")) return undefined;
   if (url.pathname === "/dashboard/login") return undefined;
   return url.pathname + url.search;
-}
-
-export interface OwnerSession {
-  accountId: string;
-  /** Hash of the cookie value: identifies the session without holding the secret. */
-  id: string;
-  /** Bound to this session: derived from the cookie value, so it cannot be used with another one. */
-  csrfToken: string;
 }
 
 /**

@@ -1,18 +1,25 @@
 import { loggedEndpoint, type RequestSource } from "../../store/request-source.js";
 import { newId } from "../../store/secrets.js";
-import type { AccountRow, ByokRow, KeyWithAccount, ModelRow } from "../../store/types.js";
+import type {
+  AccountRow,
+  ByokRow,
+  GatewayStore,
+  KeyWithAccount,
+  ModelRow,
+} from "../../store/types.js";
 import { parseSubscription } from "../../store/types.js";
 import { mapFailure } from "../dispatch/dispatcher.js";
 import type { Target } from "../dispatch/resolve.js";
 import { GatewayError, internalError } from "../errors.js";
-import type { GoneSignal } from "../http/client-signal.js";
 import type { RequestTrace } from "../http/request-trace.js";
-import type { RateHeaders } from "../limits/request-limits.js";
-import type { Services } from "../services.js";
+import type { RateHeaders, RequestLimits } from "../limits/request-limits.js";
+import type { SharedKeyLimiter } from "../limits/shared-key.js";
+import type { Clock } from "../time/clock.js";
+import type { GoneSignal } from "../time/gone-signal.js";
 import { StreamBroken } from "../wire/to-client.js";
 import { UpstreamFailure } from "../wire/upstream-failure.js";
 import type { Usage } from "../wire/usage.js";
-import type { Reservation, SettleOptions } from "./ledger.js";
+import type { Ledger, Reservation, SettleOptions } from "./ledger.js";
 import { costMicro, isFreeModelName, type Metered, type WorstCase } from "./pricing.js";
 
 export interface AdmitInput {
@@ -47,11 +54,20 @@ export interface Admission {
 const subscribersOnly = () =>
   new GatewayError(403, "subscribers_only", "This model is available to subscribers only.");
 
+/** What admission and settlement use of the gateway's services (which are one). */
+export interface AdmissionServices {
+  store: GatewayStore;
+  ledger: Ledger;
+  limits: RequestLimits;
+  sharedKeys: SharedKeyLimiter;
+  options: { now: () => number; clock: Clock };
+}
+
 /**
  * Every limit and the money hold, in the spec's order, before anything is dispatched. What is
  * admitted holds its worst-case cost; `settleAdmission` charges the real cost afterwards.
  */
-export async function admit(services: Services, input: AdmitInput): Promise<Admission> {
+export async function admit(services: AdmissionServices, input: AdmitInput): Promise<Admission> {
   const { trace } = input;
   if (trace) {
     trace.model = input.target.name;
@@ -172,7 +188,7 @@ function baseReserve(input: AdmitInput, account: AccountRow, now: number) {
 }
 
 async function freeTokenBudgetCheck(
-  services: Services,
+  services: AdmissionServices,
   model: ModelRow | undefined,
   now: number,
 ): Promise<void> {
@@ -206,7 +222,7 @@ export interface Settlement {
 }
 
 export function settleAdmission(
-  services: Services,
+  services: AdmissionServices,
   admission: Admission,
   outcome: Settlement,
   options: SettleOptions = {},
@@ -261,7 +277,7 @@ export function settleAdmission(
 /** Settles a request that delivered its answer; resolves once the charge is committed, so the
  * answer never leaves unbilled. */
 export async function settleDelivered(
-  services: Services,
+  services: AdmissionServices,
   admission: Admission,
   outcome: Omit<Settlement, "delivered">,
 ): Promise<void> {
@@ -271,7 +287,7 @@ export async function settleDelivered(
 
 /** Settles a request that produced nothing and returns the error the client should see. */
 export function failAdmission(
-  services: Services,
+  services: AdmissionServices,
   admission: Admission,
   err: unknown,
   options: SettleOptions = {},
@@ -300,7 +316,7 @@ export function failAdmission(
  * trip away). A failure is answered as itself even when its record cannot be written.
  */
 export async function settleFailed(
-  services: Services,
+  services: AdmissionServices,
   admission: Admission,
   err: unknown,
 ): Promise<GatewayError> {

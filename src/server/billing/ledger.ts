@@ -1,6 +1,6 @@
-import { SettlementJournal } from "../../store/settlement-journal.js";
+import { SettlementJournal } from "../../store/sqlite/settlement-journal.js";
+import type { Store } from "../../store/sqlite/store.js";
 import type { StorageFault } from "../../store/storage-fault.js";
-import type { Store } from "../../store/store.js";
 import {
   type AccountPatch,
   type AccountRow,

@@ -1,4 +1,4 @@
-import { SettlementJournal } from "../../store/settlement-journal.js";
+import { SettlementJournal } from "../../store/sqlite/settlement-journal.js";
 import type { LedgerRepository, LedgerWrite } from "../../store/types.js";
 import { GatewayError } from "../errors.js";
 import type { StorageWatch } from "./storage-watch.js";

@@ -1,10 +1,8 @@
 import type { Context } from "hono";
 import { getCookie, setCookie } from "hono/cookie";
-import type { AppEnv } from "../app-env.js";
 import {
   csrfTokenMatches,
   isSameOriginRequest,
-  type OwnerSession,
   type OwnerSessions,
   returnToCookieName,
   returnToTtlSeconds,
@@ -12,6 +10,7 @@ import {
   sessionCookieName,
 } from "../auth/owner-session.js";
 import { isTooLarge, readFormFields } from "../http/body.js";
+import type { AppEnv, OwnerSession } from "../http/context.js";
 import {
   type ForwardingOptions,
   ownOrigin,

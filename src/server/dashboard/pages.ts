@@ -1,8 +1,9 @@
+import { cliCommand } from "../../cli-command.js";
 import { microToIdr } from "../../store/money.js";
 import type { GatewayStore, KeyRow, RequestLogRow } from "../../store/types.js";
 import { type DecisionRefusal, shownClientName } from "../auth/device-codes.js";
-import { cliCommand } from "../cli-command.js";
-import type { byokView, quota } from "../views.js";
+import type { quota } from "../billing/quota.js";
+import type { byokView } from "../dispatch/byok-view.js";
 
 /**
  * The dashboard's HTML: plain forms and inline SVG charts, readable in a text browser; the one

@@ -1,8 +1,8 @@
 import type { ByokRow, GatewayStore, ProviderRow } from "../../store/types.js";
 import { GatewayError, upstreamRejection } from "../errors.js";
-import type { GoneSignal } from "../http/client-signal.js";
 import type { Attempt, Credential, ProviderContext } from "../providers/provider.js";
 import { providerOf, servesNatively } from "../providers/registry.js";
+import type { GoneSignal } from "../time/gone-signal.js";
 import type {
   CompletionRequest,
   CompletionResult,

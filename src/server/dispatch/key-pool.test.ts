@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { KeyPoolSync, ProviderRow } from "../../store/types.js";
-import { ManualClock } from "../clock.js";
+import { ManualClock } from "../time/clock.js";
 import { UpstreamFailure } from "../wire/upstream-failure.js";
 import { KeyPools, keyFingerprint } from "./key-pool.js";
 

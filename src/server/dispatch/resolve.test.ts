@@ -1,6 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { Catalog } from "../../store/store.js";
-import type { ModelRow, ProviderRow } from "../../store/types.js";
+import type { Catalog, ModelRow, ProviderRow } from "../../store/types.js";
 import type { Provider } from "../providers/provider.js";
 import { forMediaWire, forModality, resolveTarget, sureRefusal, type Target } from "./resolve.js";
 

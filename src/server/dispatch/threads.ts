@@ -1,5 +1,5 @@
-import type { Catalog } from "../../store/store.js";
 import type { ThreadConversation, ThreadsRepository } from "../../store/threads.js";
+import type { Catalog } from "../../store/types.js";
 import { GatewayError } from "../errors.js";
 import { servesNatively } from "../providers/registry.js";
 import type { CompletionResult, MessageThread } from "../wire/completion-types.js";

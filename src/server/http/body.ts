@@ -1,9 +1,9 @@
 import type { IncomingMessage } from "node:http";
 import type { Context } from "hono";
 import type { z } from "zod";
-import type { AppEnv, BodyLimit } from "../app-env.js";
 import { badRequest, GatewayError, PlainTextError } from "../errors.js";
 import { maxJsonDepth, nestedDeeperThan } from "../wire/json-depth.js";
+import type { AppEnv, BodyLimit } from "./context.js";
 import { nodeIncoming, requestHeader } from "./request.js";
 
 /**

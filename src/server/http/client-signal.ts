@@ -1,17 +1,7 @@
 import type { ServerResponse } from "node:http";
 import type { Context } from "hono";
+import type { GoneSignal } from "../time/gone-signal.js";
 import { nodeOutgoing } from "./request.js";
-
-/**
- * What the request path needs to know of a client that may leave: whether it has, and a way to be
- * told. An AbortSignal is one; `ClientGone` is a far cheaper one.
- */
-export interface GoneSignal {
-  readonly aborted: boolean;
-  readonly reason: unknown;
-  addEventListener(type: "abort", listener: () => void, options?: { once?: boolean }): void;
-  removeEventListener(type: "abort", listener: () => void): void;
-}
 
 /**
  * The request's signal that its client went away before the response was complete, for every
@@ -67,13 +57,4 @@ export class ClientGone implements GoneSignal {
     const at = this.listeners.indexOf(listener);
     if (at !== -1) this.listeners.splice(at, 1);
   }
-}
-
-/** A real AbortSignal that follows `gone`, for APIs that take nothing else. */
-export function abortSignalOf(gone: GoneSignal): AbortSignal {
-  if (gone instanceof AbortSignal) return gone;
-  const abort = new AbortController();
-  if (gone.aborted) abort.abort(gone.reason);
-  else gone.addEventListener("abort", () => abort.abort(gone.reason), { once: true });
-  return abort.signal;
 }

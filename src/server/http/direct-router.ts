@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders, IncomingMessage, RequestListener } from "node:http";
 import { RESPONSE_ALREADY_SENT } from "@hono/node-server/utils/response";
 import { Context } from "hono";
-import type { AppEnv, Handler } from "../app-env.js";
+import type { AppEnv, Handler } from "./context.js";
 
 /**
  * An exact-match router in front of Hono for the rows it is given (the static /v1 paths of the

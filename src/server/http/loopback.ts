@@ -6,7 +6,7 @@ import {
   type Server,
 } from "node:http";
 import type { RequestSource } from "../../store/request-source.js";
-import type { GoneSignal } from "./client-signal.js";
+import type { GoneSignal } from "../time/gone-signal.js";
 import { MemorySocket } from "./loopback-socket.js";
 
 /**

@@ -1,7 +1,7 @@
 import type { ModelRow } from "../../store/types.js";
 import { type Admission, failAdmission, settleAdmission } from "../billing/admission.js";
+import type { Services } from "../compose/services.js";
 import { GatewayError } from "../errors.js";
-import type { Services } from "../services.js";
 import type { JobHold } from "./job-input.js";
 
 /**

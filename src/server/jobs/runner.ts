@@ -1,11 +1,11 @@
 import type { JobRow, JobsRepository } from "../../store/jobs.js";
 import { newId } from "../../store/secrets.js";
 import type { ModelRow } from "../../store/types.js";
+import type { Services } from "../compose/services.js";
 import { forMediaWire, forModality, resolveTarget } from "../dispatch/resolve.js";
 import { GatewayError } from "../errors.js";
 import type { ProducedMedia } from "../providers/provider.js";
 import { provide } from "../providers/registry.js";
-import type { Services } from "../services.js";
 import { chargeJob, refundJob } from "./job-billing.js";
 import { jobInput } from "./job-input.js";
 import { billedSeconds, jobKinds } from "./job-kinds.js";
@@ -216,7 +216,7 @@ export class JobRunner {
       modality,
     );
     const source = request.video_id
-      ? (await this.jobs.media(request.video_id, job.account_id))?.media
+      ? (await this.jobs.output(request.video_id, job.account_id))?.media
       : undefined;
     if (job.kind === "video_extension" && !source) {
       throw new GatewayError(404, "not_found", "The video to extend is no longer available.");

@@ -4,14 +4,14 @@ import type { Dispatcher } from "undici";
 import { z } from "zod";
 import { ConfigError } from "../config/load.js";
 import { GatewayError } from "../errors.js";
-import type { GoneSignal } from "../http/client-signal.js";
 import type {
   StreamAnswer,
   UpstreamHeaders,
   UpstreamProvider,
   WholeAnswer,
 } from "../providers/http-upstream.js";
-import { sleep } from "../sleep.js";
+import type { GoneSignal } from "../time/gone-signal.js";
+import { sleep } from "../time/sleep.js";
 import {
   type CanonicalRequest,
   canonicalBody,

@@ -2,13 +2,8 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import type { RequestListener } from "node:http";
 import type { Dispatcher } from "undici";
 import { microToIdr } from "../../store/money.js";
-import type {
-  ListedRequest,
-  RequestLogReadsRepository,
-  SqliteRequestLogReads,
-} from "../../store/request-log-reads.js";
+import type { ListedRequest, RequestLogReadsRepository } from "../../store/request-log-reads.js";
 import { readLoggedEndpoint } from "../../store/request-source.js";
-import type { MaybeAsync } from "../../store/types.js";
 import type { Ledger, Reservation } from "../billing/ledger.js";
 import type { UpstreamProvider, WholeAnswer } from "../providers/http-upstream.js";
 import { canonicalBody, relativePath } from "./canonical.js";
@@ -54,8 +49,7 @@ export class RequestInspector implements UpstreamCapture {
   private readonly captures = new Map<string, Captured>();
 
   constructor(
-    private readonly requestLog: RequestLogReadsRepository &
-      Partial<Pick<SqliteRequestLogReads, "recentSync">>,
+    private readonly requestLog: RequestLogReadsRepository,
     private readonly capture: { limit: number } | undefined,
   ) {}
 
@@ -63,16 +57,14 @@ export class RequestInspector implements UpstreamCapture {
     return this.capture !== undefined;
   }
 
-  /** Recent requests, newest first: at once on SQLite, later from a database across the network. */
-  requests(query: RequestsQuery = {}): MaybeAsync<InspectedRequest[]> {
+  /** Recent requests, newest first. */
+  async requests(query: RequestsQuery = {}): Promise<InspectedRequest[]> {
     const filter = {
       model: query.model,
       status: query.status,
       limit: Math.min(1000, Math.max(1, query.limit ?? 50)),
     };
-    return this.requestLog.recentSync
-      ? this.inspected(this.requestLog.recentSync(filter))
-      : this.requestLog.recent(filter).then((rows) => this.inspected(rows));
+    return this.inspected(await this.requestLog.recent(filter));
   }
 
   private inspected(rows: ListedRequest[]): InspectedRequest[] {

@@ -1,13 +1,13 @@
 import { existsSync, mkdirSync } from "node:fs";
 import type { Dispatcher } from "undici";
 import { ConfigError } from "../config/load.js";
-import type { GoneSignal } from "../http/client-signal.js";
 import {
   type StreamAnswer,
   UpstreamHttp,
   type UpstreamProvider,
   type WholeAnswer,
 } from "../providers/http-upstream.js";
+import type { GoneSignal } from "../time/gone-signal.js";
 import { type CanonicalRequest, requestHash as requestHashOf } from "./canonical.js";
 import {
   type CassetteOptions,

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { AccountRow, TierRow } from "../../store/types.js";
-import { ManualClock } from "../clock.js";
+import { ManualClock } from "../time/clock.js";
 import { RequestLimits } from "./request-limits.js";
 import { SharedKeyLimiter } from "./shared-key.js";
 

@@ -7,9 +7,9 @@ import {
   type TierRow,
 } from "../../store/types.js";
 import { windowEnd } from "../../store/utc-windows.js";
-import type { Clock } from "../clock.js";
 import { GatewayError } from "../errors.js";
-import type { GoneSignal } from "../http/client-signal.js";
+import type { Clock } from "../time/clock.js";
+import type { GoneSignal } from "../time/gone-signal.js";
 import { MemoryCounters, minuteMs as minute } from "./window-counter.js";
 
 export interface RateHeaders {

@@ -1,7 +1,7 @@
 import { createRequire } from "node:module";
 import type * as Prom from "prom-client";
+import type { Services } from "../compose/services.js";
 import type { FinishedRequest } from "../http/request-trace.js";
-import type { Services } from "../services.js";
 
 /**
  * The gateway's Prometheus metrics, fed by the per-request trace (`model-gateway:request:finished`)

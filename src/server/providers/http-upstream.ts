@@ -2,7 +2,7 @@ import { createRequire } from "node:module";
 import type { Agent, Dispatcher } from "undici";
 import type { ProviderRow } from "../../store/types.js";
 import { GatewayError } from "../errors.js";
-import { abortSignalOf, type GoneSignal } from "../http/client-signal.js";
+import { abortSignalOf, type GoneSignal } from "../time/gone-signal.js";
 import { defaultMaxEventBytes, parseSSE, type SSEMessage } from "../wire/sse.js";
 import { UpstreamFailure } from "../wire/upstream-failure.js";
 import { failureOf } from "./classify.js";

@@ -1,5 +1,5 @@
 import type { ProviderRow } from "../../store/types.js";
-import type { GoneSignal } from "../http/client-signal.js";
+import type { GoneSignal } from "../time/gone-signal.js";
 import type {
   Backend,
   ClientStyle,

@@ -1,9 +1,9 @@
 import type { Context } from "hono";
 import type { AccountRow } from "../../store/types.js";
-import type { AppEnv, Handler } from "../app-env.js";
+import { quota } from "../billing/quota.js";
+import type { Services } from "../compose/services.js";
 import { GatewayError } from "../errors.js";
-import type { Services } from "../services.js";
-import { quota } from "../views.js";
+import type { AppEnv, Handler } from "../http/context.js";
 
 /** GET /v1/account/quota: what the key's account can spend now. Shared keys may not read it. */
 export function quotaHandler(services: Services): Handler {

@@ -1,9 +1,9 @@
 import { z } from "zod";
-import type { Handler } from "../app-env.js";
-import { type Clock, ManualClock } from "../clock.js";
 import { GatewayError } from "../errors.js";
 import { readJson } from "../http/body.js";
+import type { Handler } from "../http/context.js";
 import { type MockScript, mockScriptSchema } from "../providers/mock/mock-script.js";
+import { type Clock, ManualClock } from "../time/clock.js";
 
 const scriptBody = z
   .object({ rules: mockScriptSchema.min(1), replace: z.boolean().default(false) })

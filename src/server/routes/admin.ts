@@ -1,20 +1,20 @@
 import type { Context } from "hono";
 import { z } from "zod";
 import { idrToMicro, MAX_IDR, MAX_MICRO, microToIdr } from "../../store/money.js";
-import type { AccountColumn } from "../../store/store.js";
+import type { AccountColumn } from "../../store/types.js";
 import {
   type AccountRow,
   type ByokRow,
   type MaybeAsync,
   parseSubscription,
 } from "../../store/types.js";
-import type { Handler } from "../app-env.js";
+import type { Services } from "../compose/services.js";
 import { idr, paygSchema, subscriptionSchema } from "../config/schema.js";
+import { byokView } from "../dispatch/byok-view.js";
 import { badRequest, GatewayError } from "../errors.js";
 import { readJson } from "../http/body.js";
+import type { Handler } from "../http/context.js";
 import { isBuiltIn } from "../providers/registry.js";
-import type { Services } from "../services.js";
-import { byokView } from "../views.js";
 
 const accountPatch = z
   .object({

@@ -1,15 +1,15 @@
 import type { Context } from "hono";
 import type { ModelRow } from "../../store/types.js";
-import type { AppEnv } from "../app-env.js";
 import { type Admission, admit, settleDelivered, settleFailed } from "../billing/admission.js";
 import type { WorstCase } from "../billing/pricing.js";
+import type { Services } from "../compose/services.js";
 import type { Target } from "../dispatch/resolve.js";
-import type { GoneSignal } from "../http/client-signal.js";
+import type { AppEnv } from "../http/context.js";
 import { loopbackSource } from "../http/loopback-socket.js";
 import { nodeIncoming, nodeOutgoing, requestTrace } from "../http/request.js";
 import { requestIdOf } from "../http/request-id.js";
 import type { Attempt } from "../providers/provider.js";
-import type { Services } from "../services.js";
+import type { GoneSignal } from "../time/gone-signal.js";
 import type { Usage } from "../wire/usage.js";
 
 /** A request for one whole answer (not a stream), as admission needs it. */

@@ -1,6 +1,6 @@
 import type { Context } from "hono";
 import { z } from "zod";
-import type { AppEnv, Handler } from "../app-env.js";
+import type { Services } from "../compose/services.js";
 import {
   forMediaWire,
   forModality,
@@ -11,10 +11,10 @@ import {
 import { badRequest, GatewayError } from "../errors.js";
 import { formFields, readForm, readJson } from "../http/body.js";
 import { clientGone } from "../http/client-signal.js";
+import type { AppEnv, Handler } from "../http/context.js";
 import { readWavInfo, speechContentType } from "../providers/mock/media/index.js";
 import type { TranscribeRequest, TranscriptionFormat } from "../providers/provider.js";
 import { provide } from "../providers/registry.js";
-import type { Services } from "../services.js";
 import { perUnit, serveAdmitted } from "./admitted.js";
 
 // ---- speech ---------------------------------------------------------------

@@ -1,9 +1,9 @@
 import { RESPONSE_ALREADY_SENT } from "@hono/node-server/utils/response";
 import { z } from "zod";
 import type { ModelRow, ProviderRow } from "../../store/types.js";
-import type { Handler } from "../app-env.js";
 import { admit, settleAdmission, settleDelivered, settleFailed } from "../billing/admission.js";
 import { worstCaseInputTokens } from "../billing/pricing.js";
+import type { Services } from "../compose/services.js";
 import { forModality, resolveTarget, type Target } from "../dispatch/resolve.js";
 import { openResponseTurn } from "../dispatch/response-state.js";
 import { openThread } from "../dispatch/threads.js";
@@ -18,6 +18,7 @@ import {
 } from "../errors.js";
 import { readJsonWithSize } from "../http/body.js";
 import { ClientGone } from "../http/client-signal.js";
+import type { Handler } from "../http/context.js";
 import { loopbackSource } from "../http/loopback-socket.js";
 import { nodeIncoming, nodeOutgoing, requestHeader } from "../http/request.js";
 import { requestIdOf } from "../http/request-id.js";
@@ -25,7 +26,6 @@ import { traceOf } from "../http/request-trace.js";
 import { KeptAlive, sendSse } from "../http/sse-response.js";
 import { markStage } from "../http/stages.js";
 import { isBuiltIn, servesNatively } from "../providers/registry.js";
-import type { Services } from "../services.js";
 import type { ClientStyle, CompletionRequest } from "../wire/completion-types.js";
 import type { ResponsesRequest } from "../wire/responses-types.js";
 import { encodeSSE, SSE_DONE } from "../wire/sse.js";

@@ -2,11 +2,11 @@ import type { Context } from "hono";
 import { z } from "zod";
 import type { StoredConversation } from "../../store/responses-state.js";
 import { newId } from "../../store/secrets.js";
-import type { AppEnv, Handler } from "../app-env.js";
+import type { Services } from "../compose/services.js";
 import { asItem } from "../dispatch/response-state.js";
 import { GatewayError } from "../errors.js";
 import { readJson, readOptionalJson } from "../http/body.js";
-import type { Services } from "../services.js";
+import type { AppEnv, Handler } from "../http/context.js";
 import { itemList, pageQuery } from "./responses-state.js";
 
 /**

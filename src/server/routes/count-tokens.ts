@@ -1,11 +1,11 @@
 import type { z } from "zod";
-import type { Handler } from "../app-env.js";
+import type { Services } from "../compose/services.js";
 import { forModality, resolveTarget } from "../dispatch/resolve.js";
 import { readJson } from "../http/body.js";
 import { clientGone } from "../http/client-signal.js";
+import type { Handler } from "../http/context.js";
 import { requestHeader } from "../http/request.js";
 import { providerOf } from "../providers/registry.js";
-import type { Services } from "../services.js";
 import { estimateTokens } from "../wire/usage.js";
 import { messagesBody } from "./completions.js";
 

@@ -1,10 +1,10 @@
 import { idrToMicro } from "../../store/money.js";
-import type { Handler } from "../app-env.js";
+import type { Services } from "../compose/services.js";
 import { paygSchema } from "../config/schema.js";
+import { byokView } from "../dispatch/byok-view.js";
 import { GatewayError } from "../errors.js";
 import { readJson } from "../http/body.js";
-import type { Services } from "../services.js";
-import { byokView } from "../views.js";
+import type { Handler } from "../http/context.js";
 import type { UsageView } from "./account.js";
 import { accountView, addByok, byokBody } from "./admin.js";
 

@@ -1,16 +1,16 @@
 import type { Context } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import { idrToMicro, MAX_IDR, microToIdr } from "../../store/money.js";
-import type { Handler } from "../app-env.js";
 import { type DeviceCodes, formatUserCode, normalizeUserCode } from "../auth/device-codes.js";
 import {
-  type OwnerSession,
   OwnerSessions,
   returnToCookieName,
   safeReturnPath,
   sessionCookieName,
   sessionTtlSeconds,
 } from "../auth/owner-session.js";
+import { quota } from "../billing/quota.js";
+import type { Services } from "../compose/services.js";
 import { paygSchema } from "../config/schema.js";
 import { currentSession, formField, sendPage } from "../dashboard/http.js";
 import {
@@ -27,12 +27,12 @@ import {
   tooManyWrongCodesPage,
   userCodeFormPage,
 } from "../dashboard/pages.js";
+import { byokView } from "../dispatch/byok-view.js";
 import { GatewayError } from "../errors.js";
+import type { Handler, OwnerSession } from "../http/context.js";
 import { reachedOverTls } from "../http/request.js";
 import { WindowCounter } from "../limits/window-counter.js";
 import { isBuiltIn } from "../providers/registry.js";
-import type { Services } from "../services.js";
-import { byokView, quota } from "../views.js";
 import { addByok } from "./admin.js";
 import { mintKey } from "./tool-keys.js";
 

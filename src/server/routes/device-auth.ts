@@ -1,6 +1,5 @@
 import type { Context } from "hono";
 import { z } from "zod";
-import type { AppEnv, Handler } from "../app-env.js";
 import {
   type DeviceCodes,
   formatUserCode,
@@ -9,6 +8,7 @@ import {
   maxPendingCodesPerAddress,
 } from "../auth/device-codes.js";
 import { isTooLarge, readBody, readFormFields, tooDeepMessage } from "../http/body.js";
+import type { AppEnv, Handler } from "../http/context.js";
 import { clientIp, type ForwardingOptions, gatewayUrl, requestHeader } from "../http/request.js";
 import { maxJsonDepth, nestedDeeperThan } from "../wire/json-depth.js";
 

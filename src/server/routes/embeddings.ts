@@ -1,13 +1,14 @@
 import { z } from "zod";
 import type { ModelRow } from "../../store/types.js";
-import type { Handler } from "../app-env.js";
 import { worstCaseInputTokens } from "../billing/pricing.js";
+import type { Services } from "../compose/services.js";
 import { forMediaWire, forModality, resolveTarget } from "../dispatch/resolve.js";
 import { readJsonWithSize } from "../http/body.js";
-import { clientGone, type GoneSignal } from "../http/client-signal.js";
+import { clientGone } from "../http/client-signal.js";
+import type { Handler } from "../http/context.js";
 import type { Attempt, Embeddings, ProviderContext } from "../providers/provider.js";
 import { provide } from "../providers/registry.js";
-import type { Services } from "../services.js";
+import type { GoneSignal } from "../time/gone-signal.js";
 import { estimateTokens } from "../wire/usage.js";
 import { serveAdmitted } from "./admitted.js";
 

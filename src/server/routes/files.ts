@@ -1,11 +1,11 @@
 import type { Context } from "hono";
 import { newId } from "../../store/secrets.js";
-import type { Handler } from "../app-env.js";
+import type { Services } from "../compose/services.js";
 import { GatewayError } from "../errors.js";
-import type { Services } from "../services.js";
+import type { Handler } from "../http/context.js";
 
-/** Keeps media for `/v1/files/{id}` (readable by its account only); returns the id. */
-export async function saveMediaFile(
+/** Keeps bytes to serve at `/v1/files/{id}` (readable by its account only); returns the id. */
+export async function saveServedFile(
   services: Pick<Services, "options" | "repos">,
   accountId: string,
   contentType: string,
@@ -27,7 +27,7 @@ export function fileNotFound(kind: string, id: string): GatewayError {
 }
 
 /** Bytes with their content type, private to the key's account. */
-export function mediaResponse(c: Context, contentType: string, bytes: Uint8Array): Response {
+export function privateBytesResponse(c: Context, contentType: string, bytes: Uint8Array): Response {
   return c.body(new Uint8Array(bytes), 200, {
     "content-type": contentType,
     "content-length": String(bytes.length),
@@ -45,6 +45,6 @@ export function fileHandler(services: Pick<Services, "repos">): Handler {
     const id = c.req.param("id") ?? "";
     const file = await services.repos.files.find(id, c.get("auth").key.account_id);
     if (!file) throw fileNotFound("file", id);
-    return mediaResponse(c, file.content_type, file.bytes);
+    return privateBytesResponse(c, file.content_type, file.bytes);
   };
 }

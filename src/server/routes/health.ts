@@ -1,4 +1,4 @@
-import type { Handler } from "../app-env.js";
+import type { Handler } from "../http/context.js";
 import type { Readiness } from "../observe/health.js";
 import type { GatewayMetrics } from "../observe/metrics.js";
 

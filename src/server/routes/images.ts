@@ -1,17 +1,17 @@
 import type { Context } from "hono";
 import { z } from "zod";
-import type { AppEnv, Handler } from "../app-env.js";
+import type { Services } from "../compose/services.js";
 import { forMediaWire, forModality, resolveTarget } from "../dispatch/resolve.js";
 import { badRequest, GatewayError } from "../errors.js";
 import { formFields, readForm, readJson } from "../http/body.js";
 import { clientGone } from "../http/client-signal.js";
+import type { AppEnv, Handler } from "../http/context.js";
 import { gatewayUrl } from "../http/request.js";
 import { MAX_IMAGE_SIDE, parseSize } from "../providers/mock/media/index.js";
 import type { ImageDatum, UploadedFile, UpstreamImages } from "../providers/provider.js";
 import { provide } from "../providers/registry.js";
-import type { Services } from "../services.js";
 import { perUnit, serveAdmitted } from "./admitted.js";
-import { saveMediaFile } from "./files.js";
+import { saveServedFile } from "./files.js";
 
 /** OpenAI Images. Extra fields (quality, style, background ...) pass through to openai wires. */
 export const imageBody = z.looseObject({
@@ -210,7 +210,7 @@ async function asUrl(
 ): Promise<ImageDatum> {
   if (datum.url || !datum.b64_json) return datum;
   const { b64_json, ...rest } = datum;
-  const id = await saveMediaFile(
+  const id = await saveServedFile(
     services,
     stored.accountId,
     stored.contentType,

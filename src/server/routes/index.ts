@@ -1,22 +1,23 @@
 import type { ZodType } from "zod";
-import type { Access, Handler, Method, Route, Surface, Unmatched } from "../app-env.js";
+import type { Services } from "../compose/services.js";
 import { dashboardScriptPath } from "../dashboard/pages.js";
 import { type ErrorStyle, PlainTextError } from "../errors.js";
 import { apiBodyLimit } from "../http/body.js";
+import type { Handler } from "../http/context.js";
 import { preflight } from "../http/cors.js";
 import type { Loopback } from "../http/loopback.js";
+import type { Access, Method, Route, Surface, Unmatched } from "../http/route-row.js";
 import { jobKinds } from "../jobs/job-kinds.js";
-import type { MetricsAccess } from "../metrics-access.js";
 import type { Readiness } from "../observe/health.js";
 import type { GatewayMetrics } from "../observe/metrics.js";
-import type { Services } from "../services.js";
+import type { MetricsAccess } from "../observe/metrics-access.js";
 import { completionHandler } from "./completions.js";
 import { healthHandlers, metricsHandler } from "./health.js";
 import { modelHandler, modelsHandler } from "./models.js";
 
 /**
  * Every route the gateway serves, one row each: method, path, who may call it (`Access` in
- * app-env.ts), the style of its errors, and its handler. `gatewayListener` (app.ts) registers
+ * http/route-row.ts), the style of its errors, and its handler. `gatewayListener` (app.ts) registers
  * each row as a single handler that first does what the row's part of the surface asks
  * (`surfaces`), then checks its access, then runs the handler, and renders any error in the row's
  * style. A path no row serves is answered by `unmatched`.

@@ -3,13 +3,14 @@ import { z } from "zod";
 import type { JobError, JobResult, JobRow } from "../../store/jobs.js";
 import { newId } from "../../store/secrets.js";
 import { parseSubscription } from "../../store/types.js";
-import type { AppEnv, Handler } from "../app-env.js";
 import { settleFailed } from "../billing/admission.js";
 import { costMicro } from "../billing/pricing.js";
+import type { Services } from "../compose/services.js";
 import { forMediaWire, forModality, resolveTarget } from "../dispatch/resolve.js";
 import { badRequest, GatewayError } from "../errors.js";
 import { readJson } from "../http/body.js";
 import { clientGone } from "../http/client-signal.js";
+import type { AppEnv, Handler } from "../http/context.js";
 import { type ForwardingOptions, gatewayUrl } from "../http/request.js";
 import { jobHold } from "../jobs/job-billing.js";
 import {
@@ -21,9 +22,8 @@ import {
 import { billedSeconds, type JobKindSpec, jobKinds } from "../jobs/job-kinds.js";
 import { wakeJobRunner } from "../jobs/runner.js";
 import { MAX_MUSIC_SECONDS } from "../providers/mock/media/index.js";
-import type { Services } from "../services.js";
 import { admitWhole } from "./admitted.js";
-import { fileNotFound, mediaResponse } from "./files.js";
+import { fileNotFound, privateBytesResponse } from "./files.js";
 
 /** Uncompressed mock video grows fast; a minute is plenty for tests and demos. */
 const maxVideoSeconds = 60;
@@ -110,7 +110,7 @@ export function jobHandlers(services: Services) {
       (spec: JobKindSpec): Handler =>
       async (c) => {
         const job = await find(c, spec);
-        const media = await jobs.media(job.id, job.account_id);
+        const media = await jobs.output(job.id, job.account_id);
         if (!media) {
           throw new GatewayError(
             404,
@@ -118,7 +118,7 @@ export function jobHandlers(services: Services) {
             `Job "${job.id}" is ${job.status}; it has no media to download.`,
           );
         }
-        return mediaResponse(c, media.media_type, media.media);
+        return privateBytesResponse(c, media.media_type, media.media);
       },
   };
 }

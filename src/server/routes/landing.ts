@@ -1,7 +1,7 @@
-import type { Handler } from "../app-env.js";
-import { cliCommand } from "../cli-command.js";
+import { cliCommand } from "../../cli-command.js";
 import { sendPage } from "../dashboard/http.js";
 import { escapeHtml } from "../dashboard/pages.js";
+import type { Handler } from "../http/context.js";
 
 /** `GET /`: where to go from the bare address, for whoever opens it in a browser. */
 export const landingHandler: Handler = (c) => sendPage(c, { status: 200, html: landingHtml() });

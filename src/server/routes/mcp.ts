@@ -1,13 +1,13 @@
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
-import type { Handler } from "../app-env.js";
 import { presentedKey } from "../auth/guards.js";
+import type { Services } from "../compose/services.js";
 import { readBody } from "../http/body.js";
 import { clientGone } from "../http/client-signal.js";
+import type { Handler } from "../http/context.js";
 import type { Loopback } from "../http/loopback.js";
 import { clientIp, gatewayUrl, requestHeader } from "../http/request.js";
 import { gatewayMcpServer } from "../mcp/server.js";
 import type { ToolCaller } from "../mcp/tools.js";
-import type { Services } from "../services.js";
 
 /** The request headers the MCP transport reads; nothing else of the caller's is passed on. */
 const transportHeaders = ["accept", "content-type", "mcp-protocol-version", "mcp-session-id"];

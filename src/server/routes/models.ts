@@ -1,11 +1,11 @@
 import type { Context } from "hono";
 import { microToIdr } from "../../store/money.js";
 import type { Catalog, GatewayStore, ModelRow } from "../../store/types.js";
-import type { Handler } from "../app-env.js";
 import { presentsAdminKey } from "../auth/guards.js";
 import { isFreeModelName } from "../billing/pricing.js";
 import { modelNotFound } from "../dispatch/resolve.js";
 import { badRequest, errorResponse, GatewayError } from "../errors.js";
+import type { Handler } from "../http/context.js";
 import { requestHeader } from "../http/request.js";
 
 /**

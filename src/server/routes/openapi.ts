@@ -1,6 +1,7 @@
 import { z } from "zod";
-import type { Access, Handler, Route } from "../app-env.js";
 import { sessionCookieName } from "../auth/owner-session.js";
+import type { Handler } from "../http/context.js";
+import type { Access, Route } from "../http/route-row.js";
 
 /**
  * GET /openapi.json (public): the route table as an OpenAPI 3.1 document, so clients and docs can

@@ -1,7 +1,7 @@
 import { microToIdr } from "../../store/money.js";
 import type { GatewayStore } from "../../store/types.js";
-import type { Handler } from "../app-env.js";
 import { isFreeModelName } from "../billing/pricing.js";
+import type { Handler } from "../http/context.js";
 
 /** GET /api/public/pricing: the current free-model limits per tier and every model's prices. */
 export function pricingHandler(store: GatewayStore): Handler {

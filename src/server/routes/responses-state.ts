@@ -1,9 +1,9 @@
 import type { Context } from "hono";
 import { z } from "zod";
 import { type ItemPageQuery, pageOf, type StateItem } from "../../store/responses-state.js";
-import type { AppEnv, Handler } from "../app-env.js";
+import type { Services } from "../compose/services.js";
 import { badRequest, GatewayError } from "../errors.js";
-import type { Services } from "../services.js";
+import type { AppEnv, Handler } from "../http/context.js";
 
 /**
  * GET and DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items: the responses the

@@ -1,9 +1,9 @@
 import { z } from "zod";
 import type { KeyRow } from "../../store/types.js";
-import type { Handler } from "../app-env.js";
+import type { Services } from "../compose/services.js";
 import { GatewayError } from "../errors.js";
 import { readJson } from "../http/body.js";
-import type { Services } from "../services.js";
+import type { Handler } from "../http/context.js";
 
 /**
  * Per-tool keys, minted from a login key (bearer) or from the owner's dashboard session:

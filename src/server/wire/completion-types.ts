@@ -1,6 +1,6 @@
 import type { ThreadConversation } from "../../store/threads.js";
 import type { ModelRow, ProviderRow } from "../../store/types.js";
-import type { GoneSignal } from "../http/client-signal.js";
+import type { GoneSignal } from "../time/gone-signal.js";
 import type { StreamCompletion } from "./stream-types.js";
 import type { Usage } from "./usage.js";
 

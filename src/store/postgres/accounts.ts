@@ -1,7 +1,7 @@
 import type pg from "pg";
+import { mintKeyRow } from "../key-rows.js";
 import { byokContext, type SecretBox } from "../secret-box.js";
 import { hashSecret, newId } from "../secrets.js";
-import { mintKeyRow, pickColumns } from "../sqlite-accounts.js";
 import {
   type AccountPatch,
   type AccountRepository,
@@ -12,6 +12,7 @@ import {
   type KeyWithAccount,
   type NewAccount,
   type ProfileColumn,
+  pickColumns,
   profileColumns,
 } from "../types.js";
 import type { PostgresKeyRowWriter } from "./key-rows.js";

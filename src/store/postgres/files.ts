@@ -1,11 +1,11 @@
 import type pg from "pg";
-import type { FilesRepository, MediaFile, NewMediaFile } from "../files.js";
+import type { FilesRepository, NewStoredFile, StoredFile } from "../files.js";
 
 /** Media served by URL, on Postgres (see FilesRepository). */
 export class PostgresFiles implements FilesRepository {
   constructor(private readonly pool: pg.Pool) {}
 
-  async save(file: NewMediaFile): Promise<void> {
+  async save(file: NewStoredFile): Promise<void> {
     await this.pool.query({
       name: "media_insert",
       text: "INSERT INTO media (id, account_id, content_type, bytes, created_at) VALUES ($1, $2, $3, $4, $5)",
@@ -13,8 +13,8 @@ export class PostgresFiles implements FilesRepository {
     });
   }
 
-  async find(id: string, accountId: string): Promise<MediaFile | undefined> {
-    const result = await this.pool.query<MediaFile>({
+  async find(id: string, accountId: string): Promise<StoredFile | undefined> {
+    const result = await this.pool.query<StoredFile>({
       name: "media_find",
       text: "SELECT * FROM media WHERE id = $1 AND account_id = $2",
       values: [id, accountId],

@@ -2,7 +2,7 @@ import type pg from "pg";
 import {
   type JobError,
   type JobKind,
-  type JobMedia,
+  type JobOutput,
   type JobResult,
   type JobRow,
   type JobsRepository,
@@ -75,8 +75,8 @@ export class PostgresJobs implements JobsRepository<PostgresJobMoney> {
     return result.rows[0];
   }
 
-  async media(id: string, accountId: string): Promise<JobMedia | undefined> {
-    const result = await this.pool.query<JobMedia>({
+  async output(id: string, accountId: string): Promise<JobOutput | undefined> {
+    const result = await this.pool.query<JobOutput>({
       name: "jobs_media",
       text: "SELECT media, media_type FROM jobs WHERE id = $1 AND account_id = $2 AND status = 'completed'",
       values: [id, accountId],

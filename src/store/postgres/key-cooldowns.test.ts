@@ -1,8 +1,8 @@
 import type pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase } from "../../../test/support/postgres.js";
-import { ManualClock } from "../../server/clock.js";
 import { KeyPools, keyFingerprint } from "../../server/dispatch/key-pool.js";
+import { ManualClock } from "../../server/time/clock.js";
 import { UpstreamFailure } from "../../server/wire/upstream-failure.js";
 import type { ProviderRow } from "../types.js";
 import { openPostgresPool } from "./connect.js";

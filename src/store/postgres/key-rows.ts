@@ -1,5 +1,5 @@
 import type pg from "pg";
-import type { NewKeyRow } from "../sqlite-accounts.js";
+import type { NewKeyRow } from "../key-rows.js";
 import { notifyChange } from "./notify.js";
 
 /**

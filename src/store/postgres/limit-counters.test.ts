@@ -1,10 +1,10 @@
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase } from "../../../test/support/postgres.js";
-import { ManualClock } from "../../server/clock.js";
 import type { GatewayError } from "../../server/errors.js";
 import { RequestLimits } from "../../server/limits/request-limits.js";
 import { SharedKeyLimiter } from "../../server/limits/shared-key.js";
+import { ManualClock } from "../../server/time/clock.js";
 import type { AccountRow, TierRow } from "../types.js";
 import { openPostgresPool } from "./connect.js";
 import { PostgresCounters } from "./limit-counters.js";

@@ -3,7 +3,7 @@ import path from "node:path";
 import type pg from "pg";
 import { afterAll, describe, expect, it } from "vitest";
 import { createTestDatabase } from "../../../test/support/postgres.js";
-import { openDatabase } from "../db.js";
+import { openDatabase } from "../sqlite/db.js";
 import { openPostgresPool } from "./connect.js";
 import { type MigrationStep, migratePostgres, postgresMigrations } from "./migrations.js";
 

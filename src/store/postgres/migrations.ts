@@ -3,7 +3,7 @@ import { postgresFunctions } from "./functions.js";
 
 /**
  * The Postgres schema, as steps. Steps named by a number are the counterparts of SQLite's
- * migrations of that number (src/store/migrations.ts): the same tables, columns and meaning, so a
+ * migrations of that number (src/store/sqlite/migrations.ts): the same tables, columns and meaning, so a
  * Postgres database at step N holds what a SQLite file at user_version N holds. Money is bigint
  * micro-IDR and times are bigint milliseconds, as on SQLite; flags stay integers (0/1) so rows read
  * the same on both. Steps with a name are Postgres's own: what only a database shared by several

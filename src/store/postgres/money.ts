@@ -1,18 +1,18 @@
 import { hostname } from "node:os";
 import type pg from "pg";
-import { pickColumns } from "../sqlite-accounts.js";
-import { freeTokenWindowStart } from "../sqlite-usage.js";
 import {
   type AccountPatch,
   moneyColumns,
   type Payment,
   type PaymentRefusal,
+  pickColumns,
   profileColumns,
   type Reservation,
   type ReserveInput,
   reservationOf,
   type SettleInput,
 } from "../types.js";
+import { freeTokenWindowStart } from "../usage-rows.js";
 import { secondsToUtcMidnight, utcDay } from "../utc-windows.js";
 import { isDatabaseUnavailable } from "./faults.js";
 import {

@@ -9,8 +9,8 @@ import {
 } from "../../../test/support/store-contract.js";
 import { SecretKeyError } from "../secret-box.js";
 import { hashSecret } from "../secrets.js";
-import { freeTokenWindowStart } from "../sqlite-usage.js";
 import type { RequestLogValues } from "../types.js";
+import { freeTokenWindowStart } from "../usage-rows.js";
 import { openPostgresPool } from "./connect.js";
 import { migratePostgres } from "./migrations.js";
 import { openPostgresRepositories } from "./repositories.js";

@@ -1,6 +1,5 @@
 import type pg from "pg";
 import { microToIdr } from "../money.js";
-import { freeTokenWindowStart, recentRequest } from "../sqlite-usage.js";
 import type {
   RecentRequest,
   RequestLogRow,
@@ -9,6 +8,7 @@ import type {
   UsageRepository,
   UsageSummary,
 } from "../types.js";
+import { freeTokenWindowStart, recentRequest } from "../usage-rows.js";
 
 // Sums of bigint columns are numeric on Postgres: cast back to bigint, they arrive as numbers.
 const summary = `SELECT count(*) AS requests,

@@ -1,4 +1,4 @@
-import type { GoneSignal } from "../../http/client-signal.js";
+import type { GoneSignal } from "../../time/gone-signal.js";
 import { UnsupportedRequest, UpstreamFailure } from "../../wire/upstream-failure.js";
 import type { UpstreamHttp } from "../http-upstream.js";
 import {

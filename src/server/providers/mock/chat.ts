@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type { ErrorCode } from "../../errors.js";
-import type { GoneSignal } from "../../http/client-signal.js";
-import { sleep } from "../../sleep.js";
+import type { GoneSignal } from "../../time/gone-signal.js";
+import { sleep } from "../../time/sleep.js";
 import type { CompletionRequest, CompletionResult } from "../../wire/completion-types.js";
 import type { ChatCompletionChunk, ChatCompletionResponse } from "../../wire/openai-types.js";
 import { fromChatChunks, fromChatJson } from "../../wire/to-client.js";

@@ -1,7 +1,7 @@
 import type { ProviderRow } from "../../../store/types.js";
 import { badRequest } from "../../errors.js";
-import type { GoneSignal } from "../../http/client-signal.js";
-import { sleep } from "../../sleep.js";
+import type { GoneSignal } from "../../time/gone-signal.js";
+import { sleep } from "../../time/sleep.js";
 import { UpstreamFailure } from "../../wire/upstream-failure.js";
 import {
   decodeWav,

@@ -1,6 +1,6 @@
 import type { RequestListener } from "node:http";
-import { clientClosed } from "./errors.js";
-import type { GoneSignal } from "./http/client-signal.js";
+import { clientClosed } from "../errors.js";
+import type { GoneSignal } from "./gone-signal.js";
 import { sleep } from "./sleep.js";
 
 /**

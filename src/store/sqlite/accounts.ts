@@ -1,7 +1,7 @@
 import type { Statement } from "better-sqlite3";
-import type { DB } from "./db.js";
-import { byokContext, type SecretBox } from "./secret-box.js";
-import { hashSecret, keyPrefix, newGatewayKey, newId } from "./secrets.js";
+import { mintKeyRow, type NewKeyRow } from "../key-rows.js";
+import { byokContext, type SecretBox } from "../secret-box.js";
+import { hashSecret, newId } from "../secrets.js";
 import {
   type AccountPatch,
   type AccountRow,
@@ -12,11 +12,16 @@ import {
   type MoneyColumn,
   type NewAccount,
   type ProfileColumn,
+  pickColumns,
   profileColumns,
-} from "./types.js";
+} from "../types.js";
+import type { DB } from "./db.js";
 
 const keyColumns =
   "id, account_id, prefix, label, kind, parent_key_id, created_at, last_used_at, revoked_at";
+
+/** What other repositories may do to key rows, inside their own transactions. */
+export type KeyRowWriter = Pick<SqliteAccounts, "insertKeyRow" | "revokeKey">;
 
 /**
  * Accounts, keys and BYOK rows on SQLite, and the one cache of them. One gateway process owns a
@@ -25,45 +30,6 @@ const keyColumns =
  * next request without a query per request. The Ledger's repository changes the money columns of
  * a cached row through `changeMoney`, as settlements are queued.
  */
-/** A key row as inserted: the value itself is never stored, only its hash and prefix. */
-export interface NewKeyRow {
-  id: string;
-  accountId: string;
-  hash: string;
-  prefix: string;
-  label: string;
-  kind: KeyKind;
-  parentKeyId: string | null;
-  createdAt: number;
-}
-
-/** A new key of `input`'s: its only plaintext copy, and the row that keeps its hash. */
-export function mintKeyRow(input: {
-  accountId: string;
-  label: string;
-  kind: KeyKind;
-  parentKeyId?: string | null;
-  now?: number;
-}): { value: string; row: NewKeyRow } {
-  const value = newGatewayKey();
-  return {
-    value,
-    row: {
-      id: newId("key"),
-      accountId: input.accountId,
-      hash: hashSecret(value),
-      prefix: keyPrefix(value),
-      label: input.label,
-      kind: input.kind,
-      parentKeyId: input.parentKeyId ?? null,
-      createdAt: input.now ?? Date.now(),
-    },
-  };
-}
-
-/** What other repositories may do to key rows, inside their own transactions. */
-export type KeyRowWriter = Pick<SqliteAccounts, "insertKeyRow" | "revokeKey">;
-
 export class SqliteAccounts {
   private readonly statements: ReturnType<typeof prepare>;
   private readonly accounts = new Map<string, AccountRow>();
@@ -254,16 +220,6 @@ export class SqliteAccounts {
   sealByok(id: string, secret: string): string {
     return this.secrets.seal(secret, byokContext(id));
   }
-}
-
-/** The entries of `patch` that name one of `columns`. */
-export function pickColumns<Column extends ProfileColumn | MoneyColumn>(
-  patch: AccountPatch,
-  columns: readonly Column[],
-): AccountPatch<Column> {
-  const picked: AccountPatch<Column> = {};
-  for (const column of columns) if (patch[column] !== undefined) picked[column] = patch[column];
-  return picked;
 }
 
 function prepare(db: DB) {

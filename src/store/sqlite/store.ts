@@ -1,11 +1,5 @@
-import { type Checkpointer, startCheckpointer } from "./checkpointer.js";
-import { checkWires, type DB, openDatabase } from "./db.js";
-import { openRepositories, type SqliteRepositories } from "./repositories.js";
-import { loadSecretBox, sealPlaintextByok, secretKeyEnv } from "./secret-box.js";
-import { SqliteAccounts } from "./sqlite-accounts.js";
-import { SqliteCatalog } from "./sqlite-catalog.js";
-import { SqliteLedger } from "./sqlite-ledger.js";
-import { SqliteUsage } from "./sqlite-usage.js";
+import type { Repositories } from "../repositories.js";
+import { secretKeyEnv } from "../secret-box.js";
 import type {
   AccountPatch,
   AccountRow,
@@ -23,15 +17,21 @@ import type {
   UsageByModel,
   UsageDay,
   UsageSummary,
-} from "./types.js";
-
-export type { AccountColumn, Catalog } from "./types.js";
+} from "../types.js";
+import { SqliteAccounts } from "./accounts.js";
+import { loadSecretBox, sealPlaintextByok } from "./byok-sealing.js";
+import { SqliteCatalog } from "./catalog.js";
+import { type Checkpointer, startCheckpointer } from "./checkpointer.js";
+import { checkWires, type DB, openDatabase } from "./db.js";
+import { SqliteLedger } from "./ledger.js";
+import { openRepositories } from "./repositories.js";
+import { SqliteUsage } from "./usage.js";
 
 /**
  * The gateway's SQLite file and the repositories on it. One gateway process owns a database
- * file; every statement is prepared once, in a repository under src/store/, so the request path
- * never builds SQL, and the rows it reads (catalog, accounts, keys by hash, BYOK) are cached by
- * their repository and kept current by every write.
+ * file; every statement is prepared once, in a repository under src/store/sqlite/, so the
+ * request path never builds SQL, and the rows it reads (catalog, accounts, keys by hash, BYOK)
+ * are cached by their repository and kept current by every write.
  *
  * Money and allowance columns are written only by the Ledger, through `ledgerRepository`.
  */
@@ -43,7 +43,7 @@ export class Store implements GatewayStore {
   /** The Ledger's repository: money, allowance counts, the request log and the journal's mark. */
   readonly ledgerRepository: LedgerRepository;
   /** Everything else the gateway keeps: jobs, device codes, sessions, files, threads ... */
-  readonly repos: SqliteRepositories;
+  readonly repos: Repositories;
   /** Run before the cached rows are dropped, so that queued ledger writes land first. */
   private readonly beforeForget: (() => void)[] = [];
   private readonly runInTransaction: ReturnType<DB["transaction"]>;

@@ -7,7 +7,7 @@ import {
   gatewayA,
   job,
   lease,
-} from "../../test/support/repositories-contract.js";
+} from "../../../test/support/repositories-contract.js";
 import { Store } from "./store.js";
 
 const dir = mkdtempSync(join(tmpdir(), "gateway-repositories-"));

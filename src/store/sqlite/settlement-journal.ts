@@ -1,6 +1,6 @@
 import { closeSync, existsSync, fstatSync, ftruncateSync, readFileSync, writeSync } from "node:fs";
-import { openPrivateFile } from "./private-files.js";
-import type { LedgerWrite } from "./types.js";
+import { openPrivateFile } from "../private-files.js";
+import type { LedgerWrite } from "../types.js";
 
 /** Truncated once everything in it is in SQLite and it has grown past this. */
 const truncateAtBytes = 1024 * 1024;

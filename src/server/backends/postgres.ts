@@ -1,15 +1,15 @@
-import { openPostgresPool } from "../store/postgres/connect.js";
-import { PostgresKeyPoolSync } from "../store/postgres/key-cooldowns.js";
-import { PostgresCounters } from "../store/postgres/limit-counters.js";
-import { migratePostgres } from "../store/postgres/migrations.js";
-import { PostgresMoney } from "../store/postgres/money.js";
-import { openPostgresRepositories } from "../store/postgres/repositories.js";
-import { PostgresStore } from "../store/postgres/store.js";
-import { describePostgresUrl } from "../store/postgres/url.js";
-import { secretKeyEnv } from "../store/secret-box.js";
+import { openPostgresPool } from "../../store/postgres/connect.js";
+import { PostgresKeyPoolSync } from "../../store/postgres/key-cooldowns.js";
+import { PostgresCounters } from "../../store/postgres/limit-counters.js";
+import { migratePostgres } from "../../store/postgres/migrations.js";
+import { PostgresMoney } from "../../store/postgres/money.js";
+import { openPostgresRepositories } from "../../store/postgres/repositories.js";
+import { PostgresStore } from "../../store/postgres/store.js";
+import { describePostgresUrl } from "../../store/postgres/url.js";
+import { secretKeyEnv } from "../../store/secret-box.js";
+import { PostgresLedger } from "../billing/postgres-ledger.js";
+import { wireNames } from "../providers/registry.js";
 import { type Backend, instanceId } from "./backend.js";
-import { PostgresLedger } from "./billing/postgres-ledger.js";
-import { wireNames } from "./providers/registry.js";
 
 /**
  * A gateway on a Postgres database that other gateways share: the schema is brought up to date

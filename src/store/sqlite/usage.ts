@@ -1,14 +1,14 @@
 import type { Statement } from "better-sqlite3";
-import type { DB } from "./db.js";
-import { microToIdr } from "./money.js";
-import { readLoggedEndpoint } from "./request-source.js";
+import { microToIdr } from "../money.js";
 import type {
   RecentRequest,
   RequestLogRow,
   UsageByModel,
   UsageDay,
   UsageSummary,
-} from "./types.js";
+} from "../types.js";
+import { freeTokenWindowStart, recentRequest } from "../usage-rows.js";
+import type { DB } from "./db.js";
 
 /** Usage read from the request log, and the free models' token budgets, on SQLite. */
 export class SqliteUsage {
@@ -78,31 +78,6 @@ export class SqliteUsage {
       | undefined;
     return row && row.window_start === freeTokenWindowStart(windowSeconds, now) ? row.tokens : 0;
   }
-}
-
-/** The start of the fixed window of a free model's token budget running at `now`. */
-/** A request_log row as the usage endpoints show it (both backends). */
-export function recentRequest(row: RequestLogRow): RecentRequest {
-  return {
-    id: row.id,
-    created_at: new Date(row.created_at).toISOString(),
-    ...readLoggedEndpoint(row.endpoint),
-    model: row.model,
-    state: row.state,
-    status: row.status,
-    error_code: row.error_code,
-    stream: row.stream === 1,
-    payment: row.payment,
-    input_tokens: row.input_tokens,
-    output_tokens: row.output_tokens,
-    cost_idr: microToIdr(row.cost_micro),
-    key_id: row.key_id,
-    ...(row.tools_omitted ? { tools_omitted: JSON.parse(row.tools_omitted) as string[] } : {}),
-  };
-}
-
-export function freeTokenWindowStart(windowSeconds: number, now: number): number {
-  return Math.floor(now / (windowSeconds * 1000)) * windowSeconds * 1000;
 }
 
 function prepare(db: DB) {

@@ -1,6 +1,6 @@
-import { CatalogMemory, type CatalogRows } from "./catalog-memory.js";
+import { CatalogMemory, type CatalogRows } from "../catalog-memory.js";
+import type { Catalog, CatalogRepository } from "../types.js";
 import type { DB } from "./db.js";
-import type { Catalog, CatalogRepository } from "./types.js";
 
 /**
  * The catalog on SQLite, read whole into memory when first needed: its rows change only when a

@@ -1,5 +1,6 @@
-import { type FileLock, lockFile } from "../store/file-lock.js";
-import { liveServeRecord, readServeRecordOf } from "../store/serve-record.js";
+import { liveServeRecord } from "../../store/serve-record.js";
+import { type FileLock, lockFile } from "../../store/sqlite/file-lock.js";
+import { readServeRecordOf } from "../../store/sqlite/serve-record.js";
 
 /**
  * A second gateway on a database file that one already serves: refused before it opens the

@@ -1,35 +1,6 @@
-import type { Context } from "hono";
 import type { ZodType } from "zod";
-import type { KeyWithAccount } from "../store/types.js";
-import type { OwnerSession } from "./auth/owner-session.js";
-import type { ErrorStyle } from "./errors.js";
-
-/** The caller a key check found. */
-export interface AuthInfo {
-  key: KeyWithAccount;
-  accountId: string;
-}
-
-/** A route's body limit, which every body reader enforces. */
-export interface BodyLimit {
-  bytes: number;
-  /** The refusal, in the style of the routes it guards. */
-  tooLarge: () => Error;
-}
-
-/** What the registration learns before a handler runs, set only for the routes that need it. */
-export type AppEnv = {
-  Variables: {
-    /** The caller's key (access `key`, `any-key`, `login`). */
-    auth: AuthInfo;
-    /** The owner's dashboard session (access `owner`, `owner-page`). */
-    owner: OwnerSession;
-    /** A dashboard form, read and CSRF-checked (access `owner-page`, POST). */
-    form: Record<string, unknown>;
-    /** The route's body limit, which every body reader enforces. */
-    bodyLimit: BodyLimit;
-  };
-};
+import type { ErrorStyle } from "../errors.js";
+import type { BodyLimit, Handler } from "./context.js";
 
 /**
  * Who may call a route; the registration checks it before the handler runs.
@@ -45,8 +16,6 @@ export type AppEnv = {
 export type Access = "public" | "key" | "any-key" | "login" | "admin" | "owner" | "owner-page";
 
 export type Method = "GET" | "POST" | "PUT" | "PATCH" | "DELETE" | "OPTIONS";
-
-export type Handler = (c: Context<AppEnv>) => Response | Promise<Response>;
 
 /** One row of the route table (`routes/index.ts`). */
 export interface Route {

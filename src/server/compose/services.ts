@@ -1,19 +1,19 @@
-import type { Repositories } from "../store/repositories.js";
-import type { GatewayStore } from "../store/types.js";
-import { SuspensionWatch } from "./auth/suspension-watch.js";
-import type { Backend } from "./backend.js";
-import type { Ledger } from "./billing/ledger.js";
-import type { Clock } from "./clock.js";
-import { Dispatcher } from "./dispatch/dispatcher.js";
-import { KeyPools } from "./dispatch/key-pool.js";
-import type { ForwardingOptions } from "./http/request.js";
-import type { CassetteOptions } from "./kit/cassettes.js";
-import { RequestInspector } from "./kit/inspect.js";
-import { KitUpstream } from "./kit/kit-upstream.js";
-import { RequestLimits } from "./limits/request-limits.js";
-import { SharedKeyLimiter } from "./limits/shared-key.js";
-import { UpstreamHttp } from "./providers/http-upstream.js";
-import { MockScript } from "./providers/mock/mock-script.js";
+import type { Repositories } from "../../store/repositories.js";
+import type { GatewayStore } from "../../store/types.js";
+import { SuspensionWatch } from "../auth/suspension-watch.js";
+import type { Backend } from "../backends/backend.js";
+import type { Ledger } from "../billing/ledger.js";
+import { Dispatcher } from "../dispatch/dispatcher.js";
+import { KeyPools } from "../dispatch/key-pool.js";
+import type { ForwardingOptions } from "../http/request.js";
+import type { CassetteOptions } from "../kit/cassettes.js";
+import { RequestInspector } from "../kit/inspect.js";
+import { KitUpstream } from "../kit/kit-upstream.js";
+import { RequestLimits } from "../limits/request-limits.js";
+import { SharedKeyLimiter } from "../limits/shared-key.js";
+import { UpstreamHttp } from "../providers/http-upstream.js";
+import { MockScript } from "../providers/mock/mock-script.js";
+import type { Clock } from "../time/clock.js";
 
 export interface ServerOptions extends ForwardingOptions {
   /** Interval of SSE keepalive comments while a stream waits for its first token. */

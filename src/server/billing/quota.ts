@@ -1,13 +1,19 @@
-import { microToIdr } from "../store/money.js";
-import { type ByokRow, parseSubscription } from "../store/types.js";
-import { nextUtcMidnight, subscriptionWindowStart, utcDay } from "../store/utc-windows.js";
-import { GatewayError } from "./errors.js";
-import type { Services } from "./services.js";
+import { microToIdr } from "../../store/money.js";
+import type { GatewayStore } from "../../store/types.js";
+import { parseSubscription } from "../../store/types.js";
+import { nextUtcMidnight, subscriptionWindowStart, utcDay } from "../../store/utc-windows.js";
+import { GatewayError } from "../errors.js";
+import type { Ledger } from "./ledger.js";
 
-/** The JSON shapes both the API and the dashboard show. */
+/** What an account's quota is read from (the gateway's services are one). */
+export interface QuotaSources {
+  store: GatewayStore;
+  ledger: Ledger;
+  options: { now: () => number };
+}
 
 /** What the account can spend now: the quota endpoint's body, also shown on the dashboard. */
-export async function quota(services: Services, accountId: string) {
+export async function quota(services: QuotaSources, accountId: string) {
   const account = await services.store.readAccount(accountId);
   if (!account) throw new GatewayError(500, "internal_error", "account missing");
   const now = services.options.now();
@@ -80,15 +86,3 @@ export async function quota(services: Services, accountId: string) {
 }
 
 const iso = (ms: number) => new Date(ms).toISOString();
-
-/** A linked provider key is never returned whole: only its last four characters. */
-export function byokView(b: ByokRow) {
-  return {
-    id: b.id,
-    provider: b.provider_id,
-    label: b.label,
-    position: b.position,
-    key_hint: `...${b.secret.slice(-4)}`,
-    created_at: b.created_at,
-  };
-}

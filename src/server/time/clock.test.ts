@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
+import { GatewayError } from "../errors.js";
 import { ManualClock } from "./clock.js";
-import { GatewayError } from "./errors.js";
 
 describe("ManualClock", () => {
   it("stands still until moved; a wait ends when the clock passes its deadline, in deadline order", async () => {

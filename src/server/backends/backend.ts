@@ -1,8 +1,8 @@
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
-import type { Repositories } from "../store/repositories.js";
-import type { GatewayStore, KeyPoolSync, LimitCounters } from "../store/types.js";
-import type { Ledger } from "./billing/ledger.js";
+import type { Repositories } from "../../store/repositories.js";
+import type { GatewayStore, KeyPoolSync, LimitCounters } from "../../store/types.js";
+import type { Ledger } from "../billing/ledger.js";
 
 /**
  * Where a gateway keeps its state, and what only that backend can do: SQLite (one gateway per

@@ -2,9 +2,9 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll } from "vitest";
-import { describeStore } from "../../test/support/store-contract.js";
+import { describeStore } from "../../../test/support/store-contract.js";
+import type { GatewayStore } from "../types.js";
 import { Store } from "./store.js";
-import type { GatewayStore } from "./types.js";
 
 const dir = mkdtempSync(join(tmpdir(), "gateway-store-contract-"));
 let count = 0;

@@ -1,5 +1,5 @@
 import Database from "better-sqlite3";
-import { ensurePrivateFile } from "./private-files.js";
+import { ensurePrivateFile } from "../private-files.js";
 
 export interface FileLock {
   release(): void;

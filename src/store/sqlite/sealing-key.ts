@@ -1,8 +1,9 @@
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import Database from "better-sqlite3";
-import { keychainService, keychainTimeoutMs, openKeychain, withTimeout } from "./os-keychain.js";
-import { keyFileOf, SecretBox, SecretKeyError, secretKeyEnv } from "./secret-box.js";
+import { keychainService, keychainTimeoutMs, openKeychain, withTimeout } from "../os-keychain.js";
+import { SecretBox, SecretKeyError, secretKeyEnv } from "../secret-box.js";
+import { keyFileOf } from "./byok-sealing.js";
 
 /**
  * Where a SQLite database's BYOK sealing key lives, in order:

@@ -1,14 +1,15 @@
 import type { Statement } from "better-sqlite3";
-import type { DB } from "./db.js";
-import { pickColumns, type SqliteAccounts } from "./sqlite-accounts.js";
-import { freeTokenWindowStart } from "./sqlite-usage.js";
 import {
   type AccountPatch,
   type LedgerRepository,
   type LedgerWrite,
   moneyColumns,
+  pickColumns,
   profileColumns,
-} from "./types.js";
+} from "../types.js";
+import { freeTokenWindowStart } from "../usage-rows.js";
+import type { SqliteAccounts } from "./accounts.js";
+import type { DB } from "./db.js";
 
 /** How many values a request_log row has; a journal line written before the last was added has fewer. */
 const logColumns = 19;

@@ -1,5 +1,5 @@
-import { clientClosed } from "./errors.js";
-import type { GoneSignal } from "./http/client-signal.js";
+import { clientClosed } from "../errors.js";
+import type { GoneSignal } from "./gone-signal.js";
 
 /** Waits `ms`; a client that leaves meanwhile (the signal aborts) ends the wait with client_closed. */
 export function sleep(ms: number, signal?: GoneSignal): Promise<void> {

@@ -9,8 +9,8 @@ import { fileURLToPath } from "node:url";
  * Decided once per process, from where this package is, the PATH and the working directory.
  */
 
-/** dist/server/ or src/server/, two folders below the package root. */
-const packageRoot = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+/** dist/ or src/, one folder below the package root. */
+const packageRoot = join(dirname(fileURLToPath(import.meta.url)), "..");
 const bin = join(packageRoot, "bin", "gateway");
 
 const real = (path: string): string | undefined => {

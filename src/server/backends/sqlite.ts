@@ -1,9 +1,9 @@
-import { keychainSealingKey } from "../store/sealing-key.js";
-import { secretKeyEnv } from "../store/secret-box.js";
-import { Store } from "../store/store.js";
+import { secretKeyEnv } from "../../store/secret-box.js";
+import { keychainSealingKey } from "../../store/sqlite/sealing-key.js";
+import { Store } from "../../store/sqlite/store.js";
+import { ProcessLedger } from "../billing/ledger.js";
+import { wireNames } from "../providers/registry.js";
 import { type Backend, instanceId } from "./backend.js";
-import { ProcessLedger } from "./billing/ledger.js";
-import { wireNames } from "./providers/registry.js";
 import { lockDatabase } from "./serve-lock.js";
 
 /** A gateway on its own SQLite file: decisions in this process, the file locked to it. */

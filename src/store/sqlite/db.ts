@@ -1,6 +1,6 @@
 import Database from "better-sqlite3";
+import { ensurePrivateFile, tightenPrivateFile } from "../private-files.js";
 import { migrations } from "./migrations.js";
-import { ensurePrivateFile, tightenPrivateFile } from "./private-files.js";
 
 export type DB = Database.Database;
 

@@ -1,0 +1,13 @@
+import type { ByokRow } from "../../store/types.js";
+
+/** A linked provider key is never returned whole: only its last four characters. */
+export function byokView(b: ByokRow) {
+  return {
+    id: b.id,
+    provider: b.provider_id,
+    label: b.label,
+    position: b.position,
+    key_hint: `...${b.secret.slice(-4)}`,
+    created_at: b.created_at,
+  };
+}

@@ -1,0 +1,19 @@
+/**
+ * What the request path needs to know of a client that may leave: whether it has, and a way to be
+ * told. An AbortSignal is one; `ClientGone` is a far cheaper one.
+ */
+export interface GoneSignal {
+  readonly aborted: boolean;
+  readonly reason: unknown;
+  addEventListener(type: "abort", listener: () => void, options?: { once?: boolean }): void;
+  removeEventListener(type: "abort", listener: () => void): void;
+}
+
+/** A real AbortSignal that follows `gone`, for APIs that take nothing else. */
+export function abortSignalOf(gone: GoneSignal): AbortSignal {
+  if (gone instanceof AbortSignal) return gone;
+  const abort = new AbortController();
+  if (gone.aborted) abort.abort(gone.reason);
+  else gone.addEventListener("abort", () => abort.abort(gone.reason), { once: true });
+  return abort.signal;
+}

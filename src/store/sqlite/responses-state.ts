@@ -1,0 +1,315 @@
+import type { Statement } from "better-sqlite3";
+import {
+  type ConversationRow,
+  conversationFromRow,
+  type ItemPage,
+  type ItemPageQuery,
+  itemIdsOf,
+  itemIn,
+  PRUNE_EVERY_MS,
+  pageOf,
+  previousLink,
+  type ResponseRow,
+  type ResponsesStateRepository,
+  responseFromRow,
+  type StateItem,
+  type StoredConversation,
+  type StoredResponse,
+  type StoredTurn,
+  stateSql,
+} from "../responses-state.js";
+import type { DB } from "./db.js";
+import { immediateTransactions } from "./immediate.js";
+
+const sqliteParam = (n: number) => `@p${n}`;
+
+export class SqliteResponsesState implements ResponsesStateRepository {
+  private readonly immediate: <T>(fn: () => T) => T;
+  private prunedAt = Number.NEGATIVE_INFINITY;
+  private readonly s: Record<
+    | "findResponse"
+    | "chain"
+    | "deleteResponse"
+    | "putResponseItem"
+    | "findItem"
+    | "pruneResponseItems"
+    | "putResponse"
+    | "stretchChain"
+    | "pruneResponses"
+    | "pruneItems"
+    | "pruneConversations"
+    | "findConversation"
+    | "putConversation"
+    | "touchConversation"
+    | "setMetadata"
+    | "deleteConversation"
+    | "deleteItems"
+    | "items"
+    | "putItem"
+    | "findConversationItem"
+    | "deleteItem",
+    Statement
+  >;
+
+  constructor(db: DB) {
+    this.immediate = immediateTransactions(db);
+    this.s = {
+      findResponse: db.prepare(
+        "SELECT * FROM stored_responses WHERE account_id = ? AND id = ? AND expires_at > ?",
+      ),
+      chain: db.prepare(stateSql.chain(sqliteParam)),
+      deleteResponse: db.prepare(
+        "DELETE FROM stored_responses WHERE account_id = ? AND id = ? AND expires_at > ?",
+      ),
+      putResponse: db.prepare(
+        `INSERT OR REPLACE INTO stored_responses (account_id, id, previous_response_id,
+          native_provider_id, response_json, input_items_json, created_at, expires_at)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+      ),
+      stretchChain: db.prepare(stateSql.stretchChain(sqliteParam, "MAX")),
+      putResponseItem: db.prepare(
+        "INSERT OR REPLACE INTO response_items (account_id, item_id, response_id) VALUES (?, ?, ?)",
+      ),
+      findItem: db.prepare(
+        `SELECT r.* FROM response_items i JOIN stored_responses r
+          ON r.account_id = i.account_id AND r.id = i.response_id
+        WHERE i.account_id = ? AND i.item_id = ? AND r.expires_at > ?`,
+      ),
+      pruneResponseItems: db.prepare(
+        `DELETE FROM response_items WHERE NOT EXISTS (SELECT 1 FROM stored_responses r
+          WHERE r.account_id = response_items.account_id AND r.id = response_items.response_id)`,
+      ),
+      pruneResponses: db.prepare("DELETE FROM stored_responses WHERE expires_at <= ?"),
+      pruneItems: db.prepare(
+        `DELETE FROM conversation_items WHERE (account_id, conversation_id) IN
+          (SELECT account_id, id FROM conversations WHERE expires_at <= ?)`,
+      ),
+      pruneConversations: db.prepare("DELETE FROM conversations WHERE expires_at <= ?"),
+      findConversation: db.prepare(
+        "SELECT * FROM conversations WHERE account_id = ? AND id = ? AND expires_at > ?",
+      ),
+      putConversation: db.prepare(
+        `INSERT INTO conversations (account_id, id, metadata_json, created_at, expires_at)
+        VALUES (?, ?, ?, ?, ?)`,
+      ),
+      touchConversation: db.prepare(
+        "UPDATE conversations SET expires_at = ? WHERE account_id = ? AND id = ? AND expires_at > ?",
+      ),
+      setMetadata: db.prepare(
+        `UPDATE conversations SET metadata_json = ?, expires_at = ?
+        WHERE account_id = ? AND id = ? AND expires_at > ? RETURNING *`,
+      ),
+      deleteConversation: db.prepare(
+        "DELETE FROM conversations WHERE account_id = ? AND id = ? AND expires_at > ?",
+      ),
+      deleteItems: db.prepare(
+        "DELETE FROM conversation_items WHERE account_id = ? AND conversation_id = ?",
+      ),
+      items: db.prepare(
+        `SELECT item_id, item_json FROM conversation_items
+        WHERE account_id = ? AND conversation_id = ? ORDER BY seq`,
+      ),
+      putItem: db.prepare(
+        `INSERT OR IGNORE INTO conversation_items (account_id, conversation_id, item_id, item_json)
+        VALUES (?, ?, ?, ?)`,
+      ),
+      findConversationItem: db.prepare(
+        `SELECT item_json FROM conversation_items
+        WHERE account_id = ? AND conversation_id = ? AND item_id = ?`,
+      ),
+      deleteItem: db.prepare(
+        "DELETE FROM conversation_items WHERE account_id = ? AND conversation_id = ? AND item_id = ?",
+      ),
+    };
+  }
+
+  async findResponse(
+    accountId: string,
+    id: string,
+    now: number,
+  ): Promise<StoredResponse | undefined> {
+    const row = this.s.findResponse.get(accountId, id, now) as ResponseRow | undefined;
+    return row ? responseFromRow(row) : undefined;
+  }
+
+  async responseChain(
+    accountId: string,
+    id: string,
+    now: number,
+  ): Promise<StoredResponse[] | undefined> {
+    const rows = (this.s.chain.all({ p1: id, p2: accountId, p3: now }) as ResponseRow[]).map(
+      responseFromRow,
+    );
+    return rows.at(-1)?.id === id ? rows : undefined;
+  }
+
+  async deleteResponse(accountId: string, id: string, now: number): Promise<boolean> {
+    return this.s.deleteResponse.run(accountId, id, now).changes > 0;
+  }
+
+  async findItems(accountId: string, ids: string[], now: number): Promise<StateItem[]> {
+    const found: StateItem[] = [];
+    for (const id of ids) {
+      const row = this.s.findItem.get(accountId, id, now) as ResponseRow | undefined;
+      const item = row ? itemIn(row, id) : undefined;
+      if (item) found.push(item);
+    }
+    return found;
+  }
+
+  async saveTurn(turn: StoredTurn): Promise<void> {
+    const { accountId, response, conversation, now, expiresAt } = turn;
+    this.immediate(() => {
+      this.prune(now);
+      if (response) {
+        const previous = previousLink(response);
+        this.s.putResponse.run(
+          accountId,
+          response.id,
+          previous,
+          response.nativeProviderId,
+          JSON.stringify(response.response),
+          JSON.stringify(response.inputItems),
+          response.createdAt,
+          expiresAt,
+        );
+        for (const itemId of itemIdsOf(response))
+          this.s.putResponseItem.run(accountId, itemId, response.id);
+        if (previous) this.s.stretchChain.run({ p1: previous, p2: accountId, p3: expiresAt });
+      }
+      if (conversation) this.append(accountId, conversation.id, conversation.items, now, expiresAt);
+    });
+  }
+
+  async createConversation(
+    conversation: StoredConversation,
+    items: StateItem[],
+    expiresAt: number,
+  ): Promise<void> {
+    const { accountId, id, createdAt } = conversation;
+    this.immediate(() => {
+      this.prune(createdAt);
+      this.s.putConversation.run(
+        accountId,
+        id,
+        JSON.stringify(conversation.metadata),
+        createdAt,
+        expiresAt,
+      );
+      for (const item of items)
+        this.s.putItem.run(accountId, id, String(item.id), JSON.stringify(item));
+    });
+  }
+
+  async findConversation(
+    accountId: string,
+    id: string,
+    now: number,
+  ): Promise<StoredConversation | undefined> {
+    const row = this.s.findConversation.get(accountId, id, now) as ConversationRow | undefined;
+    return row ? conversationFromRow(row) : undefined;
+  }
+
+  async updateConversation(
+    accountId: string,
+    id: string,
+    metadata: Record<string, string>,
+    now: number,
+    expiresAt: number,
+  ): Promise<StoredConversation | undefined> {
+    const row = this.s.setMetadata.get(JSON.stringify(metadata), expiresAt, accountId, id, now) as
+      | ConversationRow
+      | undefined;
+    return row ? conversationFromRow(row) : undefined;
+  }
+
+  async deleteConversation(accountId: string, id: string, now: number): Promise<boolean> {
+    return this.immediate(() => {
+      if (this.s.deleteConversation.run(accountId, id, now).changes === 0) return false;
+      this.s.deleteItems.run(accountId, id);
+      return true;
+    });
+  }
+
+  async listItems(
+    accountId: string,
+    conversationId: string,
+    now: number,
+    page?: ItemPageQuery,
+  ): Promise<ItemPage | undefined> {
+    if (!this.s.findConversation.get(accountId, conversationId, now)) return undefined;
+    const rows = this.s.items.all(accountId, conversationId) as {
+      item_id: string;
+      item_json: string;
+    }[];
+    const chosen = page ? pageOf(rows, page) : { rows, hasMore: false };
+    return {
+      items: chosen.rows.map((row) => JSON.parse(row.item_json) as StateItem),
+      hasMore: chosen.hasMore,
+    };
+  }
+
+  async addItems(
+    accountId: string,
+    conversationId: string,
+    items: StateItem[],
+    now: number,
+    expiresAt: number,
+  ): Promise<StateItem[] | undefined> {
+    return this.immediate(() => this.append(accountId, conversationId, items, now, expiresAt));
+  }
+
+  async findItem(
+    accountId: string,
+    conversationId: string,
+    itemId: string,
+    now: number,
+  ): Promise<StateItem | undefined> {
+    if (!this.s.findConversation.get(accountId, conversationId, now)) return undefined;
+    const row = this.s.findConversationItem.get(accountId, conversationId, itemId) as
+      | { item_json: string }
+      | undefined;
+    return row ? (JSON.parse(row.item_json) as StateItem) : undefined;
+  }
+
+  async deleteItem(
+    accountId: string,
+    conversationId: string,
+    itemId: string,
+    now: number,
+  ): Promise<StoredConversation | undefined> {
+    return this.immediate(() => {
+      const row = this.s.findConversation.get(accountId, conversationId, now) as
+        | ConversationRow
+        | undefined;
+      if (!row) return undefined;
+      if (this.s.deleteItem.run(accountId, conversationId, itemId).changes === 0) return undefined;
+      return conversationFromRow(row);
+    });
+  }
+
+  private append(
+    accountId: string,
+    conversationId: string,
+    items: StateItem[],
+    now: number,
+    expiresAt: number,
+  ): StateItem[] | undefined {
+    if (this.s.touchConversation.run(expiresAt, accountId, conversationId, now).changes === 0)
+      return undefined;
+    return items.filter(
+      (item) =>
+        this.s.putItem.run(accountId, conversationId, String(item.id), JSON.stringify(item))
+          .changes > 0,
+    );
+  }
+
+  private prune(now: number): void {
+    if (Math.abs(now - this.prunedAt) < PRUNE_EVERY_MS) return;
+    this.prunedAt = now;
+    this.s.pruneResponses.run(now);
+    this.s.pruneResponseItems.run();
+    this.s.pruneItems.run(now);
+    this.s.pruneConversations.run(now);
+  }
+}
