@@ -68,12 +68,3 @@ export class ClientGone implements GoneSignal {
     if (at !== -1) this.listeners.splice(at, 1);
   }
 }
-
-/** A real AbortSignal that follows `gone`, for APIs that take nothing else. */
-export function abortSignalOf(gone: GoneSignal): AbortSignal {
-  if (gone instanceof AbortSignal) return gone;
-  const abort = new AbortController();
-  if (gone.aborted) abort.abort(gone.reason);
-  else gone.addEventListener("abort", () => abort.abort(gone.reason), { once: true });
-  return abort.signal;
-}
