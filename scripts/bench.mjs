@@ -28,12 +28,14 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { startGateway } from "../dist/index.js";
 import { startBareProxy } from "./bench-bare-proxy.mjs";
+import { cgroupMissing, favourCpu, releaseCgroups } from "./bench-cgroup.mjs";
 import { benchBody, benchConfig, benchHeaders, benchKey } from "./bench-config.mjs";
 import { runLoad } from "./bench-load.mjs";
 import { startMinimalGateway } from "./bench-minimal-gateway.mjs";
 import {
   postgresCpuUs,
   postgresMissing,
+  postgresPids,
   processCpuUs,
   startPostgresBench,
 } from "./bench-postgres.mjs";
@@ -51,6 +53,9 @@ const seconds = Number(process.env.BENCH_SECONDS ?? 5);
 const durationMs = seconds * 1000;
 const warmupMs = Math.min(1000, durationMs / 2);
 const alternateWarmupMs = 3000;
+// The CPU quota of each gateway in the quota rows: small enough that the gateways, not the load
+// generator, the upstream or Postgres sharing the machine, are what runs out.
+const gatewayCpus = Number(process.env.BENCH_GATEWAY_CPUS ?? 0.25);
 
 function child(script, ready) {
   // execArgv: [] keeps --cpu-prof (and friends) on the gateway process only.
@@ -64,9 +69,10 @@ function child(script, ready) {
   };
 }
 
-async function load(options) {
+async function load(options, favoured) {
   if (inline) return runLoad(options);
   const { proc } = child("bench-load.mjs");
+  if (favoured) favourCpu(proc.pid);
   const result = new Promise((resolve, reject) => {
     proc.once("message", resolve);
     proc.once("exit", (code) =>
@@ -219,25 +225,41 @@ const scenarios = [
     connections: 50,
     stream: false,
   },
+  // The same, each gateway process held to one CPU quota (a cgroup of its own, as a container
+  // gets): what a second gateway adds when each has its own share of a machine.
+  ...[1, 2].map((count) => ({
+    id: `gw-pgq${count}-50`,
+    label: `${count} gateway process${count === 1 ? "" : "es"} on Postgres, ${gatewayCpus} CPU each, JSON`,
+    postgres: count,
+    cpus: gatewayCpus,
+    connections: 50,
+    stream: false,
+  })),
 ];
 const selected = scenarios.filter((s) => !only || only.includes(s.id));
 
 // Started when the first Postgres row runs, so the rows before it measure what they always did.
 const postgresSkipped = selected.some((s) => s.postgres) ? postgresMissing() : undefined;
+const quotaSkipped = selected.some((s) => s.cpus) ? cgroupMissing() : undefined;
 let postgres;
 const postgresTargets = new Map();
-async function postgresTarget(kind) {
-  if (postgresTargets.has(kind)) return postgresTargets.get(kind);
+async function postgresTarget(kind, cpus) {
+  const key = `${kind}/${cpus ?? ""}`;
+  if (postgresTargets.has(key)) return postgresTargets.get(key);
   postgres ??= await startPostgresBench(startGateway, dir);
   let target;
   if (kind === "in-process") {
     const gateway = await postgres.gateway(gatewayOptions);
-    target = { url: gateway.url, port: gateway.port, pids: [] };
+    target = { url: gateway.url, port: gateway.port, pids: [], database: gateway.database };
   } else {
-    const gateways = await postgres.processes(kind, gatewayOptions.config);
-    target = { url: gateways.map((g) => g.url), pids: gateways.map((g) => g.pid) };
+    const gateways = await postgres.processes(kind, gatewayOptions.config, cpus);
+    target = {
+      url: gateways.map((g) => g.url),
+      pids: gateways.map((g) => g.pid),
+      database: gateways.database,
+    };
   }
-  postgresTargets.set(kind, target);
+  postgresTargets.set(key, target);
   return target;
 }
 
@@ -261,29 +283,38 @@ function sampleMemory() {
 const results = new Map();
 try {
   for (const s of selected) {
-    if (s.postgres && postgresSkipped) continue;
-    const pgTarget = s.postgres ? await postgresTarget(s.postgres) : undefined;
+    if ((s.postgres && postgresSkipped) || (s.cpus && quotaSkipped)) continue;
+    const pgTarget = s.postgres ? await postgresTarget(s.postgres, s.cpus) : undefined;
+    if (s.cpus) {
+      // Moved for the quota rows only, which run last: the rows before measure as they did.
+      favourCpu(upstreamChild.proc.pid);
+      for (const pid of postgresPids(postgres.server.pid)) favourCpu(pid);
+    }
     const port = s.target === gw.url ? gw.port : pgTarget?.port;
     const stages =
       stagesWanted && port !== undefined && s.connections === 1 ? collectStages(port) : undefined;
     const cpuBefore = process.cpuUsage();
     const childCpuBefore = pgTarget?.pids.map((pid) => processCpuUs(pid));
     const dbCpuBefore = s.postgres ? postgresCpuUs(postgres.server.pid) : undefined;
+    const statementsBefore = pgTarget ? await postgres.statements(pgTarget.database) : undefined;
     const upstreamCpuBefore = processCpuUs(upstreamChild.proc.pid);
     const memory = sampleMemory();
-    const r = await load({
-      url: s.alternate ? [upstreamUrl, gw.url, pgTarget.url] : (pgTarget?.url ?? s.target),
-      alternate: s.alternate,
-      path: "/v1/chat/completions",
-      headers: benchHeaders,
-      body: benchBody(s.stream, s.pace),
-      connections: s.connections,
-      durationMs,
-      // The alternating row's gateways get a longer warm-up: a fresh Postgres gateway and
-      // database are still settling (JIT tiers, the new tables' first analyses) after one second.
-      warmupMs: s.alternate ? Math.max(warmupMs, alternateWarmupMs) : warmupMs,
-      stream: s.stream,
-    });
+    const r = await load(
+      {
+        url: s.alternate ? [upstreamUrl, gw.url, pgTarget.url] : (pgTarget?.url ?? s.target),
+        alternate: s.alternate,
+        path: "/v1/chat/completions",
+        headers: benchHeaders,
+        body: benchBody(s.stream, s.pace),
+        connections: s.connections,
+        durationMs,
+        // The alternating row's gateways get a longer warm-up: a fresh Postgres gateway and
+        // database are still settling (JIT tiers, the new tables' first analyses) after one second.
+        warmupMs: s.alternate ? Math.max(warmupMs, alternateWarmupMs) : warmupMs,
+        stream: s.stream,
+      },
+      s.cpus !== undefined,
+    );
     const cpu = process.cpuUsage(cpuBefore);
     r.memory = memory.stop();
     // CPU per request over warm-up and run together: the gateway's (this process, or the gateway
@@ -295,8 +326,12 @@ try {
       childCpu?.length ? childCpu.reduce((a, b) => a + b) : cpu.user + cpu.system,
     );
     if (childCpu?.length) r.cpuShares = childCpu.map((us) => Math.round(perRequest(us)));
-    if (s.postgres)
+    if (s.postgres) {
       r.dbCpuPerRequestUs = perRequest(postgresCpuUs(postgres.server.pid) - dbCpuBefore);
+      r.statementsPerRequest = perRequest(
+        (await postgres.statements(pgTarget.database)) - statementsBefore,
+      );
+    }
     if (stages) r.stages = stages.stop();
     // The bench's own processes share the machine with the gateway: what they cost is what the
     // gateway could not have.
@@ -310,6 +345,7 @@ try {
 } finally {
   await gw.close();
   await postgres?.stop();
+  releaseCgroups();
   await bare.close();
   await minimal.close();
   upstreamChild.proc.kill();
@@ -331,6 +367,9 @@ const rows = scenarios
     const dbCpu = Number.isFinite(r.dbCpuPerRequestUs)
       ? Math.round(r.dbCpuPerRequestUs).toString()
       : "-";
+    const statements = Number.isFinite(r.statementsPerRequest)
+      ? r.statementsPerRequest.toFixed(2)
+      : "-";
     return [
       s.label,
       String(s.connections),
@@ -341,6 +380,7 @@ const rows = scenarios
       ms(r.ttfbP99),
       cpu,
       dbCpu,
+      statements,
       s.target === gw.url || s.postgres === "in-process" ? String(mb(r.memory.rss)) : "-",
       String(r.errors),
     ];
@@ -355,6 +395,7 @@ const head = [
   "TTFB p99",
   "gw CPU us/req",
   "db CPU us/req",
+  "db stmts/req",
   "peak RSS MB",
   "errors",
 ];
@@ -436,6 +477,45 @@ if (postgresSkipped) {
     );
   }
   console.log(
-    `JSON throughput at 50 connections:           SQLite ${rps("gw-50")}, Postgres ${rps("gw-pg-50")}; gateway processes on Postgres: one ${rps("gw-pgp-50")}, two ${rps("gw-pg2-50")} req/s (target: two serve more than one)`,
+    `JSON throughput at 50 connections:           SQLite ${rps("gw-50")}, Postgres ${rps("gw-pg-50")}; gateway processes on Postgres: one ${rps("gw-pgp-50")}, two ${rps("gw-pg2-50")} req/s`,
   );
+  printScaleModel();
+  const [oneQ, twoQ] = [results.get("gw-pgq1-50"), results.get("gw-pgq2-50")];
+  if (quotaSkipped) console.log(`CPU-quota rows skipped: ${quotaSkipped}`);
+  else if (oneQ && twoQ) {
+    console.log(
+      `gateways held to ${gatewayCpus} CPU each, 50 connections: one ${Math.round(oneQ.rps)}, two ${Math.round(twoQ.rps)} req/s: two serve ${(twoQ.rps / oneQ.rps).toFixed(2)}x what one does (floor >= 1.6x)`,
+    );
+  }
+}
+
+/**
+ * Requests/s that N gateways on a K-core Postgres could serve, from what a request cost each side
+ * at 50 connections: each gateway process has a core (Node runs a request on one thread), and the
+ * database's cores are shared by all. N >= 2 uses the two-gateway row (smaller batches per
+ * gateway cost the database more per request than one gateway's). A linear model: it holds while
+ * neither side's cost per request grows with the load, and says which side runs out first.
+ */
+function printScaleModel() {
+  const one = results.get("gw-pgp-50");
+  const two = results.get("gw-pg2-50");
+  if (!one || !two) return;
+  const perSide = (r) =>
+    `gateway ${Math.round(r.cpuPerRequestUs)} us, Postgres ${Math.round(r.dbCpuPerRequestUs)} us and ${r.statementsPerRequest.toFixed(2)} statements`;
+  console.log(`\nscale model, per request at 50 connections: one gateway process ${perSide(one)};`);
+  console.log(`  two gateway processes ${perSide(two)} (their CPU summed)`);
+  const cores = [2, 4, 8, 16];
+  const gateways = [1, 2, 4, 8, 16];
+  console.log(
+    `  projected req/s, N gateways (one core each) on a K-core Postgres: ${cores.map((k) => `K=${k}`).join(", ")}`,
+  );
+  for (const n of gateways) {
+    const r = n === 1 ? one : two;
+    const projected = cores.map((k) =>
+      Math.round(Math.min((n * 1e6) / r.cpuPerRequestUs, (k * 1e6) / r.dbCpuPerRequestUs)),
+    );
+    console.log(
+      `    N=${String(n).padEnd(2)} ${projected.map((v) => String(v).padStart(7)).join(" ")}`,
+    );
+  }
 }
