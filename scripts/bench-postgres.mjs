@@ -108,10 +108,11 @@ for (const signal of ["SIGINT", "SIGTERM"]) {
 }
 
 /**
- * `gateway serve` on `db`, resolved with its URL and pid once it prints its ready line.
+ * `gateway serve` on `db` (a URL or a SQLite file), resolved with its URL and pid once it prints
+ * its ready line.
  * BENCH_SERVE_NODE_ARGS gives its Node flags (`--cpu-prof --cpu-prof-dir=prof`: a profile each).
  */
-function serveProcess(db, configFile) {
+export function serveProcess(db, configFile) {
   const nodeArgs = process.env.BENCH_SERVE_NODE_ARGS?.split(" ").filter(Boolean) ?? [];
   const args = [...nodeArgs, gatewayBin, "serve", "--db", db, "--config", configFile];
   args.push("--port", "0", "--json", "--quiet");

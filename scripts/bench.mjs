@@ -22,7 +22,7 @@
 // `gateway serve` processes, one and then two on one database with the connections dealt out over
 // both. Their `db CPU` is the server's (every Postgres process) per request.
 import { fork } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -37,6 +37,7 @@ import {
   postgresMissing,
   postgresPids,
   processCpuUs,
+  serveProcess,
   startPostgresBench,
 } from "./bench-postgres.mjs";
 import { collectStages } from "./bench-stages.mjs";
@@ -57,9 +58,9 @@ const alternateWarmupMs = 3000;
 // generator, the upstream or Postgres sharing the machine, are what runs out.
 const gatewayCpus = Number(process.env.BENCH_GATEWAY_CPUS ?? 0.25);
 
-function child(script, ready) {
+function child(script, ready, args = []) {
   // execArgv: [] keeps --cpu-prof (and friends) on the gateway process only.
-  const proc = fork(join(here, script), ["--child"], {
+  const proc = fork(join(here, script), ["--child", ...args], {
     stdio: ["ignore", "inherit", "inherit", "ipc"],
     execArgv: [],
   });
@@ -102,6 +103,22 @@ const gatewayOptions = {
 const gw = await startGateway({ ...gatewayOptions, db: join(dir, "bench.db") });
 
 const bare = await startBareProxy(upstreamUrl);
+// The gateway and the bare proxy again, each alone in a process, started for their rows.
+const ownProcesses = new Map();
+async function ownProcess(kind) {
+  if (ownProcesses.has(kind)) return ownProcesses.get(kind);
+  let started;
+  if (kind === "bare") {
+    const { proc, ready } = child("bench-bare-proxy.mjs", true, [upstreamUrl]);
+    started = { url: (await ready).url, pid: proc.pid, stop: async () => proc.kill() };
+  } else {
+    const configFile = join(dir, "serve-config.json");
+    writeFileSync(configFile, JSON.stringify(gatewayOptions.config));
+    started = await serveProcess(join(dir, "serve.db"), configFile);
+  }
+  ownProcesses.set(kind, started);
+  return started;
+}
 const minimal = await startMinimalGateway(upstreamUrl, benchKey);
 
 const scenarios = [
@@ -120,6 +137,22 @@ const scenarios = [
     stream: false,
   },
   { id: "gw-50", label: "gateway, JSON", target: gw.url, connections: 50, stream: false },
+  // The gateway and the bare proxy each alone in a process, for their memory: the rows above
+  // share the bench's process.
+  {
+    id: "gwp-50",
+    label: "gateway serve process, JSON",
+    ownProcess: "gateway",
+    connections: 50,
+    stream: false,
+  },
+  {
+    id: "barep-50",
+    label: "bare proxy process, JSON",
+    ownProcess: "bare",
+    connections: 50,
+    stream: false,
+  },
   {
     id: "up-1",
     label: "upstream direct, JSON",
@@ -280,11 +313,24 @@ function sampleMemory() {
   };
 }
 
+/** The process's peak resident memory so far, in MB (/proc's VmHWM; NaN where there is none). */
+function peakRssMb(pid) {
+  try {
+    const text = readFileSync(`/proc/${pid}/status`, "utf8");
+    return Math.round(Number(/^VmHWM:\s+(\d+) kB/m.exec(text)?.[1]) / 1024);
+  } catch {
+    return Number.NaN;
+  }
+}
+
 const results = new Map();
 try {
   for (const s of selected) {
     if ((s.postgres && postgresSkipped) || (s.cpus && quotaSkipped)) continue;
     const pgTarget = s.postgres ? await postgresTarget(s.postgres, s.cpus) : undefined;
+    const own = s.ownProcess ? await ownProcess(s.ownProcess) : undefined;
+    const ownPid = own?.pid;
+    const ownCpuBefore = ownPid ? processCpuUs(ownPid) : undefined;
     if (s.cpus) {
       // Moved for the quota rows only, which run last: the rows before measure as they did.
       favourCpu(upstreamChild.proc.pid);
@@ -301,7 +347,9 @@ try {
     const memory = sampleMemory();
     const r = await load(
       {
-        url: s.alternate ? [upstreamUrl, gw.url, pgTarget.url] : (pgTarget?.url ?? s.target),
+        url: s.alternate
+          ? [upstreamUrl, gw.url, pgTarget.url]
+          : (pgTarget?.url ?? own?.url ?? s.target),
         alternate: s.alternate,
         path: "/v1/chat/completions",
         headers: benchHeaders,
@@ -325,6 +373,10 @@ try {
     r.cpuPerRequestUs = perRequest(
       childCpu?.length ? childCpu.reduce((a, b) => a + b) : cpu.user + cpu.system,
     );
+    if (ownPid) {
+      r.cpuPerRequestUs = perRequest(processCpuUs(ownPid) - ownCpuBefore);
+      r.ownPeakRssMb = peakRssMb(ownPid);
+    }
     if (childCpu?.length) r.cpuShares = childCpu.map((us) => Math.round(perRequest(us)));
     if (s.postgres) {
       r.dbCpuPerRequestUs = perRequest(postgresCpuUs(postgres.server.pid) - dbCpuBefore);
@@ -349,6 +401,7 @@ try {
   await bare.close();
   await minimal.close();
   upstreamChild.proc.kill();
+  for (const own of ownProcesses.values()) await own.stop();
   rmSync(dir, { recursive: true, force: true });
 }
 
@@ -359,7 +412,11 @@ const rows = scenarios
     const r = results.get(s.id);
     // An alternating row's process serves both gateways: its CPU is not one gateway's.
     const cpu =
-      (s.target === gw.url || s.target === bare.url || s.target === minimal.url || s.postgres) &&
+      (s.target === gw.url ||
+        s.target === bare.url ||
+        s.target === minimal.url ||
+        s.postgres ||
+        s.ownProcess) &&
       !inline &&
       !s.alternate
         ? Math.round(r.cpuPerRequestUs).toString()
@@ -381,7 +438,11 @@ const rows = scenarios
       cpu,
       dbCpu,
       statements,
-      s.target === gw.url || s.postgres === "in-process" ? String(mb(r.memory.rss)) : "-",
+      s.target === gw.url || s.postgres === "in-process"
+        ? String(mb(r.memory.rss))
+        : r.ownPeakRssMb !== undefined
+          ? String(r.ownPeakRssMb)
+          : "-",
       String(r.errors),
     ];
   });
@@ -462,6 +523,7 @@ console.log(
 console.log(
   `gateway's structure at 1 connection:         ${ms(added("gw-1", "min-1", "p50"))} ms (gateway minus the minimal gateway: routing, limits, dispatch layers; the minimal one commits before it answers, the gateway journals)`,
 );
+printFloors();
 if (postgresSkipped) {
   console.log(`\nPostgres rows skipped: ${postgresSkipped}`);
 } else if (selected.some((s) => s.postgres)) {
@@ -518,4 +580,72 @@ function printScaleModel() {
       `    N=${String(n).padEnd(2)} ${projected.map((v) => String(v).padStart(7)).join(" ")}`,
     );
   }
+}
+
+/**
+ * Issue 31's figures, each beside its floor from this same run: the bare proxy's (HTTP in and out,
+ * no gateway work) with the margin the issue allows, or a fixed bound.
+ */
+function printFloors() {
+  const get = (id, field) => results.get(id)?.[field];
+  const lines = [];
+  const ratio = (a, b) => (a === undefined || b === undefined ? "-" : `${(a / b).toFixed(2)}x`);
+  const us = (v) => (v === undefined ? "-" : `${Math.round(v)} us`);
+  const fig = (label, value, floor) =>
+    lines.push(`  ${label.padEnd(52)} ${value.padEnd(28)} ${floor}`);
+  const [gwRps, bareRps] = [get("gw-50", "rps"), get("bare-50", "rps")];
+  if (gwRps !== undefined && bareRps !== undefined)
+    fig(
+      "JSON req/s, 50 connections",
+      `${Math.round(gwRps)} (${ratio(gwRps, bareRps)})`,
+      `floor: the bare proxy's ${Math.round(bareRps)}`,
+    );
+  const [gwCpu50, bareCpu50] = [get("gw-50", "cpuPerRequestUs"), get("bare-50", "cpuPerRequestUs")];
+  if (gwCpu50 !== undefined && bareCpu50 !== undefined)
+    fig(
+      "CPU per request, 50 connections",
+      `${us(gwCpu50)} (${ratio(gwCpu50, bareCpu50)})`,
+      `floor: the bare proxy's ${us(bareCpu50)}`,
+    );
+  const gwAdded = added("gw-1", "up-1", "p50");
+  const bareAdded = added("bare-1", "up-1", "p50");
+  if (gwAdded !== undefined && bareAdded !== undefined)
+    fig(
+      "added p50, 1 connection",
+      `${ms(gwAdded)} ms (${ratio(gwAdded, bareAdded)})`,
+      `floor: <= 1.1x the bare proxy's ${ms(bareAdded)} ms = ${ms(1.1 * bareAdded)} ms`,
+    );
+  const [gwCpu1, bareCpu1] = [get("gw-1", "cpuPerRequestUs"), get("bare-1", "cpuPerRequestUs")];
+  if (gwCpu1 !== undefined && bareCpu1 !== undefined)
+    fig(
+      "CPU per request, 1 connection",
+      `${us(gwCpu1)} (${ratio(gwCpu1, bareCpu1)})`,
+      `floor: <= 1.15x the bare proxy's ${us(bareCpu1)} = ${us(1.15 * bareCpu1)}`,
+    );
+  for (const pace of [1, 5]) {
+    const first = added(`gw-p${pace}`, `up-p${pace}`, "ttfbP50");
+    if (first !== undefined)
+      fig(
+        `added first data event, paced ${pace} ms, 1 connection`,
+        `${ms(first)} ms`,
+        `floor: <= the non-stream added p50, ${ms(gwAdded)} ms`,
+      );
+  }
+  const streamCpu = get("gw-p1-20", "cpuPerRequestUs");
+  if (streamCpu !== undefined)
+    fig(
+      "CPU per streamed event, 20 connections",
+      `${(streamCpu / pacedEvents).toFixed(1)} us`,
+      "floor: <= 25 us",
+    );
+  const [gwRss, bareRss] = [get("gwp-50", "ownPeakRssMb"), get("barep-50", "ownPeakRssMb")];
+  if (gwRss !== undefined && bareRss !== undefined)
+    fig(
+      "peak RSS, each alone in a process, 50 connections",
+      `${gwRss} MB (+${gwRss - bareRss} MB)`,
+      `floor: <= the bare proxy process's ${bareRss} MB + 20 MB`,
+    );
+  if (lines.length === 0) return;
+  console.log("\nissue 31's figures, each beside its floor from this run:");
+  for (const line of lines) console.log(line);
 }
