@@ -290,6 +290,9 @@ async function postgresTarget(kind, cpus) {
       url: gateways.map((g) => g.url),
       pids: gateways.map((g) => g.pid),
       database: gateways.database,
+      // Each process row has its own processes: stopped after it, so that idle gateways (their
+      // leases, heartbeats and listeners) do not take CPU from the rows after it.
+      stop: () => Promise.all(gateways.map((g) => g.stop())),
     };
   }
   postgresTargets.set(key, target);
@@ -390,6 +393,7 @@ try {
     r.upstreamCpuUs = perRequest(processCpuUs(upstreamChild.proc.pid) - upstreamCpuBefore);
     r.benchCpuUs = pgTarget?.pids.length ? perRequest(cpu.user + cpu.system) : undefined;
     results.set(s.id, r);
+    await pgTarget?.stop?.();
     process.stderr.write(
       `  ${s.id.padEnd(7)} ${Math.round(r.rps)} req/s, ${r.total} requests in all, peak RSS ${mb(r.memory.rss)} MB (heap ${mb(r.memory.heapUsed)} used of ${mb(r.memory.heapTotal)}, external ${mb(r.memory.external)})${r.cpuShares ? `, gateway processes' CPU ${r.cpuShares.join(" + ")} us/req` : ""}, load generator ${Math.round(r.loadCpuUs ?? Number.NaN)} us/req, upstream ${Math.round(r.upstreamCpuUs)} us/req${r.benchCpuUs === undefined ? "" : `, bench process ${Math.round(r.benchCpuUs)} us/req`}${r.errors ? `, ${r.errors} errors (${r.firstError})` : ""}\n`,
     );
