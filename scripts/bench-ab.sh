@@ -6,11 +6,14 @@
 #
 #   scripts/bench-ab.sh <base-rev> [rounds]             (BENCH_SECONDS=3 by default)
 #   BENCH_AB=postgres scripts/bench-ab.sh <base-rev> [rounds]
+#   BENCH_AB=stream scripts/bench-ab.sh <base-rev> [rounds]
 #
 # BENCH_AB=postgres compares the Postgres rows instead: what Postgres adds at p50 over SQLite at
 # one connection (both measured in the same run, and again with requests alternating between the
 # two), and requests/s at 50 connections for the
-# gateway in the bench's process, one `gateway serve` and two on one database.
+# gateway in the bench's process, one `gateway serve` and two on one database. BENCH_AB=stream
+# compares paced streams: the first data event's added p50 at one connection and the gateway's CPU
+# per streamed event at 20 connections.
 set -euo pipefail
 base=${1:?usage: scripts/bench-ab.sh <base-rev> [rounds]}
 rounds=${2:-4}
@@ -34,6 +37,7 @@ JS
 
 rows=gw-50,up-1,gw-1
 [ "$mode" = postgres ] && rows=up-1,gw-1,gw-pg-1,pair-1,gw-pg-50,gw-pgp-50,gw-pg2-50
+[ "$mode" = stream ] && rows=up-p1,gw-p1,gw-p1-20
 
 for _ in $(seq "$rounds"); do
   for side in base new; do
@@ -52,8 +56,13 @@ for _ in $(seq "$rounds"); do
         /alternating requests at 1 connection/ { pair = $0; sub(/^.*connection: /, "", pair); sub(/ ms .*$/, "", pair) }
         $2 ~ /^ 2 gateway processes on Postgres/ { two = $col["req/s"] }
         /^peak RSS/ { rss = $0; sub(/^peak RSS /, "", rss) }
+        /^added first data event, paced 1 ms/ { first = $0; sub(/^[^:]*: */, "", first); sub(/ ms .*$/, "", first) }
+        /^gateway CPU per streamed event, 20 conns/ { event = $0; sub(/^[^:]*: */, "", event); sub(/ us .*$/, "", event) }
         END {
-          if (mode == "postgres")
+          if (mode == "stream")
+            printf "%-4s first data event added %s ms p50 at 1 conn (paced 1 ms), CPU %s us an event at 20 conns, peak RSS %s MB\n",
+              side, first, event, rss
+          else if (mode == "postgres")
             printf "%-4s Postgres adds %.3f ms p50 over SQLite (%.3f ms added) at 1 conn, %s ms alternating, CPU %d us/req; at 50 conns %d req/s in process, one serve %d, two serves %d\n",
               side, pg - gw, gw - up, pair == "" ? "-" : pair, pgcpu1, pg50, one, two
           else

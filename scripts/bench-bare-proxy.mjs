@@ -34,3 +34,11 @@ export async function startBareProxy(upstreamUrl) {
     },
   };
 }
+
+// As a child process (`--child <upstream URL>`), so its memory can be read on its own: it reports
+// its URL over IPC and goes when the parent does.
+if (process.send && process.argv.includes("--child")) {
+  const proxy = await startBareProxy(process.argv[process.argv.indexOf("--child") + 1]);
+  process.send({ url: proxy.url });
+  process.on("disconnect", () => process.exit(0));
+}

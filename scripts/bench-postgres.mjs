@@ -10,6 +10,7 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { findPostgresBin, startPostgresServer } from "../test/support/postgres-server.mjs";
+import { capCpu } from "./bench-cgroup.mjs";
 
 const gatewayBin = fileURLToPath(new URL("../bin/gateway", import.meta.url));
 const secretKeyEnv = "GATEWAY_SECRET_KEY";
@@ -26,14 +27,23 @@ export function postgresMissing() {
 
 /**
  * Starts the server. `gateway(options)` runs one gateway in this process; `processes(count,
- * config)` runs that many `gateway serve` processes sharing one database. Each call has a database
- * of its own. `stop()` ends every gateway, then the server.
+ * config, cpus)` runs that many `gateway serve` processes sharing one database, each capped at
+ * `cpus` cores when given (scripts/bench-cgroup.mjs). Each call has a database of its own, named
+ * in its result (`database`); `statements(database)` counts the statements its clients sent.
+ * `stop()` ends every gateway, then the server.
  */
 export async function startPostgresBench(startGateway, dir) {
   // Every gateway on a database must seal BYOK keys with the same key; any key will do here.
   process.env[secretKeyEnv] ??= randomBytes(32).toString("base64");
-  const server = await startPostgresServer();
-  const stops = [];
+  // Statements as the clients send them (a function's inner statements are not counted).
+  const server = await startPostgresServer([
+    "shared_preload_libraries=pg_stat_statements",
+    "pg_stat_statements.track=top",
+  ]);
+  const stats = new pg.Client({ connectionString: server.url() });
+  await stats.connect();
+  await stats.query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
+  const stops = [async () => stats.end()];
   let databases = 0;
   const createDatabase = async () => {
     const name = `bench_${++databases}`;
@@ -49,11 +59,20 @@ export async function startPostgresBench(startGateway, dir) {
   return {
     server,
     async gateway(options) {
-      const gateway = await startGateway({ ...options, db: await createDatabase() });
+      const db = await createDatabase();
+      const gateway = await startGateway({ ...options, db });
       stops.push(() => gateway.close());
-      return gateway;
+      return Object.assign(gateway, { database: new URL(db).pathname.slice(1) });
     },
-    async processes(count, config) {
+    async statements(database) {
+      const { rows } = await stats.query(
+        `SELECT coalesce(sum(s.calls), 0)::bigint AS calls FROM pg_stat_statements s
+           JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = $1`,
+        [database],
+      );
+      return Number(rows[0].calls);
+    },
+    async processes(count, config, cpus) {
       const db = await createDatabase();
       const file = join(dir, `bench-config-${databases}.json`);
       writeFileSync(file, JSON.stringify(config));
@@ -62,9 +81,10 @@ export async function startPostgresBench(startGateway, dir) {
       for (let i = 0; i < count; i++) {
         const gateway = await serveProcess(db, file);
         stops.push(() => gateway.stop());
+        if (cpus) capCpu(gateway.pid, cpus, `${databases}-${i}`);
         started.push(gateway);
       }
-      return started;
+      return Object.assign(started, { database: new URL(db).pathname.slice(1) });
     },
     async stop() {
       for (const stop of stops.reverse()) await stop().catch(() => {});
@@ -88,10 +108,11 @@ for (const signal of ["SIGINT", "SIGTERM"]) {
 }
 
 /**
- * `gateway serve` on `db`, resolved with its URL and pid once it prints its ready line.
+ * `gateway serve` on `db` (a URL or a SQLite file), resolved with its URL and pid once it prints
+ * its ready line.
  * BENCH_SERVE_NODE_ARGS gives its Node flags (`--cpu-prof --cpu-prof-dir=prof`: a profile each).
  */
-function serveProcess(db, configFile) {
+export function serveProcess(db, configFile) {
   const nodeArgs = process.env.BENCH_SERVE_NODE_ARGS?.split(" ").filter(Boolean) ?? [];
   const args = [...nodeArgs, gatewayBin, "serve", "--db", db, "--config", configFile];
   args.push("--port", "0", "--json", "--quiet");
@@ -142,6 +163,24 @@ export function processCpuUs(pid) {
 export function postgresCpuUs(pid) {
   if (!hasProc) return Number.NaN;
   let ticks = 0;
+  forEachPostgresProcess(pid, (entry, fields) => {
+    if (Number(entry) === pid) {
+      ticks += Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14]);
+    } else {
+      ticks += Number(fields[11]) + Number(fields[12]);
+    }
+  });
+  return ticks * ticksToUs;
+}
+
+/** The pids of the Postgres server whose postmaster is `pid`: it and its live backends. */
+export function postgresPids(pid) {
+  const pids = [];
+  if (hasProc) forEachPostgresProcess(pid, (entry) => pids.push(Number(entry)));
+  return pids;
+}
+
+function forEachPostgresProcess(pid, visit) {
   for (const entry of readdirSync("/proc")) {
     if (!/^\d+$/.test(entry)) continue;
     let fields;
@@ -150,11 +189,6 @@ export function postgresCpuUs(pid) {
     } catch {
       continue; // ended meanwhile
     }
-    if (Number(entry) === pid) {
-      ticks += Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14]);
-    } else if (Number(fields[1]) === pid) {
-      ticks += Number(fields[11]) + Number(fields[12]);
-    }
+    if (Number(entry) === pid || Number(fields[1]) === pid) visit(entry, fields);
   }
-  return ticks * ticksToUs;
 }

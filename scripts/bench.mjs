@@ -22,19 +22,22 @@
 // `gateway serve` processes, one and then two on one database with the connections dealt out over
 // both. Their `db CPU` is the server's (every Postgres process) per request.
 import { fork } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { startGateway } from "../dist/index.js";
 import { startBareProxy } from "./bench-bare-proxy.mjs";
+import { cgroupMissing, favourCpu, releaseCgroups } from "./bench-cgroup.mjs";
 import { benchBody, benchConfig, benchHeaders, benchKey } from "./bench-config.mjs";
 import { runLoad } from "./bench-load.mjs";
 import { startMinimalGateway } from "./bench-minimal-gateway.mjs";
 import {
   postgresCpuUs,
   postgresMissing,
+  postgresPids,
   processCpuUs,
+  serveProcess,
   startPostgresBench,
 } from "./bench-postgres.mjs";
 import { collectStages } from "./bench-stages.mjs";
@@ -51,10 +54,13 @@ const seconds = Number(process.env.BENCH_SECONDS ?? 5);
 const durationMs = seconds * 1000;
 const warmupMs = Math.min(1000, durationMs / 2);
 const alternateWarmupMs = 3000;
+// The CPU quota of each gateway in the quota rows: small enough that the gateways, not the load
+// generator, the upstream or Postgres sharing the machine, are what runs out.
+const gatewayCpus = Number(process.env.BENCH_GATEWAY_CPUS ?? 0.25);
 
-function child(script, ready) {
+function child(script, ready, args = []) {
   // execArgv: [] keeps --cpu-prof (and friends) on the gateway process only.
-  const proc = fork(join(here, script), ["--child"], {
+  const proc = fork(join(here, script), ["--child", ...args], {
     stdio: ["ignore", "inherit", "inherit", "ipc"],
     execArgv: [],
   });
@@ -64,9 +70,10 @@ function child(script, ready) {
   };
 }
 
-async function load(options) {
+async function load(options, favoured) {
   if (inline) return runLoad(options);
   const { proc } = child("bench-load.mjs");
+  if (favoured) favourCpu(proc.pid);
   const result = new Promise((resolve, reject) => {
     proc.once("message", resolve);
     proc.once("exit", (code) =>
@@ -96,6 +103,22 @@ const gatewayOptions = {
 const gw = await startGateway({ ...gatewayOptions, db: join(dir, "bench.db") });
 
 const bare = await startBareProxy(upstreamUrl);
+// The gateway and the bare proxy again, each alone in a process, started for their rows.
+const ownProcesses = new Map();
+async function ownProcess(kind) {
+  if (ownProcesses.has(kind)) return ownProcesses.get(kind);
+  let started;
+  if (kind === "bare") {
+    const { proc, ready } = child("bench-bare-proxy.mjs", true, [upstreamUrl]);
+    started = { url: (await ready).url, pid: proc.pid, stop: async () => proc.kill() };
+  } else {
+    const configFile = join(dir, "serve-config.json");
+    writeFileSync(configFile, JSON.stringify(gatewayOptions.config));
+    started = await serveProcess(join(dir, "serve.db"), configFile);
+  }
+  ownProcesses.set(kind, started);
+  return started;
+}
 const minimal = await startMinimalGateway(upstreamUrl, benchKey);
 
 const scenarios = [
@@ -114,6 +137,22 @@ const scenarios = [
     stream: false,
   },
   { id: "gw-50", label: "gateway, JSON", target: gw.url, connections: 50, stream: false },
+  // The gateway and the bare proxy each alone in a process, for their memory: the rows above
+  // share the bench's process.
+  {
+    id: "gwp-50",
+    label: "gateway serve process, JSON",
+    ownProcess: "gateway",
+    connections: 50,
+    stream: false,
+  },
+  {
+    id: "barep-50",
+    label: "bare proxy process, JSON",
+    ownProcess: "bare",
+    connections: 50,
+    stream: false,
+  },
   {
     id: "up-1",
     label: "upstream direct, JSON",
@@ -219,25 +258,44 @@ const scenarios = [
     connections: 50,
     stream: false,
   },
+  // The same, each gateway process held to one CPU quota (a cgroup of its own, as a container
+  // gets): what a second gateway adds when each has its own share of a machine.
+  ...[1, 2].map((count) => ({
+    id: `gw-pgq${count}-50`,
+    label: `${count} gateway process${count === 1 ? "" : "es"} on Postgres, ${gatewayCpus} CPU each, JSON`,
+    postgres: count,
+    cpus: gatewayCpus,
+    connections: 50,
+    stream: false,
+  })),
 ];
 const selected = scenarios.filter((s) => !only || only.includes(s.id));
 
 // Started when the first Postgres row runs, so the rows before it measure what they always did.
 const postgresSkipped = selected.some((s) => s.postgres) ? postgresMissing() : undefined;
+const quotaSkipped = selected.some((s) => s.cpus) ? cgroupMissing() : undefined;
 let postgres;
 const postgresTargets = new Map();
-async function postgresTarget(kind) {
-  if (postgresTargets.has(kind)) return postgresTargets.get(kind);
+async function postgresTarget(kind, cpus) {
+  const key = `${kind}/${cpus ?? ""}`;
+  if (postgresTargets.has(key)) return postgresTargets.get(key);
   postgres ??= await startPostgresBench(startGateway, dir);
   let target;
   if (kind === "in-process") {
     const gateway = await postgres.gateway(gatewayOptions);
-    target = { url: gateway.url, port: gateway.port, pids: [] };
+    target = { url: gateway.url, port: gateway.port, pids: [], database: gateway.database };
   } else {
-    const gateways = await postgres.processes(kind, gatewayOptions.config);
-    target = { url: gateways.map((g) => g.url), pids: gateways.map((g) => g.pid) };
+    const gateways = await postgres.processes(kind, gatewayOptions.config, cpus);
+    target = {
+      url: gateways.map((g) => g.url),
+      pids: gateways.map((g) => g.pid),
+      database: gateways.database,
+      // Each process row has its own processes: stopped after it, so that idle gateways (their
+      // leases, heartbeats and listeners) do not take CPU from the rows after it.
+      stop: () => Promise.all(gateways.map((g) => g.stop())),
+    };
   }
-  postgresTargets.set(kind, target);
+  postgresTargets.set(key, target);
   return target;
 }
 
@@ -258,32 +316,56 @@ function sampleMemory() {
   };
 }
 
+/** The process's peak resident memory so far, in MB (/proc's VmHWM; NaN where there is none). */
+function peakRssMb(pid) {
+  try {
+    const text = readFileSync(`/proc/${pid}/status`, "utf8");
+    return Math.round(Number(/^VmHWM:\s+(\d+) kB/m.exec(text)?.[1]) / 1024);
+  } catch {
+    return Number.NaN;
+  }
+}
+
 const results = new Map();
 try {
   for (const s of selected) {
-    if (s.postgres && postgresSkipped) continue;
-    const pgTarget = s.postgres ? await postgresTarget(s.postgres) : undefined;
+    if ((s.postgres && postgresSkipped) || (s.cpus && quotaSkipped)) continue;
+    const pgTarget = s.postgres ? await postgresTarget(s.postgres, s.cpus) : undefined;
+    const own = s.ownProcess ? await ownProcess(s.ownProcess) : undefined;
+    const ownPid = own?.pid;
+    const ownCpuBefore = ownPid ? processCpuUs(ownPid) : undefined;
+    if (s.cpus) {
+      // Moved for the quota rows only, which run last: the rows before measure as they did.
+      favourCpu(upstreamChild.proc.pid);
+      for (const pid of postgresPids(postgres.server.pid)) favourCpu(pid);
+    }
     const port = s.target === gw.url ? gw.port : pgTarget?.port;
     const stages =
       stagesWanted && port !== undefined && s.connections === 1 ? collectStages(port) : undefined;
     const cpuBefore = process.cpuUsage();
     const childCpuBefore = pgTarget?.pids.map((pid) => processCpuUs(pid));
     const dbCpuBefore = s.postgres ? postgresCpuUs(postgres.server.pid) : undefined;
+    const statementsBefore = pgTarget ? await postgres.statements(pgTarget.database) : undefined;
     const upstreamCpuBefore = processCpuUs(upstreamChild.proc.pid);
     const memory = sampleMemory();
-    const r = await load({
-      url: s.alternate ? [upstreamUrl, gw.url, pgTarget.url] : (pgTarget?.url ?? s.target),
-      alternate: s.alternate,
-      path: "/v1/chat/completions",
-      headers: benchHeaders,
-      body: benchBody(s.stream, s.pace),
-      connections: s.connections,
-      durationMs,
-      // The alternating row's gateways get a longer warm-up: a fresh Postgres gateway and
-      // database are still settling (JIT tiers, the new tables' first analyses) after one second.
-      warmupMs: s.alternate ? Math.max(warmupMs, alternateWarmupMs) : warmupMs,
-      stream: s.stream,
-    });
+    const r = await load(
+      {
+        url: s.alternate
+          ? [upstreamUrl, gw.url, pgTarget.url]
+          : (pgTarget?.url ?? own?.url ?? s.target),
+        alternate: s.alternate,
+        path: "/v1/chat/completions",
+        headers: benchHeaders,
+        body: benchBody(s.stream, s.pace),
+        connections: s.connections,
+        durationMs,
+        // The alternating row's gateways get a longer warm-up: a fresh Postgres gateway and
+        // database are still settling (JIT tiers, the new tables' first analyses) after one second.
+        warmupMs: s.alternate ? Math.max(warmupMs, alternateWarmupMs) : warmupMs,
+        stream: s.stream,
+      },
+      s.cpus !== undefined,
+    );
     const cpu = process.cpuUsage(cpuBefore);
     r.memory = memory.stop();
     // CPU per request over warm-up and run together: the gateway's (this process, or the gateway
@@ -294,15 +376,24 @@ try {
     r.cpuPerRequestUs = perRequest(
       childCpu?.length ? childCpu.reduce((a, b) => a + b) : cpu.user + cpu.system,
     );
+    if (ownPid) {
+      r.cpuPerRequestUs = perRequest(processCpuUs(ownPid) - ownCpuBefore);
+      r.ownPeakRssMb = peakRssMb(ownPid);
+    }
     if (childCpu?.length) r.cpuShares = childCpu.map((us) => Math.round(perRequest(us)));
-    if (s.postgres)
+    if (s.postgres) {
       r.dbCpuPerRequestUs = perRequest(postgresCpuUs(postgres.server.pid) - dbCpuBefore);
+      r.statementsPerRequest = perRequest(
+        (await postgres.statements(pgTarget.database)) - statementsBefore,
+      );
+    }
     if (stages) r.stages = stages.stop();
     // The bench's own processes share the machine with the gateway: what they cost is what the
     // gateway could not have.
     r.upstreamCpuUs = perRequest(processCpuUs(upstreamChild.proc.pid) - upstreamCpuBefore);
     r.benchCpuUs = pgTarget?.pids.length ? perRequest(cpu.user + cpu.system) : undefined;
     results.set(s.id, r);
+    await pgTarget?.stop?.();
     process.stderr.write(
       `  ${s.id.padEnd(7)} ${Math.round(r.rps)} req/s, ${r.total} requests in all, peak RSS ${mb(r.memory.rss)} MB (heap ${mb(r.memory.heapUsed)} used of ${mb(r.memory.heapTotal)}, external ${mb(r.memory.external)})${r.cpuShares ? `, gateway processes' CPU ${r.cpuShares.join(" + ")} us/req` : ""}, load generator ${Math.round(r.loadCpuUs ?? Number.NaN)} us/req, upstream ${Math.round(r.upstreamCpuUs)} us/req${r.benchCpuUs === undefined ? "" : `, bench process ${Math.round(r.benchCpuUs)} us/req`}${r.errors ? `, ${r.errors} errors (${r.firstError})` : ""}\n`,
     );
@@ -310,9 +401,11 @@ try {
 } finally {
   await gw.close();
   await postgres?.stop();
+  releaseCgroups();
   await bare.close();
   await minimal.close();
   upstreamChild.proc.kill();
+  for (const own of ownProcesses.values()) await own.stop();
   rmSync(dir, { recursive: true, force: true });
 }
 
@@ -323,13 +416,20 @@ const rows = scenarios
     const r = results.get(s.id);
     // An alternating row's process serves both gateways: its CPU is not one gateway's.
     const cpu =
-      (s.target === gw.url || s.target === bare.url || s.target === minimal.url || s.postgres) &&
+      (s.target === gw.url ||
+        s.target === bare.url ||
+        s.target === minimal.url ||
+        s.postgres ||
+        s.ownProcess) &&
       !inline &&
       !s.alternate
         ? Math.round(r.cpuPerRequestUs).toString()
         : "-";
     const dbCpu = Number.isFinite(r.dbCpuPerRequestUs)
       ? Math.round(r.dbCpuPerRequestUs).toString()
+      : "-";
+    const statements = Number.isFinite(r.statementsPerRequest)
+      ? r.statementsPerRequest.toFixed(2)
       : "-";
     return [
       s.label,
@@ -341,7 +441,12 @@ const rows = scenarios
       ms(r.ttfbP99),
       cpu,
       dbCpu,
-      s.target === gw.url || s.postgres === "in-process" ? String(mb(r.memory.rss)) : "-",
+      statements,
+      s.target === gw.url || s.postgres === "in-process"
+        ? String(mb(r.memory.rss))
+        : r.ownPeakRssMb !== undefined
+          ? String(r.ownPeakRssMb)
+          : "-",
       String(r.errors),
     ];
   });
@@ -355,6 +460,7 @@ const head = [
   "TTFB p99",
   "gw CPU us/req",
   "db CPU us/req",
+  "db stmts/req",
   "peak RSS MB",
   "errors",
 ];
@@ -421,6 +527,7 @@ console.log(
 console.log(
   `gateway's structure at 1 connection:         ${ms(added("gw-1", "min-1", "p50"))} ms (gateway minus the minimal gateway: routing, limits, dispatch layers; the minimal one commits before it answers, the gateway journals)`,
 );
+printFloors();
 if (postgresSkipped) {
   console.log(`\nPostgres rows skipped: ${postgresSkipped}`);
 } else if (selected.some((s) => s.postgres)) {
@@ -436,6 +543,113 @@ if (postgresSkipped) {
     );
   }
   console.log(
-    `JSON throughput at 50 connections:           SQLite ${rps("gw-50")}, Postgres ${rps("gw-pg-50")}; gateway processes on Postgres: one ${rps("gw-pgp-50")}, two ${rps("gw-pg2-50")} req/s (target: two serve more than one)`,
+    `JSON throughput at 50 connections:           SQLite ${rps("gw-50")}, Postgres ${rps("gw-pg-50")}; gateway processes on Postgres: one ${rps("gw-pgp-50")}, two ${rps("gw-pg2-50")} req/s`,
   );
+  printScaleModel();
+  const [oneQ, twoQ] = [results.get("gw-pgq1-50"), results.get("gw-pgq2-50")];
+  if (quotaSkipped) console.log(`CPU-quota rows skipped: ${quotaSkipped}`);
+  else if (oneQ && twoQ) {
+    console.log(
+      `gateways held to ${gatewayCpus} CPU each, 50 connections: one ${Math.round(oneQ.rps)}, two ${Math.round(twoQ.rps)} req/s: two serve ${(twoQ.rps / oneQ.rps).toFixed(2)}x what one does (floor >= 1.6x)`,
+    );
+  }
+}
+
+/**
+ * Requests/s that N gateways on a K-core Postgres could serve, from what a request cost each side
+ * at 50 connections: each gateway process has a core (Node runs a request on one thread), and the
+ * database's cores are shared by all. N >= 2 uses the two-gateway row (smaller batches per
+ * gateway cost the database more per request than one gateway's). A linear model: it holds while
+ * neither side's cost per request grows with the load, and says which side runs out first.
+ */
+function printScaleModel() {
+  const one = results.get("gw-pgp-50");
+  const two = results.get("gw-pg2-50");
+  if (!one || !two) return;
+  const perSide = (r) =>
+    `gateway ${Math.round(r.cpuPerRequestUs)} us, Postgres ${Math.round(r.dbCpuPerRequestUs)} us and ${r.statementsPerRequest.toFixed(2)} statements`;
+  console.log(`\nscale model, per request at 50 connections: one gateway process ${perSide(one)};`);
+  console.log(`  two gateway processes ${perSide(two)} (their CPU summed)`);
+  const cores = [2, 4, 8, 16];
+  const gateways = [1, 2, 4, 8, 16];
+  console.log(
+    `  projected req/s, N gateways (one core each) on a K-core Postgres: ${cores.map((k) => `K=${k}`).join(", ")}`,
+  );
+  for (const n of gateways) {
+    const r = n === 1 ? one : two;
+    const projected = cores.map((k) =>
+      Math.round(Math.min((n * 1e6) / r.cpuPerRequestUs, (k * 1e6) / r.dbCpuPerRequestUs)),
+    );
+    console.log(
+      `    N=${String(n).padEnd(2)} ${projected.map((v) => String(v).padStart(7)).join(" ")}`,
+    );
+  }
+}
+
+/**
+ * Issue 31's figures, each beside its floor from this same run: the bare proxy's (HTTP in and out,
+ * no gateway work) with the margin the issue allows, or a fixed bound.
+ */
+function printFloors() {
+  const get = (id, field) => results.get(id)?.[field];
+  const lines = [];
+  const ratio = (a, b) => (a === undefined || b === undefined ? "-" : `${(a / b).toFixed(2)}x`);
+  const us = (v) => (v === undefined ? "-" : `${Math.round(v)} us`);
+  const fig = (label, value, floor) =>
+    lines.push(`  ${label.padEnd(52)} ${value.padEnd(28)} ${floor}`);
+  const [gwRps, bareRps] = [get("gw-50", "rps"), get("bare-50", "rps")];
+  if (gwRps !== undefined && bareRps !== undefined)
+    fig(
+      "JSON req/s, 50 connections",
+      `${Math.round(gwRps)} (${ratio(gwRps, bareRps)})`,
+      `floor: the bare proxy's ${Math.round(bareRps)}`,
+    );
+  const [gwCpu50, bareCpu50] = [get("gw-50", "cpuPerRequestUs"), get("bare-50", "cpuPerRequestUs")];
+  if (gwCpu50 !== undefined && bareCpu50 !== undefined)
+    fig(
+      "CPU per request, 50 connections",
+      `${us(gwCpu50)} (${ratio(gwCpu50, bareCpu50)})`,
+      `floor: the bare proxy's ${us(bareCpu50)}`,
+    );
+  const gwAdded = added("gw-1", "up-1", "p50");
+  const bareAdded = added("bare-1", "up-1", "p50");
+  if (gwAdded !== undefined && bareAdded !== undefined)
+    fig(
+      "added p50, 1 connection",
+      `${ms(gwAdded)} ms (${ratio(gwAdded, bareAdded)})`,
+      `floor: <= 1.1x the bare proxy's ${ms(bareAdded)} ms = ${ms(1.1 * bareAdded)} ms`,
+    );
+  const [gwCpu1, bareCpu1] = [get("gw-1", "cpuPerRequestUs"), get("bare-1", "cpuPerRequestUs")];
+  if (gwCpu1 !== undefined && bareCpu1 !== undefined)
+    fig(
+      "CPU per request, 1 connection",
+      `${us(gwCpu1)} (${ratio(gwCpu1, bareCpu1)})`,
+      `floor: <= 1.15x the bare proxy's ${us(bareCpu1)} = ${us(1.15 * bareCpu1)}`,
+    );
+  for (const pace of [1, 5]) {
+    const first = added(`gw-p${pace}`, `up-p${pace}`, "ttfbP50");
+    if (first !== undefined)
+      fig(
+        `added first data event, paced ${pace} ms, 1 connection`,
+        `${ms(first)} ms`,
+        `floor: <= the non-stream added p50, ${ms(gwAdded)} ms`,
+      );
+  }
+  const streamCpu = get("gw-p1-20", "cpuPerRequestUs");
+  if (streamCpu !== undefined)
+    fig(
+      "CPU per streamed event, 20 connections",
+      `${(streamCpu / pacedEvents).toFixed(1)} us`,
+      "floor: <= 25 us",
+    );
+  const [gwRss, bareRss] = [get("gwp-50", "ownPeakRssMb"), get("barep-50", "ownPeakRssMb")];
+  if (gwRss !== undefined && bareRss !== undefined)
+    fig(
+      "peak RSS, each alone in a process, 50 connections",
+      `${gwRss} MB (+${gwRss - bareRss} MB)`,
+      `floor: <= the bare proxy process's ${bareRss} MB + 20 MB`,
+    );
+  if (lines.length === 0) return;
+  console.log("\nissue 31's figures, each beside its floor from this run:");
+  for (const line of lines) console.log(line);
 }

@@ -13,4 +13,5 @@ export interface PostgresServer {
 /** The directory holding initdb and postgres; throws how to install them when there is none. */
 export function findPostgresBin(): string;
 
-export function startPostgresServer(): Promise<PostgresServer>;
+/** `settings`: more `name=value` server settings. */
+export function startPostgresServer(settings?: string[]): Promise<PostgresServer>;

@@ -103,10 +103,10 @@ const serverSettings = [
   "log_checkpoints=off",
 ];
 
-async function startOnce(bin, dir, identity, port) {
+async function startOnce(bin, dir, identity, port, settings) {
   const args = [join(bin, "postgres"), "-D", join(dir, "data"), "-k", dir, "-h", "127.0.0.1"];
   args.push("-p", String(port));
-  for (const setting of serverSettings) args.push("-c", setting);
+  for (const setting of [...serverSettings, ...settings]) args.push("-c", setting);
   const child = spawn("sh", ["-c", supervisor, "sh", ...args], {
     cwd: dir,
     env: serverEnv,
@@ -176,9 +176,10 @@ function template(bin, identity) {
 
 /**
  * Starts a server in a new temporary directory and resolves once it accepts connections.
+ * `settings` are more `name=value` server settings (the bench loads pg_stat_statements).
  * `stop()` shuts it down by its pid, waits for it, and removes the directory.
  */
-export async function startPostgresServer() {
+export async function startPostgresServer(settings = []) {
   const bin = findPostgresBin();
   const identity = serverIdentity();
   const source = template(bin, identity);
@@ -191,7 +192,7 @@ export async function startPostgresServer() {
     // A port found free can be taken by another process before the server binds it.
     for (let attempt = 0; attempt < 3 && !started; attempt++) {
       try {
-        started = await startOnce(bin, dir, identity, await freePort());
+        started = await startOnce(bin, dir, identity, await freePort(), settings);
       } catch (err) {
         lastError = err;
       }

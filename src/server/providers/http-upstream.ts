@@ -2,7 +2,7 @@ import { createRequire } from "node:module";
 import type { Agent, Dispatcher } from "undici";
 import type { ProviderRow } from "../../store/types.js";
 import { GatewayError } from "../errors.js";
-import { abortSignalOf, type GoneSignal } from "../time/gone-signal.js";
+import type { GoneSignal } from "../time/gone-signal.js";
 import { defaultMaxEventBytes, parseSSE, type SSEMessage } from "../wire/sse.js";
 import { UpstreamFailure } from "../wire/upstream-failure.js";
 import { failureOf } from "./classify.js";
@@ -59,8 +59,8 @@ export function upstreamBounds(provider: UpstreamProvider): UpstreamBounds {
  *
  * Whole answers (JSON, audio) are read by a small dispatch handler straight into a buffer: the
  * `request` API's readable body stream and abort-signal plumbing cost about 0.04 ms of the
- * gateway's added latency at one connection. Streams keep `request`'s readable body, which
- * carries backpressure.
+ * gateway's added latency at one connection. Streams are read by another (`StreamReader`), which
+ * hands each chunk to the waiting reader directly and pauses the connection for backpressure.
  */
 export class UpstreamHttp {
   private agent: Agent | undefined;
@@ -79,8 +79,6 @@ export class UpstreamHttp {
       const require = createRequire(import.meta.url);
       const Pooled = require("undici/lib/dispatcher/agent") as typeof Agent;
       const agent = new Pooled({ keepAliveTimeout: 30_000, connections: 256, pipelining: 1 });
-      // What the index puts on every dispatcher's prototype, on this one agent.
-      agent.request = require("undici/lib/api/api-request");
       this.agent = agent;
       return agent;
     });
@@ -145,7 +143,7 @@ export class UpstreamHttp {
     timeoutMs: number,
     signal: GoneSignal,
     provider: UpstreamProvider,
-  ): Promise<AsyncGenerator<Uint8Array>> {
+  ): Promise<AsyncIterable<Uint8Array>> {
     const { idleMs, maxStreamMs } = upstreamBounds(provider);
     const deadline = new Deadline(signal, maxStreamMs);
     let answer: StreamAnswer;
@@ -160,7 +158,12 @@ export class UpstreamHttp {
       throw callFailure(err, signal, deadline);
     }
     const status = answer.statusCode;
-    if (status >= 200 && status < 300) return streamedBody(answer.body, deadline);
+    if (status >= 200 && status < 300) {
+      // A cassette's recording wraps the reader: its body gets the same failure mapping.
+      return answer.body instanceof StreamReader
+        ? answer.body
+        : streamedBody(answer.body, deadline);
+    }
     try {
       throw failureOf(status, answer.headers["retry-after"], await readBounded(answer.body));
     } finally {
@@ -201,11 +204,8 @@ export class UpstreamHttp {
     signal: GoneSignal,
     _provider: UpstreamProvider,
   ): Promise<StreamAnswer> {
-    const agent = this.agent;
-    if (!agent) {
-      return this.warm().then((a) => a.request({ ...options, signal: abortSignalOf(signal) }));
-    }
-    return agent.request({ ...options, signal: abortSignalOf(signal) });
+    if (!this.agent) return this.warm().then((agent) => readStream(agent, options, signal));
+    return readStream(this.agent, options, signal);
   }
 
   async close(): Promise<void> {
@@ -329,6 +329,137 @@ class WholeAnswerReader implements Dispatcher.DispatchHandler {
   }
 }
 
+function readStream(
+  agent: Agent,
+  options: Dispatcher.DispatchOptions,
+  signal: GoneSignal,
+): Promise<StreamAnswer> {
+  return new Promise<StreamAnswer>((resolve, reject) => {
+    agent.dispatch(options, new StreamReader(signal, resolve, reject));
+  });
+}
+
+/** Bytes a stream's reader may fall behind by before the upstream connection is paused. */
+const streamQueueBytes = 64 * 1024;
+
+/**
+ * A streaming answer's body, chunk by chunk as undici parses it. A chunk the consumer is already
+ * waiting for is handed over at once: Node's Readable and its async iterator in between cost a
+ * buffer, events and a deferred 'readable' for every chunk of every stream. A reader that falls
+ * behind pauses the connection. A cut, an idle gap or the stream's time bound while reading is
+ * the provider failing, as `postStream` says; the call's `Deadline` is cleared once it is over.
+ */
+class StreamReader implements Dispatcher.DispatchHandler, AsyncIterableIterator<Uint8Array> {
+  private controller: Dispatcher.DispatchController | undefined;
+  private started = false;
+  private done = false;
+  private failure: unknown;
+  private readonly queue: Buffer[] = [];
+  private queued = 0;
+  private waiting:
+    | { resolve: (r: IteratorResult<Uint8Array>) => void; reject: (err: unknown) => void }
+    | undefined;
+
+  constructor(
+    private readonly signal: GoneSignal,
+    private readonly resolve: (answer: StreamAnswer) => void,
+    private readonly reject: (err: unknown) => void,
+  ) {
+    if (signal.aborted) this.onAbort();
+    else signal.addEventListener("abort", this.onAbort, { once: true });
+  }
+
+  private readonly onAbort = () => {
+    const reason = abortReason(this.signal);
+    if (this.controller) this.controller.abort(reason);
+    // Still queued for a connection: fail now; onRequestStart aborts it once it gets one.
+    else this.finish(reason);
+  };
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+    if (this.signal.aborted) controller.abort(abortReason(this.signal));
+  }
+
+  onResponseStart(
+    _controller: Dispatcher.DispatchController,
+    statusCode: number,
+    headers: UpstreamHeaders,
+  ): void {
+    this.started = true;
+    this.resolve({ statusCode, headers, body: this });
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    const waiting = this.waiting;
+    if (waiting) {
+      this.waiting = undefined;
+      waiting.resolve({ value: chunk, done: false });
+      return;
+    }
+    this.queue.push(chunk);
+    this.queued += chunk.length;
+    if (this.queued > streamQueueBytes) controller.pause();
+  }
+
+  onResponseEnd(): void {
+    this.finish();
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController, err: Error): void {
+    this.finish(err);
+  }
+
+  next(): Promise<IteratorResult<Uint8Array>> {
+    const chunk = this.queue.shift();
+    if (chunk) {
+      this.queued -= chunk.length;
+      if (this.controller?.paused && this.queued <= streamQueueBytes) this.controller.resume();
+      return Promise.resolve({ value: chunk, done: false });
+    }
+    if (this.failure !== undefined) return Promise.reject(this.failure);
+    if (this.done) return Promise.resolve({ value: undefined, done: true });
+    return new Promise((resolve, reject) => {
+      this.waiting = { resolve, reject };
+    });
+  }
+
+  /** The consumer stopped reading: the rest of the answer is not wanted. */
+  return(): Promise<IteratorResult<Uint8Array>> {
+    if (!this.done) this.controller?.abort(new Error("the stream's reader stopped"));
+    this.finish();
+    this.queue.length = 0;
+    return Promise.resolve({ value: undefined, done: true });
+  }
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  private finish(err?: unknown): void {
+    if (this.done) return;
+    this.done = true;
+    this.signal.removeEventListener("abort", this.onAbort);
+    const deadline = this.signal instanceof Deadline ? this.signal : undefined;
+    if (!this.started) {
+      // postStream's caller maps it, as any failure before the headers.
+      this.reject(err ?? new Error("the upstream closed before answering"));
+      return;
+    }
+    deadline?.clear();
+    if (err !== undefined) {
+      this.failure = deadline?.expired
+        ? new UpstreamFailure("unavailable", 504)
+        : providerFailed(err);
+    }
+    const waiting = this.waiting;
+    this.waiting = undefined;
+    if (!waiting) return;
+    if (this.failure === undefined) waiting.resolve({ value: undefined, done: true });
+    else waiting.reject(this.failure);
+  }
+}
+
 function answerTooLarge(limit: number): Error {
   return new Error(`the provider's answer is larger than ${limit} bytes`);
 }
@@ -363,6 +494,8 @@ const timeoutCodes = new Set([
 
 /** A call that got no (whole) answer: the provider failed, or timed out (504). */
 function providerFailed(err: unknown): UpstreamFailure {
+  // A cassette's recording wraps a body `StreamReader` already read: its failure stays as it is.
+  if (err instanceof UpstreamFailure) return err;
   const timedOut = timeoutCodes.has((err as { code?: string } | null)?.code ?? "");
   return new UpstreamFailure("unavailable", timedOut ? 504 : 502);
 }
@@ -463,7 +596,7 @@ async function readBounded(body: AsyncIterable<Buffer | Uint8Array>): Promise<st
 }
 
 /**
- * The body of a streaming answer. A cut, an idle timeout or the stream's time bound while reading
+ * The body of a streaming answer that `StreamReader` did not read (a cassette's). A cut, an idle timeout or the stream's time bound while reading
  * is the provider failing: before the first piece it becomes 503 upstream_error, after it the
  * route's stream error event (the path every broken stream takes, settled for what was delivered).
  */

@@ -8,12 +8,3 @@ export interface GoneSignal {
   addEventListener(type: "abort", listener: () => void, options?: { once?: boolean }): void;
   removeEventListener(type: "abort", listener: () => void): void;
 }
-
-/** A real AbortSignal that follows `gone`, for APIs that take nothing else. */
-export function abortSignalOf(gone: GoneSignal): AbortSignal {
-  if (gone instanceof AbortSignal) return gone;
-  const abort = new AbortController();
-  if (gone.aborted) abort.abort(gone.reason);
-  else gone.addEventListener("abort", () => abort.abort(gone.reason), { once: true });
-  return abort.signal;
-}

@@ -38,6 +38,22 @@ describe("parseSSE", () => {
     expect(await collect(byteByByte(stream))).toEqual(expected);
   });
 
+  it("drops one leading byte order mark, also split across chunks, and no other", async () => {
+    const bom = [0xef, 0xbb, 0xbf];
+    expect(await collect([Uint8Array.from([...bom, ...new TextEncoder().encode(stream)])])).toEqual(
+      expected,
+    );
+    expect(await collect([...bom.map((b) => Uint8Array.of(b)), stream])).toEqual(expected);
+    expect(await collect(["data: a\uFEFF\n\n"])).toEqual([{ data: "a\uFEFF" }]);
+  });
+
+  it("replaces bytes that are not UTF-8 with U+FFFD, at the end of the stream too", async () => {
+    const bad = Uint8Array.from([...new TextEncoder().encode("data: a"), 0xff, 0x0a, 0x0a]);
+    expect(
+      await collect([bad, Uint8Array.from([...new TextEncoder().encode("data: b"), 0xe2])]),
+    ).toEqual([{ data: "a\uFFFD" }, { data: "b\uFFFD" }]);
+  });
+
   it("handles CRLF and bare CR line endings, also when CR and LF straddle chunks", async () => {
     const crlf = stream.replaceAll("\n", "\r\n");
     expect(await collect([crlf])).toEqual(expected);
