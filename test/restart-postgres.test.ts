@@ -51,8 +51,9 @@ describe("a gateway on Postgres restarted after a SIGKILL under load", () => {
     const early: string[] = [];
     for (let round = 0; round < rounds; round++) {
       // Slow requests in flight on both: the doomed one's die with it (they wait far longer than
-      // the test, so a loaded machine that admits them slowly still finds them all in flight),
-      // the survivor's finish.
+      // the test, so a loaded machine that admits them slowly still finds them all in flight);
+      // the survivor's are answered while the other restarts, which takes longer than their
+      // wait, so a longer one does not lengthen the round but leaves room to admit all ten.
       const slow = (gateway: ServeProcess, tag: string, delayMs: number) =>
         Array.from({ length: inFlight }, (_, i) =>
           outcome(
@@ -60,7 +61,7 @@ describe("a gateway on Postgres restarted after a SIGKILL under load", () => {
           ),
         );
       const dying = slow(doomed, "dying", 60_000);
-      const surviving = slow(survivor, "surviving", 1_500);
+      const surviving = slow(survivor, "surviving", 5_000);
       // In flight: admitted and held, not answered yet.
       await Promise.all([inFlightOn(doomed, dying), inFlightOn(survivor, surviving)]);
       const port = new URL(doomed.url).port;
