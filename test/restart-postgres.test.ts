@@ -50,15 +50,20 @@ describe("a gateway on Postgres restarted after a SIGKILL under load", () => {
     const seen: (number | "dropped")[] = [];
     const early: string[] = [];
     for (let round = 0; round < rounds; round++) {
-      // Slow requests in flight on both: the doomed one's die with it, the survivor's finish.
-      const slow = (gateway: ServeProcess, tag: string) =>
+      // Slow requests in flight on both: the doomed one's die with it (they wait far longer than
+      // the test, so a loaded machine that admits them slowly still finds them all in flight);
+      // the survivor's are answered while the other restarts, which takes longer than their
+      // wait, so a longer one does not lengthen the round but leaves room to admit all ten.
+      const slow = (gateway: ServeProcess, tag: string, delayMs: number) =>
         Array.from({ length: inFlight }, (_, i) =>
-          outcome(completion(gateway, `${tag} ${round}.${i} [[mock:delay=1500]]`, i % 2 === 1)),
+          outcome(
+            completion(gateway, `${tag} ${round}.${i} [[mock:delay=${delayMs}]]`, i % 2 === 1),
+          ),
         );
-      const dying = slow(doomed, "dying");
-      const surviving = slow(survivor, "surviving");
+      const dying = slow(doomed, "dying", 60_000);
+      const surviving = slow(survivor, "surviving", 5_000);
       // In flight: admitted and held, not answered yet.
-      await Promise.all([inFlightOn(doomed, inFlight), inFlightOn(survivor, inFlight)]);
+      await Promise.all([inFlightOn(doomed, dying), inFlightOn(survivor, surviving)]);
       const port = new URL(doomed.url).port;
       await killByPid(doomed);
       const starting = db.start(["--port", port]);
@@ -101,16 +106,30 @@ describe("a gateway on Postgres restarted after a SIGKILL under load", () => {
   }, 150_000);
 });
 
-/** Waits until the gateway holds money for at least `count` requests (its /metrics says so). */
-async function inFlightOn(gateway: ServeProcess, count: number): Promise<void> {
+/**
+ * Waits until the gateway holds money for all of `requests` at once (its /metrics says so); past
+ * the deadline, says what those requests were answered.
+ */
+async function inFlightOn(
+  gateway: ServeProcess,
+  requests: Promise<number | "dropped">[],
+): Promise<void> {
   const deadline = Date.now() + 10_000;
   for (;;) {
     const res = await fetch(`${gateway.url}/metrics`, {
       headers: { authorization: `Bearer ${ADMIN_KEY}` },
     });
     const open = Number(/^gateway_holds_in_flight (\d+)$/m.exec(await res.text())?.[1] ?? 0);
-    if (open >= count) return;
-    if (Date.now() > deadline) throw new Error(`only ${open} requests in flight after 10 s`);
+    if (open >= requests.length) return;
+    if (Date.now() > deadline) {
+      const answered = await Promise.race([
+        Promise.all(requests),
+        new Promise((resolve) => setTimeout(() => resolve("still waiting"), 2_000)),
+      ]);
+      throw new Error(
+        `only ${open} of ${requests.length} requests in flight on ${gateway.url} after 10 s; they got ${JSON.stringify(answered)}\n${gateway.stderr()}`,
+      );
+    }
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
 }

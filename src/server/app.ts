@@ -3,10 +3,11 @@ import { getRequestListener } from "@hono/node-server";
 import { RESPONSE_ALREADY_SENT } from "@hono/node-server/utils/response";
 import type { Context } from "hono";
 import { Hono } from "hono";
+import { storageFaultKind } from "../store/storage-fault.js";
 import { accessGuards, type Guard } from "./auth/guards.js";
 import type { Services } from "./compose/services.js";
 import { ownerPageGuard } from "./dashboard/http.js";
-import { errorResponse, GatewayError, PlainTextError } from "./errors.js";
+import { errorResponse, GatewayError, PlainTextError, storageUnavailable } from "./errors.js";
 import { isTooLarge, refuseDeclaredLength } from "./http/body.js";
 import type { AppEnv, Handler } from "./http/context.js";
 import { allowAnyOrigin, withCors } from "./http/cors.js";
@@ -82,10 +83,9 @@ export function gatewayListener(
     return fallback.handler(c as Context<AppEnv>);
   });
   // Every route renders its own errors; this catches only a fault of the app itself.
-  app.onError((err, c) => {
-    services.ledger.noteStorageFailure(err);
-    return errorResponse(err, "chat", `${c.req.method} ${pathOf(c)}`);
-  });
+  app.onError((err, c) =>
+    errorResponse(storageNoted(services, err), "chat", `${c.req.method} ${pathOf(c)}`),
+  );
   // The body reader reads Node's request itself and Node's server discards a body no handler
   // read, so node-server's own clean-up would only add timers to each request.
   const hono = getRequestListener(app.fetch, { hostname, autoCleanupIncoming: false });
@@ -123,11 +123,11 @@ function registered(
     const incoming = nodeIncoming(c);
     if (outgoing && incoming && cutOff(c, err) && bodyStillComing(incoming))
       outgoing.setHeader("connection", "close");
-    services.ledger.noteStorageFailure(err);
+    const answered = storageNoted(services, err);
     const trace = requestTrace(c);
     // A refusal's line in serve's log says why; a settled request already said so.
-    if (trace && trace.errorCode === undefined) trace.errorCode = refusalCode(err);
-    return errorResponse(err, errors, name);
+    if (trace && trace.errorCode === undefined) trace.errorCode = refusalCode(answered);
+    return errorResponse(answered, errors, name);
   };
   const run = (c: Context<AppEnv>): Response | Promise<Response> => {
     if (sameOrigin) refuseCrossOrigin(c, ownOrigin(services.options.publicOrigin, c));
@@ -153,6 +153,19 @@ function registered(
     if (!corsAfter) return answer;
     return answer instanceof Promise ? answer.then(withCors) : withCors(answer);
   };
+}
+
+/**
+ * A fault of the database is the ledger's to note (logged once, and readiness fails). The disk's
+ * own faults `errorResponse` tells by their codes; a Postgres server out of reach (a read found
+ * the pool's connection lost or refused, as after a restart under load) is the same storage 503,
+ * on any route and for reads as for writes, never a 500.
+ */
+function storageNoted(services: Services, err: unknown): unknown {
+  if (!services.ledger.noteStorageFailure(err)) return err;
+  if (err instanceof GatewayError || err instanceof PlainTextError || storageFaultKind(err))
+    return err;
+  return storageUnavailable("unreachable");
 }
 
 function sendsKey(c: Context): boolean {

@@ -145,6 +145,7 @@ const storageReasons: Record<StorageFaultKind, string> = {
   full: "its disk is full",
   failing: "its disk refuses writes",
   lost: "its database file was removed",
+  unreachable: "its database cannot be reached",
 };
 
 /**

@@ -22,7 +22,7 @@ import { InvalidProxies, ProxyList } from "./http/request.js";
 import { withRequestIds } from "./http/request-id.js";
 import { onFinishedRequests, tracedListener } from "./http/request-trace.js";
 import type { Route } from "./http/route-row.js";
-import { startJobRunner } from "./jobs/runner.js";
+import { type JobRunner, startJobRunner } from "./jobs/runner.js";
 import { parseCassetteOptions } from "./kit/cassettes.js";
 import { defaultCaptureLimit } from "./kit/inspect.js";
 import { Readiness } from "./observe/health.js";
@@ -47,9 +47,10 @@ export interface GatewayOptions extends PublicGatewayOptions {
   jobPollMs?: number;
 }
 
-/** The public handle, and the services for tests inside this repository. */
+/** The public handle, and the services and job runner for tests inside this repository. */
 export interface RunningGateway extends PublicRunningGateway {
   services: Services;
+  jobRunner: JobRunner;
 }
 
 function gatewayClock(clock: Clock): GatewayClock {
@@ -203,6 +204,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
       demoKey,
       ownerUrl,
       services,
+      jobRunner,
       mock: {
         reply(ruleOrMatch: MockRule | MockMatch, reply?: MockReply, opts?: { times?: number }) {
           const rule = reply ? { match: ruleOrMatch, reply, times: opts?.times } : ruleOrMatch;

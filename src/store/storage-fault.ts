@@ -8,8 +8,10 @@ import { dirname } from "node:path";
  *            SQLITE_IOERR*, EIO): over once a write lands again
  *   lost     the file the gateway opened is no longer the one at its path (deleted or
  *            replaced): over only with a restart, which opens the file now there
+ *   unreachable  the Postgres server cannot be reached (a lost or refused connection, a pool
+ *            that timed out): over once a write lands again
  */
-export type StorageFaultKind = "full" | "failing" | "lost";
+export type StorageFaultKind = "full" | "failing" | "lost" | "unreachable";
 
 /** Whether `err` is a write the disk refused, and how (undefined for any other error). */
 export function storageFaultKind(err: unknown): StorageFaultKind | undefined {

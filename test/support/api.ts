@@ -82,13 +82,4 @@ export async function burst(
   return Promise.all(Array.from({ length: n }, (_, i) => send(i)));
 }
 
-/**
- * Waits out the last seconds of a wall-clock minute, so that the per-minute counts a test asserts
- * on a real clock fall in one window.
- */
-export async function clearOfMinuteEdge(): Promise<void> {
-  const left = 60_000 - (Date.now() % 60_000);
-  if (left < 3_000) await new Promise((resolve) => setTimeout(resolve, left + 50));
-}
-
 export { post };

@@ -49,7 +49,7 @@ export class PostgresLedger implements Ledger {
       if (err instanceof CountRefused) throw paidRpmRefused(err.limit);
       if (err instanceof Error && err.message === "account missing")
         throw new GatewayError(500, "internal_error", "account missing");
-      if (this.noteStorageFailure(err)) throw storageUnavailable();
+      if (this.noteStorageFailure(err)) throw storageUnavailable("unreachable");
       throw err;
     }
   }
@@ -94,7 +94,7 @@ export class PostgresLedger implements Ledger {
     try {
       await Promise.all(this.pending);
     } catch {
-      throw storageUnavailable();
+      throw storageUnavailable("unreachable");
     }
   }
 
@@ -149,7 +149,7 @@ export class PostgresLedger implements Ledger {
     const message = err instanceof Error ? err.message : String(err);
     if (!this.fault) {
       console.error(`gateway: ${this.where} did not take a write: ${message}`);
-      this.fault = { path: this.where, message, since: Date.now() };
+      this.fault = { path: this.where, message, since: Date.now(), kind: "unreachable" };
     }
     return true;
   }

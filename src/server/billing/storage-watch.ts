@@ -20,6 +20,7 @@ const afterFault: Record<StorageFaultKind, string> = {
   full: "until space is freed",
   failing: "until the disk takes writes again",
   lost: "",
+  unreachable: "until the database is back",
 };
 
 /**

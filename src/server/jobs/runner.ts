@@ -38,6 +38,8 @@ export class JobRunner {
   /** This runner's name on the leases it takes: a new one per gateway start. */
   readonly instanceId = newId("runner");
   private stopped = false;
+  /** Claims nothing until resumed; a job already running here carries on. */
+  private paused = false;
   /** A fill is claiming jobs; a wake meanwhile asks for one more round once it ends. */
   private filling = false;
   private fillAgain = false;
@@ -62,7 +64,21 @@ export class JobRunner {
 
   /** A job was submitted: look at the queue now rather than at the next poll. */
   wake(): void {
-    if (!this.stopped) this.schedule(0);
+    if (!this.stopped && !this.paused) this.schedule(0);
+  }
+
+  /**
+   * Claims nothing, on a poll or a wake, until `resume()`: a test that runs a runner of its own
+   * beside the gateway's thereby knows which of the two takes a job.
+   */
+  pause(): void {
+    this.paused = true;
+    clearTimeout(this.timer);
+  }
+
+  resume(): void {
+    this.paused = false;
+    this.wake();
   }
 
   /** `keepLeases`: leave the running jobs leased, as a gateway that died would (for tests). */
@@ -98,7 +114,7 @@ export class JobRunner {
   }
 
   private fill(): void {
-    if (this.stopped) return;
+    if (this.stopped || this.paused) return;
     if (this.filling) {
       this.fillAgain = true;
       return;
@@ -117,12 +133,12 @@ export class JobRunner {
         if (this.fillAgain) {
           this.fillAgain = false;
           this.fill();
-        } else if (!this.stopped) this.schedule(this.pollMs);
+        } else if (!this.stopped && !this.paused) this.schedule(this.pollMs);
       });
   }
 
   private async claimWhileRoom(): Promise<void> {
-    while (!this.stopped && this.active.size < this.concurrency) {
+    while (!this.stopped && !this.paused && this.active.size < this.concurrency) {
       const job = await this.jobs.claimNext(
         this.instanceId,
         this.leaseMs,

@@ -1,0 +1,115 @@
+import { randomBytes } from "node:crypto";
+import { connect, createServer, type Server, type Socket } from "node:net";
+import { afterEach, describe, expect, it } from "vitest";
+import { secretKeyEnv } from "../src/store/secret-box.js";
+import { chat, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
+import { createTestDatabase } from "./support/postgres.js";
+
+/**
+ * Issue 29, point 8: a read that finds the database out of reach (a lost or refused connection)
+ * is the storage 503 in the route's style, never a 500, and the gateway serves again once the
+ * database is back. The gateway reaches the run's Postgres server through a relay the test can
+ * cut (every connection dropped, new ones refused, as a server that went away) and mend on the
+ * same port.
+ */
+
+interface Relay {
+  /** The database URL, through the relay. */
+  url: string;
+  cut(): Promise<void>;
+  mend(): Promise<void>;
+  close(): Promise<void>;
+}
+
+async function relayTo(databaseUrl: string): Promise<Relay> {
+  const target = new URL(databaseUrl);
+  const sockets = new Set<Socket>();
+  const listen = (port: number) =>
+    new Promise<Server>((resolve, reject) => {
+      const server = createServer((client) => {
+        const upstream = connect(Number(target.port), target.hostname);
+        for (const socket of [client, upstream]) {
+          sockets.add(socket);
+          socket.on("close", () => sockets.delete(socket));
+          socket.on("error", () => {
+            client.destroy();
+            upstream.destroy();
+          });
+        }
+        client.pipe(upstream).pipe(client);
+      });
+      server.once("error", reject);
+      server.listen(port, "127.0.0.1", () => resolve(server));
+    });
+  let server: Server | undefined = await listen(0);
+  const port = (server.address() as { port: number }).port;
+  const stop = async () => {
+    const closing = server;
+    server = undefined;
+    for (const socket of sockets) socket.destroy();
+    if (closing) await new Promise((resolve) => closing.close(resolve));
+  };
+  const url = new URL(databaseUrl);
+  url.port = String(port);
+  return {
+    url: url.toString(),
+    cut: stop,
+    async mend() {
+      server ??= await listen(port);
+    },
+    close: stop,
+  };
+}
+
+let gw: TestGateway | undefined;
+let relay: Relay | undefined;
+afterEach(async () => {
+  // The gateway closes on a database it reaches: its last writes (its serve record) land.
+  await relay?.mend();
+  await gw?.close();
+  await relay?.close();
+  gw = undefined;
+  relay = undefined;
+});
+
+const bearer = { authorization: `Bearer ${KEY}` };
+
+describe("a gateway whose Postgres is out of reach", () => {
+  it("answers reads and paid requests with 503 storage_unavailable in each route's style, and serves again once it is back", async () => {
+    process.env[secretKeyEnv] ??= randomBytes(32).toString("base64");
+    relay = await relayTo(await createTestDatabase());
+    gw = await testGateway({ db: relay.url });
+    expect((await fetch(`${gw.url}/v1/account/quota`, { headers: bearer })).status).toBe(200);
+
+    await relay.cut();
+    for (const path of ["/v1/account/quota", "/v1/usage/summary"]) {
+      const res = await fetch(`${gw.url}${path}`, { headers: bearer });
+      const body = await res.text();
+      expect(res.status, `${path}: ${body}`).toBe(503);
+      expect(res.headers.get("retry-after")).toBe("30");
+      expect(JSON.parse(body)).toMatchObject({
+        error: {
+          code: "storage_unavailable",
+          type: "storage_unavailable",
+          message: expect.stringContaining("its database cannot be reached"),
+        },
+      });
+    }
+    const messages = await post(gw, "/v1/messages", {
+      model: "mock-gpt",
+      max_tokens: 20,
+      messages: [{ role: "user", content: "hi" }],
+    });
+    expect(messages.status).toBe(503);
+    expect(await messages.json()).toMatchObject({
+      type: "error",
+      error: { type: "api_error", message: expect.stringContaining("cannot be reached") },
+    });
+    expect((await fetch(`${gw.url}/health/ready`)).status).toBe(503);
+
+    await relay.mend();
+    expect((await fetch(`${gw.url}/v1/account/quota`, { headers: bearer })).status).toBe(200);
+    expect((await post(gw, "/v1/chat/completions", chat())).status).toBe(200);
+    expect((await fetch(`${gw.url}/health/ready`)).status).toBe(200);
+  });
+});
