@@ -112,4 +112,23 @@ describe("a gateway whose Postgres is out of reach", () => {
     expect((await post(gw, "/v1/chat/completions", chat())).status).toBe(200);
     expect((await fetch(`${gw.url}/health/ready`)).status).toBe(200);
   });
+
+  it("is ready again once the database is back, with no request to prove it", async () => {
+    // A balancer sends a not-ready gateway nothing: readiness must find the way back itself.
+    process.env[secretKeyEnv] ??= randomBytes(32).toString("base64");
+    relay = await relayTo(await createTestDatabase());
+    gw = await testGateway({ db: relay.url });
+    await relay.cut();
+    expect((await fetch(`${gw.url}/v1/account/quota`, { headers: bearer })).status).toBe(503);
+    expect((await fetch(`${gw.url}/health/ready`)).status).toBe(503);
+
+    await relay.mend();
+    const ready = gw.url;
+    await expect
+      .poll(async () => (await fetch(`${ready}/health/ready`)).status, {
+        timeout: 10_000,
+        interval: 250,
+      })
+      .toBe(200);
+  });
 });

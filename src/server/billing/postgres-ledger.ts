@@ -21,6 +21,9 @@ import { refusalError, topUpTier } from "./payment.js";
  * subscription windows and free allowance admit exactly what they cover across every gateway.
  * A settlement is one transaction; the answer waits for it (`committed`), as on SQLite.
  */
+/** While the database is out of reach, how often readiness asks it again. */
+const probeEveryMs = 1000;
+
 export class PostgresLedger implements Ledger {
   /** A count in the database costs a round trip of its own unless it goes with the hold. */
   readonly countsInHold = true;
@@ -30,6 +33,9 @@ export class PostgresLedger implements Ledger {
   private open = 0;
   private heldHere = 0;
   private fault: StorageFault | null = null;
+  /** While the database is out of reach: when it was last asked whether it is back. */
+  private lastProbe = 0;
+  private probing = false;
 
   constructor(
     private readonly money: PostgresMoney,
@@ -41,6 +47,7 @@ export class PostgresLedger implements Ledger {
   async reserve(input: ReserveInput): Promise<Reservation> {
     try {
       const reservation = await this.money.reserve(input);
+      this.reachable();
       this.open++;
       this.heldHere += reservation.reservedMicro;
       return reservation;
@@ -68,9 +75,7 @@ export class PostgresLedger implements Ledger {
       return charge;
     }
     const write = this.money.settle(reservation, input).then(
-      () => {
-        this.fault = null;
-      },
+      () => this.reachable(),
       (err: unknown) => {
         this.noteStorageFailure(err);
         throw err;
@@ -154,8 +159,34 @@ export class PostgresLedger implements Ledger {
     return true;
   }
 
+  /**
+   * Why requests cannot be recorded, or null. While the database is out of reach, each call asks
+   * it again (at most once a second, in the background): a gateway that reads not ready gets no
+   * traffic from a balancer, so no request would ever show that the database is back.
+   */
   storageFault(): StorageFault | null {
+    const now = Date.now();
+    if (this.fault && !this.probing && now - this.lastProbe >= probeEveryMs) {
+      this.lastProbe = now;
+      this.probing = true;
+      this.money
+        .ping()
+        .then(
+          () => this.reachable(),
+          () => {},
+        )
+        .finally(() => {
+          this.probing = false;
+        });
+    }
     return this.fault;
+  }
+
+  /** A round trip landed: the database is reachable again. */
+  private reachable(): void {
+    if (!this.fault) return;
+    console.error(`gateway: ${this.where} is reachable again`);
+    this.fault = null;
   }
 
   flush(): void {}

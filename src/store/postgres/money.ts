@@ -214,6 +214,11 @@ export class PostgresMoney {
   private readonly settlements: Batches<QueuedSettlement, number | null>;
   private readonly leases: Leases | undefined;
 
+  /** One round trip to the database: resolves once it answers. */
+  async ping(): Promise<void> {
+    await this.pool.query("SELECT 1");
+  }
+
   constructor(
     private readonly pool: pg.Pool,
     private readonly options: PostgresMoneyOptions,
