@@ -90,36 +90,32 @@ export class UpstreamHttp {
     url: string,
     headers: Record<string, string>,
     body: Body,
-    timeoutMs: number,
     signal: GoneSignal,
     provider: UpstreamProvider,
   ): Promise<T> {
-    return parseJsonAnswer<T>(
-      await this.postForBytes(url, headers, body, timeoutMs, signal, provider),
-    );
+    return parseJsonAnswer<T>(await this.postForBytes(url, headers, body, signal, provider));
   }
 
   /**
-   * A 2xx answer read whole, within `timeoutMs` from the request to its last byte; any other
-   * status becomes the UpstreamFailure that classifies it.
+   * A 2xx answer read whole, within the provider's `timeout_ms` from the request to its last
+   * byte; any other status becomes the UpstreamFailure that classifies it.
    */
   async postForBytes(
     url: string,
     headers: Record<string, string>,
     // Bytes too: multipart uploads (audio transcriptions) are built as one buffer.
     body: Body,
-    timeoutMs: number,
     signal: GoneSignal,
     provider: UpstreamProvider,
   ): Promise<Buffer> {
     const { idleMs } = upstreamBounds(provider);
     // undici bounds the wait for the headers and each gap in the body, not the whole: a body
     // dripped a byte at a time would never end.
-    const deadline = new Deadline(signal, timeoutMs);
+    const deadline = new Deadline(signal, provider.timeout_ms);
     let answer: WholeAnswer;
     try {
       answer = await this.sendWhole(
-        postOptions(url, headers, body, timeoutMs, idleMs),
+        postOptions(url, headers, body, provider.timeout_ms, idleMs),
         deadline,
         provider,
       );
@@ -140,7 +136,6 @@ export class UpstreamHttp {
     url: string,
     headers: Record<string, string>,
     body: Body,
-    timeoutMs: number,
     signal: GoneSignal,
     provider: UpstreamProvider,
   ): Promise<AsyncIterable<Uint8Array>> {
@@ -149,7 +144,7 @@ export class UpstreamHttp {
     let answer: StreamAnswer;
     try {
       answer = await this.openStream(
-        postOptions(url, headers, body, timeoutMs, idleMs),
+        postOptions(url, headers, body, provider.timeout_ms, idleMs),
         deadline,
         provider,
       );
@@ -176,11 +171,10 @@ export class UpstreamHttp {
     url: string,
     headers: Record<string, string>,
     body: Body,
-    timeoutMs: number,
     signal: GoneSignal,
     provider: UpstreamProvider,
   ): Promise<AsyncGenerator<SSEMessage>> {
-    const stream = await this.postStream(url, headers, body, timeoutMs, signal, provider);
+    const stream = await this.postStream(url, headers, body, signal, provider);
     return parseSSE(stream, upstreamBounds(provider).maxEventBytes);
   }
 

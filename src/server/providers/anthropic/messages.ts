@@ -25,7 +25,6 @@ export async function anthropicComplete(
       url,
       headers,
       payload,
-      provider.timeout_ms,
       req.signal,
       provider,
     );
@@ -34,14 +33,7 @@ export async function anthropicComplete(
     );
     return withRewrite(result, rewrite);
   }
-  const events = await http.postEvents(
-    url,
-    headers,
-    payload,
-    provider.timeout_ms,
-    req.signal,
-    provider,
-  );
+  const events = await http.postEvents(url, headers, payload, req.signal, provider);
   const meter = new StreamMeter(() => estimateRequestTokens(body));
   return withRewrite(fromMessagesEvents(req, events, meter), rewrite);
 }
@@ -66,7 +58,6 @@ export async function anthropicCountTokens(
     joinUrl(attempt.provider.base_url ?? "", "/messages/count_tokens"),
     anthropicHeaders(attempt, beta),
     JSON.stringify({ ...body, model: attempt.model.upstream_model }),
-    attempt.provider.timeout_ms,
     signal,
     attempt.provider,
   );

@@ -38,7 +38,6 @@ export async function geminiComplete(
       methodUrl(attempt, "generateContent"),
       headers,
       payload,
-      provider.timeout_ms,
       req.signal,
       provider,
     );
@@ -52,7 +51,6 @@ export async function geminiComplete(
     `${methodUrl(attempt, "streamGenerateContent")}?alt=sse`,
     headers,
     payload,
-    provider.timeout_ms,
     req.signal,
     provider,
   );
@@ -83,7 +81,6 @@ export async function geminiCountTokens(
         ...(tools ? { tools } : {}),
       },
     }),
-    provider.timeout_ms,
     req.signal,
     provider,
   );

@@ -64,7 +64,6 @@ async function embedBatch(
         ...(dimensions !== undefined ? { outputDimensionality: dimensions } : {}),
       })),
     }),
-    attempt.provider.timeout_ms,
     signal,
     attempt.provider,
   );

@@ -48,21 +48,13 @@ export async function openaiComplete(
       url,
       headers,
       payload,
-      provider.timeout_ms,
       req.signal,
       provider,
     );
     const result = withJsonEstimate(fromChatJson(req, answer), body, () => chatOutputText(answer));
     return withRewrite(result, rewrite);
   }
-  const events = await http.postEvents(
-    url,
-    headers,
-    payload,
-    provider.timeout_ms,
-    req.signal,
-    provider,
-  );
+  const events = await http.postEvents(url, headers, payload, req.signal, provider);
   const meter = new StreamMeter(() => estimateRequestTokens(body));
   const result =
     req.style === "chat"
@@ -89,7 +81,7 @@ async function nativeResponses(
     const json = await http.postJson<{
       usage?: { input_tokens?: number; output_tokens?: number };
       output?: unknown;
-    }>(url, headers, payload, provider.timeout_ms, req.signal, provider);
+    }>(url, headers, payload, req.signal, provider);
     const usage = {
       input_tokens: json.usage?.input_tokens ?? 0,
       output_tokens: json.usage?.output_tokens ?? 0,
@@ -99,14 +91,7 @@ async function nativeResponses(
     const result = { kind: "json" as const, body: answer, usage };
     return withJsonEstimate(result, body, () => responsesOutputText(json));
   }
-  const events = await http.postEvents(
-    url,
-    headers,
-    payload,
-    provider.timeout_ms,
-    req.signal,
-    provider,
-  );
+  const events = await http.postEvents(url, headers, payload, req.signal, provider);
   return responsesPassThrough(req, events, new StreamMeter(() => estimateRequestTokens(body)));
 }
 

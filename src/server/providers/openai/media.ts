@@ -42,7 +42,6 @@ export async function openaiImages(
     endpoint(attempt, "/images/generations"),
     authHeaders(attempt, "application/json"),
     JSON.stringify({ ...body, model: attempt.model.upstream_model }),
-    attempt.provider.timeout_ms,
     signal,
     attempt.provider,
   );
@@ -64,7 +63,6 @@ export async function openaiImageEdits(
       endpoint(attempt, "/images/edits"),
       authHeaders(attempt, form.contentType),
       form.body,
-      attempt.provider.timeout_ms,
       req.signal,
       attempt.provider,
     ),
@@ -82,7 +80,6 @@ export async function openaiEmbeddings(
     endpoint(attempt, "/embeddings"),
     authHeaders(attempt, "application/json"),
     JSON.stringify({ ...body, model: attempt.model.upstream_model }),
-    attempt.provider.timeout_ms,
     signal,
     attempt.provider,
   );
@@ -103,7 +100,6 @@ export async function openaiSpeech(
     endpoint(attempt, "/audio/speech"),
     authHeaders(attempt, "application/json"),
     JSON.stringify({ ...body, model: attempt.model.upstream_model }),
-    attempt.provider.timeout_ms,
     signal,
     attempt.provider,
   );
@@ -123,7 +119,6 @@ export async function openaiTranscription(
     endpoint(attempt, "/audio/transcriptions"),
     authHeaders(attempt, form.contentType),
     form.body,
-    attempt.provider.timeout_ms,
     signal,
     attempt.provider,
   );
