@@ -20,6 +20,7 @@ export {
   readPngSize,
 } from "./png.js";
 export {
+  hearMockSpeech,
   isMockSpeechFormat,
   MOCK_SPEECH_SAMPLE_RATE,
   type MockSpeechFormat,

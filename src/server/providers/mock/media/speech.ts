@@ -12,7 +12,7 @@ import {
   writeByteSymbol,
 } from "./fsk.js";
 import { SeededRandom } from "./seed.js";
-import { decodeWav, encodeWav, int16ToLe, leToInt16 } from "./wav.js";
+import { type DecodedWav, decodeWav, encodeWav, int16ToLe, leToInt16 } from "./wav.js";
 
 /**
  * Mock text-to-speech whose audio carries its own transcript (see fsk.ts), laid out with the
@@ -100,7 +100,12 @@ export function mockSpeechSamples(text: string, sampleRate = MOCK_SPEECH_SAMPLE_
 /** The text a mock-speech WAV says; null for any audio the mock did not make. */
 export function transcribeMockWav(buf: Uint8Array): string | null {
   const wav = decodeWav(buf);
-  return wav ? decodeSamples(wav.samples, wav.sampleRate) : null;
+  return wav ? hearMockSpeech(wav) : null;
+}
+
+/** The same for a WAV already decoded. */
+export function hearMockSpeech(wav: DecodedWav): string | null {
+  return decodeSamples(wav.samples, wav.sampleRate);
 }
 
 const HEARD_WORDS = [
