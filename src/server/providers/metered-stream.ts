@@ -1,12 +1,12 @@
 import type { GoneSignal } from "../time/gone-signal.js";
-import type { SSEMessage } from "../wire/sse.js";
 import { estimateRequestTokens, StreamMeter } from "../wire/usage.js";
 import type { UpstreamHttp } from "./http-upstream.js";
 import type { Attempt } from "./provider.js";
 
 /** A completion's upstream stream, and the meter that bills it. */
 export interface MeteredStream {
-  events: AsyncGenerator<SSEMessage>;
+  /** The answer's server-sent events, as `postEvents` opens them. */
+  events: Awaited<ReturnType<UpstreamHttp["postEvents"]>>;
   meter: StreamMeter;
 }
 
