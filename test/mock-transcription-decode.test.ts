@@ -5,8 +5,8 @@ import { baseConfig, KEY, type TestGateway, testGateway } from "./support/gatewa
 
 // Every decode of an upload, wherever the gateway does it, goes through this one function.
 const decodes = vi.hoisted(() => ({ count: 0 }));
-vi.mock("../src/server/providers/mock/media/wav.js", async (original) => {
-  const wav = await original<typeof import("../src/server/providers/mock/media/wav.js")>();
+vi.mock("../src/server/media/wav.js", async (original) => {
+  const wav = await original<typeof import("../src/server/media/wav.js")>();
   return {
     ...wav,
     decodeWav: (buf: Uint8Array) => {

@@ -8,7 +8,7 @@ import type {
 } from "../wire/completion-types.js";
 import type { UpstreamFailure } from "../wire/upstream-failure.js";
 import type { UpstreamHttp } from "./http-upstream.js";
-import type { MockScript } from "./mock/mock-script.js";
+import type { MockScript } from "./mock-script.js";
 
 /** One way to reach a model: a provider, and the credential to use with it. */
 export interface Attempt extends Backend {

@@ -1,4 +1,6 @@
 import { GatewayError } from "../../errors.js";
+import { readAviInfo } from "../../media/avi.js";
+import { readWavInfo } from "../../media/wav.js";
 import { UpstreamFailure } from "../../wire/upstream-failure.js";
 import { embeddingBase64, type ProducedMedia, type Provider } from "../provider.js";
 import { mockComplete } from "./chat.js";
@@ -8,8 +10,6 @@ import {
   mockImageEdit,
   mockMusic,
   mockVideo,
-  readAviInfo,
-  readWavInfo,
 } from "./media/index.js";
 import {
   hearUpload,

@@ -1,10 +1,10 @@
 import type { ProviderRow } from "../../../store/types.js";
 import { badRequest, type GatewayError } from "../../errors.js";
+import { decodeWav } from "../../media/wav.js";
 import type { GoneSignal } from "../../time/gone-signal.js";
 import { sleep } from "../../time/sleep.js";
 import { UpstreamFailure } from "../../wire/upstream-failure.js";
 import {
-  decodeWav,
   hearMockSpeech,
   isMockSpeechFormat,
   mockHeardText,

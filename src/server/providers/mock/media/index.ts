@@ -1,24 +1,14 @@
 /**
  * Deterministic, offline media for the built-in `mock` provider: same input, same bytes,
- * generated in milliseconds with nothing but Node built-ins.
+ * generated in milliseconds with nothing but Node built-ins (the formats' codecs are the
+ * gateway's, in src/server/media/).
  */
-export { type AviInfo, readAviInfo } from "./avi.js";
 export {
-  MAX_MUSIC_SECONDS,
   MOCK_MUSIC_SAMPLE_RATE,
   type MockMusicOptions,
   mockMusic,
 } from "./music.js";
-export {
-  decodeRgbaPng,
-  encodePng,
-  type ImageSize,
-  MAX_IMAGE_SIDE,
-  mockImage,
-  mockImageEdit,
-  parseSize,
-  readPngSize,
-} from "./png.js";
+export { mockImage, mockImageEdit } from "./picture.js";
 export {
   hearMockSpeech,
   isMockSpeechFormat,
@@ -27,7 +17,6 @@ export {
   type MockSpeechOptions,
   mockHeardText,
   mockSpeech,
-  speechContentType,
   speechSeconds,
   supportedMockSpeechFormats,
   transcribeMockPcm,
@@ -42,4 +31,3 @@ export {
   type MockVideoOptions,
   mockVideo,
 } from "./video.js";
-export { type DecodedWav, decodeWav, encodeWav, readWavInfo, type WavInfo } from "./wav.js";
