@@ -28,7 +28,7 @@ export type {
   MockMatch,
   MockReply,
   MockRule,
-} from "./server/providers/mock/mock-script.js";
+} from "./server/providers/mock-script.js";
 export type { GatewayClock } from "./server/time/clock.js";
 
 /** Starts a gateway (in memory unless `db` names a file); its internal services stay private. */

@@ -1,10 +1,7 @@
 import OpenAI, { toFile } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  mockMusic,
-  readWavInfo,
-  transcribeMockPcm,
-} from "../src/server/providers/mock/media/index.js";
+import { readWavInfo } from "../src/server/media/wav.js";
+import { mockMusic, transcribeMockPcm } from "../src/server/providers/mock/media/index.js";
 import {
   type FakeOpenAIMedia,
   fakeSpeechBytes,

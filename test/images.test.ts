@@ -1,6 +1,6 @@
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { readPngSize } from "../src/server/providers/mock/media/index.js";
+import { readPngSize } from "../src/server/media/png.js";
 import {
   type FakeOpenAIMedia,
   providerSecretText,

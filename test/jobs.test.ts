@@ -3,7 +3,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ConfigInput } from "../src/server/config/schema.js";
-import { readAviInfo, readWavInfo } from "../src/server/providers/mock/media/index.js";
+import { readAviInfo } from "../src/server/media/avi.js";
+import { readWavInfo } from "../src/server/media/wav.js";
 import {
   baseConfig,
   KEY,

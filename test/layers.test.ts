@@ -166,6 +166,14 @@ const rules: LayerRule[] = [
       ...server("auth", "billing", "limits", "dispatch", "providers", "http"),
     ],
   },
+  // The media formats the gateway reads and writes (WAV, PNG, AVI): for routes and providers alike.
+  {
+    from: "src/server/media/",
+    forbidden: [
+      ...composition,
+      ...server("auth", "billing", "limits", "dispatch", "providers", "http", "wire", "time"),
+    ],
+  },
   // Clocks, waits and the signal that ends them: under everything.
   {
     from: "src/server/time/",
@@ -235,6 +243,18 @@ describe("the import graph of src/", () => {
       return !broken.has(edge) && !(graph.get(from)?.includes(to) && reaches(to, from));
     });
     expect(stale, `allow-list entries nothing needs any more:\n${stale.join("\n")}`).toEqual([]);
+  });
+
+  it("reaches a provider only through providers/: no module outside it imports a provider's folder", () => {
+    // A wire's folder is its own business: the rest of the gateway sees the interface
+    // (provider.ts), the registry and the shared upstream code beside them.
+    const providerFolder = /^src\/server\/providers\/[^/]+\//;
+    const found = [...graph].flatMap(([file, targets]) =>
+      file.startsWith("src/server/providers/")
+        ? []
+        : targets.filter((target) => providerFolder.test(target)).map((t) => edgeOf(file, t)),
+    );
+    expect(found, `imports of a provider's folder:\n${found.join("\n")}`).toEqual([]);
   });
 
   it("asks a provider's registry entry what it can do, never which wire it speaks", () => {

@@ -7,7 +7,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { ConfigInput } from "../src/server/config/schema.js";
 import { startGateway } from "../src/server/gateway.js";
 import type { FinishedRequest } from "../src/server/http/request-trace.js";
-import { readWavInfo } from "../src/server/providers/mock/media/index.js";
+import { readWavInfo } from "../src/server/media/wav.js";
 import { secretKeyEnv } from "../src/store/secret-box.js";
 import { admin, quota } from "./support/api.js";
 import { ownerSession } from "./support/cli.js";

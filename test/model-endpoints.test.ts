@@ -1,12 +1,8 @@
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI, { toFile } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  decodeRgbaPng,
-  encodePng,
-  mockImage,
-  readPngSize,
-} from "../src/server/providers/mock/media/index.js";
+import { decodeRgbaPng, encodePng, readPngSize } from "../src/server/media/png.js";
+import { mockImage } from "../src/server/providers/mock/media/index.js";
 import { type FakeOpenAIMedia, startFakeOpenAIMedia } from "./support/fake-openai-media.js";
 import { type FakeUpstream, fakeUpstream } from "./support/fake-upstream.js";
 import {

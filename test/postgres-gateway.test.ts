@@ -4,7 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ConfigInput } from "../src/server/config/schema.js";
 import { type GatewayOptions, type RunningGateway, startGateway } from "../src/server/gateway.js";
 import { startJobRunner } from "../src/server/jobs/runner.js";
-import { readPngSize, readWavInfo } from "../src/server/providers/mock/media/index.js";
+import { readPngSize } from "../src/server/media/png.js";
+import { readWavInfo } from "../src/server/media/wav.js";
 import { secretKeyEnv } from "../src/store/secret-box.js";
 import { admin, errorOf, quota } from "./support/api.js";
 import {

@@ -3,7 +3,7 @@ import type { ConnectionLimits } from "./http/connection-guards.js";
 import type { FinishedRequest } from "./http/request-trace.js";
 import type { CassetteOptions, InspectedRequest, RequestsQuery } from "./kit/types.js";
 import type { MetricsAccess } from "./observe/metrics-access.js";
-import type { GatewayMock } from "./providers/mock/mock-script.js";
+import type { GatewayMock } from "./providers/mock-script.js";
 import type { GatewayClock } from "./time/clock.js";
 
 /**

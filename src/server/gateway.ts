@@ -26,7 +26,7 @@ import { type JobRunner, startJobRunner } from "./jobs/runner.js";
 import { parseCassetteOptions } from "./kit/cassettes.js";
 import { defaultCaptureLimit } from "./kit/inspect.js";
 import { Readiness } from "./observe/health.js";
-import type { MockMatch, MockReply, MockRule } from "./providers/mock/mock-script.js";
+import type { MockMatch, MockReply, MockRule } from "./providers/mock-script.js";
 import { isBuiltIn } from "./providers/registry.js";
 import { routeTable } from "./routes/index.js";
 import {

@@ -192,19 +192,39 @@ export function previousLink(response: StoredResponse): string | null {
   return previous && previous !== response.id ? previous : null;
 }
 
-/** The page of `rows` (oldest first) that `page` asks for. */
-export function pageOf<T extends { item_id: string }>(
+/** The page of `rows` (oldest first) that `page` asks for, `after` naming a row by `idOf`. */
+export function pageOf<T>(
   rows: T[],
   page: ItemPageQuery,
+  idOf: (row: T) => string,
 ): { rows: T[]; hasMore: boolean } {
   const ordered = page.order === "asc" ? rows : [...rows].reverse();
   let start = 0;
   if (page.after !== undefined) {
-    const at = ordered.findIndex((row) => row.item_id === page.after);
+    const at = ordered.findIndex((row) => idOf(row) === page.after);
     start = at < 0 ? ordered.length : at + 1;
   }
   const slice = ordered.slice(start, start + page.limit);
   return { rows: slice, hasMore: start + page.limit < ordered.length };
+}
+
+/** A conversation's item as both backends keep it. */
+export interface ItemRow {
+  item_id: string;
+  item_json: string;
+}
+
+export function itemFromRow(row: Pick<ItemRow, "item_json">): StateItem {
+  return JSON.parse(row.item_json) as StateItem;
+}
+
+/**
+ * The items of a conversation's rows (oldest first) that `page` asks for, every one without it;
+ * only the page's items are parsed.
+ */
+export function itemPage(rows: ItemRow[], page: ItemPageQuery | undefined): ItemPage {
+  const chosen = page ? pageOf(rows, page, (row) => row.item_id) : { rows, hasMore: false };
+  return { items: chosen.rows.map(itemFromRow), hasMore: chosen.hasMore };
 }
 
 // CROSS JOIN: SQLite walks the chain's few ids and looks each one up, rather than the account's

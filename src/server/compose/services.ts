@@ -12,7 +12,7 @@ import { KitUpstream } from "../kit/kit-upstream.js";
 import { RequestLimits } from "../limits/request-limits.js";
 import { SharedKeyLimiter } from "../limits/shared-key.js";
 import { UpstreamHttp } from "../providers/http-upstream.js";
-import { MockScript } from "../providers/mock/mock-script.js";
+import { MockScript } from "../providers/mock-script.js";
 import type { Clock } from "../time/clock.js";
 
 export interface ServerOptions extends ForwardingOptions {

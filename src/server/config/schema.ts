@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { MAX_IDR } from "../../store/money.js";
 import type { Subscription } from "../../store/types.js";
-import { mockScriptSchema } from "../providers/mock/mock-script.js";
+import { mockScriptSchema } from "../providers/mock-script.js";
 import { modalities, wireNames } from "../providers/registry.js";
 
 /** Money in the config file is whole or fractional IDR; it is stored as integer micro-IDR. */

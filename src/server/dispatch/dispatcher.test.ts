@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import type { ByokRow, Catalog, ModelRow, ProviderRow } from "../../store/types.js";
 import { errorBody, errorHeaders, type GatewayError } from "../errors.js";
 import { UpstreamHttp } from "../providers/http-upstream.js";
-import { MockScript } from "../providers/mock/mock-script.js";
+import { MockScript } from "../providers/mock-script.js";
 import type { Attempt } from "../providers/provider.js";
 import { ManualClock } from "../time/clock.js";
 import {

@@ -70,7 +70,7 @@ export class Dispatcher {
       try {
         answer = await providerOf(attempt.provider).complete(this.providers, attempt, req);
       } catch (err) {
-        throw explainRejection(err, req, attempt);
+        throw explainRejection(providerReading(err, attempt), req, attempt);
       }
       const result = req.thread
         ? await withThread(answer, req.thread)
@@ -128,7 +128,8 @@ export class Dispatcher {
           if (!streaming) acquired.release("ok");
           options.steps?.push(`${model.name} ok`);
           return { result: value, attempt };
-        } catch (err) {
+        } catch (caught) {
+          const err = providerReading(caught, attempt);
           if (!(err instanceof UpstreamFailure)) {
             acquired.release("failed");
             throw err;
@@ -151,6 +152,16 @@ export class Dispatcher {
     if (options.byokOnly) return own;
     return [...own, () => this.pools.acquire(provider)];
   }
+}
+
+/**
+ * A rejection as the attempt's provider reads it (`Provider.classify`): a key refusal in its own
+ * words is the key's failure. A failure read once passes again unchanged: it has no codes.
+ */
+function providerReading(err: unknown, attempt: Attempt): unknown {
+  if (!(err instanceof UpstreamFailure) || err.kind !== "rejected" || err.codes.length === 0)
+    return err;
+  return providerOf(attempt.provider).classify?.(err) ?? err;
 }
 
 /**

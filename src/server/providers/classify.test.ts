@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { mapFailure } from "../dispatch/dispatcher.js";
 import { errorBody, errorHeaders } from "../errors.js";
-import { failureOf, rejectionReason, retryAfterMs } from "./classify.js";
+import { errorCodes, failureOf, rejectionReason, retryAfterMs } from "./classify.js";
 
 /** What the client of a direct dispatch sees for the provider's answer: status, code, type. */
 function clientSees(status: number, body = "", retryAfter?: string) {
@@ -105,31 +105,28 @@ describe("failureOf: a provider's error status as the client sees it", () => {
     });
   });
 
-  it("Google's refusals of a key (400 API_KEY_INVALID, 403 PERMISSION_DENIED) are key failures too: 503, the key cools", () => {
-    const invalid = googleError(
+  it("keeps an error body's own codes on a rejection for its provider to read, never its message", () => {
+    const google = failureOf(
       400,
-      "INVALID_ARGUMENT",
-      "API key not valid. Please pass a valid API key.",
-      "API_KEY_INVALID",
+      undefined,
+      googleError(400, "INVALID_ARGUMENT", "API key not valid.", "API_KEY_INVALID"),
     );
-    const denied = googleError(
-      403,
-      "PERMISSION_DENIED",
-      "Method doesn't allow unregistered callers",
-    );
-    for (const [status, body] of [
-      [400, invalid],
-      [403, denied],
-    ] as const) {
-      expect(failureOf(status, undefined, body)).toMatchObject({
-        kind: "unauthorized",
-        status: 503,
-      });
-      expect(clientSees(status, body)).toMatchObject({ status: 503, code: "upstream_error" });
-    }
-    // Any other 400 from Google is a rejection of the body.
-    const bad = googleError(400, "INVALID_ARGUMENT", "Invalid JSON payload received.");
-    expect(clientSees(400, bad)).toMatchObject({ status: 400, code: "invalid_request_error" });
+    expect(google).toMatchObject({ kind: "rejected", status: 400 });
+    expect(google.codes).toEqual(["INVALID_ARGUMENT", "API_KEY_INVALID"]);
+    // Google's streaming methods answer a list of one error.
+    const listed = `[${googleError(403, "PERMISSION_DENIED", "Method doesn't allow unregistered callers")}]`;
+    expect(failureOf(403, undefined, listed).codes).toEqual(["PERMISSION_DENIED"]);
+    const openai = JSON.stringify({
+      error: {
+        message: "Incorrect API key",
+        type: "invalid_request_error",
+        code: "invalid_api_key",
+      },
+    });
+    expect(errorCodes(openai)).toEqual(["invalid_api_key", "invalid_request_error"]);
+    for (const text of ["", "<html>Bad Request</html>", "null", '{"error":"plain"}'])
+      expect(errorCodes(text)).toEqual([]);
+    expect(failureOf(503, undefined, openai).codes).toEqual([]);
   });
 
   it("Google's context-window rejection is context_length_exceeded", () => {

@@ -37,10 +37,30 @@ export function retryAfterMs(header: string | string[] | undefined): number | un
 }
 
 /**
- * Google's APIs refuse a key with a 400 `API_KEY_INVALID` or a 403 `PERMISSION_DENIED`, never a
- * 401; `UNAUTHENTICATED` is their 401.
+ * The codes an error body gives itself: `error.status`, `.code` and `.type` where they are words,
+ * and each `error.details[].reason` (Google's answers may come as a one-element list). A
+ * provider's `classify` reads them; the body's message goes no further than this module.
  */
-const googleKeyRefused = /API_KEY_INVALID|"status"\s*:\s*"(?:PERMISSION_DENIED|UNAUTHENTICATED)"/;
+export function errorCodes(text: string): string[] {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return [];
+  }
+  const root = (Array.isArray(parsed) ? parsed[0] : parsed) as { error?: unknown } | null;
+  const error = typeof root === "object" && root !== null ? root.error : undefined;
+  if (typeof error !== "object" || error === null) return [];
+  const { status, code, type, details } = error as Record<string, unknown>;
+  const codes = [status, code, type].filter((word) => typeof word === "string");
+  if (Array.isArray(details)) {
+    for (const detail of details) {
+      const reason = (detail as { reason?: unknown } | null)?.reason;
+      if (typeof reason === "string") codes.push(reason);
+    }
+  }
+  return codes;
+}
 
 /** What a non-2xx status means for the attempt; the provider's body only picks the reason. */
 export function failureOf(
@@ -52,11 +72,12 @@ export function failureOf(
     return new UpstreamFailure("rate_limited", 429, "upstream_rejected", retryAfterMs(retryAfter));
   }
   // The provider refused the credential, not the request: the key cools down like a 429 and the
-  // caller sees a provider failure (503), never a rejection of their own body.
-  if (status === 401 || (status < 500 && googleKeyRefused.test(text)))
-    return new UpstreamFailure("unauthorized", 503);
+  // caller sees a provider failure (503), never a rejection of their own body. An API that says
+  // so with another status reads its rejection again (`Provider.classify`, from the codes).
+  if (status === 401) return new UpstreamFailure("unauthorized", 503);
   if (status >= 400 && status < 500) {
-    return new UpstreamFailure("rejected", status, rejectionReason(status, text));
+    const reason = rejectionReason(status, text);
+    return new UpstreamFailure("rejected", status, reason, undefined, errorCodes(text));
   }
   return new UpstreamFailure("unavailable", status);
 }

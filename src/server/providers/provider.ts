@@ -6,8 +6,9 @@ import type {
   CompletionRequest,
   CompletionResult,
 } from "../wire/completion-types.js";
+import type { UpstreamFailure } from "../wire/upstream-failure.js";
 import type { UpstreamHttp } from "./http-upstream.js";
-import type { MockScript } from "./mock/mock-script.js";
+import type { MockScript } from "./mock-script.js";
 
 /** One way to reach a model: a provider, and the credential to use with it. */
 export interface Attempt extends Backend {
@@ -178,6 +179,12 @@ export interface Provider {
     speech?(req: Omit<SpeechRequest, "signal">): Error | undefined;
     transcription?(file: UploadedFile): Error | undefined;
   };
+  /**
+   * A rejection (a 4xx) that this API words its own way, read again from the codes of its error
+   * body (`failure.codes`): Google refuses a key with a 400, which is the key's failure, not the
+   * client's. Undefined keeps the gateway's reading.
+   */
+  classify?(failure: UpstreamFailure): UpstreamFailure | undefined;
   /** Chat, messages and responses requests, streamed or not, answered in the client's style. */
   complete(
     ctx: ProviderContext,

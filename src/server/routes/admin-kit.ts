@@ -2,7 +2,7 @@ import { z } from "zod";
 import { GatewayError } from "../errors.js";
 import { readJson } from "../http/body.js";
 import type { Handler } from "../http/context.js";
-import { type MockScript, mockScriptSchema } from "../providers/mock/mock-script.js";
+import { type MockScript, mockScriptSchema } from "../providers/mock-script.js";
 import { type Clock, ManualClock } from "../time/clock.js";
 
 const scriptBody = z

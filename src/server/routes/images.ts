@@ -7,7 +7,7 @@ import { formFields, readForm, readJson } from "../http/body.js";
 import { clientGone } from "../http/client-signal.js";
 import type { AppEnv, Handler } from "../http/context.js";
 import { gatewayUrl } from "../http/request.js";
-import { MAX_IMAGE_SIDE, parseSize } from "../providers/mock/media/index.js";
+import { MAX_IMAGE_SIDE, parseSize } from "../media/png.js";
 import type { ImageDatum, UploadedFile, UpstreamImages } from "../providers/provider.js";
 import { provide } from "../providers/registry.js";
 import { perUnit, serveAdmitted } from "./admitted.js";

@@ -21,7 +21,7 @@ import {
 } from "../jobs/job-input.js";
 import { billedSeconds, type JobKindSpec, jobKinds } from "../jobs/job-kinds.js";
 import { wakeJobRunner } from "../jobs/runner.js";
-import { MAX_MUSIC_SECONDS } from "../providers/mock/media/index.js";
+import { MAX_MUSIC_SECONDS } from "../media/limits.js";
 import { admitWhole } from "./admitted.js";
 import { fileNotFound, privateBytesResponse } from "./files.js";
 

@@ -29,14 +29,8 @@ export function responseHandlers(services: Pick<Services, "repos" | "options">) 
   const inputItems: Handler = async (c) => {
     const page = pageQuery(c);
     const held = await find(c);
-    const rows = held.inputItems.map((item) => ({ item_id: String(item.id), item }));
-    const chosen = pageOf(rows, page);
-    return c.json(
-      itemList(
-        chosen.rows.map((row) => row.item),
-        chosen.hasMore,
-      ),
-    );
+    const chosen = pageOf(held.inputItems, page, (item) => String(item.id));
+    return c.json(itemList(chosen.rows, chosen.hasMore));
   };
   return { retrieve, remove, inputItems };
 }

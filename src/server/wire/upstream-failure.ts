@@ -15,6 +15,11 @@ export class UpstreamFailure extends Error {
     readonly status: number,
     readonly reason: ErrorCode = "upstream_rejected",
     readonly retryAfterMs?: number,
+    /**
+     * A rejection's own codes, from the provider's error body (`errorCodes` in
+     * providers/classify.ts), for its provider's `classify`; never shown to a client.
+     */
+    readonly codes: readonly string[] = [],
   ) {
     super(`upstream ${kind} (${status})`);
     this.name = "UpstreamFailure";

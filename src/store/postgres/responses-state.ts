@@ -1,12 +1,15 @@
 import type pg from "pg";
 import {
+  type ConversationRow,
   conversationFromRow,
   type ItemPage,
   type ItemPageQuery,
+  type ItemRow,
+  itemFromRow,
   itemIdsOf,
   itemIn,
+  itemPage,
   PRUNE_EVERY_MS,
-  pageOf,
   previousLink,
   type ResponseRow,
   type ResponsesStateRepository,
@@ -20,7 +23,6 @@ import {
 import { inTransaction, type Queryable } from "./transaction.js";
 
 type Row = ResponseRow;
-type ConversationRow = Parameters<typeof conversationFromRow>[0];
 
 const pgParam = (n: number) => `$${n}`;
 
@@ -189,17 +191,13 @@ export class PostgresResponsesState implements ResponsesStateRepository {
     page?: ItemPageQuery,
   ): Promise<ItemPage | undefined> {
     if (!(await findConversation(this.pool, accountId, conversationId, now))) return undefined;
-    const result = await this.pool.query<{ item_id: string; item_json: string }>({
+    const result = await this.pool.query<ItemRow>({
       name: "conversation_items_list",
       text: `SELECT item_id, item_json FROM conversation_items
         WHERE account_id = $1 AND conversation_id = $2 ORDER BY seq`,
       values: [accountId, conversationId],
     });
-    const chosen = page ? pageOf(result.rows, page) : { rows: result.rows, hasMore: false };
-    return {
-      items: chosen.rows.map((row) => JSON.parse(row.item_json) as StateItem),
-      hasMore: chosen.hasMore,
-    };
+    return itemPage(result.rows, page);
   }
 
   async addItems(
@@ -220,7 +218,7 @@ export class PostgresResponsesState implements ResponsesStateRepository {
     itemId: string,
     now: number,
   ): Promise<StateItem | undefined> {
-    const result = await this.pool.query<{ item_json: string }>({
+    const result = await this.pool.query<ItemRow>({
       name: "conversation_items_find",
       text: `SELECT i.item_json FROM conversation_items i JOIN conversations c
           ON c.account_id = i.account_id AND c.id = i.conversation_id
@@ -229,7 +227,7 @@ export class PostgresResponsesState implements ResponsesStateRepository {
       values: [accountId, conversationId, itemId, now],
     });
     const row = result.rows[0];
-    return row ? (JSON.parse(row.item_json) as StateItem) : undefined;
+    return row ? itemFromRow(row) : undefined;
   }
 
   async deleteItem(

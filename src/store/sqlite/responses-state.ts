@@ -4,10 +4,12 @@ import {
   conversationFromRow,
   type ItemPage,
   type ItemPageQuery,
+  type ItemRow,
+  itemFromRow,
   itemIdsOf,
   itemIn,
+  itemPage,
   PRUNE_EVERY_MS,
-  pageOf,
   previousLink,
   type ResponseRow,
   type ResponsesStateRepository,
@@ -238,15 +240,7 @@ export class SqliteResponsesState implements ResponsesStateRepository {
     page?: ItemPageQuery,
   ): Promise<ItemPage | undefined> {
     if (!this.s.findConversation.get(accountId, conversationId, now)) return undefined;
-    const rows = this.s.items.all(accountId, conversationId) as {
-      item_id: string;
-      item_json: string;
-    }[];
-    const chosen = page ? pageOf(rows, page) : { rows, hasMore: false };
-    return {
-      items: chosen.rows.map((row) => JSON.parse(row.item_json) as StateItem),
-      hasMore: chosen.hasMore,
-    };
+    return itemPage(this.s.items.all(accountId, conversationId) as ItemRow[], page);
   }
 
   async addItems(
@@ -267,9 +261,9 @@ export class SqliteResponsesState implements ResponsesStateRepository {
   ): Promise<StateItem | undefined> {
     if (!this.s.findConversation.get(accountId, conversationId, now)) return undefined;
     const row = this.s.findConversationItem.get(accountId, conversationId, itemId) as
-      | { item_json: string }
+      | ItemRow
       | undefined;
-    return row ? (JSON.parse(row.item_json) as StateItem) : undefined;
+    return row ? itemFromRow(row) : undefined;
   }
 
   async deleteItem(

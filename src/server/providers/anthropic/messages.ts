@@ -3,8 +3,9 @@ import type { CompletionRequest, CompletionResult } from "../../wire/completion-
 import { fromMessagesEvents, fromMessagesJson, withJsonEstimate } from "../../wire/to-client.js";
 import { type Rewrite, toMessagesRequest, withRewrite } from "../../wire/to-provider.js";
 import { UpstreamFailure } from "../../wire/upstream-failure.js";
-import { estimateRequestTokens, messagesOutputText, StreamMeter } from "../../wire/usage.js";
+import { messagesOutputText } from "../../wire/usage.js";
 import { joinUrl } from "../http-upstream.js";
+import { openMeteredStream } from "../metered-stream.js";
 import type { Attempt, CountTokensRequest, ProviderContext } from "../provider.js";
 
 const anthropicVersion = "2023-06-01";
@@ -18,13 +19,12 @@ export async function anthropicComplete(
   const headers = anthropicHeaders(attempt, req.anthropicBeta);
   const rewrite: Rewrite = { omittedTools: [] };
   const body = toMessagesRequest(req, attempt, rewrite);
-  const payload = JSON.stringify(body);
   const url = joinUrl(provider.base_url ?? "", "/messages");
   if (!req.stream) {
     const answer = await http.postJson<MessagesResponse>(
       url,
       headers,
-      payload,
+      JSON.stringify(body),
       req.signal,
       provider,
     );
@@ -33,9 +33,8 @@ export async function anthropicComplete(
     );
     return withRewrite(result, rewrite);
   }
-  const events = await http.postEvents(url, headers, payload, req.signal, provider);
-  const meter = new StreamMeter(() => estimateRequestTokens(body));
-  return withRewrite(fromMessagesEvents(req, events, meter), rewrite);
+  const upstream = await openMeteredStream(http, attempt, { url, headers, body }, req.signal);
+  return withRewrite(fromMessagesEvents(req, upstream.events, upstream.meter), rewrite);
 }
 
 function anthropicHeaders(attempt: Attempt, beta: string | undefined): Record<string, string> {

@@ -1,17 +1,13 @@
 import type { MessagesRequest } from "../../wire/anthropic-types.js";
 import type { CompletionRequest, CompletionResult } from "../../wire/completion-types.js";
 import type { ChatCompletionChunk } from "../../wire/openai-types.js";
-import { parseEventData, type SSEMessage } from "../../wire/sse.js";
+import { parseEventData } from "../../wire/sse.js";
 import { fromChatChunks, fromChatJson, withJsonEstimate } from "../../wire/to-client.js";
 import { type Rewrite, toChatRequest, withRewrite } from "../../wire/to-provider.js";
 import { messagesRequestToChat } from "../../wire/translate/messages-to-chat.js";
 import { UpstreamFailure } from "../../wire/upstream-failure.js";
-import {
-  chatOutputText,
-  estimateRequestTokens,
-  StreamMeter,
-  usageFromChat,
-} from "../../wire/usage.js";
+import { chatOutputText, usageFromChat } from "../../wire/usage.js";
+import { type MeteredStream, openMeteredStream } from "../metered-stream.js";
 import type { Attempt, CountTokensRequest, ProviderContext } from "../provider.js";
 import { geminiHeaders, methodUrl, modelName } from "./endpoints.js";
 import { chatToGemini } from "./gemini-request.js";
@@ -31,13 +27,12 @@ export async function geminiComplete(
   const rewrite: Rewrite = { omittedTools: [] };
   const chat = toChatRequest(req, attempt, rewrite, { translated: true });
   const body = chatToGemini(chat, model.max_output_tokens);
-  const payload = JSON.stringify(body);
   const headers = geminiHeaders(attempt);
   if (!req.stream) {
     const answer = await http.postJson<GenerateContentResponse>(
       methodUrl(attempt, "generateContent"),
       headers,
-      payload,
+      JSON.stringify(body),
       req.signal,
       provider,
     );
@@ -47,15 +42,12 @@ export async function geminiComplete(
     );
     return withRewrite(result, rewrite);
   }
-  const events = await http.postEvents(
-    `${methodUrl(attempt, "streamGenerateContent")}?alt=sse`,
-    headers,
-    payload,
-    req.signal,
-    provider,
+  const url = `${methodUrl(attempt, "streamGenerateContent")}?alt=sse`;
+  const upstream = await openMeteredStream(http, attempt, { url, headers, body }, req.signal);
+  return withRewrite(
+    fromChatChunks(req, geminiChunks(upstream, chat.model), upstream.meter),
+    rewrite,
   );
-  const meter = new StreamMeter(() => estimateRequestTokens(body));
-  return withRewrite(fromChatChunks(req, geminiChunks(events, chat.model, meter), meter), rewrite);
 }
 
 /**
@@ -95,9 +87,8 @@ export async function geminiCountTokens(
  * so a stream cut before its end is billed for the input Gemini counted, not an estimate.
  */
 async function* geminiChunks(
-  events: AsyncIterable<SSEMessage>,
+  { events, meter }: MeteredStream,
   model: string,
-  meter: StreamMeter,
 ): AsyncGenerator<ChatCompletionChunk> {
   const toChat = new GeminiStreamToChat(model);
   for await (const ev of events) {

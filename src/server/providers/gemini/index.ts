@@ -1,6 +1,7 @@
 import type { Provider } from "../provider.js";
 import { geminiComplete, geminiCountTokens } from "./chat.js";
 import { geminiEmbed } from "./embeddings.js";
+import { googleKeyRefusal } from "./failures.js";
 
 /**
  * Google's Gemini API (`generateContent`, key in `x-goog-api-key`): chat in every client style,
@@ -9,6 +10,7 @@ import { geminiEmbed } from "./embeddings.js";
 export const geminiProvider: Provider = {
   needsBaseUrl: true,
   servesNatively: () => false,
+  classify: googleKeyRefusal,
   complete: geminiComplete,
   countTokens: geminiCountTokens,
   embed: geminiEmbed,

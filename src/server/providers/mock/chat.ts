@@ -8,6 +8,7 @@ import { fromChatChunks, fromChatJson } from "../../wire/to-client.js";
 import { type Rewrite, toChatRequest, withRewrite } from "../../wire/to-provider.js";
 import { UnsupportedRequest, UpstreamFailure } from "../../wire/upstream-failure.js";
 import { StreamMeter } from "../../wire/usage.js";
+import { scriptedPlan } from "../mock-script.js";
 import type { Attempt, ProviderContext } from "../provider.js";
 import {
   MockDirectiveError,
@@ -17,7 +18,6 @@ import {
   planMockReply,
 } from "./mock-chat.js";
 import { mockLogprobs, mockLogprobsWanted, mockTokenLogprob } from "./mock-logprobs.js";
-import { scriptedPlan } from "./mock-script.js";
 
 export function mockTiming(optionsJson: string): MockTiming {
   return (JSON.parse(optionsJson) as { mock?: MockTiming }).mock ?? {};

@@ -1,4 +1,6 @@
 import { GatewayError } from "../../errors.js";
+import { readAviInfo } from "../../media/avi.js";
+import { readWavInfo } from "../../media/wav.js";
 import { UpstreamFailure } from "../../wire/upstream-failure.js";
 import { embeddingBase64, type ProducedMedia, type Provider } from "../provider.js";
 import { mockComplete } from "./chat.js";
@@ -8,17 +10,15 @@ import {
   mockImageEdit,
   mockMusic,
   mockVideo,
-  readAviInfo,
-  readWavInfo,
 } from "./media/index.js";
 import {
+  hearUpload,
   mockEmbedding,
   mockEmbeddingDimensions,
   mockImages,
   mockJobMs,
   mockMediaPreamble,
   mockSpeechAudio,
-  mockTranscribe,
   unsupportedSpeechFormat,
 } from "./media-answers.js";
 import { renderTranscript } from "./transcript.js";
@@ -39,12 +39,8 @@ export const mockProvider: Provider = {
         : undefined;
     },
     transcription: (file) => {
-      try {
-        mockTranscribe(file.bytes);
-        return undefined;
-      } catch (err) {
-        return err as Error;
-      }
+      const heard = hearUpload(file.bytes);
+      return heard instanceof Error ? heard : undefined;
     },
   },
   complete: mockComplete,
@@ -91,7 +87,11 @@ export const mockProvider: Provider = {
   async transcribe(_ctx, attempt, req) {
     const prompt = req.fields.prompt;
     await mockMediaPreamble(attempt.provider, typeof prompt === "string" ? prompt : "", req.signal);
-    const heard = asRouteStep(() => mockTranscribe(req.file.bytes));
+    const heard = asRouteStep(() => {
+      const upload = hearUpload(req.file.bytes);
+      if (upload instanceof Error) throw upload;
+      return upload;
+    });
     return { ...renderTranscript(heard, req), seconds: heard.durationSeconds };
   },
 

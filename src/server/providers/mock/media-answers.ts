@@ -1,17 +1,16 @@
 import type { ProviderRow } from "../../../store/types.js";
-import { badRequest } from "../../errors.js";
+import { badRequest, type GatewayError } from "../../errors.js";
+import { decodeWav } from "../../media/wav.js";
 import type { GoneSignal } from "../../time/gone-signal.js";
 import { sleep } from "../../time/sleep.js";
 import { UpstreamFailure } from "../../wire/upstream-failure.js";
 import {
-  decodeWav,
+  hearMockSpeech,
   isMockSpeechFormat,
   mockHeardText,
   mockImage,
   mockSpeech,
-  readWavInfo,
   supportedMockSpeechFormats,
-  transcribeMockWav,
 } from "./media/index.js";
 import { SeededRandom } from "./media/seed.js";
 
@@ -90,20 +89,36 @@ export interface MockTranscript {
 }
 
 /**
- * The mock transcribes any WAV it can decode: its own speech word for word, any other recording
- * as deterministic words drawn from its samples. Audio it cannot decode is a clear 400.
+ * What the mock heard in each upload, for as long as the upload lives: the refusal check before
+ * admission and the transcription after it read the same bytes, and decoding them is the cost.
  */
-export function mockTranscribe(audio: Uint8Array): MockTranscript {
-  const info = readWavInfo(audio);
-  const wav = info ? decodeWav(audio) : null;
-  if (!info || !wav) {
-    throw badRequest(
+const heardUploads = new WeakMap<Uint8Array, MockTranscript | GatewayError>();
+
+/**
+ * The mock transcribes any WAV it can decode: its own speech word for word, any other recording
+ * as deterministic words drawn from its samples. Audio it cannot decode is a clear 400, returned.
+ */
+export function hearUpload(audio: Uint8Array): MockTranscript | GatewayError {
+  let heard = heardUploads.get(audio);
+  if (heard === undefined) {
+    heard = hear(audio);
+    heardUploads.set(audio, heard);
+  }
+  return heard;
+}
+
+function hear(audio: Uint8Array): MockTranscript | GatewayError {
+  const wav = decodeWav(audio);
+  if (!wav) {
+    return badRequest(
       "Invalid request: file: the audio could not be decoded; the mock provider reads WAV files " +
         "(PCM 8, 16, 24 or 32-bit, or 32-bit float).",
     );
   }
-  const text = transcribeMockWav(audio) ?? mockHeardText(wav.data, info.durationSeconds);
-  return { text, durationSeconds: info.durationSeconds };
+  // One sample a frame (channels are mixed down), so this is the header's frames / rate.
+  const durationSeconds = wav.samples.length / wav.sampleRate;
+  const text = hearMockSpeech(wav) ?? mockHeardText(wav.data, durationSeconds);
+  return { text, durationSeconds };
 }
 
 /** OpenAI's text-embedding-3-small length: what the mock answers without `dimensions`. */

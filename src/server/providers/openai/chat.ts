@@ -19,12 +19,11 @@ import { nowSeconds, randomId } from "../../wire/translate/shared.js";
 import {
   chatOutputText,
   deltaChars,
-  estimateRequestTokens,
   responsesDeltaFields,
   responsesOutputText,
-  StreamMeter,
 } from "../../wire/usage.js";
 import { joinUrl, type UpstreamHttp } from "../http-upstream.js";
+import { type MeteredStream, openMeteredStream } from "../metered-stream.js";
 import type { Attempt, ProviderContext } from "../provider.js";
 
 /** Chat completions (and Responses, where the provider speaks it natively). */
@@ -41,25 +40,23 @@ export async function openaiComplete(
   }
   const rewrite: Rewrite = { omittedTools: [] };
   const body = toChatRequest(req, attempt, rewrite);
-  const payload = JSON.stringify(body);
   const url = joinUrl(provider.base_url ?? "", "/chat/completions");
   if (!req.stream) {
     const answer = await http.postJson<ChatCompletionResponse>(
       url,
       headers,
-      payload,
+      JSON.stringify(body),
       req.signal,
       provider,
     );
     const result = withJsonEstimate(fromChatJson(req, answer), body, () => chatOutputText(answer));
     return withRewrite(result, rewrite);
   }
-  const events = await http.postEvents(url, headers, payload, req.signal, provider);
-  const meter = new StreamMeter(() => estimateRequestTokens(body));
+  const upstream = await openMeteredStream(http, attempt, { url, headers, body }, req.signal);
   const result =
     req.style === "chat"
-      ? passThroughChat(req, events, meter)
-      : fromChatChunks(req, chatChunks(events), meter);
+      ? passThroughChat(req, upstream.events, upstream.meter)
+      : fromChatChunks(req, chatChunks(upstream.events), upstream.meter);
   return withRewrite(result, rewrite);
 }
 
@@ -75,13 +72,12 @@ async function nativeResponses(
   const limit = body.max_output_tokens;
   if (req.viaRoute && typeof limit === "number" && limit > model.max_output_tokens)
     body.max_output_tokens = model.max_output_tokens;
-  const payload = JSON.stringify(body);
   const url = joinUrl(provider.base_url ?? "", "/responses");
   if (!req.stream) {
     const json = await http.postJson<{
       usage?: { input_tokens?: number; output_tokens?: number };
       output?: unknown;
-    }>(url, headers, payload, req.signal, provider);
+    }>(url, headers, JSON.stringify(body), req.signal, provider);
     const usage = {
       input_tokens: json.usage?.input_tokens ?? 0,
       output_tokens: json.usage?.output_tokens ?? 0,
@@ -91,8 +87,8 @@ async function nativeResponses(
     const result = { kind: "json" as const, body: answer, usage };
     return withJsonEstimate(result, body, () => responsesOutputText(json));
   }
-  const events = await http.postEvents(url, headers, payload, req.signal, provider);
-  return responsesPassThrough(req, events, new StreamMeter(() => estimateRequestTokens(body)));
+  const upstream = await openMeteredStream(http, attempt, { url, headers, body }, req.signal);
+  return responsesPassThrough(req, upstream);
 }
 
 interface LifecycleEvent {
@@ -117,8 +113,7 @@ async function* chatChunks(events: AsyncIterable<SSEMessage>): AsyncGenerator<Ch
  */
 function responsesPassThrough(
   req: CompletionRequest,
-  events: AsyncIterable<SSEMessage>,
-  meter: StreamMeter,
+  { events, meter }: MeteredStream,
 ): StreamCompletion {
   // What the gateway's own last events continue from if the stream breaks: the upstream's
   // numbering and its latest Response.

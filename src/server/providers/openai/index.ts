@@ -1,3 +1,4 @@
+import { googleKeyRefusal } from "../gemini/failures.js";
 import type { Provider } from "../provider.js";
 import { openaiComplete } from "./chat.js";
 import {
@@ -13,6 +14,8 @@ export const openaiProvider: Provider = {
   needsBaseUrl: true,
   servesNatively: (style, provider) =>
     style === "chat" || (style === "responses" && Boolean(provider.responses_native)),
+  // Google's OpenAI-compatible endpoint refuses a key in Google's words, as Gemini's own API does.
+  classify: googleKeyRefusal,
   complete: openaiComplete,
   embed: openaiEmbeddings,
   image: openaiImages,

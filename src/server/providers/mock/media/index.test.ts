@@ -1,22 +1,19 @@
 import { describe, expect, it } from "vitest";
+import { readAviInfo } from "../../../media/avi.js";
+import { readPngSize } from "../../../media/png.js";
+import { readWavInfo } from "../../../media/wav.js";
 import * as media from "./index.js";
 
 describe("media index", () => {
-  it("exposes every generator and reader the server uses", () => {
+  it("exposes every generator the mock uses", () => {
     const functions = {
-      encodePng: media.encodePng,
       mockImage: media.mockImage,
-      parseSize: media.parseSize,
-      readPngSize: media.readPngSize,
-      encodeWav: media.encodeWav,
-      readWavInfo: media.readWavInfo,
+      mockImageEdit: media.mockImageEdit,
       mockSpeech: media.mockSpeech,
       transcribeMockWav: media.transcribeMockWav,
       transcribeMockPcm: media.transcribeMockPcm,
       mockMusic: media.mockMusic,
-      speechContentType: media.speechContentType,
       mockVideo: media.mockVideo,
-      readAviInfo: media.readAviInfo,
       extendMockVideo: media.extendMockVideo,
     };
     for (const [name, fn] of Object.entries(functions)) expect(typeof fn, name).toBe("function");
@@ -24,12 +21,12 @@ describe("media index", () => {
   });
 
   it("produces one parseable file of each kind", () => {
-    expect(media.readPngSize(media.mockImage("index", "256x256"))).toEqual({
+    expect(readPngSize(media.mockImage("index", "256x256"))).toEqual({
       width: 256,
       height: 256,
     });
     expect(media.transcribeMockWav(media.mockSpeech("index"))).toBe("index");
-    expect(media.readWavInfo(media.mockMusic("index", 1))?.durationSeconds).toBe(1);
-    expect(media.readAviInfo(media.mockVideo("index", { seconds: 1 }))?.frames).toBe(6);
+    expect(readWavInfo(media.mockMusic("index", 1))?.durationSeconds).toBe(1);
+    expect(readAviInfo(media.mockVideo("index", { seconds: 1 }))?.frames).toBe(6);
   });
 });

@@ -1,32 +1,22 @@
 /**
  * Deterministic, offline media for the built-in `mock` provider: same input, same bytes,
- * generated in milliseconds with nothing but Node built-ins.
+ * generated in milliseconds with nothing but Node built-ins (the formats' codecs are the
+ * gateway's, in src/server/media/).
  */
-export { type AviInfo, readAviInfo } from "./avi.js";
 export {
-  MAX_MUSIC_SECONDS,
   MOCK_MUSIC_SAMPLE_RATE,
   type MockMusicOptions,
   mockMusic,
 } from "./music.js";
+export { mockImage, mockImageEdit } from "./picture.js";
 export {
-  decodeRgbaPng,
-  encodePng,
-  type ImageSize,
-  MAX_IMAGE_SIDE,
-  mockImage,
-  mockImageEdit,
-  parseSize,
-  readPngSize,
-} from "./png.js";
-export {
+  hearMockSpeech,
   isMockSpeechFormat,
   MOCK_SPEECH_SAMPLE_RATE,
   type MockSpeechFormat,
   type MockSpeechOptions,
   mockHeardText,
   mockSpeech,
-  speechContentType,
   speechSeconds,
   supportedMockSpeechFormats,
   transcribeMockPcm,
@@ -41,4 +31,3 @@ export {
   type MockVideoOptions,
   mockVideo,
 } from "./video.js";
-export { type DecodedWav, decodeWav, encodeWav, readWavInfo, type WavInfo } from "./wav.js";

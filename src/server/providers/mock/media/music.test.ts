@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
+import { readWavInfo, readWavPcm16Mono } from "../../../media/wav.js";
 import { mockMusic } from "./music.js";
 import { transcribeMockWav } from "./speech.js";
-import { readWavInfo, readWavPcm16Mono } from "./wav.js";
 
 describe("mockMusic", () => {
   it("writes a WAV of exactly the requested length", () => {

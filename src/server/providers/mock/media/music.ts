@@ -1,5 +1,6 @@
+import { MAX_MUSIC_SECONDS } from "../../../media/limits.js";
+import { encodeWav } from "../../../media/wav.js";
 import { SeededRandom } from "./seed.js";
-import { encodeWav } from "./wav.js";
 
 /**
  * A deterministic melody for a prompt: the hash picks key, scale, tempo and a random walk over
@@ -7,8 +8,6 @@ import { encodeWav } from "./wav.js";
  * over a quiet root-note bass that changes each bar.
  */
 export const MOCK_MUSIC_SAMPLE_RATE = 24_000;
-/** Ten minutes: longer than any music endpoint the gateway fronts will ask for. */
-export const MAX_MUSIC_SECONDS = 600;
 
 const SCALES: readonly (readonly number[])[] = [
   [0, 2, 4, 7, 9], // major pentatonic

@@ -1,14 +1,14 @@
 import { describe, expect, it } from "vitest";
+import { speechContentType } from "../../../media/audio-formats.js";
+import { encodeWav, readWavInfo } from "../../../media/wav.js";
 import {
   isMockSpeechFormat,
   mockSpeech,
-  speechContentType,
   speechSeconds,
   supportedMockSpeechFormats,
   transcribeMockPcm,
   transcribeMockWav,
 } from "./speech.js";
-import { encodeWav, readWavInfo } from "./wav.js";
 
 const SAMPLES = [
   "Hello, world!",

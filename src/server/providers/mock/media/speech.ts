@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { crc32 } from "node:zlib";
-import { asBuffer } from "./bytes.js";
+import { asBuffer } from "../../../media/bytes.js";
+import { type DecodedWav, decodeWav, encodeWav, int16ToLe, leToInt16 } from "../../../media/wav.js";
 import {
   isModemSampleRate,
   isSilentWindow,
@@ -12,7 +13,6 @@ import {
   writeByteSymbol,
 } from "./fsk.js";
 import { SeededRandom } from "./seed.js";
-import { decodeWav, encodeWav, int16ToLe, leToInt16 } from "./wav.js";
 
 /**
  * Mock text-to-speech whose audio carries its own transcript (see fsk.ts), laid out with the
@@ -41,22 +41,8 @@ const MIN_SECONDS = 0.5;
 const LEAD_IN_SYMBOLS = 5;
 const MIN_PAUSE_SYMBOLS = 4;
 
-const CONTENT_TYPES: Readonly<Record<string, string>> = {
-  mp3: "audio/mpeg",
-  opus: "audio/ogg",
-  aac: "audio/aac",
-  flac: "audio/flac",
-  wav: "audio/wav",
-  pcm: "audio/pcm",
-};
-
 export function isMockSpeechFormat(format: string): format is MockSpeechFormat {
   return (supportedMockSpeechFormats as readonly string[]).includes(format);
-}
-
-/** The Content-Type for an OpenAI speech `response_format`; octet-stream for unknown ones. */
-export function speechContentType(format: string): string {
-  return Object.hasOwn(CONTENT_TYPES, format) ? CONTENT_TYPES[format] : "application/octet-stream";
 }
 
 /** How long a person takes to say `text` at about 150 words per minute, at least half a second. */
@@ -100,7 +86,12 @@ export function mockSpeechSamples(text: string, sampleRate = MOCK_SPEECH_SAMPLE_
 /** The text a mock-speech WAV says; null for any audio the mock did not make. */
 export function transcribeMockWav(buf: Uint8Array): string | null {
   const wav = decodeWav(buf);
-  return wav ? decodeSamples(wav.samples, wav.sampleRate) : null;
+  return wav ? hearMockSpeech(wav) : null;
+}
+
+/** The same for a WAV already decoded. */
+export function hearMockSpeech(wav: DecodedWav): string | null {
+  return decodeSamples(wav.samples, wav.sampleRate);
 }
 
 const HEARD_WORDS = [

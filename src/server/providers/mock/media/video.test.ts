@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { readAvi, readAviInfo } from "./avi.js";
+import { readAvi, readAviInfo } from "../../../media/avi.js";
 import { extendMockVideo, mockVideo } from "./video.js";
 
 const hasFfprobe = spawnSync("ffprobe", ["-version"]).status === 0;

@@ -1,4 +1,4 @@
-import { type DibVideo, dibFrameBytes, dibStride, encodeAvi, readAvi } from "./avi.js";
+import { type DibVideo, dibFrameBytes, dibStride, encodeAvi, readAvi } from "../../../media/avi.js";
 import { hslToRgb, type Rgb } from "./color.js";
 import { SeededRandom } from "./seed.js";
 

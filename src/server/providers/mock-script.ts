@@ -1,13 +1,13 @@
 import { createHash } from "node:crypto";
 import { z } from "zod";
-import { estimateTokens } from "../../wire/usage.js";
+import { estimateTokens } from "../wire/usage.js";
 import {
   type ChatRequestLike,
   contentText,
   fixedText,
   type MockPlan,
   planMockReply,
-} from "./mock-chat.js";
+} from "./mock/mock-chat.js";
 
 /**
  * Scripted answers for the `mock` provider: a test says what the model answers to which requests.
