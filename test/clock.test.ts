@@ -490,6 +490,34 @@ describe("time going backwards never hands out what was spent", () => {
     expect((await post(gw, "/v1/chat/completions", chat())).status).toBe(200);
   });
 
+  it("a gateway restarted on a wall clock a day behind its log re-grants no daily allowance", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "gateway-clock-"));
+    const db = join(dir, "gateway.db");
+    try {
+      gw = await testGateway({
+        db,
+        config: withTier({ free_daily: 2 }),
+        now: at("2030-01-02T10:00:00Z"),
+      });
+      for (let i = 0; i < 2; i++)
+        expect((await post(gw, "/v1/chat/completions", free())).status).toBe(200);
+      await gw.close();
+      gw = await testGateway({
+        db,
+        config: withTier({ free_daily: 2 }),
+        now: at("2030-01-01T10:00:00Z"),
+      });
+      expect(await errorOf(await post(gw, "/v1/chat/completions", free()))).toMatchObject({
+        status: 429,
+        code: "free_quota_daily",
+      });
+    } finally {
+      await gw?.close();
+      gw = undefined;
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("a wall clock stepped back (NTP) re-grants neither per-minute nor daily allowances", async () => {
     let wall = Date.parse("2030-01-02T00:00:30Z");
     gw = await testGateway({

@@ -82,8 +82,9 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
         : options.now
           ? { ...realClock, now: options.now }
           : realClock;
-    // Windows and allowances read a time that never goes back; waits follow the clock itself.
-    const now = monotonic(clock.now);
+    // Windows and allowances read a time that never goes back, across a restart too; waits
+    // follow the clock itself.
+    const now = monotonic(clock.now, await store.latestRecordedAt());
     const services = createServices(backend, {
       keepaliveMs: options.keepaliveMs ?? 15_000,
       bodyLimitBytes: options.bodyLimitBytes ?? defaultBodyLimitBytes,

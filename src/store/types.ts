@@ -371,6 +371,11 @@ export interface UsageRepository {
   requestLog(accountId: string, limit: number): MaybeAsync<RequestLogRow[]>;
   /** Tokens a free model has served in its current budget window. */
   freeTokensUsed(model: string, windowSeconds: number, now: number): MaybeAsync<number>;
+  /**
+   * The latest time the newest requests of the log record (a start or an end), 0 for an empty log:
+   * a gateway started on a clock behind it reads this instead until its clock catches up.
+   */
+  latestRecordedAt(): MaybeAsync<number>;
 }
 
 /**

@@ -3,7 +3,7 @@
 // JavaScript so that scripts/ can start the same server without a TypeScript loader; the types
 // are in postgres-server.d.mts.
 import { execFileSync, spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync } from "node:fs";
+import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
@@ -130,6 +130,8 @@ async function startOnce(bin, dir, identity, port, settings) {
       pid ||= Number(chunk.toString().trim());
     });
     child.stderr.on("data", (chunk) => {
+      // A rare failure (a deadlock, say) is explained only by the server's own log of it.
+      if (process.env.GATEWAY_TEST_PG_LOG) appendFileSync(process.env.GATEWAY_TEST_PG_LOG, chunk);
       // Only the start-up lines matter; later ones are dropped so the pipe never fills.
       if (settled) return;
       log += chunk.toString();

@@ -495,6 +495,10 @@ export function describeStore(backend: string, open: () => Promise<StoreUnderTes
         ]);
       });
 
+      it("the latest time the newest requests record, an end included", async () => {
+        expect(await store.latestRecordedAt()).toBe(day("2024-01-02T23:59:59.999Z") + 250);
+      });
+
       it("an account with nothing logged has zeros and empty lists", async () => {
         expect(await store.usageSummary("nobody", since)).toEqual({
           since: "2024-01-01T00:00:00.000Z",

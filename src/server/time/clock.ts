@@ -146,9 +146,10 @@ export function countInFlight(clock: ManualClock, listener: RequestListener): Re
 /**
  * `now` that never goes back: a manual clock set back, or a wall clock stepped back by NTP, reads
  * as the latest time already seen, so a window used stays used and nothing spent is granted again.
+ * `since`: the latest time already recorded before this process started (its request log).
  */
-export function monotonic(now: () => number): () => number {
-  let latest = Number.NEGATIVE_INFINITY;
+export function monotonic(now: () => number, since = Number.NEGATIVE_INFINITY): () => number {
+  let latest = since;
   return () => {
     const t = now();
     if (t > latest) latest = t;

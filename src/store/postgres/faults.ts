@@ -19,3 +19,12 @@ export function isDatabaseUnavailable(err: unknown): boolean {
     err.message,
   );
 }
+
+/**
+ * Whether the database rolled the statement back to break a deadlock or a serialization conflict
+ * (class 40): nothing of it was done, and the same statement sent again can succeed.
+ */
+export function isRolledBackConflict(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return code === "40P01" || code === "40001";
+}

@@ -7,6 +7,14 @@
  * and the same result type. One whose result or arguments change is dropped first by a new
  * schema step (DROP FUNCTION IF EXISTS: a new database does not have it yet); a schema step never
  * calls one of these, since on a new database they are created after every step.
+ *
+ * Lock order. Every function that changes an account's money, counts, holds or leases locks the
+ * account's row first, then its per-minute counts, its holds, its subscription windows and free
+ * day, then leases; several accounts in order of their ids. Two transactions that both want an
+ * account's rows then queue at its row, and cannot each hold what the other waits for (a batch
+ * whose holds fall in two minute windows did, between its second count and another gateway's
+ * first). The row lock is FOR NO KEY UPDATE: the key share an insert referencing the account
+ * takes (a hold, a request_log row) neither waits for it nor makes it wait.
  */
 export const postgresFunctions: string[] = [
   `
@@ -111,7 +119,7 @@ export const postgresFunctions: string[] = [
       payment := 'free';
       payment_ref := p_free_day;
     ELSIF p_subscription_model THEN
-      SELECT * INTO account FROM accounts WHERE id = p_account FOR UPDATE;
+      SELECT * INTO account FROM accounts WHERE id = p_account FOR NO KEY UPDATE;
       IF NOT FOUND THEN
         refusal := 'account_missing';
         RETURN;
@@ -183,7 +191,7 @@ export const postgresFunctions: string[] = [
     counted record;
   BEGIN
     IF h.payment = 'balance' THEN
-      SELECT balance_micro INTO balance FROM accounts WHERE id = h.account_id FOR UPDATE;
+      SELECT balance_micro INTO balance FROM accounts WHERE id = h.account_id FOR NO KEY UPDATE;
       charge := LEAST(charge, coalesce(balance, 0));
       UPDATE accounts SET held_micro = held_micro - h.amount_micro,
         balance_micro = balance_micro - charge
@@ -222,6 +230,8 @@ export const postgresFunctions: string[] = [
     h holds%ROWTYPE;
     charge bigint;
   BEGIN
+    PERFORM 1 FROM accounts WHERE id = (SELECT account_id FROM holds WHERE id = p_hold)
+    FOR NO KEY UPDATE;
     DELETE FROM holds WHERE id = p_hold RETURNING * INTO h;
     IF NOT FOUND THEN
       RETURN NULL;
@@ -243,6 +253,8 @@ export const postgresFunctions: string[] = [
   DECLARE
     h holds%ROWTYPE;
   BEGIN
+    PERFORM 1 FROM accounts WHERE id = (SELECT account_id FROM holds WHERE id = p_hold)
+    FOR NO KEY UPDATE;
     DELETE FROM holds WHERE id = p_hold RETURNING * INTO h;
     IF NOT FOUND THEN
       RETURN false;
@@ -279,6 +291,9 @@ export const postgresFunctions: string[] = [
   CREATE OR REPLACE FUNCTION gateway_recall_count(p_key text, p_window_end bigint, p_limit integer)
   RETURNS boolean LANGUAGE plpgsql AS $$
   BEGIN
+    PERFORM 1 FROM accounts
+    WHERE id IN (SELECT account_id FROM leases WHERE count_key = p_key)
+    ORDER BY id FOR NO KEY UPDATE;
     UPDATE leases SET recall = true
     WHERE count_key = p_key AND (active OR money_micro > kept_micro);
     RETURN FOUND OR EXISTS (SELECT 1 FROM limit_counts
@@ -288,7 +303,7 @@ export const postgresFunctions: string[] = [
   `
   -- Gives back what a gateway's lease did not use: money, and per-minute slots of one window. The
   -- lease stops; its requests in flight still hold p_kept. Rows are locked in the order the holds
-  -- lock them: the count, then the account, then the lease.
+  -- lock them: the account, then the count, then the lease.
   CREATE OR REPLACE FUNCTION gateway_lease_give_back(p_instance text, p_account text, p_micro bigint,
     p_kept bigint, p_count_key text, p_window_end bigint, p_count integer)
   RETURNS void LANGUAGE plpgsql AS $$
@@ -296,11 +311,11 @@ export const postgresFunctions: string[] = [
     leased bigint;
     given bigint;
   BEGIN
+    PERFORM 1 FROM accounts WHERE id = p_account FOR NO KEY UPDATE;
     IF p_count > 0 THEN
       UPDATE limit_counts SET count = GREATEST(count - p_count, 0)
       WHERE key = p_count_key AND window_end = p_window_end;
     END IF;
-    PERFORM 1 FROM accounts WHERE id = p_account FOR UPDATE;
     SELECT money_micro INTO leased FROM leases
     WHERE instance_id = p_instance AND account_id = p_account FOR UPDATE;
     IF NOT FOUND THEN
@@ -341,7 +356,7 @@ export const postgresFunctions: string[] = [
   DECLARE
     leased bigint;
   BEGIN
-    PERFORM 1 FROM accounts WHERE id = p_account FOR UPDATE;
+    PERFORM 1 FROM accounts WHERE id = p_account FOR NO KEY UPDATE;
     DELETE FROM leases WHERE instance_id = p_instance AND account_id = p_account
     RETURNING money_micro INTO leased;
     IF NOT FOUND THEN
@@ -364,10 +379,8 @@ export const postgresFunctions: string[] = [
   -- this one) has a lease of the account that is not drained (they are asked to give back), or
   -- whether a give-back has just made room: either way the refusal may change, and the caller
   -- tries again (recalled). Returns each one's answer by its position in the batch. Holds are
-  -- placed by account, and within an account as they came, a free model's after the others: the
-  -- order in which gateway_settle_all locks an account's rows (the account, its subscription
-  -- windows, its free day), so that two batches, or a batch and a settlement, never wait for each
-  -- other in a cycle.
+  -- placed by account, and within an account as they came, a free model's after the others, the
+  -- account's row locked before any of them (see Lock order above).
   CREATE OR REPLACE FUNCTION gateway_hold_all(p_holds jsonb)
   RETURNS TABLE ("position" integer, payment text, reserved_micro bigint, payment_ref text,
     refusal text, lease_micro bigint, lease_count integer, recalled boolean)
@@ -375,6 +388,7 @@ export const postgresFunctions: string[] = [
   DECLARE
     h record;
     counted integer;
+    locked text;
   BEGIN
     FOR h IN
       SELECT * FROM jsonb_to_recordset(p_holds) AS hold(
@@ -393,6 +407,10 @@ export const postgresFunctions: string[] = [
       lease_count := 0;
       recalled := false;
       counted := NULL;
+      IF locked IS DISTINCT FROM h.account_id THEN
+        PERFORM 1 FROM accounts WHERE id = h.account_id FOR NO KEY UPDATE;
+        locked := h.account_id;
+      END IF;
       IF h.limit_key IS NOT NULL THEN
         IF h.limit_count > 0 THEN
           INSERT INTO limit_counts AS window_count (key, window_end, count)
@@ -448,7 +466,7 @@ export const postgresFunctions: string[] = [
       ELSIF refusal IN ('insufficient_balance', 'rate_limited') THEN
         -- A give-back may be committing right now: the account's row lock waits for it, and what
         -- it gave back is then seen below. Either way the request is tried again.
-        PERFORM 1 FROM accounts WHERE id = h.account_id FOR UPDATE;
+        PERFORM 1 FROM accounts WHERE id = h.account_id FOR NO KEY UPDATE;
         UPDATE leases SET recall = true
         WHERE leases.account_id = h.account_id AND (active OR money_micro > kept_micro);
         recalled := FOUND
@@ -481,7 +499,7 @@ export const postgresFunctions: string[] = [
     charge bigint;
     back bigint;
   BEGIN
-    SELECT balance_micro INTO balance FROM accounts WHERE id = p_account FOR UPDATE;
+    SELECT balance_micro INTO balance FROM accounts WHERE id = p_account FOR NO KEY UPDATE;
     SELECT money_micro INTO leased FROM leases
     WHERE instance_id = p_instance AND account_id = p_account FOR UPDATE;
     IF leased IS NULL OR balance IS NULL THEN
@@ -510,10 +528,9 @@ export const postgresFunctions: string[] = [
   -- Settles each of p_settlements: a request admitted from a lease (leased) as
   -- gateway_settle_leased does, one that held nothing (its own provider key, or nothing to pay) by
   -- writing its request_log row, any other as gateway_settle does. Returns each one's charge by
-  -- its position in the batch (null: its hold or lease was already gone). Rows are locked in one
-  -- order whatever the batch holds, the order in which gateway_hold locks them: an account, then
-  -- its subscription windows, then its free day. Two batches, or a batch and a hold, never wait
-  -- for each other in a cycle.
+  -- its position in the batch (null: its hold or lease was already gone). Settlements are taken
+  -- by account, and within an account its subscription windows' and free day's last, so the rows
+  -- are locked in the order above.
   CREATE OR REPLACE FUNCTION gateway_settle_all(p_settlements jsonb)
   RETURNS TABLE ("position" integer, charge bigint) LANGUAGE plpgsql AS $$
   DECLARE
@@ -558,8 +575,8 @@ export const postgresFunctions: string[] = [
   -- of a hold's lease (gateway_hold_all): money while the account's available money stays at
   -- least four times the addition, per-minute slots of the window that ends at p_window_end while
   -- its count stays at least four additions below the limit. Each part is granted on its own;
-  -- what was granted is returned. Rows are locked in the order holds lock them: the count, the
-  -- account, then the lease. A lease that stopped meanwhile (given back, reaped, recalled) gets
+  -- what was granted is returned. Rows are locked in the order holds lock them: the account, the
+  -- count, then the lease. A lease that stopped meanwhile (given back, reaped, recalled) gets
   -- nothing, and what was taken for it goes back in the same transaction.
   CREATE OR REPLACE FUNCTION gateway_lease_top_up(p_instance text, p_account text, p_want_micro bigint,
     p_limit_key text, p_window_end bigint, p_limit_count integer, p_want_count integer)
@@ -567,6 +584,7 @@ export const postgresFunctions: string[] = [
   BEGIN
     lease_micro := 0;
     lease_count := 0;
+    PERFORM 1 FROM accounts WHERE id = p_account FOR NO KEY UPDATE;
     IF p_want_count > 0 THEN
       UPDATE limit_counts SET count = count + p_want_count
       WHERE key = p_limit_key AND window_end = p_window_end

@@ -2,12 +2,15 @@ import { spawn } from "node:child_process";
 import { once } from "node:events";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { eventually } from "../../../test/support/gateways-on-postgres.js";
 import { moneyInputs } from "../../../test/support/money-inputs.js";
 import { createTestDatabase } from "../../../test/support/postgres.js";
 import { refusalError } from "../../server/billing/payment.js";
 import type { GatewayError } from "../../server/errors.js";
 import type { Reservation, ReserveInput } from "../types.js";
+import { utcDay } from "../utc-windows.js";
 import { openPostgresPool } from "./connect.js";
+import { countColumns } from "./limit-counters.js";
 import { migratePostgres } from "./migrations.js";
 import { CountRefused, HoldRefused, PostgresMoney } from "./money.js";
 
@@ -78,6 +81,15 @@ async function holdsOf(id: string): Promise<number> {
     [id],
   );
   return result.rows[0].n;
+}
+
+/** An account's per-minute counts, by window. */
+async function counted(key: string): Promise<{ window_end: number; count: number }[]> {
+  const result = await poolA.query(
+    "SELECT window_end::float8 AS window_end, count FROM limit_counts WHERE key = $1 ORDER BY window_end",
+    [key],
+  );
+  return result.rows;
 }
 
 describe("holds exact across two gateways", () => {
@@ -253,14 +265,6 @@ describe("the per-minute count taken with the hold", () => {
     limit,
     windowMs: 60_000,
   });
-
-  async function counted(key: string): Promise<{ window_end: number; count: number }[]> {
-    const result = await poolA.query(
-      "SELECT window_end::float8 AS window_end, count FROM limit_counts WHERE key = $1 ORDER BY window_end",
-      [key],
-    );
-    return result.rows;
-  }
 
   it("a limit of N admits exactly N of 100 concurrent requests, and refuses the rest unheld", async () => {
     const id = await account({ balance_micro: 1_000_000 });
@@ -463,6 +467,88 @@ describe("many gateways' requests at once", () => {
     }
     expect(deadlocks).toBe(0);
     expect((await accountRow(id)).balance_micro).toBe(10_000_000 - 1000 * 300);
+  });
+
+  it("holds of one account in two minute windows, batched on two gateways at once, never deadlock", async () => {
+    const id = await account({ balance_micro: 10_000_000 });
+    const count = { key: `paid-rpm|${id}`, limit: 1_000, windowMs: 60_000 };
+    const edge = Math.ceil((now + 1) / 60_000) * 60_000;
+    // A hold as gateway_hold_all reads it, counted in the minute `at` falls in.
+    const holds = (name: string, at: number) =>
+      JSON.stringify([
+        {
+          position: 0,
+          id: `${id}-${name}`,
+          account_id: id,
+          instance_id: null,
+          amount: 1_000,
+          free: false,
+          subscription_model: false,
+          free_day: utcDay(at),
+          free_limit: 0,
+          now: at,
+          ttl_ms: null,
+          ...countColumns(count, at),
+        },
+      ]);
+    const holdAll = "SELECT refusal FROM gateway_hold_all($1::jsonb)";
+    const first = await poolA.connect();
+    const second = await poolB.connect();
+    try {
+      const [{ pid }] = (await second.query<{ pid: number }>("SELECT pg_backend_pid() AS pid"))
+        .rows;
+      // One gateway's batch holds a request of the minute before the edge, then one after it; the
+      // other gateway's batch, in between, holds only one after it. Each statement below is a
+      // part of the first batch's one transaction.
+      await first.query("BEGIN");
+      await first.query(holdAll, [holds("before", edge - 1)]);
+      const other = second.query(holdAll, [holds("other-after", edge + 1)]);
+      const otherSettled = other.then(
+        () => undefined,
+        (err: Error) => err,
+      );
+      await eventually(
+        async () =>
+          (await poolA.query("SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1", [pid]))
+            .rows[0]?.wait_event_type,
+        (waiting) => waiting === "Lock",
+        10_000,
+        "the other gateway's batch waiting for a lock",
+      );
+      await first.query(holdAll, [holds("after", edge + 1)]);
+      await first.query("COMMIT");
+      expect(await otherSettled).toBeUndefined();
+    } finally {
+      first.release();
+      second.release();
+    }
+    expect(await holdsOf(id)).toBe(3);
+    expect(await counted(count.key)).toEqual([
+      { window_end: edge, count: 1 },
+      { window_end: edge + 60_000, count: 2 },
+    ]);
+  });
+
+  it("a lone call the database broke off to end a deadlock is sent again", async () => {
+    const id = await account({ balance_micro: 10_000 });
+    const query = poolA.query;
+    let brokenOff = 0;
+    poolA.query = ((...args: Parameters<typeof query>) => {
+      const config = args[0] as { name?: string };
+      if (config?.name === "gateway_hold_all" && brokenOff === 0) {
+        brokenOff++;
+        return Promise.reject(Object.assign(new Error("deadlock detected"), { code: "40P01" }));
+      }
+      return query.apply(poolA, args);
+    }) as typeof query;
+    try {
+      const r = await gatewayA.reserve(request(id));
+      expect(r.payment).toBe("balance");
+    } finally {
+      poolA.query = query;
+    }
+    expect(brokenOff).toBe(1);
+    expect(await holdsOf(id)).toBe(1);
   });
 
   it("holds, settlements and releases interleaved leave every count and balance consistent", async () => {

@@ -14,7 +14,7 @@ import {
 } from "../types.js";
 import { freeTokenWindowStart } from "../usage-rows.js";
 import { secondsToUtcMidnight, utcDay } from "../utc-windows.js";
-import { isDatabaseUnavailable } from "./faults.js";
+import { isDatabaseUnavailable, isRolledBackConflict } from "./faults.js";
 import {
   type LeasedSettlement,
   type LeaseOptions,
@@ -37,6 +37,8 @@ const defaultLeaseMs = 15_000;
 const defaultHoldTtlMs = 6 * 60 * 60 * 1000;
 /** Holds or settlements sent in one statement at most: a long batch keeps an account locked long. */
 const batchLimit = 100;
+/** Times a call is sent in all when the database breaks it off as a deadlock's victim. */
+const conflictAttempts = 3;
 /** Statements of one kind a gateway has in flight at once before the next calls wait and batch. */
 const defaultParallelBatches = 2;
 
@@ -174,7 +176,7 @@ class Batches<Item extends Queued<Result>, Result> {
 
   private async send(batch: Item[]): Promise<void> {
     if (batch.length === 1) {
-      await this.sendOne(batch[0]).then(batch[0].resolve, batch[0].reject);
+      await this.sendAlone(batch[0]);
       return;
     }
     let results: Map<number, Result>;
@@ -192,6 +194,20 @@ class Batches<Item extends Queued<Result>, Result> {
       const result = results.get(position);
       if (result === undefined) item.reject(new Error("the database gave no answer for this call"));
       else item.resolve(result);
+    }
+  }
+
+  /** One call; sent again when the database chose it as a deadlock's victim, as Postgres advises. */
+  private async sendAlone(item: Item): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        item.resolve(await this.sendOne(item));
+        return;
+      } catch (err) {
+        if (attempt < conflictAttempts && isRolledBackConflict(err)) continue;
+        item.reject(err);
+        return;
+      }
     }
   }
 }

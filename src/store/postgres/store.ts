@@ -276,6 +276,10 @@ export class PostgresStore implements GatewayStore {
   freeTokensUsed(model: string, windowSeconds: number, now: number): Promise<number> {
     return this.usage.freeTokensUsed(model, windowSeconds, now);
   }
+
+  latestRecordedAt(): Promise<number> {
+    return this.usage.latestRecordedAt();
+  }
 }
 
 async function readChange(

@@ -115,6 +115,16 @@ export class PostgresUsage implements UsageRepository {
     return (await this.requestLog(accountId, limit)).map(recentRequest);
   }
 
+  async latestRecordedAt(): Promise<number> {
+    // The newest rows by their number, not a scan of the whole log.
+    const result = await this.pool.query<{ latest: number | null }>({
+      name: "pg_usage_latest_recorded",
+      text: `SELECT max(GREATEST(created_at, coalesce(finished_at, 0))) AS latest
+        FROM (SELECT created_at, finished_at FROM request_log ORDER BY seq DESC LIMIT 64) newest`,
+    });
+    return Number(result.rows[0]?.latest ?? 0);
+  }
+
   async freeTokensUsed(model: string, windowSeconds: number, now: number): Promise<number> {
     const result = await this.pool.query<{ window_start: number; tokens: number }>({
       name: "pg_usage_free_tokens",

@@ -255,4 +255,8 @@ export class Store implements GatewayStore {
   freeTokensUsed(model: string, windowSeconds: number, now: number): number {
     return this.usage.freeTokensUsed(model, windowSeconds, now);
   }
+
+  latestRecordedAt(): number {
+    return this.usage.latestRecordedAt();
+  }
 }

@@ -72,6 +72,10 @@ export class SqliteUsage {
     return this.statements.one.get(id, accountId) as RequestLogRow | undefined;
   }
 
+  latestRecordedAt(): number {
+    return (this.statements.latest.get() as { latest: number | null }).latest ?? 0;
+  }
+
   freeTokensUsed(model: string, windowSeconds: number, now: number): number {
     const row = this.statements.freeTokens.get(model) as
       | { window_start: number; tokens: number }
@@ -83,6 +87,11 @@ export class SqliteUsage {
 function prepare(db: DB) {
   const statement = (sql: string): Statement => db.prepare(sql);
   return {
+    // The newest rows by insertion, not a scan of the whole log.
+    latest: statement(
+      `SELECT max(max(created_at, coalesce(finished_at, 0))) AS latest
+         FROM (SELECT created_at, finished_at FROM request_log ORDER BY rowid DESC LIMIT 64)`,
+    ),
     summary: statement(
       `SELECT count(*) AS requests, sum(state = 'settled') AS succeeded, sum(state IN ('failed', 'interrupted')) AS failed,
               sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens, sum(cost_micro) AS cost_micro
