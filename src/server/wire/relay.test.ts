@@ -19,13 +19,13 @@ function body(parts: string[]): AsyncIterable<Uint8Array> & { stopped: boolean }
   return source;
 }
 
-/** Relays each event's data as `<data>;`; `stop` closes, `bad` throws; the end adds `END`. */
+/** Relays each event's data as `<data>;`; `stop` leaves apart, `bad` throws; the end adds `END`. */
 const relay: EventRelay = {
   event(ev) {
     if (ev.data === "bad") throw new Error("broken");
     return `${ev.data};`;
   },
-  closes: (ev) => ev.data === "stop",
+  apart: (ev) => ev.data === "stop",
   end: () => ["END"],
 };
 
@@ -52,7 +52,7 @@ describe("relayEvents", () => {
     expect(await drain(pieces)).toEqual(["a;b;", "c1;d;", "END"]);
   });
 
-  it("sends the closing event as a piece of its own", async () => {
+  it("sends an event the relay sets apart as a piece of its own", async () => {
     const pieces = relayEvents(
       new SSEStream(body(["data: a\n\ndata: stop\n\ndata: b\n\n"])),
       relay,

@@ -20,8 +20,11 @@ export class SSEStream implements AsyncIterable<SSEMessage> {
 export interface EventRelay {
   /** The event as the client gets it ("" for nothing); may throw StreamBroken. */
   event(ev: SSEMessage): string;
-  /** The style's closing event: it leaves as a piece of its own, which the route holds until the charge is committed. */
-  closes(ev: SSEMessage): boolean;
+  /**
+   * An event that leaves as a piece of its own: the style's closing event, which the route holds
+   * until the charge is committed, and a final event the Responses state reads from its piece.
+   */
+  apart(ev: SSEMessage): boolean;
   /** The pieces after the upstream's last event; throws when the stream ended before it was complete. */
   end(): StreamPiece[];
 }
@@ -110,14 +113,14 @@ class RelayedPieces implements AsyncIterator<StreamPiece> {
     let text = "";
     try {
       for (const ev of events) {
-        if (!this.relay.closes(ev)) {
+        if (!this.relay.apart(ev)) {
           text += this.relay.event(ev);
           continue;
         }
         if (text !== "") this.pending.push(text);
         text = "";
-        const closing = this.relay.event(ev);
-        if (closing !== "") this.pending.push(closing);
+        const alone = this.relay.event(ev);
+        if (alone !== "") this.pending.push(alone);
       }
     } finally {
       if (text !== "") this.pending.push(text);

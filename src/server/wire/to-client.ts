@@ -209,7 +209,7 @@ export function passThroughChat(
       return chunk ? (relay.relay(chunk) ?? "") : "";
     },
     // The closing `[DONE]` is the gateway's own, sent once the upstream's stream ended.
-    closes: () => false,
+    apart: () => false,
     end() {
       if (!relay.finished) throw new StreamBroken();
       return [SSE_DONE];
@@ -329,7 +329,7 @@ function passThroughMessages(
       }
       return encodeSSE(ev.data, ev.event);
     },
-    closes: (ev) => ev.event === "message_stop",
+    apart: (ev) => ev.event === "message_stop",
     end() {
       if (!stopped) throw new StreamBroken();
       return [];
