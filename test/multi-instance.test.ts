@@ -143,7 +143,10 @@ describe("money across instances", () => {
     expect(admitted, cluster.stderr()).toHaveLength(EXACT_REQUESTS);
     expect(refused).toHaveLength(100 - EXACT_REQUESTS);
     for (const refusal of refused)
-      expect(refusal, cluster.stderr()).toMatchObject({ status: 402, code: "insufficient_balance" });
+      expect(refusal, cluster.stderr()).toMatchObject({
+        status: 402,
+        code: "insufficient_balance",
+      });
     // Every answer was committed with its charge before it left: nothing is still held.
     expect(await money("exact")).toEqual({ balance: 0, held: 0, payg_held: 0 });
     expect(await logStates("exact")).toEqual([
