@@ -8,6 +8,7 @@
 //
 //   node scripts/bench-stream-count.mjs [streams] [pace ms]
 //   strace -c node scripts/bench-stream-count.mjs 200 1
+//   node scripts/bench-stream-count.mjs 2000 json     non-stream requests instead: CPU per request
 import { execFileSync, fork } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -40,7 +41,8 @@ if (process.argv.includes("--client")) {
 async function main() {
   const here = fileURLToPath(new URL(".", import.meta.url));
   const streams = Number(process.argv[2] ?? 100);
-  const pace = Number(process.argv[3] ?? 1);
+  const json = process.argv[3] === "json";
+  const pace = json ? undefined : Number(process.argv[3] ?? 1);
 
   const upstream = fork(join(here, "bench-upstream.mjs"), ["--child"], { execArgv: [] });
   const { url } = await new Promise((resolve) => upstream.once("message", resolve));
@@ -52,9 +54,9 @@ async function main() {
   const ask = (n) =>
     new Promise((resolve) => {
       client.once("message", resolve);
-      client.send({ url: gw.url, n, body: benchBody(true, pace) });
+      client.send({ url: gw.url, n, body: json ? benchBody(false) : benchBody(true, pace) });
     });
-  await ask(Math.min(20, streams)); // warm-up
+  await ask(json ? 500 : Math.min(20, streams)); // warm-up
   // Under callgrind, the measured streams' instructions alone: counters zeroed before, dumped after.
   const callgrind = process.env.BENCH_CALLGRIND === "1";
   if (callgrind) execFileSync("callgrind_control", ["-z", String(process.pid)]);
@@ -63,9 +65,14 @@ async function main() {
   const cpu = process.cpuUsage(before);
   if (callgrind) execFileSync("callgrind_control", ["-d", String(process.pid)]);
   const us = cpu.user + cpu.system;
-  console.log(
-    `${streams} streams paced ${pace} ms, ${events} events received: gateway CPU ${Math.round(us / streams)} us a stream, ${(us / (streams * pacedEvents)).toFixed(1)} us an event (user ${Math.round(cpu.user / streams)} us, system ${Math.round(cpu.system / streams)} us a stream)`,
-  );
+  if (json)
+    console.log(
+      `${streams} JSON requests at 1 connection: gateway CPU ${Math.round(us / streams)} us a request (user ${Math.round(cpu.user / streams)} us, system ${Math.round(cpu.system / streams)} us)`,
+    );
+  else
+    console.log(
+      `${streams} streams paced ${pace} ms, ${events} events received: gateway CPU ${Math.round(us / streams)} us a stream, ${(us / (streams * pacedEvents)).toFixed(1)} us an event (user ${Math.round(cpu.user / streams)} us, system ${Math.round(cpu.system / streams)} us a stream)`,
+    );
   client.kill();
   upstream.kill();
   await gw.close();

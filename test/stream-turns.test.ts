@@ -1,7 +1,13 @@
 import { createHook } from "node:async_hooks";
 import { request } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { deferred, type FakeUpstream, fakeUpstream } from "./support/fake-upstream.js";
+import {
+  anthropicStreamSteps,
+  deferred,
+  type FakeUpstream,
+  fakeUpstream,
+  type SseStep,
+} from "./support/fake-upstream.js";
 import { baseConfig, KEY, type TestGateway, testGateway } from "./support/gateway.js";
 
 /**
@@ -16,22 +22,23 @@ import { baseConfig, KEY, type TestGateway, testGateway } from "./support/gatewa
  * while a chunk was on its way: the gateway writes a chunk in the callback that read it, so none.
  */
 
-let upstream: FakeUpstream;
+let openai: FakeUpstream;
+let anthropic: FakeUpstream;
 let gw: TestGateway;
 
 beforeAll(async () => {
-  upstream = await fakeUpstream("openai");
+  openai = await fakeUpstream("openai");
+  anthropic = await fakeUpstream("anthropic");
+  const prices = { price_input_per_mtok: 10_000, price_output_per_mtok: 20_000 };
   gw = await testGateway({
     config: baseConfig({
-      providers: [{ id: "oa", wire: "openai", base_url: upstream.baseUrl, api_keys: ["sk-oa"] }],
+      providers: [
+        { id: "oa", wire: "openai", base_url: openai.baseUrl, api_keys: ["sk-oa"] },
+        { id: "an", wire: "anthropic", base_url: anthropic.baseUrl, api_keys: ["sk-an"] },
+      ],
       models: [
-        {
-          name: "oa-model",
-          provider: "oa",
-          upstream_model: "gpt-upstream",
-          price_input_per_mtok: 10_000,
-          price_output_per_mtok: 20_000,
-        },
+        { name: "oa-model", provider: "oa", upstream_model: "gpt-upstream", ...prices },
+        { name: "an-model", provider: "an", upstream_model: "claude-upstream", ...prices },
       ],
       routes: [],
     }),
@@ -40,7 +47,8 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await gw?.close();
-  await upstream?.close();
+  await openai?.close();
+  await anthropic?.close();
 });
 
 /** Immediates and timers the test schedules itself, which `deferrals` does not count. */
@@ -99,23 +107,58 @@ const chunk = (delta: object, finish: string | null = null) => ({
 });
 
 /**
- * Streams a chat answer whose chunks the upstream writes one at a time, each when the client has
- * received the one before; returns the turns each chunk took to reach the client.
+ * A stream each style passes through as it came: its upstream, the steps that upstream writes
+ * (each word's step waits for its gate), the request, and how a word reads on the client's side.
  */
-async function turnsPerChunk(words: string[]): Promise<{ turns: number; deferred: number }[]> {
-  const gates = words.map(() => deferred());
-  upstream.queue({
-    kind: "sse",
-    steps: [
-      ...words.map((word, i) => ({ data: chunk({ content: word }), gate: gates[i].promise })),
+const styles = {
+  chat: {
+    upstream: () => openai,
+    steps: (words: string[], gates: Promise<void>[]): SseStep[] => [
+      ...words.map((word, i) => ({ data: chunk({ content: word }), gate: gates[i] })),
       { data: chunk({}, "stop") },
       { data: "[DONE]" },
     ],
+    path: "/v1/chat/completions",
+    body: { model: "oa-model", stream: true },
+    word: (word: string) => `"content":"${word}"`,
+    end: "data: [DONE]",
+  },
+  messages: {
+    upstream: () => anthropic,
+    steps: (words: string[], gates: Promise<void>[]): SseStep[] => {
+      let next = 0;
+      return anthropicStreamSteps(words).map((step) =>
+        step.event === "content_block_delta" ? { ...step, gate: gates[next++] } : step,
+      );
+    },
+    path: "/v1/messages",
+    body: { model: "an-model", stream: true, max_tokens: 100 },
+    word: (word: string) => `"text":"${word}"`,
+    end: "event: message_stop",
+  },
+};
+
+/**
+ * Streams an answer whose chunks the upstream writes one at a time, each when the client has
+ * received the one before; returns the turns each chunk took to reach the client.
+ */
+async function turnsPerChunk(
+  style: keyof typeof styles,
+  words: string[],
+): Promise<{ turns: number; deferred: number }[]> {
+  const shape = styles[style];
+  const upstream = shape.upstream();
+  const gates = words.map(() => deferred());
+  upstream.queue({
+    kind: "sse",
+    steps: shape.steps(
+      words,
+      gates.map((gate) => gate.promise),
+    ),
   });
   const turns: { turns: number; deferred: number }[] = [];
   const body = JSON.stringify({
-    model: "oa-model",
-    stream: true,
+    ...shape.body,
     messages: [{ role: "user", content: "count the turns" }],
   });
   let counter: ReturnType<typeof turnCounter> | undefined;
@@ -133,7 +176,7 @@ async function turnsPerChunk(words: string[]): Promise<{ turns: number; deferred
   const headersBefore = upstream.headersSentAt.length;
   await new Promise<void>((resolve, reject) => {
     const req = request(
-      `${gw.url}/v1/chat/completions`,
+      `${gw.url}${shape.path}`,
       {
         method: "POST",
         agent: false,
@@ -146,14 +189,14 @@ async function turnsPerChunk(words: string[]): Promise<{ turns: number; deferred
         res.on("data", (part: string) => {
           text += part;
           const word = words[turns.length];
-          if (counter && word !== undefined && text.includes(`"content":"${word}"`)) {
+          if (counter && word !== undefined && text.includes(shape.word(word))) {
             turns.push(counter.stop());
             counter = undefined;
             release();
           }
         });
         res.on("end", () => {
-          expect(text).toContain("data: [DONE]");
+          expect(text).toContain(shape.end);
           resolve();
         });
         res.on("error", reject);
@@ -185,27 +228,36 @@ describe("a streamed chunk's way through the gateway", () => {
     hook.disable();
   });
 
-  it("reaches the client in the turn after the upstream's bytes arrive, first and later chunks alike", async () => {
-    const firsts: number[] = [];
-    const laters: number[] = [];
-    const firstDeferred: number[] = [];
-    const laterDeferred: number[] = [];
-    for (let stream = 0; stream < 5; stream++) {
-      const [first, ...later] = await turnsPerChunk(["one", "two", "three", "four", "five"]);
-      firsts.push(first.turns);
-      firstDeferred.push(first.deferred);
-      laters.push(...later.map((c) => c.turns));
-      laterDeferred.push(...later.map((c) => c.deferred));
-    }
-    // The gateway reads the upstream's bytes and writes the chunk on in one turn; the client's
-    // socket reads it in the next. A chunk held for a later turn (a setImmediate, a timer, a
-    // stream adapter that defers) counts one more. Medians: on a loaded machine the kernel may
-    // now and then hand loopback bytes over a turn late, whichever code runs.
-    expect({ first: median(firsts), later: median(laters) }).toEqual({ first: 1, later: 1 });
-    // Nor does it wait for an immediate or a timer of its own within the turn.
-    expect({ first: median(firstDeferred), later: median(laterDeferred) }).toEqual({
-      first: 0,
-      later: 0,
-    });
-  });
+  it.each(["chat", "messages"] as const)(
+    "%s: reaches the client in the turn after the upstream's bytes arrive, first and later chunks alike",
+    async (style) => {
+      const firsts: number[] = [];
+      const laters: number[] = [];
+      const firstDeferred: number[] = [];
+      const laterDeferred: number[] = [];
+      for (let stream = 0; stream < 5; stream++) {
+        const [first, ...later] = await turnsPerChunk(style, [
+          "one",
+          "two",
+          "three",
+          "four",
+          "five",
+        ]);
+        firsts.push(first.turns);
+        firstDeferred.push(first.deferred);
+        laters.push(...later.map((c) => c.turns));
+        laterDeferred.push(...later.map((c) => c.deferred));
+      }
+      // The gateway reads the upstream's bytes and writes the chunk on in one turn; the client's
+      // socket reads it in the next. A chunk held for a later turn (a setImmediate, a timer, a
+      // stream adapter that defers) counts one more. Medians: on a loaded machine the kernel may
+      // now and then hand loopback bytes over a turn late, whichever code runs.
+      expect({ first: median(firsts), later: median(laters) }).toEqual({ first: 1, later: 1 });
+      // Nor does it wait for an immediate or a timer of its own within the turn.
+      expect({ first: median(firstDeferred), later: median(laterDeferred) }).toEqual({
+        first: 0,
+        later: 0,
+      });
+    },
+  );
 });

@@ -31,7 +31,7 @@ export interface SseStream {
 
 /** The socket side of the pump. `write` returns false when the client is not keeping up. */
 interface Sink {
-  write(bytes: Uint8Array): boolean;
+  write(piece: StreamPiece): boolean;
   end(): void;
   drained(): Promise<void>;
   readonly closed: boolean;
@@ -92,7 +92,7 @@ async function pump(sink: Sink, stream: SseStream, firstWritten: () => void): Pr
   const finish = (end: Omit<StreamEnd, "delivered">) => stream.onEnd({ delivered, ...end });
   let next = Promise.resolve(stream.first);
   // The closing event waits here until the stream's charge is committed.
-  let closing: Uint8Array | undefined;
+  let closing: StreamPiece | undefined;
   try {
     for (;;) {
       const result = await next;
@@ -102,9 +102,11 @@ async function pump(sink: Sink, stream: SseStream, firstWritten: () => void): Pr
         return;
       }
       if (result.done) break;
-      const piece = typeof result.value === "string" ? encoder.encode(result.value) : result.value;
+      // Text goes to the socket as it is: Node encodes it into the write itself, where encoding it
+      // here first would copy every piece once more.
+      const piece = result.value;
       next = stream.pieces.next();
-      if (stream.isClosingEvent(result.value)) {
+      if (stream.isClosingEvent(piece)) {
         closing = piece;
         continue;
       }
@@ -121,7 +123,7 @@ async function pump(sink: Sink, stream: SseStream, firstWritten: () => void): Pr
       finish({ cancelled: true });
       return;
     }
-    sink.write(encoder.encode(stream.errorEvent(error)));
+    sink.write(stream.errorEvent(error));
     sink.end();
     finish({ error, cancelled: false });
     return;
@@ -132,7 +134,7 @@ async function pump(sink: Sink, stream: SseStream, firstWritten: () => void): Pr
       await stream.recorded();
     } catch (error) {
       // The charge could not be recorded: the client must not see a finished answer.
-      sink.write(encoder.encode(stream.errorEvent(error)));
+      sink.write(stream.errorEvent(error));
       sink.end();
       return;
     }
@@ -148,7 +150,7 @@ function nodeSink(outgoing: ServerResponse): Sink {
     if (!outgoing.writableFinished) closed = true;
   });
   return {
-    write(bytes) {
+    write(piece) {
       if (closed) return true;
       // Pieces written in the same tick leave in one syscall.
       if (!corked) {
@@ -159,7 +161,7 @@ function nodeSink(outgoing: ServerResponse): Sink {
           outgoing.uncork();
         });
       }
-      return outgoing.write(bytes);
+      return outgoing.write(piece);
     },
     end() {
       outgoing.end();

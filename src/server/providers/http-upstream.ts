@@ -3,7 +3,8 @@ import type { Agent, Dispatcher } from "undici";
 import type { ProviderRow } from "../../store/types.js";
 import { GatewayError } from "../errors.js";
 import type { GoneSignal } from "../time/gone-signal.js";
-import { defaultMaxEventBytes, parseSSE, type SSEMessage } from "../wire/sse.js";
+import { SSEStream } from "../wire/relay.js";
+import { defaultMaxEventBytes } from "../wire/sse.js";
 import { UpstreamFailure } from "../wire/upstream-failure.js";
 import { failureOf } from "./classify.js";
 
@@ -173,9 +174,9 @@ export class UpstreamHttp {
     body: Body,
     signal: GoneSignal,
     provider: UpstreamProvider,
-  ): Promise<AsyncGenerator<SSEMessage>> {
+  ): Promise<SSEStream> {
     const stream = await this.postStream(url, headers, body, signal, provider);
-    return parseSSE(stream, upstreamBounds(provider).maxEventBytes);
+    return new SSEStream(stream, upstreamBounds(provider).maxEventBytes);
   }
 
   /**

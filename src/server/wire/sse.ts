@@ -30,38 +30,58 @@ export async function* parseSSE(
   body: AsyncIterable<Uint8Array>,
   maxEventBytes = defaultMaxEventBytes,
 ): AsyncGenerator<SSEMessage> {
+  const parser = new SSEParser(maxEventBytes);
+  for await (const chunk of body) yield* parser.push(chunk);
+  yield* parser.end();
+}
+
+/**
+ * `parseSSE` one chunk at a time, for a reader that turns each chunk into what it sends on in the
+ * callback that read it, with no generator between.
+ */
+export class SSEParser {
   // Node's StringDecoder, not TextDecoder: streaming TextDecoder goes through ICU's converter,
   // several times the instructions per chunk of the native UTF-8 slice StringDecoder uses. Both
   // keep a character split across chunks whole and replace invalid bytes with U+FFFD.
-  const decoder = new StringDecoder("utf8");
-  const lines = new LineSplitter(maxEventBytes);
-  const assembler = new EventAssembler(maxEventBytes);
-  let started = false;
+  private readonly decoder = new StringDecoder("utf8");
+  private readonly lines: LineSplitter;
+  private readonly assembler: EventAssembler;
+  private started = false;
 
-  for await (const chunk of body) {
-    let text = decoder.write(chunk);
-    if (!started && text !== "") {
-      started = true;
+  constructor(maxEventBytes = defaultMaxEventBytes) {
+    this.lines = new LineSplitter(maxEventBytes);
+    this.assembler = new EventAssembler(maxEventBytes);
+  }
+
+  /** The events a chunk completes. */
+  push(chunk: Uint8Array): SSEMessage[] {
+    let text = this.decoder.write(chunk);
+    if (!this.started && text !== "") {
+      this.started = true;
       // A stream may start with a byte order mark, which is not part of its first line.
       if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
     }
-    for (const line of lines.push(text)) {
-      const message = assembler.line(line);
-      if (message) yield message;
+    return this.dispatch(this.lines.push(text), []);
+  }
+
+  /** The events the end of the stream completes. */
+  end(): SSEMessage[] {
+    const events = this.dispatch(this.lines.push(this.decoder.end()), []);
+    this.dispatch(this.lines.flush(), events);
+    // A stream that ends without the final blank line still delivers its last event:
+    // upstreams that are cut off mid-stream often leave one behind.
+    const last = this.assembler.line("");
+    if (last) events.push(last);
+    return events;
+  }
+
+  private dispatch(lines: string[], events: SSEMessage[]): SSEMessage[] {
+    for (const line of lines) {
+      const message = this.assembler.line(line);
+      if (message) events.push(message);
     }
+    return events;
   }
-  for (const line of lines.push(decoder.end())) {
-    const message = assembler.line(line);
-    if (message) yield message;
-  }
-  for (const line of lines.flush()) {
-    const message = assembler.line(line);
-    if (message) yield message;
-  }
-  // A stream that ends without the final blank line still delivers its last event:
-  // upstreams that are cut off mid-stream often leave one behind.
-  const last = assembler.line("");
-  if (last) yield last;
 }
 
 /** A stream sent a line or an event larger than its bound. */

@@ -1,6 +1,7 @@
 import type { MessagesResponse } from "./anthropic-types.js";
 import type { CompletionRequest, JsonCompletion } from "./completion-types.js";
 import type { ChatCompletionChunk, ChatCompletionResponse } from "./openai-types.js";
+import { relayEvents, type SSEStream } from "./relay.js";
 import type { ResponsesRequest } from "./responses-types.js";
 import { encodeSSE, parseEventData, SSE_DONE, type SSEMessage } from "./sse.js";
 import type { StreamCompletion, StreamPiece } from "./stream-types.js";
@@ -180,31 +181,41 @@ const modelField = /"model"\s*:\s*"(?:[^"\\]|\\.)*"/;
  */
 export function passThroughChat(
   req: CompletionRequest,
-  events: AsyncIterable<SSEMessage>,
+  events: SSEStream,
   meter: StreamMeter,
 ): StreamCompletion {
   const relay = new ChatChunkRelay(req, meter);
   const model = `"model":${JSON.stringify(req.clientModel)}`;
-  async function* pieces(): AsyncGenerator<StreamPiece> {
-    for await (const data of chatStreamData(events)) {
+  // Read on to the end of the body after [DONE]: leaving early aborts the upstream response,
+  // which costs an error object and the keep-alive connection on every stream.
+  let done = false;
+  const pieces = relayEvents(events, {
+    event(ev) {
+      const data = ev.data;
+      if (done) return "";
+      if (data === "[DONE]") {
+        done = true;
+        return "";
+      }
       if (isOrdinaryChunk(data)) {
         meter.delivered(deltaChars(data, chatDeltaFields));
         if (finishReasonSet.test(data)) {
           relay.finished = true;
           meter.finished();
         }
-        yield `data: ${data.replace(modelField, model)}\n\n`;
-        continue;
+        return `data: ${data.replace(modelField, model)}\n\n`;
       }
       const chunk = parseChatChunk(data);
-      if (!chunk) continue;
-      const piece = relay.relay(chunk);
-      if (piece !== undefined) yield piece;
-    }
-    if (!relay.finished) throw new StreamBroken();
-    yield SSE_DONE;
-  }
-  return { kind: "stream", pieces: pieces(), usage: () => meter.billed() };
+      return chunk ? (relay.relay(chunk) ?? "") : "";
+    },
+    // The closing `[DONE]` is the gateway's own, sent once the upstream's stream ended.
+    apart: () => false,
+    end() {
+      if (!relay.finished) throw new StreamBroken();
+      return [SSE_DONE];
+    },
+  });
+  return { kind: "stream", pieces, usage: () => meter.billed() };
 }
 
 /** The data of an openai-wire stream's events, up to `[DONE]`. */
@@ -253,7 +264,7 @@ function isOrdinaryChunk(data: string): boolean {
 /** Anthropic SSE events from an anthropic-wire upstream, in the client's style. */
 export function fromMessagesEvents(
   req: CompletionRequest,
-  events: AsyncIterable<SSEMessage>,
+  events: SSEStream,
   meter: StreamMeter,
 ): StreamCompletion {
   if (req.style === "messages") return passThroughMessages(req, events, meter);
@@ -292,15 +303,19 @@ function reportMessagesUsage(meter: StreamMeter, event: string, parsed: unknown)
 
 /**
  * Same wire, same style: each upstream event goes on as it arrives; usage is read on the way, and
- * `message_start` names the client's model, never the upstream's.
+ * `message_start` names the client's model, never the upstream's. The checks are
+ * `checkedMessagesEvents`'s.
  */
 function passThroughMessages(
   req: CompletionRequest,
-  events: AsyncIterable<SSEMessage>,
+  events: SSEStream,
   meter: StreamMeter,
 ): StreamCompletion {
-  async function* pieces(): AsyncGenerator<StreamPiece> {
-    for await (const ev of checkedMessagesEvents(events)) {
+  let stopped = false;
+  const pieces = relayEvents(events, {
+    event(ev) {
+      if (ev.event === "message_stop") stopped = true;
+      if (ev.event === "error") throw new StreamBroken("upstream sent an error event");
       if (ev.event === "content_block_delta")
         meter.delivered(deltaChars(ev.data, messagesDeltaFields));
       if (ev.event === "message_start" || ev.event === "message_delta") {
@@ -309,12 +324,16 @@ function passThroughMessages(
         const message = (parsed as { message?: { model?: unknown } } | undefined)?.message;
         if (ev.event === "message_start" && message?.model !== undefined) {
           message.model = req.clientModel;
-          yield encodeSSE(parsed as object, ev.event);
-          continue;
+          return encodeSSE(parsed as object, ev.event);
         }
       }
-      yield encodeSSE(ev.data, ev.event);
-    }
-  }
-  return { kind: "stream", pieces: pieces(), usage: () => meter.billed() };
+      return encodeSSE(ev.data, ev.event);
+    },
+    apart: (ev) => ev.event === "message_stop",
+    end() {
+      if (!stopped) throw new StreamBroken();
+      return [];
+    },
+  });
+  return { kind: "stream", pieces, usage: () => meter.billed() };
 }

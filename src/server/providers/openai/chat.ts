@@ -1,5 +1,6 @@
 import type { CompletionRequest, CompletionResult } from "../../wire/completion-types.js";
 import type { ChatCompletionChunk, ChatCompletionResponse } from "../../wire/openai-types.js";
+import { relayEvents, type SSEStream } from "../../wire/relay.js";
 import type { ResponseObject, ResponsesRequest } from "../../wire/responses-types.js";
 import { encodeSSE, parseEventData, type SSEMessage } from "../../wire/sse.js";
 import type { StreamCompletion } from "../../wire/stream-types.js";
@@ -119,9 +120,9 @@ function responsesPassThrough(
   // numbering and its latest Response.
   let nextSequence = 0;
   let latest: ResponseObject | undefined;
-  async function* pieces() {
-    let completed = false;
-    for await (const ev of events) {
+  let completed = false;
+  const pieces = relayEvents(events, {
+    event(ev) {
       if (ev.event === "error" || ev.event === "response.failed")
         throw new StreamBroken("upstream stream failed");
       const name = ev.event ?? "message";
@@ -146,20 +147,23 @@ function responsesPassThrough(
         data.response.model = req.clientModel;
         latest = data.response as ResponseObject;
         req.responseTurn?.echo(data.response);
-        yield encodeSSE(data, name);
-        continue;
+        return encodeSSE(data, name);
       }
-      yield encodeSSE(ev.data, name);
-    }
-    if (!completed) throw new StreamBroken();
-  }
+      return encodeSSE(ev.data, name);
+    },
+    apart: (ev) => ev.event === "response.completed" || ev.event === "response.incomplete",
+    end() {
+      if (!completed) throw new StreamBroken();
+      return [];
+    },
+  });
   const errorEvent = (message: string, code: string) => {
     const response =
       latest ??
       baseResponse(req.body as ResponsesRequest, req.clientModel, randomId("resp_"), nowSeconds());
     return encodeResponsesEvents(failedEvents(response, nextSequence, message, code));
   };
-  return { kind: "stream", pieces: pieces(), usage: () => meter.billed(), errorEvent };
+  return { kind: "stream", pieces, usage: () => meter.billed(), errorEvent };
 }
 
 const sequenceNumber = /"sequence_number"\s*:\s*(\d+)/;
