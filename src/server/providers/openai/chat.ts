@@ -1,6 +1,6 @@
 import type { CompletionRequest, CompletionResult } from "../../wire/completion-types.js";
 import type { ChatCompletionChunk, ChatCompletionResponse } from "../../wire/openai-types.js";
-import { relayEvents, type SSEStream } from "../../wire/relay.js";
+import { relayEvents } from "../../wire/relay.js";
 import type { ResponseObject, ResponsesRequest } from "../../wire/responses-types.js";
 import { encodeSSE, parseEventData, type SSEMessage } from "../../wire/sse.js";
 import type { StreamCompletion } from "../../wire/stream-types.js";
