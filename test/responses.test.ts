@@ -169,3 +169,23 @@ describe("Responses API state: its lifetime and its refusals over HTTP", () => {
     expect((await errorOf(badPage)).message).toContain("limit");
   });
 });
+
+describe("GET /v1/responses/{id} with stream=true (the SDK's way to resume a background stream)", () => {
+  it("is a 400 bad_request naming `stream`, not a JSON body the SDK reads as an empty stream", async () => {
+    const created = await openai.responses.create({ model: "mock-gpt", input: "hi" });
+    const err = await openai.responses
+      .retrieve(created.id, { stream: true })
+      .then(async (stream) => {
+        const events: string[] = [];
+        for await (const event of stream) events.push(event.type);
+        return events;
+      })
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(OpenAI.BadRequestError);
+    const apiError = err as InstanceType<typeof OpenAI.BadRequestError>;
+    expect(apiError.code).toBe("bad_request");
+    expect(apiError.message).toContain("`stream`");
+    // Without `stream` the same response is still there to read whole.
+    expect((await openai.responses.retrieve(created.id)).output_text).toBe(created.output_text);
+  });
+});
