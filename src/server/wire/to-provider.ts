@@ -18,6 +18,7 @@ import {
   hostedToolSentence,
   responsesRequestToChat,
   toolsOutsideChat,
+  untranslatableToChat,
 } from "./translate/responses.js";
 import { UnsupportedRequest } from "./upstream-failure.js";
 
@@ -115,6 +116,7 @@ export function toChatRequest(
   }
   if (req.style === "responses") {
     const body = req.body as ResponsesRequest;
+    refuseGap(untranslatableToChat(body));
     const chat = responsesRequestToChat(body, model.upstream_model);
     const outside = toolsOutsideChat(body);
     // A wire that runs a web search of its own gets it as chat's web search option.
