@@ -968,6 +968,46 @@ describe("what a chat-completions provider cannot carry", () => {
     expect(upstream.requests).toHaveLength(0);
   });
 
+  it("names every Anthropic tool it leaves out: tool search (a server tool), memory and the computer and browser toolsets", async () => {
+    const tools = [
+      { type: "tool_search_tool_regex_20251119", name: "tool_search_tool_regex" },
+      { type: "memory_20250818", name: "memory" },
+      { type: "computer_toolset_20260801", name: "computer" },
+      { type: "browser_toolset_20260801", name: "browser" },
+      { name: "lookup", input_schema: { type: "object" } },
+    ];
+    const request = (model: string) =>
+      post(
+        gw,
+        "/v1/messages",
+        { model, max_tokens: 100, tools, messages: [{ role: "user", content: "Find a tool." }] },
+        { "x-api-key": KEY, "anthropic-version": "2023-06-01" },
+      );
+    upstream.queue(openaiJson("Done."));
+    const res = await request("gpt-x");
+    expect(res.status).toBe(200);
+    expect(res.headers.get("x-gateway-tools-omitted")).toBe(
+      "tool_search_tool_regex_20251119, memory_20250818, computer_toolset_20260801, browser_toolset_20260801",
+    );
+    expect(upstream.last.body.tools).toEqual([
+      { type: "function", function: { name: "lookup", parameters: { type: "object" } } },
+    ]);
+    expect(await lastLogged(gw)).toMatchObject({
+      tools_omitted: [
+        "tool_search_tool_regex_20251119",
+        "memory_20250818",
+        "computer_toolset_20260801",
+        "browser_toolset_20260801",
+      ],
+    });
+
+    upstream.reset();
+    const refused = await request("gpt-strict");
+    expect(refused.status).toBe(400);
+    expect(await refused.text()).toContain("memory_20250818");
+    expect(upstream.requests).toHaveLength(0);
+  });
+
   it("leaves a Responses request's hosted tool out with a header (a provider set to reject refuses it), and takes function tools as they are", async () => {
     const tools = [{ type: "web_search" }, { type: "function", name: "lookup", parameters: {} }];
     const refused = await post(gw, "/v1/responses", {

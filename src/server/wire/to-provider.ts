@@ -10,9 +10,9 @@ import type { ChatCompletionRequest } from "./openai-types.js";
 import type { ResponsesRequest } from "./responses-types.js";
 import { chatRequestToMessages, untranslatableToMessages } from "./translate/chat-to-messages.js";
 import {
-  anthropicServerTools,
+  anthropicToolsOutsideChat,
+  anthropicToolsSentence,
   messagesRequestToChat,
-  serverToolSentence,
 } from "./translate/messages-to-chat.js";
 import {
   hostedToolSentence,
@@ -111,8 +111,9 @@ export function toChatRequest(
   const max = model.max_output_tokens;
   if (req.style === "messages") {
     const body = req.body as MessagesRequest;
-    const server = anthropicServerTools(body);
-    if (server.length > 0) omitTools(attempt, server, serverToolSentence(server), rewrite);
+    const outside = anthropicToolsOutsideChat(body);
+    const omitted = [...outside.server, ...outside.unformed];
+    if (omitted.length > 0) omitTools(attempt, omitted, anthropicToolsSentence(outside), rewrite);
     return clampChat(messagesRequestToChat(body, model.upstream_model), max);
   }
   if (req.style === "responses") {
