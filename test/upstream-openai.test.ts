@@ -682,6 +682,43 @@ describe("messages client -> openai wire (translation)", () => {
     input_schema: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
   };
 
+  it("asks for structured output whether the schema comes as output_config.format or the beta's output_format", async () => {
+    const schema = {
+      type: "object",
+      properties: { city: { type: "string" } },
+      required: ["city"],
+      additionalProperties: false,
+    };
+    for (const format of [
+      { output_config: { format: { type: "json_schema", schema } } },
+      // Deprecated: the SDKs released with the structured-outputs beta send it as it is (the
+      // newest rewrite it into output_config before sending).
+      { output_format: { type: "json_schema", schema } },
+    ]) {
+      upstream.queue(openaiJson('{"city":"Jakarta"}'));
+      const res = await post(
+        gw,
+        "/v1/messages",
+        {
+          model: "gpt-x",
+          max_tokens: 100,
+          messages: [{ role: "user", content: "Where is Monas?" }],
+          ...format,
+        },
+        {
+          "x-api-key": KEY,
+          "anthropic-version": "2023-06-01",
+          "anthropic-beta": "structured-outputs-2025-11-13",
+        },
+      );
+      expect(res.status).toBe(200);
+      expect(upstream.last.body.response_format).toEqual({
+        type: "json_schema",
+        json_schema: { name: "output", schema },
+      });
+    }
+  });
+
   it("translates system, multi-turn, images and tools into chat completions, and a tool call back", async () => {
     upstream.queue(
       openaiJson("Let me check.", {

@@ -126,7 +126,9 @@ export function messagesRequestToChat(
   const user = isRecord(req.metadata) ? asString(req.metadata.user_id) : undefined;
   if (user) out.user = user;
 
-  const format = isRecord(req.output_config) ? req.output_config.format : undefined;
+  // `output_format` is the structured-outputs beta's name, which SDKs of that time still send.
+  const format =
+    (isRecord(req.output_config) ? req.output_config.format : undefined) ?? req.output_format;
   if (isRecord(format) && format.type === "json_schema" && isRecord(format.schema)) {
     out.response_format = {
       type: "json_schema",
