@@ -483,6 +483,24 @@ describe("messages with the Anthropic SDK", () => {
     });
   });
 
+  it("answers a resource the gateway does not serve in the style of the SDK that asked", async () => {
+    // The Anthropic SDK sends anthropic-version on every call, its beta resources included.
+    const err = await anthropic.beta.skills
+      .list()
+      .then(() => undefined)
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(Anthropic.NotFoundError);
+    expect((err as InstanceType<typeof Anthropic.NotFoundError>).error).toMatchObject({
+      type: "error",
+      error: { type: "not_found_error", message: expect.stringContaining("/v1/skills") },
+    });
+    const openaiStyle = await fetch(`${gw.url}/v1/skills`, {
+      headers: { authorization: `Bearer ${KEY}` },
+    });
+    expect(openaiStyle.status).toBe(404);
+    expect(await errorOf(openaiStyle)).toMatchObject({ code: "not_found" });
+  });
+
   it("ends a broken stream with an error event", async () => {
     const res = await post(gw, "/v1/messages", {
       ...chat("break [[mock:break=2]]"),

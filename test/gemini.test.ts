@@ -307,6 +307,20 @@ describe("gemini wire: chat completions (openai SDK)", () => {
     });
   });
 
+  it("leaves out a custom (free-form) tool, naming it, as other wires do", async () => {
+    upstream.queue(geminiJson("ok"));
+    const res = await post(gw, "/v1/chat/completions", {
+      model: "gemini-flash",
+      messages: [{ role: "user", content: "Patch the file." }],
+      tools: [{ type: "custom", custom: { name: "apply_patch" } }],
+      tool_choice: "required",
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("x-gateway-tools-omitted")).toBe("custom");
+    expect(upstream.last.body).not.toHaveProperty("tools");
+    expect(upstream.last.body).not.toHaveProperty("toolConfig");
+  });
+
   it("gives n choices from n candidates, billed as one answer", async () => {
     upstream.queue(geminiJson(["first", "second"], { usage: [5, 6] }));
     const completion = await openai.chat.completions.create({

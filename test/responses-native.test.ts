@@ -44,6 +44,8 @@ beforeAll(async () => {
           api_keys: ["sk-native-1"],
           responses_native: true,
         },
+        // The same fake spoken to as chat completions: /v1/responses goes through the bridge.
+        { id: "bridged", wire: "openai", base_url: upstream.baseUrl, api_keys: ["sk-native-1"] },
       ],
       models: [
         ...base.models!,
@@ -54,6 +56,7 @@ beforeAll(async () => {
           price_input_per_mtok: 1_000,
           price_output_per_mtok: 2_000,
         },
+        { name: "bridged-model", provider: "bridged", upstream_model: "up-model" },
       ],
     },
   });
@@ -202,5 +205,30 @@ describe("POST /v1/responses to a provider with a native Responses API", () => {
       code: "context_length_exceeded",
     });
     expect(text).not.toContain("secret upstream text");
+  });
+});
+
+describe("a stored prompt template (`prompt`) on /v1/responses", () => {
+  const request = {
+    model: "native-model",
+    input: "What should I see?",
+    prompt: { id: "pmpt_abc123", variables: { city: "Bandung" } },
+  };
+
+  it("reaches a native Responses provider as the client sent it", async () => {
+    upstream.reset(() => ({ kind: "json", body: response("see the volcano") }));
+    const res = await openai.responses.create(request);
+    expect(res.output_text).toBe("see the volcano");
+    expect(upstream.last.body).toEqual({ ...request, model: "up-model" });
+  });
+
+  it("is refused before anything is sent when the model is served through the chat bridge", async () => {
+    upstream.reset();
+    const err = await openai.responses
+      .create({ ...request, model: "bridged-model" })
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((err as InstanceType<typeof OpenAI.BadRequestError>).message).toContain("`prompt`");
+    expect(upstream.requests).toHaveLength(0);
   });
 });

@@ -1,6 +1,6 @@
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { errorOf } from "./support/api.js";
+import { errorOf, lastLogged, quota } from "./support/api.js";
 import { baseConfig, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
 
 let gw: TestGateway;
@@ -167,5 +167,44 @@ describe("Responses API state: its lifetime and its refusals over HTTP", () => {
     });
     expect(badPage.status).toBe(400);
     expect((await errorOf(badPage)).message).toContain("limit");
+  });
+});
+
+describe("GET /v1/responses/{id} with stream=true (the SDK's way to resume a background stream)", () => {
+  it("is a 400 bad_request naming `stream`, not a JSON body the SDK reads as an empty stream", async () => {
+    const created = await openai.responses.create({ model: "mock-gpt", input: "hi" });
+    const err = await openai.responses
+      .retrieve(created.id, { stream: true })
+      .then(async (stream) => {
+        const events: string[] = [];
+        for await (const event of stream) events.push(event.type);
+        return events;
+      })
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(OpenAI.BadRequestError);
+    const apiError = err as InstanceType<typeof OpenAI.BadRequestError>;
+    expect(apiError.code).toBe("bad_request");
+    expect(apiError.message).toContain("`stream`");
+    // Without `stream` the same response is still there to read whole.
+    expect((await openai.responses.retrieve(created.id)).output_text).toBe(created.output_text);
+  });
+});
+
+describe("POST /v1/responses with a stored prompt template (`prompt`)", () => {
+  it("is a 400 bad_request naming `prompt`, not an answer given without the template", async () => {
+    const before = (await quota(gw)).balance_idr;
+    const err = await openai.responses
+      .create({
+        model: "mock-gpt",
+        input: "What should I see?",
+        prompt: { id: "pmpt_abc123", variables: { city: "Bandung" } },
+      })
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(OpenAI.BadRequestError);
+    const apiError = err as InstanceType<typeof OpenAI.BadRequestError>;
+    expect(apiError.code).toBe("bad_request");
+    expect(apiError.message).toContain("`prompt`");
+    expect((await quota(gw)).balance_idr).toBe(before);
+    expect(await lastLogged(gw)).toMatchObject({ state: "failed", cost_idr: 0 });
   });
 });

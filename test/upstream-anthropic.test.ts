@@ -989,6 +989,24 @@ describe("hosted web search toward an anthropic-wire model", () => {
     expect(res.headers.get("x-gateway-tools-omitted")).toBe("file_search");
     expect(upstream.last.body.tools).toEqual([{ type: "web_search_20250305", name: "web_search" }]);
   });
+
+  it("leaves out a chat request's custom (free-form) tool, naming it in the header and the log", async () => {
+    upstream.queue(anthropicJson("ok"));
+    const res = await post(gw, "/v1/chat/completions", {
+      model: "claude-x",
+      messages: [{ role: "user", content: "Patch the file." }],
+      tools: [
+        { type: "custom", custom: { name: "apply_patch", description: "A unified diff." } },
+        { type: "function", function: { name: "read_file", parameters: { type: "object" } } },
+      ],
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("x-gateway-tools-omitted")).toBe("custom");
+    expect(upstream.last.body.tools).toEqual([
+      { name: "read_file", input_schema: { type: "object" } },
+    ]);
+    expect(await lastLogged(gw)).toMatchObject({ tools_omitted: ["custom"] });
+  });
 });
 
 describe("chat client -> anthropic wire: reasoning_effort becomes extended thinking", () => {

@@ -682,6 +682,43 @@ describe("messages client -> openai wire (translation)", () => {
     input_schema: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
   };
 
+  it("asks for structured output whether the schema comes as output_config.format or the beta's output_format", async () => {
+    const schema = {
+      type: "object",
+      properties: { city: { type: "string" } },
+      required: ["city"],
+      additionalProperties: false,
+    };
+    for (const format of [
+      { output_config: { format: { type: "json_schema", schema } } },
+      // Deprecated: the SDKs released with the structured-outputs beta send it as it is (the
+      // newest rewrite it into output_config before sending).
+      { output_format: { type: "json_schema", schema } },
+    ]) {
+      upstream.queue(openaiJson('{"city":"Jakarta"}'));
+      const res = await post(
+        gw,
+        "/v1/messages",
+        {
+          model: "gpt-x",
+          max_tokens: 100,
+          messages: [{ role: "user", content: "Where is Monas?" }],
+          ...format,
+        },
+        {
+          "x-api-key": KEY,
+          "anthropic-version": "2023-06-01",
+          "anthropic-beta": "structured-outputs-2025-11-13",
+        },
+      );
+      expect(res.status).toBe(200);
+      expect(upstream.last.body.response_format).toEqual({
+        type: "json_schema",
+        json_schema: { name: "output", schema },
+      });
+    }
+  });
+
   it("translates system, multi-turn, images and tools into chat completions, and a tool call back", async () => {
     upstream.queue(
       openaiJson("Let me check.", {
@@ -965,6 +1002,46 @@ describe("what a chat-completions provider cannot carry", () => {
     const apiError = err as InstanceType<typeof Anthropic.BadRequestError>;
     expect(apiError.status).toBe(400);
     expect(apiError.message).toContain("web_search_20250305");
+    expect(upstream.requests).toHaveLength(0);
+  });
+
+  it("names every Anthropic tool it leaves out: tool search (a server tool), memory and the computer and browser toolsets", async () => {
+    const tools = [
+      { type: "tool_search_tool_regex_20251119", name: "tool_search_tool_regex" },
+      { type: "memory_20250818", name: "memory" },
+      { type: "computer_toolset_20260801", name: "computer" },
+      { type: "browser_toolset_20260801", name: "browser" },
+      { name: "lookup", input_schema: { type: "object" } },
+    ];
+    const request = (model: string) =>
+      post(
+        gw,
+        "/v1/messages",
+        { model, max_tokens: 100, tools, messages: [{ role: "user", content: "Find a tool." }] },
+        { "x-api-key": KEY, "anthropic-version": "2023-06-01" },
+      );
+    upstream.queue(openaiJson("Done."));
+    const res = await request("gpt-x");
+    expect(res.status).toBe(200);
+    expect(res.headers.get("x-gateway-tools-omitted")).toBe(
+      "tool_search_tool_regex_20251119, memory_20250818, computer_toolset_20260801, browser_toolset_20260801",
+    );
+    expect(upstream.last.body.tools).toEqual([
+      { type: "function", function: { name: "lookup", parameters: { type: "object" } } },
+    ]);
+    expect(await lastLogged(gw)).toMatchObject({
+      tools_omitted: [
+        "tool_search_tool_regex_20251119",
+        "memory_20250818",
+        "computer_toolset_20260801",
+        "browser_toolset_20260801",
+      ],
+    });
+
+    upstream.reset();
+    const refused = await request("gpt-strict");
+    expect(refused.status).toBe(400);
+    expect(await refused.text()).toContain("memory_20250818");
     expect(upstream.requests).toHaveLength(0);
   });
 

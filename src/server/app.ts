@@ -77,9 +77,15 @@ export function gatewayListener(
   }));
   app.notFound((c) => {
     const path = pathOf(c);
+    // The Anthropic SDKs send anthropic-version on every call (their beta resources too) and read
+    // an error in the messages style, wherever under /v1 it comes from.
+    const asked =
+      underPrefix(path, "/v1") && requestHeader(c, "anthropic-version") !== undefined
+        ? "/v1/messages"
+        : path;
     // The last row's empty prefix takes every path the others leave.
     const fallback =
-      fallbacks.find((f) => underPrefix(path, f.prefix)) ?? fallbacks[fallbacks.length - 1];
+      fallbacks.find((f) => underPrefix(asked, f.prefix)) ?? fallbacks[fallbacks.length - 1];
     return fallback.handler(c as Context<AppEnv>);
   });
   // Every route renders its own errors; this catches only a fault of the app itself.

@@ -18,7 +18,16 @@ export function responseHandlers(services: Pick<Services, "repos" | "options">) 
     if (!held) throw responseNotFound(id);
     return held;
   };
-  const retrieve: Handler = async (c) => c.json((await find(c)).response);
+  const retrieve: Handler = async (c) => {
+    // The SDK's retrieve(id, { stream: true }) parses whatever comes back as SSE: a JSON body
+    // would reach it as a stream with no events. Every response here finished before it was
+    // stored (`background` included), so there is no stream left to resume.
+    if (c.req.query("stream") === "true")
+      throw badRequest(
+        "`stream` is not available on GET /v1/responses/{id}: every response is complete once stored, so there is no stream to resume. GET it without `stream` to read it whole.",
+      );
+    return c.json((await find(c)).response);
+  };
   const remove: Handler = async (c) => {
     const id = c.req.param("id") ?? "";
     const account = c.get("auth").key.account_id;

@@ -10,15 +10,17 @@ import type { ChatCompletionRequest } from "./openai-types.js";
 import type { ResponsesRequest } from "./responses-types.js";
 import { chatRequestToMessages, untranslatableToMessages } from "./translate/chat-to-messages.js";
 import {
-  anthropicServerTools,
+  anthropicToolsOutsideChat,
+  anthropicToolsSentence,
   messagesRequestToChat,
-  serverToolSentence,
 } from "./translate/messages-to-chat.js";
 import {
   hostedToolSentence,
   responsesRequestToChat,
   toolsOutsideChat,
+  untranslatableToChat,
 } from "./translate/responses.js";
+import { isRecord } from "./translate/shared.js";
 import { UnsupportedRequest } from "./upstream-failure.js";
 
 /*
@@ -109,12 +111,14 @@ export function toChatRequest(
   const max = model.max_output_tokens;
   if (req.style === "messages") {
     const body = req.body as MessagesRequest;
-    const server = anthropicServerTools(body);
-    if (server.length > 0) omitTools(attempt, server, serverToolSentence(server), rewrite);
+    const outside = anthropicToolsOutsideChat(body);
+    const omitted = [...outside.server, ...outside.unformed];
+    if (omitted.length > 0) omitTools(attempt, omitted, anthropicToolsSentence(outside), rewrite);
     return clampChat(messagesRequestToChat(body, model.upstream_model), max);
   }
   if (req.style === "responses") {
     const body = req.body as ResponsesRequest;
+    refuseGap(untranslatableToChat(body));
     const chat = responsesRequestToChat(body, model.upstream_model);
     const outside = toolsOutsideChat(body);
     // A wire that runs a web search of its own gets it as chat's web search option.
@@ -127,7 +131,28 @@ export function toChatRequest(
   const body = { ...req.body, model: model.upstream_model } as ChatCompletionRequest;
   // Usage is needed for billing; the extra usage chunk is removed again if the client did not ask.
   if (req.stream) body.stream_options = { ...(body.stream_options ?? {}), include_usage: true };
+  if (onward.translated) omitNonFunctionTools(body, attempt, rewrite);
   return req.viaRoute || onward.translated ? clampChat(body, max) : body;
+}
+
+/**
+ * Chat tools other wires have no form for (`custom`, a free-form text tool): left out and named
+ * like a hosted tool, since the translation would otherwise drop them without a word.
+ */
+function omitNonFunctionTools(body: ChatCompletionRequest, attempt: Backend, rewrite: Rewrite) {
+  if (!Array.isArray(body.tools)) return;
+  const isFunction = (tool: unknown) => isRecord(tool) && tool.type === "function";
+  const outside = [
+    ...new Set(body.tools.filter((t) => !isFunction(t)).map((t) => String(t?.type))),
+  ];
+  if (outside.length === 0) return;
+  omitTools(attempt, outside, hostedToolSentence(outside), rewrite);
+  body.tools = body.tools.filter(isFunction);
+  if (body.tools.length === 0) {
+    delete body.tools;
+    delete body.tool_choice;
+    delete body.parallel_tool_calls;
+  }
 }
 
 export function toMessagesRequest(

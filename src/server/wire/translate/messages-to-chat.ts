@@ -49,18 +49,40 @@ export type ChatRequestOptions = {
 // ---------------------------------------------------------------------------
 
 /** Anthropic's server tools: run by Anthropic's API itself, so no other provider can serve them. */
-const anthropicServerTool = /^(web_search|web_fetch|code_execution)_/;
+const anthropicServerTool = /^(web_search|web_fetch|code_execution|tool_search_tool)_/;
 
 /**
- * The server tools of a messages request: a chat-completions provider cannot run them, so they
- * are left out (or the request refused, as the provider is configured).
+ * The Anthropic tools of a messages request a chat-completions provider cannot run, server tools
+ * first: the server tools, then Anthropic-defined client tools with no published schema to send
+ * (memory, the computer and browser toolsets). They are left out, named (or the request refused,
+ * as the provider is configured), never dropped without a word.
  */
-export function anthropicServerTools(req: MessagesRequest): string[] {
-  return toolTypesMatching(req.tools, anthropicServerTool);
+export function anthropicToolsOutsideChat(req: MessagesRequest): {
+  server: string[];
+  unformed: string[];
+} {
+  const server = toolTypesMatching(req.tools, anthropicServerTool);
+  const unformed = toolTypesMatching(req.tools, /./).filter(
+    (type) => type !== "custom" && !anthropicServerTool.test(type) && !anthropicClientTool(type),
+  );
+  return { server, unformed };
 }
 
-export function serverToolSentence(tools: string[]): string {
-  return `Anthropic server tools (${tools.join(", ")}) run only on Anthropic's API; this model cannot use them.`;
+export function anthropicToolsSentence({
+  server,
+  unformed,
+}: {
+  server: string[];
+  unformed: string[];
+}): string {
+  const sentences: string[] = [];
+  if (server.length > 0)
+    sentences.push(
+      `Anthropic server tools (${server.join(", ")}) run only on Anthropic's API; this model cannot use them.`,
+    );
+  if (unformed.length > 0)
+    sentences.push(`Tools of type ${unformed.join(", ")} are not available for this model.`);
+  return sentences.join(" ");
 }
 
 export function messagesRequestToChat(
@@ -104,7 +126,9 @@ export function messagesRequestToChat(
   const user = isRecord(req.metadata) ? asString(req.metadata.user_id) : undefined;
   if (user) out.user = user;
 
-  const format = isRecord(req.output_config) ? req.output_config.format : undefined;
+  // `output_format` is the structured-outputs beta's name, which SDKs of that time still send.
+  const format =
+    (isRecord(req.output_config) ? req.output_config.format : undefined) ?? req.output_format;
   if (isRecord(format) && format.type === "json_schema" && isRecord(format.schema)) {
     out.response_format = {
       type: "json_schema",

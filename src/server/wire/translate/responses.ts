@@ -235,6 +235,17 @@ export function toolsOutsideChat(req: ResponsesRequest): string[] {
   return out;
 }
 
+/**
+ * What a Responses request asks for that the bridge to chat cannot carry, as a sentence for the
+ * client, or undefined. A prompt template lives in the client's OpenAI project: answering without
+ * its instructions and variables would be a different answer given without a word.
+ */
+export function untranslatableToChat(req: ResponsesRequest): string | undefined {
+  if (req.prompt !== undefined && req.prompt !== null)
+    return "`prompt` (a prompt template stored in an OpenAI project) is not available for this model: the gateway cannot read the template; send its instructions and input in the request instead.";
+  return undefined;
+}
+
 /** The hosted tools among `toolsOutsideChat`, named for the refusal sentence. */
 export function hostedToolSentence(tools: string[]): string {
   const hosted = tools.filter((t) => hostedTools.test(t));
