@@ -15,6 +15,8 @@ import type { ServeProcess } from "./support/serve-process.js";
 
 // A few rounds in the suite; set GATEWAY_RESTART_ROUNDS to loop it many more times by hand.
 const rounds = Number(process.env.GATEWAY_RESTART_ROUNDS ?? 4);
+/** Starting the two, then each round: a kill, a start and the first requests on a loaded machine. */
+const bounded = { timeout: 30_000 + 30_000 * rounds };
 const inFlight = 10;
 
 let cluster: GatewaysOnPostgres | undefined;
@@ -43,7 +45,7 @@ async function outcome(res: Promise<Response>): Promise<number | "dropped"> {
   }
 }
 
-describe("a gateway on Postgres restarted after a SIGKILL under load", () => {
+describe("a gateway on Postgres restarted after a SIGKILL under load", bounded, () => {
   it("answers its first requests after each restart without a 5xx", async () => {
     cluster = await gatewaysOnPostgres(2, baseConfig());
     const db = cluster;
@@ -106,7 +108,7 @@ describe("a gateway on Postgres restarted after a SIGKILL under load", () => {
     expect(early.filter((answer) => !answer.startsWith("200 "))).toEqual([]);
     // A 500 anywhere, a dying gateway's included, leaves its one line naming the error.
     expect(db.stderr()).not.toMatch(/internal error on/);
-  }, 30_000 * rounds);
+  });
 });
 
 /**
