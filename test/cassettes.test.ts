@@ -1,4 +1,12 @@
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import {
+  cpSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
@@ -267,15 +275,21 @@ describe("record", () => {
 
 describe("replay", () => {
   let gw: TestGateway;
+  // Sent and billed once, before any test: the other tests add requests of their own.
+  let replayed: Answer[];
+  let replayedBalance: number;
+  let replayedCosts: number[];
   beforeAll(async () => {
     gw = await startWith({ dir: cassetteDir, mode: "replay" });
+    replayed = await sendAll(gw);
+    replayedBalance = (await quota(gw)).balance_idr;
+    replayedCosts = (await gw.listRequests({ limit: exchanges.length })).map((r) => r.cost_micro);
   });
   afterAll(async () => {
     await gw?.close();
   });
 
-  it("answers every request byte for byte as recorded, streams and cross-wire included, with the providers stopped", async () => {
-    const replayed = await sendAll(gw);
+  it("answers every request byte for byte as recorded, streams and cross-wire included, with the providers stopped", () => {
     for (const [i, exchange] of exchanges.entries()) {
       const same = (a: Answer) =>
         exchange.gatewayMadeIds ? { ...a, text: withoutGatewayIds(a.text) } : a;
@@ -287,11 +301,9 @@ describe("replay", () => {
     expect(recorded[5].text).toContain("une réponse");
   });
 
-  it("bills the replayed usage exactly as the recorded one (balance and each request's cost)", async () => {
-    expect((await quota(gw)).balance_idr).toBe(recordedBalance);
-    expect((await gw.listRequests({ limit: exchanges.length })).map((r) => r.cost_micro)).toEqual(
-      recordedCosts,
-    );
+  it("bills the replayed usage exactly as the recorded one (balance and each request's cost)", () => {
+    expect(replayedBalance).toBe(recordedBalance);
+    expect(replayedCosts).toEqual(recordedCosts);
   });
 
   it("fails a request with no cassette with a 400 naming the nearest cassette and the first differing field, and logs it", async () => {
@@ -339,12 +351,15 @@ describe("record-missing", () => {
   it("replays what it has without calling the provider and records only the new exchange", async () => {
     const fresh = await fakeUpstream("openai");
     const unusedAnthropic = await fakeUpstream("anthropic");
+    // A copy: the recording's own directory stays as the other tests read it.
+    const dir = join(root, "record-missing");
+    cpSync(cassetteDir, dir, { recursive: true });
     const gw = await startWith(
-      { dir: cassetteDir, mode: "record-missing" },
+      { dir, mode: "record-missing" },
       { oa: fresh.baseUrl, an: unusedAnthropic.baseUrl },
     );
     try {
-      const before = readdirSync(cassetteDir).sort();
+      const before = readdirSync(dir).sort();
       const old = await post(gw, exchanges[0].path, exchanges[0].body);
       expect(await old.text()).toBe(recorded[0].text);
       expect(fresh.requests).toHaveLength(0);
@@ -356,7 +371,7 @@ describe("record-missing", () => {
       });
       expect(res.status).toBe(200);
       expect(fresh.requests).toHaveLength(1);
-      const after = readdirSync(cassetteDir).sort();
+      const after = readdirSync(dir).sort();
       const added = after.filter((f) => !before.includes(f));
       expect(added).toHaveLength(1);
       expect(added[0]).toMatch(/^oa-gpt-upstream-something-never-asked-[0-9a-f]{8}\.json$/);

@@ -66,6 +66,18 @@ async function account(patch: object = {}, create: object = {}): Promise<string>
   return created.key.value;
 }
 
+/**
+ * Moves the clock on to the next `hh:mm:ss` UTC after now. Never back: the gateway reads time as
+ * never going back, so a test that set an earlier time after another set a later one would see
+ * the later one.
+ */
+function forwardTo(timeOfDay: string): void {
+  const now = gw.clock.now();
+  let at = Date.parse(`${new Date(now).toISOString().slice(0, 10)}T${timeOfDay}Z`);
+  while (at <= now) at += 86_400_000;
+  gw.clock.set(at);
+}
+
 const as = (key: string) => ({ authorization: `Bearer ${key}` });
 const chatAs = (key: string, body: object = chat()) =>
   post(gw, "/v1/chat/completions", body, as(key));
@@ -219,7 +231,7 @@ describe("chat-completions codes", () => {
 
   it("429 free_quota_daily, Retry-After to 00:00 UTC: tier free_daily 1, clock at 23:00", async () => {
     const daily = await account({ tier: "daily1" });
-    gw.clock.set(new Date("2030-01-01T23:00:00Z"));
+    forwardTo("23:00:00");
     expect((await chatAs(daily, chat("hi", "mock-gpt:free"))).status).toBe(200);
     expect(await errorOf(await chatAs(daily, chat("hi", "mock-gpt:free")))).toMatchObject({
       status: 429,
@@ -230,7 +242,7 @@ describe("chat-completions codes", () => {
 
   it("429 free_quota_rpm, Retry-After to the window's end: tier free_rpm 1", async () => {
     const rpm = await account({ tier: "rpm1" });
-    gw.clock.set(new Date("2030-01-01T23:30:15Z"));
+    forwardTo("23:30:15");
     expect((await chatAs(rpm, chat("hi", "mock-gpt:free"))).status).toBe(200);
     expect(await errorOf(await chatAs(rpm, chat("hi", "mock-gpt:free")))).toMatchObject({
       status: 429,
@@ -356,7 +368,7 @@ describe("messages-style types", () => {
 
   it("rate_limit_error 429, Retry-After kept: free_quota_rpm on /v1/messages", async () => {
     const rpm = await account({ tier: "rpm1" });
-    gw.clock.set(new Date("2030-01-01T23:40:50Z"));
+    forwardTo("23:40:50");
     const ask = () => messagesAs(rpm, { ...chat("hi", "mock-gpt:free"), max_tokens: 5 });
     expect((await ask()).status).toBe(200);
     expect(await messagesError(await ask())).toMatchObject({

@@ -288,6 +288,13 @@ describe("login across instances", () => {
     return { status: res.status, body: (await res.json()) as Record<string, unknown> };
   };
   let ownerCookie: string;
+  // An owner link works once: the session both tests approve with is opened before either.
+  beforeAll(async () => {
+    // B's own owner link, printed on its ready line: each gateway's link works after the others started.
+    const login = await fetch(gateways[1].ready.owner_url!, { redirect: "manual" });
+    expect(login.status, await login.clone().text()).toBe(303);
+    ownerCookie = login.headers.get("set-cookie")!.split(";")[0];
+  });
 
   /** The owner approves `code` in the dashboard of `gateway`, with the session opened on B. */
   const approveOn = async (gateway: ServeProcess, code: DeviceCode) => {
@@ -310,10 +317,6 @@ describe("login across instances", () => {
   it("a code started on A, approved on B and polled on C mints exactly one key, which works on A", async () => {
     const [first, second, third] = gateways;
     const code = await startLogin(first, "multi laptop");
-    // B's own owner link, printed on its ready line: each gateway's link works after the others started.
-    const login = await fetch(second.ready.owner_url!, { redirect: "manual" });
-    expect(login.status, await login.clone().text()).toBe(303);
-    ownerCookie = login.headers.get("set-cookie")!.split(";")[0];
     await approveOn(second, code);
 
     const token = await pollOn(third, code);

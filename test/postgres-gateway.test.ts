@@ -28,6 +28,8 @@ import { createTestDatabase } from "./support/postgres.js";
 
 // An account whose requests the request-log tests assert exactly, so the tests share one gateway.
 const USAGE_KEY = "kn-test-pg-usage-reader-key-0000";
+// The account the config test changes, apart from the ones the other tests spend from.
+const CHANGED_KEY = "kn-test-pg-changed-by-config-000";
 
 const MUSIC_PRICE = 100;
 const IMAGE_PRICE = 500;
@@ -74,6 +76,7 @@ function mainConfig(upstreamBaseUrl: string): ConfigInput {
     accounts: [
       ...base.accounts!,
       { id: "usage", balance_idr: 1_000_000, keys: [{ id: "usage-key", value: USAGE_KEY }] },
+      { id: "changed", balance_idr: 1_000_000, keys: [{ id: "changed-key", value: CHANGED_KEY }] },
     ],
   };
 }
@@ -190,32 +193,42 @@ describe("a gateway on Postgres", () => {
     });
 
     it("lists requests with listRequests(), as on SQLite", async () => {
+      const auth = bearer(USAGE_KEY);
+      expect((await post(gw, "/v1/chat/completions", chat(), auth)).status).toBe(200);
+      expect((await post(gw, "/v1/chat/completions", chat("[[mock:fail=503]]"), auth)).status).toBe(
+        503,
+      );
       const listed = await gw.listRequests({ limit: 2 });
       expect(listed).toHaveLength(2);
-      expect(
-        listed.map(({ account, status, error_code, state, key }) => ({
-          account,
-          status,
-          error_code,
-          state,
-          key,
-        })),
-      ).toEqual([
-        {
-          account: "usage",
-          status: 503,
-          error_code: "upstream_error",
-          state: "failed",
-          key: { id: "usage-key", label: "usage-key" },
-        },
-        {
-          account: "usage",
-          status: 200,
-          error_code: null,
-          state: "settled",
-          key: { id: "usage-key", label: "usage-key" },
-        },
-      ]);
+      // The answer went out before its settlement was written: wait for that, not for time.
+      await expect
+        .poll(async () =>
+          (await gw.listRequests({ limit: 2 })).map(
+            ({ account, status, error_code, state, key }) => ({
+              account,
+              status,
+              error_code,
+              state,
+              key,
+            }),
+          ),
+        )
+        .toEqual([
+          {
+            account: "usage",
+            status: 503,
+            error_code: "upstream_error",
+            state: "failed",
+            key: { id: "usage-key", label: "usage-key" },
+          },
+          {
+            account: "usage",
+            status: 200,
+            error_code: null,
+            state: "settled",
+            key: { id: "usage-key", label: "usage-key" },
+          },
+        ]);
       expect((await gw.listRequests({ status: 503, limit: 1 }))[0].id).toBe(listed[0].id);
     });
   });
@@ -422,6 +435,7 @@ describe("a gateway on Postgres", () => {
 
     it("runs a music job: queued at once, completed, downloadable, charged once", async () => {
       const before = await spendable();
+      const logBefore = await musicLog();
       const job = await submitMusic("lofi rain", 3);
       expect(job).toMatchObject({ object: "music.generation", status: "queued" });
       expect(job.id).toMatch(/^music_/);
@@ -440,6 +454,7 @@ describe("a gateway on Postgres", () => {
       expect(readWavInfo(bytes)?.durationSeconds).toBe(3);
       expect(before - (await spendable())).toBe(3 * MUSIC_PRICE * 1_000_000);
       expect(await musicLog()).toEqual([
+        ...logBefore,
         { state: "settled", cost_micro: 3 * MUSIC_PRICE * 1_000_000 },
       ]);
       const other = await fetch(done.result!.url, { headers: bearer(POOR_KEY) });
@@ -480,6 +495,10 @@ describe("a gateway on Postgres", () => {
 
   describe("the owner dashboard (device-flow.test.ts, dashboard-account.test.ts)", () => {
     it("follows the owner URL to a session whose dashboard shows the account and its usage", async () => {
+      // A request of its own for the page's usage and recent table, whichever test ran before.
+      expect(
+        (await post(gw, "/v1/images/generations", { model: "mock-image", prompt: "a" })).status,
+      ).toBe(200);
       expect(gw.ownerUrl).toMatch(
         new RegExp(`^${gw.url}/dashboard/login\\?token=[A-Za-z0-9_-]{43}$`),
       );
@@ -500,7 +519,7 @@ describe("a gateway on Postgres", () => {
       expect(html).toContain(
         `<p id="usage-total"><strong>${summary.requests.toLocaleString("en-US")}</strong> requests`,
       );
-      expect(html).toMatch(/<table id="recent">[\s\S]*<code>mock-music<\/code>/);
+      expect(html).toMatch(/<table id="recent">[\s\S]*<code>mock-image<\/code>/);
 
       const csrf = /name="csrf-token" content="([^"]+)"/.exec(html)![1];
       const viaApi = (await (
@@ -566,13 +585,13 @@ describe("a gateway on Postgres", () => {
         { name: "late-model", provider: "mock", price_input_per_mtok: 10_000 },
       ];
       changed.accounts = changed.accounts!.map((account) =>
-        account.id === "usage" ? { ...account, balance_idr: 7 } : account,
+        account.id === "changed" ? { ...account, balance_idr: 7 } : account,
       );
       const second = await postgresGateway({ db, config: changed });
       try {
         await expect.poll(models, { timeout: 2_000, interval: 20 }).toContain("late-model");
         await expect
-          .poll(async () => (await quota(gw, USAGE_KEY)).balance_idr, { timeout: 2_000 })
+          .poll(async () => (await quota(gw, CHANGED_KEY)).balance_idr, { timeout: 2_000 })
           .toBe(7);
         // An unchanged account keeps what it spent; a changed one takes the config's values.
         for (const running of [gw, second])

@@ -54,7 +54,25 @@ export async function gatewaysOnPostgres(
   const gateways: ServeProcess[] = [];
   const pool = openPostgresPool({ url: databaseUrl, max: 2, applicationName: "gateway-test" });
   const start = async (extra: string[] = []) => {
-    const gateway = await serveProcess([...args, ...extra], env);
+    let gateway: ServeProcess;
+    try {
+      gateway = await serveProcess([...args, ...extra], env);
+    } catch (err) {
+      // A start that hangs is most often a wait in the database: say what every session waits on.
+      const sessions = await pool
+        .query(
+          `SELECT pid, application_name, state, wait_event_type, wait_event,
+                  left(regexp_replace(query, '[[:space:]]+', ' ', 'g'), 120) AS query,
+                  (extract(epoch FROM now() - query_start) * 1000)::int AS query_ms
+             FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`,
+        )
+        .then(
+          (result) => result.rows.map((row) => JSON.stringify(row)).join("\n"),
+          (failed: Error) => `(sessions unknown: ${failed.message})`,
+        );
+      (err as Error).message += `\nthe database's sessions:\n${sessions}`;
+      throw err;
+    }
     gateways.push(gateway);
     return gateway;
   };

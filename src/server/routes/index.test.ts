@@ -32,6 +32,8 @@ const adminKey = "kn-route-table-admin-00000000000";
 
 describe("the route table", () => {
   let gateway: RunningGateway;
+  // The other test loads modules of its own: what the start loaded is taken before any test runs.
+  let loadedAtStart: string[];
   beforeAll(async () => {
     gateway = await startGateway({
       config: {
@@ -41,25 +43,28 @@ describe("the route table", () => {
         admin_keys: [adminKey],
       },
     });
+    loadedAtStart = [...modules.loaded];
   });
   afterAll(() => gateway.close());
 
   it("loads the modules of rows off the completion path on their first request, not at start", async () => {
-    expect([...modules.loaded]).toEqual([]);
+    expect(loadedAtStart).toEqual([]);
+    const before = [...modules.loaded];
     const completion = await fetch(`${gateway.url}/v1/chat/completions`, {
       method: "POST",
       headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
       body: JSON.stringify({ model: "mock-gpt", messages: [{ role: "user", content: "hi" }] }),
     });
     expect(completion.status).toBe(200);
-    expect([...modules.loaded]).toEqual([]);
+    expect([...modules.loaded]).toEqual(before);
 
     const accounts = await fetch(`${gateway.url}/api/admin/accounts`, {
       headers: { authorization: `Bearer ${adminKey}` },
     });
     expect(accounts.status).toBe(200);
     expect(((await accounts.json()) as { data: { id: string }[] }).data[0].id).toBe("acct");
-    expect([...modules.loaded]).toEqual(["admin"]);
+    // The dashboard's handlers use the admin module too, so it may be loaded already.
+    expect([...modules.loaded]).toContain("admin");
   });
 
   it("builds a module's handlers once for all its rows, however many first requests arrive together", async () => {

@@ -628,12 +628,14 @@ describe("the reaper", () => {
   it("releases the holds of a gateway that was killed once its lease runs out", async () => {
     const id = await account({ balance_micro: 10_000 });
     const mine = await gatewayB.reserve(request(id, { worstCaseMicro: 2_000 }));
-    // A real process that registers with a short lease, holds three requests and is SIGKILLed.
+    // A real process that registers with a lease, holds three requests and is SIGKILLed. The lease
+    // is long, and ends below when the test moves it into the past: a loaded machine can spend any
+    // short lease before the first reap, which then rightly releases the holds.
     const script = `
       import pg from "pg";
       const client = new pg.Client({ connectionString: process.env.DB_URL });
       await client.connect();
-      await client.query("INSERT INTO instances (id, started_at, lease_until) VALUES ('doomed', gateway_now_ms(), gateway_now_ms() + 400)");
+      await client.query("INSERT INTO instances (id, started_at, lease_until) VALUES ('doomed', gateway_now_ms(), gateway_now_ms() + 600000)");
       for (let i = 0; i < 3; i++) {
         await client.query("SELECT * FROM gateway_hold($1, $2, 'doomed', 1000, false, false, '', 0, $3, NULL)", ["doomed-" + i, process.env.ACCOUNT, ${now}]);
       }
@@ -654,7 +656,10 @@ describe("the reaper", () => {
     expect(await gatewayB.reap()).toBe(0);
     expect((await accountRow(id)).held_micro).toBe(5_000);
 
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    // Its lease runs out, as the database's clock passes its end.
+    await poolA.query(
+      "UPDATE instances SET lease_until = gateway_now_ms() - 1 WHERE id = 'doomed'",
+    );
     expect(await gatewayB.reap()).toBe(3);
     const row = await accountRow(id);
     expect(row.held_micro).toBe(2_000);
