@@ -1,6 +1,7 @@
 import { createRequire } from "node:module";
 import { pathToFileURL } from "node:url";
 import { Worker } from "node:worker_threads";
+import { type FileIdentity, fileIdentity } from "../storage-fault.js";
 import type { DB } from "./db.js";
 
 /**
@@ -17,16 +18,29 @@ import type { DB } from "./db.js";
 const workerSource = `
 (async () => {
   const { parentPort, workerData } = await import("node:worker_threads");
+  const { statSync } = await import("node:fs");
   const { default: Database } = await import(workerData.driverUrl);
+  // Only the file the gateway opened: another one moved to its path (a restore) would take the
+  // lost file's WAL, still at the path, as its own.
+  const same = () => {
+    const now = statSync(workerData.path, { throwIfNoEntry: false });
+    return now !== undefined && now.dev === workerData.dev && now.ino === workerData.ino;
+  };
+  if (!same()) {
+    parentPort.once("message", () => parentPort.close());
+    return;
+  }
   // Never creates the file: one deleted before this worker started stays deleted.
   const db = new Database(workerData.path, { fileMustExist: true });
   db.pragma("busy_timeout = 50");
-  const timer = setInterval(() => {
+  const checkpoint = () => {
+    if (!same()) return clearInterval(timer);
     try { db.pragma("wal_checkpoint(PASSIVE)"); } catch {}
-  }, workerData.intervalMs);
+  };
+  const timer = setInterval(checkpoint, workerData.intervalMs);
   parentPort.once("message", () => {
     clearInterval(timer);
-    try { db.pragma("wal_checkpoint(PASSIVE)"); } catch {}
+    checkpoint();
     db.close();
     parentPort.close();
   });
@@ -37,13 +51,24 @@ export interface Checkpointer {
   stop(): Promise<void>;
 }
 
-export function startCheckpointer(db: DB, path: string, intervalMs = 1000): Checkpointer {
+/**
+ * `opened`: the file the connection `db` opened at `path` (the worker starts a little later, and
+ * checkpoints only while that file is still the one there).
+ */
+export function startCheckpointer(
+  db: DB,
+  path: string,
+  intervalMs = 1000,
+  opened: FileIdentity | undefined = fileIdentity(path),
+): Checkpointer {
   db.pragma("wal_autocheckpoint = 20000");
   const worker = new Worker(workerSource, {
     eval: true,
     workerData: {
       path,
       intervalMs,
+      dev: opened?.dev,
+      ino: opened?.ino,
       driverUrl: pathToFileURL(createRequire(import.meta.url).resolve("better-sqlite3")).href,
     },
   });

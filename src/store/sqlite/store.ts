@@ -1,5 +1,6 @@
 import type { Repositories } from "../repositories.js";
 import { secretKeyEnv } from "../secret-box.js";
+import { type FileIdentity, fileIdentity } from "../storage-fault.js";
 import type {
   AccountPatch,
   AccountRow,
@@ -37,6 +38,8 @@ import { SqliteUsage } from "./usage.js";
  */
 export class Store implements GatewayStore {
   private readonly db: DB;
+  /** The file `db` opened, which the checkpoint worker must find at the path. */
+  private readonly opened: FileIdentity | undefined;
   private readonly accounts: SqliteAccounts;
   private readonly catalog: SqliteCatalog;
   private readonly usage: SqliteUsage;
@@ -59,6 +62,7 @@ export class Store implements GatewayStore {
     },
   ) {
     this.db = openDatabase(path);
+    this.opened = path === ":memory:" ? undefined : fileIdentity(path);
     if (options.wires) checkWires(this.db, options.wires);
     try {
       const secrets = loadSecretBox(this.db, path, options.secretKey, options.secretKeySource);
@@ -85,7 +89,9 @@ export class Store implements GatewayStore {
 
   /** Checkpoints the WAL off the event loop (a file database only). */
   startCheckpointer(): Checkpointer | undefined {
-    return this.path === ":memory:" ? undefined : startCheckpointer(this.db, this.path);
+    return this.path === ":memory:"
+      ? undefined
+      : startCheckpointer(this.db, this.path, undefined, this.opened);
   }
 
   /** `hook` runs before cached rows are dropped (the Ledger commits what it queued). */
