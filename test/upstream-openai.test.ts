@@ -500,6 +500,50 @@ describe("openai wire: failures around the start of a stream", () => {
   });
 });
 
+describe("openai wire: a client that leaves after a tool call's name", () => {
+  it("is charged for the name it was sent, not nothing", async () => {
+    const never = deferred();
+    const steps = openaiToolStreamSteps([
+      { id: "call_w", name: "get_current_weather_in_city", argumentPieces: ['{"city":"Oslo"}'] },
+    ]);
+    // The provider sends the call's name, then nothing until the client has gone.
+    steps[2] = { ...steps[2], gate: never.promise };
+    upstream.queue({ kind: "sse", steps });
+    const abort = new AbortController();
+    const { data: stream, response } = await openai.chat.completions
+      .create(
+        {
+          model: "gpt-x",
+          messages: [{ role: "user", content: "weather in Oslo?" }],
+          stream: true,
+          tools: [
+            {
+              type: "function",
+              function: {
+                name: "get_current_weather_in_city",
+                parameters: { type: "object", properties: { city: { type: "string" } } },
+              },
+            },
+          ],
+        },
+        { signal: abort.signal },
+      )
+      .withResponse();
+    const id = response.headers.get("x-request-id") ?? "";
+    for await (const chunk of stream) {
+      if (chunk.choices[0]?.delta?.tool_calls?.[0]?.function?.name) break;
+    }
+    abort.abort();
+    const row = () => gw.services.store.requestOf("acct", id);
+    for (let i = 0; i < 100 && row()?.error_code !== "client_closed"; i++)
+      await new Promise((r) => setTimeout(r, 20));
+    never.resolve();
+    expect(row()).toMatchObject({ error_code: "client_closed" });
+    expect(row()?.output_tokens).toBeGreaterThan(0);
+    expect(row()?.cost_micro).toBeGreaterThan(0);
+  });
+});
+
 describe("openai wire: a client that leaves before a JSON answer", () => {
   it("closes the upstream connection, logs client_closed and charges nothing", async () => {
     const balance = async () => gw.services.store.getAccount("acct")!.balance_micro;

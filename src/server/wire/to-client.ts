@@ -116,7 +116,8 @@ function meterChunk(meter: StreamMeter, chunk: ChatCompletionChunk): boolean {
     if (delta) {
       let chars = textLength(delta.content) + textLength(delta.reasoning_content);
       chars += textLength(delta.refusal);
-      for (const call of delta.tool_calls ?? []) chars += textLength(call.function?.arguments);
+      for (const call of delta.tool_calls ?? [])
+        chars += textLength(call.function?.name) + textLength(call.function?.arguments);
       meter.delivered(chars);
     }
     if (choice.finish_reason) finished = true;
@@ -130,7 +131,7 @@ interface ChunkDelta {
   content?: unknown;
   reasoning_content?: unknown;
   refusal?: unknown;
-  tool_calls?: { function?: { arguments?: unknown } }[];
+  tool_calls?: { function?: { name?: unknown; arguments?: unknown } }[];
 }
 
 const textLength = (value: unknown) => (typeof value === "string" ? value.length : 0);

@@ -258,9 +258,12 @@ export function deltaChars(data: string, fields: RegExp): number {
   return total;
 }
 
-/** Chat chunks' text fields: content, tool-call arguments, reasoning, refusals. */
+/**
+ * Chat chunks' generated text: content, a tool call's name and arguments, reasoning, refusals. A
+ * name is output the model wrote, and the only output of a call cut before its arguments.
+ */
 export const chatDeltaFields =
-  /"(?:content|arguments|reasoning_content|reasoning|refusal)"\s*:\s*"((?:[^"\\]|\\.)*)"/g;
+  /"(?:content|name|arguments|reasoning_content|reasoning|refusal)"\s*:\s*"((?:[^"\\]|\\.)*)"/g;
 /** Messages `content_block_delta` fields: text, tool input JSON, thinking. */
 export const messagesDeltaFields = /"(?:text|partial_json|thinking)"\s*:\s*"((?:[^"\\]|\\.)*)"/g;
 /** Responses `*.delta` events' text. */
