@@ -231,6 +231,45 @@ describe("anthropic wire: messages pass through", () => {
   });
 });
 
+describe("anthropic wire: a client that leaves after a tool_use block's name", () => {
+  it("is charged for the name it was sent, not only the 1 output token message_start reports", async () => {
+    const name = "look_up_the_current_weather_in_a_city_by_name";
+    const never = deferred();
+    const steps = anthropicToolStreamSteps([
+      { id: "toolu_w", name, jsonPieces: ['{"city":"Oslo"}'] },
+    ]);
+    // message_start and the tool_use block's start, then nothing until the client has gone.
+    steps[2] = { ...steps[2], gate: never.promise };
+    upstream.queue({ kind: "sse", steps });
+    const abort = new AbortController();
+    const { data: stream, response } = await anthropic.messages
+      .create(
+        {
+          model: "claude-x",
+          max_tokens: 100,
+          stream: true,
+          messages: [{ role: "user", content: "weather in Oslo?" }],
+          tools: [
+            { name, input_schema: { type: "object", properties: { city: { type: "string" } } } },
+          ],
+        },
+        { signal: abort.signal },
+      )
+      .withResponse();
+    const id = response.headers.get("x-request-id") ?? "";
+    for await (const event of stream) {
+      if (event.type === "content_block_start" && event.content_block.type === "tool_use") break;
+    }
+    abort.abort();
+    const row = () => gw.services.store.requestOf("acct", id);
+    for (let i = 0; i < 100 && row()?.error_code !== "client_closed"; i++)
+      await new Promise((r) => setTimeout(r, 20));
+    never.resolve();
+    expect(row()).toMatchObject({ error_code: "client_closed" });
+    expect(row()?.output_tokens).toBeGreaterThanOrEqual(deliveredTokens([name]));
+  });
+});
+
 describe("anthropic wire: failures before the first event", () => {
   it("answers 503 api_error when the first SSE event is an overloaded error", async () => {
     upstream.queue({

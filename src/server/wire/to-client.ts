@@ -14,6 +14,7 @@ import {
   deltaChars,
   estimateRequestTokens,
   estimateTokens,
+  messagesBlockStartFields,
   messagesDeltaFields,
   type StreamMeter,
   usageFromChat,
@@ -319,6 +320,8 @@ function passThroughMessages(
       if (ev.event === "error") throw new StreamBroken("upstream sent an error event");
       if (ev.event === "content_block_delta")
         meter.delivered(deltaChars(ev.data, messagesDeltaFields));
+      else if (ev.event === "content_block_start")
+        meter.delivered(deltaChars(ev.data, messagesBlockStartFields));
       if (ev.event === "message_start" || ev.event === "message_delta") {
         const parsed = parseEventData(ev.data);
         reportMessagesUsage(meter, ev.event, parsed);

@@ -264,6 +264,8 @@ export function deltaChars(data: string, fields: RegExp): number {
  */
 export const chatDeltaFields =
   /"(?:content|name|arguments|reasoning_content|reasoning|refusal)"\s*:\s*"((?:[^"\\]|\\.)*)"/g;
+/** A `content_block_start`'s tool name (tool_use, server_tool_use): output the model wrote. */
+export const messagesBlockStartFields = /"name"\s*:\s*"((?:[^"\\]|\\.)*)"/g;
 /** Messages `content_block_delta` fields: text, tool input JSON, thinking. */
 export const messagesDeltaFields = /"(?:text|partial_json|thinking)"\s*:\s*"((?:[^"\\]|\\.)*)"/g;
 /** Responses `*.delta` events' text. */
