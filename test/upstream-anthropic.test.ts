@@ -13,7 +13,7 @@ import {
   type Reply,
 } from "./support/fake-upstream.js";
 import { baseConfig, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
-import { deliveredTokens, requestTextTokens } from "./support/metering.js";
+import { deliveredTokens, loggedAs, requestTextTokens } from "./support/metering.js";
 
 /** An Anthropic-compatible provider behind the gateway: passthrough, errors, and chat -> messages translation. */
 
@@ -261,12 +261,10 @@ describe("anthropic wire: a client that leaves after a tool_use block's name", (
       if (event.type === "content_block_start" && event.content_block.type === "tool_use") break;
     }
     abort.abort();
-    const row = () => gw.services.store.requestOf("acct", id);
-    for (let i = 0; i < 100 && row()?.error_code !== "client_closed"; i++)
-      await new Promise((r) => setTimeout(r, 20));
+    const row = await loggedAs(gw.services.store, "acct", id, "client_closed");
     never.resolve();
-    expect(row()).toMatchObject({ error_code: "client_closed" });
-    expect(row()?.output_tokens).toBeGreaterThanOrEqual(deliveredTokens([name]));
+    expect(row).toMatchObject({ error_code: "client_closed" });
+    expect(row?.output_tokens).toBeGreaterThanOrEqual(deliveredTokens([name]));
   });
 });
 

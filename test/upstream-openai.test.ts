@@ -13,7 +13,7 @@ import {
   openaiToolStreamSteps,
 } from "./support/fake-upstream.js";
 import { baseConfig, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
-import { deliveredTokens, requestTextTokens } from "./support/metering.js";
+import { deliveredTokens, loggedAs, requestTextTokens } from "./support/metering.js";
 import { streamDataInText } from "./support/sse.js";
 
 /** An OpenAI-compatible provider behind the gateway: passthrough, errors, and messages -> chat translation. */
@@ -534,15 +534,13 @@ describe("openai wire: a client that leaves after a tool call's name", () => {
       if (chunk.choices[0]?.delta?.tool_calls?.[0]?.function?.name) break;
     }
     abort.abort();
-    const row = () => gw.services.store.requestOf("acct", id);
-    for (let i = 0; i < 100 && row()?.error_code !== "client_closed"; i++)
-      await new Promise((r) => setTimeout(r, 20));
+    const row = await loggedAs(gw.services.store, "acct", id, "client_closed");
     never.resolve();
-    expect(row()).toMatchObject({ error_code: "client_closed" });
-    expect(row()?.output_tokens).toBeGreaterThanOrEqual(
+    expect(row).toMatchObject({ error_code: "client_closed" });
+    expect(row?.output_tokens).toBeGreaterThanOrEqual(
       deliveredTokens(["get_current_weather_in_city"]),
     );
-    expect(row()?.cost_micro).toBeGreaterThan(0);
+    expect(row?.cost_micro).toBeGreaterThan(0);
   });
 });
 

@@ -1,3 +1,5 @@
+import type { RequestLogRow } from "../../src/store/types.js";
+
 /**
  * The gateway's metering rules as a client can compute them, for tests that check a charge from
  * what was sent and received.
@@ -23,4 +25,19 @@ export function deliveredTokens(deltas: string[]): number {
   const nonEmpty = deltas.filter((delta) => delta.length > 0);
   const chars = nonEmpty.reduce((sum, delta) => sum + delta.length, 0);
   return Math.max(nonEmpty.length, chars === 0 ? 0 : Math.ceil(chars / 4));
+}
+
+/**
+ * The request's log row once the gateway has written it with `errorCode`: a client that hangs up
+ * is settled a moment after it has gone. Polled for at most 2 s; then whatever the log holds.
+ */
+export async function loggedAs(
+  store: { requestOf(accountId: string, id: string): RequestLogRow | undefined },
+  accountId: string,
+  id: string,
+  errorCode: string,
+): Promise<RequestLogRow | undefined> {
+  for (let i = 0; i < 100 && store.requestOf(accountId, id)?.error_code !== errorCode; i++)
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  return store.requestOf(accountId, id);
 }
