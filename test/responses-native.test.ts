@@ -1,9 +1,9 @@
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { lastLogged, quota } from "./support/api.js";
-import { type FakeUpstream, fakeUpstream } from "./support/fake-upstream.js";
+import { deferred, type FakeUpstream, fakeUpstream } from "./support/fake-upstream.js";
 import { baseConfig, KEY, type TestGateway, testGateway } from "./support/gateway.js";
-import { deliveredTokens, requestTextTokens } from "./support/metering.js";
+import { deliveredTokens, loggedAs, requestTextTokens } from "./support/metering.js";
 
 /** A provider that speaks the Responses API itself gets /v1/responses as-is (model mapped). */
 
@@ -185,6 +185,46 @@ describe("POST /v1/responses to a provider with a native Responses API", () => {
     expect(models).toEqual(["native-model", "native-model"]);
     expect((await quota(gw)).balance_idr).toBeLessThan(before);
     expect(upstream.last.body).toMatchObject({ model: "up-model", stream: true });
+  });
+
+  it("charges a stream left after a function call's name for the name", async () => {
+    const never = deferred();
+    const name = "get_current_weather_in_city";
+    const started = { ...response(""), status: "in_progress", output: [] };
+    upstream.reset(() => ({
+      kind: "sse",
+      steps: [
+        { event: "response.created", data: { type: "response.created", response: started } },
+        {
+          event: "response.output_item.added",
+          data: {
+            type: "response.output_item.added",
+            output_index: 0,
+            item: { type: "function_call", id: "fc_1", call_id: "call_1", name, arguments: "" },
+          },
+        },
+        // The provider sends nothing more until the client has gone.
+        {
+          event: "response.function_call_arguments.delta",
+          data: { type: "response.function_call_arguments.delta", item_id: "fc_1", delta: "{}" },
+          gate: never.promise,
+        },
+      ].map((step, i) => ({ ...step, data: { ...step.data, sequence_number: i } })),
+    }));
+    const abort = new AbortController();
+    const { data: stream, response: res } = await openai.responses
+      .create({ model: "native-model", input: "weather?", stream: true }, { signal: abort.signal })
+      .withResponse();
+    const id = res.headers.get("x-request-id") ?? "";
+    for await (const event of stream) {
+      if (event.type === "response.output_item.added") break;
+    }
+    abort.abort();
+    const row = await loggedAs(gw.services.store, "acct", id, "client_closed");
+    never.resolve();
+    expect(row).toMatchObject({ error_code: "client_closed" });
+    expect(row?.output_tokens).toBeGreaterThanOrEqual(deliveredTokens([name]));
+    expect(row?.cost_micro).toBeGreaterThan(0);
   });
 
   it("maps an upstream rejection like any other", async () => {

@@ -10,11 +10,11 @@ import { encodeResponsesEvents } from "./translate/errors.js";
 import { ChatStreamToMessages, chatResponseToMessages } from "./translate/messages-to-chat.js";
 import { ChatStreamToResponses, chatResponseToResponses } from "./translate/responses.js";
 import {
+  callNameField,
   chatDeltaFields,
   deltaChars,
   estimateRequestTokens,
   estimateTokens,
-  messagesBlockStartFields,
   messagesDeltaFields,
   type StreamMeter,
   usageFromChat,
@@ -321,7 +321,7 @@ function passThroughMessages(
       if (ev.event === "content_block_delta")
         meter.delivered(deltaChars(ev.data, messagesDeltaFields));
       else if (ev.event === "content_block_start")
-        meter.delivered(deltaChars(ev.data, messagesBlockStartFields));
+        meter.delivered(deltaChars(ev.data, callNameField));
       if (ev.event === "message_start" || ev.event === "message_delta") {
         const parsed = parseEventData(ev.data);
         reportMessagesUsage(meter, ev.event, parsed);

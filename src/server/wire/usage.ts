@@ -264,8 +264,11 @@ export function deltaChars(data: string, fields: RegExp): number {
  */
 export const chatDeltaFields =
   /"(?:content|name|arguments|reasoning_content|reasoning|refusal)"\s*:\s*"((?:[^"\\]|\\.)*)"/g;
-/** A `content_block_start`'s tool name (tool_use, server_tool_use): output the model wrote. */
-export const messagesBlockStartFields = /"name"\s*:\s*"((?:[^"\\]|\\.)*)"/g;
+/**
+ * The tool name in an event that opens a call (a messages `content_block_start`, a Responses
+ * `response.output_item.added`): output the model wrote, sent before any of the call's input.
+ */
+export const callNameField = /"name"\s*:\s*"((?:[^"\\]|\\.)*)"/g;
 /** Messages `content_block_delta` fields: text, tool input JSON, thinking. */
 export const messagesDeltaFields = /"(?:text|partial_json|thinking)"\s*:\s*"((?:[^"\\]|\\.)*)"/g;
 /** Responses `*.delta` events' text. */

@@ -18,6 +18,7 @@ import { encodeResponsesEvents } from "../../wire/translate/errors.js";
 import { baseResponse, failedEvents } from "../../wire/translate/responses.js";
 import { nowSeconds, randomId } from "../../wire/translate/shared.js";
 import {
+  callNameField,
   chatOutputText,
   deltaChars,
   responsesDeltaFields,
@@ -127,6 +128,8 @@ function responsesPassThrough(
         throw new StreamBroken("upstream stream failed");
       const name = ev.event ?? "message";
       if (name.endsWith(".delta")) meter.delivered(deltaChars(ev.data, responsesDeltaFields));
+      else if (name === "response.output_item.added")
+        meter.delivered(deltaChars(ev.data, callNameField));
       const sequence = sequenceNumber.exec(ev.data);
       if (sequence) nextSequence = Number(sequence[1]) + 1;
       const lifecycle =
