@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { secretKeyEnv } from "../src/store/secret-box.js";
+import { fakeGemini } from "./support/fake-gemini.js";
 import {
   type FakeUpstream,
   fakeUpstream,
@@ -29,7 +30,7 @@ import { streamData, streamEvents } from "./support/sse.js";
  */
 
 type Style = "chat" | "messages" | "responses";
-type Wire = "openai" | "anthropic" | "mock";
+type Wire = "openai" | "anthropic" | "gemini" | "mock";
 type HangUp = "never" | "before-headers" | "after-pieces";
 
 const PIECES_BEFORE_HANGUP = 5;
@@ -37,7 +38,7 @@ const WORDS = 20;
 /** Three-letter words after a space: four characters, one token each by every count. */
 const word = (choice: number, i: number) =>
   ` ${String.fromCharCode(97 + choice)}${"bcdefghijklmnopqrstuvwxyz"[i % 25]}${i % 10}`;
-const PROMPT_TOKENS = { openai: 17, anthropic: 13 } as const;
+const PROMPT_TOKENS = { openai: 17, anthropic: 13, gemini: 19 } as const;
 // micro-IDR per token
 const PRICE_IN = 1_000;
 const PRICE_OUT = 2_000;
@@ -53,7 +54,7 @@ interface Case {
 
 function cases(): Case[] {
   const out: Case[] = [];
-  for (const wire of ["openai", "anthropic", "mock"] as const) {
+  for (const wire of ["openai", "anthropic", "gemini", "mock"] as const) {
     for (const style of ["chat", "messages", "responses"] as const) {
       for (const n of style === "chat" ? [1, 3] : [1]) {
         for (const stream of [false, true]) {
@@ -74,6 +75,7 @@ function cases(): Case[] {
 const models: Record<Wire, string> = {
   openai: "m-openai",
   anthropic: "m-anthropic",
+  gemini: "m-gemini",
   mock: "m-mock",
 };
 
@@ -193,6 +195,49 @@ function anthropicReply(req: RecordedRequest): Reply {
     },
     { event: "message_stop", data: { type: "message_stop" } },
   );
+  return { kind: "sse", steps, holdHeadersMs: slowStart(req) };
+}
+
+/**
+ * Gemini: one word a candidate an event; each event's usage is the output so far (cumulative, as
+ * Google reports it), the finish on the last.
+ */
+function geminiReply(req: RecordedRequest): Reply {
+  const config = (req.body.generationConfig ?? {}) as { candidateCount?: number };
+  const n = config.candidateCount ?? 1;
+  const usage = (output: number) => ({
+    promptTokenCount: PROMPT_TOKENS.gemini,
+    candidatesTokenCount: output,
+    totalTokenCount: PROMPT_TOKENS.gemini + output,
+  });
+  const candidate = (index: number, text: string, finish?: string) => ({
+    content: { role: "model", parts: [{ text }] },
+    index,
+    ...(finish ? { finishReason: finish } : {}),
+  });
+  const base = { modelVersion: "gemini-up", responseId: "gemini-fake" };
+  if (!/:streamGenerateContent/.test(req.path)) {
+    const candidates = Array.from({ length: n }, (_, c) =>
+      candidate(c, Array.from({ length: WORDS }, (_, i) => word(c, i)).join(""), "STOP"),
+    );
+    return {
+      kind: "json",
+      delayMs: slowStart(req),
+      body: { ...base, candidates, usageMetadata: usage(n * WORDS) },
+    };
+  }
+  const steps: SseStep[] = [];
+  for (let i = 0; i < WORDS; i++)
+    steps.push({
+      data: {
+        ...base,
+        candidates: Array.from({ length: n }, (_, c) =>
+          candidate(c, word(c, i), i === WORDS - 1 ? "STOP" : undefined),
+        ),
+        usageMetadata: usage(n * (i + 1)),
+      },
+      delayMs: 4,
+    });
   return { kind: "sse", steps, holdHeadersMs: slowStart(req) };
 }
 
@@ -374,6 +419,7 @@ describe.each(["sqlite", "postgres"] as const)("the meter on %s", (backend) => {
   let gw: TestGateway;
   let openaiUp: FakeUpstream;
   let anthropicUp: FakeUpstream;
+  let geminiUp: FakeUpstream;
   let savedSecret: string | undefined;
   /** Each finished case's logged usage, for the cases that leave the same request midway. */
   const finished = new Map<string, { input_tokens: number; output_tokens: number }>();
@@ -383,6 +429,7 @@ describe.each(["sqlite", "postgres"] as const)("the meter on %s", (backend) => {
     process.env[secretKeyEnv] ??= randomBytes(32).toString("base64");
     openaiUp = await fakeUpstream("openai", openaiReply);
     anthropicUp = await fakeUpstream("anthropic", anthropicReply);
+    geminiUp = await fakeGemini({ apiKeys: ["gm-key"] }, geminiReply);
     const base = baseConfig();
     const prices = { price_input_per_mtok: PRICE_IN, price_output_per_mtok: PRICE_OUT };
     gw = await testGateway({
@@ -392,11 +439,13 @@ describe.each(["sqlite", "postgres"] as const)("the meter on %s", (backend) => {
         providers: [
           { id: "oa", wire: "openai", base_url: openaiUp.baseUrl, api_keys: ["sk-oa"] },
           { id: "an", wire: "anthropic", base_url: anthropicUp.baseUrl, api_keys: ["sk-an"] },
+          { id: "gm", wire: "gemini", base_url: geminiUp.url, api_keys: ["gm-key"] },
           { id: "mk", wire: "mock", mock: { chunk_interval_ms: 4 } },
         ],
         models: [
           { name: "m-openai", provider: "oa", upstream_model: "gpt-up", ...prices },
           { name: "m-anthropic", provider: "an", upstream_model: "claude-up", ...prices },
+          { name: "m-gemini", provider: "gm", upstream_model: "gemini-up", ...prices },
           { name: "m-mock", provider: "mk", upstream_model: "mock-up", ...prices },
         ],
         routes: [],
@@ -408,6 +457,7 @@ describe.each(["sqlite", "postgres"] as const)("the meter on %s", (backend) => {
     await gw?.close();
     await openaiUp?.close();
     await anthropicUp?.close();
+    await geminiUp?.close();
     if (savedSecret === undefined) delete process.env[secretKeyEnv];
   });
 

@@ -1,4 +1,4 @@
-import type { RequestLogRow } from "../../src/store/types.js";
+import type { MaybeAsync, RequestLogRow } from "../../src/store/types.js";
 
 /**
  * The gateway's metering rules as a client can compute them, for tests that check a charge from
@@ -32,12 +32,14 @@ export function deliveredTokens(deltas: string[]): number {
  * is settled a moment after it has gone. Polled for at most 2 s; then whatever the log holds.
  */
 export async function loggedAs(
-  store: { requestOf(accountId: string, id: string): RequestLogRow | undefined },
+  store: {
+    requestOf(accountId: string, id: string): MaybeAsync<RequestLogRow | undefined>;
+  },
   accountId: string,
   id: string,
   errorCode: string,
 ): Promise<RequestLogRow | undefined> {
-  for (let i = 0; i < 100 && store.requestOf(accountId, id)?.error_code !== errorCode; i++)
+  for (let i = 0; i < 100 && (await store.requestOf(accountId, id))?.error_code !== errorCode; i++)
     await new Promise((resolve) => setTimeout(resolve, 20));
   return store.requestOf(accountId, id);
 }

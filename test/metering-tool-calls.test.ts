@@ -1,0 +1,315 @@
+import { randomBytes } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { secretKeyEnv } from "../src/store/secret-box.js";
+import { fakeGemini } from "./support/fake-gemini.js";
+import {
+  type FakeUpstream,
+  fakeUpstream,
+  type RecordedRequest,
+  type Reply,
+  type SseStep,
+} from "./support/fake-upstream.js";
+import { baseConfig, KEY, type TestGateway, testGateway } from "./support/gateway.js";
+import { deliveredTokens, loggedAs } from "./support/metering.js";
+import { createTestDatabase } from "./support/postgres.js";
+import { streamEvents } from "./support/sse.js";
+
+/**
+ * A tool call is output the model wrote: a client that leaves a stream once it has a call's name,
+ * before the call's arguments are complete, is charged at least for the name, on every client
+ * style x every upstream wire, on both backends. The text-only matrix is metering-matrix.test.ts.
+ */
+
+type Style = "chat" | "messages" | "responses";
+type Wire = "openai" | "anthropic" | "gemini" | "mock";
+
+const TOOL = "get_current_weather_in_city";
+/** The arguments in pieces, each written well after the one before: the client leaves first. */
+const ARGUMENT_PIECES = ['{"city":', ' "Oslo",', ' "unit":', ' "celsius",', ' "days": 3}'];
+const PIECE_GAP_MS = 150;
+const PRICE_IN = 1_000;
+const PRICE_OUT = 2_000;
+
+function openaiReply(req: RecordedRequest): Reply {
+  const base = { id: "chatcmpl-tool", created: 1, model: String(req.body.model) };
+  const chunk = (delta: object, finish: string | null = null) => ({
+    ...base,
+    object: "chat.completion.chunk",
+    choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+  });
+  const steps: SseStep[] = [
+    { data: chunk({ role: "assistant", content: null }) },
+    {
+      data: chunk({
+        tool_calls: [
+          { index: 0, id: "call_1", type: "function", function: { name: TOOL, arguments: "" } },
+        ],
+      }),
+    },
+    ...ARGUMENT_PIECES.map((piece) => ({
+      data: chunk({ tool_calls: [{ index: 0, function: { arguments: piece } }] }),
+      delayMs: PIECE_GAP_MS,
+    })),
+    { data: chunk({}, "tool_calls") },
+  ];
+  if ((req.body.stream_options as { include_usage?: boolean } | undefined)?.include_usage)
+    steps.push({
+      data: {
+        ...base,
+        object: "chat.completion.chunk",
+        choices: [],
+        usage: { prompt_tokens: 40, completion_tokens: 25, total_tokens: 65 },
+      },
+    });
+  steps.push({ data: "[DONE]" });
+  return { kind: "sse", steps };
+}
+
+function anthropicReply(req: RecordedRequest): Reply {
+  const steps: SseStep[] = [
+    {
+      event: "message_start",
+      data: {
+        type: "message_start",
+        message: {
+          id: "msg_tool",
+          type: "message",
+          role: "assistant",
+          model: String(req.body.model),
+          content: [],
+          stop_reason: null,
+          stop_sequence: null,
+          usage: { input_tokens: 40, output_tokens: 1 },
+        },
+      },
+    },
+    {
+      event: "content_block_start",
+      data: {
+        type: "content_block_start",
+        index: 0,
+        content_block: { type: "tool_use", id: "toolu_1", name: TOOL, input: {} },
+      },
+    },
+    ...ARGUMENT_PIECES.map((piece) => ({
+      event: "content_block_delta",
+      data: {
+        type: "content_block_delta",
+        index: 0,
+        delta: { type: "input_json_delta", partial_json: piece },
+      },
+      delayMs: PIECE_GAP_MS,
+    })),
+    { event: "content_block_stop", data: { type: "content_block_stop", index: 0 } },
+    {
+      event: "message_delta",
+      data: {
+        type: "message_delta",
+        delta: { stop_reason: "tool_use", stop_sequence: null },
+        usage: { output_tokens: 25 },
+      },
+    },
+    { event: "message_stop", data: { type: "message_stop" } },
+  ];
+  return { kind: "sse", steps };
+}
+
+/** Gemini sends a call whole in one part; the turn's finish comes in a later event. */
+function geminiReply(): Reply {
+  const usage = (output: number) => ({
+    promptTokenCount: 40,
+    candidatesTokenCount: output,
+    totalTokenCount: 40 + output,
+  });
+  const call = { functionCall: { name: TOOL, args: { city: "Oslo", unit: "celsius", days: 3 } } };
+  return {
+    kind: "sse",
+    steps: [
+      {
+        data: {
+          candidates: [{ content: { role: "model", parts: [call] }, index: 0 }],
+          usageMetadata: usage(20),
+          modelVersion: "gemini-up",
+        },
+      },
+      {
+        data: {
+          candidates: [{ content: { role: "model", parts: [] }, finishReason: "STOP", index: 0 }],
+          usageMetadata: usage(25),
+          modelVersion: "gemini-up",
+        },
+        delayMs: PIECE_GAP_MS * ARGUMENT_PIECES.length,
+      },
+    ],
+  };
+}
+
+function requestBody(style: Style, model: string): { path: string; body: object } {
+  const parameters = {
+    type: "object",
+    properties: { city: { type: "string" }, unit: { type: "string" }, days: { type: "integer" } },
+    required: ["city"],
+  };
+  const prompt = "weather in Oslo?";
+  if (style === "chat")
+    return {
+      path: "/v1/chat/completions",
+      body: {
+        model,
+        stream: true,
+        stream_options: { include_usage: true },
+        messages: [{ role: "user", content: prompt }],
+        tools: [{ type: "function", function: { name: TOOL, parameters } }],
+      },
+    };
+  if (style === "messages")
+    return {
+      path: "/v1/messages",
+      body: {
+        model,
+        stream: true,
+        max_tokens: 500,
+        messages: [{ role: "user", content: prompt }],
+        tools: [{ name: TOOL, input_schema: parameters }],
+      },
+    };
+  return {
+    path: "/v1/responses",
+    body: {
+      model,
+      stream: true,
+      input: prompt,
+      tools: [{ type: "function", name: TOOL, parameters }],
+    },
+  };
+}
+
+/** The call's name, if this event of the client's style is the one that first carries it. */
+function callName(style: Style, event: string | undefined, data: unknown): string | undefined {
+  // biome-ignore lint/suspicious/noExplicitAny: each style has its own fields.
+  const d = data as any;
+  if (style === "chat") return d?.choices?.[0]?.delta?.tool_calls?.[0]?.function?.name;
+  if (style === "messages")
+    return event === "content_block_start" && d.content_block?.type === "tool_use"
+      ? d.content_block.name
+      : undefined;
+  return event === "response.output_item.added" && d.item?.type === "function_call"
+    ? d.item.name
+    : undefined;
+}
+
+const cases = (["openai", "anthropic", "gemini", "mock"] as const).flatMap((wire: Wire) =>
+  (["chat", "messages", "responses"] as const).map((style: Style) => ({ wire, style })),
+);
+
+describe.each(["sqlite", "postgres"] as const)(
+  "a tool call left after its name, on %s",
+  (backend) => {
+    let gw: TestGateway;
+    let openaiUp: FakeUpstream;
+    let anthropicUp: FakeUpstream;
+    let geminiUp: FakeUpstream;
+    let savedSecret: string | undefined;
+
+    beforeAll(async () => {
+      savedSecret = process.env[secretKeyEnv];
+      process.env[secretKeyEnv] ??= randomBytes(32).toString("base64");
+      openaiUp = await fakeUpstream("openai", openaiReply);
+      anthropicUp = await fakeUpstream("anthropic", anthropicReply);
+      geminiUp = await fakeGemini({ apiKeys: ["gm-key"] }, geminiReply);
+      const base = baseConfig();
+      const prices = { price_input_per_mtok: PRICE_IN, price_output_per_mtok: PRICE_OUT };
+      gw = await testGateway({
+        db: backend === "postgres" ? await createTestDatabase() : undefined,
+        config: {
+          ...base,
+          providers: [
+            { id: "oa", wire: "openai", base_url: openaiUp.baseUrl, api_keys: ["sk-oa"] },
+            { id: "an", wire: "anthropic", base_url: anthropicUp.baseUrl, api_keys: ["sk-an"] },
+            { id: "gm", wire: "gemini", base_url: geminiUp.url, api_keys: ["gm-key"] },
+            { id: "mk", wire: "mock", mock: { chunk_interval_ms: PIECE_GAP_MS } },
+          ],
+          models: [
+            { name: "m-openai", provider: "oa", upstream_model: "gpt-up", ...prices },
+            { name: "m-anthropic", provider: "an", upstream_model: "claude-up", ...prices },
+            { name: "m-gemini", provider: "gm", upstream_model: "gemini-up", ...prices },
+            { name: "m-mock", provider: "mk", upstream_model: "mock-up", ...prices },
+          ],
+          routes: [],
+          mock: {
+            script: [
+              {
+                match: { tools_offered: TOOL },
+                reply: {
+                  tool_calls: [
+                    { name: TOOL, arguments: ARGUMENT_PIECES.join("").repeat(4).slice(0, -1) },
+                  ],
+                },
+              },
+            ],
+          },
+        },
+      });
+    });
+
+    afterAll(async () => {
+      await gw?.close();
+      await openaiUp?.close();
+      await anthropicUp?.close();
+      await geminiUp?.close();
+      if (savedSecret === undefined) delete process.env[secretKeyEnv];
+    });
+
+    async function money(): Promise<{ balance: number; held: number }> {
+      const res = await fetch(`${gw.url}/v1/account/quota`, {
+        headers: { authorization: `Bearer ${KEY}` },
+      });
+      const quota = (await res.json()) as { balance_idr: number; held_idr: number };
+      return {
+        balance: Math.round(quota.balance_idr * 1e6),
+        held: Math.round(quota.held_idr * 1e6),
+      };
+    }
+
+    it.each(cases)("$style -> $wire", async ({ wire, style }) => {
+      const before = await money();
+      const { path, body } = requestBody(style, `m-${wire}`);
+      const abort = new AbortController();
+      const res = await fetch(`${gw.url}${path}`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${KEY}`,
+          "content-type": "application/json",
+          "anthropic-version": "2023-06-01",
+        },
+        body: JSON.stringify(body),
+        signal: abort.signal,
+      });
+      expect(res.status).toBe(200);
+      const id = res.headers.get("x-request-id") ?? "";
+      let name: string | undefined;
+      try {
+        for await (const { event, data } of streamEvents(res)) {
+          name = callName(style, event, data);
+          if (name) break;
+        }
+      } finally {
+        abort.abort();
+      }
+      expect(name).toBe(TOOL);
+      const row = await loggedAs(gw.services.store, "acct", id, "client_closed");
+      const context = JSON.stringify(row);
+      expect(row?.error_code, context).toBe("client_closed");
+      expect(row?.output_tokens, context).toBeGreaterThanOrEqual(deliveredTokens([TOOL]));
+      const cost = row!.input_tokens * PRICE_IN + row!.output_tokens * PRICE_OUT;
+      expect(row?.cost_micro, context).toBe(cost);
+      let after = await money();
+      for (let i = 0; i < 100 && after.held !== 0; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        after = await money();
+      }
+      expect(after.held).toBe(0);
+      expect(before.balance - after.balance).toBe(cost);
+    });
+  },
+);
