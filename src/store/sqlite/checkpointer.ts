@@ -42,7 +42,6 @@ export function startCheckpointer(
   // Only the file the gateway opened: another one moved to its path (a restore) would take the
   // lost file's WAL, still at the path, as its own.
   if (!files) return { stop: async () => {} };
-  db.pragma("wal_autocheckpoint = 20000");
   const { dbFd, walFd, identity } = files;
   const connect = () => {
     // Never creates the file: one deleted before this started stays deleted.
@@ -52,9 +51,20 @@ export function startCheckpointer(
     connection.pragma("cache_size = 8");
     return connection;
   };
-  const pin = connect();
-  const copier = connect();
+  const connections: DB[] = [];
+  try {
+    for (let i = 0; i < 2; i++) connections.push(connect());
+  } catch (err) {
+    for (const connection of connections) connection.close();
+    // SQLite keeps checkpointing on its own. The database file's descriptor stays open: closing
+    // it would drop the main connection's locks.
+    closeSync(walFd);
+    console.error(`checkpointer not started: ${(err as Error).message}`);
+    return { stop: async () => {} };
+  }
+  const [pin, copier] = connections as [DB, DB];
   copier.pragma("synchronous = OFF");
+  db.pragma("wal_autocheckpoint = 20000");
   const readPin = pin.prepare("SELECT 1 FROM sqlite_schema LIMIT 1");
   const dataVersion = pin.prepare("PRAGMA data_version").pluck();
   // The first turn checkpoints what was committed before it started.
