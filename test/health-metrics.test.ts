@@ -73,6 +73,56 @@ describe("GET /", () => {
   });
 });
 
+const metricName = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
+
+/**
+ * The scrape read by the text format's grammar (exposition format 0.0.4), strictly: HELP and TYPE
+ * lines, each family typed once and before its samples, label values quoted with only \\, \" and
+ * \n escaped, numbers as Prometheus reads them. Returns each sample by family.
+ */
+function parseExposition(text: string) {
+  expect(text.endsWith("\n")).toBe(true);
+  const families = new Map<
+    string,
+    { type: string; samples: { name: string; labels: Record<string, string>; value: number }[] }
+  >();
+  for (const line of text.slice(0, -1).split("\n")) {
+    if (line === "") continue;
+    const help = /^# HELP (\S+) ((?:[^\\]|\\[\\n])*)$/.exec(line);
+    if (help) {
+      expect(help[1]).toMatch(metricName);
+      continue;
+    }
+    const type = /^# TYPE (\S+) (counter|gauge|histogram|summary|untyped)$/.exec(line);
+    if (type) {
+      expect(families.has(type[1]!)).toBe(false);
+      families.set(type[1]!, { type: type[2]!, samples: [] });
+      continue;
+    }
+    const found = /^([^{ ]+)(?:\{(.*)\})? (\S+)$/.exec(line);
+    expect(found, line).not.toBeNull();
+    const [, name, labelText = "", valueText] = found!;
+    expect(name).toMatch(metricName);
+    const labels: Record<string, string> = {};
+    const pair = /([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)"(,|$)/y;
+    for (let at = 0; at < labelText.length; ) {
+      pair.lastIndex = at;
+      const m = pair.exec(labelText);
+      expect(m, line).not.toBeNull();
+      expect(labels[m![1]!]).toBeUndefined();
+      labels[m![1]!] = m![2]!.replace(/\\(.)/g, (_, c: string) => (c === "n" ? "\n" : c));
+      at = pair.lastIndex;
+    }
+    const value =
+      valueText === "+Inf" ? Infinity : valueText === "-Inf" ? -Infinity : Number(valueText);
+    expect(valueText === "NaN" || !Number.isNaN(value), line).toBe(true);
+    const family = families.get(name!) ?? families.get(name!.replace(/_(bucket|sum|count)$/, ""));
+    expect(family, `${name} before its TYPE`).toBeDefined();
+    family!.samples.push({ name: name!, labels, value });
+  }
+  return families;
+}
+
 describe("GET /metrics", () => {
   it("counts requests by route, model and status, tokens, money charged and upstream failures, exactly", async () => {
     const gw = await gateway();
@@ -126,6 +176,46 @@ describe("GET /metrics", () => {
     ).toBe(1);
     expect(sample(text, "gateway_holds_in_flight")).toBe(0);
     expect(sample(text, "gateway_held_micro_idr")).toBe(0);
+  });
+
+  it("writes the Prometheus text format: every line parses, histograms add up", async () => {
+    const gw = await gateway();
+    await (await post(gw, "/v1/chat/completions", chat("hello"))).text();
+    await (await post(gw, "/v1/chat/completions", chat("via route", "auto"))).text();
+    await (await post(gw, "/v1/chat/completions", chat("x", "nope"))).text();
+    await (
+      await fetch(`${gw.url}/v1/nothing-here`, { headers: { authorization: `Bearer ${KEY}` } })
+    ).text();
+    await gw.services.ledger.committed();
+    const families = parseExposition(await scrape(gw));
+    expect([...families].map(([name, f]) => `${name} ${f.type}`)).toEqual([
+      "gateway_http_requests_total counter",
+      "gateway_http_request_duration_seconds histogram",
+      "gateway_tokens_total counter",
+      "gateway_charged_micro_idr_total counter",
+      "gateway_upstream_failures_total counter",
+      "gateway_holds_in_flight gauge",
+      "gateway_held_micro_idr gauge",
+    ]);
+    for (const [, family] of families)
+      if (family.type === "counter")
+        for (const s of family.samples) expect(s.value).toBeGreaterThan(0);
+    const histogram = families.get("gateway_http_request_duration_seconds")!.samples;
+    const routes = new Set(histogram.map((s) => s.labels.route));
+    expect(routes).toEqual(new Set(["/v1/chat/completions", "unmatched"]));
+    for (const route of routes) {
+      const of = histogram.filter((s) => s.labels.route === route);
+      const buckets = of.filter((s) => s.name.endsWith("_bucket"));
+      const bounds = buckets.map((s) => Number(s.labels.le === "+Inf" ? Infinity : s.labels.le));
+      expect(bounds).toEqual([...bounds].sort((a, b) => a - b));
+      expect(bounds.at(-1)).toBe(Infinity);
+      const counts = buckets.map((s) => s.value);
+      expect(counts).toEqual([...counts].sort((a, b) => a - b));
+      const count = of.find((s) => s.name.endsWith("_count"))!.value;
+      expect(counts.at(-1)).toBe(count);
+      expect(count).toBe(route === "unmatched" ? 1 : 3);
+      expect(of.find((s) => s.name.endsWith("_sum"))!.value).toBeGreaterThan(0);
+    }
   });
 
   it("shows holds in flight while a request waits upstream", async () => {

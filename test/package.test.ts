@@ -79,7 +79,7 @@ const { startGateway } = require("model-gateway");`;
 
 /**
  * Starts a gateway on a file database, waits for its main file to take the WAL's pages (only the
- * checkpoint worker moves them there this early), then one with no options, which must leave no
+ * checkpointer moves them there this early), then one with no options, which must leave no
  * gateway.db in the working directory.
  */
 const runScript = `${importLines}

@@ -1,7 +1,13 @@
-import { createRequire } from "node:module";
-import type * as Prom from "prom-client";
 import type { Services } from "../compose/services.js";
 import type { FinishedRequest } from "../http/request-trace.js";
+import {
+  Counter,
+  type CounterSeries,
+  Gauge,
+  Histogram,
+  type HistogramSeries,
+  Registry,
+} from "./prometheus.js";
 
 /**
  * The gateway's Prometheus metrics, fed by the per-request trace (`model-gateway:request:finished`)
@@ -9,26 +15,18 @@ import type { FinishedRequest } from "../http/request-trace.js";
  * registry per gateway, so several in one process keep their own numbers.
  */
 export interface GatewayMetrics {
-  registry: Prom.Registry;
+  registry: Registry;
   observe(request: FinishedRequest): void;
   /** Route patterns become known once the route table is built. */
   knowRoutes(routes: Iterable<{ method: string; path: string }>): void;
 }
 
-// The package's index also loads its push gateway, cluster aggregator and default collectors,
-// several times the start-up cost of the four classes /metrics uses.
-const require = createRequire(import.meta.url);
-const Registry = require("prom-client/lib/registry") as typeof Prom.Registry;
-const Counter = require("prom-client/lib/counter") as typeof Prom.Counter;
-const Gauge = require("prom-client/lib/gauge") as typeof Prom.Gauge;
-const Histogram = require("prom-client/lib/histogram") as typeof Prom.Histogram;
-
 interface Series {
-  requests: Prom.Counter.Internal;
-  latency: Prom.Histogram.Internal<string>;
-  input: Prom.Counter.Internal;
-  output: Prom.Counter.Internal;
-  charged: Prom.Counter.Internal;
+  requests: CounterSeries;
+  latency: HistogramSeries;
+  input: CounterSeries;
+  output: CounterSeries;
+  charged: CounterSeries;
 }
 
 /** Latency buckets in seconds: a mock answer takes milliseconds, a long stream a minute. */
@@ -36,61 +34,62 @@ const latencyBuckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
 
 export function createMetrics(services: Services): GatewayMetrics {
   const registry = new Registry();
-  const registers = [registry];
-  const requests = new Counter({
-    name: "gateway_http_requests_total",
-    help: "HTTP requests answered, by route pattern, method, status and model",
-    labelNames: ["route", "method", "status", "model"] as const,
-    registers,
-  });
-  const latency = new Histogram({
-    name: "gateway_http_request_duration_seconds",
-    help: "Time from a request's arrival to its response's end (a stream's last byte)",
-    labelNames: ["route", "method"] as const,
-    buckets: latencyBuckets,
-    registers,
-  });
-  const tokens = new Counter({
-    name: "gateway_tokens_total",
-    help: "Tokens billed, by model and direction (input or output)",
-    labelNames: ["model", "direction"] as const,
-    registers,
-  });
-  const charged = new Counter({
-    name: "gateway_charged_micro_idr_total",
-    help: "Money charged, in micro-IDR (1 IDR = 1000000), by model",
-    labelNames: ["model"] as const,
-    registers,
-  });
-  const upstreamFailures = new Counter({
-    name: "gateway_upstream_failures_total",
-    help: "Failed provider attempts (fallbacks included), by provider and kind",
-    labelNames: ["provider", "kind"] as const,
-    registers,
-  });
-  new Gauge({
-    name: "gateway_holds_in_flight",
-    help: "Admitted requests and jobs whose hold is not yet settled",
-    registers,
-    collect() {
-      this.set(services.ledger.holdsInFlight().count);
-    },
-  });
-  new Gauge({
-    name: "gateway_held_micro_idr",
-    help: "Money held by requests and jobs in flight, in micro-IDR",
-    registers,
-    collect() {
-      this.set(services.ledger.holdsInFlight().micro);
-    },
-  });
+  const requests = registry.add(
+    new Counter(
+      "gateway_http_requests_total",
+      "HTTP requests answered, by route pattern, method, status and model",
+      ["route", "method", "status", "model"],
+    ),
+  );
+  const latency = registry.add(
+    new Histogram(
+      "gateway_http_request_duration_seconds",
+      "Time from a request's arrival to its response's end (a stream's last byte)",
+      ["route", "method"],
+      latencyBuckets,
+    ),
+  );
+  const tokens = registry.add(
+    new Counter("gateway_tokens_total", "Tokens billed, by model and direction (input or output)", [
+      "model",
+      "direction",
+    ]),
+  );
+  const charged = registry.add(
+    new Counter(
+      "gateway_charged_micro_idr_total",
+      "Money charged, in micro-IDR (1 IDR = 1000000), by model",
+      ["model"],
+    ),
+  );
+  const upstreamFailures = registry.add(
+    new Counter(
+      "gateway_upstream_failures_total",
+      "Failed provider attempts (fallbacks included), by provider and kind",
+      ["provider", "kind"],
+    ),
+  );
+  registry.add(
+    new Gauge(
+      "gateway_holds_in_flight",
+      "Admitted requests and jobs whose hold is not yet settled",
+      () => services.ledger.holdsInFlight().count,
+    ),
+  );
+  registry.add(
+    new Gauge(
+      "gateway_held_micro_idr",
+      "Money held by requests and jobs in flight, in micro-IDR",
+      () => services.ledger.holdsInFlight().micro,
+    ),
+  );
 
   services.dispatcher.upstreamFailed = (provider, failure) =>
-    upstreamFailures.inc({ provider, kind: failure.kind });
+    upstreamFailures.labels(provider, failure.kind).inc();
 
   let routeOf: (method: string, path: string) => string = () => "unmatched";
 
-  // prom-client hashes a label object on every call; a series' children are found once here.
+  // A request's five series are found once per distinct label set, then only counted.
   const series = new Map<string, Series>();
   const seriesOf = (route: string, method: string, status: number, model: string): Series => {
     const key = `${route} ${method} ${status} ${model}`;
@@ -129,7 +128,7 @@ export function createMetrics(services: Services): GatewayMetrics {
       if (r.costMicro) series.charged.inc(r.costMicro);
       // A stream that broke after its 200 failed upstream too; the dispatcher never saw it.
       if (r.status < 400 && r.errorCode === "upstream_error" && r.providerId)
-        upstreamFailures.inc({ provider: r.providerId, kind: "stream_broken" });
+        upstreamFailures.labels(r.providerId, "stream_broken").inc();
     },
   };
 }

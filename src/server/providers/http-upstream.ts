@@ -76,7 +76,7 @@ export class UpstreamHttp {
   warm(): Promise<Agent> {
     this.loading ??= Promise.resolve().then(() => {
       // undici's index also loads its fetch, WebSocket, mocks and caches, about as much memory
-      // again as the agent and the request API used here (as metrics.ts loads prom-client's).
+      // again as the agent and the request API used here.
       const require = createRequire(import.meta.url);
       const Pooled = require("undici/lib/dispatcher/agent") as typeof Agent;
       const agent = new Pooled({ keepAliveTimeout: 30_000, connections: 256, pipelining: 1 });
