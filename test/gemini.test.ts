@@ -538,6 +538,25 @@ describe("gemini wire: count_tokens and embeddings", () => {
     });
   });
 
+  it("counts a Responses input with countTokens (responses.inputTokens.count)", async () => {
+    upstream.queue({ kind: "json", body: { totalTokens: 321 } });
+    const count = await openai.responses.inputTokens.count({
+      model: "gemini-flash",
+      instructions: "Be brief.",
+      input: "How many tokens is this?",
+    });
+    noRefusals();
+    expect(count).toEqual({ object: "response.input_tokens", input_tokens: 321 });
+    expect(upstream.last.path).toBe("/v1beta/models/gemini-2.5-flash:countTokens");
+    expect(upstream.last.body).toEqual({
+      generateContentRequest: {
+        model: "models/gemini-2.5-flash",
+        contents: [{ role: "user", parts: [{ text: "How many tokens is this?" }] }],
+        systemInstruction: { parts: [{ text: "Be brief." }] },
+      },
+    });
+  });
+
   it("embeds with batchEmbedContents, floats or base64, billed by the estimate", async () => {
     const before = await balance();
     const result = await openai.embeddings.create({

@@ -128,6 +128,9 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
   const countTokens = onFirstRequest(async () =>
     (await import("./count-tokens.js")).countTokensHandler(services),
   );
+  const inputTokens = onFirstRequest(async () =>
+    (await import("./count-tokens.js")).responsesInputTokensHandler(services),
+  );
   const embeddings = onFirstRequest(async () =>
     (await import("./embeddings.js")).embeddingsHandler(services),
   );
@@ -233,6 +236,7 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
       completionHandler(services, "responses"),
       schema(completionsModule, (m) => m.responsesBody),
     ),
+    route("POST", "/v1/responses/input_tokens", "key", "chat", inputTokens),
     route("GET", "/v1/responses/:id", "key", "chat", stored("retrieve")),
     route("DELETE", "/v1/responses/:id", "key", "chat", stored("remove")),
     route("GET", "/v1/responses/:id/input_items", "key", "chat", stored("inputItems")),
