@@ -14,6 +14,7 @@ import type { MetricsAccess } from "../observe/metrics-access.js";
 import { completionHandler } from "./completions.js";
 import { healthHandlers, metricsHandler } from "./health.js";
 import { modelHandler, modelsHandler } from "./models.js";
+import { websocketModeRefused } from "./websockets.js";
 
 /**
  * Every route the gateway serves, one row each: method, path, who may call it (`Access` in
@@ -237,6 +238,26 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
       schema(completionsModule, (m) => m.responsesBody),
     ),
     route("POST", "/v1/responses/input_tokens", "key", "chat", inputTokens),
+    route(
+      "GET",
+      "/v1/responses",
+      "key",
+      "chat",
+      websocketModeRefused(
+        "The Responses API",
+        "send each response.create as POST /v1/responses, with stream: true for its events.",
+      ),
+    ),
+    route(
+      "GET",
+      "/v1/realtime",
+      "key",
+      "chat",
+      websocketModeRefused(
+        "The Realtime API",
+        "use /v1/chat/completions or /v1/responses (stream: true), and /v1/audio for speech.",
+      ),
+    ),
     route("GET", "/v1/responses/:id", "key", "chat", stored("retrieve")),
     route("DELETE", "/v1/responses/:id", "key", "chat", stored("remove")),
     route("GET", "/v1/responses/:id/input_items", "key", "chat", stored("inputItems")),
