@@ -96,6 +96,28 @@ describe("POST /v1/responses on a chat-wire provider", () => {
       await errorOf(await post(gw, "/v1/responses", { model: "nope", input: "x" })),
     ).toMatchObject({ status: 400, code: "model_not_found" });
   });
+
+  it("names what a body lacks or what shape a field should have, not zod's 'Invalid input'", async () => {
+    const missing = await openai.responses
+      .create({ model: "mock-gpt" } as OpenAI.Responses.ResponseCreateParamsNonStreaming)
+      .catch((e: unknown) => e);
+    expect(missing).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((missing as Error).message).toContain("Invalid request: input: required.");
+    const wrong = await errorOf(await post(gw, "/v1/responses", { model: "mock-gpt", input: 3 }));
+    expect(wrong).toMatchObject({
+      status: 400,
+      code: "bad_request",
+      message: "Invalid request: input: expected string or array, received number.",
+    });
+    const item = await errorOf(
+      await post(gw, "/v1/responses", { model: "mock-gpt", input: ["not an item"] }),
+    );
+    expect(item.message).toBe(
+      "Invalid request: input.0: Invalid input: expected object, received string",
+    );
+    const chat = await errorOf(await post(gw, "/v1/chat/completions", { model: "mock-gpt" }));
+    expect(chat.message).toBe("Invalid request: messages: required.");
+  });
 });
 
 describe("Responses API state: its lifetime and its refusals over HTTP", () => {
