@@ -518,6 +518,66 @@ describe("gemini wire: messages (Anthropic SDK) and responses", () => {
   });
 });
 
+describe("gemini wire: thinking asked in each style", () => {
+  const thinkingSent = () =>
+    (upstream.last.body.generationConfig as { thinkingConfig?: unknown }).thinkingConfig;
+
+  it("takes a messages client's thinking budget as it is, off as 0, adaptive as dynamic", async () => {
+    const cases: [Partial<Anthropic.MessageCreateParamsNonStreaming>, unknown][] = [
+      [
+        { thinking: { type: "enabled", budget_tokens: 600 } },
+        { thinkingBudget: 600, includeThoughts: true },
+      ],
+      [{ thinking: { type: "disabled" } }, { thinkingBudget: 0 }],
+      [{ thinking: { type: "adaptive" } }, { thinkingBudget: -1, includeThoughts: true }],
+      [
+        { thinking: { type: "adaptive" }, output_config: { effort: "low" } },
+        { thinkingBudget: 1000, includeThoughts: true },
+      ],
+      [{}, undefined],
+    ];
+    for (const [params, expected] of cases) {
+      upstream.queue(geminiJson("ok", { thought: "Hmm." }));
+      const message = await anthropic.messages.create({
+        model: "gemini-flash",
+        max_tokens: 1000,
+        messages: [{ role: "user", content: "Think." }],
+        ...params,
+      });
+      noRefusals();
+      expect(thinkingSent()).toEqual(expected);
+      expect(message.content.at(-1)).toMatchObject({ type: "text", text: "ok" });
+    }
+  });
+
+  it("takes chat's reasoning_effort and the Responses reasoning.effort by LiteLLM's budgets", async () => {
+    upstream.queue(geminiJson("ok"));
+    await openai.chat.completions.create({
+      model: "gemini-flash",
+      reasoning_effort: "medium",
+      messages: [{ role: "user", content: "Think." }],
+    });
+    noRefusals();
+    expect(thinkingSent()).toEqual({ thinkingBudget: 1000, includeThoughts: true });
+    upstream.queue(geminiJson("ok"));
+    await openai.chat.completions.create({
+      model: "gemini-flash",
+      reasoning_effort: "none",
+      messages: [{ role: "user", content: "Think." }],
+    });
+    expect(thinkingSent()).toEqual({ thinkingBudget: 0 });
+    upstream.queue(geminiJson("ok"));
+    await openai.responses.create({
+      model: "gemini-flash",
+      input: "Think.",
+      reasoning: { effort: "minimal" },
+      store: false,
+    });
+    noRefusals();
+    expect(thinkingSent()).toEqual({ thinkingBudget: 128, includeThoughts: true });
+  });
+});
+
 describe("gemini wire: count_tokens and embeddings", () => {
   it("counts tokens with Gemini's countTokens, system and tools included", async () => {
     upstream.queue({ kind: "json", body: { totalTokens: 1234 } });

@@ -763,6 +763,29 @@ describe("messages client -> openai wire (translation)", () => {
     }
   });
 
+  it("sends thinking and output_config.effort as reasoning_effort, by LiteLLM's budget thresholds", async () => {
+    const cases: [Partial<Anthropic.MessageCreateParamsNonStreaming>, string | undefined][] = [
+      [{ thinking: { type: "enabled", budget_tokens: 1024 } }, "minimal"],
+      [{ thinking: { type: "enabled", budget_tokens: 2048 } }, "low"],
+      [{ thinking: { type: "enabled", budget_tokens: 6000 } }, "medium"],
+      [{ thinking: { type: "enabled", budget_tokens: 12_000 } }, "high"],
+      [{ thinking: { type: "adaptive" }, output_config: { effort: "low" } }, "low"],
+      [{ output_config: { effort: "max" } }, "high"],
+      [{ thinking: { type: "disabled" } }, undefined],
+    ];
+    for (const [params, effort] of cases) {
+      upstream.queue(openaiJson("ok"));
+      await anthropic.messages.create({
+        model: "gpt-x",
+        max_tokens: 16_000,
+        messages: [{ role: "user", content: "Think about it." }],
+        ...params,
+      });
+      expect(upstream.refused).toEqual([]);
+      expect(upstream.last.body.reasoning_effort).toBe(effort);
+    }
+  });
+
   it("translates system, multi-turn, images and tools into chat completions, and a tool call back", async () => {
     upstream.queue(
       openaiJson("Let me check.", {

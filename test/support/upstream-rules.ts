@@ -242,7 +242,25 @@ const openaiRefusal = (message: string, param: string | null, code: string | nul
 
 const chatRoles = new Set(["system", "developer", "user", "assistant", "tool", "function"]);
 
+/** `reasoning_effort`'s values across OpenAI's reasoning models. */
+const reasoningEfforts = ["none", "minimal", "low", "medium", "high", "xhigh"];
+
+/** Anthropic's fields, which Chat Completions does not take. */
+const anthropicOnlyFields = ["thinking", "output_config"];
+
 export function checkChat(body: Json, rules: WireRules): Refusal | undefined {
+  for (const field of anthropicOnlyFields) {
+    if (field in body)
+      return openaiRefusal(`Unrecognized request argument supplied: ${field}`, null, null);
+  }
+  const effort = body.reasoning_effort;
+  if (effort !== undefined && effort !== null && !reasoningEfforts.includes(String(effort))) {
+    return openaiRefusal(
+      `Invalid value: '${String(effort)}'. Supported values are: ${reasoningEfforts.map((e) => `'${e}'`).join(", ")}.`,
+      "reasoning_effort",
+      "invalid_value",
+    );
+  }
   for (const field of ["max_tokens", "max_completion_tokens"]) {
     const value = body[field];
     if (typeof value === "number" && value > rules.maxOutputTokens) {

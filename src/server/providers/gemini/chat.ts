@@ -26,7 +26,9 @@ export async function geminiComplete(
   const { provider, model } = attempt;
   const rewrite: Rewrite = { omittedTools: [] };
   const chat = toChatRequest(req, attempt, rewrite, { translated: true });
-  const body = chatToGemini(chat, model.max_output_tokens);
+  // A messages client's thinking budget goes over as it is; the chat body has only its level.
+  const thinking = req.style === "messages" ? req.body.thinking : undefined;
+  const body = chatToGemini(chat, model.max_output_tokens, thinking);
   const headers = geminiHeaders(attempt);
   if (!req.stream) {
     const answer = await http.postJson<GenerateContentResponse>(

@@ -26,6 +26,7 @@ import type {
   GeminiFunctionDeclaration,
   GeminiGenerationConfig,
   GeminiPart,
+  GeminiThinkingConfig,
   GenerateContentRequest,
 } from "./gemini-types.js";
 import { signatureOfCallId } from "./tool-call-ids.js";
@@ -37,10 +38,15 @@ import { signatureOfCallId } from "./tool-call-ids.js";
  */
 export const unsignedCallSignature = "skip_thought_signature_validator";
 
-/** `maxOutputTokens` at most `maxOutput`: the model's configured maximum, which the hold covers. */
+/**
+ * `maxOutputTokens` at most `maxOutput`: the model's configured maximum, which the hold covers.
+ * `anthropicThinking`: a messages client's `thinking`, whose budget Gemini takes as it is (the
+ * chat body carries only the effort level it maps to).
+ */
 export function chatToGemini(
   chat: ChatCompletionRequest,
   maxOutput: number,
+  anthropicThinking?: unknown,
 ): GenerateContentRequest {
   const system: GeminiPart[] = [];
   const contents: GeminiContent[] = [];
@@ -85,7 +91,49 @@ export function chatToGemini(
   const toolConfig = functionCallingConfig(chat.tool_choice);
   if (toolConfig && declarations.length > 0) out.toolConfig = { functionCallingConfig: toolConfig };
   out.generationConfig = generationConfig(chat, maxOutput);
+  const thinking = thinkingConfig(chat, anthropicThinking, out.generationConfig.maxOutputTokens);
+  if (thinking) out.generationConfig.thinkingConfig = thinking;
   return out;
+}
+
+/** Gemini 2.5's thinking budget for each chat `reasoning_effort`, as LiteLLM maps them. */
+const effortBudgets: Record<string, number> = {
+  none: 0,
+  minimal: 128,
+  low: 1024,
+  medium: 2048,
+  high: 4096,
+  // Each level above low doubles the one before it.
+  xhigh: 8192,
+};
+
+/**
+ * The client's thinking as Gemini's `thinkingConfig`: an Anthropic budget as it is (within the
+ * output limit, which Gemini counts thinking against), thinking off as a budget of 0, adaptive
+ * thinking as Gemini's dynamic budget (-1) unless an effort level says how much; otherwise chat's
+ * `reasoning_effort` by level. Thoughts are asked back whenever the model may think, so the
+ * client gets them as reasoning (chat) or thinking blocks (messages).
+ */
+function thinkingConfig(
+  chat: ChatCompletionRequest,
+  anthropic: unknown,
+  maxOutput: number | undefined,
+): GeminiThinkingConfig | undefined {
+  const within = (budget: number) =>
+    maxOutput === undefined ? budget : Math.min(budget, maxOutput);
+  const effort = asString(chat.reasoning_effort);
+  const levelBudget = effort === undefined ? undefined : effortBudgets[effort];
+  if (isRecord(anthropic)) {
+    if (anthropic.type === "disabled") return { thinkingBudget: 0 };
+    const budget = asNumber(anthropic.budget_tokens);
+    if (anthropic.type === "enabled" && budget !== undefined)
+      return { thinkingBudget: within(budget), includeThoughts: true };
+    if (anthropic.type === "adaptive")
+      return { thinkingBudget: within(levelBudget ?? -1), includeThoughts: true };
+  }
+  if (levelBudget === undefined) return undefined;
+  if (levelBudget === 0) return { thinkingBudget: 0 };
+  return { thinkingBudget: within(levelBudget), includeThoughts: true };
 }
 
 function callName(names: Map<string, string>, id: unknown): string {

@@ -44,6 +44,13 @@ export interface GeminiGenerationConfig {
   frequencyPenalty?: number;
   responseMimeType?: string;
   responseJsonSchema?: Record<string, unknown>;
+  thinkingConfig?: GeminiThinkingConfig;
+}
+
+/** Gemini 2.5's thinking: a budget in tokens (0 off, -1 the model decides), thoughts returned or not. */
+export interface GeminiThinkingConfig {
+  thinkingBudget?: number;
+  includeThoughts?: boolean;
 }
 
 export interface GenerateContentRequest {
