@@ -518,6 +518,37 @@ describe("gemini wire: messages (Anthropic SDK) and responses", () => {
   });
 });
 
+describe("gemini wire: allowed_tools", () => {
+  it("declares only the allowed functions, its mode as AUTO or ANY", async () => {
+    const tool = (name: string): OpenAI.ChatCompletionTool => ({
+      type: "function",
+      function: { name, parameters: { type: "object", properties: {} } },
+    });
+    for (const [mode, expected] of [
+      ["auto", "AUTO"],
+      ["required", "ANY"],
+    ] as const) {
+      upstream.queue(geminiJson("ok"));
+      await openai.chat.completions.create({
+        model: "gemini-flash",
+        messages: [{ role: "user", content: "Which tool?" }],
+        tools: [tool("a"), tool("b"), tool("c")],
+        tool_choice: {
+          type: "allowed_tools",
+          allowed_tools: { mode, tools: [{ type: "function", function: { name: "b" } }] },
+        },
+      });
+      noRefusals();
+      const body = upstream.last.body as {
+        tools: { functionDeclarations: { name: string }[] }[];
+        toolConfig: { functionCallingConfig: { mode: string } };
+      };
+      expect(body.tools[0].functionDeclarations.map((d) => d.name)).toEqual(["b"]);
+      expect(body.toolConfig.functionCallingConfig.mode).toBe(expected);
+    }
+  });
+});
+
 describe("gemini wire: thinking asked in each style", () => {
   const thinkingSent = () =>
     (upstream.last.body.generationConfig as { thinkingConfig?: unknown }).thinkingConfig;

@@ -79,6 +79,8 @@ export function checkAnthropic(
   }
   if (!Array.isArray(body.messages))
     return { refusal: anthropicRefusal("messages: Field required") };
+  const choiceRefused = checkAnthropicToolChoice(body);
+  if (choiceRefused) return { refusal: anthropicRefusal(choiceRefused) };
   const outputConfig = isRecord(body.output_config) ? body.output_config : {};
   const format = isRecord(outputConfig.format) ? outputConfig.format : undefined;
   if (format?.type === "json_schema") {
@@ -173,6 +175,22 @@ export function checkAnthropic(
     previous = message;
   }
   return { conversation: { messages, system, tools } };
+}
+
+/** Anthropic's tool choices: auto, any, none, or one tool by a name among the tools sent. */
+function checkAnthropicToolChoice(body: Json): string | undefined {
+  const choice = body.tool_choice;
+  if (choice === undefined) return undefined;
+  if (!isRecord(choice) || !["auto", "any", "tool", "none"].includes(String(choice.type)))
+    return "tool_choice: Input tag does not match any of the expected tags: 'auto', 'any', 'tool', 'none'";
+  const names = (Array.isArray(body.tools) ? body.tools : [])
+    .filter(isRecord)
+    .map((tool) => tool.name);
+  if (choice.type !== "none" && names.length === 0)
+    return "tool_choice: tool_choice may only be specified while providing tools.";
+  if (choice.type === "tool" && !names.includes(choice.name))
+    return `tool_choice: Tool '${String(choice.name)}' not found in tools.`;
+  return undefined;
 }
 
 const anthropicStringFormats = new Set([

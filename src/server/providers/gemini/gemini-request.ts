@@ -10,6 +10,7 @@ import type {
   ChatTool,
   ChatToolChoice,
 } from "../../wire/openai-types.js";
+import { withAllowedToolsOnly } from "../../wire/translate/allowed-tools.js";
 import {
   argumentsToInput,
   asArray,
@@ -44,10 +45,11 @@ export const unsignedCallSignature = "skip_thought_signature_validator";
  * chat body carries only the effort level it maps to).
  */
 export function chatToGemini(
-  chat: ChatCompletionRequest,
+  request: ChatCompletionRequest,
   maxOutput: number,
   anthropicThinking?: unknown,
 ): GenerateContentRequest {
+  const chat = withAllowedToolsOnly(request);
   const system: GeminiPart[] = [];
   const contents: GeminiContent[] = [];
   const callNames = new Map<string, string>();

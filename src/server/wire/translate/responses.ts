@@ -331,6 +331,17 @@ function convertToolChoice(choice: unknown): ChatToolChoice | undefined {
     const name = asString(choice.name);
     if (name) return { type: "function", function: { name } };
   }
+  // Responses lists the allowed tools flat ({type, name}); chat nests each function's name.
+  if (isRecord(choice) && choice.type === "allowed_tools") {
+    const tools = asArray(choice.tools).flatMap((tool) => {
+      const name = isRecord(tool) && tool.type === "function" ? asString(tool.name) : undefined;
+      return name ? [{ type: "function", function: { name } }] : [];
+    });
+    return {
+      type: "allowed_tools",
+      allowed_tools: { mode: choice.mode === "required" ? "required" : "auto", tools },
+    };
+  }
   return undefined;
 }
 
