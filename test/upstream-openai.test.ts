@@ -1204,6 +1204,45 @@ describe("what a chat-completions provider cannot carry", () => {
     expect(line?.toolsOmitted).toEqual(["web_search", "code_interpreter"]);
   });
 
+  it("carries text.verbosity, prompt_cache_key and service_tier to chat under chat's names", async () => {
+    upstream.queue(openaiJson("ok"));
+    await openai.responses.create({
+      model: "gpt-x",
+      input: "Hi",
+      store: false,
+      text: { verbosity: "low" },
+      prompt_cache_key: "tenant-7",
+      prompt_cache_retention: "24h",
+      service_tier: "flex",
+    });
+    expect(upstream.last.body).toMatchObject({
+      verbosity: "low",
+      prompt_cache_key: "tenant-7",
+      prompt_cache_retention: "24h",
+      service_tier: "flex",
+    });
+  });
+
+  it("refuses an input image or file given by file_id, which no chat provider can read, before anything is sent", async () => {
+    const before = upstream.requests.length;
+    for (const part of [
+      { type: "input_image", file_id: "file-abc", detail: "auto" },
+      { type: "input_file", file_id: "file-abc" },
+      { type: "input_file", file_url: "https://example.com/report.pdf" },
+    ]) {
+      const err = await openai.responses
+        .create({
+          model: "gpt-x",
+          store: false,
+          input: [{ role: "user", content: [{ type: "input_text", text: "Look." }, part] }],
+        } as never)
+        .catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(OpenAI.BadRequestError);
+      expect((err as Error).message).toContain(`\`${part.type}\``);
+    }
+    expect(upstream.requests.length).toBe(before);
+  });
+
   it("flattens a Responses namespace tool group into function tools, and names the call's namespace again in the answer, streamed and not", async () => {
     const tools = [
       {
