@@ -212,6 +212,31 @@ describe("GET /v1/responses/{id} with stream=true (the SDK's way to resume a bac
   });
 });
 
+describe("POST /v1/responses/{id}/cancel and /v1/responses/compact", () => {
+  it("cancel names why there is nothing to cancel, and an unknown id is a 404", async () => {
+    const created = await openai.responses.create({
+      model: "mock-gpt",
+      input: "hi",
+      background: true,
+    });
+    expect(created.status).toBe("completed");
+    const err = await openai.responses.cancel(created.id).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((err as Error).message).toContain("nothing to cancel");
+    await expect(openai.responses.cancel("resp_unknown")).rejects.toBeInstanceOf(
+      OpenAI.NotFoundError,
+    );
+  });
+
+  it("compact is a 400 naming what to do instead, not the 404 of an unknown path", async () => {
+    const err = await openai.responses
+      .compact({ model: "mock-gpt", input: "a long conversation" })
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((err as Error).message).toContain("previous_response_id");
+  });
+});
+
 describe("POST /v1/responses with a stored prompt template (`prompt`)", () => {
   it("is a 400 bad_request naming `prompt`, not an answer given without the template", async () => {
     const before = (await quota(gw)).balance_idr;

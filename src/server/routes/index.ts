@@ -149,6 +149,7 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
   const stored = lazyHandlers(async () =>
     (await import("./responses-state.js")).responseHandlers(services),
   );
+  const compact = onFirstRequest(async () => (await import("./responses-state.js")).compactRefused);
   const conversations = lazyHandlers(async () =>
     (await import("./conversations.js")).conversationHandlers(services),
   );
@@ -258,6 +259,8 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
         "use /v1/chat/completions or /v1/responses (stream: true), and /v1/audio for speech.",
       ),
     ),
+    route("POST", "/v1/responses/compact", "key", "chat", compact),
+    route("POST", "/v1/responses/:id/cancel", "key", "chat", stored("cancel")),
     route("GET", "/v1/responses/:id", "key", "chat", stored("retrieve")),
     route("DELETE", "/v1/responses/:id", "key", "chat", stored("remove")),
     route("GET", "/v1/responses/:id/input_items", "key", "chat", stored("inputItems")),
