@@ -149,6 +149,9 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
   const stored = lazyHandlers(async () =>
     (await import("./responses-state.js")).responseHandlers(services),
   );
+  const storedChat = onFirstRequest(
+    async () => (await import("./chat-stored.js")).storedChatRefused,
+  );
   const compact = onFirstRequest(async () => (await import("./responses-state.js")).compactRefused);
   const conversations = lazyHandlers(async () =>
     (await import("./conversations.js")).conversationHandlers(services),
@@ -222,6 +225,11 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
       completionHandler(services, "chat"),
       schema(completionsModule, (m) => m.chatBody),
     ),
+    route("GET", "/v1/chat/completions", "key", "chat", storedChat),
+    route("GET", "/v1/chat/completions/:id", "key", "chat", storedChat),
+    route("POST", "/v1/chat/completions/:id", "key", "chat", storedChat),
+    route("DELETE", "/v1/chat/completions/:id", "key", "chat", storedChat),
+    route("GET", "/v1/chat/completions/:id/messages", "key", "chat", storedChat),
     route(
       "POST",
       "/v1/messages",
