@@ -549,6 +549,27 @@ describe("gemini wire: allowed_tools", () => {
   });
 });
 
+describe("gemini wire: a messages client's top_k", () => {
+  // The newest Anthropic SDK has no sampling fields; older ones and plain HTTP clients send them.
+  it("is Gemini's topK (chat has no field for it)", async () => {
+    upstream.queue(geminiJson("ok"));
+    const res = await post(
+      gw,
+      "/v1/messages",
+      {
+        model: "gemini-flash",
+        max_tokens: 100,
+        top_k: 40,
+        messages: [{ role: "user", content: "Hi" }],
+      },
+      { "x-api-key": KEY, "anthropic-version": "2023-06-01" },
+    );
+    expect(res.status).toBe(200);
+    noRefusals();
+    expect(upstream.last.body.generationConfig).toMatchObject({ topK: 40 });
+  });
+});
+
 describe("gemini wire: thinking asked in each style", () => {
   const thinkingSent = () =>
     (upstream.last.body.generationConfig as { thinkingConfig?: unknown }).thinkingConfig;

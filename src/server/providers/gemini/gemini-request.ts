@@ -294,6 +294,9 @@ function generationConfig(chat: ChatCompletionRequest, maxOutput: number): Gemin
   if (temperature !== undefined) config.temperature = temperature;
   const topP = asNumber(chat.top_p);
   if (topP !== undefined) config.topP = topP;
+  // Not OpenAI's, but OpenAI-compatible servers take it, and a messages client's arrives here.
+  const topK = asNumber(chat.top_k);
+  if (topK !== undefined) config.topK = topK;
   const stop = typeof chat.stop === "string" ? [chat.stop] : asArray(chat.stop);
   const stopSequences = stop.filter((s): s is string => typeof s === "string" && s !== "");
   if (stopSequences.length > 0) config.stopSequences = stopSequences;

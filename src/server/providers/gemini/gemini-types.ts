@@ -37,6 +37,7 @@ export interface GeminiGenerationConfig {
   maxOutputTokens?: number;
   temperature?: number;
   topP?: number;
+  topK?: number;
   stopSequences?: string[];
   candidateCount?: number;
   seed?: number;
