@@ -583,6 +583,10 @@ describe("gemini wire: thinking asked in each style", () => {
       [{ thinking: { type: "disabled" } }, { thinkingBudget: 0 }],
       [{ thinking: { type: "adaptive" } }, { thinkingBudget: -1, includeThoughts: true }],
       [
+        { thinking: { type: "adaptive", display: "omitted" } },
+        { thinkingBudget: -1, includeThoughts: false },
+      ],
+      [
         { thinking: { type: "adaptive" }, output_config: { effort: "low" } },
         { thinkingBudget: 1000, includeThoughts: true },
       ],

@@ -771,6 +771,7 @@ describe("messages client -> openai wire (translation)", () => {
       [{ thinking: { type: "enabled", budget_tokens: 12_000 } }, "high"],
       [{ thinking: { type: "adaptive" }, output_config: { effort: "low" } }, "low"],
       [{ output_config: { effort: "max" } }, "high"],
+      [{ output_config: { effort: "xhigh" } }, "high"],
       [{ thinking: { type: "disabled" } }, undefined],
     ];
     for (const [params, effort] of cases) {

@@ -127,11 +127,14 @@ function thinkingConfig(
   const levelBudget = effort === undefined ? undefined : effortBudgets[effort];
   if (isRecord(anthropic)) {
     if (anthropic.type === "disabled") return { thinkingBudget: 0 };
+    // `display: "omitted"`: the model thinks, the client does not want to read it.
+    const includeThoughts = anthropic.display !== "omitted";
     const budget = asNumber(anthropic.budget_tokens);
     if (anthropic.type === "enabled" && budget !== undefined)
-      return { thinkingBudget: within(budget), includeThoughts: true };
-    if (anthropic.type === "adaptive")
-      return { thinkingBudget: within(levelBudget ?? -1), includeThoughts: true };
+      return { thinkingBudget: within(budget), includeThoughts };
+    // Adaptive (and between-tools) thinking: the model decides, unless an effort level says.
+    if (anthropic.type === "adaptive" || anthropic.type === "between_tools")
+      return { thinkingBudget: within(levelBudget ?? -1), includeThoughts };
   }
   if (levelBudget === undefined) return undefined;
   if (levelBudget === 0) return { thinkingBudget: 0 };

@@ -143,7 +143,8 @@ export function messagesRequestToChat(
 /**
  * A messages request's thinking as chat's `reasoning_effort`, as LiteLLM maps it: a budget by
  * LiteLLM's thresholds (10000 tokens and more high, 5000 medium, 2000 low, less minimal);
- * adaptive thinking, or `output_config.effort` alone, by that effort (`max` is chat's `high`).
+ * adaptive thinking, or `output_config.effort` alone, by that effort (`xhigh` and `max` are
+ * chat's `high`).
  * Thinking turned off sends nothing: without the field a chat model thinks as little as it does
  * by default, and not every chat model knows `none`.
  */
@@ -157,7 +158,8 @@ export function reasoningEffortOf(req: MessagesRequest): string | undefined {
     return budget >= 2_000 ? "low" : "minimal";
   }
   const effort = isRecord(req.output_config) ? asString(req.output_config.effort) : undefined;
-  if (effort === "max") return "high";
+  // Not every chat model knows `xhigh`; all reasoning models know `high`.
+  if (effort === "xhigh" || effort === "max") return "high";
   return effort === "low" || effort === "medium" || effort === "high" ? effort : undefined;
 }
 
