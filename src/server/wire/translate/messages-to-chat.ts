@@ -148,7 +148,7 @@ export function messagesRequestToChat(
  * Thinking turned off sends nothing: without the field a chat model thinks as little as it does
  * by default, and not every chat model knows `none`.
  */
-export function reasoningEffortOf(req: MessagesRequest): string | undefined {
+function reasoningEffortOf(req: MessagesRequest): string | undefined {
   const thinking = isRecord(req.thinking) ? req.thinking : undefined;
   if (thinking?.type === "disabled") return undefined;
   if (thinking?.type === "enabled") {
