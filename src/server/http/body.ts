@@ -106,7 +106,7 @@ type Issue = z.core.$ZodIssue;
  * A schema's first complaint as one line naming the field: a missing field is `required`, and a
  * field of several allowed shapes says which (zod's own words for both are "Invalid input").
  */
-export function invalidBodyMessage(issue: Issue, body: unknown): string {
+function invalidBodyMessage(issue: Issue, body: unknown): string {
   let { path } = issue;
   let message = issue.message;
   if (valueAt(body, path) === undefined) message = "required.";
