@@ -8,7 +8,7 @@ import { clientGone } from "../http/client-signal.js";
 import type { AppEnv, Handler } from "../http/context.js";
 import { requestHeader } from "../http/request.js";
 import type { Attempt, CountTokensRequest } from "../providers/provider.js";
-import { providerOf } from "../providers/registry.js";
+import { providerOf, servesNatively } from "../providers/registry.js";
 import type { CompletionRequest } from "../wire/completion-types.js";
 import type { ChatCompletionRequest } from "../wire/openai-types.js";
 import { toChatRequest, toMessagesRequest } from "../wire/to-provider.js";
@@ -51,7 +51,8 @@ const countedFields = ["model", "messages", "system", "tools", "tool_choice", "t
  * POST /v1/responses/input_tokens (the openai SDK's `responses.inputTokens.count`): the
  * Responses body translated as `/v1/responses` translates it, its `previous_response_id` or
  * `conversation` replayed before its input, then counted as count_tokens counts: exactly by a
- * provider that counts, else the gateway's estimate. Not billed, nothing stored.
+ * provider that counts (a `responses_native` one gets the body /v1/responses would send it), else
+ * the gateway's estimate. Not billed, nothing stored.
  */
 export function responsesInputTokensHandler(services: CountServices): Handler {
   return async (c) => {
@@ -67,6 +68,12 @@ export function responsesInputTokensHandler(services: CountServices): Handler {
       body,
     );
     const count = await countOnTarget(c, services, body.model, (attempt, signal) => {
+      const provider = providerOf(attempt.provider);
+      // A provider that speaks the Responses API counts the body as /v1/responses would send it.
+      if (provider.countResponsesTokens && servesNatively(attempt.provider, "responses")) {
+        const native = turn ? turn.turn.nativeBody(attempt.provider.id) : body;
+        return provider.countResponsesTokens(services, attempt, { body: native, signal });
+      }
       const req: CompletionRequest = {
         style: "responses",
         body: turn?.body ?? body,
@@ -75,7 +82,7 @@ export function responsesInputTokensHandler(services: CountServices): Handler {
         signal,
       };
       const rewrite = { omittedTools: [] };
-      const counter = providerOf(attempt.provider).countTokens;
+      const counter = provider.countTokens;
       if (!counter) return estimatedChatTokens(toChatRequest(req, attempt, rewrite));
       const messages = toMessagesRequest(req, attempt, rewrite) as Record<string, unknown>;
       // Nothing to send a counter: instructions alone (it wants at least one message).
