@@ -539,11 +539,13 @@ describe("the completion routes, served outside the router", () => {
     const res = await post(gw, "/v1/chat/completions?api-version=2024-10-21", chat());
     expect(res.status).toBe(200);
     expect(((await res.json()) as { object: string }).object).toBe("chat.completion");
-    const get = await fetch(`${gw.url}/v1/chat/completions`, {
+    // (GET is the stored completions list, refused on its own: see below.)
+    const put = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: "PUT",
       headers: { authorization: `Bearer ${KEY}` },
     });
-    expect(get.status).toBe(404);
-    expect(((await get.json()) as { error: { code: string } }).error.code).toBe("not_found");
+    expect(put.status).toBe(404);
+    expect(((await put.json()) as { error: { code: string } }).error.code).toBe("not_found");
   });
 
   it("reads bodies sent in the same packet as their headers, request after request on one connection", async () => {
@@ -772,5 +774,28 @@ describe("GET /openapi.json", () => {
       { name: "id", in: "path", required: true, schema: { type: "string" } },
     ]);
     expect(Object.keys(doc.paths).some((p) => p.startsWith("/dashboard"))).toBe(false);
+  });
+});
+
+describe("the stored chat completions API", () => {
+  it("says chat completions are not kept and names /v1/responses, for each of its calls", async () => {
+    await openai.chat.completions.create({
+      model: "mock-gpt",
+      store: true,
+      messages: [{ role: "user", content: "keep this" }],
+    });
+    const calls: [string, () => Promise<unknown>][] = [
+      ["list", () => openai.chat.completions.list()],
+      ["retrieve", () => openai.chat.completions.retrieve("chatcmpl-abc")],
+      ["update", () => openai.chat.completions.update("chatcmpl-abc", { metadata: { a: "b" } })],
+      ["delete", () => openai.chat.completions.delete("chatcmpl-abc")],
+      ["messages", () => openai.chat.completions.messages.list("chatcmpl-abc")],
+    ];
+    for (const [name, call] of calls) {
+      const err = await call().catch((e: unknown) => e);
+      expect(err, name).toBeInstanceOf(OpenAI.BadRequestError);
+      expect((err as InstanceType<typeof OpenAI.BadRequestError>).code, name).toBe("bad_request");
+      expect((err as Error).message, name).toContain("/v1/responses");
+    }
   });
 });

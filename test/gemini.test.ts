@@ -518,6 +518,122 @@ describe("gemini wire: messages (Anthropic SDK) and responses", () => {
   });
 });
 
+describe("gemini wire: allowed_tools", () => {
+  it("declares only the allowed functions, its mode as AUTO or ANY", async () => {
+    const tool = (name: string): OpenAI.ChatCompletionTool => ({
+      type: "function",
+      function: { name, parameters: { type: "object", properties: {} } },
+    });
+    for (const [mode, expected] of [
+      ["auto", "AUTO"],
+      ["required", "ANY"],
+    ] as const) {
+      upstream.queue(geminiJson("ok"));
+      await openai.chat.completions.create({
+        model: "gemini-flash",
+        messages: [{ role: "user", content: "Which tool?" }],
+        tools: [tool("a"), tool("b"), tool("c")],
+        tool_choice: {
+          type: "allowed_tools",
+          allowed_tools: { mode, tools: [{ type: "function", function: { name: "b" } }] },
+        },
+      });
+      noRefusals();
+      const body = upstream.last.body as {
+        tools: { functionDeclarations: { name: string }[] }[];
+        toolConfig: { functionCallingConfig: { mode: string } };
+      };
+      expect(body.tools[0].functionDeclarations.map((d) => d.name)).toEqual(["b"]);
+      expect(body.toolConfig.functionCallingConfig.mode).toBe(expected);
+    }
+  });
+});
+
+describe("gemini wire: a messages client's top_k", () => {
+  // The newest Anthropic SDK has no sampling fields; older ones and plain HTTP clients send them.
+  it("is Gemini's topK (chat has no field for it)", async () => {
+    upstream.queue(geminiJson("ok"));
+    const res = await post(
+      gw,
+      "/v1/messages",
+      {
+        model: "gemini-flash",
+        max_tokens: 100,
+        top_k: 40,
+        messages: [{ role: "user", content: "Hi" }],
+      },
+      { "x-api-key": KEY, "anthropic-version": "2023-06-01" },
+    );
+    expect(res.status).toBe(200);
+    noRefusals();
+    expect(upstream.last.body.generationConfig).toMatchObject({ topK: 40 });
+  });
+});
+
+describe("gemini wire: thinking asked in each style", () => {
+  const thinkingSent = () =>
+    (upstream.last.body.generationConfig as { thinkingConfig?: unknown }).thinkingConfig;
+
+  it("takes a messages client's thinking budget as it is, off as 0, adaptive as dynamic", async () => {
+    const cases: [Partial<Anthropic.MessageCreateParamsNonStreaming>, unknown][] = [
+      [
+        { thinking: { type: "enabled", budget_tokens: 600 } },
+        { thinkingBudget: 600, includeThoughts: true },
+      ],
+      [{ thinking: { type: "disabled" } }, { thinkingBudget: 0 }],
+      [{ thinking: { type: "adaptive" } }, { thinkingBudget: -1, includeThoughts: true }],
+      [
+        { thinking: { type: "adaptive", display: "omitted" } },
+        { thinkingBudget: -1, includeThoughts: false },
+      ],
+      [
+        { thinking: { type: "adaptive" }, output_config: { effort: "low" } },
+        { thinkingBudget: 1000, includeThoughts: true },
+      ],
+      [{}, undefined],
+    ];
+    for (const [params, expected] of cases) {
+      upstream.queue(geminiJson("ok", { thought: "Hmm." }));
+      const message = await anthropic.messages.create({
+        model: "gemini-flash",
+        max_tokens: 1000,
+        messages: [{ role: "user", content: "Think." }],
+        ...params,
+      });
+      noRefusals();
+      expect(thinkingSent()).toEqual(expected);
+      expect(message.content.at(-1)).toMatchObject({ type: "text", text: "ok" });
+    }
+  });
+
+  it("takes chat's reasoning_effort and the Responses reasoning.effort by LiteLLM's budgets", async () => {
+    upstream.queue(geminiJson("ok"));
+    await openai.chat.completions.create({
+      model: "gemini-flash",
+      reasoning_effort: "medium",
+      messages: [{ role: "user", content: "Think." }],
+    });
+    noRefusals();
+    expect(thinkingSent()).toEqual({ thinkingBudget: 1000, includeThoughts: true });
+    upstream.queue(geminiJson("ok"));
+    await openai.chat.completions.create({
+      model: "gemini-flash",
+      reasoning_effort: "none",
+      messages: [{ role: "user", content: "Think." }],
+    });
+    expect(thinkingSent()).toEqual({ thinkingBudget: 0 });
+    upstream.queue(geminiJson("ok"));
+    await openai.responses.create({
+      model: "gemini-flash",
+      input: "Think.",
+      reasoning: { effort: "minimal" },
+      store: false,
+    });
+    noRefusals();
+    expect(thinkingSent()).toEqual({ thinkingBudget: 128, includeThoughts: true });
+  });
+});
+
 describe("gemini wire: count_tokens and embeddings", () => {
   it("counts tokens with Gemini's countTokens, system and tools included", async () => {
     upstream.queue({ kind: "json", body: { totalTokens: 1234 } });
@@ -528,6 +644,25 @@ describe("gemini wire: count_tokens and embeddings", () => {
     });
     noRefusals();
     expect(count.input_tokens).toBe(1234);
+    expect(upstream.last.path).toBe("/v1beta/models/gemini-2.5-flash:countTokens");
+    expect(upstream.last.body).toEqual({
+      generateContentRequest: {
+        model: "models/gemini-2.5-flash",
+        contents: [{ role: "user", parts: [{ text: "How many tokens is this?" }] }],
+        systemInstruction: { parts: [{ text: "Be brief." }] },
+      },
+    });
+  });
+
+  it("counts a Responses input with countTokens (responses.inputTokens.count)", async () => {
+    upstream.queue({ kind: "json", body: { totalTokens: 321 } });
+    const count = await openai.responses.inputTokens.count({
+      model: "gemini-flash",
+      instructions: "Be brief.",
+      input: "How many tokens is this?",
+    });
+    noRefusals();
+    expect(count).toEqual({ object: "response.input_tokens", input_tokens: 321 });
     expect(upstream.last.path).toBe("/v1beta/models/gemini-2.5-flash:countTokens");
     expect(upstream.last.body).toEqual({
       generateContentRequest: {

@@ -20,6 +20,18 @@ import {
 const EMBED_PRICE = 300;
 const EDIT_PRICE = 700;
 
+const countTokensFields = new Set([
+  "model",
+  "messages",
+  "system",
+  "tools",
+  "tool_choice",
+  "thinking",
+  "mcp_servers",
+  "output_config",
+  "context_management",
+]);
+
 let gw: TestGateway;
 let media: FakeOpenAIMedia;
 let claude: FakeUpstream;
@@ -28,10 +40,14 @@ let anthropic: Anthropic;
 
 beforeAll(async () => {
   media = await startFakeOpenAIMedia();
-  // Validates a count_tokens body the way the real API does: no max_tokens, messages required.
+  // Validates a count_tokens body the way the real API does: messages required, and no field
+  // count_tokens does not take (max_tokens, stream, sampling: "Extra inputs are not permitted").
   claude = await fakeUpstream("anthropic", (req) => {
     if (req.path !== "/v1/messages/count_tokens") return { kind: "json", status: 404, body: {} };
-    const ok = Array.isArray(req.body.messages) && !("max_tokens" in req.body);
+    const ok =
+      Array.isArray(req.body.messages) &&
+      req.body.messages.length > 0 &&
+      Object.keys(req.body).every((field) => countTokensFields.has(field));
     return ok
       ? { kind: "json", body: { input_tokens: 1234 } }
       : {
@@ -342,6 +358,80 @@ describe("POST /v1/messages/count_tokens", () => {
       status: 429,
       error: { error: { type: "rate_limit_error" } },
     });
+  });
+});
+
+describe("POST /v1/responses/input_tokens", () => {
+  it("estimates for a non-anthropic backend with the SDK's shape, without billing", async () => {
+    const before = balanceMicro();
+    const count = await openai.responses.inputTokens.count({
+      model: "mock-gpt",
+      instructions: "Be brief.",
+      input: "How many tokens is this sentence?",
+    });
+    expect(count.object).toBe("response.input_tokens");
+    expect(count.input_tokens).toBeGreaterThan(5);
+    const longer = await openai.responses.inputTokens.count({
+      model: "mock-gpt",
+      input: [{ role: "user", content: "How many tokens is this sentence? ".repeat(20) }],
+    });
+    expect(longer.input_tokens).toBeGreaterThan(count.input_tokens * 5);
+    expect(balanceMicro()).toBe(before);
+  });
+
+  it("counts the turns a previous_response_id names before the new input", async () => {
+    const first = await openai.responses.create({
+      model: "mock-gpt",
+      input: "Remember this long first turn about tokens. ".repeat(30),
+    });
+    const alone = await openai.responses.inputTokens.count({ model: "mock-gpt", input: "And?" });
+    const chained = await openai.responses.inputTokens.count({
+      model: "mock-gpt",
+      previous_response_id: first.id,
+      input: "And?",
+    });
+    expect(chained.input_tokens).toBeGreaterThan(alone.input_tokens + 200);
+  });
+
+  it("asks an anthropic-wire provider for the exact count, the Responses input as Messages", async () => {
+    const count = await openai.responses.inputTokens.count({
+      model: "claude-chat",
+      instructions: "Be brief.",
+      input: [{ role: "user", content: "How many tokens is this sentence?" }],
+      tools: [
+        {
+          type: "function",
+          name: "lookup",
+          parameters: { type: "object", properties: {} },
+          strict: false,
+        },
+      ],
+    });
+    expect(count).toEqual({ object: "response.input_tokens", input_tokens: 1234 });
+    expect(claude.last.path).toBe("/v1/messages/count_tokens");
+    expect(claude.last.body).toMatchObject({
+      model: "claude-upstream",
+      system: "Be brief.",
+      messages: [
+        { role: "user", content: [{ type: "text", text: "How many tokens is this sentence?" }] },
+      ],
+      tools: [{ name: "lookup" }],
+    });
+  });
+
+  it("answers in the chat-completions style: a missing model named, an unknown model", async () => {
+    const bad = await post(gw, "/v1/responses/input_tokens", { input: "hi" });
+    expect(await errorOf(bad)).toMatchObject({ status: 400, code: "bad_request" });
+    await expect(
+      openai.responses.inputTokens.count({ model: "no-such-model", input: "hi" }),
+    ).rejects.toMatchObject({ status: 400, code: "model_not_found" });
+    await expect(
+      openai.responses.inputTokens.count({
+        model: "mock-gpt",
+        previous_response_id: "resp_unknown",
+        input: "hi",
+      }),
+    ).rejects.toMatchObject({ status: 400, code: "bad_request" });
   });
 });
 

@@ -272,3 +272,30 @@ describe("a stored prompt template (`prompt`) on /v1/responses", () => {
     expect(upstream.requests).toHaveLength(0);
   });
 });
+
+describe("POST /v1/responses/input_tokens to a provider with a native Responses API", () => {
+  it("asks the provider's own count, with the body as /v1/responses would send it", async () => {
+    upstream.reset(() => ({ kind: "json", body: response("A long answer to remember.") }));
+    const first = await openai.responses.create({ model: "native-model", input: "Remember me." });
+    const alone = await openai.responses.inputTokens.count({
+      model: "native-model",
+      input: "And?",
+    });
+    expect(upstream.last.path).toBe("/v1/responses/input_tokens");
+    expect(upstream.last.body).toEqual({ model: "up-model", input: "And?" });
+    const chained = await openai.responses.inputTokens.count({
+      model: "native-model",
+      previous_response_id: first.id,
+      input: "And?",
+    });
+    expect(upstream.refused).toEqual([]);
+    // The provider holds the chain under its own id: the body goes as the client wrote it.
+    expect(upstream.last.body).toEqual({
+      model: "up-model",
+      previous_response_id: first.id,
+      input: "And?",
+    });
+    expect(chained.object).toBe("response.input_tokens");
+    expect(chained.input_tokens).toBeGreaterThan(alone.input_tokens);
+  });
+});

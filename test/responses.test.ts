@@ -96,6 +96,28 @@ describe("POST /v1/responses on a chat-wire provider", () => {
       await errorOf(await post(gw, "/v1/responses", { model: "nope", input: "x" })),
     ).toMatchObject({ status: 400, code: "model_not_found" });
   });
+
+  it("names what a body lacks or what shape a field should have, not zod's 'Invalid input'", async () => {
+    const missing = await openai.responses
+      .create({ model: "mock-gpt" } as OpenAI.Responses.ResponseCreateParamsNonStreaming)
+      .catch((e: unknown) => e);
+    expect(missing).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((missing as Error).message).toContain("Invalid request: input: required.");
+    const wrong = await errorOf(await post(gw, "/v1/responses", { model: "mock-gpt", input: 3 }));
+    expect(wrong).toMatchObject({
+      status: 400,
+      code: "bad_request",
+      message: "Invalid request: input: expected string or array, received number.",
+    });
+    const item = await errorOf(
+      await post(gw, "/v1/responses", { model: "mock-gpt", input: ["not an item"] }),
+    );
+    expect(item.message).toBe(
+      "Invalid request: input.0: Invalid input: expected object, received string",
+    );
+    const chat = await errorOf(await post(gw, "/v1/chat/completions", { model: "mock-gpt" }));
+    expect(chat.message).toBe("Invalid request: messages: required.");
+  });
 });
 
 describe("Responses API state: its lifetime and its refusals over HTTP", () => {
@@ -187,6 +209,31 @@ describe("GET /v1/responses/{id} with stream=true (the SDK's way to resume a bac
     expect(apiError.message).toContain("`stream`");
     // Without `stream` the same response is still there to read whole.
     expect((await openai.responses.retrieve(created.id)).output_text).toBe(created.output_text);
+  });
+});
+
+describe("POST /v1/responses/{id}/cancel and /v1/responses/compact", () => {
+  it("cancel names why there is nothing to cancel, and an unknown id is a 404", async () => {
+    const created = await openai.responses.create({
+      model: "mock-gpt",
+      input: "hi",
+      background: true,
+    });
+    expect(created.status).toBe("completed");
+    const err = await openai.responses.cancel(created.id).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((err as Error).message).toContain("nothing to cancel");
+    await expect(openai.responses.cancel("resp_unknown")).rejects.toBeInstanceOf(
+      OpenAI.NotFoundError,
+    );
+  });
+
+  it("compact is a 400 naming what to do instead, not the 404 of an unknown path", async () => {
+    const err = await openai.responses
+      .compact({ model: "mock-gpt", input: "a long conversation" })
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((err as Error).message).toContain("previous_response_id");
   });
 });
 

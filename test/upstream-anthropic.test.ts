@@ -416,6 +416,60 @@ describe("chat client -> anthropic wire (translation)", () => {
     },
   };
 
+  it("sends only the tools an allowed_tools choice allows, its mode as auto or any (chat and Responses)", async () => {
+    const named = (name: string): OpenAI.ChatCompletionTool => ({
+      type: "function",
+      function: { name, parameters: { type: "object", properties: {} } },
+    });
+    for (const mode of ["auto", "required"] as const) {
+      upstream.queue(anthropicJson("ok"));
+      await openai.chat.completions.create({
+        model: "claude-x",
+        max_tokens: 100,
+        messages: [{ role: "user", content: "Which tool?" }],
+        tools: [weatherTool, named("book_flight"), named("delete_account")],
+        tool_choice: {
+          type: "allowed_tools",
+          allowed_tools: {
+            mode,
+            tools: [
+              { type: "function", function: { name: "get_weather" } },
+              { type: "function", function: { name: "book_flight" } },
+            ],
+          },
+        },
+      });
+      expect(upstream.refused).toEqual([]);
+      expect((upstream.last.body.tools as { name: string }[]).map((t) => t.name)).toEqual([
+        "get_weather",
+        "book_flight",
+      ]);
+      expect(upstream.last.body.tool_choice).toEqual({ type: mode === "auto" ? "auto" : "any" });
+    }
+    upstream.queue(anthropicJson("ok"));
+    await openai.responses.create({
+      model: "claude-x",
+      input: "Which tool?",
+      store: false,
+      tools: ["get_weather", "book_flight"].map((name) => ({
+        type: "function" as const,
+        name,
+        parameters: { type: "object", properties: {} },
+        strict: false,
+      })),
+      tool_choice: {
+        type: "allowed_tools",
+        mode: "required",
+        tools: [{ type: "function", name: "book_flight" }],
+      },
+    });
+    expect(upstream.refused).toEqual([]);
+    expect((upstream.last.body.tools as { name: string }[]).map((t) => t.name)).toEqual([
+      "book_flight",
+    ]);
+    expect(upstream.last.body.tool_choice).toEqual({ type: "any" });
+  });
+
   it("translates system, multi-turn, data-URL images and tools into messages, and tool_use back", async () => {
     upstream.queue(
       anthropicJson("Checking.", {

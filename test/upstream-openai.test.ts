@@ -763,6 +763,30 @@ describe("messages client -> openai wire (translation)", () => {
     }
   });
 
+  it("sends thinking and output_config.effort as reasoning_effort, by LiteLLM's budget thresholds", async () => {
+    const cases: [Partial<Anthropic.MessageCreateParamsNonStreaming>, string | undefined][] = [
+      [{ thinking: { type: "enabled", budget_tokens: 1024 } }, "minimal"],
+      [{ thinking: { type: "enabled", budget_tokens: 2048 } }, "low"],
+      [{ thinking: { type: "enabled", budget_tokens: 6000 } }, "medium"],
+      [{ thinking: { type: "enabled", budget_tokens: 12_000 } }, "high"],
+      [{ thinking: { type: "adaptive" }, output_config: { effort: "low" } }, "low"],
+      [{ output_config: { effort: "max" } }, "high"],
+      [{ output_config: { effort: "xhigh" } }, "high"],
+      [{ thinking: { type: "disabled" } }, undefined],
+    ];
+    for (const [params, effort] of cases) {
+      upstream.queue(openaiJson("ok"));
+      await anthropic.messages.create({
+        model: "gpt-x",
+        max_tokens: 16_000,
+        messages: [{ role: "user", content: "Think about it." }],
+        ...params,
+      });
+      expect(upstream.refused).toEqual([]);
+      expect(upstream.last.body.reasoning_effort).toBe(effort);
+    }
+  });
+
   it("translates system, multi-turn, images and tools into chat completions, and a tool call back", async () => {
     upstream.queue(
       openaiJson("Let me check.", {
@@ -1179,6 +1203,45 @@ describe("what a chat-completions provider cannot carry", () => {
     ]);
     const line = finished.find((r) => r.path === "/v1/responses");
     expect(line?.toolsOmitted).toEqual(["web_search", "code_interpreter"]);
+  });
+
+  it("carries text.verbosity, prompt_cache_key and service_tier to chat under chat's names", async () => {
+    upstream.queue(openaiJson("ok"));
+    await openai.responses.create({
+      model: "gpt-x",
+      input: "Hi",
+      store: false,
+      text: { verbosity: "low" },
+      prompt_cache_key: "tenant-7",
+      prompt_cache_retention: "24h",
+      service_tier: "flex",
+    });
+    expect(upstream.last.body).toMatchObject({
+      verbosity: "low",
+      prompt_cache_key: "tenant-7",
+      prompt_cache_retention: "24h",
+      service_tier: "flex",
+    });
+  });
+
+  it("refuses an input image or file given by file_id, which no chat provider can read, before anything is sent", async () => {
+    const before = upstream.requests.length;
+    for (const part of [
+      { type: "input_image", file_id: "file-abc", detail: "auto" },
+      { type: "input_file", file_id: "file-abc" },
+      { type: "input_file", file_url: "https://example.com/report.pdf" },
+    ]) {
+      const err = await openai.responses
+        .create({
+          model: "gpt-x",
+          store: false,
+          input: [{ role: "user", content: [{ type: "input_text", text: "Look." }, part] }],
+        } as never)
+        .catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(OpenAI.BadRequestError);
+      expect((err as Error).message).toContain(`\`${part.type}\``);
+    }
+    expect(upstream.requests.length).toBe(before);
   });
 
   it("flattens a Responses namespace tool group into function tools, and names the call's namespace again in the answer, streamed and not", async () => {

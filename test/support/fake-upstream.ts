@@ -209,7 +209,10 @@ export class FakeUpstream {
       const refusal = checkGemini(req, this.rules as GeminiRules);
       return refusal ? { refusal } : undefined;
     }
-    if (this.wire === "openai" && req.path.endsWith("/responses"))
+    if (
+      this.wire === "openai" &&
+      (req.path.endsWith("/responses") || req.path.endsWith("/responses/input_tokens"))
+    )
       return checkResponses(req.body, this.responses);
     if (this.wire === "anthropic" && req.path.endsWith("/messages"))
       return checkAnthropic(req.body, req.headers, this.rules, this.threads);
@@ -272,6 +275,17 @@ export class FakeUpstream {
       return;
     }
     if (checked && "items" in checked) req.items = checked.items;
+    // OpenAI's count of a Responses input: the chain it holds and the new input, a token for
+    // every four characters of their text here.
+    if (checked && "items" in checked && req.path.endsWith("/responses/input_tokens")) {
+      const chars =
+        JSON.stringify(checked.items).length + String(req.body.instructions ?? "").length;
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(
+        JSON.stringify({ object: "response.input_tokens", input_tokens: Math.ceil(chars / 4) }),
+      );
+      return;
+    }
     let reply = this.queued.shift() ?? (await this.handler(req));
     if (checked && "conversation" in checked && req.body.thread)
       reply = this.holdThread(reply, checked.conversation);

@@ -515,6 +515,8 @@ function checkGenerationConfig(
   const n = config.candidateCount;
   if (n !== undefined && (!Number.isInteger(n) || (n as number) < 1 || (n as number) > 8))
     return invalid("candidateCount must be between 1 and 8.");
+  const thinking = checkThinkingConfig(config.thinkingConfig);
+  if (thinking) return thinking;
   if (config.responseJsonSchema !== undefined) {
     if (config.responseSchema !== undefined)
       return invalid("response_schema and response_json_schema cannot both be set.");
@@ -524,6 +526,33 @@ function checkGenerationConfig(
   }
   if (config.responseSchema !== undefined)
     return checkOpenApiSchema(config.responseSchema, "generation_config.response_schema");
+  return undefined;
+}
+
+const thinkingConfigFields = new Set(["thinkingBudget", "includeThoughts", "thinkingLevel"]);
+
+/**
+ * Gemini's thinking settings: a budget of -1 (the model decides) or 0 to 32768 (Gemini 2.5 Pro's
+ * top; Flash's is 24576), or a level (Gemini 3), not both.
+ */
+function checkThinkingConfig(config: unknown): Refusal | undefined {
+  if (config === undefined) return undefined;
+  if (!isRecord(config)) return invalid("* generation_config.thinking_config: must be an object.");
+  for (const key of Object.keys(config))
+    if (!thinkingConfigFields.has(key))
+      return unknownName(key, "generation_config.thinking_config");
+  const budget = config.thinkingBudget;
+  if (
+    budget !== undefined &&
+    (!Number.isInteger(budget) || (budget as number) < -1 || (budget as number) > 32_768)
+  )
+    return invalid(
+      `The thinking budget ${String(budget)} is invalid. Please choose a value between -1 and 32768.`,
+    );
+  if (config.includeThoughts !== undefined && typeof config.includeThoughts !== "boolean")
+    return invalid("* generation_config.thinking_config.include_thoughts: must be a boolean.");
+  if (budget !== undefined && config.thinkingLevel !== undefined)
+    return invalid("thinking_budget and thinking_level are not supported together.");
   return undefined;
 }
 

@@ -79,6 +79,8 @@ export function checkAnthropic(
   }
   if (!Array.isArray(body.messages))
     return { refusal: anthropicRefusal("messages: Field required") };
+  const choiceRefused = checkAnthropicToolChoice(body);
+  if (choiceRefused) return { refusal: anthropicRefusal(choiceRefused) };
   const outputConfig = isRecord(body.output_config) ? body.output_config : {};
   const format = isRecord(outputConfig.format) ? outputConfig.format : undefined;
   if (format?.type === "json_schema") {
@@ -175,6 +177,22 @@ export function checkAnthropic(
   return { conversation: { messages, system, tools } };
 }
 
+/** Anthropic's tool choices: auto, any, none, or one tool by a name among the tools sent. */
+function checkAnthropicToolChoice(body: Json): string | undefined {
+  const choice = body.tool_choice;
+  if (choice === undefined) return undefined;
+  if (!isRecord(choice) || !["auto", "any", "tool", "none"].includes(String(choice.type)))
+    return "tool_choice: Input tag does not match any of the expected tags: 'auto', 'any', 'tool', 'none'";
+  const names = (Array.isArray(body.tools) ? body.tools : [])
+    .filter(isRecord)
+    .map((tool) => tool.name);
+  if (choice.type !== "none" && names.length === 0)
+    return "tool_choice: tool_choice may only be specified while providing tools.";
+  if (choice.type === "tool" && !names.includes(choice.name))
+    return `tool_choice: Tool '${String(choice.name)}' not found in tools.`;
+  return undefined;
+}
+
 const anthropicStringFormats = new Set([
   "date-time",
   "time",
@@ -242,7 +260,25 @@ const openaiRefusal = (message: string, param: string | null, code: string | nul
 
 const chatRoles = new Set(["system", "developer", "user", "assistant", "tool", "function"]);
 
+/** `reasoning_effort`'s values across OpenAI's reasoning models. */
+const reasoningEfforts = ["none", "minimal", "low", "medium", "high", "xhigh"];
+
+/** Anthropic's fields, which Chat Completions does not take. */
+const anthropicOnlyFields = ["thinking", "output_config"];
+
 export function checkChat(body: Json, rules: WireRules): Refusal | undefined {
+  for (const field of anthropicOnlyFields) {
+    if (field in body)
+      return openaiRefusal(`Unrecognized request argument supplied: ${field}`, null, null);
+  }
+  const effort = body.reasoning_effort;
+  if (effort !== undefined && effort !== null && !reasoningEfforts.includes(String(effort))) {
+    return openaiRefusal(
+      `Invalid value: '${String(effort)}'. Supported values are: ${reasoningEfforts.map((e) => `'${e}'`).join(", ")}.`,
+      "reasoning_effort",
+      "invalid_value",
+    );
+  }
   for (const field of ["max_tokens", "max_completion_tokens"]) {
     const value = body[field];
     if (typeof value === "number" && value > rules.maxOutputTokens) {

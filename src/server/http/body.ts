@@ -96,12 +96,48 @@ function parseJsonBody<T extends z.ZodType>(
     throw badRequest("Request body must be a JSON object.");
   }
   const parsed = schema.safeParse(raw);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    const path = issue.path.length ? issue.path.join(".") : "body";
-    throw badRequest(`Invalid request: ${path}: ${issue.message}`);
-  }
+  if (!parsed.success) throw badRequest(invalidBodyMessage(parsed.error.issues[0], raw));
   return { data: parsed.data, bytes: Buffer.byteLength(text) };
+}
+
+type Issue = z.core.$ZodIssue;
+
+/**
+ * A schema's first complaint as one line naming the field: a missing field is `required`, and a
+ * field of several allowed shapes says which (zod's own words for both are "Invalid input").
+ */
+function invalidBodyMessage(issue: Issue, body: unknown): string {
+  let { path } = issue;
+  let message = issue.message;
+  if (valueAt(body, path) === undefined) message = "required.";
+  else if (issue.code === "invalid_union") {
+    const firsts = issue.errors.map((branch) => branch[0]).filter((i) => i !== undefined);
+    // A branch that failed inside the value (an array's item) says more than the shapes it is not.
+    const deepest = firsts.reduce<Issue | undefined>(
+      (best, i) => (i.path.length > (best?.path.length ?? 0) ? i : best),
+      undefined,
+    );
+    if (deepest) return invalidBodyMessage({ ...deepest, path: [...path, ...deepest.path] }, body);
+    const expected = firsts.flatMap((i) => (i.code === "invalid_type" ? [i.expected] : []));
+    if (expected.length > 0)
+      message = `expected ${[...new Set(expected)].join(" or ")}, received ${typeName(valueAt(body, path))}.`;
+  }
+  path = path.length ? path : ["body"];
+  return `Invalid request: ${path.join(".")}: ${message}`;
+}
+
+function valueAt(body: unknown, path: readonly PropertyKey[]): unknown {
+  let value = body;
+  for (const key of path) {
+    if (typeof value !== "object" || value === null) return undefined;
+    value = (value as Record<PropertyKey, unknown>)[key];
+  }
+  return value;
+}
+
+function typeName(value: unknown): string {
+  if (value === null) return "null";
+  return Array.isArray(value) ? "array" : typeof value;
 }
 
 /** A multipart/form-data body; `what` tells the client what to send when it is not one. */

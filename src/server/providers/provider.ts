@@ -40,6 +40,12 @@ export interface CountTokensRequest {
   signal: GoneSignal;
 }
 
+/** A Responses `input_tokens` body for the provider (model still the client's). */
+export interface CountResponsesTokensRequest {
+  body: Record<string, unknown>;
+  signal: GoneSignal;
+}
+
 /** An embeddings request in OpenAI's shape, validated by the route. */
 export interface EmbedRequest {
   body: Record<string, unknown> & {
@@ -193,6 +199,15 @@ export interface Provider {
   ): Promise<CompletionResult>;
   /** The provider's own count of input tokens; absent, the gateway estimates. */
   countTokens?(ctx: ProviderContext, attempt: Attempt, req: CountTokensRequest): Promise<number>;
+  /**
+   * The count of a Responses body by a provider that speaks the Responses API (its
+   * `/responses/input_tokens`), used where `servesNatively(responses)`.
+   */
+  countResponsesTokens?(
+    ctx: ProviderContext,
+    attempt: Attempt,
+    req: CountResponsesTokensRequest,
+  ): Promise<number>;
   embed?(ctx: ProviderContext, attempt: Attempt, req: EmbedRequest): Promise<Embeddings>;
   image?(ctx: ProviderContext, attempt: Attempt, req: ImageRequest): Promise<UpstreamImages>;
   imageEdit?(

@@ -14,6 +14,7 @@ import type { MetricsAccess } from "../observe/metrics-access.js";
 import { completionHandler } from "./completions.js";
 import { healthHandlers, metricsHandler } from "./health.js";
 import { modelHandler, modelsHandler } from "./models.js";
+import { websocketModeRefused } from "./websockets.js";
 
 /**
  * Every route the gateway serves, one row each: method, path, who may call it (`Access` in
@@ -128,6 +129,9 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
   const countTokens = onFirstRequest(async () =>
     (await import("./count-tokens.js")).countTokensHandler(services),
   );
+  const inputTokens = onFirstRequest(async () =>
+    (await import("./count-tokens.js")).responsesInputTokensHandler(services),
+  );
   const embeddings = onFirstRequest(async () =>
     (await import("./embeddings.js")).embeddingsHandler(services),
   );
@@ -145,6 +149,10 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
   const stored = lazyHandlers(async () =>
     (await import("./responses-state.js")).responseHandlers(services),
   );
+  const storedChat = onFirstRequest(
+    async () => (await import("./chat-stored.js")).storedChatRefused,
+  );
+  const compact = onFirstRequest(async () => (await import("./responses-state.js")).compactRefused);
   const conversations = lazyHandlers(async () =>
     (await import("./conversations.js")).conversationHandlers(services),
   );
@@ -217,6 +225,11 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
       completionHandler(services, "chat"),
       schema(completionsModule, (m) => m.chatBody),
     ),
+    route("GET", "/v1/chat/completions", "key", "chat", storedChat),
+    route("GET", "/v1/chat/completions/:id", "key", "chat", storedChat),
+    route("POST", "/v1/chat/completions/:id", "key", "chat", storedChat),
+    route("DELETE", "/v1/chat/completions/:id", "key", "chat", storedChat),
+    route("GET", "/v1/chat/completions/:id/messages", "key", "chat", storedChat),
     route(
       "POST",
       "/v1/messages",
@@ -233,6 +246,29 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
       completionHandler(services, "responses"),
       schema(completionsModule, (m) => m.responsesBody),
     ),
+    route("POST", "/v1/responses/input_tokens", "key", "chat", inputTokens),
+    route(
+      "GET",
+      "/v1/responses",
+      "key",
+      "chat",
+      websocketModeRefused(
+        "The Responses API",
+        "send each response.create as POST /v1/responses, with stream: true for its events.",
+      ),
+    ),
+    route(
+      "GET",
+      "/v1/realtime",
+      "key",
+      "chat",
+      websocketModeRefused(
+        "The Realtime API",
+        "use /v1/chat/completions or /v1/responses (stream: true), and /v1/audio for speech.",
+      ),
+    ),
+    route("POST", "/v1/responses/compact", "key", "chat", compact),
+    route("POST", "/v1/responses/:id/cancel", "key", "chat", stored("cancel")),
     route("GET", "/v1/responses/:id", "key", "chat", stored("retrieve")),
     route("DELETE", "/v1/responses/:id", "key", "chat", stored("remove")),
     route("GET", "/v1/responses/:id/input_items", "key", "chat", stored("inputItems")),

@@ -41,8 +41,25 @@ export function responseHandlers(services: Pick<Services, "repos" | "options">) 
     const chosen = pageOf(held.inputItems, page, (item) => String(item.id));
     return c.json(itemList(chosen.rows, chosen.hasMore));
   };
-  return { retrieve, remove, inputItems };
+  // Nothing runs in the background here: a response is stored once it is complete.
+  const cancel: Handler = async (c) => {
+    const { id } = await find(c);
+    throw badRequest(
+      `Response '${id}' is already complete: the gateway answers every response (\`background\` ones too) before it returns, so there is nothing to cancel.`,
+    );
+  };
+  return { retrieve, remove, inputItems, cancel };
 }
+
+/**
+ * POST /v1/responses/compact: its answer is a compaction item encrypted by OpenAI, which only
+ * OpenAI's API can read back, so no backend of the gateway could use it on the next turn.
+ */
+export const compactRefused: Handler = () => {
+  throw badRequest(
+    "POST /v1/responses/compact is not available: a compacted conversation is an item only OpenAI's API can read. Continue the conversation with `previous_response_id` or `conversation`, or send a shorter `input`.",
+  );
+};
 
 export function responseNotFound(id: string): GatewayError {
   return new GatewayError(404, "not_found", `Response with id '${id}' not found.`);

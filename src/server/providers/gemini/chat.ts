@@ -26,7 +26,11 @@ export async function geminiComplete(
   const { provider, model } = attempt;
   const rewrite: Rewrite = { omittedTools: [] };
   const chat = toChatRequest(req, attempt, rewrite, { translated: true });
-  const body = chatToGemini(chat, model.max_output_tokens);
+  // A messages client's thinking budget goes over as it is (the chat body has only its level),
+  // and its top_k, which Gemini takes and chat has no field for.
+  const thinking = req.style === "messages" ? req.body.thinking : undefined;
+  if (req.style === "messages" && typeof req.body.top_k === "number") chat.top_k = req.body.top_k;
+  const body = chatToGemini(chat, model.max_output_tokens, thinking);
   const headers = geminiHeaders(attempt);
   if (!req.stream) {
     const answer = await http.postJson<GenerateContentResponse>(

@@ -10,6 +10,7 @@ import type {
   ChatTool,
   ChatToolChoice,
 } from "../../wire/openai-types.js";
+import { withAllowedToolsOnly } from "../../wire/translate/allowed-tools.js";
 import {
   argumentsToInput,
   asArray,
@@ -26,6 +27,7 @@ import type {
   GeminiFunctionDeclaration,
   GeminiGenerationConfig,
   GeminiPart,
+  GeminiThinkingConfig,
   GenerateContentRequest,
 } from "./gemini-types.js";
 import { signatureOfCallId } from "./tool-call-ids.js";
@@ -37,11 +39,17 @@ import { signatureOfCallId } from "./tool-call-ids.js";
  */
 export const unsignedCallSignature = "skip_thought_signature_validator";
 
-/** `maxOutputTokens` at most `maxOutput`: the model's configured maximum, which the hold covers. */
+/**
+ * `maxOutputTokens` at most `maxOutput`: the model's configured maximum, which the hold covers.
+ * `anthropicThinking`: a messages client's `thinking`, whose budget Gemini takes as it is (the
+ * chat body carries only the effort level it maps to).
+ */
 export function chatToGemini(
-  chat: ChatCompletionRequest,
+  request: ChatCompletionRequest,
   maxOutput: number,
+  anthropicThinking?: unknown,
 ): GenerateContentRequest {
+  const chat = withAllowedToolsOnly(request);
   const system: GeminiPart[] = [];
   const contents: GeminiContent[] = [];
   const callNames = new Map<string, string>();
@@ -85,7 +93,52 @@ export function chatToGemini(
   const toolConfig = functionCallingConfig(chat.tool_choice);
   if (toolConfig && declarations.length > 0) out.toolConfig = { functionCallingConfig: toolConfig };
   out.generationConfig = generationConfig(chat, maxOutput);
+  const thinking = thinkingConfig(chat, anthropicThinking, out.generationConfig.maxOutputTokens);
+  if (thinking) out.generationConfig.thinkingConfig = thinking;
   return out;
+}
+
+/** Gemini 2.5's thinking budget for each chat `reasoning_effort`, as LiteLLM maps them. */
+const effortBudgets: Record<string, number> = {
+  none: 0,
+  minimal: 128,
+  low: 1024,
+  medium: 2048,
+  high: 4096,
+  // Each level above low doubles the one before it.
+  xhigh: 8192,
+};
+
+/**
+ * The client's thinking as Gemini's `thinkingConfig`: an Anthropic budget as it is (within the
+ * output limit, which Gemini counts thinking against), thinking off as a budget of 0, adaptive
+ * thinking as Gemini's dynamic budget (-1) unless an effort level says how much; otherwise chat's
+ * `reasoning_effort` by level. Thoughts are asked back whenever the model may think, so the
+ * client gets them as reasoning (chat) or thinking blocks (messages).
+ */
+function thinkingConfig(
+  chat: ChatCompletionRequest,
+  anthropic: unknown,
+  maxOutput: number | undefined,
+): GeminiThinkingConfig | undefined {
+  const within = (budget: number) =>
+    maxOutput === undefined ? budget : Math.min(budget, maxOutput);
+  const effort = asString(chat.reasoning_effort);
+  const levelBudget = effort === undefined ? undefined : effortBudgets[effort];
+  if (isRecord(anthropic)) {
+    if (anthropic.type === "disabled") return { thinkingBudget: 0 };
+    // `display: "omitted"`: the model thinks, the client does not want to read it.
+    const includeThoughts = anthropic.display !== "omitted";
+    const budget = asNumber(anthropic.budget_tokens);
+    if (anthropic.type === "enabled" && budget !== undefined)
+      return { thinkingBudget: within(budget), includeThoughts };
+    // Adaptive (and between-tools) thinking: the model decides, unless an effort level says.
+    if (anthropic.type === "adaptive" || anthropic.type === "between_tools")
+      return { thinkingBudget: within(levelBudget ?? -1), includeThoughts };
+  }
+  if (levelBudget === undefined) return undefined;
+  if (levelBudget === 0) return { thinkingBudget: 0 };
+  return { thinkingBudget: within(levelBudget), includeThoughts: true };
 }
 
 function callName(names: Map<string, string>, id: unknown): string {
@@ -244,6 +297,9 @@ function generationConfig(chat: ChatCompletionRequest, maxOutput: number): Gemin
   if (temperature !== undefined) config.temperature = temperature;
   const topP = asNumber(chat.top_p);
   if (topP !== undefined) config.topP = topP;
+  // Not OpenAI's, but OpenAI-compatible servers take it, and a messages client's arrives here.
+  const topK = asNumber(chat.top_k);
+  if (topK !== undefined) config.topK = topK;
   const stop = typeof chat.stop === "string" ? [chat.stop] : asArray(chat.stop);
   const stopSequences = stop.filter((s): s is string => typeof s === "string" && s !== "");
   if (stopSequences.length > 0) config.stopSequences = stopSequences;

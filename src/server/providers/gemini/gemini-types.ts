@@ -37,6 +37,7 @@ export interface GeminiGenerationConfig {
   maxOutputTokens?: number;
   temperature?: number;
   topP?: number;
+  topK?: number;
   stopSequences?: string[];
   candidateCount?: number;
   seed?: number;
@@ -44,6 +45,13 @@ export interface GeminiGenerationConfig {
   frequencyPenalty?: number;
   responseMimeType?: string;
   responseJsonSchema?: Record<string, unknown>;
+  thinkingConfig?: GeminiThinkingConfig;
+}
+
+/** Gemini 2.5's thinking: a budget in tokens (0 off, -1 the model decides), thoughts returned or not. */
+export interface GeminiThinkingConfig {
+  thinkingBudget?: number;
+  includeThoughts?: boolean;
 }
 
 export interface GenerateContentRequest {

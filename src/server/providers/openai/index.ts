@@ -2,6 +2,7 @@ import { googleKeyRefusal } from "../gemini/failures.js";
 import type { Provider } from "../provider.js";
 import { openaiComplete } from "./chat.js";
 import {
+  openaiCountResponsesTokens,
   openaiEmbeddings,
   openaiImageEdits,
   openaiImages,
@@ -17,6 +18,7 @@ export const openaiProvider: Provider = {
   // Google's OpenAI-compatible endpoint refuses a key in Google's words, as Gemini's own API does.
   classify: googleKeyRefusal,
   complete: openaiComplete,
+  countResponsesTokens: openaiCountResponsesTokens,
   embed: openaiEmbeddings,
   image: openaiImages,
   imageEdit: openaiImageEdits,

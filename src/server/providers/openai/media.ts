@@ -3,6 +3,7 @@ import { UpstreamFailure } from "../../wire/upstream-failure.js";
 import { joinUrl, parseJsonAnswer } from "../http-upstream.js";
 import type {
   Attempt,
+  CountResponsesTokensRequest,
   Embeddings,
   EmbedRequest,
   FormFields,
@@ -18,7 +19,8 @@ import type {
 } from "../provider.js";
 
 /*
- * Media over the `openai` wire: the client's body is forwarded as-is with only `model` mapped,
+ * Media (and the Responses API's token count) over the `openai` wire: the client's body is
+ * forwarded as-is with only `model` mapped,
  * and the answer comes back as the provider gave it. Failures arrive as UpstreamFailure from
  * UpstreamHttp, so the provider's own error body never reaches the client.
  */
@@ -176,4 +178,23 @@ function quoted(value: string): string {
 function imagesAnswer(json: Partial<UpstreamImages>): UpstreamImages {
   if (!Array.isArray(json.data)) throw new UpstreamFailure("unavailable", 502);
   return { created: json.created, data: json.data, usage: json.usage };
+}
+
+/** A Responses body counted by the provider's own `/responses/input_tokens`. */
+export async function openaiCountResponsesTokens(
+  { http }: ProviderContext,
+  attempt: Attempt,
+  { body, signal }: CountResponsesTokensRequest,
+): Promise<number> {
+  const answer = await http.postJson<{ input_tokens?: unknown }>(
+    endpoint(attempt, "/responses/input_tokens"),
+    authHeaders(attempt, "application/json"),
+    JSON.stringify({ ...body, model: attempt.model.upstream_model }),
+    signal,
+    attempt.provider,
+  );
+  const tokens = answer.input_tokens;
+  if (typeof tokens !== "number" || !Number.isInteger(tokens) || tokens < 0)
+    throw new UpstreamFailure("unavailable", 502);
+  return tokens;
 }

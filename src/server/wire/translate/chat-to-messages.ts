@@ -26,6 +26,7 @@ import type {
   ReasoningDetail,
 } from "../openai-types.js";
 import { emptyUsage, toChatUsage, type Usage, usageFromMessages } from "../usage.js";
+import { withAllowedToolsOnly } from "./allowed-tools.js";
 import { toAnthropicSchema } from "./anthropic-schema.js";
 import {
   argumentsToInput,
@@ -53,10 +54,11 @@ const ANTHROPIC_WEB_SEARCH = { type: "web_search_20250305", name: "web_search" }
 
 /** `maxTokens`: the output limit when the client names none (the model's maximum output). */
 export function chatRequestToMessages(
-  req: ChatCompletionRequest,
+  request: ChatCompletionRequest,
   upstreamModel: string,
   maxTokens = DEFAULT_ANTHROPIC_MAX_TOKENS,
 ): MessagesRequest {
+  const req = withAllowedToolsOnly(request);
   const { system, messages } = convertMessages(asArray(req.messages));
   const out: MessagesRequest = {
     model: upstreamModel,

@@ -125,6 +125,8 @@ export function messagesRequestToChat(
 
   const user = isRecord(req.metadata) ? asString(req.metadata.user_id) : undefined;
   if (user) out.user = user;
+  const effort = reasoningEffortOf(req);
+  if (effort) out.reasoning_effort = effort;
 
   // `output_format` is the structured-outputs beta's name, which SDKs of that time still send.
   const format =
@@ -136,6 +138,29 @@ export function messagesRequestToChat(
     };
   }
   return out;
+}
+
+/**
+ * A messages request's thinking as chat's `reasoning_effort`, as LiteLLM maps it: a budget by
+ * LiteLLM's thresholds (10000 tokens and more high, 5000 medium, 2000 low, less minimal);
+ * adaptive thinking, or `output_config.effort` alone, by that effort (`xhigh` and `max` are
+ * chat's `high`).
+ * Thinking turned off sends nothing: without the field a chat model thinks as little as it does
+ * by default, and not every chat model knows `none`.
+ */
+function reasoningEffortOf(req: MessagesRequest): string | undefined {
+  const thinking = isRecord(req.thinking) ? req.thinking : undefined;
+  if (thinking?.type === "disabled") return undefined;
+  if (thinking?.type === "enabled") {
+    const budget = asNumber(thinking.budget_tokens) ?? 0;
+    if (budget >= 10_000) return "high";
+    if (budget >= 5_000) return "medium";
+    return budget >= 2_000 ? "low" : "minimal";
+  }
+  const effort = isRecord(req.output_config) ? asString(req.output_config.effort) : undefined;
+  // Not every chat model knows `xhigh`; all reasoning models know `high`.
+  if (effort === "xhigh" || effort === "max") return "high";
+  return effort === "low" || effort === "medium" || effort === "high" ? effort : undefined;
 }
 
 function systemText(system: unknown): string {

@@ -79,6 +79,13 @@ export function responsesRequestToChat(
 
   const user = asString(req.safety_identifier) ?? asString(req.user);
   if (user) out.user = user;
+  // Chat takes these under the same names (verbosity from under `text`).
+  const verbosity = isRecord(req.text) ? asString(req.text.verbosity) : undefined;
+  if (verbosity) out.verbosity = verbosity;
+  for (const field of ["prompt_cache_key", "prompt_cache_retention", "service_tier"] as const) {
+    const value = asString(req[field]);
+    if (value) out[field] = value;
+  }
   const effort = isRecord(req.reasoning) ? asString(req.reasoning.effort) : undefined;
   if (effort) out.reasoning_effort = effort;
 
@@ -243,6 +250,25 @@ export function toolsOutsideChat(req: ResponsesRequest): string[] {
 export function untranslatableToChat(req: ResponsesRequest): string | undefined {
   if (req.prompt !== undefined && req.prompt !== null)
     return "`prompt` (a prompt template stored in an OpenAI project) is not available for this model: the gateway cannot read the template; send its instructions and input in the request instead.";
+  return storedInputSentence(req.input);
+}
+
+/**
+ * An image or file the input names without its content (a `file_id` in an OpenAI project's file
+ * store, a file's URL): the model would answer without seeing it.
+ */
+function storedInputSentence(input: unknown): string | undefined {
+  for (const item of asArray(input)) {
+    if (!isRecord(item)) continue;
+    const parts = [...asArray(item.content), ...asArray(item.output)];
+    for (const part of parts) {
+      if (!isRecord(part)) continue;
+      if (part.type === "input_image" && !asString(part.image_url))
+        return "An `input_image` given by `file_id` is not available for this model: the gateway has no OpenAI file store to read it from; send it as `image_url` (a data URL or an http(s) URL).";
+      if (part.type === "input_file" && !asString(part.file_data))
+        return "An `input_file` given by `file_id` or `file_url` is not available for this model; send its content as `file_data` (a base64 data URL) with its `filename`.";
+    }
+  }
   return undefined;
 }
 
@@ -330,6 +356,17 @@ function convertToolChoice(choice: unknown): ChatToolChoice | undefined {
   if (isRecord(choice) && choice.type === "function") {
     const name = asString(choice.name);
     if (name) return { type: "function", function: { name } };
+  }
+  // Responses lists the allowed tools flat ({type, name}); chat nests each function's name.
+  if (isRecord(choice) && choice.type === "allowed_tools") {
+    const tools = asArray(choice.tools).flatMap((tool) => {
+      const name = isRecord(tool) && tool.type === "function" ? asString(tool.name) : undefined;
+      return name ? [{ type: "function", function: { name } }] : [];
+    });
+    return {
+      type: "allowed_tools",
+      allowed_tools: { mode: choice.mode === "required" ? "required" : "auto", tools },
+    };
   }
   return undefined;
 }

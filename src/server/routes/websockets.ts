@@ -1,0 +1,23 @@
+import { GatewayError } from "../errors.js";
+import type { Handler } from "../http/context.js";
+import { requestHeader } from "../http/request.js";
+
+/**
+ * The openai SDK's WebSocket modes (`ResponsesWS`: `GET /v1/responses` upgraded to a WebSocket;
+ * `OpenAIRealtimeWS`: `GET /v1/realtime`) are not served. Without these rows the upgrade got the
+ * generic 404 of a path no route serves; this names what is not supported and what to send
+ * instead. The SDK shows only the status (`Unexpected server response: 400`); a client that reads
+ * the body gets the reason.
+ */
+export function websocketModeRefused(mode: string, instead: string): Handler {
+  return (c) => {
+    const upgrade = requestHeader(c, "upgrade")?.toLowerCase();
+    if (upgrade !== "websocket")
+      throw new GatewayError(404, "not_found", `No route GET ${new URL(c.req.url).pathname}.`);
+    throw new GatewayError(
+      400,
+      "bad_request",
+      `${mode} over WebSocket is not supported by this gateway; ${instead}`,
+    );
+  };
+}
