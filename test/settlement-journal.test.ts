@@ -8,6 +8,7 @@ import { ProcessLedger } from "../src/server/billing/ledger.js";
 import { SettlementJournal } from "../src/store/sqlite/settlement-journal.js";
 import { Store } from "../src/store/sqlite/store.js";
 import { balanceOnDisk, foreignConnection, requestLogOnDisk } from "./support/database-file.js";
+import { chat, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
 import { delivered, holdFor } from "./support/ledger.js";
 
 /** A journal on a disk that is full: every append fails. */
@@ -63,6 +64,17 @@ function storeWithAccount(dbPath: string): Store {
 function settleOne(ledger: ProcessLedger, id: string): void {
   const now = Date.now();
   ledger.settle(holdFor(ledger, id, now, 100_000), delivered(costMicro, now));
+}
+
+/** Counts the transactions the store runs from now on. */
+function countTransactions(store: Store): { count: number } {
+  const counted = { count: 0 };
+  const run = store.transaction.bind(store);
+  store.transaction = <T>(fn: () => T): T => {
+    counted.count++;
+    return run(fn);
+  };
+  return counted;
 }
 
 /** What the file holds, read by a connection of its own. */
@@ -147,5 +159,72 @@ describe("the settlement journal", () => {
     await durable;
     ledger.close();
     store.close();
+  });
+
+  it("lets settlements answered one at a time wait in the journal for one transaction, landed before any read", async () => {
+    const dbPath = join(dir, "batched.db");
+    const store = storeWithAccount(dbPath);
+    // The wait is longer than the test: only the read lands the batch.
+    const ledger = new ProcessLedger(store, undefined, 600_000);
+    const transactions = countTransactions(store);
+    const requests = 20;
+    for (let i = 0; i < requests; i++) {
+      settleOne(ledger, `req_${i}`);
+      await ledger.committed(); // alone: in the journal, and the answer may leave
+      // The turn in which a request's own transaction used to follow its answer.
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    expect(transactions.count).toBe(0);
+    expect(state(dbPath)).toEqual({ balance: balanceMicro, logged: [] });
+    expect(readFileSync(`${dbPath}-settlements`, "utf8").trim().split("\n")).toHaveLength(requests);
+    // What admission decides from already counts every charge.
+    const charged = balanceMicro - requests * costMicro;
+    expect(store.getAccount("acct")?.balance_micro).toBe(charged);
+
+    // A read of the request log lands the batch first, in one transaction.
+    expect(store.requestLog("acct", 100)).toHaveLength(requests);
+    expect(transactions.count).toBe(1);
+    expect(state(dbPath).balance).toBe(charged);
+    expect(state(dbPath).logged).toHaveLength(requests);
+    ledger.close();
+    store.close();
+  });
+});
+
+describe("requests answered one at a time over HTTP", () => {
+  let gw: TestGateway | undefined;
+  afterAll(async () => {
+    await gw?.close();
+  });
+
+  it("are all in the usage report and the request listing asked for right after the last answer", async () => {
+    // Longer than the test: only the reads land the settlements.
+    gw = await testGateway({ journaledWaitMs: 600_000 });
+    const usage = async () => {
+      const res = await fetch(`${gw!.url}/v1/usage/summary`, {
+        headers: { authorization: `Bearer ${KEY}` },
+      });
+      return (await res.json()) as { requests: number; cost_idr: number };
+    };
+    const before = await usage();
+    const requests = 5;
+    for (let i = 0; i < requests; i++) {
+      const res = await post(gw, "/v1/chat/completions", chat(`one at a time ${i}`));
+      expect(res.status).toBe(200);
+      await res.json();
+    }
+    const after = await usage();
+    expect(after.requests - before.requests).toBe(requests);
+    const listed = await gw.listRequests({ limit: 10 });
+    expect(listed.filter((row) => row.state === "settled")).toHaveLength(requests);
+    const quota = await (
+      await fetch(`${gw.url}/v1/account/quota`, { headers: { authorization: `Bearer ${KEY}` } })
+    ).json();
+    // The report's cost and the balance's fall agree to the micro-IDR.
+    const spent = Math.round(after.cost_idr * 1_000_000) - Math.round(before.cost_idr * 1_000_000);
+    expect(spent).toBeGreaterThan(0);
+    expect(Math.round((quota as { balance_idr: number }).balance_idr * 1_000_000)).toBe(
+      1_000_000 * 1_000_000 - spent,
+    );
   });
 });
