@@ -30,16 +30,19 @@ const balanceMicro = 1_000_000_000;
 const committedCost = 1_000;
 const costMicro = 12_345;
 
+/** Settles answered one at a time, waiting in the journal for their transaction. */
+const crashed = 3;
+
 /**
- * Settles two requests: the first one all the way into SQLite (its journal line stays, already
- * applied), the second only into the journal, and is killed before the event loop turns (where
- * its commit would run).
+ * Settles a first request all the way into SQLite (its journal line stays, already applied), then
+ * `crashed` more one at a time, each answered from the journal and waiting there for a batch, and
+ * is killed before that batch commits.
  */
 const crashingSettler = `
 import { Store } from ${JSON.stringify(join(dist, "store", "sqlite", "store.js"))};
 import { ProcessLedger } from ${JSON.stringify(join(dist, "server", "billing", "ledger.js"))};
 const store = new Store(process.argv[2]);
-const ledger = new ProcessLedger(store);
+const ledger = new ProcessLedger(store, undefined, 600000);
 const now = Date.now();
 const settle = (id, cost) => {
   const r = ledger.reserve({ id, accountId: "acct", keyId: null, endpoint: "chat.completions",
@@ -50,7 +53,10 @@ const settle = (id, cost) => {
 };
 settle("req_committed", ${committedCost});
 ledger.flush();
-settle("req_crash", ${costMicro});
+for (let i = 0; i < ${crashed}; i++) {
+  settle("req_crash_" + i, ${costMicro});
+  await new Promise((resolve) => setImmediate(resolve));
+}
 process.kill(process.pid, "SIGKILL");
 `;
 
@@ -100,9 +106,9 @@ describe("the settlement journal", () => {
     const [code, signal] = await once(child, "exit");
     expect([code, signal]).toEqual([null, "SIGKILL"]);
 
-    // The crash came between the second journal line and its transaction.
+    // The crash came between the last journal lines and their transaction.
     const journal = `${dbPath}-settlements`;
-    expect(readFileSync(journal, "utf8").trim().split("\n")).toHaveLength(2);
+    expect(readFileSync(journal, "utf8").trim().split("\n")).toHaveLength(1 + crashed);
     const committed = { id: "req_committed", state: "settled", cost_micro: committedCost };
     expect(state(dbPath)).toEqual({ balance: balanceMicro - committedCost, logged: [committed] });
     // A line torn by the crash is ignored.
@@ -111,13 +117,20 @@ describe("the settlement journal", () => {
     for (let restart = 0; restart < 2; restart++) {
       const store = new Store(dbPath);
       const ledger = new ProcessLedger(store);
-      const charged = balanceMicro - committedCost - costMicro;
+      const charged = balanceMicro - committedCost - crashed * costMicro;
       expect(store.getAccount("acct")?.balance_micro).toBe(charged);
       ledger.close();
       store.close();
       expect(state(dbPath)).toEqual({
         balance: charged,
-        logged: [committed, { id: "req_crash", state: "settled", cost_micro: costMicro }],
+        logged: [
+          committed,
+          ...Array.from({ length: crashed }, (_, i) => ({
+            id: `req_crash_${i}`,
+            state: "settled",
+            cost_micro: costMicro,
+          })),
+        ],
       });
       expect(readFileSync(journal, "utf8")).toBe("");
     }
