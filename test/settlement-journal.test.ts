@@ -3,7 +3,7 @@ import { once } from "node:events";
 import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { ProcessLedger } from "../src/server/billing/ledger.js";
 import { SettlementJournal } from "../src/store/sqlite/settlement-journal.js";
 import { Store } from "../src/store/sqlite/store.js";
@@ -206,8 +206,9 @@ describe("the settlement journal", () => {
 
 describe("requests answered one at a time over HTTP", () => {
   let gw: TestGateway | undefined;
-  afterAll(async () => {
+  afterEach(async () => {
     await gw?.close();
+    gw = undefined;
   });
 
   it("are all in the usage report and the request listing asked for right after the last answer", async () => {
@@ -239,5 +240,28 @@ describe("requests answered one at a time over HTTP", () => {
     expect(Math.round((quota as { balance_idr: number }).balance_idr * 1_000_000)).toBe(
       1_000_000 * 1_000_000 - spent,
     );
+  });
+
+  it("answers a usage read while the database refuses writes from what is committed, and lands the rest once it takes them", async () => {
+    gw = await testGateway({ journaledWaitMs: 600_000 });
+    const g = gw;
+    const summary = async () => {
+      const res = await fetch(`${g.url}/v1/usage/summary`, {
+        headers: { authorization: `Bearer ${KEY}` },
+      });
+      return {
+        status: res.status,
+        requests: ((await res.json()) as { requests: number }).requests,
+      };
+    };
+    const before = await summary();
+    const res = await post(g, "/v1/chat/completions", chat("waits in the journal"));
+    expect(res.status).toBe(200);
+    await res.json();
+    // SQLite refuses every write from here on, as on a filesystem remounted read-only.
+    g.services.store.database.pragma("query_only = ON");
+    expect(await summary()).toEqual(before);
+    g.services.store.database.pragma("query_only = OFF");
+    expect(await summary()).toEqual({ status: 200, requests: before.requests + 1 });
   });
 });

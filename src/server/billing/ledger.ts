@@ -121,7 +121,7 @@ export class ProcessLedger implements Ledger {
       openJournal,
       journaledWaitMs,
     );
-    store.onQueuedWrites(() => this.flush());
+    store.onQueuedWrites(() => this.queue.land());
   }
 
   // ---- admission ------------------------------------------------------------

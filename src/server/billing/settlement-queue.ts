@@ -77,7 +77,16 @@ export class SettlementQueue {
     this.flushTimer ??= setImmediate(() => this.flushQueued());
   }
 
-  /** `waited`: the journaled writes' timer ran out. */
+  /**
+   * Commits what is queued now, for a reader of the database: a batch that fails is reported as
+   * any batch is (a storage fault, or a log line) and stays queued where it was answered, and the
+   * read shows what is committed.
+   */
+  land(): void {
+    this.flushQueued(true);
+  }
+
+  /** `waited`: the journaled writes' timer ran out, or someone reads the database. */
   private flushQueued(waited = false): void {
     this.flushTimer = undefined;
     if (this.queue.length === 0) return;
