@@ -45,6 +45,8 @@ export interface GatewayOptions extends PublicGatewayOptions {
   jobLeaseMs?: number;
   /** How often this gateway's runner looks at the job queue unasked (the runner's default). */
   jobPollMs?: number;
+  /** SQLite: how long settlements answered from the journal may wait for their transaction. */
+  journaledWaitMs?: number;
 }
 
 /** The public handle, and the services and job runner for tests inside this repository. */
@@ -71,7 +73,7 @@ const defaultResponsesTtlSeconds = 30 * 24 * 60 * 60;
 export async function startGateway(options: GatewayOptions = {}): Promise<RunningGateway> {
   const configuredOrigin = publicOrigin(options.publicUrl);
   const trustedProxies = proxyAddresses(options.trustedProxies ?? []);
-  const backend = await openBackend(options.db ?? ":memory:");
+  const backend = await openBackend(options.db ?? ":memory:", options.journaledWaitMs);
   const { store } = backend;
   try {
     const clock: Clock =
@@ -242,13 +244,13 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
  * (The environment's GATEWAY_DB_URL is serve's to read: a test suite's gateway stays where its
  * options put it.)
  */
-async function openBackend(db: string): Promise<Backend> {
+async function openBackend(db: string, journaledWaitMs: number | undefined): Promise<Backend> {
   if (isPostgresUrl(db)) {
     // Loaded only for Postgres: an embedded gateway never pays for pg.
     const { openPostgresBackend } = await import("./backends/postgres.js");
     return openPostgresBackend(db, process.env);
   }
-  return openSqliteBackend(db);
+  return openSqliteBackend(db, journaledWaitMs);
 }
 
 function publicOrigin(publicUrl: string | undefined): string | undefined {

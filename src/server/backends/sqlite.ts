@@ -6,8 +6,11 @@ import { wireNames } from "../providers/registry.js";
 import { type Backend, instanceId } from "./backend.js";
 import { lockDatabase } from "./serve-lock.js";
 
-/** A gateway on its own SQLite file: decisions in this process, the file locked to it. */
-export async function openSqliteBackend(path: string): Promise<Backend> {
+/**
+ * A gateway on its own SQLite file: decisions in this process, the file locked to it.
+ * `journaledWaitMs`: the ledger's bound on answered settlements waiting for their transaction.
+ */
+export async function openSqliteBackend(path: string, journaledWaitMs?: number): Promise<Backend> {
   // Before the database is opened: a refused start must leave the running server's files alone.
   const lock = await lockDatabase(path);
   let store: Store;
@@ -23,7 +26,7 @@ export async function openSqliteBackend(path: string): Promise<Backend> {
     lock?.release();
     throw err;
   }
-  const ledger = new ProcessLedger(store);
+  const ledger = new ProcessLedger(store, undefined, journaledWaitMs);
   let checkpointer: ReturnType<typeof store.startCheckpointer>;
   return {
     kind: "sqlite",

@@ -102,9 +102,11 @@ export class ProcessLedger implements Ledger {
   private readonly storage: StorageWatch;
   private readonly queue: SettlementQueue;
 
+  /** `journaledWaitMs`: how long answered writes in the journal may wait for their transaction. */
   constructor(
     private readonly store: Store,
     openJournal: (path: string) => SettlementJournal = (path) => new SettlementJournal(path),
+    journaledWaitMs?: number,
   ) {
     this.book = store.ledgerRepository;
     this.storage = new StorageWatch(
@@ -112,8 +114,14 @@ export class ProcessLedger implements Ledger {
       () => this.queue.flushOrProbe(),
       () => store.stopWrites(),
     );
-    this.queue = new SettlementQueue(this.book, this.storage, store.path, openJournal);
-    store.onBeforeForget(() => this.flush());
+    this.queue = new SettlementQueue(
+      this.book,
+      this.storage,
+      store.path,
+      openJournal,
+      journaledWaitMs,
+    );
+    store.onQueuedWrites(() => this.queue.land());
   }
 
   // ---- admission ------------------------------------------------------------

@@ -12,7 +12,12 @@ import { SqliteSessions } from "./sessions.js";
 import { SqliteThreads } from "./threads.js";
 
 /** The SQLite repositories over one open database; every statement is prepared here, once. */
-export function openRepositories(db: DB, keys: KeyRowWriter): Repositories {
+/** `landQueuedWrites` commits the ledger's queued writes, before the request log is read. */
+export function openRepositories(
+  db: DB,
+  keys: KeyRowWriter,
+  landQueuedWrites: () => void = () => {},
+): Repositories {
   return {
     jobs: new SqliteJobs(db),
     deviceCodes: new SqliteDeviceCodes(db, keys),
@@ -20,7 +25,7 @@ export function openRepositories(db: DB, keys: KeyRowWriter): Repositories {
     serveRecord: new SqliteServeRecord(db),
     files: new SqliteFiles(db),
     configApply: new SqliteConfigApply(db),
-    requestLog: new SqliteRequestLogReads(db),
+    requestLog: new SqliteRequestLogReads(db, landQueuedWrites),
     threads: new SqliteThreads(db),
     responsesState: new SqliteResponsesState(db),
   };

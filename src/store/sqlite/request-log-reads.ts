@@ -9,7 +9,11 @@ import type { DB } from "./db.js";
 export class SqliteRequestLogReads implements RequestLogReadsRepository {
   private readonly select: Statement;
 
-  constructor(db: DB) {
+  /** `landQueuedWrites`: the ledger's answered writes still waiting for their transaction. */
+  constructor(
+    db: DB,
+    private readonly landQueuedWrites: () => void = () => {},
+  ) {
     this.select = db.prepare(
       `SELECT l.*, k.label AS key_label FROM request_log l LEFT JOIN api_keys k ON k.id = l.key_id
         WHERE (@model IS NULL OR l.model = @model) AND (@status IS NULL OR l.status = @status)
@@ -18,6 +22,7 @@ export class SqliteRequestLogReads implements RequestLogReadsRepository {
   }
 
   async recent(filter: RecentFilter): Promise<ListedRequest[]> {
+    this.landQueuedWrites();
     return this.select.all({
       model: filter.model ?? null,
       status: filter.status ?? null,

@@ -47,8 +47,11 @@ export class Store implements GatewayStore {
   readonly ledgerRepository: LedgerRepository;
   /** Everything else the gateway keeps: jobs, device codes, sessions, files, threads ... */
   readonly repos: Repositories;
-  /** Run before the cached rows are dropped, so that queued ledger writes land first. */
-  private readonly beforeForget: (() => void)[] = [];
+  /**
+   * Land the writes a ledger queued (`onQueuedWrites`): run before the cached rows are dropped
+   * and before the request log is read.
+   */
+  private readonly queuedWrites: (() => void)[] = [];
   private readonly runInTransaction: ReturnType<DB["transaction"]>;
 
   /**
@@ -76,7 +79,7 @@ export class Store implements GatewayStore {
     this.catalog = new SqliteCatalog(this.db);
     this.usage = new SqliteUsage(this.db);
     this.ledgerRepository = new SqliteLedger(this.db, this.accounts, (fn) => this.transaction(fn));
-    this.repos = openRepositories(this.db, this.accounts);
+    this.repos = openRepositories(this.db, this.accounts, () => this.landQueuedWrites());
   }
 
   /**
@@ -94,9 +97,16 @@ export class Store implements GatewayStore {
       : startCheckpointer(this.db, this.path, undefined, this.opened);
   }
 
-  /** `hook` runs before cached rows are dropped (the Ledger commits what it queued). */
-  onBeforeForget(hook: () => void): void {
-    this.beforeForget.push(hook);
+  /**
+   * `hook` commits the writes a ledger queued (answered, and durable in its journal, but not yet
+   * in the database): it runs before cached rows are dropped and before the request log is read.
+   */
+  onQueuedWrites(hook: () => void): void {
+    this.queuedWrites.push(hook);
+  }
+
+  private landQueuedWrites(): void {
+    for (const hook of this.queuedWrites) hook();
   }
 
   /**
@@ -118,7 +128,7 @@ export class Store implements GatewayStore {
 
   /** After a config is applied: every cached row may have changed. */
   invalidateAll(): void {
-    for (const hook of this.beforeForget) hook();
+    this.landQueuedWrites();
     this.catalog.forget();
     this.accounts.forget();
   }
@@ -232,29 +242,35 @@ export class Store implements GatewayStore {
     return this.catalog.providersWithoutKeys();
   }
 
-  // ---- usage ------------------------------------------------------------
+  // ---- usage: the request log, with the ledger's queued writes landed first ----
 
   usageSummary(accountId: string, since: number): UsageSummary {
+    this.landQueuedWrites();
     return this.usage.usageSummary(accountId, since);
   }
 
   usageDaily(accountId: string, since: number): UsageDay[] {
+    this.landQueuedWrites();
     return this.usage.usageDaily(accountId, since);
   }
 
   usageByModel(accountId: string, since: number): UsageByModel[] {
+    this.landQueuedWrites();
     return this.usage.usageByModel(accountId, since);
   }
 
   recentRequests(accountId: string, limit: number): RecentRequest[] {
+    this.landQueuedWrites();
     return this.usage.recentRequests(accountId, limit);
   }
 
   requestLog(accountId: string, limit: number): RequestLogRow[] {
+    this.landQueuedWrites();
     return this.usage.requestLog(accountId, limit);
   }
 
   requestOf(accountId: string, id: string): RequestLogRow | undefined {
+    this.landQueuedWrites();
     return this.usage.requestOf(accountId, id);
   }
 
@@ -263,6 +279,7 @@ export class Store implements GatewayStore {
   }
 
   latestRecordedAt(): number {
+    this.landQueuedWrites();
     return this.usage.latestRecordedAt();
   }
 }
