@@ -12,12 +12,13 @@
 //   node scripts/bench-event-floor.mjs [rounds] [streams a connection] [connections] [pace ms]
 //   node scripts/bench-event-floor.mjs 3 10 20 1        (the defaults: gw-p1-20's shape)
 //   BENCH_RELAYS=http,gateway node scripts/bench-event-floor.mjs
-//   BENCH_RELAY_NODE_ARGS="--cpu-prof --cpu-prof-dir=prof"   Node flags of the relays' processes
+//   BENCH_RELAY_NODE_ARGS="--max-semi-space-size=16"   Node flags of the relays' processes
+//   BENCH_PROFILE_DIR=prof      a CPU profile of each relay's measured streams, one a round
 //
 // The fake upstream and the SSE client are child processes of their own. Every relay is divided
 // by the same count, the upstream's chunks (`pacedEvents` a stream), whatever it does with them.
 import { execFileSync, fork, spawn } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer as createHttpServer } from "node:http";
 import { connect, createServer as createNetServer } from "node:net";
 import { loadavg, tmpdir } from "node:os";
@@ -34,10 +35,12 @@ const role = process.argv[2];
 async function serveRelay(kind, upstreamUrl) {
   const started = await relays[kind](upstreamUrl);
   const callgrind = process.env.BENCH_CALLGRIND === "1";
-  process.on("message", (m) => {
+  const profiler = process.env.BENCH_PROFILE_DIR ? await measuredProfile(kind) : undefined;
+  process.on("message", async (m) => {
     // Under callgrind, the measured streams' instructions alone: zeroed before, dumped after.
     if (callgrind)
       execFileSync("callgrind_control", [m === "cpu" ? "-z" : "-d", String(process.pid)]);
+    if (profiler) await (m === "cpu" ? profiler.start() : profiler.stop());
     process.send({ cpu: process.cpuUsage() });
   });
   process.on("disconnect", async () => {
@@ -45,6 +48,28 @@ async function serveRelay(kind, upstreamUrl) {
     process.exit(0);
   });
   process.send({ url: started.url });
+}
+
+/** A CPU profile of the measured streams alone, one file a round in BENCH_PROFILE_DIR. */
+async function measuredProfile(kind) {
+  const { Session } = await import("node:inspector");
+  const session = new Session();
+  session.connect();
+  const post = (method, params) =>
+    new Promise((resolve, reject) =>
+      session.post(method, params, (err, result) => (err ? reject(err) : resolve(result))),
+    );
+  await post("Profiler.enable");
+  await post("Profiler.setSamplingInterval", { interval: 200 });
+  let round = 0;
+  return {
+    start: () => post("Profiler.start"),
+    async stop() {
+      const { profile } = await post("Profiler.stop");
+      const file = join(process.env.BENCH_PROFILE_DIR, `${kind}.${++round}.cpuprofile`);
+      writeFileSync(file, JSON.stringify(profile));
+    },
+  };
 }
 
 const relays = {
