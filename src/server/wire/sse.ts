@@ -98,6 +98,8 @@ class LineSplitter {
   constructor(private readonly maxLine: number) {}
 
   push(text: string): string[] {
+    // Upstreams end their lines with LF alone: with no CR anywhere, a native search for each LF.
+    if (!text.includes("\r") && !this.buffer.endsWith("\r")) return this.pushLf(text);
     this.buffer += text;
     const lines: string[] = [];
     let start = 0;
@@ -118,6 +120,24 @@ class LineSplitter {
     this.buffer = this.buffer.slice(start);
     if (this.buffer.length > this.maxLine) throw eventTooLarge();
     this.scanned = waiting ? this.buffer.length - 1 : this.buffer.length;
+    return lines;
+  }
+
+  private pushLf(text: string): string[] {
+    const buffer = this.buffer + text;
+    const lines: string[] = [];
+    let start = 0;
+    for (
+      let end = buffer.indexOf("\n", this.scanned);
+      end !== -1;
+      end = buffer.indexOf("\n", start)
+    ) {
+      lines.push(buffer.slice(start, end));
+      start = end + 1;
+    }
+    this.buffer = start === 0 ? buffer : buffer.slice(start);
+    if (this.buffer.length > this.maxLine) throw eventTooLarge();
+    this.scanned = this.buffer.length;
     return lines;
   }
 
