@@ -152,7 +152,8 @@ class LineSplitter {
 /** Accumulates field lines until a blank line dispatches the event. */
 class EventAssembler {
   private event: string | undefined;
-  private data: string[] = [];
+  // The data lines joined as they come: nearly every event has one, which then needs no array.
+  private data: string | undefined;
   private size = 0;
 
   constructor(private readonly maxEvent: number) {}
@@ -169,21 +170,21 @@ class EventAssembler {
       // Many short data lines add up to one event: bounded as a whole.
       this.size += value.length + 1;
       if (this.size > this.maxEvent) throw eventTooLarge();
-      this.data.push(value);
+      this.data = this.data === undefined ? value : `${this.data}\n${value}`;
     }
     // `id` and `retry` mean nothing to a proxy; unknown fields are ignored per spec.
     return undefined;
   }
 
   private dispatch(): SSEMessage | undefined {
-    const hasData = this.data.length > 0;
-    const message: SSEMessage = { data: this.data.join("\n") };
-    if (this.event !== undefined) message.event = this.event;
+    const data = this.data;
+    const event = this.event;
     this.event = undefined;
-    this.data = [];
+    this.data = undefined;
     this.size = 0;
     // Per spec an event without data lines is not dispatched.
-    return hasData ? message : undefined;
+    if (data === undefined) return undefined;
+    return event === undefined ? { data } : { event, data };
   }
 }
 
