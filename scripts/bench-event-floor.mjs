@@ -2,7 +2,7 @@
 // relay pays (the kernel's read and write, Node's and undici's stream machinery) and how much is
 // the gateway's own. Four relays of the same paced streams, each alone in a child process, measured
 // in alternating rounds of one run with the process's own `process.cpuUsage()`, user and system
-// apart:
+// apart, and the part of it spent off the main thread (from /proc):
 //
 //   net      a raw `node:net` byte relay: each client connection piped to one upstream connection
 //   http     a raw `node:http` server: undici.request to the upstream, res.write per body chunk
@@ -14,6 +14,8 @@
 //   BENCH_RELAYS=http,gateway node scripts/bench-event-floor.mjs
 //   BENCH_RELAY_NODE_ARGS="--max-semi-space-size=16"   Node flags of the relays' processes
 //   BENCH_PROFILE_DIR=prof      a CPU profile of each relay's measured streams, one a round
+//   BENCH_CALLGRIND=1 node scripts/bench-event-floor.mjs 1 10 1 5   each relay under callgrind:
+//                               its main thread's instructions an event (minutes; pace it slowly)
 //
 // The fake upstream and the SSE client are child processes of their own. Every relay is divided
 // by the same count, the upstream's chunks (`pacedEvents` a stream), whatever it does with them.
@@ -41,13 +43,32 @@ async function serveRelay(kind, upstreamUrl) {
     if (callgrind)
       execFileSync("callgrind_control", [m === "cpu" ? "-z" : "-d", String(process.pid)]);
     if (profiler) await (m === "cpu" ? profiler.start() : profiler.stop());
-    process.send({ cpu: process.cpuUsage() });
+    process.send({ cpu: process.cpuUsage(), otherThreadsUs: otherThreadsCpuUs() });
   });
   process.on("disconnect", async () => {
     await started.close?.();
     process.exit(0);
   });
   process.send({ url: started.url });
+}
+
+/**
+ * CPU µs of this process's threads but the main one (workers, libuv's pool, V8's helpers), which
+ * `process.cpuUsage()` counts too; /proc counts in USER_HZ ticks (100 a second on Linux).
+ */
+function otherThreadsCpuUs() {
+  let ticks = 0;
+  try {
+    for (const tid of readdirSync("/proc/self/task")) {
+      if (Number(tid) === process.pid) continue;
+      const stat = readFileSync(`/proc/self/task/${tid}/stat`, "utf8");
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      ticks += Number(fields[11]) + Number(fields[12]);
+    }
+  } catch {
+    return Number.NaN;
+  }
+  return ticks * 10_000;
 }
 
 /** A CPU profile of the measured streams alone, one file a round in BENCH_PROFILE_DIR. */
@@ -252,7 +273,7 @@ async function main() {
   const cpuOf = async ({ proc, next }, what) => {
     const answer = next();
     proc.send(what);
-    return (await answer).cpu;
+    return answer;
   };
 
   const load = [];
@@ -268,8 +289,9 @@ async function main() {
         const after = await cpuOf(relay, "done");
         const chunks = connections * streams * pacedEvents;
         figures.get(kind).push({
-          user: (after.user - before.user) / chunks,
-          system: (after.system - before.system) / chunks,
+          user: (after.cpu.user - before.cpu.user) / chunks,
+          system: (after.cpu.system - before.cpu.system) / chunks,
+          others: (after.otherThreadsUs - before.otherThreadsUs) / chunks,
           events,
           failed,
         });
@@ -287,10 +309,10 @@ async function main() {
     `\n${connections} streams at once, paced ${pace} ms, ${pacedEvents} upstream chunks a stream, ${streams} streams a connection a round, ${rounds} rounds (load average ${Math.min(...load).toFixed(1)}-${Math.max(...load).toFixed(1)})\n`,
   );
   console.log(
-    "| relay   | CPU µs an event, median (rounds)       | user | system | events a stream |",
+    "| relay   | CPU µs an event, median (rounds)       | user | system | other threads | events a stream |",
   );
   console.log(
-    "|---------|---------------------------------------|-----:|-------:|----------------:|",
+    "|---------|---------------------------------------|-----:|-------:|--------------:|----------------:|",
   );
   const totals = new Map();
   for (const kind of kinds) {
@@ -302,7 +324,7 @@ async function main() {
       `| ${kind.padEnd(7)} | ${f1(median(total))} (${total.map((x) => x.toFixed(1)).join(", ")})`.padEnd(
         50,
       ) +
-        `| ${f1(median(rs.map((r) => r.user)))} | ${f1(median(rs.map((r) => r.system)))} | ${(rs[0].events / (connections * streams)).toFixed(0).padStart(15)} |${failed ? ` ${failed} failed` : ""}`,
+        `| ${f1(median(rs.map((r) => r.user)))} | ${f1(median(rs.map((r) => r.system)))} | ${f1(median(rs.map((r) => r.others))).padStart(13)} | ${(rs[0].events / (connections * streams)).toFixed(0).padStart(15)} |${failed ? ` ${failed} failed` : ""}`,
     );
   }
   if (callgrindDir) printInstructions(callgrindDir, kinds, connections * streams * pacedEvents);
