@@ -279,7 +279,9 @@ async function main() {
   const load = [];
   const figures = new Map(kinds.map((k) => [k, []]));
   try {
-    for (const [, relay] of running) await ask(relay.url, 2); // warm-up
+    // A warm-up as long as a round: a shorter one leaves V8 compiling on its background threads
+    // through the first measured rounds.
+    for (const [, relay] of running) await ask(relay.url, streams);
     for (let round = 0; round < rounds; round++) {
       for (const kind of kinds) {
         const relay = running.get(kind);
