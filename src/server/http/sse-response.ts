@@ -144,7 +144,6 @@ async function pump(sink: Sink, stream: SseStream, firstWritten: () => void): Pr
 }
 
 function nodeSink(outgoing: ServerResponse): Sink {
-  let corked = false;
   let closed = false;
   outgoing.once("close", () => {
     if (!outgoing.writableFinished) closed = true;
@@ -152,15 +151,8 @@ function nodeSink(outgoing: ServerResponse): Sink {
   return {
     write(piece) {
       if (closed) return true;
-      // Pieces written in the same tick leave in one syscall.
-      if (!corked) {
-        corked = true;
-        outgoing.cork();
-        process.nextTick(() => {
-          corked = false;
-          outgoing.uncork();
-        });
-      }
+      // Pieces written in the same tick leave in one syscall without a cork of ours: Node's
+      // ServerResponse corks its socket on a write and uncorks it on the next tick.
       return outgoing.write(piece);
     },
     end() {

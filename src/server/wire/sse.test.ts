@@ -65,6 +65,23 @@ describe("parseSSE", () => {
     ]);
   });
 
+  it("reads the same events whatever line endings meet at a chunk's edge", async () => {
+    const mixed = 'data: {"a":1}\n\ndata: b\r\n\r\ndata: c\n\ndata: d\r\rdata: e\n\n';
+    const whole = await collect([mixed]);
+    expect(whole).toEqual([
+      { data: '{"a":1}' },
+      { data: "b" },
+      { data: "c" },
+      { data: "d" },
+      { data: "e" },
+    ]);
+    for (let i = 1; i < mixed.length; i++)
+      for (let j = i + 1; j < mixed.length; j += 3)
+        expect(await collect([mixed.slice(0, i), mixed.slice(i, j), mixed.slice(j)])).toEqual(
+          whole,
+        );
+  });
+
   it("delivers a final event that lacks the closing blank line", async () => {
     expect(await collect(["data: a\n\ndata: b"])).toEqual([{ data: "a" }, { data: "b" }]);
     expect(await collect(["event: x\ndata: b\n"])).toEqual([{ event: "x", data: "b" }]);

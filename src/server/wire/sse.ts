@@ -98,6 +98,8 @@ class LineSplitter {
   constructor(private readonly maxLine: number) {}
 
   push(text: string): string[] {
+    // Upstreams end their lines with LF alone: with no CR anywhere, a native search for each LF.
+    if (!text.includes("\r") && !this.buffer.endsWith("\r")) return this.pushLf(text);
     this.buffer += text;
     const lines: string[] = [];
     let start = 0;
@@ -121,6 +123,24 @@ class LineSplitter {
     return lines;
   }
 
+  private pushLf(text: string): string[] {
+    const buffer = this.buffer + text;
+    const lines: string[] = [];
+    let start = 0;
+    for (
+      let end = buffer.indexOf("\n", this.scanned);
+      end !== -1;
+      end = buffer.indexOf("\n", start)
+    ) {
+      lines.push(buffer.slice(start, end));
+      start = end + 1;
+    }
+    this.buffer = start === 0 ? buffer : buffer.slice(start);
+    if (this.buffer.length > this.maxLine) throw eventTooLarge();
+    this.scanned = this.buffer.length;
+    return lines;
+  }
+
   flush(): string[] {
     const rest = this.buffer.endsWith("\r") ? this.buffer.slice(0, -1) : this.buffer;
     this.buffer = "";
@@ -132,7 +152,8 @@ class LineSplitter {
 /** Accumulates field lines until a blank line dispatches the event. */
 class EventAssembler {
   private event: string | undefined;
-  private data: string[] = [];
+  // The data lines joined as they come: nearly every event has one, which then needs no array.
+  private data: string | undefined;
   private size = 0;
 
   constructor(private readonly maxEvent: number) {}
@@ -149,21 +170,21 @@ class EventAssembler {
       // Many short data lines add up to one event: bounded as a whole.
       this.size += value.length + 1;
       if (this.size > this.maxEvent) throw eventTooLarge();
-      this.data.push(value);
+      this.data = this.data === undefined ? value : `${this.data}\n${value}`;
     }
     // `id` and `retry` mean nothing to a proxy; unknown fields are ignored per spec.
     return undefined;
   }
 
   private dispatch(): SSEMessage | undefined {
-    const hasData = this.data.length > 0;
-    const message: SSEMessage = { data: this.data.join("\n") };
-    if (this.event !== undefined) message.event = this.event;
+    const data = this.data;
+    const event = this.event;
     this.event = undefined;
-    this.data = [];
+    this.data = undefined;
     this.size = 0;
     // Per spec an event without data lines is not dispatched.
-    return hasData ? message : undefined;
+    if (data === undefined) return undefined;
+    return event === undefined ? { data } : { event, data };
   }
 }
 

@@ -173,7 +173,8 @@ class ChatChunkRelay {
 
 const usageField = /"usage"\s*:\s*(null\b)?/;
 const finishReasonSet = /"finish_reason"\s*:\s*"/;
-const modelField = /"model"\s*:\s*"(?:[^"\\]|\\.)*"/;
+/** Sticky: read where `"model"` was found, never searched for again. */
+const modelField = /"model"\s*:\s*"(?:[^"\\]|\\.)*"/y;
 
 /**
  * Same wire, same style: an openai-wire stream to a chat client. An ordinary chunk (no usage, no
@@ -199,13 +200,14 @@ export function passThroughChat(
         done = true;
         return "";
       }
-      if (isOrdinaryChunk(data)) {
+      const ordinary = ordinaryWithModel(data, model);
+      if (ordinary !== undefined) {
         meter.delivered(deltaChars(data, chatDeltaFields));
         if (finishReasonSet.test(data)) {
           relay.finished = true;
           meter.finished();
         }
-        return `data: ${data.replace(modelField, model)}\n\n`;
+        return `data: ${ordinary}\n\n`;
       }
       const chunk = parseChatChunk(data);
       return chunk ? (relay.relay(chunk) ?? "") : "";
@@ -248,19 +250,26 @@ export function parseChatChunk(data: string): ChatCompletionChunk | undefined {
 }
 
 /**
- * A JSON object on one line (an event's data lines are joined with line breaks, and one `data:`
- * line must carry it on) with no usage numbers and no error, whose one `model` field can be
- * swapped in place.
+ * An ordinary chunk with `model` (the field, `"model":"..."`) in place of its own, or undefined
+ * for any other event. Ordinary: a JSON object on one line (an event's data lines are joined with
+ * line breaks, and one `data:` line must carry it on) with no usage numbers and no error, whose
+ * one `model` field can be swapped in place. This runs for every event of every chat stream, so
+ * each check is one native scan of the text and the model field is found once.
  */
-function isOrdinaryChunk(data: string): boolean {
+function ordinaryWithModel(data: string, model: string): string | undefined {
   if (data.charCodeAt(0) !== 123 /* { */ || data.charCodeAt(data.length - 1) !== 125 /* } */)
-    return false;
-  if (data.includes("\n")) return false;
-  if (data.includes('"error"')) return false;
-  const usage = usageField.exec(data);
-  if (usage && usage[1] === undefined) return false;
+    return undefined;
+  if (data.includes("\n") || data.includes('"error"')) return undefined;
+  if (data.includes('"usage"')) {
+    const usage = usageField.exec(data);
+    if (usage && usage[1] === undefined) return undefined;
+  }
   const first = data.indexOf('"model"');
-  return first !== -1 && first === data.lastIndexOf('"model"') && modelField.test(data);
+  // A second one searched forward from the first: lastIndexOf is a slower builtin.
+  if (first === -1 || data.includes('"model"', first + 7)) return undefined;
+  modelField.lastIndex = first;
+  if (!modelField.test(data)) return undefined;
+  return data.slice(0, first) + model + data.slice(modelField.lastIndex);
 }
 
 /** Anthropic SSE events from an anthropic-wire upstream, in the client's style. */

@@ -1,0 +1,360 @@
+// The floor for a streamed event on this machine: how much of the gateway's CPU per event any Node
+// relay pays (the kernel's read and write, Node's and undici's stream machinery) and how much is
+// the gateway's own. Four relays of the same paced streams, each alone in a child process, measured
+// in alternating rounds of one run with the process's own `process.cpuUsage()`, user and system
+// apart, and the part of it spent off the main thread (from /proc):
+//
+//   net      a raw `node:net` byte relay: each client connection piped to one upstream connection
+//   http     a raw `node:http` server: undici.request to the upstream, res.write per body chunk
+//   hono     the bare Hono pass-through of the bench (scripts/bench-bare-proxy.mjs)
+//   gateway  the gateway's full path (dist/, so `npm run build` first)
+//
+//   node scripts/bench-event-floor.mjs [rounds] [streams a connection] [connections] [pace ms]
+//   node scripts/bench-event-floor.mjs 3 10 20 1        (the defaults: gw-p1-20's shape)
+//   BENCH_RELAYS=http,gateway node scripts/bench-event-floor.mjs
+//   BENCH_RELAY_NODE_ARGS="--max-semi-space-size=16"   Node flags of the relays' processes
+//   BENCH_PROFILE_DIR=prof      a CPU profile of each relay's measured streams, one a round
+//   BENCH_CALLGRIND=1 node scripts/bench-event-floor.mjs 1 10 1 5   each relay under callgrind:
+//                               its main thread's instructions an event (minutes; pace it slowly)
+//
+// The fake upstream and the SSE client are child processes of their own. Every relay is divided
+// by the same count, the upstream's chunks (`pacedEvents` a stream), whatever it does with them.
+import { execFileSync, fork, spawn } from "node:child_process";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer as createHttpServer } from "node:http";
+import { connect, createServer as createNetServer } from "node:net";
+import { loadavg, tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { benchBody, benchConfig, benchHeaders } from "./bench-config.mjs";
+import { pacedEvents } from "./bench-upstream.mjs";
+
+const script = fileURLToPath(import.meta.url);
+const here = fileURLToPath(new URL(".", import.meta.url));
+const role = process.argv[2];
+
+/** A relay in this process: reports its URL, then its CPU whenever asked. */
+async function serveRelay(kind, upstreamUrl) {
+  const started = await relays[kind](upstreamUrl);
+  const callgrind = process.env.BENCH_CALLGRIND === "1";
+  const profiler = process.env.BENCH_PROFILE_DIR ? await measuredProfile(kind) : undefined;
+  process.on("message", async (m) => {
+    // Under callgrind, the measured streams' instructions alone: zeroed before, dumped after.
+    if (callgrind)
+      execFileSync("callgrind_control", [m === "cpu" ? "-z" : "-d", String(process.pid)]);
+    if (profiler) await (m === "cpu" ? profiler.start() : profiler.stop());
+    process.send({ cpu: process.cpuUsage(), otherThreadsUs: otherThreadsCpuUs() });
+  });
+  process.on("disconnect", async () => {
+    await started.close?.();
+    process.exit(0);
+  });
+  process.send({ url: started.url });
+}
+
+/**
+ * CPU µs of this process's threads but the main one (workers, libuv's pool, V8's helpers), which
+ * `process.cpuUsage()` counts too; /proc counts in USER_HZ ticks (100 a second on Linux).
+ */
+function otherThreadsCpuUs() {
+  let ticks = 0;
+  try {
+    for (const tid of readdirSync("/proc/self/task")) {
+      if (Number(tid) === process.pid) continue;
+      const stat = readFileSync(`/proc/self/task/${tid}/stat`, "utf8");
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      ticks += Number(fields[11]) + Number(fields[12]);
+    }
+  } catch {
+    return Number.NaN;
+  }
+  return ticks * 10_000;
+}
+
+/** A CPU profile of the measured streams alone, one file a round in BENCH_PROFILE_DIR. */
+async function measuredProfile(kind) {
+  const { Session } = await import("node:inspector");
+  const session = new Session();
+  session.connect();
+  const post = (method, params) =>
+    new Promise((resolve, reject) =>
+      session.post(method, params, (err, result) => (err ? reject(err) : resolve(result))),
+    );
+  await post("Profiler.enable");
+  await post("Profiler.setSamplingInterval", { interval: 200 });
+  let round = 0;
+  return {
+    start: () => post("Profiler.start"),
+    async stop() {
+      const { profile } = await post("Profiler.stop");
+      const file = join(process.env.BENCH_PROFILE_DIR, `${kind}.${++round}.cpuprofile`);
+      writeFileSync(file, JSON.stringify(profile));
+    },
+  };
+}
+
+const relays = {
+  async net(upstreamUrl) {
+    const { hostname, port } = new URL(upstreamUrl);
+    const server = createNetServer({ noDelay: true }, (client) => {
+      const upstream = connect({ host: hostname, port: Number(port), noDelay: true });
+      // Bytes both ways as they come, with backpressure, nothing parsed.
+      client.pipe(upstream);
+      upstream.pipe(client);
+      const close = () => {
+        client.destroy();
+        upstream.destroy();
+      };
+      client.on("error", close).on("close", close);
+      upstream.on("error", close).on("close", close);
+    });
+    return listening(server);
+  },
+
+  async http(upstreamUrl) {
+    const { Agent } = await import("undici");
+    const agent = new Agent({ keepAliveTimeout: 30_000, connections: 256 });
+    const origin = new URL(upstreamUrl).origin;
+    const server = createHttpServer((req, res) => {
+      const parts = [];
+      req.on("data", (part) => parts.push(part));
+      req.on("end", async () => {
+        try {
+          const upstream = await agent.request({
+            origin,
+            path: req.url,
+            method: "POST",
+            headers: { "content-type": "application/json" },
+            body: Buffer.concat(parts),
+          });
+          res.writeHead(upstream.statusCode, {
+            "content-type": upstream.headers["content-type"] ?? "application/octet-stream",
+          });
+          // Each chunk written as it is read; the upstream waits while the client does.
+          upstream.body.on("data", (chunk) => {
+            if (!res.write(chunk)) {
+              upstream.body.pause();
+              res.once("drain", () => upstream.body.resume());
+            }
+          });
+          upstream.body.on("end", () => res.end());
+          upstream.body.on("error", () => res.destroy());
+        } catch {
+          res.destroy();
+        }
+      });
+    });
+    server.keepAliveTimeout = 60_000;
+    const started = await listening(server);
+    return {
+      ...started,
+      close: async () => {
+        await started.close();
+        await agent.close();
+      },
+    };
+  },
+
+  async hono(upstreamUrl) {
+    const { startBareProxy } = await import("./bench-bare-proxy.mjs");
+    return startBareProxy(upstreamUrl);
+  },
+
+  async gateway(upstreamUrl) {
+    const { startGateway } = await import("../dist/index.js");
+    const dir = mkdtempSync(join(tmpdir(), "gateway-event-floor-"));
+    // As the bench runs it: /metrics on for admins, as `gateway serve` has it by default.
+    const gw = await startGateway({
+      port: 0,
+      metrics: "admin",
+      db: join(dir, "bench.db"),
+      config: benchConfig(upstreamUrl),
+    });
+    return {
+      url: gw.url,
+      close: async () => {
+        await gw.close();
+        rmSync(dir, { recursive: true, force: true });
+      },
+    };
+  },
+};
+
+function listening(server) {
+  return new Promise((resolve) => {
+    server.listen(0, "127.0.0.1", () =>
+      resolve({
+        url: `http://127.0.0.1:${server.address().port}`,
+        close: () => new Promise((r) => server.close(r)),
+      }),
+    );
+  });
+}
+
+/** The SSE client: `connections` connections, each reading `streams` streams one after another. */
+async function serveClient() {
+  const { Pool } = await import("undici");
+  process.on("message", async ({ url, connections, streams, body }) => {
+    const pool = new Pool(url, { connections, keepAliveTimeout: 60_000 });
+    let events = 0;
+    let failed = 0;
+    const one = async () => {
+      const res = await pool.request({
+        path: "/v1/chat/completions",
+        method: "POST",
+        headers: benchHeaders,
+        body,
+      });
+      if (res.statusCode !== 200) failed++;
+      for await (const part of res.body) events += part.toString().split("\n\n").length - 1;
+    };
+    await Promise.all(
+      Array.from({ length: connections }, async () => {
+        for (let i = 0; i < streams; i++) await one();
+      }),
+    );
+    await pool.close();
+    process.send({ events, failed });
+  });
+  process.on("disconnect", () => process.exit(0));
+}
+
+function child(args, execArgv = [], callgrindOut) {
+  const stdio = ["ignore", "inherit", "inherit", "ipc"];
+  const proc = callgrindOut
+    ? spawn(
+        "valgrind",
+        [
+          "--tool=callgrind",
+          "--separate-threads=yes",
+          `--callgrind-out-file=${callgrindOut}.%p`,
+          process.execPath,
+          ...execArgv,
+          script,
+          ...args,
+        ],
+        { stdio, env: { ...process.env, BENCH_CALLGRIND: "1" } },
+      )
+    : fork(script, args, { execArgv, stdio });
+  const next = () => new Promise((resolve) => proc.once("message", resolve));
+  return { proc, next };
+}
+
+async function main() {
+  const rounds = Number(process.argv[2] ?? 3);
+  const streams = Number(process.argv[3] ?? 10);
+  const connections = Number(process.argv[4] ?? 20);
+  const pace = Number(process.argv[5] ?? 1);
+  const kinds = (process.env.BENCH_RELAYS ?? "net,http,hono,gateway").split(",");
+  const relayNodeArgs = process.env.BENCH_RELAY_NODE_ARGS?.split(" ").filter(Boolean) ?? [];
+  const callgrindDir =
+    process.env.BENCH_CALLGRIND === "1"
+      ? mkdtempSync(join(process.env.BENCH_CALLGRIND_DIR ?? tmpdir(), "event-floor-cg-"))
+      : undefined;
+
+  const upstream = fork(join(here, "bench-upstream.mjs"), ["--child"], { execArgv: [] });
+  const { url: upstreamUrl } = await new Promise((resolve) => upstream.once("message", resolve));
+  const client = child(["--client"]);
+  const running = new Map();
+  for (const kind of kinds) {
+    const relay = child(
+      ["--relay", kind, upstreamUrl],
+      relayNodeArgs,
+      callgrindDir && join(callgrindDir, `cg.${kind}`),
+    );
+    running.set(kind, { ...relay, url: (await relay.next()).url });
+  }
+  const body = benchBody(true, pace);
+  const ask = (url, n) => {
+    const answer = client.next();
+    client.proc.send({ url, connections, streams: n, body });
+    return answer;
+  };
+  const cpuOf = async ({ proc, next }, what) => {
+    const answer = next();
+    proc.send(what);
+    return answer;
+  };
+
+  const load = [];
+  const figures = new Map(kinds.map((k) => [k, []]));
+  try {
+    // A warm-up as long as a round: a shorter one leaves V8 compiling on its background threads
+    // through the first measured rounds.
+    for (const [, relay] of running) await ask(relay.url, streams);
+    for (let round = 0; round < rounds; round++) {
+      for (const kind of kinds) {
+        const relay = running.get(kind);
+        load.push(loadavg()[0]);
+        const before = await cpuOf(relay, "cpu");
+        const { events, failed } = await ask(relay.url, streams);
+        const after = await cpuOf(relay, "done");
+        const chunks = connections * streams * pacedEvents;
+        figures.get(kind).push({
+          user: (after.cpu.user - before.cpu.user) / chunks,
+          system: (after.cpu.system - before.cpu.system) / chunks,
+          others: (after.otherThreadsUs - before.otherThreadsUs) / chunks,
+          events,
+          failed,
+        });
+      }
+    }
+  } finally {
+    client.proc.kill();
+    for (const [, relay] of running) relay.proc.disconnect();
+    upstream.kill();
+  }
+
+  const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  const f1 = (x) => x.toFixed(1).padStart(6);
+  console.log(
+    `\n${connections} streams at once, paced ${pace} ms, ${pacedEvents} upstream chunks a stream, ${streams} streams a connection a round, ${rounds} rounds (load average ${Math.min(...load).toFixed(1)}-${Math.max(...load).toFixed(1)})\n`,
+  );
+  console.log(
+    "| relay   | CPU µs an event, median (rounds)       | user | system | other threads | events a stream |",
+  );
+  console.log(
+    "|---------|---------------------------------------|-----:|-------:|--------------:|----------------:|",
+  );
+  const totals = new Map();
+  for (const kind of kinds) {
+    const rs = figures.get(kind);
+    const total = rs.map((r) => r.user + r.system);
+    totals.set(kind, median(total));
+    const failed = rs.reduce((a, r) => a + r.failed, 0);
+    console.log(
+      `| ${kind.padEnd(7)} | ${f1(median(total))} (${total.map((x) => x.toFixed(1)).join(", ")})`.padEnd(
+        50,
+      ) +
+        `| ${f1(median(rs.map((r) => r.user)))} | ${f1(median(rs.map((r) => r.system)))} | ${f1(median(rs.map((r) => r.others))).padStart(13)} | ${(rs[0].events / (connections * streams)).toFixed(0).padStart(15)} |${failed ? ` ${failed} failed` : ""}`,
+    );
+  }
+  if (callgrindDir) printInstructions(callgrindDir, kinds, connections * streams * pacedEvents);
+  const gw = totals.get("gateway");
+  if (gw !== undefined)
+    for (const kind of kinds.filter((k) => k !== "gateway"))
+      console.log(`gateway over ${kind}: ${(gw - totals.get(kind)).toFixed(1)} µs an event`);
+}
+
+/**
+ * Each relay's main-thread instructions per upstream chunk, from callgrind's dumps (one a round;
+ * the main thread's file ends in -01), and where the dumps are for callgrind_annotate.
+ */
+function printInstructions(dir, kinds, chunks) {
+  const files = readdirSync(dir);
+  console.log(`\ninstructions of each relay's main thread an event (callgrind; dumps in ${dir}):`);
+  for (const kind of kinds) {
+    const dumps = files.filter((f) => f.startsWith(`cg.${kind}.`) && /\.\d+-01$/.test(f));
+    const counts = dumps.map((f) => {
+      const total = /^(?:summary|totals): (\d+)/m.exec(readFileSync(join(dir, f), "utf8"));
+      return Number(total?.[1] ?? Number.NaN) / chunks;
+    });
+    console.log(
+      `  ${kind.padEnd(7)} ${counts.map((c) => `${(c / 1000).toFixed(1)} k`).join(", ")}`,
+    );
+  }
+}
+
+if (role === "--relay") await serveRelay(process.argv[3], process.argv[4]);
+else if (role === "--client") await serveClient();
+else await main();
