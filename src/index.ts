@@ -1,7 +1,7 @@
 import { startGateway as startInternal } from "./server/gateway.js";
 import type { PublicGatewayOptions, PublicRunningGateway } from "./server/gateway-types.js";
 
-export { GatewayAlreadyRunning } from "./server/backends/serve-lock.js";
+export { GatewayAlreadyRunning } from "./server/backends/already-running.js";
 export { ConfigError } from "./server/config/load.js";
 export type { ConfigInput as GatewayConfig } from "./server/config/schema.js";
 export type {

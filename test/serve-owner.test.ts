@@ -1,6 +1,6 @@
 import { readFileSync, statSync } from "node:fs";
 import { afterEach, describe, expect, it } from "vitest";
-import { GatewayAlreadyRunning } from "../src/server/backends/serve-lock.js";
+import { GatewayAlreadyRunning } from "../src/server/backends/already-running.js";
 import { startGateway } from "../src/server/gateway.js";
 import { readServeRecordOf } from "../src/store/sqlite/serve-record.js";
 import { type CliHome, cliHome, killRunningClis, runCli, spawnCli } from "./support/cli.js";

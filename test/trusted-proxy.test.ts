@@ -14,6 +14,13 @@ const sharedFrom = (client: string) => ({
   "x-forwarded-for": client,
 });
 
+/**
+ * A gateway whose clock stays at the start of a minute: a budget spent over a minute boundary of
+ * the real clock (a slow run) started over and the next request was admitted.
+ */
+const heldGateway = (options: { trustedProxies?: string[] } = {}) =>
+  testGateway({ ...options, now: () => Date.parse("2030-01-01T10:00:00Z") });
+
 /** Spends one client's whole per-address budget on the shared key, then asks for one more. */
 async function exhaust(gateway: TestGateway, client: string): Promise<number> {
   for (let sent = 0; sent < sharedKeyPerIpPerMinute; sent++) {
@@ -25,20 +32,20 @@ async function exhaust(gateway: TestGateway, client: string): Promise<number> {
 
 describe("the shared key's per-address limit", () => {
   it("counts each forwarded client of a trusted proxy on its own, and ignores an untrusted peer's header", async () => {
-    gw = await testGateway({ trustedProxies: ["127.0.0.1"] });
+    gw = await heldGateway({ trustedProxies: ["127.0.0.1"] });
     expect(await exhaust(gw, "203.0.113.7")).toBe(429);
     const other = await post(gw, "/v1/chat/completions", chat(), sharedFrom("198.51.100.9"));
     expect(other.status).toBe(200);
     await gw.close();
 
-    gw = await testGateway();
+    gw = await heldGateway();
     expect(await exhaust(gw, "203.0.113.7")).toBe(429);
     const shared = await post(gw, "/v1/chat/completions", chat(), sharedFrom("198.51.100.9"));
     expect(shared.status).toBe(429);
   });
 
   it("takes the right-most address that is not a trusted proxy: the left ones are the client's word", async () => {
-    gw = await testGateway({ trustedProxies: ["127.0.0.1", "10.0.0.5"] });
+    gw = await heldGateway({ trustedProxies: ["127.0.0.1", "10.0.0.5"] });
     expect(await exhaust(gw, "192.0.2.1, 203.0.113.7, 10.0.0.5")).toBe(429);
     // A client that writes its own header in front still ends up as the same address.
     const spoofed = await post(
@@ -53,7 +60,7 @@ describe("the shared key's per-address limit", () => {
   });
 
   it("trusts every address of a CIDR range, and no address outside it", async () => {
-    gw = await testGateway({ trustedProxies: ["127.0.0.0/8", "fd00::/8"] });
+    gw = await heldGateway({ trustedProxies: ["127.0.0.0/8", "fd00::/8"] });
     expect(await exhaust(gw, "203.0.113.7")).toBe(429);
     const other = await post(gw, "/v1/chat/completions", chat(), sharedFrom("198.51.100.9"));
     expect(other.status).toBe(200);
@@ -61,14 +68,14 @@ describe("the shared key's per-address limit", () => {
     expect(await exhaust(gw, "192.0.2.44, 127.0.0.9")).toBe(429);
     await gw.close();
 
-    gw = await testGateway({ trustedProxies: ["10.0.0.0/8"] });
+    gw = await heldGateway({ trustedProxies: ["10.0.0.0/8"] });
     expect(await exhaust(gw, "203.0.113.7")).toBe(429);
     const shared = await post(gw, "/v1/chat/completions", chat(), sharedFrom("198.51.100.9"));
     expect(shared.status).toBe(429);
   });
 
   it("compares addresses in one spelling: a proxy listed as an IPv4-mapped address matches", async () => {
-    gw = await testGateway({ trustedProxies: ["::ffff:127.0.0.1"] });
+    gw = await heldGateway({ trustedProxies: ["::ffff:127.0.0.1"] });
     expect(await exhaust(gw, "203.0.113.7")).toBe(429);
     const other = await post(gw, "/v1/chat/completions", chat(), sharedFrom("198.51.100.9"));
     expect(other.status).toBe(200);

@@ -1,6 +1,7 @@
-import { z } from "zod";
+import type { z } from "zod";
 import { cliCommand } from "../cli-command.js";
 import { describeSystemError } from "../system-errors.js";
+import type { CreatedKey, DeviceCodeResponse, KeyView, RevokedKey, WhoAmI } from "./api-schemas.js";
 import { type ActiveCredential, activeCredential, defaultProfile } from "./credentials/index.js";
 import { UserError } from "./errors.js";
 
@@ -35,71 +36,14 @@ export function resolveBaseUrl(flag: string | undefined, stored?: string): strin
   return url.origin + url.pathname.replace(/\/+$/, "").replace(/\/v1$/, "");
 }
 
-const deviceCodeResponse = z.object({
-  device_code: z.string(),
-  user_code: z.string(),
-  verification_uri: z.string(),
-  verification_uri_complete: z.string().optional(),
-  expires_in: z.number().positive(),
-  interval: z.number().positive().optional(),
-});
-export type DeviceCodeResponse = z.infer<typeof deviceCodeResponse>;
-
-const deviceTokenSuccess = z.object({
-  access_token: z.string().startsWith("kn-"),
-  token_type: z.string(),
-  key_id: z.string(),
-  account_id: z.string(),
-});
-const deviceTokenError = z.object({ error: z.string(), interval: z.number().optional() });
+export type { CreatedKey, DeviceCodeResponse, KeyView, RevokedKey, WhoAmI };
 
 export type DeviceTokenResult =
   | { ok: true; key: string; keyId: string; accountId: string }
   | { ok: false; error: string; interval?: number };
 
-const whoamiResponse = z.object({
-  account_id: z.string(),
-  key_id: z.string(),
-  kind: z.string(),
-  label: z.string(),
-  prefix: z.string(),
-});
-export type WhoAmI = z.infer<typeof whoamiResponse>;
-
-const keyView = z.object({
-  id: z.string(),
-  label: z.string(),
-  kind: z.string(),
-  prefix: z.string(),
-  created_at: z.number(),
-  last_used_at: z.number().nullable(),
-  revoked_at: z.number().nullable(),
-});
-export type KeyView = z.infer<typeof keyView>;
-const keyList = z.object({ data: z.array(keyView) });
-
-const createdKey = z.object({
-  id: z.string(),
-  key: z.string().startsWith("kn-"),
-  label: z.string(),
-  kind: z.string(),
-  created_at: z.number(),
-});
-export type CreatedKey = z.infer<typeof createdKey>;
-
-const revoked = z.object({
-  id: z.string(),
-  revoked: z.boolean(),
-  already_revoked: z.boolean().optional(),
-  revoked_at: z.number().optional(),
-});
-export type RevokedKey = z.infer<typeof revoked>;
-
-const chatStyleError = z.object({
-  error: z.object({ message: z.string(), code: z.string().nullable().optional() }),
-});
-/** The device endpoints answer in the OAuth shape (RFC 8628). */
-const oauthStyleError = z.object({ error: z.string(), error_description: z.string() });
+type ApiSchemas = typeof import("./api-schemas.js");
+const apiSchemas = (): Promise<ApiSchemas> => import("./api-schemas.js");
 
 export interface ClientOptions {
   baseUrl: string;
@@ -132,7 +76,7 @@ export class GatewayClient {
       { client_name: clientName },
       false,
     );
-    return this.parse(res, deviceCodeResponse);
+    return this.parse(res, (s) => s.deviceCodeResponse);
   }
 
   /** The RFC 8628 errors (pending, slow_down, denied, expired) are results here, not exceptions. */
@@ -144,10 +88,11 @@ export class GatewayClient {
       false,
     );
     if (res.status === 400) {
+      const { deviceTokenError } = await apiSchemas();
       const body = deviceTokenError.safeParse(await res.json().catch(() => undefined));
       if (body.success) return { ok: false, error: body.data.error, interval: body.data.interval };
     }
-    const token = await this.parse(res, deviceTokenSuccess);
+    const token = await this.parse(res, (s) => s.deviceTokenSuccess);
     return { ok: true, key: token.access_token, keyId: token.key_id, accountId: token.account_id };
   }
 
@@ -163,24 +108,24 @@ export class GatewayClient {
   }
 
   async whoami(): Promise<WhoAmI> {
-    return this.parse(await this.send("GET", "/api/auth/whoami"), whoamiResponse);
+    return this.parse(await this.send("GET", "/api/auth/whoami"), (s) => s.whoamiResponse);
   }
 
   async logout(): Promise<RevokedKey> {
-    return this.parse(await this.send("POST", "/api/auth/logout"), revoked);
+    return this.parse(await this.send("POST", "/api/auth/logout"), (s) => s.revoked);
   }
 
   async createKey(label: string, shared: boolean): Promise<CreatedKey> {
-    return this.parse(await this.send("POST", "/api/keys", { label, shared }), createdKey);
+    return this.parse(await this.send("POST", "/api/keys", { label, shared }), (s) => s.createdKey);
   }
 
   async listKeys(): Promise<KeyView[]> {
-    return (await this.parse(await this.send("GET", "/api/keys"), keyList)).data;
+    return (await this.parse(await this.send("GET", "/api/keys"), (s) => s.keyList)).data;
   }
 
   async revokeKey(idOrLabel: string): Promise<RevokedKey> {
     const path = `/api/keys/${encodeURIComponent(idOrLabel)}`;
-    return this.parse(await this.send("DELETE", path), revoked);
+    return this.parse(await this.send("DELETE", path), (s) => s.revoked);
   }
 
   private async send(
@@ -213,9 +158,14 @@ export class GatewayClient {
     }
   }
 
-  private async parse<T extends z.ZodType>(res: Response, schema: T): Promise<z.infer<T>> {
+  /** The answer as `pick` chooses its schema, or the failure it says, in one line. */
+  private async parse<T extends z.ZodType>(
+    res: Response,
+    pick: (schemas: ApiSchemas) => T,
+  ): Promise<z.infer<T>> {
     const text = await res.text().catch(() => "");
-    if (!res.ok) throw this.failure(res, text);
+    const schemas = await apiSchemas();
+    if (!res.ok) throw this.failure(res, text, schemas);
     let json: unknown;
     try {
       json = JSON.parse(text);
@@ -224,7 +174,7 @@ export class GatewayClient {
         `the gateway at ${this.options.baseUrl} sent a response that is not JSON (HTTP ${res.status}); is it a Model Gateway?`,
       );
     }
-    const parsed = schema.safeParse(json);
+    const parsed = pick(schemas).safeParse(json);
     if (!parsed.success) {
       throw new UserError(
         `the gateway at ${this.options.baseUrl} sent an unexpected response (HTTP ${res.status}); is the CLI the same version as the server?`,
@@ -233,7 +183,7 @@ export class GatewayClient {
     return parsed.data;
   }
 
-  private failure(res: Response, text: string): UserError {
+  private failure(res: Response, text: string, schemas: ApiSchemas): UserError {
     if (res.status === 401) {
       // 401 bodies are plain text by design ("invalid API key", "API key revoked", ...).
       const reason = text.trim().slice(0, 200) || "unauthorized";
@@ -245,8 +195,8 @@ export class GatewayClient {
     let code: string | undefined;
     try {
       const json: unknown = JSON.parse(text);
-      const body = chatStyleError.safeParse(json);
-      const oauth = oauthStyleError.safeParse(json);
+      const body = schemas.chatStyleError.safeParse(json);
+      const oauth = schemas.oauthStyleError.safeParse(json);
       if (body.success) {
         message = body.data.error.message;
         code = body.data.error.code ?? undefined;

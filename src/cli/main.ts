@@ -1,18 +1,7 @@
 import { Command, CommanderError } from "commander";
 import { cliCommand } from "../cli-command.js";
 import { packageVersion } from "../version.js";
-import { registerDashboard } from "./dashboard.js";
 import { UserError, usageExitCode } from "./errors.js";
-import { registerKeysCreate } from "./keys/create.js";
-import { registerKeysList } from "./keys/list.js";
-import { registerKeysRevoke } from "./keys/revoke.js";
-import { registerLogin } from "./login.js";
-import { registerLogout } from "./logout.js";
-import { registerMcp } from "./mcp.js";
-import { registerOwnerLink } from "./owner-link.js";
-import { registerSecretsRotate } from "./secrets/rotate.js";
-import { registerServe } from "./serve.js";
-import { registerWhoami } from "./whoami.js";
 
 export async function main(argv: string[]): Promise<void> {
   const program = new Command()
@@ -28,29 +17,15 @@ export async function main(argv: string[]): Promise<void> {
       // Help's usage line and examples as this user runs the CLI (`npx gateway ...` in a clone).
       writeOut: (text) => process.stdout.write(asRunHere(text)),
     });
-  registerServe(program);
-  registerLogin(program);
-  registerLogout(program);
-  registerWhoami(program);
-  registerOwnerLink(program);
-  registerDashboard(program);
-  registerMcp(program);
-  const keys = program
-    .command("keys")
-    .description("Create, list and revoke per-tool keys (needs `gateway login`)")
-    .addHelpText(
-      "after",
-      "\nExamples:\n  $ gateway keys create --label ci\n  $ gateway keys list\n  $ gateway keys revoke ci",
-    );
-  registerKeysCreate(keys);
-  registerKeysList(keys);
-  registerKeysRevoke(keys);
-  const secrets = program
-    .command("secrets")
-    .description("Manage the key that encrypts BYOK credentials at rest")
-    .addHelpText("after", "\nExamples:\n  $ gateway secrets rotate --db gateway.db");
-  registerSecretsRotate(secrets);
   try {
+    // Only the command being run is loaded (each command's module brings its own: the API
+    // client, zod, the credential stores...): every start, `serve`'s first of all, pays for one.
+    // Anything else (help, a version, a mistyped name) loads them all, in the help's order.
+    const named = argv[2];
+    const wanted =
+      named !== undefined && Object.hasOwn(commands, named) ? [named] : Object.keys(commands);
+    const registers = await Promise.all(wanted.map((name) => commands[name]()));
+    for (const register of registers) register(program);
     await program.parseAsync(argv);
   } catch (err) {
     if (err instanceof CommanderError)
@@ -65,6 +40,46 @@ export async function main(argv: string[]): Promise<void> {
     process.exit(70);
   }
 }
+
+/** Each top-level command: its module, loaded, gives what adds it to the program. */
+const commands: Record<string, () => Promise<(program: Command) => void>> = {
+  serve: async () => (await import("./serve.js")).registerServe,
+  login: async () => (await import("./login.js")).registerLogin,
+  logout: async () => (await import("./logout.js")).registerLogout,
+  whoami: async () => (await import("./whoami.js")).registerWhoami,
+  "owner-link": async () => (await import("./owner-link.js")).registerOwnerLink,
+  dashboard: async () => (await import("./dashboard.js")).registerDashboard,
+  mcp: async () => (await import("./mcp.js")).registerMcp,
+  keys: async () => {
+    const [create, list, revoke] = await Promise.all([
+      import("./keys/create.js"),
+      import("./keys/list.js"),
+      import("./keys/revoke.js"),
+    ]);
+    return (program) => {
+      const keys = program
+        .command("keys")
+        .description("Create, list and revoke per-tool keys (needs `gateway login`)")
+        .addHelpText(
+          "after",
+          "\nExamples:\n  $ gateway keys create --label ci\n  $ gateway keys list\n  $ gateway keys revoke ci",
+        );
+      create.registerKeysCreate(keys);
+      list.registerKeysList(keys);
+      revoke.registerKeysRevoke(keys);
+    };
+  },
+  secrets: async () => {
+    const { registerSecretsRotate } = await import("./secrets/rotate.js");
+    return (program) => {
+      const secrets = program
+        .command("secrets")
+        .description("Manage the key that encrypts BYOK credentials at rest")
+        .addHelpText("after", "\nExamples:\n  $ gateway secrets rotate --db gateway.db");
+      registerSecretsRotate(secrets);
+    };
+  },
+};
 
 /** Commander's refusals of a command line (not help or version, which exit 0). */
 const usageErrors = new Set([

@@ -171,7 +171,7 @@ Examples:
       const { startGateway } = await import("../server/gateway.js");
       const { ConfigError } = await import("../server/config/load.js");
       const { SecretKeyError } = await import("../store/secret-box.js");
-      const { GatewayAlreadyRunning } = await import("../server/backends/serve-lock.js");
+      const { GatewayAlreadyRunning } = await import("../server/backends/already-running.js");
       const { storageFaultKind } = await import("../store/storage-fault.js");
       const { describePostgresUrl, isPostgresUrl, selectPostgresUrl } = await import(
         "../store/postgres/url.js"

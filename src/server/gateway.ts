@@ -5,7 +5,6 @@ import { hashSecret } from "../store/secrets.js";
 import { gatewayListener } from "./app.js";
 import { createOwnerLink } from "./auth/owner-session.js";
 import type { Backend } from "./backends/backend.js";
-import { openSqliteBackend } from "./backends/sqlite.js";
 import { createServices, type Services } from "./compose/services.js";
 import { applyConfig } from "./config/apply.js";
 import { demoAccountId, demoConfig } from "./config/demo.js";
@@ -245,11 +244,13 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
  * options put it.)
  */
 async function openBackend(db: string, journaledWaitMs: number | undefined): Promise<Backend> {
+  // Each backend is loaded only when used: an embedded gateway never pays for pg, nor one on
+  // Postgres for better-sqlite3 and the SQLite store (a restart's time to ready).
   if (isPostgresUrl(db)) {
-    // Loaded only for Postgres: an embedded gateway never pays for pg.
     const { openPostgresBackend } = await import("./backends/postgres.js");
     return openPostgresBackend(db, process.env);
   }
+  const { openSqliteBackend } = await import("./backends/sqlite.js");
   return openSqliteBackend(db, journaledWaitMs);
 }
 

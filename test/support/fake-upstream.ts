@@ -184,16 +184,21 @@ export class FakeUpstream {
   private async drip(reply: Extract<Reply, { kind: "drip" }>, res: ServerResponse): Promise<void> {
     res.writeHead(200, { "content-type": reply.contentType, "cache-control": "no-cache" });
     res.flushHeaders();
-    for (let index = 0; !res.destroyed; index++) {
+    // The response is marked destroyed only at the socket's 'close', a turn of the loop after the
+    // socket itself: in between Node drops every write silently, so a loop that looked at the
+    // response alone ran through all the pieces at once and ended the answer, and the gateway's
+    // cut was never counted (seen under load: 100 MB "written", `aborted` 0).
+    const gone = () => res.destroyed || res.socket?.destroyed === true;
+    for (let index = 0; !gone(); index++) {
       const piece = reply.piece(index);
       if (piece === undefined) break;
       this.dripped += Buffer.byteLength(piece);
       res.write(piece);
       // Written only as fast as the connection takes it: nothing piles up in the fake.
-      while (!res.destroyed && res.writableLength > 256 * 1024) await sleep(2);
+      while (!gone() && res.writableLength > 256 * 1024) await sleep(2);
       if (reply.everyMs > 0) await sleep(reply.everyMs);
     }
-    if (!res.destroyed) res.end();
+    if (!gone()) res.end();
   }
 
   /** The rules of the request's API, and for a thread the conversation it stands for. */

@@ -1,30 +1,17 @@
 import { readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";
-import { z } from "zod";
 import { cliCommand } from "../../cli-command.js";
 import { makePrivateDir, writePrivateFile } from "../../store/private-files.js";
 import { describeSystemError } from "../../system-errors.js";
 import { UserError } from "../errors.js";
+import type { CredentialsFile } from "./file-schema.js";
 import type { CredentialStore, StoredLogin } from "./types.js";
 
 /**
  * The fallback where no OS keychain works (headless Linux, CI): one JSON file keyed by profile,
  * in a directory only the user can enter (0700), readable only by the user (0600).
  */
-
-const storedLogin = z.object({
-  key: z.string().min(1),
-  baseUrl: z.string(),
-  keyId: z.string(),
-  accountId: z.string(),
-  savedAt: z.string(),
-});
-const credentialsFile = z.object({
-  version: z.literal(1),
-  profiles: z.record(z.string(), storedLogin),
-});
-type CredentialsFile = z.infer<typeof credentialsFile>;
 
 /** $XDG_CONFIG_HOME/model-gateway/credentials.json, else ~/.config/model-gateway/credentials.json. */
 function credentialsFilePath(env: NodeJS.ProcessEnv = process.env): string {
@@ -48,24 +35,24 @@ export class FileCredentialStore implements CredentialStore {
   }
 
   async get(profile: string): Promise<StoredLogin | undefined> {
-    return this.read().profiles[profile];
+    return (await this.read()).profiles[profile];
   }
 
   async set(profile: string, login: StoredLogin): Promise<void> {
-    const file = this.read();
+    const file = await this.read();
     file.profiles[profile] = login;
     this.write(file);
   }
 
   async delete(profile: string): Promise<boolean> {
-    const file = this.read();
+    const file = await this.read();
     if (!(profile in file.profiles)) return false;
     delete file.profiles[profile];
     this.write(file);
     return true;
   }
 
-  private read(): CredentialsFile {
+  private async read(): Promise<CredentialsFile> {
     let text: string;
     try {
       text = readFileSync(this.path, "utf8");
@@ -73,6 +60,7 @@ export class FileCredentialStore implements CredentialStore {
       if ((err as NodeJS.ErrnoException).code === "ENOENT") return { version: 1, profiles: {} };
       throw new UserError(`cannot read ${this.location}: ${describeSystemError(err)}`);
     }
+    const { credentialsFile } = await import("./file-schema.js");
     try {
       return credentialsFile.parse(JSON.parse(text));
     } catch {

@@ -1,23 +1,7 @@
 import { liveServeRecord } from "../../store/serve-record.js";
 import { type FileLock, lockFile } from "../../store/sqlite/file-lock.js";
 import { readServeRecordOf } from "../../store/sqlite/serve-record.js";
-
-/**
- * A second gateway on a database file that one already serves: refused before it opens the
- * database, so the running one's settlement journal and serve record stay as they are.
- */
-export class GatewayAlreadyRunning extends Error {
-  constructor(
-    readonly db: string,
-    readonly running: { pid: number; url: string } | undefined,
-  ) {
-    const who = running
-      ? `another gateway (pid ${running.pid}, ${running.url}) is serving ${db}`
-      : `another gateway is starting on ${db}`;
-    super(`${who}; stop it first, or use another database (--db other.db)`);
-    this.name = "GatewayAlreadyRunning";
-  }
-}
+import { GatewayAlreadyRunning } from "./already-running.js";
 
 const lockWaitMs = 250;
 

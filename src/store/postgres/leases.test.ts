@@ -43,6 +43,14 @@ async function gateway(
   extra: { leaseMs?: number } = {},
 ): Promise<{ money: PostgresMoney; pool: pg.Pool; queries: (name?: string) => number }> {
   const pool = openPostgresPool({ url, max: 5 });
+  const slow = pool.query.bind(pool);
+  pool.query = (async (...args: Parameters<typeof slow>) => {
+    const answer = await slow(...args);
+    const config = args[0] as { name?: string };
+    if (typeof config === "object" && config.name === "gateway_lease_top_up")
+      await new Promise((r) => setTimeout(r, 300));
+    return answer;
+  }) as typeof pool.query;
   const queries = countQueries(pool);
   const money = new PostgresMoney(pool, {
     instanceId: `leasing-${++sequence}`,
@@ -89,6 +97,28 @@ const perMinute = (id: string, limit: number) => ({
 
 const { request, outcome } = moneyInputs(now);
 
+/**
+ * The answers to the statements named `name` sent through `pool`: `answered` resolves once every
+ * one sent so far has its answer, and the gateway has taken it (its continuation ran first).
+ */
+function answersTo(pool: pg.Pool, name: string): { answered(): Promise<void> } {
+  const pending = new Set<Promise<unknown>>();
+  const query = pool.query.bind(pool);
+  pool.query = ((...args: Parameters<typeof query>) => {
+    const answer = query(...args) as unknown as Promise<unknown>;
+    const config = args[0] as { name?: string } | string;
+    if (typeof config === "object" && config.name === name) {
+      const settled: Promise<boolean> = answer.then(
+        () => pending.delete(settled),
+        () => pending.delete(settled),
+      );
+      pending.add(settled);
+    }
+    return answer;
+  }) as typeof pool.query;
+  return { answered: async () => void (await Promise.all(pending)) };
+}
+
 async function until(check: () => Promise<boolean>, ms = 3_000): Promise<void> {
   const end = Date.now() + ms;
   while (!(await check())) {
@@ -134,7 +164,7 @@ describe("leases: requests admitted without a round trip", () => {
   });
 
   it("a lease in use grows before it runs out: a steady stream of requests waits on no hold", async () => {
-    const { money, queries } = await gateway();
+    const { money, pool, queries } = await gateway();
     const id = await account({ balance_micro: 1_000_000, rpm_limit: 1_000 });
     const count = perMinute(id, 1_000);
     await money.settle(await money.reserve(request(id, { count })), outcome());
@@ -142,10 +172,25 @@ describe("leases: requests admitted without a round trip", () => {
     expect(holds).toBe(1);
     // Each charged 300 of the 1,000 it held: the first lease (4,000) covers about a dozen, its
     // 50 slots fifty; a hundred requests need both to grow, each more than once.
+    const topUps = answersTo(pool, "gateway_lease_top_up");
+    let sent = 0;
     for (let i = 0; i < 100; i++) {
       const reservation = await money.reserve(request(id, { count }));
       expect(reservation.payment).toBe("balance");
       await money.settle(reservation, outcome());
+      // A top-up is asked for while the lease still covers the next requests, so the next one is
+      // admitted from it before the answer; a steady stream then gives the answer its round trip
+      // (the stream here runs back to back, so it waits for it rather than for a clock).
+      if (queries("gateway_lease_top_up") > sent) {
+        sent = queries("gateway_lease_top_up");
+        if (i < 99) {
+          i++;
+          const next = await money.reserve(request(id, { count }));
+          expect(next.payment).toBe("balance");
+          await money.settle(next, outcome());
+        }
+        await topUps.answered();
+      }
     }
     expect(queries("gateway_hold_all")).toBe(holds);
     expect(queries("gateway_lease_top_up")).toBeGreaterThanOrEqual(3);

@@ -1,0 +1,69 @@
+import { z } from "zod";
+
+/**
+ * What the gateway's /api routes answer, as the CLI checks it. Apart from api-client.ts, and
+ * loaded only when an answer is read: zod's import is about half of a short command's CPU, and
+ * most of the CLI's refusals (no login, a bad flag) never read one.
+ */
+
+export const deviceCodeResponse = z.object({
+  device_code: z.string(),
+  user_code: z.string(),
+  verification_uri: z.string(),
+  verification_uri_complete: z.string().optional(),
+  expires_in: z.number().positive(),
+  interval: z.number().positive().optional(),
+});
+export type DeviceCodeResponse = z.infer<typeof deviceCodeResponse>;
+
+export const deviceTokenSuccess = z.object({
+  access_token: z.string().startsWith("kn-"),
+  token_type: z.string(),
+  key_id: z.string(),
+  account_id: z.string(),
+});
+export const deviceTokenError = z.object({ error: z.string(), interval: z.number().optional() });
+
+export const whoamiResponse = z.object({
+  account_id: z.string(),
+  key_id: z.string(),
+  kind: z.string(),
+  label: z.string(),
+  prefix: z.string(),
+});
+export type WhoAmI = z.infer<typeof whoamiResponse>;
+
+export const keyView = z.object({
+  id: z.string(),
+  label: z.string(),
+  kind: z.string(),
+  prefix: z.string(),
+  created_at: z.number(),
+  last_used_at: z.number().nullable(),
+  revoked_at: z.number().nullable(),
+});
+export type KeyView = z.infer<typeof keyView>;
+export const keyList = z.object({ data: z.array(keyView) });
+
+export const createdKey = z.object({
+  id: z.string(),
+  key: z.string().startsWith("kn-"),
+  label: z.string(),
+  kind: z.string(),
+  created_at: z.number(),
+});
+export type CreatedKey = z.infer<typeof createdKey>;
+
+export const revoked = z.object({
+  id: z.string(),
+  revoked: z.boolean(),
+  already_revoked: z.boolean().optional(),
+  revoked_at: z.number().optional(),
+});
+export type RevokedKey = z.infer<typeof revoked>;
+
+export const chatStyleError = z.object({
+  error: z.object({ message: z.string(), code: z.string().nullable().optional() }),
+});
+/** The device endpoints answer in the OAuth shape (RFC 8628). */
+export const oauthStyleError = z.object({ error: z.string(), error_description: z.string() });
