@@ -11,30 +11,10 @@ import { execFileSync } from "node:child_process";
 import { SSEStream } from "../dist/server/wire/relay.js";
 import { passThroughChat } from "../dist/server/wire/to-client.js";
 import { StreamMeter } from "../dist/server/wire/usage.js";
+import { pacedChunks, pacedEvents } from "./bench-upstream.mjs";
 
-const chunk = (delta, finish = null) =>
-  `data: ${JSON.stringify({
-    id: "chatcmpl-bench",
-    object: "chat.completion.chunk",
-    created: 1_700_000_000,
-    model: "bench-upstream",
-    choices: [{ index: 0, delta, finish_reason: finish }],
-  })}\n\n`;
-const usageChunk = `data: ${JSON.stringify({
-  id: "chatcmpl-bench",
-  object: "chat.completion.chunk",
-  created: 1_700_000_000,
-  model: "bench-upstream",
-  choices: [],
-  usage: { prompt_tokens: 12, completion_tokens: 6, total_tokens: 18 },
-})}\n\n`;
-const chunks = [
-  chunk({ role: "assistant", content: "Hello" }),
-  ...Array.from({ length: 49 }, (_, i) => chunk({ content: ` word${i}` })),
-  chunk({}, "stop"),
-  `${usageChunk}data: [DONE]\n\n`,
-].map((text) => Buffer.from(text));
-const events = 52;
+const chunks = pacedChunks.map((text) => Buffer.from(text));
+const events = pacedEvents;
 const req = { clientModel: "bench-model", body: { stream: true, messages: [] }, style: "chat" };
 
 async function oneStream() {

@@ -46,7 +46,7 @@ const streamRest = `${chunk({ content: " from the bench." }) + chunk({}, "stop")
 // `pacedEvents` events with the closing `[DONE]`.
 const pacedContent = 49;
 export const pacedEvents = pacedContent + 3;
-const pacedChunks = [
+export const pacedChunks = [
   streamFirst,
   ...Array.from({ length: pacedContent }, (_, i) => chunk({ content: ` word${i}` })),
   chunk({}, "stop"),

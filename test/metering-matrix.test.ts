@@ -1,7 +1,11 @@
-import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { secretKeyEnv } from "../src/store/secret-box.js";
-import { fakeGemini } from "./support/fake-gemini.js";
+import {
+  type EveryWireGateway,
+  gatewayOnEveryWire,
+  modelOn,
+  type Wire,
+  wires,
+} from "./support/every-wire.js";
 import {
   type FakeUpstream,
   fakeUpstream,
@@ -19,7 +23,6 @@ import {
   testGateway,
 } from "./support/gateway.js";
 import { deliveredTokens } from "./support/metering.js";
-import { createTestDatabase } from "./support/postgres.js";
 import { streamData, streamEvents } from "./support/sse.js";
 
 /**
@@ -30,7 +33,6 @@ import { streamData, streamEvents } from "./support/sse.js";
  */
 
 type Style = "chat" | "messages" | "responses";
-type Wire = "openai" | "anthropic" | "gemini" | "mock";
 type HangUp = "never" | "before-headers" | "after-pieces";
 
 const PIECES_BEFORE_HANGUP = 5;
@@ -54,7 +56,7 @@ interface Case {
 
 function cases(): Case[] {
   const out: Case[] = [];
-  for (const wire of ["openai", "anthropic", "gemini", "mock"] as const) {
+  for (const wire of wires) {
     for (const style of ["chat", "messages", "responses"] as const) {
       for (const n of style === "chat" ? [1, 3] : [1]) {
         for (const stream of [false, true]) {
@@ -71,13 +73,6 @@ function cases(): Case[] {
   }
   return out;
 }
-
-const models: Record<Wire, string> = {
-  openai: "m-openai",
-  anthropic: "m-anthropic",
-  gemini: "m-gemini",
-  mock: "m-mock",
-};
 
 // ---- fake providers that report usage as the real APIs do ------------------------------------
 
@@ -251,7 +246,7 @@ function requestBody(c: Case): { path: string; body: Record<string, unknown> } {
         ? "count on [[mock:delay=1500]]"
         : "hold on, count"
       : "count to twenty";
-  const model = models[c.wire];
+  const model = modelOn(c.wire);
   if (c.style === "chat")
     return {
       path: "/v1/chat/completions",
@@ -417,49 +412,21 @@ const price = (usage: { input_tokens: number; output_tokens: number }) =>
 
 describe.each(["sqlite", "postgres"] as const)("the meter on %s", (backend) => {
   let gw: TestGateway;
-  let openaiUp: FakeUpstream;
-  let anthropicUp: FakeUpstream;
-  let geminiUp: FakeUpstream;
-  let savedSecret: string | undefined;
+  let gateway: EveryWireGateway;
   /** Each finished case's logged usage, for the cases that leave the same request midway. */
   const finished = new Map<string, { input_tokens: number; output_tokens: number }>();
 
   beforeAll(async () => {
-    savedSecret = process.env[secretKeyEnv];
-    process.env[secretKeyEnv] ??= randomBytes(32).toString("base64");
-    openaiUp = await fakeUpstream("openai", openaiReply);
-    anthropicUp = await fakeUpstream("anthropic", anthropicReply);
-    geminiUp = await fakeGemini({ apiKeys: ["gm-key"] }, geminiReply);
-    const base = baseConfig();
-    const prices = { price_input_per_mtok: PRICE_IN, price_output_per_mtok: PRICE_OUT };
-    gw = await testGateway({
-      db: backend === "postgres" ? await createTestDatabase() : undefined,
-      config: {
-        ...base,
-        providers: [
-          { id: "oa", wire: "openai", base_url: openaiUp.baseUrl, api_keys: ["sk-oa"] },
-          { id: "an", wire: "anthropic", base_url: anthropicUp.baseUrl, api_keys: ["sk-an"] },
-          { id: "gm", wire: "gemini", base_url: geminiUp.url, api_keys: ["gm-key"] },
-          { id: "mk", wire: "mock", mock: { chunk_interval_ms: 4 } },
-        ],
-        models: [
-          { name: "m-openai", provider: "oa", upstream_model: "gpt-up", ...prices },
-          { name: "m-anthropic", provider: "an", upstream_model: "claude-up", ...prices },
-          { name: "m-gemini", provider: "gm", upstream_model: "gemini-up", ...prices },
-          { name: "m-mock", provider: "mk", upstream_model: "mock-up", ...prices },
-        ],
-        routes: [],
-      },
+    gateway = await gatewayOnEveryWire({
+      backend,
+      replies: { openai: openaiReply, anthropic: anthropicReply, gemini: geminiReply },
+      mock: { chunk_interval_ms: 4 },
+      prices: { input: PRICE_IN, output: PRICE_OUT },
     });
+    gw = gateway.gw;
   });
 
-  afterAll(async () => {
-    await gw?.close();
-    await openaiUp?.close();
-    await anthropicUp?.close();
-    await geminiUp?.close();
-    if (savedSecret === undefined) delete process.env[secretKeyEnv];
-  });
+  afterAll(() => gateway?.close());
 
   /** The usage of `c` answered whole: its own case's, or, when that has not run yet, measured now. */
   async function wholeUsage(c: Case, key: string) {

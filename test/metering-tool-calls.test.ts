@@ -1,17 +1,14 @@
-import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { secretKeyEnv } from "../src/store/secret-box.js";
-import { fakeGemini } from "./support/fake-gemini.js";
 import {
-  type FakeUpstream,
-  fakeUpstream,
-  type RecordedRequest,
-  type Reply,
-  type SseStep,
-} from "./support/fake-upstream.js";
-import { baseConfig, KEY, type TestGateway, testGateway } from "./support/gateway.js";
+  type EveryWireGateway,
+  gatewayOnEveryWire,
+  modelOn,
+  type Wire,
+  wires,
+} from "./support/every-wire.js";
+import type { RecordedRequest, Reply, SseStep } from "./support/fake-upstream.js";
+import { KEY, type TestGateway } from "./support/gateway.js";
 import { deliveredTokens, loggedAs } from "./support/metering.js";
-import { createTestDatabase } from "./support/postgres.js";
 import { streamEvents } from "./support/sse.js";
 
 /**
@@ -21,7 +18,6 @@ import { streamEvents } from "./support/sse.js";
  */
 
 type Style = "chat" | "messages" | "responses";
-type Wire = "openai" | "anthropic" | "gemini" | "mock";
 
 const TOOL = "get_current_weather_in_city";
 /** The arguments in pieces, each written well after the one before: the client leaves first. */
@@ -198,7 +194,7 @@ function callName(style: Style, event: string | undefined, data: unknown): strin
     : undefined;
 }
 
-const cases = (["openai", "anthropic", "gemini", "mock"] as const).flatMap((wire: Wire) =>
+const cases = wires.flatMap((wire: Wire) =>
   (["chat", "messages", "responses"] as const).map((style: Style) => ({ wire, style })),
 );
 
@@ -206,59 +202,29 @@ describe.each(["sqlite", "postgres"] as const)(
   "a tool call left after its name, on %s",
   (backend) => {
     let gw: TestGateway;
-    let openaiUp: FakeUpstream;
-    let anthropicUp: FakeUpstream;
-    let geminiUp: FakeUpstream;
-    let savedSecret: string | undefined;
+    let gateway: EveryWireGateway;
 
     beforeAll(async () => {
-      savedSecret = process.env[secretKeyEnv];
-      process.env[secretKeyEnv] ??= randomBytes(32).toString("base64");
-      openaiUp = await fakeUpstream("openai", openaiReply);
-      anthropicUp = await fakeUpstream("anthropic", anthropicReply);
-      geminiUp = await fakeGemini({ apiKeys: ["gm-key"] }, geminiReply);
-      const base = baseConfig();
-      const prices = { price_input_per_mtok: PRICE_IN, price_output_per_mtok: PRICE_OUT };
-      gw = await testGateway({
-        db: backend === "postgres" ? await createTestDatabase() : undefined,
-        config: {
-          ...base,
-          providers: [
-            { id: "oa", wire: "openai", base_url: openaiUp.baseUrl, api_keys: ["sk-oa"] },
-            { id: "an", wire: "anthropic", base_url: anthropicUp.baseUrl, api_keys: ["sk-an"] },
-            { id: "gm", wire: "gemini", base_url: geminiUp.url, api_keys: ["gm-key"] },
-            { id: "mk", wire: "mock", mock: { chunk_interval_ms: PIECE_GAP_MS } },
-          ],
-          models: [
-            { name: "m-openai", provider: "oa", upstream_model: "gpt-up", ...prices },
-            { name: "m-anthropic", provider: "an", upstream_model: "claude-up", ...prices },
-            { name: "m-gemini", provider: "gm", upstream_model: "gemini-up", ...prices },
-            { name: "m-mock", provider: "mk", upstream_model: "mock-up", ...prices },
-          ],
-          routes: [],
-          mock: {
-            script: [
-              {
-                match: { tools_offered: TOOL },
-                reply: {
-                  tool_calls: [
-                    { name: TOOL, arguments: ARGUMENT_PIECES.join("").repeat(4).slice(0, -1) },
-                  ],
-                },
-              },
-            ],
+      gateway = await gatewayOnEveryWire({
+        backend,
+        replies: { openai: openaiReply, anthropic: anthropicReply, gemini: geminiReply },
+        mock: { chunk_interval_ms: PIECE_GAP_MS },
+        mockScript: [
+          {
+            match: { tools_offered: TOOL },
+            reply: {
+              tool_calls: [
+                { name: TOOL, arguments: ARGUMENT_PIECES.join("").repeat(4).slice(0, -1) },
+              ],
+            },
           },
-        },
+        ],
+        prices: { input: PRICE_IN, output: PRICE_OUT },
       });
+      gw = gateway.gw;
     });
 
-    afterAll(async () => {
-      await gw?.close();
-      await openaiUp?.close();
-      await anthropicUp?.close();
-      await geminiUp?.close();
-      if (savedSecret === undefined) delete process.env[secretKeyEnv];
-    });
+    afterAll(() => gateway?.close());
 
     async function money(): Promise<{ balance: number; held: number }> {
       const res = await fetch(`${gw.url}/v1/account/quota`, {
@@ -273,7 +239,7 @@ describe.each(["sqlite", "postgres"] as const)(
 
     it.each(cases)("$style -> $wire", async ({ wire, style }) => {
       const before = await money();
-      const { path, body } = requestBody(style, `m-${wire}`);
+      const { path, body } = requestBody(style, modelOn(wire));
       const abort = new AbortController();
       const res = await fetch(`${gw.url}${path}`, {
         method: "POST",

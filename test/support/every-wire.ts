@@ -1,0 +1,85 @@
+import { randomBytes } from "node:crypto";
+import type { MockRule } from "../../src/server/providers/mock-script.js";
+import { secretKeyEnv } from "../../src/store/secret-box.js";
+import { fakeGemini } from "./fake-gemini.js";
+import { type FakeUpstream, fakeUpstream, type Handler } from "./fake-upstream.js";
+import { baseConfig, type TestGateway, testGateway } from "./gateway.js";
+import { createTestDatabase } from "./postgres.js";
+
+export type Wire = "openai" | "anthropic" | "gemini" | "mock";
+export const wires: readonly Wire[] = ["openai", "anthropic", "gemini", "mock"];
+
+/** What each fake provider answers, and how the mock is set up. */
+export interface EveryWireOptions {
+  backend: "sqlite" | "postgres";
+  replies: Record<Exclude<Wire, "mock">, Handler>;
+  mock: { chunk_interval_ms: number };
+  /** The mock's scripted answers (`config.mock.script`). */
+  mockScript?: MockRule[];
+  /** micro-IDR per million tokens. */
+  prices: { input: number; output: number };
+}
+
+/** The catalog's model served over `wire`. */
+export const modelOn = (wire: Wire): string => `m-${wire}`;
+
+export interface EveryWireGateway {
+  gw: TestGateway;
+  close(): Promise<void>;
+}
+
+/**
+ * A gateway with one priced model on every provider wire (`modelOn(wire)`), each fake answering as
+ * `replies` says, on a fresh database of `backend`.
+ */
+export async function gatewayOnEveryWire(options: EveryWireOptions): Promise<EveryWireGateway> {
+  const savedSecret = process.env[secretKeyEnv];
+  process.env[secretKeyEnv] ??= randomBytes(32).toString("base64");
+  const upstreams: FakeUpstream[] = [];
+  const close = async () => {
+    for (const upstream of upstreams) await upstream.close();
+    if (savedSecret === undefined) delete process.env[secretKeyEnv];
+  };
+  try {
+    const openai = await fakeUpstream("openai", options.replies.openai);
+    upstreams.push(openai);
+    const anthropic = await fakeUpstream("anthropic", options.replies.anthropic);
+    upstreams.push(anthropic);
+    const gemini = await fakeGemini({ apiKeys: ["gm-key"] }, options.replies.gemini);
+    upstreams.push(gemini);
+    const prices = {
+      price_input_per_mtok: options.prices.input,
+      price_output_per_mtok: options.prices.output,
+    };
+    const gw = await testGateway({
+      db: options.backend === "postgres" ? await createTestDatabase() : undefined,
+      config: {
+        ...baseConfig(),
+        providers: [
+          { id: "oa", wire: "openai", base_url: openai.baseUrl, api_keys: ["sk-oa"] },
+          { id: "an", wire: "anthropic", base_url: anthropic.baseUrl, api_keys: ["sk-an"] },
+          { id: "gm", wire: "gemini", base_url: gemini.url, api_keys: ["gm-key"] },
+          { id: "mk", wire: "mock", mock: options.mock },
+        ],
+        models: [
+          { name: modelOn("openai"), provider: "oa", upstream_model: "gpt-up", ...prices },
+          { name: modelOn("anthropic"), provider: "an", upstream_model: "claude-up", ...prices },
+          { name: modelOn("gemini"), provider: "gm", upstream_model: "gemini-up", ...prices },
+          { name: modelOn("mock"), provider: "mk", upstream_model: "mock-up", ...prices },
+        ],
+        routes: [],
+        ...(options.mockScript ? { mock: { script: options.mockScript } } : {}),
+      },
+    });
+    return {
+      gw,
+      close: async () => {
+        await gw.close();
+        await close();
+      },
+    };
+  } catch (err) {
+    await close();
+    throw err;
+  }
+}
