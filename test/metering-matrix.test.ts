@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { idleMoney, money } from "./support/api.js";
 import {
+  anyStyleHeaders,
   type EveryWireGateway,
   gatewayOnEveryWire,
   modelOn,
@@ -15,8 +17,8 @@ import {
 } from "./support/fake-upstream.js";
 import {
   ADMIN_KEY,
+  backends,
   baseConfig,
-  KEY,
   POOR_KEY,
   post,
   type TestGateway,
@@ -316,16 +318,7 @@ async function send(gw: TestGateway, c: Case): Promise<ClientSaw> {
   const saw: ClientSaw = { status: "aborted", deltas: [] };
   const timer = c.hangUp === "before-headers" ? setTimeout(() => abort.abort(), 300) : undefined;
   try {
-    const res = await fetch(`${gw.url}${path}`, {
-      method: "POST",
-      headers: {
-        authorization: `Bearer ${KEY}`,
-        "content-type": "application/json",
-        "anthropic-version": "2023-06-01",
-      },
-      body: JSON.stringify(body),
-      signal: abort.signal,
-    });
+    const res = await post(gw, path, body, anyStyleHeaders, abort.signal);
     saw.status = res.status;
     if (!c.stream || res.status !== 200) {
       const json = (await res.json()) as Record<string, any>;
@@ -377,14 +370,6 @@ async function logged(gw: TestGateway): Promise<Logged[]> {
   return ((await res.json()) as { data: Logged[] }).data;
 }
 
-async function money(gw: TestGateway): Promise<{ balance: number; held: number }> {
-  const res = await fetch(`${gw.url}/v1/account/quota`, {
-    headers: { authorization: `Bearer ${KEY}` },
-  });
-  const quota = (await res.json()) as { balance_idr: number; held_idr: number };
-  return { balance: Math.round(quota.balance_idr * 1e6), held: Math.round(quota.held_idr * 1e6) };
-}
-
 /** Waits for the request's row (a client that left is settled after it went). */
 async function nextRow(gw: TestGateway, before: number): Promise<Logged[]> {
   const deadline = Date.now() + 10_000;
@@ -396,21 +381,12 @@ async function nextRow(gw: TestGateway, before: number): Promise<Logged[]> {
   }
 }
 
-async function idleMoney(gw: TestGateway): Promise<{ balance: number; held: number }> {
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    const now = await money(gw);
-    if (now.held === 0 || Date.now() > deadline) return now;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
-
 const price = (usage: { input_tokens: number; output_tokens: number }) =>
   usage.input_tokens * PRICE_IN + usage.output_tokens * PRICE_OUT;
 
 // ---- the matrix ----------------------------------------------------------------------------
 
-describe.each(["sqlite", "postgres"] as const)("the meter on %s", (backend) => {
+describe.each(backends)("the meter on %s", (backend) => {
   let gw: TestGateway;
   let gateway: EveryWireGateway;
   /** Each finished case's logged usage, for the cases that leave the same request midway. */

@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { idleMoney, money } from "./support/api.js";
 import {
+  anyStyleHeaders,
   type EveryWireGateway,
   gatewayOnEveryWire,
   modelOn,
@@ -7,7 +9,7 @@ import {
   wires,
 } from "./support/every-wire.js";
 import type { RecordedRequest, Reply, SseStep } from "./support/fake-upstream.js";
-import { KEY, type TestGateway } from "./support/gateway.js";
+import { backends, post, type TestGateway } from "./support/gateway.js";
 import { deliveredTokens, loggedAs } from "./support/metering.js";
 import { streamEvents } from "./support/sse.js";
 
@@ -198,84 +200,57 @@ const cases = wires.flatMap((wire: Wire) =>
   (["chat", "messages", "responses"] as const).map((style: Style) => ({ wire, style })),
 );
 
-describe.each(["sqlite", "postgres"] as const)(
-  "a tool call left after its name, on %s",
-  (backend) => {
-    let gw: TestGateway;
-    let gateway: EveryWireGateway;
+describe.each(backends)("a tool call left after its name, on %s", (backend) => {
+  let gw: TestGateway;
+  let gateway: EveryWireGateway;
 
-    beforeAll(async () => {
-      gateway = await gatewayOnEveryWire({
-        backend,
-        replies: { openai: openaiReply, anthropic: anthropicReply, gemini: geminiReply },
-        mock: { chunk_interval_ms: PIECE_GAP_MS },
-        mockScript: [
-          {
-            match: { tools_offered: TOOL },
-            reply: {
-              tool_calls: [
-                { name: TOOL, arguments: ARGUMENT_PIECES.join("").repeat(4).slice(0, -1) },
-              ],
-            },
+  beforeAll(async () => {
+    gateway = await gatewayOnEveryWire({
+      backend,
+      replies: { openai: openaiReply, anthropic: anthropicReply, gemini: geminiReply },
+      mock: { chunk_interval_ms: PIECE_GAP_MS },
+      mockScript: [
+        {
+          match: { tools_offered: TOOL },
+          reply: {
+            tool_calls: [
+              { name: TOOL, arguments: ARGUMENT_PIECES.join("").repeat(4).slice(0, -1) },
+            ],
           },
-        ],
-        prices: { input: PRICE_IN, output: PRICE_OUT },
-      });
-      gw = gateway.gw;
-    });
-
-    afterAll(() => gateway?.close());
-
-    async function money(): Promise<{ balance: number; held: number }> {
-      const res = await fetch(`${gw.url}/v1/account/quota`, {
-        headers: { authorization: `Bearer ${KEY}` },
-      });
-      const quota = (await res.json()) as { balance_idr: number; held_idr: number };
-      return {
-        balance: Math.round(quota.balance_idr * 1e6),
-        held: Math.round(quota.held_idr * 1e6),
-      };
-    }
-
-    it.each(cases)("$style -> $wire", async ({ wire, style }) => {
-      const before = await money();
-      const { path, body } = requestBody(style, modelOn(wire));
-      const abort = new AbortController();
-      const res = await fetch(`${gw.url}${path}`, {
-        method: "POST",
-        headers: {
-          authorization: `Bearer ${KEY}`,
-          "content-type": "application/json",
-          "anthropic-version": "2023-06-01",
         },
-        body: JSON.stringify(body),
-        signal: abort.signal,
-      });
-      expect(res.status).toBe(200);
-      const id = res.headers.get("x-request-id") ?? "";
-      let name: string | undefined;
-      try {
-        for await (const { event, data } of streamEvents(res)) {
-          name = callName(style, event, data);
-          if (name) break;
-        }
-      } finally {
-        abort.abort();
-      }
-      expect(name).toBe(TOOL);
-      const row = await loggedAs(gw.services.store, "acct", id, "client_closed");
-      const context = JSON.stringify(row);
-      expect(row?.error_code, context).toBe("client_closed");
-      expect(row?.output_tokens, context).toBeGreaterThanOrEqual(deliveredTokens([TOOL]));
-      const cost = row!.input_tokens * PRICE_IN + row!.output_tokens * PRICE_OUT;
-      expect(row?.cost_micro, context).toBe(cost);
-      let after = await money();
-      for (let i = 0; i < 100 && after.held !== 0; i++) {
-        await new Promise((resolve) => setTimeout(resolve, 20));
-        after = await money();
-      }
-      expect(after.held).toBe(0);
-      expect(before.balance - after.balance).toBe(cost);
+      ],
+      prices: { input: PRICE_IN, output: PRICE_OUT },
     });
-  },
-);
+    gw = gateway.gw;
+  });
+
+  afterAll(() => gateway?.close());
+
+  it.each(cases)("$style -> $wire", async ({ wire, style }) => {
+    const before = await money(gw);
+    const { path, body } = requestBody(style, modelOn(wire));
+    const abort = new AbortController();
+    const res = await post(gw, path, body, anyStyleHeaders, abort.signal);
+    expect(res.status).toBe(200);
+    const id = res.headers.get("x-request-id") ?? "";
+    let name: string | undefined;
+    try {
+      for await (const { event, data } of streamEvents(res)) {
+        name = callName(style, event, data);
+        if (name) break;
+      }
+    } finally {
+      abort.abort();
+    }
+    expect(name).toBe(TOOL);
+    const row = await loggedAs(gw.services.store, "acct", id, "client_closed");
+    const context = JSON.stringify(row);
+    expect(row?.error_code, context).toBe("client_closed");
+    expect(row?.output_tokens, context).toBeGreaterThanOrEqual(deliveredTokens([TOOL]));
+    const cost = row!.input_tokens * PRICE_IN + row!.output_tokens * PRICE_OUT;
+    expect(row?.cost_micro, context).toBe(cost);
+    const after = await idleMoney(gw);
+    expect(after.held).toBe(0);
+    expect(before.balance - after.balance).toBe(cost);
+  });
+});

@@ -112,9 +112,7 @@ describe("a gateway on Postgres", () => {
 
   /** The balance minus what requests and jobs in flight hold, in micro-IDR. */
   const spendable = async (key = KEY) => {
-    const shown = (await quota(gw, key)) as Awaited<ReturnType<typeof quota>> & {
-      held_idr: number;
-    };
+    const shown = await quota(gw, key);
     return micro(shown.balance_idr) - micro(shown.held_idr);
   };
 

@@ -100,7 +100,7 @@ const balance = (account = "acct") => gw.services.store.getAccount(account)!.bal
 
 /** What the account's quota shows held by requests in flight. */
 async function heldIdr(key = KEY): Promise<number> {
-  return ((await quota(gw, key)) as unknown as { held_idr: number }).held_idr;
+  return (await quota(gw, key)).held_idr;
 }
 
 /** A JSON answer dripped a byte at a time, `everyMs` apart: it would take minutes to arrive. */

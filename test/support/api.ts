@@ -5,6 +5,8 @@ export interface Quota {
   account_id: string;
   tier: string;
   balance_idr: number;
+  /** Held by requests and jobs in flight. */
+  held_idr: number;
   payg: { enabled: boolean; limit_idr: number; spent_idr: number; resets_at: string } | null;
   subscription: {
     windows: { name: string; used: number; remaining: number; quota: number }[];
@@ -25,6 +27,28 @@ export async function quota(gw: { url: string }, key = KEY): Promise<Quota> {
   });
   if (res.status !== 200) throw new Error(`quota: ${res.status} ${await res.text()}`);
   return (await res.json()) as Quota;
+}
+
+/** The account's balance and what is held from it, in micro-IDR, as its quota shows them. */
+export async function money(
+  gw: { url: string },
+  key = KEY,
+): Promise<{ balance: number; held: number }> {
+  const shown = await quota(gw, key);
+  return { balance: Math.round(shown.balance_idr * 1e6), held: Math.round(shown.held_idr * 1e6) };
+}
+
+/** `money` once nothing is held (a client that left is settled a moment after it went); at most 10 s. */
+export async function idleMoney(
+  gw: { url: string },
+  key = KEY,
+): Promise<{ balance: number; held: number }> {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const now = await money(gw, key);
+    if (now.held === 0 || Date.now() > deadline) return now;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
 }
 
 export interface LoggedRequest {

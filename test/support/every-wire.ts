@@ -3,7 +3,7 @@ import type { MockRule } from "../../src/server/providers/mock-script.js";
 import { secretKeyEnv } from "../../src/store/secret-box.js";
 import { fakeGemini } from "./fake-gemini.js";
 import { type FakeUpstream, fakeUpstream, type Handler } from "./fake-upstream.js";
-import { baseConfig, type TestGateway, testGateway } from "./gateway.js";
+import { baseConfig, KEY, type TestGateway, testGateway } from "./gateway.js";
 import { createTestDatabase } from "./postgres.js";
 
 export type Wire = "openai" | "anthropic" | "gemini" | "mock";
@@ -19,6 +19,12 @@ export interface EveryWireOptions {
   /** micro-IDR per million tokens. */
   prices: { input: number; output: number };
 }
+
+/** What a client of any style sends: the key, and the API version a messages client names. */
+export const anyStyleHeaders = {
+  authorization: `Bearer ${KEY}`,
+  "anthropic-version": "2023-06-01",
+};
 
 /** The catalog's model served over `wire`. */
 export const modelOn = (wire: Wire): string => `m-${wire}`;

@@ -104,11 +104,13 @@ export function post(
   path: string,
   body: unknown,
   headers: Record<string, string> = { authorization: `Bearer ${KEY}` },
+  signal?: AbortSignal,
 ): Promise<Response> {
   return fetch(`${gw.url}${path}`, {
     method: "POST",
     headers: { "content-type": "application/json", ...headers },
     body: typeof body === "string" ? body : JSON.stringify(body),
+    signal,
   });
 }
 
