@@ -11,7 +11,8 @@ import { Pool } from "undici";
 
 /**
  * @param {{ url: string | string[], path: string, headers: Record<string,string>, body: string,
- *   connections: number, durationMs: number, warmupMs: number, stream: boolean }} o
+ *   connections: number, durationMs: number, warmupMs: number, stream: boolean,
+ *   warmBody?: string, onPhase?: (phase: "measuring" | "measured") => void }} o
  */
 export async function runLoad(o) {
   if (o.alternate) return runAlternating(o);
@@ -35,7 +36,7 @@ export async function runLoad(o) {
   let stop = false;
 
   async function one(pool) {
-    const { status, latency, ttfb } = await ask(pool, o);
+    const { status, latency, ttfb } = await ask(pool, measuring || !o.warmBody ? o : warm);
     if (status !== 200) {
       errors++;
       firstError ||= `HTTP ${status}`;
@@ -58,13 +59,17 @@ export async function runLoad(o) {
     }
   }
 
+  // A warm-up body of its own: a paced stream's warm-up goes through the same code unpaced.
+  const warm = { ...o, body: o.warmBody };
   const cpuBefore = process.cpuUsage();
   const workers = Array.from({ length: o.connections }, (_, i) => worker(pools[i % pools.length]));
   await new Promise((r) => setTimeout(r, o.warmupMs));
   measuring = true;
+  o.onPhase?.("measuring");
   const started = performance.now();
   await new Promise((r) => setTimeout(r, o.durationMs));
   measuring = false;
+  o.onPhase?.("measured");
   const elapsed = performance.now() - started;
   stop = true;
   await Promise.all(workers);
@@ -175,7 +180,8 @@ function percentile(values, n, q) {
 
 if (process.send && process.argv.includes("--child")) {
   process.once("message", async (options) => {
-    const result = await runLoad(options);
+    // The parent reads the CPU of the processes it measures at each phase's start.
+    const result = await runLoad({ ...options, onPhase: (phase) => process.send({ phase }) });
     process.send(result, () => process.exit(0));
   });
   process.on("disconnect", () => process.exit(0));

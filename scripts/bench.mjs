@@ -1,7 +1,7 @@
 // Benchmark: the gateway's full request path (auth, limits, billing reservation and settlement,
 // request log, dispatch) against a fake OpenAI-compatible upstream on loopback.
 //
-//   npm run bench                       build, then run every scenario (~5 s each)
+//   npm run bench                       build, then run every scenario (3 s of warm-up, 5 s measured)
 //   node scripts/bench.mjs --inline     load generator in the gateway's process, for comparison
 //   BENCH_SECONDS=2 node scripts/bench.mjs
 //   node --cpu-prof --cpu-prof-dir=prof scripts/bench.mjs --only=gw-50
@@ -52,7 +52,10 @@ const only = process.argv
   .split(",");
 const seconds = Number(process.env.BENCH_SECONDS ?? 5);
 const durationMs = seconds * 1000;
-const warmupMs = Math.min(1000, durationMs / 2);
+// Each row warms up first (BENCH_WARMUP_MS): at one connection the per-request code of a fresh
+// gateway, and of the bare proxy alike, takes seconds to reach the JIT's optimised tier, and a row
+// measured before that compares two warm-ups (docs/performance.md).
+const warmupMs = Number(process.env.BENCH_WARMUP_MS ?? 3000);
 const alternateWarmupMs = 3000;
 // The CPU quota of each gateway in the quota rows: small enough that the gateways, not the load
 // generator, the upstream or Postgres sharing the machine, are what runs out.
@@ -70,12 +73,16 @@ function child(script, ready, args = []) {
   };
 }
 
-async function load(options, favoured) {
-  if (inline) return runLoad(options);
+/** `onPhase` is told when the measured window starts ("measuring") and ends ("measured"). */
+async function load(options, favoured, onPhase) {
+  if (inline) return runLoad({ ...options, onPhase });
   const { proc } = child("bench-load.mjs");
   if (favoured) favourCpu(proc.pid);
   const result = new Promise((resolve, reject) => {
-    proc.once("message", resolve);
+    proc.on("message", (message) => {
+      if (message.phase) onPhase?.(message.phase);
+      else resolve(message);
+    });
     proc.once("exit", (code) =>
       code === 0 ? undefined : reject(new Error(`load generator exited ${code}`)),
     );
@@ -333,7 +340,6 @@ try {
     const pgTarget = s.postgres ? await postgresTarget(s.postgres, s.cpus) : undefined;
     const own = s.ownProcess ? await ownProcess(s.ownProcess) : undefined;
     const ownPid = own?.pid;
-    const ownCpuBefore = ownPid ? processCpuUs(ownPid) : undefined;
     if (s.cpus) {
       // Moved for the quota rows only, which run last: the rows before measure as they did.
       favourCpu(upstreamChild.proc.pid);
@@ -342,11 +348,20 @@ try {
     const port = s.target === gw.url ? gw.port : pgTarget?.port;
     const stages =
       stagesWanted && port !== undefined && s.connections === 1 ? collectStages(port) : undefined;
-    const cpuBefore = process.cpuUsage();
-    const childCpuBefore = pgTarget?.pids.map((pid) => processCpuUs(pid));
-    const dbCpuBefore = s.postgres ? postgresCpuUs(postgres.server.pid) : undefined;
+    // The CPU each process spent, read when the measured window starts and ends: the warm-up's
+    // (JIT compilation, first-use paths) is not a request's steady cost.
+    const cpuNow = () => {
+      const own = process.cpuUsage();
+      return {
+        bench: own.user + own.system,
+        children: pgTarget?.pids.map((pid) => processCpuUs(pid)),
+        db: s.postgres ? postgresCpuUs(postgres.server.pid) : undefined,
+        upstream: processCpuUs(upstreamChild.proc.pid),
+        own: ownPid ? processCpuUs(ownPid) : undefined,
+      };
+    };
+    const window = { start: cpuNow(), end: undefined };
     const statementsBefore = pgTarget ? await postgres.statements(pgTarget.database) : undefined;
-    const upstreamCpuBefore = processCpuUs(upstreamChild.proc.pid);
     const memory = sampleMemory();
     const r = await load(
       {
@@ -362,36 +377,46 @@ try {
         // The alternating row's gateways get a longer warm-up: a fresh Postgres gateway and
         // database are still settling (JIT tiers, the new tables' first analyses) after one second.
         warmupMs: s.alternate ? Math.max(warmupMs, alternateWarmupMs) : warmupMs,
+        // A paced row warms up on the same stream unpaced: its own pace would give the JIT a few
+        // dozen requests where the other rows give it thousands.
+        warmBody: s.pace === undefined ? undefined : benchBody(s.stream, 0),
         stream: s.stream,
       },
       s.cpus !== undefined,
+      (phase) => {
+        if (phase === "measuring") window.start = cpuNow();
+        else window.end = cpuNow();
+      },
     );
-    const cpu = process.cpuUsage(cpuBefore);
+    // An alternating row reports no phases: its CPU is over warm-up and run, per round.
+    window.end ??= cpuNow();
+    const requests = s.alternate ? r.total : r.count;
     r.memory = memory.stop();
-    // CPU per request over warm-up and run together: the gateway's (this process, or the gateway
+    // CPU per request answered in the measured window: the gateway's (this process, or the gateway
     // processes together) and the database server's.
-    // (An alternating row's `total` counts its rounds: one request to each target a round.)
-    const perRequest = (us) => us / Math.max(1, r.total);
-    const childCpu = pgTarget?.pids.map((pid, i) => processCpuUs(pid) - childCpuBefore[i]);
-    r.cpuPerRequestUs = perRequest(
-      childCpu?.length ? childCpu.reduce((a, b) => a + b) : cpu.user + cpu.system,
+    const perRequest = (us) => us / Math.max(1, requests);
+    const spent = (part) => window.end[part] - window.start[part];
+    const bench = spent("bench");
+    const childCpu = pgTarget?.pids.map(
+      (_, i) => window.end.children[i] - window.start.children[i],
     );
+    r.cpuPerRequestUs = perRequest(childCpu?.length ? childCpu.reduce((a, b) => a + b) : bench);
     if (ownPid) {
-      r.cpuPerRequestUs = perRequest(processCpuUs(ownPid) - ownCpuBefore);
+      r.cpuPerRequestUs = perRequest(spent("own"));
       r.ownPeakRssMb = peakRssMb(ownPid);
     }
     if (childCpu?.length) r.cpuShares = childCpu.map((us) => Math.round(perRequest(us)));
     if (s.postgres) {
-      r.dbCpuPerRequestUs = perRequest(postgresCpuUs(postgres.server.pid) - dbCpuBefore);
-      r.statementsPerRequest = perRequest(
-        (await postgres.statements(pgTarget.database)) - statementsBefore,
-      );
+      r.dbCpuPerRequestUs = perRequest(spent("db"));
+      // Statements per request are a ratio the warm-up does not bend: over the whole row.
+      r.statementsPerRequest =
+        ((await postgres.statements(pgTarget.database)) - statementsBefore) / Math.max(1, r.total);
     }
     if (stages) r.stages = stages.stop();
     // The bench's own processes share the machine with the gateway: what they cost is what the
     // gateway could not have.
-    r.upstreamCpuUs = perRequest(processCpuUs(upstreamChild.proc.pid) - upstreamCpuBefore);
-    r.benchCpuUs = pgTarget?.pids.length ? perRequest(cpu.user + cpu.system) : undefined;
+    r.upstreamCpuUs = perRequest(spent("upstream"));
+    r.benchCpuUs = pgTarget?.pids.length ? perRequest(bench) : undefined;
     results.set(s.id, r);
     await pgTarget?.stop?.();
     process.stderr.write(
