@@ -740,6 +740,50 @@ describe("chat client -> anthropic wire: what the Messages API cannot carry", ()
     );
     expect(upstream.requests).toHaveLength(0);
   });
+
+  it("refuses a json_object response format, which has no JSON schema to send, on chat and responses", async () => {
+    const before = (await quota(gw)).balance_idr;
+    const err = await openai.chat.completions
+      .create({
+        model: "claude-x",
+        response_format: { type: "json_object" },
+        messages: [{ role: "user", content: "Answer in JSON." }],
+      })
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(OpenAI.BadRequestError);
+    const apiError = err as InstanceType<typeof OpenAI.BadRequestError>;
+    expect(apiError.code).toBe("bad_request");
+    expect(apiError.message).toContain("`json_object` is not available");
+    expect(apiError.message).toContain("json_schema");
+
+    const responses = await openai.responses
+      .create({
+        model: "claude-x",
+        input: "Answer in JSON.",
+        text: { format: { type: "json_object" } },
+      })
+      .catch((e: unknown) => e);
+    expect(responses).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((responses as Error).message).toContain("`json_object` is not available");
+    expect(upstream.requests).toHaveLength(0);
+    expect((await quota(gw)).balance_idr).toBe(before);
+  });
+
+  it("still sends a json_schema response format as output_config", async () => {
+    upstream.queue(anthropicJson('{"ok":true}'));
+    await openai.chat.completions.create({
+      model: "claude-x",
+      response_format: {
+        type: "json_schema",
+        json_schema: {
+          name: "answer",
+          schema: { type: "object", properties: { ok: { type: "boolean" } } },
+        },
+      },
+      messages: [{ role: "user", content: "Answer in JSON." }],
+    });
+    expect(upstream.last.body.output_config).toMatchObject({ format: { type: "json_schema" } });
+  });
 });
 
 describe("output limits above the model's maximum output", () => {

@@ -124,6 +124,12 @@ export function untranslatableToMessages(req: ChatCompletionRequest): string | u
   if (req.logprobs === true) {
     return "`logprobs` is not available for this model: its provider reports no log probabilities; leave out `logprobs` (on /v1/responses, `include: message.output_text.logprobs`).";
   }
+  // Anthropic constrains output to a JSON schema whose objects list their properties; "any JSON
+  // object" has no such schema, and without one the answer would be prose where JSON was promised.
+  const format = req.response_format;
+  if (isRecord(format) && format.type === "json_object") {
+    return '`response_format` `json_object` is not available for this model: its provider constrains output to a JSON schema only; send `response_format: {type: "json_schema", json_schema: {name, schema}}` (on /v1/responses, `text.format` of type `json_schema`).';
+  }
   for (const message of asArray(req.messages)) {
     if (!isRecord(message)) continue;
     const audioIn = asArray(message.content).some(
