@@ -9,12 +9,14 @@
 //   node scripts/bench-stream-count.mjs [streams] [pace ms]
 //   strace -c node scripts/bench-stream-count.mjs 200 1
 //   node scripts/bench-stream-count.mjs 2000 json     non-stream requests instead: CPU per request
+//   BENCH_TARGET=bare node scripts/bench-stream-count.mjs 2000 json    the bare proxy, counted alike
 import { execFileSync, fork } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { startGateway } from "../dist/index.js";
+import { startBareProxy } from "./bench-bare-proxy.mjs";
 import { benchBody, benchConfig, benchHeaders } from "./bench-config.mjs";
 import { pacedEvents } from "./bench-upstream.mjs";
 
@@ -47,7 +49,11 @@ async function main() {
   const upstream = fork(join(here, "bench-upstream.mjs"), ["--child"], { execArgv: [] });
   const { url } = await new Promise((resolve) => upstream.once("message", resolve));
   const dir = mkdtempSync(join(tmpdir(), "gateway-stream-count-"));
-  const gw = await startGateway({ port: 0, db: join(dir, "bench.db"), config: benchConfig(url) });
+  // BENCH_TARGET=bare: the bench's bare proxy in this process instead, for the same counts.
+  const gw =
+    process.env.BENCH_TARGET === "bare"
+      ? await startBareProxy(url)
+      : await startGateway({ port: 0, db: join(dir, "bench.db"), config: benchConfig(url) });
 
   // The client counts whole streams itself, so the gateway's CPU divides by what was really served.
   const client = fork(join(here, "bench-stream-count.mjs"), ["--client"], { execArgv: [] });
@@ -67,7 +73,7 @@ async function main() {
   const us = cpu.user + cpu.system;
   if (json)
     console.log(
-      `${streams} JSON requests at 1 connection: gateway CPU ${Math.round(us / streams)} us a request (user ${Math.round(cpu.user / streams)} us, system ${Math.round(cpu.system / streams)} us)`,
+      `${streams} JSON requests at 1 connection: ${process.env.BENCH_TARGET === "bare" ? "bare proxy" : "gateway"} CPU ${Math.round(us / streams)} us a request (user ${Math.round(cpu.user / streams)} us, system ${Math.round(cpu.system / streams)} us)`,
     );
   else
     console.log(
