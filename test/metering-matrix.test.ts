@@ -286,6 +286,7 @@ interface ClientSaw {
 
 /** The text deltas and the usage in one SSE event or JSON answer of the client's style. */
 function readEvent(style: Style, event: string | undefined, data: unknown, saw: ClientSaw) {
+  // biome-ignore lint/suspicious/noExplicitAny: answers of three styles, read loosely as a client reads them
   const d = data as Record<string, any>;
   if (style === "chat") {
     for (const choice of d.choices ?? []) {
@@ -321,6 +322,7 @@ async function send(gw: TestGateway, c: Case): Promise<ClientSaw> {
     const res = await post(gw, path, body, anyStyleHeaders, abort.signal);
     saw.status = res.status;
     if (!c.stream || res.status !== 200) {
+      // biome-ignore lint/suspicious/noExplicitAny: answers of three styles, read loosely as a client reads them
       const json = (await res.json()) as Record<string, any>;
       if (c.style === "chat") {
         for (const choice of json.choices ?? []) saw.deltas.push(choice.message.content);

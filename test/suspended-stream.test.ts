@@ -80,6 +80,7 @@ async function newestRow(gw: TestGateway) {
   const res = await fetch(`${gw.url}/api/admin/requests?limit=1`, {
     headers: { authorization: `Bearer ${ADMIN_KEY}` },
   });
+  // biome-ignore lint/suspicious/noExplicitAny: the admin listing's row, read loosely
   return ((await res.json()) as { data: any[] }).data[0];
 }
 
