@@ -1,13 +1,13 @@
 import { existsSync } from "node:fs";
 import { networkInterfaces } from "node:os";
 import { dirname, resolve } from "node:path";
-import { setFlagsFromString } from "node:v8";
 import { type Command, Option } from "commander";
 import { cliCommand } from "../cli-command.js";
 import { defaultConnectionLimits } from "../server/http/connection-guards.js";
 import { type MetricsAccess, metricsAccesses } from "../server/observe/metrics-access.js";
 import { newGatewayKey } from "../store/secrets.js";
 import { databaseProblem, UsageError, UserError } from "./errors.js";
+import { capYoungGeneration, keepHeapTight, keepWasmBaseline } from "./heap.js";
 import { type LogFormat, logFormats, requestLinePrinter } from "./request-lines.js";
 
 interface ServeOptions {
@@ -167,6 +167,8 @@ Examples:
           ? undefined
           : parseInteger(opts.captureLimit, "--capture-limit");
       keepHeapTight();
+      capYoungGeneration();
+      keepWasmBaseline();
       // Loaded here, not at the top: the client commands should not pay for the server's modules.
       const { startGateway } = await import("../server/gateway.js");
       const { ConfigError } = await import("../server/config/load.js");
@@ -346,19 +348,6 @@ function parseInteger(value: string, flag: string): number {
   if (!Number.isInteger(n) || n < 0)
     throw new UsageError(`${flag} must be a non-negative integer, got "${value}"`);
   return n;
-}
-
-/**
- * V8 lets the old generation grow to several times what survived the last full collection before
- * it collects again; under load that is tens of megabytes of promoted request garbage, the largest
- * part of serve's peak memory (`scripts/bench-rss.mjs`). Half again is plenty for a server whose
- * live heap is small, and costs no throughput there. Set only for the process serve owns:
- * startGateway runs inside other programs, whose heap is theirs to tune; an operator's own
- * `node --heap-growing-percent=N` wins.
- */
-function keepHeapTight(): void {
-  if (process.execArgv.some((flag) => /^--heap[-_]growing[-_]percent\b/.test(flag))) return;
-  setFlagsFromString("--heap-growing-percent=50");
 }
 
 /** One of --record DIR, --replay DIR (with --record-missing): the cassettes option of startGateway. */

@@ -17,6 +17,15 @@ describe("migrations", () => {
     db.close();
   });
 
+  it("keep a page cache of SQLite's default 2 MB, not the 16 MB better-sqlite3 builds in", () => {
+    const db = openDatabase(join(dir, "cache.db"));
+    const plain = new Database(":memory:");
+    expect(plain.pragma("cache_size", { simple: true })).toBe(-16000);
+    plain.close();
+    expect(db.pragma("cache_size", { simple: true })).toBe(-2000);
+    db.close();
+  });
+
   it("upgrade a version-1 file in place, keeping its request log", () => {
     const path = join(dir, "v1.db");
     const old = new Database(path);

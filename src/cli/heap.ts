@@ -1,0 +1,70 @@
+import { PerformanceObserver } from "node:perf_hooks";
+import { getHeapSpaceStatistics, setFlagsFromString } from "node:v8";
+
+/**
+ * V8's heap settings for the process `gateway serve` owns. startGateway runs inside other
+ * programs, whose heap is theirs to tune, so only serve calls these; an operator's own node flag
+ * for the same setting wins.
+ */
+
+function flagGiven(name: RegExp): boolean {
+  return process.execArgv.some((flag) => name.test(flag));
+}
+
+/**
+ * V8 lets the old generation grow to several times what survived the last full collection before
+ * it collects again; under load that is tens of megabytes of promoted request garbage, the largest
+ * part of serve's peak memory (`scripts/bench-rss.mjs`). Half again is plenty for a server whose
+ * live heap is small, and costs no throughput there.
+ */
+export function keepHeapTight(): void {
+  if (flagGiven(/^--heap[-_]growing[-_]percent\b/)) return;
+  setFlagsFromString("--heap-growing-percent=50");
+}
+
+/** Both semi-spaces of the young generation together, where V8 stops growing it for serve. */
+export const youngGenerationCapBytes = 16 * 1024 * 1024;
+
+/**
+ * The young generation doubles whenever what survived its collections since it last grew exceeds
+ * its size, up to 32 MB on 64-bit machines. A server under load always gets there: a gateway,
+ * whose requests leave more alive at each collection, within a second of the bench's load, and a
+ * bare undici proxy after several. At half that size a collection runs twice as often and each
+ * costs about the same (it copies what is alive, not what died): the requests' CPU stayed within
+ * the noise, as with `node --max-semi-space-size=8`, the same size from the command line.
+ *
+ * `--max-semi-space-size` takes effect only on the command line, but V8 reads its growth factor
+ * each time the young generation grows: once it has reached the cap, a factor of 1 keeps it there.
+ * Until then a minor collection reports its end here, and this checks the size.
+ */
+export function capYoungGeneration(capBytes = youngGenerationCapBytes): void {
+  if (flagGiven(/^--(max|min)[-_]semi[-_]space[-_]size\b|^--semi[-_]space[-_]growth[-_]factor\b/))
+    return;
+  const reached = () =>
+    (getHeapSpaceStatistics().find((space) => space.space_name === "new_space")?.space_size ?? 0) >=
+    capBytes;
+  const stop = () => setFlagsFromString("--semi-space-growth-factor=1");
+  if (reached()) {
+    stop();
+    return;
+  }
+  const observer = new PerformanceObserver(() => {
+    if (!reached()) return;
+    stop();
+    observer.disconnect();
+  });
+  observer.observe({ entryTypes: ["gc"] });
+}
+
+/**
+ * undici reads upstream answers with llhttp compiled to WebAssembly. Once its parser runs hot, V8
+ * compiles that one large function again with TurboFan on a worker thread: about 35 MB of
+ * compiler memory for a fraction of a second, on the first requests, the highest resident memory
+ * a serve ever reaches (a bare undici proxy's too). Liftoff's first compile is kept instead; the
+ * parser is a small part of a request and its CPU per request stayed within the noise. V8 reads
+ * the flag when it compiles a module, and undici compiles llhttp on its first connection.
+ */
+export function keepWasmBaseline(): void {
+  if (flagGiven(/^--(no-)?(liftoff|wasm[-_]tier[-_]up|wasm[-_]dynamic[-_]tiering)/)) return;
+  setFlagsFromString("--liftoff-only");
+}

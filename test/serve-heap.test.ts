@@ -1,0 +1,122 @@
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+
+const root = join(import.meta.dirname, "..");
+const heap = join(root, "dist", "cli", "heap.js");
+const mib = 1024 * 1024;
+
+/**
+ * The largest young generation a node process reached while objects kept surviving their
+ * collections, as a server's requests in flight do: with `cap`, after serve's capYoungGeneration.
+ */
+async function largestYoungGeneration(cap: boolean, execArgv: string[] = []): Promise<number> {
+  return Number(
+    await runNode(
+      execArgv,
+      `
+    const { getHeapSpaceStatistics } = await import("node:v8");
+    const { capYoungGeneration } = await import(${JSON.stringify(heap)});
+    if (${cap}) capYoungGeneration();
+    const young = () => getHeapSpaceStatistics().find((s) => s.space_name === "new_space").space_size;
+    let largest = young();
+    // The last 128 Ki objects stay alive, so most of what each collection finds survives it.
+    const alive = new Array(128 * 1024);
+    for (let turn = 0; turn < 64; turn++) {
+      for (let i = 0; i < 32 * 1024; i++) alive[(turn * 32 * 1024 + i) % alive.length] = { turn, i };
+      // The observer hears of a collection between turns, as serve's between requests.
+      await new Promise((resolve) => setImmediate(resolve));
+      largest = Math.max(largest, young());
+    }
+    console.log(largest);
+  `,
+    ),
+  );
+}
+
+/**
+ * Requests through undici to a local server, in rounds of 50, until V8's compilers have held
+ * 15 MB at once (`untilPeak`) or for `rounds` rounds: the rounds run and the compilers' peak.
+ */
+async function upstreamRequests(
+  baseline: boolean,
+  rounds: number,
+  untilPeak: boolean,
+): Promise<{ rounds: number; peakMb: number }> {
+  const out = await runNode(
+    [],
+    `
+    const { getHeapStatistics } = await import("node:v8");
+    const { createServer } = await import("node:http");
+    const { createRequire } = await import("node:module");
+    const { keepWasmBaseline } = await import(${JSON.stringify(heap)});
+    if (${baseline}) keepWasmBaseline();
+    const { Agent } = createRequire(${JSON.stringify(join(root, "package.json"))})("undici");
+    const server = createServer((req, res) => {
+      req.resume();
+      req.on("end", () => res.end(JSON.stringify({ choices: [{ message: { content: "hi" } }] })));
+    });
+    await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const origin = "http://127.0.0.1:" + server.address().port;
+    const agent = new Agent({ connections: 10 });
+    const peakMb = () => getHeapStatistics().peak_malloced_memory / 1048576;
+    let round = 0;
+    for (; round < ${rounds} && !(${untilPeak} && peakMb() > 15); round++) {
+      await Promise.all(Array.from({ length: 50 }, async () => {
+        const answer = await agent.request({ origin, path: "/", method: "POST", body: "{}" });
+        await answer.body.arrayBuffer();
+      }));
+    }
+    console.log(JSON.stringify({ rounds: round, peakMb: peakMb() }));
+    await agent.close();
+    server.close();
+  `,
+  );
+  return JSON.parse(out);
+}
+
+async function runNode(execArgv: string[], script: string): Promise<string> {
+  const child = spawn(process.execPath, [...execArgv, "--input-type=module", "-e", script], {
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (d: Buffer) => {
+    stdout += d;
+  });
+  child.stderr.on("data", (d: Buffer) => {
+    stderr += d;
+  });
+  const timer = setTimeout(() => child.kill("SIGKILL"), 15_000);
+  const [code] = await once(child, "exit");
+  clearTimeout(timer);
+  expect(code, stderr).toBe(0);
+  return stdout.trim();
+}
+
+describe("serve's young generation", () => {
+  it("stops growing at 16 MB, where it grows to its largest without the cap", async () => {
+    const [capped, free] = await Promise.all([
+      largestYoungGeneration(true),
+      largestYoungGeneration(false),
+    ]);
+    expect(free).toBeGreaterThan(16 * mib);
+    expect(capped).toBe(16 * mib);
+  });
+
+  it("is left to an operator who sets its size on node's command line", async () => {
+    const largest = await largestYoungGeneration(true, ["--max-semi-space-size=16"]);
+    expect(largest).toBeGreaterThan(16 * mib);
+  });
+});
+
+describe("serve's upstream client", () => {
+  it("keeps its HTTP parser's first WebAssembly compile, where V8 holds over 15 MB to recompile it", async () => {
+    const recompiled = await upstreamRequests(false, 400, true);
+    expect(recompiled.peakMb).toBeGreaterThan(15);
+    const kept = await upstreamRequests(true, recompiled.rounds * 2, false);
+    expect(kept.rounds).toBe(recompiled.rounds * 2);
+    expect(kept.peakMb).toBeLessThan(8);
+  });
+});
