@@ -25,6 +25,9 @@ export function keepHeapTight(): void {
 /** Both semi-spaces of the young generation together, where V8 stops growing it for serve. */
 export const youngGenerationCapBytes = 16 * 1024 * 1024;
 
+/** V8's own growth factor of the young generation. */
+const defaultGrowthFactor = 2;
+
 /**
  * The young generation doubles whenever what survived its collections since it last grew exceeds
  * its size, up to 32 MB on 64-bit machines. A server under load always gets there: a gateway,
@@ -34,26 +37,24 @@ export const youngGenerationCapBytes = 16 * 1024 * 1024;
  * the noise, as with `node --max-semi-space-size=8`, the same size from the command line.
  *
  * `--max-semi-space-size` takes effect only on the command line, but V8 reads its growth factor
- * each time the young generation grows: once it has reached the cap, a factor of 1 keeps it there.
- * Until then a minor collection reports its end here, and this checks the size.
+ * each time the young generation grows: at the cap, a factor of 1 keeps it there. Each minor
+ * collection reports its end here and the factor follows the size, so a young generation that V8
+ * shrinks (its memory reducer may, once a server goes idle) grows back to the cap under the next
+ * load instead of staying small.
  */
 export function capYoungGeneration(capBytes = youngGenerationCapBytes): void {
   if (flagGiven(/^--(max|min)[-_]semi[-_]space[-_]size\b|^--semi[-_]space[-_]growth[-_]factor\b/))
     return;
-  const reached = () =>
-    (getHeapSpaceStatistics().find((space) => space.space_name === "new_space")?.space_size ?? 0) >=
-    capBytes;
-  const stop = () => setFlagsFromString("--semi-space-growth-factor=1");
-  if (reached()) {
-    stop();
-    return;
-  }
-  const observer = new PerformanceObserver(() => {
-    if (!reached()) return;
-    stop();
-    observer.disconnect();
-  });
-  observer.observe({ entryTypes: ["gc"] });
+  let capped = false;
+  const follow = () => {
+    const size =
+      getHeapSpaceStatistics().find((space) => space.space_name === "new_space")?.space_size ?? 0;
+    if (size >= capBytes === capped) return;
+    capped = !capped;
+    setFlagsFromString(`--semi-space-growth-factor=${capped ? 1 : defaultGrowthFactor}`);
+  };
+  follow();
+  new PerformanceObserver(follow).observe({ entryTypes: ["gc"] });
 }
 
 /**
