@@ -1,7 +1,6 @@
-import { spawn } from "node:child_process";
-import { once } from "node:events";
 import { join } from "node:path";
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
+import { killRunningClis, spawnNode } from "./support/cli.js";
 
 const root = join(import.meta.dirname, "..");
 const heap = join(root, "dist", "cli", "heap.js");
@@ -76,21 +75,14 @@ async function upstreamRequests(
   return JSON.parse(out);
 }
 
+// A child that outlives its test's bound goes with it.
+afterEach(killRunningClis);
+
 async function runNode(execArgv: string[], script: string): Promise<string> {
-  const child = spawn(process.execPath, [...execArgv, "--input-type=module", "-e", script], {
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let stdout = "";
-  let stderr = "";
-  child.stdout.on("data", (d: Buffer) => {
-    stdout += d;
-  });
-  child.stderr.on("data", (d: Buffer) => {
-    stderr += d;
-  });
-  const timer = setTimeout(() => child.kill("SIGKILL"), 15_000);
-  const [code] = await once(child, "exit");
-  clearTimeout(timer);
+  const { code, stdout, stderr } = await spawnNode(
+    [...execArgv, "--input-type=module", "-e", script],
+    process.env,
+  ).exit(15_000);
   expect(code, stderr).toBe(0);
   return stdout.trim();
 }

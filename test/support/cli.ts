@@ -62,8 +62,13 @@ export interface CliProcess {
 const running = new Set<ChildProcess>();
 
 export function spawnCli(args: string[], env: NodeJS.ProcessEnv): CliProcess {
+  return spawnNode([bin, ...args], env);
+}
+
+/** `node` with these arguments (a script, `-e`, node flags), watched as `spawnCli` watches the CLI. */
+export function spawnNode(argv: string[], env: NodeJS.ProcessEnv): CliProcess {
   const started = performance.now();
-  const child = spawn(process.execPath, [bin, ...args], { env, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, argv, { env, stdio: ["ignore", "pipe", "pipe"] });
   running.add(child);
   let out = "";
   let err = "";
