@@ -180,8 +180,10 @@ function percentile(values, n, q) {
 
 if (process.send && process.argv.includes("--child")) {
   process.once("message", async (options) => {
-    // The parent reads the CPU of the processes it measures at each phase's start.
-    const result = await runLoad({ ...options, onPhase: (phase) => process.send({ phase }) });
+    // A parent that asks (`phases`) is told when the measured window opens and closes, to read
+    // the CPU of the processes it measures then.
+    const onPhase = options.phases ? (phase) => process.send({ phase }) : undefined;
+    const result = await runLoad({ ...options, onPhase });
     process.send(result, () => process.exit(0));
   });
   process.on("disconnect", () => process.exit(0));

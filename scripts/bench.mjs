@@ -87,7 +87,7 @@ async function load(options, favoured, onPhase) {
       code === 0 ? undefined : reject(new Error(`load generator exited ${code}`)),
     );
   });
-  proc.send(options);
+  proc.send({ ...options, phases: true });
   return result;
 }
 
