@@ -1,9 +1,9 @@
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { afterAll, describe, expect, it } from "vitest";
-import { checkWires, openDatabase } from "./db.js";
+import { checkWires, openDatabase, walSizeLimitBytes } from "./db.js";
 import { migrations } from "./migrations.js";
 
 const dir = mkdtempSync(join(tmpdir(), "gateway-db-"));
@@ -23,6 +23,23 @@ describe("migrations", () => {
     expect(plain.pragma("cache_size", { simple: true })).toBe(-16000);
     plain.close();
     expect(db.pragma("cache_size", { simple: true })).toBe(-2000);
+    db.close();
+  });
+
+  it("give the WAL file back once SQLite starts it over after a burst that grew it", () => {
+    const path = join(dir, "wal.db");
+    const db = openDatabase(path);
+    db.pragma("wal_autocheckpoint = 0");
+    db.exec("CREATE TABLE burst (data BLOB)");
+    const insert = db.prepare("INSERT INTO burst (data) VALUES (randomblob(?))");
+    // Each commit its own frames: the WAL grows to several times the limit before a checkpoint.
+    for (let i = 0; i < 12; i++) insert.run(1024 * 1024);
+    const wal = `${path}-wal`;
+    expect(statSync(wal).size).toBeGreaterThan(3 * walSizeLimitBytes);
+    // A checkpoint that copies every frame, then a commit: the commit starts the WAL over.
+    db.pragma("wal_checkpoint(PASSIVE)");
+    db.exec("DELETE FROM burst");
+    expect(statSync(wal).size).toBeLessThanOrEqual(walSizeLimitBytes);
     db.close();
   });
 

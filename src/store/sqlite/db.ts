@@ -7,6 +7,13 @@ export type DB = Database.Database;
 /** The main connection's page cache, in KiB. */
 const pageCacheKiB = 2000;
 
+/**
+ * The WAL file's size once SQLite starts it over, in bytes. Under a burst of commits it grows
+ * until a checkpoint catches up (up to the checkpointer's backstop, tens of megabytes); without a
+ * limit SQLite reuses the file from its start but keeps it at its largest on disk for good.
+ */
+export const walSizeLimitBytes = 4 * 1024 * 1024;
+
 /** Files SQLite keeps beside a database, holding the same data. */
 const sqliteSidecars = ["-wal", "-shm", "-journal"];
 
@@ -21,7 +28,10 @@ export function openDatabase(path: string): DB {
     for (const suffix of sqliteSidecars) tightenPrivateFile(`${path}${suffix}`);
   }
   const db = new Database(path);
-  if (path !== ":memory:") db.pragma("journal_mode = WAL");
+  if (path !== ":memory:") {
+    db.pragma("journal_mode = WAL");
+    db.pragma(`journal_size_limit = ${walSizeLimitBytes}`);
+  }
   // NORMAL in WAL mode survives a process crash (only an OS crash can lose the last commits).
   db.pragma("synchronous = NORMAL");
   db.pragma("foreign_keys = ON");
