@@ -36,7 +36,7 @@ export async function runLoad(o) {
   let stop = false;
 
   async function one(pool) {
-    const { status, latency, ttfb } = await ask(pool, measuring || !o.warmBody ? o : warm);
+    const { status, latency, ttfb } = await ask(pool, measuring ? o : warm);
     if (status !== 200) {
       errors++;
       firstError ||= `HTTP ${status}`;
@@ -60,7 +60,7 @@ export async function runLoad(o) {
   }
 
   // A warm-up body of its own: a paced stream's warm-up goes through the same code unpaced.
-  const warm = { ...o, body: o.warmBody };
+  const warm = o.warmBody === undefined ? o : { ...o, body: o.warmBody };
   const cpuBefore = process.cpuUsage();
   const workers = Array.from({ length: o.connections }, (_, i) => worker(pools[i % pools.length]));
   await new Promise((r) => setTimeout(r, o.warmupMs));

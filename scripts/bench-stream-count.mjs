@@ -50,10 +50,10 @@ async function main() {
   const { url } = await new Promise((resolve) => upstream.once("message", resolve));
   const dir = mkdtempSync(join(tmpdir(), "gateway-stream-count-"));
   // BENCH_TARGET=bare: the bench's bare proxy in this process instead, for the same counts.
-  const gw =
-    process.env.BENCH_TARGET === "bare"
-      ? await startBareProxy(url)
-      : await startGateway({ port: 0, db: join(dir, "bench.db"), config: benchConfig(url) });
+  const bare = process.env.BENCH_TARGET === "bare";
+  const gw = bare
+    ? await startBareProxy(url)
+    : await startGateway({ port: 0, db: join(dir, "bench.db"), config: benchConfig(url) });
 
   // The client counts whole streams itself, so the gateway's CPU divides by what was really served.
   const client = fork(join(here, "bench-stream-count.mjs"), ["--client"], { execArgv: [] });
@@ -73,7 +73,7 @@ async function main() {
   const us = cpu.user + cpu.system;
   if (json)
     console.log(
-      `${streams} JSON requests at 1 connection: ${process.env.BENCH_TARGET === "bare" ? "bare proxy" : "gateway"} CPU ${Math.round(us / streams)} us a request (user ${Math.round(cpu.user / streams)} us, system ${Math.round(cpu.system / streams)} us)`,
+      `${streams} JSON requests at 1 connection: ${bare ? "bare proxy" : "gateway"} CPU ${Math.round(us / streams)} us a request (user ${Math.round(cpu.user / streams)} us, system ${Math.round(cpu.system / streams)} us)`,
     );
   else
     console.log(
