@@ -1,5 +1,5 @@
 import { hashSecret, keyPrefix, newGatewayKey, newId } from "./secrets.js";
-import type { KeyKind } from "./types.js";
+import type { KeyKind, KeyRow, KeyWithAccount } from "./types.js";
 
 /** A key row as inserted: the value itself is never stored, only its hash and prefix. */
 export interface NewKeyRow {
@@ -34,6 +34,28 @@ export function mintKeyRow(input: {
       parentKeyId: input.parentKeyId ?? null,
       createdAt: input.now ?? Date.now(),
     },
+  };
+}
+
+/**
+ * What authentication gets for a key row (a stored row's hash left out). Field by field: on Node
+ * 20 a spread with a field added takes V8's slow path, and this runs on every request.
+ */
+export function keyWithAccount(
+  key: KeyRow,
+  accountStatus: KeyWithAccount["account_status"],
+): KeyWithAccount {
+  return {
+    id: key.id,
+    account_id: key.account_id,
+    prefix: key.prefix,
+    label: key.label,
+    kind: key.kind,
+    parent_key_id: key.parent_key_id,
+    created_at: key.created_at,
+    last_used_at: key.last_used_at,
+    revoked_at: key.revoked_at,
+    account_status: accountStatus,
   };
 }
 

@@ -1,5 +1,5 @@
 import type pg from "pg";
-import { mintKeyRow } from "../key-rows.js";
+import { keyWithAccount, mintKeyRow } from "../key-rows.js";
 import { byokContext, type SecretBox } from "../secret-box.js";
 import { hashSecret, newId } from "../secrets.js";
 import {
@@ -249,7 +249,7 @@ export class PostgresAccounts implements AccountRepository {
       this.changes.isCurrent({ t: "key", id: key.id }) &&
       this.changes.isCurrent({ t: "account", id: key.account_id })
     ) {
-      return { ...keyRowOf(key), account_status: this.accountStatus(key.account_id) };
+      return keyWithAccount(key, this.accountStatus(key.account_id));
     }
     return this.findKeyInDatabase(hash);
   }
@@ -283,7 +283,7 @@ export class PostgresAccounts implements AccountRepository {
       }
       status = account?.status;
     }
-    return { ...keyRowOf(key), account_status: status ?? "suspended" };
+    return keyWithAccount(key, status ?? "suspended");
   }
 
   private accountStatus(accountId: string): AccountRow["status"] {

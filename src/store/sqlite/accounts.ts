@@ -1,5 +1,5 @@
 import type { Statement } from "better-sqlite3";
-import { mintKeyRow, type NewKeyRow } from "../key-rows.js";
+import { keyWithAccount, mintKeyRow, type NewKeyRow } from "../key-rows.js";
 import { byokContext, type SecretBox } from "../secret-box.js";
 import { hashSecret, newId } from "../secrets.js";
 import {
@@ -115,7 +115,7 @@ export class SqliteAccounts {
       this.keysByHash.set(hash, key);
     }
     const account = this.getAccount(key.account_id);
-    return { ...key, account_status: account?.status ?? "suspended" };
+    return keyWithAccount(key, account?.status ?? "suspended");
   }
 
   isAdminKey(value: string): boolean {

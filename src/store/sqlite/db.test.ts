@@ -67,6 +67,32 @@ describe("migrations", () => {
     db.close();
   });
 
+  it("insert a request log row without building a temporary table, and still check its state", () => {
+    const path = join(dir, "v13.db");
+    const old = new Database(path);
+    for (const step of migrations.slice(0, 13)) old.exec(step);
+    old.pragma("user_version = 13");
+    old.exec(`INSERT INTO request_log (id, account_id, endpoint, state, created_at, tools_omitted)
+      VALUES ('req_1', 'a', 'chat', 'settled', 1, '["web_search"]')`);
+    old.close();
+
+    const db = openDatabase(path);
+    const insert = (state: string) =>
+      `INSERT INTO request_log (id, account_id, endpoint, state, created_at) VALUES ('req_2', 'a', 'chat', '${state}', 2)`;
+    // An IN list of constants in a CHECK becomes an ephemeral index filled at every insert.
+    const program = db.prepare(`EXPLAIN ${insert("failed")}`).all() as { opcode: string }[];
+    expect(program.map((op) => op.opcode)).not.toContain("OpenEphemeral");
+    expect(() => db.exec(insert("bogus"))).toThrow(/CHECK constraint failed/);
+    for (const state of ["reserved", "settled", "failed", "interrupted"]) {
+      db.exec(insert(state));
+      db.exec("DELETE FROM request_log WHERE id = 'req_2'");
+    }
+    expect(db.prepare("SELECT id, state, tools_omitted FROM request_log").all()).toEqual([
+      { id: "req_1", state: "settled", tools_omitted: '["web_search"]' },
+    ]);
+    db.close();
+  });
+
   it("take the wires a provider may speak from the list given at each open", () => {
     const db = openDatabase(join(dir, "wires.db"));
     checkWires(db, ["openai", "mock"]);

@@ -110,13 +110,19 @@ export class SqliteLedger implements LedgerRepository {
   }
 
   write(write: LedgerWrite): void {
+    this.writeCharging(write, undefined);
+  }
+
+  /** `charges`: a batch's balance charges, summed per account and written once at its end. */
+  private writeCharging(write: LedgerWrite, charges: Map<string, number> | undefined): void {
     const statements = this.statements;
     if (write.kind === "resetPayg") {
       statements.resetPayg.run(write.start, write.start, write.accountId);
       return;
     }
     if (write.charge > 0 && write.payment === "balance") {
-      statements.charge.run(write.charge, write.accountId);
+      if (charges) charges.set(write.accountId, (charges.get(write.accountId) ?? 0) + write.charge);
+      else statements.charge.run(write.charge, write.accountId);
     }
     if (write.charge > 0 && write.payment === "payg") {
       const start = write.paygWindow ?? 0;
@@ -134,7 +140,10 @@ export class SqliteLedger implements LedgerRepository {
 
   commit(writes: readonly LedgerWrite[]): void {
     this.transaction(() => {
-      for (const write of writes) this.write(write);
+      // A balance only goes down by the batch's sum, so one UPDATE per account says it all.
+      const charges = new Map<string, number>();
+      for (const write of writes) this.writeCharging(write, charges);
+      for (const [accountId, charge] of charges) this.statements.charge.run(charge, accountId);
       this.statements.setAppliedSeq.run(writes[writes.length - 1].seq);
     });
   }
