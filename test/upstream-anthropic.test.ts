@@ -128,6 +128,20 @@ describe("anthropic wire: messages pass through", () => {
     expect(message.usage).toMatchObject({ input_tokens: 21, output_tokens: 4 });
   });
 
+  it("passes a JSON answer on as the upstream wrote it, with only its model renamed", async () => {
+    const written = JSON.stringify((anthropicJson("Halo") as { body: unknown }).body, null, 2);
+    upstream.queue({ kind: "json", body: written });
+    const res = await post(gw, "/v1/messages", {
+      model: "claude-x",
+      max_tokens: 64,
+      messages: [{ role: "user", content: "Hi" }],
+    });
+    expect(res.status).toBe(200);
+    expect(await res.text()).toBe(
+      written.replace('"model": "upstream-model"', '"model": "claude-x"'),
+    );
+  });
+
   it("streams events through as they arrive, and the SDK assembles the message", async () => {
     const clientSawFirst = deferred();
     const steps = anthropicStreamSteps(["Sela", "mat ", "pagi"], { usage: [8, 3] });

@@ -143,6 +143,38 @@ describe("openai wire: chat completions pass through", () => {
     expect(completion.usage).toMatchObject({ prompt_tokens: 12, completion_tokens: 3 });
   });
 
+  it("passes a JSON answer on as the upstream wrote it, with only its model renamed", async () => {
+    // Pretty-printed, as OpenAI answers, and a text that quotes a model pair of its own.
+    const answer = openaiJson('He said "model": "gpt-upstream".', {
+      usage: [5, 4],
+      model: "gpt-upstream",
+    });
+    const written = JSON.stringify(answer.body, null, 2);
+    upstream.queue({ ...answer, body: written });
+    const res = await post(gw, "/v1/chat/completions", {
+      model: "gpt-x",
+      messages: [{ role: "user", content: "Quote it" }],
+    });
+    expect(res.status).toBe(200);
+    const text = await res.text();
+    expect(text).toBe(written.replace('"model": "gpt-upstream"', '"model": "gpt-x"'));
+    expect(JSON.parse(text).choices[0].message.content).toBe('He said "model": "gpt-upstream".');
+    expect(res.headers.get("content-length")).toBe(String(Buffer.byteLength(text)));
+  });
+
+  it("writes the answer anew when its model's pair is not the only one", async () => {
+    const answer = openaiJson("Hi", { model: "gpt-upstream" });
+    const body = answer.body as Record<string, unknown>;
+    upstream.queue({ ...answer, body: { ...body, metadata: { model: "gpt-upstream" } } });
+    const res = await post(gw, "/v1/chat/completions", {
+      model: "gpt-x",
+      messages: [{ role: "user", content: "Hello" }],
+    });
+    const json = (await res.json()) as { model: string; metadata: unknown };
+    expect(json.model).toBe("gpt-x");
+    expect(json.metadata).toEqual({ model: "gpt-upstream" });
+  });
+
   it("streams chunk by chunk: the client sees the first chunk before the upstream sends the second", async () => {
     const clientSawFirst = deferred();
     const steps = openaiStreamSteps(["Hel", "lo"]);

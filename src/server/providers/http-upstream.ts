@@ -610,8 +610,13 @@ async function* streamedBody(
 
 /** A 2xx answer that should be JSON; a body that is not is the provider failing, not the client. */
 export function parseJsonAnswer<T>(bytes: Buffer): T {
+  return parseJsonText<T>(bytes.toString("utf8"));
+}
+
+/** A 2xx answer's text as JSON; text that is not JSON is the upstream's failure. */
+export function parseJsonText<T>(text: string): T {
   try {
-    return JSON.parse(bytes.toString("utf8")) as T;
+    return JSON.parse(text) as T;
   } catch {
     throw new UpstreamFailure("unavailable", 502);
   }

@@ -229,7 +229,7 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
       unwatch?.();
       const recorded = settleDelivered(services, admission, settlement(result.usage, true));
       // Serialized while the settlement commits; it leaves only once committed.
-      const text = JSON.stringify(result.body);
+      const text = result.text ?? JSON.stringify(result.body);
       await recorded;
       markStage(incoming, "settled");
       outgoing.writeHead(200, {

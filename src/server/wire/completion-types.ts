@@ -59,5 +59,15 @@ export interface Backend {
 }
 
 /** `omittedTools`: tools the backend could not run, left out of the request it was sent. */
-export type JsonCompletion = { kind: "json"; body: unknown; usage: Usage; omittedTools?: string[] };
+export type JsonCompletion = {
+  kind: "json";
+  body: unknown;
+  usage: Usage;
+  omittedTools?: string[];
+  /**
+   * `body` as JSON when the upstream's own text is that already (an answer in the client's style
+   * with its model renamed): sent as it is, which saves serializing the answer again.
+   */
+  text?: string;
+};
 export type CompletionResult = JsonCompletion | StreamCompletion;

@@ -1,10 +1,15 @@
 import type { MessagesResponse } from "../../wire/anthropic-types.js";
 import type { CompletionRequest, CompletionResult } from "../../wire/completion-types.js";
-import { fromMessagesEvents, fromMessagesJson, withJsonEstimate } from "../../wire/to-client.js";
+import {
+  fromMessagesEvents,
+  fromMessagesJson,
+  renamedModelText,
+  withJsonEstimate,
+} from "../../wire/to-client.js";
 import { type Rewrite, toMessagesRequest, withRewrite } from "../../wire/to-provider.js";
 import { UpstreamFailure } from "../../wire/upstream-failure.js";
 import { messagesOutputText } from "../../wire/usage.js";
-import { joinUrl } from "../http-upstream.js";
+import { joinUrl, parseJsonText } from "../http-upstream.js";
 import { openMeteredStream } from "../metered-stream.js";
 import type { Attempt, CountTokensRequest, ProviderContext } from "../provider.js";
 
@@ -21,16 +26,15 @@ export async function anthropicComplete(
   const body = toMessagesRequest(req, attempt, rewrite);
   const url = joinUrl(provider.base_url ?? "", "/messages");
   if (!req.stream) {
-    const answer = await http.postJson<MessagesResponse>(
-      url,
-      headers,
-      JSON.stringify(body),
-      req.signal,
-      provider,
-    );
+    const raw = (
+      await http.postForBytes(url, headers, JSON.stringify(body), req.signal, provider)
+    ).toString("utf8");
+    const answer = parseJsonText<MessagesResponse>(raw);
     const result = withJsonEstimate(fromMessagesJson(req, answer), body, () =>
       messagesOutputText(answer),
     );
+    if (req.style === "messages")
+      result.text = renamedModelText(raw, answer.model, req.clientModel);
     return withRewrite(result, rewrite);
   }
   const upstream = await openMeteredStream(http, attempt, { url, headers, body }, req.signal);

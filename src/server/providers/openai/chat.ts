@@ -10,6 +10,7 @@ import {
   fromChatJson,
   parseChatChunk,
   passThroughChat,
+  renamedModelText,
   StreamBroken,
   withJsonEstimate,
 } from "../../wire/to-client.js";
@@ -24,7 +25,7 @@ import {
   responsesDeltaFields,
   responsesOutputText,
 } from "../../wire/usage.js";
-import { joinUrl, type UpstreamHttp } from "../http-upstream.js";
+import { joinUrl, parseJsonText, type UpstreamHttp } from "../http-upstream.js";
 import { type MeteredStream, openMeteredStream } from "../metered-stream.js";
 import type { Attempt, ProviderContext } from "../provider.js";
 
@@ -44,14 +45,12 @@ export async function openaiComplete(
   const body = toChatRequest(req, attempt, rewrite);
   const url = joinUrl(provider.base_url ?? "", "/chat/completions");
   if (!req.stream) {
-    const answer = await http.postJson<ChatCompletionResponse>(
-      url,
-      headers,
-      JSON.stringify(body),
-      req.signal,
-      provider,
-    );
+    const raw = (
+      await http.postForBytes(url, headers, JSON.stringify(body), req.signal, provider)
+    ).toString("utf8");
+    const answer = parseJsonText<ChatCompletionResponse>(raw);
     const result = withJsonEstimate(fromChatJson(req, answer), body, () => chatOutputText(answer));
+    if (req.style === "chat") result.text = renamedModelText(raw, answer.model, req.clientModel);
     return withRewrite(result, rewrite);
   }
   const upstream = await openMeteredStream(http, attempt, { url, headers, body }, req.signal);

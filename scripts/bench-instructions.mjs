@@ -1,0 +1,146 @@
+// Instructions per request, counted by valgrind's callgrind: the gateway (`gateway serve`, with
+// the V8 settings serve gives itself) and the bare proxy, each warmed up first and counted over a
+// fixed number of requests from a client outside the count. A count does not move with the load
+// of a shared VM the way a CPU time does, so a change of a few percent shows in one run.
+//
+//   node scripts/bench-instructions.mjs                   both, JSON, one connection
+//   node scripts/bench-instructions.mjs --stream          a paced-0 stream; also per event
+//   node scripts/bench-instructions.mjs --target=gateway --keep=prof
+//       keeps callgrind's file and V8's perf map in prof/ to read with callgrind_annotate
+//
+// Needs valgrind (Debian: apt-get install valgrind). Under callgrind the code runs about fifty
+// times slower: a run of both targets takes a few minutes.
+import { execFileSync, fork, spawn } from "node:child_process";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import { Agent, request } from "undici";
+import { benchBody, benchConfig, benchKey } from "./bench-config.mjs";
+import { pacedEvents } from "./bench-upstream.mjs";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const option = (name, fallback) =>
+  process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? fallback;
+const stream = process.argv.includes("--stream");
+const connections = Number(option("connections", 1));
+const warmup = Number(option("warmup", 5000));
+const counted = Number(option("requests", 1000));
+const targets = option("target", "both") === "both" ? ["bare", "gateway"] : [option("target")];
+const keep = option("keep", undefined);
+
+try {
+  execFileSync("valgrind", ["--version"], { stdio: "ignore" });
+} catch {
+  console.error("bench-instructions needs valgrind (Debian: apt-get install valgrind).");
+  process.exit(2);
+}
+
+const work = mkdtempSync(join(tmpdir(), "gateway-instructions-"));
+const upstream = fork(join(here, "bench-upstream.mjs"), ["--child"], {
+  stdio: ["ignore", "inherit", "inherit", "ipc"],
+  execArgv: [],
+});
+const { url: upstreamUrl } = await new Promise((ok) => upstream.once("message", ok));
+
+/** node under callgrind, counting nothing until told to (callgrind_control -i on). */
+function callgrindArgs(name) {
+  const nodeFlags = keep ? ["--perf-basic-prof"] : [];
+  return [
+    "--tool=callgrind",
+    "--smc-check=all-non-file",
+    "--instr-atstart=no",
+    `--callgrind-out-file=${join(work, `${name}.%p`)}`,
+    "-q",
+    process.execPath,
+    ...nodeFlags,
+  ];
+}
+
+async function startTarget(name) {
+  if (name === "bare") {
+    // fork() runs execPath with the script: a wrapper puts node under valgrind, keeping the IPC.
+    const wrapper = join(work, "valgrind-node.sh");
+    const args = callgrindArgs(name)
+      .map((a) => `'${a}'`)
+      .join(" ");
+    writeFileSync(wrapper, `#!/bin/sh\nexec valgrind ${args} "$@"\n`, { mode: 0o755 });
+    const child = fork(join(here, "bench-bare-proxy.mjs"), ["--child", upstreamUrl], {
+      execPath: wrapper,
+      execArgv: [],
+      stdio: ["ignore", "inherit", "inherit", "ipc"],
+    });
+    const { url } = await new Promise((ok) => child.once("message", ok));
+    return { url, child };
+  }
+  const configFile = join(work, "config.json");
+  writeFileSync(configFile, JSON.stringify(benchConfig(upstreamUrl)));
+  const serve = [resolve(here, "../bin/gateway"), "serve", "--db", join(work, "bench.db")];
+  serve.push("--config", configFile, "--port", "0", "--json", "--quiet");
+  const child = spawn("valgrind", [...callgrindArgs(name), ...serve], {
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  const line = await new Promise((ok, fail) => {
+    child.once("exit", (code) => fail(new Error(`gateway serve exited ${code} under valgrind`)));
+    createInterface({ input: child.stdout }).once("line", ok);
+  });
+  return { url: JSON.parse(line).url, child };
+}
+
+async function send(url, agent, total) {
+  let left = total;
+  const body = benchBody(stream, 0);
+  const headers = { authorization: `Bearer ${benchKey}`, "content-type": "application/json" };
+  const path = `${url}/v1/chat/completions`;
+  await Promise.all(
+    Array.from({ length: connections }, async () => {
+      while (left-- > 0) {
+        const answer = await request(path, { method: "POST", dispatcher: agent, headers, body });
+        const text = await answer.body.text();
+        if (answer.statusCode !== 200) throw new Error(`HTTP ${answer.statusCode}: ${text}`);
+      }
+    }),
+  );
+}
+
+const results = {};
+for (const name of targets) {
+  const target = await startTarget(name);
+  const agent = new Agent({ connections, keepAliveTimeout: 600_000 });
+  const control = (...args) =>
+    execFileSync("callgrind_control", [...args, String(target.child.pid)], { stdio: "ignore" });
+  try {
+    await send(target.url, agent, warmup);
+    control("-i", "on");
+    await send(target.url, agent, counted);
+    control("-i", "off");
+    control("-d");
+  } finally {
+    target.child.kill();
+    await new Promise((ok) => target.child.once("exit", ok));
+    await agent.close();
+  }
+  // The dump holds the counted requests only; the file written at exit counts nothing.
+  const dump = readdirSync(work).find((f) => f.startsWith(`${name}.`) && f.endsWith(".1"));
+  const totals = readFileSync(join(work, dump), "utf8").match(/^totals: (\d+)/m);
+  results[name] = Number(totals[1]) / counted;
+  if (keep) {
+    mkdirSync(keep, { recursive: true });
+    const pid = dump.split(".")[1];
+    execFileSync("cp", [join(work, dump), join(keep, `callgrind.${name}`)]);
+    execFileSync("cp", [`/tmp/perf-${pid}.map`, join(keep, `perf-${name}.map`)]);
+    rmSync(`/tmp/perf-${pid}.map`, { force: true });
+  }
+}
+upstream.kill();
+rmSync(work, { recursive: true, force: true });
+
+const kind = stream ? "stream (paced 0)" : "JSON";
+console.log(`instructions per request, ${kind}, ${connections} connection(s), ${counted} counted:`);
+for (const [name, perRequest] of Object.entries(results)) {
+  const perEvent = stream ? `  (${Math.round(perRequest / pacedEvents)} an event)` : "";
+  console.log(`  ${name.padEnd(8)} ${Math.round(perRequest).toLocaleString("en")}${perEvent}`);
+}
+if (results.bare && results.gateway)
+  console.log(`  gateway / bare proxy: ${(results.gateway / results.bare).toFixed(2)}x`);
