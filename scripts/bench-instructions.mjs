@@ -4,7 +4,10 @@
 // of a shared VM the way a CPU time does, so a change of a few percent shows in one run.
 //
 //   node scripts/bench-instructions.mjs                   both, JSON, one connection
-//   node scripts/bench-instructions.mjs --stream          a paced-0 stream; also per event
+//   node scripts/bench-instructions.mjs --stream          a stream; also per event
+//   node scripts/bench-instructions.mjs --stream --pace=50 --connections=20 --warmup=400 --requests=200
+//       streams whose chunks come 50 ms apart, so that each arrives on its own even at
+//       callgrind's speed (unpaced, a stream's chunks reach the slowed process together)
 //   node scripts/bench-instructions.mjs --target=gateway --keep=prof
 //       keeps callgrind's file and V8's perf map in prof/ to read with callgrind_annotate
 //
@@ -25,6 +28,7 @@ const option = (name, fallback) =>
   process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? fallback;
 const stream = process.argv.includes("--stream");
 const connections = Number(option("connections", 1));
+const pace = Number(option("pace", 0));
 const warmup = Number(option("warmup", 5000));
 const counted = Number(option("requests", 1000));
 const targets = option("target", "both") === "both" ? ["bare", "gateway"] : [option("target")];
@@ -90,7 +94,7 @@ async function startTarget(name) {
 
 async function send(url, agent, total) {
   let left = total;
-  const body = benchBody(stream, 0);
+  const body = benchBody(stream, pace);
   const headers = { authorization: `Bearer ${benchKey}`, "content-type": "application/json" };
   const path = `${url}/v1/chat/completions`;
   await Promise.all(
@@ -136,7 +140,7 @@ for (const name of targets) {
 upstream.kill();
 rmSync(work, { recursive: true, force: true });
 
-const kind = stream ? "stream (paced 0)" : "JSON";
+const kind = stream ? `stream (chunks ${pace} ms apart)` : "JSON";
 console.log(`instructions per request, ${kind}, ${connections} connection(s), ${counted} counted:`);
 for (const [name, perRequest] of Object.entries(results)) {
   const perEvent = stream ? `  (${Math.round(perRequest / pacedEvents)} an event)` : "";

@@ -1,9 +1,11 @@
 import type { ServerResponse } from "node:http";
+import type { Socket } from "node:net";
 import type { StreamPiece } from "../wire/stream-types.js";
 import { markStage } from "./stages.js";
 
 const encoder = new TextEncoder();
 const keepaliveComment = encoder.encode(": keepalive\n\n");
+const crlf = Buffer.from("\r\n", "latin1");
 
 export interface StreamEnd {
   /** Pieces reached the client. */
@@ -148,24 +150,39 @@ function nodeSink(outgoing: ServerResponse): Sink {
   outgoing.once("close", () => {
     if (!outgoing.writableFinished) closed = true;
   });
+  // After the first piece (which takes the headers with it), each piece is framed as its HTTP
+  // chunk here and written to the socket in one write: Node's own chunked write is four writes
+  // (size, CRLF, data, CRLF), which its native writev takes apart again, several times the CPU
+  // of the event itself. Only where Node frames chunks itself, and so will end them.
+  let socket: Socket | undefined;
   return {
     write(piece) {
       if (closed) return true;
+      if (socket) {
+        if (typeof piece === "string")
+          return socket.write(`${Buffer.byteLength(piece).toString(16)}\r\n${piece}\r\n`);
+        const size = Buffer.from(`${piece.byteLength.toString(16)}\r\n`, "latin1");
+        return socket.write(Buffer.concat([size, piece, crlf]));
+      }
       // Pieces written in the same tick leave in one syscall without a cork of ours: Node's
       // ServerResponse corks its socket on a write and uncorks it on the next tick.
-      return outgoing.write(piece);
+      const keptUp = outgoing.write(piece);
+      if (outgoing.chunkedEncoding === true && outgoing.socket) socket = outgoing.socket;
+      return keptUp;
     },
     end() {
       outgoing.end();
     },
     drained() {
+      // A raw write's backpressure is the socket's; the response's own writes' is the response's.
+      const source: NodeJS.EventEmitter = socket ?? outgoing;
       return new Promise((resolve) => {
         const done = () => {
-          outgoing.off("drain", done);
+          source.off("drain", done);
           outgoing.off("close", done);
           resolve();
         };
-        outgoing.once("drain", done);
+        source.once("drain", done);
         outgoing.once("close", done);
       });
     },

@@ -11,7 +11,6 @@ import { ChatStreamToMessages, chatResponseToMessages } from "./translate/messag
 import { ChatStreamToResponses, chatResponseToResponses } from "./translate/responses.js";
 import {
   callNameField,
-  chatDeltaFields,
   deltaChars,
   estimateRequestTokens,
   estimateTokens,
@@ -201,10 +200,23 @@ class ChatChunkRelay {
   }
 }
 
-const usageField = /"usage"\s*:\s*(null\b)?/;
-const finishReasonSet = /"finish_reason"\s*:\s*"/;
-/** Sticky: read where `"model"` was found, never searched for again. */
-const modelField = /"model"\s*:\s*"(?:[^"\\]|\\.)*"/y;
+/**
+ * The keys an ordinary chat chunk is read for, each with its value when that is a string (group
+ * 3, as written) or null: the delta fields whose text is billed (`chatDeltaFields`), and model,
+ * usage, error and finish_reason. A quote inside a JSON string is escaped, so `"key":` matches
+ * keys only, and a string value is consumed whole.
+ */
+const chatChunkKeys =
+  /"(content|name|arguments|reasoning_content|reasoning|refusal|model|usage|error|finish_reason)"\s*:\s*("((?:[^"\\]|\\.)*)"|null\b)?/g;
+
+interface OrdinaryChunk {
+  /** The chunk with `model` (the field, `"model":"..."`) in place of its own. */
+  text: string;
+  /** Characters of the delta fields' text, as `deltaChars` counts them. */
+  chars: number;
+  /** The chunk sets a finish reason. */
+  finished: boolean;
+}
 
 /**
  * Same wire, same style: an openai-wire stream to a chat client. An ordinary chunk (no usage, no
@@ -230,14 +242,14 @@ export function passThroughChat(
         done = true;
         return "";
       }
-      const ordinary = ordinaryWithModel(data, model);
+      const ordinary = ordinaryChunk(data, model);
       if (ordinary !== undefined) {
-        meter.delivered(deltaChars(data, chatDeltaFields));
-        if (finishReasonSet.test(data)) {
+        meter.delivered(ordinary.chars);
+        if (ordinary.finished) {
           relay.finished = true;
           meter.finished();
         }
-        return `data: ${ordinary}\n\n`;
+        return `data: ${ordinary.text}\n\n`;
       }
       const chunk = parseChatChunk(data);
       return chunk ? (relay.relay(chunk) ?? "") : "";
@@ -280,26 +292,43 @@ export function parseChatChunk(data: string): ChatCompletionChunk | undefined {
 }
 
 /**
- * An ordinary chunk with `model` (the field, `"model":"..."`) in place of its own, or undefined
- * for any other event. Ordinary: a JSON object on one line (an event's data lines are joined with
- * line breaks, and one `data:` line must carry it on) with no usage numbers and no error, whose
- * one `model` field can be swapped in place. This runs for every event of every chat stream, so
- * each check is one native scan of the text and the model field is found once.
+ * An ordinary chunk, read, or undefined for any other event. Ordinary: a JSON object on one line
+ * (an event's data lines are joined with line breaks, and one `data:` line must carry it on) with
+ * no usage numbers and no error, whose one `model` field can be swapped in place. This runs for
+ * every event of every chat stream, so the chunk is read in one pass of one expression.
  */
-function ordinaryWithModel(data: string, model: string): string | undefined {
+function ordinaryChunk(data: string, model: string): OrdinaryChunk | undefined {
   if (data.charCodeAt(0) !== 123 /* { */ || data.charCodeAt(data.length - 1) !== 125 /* } */)
     return undefined;
-  if (data.includes("\n") || data.includes('"error"')) return undefined;
-  if (data.includes('"usage"')) {
-    const usage = usageField.exec(data);
-    if (usage && usage[1] === undefined) return undefined;
+  if (data.includes("\n")) return undefined;
+  let chars = 0;
+  let finished = false;
+  let modelAt = -1;
+  let modelEnd = -1;
+  const keys = chatChunkKeys;
+  keys.lastIndex = 0;
+  for (let match = keys.exec(data); match !== null; match = keys.exec(data)) {
+    const text = match[3];
+    switch (match[1]) {
+      case "model":
+        if (modelAt !== -1 || text === undefined) return undefined;
+        modelAt = match.index;
+        modelEnd = keys.lastIndex;
+        break;
+      case "usage":
+        if (match[2] !== "null") return undefined;
+        break;
+      case "error":
+        return undefined;
+      case "finish_reason":
+        if (text !== undefined) finished = true;
+        break;
+      default:
+        if (text !== undefined) chars += text.length;
+    }
   }
-  const first = data.indexOf('"model"');
-  // A second one searched forward from the first: lastIndexOf is a slower builtin.
-  if (first === -1 || data.includes('"model"', first + 7)) return undefined;
-  modelField.lastIndex = first;
-  if (!modelField.test(data)) return undefined;
-  return data.slice(0, first) + model + data.slice(modelField.lastIndex);
+  if (modelAt === -1) return undefined;
+  return { text: data.slice(0, modelAt) + model + data.slice(modelEnd), chars, finished };
 }
 
 /** Anthropic SSE events from an anthropic-wire upstream, in the client's style. */
