@@ -155,17 +155,27 @@ function nodeSink(outgoing: ServerResponse): Sink {
   // (size, CRLF, data, CRLF), which its native writev takes apart again, several times the CPU
   // of the event itself. Only where Node frames chunks itself, and so will end them.
   let socket: Socket | undefined;
+  let corked = false;
+  const uncork = () => {
+    corked = false;
+    socket?.uncork();
+  };
   return {
     write(piece) {
       if (closed) return true;
       if (socket) {
+        // Pieces written in the same tick (a translated stream's several chunks) leave together.
+        if (!corked) {
+          corked = true;
+          socket.cork();
+          process.nextTick(uncork);
+        }
         if (typeof piece === "string")
           return socket.write(`${Buffer.byteLength(piece).toString(16)}\r\n${piece}\r\n`);
         const size = Buffer.from(`${piece.byteLength.toString(16)}\r\n`, "latin1");
         return socket.write(Buffer.concat([size, piece, crlf]));
       }
-      // Pieces written in the same tick leave in one syscall without a cork of ours: Node's
-      // ServerResponse corks its socket on a write and uncorks it on the next tick.
+      // Node's ServerResponse corks its socket on a write and uncorks it on the next tick.
       const keptUp = outgoing.write(piece);
       if (outgoing.chunkedEncoding === true && outgoing.socket) socket = outgoing.socket;
       return keptUp;
