@@ -671,7 +671,7 @@ function printFloors() {
   if (gwRss !== undefined && bareRss !== undefined)
     fig(
       "peak RSS, each alone in a process, 50 connections",
-      `${gwRss} MB (+${gwRss - bareRss} MB)`,
+      `${gwRss} MB (${gwRss >= bareRss ? "+" : ""}${gwRss - bareRss} MB)`,
       `floor: <= the bare proxy process's ${bareRss} MB + 20 MB`,
     );
   if (lines.length === 0) return;

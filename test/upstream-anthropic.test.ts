@@ -128,6 +128,24 @@ describe("anthropic wire: messages pass through", () => {
     expect(message.usage).toMatchObject({ input_tokens: 21, output_tokens: 4 });
   });
 
+  it("forwards the client's body text as written, with only its model renamed, streamed or not", async () => {
+    for (const stream of [false, true]) {
+      upstream.queue(
+        stream ? { kind: "sse", steps: anthropicStreamSteps(["Halo"]) } : anthropicJson("Halo"),
+      );
+      const sent = JSON.stringify(
+        { model: "claude-x", max_tokens: 64, stream, messages: [{ role: "user", content: "Hi" }] },
+        null,
+        2,
+      );
+      const res = await post(gw, "/v1/messages", sent);
+      await res.text();
+      expect(upstream.last.raw).toBe(
+        sent.replace('"model": "claude-x"', '"model": "claude-upstream"'),
+      );
+    }
+  });
+
   it("passes a JSON answer on as the upstream wrote it, with only its model renamed", async () => {
     const written = JSON.stringify((anthropicJson("Halo") as { body: unknown }).body, null, 2);
     upstream.queue({ kind: "json", body: written });

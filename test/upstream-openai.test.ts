@@ -143,6 +143,45 @@ describe("openai wire: chat completions pass through", () => {
     expect(completion.usage).toMatchObject({ prompt_tokens: 12, completion_tokens: 3 });
   });
 
+  it("forwards the client's body text as written, with only its model renamed", async () => {
+    upstream.queue(openaiJson("Hi"));
+    // Pretty-printed, with a tool whose schema has a property named model.
+    const sent = JSON.stringify(
+      {
+        model: "gpt-x",
+        messages: [{ role: "user", content: 'Say "model": "gpt-x"' }],
+        tools: [
+          {
+            type: "function",
+            function: {
+              name: "pick",
+              parameters: { type: "object", properties: { model: { type: "string" } } },
+            },
+          },
+        ],
+      },
+      null,
+      2,
+    );
+    const res = await post(gw, "/v1/chat/completions", sent);
+    expect(res.status).toBe(200);
+    expect(upstream.last.raw).toBe(sent.replace('"model": "gpt-x"', '"model": "gpt-upstream"'));
+  });
+
+  it("adds the usage option in front of a streamed body that has no stream options", async () => {
+    upstream.queue({ kind: "sse", steps: openaiStreamSteps(["Hi"]) });
+    const sent = JSON.stringify({
+      model: "gpt-x",
+      stream: true,
+      messages: [{ role: "user", content: "Hello" }],
+    });
+    const res = await post(gw, "/v1/chat/completions", sent);
+    await res.text();
+    expect(upstream.last.raw).toBe(
+      `{"stream_options":{"include_usage":true},${sent.slice(1).replace('"gpt-x"', '"gpt-upstream"')}`,
+    );
+  });
+
   it("passes a JSON answer on as the upstream wrote it, with only its model renamed", async () => {
     // Pretty-printed, as OpenAI answers, and a text that quotes a model pair of its own.
     const answer = openaiJson('He said "model": "gpt-upstream".', {

@@ -72,18 +72,21 @@ export async function readOptionalJson<T extends z.ZodType>(
   return parseJsonBody(text.trim() === "" ? "{}" : text, schema).data;
 }
 
-/** Like readJson, also returning the body's size in bytes (billing's bound on input tokens). */
+/**
+ * Like readJson, also returning the body's size in bytes (billing's bound on input tokens) and its
+ * text as sent.
+ */
 export async function readJsonWithSize<T extends z.ZodType>(
   c: Context<AppEnv>,
   schema: T,
-): Promise<{ data: z.infer<T>; bytes: number }> {
+): Promise<{ data: z.infer<T>; bytes: number; text: string }> {
   return parseJsonBody((await readBody(c)).toString("utf8"), schema);
 }
 
 function parseJsonBody<T extends z.ZodType>(
   text: string,
   schema: T,
-): { data: z.infer<T>; bytes: number } {
+): { data: z.infer<T>; bytes: number; text: string } {
   if (text.trim() === "") throw badRequest("Request body is empty; send a JSON object.");
   if (nestedDeeperThan(text, maxJsonDepth)) throw badRequest(tooDeepMessage);
   let raw: unknown;
@@ -97,7 +100,7 @@ function parseJsonBody<T extends z.ZodType>(
   }
   const parsed = schema.safeParse(raw);
   if (!parsed.success) throw badRequest(invalidBodyMessage(parsed.error.issues[0], raw));
-  return { data: parsed.data, bytes: Buffer.byteLength(text) };
+  return { data: parsed.data, bytes: Buffer.byteLength(text), text };
 }
 
 type Issue = z.core.$ZodIssue;

@@ -18,16 +18,12 @@ export interface MeteredStream {
 export async function openMeteredStream(
   http: UpstreamHttp,
   attempt: Attempt,
-  call: { url: string; headers: Record<string, string>; body: object },
+  /** `text`: the body as it is sent, when the caller has it already (`forwardedText`). */
+  call: { url: string; headers: Record<string, string>; body: object; text?: string },
   signal: GoneSignal,
 ): Promise<MeteredStream> {
   const { url, headers, body } = call;
-  const events = await http.postEvents(
-    url,
-    headers,
-    JSON.stringify(body),
-    signal,
-    attempt.provider,
-  );
+  const sent = call.text ?? JSON.stringify(body);
+  const events = await http.postEvents(url, headers, sent, signal, attempt.provider);
   return { events, meter: new StreamMeter(() => estimateRequestTokens(body)) };
 }

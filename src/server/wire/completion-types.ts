@@ -10,6 +10,12 @@ export interface CompletionRequest {
   style: ClientStyle;
   /** The client's body, as parsed; adapters map `model` and translate when wires differ. */
   body: Record<string, unknown>;
+  /**
+   * The client's body as it sent it, while `body` is that body parsed (no message thread, no
+   * stored response replayed): a provider of the client's own style is sent this text with only
+   * the model renamed, not `body` serialized again.
+   */
+  rawBody?: string;
   stream: boolean;
   clientModel: string;
   signal: GoneSignal;

@@ -55,36 +55,6 @@ export function fromChatJson(req: CompletionRequest, resp: ChatCompletionRespons
   return { kind: "json", body: { ...resp, model: req.clientModel }, usage };
 }
 
-/**
- * The upstream's answer `raw` with its top-level model `from` renamed `to`, or undefined when the
- * rename is not certain: the pair `"model": from` must occur exactly once (a quote inside a JSON
- * string is escaped, so a match is a key and its value). Whitespace between them is kept.
- */
-export function renamedModelText(raw: string, from: unknown, to: string): string | undefined {
-  if (typeof from !== "string") return undefined;
-  if (from === to) return raw;
-  const value = JSON.stringify(from);
-  let found = -1;
-  let end = -1;
-  for (let at = raw.indexOf('"model"'); at !== -1; at = raw.indexOf('"model"', at + 7)) {
-    let i = skipSpace(raw, at + 7);
-    if (raw[i] !== ":") continue;
-    i = skipSpace(raw, i + 1);
-    if (!raw.startsWith(value, i)) continue;
-    if (found !== -1) return undefined;
-    found = i;
-    end = i + value.length;
-  }
-  if (found === -1) return undefined;
-  return `${raw.slice(0, found)}${JSON.stringify(to)}${raw.slice(end)}`;
-}
-
-function skipSpace(text: string, at: number): number {
-  let i = at;
-  while (text[i] === " " || text[i] === "\n" || text[i] === "\r" || text[i] === "\t") i++;
-  return i;
-}
-
 export function fromMessagesJson(req: CompletionRequest, resp: MessagesResponse): JsonCompletion {
   const usage = usageFromMessages(resp);
   if (req.style === "messages")

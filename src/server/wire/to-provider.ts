@@ -6,6 +6,7 @@ import type {
   CompletionRequest,
   CompletionResult,
 } from "./completion-types.js";
+import { renamedModelText } from "./model-rename.js";
 import type { ChatCompletionRequest } from "./openai-types.js";
 import type { ResponsesRequest } from "./responses-types.js";
 import { chatRequestToMessages, untranslatableToMessages } from "./translate/chat-to-messages.js";
@@ -82,6 +83,27 @@ export function outputBound(
   if (native !== undefined && rewritesBody(native, viaRoute))
     return Math.min(requested, model.max_output_tokens);
   return requested;
+}
+
+/**
+ * The text of a body forwarded as the client wrote it (chat to an openai wire, messages to an
+ * anthropic wire, not a route's step): the client's own text with the model renamed, and a chat
+ * stream's usage option added in front where the client sent no stream options. Serializing the
+ * body again costs about as much as parsing it, for every request and every byte of a long
+ * conversation. Undefined when the text cannot be had for certain; the caller serializes `body`.
+ */
+export function forwardedText(req: CompletionRequest, upstreamModel: string): string | undefined {
+  const raw = req.rawBody;
+  if (raw === undefined || req.viaRoute) return undefined;
+  const renamed = renamedModelText(raw, req.clientModel, upstreamModel);
+  if (renamed === undefined || req.style !== "chat" || !req.stream) return renamed;
+  // A chat stream's body carries include_usage (billing reads the usage chunk).
+  if (!("stream_options" in req.body)) {
+    const open = renamed.indexOf("{");
+    return `{"stream_options":{"include_usage":true},${renamed.slice(open + 1)}`;
+  }
+  const options = req.body.stream_options as { include_usage?: unknown } | null;
+  return options?.include_usage === true ? renamed : undefined;
 }
 
 /** The chat request's output limits, at most `max`. */

@@ -1,12 +1,13 @@
 import type { MessagesResponse } from "../../wire/anthropic-types.js";
 import type { CompletionRequest, CompletionResult } from "../../wire/completion-types.js";
+import { renamedModelText } from "../../wire/model-rename.js";
+import { fromMessagesEvents, fromMessagesJson, withJsonEstimate } from "../../wire/to-client.js";
 import {
-  fromMessagesEvents,
-  fromMessagesJson,
-  renamedModelText,
-  withJsonEstimate,
-} from "../../wire/to-client.js";
-import { type Rewrite, toMessagesRequest, withRewrite } from "../../wire/to-provider.js";
+  forwardedText,
+  type Rewrite,
+  toMessagesRequest,
+  withRewrite,
+} from "../../wire/to-provider.js";
 import { UpstreamFailure } from "../../wire/upstream-failure.js";
 import { messagesOutputText } from "../../wire/usage.js";
 import { joinUrl, parseJsonText } from "../http-upstream.js";
@@ -26,9 +27,11 @@ export async function anthropicComplete(
   const body = toMessagesRequest(req, attempt, rewrite);
   const url = joinUrl(provider.base_url ?? "", "/messages");
   if (!req.stream) {
-    const raw = (
-      await http.postForBytes(url, headers, JSON.stringify(body), req.signal, provider)
-    ).toString("utf8");
+    const sent =
+      (req.style === "messages" && forwardedText(req, body.model)) || JSON.stringify(body);
+    const raw = (await http.postForBytes(url, headers, sent, req.signal, provider)).toString(
+      "utf8",
+    );
     const answer = parseJsonText<MessagesResponse>(raw);
     const result = withJsonEstimate(fromMessagesJson(req, answer), body, () =>
       messagesOutputText(answer),
@@ -37,7 +40,8 @@ export async function anthropicComplete(
       result.text = renamedModelText(raw, answer.model, req.clientModel);
     return withRewrite(result, rewrite);
   }
-  const upstream = await openMeteredStream(http, attempt, { url, headers, body }, req.signal);
+  const text = req.style === "messages" ? forwardedText(req, body.model) : undefined;
+  const upstream = await openMeteredStream(http, attempt, { url, headers, body, text }, req.signal);
   return withRewrite(fromMessagesEvents(req, upstream.events, upstream.meter), rewrite);
 }
 

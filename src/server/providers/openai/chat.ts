@@ -1,4 +1,5 @@
 import type { CompletionRequest, CompletionResult } from "../../wire/completion-types.js";
+import { renamedModelText } from "../../wire/model-rename.js";
 import type { ChatCompletionChunk, ChatCompletionResponse } from "../../wire/openai-types.js";
 import { relayEvents } from "../../wire/relay.js";
 import type { ResponseObject, ResponsesRequest } from "../../wire/responses-types.js";
@@ -10,11 +11,10 @@ import {
   fromChatJson,
   parseChatChunk,
   passThroughChat,
-  renamedModelText,
   StreamBroken,
   withJsonEstimate,
 } from "../../wire/to-client.js";
-import { type Rewrite, toChatRequest, withRewrite } from "../../wire/to-provider.js";
+import { forwardedText, type Rewrite, toChatRequest, withRewrite } from "../../wire/to-provider.js";
 import { encodeResponsesEvents } from "../../wire/translate/errors.js";
 import { baseResponse, failedEvents } from "../../wire/translate/responses.js";
 import { nowSeconds, randomId } from "../../wire/translate/shared.js";
@@ -45,15 +45,18 @@ export async function openaiComplete(
   const body = toChatRequest(req, attempt, rewrite);
   const url = joinUrl(provider.base_url ?? "", "/chat/completions");
   if (!req.stream) {
-    const raw = (
-      await http.postForBytes(url, headers, JSON.stringify(body), req.signal, provider)
-    ).toString("utf8");
+    const sent = (req.style === "chat" && forwardedText(req, body.model)) || JSON.stringify(body);
+    const raw = (await http.postForBytes(url, headers, sent, req.signal, provider)).toString(
+      "utf8",
+    );
     const answer = parseJsonText<ChatCompletionResponse>(raw);
     const result = withJsonEstimate(fromChatJson(req, answer), body, () => chatOutputText(answer));
     if (req.style === "chat") result.text = renamedModelText(raw, answer.model, req.clientModel);
     return withRewrite(result, rewrite);
   }
-  const upstream = await openMeteredStream(http, attempt, { url, headers, body }, req.signal);
+  const text = req.style === "chat" ? forwardedText(req, body.model) : undefined;
+  const call = { url, headers, body, text };
+  const upstream = await openMeteredStream(http, attempt, call, req.signal);
   const result =
     req.style === "chat"
       ? passThroughChat(req, upstream.events, upstream.meter)
