@@ -4,6 +4,8 @@ import { readServeRecordOf } from "../../store/sqlite/serve-record.js";
 import { GatewayAlreadyRunning } from "./already-running.js";
 
 const lockWaitMs = 250;
+/** Tries before a lock still held is refused. */
+const lockTries = 3;
 
 export type ServeLock = FileLock;
 
@@ -13,9 +15,15 @@ export type ServeLock = FileLock;
  */
 export async function lockDatabase(dbPath: string): Promise<ServeLock | undefined> {
   if (dbPath === ":memory:") return undefined;
-  const lock = lockFile(`${dbPath}-lock`, lockWaitMs);
-  if (!lock) throw new GatewayAlreadyRunning(dbPath, await runningServer(dbPath));
-  return lock;
+  for (let tried = 1; ; tried++) {
+    const lock = lockFile(`${dbPath}-lock`, lockWaitMs);
+    if (lock) return lock;
+    if (tried === lockTries) break;
+    // Two serves started at once on a busy machine can each give up waiting for the other: both
+    // let go, and each tries again after a pause of its own, so that one of them takes the file.
+    await new Promise((resolve) => setTimeout(resolve, 50 + Math.random() * 150));
+  }
+  throw new GatewayAlreadyRunning(dbPath, await runningServer(dbPath));
 }
 
 /** Who holds the lock, from the serve record in the database (read-only: nothing is written). */
