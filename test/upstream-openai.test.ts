@@ -168,6 +168,16 @@ describe("openai wire: chat completions pass through", () => {
     expect(upstream.last.raw).toBe(sent.replace('"model": "gpt-x"', '"model": "gpt-upstream"'));
   });
 
+  it("writes a body with a repeated key anew, as parsed: a provider might read the other value", async () => {
+    upstream.queue(openaiJson("Hi"));
+    const sent =
+      '{"model":"gpt-x","max_tokens":100,"messages":[{"role":"user","content":"Hi"}],"max_tokens":5}';
+    const res = await post(gw, "/v1/chat/completions", sent);
+    expect(res.status).toBe(200);
+    expect(upstream.last.raw.match(/max_tokens/g)).toHaveLength(1);
+    expect(upstream.last.body.max_tokens).toBe(5);
+  });
+
   it("adds the usage option in front of a streamed body that has no stream options", async () => {
     upstream.queue({ kind: "sse", steps: openaiStreamSteps(["Hi"]) });
     const sent = JSON.stringify({

@@ -27,3 +27,36 @@ function skipSpace(text: string, at: number): number {
   while (text[i] === " " || text[i] === "\n" || text[i] === "\r" || text[i] === "\t") i++;
   return i;
 }
+
+/**
+ * The keys of the JSON object `text` at its top level, as written: a key written twice counts
+ * twice. Fewer keys parsed than written means a repeated key, which a provider's parser may read
+ * otherwise than JSON.parse did (the first instead of the last `max_tokens`), so such a body is
+ * not forwarded as written. String contents are skipped with indexOf.
+ */
+export function topLevelKeyCount(text: string): number {
+  let depth = 0;
+  let keys = 0;
+  const n = text.length;
+  for (let i = 0; i < n; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22) {
+      // The closing quote: one preceded by an even number of backslashes.
+      let end = i;
+      for (;;) {
+        end = text.indexOf('"', end + 1);
+        if (end === -1) return keys;
+        let slash = end - 1;
+        while (text.charCodeAt(slash) === 0x5c) slash--;
+        if ((end - 1 - slash) % 2 === 0) break;
+      }
+      if (depth === 1 && text[skipSpace(text, end + 1)] === ":") keys++;
+      i = end;
+    } else if (c === 0x7b || c === 0x5b) {
+      depth++;
+    } else if (c === 0x7d || c === 0x5d) {
+      depth--;
+    }
+  }
+  return keys;
+}

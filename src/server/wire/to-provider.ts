@@ -6,7 +6,7 @@ import type {
   CompletionRequest,
   CompletionResult,
 } from "./completion-types.js";
-import { renamedModelText } from "./model-rename.js";
+import { renamedModelText, topLevelKeyCount } from "./model-rename.js";
 import type { ChatCompletionRequest } from "./openai-types.js";
 import type { ResponsesRequest } from "./responses-types.js";
 import { chatRequestToMessages, untranslatableToMessages } from "./translate/chat-to-messages.js";
@@ -95,6 +95,7 @@ export function outputBound(
 export function forwardedText(req: CompletionRequest, upstreamModel: string): string | undefined {
   const raw = req.rawBody;
   if (raw === undefined || req.viaRoute) return undefined;
+  if (topLevelKeyCount(raw) !== Object.keys(req.body).length) return undefined;
   const renamed = renamedModelText(raw, req.clientModel, upstreamModel);
   if (renamed === undefined || req.style !== "chat" || !req.stream) return renamed;
   // A chat stream's body carries include_usage (billing reads the usage chunk).
