@@ -23,6 +23,21 @@ function fewerOpenersThan(text: string, bound: number): boolean {
   return true;
 }
 
+/**
+ * The index of the quote that closes the JSON string opened at `open` (one preceded by an even
+ * number of backslashes), found with indexOf; -1 when the string is not closed.
+ */
+export function closingQuote(text: string, open: number): number {
+  let end = open;
+  for (;;) {
+    end = text.indexOf('"', end + 1);
+    if (end === -1) return -1;
+    let slash = end - 1;
+    while (text.charCodeAt(slash) === 0x5c) slash--;
+    if ((end - 1 - slash) % 2 === 0) return end;
+  }
+}
+
 /** One pass over the characters, skipping string contents with indexOf. */
 function walkDeeperThan(text: string, max: number): boolean {
   let depth = 0;
@@ -30,15 +45,8 @@ function walkDeeperThan(text: string, max: number): boolean {
   for (let i = 0; i < n; i++) {
     const c = text.charCodeAt(i);
     if (c === 0x22) {
-      // Skip to the closing quote: one preceded by an even number of backslashes.
-      let end = i;
-      for (;;) {
-        end = text.indexOf('"', end + 1);
-        if (end === -1) return false;
-        let slash = end - 1;
-        while (text.charCodeAt(slash) === 0x5c) slash--;
-        if ((end - 1 - slash) % 2 === 0) break;
-      }
+      const end = closingQuote(text, i);
+      if (end === -1) return false;
       i = end;
     } else if (c === 0x7b || c === 0x5b) {
       if (++depth > max) return true;

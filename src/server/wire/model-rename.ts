@@ -1,3 +1,5 @@
+import { closingQuote } from "./json-depth.js";
+
 /**
  * The JSON text `raw` with its model `from` renamed `to`, or undefined when the rename is not
  * certain: `raw` must hold exactly one `"model"` key with a string value, and that value must be
@@ -32,7 +34,7 @@ function skipSpace(text: string, at: number): number {
  * The keys of the JSON object `text` at its top level, as written: a key written twice counts
  * twice. Fewer keys parsed than written means a repeated key, which a provider's parser may read
  * otherwise than JSON.parse did (the first instead of the last `max_tokens`), so such a body is
- * not forwarded as written. String contents are skipped with indexOf.
+ * not forwarded as written.
  */
 export function topLevelKeyCount(text: string): number {
   let depth = 0;
@@ -41,15 +43,8 @@ export function topLevelKeyCount(text: string): number {
   for (let i = 0; i < n; i++) {
     const c = text.charCodeAt(i);
     if (c === 0x22) {
-      // The closing quote: one preceded by an even number of backslashes.
-      let end = i;
-      for (;;) {
-        end = text.indexOf('"', end + 1);
-        if (end === -1) return keys;
-        let slash = end - 1;
-        while (text.charCodeAt(slash) === 0x5c) slash--;
-        if ((end - 1 - slash) % 2 === 0) break;
-      }
+      const end = closingQuote(text, i);
+      if (end === -1) return keys;
       if (depth === 1 && text[skipSpace(text, end + 1)] === ":") keys++;
       i = end;
     } else if (c === 0x7b || c === 0x5b) {
