@@ -94,7 +94,19 @@ export class UpstreamHttp {
     signal: GoneSignal,
     provider: UpstreamProvider,
   ): Promise<T> {
-    return parseJsonAnswer<T>(await this.postForBytes(url, headers, body, signal, provider));
+    return (await this.postJsonText<T>(url, headers, body, signal, provider)).json;
+  }
+
+  /** A 2xx JSON answer, parsed, with its text as the upstream wrote it. */
+  async postJsonText<T>(
+    url: string,
+    headers: Record<string, string>,
+    body: Body,
+    signal: GoneSignal,
+    provider: UpstreamProvider,
+  ): Promise<{ json: T; text: string }> {
+    const text = (await this.postForBytes(url, headers, body, signal, provider)).toString("utf8");
+    return { json: parseJsonText<T>(text), text };
   }
 
   /**
@@ -613,8 +625,7 @@ export function parseJsonAnswer<T>(bytes: Buffer): T {
   return parseJsonText<T>(bytes.toString("utf8"));
 }
 
-/** A 2xx answer's text as JSON; text that is not JSON is the upstream's failure. */
-export function parseJsonText<T>(text: string): T {
+function parseJsonText<T>(text: string): T {
   try {
     return JSON.parse(text) as T;
   } catch {

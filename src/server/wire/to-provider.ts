@@ -86,18 +86,23 @@ export function outputBound(
 }
 
 /**
- * The text of a body forwarded as the client wrote it (chat to an openai wire, messages to an
- * anthropic wire, not a route's step): the client's own text with the model renamed, and a chat
- * stream's usage option added in front where the client sent no stream options. Serializing the
- * body again costs about as much as parsing it, for every request and every byte of a long
- * conversation. Undefined when the text cannot be had for certain; the caller serializes `body`.
+ * The text of a body forwarded as the client wrote it, to a wire of the client's own style `wire`
+ * (chat to an openai wire, messages to an anthropic wire) and not as a route's step: the client's
+ * own text with the model renamed, and a chat stream's usage option added in front where the
+ * client sent no stream options. Serializing the body again costs about as much as parsing it,
+ * for every request and every byte of a long conversation. Undefined when the text cannot be had
+ * for certain; the caller serializes `body`.
  */
-export function forwardedText(req: CompletionRequest, upstreamModel: string): string | undefined {
+export function forwardedText(
+  req: CompletionRequest,
+  wire: ClientStyle,
+  upstreamModel: string,
+): string | undefined {
   const raw = req.rawBody;
-  if (raw === undefined || req.viaRoute) return undefined;
+  if (raw === undefined || req.style !== wire || req.viaRoute) return undefined;
   if (topLevelKeyCount(raw) !== Object.keys(req.body).length) return undefined;
   const renamed = renamedModelText(raw, req.clientModel, upstreamModel);
-  if (renamed === undefined || req.style !== "chat" || !req.stream) return renamed;
+  if (renamed === undefined || wire !== "chat" || !req.stream) return renamed;
   // A chat stream's body carries include_usage (billing reads the usage chunk).
   if (!("stream_options" in req.body)) {
     const open = renamed.indexOf("{");

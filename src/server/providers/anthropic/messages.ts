@@ -10,7 +10,7 @@ import {
 } from "../../wire/to-provider.js";
 import { UpstreamFailure } from "../../wire/upstream-failure.js";
 import { messagesOutputText } from "../../wire/usage.js";
-import { joinUrl, parseJsonText } from "../http-upstream.js";
+import { joinUrl } from "../http-upstream.js";
 import { openMeteredStream } from "../metered-stream.js";
 import type { Attempt, CountTokensRequest, ProviderContext } from "../provider.js";
 
@@ -26,21 +26,23 @@ export async function anthropicComplete(
   const rewrite: Rewrite = { omittedTools: [] };
   const body = toMessagesRequest(req, attempt, rewrite);
   const url = joinUrl(provider.base_url ?? "", "/messages");
+  const text = forwardedText(req, "messages", body.model);
   if (!req.stream) {
-    const sent =
-      (req.style === "messages" && forwardedText(req, body.model)) || JSON.stringify(body);
-    const raw = (await http.postForBytes(url, headers, sent, req.signal, provider)).toString(
-      "utf8",
+    const answer = await http.postJsonText<MessagesResponse>(
+      url,
+      headers,
+      text ?? JSON.stringify(body),
+      req.signal,
+      provider,
     );
-    const answer = parseJsonText<MessagesResponse>(raw);
-    const result = withJsonEstimate(fromMessagesJson(req, answer), body, () =>
-      messagesOutputText(answer),
+    const json = answer.json;
+    const result = withJsonEstimate(fromMessagesJson(req, json), body, () =>
+      messagesOutputText(json),
     );
     if (req.style === "messages")
-      result.text = renamedModelText(raw, answer.model, req.clientModel);
+      result.text = renamedModelText(answer.text, json.model, req.clientModel);
     return withRewrite(result, rewrite);
   }
-  const text = req.style === "messages" ? forwardedText(req, body.model) : undefined;
   const upstream = await openMeteredStream(http, attempt, { url, headers, body, text }, req.signal);
   return withRewrite(fromMessagesEvents(req, upstream.events, upstream.meter), rewrite);
 }

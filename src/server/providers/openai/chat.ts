@@ -25,7 +25,7 @@ import {
   responsesDeltaFields,
   responsesOutputText,
 } from "../../wire/usage.js";
-import { joinUrl, parseJsonText, type UpstreamHttp } from "../http-upstream.js";
+import { joinUrl, type UpstreamHttp } from "../http-upstream.js";
 import { type MeteredStream, openMeteredStream } from "../metered-stream.js";
 import type { Attempt, ProviderContext } from "../provider.js";
 
@@ -44,19 +44,22 @@ export async function openaiComplete(
   const rewrite: Rewrite = { omittedTools: [] };
   const body = toChatRequest(req, attempt, rewrite);
   const url = joinUrl(provider.base_url ?? "", "/chat/completions");
+  const text = forwardedText(req, "chat", body.model);
   if (!req.stream) {
-    const sent = (req.style === "chat" && forwardedText(req, body.model)) || JSON.stringify(body);
-    const raw = (await http.postForBytes(url, headers, sent, req.signal, provider)).toString(
-      "utf8",
+    const answer = await http.postJsonText<ChatCompletionResponse>(
+      url,
+      headers,
+      text ?? JSON.stringify(body),
+      req.signal,
+      provider,
     );
-    const answer = parseJsonText<ChatCompletionResponse>(raw);
-    const result = withJsonEstimate(fromChatJson(req, answer), body, () => chatOutputText(answer));
-    if (req.style === "chat") result.text = renamedModelText(raw, answer.model, req.clientModel);
+    const json = answer.json;
+    const result = withJsonEstimate(fromChatJson(req, json), body, () => chatOutputText(json));
+    if (req.style === "chat")
+      result.text = renamedModelText(answer.text, json.model, req.clientModel);
     return withRewrite(result, rewrite);
   }
-  const text = req.style === "chat" ? forwardedText(req, body.model) : undefined;
-  const call = { url, headers, body, text };
-  const upstream = await openMeteredStream(http, attempt, call, req.signal);
+  const upstream = await openMeteredStream(http, attempt, { url, headers, body, text }, req.signal);
   const result =
     req.style === "chat"
       ? passThroughChat(req, upstream.events, upstream.meter)
