@@ -1,3 +1,4 @@
+import { type IncomingMessage, request } from "node:http";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { ConfigInput } from "../src/server/config/schema.js";
 import { errorOf, lastLogged, quota } from "./support/api.js";
@@ -257,5 +258,63 @@ describe("the largest event (max_event_bytes)", () => {
     const res = await streamed("endless-then-good");
     expect(res.status).toBe(200);
     expect(await res.text()).toContain("the next step");
+  });
+});
+
+/** A stream of 1 KB chat chunks, 200 MB of them, written as fast as the connection takes them. */
+function flood(): Reply {
+  const [role, content] = openaiStreamSteps(["x".repeat(1024)]);
+  const event = (step: { data: unknown }) => `data: ${JSON.stringify(step.data)}\n\n`;
+  const first = event(role);
+  const next = event(content);
+  return {
+    kind: "drip",
+    contentType: "text/event-stream",
+    everyMs: 0,
+    piece: (i) => (i === 0 ? first : i < (200 * 1024 * 1024) / next.length ? next : undefined),
+  };
+}
+
+/** What the fake has written once it stops writing (it did not move for a few polls), bounded. */
+async function settledDrip(): Promise<number> {
+  let last = -1;
+  for (let still = 0, i = 0; still < 4 && i < 400; i++) {
+    await new Promise((r) => setTimeout(r, 50));
+    still = upstream.dripped === last ? still + 1 : 0;
+    last = upstream.dripped;
+  }
+  return last;
+}
+
+describe("a client that stops reading a stream", () => {
+  it("holds the provider back (its connection paused) and lets it go on once the client reads again", async () => {
+    upstream.queue(flood());
+    const body = JSON.stringify(chat("hi", "endless-model", { stream: true }));
+    const client = request(`${gw.url}/v1/chat/completions`, {
+      method: "POST",
+      agent: false,
+      headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" },
+    });
+    const res = await new Promise<IncomingMessage>((resolve) => {
+      client.once("response", resolve);
+      client.end(body);
+    });
+    expect(res.statusCode).toBe(200);
+    let received = 0;
+    res.on("data", (part: Buffer) => {
+      received += part.length;
+    });
+    res.pause();
+    // Held back by the socket buffers on the way and the gateway's bounded queue, not 200 MB.
+    const held = await settledDrip();
+    expect(held, `${held} bytes written while the client read nothing`).toBeLessThan(48 << 20);
+    res.resume();
+    // Read again: the gateway resumes its upstream connection, and the fake writes on.
+    for (let i = 0; i < 250 && upstream.dripped < held + (4 << 20); i++)
+      await new Promise((r) => setTimeout(r, 20));
+    expect(upstream.dripped).toBeGreaterThan(held + (4 << 20));
+    expect(received).toBeGreaterThan(4 << 20);
+    client.destroy();
+    expect(await upstreamCut()).toBe(1);
   });
 });

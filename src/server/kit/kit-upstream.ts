@@ -69,7 +69,8 @@ export class KitUpstream extends UpstreamHttp {
     const sent = this.capture?.sent(provider, options);
     const answer = await this.streamFromShelfOrLive(options, signal, provider);
     if (!sent) return answer;
-    return { ...answer, body: sent.streamed(answer.statusCode, answer.body) };
+    const { statusCode, headers } = answer;
+    return { statusCode, headers, body: sent.streamed(statusCode, answer.body) };
   }
 
   private async wholeFromShelfOrLive(
@@ -116,7 +117,8 @@ export class KitUpstream extends UpstreamHttp {
     const headers = keptHeadersOf(answer.headers);
     const secrets = credentialsOf(options);
     return {
-      ...answer,
+      statusCode: answer.statusCode,
+      headers: answer.headers,
       body: recordingStream(answer.body, signal, started, (chunks, cut) =>
         shelf.save(request, { status: answer.statusCode, headers, chunks, cut }, secrets),
       ),
