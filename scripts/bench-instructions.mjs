@@ -10,6 +10,9 @@
 //       callgrind's speed (unpaced, a stream's chunks reach the slowed process together)
 //   node scripts/bench-instructions.mjs --target=gateway --keep=prof
 //       keeps callgrind's file and V8's perf map in prof/ to read with callgrind_annotate
+//   node scripts/bench-instructions.mjs --node=--wasm-dynamic-tiering
+//       node flags for both targets (comma-separated), here the one that undoes serve's
+//       `--liftoff-only` (src/cli/heap.ts)
 //
 // Needs valgrind (Debian: apt-get install valgrind). Under callgrind the code runs about fifty
 // times slower: a run of both targets takes a few minutes.
@@ -33,6 +36,7 @@ const warmup = Number(option("warmup", 5000));
 const counted = Number(option("requests", 1000));
 const targets = option("target", "both") === "both" ? ["bare", "gateway"] : [option("target")];
 const keep = option("keep", undefined);
+const nodeFlags = option("node", "").split(",").filter(Boolean);
 
 try {
   execFileSync("valgrind", ["--version"], { stdio: "ignore" });
@@ -50,7 +54,6 @@ const { url: upstreamUrl } = await new Promise((ok) => upstream.once("message", 
 
 /** node under callgrind, counting nothing until told to (callgrind_control -i on). */
 function callgrindArgs(name) {
-  const nodeFlags = keep ? ["--perf-basic-prof"] : [];
   return [
     "--tool=callgrind",
     "--smc-check=all-non-file",
@@ -58,6 +61,7 @@ function callgrindArgs(name) {
     `--callgrind-out-file=${join(work, `${name}.%p`)}`,
     "-q",
     process.execPath,
+    ...(keep ? ["--perf-basic-prof"] : []),
     ...nodeFlags,
   ];
 }

@@ -10,7 +10,11 @@ const mib = 1024 * 1024;
  * The largest young generation a node process reached while objects kept surviving their
  * collections, as a server's requests in flight do: with `cap`, after serve's capYoungGeneration.
  */
-async function largestYoungGeneration(cap: boolean, execArgv: string[] = []): Promise<number> {
+async function largestYoungGeneration(
+  cap: boolean,
+  execArgv: string[] = [],
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<number> {
   return Number(
     await runNode(
       execArgv,
@@ -30,6 +34,7 @@ async function largestYoungGeneration(cap: boolean, execArgv: string[] = []): Pr
     }
     console.log(largest);
   `,
+      env,
     ),
   );
 }
@@ -78,10 +83,14 @@ async function upstreamRequests(
 // A child that outlives its test's bound goes with it.
 afterEach(killRunningClis);
 
-async function runNode(execArgv: string[], script: string): Promise<string> {
+async function runNode(
+  execArgv: string[],
+  script: string,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<string> {
   const { code, stdout, stderr } = await spawnNode(
     [...execArgv, "--input-type=module", "-e", script],
-    process.env,
+    env,
   ).exit(15_000);
   expect(code, stderr).toBe(0);
   return stdout.trim();
@@ -99,6 +108,12 @@ describe("serve's young generation", () => {
 
   it("is left to an operator who sets its size on node's command line", async () => {
     const largest = await largestYoungGeneration(true, ["--max-semi-space-size=16"]);
+    expect(largest).toBeGreaterThan(16 * mib);
+  });
+
+  it("is left to an operator who sets its size in NODE_OPTIONS", async () => {
+    const env = { ...process.env, NODE_OPTIONS: "--max-semi-space-size=16" };
+    const largest = await largestYoungGeneration(true, [], env);
     expect(largest).toBeGreaterThan(16 * mib);
   });
 });

@@ -4,11 +4,13 @@ import { getHeapSpaceStatistics, setFlagsFromString } from "node:v8";
 /**
  * V8's heap settings for the process `gateway serve` owns. startGateway runs inside other
  * programs, whose heap is theirs to tune, so only serve calls these; an operator's own node flag
- * for the same setting wins.
+ * for the same setting wins (`node --flag` or NODE_OPTIONS).
  */
 
+/** On node's command line or in NODE_OPTIONS, where a container or a service manager puts it. */
 function flagGiven(name: RegExp): boolean {
-  return process.execArgv.some((flag) => name.test(flag));
+  const fromEnvironment = (process.env.NODE_OPTIONS ?? "").split(/\s+/);
+  return [...process.execArgv, ...fromEnvironment].some((flag) => name.test(flag));
 }
 
 /**
