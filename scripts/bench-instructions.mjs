@@ -58,6 +58,9 @@ function callgrindArgs(name) {
     "--tool=callgrind",
     "--smc-check=all-non-file",
     "--instr-atstart=no",
+    // A file a thread: the main thread's count apart from V8's compiler and collector threads,
+    // whose work after a warm-up is still the warm-up's (functions reaching TurboFan late).
+    "--separate-threads=yes",
     `--callgrind-out-file=${join(work, `${name}.%p`)}`,
     "-q",
     process.execPath,
@@ -129,14 +132,20 @@ for (const name of targets) {
     await new Promise((ok) => target.child.once("exit", ok));
     await agent.close();
   }
-  // The dump holds the counted requests only; the file written at exit counts nothing.
-  const dump = readdirSync(work).find((f) => f.startsWith(`${name}.`) && f.endsWith(".1"));
-  const totals = readFileSync(join(work, dump), "utf8").match(/^totals: (\d+)/m);
-  results[name] = Number(totals[1]) / counted;
+  // The dump holds the counted requests only (a file a thread, `-01` the main one); the files
+  // written at exit count nothing.
+  const dumps = readdirSync(work).filter((f) => f.startsWith(`${name}.`) && /\.1-\d+$/.test(f));
+  const count = (file) =>
+    Number(readFileSync(join(work, file), "utf8").match(/^totals: (\d+)/m)?.[1] ?? 0);
+  const main = dumps.find((f) => f.endsWith("-01"));
+  results[name] = {
+    all: dumps.reduce((sum, f) => sum + count(f), 0) / counted,
+    main: count(main) / counted,
+  };
   if (keep) {
     mkdirSync(keep, { recursive: true });
-    const pid = dump.split(".")[1];
-    execFileSync("cp", [join(work, dump), join(keep, `callgrind.${name}`)]);
+    const pid = main.split(".")[1];
+    execFileSync("cp", [join(work, main), join(keep, `callgrind.${name}`)]);
     execFileSync("cp", [`/tmp/perf-${pid}.map`, join(keep, `perf-${name}.map`)]);
     rmSync(`/tmp/perf-${pid}.map`, { force: true });
   }
@@ -146,9 +155,14 @@ rmSync(work, { recursive: true, force: true });
 
 const kind = stream ? `stream (chunks ${pace} ms apart)` : "JSON";
 console.log(`instructions per request, ${kind}, ${connections} connection(s), ${counted} counted:`);
-for (const [name, perRequest] of Object.entries(results)) {
-  const perEvent = stream ? `  (${Math.round(perRequest / pacedEvents)} an event)` : "";
-  console.log(`  ${name.padEnd(8)} ${Math.round(perRequest).toLocaleString("en")}${perEvent}`);
+const shown = (n) => Math.round(n).toLocaleString("en");
+for (const [name, { all, main }] of Object.entries(results)) {
+  const perEvent = stream
+    ? `  (${shown(all / pacedEvents)} an event; main thread ${shown(main / pacedEvents)})`
+    : `  (main thread ${shown(main)})`;
+  console.log(`  ${name.padEnd(8)} ${shown(all)}${perEvent}`);
 }
-if (results.bare && results.gateway)
-  console.log(`  gateway / bare proxy: ${(results.gateway / results.bare).toFixed(2)}x`);
+if (results.bare && results.gateway) {
+  const ratio = (side) => (results.gateway[side] / results.bare[side]).toFixed(2);
+  console.log(`  gateway / bare proxy: ${ratio("all")}x (main thread ${ratio("main")}x)`);
+}
