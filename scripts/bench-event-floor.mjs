@@ -6,6 +6,8 @@
 //
 //   net      a raw `node:net` byte relay: each client connection piped to one upstream connection
 //   http     a raw `node:http` server: undici.request to the upstream, res.write per body chunk
+//   raw      `http`'s server, with a minimal HTTP/1.1 reader on `node:net` toward the upstream
+//            in undici's place (keep-alive connections, chunked bodies): what undici costs
 //   hono     the bare Hono pass-through of the bench (scripts/bench-bare-proxy.mjs)
 //   gateway  the gateway's full path (dist/, so `npm run build` first)
 //
@@ -155,6 +157,44 @@ const relays = {
     };
   },
 
+  async raw(upstreamUrl) {
+    const { hostname, port } = new URL(upstreamUrl);
+    const idle = [];
+    const server = createHttpServer((req, res) => {
+      const parts = [];
+      req.on("data", (part) => parts.push(part));
+      req.on("end", () => {
+        const body = Buffer.concat(parts);
+        const socket = idle.pop() ?? connect({ host: hostname, port: Number(port), noDelay: true });
+        socket.write(
+          `POST ${req.url} HTTP/1.1\r\nhost: ${hostname}:${port}\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n`,
+        );
+        socket.write(body);
+        const answer = new RawAnswer(res, () => {
+          socket.removeListener("data", onData);
+          idle.push(socket);
+        });
+        const onData = (chunk) => {
+          if (!answer.read(chunk)) {
+            socket.pause();
+            res.once("drain", () => socket.resume());
+          }
+        };
+        socket.on("data", onData);
+        socket.once("error", () => res.destroy());
+      });
+    });
+    server.keepAliveTimeout = 60_000;
+    const started = await listening(server);
+    return {
+      ...started,
+      close: async () => {
+        for (const socket of idle) socket.destroy();
+        await started.close();
+      },
+    };
+  },
+
   async hono(upstreamUrl) {
     const { startBareProxy } = await import("./bench-bare-proxy.mjs");
     return startBareProxy(upstreamUrl);
@@ -179,6 +219,72 @@ const relays = {
     };
   },
 };
+
+/**
+ * One answer read from a keep-alive connection: the status line and headers, then a chunked body
+ * (the bench upstream's streams), each chunk's data written to the client as it is decoded.
+ */
+class RawAnswer {
+  head = "";
+  started = false;
+  /** Bytes left of the chunk being read; -1 while reading a chunk's size line. */
+  left = -1;
+  sizeLine = "";
+  /** A chunk's data is followed by CRLF, skipped before the next size line. */
+  skip = 0;
+
+  constructor(res, done) {
+    this.res = res;
+    this.done = done;
+  }
+
+  /** false: the client's socket is full. */
+  read(chunk) {
+    let at = 0;
+    if (!this.started) {
+      this.head += chunk.toString("latin1");
+      const end = this.head.indexOf("\r\n\r\n");
+      if (end === -1) return true;
+      const status = Number(this.head.slice(9, 12));
+      this.res.writeHead(status, { "content-type": "text/event-stream" });
+      at = chunk.length - (this.head.length - end - 4);
+      this.started = true;
+    }
+    let writable = true;
+    while (at < chunk.length) {
+      if (this.skip > 0) {
+        const n = Math.min(this.skip, chunk.length - at);
+        this.skip -= n;
+        at += n;
+      } else if (this.left === -1) {
+        const lf = chunk.indexOf(10, at);
+        if (lf === -1) {
+          this.sizeLine += chunk.toString("latin1", at);
+          return writable;
+        }
+        this.sizeLine += chunk.toString("latin1", at, lf);
+        at = lf + 1;
+        this.left = Number.parseInt(this.sizeLine, 16);
+        this.sizeLine = "";
+        if (this.left === 0) {
+          this.res.end();
+          this.done();
+          return writable;
+        }
+      } else {
+        const n = Math.min(this.left, chunk.length - at);
+        writable = this.res.write(chunk.subarray(at, at + n)) && writable;
+        this.left -= n;
+        at += n;
+        if (this.left === 0) {
+          this.left = -1;
+          this.skip = 2;
+        }
+      }
+    }
+    return writable;
+  }
+}
 
 function listening(server) {
   return new Promise((resolve) => {
