@@ -257,7 +257,7 @@ function readWhole(
  * It speaks undici's first handler interface (`onConnect`, `onHeaders`, `onData`, ...), which
  * undici's own `request` API still uses: a handler of the newer one (`onRequestStart`, ...) is
  * wrapped per request in an adapter that builds a controller and parses every header into an
- * object, about 3 % of a JSON request's instructions, for two headers the gateway reads.
+ * object, for the two headers the gateway reads (docs/performance.md counts it).
  */
 class WholeAnswerReader implements Dispatcher.DispatchHandler {
   private abort: ((err: Error) => void) | undefined;
