@@ -1,4 +1,7 @@
 import type { GoneSignal } from "../time/gone-signal.js";
+import type { ClientStyle, CompletionRequest, JsonCompletion } from "../wire/completion-types.js";
+import { renamedModelText } from "../wire/model-rename.js";
+import { withJsonEstimate } from "../wire/to-client.js";
 import { estimateRequestTokens, StreamMeter } from "../wire/usage.js";
 import type { UpstreamHttp } from "./http-upstream.js";
 import type { Attempt } from "./provider.js";
@@ -10,6 +13,36 @@ export interface MeteredStream {
   meter: StreamMeter;
 }
 
+/** A completion's call: `text` is the body as it is sent, when the caller has it (`forwardedText`). */
+export interface CompletionCall {
+  url: string;
+  headers: Record<string, string>;
+  body: object;
+  text?: string;
+}
+
+/**
+ * Sends a completion's body and reads its whole JSON answer (`read` makes it the client's), billed
+ * as the provider reports it or else estimated from the body as sent. A client of the wire's own
+ * style (`wire`) gets the answer's text as the provider wrote it, only its model renamed.
+ */
+export async function postMeteredJson<T extends { model: string }>(
+  http: UpstreamHttp,
+  attempt: Attempt,
+  call: CompletionCall,
+  req: CompletionRequest,
+  wire: ClientStyle,
+  read: { answer: (json: T) => JsonCompletion; outputText: (json: T) => string },
+): Promise<JsonCompletion> {
+  const { url, headers, body } = call;
+  const sent = call.text ?? JSON.stringify(body);
+  const answer = await http.postJsonText<T>(url, headers, sent, req.signal, attempt.provider);
+  const json = answer.json;
+  const result = withJsonEstimate(read.answer(json), body, () => read.outputText(json));
+  if (req.style === wire) result.text = renamedModelText(answer.text, json.model, req.clientModel);
+  return result;
+}
+
 /**
  * Sends a completion's body and opens the answer's events. The meter bills what the provider
  * reports; whatever it leaves out of the input is estimated from the body as sent, which is why
@@ -18,8 +51,7 @@ export interface MeteredStream {
 export async function openMeteredStream(
   http: UpstreamHttp,
   attempt: Attempt,
-  /** `text`: the body as it is sent, when the caller has it already (`forwardedText`). */
-  call: { url: string; headers: Record<string, string>; body: object; text?: string },
+  call: CompletionCall,
   signal: GoneSignal,
 ): Promise<MeteredStream> {
   const { url, headers, body } = call;

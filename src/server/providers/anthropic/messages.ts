@@ -1,7 +1,6 @@
 import type { MessagesResponse } from "../../wire/anthropic-types.js";
 import type { CompletionRequest, CompletionResult } from "../../wire/completion-types.js";
-import { renamedModelText } from "../../wire/model-rename.js";
-import { fromMessagesEvents, fromMessagesJson, withJsonEstimate } from "../../wire/to-client.js";
+import { fromMessagesEvents, fromMessagesJson } from "../../wire/to-client.js";
 import {
   forwardedText,
   type Rewrite,
@@ -11,7 +10,7 @@ import {
 import { UpstreamFailure } from "../../wire/upstream-failure.js";
 import { messagesOutputText } from "../../wire/usage.js";
 import { joinUrl } from "../http-upstream.js";
-import { openMeteredStream } from "../metered-stream.js";
+import { openMeteredStream, postMeteredJson } from "../metered-stream.js";
 import type { Attempt, CountTokensRequest, ProviderContext } from "../provider.js";
 
 const anthropicVersion = "2023-06-01";
@@ -28,19 +27,14 @@ export async function anthropicComplete(
   const url = joinUrl(provider.base_url ?? "", "/messages");
   const text = forwardedText(req, "messages", body.model);
   if (!req.stream) {
-    const answer = await http.postJsonText<MessagesResponse>(
-      url,
-      headers,
-      text ?? JSON.stringify(body),
-      req.signal,
-      provider,
+    const result = await postMeteredJson<MessagesResponse>(
+      http,
+      attempt,
+      { url, headers, body, text },
+      req,
+      "messages",
+      { answer: (json) => fromMessagesJson(req, json), outputText: messagesOutputText },
     );
-    const json = answer.json;
-    const result = withJsonEstimate(fromMessagesJson(req, json), body, () =>
-      messagesOutputText(json),
-    );
-    if (req.style === "messages")
-      result.text = renamedModelText(answer.text, json.model, req.clientModel);
     return withRewrite(result, rewrite);
   }
   const upstream = await openMeteredStream(http, attempt, { url, headers, body, text }, req.signal);

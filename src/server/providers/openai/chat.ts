@@ -1,5 +1,4 @@
 import type { CompletionRequest, CompletionResult } from "../../wire/completion-types.js";
-import { renamedModelText } from "../../wire/model-rename.js";
 import type { ChatCompletionChunk, ChatCompletionResponse } from "../../wire/openai-types.js";
 import { relayEvents } from "../../wire/relay.js";
 import type { ResponseObject, ResponsesRequest } from "../../wire/responses-types.js";
@@ -26,7 +25,7 @@ import {
   responsesOutputText,
 } from "../../wire/usage.js";
 import { joinUrl, type UpstreamHttp } from "../http-upstream.js";
-import { type MeteredStream, openMeteredStream } from "../metered-stream.js";
+import { type MeteredStream, openMeteredStream, postMeteredJson } from "../metered-stream.js";
 import type { Attempt, ProviderContext } from "../provider.js";
 
 /** Chat completions (and Responses, where the provider speaks it natively). */
@@ -46,17 +45,14 @@ export async function openaiComplete(
   const url = joinUrl(provider.base_url ?? "", "/chat/completions");
   const text = forwardedText(req, "chat", body.model);
   if (!req.stream) {
-    const answer = await http.postJsonText<ChatCompletionResponse>(
-      url,
-      headers,
-      text ?? JSON.stringify(body),
-      req.signal,
-      provider,
+    const result = await postMeteredJson<ChatCompletionResponse>(
+      http,
+      attempt,
+      { url, headers, body, text },
+      req,
+      "chat",
+      { answer: (json) => fromChatJson(req, json), outputText: chatOutputText },
     );
-    const json = answer.json;
-    const result = withJsonEstimate(fromChatJson(req, json), body, () => chatOutputText(json));
-    if (req.style === "chat")
-      result.text = renamedModelText(answer.text, json.model, req.clientModel);
     return withRewrite(result, rewrite);
   }
   const upstream = await openMeteredStream(http, attempt, { url, headers, body, text }, req.signal);
