@@ -169,6 +169,12 @@ export class SettlementQueue {
             .map((write) => `${JSON.stringify(write)}\n`);
           this.journal.append(lines.join(""));
           this.journaled = this.queue.length;
+          // Requests waiting for this turn's batch had their writes in those lines: durable now,
+          // they are answered too. A batch that then fails keeps the writes for the next one, as
+          // it keeps any journaled write, so no request is refused whose charge later lands.
+          const waiters = this.waiters;
+          this.waiters = [];
+          for (const waiter of waiters) waiter.resolve();
           return Promise.resolve();
         } catch {
           // The journal cannot take them (a full disk): commit them now, or fail with them.

@@ -1,0 +1,87 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { SettlementJournal } from "../../store/sqlite/settlement-journal.js";
+import type { LedgerRepository, LedgerWrite } from "../../store/types.js";
+import { SettlementQueue } from "./settlement-queue.js";
+import { StorageWatch } from "./storage-watch.js";
+
+/** A database that takes commits until told its disk is full. */
+class Book {
+  full = false;
+  committed: number[] = [];
+  commit(writes: readonly LedgerWrite[]): void {
+    if (this.full) {
+      throw Object.assign(new Error("database or disk is full"), { code: "SQLITE_FULL" });
+    }
+    this.committed.push(...writes.map((w) => w.seq));
+  }
+  appliedSeq(): number {
+    return 0;
+  }
+  reload(): void {}
+  probe(): void {}
+}
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+function queueOn(book: Book): { queue: SettlementQueue; journal: string } {
+  const dir = mkdtempSync(join(tmpdir(), "settlement-queue-"));
+  dirs.push(dir);
+  const db = join(dir, "gateway.db");
+  writeFileSync(db, "");
+  const storage = new StorageWatch(db, () => {});
+  const queue = new SettlementQueue(
+    book as unknown as LedgerRepository,
+    storage,
+    db,
+    (path) => new SettlementJournal(path),
+  );
+  return { queue, journal: `${db}-settlements` };
+}
+
+const write = (seq: number): LedgerWrite => ({
+  kind: "resetPayg",
+  seq,
+  accountId: "acct",
+  start: 0,
+});
+
+describe("the settlement queue", () => {
+  it("answers a request waiting for the batch once a request alone journals its write, and keeps that write when the batch fails", async () => {
+    const book = new Book();
+    const { queue, journal } = queueOn(book);
+    // One request waits for this turn's shared commit ...
+    queue.enqueue(write(queue.nextSeq()));
+    const waiting = queue.committed(false);
+    // ... when another settles alone in the same turn: its journal line holds both writes.
+    queue.enqueue(write(queue.nextSeq()));
+    await expect(queue.committed(true)).resolves.toBeUndefined();
+    expect(SettlementJournal.read(journal).map((w) => w.seq)).toEqual([1, 2]);
+    // The disk fills before the batch commits: the waiting request was answered from the
+    // journal, so its charge must land later, not be refused now and charged anyway.
+    book.full = true;
+    expect(() => queue.flush()).toThrow();
+    await expect(waiting).resolves.toBeUndefined();
+    book.full = false;
+    queue.flush();
+    expect(book.committed).toEqual([1, 2]);
+  });
+
+  it("refuses the requests of a failed batch whose writes no journal holds, and drops their writes", async () => {
+    const book = new Book();
+    const { queue } = queueOn(book);
+    queue.enqueue(write(queue.nextSeq()));
+    const waiting = queue.committed(false);
+    book.full = true;
+    expect(() => queue.flush()).toThrow();
+    await expect(waiting).rejects.toMatchObject({ code: "storage_unavailable" });
+    book.full = false;
+    queue.flush();
+    expect(book.committed).toEqual([]);
+  });
+});
