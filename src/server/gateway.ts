@@ -26,7 +26,6 @@ import { parseCassetteOptions } from "./kit/cassettes.js";
 import { defaultCaptureLimit } from "./kit/inspect.js";
 import { Readiness } from "./observe/health.js";
 import type { MockMatch, MockReply, MockRule } from "./providers/mock-script.js";
-import { isBuiltIn } from "./providers/registry.js";
 import { routeTable } from "./routes/index.js";
 import {
   type Clock,
@@ -173,10 +172,6 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
       leaseMs: options.jobLeaseMs,
       pollMs: options.jobPollMs,
     });
-    // After the ready line is possible, not before: a mock-only gateway never needs undici.
-    if ([...store.getCatalog().providers.values()].some((p) => !isBuiltIn(p))) {
-      setImmediate(() => void services.http.warm());
-    }
     backend.startUpkeep();
     const shownHost = host.includes(":") ? `[${host}]` : host === "0.0.0.0" ? "127.0.0.1" : host;
     const url = `http://${shownHost}:${port}`;

@@ -1,9 +1,9 @@
 import { readdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { Dispatcher } from "undici";
 import { z } from "zod";
 import { ConfigError } from "../config/load.js";
 import { GatewayError } from "../errors.js";
+import type { UpstreamRequest } from "../providers/h1-client.js";
 import type {
   StreamAnswer,
   UpstreamHeaders,
@@ -160,10 +160,10 @@ function redact(text: string, secrets: string[]): string {
 
 /** The canonical request of one upstream call. */
 export function canonicalRequest(
-  options: Dispatcher.DispatchOptions,
+  options: UpstreamRequest,
   provider: UpstreamProvider,
 ): CanonicalRequest {
-  const headers = (options.headers ?? {}) as Record<string, string>;
+  const headers = options.headers;
   const request: CanonicalRequest = {
     provider: provider.id,
     method: options.method,
@@ -175,8 +175,8 @@ export function canonicalRequest(
 }
 
 /** The credentials a call carried, so a recording can be scrubbed of them. */
-export function credentialsOf(options: Dispatcher.DispatchOptions): string[] {
-  const headers = (options.headers ?? {}) as Record<string, string>;
+export function credentialsOf(options: UpstreamRequest): string[] {
+  const headers = options.headers;
   const out: string[] = [];
   for (const [name, value] of Object.entries(headers)) {
     const lower = name.toLowerCase();

@@ -1,10 +1,10 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import type { RequestListener } from "node:http";
-import type { Dispatcher } from "undici";
 import { microToIdr } from "../../store/money.js";
 import type { ListedRequest, RequestLogReadsRepository } from "../../store/request-log-reads.js";
 import { readLoggedEndpoint } from "../../store/request-source.js";
 import type { Ledger, Reservation } from "../billing/ledger.js";
+import type { UpstreamRequest } from "../providers/h1-client.js";
 import type { UpstreamProvider, WholeAnswer } from "../providers/http-upstream.js";
 import { canonicalBody, relativePath } from "./canonical.js";
 import type { CapturedBody, InspectedRequest, RequestsQuery, UpstreamExchange } from "./types.js";
@@ -30,7 +30,7 @@ interface Captured {
 
 /** What the upstream side tells the inspector about one call. */
 export interface UpstreamCapture {
-  sent(provider: UpstreamProvider, options: Dispatcher.DispatchOptions): SentCall | undefined;
+  sent(provider: UpstreamProvider, options: UpstreamRequest): SentCall | undefined;
 }
 
 export interface SentCall {
@@ -172,10 +172,10 @@ export class RequestInspector implements UpstreamCapture {
     };
   }
 
-  sent(provider: UpstreamProvider, options: Dispatcher.DispatchOptions): SentCall | undefined {
+  sent(provider: UpstreamProvider, options: UpstreamRequest): SentCall | undefined {
     const captured = this.context.getStore();
     if (!captured) return undefined;
-    const headers = (options.headers ?? {}) as Record<string, string>;
+    const headers = options.headers;
     const exchange: UpstreamExchange = {
       provider: provider.id,
       path: relativePath(options.path, provider.base_url),

@@ -1,6 +1,6 @@
 import { existsSync, mkdirSync } from "node:fs";
-import type { Dispatcher } from "undici";
 import { ConfigError } from "../config/load.js";
+import type { UpstreamRequest } from "../providers/h1-client.js";
 import {
   type StreamAnswer,
   UpstreamHttp,
@@ -51,7 +51,7 @@ export class KitUpstream extends UpstreamHttp {
   }
 
   protected override async sendWhole(
-    options: Dispatcher.DispatchOptions,
+    options: UpstreamRequest,
     signal: GoneSignal,
     provider: UpstreamProvider,
   ): Promise<WholeAnswer> {
@@ -62,7 +62,7 @@ export class KitUpstream extends UpstreamHttp {
   }
 
   protected override async openStream(
-    options: Dispatcher.DispatchOptions,
+    options: UpstreamRequest,
     signal: GoneSignal,
     provider: UpstreamProvider,
   ): Promise<StreamAnswer> {
@@ -74,7 +74,7 @@ export class KitUpstream extends UpstreamHttp {
   }
 
   private async wholeFromShelfOrLive(
-    options: Dispatcher.DispatchOptions,
+    options: UpstreamRequest,
     signal: GoneSignal,
     provider: UpstreamProvider,
   ): Promise<WholeAnswer> {
@@ -83,8 +83,6 @@ export class KitUpstream extends UpstreamHttp {
     const request = canonicalRequest(options, provider);
     const found = this.lookup(shelf, request);
     if (found) return replayWhole(found.response, this.timing, signal);
-    // Timed from the call, not from loading the HTTP client.
-    await this.warm();
     const started = performance.now();
     const answer = await super.sendWhole(options, signal, provider);
     const headers = keptHeadersOf(answer.headers);
@@ -102,7 +100,7 @@ export class KitUpstream extends UpstreamHttp {
   }
 
   private async streamFromShelfOrLive(
-    options: Dispatcher.DispatchOptions,
+    options: UpstreamRequest,
     signal: GoneSignal,
     provider: UpstreamProvider,
   ): Promise<StreamAnswer> {
@@ -111,7 +109,6 @@ export class KitUpstream extends UpstreamHttp {
     const request = canonicalRequest(options, provider);
     const found = this.lookup(shelf, request);
     if (found) return replayStream(found.response, this.timing, signal);
-    await this.warm();
     const started = performance.now();
     const answer = await super.openStream(options, signal, provider);
     const headers = keptHeadersOf(answer.headers);

@@ -1,5 +1,3 @@
-import { createRequire } from "node:module";
-import type { Agent, Dispatcher } from "undici";
 import type { ProviderRow } from "../../store/types.js";
 import { GatewayError } from "../errors.js";
 import type { GoneSignal } from "../time/gone-signal.js";
@@ -7,8 +5,7 @@ import { SSEStream } from "../wire/relay.js";
 import { defaultMaxEventBytes } from "../wire/sse.js";
 import { UpstreamFailure } from "../wire/upstream-failure.js";
 import { failureOf } from "./classify.js";
-
-const requireHere = createRequire(import.meta.url);
+import { type AnswerHandler, H1Agent, type UpstreamRequest } from "./h1-client.js";
 
 /** Bounded read of an error body, only to classify it. */
 const maxErrorBodyBytes = 64 * 1024;
@@ -57,35 +54,16 @@ export function upstreamBounds(provider: UpstreamProvider): UpstreamBounds {
 }
 
 /**
- * Pooled keep-alive HTTP to upstreams (undici), shared by every provider wire. Global fetch costs
- * about five times the CPU per request; the hot path does not use it.
+ * Pooled keep-alive HTTP to upstreams (`H1Agent`), shared by every provider wire.
  *
- * Whole answers (JSON, audio) are read by a small dispatch handler straight into a buffer: the
- * `request` API's readable body stream and abort-signal plumbing cost about 0.04 ms of the
- * gateway's added latency at one connection. Streams are read by another (`StreamReader`), which
- * hands each chunk to the waiting reader directly and pauses the connection for backpressure.
+ * Whole answers (JSON, audio) are read by a small handler straight into a buffer. Streams are
+ * read by another (`StreamReader`), which hands each chunk to the waiting reader directly and
+ * pauses the connection for backpressure.
  */
 export class UpstreamHttp {
-  private agent: Agent | undefined;
-  private loading: Promise<Agent> | undefined;
+  private readonly agent = new H1Agent({ keepAliveMs: 30_000, connectionsPerOrigin: 256 });
 
   constructor(private readonly answerLimitBytes = defaultUpstreamAnswerLimitBytes) {}
-
-  /**
-   * Loads undici (about a tenth of a second) after start-up rather than before the ready line;
-   * the gateway calls this once it listens, so the first upstream request rarely waits for it.
-   */
-  warm(): Promise<Agent> {
-    this.loading ??= Promise.resolve().then(() => {
-      // undici's index also loads its fetch, WebSocket, mocks and caches, about as much memory
-      // again as the agent and the request API used here.
-      const Pooled = requireHere("undici/lib/dispatcher/agent") as typeof Agent;
-      const agent = new Pooled({ keepAliveTimeout: 30_000, connections: 256, pipelining: 1 });
-      this.agent = agent;
-      return agent;
-    });
-    return this.loading;
-  }
 
   /** A 2xx JSON answer, parsed. */
   async postJson<T>(
@@ -123,7 +101,7 @@ export class UpstreamHttp {
     provider: UpstreamProvider,
   ): Promise<Buffer> {
     const { idleMs } = upstreamBounds(provider);
-    // undici bounds the wait for the headers and each gap in the body, not the whole: a body
+    // The connection bounds the wait for the headers and each gap in the body, not the whole: a body
     // dripped a byte at a time would never end.
     const deadline = new Deadline(signal, provider.timeout_ms);
     let answer: WholeAnswer;
@@ -197,27 +175,24 @@ export class UpstreamHttp {
    * extra promise hop here would cost on every request. The cassette recorder wraps both.
    */
   protected sendWhole(
-    options: Dispatcher.DispatchOptions,
+    options: UpstreamRequest,
     signal: GoneSignal,
     _provider: UpstreamProvider,
   ): Promise<WholeAnswer> {
-    const limit = this.answerLimitBytes;
-    if (!this.agent) return this.warm().then((agent) => readWhole(agent, options, signal, limit));
-    return readWhole(this.agent, options, signal, limit);
+    return readWhole(this.agent, options, signal, this.answerLimitBytes);
   }
 
   /** One POST whose body is read as it arrives. */
   protected openStream(
-    options: Dispatcher.DispatchOptions,
+    options: UpstreamRequest,
     signal: GoneSignal,
     _provider: UpstreamProvider,
   ): Promise<StreamAnswer> {
-    if (!this.agent) return this.warm().then((agent) => readStream(agent, options, signal));
     return readStream(this.agent, options, signal);
   }
 
-  async close(): Promise<void> {
-    if (this.loading) await (await this.loading).close();
+  close(): Promise<void> {
+    return this.agent.close();
   }
 }
 
@@ -233,7 +208,6 @@ export interface WholeAnswer {
   body: Buffer;
 }
 
-/** Shaped like undici's response data, which is passed on as it is. */
 export interface StreamAnswer {
   statusCode: number;
   headers: UpstreamHeaders;
@@ -241,8 +215,8 @@ export interface StreamAnswer {
 }
 
 function readWhole(
-  agent: Agent,
-  options: Dispatcher.DispatchOptions,
+  agent: H1Agent,
+  options: UpstreamRequest,
   signal: GoneSignal,
   limit: number,
 ): Promise<WholeAnswer> {
@@ -251,18 +225,11 @@ function readWhole(
   });
 }
 
-/**
- * Collects one answer into a buffer; the client's abort signal aborts the upstream call.
- *
- * It speaks undici's first handler interface (`onConnect`, `onHeaders`, `onData`, ...), which
- * undici's own `request` API still uses: a handler of the newer one (`onRequestStart`, ...) is
- * wrapped per request in an adapter that builds a controller and parses every header into an
- * object, for the two headers the gateway reads (docs/performance.md counts it).
- */
-class WholeAnswerReader implements Dispatcher.DispatchHandler {
+/** Collects one answer into a buffer; the client's abort signal aborts the upstream call. */
+class WholeAnswerReader implements AnswerHandler {
   private abort: ((err: Error) => void) | undefined;
   private status = 0;
-  private rawHeaders: Buffer[] = [];
+  private rawHeaders: string[] = [];
   private readonly chunks: Buffer[] = [];
   private size = 0;
   private done = false;
@@ -284,12 +251,12 @@ class WholeAnswerReader implements Dispatcher.DispatchHandler {
     else this.finish(reason);
   };
 
-  onConnect(abort: (err?: Error) => void): void {
+  onConnect(abort: (err: Error) => void): void {
     this.abort = abort;
     if (this.signal.aborted) abort(abortReason(this.signal));
   }
 
-  onHeaders(statusCode: number, rawHeaders: Buffer[]): boolean {
+  onHeaders(statusCode: number, rawHeaders: string[]): boolean {
     this.status = statusCode;
     this.rawHeaders = rawHeaders;
     if (this.isWhole() && Number(rawHeader(rawHeaders, "content-length")) > this.limit)
@@ -348,18 +315,32 @@ class WholeAnswerReader implements Dispatcher.DispatchHandler {
 class RawHeaders {
   private parsed: UpstreamHeaders | undefined;
 
-  constructor(private readonly rawHeaders: Buffer[]) {}
+  constructor(private readonly rawHeaders: string[]) {}
 
   get headers(): UpstreamHeaders {
-    this.parsed ??= undiciUtil().parseHeaders(this.rawHeaders) as UpstreamHeaders;
+    this.parsed ??= headersOf(this.rawHeaders);
     return this.parsed;
   }
+}
+
+/** A header list as an object: names in lower case, a repeated header's values in a list. */
+function headersOf(raw: string[]): UpstreamHeaders {
+  const headers: UpstreamHeaders = {};
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i].toLowerCase();
+    const value = raw[i + 1];
+    const had = headers[name];
+    if (had === undefined) headers[name] = value;
+    else if (Array.isArray(had)) had.push(value);
+    else headers[name] = [had, value];
+  }
+  return headers;
 }
 
 class ReadAnswer extends RawHeaders implements WholeAnswer {
   constructor(
     readonly status: number,
-    rawHeaders: Buffer[],
+    rawHeaders: string[],
     readonly body: Buffer,
   ) {
     super(rawHeaders);
@@ -369,30 +350,24 @@ class ReadAnswer extends RawHeaders implements WholeAnswer {
 class ReadStreamAnswer extends RawHeaders implements StreamAnswer {
   constructor(
     readonly statusCode: number,
-    rawHeaders: Buffer[],
+    rawHeaders: string[],
     readonly body: StreamReader,
   ) {
     super(rawHeaders);
   }
 }
 
-/** undici's own header parsing, loaded with the agent (see `warm`). */
-function undiciUtil(): { parseHeaders(raw: Buffer[]): Record<string, string | string[]> } {
-  return requireHere("undici/lib/core/util");
-}
-
-/** A header's value from undici's raw list (name, value, name, value, ...), by lower-case name. */
-function rawHeader(raw: Buffer[], name: string): string | undefined {
+/** A header's value from a raw list (name, value, name, value, ...), by lower-case name. */
+function rawHeader(raw: string[], name: string): string | undefined {
   for (let i = 0; i < raw.length; i += 2) {
-    if (raw[i].length === name.length && raw[i].toString("latin1").toLowerCase() === name)
-      return raw[i + 1].toString("latin1");
+    if (raw[i].length === name.length && raw[i].toLowerCase() === name) return raw[i + 1];
   }
   return undefined;
 }
 
 function readStream(
-  agent: Agent,
-  options: Dispatcher.DispatchOptions,
+  agent: H1Agent,
+  options: UpstreamRequest,
   signal: GoneSignal,
 ): Promise<StreamAnswer> {
   return new Promise<StreamAnswer>((resolve, reject) => {
@@ -404,13 +379,13 @@ function readStream(
 const streamQueueBytes = 64 * 1024;
 
 /**
- * A streaming answer's body, chunk by chunk as undici parses it. A chunk the consumer is already
+ * A streaming answer's body, chunk by chunk as the connection reads it. A chunk the consumer is already
  * waiting for is handed over at once: Node's Readable and its async iterator in between cost a
  * buffer, events and a deferred 'readable' for every chunk of every stream. A reader that falls
  * behind pauses the connection. A cut, an idle gap or the stream's time bound while reading is
  * the provider failing, as `postStream` says; the call's `Deadline` is cleared once it is over.
  */
-class StreamReader implements Dispatcher.DispatchHandler, AsyncIterableIterator<Uint8Array> {
+class StreamReader implements AnswerHandler, AsyncIterableIterator<Uint8Array> {
   private abort: ((err: Error) => void) | undefined;
   private resume: (() => void) | undefined;
   private paused = false;
@@ -439,12 +414,12 @@ class StreamReader implements Dispatcher.DispatchHandler, AsyncIterableIterator<
     else this.finish(reason);
   };
 
-  onConnect(abort: (err?: Error) => void): void {
+  onConnect(abort: (err: Error) => void): void {
     this.abort = abort;
     if (this.signal.aborted) abort(abortReason(this.signal));
   }
 
-  onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
+  onHeaders(statusCode: number, rawHeaders: string[], resume: () => void): boolean {
     this.started = true;
     this.resume = resume;
     this.resolveAnswer(new ReadStreamAnswer(statusCode, rawHeaders, this));
@@ -552,9 +527,9 @@ function targetOf(url: string): { origin: string; path: string } {
 }
 
 const timeoutCodes = new Set([
-  "UND_ERR_HEADERS_TIMEOUT",
-  "UND_ERR_BODY_TIMEOUT",
-  "UND_ERR_CONNECT_TIMEOUT",
+  "UPSTREAM_HEADERS_TIMEOUT",
+  "UPSTREAM_BODY_TIMEOUT",
+  "UPSTREAM_CONNECT_TIMEOUT",
 ]);
 
 /** A call that got no (whole) answer: the provider failed, or timed out (504). */
@@ -573,7 +548,7 @@ function callFailure(err: unknown, client: GoneSignal, deadline: Deadline): unkn
 
 /**
  * The client's signal or the time bound of one upstream call, whichever comes first: what the
- * call's reader and undici are given, so a call past its bound is cut as one whose client left.
+ * call's reader and the connection are given, so a call past its bound is cut as one whose client left.
  * `clear` once the call is over.
  */
 class Deadline implements GoneSignal {
@@ -626,14 +601,14 @@ class Deadline implements GoneSignal {
   }
 }
 
-/** One POST to an upstream URL, as undici's dispatch and request both take it. */
+/** One POST to an upstream URL. */
 function postOptions(
   url: string,
   headers: Record<string, string>,
   body: Body,
   timeoutMs: number,
   idleMs: number,
-): Dispatcher.DispatchOptions {
+): UpstreamRequest {
   const { origin, path } = targetOf(url);
   return {
     origin,

@@ -155,7 +155,7 @@ export function imageEditsHandler(services: Services): Handler {
 async function readEditForm(c: Context<AppEnv>): Promise<EditRequest> {
   const form = await readForm(c, "the image in a field named image and a prompt");
   const entries = [...form.getAll("image"), ...form.getAll("image[]")];
-  const images = entries.filter((f): f is File => typeof f !== "string");
+  const images = entries.filter((f): f is FormFile => typeof f !== "string");
   if (images.length === 0 || images.length !== entries.length) {
     throw badRequest("Invalid request: image: required; send the image as a multipart file field.");
   }
@@ -177,7 +177,10 @@ async function readEditForm(c: Context<AppEnv>): Promise<EditRequest> {
   };
 }
 
-async function uploaded(file: File, field: string): Promise<UploadedFile> {
+/** A multipart file field, as the form parser types it. */
+type FormFile = Exclude<ReturnType<FormData["get"]>, string | null>;
+
+async function uploaded(file: FormFile, field: string): Promise<UploadedFile> {
   if (file.size > maxEditImageBytes) {
     throw new GatewayError(
       413,
