@@ -10,9 +10,9 @@
 //       callgrind's speed (unpaced, a stream's chunks reach the slowed process together)
 //   node scripts/bench-instructions.mjs --target=gateway --keep=prof
 //       keeps callgrind's file and V8's perf map in prof/ to read with callgrind_annotate
-//   node scripts/bench-instructions.mjs --node=--wasm-dynamic-tiering
-//       node flags for both targets (comma-separated), here the one that undoes serve's
-//       `--liftoff-only` (src/cli/heap.ts)
+//   node scripts/bench-instructions.mjs --node=--max-semi-space-size=16
+//       node flags for both targets (comma-separated), here one that undoes serve's cap on the
+//       young generation (src/cli/heap.ts)
 //
 // Needs valgrind (Debian: apt-get install valgrind). Under callgrind the code runs about fifty
 // times slower: a run of both targets takes a few minutes.

@@ -39,47 +39,6 @@ async function largestYoungGeneration(
   );
 }
 
-/**
- * Requests through undici to a local server, in rounds of 50, until V8's compilers have held
- * 15 MB at once (`untilPeak`) or for `rounds` rounds: the rounds run and the compilers' peak.
- */
-async function upstreamRequests(
-  baseline: boolean,
-  rounds: number,
-  untilPeak: boolean,
-): Promise<{ rounds: number; peakMb: number }> {
-  const out = await runNode(
-    [],
-    `
-    const { getHeapStatistics } = await import("node:v8");
-    const { createServer } = await import("node:http");
-    const { createRequire } = await import("node:module");
-    const { keepWasmBaseline } = await import(${JSON.stringify(heap)});
-    if (${baseline}) keepWasmBaseline();
-    const { Agent } = createRequire(${JSON.stringify(join(root, "package.json"))})("undici");
-    const server = createServer((req, res) => {
-      req.resume();
-      req.on("end", () => res.end(JSON.stringify({ choices: [{ message: { content: "hi" } }] })));
-    });
-    await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
-    const origin = "http://127.0.0.1:" + server.address().port;
-    const agent = new Agent({ connections: 10 });
-    const peakMb = () => getHeapStatistics().peak_malloced_memory / 1048576;
-    let round = 0;
-    for (; round < ${rounds} && !(${untilPeak} && peakMb() > 15); round++) {
-      await Promise.all(Array.from({ length: 50 }, async () => {
-        const answer = await agent.request({ origin, path: "/", method: "POST", body: "{}" });
-        await answer.body.arrayBuffer();
-      }));
-    }
-    console.log(JSON.stringify({ rounds: round, peakMb: peakMb() }));
-    await agent.close();
-    server.close();
-  `,
-  );
-  return JSON.parse(out);
-}
-
 // A child that outlives its test's bound goes with it.
 afterEach(killRunningClis);
 
@@ -115,15 +74,5 @@ describe("serve's young generation", () => {
     const env = { ...process.env, NODE_OPTIONS: "--max-semi-space-size=16" };
     const largest = await largestYoungGeneration(true, [], env);
     expect(largest).toBeGreaterThan(16 * mib);
-  });
-});
-
-describe("serve's upstream client", () => {
-  it("keeps its HTTP parser's first WebAssembly compile, where V8 holds over 15 MB to recompile it", async () => {
-    const recompiled = await upstreamRequests(false, 400, true);
-    expect(recompiled.peakMb).toBeGreaterThan(15);
-    const kept = await upstreamRequests(true, recompiled.rounds * 2, false);
-    expect(kept.rounds).toBe(recompiled.rounds * 2);
-    expect(kept.peakMb).toBeLessThan(8);
   });
 });

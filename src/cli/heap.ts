@@ -58,16 +58,3 @@ export function capYoungGeneration(capBytes = youngGenerationCapBytes): void {
   follow();
   new PerformanceObserver(follow).observe({ entryTypes: ["gc"] });
 }
-
-/**
- * undici reads upstream answers with llhttp compiled to WebAssembly. Once its parser runs hot, V8
- * compiles that one large function again with TurboFan on a worker thread: about 35 MB of
- * compiler memory for a fraction of a second, on the first requests, the highest resident memory
- * a serve ever reaches (a bare undici proxy's too). Liftoff's first compile is kept instead; the
- * parser is a small part of a request and its CPU per request stayed within the noise. V8 reads
- * the flag when it compiles a module, and undici compiles llhttp on its first connection.
- */
-export function keepWasmBaseline(): void {
-  if (flagGiven(/^--(no-)?(liftoff|wasm[-_]tier[-_]up|wasm[-_]dynamic[-_]tiering)/)) return;
-  setFlagsFromString("--liftoff-only");
-}

@@ -7,7 +7,7 @@ import { defaultConnectionLimits } from "../server/http/connection-guards.js";
 import { type MetricsAccess, metricsAccesses } from "../server/observe/metrics-access.js";
 import { newGatewayKey } from "../store/secrets.js";
 import { databaseProblem, UsageError, UserError } from "./errors.js";
-import { capYoungGeneration, keepHeapTight, keepWasmBaseline } from "./heap.js";
+import { capYoungGeneration, keepHeapTight } from "./heap.js";
 import { type LogFormat, logFormats, requestLinePrinter } from "./request-lines.js";
 
 interface ServeOptions {
@@ -168,7 +168,6 @@ Examples:
           : parseInteger(opts.captureLimit, "--capture-limit");
       keepHeapTight();
       capYoungGeneration();
-      keepWasmBaseline();
       // Loaded here, not at the top: the client commands should not pay for the server's modules.
       const { startGateway } = await import("../server/gateway.js");
       const { ConfigError } = await import("../server/config/load.js");

@@ -657,6 +657,30 @@ class Connection {
 
   /** A chunk's size line, the line break after its data, or a trailer line. */
   private readLine(data: Buffer, at: number): number {
+    if (!this.partial) {
+      // The usual lines, whole in this read, read from the bytes without making a string.
+      if (this.state === Read.ChunkEnd && data[at] === 13 && data[at + 1] === 10) {
+        this.state = Read.ChunkSize;
+        return at + 2;
+      }
+      if (this.state === Read.ChunkSize) {
+        let size = 0;
+        let i = at;
+        for (; i < data.length && i - at < 12; i++) {
+          const digit = hexDigit(data[i]);
+          if (digit < 0) break;
+          size = size * 16 + digit;
+        }
+        if (i > at && data[i] === 13 && data[i + 1] === 10) {
+          if (size === 0) this.state = Read.Trailers;
+          else {
+            this.left = size;
+            this.state = Read.ChunkData;
+          }
+          return i + 2;
+        }
+      }
+    }
     const lf = data.indexOf(10, at);
     if (lf === -1) {
       const part = data.subarray(at);
@@ -692,6 +716,13 @@ class Connection {
     }
     return next;
   }
+}
+
+function hexDigit(byte: number): number {
+  if (byte >= 48 && byte <= 57) return byte - 48;
+  if (byte >= 97 && byte <= 102) return byte - 87;
+  if (byte >= 65 && byte <= 70) return byte - 55;
+  return -1;
 }
 
 function headersLate(): UpstreamError {
