@@ -1,9 +1,9 @@
 // `--stages`: the time between the steps of one request through the gateway, from diagnostics
-// channels (Node's HTTP server, undici's client, the gateway's own stages). Medians per step, so
+// channels (Node's HTTP server, the gateway's own stages and its upstream client's steps). Medians per step, so
 // "where the time goes" comes from the benchmark itself rather than from a patched build.
 import { subscribe, unsubscribe } from "node:diagnostics_channel";
 import { performance } from "node:perf_hooks";
-import { stageChannelName } from "../dist/index.js";
+import { stageChannelName, upstreamChannelName } from "../dist/index.js";
 
 /** Collects the steps of requests the gateway on `port` serves (one connection at a time). */
 export function collectStages(port) {
@@ -24,16 +24,17 @@ export function collectStages(port) {
       mark(record, stage);
       if (stage === "admitted") upstream = record;
     },
-    "undici:client:sendHeaders": () => mark(upstream, "upstream request written"),
-    "undici:request:headers": () => mark(upstream, "upstream headers read"),
-    // A stream's first body chunk: from it to the gateway's first write is the first token's way.
-    "undici:request:bodyChunkReceived": () => {
-      if (upstream && !upstream.some(([name]) => name === "upstream first chunk read"))
-        mark(upstream, "upstream first chunk read");
-    },
-    "undici:request:trailers": () => {
-      mark(upstream, "upstream body read");
-      upstream = undefined;
+    [upstreamChannelName]: ({ step }) => {
+      if (step === "sent") mark(upstream, "upstream request written");
+      else if (step === "headers") mark(upstream, "upstream headers read");
+      // A stream's first body chunk: from it to the gateway's first write is the first token's way.
+      else if (step === "chunk") {
+        if (upstream && !upstream.some(([name]) => name === "upstream first chunk read"))
+          mark(upstream, "upstream first chunk read");
+      } else {
+        mark(upstream, "upstream body read");
+        upstream = undefined;
+      }
     },
     "http.server.response.finish": ({ request }) => {
       const record = open.get(request);

@@ -23,6 +23,10 @@ export type {
   UpstreamExchange,
 } from "./server/kit/types.js";
 export type { MetricsAccess } from "./server/observe/metrics-access.js";
+export {
+  type UpstreamStepMessage,
+  upstreamChannelName,
+} from "./server/providers/h1-client.js";
 export type {
   GatewayMock,
   MockMatch,

@@ -1,4 +1,5 @@
 import { spawnSync } from "node:child_process";
+import { subscribe, unsubscribe } from "node:diagnostics_channel";
 import { once } from "node:events";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import {
@@ -13,7 +14,14 @@ import { type AddressInfo, createServer as createNetServer, type Socket } from "
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
-import { type AnswerHandler, H1Agent, UpstreamError, type UpstreamRequest } from "./h1-client.js";
+import {
+  type AnswerHandler,
+  H1Agent,
+  UpstreamError,
+  type UpstreamRequest,
+  type UpstreamStepMessage,
+  upstreamChannelName,
+} from "./h1-client.js";
 
 /**
  * Conformance of the small HTTP/1.1 client (`h1-client.ts`) against real servers on 127.0.0.1:
@@ -541,6 +549,34 @@ describe("chunked and close-delimited answers", () => {
     expect(o.rawHeaders?.map((h) => h.toLowerCase())).toContain("transfer-encoding");
     expect(textOf(o)).toBe(pieces.join(""));
     expect(o.chunks.length).toBeGreaterThan(1);
+  });
+
+  it("publishes a call's steps on its diagnostics channel: sent, headers, each chunk, done", async () => {
+    const http = await serveHttp((_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.flushHeaders();
+      void (async () => {
+        for (const piece of ["one", "two", "three"]) {
+          await sleep(15);
+          res.write(piece);
+        }
+        res.end();
+      })();
+    });
+    const steps: string[] = [];
+    const listener = (message: unknown) => {
+      const { step, origin } = message as UpstreamStepMessage;
+      if (origin === http.origin) steps.push(step);
+    };
+    subscribe(upstreamChannelName, listener);
+    try {
+      const o = await request(newAgent(), req(http.origin));
+      expectComplete(o);
+      expect(steps).toEqual(["sent", "headers", ...o.chunks.map(() => "chunk"), "done"]);
+      expect(o.chunks.length).toBeGreaterThan(1);
+    } finally {
+      unsubscribe(upstreamChannelName, listener);
+    }
   });
 
   it("tolerates chunk extensions and trailers, and reuses the connection after them", async () => {

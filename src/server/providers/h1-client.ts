@@ -1,3 +1,4 @@
+import { channel } from "node:diagnostics_channel";
 import { connect as connectTcp, isIP, type Socket } from "node:net";
 import { type ConnectionOptions, connect as connectTls } from "node:tls";
 
@@ -35,6 +36,23 @@ export interface AnswerHandler {
   onData(chunk: Buffer): boolean;
   onComplete(): void;
   onError(err: Error): void;
+}
+
+/**
+ * A call's steps, published for profilers (`npm run bench -- --stages` times them): "sent" once
+ * the request is written, "headers", each body "chunk", "done". One property read a step while
+ * nobody subscribes.
+ */
+export const upstreamChannelName = "model-gateway:upstream";
+const upstreamChannel = channel(upstreamChannelName);
+
+export interface UpstreamStepMessage {
+  step: "sent" | "headers" | "chunk" | "done";
+  origin: string;
+}
+
+function publishStep(step: UpstreamStepMessage["step"], request: UpstreamRequest): void {
+  upstreamChannel.publish({ step, origin: request.origin } satisfies UpstreamStepMessage);
 }
 
 export type UpstreamErrorCode =
@@ -401,6 +419,7 @@ class Connection {
       this.socket.write(body);
       this.socket.uncork();
     }
+    if (upstreamChannel.hasSubscribers) publishStep("sent", request);
   }
 
   destroy(): void {
@@ -492,6 +511,7 @@ class Connection {
       this.leavePool();
     }
     pending.over = true;
+    if (upstreamChannel.hasSubscribers) publishStep("done", pending.request);
     pending.handler.onComplete();
     if (!reusable) return;
     if (this.reading) this.ended = true;
@@ -556,7 +576,9 @@ class Connection {
   }
 
   private deliver(chunk: Buffer, pending: Pending): void {
-    if (chunk.length > 0 && !pending.handler.onData(chunk)) this.pause();
+    if (chunk.length === 0) return;
+    if (upstreamChannel.hasSubscribers) publishStep("chunk", pending.request);
+    if (!pending.handler.onData(chunk)) this.pause();
   }
 
   private pause(): void {
@@ -650,6 +672,7 @@ class Connection {
       this.state = Read.UntilClose;
       this.keepAlive = false;
     }
+    if (upstreamChannel.hasSubscribers) publishStep("headers", pending.request);
     if (!pending.handler.onHeaders(status, raw, this.resumeFor(pending))) this.pause();
     if (whole && this.pending === pending) this.finish();
     return after;
