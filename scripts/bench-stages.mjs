@@ -3,7 +3,11 @@
 // "where the time goes" comes from the benchmark itself rather than from a patched build.
 import { subscribe, unsubscribe } from "node:diagnostics_channel";
 import { performance } from "node:perf_hooks";
-import { stageChannelName, upstreamChannelName } from "../dist/index.js";
+import * as gateway from "../dist/index.js";
+
+// Read from the namespace: `bench-ab.sh` runs these scripts against a base build that may not
+// export the upstream channel yet (its stages then lack the upstream's steps).
+const { stageChannelName, upstreamChannelName = "model-gateway:upstream" } = gateway;
 
 /** Collects the steps of requests the gateway on `port` serves (one connection at a time). */
 export function collectStages(port) {

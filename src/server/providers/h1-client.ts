@@ -243,7 +243,7 @@ class Origin {
     for (;;) {
       const connection = this.idle.pop();
       if (!connection) return undefined;
-      if (now < connection.reusableUntil) return connection;
+      if (now < connection.reusableUntil && connection.writable) return connection;
       connection.destroy();
     }
   }
@@ -425,6 +425,11 @@ class Connection {
   destroy(): void {
     this.closed = true;
     this.socket.destroy();
+  }
+
+  /** Not ended by the server, even if its close has not been heard yet. */
+  get writable(): boolean {
+    return !this.closed && this.socket.writable;
   }
 
   /** The call under way fails; the connection cannot carry another. */
