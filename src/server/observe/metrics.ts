@@ -89,11 +89,13 @@ export function createMetrics(services: Services): GatewayMetrics {
 
   let routeOf: (method: string, path: string) => string = () => "unmatched";
 
-  // A request's five series are found once per distinct label set, then only counted.
-  const series = new Map<string, Series>();
+  // A request's five series are found once per distinct label set, then only counted. Maps
+  // nested by label rather than one keyed by the labels joined: a joined key is a new string
+  // whose hash is computed again at every request.
+  const series = new Map<string, Map<string, Map<number, Map<string, Series>>>>();
   const seriesOf = (route: string, method: string, status: number, model: string): Series => {
-    const key = `${route} ${method} ${status} ${model}`;
-    let found = series.get(key);
+    const byModel = inner(inner(inner(series, route), method), status);
+    let found = byModel.get(model);
     if (!found) {
       found = {
         requests: requests.labels(route, method, String(status), model),
@@ -102,7 +104,7 @@ export function createMetrics(services: Services): GatewayMetrics {
         output: tokens.labels(model, "output"),
         charged: charged.labels(model),
       };
-      series.set(key, found);
+      byModel.set(model, found);
     }
     return found;
   };
@@ -131,6 +133,16 @@ export function createMetrics(services: Services): GatewayMetrics {
         upstreamFailures.labels(r.providerId, "stream_broken").inc();
     },
   };
+}
+
+/** The map under `key`, made empty the first time. */
+function inner<K, K2, V>(outer: Map<K, Map<K2, V>>, key: K): Map<K2, V> {
+  let found = outer.get(key);
+  if (!found) {
+    found = new Map();
+    outer.set(key, found);
+  }
+  return found;
 }
 
 /** The registered pattern of a request (`/v1/files/:id`), so ids never become label values. */

@@ -256,11 +256,15 @@ class WholeAnswerReader implements AnswerHandler {
     if (this.signal.aborted) abort(abortReason(this.signal));
   }
 
-  onHeaders(statusCode: number, rawHeaders: string[]): boolean {
+  onHeaders(
+    statusCode: number,
+    rawHeaders: string[],
+    _resume: () => void,
+    contentLength: number,
+  ): boolean {
     this.status = statusCode;
     this.rawHeaders = rawHeaders;
-    if (this.isWhole() && Number(rawHeader(rawHeaders, "content-length")) > this.limit)
-      this.abort?.(answerTooLarge(this.limit));
+    if (this.isWhole() && contentLength > this.limit) this.abort?.(answerTooLarge(this.limit));
     return true;
   }
 
@@ -355,14 +359,6 @@ class ReadStreamAnswer extends RawHeaders implements StreamAnswer {
   ) {
     super(rawHeaders);
   }
-}
-
-/** A header's value from a raw list (name, value, name, value, ...), by lower-case name. */
-function rawHeader(raw: string[], name: string): string | undefined {
-  for (let i = 0; i < raw.length; i += 2) {
-    if (raw[i].length === name.length && raw[i].toLowerCase() === name) return raw[i + 1];
-  }
-  return undefined;
 }
 
 function readStream(
@@ -666,6 +662,24 @@ function parseJsonText<T>(text: string): T {
   }
 }
 
+/**
+ * A provider's base URL and a path, joined once per pair: the same string each call is looked up
+ * in `targetCache` by a hash computed once, where a new string is hashed again every request.
+ */
+const joinedUrls = new Map<string, Map<string, string>>();
 export function joinUrl(base: string, path: string): string {
-  return `${base.replace(/\/+$/, "")}${path}`;
+  let paths = joinedUrls.get(base);
+  if (!paths) {
+    // Bounded in case a caller ever joins URLs made per request.
+    if (joinedUrls.size >= maxCachedTargets) joinedUrls.clear();
+    paths = new Map();
+    joinedUrls.set(base, paths);
+  }
+  let url = paths.get(path);
+  if (url === undefined) {
+    if (paths.size >= maxCachedTargets) paths.clear();
+    url = `${base.replace(/\/+$/, "")}${path}`;
+    paths.set(path, url);
+  }
+  return url;
 }
