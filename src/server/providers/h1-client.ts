@@ -141,7 +141,7 @@ export class H1Agent {
     handler.onConnect((err) => abortCall(pending, err));
     if (pending.over) return;
     if (this.closed) {
-      endCall(pending, new UpstreamError("UPSTREAM_AGENT_CLOSED", "the upstream client is closed"));
+      endCall(pending, agentClosed());
       return;
     }
     try {
@@ -338,7 +338,7 @@ class Origin {
     for (const connection of this.idle.splice(0)) connection.destroy();
     for (const pending of this.queue.splice(0)) {
       if (pending.queued) clearTimeout(pending.queued.timer);
-      endCall(pending, new UpstreamError("UPSTREAM_AGENT_CLOSED", "the upstream client is closed"));
+      endCall(pending, agentClosed());
     }
   }
 }
@@ -772,6 +772,10 @@ function hexDigit(byte: number): number {
   if (byte >= 97 && byte <= 102) return byte - 87;
   if (byte >= 65 && byte <= 70) return byte - 55;
   return -1;
+}
+
+function agentClosed(): UpstreamError {
+  return new UpstreamError("UPSTREAM_AGENT_CLOSED", "the upstream client is closed");
 }
 
 function headersLate(): UpstreamError {

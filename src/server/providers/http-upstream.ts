@@ -61,7 +61,7 @@ export function upstreamBounds(provider: UpstreamProvider): UpstreamBounds {
  * pauses the connection for backpressure.
  */
 export class UpstreamHttp {
-  private readonly agent = new H1Agent({ keepAliveMs: 30_000, connectionsPerOrigin: 256 });
+  private readonly agent = new H1Agent();
 
   constructor(private readonly answerLimitBytes = defaultUpstreamAnswerLimitBytes) {}
 
