@@ -15,6 +15,10 @@
 //   node scripts/bench-event-floor.mjs 3 10 20 1        (the defaults: gw-p1-20's shape)
 //   BENCH_RELAYS=http,gateway node scripts/bench-event-floor.mjs
 //   BENCH_RELAY_NODE_ARGS="--max-semi-space-size=16"   Node flags of the relays' processes
+//   BENCH_RELAYS=gateway,gateway:--use-largepages=on   one relay twice, the second with Node flags
+//   BENCH_RELAYS=direct,net,hono,gateway BENCH_WARM_STREAMS=3000 node scripts/bench-event-floor.mjs 5 40 1 1
+//                               the first data event at one connection, and what each relay adds
+//                               to it (`direct`: the upstream itself, no relay)
 //   BENCH_PROFILE_DIR=prof      a CPU profile of each relay's measured streams, one a round
 //   BENCH_CALLGRIND=1 node scripts/bench-event-floor.mjs 1 10 1 5   each relay under callgrind:
 //                               its main thread's instructions an event (minutes; pace it slowly)
@@ -300,11 +304,13 @@ function listening(server) {
 /** The SSE client: `connections` connections, each reading `streams` streams one after another. */
 async function serveClient() {
   const { Pool } = await import("undici");
-  process.on("message", async ({ url, connections, streams, body }) => {
+  process.on("message", async ({ url, connections, streams, body, gapMs }) => {
     const pool = new Pool(url, { connections, keepAliveTimeout: 60_000 });
     let events = 0;
     let failed = 0;
+    const firsts = [];
     const one = async () => {
+      const start = performance.now();
       const res = await pool.request({
         path: "/v1/chat/completions",
         method: "POST",
@@ -312,15 +318,25 @@ async function serveClient() {
         body,
       });
       if (res.statusCode !== 200) failed++;
-      for await (const part of res.body) events += part.toString().split("\n\n").length - 1;
+      let first = true;
+      for await (const part of res.body) {
+        if (first) {
+          firsts.push(performance.now() - start);
+          first = false;
+        }
+        events += part.toString().split("\n\n").length - 1;
+      }
     };
     await Promise.all(
       Array.from({ length: connections }, async () => {
-        for (let i = 0; i < streams; i++) await one();
+        for (let i = 0; i < streams; i++) {
+          await one();
+          if (gapMs) await new Promise((resolve) => setTimeout(resolve, gapMs));
+        }
       }),
     );
     await pool.close();
-    process.send({ events, failed });
+    process.send({ events, failed, firsts });
   });
   process.on("disconnect", () => process.exit(0));
 }
@@ -363,17 +379,23 @@ async function main() {
   const client = child(["--client"]);
   const running = new Map();
   for (const kind of kinds) {
+    if (kind === "direct") {
+      running.set(kind, { url: upstreamUrl });
+      continue;
+    }
     const relay = child(
-      ["--relay", kind, upstreamUrl],
-      relayNodeArgs,
+      ["--relay", kind.split(":")[0], upstreamUrl],
+      [...relayNodeArgs, ...(kind.split(":")[1]?.split(",") ?? [])],
       callgrindDir && join(callgrindDir, `cg.${kind}`),
     );
     running.set(kind, { ...relay, url: (await relay.next()).url });
   }
-  const body = benchBody(true, pace);
-  const ask = (url, n) => {
+  const json = process.env.BENCH_BODY === "json";
+  const body = json ? benchBody(false) : benchBody(true, pace);
+  const gapMs = Number(process.env.BENCH_GAP_MS ?? 0);
+  const ask = (url, n, what = body, gap = gapMs) => {
     const answer = client.next();
-    client.proc.send({ url, connections, streams: n, body });
+    client.proc.send({ url, connections, streams: n, body: what, gapMs: gap });
     return answer;
   };
   const cpuOf = async ({ proc, next }, what) => {
@@ -382,24 +404,33 @@ async function main() {
     return answer;
   };
 
+  const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
   const load = [];
   const figures = new Map(kinds.map((k) => [k, []]));
   try {
     // A warm-up as long as a round: a shorter one leaves V8 compiling on its background threads
     // through the first measured rounds.
+    // Before it, BENCH_WARM_STREAMS streams a connection unpaced: at one connection a round's few
+    // paced streams would leave the first event's path in V8's lower tiers.
+    const warmStreams = Number(process.env.BENCH_WARM_STREAMS ?? 0);
+    for (const [, relay] of running)
+      await ask(relay.url, warmStreams, json ? body : benchBody(true, 0), 0);
     for (const [, relay] of running) await ask(relay.url, streams);
     for (let round = 0; round < rounds; round++) {
       for (const kind of kinds) {
         const relay = running.get(kind);
         load.push(loadavg()[0]);
-        const before = await cpuOf(relay, "cpu");
-        const { events, failed } = await ask(relay.url, streams);
-        const after = await cpuOf(relay, "done");
+        const direct = !relay.proc;
+        const before = direct ? undefined : await cpuOf(relay, "cpu");
+        const { events, failed, firsts } = await ask(relay.url, streams);
+        const after = direct ? undefined : await cpuOf(relay, "done");
         const chunks = connections * streams * pacedEvents;
+        const per = (f) => (direct ? Number.NaN : f(after) / chunks - f(before) / chunks);
         figures.get(kind).push({
-          user: (after.cpu.user - before.cpu.user) / chunks,
-          system: (after.cpu.system - before.cpu.system) / chunks,
-          others: (after.otherThreadsUs - before.otherThreadsUs) / chunks,
+          user: per((c) => c.cpu.user),
+          system: per((c) => c.cpu.system),
+          others: per((c) => c.otherThreadsUs),
+          first: median(firsts),
           events,
           failed,
         });
@@ -407,20 +438,19 @@ async function main() {
     }
   } finally {
     client.proc.kill();
-    for (const [, relay] of running) relay.proc.disconnect();
+    for (const [, relay] of running) relay.proc?.disconnect();
     upstream.kill();
   }
 
-  const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
   const f1 = (x) => x.toFixed(1).padStart(6);
   console.log(
     `\n${connections} streams at once, paced ${pace} ms, ${pacedEvents} upstream chunks a stream, ${streams} streams a connection a round, ${rounds} rounds (load average ${Math.min(...load).toFixed(1)}-${Math.max(...load).toFixed(1)})\n`,
   );
   console.log(
-    "| relay   | CPU µs an event, median (rounds)       | user | system | other threads | events a stream |",
+    "| relay   | CPU µs an event, median (rounds)       | user | system | other threads | events a stream | first data event p50 ms (rounds) |",
   );
   console.log(
-    "|---------|---------------------------------------|-----:|-------:|--------------:|----------------:|",
+    "|---------|---------------------------------------|-----:|-------:|--------------:|----------------:|---------------------------------:|",
   );
   const totals = new Map();
   for (const kind of kinds) {
@@ -432,13 +462,19 @@ async function main() {
       `| ${kind.padEnd(7)} | ${f1(median(total))} (${total.map((x) => x.toFixed(1)).join(", ")})`.padEnd(
         50,
       ) +
-        `| ${f1(median(rs.map((r) => r.user)))} | ${f1(median(rs.map((r) => r.system)))} | ${f1(median(rs.map((r) => r.others))).padStart(13)} | ${(rs[0].events / (connections * streams)).toFixed(0).padStart(15)} |${failed ? ` ${failed} failed` : ""}`,
+        `| ${f1(median(rs.map((r) => r.user)))} | ${f1(median(rs.map((r) => r.system)))} | ${f1(median(rs.map((r) => r.others))).padStart(13)} | ${(rs[0].events / (connections * streams)).toFixed(0).padStart(15)} | ${median(rs.map((r) => r.first)).toFixed(3)} (${rs.map((r) => r.first.toFixed(3)).join(", ")}) |${failed ? ` ${failed} failed` : ""}`,
     );
   }
   if (callgrindDir) printInstructions(callgrindDir, kinds, connections * streams * pacedEvents);
+  const firstOf = (kind) => median(figures.get(kind).map((r) => r.first));
+  if (figures.has("direct"))
+    for (const kind of kinds.filter((k) => k !== "direct"))
+      console.log(
+        `${kind} adds ${(firstOf(kind) - firstOf("direct")).toFixed(3)} ms to the first data event`,
+      );
   const gw = totals.get("gateway");
   if (gw !== undefined)
-    for (const kind of kinds.filter((k) => k !== "gateway"))
+    for (const kind of kinds.filter((k) => k !== "gateway" && k !== "direct"))
       console.log(`gateway over ${kind}: ${(gw - totals.get(kind)).toFixed(1)} µs an event`);
 }
 

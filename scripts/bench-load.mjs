@@ -12,7 +12,8 @@ import { Pool } from "undici";
 /**
  * @param {{ url: string | string[], path: string, headers: Record<string,string>, body: string,
  *   connections: number, durationMs: number, warmupMs: number, stream: boolean,
- *   warmBody?: string, onPhase?: (phase: "measuring" | "measured") => void }} o
+ *   warmBody?: string, beforeBody?: string, beforeWarmBody?: string,
+ *   onPhase?: (phase: "measuring" | "measured") => void }} o
  */
 export async function runLoad(o) {
   if (o.alternate) return runAlternating(o);
@@ -36,6 +37,10 @@ export async function runLoad(o) {
   let stop = false;
 
   async function one(pool) {
+    if (o.beforeBody !== undefined) {
+      const before = await ask(pool, measuring ? beforeMeasured : beforeWarm);
+      if (before.status !== 200) throw new Error(`HTTP ${before.status} before the request`);
+    }
     const { status, latency, ttfb } = await ask(pool, measuring ? o : warm);
     if (status !== 200) {
       errors++;
@@ -61,6 +66,11 @@ export async function runLoad(o) {
 
   // A warm-up body of its own: a paced stream's warm-up goes through the same code unpaced.
   const warm = o.warmBody === undefined ? o : { ...o, body: o.warmBody };
+  // `beforeBody`: a stream sent, unmeasured, before each request on its connection, so that the
+  // request is measured after what a paced stream leaves behind (idle turns, other code run
+  // meanwhile); in the warm-up, `beforeWarmBody` instead.
+  const beforeMeasured = { ...o, body: o.beforeBody, stream: true };
+  const beforeWarm = { ...o, body: o.beforeWarmBody ?? o.beforeBody, stream: true };
   const cpuBefore = process.cpuUsage();
   const workers = Array.from({ length: o.connections }, (_, i) => worker(pools[i % pools.length]));
   await new Promise((r) => setTimeout(r, o.warmupMs));

@@ -220,6 +220,25 @@ const scenarios = [
     },
   ]),
   {
+    id: "bare-p1",
+    label: "bare proxy (floor), stream paced 1 ms",
+    target: bare.url,
+    connections: 1,
+    stream: true,
+    pace: 1,
+  },
+  // A JSON request measured after a paced stream on its connection: the non-stream added cost
+  // under the conditions a paced stream's first event meets (every process of the chain idle
+  // between chunks, other code run meanwhile), where `gw-1` measures it in a tight loop.
+  ...["up", "gw"].map((side) => ({
+    id: `${side}-pj1`,
+    label: `${side === "up" ? "upstream directly" : "gateway"}, JSON after a stream paced 1 ms`,
+    target: side === "up" ? upstreamUrl : gw.url,
+    connections: 1,
+    stream: false,
+    before: 1,
+  })),
+  {
     id: "gw-p1-20",
     label: "gateway, stream paced 1 ms",
     target: gw.url,
@@ -380,6 +399,8 @@ try {
         // A paced row warms up on the same stream unpaced: its own pace would give the JIT a few
         // dozen requests where the other rows give it thousands.
         warmBody: s.pace === undefined ? undefined : benchBody(s.stream, 0),
+        beforeBody: s.before === undefined ? undefined : benchBody(true, s.before),
+        beforeWarmBody: s.before === undefined ? undefined : benchBody(true, 0),
         stream: s.stream,
       },
       s.cpus !== undefined,
@@ -660,6 +681,20 @@ function printFloors() {
         `floor: <= the non-stream added p50, ${ms(gwAdded)} ms`,
       );
   }
+  // The same event beside what it meets: a JSON request measured after a paced stream, and the
+  // bare proxy's first event of the same stream.
+  const [afterPaced, bareFirst] = [
+    added("gw-pj1", "up-pj1", "p50"),
+    added("bare-p1", "up-p1", "ttfbP50"),
+  ];
+  if (afterPaced !== undefined)
+    lines.push(
+      `    beside it: the non-stream added p50 after a paced stream, as that event comes, ${ms(afterPaced)} ms`,
+    );
+  if (bareFirst !== undefined)
+    lines.push(
+      `    beside it: the bare proxy's added first data event, paced 1 ms, ${ms(bareFirst)} ms`,
+    );
   const streamCpu = get("gw-p1-20", "cpuPerRequestUs");
   if (streamCpu !== undefined)
     fig(
