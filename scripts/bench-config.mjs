@@ -32,16 +32,51 @@ export function benchConfig(upstreamUrl) {
 
 /**
  * The chat completion every benchmark request sends. `paceMs`: the fake upstream paces the
- * stream's chunks that many ms apart (scripts/bench-upstream.mjs).
+ * stream's chunks that many ms apart (scripts/bench-upstream.mjs). BENCH_BODY_KB=100: a coding
+ * agent's turn instead of one short message, a conversation of about that many KB.
  */
 export const benchBody = (stream, paceMs) =>
   JSON.stringify({
     model: "bench-model",
     max_tokens: 16,
     stream,
-    messages: [{ role: "user", content: "Say hi" }],
+    messages: conversation(Number(process.env.BENCH_BODY_KB ?? 0)),
     ...(paceMs === undefined ? {} : { metadata: { bench_pace_ms: String(paceMs) } }),
   });
+
+/**
+ * An agent's conversation of about `kb` KB: a system prompt, then turns that read files through a
+ * tool (code with quotes and braces in its strings, tool calls with JSON arguments); with 0, one
+ * short message.
+ */
+function conversation(kb) {
+  if (!kb) return [{ role: "user", content: "Say hi" }];
+  const messages = [{ role: "system", content: "You are a coding agent.\n".repeat(40) }];
+  for (let i = 0, size = 0; size < kb * 1024; i++) {
+    const file =
+      `File src/x${i}.ts:\n\`\`\`ts\nexport function f${i}(a: number) {\n  return "q\\"uote" + a * ${i};\n}\n\`\`\`\n`.repeat(
+        8,
+      );
+    const call = { path: `src/x${i}.ts`, lines: [1, 40] };
+    messages.push(
+      { role: "user", content: `Read the next file. ${file}` },
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [
+          {
+            id: `call_${i}`,
+            type: "function",
+            function: { name: "read_file", arguments: JSON.stringify(call) },
+          },
+        ],
+      },
+      { role: "tool", tool_call_id: `call_${i}`, content: file },
+    );
+    size += file.length * 2 + 250;
+  }
+  return messages;
+}
 
 export const benchHeaders = {
   "content-type": "application/json",

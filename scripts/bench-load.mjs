@@ -17,6 +17,7 @@ import { Pool } from "undici";
  */
 export async function runLoad(o) {
   if (o.alternate) return runAlternating(o);
+  if (o.blockMs) return runBlocks(o);
   const urls = Array.isArray(o.url) ? o.url : [o.url];
   const pools = urls.map(
     (url, i) =>
@@ -146,6 +147,77 @@ async function runAlternating(o) {
 }
 
 /**
+ * Blocks of `blockMs` at each URL in turn, `rounds` times (every other round in the reverse order),
+ * after a warm-up of `warmupMs` at each: two servers compared under the same minutes' conditions,
+ * in closed loops of `connections` each, where rows a minute apart meet a VM that has drifted.
+ * `onBlock(phase, index)` is awaited before a block starts and after its last answer, for the
+ * caller to read the CPU it spent; each URL's latencies and requests are reported apart.
+ */
+async function runBlocks(o) {
+  const pools = o.url.map(
+    (url) => new Pool(url, { connections: o.connections, pipelining: 1, keepAliveTimeout: 60_000 }),
+  );
+  const latencies = o.url.map(() => new Float64Array(2_000_000));
+  const counts = o.url.map(() => 0);
+  let errors = 0;
+  let firstError = "";
+  let total = 0;
+  const cpuBefore = process.cpuUsage();
+  const block = async (i, ms, measured) => {
+    const end = performance.now() + ms;
+    const worker = async () => {
+      while (performance.now() < end) {
+        try {
+          const { status, latency } = await ask(pools[i], o);
+          total++;
+          if (status !== 200) {
+            errors++;
+            firstError ||= `HTTP ${status} from ${o.url[i]}`;
+          } else if (measured && counts[i] < latencies[i].length)
+            latencies[i][counts[i]++] = latency;
+        } catch (err) {
+          errors++;
+          firstError ||= String(err?.message ?? err);
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: o.connections }, worker));
+  };
+  for (let i = 0; i < pools.length; i++) await block(i, o.warmupMs, false);
+  const started = performance.now();
+  for (let round = 0; round < o.rounds; round++) {
+    const order = pools.map((_, i) => i);
+    if (round % 2 === 1) order.reverse();
+    for (const i of order) {
+      await o.onBlock?.("start", i);
+      await block(i, o.blockMs, true);
+      await o.onBlock?.("end", i);
+    }
+  }
+  const elapsed = performance.now() - started;
+  await Promise.all(pools.map((pool) => pool.close()));
+  const perUrl = latencies.map((values, i) => ({
+    count: counts[i],
+    rps: counts[i] / ((o.rounds * o.blockMs) / 1000),
+    p50: percentile(values, counts[i], 0.5),
+    p99: percentile(values, counts[i], 0.99),
+  }));
+  return {
+    ...summary({
+      count: counts.reduce((a, b) => a + b),
+      total,
+      errors,
+      firstError,
+      elapsed,
+      cpuBefore,
+      requests: total,
+    }),
+    ...perUrl[perUrl.length - 1],
+    perUrl,
+  };
+}
+
+/**
  * What every mode reports: requests measured and answered in all, errors, requests per second over
  * `elapsed` ms, and this process's CPU per request sent (`requests`, warm-up included).
  */
@@ -193,7 +265,15 @@ if (process.send && process.argv.includes("--child")) {
     // A parent that asks (`phases`) is told when the measured window opens and closes, to read
     // the CPU of the processes it measures then.
     const onPhase = options.phases ? (phase) => process.send({ phase }) : undefined;
-    const result = await runLoad({ ...options, onPhase });
+    // A block waits for the parent's word that it has read the CPU.
+    const onBlock = options.phases
+      ? (phase, index) =>
+          new Promise((resolve) => {
+            process.once("message", resolve);
+            process.send({ phase: `block-${phase}`, index });
+          })
+      : undefined;
+    const result = await runLoad({ ...options, onPhase, onBlock });
     process.send(result, () => process.exit(0));
   });
   process.on("disconnect", () => process.exit(0));

@@ -57,6 +57,8 @@ const durationMs = seconds * 1000;
 // measured before that compares two warm-ups (docs/performance.md).
 const warmupMs = Number(process.env.BENCH_WARMUP_MS ?? 3000);
 const alternateWarmupMs = 3000;
+const blockMs = Number(process.env.BENCH_BLOCK_MS ?? 1000);
+const blockRounds = Number(process.env.BENCH_BLOCK_ROUNDS ?? 6);
 // The CPU quota of each gateway in the quota rows: small enough that the gateways, not the load
 // generator, the upstream or Postgres sharing the machine, are what runs out.
 const gatewayCpus = Number(process.env.BENCH_GATEWAY_CPUS ?? 0.25);
@@ -74,13 +76,16 @@ function child(script, ready, args = []) {
 }
 
 /** `onPhase` is told when the measured window starts ("measuring") and ends ("measured"). */
-async function load(options, favoured, onPhase) {
-  if (inline) return runLoad({ ...options, onPhase });
+async function load(options, favoured, onPhase, onBlock) {
+  if (inline) return runLoad({ ...options, onPhase, onBlock });
   const { proc } = child("bench-load.mjs");
   if (favoured) favourCpu(proc.pid);
   const result = new Promise((resolve, reject) => {
     proc.on("message", (message) => {
-      if (message.phase) onPhase?.(message.phase);
+      if (message.phase?.startsWith("block-")) {
+        onBlock?.(message.phase.slice("block-".length), message.index);
+        proc.send("go");
+      } else if (message.phase) onPhase?.(message.phase);
       else resolve(message);
     });
     proc.once("exit", (code) =>
@@ -246,6 +251,24 @@ const scenarios = [
     stream: true,
     pace: 1,
   },
+  // The floors' pairs again, each server alone in a process (`gateway serve`, the bare proxy),
+  // in blocks of a second at each in turn (six rounds): compared under the same minutes'
+  // conditions, where the rows above run a minute apart, and each process's CPU its own, where
+  // servers sharing the bench's process would collect each other's garbage.
+  {
+    id: "ab-1",
+    label: "upstream, bare proxy and gateway processes in alternating blocks, JSON",
+    blocks: ["upstream", "bare", "gateway"],
+    connections: 1,
+    stream: false,
+  },
+  {
+    id: "ab-50",
+    label: "bare proxy and gateway processes in alternating blocks, JSON",
+    blocks: ["bare", "gateway"],
+    connections: 50,
+    stream: false,
+  },
   {
     id: "gw-pg-1",
     label: "gateway on Postgres, JSON",
@@ -382,12 +405,28 @@ try {
     const window = { start: cpuNow(), end: undefined };
     const statementsBefore = pgTarget ? await postgres.statements(pgTarget.database) : undefined;
     const memory = sampleMemory();
+    // Alternating blocks: each server process's CPU in its blocks, summed.
+    const blockTargets = s.blocks
+      ? await Promise.all(
+          s.blocks.map((kind) => (kind === "upstream" ? { url: upstreamUrl } : ownProcess(kind))),
+        )
+      : undefined;
+    const blockCpu = s.blocks?.map(() => 0);
+    let blockStart = 0;
+    const onBlock = (phase, index) => {
+      const pid = blockTargets[index].pid;
+      if (pid === undefined) return;
+      if (phase === "start") blockStart = processCpuUs(pid);
+      else blockCpu[index] += processCpuUs(pid) - blockStart;
+    };
     const r = await load(
       {
         url: s.alternate
           ? [upstreamUrl, gw.url, pgTarget.url]
-          : (pgTarget?.url ?? own?.url ?? s.target),
+          : (blockTargets?.map((t) => t.url) ?? pgTarget?.url ?? own?.url ?? s.target),
         alternate: s.alternate,
+        blockMs: s.blocks ? blockMs : undefined,
+        rounds: blockRounds,
         path: "/v1/chat/completions",
         headers: benchHeaders,
         body: benchBody(s.stream, s.pace),
@@ -408,7 +447,11 @@ try {
         if (phase === "measuring") window.start = cpuNow();
         else window.end = cpuNow();
       },
+      s.blocks ? onBlock : undefined,
     );
+    if (blockCpu)
+      for (const [i, part] of r.perUrl.entries())
+        part.cpuPerRequestUs = blockCpu[i] / Math.max(1, part.count);
     // An alternating row reports no phases: its CPU is over warm-up and run, per round.
     window.end ??= cpuNow();
     const requests = s.alternate ? r.total : r.count;
@@ -457,7 +500,7 @@ try {
 
 const ms = (v) => (typeof v !== "number" || Number.isNaN(v) ? "-" : v.toFixed(3));
 const rows = scenarios
-  .filter((s) => results.has(s.id))
+  .filter((s) => results.has(s.id) && !s.blocks)
   .map((s) => {
     const r = results.get(s.id);
     // An alternating row's process serves both gateways: its CPU is not one gateway's.
@@ -521,6 +564,20 @@ console.log(
   `|${widths.map((w, i) => (i === 0 ? "-".repeat(w + 2) : `${"-".repeat(w + 1)}:`)).join("|")}|`,
 );
 for (const r of rows) console.log(line(r));
+
+for (const s of scenarios.filter((x) => x.blocks && results.has(x.id))) {
+  const r = results.get(s.id);
+  console.log(
+    `\n${s.label}, ${s.connections} connection${s.connections === 1 ? "" : "s"} each (${blockRounds} rounds of ${blockMs} ms at each):`,
+  );
+  for (const [i, part] of r.perUrl.entries()) {
+    const cpu =
+      s.blocks[i] === "upstream" ? "" : `, CPU ${Math.round(part.cpuPerRequestUs)} us/req`;
+    console.log(
+      `  ${s.blocks[i].padEnd(8)} ${Math.round(part.rps)} req/s, p50 ${ms(part.p50)} ms, p99 ${ms(part.p99)} ms${cpu}`,
+    );
+  }
+}
 
 for (const s of scenarios) {
   const steps = results.get(s.id)?.stages;
@@ -643,6 +700,13 @@ function printFloors() {
   const us = (v) => (v === undefined ? "-" : `${Math.round(v)} us`);
   const fig = (label, value, floor) =>
     lines.push(`  ${label.padEnd(52)} ${value.padEnd(28)} ${floor}`);
+  // Each JSON figure twice: from its rows (a minute apart), and from the alternating blocks
+  // (`ab-50`, `ab-1`: the same servers in turn, second by second).
+  const [ab50, ab1] = [get("ab-50", "perUrl"), get("ab-1", "perUrl")];
+  const blocks = (label, value) => lines.push(`    ${`${label}, alternating`.padEnd(50)} ${value}`);
+  const rpsFigure = (gwRps, bareRps) =>
+    `${Math.round(gwRps)} (${ratio(gwRps, bareRps)})`.padEnd(28) +
+    ` floor: the bare proxy's ${Math.round(bareRps)}`;
   const [gwRps, bareRps] = [get("gw-50", "rps"), get("bare-50", "rps")];
   if (gwRps !== undefined && bareRps !== undefined)
     fig(
@@ -650,6 +714,12 @@ function printFloors() {
       `${Math.round(gwRps)} (${ratio(gwRps, bareRps)})`,
       `floor: the bare proxy's ${Math.round(bareRps)}`,
     );
+  if (ab50) blocks("JSON req/s, 50 connections", rpsFigure(ab50[1].rps, ab50[0].rps));
+  const cpuFigure = (gw, bare, margin) =>
+    `${us(gw)} (${ratio(gw, bare)})`.padEnd(28) +
+    (margin === 1
+      ? ` floor: the bare proxy's ${us(bare)}`
+      : ` floor: <= ${margin}x the bare proxy's ${us(bare)} = ${us(margin * bare)}`);
   const [gwCpu50, bareCpu50] = [get("gw-50", "cpuPerRequestUs"), get("bare-50", "cpuPerRequestUs")];
   if (gwCpu50 !== undefined && bareCpu50 !== undefined)
     fig(
@@ -657,13 +727,26 @@ function printFloors() {
       `${us(gwCpu50)} (${ratio(gwCpu50, bareCpu50)})`,
       `floor: the bare proxy's ${us(bareCpu50)}`,
     );
+  if (ab50)
+    blocks(
+      "CPU per request, 50 connections",
+      cpuFigure(ab50[1].cpuPerRequestUs, ab50[0].cpuPerRequestUs, 1),
+    );
   const gwAdded = added("gw-1", "up-1", "p50");
   const bareAdded = added("bare-1", "up-1", "p50");
+  const addedFigure = (gw, bare) =>
+    `${ms(gw)} ms (${ratio(gw, bare)})`.padEnd(28) +
+    ` floor: <= 1.1x the bare proxy's ${ms(bare)} ms = ${ms(1.1 * bare)} ms`;
   if (gwAdded !== undefined && bareAdded !== undefined)
     fig(
       "added p50, 1 connection",
       `${ms(gwAdded)} ms (${ratio(gwAdded, bareAdded)})`,
       `floor: <= 1.1x the bare proxy's ${ms(bareAdded)} ms = ${ms(1.1 * bareAdded)} ms`,
+    );
+  if (ab1)
+    blocks(
+      "added p50, 1 connection",
+      addedFigure(ab1[2].p50 - ab1[0].p50, ab1[1].p50 - ab1[0].p50),
     );
   const [gwCpu1, bareCpu1] = [get("gw-1", "cpuPerRequestUs"), get("bare-1", "cpuPerRequestUs")];
   if (gwCpu1 !== undefined && bareCpu1 !== undefined)
@@ -671,6 +754,11 @@ function printFloors() {
       "CPU per request, 1 connection",
       `${us(gwCpu1)} (${ratio(gwCpu1, bareCpu1)})`,
       `floor: <= 1.15x the bare proxy's ${us(bareCpu1)} = ${us(1.15 * bareCpu1)}`,
+    );
+  if (ab1)
+    blocks(
+      "CPU per request, 1 connection",
+      cpuFigure(ab1[2].cpuPerRequestUs, ab1[1].cpuPerRequestUs, 1.15),
     );
   for (const pace of [1, 5]) {
     const first = added(`gw-p${pace}`, `up-p${pace}`, "ttfbP50");

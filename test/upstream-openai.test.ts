@@ -69,6 +69,13 @@ beforeAll(async () => {
         price_input_per_mtok: 10_000,
         price_output_per_mtok: 20_000,
       },
+      // Known upstream by its own name: nothing to rename.
+      {
+        name: "gpt-same",
+        provider: "oa",
+        upstream_model: "gpt-same",
+        price_input_per_mtok: 10_000,
+      },
       {
         name: "gpt-slow",
         provider: "oa-slow",
@@ -167,6 +174,78 @@ describe("openai wire: chat completions pass through", () => {
     expect(res.status).toBe(200);
     expect(upstream.last.raw).toBe(sent.replace('"model": "gpt-x"', '"model": "gpt-upstream"'));
   });
+
+  it("forwards the text as written when a nested object has a model string of its own", async () => {
+    upstream.queue(openaiJson("Hi"));
+    // The top-level model is the request's; a tool's default and the metadata's are the client's.
+    const sent = JSON.stringify(
+      {
+        metadata: { model: "gpt-x" },
+        messages: [{ role: "user", content: "Hi" }],
+        tools: [
+          {
+            type: "function",
+            function: {
+              name: "pick",
+              parameters: { type: "object", properties: { model: { default: "gpt-x" } } },
+            },
+          },
+        ],
+        model: "gpt-x",
+      },
+      null,
+      2,
+    );
+    const res = await post(gw, "/v1/chat/completions", sent);
+    expect(res.status).toBe(200);
+    const renamed = `${sent.slice(0, sent.lastIndexOf('"gpt-x"'))}"gpt-upstream"\n}`;
+    expect(upstream.last.raw).toBe(renamed);
+    expect(upstream.last.body.metadata).toEqual({ model: "gpt-x" });
+  });
+
+  // A short body is spliced as text, a long one (a conversation) as bytes: both ways here.
+  for (const [size, pad] of [
+    ["a short", ""],
+    ["a long", "Grüße ✓ ".repeat(2_000)],
+  ] as const) {
+    it(`forwards ${size} body outside ASCII byte for byte, its model renamed where it is`, async () => {
+      upstream.queue(openaiJson("Hi"));
+      // Two- to four-byte characters before the model: its place in bytes is not its place in text.
+      const content = `${pad}Grüße — 你好 🚀 "model": "gpt-x"`;
+      const sent = JSON.stringify(
+        { messages: [{ role: "user", content }], model: "gpt-x" },
+        null,
+        1,
+      );
+      const res = await post(gw, "/v1/chat/completions", sent);
+      expect(res.status).toBe(200);
+      const at = sent.lastIndexOf('"gpt-x"');
+      expect(upstream.last.raw).toBe(`${sent.slice(0, at)}"gpt-upstream"${sent.slice(at + 7)}`);
+    });
+
+    it(`adds the usage option in front of ${size} streamed body outside ASCII, the rest byte for byte`, async () => {
+      upstream.queue({ kind: "sse", steps: openaiStreamSteps(["Hi"]) });
+      const content = JSON.stringify(`${pad}Ünïcödé ✓`);
+      const sent = `  {"messages":[{"role":"user","content":${content}}],"stream":true,"model":"gpt-x"}`;
+      const res = await post(gw, "/v1/chat/completions", sent);
+      await res.text();
+      expect(res.status).toBe(200);
+      expect(upstream.last.raw).toBe(
+        `{"stream_options":{"include_usage":true},${sent.trimStart().slice(1).replace('"gpt-x"', '"gpt-upstream"')}`,
+      );
+    });
+
+    it(`sends ${size} body under the same model name as it came`, async () => {
+      upstream.queue(openaiJson("Hi"));
+      const sent = JSON.stringify({
+        model: "gpt-same",
+        messages: [{ role: "user", content: `${pad}hi` }],
+      });
+      const res = await post(gw, "/v1/chat/completions", sent);
+      expect(res.status).toBe(200);
+      expect(upstream.last.raw).toBe(sent);
+    });
+  }
 
   it("writes a body with a repeated key anew, as parsed: a provider might read the other value", async () => {
     upstream.queue(openaiJson("Hi"));

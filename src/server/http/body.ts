@@ -1,8 +1,9 @@
+import { isAscii } from "node:buffer";
 import type { IncomingMessage } from "node:http";
 import type { Context } from "hono";
 import type { z } from "zod";
 import { badRequest, GatewayError, PlainTextError } from "../errors.js";
-import { maxJsonDepth, nestedDeeperThan } from "../wire/json-depth.js";
+import { type JsonShape, jsonShape, maxJsonDepth } from "../wire/json-depth.js";
 import type { AppEnv, BodyLimit } from "./context.js";
 import { nodeIncoming, requestHeader } from "./request.js";
 
@@ -68,39 +69,61 @@ export async function readOptionalJson<T extends z.ZodType>(
   c: Context<AppEnv>,
   schema: T,
 ): Promise<z.infer<T>> {
-  const text = (await readBody(c)).toString("utf8");
-  return parseJsonBody(text.trim() === "" ? "{}" : text, schema).data;
+  const raw = await readBody(c);
+  const text = decodeBody(raw);
+  return parseJsonBody(text.trim() === "" ? "{}" : text, raw, schema).data;
 }
 
 /**
- * Like readJson, also returning the body's size in bytes (billing's bound on input tokens) and its
- * text as sent.
+ * Like readJson, also returning the body's size in bytes (billing's bound on input tokens), its
+ * bytes and text as sent, and what the walk before parsing found of its shape.
  */
 export async function readJsonWithSize<T extends z.ZodType>(
   c: Context<AppEnv>,
   schema: T,
-): Promise<{ data: z.infer<T>; bytes: number; text: string }> {
-  return parseJsonBody((await readBody(c)).toString("utf8"), schema);
+): Promise<ParsedBody<z.infer<T>>> {
+  const raw = await readBody(c);
+  return parseJsonBody(decodeBody(raw), raw, schema);
+}
+
+export interface ParsedBody<T> {
+  data: T;
+  /** The body's size in bytes. */
+  bytes: number;
+  /** The body as it came. */
+  raw: Buffer;
+  text: string;
+  shape: JsonShape;
+}
+
+/**
+ * The body as text. An all-ASCII body (most are) is copied byte for byte, several times faster
+ * than UTF-8 decoding a long conversation.
+ */
+function decodeBody(bytes: Buffer): string {
+  return isAscii(bytes) ? bytes.toString("latin1") : bytes.toString("utf8");
 }
 
 function parseJsonBody<T extends z.ZodType>(
   text: string,
+  raw: Buffer,
   schema: T,
-): { data: z.infer<T>; bytes: number; text: string } {
+): ParsedBody<z.infer<T>> {
   if (text.trim() === "") throw badRequest("Request body is empty; send a JSON object.");
-  if (nestedDeeperThan(text, maxJsonDepth)) throw badRequest(tooDeepMessage);
-  let raw: unknown;
+  const shape = jsonShape(text, maxJsonDepth);
+  if (shape.tooDeep) throw badRequest(tooDeepMessage);
+  let json: unknown;
   try {
-    raw = JSON.parse(text);
+    json = JSON.parse(text);
   } catch {
     throw badRequest("Request body is not valid JSON.");
   }
-  if (!raw || typeof raw !== "object" || Array.isArray(raw)) {
+  if (!json || typeof json !== "object" || Array.isArray(json)) {
     throw badRequest("Request body must be a JSON object.");
   }
-  const parsed = schema.safeParse(raw);
-  if (!parsed.success) throw badRequest(invalidBodyMessage(parsed.error.issues[0], raw));
-  return { data: parsed.data, bytes: Buffer.byteLength(text), text };
+  const parsed = schema.safeParse(json);
+  if (!parsed.success) throw badRequest(invalidBodyMessage(parsed.error.issues[0], json));
+  return { data: parsed.data, bytes: raw.length, raw, text, shape };
 }
 
 type Issue = z.core.$ZodIssue;

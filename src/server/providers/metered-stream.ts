@@ -13,12 +13,12 @@ export interface MeteredStream {
   meter: StreamMeter;
 }
 
-/** A completion's call: `text` is the body as it is sent, when the caller has it (`forwardedText`). */
+/** A completion's call: `sent` is the body as it is sent, when the caller has it (`forwardedBody`). */
 export interface CompletionCall {
   url: string;
   headers: Record<string, string>;
   body: object;
-  text?: string;
+  sent?: string | Uint8Array;
 }
 
 /**
@@ -35,7 +35,7 @@ export async function postMeteredJson<T extends { model: string }>(
   read: { answer: (json: T) => JsonCompletion; outputText: (json: T) => string },
 ): Promise<JsonCompletion> {
   const { url, headers, body } = call;
-  const sent = call.text ?? JSON.stringify(body);
+  const sent = call.sent ?? JSON.stringify(body);
   const answer = await http.postJsonText<T>(url, headers, sent, req.signal, attempt.provider);
   const json = answer.json;
   const result = withJsonEstimate(read.answer(json), body, () => read.outputText(json));
@@ -55,7 +55,7 @@ export async function openMeteredStream(
   signal: GoneSignal,
 ): Promise<MeteredStream> {
   const { url, headers, body } = call;
-  const sent = call.text ?? JSON.stringify(body);
+  const sent = call.sent ?? JSON.stringify(body);
   const events = await http.postEvents(url, headers, sent, signal, attempt.provider);
   return { events, meter: new StreamMeter(() => estimateRequestTokens(body)) };
 }

@@ -97,7 +97,7 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
     if (!incoming || !outgoing) throw internalError();
     const { key } = c.get("auth");
     const trace = traceOf(incoming);
-    const { data: body, bytes, text } = await readJsonWithSize(c, schemas[style]);
+    const { data: body, bytes, text, shape, raw } = await readJsonWithSize(c, schemas[style]);
     markStage(incoming, "parsed");
     if (trace) trace.model = body.model;
     const target = forModality(resolveTarget(services.store.getCatalog(), body.model), "chat");
@@ -156,7 +156,7 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
     const req: CompletionRequest = {
       style,
       body: threaded?.body ?? turn?.body ?? body,
-      rawBody: threaded || turn ? undefined : text,
+      rawBody: threaded || turn ? undefined : { raw, text, shape },
       stream,
       clientModel: body.model,
       signal,

@@ -1,6 +1,7 @@
 import type { ThreadConversation } from "../../store/threads.js";
 import type { ModelRow, ProviderRow } from "../../store/types.js";
 import type { GoneSignal } from "../time/gone-signal.js";
+import type { JsonShape } from "./json-depth.js";
 import type { StreamCompletion } from "./stream-types.js";
 import type { Usage } from "./usage.js";
 
@@ -13,9 +14,10 @@ export interface CompletionRequest {
   /**
    * The client's body as it sent it, while `body` is that body parsed (no message thread, no
    * stored response replayed): a provider of the client's own style is sent this text with only
-   * the model renamed, not `body` serialized again.
+   * the model renamed, not `body` serialized again: its bytes as they came (`raw`), its text, and
+   * what the walk before parsing found of it (its top-level keys as written, where its model is).
    */
-  rawBody?: string;
+  rawBody?: { raw: Buffer; text: string; shape: JsonShape };
   stream: boolean;
   clientModel: string;
   signal: GoneSignal;

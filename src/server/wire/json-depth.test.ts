@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { nestedDeeperThan } from "./json-depth.js";
+import { jsonShape, nestedDeeperThan } from "./json-depth.js";
 
 const arrays = (n: number) => `${"[".repeat(n)}${"]".repeat(n)}`;
 
@@ -18,5 +18,20 @@ describe("nestedDeeperThan", () => {
     expect(nestedDeeperThan(JSON.stringify({ a: "[".repeat(50) }), 8)).toBe(false);
     expect(nestedDeeperThan(JSON.stringify({ a: `\\"${"{".repeat(50)}` }), 8)).toBe(false);
     expect(nestedDeeperThan(`{"k\\\\":${arrays(9)}}`, 9)).toBe(true);
+  });
+});
+
+describe("jsonShape", () => {
+  it("counts the top level's keys as written, a repeated one twice, and nothing nested or quoted", () => {
+    expect(jsonShape('{"a":1,"b":{"c":2,"d":[{"e":3}]},"f":"g:\\"h\\":"}', 128).topLevelKeys).toBe(
+      3,
+    );
+    expect(jsonShape('{ "max_tokens" : 5 , "max_tokens":100 }', 128).topLevelKeys).toBe(2);
+    expect(jsonShape('{"a":"x\\\\","b":1}', 128).topLevelKeys).toBe(2);
+    expect(jsonShape('{"model":"a","b":{"model":"c"},"model":"d"}', 128)).toEqual({
+      tooDeep: false,
+      topLevelKeys: 3,
+      model: [39, 42],
+    });
   });
 });

@@ -7,11 +7,11 @@ export const maxJsonDepth = 128;
 
 /**
  * True when `text` nests objects or arrays deeper than `max`. It does not validate (JSON.parse
- * does that). Most bodies have fewer openers in all than the bound, which a few native indexOf
- * hops tell; only the others are walked character by character.
+ * does that). Most short texts (a tool call's arguments) have fewer openers in all than the
+ * bound, which a few native indexOf hops tell; only the others are walked.
  */
 export function nestedDeeperThan(text: string, max: number): boolean {
-  return !fewerOpenersThan(text, max + 1) && walkDeeperThan(text, max);
+  return !fewerOpenersThan(text, max + 1) && jsonShape(text, max).tooDeep;
 }
 
 function fewerOpenersThan(text: string, bound: number): boolean {
@@ -38,21 +38,67 @@ export function closingQuote(text: string, open: number): number {
   }
 }
 
-/** One pass over the characters, skipping string contents with indexOf. */
-function walkDeeperThan(text: string, max: number): boolean {
+/** What one walk over a JSON object's text tells, before JSON.parse reads it. */
+export interface JsonShape {
+  /** It nests objects or arrays deeper than the bound the walk was given (the walk stopped). */
+  tooDeep: boolean;
+  /**
+   * Keys of the top-level object as written: a key written twice counts twice, so fewer keys
+   * parsed than written means a repeated key, which a provider's parser may read otherwise than
+   * JSON.parse did (the first `max_tokens` instead of the last).
+   */
+  topLevelKeys: number;
+  /** Where the top-level `model` key's string value is, its quotes included: [start, end). */
+  model: [number, number] | undefined;
+}
+
+/**
+ * One pass over the characters, skipping string contents with indexOf: a long conversation's
+ * body is walked once for its depth, its top-level keys and its model, not once for each.
+ */
+export function jsonShape(text: string, max: number): JsonShape {
   let depth = 0;
+  let topLevelKeys = 0;
+  let model: [number, number] | undefined;
   const n = text.length;
   for (let i = 0; i < n; i++) {
     const c = text.charCodeAt(i);
     if (c === 0x22) {
       const end = closingQuote(text, i);
-      if (end === -1) return false;
+      if (end === -1) break;
+      if (depth === 1) {
+        const colon = skipSpace(text, end + 1);
+        if (text.charCodeAt(colon) === 0x3a) {
+          topLevelKeys++;
+          if (end - i === 6 && text.startsWith('"model"', i)) {
+            const value = skipSpace(text, colon + 1);
+            const close = text.charCodeAt(value) === 0x22 ? closingQuote(text, value) : -1;
+            if (close !== -1) {
+              model = [value, close + 1];
+              i = close;
+              continue;
+            }
+          }
+          i = colon;
+          continue;
+        }
+      }
       i = end;
     } else if (c === 0x7b || c === 0x5b) {
-      if (++depth > max) return true;
+      if (++depth > max) return { tooDeep: true, topLevelKeys, model };
     } else if (c === 0x7d || c === 0x5d) {
       depth--;
     }
   }
-  return false;
+  return { tooDeep: false, topLevelKeys, model };
+}
+
+/** The index of the first character at or after `at` that is not JSON's whitespace. */
+export function skipSpace(text: string, at: number): number {
+  let i = at;
+  for (;;) {
+    const c = text.charCodeAt(i);
+    if (c !== 0x20 && c !== 0x0a && c !== 0x0d && c !== 0x09) return i;
+    i++;
+  }
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { renamedModelText, topLevelKeyCount } from "./model-rename.js";
+import { renamedModelText } from "./model-rename.js";
 
 describe("renamedModelText", () => {
   it("renames the one model pair, keeping the text around it byte for byte", () => {
@@ -33,13 +33,5 @@ describe("renamedModelText", () => {
 
   it("escapes the new name as JSON", () => {
     expect(renamedModelText('{"model":"up"}', "up", 'a"b')).toBe('{"model":"a\\"b"}');
-  });
-});
-
-describe("topLevelKeyCount", () => {
-  it("counts the top level's keys as written, a repeated one twice, and nothing nested or quoted", () => {
-    expect(topLevelKeyCount('{"a":1,"b":{"c":2,"d":[{"e":3}]},"f":"g:\\"h\\":"}')).toBe(3);
-    expect(topLevelKeyCount('{ "max_tokens" : 5 , "max_tokens":100 }')).toBe(2);
-    expect(topLevelKeyCount('{"a":"x\\\\","b":1}')).toBe(2);
   });
 });

@@ -6,7 +6,6 @@ import type {
   CompletionRequest,
   CompletionResult,
 } from "./completion-types.js";
-import { renamedModelText, topLevelKeyCount } from "./model-rename.js";
 import type { ChatCompletionRequest } from "./openai-types.js";
 import type { ResponsesRequest } from "./responses-types.js";
 import { chatRequestToMessages, untranslatableToMessages } from "./translate/chat-to-messages.js";
@@ -86,30 +85,58 @@ export function outputBound(
 }
 
 /**
- * The text of a body forwarded as the client wrote it, to a wire of the client's own style `wire`
- * (chat to an openai wire, messages to an anthropic wire) and not as a route's step: the client's
- * own text with the model renamed, and a chat stream's usage option added in front where the
- * client sent no stream options. Serializing the body again costs about as much as parsing it,
- * for every request and every byte of a long conversation. Undefined when the text cannot be had
- * for certain; the caller serializes `body`.
+ * A body of at least this many bytes is spliced as bytes, smaller ones as text: encoding a short
+ * text into the socket's write costs less than the buffers of a splice and a second piece to write.
  */
-export function forwardedText(
+const spliceBytesFrom = 8 * 1024;
+
+/**
+ * A body forwarded as the client wrote it, to a wire of the client's own style `wireStyle` (chat
+ * to an openai wire, messages to an anthropic wire) and not as a route's step: the client's own
+ * text (or, for a long conversation, its bytes) with the model renamed, and a chat stream's usage
+ * option added in front where the client sent no stream options. Serializing the body again costs
+ * about as much as parsing it, and encoding a long text again a third of that, for every request
+ * and every byte of a conversation. Undefined when the text cannot be had for certain (a key
+ * written twice, a model written otherwise than JSON.stringify does); the caller serializes `body`.
+ */
+export function forwardedBody(
   req: CompletionRequest,
-  wire: ClientStyle,
+  wireStyle: ClientStyle,
   upstreamModel: string,
-): string | undefined {
-  const raw = req.rawBody;
-  if (raw === undefined || req.style !== wire || req.viaRoute) return undefined;
-  if (topLevelKeyCount(raw) !== Object.keys(req.body).length) return undefined;
-  const renamed = renamedModelText(raw, req.clientModel, upstreamModel);
-  if (renamed === undefined || wire !== "chat" || !req.stream) return renamed;
+): string | Uint8Array | undefined {
+  const sent = req.rawBody;
+  if (sent === undefined || req.style !== wireStyle || req.viaRoute) return undefined;
+  const { raw, text, shape } = sent;
+  if (shape.topLevelKeys !== Object.keys(req.body).length || !shape.model) return undefined;
+  const [start, end] = shape.model;
+  const from = JSON.stringify(req.clientModel);
+  if (end - start !== from.length || !text.startsWith(from, start)) return undefined;
   // A chat stream's body carries include_usage (billing reads the usage chunk).
-  if (!("stream_options" in req.body)) {
-    const open = renamed.indexOf("{");
-    return `{"stream_options":{"include_usage":true},${renamed.slice(open + 1)}`;
+  let front = "";
+  if (wireStyle === "chat" && req.stream) {
+    if (!("stream_options" in req.body)) front = '{"stream_options":{"include_usage":true},';
+    else if (
+      (req.body.stream_options as { include_usage?: unknown } | null)?.include_usage !== true
+    )
+      return undefined;
   }
-  const options = req.body.stream_options as { include_usage?: unknown } | null;
-  return options?.include_usage === true ? renamed : undefined;
+  const bytes = raw.length >= spliceBytesFrom;
+  if (front === "" && req.clientModel === upstreamModel) return bytes ? raw : text;
+  const to = JSON.stringify(upstreamModel);
+  // The usage option takes the body's own opening brace.
+  if (!bytes) {
+    const rest = front === "" ? 0 : text.indexOf("{") + 1;
+    return `${front}${text.slice(rest, start)}${to}${text.slice(end)}`;
+  }
+  // Where the text's characters are its bytes (ASCII), an index is both; else count the bytes.
+  const modelStart = raw.length === text.length ? start : Buffer.byteLength(text.slice(0, start));
+  const rest = front === "" ? 0 : raw.indexOf(0x7b) + 1;
+  return Buffer.concat([
+    Buffer.from(front, "latin1"),
+    raw.subarray(rest, modelStart),
+    Buffer.from(to),
+    raw.subarray(modelStart + Buffer.byteLength(from)),
+  ]);
 }
 
 /** The chat request's output limits, at most `max`. */

@@ -2,7 +2,7 @@ import type { MessagesResponse } from "../../wire/anthropic-types.js";
 import type { CompletionRequest, CompletionResult } from "../../wire/completion-types.js";
 import { fromMessagesEvents, fromMessagesJson } from "../../wire/to-client.js";
 import {
-  forwardedText,
+  forwardedBody,
   type Rewrite,
   toMessagesRequest,
   withRewrite,
@@ -25,19 +25,19 @@ export async function anthropicComplete(
   const rewrite: Rewrite = { omittedTools: [] };
   const body = toMessagesRequest(req, attempt, rewrite);
   const url = joinUrl(provider.base_url ?? "", "/messages");
-  const text = forwardedText(req, "messages", body.model);
+  const sent = forwardedBody(req, "messages", body.model);
   if (!req.stream) {
     const result = await postMeteredJson<MessagesResponse>(
       http,
       attempt,
-      { url, headers, body, text },
+      { url, headers, body, sent },
       req,
       "messages",
       { answer: (json) => fromMessagesJson(req, json), outputText: messagesOutputText },
     );
     return withRewrite(result, rewrite);
   }
-  const upstream = await openMeteredStream(http, attempt, { url, headers, body, text }, req.signal);
+  const upstream = await openMeteredStream(http, attempt, { url, headers, body, sent }, req.signal);
   return withRewrite(fromMessagesEvents(req, upstream.events, upstream.meter), rewrite);
 }
 

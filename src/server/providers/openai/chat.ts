@@ -13,7 +13,7 @@ import {
   StreamBroken,
   withJsonEstimate,
 } from "../../wire/to-client.js";
-import { forwardedText, type Rewrite, toChatRequest, withRewrite } from "../../wire/to-provider.js";
+import { forwardedBody, type Rewrite, toChatRequest, withRewrite } from "../../wire/to-provider.js";
 import { encodeResponsesEvents } from "../../wire/translate/errors.js";
 import { baseResponse, failedEvents } from "../../wire/translate/responses.js";
 import { nowSeconds, randomId } from "../../wire/translate/shared.js";
@@ -43,19 +43,19 @@ export async function openaiComplete(
   const rewrite: Rewrite = { omittedTools: [] };
   const body = toChatRequest(req, attempt, rewrite);
   const url = joinUrl(provider.base_url ?? "", "/chat/completions");
-  const text = forwardedText(req, "chat", body.model);
+  const sent = forwardedBody(req, "chat", body.model);
   if (!req.stream) {
     const result = await postMeteredJson<ChatCompletionResponse>(
       http,
       attempt,
-      { url, headers, body, text },
+      { url, headers, body, sent },
       req,
       "chat",
       { answer: (json) => fromChatJson(req, json), outputText: chatOutputText },
     );
     return withRewrite(result, rewrite);
   }
-  const upstream = await openMeteredStream(http, attempt, { url, headers, body, text }, req.signal);
+  const upstream = await openMeteredStream(http, attempt, { url, headers, body, sent }, req.signal);
   const result =
     req.style === "chat"
       ? passThroughChat(req, upstream.events, upstream.meter)
