@@ -207,6 +207,8 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
       }
     }
     markStage(incoming, "dispatched");
+    // No attempt sends the body again: a stream's closures keep `req` for minutes, not its bytes.
+    req.rawBody = undefined;
     const { result, attempt } = outcome;
     // One literal with every field (a spread that adds fields is V8's slow path on Node 20).
     const settlement = (usage: Usage, delivered: boolean, errorCode?: string): Settlement => ({
