@@ -247,6 +247,31 @@ describe("openai wire: chat completions pass through", () => {
     });
   }
 
+  it("sends a long body that is not valid UTF-8 as the gateway read it, replacement characters and all", async () => {
+    upstream.queue(openaiJson("Hi"));
+    // Lone bytes that are no UTF-8 (0xff, a cut 3-byte sequence) before the model of a long body.
+    const text = JSON.stringify({
+      messages: [{ role: "user", content: `${"x".repeat(9_000)}@@` }],
+      model: "gpt-x",
+    });
+    const at = text.indexOf("@@");
+    const sent = Buffer.concat([
+      Buffer.from(text.slice(0, at)),
+      Buffer.from([0xff, 0xe2, 0x82]),
+      Buffer.from(text.slice(at + 2)),
+    ]);
+    const res = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${KEY}` },
+      body: sent,
+    });
+    expect(res.status).toBe(200);
+    expect(upstream.last.body.model).toBe("gpt-upstream");
+    expect(upstream.last.raw).toBe(
+      sent.toString("utf8").replace('"model":"gpt-x"', '"model":"gpt-upstream"'),
+    );
+  });
+
   it("writes a body with a repeated key anew, as parsed: a provider might read the other value", async () => {
     upstream.queue(openaiJson("Hi"));
     const sent =

@@ -1,3 +1,4 @@
+import { isAscii, isUtf8 } from "node:buffer";
 import type { ModelRow } from "../../store/types.js";
 import type { MessagesRequest } from "./anthropic-types.js";
 import type {
@@ -120,7 +121,11 @@ export function forwardedBody(
     )
       return undefined;
   }
-  const bytes = raw.length >= spliceBytesFrom;
+  // The bytes are spliced only where they are exactly the text's encoding: bytes that are not
+  // UTF-8 were read as replacement characters, and go on as the text the gateway read.
+  const long = raw.length >= spliceBytesFrom;
+  const ascii = long && raw.length === text.length && isAscii(raw);
+  const bytes = long && (ascii || isUtf8(raw));
   if (front === "" && req.clientModel === upstreamModel) return bytes ? raw : text;
   const to = JSON.stringify(upstreamModel);
   // The usage option takes the body's own opening brace.
@@ -129,7 +134,7 @@ export function forwardedBody(
     return `${front}${text.slice(rest, start)}${to}${text.slice(end)}`;
   }
   // Where the text's characters are its bytes (ASCII), an index is both; else count the bytes.
-  const modelStart = raw.length === text.length ? start : Buffer.byteLength(text.slice(0, start));
+  const modelStart = ascii ? start : Buffer.byteLength(text.slice(0, start));
   const rest = front === "" ? 0 : raw.indexOf(0x7b) + 1;
   return Buffer.concat([
     Buffer.from(front, "latin1"),
