@@ -248,6 +248,59 @@ describe("POST /v1/responses to a provider with a native Responses API", () => {
   });
 });
 
+describe("the body a native Responses provider gets", () => {
+  // Pretty-printed, a long conversation past the size sent as bytes, and a character outside ASCII.
+  const long = "Grüße ✓ ".repeat(2_000);
+  const written = (fields: Record<string, unknown>) =>
+    JSON.stringify(
+      { input: [{ role: "user", content: long }], ...fields, model: "native-model" },
+      null,
+      2,
+    );
+  const send = (text: string) =>
+    fetch(`${gw.url}/v1/responses`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${KEY}` },
+      body: text,
+    });
+  const renamed = (text: string) => text.replace('"model": "native-model"', '"model": "up-model"');
+  const responseStream = (text: string) => {
+    const done = response(text);
+    return [
+      ["response.created", { response: { ...done, status: "in_progress", output: [] } }],
+      ["response.completed", { response: done }],
+    ].map(([event, data], i) => ({
+      event: event as string,
+      data: { type: event, sequence_number: i, ...(data as object) },
+    }));
+  };
+
+  it("is the client's text with only the model renamed, stored or not, JSON or stream", async () => {
+    for (const fields of [{}, { store: false }, { store: true, stream: true }]) {
+      const streamed = "stream" in fields;
+      upstream.reset(() =>
+        streamed
+          ? { kind: "sse", steps: responseStream("hello") }
+          : { kind: "json", body: response("hello") },
+      );
+      const sent = written(fields);
+      const res = await send(sent);
+      expect(res.status).toBe(200);
+      await res.text();
+      expect(upstream.last.raw).toBe(renamed(sent));
+    }
+  });
+
+  it("is written anew where the gateway changes it: a null previous id left out", async () => {
+    upstream.reset(() => ({ kind: "json", body: response("again") }));
+    const nulled = written({ previous_response_id: null });
+    expect((await send(nulled)).status).toBe(200);
+    expect(upstream.last.raw).not.toBe(renamed(nulled));
+    expect(upstream.last.body).not.toHaveProperty("previous_response_id");
+    expect(upstream.last.body.input).toEqual([{ role: "user", content: long }]);
+  });
+});
+
 describe("a stored prompt template (`prompt`) on /v1/responses", () => {
   const request = {
     model: "native-model",

@@ -84,6 +84,10 @@ export async function openResponseTurn(
         delete native.conversation;
         return native;
       },
+      nativeIsClientBody(providerId) {
+        if (head?.nativeProviderId === providerId) return true;
+        return !rewritten && !("previous_response_id" in body) && !("conversation" in body);
+      },
       echo(response) {
         response.previous_response_id = previousId ?? null;
         if (conversationId) response.conversation = { id: conversationId };

@@ -156,7 +156,9 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
     const req: CompletionRequest = {
       style,
       body: threaded?.body ?? turn?.body ?? body,
-      rawBody: threaded || turn ? undefined : { raw, text, shape },
+      // The client's text, where the body sent on is the one it wrote (a turn that replays
+      // nothing leaves it as it is).
+      rawBody: threaded || (turn && turn.body !== body) ? undefined : { raw, text, shape },
       stream,
       clientModel: body.model,
       signal,

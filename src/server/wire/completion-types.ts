@@ -39,6 +39,12 @@ export interface ResponseTurn {
    */
   nativeBody(providerId: string): Record<string, unknown>;
   /**
+   * `nativeBody(providerId)` is the client's body as it sent it (the provider holds the chain
+   * itself, or nothing was replayed and the body names no previous response or conversation):
+   * its text may be forwarded as written.
+   */
+  nativeIsClientBody(providerId: string): boolean;
+  /**
    * A native provider's Response says what the client asked (`previous_response_id`,
    * `conversation`), not what it was sent in their place.
    */

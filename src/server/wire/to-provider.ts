@@ -93,7 +93,8 @@ const spliceBytesFrom = 8 * 1024;
 
 /**
  * A body forwarded as the client wrote it, to a wire of the client's own style `wireStyle` (chat
- * to an openai wire, messages to an anthropic wire) and not as a route's step: the client's own
+ * to an openai wire, messages to an anthropic wire, responses to a provider that speaks it
+ * natively, where the turn sends the client's body) and not as a route's step: the client's own
  * text (or, for a long conversation, its bytes) with the model renamed, and a chat stream's usage
  * option added in front where the client sent no stream options. Serializing the body again costs
  * about as much as parsing it, and encoding a long text again a third of that, for every request

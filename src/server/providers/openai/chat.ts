@@ -72,6 +72,8 @@ async function nativeResponses(
   const { provider, model } = attempt;
   const client = req.responseTurn?.nativeBody(provider.id) ?? req.body;
   const body: Record<string, unknown> = { ...client, model: model.upstream_model };
+  const own = req.responseTurn?.nativeIsClientBody(provider.id) ?? true;
+  const sent = own ? forwardedBody(req, "responses", model.upstream_model) : undefined;
   const limit = body.max_output_tokens;
   if (req.viaRoute && typeof limit === "number" && limit > model.max_output_tokens)
     body.max_output_tokens = model.max_output_tokens;
@@ -80,7 +82,7 @@ async function nativeResponses(
     const json = await http.postJson<{
       usage?: { input_tokens?: number; output_tokens?: number };
       output?: unknown;
-    }>(url, headers, JSON.stringify(body), req.signal, provider);
+    }>(url, headers, sent ?? JSON.stringify(body), req.signal, provider);
     const usage = {
       input_tokens: json.usage?.input_tokens ?? 0,
       output_tokens: json.usage?.output_tokens ?? 0,
@@ -90,7 +92,7 @@ async function nativeResponses(
     const result = { kind: "json" as const, body: answer, usage };
     return withJsonEstimate(result, body, () => responsesOutputText(json));
   }
-  const upstream = await openMeteredStream(http, attempt, { url, headers, body }, req.signal);
+  const upstream = await openMeteredStream(http, attempt, { url, headers, body, sent }, req.signal);
   return responsesPassThrough(req, upstream);
 }
 
