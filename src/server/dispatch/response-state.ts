@@ -76,6 +76,9 @@ export async function openResponseTurn(
       nativeBody(providerId) {
         // The provider that served the response named holds the chain under that id itself.
         if (head?.nativeProviderId === providerId) return body;
+        // Nothing replayed and nothing to leave out: the client's body itself, as it sent it.
+        if (!rewritten && !("previous_response_id" in body) && !("conversation" in body))
+          return body;
         const native: Json = {
           ...replay,
           input: rewritten ? forNative(replay.input) : body.input,
@@ -83,10 +86,6 @@ export async function openResponseTurn(
         delete native.previous_response_id;
         delete native.conversation;
         return native;
-      },
-      nativeIsClientBody(providerId) {
-        if (head?.nativeProviderId === providerId) return true;
-        return !rewritten && !("previous_response_id" in body) && !("conversation" in body);
       },
       echo(response) {
         response.previous_response_id = previousId ?? null;

@@ -34,16 +34,11 @@ export interface CompletionRequest {
 /** A responses request's turn (`dispatch/response-state.ts` opens and records it). */
 export interface ResponseTurn {
   /**
-   * The body for a provider that speaks the Responses API itself: the client's own when that
-   * provider served the response it continues, else the chain replayed.
+   * The body for a provider that speaks the Responses API itself: the client's own (the same
+   * object) when that provider served the response it continues, or when nothing was replayed and
+   * the body names no previous response or conversation; else the chain replayed.
    */
   nativeBody(providerId: string): Record<string, unknown>;
-  /**
-   * `nativeBody(providerId)` is the client's body as it sent it (the provider holds the chain
-   * itself, or nothing was replayed and the body names no previous response or conversation):
-   * its text may be forwarded as written.
-   */
-  nativeIsClientBody(providerId: string): boolean;
   /**
    * A native provider's Response says what the client asked (`previous_response_id`,
    * `conversation`), not what it was sent in their place.
