@@ -700,66 +700,50 @@ function printFloors() {
   const us = (v) => (v === undefined ? "-" : `${Math.round(v)} us`);
   const fig = (label, value, floor) =>
     lines.push(`  ${label.padEnd(52)} ${value.padEnd(28)} ${floor}`);
-  // Each JSON figure twice: from its rows (a minute apart), and from the alternating blocks
-  // (`ab-50`, `ab-1`: the same servers in turn, second by second).
+  // Each JSON figure twice, by one formatter: from its rows (a minute apart), and from the
+  // alternating blocks (`ab-50`, `ab-1`: the same servers in turn, second by second).
   const [ab50, ab1] = [get("ab-50", "perUrl"), get("ab-1", "perUrl")];
-  const blocks = (label, value) => lines.push(`    ${`${label}, alternating`.padEnd(50)} ${value}`);
-  const rpsFigure = (gwRps, bareRps) =>
-    `${Math.round(gwRps)} (${ratio(gwRps, bareRps)})`.padEnd(28) +
-    ` floor: the bare proxy's ${Math.round(bareRps)}`;
-  const [gwRps, bareRps] = [get("gw-50", "rps"), get("bare-50", "rps")];
-  if (gwRps !== undefined && bareRps !== undefined)
-    fig(
-      "JSON req/s, 50 connections",
-      `${Math.round(gwRps)} (${ratio(gwRps, bareRps)})`,
-      `floor: the bare proxy's ${Math.round(bareRps)}`,
-    );
-  if (ab50) blocks("JSON req/s, 50 connections", rpsFigure(ab50[1].rps, ab50[0].rps));
-  const cpuFigure = (gw, bare, margin) =>
-    `${us(gw)} (${ratio(gw, bare)})`.padEnd(28) +
-    (margin === 1
-      ? ` floor: the bare proxy's ${us(bare)}`
-      : ` floor: <= ${margin}x the bare proxy's ${us(bare)} = ${us(margin * bare)}`);
-  const [gwCpu50, bareCpu50] = [get("gw-50", "cpuPerRequestUs"), get("bare-50", "cpuPerRequestUs")];
-  if (gwCpu50 !== undefined && bareCpu50 !== undefined)
-    fig(
-      "CPU per request, 50 connections",
-      `${us(gwCpu50)} (${ratio(gwCpu50, bareCpu50)})`,
-      `floor: the bare proxy's ${us(bareCpu50)}`,
-    );
-  if (ab50)
-    blocks(
-      "CPU per request, 50 connections",
-      cpuFigure(ab50[1].cpuPerRequestUs, ab50[0].cpuPerRequestUs, 1),
-    );
+  const pair = (label, format, [gw, bare], inBlocks) => {
+    if (gw !== undefined && bare !== undefined) fig(label, ...format(gw, bare));
+    if (inBlocks)
+      lines.push(`    ${`${label}, alternating`.padEnd(50)} ${format(...inBlocks).join(" ")}`);
+  };
+  const against = (value, gw, bare, floor) => [
+    `${value} (${ratio(gw, bare)})`.padEnd(28),
+    `floor: ${floor}`,
+  ];
+  pair(
+    "JSON req/s, 50 connections",
+    (gw, bare) => against(Math.round(gw), gw, bare, `the bare proxy's ${Math.round(bare)}`),
+    [get("gw-50", "rps"), get("bare-50", "rps")],
+    ab50 && [ab50[1].rps, ab50[0].rps],
+  );
+  pair(
+    "CPU per request, 50 connections",
+    (gw, bare) => against(us(gw), gw, bare, `the bare proxy's ${us(bare)}`),
+    [get("gw-50", "cpuPerRequestUs"), get("bare-50", "cpuPerRequestUs")],
+    ab50 && [ab50[1].cpuPerRequestUs, ab50[0].cpuPerRequestUs],
+  );
   const gwAdded = added("gw-1", "up-1", "p50");
-  const bareAdded = added("bare-1", "up-1", "p50");
-  const addedFigure = (gw, bare) =>
-    `${ms(gw)} ms (${ratio(gw, bare)})`.padEnd(28) +
-    ` floor: <= 1.1x the bare proxy's ${ms(bare)} ms = ${ms(1.1 * bare)} ms`;
-  if (gwAdded !== undefined && bareAdded !== undefined)
-    fig(
-      "added p50, 1 connection",
-      `${ms(gwAdded)} ms (${ratio(gwAdded, bareAdded)})`,
-      `floor: <= 1.1x the bare proxy's ${ms(bareAdded)} ms = ${ms(1.1 * bareAdded)} ms`,
-    );
-  if (ab1)
-    blocks(
-      "added p50, 1 connection",
-      addedFigure(ab1[2].p50 - ab1[0].p50, ab1[1].p50 - ab1[0].p50),
-    );
-  const [gwCpu1, bareCpu1] = [get("gw-1", "cpuPerRequestUs"), get("bare-1", "cpuPerRequestUs")];
-  if (gwCpu1 !== undefined && bareCpu1 !== undefined)
-    fig(
-      "CPU per request, 1 connection",
-      `${us(gwCpu1)} (${ratio(gwCpu1, bareCpu1)})`,
-      `floor: <= 1.15x the bare proxy's ${us(bareCpu1)} = ${us(1.15 * bareCpu1)}`,
-    );
-  if (ab1)
-    blocks(
-      "CPU per request, 1 connection",
-      cpuFigure(ab1[2].cpuPerRequestUs, ab1[1].cpuPerRequestUs, 1.15),
-    );
+  pair(
+    "added p50, 1 connection",
+    (gw, bare) =>
+      against(
+        `${ms(gw)} ms`,
+        gw,
+        bare,
+        `<= 1.1x the bare proxy's ${ms(bare)} ms = ${ms(1.1 * bare)} ms`,
+      ),
+    [gwAdded, added("bare-1", "up-1", "p50")],
+    ab1 && [ab1[2].p50 - ab1[0].p50, ab1[1].p50 - ab1[0].p50],
+  );
+  pair(
+    "CPU per request, 1 connection",
+    (gw, bare) =>
+      against(us(gw), gw, bare, `<= 1.15x the bare proxy's ${us(bare)} = ${us(1.15 * bare)}`),
+    [get("gw-1", "cpuPerRequestUs"), get("bare-1", "cpuPerRequestUs")],
+    ab1 && [ab1[2].cpuPerRequestUs, ab1[1].cpuPerRequestUs],
+  );
   for (const pace of [1, 5]) {
     const first = added(`gw-p${pace}`, `up-p${pace}`, "ttfbP50");
     if (first !== undefined)
