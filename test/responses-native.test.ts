@@ -291,6 +291,16 @@ describe("the body a native Responses provider gets", () => {
     }
   });
 
+  it("is the client's text on a turn that continues a response the provider holds", async () => {
+    upstream.reset(() => ({ kind: "json", body: { ...response("first"), id: "resp_held_1" } }));
+    const first = await send(written({}));
+    expect(((await first.json()) as { id: string }).id).toBe("resp_held_1");
+    upstream.reset(() => ({ kind: "json", body: { ...response("second"), id: "resp_held_2" } }));
+    const next = written({ previous_response_id: "resp_held_1" });
+    expect((await send(next)).status).toBe(200);
+    expect(upstream.last.raw).toBe(renamed(next));
+  });
+
   it("is written anew where the gateway changes it: a null previous id left out", async () => {
     upstream.reset(() => ({ kind: "json", body: response("again") }));
     const nulled = written({ previous_response_id: null });

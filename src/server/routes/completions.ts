@@ -156,9 +156,7 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
     const req: CompletionRequest = {
       style,
       body: threaded?.body ?? turn?.body ?? body,
-      // The client's text, where the body sent on is the one it wrote (a turn that replays
-      // nothing leaves it as it is).
-      rawBody: threaded || (turn && turn.body !== body) ? undefined : { raw, text, shape },
+      rawBody: { data: body, raw, text, shape },
       stream,
       clientModel: body.model,
       signal,

@@ -12,12 +12,13 @@ export interface CompletionRequest {
   /** The client's body, as parsed; adapters map `model` and translate when wires differ. */
   body: Record<string, unknown>;
   /**
-   * The client's body as it sent it, while `body` is that body parsed (no message thread, no
-   * stored response replayed): a provider of the client's own style is sent this text with only
-   * the model renamed, not `body` serialized again: its bytes as they came (`raw`), its text, and
-   * what the walk before parsing found of it (its top-level keys as written, where its model is).
+   * The client's body as it sent it: `data` is that body parsed (`body` itself unless a message
+   * thread or a stored response's chain was replayed into it). A provider of the client's own
+   * style that is sent `data` gets this text with only the model renamed, not `data` serialized
+   * again: its bytes as they came (`raw`), its text, and what the walk before parsing found of it
+   * (its top-level keys as written, where its model is).
    */
-  rawBody?: { raw: Buffer; text: string; shape: JsonShape };
+  rawBody?: { data: Record<string, unknown>; raw: Buffer; text: string; shape: JsonShape };
   stream: boolean;
   clientModel: string;
   signal: GoneSignal;

@@ -99,27 +99,28 @@ const spliceBytesFrom = 8 * 1024;
  * option added in front where the client sent no stream options. Serializing the body again costs
  * about as much as parsing it, and encoding a long text again a third of that, for every request
  * and every byte of a conversation. Undefined when the text cannot be had for certain (a key
- * written twice, a model written otherwise than JSON.stringify does); the caller serializes `body`.
+ * written twice, a model written otherwise than JSON.stringify does), or when `body`, the body to
+ * send, is not the one the client wrote (a thread or a stored chain replayed): the caller
+ * serializes `body`.
  */
 export function forwardedBody(
   req: CompletionRequest,
   wireStyle: ClientStyle,
   upstreamModel: string,
+  body: Record<string, unknown> = req.body,
 ): string | Uint8Array | undefined {
   const sent = req.rawBody;
-  if (sent === undefined || req.style !== wireStyle || req.viaRoute) return undefined;
+  if (sent?.data !== body || req.style !== wireStyle || req.viaRoute) return undefined;
   const { raw, text, shape } = sent;
-  if (shape.topLevelKeys !== Object.keys(req.body).length || !shape.model) return undefined;
+  if (shape.topLevelKeys !== Object.keys(body).length || !shape.model) return undefined;
   const [start, end] = shape.model;
   const from = JSON.stringify(req.clientModel);
   if (end - start !== from.length || !text.startsWith(from, start)) return undefined;
   // A chat stream's body carries include_usage (billing reads the usage chunk).
   let front = "";
   if (wireStyle === "chat" && req.stream) {
-    if (!("stream_options" in req.body)) front = '{"stream_options":{"include_usage":true},';
-    else if (
-      (req.body.stream_options as { include_usage?: unknown } | null)?.include_usage !== true
-    )
+    if (!("stream_options" in body)) front = '{"stream_options":{"include_usage":true},';
+    else if ((body.stream_options as { include_usage?: unknown } | null)?.include_usage !== true)
       return undefined;
   }
   // The bytes are spliced only where they are exactly the text's encoding: bytes that are not

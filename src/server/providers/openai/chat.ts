@@ -73,8 +73,7 @@ async function nativeResponses(
   const client = req.responseTurn?.nativeBody(provider.id) ?? req.body;
   const body: Record<string, unknown> = { ...client, model: model.upstream_model };
   // The body the turn left as the client sent it goes as the client wrote it.
-  const sent =
-    client === req.body ? forwardedBody(req, "responses", model.upstream_model) : undefined;
+  const sent = forwardedBody(req, "responses", model.upstream_model, client);
   const limit = body.max_output_tokens;
   if (req.viaRoute && typeof limit === "number" && limit > model.max_output_tokens)
     body.max_output_tokens = model.max_output_tokens;
