@@ -35,3 +35,31 @@ export function isFreeModelName(name: string): boolean {
 export function worstCaseInputTokens(bodyBytes: number, model: ModelRow): number {
   return Math.min(model.context_window, Math.ceil(bodyBytes / 2));
 }
+
+/** Keys under which a body names input the provider fetches itself (an image or file by URL or id). */
+const referenceKeys = /"(?:url|image_url|file_id|file_url)"\s*:/;
+
+/**
+ * Whether a completion body names input the provider reads from elsewhere: an image or document
+ * by URL (not a `data:` URL), a file by id. Its tokens are not in the body's bytes (a URL of sixty
+ * bytes can stand for a thousand-token image, a file id for a whole PDF), so the hold takes the
+ * model's context window for the input. `text` is the body as written, when the caller has it:
+ * most bodies name no reference, and a search of the text spares the walk.
+ */
+export function readsInputByReference(body: unknown, text?: string): boolean {
+  if (text !== undefined && !referenceKeys.test(text)) return false;
+  return hasReference(body, 0);
+}
+
+function hasReference(value: unknown, depth: number): boolean {
+  if (typeof value !== "object" || value === null || depth > 64) return false;
+  if (Array.isArray(value)) return value.some((item) => hasReference(item, depth + 1));
+  const record = value as Record<string, unknown>;
+  for (const key of ["url", "image_url", "file_url"]) {
+    const url = record[key];
+    if (typeof url === "string" && !url.startsWith("data:")) return true;
+  }
+  if (typeof record.file_id === "string") return true;
+  for (const item of Object.values(record)) if (hasReference(item, depth + 1)) return true;
+  return false;
+}

@@ -48,7 +48,7 @@ export async function openResponseTurn(
     );
   }
   const store = body.store !== false;
-  if (!store && !previousId && !conversationId) return undefined;
+  if (!store && !previousId && !conversationId && !namesStoredItem(body.input)) return undefined;
   const { repo, accountId, now } = context;
 
   let history: StateItem[] = [];
@@ -67,11 +67,14 @@ export async function openResponseTurn(
   if (references.length > 0) await resolveReferences(context, input, references);
   const rewritten = history.length > 0 || references.length > 0;
   const replay = rewritten ? { ...body, input: [...history, ...input] } : body;
+  // The admission hold covers the input sent, the chain and the items referenced included, not
+  // only the client's body.
+  let replayedBytes = history.length > 0 ? Buffer.byteLength(JSON.stringify(history)) : 0;
+  for (const at of references) replayedBytes += Buffer.byteLength(JSON.stringify(input[at]));
 
   return {
     body: replay,
-    // The admission hold covers the input sent, chain included, not only the client's body.
-    replayedBytes: history.length > 0 ? Buffer.byteLength(JSON.stringify(history)) : 0,
+    replayedBytes,
     turn: {
       nativeBody(providerId) {
         // The provider that served the response named holds the chain under that id itself.
@@ -171,6 +174,13 @@ const idPrefixes: Record<string, string> = {
  * item of the chain is that item; one to any other item is left in place, its index listed in
  * `references` for `resolveReferences`.
  */
+/** Whether `input` refers to an item of a stored response (`item_reference`), which a turn resolves. */
+function namesStoredItem(input: unknown): boolean {
+  return (
+    Array.isArray(input) && input.some((item) => isItem(item) && item.type === "item_reference")
+  );
+}
+
 export function inputItems(
   input: unknown,
   history: StateItem[] = [],

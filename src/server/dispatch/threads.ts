@@ -30,7 +30,7 @@ export async function openThread(
   target: Target,
   /** The gateway's clock: a thread expires by it, as everything else the gateway times. */
   now: () => number,
-): Promise<{ body: Json; thread: MessageThread } | undefined> {
+): Promise<{ body: Json; thread: MessageThread; replayedBytes: number } | undefined> {
   const field = body.thread;
   if (typeof field !== "object" || field === null) return undefined;
   // A provider that speaks Messages itself holds its threads itself.
@@ -42,11 +42,23 @@ export async function openThread(
   const { type, previous_message_id: previousId } = field as Json;
   const newTurn = Array.isArray(body.messages) ? body.messages : [];
   let conversation: ThreadConversation;
+  // The admission hold covers the input sent, the held conversation included, not only the
+  // client's body (a continued turn's body holds only the new turn).
+  let replayedBytes = 0;
   if (type === "continue") {
     const held =
       typeof previousId === "string" ? await threads.find(accountId, previousId, now()) : undefined;
     if (!held) throw threadNotFound();
+    // `system` and `tools` are the thread's, fixed when it was created: Anthropic refuses a
+    // continue that sends others (the SDK's ThreadFingerprintMismatchError) rather than answer
+    // with the ones it holds in their place.
+    const changed = (["system", "tools"] as const).filter(
+      (name) =>
+        body[name] !== undefined && JSON.stringify(body[name]) !== JSON.stringify(held[name]),
+    );
+    if (changed.length > 0) throw fingerprintMismatch(changed);
     conversation = { ...held, messages: [...held.messages, ...newTurn] };
+    replayedBytes = Buffer.byteLength(JSON.stringify(held));
   } else {
     conversation = { system: body.system, tools: body.tools, messages: newTurn };
   }
@@ -56,6 +68,7 @@ export async function openThread(
   if (conversation.tools !== undefined) whole.tools = conversation.tools;
   return {
     body: whole,
+    replayedBytes,
     thread: {
       conversation,
       record(replyId, content) {
@@ -70,6 +83,16 @@ export async function openThread(
       },
     },
   };
+}
+
+function fingerprintMismatch(fields: string[]): GatewayError {
+  const names = fields.map((field) => `\`${field}\``).join(" and ");
+  return new GatewayError(
+    400,
+    "bad_request",
+    `${names} differ from the value stored with the Thread: a continue keeps the thread's. Send the stored values, or replay the full conversation with \`thread: {"type": "create"}\` to change them.`,
+    { details: { error_code: "thread_fingerprint_mismatch" } },
+  );
 }
 
 function threadNotFound(): GatewayError {

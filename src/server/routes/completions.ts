@@ -8,7 +8,7 @@ import {
   settleDelivered,
   settleFailed,
 } from "../billing/admission.js";
-import { worstCaseInputTokens } from "../billing/pricing.js";
+import { readsInputByReference, worstCaseInputTokens } from "../billing/pricing.js";
 import type { Services } from "../compose/services.js";
 import { forModality, resolveTarget, type Target } from "../dispatch/resolve.js";
 import { openResponseTurn } from "../dispatch/response-state.js";
@@ -135,6 +135,11 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
           )
         : undefined;
     const signal = new ClientGone(outgoing);
+    // The input the provider is sent: the client's body, and what a thread or a Responses turn
+    // puts in with it; input it fetches by reference is bounded by the context window only.
+    const sentBytes = bytes + (turn?.replayedBytes ?? 0) + (threaded?.replayedBytes ?? 0);
+    const sentBody = threaded?.body ?? turn?.body ?? body;
+    const byReference = readsInputByReference(sentBody, sentBody === body ? text : undefined);
 
     const admission = await admit(services, {
       key,
@@ -142,7 +147,7 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
       endpoint,
       accountRpm: true,
       worstCase: (m) => ({
-        inputTokens: worstCaseInputTokens(bytes + (turn?.replayedBytes ?? 0), m),
+        inputTokens: byReference ? m.context_window : worstCaseInputTokens(sentBytes, m),
         outputTokens: answersAsked(body) * outputBound(style, body, m, nativeFor(m), viaRoute),
         units: 0,
       }),
@@ -155,7 +160,7 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
     markStage(incoming, "admitted");
     const req: CompletionRequest = {
       style,
-      body: threaded?.body ?? turn?.body ?? body,
+      body: sentBody,
       rawBody: { data: body, raw, text, shape },
       stream,
       clientModel: body.model,

@@ -49,10 +49,9 @@ describe("passThroughChat", () => {
       ...upstream.slice(0, 6).map((c) => `data: ${c.replace('"model":"up"', '"model":"mine"')}`),
       "data: [DONE]",
     ]);
-    // Five deltas: the quoted text as written (escapes included), "model", "error", the call's
-    // name and arguments, "!".
-    const chars =
-      'He said \\"model\\": \\"up\\"'.length + 5 + 5 + 6 + '{\\"q\\":\\"x\\"}'.length + 1;
+    // Five deltas: the quoted text as the client reads it (each escape one character), "model",
+    // "error", the call's name and arguments, "!".
+    const chars = 'He said "model": "up"'.length + 5 + 5 + 6 + '{"q":"x"}'.length + 1;
     expect(meter.deliveredTokens()).toBe(Math.ceil(chars / 4));
     expect(meter.billed()).toMatchObject({ input_tokens: 3, output_tokens: 9 });
   });

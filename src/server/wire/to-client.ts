@@ -14,6 +14,7 @@ import {
   deltaChars,
   estimateRequestTokens,
   estimateTokens,
+  jsonTextLength,
   messagesDeltaFields,
   type StreamMeter,
   usageFromChat,
@@ -294,7 +295,7 @@ function ordinaryChunk(data: string, model: string): OrdinaryChunk | undefined {
         if (text !== undefined) finished = true;
         break;
       default:
-        if (text !== undefined) chars += text.length;
+        if (text !== undefined) chars += jsonTextLength(text);
     }
   }
   if (modelAt === -1) return undefined;

@@ -38,7 +38,15 @@ export function estimateTokensOfLength(chars: number): number {
  * zero, so a provider that omits usage does not make a paid model free.
  */
 export function usageOrEstimate(reported: Usage, estimate: () => Usage): Usage {
-  return reported.input_tokens > 0 || reported.output_tokens > 0 ? reported : estimate();
+  if (reported.input_tokens > 0 && reported.output_tokens > 0) return reported;
+  // Part by part: a report that leaves a part out (an OpenAI-compatible server that counts only
+  // the prompt) has that part estimated, never taken as zero.
+  const estimated = estimate();
+  return {
+    ...reported,
+    input_tokens: reported.input_tokens || estimated.input_tokens,
+    output_tokens: reported.output_tokens || estimated.output_tokens,
+  };
 }
 
 /** The text of a chat completion's answers and tool calls, for an estimate of its output. */
@@ -236,7 +244,16 @@ export class StreamMeter {
 
   /** The usage the stream is billed. */
   billed(): Usage {
-    if (this.complete) return this.reported;
+    // The whole answer's report wins part by part: a part it leaves out is estimated (the input)
+    // or what was delivered (the output), never zero.
+    if (this.complete)
+      return this.reported.input_tokens > 0 && this.reported.output_tokens > 0
+        ? this.reported
+        : {
+            ...this.reported,
+            input_tokens: this.reported.input_tokens || this.estimateInput(),
+            output_tokens: this.reported.output_tokens || this.deliveredTokens(),
+          };
     return {
       ...this.reported,
       input_tokens: this.reported.input_tokens || this.estimateInput(),
@@ -253,9 +270,27 @@ export function deltaChars(data: string, fields: RegExp): number {
   let total = 0;
   fields.lastIndex = 0;
   for (let match = fields.exec(data); match !== null; match = fields.exec(data)) {
-    total += match[1].length;
+    total += jsonTextLength(match[1]);
   }
   return total;
+}
+
+/**
+ * The length of a JSON string's text from its escaped form as written (without its quotes): each
+ * escape (`\n`, `\"`, `\u4e2d`) is the one character it stands for, as a parsed string's length
+ * counts it, so a delta is counted the same passed through or translated.
+ */
+export function jsonTextLength(escaped: string): number {
+  let at = escaped.indexOf("\\");
+  if (at === -1) return escaped.length;
+  let length = escaped.length;
+  while (at !== -1) {
+    // `\uXXXX` is six characters for one, any other escape two for one.
+    const width = escaped.charCodeAt(at + 1) === 117 /* u */ ? 6 : 2;
+    length -= width - 1;
+    at = escaped.indexOf("\\", at + width);
+  }
+  return length;
 }
 
 /**

@@ -441,6 +441,14 @@ export const postgresMigrations: MigrationStep[] = [
   ALTER TABLE providers DROP CONSTRAINT IF EXISTS providers_wire_check;
   `,
   },
+  {
+    // As SQLite's step 15: an item id may be held by more than one stored response.
+    id: "response-items-per-holder",
+    sql: `
+  ALTER TABLE response_items DROP CONSTRAINT response_items_pkey;
+  ALTER TABLE response_items ADD PRIMARY KEY (account_id, item_id, response_id);
+  `,
+  },
 ];
 
 /** The trigger function that refuses a provider row naming a wire not in `wires`. */

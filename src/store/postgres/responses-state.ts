@@ -86,7 +86,8 @@ export class PostgresResponsesState implements ResponsesStateRepository {
       name: "response_items_find",
       text: `SELECT i.item_id, r.* FROM response_items i JOIN stored_responses r
           ON r.account_id = i.account_id AND r.id = i.response_id
-        WHERE i.account_id = $1 AND i.item_id = ANY($2::text[]) AND r.expires_at > $3`,
+        WHERE i.account_id = $1 AND i.item_id = ANY($2::text[]) AND r.expires_at > $3
+        ORDER BY r.created_at DESC`,
       values: [accountId, ids, now],
     });
     const found: StateItem[] = [];
@@ -273,7 +274,7 @@ async function putResponse(
       )
       INSERT INTO response_items (account_id, item_id, response_id)
       SELECT $1, item_id, $2 FROM unnest($9::text[]) AS item_id
-      ON CONFLICT (account_id, item_id) DO UPDATE SET response_id = excluded.response_id`,
+      ON CONFLICT DO NOTHING`,
     values: [
       accountId,
       response.id,

@@ -416,4 +416,19 @@ export const migrations: string[] = [
   ALTER TABLE request_log_new RENAME TO request_log;
   CREATE INDEX request_log_account_time ON request_log(account_id, created_at);
   `,
+  // 15: an item id may be held by more than one stored response (an \`item_reference\` resolved
+  // into a later turn's input keeps the item's id): each holder has its row, so deleting one
+  // leaves the item found through the others.
+  `
+  CREATE TABLE response_items_new (
+    account_id TEXT NOT NULL,
+    item_id TEXT NOT NULL,
+    response_id TEXT NOT NULL,
+    PRIMARY KEY (account_id, item_id, response_id)
+  );
+  INSERT INTO response_items_new SELECT account_id, item_id, response_id FROM response_items;
+  DROP TABLE response_items;
+  ALTER TABLE response_items_new RENAME TO response_items;
+  CREATE INDEX response_items_response ON response_items(account_id, response_id);
+  `,
 ];

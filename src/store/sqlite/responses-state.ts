@@ -70,12 +70,13 @@ export class SqliteResponsesState implements ResponsesStateRepository {
       ),
       stretchChain: db.prepare(stateSql.stretchChain(sqliteParam, "MAX")),
       putResponseItem: db.prepare(
-        "INSERT OR REPLACE INTO response_items (account_id, item_id, response_id) VALUES (?, ?, ?)",
+        "INSERT OR IGNORE INTO response_items (account_id, item_id, response_id) VALUES (?, ?, ?)",
       ),
       findItem: db.prepare(
         `SELECT r.* FROM response_items i JOIN stored_responses r
           ON r.account_id = i.account_id AND r.id = i.response_id
-        WHERE i.account_id = ? AND i.item_id = ? AND r.expires_at > ?`,
+        WHERE i.account_id = ? AND i.item_id = ? AND r.expires_at > ?
+        ORDER BY r.created_at DESC LIMIT 1`,
       ),
       pruneResponseItems: db.prepare(
         `DELETE FROM response_items WHERE NOT EXISTS (SELECT 1 FROM stored_responses r

@@ -72,8 +72,15 @@ async function nativeResponses(
   const { provider, model } = attempt;
   const client = req.responseTurn?.nativeBody(provider.id) ?? req.body;
   const body: Record<string, unknown> = { ...client, model: model.upstream_model };
+  // Every response is answered complete (docs/stateful-apis.md), `background` ones too: the
+  // provider would answer one queued, which the gateway could neither store nor serve to the
+  // client's polling GET /v1/responses/{id}.
+  const background = "background" in body;
+  delete body.background;
   // The body the turn left as the client sent it goes as the client wrote it.
-  const sent = forwardedBody(req, "responses", model.upstream_model, client);
+  const sent = background
+    ? undefined
+    : forwardedBody(req, "responses", model.upstream_model, client);
   const limit = body.max_output_tokens;
   if (req.viaRoute && typeof limit === "number" && limit > model.max_output_tokens)
     body.max_output_tokens = model.max_output_tokens;
@@ -135,11 +142,12 @@ function responsesPassThrough(
         meter.delivered(deltaChars(ev.data, callNameField));
       const sequence = sequenceNumber.exec(ev.data);
       if (sequence) nextSequence = Number(sequence[1]) + 1;
-      const lifecycle =
-        ev.event === "response.completed" ||
-        (name.startsWith("response.") && ev.data.includes('"model"'));
+      // A response cut short (max_output_tokens, content filter) ends with response.incomplete:
+      // as final as response.completed, and it carries the usage the same way.
+      const final = ev.event === "response.completed" || ev.event === "response.incomplete";
+      const lifecycle = final || (name.startsWith("response.") && ev.data.includes('"model"'));
       const data = lifecycle ? (parseEventData(ev.data) as LifecycleEvent | undefined) : undefined;
-      if (ev.event === "response.completed") {
+      if (final) {
         completed = true;
         meter.report(
           {
