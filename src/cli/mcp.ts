@@ -1,7 +1,7 @@
 import type { Command } from "commander";
 import { connectWithKey } from "./api-client.js";
 import { defaultProfile, endingPromptly } from "./credentials/index.js";
-import { UserError } from "./errors.js";
+import { UsageError } from "./errors.js";
 import { note, paintFor, printJson, result } from "./output.js";
 
 /**
@@ -93,7 +93,7 @@ Examples:
       endingPromptly(async (wanted: string[], flags: McpFlags) => {
         const unknown = wanted.filter((id) => !ids.includes(id));
         if (unknown.length > 0) {
-          throw new UserError(`unknown agent "${unknown[0]}"; choose from ${ids.join(", ")}`);
+          throw new UsageError(`unknown agent "${unknown[0]}"; choose from ${ids.join(", ")}`);
         }
         const chosen = agentClients.filter(
           (client) => wanted.length === 0 || wanted.includes(client.id),

@@ -236,6 +236,17 @@ Examples:
           throw new UsageError(
             `cannot listen on --host ${opts.host}: it is not an address of this machine (127.0.0.1 for this machine only, 0.0.0.0 for every interface)`,
           );
+        if (code === "EACCES" || code === "EPERM") {
+          // Not a crash: a port or a path this user may not use, which they can change.
+          const { syscall, path } = err as NodeJS.ErrnoException;
+          if (syscall === "listen")
+            throw new UserError(
+              `cannot listen on port ${port}: permission denied (ports below 1024 need privileges); try --port 8787, or --port 0 for a free one`,
+            );
+          throw new UserError(
+            `cannot write ${path ?? db}: permission denied; run serve where this user may write (--db, --record), or fix the permissions`,
+          );
+        }
         const fault = storageFaultKind(err);
         if (fault === "full")
           throw new UserError(`cannot write ${db}: the disk is full; free space and start again`);

@@ -1,6 +1,7 @@
 import type { Server, ServerOptions } from "node:http";
 import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
+import { newId } from "../../store/secrets.js";
 
 /**
  * The server's own limits on connections, so a slow or idle client cannot hold a socket for as
@@ -176,6 +177,8 @@ function plainResponse(
     "content-type: text/plain; charset=utf-8",
     `content-length: ${Buffer.byteLength(body)}`,
     "connection: close",
+    // Every answer carries a request id, these too (a client quotes it in a report).
+    `x-request-id: ${newId("req")}`,
     ...Object.entries(headers).map(([name, value]) => `${name}: ${value}`),
   ];
   return `${lines.join("\r\n")}\r\n\r\n${body}`;

@@ -41,13 +41,20 @@ function jsonSchema(schema: z.ZodType): { type: "object"; [field: string]: unkno
  * answers them as the protocol errors they are (-32602), so a client sees a mistake of its own
  * apart from a refusal of the gateway.
  */
-export function gatewayMcpServer(caller: ToolCaller): McpServer {
+export function gatewayMcpServer(
+  caller: ToolCaller,
+  /**
+   * The caller for one `tools/call`, by its JSON-RPC id, which a `notifications/cancelled` naming
+   * that id (on a later POST: this server is stateless) abandons; `done` when the call ended.
+   */
+  forCall?: (requestId: string | number) => { caller: ToolCaller; done(): void },
+): McpServer {
   const mcp = new McpServer(
     { name: "model-gateway", title: "Model Gateway", version: packageVersion },
     { capabilities: { tools: {} }, instructions },
   );
   mcp.server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: listed }));
-  mcp.server.setRequestHandler(CallToolRequestSchema, async (request) => {
+  mcp.server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
     const tool = byName.get(request.params.name);
     if (!tool) {
       throw new McpError(
@@ -64,7 +71,12 @@ export function gatewayMcpServer(caller: ToolCaller): McpServer {
         `Invalid arguments for ${tool.name}: ${where}: ${issue?.message ?? "invalid"}`,
       );
     }
-    return runTool(tool, parsed.data, caller);
+    const call = forCall?.(extra.requestId);
+    try {
+      return await runTool(tool, parsed.data, call?.caller ?? caller);
+    } finally {
+      call?.done();
+    }
   });
   return mcp;
 }
