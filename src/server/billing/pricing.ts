@@ -36,19 +36,16 @@ export function worstCaseInputTokens(bodyBytes: number, model: ModelRow): number
   return Math.min(model.context_window, Math.ceil(bodyBytes / 2));
 }
 
-/** Keys under which a body names input the provider fetches itself (an image or file by URL or id). */
-const referenceKeys = /"(?:url|image_url|file_id|file_url)"\s*:/;
-
 /**
  * Whether a completion body names input the provider reads from elsewhere: an image or document
  * by URL (not a `data:` URL), a file by id. Its tokens are not in the body's bytes (a URL of sixty
  * bytes can stand for a thousand-token image, a file id for a whole PDF), so the hold takes the
- * model's context window for the input. `text` is the body as written, when the caller has it:
- * most bodies name no reference, and a search of the text spares the walk.
+ * model's context window for the input. `keyWritten`: whether the walk of the body's text found
+ * such a key (`JsonShape.referenceKey`), when the body is the one walked; most bodies have none,
+ * and then the parsed body need not be walked.
  */
-export function readsInputByReference(body: unknown, text?: string): boolean {
-  if (text !== undefined && !referenceKeys.test(text)) return false;
-  return hasReference(body, 0);
+export function readsInputByReference(body: unknown, keyWritten?: boolean): boolean {
+  return keyWritten !== false && hasReference(body, 0);
 }
 
 function hasReference(value: unknown, depth: number): boolean {

@@ -139,7 +139,10 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
     // puts in with it; input it fetches by reference is bounded by the context window only.
     const sentBytes = bytes + (turn?.replayedBytes ?? 0) + (threaded?.replayedBytes ?? 0);
     const sentBody = threaded?.body ?? turn?.body ?? body;
-    const byReference = readsInputByReference(sentBody, sentBody === body ? text : undefined);
+    const byReference = readsInputByReference(
+      sentBody,
+      sentBody === body ? shape.referenceKey : undefined,
+    );
 
     const admission = await admit(services, {
       key,

@@ -32,6 +32,19 @@ describe("jsonShape", () => {
       tooDeep: false,
       topLevelKeys: 3,
       model: [39, 42],
+      referenceKey: false,
     });
+  });
+
+  it("tells a key naming input by reference (url, image_url, file_url, file_id) at any depth, not a value", () => {
+    const has = (text: string) => jsonShape(text, 128).referenceKey;
+    expect(has('{"messages":[{"content":[{"image_url":{"url" : "https://x"}}]}]}')).toBe(true);
+    expect(has('{"input":[{"type":"input_file","file_id":"file-1"}]}')).toBe(true);
+    expect(has('{"input":[{"type":"input_file","file_url":"https://x"}]}')).toBe(true);
+    expect(has('{"input":[{"type":"input_image","image_url":"https://x"}]}')).toBe(true);
+    expect(has('{"messages":[{"content":"url"},{"content":"file_id"}],"u":"\"url\":"}')).toBe(
+      false,
+    );
+    expect(has('{"urls":1,"the_url":2,"file_ids":3}')).toBe(false);
   });
 });

@@ -50,7 +50,20 @@ export interface JsonShape {
   topLevelKeys: number;
   /** Where the top-level `model` key's string value is, its quotes included: [start, end). */
   model: [number, number] | undefined;
+  /**
+   * A key `url`, `image_url`, `file_url` or `file_id` is written somewhere (walked up to where the
+   * walk stopped): the body may name input its provider fetches itself (`readsInputByReference`).
+   */
+  referenceKey: boolean;
 }
+
+/** `"url"`, `"file_id"`, `"file_url"`, `"image_url"`, each by its length less one, quotes included. */
+const referenceKeys = new Map([
+  [4, '"url"'],
+  [8, '"file_id"'],
+  [9, '"file_url"'],
+  [10, '"image_url"'],
+]);
 
 /**
  * One pass over the characters, skipping string contents with indexOf: a long conversation's
@@ -60,12 +73,20 @@ export function jsonShape(text: string, max: number): JsonShape {
   let depth = 0;
   let topLevelKeys = 0;
   let model: [number, number] | undefined;
+  let referenceKey = false;
   const n = text.length;
   for (let i = 0; i < n; i++) {
     const c = text.charCodeAt(i);
     if (c === 0x22) {
       const end = closingQuote(text, i);
       if (end === -1) break;
+      if (!referenceKey) {
+        const key = referenceKeys.get(end - i);
+        referenceKey =
+          key !== undefined &&
+          text.startsWith(key, i) &&
+          text.charCodeAt(skipSpace(text, end + 1)) === 0x3a;
+      }
       if (depth === 1) {
         const colon = skipSpace(text, end + 1);
         if (text.charCodeAt(colon) === 0x3a) {
@@ -85,12 +106,12 @@ export function jsonShape(text: string, max: number): JsonShape {
       }
       i = end;
     } else if (c === 0x7b || c === 0x5b) {
-      if (++depth > max) return { tooDeep: true, topLevelKeys, model };
+      if (++depth > max) return { tooDeep: true, topLevelKeys, model, referenceKey };
     } else if (c === 0x7d || c === 0x5d) {
       depth--;
     }
   }
-  return { tooDeep: false, topLevelKeys, model };
+  return { tooDeep: false, topLevelKeys, model, referenceKey };
 }
 
 /** The index of the first character at or after `at` that is not JSON's whitespace. */
