@@ -42,7 +42,7 @@ describe("jsonShape", () => {
     expect(has('{"input":[{"type":"input_file","file_id":"file-1"}]}')).toBe(true);
     expect(has('{"input":[{"type":"input_file","file_url":"https://x"}]}')).toBe(true);
     expect(has('{"input":[{"type":"input_image","image_url":"https://x"}]}')).toBe(true);
-    expect(has('{"messages":[{"content":"url"},{"content":"file_id"}],"u":"\"url\":"}')).toBe(
+    expect(has('{"messages":[{"content":"url"},{"content":"file_id"}],"u":"\\"url\\":"}')).toBe(
       false,
     );
     expect(has('{"urls":1,"the_url":2,"file_ids":3}')).toBe(false);
