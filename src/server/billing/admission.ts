@@ -79,7 +79,10 @@ export async function admit(services: AdmissionServices, input: AdmitInput): Pro
   const account = services.store.getAccount(input.key.account_id);
   if (!account) throw new GatewayError(500, "internal_error", "account missing");
   const subscription = parseSubscription(account);
-  const free = isFreeModelName(input.target.name);
+  // A route whose every step is a :free model is served free, and counts against the free limits.
+  const free =
+    isFreeModelName(input.target.name) ||
+    input.target.models.every((model) => isFreeModelName(model.name));
   const byok = services.store.listByok(account.id);
   let rateHeaders: RateHeaders | undefined;
   const tier =
@@ -135,6 +138,10 @@ export async function admit(services: AdmissionServices, input: AdmitInput): Pro
       let admitted = services.sharedKeys.admitKey(input.key.id, account.rpm_limit, now);
       if (admitted instanceof Promise) admitted = await admitted;
       if (!admitted) {
+        // Refused for the key's share: the request is not one of the account's, so the count it
+        // took is given back; else sharers could use up the owner's limit (spec, Limits).
+        const back = services.limits.giveBackPaidRpm(account.id, now);
+        if (back instanceof Promise) await back;
         throw new GatewayError(
           429,
           "rate_limit_exceeded",

@@ -81,7 +81,8 @@ export class KeyPools {
         released = true;
         key.inFlight--;
         if (outcome === "rate_limited") {
-          const coolMs = retryAfterMs ?? cooldownMs(provider);
+          // The provider's cooldown_ms when set; else the upstream's Retry-After (docs/configuration.md).
+          const coolMs = configuredCooldownMs(provider) ?? retryAfterMs ?? defaultCooldownMs;
           key.coolingUntil = this.now() + coolMs;
           this.sync?.cooled(provider.id, key.fingerprint, coolMs);
         }
@@ -124,7 +125,7 @@ function sharedId(providerId: string, fingerprint: string): string {
   return `${providerId}\u0000${fingerprint}`;
 }
 
-function cooldownMs(provider: ProviderRow): number {
+function configuredCooldownMs(provider: ProviderRow): number | undefined {
   const options = JSON.parse(provider.options_json) as { cooldown_ms?: number };
-  return options.cooldown_ms ?? defaultCooldownMs;
+  return options.cooldown_ms;
 }
