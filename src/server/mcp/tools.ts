@@ -275,6 +275,13 @@ const generateImage: GatewayTool = {
     if (!url)
       return { content: [{ type: "text", text: "The model returned no image." }], isError: true };
     const path = pathOf(url);
+    if (!path.startsWith("/v1/files/")) {
+      // The provider's own URL (a DALL-E link), which the /v1 twin passed on and was charged
+      // for: the image is there, not on the gateway, so it is given as the link it is.
+      return {
+        content: [{ type: "resource_link", uri: url, name: path.split("/").pop() || "image" }],
+      };
+    }
     const file = accepted(await caller.send({ method: "GET", path }));
     const mimeType = mimeOf(file, "image/png");
     const link = caller.link(path);

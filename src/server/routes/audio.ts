@@ -16,6 +16,7 @@ import { speechContentType } from "../media/audio-formats.js";
 import { readWavInfo } from "../media/wav.js";
 import type { TranscribeRequest, TranscriptionFormat } from "../providers/provider.js";
 import { provide } from "../providers/registry.js";
+import { UpstreamFailure } from "../wire/upstream-failure.js";
 import { perUnit, serveAdmitted } from "./admitted.js";
 
 // ---- speech ---------------------------------------------------------------
@@ -44,7 +45,15 @@ export function speechHandler(services: Services): Handler {
       services,
       c,
       { target, endpoint: "audio.speech", worstCase: perUnit(characters), signal },
-      (attempt) => provide(attempt.provider, "speech")(services, attempt, { body, signal }),
+      async (attempt) => {
+        const audio = await provide(attempt.provider, "speech")(services, attempt, {
+          body,
+          signal,
+        });
+        // No audio is nothing delivered: a provider failure, free, and a route's next step may speak.
+        if (audio.bytes.length === 0) throw new UpstreamFailure("unavailable", 502);
+        return audio;
+      },
       () => ({ units: characters }),
     );
     return c.body(new Uint8Array(result.bytes), 200, {
@@ -68,10 +77,11 @@ const transcriptionFormats = [
 ] as const satisfies TranscriptionFormat[];
 
 /**
- * Without a duration from the provider, the hold assumes a low-bitrate speech codec (16 kbit/s)
- * so it covers any real file, and the charge assumes a common one (128 kbit/s).
+ * Without a duration from the provider, the hold assumes the lowest bitrate of the speech codecs
+ * the providers take (Opus at 6 kbit/s: a voice note in ogg or webm) so it covers any real file,
+ * and the charge assumes a common one (128 kbit/s).
  */
-const worstCaseBytesPerSecond = 2_000;
+const worstCaseBytesPerSecond = 750;
 const typicalBytesPerSecond = 16_000;
 
 const granularityValues = ["word", "segment"] as const;

@@ -1,6 +1,5 @@
 import { z } from "zod";
 import type { ModelRow } from "../../store/types.js";
-import { worstCaseInputTokens } from "../billing/pricing.js";
 import type { Services } from "../compose/services.js";
 import { forMediaWire, forModality, resolveTarget } from "../dispatch/resolve.js";
 import { readJsonWithSize } from "../http/body.js";
@@ -38,8 +37,11 @@ export function embeddingsHandler(services: Services): Handler {
       "embedding",
     );
     const signal = clientGone(c);
+    // Each input is bounded by the context window, not the batch: eight inputs of 7,500 tokens
+    // each fit a model of 8,192 and are billed 60,000.
+    const inputCount = inputTexts(body.input).length;
     const worstCase = (m: ModelRow) => ({
-      inputTokens: worstCaseInputTokens(bytes, m),
+      inputTokens: Math.min(Math.ceil(bytes / 2), m.context_window * inputCount),
       outputTokens: 0,
       units: 0,
     });

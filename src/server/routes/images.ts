@@ -10,6 +10,7 @@ import { gatewayUrl } from "../http/request.js";
 import { MAX_IMAGE_SIDE, parseSize } from "../media/png.js";
 import type { ImageDatum, UploadedFile, UpstreamImages } from "../providers/provider.js";
 import { provide } from "../providers/registry.js";
+import { UpstreamFailure } from "../wire/upstream-failure.js";
 import { perUnit, serveAdmitted } from "./admitted.js";
 import { saveServedFile } from "./files.js";
 
@@ -65,6 +66,9 @@ async function delivered(
   format: "b64_json" | "url" | undefined,
   result: UpstreamImages,
 ) {
+  // An answer without a picture delivered nothing: a provider failure, free, and a route's next
+  // step may draw it (the per-request price is not owed for an empty list).
+  if (result.data.length === 0) throw new UpstreamFailure("unavailable", 502);
   const data =
     format === "url"
       ? await Promise.all(result.data.map((d) => asUrl(services, c, stored, d)))
