@@ -13,6 +13,7 @@ import { chatRequestToMessages, untranslatableToMessages } from "./translate/cha
 import {
   anthropicToolsOutsideChat,
   anthropicToolsSentence,
+  documentUrlSentence,
   messagesRequestToChat,
 } from "./translate/messages-to-chat.js";
 import {
@@ -161,6 +162,8 @@ export interface ChatOnward {
   translated?: boolean;
   /** That wire runs a web search of its own (Anthropic's): a hosted web search tool stays. */
   webSearch?: boolean;
+  /** That wire fetches a document given by URL itself (Gemini's fileData). */
+  fetchesUrls?: boolean;
 }
 
 export function toChatRequest(
@@ -176,7 +179,9 @@ export function toChatRequest(
     const outside = anthropicToolsOutsideChat(body);
     const omitted = [...outside.server, ...outside.unformed];
     if (omitted.length > 0) omitTools(attempt, omitted, anthropicToolsSentence(outside), rewrite);
-    return clampChat(messagesRequestToChat(body, model.upstream_model), max);
+    const chat = messagesRequestToChat(body, model.upstream_model);
+    if (!onward.fetchesUrls) refuseGap(documentUrlSentence(chat));
+    return clampChat(chat, max);
   }
   if (req.style === "responses") {
     const body = req.body as ResponsesRequest;

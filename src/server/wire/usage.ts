@@ -16,6 +16,11 @@ export type Usage = {
   output_tokens: number;
   cache_read_input_tokens?: number;
   cache_creation_input_tokens?: number;
+  /**
+   * The part of `output_tokens` the model spent thinking, where the provider says (chat's
+   * `completion_tokens_details.reasoning_tokens`, Anthropic's `output_tokens_details.thinking_tokens`).
+   */
+  reasoning_tokens?: number;
 };
 
 export function emptyUsage(): Usage {
@@ -120,6 +125,8 @@ export function usageFromChat(respOrChunk: unknown): Usage {
   };
   const cached = count(details?.cached_tokens);
   if (cached > 0) result.cache_read_input_tokens = cached;
+  const reasoning = count(asRecord(usage.completion_tokens_details)?.reasoning_tokens);
+  if (reasoning > 0) result.reasoning_tokens = reasoning;
   return result;
 }
 
@@ -143,29 +150,37 @@ export function usageFromMessages(value: unknown): Usage {
   };
   if (cacheRead > 0) result.cache_read_input_tokens = cacheRead;
   if (cacheWrite > 0) result.cache_creation_input_tokens = cacheWrite;
+  const thinking = count(asRecord(usage.output_tokens_details)?.thinking_tokens);
+  if (thinking > 0) result.reasoning_tokens = thinking;
   return result;
 }
 
 /** Normalised usage -> OpenAI chat usage object. */
 export function toChatUsage(usage: Usage): ChatUsage {
-  return {
+  const out: ChatUsage = {
     prompt_tokens: usage.input_tokens,
     completion_tokens: usage.output_tokens,
     total_tokens: usage.input_tokens + usage.output_tokens,
     prompt_tokens_details: { cached_tokens: usage.cache_read_input_tokens ?? 0 },
   };
+  if (usage.reasoning_tokens)
+    out.completion_tokens_details = { reasoning_tokens: usage.reasoning_tokens };
+  return out;
 }
 
 /** Normalised usage -> Anthropic usage object (uncached input kept apart, as Anthropic does). */
 export function toAnthropicUsage(usage: Usage): AnthropicUsage {
   const cacheRead = usage.cache_read_input_tokens ?? 0;
   const cacheWrite = usage.cache_creation_input_tokens ?? 0;
-  return {
+  const out: AnthropicUsage = {
     input_tokens: Math.max(0, usage.input_tokens - cacheRead - cacheWrite),
     output_tokens: usage.output_tokens,
     cache_creation_input_tokens: cacheWrite,
     cache_read_input_tokens: cacheRead,
   };
+  if (usage.reasoning_tokens)
+    out.output_tokens_details = { thinking_tokens: usage.reasoning_tokens };
+  return out;
 }
 
 /**

@@ -25,7 +25,7 @@ export async function geminiComplete(
 ): Promise<CompletionResult> {
   const { provider, model } = attempt;
   const rewrite: Rewrite = { omittedTools: [] };
-  const chat = toChatRequest(req, attempt, rewrite, { translated: true });
+  const chat = toChatRequest(req, attempt, rewrite, { translated: true, fetchesUrls: true });
   // A messages client's thinking budget goes over as it is (the chat body has only its level),
   // and its top_k, which Gemini takes and chat has no field for.
   const thinking = req.style === "messages" ? req.body.thinking : undefined;

@@ -169,7 +169,8 @@ function userParts(content: string | ChatContentPart[] | null | undefined): Gemi
       const data = asString(part.input_audio.data) ?? "";
       parts.push({ inlineData: { mimeType: `audio/${format}`, data } });
     } else if (part.type === "file" && isRecord(part.file)) {
-      const data = asString(part.file.file_data);
+      // A document by URL (a messages client's URLPDFSource) is Google's to fetch.
+      const data = asString(part.file.file_data) ?? asString(part.file.file_url);
       if (!data) throw new UnsupportedRequest("Gemini takes files as data, not by file_id.");
       parts.push(mediaPart(data));
     } else if (part.type === "refusal") {

@@ -799,6 +799,9 @@ export class MessagesStreamToChat {
     };
     if (cacheRead > 0) next.cache_read_input_tokens = cacheRead;
     if (cacheWrite > 0) next.cache_creation_input_tokens = cacheWrite;
+    const details = isRecord(raw.output_tokens_details) ? raw.output_tokens_details : {};
+    const thinking = asNumber(details.thinking_tokens) ?? previous.reasoning_tokens ?? 0;
+    if (thinking > 0) next.reasoning_tokens = thinking;
     this.current = next;
   }
 }

@@ -287,6 +287,30 @@ function userPart(block: JsonObject): ChatContentPart | undefined {
       const text = asString(source.data);
       return text ? { type: "text", text: title ? `${title}\n\n${text}` : text } : undefined;
     }
+    // A PDF by URL (`URLPDFSource`): chat has no such part, so it goes as a file by URL, which
+    // a wire that fetches URLs (Gemini's fileData) sends and any other refuses
+    // (`documentUrlSentence`), never answering without the document.
+    if (source.type === "url") {
+      const url = asString(source.url);
+      return url
+        ? { type: "file", file: { file_url: url, filename: title ?? "document.pdf" } }
+        : undefined;
+    }
+  }
+  return undefined;
+}
+
+/**
+ * A chat body's documents given by URL (from a messages client's `URLPDFSource`), as a sentence
+ * for the client of a wire that cannot fetch them, or undefined.
+ */
+export function documentUrlSentence(chat: ChatCompletionRequest): string | undefined {
+  for (const message of asArray(chat.messages)) {
+    if (!isRecord(message)) continue;
+    for (const part of asArray(message.content)) {
+      if (isRecord(part) && part.type === "file" && isRecord(part.file) && part.file.file_url)
+        return "A `document` given by URL is not available for this model: its provider takes documents as data; send it as a base64 `source`.";
+    }
   }
   return undefined;
 }

@@ -1,0 +1,142 @@
+import Anthropic from "@anthropic-ai/sdk";
+import OpenAI from "openai";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { fakeGemini, geminiJson } from "./support/fake-gemini.js";
+import {
+  anthropicJson,
+  type FakeUpstream,
+  fakeUpstream,
+  type JsonReply,
+  openaiJson,
+} from "./support/fake-upstream.js";
+import { baseConfig, KEY, type TestGateway, testGateway } from "./support/gateway.js";
+
+/**
+ * An adversarial client of cross-wire translation: what the newest SDKs send and read, through
+ * each provider wire (fakes that refuse what the real APIs refuse), checked for what is lost.
+ */
+
+let oa: FakeUpstream;
+let an: FakeUpstream;
+let gm: FakeUpstream;
+let gw: TestGateway;
+let openai: OpenAI;
+let anthropic: Anthropic;
+
+beforeAll(async () => {
+  oa = await fakeUpstream("openai");
+  an = await fakeUpstream("anthropic");
+  gm = await fakeGemini({ apiKeys: ["gm-key"], maxOutputTokens: 1000 });
+  const priced = { price_input_per_mtok: 1, price_output_per_mtok: 1, max_output_tokens: 1000 };
+  gw = await testGateway({
+    config: baseConfig({
+      providers: [
+        ...(baseConfig().providers ?? []),
+        { id: "oa", wire: "openai", base_url: oa.baseUrl, api_keys: ["sk-oa"] },
+        { id: "an", wire: "anthropic", base_url: an.baseUrl, api_keys: ["sk-an"] },
+        { id: "gm", wire: "gemini", base_url: gm.url, api_keys: ["gm-key"] },
+      ],
+      models: [
+        ...(baseConfig().models ?? []),
+        { name: "h-openai", provider: "oa", upstream_model: "gpt-up", ...priced },
+        { name: "h-anthropic", provider: "an", upstream_model: "claude-up", ...priced },
+        { name: "h-gemini", provider: "gm", upstream_model: "gemini-up", ...priced },
+      ],
+    }),
+  });
+  openai = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0, timeout: 10_000 });
+  anthropic = new Anthropic({ apiKey: KEY, baseURL: gw.url, maxRetries: 0, timeout: 10_000 });
+});
+afterAll(async () => {
+  await gw?.close();
+  for (const upstream of [oa, an, gm]) await upstream?.close();
+});
+beforeEach(() => {
+  for (const upstream of [oa, an, gm]) upstream.reset();
+});
+
+const PDF_URL = "https://example.com/reports/q3.pdf";
+const pdfByUrl: Anthropic.MessageParam[] = [
+  {
+    role: "user",
+    content: [
+      { type: "document", source: { type: "url", url: PDF_URL }, title: "Q3 report" },
+      { type: "text", text: "Summarise the report." },
+    ],
+  },
+];
+
+describe("a messages client's PDF given by URL (Anthropic's URLPDFSource)", () => {
+  it("reaches Gemini as a fileData part for Google to fetch, not left out", async () => {
+    gm.queue(geminiJson("The report says..."));
+    await anthropic.messages.create({ model: "h-gemini", max_tokens: 100, messages: pdfByUrl });
+    expect(gm.refused).toEqual([]);
+    const parts = (gm.last.body.contents as { parts: Record<string, unknown>[] }[])[0].parts;
+    expect(parts).toContainEqual({ fileData: { fileUri: PDF_URL, mimeType: "application/pdf" } });
+  });
+
+  it("is refused on an openai-wire model, which cannot fetch it, never answered without it", async () => {
+    oa.queue(openaiJson("I see no report."));
+    const err = await anthropic.messages
+      .create({ model: "h-openai", max_tokens: 100, messages: pdfByUrl })
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    // Nothing was sent that would have the model answer about a document it never saw.
+    expect(oa.requests).toHaveLength(0);
+    expect(err).toBeInstanceOf(Anthropic.BadRequestError);
+  });
+});
+
+describe("reasoning token counts, mapped each way", () => {
+  it("a messages client reads Gemini's thinking tokens in usage.output_tokens_details.thinking_tokens", async () => {
+    gm.queue(geminiJson("42", { thought: "Let me think.", usage: [10, 4, 30] }));
+    const message = await anthropic.messages.create({
+      model: "h-gemini",
+      max_tokens: 500,
+      thinking: { type: "enabled", budget_tokens: 200 },
+      messages: [{ role: "user", content: "Answer?" }],
+    });
+    expect(message.usage.output_tokens).toBe(34);
+    expect(message.usage.output_tokens_details?.thinking_tokens).toBe(30);
+  });
+
+  it("a messages client reads an OpenAI model's reasoning_tokens as thinking_tokens", async () => {
+    const reply = openaiJson("42", { usage: [10, 50] }) as JsonReply;
+    const body = reply.body as { usage: Record<string, unknown> };
+    body.usage.completion_tokens_details = { reasoning_tokens: 45 };
+    oa.queue(reply);
+    const message = await anthropic.messages.create({
+      model: "h-openai",
+      max_tokens: 500,
+      messages: [{ role: "user", content: "Answer?" }],
+    });
+    expect(message.usage.output_tokens).toBe(50);
+    expect(message.usage.output_tokens_details?.thinking_tokens).toBe(45);
+  });
+
+  it("chat and responses clients read Anthropic's thinking_tokens as reasoning_tokens", async () => {
+    const withThinkingTokens = () => {
+      const reply = anthropicJson("42", {
+        usage: [10, 50],
+        thinking: { text: "Let me think.", signature: "sig" },
+      }) as JsonReply;
+      const body = reply.body as { usage: Record<string, unknown> };
+      body.usage.output_tokens_details = { thinking_tokens: 45 };
+      return reply;
+    };
+    an.queue(withThinkingTokens());
+    const completion = await openai.chat.completions.create({
+      model: "h-anthropic",
+      messages: [{ role: "user", content: "Answer?" }],
+    });
+    expect(completion.usage?.completion_tokens).toBe(50);
+    expect(completion.usage?.completion_tokens_details?.reasoning_tokens).toBe(45);
+
+    an.queue(withThinkingTokens());
+    const response = await openai.responses.create({ model: "h-anthropic", input: "Answer?" });
+    expect(response.usage?.output_tokens).toBe(50);
+    expect(response.usage?.output_tokens_details.reasoning_tokens).toBe(45);
+  });
+});
