@@ -71,9 +71,12 @@ describe("provider key pools", () => {
     upstream = undefined;
   });
 
-  it("a key that got 429 rests for the provider's cooldown_ms, whatever Retry-After the upstream sent", async () => {
-    // docs/configuration.md, providers[]: cooldown_ms is "how long a key that got 429 rests"; the
-    // upstream's Retry-After is only its default. DECISIONS: a key that got 429 cools down.
+  it.each([
+    { cooldown_ms: 60_000, retryAfter: "0", rests: "its cooldown_ms, a shorter Retry-After aside" },
+    { cooldown_ms: 1, retryAfter: "60", rests: "the longer Retry-After the upstream asked for" },
+  ])("a key that got 429 rests $rests", async ({ cooldown_ms, retryAfter }) => {
+    // docs/configuration.md, providers[]: cooldown_ms is how long a key that got 429 rests at
+    // least; DECISIONS: a key that got 429 cools down.
     upstream = await fakeUpstream("openai");
     let limited = false;
     upstream.handle((req) => {
@@ -81,7 +84,7 @@ describe("provider key pools", () => {
         limited = true;
         return {
           ...openaiError(429, "slow down", "rate_limit_exceeded"),
-          headers: { "retry-after": "0" },
+          headers: { "retry-after": retryAfter },
         };
       }
       return openaiJson("ok");
@@ -98,16 +101,19 @@ describe("provider key pools", () => {
             wire: "openai",
             base_url: upstream.baseUrl,
             api_keys: ["sk-pool-A", "sk-pool-B"],
-            cooldown_ms: 60_000,
+            cooldown_ms,
           },
         ],
         models: [...base.models!, { name: "pooled", provider: "pooled", price_input_per_mtok: 1 }],
       },
     });
     expect((await post(gw, "/v1/chat/completions", chat("x", "pooled"))).status).toBe(429);
-    for (let i = 0; i < 3; i++)
+    for (let i = 0; i < 3; i++) {
+      // Past the shorter of the two rests, within the longer.
+      gw.clock.advance(10_000);
       expect((await post(gw, "/v1/chat/completions", chat("x", "pooled"))).status).toBe(200);
-    // Round robin would give A back at once; A rests its 60 s, so B serves every request.
+    }
+    // Round robin would give A back at once; A rests the longer time, so B serves every request.
     expect(upstream.requests.map(credentialSeen)).toEqual([
       "sk-pool-A",
       "sk-pool-B",

@@ -9,6 +9,7 @@ import {
   type JsonReply,
   openaiJson,
 } from "./support/fake-upstream.js";
+import { defaultMaxTokensField } from "../src/server/wire/to-provider.js";
 import { baseConfig, KEY, type TestGateway, testGateway } from "./support/gateway.js";
 
 /**
@@ -33,12 +34,21 @@ beforeAll(async () => {
       providers: [
         ...(baseConfig().providers ?? []),
         { id: "oa", wire: "openai", base_url: oa.baseUrl, api_keys: ["sk-oa"] },
+        // As OpenAI's own API (and its reasoning models, which refuse max_tokens) wants it.
+        {
+          id: "oa-new",
+          wire: "openai",
+          base_url: oa.baseUrl,
+          api_keys: ["sk-oa"],
+          max_tokens_field: "max_completion_tokens",
+        },
         { id: "an", wire: "anthropic", base_url: an.baseUrl, api_keys: ["sk-an"] },
         { id: "gm", wire: "gemini", base_url: gm.url, api_keys: ["gm-key"] },
       ],
       models: [
         ...(baseConfig().models ?? []),
         { name: "h-openai", provider: "oa", upstream_model: "gpt-up", ...priced },
+        { name: "h-openai-new", provider: "oa-new", upstream_model: "gpt-up", ...priced },
         { name: "h-anthropic", provider: "an", upstream_model: "claude-up", ...priced },
         { name: "h-gemini", provider: "gm", upstream_model: "gemini-up", ...priced },
       ],
@@ -138,5 +148,40 @@ describe("reasoning token counts, mapped each way", () => {
     const response = await openai.responses.create({ model: "h-anthropic", input: "Answer?" });
     expect(response.usage?.output_tokens).toBe(50);
     expect(response.usage?.output_tokens_details.reasoning_tokens).toBe(45);
+  });
+});
+
+describe("the output limit a messages or Responses client sets, toward an openai-wire model", () => {
+  const limitFields = () => ({
+    max_tokens: oa.last.body.max_tokens,
+    max_completion_tokens: oa.last.body.max_completion_tokens,
+  });
+
+  it("goes as max_completion_tokens where the provider says so (OpenAI's reasoning models refuse max_tokens)", async () => {
+    oa.reset(() => openaiJson("ok"));
+    await anthropic.messages.create({
+      model: "h-openai-new",
+      max_tokens: 300,
+      messages: [{ role: "user", content: "hi" }],
+    });
+    expect(limitFields()).toEqual({ max_tokens: undefined, max_completion_tokens: 300 });
+    await openai.responses.create({ model: "h-openai-new", input: "hi", max_output_tokens: 200 });
+    expect(limitFields()).toEqual({ max_tokens: undefined, max_completion_tokens: 200 });
+  });
+
+  it("goes as max_tokens to another OpenAI-compatible server, which may know only that", async () => {
+    oa.reset(() => openaiJson("ok"));
+    await anthropic.messages.create({
+      model: "h-openai",
+      max_tokens: 300,
+      messages: [{ role: "user", content: "hi" }],
+    });
+    expect(limitFields()).toEqual({ max_tokens: 300, max_completion_tokens: undefined });
+  });
+
+  it("is max_completion_tokens by default for OpenAI's own API only", () => {
+    expect(defaultMaxTokensField("https://api.openai.com/v1")).toBe("max_completion_tokens");
+    expect(defaultMaxTokensField("http://127.0.0.1:8000/v1")).toBe("max_tokens");
+    expect(defaultMaxTokensField(null)).toBe("max_tokens");
   });
 });

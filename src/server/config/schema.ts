@@ -48,6 +48,9 @@ const providerSchema = z
     max_concurrency: z.number().int().positive().optional(),
     cooldown_ms: z.number().int().positive().optional(),
     responses_native: z.boolean().default(false),
+    // The output limit's field in a chat body the gateway writes (from a messages or Responses
+    // client): OpenAI's reasoning models refuse max_tokens; absent, chosen by the base URL.
+    max_tokens_field: z.enum(["max_tokens", "max_completion_tokens"]).optional(),
     // A tool this provider cannot run (a hosted or server tool): left out, or the request refused.
     unsupported_tools: z.enum(["omit", "reject"]).default("omit"),
     mock: mockOptions.optional(),

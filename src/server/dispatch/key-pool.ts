@@ -81,8 +81,13 @@ export class KeyPools {
         released = true;
         key.inFlight--;
         if (outcome === "rate_limited") {
-          // The provider's cooldown_ms when set; else the upstream's Retry-After (docs/configuration.md).
-          const coolMs = configuredCooldownMs(provider) ?? retryAfterMs ?? defaultCooldownMs;
+          // At least the provider's cooldown_ms, and longer where the upstream asks for longer
+          // (a Retry-After of 0 does not leave the key in use); with neither, the default.
+          const configured = configuredCooldownMs(provider);
+          const coolMs =
+            configured === undefined
+              ? (retryAfterMs ?? defaultCooldownMs)
+              : Math.max(configured, retryAfterMs ?? 0);
           key.coolingUntil = this.now() + coolMs;
           this.sync?.cooled(provider.id, key.fingerprint, coolMs);
         }

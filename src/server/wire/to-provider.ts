@@ -13,7 +13,9 @@ import { chatRequestToMessages, untranslatableToMessages } from "./translate/cha
 import {
   anthropicToolsOutsideChat,
   anthropicToolsSentence,
+  type ChatRequestOptions,
   documentUrlSentence,
+  type MaxTokensField,
   messagesRequestToChat,
 } from "./translate/messages-to-chat.js";
 import {
@@ -179,14 +181,14 @@ export function toChatRequest(
     const outside = anthropicToolsOutsideChat(body);
     const omitted = [...outside.server, ...outside.unformed];
     if (omitted.length > 0) omitTools(attempt, omitted, anthropicToolsSentence(outside), rewrite);
-    const chat = messagesRequestToChat(body, model.upstream_model);
+    const chat = messagesRequestToChat(body, model.upstream_model, chatOptions(attempt, onward));
     if (!onward.fetchesUrls) refuseGap(documentUrlSentence(chat));
     return clampChat(chat, max);
   }
   if (req.style === "responses") {
     const body = req.body as ResponsesRequest;
     refuseGap(untranslatableToChat(body));
-    const chat = responsesRequestToChat(body, model.upstream_model);
+    const chat = responsesRequestToChat(body, model.upstream_model, chatOptions(attempt, onward));
     const outside = toolsOutsideChat(body);
     // A wire that runs a web search of its own gets it as chat's web search option.
     const searches = onward.webSearch ? outside.filter(isWebSearch) : [];
@@ -257,6 +259,25 @@ function omitTools(attempt: Backend, tools: string[], sentence: string, rewrite:
     throw new UnsupportedRequest(sentence);
   for (const tool of tools)
     if (!rewrite.omittedTools.includes(tool)) rewrite.omittedTools.push(tool);
+}
+
+/**
+ * How a chat body is written for the provider: the output limit under the field its API takes.
+ * OpenAI's own API takes `max_completion_tokens` on every chat model and its reasoning models
+ * refuse `max_tokens`; OpenAI-compatible servers (vLLM, Ollama, older proxies) may know only
+ * `max_tokens`. The provider's `max_tokens_field` decides; absent, OpenAI's host gets the new
+ * field and any other the old. A body translated on to another wire is read for either.
+ */
+function chatOptions(attempt: Backend, onward: ChatOnward): ChatRequestOptions {
+  if (onward.translated) return {};
+  const { provider } = attempt;
+  const options = JSON.parse(provider.options_json) as { max_tokens_field?: MaxTokensField };
+  return { maxTokensField: options.max_tokens_field ?? defaultMaxTokensField(provider.base_url) };
+}
+
+export function defaultMaxTokensField(baseUrl: string | null): MaxTokensField {
+  const host = baseUrl && URL.canParse(baseUrl) ? new URL(baseUrl).hostname : "";
+  return host === "api.openai.com" ? "max_completion_tokens" : "max_tokens";
 }
 
 /** The model's own `unsupported_tools` if it has one, else its provider's. */

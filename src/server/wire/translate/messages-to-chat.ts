@@ -36,12 +36,14 @@ import {
   toolTypesMatching,
 } from "./shared.js";
 
+export type MaxTokensField = "max_tokens" | "max_completion_tokens";
+
 export type ChatRequestOptions = {
   /**
    * Which field carries the output limit. OpenAI's reasoning models accept only
    * `max_completion_tokens`; many OpenAI-compatible servers know only `max_tokens`.
    */
-  maxTokensField?: "max_tokens" | "max_completion_tokens";
+  maxTokensField?: MaxTokensField;
 };
 
 // ---------------------------------------------------------------------------
