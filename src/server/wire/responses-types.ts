@@ -88,7 +88,7 @@ export type ResponsesRequest = {
   top_p?: number | null;
   stream?: boolean | null;
   text?: { format?: ResponsesTextFormat } & Extra;
-  reasoning?: { effort?: string | null } & Extra;
+  reasoning?: { effort?: string | null; summary?: string | null } & Extra;
   metadata?: { [key: string]: string } | null;
   user?: string;
   safety_identifier?: string;
@@ -123,7 +123,18 @@ export type ResponsesOutputFunctionCall = {
   status: "in_progress" | "completed" | "incomplete";
 };
 
-export type ResponsesOutputItem = ResponsesOutputMessage | ResponsesOutputFunctionCall;
+/** The model's thinking, as a reasoning summary: given only when the request asked for one. */
+export type ResponsesOutputReasoning = {
+  type: "reasoning";
+  id: string;
+  summary: ResponsesSummaryText[];
+};
+export type ResponsesSummaryText = { type: "summary_text"; text: string };
+
+export type ResponsesOutputItem =
+  | ResponsesOutputReasoning
+  | ResponsesOutputMessage
+  | ResponsesOutputFunctionCall;
 
 export type ResponsesUsage = {
   input_tokens: number;

@@ -388,3 +388,145 @@ describe("ChatStreamToResponses", () => {
     expect(translator.finish().map((e) => e.event)).toEqual(["response.completed"]);
   });
 });
+
+describe("reasoning summaries: the thinking of a chat answer as a reasoning item", () => {
+  const summaryAsked: ResponsesRequest = {
+    model: "m",
+    input: "6 x 7?",
+    reasoning: { effort: "low", summary: "auto" },
+  };
+  const thinkingAnswer = (message: object): ChatCompletionResponse =>
+    ({
+      id: "chatcmpl-r",
+      object: "chat.completion",
+      created: 1,
+      model: "up",
+      choices: [{ index: 0, message: { role: "assistant", ...message }, finish_reason: "stop" }],
+      usage: { prompt_tokens: 3, completion_tokens: 9, total_tokens: 12 },
+    }) as ChatCompletionResponse;
+
+  it("puts reasoning_content (or `reasoning`) first in a JSON answer only when a summary was asked", () => {
+    const out = chatResponseToResponses(
+      thinkingAnswer({ content: "42", reasoning_content: "Six sevens." }),
+      "m",
+      summaryAsked,
+    );
+    expect(out.output.map((item) => item.type)).toEqual(["reasoning", "message"]);
+    expect(out.output[0]).toEqual({
+      type: "reasoning",
+      id: expect.stringMatching(/^rs_/),
+      summary: [{ type: "summary_text", text: "Six sevens." }],
+    });
+    const named = chatResponseToResponses(
+      thinkingAnswer({ content: null, reasoning: "Call it.", tool_calls: [] }),
+      "m",
+      summaryAsked,
+    );
+    expect(named.output).toEqual([
+      expect.objectContaining({ summary: [{ type: "summary_text", text: "Call it." }] }),
+    ]);
+
+    // Without a summary asked the thinking is left out, JSON and streamed, as before.
+    const answer = thinkingAnswer({ content: "42", reasoning_content: "Six sevens." });
+    for (const req of [undefined, { model: "m", reasoning: { effort: "low" } }]) {
+      const out = chatResponseToResponses(answer, "m", req);
+      expect(out.output.map((item) => item.type)).toEqual(["message"]);
+    }
+    const translator = new ChatStreamToResponses("m", { model: "m", reasoning: { effort: "low" } });
+    const events = [
+      ...translator.push(chunk({ reasoning_content: "Six sevens." })),
+      ...translator.push(chunk({ content: "42" }, "stop")),
+      ...translator.finish(),
+    ];
+    expect(events.some((e) => e.event.includes("reasoning"))).toBe(false);
+    expect(events.at(-1)?.data.response).toMatchObject({ output: [{ type: "message" }] });
+  });
+
+  it("streams the thinking as a reasoning item before the message, numbered and indexed", () => {
+    const translator = new ChatStreamToResponses("m", summaryAsked);
+    const events = [
+      ...translator.push(chunk({ role: "assistant", reasoning_content: "Six " })),
+      ...translator.push(chunk({ reasoning_content: "sevens." })),
+      ...translator.push(chunk({ content: "42" })),
+      ...translator.push(chunk({}, "stop")),
+      ...translator.finish(),
+    ] as AnyEvent[];
+    expect(events.map((e) => e.event)).toEqual([
+      "response.created",
+      "response.in_progress",
+      "response.output_item.added",
+      "response.reasoning_summary_part.added",
+      "response.reasoning_summary_text.delta",
+      "response.reasoning_summary_text.delta",
+      "response.reasoning_summary_text.done",
+      "response.reasoning_summary_part.done",
+      "response.output_item.done",
+      "response.output_item.added",
+      "response.content_part.added",
+      "response.output_text.delta",
+      "response.output_text.done",
+      "response.content_part.done",
+      "response.output_item.done",
+      "response.completed",
+    ]);
+    expect(events.map((e) => e.data.sequence_number)).toEqual(events.map((_, i) => i));
+    const rs = events[2].data.item as { id: string };
+    expect(events[2].data).toMatchObject({
+      output_index: 0,
+      item: { type: "reasoning", id: expect.stringMatching(/^rs_/), summary: [] },
+    });
+    for (const e of events.slice(3, 8)) {
+      expect(e.data).toMatchObject({ item_id: rs.id, output_index: 0, summary_index: 0 });
+    }
+    expect(events[3].data.part).toEqual({ type: "summary_text", text: "" });
+    expect(events[4].data.delta).toBe("Six ");
+    expect(events[6].data.text).toBe("Six sevens.");
+    expect(events[7].data.part).toEqual({ type: "summary_text", text: "Six sevens." });
+    expect(events[8].data.item).toEqual({
+      type: "reasoning",
+      id: rs.id,
+      summary: [{ type: "summary_text", text: "Six sevens." }],
+    });
+    expect(events[9].data).toMatchObject({ output_index: 1, item: { type: "message" } });
+    const done = events.at(-1)?.data.response as { output: unknown[] };
+    expect(done.output).toEqual([
+      events[8].data.item,
+      expect.objectContaining({
+        type: "message",
+        content: [expect.objectContaining({ text: "42" })],
+      }),
+    ]);
+  });
+
+  it("closes the reasoning item before a tool call, which takes the next output index", () => {
+    const translator = new ChatStreamToResponses("m", summaryAsked);
+    const events = [
+      ...translator.push(chunk({ reasoning_content: "Need weather." })),
+      ...translator.push(
+        chunk({
+          tool_calls: [
+            { index: 0, id: "call_w", type: "function", function: { name: "w", arguments: "{}" } },
+          ],
+        }),
+      ),
+      ...translator.push(chunk({}, "tool_calls")),
+      ...translator.finish(),
+    ] as AnyEvent[];
+    const added = events.filter((e) => e.event === "response.output_item.added");
+    expect(added.map((e) => [e.data.output_index, (e.data.item as { type: string }).type])).toEqual(
+      [
+        [0, "reasoning"],
+        [1, "function_call"],
+      ],
+    );
+    const firstCall = events.findIndex(
+      (e) => e.event === "response.output_item.added" && e.data.output_index === 1,
+    );
+    expect(events[firstCall - 1]).toMatchObject({
+      event: "response.output_item.done",
+      data: { output_index: 0 },
+    });
+    const done = events.at(-1)?.data.response as { output: { type: string }[] };
+    expect(done.output.map((item) => item.type)).toEqual(["reasoning", "function_call"]);
+  });
+});

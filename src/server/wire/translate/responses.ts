@@ -18,6 +18,7 @@ import type {
   ResponseObject,
   ResponsesOutputFunctionCall,
   ResponsesOutputMessage,
+  ResponsesOutputReasoning,
   ResponsesRequest,
   ResponsesSSEEvent,
   ResponsesStatus,
@@ -505,6 +506,34 @@ function urlCitations(annotations: unknown): unknown[] {
   return out;
 }
 
+/**
+ * Whether the request asked for a reasoning summary (`reasoning.summary`, or the older
+ * `generate_summary`): only then does the model's thinking come back, as a reasoning item.
+ */
+function wantsSummary(req: ResponsesRequest | undefined): boolean {
+  const reasoning = req?.reasoning;
+  if (!isRecord(reasoning)) return false;
+  return Boolean(asString(reasoning.summary) ?? asString(reasoning.generate_summary));
+}
+
+/** The thinking of a chat message or delta: `reasoning_content`, or `reasoning` as some servers name it. */
+function chatReasoning(from: JsonObject): string | undefined {
+  return asString(from.reasoning_content) ?? asString(from.reasoning);
+}
+
+/** A reasoning item; its summary is empty while it streams, its one part when it is done. */
+function reasoningItem(id: string, text?: string): ResponsesOutputReasoning {
+  return {
+    type: "reasoning",
+    id,
+    summary: text === undefined ? [] : [summaryPart(text)],
+  };
+}
+
+function summaryPart(text: string) {
+  return { type: "summary_text" as const, text };
+}
+
 export function chatResponseToResponses(
   resp: ChatCompletionResponse,
   clientModel: string,
@@ -513,6 +542,12 @@ export function chatResponseToResponses(
   const response = baseResponse(req, clientModel, randomId("resp_"), nowSeconds());
   const choice = asArray(resp.choices).find(isRecord) ?? {};
   const message = isRecord(choice.message) ? choice.message : {};
+
+  // The thinking first, as the Responses API lists it: before the message and the calls.
+  if (wantsSummary(req)) {
+    const reasoning = chatReasoning(message);
+    if (reasoning) response.output.push(reasoningItem(randomId("rs_"), reasoning));
+  }
 
   const text = typeof message.content === "string" ? message.content : contentText(message.content);
   const refusal = asString(message.refusal);
@@ -566,6 +601,11 @@ type OpenText = {
   /** The annotations already added, by their JSON, so a repeated list adds only what is new. */
   seen: Set<string>;
 };
+type OpenReasoning = {
+  outputIndex: number;
+  item: ResponsesOutputReasoning;
+  text: string;
+};
 type ToolItem = {
   outputIndex?: number;
   item: ResponsesOutputFunctionCall;
@@ -585,6 +625,9 @@ export class ChatStreamToResponses {
   private ended = false;
   private failed = false;
   private text: OpenText | undefined;
+  /** Whether the request asked for a reasoning summary: thinking is dropped otherwise. */
+  private readonly summary: boolean;
+  private reasoning: OpenReasoning | undefined;
   private readonly tools = new Map<number, ToolItem>();
   private finishReason: unknown = null;
   private reasoningTokens = 0;
@@ -594,6 +637,7 @@ export class ChatStreamToResponses {
   constructor(clientModel: string, req?: ResponsesRequest) {
     this.response = baseResponse(req, clientModel, randomId("resp_"), nowSeconds());
     this.names = namespacedTools(req);
+    this.summary = wantsSummary(req);
   }
 
   /** The id of the response being streamed (e.g. for logs). */
@@ -616,6 +660,10 @@ export class ChatStreamToResponses {
     if (!isRecord(choice)) return out;
     const delta = isRecord(choice.delta) ? choice.delta : {};
 
+    if (this.summary) {
+      const reasoning = chatReasoning(delta);
+      if (reasoning) out.push(...this.appendReasoning(reasoning));
+    }
     const text = (asString(delta.content) ?? "") + (asString(delta.refusal) ?? "");
     if (text) out.push(...this.appendText(text, chatLogprobs(choice.logprobs)));
     if (delta.annotations !== undefined && this.text)
@@ -631,7 +679,7 @@ export class ChatStreamToResponses {
   finish(): ResponsesSSEEvent[] {
     if (this.ended) return [];
     const out = this.start();
-    out.push(...this.closeText());
+    out.push(...this.closeReasoning(), ...this.closeText());
     for (const tool of this.tools.values()) {
       if (tool.outputIndex === undefined) out.push(...this.openTool(tool));
       out.push(...this.closeTool(tool));
@@ -680,9 +728,62 @@ export class ChatStreamToResponses {
     ];
   }
 
+  /**
+   * Thinking as a reasoning item's one summary part. Items are sequential: whatever is open closes
+   * first, and a text or call after the thinking is the next item.
+   */
+  private appendReasoning(delta: string): ResponsesSSEEvent[] {
+    const out: ResponsesSSEEvent[] = [];
+    if (!this.reasoning) {
+      out.push(...this.closeText());
+      for (const tool of this.tools.values()) out.push(...this.closeTool(tool));
+      const item = reasoningItem(randomId("rs_"));
+      const outputIndex = this.response.output.length;
+      this.response.output.push(item);
+      this.reasoning = { outputIndex, item, text: "" };
+      out.push(
+        this.emit("response.output_item.added", { output_index: outputIndex, item: clone(item) }),
+        this.emit("response.reasoning_summary_part.added", {
+          item_id: item.id,
+          output_index: outputIndex,
+          summary_index: 0,
+          part: summaryPart(""),
+        }),
+      );
+    }
+    const open = this.reasoning;
+    open.text += delta;
+    out.push(
+      this.emit("response.reasoning_summary_text.delta", {
+        item_id: open.item.id,
+        output_index: open.outputIndex,
+        summary_index: 0,
+        delta,
+      }),
+    );
+    return out;
+  }
+
+  private closeReasoning(): ResponsesSSEEvent[] {
+    const open = this.reasoning;
+    if (!open) return [];
+    this.reasoning = undefined;
+    open.item.summary = [summaryPart(open.text)];
+    const ids = { item_id: open.item.id, output_index: open.outputIndex, summary_index: 0 };
+    return [
+      this.emit("response.reasoning_summary_text.done", { ...ids, text: open.text }),
+      this.emit("response.reasoning_summary_part.done", { ...ids, part: summaryPart(open.text) }),
+      this.emit("response.output_item.done", {
+        output_index: open.outputIndex,
+        item: clone(open.item),
+      }),
+    ];
+  }
+
   private appendText(delta: string, logprobs: LogProb[]): ResponsesSSEEvent[] {
     const out: ResponsesSSEEvent[] = [];
     if (!this.text) {
+      out.push(...this.closeReasoning());
       const item: ResponsesOutputMessage = {
         type: "message",
         id: randomId("msg_"),
@@ -806,8 +907,9 @@ export class ChatStreamToResponses {
   }
 
   private openTool(tool: ToolItem): ResponsesSSEEvent[] {
-    // Items are sequential in the real API: the text item and any earlier call close first.
-    const out = this.closeText();
+    // Items are sequential in the real API: the thinking, the text item and any earlier call
+    // close first.
+    const out = [...this.closeReasoning(), ...this.closeText()];
     for (const other of this.tools.values()) {
       if (other !== tool && other.outputIndex !== undefined) out.push(...this.closeTool(other));
     }
