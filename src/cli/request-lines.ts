@@ -1,4 +1,5 @@
 import type { FinishedRequest } from "../server/http/request-trace.js";
+import { shownText as shown } from "../server/http/shown-text.js";
 import { MICRO } from "../store/money.js";
 import { paintFor } from "./output.js";
 
@@ -61,18 +62,19 @@ function textLine(paint: ReturnType<typeof paintFor>) {
     const parts = [
       paint.dim(time),
       status,
-      `${r.method} ${r.path}`,
-      r.model ?? "-",
+      shown(`${r.method} ${r.path}`),
+      r.model === undefined ? "-" : shown(r.model),
       `${r.durationMs < 10 ? r.durationMs.toFixed(1) : Math.round(r.durationMs)} ms`,
     ];
     if (r.costMicro !== undefined) parts.push(`IDR ${formatIdr(r.costMicro)}`);
-    if (r.keyLabel !== undefined) parts.push(`key ${r.keyLabel}`);
+    if (r.keyLabel !== undefined) parts.push(`key ${shown(r.keyLabel)}`);
     if (r.via) parts.push(`via ${r.via}`);
     if (r.stream) parts.push("stream");
     if (r.burstWaitMs !== undefined) parts.push(`spaced ${r.burstWaitMs} ms (burst)`);
     // Only a request that took more than one attempt has steps worth a line's room.
-    if (r.steps && r.steps.length > 1) parts.push(`steps: ${r.steps.join(" > ")}`);
-    if (r.toolsOmitted) parts.push(paint.yellow(`tools omitted: ${r.toolsOmitted.join(", ")}`));
+    if (r.steps && r.steps.length > 1) parts.push(shown(`steps: ${r.steps.join(" > ")}`));
+    if (r.toolsOmitted)
+      parts.push(paint.yellow(shown(`tools omitted: ${r.toolsOmitted.join(", ")}`)));
     if (r.errorCode !== undefined) parts.push(colour(r.errorCode));
     else if (r.aborted) parts.push(colour("client closed"));
     if (r.requestId !== undefined) parts.push(paint.dim(r.requestId));

@@ -6,6 +6,7 @@ import type {
 } from "../../store/device-codes.js";
 import { hashSecret, keyPrefix, newGatewayKey, newId, randomToken } from "../../store/secrets.js";
 import { windowEnd } from "../../store/utc-windows.js";
+import { shownText } from "../http/shown-text.js";
 import type { RequestLimits } from "../limits/request-limits.js";
 import { LoginSeal } from "./seal.js";
 
@@ -81,15 +82,6 @@ export interface DeviceCodeSettings {
   intervalSeconds: number;
 }
 
-/**
- * A client's name as the approval page and the key's label show it: control and format
- * characters (bidi overrides such as U+202E, zero-width marks, line breaks) become U+FFFD, so a
- * name cannot reorder or hide the text around it.
- */
-export function shownClientName(name: string): string {
-  return name.replace(/[\p{Cc}\p{Cf}\u2028\u2029]/gu, "\uFFFD");
-}
-
 /** "bcdf-ghjk", "BCDFGHJK" and " BCDF GHJK " all name the same code. */
 export function normalizeUserCode(input: string): string | undefined {
   const code = input.toUpperCase().replace(/[\s-]/g, "");
@@ -140,7 +132,7 @@ export class DeviceCodes {
     const issued = await this.codes.issue(
       {
         deviceCodeHash: hashSecret(deviceCode),
-        clientName: shownClientName(clientName),
+        clientName: shownText(clientName),
         clientAddress,
         intervalSeconds,
         createdAt: now,

@@ -1,9 +1,10 @@
 import { cliCommand } from "../../cli-command.js";
 import { microToIdr } from "../../store/money.js";
 import type { GatewayStore, KeyRow, RequestLogRow } from "../../store/types.js";
-import { type DecisionRefusal, shownClientName } from "../auth/device-codes.js";
+import type { DecisionRefusal } from "../auth/device-codes.js";
 import type { quota } from "../billing/quota.js";
 import type { byokView } from "../dispatch/byok-view.js";
+import { shownText } from "../http/shown-text.js";
 
 /**
  * The dashboard's HTML: plain forms and inline SVG charts, readable in a text browser; the one
@@ -202,7 +203,7 @@ export function approvalPage(input: {
     <input type="hidden" name="csrf_token" value="${escapeHtml(input.csrfToken)}">`;
   // Rows written before names were cleaned at issue are cleaned here too; <bdi> isolates the rest.
   const client = input.clientName
-    ? ` from <strong><bdi>${escapeHtml(shownClientName(input.clientName))}</bdi></strong>`
+    ? ` from <strong><bdi>${escapeHtml(shownText(input.clientName))}</bdi></strong>`
     : "";
   const minutes = Math.max(1, Math.round(input.expiresInSeconds / 60));
   return page(

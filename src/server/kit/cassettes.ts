@@ -174,6 +174,9 @@ export function canonicalRequest(
   return request;
 }
 
+/** The headers each wire sends its key in besides Authorization (Gemini's `x-goog-api-key`). */
+const keyHeaders = new Set(["x-api-key", "api-key", "x-goog-api-key"]);
+
 /** The credentials a call carried, so a recording can be scrubbed of them. */
 export function credentialsOf(options: UpstreamRequest): string[] {
   const headers = options.headers;
@@ -181,7 +184,7 @@ export function credentialsOf(options: UpstreamRequest): string[] {
   for (const [name, value] of Object.entries(headers)) {
     const lower = name.toLowerCase();
     if (lower === "authorization") out.push(value.replace(/^Bearer\s+/i, ""), value);
-    else if (lower === "x-api-key" || lower === "api-key") out.push(value);
+    else if (keyHeaders.has(lower)) out.push(value);
   }
   return out;
 }
