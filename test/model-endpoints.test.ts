@@ -69,6 +69,13 @@ beforeAll(async () => {
         ...(base.providers ?? []),
         { id: "up", wire: "openai", base_url: media.baseUrl, api_keys: ["sk-up"] },
         { id: "claude", wire: "anthropic", base_url: claude.baseUrl, api_keys: ["sk-ant"] },
+        // A base URL someone wrote a secret into: never used, never shown.
+        {
+          id: "secretive",
+          wire: "openai",
+          base_url: "http://proxy-user:proxy-pass@127.0.0.1:9/v1?key=url-secret",
+          api_keys: ["sk-up"],
+        },
       ],
       models: [
         ...(base.models ?? []),
@@ -96,6 +103,7 @@ beforeAll(async () => {
         },
         { name: "claude-edit", provider: "claude", modality: "edit", price_per_unit: 1 },
         { name: "claude-chat", provider: "claude", upstream_model: "claude-upstream" },
+        { name: "secretive-chat", provider: "secretive" },
       ],
     },
   });
@@ -457,6 +465,16 @@ describe("GET /v1/models/{id}", () => {
     const anonymous = (await (await fetch(`${gw.url}/v1/models/up-embed`)).json()) as object;
     expect(anonymous).toMatchObject({ id: "up-embed" });
     expect(anonymous).not.toHaveProperty("internal");
+  });
+
+  it("shows an admin a provider's base URL without the credentials or query written into it", async () => {
+    const admin = await fetch(`${gw.url}/v1/models/secretive-chat`, {
+      headers: { authorization: `Bearer ${ADMIN_KEY}` },
+    });
+    const text = await admin.text();
+    expect(JSON.parse(text).internal.base_url).toBe("http://127.0.0.1:9/v1");
+    for (const secret of ["proxy-pass", "proxy-user", "url-secret"])
+      expect(text).not.toContain(secret);
   });
 
   it("answers 400 model_not_found for an unknown id", async () => {

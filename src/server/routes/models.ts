@@ -176,9 +176,23 @@ function modelFields(catalog: Catalog, m: ModelRow, admin: boolean): object {
       provider: m.provider_id,
       wire: provider?.wire,
       upstream_model: m.upstream_model,
-      base_url: provider?.base_url ?? null,
+      base_url: provider?.base_url ? shownBaseUrl(provider.base_url) : null,
     },
   };
+}
+
+/**
+ * A base URL as an admin is shown it: without a user, password or query string someone wrote into
+ * it (the gateway sends neither; a secret there is a mistake that should not spread further).
+ */
+function shownBaseUrl(baseUrl: string): string {
+  if (!URL.canParse(baseUrl)) return baseUrl;
+  const url = new URL(baseUrl);
+  if (!url.username && !url.password && !url.search) return baseUrl;
+  url.username = "";
+  url.password = "";
+  url.search = "";
+  return url.toString();
 }
 
 function routeFields(name: string, steps: string[], admin: boolean): object {
