@@ -3,6 +3,8 @@
  * is unset), so logs and test captures get plain lines.
  */
 
+import { shownText } from "../server/http/shown-text.js";
+
 export interface Paint {
   bold(text: string): string;
   dim(text: string): string;
@@ -108,7 +110,10 @@ export function formatTime(ms: number | null, never = "never"): string {
 }
 
 /** Left-aligned columns, two spaces apart. */
-export function table(header: string[], rows: string[][]): string {
+export function table(header: string[], raw: string[][]): string {
+  // A cell may hold text someone else chose (a key's label, which any holder of the login key
+  // sets): shown without the control characters that would drive the terminal.
+  const rows = raw.map((row) => row.map(shownText));
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
   const line = (cells: string[]) =>
     cells

@@ -31,6 +31,8 @@ const styles = `
   h1 { font-size: 1.4rem; }
   .code { font: 700 2.6rem/1.2 ui-monospace, monospace; letter-spacing: .2em; padding: .6rem 1rem;
           border: 2px solid #1b1b1b; border-radius: .4rem; display: inline-block; margin: .5rem 0; }
+  /* A name someone else chose (a CLI's client name) wraps rather than widening the page. */
+  bdi { overflow-wrap: anywhere; }
   .key { font: 1rem ui-monospace, monospace; padding: .5rem; background: #f3f3f3; word-break: break-all; }
   form.inline { display: inline; }
   button { font-size: 1rem; padding: .5rem 1.4rem; margin-right: .6rem; border-radius: .3rem;

@@ -158,6 +158,19 @@ function redact(text: string, secrets: string[]): string {
   return out.replace(/kn-[A-Za-z0-9_-]{8,}/g, "kn-[redacted]");
 }
 
+/** `value` with every string in it scrubbed of `secrets`: what a provider echoed is not shown. */
+export function scrubbed(value: unknown, secrets: string[]): unknown {
+  if (secrets.length === 0) return value;
+  if (typeof value === "string") return redact(value, secrets);
+  if (Array.isArray(value)) return value.map((item) => scrubbed(item, secrets));
+  if (value && typeof value === "object") {
+    const out: Record<string, unknown> = {};
+    for (const [key, item] of Object.entries(value)) out[key] = scrubbed(item, secrets);
+    return out;
+  }
+  return value;
+}
+
 /** The canonical request of one upstream call. */
 export function canonicalRequest(
   options: UpstreamRequest,

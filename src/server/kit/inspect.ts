@@ -7,6 +7,7 @@ import type { Ledger, Reservation } from "../billing/ledger.js";
 import type { UpstreamRequest } from "../providers/h1-client.js";
 import type { UpstreamProvider, WholeAnswer } from "../providers/http-upstream.js";
 import { canonicalBody, relativePath } from "./canonical.js";
+import { credentialsOf, scrubbed } from "./cassettes.js";
 import type { CapturedBody, InspectedRequest, RequestsQuery, UpstreamExchange } from "./types.js";
 
 export type { CapturedBody, InspectedRequest, RequestsQuery, UpstreamExchange } from "./types.js";
@@ -182,15 +183,18 @@ export class RequestInspector implements UpstreamCapture {
       body: sentBody(options.body as string | Uint8Array, headers["content-type"] ?? ""),
     };
     captured.upstream.push(exchange);
+    // Headers are never kept; a provider that repeats its key in the answer is scrubbed of it.
+    const secrets = credentialsOf(options);
     return {
       answered({ status, headers, body }) {
         exchange.status = status;
-        exchange.answer = shownBody([body], body.length, String(headers["content-type"] ?? ""));
+        const shown = shownBody([body], body.length, String(headers["content-type"] ?? ""));
+        exchange.answer = scrubbed(shown, secrets);
       },
       streamed(status, body) {
         exchange.status = status;
         return copied(body, (text) => {
-          exchange.answer = text;
+          exchange.answer = scrubbed(text, secrets);
         });
       },
     };

@@ -49,8 +49,17 @@ export function kitHandlers(kit: { mockScript: MockScript; clock: Clock }) {
         );
       }
       const body = await readJson(c, clockBody);
-      const now =
-        "advance_ms" in body ? clock.advance(body.advance_ms) : clock.set(new Date(body.set));
+      let now: number;
+      try {
+        now = "advance_ms" in body ? clock.advance(body.advance_ms) : clock.set(new Date(body.set));
+      } catch (err) {
+        if (!(err instanceof RangeError)) throw err;
+        throw new GatewayError(
+          400,
+          "bad_request",
+          "The clock cannot be moved past the last date a JavaScript Date holds (+275760-09-13).",
+        );
+      }
       return c.json({ object: "clock", now: new Date(now).toISOString(), now_ms: now });
     }) satisfies Handler,
   };

@@ -192,9 +192,12 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
     const headers = admission.rateHeaders ?? {};
     let outcome: Awaited<typeof dispatching> | undefined;
     try {
-      outcome = stream
-        ? await within(dispatching, services.options.keepaliveMs)
-        : await dispatching;
+      // A keepalive interval of 0 sends none (as the other timers' 0 means none), rather than a
+      // comment every millisecond.
+      outcome =
+        stream && services.options.keepaliveMs > 0
+          ? await within(dispatching, services.options.keepaliveMs)
+          : await dispatching;
     } catch (err) {
       const error = await fail(err);
       // Nothing was sent yet: refused as the key check refuses the next request.

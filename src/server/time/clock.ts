@@ -29,6 +29,9 @@ export interface ManualClockOptions {
   autoAdvance?: boolean;
 }
 
+/** The last time a JavaScript Date can hold (ECMAScript's time range). */
+const maxDateMs = 8.64e15;
+
 interface Waiter {
   until: number;
   forRequest: boolean;
@@ -100,7 +103,10 @@ export class ManualClock implements Clock {
   /** Moves the clock to `to` (back as well as on); waits whose deadline it passes end. */
   set(to: number | Date): number {
     const t = typeof to === "number" ? to : to.getTime();
-    if (!Number.isFinite(t)) throw new RangeError("set takes a valid time");
+    // A Date holds at most 8.64e15 ms either side of 1970: past it every date the gateway writes
+    // is invalid, and a clock that never goes back would stay there.
+    if (!Number.isFinite(t) || Math.abs(t) > maxDateMs)
+      throw new RangeError("set takes a valid time (a JavaScript Date's range)");
     this.time = t;
     const due = this.waiters.filter((w) => w.until <= t);
     this.waiters = this.waiters.filter((w) => w.until > t);

@@ -66,6 +66,8 @@ export async function mockComplete(
     if (failure.reason)
       throw new UpstreamFailure("rejected", failure.status, failure.reason as ErrorCode);
     if (failure.status === 429) throw new UpstreamFailure("rate_limited", 429);
+    // As a live provider's 401 (classify.ts failureOf): the key was refused, a provider failure.
+    if (failure.status === 401) throw new UpstreamFailure("unauthorized", 503);
     if (failure.status >= 500) throw new UpstreamFailure("unavailable", failure.status);
     throw new UpstreamFailure("rejected", failure.status, "upstream_rejected");
   }

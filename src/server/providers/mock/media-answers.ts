@@ -55,6 +55,7 @@ export async function mockMediaPreamble(
   const status = directive ? Number(directive[1]) : options.fail_status;
   if (!status) return;
   if (status === 429) throw new UpstreamFailure("rate_limited", 429);
+  if (status === 401) throw new UpstreamFailure("unauthorized", 503);
   if (status >= 500) throw new UpstreamFailure("unavailable", status);
   throw new UpstreamFailure("rejected", status, "invalid_request_error");
 }
