@@ -15,14 +15,17 @@ import {
   anthropicToolsSentence,
   type ChatRequestOptions,
   documentUrlSentence,
+  fileSourceSentence,
   type MaxTokensField,
   messagesRequestToChat,
 } from "./translate/messages-to-chat.js";
 import {
   hostedToolSentence,
+  moderationSentence,
   responsesRequestToChat,
   toolsOutsideChat,
   untranslatableToChat,
+  withInputSettings,
 } from "./translate/responses.js";
 import { isRecord } from "./translate/shared.js";
 import { UnsupportedRequest } from "./upstream-failure.js";
@@ -178,6 +181,7 @@ export function toChatRequest(
   const max = model.max_output_tokens;
   if (req.style === "messages") {
     const body = req.body as MessagesRequest;
+    refuseGap(fileSourceSentence(body));
     const outside = anthropicToolsOutsideChat(body);
     const omitted = [...outside.server, ...outside.unformed];
     if (omitted.length > 0) omitTools(attempt, omitted, anthropicToolsSentence(outside), rewrite);
@@ -186,7 +190,7 @@ export function toChatRequest(
     return clampChat(chat, max);
   }
   if (req.style === "responses") {
-    const body = req.body as ResponsesRequest;
+    const body = withInputSettings(req.body as ResponsesRequest);
     refuseGap(untranslatableToChat(body));
     const chat = responsesRequestToChat(body, model.upstream_model, chatOptions(attempt, onward));
     const outside = toolsOutsideChat(body);
@@ -204,8 +208,28 @@ export function toChatRequest(
     const options = body.stream_options;
     body.stream_options = options ? { ...options, include_usage: true } : { include_usage: true };
   }
-  if (onward.translated) omitNonFunctionTools(body, attempt, rewrite);
+  if (onward.translated) {
+    refuseGap(legacyFunctionsSentence(body));
+    if (body.moderation != null) refuseGap(moderationSentence);
+    omitNonFunctionTools(body, attempt, rewrite);
+    // Chat's web search option is a hosted web search: a wire without one leaves it out, named.
+    if (!onward.webSearch && body.web_search_options != null) {
+      omitTools(attempt, ["web_search"], hostedToolSentence(["web_search"]), rewrite);
+      delete body.web_search_options;
+    }
+  }
   return req.viaRoute || onward.translated ? clampChat(body, max) : body;
+}
+
+/**
+ * Chat's deprecated `functions` (and `function_call` choosing among them): the other wires'
+ * translations read `tools`, and a client of `functions` reads the answer's `function_call`, which
+ * they do not write. Refused rather than answered by a model that was never told of the functions.
+ */
+function legacyFunctionsSentence(body: ChatCompletionRequest): string | undefined {
+  const functions = (body as { functions?: unknown }).functions;
+  if (!Array.isArray(functions) || functions.length === 0) return undefined;
+  return '`functions` (deprecated) is not available for this model; declare them as `tools` (`{type: "function", function}`) and choose with `tool_choice`.';
 }
 
 /**

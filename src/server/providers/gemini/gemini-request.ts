@@ -49,6 +49,7 @@ export function chatToGemini(
   maxOutput: number,
   anthropicThinking?: unknown,
 ): GenerateContentRequest {
+  refuseUntranslatable(request);
   const chat = withAllowedToolsOnly(request);
   const system: GeminiPart[] = [];
   const contents: GeminiContent[] = [];
@@ -98,6 +99,23 @@ export function chatToGemini(
   return out;
 }
 
+/**
+ * What a chat request asks for that this translation does not carry, refused before anything is
+ * sent: answering text without the audio asked for, or `logprobs: null` as if the provider had
+ * none to give, would change the answer without a word.
+ */
+function refuseUntranslatable(chat: ChatCompletionRequest): void {
+  if (
+    asArray(chat.modalities).includes("audio") ||
+    (chat.audio !== undefined && chat.audio !== null)
+  )
+    throw new UnsupportedRequest("Audio output is not available for this model; ask for text.");
+  if (chat.logprobs === true)
+    throw new UnsupportedRequest(
+      "`logprobs` is not available for this model; leave out `logprobs` (on /v1/responses, `include: message.output_text.logprobs`).",
+    );
+}
+
 /** Gemini 2.5's thinking budget for each chat `reasoning_effort`, as LiteLLM maps them. */
 const effortBudgets: Record<string, number> = {
   none: 0,
@@ -107,6 +125,7 @@ const effortBudgets: Record<string, number> = {
   high: 4096,
   // Each level above low doubles the one before it.
   xhigh: 8192,
+  max: 16384,
 };
 
 /**

@@ -138,12 +138,30 @@ export function untranslatableToMessages(req: ChatCompletionRequest): string | u
     if (audioIn) {
       return "Audio input is not available for this model; transcribe it first (/v1/audio/transcriptions).";
     }
+    // A file the Messages API cannot be given (one in OpenAI's file store, or of a type it does
+    // not read): the model would answer without it.
+    for (const part of asArray(message.content)) {
+      if (!isRecord(part) || part.type !== "file") continue;
+      if (!isRecord(part.file) || fileBlock(part.file) === undefined) {
+        return "A `file` content part is not available for this model unless it is `file_data` (a base64 data URL) of a PDF, an image or text: a `file_id` names OpenAI's file store, which the gateway cannot read.";
+      }
+    }
   }
   return undefined;
 }
 
-/** Share of the output limit that `reasoning_effort` gives to extended thinking. */
-const thinkingShare: Record<string, number> = { low: 0.2, medium: 0.5, high: 0.8 };
+/**
+ * Share of the output limit that `reasoning_effort` gives to extended thinking. `xhigh` and `max`
+ * (OpenAI's levels above `high`) get high's share: the budget must stay inside the client's own
+ * output limit, and the answer still needs room after the thinking.
+ */
+const thinkingShare: Record<string, number> = {
+  low: 0.2,
+  medium: 0.5,
+  high: 0.8,
+  xhigh: 0.8,
+  max: 0.8,
+};
 const MIN_THINKING_BUDGET = 1024;
 
 /**

@@ -203,8 +203,7 @@ function convertMessage(message: JsonObject): ChatMessage[] {
       out.push({ role: "tool", tool_call_id: asString(block.tool_use_id) ?? "", content: error });
       userParts.push(...images);
     } else {
-      const part = userPart(block);
-      if (part) userParts.push(part);
+      userParts.push(...userPart(block));
     }
   }
   if (userParts.length === 1 && userParts[0].type === "text") {
@@ -248,14 +247,50 @@ function splitToolResult(content: unknown): { text: string; images: ChatContentP
     if (!isRecord(block)) continue;
     if (block.type === "text") texts.push(asString(block.text) ?? "");
     else {
-      const part = userPart(block);
-      if (part && part.type !== "text") images.push(part);
+      for (const part of userPart(block)) {
+        if (part.type === "text") texts.push(String(part.text));
+        else images.push(part);
+      }
     }
   }
   return { text: texts.join("\n"), images };
 }
 
-function userPart(block: JsonObject): ChatContentPart | undefined {
+/** A block as chat parts (none for a block chat has no part for). */
+function userPart(block: JsonObject): ChatContentPart[] {
+  if (block.type === "search_result") return searchResultParts(block);
+  const source = isRecord(block.source) ? block.source : undefined;
+  // A document whose source is content blocks: its text and images, under its title.
+  if (block.type === "document" && source?.type === "content") {
+    const title = asString(block.title);
+    const inner =
+      typeof source.content === "string"
+        ? [{ type: "text", text: source.content }]
+        : asArray(source.content).filter(isRecord);
+    const parts = inner.flatMap((b) =>
+      b.type === "text" || b.type === "image" ? userPart(b) : [],
+    );
+    return title && parts.length > 0 ? [{ type: "text", text: title }, ...parts] : parts;
+  }
+  const part = singlePart(block);
+  return part ? [part] : [];
+}
+
+/**
+ * Anthropic's `search_result` block (a source the model may cite) as text: chat has no such part,
+ * and the model must still read the result.
+ */
+function searchResultParts(block: JsonObject): ChatContentPart[] {
+  const body = asArray(block.content)
+    .map((b) => (isRecord(b) && b.type === "text" ? (asString(b.text) ?? "") : ""))
+    .filter((t) => t !== "")
+    .join("\n\n");
+  const head = [asString(block.title), asString(block.source)].filter(Boolean).join("\n");
+  const text = [head, body].filter((t) => t !== "").join("\n\n");
+  return text ? [{ type: "text", text }] : [];
+}
+
+function singlePart(block: JsonObject): ChatContentPart | undefined {
   if (block.type === "text") {
     const text = asString(block.text);
     return text ? { type: "text", text } : undefined;
@@ -298,6 +333,24 @@ function userPart(block: JsonObject): ChatContentPart | undefined {
         ? { type: "file", file: { file_url: url, filename: title ?? "document.pdf" } }
         : undefined;
     }
+  }
+  return undefined;
+}
+
+/**
+ * An image or document a messages request gives by `file_id` (Anthropic's Files API), as a
+ * sentence for the client, or undefined: the gateway has no file store to read it from, and the
+ * model would answer without it.
+ */
+export function fileSourceSentence(req: MessagesRequest): string | undefined {
+  const blocks = asArray(req.messages).flatMap((m) => (isRecord(m) ? asArray(m.content) : []));
+  const nested = blocks.flatMap((b) =>
+    isRecord(b) && b.type === "tool_result" ? asArray(b.content) : [],
+  );
+  for (const block of [...blocks, ...nested]) {
+    if (!isRecord(block) || (block.type !== "image" && block.type !== "document")) continue;
+    if (isRecord(block.source) && block.source.type === "file")
+      return `An \`${block.type}\` given by \`file_id\` (source type \`file\`) is not available for this model: the gateway has no file store to read it from; send it as a base64 \`source\`.`;
   }
   return undefined;
 }

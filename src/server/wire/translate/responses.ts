@@ -244,6 +244,48 @@ export function toolsOutsideChat(req: ResponsesRequest): string[] {
 }
 
 /**
+ * `moderation` (OpenAI's moderated completions: the input and output scored, or blocked, by a
+ * moderation model, and the results returned): no other backend runs it, and answering without it
+ * would hand back unmoderated text where blocking was asked for.
+ */
+export const moderationSentence =
+  "`moderation` (moderated completions) is not available for this model: only OpenAI's API runs it; leave it out to be answered unmoderated.";
+
+/**
+ * The request as the bridge runs it: tools an `additional_tools` input item makes available join
+ * the request's tools (chat declares its tools once, for the whole conversation), and the settings
+ * of the last `configuration_update` item (reasoning effort, text format) apply where the request
+ * sets none itself. Both items are then taken out of the input, which chat has no form for.
+ */
+export function withInputSettings(req: ResponsesRequest): ResponsesRequest {
+  if (!Array.isArray(req.input)) return req;
+  const isSetting = (item: unknown) =>
+    isRecord(item) && (item.type === "additional_tools" || item.type === "configuration_update");
+  if (!req.input.some(isSetting)) return req;
+  const out: ResponsesRequest = { ...req, input: req.input.filter((item) => !isSetting(item)) };
+  const tools = [...asArray(req.tools)];
+  let effort: unknown;
+  let format: unknown;
+  for (const item of req.input) {
+    if (!isRecord(item)) continue;
+    if (item.type === "additional_tools") tools.push(...asArray(item.tools));
+    if (item.type === "configuration_update") {
+      if (isRecord(item.reasoning) && item.reasoning.effort !== undefined)
+        effort = item.reasoning.effort;
+      if (isRecord(item.text) && item.text.format !== undefined) format = item.text.format;
+    }
+  }
+  if (tools.length > 0) out.tools = tools as ResponsesRequest["tools"];
+  const reasoning = isRecord(req.reasoning) ? req.reasoning : {};
+  if (effort !== undefined && reasoning.effort == null)
+    out.reasoning = { ...reasoning, effort } as ResponsesRequest["reasoning"];
+  const text = isRecord(req.text) ? req.text : {};
+  if (format !== undefined && text.format == null)
+    out.text = { ...text, format } as ResponsesRequest["text"];
+  return out;
+}
+
+/**
  * What a Responses request asks for that the bridge to chat cannot carry, as a sentence for the
  * client, or undefined. A prompt template lives in the client's OpenAI project: answering without
  * its instructions and variables would be a different answer given without a word.
@@ -251,6 +293,9 @@ export function toolsOutsideChat(req: ResponsesRequest): string[] {
 export function untranslatableToChat(req: ResponsesRequest): string | undefined {
   if (req.prompt !== undefined && req.prompt !== null)
     return "`prompt` (a prompt template stored in an OpenAI project) is not available for this model: the gateway cannot read the template; send its instructions and input in the request instead.";
+  if (req.moderation != null) return moderationSentence;
+  if (asArray(req.input).some((item) => isRecord(item) && item.type === "compaction_trigger"))
+    return "A `compaction_trigger` input item is not available for this model: a compacted conversation is an item only OpenAI's API can read; continue with `previous_response_id` or `conversation`, or send a shorter `input`.";
   return storedInputSentence(req.input);
 }
 
