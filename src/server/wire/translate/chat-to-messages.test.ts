@@ -274,6 +274,30 @@ describe("chatRequestToMessages", () => {
     ]);
   });
 
+  it("keeps a function's strict schema guarantee (Anthropic's strict tool use)", () => {
+    const parameters = {
+      type: "object",
+      properties: { city: { type: "string" } },
+      required: ["city"],
+      additionalProperties: false,
+    };
+    const out = chatRequestToMessages(
+      {
+        model: "m",
+        messages: [{ role: "user", content: "weather?" }],
+        tools: [
+          { type: "function", function: { name: "strict_one", parameters, strict: true } },
+          { type: "function", function: { name: "loose_one", parameters } },
+        ],
+      },
+      "up",
+    );
+    expect(out.tools?.map((t) => [t.name, t.strict])).toEqual([
+      ["strict_one", true],
+      ["loose_one", undefined],
+    ]);
+  });
+
   it("translates legacy function_call / function messages", () => {
     const out = chatRequestToMessages(
       {

@@ -424,6 +424,8 @@ function convertTools(tools: unknown[]): AnthropicTool[] {
     const description = asString(tool.function.description);
     if (description) converted.description = description;
     if (isRecord(tool.cache_control)) converted.cache_control = tool.cache_control;
+    // Strict tool use: Anthropic guarantees the call's input matches the schema, as OpenAI does.
+    if (tool.function.strict === true) converted.strict = true;
     out.push(converted);
   }
   return out;
