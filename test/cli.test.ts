@@ -395,6 +395,36 @@ describe("gateway keys", () => {
     expect((await runCli(["keys", "revoke", "bulk-0"], home.env)).code).toBe(0);
   });
 
+  it("never sends the stored login key to another gateway than the one it logged in to", async () => {
+    const { home, loginKey } = loggedInHome();
+    // Another server, as a mistyped URL or a shell left pointing elsewhere would reach.
+    const seen: (string | undefined)[] = [];
+    const other = createServer((req, res) => {
+      seen.push(req.headers.authorization);
+      res.end("{}");
+    });
+    await new Promise<void>((resolve) => other.listen(0, "127.0.0.1", resolve));
+    const otherUrl = `http://127.0.0.1:${(other.address() as AddressInfo).port}`;
+    try {
+      for (const env of [
+        { args: ["--base-url", otherUrl], extra: {} },
+        { args: [], extra: { GATEWAY_BASE_URL: otherUrl } },
+      ]) {
+        const done = await runCli(["keys", "list", ...env.args], { ...home.env, ...env.extra });
+        expect(done.code).toBe(1);
+        expect(done.stderr).toBe(
+          `gateway: the login key is for ${gw.url}, not ${otherUrl}; run \`npx gateway login --base-url ${otherUrl}\` to log in there (or set GATEWAY_API_KEY)\n`,
+        );
+        expect(done.stderr).not.toContain(loginKey);
+      }
+      expect(seen).toEqual([]);
+      // The gateway it logged in to, named or not, still works.
+      expect((await runCli(["keys", "list", "--base-url", `${gw.url}/v1`], home.env)).code).toBe(0);
+    } finally {
+      await new Promise((resolve) => other.close(resolve));
+    }
+  });
+
   it("says 'not logged in' without a stored key, and refuses a non-login GATEWAY_API_KEY plainly", async () => {
     const home = newHome();
     const done = await runCli(["keys", "list", "--base-url", gw.url], home.env);

@@ -239,8 +239,20 @@ export async function connectWithKey(
       `not logged in; run \`${cliCommand(`login${which}`)}\` (or set GATEWAY_API_KEY)`,
     );
   }
+  const baseUrl = resolveBaseUrl(opts.baseUrl, credential.baseUrl);
+  // A stored login key belongs to the gateway it was approved by: a --base-url or
+  // GATEWAY_BASE_URL naming another one (a typo, a shell left pointing elsewhere) must not be
+  // sent it, as gh keeps each host's token to that host.
+  if (credential.stored && credential.baseUrl !== undefined) {
+    const own = resolveBaseUrl(credential.baseUrl);
+    if (own !== baseUrl) {
+      throw new UserError(
+        `the login key is for ${own}, not ${baseUrl}; run \`${cliCommand(`login --base-url ${baseUrl}`)}\` to log in there (or set GATEWAY_API_KEY)`,
+      );
+    }
+  }
   const client = new GatewayClient({
-    baseUrl: resolveBaseUrl(opts.baseUrl, credential.baseUrl),
+    baseUrl,
     key: credential.key,
     onUnauthorized: credential.stored
       ? `run \`${cliCommand("login")}\` again`
