@@ -1,6 +1,7 @@
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { defaultMaxTokensField } from "../src/server/wire/to-provider.js";
 import { fakeGemini, geminiJson } from "./support/fake-gemini.js";
 import {
   anthropicJson,
@@ -9,7 +10,6 @@ import {
   type JsonReply,
   openaiJson,
 } from "./support/fake-upstream.js";
-import { defaultMaxTokensField } from "../src/server/wire/to-provider.js";
 import { baseConfig, KEY, type TestGateway, testGateway } from "./support/gateway.js";
 
 /**
