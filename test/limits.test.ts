@@ -337,5 +337,15 @@ describe.each(backends)("limits on %s", (backend) => {
         type: "shared_key_not_allowed",
       });
     });
+
+    it("cannot read the account's usage (every key's requests and costs): 403 shared_key_not_allowed", async () => {
+      gw = await gatewayOn(backend, held);
+      for (const report of ["summary", "daily", "requests"]) {
+        const res = await fetch(`${gw.url}/v1/usage/${report}`, { headers: shared });
+        expect(await errorOf(res)).toMatchObject({ status: 403, code: "shared_key_not_allowed" });
+        const own = { authorization: `Bearer ${KEY}` };
+        expect((await fetch(`${gw.url}/v1/usage/${report}`, { headers: own })).status).toBe(200);
+      }
+    });
   });
 });

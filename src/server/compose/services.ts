@@ -6,6 +6,7 @@ import type { Ledger } from "../billing/ledger.js";
 import { Dispatcher } from "../dispatch/dispatcher.js";
 import { KeyPools } from "../dispatch/key-pool.js";
 import type { ForwardingOptions } from "../http/request.js";
+import type { RequestTrace } from "../http/request-trace.js";
 import type { CassetteOptions } from "../kit/cassettes.js";
 import { RequestInspector } from "../kit/inspect.js";
 import { KitUpstream } from "../kit/kit-upstream.js";
@@ -59,6 +60,8 @@ export interface Services {
   inspector: RequestInspector;
   /** Open streams by account, ended when their account is suspended. */
   suspensions: SuspensionWatch;
+  /** Told each job charge once committed (a job settles after its request finished): /metrics. */
+  jobCharged?: (charged: RequestTrace) => void;
 }
 
 export function createServices(backend: Backend, options: ServerOptions): Services {

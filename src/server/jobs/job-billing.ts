@@ -2,6 +2,7 @@ import type { ModelRow } from "../../store/types.js";
 import { type Admission, failAdmission, settleAdmission } from "../billing/admission.js";
 import type { Services } from "../compose/services.js";
 import { GatewayError } from "../errors.js";
+import type { RequestTrace } from "../http/request-trace.js";
 import type { JobHold } from "./job-input.js";
 
 /**
@@ -21,7 +22,7 @@ export function jobHold(
 }
 
 /** settleAdmission needs only the reservation and whether the model is free. */
-function admissionOf(services: Services, hold: JobHold): Admission {
+function admissionOf(services: Services, hold: JobHold, trace?: RequestTrace): Admission {
   const account = services.store.getAccount(hold.reservation.accountId);
   if (!account) throw new GatewayError(500, "internal_error", "job account missing");
   return {
@@ -31,12 +32,14 @@ function admissionOf(services: Services, hold: JobHold): Admission {
     byok: [],
     byokOnly: hold.byokOnly,
     free: hold.free,
+    trace,
   };
 }
 
 /**
  * Charges a finished job. Call it inside the transaction that marks the job completed: the
- * charge is written into that transaction, so the row and its charge commit together.
+ * charge is written into that transaction, so the row and its charge commit together. Returns
+ * what was charged (cost and tokens), for the metrics once the transaction committed.
  */
 export function chargeJob(
   services: Services,
@@ -44,10 +47,11 @@ export function chargeJob(
   served: { model: ModelRow; providerId: string; byokServed: boolean },
   units: number,
   jobMoney: unknown,
-): void {
+): RequestTrace {
+  const trace: RequestTrace = { model: hold.reservation.model };
   settleAdmission(
     services,
-    admissionOf(services, hold),
+    admissionOf(services, hold, trace),
     {
       status: 200,
       usage: { input_tokens: 0, output_tokens: 0 },
@@ -57,6 +61,7 @@ export function chargeJob(
     },
     { writeNow: true, jobMoney },
   );
+  return trace;
 }
 
 /** Gives the hold back and returns the error the job reports; same transaction rule as chargeJob. */

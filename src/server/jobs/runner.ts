@@ -4,6 +4,7 @@ import type { ModelRow } from "../../store/types.js";
 import type { Services } from "../compose/services.js";
 import { forMediaWire, forModality, resolveTarget } from "../dispatch/resolve.js";
 import { GatewayError } from "../errors.js";
+import type { RequestTrace } from "../http/request-trace.js";
 import type { ProducedMedia } from "../providers/provider.js";
 import { provide } from "../providers/registry.js";
 import { chargeJob, refundJob } from "./job-billing.js";
@@ -197,15 +198,25 @@ export class JobRunner {
         duration: media.duration,
         bytes: media.bytes.length,
       };
-      await this.jobs.complete(job.id, this.instanceId, result, media.bytes, now, (jobMoney) =>
-        chargeJob(
-          this.services,
-          input.hold,
-          { model, providerId, byokServed },
-          billedSeconds(input.request),
-          jobMoney,
-        ),
+      let charged: RequestTrace | undefined;
+      const completed = await this.jobs.complete(
+        job.id,
+        this.instanceId,
+        result,
+        media.bytes,
+        now,
+        (jobMoney) => {
+          charged = chargeJob(
+            this.services,
+            input.hold,
+            { model, providerId, byokServed },
+            billedSeconds(input.request),
+            jobMoney,
+          );
+        },
       );
+      // A job's charge comes after its request finished: the metrics hear of it once committed.
+      if (completed && charged) this.services.jobCharged?.(charged);
     } catch (err) {
       // Aborted by stop() or a lost lease: the row stays `running` for whoever runs it next.
       if (signal.aborted) return;

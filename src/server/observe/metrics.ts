@@ -86,6 +86,21 @@ export function createMetrics(services: Services): GatewayMetrics {
 
   services.dispatcher.upstreamFailed = (provider, failure) =>
     upstreamFailures.labels(provider, failure.kind).inc();
+  // Tokens and money of a job count by its model once its charge committed; its requests
+  // (the 202 and the polls) count as requests only.
+  // Only names the catalog knows: a client must not grow the label set with made-up models.
+  const modelLabel = (name: string | undefined) => {
+    const catalog = services.store.getCatalog();
+    return name !== undefined && (catalog.models.has(name) || catalog.routes.has(name))
+      ? name
+      : "none";
+  };
+  services.jobCharged = (job) => {
+    const model = modelLabel(job.model);
+    if (job.inputTokens) tokens.labels(model, "input").inc(job.inputTokens);
+    if (job.outputTokens) tokens.labels(model, "output").inc(job.outputTokens);
+    if (job.costMicro) charged.labels(model).inc(job.costMicro);
+  };
 
   let routeOf: (method: string, path: string) => string = () => "unmatched";
 
@@ -116,13 +131,7 @@ export function createMetrics(services: Services): GatewayMetrics {
     },
     observe(r) {
       const route = r.status === 404 ? "unmatched" : routeOf(r.method, r.path);
-      // Only names the catalog knows: a client must not grow the label set with made-up models.
-      const catalog = services.store.getCatalog();
-      const model =
-        r.model !== undefined && (catalog.models.has(r.model) || catalog.routes.has(r.model))
-          ? r.model
-          : "none";
-      const series = seriesOf(route, r.method, r.status, model);
+      const series = seriesOf(route, r.method, r.status, modelLabel(r.model));
       series.requests.inc();
       series.latency.observe(r.durationMs / 1000);
       if (r.inputTokens) series.input.inc(r.inputTokens);

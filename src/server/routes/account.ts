@@ -1,5 +1,6 @@
 import type { Context } from "hono";
 import type { AccountRow } from "../../store/types.js";
+import { nextUtcMidnight } from "../../store/utc-windows.js";
 import { quota } from "../billing/quota.js";
 import type { Services } from "../compose/services.js";
 import { GatewayError } from "../errors.js";
@@ -8,21 +9,26 @@ import type { AppEnv, Handler } from "../http/context.js";
 /** GET /v1/account/quota: what the key's account can spend now. Shared keys may not read it. */
 export function quotaHandler(services: Services): Handler {
   return async (c) => {
-    const { key } = c.get("auth");
-    if (key.kind === "shared") {
-      throw new GatewayError(
-        403,
-        "shared_key_not_allowed",
-        "Shared keys cannot read the account quota.",
-      );
-    }
+    notShared(c, "the account quota");
     return c.json(await quota(services, accountOf(services, c).id));
   };
 }
 
-/** GET /v1/usage/{name}: one of the usage reports, for the key's account. */
+/**
+ * GET /v1/usage/{name}: one of the usage reports, for the key's account. A shared key (one
+ * handed to others) may not read them, as it may not read the quota: they list every key's
+ * requests, labels and costs.
+ */
 export function usageHandler(view: UsageView, services: Services): Handler {
-  return async (c) => c.json(await view(accountOf(services, c).id, c));
+  return async (c) => {
+    notShared(c, "the account's usage");
+    return c.json(await view(accountOf(services, c).id, c));
+  };
+}
+
+function notShared(c: Context<AppEnv>, what: string): void {
+  if (c.get("auth").key.kind === "shared")
+    throw new GatewayError(403, "shared_key_not_allowed", `Shared keys cannot read ${what}.`);
 }
 
 export type UsageView = (accountId: string, c: Context) => Promise<object>;
@@ -63,7 +69,12 @@ function accountOf(services: Pick<Services, "store">, c: Context<AppEnv>): Accou
   return account;
 }
 
+/**
+ * The start of the last `days` UTC days, today included: whole days, as the daily report's
+ * buckets and the dashboard count them, so no bucket stands for part of its date.
+ */
 function sinceDays(c: Context, services: Pick<Services, "options">): number {
   const days = Math.min(366, Math.max(1, Number(c.req.query("days") ?? 30) || 30));
-  return services.options.now() - days * 86_400_000;
+  const now = services.options.now();
+  return nextUtcMidnight(now) - days * 86_400_000;
 }
