@@ -163,6 +163,21 @@ describe("config validation", () => {
     ]);
   });
 
+  it("takes a provider key without the whitespace around it (a newline from an env file)", () => {
+    const placeholder = ["$", "{OPENAI_KEY}"].join("");
+    const raw = {
+      providers: [
+        { id: "o", wire: "openai", base_url: "http://127.0.0.1:1/v1", api_keys: [placeholder] },
+      ],
+    };
+    expect(parseConfig(raw, { OPENAI_KEY: " sk-from-env\r\n" }).providers[0].api_keys).toEqual([
+      "sk-from-env",
+    ]);
+    expect(problemsOf(raw, { OPENAI_KEY: "\n" })).toEqual([
+      "providers[0].api_keys[0]: Too small: expected string to have >=1 characters",
+    ]);
+  });
+
   it("names a missing variable once, with every place that uses it", () => {
     const placeholder = ["$", "{TEAM_KEY}"].join("");
     const raw = {

@@ -36,7 +36,8 @@ const providerSchema = z
     id: z.string().min(1),
     wire: z.enum(wireNames),
     base_url: z.string().url().optional(),
-    api_keys: z.array(z.string().min(1)).default([]),
+    // A key is never spaced: what surrounds one is a newline from an env file or a paste.
+    api_keys: z.array(z.string().trim().min(1)).default([]),
     // The whole of a non-stream answer, and a stream's wait for its headers.
     timeout_ms: timerMs.default(60_000),
     // The longest gap between two pieces of an answer's body; absent, timeout_ms.
