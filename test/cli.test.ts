@@ -425,6 +425,20 @@ describe("gateway keys", () => {
     }
   });
 
+  it("says what is wrong with a GATEWAY_API_KEY pasted with typographic quotes, not that the gateway is unreachable", async () => {
+    const home = newHome();
+    const pasted = "\u201ckn-pasted-from-a-chat-app-0000000000\u201d";
+    const done = await runCli(["keys", "list", "--base-url", gw.url], {
+      ...home.env,
+      GATEWAY_API_KEY: pasted,
+    });
+    expect(done.code).toBe(1);
+    expect(done.stderr).toBe(
+      "gateway: GATEWAY_API_KEY holds characters no key has (a typographic quote, a space or a line break?); paste the key again as plain text\n",
+    );
+    expect(done.stderr).not.toContain("kn-pasted");
+  });
+
   it("says 'not logged in' without a stored key, and refuses a non-login GATEWAY_API_KEY plainly", async () => {
     const home = newHome();
     const done = await runCli(["keys", "list", "--base-url", gw.url], home.env);

@@ -95,7 +95,15 @@ export async function findStoredLogin(
 /** GATEWAY_API_KEY first, then the profile's stored login key. */
 export async function activeCredential(profile: string): Promise<ActiveCredential | undefined> {
   const fromEnv = process.env.GATEWAY_API_KEY?.trim();
-  if (fromEnv) return { key: fromEnv, source: "GATEWAY_API_KEY environment variable" };
+  if (fromEnv) {
+    // A key is printable ASCII: anything else (a smart quote from a chat app, a space inside)
+    // could not even be sent in a header, and would read as the gateway being unreachable.
+    if (!/^[\x21-\x7e]+$/.test(fromEnv))
+      throw new UserError(
+        "GATEWAY_API_KEY holds characters no key has (a typographic quote, a space or a line break?); paste the key again as plain text",
+      );
+    return { key: fromEnv, source: "GATEWAY_API_KEY environment variable" };
+  }
   const found = await findStoredLogin(await openCredentialStores(), profile);
   if (!found) return undefined;
   return {
