@@ -63,6 +63,41 @@ const priceOf = (
 const WORDS = 20;
 const word = (i: number) => ` w${"bcdefghijklmnopqrstuvwxyz"[i % 25]}${i % 10}`;
 
+/** A gateway on `backend` with one openai-wire model, `m-openai`, in front of a fake upstream. */
+function useOpenaiGateway(
+  backend: (typeof backends)[number],
+  ready: (started: { gw: TestGateway; up: FakeUpstream }) => void,
+): void {
+  let gw: TestGateway | undefined;
+  let up: FakeUpstream | undefined;
+  beforeAll(async () => {
+    up = await fakeUpstream("openai");
+    const base = baseConfig();
+    gw = await gatewayOn(backend, {
+      config: {
+        ...base,
+        providers: [{ id: "oa", wire: "openai", base_url: up.baseUrl, api_keys: ["sk-oa"] }],
+        models: [
+          {
+            name: "m-openai",
+            provider: "oa",
+            upstream_model: "gpt-up",
+            price_input_per_mtok: PRICE_IN,
+            price_output_per_mtok: PRICE_OUT,
+          },
+        ],
+        routes: [],
+      },
+    });
+    ready({ gw, up });
+  });
+  afterAll(async () => {
+    await gw?.close();
+    await up?.close();
+  });
+  afterEach(() => up?.reset());
+}
+
 // ---- Message threads the gateway holds: the hold must cover the conversation it sends ----------
 
 describe.each(backends)("a message thread the gateway holds, on %s", (backend) => {
@@ -130,32 +165,9 @@ describe.each(backends)("a message thread the gateway holds, on %s", (backend) =
 describe.each(backends)("usage a provider reports without its output, on %s", (backend) => {
   let gw: TestGateway;
   let up: FakeUpstream;
-
-  beforeAll(async () => {
-    up = await fakeUpstream("openai");
-    const base = baseConfig();
-    gw = await gatewayOn(backend, {
-      config: {
-        ...base,
-        providers: [{ id: "oa", wire: "openai", base_url: up.baseUrl, api_keys: ["sk-oa"] }],
-        models: [
-          {
-            name: "m-openai",
-            provider: "oa",
-            upstream_model: "gpt-up",
-            price_input_per_mtok: PRICE_IN,
-            price_output_per_mtok: PRICE_OUT,
-          },
-        ],
-        routes: [],
-      },
-    });
+  useOpenaiGateway(backend, (ready) => {
+    ({ gw, up } = ready);
   });
-  afterAll(async () => {
-    await gw?.close();
-    await up?.close();
-  });
-  afterEach(() => up.reset());
 
   const base = { id: "chatcmpl-p", created: 1, model: "gpt-up" };
   const text = Array.from({ length: WORDS }, (_, i) => word(i));
@@ -246,32 +258,9 @@ describe.each(backends)("usage a provider reports without its output, on %s", (b
 describe.each(backends)("an image the provider fetches by URL, on %s", (backend) => {
   let gw: TestGateway;
   let up: FakeUpstream;
-
-  beforeAll(async () => {
-    up = await fakeUpstream("openai");
-    const base = baseConfig();
-    gw = await gatewayOn(backend, {
-      config: {
-        ...base,
-        providers: [{ id: "oa", wire: "openai", base_url: up.baseUrl, api_keys: ["sk-oa"] }],
-        models: [
-          {
-            name: "m-openai",
-            provider: "oa",
-            upstream_model: "gpt-up",
-            price_input_per_mtok: PRICE_IN,
-            price_output_per_mtok: PRICE_OUT,
-          },
-        ],
-        routes: [],
-      },
-    });
+  useOpenaiGateway(backend, (ready) => {
+    ({ gw, up } = ready);
   });
-  afterAll(async () => {
-    await gw?.close();
-    await up?.close();
-  });
-  afterEach(() => up.reset());
 
   it("charges the input tokens the provider reported for images it read by URL", async () => {
     // Twenty high-detail images by URL: a body of about 2 KB, tens of thousands of input tokens.
@@ -362,32 +351,9 @@ describe.each(backends)("a Responses item_reference the gateway resolves, on %s"
 describe.each(backends)("delivered text with JSON escapes, on %s", (backend) => {
   let gw: TestGateway;
   let up: FakeUpstream;
-
-  beforeAll(async () => {
-    up = await fakeUpstream("openai");
-    const base = baseConfig();
-    gw = await gatewayOn(backend, {
-      config: {
-        ...base,
-        providers: [{ id: "oa", wire: "openai", base_url: up.baseUrl, api_keys: ["sk-oa"] }],
-        models: [
-          {
-            name: "m-openai",
-            provider: "oa",
-            upstream_model: "gpt-up",
-            price_input_per_mtok: PRICE_IN,
-            price_output_per_mtok: PRICE_OUT,
-          },
-        ],
-        routes: [],
-      },
-    });
+  useOpenaiGateway(backend, (ready) => {
+    ({ gw, up } = ready);
   });
-  afterAll(async () => {
-    await gw?.close();
-    await up?.close();
-  });
-  afterEach(() => up.reset());
 
   /**
    * A stream with no usage report (an OpenAI-compatible server that ignores include_usage),
