@@ -13,6 +13,7 @@ import {
   type StateSetup,
   stateGateway,
   useStateGateway,
+  weatherTool,
 } from "./support/responses-loop.js";
 import { answerFor, WEATHER_RESULT, WEATHER_TOOL } from "./support/tool-loop.js";
 
@@ -39,19 +40,6 @@ beforeAll(() => {
   second = clientFor(setup.gw, KEY2);
   other = clientFor(setup.gw, OTHER_KEY);
 });
-
-const weather: Tool = {
-  type: "function",
-  name: WEATHER_TOOL,
-  description: "The weather in a city",
-  parameters: {
-    type: "object",
-    properties: { city: { type: "string" } },
-    required: ["city"],
-    additionalProperties: false,
-  },
-  strict: true,
-};
 
 const day = 24 * 60 * 60 * 1000;
 
@@ -270,14 +258,14 @@ describe("chains, conversations and tools across wires", () => {
   ])("a function call made on %s is answered on %s with only its output", async (from, to) => {
     const asked = await openai.responses.create({
       model: from,
-      tools: [weather],
+      tools: [weatherTool],
       input: "What is the weather in Jakarta?",
     });
     const call = asked.output.find((item) => item.type === "function_call");
     if (call?.type !== "function_call") throw new Error("no function call");
     const answered = await openai.responses.create({
       model: to,
-      tools: [weather],
+      tools: [weatherTool],
       previous_response_id: asked.id,
       input: [{ type: "function_call_output", call_id: call.call_id, output: WEATHER_RESULT }],
     });
@@ -324,7 +312,7 @@ describe("chains, conversations and tools across wires", () => {
     const conversation = await openai.conversations.create();
     const asked = await openai.responses.create({
       model: "claude-x",
-      tools: [weather],
+      tools: [weatherTool],
       conversation: conversation.id,
       input: "What is the weather in Jakarta?",
     });
@@ -332,7 +320,7 @@ describe("chains, conversations and tools across wires", () => {
     if (call?.type !== "function_call") throw new Error("no function call");
     const answered = await openai.responses.create({
       model: "gpt-x",
-      tools: [weather],
+      tools: [weatherTool],
       conversation: { id: conversation.id },
       input: [{ type: "function_call_output", call_id: call.call_id, output: WEATHER_RESULT }],
     });

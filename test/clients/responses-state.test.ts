@@ -8,6 +8,7 @@ import {
   OTHER_KEY,
   type StateSetup,
   useStateGateway,
+  weatherTool,
   wireModels,
 } from "../support/responses-loop.js";
 import { answerFor, WEATHER_RESULT, WEATHER_TOOL } from "../support/tool-loop.js";
@@ -31,19 +32,6 @@ beforeAll(() => {
   openai = client(KEY);
   other = client(OTHER_KEY);
 });
-
-const weather: Tool = {
-  type: "function",
-  name: WEATHER_TOOL,
-  description: "The weather in a city",
-  parameters: {
-    type: "object",
-    properties: { city: { type: "string" } },
-    required: ["city"],
-    additionalProperties: false,
-  },
-  strict: true,
-};
 
 const day = 24 * 60 * 60 * 1000;
 
@@ -74,7 +62,7 @@ describe.each(wireModels)("Responses API state on %s", (model) => {
   it("a tool loop sends only the tool's output, and the provider gets the call before it", async () => {
     const asked = await openai.responses.create({
       model,
-      tools: [weather],
+      tools: [weatherTool],
       input: "What is the weather in Jakarta?",
     });
     const call = asked.output.find((item) => item.type === "function_call");
@@ -82,7 +70,7 @@ describe.each(wireModels)("Responses API state on %s", (model) => {
     if (call?.type !== "function_call") throw new Error("no function call");
     const answered = await openai.responses.create({
       model,
-      tools: [weather],
+      tools: [weatherTool],
       previous_response_id: asked.id,
       input: [{ type: "function_call_output", call_id: call.call_id, output: WEATHER_RESULT }],
     });
@@ -93,7 +81,7 @@ describe.each(wireModels)("Responses API state on %s", (model) => {
   it("an item_reference to an item of a stored response is that item; an unknown one is a 400", async () => {
     const asked = await openai.responses.create({
       model,
-      tools: [weather],
+      tools: [weatherTool],
       input: "What is the weather in Jakarta?",
     });
     const call = asked.output.find((item) => item.type === "function_call");
@@ -101,7 +89,7 @@ describe.each(wireModels)("Responses API state on %s", (model) => {
     // As the AI SDK sends a stored turn: by reference, without previous_response_id.
     const answered = await openai.responses.create({
       model,
-      tools: [weather],
+      tools: [weatherTool],
       input: [
         { role: "user", content: "What is the weather in Jakarta?" },
         { type: "item_reference", id: call.id },
@@ -130,14 +118,14 @@ describe.each(wireModels)("Responses API state on %s", (model) => {
     expect(second.output_text).toBe("Your name is Grace.");
 
     const asked = await openai.responses
-      .stream({ model, tools: [weather], input: "Weather in Jakarta?" })
+      .stream({ model, tools: [weatherTool], input: "Weather in Jakarta?" })
       .finalResponse();
     const call = asked.output.find((item) => item.type === "function_call");
     if (call?.type !== "function_call") throw new Error("no function call");
     const answered = await openai.responses
       .stream({
         model,
-        tools: [weather],
+        tools: [weatherTool],
         previous_response_id: asked.id,
         input: [{ type: "function_call_output", call_id: call.call_id, output: WEATHER_RESULT }],
       })

@@ -1,3 +1,4 @@
+import type { Tool } from "openai/resources/responses/responses";
 import { afterAll, beforeAll, beforeEach } from "vitest";
 import { fakeGemini, geminiJson, geminiStreamSteps } from "./fake-gemini.js";
 import {
@@ -34,6 +35,20 @@ import {
  */
 
 export const OTHER_KEY = "kn-test-other-account-key-000000";
+
+/** The weather function as a Responses client declares it (strict, as the Agents SDK does). */
+export const weatherTool: Tool = {
+  type: "function",
+  name: WEATHER_TOOL,
+  description: "The weather in a city",
+  parameters: {
+    type: "object",
+    properties: { city: { type: "string" } },
+    required: ["city"],
+    additionalProperties: false,
+  },
+  strict: true,
+};
 export const wireModels = ["gpt-x", "claude-x", "gpt-native", "gemini-x"] as const;
 export type WireModel = (typeof wireModels)[number];
 
