@@ -1,7 +1,6 @@
 import Anthropic from "@anthropic-ai/sdk";
 import { Agent, OpenAIResponsesModel, run, setTracingDisabled, tool } from "@openai/agents";
 import OpenAI from "openai";
-import type { Tool } from "openai/resources/responses/responses";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { deferred, openaiJson, type SseStep } from "./support/fake-upstream.js";

@@ -1,7 +1,7 @@
 import { createOpenAI } from "@ai-sdk/openai";
 import { generateText } from "ai";
 import OpenAI from "openai";
-import type { ResponseInputItem, Tool } from "openai/resources/responses/responses";
+import type { ResponseInputItem } from "openai/resources/responses/responses";
 import { beforeAll, describe, expect, it } from "vitest";
 import { KEY } from "../support/gateway.js";
 import {
