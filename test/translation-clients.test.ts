@@ -1,5 +1,5 @@
 import Anthropic from "@anthropic-ai/sdk";
-import OpenAI from "openai";
+import type OpenAI from "openai";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { defaultMaxTokensField } from "../src/server/wire/to-provider.js";
 import { fakeGemini, geminiJson } from "./support/fake-gemini.js";
@@ -10,7 +10,8 @@ import {
   type JsonReply,
   openaiJson,
 } from "./support/fake-upstream.js";
-import { baseConfig, KEY, type TestGateway, testGateway } from "./support/gateway.js";
+import type { TestGateway } from "./support/gateway.js";
+import { useThreeWires } from "./support/three-wires.js";
 
 /**
  * An adversarial client of cross-wire translation: what the newest SDKs send and read, through
@@ -23,46 +24,25 @@ let gm: FakeUpstream;
 let gw: TestGateway;
 let openai: OpenAI;
 let anthropic: Anthropic;
-
-beforeAll(async () => {
-  oa = await fakeUpstream("openai");
-  an = await fakeUpstream("anthropic");
-  gm = await fakeGemini({ apiKeys: ["gm-key"], maxOutputTokens: 1000 });
-  const priced = { price_input_per_mtok: 1, price_output_per_mtok: 1, max_output_tokens: 1000 };
-  gw = await testGateway({
-    config: baseConfig({
-      providers: [
-        ...(baseConfig().providers ?? []),
-        { id: "oa", wire: "openai", base_url: oa.baseUrl, api_keys: ["sk-oa"] },
-        // As OpenAI's own API (and its reasoning models, which refuse max_tokens) wants it.
-        {
-          id: "oa-new",
-          wire: "openai",
-          base_url: oa.baseUrl,
-          api_keys: ["sk-oa"],
-          max_tokens_field: "max_completion_tokens",
-        },
-        { id: "an", wire: "anthropic", base_url: an.baseUrl, api_keys: ["sk-an"] },
-        { id: "gm", wire: "gemini", base_url: gm.url, api_keys: ["gm-key"] },
-      ],
-      models: [
-        ...(baseConfig().models ?? []),
-        { name: "h-openai", provider: "oa", upstream_model: "gpt-up", ...priced },
-        { name: "h-openai-new", provider: "oa-new", upstream_model: "gpt-up", ...priced },
-        { name: "h-anthropic", provider: "an", upstream_model: "claude-up", ...priced },
-        { name: "h-gemini", provider: "gm", upstream_model: "gemini-up", ...priced },
-      ],
-    }),
-  });
-  openai = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0, timeout: 10_000 });
-  anthropic = new Anthropic({ apiKey: KEY, baseURL: gw.url, maxRetries: 0, timeout: 10_000 });
-});
-afterAll(async () => {
-  await gw?.close();
-  for (const upstream of [oa, an, gm]) await upstream?.close();
-});
-beforeEach(() => {
-  for (const upstream of [oa, an, gm]) upstream.reset();
+useThreeWires({
+  maxOutputTokens: 1000,
+  geminiMax: 1000,
+  extra: ({ oa }) => ({
+    // As OpenAI's own API (and its reasoning models, which refuse max_tokens) wants it.
+    providers: [
+      {
+        id: "oa-new",
+        wire: "openai",
+        base_url: oa.baseUrl,
+        api_keys: ["sk-oa"],
+        max_tokens_field: "max_completion_tokens",
+      },
+    ],
+    models: [{ name: "h-openai-new", provider: "oa-new", upstream_model: "gpt-up" }],
+  }),
+  ready: (wires) => {
+    ({ oa, an, gm, gw, openai, anthropic } = wires);
+  },
 });
 
 const PDF_URL = "https://example.com/reports/q3.pdf";

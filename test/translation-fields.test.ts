@@ -1,5 +1,5 @@
-import Anthropic from "@anthropic-ai/sdk";
-import OpenAI from "openai";
+import type Anthropic from "@anthropic-ai/sdk";
+import type OpenAI from "openai";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { fakeGemini, geminiJson } from "./support/fake-gemini.js";
 import {
@@ -8,7 +8,8 @@ import {
   fakeUpstream,
   openaiJson,
 } from "./support/fake-upstream.js";
-import { baseConfig, KEY, type TestGateway, testGateway } from "./support/gateway.js";
+import type { TestGateway } from "./support/gateway.js";
+import { useThreeWires } from "./support/three-wires.js";
 
 /**
  * Request fields and content types the newest SDKs send (openai 7.57, @anthropic-ai/sdk 1.14),
@@ -22,37 +23,11 @@ let gm: FakeUpstream;
 let gw: TestGateway;
 let openai: OpenAI;
 let anthropic: Anthropic;
-
-beforeAll(async () => {
-  oa = await fakeUpstream("openai");
-  an = await fakeUpstream("anthropic");
-  gm = await fakeGemini({ apiKeys: ["gm-key"] });
-  const priced = { price_input_per_mtok: 1, price_output_per_mtok: 1, max_output_tokens: 32000 };
-  gw = await testGateway({
-    config: baseConfig({
-      providers: [
-        ...(baseConfig().providers ?? []),
-        { id: "oa", wire: "openai", base_url: oa.baseUrl, api_keys: ["sk-oa"] },
-        { id: "an", wire: "anthropic", base_url: an.baseUrl, api_keys: ["sk-an"] },
-        { id: "gm", wire: "gemini", base_url: gm.url, api_keys: ["gm-key"] },
-      ],
-      models: [
-        ...(baseConfig().models ?? []),
-        { name: "h-openai", provider: "oa", upstream_model: "gpt-up", ...priced },
-        { name: "h-anthropic", provider: "an", upstream_model: "claude-up", ...priced },
-        { name: "h-gemini", provider: "gm", upstream_model: "gemini-up", ...priced },
-      ],
-    }),
-  });
-  openai = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0, timeout: 10_000 });
-  anthropic = new Anthropic({ apiKey: KEY, baseURL: gw.url, maxRetries: 0, timeout: 10_000 });
-});
-afterAll(async () => {
-  await gw?.close();
-  for (const upstream of [oa, an, gm]) await upstream?.close();
-});
-beforeEach(() => {
-  for (const upstream of [oa, an, gm]) upstream.reset();
+useThreeWires({
+  maxOutputTokens: 32000,
+  ready: (wires) => {
+    ({ oa, an, gm, gw, openai, anthropic } = wires);
+  },
 });
 
 /** The error a call ended with (undefined when it succeeded). */
