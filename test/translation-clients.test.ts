@@ -1,12 +1,11 @@
 import Anthropic from "@anthropic-ai/sdk";
 import type OpenAI from "openai";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { defaultMaxTokensField } from "../src/server/wire/to-provider.js";
-import { fakeGemini, geminiJson } from "./support/fake-gemini.js";
+import { geminiJson } from "./support/fake-gemini.js";
 import {
   anthropicJson,
   type FakeUpstream,
-  fakeUpstream,
   type JsonReply,
   openaiJson,
 } from "./support/fake-upstream.js";
@@ -21,7 +20,7 @@ import { useThreeWires } from "./support/three-wires.js";
 let oa: FakeUpstream;
 let an: FakeUpstream;
 let gm: FakeUpstream;
-let gw: TestGateway;
+let _gw: TestGateway;
 let openai: OpenAI;
 let anthropic: Anthropic;
 useThreeWires({
@@ -41,7 +40,7 @@ useThreeWires({
     models: [{ name: "h-openai-new", provider: "oa-new", upstream_model: "gpt-up" }],
   }),
   ready: (wires) => {
-    ({ oa, an, gm, gw, openai, anthropic } = wires);
+    ({ oa, an, gm, _gw, openai, anthropic } = wires);
   },
 });
 

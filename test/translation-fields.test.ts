@@ -1,13 +1,8 @@
 import type Anthropic from "@anthropic-ai/sdk";
 import type OpenAI from "openai";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { fakeGemini, geminiJson } from "./support/fake-gemini.js";
-import {
-  anthropicJson,
-  type FakeUpstream,
-  fakeUpstream,
-  openaiJson,
-} from "./support/fake-upstream.js";
+import { describe, expect, it } from "vitest";
+import { geminiJson } from "./support/fake-gemini.js";
+import { anthropicJson, type FakeUpstream, openaiJson } from "./support/fake-upstream.js";
 import type { TestGateway } from "./support/gateway.js";
 import { useThreeWires } from "./support/three-wires.js";
 
@@ -20,13 +15,13 @@ import { useThreeWires } from "./support/three-wires.js";
 let oa: FakeUpstream;
 let an: FakeUpstream;
 let gm: FakeUpstream;
-let gw: TestGateway;
+let _gw: TestGateway;
 let openai: OpenAI;
 let anthropic: Anthropic;
 useThreeWires({
   maxOutputTokens: 32000,
   ready: (wires) => {
-    ({ oa, an, gm, gw, openai, anthropic } = wires);
+    ({ oa, an, gm, _gw, openai, anthropic } = wires);
   },
 });
 
