@@ -9,7 +9,6 @@ import {
   type JsonReply,
   openaiJson,
 } from "./support/fake-upstream.js";
-import type { TestGateway } from "./support/gateway.js";
 import { useThreeWires } from "./support/three-wires.js";
 
 /**
@@ -20,7 +19,6 @@ import { useThreeWires } from "./support/three-wires.js";
 let oa: FakeUpstream;
 let an: FakeUpstream;
 let gm: FakeUpstream;
-let _gw: TestGateway;
 let openai: OpenAI;
 let anthropic: Anthropic;
 useThreeWires({
@@ -40,7 +38,7 @@ useThreeWires({
     models: [{ name: "h-openai-new", provider: "oa-new", upstream_model: "gpt-up" }],
   }),
   ready: (wires) => {
-    ({ oa, an, gm, _gw, openai, anthropic } = wires);
+    ({ oa, an, gm, openai, anthropic } = wires);
   },
 });
 

@@ -3,7 +3,6 @@ import type OpenAI from "openai";
 import { describe, expect, it } from "vitest";
 import { geminiJson } from "./support/fake-gemini.js";
 import { anthropicJson, type FakeUpstream, openaiJson } from "./support/fake-upstream.js";
-import type { TestGateway } from "./support/gateway.js";
 import { useThreeWires } from "./support/three-wires.js";
 
 /**
@@ -15,13 +14,12 @@ import { useThreeWires } from "./support/three-wires.js";
 let oa: FakeUpstream;
 let an: FakeUpstream;
 let gm: FakeUpstream;
-let _gw: TestGateway;
 let openai: OpenAI;
 let anthropic: Anthropic;
 useThreeWires({
   maxOutputTokens: 32000,
   ready: (wires) => {
-    ({ oa, an, gm, _gw, openai, anthropic } = wires);
+    ({ oa, an, gm, openai, anthropic } = wires);
   },
 });
 
