@@ -132,6 +132,7 @@ export class UpstreamHttp {
     provider: UpstreamProvider,
   ): Promise<AsyncIterable<Uint8Array>> {
     const { idleMs, maxStreamMs } = upstreamBounds(provider);
+    const started = performance.now();
     const deadline = new Deadline(signal, maxStreamMs);
     let answer: StreamAnswer;
     try {
@@ -152,7 +153,10 @@ export class UpstreamHttp {
         : streamedBody(answer.body, deadline);
     }
     try {
-      throw failureOf(status, answer.headers["retry-after"], await readBounded(answer.body));
+      // A refusal is a whole answer, not a stream: read only what classifies it, within the
+      // provider's timeout_ms from the request, never an endless or trickling error body.
+      const left = Math.max(1, provider.timeout_ms - (performance.now() - started));
+      throw failureOf(status, answer.headers["retry-after"], await readBounded(answer.body, left));
     } finally {
       deadline.clear();
     }
@@ -617,17 +621,36 @@ function postOptions(
   };
 }
 
-async function readBounded(body: AsyncIterable<Buffer | Uint8Array>): Promise<string> {
+/**
+ * At most `maxErrorBodyBytes` of an error body, read for at most `ms`: the rest is not wanted, and
+ * the reader's `return` closes the provider's connection.
+ */
+async function readBounded(body: AsyncIterable<Buffer | Uint8Array>, ms: number): Promise<string> {
   const parts: Buffer[] = [];
   let size = 0;
+  const reader = body[Symbol.asyncIterator]();
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<undefined>((resolve) => {
+    timer = setTimeout(() => resolve(undefined), ms);
+  });
+  let over = false;
   try {
-    for await (const chunk of body) {
-      if (size < maxErrorBodyBytes) parts.push(Buffer.from(chunk));
-      size += chunk.length;
+    while (size < maxErrorBodyBytes) {
+      const step = await Promise.race([reader.next(), late]);
+      if (!step || step.done) {
+        over = step?.done === true;
+        break;
+      }
+      parts.push(Buffer.from(step.value));
+      size += step.value.length;
     }
   } catch {
     // A broken error body still classifies by status.
+    over = true;
+  } finally {
+    clearTimeout(timer);
   }
+  if (!over) void reader.return?.()?.catch(() => {});
   return Buffer.concat(parts).toString("utf8").slice(0, maxErrorBodyBytes);
 }
 
