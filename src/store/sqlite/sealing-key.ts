@@ -1,4 +1,4 @@
-import { existsSync } from "node:fs";
+import { closeSync, existsSync, openSync, readSync, statSync } from "node:fs";
 import { resolve } from "node:path";
 import Database from "better-sqlite3";
 import { keychainService, keychainTimeoutMs, openKeychain, withTimeout } from "../os-keychain.js";
@@ -54,6 +54,9 @@ export async function keychainSealingKey(
   const mode = modeOf(env[secretKeyStoreEnv]);
   const file = keyFileOf(dbPath);
   if (mode === "file" || existsSync(file)) return undefined;
+  // A path that is no database (a directory, another kind of file) is refused when the Store
+  // opens it, in one line: no key is looked for, and no key file is announced that is never made.
+  if (!canBeDatabase(dbPath)) return undefined;
   const opened = await openKeychain();
   if (!opened.ok) {
     if (mode === "keychain") {
@@ -88,4 +91,23 @@ function sealedAlready(dbPath: string): boolean {
   } finally {
     db?.close();
   }
+}
+
+/** Whether `dbPath` is missing, empty, or an SQLite file: a database the Store may open or create. */
+function canBeDatabase(dbPath: string): boolean {
+  const stat = statSync(dbPath, { throwIfNoEntry: false });
+  if (!stat) return true;
+  if (!stat.isFile()) return false;
+  if (stat.size === 0) return true;
+  const header = Buffer.alloc(16);
+  let fd: number | undefined;
+  try {
+    fd = openSync(dbPath, "r");
+    readSync(fd, header, 0, 16, 0);
+  } catch {
+    return true; // unreadable: the Store's own error says why
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+  return header.toString("latin1") === "SQLite format 3\0";
 }
