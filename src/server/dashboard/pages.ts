@@ -33,6 +33,11 @@ const styles = `
           border: 2px solid #1b1b1b; border-radius: .4rem; display: inline-block; margin: .5rem 0; }
   /* A name someone else chose (a CLI's client name) wraps rather than widening the page. */
   bdi { overflow-wrap: anywhere; }
+  /* A key's label (up to 100 characters, maybe one unbroken word) wraps inside its cell. */
+  td.label { overflow-wrap: anywhere; min-width: 8rem; }
+  .notice, .new-key p { overflow-wrap: anywhere; }
+  button.danger bdi { display: inline-block; max-width: 12rem; overflow: hidden; text-overflow: ellipsis;
+                      white-space: nowrap; vertical-align: bottom; }
   .key { font: 1rem ui-monospace, monospace; padding: .5rem; background: #f3f3f3; word-break: break-all; }
   form.inline { display: inline; }
   button { font-size: 1rem; padding: .5rem 1.4rem; margin-right: .6rem; border-radius: .3rem;
@@ -115,6 +120,8 @@ const styles = `
     .card p { font-size: .85rem; }
     th, td { padding: .3rem .3rem; }
     button { padding: .5rem 1rem; }
+    /* The row names the key already; the button's name (aria-label) still says which. */
+    button.danger bdi { display: none; }
   }
   pre.cmd { font: 1rem ui-monospace, monospace; padding: .6rem .8rem; background: #f3f3f3;
             border-radius: .3rem; overflow-x: auto; }
@@ -526,11 +533,11 @@ function keyRow(key: KeyRow, csrfToken: string): string {
 <form method="post" action="/dashboard/keys/${encodeURIComponent(key.id)}/revoke">
 <input type="hidden" name="csrf_token" value="${escapeHtml(csrfToken)}">
 <p>Requests with this key will get 401 at once.</p>
-<button class="danger" type="submit">Revoke ${escapeHtml(key.label)}</button></form></details>`;
-  return `<tr id="key-${escapeHtml(key.id)}"><td><strong>${escapeHtml(key.label)}</strong>
+<button class="danger" type="submit" aria-label="Revoke ${escapeHtml(key.label)}">Revoke <bdi>${escapeHtml(key.label)}</bdi></button></form></details>`;
+  return `<tr id="key-${escapeHtml(key.id)}"><td class="label"><strong><bdi>${escapeHtml(key.label)}</bdi></strong>
 <div class="muted small"><code>${escapeHtml(key.id)}</code> · ${escapeHtml(key.kind)}</div></td>
 <td><code>${escapeHtml(key.prefix)}...</code></td>
-<td class="wide-only">${time(key.created_at)}</td><td class="wide-only">${time(key.last_used_at)}</td><td>${action}</td></tr>`;
+<td class="when wide-only">${time(key.created_at)}</td><td class="when wide-only">${time(key.last_used_at)}</td><td>${action}</td></tr>`;
 }
 
 function keyTable(keys: KeyRow[], csrfToken: string, id: string): string {
@@ -570,7 +577,7 @@ function byokSection(view: DashboardView): string {
 <td><details class="confirm"><summary>Remove</summary>
 <form method="post" action="/dashboard/byok/${encodeURIComponent(b.id)}/remove">${csrfField(view.csrfToken)}
 <p>Requests go back to the gateway's own provider keys (and are charged).</p>
-<button class="danger" type="submit">Remove ${escapeHtml(b.label)}</button></form></details></td></tr>`,
+<button class="danger" type="submit" aria-label="Remove ${escapeHtml(b.label)}">Remove <bdi>${escapeHtml(b.label)}</bdi></button></form></details></td></tr>`,
     )
     .join("\n");
   const providers = view.byokProviders
@@ -624,7 +631,7 @@ export function dashboardPage(view: DashboardView, status: Page["status"] = 200)
     ? `<p class="notice" role="status"><strong>${escapeHtml(view.notice)}</strong></p>`
     : "";
   const created = view.newKey
-    ? `<section class="new-key"><p>New key <strong>${escapeHtml(view.newKey.label)}</strong>. Copy it now: it is shown only once.</p>
+    ? `<section class="new-key"><p>New key <strong><bdi>${escapeHtml(view.newKey.label)}</bdi></strong>. Copy it now: it is shown only once.</p>
 <p class="key" id="new-key-value">${escapeHtml(view.newKey.value)}</p>
 <button type="button" class="primary" data-copy="new-key-value" hidden>Copy key</button></section>`
     : "";
