@@ -133,7 +133,13 @@ function registered(
     const trace = requestTrace(c);
     // A refusal's line in serve's log says why; a settled request already said so.
     if (trace && trace.errorCode === undefined) trace.errorCode = refusalCode(answered);
-    return errorResponse(answered, errors, name);
+    const style =
+      errors !== "client"
+        ? errors
+        : requestHeader(c, "anthropic-version") === undefined
+          ? "chat"
+          : "messages";
+    return errorResponse(answered, style, name);
   };
   const run = (c: Context<AppEnv>): Response | Promise<Response> => {
     if (sameOrigin) refuseCrossOrigin(c, ownOrigin(services.options.publicOrigin, c));

@@ -17,13 +17,20 @@ export type Access = "public" | "key" | "any-key" | "login" | "admin" | "owner" 
 
 export type Method = "GET" | "POST" | "PUT" | "PATCH" | "DELETE" | "OPTIONS";
 
+/**
+ * The JSON style of a route's errors; `client` for a route both SDK families call (`/v1/files`):
+ * the chat style, or the messages style for a caller that names `anthropic-version`, as the
+ * Anthropic SDKs do on every call and read their errors in.
+ */
+export type RouteErrorStyle = ErrorStyle | "client";
+
 /** One row of the route table (`routes/index.ts`). */
 export interface Route {
   method: Method;
   path: string;
   access: Access;
   /** The JSON style of the route's errors (401s and other refusals before the API are plain text). */
-  errors: ErrorStyle;
+  errors: RouteErrorStyle;
   handler: Handler;
   /** The zod schema of its JSON body, loaded when asked (`GET /openapi.json` describes it). */
   body?: () => Promise<ZodType>;

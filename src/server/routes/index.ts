@@ -1,12 +1,19 @@
 import type { ZodType } from "zod";
 import type { Services } from "../compose/services.js";
 import { dashboardScriptPath } from "../dashboard/pages.js";
-import { type ErrorStyle, PlainTextError } from "../errors.js";
+import { PlainTextError } from "../errors.js";
 import { apiBodyLimit } from "../http/body.js";
 import type { Handler } from "../http/context.js";
 import { preflight } from "../http/cors.js";
 import type { Loopback } from "../http/loopback.js";
-import type { Access, Method, Route, Surface, Unmatched } from "../http/route-row.js";
+import type {
+  Access,
+  Method,
+  Route,
+  RouteErrorStyle,
+  Surface,
+  Unmatched,
+} from "../http/route-row.js";
 import { jobKinds } from "../jobs/job-kinds.js";
 import type { Readiness } from "../observe/health.js";
 import type { GatewayMetrics } from "../observe/metrics.js";
@@ -85,7 +92,7 @@ const route = (
   method: Method,
   path: string,
   access: Access,
-  errors: ErrorStyle,
+  errors: RouteErrorStyle,
   handler: Handler,
   body?: () => Promise<ZodType>,
 ): Route => ({ method, path, access, errors, handler, body });
@@ -358,8 +365,8 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
     ),
     route("GET", `${extension.path}/:id`, "key", "chat", jobs("extension")),
     route("GET", `${extension.path}/:id/content`, "key", "chat", jobs("extensionContent")),
-    route("GET", "/v1/files/:id", "key", "chat", files),
-    route("GET", "/v1/files/:id/content", "key", "chat", files),
+    route("GET", "/v1/files/:id", "key", "client", files),
+    route("GET", "/v1/files/:id/content", "key", "client", files),
     route("GET", "/v1/account/quota", "key", "chat", account("quota")),
     route("GET", "/v1/usage/summary", "key", "chat", account("summary")),
     route("GET", "/v1/usage/daily", "key", "chat", account("daily")),

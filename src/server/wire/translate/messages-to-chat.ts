@@ -507,6 +507,10 @@ type ToolState = {
   blockIndex?: number;
   /** Arguments that arrived before the block could open. */
   pendingArgs: string;
+  /** Every argument piece so far, to tell when the call's JSON is whole. */
+  args: string;
+  /** The order the calls began in, which their blocks keep. */
+  seq: number;
 };
 
 type OpenBlock = { kind: "text" | "thinking"; index: number } | { kind: "tool"; index: number };
@@ -525,6 +529,7 @@ export class ChatStreamToMessages {
   /** Keyed by the chat tool-call index, re-keyed when a server reuses an index for a new id. */
   private readonly tools = new Map<number, ToolState>();
   private sawToolCalls = false;
+  private toolSeq = 0;
   private finishReason: unknown = null;
   private current: Usage = emptyUsage();
 
@@ -567,9 +572,7 @@ export class ChatStreamToMessages {
   finish(): MessagesSSEEvent[] {
     if (this.ended) return [];
     const out = this.start();
-    for (const tool of this.tools.values()) {
-      if (tool.blockIndex === undefined) out.push(...this.openTool(tool));
-    }
+    out.push(...this.openWaitingTools(true));
     out.push(...this.closeOpenBlock());
     this.ended = true;
     const usage = toAnthropicUsage(this.current);
@@ -654,25 +657,71 @@ export class ChatStreamToMessages {
     const id = raw ? toolUseId(raw) : undefined;
     let tool = this.tools.get(key);
     // A new id at a known index is a new call (some servers send every call at index 0).
-    if (tool && id && tool.id !== id && (tool.blockIndex !== undefined || tool.pendingArgs)) {
+    if (
+      tool &&
+      id &&
+      tool.id !== id &&
+      (tool.blockIndex !== undefined || tool.pendingArgs || tool.name)
+    ) {
       this.tools.set(-1 - this.tools.size, tool);
       tool = undefined;
     }
     if (!tool) {
-      tool = { id: id ?? randomId("toolu_"), name: "", pendingArgs: "" };
+      tool = {
+        id: id ?? randomId("toolu_"),
+        name: "",
+        pendingArgs: "",
+        args: "",
+        seq: this.toolSeq++,
+      };
       this.tools.set(key, tool);
     }
     const name = asString(fn.name);
     if (name && tool.blockIndex === undefined) tool.name = name;
 
     const out: MessagesSSEEvent[] = [];
-    if (tool.blockIndex === undefined && tool.name) out.push(...this.openTool(tool));
     const args = asString(fn.arguments);
     if (args) {
+      tool.args += args;
       if (tool.blockIndex === undefined) tool.pendingArgs += args;
-      else out.push(jsonDelta(tool.blockIndex, args));
+      else if (this.open?.kind === "tool" && this.open.index === tool.blockIndex)
+        out.push(jsonDelta(tool.blockIndex, args));
+      // A piece for a block already closed (text came between) cannot follow its stop.
+    }
+    out.push(...this.openWaitingTools(false));
+    return out;
+  }
+
+  /**
+   * Opens the calls whose blocks wait, in the order they began. A messages stream writes one
+   * block at a time and never a delta after its block's stop, while a chat stream may interleave
+   * calls' argument pieces by index: a call that begins while the open call's JSON is not whole
+   * waits (its pieces held) until that one is, or until the end (`all`).
+   */
+  private openWaitingTools(all: boolean): MessagesSSEEvent[] {
+    const out: MessagesSSEEvent[] = [];
+    const waiting = [...this.tools.values()]
+      .filter((t) => t.blockIndex === undefined && (t.name || all))
+      .sort((a, b) => a.seq - b.seq);
+    for (const tool of waiting) {
+      if (!all && !this.openToolWhole()) break;
+      out.push(...this.openTool(tool));
     }
     return out;
+  }
+
+  /** Whether no call's block is open, or the open one's arguments are whole JSON. */
+  private openToolWhole(): boolean {
+    if (this.open?.kind !== "tool") return true;
+    const index = this.open.index;
+    const tool = [...this.tools.values()].find((t) => t.blockIndex === index);
+    if (!tool) return true;
+    try {
+      JSON.parse(tool.args);
+      return true;
+    } catch {
+      return false;
+    }
   }
 
   private openTool(tool: ToolState): MessagesSSEEvent[] {
