@@ -73,6 +73,8 @@ export interface Ledger {
   freeUsed(accountId: string, day: string): MaybeAsync<number>;
   /** Requests counted in a subscription window that started at `start`. */
   subscriptionUsed(accountId: string, window: string, start: number): MaybeAsync<number>;
+  /** Requests admitted in a subscription window that started at `start` and not yet settled. */
+  subscriptionHeld(accountId: string, window: string, start: number): MaybeAsync<number>;
   /** A free model's token budget counts what a delivered answer used. */
   addFreeTokens(model: string, windowSeconds: number, tokens: number, now: number): void;
   /** Adds money and moves the account up to the tier it qualifies for; undefined: no account. */
@@ -277,6 +279,11 @@ export class ProcessLedger implements Ledger {
   /** Requests counted in a subscription window that started at `start`. */
   subscriptionUsed(accountId: string, window: string, start: number): number {
     return this.book.subscriptionUsed(accountId, window, start);
+  }
+
+  /** Requests admitted in a subscription window that started at `start` and not yet settled. */
+  subscriptionHeld(accountId: string, window: string, start: number): number {
+    return this.holds.of(accountId).windows.get(`${window}@${start}`) ?? 0;
   }
 
   /** A free model's token budget counts what a delivered answer used. */

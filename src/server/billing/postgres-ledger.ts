@@ -119,6 +119,10 @@ export class PostgresLedger implements Ledger {
     return this.money.subscriptionUsed(accountId, window, start);
   }
 
+  subscriptionHeld(accountId: string, window: string, start: number): Promise<number> {
+    return this.money.subscriptionHeld(accountId, window, start);
+  }
+
   addFreeTokens(model: string, windowSeconds: number, tokens: number, now: number): void {
     const write = this.money.addFreeTokens(model, windowSeconds, tokens, now).catch((err) => {
       this.noteStorageFailure(err);

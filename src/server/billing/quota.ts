@@ -25,10 +25,13 @@ export async function quota(services: QuotaSources, accountId: string) {
     ...w,
     start: subscriptionWindowStart(startedAt, w.seconds, now),
   }));
-  const [freeUsed, heldMicro, windowsUsed] = await Promise.all([
+  const [freeUsed, heldMicro, windowsUsed, windowsHeld] = await Promise.all([
     services.ledger.freeUsed(account.id, utcDay(now)),
     services.ledger.heldMicro(account.id),
     Promise.all(windows.map((w) => services.ledger.subscriptionUsed(account.id, w.name, w.start))),
+    // Requests in flight count against a window as admission counts them: what remains is what
+    // the next request may take.
+    Promise.all(windows.map((w) => services.ledger.subscriptionHeld(account.id, w.name, w.start))),
   ]);
   const paygResetsAt = account.payg_window_start + account.payg_window_seconds * 1000;
   return {
@@ -68,7 +71,7 @@ export async function quota(services: QuotaSources, accountId: string) {
               seconds: w.seconds,
               quota: w.quota,
               used,
-              remaining: Math.max(0, w.quota - used),
+              remaining: Math.max(0, w.quota - used - windowsHeld[index]),
               resets_at: iso(start + w.seconds * 1000),
             };
           }),

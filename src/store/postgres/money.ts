@@ -559,6 +559,17 @@ export class PostgresMoney {
     return result.rows[0]?.used ?? 0;
   }
 
+  /** Requests admitted in the subscription window that started at `start` and not yet settled. */
+  async subscriptionHeld(accountId: string, window: string, start: number): Promise<number> {
+    const result = await this.pool.query<{ held: number }>({
+      name: "gateway_window_held",
+      text: `SELECT held FROM subscription_usage
+        WHERE account_id = $1 AND window_name = $2 AND window_start = $3`,
+      values: [accountId, window, start],
+    });
+    return Number(result.rows[0]?.held ?? 0);
+  }
+
   /** Counts a delivered answer's tokens against its free model's budget for the window. */
   async addFreeTokens(
     model: string,

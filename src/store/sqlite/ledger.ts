@@ -102,10 +102,13 @@ export class SqliteLedger implements LedgerRepository {
       );
     }
     for (const [name, start] of write.windows) {
-      this.windowUsedCache.set(`${write.accountId}|${name}`, {
-        start,
-        used: this.subscriptionUsed(write.accountId, name, start) + 1,
-      });
+      // A request held in a window that has since ended counts in that window only: the window
+      // running now keeps its count (windows never move back).
+      const used = this.subscriptionUsed(write.accountId, name, start);
+      const key = `${write.accountId}|${name}`;
+      const cached = this.windowUsedCache.get(key);
+      if (!cached || cached.start <= start)
+        this.windowUsedCache.set(key, { start, used: used + 1 });
     }
   }
 
@@ -221,8 +224,9 @@ function prepare(db: DB) {
     countWindow: statement(
       `INSERT INTO subscription_usage (account_id, window_name, window_start, used) VALUES (?, ?, ?, 1)
        ON CONFLICT(account_id, window_name) DO UPDATE SET
-         used = CASE WHEN window_start = excluded.window_start THEN used + 1 ELSE 1 END,
-         window_start = excluded.window_start`,
+         used = CASE WHEN window_start = excluded.window_start THEN used + 1
+           WHEN window_start < excluded.window_start THEN 1 ELSE used END,
+         window_start = MAX(window_start, excluded.window_start)`,
     ),
     log: statement(
       `INSERT INTO request_log (id, account_id, key_id, endpoint, model, state, payment, payment_ref,
