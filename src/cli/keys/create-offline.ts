@@ -24,6 +24,12 @@ export async function createKeyInDatabase(input: {
   account?: string;
   shared: boolean;
 }): Promise<OfflineKey> {
+  const label = input.label.trim();
+  if (label.length < 1 || label.length > 100) {
+    throw new UserError(
+      "--label must be 1 to 100 characters (what the key is for), e.g. --label ci",
+    );
+  }
   if (input.db === ":memory:") {
     throw new UserError("an in-memory database belongs to its server alone; give a file to --db");
   }
@@ -61,7 +67,7 @@ export async function createKeyInDatabase(input: {
     }
     const { key, value } = await store.createKey({
       accountId,
-      label: input.label,
+      label,
       kind: input.shared ? "shared" : "standard",
     });
     return {

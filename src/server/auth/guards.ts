@@ -75,11 +75,7 @@ const touchEveryMs = 1000;
  * The key presented, if it is valid, not revoked, and of an active account; else a plain 401.
  * Answered at once for a key the store has in memory (every key, on SQLite).
  */
-function authenticate(
-  store: GatewayStore,
-  value: string | undefined,
-  now: number,
-): MaybeAsync<KeyWithAccount> {
+function authenticate(store: GatewayStore, value: string | undefined): MaybeAsync<KeyWithAccount> {
   if (!value)
     throw new PlainTextError(
       401,
@@ -87,27 +83,32 @@ function authenticate(
       "key_missing",
     );
   const found = store.findKeyByValue(value);
-  return andThen(found, (key) => usableKey(store, key, now));
+  return andThen(found, usableKey);
 }
 
-function usableKey(
-  store: GatewayStore,
-  key: KeyWithAccount | undefined,
-  now: number,
-): KeyWithAccount {
+function usableKey(key: KeyWithAccount | undefined): KeyWithAccount {
   if (!key) throw new PlainTextError(401, "invalid API key", "key_unknown");
   if (key.revoked_at !== null) throw new PlainTextError(401, "API key revoked", "key_revoked");
   if (key.account_status !== "active")
     throw new PlainTextError(401, "account suspended", "account_suspended");
-  if (key.last_used_at === null || now - key.last_used_at >= touchEveryMs)
-    store.touchKey(key.id, now);
   return key;
 }
 
+/** Records a use of a key the route admitted: a request refused before the API is no use. */
+function touchAdmitted(store: GatewayStore, key: KeyWithAccount, now: number): void {
+  if (key.last_used_at === null || now - key.last_used_at >= touchEveryMs)
+    store.touchKey(key.id, now);
+}
+
 /** Whether the caller presents an admin key (a public route may show an admin more). */
-export function presentsAdminKey(store: GatewayStore, c: Context): boolean {
+export function presentsAdminKey(
+  store: GatewayStore,
+  c: Context,
+  runAdminKeys?: ReadonlySet<string>,
+): boolean {
   const value = presentedKey(c);
-  return value !== undefined && store.isAdminKey(value);
+  if (value === undefined) return false;
+  return store.isAdminKey(value) || runAdminKeys?.has(hashSecret(value)) === true;
 }
 
 /**
@@ -149,6 +150,7 @@ export function accessGuards(
   const sessions = new OwnerSessions(deps.repos.sessions);
 
   const keyCaller = (c: Context<AppEnv>, key: KeyWithAccount): undefined => {
+    touchAdmitted(store, key, options.now());
     c.set("auth", { key, accountId: key.account_id });
     const incoming = nodeIncoming(c);
     if (incoming) {
@@ -169,7 +171,7 @@ export function accessGuards(
     // Not async: the check writes nothing after the handler, so no extra promise per request.
     key: (c) => {
       const now = options.now();
-      return andThen(authenticate(store, presentedKey(c), now), (key) => {
+      return andThen(authenticate(store, presentedKey(c)), (key) => {
         if (key.kind !== "shared") return keyCaller(c, key);
         // A tool call of the MCP server comes over the loopback: its /mcp request already took
         // this address's slot.
@@ -179,10 +181,9 @@ export function accessGuards(
         );
       });
     },
-    "any-key": (c) =>
-      andThen(authenticate(store, presentedKey(c), options.now()), (key) => keyCaller(c, key)),
+    "any-key": (c) => andThen(authenticate(store, presentedKey(c)), (key) => keyCaller(c, key)),
     login: (c) =>
-      andThen(authenticate(store, presentedKey(c), options.now()), (key) => {
+      andThen(authenticate(store, presentedKey(c)), (key) => {
         if (key.kind !== "login") {
           throw new GatewayError(
             403,
@@ -193,11 +194,7 @@ export function accessGuards(
         return keyCaller(c, key);
       }),
     admin: (c) => {
-      const runKey = () => {
-        const value = presentedKey(c);
-        return value !== undefined && options.runAdminKeys?.has(hashSecret(value)) === true;
-      };
-      if (!presentsAdminKey(store, c) && !runKey())
+      if (!presentsAdminKey(store, c, options.runAdminKeys))
         throw new PlainTextError(401, "admin key required", "admin_key_required");
       return undefined;
     },

@@ -15,6 +15,7 @@ import { badRequest, GatewayError } from "../errors.js";
 import { readJson } from "../http/body.js";
 import type { Handler } from "../http/context.js";
 import { isBuiltIn } from "../providers/registry.js";
+import { keyLabel } from "./tool-keys.js";
 
 const accountPatch = z
   .object({
@@ -38,13 +39,13 @@ const createAccount = z
     balance_idr: idr.default(0),
     rpm_limit: z.number().int().positive().default(60),
     tier: z.string().default("free"),
-    key_label: z.string().default("default"),
+    key_label: keyLabel.default("default"),
   })
   .strict();
 
 const keyBody = z
   .object({
-    label: z.string().min(1).max(100),
+    label: keyLabel,
     kind: z.enum(["standard", "login", "shared"]).default("standard"),
   })
   .strict();

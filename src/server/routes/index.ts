@@ -222,8 +222,20 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
   const table: Route[] = [
     // ---- the model API (/v1)
     route("OPTIONS", "/v1/*", "public", "chat", preflight),
-    route("GET", "/v1/models", "public", "chat", modelsHandler(services.store)),
-    route("GET", "/v1/models/:id{.+}", "public", "chat", modelHandler(services.store)),
+    route(
+      "GET",
+      "/v1/models",
+      "public",
+      "chat",
+      modelsHandler(services.store, services.options.runAdminKeys),
+    ),
+    route(
+      "GET",
+      "/v1/models/:id{.+}",
+      "public",
+      "chat",
+      modelHandler(services.store, services.options.runAdminKeys),
+    ),
     route(
       "POST",
       "/v1/chat/completions",

@@ -13,9 +13,9 @@ import { requestHeader } from "../http/request.js";
  * A request carrying `anthropic-version` (the Anthropic SDKs always send it) gets Anthropic's
  * shape and paging; any other, OpenAI's list.
  */
-export function modelsHandler(store: GatewayStore): Handler {
+export function modelsHandler(store: GatewayStore, runAdminKeys?: ReadonlySet<string>): Handler {
   return (c) => {
-    const admin = presentsAdminKey(store, c);
+    const admin = presentsAdminKey(store, c, runAdminKeys);
     const catalog = store.getCatalog();
     if (anthropicClient(c)) {
       const page = anthropicPage(c, catalogIds(catalog));
@@ -41,11 +41,11 @@ export function modelsHandler(store: GatewayStore): Handler {
  * the spec's 400 `model_not_found`, the answer every other route gives for it; in Anthropic's
  * shape it is Anthropic's 404 `not_found_error`, which its SDKs raise as NotFoundError.
  */
-export function modelHandler(store: GatewayStore): Handler {
+export function modelHandler(store: GatewayStore, runAdminKeys?: ReadonlySet<string>): Handler {
   return (c) => {
     const id = c.req.param("id") ?? "";
     const catalog = store.getCatalog();
-    const admin = presentsAdminKey(store, c);
+    const admin = presentsAdminKey(store, c, runAdminKeys);
     const known = catalog.models.get(id)?.active === 1 || catalog.routes.has(id);
     if (anthropicClient(c)) {
       if (known) return c.json(anthropicEntry(catalog, id, admin));

@@ -16,8 +16,11 @@ import type { Handler } from "../http/context.js";
  * Times are epoch milliseconds, like the rest of the /api surface.
  */
 
+/** A key's label, wherever a key is made (the CLI's `keys create --db` checks the same). */
+export const keyLabel = z.string().trim().min(1, "label must not be empty").max(100);
+
 export const createKeyBody = z.object({
-  label: z.string().trim().min(1, "label must not be empty").max(100),
+  label: keyLabel,
   shared: z.boolean().optional(),
 });
 
