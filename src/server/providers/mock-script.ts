@@ -64,7 +64,15 @@ export const mockReplySchema = z
         z
           .object({
             name: z.string().min(1),
-            arguments: z.union([z.string(), z.record(z.string(), z.unknown())]).default({}),
+            /** An object, or its JSON text: every client style must get the same call. */
+            arguments: z
+              .union([
+                z.string().refine(isJsonObjectText, {
+                  message: "must be an object or the JSON text of one",
+                }),
+                z.record(z.string(), z.unknown()),
+              ])
+              .default({}),
           })
           .strict(),
       )
@@ -96,6 +104,19 @@ export const mockReplySchema = z
     break_after: nonNegativeInt.optional(),
   })
   .strict();
+
+/**
+ * Tool-call arguments as text must be a JSON object: the messages style carries them as a parsed
+ * `input`, so anything else would reach its whole and streamed answers differently.
+ */
+function isJsonObjectText(text: string): boolean {
+  try {
+    const parsed: unknown = JSON.parse(text);
+    return typeof parsed === "object" && parsed !== null && !Array.isArray(parsed);
+  } catch {
+    return false;
+  }
+}
 
 export const mockRuleSchema = z
   .object({
