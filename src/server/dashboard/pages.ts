@@ -116,7 +116,8 @@ const styles = `
     td.when { white-space: normal; }
     .cards { grid-template-columns: repeat(2, minmax(0, 1fr)); gap: .5rem; }
     .card { padding: .5rem .6rem; }
-    .card .big { font-size: 1.1rem; overflow-wrap: anywhere; }
+    /* An amount breaks only at its spaces ("Rp" / "993,456,788.67"), never inside its digits. */
+    .card .big { font-size: 1.1rem; }
     .card p { font-size: .85rem; }
     th, td { padding: .3rem .3rem; }
     button { padding: .5rem 1rem; }
@@ -455,8 +456,8 @@ function usageSection(u: DashboardUsage): string {
     .map(
       (
         m,
-      ) => `<tr><td class="req"><span class="name" title="${escapeHtml(m.model)}"><code>${escapeHtml(m.model)}</code></span></td><td class="num">${count(m.requests)}</td>
-<td class="num">${escapeHtml(formatIdr(m.cost_idr))}</td><td class="share">${maxModel > 0 ? shareBar(m.cost_idr, maxModel) : shareBar(m.requests, maxModelRequests)}</td></tr>`,
+      ) => `<tr><td class="req"><span class="name" title="${escapeHtml(m.model)}"><code>${escapeHtml(m.model)}</code></span></td><td class="num wide-only">${count(m.requests)}</td>
+<td class="num">${escapeHtml(formatIdr(m.cost_idr))}<div class="muted small narrow-only">${count(m.requests)} request${m.requests === 1 ? "" : "s"}</div></td><td class="share">${maxModel > 0 ? shareBar(m.cost_idr, maxModel) : shareBar(m.requests, maxModelRequests)}</td></tr>`,
     )
     .join("\n");
   return `<h2>Usage, last ${u.days} days</h2>
@@ -482,7 +483,7 @@ ${barChart(
 ${dailyValues(u.daily)}
 <h3>Per model</h3>
 <div class="scroll"><table id="per-model">
-<thead><tr><th>Model</th><th class="num">Requests</th><th class="num">Spend</th><th class="share">Share</th></tr></thead>
+<thead><tr><th>Model</th><th class="num wide-only">Requests</th><th class="num">Spend</th><th class="share">Share</th></tr></thead>
 <tbody>
 ${models || '<tr><td colspan="4" class="muted">No requests in this period.</td></tr>'}
 </tbody></table></div>`;
