@@ -214,7 +214,15 @@ describe.each(backends)("a tool call left after its name, on %s", (backend) => {
           match: { tools_offered: TOOL },
           reply: {
             tool_calls: [
-              { name: TOOL, arguments: ARGUMENT_PIECES.join("").repeat(4).slice(0, -1) },
+              // Long, so that the mock streams it in many pieces (a scripted call's text must be
+              // a JSON object's).
+              {
+                name: TOOL,
+                arguments: JSON.stringify({
+                  city: "Oslo",
+                  notes: ARGUMENT_PIECES.join("").repeat(4),
+                }),
+              },
             ],
           },
         },
