@@ -1,3 +1,4 @@
+import { providerOptions } from "../../store/provider-options.js";
 import { hashSecret } from "../../store/secrets.js";
 import type { KeyPoolSync, ProviderRow } from "../../store/types.js";
 import type { Credential } from "../providers/provider.js";
@@ -131,6 +132,5 @@ function sharedId(providerId: string, fingerprint: string): string {
 }
 
 function configuredCooldownMs(provider: ProviderRow): number | undefined {
-  const options = JSON.parse(provider.options_json) as { cooldown_ms?: number };
-  return options.cooldown_ms;
+  return providerOptions(provider).cooldown_ms;
 }

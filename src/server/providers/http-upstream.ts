@@ -1,3 +1,4 @@
+import { providerOptions } from "../../store/provider-options.js";
 import type { ProviderRow } from "../../store/types.js";
 import { GatewayError } from "../errors.js";
 import type { GoneSignal } from "../time/gone-signal.js";
@@ -38,11 +39,7 @@ const boundsOfRow = new WeakMap<UpstreamProvider, UpstreamBounds>();
 export function upstreamBounds(provider: UpstreamProvider): UpstreamBounds {
   let bounds = boundsOfRow.get(provider);
   if (!bounds) {
-    const options = JSON.parse(provider.options_json) as {
-      idle_timeout_ms?: number;
-      max_stream_ms?: number;
-      max_event_bytes?: number;
-    };
+    const options = providerOptions(provider);
     bounds = {
       idleMs: options.idle_timeout_ms ?? provider.timeout_ms,
       maxStreamMs: options.max_stream_ms ?? defaultMaxStreamMs,

@@ -1,4 +1,5 @@
 import { isAscii, isUtf8 } from "node:buffer";
+import { providerOptions } from "../../store/provider-options.js";
 import type { ModelRow } from "../../store/types.js";
 import type { MessagesRequest } from "./anthropic-types.js";
 import type {
@@ -295,9 +296,17 @@ function omitTools(attempt: Backend, tools: string[], sentence: string, rewrite:
 function chatOptions(attempt: Backend, onward: ChatOnward): ChatRequestOptions {
   if (onward.translated) return {};
   const { provider } = attempt;
-  const options = JSON.parse(provider.options_json) as { max_tokens_field?: MaxTokensField };
-  return { maxTokensField: options.max_tokens_field ?? defaultMaxTokensField(provider.base_url) };
+  let maxTokensField = maxTokensFieldOfRow.get(provider);
+  if (!maxTokensField) {
+    maxTokensField =
+      providerOptions(provider).max_tokens_field ?? defaultMaxTokensField(provider.base_url);
+    maxTokensFieldOfRow.set(provider, maxTokensField);
+  }
+  return { maxTokensField };
 }
+
+/** Each provider row's field, found once per row (a config apply makes new rows). */
+const maxTokensFieldOfRow = new WeakMap<Backend["provider"], MaxTokensField>();
 
 export function defaultMaxTokensField(baseUrl: string | null): MaxTokensField {
   const host = baseUrl && URL.canParse(baseUrl) ? new URL(baseUrl).hostname : "";
@@ -310,8 +319,7 @@ function unsupportedToolsPolicy({
   provider,
 }: Pick<Backend, "model" | "provider">): "omit" | "reject" {
   if (model.unsupported_tools) return model.unsupported_tools;
-  const options = JSON.parse(provider.options_json) as { unsupported_tools?: string };
-  return options.unsupported_tools === "reject" ? "reject" : "omit";
+  return providerOptions(provider).unsupported_tools === "reject" ? "reject" : "omit";
 }
 
 /** The result, naming the tools its request was sent without. */

@@ -1,3 +1,4 @@
+import { providerOptions } from "../../../store/provider-options.js";
 import type { ProviderRow } from "../../../store/types.js";
 import { badRequest, type GatewayError } from "../../errors.js";
 import { decodeWav } from "../../media/wav.js";
@@ -30,7 +31,7 @@ const defaultJobSeconds = 2;
 
 export function mockMediaOptions(provider: ProviderRow): MockMediaOptions {
   try {
-    return (JSON.parse(provider.options_json) as { mock?: MockMediaOptions }).mock ?? {};
+    return (providerOptions(provider).mock as MockMediaOptions | undefined) ?? {};
   } catch {
     return {};
   }

@@ -1,0 +1,27 @@
+import type { ProviderRow } from "./types.js";
+
+/** What a provider's config row keeps in `options_json` besides its columns (config/apply.ts). */
+export interface ProviderOptions {
+  cooldown_ms?: number;
+  unsupported_tools?: "omit" | "reject";
+  max_tokens_field?: "max_tokens" | "max_completion_tokens";
+  idle_timeout_ms?: number;
+  max_stream_ms?: number;
+  max_event_bytes?: number;
+  mock?: Record<string, unknown>;
+}
+
+const optionsOfRow = new WeakMap<Pick<ProviderRow, "options_json">, ProviderOptions>();
+
+/**
+ * A provider row's options, parsed once per row (a config apply makes new rows), not on every
+ * request that reads one of them. Callers only read what it returns.
+ */
+export function providerOptions(provider: Pick<ProviderRow, "options_json">): ProviderOptions {
+  let options = optionsOfRow.get(provider);
+  if (!options) {
+    options = JSON.parse(provider.options_json) as ProviderOptions;
+    optionsOfRow.set(provider, options);
+  }
+  return options;
+}
