@@ -7,16 +7,8 @@ import {
   type Reply,
   type SseStep,
 } from "./support/fake-upstream.js";
-import {
-  ADMIN_KEY,
-  backends,
-  baseConfig,
-  gatewayOn,
-  KEY,
-  post,
-  type TestGateway,
-} from "./support/gateway.js";
-import { deliveredTokens } from "./support/metering.js";
+import { backends, baseConfig, gatewayOn, KEY, post, type TestGateway } from "./support/gateway.js";
+import { deliveredTokens, type Logged, logged } from "./support/metering.js";
 import { streamEvents } from "./support/sse.js";
 
 /**
@@ -27,21 +19,6 @@ import { streamEvents } from "./support/sse.js";
 // micro-IDR per token
 const PRICE_IN = 1_000;
 const PRICE_OUT = 2_000;
-
-interface Logged {
-  id: string;
-  state: string;
-  error_code: string | null;
-  cost_micro: number;
-  usage: { input_tokens: number; output_tokens: number };
-}
-
-async function logged(gw: TestGateway): Promise<Logged[]> {
-  const res = await fetch(`${gw.url}/api/admin/requests?limit=1000`, {
-    headers: { authorization: `Bearer ${ADMIN_KEY}` },
-  });
-  return ((await res.json()) as { data: Logged[] }).data;
-}
 
 /** Waits for the request's row (a client that left is settled after it went); at most 10 s. */
 async function nextRow(gw: TestGateway, before: number): Promise<Logged> {

@@ -16,7 +16,6 @@ import {
   type SseStep,
 } from "./support/fake-upstream.js";
 import {
-  ADMIN_KEY,
   backends,
   baseConfig,
   POOR_KEY,
@@ -24,7 +23,7 @@ import {
   type TestGateway,
   testGateway,
 } from "./support/gateway.js";
-import { deliveredTokens } from "./support/metering.js";
+import { deliveredTokens, type Logged, logged } from "./support/metering.js";
 import { streamData, streamEvents } from "./support/sse.js";
 
 /**
@@ -356,21 +355,6 @@ async function send(gw: TestGateway, c: Case): Promise<ClientSaw> {
 }
 
 // ---- what the gateway recorded -------------------------------------------------------------
-
-interface Logged {
-  id: string;
-  state: string;
-  error_code: string | null;
-  cost_micro: number;
-  usage: { input_tokens: number; output_tokens: number };
-}
-
-async function logged(gw: TestGateway): Promise<Logged[]> {
-  const res = await fetch(`${gw.url}/api/admin/requests?limit=1000`, {
-    headers: { authorization: `Bearer ${ADMIN_KEY}` },
-  });
-  return ((await res.json()) as { data: Logged[] }).data;
-}
 
 /** Waits for the request's row (a client that left is settled after it went). */
 async function nextRow(gw: TestGateway, before: number): Promise<Logged[]> {

@@ -1,4 +1,5 @@
 import type { MaybeAsync, RequestLogRow } from "../../src/store/types.js";
+import { ADMIN_KEY } from "./gateway.js";
 
 /**
  * The gateway's metering rules as a client can compute them, for tests that check a charge from
@@ -42,4 +43,21 @@ export async function loggedAs(
   for (let i = 0; i < 100 && (await store.requestOf(accountId, id))?.error_code !== errorCode; i++)
     await new Promise((resolve) => setTimeout(resolve, 20));
   return store.requestOf(accountId, id);
+}
+
+/** A request's row as `/api/admin/requests` lists it. */
+export interface Logged {
+  id: string;
+  state: string;
+  error_code: string | null;
+  cost_micro: number;
+  usage: { input_tokens: number; output_tokens: number };
+}
+
+/** Every request the gateway logged (up to 1,000), newest first, as an admin reads them. */
+export async function logged(gw: { url: string }): Promise<Logged[]> {
+  const res = await fetch(`${gw.url}/api/admin/requests?limit=1000`, {
+    headers: { authorization: `Bearer ${ADMIN_KEY}` },
+  });
+  return ((await res.json()) as { data: Logged[] }).data;
 }
