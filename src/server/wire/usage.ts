@@ -262,13 +262,11 @@ export class StreamMeter {
     // The whole answer's report wins part by part: a part it leaves out is estimated (the input)
     // or what was delivered (the output), never zero.
     if (this.complete)
-      return this.reported.input_tokens > 0 && this.reported.output_tokens > 0
-        ? this.reported
-        : {
-            ...this.reported,
-            input_tokens: this.reported.input_tokens || this.estimateInput(),
-            output_tokens: this.reported.output_tokens || this.deliveredTokens(),
-          };
+      return {
+        ...this.reported,
+        input_tokens: this.reported.input_tokens || this.estimateInput(),
+        output_tokens: this.reported.output_tokens || this.deliveredTokens(),
+      };
     return {
       ...this.reported,
       input_tokens: this.reported.input_tokens || this.estimateInput(),
