@@ -86,8 +86,6 @@ export function createMetrics(services: Services): GatewayMetrics {
 
   services.dispatcher.upstreamFailed = (provider, failure) =>
     upstreamFailures.labels(provider, failure.kind).inc();
-  // Tokens and money of a job count by its model once its charge committed; its requests
-  // (the 202 and the polls) count as requests only.
   // Only names the catalog knows: a client must not grow the label set with made-up models.
   const modelLabel = (name: string | undefined) => {
     const catalog = services.store.getCatalog();
@@ -95,6 +93,8 @@ export function createMetrics(services: Services): GatewayMetrics {
       ? name
       : "none";
   };
+  // Tokens and money of a job count by its model once its charge committed; its requests
+  // (the 202 and the polls) count as requests only.
   services.jobCharged = (job) => {
     const model = modelLabel(job.model);
     if (job.inputTokens) tokens.labels(model, "input").inc(job.inputTokens);
