@@ -1,5 +1,9 @@
+import { z } from "zod";
 import { hashSecret, keyPrefix, newGatewayKey, newId } from "./secrets.js";
 import type { KeyKind, KeyRow, KeyWithAccount } from "./types.js";
+
+/** A key's label, wherever a key is made: the API, the dashboard, the admin API, `keys create --db`. */
+export const keyLabel = z.string().trim().min(1, "label must not be empty").max(100);
 
 /** A key row as inserted: the value itself is never stored, only its hash and prefix. */
 export interface NewKeyRow {

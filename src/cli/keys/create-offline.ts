@@ -1,5 +1,6 @@
 import { existsSync } from "node:fs";
 import { cliCommand } from "../../cli-command.js";
+import { keyLabel } from "../../store/key-rows.js";
 import { openingDatabase, UserError } from "../errors.js";
 
 /**
@@ -24,12 +25,13 @@ export async function createKeyInDatabase(input: {
   account?: string;
   shared: boolean;
 }): Promise<OfflineKey> {
-  const label = input.label.trim();
-  if (label.length < 1 || label.length > 100) {
+  const parsed = keyLabel.safeParse(input.label);
+  if (!parsed.success) {
     throw new UserError(
       "--label must be 1 to 100 characters (what the key is for), e.g. --label ci",
     );
   }
+  const label = parsed.data;
   if (input.db === ":memory:") {
     throw new UserError("an in-memory database belongs to its server alone; give a file to --db");
   }

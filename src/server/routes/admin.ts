@@ -1,5 +1,6 @@
 import type { Context } from "hono";
 import { z } from "zod";
+import { keyLabel } from "../../store/key-rows.js";
 import { idrToMicro, MAX_IDR, MAX_MICRO, microToIdr } from "../../store/money.js";
 import type { AccountColumn } from "../../store/types.js";
 import {
@@ -15,7 +16,6 @@ import { badRequest, GatewayError } from "../errors.js";
 import { readJson } from "../http/body.js";
 import type { Handler } from "../http/context.js";
 import { isBuiltIn } from "../providers/registry.js";
-import { keyLabel } from "./tool-keys.js";
 
 const accountPatch = z
   .object({

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { keyLabel } from "../../store/key-rows.js";
 import type { KeyRow } from "../../store/types.js";
 import type { Services } from "../compose/services.js";
 import { GatewayError } from "../errors.js";
@@ -15,9 +16,6 @@ import type { Handler } from "../http/context.js";
  *   /api/dashboard/keys[...]                      -> the same for the owner session (cookie + x-csrf-token)
  * Times are epoch milliseconds, like the rest of the /api surface.
  */
-
-/** A key's label, wherever a key is made (the CLI's `keys create --db` checks the same). */
-export const keyLabel = z.string().trim().min(1, "label must not be empty").max(100);
 
 export const createKeyBody = z.object({
   label: keyLabel,

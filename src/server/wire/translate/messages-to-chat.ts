@@ -513,7 +513,9 @@ type ToolState = {
   seq: number;
 };
 
-type OpenBlock = { kind: "text" | "thinking"; index: number } | { kind: "tool"; index: number };
+type OpenBlock =
+  | { kind: "text" | "thinking"; index: number }
+  | { kind: "tool"; index: number; tool: ToolState };
 
 /**
  * Consumes chat chunks (parsed JSON objects, without the `[DONE]` sentinel) and yields
@@ -530,6 +532,8 @@ export class ChatStreamToMessages {
   private readonly tools = new Map<number, ToolState>();
   private sawToolCalls = false;
   private toolSeq = 0;
+  /** Calls whose blocks have not opened: while none waits, a piece needs no scan of the calls. */
+  private waitingTools = 0;
   private finishReason: unknown = null;
   private current: Usage = emptyUsage();
 
@@ -674,6 +678,7 @@ export class ChatStreamToMessages {
         args: "",
         seq: this.toolSeq++,
       };
+      this.waitingTools++;
       this.tools.set(key, tool);
     }
     const name = asString(fn.name);
@@ -699,6 +704,7 @@ export class ChatStreamToMessages {
    * waits (its pieces held) until that one is, or until the end (`all`).
    */
   private openWaitingTools(all: boolean): MessagesSSEEvent[] {
+    if (this.waitingTools === 0) return [];
     const out: MessagesSSEEvent[] = [];
     const waiting = [...this.tools.values()]
       .filter((t) => t.blockIndex === undefined && (t.name || all))
@@ -713,11 +719,8 @@ export class ChatStreamToMessages {
   /** Whether no call's block is open, or the open one's arguments are whole JSON. */
   private openToolWhole(): boolean {
     if (this.open?.kind !== "tool") return true;
-    const index = this.open.index;
-    const tool = [...this.tools.values()].find((t) => t.blockIndex === index);
-    if (!tool) return true;
     try {
-      JSON.parse(tool.args);
+      JSON.parse(this.open.tool.args);
       return true;
     } catch {
       return false;
@@ -728,7 +731,8 @@ export class ChatStreamToMessages {
     const out = this.closeOpenBlock();
     const index = this.nextBlockIndex++;
     tool.blockIndex = index;
-    this.open = { kind: "tool", index };
+    this.waitingTools--;
+    this.open = { kind: "tool", index, tool };
     out.push(
       event({
         type: "content_block_start",
