@@ -320,6 +320,7 @@ export interface AccountRepository {
    */
   findKeyByValue(value: string): MaybeAsync<KeyWithAccount | undefined>;
   isAdminKey(value: string): boolean;
+  /** Records a use of the key; the request does not wait for the write. */
   touchKey(id: string, now: number): void;
   /** Mints a key and returns its only plaintext copy. */
   createKey(input: {
@@ -329,9 +330,18 @@ export interface AccountRepository {
     parentKeyId?: string | null;
     now?: number;
   }): MaybeAsync<{ key: KeyRow; value: string }>;
+  /**
+   * From memory on a shared database: current for a key's existence, label and revocation, but
+   * not for another gateway's uses (`last_used_at`), which `listKeys` shows.
+   */
   getKey(id: string): KeyRow | undefined;
-  listKeys(accountId: string): KeyRow[];
-  listChildKeys(parentKeyId: string): KeyRow[];
+  /**
+   * The account's keys, oldest first, for showing them: read from the database, as another
+   * gateway's uses of a key reach no other gateway's memory. A use this process recorded is in it.
+   */
+  listKeys(accountId: string): MaybeAsync<KeyRow[]>;
+  /** The keys a login key minted, oldest first, read as `listKeys` reads them. */
+  listChildKeys(parentKeyId: string): MaybeAsync<KeyRow[]>;
   /** Returns false when the key does not exist or was already revoked. */
   revokeKey(id: string, now?: number): Promise<boolean>;
 

@@ -140,7 +140,7 @@ export function adminHandlers(services: Services) {
       const account = (await services.store.readAccount(accountParam(c).id))!;
       return c.json({
         ...accountView(account),
-        keys: services.store.listKeys(account.id).map(({ account_id: _, ...k }) => k),
+        keys: (await services.store.listKeys(account.id)).map(({ account_id: _, ...k }) => k),
         byok: services.store.listByok(account.id).map(byokView),
       });
     }) satisfies Handler,

@@ -134,11 +134,12 @@ export function dashboardHandlers(services: Services, devices: DeviceCodes) {
     if (!account) throw new GatewayError(404, "not_found", "No such account.");
     const now = services.options.now();
     const since = utcDayStart(now) - (usageDays - 1) * dayMs;
-    const [usageDaily, byModel, recent, accountQuota] = await Promise.all([
+    const [usageDaily, byModel, recent, accountQuota, keys] = await Promise.all([
       services.store.usageDaily(account.id, since),
       services.store.usageByModel(account.id, since),
       services.store.recentRequests(account.id, recentRequestCount),
       quota(services, account.id),
+      services.store.listKeys(account.id),
     ]);
     const byDay = new Map(usageDaily.map((d) => [d.date, d]));
     const daily = Array.from({ length: usageDays }, (_, i) => {
@@ -161,7 +162,7 @@ export function dashboardHandlers(services: Services, devices: DeviceCodes) {
           })),
           recent,
         },
-        keys: services.store.listKeys(account.id),
+        keys,
         byok: services.store.listByok(account.id).map(byokView),
         byokProviders: [...services.store.getCatalog().providers.values()]
           .filter((p) => !isBuiltIn(p))

@@ -120,13 +120,13 @@ export function toolKeyHandlers(services: Services) {
       return c.json(created, 201, { "cache-control": "no-store" });
     }) satisfies Handler,
 
-    list: ((c) =>
+    list: (async (c) =>
       c.json({
-        data: services.store.listChildKeys(c.get("auth").key.id).map(keyView),
+        data: (await services.store.listChildKeys(c.get("auth").key.id)).map(keyView),
       })) satisfies Handler,
 
     revoke: (async (c) => {
-      const children = services.store.listChildKeys(c.get("auth").key.id);
+      const children = await services.store.listChildKeys(c.get("auth").key.id);
       return c.json(
         await revoke(services, findKeyToRevoke(children, c.req.param("idOrLabel") ?? "")),
       );
@@ -151,9 +151,9 @@ export function toolKeyHandlers(services: Services) {
 /** The owner-session twin of /api/keys (access `owner`): every key of the account. */
 export function dashboardKeyHandlers(services: Services) {
   return {
-    list: ((c) =>
+    list: (async (c) =>
       c.json({
-        data: services.store.listKeys(c.get("owner").accountId).map(keyView),
+        data: (await services.store.listKeys(c.get("owner").accountId)).map(keyView),
       })) satisfies Handler,
 
     create: (async (c) => {
@@ -170,7 +170,7 @@ export function dashboardKeyHandlers(services: Services) {
     }) satisfies Handler,
 
     revoke: (async (c) => {
-      const keys = services.store.listKeys(c.get("owner").accountId);
+      const keys = await services.store.listKeys(c.get("owner").accountId);
       return c.json(await revoke(services, findKeyToRevoke(keys, c.req.param("idOrLabel") ?? "")));
     }) satisfies Handler,
   };

@@ -65,6 +65,8 @@ function keyRowOf(stored: StoredKeyRow): KeyRow {
  */
 export class PostgresAccounts implements AccountRepository {
   private mirror = emptyMirror();
+  /** Writes of key uses in flight, which a listing waits for: it shows what this process recorded. */
+  private readonly touches = new Set<Promise<void>>();
 
   constructor(
     private readonly pool: pg.Pool,
@@ -294,18 +296,30 @@ export class PostgresAccounts implements AccountRepository {
     return this.mirror.adminHashes.has(hashSecret(value));
   }
 
+  /**
+   * A use is not announced: a notification per key per second of use would have every gateway
+   * read the row again. Listings read the database instead, and memory's copy only spaces the
+   * writes out.
+   */
   touchKey(id: string, now: number): void {
     const key = this.mirror.keys.get(id);
     if (key) key.last_used_at = now;
-    this.pool
+    const write: Promise<void> = this.pool
       .query({
         name: "pg_accounts_touch_key",
         text: "UPDATE api_keys SET last_used_at = $1 WHERE id = $2",
         values: [now, id],
       })
-      .catch((err: Error) => {
-        console.error(`postgres: recording when a key was last used failed: ${err.message}`);
-      });
+      .then(
+        () => {
+          this.touches.delete(write);
+        },
+        (err: Error) => {
+          this.touches.delete(write);
+          console.error(`postgres: recording when a key was last used failed: ${err.message}`);
+        },
+      );
+    this.touches.add(write);
   }
 
   async createKey(input: {
@@ -339,16 +353,30 @@ export class PostgresAccounts implements AccountRepository {
     return key && keyRowOf(key);
   }
 
-  listKeys(accountId: string): KeyRow[] {
-    return this.keysWhere((key) => key.account_id === accountId);
+  listKeys(accountId: string): Promise<KeyRow[]> {
+    return this.readKeys("pg_accounts_keys_by_account", "account_id", accountId);
   }
 
-  listChildKeys(parentKeyId: string): KeyRow[] {
-    return this.keysWhere((key) => key.parent_key_id === parentKeyId);
+  listChildKeys(parentKeyId: string): Promise<KeyRow[]> {
+    return this.readKeys("pg_accounts_keys_by_parent", "parent_key_id", parentKeyId);
   }
 
-  private keysWhere(test: (key: StoredKeyRow) => boolean): KeyRow[] {
-    return [...this.mirror.keys.values()].filter(test).sort(byCreation).map(keyRowOf);
+  /**
+   * Rows as they are in the database, ordered as SQLite orders them (ids byte by byte), once this
+   * process's writes of uses are in. Memory is left alone: the listener's reads, in order, keep it.
+   */
+  private async readKeys(
+    name: string,
+    column: "account_id" | "parent_key_id",
+    value: string,
+  ): Promise<KeyRow[]> {
+    await Promise.all(this.touches);
+    const result = await this.pool.query<KeyRow>({
+      name,
+      text: `SELECT ${keyColumns} FROM api_keys WHERE ${column} = $1 ORDER BY created_at, id COLLATE "C"`,
+      values: [value],
+    });
+    return result.rows;
   }
 
   revokeKey(id: string, now = Date.now()): Promise<boolean> {

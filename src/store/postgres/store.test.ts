@@ -132,8 +132,20 @@ describe("store across gateways (Postgres)", () => {
     const { a, b } = await twoGateways();
     const { key, value } = await a.createKey({ accountId: "acct", label: "k", kind: "standard" });
     expect(b.getKey(key.id)).toEqual(key);
-    expect(b.listKeys("acct")).toEqual([key]);
+    expect(await b.listKeys("acct")).toEqual([key]);
     expect(b.findKeyByValue(value)).toEqual({ ...key, account_status: "active" });
+  });
+
+  it("a use recorded on A is in B's listings once A's listing has it, unannounced", async () => {
+    const { a, b } = await twoGateways();
+    const { key } = await a.createKey({ accountId: "acct", label: "k", kind: "standard" });
+    a.touchKey(key.id, 5_000);
+    // A's listing waits for A's write of the use.
+    expect(await a.listKeys("acct")).toEqual([{ ...key, last_used_at: 5_000 }]);
+    expect(await b.listKeys("acct")).toEqual([{ ...key, last_used_at: 5_000 }]);
+    expect(await b.listChildKeys("nobody")).toEqual([]);
+    // B's memory was not told: a use is no announcement.
+    expect(b.getKey(key.id)?.last_used_at).toBeNull();
   });
 
   it("a key B has not heard of is looked up in the database, then answered from memory", async () => {

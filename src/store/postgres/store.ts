@@ -199,11 +199,11 @@ export class PostgresStore implements GatewayStore {
     return this.accounts.getKey(id);
   }
 
-  listKeys(accountId: string): KeyRow[] {
+  listKeys(accountId: string): Promise<KeyRow[]> {
     return this.accounts.listKeys(accountId);
   }
 
-  listChildKeys(parentKeyId: string): KeyRow[] {
+  listChildKeys(parentKeyId: string): Promise<KeyRow[]> {
     return this.accounts.listChildKeys(parentKeyId);
   }
 
