@@ -941,9 +941,10 @@ describe("messages client -> openai wire (translation)", () => {
         },
       );
       expect(res.status).toBe(200);
+      // Anthropic's structured outputs always hold to the schema; this one meets OpenAI's strict rules.
       expect(upstream.last.body.response_format).toEqual({
         type: "json_schema",
-        json_schema: { name: "output", schema },
+        json_schema: { name: "output", schema, strict: true },
       });
     }
   });

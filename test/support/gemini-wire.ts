@@ -9,8 +9,8 @@ import type { Refusal, WireRules } from "./upstream-rules.js";
  * PERMISSION_DENIED, a wrong one 400 API_KEY_INVALID, a bearer token 401 UNAUTHENTICATED),
  * unknown fields anywhere in the body, roles other than user/model, empty parts or text, a
  * function response without a name or not answering each call of the turn before it, Gemini 3's
- * thought signatures on function calls, the output limit, and schema keywords Google does not
- * take. One rule is the gateway's, not Google's: a key in the URL (`?key=`) is refused, since the
+ * thought signatures on function calls, the output limit, at most five stop sequences, and schema
+ * keywords Google does not take. One rule is the gateway's, not Google's: a key in the URL (`?key=`) is refused, since the
  * gateway must never put it where logs and traces keep it.
  */
 
@@ -512,6 +512,11 @@ function checkGenerationConfig(
       `Unable to submit request because it has a maxOutputTokens value of ${String(max)} but the supported range is from 1 (inclusive) to ${rules.maxOutputTokens + 1} (exclusive). Update the value and try again.`,
     );
   }
+  const stops = config.stopSequences;
+  if (Array.isArray(stops) && stops.length > 5)
+    return invalid(
+      `* ${at}.generation_config.stop_sequences: at most 5 stop sequences are allowed, got ${stops.length}.`,
+    );
   const n = config.candidateCount;
   if (n !== undefined && (!Number.isInteger(n) || (n as number) < 1 || (n as number) > 8))
     return invalid("candidateCount must be between 1 and 8.");

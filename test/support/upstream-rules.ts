@@ -2,9 +2,9 @@ import type { IncomingHttpHeaders } from "node:http";
 
 /**
  * The request rules the fake upstreams enforce, as the real APIs do, each refusal with the real
- * API's status and body shape: roles, tool-call pairing, the output-limit maximum, and (Anthropic)
+ * API's status and body shape: roles, tool-call pairing, the output-limit maximum, (Anthropic)
  * mid-conversation system messages, message threads and the schema keywords structured outputs
- * refuse.
+ * refuse, and (OpenAI's chat) at most four stop sequences and the rules of strict schemas.
  */
 
 export interface WireRules {
@@ -289,6 +289,15 @@ export function checkChat(body: Json, rules: WireRules): Refusal | undefined {
       );
     }
   }
+  if (Array.isArray(body.stop) && body.stop.length > 4) {
+    return openaiRefusal(
+      `Invalid 'stop': array too long. Expected an array with maximum length 4, but got an array with length ${body.stop.length} instead.`,
+      "stop",
+      "array_above_max_length",
+    );
+  }
+  const strictRefused = checkStrictSchemas(body);
+  if (strictRefused) return strictRefused;
   if (!Array.isArray(body.messages) || body.messages.length === 0)
     return openaiRefusal("[] is too short - 'messages'", "messages", "empty_array");
   const messages = (body.messages as unknown[]).filter(isRecord);
@@ -326,6 +335,72 @@ export function checkChat(body: Json, rules: WireRules): Refusal | undefined {
         .filter(isRecord)
         .map((c) => String(c.id));
     }
+  }
+  return undefined;
+}
+
+/**
+ * Strict structured outputs (`strict: true` on a `json_schema` response format or a function):
+ * OpenAI refuses a schema whose objects do not set `additionalProperties: false` and list every
+ * property in `required`, or that uses a keyword strict mode does not take.
+ */
+function checkStrictSchemas(body: Json): Refusal | undefined {
+  const strict: [string, string, unknown][] = [];
+  const format = isRecord(body.response_format) ? body.response_format : {};
+  const jsonSchema = isRecord(format.json_schema) ? format.json_schema : {};
+  if (format.type === "json_schema" && jsonSchema.strict === true)
+    strict.push(["response_format", String(jsonSchema.name), jsonSchema.schema]);
+  for (const [i, tool] of (Array.isArray(body.tools) ? body.tools : []).entries()) {
+    const fn = isRecord(tool) && isRecord(tool.function) ? tool.function : {};
+    if (fn.strict === true) strict.push([`tools[${i}].function`, String(fn.name), fn.parameters]);
+  }
+  for (const [param, name, schema] of strict) {
+    const problem = strictSchemaProblem(schema, []);
+    if (problem)
+      return openaiRefusal(
+        `Invalid schema for ${param === "response_format" ? "response_format" : "function"} '${name}': ${problem}`,
+        param,
+        "invalid_function_parameters",
+      );
+  }
+  return undefined;
+}
+
+const strictUnsupported = [
+  "minLength",
+  "maxLength",
+  "patternProperties",
+  "minProperties",
+  "maxProperties",
+  "allOf",
+  "not",
+  "if",
+  "then",
+  "else",
+];
+
+function strictSchemaProblem(schema: unknown, at: string[]): string | undefined {
+  if (!isRecord(schema)) return undefined;
+  const context = `In context=(${at.map((p) => `'${p}'`).join(", ")})`;
+  const unsupported = strictUnsupported.find((key) => key in schema);
+  if (unsupported) return `${context}, '${unsupported}' is not permitted.`;
+  if (schema.type === "object" || isRecord(schema.properties)) {
+    if (schema.additionalProperties !== false)
+      return `${context}, 'additionalProperties' is required to be supplied and to be false.`;
+    const properties = isRecord(schema.properties) ? schema.properties : {};
+    const required = Array.isArray(schema.required) ? schema.required : [];
+    const missing = Object.keys(properties).find((name) => !required.includes(name));
+    if (missing !== undefined)
+      return `${context}, 'required' is required to be supplied and to be an array including every key in properties. Missing '${missing}'.`;
+    for (const [name, child] of Object.entries(properties)) {
+      const problem = strictSchemaProblem(child, [...at, "properties", name]);
+      if (problem) return problem;
+    }
+  }
+  if (schema.items !== undefined) return strictSchemaProblem(schema.items, [...at, "items"]);
+  for (const [i, child] of (Array.isArray(schema.anyOf) ? schema.anyOf : []).entries()) {
+    const problem = strictSchemaProblem(child, [...at, "anyOf", String(i)]);
+    if (problem) return problem;
   }
   return undefined;
 }

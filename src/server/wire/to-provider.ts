@@ -183,6 +183,7 @@ export function toChatRequest(
   if (req.style === "messages") {
     const body = req.body as MessagesRequest;
     refuseGap(fileSourceSentence(body));
+    refuseGap(inferenceGeoSentence(body));
     const outside = anthropicToolsOutsideChat(body);
     const omitted = [...outside.server, ...outside.unformed];
     if (omitted.length > 0) omitTools(attempt, omitted, anthropicToolsSentence(outside), rewrite);
@@ -212,6 +213,7 @@ export function toChatRequest(
   if (onward.translated) {
     refuseGap(legacyFunctionsSentence(body));
     if (body.moderation != null) refuseGap(moderationSentence);
+    refuseGap(logitBiasSentence(body));
     omitNonFunctionTools(body, attempt, rewrite);
     // Chat's web search option is a hosted web search: a wire without one leaves it out, named.
     if (!onward.webSearch && body.web_search_options != null) {
@@ -231,6 +233,44 @@ function legacyFunctionsSentence(body: ChatCompletionRequest): string | undefine
   const functions = (body as { functions?: unknown }).functions;
   if (!Array.isArray(functions) || functions.length === 0) return undefined;
   return '`functions` (deprecated) is not available for this model; declare them as `tools` (`{type: "function", function}`) and choose with `tool_choice`.';
+}
+
+/**
+ * Chat's `logit_bias` (token ids to make likelier or unlikelier, in OpenAI's tokenizer): neither
+ * Anthropic's nor Gemini's API takes token biases, and a token the client banned could appear in
+ * the answer. An empty map asks for nothing and passes.
+ */
+function logitBiasSentence(body: ChatCompletionRequest): string | undefined {
+  const bias = body.logit_bias;
+  if (!isRecord(bias) || Object.keys(bias).length === 0) return undefined;
+  return "`logit_bias` is not available for this model: its provider takes no token biases; leave out `logit_bias`.";
+}
+
+/**
+ * A messages request's `inference_geo` (where Anthropic runs the model): the gateway cannot say
+ * where another provider runs it, and answering anyway would break the client's residency rule.
+ */
+function inferenceGeoSentence(body: MessagesRequest): string | undefined {
+  if (body.inference_geo == null) return undefined;
+  return "`inference_geo` is not available for this model: its provider is not Anthropic, and the gateway cannot tell where it runs the model; leave out `inference_geo`.";
+}
+
+/**
+ * More stop sequences than the wire's API takes (OpenAI's chat 4, Gemini's 5), refused naming the
+ * client's own field: the API would refuse them, and sending only some would let the answer run
+ * past a sequence the client set.
+ */
+export function refuseStopsOver(
+  req: CompletionRequest,
+  chat: ChatCompletionRequest,
+  most: number,
+): void {
+  const count = Array.isArray(chat.stop) ? chat.stop.length : 0;
+  if (count <= most) return;
+  const field = req.style === "messages" ? "stop_sequences" : "stop";
+  throw new UnsupportedRequest(
+    `\`${field}\` has ${count} sequences; this model's provider takes at most ${most}. Send at most ${most}.`,
+  );
 }
 
 /**

@@ -1,16 +1,23 @@
 import type { MessagesRequest } from "../../wire/anthropic-types.js";
 import type { CompletionRequest, CompletionResult } from "../../wire/completion-types.js";
 import type { ChatCompletionChunk } from "../../wire/openai-types.js";
+import type { ResponsesRequest } from "../../wire/responses-types.js";
 import { parseEventData } from "../../wire/sse.js";
 import { fromChatChunks, fromChatJson, withJsonEstimate } from "../../wire/to-client.js";
-import { type Rewrite, toChatRequest, withRewrite } from "../../wire/to-provider.js";
-import { messagesRequestToChat } from "../../wire/translate/messages-to-chat.js";
+import {
+  type Rewrite,
+  refuseStopsOver,
+  toChatRequest,
+  withRewrite,
+} from "../../wire/to-provider.js";
+import { failedToolCalls, messagesRequestToChat } from "../../wire/translate/messages-to-chat.js";
+import { wantsSummary } from "../../wire/translate/responses.js";
 import { UpstreamFailure } from "../../wire/upstream-failure.js";
 import { chatOutputText, usageFromChat } from "../../wire/usage.js";
 import { type MeteredStream, openMeteredStream } from "../metered-stream.js";
 import type { Attempt, CountTokensRequest, ProviderContext } from "../provider.js";
 import { geminiHeaders, methodUrl, modelName } from "./endpoints.js";
-import { chatToGemini } from "./gemini-request.js";
+import { chatToGemini, type GeminiRequestOptions } from "./gemini-request.js";
 import { chatUsageOf, GeminiStreamToChat, geminiToChat } from "./gemini-response.js";
 import type { GenerateContentResponse } from "./gemini-types.js";
 
@@ -26,11 +33,10 @@ export async function geminiComplete(
   const { provider, model } = attempt;
   const rewrite: Rewrite = { omittedTools: [] };
   const chat = toChatRequest(req, attempt, rewrite, { translated: true, fetchesUrls: true });
-  // A messages client's thinking budget goes over as it is (the chat body has only its level),
-  // and its top_k, which Gemini takes and chat has no field for.
-  const thinking = req.style === "messages" ? req.body.thinking : undefined;
+  refuseStopsOver(req, chat, geminiMostStops);
+  // A messages client's top_k, which Gemini takes and chat has no field for.
   if (req.style === "messages" && typeof req.body.top_k === "number") chat.top_k = req.body.top_k;
-  const body = chatToGemini(chat, model.max_output_tokens, thinking);
+  const body = chatToGemini(chat, model.max_output_tokens, clientOptions(req));
   const headers = geminiHeaders(attempt);
   if (!req.stream) {
     const answer = await http.postJson<GenerateContentResponse>(
@@ -54,6 +60,24 @@ export async function geminiComplete(
   );
 }
 
+/** Gemini's `stopSequences` takes at most five. */
+const geminiMostStops = 5;
+
+/**
+ * What the client's own body says that its chat body cannot: a messages client's thinking budget
+ * (the chat body has only its level) and the tool results it marked as errors, a Responses
+ * client's wish to read the reasoning.
+ */
+function clientOptions(req: CompletionRequest): GeminiRequestOptions {
+  if (req.style === "messages") {
+    const body = req.body as MessagesRequest;
+    return { anthropicThinking: body.thinking, failedCalls: failedToolCalls(body) };
+  }
+  if (req.style === "responses")
+    return { showThoughts: wantsSummary(req.body as ResponsesRequest) };
+  return {};
+}
+
 /**
  * Gemini's `countTokens` of a Messages body (the route's count_tokens), counted as
  * `generateContent` would get it: system instruction and tools too.
@@ -64,8 +88,11 @@ export async function geminiCountTokens(
   req: CountTokensRequest,
 ): Promise<number> {
   const { model, provider } = attempt;
-  const chat = messagesRequestToChat(req.body as MessagesRequest, model.upstream_model);
-  const { contents, systemInstruction, tools } = chatToGemini(chat, model.max_output_tokens);
+  const body = req.body as MessagesRequest;
+  const chat = messagesRequestToChat(body, model.upstream_model);
+  const { contents, systemInstruction, tools } = chatToGemini(chat, model.max_output_tokens, {
+    failedCalls: failedToolCalls(body),
+  });
   const answer = await http.postJson<{ totalTokens?: unknown }>(
     methodUrl(attempt, "countTokens"),
     geminiHeaders(attempt),

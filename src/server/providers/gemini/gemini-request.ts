@@ -39,15 +39,24 @@ import { signatureOfCallId } from "./tool-call-ids.js";
  */
 export const unsignedCallSignature = "skip_thought_signature_validator";
 
-/**
- * `maxOutputTokens` at most `maxOutput`: the model's configured maximum, which the hold covers.
- * `anthropicThinking`: a messages client's `thinking`, whose budget Gemini takes as it is (the
- * chat body carries only the effort level it maps to).
- */
+/** What the client asked for that its chat body cannot say, read from the client's own body. */
+export interface GeminiRequestOptions {
+  /**
+   * A messages client's `thinking`, whose budget Gemini takes as it is (the chat body carries
+   * only the effort level it maps to).
+   */
+  anthropicThinking?: unknown;
+  /** The tool calls whose results the client marked as errors (a messages client's `is_error`). */
+  failedCalls?: ReadonlySet<string>;
+  /** The client asked to read the model's thinking (a Responses client's `reasoning.summary`). */
+  showThoughts?: boolean;
+}
+
+/** `maxOutputTokens` at most `maxOutput`: the model's configured maximum, which the hold covers. */
 export function chatToGemini(
   request: ChatCompletionRequest,
   maxOutput: number,
-  anthropicThinking?: unknown,
+  options: GeminiRequestOptions = {},
 ): GenerateContentRequest {
   refuseUntranslatable(request);
   const chat = withAllowedToolsOnly(request);
@@ -75,7 +84,11 @@ export function chatToGemini(
         break;
       case "tool":
         push("user", [
-          functionResponse(callName(callNames, message.tool_call_id), message.content),
+          functionResponse(
+            callName(callNames, message.tool_call_id),
+            message.content,
+            options.failedCalls?.has(message.tool_call_id) === true,
+          ),
         ]);
         break;
       case "function":
@@ -94,7 +107,7 @@ export function chatToGemini(
   const toolConfig = functionCallingConfig(chat.tool_choice);
   if (toolConfig && declarations.length > 0) out.toolConfig = { functionCallingConfig: toolConfig };
   out.generationConfig = generationConfig(chat, maxOutput);
-  const thinking = thinkingConfig(chat, anthropicThinking, out.generationConfig.maxOutputTokens);
+  const thinking = thinkingConfig(chat, options, out.generationConfig.maxOutputTokens);
   if (thinking) out.generationConfig.thinkingConfig = thinking;
   return out;
 }
@@ -133,11 +146,12 @@ const effortBudgets: Record<string, number> = {
  * output limit, which Gemini counts thinking against), thinking off as a budget of 0, adaptive
  * thinking as Gemini's dynamic budget (-1) unless an effort level says how much; otherwise chat's
  * `reasoning_effort` by level. Thoughts are asked back whenever the model may think, so the
- * client gets them as reasoning (chat) or thinking blocks (messages).
+ * client gets them as reasoning (chat) or thinking blocks (messages); a client that asks to read
+ * them with no effort named gets them from the model's own default thinking.
  */
 function thinkingConfig(
   chat: ChatCompletionRequest,
-  anthropic: unknown,
+  { anthropicThinking: anthropic, showThoughts }: GeminiRequestOptions,
   maxOutput: number | undefined,
 ): GeminiThinkingConfig | undefined {
   const within = (budget: number) =>
@@ -155,7 +169,7 @@ function thinkingConfig(
     if (anthropic.type === "adaptive" || anthropic.type === "between_tools")
       return { thinkingBudget: within(levelBudget ?? -1), includeThoughts };
   }
-  if (levelBudget === undefined) return undefined;
+  if (levelBudget === undefined) return showThoughts ? { includeThoughts: true } : undefined;
   if (levelBudget === 0) return { thinkingBudget: 0 };
   return { thinkingBudget: within(levelBudget), includeThoughts: true };
 }
@@ -258,8 +272,11 @@ function modelParts(
   return [...parts, ...callParts];
 }
 
-/** A tool's result: Google's docs put a function's output under `output`. */
-function functionResponse(name: string, content: unknown): GeminiPart {
+/**
+ * A tool's result: Google's docs put a function's output under `output`, and a failed call's
+ * details under `error`, which tells the model the call failed.
+ */
+function functionResponse(name: string, content: unknown, failed = false): GeminiPart {
   const text =
     typeof content === "string"
       ? content
@@ -267,7 +284,7 @@ function functionResponse(name: string, content: unknown): GeminiPart {
           .filter(isRecord)
           .map((part) => asString(part.text) ?? "")
           .join("");
-  return { functionResponse: { name, response: { output: text } } };
+  return { functionResponse: { name, response: failed ? { error: text } : { output: text } } };
 }
 
 function functionDeclarations(tools: ChatTool[] | undefined): GeminiFunctionDeclaration[] {

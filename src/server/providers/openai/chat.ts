@@ -13,7 +13,13 @@ import {
   StreamBroken,
   withJsonEstimate,
 } from "../../wire/to-client.js";
-import { forwardedBody, type Rewrite, toChatRequest, withRewrite } from "../../wire/to-provider.js";
+import {
+  forwardedBody,
+  type Rewrite,
+  refuseStopsOver,
+  toChatRequest,
+  withRewrite,
+} from "../../wire/to-provider.js";
 import { encodeResponsesEvents } from "../../wire/translate/errors.js";
 import { baseResponse, failedEvents } from "../../wire/translate/responses.js";
 import { nowSeconds, randomId } from "../../wire/translate/shared.js";
@@ -42,6 +48,9 @@ export async function openaiComplete(
   }
   const rewrite: Rewrite = { omittedTools: [] };
   const body = toChatRequest(req, attempt, rewrite);
+  // A chat client's own `stop` goes as written (the provider answers for it); a translated one is
+  // the gateway's to fit within OpenAI's four.
+  if (req.style === "messages") refuseStopsOver(req, body, 4);
   const url = joinUrl(provider.base_url ?? "", "/chat/completions");
   const sent = forwardedBody(req, "chat", body.model);
   if (!req.stream) {

@@ -124,6 +124,13 @@ export function untranslatableToMessages(req: ChatCompletionRequest): string | u
   if (req.logprobs === true) {
     return "`logprobs` is not available for this model: its provider reports no log probabilities; leave out `logprobs` (on /v1/responses, `include: message.output_text.logprobs`).";
   }
+  // Anthropic samples without penalties: a repetition the client penalized could fill the answer.
+  // A penalty of 0 is no penalty, and passes.
+  for (const field of ["presence_penalty", "frequency_penalty"] as const) {
+    const penalty = asNumber(req[field]);
+    if (penalty !== undefined && penalty !== 0)
+      return `\`${field}\` is not available for this model: its provider takes no penalties; leave out \`${field}\`.`;
+  }
   // Anthropic constrains output to a JSON schema whose objects list their properties; "any JSON
   // object" has no such schema, and without one the answer would be prose where JSON was promised.
   const format = req.response_format;

@@ -23,6 +23,7 @@ import type {
 } from "../openai-types.js";
 import { emptyUsage, toAnthropicUsage, type Usage, usageFromChat } from "../usage.js";
 import { anthropicClientTool } from "./anthropic-client-tools.js";
+import { meetsOpenAIStrictRules } from "./openai-strict-schema.js";
 import {
   argumentsToInput,
   asArray,
@@ -50,20 +51,25 @@ export type ChatRequestOptions = {
 // Request: messages -> chat
 // ---------------------------------------------------------------------------
 
-/** Anthropic's server tools: run by Anthropic's API itself, so no other provider can serve them. */
-const anthropicServerTool = /^(web_search|web_fetch|code_execution|tool_search_tool)_/;
+/**
+ * Anthropic's server tools: run by Anthropic's API itself, so no other provider can serve them
+ * (`mcp_toolset`: the tools of an MCP server Anthropic's MCP connector calls).
+ */
+const anthropicServerTool = /^(web_search|web_fetch|code_execution|tool_search_tool|mcp)_/;
 
 /**
  * The Anthropic tools of a messages request a chat-completions provider cannot run, server tools
- * first: the server tools, then Anthropic-defined client tools with no published schema to send
- * (memory, the computer and browser toolsets). They are left out, named (or the request refused,
- * as the provider is configured), never dropped without a word.
+ * first: the server tools (and `mcp_servers`, the MCP connector's servers, whose tools Anthropic's
+ * API calls), then Anthropic-defined client tools with no published schema to send (memory, the
+ * computer and browser toolsets). They are left out, named (or the request refused, as the
+ * provider is configured), never dropped without a word.
  */
 export function anthropicToolsOutsideChat(req: MessagesRequest): {
   server: string[];
   unformed: string[];
 } {
   const server = toolTypesMatching(req.tools, anthropicServerTool);
+  if (asArray(req.mcp_servers).length > 0) server.push("mcp_servers");
   const unformed = toolTypesMatching(req.tools, /./).filter(
     (type) => type !== "custom" && !anthropicServerTool.test(type) && !anthropicClientTool(type),
   );
@@ -134,9 +140,12 @@ export function messagesRequestToChat(
   const format =
     (isRecord(req.output_config) ? req.output_config.format : undefined) ?? req.output_format;
   if (isRecord(format) && format.type === "json_schema" && isRecord(format.schema)) {
+    // Anthropic's structured outputs always hold to the schema: strict wherever OpenAI's rules
+    // let it be (docs/http-api.md).
+    const strict = meetsOpenAIStrictRules(format.schema);
     out.response_format = {
       type: "json_schema",
-      json_schema: { name: "output", schema: format.schema },
+      json_schema: { name: "output", schema: format.schema, ...(strict ? { strict } : {}) },
     };
   }
   return out;
@@ -212,6 +221,22 @@ function convertMessage(message: JsonObject): ChatMessage[] {
     out.push({ role: "user", content: userParts });
   }
   return out;
+}
+
+/**
+ * The calls whose `tool_result` the client marked `is_error`, by the id their chat tool message
+ * answers: chat has no flag for it, and a wire that has one (Gemini's `error`) reads it here.
+ */
+export function failedToolCalls(req: MessagesRequest): Set<string> {
+  const failed = new Set<string>();
+  for (const message of asArray(req.messages)) {
+    if (!isRecord(message) || message.role !== "user") continue;
+    for (const block of asArray(message.content)) {
+      if (isRecord(block) && block.type === "tool_result" && block.is_error === true)
+        failed.add(asString(block.tool_use_id) ?? "");
+    }
+  }
+  return failed;
 }
 
 function convertAssistant(content: unknown): ChatMessage | undefined {
@@ -386,12 +411,14 @@ function convertTools(tools: unknown[]): ChatTool[] {
     // left out by the tool policy; computer and memory tools too).
     if (!isRecord(tool.input_schema)) continue;
     if (tool.type !== undefined && tool.type !== "custom") continue;
-    const fn: { name: string; description?: string; parameters: JsonObject } = {
+    const fn: { name: string; description?: string; parameters: JsonObject; strict?: boolean } = {
       name,
       parameters: tool.input_schema,
     };
     const description = asString(tool.description);
     if (description) fn.description = description;
+    // Strict tool use, as Anthropic's: the call's input holds to the schema.
+    if (tool.strict === true && meetsOpenAIStrictRules(tool.input_schema)) fn.strict = true;
     out.push({ type: "function", function: fn });
   }
   return out;

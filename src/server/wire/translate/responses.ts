@@ -87,6 +87,8 @@ export function responsesRequestToChat(
     const value = asString(req[field]);
     if (value) out[field] = value;
   }
+  const cacheOptions = promptCacheOptions(req.prompt_cache_options);
+  if (cacheOptions) out.prompt_cache_options = cacheOptions;
   const effort = isRecord(req.reasoning) ? asString(req.reasoning.effort) : undefined;
   if (effort) out.reasoning_effort = effort;
 
@@ -111,6 +113,18 @@ export function responsesRequestToChat(
     out.response_format = { type: "json_object" };
   }
   return out;
+}
+
+/**
+ * `prompt_cache_options` as chat takes them: the breakpoint mode, and a lifetime chat has (`30m`;
+ * a longer one is a minimum the provider may exceed anyway, and chat refuses it).
+ */
+function promptCacheOptions(options: unknown): JsonObject | undefined {
+  if (!isRecord(options)) return undefined;
+  const out: JsonObject = {};
+  if (options.mode === "implicit" || options.mode === "explicit") out.mode = options.mode;
+  if (options.ttl === "30m") out.ttl = options.ttl;
+  return Object.keys(out).length > 0 ? out : undefined;
 }
 
 /**
@@ -294,6 +308,8 @@ export function untranslatableToChat(req: ResponsesRequest): string | undefined 
   if (req.prompt !== undefined && req.prompt !== null)
     return "`prompt` (a prompt template stored in an OpenAI project) is not available for this model: the gateway cannot read the template; send its instructions and input in the request instead.";
   if (req.moderation != null) return moderationSentence;
+  if (isRecord(req.prompt_cache_options) && req.prompt_cache_options.prewarm === true)
+    return "`prompt_cache_options.prewarm` is not available for this model: its provider has no way to prepare a prompt cache without generating an answer, which would be billed; leave out `prewarm`.";
   if (asArray(req.input).some((item) => isRecord(item) && item.type === "compaction_trigger"))
     return "A `compaction_trigger` input item is not available for this model: a compacted conversation is an item only OpenAI's API can read; continue with `previous_response_id` or `conversation`, or send a shorter `input`.";
   return storedInputSentence(req.input);
@@ -555,7 +571,7 @@ function urlCitations(annotations: unknown): unknown[] {
  * Whether the request asked for a reasoning summary (`reasoning.summary`, or the older
  * `generate_summary`): only then does the model's thinking come back, as a reasoning item.
  */
-function wantsSummary(req: ResponsesRequest | undefined): boolean {
+export function wantsSummary(req: ResponsesRequest | undefined): boolean {
   const reasoning = req?.reasoning;
   if (!isRecord(reasoning)) return false;
   return Boolean(asString(reasoning.summary) ?? asString(reasoning.generate_summary));
