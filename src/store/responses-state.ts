@@ -5,6 +5,8 @@
  * (`expiresAt` is given by the caller, from the gateway's clock and the configured lifetime).
  */
 
+import type { PageQuery } from "./types.js";
+
 export type StateItem = Record<string, unknown>;
 
 export interface StoredResponse {
@@ -29,12 +31,8 @@ export interface StoredConversation {
   createdAt: number;
 }
 
-export interface ItemPageQuery {
-  /** An item id: the page starts after it, in `order`. */
-  after?: string;
-  limit: number;
-  order: "asc" | "desc";
-}
+/** `after` is an item id. */
+export type ItemPageQuery = PageQuery;
 
 export interface ItemPage {
   items: StateItem[];

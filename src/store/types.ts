@@ -265,6 +265,22 @@ export interface RecentRequest {
   tools_omitted?: string[];
 }
 
+/**
+ * A page of a list as OpenAI's list endpoints take it: at most `limit` rows, those after the row
+ * whose id is `after` (from the first when absent), in `order` (`desc`: newest first).
+ */
+export interface PageQuery {
+  after?: string;
+  limit: number;
+  order: "asc" | "desc";
+}
+
+/** A page of the request log; `hasMore`: more requests lie beyond it in its order. */
+export interface RequestPage {
+  requests: RecentRequest[];
+  hasMore: boolean;
+}
+
 // ---- repositories ------------------------------------------------------------
 // The seam a storage backend implements. Reads the request path makes are answered from memory
 // (synchronously); every write keeps those answers current. A write resolves once it is
@@ -374,7 +390,14 @@ export interface UsageRepository {
   usageDaily(accountId: string, since: number): MaybeAsync<UsageDay[]>;
   /** Requests, tokens and cost per model since `since`, most expensive first. */
   usageByModel(accountId: string, since: number): MaybeAsync<UsageByModel[]>;
+  /** The account's newest requests, newest first: the first page of `requestPage`. */
   recentRequests(accountId: string, limit: number): MaybeAsync<RecentRequest[]>;
+  /**
+   * A page of the account's request log, ordered by admission time and, within a millisecond, by
+   * the order the rows were written, so a request is on exactly one page of a walk. Undefined when
+   * `after` is no request of this account (another account's id included).
+   */
+  requestPage(accountId: string, page: PageQuery): MaybeAsync<RequestPage | undefined>;
   /** One request of the account's log (another account's id finds nothing). */
   requestOf(accountId: string, id: string): MaybeAsync<RequestLogRow | undefined>;
   /** The account's request log, newest first. */

@@ -34,6 +34,8 @@ export interface Route {
   handler: Handler;
   /** The zod schema of its JSON body, loaded when asked (`GET /openapi.json` describes it). */
   body?: () => Promise<ZodType>;
+  /** The zod object schema of its query parameters, loaded when asked (the same). */
+  query?: () => Promise<ZodType>;
 }
 
 /**

@@ -3,8 +3,9 @@ import type { AccountRow } from "../../store/types.js";
 import { nextUtcMidnight } from "../../store/utc-windows.js";
 import { quota } from "../billing/quota.js";
 import type { Services } from "../compose/services.js";
-import { GatewayError } from "../errors.js";
+import { badRequest, GatewayError } from "../errors.js";
 import type { AppEnv, Handler } from "../http/context.js";
+import { listPage, listQuery } from "./list-page.js";
 
 /** GET /v1/account/quota: what the key's account can spend now. Shared keys may not read it. */
 export function quotaHandler(services: Services): Handler {
@@ -34,6 +35,13 @@ function notShared(c: Context<AppEnv>, what: string): void {
 export type UsageView = (accountId: string, c: Context) => Promise<object>;
 
 /**
+ * `/v1/usage/requests` pages the request log as OpenAI pages its lists (`limit` 1-500, default
+ * 50, `order`, `after` a request id), newest first unless asked otherwise.
+ */
+const requestsPage = listQuery(500, 50);
+export const requestsQuery = requestsPage.schema;
+
+/**
  * The three usage reports, keyed by the last path segment. Each counts against the account's
  * one budget of 60 reads per minute, whichever route (key or dashboard) serves it.
  */
@@ -57,8 +65,14 @@ export function usageViews(
       data: await services.store.usageDaily(accountId, sinceDays(c, services)),
     })),
     requests: limited(async (accountId, c) => {
-      const limit = Math.min(500, Math.max(1, Number(c.req.query("limit") ?? 50) || 50));
-      return { object: "list", data: await services.store.recentRequests(accountId, limit) };
+      const query = requestsPage.parse(c);
+      const page = await services.store.requestPage(accountId, query);
+      // Another account's request is as unknown as one that never was.
+      if (!page)
+        throw badRequest(
+          `Invalid query parameter after: no request '${query.after}' in this account's request log.`,
+        );
+      return listPage(page.requests, (request) => request.id, page.hasMore);
     }),
   };
 }

@@ -103,6 +103,10 @@ const schema =
   async () =>
     pick(await load());
 const completionsModule = () => import("./completions.js");
+const requestsQuery = schema(
+  () => import("./account.js"),
+  (m) => m.requestsQuery,
+);
 const jobsModule = () => import("./jobs.js");
 
 export function routeTable(services: Services, options: TableOptions): Route[] {
@@ -382,7 +386,10 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
     route("GET", "/v1/account/quota", "key", "chat", account("quota")),
     route("GET", "/v1/usage/summary", "key", "chat", account("summary")),
     route("GET", "/v1/usage/daily", "key", "chat", account("daily")),
-    route("GET", "/v1/usage/requests", "key", "chat", account("requests")),
+    {
+      ...route("GET", "/v1/usage/requests", "key", "chat", account("requests")),
+      query: requestsQuery,
+    },
 
     // ---- the MCP server (/mcp): each tool call is its /v1 twin, sent through this table again
     route("OPTIONS", "/mcp", "public", "chat", preflight),
@@ -448,7 +455,10 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
     route("PUT", "/api/dashboard/payg", "owner", "chat", owner("payg")),
     route("GET", "/api/dashboard/usage/summary", "owner", "chat", owner("summary")),
     route("GET", "/api/dashboard/usage/daily", "owner", "chat", owner("daily")),
-    route("GET", "/api/dashboard/usage/requests", "owner", "chat", owner("requests")),
+    {
+      ...route("GET", "/api/dashboard/usage/requests", "owner", "chat", owner("requests")),
+      query: requestsQuery,
+    },
 
     // ---- the owner's pages (/dashboard)
     route("GET", "/dashboard/login", "public", "chat", pages("login")),

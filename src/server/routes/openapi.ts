@@ -66,6 +66,7 @@ export async function openApiDocument(routes: readonly Route[]): Promise<object>
       continue;
     if (route.path.startsWith("/dashboard")) continue;
     const { path, parameters } = openApiPath(route.path);
+    if (route.query) parameters.push(...queryParameters(jsonSchema(await route.query())));
     const body = route.body ? jsonSchema(await route.body()) : undefined;
     const errorRef = `#/components/schemas/${route.errors === "messages" ? "MessagesError" : "ChatError"}`;
     const responses: Record<string, object> = {
@@ -119,6 +120,19 @@ function openApiPath(path: string): { path: string; parameters: object[] } {
     return `{${name}}`;
   });
   return { path: converted, parameters };
+}
+
+/** An object schema's properties as OpenAPI's query parameters, each optional unless required. */
+function queryParameters(schema: {
+  properties?: Record<string, object>;
+  required?: string[];
+}): object[] {
+  return Object.entries(schema.properties ?? {}).map(([name, property]) => ({
+    name,
+    in: "query",
+    required: schema.required?.includes(name) ?? false,
+    schema: property,
+  }));
 }
 
 function jsonSchema(schema: z.ZodType): object {

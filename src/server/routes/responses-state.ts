@@ -1,9 +1,9 @@
 import type { Context } from "hono";
-import { z } from "zod";
 import { type ItemPageQuery, pageOf, type StateItem } from "../../store/responses-state.js";
 import type { Services } from "../compose/services.js";
 import { badRequest, GatewayError } from "../errors.js";
 import type { AppEnv, Handler } from "../http/context.js";
+import { listPage, listQuery } from "./list-page.js";
 
 /**
  * GET and DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items: the responses the
@@ -65,29 +65,10 @@ export function responseNotFound(id: string): GatewayError {
   return new GatewayError(404, "not_found", `Response with id '${id}' not found.`);
 }
 
-const pageQuerySchema = z.looseObject({
-  limit: z.coerce.number().int().min(1).max(100).default(20),
-  order: z.enum(["asc", "desc"]).default("desc"),
-  after: z.string().min(1).optional(),
-});
-
 /** `limit` (1-100, default 20), `order` (default desc) and `after` (an item id), as OpenAI pages lists. */
-export function pageQuery(c: Context<AppEnv>): ItemPageQuery {
-  const parsed = pageQuerySchema.safeParse(c.req.query());
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw badRequest(`Invalid query parameter ${issue.path.join(".")}: ${issue.message}`);
-  }
-  return parsed.data;
-}
+export const pageQuery: (c: Context<AppEnv>) => ItemPageQuery = listQuery(100, 20).parse;
 
 /** A page of items as OpenAI lists them. */
 export function itemList(items: StateItem[], hasMore: boolean) {
-  return {
-    object: "list" as const,
-    data: items,
-    first_id: items.length > 0 ? String(items[0].id) : null,
-    last_id: items.length > 0 ? String(items[items.length - 1].id) : null,
-    has_more: hasMore,
-  };
+  return listPage(items, (item) => String(item.id), hasMore);
 }

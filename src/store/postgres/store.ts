@@ -10,9 +10,11 @@ import type {
   KeyRow,
   KeyWithAccount,
   NewAccount,
+  PageQuery,
   ProfileColumn,
   RecentRequest,
   RequestLogRow,
+  RequestPage,
   UsageByModel,
   UsageDay,
   UsageSummary,
@@ -263,6 +265,10 @@ export class PostgresStore implements GatewayStore {
 
   recentRequests(accountId: string, limit: number): Promise<RecentRequest[]> {
     return this.usage.recentRequests(accountId, limit);
+  }
+
+  requestPage(accountId: string, page: PageQuery): Promise<RequestPage | undefined> {
+    return this.usage.requestPage(accountId, page);
   }
 
   requestLog(accountId: string, limit: number): Promise<RequestLogRow[]> {

@@ -1,14 +1,21 @@
 import type pg from "pg";
 import { microToIdr } from "../money.js";
 import type {
+  PageQuery,
   RecentRequest,
   RequestLogRow,
+  RequestPage,
   UsageByModel,
   UsageDay,
   UsageRepository,
   UsageSummary,
 } from "../types.js";
-import { freeTokenWindowStart, recentRequest } from "../usage-rows.js";
+import {
+  freeTokenWindowStart,
+  type LogPosition,
+  LogPositions,
+  requestPageOf,
+} from "../usage-rows.js";
 
 // Sums of bigint columns are numeric on Postgres: cast back to bigint, they arrive as numbers.
 const summary = `SELECT count(*) AS requests,
@@ -31,19 +38,44 @@ const byModel = `SELECT coalesce(model, '-') AS model, count(*) AS requests,
   FROM request_log WHERE account_id = $1 AND created_at >= $2
   GROUP BY coalesce(model, '-') ORDER BY cost_micro DESC, requests DESC`;
 
-// Rows written in the same millisecond come newest first by their write order, as SQLite's rowid.
-const recent = `SELECT id, account_id, key_id, endpoint, model, state, payment, payment_ref,
+const columns = `id, account_id, key_id, endpoint, model, state, payment, payment_ref,
     reserved_micro, cost_micro, input_tokens, output_tokens, status, error_code, provider_id,
-    stream, created_at, finished_at, tools_omitted
+    stream, created_at, finished_at, tools_omitted`;
+
+// Rows written in the same millisecond come newest first by their write order, as SQLite's rowid.
+const recent = `SELECT ${columns}
   FROM request_log WHERE account_id = $1 ORDER BY created_at DESC, seq DESC LIMIT $2`;
 
-const one = `SELECT id, account_id, key_id, endpoint, model, state, payment, payment_ref,
-    reserved_micro, cost_micro, input_tokens, output_tokens, status, error_code, provider_id,
-    stream, created_at, finished_at, tools_omitted
-  FROM request_log WHERE id = $1 AND account_id = $2`;
+// A page of an account's log in either order, from its first row or after a request's place in it
+// (its admission time, then `seq`): one range of the (account_id, created_at) index.
+const pageColumns = `${columns}, seq AS position`;
+const pages = {
+  desc: {
+    first: `SELECT ${pageColumns} FROM request_log WHERE account_id = $1
+      ORDER BY created_at DESC, seq DESC LIMIT $2`,
+    after: `SELECT ${pageColumns} FROM request_log WHERE account_id = $1
+      AND created_at <= $3 AND (created_at < $3 OR seq < $4)
+      ORDER BY created_at DESC, seq DESC LIMIT $2`,
+  },
+  asc: {
+    first: `SELECT ${pageColumns} FROM request_log WHERE account_id = $1
+      ORDER BY created_at ASC, seq ASC LIMIT $2`,
+    after: `SELECT ${pageColumns} FROM request_log WHERE account_id = $1
+      AND created_at >= $3 AND (created_at > $3 OR seq > $4)
+      ORDER BY created_at ASC, seq ASC LIMIT $2`,
+  },
+};
+
+// Newest first: a cursor not kept is most often one of the recent requests.
+const position = `SELECT created_at, seq AS position FROM request_log
+  WHERE id = $1 AND account_id = $2 ORDER BY created_at DESC, seq DESC LIMIT 1`;
+
+const one = `SELECT ${columns} FROM request_log WHERE id = $1 AND account_id = $2`;
 
 /** Usage read from the request log, and the free models' token budgets, on Postgres. */
 export class PostgresUsage implements UsageRepository {
+  private readonly positions = new LogPositions();
+
   constructor(private readonly pool: pg.Pool) {}
 
   async usageSummary(accountId: string, since: number): Promise<UsageSummary> {
@@ -112,7 +144,32 @@ export class PostgresUsage implements UsageRepository {
   }
 
   async recentRequests(accountId: string, limit: number): Promise<RecentRequest[]> {
-    return (await this.requestLog(accountId, limit)).map(recentRequest);
+    return (await this.requestPage(accountId, { limit, order: "desc" }))!.requests;
+  }
+
+  async requestPage(accountId: string, page: PageQuery): Promise<RequestPage | undefined> {
+    const values: (string | number)[] = [accountId, page.limit + 1];
+    if (page.after !== undefined) {
+      const from =
+        this.positions.get(accountId, page.after) ??
+        (
+          await this.pool.query<LogPosition>({
+            name: "pg_usage_request_position",
+            text: position,
+            values: [page.after, accountId],
+          })
+        ).rows[0];
+      if (!from) return undefined;
+      values.push(from.created_at, from.position);
+    }
+    const start = page.after === undefined ? "first" : "after";
+    // One row past the page says whether there is more.
+    const result = await this.pool.query<RequestLogRow & LogPosition>({
+      name: `pg_usage_page_${page.order}_${start}`,
+      text: pages[page.order][start],
+      values,
+    });
+    return requestPageOf(accountId, result.rows, page.limit, this.positions);
   }
 
   async latestRecordedAt(): Promise<number> {

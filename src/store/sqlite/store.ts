@@ -12,9 +12,11 @@ import type {
   KeyWithAccount,
   LedgerRepository,
   NewAccount,
+  PageQuery,
   ProfileColumn,
   RecentRequest,
   RequestLogRow,
+  RequestPage,
   UsageByModel,
   UsageDay,
   UsageSummary,
@@ -262,6 +264,11 @@ export class Store implements GatewayStore {
   recentRequests(accountId: string, limit: number): RecentRequest[] {
     this.landQueuedWrites();
     return this.usage.recentRequests(accountId, limit);
+  }
+
+  requestPage(accountId: string, page: PageQuery): RequestPage | undefined {
+    this.landQueuedWrites();
+    return this.usage.requestPage(accountId, page);
   }
 
   requestLog(accountId: string, limit: number): RequestLogRow[] {

@@ -1,18 +1,26 @@
 import type { Statement } from "better-sqlite3";
 import { microToIdr } from "../money.js";
 import type {
+  PageQuery,
   RecentRequest,
   RequestLogRow,
+  RequestPage,
   UsageByModel,
   UsageDay,
   UsageSummary,
 } from "../types.js";
-import { freeTokenWindowStart, recentRequest } from "../usage-rows.js";
+import {
+  freeTokenWindowStart,
+  type LogPosition,
+  LogPositions,
+  requestPageOf,
+} from "../usage-rows.js";
 import type { DB } from "./db.js";
 
 /** Usage read from the request log, and the free models' token budgets, on SQLite. */
 export class SqliteUsage {
   private readonly statements: ReturnType<typeof prepare>;
+  private readonly positions = new LogPositions();
 
   constructor(db: DB) {
     this.statements = prepare(db);
@@ -65,7 +73,26 @@ export class SqliteUsage {
   }
 
   recentRequests(accountId: string, limit: number): RecentRequest[] {
-    return this.requestLog(accountId, limit).map(recentRequest);
+    return this.requestPage(accountId, { limit, order: "desc" })!.requests;
+  }
+
+  requestPage(accountId: string, page: PageQuery): RequestPage | undefined {
+    let from: LogPosition | undefined;
+    if (page.after !== undefined) {
+      from =
+        this.positions.get(accountId, page.after) ??
+        (this.statements.position.get(page.after, accountId) as LogPosition | undefined);
+      if (!from) return undefined;
+    }
+    const statements = this.statements.page[page.order];
+    // One row past the page says whether there is more.
+    const limit = page.limit + 1;
+    const rows = (
+      from
+        ? statements.after.all({ account: accountId, ...from, limit })
+        : statements.first.all({ account: accountId, limit })
+    ) as (RequestLogRow & LogPosition)[];
+    return requestPageOf(accountId, rows, page.limit, this.positions);
   }
 
   requestOf(accountId: string, id: string): RequestLogRow | undefined {
@@ -82,6 +109,26 @@ export class SqliteUsage {
       | undefined;
     return row && row.window_start === freeTokenWindowStart(windowSeconds, now) ? row.tokens : 0;
   }
+}
+
+/**
+ * A page of an account's log in `order`, from its first row or after a position: one range of
+ * the (account_id, created_at) index, whose entries are in rowid order within a millisecond.
+ */
+function pageStatements(db: DB, order: "asc" | "desc") {
+  const [beyond, direction] = order === "desc" ? ["<", "DESC"] : [">", "ASC"];
+  const select = (where: string) =>
+    db.prepare(
+      `SELECT rowid AS position, * FROM request_log WHERE account_id = @account${where}
+        ORDER BY created_at ${direction}, rowid ${direction} LIMIT @limit`,
+    );
+  return {
+    first: select(""),
+    after: select(
+      ` AND created_at ${beyond}= @created_at
+        AND (created_at ${beyond} @created_at OR rowid ${beyond} @position)`,
+    ),
+  };
 }
 
 function prepare(db: DB) {
@@ -110,6 +157,12 @@ function prepare(db: DB) {
     ),
     recent: statement(
       "SELECT * FROM request_log WHERE account_id = ? ORDER BY created_at DESC, rowid DESC LIMIT ?",
+    ),
+    page: { desc: pageStatements(db, "desc"), asc: pageStatements(db, "asc") },
+    // Newest first: a cursor not kept is most often one of the recent requests.
+    position: statement(
+      `SELECT created_at, rowid AS position FROM request_log WHERE id = ? AND account_id = ?
+        ORDER BY created_at DESC, rowid DESC LIMIT 1`,
     ),
     one: statement("SELECT * FROM request_log WHERE id = ? AND account_id = ?"),
     freeTokens: statement("SELECT window_start, tokens FROM free_token_usage WHERE model = ?"),
