@@ -1,16 +1,15 @@
-import { existsSync, readFileSync } from "node:fs";
-import { type Browser, chromium } from "playwright-core";
+import { readFileSync } from "node:fs";
+import type { Browser } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createOwnerLink } from "../src/server/auth/owner-session.js";
+import { haveChromium, launchChromium, signIn } from "./support/browser.js";
 import { type CliHome, cliHome, killRunningClis, loginPrompt, spawnCli } from "./support/cli.js";
 import { chat, post, type TestGateway, testGateway } from "./support/gateway.js";
 
 /** Once in a real browser: Debian's chromium, headless, driven by playwright-core. */
 
-const chromiumPath = "/usr/bin/chromium";
-const haveChromium = existsSync(chromiumPath);
 if (!haveChromium)
-  console.warn(`browser-login: skipped, ${chromiumPath} is missing (apt-get install chromium)`);
+  console.warn("browser-login: skipped, /usr/bin/chromium is missing (apt-get install chromium)");
 
 let gw: TestGateway;
 let browser: Browser | undefined;
@@ -18,20 +17,7 @@ let home: CliHome | undefined;
 
 beforeAll(async () => {
   gw = await testGateway({ devicePollIntervalSeconds: 1 });
-  if (haveChromium) {
-    browser = await chromium.launch({
-      executablePath: chromiumPath,
-      timeout: 15_000,
-      args: [
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-      ],
-    });
-  }
+  if (haveChromium) browser = await launchChromium();
 });
 afterAll(async () => {
   await browser?.close();
@@ -92,8 +78,7 @@ describe.skipIf(!haveChromium)("gateway login approved in a real browser", () =>
     try {
       const page = await context.newPage();
       page.setDefaultTimeout(10_000);
-      await page.goto(await createOwnerLink(gw.services.repos.sessions, "acct", gw.url));
-      await page.goto(`${gw.url}/dashboard/device?user_code=${userCode}`);
+      await signIn(page, gw, { next: `/dashboard/device?user_code=${userCode}` });
       expect(await page.locator("strong bdi").innerText()).toBe("evil\uFFFDgnp.exe\uFFFDx");
       const text = await page.locator("main, body").first().innerText();
       expect(text).toContain(

@@ -1,10 +1,8 @@
-import { existsSync, mkdirSync } from "node:fs";
-import { join } from "node:path";
-import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createOwnerLink } from "../src/server/auth/owner-session.js";
 import { formatIdr } from "../src/server/dashboard/pages.js";
 import { quota } from "./support/api.js";
+import { haveChromium, launchChromium, shoot, signedInTab } from "./support/browser.js";
 import { baseConfig, chat, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
 
 /**
@@ -15,9 +13,6 @@ import { baseConfig, chat, KEY, post, type TestGateway, testGateway } from "./su
 /** A name as long as real ones get, priced so its requests cost thousands of IDR. */
 const longModel = "mock-gpt-4o-mini-2024-07-18-extended";
 
-const chromiumPath = "/usr/bin/chromium";
-const haveChromium = existsSync(chromiumPath);
-const screenshots = process.env.DASHBOARD_SCREENSHOTS;
 const dayMs = 86_400_000;
 
 let gw: TestGateway;
@@ -71,48 +66,15 @@ beforeAll(async () => {
   clock = today;
   await post(gw, "/v1/chat/completions", chat("expensive ".repeat(200), longModel));
   await post(gw, "/v1/chat/completions", chat("down", "mock-down"));
-  if (haveChromium) {
-    browser = await chromium.launch({
-      executablePath: chromiumPath,
-      timeout: 15_000,
-      args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync"],
-    });
-  }
+  if (haveChromium) browser = await launchChromium();
 }, 60_000);
 afterAll(async () => {
   await browser?.close();
   await gw?.close();
 });
 
-async function signedIn(width: number): Promise<{ context: BrowserContext; page: Page }> {
-  const context = await browser!.newContext({
-    viewport: { width, height: width < 500 ? 844 : 900 },
-    permissions: ["clipboard-read", "clipboard-write"],
-  });
-  const page = await context.newPage();
-  page.setDefaultTimeout(10_000);
-  await page.goto(await createOwnerLink(gw.services.repos.sessions, "acct", gw.url));
-  expect(new URL(page.url()).pathname).toBe("/dashboard");
-  return { context, page };
-}
-
-async function shoot(page: Page, name: string): Promise<void> {
-  if (!screenshots) return;
-  mkdirSync(screenshots, { recursive: true });
-  await page.screenshot({ path: join(screenshots, `${name}.png`), fullPage: true });
-  await page.screenshot({ path: join(screenshots, `${name}-top.png`) });
-  // A phone page is long: also in screen-sized parts, to be looked at without shrinking.
-  const { width, height } = page.viewportSize()!;
-  if (width >= 500) return;
-  const total = (await page.evaluate("document.documentElement.scrollHeight")) as number;
-  for (let y = 0, part = 1; y < total; y += height, part++) {
-    await page.screenshot({
-      path: join(screenshots, `${name}-part${part}.png`),
-      fullPage: true,
-      clip: { x: 0, y, width, height: Math.min(height, total - y) },
-    });
-  }
-}
+const signedIn = (width: number) =>
+  signedInTab(browser!, gw, width, { permissions: ["clipboard-read", "clipboard-write"] });
 
 const text = async (page: Page, selector: string) =>
   ((await page.locator(selector).textContent()) ?? "").trim();
@@ -143,7 +105,7 @@ describe.skipIf(!haveChromium)("the dashboard in a real browser", () => {
       expect(await down.locator(".pill.bad").textContent()).toContain("503");
       expect(await text(page, "#byok tbody")).toContain("...7f3a");
       expect(await page.content()).not.toContain("sk-owner-secret");
-      await shoot(page, "dashboard-desktop");
+      await shoot(page, "dashboard-desktop", { screens: true });
     } finally {
       await context.close();
     }
@@ -163,7 +125,7 @@ describe.skipIf(!haveChromium)("the dashboard in a real browser", () => {
       await copy.click();
       await expect.poll(() => copy.textContent()).toBe("Copied");
       expect(await page.evaluate("navigator.clipboard.readText()")).toBe(value);
-      await shoot(page, "dashboard-new-key");
+      await shoot(page, "dashboard-new-key", { screens: true });
       const works = await post(gw, "/v1/chat/completions", chat(), {
         authorization: `Bearer ${value}`,
       });
@@ -190,7 +152,7 @@ describe.skipIf(!haveChromium)("the dashboard in a real browser", () => {
       expect(await confirm.isVisible()).toBe(false);
       await row.getByText("Revoke", { exact: true }).click();
       expect(await confirm.isVisible()).toBe(true);
-      await shoot(page, "dashboard-revoke-confirm");
+      await shoot(page, "dashboard-revoke-confirm", { screens: true });
       await confirm.click();
       await page.getByText('Key "old laptop" revoked.').waitFor();
       expect(await page.locator(`#keys #key-${key.id}`).count()).toBe(0);
@@ -211,7 +173,7 @@ describe.skipIf(!haveChromium)("the dashboard in a real browser", () => {
       await page.locator("#balance").waitFor();
       const width = await page.evaluate("document.documentElement.scrollWidth");
       expect(width).toBeLessThanOrEqual(390);
-      await shoot(page, "dashboard-phone");
+      await shoot(page, "dashboard-phone", { screens: true });
       // Approving a login happens on the phone: the approval page with its big code fits too.
       const res = await post(gw, "/api/auth/device/code", { client_name: "phone test" }, {});
       const { verification_uri_complete } = (await res.json()) as {
@@ -220,7 +182,7 @@ describe.skipIf(!haveChromium)("the dashboard in a real browser", () => {
       await page.goto(verification_uri_complete);
       await page.locator("#user-code").waitFor();
       expect(await page.evaluate("document.documentElement.scrollWidth")).toBeLessThanOrEqual(390);
-      await shoot(page, "approval-phone");
+      await shoot(page, "approval-phone", { screens: true });
     } finally {
       await context.close();
     }
@@ -233,7 +195,7 @@ describe.skipIf(!haveChromium)("the dashboard in a real browser", () => {
       await form.locator("select[name=provider]").selectOption("openai");
       await form.getByLabel("Label").fill("team openai");
       await form.getByLabel("Provider key").fill(secret);
-      await shoot(page, "byok-form");
+      await shoot(page, "byok-form", { screens: true });
       await form.getByRole("button", { name: "Add provider key" }).click();
       await page.getByText('Provider key "team openai" (...a1b2) added for openai.').waitFor();
       const linked = gw.services.store.listByok("acct").find((b) => b.label === "team openai");
@@ -294,7 +256,7 @@ describe.skipIf(!haveChromium)("the dashboard in a real browser", () => {
         "of Rp 75,000.5",
       );
       expect(await form.getByLabel("Limit (IDR)").inputValue()).toBe("75000.5");
-      await shoot(page, "payg-saved");
+      await shoot(page, "payg-saved", { screens: true });
 
       await form.getByLabel("Limit (IDR)").fill("-5");
       // The browser's own check stops a negative number; the server refuses it too (below).
@@ -320,7 +282,7 @@ describe.skipIf(!haveChromium)("the dashboard in a real browser", () => {
       expect(await text(page, "#request-id")).toBe(failed.id);
       expect(await text(page, "#request-status")).toContain("503");
       expect(await text(page, "#request-code")).toBe("upstream_error");
-      await shoot(page, "request-failed");
+      await shoot(page, "request-failed", { screens: true });
 
       const res = await fetch(`${gw.url}/v1/usage/requests?limit=5`, {
         headers: { authorization: `Bearer ${KEY}` },
@@ -371,7 +333,7 @@ describe.skipIf(!haveChromium)("the dashboard in a real browser", () => {
       expect(await text(page, "#chart-requests .scale span:first-child")).toBe(
         `${peak} request${peak === 1 ? "" : "s"}`,
       );
-      await shoot(page, "chart-hover-top");
+      await shoot(page, "chart-hover-top", { screens: true });
       await page.locator("#daily-values summary").click();
       const rows = await page.locator("#daily-values tbody tr").allTextContents();
       expect(rows).toHaveLength(daily.length);
@@ -421,15 +383,13 @@ describe.skipIf(!haveChromium)("the dashboard in a real browser", () => {
         expect(cost.right, String(cost.text)).toBeLessThanOrEqual(390);
       }
       expect(layout.brokenNames).toEqual([]);
-      await recent.screenshot({
-        path: screenshots ? join(screenshots, "recent-phone.png") : undefined,
-      });
+      await shoot(page, "recent-phone", { selector: "#recent" });
       await page.locator(`#recent a.name`).first().click();
       await page.locator("#request-id").waitFor();
       expect(await page.evaluate("document.documentElement.scrollWidth")).toBeLessThanOrEqual(390);
-      await shoot(page, "request-phone");
+      await shoot(page, "request-phone", { screens: true });
       await page.goBack();
-      await shoot(page, "dashboard-phone-actions");
+      await shoot(page, "dashboard-phone-actions", { screens: true });
     } finally {
       await context.close();
     }

@@ -1,13 +1,8 @@
-import { existsSync, mkdirSync } from "node:fs";
-import { join } from "node:path";
-import { type Browser, chromium, type Page } from "playwright-core";
+import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createOwnerLink } from "../src/server/auth/owner-session.js";
+import { haveChromium, launchChromium, shoot, signedInTab } from "./support/browser.js";
 import { baseConfig, chat, post, type TestGateway, testGateway } from "./support/gateway.js";
 
-const chromiumPath = "/usr/bin/chromium";
-const haveChromium = existsSync(chromiumPath);
-const shots = process.env.DASHBOARD_SCREENSHOTS;
 const longModel = "mock-very-long-model-name-for-a-phone-screen-2024-07-18-preview-extended";
 
 let gw: TestGateway;
@@ -39,36 +34,14 @@ beforeAll(async () => {
   expect(
     (await post(gw, "/v1/chat/completions", chat("expensive ".repeat(20), longModel))).status,
   ).toBe(200);
-  browser = await chromium.launch({
-    executablePath: chromiumPath,
-    timeout: 15_000,
-    args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync"],
-  });
+  if (haveChromium) browser = await launchChromium();
 }, 60_000);
 afterAll(async () => {
   await browser?.close();
   await gw?.close();
 });
 
-async function signedIn(width: number, next = "/dashboard") {
-  const context = await browser!.newContext({
-    viewport: { width, height: width < 500 ? 844 : 900 },
-  });
-  const page = await context.newPage();
-  page.setDefaultTimeout(10_000);
-  page.setDefaultNavigationTimeout(10_000);
-  await page.goto(await createOwnerLink(gw.services.repos.sessions, "acct", gw.url));
-  if (next !== "/dashboard") await page.goto(gw.url + next);
-  return { context, page };
-}
-
-async function shoot(page: Page, name: string, selector?: string): Promise<void> {
-  if (!shots) return;
-  mkdirSync(shots, { recursive: true });
-  const path = join(shots, `${name}.png`);
-  if (selector) await page.locator(selector).screenshot({ path });
-  else await page.screenshot({ path, fullPage: true });
-}
+const signedIn = (width: number) => signedInTab(browser!, gw, width);
 
 const focused = `(() => {
   const el = document.activeElement;
@@ -112,12 +85,16 @@ describe.skipIf(!haveChromium)(
 
         const res = await post(gw, "/api/auth/device/code", { client_name: "keyboard" }, {});
         const { user_code } = (await res.json()) as { user_code: string };
+        // Both pages start with the dashboard's navigation: Dashboard, Approve a login, Sign out.
+        const pastNavigation = async () => {
+          for (let i = 0; i < 4; i++) await page.keyboard.press("Tab");
+        };
         await page.goto(`${gw.url}/dashboard/device`);
-        await page.keyboard.press("Tab");
+        await pastNavigation();
         await page.keyboard.type(user_code);
         await page.keyboard.press("Enter");
         await page.locator("#user-code").waitFor();
-        await page.keyboard.press("Tab");
+        await pastNavigation();
         expect(await page.evaluate(focused)).toEqual({ name: "Approve", outline: "auto" });
         await page.keyboard.press("Enter");
         await page.getByText("Login approved").waitFor();
@@ -129,7 +106,7 @@ describe.skipIf(!haveChromium)(
     it("at 390 px the balance, held and PAYG amounts of the cards break only at a space, never inside their digits", async () => {
       const { context, page } = await signedIn(390);
       try {
-        await shoot(page, "phone-cards", ".cards");
+        await shoot(page, "phone-cards", { selector: ".cards" });
         const breaks = (await page.evaluate(`(() => {
         const out = {};
         for (const id of ["balance", "held", "payg-spent"]) {
@@ -163,7 +140,7 @@ describe.skipIf(!haveChromium)(
     it("at 390 px the per-model table shows a short model name whole beside a spend of millions, and still says how many requests", async () => {
       const { context, page } = await signedIn(390);
       try {
-        await shoot(page, "phone-per-model", "#per-model");
+        await shoot(page, "phone-per-model", { selector: "#per-model" });
         const names =
           (await page.evaluate(`[...document.querySelectorAll("#per-model td.req .name")].map(
         (n) => ({ text: n.textContent, clipped: n.scrollWidth > n.clientWidth, width: n.clientWidth }))`)) as {

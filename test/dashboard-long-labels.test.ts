@@ -1,8 +1,6 @@
-import { existsSync, mkdirSync } from "node:fs";
-import { join } from "node:path";
-import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
+import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createOwnerLink } from "../src/server/auth/owner-session.js";
+import { haveChromium, launchChromium, shoot, signedInTab } from "./support/browser.js";
 import { baseConfig, chat, post, type TestGateway, testGateway } from "./support/gateway.js";
 
 /**
@@ -11,51 +9,18 @@ import { baseConfig, chat, post, type TestGateway, testGateway } from "./support
  * stay on screen, and the page logs no error. Set DASHBOARD_SCREENSHOTS=<dir> to keep screenshots.
  */
 
-const chromiumPath = "/usr/bin/chromium";
-const haveChromium = existsSync(chromiumPath);
-const shots = process.env.DASHBOARD_SCREENSHOTS;
-
 let gw: TestGateway;
 let browser: Browser | undefined;
-const consoleErrors: string[] = [];
 
 beforeAll(async () => {
   gw = await testGateway({ config: baseConfig() });
   await post(gw, "/v1/chat/completions", chat("hello"));
-  if (haveChromium) {
-    browser = await chromium.launch({
-      executablePath: chromiumPath,
-      timeout: 15_000,
-      args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync"],
-    });
-  }
+  if (haveChromium) browser = await launchChromium();
 }, 60_000);
 afterAll(async () => {
   await browser?.close();
   await gw?.close();
 });
-
-async function signedIn(width: number): Promise<{ context: BrowserContext; page: Page }> {
-  const context = await browser!.newContext({
-    viewport: { width, height: width < 500 ? 844 : 900 },
-  });
-  const page = await context.newPage();
-  page.setDefaultTimeout(10_000);
-  page.setDefaultNavigationTimeout(10_000);
-  page.on("console", (m) => {
-    if (m.type() === "error") consoleErrors.push(`${page.url()}: ${m.text()}`);
-  });
-  page.on("pageerror", (e) => consoleErrors.push(`${page.url()}: ${e.message}`));
-  await page.goto(await createOwnerLink(gw.services.repos.sessions, "acct", gw.url));
-  expect(new URL(page.url()).pathname).toBe("/dashboard");
-  return { context, page };
-}
-
-async function shoot(page: Page, name: string): Promise<void> {
-  if (!shots) return;
-  mkdirSync(shots, { recursive: true });
-  await page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
-}
 
 const keysOf = () => gw.services.store.listKeys("acct");
 
@@ -64,7 +29,7 @@ describe.skipIf(!haveChromium)("a key with a long unbroken label on the dashboar
     "at %i px a key with a long unbroken label keeps the keys table and its Revoke on screen",
     async (width) => {
       const label = `build-server-${width}-${"x".repeat(90)}`.slice(0, 100);
-      const { context, page } = await signedIn(width);
+      const { context, page, errors } = await signedInTab(browser!, gw, width);
       try {
         await page.getByLabel("New key label").fill(label);
         await page.getByRole("button", { name: "Create key" }).click();
@@ -101,7 +66,7 @@ describe.skipIf(!haveChromium)("a key with a long unbroken label on the dashboar
           `(() => { const n = document.querySelector(".notice"); return n.scrollWidth - n.clientWidth; })()`,
         )) as number;
         expect(notice, "the revoked notice overflows").toBe(0);
-        expect(consoleErrors).toEqual([]);
+        expect(errors).toEqual([]);
       } finally {
         await context.close();
       }

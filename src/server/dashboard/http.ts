@@ -1,5 +1,5 @@
 import type { Context } from "hono";
-import { getCookie, setCookie } from "hono/cookie";
+import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import {
   csrfTokenMatches,
   isSameOriginRequest,
@@ -17,6 +17,14 @@ import {
   reachedOverTls,
   requestHeader,
 } from "../http/request.js";
+import {
+  decodeDraft,
+  draftOf,
+  encodeDraft,
+  type FormDraft,
+  formDraftCookieName,
+  returnPageOf,
+} from "./form-draft.js";
 import { forbiddenPage, type Page, signInNeededPage, unreadableFormPage } from "./pages.js";
 
 /**
@@ -56,7 +64,8 @@ export function currentSession(
 /**
  * The check of access `owner-page`. A GET without a session gets the sign-in page, which
  * remembers the page so the owner link leads back to it. A POST is a form: session, same origin
- * and CSRF token, in that order, each refusal a page saying which.
+ * and CSRF token, in that order, each refusal a page saying which; a form of the gateway's own
+ * page without a session also leads back to its page, filled in as it was (`signInForForm`).
  */
 export function ownerPageGuard(
   sessions: OwnerSessions,
@@ -73,11 +82,15 @@ export function ownerPageGuard(
   }
   return async (c: Context<AppEnv>): Promise<Response | undefined> => {
     const session = await currentSession(c, sessions, options.now());
-    if (!session) return sendPage(c, signInNeededPage());
-    const origin = ownOrigin(options.publicOrigin, c);
-    if (
-      !isSameOriginRequest(requestHeader(c, "origin"), requestHeader(c, "sec-fetch-site"), origin)
-    ) {
+    const sameOrigin = isSameOriginRequest(
+      requestHeader(c, "origin"),
+      requestHeader(c, "sec-fetch-site"),
+      ownOrigin(options.publicOrigin, c),
+    );
+    if (!session) {
+      return sameOrigin ? signInForForm(c, options) : sendPage(c, signInNeededPage());
+    }
+    if (!sameOrigin) {
       return sendPage(c, forbiddenPage("Cross-origin form posts are not accepted."));
     }
     let form: Record<string, unknown> | undefined;
@@ -103,15 +116,56 @@ export function ownerPageGuard(
 function signIn(c: Context, options: ForwardingOptions): Response {
   const url = new URL(c.req.url);
   const returnTo = safeReturnPath(url.pathname + url.search);
-  if (returnTo) {
-    setCookie(c, returnToCookieName, returnTo, {
-      httpOnly: true,
-      // Lax: the owner link arrives as a top-level navigation from a terminal.
-      sameSite: "Lax",
-      path: "/dashboard",
-      maxAge: returnToTtlSeconds,
-      secure: reachedOverTls(c, options),
-    });
-  }
+  if (returnTo) rememberUntilSignIn(c, returnToCookieName, returnTo, options);
   return sendPage(c, signInNeededPage(returnTo));
+}
+
+/**
+ * The sign-in page for a form of the gateway's own page posted without a session (it ended while
+ * the form was open): nothing is done, the owner link leads back to the form's page, and what was
+ * typed into a form that keeps a draft comes back with it.
+ */
+async function signInForForm(c: Context, options: ForwardingOptions): Promise<Response> {
+  let form: Record<string, unknown> | undefined;
+  try {
+    form = await readFormFields(c);
+  } catch (err) {
+    if (isTooLarge(err)) throw err;
+  }
+  const returnTo = returnPageOf(c.req.path, form);
+  if (returnTo) rememberUntilSignIn(c, returnToCookieName, returnTo, options);
+  const draft = form && draftOf(c.req.path, form);
+  if (draft) rememberUntilSignIn(c, formDraftCookieName, encodeDraft(draft), options);
+  // An older form's draft is not this one's: it would fill in a form the owner did not just send.
+  else if (getCookie(c, formDraftCookieName) !== undefined) forgetFormDraft(c);
+  return sendPage(c, signInNeededPage(returnTo, { draft }));
+}
+
+/** A cookie of the sign-in's way back: what the page after the owner link needs. */
+function rememberUntilSignIn(
+  c: Context,
+  name: string,
+  value: string,
+  options: ForwardingOptions,
+): void {
+  setCookie(c, name, value, {
+    httpOnly: true,
+    // Lax: the owner link arrives as a top-level navigation from a terminal.
+    sameSite: "Lax",
+    path: "/dashboard",
+    maxAge: returnToTtlSeconds,
+    secure: reachedOverTls(c, options),
+  });
+}
+
+function forgetFormDraft(c: Context): void {
+  deleteCookie(c, formDraftCookieName, { path: "/dashboard" });
+}
+
+/** The draft of a form posted while signed out, taken once: the next page has none. */
+export function takeFormDraft(c: Context): FormDraft | undefined {
+  const value = getCookie(c, formDraftCookieName);
+  if (value === undefined) return undefined;
+  forgetFormDraft(c);
+  return decodeDraft(value);
 }

@@ -5,6 +5,7 @@ import type { DecisionRefusal } from "../auth/device-codes.js";
 import type { quota } from "../billing/quota.js";
 import type { byokView } from "../dispatch/byok-view.js";
 import { shownText } from "../http/shown-text.js";
+import type { DraftForm, FormDraft } from "./form-draft.js";
 
 /**
  * The dashboard's HTML: plain forms and inline SVG charts, readable in a text browser; the one
@@ -73,7 +74,7 @@ const styles = `
   figure.chart .plot { display: grid; grid-template-columns: auto minmax(0, 1fr); gap: .3rem; }
   figure.chart .scale { display: flex; flex-direction: column; justify-content: space-between;
                         font-size: .7rem; color: #666; text-align: right; white-space: nowrap; }
-  figure.chart rect:hover, figure.chart rect:focus { fill: #f9a825; outline: none; }
+  figure.chart rect:hover { fill: #f9a825; }
   figure.chart .readout { font-size: .85rem; min-height: 1.3em; margin: .2rem 0 0; }
   details.values summary { cursor: pointer; color: #555; margin-top: .6rem; }
   nav.top { display: flex; gap: .8rem; align-items: baseline; flex-wrap: wrap; }
@@ -155,6 +156,29 @@ function page(status: Page["status"], title: string, body: string, csrfToken?: s
   return { status, html: layout(title, `<h1>${escapeHtml(title)}</h1>\n${body}`, csrfToken) };
 }
 
+/**
+ * A page for the signed-in owner outside the dashboard itself (the login code's form and the
+ * approval): its title beside the dashboard's navigation, so there is a way back. No script: an
+ * approval page runs none. The pages after a decision (or a refused code) link back instead and
+ * carry no form at all, not even the navigation's sign-out.
+ */
+function ownerPage(
+  status: Page["status"],
+  title: string,
+  body: string,
+  csrfToken: string,
+  current?: NavTarget,
+): Page {
+  return {
+    status,
+    html: layout(
+      title,
+      `<header class="top"><h1>${escapeHtml(title)}</h1>\n${topNav(csrfToken, current)}</header>\n${body}`,
+      csrfToken,
+    ),
+  };
+}
+
 const ownerLinkHelp =
   () => `<p>On the machine where <code>gateway serve</code> runs, open the dashboard signed in:</p>
 <pre class="cmd">${escapeHtml(cliCommand("dashboard"))}</pre>
@@ -162,15 +186,30 @@ const ownerLinkHelp =
 <code>--db FILE</code> if the server runs on another database than <code>./gateway.db</code>).
 Elsewhere, run <code>${escapeHtml(cliCommand("owner-link"))}</code> there and open the URL it prints in this browser.</p>`;
 
-/** `returnTo`: the page the owner will be sent back to after signing in, if any. */
-export function signInNeededPage(returnTo?: string): Page {
+/**
+ * `returnTo`: the page the owner will be sent back to after signing in, if any. `form`: the page
+ * answers a form posted without a session; `draft`, what was typed into it, comes back after.
+ */
+export function signInNeededPage(returnTo?: string, form?: { draft?: FormDraft }): Page {
+  const here = form ? "the form's page" : "this page";
   const back = returnTo
-    ? `<p>After signing in you come back to this page (<code>${escapeHtml(returnTo)}</code>).</p>`
+    ? `<p>After signing in you come back to ${here} (<code>${escapeHtml(returnTo)}</code>).</p>`
+    : "";
+  const notSent = form
+    ? `<p class="notice" role="status"><strong>The form was not sent</strong>: this browser's session had ended, so nothing changed.${
+        form.draft
+          ? ` What you typed is kept in this browser and fills the form in again after you sign in${
+              form.draft.form === "/dashboard/byok"
+                ? ", but for the provider key: it is never kept"
+                : ""
+            }.`
+          : ""
+      }</p>\n`
     : "";
   return page(
     401,
     "Sign in to the gateway dashboard",
-    `<p>This page needs the owner's dashboard session, and this browser has none.</p>
+    `${notSent}<p>${form ? "Sending a form" : "This page"} needs the owner's dashboard session, and this browser has none.</p>
 ${ownerLinkHelp()}
 ${back}`,
   );
@@ -189,16 +228,17 @@ export function forbiddenPage(reason: string): Page {
   return page(403, "Request refused", `<p>${escapeHtml(reason)}</p>`);
 }
 
-export function userCodeFormPage(message?: string): Page {
-  const note = message ? `<p><strong>${escapeHtml(message)}</strong></p>` : "";
-  return page(
-    message ? 400 : 200,
+export function userCodeFormPage(csrfToken: string): Page {
+  return ownerPage(
+    200,
     "Approve a gateway login",
-    `${note}<p>Enter the code that <code>gateway login</code> shows in your terminal.</p>
+    `<p>Enter the code that <code>gateway login</code> shows in your terminal.</p>
 <form method="get" action="/dashboard/device">
   <label>Code <input name="user_code" autocomplete="off" placeholder="XXXX-XXXX" size="12"></label>
   <button type="submit">Continue</button>
 </form>`,
+    csrfToken,
+    "/dashboard/device",
   );
 }
 
@@ -216,7 +256,7 @@ export function approvalPage(input: {
     ? ` from <strong><bdi>${escapeHtml(shownText(input.clientName))}</bdi></strong>`
     : "";
   const minutes = Math.max(1, Math.round(input.expiresInSeconds / 60));
-  return page(
+  return ownerPage(
     200,
     "Approve a gateway login",
     `<p>A command-line login${client} asks for a login key for account
@@ -234,6 +274,7 @@ If it does not, or you did not run <code>gateway login</code>, choose Deny.</p>
     <button type="submit">Deny</button>
 </form>`,
     input.csrfToken,
+    "/dashboard/device",
   );
 }
 
@@ -279,7 +320,8 @@ export function tooManyWrongCodesPage(perMinute: number): Page {
     429,
     "Too many wrong codes",
     `<p>This session entered more than ${perMinute} unknown codes in a minute. Wait a minute, then
-enter the code exactly as <code>gateway login</code> shows it.</p>`,
+enter the code exactly as <code>gateway login</code> shows it.</p>
+${decisionLinks}`,
   );
 }
 
@@ -340,6 +382,8 @@ export interface DashboardView {
   payg: { enabled: boolean; limit_idr: number; window_seconds: number };
   notice?: string;
   newKey?: { label: string; value: string };
+  /** A form sent while signed out, to fill in again. */
+  draft?: FormDraft;
 }
 
 /** A share as a bar; the width is a number this code computed, never user input. */
@@ -399,13 +443,16 @@ function quotaCards(q: DashboardQuota): string {
 /**
  * A bar chart as inline SVG: no inline script, so the page's CSP stays as strict as it is. The
  * scale's top and bottom are printed beside it; each bar carries a <title>, which browsers show
- * on hover, and the page's script also writes the hovered or focused bar's value under the chart.
+ * on hover, and the page's script also writes the hovered bar's value under the chart. The bars
+ * are not tab stops (a keyboard would cross every day of both charts to get past them): the chart
+ * is one image named by its summary, and each day's values are in the table that follows.
  */
 function barChart(
   id: string,
   label: string,
   points: { label: string; value: number; shown: string }[],
   zero: string,
+  total: string,
 ): string {
   const max = Math.max(0, ...points.map((p) => p.value));
   const height = 100;
@@ -420,14 +467,17 @@ function barChart(
   const peak = points.reduce((a, p) => (p.value > a.value ? p : a), points[0]);
   const first = points[0]?.label ?? "";
   const last = points[points.length - 1]?.label ?? "";
+  const summary = `${label}, last ${points.length} days: ${total}${max > 0 ? `, peak ${peak.shown} on ${peak.label}` : ""}. Each day's values are in the table ${valuesTitle}.`;
   return `<figure class="chart" id="${id}">
 <figcaption>${escapeHtml(label)} <span class="muted">(peak ${max > 0 ? `<span class="nw">${escapeHtml(peak.shown)}</span> on <span class="nw">${escapeHtml(peak.label)}</span>` : "none"})</span></figcaption>
 <div class="plot"><div class="scale" aria-hidden="true"><span>${escapeHtml(max > 0 ? peak.shown : zero)}</span><span>${escapeHtml(zero)}</span></div>
-<svg viewBox="0 0 ${points.length * step} ${height}" preserveAspectRatio="none" role="img" aria-label="${escapeHtml(label)}">${bars}</svg>
+<svg viewBox="0 0 ${points.length * step} ${height}" preserveAspectRatio="none" role="img" aria-label="${escapeHtml(summary)}">${bars}</svg>
 <span></span><div class="axis"><span>${escapeHtml(first)}</span><span>${escapeHtml(last)}</span></div></div>
 <p class="readout muted" aria-live="polite"></p>
 </figure>`;
 }
+
+const valuesTitle = "Values per day";
 
 /** The charts' numbers as text: the days with requests, newest first. */
 function dailyValues(daily: DashboardUsage["daily"]): string {
@@ -439,7 +489,7 @@ function dailyValues(daily: DashboardUsage["daily"]): string {
         `<tr><td>${escapeHtml(d.date)}</td><td class="num">${count(d.requests)}</td><td class="num">${escapeHtml(formatIdr(d.cost_idr))}</td></tr>`,
     )
     .join("\n");
-  return `<details class="values" id="daily-values"><summary>Values per day</summary>
+  return `<details class="values" id="daily-values"><summary>${valuesTitle}</summary>
 <div class="scroll"><table>
 <thead><tr><th>Date (UTC)</th><th class="num">Requests</th><th class="num">Spend</th></tr></thead>
 <tbody>
@@ -468,6 +518,7 @@ ${barChart(
   "Spend per day (IDR)",
   u.daily.map((d) => ({ label: d.date, value: d.cost_idr, shown: formatIdr(d.cost_idr) })),
   formatIdr(0),
+  `${formatIdr(spent)} in all`,
 )}
 ${barChart(
   "chart-requests",
@@ -478,6 +529,7 @@ ${barChart(
     shown: `${count(d.requests)} request${d.requests === 1 ? "" : "s"}`,
   })),
   "0",
+  `${count(requests)} request${requests === 1 ? "" : "s"} in all`,
 )}
 </div>
 ${dailyValues(u.daily)}
@@ -549,7 +601,24 @@ ${keys.map((k) => keyRow(k, csrfToken)).join("\n") || '<tr><td colspan="5" class
 </tbody></table></div>`;
 }
 
+/** The fields of `form`'s draft, if the view has one for it. */
+function draftFor(view: DashboardView, form: DraftForm): Record<string, string> | undefined {
+  return view.draft?.form === form ? view.draft.fields : undefined;
+}
+
+/** Above a form filled in from its draft: it was not sent, and is to be checked and sent again. */
+function draftNote(extra = ""): string {
+  return `<p class="notice" role="status">You were signed out before this form was sent, so nothing changed. It is filled in again as you typed it: check it and send it again.${extra}</p>`;
+}
+
+/** ` value="..."` of a field filled in from a draft, with `autofocus` on the one to type next. */
+const draftValue = (value: string | undefined, focus = false) =>
+  `${value === undefined ? "" : ` value="${escapeHtml(value)}"`}${focus ? " autofocus" : ""}`;
+
+const checkedIf = (checked: boolean) => (checked ? " checked" : "");
+
 function keysSection(view: DashboardView): string {
+  const draft = draftFor(view, "/dashboard/keys");
   const active = view.keys.filter((k) => !k.revoked_at);
   const revoked = view.keys.filter((k) => k.revoked_at);
   const folded = revoked.length
@@ -559,10 +628,10 @@ ${keyTable(revoked, view.csrfToken, "revoked-key-table")}</details>`
   return `<h2>Keys</h2>
 ${keyTable(active, view.csrfToken, "keys")}
 ${folded}
-<form class="create" method="post" action="/dashboard/keys">
+${draft ? draftNote() : ""}<form class="create" method="post" action="/dashboard/keys">
   <input type="hidden" name="csrf_token" value="${escapeHtml(view.csrfToken)}">
-  <label>New key label <input name="label" required maxlength="100"></label>
-  <label class="check"><input type="checkbox" name="shared" value="1"> shared</label>
+  <label>New key label <input name="label" required maxlength="100"${draft ? draftValue(draft.label, true) : ""}></label>
+  <label class="check"><input type="checkbox" name="shared" value="1"${checkedIf(draft?.shared !== undefined)}> shared</label>
   <button type="submit">Create key</button>
 </form>`;
 }
@@ -571,6 +640,7 @@ const csrfField = (token: string) =>
   `<input type="hidden" name="csrf_token" value="${escapeHtml(token)}">`;
 
 function byokSection(view: DashboardView): string {
+  const draft = draftFor(view, "/dashboard/byok");
   const rows = view.byok
     .map(
       (b) =>
@@ -582,14 +652,17 @@ function byokSection(view: DashboardView): string {
     )
     .join("\n");
   const providers = view.byokProviders
-    .map((p) => `<option value="${escapeHtml(p)}">${escapeHtml(p)}</option>`)
+    .map(
+      (p) =>
+        `<option value="${escapeHtml(p)}"${draft?.provider === p ? " selected" : ""}>${escapeHtml(p)}</option>`,
+    )
     .join("");
   const form = view.byokProviders.length
-    ? `<form class="create" id="byok-add" method="post" action="/dashboard/byok">
+    ? `${draft ? draftNote(" Type the provider key again: it is never kept.") : ""}<form class="create" id="byok-add" method="post" action="/dashboard/byok">
   ${csrfField(view.csrfToken)}
   <label>Provider <select name="provider" required>${providers}</select></label>
-  <label>Label <input name="label" maxlength="100" placeholder="optional"></label>
-  <label>Provider key <input name="key" type="password" required autocomplete="off" spellcheck="false"></label>
+  <label>Label <input name="label" maxlength="100" placeholder="optional"${draftValue(draft?.label)}></label>
+  <label>Provider key <input name="key" type="password" required autocomplete="off" spellcheck="false"${draftValue(undefined, draft !== undefined)}></label>
   <button type="submit">Add provider key</button>
 </form>`
     : '<p class="muted">No provider of this gateway takes your own keys.</p>';
@@ -605,6 +678,8 @@ ${form}`;
 
 function paygSection(view: DashboardView): string {
   const p = view.payg;
+  const draft = draftFor(view, "/dashboard/payg");
+  const enabled = draft ? draft.enabled !== undefined : p.enabled;
   const days = Math.round(p.window_seconds / 86_400);
   const window =
     days >= 1 && p.window_seconds % 86_400 === 0
@@ -614,16 +689,21 @@ function paygSection(view: DashboardView): string {
 <section class="settings">
 <p>When a paid request is not covered by a subscription or the balance, it can be charged to pay as
 you go, up to a limit per window of ${escapeHtml(window)}. It is <strong id="payg-state">${p.enabled ? "on" : "off"}</strong>.</p>
-<form class="create" id="payg-form" method="post" action="/dashboard/payg">
+${draft ? draftNote() : ""}<form class="create" id="payg-form" method="post" action="/dashboard/payg">
   ${csrfField(view.csrfToken)}
-  <label class="check"><input type="checkbox" name="enabled" value="1"${p.enabled ? " checked" : ""}> Pay as you go on</label>
-  <label>Limit (IDR) <input name="limit_idr" type="number" min="0" step="any" required value="${escapeHtml(String(p.limit_idr))}" size="10"></label>
+  <label class="check"><input type="checkbox" name="enabled" value="1"${checkedIf(enabled)}> Pay as you go on</label>
+  <label>Limit (IDR) <input name="limit_idr" type="number" min="0" step="any" required${draftValue(draft ? (draft.limit_idr ?? "") : String(p.limit_idr), draft !== undefined)} size="10"></label>
   <button type="submit">Save</button>
 </form></section>`;
 }
 
-function topNav(csrfToken: string): string {
-  return `<nav class="top"><a href="/dashboard">Dashboard</a><a href="/dashboard/device">Approve a login</a>
+type NavTarget = "/dashboard" | "/dashboard/device";
+
+/** `current`: the link to the page shown, marked as such. */
+function topNav(csrfToken: string, current?: NavTarget): string {
+  const link = (href: NavTarget, text: string) =>
+    `<a href="${href}"${href === current ? ' aria-current="page"' : ""}>${text}</a>`;
+  return `<nav class="top">${link("/dashboard", "Dashboard")}${link("/dashboard/device", "Approve a login")}
 <form class="inline" method="post" action="/dashboard/logout">${csrfField(csrfToken)}<button class="link" type="submit">Sign out</button></form></nav>`;
 }
 
@@ -642,7 +722,7 @@ export function dashboardPage(view: DashboardView, status: Page["status"] = 200)
     html: layout(
       `Dashboard of account ${view.accountId}`,
       `<header class="top"><h1>Dashboard of account ${escapeHtml(view.accountId)}</h1>
-${topNav(view.csrfToken)}</header>
+${topNav(view.csrfToken, "/dashboard")}</header>
 ${notice}${created}
 ${quotaCards(view.quota)}
 ${usageSection(view.usage)}

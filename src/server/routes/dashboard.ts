@@ -12,7 +12,8 @@ import {
 import { quota } from "../billing/quota.js";
 import type { Services } from "../compose/services.js";
 import { paygSchema } from "../config/schema.js";
-import { currentSession, formField, sendPage } from "../dashboard/http.js";
+import type { FormDraft } from "../dashboard/form-draft.js";
+import { currentSession, formField, sendPage, takeFormDraft } from "../dashboard/http.js";
 import {
   approvalPage,
   approvedPage,
@@ -52,6 +53,8 @@ import { mintKey } from "./tool-keys.js";
  *   POST /dashboard/payg                  form: enabled?, limit_idr, csrf_token (303)
  *   GET  /dashboard/requests/:id          one request of the log
  *   POST /dashboard/logout                form: csrf_token; ends the session
+ * A form posted without a session is not acted on (dashboard/http.ts): the sign-in leads back to
+ * its page, and GET /dashboard fills it in again from its draft (dashboard/form-draft.ts).
  */
 
 export const defaultDeviceCodeTtlSeconds = 600;
@@ -74,16 +77,14 @@ const utcDayStart = (ms: number) => ms - (ms % dayMs);
 
 /**
  * Progressive enhancement only: the copy button (the key stays selectable text without it), and
- * a chart bar's value written under its chart on hover or focus (its <title> shows it anyway).
+ * a chart bar's value written under its chart on hover (its <title> shows it anyway; the table
+ * of values per day has them all, for a keyboard and a screen reader).
  */
 const dashboardScript = `for (const chart of document.querySelectorAll("figure.chart")) {
   const readout = chart.querySelector(".readout");
-  const show = (event) => {
+  chart.addEventListener("mouseover", (event) => {
     if (event.target.dataset && event.target.dataset.value) readout.textContent = event.target.dataset.value;
-  };
-  for (const bar of chart.querySelectorAll("rect[data-value]")) bar.setAttribute("tabindex", "0");
-  chart.addEventListener("mouseover", show);
-  chart.addEventListener("focusin", show);
+  });
 }
 for (const button of document.querySelectorAll("button[data-copy]")) {
   const source = document.getElementById(button.dataset.copy);
@@ -127,7 +128,7 @@ export function dashboardHandlers(services: Services, devices: DeviceCodes) {
 
   const dashboardView = async (
     session: OwnerSession,
-    extra: { notice?: string; newKey?: { label: string; value: string } } = {},
+    extra: { notice?: string; newKey?: { label: string; value: string }; draft?: FormDraft } = {},
     status: 200 | 400 | 429 = 200,
   ) => {
     const account = services.store.getAccount(session.accountId);
@@ -241,7 +242,8 @@ export function dashboardHandlers(services: Services, devices: DeviceCodes) {
 
     home: (async (c) => {
       const session = c.get("owner");
-      return sendPage(c, await dashboardView(session, takeFlash(session.id)));
+      const draft = takeFormDraft(c);
+      return sendPage(c, await dashboardView(session, { ...takeFlash(session.id), draft }));
     }) satisfies Handler,
 
     createKey: (async (c) => {
@@ -368,7 +370,8 @@ export function dashboardHandlers(services: Services, devices: DeviceCodes) {
     device: (async (c) => {
       const session = c.get("owner");
       const raw = c.req.query("user_code");
-      if (raw === undefined || raw.trim() === "") return sendPage(c, userCodeFormPage());
+      if (raw === undefined || raw.trim() === "")
+        return sendPage(c, userCodeFormPage(session.csrfToken));
       const now = services.options.now();
       if (wrongCodes.used(session.id, now) >= maxWrongCodesPerMinute)
         return sendPage(c, tooManyWrongCodesPage(maxWrongCodesPerMinute));
