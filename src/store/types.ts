@@ -88,6 +88,11 @@ export interface ByokRow {
   label: string;
   position: number;
   created_at: number;
+  /**
+   * When the provider first refused this key (401, 403) since it last answered with it: the
+   * owner's lists show it. Null while the key works.
+   */
+  refused_at: number | null;
 }
 
 export interface RequestLogRow {
@@ -128,7 +133,10 @@ export interface Subscription {
   started_at?: number;
 }
 
-/** How a request was paid for; `request_log.payment`. */
+/**
+ * How a request was paid for; `request_log.payment`. `byok`: the provider was paid with the
+ * account's own key, whatever the request held while it ran.
+ */
 export type Payment = "balance" | "payg" | "subscription" | "free" | "byok" | "none";
 
 /**
@@ -371,6 +379,11 @@ export interface AccountRepository {
     now: number,
   ): MaybeAsync<ByokRow>;
   deleteByok(accountId: string, id: string): Promise<boolean>;
+  /**
+   * Marks the credential refused by its provider at `at` (a mark already there keeps its first
+   * time), or clears the mark (`at` null). Resolves once the account's list shows it.
+   */
+  markByokRefused(accountId: string, id: string, at: number | null): Promise<void>;
   /** The form a BYOK credential is stored in, bound to its row id. */
   sealByok(id: string, secret: string): string;
 }
@@ -551,6 +564,8 @@ export interface SettleInput {
   delivered: boolean;
   /** Tools the backend could not run, left out of the request it was sent. */
   toolsOmitted?: string[];
+  /** Served with the account's own provider key: logged as paid `byok`, whatever it held. */
+  byokServed?: boolean;
   now: number;
 }
 

@@ -379,6 +379,22 @@ export function describeStore(backend: string, open: () => Promise<StoreUnderTes
         expect(store.listByok("acct").map((row) => row.id)).toEqual([kept.id]);
         expect(await under.storedByokSecret(gone.id)).toBeUndefined();
       });
+
+      it("mark a credential refused from its first refusal until it is cleared", async () => {
+        const first = await store.addByok("acct", "upstream", "sk-first", "first", 20_000);
+        const second = await store.addByok("acct", "upstream", "sk-second", "second", 20_000);
+        expect(first.refused_at).toBeNull();
+        await store.markByokRefused("acct", first.id, 30_000);
+        await store.markByokRefused("acct", first.id, 40_000);
+        // Another account's id changes nothing.
+        await store.markByokRefused("other", second.id, 30_000);
+        expect(store.listByok("acct").map((row) => [row.id, row.secret, row.refused_at])).toEqual([
+          [first.id, "sk-first", 30_000],
+          [second.id, "sk-second", null],
+        ]);
+        await store.markByokRefused("acct", first.id, null);
+        expect(store.listByok("acct").map((row) => row.refused_at)).toEqual([null, null]);
+      });
     });
 
     describe("catalog", () => {

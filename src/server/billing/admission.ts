@@ -276,6 +276,7 @@ export function settleAdmission(
       errorCode: outcome.errorCode ?? null,
       delivered: outcome.delivered,
       toolsOmitted: outcome.toolsOmitted,
+      byokServed: outcome.byokServed,
       now,
     },
     options,

@@ -233,7 +233,7 @@ export class ProcessLedger implements Ledger {
         reservation.endpoint,
         reservation.model,
         input.delivered ? "settled" : "failed",
-        reservation.payment,
+        input.byokServed ? "byok" : reservation.payment,
         reservation.paymentRef,
         reservation.reservedMicro,
         charge,

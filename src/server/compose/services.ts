@@ -79,7 +79,7 @@ export function createServices(backend: Backend, options: ServerOptions): Servic
   inspector.watch(ledger);
   const pools = new KeyPools(options.now, backend.keyPoolSync);
   const mockScript = new MockScript();
-  const dispatcher = new Dispatcher(store, pools, { http, mockScript });
+  const dispatcher = new Dispatcher(store, pools, { http, mockScript }, options.now);
   return {
     store,
     repos,

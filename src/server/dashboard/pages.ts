@@ -102,6 +102,9 @@ const styles = `
   .pill.ok { background: #e8f5e9; color: #1b5e20; }
   .pill.bad { background: #ffebee; color: #b71c1c; }
   .pill.run { background: #e3f2fd; color: #0d47a1; }
+  /* The label's cell takes what is left: a refused key's keeps room for why, which wraps. */
+  td.refused-key { min-width: 14rem; }
+  .refused { color: #b71c1c; margin-top: .2rem; }
   details.confirm summary { cursor: pointer; color: #b71c1c; white-space: nowrap; }
   details.confirm p { margin: .3rem 0; font-size: .85rem; }
   button.danger { background: #b71c1c; border-color: #b71c1c; color: #fff; margin: 0; }
@@ -124,6 +127,7 @@ const styles = `
     button { padding: .5rem 1rem; }
     /* The row names the key already; the button's name (aria-label) still says which. */
     button.danger bdi { display: none; }
+    td.refused-key { min-width: 0; }
   }
   pre.cmd { font: 1rem ui-monospace, monospace; padding: .6rem .8rem; background: #f3f3f3;
             border-radius: .3rem; overflow-x: auto; }
@@ -566,7 +570,7 @@ function recentSection(recent: DashboardUsage["recent"], keyLabels: Map<string, 
       const model = r.model ?? "-";
       return `<tr id="request-${escapeHtml(r.id)}"><td class="when wide-only">${escapeHtml(when)}</td>
 <td class="req"><a class="name" href="${escapeHtml(requestPath(r.id))}" title="${escapeHtml(model)}"><code>${escapeHtml(model)}</code></a><div class="muted small sub"><span class="narrow-only">${escapeHtml(when)} · </span>${escapeHtml(r.endpoint)}${r.via === "mcp" ? " · via MCP" : ""}</div></td>
-<td class="status">${statusCell(r)}</td><td class="num wide-only">${count(r.input_tokens)} / ${count(r.output_tokens)}</td><td class="num">${escapeHtml(formatIdr(r.cost_idr))}</td>
+<td class="status">${statusCell(r)}</td><td class="num wide-only">${count(r.input_tokens)} / ${count(r.output_tokens)}</td><td class="num">${escapeHtml(formatIdr(r.cost_idr))}${r.payment === "byok" ? '<div class="muted small">own key</div>' : ""}</td>
 <td class="wide-only">${escapeHtml((r.key_id && keyLabels.get(r.key_id)) || "-")}</td></tr>`;
     })
     .join("\n");
@@ -644,7 +648,7 @@ function byokSection(view: DashboardView): string {
   const rows = view.byok
     .map(
       (b) =>
-        `<tr id="byok-${escapeHtml(b.id)}"><td><span class="nw">${escapeHtml(b.provider)}</span></td><td class="req"><span class="name" title="${escapeHtml(b.label)}">${escapeHtml(b.label)}</span></td><td><code>${escapeHtml(b.key_hint)}</code></td>
+        `<tr id="byok-${escapeHtml(b.id)}"><td><span class="nw">${escapeHtml(b.provider)}</span></td><td class="req"><span class="name" title="${escapeHtml(b.label)}">${escapeHtml(b.label)}</span></td><td${b.refused_at === null ? "" : ' class="refused-key"'}><code>${escapeHtml(b.key_hint)}</code>${byokRefusal(b)}</td>
 <td><details class="confirm"><summary>Remove</summary>
 <form method="post" action="/dashboard/byok/${encodeURIComponent(b.id)}/remove">${csrfField(view.csrfToken)}
 <p>Requests go back to the gateway's own provider keys (and are charged).</p>
@@ -667,13 +671,22 @@ function byokSection(view: DashboardView): string {
 </form>`
     : '<p class="muted">No provider of this gateway takes your own keys.</p>';
   return `<h2>Your provider keys (BYOK)</h2>
-<p class="muted small">A request to a provider's model uses your keys for it first; such answers cost nothing here. Only the last four characters are ever shown.</p>
+<p class="muted small">A request to a provider's model uses your keys for it first; such answers cost nothing here. A key its provider refuses is marked until the provider takes it again; meanwhile requests go on to the gateway's own keys, and are charged. Only the last four characters are ever shown.</p>
 <div class="scroll"><table id="byok">
 <thead><tr><th>Provider</th><th>Label</th><th>Key</th><th></th></tr></thead>
 <tbody>
 ${rows || '<tr><td colspan="4" class="muted">None: requests use the gateway\'s own provider keys.</td></tr>'}
 </tbody></table></div>
 ${form}`;
+}
+
+/** A key its provider refused, and since when: the owner replaces or removes it. */
+function byokRefusal(b: DashboardByok): string {
+  if (b.refused_at === null) return "";
+  const since = new Date(b.refused_at).toISOString();
+  // The day and the time break apart on a phone, never inside either.
+  const [day, time] = utc(since).split(" ", 2);
+  return `<div class="refused small">Refused by the provider since <time datetime="${since}"><span class="nw">${escapeHtml(day)}</span> <span class="nw">${escapeHtml(time)} UTC</span></time></div>`;
 }
 
 function paygSection(view: DashboardView): string {
@@ -753,6 +766,11 @@ export interface RequestDetail {
 
 const yesNo = (b: boolean) => (b ? "yes" : "no");
 
+/** How a request was paid for, in the owner's words where the label alone would not say. */
+function paidBy(payment: string): string {
+  return payment === "byok" ? "your own provider key (byok)" : payment;
+}
+
 /** One request of the log, everything it recorded. */
 export function requestPage(detail: RequestDetail, csrfToken: string): Page {
   const r = detail.row;
@@ -782,7 +800,7 @@ export function requestPage(detail: RequestDetail, csrfToken: string): Page {
     ],
     ["Cost", `<span id="request-cost">${escapeHtml(formatIdr(microToIdr(r.cost_micro)))}</span>`],
     ["Held while running", escapeHtml(formatIdr(microToIdr(r.reserved_micro)))],
-    ["Paid by", escapeHtml(r.payment)],
+    ["Paid by", escapeHtml(paidBy(r.payment))],
     ["Key", escapeHtml(detail.keyLabel ?? r.key_id ?? "-")],
   ];
   if (omitted.length) facts.push(["Tools left out", escapeHtml(omitted.join(", "))]);

@@ -182,6 +182,7 @@ function byok(providerId: string, secret: string, position: number): ByokRow {
     label: secret,
     position,
     created_at: 0,
+    refused_at: null,
   };
 }
 
@@ -202,10 +203,12 @@ function setup() {
     tiers: new Map(),
   };
   const pools = new KeyPools(clock.now);
-  const dispatcher = new Dispatcher({ getCatalog: () => catalog }, pools, {
-    http: new UpstreamHttp(),
-    mockScript: new MockScript(),
-  });
+  const dispatcher = new Dispatcher(
+    { getCatalog: () => catalog, markByokRefused: () => Promise.resolve() },
+    pools,
+    { http: new UpstreamHttp(), mockScript: new MockScript() },
+    clock.now,
+  );
   const failed: string[] = [];
   dispatcher.upstreamFailed = (providerId, failure) => failed.push(`${providerId} ${failure.kind}`);
   /** Whether the first provider's key is free: taken and handed straight back. */

@@ -39,20 +39,29 @@ export interface DispatchOptions {
   steps?: string[];
 }
 
+/** One credential of an attempt's chain; `own` is the account's BYOK row it comes from. */
+interface ChainLink {
+  acquire: () => Credential;
+  own?: ByokRow;
+}
+
 /**
  * Tries each model of the target, and for each its credential chain (the account's BYOK keys in
  * order, then the provider's pool). A direct dispatch to one provider with one credential is
- * never retried; inside a route or a credential chain a failure moves on to the next.
+ * never retried; inside a route or a credential chain a failure moves on to the next. An own key
+ * the provider refuses is marked so on the account's list until the provider takes it again.
  */
 export class Dispatcher {
   /** Told of every failed attempt that reached a provider (set by /metrics; unset, it costs nothing). */
   upstreamFailed: ((providerId: string, failure: UpstreamFailure) => void) | undefined;
 
   constructor(
-    private readonly store: Pick<GatewayStore, "getCatalog">,
+    private readonly store: Pick<GatewayStore, "getCatalog" | "markByokRefused">,
     private readonly pools: KeyPools,
     /** What provider calls use: the upstream HTTP client and the mock's script. */
     readonly providers: ProviderContext,
+    /** The gateway's clock: when an own key was refused. */
+    private readonly now: () => number,
   ) {}
 
   /**
@@ -105,10 +114,10 @@ export class Dispatcher {
     for (const model of target.models) {
       const provider = catalog.providers.get(model.provider_id);
       if (!provider) continue;
-      for (const credential of this.credentials(provider, options)) {
+      for (const { acquire, own } of this.credentials(provider, options)) {
         let acquired: Credential;
         try {
-          acquired = credential();
+          acquired = acquire();
         } catch (err) {
           if (err instanceof UpstreamFailure) {
             failures.push(err);
@@ -127,12 +136,18 @@ export class Dispatcher {
           const { value, streaming } = await call(attempt);
           if (!streaming) acquired.release("ok");
           options.steps?.push(`${model.name} ok`);
+          if (own && own.refused_at !== null) await this.markOwnKey(own, null);
           return { result: value, attempt };
         } catch (caught) {
-          const err = providerReading(caught, attempt);
-          if (!(err instanceof UpstreamFailure)) {
+          const read = providerReading(caught, attempt);
+          if (!(read instanceof UpstreamFailure)) {
             acquired.release("failed");
-            throw err;
+            throw read;
+          }
+          let err = read;
+          if (own && refusesKey(read)) {
+            err = new OwnKeyRefused(read, provider.id);
+            if (own.refused_at === null) await this.markOwnKey(own, this.now());
           }
           acquired.release(releaseOutcome(err), err.retryAfterMs);
           failures.push(err);
@@ -145,13 +160,67 @@ export class Dispatcher {
     throw finalError(target, failures, attempts);
   }
 
-  private credentials(provider: ProviderRow, options: DispatchOptions): (() => Credential)[] {
+  private credentials(provider: ProviderRow, options: DispatchOptions): ChainLink[] {
     const own = options.byok
       .filter((b) => b.provider_id === provider.id)
-      .map((b) => (): Credential => ({ source: "byok", secret: b.secret, release: () => {} }));
+      .map(
+        (b): ChainLink => ({
+          acquire: () => ({ source: "byok", secret: b.secret, release: () => {} }),
+          own: b,
+        }),
+      );
     if (options.byokOnly) return own;
-    return [...own, () => this.pools.acquire(provider)];
+    return [...own, { acquire: () => this.pools.acquire(provider) }];
   }
+
+  /**
+   * Marks an own key refused at `at`, or clears the mark (null), before the request goes on: the
+   * owner's list shows it by the time the caller has its answer. Only a change is written, so a
+   * key that keeps working writes nothing. A write that fails costs the request nothing.
+   */
+  private async markOwnKey(own: ByokRow, at: number | null): Promise<void> {
+    try {
+      await this.store.markByokRefused(own.account_id, own.id, at);
+    } catch (err) {
+      console.error(
+        `byok credential ${own.id}: its state was not recorded: ${(err as Error).message}`,
+      );
+    }
+  }
+}
+
+/**
+ * The provider refused the credential itself: a 401 (or what its provider reads as one), or a
+ * 403 that gives no other reason (a key without access to the model or the API).
+ */
+function refusesKey(err: UpstreamFailure): boolean {
+  return (
+    err.kind === "unauthorized" ||
+    (err.kind === "rejected" && err.status === 403 && err.reason === "upstream_rejected")
+  );
+}
+
+/**
+ * An attempt with the account's own key for `providerId` that its provider refused: answered as
+ * the failure it is, with text that says whose key it was (never any of the key itself).
+ */
+class OwnKeyRefused extends UpstreamFailure {
+  constructor(
+    failure: UpstreamFailure,
+    readonly providerId: string,
+  ) {
+    // Read by its provider already (providerReading): no codes, so it is not read again.
+    super(failure.kind, failure.status, failure.reason, failure.retryAfterMs);
+    this.name = "OwnKeyRefused";
+  }
+}
+
+/** Names the providers whose own keys were refused, so the caller knows whose key to fix. */
+function ownKeysRefusedText(refused: readonly OwnKeyRefused[]): string {
+  const providers = [...new Set(refused.map((failure) => failure.providerId))].join(", ");
+  return refused.length === 1
+    ? `The account's own key for ${providers} (BYOK) was refused by the provider; the account's owner can replace it on the dashboard.`
+    : `The account's own keys for ${providers} (BYOK) were refused by their providers; the account's owner can replace them on the dashboard.`;
 }
 
 /**
@@ -237,16 +306,25 @@ export function finalError(
   const waits = failures
     .filter((failure) => failure.kind === "busy")
     .map((failure) => failure.retryAfterMs ?? 1000);
+  const refused = failures.filter((failure) => failure instanceof OwnKeyRefused);
   return new GatewayError(
     503,
     "all_providers_failed",
-    "Every provider for this model failed or is at capacity. Retry later.",
+    refused.length > 0
+      ? `Every provider for this model failed or is at capacity. ${ownKeysRefusedText(refused)}`
+      : "Every provider for this model failed or is at capacity. Retry later.",
     waits.length > 0 ? { retryAfter: Math.ceil(Math.min(...waits) / 1000) } : {},
   );
 }
 
 /** One attempt's failure as the spec's error; the provider's own words never pass. */
 export function mapFailure(failure: UpstreamFailure): GatewayError {
+  const error = failureError(failure);
+  if (!(failure instanceof OwnKeyRefused)) return error;
+  return new GatewayError(error.status, error.code, ownKeysRefusedText([failure]), error.options);
+}
+
+function failureError(failure: UpstreamFailure): GatewayError {
   if (failure instanceof UnsupportedRequest) {
     return new GatewayError(400, "bad_request", failure.detail);
   }

@@ -25,7 +25,7 @@ const accountColumns = `id, name, status, balance_micro, rpm_limit, tier, payg_e
   subscription_started_at, created_at`;
 const keyColumns =
   "id, account_id, prefix, label, kind, parent_key_id, created_at, last_used_at, revoked_at";
-const byokColumns = "id, account_id, provider_id, secret, label, position, created_at";
+const byokColumns = "id, account_id, provider_id, secret, label, position, created_at, refused_at";
 
 type StoredKeyRow = KeyRow & { hash: string };
 
@@ -442,6 +442,27 @@ export class PostgresAccounts implements AccountRepository {
           return true;
         }),
       (deleted) => deleted,
+    );
+  }
+
+  async markByokRefused(accountId: string, id: string, at: number | null): Promise<void> {
+    await this.changes.publish(
+      { t: "byok", id: accountId },
+      (nonce) =>
+        inTransaction(this.pool, async (client) => {
+          // A mark already there keeps the time of the first refusal.
+          const result = await client.query({
+            name: "pg_accounts_mark_byok_refused",
+            text: `UPDATE byok_credentials SET refused_at = CASE WHEN $3::bigint IS NULL THEN NULL
+                ELSE coalesce(refused_at, $3::bigint) END
+              WHERE id = $1 AND account_id = $2`,
+            values: [id, accountId, at],
+          });
+          if (result.rowCount !== 1) return false;
+          await notifyChange(client, { t: "byok", id: accountId }, nonce);
+          return true;
+        }),
+      (marked) => marked,
     );
   }
 

@@ -220,11 +220,14 @@ export const postgresFunctions: string[] = [
   `
   -- Settlement in one transaction: the hold is deleted (so a second settlement, or the reaper,
   -- finds nothing to do), the real cost charged, the rest released, the request_log row written.
+  -- The row names the hold's payment unless p_logged_payment says otherwise ('byok': the
+  -- account's own provider key served the request, whatever the hold was).
   -- Returns the charge, or null when the hold was already gone.
   CREATE OR REPLACE FUNCTION gateway_settle(
     p_hold text, p_delivered boolean, p_cost bigint, p_key_id text, p_endpoint text,
     p_model text, p_input_tokens bigint, p_output_tokens bigint, p_status integer,
-    p_error_code text, p_provider_id text, p_stream integer, p_now bigint, p_tools_omitted text)
+    p_error_code text, p_provider_id text, p_stream integer, p_now bigint, p_tools_omitted text,
+    p_logged_payment text)
   RETURNS bigint LANGUAGE plpgsql AS $$
   DECLARE
     h holds%ROWTYPE;
@@ -241,9 +244,10 @@ export const postgresFunctions: string[] = [
       reserved_micro, cost_micro, input_tokens, output_tokens, status, error_code, provider_id,
       stream, created_at, finished_at, tools_omitted)
     VALUES (h.id, h.account_id, p_key_id, p_endpoint, p_model,
-      CASE WHEN p_delivered THEN 'settled' ELSE 'failed' END, h.payment, h.payment_ref,
-      h.amount_micro, charge, p_input_tokens, p_output_tokens, p_status, p_error_code,
-      p_provider_id, p_stream, h.created_at, p_now, p_tools_omitted);
+      CASE WHEN p_delivered THEN 'settled' ELSE 'failed' END,
+      coalesce(p_logged_payment, h.payment), h.payment_ref, h.amount_micro, charge, p_input_tokens,
+      p_output_tokens, p_status, p_error_code, p_provider_id, p_stream, h.created_at, p_now,
+      p_tools_omitted);
     RETURN charge;
   END $$;
   `,
@@ -485,13 +489,14 @@ export const postgresFunctions: string[] = [
   -- the balance; what the request held beyond it stays in the lease, unless the gateway had
   -- stopped using it (p_stopped): then it goes back to the account, and the lease keeps less
   -- for the requests still in flight. The request_log row is written as gateway_settle writes
-  -- it. A request whose lease is gone (its gateway was taken for dead) is charged nothing and
-  -- not recorded, as one whose hold was reaped: null.
+  -- it, its payment 'balance' unless p_logged_payment names another. A request whose lease is
+  -- gone (its gateway was taken for dead) is charged nothing and not recorded, as one whose hold
+  -- was reaped: null.
   CREATE OR REPLACE FUNCTION gateway_settle_leased(p_id text, p_account text, p_instance text,
     p_reserved bigint, p_stopped boolean, p_delivered boolean, p_cost bigint, p_key_id text,
     p_endpoint text, p_model text, p_input_tokens bigint, p_output_tokens bigint,
     p_status integer, p_error_code text, p_provider_id text, p_stream integer,
-    p_created_at bigint, p_now bigint, p_tools_omitted text)
+    p_created_at bigint, p_now bigint, p_tools_omitted text, p_logged_payment text)
   RETURNS bigint LANGUAGE plpgsql AS $$
   DECLARE
     balance bigint;
@@ -518,9 +523,10 @@ export const postgresFunctions: string[] = [
       reserved_micro, cost_micro, input_tokens, output_tokens, status, error_code, provider_id,
       stream, created_at, finished_at, tools_omitted)
     VALUES (p_id, p_account, p_key_id, p_endpoint, p_model,
-      CASE WHEN p_delivered THEN 'settled' ELSE 'failed' END, 'balance', NULL, p_reserved,
-      charge, p_input_tokens, p_output_tokens, p_status, p_error_code, p_provider_id, p_stream,
-      p_created_at, p_now, p_tools_omitted);
+      CASE WHEN p_delivered THEN 'settled' ELSE 'failed' END,
+      coalesce(p_logged_payment, 'balance'), NULL, p_reserved, charge, p_input_tokens,
+      p_output_tokens, p_status, p_error_code, p_provider_id, p_stream, p_created_at, p_now,
+      p_tools_omitted);
     RETURN charge;
   END $$;
   `,
@@ -528,9 +534,10 @@ export const postgresFunctions: string[] = [
   -- Settles each of p_settlements: a request admitted from a lease (leased) as
   -- gateway_settle_leased does, one that held nothing (its own provider key, or nothing to pay) by
   -- writing its request_log row, any other as gateway_settle does. Returns each one's charge by
-  -- its position in the batch (null: its hold or lease was already gone). Settlements are taken
-  -- by account, and within an account its subscription windows' and free day's last, so the rows
-  -- are locked in the order above.
+  -- its position in the batch (null: its hold or lease was already gone). Each one's
+  -- logged_payment is gateway_settle's p_logged_payment. Settlements are taken by account, and
+  -- within an account its subscription windows' and free day's last, so the rows are locked in
+  -- the order above.
   CREATE OR REPLACE FUNCTION gateway_settle_all(p_settlements jsonb)
   RETURNS TABLE ("position" integer, charge bigint) LANGUAGE plpgsql AS $$
   DECLARE
@@ -541,8 +548,8 @@ export const postgresFunctions: string[] = [
         "position" integer, id text, account_id text, payment text, payment_ref text, created_at bigint,
         delivered boolean, cost bigint, key_id text, endpoint text, model text,
         input_tokens bigint, output_tokens bigint, status integer, error_code text,
-        provider_id text, stream integer, now bigint, tools_omitted text, leased boolean,
-        stopped boolean, instance_id text, reserved bigint)
+        provider_id text, stream integer, now bigint, tools_omitted text, logged_payment text,
+        leased boolean, stopped boolean, instance_id text, reserved bigint)
       ORDER BY settlement.account_id,
         CASE settlement.payment WHEN 'subscription' THEN 1 WHEN 'free' THEN 2 ELSE 0 END,
         settlement.id
@@ -551,20 +558,22 @@ export const postgresFunctions: string[] = [
       IF coalesce(s.leased, false) THEN
         charge := gateway_settle_leased(s.id, s.account_id, s.instance_id, s.reserved, s.stopped,
           s.delivered, s.cost, s.key_id, s.endpoint, s.model, s.input_tokens, s.output_tokens,
-          s.status, s.error_code, s.provider_id, s.stream, s.created_at, s.now, s.tools_omitted);
+          s.status, s.error_code, s.provider_id, s.stream, s.created_at, s.now, s.tools_omitted,
+          s.logged_payment);
       ELSIF s.payment IN ('byok', 'none') THEN
         INSERT INTO request_log (id, account_id, key_id, endpoint, model, state, payment,
           payment_ref, reserved_micro, cost_micro, input_tokens, output_tokens, status, error_code,
           provider_id, stream, created_at, finished_at, tools_omitted)
         VALUES (s.id, s.account_id, s.key_id, s.endpoint, s.model,
-          CASE WHEN s.delivered THEN 'settled' ELSE 'failed' END, s.payment, s.payment_ref, 0, 0,
+          CASE WHEN s.delivered THEN 'settled' ELSE 'failed' END,
+          coalesce(s.logged_payment, s.payment), s.payment_ref, 0, 0,
           s.input_tokens, s.output_tokens, s.status, s.error_code, s.provider_id, s.stream,
           s.created_at, s.now, s.tools_omitted);
         charge := 0;
       ELSE
         charge := gateway_settle(s.id, s.delivered, s.cost, s.key_id, s.endpoint, s.model,
           s.input_tokens, s.output_tokens, s.status, s.error_code, s.provider_id, s.stream, s.now,
-          s.tools_omitted);
+          s.tools_omitted, s.logged_payment);
       END IF;
       RETURN NEXT;
     END LOOP;

@@ -449,6 +449,25 @@ export const postgresMigrations: MigrationStep[] = [
   ALTER TABLE response_items ADD PRIMARY KEY (account_id, item_id, response_id);
   `,
   },
+  {
+    // As SQLite's step 16: when the provider refused an account's own key.
+    id: "byok-refused-at",
+    sql: `
+  ALTER TABLE byok_credentials ADD COLUMN refused_at bigint;
+  `,
+  },
+  {
+    // gateway_settle and gateway_settle_leased take the payment the request log names (the
+    // account's own key paid the provider, whatever the hold was): a new argument, which CREATE
+    // OR REPLACE cannot add, so their old forms go and functions.ts defines the new ones.
+    id: "settle-logged-payment",
+    sql: `
+  DROP FUNCTION IF EXISTS gateway_settle(text, boolean, bigint, text, text, text, bigint, bigint,
+    integer, text, text, integer, bigint, text);
+  DROP FUNCTION IF EXISTS gateway_settle_leased(text, text, text, bigint, boolean, boolean, bigint,
+    text, text, text, bigint, bigint, integer, text, text, integer, bigint, bigint, text);
+  `,
+  },
 ];
 
 /** The trigger function that refuses a provider row naming a wire not in `wires`. */

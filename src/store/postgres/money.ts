@@ -103,10 +103,10 @@ function refused(refusal: string | null, input: ReserveInput): Error {
 
 const holdAllStatement = `SELECT position, payment, reserved_micro, payment_ref, refusal, lease_micro,
   lease_count, recalled FROM gateway_hold_all($1::jsonb)`;
-const settleStatement =
-  "SELECT gateway_settle($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) AS charge";
+const settleStatement = `SELECT gateway_settle($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,
+  $13, $14, $15) AS charge`;
 const settleLeasedStatement = `SELECT gateway_settle_leased($1, $2, $3, $4, $5, $6, $7, $8, $9,
-  $10, $11, $12, $13, $14, $15, $16, $17, $18, $19) AS charge`;
+  $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20) AS charge`;
 const settleAllStatement = "SELECT position, charge FROM gateway_settle_all($1::jsonb)";
 const logStatement = `INSERT INTO request_log (id, account_id, key_id, endpoint, model, state,
   payment, payment_ref, reserved_micro, cost_micro, input_tokens, output_tokens, status,
@@ -663,8 +663,14 @@ function settlementRow({ reservation: r, input, lease }: QueuedSettlement, posit
     stream: r.stream ? 1 : 0,
     now: input.now,
     tools_omitted: input.toolsOmitted ? JSON.stringify(input.toolsOmitted) : null,
+    logged_payment: loggedPayment(input),
     ...lease,
   };
+}
+
+/** The payment the request log names when it is not the hold's: the account's own key paid. */
+function loggedPayment(input: SettleInput): "byok" | null {
+  return input.byokServed ? "byok" : null;
 }
 
 /** A request admitted from a lease, settled alone (see `gateway_settle_leased`). */
@@ -697,6 +703,7 @@ async function settleLeased(
       r.createdAt,
       input.now,
       input.toolsOmitted ? JSON.stringify(input.toolsOmitted) : null,
+      loggedPayment(input),
     ],
   });
   return result.rows[0].charge;
@@ -723,7 +730,7 @@ export async function settleReservation(
         r.endpoint,
         r.model,
         input.delivered ? "settled" : "failed",
-        r.payment,
+        loggedPayment(input) ?? r.payment,
         r.paymentRef,
         input.inputTokens,
         input.outputTokens,
@@ -756,6 +763,7 @@ export async function settleReservation(
       r.stream ? 1 : 0,
       input.now,
       toolsOmitted,
+      loggedPayment(input),
     ],
   });
   return result.rows[0].charge ?? 0;

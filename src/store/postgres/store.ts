@@ -231,6 +231,10 @@ export class PostgresStore implements GatewayStore {
     return this.accounts.deleteByok(accountId, id);
   }
 
+  markByokRefused(accountId: string, id: string, at: number | null): Promise<void> {
+    return this.accounts.markByokRefused(accountId, id, at);
+  }
+
   sealByok(id: string, secret: string): string {
     return this.accounts.sealByok(id, secret);
   }

@@ -217,6 +217,12 @@ export class SqliteAccounts {
     return this.statements.deleteByok.run(id, accountId).changes > 0;
   }
 
+  markByokRefused(accountId: string, id: string, at: number | null): void {
+    if (this.statements.markByokRefused.run({ at, id, accountId }).changes > 0) {
+      this.byok.delete(accountId);
+    }
+  }
+
   sealByok(id: string, secret: string): string {
     return this.secrets.seal(secret, byokContext(id));
   }
@@ -255,6 +261,12 @@ function prepare(db: DB) {
     ),
     byokById: statement("SELECT * FROM byok_credentials WHERE id = ?"),
     deleteByok: statement("DELETE FROM byok_credentials WHERE id = ? AND account_id = ?"),
+    // A mark already there keeps the time of the first refusal.
+    markByokRefused: statement(
+      `UPDATE byok_credentials SET refused_at = CASE WHEN @at IS NULL THEN NULL
+         ELSE coalesce(refused_at, @at) END
+       WHERE id = @id AND account_id = @accountId`,
+    ),
     byokByAccount: statement(
       "SELECT * FROM byok_credentials WHERE account_id = ? ORDER BY position, created_at",
     ),

@@ -431,4 +431,9 @@ export const migrations: string[] = [
   ALTER TABLE response_items_new RENAME TO response_items;
   CREATE INDEX response_items_response ON response_items(account_id, response_id);
   `,
+  // 16: when the provider refused an account's own key (and has not taken it since), for the
+  // owner's list of their keys.
+  `
+  ALTER TABLE byok_credentials ADD COLUMN refused_at INTEGER;
+  `,
 ];

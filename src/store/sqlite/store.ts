@@ -226,6 +226,11 @@ export class Store implements GatewayStore {
     return Promise.resolve(this.accounts.deleteByok(accountId, id));
   }
 
+  markByokRefused(accountId: string, id: string, at: number | null): Promise<void> {
+    this.accounts.markByokRefused(accountId, id, at);
+    return Promise.resolve();
+  }
+
   sealByok(id: string, secret: string): string {
     return this.accounts.sealByok(id, secret);
   }
