@@ -1,4 +1,9 @@
-import { createServer, type Server } from "node:http";
+import {
+  createServer,
+  type IncomingMessage,
+  type RequestListener,
+  type ServerResponse,
+} from "node:http";
 import type { AddressInfo } from "node:net";
 import { isPostgresUrl } from "../store/postgres/url.js";
 import { hashSecret } from "../store/secrets.js";
@@ -12,6 +17,7 @@ import { ConfigError, loadConfigFile, parseConfig } from "./config/load.js";
 import type { PublicGatewayOptions, PublicRunningGateway } from "./gateway-types.js";
 import { defaultBodyLimitBytes } from "./http/body.js";
 import {
+  type ConnectionLimits,
   connectionServerOptions,
   defaultConnectionLimits,
   guardConnections,
@@ -69,9 +75,25 @@ function gatewayClock(clock: Clock): GatewayClock {
 const defaultResponsesTtlSeconds = 30 * 24 * 60 * 60;
 
 export async function startGateway(options: GatewayOptions = {}): Promise<RunningGateway> {
+  // What a start can refuse without the database (options, the config, the address) is refused
+  // before it is opened, so nothing is written for a start that never serves.
   const configuredOrigin = publicOrigin(options.publicUrl);
   const trustedProxies = proxyAddresses(options.trustedProxies ?? []);
-  const backend = await openBackend(options.db ?? ":memory:", options.journaledWaitMs);
+  const config =
+    typeof options.config === "string"
+      ? loadConfigFile(options.config)
+      : options.config && parseConfig(options.config);
+  const db = options.db ?? ":memory:";
+  const limits = { ...defaultConnectionLimits, ...options.connections };
+  const host = options.host ?? "127.0.0.1";
+  const listening = await listenFirst(limits, host, options.port ?? 0, db);
+  let backend: Backend;
+  try {
+    backend = await openBackend(db, options.journaledWaitMs);
+  } catch (err) {
+    await listening.close();
+    throw err;
+  }
   const { store } = backend;
   try {
     const clock: Clock =
@@ -104,11 +126,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
     });
     let ownerAccountId: string | undefined;
     let demoKey: string | undefined;
-    if (options.config !== undefined) {
-      const config =
-        typeof options.config === "string"
-          ? loadConfigFile(options.config)
-          : parseConfig(options.config);
+    if (config !== undefined) {
       await applyConfig(store, services.repos.configApply, config, now());
       services.mockScript.setBaseline(config.mock?.script ?? []);
       const ttlSeconds = options.responsesTtlSeconds ?? config.responses?.ttl_seconds;
@@ -139,7 +157,6 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
       metricsAccess === "off"
         ? undefined
         : (await import("./observe/metrics.js")).createMetrics(services);
-    const limits = { ...defaultConnectionLimits, ...options.connections };
     const loopback = new Loopback();
     const routes = routeTable(services, {
       readiness,
@@ -149,7 +166,6 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
       extra: options.extraRoutes,
     });
     metrics?.knowRoutes(routes);
-    const host = options.host ?? "127.0.0.1";
     const traceSource = { url: "" };
     const served = withRequestIds(
       services.inspector.listener(
@@ -161,13 +177,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
     // Uncounted: a loopback request (an MCP tool's /v1 call) is what its counted caller waits on,
     // so the clock still jumps when that inner request waits on a burst slot.
     loopback.attach(served);
-    const server = await new Promise<Server>((resolve, reject) => {
-      const created = createServer(connectionServerOptions(limits), listener);
-      guardConnections(created, limits);
-      created.once("error", reject);
-      created.listen(options.port ?? 0, host, () => resolve(created));
-    });
-    const port = (server.address() as AddressInfo).port;
+    const { server, port } = listening;
     const jobRunner = await startJobRunner(services, {
       leaseMs: options.jobLeaseMs,
       pollMs: options.jobPollMs,
@@ -193,6 +203,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
       pid: process.pid,
       startedAt: now(),
     });
+    listening.serve(listener);
     readiness.ready();
     let closing: Promise<void> | undefined;
     return {
@@ -228,9 +239,49 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
       },
     };
   } catch (err) {
-    await backend.close();
+    await listening.close();
+    await backend.abandon();
     throw err;
   }
+}
+
+/**
+ * The server, listening before the database is opened: an address or a port it cannot have
+ * refuses the start before anything is written. A request that comes before the gateway is
+ * ready waits for `serve`, and is dropped with its connection if the start is refused.
+ */
+async function listenFirst(limits: ConnectionLimits, host: string, port: number, db: string) {
+  const waiting: [IncomingMessage, ServerResponse][] = [];
+  const wait = (req: IncomingMessage, res: ServerResponse) => {
+    waiting.push([req, res]);
+  };
+  const server = createServer(connectionServerOptions(limits), wait);
+  guardConnections(server, limits);
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(port, host, () => resolve());
+    });
+  } catch (err) {
+    // Most often the port of a gateway already serving this database: that gateway is named.
+    if ((err as NodeJS.ErrnoException).code === "EADDRINUSE" && !isPostgresUrl(db))
+      await (await import("./backends/serve-lock.js")).refuseIfServed(db);
+    throw err;
+  }
+  return {
+    server,
+    port: (server.address() as AddressInfo).port,
+    serve(listener: RequestListener) {
+      server.off("request", wait);
+      server.on("request", listener);
+      for (const [req, res] of waiting.splice(0)) listener(req, res);
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
 }
 
 /**

@@ -61,14 +61,15 @@ export interface CliProcess {
 
 const running = new Set<ChildProcess>();
 
-export function spawnCli(args: string[], env: NodeJS.ProcessEnv): CliProcess {
-  return spawnNode([bin, ...args], env);
+/** `cwd`: where it runs (the test's own directory when absent). */
+export function spawnCli(args: string[], env: NodeJS.ProcessEnv, cwd?: string): CliProcess {
+  return spawnNode([bin, ...args], env, cwd);
 }
 
 /** `node` with these arguments (a script, `-e`, node flags), watched as `spawnCli` watches the CLI. */
-export function spawnNode(argv: string[], env: NodeJS.ProcessEnv): CliProcess {
+export function spawnNode(argv: string[], env: NodeJS.ProcessEnv, cwd?: string): CliProcess {
   const started = performance.now();
-  const child = spawn(process.execPath, argv, { env, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, argv, { env, cwd, stdio: ["ignore", "pipe", "pipe"] });
   running.add(child);
   let out = "";
   let err = "";
@@ -143,8 +144,9 @@ export function runCli(
   args: string[],
   env: NodeJS.ProcessEnv,
   timeoutMs = 15_000,
+  cwd?: string,
 ): Promise<CliResult> {
-  return spawnCli(args, env).exit(timeoutMs);
+  return spawnCli(args, env, cwd).exit(timeoutMs);
 }
 
 /** For afterEach: no CLI outlives its test. */

@@ -24,6 +24,11 @@ export interface Backend {
   /** Background upkeep that starts once the gateway serves (SQLite's WAL checkpoints). */
   startUpkeep(): void;
   close(): Promise<void>;
+  /**
+   * Closes a backend whose gateway never served (its start was refused), and removes what
+   * opening it made: a refused start leaves no file behind.
+   */
+  abandon(): Promise<void>;
 }
 
 /** Unique among the gateways on one database, and readable in its tables: host, pid, random. */

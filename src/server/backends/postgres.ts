@@ -45,6 +45,13 @@ export async function openPostgresBackend(url: string, env: NodeJS.ProcessEnv): 
   const openedStore = store;
   const openedMoney = money;
   const openedKeyPools = keyPools;
+  const close = async () => {
+    await ledger.close();
+    await openedKeyPools.close();
+    await openedMoney.close();
+    await openedStore.close();
+    await pool.end();
+  };
   return {
     kind: "postgres",
     where,
@@ -58,12 +65,8 @@ export async function openPostgresBackend(url: string, env: NodeJS.ProcessEnv): 
     keyPoolSync: keyPools,
     instanceId: id,
     startUpkeep() {},
-    async close() {
-      await ledger.close();
-      await openedKeyPools.close();
-      await openedMoney.close();
-      await openedStore.close();
-      await pool.end();
-    },
+    close,
+    // The database is shared: what its migrations made there is every gateway's.
+    abandon: close,
   };
 }

@@ -1,3 +1,4 @@
+import { existsSync } from "node:fs";
 import { liveServeRecord } from "../../store/serve-record.js";
 import { type FileLock, lockFile } from "../../store/sqlite/file-lock.js";
 import { readServeRecordOf } from "../../store/sqlite/serve-record.js";
@@ -9,6 +10,9 @@ const lockTries = 3;
 
 export type ServeLock = FileLock;
 
+/** The file whose lock says which process serves the database at `dbPath`. */
+export const lockFileOf = (dbPath: string) => `${dbPath}-lock`;
+
 /**
  * Takes `<db>-lock` for this process (see lockFile), or throws GatewayAlreadyRunning naming the
  * server that holds it. An in-memory database belongs to its process alone and takes no lock.
@@ -16,7 +20,7 @@ export type ServeLock = FileLock;
 export async function lockDatabase(dbPath: string): Promise<ServeLock | undefined> {
   if (dbPath === ":memory:") return undefined;
   for (let tried = 1; ; tried++) {
-    const lock = lockFile(`${dbPath}-lock`, lockWaitMs);
+    const lock = lockFile(lockFileOf(dbPath), lockWaitMs);
     if (lock) return lock;
     if (tried === lockTries) break;
     // Two serves started at once on a busy machine can each give up waiting for the other: both
@@ -24,6 +28,15 @@ export async function lockDatabase(dbPath: string): Promise<ServeLock | undefine
     await new Promise((resolve) => setTimeout(resolve, 50 + Math.random() * 150));
   }
   throw new GatewayAlreadyRunning(dbPath, await runningServer(dbPath));
+}
+
+/**
+ * Throws GatewayAlreadyRunning when a gateway serves `dbPath`, and creates nothing: a start
+ * refused for something the running gateway has (its port) names that gateway, not the port.
+ */
+export async function refuseIfServed(dbPath: string): Promise<void> {
+  if (dbPath === ":memory:" || !existsSync(lockFileOf(dbPath))) return;
+  (await lockDatabase(dbPath))?.release();
 }
 
 /** Who holds the lock, from the serve record in the database (read-only: nothing is written). */

@@ -1,4 +1,4 @@
-import { SettlementJournal } from "../../store/sqlite/settlement-journal.js";
+import { journalFileOf, SettlementJournal } from "../../store/sqlite/settlement-journal.js";
 import type { LedgerRepository, LedgerWrite } from "../../store/types.js";
 import { GatewayError } from "../errors.js";
 import type { StorageWatch } from "./storage-watch.js";
@@ -47,7 +47,7 @@ export class SettlementQueue {
   ) {
     this.seq = book.appliedSeq();
     if (databasePath !== ":memory:") {
-      const path = `${databasePath}-settlements`;
+      const path = journalFileOf(databasePath);
       this.recover(path);
       this.journal = openJournal(path);
       this.journal.clear();

@@ -66,13 +66,20 @@ export function readPngSize(buf: Uint8Array): ImageSize | null {
   return { width, height };
 }
 
+/** Whether a picture's sides are within what the gateway draws and decodes (MAX_IMAGE_SIDE). */
+export function withinMaxSide(size: ImageSize): boolean {
+  return size.width <= MAX_IMAGE_SIDE && size.height <= MAX_IMAGE_SIDE;
+}
+
 /**
  * Inflates and unfilters a PNG that `encodePng` wrote (8-bit RGBA, any filter type), so tests
- * and callers such as image-edit mocks can look at real pixels. Null for anything else.
+ * and callers such as image-edit mocks can look at real pixels. Null for anything else, and for
+ * a picture with a side past MAX_IMAGE_SIDE. A few kilobytes of deflate can stand for gigabytes,
+ * so nothing is inflated past the size the header declares.
  */
 export function decodeRgbaPng(buf: Uint8Array): (ImageSize & { rgba: Uint8Array }) | null {
   const size = readPngSize(buf);
-  if (!size) return null;
+  if (!size || !withinMaxSide(size)) return null;
   const png = asBuffer(buf);
   if (png[24] !== 8 || png[25] !== COLOR_TYPE_RGBA || png[28] !== 0) return null;
   const idat: Buffer[] = [];
@@ -86,14 +93,16 @@ export function decodeRgbaPng(buf: Uint8Array): (ImageSize & { rgba: Uint8Array 
     if (type === "IEND") break;
     offset = end;
   }
+  const rowBytes = size.width * 4;
+  const rawBytes = (rowBytes + 1) * size.height;
   let raw: Buffer;
   try {
-    raw = inflateSync(Buffer.concat(idat));
+    // One byte past the declared size tells a stream that holds more from one that fits.
+    raw = inflateSync(Buffer.concat(idat), { maxOutputLength: rawBytes + 1 });
   } catch {
     return null;
   }
-  const rowBytes = size.width * 4;
-  if (raw.length !== (rowBytes + 1) * size.height) return null;
+  if (raw.length !== rawBytes) return null;
   const rgba = new Uint8Array(rowBytes * size.height);
   for (let y = 0; y < size.height; y++) {
     const filter = raw[y * (rowBytes + 1)];

@@ -62,11 +62,15 @@ export function errorCodes(text: string): string[] {
   return codes;
 }
 
-/** What a non-2xx status means for the attempt; the provider's body only picks the reason. */
+/**
+ * What a non-2xx status means for the attempt; the provider's body only picks the reason, unless
+ * `reason` gives it (the mock's scripted failures, which have no body).
+ */
 export function failureOf(
   status: number,
   retryAfter: string | string[] | undefined,
   text: string,
+  reason?: ErrorCode,
 ): UpstreamFailure {
   if (status === 429) {
     return new UpstreamFailure("rate_limited", 429, "upstream_rejected", retryAfterMs(retryAfter));
@@ -76,8 +80,13 @@ export function failureOf(
   // so with another status reads its rejection again (`Provider.classify`, from the codes).
   if (status === 401) return new UpstreamFailure("unauthorized", 503);
   if (status >= 400 && status < 500) {
-    const reason = rejectionReason(status, text);
-    return new UpstreamFailure("rejected", status, reason, undefined, errorCodes(text));
+    return new UpstreamFailure(
+      "rejected",
+      status,
+      reason ?? rejectionReason(status, text),
+      undefined,
+      errorCodes(text),
+    );
   }
   return new UpstreamFailure("unavailable", status);
 }

@@ -13,17 +13,17 @@ describe("MockScript", () => {
       { match: { user_text: "weather" }, reply: { text: "sunny" } },
       { reply: { text: "anything" }, match: { model: "other" } },
     ]);
-    expect(script.plan(["mock-gpt"], ask("what is the weather"))?.text()).toBe("sunny");
-    expect(script.plan(["mock-gpt"], ask("hello"))).toBeUndefined();
-    expect(script.plan(["other"], ask("hello"))?.text()).toBe("anything");
+    expect(script.answers(["mock-gpt"], ask("what is the weather"))?.[0].text()).toBe("sunny");
+    expect(script.answers(["mock-gpt"], ask("hello"))).toBeUndefined();
+    expect(script.answers(["other"], ask("hello"))?.[0].text()).toBe("anything");
   });
 
   it("uses a rule `times` times, then the next rule answers", () => {
     const script = new MockScript();
     script.add([{ reply: { text: "first" }, times: 1 }, { reply: { text: "later" } }]);
-    expect(script.plan(["m"], ask("x"))?.text()).toBe("first");
-    expect(script.plan(["m"], ask("x"))?.text()).toBe("later");
-    expect(script.plan(["m"], ask("x"))?.text()).toBe("later");
+    expect(script.answers(["m"], ask("x"))?.[0].text()).toBe("first");
+    expect(script.answers(["m"], ask("x"))?.[0].text()).toBe("later");
+    expect(script.answers(["m"], ask("x"))?.[0].text()).toBe("later");
   });
 
   it("matches the last user text by regex, tool results and offered tools", () => {
@@ -36,22 +36,23 @@ describe("MockScript", () => {
       },
       { match: { user_text: { regex: "^order #\\d+$", flags: "i" } }, reply: { text: "order" } },
     ]);
-    expect(script.plan(["m"], ask("ORDER #12"))?.text()).toBe("order");
-    expect(script.plan(["m"], ask("order #12 please"))).toBeUndefined();
+    expect(script.answers(["m"], ask("ORDER #12"))?.[0].text()).toBe("order");
+    expect(script.answers(["m"], ask("order #12 please"))).toBeUndefined();
     const tools = [{ type: "function", function: { name: "get_weather" } }];
-    const call = script.plan(["m"], ask("weather?", { tools }));
+    const [call] = script.answers(["m"], ask("weather?", { tools })) ?? [];
     expect(call?.toolCalls).toEqual([
       { id: expect.stringMatching(/^call_/), name: "get_weather", arguments: '{"city":"Oslo"}' },
     ]);
     expect(call?.finishReason).toBe("tool_calls");
-    const after = script.plan(["m"], {
-      messages: [
-        { role: "user", content: "weather?" },
-        { role: "assistant", content: null, tool_calls: [] },
-        { role: "tool", content: "12C" },
-      ],
-      tools,
-    });
+    const [after] =
+      script.answers(["m"], {
+        messages: [
+          { role: "user", content: "weather?" },
+          { role: "assistant", content: null, tool_calls: [] },
+          { role: "tool", content: "12C" },
+        ],
+        tools,
+      }) ?? [];
     expect(after?.text()).toBe("after tool");
   });
 
@@ -68,7 +69,7 @@ describe("MockScript", () => {
         },
       },
     ]);
-    const plan = script.plan(["m"], ask("x"));
+    const [plan] = script.answers(["m"], ask("x")) ?? [];
     expect(plan).toMatchObject({
       inputTokens: 7,
       outputTokens: 9,
@@ -80,13 +81,13 @@ describe("MockScript", () => {
     const script = new MockScript();
     script.setBaseline([{ reply: { text: "base" }, times: 1 }]);
     script.add([{ match: { user_text: "x" }, reply: { text: "added" } }]);
-    expect(script.plan(["m"], ask("y"))?.text()).toBe("base");
-    expect(script.plan(["m"], ask("y"))).toBeUndefined();
+    expect(script.answers(["m"], ask("y"))?.[0].text()).toBe("base");
+    expect(script.answers(["m"], ask("y"))).toBeUndefined();
     script.reset();
-    expect(script.plan(["m"], ask("x"))?.text()).toBe("base");
+    expect(script.answers(["m"], ask("x"))?.[0].text()).toBe("base");
     expect(script.list()).toEqual([]);
     script.replace([{ reply: { text: "only" } }]);
-    expect(script.plan(["m"], ask("x"))?.text()).toBe("only");
+    expect(script.answers(["m"], ask("x"))?.[0].text()).toBe("only");
   });
 
   it("rejects a rule with a bad regex or an unknown field, naming it", () => {

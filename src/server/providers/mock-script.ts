@@ -185,15 +185,18 @@ export class MockScript {
     }));
   }
 
-  /** The scripted plan for this request, using up one of the rule's uses; undefined when none matches. */
-  plan(modelNames: readonly string[], req: ChatRequestLike): MockPlan | undefined {
+  /**
+   * The scripted answers to this request, `count` of them (chat's `n`), using up one of the
+   * rule's uses; undefined when none matches.
+   */
+  answers(modelNames: readonly string[], req: ChatRequestLike, count = 1): MockPlan[] | undefined {
     const facts = requestFacts(req);
     const at = this.rules.findIndex((r) => matches(r, modelNames, facts));
     if (at === -1) return undefined;
     const hit = this.rules[at];
     hit.left--;
     if (hit.left <= 0) this.rules.splice(at, 1);
-    return scriptedPlan(hit.rule.reply, req);
+    return scriptedAnswers(hit.rule.reply, req, count);
   }
 }
 
@@ -243,40 +246,55 @@ function matches(r: LiveRule, modelNames: readonly string[], facts: RequestFacts
   return true;
 }
 
-/** The reply as a mock plan, so the mock's own renderers draw it on every wire. */
-export function scriptedPlan(
+/**
+ * The reply as mock plans, one for each of the `count` answers a request asks for (chat's `n`),
+ * so the mock's own renderers draw it on every wire. A scripted `usage` is the whole response's,
+ * as OpenAI reports one for `n` answers: the prompt counted once, the output of every answer
+ * together (shared among the plans). Every tool call has an id of its own, in every answer.
+ */
+export function scriptedAnswers(
   reply: z.output<typeof mockReplySchema>,
   req: ChatRequestLike,
-): MockPlan {
+  count = 1,
+): MockPlan[] {
   const base = planMockReply({ messages: req.messages });
   const text = reply.text ?? "";
-  const toolCalls = (reply.tool_calls ?? []).map((call, i) => {
-    const args =
-      typeof call.arguments === "string" ? call.arguments : JSON.stringify(call.arguments);
-    const id = `call_${createHash("sha256")
-      .update(`${base.text()}|${i}|${call.name}|${args}`)
-      .digest("hex")
-      .slice(0, 24)}`;
-    return { id, name: call.name, arguments: args };
-  });
-  const outputTokens =
-    reply.usage?.output_tokens ??
+  const calls = (reply.tool_calls ?? []).map((call) => ({
+    name: call.name,
+    arguments: typeof call.arguments === "string" ? call.arguments : JSON.stringify(call.arguments),
+  }));
+  const scriptedOutput = reply.usage?.output_tokens;
+  const estimatedOutput =
     estimateTokens(
-      [text, reply.reasoning ?? "", ...toolCalls.map((c) => c.name + c.arguments)].join(" "),
+      [text, reply.reasoning ?? "", ...calls.map((c) => c.name + c.arguments)].join(" "),
     ) +
-      5 * toolCalls.length;
-  return {
-    ...fixedText(text),
-    toolCalls: toolCalls.length > 0 ? toolCalls : undefined,
-    reasoning: reply.reasoning,
-    inputTokens: reply.usage?.input_tokens ?? base.inputTokens,
-    outputTokens,
-    finishReason: toolCalls.length > 0 ? "tool_calls" : "stop",
-    directives: {
-      delay: reply.delay_ms,
-      break: reply.break_after,
-      fail: reply.error?.status,
-      reject: reply.error?.reason,
-    },
-  };
+    5 * calls.length;
+  return Array.from({ length: count }, (_, choice) => {
+    // The first answer's ids are those of a request with one answer.
+    const seed = choice === 0 ? base.text() : `${base.text()}#${choice}`;
+    const toolCalls = calls.map((call, i) => ({
+      id: `call_${createHash("sha256")
+        .update(`${seed}|${i}|${call.name}|${call.arguments}`)
+        .digest("hex")
+        .slice(0, 24)}`,
+      ...call,
+    }));
+    return {
+      ...fixedText(text),
+      toolCalls: toolCalls.length > 0 ? toolCalls : undefined,
+      reasoning: reply.reasoning,
+      inputTokens: reply.usage?.input_tokens ?? base.inputTokens,
+      outputTokens:
+        scriptedOutput === undefined
+          ? estimatedOutput
+          : Math.floor(scriptedOutput / count) + (choice < scriptedOutput % count ? 1 : 0),
+      finishReason: toolCalls.length > 0 ? "tool_calls" : "stop",
+      directives: {
+        delay: reply.delay_ms,
+        break: reply.break_after,
+        fail: reply.error?.status,
+        reject: reply.error?.reason,
+      },
+    };
+  });
 }

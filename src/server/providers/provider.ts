@@ -178,12 +178,13 @@ export interface Provider {
   servesNatively(style: ClientStyle, provider: ProviderRow): boolean;
   /**
    * Requests this provider would refuse whatever happens (a speech format it cannot produce,
-   * audio it cannot read), as the 400 to answer. Checked before money is held, and answered when
-   * every candidate of the request would refuse it.
+   * audio or a picture it cannot read), as the 400 to answer. Checked before money is held, and
+   * answered when every candidate of the request would refuse it.
    */
   readonly refuses?: {
     speech?(req: Omit<SpeechRequest, "signal">): Error | undefined;
     transcription?(file: UploadedFile): Error | undefined;
+    edit?(req: Pick<ImageEditRequest, "images" | "mask">): Error | undefined;
   };
   /**
    * A rejection (a 4xx) that this API words its own way, read again from the codes of its error

@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import { z } from "zod";
 import type { Services } from "../compose/services.js";
-import { forMediaWire, forModality, resolveTarget } from "../dispatch/resolve.js";
+import { forMediaWire, forModality, resolveTarget, sureRefusal } from "../dispatch/resolve.js";
 import { badRequest, GatewayError } from "../errors.js";
 import { formFields, readForm, readJson } from "../http/body.js";
 import { clientGone } from "../http/client-signal.js";
@@ -128,6 +128,9 @@ export function imageEditsHandler(services: Services): Handler {
       ]),
       "edit",
     );
+    // A picture no candidate can read is a 400 before any money is held.
+    const refusal = sureRefusal(services, target, (p) => p.refuses?.edit?.(req));
+    if (refusal) throw refusal;
     const signal = clientGone(c);
     const stored = { accountId: c.get("auth").accountId, contentType: imageType(body) };
     const result = await serveAdmitted(

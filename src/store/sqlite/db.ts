@@ -1,3 +1,4 @@
+import { closeSync, openSync, readSync, statSync } from "node:fs";
 import Database from "better-sqlite3";
 import { ensurePrivateFile, tightenPrivateFile } from "../private-files.js";
 import { migrations } from "./migrations.js";
@@ -15,7 +16,7 @@ const pageCacheKiB = 2000;
 export const walSizeLimitBytes = 4 * 1024 * 1024;
 
 /** Files SQLite keeps beside a database, holding the same data. */
-const sqliteSidecars = ["-wal", "-shm", "-journal"];
+export const sqliteSidecars = ["-wal", "-shm", "-journal"];
 
 /**
  * Opens (or creates) the SQLite file, owner-only, applies pending migrations and returns the
@@ -24,6 +25,7 @@ const sqliteSidecars = ["-wal", "-shm", "-journal"];
  */
 export function openDatabase(path: string): DB {
   if (path !== ":memory:" && path !== "") {
+    refuseNonDatabase(path);
     ensurePrivateFile(path);
     for (const suffix of sqliteSidecars) tightenPrivateFile(`${path}${suffix}`);
   }
@@ -42,6 +44,39 @@ export function openDatabase(path: string): DB {
   db.pragma(`cache_size = ${-pageCacheKiB}`);
   migrate(db);
   return db;
+}
+
+/** Whether `path` is missing, empty, or an SQLite file: a database that may be opened or created. */
+export function canBeDatabase(path: string): boolean {
+  const stat = statSync(path, { throwIfNoEntry: false });
+  if (!stat) return true;
+  if (!stat.isFile()) return false;
+  if (stat.size === 0) return true;
+  const header = Buffer.alloc(16);
+  let fd: number | undefined;
+  try {
+    fd = openSync(path, "r");
+    readSync(fd, header, 0, 16, 0);
+  } catch {
+    return true; // unreadable: opening it says why
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+  return header.toString("latin1") === "SQLite format 3\0";
+}
+
+/**
+ * Refuses a path that holds something other than a database (a file of notes, a directory)
+ * before anything touches it: SQLite would find out only once the file had been opened and made
+ * owner-only. The error carries the code SQLite or the system would give (SQLITE_NOTADB, EISDIR).
+ */
+export function refuseNonDatabase(path: string): void {
+  if (canBeDatabase(path)) return;
+  const directory = statSync(path, { throwIfNoEntry: false })?.isDirectory() === true;
+  throw Object.assign(
+    new Error(directory ? `${path} is a directory` : `${path} is not an SQLite database`),
+    { code: directory ? "EISDIR" : "SQLITE_NOTADB" },
+  );
 }
 
 function migrate(db: DB): void {

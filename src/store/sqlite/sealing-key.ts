@@ -1,9 +1,10 @@
-import { closeSync, existsSync, openSync, readSync, statSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import Database from "better-sqlite3";
 import { keychainService, keychainTimeoutMs, openKeychain, withTimeout } from "../os-keychain.js";
 import { SecretBox, SecretKeyError, secretKeyEnv } from "../secret-box.js";
 import { keyFileOf } from "./byok-sealing.js";
+import { canBeDatabase } from "./db.js";
 
 /**
  * Where a SQLite database's BYOK sealing key lives, in order:
@@ -91,23 +92,4 @@ function sealedAlready(dbPath: string): boolean {
   } finally {
     db?.close();
   }
-}
-
-/** Whether `dbPath` is missing, empty, or an SQLite file: a database the Store may open or create. */
-function canBeDatabase(dbPath: string): boolean {
-  const stat = statSync(dbPath, { throwIfNoEntry: false });
-  if (!stat) return true;
-  if (!stat.isFile()) return false;
-  if (stat.size === 0) return true;
-  const header = Buffer.alloc(16);
-  let fd: number | undefined;
-  try {
-    fd = openSync(dbPath, "r");
-    readSync(fd, header, 0, 16, 0);
-  } catch {
-    return true; // unreadable: the Store's own error says why
-  } finally {
-    if (fd !== undefined) closeSync(fd);
-  }
-  return header.toString("latin1") === "SQLite format 3\0";
 }

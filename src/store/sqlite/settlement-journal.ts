@@ -5,6 +5,9 @@ import type { LedgerWrite } from "../types.js";
 /** Truncated once everything in it is in SQLite and it has grown past this. */
 const truncateAtBytes = 1024 * 1024;
 
+/** Where the settlement journal of the database at `dbPath` is kept. */
+export const journalFileOf = (dbPath: string) => `${dbPath}-settlements`;
+
 /**
  * An append-only file of settlements beside the database (`<db>-settlements`), one JSON line each.
  * A settlement is durable once its line is written (a process crash keeps what `write` handed to

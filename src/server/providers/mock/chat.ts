@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import { providerOptions } from "../../../store/provider-options.js";
 import type { ErrorCode } from "../../errors.js";
 import type { GoneSignal } from "../../time/gone-signal.js";
 import { sleep } from "../../time/sleep.js";
@@ -8,7 +9,8 @@ import { fromChatChunks, fromChatJson } from "../../wire/to-client.js";
 import { type Rewrite, toChatRequest, withRewrite } from "../../wire/to-provider.js";
 import { UnsupportedRequest, UpstreamFailure } from "../../wire/upstream-failure.js";
 import { StreamMeter } from "../../wire/usage.js";
-import { scriptedPlan } from "../mock-script.js";
+import { failureOf } from "../classify.js";
+import { scriptedAnswers } from "../mock-script.js";
 import type { Attempt, ProviderContext } from "../provider.js";
 import {
   MockDirectiveError,
@@ -19,37 +21,29 @@ import {
 } from "./mock-chat.js";
 import { mockLogprobs, mockLogprobsWanted, mockTokenLogprob } from "./mock-logprobs.js";
 
-export function mockTiming(optionsJson: string): MockTiming {
-  return (JSON.parse(optionsJson) as { mock?: MockTiming }).mock ?? {};
-}
-
-/** Each mock provider's timing, parsed once per options text. */
-const timings = new Map<string, { json: string; timing: MockTiming }>();
-
-function timingFor(providerId: string, json: string): MockTiming {
-  const cached = timings.get(providerId);
-  if (cached && cached.json === json) return cached.timing;
-  const timing = mockTiming(json);
-  timings.set(providerId, { json, timing });
-  return timing;
-}
-
 /** Answers chat-style requests; wire/to-client.ts gives each client its own style. */
 export async function mockComplete(
   { mockScript }: ProviderContext,
   attempt: Attempt,
   req: CompletionRequest,
 ): Promise<CompletionResult> {
-  const timing = timingFor(attempt.provider.id, attempt.provider.options_json);
+  const timing = (providerOptions(attempt.provider).mock ?? {}) as MockTiming;
   const rewrite: Rewrite = { omittedTools: [] };
   const chatReq = toChatRequest(req, attempt, rewrite);
+  const count = answerCount(chatReq);
   // LiteLLM's `mock_response`: the answer is that text, ahead of any script or directive.
   const mocked = (req.body as { mock_response?: unknown }).mock_response;
   const scripted =
-    (typeof mocked === "string" && scriptedPlan({ text: mocked }, chatReq)) ||
+    (typeof mocked === "string" && scriptedAnswers({ text: mocked }, chatReq, count)) ||
     (mockScript.active &&
-      mockScript.plan([attempt.model.name, attempt.model.upstream_model], chatReq));
-  const plan = scripted || planOrRefuse(chatReq);
+      mockScript.answers([attempt.model.name, attempt.model.upstream_model], chatReq, count));
+  // Several answers (`n`) as providers give them: each its own words, all in the usage.
+  const answers =
+    scripted ||
+    Array.from({ length: count }, (_, i) =>
+      i === 0 ? planOrRefuse(chatReq) : planMockReply(chatReq, i),
+    );
+  const [plan] = answers;
   if (plan.directives.tool !== undefined && !plan.toolCalls?.length && asksForTool(chatReq)) {
     // Answering plain text would let a tool loop under test pass without ever calling a tool.
     throw new UnsupportedRequest(
@@ -63,18 +57,12 @@ export async function mockComplete(
   );
   const failure = mockFailure(plan, timing);
   if (failure) {
+    // A reason names the rejection whatever the status; a status alone means what a live
+    // provider's does.
     if (failure.reason)
       throw new UpstreamFailure("rejected", failure.status, failure.reason as ErrorCode);
-    if (failure.status === 429) throw new UpstreamFailure("rate_limited", 429);
-    // As a live provider's 401 (classify.ts failureOf): the key was refused, a provider failure.
-    if (failure.status === 401) throw new UpstreamFailure("unauthorized", 503);
-    if (failure.status >= 500) throw new UpstreamFailure("unavailable", failure.status);
-    throw new UpstreamFailure("rejected", failure.status, "upstream_rejected");
+    throw failureOf(failure.status, undefined, "", "upstream_rejected");
   }
-  // Several answers (`n`) as providers give them: each its own words, all in the usage.
-  const answers = Array.from({ length: answerCount(chatReq) }, (_, i) =>
-    i === 0 || scripted ? plan : planMockReply(chatReq, i),
-  );
   const id = `chatcmpl-${randomBytes(12).toString("base64url")}`;
   const created = Math.floor(Date.now() / 1000);
   const meter = new StreamMeter(() => plan.inputTokens);

@@ -19,6 +19,7 @@ import {
   mockJobMs,
   mockMediaPreamble,
   mockSpeechAudio,
+  unreadableEditUpload,
   unsupportedSpeechFormat,
 } from "./media-answers.js";
 import { renderTranscript } from "./transcript.js";
@@ -42,6 +43,7 @@ export const mockProvider: Provider = {
       const heard = hearUpload(file.bytes);
       return heard instanceof Error ? heard : undefined;
     },
+    edit: unreadableEditUpload,
   },
   complete: mockComplete,
 
@@ -72,6 +74,10 @@ export const mockProvider: Provider = {
 
   async imageEdit(_ctx, attempt, { prompt, size, images, mask, n, signal }) {
     await mockMediaPreamble(attempt.provider, prompt, signal);
+    asRouteStep(() => {
+      const refusal = unreadableEditUpload({ images, mask });
+      if (refusal) throw refusal;
+    });
     const first = images[0].bytes;
     const edited = Array.from({ length: n }, (_, i) =>
       mockImageEdit(first, i === 0 ? prompt : `${prompt}\n#${i + 1}`, size, mask?.bytes),

@@ -1,10 +1,12 @@
 import { providerOptions } from "../../../store/provider-options.js";
 import type { ProviderRow } from "../../../store/types.js";
 import { badRequest, type GatewayError } from "../../errors.js";
+import { MAX_IMAGE_SIDE, readPngSize, withinMaxSide } from "../../media/png.js";
 import { decodeWav } from "../../media/wav.js";
 import type { GoneSignal } from "../../time/gone-signal.js";
 import { sleep } from "../../time/sleep.js";
-import { UpstreamFailure } from "../../wire/upstream-failure.js";
+import { failureOf } from "../classify.js";
+import type { ImageEditRequest, UploadedFile } from "../provider.js";
 import {
   hearMockSpeech,
   isMockSpeechFormat,
@@ -54,11 +56,27 @@ export async function mockMediaPreamble(
   await sleep(options.latency_ms ?? 0, signal);
   const directive = /\[\[mock:fail=(\d{3})\]\]/.exec(prompt);
   const status = directive ? Number(directive[1]) : options.fail_status;
-  if (!status) return;
-  if (status === 429) throw new UpstreamFailure("rate_limited", 429);
-  if (status === 401) throw new UpstreamFailure("unauthorized", 503);
-  if (status >= 500) throw new UpstreamFailure("unavailable", status);
-  throw new UpstreamFailure("rejected", status, "invalid_request_error");
+  if (status) throw failureOf(status, undefined, "", "invalid_request_error");
+}
+
+/**
+ * The 400 for an edit whose image or mask is a PNG past the sides the mock draws: decoding it
+ * would take memory the upload's size does not bound. Undefined when the mock can read them.
+ */
+export function unreadableEditUpload(
+  req: Pick<ImageEditRequest, "images" | "mask">,
+): GatewayError | undefined {
+  const uploads: [string, UploadedFile][] = req.images.map((file) => ["image", file]);
+  if (req.mask) uploads.push(["mask", req.mask]);
+  for (const [field, file] of uploads) {
+    const size = readPngSize(file.bytes);
+    if (size && !withinMaxSide(size)) {
+      return badRequest(
+        `Invalid request: ${field}: the PNG is ${size.width}x${size.height} pixels; the mock provider reads pictures with sides up to ${MAX_IMAGE_SIDE} pixels.`,
+      );
+    }
+  }
+  return undefined;
 }
 
 /** `n` distinct pictures: the first is the prompt's own picture, the rest vary by index. */

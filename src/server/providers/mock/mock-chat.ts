@@ -150,7 +150,9 @@ export function planMockReply(req: ChatRequestLike, choice = 0): MockPlan {
       tools[0].function?.name ??
       "tool";
     const args = JSON.stringify(exampleArguments(tools.find((t) => t.function?.name === name)));
-    const id = `call_${digest(`${allText}|${name}`).slice(0, 24)}`;
+    // Each answer's call has an id of its own; the first's is that of a request with one answer.
+    const seed = choice === 0 ? allText : `${allText}#${choice}`;
+    const id = `call_${digest(`${seed}|${name}`).slice(0, 24)}`;
     return {
       text: () => "",
       pieces: function* () {},
