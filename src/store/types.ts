@@ -183,6 +183,21 @@ export type LedgerWrite =
     }
   | { kind: "resetPayg"; seq: number; accountId: string; start: number };
 
+export type SettleWrite = Extract<LedgerWrite, { kind: "settle" }>;
+
+/**
+ * A stream's charge should the gateway die before the stream settles: the settlement it would
+ * then get, made durable before the output it pays for goes out (a line of the settlement journal
+ * on SQLite; its `seq` is given when a start applies it).
+ */
+export interface DeliveryMark {
+  kind: "mark";
+  settle: SettleWrite;
+}
+
+/** A line of the settlement journal. */
+export type JournalLine = LedgerWrite | DeliveryMark;
+
 /** Columns of an account only the Ledger writes: its money and its PAYG state. */
 export const moneyColumns = [
   "balance_micro",
@@ -465,6 +480,8 @@ export interface LimitCounters {
 export interface LedgerRepository {
   /** The sequence number of the last journal line the database holds. */
   appliedSeq(): number;
+  /** The request log has the row of this request (found by its account and start): it was settled. */
+  isLogged(log: RequestLogValues): boolean;
   /** Counts a delivered answer's tokens against its free model's budget for the window. */
   addFreeTokens(model: string, windowSeconds: number, tokens: number, now: number): void;
   /** Delivered free-model requests of the account on a UTC day. */
@@ -500,8 +517,9 @@ export type PaymentRefusal =
 
 /**
  * A request's hold on its account, from admission until settlement. Holds live in memory: a
- * request that dies with the process was never answered, so forgetting its hold is releasing it.
- * (A job keeps its Reservation in its row and restores the hold at start-up.)
+ * request that dies with the process before any output was never answered, so forgetting its hold
+ * is releasing it; a stream that delivered output is charged by its delivery mark
+ * (`DeliveryMark`). (A job keeps its Reservation in its row and restores the hold at start-up.)
  */
 export interface Reservation {
   id: string;

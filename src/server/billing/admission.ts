@@ -7,6 +7,7 @@ import type {
   KeyWithAccount,
   ModelRow,
   ReserveInput,
+  SettleInput,
 } from "../../store/types.js";
 import { parseSubscription } from "../../store/types.js";
 import { mapFailure } from "../dispatch/dispatcher.js";
@@ -251,13 +252,8 @@ export interface Settlement {
   toolsOmitted?: string[];
 }
 
-export function settleAdmission(
-  services: AdmissionServices,
-  admission: Admission,
-  outcome: Settlement,
-  options: SettleOptions = {},
-): void {
-  const now = services.options.now();
+/** What the ledger is told of an outcome: its cost at the model's prices, and its counts. */
+function settleInput(admission: Admission, outcome: Settlement, now: number): SettleInput {
   const metered: Metered = {
     inputTokens: outcome.usage.input_tokens,
     outputTokens: outcome.usage.output_tokens,
@@ -265,22 +261,30 @@ export function settleAdmission(
   };
   const cost =
     outcome.model && !outcome.byokServed && !admission.free ? costMicro(outcome.model, metered) : 0;
-  const charged = services.ledger.settle(
-    admission.reservation,
-    {
-      status: outcome.status,
-      costMicro: cost,
-      inputTokens: metered.inputTokens,
-      outputTokens: metered.outputTokens,
-      providerId: outcome.providerId,
-      errorCode: outcome.errorCode ?? null,
-      delivered: outcome.delivered,
-      toolsOmitted: outcome.toolsOmitted,
-      byokServed: outcome.byokServed,
-      now,
-    },
-    options,
-  );
+  return {
+    status: outcome.status,
+    costMicro: cost,
+    inputTokens: metered.inputTokens,
+    outputTokens: metered.outputTokens,
+    providerId: outcome.providerId,
+    errorCode: outcome.errorCode ?? null,
+    delivered: outcome.delivered,
+    toolsOmitted: outcome.toolsOmitted,
+    byokServed: outcome.byokServed,
+    now,
+  };
+}
+
+export function settleAdmission(
+  services: AdmissionServices,
+  admission: Admission,
+  outcome: Settlement,
+  options: SettleOptions = {},
+): void {
+  const now = services.options.now();
+  const input = settleInput(admission, outcome, now);
+  const metered = { inputTokens: input.inputTokens, outputTokens: input.outputTokens };
+  const charged = services.ledger.settle(admission.reservation, input, options);
   const { trace } = admission;
   if (trace) {
     trace.costMicro = charged;
@@ -303,6 +307,38 @@ export function settleAdmission(
       now,
     );
   }
+}
+
+/** A stream's first mark covers this much output, however little its first piece has. */
+const firstCoveredTokens = 16;
+
+/**
+ * Keeps a stream's delivery mark (`Ledger.markDelivery`) ahead of what it delivers. Call the
+ * answer before each piece goes out, once the meter counts it, and wait for what it returns: when
+ * the piece takes the stream past what its mark covers, the mark moves to twice the output it
+ * covered (at least what is going out), so a stream is marked a few times, not at every piece, and
+ * a gateway that dies under it charges at least what its client received and at most about twice
+ * that, never past the hold.
+ */
+export function deliveryCover(
+  services: AdmissionServices,
+  admission: Admission,
+  usage: () => Usage,
+  outcome: (covered: Usage) => Settlement,
+): () => void | Promise<void> {
+  let input = -1;
+  let output = -1;
+  return () => {
+    const now = usage();
+    if (now.output_tokens <= output && now.input_tokens <= input) return;
+    input = Math.max(input, now.input_tokens);
+    output = Math.max(now.output_tokens, 2 * output, firstCoveredTokens);
+    const covered = { ...now, input_tokens: input, output_tokens: output };
+    return services.ledger.markDelivery(
+      admission.reservation,
+      settleInput(admission, outcome(covered), services.options.now()),
+    );
+  };
 }
 
 /** Settles a request that delivered its answer; resolves once the charge is committed, so the

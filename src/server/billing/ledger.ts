@@ -11,6 +11,7 @@ import {
   type ReserveInput,
   reservationOf,
   type SettleInput,
+  type SettleWrite,
 } from "../../store/types.js";
 import { GatewayError } from "../errors.js";
 import { Holds, type Reservation, windowStarts } from "./holds.js";
@@ -63,6 +64,13 @@ export interface Ledger {
    * Only a request that delivered output counts against allowances. Returns the charge.
    */
   settle(reservation: Reservation, input: SettleInput, options?: SettleOptions): number;
+  /**
+   * A stream is about to hand its client output that `input` pays for (with its input): made
+   * durable before that output goes out, so that a gateway that dies before the stream settles
+   * has it charged this much, never less than the client received (the next start applies it on
+   * SQLite, the reaper of a gateway that outlives it on Postgres). A promise: the output waits.
+   */
+  markDelivery(reservation: Reservation, input: SettleInput): void | Promise<void>;
   /** Resolves when everything settled so far is durable. */
   committed(): Promise<void>;
   /** This gateway's holds not yet released and the money they hold (read by /metrics). */
@@ -212,10 +220,38 @@ export class ProcessLedger implements Ledger {
     if (reservation.settled) return 0;
     reservation.settled = true;
     this.holds.release(reservation);
+    this.queue.unmark(reservation.id);
+    const write = this.settleWrite(reservation, input, this.queue.nextSeq());
+    if (options.writeNow) {
+      this.book.remember(write);
+      this.book.write(write);
+    } else this.queueWrite(write);
+    return write.charge;
+  }
+
+  /**
+   * A stream's charge should this process die before it settles: a line of the journal, which the
+   * next start applies as the stream's settlement (state `interrupted`) unless it settled.
+   */
+  markDelivery(reservation: Reservation, input: SettleInput): void {
+    if (reservation.settled) return;
+    const write = this.settleWrite(reservation, input, 0);
+    write.log[5] = "interrupted";
+    try {
+      this.queue.mark(write);
+    } catch (err) {
+      // A disk that refuses the mark refuses the output it would pay for.
+      if (this.storage.note(err)) throw this.storage.unavailable();
+      throw err;
+    }
+  }
+
+  /** The write that settles `reservation` as `input` says: charge, allowance counts, log row. */
+  private settleWrite(reservation: Reservation, input: SettleInput, seq: number): SettleWrite {
     const charge = input.delivered ? Math.min(input.costMicro, reservation.reservedMicro) : 0;
-    const write: LedgerWrite = {
+    return {
       kind: "settle",
-      seq: this.queue.nextSeq(),
+      seq,
       accountId: reservation.accountId,
       payment: reservation.payment,
       charge,
@@ -248,11 +284,6 @@ export class ProcessLedger implements Ledger {
         input.toolsOmitted ? JSON.stringify(input.toolsOmitted) : null,
       ],
     };
-    if (options.writeNow) {
-      this.book.remember(write);
-      this.book.write(write);
-    } else this.queueWrite(write);
-    return charge;
   }
 
   /** Shown in the cached state at once, committed with this turn's batch. */

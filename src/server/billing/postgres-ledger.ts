@@ -88,6 +88,17 @@ export class PostgresLedger implements Ledger {
     return charge;
   }
 
+  async markDelivery(reservation: Reservation, input: SettleInput): Promise<void> {
+    if (reservation.settled) return;
+    try {
+      await this.money.markDelivery(reservation, input);
+    } catch (err) {
+      // Out of reach: the output it would pay for does not go out.
+      if (this.noteStorageFailure(err)) throw storageUnavailable("unreachable");
+      throw err;
+    }
+  }
+
   private forget(reservation: Reservation): void {
     if (reservation.payment === "byok" || reservation.payment === "none") return;
     if (!this.open) return;

@@ -3,7 +3,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { SettlementJournal } from "../../store/sqlite/settlement-journal.js";
-import type { LedgerRepository, LedgerWrite } from "../../store/types.js";
+import type {
+  LedgerRepository,
+  LedgerWrite,
+  RequestLogValues,
+  SettleWrite,
+} from "../../store/types.js";
 import { SettlementQueue } from "./settlement-queue.js";
 import { StorageWatch } from "./storage-watch.js";
 
@@ -11,14 +16,20 @@ import { StorageWatch } from "./storage-watch.js";
 class Book {
   full = false;
   committed: number[] = [];
+  /** The request log's ids of the settlements committed. */
+  logged: string[] = [];
   commit(writes: readonly LedgerWrite[]): void {
     if (this.full) {
       throw Object.assign(new Error("database or disk is full"), { code: "SQLITE_FULL" });
     }
     this.committed.push(...writes.map((w) => w.seq));
+    for (const w of writes) if (w.kind === "settle") this.logged.push(w.log[0]);
   }
   appliedSeq(): number {
     return 0;
+  }
+  isLogged(log: RequestLogValues): boolean {
+    return this.logged.includes(log[0]);
   }
   reload(): void {}
   probe(): void {}
@@ -29,11 +40,13 @@ afterEach(() => {
   for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
 
-function queueOn(book: Book): { queue: SettlementQueue; journal: string } {
-  const dir = mkdtempSync(join(tmpdir(), "settlement-queue-"));
-  dirs.push(dir);
+function queueOn(book: Book, dir?: string): { queue: SettlementQueue; journal: string } {
+  if (!dir) {
+    dir = mkdtempSync(join(tmpdir(), "settlement-queue-"));
+    dirs.push(dir);
+  }
   const db = join(dir, "gateway.db");
-  writeFileSync(db, "");
+  writeFileSync(db, "", { flag: "a" });
   const storage = new StorageWatch(db, () => {});
   const queue = new SettlementQueue(
     book as unknown as LedgerRepository,
@@ -51,7 +64,61 @@ const write = (seq: number): LedgerWrite => ({
   start: 0,
 });
 
+/** A stream's delivery mark: the settlement it gets should the process die first. */
+const mark = (id: string, toolsOmitted: string | null = null): SettleWrite => ({
+  kind: "settle",
+  seq: 0,
+  accountId: "acct",
+  payment: "balance",
+  charge: 5,
+  paygWindow: null,
+  freeDay: null,
+  windows: [],
+  log: [
+    id,
+    "acct",
+    null,
+    "chat.completions",
+    "m",
+    "interrupted",
+    "balance",
+    null,
+    10,
+    5,
+    1,
+    16,
+    200,
+    null,
+    "p",
+    1,
+    0,
+    0,
+    toolsOmitted,
+  ],
+});
+
 describe("the settlement queue", () => {
+  it("keeps the marks of streams in flight when the journal starts over, and a start applies them once", () => {
+    const book = new Book();
+    const dir = mkdtempSync(join(tmpdir(), "settlement-queue-"));
+    dirs.push(dir);
+    const { queue, journal } = queueOn(book, dir);
+    // A settled stream's mark large enough that the next commit starts the journal over.
+    queue.mark(mark("req_settled", "x".repeat(1024 * 1024)));
+    queue.mark(mark("req_open"));
+    queue.unmark("req_settled");
+    queue.enqueue(write(queue.nextSeq()));
+    queue.flush();
+    expect(SettlementJournal.read(journal)).toEqual([{ kind: "mark", settle: mark("req_open") }]);
+
+    // The process dies: the next start settles the open stream as its mark says, once.
+    const restarted = new Book();
+    queueOn(restarted, dir);
+    expect(restarted.logged).toEqual(["req_open"]);
+    queueOn(restarted, dir);
+    expect(restarted.logged).toEqual(["req_open"]);
+  });
+
   it("answers a request waiting for the batch once a request alone journals its write, and keeps that write when the batch fails", async () => {
     const book = new Book();
     const { queue, journal } = queueOn(book);
@@ -61,7 +128,7 @@ describe("the settlement queue", () => {
     // ... when another settles alone in the same turn: its journal line holds both writes.
     queue.enqueue(write(queue.nextSeq()));
     await expect(queue.committed(true)).resolves.toBeUndefined();
-    expect(SettlementJournal.read(journal).map((w) => w.seq)).toEqual([1, 2]);
+    expect(SettlementJournal.read(journal).map((w) => w.kind !== "mark" && w.seq)).toEqual([1, 2]);
     // The disk fills before the batch commits: the waiting request was answered from the
     // journal, so its charge must land later, not be refused now and charged anyway.
     book.full = true;

@@ -1,5 +1,5 @@
 import { journalFileOf, SettlementJournal } from "../../store/sqlite/settlement-journal.js";
-import type { LedgerRepository, LedgerWrite } from "../../store/types.js";
+import type { LedgerRepository, LedgerWrite, SettleWrite } from "../../store/types.js";
 import { GatewayError } from "../errors.js";
 import type { StorageWatch } from "./storage-watch.js";
 
@@ -23,7 +23,8 @@ export const defaultJournaledWaitMs = 250;
  * with writes not in the journal (a request that was not alone), `journaledBatch` of them, or
  * `defaultJournaledWaitMs`, whichever comes first; anything that reads the database past the caches
  * (the request log, a reload) lands them first (`Store.onQueuedWrites`). A start applies journal
- * lines the database does not hold yet, exactly once.
+ * lines the database does not hold yet, exactly once. The journal also keeps the delivery marks of
+ * streams in flight (`mark`), written again whenever the file starts over, until they settle.
  */
 export class SettlementQueue {
   private queue: LedgerWrite[] = [];
@@ -37,6 +38,8 @@ export class SettlementQueue {
   private flushTimer: NodeJS.Immediate | undefined;
   /** The one timer that lands writes waiting in the journal. */
   private journaledTimer: NodeJS.Timeout | undefined;
+  /** The journal lines of the delivery marks of streams not yet settled, by request id. */
+  private readonly marks = new Map<string, string>();
 
   constructor(
     private readonly book: LedgerRepository,
@@ -54,13 +57,47 @@ export class SettlementQueue {
     }
   }
 
-  /** Settlements a crash left in the journal only: applied now, in order, each once. */
+  /**
+   * Settlements a crash left in the journal only: applied now, in order, each once. Then the
+   * streams the crash cut off: each is settled as its last delivery mark says, unless its
+   * settlement is in the journal or the database already.
+   */
   private recover(path: string): void {
-    const pending = SettlementJournal.read(path).filter((write) => write.seq > this.seq);
-    if (pending.length === 0) return;
-    this.book.commit(pending);
-    this.seq = pending[pending.length - 1].seq;
+    const writes: LedgerWrite[] = [];
+    const marks = new Map<string, SettleWrite>();
+    const settled = new Set<string>();
+    for (const line of SettlementJournal.read(path)) {
+      if (line.kind === "mark") {
+        marks.set(line.settle.log[0], line.settle);
+        continue;
+      }
+      if (line.kind === "settle") settled.add(line.log[0]);
+      if (line.seq > this.seq) writes.push(line);
+    }
+    if (writes.length > 0) this.seq = writes[writes.length - 1].seq;
+    for (const [id, settle] of marks) {
+      if (settled.has(id) || this.book.isLogged(settle.log)) continue;
+      writes.push({ ...settle, seq: ++this.seq });
+    }
+    if (writes.length === 0) return;
+    this.book.commit(writes);
     this.book.reload();
+  }
+
+  /**
+   * Makes a stream's delivery mark durable (it replaces the stream's earlier one), or throws. A
+   * database in memory has nothing to outlive.
+   */
+  mark(settle: SettleWrite): void {
+    if (!this.journal) return;
+    const line = `${JSON.stringify({ kind: "mark", settle })}\n`;
+    this.journal.append(line);
+    this.marks.set(settle.log[0], line);
+  }
+
+  /** The stream settled: its mark need not outlive the journal's next start over. */
+  unmark(id: string): void {
+    this.marks.delete(id);
   }
 
   /** The sequence number of the next write. */
@@ -144,7 +181,7 @@ export class SettlementQueue {
       for (const waiter of waiters) waiter.reject(err);
       throw err;
     }
-    this.journal?.applied();
+    this.journal?.applied(() => [...this.marks.values()].join(""));
     // Writes that failed once were missing from the rows read again meanwhile.
     if (this.stale) {
       this.stale = false;

@@ -23,6 +23,11 @@ export interface SseStream {
   errorEvent: (err: unknown) => string;
   /** The route's closing event (`data: [DONE]`, `message_stop`, `response.completed`). */
   isClosingEvent: (piece: StreamPiece) => boolean;
+  /**
+   * Called before each piece goes out: a promise when the piece must wait for it (the stream's
+   * charge made durable ahead of what it delivers, `deliveryCover`).
+   */
+  beforePiece: () => void | Promise<void>;
   onEnd: (end: StreamEnd) => void;
   /**
    * Resolves once what `onEnd` recorded is durable. A stream that ends cleanly sends its closing
@@ -114,6 +119,8 @@ async function pump(sink: Sink, stream: SseStream, firstWritten: () => void): Pr
       }
       if (closing) sink.write(closing);
       closing = undefined;
+      const covering = stream.beforePiece();
+      if (covering instanceof Promise) await covering;
       const keptUp = sink.write(piece);
       if (!delivered) firstWritten();
       delivered = true;

@@ -3,6 +3,7 @@ import { z } from "zod";
 import type { ModelRow, ProviderRow } from "../../store/types.js";
 import {
   admit,
+  deliveryCover,
   type Settlement,
   settleAdmission,
   settleDelivered,
@@ -272,6 +273,9 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
           return cut ? failureEvent(req, cut) : streamErrorEvent(style, message, { code });
         },
         isClosingEvent: closingEvents[style],
+        beforePiece: deliveryCover(services, admission, result.usage, (covered) =>
+          settlement(covered, true),
+        ),
         recorded: () => services.ledger.committed(),
         onEnd: (end) => {
           unwatch?.();

@@ -221,8 +221,15 @@ export class StreamMeter {
   private finishSeen = false;
   private deltas = 0;
   private chars = 0;
+  private inputEstimate: number | undefined;
 
-  constructor(private readonly estimateInput: () => number) {}
+  constructor(private readonly estimate: () => number) {}
+
+  /** The input's estimate, made once: a stream's delivery marks read the bill again and again. */
+  private estimateInput(): number {
+    this.inputEstimate ??= this.estimate();
+    return this.inputEstimate;
+  }
 
   /** Output of `chars` characters handed to the client. */
   delivered(chars: number): void {

@@ -235,6 +235,7 @@ export const postgresFunctions: string[] = [
   BEGIN
     PERFORM 1 FROM accounts WHERE id = (SELECT account_id FROM holds WHERE id = p_hold)
     FOR NO KEY UPDATE;
+    DELETE FROM deliveries WHERE id = p_hold;
     DELETE FROM holds WHERE id = p_hold RETURNING * INTO h;
     IF NOT FOUND THEN
       RETURN NULL;
@@ -252,13 +253,19 @@ export const postgresFunctions: string[] = [
   END $$;
   `,
   `
-  -- A hold given back without a request to record (a refusal after admission, the reaper).
+  -- A hold given back without a request to record (a refusal after admission, the reaper). A
+  -- stream's hold that delivered output (it has a delivery mark) is settled as its mark says.
   CREATE OR REPLACE FUNCTION gateway_release(p_hold text) RETURNS boolean LANGUAGE plpgsql AS $$
   DECLARE
     h holds%ROWTYPE;
   BEGIN
     PERFORM 1 FROM accounts WHERE id = (SELECT account_id FROM holds WHERE id = p_hold)
     FOR NO KEY UPDATE;
+    IF EXISTS (SELECT 1 FROM deliveries WHERE id = p_hold) THEN
+      IF gateway_settle_interrupted(p_hold) THEN
+        RETURN true;
+      END IF;
+    END IF;
     DELETE FROM holds WHERE id = p_hold RETURNING * INTO h;
     IF NOT FOUND THEN
       RETURN false;
@@ -354,13 +361,16 @@ export const postgresFunctions: string[] = [
   END $$;
   `,
   `
-  -- The lease of a gateway that died: its money goes back to its account.
+  -- The lease of a gateway that died: its money goes back to its account, once the streams it
+  -- paid for that delivered output are charged as their delivery marks say.
   CREATE OR REPLACE FUNCTION gateway_lease_reap(p_instance text, p_account text)
   RETURNS boolean LANGUAGE plpgsql AS $$
   DECLARE
     leased bigint;
   BEGIN
     PERFORM 1 FROM accounts WHERE id = p_account FOR NO KEY UPDATE;
+    PERFORM gateway_settle_interrupted(id) FROM deliveries
+    WHERE instance_id = p_instance AND account_id = p_account;
     DELETE FROM leases WHERE instance_id = p_instance AND account_id = p_account
     RETURNING money_micro INTO leased;
     IF NOT FOUND THEN
@@ -505,6 +515,7 @@ export const postgresFunctions: string[] = [
     back bigint;
   BEGIN
     SELECT balance_micro INTO balance FROM accounts WHERE id = p_account FOR NO KEY UPDATE;
+    DELETE FROM deliveries WHERE id = p_id;
     SELECT money_micro INTO leased FROM leases
     WHERE instance_id = p_instance AND account_id = p_account FOR UPDATE;
     IF leased IS NULL OR balance IS NULL THEN
@@ -561,6 +572,7 @@ export const postgresFunctions: string[] = [
           s.status, s.error_code, s.provider_id, s.stream, s.created_at, s.now, s.tools_omitted,
           s.logged_payment);
       ELSIF s.payment IN ('byok', 'none') THEN
+        DELETE FROM deliveries WHERE id = s.id;
         INSERT INTO request_log (id, account_id, key_id, endpoint, model, state, payment,
           payment_ref, reserved_micro, cost_micro, input_tokens, output_tokens, status, error_code,
           provider_id, stream, created_at, finished_at, tools_omitted)
@@ -632,6 +644,26 @@ export const postgresFunctions: string[] = [
       lease_count := 0;
     END IF;
     RETURN NEXT;
+  END $$;
+  `,
+  `
+  -- A stream whose gateway died before it settled: settled as its last delivery mark says (what
+  -- it had delivered, at least), from its hold, its gateway's lease, or nothing held (its own
+  -- provider key), and logged as interrupted. False when it was settled already.
+  CREATE OR REPLACE FUNCTION gateway_settle_interrupted(p_id text) RETURNS boolean
+  LANGUAGE plpgsql AS $$
+  DECLARE
+    d deliveries%ROWTYPE;
+  BEGIN
+    PERFORM 1 FROM accounts WHERE id = (SELECT account_id FROM deliveries WHERE id = p_id)
+    FOR NO KEY UPDATE;
+    DELETE FROM deliveries WHERE id = p_id RETURNING * INTO d;
+    IF NOT FOUND OR EXISTS (SELECT 1 FROM request_log WHERE id = p_id) THEN
+      RETURN false;
+    END IF;
+    PERFORM * FROM gateway_settle_all(jsonb_build_array(d.settlement));
+    UPDATE request_log SET state = 'interrupted' WHERE id = p_id AND state = 'settled';
+    RETURN FOUND;
   END $$;
   `,
 ];

@@ -114,6 +114,7 @@ describe("postgres migrations", () => {
       ]);
     }
     expect([...postgresTables.keys()].filter((table) => !sqliteTables.includes(table))).toEqual([
+      "deliveries",
       "holds",
       "instances",
       "leases",

@@ -468,6 +468,21 @@ export const postgresMigrations: MigrationStep[] = [
     text, text, text, bigint, bigint, integer, text, text, integer, bigint, bigint, text);
   `,
   },
+  {
+    // A stream's delivery mark: the settlement it gets should its gateway die before it settles,
+    // written before the output it pays for goes out (PostgresMoney.markDelivery); its settlement
+    // deletes it, a reaper settles it (gateway_settle_interrupted).
+    id: "delivery-marks",
+    sql: `
+  CREATE TABLE deliveries (
+    id text PRIMARY KEY,
+    instance_id text NOT NULL,
+    account_id text NOT NULL,
+    settlement jsonb NOT NULL
+  );
+  CREATE INDEX deliveries_instance ON deliveries(instance_id);
+  `,
+  },
 ];
 
 /** The trigger function that refuses a provider row naming a wire not in `wires`. */

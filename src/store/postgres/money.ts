@@ -108,10 +108,13 @@ const settleStatement = `SELECT gateway_settle($1, $2, $3, $4, $5, $6, $7, $8, $
 const settleLeasedStatement = `SELECT gateway_settle_leased($1, $2, $3, $4, $5, $6, $7, $8, $9,
   $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20) AS charge`;
 const settleAllStatement = "SELECT position, charge FROM gateway_settle_all($1::jsonb)";
-const logStatement = `INSERT INTO request_log (id, account_id, key_id, endpoint, model, state,
+const logStatement = `WITH marked AS (DELETE FROM deliveries WHERE id = $1)
+  INSERT INTO request_log (id, account_id, key_id, endpoint, model, state,
   payment, payment_ref, reserved_micro, cost_micro, input_tokens, output_tokens, status,
   error_code, provider_id, stream, created_at, finished_at, tools_omitted)
   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, 0, $9, $10, $11, $12, $13, $14, $15, $16, $17)`;
+const markStatement = `INSERT INTO deliveries (id, instance_id, account_id, settlement)
+  VALUES ($1, $2, $3, $4::jsonb) ON CONFLICT (id) DO UPDATE SET settlement = excluded.settlement`;
 
 interface Queued<Result> {
   resolve(result: Result): void;
@@ -349,6 +352,20 @@ export class PostgresMoney {
       name: "gateway_reap_instances",
       text: "DELETE FROM instances WHERE lease_until < gateway_now_ms()",
     });
+    // First the streams a dead gateway cut off: each is charged what its delivery mark says
+    // before its hold or its gateway's lease goes back.
+    const marked = await this.pool.query<{ id: string }>({
+      name: "gateway_reap_deliveries",
+      text: `SELECT id FROM deliveries
+        WHERE NOT EXISTS (SELECT 1 FROM instances WHERE instances.id = deliveries.instance_id)`,
+    });
+    for (const { id } of marked.rows) {
+      await this.pool.query({
+        name: "gateway_settle_interrupted",
+        text: "SELECT gateway_settle_interrupted($1)",
+        values: [id],
+      });
+    }
     const orphans = await this.pool.query<{ id: string }>({
       name: "gateway_reap_holds",
       text: `SELECT id FROM holds
@@ -480,6 +497,27 @@ export class PostgresMoney {
     }
     if (lease) leases?.settled(r, charge);
     return charge ?? 0;
+  }
+
+  /**
+   * A stream's delivery mark (see `Ledger.markDelivery`): the settlement `input` describes, kept
+   * in the database until the stream settles, for a reaper to apply should this gateway die first.
+   * One admitted from this gateway's lease is charged from the lease, as its settlement would be.
+   */
+  async markDelivery(r: Reservation, input: SettleInput): Promise<void> {
+    const lease: LeasedSettlement | undefined = this.leases?.isLeased(r)
+      ? { leased: true, stopped: false, instance_id: this.instanceId, reserved: r.reservedMicro }
+      : undefined;
+    await this.pool.query({
+      name: "gateway_mark_delivery",
+      text: markStatement,
+      values: [
+        r.id,
+        this.instanceId,
+        r.accountId,
+        JSON.stringify(settlementRow({ reservation: r, input, lease }, 0)),
+      ],
+    });
   }
 
   private async settleAll(batch: QueuedSettlement[]): Promise<Map<number, number | null>> {
@@ -642,7 +680,10 @@ export class PostgresMoney {
 }
 
 /** One settlement as `gateway_settle_all` reads it; `position` names its answer. */
-function settlementRow({ reservation: r, input, lease }: QueuedSettlement, position: number) {
+function settlementRow(
+  { reservation: r, input, lease }: Pick<QueuedSettlement, "reservation" | "input" | "lease">,
+  position: number,
+) {
   return {
     position,
     id: r.id,

@@ -6,6 +6,7 @@ import {
   moneyColumns,
   pickColumns,
   profileColumns,
+  type RequestLogValues,
 } from "../types.js";
 import { freeTokenWindowStart } from "../usage-rows.js";
 import type { SqliteAccounts } from "./accounts.js";
@@ -39,6 +40,11 @@ export class SqliteLedger implements LedgerRepository {
 
   appliedSeq(): number {
     return (this.statements.appliedSeq.get() as { applied_seq: number }).applied_seq;
+  }
+
+  isLogged(log: RequestLogValues): boolean {
+    const [id, accountId] = log;
+    return this.statements.logged.get(accountId, log[16], id) !== undefined;
   }
 
   freeUsed(accountId: string, day: string): number {
@@ -233,6 +239,10 @@ function prepare(db: DB) {
          reserved_micro, cost_micro, input_tokens, output_tokens, status, error_code, provider_id,
          stream, created_at, finished_at, tools_omitted)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    ),
+    // The log has no index on its id (see migration 2): its account and start time find the row.
+    logged: statement(
+      "SELECT 1 FROM request_log WHERE account_id = ? AND created_at = ? AND id = ?",
     ),
     appliedSeq: statement("SELECT applied_seq FROM ledger_journal WHERE id = 1"),
     setAppliedSeq: statement("UPDATE ledger_journal SET applied_seq = ? WHERE id = 1"),

@@ -1,6 +1,6 @@
 import { closeSync, existsSync, fstatSync, ftruncateSync, readFileSync, writeSync } from "node:fs";
 import { openPrivateFile } from "../private-files.js";
-import type { LedgerWrite } from "../types.js";
+import type { JournalLine } from "../types.js";
 
 /** Truncated once everything in it is in SQLite and it has grown past this. */
 const truncateAtBytes = 1024 * 1024;
@@ -26,13 +26,13 @@ export class SettlementJournal {
   }
 
   /** The records written before a crash, in order; a torn last line is dropped. */
-  static read(path: string): LedgerWrite[] {
+  static read(path: string): JournalLine[] {
     if (!existsSync(path)) return [];
-    const records: LedgerWrite[] = [];
+    const records: JournalLine[] = [];
     for (const line of readFileSync(path, "utf8").split("\n")) {
       if (line === "") continue;
       try {
-        records.push(JSON.parse(line) as LedgerWrite);
+        records.push(JSON.parse(line) as JournalLine);
       } catch {
         break;
       }
@@ -53,11 +53,22 @@ export class SettlementJournal {
     this.size += written;
   }
 
-  /** Everything appended so far has been applied to the database. */
-  applied(): void {
+  /**
+   * Everything appended so far has been applied to the database, but for `open`: lines (the
+   * delivery marks of streams still running) that are written again when the file starts over.
+   */
+  applied(open: () => string): void {
     if (this.size < truncateAtBytes) return;
     ftruncateSync(this.fd, 0);
     this.size = 0;
+    const lines = open();
+    if (lines === "") return;
+    try {
+      this.append(lines);
+    } catch (err) {
+      // A full disk: those streams are charged by their settlements alone, as before any mark.
+      console.error(`settlement journal: ${(err as Error).message}`);
+    }
   }
 
   /** At start-up, after the records have been applied. */
