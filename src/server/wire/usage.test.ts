@@ -43,8 +43,9 @@ describe("usage", () => {
       prompt_tokens: 123,
       completion_tokens: 7,
       total_tokens: 130,
-      prompt_tokens_details: { cached_tokens: 100 },
+      prompt_tokens_details: { cached_tokens: 100, cache_write_tokens: 20 },
     });
+    expect(usageFromChat(toChatUsage(usage))).toEqual(usage);
     const anthropic = toAnthropicUsage(usage);
     expect(anthropic).toEqual({
       input_tokens: 3,

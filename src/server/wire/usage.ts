@@ -125,6 +125,8 @@ export function usageFromChat(respOrChunk: unknown): Usage {
   };
   const cached = count(details?.cached_tokens);
   if (cached > 0) result.cache_read_input_tokens = cached;
+  const written = count(details?.cache_write_tokens);
+  if (written > 0) result.cache_creation_input_tokens = written;
   const reasoning = count(asRecord(usage.completion_tokens_details)?.reasoning_tokens);
   if (reasoning > 0) result.reasoning_tokens = reasoning;
   return result;
@@ -161,7 +163,13 @@ export function toChatUsage(usage: Usage): ChatUsage {
     prompt_tokens: usage.input_tokens,
     completion_tokens: usage.output_tokens,
     total_tokens: usage.input_tokens + usage.output_tokens,
-    prompt_tokens_details: { cached_tokens: usage.cache_read_input_tokens ?? 0 },
+    prompt_tokens_details: {
+      cached_tokens: usage.cache_read_input_tokens ?? 0,
+      // OpenAI's name for Anthropic's cache creation; left out where nothing was written.
+      ...(usage.cache_creation_input_tokens
+        ? { cache_write_tokens: usage.cache_creation_input_tokens }
+        : {}),
+    },
   };
   if (usage.reasoning_tokens)
     out.completion_tokens_details = { reasoning_tokens: usage.reasoning_tokens };

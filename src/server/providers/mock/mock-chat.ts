@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import { estimateTokens, estimateTokensOfLength } from "../../wire/usage.js";
+import { exampleOf } from "./schema-example.js";
 
 /**
  * The built-in `mock` provider's chat engine: deterministic, offline, with realistic token counts.
@@ -40,6 +41,7 @@ export interface ChatRequestLike {
   tool_choice?: unknown;
   max_tokens?: unknown;
   max_completion_tokens?: unknown;
+  response_format?: unknown;
   stream_options?: { include_usage?: boolean };
 }
 
@@ -149,7 +151,9 @@ export function planMockReply(req: ChatRequestLike, choice = 0): MockPlan {
       (typeof directives.tool === "string" ? directives.tool : undefined) ??
       tools[0].function?.name ??
       "tool";
-    const args = JSON.stringify(exampleArguments(tools.find((t) => t.function?.name === name)));
+    const example = exampleOf(tools.find((t) => t.function?.name === name)?.function?.parameters);
+    // Arguments are an object whatever the declared parameters say.
+    const args = JSON.stringify(example && typeof example === "object" ? example : {});
     // Each answer's call has an id of its own; the first's is that of a request with one answer.
     const seed = choice === 0 ? allText : `${allText}#${choice}`;
     const id = `call_${digest(`${seed}|${name}`).slice(0, 24)}`;
@@ -172,13 +176,16 @@ export function planMockReply(req: ChatRequestLike, choice = 0): MockPlan {
   const lead = toolResult
     ? `Tool result received: ${toolResult}.`
     : `Mock reply to: ${snippet || "(empty prompt)"}.`;
-  const reply = new MockWords(
-    lead,
-    directives.words ?? 12,
-    createHash("sha256")
-      .update(choice === 0 ? allText : `${allText}#${choice}`)
-      .digest(),
-  );
+  const json = structuredAnswer(req.response_format, lead);
+  const reply = json
+    ? new FixedText(json)
+    : new MockWords(
+        lead,
+        directives.words ?? 12,
+        createHash("sha256")
+          .update(choice === 0 ? allText : `${allText}#${choice}`)
+          .digest(),
+      );
   let length = reply.length();
   let outputTokens = estimateTokensOfLength(length);
   let finishReason: MockPlan["finishReason"] = "stop";
@@ -198,6 +205,32 @@ export function planMockReply(req: ChatRequestLike, choice = 0): MockPlan {
 }
 
 const wordPattern = /\S+\s*/g;
+
+/**
+ * The answer a structured output asks for, as a real model in strict mode gives it: JSON its
+ * `json_schema` accepts, or for `json_object` a JSON object; undefined for plain text.
+ */
+function structuredAnswer(format: unknown, lead: string): string | undefined {
+  if (!format || typeof format !== "object") return undefined;
+  const { type, json_schema } = format as { type?: unknown; json_schema?: { schema?: unknown } };
+  if (type === "json_schema") return JSON.stringify(exampleOf(json_schema?.schema ?? {}));
+  if (type === "json_object") return JSON.stringify({ reply: lead });
+  return undefined;
+}
+
+/** A reply given whole (structured output), cut into pieces of a few characters to stream. */
+class FixedText {
+  constructor(private readonly text: string) {}
+
+  length(): number {
+    return this.text.length;
+  }
+
+  *pieces(limit: number): Generator<string> {
+    const text = this.text.slice(0, limit);
+    for (let i = 0; i < text.length; i += 8) yield text.slice(i, i + 8);
+  }
+}
 
 /** A reply whose text is given whole (a scripted one), in the plan's two forms. */
 export function fixedText(text: string): Pick<MockPlan, "text" | "pieces"> {
@@ -257,24 +290,6 @@ function forcedToolName(choice: unknown, tools: ChatTool[]): string | undefined 
     if (named) return named;
   }
   return undefined;
-}
-
-/** Fills each required property of a JSON schema with a plausible value of its type. */
-function exampleArguments(tool: ChatTool | undefined): Record<string, unknown> {
-  const schema = tool?.function?.parameters as
-    | { properties?: Record<string, { type?: string; enum?: unknown[] }>; required?: string[] }
-    | undefined;
-  const out: Record<string, unknown> = {};
-  for (const [key, prop] of Object.entries(schema?.properties ?? {})) {
-    if (schema?.required && !schema.required.includes(key)) continue;
-    if (prop.enum?.length) out[key] = prop.enum[0];
-    else if (prop.type === "number" || prop.type === "integer") out[key] = 42;
-    else if (prop.type === "boolean") out[key] = true;
-    else if (prop.type === "array") out[key] = [];
-    else if (prop.type === "object") out[key] = {};
-    else out[key] = `example ${key}`;
-  }
-  return out;
 }
 
 function digest(text: string): string {
