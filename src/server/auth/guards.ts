@@ -14,7 +14,7 @@ import { clientIp, type ForwardingOptions, nodeIncoming, requestHeader } from ".
 import { traceOf } from "../http/request-trace.js";
 import type { Access, Method } from "../http/route-row.js";
 import { markStage } from "../http/stages.js";
-import type { SharedKeyLimiter } from "../limits/shared-key.js";
+import { type SharedKeyLimiter, sharedKeyIpRefusal } from "../limits/shared-key.js";
 import { OwnerSessions, requireOwnerSession } from "./owner-session.js";
 
 /**
@@ -162,8 +162,7 @@ export function accessGuards(
   };
 
   const sharedCaller = (c: Context<AppEnv>, key: KeyWithAccount, admitted: boolean): undefined => {
-    if (!admitted)
-      throw new PlainTextError(429, "too many requests, try again shortly", "shared_key_ip_limit");
+    if (!admitted) throw sharedKeyIpRefusal();
     return keyCaller(c, key);
   };
 

@@ -1,9 +1,16 @@
 import { andThen, type LimitCounters, type MaybeAsync } from "../../store/types.js";
+import { PlainTextError } from "../errors.js";
 import { MemoryCounters, minuteMs as minute } from "./window-counter.js";
 
 export const sharedKeyPerIpPerMinute = 30;
 /** Share of the owner's per-minute limit that all holders of one shared key may use together. */
 const sharedKeyAccountShare = 0.5;
+
+/** The answer to a shared key's request over its address's limit (the spec's text, not JSON). */
+export const sharedKeyIpRefusal = () =>
+  new PlainTextError(429, "too many requests, try again shortly", "shared_key_ip_limit");
+
+const ipCounter = (keyId: string, ip: string) => `shared-ip|${keyId}|${ip}`;
 
 /**
  * Shared keys' own limits, counted in `counters` (memory, or the database several gateways
@@ -14,9 +21,25 @@ export class SharedKeyLimiter {
 
   admitIp(keyId: string, ip: string, now: number): MaybeAsync<boolean> {
     return andThen(
-      this.counters.take(`shared-ip|${keyId}|${ip}`, sharedKeyPerIpPerMinute, minute, now),
+      this.counters.take(ipCounter(keyId, ip), sharedKeyPerIpPerMinute, minute, now),
       (count) => count !== null,
     );
+  }
+
+  /**
+   * The `further` requests that came in one HTTP request `admitIp` admitted (a JSON-RPC batch to
+   * /mcp): all of them, or none; then the HTTP request's own count is given back too, as a
+   * refused request counts nothing.
+   */
+  async admitIpFurther(keyId: string, ip: string, further: number, now: number): Promise<boolean> {
+    const counter = ipCounter(keyId, ip);
+    for (let taken = 0; taken < further; taken++) {
+      if ((await this.counters.take(counter, sharedKeyPerIpPerMinute, minute, now)) === null) {
+        for (let i = 0; i <= taken; i++) await this.counters.giveBack(counter, minute, now);
+        return false;
+      }
+    }
+    return true;
   }
 
   /** Paces the key as a whole so sharers cannot exhaust the owner's account limit. */

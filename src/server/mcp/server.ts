@@ -7,7 +7,13 @@ import {
 } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import { packageVersion } from "../../version.js";
-import { type GatewayTool, gatewayTools, runTool, type ToolCaller } from "./tools.js";
+import {
+  type GatewayTool,
+  gatewayTools,
+  refusalOutput,
+  runTool,
+  type ToolCaller,
+} from "./tools.js";
 
 const instructions =
   "Model Gateway: the gateway's own models as tools, on the same key and account as its /v1 API. " +
@@ -22,9 +28,17 @@ const listed = gatewayTools.map((tool) => ({
   title: tool.title,
   description: tool.description,
   inputSchema: jsonSchema(tool.input),
-  ...(tool.output ? { outputSchema: jsonSchema(tool.output) } : {}),
+  ...(tool.output ? { outputSchema: jsonSchema(z.union([tool.output, refusalOutput])) } : {}),
 }));
 const byName = new Map<string, GatewayTool>(gatewayTools.map((tool) => [tool.name, tool]));
+
+/**
+ * `tools/call` with its params unchecked, as the handler is registered: the protocol layer parses
+ * a request with the schema it was registered with before anything else, and a failure there is
+ * answered as an internal error (-32603); the server's own check of `CallToolRequestSchema`, which
+ * runs next, answers the client's mistake as what it is, Invalid params (-32602).
+ */
+const toolsCall = z.object({ method: z.literal("tools/call"), params: z.unknown().optional() });
 
 function jsonSchema(schema: z.ZodType): { type: "object"; [field: string]: unknown } {
   const { $schema: _, ...rest } = z.toJSONSchema(schema, { io: "input" }) as Record<
@@ -54,7 +68,9 @@ export function gatewayMcpServer(
     { capabilities: { tools: {} }, instructions },
   );
   mcp.server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: listed }));
-  mcp.server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
+  mcp.server.setRequestHandler(toolsCall, async (unchecked, extra) => {
+    // Checked by the server before this handler runs.
+    const request = CallToolRequestSchema.parse(unchecked);
     const tool = byName.get(request.params.name);
     if (!tool) {
       throw new McpError(

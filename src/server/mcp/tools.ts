@@ -43,7 +43,7 @@ export interface GatewayTool {
   title: string;
   description: string;
   input: z.ZodType<Record<string, unknown>>;
-  /** The shape of `structuredContent`, for the tools that give one. */
+  /** The shape of `structuredContent` when the call succeeds, for the tools that give one. */
   output?: z.ZodType<Record<string, unknown>>;
   run(args: Record<string, unknown>, caller: ToolCaller): Promise<ToolResult>;
 }
@@ -95,6 +95,20 @@ function refusal(answer: LoopbackAnswer): ToolResult {
     isError: true,
   };
 }
+
+/**
+ * What a refusal puts in `structuredContent` (`refusal`), whichever the tool: a tool's declared
+ * output schema has it as its alternative, as an SDK client checks an error's structured content
+ * against that schema too.
+ */
+export const refusalOutput = z.object({
+  error: z.object({
+    status: z.number().int(),
+    code: z.string().optional(),
+    message: z.string(),
+    retry_after_seconds: z.number().optional(),
+  }),
+});
 
 function json(answer: LoopbackAnswer): Record<string, unknown> {
   return JSON.parse(answer.body.toString("utf8")) as Record<string, unknown>;

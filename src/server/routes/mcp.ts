@@ -1,11 +1,14 @@
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
+import { ErrorCode, SUPPORTED_PROTOCOL_VERSIONS } from "@modelcontextprotocol/sdk/types.js";
+import type { Context } from "hono";
 import { presentedKey } from "../auth/guards.js";
 import type { Services } from "../compose/services.js";
 import { readBody } from "../http/body.js";
 import { clientGone } from "../http/client-signal.js";
-import type { Handler } from "../http/context.js";
+import type { AppEnv, Handler } from "../http/context.js";
 import type { Loopback } from "../http/loopback.js";
 import { clientIp, gatewayUrl, requestHeader } from "../http/request.js";
+import { sharedKeyIpRefusal } from "../limits/shared-key.js";
 import { gatewayMcpServer } from "../mcp/server.js";
 import type { ToolCaller } from "../mcp/tools.js";
 import type { GoneSignal } from "../time/gone-signal.js";
@@ -27,10 +30,15 @@ export function mcpHandler(services: Services, loopback: Loopback): Handler {
     const key = presentedKey(c) ?? "";
     const clientAddress = clientIp(c, services.options.trustedProxies);
     const host = requestHeader(c, "host");
+    const messages = messagesOf(body);
+    if (messages?.batch) {
+      const refused = await refusedBatch(c, services, messages.parsed, clientAddress);
+      if (refused) return refused;
+    }
     const gone = clientGone(c);
     // A notifications/cancelled names a call another POST of this caller is running: end it as a
     // /v1 client that leaves ends its request (nothing delivered, nothing charged).
-    for (const requestId of cancelledIds(body))
+    for (const requestId of cancelledIds(messages?.parsed ?? []))
       calls.cancel(callIdentity(key, clientAddress, requestId));
     const callerWith = (signal: GoneSignal): ToolCaller => ({
       send: (request) =>
@@ -98,20 +106,89 @@ function callIdentity(key: string, address: string, requestId: unknown): string 
   return `${key}\u0000${address}\u0000${JSON.stringify(requestId)}`;
 }
 
-/** The request ids the `notifications/cancelled` messages of a POST's body name. */
-function cancelledIds(body: Uint8Array): unknown[] {
-  // The transport parses the body itself: this parse is only for the rare POST that cancels.
+/**
+ * The JSON-RPC messages of a POST's body, parsed here only when there is something to look at:
+ * a batch, or a `notifications/cancelled`. Read as the transport reads it (a BOM dropped), which
+ * answers a body that is no JSON itself.
+ */
+function messagesOf(body: Uint8Array): { batch: boolean; parsed: unknown[] } | undefined {
+  const batch = startsAnArray(body);
   if (
+    !batch &&
     !Buffer.from(body.buffer, body.byteOffset, body.byteLength).includes("notifications/cancelled")
   )
-    return [];
+    return undefined;
   let parsed: unknown;
   try {
-    parsed = JSON.parse(Buffer.from(body).toString("utf8"));
+    parsed = JSON.parse(new TextDecoder().decode(body));
   } catch {
-    return [];
+    return undefined;
   }
-  const messages = Array.isArray(parsed) ? parsed : [parsed];
+  return Array.isArray(parsed) ? { batch: true, parsed } : { batch: false, parsed: [parsed] };
+}
+
+/** Whether a JSON text is an array: its first byte after a BOM and whitespace is `[`. */
+function startsAnArray(body: Uint8Array): boolean {
+  let at = body[0] === 0xef && body[1] === 0xbb && body[2] === 0xbf ? 3 : 0;
+  while (body[at] === 0x20 || body[at] === 0x09 || body[at] === 0x0a || body[at] === 0x0d) at++;
+  return body[at] === 0x5b;
+}
+
+/** MCP 2025-06-18 took JSON-RPC batches out of the protocol; the versions before have them. */
+const firstVersionWithoutBatches = "2025-06-18";
+
+/**
+ * The answer to a batch the transport must not run, or undefined to run it: a client of a
+ * version without batches; two requests under one id, which would both run (and be charged)
+ * with one answer between them; a shared key whose address has not room for each request of it
+ * (the route's check counted the POST as one).
+ */
+async function refusedBatch(
+  c: Context<AppEnv>,
+  services: Services,
+  messages: unknown[],
+  clientAddress: string,
+): Promise<Response | undefined> {
+  // A version the SDK does not know is the transport's to refuse.
+  const version = requestHeader(c, "mcp-protocol-version");
+  if (
+    version !== undefined &&
+    SUPPORTED_PROTOCOL_VERSIONS.includes(version) &&
+    version >= firstVersionWithoutBatches
+  ) {
+    return invalidRequest(
+      c,
+      `MCP ${version} has no JSON-RPC batches (none since ${firstVersionWithoutBatches}): send each message as a POST of its own.`,
+    );
+  }
+  const ids = new Set<string>();
+  for (const message of messages) {
+    const request = message as { method?: unknown; id?: unknown } | null;
+    if (typeof request?.method !== "string" || request.id === undefined) continue;
+    const id = JSON.stringify(request.id);
+    if (ids.has(id))
+      return invalidRequest(c, `Two requests of the batch have the id ${id}; each needs its own.`);
+    ids.add(id);
+  }
+  const { key } = c.get("auth");
+  if (key.kind === "shared" && ids.size > 1) {
+    const now = services.options.now();
+    if (!(await services.sharedKeys.admitIpFurther(key.id, clientAddress, ids.size - 1, now)))
+      throw sharedKeyIpRefusal();
+  }
+  return undefined;
+}
+
+/** A JSON-RPC Invalid Request answered before the transport, in the shape the transport uses. */
+function invalidRequest(c: Context, message: string): Response {
+  return c.json(
+    { jsonrpc: "2.0", error: { code: ErrorCode.InvalidRequest, message }, id: null },
+    400,
+  );
+}
+
+/** The request ids the `notifications/cancelled` messages of a POST's body name. */
+function cancelledIds(messages: unknown[]): unknown[] {
   return messages.flatMap((m) => {
     const message = m as { method?: unknown; params?: { requestId?: unknown } } | null;
     if (message?.method !== "notifications/cancelled") return [];

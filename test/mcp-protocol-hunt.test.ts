@@ -1,0 +1,372 @@
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import {
+  ErrorCode,
+  LATEST_PROTOCOL_VERSION,
+  SUPPORTED_PROTOCOL_VERSIONS,
+} from "@modelcontextprotocol/sdk/types.js";
+import { afterEach, describe, expect, it } from "vitest";
+import type { ConfigInput } from "../src/server/config/schema.js";
+import { idleMoney, quota } from "./support/api.js";
+import {
+  backends,
+  baseConfig,
+  chat,
+  gatewayOn,
+  KEY,
+  POOR_KEY,
+  post,
+  SHARED_KEY,
+  type TestGateway,
+  testGateway,
+} from "./support/gateway.js";
+
+/**
+ * The MCP server at /mcp against an adversarial client: every protocol version the installed SDK
+ * knows, JSON-RPC batches, malformed calls, an SDK client that validates structured output, and
+ * calls whose client leaves, each metered as its /v1 twin.
+ */
+
+let gw: TestGateway | undefined;
+const clients: Client[] = [];
+afterEach(async () => {
+  for (const client of clients.splice(0)) await client.close().catch(() => {});
+  await gw?.close();
+  gw = undefined;
+});
+
+const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** The base config with music and video models whose jobs take an hour. */
+function jobsConfig(): ConfigInput {
+  const base = baseConfig();
+  return {
+    ...base,
+    providers: [...base.providers!, { id: "mock-hour", wire: "mock", mock: { job_seconds: 3600 } }],
+    models: [
+      ...base.models!,
+      { name: "hour-music", provider: "mock-hour", modality: "music", price_per_unit: 30 },
+      { name: "hour-video", provider: "mock-hour", modality: "video", price_per_unit: 40 },
+    ],
+  };
+}
+
+async function connect(
+  key = KEY,
+): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
+  const client = new Client({ name: "protocol-hunt", version: "1.0.0" });
+  const transport = new StreamableHTTPClientTransport(new URL(`${gw!.url}/mcp`), {
+    requestInit: { headers: { authorization: `Bearer ${key}` } },
+  });
+  await client.connect(transport);
+  clients.push(client);
+  return { client, transport };
+}
+
+/** A body POSTed to /mcp as a client without the SDK would, with extra headers. */
+function rawMcp(body: unknown, headers: Record<string, string> = {}, key = KEY) {
+  return fetch(`${gw!.url}/mcp`, {
+    method: "POST",
+    headers: {
+      authorization: `Bearer ${key}`,
+      "content-type": "application/json",
+      accept: "application/json, text/event-stream",
+      ...headers,
+    },
+    body: JSON.stringify(body),
+  });
+}
+
+interface RpcAnswer {
+  id: number | string | null;
+  result?: { content: { type: string; text?: string }[]; isError?: boolean } & Record<
+    string,
+    unknown
+  >;
+  error?: { code: number; message: string };
+}
+
+const chatCall = (id: number | string, prompt: string) => ({
+  jsonrpc: "2.0",
+  id,
+  method: "tools/call",
+  params: { name: "chat", arguments: { model: "mock-gpt", prompt } },
+});
+
+/** The rows of the request log, newest first. */
+const rows = () => gw!.listRequests({ limit: 100 });
+
+describe("protocol versions", () => {
+  it("initialize answers every version the SDK supports with that version, an unknown one with the latest, and no session to take", async () => {
+    gw = await testGateway();
+    for (const version of [...SUPPORTED_PROTOCOL_VERSIONS, "1999-01-01"]) {
+      const res = await rawMcp({
+        jsonrpc: "2.0",
+        id: 1,
+        method: "initialize",
+        params: {
+          protocolVersion: version,
+          capabilities: {},
+          clientInfo: { name: "raw", version: "1" },
+        },
+      });
+      expect(res.status, version).toBe(200);
+      // Stateless: no session id is handed out, so none can be used by another key.
+      expect(res.headers.get("mcp-session-id"), version).toBeNull();
+      const answer = (await res.json()) as { result: { protocolVersion: string } };
+      const known = (SUPPORTED_PROTOCOL_VERSIONS as readonly string[]).includes(version);
+      expect(answer.result.protocolVersion).toBe(known ? version : LATEST_PROTOCOL_VERSION);
+
+      // Each later request names the version in its header; one the SDK does not know is a 400.
+      const listed = await rawMcp(
+        { jsonrpc: "2.0", id: 2, method: "tools/list" },
+        { "mcp-protocol-version": version },
+      );
+      expect(listed.status, version).toBe(known ? 200 : 400);
+    }
+  });
+});
+
+describe("the body limit", () => {
+  it("is the gateway's, not the SDK transport's own 4 MB: a larger call within it is served, one over it is the route's 413", async () => {
+    const limit = 6 * 1024 * 1024;
+    gw = await testGateway({ bodyLimitBytes: limit });
+    const served = await rawMcp(chatCall(1, "x".repeat(5 * 1024 * 1024)));
+    expect(served.status).toBe(200);
+    expect(((await served.json()) as RpcAnswer).result?.isError).toBeFalsy();
+
+    const over = await rawMcp(chatCall(2, "x".repeat(limit)));
+    expect(over.status).toBe(413);
+    expect(((await over.json()) as { error: { code: string } }).error.code).toBe("bad_request");
+    expect(await rows()).toHaveLength(1);
+  });
+});
+
+describe("JSON-RPC batches", () => {
+  it("are refused from 2025-06-18 on, which has none, and answered for 2025-03-26 clients", async () => {
+    gw = await testGateway();
+    const batch = [chatCall(1, "first"), chatCall(2, "second")];
+    for (const version of ["2025-06-18", LATEST_PROTOCOL_VERSION]) {
+      const refused = await rawMcp(batch, { "mcp-protocol-version": version });
+      expect(refused.status, version).toBe(400);
+      const answer = (await refused.json()) as RpcAnswer;
+      expect(answer.error?.code).toBe(ErrorCode.InvalidRequest);
+      expect(answer.error?.message).toMatch(/batch/i);
+    }
+    expect(await rows()).toEqual([]);
+
+    // Without the header the server assumes 2025-03-26, where batches exist.
+    for (const headers of [{ "mcp-protocol-version": "2025-03-26" }, {}] as Record<
+      string,
+      string
+    >[]) {
+      const answered = await rawMcp(batch, headers);
+      expect(answered.status).toBe(200);
+      const answers = (await answered.json()) as RpcAnswer[];
+      expect(answers.map((a) => [a.id, a.result?.isError ?? false])).toEqual([
+        [1, false],
+        [2, false],
+      ]);
+    }
+    expect(await rows()).toHaveLength(4);
+  });
+
+  it("two requests of one batch under one id are refused before either runs: nothing is charged without an answer", async () => {
+    gw = await testGateway();
+    const before = (await quota(gw)).balance_idr;
+    const res = await rawMcp([chatCall(7, "one"), chatCall(7, "two")]);
+    expect(res.status).toBe(400);
+    const answer = (await res.json()) as RpcAnswer;
+    expect(answer.error?.code).toBe(ErrorCode.InvalidRequest);
+    expect(answer.error?.message).toMatch(/\b7\b/);
+    expect(await rows()).toEqual([]);
+    expect((await quota(gw)).balance_idr).toBe(before);
+    // The same id as a number and as a string are two ids.
+    const distinct = await rawMcp([chatCall(7, "one"), chatCall("7", "two")]);
+    expect(((await distinct.json()) as RpcAnswer[]).map((a) => a.id)).toEqual([7, "7"]);
+  });
+
+  it.each(backends)(
+    "%s: a shared key's batch counts each of its requests against the address's 30 a minute, with /v1",
+    async (backend) => {
+      gw = await gatewayOn(backend, { clock: "manual" });
+      const shared = { authorization: `Bearer ${SHARED_KEY}` };
+      const batchOf = (n: number, from: number) =>
+        Array.from({ length: n }, (_, i) => chatCall(from + i, `batch ${from + i}`));
+
+      // 31 calls in one POST are more than the minute allows: refused whole, none of them run.
+      const over = await rawMcp(batchOf(31, 0), {}, SHARED_KEY);
+      expect(over.status).toBe(429);
+      expect(over.headers.get("content-type")).toMatch(/^text\/plain/);
+      expect(await over.text()).toBe("too many requests, try again shortly");
+      expect(await rows()).toEqual([]);
+
+      // The refused batch counted nothing: 20 in a batch and 10 on /v1 are the minute's 30.
+      const twenty = await rawMcp(batchOf(20, 100), {}, SHARED_KEY);
+      expect(twenty.status).toBe(200);
+      const answers = (await twenty.json()) as RpcAnswer[];
+      expect(answers.filter((a) => a.result && !a.result.isError)).toHaveLength(20);
+      for (let i = 0; i < 10; i++) {
+        expect((await post(gw, "/v1/chat/completions", chat(`v1 ${i}`), shared)).status).toBe(200);
+      }
+      for (const res of [
+        await post(gw, "/v1/chat/completions", chat("one too many"), shared),
+        await rawMcp(chatCall(999, "one too many"), {}, SHARED_KEY),
+        await rawMcp(batchOf(2, 500), {}, SHARED_KEY),
+      ]) {
+        expect(res.status).toBe(429);
+        expect(await res.text()).toBe("too many requests, try again shortly");
+      }
+      expect(await rows()).toHaveLength(30);
+    },
+  );
+});
+
+describe("tools/call the protocol way", () => {
+  it("a malformed tools/call is Invalid params (-32602), the client's mistake, not an internal error", async () => {
+    gw = await testGateway();
+    for (const params of [
+      undefined,
+      { arguments: { model: "mock-gpt", prompt: "no name" } },
+      { name: 5 },
+      { name: "chat", arguments: ["model", "mock-gpt"] },
+    ]) {
+      const res = await rawMcp({ jsonrpc: "2.0", id: 1, method: "tools/call", params });
+      expect(res.status).toBe(200);
+      const answer = (await res.json()) as RpcAnswer;
+      expect(answer.error?.code, JSON.stringify(params)).toBe(ErrorCode.InvalidParams);
+    }
+    expect(await rows()).toEqual([]);
+  });
+
+  it("refusals of the tools with an output schema reach an SDK client that validates structured output", async () => {
+    gw = await testGateway({ config: jobsConfig(), clock: "manual" });
+    const { client } = await connect();
+    // An agent lists the tools first; from then on the SDK checks each structuredContent
+    // against the tool's outputSchema.
+    const { tools } = await client.listTools();
+    const declared = tools.filter((t) => t.outputSchema).map((t) => t.name);
+    expect(declared.sort()).toEqual(["generate_music", "generate_video", "get_job"]);
+
+    const started = await client.callTool({
+      name: "generate_video",
+      arguments: { model: "hour-video", prompt: "waves" },
+    });
+    expect(started.isError).toBeFalsy();
+    expect(started.structuredContent).toMatchObject({ status: "queued" });
+
+    const polled = await client.callTool({
+      name: "get_job",
+      arguments: { id: (started.structuredContent as { id: string }).id },
+    });
+    expect(polled.isError).toBeFalsy();
+    for (const n of [1, 2]) {
+      const song = await client.callTool({
+        name: "generate_music",
+        arguments: { model: "hour-music", prompt: `song ${n}` },
+      });
+      expect(song.isError).toBeFalsy();
+    }
+
+    const poor = (await connect(POOR_KEY)).client;
+    await poor.listTools();
+    for (const [caller, name, args, error] of [
+      [
+        client,
+        "generate_music",
+        { model: "hour-music", prompt: "song 3" },
+        { code: "rate_limit_exceeded", retry_after_seconds: 60 },
+      ],
+      [
+        poor,
+        "generate_music",
+        { model: "hour-music", prompt: "x" },
+        { code: "insufficient_balance" },
+      ],
+      [
+        client,
+        "generate_video",
+        { model: "no-such-model", prompt: "x" },
+        { code: "model_not_found" },
+      ],
+      [client, "get_job", { id: "music_nope" }, { code: "not_found" }],
+    ] as const) {
+      const result = (await caller.callTool({ name, arguments: args })) as {
+        isError?: boolean;
+        content: { type: string; text?: string }[];
+        structuredContent?: { error?: Record<string, unknown> };
+      };
+      expect(result.isError, name).toBe(true);
+      expect(result.content[0]!.text).toMatch(new RegExp(`^${error.code}: `));
+      expect(result.structuredContent?.error).toMatchObject(error);
+    }
+  });
+});
+
+describe("a call whose client goes away is metered as its /v1 twin", () => {
+  it("closing the transport mid-call and the SDK's own timeout both end the twin client_closed, charged nothing, like /v1", async () => {
+    gw = await testGateway();
+    const before = await idleMoney(gw);
+    const slow = (what: string) => `${what} [[mock:delay=20000]]`;
+    const heldSoon = async () => {
+      for (let i = 0; i < 500 && (await quota(gw!)).held_idr === 0; i++) await pause(10);
+      expect((await quota(gw!)).held_idr).toBeGreaterThan(0);
+    };
+    const endedRows = async (n: number) => {
+      for (let i = 0; i < 500 && (await rows()).length < n; i++) await pause(10);
+      return rows();
+    };
+
+    // The /v1 twin: a client that leaves a non-stream chat before its answer.
+    const leaving = new AbortController();
+    const v1 = fetch(`${gw.url}/v1/chat/completions`, {
+      method: "POST",
+      signal: leaving.signal,
+      headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" },
+      body: JSON.stringify(chat(slow("v1"))),
+    }).catch(() => "left");
+    await heldSoon();
+    leaving.abort();
+    expect(await v1).toBe("left");
+    const [twin] = await endedRows(1);
+    expect(twin).toMatchObject({ error_code: "client_closed", cost_micro: 0 });
+
+    // An agent that quits: its transport closes with the call in flight, no cancellation sent.
+    const { client, transport } = await connect();
+    const quitting = client
+      .callTool({ name: "chat", arguments: { model: "mock-gpt", prompt: slow("quit") } })
+      .then(
+        () => "answered",
+        () => "closed",
+      );
+    await heldSoon();
+    await transport.close();
+    expect(await quitting).toBe("closed");
+
+    // The SDK's request timeout: the call rejects and a notifications/cancelled follows.
+    const timed = await connect();
+    const timedOut = await timed.client
+      .callTool(
+        { name: "chat", arguments: { model: "mock-gpt", prompt: slow("timeout") } },
+        undefined,
+        { timeout: 2_000 },
+      )
+      .then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+    expect((timedOut as { code?: number }).code).toBe(ErrorCode.RequestTimeout);
+
+    const ended = (await endedRows(3)).slice(0, 2);
+    for (const row of ended) {
+      expect(row).toMatchObject({
+        via: "mcp",
+        endpoint: twin!.endpoint,
+        status: twin!.status,
+        error_code: twin!.error_code,
+        cost_micro: 0,
+      });
+    }
+    expect(await idleMoney(gw)).toEqual(before);
+  });
+});
