@@ -5,6 +5,7 @@ export interface ProviderOptions {
   cooldown_ms?: number;
   unsupported_tools?: "omit" | "reject";
   max_tokens_field?: "max_tokens" | "max_completion_tokens";
+  prompt_cache_breakpoints?: boolean;
   idle_timeout_ms?: number;
   max_stream_ms?: number;
   max_event_bytes?: number;

@@ -4,7 +4,10 @@ import type { IncomingHttpHeaders } from "node:http";
  * The request rules the fake upstreams enforce, as the real APIs do, each refusal with the real
  * API's status and body shape: roles, tool-call pairing, the output-limit maximum, (Anthropic)
  * mid-conversation system messages, message threads and the schema keywords structured outputs
- * refuse, and (OpenAI's chat) at most four stop sequences and the rules of strict schemas.
+ * refuse, prompt caching's markers (Anthropic's four `cache_control` blocks, their type, lifetimes
+ * and order; OpenAI's `prompt_cache_breakpoint` and `prompt_cache_options` values), extended
+ * thinking's budget, each API's refusal of the other's fields, and (OpenAI's chat) at most four
+ * stop sequences and the rules of strict schemas.
  */
 
 export interface WireRules {
@@ -79,7 +82,11 @@ export function checkAnthropic(
   }
   if (!Array.isArray(body.messages))
     return { refusal: anthropicRefusal("messages: Field required") };
-  const choiceRefused = checkAnthropicToolChoice(body);
+  const choiceRefused =
+    openaiFieldIn(body) ??
+    checkAnthropicToolChoice(body) ??
+    checkThinking(body, maxTokens) ??
+    checkCacheControl(body);
   if (choiceRefused) return { refusal: anthropicRefusal(choiceRefused) };
   const outputConfig = isRecord(body.output_config) ? body.output_config : {};
   const format = isRecord(outputConfig.format) ? outputConfig.format : undefined;
@@ -177,6 +184,79 @@ export function checkAnthropic(
   return { conversation: { messages, system, tools } };
 }
 
+/** OpenAI's fields, which the Messages API refuses as extra inputs (top level and on blocks). */
+const openaiOnlyFields = [
+  "prompt_cache_key",
+  "prompt_cache_options",
+  "prompt_cache_retention",
+  "reasoning_effort",
+];
+
+function openaiFieldIn(body: Json): string | undefined {
+  const field = openaiOnlyFields.find((name) => name in body);
+  if (field) return `${field}: Extra inputs are not permitted`;
+  for (const [i, message] of (Array.isArray(body.messages) ? body.messages : []).entries()) {
+    for (const [j, block] of blocks(isRecord(message) ? message.content : []).entries()) {
+      if ("prompt_cache_breakpoint" in block)
+        return `messages.${i}.content.${j}.${String(block.type)}.prompt_cache_breakpoint: Extra inputs are not permitted`;
+    }
+  }
+  return undefined;
+}
+
+/** Extended thinking: a budget of at least 1024 tokens, under `max_tokens`. */
+function checkThinking(body: Json, maxTokens: number): string | undefined {
+  const thinking = body.thinking;
+  if (thinking === undefined) return undefined;
+  if (!isRecord(thinking) || !["enabled", "disabled", "adaptive"].includes(String(thinking.type)))
+    return "thinking: Input tag does not match any of the expected tags: 'enabled', 'disabled', 'adaptive'";
+  if (thinking.type !== "enabled") return undefined;
+  const budget = thinking.budget_tokens;
+  if (typeof budget !== "number" || !Number.isInteger(budget) || budget < 1024)
+    return "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024";
+  if (budget >= maxTokens)
+    return "`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#max-tokens-and-context-window-size";
+  return undefined;
+}
+
+/**
+ * Prompt caching's markers, in the order Anthropic reads them (tools, system, messages, then the
+ * top-level marker on the last block): at most four, each `ephemeral` with a lifetime of `5m` or
+ * `1h`, and no `1h` marker after a `5m` one.
+ */
+function checkCacheControl(body: Json): string | undefined {
+  const markers: [string, unknown][] = [];
+  for (const [i, tool] of (Array.isArray(body.tools) ? body.tools : []).entries())
+    if (isRecord(tool) && tool.cache_control != null)
+      markers.push([`tools.${i}.cache_control`, tool.cache_control]);
+  for (const [i, block] of blocks(body.system).entries())
+    if (block.cache_control != null)
+      markers.push([`system.${i}.cache_control`, block.cache_control]);
+  for (const [i, message] of (Array.isArray(body.messages) ? body.messages : []).entries()) {
+    for (const [j, block] of blocks(isRecord(message) ? message.content : []).entries()) {
+      const at = `messages.${i}.content.${j}`;
+      if (block.cache_control != null) markers.push([`${at}.cache_control`, block.cache_control]);
+      for (const [k, inner] of blocks(block.content).entries())
+        if (inner.cache_control != null)
+          markers.push([`${at}.content.${k}.cache_control`, inner.cache_control]);
+    }
+  }
+  if (body.cache_control != null) markers.push(["cache_control", body.cache_control]);
+  let shortSeen = false;
+  for (const [at, marker] of markers) {
+    if (!isRecord(marker) || marker.type !== "ephemeral")
+      return `${at}.type: Input should be 'ephemeral'`;
+    if (marker.ttl !== undefined && marker.ttl !== "5m" && marker.ttl !== "1h")
+      return `${at}.ttl: Input should be '5m' or '1h'`;
+    if (marker.ttl === "1h" && shortSeen)
+      return "a ttl='1h' cache_control block must not come after a ttl='5m' cache_control block. Note that blocks are processed in the following order: `tools`, `system`, `messages`.";
+    if (marker.ttl !== "1h") shortSeen = true;
+  }
+  if (markers.length > 4)
+    return `A maximum of 4 blocks with cache_control may be provided. Found ${markers.length}.`;
+  return undefined;
+}
+
 /** Anthropic's tool choices: auto, any, none, or one tool by a name among the tools sent. */
 function checkAnthropicToolChoice(body: Json): string | undefined {
   const choice = body.tool_choice;
@@ -264,7 +344,10 @@ const chatRoles = new Set(["system", "developer", "user", "assistant", "tool", "
 const reasoningEfforts = ["none", "minimal", "low", "medium", "high", "xhigh"];
 
 /** Anthropic's fields, which Chat Completions does not take. */
-const anthropicOnlyFields = ["thinking", "output_config"];
+const anthropicOnlyFields = ["thinking", "output_config", "cache_control"];
+
+/** OpenAI's chat: a breakpoint's lifetimes, and the request's cache options. */
+const breakpointTtls = ["30m", "12h"];
 
 export function checkChat(body: Json, rules: WireRules): Refusal | undefined {
   for (const field of anthropicOnlyFields) {
@@ -301,6 +384,8 @@ export function checkChat(body: Json, rules: WireRules): Refusal | undefined {
   if (!Array.isArray(body.messages) || body.messages.length === 0)
     return openaiRefusal("[] is too short - 'messages'", "messages", "empty_array");
   const messages = (body.messages as unknown[]).filter(isRecord);
+  const cacheRefused = checkChatCaching(body, messages);
+  if (cacheRefused) return cacheRefused;
   let pending: string[] = [];
   for (const [i, message] of messages.entries()) {
     const role = String(message.role);
@@ -334,6 +419,57 @@ export function checkChat(body: Json, rules: WireRules): Refusal | undefined {
       pending = (Array.isArray(message.tool_calls) ? message.tool_calls : [])
         .filter(isRecord)
         .map((c) => String(c.id));
+    }
+  }
+  return undefined;
+}
+
+/**
+ * Prompt caching on chat: a part's `prompt_cache_breakpoint` is `{mode: "explicit", ttl?}` with a
+ * lifetime of `30m` or `12h`; the request's `prompt_cache_options` take a mode and `30m`. A part
+ * with Anthropic's `cache_control` is an unknown parameter.
+ */
+function checkChatCaching(body: Json, messages: Json[]): Refusal | undefined {
+  const options = body.prompt_cache_options;
+  if (options !== undefined) {
+    const mode = isRecord(options) ? options.mode : undefined;
+    const ttl = isRecord(options) ? options.ttl : undefined;
+    if (!isRecord(options) || (mode !== undefined && mode !== "implicit" && mode !== "explicit"))
+      return openaiRefusal(
+        `Invalid value: '${String(mode)}'. Supported values are: 'implicit' and 'explicit'.`,
+        "prompt_cache_options.mode",
+        "invalid_value",
+      );
+    if (ttl !== undefined && ttl !== "30m")
+      return openaiRefusal(
+        `Invalid value: '${String(ttl)}'. Supported values are: '30m'.`,
+        "prompt_cache_options.ttl",
+        "invalid_value",
+      );
+  }
+  for (const [i, message] of messages.entries()) {
+    for (const [j, part] of blocks(message.content).entries()) {
+      const at = `messages[${i}].content[${j}]`;
+      if ("cache_control" in part)
+        return openaiRefusal(
+          `Unknown parameter: '${at}.cache_control'.`,
+          `${at}.cache_control`,
+          "unknown_parameter",
+        );
+      const breakpoint = part.prompt_cache_breakpoint;
+      if (breakpoint === undefined) continue;
+      if (!isRecord(breakpoint) || breakpoint.mode !== "explicit")
+        return openaiRefusal(
+          `Invalid value: '${String(isRecord(breakpoint) ? breakpoint.mode : breakpoint)}'. Supported values are: 'explicit'.`,
+          `${at}.prompt_cache_breakpoint.mode`,
+          "invalid_value",
+        );
+      if (breakpoint.ttl !== undefined && !breakpointTtls.includes(String(breakpoint.ttl)))
+        return openaiRefusal(
+          `Invalid value: '${String(breakpoint.ttl)}'. Supported values are: '30m' and '12h'.`,
+          `${at}.prompt_cache_breakpoint.ttl`,
+          "invalid_value",
+        );
     }
   }
   return undefined;

@@ -51,6 +51,7 @@ export async function applyConfig(
       cooldown_ms: p.cooldown_ms,
       unsupported_tools: p.unsupported_tools,
       max_tokens_field: p.max_tokens_field,
+      prompt_cache_breakpoints: p.prompt_cache_breakpoints,
       idle_timeout_ms: p.idle_timeout_ms,
       max_stream_ms: p.max_stream_ms,
       max_event_bytes: p.max_event_bytes,

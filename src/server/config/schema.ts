@@ -52,6 +52,9 @@ const providerSchema = z
     // The output limit's field in a chat body the gateway writes (from a messages or Responses
     // client): OpenAI's reasoning models refuse max_tokens; absent, chosen by the base URL.
     max_tokens_field: z.enum(["max_tokens", "max_completion_tokens"]).optional(),
+    // Whether a chat body the gateway writes marks prompt cache breakpoints (OpenAI's API takes
+    // them; an OpenAI-compatible server may refuse the field); absent, chosen by the base URL.
+    prompt_cache_breakpoints: z.boolean().optional(),
     // A tool this provider cannot run (a hosted or server tool): left out, or the request refused.
     unsupported_tools: z.enum(["omit", "reject"]).default("omit"),
     mock: mockOptions.optional(),

@@ -12,9 +12,11 @@ import { ChatStreamToResponses, chatResponseToResponses } from "./translate/resp
 import {
   callNameField,
   deltaChars,
+  emptyUsage,
   estimateRequestTokens,
   estimateTokens,
   jsonTextLength,
+  mergeMessagesUsage,
   messagesDeltaFields,
   type StreamMeter,
   usageFromChat,
@@ -310,10 +312,11 @@ export function fromMessagesEvents(
 ): StreamCompletion {
   if (req.style === "messages") return passThroughMessages(req, events, meter);
   const toChat = new MessagesStreamToChat(req.clientModel, { includeUsage: true });
+  const reportUsage = messagesUsageReporter(meter);
   async function* chunks(): AsyncGenerator<ChatCompletionChunk> {
     for await (const ev of checkedMessagesEvents(events)) {
       if (ev.event === "message_start" || ev.event === "message_delta")
-        reportMessagesUsage(meter, ev.event, parseEventData(ev.data));
+        reportUsage(ev.event, parseEventData(ev.data));
       for (const chunk of toChat.push(ev)) yield chunk as ChatCompletionChunk;
     }
     for (const chunk of toChat.finish()) yield chunk as ChatCompletionChunk;
@@ -335,11 +338,20 @@ async function* checkedMessagesEvents(
   if (!stopped) throw new StreamBroken();
 }
 
-/** `message_start` reports the input (and a first output count), `message_delta` the whole answer's output. */
-function reportMessagesUsage(meter: StreamMeter, event: string, parsed: unknown): void {
-  if (parsed === undefined) return;
-  if (event === "message_delta") meter.finished();
-  meter.report(usageFromMessages(parsed), event === "message_delta");
+/**
+ * What a stream's usage events report to its meter: `message_start` the input (and a first output
+ * count), `message_delta` the whole answer's, each merged into the stream's usage so far (the
+ * counts are cumulative, and an event may restate only some of them).
+ */
+function messagesUsageReporter(meter: StreamMeter): (event: string, parsed: unknown) => void {
+  let usage = emptyUsage();
+  return (event, parsed) => {
+    if (typeof parsed !== "object" || parsed === null) return;
+    if (event === "message_delta") meter.finished();
+    const reported = parsed as { message?: { usage?: unknown }; usage?: unknown };
+    usage = mergeMessagesUsage(usage, reported.message?.usage ?? reported.usage);
+    meter.report(usage, event === "message_delta");
+  };
 }
 
 /**
@@ -353,6 +365,7 @@ function passThroughMessages(
   meter: StreamMeter,
 ): StreamCompletion {
   let stopped = false;
+  const reportUsage = messagesUsageReporter(meter);
   const pieces = relayEvents(events, {
     event(ev) {
       if (ev.event === "message_stop") stopped = true;
@@ -363,7 +376,7 @@ function passThroughMessages(
         meter.delivered(deltaChars(ev.data, callNameField));
       if (ev.event === "message_start" || ev.event === "message_delta") {
         const parsed = parseEventData(ev.data);
-        reportMessagesUsage(meter, ev.event, parsed);
+        reportUsage(ev.event, parsed);
         const message = (parsed as { message?: { model?: unknown } } | undefined)?.message;
         if (ev.event === "message_start" && message?.model !== undefined) {
           message.model = req.clientModel;

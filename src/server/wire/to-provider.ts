@@ -20,12 +20,14 @@ import {
   type MaxTokensField,
   messagesRequestToChat,
 } from "./translate/messages-to-chat.js";
+import { longCacheSentence } from "./translate/prompt-cache.js";
 import {
   hostedToolSentence,
   moderationSentence,
   responsesRequestToChat,
   toolsOutsideChat,
   untranslatableToChat,
+  wantsSummary,
   withInputSettings,
 } from "./translate/responses.js";
 import { isRecord } from "./translate/shared.js";
@@ -307,6 +309,14 @@ export function toMessagesRequest(
   }
   const chat = toChatRequest(req, attempt, rewrite, { translated: true, webSearch: true });
   refuseGap(untranslatableToMessages(chat));
+  if (req.style === "responses") {
+    const body = req.body as ResponsesRequest;
+    // The Responses options' own lifetime, which chat's options cannot carry.
+    refuseGap(longCacheSentence(chat, body.prompt_cache_options));
+    // A summary asked for with no effort: Anthropic thinks only when asked to, so the summary
+    // comes from thinking at OpenAI's default effort.
+    if (chat.reasoning_effort == null && wantsSummary(body)) chat.reasoning_effort = "medium";
+  }
   const out = chatRequestToMessages(chat, model.upstream_model, max);
   out.max_tokens = Math.min(out.max_tokens, max);
   return out;
@@ -327,30 +337,41 @@ function omitTools(attempt: Backend, tools: string[], sentence: string, rewrite:
 }
 
 /**
- * How a chat body is written for the provider: the output limit under the field its API takes.
- * OpenAI's own API takes `max_completion_tokens` on every chat model and its reasoning models
- * refuse `max_tokens`; OpenAI-compatible servers (vLLM, Ollama, older proxies) may know only
- * `max_tokens`. The provider's `max_tokens_field` decides; absent, OpenAI's host gets the new
- * field and any other the old. A body translated on to another wire is read for either.
+ * How a chat body is written for the provider: the output limit under the field its API takes,
+ * and whether its parts carry prompt cache breakpoints. OpenAI's own API takes
+ * `max_completion_tokens` on every chat model and its reasoning models refuse `max_tokens`;
+ * OpenAI-compatible servers (vLLM, Ollama, older proxies) may know only `max_tokens`, and may
+ * refuse `prompt_cache_breakpoint` as an unknown field (those that cache do it without markers).
+ * The provider's `max_tokens_field` and `prompt_cache_breakpoints` decide; absent, OpenAI's host
+ * gets the new field and the breakpoints, any other the old field and none. A body translated on
+ * to another wire is read for either.
  */
 function chatOptions(attempt: Backend, onward: ChatOnward): ChatRequestOptions {
   if (onward.translated) return {};
   const { provider } = attempt;
-  let maxTokensField = maxTokensFieldOfRow.get(provider);
-  if (!maxTokensField) {
-    maxTokensField =
-      providerOptions(provider).max_tokens_field ?? defaultMaxTokensField(provider.base_url);
-    maxTokensFieldOfRow.set(provider, maxTokensField);
+  let options = chatOptionsOfRow.get(provider);
+  if (!options) {
+    const set = providerOptions(provider);
+    options = {
+      maxTokensField: set.max_tokens_field ?? defaultMaxTokensField(provider.base_url),
+      cacheBreakpoints: set.prompt_cache_breakpoints ?? isOpenAIHost(provider.base_url),
+    };
+    chatOptionsOfRow.set(provider, options);
   }
-  return { maxTokensField };
+  return options;
 }
 
-/** Each provider row's field, found once per row (a config apply makes new rows). */
-const maxTokensFieldOfRow = new WeakMap<Backend["provider"], MaxTokensField>();
+/** Each provider row's options, found once per row (a config apply makes new rows). */
+const chatOptionsOfRow = new WeakMap<Backend["provider"], ChatRequestOptions>();
+
+function isOpenAIHost(baseUrl: string | null): boolean {
+  return (
+    baseUrl !== null && URL.canParse(baseUrl) && new URL(baseUrl).hostname === "api.openai.com"
+  );
+}
 
 export function defaultMaxTokensField(baseUrl: string | null): MaxTokensField {
-  const host = baseUrl && URL.canParse(baseUrl) ? new URL(baseUrl).hostname : "";
-  return host === "api.openai.com" ? "max_completion_tokens" : "max_tokens";
+  return isOpenAIHost(baseUrl) ? "max_completion_tokens" : "max_tokens";
 }
 
 /** The model's own `unsupported_tools` if it has one, else its provider's. */

@@ -157,23 +157,56 @@ export function usageFromMessages(value: unknown): Usage {
   return result;
 }
 
-/** Normalised usage -> OpenAI chat usage object. */
+/**
+ * Normalised usage -> OpenAI chat usage object. Tokens written to the cache are reported where
+ * there were any (`cache_write_tokens`, which OpenAI's API too reports only for some models).
+ */
 export function toChatUsage(usage: Usage): ChatUsage {
+  const details: NonNullable<ChatUsage["prompt_tokens_details"]> = {
+    cached_tokens: usage.cache_read_input_tokens ?? 0,
+  };
+  if (usage.cache_creation_input_tokens)
+    details.cache_write_tokens = usage.cache_creation_input_tokens;
   const out: ChatUsage = {
     prompt_tokens: usage.input_tokens,
     completion_tokens: usage.output_tokens,
     total_tokens: usage.input_tokens + usage.output_tokens,
-    prompt_tokens_details: {
-      cached_tokens: usage.cache_read_input_tokens ?? 0,
-      // OpenAI's name for Anthropic's cache creation; left out where nothing was written.
-      ...(usage.cache_creation_input_tokens
-        ? { cache_write_tokens: usage.cache_creation_input_tokens }
-        : {}),
-    },
+    prompt_tokens_details: details,
   };
   if (usage.reasoning_tokens)
     out.completion_tokens_details = { reasoning_tokens: usage.reasoning_tokens };
   return out;
+}
+
+/**
+ * A stream's Anthropic usage after one more report (`message_start`'s, or a `message_delta`'s):
+ * the counts are cumulative, so a field present later replaces the earlier one, and a field a
+ * report leaves out or sends as null keeps its value (a `message_delta` that restates only the
+ * uncached input still leaves the cache reads counted).
+ */
+export function mergeMessagesUsage(previous: Usage, raw: unknown): Usage {
+  const usage = asRecord(raw);
+  if (!usage) return previous;
+  const known = (value: unknown, before: number | undefined) =>
+    typeof value === "number" && Number.isFinite(value) ? count(value) : (before ?? 0);
+  const cacheRead = known(usage.cache_read_input_tokens, previous.cache_read_input_tokens);
+  const cacheWrite = known(usage.cache_creation_input_tokens, previous.cache_creation_input_tokens);
+  const previousUncached =
+    previous.input_tokens -
+    (previous.cache_read_input_tokens ?? 0) -
+    (previous.cache_creation_input_tokens ?? 0);
+  const next: Usage = {
+    input_tokens: known(usage.input_tokens, previousUncached) + cacheRead + cacheWrite,
+    output_tokens: known(usage.output_tokens, previous.output_tokens),
+  };
+  if (cacheRead > 0) next.cache_read_input_tokens = cacheRead;
+  if (cacheWrite > 0) next.cache_creation_input_tokens = cacheWrite;
+  const thinking = known(
+    asRecord(usage.output_tokens_details)?.thinking_tokens,
+    previous.reasoning_tokens,
+  );
+  if (thinking > 0) next.reasoning_tokens = thinking;
+  return next;
 }
 
 /** Normalised usage -> Anthropic usage object (uncached input kept apart, as Anthropic does). */

@@ -25,9 +25,21 @@ import type {
   ChatUsage,
   ReasoningDetail,
 } from "../openai-types.js";
-import { emptyUsage, toChatUsage, type Usage, usageFromMessages } from "../usage.js";
+import {
+  emptyUsage,
+  mergeMessagesUsage,
+  toChatUsage,
+  type Usage,
+  usageFromMessages,
+} from "../usage.js";
 import { withAllowedToolsOnly } from "./allowed-tools.js";
 import { toAnthropicSchema } from "./anthropic-schema.js";
+import {
+  automaticCacheControl,
+  cacheControlOf,
+  fitCacheMarkers,
+  longCacheSentence,
+} from "./prompt-cache.js";
 import {
   argumentsToInput,
   asArray,
@@ -59,7 +71,10 @@ export function chatRequestToMessages(
   maxTokens = DEFAULT_ANTHROPIC_MAX_TOKENS,
 ): MessagesRequest {
   const req = withAllowedToolsOnly(request);
-  const { system, messages } = convertMessages(asArray(req.messages));
+  const inheritedTtl = isRecord(req.prompt_cache_options)
+    ? req.prompt_cache_options.ttl
+    : undefined;
+  const { system, messages } = convertMessages(asArray(req.messages), inheritedTtl);
   const out: MessagesRequest = {
     model: upstreamModel,
     messages,
@@ -103,6 +118,9 @@ export function chatRequestToMessages(
       out.output_config = { format: { type: "json_schema", schema: toAnthropicSchema(schema) } };
     }
   }
+  const automatic = automaticCacheControl(req.prompt_cache_options);
+  if (automatic) out.cache_control = automatic;
+  fitCacheMarkers(out);
   return out;
 }
 
@@ -137,6 +155,8 @@ export function untranslatableToMessages(req: ChatCompletionRequest): string | u
   if (isRecord(format) && format.type === "json_object") {
     return '`response_format` `json_object` is not available for this model: its provider constrains output to a JSON schema only; send `response_format: {type: "json_schema", json_schema: {name, schema}}` (on /v1/responses, `text.format` of type `json_schema`).';
   }
+  const longCache = longCacheSentence(req);
+  if (longCache) return longCache;
   for (const message of asArray(req.messages)) {
     if (!isRecord(message)) continue;
     const audioIn = asArray(message.content).some(
@@ -160,7 +180,8 @@ export function untranslatableToMessages(req: ChatCompletionRequest): string | u
 /**
  * Share of the output limit that `reasoning_effort` gives to extended thinking. `xhigh` and `max`
  * (OpenAI's levels above `high`) get high's share: the budget must stay inside the client's own
- * output limit, and the answer still needs room after the thinking.
+ * output limit, and the answer still needs room after the thinking. `minimal` (a little reasoning)
+ * gets Anthropic's lowest budget; `none` none at all.
  */
 const thinkingShare: Record<string, number> = {
   low: 0.2,
@@ -181,10 +202,14 @@ function thinkingFor(
   req: ChatCompletionRequest,
   out: MessagesRequest,
 ): MessagesRequest["thinking"] | undefined {
-  const share = thinkingShare[asString(req.reasoning_effort) ?? ""];
-  if (!share) return undefined;
-  const budget = Math.min(Math.floor(out.max_tokens * share), out.max_tokens - 1);
-  if (budget < MIN_THINKING_BUDGET) return undefined;
+  const effort = asString(req.reasoning_effort) ?? "";
+  const share = thinkingShare[effort];
+  if (!share && effort !== "minimal") return undefined;
+  const budget = share
+    ? Math.min(Math.floor(out.max_tokens * share), out.max_tokens - 1)
+    : MIN_THINKING_BUDGET;
+  // Anthropic's budget is at least its minimum and less than the output limit.
+  if (budget < MIN_THINKING_BUDGET || budget >= out.max_tokens) return undefined;
   const choice = out.tool_choice?.type;
   if (choice === "any" || choice === "tool") return undefined;
   const content = out.messages.findLast((m) => m.role === "assistant")?.content;
@@ -246,7 +271,10 @@ type SystemPrompt = string | AnthropicTextBlock[] | undefined;
  * results arrive as separate chat messages but must share one Anthropic user turn,
  * ahead of any text the user adds after them).
  */
-function convertMessages(input: unknown[]): {
+function convertMessages(
+  input: unknown[],
+  inheritedTtl: unknown,
+): {
   system: SystemPrompt;
   messages: AnthropicMessageParam[];
 } {
@@ -268,13 +296,13 @@ function convertMessages(input: unknown[]): {
     switch (message.role) {
       case "system":
       case "developer":
-        systemBlocks.push(...textBlocks(message.content));
+        systemBlocks.push(...textBlocks(message.content, inheritedTtl));
         break;
       case "user":
-        append("user", userBlocks(message.content));
+        append("user", userBlocks(message.content, inheritedTtl));
         break;
       case "assistant": {
-        const text = textBlocks(message.content);
+        const text = textBlocks(message.content, inheritedTtl);
         if (typeof message.refusal === "string" && message.refusal !== "" && text.length === 0) {
           text.push({ type: "text", text: message.refusal });
         }
@@ -307,11 +335,13 @@ function convertMessages(input: unknown[]): {
         break;
       }
       case "tool":
-        append("user", [toolResultBlock(asString(message.tool_call_id) ?? "", message.content)]);
+        append("user", [
+          toolResultBlock(asString(message.tool_call_id) ?? "", message.content, inheritedTtl),
+        ]);
         break;
       case "function": {
         const id = legacyCallIds.get(message.name) ?? randomId("toolu_");
-        append("user", [toolResultBlock(id, message.content)]);
+        append("user", [toolResultBlock(id, message.content, inheritedTtl)]);
         break;
       }
       default:
@@ -328,38 +358,41 @@ function convertMessages(input: unknown[]): {
   return { system, messages };
 }
 
-/** Text parts only (system prompts, assistant turns). Empty text is dropped: Anthropic rejects it. */
-function textBlocks(content: unknown): AnthropicTextBlock[] {
+/**
+ * Text parts only (system prompts, assistant turns). Empty text is dropped: Anthropic rejects it.
+ * `inheritedTtl`: the request's cache lifetime, which a breakpoint without its own takes.
+ */
+function textBlocks(content: unknown, inheritedTtl: unknown): AnthropicTextBlock[] {
   if (typeof content === "string") return content === "" ? [] : [{ type: "text", text: content }];
   const blocks: AnthropicTextBlock[] = [];
   for (const part of asArray(content)) {
     if (!isRecord(part)) continue;
     const text = part.type === "refusal" ? asString(part.refusal) : asString(part.text);
     if ((part.type === "text" || part.type === "refusal") && text) {
-      blocks.push(withCacheControl({ type: "text", text }, part));
+      blocks.push(withCacheControl({ type: "text", text }, part, inheritedTtl));
     }
   }
   return blocks;
 }
 
 /** User content: text, images and files (audio was refused by `untranslatableToMessages`). */
-function userBlocks(content: unknown): AnthropicContentBlock[] {
+function userBlocks(content: unknown, inheritedTtl: unknown): AnthropicContentBlock[] {
   if (typeof content === "string") return content === "" ? [] : [{ type: "text", text: content }];
   const blocks: AnthropicContentBlock[] = [];
   for (const part of asArray(content)) {
     if (!isRecord(part)) continue;
     if (part.type === "text") {
       const text = asString(part.text);
-      if (text) blocks.push(withCacheControl({ type: "text", text }, part));
+      if (text) blocks.push(withCacheControl({ type: "text", text }, part, inheritedTtl));
     } else if (part.type === "image_url") {
       const url = isRecord(part.image_url)
         ? asString(part.image_url.url)
         : asString(part.image_url);
       const block = url ? imageBlock(url) : undefined;
-      if (block) blocks.push(withCacheControl(block, part));
+      if (block) blocks.push(withCacheControl(block, part, inheritedTtl));
     } else if (part.type === "file" && isRecord(part.file)) {
       const block = fileBlock(part.file);
-      if (block) blocks.push(withCacheControl(block, part));
+      if (block) blocks.push(withCacheControl(block, part, inheritedTtl));
     }
   }
   return blocks;
@@ -405,20 +438,44 @@ function fileBlock(file: JsonObject): AnthropicContentBlock | undefined {
   return undefined;
 }
 
-function toolResultBlock(toolUseId: string, content: unknown): AnthropicContentBlock {
+/**
+ * A tool message as a `tool_result`. A marker on one of its parts goes on the `tool_result`
+ * itself, which the tool message stands for: Anthropic's API (and others that speak it) may
+ * refuse one inside `tool_result.content`.
+ */
+function toolResultBlock(
+  toolUseId: string,
+  content: unknown,
+  inheritedTtl: unknown,
+): AnthropicContentBlock {
   const block: AnthropicContentBlock = { type: "tool_result", tool_use_id: toolUseId };
   if (typeof content === "string") {
     if (content !== "") block.content = content;
   } else {
-    const blocks = userBlocks(content).filter((b) => b.type === "text" || b.type === "image");
+    const blocks = userBlocks(content, inheritedTtl)
+      .filter((b) => b.type === "text" || b.type === "image")
+      .map((b) => {
+        if (b.cache_control === undefined) return b;
+        const { cache_control, ...rest } = b;
+        block.cache_control = cache_control;
+        return rest as AnthropicContentBlock;
+      });
     if (blocks.length > 0) block.content = blocks;
   }
   return block;
 }
 
-/** Clients that know Anthropic prompt caching put `cache_control` on OpenAI parts: keep it. */
-function withCacheControl<T extends AnthropicContentBlock>(block: T, part: JsonObject): T {
-  return isRecord(part.cache_control) ? { ...block, cache_control: part.cache_control } : block;
+/**
+ * A part's cache marker on its block: a breakpoint as Anthropic's `cache_control`, or the
+ * `cache_control` itself that clients knowing Anthropic's caching put on OpenAI parts.
+ */
+function withCacheControl<T extends AnthropicContentBlock>(
+  block: T,
+  part: JsonObject,
+  inheritedTtl: unknown,
+): T {
+  const cacheControl = cacheControlOf(part, inheritedTtl);
+  return cacheControl ? { ...block, cache_control: cacheControl } : block;
 }
 
 function convertTools(tools: unknown[]): AnthropicTool[] {
@@ -809,26 +866,6 @@ export class MessagesStreamToChat {
 
   /** Anthropic usage counters are cumulative: a field present later overwrites, never adds. */
   private mergeUsage(raw: unknown): void {
-    if (!isRecord(raw)) return;
-    const previous = this.current;
-    const cacheRead =
-      asNumber(raw.cache_read_input_tokens) ?? previous.cache_read_input_tokens ?? 0;
-    const cacheWrite =
-      asNumber(raw.cache_creation_input_tokens) ?? previous.cache_creation_input_tokens ?? 0;
-    const previousUncached =
-      previous.input_tokens -
-      (previous.cache_read_input_tokens ?? 0) -
-      (previous.cache_creation_input_tokens ?? 0);
-    const uncached = asNumber(raw.input_tokens) ?? previousUncached;
-    const next: Usage = {
-      input_tokens: uncached + cacheRead + cacheWrite,
-      output_tokens: asNumber(raw.output_tokens) ?? previous.output_tokens,
-    };
-    if (cacheRead > 0) next.cache_read_input_tokens = cacheRead;
-    if (cacheWrite > 0) next.cache_creation_input_tokens = cacheWrite;
-    const details = isRecord(raw.output_tokens_details) ? raw.output_tokens_details : {};
-    const thinking = asNumber(details.thinking_tokens) ?? previous.reasoning_tokens ?? 0;
-    if (thinking > 0) next.reasoning_tokens = thinking;
-    this.current = next;
+    this.current = mergeMessagesUsage(this.current, raw);
   }
 }

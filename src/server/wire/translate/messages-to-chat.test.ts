@@ -113,7 +113,13 @@ describe("messagesRequestToChat", () => {
         },
       ],
       messages: [
-        { role: "system", content: "You are Claude Code.\n\nBe brief." },
+        {
+          role: "system",
+          content: [
+            { type: "text", text: "You are Claude Code." },
+            { type: "text", text: "Be brief.", prompt_cache_breakpoint: { mode: "explicit" } },
+          ],
+        },
         {
           role: "user",
           content: [

@@ -25,6 +25,13 @@ import { emptyUsage, toAnthropicUsage, type Usage, usageFromChat } from "../usag
 import { anthropicClientTool } from "./anthropic-client-tools.js";
 import { meetsOpenAIStrictRules } from "./openai-strict-schema.js";
 import {
+  type BreakpointOf,
+  breakpointOf,
+  markLastPart,
+  noBreakpoints,
+  withBreakpoint,
+} from "./prompt-cache.js";
+import {
   argumentsToInput,
   asArray,
   asNumber,
@@ -45,6 +52,12 @@ export type ChatRequestOptions = {
    * `max_completion_tokens`; many OpenAI-compatible servers know only `max_tokens`.
    */
   maxTokensField?: MaxTokensField;
+  /**
+   * Whether parts carry prompt cache breakpoints (`prompt_cache_breakpoint`, from Anthropic's
+   * `cache_control`): OpenAI's API takes them, an OpenAI-compatible server may refuse the field.
+   * Absent, they do (a body translated on to another wire reads or ignores them).
+   */
+  cacheBreakpoints?: boolean;
 };
 
 // ---------------------------------------------------------------------------
@@ -99,11 +112,13 @@ export function messagesRequestToChat(
   opts: ChatRequestOptions = {},
 ): ChatCompletionRequest {
   const messages: ChatMessage[] = [];
-  const system = systemText(req.system);
-  if (system) messages.push({ role: "system", content: system });
+  const marks = opts.cacheBreakpoints === false ? noBreakpoints : breakpointOf;
+  const system = systemContent(req.system, marks);
+  if (system.length > 0) messages.push({ role: "system", content: system });
   for (const message of asArray(req.messages)) {
-    if (isRecord(message)) messages.push(...convertMessage(message));
+    if (isRecord(message)) messages.push(...convertMessage(message, marks));
   }
+  markLastPart(messages, marks(req.cache_control));
 
   const out: ChatCompletionRequest = { model: upstreamModel, messages };
   const maxTokens = asNumber(req.max_tokens);
@@ -174,12 +189,21 @@ function reasoningEffortOf(req: MessagesRequest): string | undefined {
   return effort === "low" || effort === "medium" || effort === "high" ? effort : undefined;
 }
 
-function systemText(system: unknown): string {
+/**
+ * A system prompt as chat's system content: its text, or where a block carries a cache marker, its
+ * blocks as text parts, the marked ones with their breakpoints.
+ */
+function systemContent(system: unknown, marks: BreakpointOf): string | ChatContentPart[] {
   if (typeof system === "string") return system;
-  return asArray(system)
-    .map((block) => (isRecord(block) && block.type === "text" ? (asString(block.text) ?? "") : ""))
-    .filter((text) => text !== "")
-    .join("\n\n");
+  const blocks = asArray(system).filter(
+    (block): block is JsonObject =>
+      isRecord(block) && block.type === "text" && (asString(block.text) ?? "") !== "",
+  );
+  if (!blocks.some((block) => marks(block.cache_control)))
+    return blocks.map((block) => String(block.text)).join("\n\n");
+  return blocks.map((block) =>
+    withBreakpoint({ type: "text", text: String(block.text) }, marks(block.cache_control)),
+  );
 }
 
 /**
@@ -188,15 +212,15 @@ function systemText(system: unknown): string {
  * so they come first; the user's own content (and any images the tools returned,
  * which tool messages cannot carry) follows in one user message.
  */
-function convertMessage(message: JsonObject): ChatMessage[] {
+function convertMessage(message: JsonObject, marks: BreakpointOf): ChatMessage[] {
   const content = message.content;
   if (message.role === "system") {
     // A mid-conversation system message keeps its place: it speaks to the turns after it.
-    const text = systemText(content);
-    return text === "" ? [] : [{ role: "system", content: text }];
+    const system = systemContent(content, marks);
+    return system.length === 0 ? [] : [{ role: "system", content: system }];
   }
   if (message.role === "assistant") {
-    const assistant = convertAssistant(content);
+    const assistant = convertAssistant(content, marks);
     return assistant ? [assistant] : [];
   }
   if (message.role !== "user") return [];
@@ -206,16 +230,29 @@ function convertMessage(message: JsonObject): ChatMessage[] {
   const userParts: ChatContentPart[] = [];
   for (const block of asArray(content)) {
     if (!isRecord(block)) continue;
+    const breakpoint = marks(block.cache_control);
     if (block.type === "tool_result") {
       const { text, images } = splitToolResult(block.content);
       const error = block.is_error === true && text === "" ? "Error" : text;
-      out.push({ role: "tool", tool_call_id: asString(block.tool_use_id) ?? "", content: error });
+      // The tool message ends the marked prefix: its text as a part carries the breakpoint.
+      const content =
+        breakpoint && error !== ""
+          ? [withBreakpoint({ type: "text", text: error }, breakpoint)]
+          : error;
+      out.push({ role: "tool", tool_call_id: asString(block.tool_use_id) ?? "", content });
       userParts.push(...images);
     } else {
-      userParts.push(...userPart(block));
+      const parts = userPart(block);
+      // A block that became several parts (a document's blocks) ends at its last.
+      if (parts.length > 0) parts.push(withBreakpoint(parts.pop() as ChatContentPart, breakpoint));
+      userParts.push(...parts);
     }
   }
-  if (userParts.length === 1 && userParts[0].type === "text") {
+  if (
+    userParts.length === 1 &&
+    userParts[0].type === "text" &&
+    userParts[0].prompt_cache_breakpoint === undefined
+  ) {
     out.push({ role: "user", content: String(userParts[0].text) });
   } else if (userParts.length > 0) {
     out.push({ role: "user", content: userParts });
@@ -239,15 +276,17 @@ export function failedToolCalls(req: MessagesRequest): Set<string> {
   return failed;
 }
 
-function convertAssistant(content: unknown): ChatMessage | undefined {
+function convertAssistant(content: unknown, marks: BreakpointOf): ChatMessage | undefined {
   if (typeof content === "string") {
     return content === "" ? undefined : { role: "assistant", content };
   }
-  let text = "";
+  const texts: ChatContentPart[] = [];
   const toolCalls: ChatToolCall[] = [];
   for (const block of asArray(content)) {
     if (!isRecord(block)) continue;
-    if (block.type === "text") text += asString(block.text) ?? "";
+    const piece = block.type === "text" ? (asString(block.text) ?? "") : "";
+    if (piece !== "")
+      texts.push(withBreakpoint({ type: "text", text: piece }, marks(block.cache_control)));
     else if (block.type === "tool_use") {
       toolCalls.push({
         id: asString(block.id) || randomId("call_"),
@@ -255,10 +294,17 @@ function convertAssistant(content: unknown): ChatMessage | undefined {
         function: { name: asString(block.name) ?? "", arguments: inputToArguments(block.input) },
       });
     }
-    // thinking blocks are Anthropic-signed and mean nothing to another provider.
+    // thinking blocks are Anthropic-signed and mean nothing to another provider. A marker on a
+    // tool call has no part to go on: OpenAI's implicit breakpoint and later ones cover it.
   }
-  if (text === "" && toolCalls.length === 0) return undefined;
-  const message: ChatMessage = { role: "assistant", content: text === "" ? null : text };
+  if (texts.length === 0 && toolCalls.length === 0) return undefined;
+  // The text as one string, unless a marked block needs its part.
+  const marked = texts.some((part) => part.prompt_cache_breakpoint !== undefined);
+  const text = texts.map((part) => String(part.text)).join("");
+  const message: ChatMessage = {
+    role: "assistant",
+    content: marked ? texts : text === "" ? null : text,
+  };
   if (toolCalls.length > 0) message.tool_calls = toolCalls;
   return message;
 }

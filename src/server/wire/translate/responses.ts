@@ -53,7 +53,9 @@ export function responsesRequestToChat(
   if (typeof req.input === "string") {
     messages.push({ role: "user", content: req.input });
   } else {
-    appendInputItems(messages, asArray(req.input));
+    const breakpoints =
+      opts.cacheBreakpoints === false ? undefined : { ttl: longTtl(req.prompt_cache_options) };
+    appendInputItems(messages, asArray(req.input), breakpoints);
   }
 
   const out: ChatCompletionRequest = { model: upstreamModel, messages };
@@ -128,11 +130,29 @@ function promptCacheOptions(options: unknown): JsonObject | undefined {
 }
 
 /**
+ * The request's 12-hour cache lifetime, which chat's options cannot carry: the input's breakpoints
+ * without a lifetime of their own take it instead, as they would inherit it.
+ */
+function longTtl(options: unknown): string | undefined {
+  return isRecord(options) && options.ttl === "12h" ? options.ttl : undefined;
+}
+
+/**
+ * How input parts' `prompt_cache_breakpoint`s go to chat: with the lifetime a breakpoint without
+ * one of its own takes; undefined for a server that takes no breakpoints.
+ */
+type Breakpoints = { ttl?: string } | undefined;
+
+/**
  * Responses input items -> chat messages. The Responses API lists an assistant turn as
  * separate items (a message, then one item per function call); chat wants them as one
  * assistant message, so consecutive assistant items are merged.
  */
-function appendInputItems(messages: ChatMessage[], items: unknown[]): void {
+function appendInputItems(
+  messages: ChatMessage[],
+  items: unknown[],
+  breakpoints: Breakpoints,
+): void {
   const lastAssistant = (): Extract<ChatMessage, { role: "assistant" }> => {
     const last = messages[messages.length - 1];
     if (last?.role === "assistant") return last;
@@ -150,10 +170,14 @@ function appendInputItems(messages: ChatMessage[], items: unknown[]): void {
     if (type === "message") {
       const role = item.role;
       if (role === "system" || role === "developer") {
+        // Text, or its text parts where one marks the end of a prefix to cache.
+        const parts = userContent(item.content, breakpoints).filter((p) => p.type === "text");
+        const marked = parts.some((p) => p.prompt_cache_breakpoint !== undefined);
         const text = contentText(item.content);
-        if (text) messages.push({ role: "system", content: text });
+        if (marked) messages.push({ role: "system", content: parts });
+        else if (text) messages.push({ role: "system", content: text });
       } else if (role === "user") {
-        const content = userContent(item.content);
+        const content = userContent(item.content, breakpoints);
         if (content.length > 0) messages.push({ role: "user", content: simplify(content) });
       } else if (role === "assistant") {
         const text = contentText(item.content);
@@ -179,12 +203,12 @@ function appendInputItems(messages: ChatMessage[], items: unknown[]): void {
       if (typeof item.output === "string") {
         messages.push({ role: "tool", tool_call_id: callId, content: item.output });
       } else {
-        const parts = userContent(item.output);
-        const text = parts
-          .filter((p) => p.type === "text")
-          .map((p) => String(p.text))
-          .join("\n");
-        messages.push({ role: "tool", tool_call_id: callId, content: text });
+        const parts = userContent(item.output, breakpoints);
+        const texts = parts.filter((p) => p.type === "text");
+        const text = texts.map((p) => String(p.text)).join("\n");
+        // Its text parts where one marks the end of a prefix to cache, else the text.
+        const marked = texts.some((p) => p.prompt_cache_breakpoint !== undefined);
+        messages.push({ role: "tool", tool_call_id: callId, content: marked ? texts : text });
         // Tool messages carry text only: images the tool returned go in a user message.
         const images = parts.filter((p) => p.type !== "text");
         if (images.length > 0) messages.push({ role: "user", content: images });
@@ -195,7 +219,10 @@ function appendInputItems(messages: ChatMessage[], items: unknown[]): void {
 }
 
 function simplify(parts: ChatContentPart[]): string | ChatContentPart[] {
-  return parts.length === 1 && parts[0].type === "text" ? String(parts[0].text) : parts;
+  const [only] = parts;
+  return parts.length === 1 && only.type === "text" && only.prompt_cache_breakpoint === undefined
+    ? String(only.text)
+    : parts;
 }
 
 function contentText(content: unknown): string {
@@ -212,30 +239,42 @@ function contentText(content: unknown): string {
     .join("");
 }
 
-function userContent(content: unknown): ChatContentPart[] {
+/** Input parts as chat's, each with its `prompt_cache_breakpoint` (chat's parts take it too). */
+function userContent(content: unknown, breakpoints?: Breakpoints): ChatContentPart[] {
   if (typeof content === "string") return content === "" ? [] : [{ type: "text", text: content }];
   const parts: ChatContentPart[] = [];
   for (const part of asArray(content)) {
     if (!isRecord(part)) continue;
-    if (part.type === "input_text" || part.type === "output_text" || part.type === "text") {
-      const text = asString(part.text);
-      if (text) parts.push({ type: "text", text });
-    } else if (part.type === "input_image") {
-      const url = asString(part.image_url);
-      if (!url) continue; // file_id images live in OpenAI's file store; nothing to forward.
-      const detail = asString(part.detail);
-      parts.push({ type: "image_url", image_url: { url, ...(detail ? { detail } : {}) } });
-    } else if (part.type === "input_file") {
-      const fileData = asString(part.file_data);
-      if (!fileData) continue;
-      const filename = asString(part.filename);
-      parts.push({
-        type: "file",
-        file: { file_data: fileData, ...(filename ? { filename } : {}) },
-      });
-    }
+    const converted = chatPart(part);
+    if (!converted) continue;
+    const breakpoint = part.prompt_cache_breakpoint;
+    const ttl = breakpoints?.ttl;
+    if (breakpoints && isRecord(breakpoint))
+      converted.prompt_cache_breakpoint =
+        breakpoint.ttl === undefined && ttl ? { ...breakpoint, ttl } : breakpoint;
+    parts.push(converted);
   }
   return parts;
+}
+
+function chatPart(part: JsonObject): ChatContentPart | undefined {
+  if (part.type === "input_text" || part.type === "output_text" || part.type === "text") {
+    const text = asString(part.text);
+    return text ? { type: "text", text } : undefined;
+  }
+  if (part.type === "input_image") {
+    const url = asString(part.image_url);
+    if (!url) return undefined; // file_id images live in OpenAI's file store; nothing to forward.
+    const detail = asString(part.detail);
+    return { type: "image_url", image_url: { url, ...(detail ? { detail } : {}) } };
+  }
+  if (part.type === "input_file") {
+    const fileData = asString(part.file_data);
+    if (!fileData) return undefined;
+    const filename = asString(part.filename);
+    return { type: "file", file: { file_data: fileData, ...(filename ? { filename } : {}) } };
+  }
+  return undefined;
 }
 
 /** Tools the Responses API runs itself, so no chat-completions provider can serve them. */
