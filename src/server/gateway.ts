@@ -127,7 +127,13 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
     let ownerAccountId: string | undefined;
     let demoKey: string | undefined;
     if (config !== undefined) {
-      await applyConfig(store, services.repos.configApply, config, now());
+      await applyConfig(
+        store,
+        services.repos.configApply,
+        config,
+        now(),
+        typeof options.config === "string" ? options.config : undefined,
+      );
       services.mockScript.setBaseline(config.mock?.script ?? []);
       const ttlSeconds = options.responsesTtlSeconds ?? config.responses?.ttl_seconds;
       if (ttlSeconds !== undefined) services.options.responsesTtlMs = ttlSeconds * 1000;

@@ -51,12 +51,32 @@ export interface ConfigApplyRepository {
   /**
    * Upserts every row in one transaction, so applying the same rows twice leaves what applying
    * them once did. An account whose `config_hash` is the stored one is skipped with its keys and
-   * credentials, so a restart does not reset what was spent since.
+   * credentials, so a restart does not reset what was spent since. The models, routes and admin
+   * keys are the file's: one an earlier apply wrote and this one does not is deleted.
    */
   apply(rows: ConfigRows): Promise<void>;
   /** What the config's tables hold, to compare one apply with the next. */
   tables(): Promise<ConfigTables>;
 }
+
+/**
+ * What a config leaves out is gone: a model or route no longer served, an admin key taken away
+ * (there is no other way to revoke one). The one parameter is the JSON array of the names or hashes
+ * the config keeps.
+ */
+export const configRemovals = {
+  sqlite: {
+    models: "DELETE FROM models WHERE name NOT IN (SELECT value FROM json_each(?))",
+    routes: "DELETE FROM routes WHERE name NOT IN (SELECT value FROM json_each(?))",
+    adminKeys: "DELETE FROM admin_keys WHERE hash NOT IN (SELECT value FROM json_each(?))",
+  },
+  postgres: {
+    models: "DELETE FROM models WHERE name NOT IN (SELECT jsonb_array_elements_text($1::jsonb))",
+    routes: "DELETE FROM routes WHERE name NOT IN (SELECT jsonb_array_elements_text($1::jsonb))",
+    adminKeys:
+      "DELETE FROM admin_keys WHERE hash NOT IN (SELECT jsonb_array_elements_text($1::jsonb))",
+  },
+} as const;
 
 /** The config's upserts, with `@name` parameters, the same SQL on both backends. */
 export const configUpserts = {

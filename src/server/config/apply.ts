@@ -3,20 +3,8 @@ import type { ConfigAccount, ConfigApplyRepository } from "../../store/config-ap
 import { idrToMicro } from "../../store/money.js";
 import { hashSecret, keyPrefix } from "../../store/secrets.js";
 import type { GatewayStore } from "../../store/types.js";
-import type { GatewayConfig } from "./schema.js";
-
-/** Tiers every gateway has unless the config redefines them. */
-const defaultTiers: GatewayConfig["tiers"] = {
-  free: { rank: 0, free_rpm: 20, free_daily: 50, burst_spacing_ms: 200, burst_queue: 8 },
-  paid: {
-    rank: 1,
-    free_rpm: 60,
-    free_daily: 1000,
-    burst_spacing_ms: 100,
-    burst_queue: 16,
-    min_topup_idr: 10_000,
-  },
-};
+import { ConfigError } from "./load.js";
+import { builtInTiers, type GatewayConfig } from "./schema.js";
 
 /**
  * Upserts everything the config declares, in one transaction, except provider API keys, which the
@@ -29,8 +17,10 @@ export async function applyConfig(
   configApply: ConfigApplyRepository,
   config: GatewayConfig,
   now = Date.now(),
+  source?: string,
 ): Promise<void> {
-  const tiers = Object.entries({ ...defaultTiers, ...config.tiers }).map(([name, t]) => ({
+  await refuseKeysHeldElsewhere(store, config, source);
+  const tiers = Object.entries({ ...builtInTiers, ...config.tiers }).map(([name, t]) => ({
     name,
     rank: t.rank,
     free_rpm: t.free_rpm,
@@ -126,4 +116,28 @@ export async function applyConfig(
   // Provider keys stay in memory: the database only learns how many there are.
   for (const p of config.providers) store.setProviderKeys(p.id, p.api_keys);
   await store.invalidateAll();
+}
+
+/**
+ * A config key whose value the database already holds under another id (a key `keys create` or a
+ * login minted, a demo key) would break the keys' one-row-per-value rule mid-apply: refused
+ * first, naming where the key is, before anything is written.
+ */
+async function refuseKeysHeldElsewhere(
+  store: GatewayStore,
+  config: GatewayConfig,
+  source: string | undefined,
+): Promise<void> {
+  const problems: string[] = [];
+  for (const [i, account] of config.accounts.entries()) {
+    for (const [j, key] of account.keys.entries()) {
+      const held = await store.findKeyByValue(key.value);
+      if (held && held.id !== key.id) {
+        problems.push(
+          `accounts[${i}].keys[${j}].value: the database already has this key as "${held.id}" of account "${held.account_id}"; give the config key that id to move it here, or use a new value`,
+        );
+      }
+    }
+  }
+  if (problems.length > 0) throw new ConfigError(problems, source);
 }

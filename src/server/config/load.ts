@@ -1,8 +1,10 @@
 import { readFileSync } from "node:fs";
 import type { ZodError } from "zod";
 import { describeSystemError } from "../../system-errors.js";
+import { isFreeModelName } from "../billing/pricing.js";
+import { maxRouteNesting } from "../dispatch/resolve.js";
 import { providerOf, wireNames } from "../providers/registry.js";
-import { configSchema, type GatewayConfig } from "./schema.js";
+import { builtInTiers, configSchema, type GatewayConfig } from "./schema.js";
 
 export class ConfigError extends Error {
   constructor(
@@ -148,6 +150,7 @@ function crossReferenceProblems(raw: unknown): string[] {
       r.steps.filter((step): step is string => step !== undefined),
     );
   });
+  const nesting = new Map<string, string[] | "open">();
   routeEntries.forEach((r, i) => {
     r.steps.forEach((step, j) => {
       if (step !== undefined && !models.has(step) && !routes.has(step)) {
@@ -156,9 +159,26 @@ function crossReferenceProblems(raw: unknown): string[] {
     });
     const cycle = r.name === undefined ? null : findCycle(r.name, routes);
     if (cycle) problems.push(`routes[${i}]: route cycle ${cycle.join(" -> ")}`);
+    else if (r.name !== undefined) {
+      const nested = deepestNesting(r.name, routes, nesting);
+      if (nested.length - 1 > maxRouteNesting) {
+        problems.push(
+          `routes[${i}]: routes nest ${nested.length - 1} deep (${nested.join(" -> ")}); at most ${maxRouteNesting}`,
+        );
+      }
+      // A paid route charges each step its own prices: a :free step in it would be served at
+      // none, outside the free limits.
+      const served = [...modelsOf(r.name, routes, models)];
+      const free = served.filter(isFreeModelName);
+      if (!isFreeModelName(r.name) && free.length > 0 && free.length < served.length) {
+        problems.push(
+          `routes[${i}]: mixes :free models (${free.join(", ")}) with paid ones, so those would be served outside the free limits; keep them in separate routes, or end the route's name in :free`,
+        );
+      }
+    }
   });
   const tiers = config.tiers && typeof config.tiers === "object" ? config.tiers : {};
-  const tierNames = new Set([...Object.keys(tiers), "free"]);
+  const tierNames = new Set([...Object.keys(tiers), ...Object.keys(builtInTiers)]);
   const keyIds = new Set<string>();
   const keyValues = new Set<string>(
     Array.isArray(config.admin_keys) ? config.admin_keys.filter((k) => typeof k === "string") : [],
@@ -174,6 +194,18 @@ function crossReferenceProblems(raw: unknown): string[] {
     if (tier !== undefined && !tierNames.has(tier)) {
       problems.push(`accounts[${i}].tier: unknown tier "${tier}"`);
     }
+    const subscription =
+      a.subscription && typeof a.subscription === "object" ? (a.subscription as Entry) : {};
+    const subscriptionTier = text(subscription.tier);
+    if (subscriptionTier !== undefined && !tierNames.has(subscriptionTier)) {
+      problems.push(`accounts[${i}].subscription.tier: unknown tier "${subscriptionTier}"`);
+    }
+    // A subscription covers the names clients ask for: a typo would cover nothing, silently.
+    (Array.isArray(subscription.models) ? subscription.models : []).forEach((name, j) => {
+      if (typeof name === "string" && !models.has(name) && !routes.has(name)) {
+        problems.push(`accounts[${i}].subscription.models[${j}]: unknown model or route "${name}"`);
+      }
+    });
     entries(a.byok).forEach((b, j) => {
       const provider = text(b.provider);
       if (provider !== undefined && !providers.has(provider)) {
@@ -199,12 +231,59 @@ function crossReferenceProblems(raw: unknown): string[] {
   return problems;
 }
 
-/** Depth-first search from one route; returns the looping path if the route reaches itself. */
+/**
+ * The longest chain of routes from `start` through routes it names (`start` first): past
+ * `maxRouteNesting` the resolver stops following them. Each route's chain is worked out once
+ * (`known`), so routes that share steps cost no more; a route on a cycle (reported on its own) is
+ * not followed into again.
+ */
+function deepestNesting(
+  start: string,
+  routes: Map<string, string[]>,
+  known: Map<string, string[] | "open">,
+): string[] {
+  const done = known.get(start);
+  if (done === "open") return [];
+  if (done) return done;
+  known.set(start, "open");
+  let deepest: string[] = [start];
+  for (const step of routes.get(start) ?? []) {
+    if (!routes.has(step)) continue;
+    const below = [start, ...deepestNesting(step, routes, known)];
+    if (below.length > deepest.length) deepest = below;
+  }
+  known.set(start, deepest);
+  return deepest;
+}
+
+/** The model names a route reaches through its steps and the routes among them. */
+function modelsOf(
+  name: string,
+  routes: Map<string, string[]>,
+  models: Set<string>,
+  seen = new Set<string>(),
+): Set<string> {
+  const found = new Set<string>();
+  seen.add(name);
+  for (const step of routes.get(name) ?? []) {
+    if (models.has(step)) found.add(step);
+    else if (routes.has(step) && !seen.has(step))
+      for (const model of modelsOf(step, routes, models, seen)) found.add(model);
+  }
+  return found;
+}
+
+/**
+ * Depth-first search from one route; returns the looping path if the route reaches itself. A route
+ * already searched from is not searched again: routes that share steps cost no more.
+ */
 function findCycle(start: string, routes: Map<string, string[]>): string[] | null {
+  const searched = new Set<string>();
   const visit = (name: string, path: string[]): string[] | null => {
     for (const step of routes.get(name) ?? []) {
       if (step === start) return [...path, step];
-      if (routes.has(step) && !path.includes(step)) {
+      if (routes.has(step) && !searched.has(step)) {
+        searched.add(step);
         const found = visit(step, [...path, step]);
         if (found) return found;
       }

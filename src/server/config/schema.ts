@@ -12,20 +12,65 @@ export const idr = z
 
 const gatewayKeyValue = z
   .string()
+  // As a provider key's: a newline from an env file is not part of the key.
+  .trim()
   .regex(/^kn-[A-Za-z0-9_-]{16,}$/, "must start with kn- followed by at least 16 characters");
 
-/** A time in milliseconds that a Node timer can wait (a longer one would fire at once). */
-const timerMs = z
+/**
+ * The largest whole number a count or duration column holds on every backend (Postgres
+ * `integer`): a larger one would pass on SQLite and fail the apply on Postgres.
+ */
+const maxStoredInt = 2 ** 31 - 1;
+
+/** A whole number the database stores as a count or a duration. */
+const storedInt = z
   .number()
   .int()
-  .positive()
-  .max(2 ** 31 - 1);
+  .min(-maxStoredInt - 1, `must be at least ${-maxStoredInt - 1}`)
+  .max(maxStoredInt, `must be at most ${maxStoredInt}`);
+
+/** Requests per minute of an account (config and admin API). */
+export const rpmLimit = storedInt.positive();
+
+/** A time in milliseconds that a Node timer can wait (a longer one would fire at once). */
+const timerMs = storedInt.positive();
+
+/** Whole IDR per million tokens: a token then costs exactly that many micro-IDR. */
+const tokenPrice = z
+  .number()
+  .int("must be a whole number of IDR per million tokens (a token costs that many micro-IDR)")
+  .nonnegative();
+
+/** A mock's wait in milliseconds: a timer's, or none. */
+const waitMs = storedInt.nonnegative();
+
+/**
+ * A provider's key: a newline from an env file or a space from a paste around it is dropped; what
+ * is left goes into an HTTP header, so it is printable ASCII without spaces.
+ */
+export const providerKey = z
+  .string()
+  .trim()
+  .min(1)
+  .regex(
+    /^[\x21-\x7e]*$/,
+    "must be printable ASCII without spaces (a quote or dash pasted from a document?)",
+  );
+
+/** An HTTP(S) URL the gateway appends the API's paths to; a query string stays after them. */
+const baseUrl = z
+  .string()
+  .url("must be a URL such as https://api.openai.com/v1")
+  // `localhost:8080/v1` parses as a URL of the scheme `localhost:`.
+  .refine((value) => !URL.canParse(value) || /^https?:$/.test(new URL(value).protocol), {
+    message: "must start with http:// or https://",
+  });
 
 const mockOptions = z
   .object({
-    latency_ms: z.number().int().nonnegative().optional(),
-    first_token_ms: z.number().int().nonnegative().optional(),
-    chunk_interval_ms: z.number().int().nonnegative().optional(),
+    latency_ms: waitMs.optional(),
+    first_token_ms: waitMs.optional(),
+    chunk_interval_ms: waitMs.optional(),
     fail_status: z.number().int().min(400).max(599).optional(),
     job_seconds: z.number().nonnegative().optional(),
   })
@@ -35,9 +80,8 @@ const providerSchema = z
   .object({
     id: z.string().min(1),
     wire: z.enum(wireNames),
-    base_url: z.string().url().optional(),
-    // A key is never spaced: what surrounds one is a newline from an env file or a paste.
-    api_keys: z.array(z.string().trim().min(1)).default([]),
+    base_url: baseUrl.optional(),
+    api_keys: z.array(providerKey).default([]),
     // The whole of a non-stream answer, and a stream's wait for its headers.
     timeout_ms: timerMs.default(60_000),
     // The longest gap between two pieces of an answer's body; absent, timeout_ms.
@@ -46,8 +90,8 @@ const providerSchema = z
     max_stream_ms: timerMs.optional(),
     // The largest server-sent event (or line) a stream may send.
     max_event_bytes: z.number().int().positive().optional(),
-    max_concurrency: z.number().int().positive().optional(),
-    cooldown_ms: z.number().int().positive().optional(),
+    max_concurrency: storedInt.positive().optional(),
+    cooldown_ms: timerMs.optional(),
     responses_native: z.boolean().default(false),
     // The output limit's field in a chat body the gateway writes (from a messages or Responses
     // client): OpenAI's reasoning models refuse max_tokens; absent, chosen by the base URL.
@@ -68,16 +112,15 @@ const modelSchema = z
     provider: z.string().min(1),
     upstream_model: z.string().min(1).optional(),
     modality: z.enum(modalities).default("chat"),
-    // Whole IDR per million tokens: a token then costs exactly that many micro-IDR.
-    price_input_per_mtok: z.number().int().nonnegative().default(0),
-    price_output_per_mtok: z.number().int().nonnegative().default(0),
+    price_input_per_mtok: tokenPrice.default(0),
+    price_output_per_mtok: tokenPrice.default(0),
     price_per_request: idr.default(0),
     price_per_unit: idr.default(0),
     subscribers_only: z.boolean().default(false),
-    context_window: z.number().int().positive().default(128_000),
-    max_output_tokens: z.number().int().positive().default(4096),
+    context_window: storedInt.positive().default(128_000),
+    max_output_tokens: storedInt.positive().default(4096),
     free_token_budget: z
-      .object({ tokens: z.number().int().positive(), window_seconds: z.number().int().positive() })
+      .object({ tokens: z.number().int().positive(), window_seconds: storedInt.positive() })
       .strict()
       .optional(),
     active: z.boolean().default(true),
@@ -95,11 +138,11 @@ const routeSchema = z
 
 const tierSchema = z
   .object({
-    rank: z.number().int().default(0),
-    free_rpm: z.number().int().nonnegative(),
-    free_daily: z.number().int().nonnegative(),
-    burst_spacing_ms: z.number().int().nonnegative().default(200),
-    burst_queue: z.number().int().nonnegative().default(8),
+    rank: storedInt.default(0),
+    free_rpm: storedInt.nonnegative(),
+    free_daily: storedInt.nonnegative(),
+    burst_spacing_ms: storedInt.nonnegative().default(200),
+    burst_queue: storedInt.nonnegative().default(8),
     min_topup_idr: idr.optional(),
   })
   .strict();
@@ -112,8 +155,8 @@ export const subscriptionSchema = z
         z
           .object({
             name: z.string().min(1),
-            seconds: z.number().int().positive(),
-            quota: z.number().int().nonnegative(),
+            seconds: storedInt.positive(),
+            quota: storedInt.nonnegative(),
           })
           .strict(),
       )
@@ -136,11 +179,7 @@ export const paygSchema = z
   .object({
     enabled: z.boolean().default(true),
     limit_idr: idr,
-    window_seconds: z
-      .number()
-      .int()
-      .positive()
-      .default(30 * 24 * 3600),
+    window_seconds: storedInt.positive().default(30 * 24 * 3600),
   })
   .strict();
 
@@ -153,7 +192,7 @@ const keySchema = z
   })
   .strict();
 
-const byokSchema = z.object({ provider: z.string().min(1), key: z.string().min(1) }).strict();
+const byokSchema = z.object({ provider: z.string().min(1), key: providerKey }).strict();
 
 const accountSchema = z
   .object({
@@ -162,7 +201,7 @@ const accountSchema = z
     status: z.enum(["active", "suspended"]).default("active"),
     balance_idr: idr.default(0),
     payg: paygSchema.nullable().optional(),
-    rpm_limit: z.number().int().positive().default(60),
+    rpm_limit: rpmLimit.default(60),
     tier: z.string().default("free"),
     subscription: subscriptionSchema.nullable().optional(),
     byok: z.array(byokSchema).optional(),
@@ -196,3 +235,16 @@ export const configSchema = z
 
 export type GatewayConfig = z.infer<typeof configSchema>;
 export type ConfigInput = z.input<typeof configSchema>;
+
+/** Tiers every gateway has unless the config redefines them. */
+export const builtInTiers: GatewayConfig["tiers"] = {
+  free: { rank: 0, free_rpm: 20, free_daily: 50, burst_spacing_ms: 200, burst_queue: 8 },
+  paid: {
+    rank: 1,
+    free_rpm: 60,
+    free_daily: 1000,
+    burst_spacing_ms: 100,
+    burst_queue: 16,
+    min_topup_idr: 10_000,
+  },
+};

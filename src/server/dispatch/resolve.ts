@@ -59,6 +59,9 @@ function editDistance(a: string, b: string, limit: number): number {
   return Math.min(previous[b.length], limit);
 }
 
+/** How many routes deep a route's steps are followed; the config refuses deeper nesting. */
+export const maxRouteNesting = 16;
+
 /** Resolves a model or route name against the catalog; config validation already ruled out cycles. */
 export function resolveTarget(catalog: Catalog, name: string): Target {
   const model = catalog.models.get(name);
@@ -74,7 +77,7 @@ export function resolveTarget(catalog: Catalog, name: string): Target {
       const m = catalog.models.get(step);
       if (m) {
         if (m.active) models.push(m);
-      } else if (depth < 16) {
+      } else if (depth < maxRouteNesting) {
         walk(catalog.routes.get(step) ?? [], depth + 1);
       }
     }

@@ -215,14 +215,26 @@ export function valueAt(root: unknown, path: string): unknown {
   return value;
 }
 
-/** A URL path under the provider's base URL (`/v1/chat/completions` -> `/chat/completions`). */
+/**
+ * A URL path under the provider's base URL (`/v1/chat/completions` -> `/chat/completions`), without
+ * the base's own query (`joinUrl` puts it first): that may hold a secret, and names no call.
+ */
 export function relativePath(path: string, baseUrl: string | null): string {
   if (!baseUrl) return path;
-  let base: string;
+  let base: URL;
   try {
-    base = new URL(baseUrl).pathname.replace(/\/+$/, "");
+    base = new URL(baseUrl);
   } catch {
     return path;
   }
-  return base && path.startsWith(base) ? path.slice(base.length) || "/" : path;
+  const baseQuery = base.search.slice(1);
+  if (baseQuery) {
+    const mark = path.indexOf("?");
+    const query = mark < 0 ? "" : path.slice(mark + 1);
+    if (query === baseQuery) path = path.slice(0, mark);
+    else if (query.startsWith(`${baseQuery}&`))
+      path = `${path.slice(0, mark)}?${query.slice(baseQuery.length + 1)}`;
+  }
+  const root = base.pathname.replace(/\/+$/, "");
+  return root && path.startsWith(root) ? path.slice(root.length) || "/" : path;
 }

@@ -684,9 +684,22 @@ function parseJsonText<T>(text: string): T {
 
 /**
  * A provider's base URL and a path, joined once per pair: the same string each call is looked up
- * in `targetCache` by a hash computed once, where a new string is hashed again every request.
+ * in `targetCache` by a hash computed once, where a new string is hashed again every request. The
+ * path goes after the base's own path; a query string in the base (an `api-version`) stays the
+ * URL's query, before any of the path's, and a fragment, which is never sent, is dropped.
  */
 const joinedUrls = new Map<string, Map<string, string>>();
+
+function joinedUrl(base: string, path: string): string {
+  const hash = base.indexOf("#");
+  const unhashed = hash < 0 ? base : base.slice(0, hash);
+  const mark = unhashed.indexOf("?");
+  if (mark < 0) return `${unhashed.replace(/\/+$/, "")}${path}`;
+  const query = unhashed.slice(mark + 1);
+  const root = `${unhashed.slice(0, mark).replace(/\/+$/, "")}${path}`;
+  if (!query) return root;
+  return root.includes("?") ? root.replace("?", () => `?${query}&`) : `${root}?${query}`;
+}
 export function joinUrl(base: string, path: string): string {
   let paths = joinedUrls.get(base);
   if (!paths) {
@@ -698,7 +711,7 @@ export function joinUrl(base: string, path: string): string {
   let url = paths.get(path);
   if (url === undefined) {
     if (paths.size >= maxCachedTargets) paths.clear();
-    url = `${base.replace(/\/+$/, "")}${path}`;
+    url = joinedUrl(base, path);
     paths.set(path, url);
   }
   return url;

@@ -10,7 +10,7 @@ import {
   parseSubscription,
 } from "../../store/types.js";
 import type { Services } from "../compose/services.js";
-import { idr, paygSchema, subscriptionSchema } from "../config/schema.js";
+import { idr, paygSchema, providerKey, rpmLimit, subscriptionSchema } from "../config/schema.js";
 import { byokView } from "../dispatch/byok-view.js";
 import { badRequest, GatewayError } from "../errors.js";
 import { readJson } from "../http/body.js";
@@ -21,7 +21,7 @@ const accountPatch = z
   .object({
     name: z.string().min(1).optional(),
     status: z.enum(["active", "suspended"]).optional(),
-    rpm_limit: z.number().int().positive().optional(),
+    rpm_limit: rpmLimit.optional(),
     tier: z.string().min(1).optional(),
     balance_idr: idr.optional(),
     payg: paygSchema.nullable().optional(),
@@ -37,7 +37,7 @@ const createAccount = z
       .optional(),
     name: z.string().optional(),
     balance_idr: idr.default(0),
-    rpm_limit: z.number().int().positive().default(60),
+    rpm_limit: rpmLimit.default(60),
     tier: z.string().default("free"),
     key_label: keyLabel.default("default"),
   })
@@ -58,7 +58,7 @@ const topUpBody = z.object({ amount_idr: idr.positive() }).strict();
 export const byokBody = z
   .object({
     provider: z.string().min(1),
-    key: z.string().min(1),
+    key: providerKey,
     label: z.string().max(100).optional(),
   })
   .strict();
@@ -168,6 +168,7 @@ export function adminHandlers(services: Services) {
           ? (body.subscription.started_at ?? now)
           : null;
         if (body.subscription?.tier) patch.tier = requireTier(services, body.subscription.tier);
+        for (const name of body.subscription?.models ?? []) requireModelOrRoute(services, name);
       }
       await services.ledger.updateAccount(account.id, patch);
       return c.json(accountView((await services.store.readAccount(account.id))!));
@@ -262,6 +263,17 @@ function requireTier(services: Pick<Services, "store">, tier: string): string {
   if (!services.store.getCatalog().tiers.has(tier))
     throw new GatewayError(400, "bad_request", `Unknown tier "${tier}".`);
   return tier;
+}
+
+/** A subscription covers the names clients ask for: a typo would cover nothing, silently. */
+function requireModelOrRoute(services: Pick<Services, "store">, name: string): void {
+  const catalog = services.store.getCatalog();
+  if (!catalog.models.has(name) && !catalog.routes.has(name))
+    throw new GatewayError(
+      400,
+      "bad_request",
+      `Unknown model or route "${name}" in subscription.models.`,
+    );
 }
 
 export function accountView(a: AccountRow) {

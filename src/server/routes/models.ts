@@ -183,7 +183,8 @@ function modelFields(catalog: Catalog, m: ModelRow, admin: boolean): object {
 
 /**
  * A base URL as an admin is shown it: without a user, password or query string someone wrote into
- * it (the gateway sends neither; a secret there is a mistake that should not spread further).
+ * it (the gateway sends no user or password; a query may hold a secret, which should not spread
+ * further than the provider).
  */
 function shownBaseUrl(baseUrl: string): string {
   if (!URL.canParse(baseUrl)) return baseUrl;

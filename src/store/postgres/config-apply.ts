@@ -3,6 +3,7 @@ import {
   type ConfigApplyRepository,
   type ConfigRows,
   type ConfigTables,
+  configRemovals,
   configUpserts,
 } from "../config-apply.js";
 import { notifyChange } from "./notify.js";
@@ -69,6 +70,18 @@ export class PostgresConfigApply implements ConfigApplyRepository {
       for (const provider of rows.providers) await run(upsertProvider, { ...provider });
       for (const model of rows.models) await run(upsertModel, { ...model });
       for (const route of rows.routes) await run(upsertRoute, { ...route });
+      const remove = (name: string, text: string, kept: string[]) =>
+        client.query({ name, text, values: [JSON.stringify(kept)] });
+      await remove(
+        "config_remove_models",
+        configRemovals.postgres.models,
+        rows.models.map((model) => model.name),
+      );
+      await remove(
+        "config_remove_routes",
+        configRemovals.postgres.routes,
+        rows.routes.map((route) => route.name),
+      );
       const stored = await client.query<{ id: string; config_hash: string | null }>({
         name: "config_account_hashes",
         text: "SELECT id, config_hash FROM accounts WHERE id = ANY($1)",
@@ -120,6 +133,11 @@ export class PostgresConfigApply implements ConfigApplyRepository {
           values: [admin.id, admin.hash, now],
         });
       }
+      await remove(
+        "config_remove_admin_keys",
+        configRemovals.postgres.adminKeys,
+        rows.adminKeys.map((admin) => admin.hash),
+      );
       // Any row any gateway keeps in memory may have changed: each reads everything again.
       await notifyChange(client, { t: "all" });
     });

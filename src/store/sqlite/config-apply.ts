@@ -3,6 +3,7 @@ import {
   type ConfigApplyRepository,
   type ConfigRows,
   type ConfigTables,
+  configRemovals,
   configUpserts,
 } from "../config-apply.js";
 import type { DB } from "./db.js";
@@ -19,6 +20,9 @@ export class SqliteConfigApply implements ConfigApplyRepository {
   private readonly deleteByok: Statement;
   private readonly insertByok: Statement;
   private readonly insertAdmin: Statement;
+  private readonly removeModels: Statement;
+  private readonly removeRoutes: Statement;
+  private readonly removeAdminKeys: Statement;
   private readonly everyRow: Record<keyof ConfigTables, Statement>;
   private readonly immediate: <T>(fn: () => T) => T;
 
@@ -39,6 +43,9 @@ export class SqliteConfigApply implements ConfigApplyRepository {
     this.insertAdmin = db.prepare(
       "INSERT INTO admin_keys (id, hash, created_at) VALUES (?, ?, ?) ON CONFLICT(hash) DO NOTHING",
     );
+    this.removeModels = db.prepare(configRemovals.sqlite.models);
+    this.removeRoutes = db.prepare(configRemovals.sqlite.routes);
+    this.removeAdminKeys = db.prepare(configRemovals.sqlite.adminKeys);
     const all = (table: keyof ConfigTables) => db.prepare(`SELECT * FROM ${table} ORDER BY 1`);
     this.everyRow = {
       accounts: all("accounts"),
@@ -59,6 +66,8 @@ export class SqliteConfigApply implements ConfigApplyRepository {
       for (const provider of rows.providers) this.upsertProvider.run(provider);
       for (const model of rows.models) this.upsertModel.run(model);
       for (const route of rows.routes) this.upsertRoute.run(route);
+      this.removeModels.run(JSON.stringify(rows.models.map((model) => model.name)));
+      this.removeRoutes.run(JSON.stringify(rows.routes.map((route) => route.name)));
       for (const { keys, byok, ...account } of rows.accounts) {
         const stored = this.accountHash.get(account.id) as
           | { config_hash: string | null }
@@ -82,6 +91,7 @@ export class SqliteConfigApply implements ConfigApplyRepository {
         }
       }
       for (const admin of rows.adminKeys) this.insertAdmin.run(admin.id, admin.hash, now);
+      this.removeAdminKeys.run(JSON.stringify(rows.adminKeys.map((admin) => admin.hash)));
     });
   }
 

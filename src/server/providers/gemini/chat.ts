@@ -52,7 +52,7 @@ export async function geminiComplete(
     );
     return withRewrite(result, rewrite);
   }
-  const url = `${methodUrl(attempt, "streamGenerateContent")}?alt=sse`;
+  const url = methodUrl(attempt, "streamGenerateContent?alt=sse");
   const upstream = await openMeteredStream(http, attempt, { url, headers, body }, req.signal);
   return withRewrite(
     fromChatChunks(req, geminiChunks(upstream, chat.model), upstream.meter),
