@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 import type { FakeUpstream, SseStep } from "./support/fake-upstream.js";
 import type { TestGateway } from "./support/gateway.js";
 import { logged } from "./support/metering.js";
-import { useThreeWires } from "./support/three-wires.js";
+import { outcomeOf, useThreeWires } from "./support/three-wires.js";
 
 /**
  * Prompt caching and reasoning across the wires, with the newest SDKs (openai 7.57,
@@ -51,16 +51,6 @@ useThreeWires({
 });
 
 type Json = Record<string, unknown>;
-
-/** The error a call ended with, or status 200 when it was answered. */
-async function outcome(call: Promise<unknown>): Promise<{ status?: number; message: string }> {
-  try {
-    await call;
-  } catch (err) {
-    return err as { status?: number; message: string };
-  }
-  return { status: 200, message: "answered" };
-}
 
 const sent = (upstream: FakeUpstream) => upstream.last.body;
 const sentMessages = (upstream: FakeUpstream) => sent(upstream).messages as Json[];
@@ -610,7 +600,7 @@ describe("OpenAI prompt_cache_breakpoint toward an anthropic-wire model", () => 
         messages: [{ role: "user" as const, content: "Q" }],
       },
     ]) {
-      const err = await outcome(
+      const err = await outcomeOf(
         openai.chat.completions.create({ model: "h-anthropic", ...params } as never),
       );
       expect(err.status).toBe(400);
@@ -618,7 +608,7 @@ describe("OpenAI prompt_cache_breakpoint toward an anthropic-wire model", () => 
       expect(err.message).toMatch(/ttl/);
     }
     // A Responses client's request-wide 12 hours, which chat's options have no room for.
-    const err = await outcome(
+    const err = await outcomeOf(
       openai.responses.create({
         model: "h-anthropic",
         prompt_cache_options: { ttl: "12h" },

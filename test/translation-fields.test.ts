@@ -3,7 +3,7 @@ import type OpenAI from "openai";
 import { describe, expect, it } from "vitest";
 import { geminiJson } from "./support/fake-gemini.js";
 import { anthropicJson, type FakeUpstream, openaiJson } from "./support/fake-upstream.js";
-import { useThreeWires } from "./support/three-wires.js";
+import { outcomeOf, useThreeWires } from "./support/three-wires.js";
 
 /**
  * Request fields and content types the newest SDKs send (openai 7.57, @anthropic-ai/sdk 1.14),
@@ -22,16 +22,6 @@ useThreeWires({
     ({ oa, an, gm, openai, anthropic } = wires);
   },
 });
-
-/** The error a call ended with (undefined when it succeeded). */
-async function refusal(call: Promise<unknown>): Promise<{ status?: number; message: string }> {
-  try {
-    await call;
-  } catch (err) {
-    return err as { status?: number; message: string };
-  }
-  return { status: 200, message: "answered" };
-}
 
 type Json = Record<string, unknown>;
 const messagesSent = (upstream: FakeUpstream) => upstream.last.body.messages as Json[];
@@ -85,7 +75,7 @@ describe("a chat file part Anthropic cannot be given", () => {
       },
     ];
     for (const file of files) {
-      const err = await refusal(
+      const err = await outcomeOf(
         openai.chat.completions.create({
           model: "h-anthropic",
           messages: [
@@ -109,7 +99,7 @@ describe("a chat file part Anthropic cannot be given", () => {
 describe("chat's deprecated functions (still in the openai SDK's ChatCompletionCreateParams)", () => {
   it("are refused with a 400 naming `functions` toward anthropic- and gemini-wire models, never dropped", async () => {
     for (const model of ["h-anthropic", "h-gemini"]) {
-      const err = await refusal(
+      const err = await outcomeOf(
         openai.chat.completions.create({
           model,
           functions: [
@@ -146,7 +136,7 @@ describe("chat's web_search_options toward a gemini-wire model", () => {
 
 describe("what Gemini's translation does not carry, from a chat client", () => {
   it("logprobs are refused with a 400, not answered with logprobs: null", async () => {
-    const err = await refusal(
+    const err = await outcomeOf(
       openai.chat.completions.create({
         model: "h-gemini",
         logprobs: true,
@@ -160,7 +150,7 @@ describe("what Gemini's translation does not carry, from a chat client", () => {
   });
 
   it("audio output is refused with a 400, not answered with text only", async () => {
-    const err = await refusal(
+    const err = await outcomeOf(
       openai.chat.completions.create({
         model: "h-gemini",
         modalities: ["text", "audio"],
@@ -235,7 +225,7 @@ describe("Anthropic content blocks toward an openai-wire model", () => {
       { type: "document" as const, source: { type: "file" as const, file_id: "file_011" } },
       { type: "image" as const, source: { type: "file" as const, file_id: "file_012" } },
     ]) {
-      const err = await refusal(
+      const err = await outcomeOf(
         anthropic.messages.create({
           model: "h-openai",
           max_tokens: 100,
@@ -300,7 +290,7 @@ describe("Responses input items the bridge to chat must not drop", () => {
   });
 
   it("a compaction_trigger item is refused with a 400, not answered as an ordinary turn", async () => {
-    const err = await refusal(
+    const err = await outcomeOf(
       openai.responses.create({
         model: "h-openai",
         input: [{ role: "user", content: "Hi" }, { type: "compaction_trigger" }],
@@ -314,7 +304,7 @@ describe("Responses input items the bridge to chat must not drop", () => {
 
 describe("moderated completions (`moderation`) where the body is rewritten", () => {
   it("a Responses request through the bridge is refused with a 400 naming `moderation`", async () => {
-    const err = await refusal(
+    const err = await outcomeOf(
       openai.responses.create({
         model: "h-openai",
         moderation: { model: "omni-moderation-latest", policy: { input: { mode: "block" } } },
@@ -327,7 +317,7 @@ describe("moderated completions (`moderation`) where the body is rewritten", () 
   });
 
   it("a chat request toward an anthropic-wire model is refused with a 400 naming `moderation`", async () => {
-    const err = await refusal(
+    const err = await outcomeOf(
       openai.chat.completions.create({
         model: "h-anthropic",
         moderation: { model: "omni-moderation-latest" },

@@ -3,7 +3,7 @@ import type OpenAI from "openai";
 import { describe, expect, it } from "vitest";
 import { geminiJson } from "./support/fake-gemini.js";
 import { anthropicJson, type FakeUpstream, openaiJson } from "./support/fake-upstream.js";
-import { useThreeWires } from "./support/three-wires.js";
+import { outcomeOf, useThreeWires } from "./support/three-wires.js";
 
 /**
  * Request fields of the newest SDKs (openai 7.57, @anthropic-ai/sdk 1.14) that a translation to
@@ -24,16 +24,6 @@ useThreeWires({
     ({ oa, an, gm, openai, anthropic } = wires);
   },
 });
-
-/** The error a call ended with, or status 200 when it was answered. */
-async function outcome(call: Promise<unknown>): Promise<{ status?: number; message: string }> {
-  try {
-    await call;
-  } catch (err) {
-    return err as { status?: number; message: string };
-  }
-  return { status: 200, message: "answered" };
-}
 
 type Json = Record<string, unknown>;
 const user = (content: string) => [{ role: "user" as const, content }];
@@ -85,7 +75,7 @@ describe("more stop sequences than the backend's API takes", () => {
   const stops = (n: number) => Array.from({ length: n }, (_, i) => `END${i}`);
 
   it("a messages client's fifth stop_sequence toward an openai-wire model is a 400 naming the field and OpenAI's 4", async () => {
-    const err = await outcome(
+    const err = await outcomeOf(
       anthropic.messages.create({
         model: "h-openai",
         max_tokens: 100,
@@ -110,7 +100,7 @@ describe("more stop sequences than the backend's API takes", () => {
   });
 
   it("toward Gemini the sixth is a 400 naming the client's field (stop_sequences, or chat's stop) and Gemini's 5", async () => {
-    const messages = await outcome(
+    const messages = await outcomeOf(
       anthropic.messages.create({
         model: "h-gemini",
         max_tokens: 100,
@@ -120,7 +110,7 @@ describe("more stop sequences than the backend's API takes", () => {
     );
     expect(messages.status).toBe(400);
     expect(messages.message).toMatch(/`stop_sequences`.*at most 5/);
-    const chat = await outcome(
+    const chat = await outcomeOf(
       openai.chat.completions.create({
         model: "h-gemini",
         stop: stops(6),
@@ -211,7 +201,7 @@ describe("Anthropic's structured outputs (always strict) toward an openai-wire m
 describe("chat sampling controls Anthropic (and Gemini) have no form for", () => {
   it("logit_bias is refused with a 400 naming it toward anthropic- and gemini-wire models, nothing sent", async () => {
     for (const model of ["h-anthropic", "h-gemini"]) {
-      const err = await outcome(
+      const err = await outcomeOf(
         openai.chat.completions.create({
           model,
           logit_bias: { "50256": -100 },
@@ -239,7 +229,7 @@ describe("chat sampling controls Anthropic (and Gemini) have no form for", () =>
 
   it("a presence or frequency penalty toward an anthropic-wire model is a 400 naming it", async () => {
     for (const field of ["presence_penalty", "frequency_penalty"] as const) {
-      const err = await outcome(
+      const err = await outcomeOf(
         openai.chat.completions.create({
           model: "h-anthropic",
           [field]: 0.8,
@@ -277,7 +267,7 @@ describe("a Responses client's reasoning.summary without an effort, toward a gem
 describe("prompt_cache_options on the Responses bridge", () => {
   it("prewarm (prepare the cache, generate nothing) is a 400 naming it on every bridged wire, nothing sent", async () => {
     for (const model of ["h-openai", "h-anthropic", "h-gemini"]) {
-      const err = await outcome(
+      const err = await outcomeOf(
         openai.responses.create({
           model,
           prompt_cache_options: { prewarm: true },
@@ -304,7 +294,7 @@ describe("prompt_cache_options on the Responses bridge", () => {
 describe("messages fields only Anthropic's API can honour", () => {
   it("inference_geo toward another wire is a 400 naming it; toward an anthropic-wire model it passes as written", async () => {
     for (const model of ["h-openai", "h-gemini"]) {
-      const err = await outcome(
+      const err = await outcomeOf(
         anthropic.messages.create({
           model,
           max_tokens: 100,

@@ -84,3 +84,15 @@ export function useThreeWires(options: {
     for (const upstream of [started?.oa, started?.an, started?.gm]) upstream?.reset();
   });
 }
+
+/** How an SDK call ended: the error it threw, or status 200 when it was answered. */
+export async function outcomeOf(
+  call: Promise<unknown>,
+): Promise<{ status?: number; message: string }> {
+  try {
+    await call;
+  } catch (err) {
+    return err as { status?: number; message: string };
+  }
+  return { status: 200, message: "answered" };
+}
