@@ -1,15 +1,7 @@
 import type * as Gateway from "../dist/index.js" with { "resolution-mode": "import" };
 
-export type {
-  GatewayClock,
-  GatewayConfig,
-  GatewayMock,
-  GatewayOptions,
-  MockMatch,
-  MockReply,
-  MockRule,
-  RunningGateway,
-} from "../dist/index.js" with { "resolution-mode": "import" };
+/** Every type of the ESM build (its classes as types: their values come from `load()`). */
+export type * from "../dist/index.js" with { "resolution-mode": "import" };
 
 /** Starts a gateway (the ESM build, loaded on first use). */
 export declare function startGateway(options?: Gateway.GatewayOptions): Promise<Gateway.RunningGateway>;

@@ -5,6 +5,7 @@ export { GatewayAlreadyRunning } from "./server/backends/already-running.js";
 export { ConfigError } from "./server/config/load.js";
 export type { ConfigInput as GatewayConfig } from "./server/config/schema.js";
 export type {
+  ExtraRoute,
   PublicGatewayOptions as GatewayOptions,
   PublicRunningGateway as RunningGateway,
 } from "./server/gateway-types.js";

@@ -83,6 +83,24 @@ export interface PublicGatewayOptions {
   captureBodies?: boolean;
   /** How many requests' bodies `captureBodies` keeps (default 100). */
   captureLimit?: number;
+  /** Test kit: routes of the test's own, served beside the gateway's (see `ExtraRoute`). */
+  extraRoutes?: ExtraRoute[];
+}
+
+/**
+ * A route a test adds, registered as the gateway's own are: its access is checked, and what its
+ * handler throws is answered in its error style, as the 500 `internal_error` of an unexpected
+ * fault. The handler's Response is the answer.
+ */
+export interface ExtraRoute {
+  method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
+  /** The path, e.g. `/v1/boom`. */
+  path: string;
+  /** Who may call it: anyone, a gateway key, or an admin key. */
+  access: "public" | "key" | "admin";
+  /** The JSON style of its errors: chat completions' or messages'. */
+  errors: "chat" | "messages";
+  handler: () => Response | Promise<Response>;
 }
 
 export interface PublicRunningGateway {
@@ -98,10 +116,13 @@ export interface PublicRunningGateway {
   /** The gateway's clock (movable with `clock: "manual"`). */
   clock: GatewayClock;
   /**
-   * Recent requests, newest first, with their bodies when `captureBodies` is on; the same on
-   * SQLite and on Postgres.
+   * Recent requests, newest first (in the order they finished), with their bodies when
+   * `captureBodies` is on; the same on SQLite and on Postgres.
    */
   listRequests(query?: RequestsQuery): Promise<InspectedRequest[]>;
-  /** Stops listening, finishes pending writes and closes the database. */
+  /**
+   * Stops listening and cuts the connections of requests in flight; once those have settled,
+   * finishes pending writes and closes the database. Again: the same promise.
+   */
   close(): Promise<void>;
 }

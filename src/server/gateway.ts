@@ -13,7 +13,7 @@ import type { Backend } from "./backends/backend.js";
 import { createServices, type Services } from "./compose/services.js";
 import { applyConfig } from "./config/apply.js";
 import { demoAccountId, demoConfig } from "./config/demo.js";
-import { ConfigError, loadConfigFile, parseConfig } from "./config/load.js";
+import { ConfigError, formatZodError, loadConfigFile, parseConfig } from "./config/load.js";
 import type { PublicGatewayOptions, PublicRunningGateway } from "./gateway-types.js";
 import { defaultBodyLimitBytes } from "./http/body.js";
 import {
@@ -26,12 +26,16 @@ import { Loopback } from "./http/loopback.js";
 import { InvalidProxies, ProxyList } from "./http/request.js";
 import { withRequestIds } from "./http/request-id.js";
 import { onFinishedRequests, tracedListener } from "./http/request-trace.js";
-import type { Route } from "./http/route-row.js";
 import { type JobRunner, startJobRunner } from "./jobs/runner.js";
 import { parseCassetteOptions } from "./kit/cassettes.js";
 import { defaultCaptureLimit } from "./kit/inspect.js";
 import { Readiness } from "./observe/health.js";
-import type { MockMatch, MockReply, MockRule } from "./providers/mock-script.js";
+import {
+  type MockMatch,
+  type MockReply,
+  type MockRule,
+  mockRuleSchema,
+} from "./providers/mock-script.js";
 import { routeTable } from "./routes/index.js";
 import {
   type Clock,
@@ -42,9 +46,8 @@ import {
   realClock,
 } from "./time/clock.js";
 
-/** The public options, and routes for tests inside this repository. */
+/** The public options, and the timings tests inside this repository tune. */
 export interface GatewayOptions extends PublicGatewayOptions {
-  extraRoutes?: Route[];
   /** How long a job claimed here stays this gateway's without a renewal (the runner's default). */
   jobLeaseMs?: number;
   /** How often this gateway's runner looks at the job queue unasked (the runner's default). */
@@ -70,6 +73,12 @@ function gatewayClock(clock: Clock): GatewayClock {
     set: (to) => manual().set(to),
   };
 }
+
+/**
+ * How long `close()` waits for the requests it cut off to settle. Each ends as soon as it sees its
+ * client gone; the bound is for a wait that would not.
+ */
+const settleOnCloseMs = 5_000;
 
 /** OpenAI keeps a stored response 30 days. */
 const defaultResponsesTtlSeconds = 30 * 24 * 60 * 60;
@@ -222,12 +231,18 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
       mock: {
         reply(ruleOrMatch: MockRule | MockMatch, reply?: MockReply, opts?: { times?: number }) {
           const rule = reply ? { match: ruleOrMatch, reply, times: opts?.times } : ruleOrMatch;
+          // The fields as the test wrote them, as the admin API's 400 names them.
+          const checked = mockRuleSchema.safeParse(rule);
+          if (!checked.success) throw new ConfigError(formatZodError(checked.error), "mock rule");
           services.mockScript.add([rule as MockRule]);
         },
         reset: () => services.mockScript.reset(),
       },
       clock: gatewayClock(clock),
-      listRequests: (query) => services.inspector.requests(query),
+      listRequests: (query) =>
+        closing !== undefined
+          ? Promise.reject(new Error("listRequests(): this gateway is closed (close() was called)"))
+          : services.inspector.requests(query),
       close() {
         closing ??= (async () => {
           readiness.stopping();
@@ -235,6 +250,8 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
             server.close(() => resolve());
             server.closeAllConnections();
           });
+          // The requests just cut off settle as they notice; their writes go before the store closes.
+          await services.unsettled.drained(settleOnCloseMs);
           for (const unobserve of observers) unobserve();
           await jobRunner.stop();
           await services.http.close();

@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import { clearTimeout, setTimeout } from "../host-timers.js";
 
 /**
  * The OS keychain through @napi-rs/keyring (Secret Service on Linux, Keychain on macOS, Credential

@@ -1,3 +1,4 @@
+import { clearInterval, setInterval } from "../../host-timers.js";
 /**
  * The spec's suspension stops every key of an account "at once, everywhere": the next request is
  * refused by the key check, and a stream already open is ended here. The account's status is read

@@ -1,4 +1,5 @@
 import { existsSync } from "node:fs";
+import { setTimeout } from "../../host-timers.js";
 import { liveServeRecord } from "../../store/serve-record.js";
 import { type FileLock, lockFile } from "../../store/sqlite/file-lock.js";
 import { readServeRecordOf } from "../../store/sqlite/serve-record.js";

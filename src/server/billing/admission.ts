@@ -23,6 +23,7 @@ import { UpstreamFailure } from "../wire/upstream-failure.js";
 import type { Usage } from "../wire/usage.js";
 import type { Ledger, Reservation, SettleOptions } from "./ledger.js";
 import { costMicro, isFreeModelName, type Metered, type WorstCase } from "./pricing.js";
+import type { Unsettled } from "./unsettled.js";
 
 export interface AdmitInput {
   key: KeyWithAccount;
@@ -62,6 +63,8 @@ export interface AdmissionServices {
   ledger: Ledger;
   limits: RequestLimits;
   sharedKeys: SharedKeyLimiter;
+  /** Admitted requests not yet settled: what a closing gateway waits for. */
+  unsettled: Unsettled;
   options: { now: () => number; clock: Clock };
 }
 
@@ -70,6 +73,13 @@ export interface AdmissionServices {
  * admitted holds its worst-case cost; `settleAdmission` charges the real cost afterwards.
  */
 export async function admit(services: AdmissionServices, input: AdmitInput): Promise<Admission> {
+  const admission = await limitsAndHold(services, input);
+  if (!input.outlivesRequest) services.unsettled.add(admission.reservation);
+  return admission;
+}
+
+/** `admit`'s limits and hold. */
+async function limitsAndHold(services: AdmissionServices, input: AdmitInput): Promise<Admission> {
   const { trace } = input;
   if (trace) {
     trace.model = input.target.name;
@@ -285,6 +295,7 @@ export function settleAdmission(
   const input = settleInput(admission, outcome, now);
   const metered = { inputTokens: input.inputTokens, outputTokens: input.outputTokens };
   const charged = services.ledger.settle(admission.reservation, input, options);
+  services.unsettled.settled(admission.reservation);
   const { trace } = admission;
   if (trace) {
     trace.costMicro = charged;

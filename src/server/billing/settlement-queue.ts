@@ -1,3 +1,4 @@
+import { clearImmediate, clearTimeout, setImmediate, setTimeout } from "../../host-timers.js";
 import { journalFileOf, SettlementJournal } from "../../store/sqlite/settlement-journal.js";
 import type { LedgerRepository, LedgerWrite, SettleWrite } from "../../store/types.js";
 import { GatewayError } from "../errors.js";

@@ -3,6 +3,7 @@ import type { GatewayStore } from "../../store/types.js";
 import { SuspensionWatch } from "../auth/suspension-watch.js";
 import type { Backend } from "../backends/backend.js";
 import type { Ledger } from "../billing/ledger.js";
+import { Unsettled } from "../billing/unsettled.js";
 import { Dispatcher } from "../dispatch/dispatcher.js";
 import { KeyPools } from "../dispatch/key-pool.js";
 import type { ForwardingOptions } from "../http/request.js";
@@ -53,6 +54,8 @@ export interface Services {
   ledger: Ledger;
   limits: RequestLimits;
   sharedKeys: SharedKeyLimiter;
+  /** Admitted requests not yet settled: what a closing gateway waits for. */
+  unsettled: Unsettled;
   dispatcher: Dispatcher;
   http: UpstreamHttp;
   /** Scripted answers of the mock provider (config `mock.script`, admin API, `gateway.mock`). */
@@ -87,6 +90,7 @@ export function createServices(backend: Backend, options: ServerOptions): Servic
     ledger,
     limits: new RequestLimits(backend.counters),
     sharedKeys: new SharedKeyLimiter(backend.counters),
+    unsettled: new Unsettled(),
     dispatcher,
     http,
     mockScript,

@@ -80,7 +80,8 @@ function substituteEnv(
   return value;
 }
 
-function formatZodError(error: ZodError): string[] {
+/** One line per issue, each naming its field (`models[0].name: ...`). */
+export function formatZodError(error: ZodError): string[] {
   return error.issues.map((issue) => `${formatPath(issue.path)}: ${issue.message}`);
 }
 

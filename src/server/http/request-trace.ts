@@ -1,5 +1,6 @@
 import { channel } from "node:diagnostics_channel";
 import type { IncomingMessage, RequestListener, ServerResponse } from "node:http";
+import { performanceNow } from "../../host-timers.js";
 import type { RequestSource } from "../../store/request-source.js";
 import { loopbackSource } from "./loopback-socket.js";
 import { requestIdOf } from "./request-id.js";
@@ -76,7 +77,7 @@ function traceRequest(
   incoming: IncomingMessage,
   outgoing: ServerResponse,
 ): void {
-  const started = performance.now();
+  const started = performanceNow();
   // Every field from the start, so every trace has one shape and is itself the message.
   const trace: FinishedRequest = {
     gateway: source.url,
@@ -107,7 +108,7 @@ function traceRequest(
     const query = url.indexOf("?");
     trace.path = query === -1 ? url : url.slice(0, query);
     trace.status = outgoing.statusCode;
-    trace.durationMs = performance.now() - started;
+    trace.durationMs = performanceNow() - started;
     trace.finishedAt = Date.now();
     trace.aborted = !outgoing.writableFinished;
     trace.requestId = requestIdOf(outgoing);

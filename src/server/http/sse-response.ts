@@ -1,5 +1,6 @@
 import type { ServerResponse } from "node:http";
 import type { Socket } from "node:net";
+import { clearInterval, setInterval } from "../../host-timers.js";
 import type { StreamPiece } from "../wire/stream-types.js";
 import { markStage } from "./stages.js";
 

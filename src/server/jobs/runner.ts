@@ -1,3 +1,4 @@
+import { clearInterval, clearTimeout, setInterval, setTimeout } from "../../host-timers.js";
 import type { JobRow, JobsRepository } from "../../store/jobs.js";
 import { newId } from "../../store/secrets.js";
 import type { ModelRow } from "../../store/types.js";

@@ -1,4 +1,5 @@
 import { existsSync, mkdirSync } from "node:fs";
+import { performanceNow } from "../../host-timers.js";
 import { ConfigError } from "../config/load.js";
 import type { UpstreamRequest } from "../providers/h1-client.js";
 import {
@@ -83,7 +84,7 @@ export class KitUpstream extends UpstreamHttp {
     const request = canonicalRequest(options, provider);
     const found = this.lookup(shelf, request);
     if (found) return replayWhole(found.response, this.timing, signal);
-    const started = performance.now();
+    const started = performanceNow();
     const answer = await super.sendWhole(options, signal, provider);
     const headers = keptHeadersOf(answer.headers);
     shelf.save(
@@ -91,7 +92,7 @@ export class KitUpstream extends UpstreamHttp {
       {
         status: answer.status,
         headers,
-        ms: Math.round(performance.now() - started),
+        ms: Math.round(performanceNow() - started),
         ...recordedBody(headers["content-type"] ?? "", answer.body),
       },
       credentialsOf(options),
@@ -109,7 +110,7 @@ export class KitUpstream extends UpstreamHttp {
     const request = canonicalRequest(options, provider);
     const found = this.lookup(shelf, request);
     if (found) return replayStream(found.response, this.timing, signal);
-    const started = performance.now();
+    const started = performanceNow();
     const answer = await super.openStream(options, signal, provider);
     const headers = keptHeadersOf(answer.headers);
     const secrets = credentialsOf(options);
@@ -153,7 +154,7 @@ async function* recordingStream(
   try {
     for await (const chunk of body) {
       const text = decoder.decode(chunk, { stream: true });
-      if (text) chunks.push({ ms: Math.round(performance.now() - started), text });
+      if (text) chunks.push({ ms: Math.round(performanceNow() - started), text });
       yield chunk;
     }
   } catch (err) {
@@ -161,7 +162,7 @@ async function* recordingStream(
     throw err;
   } finally {
     const rest = decoder.decode();
-    if (rest) chunks.push({ ms: Math.round(performance.now() - started), text: rest });
+    if (rest) chunks.push({ ms: Math.round(performanceNow() - started), text: rest });
     if (!signal.aborted) save(chunks, cut || undefined);
   }
 }

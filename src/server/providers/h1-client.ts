@@ -1,6 +1,7 @@
 import { channel } from "node:diagnostics_channel";
 import { connect as connectTcp, isIP, type Socket } from "node:net";
 import { type ConnectionOptions, connect as connectTls } from "node:tls";
+import { clearTimeout, performanceNow, setTimeout } from "../../host-timers.js";
 
 /**
  * The gateway's HTTP/1.1 client toward providers: keep-alive pools per origin, one request per
@@ -247,7 +248,7 @@ class Origin {
 
   /** The most recently used idle connection still inside its keep-alive time. */
   take(): Connection | undefined {
-    const now = performance.now();
+    const now = performanceNow();
     for (;;) {
       const connection = this.idle.pop();
       if (!connection) return undefined;
@@ -275,7 +276,7 @@ class Origin {
       this.dequeue(pending);
       endCall(pending, headersLate());
     }, pending.request.headersTimeout);
-    pending.queued = { since: performance.now(), timer };
+    pending.queued = { since: performanceNow(), timer };
     this.queue.push(pending);
   }
 
@@ -317,13 +318,13 @@ class Origin {
   /** Idle connections past their keep-alive time are closed, not left for the server to drop. */
   private sweepLater(at: number): void {
     if (this.sweep) return;
-    this.sweep = setTimeout(this.sweepIdle, Math.max(0, at - performance.now()) + 1);
+    this.sweep = setTimeout(this.sweepIdle, Math.max(0, at - performanceNow()) + 1);
     this.sweep.unref();
   }
 
   private readonly sweepIdle = () => {
     this.sweep = undefined;
-    const now = performance.now();
+    const now = performanceNow();
     let soonest = Infinity;
     for (const connection of [...this.idle]) {
       if (now >= connection.reusableUntil) connection.destroy();
@@ -414,7 +415,7 @@ class Connection {
     this.keepAlive = true;
     this.serverIdleMs = Infinity;
     this.inBody = false;
-    const waited = pending.queued ? performance.now() - pending.queued.since : 0;
+    const waited = pending.queued ? performanceNow() - pending.queued.since : 0;
     pending.queued = undefined;
     this.timer = setTimeout(this.timedOut, Math.max(1, pending.request.headersTimeout - waited));
     const { head, request } = pending;
@@ -471,7 +472,7 @@ class Connection {
     }
     const bound = pending.request.bodyTimeout;
     // A reader that paused the connection is not the upstream's silence.
-    const quiet = this.paused ? 0 : performance.now() - this.lastActivity;
+    const quiet = this.paused ? 0 : performanceNow() - this.lastActivity;
     if (quiet >= bound)
       this.fail(
         new UpstreamError("UPSTREAM_BODY_TIMEOUT", "the upstream's answer paused too long"),
@@ -485,7 +486,7 @@ class Connection {
       this.destroy();
       return;
     }
-    this.lastActivity = performance.now();
+    this.lastActivity = performanceNow();
     this.read(data);
   };
 
@@ -518,7 +519,7 @@ class Connection {
     const reusable = this.keepAlive && !this.closed && this.socket.writableLength === 0;
     if (reusable) {
       const idleMs = Math.min(this.origin.agent.keepAliveMs, this.serverIdleMs);
-      this.reusableUntil = performance.now() + idleMs;
+      this.reusableUntil = performanceNow() + idleMs;
     } else {
       this.destroy();
       this.leavePool();
@@ -667,7 +668,7 @@ class Connection {
     }
     clearTimeout(this.timer);
     this.inBody = true;
-    this.lastActivity = performance.now();
+    this.lastActivity = performanceNow();
     this.timer = setTimeout(this.timedOut, pending.request.bodyTimeout);
     let whole = false;
     if (status === 204 || status === 304) whole = true;

@@ -1,3 +1,4 @@
+import { clearTimeout, performanceNow, setTimeout } from "../../host-timers.js";
 import { providerOptions } from "../../store/provider-options.js";
 import type { ProviderRow } from "../../store/types.js";
 import { GatewayError } from "../errors.js";
@@ -129,7 +130,7 @@ export class UpstreamHttp {
     provider: UpstreamProvider,
   ): Promise<AsyncIterable<Uint8Array>> {
     const { idleMs, maxStreamMs } = upstreamBounds(provider);
-    const started = performance.now();
+    const started = performanceNow();
     const deadline = new Deadline(signal, maxStreamMs);
     let answer: StreamAnswer;
     try {
@@ -152,7 +153,7 @@ export class UpstreamHttp {
     try {
       // A refusal is a whole answer, not a stream: read only what classifies it, within the
       // provider's timeout_ms from the request, never an endless or trickling error body.
-      const left = Math.max(1, provider.timeout_ms - (performance.now() - started));
+      const left = Math.max(1, provider.timeout_ms - (performanceNow() - started));
       throw failureOf(status, answer.headers["retry-after"], await readBounded(answer.body, left));
     } finally {
       deadline.clear();

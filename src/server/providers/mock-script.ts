@@ -142,7 +142,10 @@ interface LiveRule {
 
 /** The script as a test drives it (`gateway.mock`). */
 export interface GatewayMock {
-  /** Appends a rule: `reply(rule)` or `reply(match, reply, { times })`. */
+  /**
+   * Appends a rule: `reply(rule)` or `reply(match, reply, { times })`. A bad rule throws a
+   * `ConfigError` naming its field.
+   */
   reply(rule: MockRule): void;
   reply(match: MockMatch, reply: MockReply, options?: { times?: number }): void;
   /** Back to the config's rules (none without a config `mock.script`). */

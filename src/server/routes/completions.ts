@@ -1,5 +1,6 @@
 import { RESPONSE_ALREADY_SENT } from "@hono/node-server/utils/response";
 import { z } from "zod";
+import { clearTimeout, setTimeout } from "../../host-timers.js";
 import type { ModelRow, ProviderRow } from "../../store/types.js";
 import {
   admit,

@@ -1,4 +1,5 @@
 import type { RequestListener } from "node:http";
+import { setImmediate } from "../../host-timers.js";
 import { clientClosed } from "../errors.js";
 import type { GoneSignal } from "./gone-signal.js";
 import { sleep } from "./sleep.js";

@@ -1,3 +1,4 @@
+import { clearTimeout, setTimeout } from "../../host-timers.js";
 import { clientClosed } from "../errors.js";
 import type { GoneSignal } from "./gone-signal.js";
 

@@ -1,4 +1,11 @@
 import pg from "pg";
+import {
+  clearInterval,
+  clearTimeout,
+  performanceNow,
+  setInterval,
+  setTimeout,
+} from "../../host-timers.js";
 import type { KeyPoolSync } from "../types.js";
 
 /** The channel `gateway_cool_key` notifies on (see the migration step provider-key-cooldowns). */
@@ -92,7 +99,7 @@ export class PostgresKeyPoolSync implements KeyPoolSync {
 
   onCooled(listener: CooledListener): void {
     this.listeners.push(listener);
-    const now = performance.now();
+    const now = performanceNow();
     for (const cooldown of this.running.values()) {
       if (cooldown.until > now) {
         listener(cooldown.providerId, cooldown.fingerprint, cooldown.until - now);
@@ -212,7 +219,7 @@ export class PostgresKeyPoolSync implements KeyPoolSync {
   }
 
   private tell(providerId: string, fingerprint: string, coolMs: number): void {
-    const now = performance.now();
+    const now = performanceNow();
     for (const [id, cooldown] of this.running) if (cooldown.until <= now) this.running.delete(id);
     const id = `${providerId}\u0000${fingerprint}`;
     const until = now + coolMs;

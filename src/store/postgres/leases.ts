@@ -1,4 +1,5 @@
 import type pg from "pg";
+import { clearInterval, performanceNow, setImmediate, setInterval } from "../../host-timers.js";
 import { type Reservation, type ReserveInput, reservationOf } from "../types.js";
 import { windowEnd } from "../utc-windows.js";
 
@@ -169,7 +170,7 @@ export class Leases {
   take(input: ReserveInput): Reservation | undefined {
     if (!eligible(input)) return undefined;
     const lease = this.leases.get(input.accountId);
-    if (!lease || lease.stopped || performance.now() > this.validUntil) return undefined;
+    if (!lease || lease.stopped || performanceNow() > this.validUntil) return undefined;
     const amount = input.worstCaseMicro;
     if (lease.micro < amount) return undefined;
     if (input.count) {
@@ -182,7 +183,7 @@ export class Leases {
     lease.micro -= amount;
     lease.inFlight++;
     lease.inFlightMicro += amount;
-    lease.lastUsed = performance.now();
+    lease.lastUsed = performanceNow();
     const reservation = reservationOf(input, {
       payment: "balance",
       reservedMicro: amount,
@@ -239,7 +240,7 @@ export class Leases {
 
   /** What a hold sent to the database asks to lease beside it. */
   want(input: ReserveInput): LeaseWant {
-    if (!eligible(input) || !this.running || performance.now() > this.validUntil) return {};
+    if (!eligible(input) || !this.running || performanceNow() > this.validUntil) return {};
     let lease = this.leases.get(input.accountId);
     // A stopped lease starts over only once all of it is back: a grant must not race its give-back.
     if (lease?.stopped && !(settledHere(lease) && drainedInDb(lease))) return {};
@@ -269,7 +270,7 @@ export class Leases {
       lease.micro += micro;
       lease.activeInDb = true;
       lease.topUpRefused = false;
-      lease.lastUsed = performance.now();
+      lease.lastUsed = performanceNow();
     }
     if (count > 0 && input.count) {
       const end = windowEnd(input.now, input.count.windowMs);
@@ -384,7 +385,7 @@ export class Leases {
    * unused for it.
    */
   private canGiveBack(lease: Lease): boolean {
-    if (lease.uncertain && (lease.inFlight > 0 || performance.now() < lease.retryAt)) return false;
+    if (lease.uncertain && (lease.inFlight > 0 || performanceNow() < lease.retryAt)) return false;
     return lease.stopped && settledHere(lease) && !drainedInDb(lease);
   }
 
@@ -417,7 +418,7 @@ export class Leases {
       console.error(`gateway: giving back leases failed: ${(err as Error).message}`);
       for (const lease of ready) {
         lease.uncertain = true;
-        lease.retryAt = performance.now() + retryGiveBackMs;
+        lease.retryAt = performanceNow() + retryGiveBackMs;
       }
     } finally {
       for (const lease of ready) lease.givingBack = false;
@@ -441,7 +442,7 @@ export class Leases {
    */
   private async tick(): Promise<void> {
     if (this.ticking || !this.running) return;
-    const now = performance.now();
+    const now = performanceNow();
     let inUse = false;
     for (const lease of this.leases.values()) {
       if (lease.stopped) {
@@ -517,6 +518,6 @@ function newLease(accountId: string): Lease {
     uncertain: false,
     retryAt: 0,
     givingBack: false,
-    lastUsed: performance.now(),
+    lastUsed: performanceNow(),
   };
 }

@@ -1,4 +1,5 @@
 import type pg from "pg";
+import { setTimeout } from "../../host-timers.js";
 import type { CountTake, LimitCounters } from "../types.js";
 import { windowEnd } from "../utc-windows.js";
 import { recallPauses } from "./leases.js";

@@ -1,5 +1,6 @@
 import { hostname } from "node:os";
 import type pg from "pg";
+import { clearInterval, performanceNow, setInterval, setTimeout } from "../../host-timers.js";
 import {
   type AccountPatch,
   moneyColumns,
@@ -276,7 +277,7 @@ export class PostgresMoney {
 
   /** Records this gateway with a fresh lease (again, after it lost one). */
   async register(): Promise<void> {
-    const sent = performance.now();
+    const sent = performanceNow();
     await this.pool.query(
       `INSERT INTO instances (id, host, pid, started_at, lease_until)
        VALUES ($1, $2, $3, gateway_now_ms(), gateway_now_ms() + $4)
@@ -291,7 +292,7 @@ export class PostgresMoney {
    * gateway's holds, so requests admitted before now settle as nothing charged.
    */
   async heartbeat(): Promise<boolean> {
-    const sent = performance.now();
+    const sent = performanceNow();
     const result = await this.pool.query({
       name: "gateway_heartbeat",
       text: "UPDATE instances SET lease_until = gateway_now_ms() + $2 WHERE id = $1",

@@ -1,4 +1,5 @@
 import pg from "pg";
+import { clearInterval, clearTimeout, setInterval, setTimeout } from "../../host-timers.js";
 import { randomToken } from "../secrets.js";
 import type { Queryable } from "./transaction.js";
 

@@ -1,5 +1,6 @@
 import { closeSync, fstatSync, fsync, openSync } from "node:fs";
 import Database from "better-sqlite3";
+import { clearTimeout, setTimeout } from "../../host-timers.js";
 import { type FileIdentity, fileIdentity, fileMoved } from "../storage-fault.js";
 import type { DB } from "./db.js";
 
