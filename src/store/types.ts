@@ -454,6 +454,23 @@ export interface GatewayStore extends AccountRepository, CatalogRepository, Usag
  * with SQLite, in the database with Postgres so that a limit is one limit across every gateway.
  * A window is `floor(now / windowMs)`; a new window starts its count at zero.
  */
+/**
+ * Requests of the request log admitted in one window, by account, key, endpoint and model: what a
+ * gateway whose limit counters live in its own memory restores them from at start.
+ */
+export interface AdmittedCount {
+  accountId: string;
+  keyId: string | null;
+  /** The key is a shared key. */
+  shared: boolean;
+  /** As logged (`loggedEndpoint`). */
+  endpoint: string;
+  model: string;
+  /** The start of the window they were admitted in. */
+  windowStart: number;
+  requests: number;
+}
+
 export interface LimitCounters {
   /** Counts one if fewer than `limit` were counted in this window: the count after, or null. */
   take(key: string, limit: number, windowMs: number, now: number): MaybeAsync<number | null>;
@@ -582,7 +599,10 @@ export interface SettleInput {
   delivered: boolean;
   /** Tools the backend could not run, left out of the request it was sent. */
   toolsOmitted?: string[];
-  /** Served with the account's own provider key: logged as paid `byok`, whatever it held. */
+  /**
+   * Served with the account's own provider key: logged as paid `byok`, whatever it held; the hold
+   * is given back whole and nothing counts against the subscription windows or free allowance.
+   */
   byokServed?: boolean;
   now: number;
 }

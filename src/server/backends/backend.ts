@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import type { Repositories } from "../../store/repositories.js";
-import type { GatewayStore, KeyPoolSync, LimitCounters } from "../../store/types.js";
+import type { AdmittedCount, GatewayStore, KeyPoolSync, LimitCounters } from "../../store/types.js";
 import type { Ledger } from "../billing/ledger.js";
 
 /**
@@ -17,6 +17,11 @@ export interface Backend {
   ledger: Ledger;
   /** Counters the limits share with every other gateway; undefined: this process's own. */
   counters?: LimitCounters;
+  /**
+   * Requests the request log has admitted from `since` on, per window of `windowMs`: where the
+   * counters are this process's own, they start from these (a restart grants no new minute).
+   */
+  admittedSince?(since: number, windowMs: number): AdmittedCount[];
   /** Provider key cooldowns and concurrency shared with every other gateway. */
   keyPoolSync?: KeyPoolSync;
   /** This gateway's id among those on the database (job leases, holds). */

@@ -48,6 +48,7 @@ export async function openSqliteBackend(path: string, journaledWaitMs?: number):
     store,
     repos: store.repos,
     ledger,
+    admittedSince: (since, windowMs) => store.admittedSince(since, windowMs),
     instanceId: instanceId(),
     startUpkeep() {
       checkpointer = store.startCheckpointer();

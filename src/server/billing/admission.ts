@@ -1,8 +1,14 @@
-import { loggedEndpoint, type RequestSource } from "../../store/request-source.js";
+import {
+  loggedEndpoint,
+  type RequestSource,
+  readLoggedEndpoint,
+} from "../../store/request-source.js";
 import { newId } from "../../store/secrets.js";
 import type {
   AccountRow,
+  AdmittedCount,
   ByokRow,
+  Catalog,
   GatewayStore,
   KeyWithAccount,
   ModelRow,
@@ -11,13 +17,20 @@ import type {
 } from "../../store/types.js";
 import { parseSubscription } from "../../store/types.js";
 import { mapFailure } from "../dispatch/dispatcher.js";
-import type { Target } from "../dispatch/resolve.js";
+import { resolveTarget, type Target } from "../dispatch/resolve.js";
 import { GatewayError, internalError } from "../errors.js";
 import type { RequestTrace } from "../http/request-trace.js";
-import type { RateHeaders, RequestLimits } from "../limits/request-limits.js";
-import type { SharedKeyLimiter } from "../limits/shared-key.js";
+import {
+  freeRpmKey,
+  paidRpmKey,
+  type RateHeaders,
+  type RequestLimits,
+} from "../limits/request-limits.js";
+import { type SharedKeyLimiter, sharedKeyCounter } from "../limits/shared-key.js";
+import { MemoryCounters, minuteMs } from "../limits/window-counter.js";
 import type { Clock } from "../time/clock.js";
 import type { GoneSignal } from "../time/gone-signal.js";
+import type { ClientStyle } from "../wire/completion-types.js";
 import { StreamBroken } from "../wire/to-client.js";
 import { UpstreamFailure } from "../wire/upstream-failure.js";
 import type { Usage } from "../wire/usage.js";
@@ -52,6 +65,23 @@ export interface Admission {
   byokOnly: boolean;
   free: boolean;
   trace?: RequestTrace;
+}
+
+/**
+ * The endpoints the completion styles are logged and billed as: their requests share the
+ * account's per-minute limit (spec, Limits), which admission takes when asked (`accountRpm`).
+ */
+export const completionEndpoints: Record<ClientStyle, string> = {
+  chat: "chat.completions",
+  messages: "messages",
+  responses: "responses",
+};
+
+/** A route whose every step is a :free model is served free, and counts against the free limits. */
+function servedFree(target: Target): boolean {
+  return (
+    isFreeModelName(target.name) || target.models.every((model) => isFreeModelName(model.name))
+  );
 }
 
 const subscribersOnly = () =>
@@ -90,10 +120,7 @@ async function limitsAndHold(services: AdmissionServices, input: AdmitInput): Pr
   const account = services.store.getAccount(input.key.account_id);
   if (!account) throw new GatewayError(500, "internal_error", "account missing");
   const subscription = parseSubscription(account);
-  // A route whose every step is a :free model is served free, and counts against the free limits.
-  const free =
-    isFreeModelName(input.target.name) ||
-    input.target.models.every((model) => isFreeModelName(model.name));
+  const free = servedFree(input.target);
   const byok = services.store.listByok(account.id);
   let rateHeaders: RateHeaders | undefined;
   const tier =
@@ -195,6 +222,48 @@ async function limitsAndHold(services: AdmissionServices, input: AdmitInput): Pr
     throw err;
   }
 }
+
+/**
+ * This process's limit counters, holding the per-minute counts admission took for the requests the
+ * request log has (`admitted`, ordered by window): a gateway whose counters live in its memory,
+ * started again within a minute (after a restart or a crash), grants no new minute. The log has
+ * every request whose answer went out, so that much is counted again; a request refused at its
+ * hold (which took its count and has no row) is not, nor the limits the log cannot tell (a shared
+ * key's per-address count, the usage endpoints', key creation's).
+ */
+export function restoredCounters(catalog: Catalog, admitted: AdmittedCount[]): MemoryCounters {
+  const counters = new MemoryCounters();
+  const free = new Map<string, boolean>();
+  for (const row of admitted) {
+    let isFree = free.get(row.model);
+    if (isFree === undefined) {
+      isFree = loggedFree(catalog, row.model);
+      free.set(row.model, isFree);
+    }
+    const { windowStart: at, requests } = row;
+    if (isFree) {
+      counters.restore(freeRpmKey(row.accountId), minuteMs, at, requests);
+      continue;
+    }
+    if (!isCompletionEndpoint(readLoggedEndpoint(row.endpoint).endpoint)) continue;
+    counters.restore(paidRpmKey(row.accountId), minuteMs, at, requests);
+    if (row.shared && row.keyId)
+      counters.restore(sharedKeyCounter(row.keyId), minuteMs, at, requests);
+  }
+  return counters;
+}
+
+/** Whether a logged model or route name was served free, as the catalog has it (else by its name). */
+function loggedFree(catalog: Catalog, name: string): boolean {
+  try {
+    return servedFree(resolveTarget(catalog, name));
+  } catch {
+    return isFreeModelName(name);
+  }
+}
+
+const isCompletionEndpoint = (endpoint: string) =>
+  Object.values(completionEndpoints).includes(endpoint);
 
 type ReserveTerms = Pick<
   ReserveInput,
@@ -308,6 +377,8 @@ export function settleAdmission(
   if (
     admission.free &&
     outcome.delivered &&
+    // The budget is of the gateway's own provider keys: the account's own key spends none of it.
+    !outcome.byokServed &&
     outcome.model?.free_token_budget &&
     outcome.model.free_token_window_seconds
   ) {

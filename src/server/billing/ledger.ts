@@ -61,7 +61,9 @@ export interface Ledger {
   restoreHold(reservation: Reservation): void;
   /**
    * Ends a reservation: charges the real cost (never more than was held) and releases the hold.
-   * Only a request that delivered output counts against allowances. Returns the charge.
+   * Only a request that delivered output counts against allowances, and only when the account's
+   * own provider key did not serve it (`byokServed`: nothing charged, nothing counted). Returns
+   * the charge.
    */
   settle(reservation: Reservation, input: SettleInput, options?: SettleOptions): number;
   /**
@@ -248,7 +250,10 @@ export class ProcessLedger implements Ledger {
 
   /** The write that settles `reservation` as `input` says: charge, allowance counts, log row. */
   private settleWrite(reservation: Reservation, input: SettleInput, seq: number): SettleWrite {
-    const charge = input.delivered ? Math.min(input.costMicro, reservation.reservedMicro) : 0;
+    // The account's own provider key served it: whatever the admission held (it could not know
+    // which key would serve), it pays nothing and counts in no allowance (DECISIONS: BYOK).
+    const counts = input.delivered && !input.byokServed;
+    const charge = counts ? Math.min(input.costMicro, reservation.reservedMicro) : 0;
     return {
       kind: "settle",
       seq,
@@ -259,9 +264,8 @@ export class ProcessLedger implements Ledger {
         reservation.payment === "payg"
           ? (this.store.getAccount(reservation.accountId)?.payg_window_start ?? null)
           : null,
-      freeDay: input.delivered && reservation.payment === "free" ? reservation.paymentRef : null,
-      windows:
-        input.delivered && reservation.payment === "subscription" ? windowStarts(reservation) : [],
+      freeDay: counts && reservation.payment === "free" ? reservation.paymentRef : null,
+      windows: counts && reservation.payment === "subscription" ? windowStarts(reservation) : [],
       log: [
         reservation.id,
         reservation.accountId,

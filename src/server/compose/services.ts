@@ -2,6 +2,7 @@ import type { Repositories } from "../../store/repositories.js";
 import type { GatewayStore } from "../../store/types.js";
 import { SuspensionWatch } from "../auth/suspension-watch.js";
 import type { Backend } from "../backends/backend.js";
+import { restoredCounters } from "../billing/admission.js";
 import type { Ledger } from "../billing/ledger.js";
 import { Unsettled } from "../billing/unsettled.js";
 import { Dispatcher } from "../dispatch/dispatcher.js";
@@ -13,6 +14,7 @@ import { RequestInspector } from "../kit/inspect.js";
 import { KitUpstream } from "../kit/kit-upstream.js";
 import { RequestLimits } from "../limits/request-limits.js";
 import { SharedKeyLimiter } from "../limits/shared-key.js";
+import { minuteMs } from "../limits/window-counter.js";
 import { UpstreamHttp } from "../providers/http-upstream.js";
 import { MockScript } from "../providers/mock-script.js";
 import type { Clock } from "../time/clock.js";
@@ -83,13 +85,19 @@ export function createServices(backend: Backend, options: ServerOptions): Servic
   const pools = new KeyPools(options.now, backend.keyPoolSync);
   const mockScript = new MockScript();
   const dispatcher = new Dispatcher(store, pools, { http, mockScript }, options.now);
+  // Counters of this process's own start from the minute's requests in the request log (before the
+  // config is applied: the catalog the log's requests were admitted under).
+  const minuteStart = Math.floor(options.now() / minuteMs) * minuteMs;
+  const counters =
+    backend.counters ??
+    restoredCounters(store.getCatalog(), backend.admittedSince?.(minuteStart, minuteMs) ?? []);
   return {
     store,
     repos,
     options,
     ledger,
-    limits: new RequestLimits(backend.counters),
-    sharedKeys: new SharedKeyLimiter(backend.counters),
+    limits: new RequestLimits(counters),
+    sharedKeys: new SharedKeyLimiter(counters),
     unsettled: new Unsettled(),
     dispatcher,
     http,

@@ -22,6 +22,10 @@ export interface RateHeaders {
 
 const rateLimited = (message: string) => new GatewayError(429, "rate_limit_exceeded", message);
 
+/** The counters' names of an account's per-minute counts, paid and free models apart. */
+export const paidRpmKey = (accountId: string) => `paid-rpm|${accountId}`;
+export const freeRpmKey = (accountId: string) => `free-rpm|${accountId}`;
+
 /** The answer to a request over its account's own per-minute limit. */
 export const paidRpmRefused = (limit: number) =>
   rateLimited(`Rate limit of ${limit} requests per minute reached for this account.`);
@@ -46,16 +50,16 @@ export class RequestLimits {
 
   /** The count `takePaidRpm` takes, for a ledger that takes it with the hold. */
   paidRpmCount(account: AccountRow): CountTake {
-    return { key: `paid-rpm|${account.id}`, limit: account.rpm_limit, windowMs: minute };
+    return { key: paidRpmKey(account.id), limit: account.rpm_limit, windowMs: minute };
   }
 
   giveBackPaidRpm(accountId: string, now: number): MaybeAsync<void> {
-    return this.counters.giveBack(`paid-rpm|${accountId}`, minute, now);
+    return this.counters.giveBack(paidRpmKey(accountId), minute, now);
   }
 
   takeFreeRpm(accountId: string, tier: TierRow, now: number): MaybeAsync<RateHeaders> {
     return andThen(
-      this.counters.take(`free-rpm|${accountId}`, tier.free_rpm, minute, now),
+      this.counters.take(freeRpmKey(accountId), tier.free_rpm, minute, now),
       (count) => {
         if (count === null) {
           throw new GatewayError(
@@ -71,13 +75,13 @@ export class RequestLimits {
   }
 
   freeHeaders(accountId: string, tier: TierRow, now: number): MaybeAsync<RateHeaders> {
-    return andThen(this.counters.used(`free-rpm|${accountId}`, minute, now), (count) =>
+    return andThen(this.counters.used(freeRpmKey(accountId), minute, now), (count) =>
       rateHeaders(tier.free_rpm, count, now),
     );
   }
 
   giveBackFreeRpm(accountId: string, now: number): MaybeAsync<void> {
-    return this.counters.giveBack(`free-rpm|${accountId}`, minute, now);
+    return this.counters.giveBack(freeRpmKey(accountId), minute, now);
   }
 
   /**

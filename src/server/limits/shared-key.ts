@@ -11,6 +11,8 @@ export const sharedKeyIpRefusal = () =>
   new PlainTextError(429, "too many requests, try again shortly", "shared_key_ip_limit");
 
 const ipCounter = (keyId: string, ip: string) => `shared-ip|${keyId}|${ip}`;
+/** The counter of a shared key's share of its account's per-minute limit. */
+export const sharedKeyCounter = (keyId: string) => `shared-key|${keyId}`;
 
 /**
  * Shared keys' own limits, counted in `counters` (memory, or the database several gateways
@@ -46,7 +48,7 @@ export class SharedKeyLimiter {
   admitKey(keyId: string, accountRpm: number, now: number): MaybeAsync<boolean> {
     const limit = Math.max(1, Math.floor(accountRpm * sharedKeyAccountShare));
     return andThen(
-      this.counters.take(`shared-key|${keyId}`, limit, minute, now),
+      this.counters.take(sharedKeyCounter(keyId), limit, minute, now),
       (count) => count !== null,
     );
   }

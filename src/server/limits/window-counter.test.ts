@@ -28,6 +28,18 @@ describe("WindowCounter", () => {
     expect(counter.used("never seen", 0)).toBe(0);
   });
 
+  it("restores counts of admitted requests past the limit, adds those of the same window, and keeps a later window's", () => {
+    const counter = new WindowCounter(minute);
+    counter.restore("account", 2 * minute + 5, 3);
+    counter.restore("account", 2 * minute + 50, 2);
+    expect(counter.used("account", 2 * minute + 59_000)).toBe(5);
+    expect(counter.tryTake("account", 5, 2 * minute + 59_000)).toBe(false);
+    counter.restore("account", minute, 9);
+    expect(counter.used("account", 2 * minute)).toBe(5);
+    counter.restore("account", 3 * minute, 1);
+    expect(counter.used("account", 3 * minute)).toBe(1);
+  });
+
   it("refuses everything under a limit of zero", () => {
     const counter = new WindowCounter(minute);
     expect(counter.tryTake("account", 0, 0)).toBe(false);

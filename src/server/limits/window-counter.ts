@@ -40,6 +40,17 @@ export class WindowCounter {
     return ++entry.count;
   }
 
+  /**
+   * Counts `requests` admitted at `at` in the window they fell in, whatever the limit (they were
+   * admitted): a start restoring counts from the request log. A later window's count stays.
+   */
+  restore(key: string, at: number, requests: number): void {
+    const window = Math.floor(at / this.windowMs);
+    const entry = this.counts.get(key);
+    if (!entry || entry.window < window) this.counts.set(key, { window, count: requests });
+    else if (entry.window === window) entry.count += requests;
+  }
+
   /** Gives back one count taken in the current window (a request that did not happen). */
   giveBack(key: string, now: number): void {
     const entry = this.counts.get(key);
@@ -53,7 +64,9 @@ export class WindowCounter {
 
 /**
  * The limits' counters in this process's memory (SQLite: one gateway per database). Every answer
- * is synchronous, so a limit checked on the request path costs no promise.
+ * is synchronous, so a limit checked on the request path costs no promise. A start restores the
+ * per-minute counts of the requests the request log has from the current minute on
+ * (`restoredCounters` in billing/admission.ts), so a restart grants no new minute.
  */
 export class MemoryCounters implements LimitCounters {
   /** One counter per window length, so the same key may be counted over a minute and a day. */
@@ -66,6 +79,11 @@ export class MemoryCounters implements LimitCounters {
 
   giveBack(key: string, windowMs: number, now: number): void {
     this.windows.get(windowMs)?.giveBack(key, now);
+  }
+
+  /** See `WindowCounter.restore`. */
+  restore(key: string, windowMs: number, at: number, requests: number): void {
+    this.counterFor(windowMs).restore(key, at, requests);
   }
 
   used(key: string, windowMs: number, now: number): number {

@@ -4,6 +4,7 @@ import { clearTimeout, setTimeout } from "../../host-timers.js";
 import type { ModelRow, ProviderRow } from "../../store/types.js";
 import {
   admit,
+  completionEndpoints,
   deliveryCover,
   type Settlement,
   settleAdmission,
@@ -92,7 +93,7 @@ const schemas = { chat: chatBody, messages: messagesBody, responses: responsesBo
  * Hono's Response object on the hot path; it reads like the request's path through the gateway.
  */
 export function completionHandler(services: Services, style: ClientStyle): Handler {
-  const endpoint = endpoints[style];
+  const endpoint = completionEndpoints[style];
   return async (c) => {
     const incoming = nodeIncoming(c);
     const outgoing = nodeOutgoing(c);
@@ -330,13 +331,6 @@ function mockResponseAllowed(
 function answersAsked(body: Record<string, unknown>): number {
   return typeof body.n === "number" ? body.n : 1;
 }
-
-/** The endpoint each style is logged and billed as. */
-const endpoints: Record<ClientStyle, string> = {
-  chat: "chat.completions",
-  messages: "messages",
-  responses: "responses",
-};
 
 /** `promise`'s value if it settles within `ms`, else undefined (it keeps running). */
 async function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {

@@ -221,7 +221,8 @@ export const postgresFunctions: string[] = [
   -- Settlement in one transaction: the hold is deleted (so a second settlement, or the reaper,
   -- finds nothing to do), the real cost charged, the rest released, the request_log row written.
   -- The row names the hold's payment unless p_logged_payment says otherwise ('byok': the
-  -- account's own provider key served the request, whatever the hold was).
+  -- account's own provider key served the request, whatever the hold was; then the hold is given
+  -- back whole, charged nothing and counted in no window or free day, as Ledger.settle does).
   -- Returns the charge, or null when the hold was already gone.
   CREATE OR REPLACE FUNCTION gateway_settle(
     p_hold text, p_delivered boolean, p_cost bigint, p_key_id text, p_endpoint text,
@@ -240,7 +241,7 @@ export const postgresFunctions: string[] = [
     IF NOT FOUND THEN
       RETURN NULL;
     END IF;
-    charge := gateway_unhold(h, p_delivered, p_cost);
+    charge := gateway_unhold(h, p_delivered AND p_logged_payment IS DISTINCT FROM 'byok', p_cost);
     INSERT INTO request_log (id, account_id, key_id, endpoint, model, state, payment, payment_ref,
       reserved_micro, cost_micro, input_tokens, output_tokens, status, error_code, provider_id,
       stream, created_at, finished_at, tools_omitted)
@@ -499,9 +500,9 @@ export const postgresFunctions: string[] = [
   -- the balance; what the request held beyond it stays in the lease, unless the gateway had
   -- stopped using it (p_stopped): then it goes back to the account, and the lease keeps less
   -- for the requests still in flight. The request_log row is written as gateway_settle writes
-  -- it, its payment 'balance' unless p_logged_payment names another. A request whose lease is
-  -- gone (its gateway was taken for dead) is charged nothing and not recorded, as one whose hold
-  -- was reaped: null.
+  -- it, its payment 'balance' unless p_logged_payment names another ('byok': charged nothing). A
+  -- request whose lease is gone (its gateway was taken for dead) is charged nothing and not
+  -- recorded, as one whose hold was reaped: null.
   CREATE OR REPLACE FUNCTION gateway_settle_leased(p_id text, p_account text, p_instance text,
     p_reserved bigint, p_stopped boolean, p_delivered boolean, p_cost bigint, p_key_id text,
     p_endpoint text, p_model text, p_input_tokens bigint, p_output_tokens bigint,
@@ -521,8 +522,8 @@ export const postgresFunctions: string[] = [
     IF leased IS NULL OR balance IS NULL THEN
       RETURN NULL;
     END IF;
-    charge := LEAST(CASE WHEN p_delivered THEN LEAST(GREATEST(p_cost, 0), p_reserved) ELSE 0 END,
-      balance, leased);
+    charge := LEAST(CASE WHEN p_delivered AND p_logged_payment IS DISTINCT FROM 'byok'
+      THEN LEAST(GREATEST(p_cost, 0), p_reserved) ELSE 0 END, balance, leased);
     back := CASE WHEN p_stopped THEN LEAST(p_reserved, leased) ELSE charge END;
     UPDATE accounts SET balance_micro = balance_micro - charge,
       held_micro = held_micro - back, leased_micro = leased_micro - back

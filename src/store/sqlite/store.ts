@@ -4,6 +4,7 @@ import { type FileIdentity, fileIdentity } from "../storage-fault.js";
 import type {
   AccountPatch,
   AccountRow,
+  AdmittedCount,
   ByokRow,
   Catalog,
   GatewayStore,
@@ -288,6 +289,12 @@ export class Store implements GatewayStore {
 
   freeTokensUsed(model: string, windowSeconds: number, now: number): number {
     return this.usage.freeTokensUsed(model, windowSeconds, now);
+  }
+
+  /** Requests admitted from `since` on, per window of `windowMs` (see `AdmittedCount`). */
+  admittedSince(since: number, windowMs: number): AdmittedCount[] {
+    this.landQueuedWrites();
+    return this.usage.admittedSince(since, windowMs);
   }
 
   latestRecordedAt(): number {

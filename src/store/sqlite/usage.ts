@@ -1,6 +1,7 @@
 import type { Statement } from "better-sqlite3";
 import { microToIdr } from "../money.js";
 import type {
+  AdmittedCount,
   PageQuery,
   RecentRequest,
   RequestLogRow,
@@ -103,6 +104,16 @@ export class SqliteUsage {
     return (this.statements.latest.get() as { latest: number | null }).latest ?? 0;
   }
 
+  /** Requests admitted from `since` on (their admission time), counted per window of `windowMs`. */
+  admittedSince(since: number, windowMs: number): AdmittedCount[] {
+    // A BigInt binds as an integer, so the windows' starts are integers too.
+    const rows = this.statements.admitted.all({ since, window: BigInt(windowMs) }) as (Omit<
+      AdmittedCount,
+      "shared"
+    > & { shared: number })[];
+    return rows.map((row) => ({ ...row, shared: row.shared === 1 }));
+  }
+
   freeTokensUsed(model: string, windowSeconds: number, now: number): number {
     const row = this.statements.freeTokens.get(model) as
       | { window_start: number; tokens: number }
@@ -165,6 +176,17 @@ function prepare(db: DB) {
         ORDER BY created_at DESC, rowid DESC LIMIT 1`,
     ),
     one: statement("SELECT * FROM request_log WHERE id = ? AND account_id = ?"),
+    // Account by account, each a range of the (account_id, created_at) index: the log has no
+    // index on its time alone, and this runs once, at start.
+    admitted: statement(
+      `SELECT l.account_id AS accountId, l.key_id AS keyId, coalesce(k.kind = 'shared', 0) AS shared,
+              l.endpoint, coalesce(l.model, '') AS model,
+              l.created_at - l.created_at % @window AS windowStart, count(*) AS requests
+         FROM request_log l LEFT JOIN api_keys k ON k.id = l.key_id
+        WHERE l.account_id IN (SELECT id FROM accounts) AND l.created_at >= @since
+        GROUP BY l.account_id, l.key_id, l.endpoint, l.model, windowStart
+        ORDER BY windowStart`,
+    ),
     freeTokens: statement("SELECT window_start, tokens FROM free_token_usage WHERE model = ?"),
   };
 }
