@@ -270,4 +270,17 @@ describe("the import graph of src/", () => {
     );
     expect(found, `modules that branch on a provider's wire:\n${found.join("\n")}`).toEqual([]);
   });
+  it("waits on the host's timers (host-timers.ts), which an app's fake timers do not replace", () => {
+    // A gateway of startGateway runs in the test suite's process: a global setTimeout read at the
+    // call is the app's fake one once it calls vi.useFakeTimers(), and the gateway would stall.
+    const call = /(?<![.\w])(?:setTimeout|setInterval|setImmediate)\((?!\))/;
+    const found = modules.filter(
+      (file) =>
+        (file.startsWith("src/server/") || file.startsWith("src/store/")) &&
+        !file.endsWith(".test.ts") &&
+        call.test(readFileSync(join(root, file), "utf8")) &&
+        !readFileSync(join(root, file), "utf8").includes("host-timers.js"),
+    );
+    expect(found, `modules that call the global timers:\n${found.join("\n")}`).toEqual([]);
+  });
 });

@@ -20,6 +20,7 @@ import {
   type TestGateway,
   testGateway,
 } from "./support/gateway.js";
+import { mcpResponse, mcpResponses } from "./support/mcp.js";
 
 /**
  * The MCP server at /mcp against an adversarial client: every protocol version the installed SDK
@@ -133,7 +134,7 @@ describe("the body limit", () => {
     gw = await testGateway({ bodyLimitBytes: limit });
     const served = await rawMcp(chatCall(1, "x".repeat(5 * 1024 * 1024)));
     expect(served.status).toBe(200);
-    expect(((await served.json()) as RpcAnswer).result?.isError).toBeFalsy();
+    expect((await mcpResponse<RpcAnswer>(served)).result?.isError).toBeFalsy();
 
     const over = await rawMcp(chatCall(2, "x".repeat(limit)));
     expect(over.status).toBe(413);
@@ -162,7 +163,10 @@ describe("JSON-RPC batches", () => {
     >[]) {
       const answered = await rawMcp(batch, headers);
       expect(answered.status).toBe(200);
-      const answers = (await answered.json()) as RpcAnswer[];
+      // As SSE (a tool call's answer to a client that takes it), in the order the calls end.
+      const answers = (await mcpResponses<RpcAnswer>(answered)).sort(
+        (a, b) => Number(a.id) - Number(b.id),
+      );
       expect(answers.map((a) => [a.id, a.result?.isError ?? false])).toEqual([
         [1, false],
         [2, false],
@@ -183,7 +187,9 @@ describe("JSON-RPC batches", () => {
     expect((await quota(gw)).balance_idr).toBe(before);
     // The same id as a number and as a string are two ids.
     const distinct = await rawMcp([chatCall(7, "one"), chatCall("7", "two")]);
-    expect(((await distinct.json()) as RpcAnswer[]).map((a) => a.id)).toEqual([7, "7"]);
+    const ids = (await mcpResponses<RpcAnswer>(distinct)).map((a) => a.id);
+    expect(ids).toHaveLength(2);
+    expect(ids).toEqual(expect.arrayContaining([7, "7"]));
   });
 
   it.each(backends)(
@@ -204,7 +210,7 @@ describe("JSON-RPC batches", () => {
       // The refused batch counted nothing: 20 in a batch and 10 on /v1 are the minute's 30.
       const twenty = await rawMcp(batchOf(20, 100), {}, SHARED_KEY);
       expect(twenty.status).toBe(200);
-      const answers = (await twenty.json()) as RpcAnswer[];
+      const answers = await mcpResponses<RpcAnswer>(twenty);
       expect(answers.filter((a) => a.result && !a.result.isError)).toHaveLength(20);
       for (let i = 0; i < 10; i++) {
         expect((await post(gw, "/v1/chat/completions", chat(`v1 ${i}`), shared)).status).toBe(200);
@@ -233,7 +239,7 @@ describe("tools/call the protocol way", () => {
     ]) {
       const res = await rawMcp({ jsonrpc: "2.0", id: 1, method: "tools/call", params });
       expect(res.status).toBe(200);
-      const answer = (await res.json()) as RpcAnswer;
+      const answer = await mcpResponse<RpcAnswer>(res);
       expect(answer.error?.code, JSON.stringify(params)).toBe(ErrorCode.InvalidParams);
     }
     expect(await rows()).toEqual([]);

@@ -22,6 +22,7 @@ import {
   type TestGateway,
   testGateway,
 } from "./support/gateway.js";
+import { mcpResponse } from "./support/mcp.js";
 import { createTestDatabase } from "./support/postgres.js";
 
 const IMAGE_PRICE = 500;
@@ -476,7 +477,7 @@ describe("/mcp authenticates and limits exactly as /v1", () => {
         params: { name: "chat", arguments: { model: "mock-gpt", prompt: `mcp ${i}` } },
       });
       expect(res.status).toBe(200);
-      const answer = (await res.json()) as { result: CallResult };
+      const answer = await mcpResponse<{ result: CallResult }>(res);
       expect(answer.result.isError).toBeFalsy();
     }
     for (const res of [

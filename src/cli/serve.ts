@@ -52,7 +52,7 @@ export function registerServe(program: Command): void {
     .option("-c, --config <file>", "JSON config to apply (upserted; see README)")
     .option(
       "--keepalive-ms <ms>",
-      "SSE keepalive interval while a stream waits for its first token (0: none)",
+      "SSE keepalive interval while a stream waits for its first token or an MCP tool call runs (0: none)",
       "15000",
     )
     .option(

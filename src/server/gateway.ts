@@ -83,6 +83,13 @@ const settleOnCloseMs = 5_000;
 /** OpenAI keeps a stored response 30 days. */
 const defaultResponsesTtlSeconds = 30 * 24 * 60 * 60;
 
+/**
+ * The longest `close` waits for the answers that end in their own words (`services.closing`)
+ * before it cuts every connection: they are written from memory, so a client that takes longer
+ * is one that does not read.
+ */
+const closingBoundMs = 2_000;
+
 export async function startGateway(options: GatewayOptions = {}): Promise<RunningGateway> {
   // What a start can refuse without the database (options, the config, the address) is refused
   // before it is opened, so nothing is written for a start that never serves.
@@ -248,7 +255,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
           readiness.stopping();
           await new Promise<void>((resolve) => {
             server.close(() => resolve());
-            server.closeAllConnections();
+            void services.closing.run(closingBoundMs).finally(() => server.closeAllConnections());
           });
           // The requests just cut off settle as they notice; their writes go before the store closes.
           await services.unsettled.drained(settleOnCloseMs);

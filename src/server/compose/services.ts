@@ -7,6 +7,7 @@ import type { Ledger } from "../billing/ledger.js";
 import { Unsettled } from "../billing/unsettled.js";
 import { Dispatcher } from "../dispatch/dispatcher.js";
 import { KeyPools } from "../dispatch/key-pool.js";
+import { Closing } from "../http/closing.js";
 import type { ForwardingOptions } from "../http/request.js";
 import type { RequestTrace } from "../http/request-trace.js";
 import type { CassetteOptions } from "../kit/cassettes.js";
@@ -20,7 +21,10 @@ import { MockScript } from "../providers/mock-script.js";
 import type { Clock } from "../time/clock.js";
 
 export interface ServerOptions extends ForwardingOptions {
-  /** Interval of SSE keepalive comments while a stream waits for its first token. */
+  /**
+   * Interval of SSE keepalive comments while a stream waits for its first token or an MCP tool
+   * call runs (and of that call's progress notifications); 0 sends none.
+   */
   keepaliveMs: number;
   bodyLimitBytes: number;
   /** The gateway's one clock; `now` is its `now`, kept as the short name every route reads. */
@@ -65,6 +69,8 @@ export interface Services {
   inspector: RequestInspector;
   /** Open streams by account, ended when their account is suspended. */
   suspensions: SuspensionWatch;
+  /** Answers ended in their own words when the gateway closes, before its connections are cut. */
+  closing: Closing;
   /** Told each job charge once committed (a job settles after its request finished): /metrics. */
   jobCharged?: (charged: RequestTrace) => void;
 }
@@ -104,5 +110,6 @@ export function createServices(backend: Backend, options: ServerOptions): Servic
     mockScript,
     inspector,
     suspensions: new SuspensionWatch((id) => store.getAccount(id)?.status === "suspended"),
+    closing: new Closing(),
   };
 }

@@ -6,6 +6,7 @@ import {
   McpError,
 } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
+import { clearInterval, setInterval } from "../../host-timers.js";
 import { packageVersion } from "../../version.js";
 import {
   type GatewayTool,
@@ -62,6 +63,12 @@ export function gatewayMcpServer(
    * that id (on a later POST: this server is stateless) abandons; `done` when the call ended.
    */
   forCall?: (requestId: string | number) => { caller: ToolCaller; done(): void },
+  /**
+   * How often a call whose request carries a `progressToken` is told it is still running (a
+   * `notifications/progress`), so a client that resets its request timeout on progress keeps
+   * waiting; 0 sends none (an answer in JSON has nowhere to put them).
+   */
+  progressEveryMs = 0,
 ): McpServer {
   const mcp = new McpServer(
     { name: "model-gateway", title: "Model Gateway", version: packageVersion },
@@ -88,11 +95,48 @@ export function gatewayMcpServer(
       );
     }
     const call = forCall?.(extra.requestId);
+    const progressToken = extra._meta?.progressToken;
+    const stopProgress =
+      progressToken !== undefined && progressEveryMs > 0
+        ? reportProgress(tool.name, progressEveryMs, extra.signal, (progress) =>
+            extra.sendNotification({
+              method: "notifications/progress",
+              params: { progressToken, ...progress },
+            }),
+          )
+        : undefined;
     try {
       return await runTool(tool, parsed.data, call?.caller ?? caller);
     } finally {
+      stopProgress?.();
       call?.done();
     }
   });
   return mcp;
+}
+
+/**
+ * Tells the client every `everyMs` that a call is still running, until the returned stop is
+ * called or the server gives up the request (`ended`). The /v1 request a call is served as
+ * answers whole, so there is no share of the work done to report: `progress` counts the reports
+ * (it must grow), without a `total`.
+ */
+function reportProgress(
+  toolName: string,
+  everyMs: number,
+  ended: AbortSignal,
+  send: (progress: { progress: number; message: string }) => Promise<void>,
+): () => void {
+  let reports = 0;
+  const timer = setInterval(() => {
+    reports++;
+    // The client may have left between two reports: that ends the call, not the server.
+    send({ progress: reports, message: `${toolName} is still running` }).catch(() => {});
+  }, everyMs);
+  const stop = () => {
+    clearInterval(timer);
+    ended.removeEventListener("abort", stop);
+  };
+  ended.addEventListener("abort", stop, { once: true });
+  return stop;
 }

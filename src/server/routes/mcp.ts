@@ -1,5 +1,9 @@
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
-import { ErrorCode, SUPPORTED_PROTOCOL_VERSIONS } from "@modelcontextprotocol/sdk/types.js";
+import {
+  ErrorCode,
+  McpError,
+  SUPPORTED_PROTOCOL_VERSIONS,
+} from "@modelcontextprotocol/sdk/types.js";
 import type { Context } from "hono";
 import { presentedKey } from "../auth/guards.js";
 import type { Services } from "../compose/services.js";
@@ -7,7 +11,7 @@ import { readBody } from "../http/body.js";
 import { clientGone } from "../http/client-signal.js";
 import type { AppEnv, Handler } from "../http/context.js";
 import type { Loopback } from "../http/loopback.js";
-import { clientIp, gatewayUrl, requestHeader } from "../http/request.js";
+import { clientIp, gatewayUrl, nodeOutgoing, requestHeader } from "../http/request.js";
 import { sharedKeyIpRefusal } from "../limits/shared-key.js";
 import { gatewayMcpServer } from "../mcp/server.js";
 import type { ToolCaller } from "../mcp/tools.js";
@@ -17,11 +21,17 @@ import type { GoneSignal } from "../time/gone-signal.js";
 const transportHeaders = ["accept", "content-type", "mcp-protocol-version", "mcp-session-id"];
 
 /**
- * POST /mcp: the MCP Streamable HTTP transport, stateless (every POST is answered on its own, in
- * JSON), with the gateway's models as tools (`mcp/tools.ts`). The route's access check has
- * already authenticated the caller as /v1 does and counted a shared key's request against its
- * address's limit; each tool call then goes through the gateway's own listener (the loopback) as
- * the /v1 request it stands for, with the caller's key and address.
+ * POST /mcp: the MCP Streamable HTTP transport, stateless (every POST is answered on its own),
+ * with the gateway's models as tools (`mcp/tools.ts`). The route's access check has already
+ * authenticated the caller as /v1 does and counted a shared key's request against its address's
+ * limit; each tool call then goes through the gateway's own listener (the loopback) as the /v1
+ * request it stands for, with the caller's key and address.
+ *
+ * A POST with a tool call is answered as SSE when the client takes it (an SDK client always
+ * does): a call may take longer than an edge lets a response stay silent, or than the client's
+ * request timeout, so the stream carries keepalive comments at the gateway's keepalive interval
+ * and, for a request with a `progressToken`, `notifications/progress` as often. Anything else is
+ * answered in JSON, at once.
  */
 export function mcpHandler(services: Services, loopback: Loopback): Handler {
   const calls = new CancellableCalls();
@@ -41,34 +51,45 @@ export function mcpHandler(services: Services, loopback: Loopback): Handler {
     for (const requestId of cancelledIds(messages?.parsed ?? []))
       calls.cancel(callIdentity(key, clientAddress, requestId));
     const callerWith = (signal: GoneSignal): ToolCaller => ({
-      send: (request) =>
-        loopback.send({
-          method: request.method,
-          path: request.path,
-          headers: {
-            authorization: `Bearer ${key}`,
-            ...(host ? { host } : {}),
-            ...(request.contentType ? { "content-type": request.contentType } : {}),
-          },
-          body: request.body,
-          clientAddress,
-          source: "mcp",
-          signal,
-        }),
+      send: async (request) => {
+        try {
+          return await loopback.send({
+            method: request.method,
+            path: request.path,
+            headers: {
+              authorization: `Bearer ${key}`,
+              ...(host ? { host } : {}),
+              ...(request.contentType ? { "content-type": request.contentType } : {}),
+            },
+            body: request.body,
+            clientAddress,
+            source: "mcp",
+            signal,
+          });
+        } catch (err) {
+          // A call the gateway ended (it is closing) tells the client why.
+          if (signal.aborted && signal.reason instanceof McpError) throw signal.reason;
+          throw err;
+        }
+      },
       link: (path) => gatewayUrl(c, services.options, path),
     });
     const caller = callerWith(gone);
+    // The calls of this POST in flight, which the gateway's close ends.
+    const running = new Set<AbortController>();
     const forCall = (requestId: string | number) => {
       const controller = new AbortController();
       const leave = () => controller.abort(gone.reason);
       if (gone.aborted) leave();
       else gone.addEventListener("abort", leave, { once: true });
       const release = calls.add(callIdentity(key, clientAddress, requestId), controller);
+      running.add(controller);
       return {
         caller: callerWith(controller.signal),
         done: () => {
           gone.removeEventListener("abort", leave);
           release();
+          running.delete(controller);
         },
       };
     };
@@ -77,22 +98,107 @@ export function mcpHandler(services: Services, loopback: Loopback): Handler {
       const value = requestHeader(c, name);
       if (value !== undefined) headers.set(name, value);
     }
-    const server = gatewayMcpServer(caller, forCall);
+    // The transport's own test of the header (it refuses a client that does not take both).
+    const streamed =
+      (requestHeader(c, "accept")?.includes("text/event-stream") ?? false) &&
+      (messages?.parsed ?? []).some(isToolCall);
+    const { keepaliveMs } = services.options;
+    const server = gatewayMcpServer(caller, forCall, streamed ? keepaliveMs : 0);
     const transport = new WebStandardStreamableHTTPServerTransport({
       sessionIdGenerator: undefined,
-      enableJsonResponse: true,
+      enableJsonResponse: !streamed,
+      // The comments `--keepalive-ms` sets for /v1 streams (0: none, as the SDK takes it too).
+      keepAliveMs: keepaliveMs,
       // The route's own body limit was applied by the reader above.
       maxRequestBodySize: Math.max(1, body.length),
     });
     await server.connect(transport);
+    let streaming = false;
     try {
-      return await transport.handleRequest(
+      const answer = await transport.handleRequest(
         new Request(c.req.url, { method: "POST", headers, body: new Uint8Array(body) }),
       );
+      if (!answer.body || !answer.headers.get("content-type")?.startsWith("text/event-stream"))
+        return answer;
+      // The server lives as long as its stream: until the transport ends it after the last
+      // answer, or the client hangs up (the call itself ends by `gone`). A close of the gateway
+      // ends the calls first, so that each is answered: an SDK client does not fail a call
+      // whose stream was cut, it waits for its request timeout.
+      streaming = true;
+      const unregister = services.closing.add(() => {
+        for (const controller of running) controller.abort(gatewayClosing());
+        return sent(c);
+      });
+      return new Response(
+        endingWith(answer.body, () => {
+          unregister();
+          return server.close();
+        }),
+        { status: answer.status, headers: answer.headers },
+      );
     } finally {
-      await server.close();
+      if (!streaming) await server.close();
     }
   };
+}
+
+/** The error a call in flight is answered when the gateway closes. */
+function gatewayClosing(): McpError {
+  return new McpError(
+    ErrorCode.ConnectionClosed,
+    "The gateway is shutting down: this call was ended before its answer, as a client that leaves ends its /v1 request. Try it again.",
+  );
+}
+
+/** Resolves once the response has gone to the client, or its connection closed. */
+function sent(c: Context): Promise<void> {
+  const outgoing = nodeOutgoing(c);
+  if (!outgoing || outgoing.writableFinished || outgoing.destroyed) return Promise.resolve();
+  return new Promise((resolve) => {
+    outgoing.once("finish", resolve);
+    outgoing.once("close", resolve);
+  });
+}
+
+/** Whether a JSON-RPC message is a `tools/call` request (one with an id, to be answered). */
+function isToolCall(message: unknown): boolean {
+  const request = message as { method?: unknown; id?: unknown } | null;
+  return request?.method === "tools/call" && request.id !== undefined && request.id !== null;
+}
+
+/** `body` as it is, with `end` called once when it ended or its reader cancelled it. */
+function endingWith(
+  body: ReadableStream<Uint8Array>,
+  end: () => Promise<void>,
+): ReadableStream<Uint8Array> {
+  const reader = body.getReader();
+  let ended = false;
+  const finish = () => {
+    if (ended) return;
+    ended = true;
+    void end().catch(() => {});
+  };
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      try {
+        const { done, value } = await reader.read();
+        if (done) {
+          controller.close();
+          finish();
+        } else controller.enqueue(value);
+      } catch (err) {
+        finish();
+        controller.error(err);
+      }
+    },
+    async cancel(reason) {
+      try {
+        await reader.cancel(reason);
+      } finally {
+        finish();
+      }
+    },
+  });
 }
 
 /** GET and DELETE /mcp: a stateless server has no stream to open and no session to end. */
@@ -108,15 +214,13 @@ function callIdentity(key: string, address: string, requestId: unknown): string 
 
 /**
  * The JSON-RPC messages of a POST's body, parsed here only when there is something to look at:
- * a batch, or a `notifications/cancelled`. Read as the transport reads it (a BOM dropped), which
- * answers a body that is no JSON itself.
+ * a batch, a `notifications/cancelled`, or a `tools/call` (answered as SSE). Read as the
+ * transport reads it (a BOM dropped), which answers a body that is no JSON itself.
  */
 function messagesOf(body: Uint8Array): { batch: boolean; parsed: unknown[] } | undefined {
   const batch = startsAnArray(body);
-  if (
-    !batch &&
-    !Buffer.from(body.buffer, body.byteOffset, body.byteLength).includes("notifications/cancelled")
-  )
+  const bytes = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+  if (!batch && !bytes.includes("notifications/cancelled") && !bytes.includes("tools/call"))
     return undefined;
   let parsed: unknown;
   try {
