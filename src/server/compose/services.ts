@@ -90,7 +90,7 @@ export function createServices(backend: Backend, options: ServerOptions): Servic
   inspector.watch(ledger);
   const pools = new KeyPools(options.now, backend.keyPoolSync);
   const mockScript = new MockScript();
-  const dispatcher = new Dispatcher(store, pools, { http, mockScript }, options.now);
+  const dispatcher = new Dispatcher(store, pools, { http, mockScript, options }, options.now);
   // Counters of this process's own start from the minute's requests in the request log (before the
   // config is applied: the catalog the log's requests were admitted under).
   const minuteStart = Math.floor(options.now() / minuteMs) * minuteMs;

@@ -206,7 +206,7 @@ function setup() {
   const dispatcher = new Dispatcher(
     { getCatalog: () => catalog, markByokRefused: () => Promise.resolve() },
     pools,
-    { http: new UpstreamHttp(), mockScript: new MockScript() },
+    { http: new UpstreamHttp(), mockScript: new MockScript(), options: { now: Date.now } },
     clock.now,
   );
   const failed: string[] = [];

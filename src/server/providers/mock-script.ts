@@ -4,9 +4,11 @@ import { estimateTokens } from "../wire/usage.js";
 import {
   type ChatRequestLike,
   contentText,
-  fixedText,
+  endedReply,
   type MockPlan,
   planMockReply,
+  ScriptedText,
+  toolCallsAllowed,
 } from "./mock/mock-chat.js";
 
 /**
@@ -254,6 +256,9 @@ function matches(r: LiveRule, modelNames: readonly string[], facts: RequestFacts
  * so the mock's own renderers draw it on every wire. A scripted `usage` is the whole response's,
  * as OpenAI reports one for `n` answers: the prompt counted once, the output of every answer
  * together (shared among the plans). Every tool call has an id of its own, in every answer.
+ * The request holds the reply as it would hold a model: the text ends at the output limit or a
+ * stop sequence, and no more tool calls are made than `tool_choice` and `parallel_tool_calls`
+ * allow (a reply left with neither text nor calls is the mock's own words).
  */
 export function scriptedAnswers(
   reply: z.output<typeof mockReplySchema>,
@@ -261,17 +266,19 @@ export function scriptedAnswers(
   count = 1,
 ): MockPlan[] {
   const base = planMockReply({ messages: req.messages });
-  const text = reply.text ?? "";
-  const calls = (reply.tool_calls ?? []).map((call) => ({
+  const scriptedCalls = reply.tool_calls ?? [];
+  const calls = scriptedCalls.slice(0, toolCallsAllowed(req)).map((call) => ({
     name: call.name,
     arguments: typeof call.arguments === "string" ? call.arguments : JSON.stringify(call.arguments),
   }));
+  const ownWords = reply.text === undefined && calls.length === 0 && scriptedCalls.length > 0;
+  const ended = ownWords ? planMockReply(req) : endedReply(new ScriptedText(reply.text ?? ""), req);
   const scriptedOutput = reply.usage?.output_tokens;
+  // The text's count is what it delivers, within the output limit.
   const estimatedOutput =
-    estimateTokens(
-      [text, reply.reasoning ?? "", ...calls.map((c) => c.name + c.arguments)].join(" "),
-    ) +
-    5 * calls.length;
+    ended.outputTokens +
+    estimateTokens(reply.reasoning ?? "") +
+    calls.reduce((sum, c) => sum + estimateTokens(c.name + c.arguments) + 5, 0);
   return Array.from({ length: count }, (_, choice) => {
     // The first answer's ids are those of a request with one answer.
     const seed = choice === 0 ? base.text() : `${base.text()}#${choice}`;
@@ -283,7 +290,8 @@ export function scriptedAnswers(
       ...call,
     }));
     return {
-      ...fixedText(text),
+      text: ended.text,
+      pieces: ended.pieces,
       toolCalls: toolCalls.length > 0 ? toolCalls : undefined,
       reasoning: reply.reasoning,
       inputTokens: reply.usage?.input_tokens ?? base.inputTokens,
@@ -291,7 +299,8 @@ export function scriptedAnswers(
         scriptedOutput === undefined
           ? estimatedOutput
           : Math.floor(scriptedOutput / count) + (choice < scriptedOutput % count ? 1 : 0),
-      finishReason: toolCalls.length > 0 ? "tool_calls" : "stop",
+      finishReason: toolCalls.length > 0 ? "tool_calls" : ended.finishReason,
+      ...(toolCalls.length === 0 && ended.stopSequence ? { stopSequence: ended.stopSequence } : {}),
       directives: {
         delay: reply.delay_ms,
         break: reply.break_after,

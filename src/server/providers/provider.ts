@@ -158,6 +158,8 @@ export interface MediaJobRequest {
 export interface ProviderContext {
   http: UpstreamHttp;
   mockScript: MockScript;
+  /** The gateway's clock (`now`), which the mock's answers are dated by. */
+  options: { now: () => number };
 }
 
 /**

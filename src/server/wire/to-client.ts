@@ -90,7 +90,7 @@ export function fromChatChunks(
   }
   const translator =
     req.style === "messages"
-      ? new ChatStreamToMessages(req.clientModel)
+      ? new ChatStreamToMessages(req.clientModel, () => meter.billed())
       : new ChatStreamToResponses(req.clientModel, req.body as ResponsesRequest);
   async function* pieces(): AsyncGenerator<StreamPiece> {
     let finished = false;

@@ -7,7 +7,11 @@ import type { CompletionRequest, CompletionResult } from "../../wire/completion-
 import type { ChatCompletionChunk, ChatCompletionResponse } from "../../wire/openai-types.js";
 import { fromChatChunks, fromChatJson } from "../../wire/to-client.js";
 import { type Rewrite, toChatRequest, withRewrite } from "../../wire/to-provider.js";
-import { UnsupportedRequest, UpstreamFailure } from "../../wire/upstream-failure.js";
+import {
+  ExplainedRejection,
+  UnsupportedRequest,
+  UpstreamFailure,
+} from "../../wire/upstream-failure.js";
 import { StreamMeter } from "../../wire/usage.js";
 import { failureOf } from "../classify.js";
 import { scriptedAnswers } from "../mock-script.js";
@@ -17,19 +21,23 @@ import {
   type MockPlan,
   type MockTiming,
   mockFailure,
+  openaiRefusal,
   planMockReply,
 } from "./mock-chat.js";
 import { mockLogprobs, mockLogprobsWanted, mockTokenLogprob } from "./mock-logprobs.js";
 
 /** Answers chat-style requests; wire/to-client.ts gives each client its own style. */
 export async function mockComplete(
-  { mockScript }: ProviderContext,
+  { mockScript, options }: ProviderContext,
   attempt: Attempt,
   req: CompletionRequest,
 ): Promise<CompletionResult> {
   const timing = (providerOptions(attempt.provider).mock ?? {}) as MockTiming;
   const rewrite: Rewrite = { omittedTools: [] };
   const chatReq = toChatRequest(req, attempt, rewrite);
+  // As OpenAI's own refusal reaches a client through the gateway: a 400 rejection, its reason given.
+  const refusal = req.style === "messages" ? undefined : openaiRefusal(chatReq, req.style);
+  if (refusal) throw new ExplainedRejection(400, refusal);
   const count = answerCount(chatReq);
   // LiteLLM's `mock_response`: the answer is that text, ahead of any script or directive.
   const mocked = (req.body as { mock_response?: unknown }).mock_response;
@@ -64,17 +72,41 @@ export async function mockComplete(
     throw failureOf(failure.status, undefined, "", "upstream_rejected");
   }
   const id = `chatcmpl-${randomBytes(12).toString("base64url")}`;
-  const created = Math.floor(Date.now() / 1000);
+  // The kit's clock: under a manual clock the answers carry the time the test set.
+  const created = Math.floor(options.now() / 1000);
   const meter = new StreamMeter(() => plan.inputTokens);
-  const top = mockLogprobsWanted(chatReq.logprobs, chatReq.top_logprobs);
+  const answer: AnswerShape = {
+    id,
+    created,
+    model: chatReq.model,
+    top: mockLogprobsWanted(chatReq.logprobs, chatReq.top_logprobs),
+    // Anthropic's answers name the stop sequence they ended at; OpenAI's never do.
+    namesStop: req.style === "messages",
+  };
   const result = req.stream
-    ? fromChatChunks(
-        req,
-        mockChunks(id, created, chatReq.model, answers, timing, req.signal, top),
-        meter,
-      )
-    : fromChatJson(req, mockCompletion(id, created, chatReq.model, answers, top));
+    ? fromChatChunks(req, mockChunks(answer, answers, timing, req.signal), meter)
+    : fromChatJson(req, mockCompletion(answer, answers));
   return withRewrite(result, rewrite);
+}
+
+/**
+ * What every chunk or choice of one answer shares. `top`: with `logprobs: true`, how many
+ * `top_logprobs` each token lists. `namesStop`: a choice that ended at a stop sequence names it
+ * as `stop_reason` (as vLLM's chat answers do), which the messages translation reads.
+ */
+interface AnswerShape {
+  id: string;
+  created: number;
+  model: string;
+  top: number | undefined;
+  namesStop: boolean;
+}
+
+/** The stop sequence a choice ended at, in the chat form the translators read. */
+function stopField(plan: MockPlan, shape: AnswerShape): { stop_reason?: string } {
+  return shape.namesStop && plan.stopSequence !== undefined
+    ? { stop_reason: plan.stopSequence }
+    : {};
 }
 
 /** No tools declared, and not the turn after a tool result (which answers in text). */
@@ -89,22 +121,15 @@ function answerCount(req: { n?: unknown }): number {
   return typeof req.n === "number" && Number.isInteger(req.n) && req.n > 1 ? req.n : 1;
 }
 
-/** `top`: with `logprobs: true`, how many `top_logprobs` each token lists. */
-function mockCompletion(
-  id: string,
-  created: number,
-  model: string,
-  answers: MockPlan[],
-  top: number | undefined,
-): ChatCompletionResponse {
+function mockCompletion(shape: AnswerShape, answers: MockPlan[]): ChatCompletionResponse {
   const outputTokens = answers.reduce((sum, plan) => sum + plan.outputTokens, 0);
   const { inputTokens } = answers[0];
   return {
-    id,
+    id: shape.id,
     object: "chat.completion",
-    created,
-    model,
-    choices: answers.map((plan, index) => mockChoice(plan, index, top)),
+    created: shape.created,
+    model: shape.model,
+    choices: answers.map((plan, index) => mockChoice(plan, index, shape)),
     usage: {
       prompt_tokens: inputTokens,
       completion_tokens: outputTokens,
@@ -113,7 +138,8 @@ function mockCompletion(
   } as ChatCompletionResponse;
 }
 
-function mockChoice(plan: MockPlan, index: number, top: number | undefined) {
+function mockChoice(plan: MockPlan, index: number, shape: AnswerShape) {
+  const { top } = shape;
   const text = plan.text();
   return {
     index,
@@ -134,6 +160,7 @@ function mockChoice(plan: MockPlan, index: number, top: number | undefined) {
     },
     logprobs: top === undefined ? null : mockLogprobs(plan.pieces(), top),
     finish_reason: plan.finishReason,
+    ...stopField(plan, shape),
   };
 }
 
@@ -167,20 +194,31 @@ function planOrRefuse(chatReq: Parameters<typeof planMockReply>[0]): MockPlan {
  * (`n`) take turns, each chunk naming its choice, and the usage of all of them comes last.
  */
 async function* mockChunks(
-  id: string,
-  created: number,
-  model: string,
+  shape: AnswerShape,
   answers: MockPlan[],
   timing: MockTiming,
   signal: GoneSignal,
-  top: number | undefined,
 ): AsyncGenerator<ChatCompletionChunk> {
   const [plan] = answers;
+  const { id, created, model, top } = shape;
   const base = { id, object: "chat.completion.chunk", created, model } as const;
   const chunk = (index: number, delta: object, finish: string | null = null): ChatCompletionChunk =>
     ({
       ...base,
       choices: [{ index, delta, logprobs: chunkLogprobs(index, delta), finish_reason: finish }],
+    }) as ChatCompletionChunk;
+  const finishChunk = (index: number, answer: MockPlan): ChatCompletionChunk =>
+    ({
+      ...base,
+      choices: [
+        {
+          index,
+          delta: {},
+          logprobs: null,
+          finish_reason: answer.finishReason,
+          ...stopField(answer, shape),
+        },
+      ],
     }) as ChatCompletionChunk;
   // With `logprobs: true`, each chunk of text carries its token's (as OpenAI's do).
   const tokens = answers.map(() => 0);
@@ -199,7 +237,7 @@ async function* mockChunks(
       const next = choice.deltas.next();
       if (next.done) {
         pending.splice(pending.indexOf(choice), 1);
-        yield chunk(choice.index, {}, choice.answer.finishReason);
+        yield finishChunk(choice.index, choice.answer);
         continue;
       }
       if (plan.directives.break !== undefined && sent >= plan.directives.break) {

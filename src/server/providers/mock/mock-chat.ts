@@ -11,7 +11,8 @@ import { exampleOf } from "./schema-example.js";
  *   [[mock:reject=context_length_exceeded]]  a 400 rejection with that reason
  *   [[mock:delay=1500]]          wait that many ms before the first token
  *   [[mock:words=200]]           length of the reply
- *   [[mock:tool]] / [[mock:tool=name]]  call a tool (also when tool_choice forces one)
+ *   [[mock:tool]] / [[mock:tool=name]]  call a tool (also when tool_choice forces one; never
+ *                                       when it is "none")
  *   [[mock:break=3]]             break the stream after that many chunks
  * Each is bounded (mockDirectiveBounds); a stream's words are made as the client takes them.
  */
@@ -43,6 +44,8 @@ export interface ChatRequestLike {
   max_completion_tokens?: unknown;
   response_format?: unknown;
   stream_options?: { include_usage?: boolean };
+  stop?: unknown;
+  parallel_tool_calls?: unknown;
 }
 
 export function contentText(content: unknown): string {
@@ -124,6 +127,8 @@ export interface MockPlan {
   inputTokens: number;
   outputTokens: number;
   finishReason: "stop" | "length" | "tool_calls";
+  /** The stop sequence the reply ended before, where it wrote one of the request's. */
+  stopSequence?: string;
   directives: MockDirectives;
 }
 
@@ -139,12 +144,13 @@ export function planMockReply(req: ChatRequestLike, choice = 0): MockPlan {
   const last = messages[messages.length - 1];
   const directives = parseDirectives(lastText);
   const inputTokens = estimateTokens(allText) + 3 * messages.length;
-  const maxTokens = Number(req.max_completion_tokens ?? req.max_tokens ?? Number.POSITIVE_INFINITY);
 
   const tools = (Array.isArray(req.tools) ? req.tools : []) as ChatTool[];
   const forced = forcedToolName(req.tool_choice, tools);
   const wantsTool =
-    last?.role !== "tool" && (forced !== undefined || directives.tool !== undefined);
+    toolCallsAllowed(req) > 0 &&
+    last?.role !== "tool" &&
+    (forced !== undefined || directives.tool !== undefined);
   if (wantsTool && tools.length > 0) {
     const name =
       forced ??
@@ -186,6 +192,25 @@ export function planMockReply(req: ChatRequestLike, choice = 0): MockPlan {
           .update(choice === 0 ? allText : `${allText}#${choice}`)
           .digest(),
       );
+  return { ...endedReply(reply, req), inputTokens, directives };
+}
+
+/** A reply's text before it is cut: its whole length, and its pieces up to a length. */
+interface ReplyText {
+  length(): number;
+  pieces(limit: number): Generator<string>;
+}
+
+/**
+ * The reply as a real model ends it: at the output limit (`length`), or before the first of the
+ * request's stop sequences it writes (`stop`, the sequence itself left out), else whole. The
+ * output counted is what is delivered.
+ */
+export function endedReply(
+  reply: ReplyText,
+  req: ChatRequestLike,
+): Pick<MockPlan, "text" | "pieces" | "outputTokens" | "finishReason" | "stopSequence"> {
+  const maxTokens = Number(req.max_completion_tokens ?? req.max_tokens ?? Number.POSITIVE_INFINITY);
   let length = reply.length();
   let outputTokens = estimateTokensOfLength(length);
   let finishReason: MockPlan["finishReason"] = "stop";
@@ -194,14 +219,90 @@ export function planMockReply(req: ChatRequestLike, choice = 0): MockPlan {
     outputTokens = Math.max(0, maxTokens);
     finishReason = "length";
   }
+  const stop = firstStop(reply.pieces(length), stopSequences(req.stop));
+  if (stop) {
+    length = stop.at;
+    outputTokens = estimateTokensOfLength(length);
+    finishReason = "stop";
+  }
   return {
     text: () => [...reply.pieces(length)].join(""),
     pieces: () => reply.pieces(length),
-    inputTokens,
     outputTokens,
     finishReason,
-    directives,
+    ...(stop ? { stopSequence: stop.sequence } : {}),
   };
+}
+
+/** Chat's `stop`: one sequence or a list of them; empty ones stop nothing. */
+function stopSequences(stop: unknown): string[] {
+  const listed = Array.isArray(stop) ? stop : [stop];
+  return listed.filter((s): s is string => typeof s === "string" && s !== "");
+}
+
+/**
+ * Where the first stop sequence the text writes begins, read piece by piece as a model writes it,
+ * so a sequence split across pieces is found and the text is never held whole. The first written
+ * is the one whose end comes first.
+ */
+function firstStop(
+  pieces: Iterable<string>,
+  stops: string[],
+): { at: number; sequence: string } | undefined {
+  if (stops.length === 0) return undefined;
+  const keep = Math.max(...stops.map((s) => s.length)) - 1;
+  let tail = "";
+  let offset = 0;
+  for (const piece of pieces) {
+    const window = tail + piece;
+    let found: { at: number; end: number; sequence: string } | undefined;
+    for (const sequence of stops) {
+      const at = window.indexOf(sequence);
+      const end = at + sequence.length;
+      if (at !== -1 && (!found || end < found.end)) found = { at, end, sequence };
+    }
+    if (found) return { at: offset + found.at, sequence: found.sequence };
+    const cut = Math.max(0, window.length - keep);
+    tail = window.slice(cut);
+    offset += cut;
+  }
+  return undefined;
+}
+
+/**
+ * How many tool calls an answer may make: none with `tool_choice: "none"`, one with
+ * `parallel_tool_calls: false`, as the real APIs hold to them.
+ */
+export function toolCallsAllowed(req: ChatRequestLike): number {
+  if (req.tool_choice === "none") return 0;
+  return req.parallel_tool_calls === false ? 1 : Number.POSITIVE_INFINITY;
+}
+
+/** OpenAI's bound on chat's `stop` (Anthropic's `stop_sequences` has no such small one). */
+const openaiMostStops = 4;
+
+/**
+ * What OpenAI's API refuses in a body the mock answers in its place (chat, or Responses through
+ * chat, named by `style`), as the refusal's text, or undefined: JSON mode unless the conversation
+ * asks for JSON by name (a model told nothing could write whitespace up to the output limit), and
+ * more stop sequences than it takes. An app that passes on the mock then passes in production.
+ */
+export function openaiRefusal(
+  req: ChatRequestLike,
+  style: "chat" | "responses",
+): string | undefined {
+  const format = req.response_format as { type?: unknown } | undefined;
+  if (format?.type === "json_object") {
+    const messages = (Array.isArray(req.messages) ? req.messages : []) as ChatMessage[];
+    if (!messages.some((m) => /json/i.test(contentText(m.content)))) {
+      const field = style === "chat" ? "`response_format`" : "`text.format`";
+      return `${field} \`json_object\` needs the word "json" in the conversation; OpenAI refuses the request otherwise. Ask for JSON in a system or user message.`;
+    }
+  }
+  const stops = Array.isArray(req.stop) ? req.stop.length : 0;
+  if (style === "chat" && stops > openaiMostStops)
+    return `\`stop\` has ${stops} sequences; OpenAI takes at most ${openaiMostStops}. Send at most ${openaiMostStops}.`;
+  return undefined;
 }
 
 const wordPattern = /\S+\s*/g;
@@ -232,14 +333,17 @@ class FixedText {
   }
 }
 
-/** A reply whose text is given whole (a scripted one), in the plan's two forms. */
-export function fixedText(text: string): Pick<MockPlan, "text" | "pieces"> {
-  return {
-    text: () => text,
-    pieces: function* () {
-      yield* text.match(wordPattern) ?? [];
-    },
-  };
+/** A reply whose text is given whole (a scripted one), streamed word by word. */
+export class ScriptedText {
+  constructor(private readonly text: string) {}
+
+  length(): number {
+    return this.text.length;
+  }
+
+  *pieces(limit: number): Generator<string> {
+    yield* this.text.slice(0, limit).match(/\s*\S+\s*|\s+/g) ?? [];
+  }
 }
 
 /** The mock's reply text: a lead sentence, then `count` words drawn from the seed. */

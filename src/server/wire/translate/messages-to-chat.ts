@@ -510,6 +510,16 @@ export function chatFinishToAnthropicStop(
   }
 }
 
+/**
+ * The stop sequence a chat choice ended at: vLLM's `stop_reason` (and the mock's, toward a
+ * messages client) names it when `finish_reason` is `stop`; OpenAI's answers never do. A number
+ * there is a stop token, which a messages client has no field for.
+ */
+function chatStopSequence(choice: JsonObject): string | undefined {
+  const sequence = asString(choice.stop_reason);
+  return choice.finish_reason === "stop" && sequence ? sequence : undefined;
+}
+
 function messageIdFromChatId(id: unknown): string {
   const raw = asString(id);
   return raw ? `msg_${raw.replace(/^chatcmpl-/, "")}` : randomId("msg_");
@@ -557,14 +567,17 @@ export function chatResponseToMessages(
   }
 
   const sawToolCalls = content.some((block) => block.type === "tool_use");
+  const stopSequence = sawToolCalls ? undefined : chatStopSequence(choice);
   return {
     id: messageIdFromChatId(resp.id),
     type: "message",
     role: "assistant",
     model: clientModel,
     content,
-    stop_reason: chatFinishToAnthropicStop(choice.finish_reason, sawToolCalls),
-    stop_sequence: null,
+    stop_reason: stopSequence
+      ? "stop_sequence"
+      : chatFinishToAnthropicStop(choice.finish_reason, sawToolCalls),
+    stop_sequence: stopSequence ?? null,
     usage: toAnthropicUsage(usageFromChat(resp)),
   };
 }
@@ -596,6 +609,14 @@ type OpenBlock =
  */
 export class ChatStreamToMessages {
   private readonly clientModel: string;
+  /**
+   * The stream's usage as it is billed, where the caller meters it: `message_start` carries its
+   * input (a chat stream reports usage only at its end, so until then the count of what was sent)
+   * and `message_delta` the whole answer's, so a client reading either event is told what it is
+   * charged. Without it, the usage the chunks report.
+   */
+  private readonly billed: (() => Usage) | undefined;
+  private stopSequence: string | undefined;
   private messageId = randomId("msg_");
   private started = false;
   private ended = false;
@@ -610,8 +631,9 @@ export class ChatStreamToMessages {
   private finishReason: unknown = null;
   private current: Usage = emptyUsage();
 
-  constructor(clientModel: string) {
+  constructor(clientModel: string, billed?: () => Usage) {
     this.clientModel = clientModel;
+    this.billed = billed;
   }
 
   push(chunk: unknown): MessagesSSEEvent[] {
@@ -640,6 +662,7 @@ export class ChatStreamToMessages {
     }
     if (choice.finish_reason != null) {
       this.finishReason = choice.finish_reason;
+      this.stopSequence = chatStopSequence(choice);
       out.push(...this.closeOpenBlock());
     }
     return out;
@@ -652,15 +675,17 @@ export class ChatStreamToMessages {
     out.push(...this.openWaitingTools(true));
     out.push(...this.closeOpenBlock());
     this.ended = true;
-    const usage = toAnthropicUsage(this.current);
+    const stopSequence = this.sawToolCalls ? undefined : this.stopSequence;
     out.push(
       event({
         type: "message_delta",
         delta: {
-          stop_reason: chatFinishToAnthropicStop(this.finishReason, this.sawToolCalls),
-          stop_sequence: null,
+          stop_reason: stopSequence
+            ? "stop_sequence"
+            : chatFinishToAnthropicStop(this.finishReason, this.sawToolCalls),
+          stop_sequence: stopSequence ?? null,
         },
-        usage,
+        usage: toAnthropicUsage(this.billed?.() ?? this.current),
       }),
       event({ type: "message_stop" }),
     );
@@ -685,7 +710,9 @@ export class ChatStreamToMessages {
           content: [],
           stop_reason: null,
           stop_sequence: null,
-          usage: { input_tokens: 0, output_tokens: 0 },
+          usage: this.billed
+            ? toAnthropicUsage(this.billed())
+            : { input_tokens: 0, output_tokens: 0 },
         },
       }),
     ];

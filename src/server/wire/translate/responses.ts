@@ -639,7 +639,9 @@ export function chatResponseToResponses(
   clientModel: string,
   req?: ResponsesRequest,
 ): ResponseObject {
-  const response = baseResponse(req, clientModel, randomId("resp_"), nowSeconds());
+  // Created when the chat answer was: the provider's time, or the kit's clock for the mock.
+  const createdAt = asNumber(resp.created) ?? nowSeconds();
+  const response = baseResponse(req, clientModel, randomId("resp_"), createdAt);
   const choice = asArray(resp.choices).find(isRecord) ?? {};
   const message = isRecord(choice.message) ? choice.message : {};
 
@@ -750,6 +752,9 @@ export class ChatStreamToResponses {
     if (isRecord(chunk.error)) {
       return this.fail(asString(chunk.error.message) ?? "upstream stream error");
     }
+    // Created when the chat answer was, as a whole answer's (`chatResponseToResponses`).
+    const created = asNumber(chunk.created);
+    if (!this.started && created !== undefined) this.response.created_at = created;
     const out = this.start();
     if (isRecord(chunk.usage)) {
       this.current = usageFromChat(chunk);
