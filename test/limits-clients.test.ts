@@ -1,4 +1,6 @@
 import { randomBytes } from "node:crypto";
+import Anthropic from "@anthropic-ai/sdk";
+import OpenAI from "openai";
 import { afterEach, describe, expect, it } from "vitest";
 import type { ConfigInput } from "../src/server/config/schema.js";
 import { secretKeyEnv } from "../src/store/secret-box.js";
@@ -15,6 +17,7 @@ import {
   baseConfig,
   chat,
   gatewayOn,
+  KEY,
   post,
   SHARED_KEY,
   type TestGateway,
@@ -145,6 +148,60 @@ describe.each(backends)("routes to :free models on %s", (backend) => {
       code: "free_quota_daily",
       retryAfter: String(14 * 3600),
     });
+  });
+});
+
+describe.each(backends)("refusals the spec says not to retry, on %s", (backend) => {
+  /** A fetch that counts what an SDK sends, its retries included. */
+  function counting(): { fetch: typeof fetch; sent: () => number } {
+    let sent = 0;
+    return {
+      fetch: (input, init) => {
+        sent++;
+        return fetch(input, init);
+      },
+      sent: () => sent,
+    };
+  }
+
+  it("free_quota_daily and plan_limit_reached carry x-should-retry: false, so both SDKs ask once", async () => {
+    // Spec, client retry guidance: do not retry free_quota_daily or plan_limit_reached. The SDKs
+    // retry every 429 twice by default unless the answer says x-should-retry: false.
+    gw = await gatewayOn(backend, {
+      ...held,
+      config: config(
+        {
+          subscription: {
+            plan: "pro",
+            windows: [{ name: "5h", seconds: 18_000, quota: 1 }],
+            payg_fallback: false,
+            free_fallback: false,
+          },
+        },
+        { tiers: { free: { free_rpm: 100, free_daily: 1, burst_spacing_ms: 0 } } },
+      ),
+    });
+    expect((await post(gw, "/v1/chat/completions", chat("x", "mock-gpt:free"))).status).toBe(200);
+    expect((await post(gw, "/v1/chat/completions", chat("x", "mock-pro"))).status).toBe(200);
+    for (const model of ["mock-gpt:free", "mock-pro"]) {
+      const code = model === "mock-pro" ? "plan_limit_reached" : "free_quota_daily";
+      const viaOpenai = counting();
+      const openai = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, fetch: viaOpenai.fetch });
+      await expect(
+        openai.chat.completions.create({ model, messages: [{ role: "user", content: "x" }] }),
+      ).rejects.toMatchObject({ status: 429, code });
+      expect(viaOpenai.sent(), `openai SDK requests for ${code}`).toBe(1);
+      const viaAnthropic = counting();
+      const anthropic = new Anthropic({ apiKey: KEY, baseURL: gw.url, fetch: viaAnthropic.fetch });
+      await expect(
+        anthropic.messages.create({
+          model,
+          max_tokens: 16,
+          messages: [{ role: "user", content: "x" }],
+        }),
+      ).rejects.toMatchObject({ status: 429 });
+      expect(viaAnthropic.sent(), `anthropic SDK requests for ${code}`).toBe(1);
+    }
   });
 });
 

@@ -116,10 +116,19 @@ export function errorBody(err: GatewayError, style: ErrorStyle): object {
   };
 }
 
+/**
+ * The 429s the spec tells clients not to retry (they clear at a window's end, hours away). The
+ * official SDKs retry every 429 unless the answer says `x-should-retry: false`.
+ */
+const notToRetry: ReadonlySet<ErrorCode> = new Set(["free_quota_daily", "plan_limit_reached"]);
+
 export function errorHeaders(err: GatewayError): Record<string, string> {
-  return err.options.retryAfter === undefined
-    ? {}
-    : { "Retry-After": String(Math.max(0, Math.ceil(err.options.retryAfter))) };
+  const headers: Record<string, string> =
+    err.options.retryAfter === undefined
+      ? {}
+      : { "Retry-After": String(Math.max(0, Math.ceil(err.options.retryAfter))) };
+  if (notToRetry.has(err.code)) headers["x-should-retry"] = "false";
+  return headers;
 }
 
 /** A stream's end when its account was suspended while it was open; the next request gets the plain 401. */
