@@ -1,9 +1,8 @@
 import { randomBytes } from "node:crypto";
-import { connect, createServer, type Server, type Socket } from "node:net";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { secretKeyEnv } from "../src/store/secret-box.js";
 import { chat, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
-import { createTestDatabase } from "./support/postgres.js";
+import { createTestDatabase, type Relay, relayTo } from "./support/postgres.js";
 
 /**
  * Issue 29, point 8: a read that finds the database out of reach (a lost or refused connection)
@@ -12,54 +11,6 @@ import { createTestDatabase } from "./support/postgres.js";
  * cut (every connection dropped, new ones refused, as a server that went away) and mend on the
  * same port.
  */
-
-interface Relay {
-  /** The database URL, through the relay. */
-  url: string;
-  cut(): Promise<void>;
-  mend(): Promise<void>;
-  close(): Promise<void>;
-}
-
-async function relayTo(databaseUrl: string): Promise<Relay> {
-  const target = new URL(databaseUrl);
-  const sockets = new Set<Socket>();
-  const listen = (port: number) =>
-    new Promise<Server>((resolve, reject) => {
-      const server = createServer((client) => {
-        const upstream = connect(Number(target.port), target.hostname);
-        for (const socket of [client, upstream]) {
-          sockets.add(socket);
-          socket.on("close", () => sockets.delete(socket));
-          socket.on("error", () => {
-            client.destroy();
-            upstream.destroy();
-          });
-        }
-        client.pipe(upstream).pipe(client);
-      });
-      server.once("error", reject);
-      server.listen(port, "127.0.0.1", () => resolve(server));
-    });
-  let server: Server | undefined = await listen(0);
-  const port = (server.address() as { port: number }).port;
-  const stop = async () => {
-    const closing = server;
-    server = undefined;
-    for (const socket of sockets) socket.destroy();
-    if (closing) await new Promise((resolve) => closing.close(resolve));
-  };
-  const url = new URL(databaseUrl);
-  url.port = String(port);
-  return {
-    url: url.toString(),
-    cut: stop,
-    async mend() {
-      server ??= await listen(port);
-    },
-    close: stop,
-  };
-}
 
 let gw: TestGateway | undefined;
 let relay: Relay | undefined;

@@ -195,8 +195,17 @@ export interface DeliveryMark {
   settle: SettleWrite;
 }
 
+/**
+ * A stream whose settlement the database refused (its client was told nothing was charged): its
+ * delivery marks are withdrawn, so no start applies them.
+ */
+export interface MarkWithdrawn {
+  kind: "unmark";
+  id: string;
+}
+
 /** A line of the settlement journal. */
-export type JournalLine = LedgerWrite | DeliveryMark;
+export type JournalLine = LedgerWrite | DeliveryMark | MarkWithdrawn;
 
 /** Columns of an account only the Ledger writes: its money and its PAYG state. */
 export const moneyColumns = [

@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import { connect, createServer, type Server, type Socket } from "node:net";
 import pg from "pg";
 import { inject } from "vitest";
 
@@ -62,4 +63,56 @@ export function loseAnswerOnce(pool: pg.Pool, name: string, ran: boolean): () =>
     throw new Error("Connection terminated unexpectedly");
   }) as typeof pool.query;
   return () => lost;
+}
+
+/**
+ * A relay to a database the test can cut (every connection dropped, new ones refused, as a server
+ * that went away) and mend on the same port.
+ */
+export interface Relay {
+  /** The database URL, through the relay. */
+  url: string;
+  cut(): Promise<void>;
+  mend(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function relayTo(databaseUrl: string): Promise<Relay> {
+  const target = new URL(databaseUrl);
+  const sockets = new Set<Socket>();
+  const listen = (port: number) =>
+    new Promise<Server>((resolve, reject) => {
+      const server = createServer((client) => {
+        const upstream = connect(Number(target.port), target.hostname);
+        for (const socket of [client, upstream]) {
+          sockets.add(socket);
+          socket.on("close", () => sockets.delete(socket));
+          socket.on("error", () => {
+            client.destroy();
+            upstream.destroy();
+          });
+        }
+        client.pipe(upstream).pipe(client);
+      });
+      server.once("error", reject);
+      server.listen(port, "127.0.0.1", () => resolve(server));
+    });
+  let server: Server | undefined = await listen(0);
+  const port = (server.address() as { port: number }).port;
+  const stop = async () => {
+    const closing = server;
+    server = undefined;
+    for (const socket of sockets) socket.destroy();
+    if (closing) await new Promise((resolve) => closing.close(resolve));
+  };
+  const url = new URL(databaseUrl);
+  url.port = String(port);
+  return {
+    url: url.toString(),
+    cut: stop,
+    async mend() {
+      server ??= await listen(port);
+    },
+    close: stop,
+  };
 }

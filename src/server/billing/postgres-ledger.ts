@@ -36,6 +36,14 @@ export class PostgresLedger implements Ledger {
   /** While the database is out of reach: when it was last asked whether it is back. */
   private lastProbe = 0;
   private probing = false;
+  /** Streams with a delivery mark sent to the database and no settlement yet, by request id. */
+  private readonly marked = new Set<string>();
+  /**
+   * Streams whose settlement did not reach the database: their clients were told nothing was
+   * charged, so their marks are deleted once it is back, before any reaper applies them.
+   */
+  private readonly withdrawals = new Set<string>();
+  private withdrawing: Promise<void> | undefined;
 
   constructor(
     private readonly money: PostgresMoney,
@@ -74,9 +82,11 @@ export class PostgresLedger implements Ledger {
       (options.jobMoney as PostgresJobMoney).settle(reservation, input);
       return charge;
     }
+    const marked = this.marked.delete(reservation.id);
     const write = this.money.settle(reservation, input).then(
       () => this.reachable(),
       (err: unknown) => {
+        if (marked) this.withdrawals.add(reservation.id);
         this.noteStorageFailure(err);
         throw err;
       },
@@ -90,6 +100,8 @@ export class PostgresLedger implements Ledger {
 
   async markDelivery(reservation: Reservation, input: SettleInput): Promise<void> {
     if (reservation.settled) return;
+    // Before it is sent: a mark whose answer was lost may have been written all the same.
+    this.marked.add(reservation.id);
     try {
       await this.money.markDelivery(reservation, input);
     } catch (err) {
@@ -199,6 +211,7 @@ export class PostgresLedger implements Ledger {
 
   /** A round trip landed: the database is reachable again. */
   private reachable(): void {
+    if (this.withdrawals.size > 0) void this.withdrawMarks();
     if (!this.fault) return;
     console.error(`gateway: ${this.where} is reachable again`);
     this.fault = null;
@@ -206,7 +219,25 @@ export class PostgresLedger implements Ledger {
 
   flush(): void {}
 
+  /** Deletes the marks in `withdrawals` (those that fail stay, for the next round trip that lands). */
+  private withdrawMarks(): Promise<void> {
+    this.withdrawing ??= (async () => {
+      const ids = [...this.withdrawals];
+      try {
+        await this.money.withdrawMarks(ids);
+        for (const id of ids) this.withdrawals.delete(id);
+      } catch (err) {
+        this.noteStorageFailure(err);
+      } finally {
+        this.withdrawing = undefined;
+      }
+    })();
+    return this.withdrawing;
+  }
+
   async close(): Promise<void> {
     await Promise.allSettled(this.pending);
+    // Before this gateway's lease ends and its own reaping would apply them.
+    if (this.withdrawals.size > 0) await this.withdrawMarks();
   }
 }

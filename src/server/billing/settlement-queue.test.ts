@@ -119,6 +119,25 @@ describe("the settlement queue", () => {
     expect(restarted.logged).toEqual(["req_open"]);
   });
 
+  it("withdraws the mark of a stream whose settlement a failed batch dropped: a start applies the open stream's mark only", () => {
+    const book = new Book();
+    const dir = mkdtempSync(join(tmpdir(), "settlement-queue-"));
+    dirs.push(dir);
+    const { queue } = queueOn(book, dir);
+    queue.mark(mark("req_refused"));
+    queue.mark(mark("req_open"));
+    // The stream settles, and the database refuses its settlement: its client is told nothing
+    // was charged.
+    queue.unmark("req_refused");
+    queue.enqueue({ ...mark("req_refused"), seq: queue.nextSeq() });
+    book.full = true;
+    expect(() => queue.flush()).toThrow();
+
+    const restarted = new Book();
+    queueOn(restarted, dir);
+    expect(restarted.logged).toEqual(["req_open"]);
+  });
+
   it("answers a request waiting for the batch once a request alone journals its write, and keeps that write when the batch fails", async () => {
     const book = new Book();
     const { queue, journal } = queueOn(book);
@@ -128,7 +147,7 @@ describe("the settlement queue", () => {
     // ... when another settles alone in the same turn: its journal line holds both writes.
     queue.enqueue(write(queue.nextSeq()));
     await expect(queue.committed(true)).resolves.toBeUndefined();
-    expect(SettlementJournal.read(journal).map((w) => w.kind !== "mark" && w.seq)).toEqual([1, 2]);
+    expect(SettlementJournal.read(journal).map((w) => "seq" in w && w.seq)).toEqual([1, 2]);
     // The disk fills before the batch commits: the waiting request was answered from the
     // journal, so its charge must land later, not be refused now and charged anyway.
     book.full = true;

@@ -25,7 +25,8 @@ export const defaultJournaledWaitMs = 250;
  * `defaultJournaledWaitMs`, whichever comes first; anything that reads the database past the caches
  * (the request log, a reload) lands them first (`Store.onQueuedWrites`). A start applies journal
  * lines the database does not hold yet, exactly once. The journal also keeps the delivery marks of
- * streams in flight (`mark`), written again whenever the file starts over, until they settle.
+ * streams in flight (`mark`), written again whenever the file starts over, until they settle; a
+ * stream whose settlement the database refused has its marks withdrawn (`unmark`).
  */
 export class SettlementQueue {
   private queue: LedgerWrite[] = [];
@@ -41,6 +42,10 @@ export class SettlementQueue {
   private journaledTimer: NodeJS.Timeout | undefined;
   /** The journal lines of the delivery marks of streams not yet settled, by request id. */
   private readonly marks = new Map<string, string>();
+  /** Streams with a mark in the journal whose settlement is queued and not yet committed. */
+  private readonly settling = new Set<string>();
+  /** Withdrawals of marks the journal could not take (a full disk): written after the next commit. */
+  private withdrawals = "";
 
   constructor(
     private readonly book: LedgerRepository,
@@ -72,6 +77,10 @@ export class SettlementQueue {
         marks.set(line.settle.log[0], line.settle);
         continue;
       }
+      if (line.kind === "unmark") {
+        marks.delete(line.id);
+        continue;
+      }
       if (line.kind === "settle") settled.add(line.log[0]);
       if (line.seq > this.seq) writes.push(line);
     }
@@ -96,9 +105,36 @@ export class SettlementQueue {
     this.marks.set(settle.log[0], line);
   }
 
-  /** The stream settled: its mark need not outlive the journal's next start over. */
+  /**
+   * The stream settled: its mark need not outlive the journal's next start over, and is withdrawn
+   * should its settlement fail to commit.
+   */
   unmark(id: string): void {
-    this.marks.delete(id);
+    if (this.marks.delete(id)) this.settling.add(id);
+  }
+
+  /**
+   * Settlements the database refused, whose requests are told nothing was charged: the marks of
+   * those that were streams must not charge them at the next start.
+   */
+  private withdrawMarks(refused: readonly LedgerWrite[]): void {
+    if (this.settling.size === 0) return;
+    let lines = this.withdrawals;
+    for (const write of refused) {
+      if (write.kind !== "settle" || !this.settling.delete(write.log[0])) continue;
+      lines += `${JSON.stringify({ kind: "unmark", id: write.log[0] })}\n`;
+    }
+    this.appendWithdrawals(lines);
+  }
+
+  private appendWithdrawals(lines: string): void {
+    this.withdrawals = "";
+    if (lines === "" || !this.journal) return;
+    try {
+      this.journal.append(lines);
+    } catch {
+      this.withdrawals = lines;
+    }
   }
 
   /** The sequence number of the next write. */
@@ -179,10 +215,16 @@ export class SettlementQueue {
       this.queue = writes.slice(0, journaled);
       this.journaled = journaled;
       this.stale = journaled > 0;
+      this.withdrawMarks(writes.slice(journaled));
       for (const waiter of waiters) waiter.reject(err);
       throw err;
     }
-    this.journal?.applied(() => [...this.marks.values()].join(""));
+    if (this.settling.size > 0) {
+      for (const write of writes) if (write.kind === "settle") this.settling.delete(write.log[0]);
+    }
+    // A journal started over holds no withdrawn mark; otherwise they are written now.
+    if (this.journal?.applied(() => [...this.marks.values()].join(""))) this.withdrawals = "";
+    else if (this.withdrawals !== "") this.appendWithdrawals(this.withdrawals);
     // Writes that failed once were missing from the rows read again meanwhile.
     if (this.stale) {
       this.stale = false;

@@ -282,20 +282,24 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
         onEnd: (end) => {
           unwatch?.();
           const cut = cutBy();
-          attempt.credential.release(end.error && !cut ? "failed" : "ok");
+          // The storage refused a delivery mark: the client was told nothing was charged.
+          const refused = storageRefused(end.error);
+          attempt.credential.release(end.error && !cut && !refused ? "failed" : "ok");
           settleAdmission(
             services,
             admission,
             settlement(
               result.usage(),
-              end.delivered,
+              end.delivered && !refused,
               cut
                 ? cut.code
-                : end.error
-                  ? "upstream_error"
-                  : end.cancelled
-                    ? "client_closed"
-                    : undefined,
+                : refused
+                  ? refused.code
+                  : end.error
+                    ? "upstream_error"
+                    : end.cancelled
+                      ? "client_closed"
+                      : undefined,
             ),
           );
         },
@@ -363,6 +367,11 @@ const closingEvents: Record<ClientStyle, (piece: StreamPiece) => boolean> = {
   responses: (piece) =>
     typeof piece === "string" && piece.startsWith("event: response.completed\n"),
 };
+
+/** The error that ended a stream when it is the storage refusing its charge's record. */
+function storageRefused(err: unknown): GatewayError | undefined {
+  return err instanceof GatewayError && err.code === "storage_unavailable" ? err : undefined;
+}
 
 function streamErrorMessage(err: unknown): string {
   if (err instanceof GatewayError) return err.message;

@@ -655,15 +655,23 @@ export const postgresFunctions: string[] = [
   LANGUAGE plpgsql AS $$
   DECLARE
     d deliveries%ROWTYPE;
+    admitted bigint;
   BEGIN
     PERFORM 1 FROM accounts WHERE id = (SELECT account_id FROM deliveries WHERE id = p_id)
     FOR NO KEY UPDATE;
     DELETE FROM deliveries WHERE id = p_id RETURNING * INTO d;
-    IF NOT FOUND OR EXISTS (SELECT 1 FROM request_log WHERE id = p_id) THEN
+    IF NOT FOUND THEN
+      RETURN false;
+    END IF;
+    -- The log has no index on ids: its row is found in the account's range at its admission time.
+    admitted := (d.settlement->>'created_at')::bigint;
+    IF EXISTS (SELECT 1 FROM request_log WHERE account_id = d.account_id
+        AND created_at = admitted AND id = p_id) THEN
       RETURN false;
     END IF;
     PERFORM * FROM gateway_settle_all(jsonb_build_array(d.settlement));
-    UPDATE request_log SET state = 'interrupted' WHERE id = p_id AND state = 'settled';
+    UPDATE request_log SET state = 'interrupted'
+    WHERE account_id = d.account_id AND created_at = admitted AND id = p_id AND state = 'settled';
     RETURN FOUND;
   END $$;
   `,

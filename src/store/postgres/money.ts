@@ -521,6 +521,18 @@ export class PostgresMoney {
     });
   }
 
+  /**
+   * Deletes the delivery marks of streams whose settlement never reached the database: their
+   * clients were told nothing was charged, so no reaper may charge them.
+   */
+  async withdrawMarks(ids: readonly string[]): Promise<void> {
+    await this.pool.query({
+      name: "gateway_withdraw_marks",
+      text: "DELETE FROM deliveries WHERE id = ANY($1::text[])",
+      values: [ids],
+    });
+  }
+
   private async settleAll(batch: QueuedSettlement[]): Promise<Map<number, number | null>> {
     const result = await this.pool.query<{ position: number; charge: number | null }>({
       name: "gateway_settle_all",

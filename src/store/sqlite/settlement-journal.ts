@@ -56,19 +56,21 @@ export class SettlementJournal {
   /**
    * Everything appended so far has been applied to the database, but for `open`: lines (the
    * delivery marks of streams still running) that are written again when the file starts over.
+   * True when it started over.
    */
-  applied(open: () => string): void {
-    if (this.size < truncateAtBytes) return;
+  applied(open: () => string): boolean {
+    if (this.size < truncateAtBytes) return false;
     ftruncateSync(this.fd, 0);
     this.size = 0;
     const lines = open();
-    if (lines === "") return;
+    if (lines === "") return true;
     try {
       this.append(lines);
     } catch (err) {
       // A full disk: those streams are charged by their settlements alone, as before any mark.
       console.error(`settlement journal: ${(err as Error).message}`);
     }
+    return true;
   }
 
   /** At start-up, after the records have been applied. */
