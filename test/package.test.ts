@@ -120,11 +120,14 @@ interface Ran {
   stderr: string;
 }
 
+/** Runs in the consumer project with the user's environment: no key store chosen (vitest's is not theirs). */
 async function inConsumer(file: string, args: string[]): Promise<Ran> {
   rmSync(join(consumer, "gateway.db"), { force: true });
   for (const name of readdirSync(consumer))
     if (/^(file|vitest)\.db/.test(name)) rmSync(join(consumer, name));
-  return run(file, args, { cwd: consumer, timeout: 60_000 });
+  const env = { ...process.env };
+  delete env.GATEWAY_SECRET_KEY_STORE;
+  return run(file, args, { cwd: consumer, env, timeout: 60_000 });
 }
 
 describe("model-gateway as an installed dependency", () => {

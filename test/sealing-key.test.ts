@@ -103,6 +103,8 @@ function inKeyringSession(
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     XDG_DATA_HOME: join(dir, "data"),
+    // `gateway serve`'s order, which a gateway started from code takes only when asked
+    // (test/kit-sealing-key.test.ts has the kit's own).
     GATEWAY_SECRET_KEY_STORE: "auto",
   };
   delete env.DBUS_SESSION_BUS_ADDRESS;

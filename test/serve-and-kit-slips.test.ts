@@ -125,7 +125,9 @@ describe("a refused gateway serve leaves nothing behind it", () => {
       GATEWAY_SECRET_KEY_STORE: "bogus",
     });
     expect(badStore.code).toBe(1);
-    expect(badStore.stderr).toContain('GATEWAY_SECRET_KEY_STORE must be "file" or "keychain"');
+    expect(badStore.stderr).toContain(
+      'GATEWAY_SECRET_KEY_STORE must be "auto", "file" or "keychain"',
+    );
     expect(files()).toEqual([]);
   });
 

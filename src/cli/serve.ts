@@ -209,6 +209,8 @@ Examples:
           captureLimit,
           upstreamAnswerLimitBytes,
           jobLeaseMs,
+          // The long-lived server keeps a new database's key in the OS keychain where one works.
+          secretKeyStore: "auto",
         });
       } catch (err) {
         // Flags startGateway checks itself are still the command line's mistakes.

@@ -20,6 +20,8 @@ export interface PublicGatewayOptions {
    * SQLite file, or a postgres:// URL shared with other gateways (their GATEWAY_SECRET_KEY must
    * match). Default ":memory:": a gateway started from code writes nothing to disk unless told
    * where (the `gateway serve` command keeps its ./gateway.db default, and reads GATEWAY_DB_URL).
+   * A new file's BYOK sealing key goes in `<db>.key` beside it, not the OS keychain
+   * (docs/security.md).
    */
   db?: string;
   /** Default 0: any free port (read it from `port` or `url`). */

@@ -7,6 +7,7 @@ import {
 import type { AddressInfo } from "node:net";
 import { isPostgresUrl } from "../store/postgres/url.js";
 import { hashSecret } from "../store/secrets.js";
+import type { SecretKeyStore } from "../store/sqlite/sealing-key.js";
 import { gatewayListener } from "./app.js";
 import { createOwnerLink } from "./auth/owner-session.js";
 import type { Backend } from "./backends/backend.js";
@@ -54,6 +55,12 @@ export interface GatewayOptions extends PublicGatewayOptions {
   jobPollMs?: number;
   /** SQLite: how long settlements answered from the journal may wait for their transaction. */
   journaledWaitMs?: number;
+  /**
+   * SQLite: the BYOK sealing key's store when GATEWAY_SECRET_KEY_STORE is unset. `gateway serve`
+   * passes "auto" (a new database's key goes to the OS keychain where one works). The default,
+   * "kit", writes nothing to the keychain and prints nothing (sealing-key.ts).
+   */
+  secretKeyStore?: "auto" | "kit";
 }
 
 /** The public handle, and the services and job runner for tests inside this repository. */
@@ -105,7 +112,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
   const listening = await listenFirst(limits, host, options.port ?? 0, db);
   let backend: Backend;
   try {
-    backend = await openBackend(db, options.journaledWaitMs);
+    backend = await openBackend(db, options.journaledWaitMs, options.secretKeyStore ?? "kit");
   } catch (err) {
     await listening.close();
     throw err;
@@ -319,7 +326,11 @@ async function listenFirst(limits: ConnectionLimits, host: string, port: number,
  * (The environment's GATEWAY_DB_URL is serve's to read: a test suite's gateway stays where its
  * options put it.)
  */
-async function openBackend(db: string, journaledWaitMs: number | undefined): Promise<Backend> {
+async function openBackend(
+  db: string,
+  journaledWaitMs: number | undefined,
+  secretKeyStore: SecretKeyStore,
+): Promise<Backend> {
   // Each backend is loaded only when used: an embedded gateway never pays for pg, nor one on
   // Postgres for better-sqlite3 and the SQLite store (a restart's time to ready).
   if (isPostgresUrl(db)) {
@@ -327,7 +338,7 @@ async function openBackend(db: string, journaledWaitMs: number | undefined): Pro
     return openPostgresBackend(db, process.env);
   }
   const { openSqliteBackend } = await import("./backends/sqlite.js");
-  return openSqliteBackend(db, journaledWaitMs);
+  return openSqliteBackend(db, journaledWaitMs, secretKeyStore);
 }
 
 function publicOrigin(publicUrl: string | undefined): string | undefined {

@@ -110,3 +110,23 @@ export async function openKeychain(
     return { ok: false, reason: reasonOf(err) };
   }
 }
+
+/**
+ * The secret stored for (service, account), read without the probe `openKeychain` writes: for a
+ * reader that must leave the keychain as it found it. undefined when there is none, or no
+ * keychain answers (the caller names what is missing).
+ */
+export async function readKeychain(
+  service: string,
+  account: string,
+  timeoutMs = keychainTimeoutMs,
+  load: () => Promise<KeychainApi> = loadKeyring,
+): Promise<string | undefined> {
+  try {
+    const keyring = await withTimeout(load(), timeoutMs);
+    const stored = await withTimeout(keyring.entry(service, account).getPassword(), timeoutMs);
+    return stored ?? undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -2,7 +2,7 @@ import { existsSync, rmSync } from "node:fs";
 import { secretKeyEnv } from "../../store/secret-box.js";
 import { keyFileOf } from "../../store/sqlite/byok-sealing.js";
 import { refuseNonDatabase, sqliteSidecars } from "../../store/sqlite/db.js";
-import { keychainSealingKey } from "../../store/sqlite/sealing-key.js";
+import { keychainSealingKey, type SecretKeyStore } from "../../store/sqlite/sealing-key.js";
 import { journalFileOf } from "../../store/sqlite/settlement-journal.js";
 import { Store } from "../../store/sqlite/store.js";
 import { ProcessLedger } from "../billing/ledger.js";
@@ -13,8 +13,13 @@ import { lockDatabase, lockFileOf, type ServeLock } from "./serve-lock.js";
 /**
  * A gateway on its own SQLite file: decisions in this process, the file locked to it.
  * `journaledWaitMs`: the ledger's bound on answered settlements waiting for their transaction.
+ * `secretKeyStore`: where a new database's sealing key goes when GATEWAY_SECRET_KEY_STORE is unset.
  */
-export async function openSqliteBackend(path: string, journaledWaitMs?: number): Promise<Backend> {
+export async function openSqliteBackend(
+  path: string,
+  journaledWaitMs: number | undefined,
+  secretKeyStore: SecretKeyStore,
+): Promise<Backend> {
   // Before the lock is made beside it: a path that is no database is refused as it was found.
   if (path !== ":memory:") refuseNonDatabase(path);
   const lockFound = existsSync(lockFileOf(path));
@@ -24,7 +29,7 @@ export async function openSqliteBackend(path: string, journaledWaitMs?: number):
   const made = madeFiles(path, lockFound);
   let store: Store;
   try {
-    const sealing = await keychainSealingKey(path);
+    const sealing = await keychainSealingKey(path, process.env, undefined, secretKeyStore);
     store = new Store(
       path,
       sealing

@@ -1,7 +1,13 @@
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import Database from "better-sqlite3";
-import { keychainService, keychainTimeoutMs, openKeychain, withTimeout } from "../os-keychain.js";
+import {
+  keychainService,
+  keychainTimeoutMs,
+  openKeychain,
+  readKeychain,
+  withTimeout,
+} from "../os-keychain.js";
 import { SecretBox, SecretKeyError, secretKeyEnv } from "../secret-box.js";
 import { keyFileOf } from "./byok-sealing.js";
 import { canBeDatabase } from "./db.js";
@@ -16,7 +22,14 @@ import { canBeDatabase } from "./db.js";
  *      a new database;
  *   4. a new `<db>.key`, when no keychain works: announced with one log line, since anyone who
  *      can read the folder can then open the BYOK keys.
- * GATEWAY_SECRET_KEY_STORE=file skips the keychain; =keychain refuses to start without one.
+ * GATEWAY_SECRET_KEY_STORE=file skips the keychain; =keychain refuses to start without one; =auto
+ * (what `gateway serve` and the CLI do when it is unset) is the order above.
+ *
+ * A gateway started from code (the test kit) with the variable unset writes nothing to the
+ * keychain and prints nothing: a suite's temporary databases would otherwise leave one entry each
+ * behind, or print the no-keychain line at every start. Its new database gets a silent `<db>.key`
+ * (the file a restart on it reads); a database already sealed with no key file beside it still
+ * opens with the key a server (or an earlier version of the kit) left in the keychain, read only.
  */
 export const secretKeyStoreEnv = "GATEWAY_SECRET_KEY_STORE";
 
@@ -26,13 +39,16 @@ export interface SealingKey {
   source: string;
 }
 
-type Mode = "auto" | "file" | "keychain";
+/** What GATEWAY_SECRET_KEY_STORE names, or "kit": a gateway started from code, with it unset. */
+export type SecretKeyStore = "auto" | "file" | "keychain" | "kit";
 
-function modeOf(raw: string | undefined): Mode {
+function modeOf(raw: string | undefined, unset: SecretKeyStore): SecretKeyStore {
   const value = raw?.trim().toLowerCase();
-  if (!value || value === "auto") return "auto";
-  if (value === "file" || value === "keychain") return value;
-  throw new SecretKeyError(`${secretKeyStoreEnv} must be "file" or "keychain", got "${raw}"`);
+  if (!value) return unset;
+  if (value === "auto" || value === "file" || value === "keychain") return value;
+  throw new SecretKeyError(
+    `${secretKeyStoreEnv} must be "auto", "file" or "keychain", got "${raw}"`,
+  );
 }
 
 /** The keychain entry that holds a database's sealing key. */
@@ -45,19 +61,27 @@ export const keychainSource = `the OS keychain (service "${keychainService}")`;
 /**
  * The sealing key from the OS keychain for `dbPath`, creating it there for a new database; or
  * undefined when the key is the environment's or the file's (the Store reads or creates those).
+ * `unset`: the store when GATEWAY_SECRET_KEY_STORE does not name one.
  */
 export async function keychainSealingKey(
   dbPath: string,
   env: NodeJS.ProcessEnv = process.env,
   log: (line: string) => void = (line) => console.error(line),
+  unset: SecretKeyStore = "auto",
 ): Promise<SealingKey | undefined> {
   if (env[secretKeyEnv] || dbPath === ":memory:" || dbPath === "") return undefined;
-  const mode = modeOf(env[secretKeyStoreEnv]);
+  const mode = modeOf(env[secretKeyStoreEnv], unset);
   const file = keyFileOf(dbPath);
   if (mode === "file" || existsSync(file)) return undefined;
   // A path that is no database (a directory, another kind of file) is refused when the Store
   // opens it, in one line: no key is looked for, and no key file is announced that is never made.
   if (!canBeDatabase(dbPath)) return undefined;
+  if (mode === "kit") {
+    if (!sealedAlready(dbPath)) return undefined;
+    const stored = await readKeychain(keychainService, sealingKeyAccount(dbPath));
+    // Found nowhere: the Store says which key is missing.
+    return stored ? { key: stored, source: keychainSource } : undefined;
+  }
   const opened = await openKeychain();
   if (!opened.ok) {
     if (mode === "keychain") {
