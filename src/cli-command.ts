@@ -1,5 +1,5 @@
 import { existsSync, readFileSync, realpathSync } from "node:fs";
-import { delimiter, dirname, isAbsolute, join, relative } from "node:path";
+import { basename, delimiter, dirname, isAbsolute, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 
 /**
@@ -28,12 +28,19 @@ export function detectCliPrefix(
   const target = real(bin);
   if (target === undefined) return "npx gateway";
   for (const dir of (env.PATH ?? "").split(delimiter)) {
-    if (dir !== "" && real(join(dir, "gateway")) === target) return "gateway";
+    // npx and `npm run` put node_modules/.bin folders on the PATH of the command they run, not
+    // on the user's shell's: a `gateway` found there is not one the user can type.
+    if (dir === "" || isPackageBin(dir)) continue;
+    if (real(join(dir, "gateway")) === target) return "gateway";
   }
   if (npxFinds(target, cwd)) return "npx gateway";
   const path = relative(cwd, bin);
   const shown = path.startsWith("..") || isAbsolute(path) ? bin : path;
   return `node ${/^[\w./@%+=,-]+$/.test(shown) ? shown : `'${shown.replace(/'/g, "'\\''")}'`}`;
+}
+
+function isPackageBin(dir: string): boolean {
+  return basename(dir) === ".bin" && basename(dirname(dir)) === "node_modules";
 }
 
 /**

@@ -21,7 +21,8 @@ function serveOptions() {
 function documentedDefaults(): Map<string, string> {
   const text = readFileSync(join(import.meta.dirname, "..", "docs", "cli.md"), "utf8");
   const rows = new Map<string, string>();
-  for (const match of text.matchAll(/^\| `(--[a-z-]+)` \| ([^|]*) \|/gm)) {
+  // A row names the flag, after its short form if it has one: `--db`, `-p, --port`.
+  for (const match of text.matchAll(/^\| `(?:-[a-zA-Z], )?(--[a-z-]+)` \| ([^|]*) \|/gm)) {
     const value = match[2].trim();
     if (/^[\w.]+$/.test(value)) rows.set(match[1], value);
   }

@@ -23,7 +23,8 @@ import { type RunningGateway, startGateway } from "../src/server/gateway.js";
  * - `json`: parses; a block whose keys are all config fields is validated as a gateway config
  *   (every `${NAME}` set to a distinct well-formed key).
  * - `ts`: type-checked in one `tsc` run (imports of `model-gateway` resolve to the package
- *   itself), then run. `js`: run.
+ *   itself), then run. A `no-run` one is type-checked all the same, unless it says it is an
+ *   excerpt (`ts no-run: an excerpt of ...`). `js`: run.
  * - `sh`: run by bash with `set -eo pipefail`.
  * - `text` or no language: output shown to the reader, not code.
  *
@@ -88,6 +89,8 @@ function blocksOf(file: string): Block[] {
 const files = docFiles();
 const blocks = files.flatMap(blocksOf);
 const name = (b: Block) => `${b.file}:${b.line} (${b.lang || "text"})`;
+/** A ts block the type check covers: every one but an excerpt of a longer file. */
+const typeChecked = (b: Block) => b.lang === "ts" && !/^an excerpt\b/.test(b.noRun ?? "");
 
 // ---- placeholders -------------------------------------------------------------------------
 
@@ -116,10 +119,10 @@ beforeAll(async () => {
   );
   chmodSync(join(binDir, "gateway"), 0o755);
 
-  // One tsc run over every runnable ts block, each a module of its own.
+  // One tsc run over every ts block, each a module of its own.
   rmSync(blockDir, { recursive: true, force: true });
   mkdirSync(blockDir);
-  const ts = blocks.filter((b) => b.lang === "ts" && b.noRun === undefined);
+  const ts = blocks.filter(typeChecked);
   for (const b of ts) writeFileSync(blockFile(b, "ts"), `${b.code}export {};\n`);
   writeFileSync(
     join(blockDir, "tsconfig.json"),
@@ -174,6 +177,9 @@ describe("every code block of the README and docs", () => {
       if (b.noRun !== undefined) {
         // The marker is for the reader too: it says what the block needs.
         expect(b.noRun, "a no-run block names its reason: no-run: <reason>").toMatch(/\S{3,}/);
+        // It is not run, but a reader copies it: it compiles against the package's types.
+        if (typeChecked(b))
+          expect(typeErrors.get(blockFile(b, "ts")) ?? [], "type errors").toEqual([]);
         return;
       }
       expect(codeLanguages.has(b.lang), `language "${b.lang}": run it here or mark it no-run`).toBe(
@@ -236,23 +242,27 @@ async function runShell(b: Block) {
 
 // ---- links ------------------------------------------------------------------------------
 
-/** GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens, repeats numbered. */
-function anchorsOf(file: string): Set<string> {
+/**
+ * GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens, repeats numbered.
+ * With `level`, only the anchors of headings of that level.
+ */
+function anchorsOf(file: string, level?: number): Set<string> {
   const anchors = new Set<string>();
   const seen = new Map<string, number>();
   let inBlock = false;
   for (const line of readFileSync(file, "utf8").split("\n")) {
     if (/^(`{3,}|~{3,})/.test(line)) inBlock = !inBlock;
-    const heading = !inBlock && /^#{1,6} (.*)$/.exec(line);
+    const heading = !inBlock && /^(#{1,6}) (.*)$/.exec(line);
     if (!heading) continue;
-    const base = heading[1]
+    const base = heading[2]
       .trim()
       .toLowerCase()
       .replace(/[^\p{L}\p{N}_\- ]/gu, "")
       .replace(/ /g, "-");
     const n = seen.get(base) ?? 0;
     seen.set(base, n + 1);
-    anchors.add(n === 0 ? base : `${base}-${n}`);
+    if (level === undefined || heading[1].length === level)
+      anchors.add(n === 0 ? base : `${base}-${n}`);
   }
   return anchors;
 }
@@ -276,6 +286,35 @@ describe("the README is the map", () => {
   it("links every guide in docs/", () => {
     const links = new Set(linksOf("README.md").map((l) => l.split("#")[0]));
     for (const file of files.filter((f) => f.startsWith("docs/"))) expect(links).toContain(file);
+  });
+
+  it("every guide says what it is for, in prose, before its contents", () => {
+    for (const file of files.filter((f) => f.startsWith("docs/"))) {
+      const lines = readFileSync(join(root, file), "utf8").split("\n");
+      const contents = lines.findIndex((l) => /^- \[/.test(l) || l === "## Contents");
+      const opening = lines.slice(1, contents).filter((l) => /^[A-Za-z`*]/.test(l));
+      expect(
+        opening.join(" ").split(/\s+/).length,
+        `${file}: a sentence under its title`,
+      ).toBeGreaterThan(8);
+    }
+  });
+
+  it("every section of a guide is in its contents", () => {
+    for (const file of files.filter((f) => f.startsWith("docs/"))) {
+      const text = readFileSync(join(root, file), "utf8");
+      const [head, first = ""] = text.split(/^## /m);
+      const toc = new Set(
+        [...(head + (first.startsWith("Contents") ? first : "")).matchAll(/\]\(#([^)]+)\)/g)].map(
+          (m) => m[1],
+        ),
+      );
+      const sections = [...anchorsOf(join(root, file), 2)].filter((a) => a !== "contents");
+      expect(
+        sections.filter((a) => !toc.has(a)),
+        `${file}: its ## sections missing from its contents`,
+      ).toEqual([]);
+    }
   });
 
   it("every guide opens with a table of contents", () => {

@@ -105,5 +105,8 @@ function commanderLine(text: string): string {
 function asRunHere(help: string): string {
   const prefix = cliCommand("").trimEnd();
   if (prefix === "gateway") return help;
-  return help.replace(/(^Usage: |\$ |\$\()gateway\b/gm, `$1${prefix}`);
+  // An example's command may follow environment assignments (`$ GATEWAY_SECRET_KEY=... gateway`).
+  return help
+    .replace(/^Usage: gateway\b/gm, `Usage: ${prefix}`)
+    .replace(/^ *\$ .*$/gm, (example) => example.replace(/(?<=[\s(])gateway(?= |$)/g, prefix));
 }

@@ -1,4 +1,5 @@
 import type { Command } from "commander";
+import { cliCommand } from "../cli-command.js";
 import { connectWithKey } from "./api-client.js";
 import { defaultProfile, endingPromptly } from "./credentials/index.js";
 import { UsageError } from "./errors.js";
@@ -127,7 +128,7 @@ Examples:
         }
         const paint = paintFor(process.stdout);
         note(
-          `${printed.length === 1 ? "A key was" : `${printed.length} keys were`} created for ${url}, shown only here: ${printed.map((p) => `${p.key_id} "${p.label}"`).join(", ")}. Revoke one with \`gateway keys revoke <label>\`.`,
+          `${printed.length === 1 ? "A key was" : `${printed.length} keys were`} created for ${url}, shown only here: ${printed.map((p) => `${p.key_id} "${p.label}"`).join(", ")}. Revoke one with \`${cliCommand("keys revoke <label>")}\`.`,
         );
         result(
           printed.map((p) => `${paint.bold(`${p.name}`)}: ${p.where}\n\n${p.snippet}\n`).join("\n"),
