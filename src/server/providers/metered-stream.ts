@@ -56,6 +56,10 @@ export async function openMeteredStream(
 ): Promise<MeteredStream> {
   const { url, headers, body } = call;
   const sent = call.sent ?? JSON.stringify(body);
-  const events = await http.postEvents(url, headers, sent, signal, attempt.provider);
-  return { events, meter: new StreamMeter(() => estimateRequestTokens(body)) };
+  const answer = http.postEvents(url, headers, sent, signal, attempt.provider);
+  const meter = new StreamMeter(() => estimateRequestTokens(body));
+  // The request is on its way: the input's estimate, which the stream's first delivery mark
+  // bills, is made while the provider works on it rather than before the first piece goes out.
+  meter.estimateInput();
+  return { events: await answer, meter };
 }

@@ -267,7 +267,7 @@ export class StreamMeter {
   constructor(private readonly estimate: () => number) {}
 
   /** The input's estimate, made once: a stream's delivery marks read the bill again and again. */
-  private estimateInput(): number {
+  estimateInput(): number {
     this.inputEstimate ??= this.estimate();
     return this.inputEstimate;
   }
