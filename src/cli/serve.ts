@@ -49,7 +49,7 @@ export function registerServe(program: Command): void {
       "--db <file|url>",
       "SQLite database file (:memory: for a throwaway one), or a postgres:// URL that several gateways share (default: gateway.db, or GATEWAY_DB_URL when set)",
     )
-    .option("-c, --config <file>", "JSON config to apply (upserted; see README)")
+    .option("-c, --config <file>", "JSON config to apply at start (see docs/configuration.md)")
     .option(
       "--keepalive-ms <ms>",
       "SSE keepalive interval while a stream waits for its first token or an MCP tool call runs (0: none)",
