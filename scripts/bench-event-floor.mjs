@@ -26,7 +26,7 @@
 // The fake upstream and the SSE client are child processes of their own. Every relay is divided
 // by the same count, the upstream's chunks (`pacedEvents` a stream), whatever it does with them.
 import { execFileSync, fork, spawn } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer as createHttpServer } from "node:http";
 import { connect, createServer as createNetServer } from "node:net";
 import { loadavg, tmpdir } from "node:os";
@@ -88,6 +88,8 @@ async function measuredProfile(kind) {
     );
   await post("Profiler.enable");
   await post("Profiler.setSamplingInterval", { interval: 200 });
+  // Made here, not at the end of a run minutes long that could not write its profile.
+  mkdirSync(process.env.BENCH_PROFILE_DIR, { recursive: true });
   let round = 0;
   return {
     start: () => post("Profiler.start"),
