@@ -3,12 +3,12 @@ import { chmodSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { connect as netConnect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { afterEach, describe, expect, it } from "vitest";
 import { quota } from "./support/api.js";
 import { cliHome, killRunningClis, runCli } from "./support/cli.js";
 import { baseConfig, chat, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
+import { mcpClient } from "./support/mcp.js";
 
 /**
  * A developer's day as a client: MCP cancellation, request ids on every answer, and the CLI's
@@ -28,12 +28,7 @@ const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const micro = (idr: number) => Math.round(idr * 1_000_000);
 
 async function connectMcp(key = KEY): Promise<Client> {
-  const client = new Client({ name: "developer-day", version: "1.0.0" });
-  await client.connect(
-    new StreamableHTTPClientTransport(new URL(`${gw!.url}/mcp`), {
-      requestInit: { headers: { authorization: `Bearer ${key}` } },
-    }),
-  );
+  const { client } = await mcpClient(gw!.url, key, "developer-day");
   clients.push(client);
   return client;
 }

@@ -1,8 +1,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { ErrorCode, McpError, type Progress } from "@modelcontextprotocol/sdk/types.js";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { ConfigInput } from "../src/server/config/schema.js";
@@ -17,7 +16,7 @@ import {
   sleep,
 } from "./support/fake-upstream.js";
 import { baseConfig, KEY, type TestGateway, testGateway } from "./support/gateway.js";
-import { mcpResponses } from "./support/mcp.js";
+import { mcpClient, mcpResponses } from "./support/mcp.js";
 import { allStreamEvents } from "./support/sse.js";
 
 /**
@@ -85,12 +84,7 @@ afterEach(async () => {
 });
 
 async function connect(): Promise<Client> {
-  const client = new Client({ name: "long-calls", version: "1.0.0" });
-  await client.connect(
-    new StreamableHTTPClientTransport(new URL(`${gw!.url}/mcp`), {
-      requestInit: { headers: { authorization: `Bearer ${KEY}` } },
-    }),
-  );
+  const { client } = await mcpClient(gw!.url, KEY, "long-calls");
   clients.push(client);
   return client;
 }

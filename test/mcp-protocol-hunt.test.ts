@@ -1,5 +1,5 @@
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import type { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import {
   ErrorCode,
   LATEST_PROTOCOL_VERSION,
@@ -20,7 +20,7 @@ import {
   type TestGateway,
   testGateway,
 } from "./support/gateway.js";
-import { mcpResponse, mcpResponses } from "./support/mcp.js";
+import { mcpClient, mcpResponse, mcpResponses } from "./support/mcp.js";
 
 /**
  * The MCP server at /mcp against an adversarial client: every protocol version the installed SDK
@@ -55,13 +55,9 @@ function jobsConfig(): ConfigInput {
 async function connect(
   key = KEY,
 ): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
-  const client = new Client({ name: "protocol-hunt", version: "1.0.0" });
-  const transport = new StreamableHTTPClientTransport(new URL(`${gw!.url}/mcp`), {
-    requestInit: { headers: { authorization: `Bearer ${key}` } },
-  });
-  await client.connect(transport);
-  clients.push(client);
-  return { client, transport };
+  const connected = await mcpClient(gw!.url, key, "protocol-hunt");
+  clients.push(connected.client);
+  return connected;
 }
 
 /** A body POSTed to /mcp as a client without the SDK would, with extra headers. */

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import type { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ErrorCode, LATEST_PROTOCOL_VERSION, McpError } from "@modelcontextprotocol/sdk/types.js";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { ConfigInput } from "../src/server/config/schema.js";
@@ -22,7 +22,7 @@ import {
   type TestGateway,
   testGateway,
 } from "./support/gateway.js";
-import { mcpResponse } from "./support/mcp.js";
+import { mcpClient, mcpResponse } from "./support/mcp.js";
 import { createTestDatabase } from "./support/postgres.js";
 
 const IMAGE_PRICE = 500;
@@ -76,13 +76,9 @@ afterEach(async () => {
 async function connect(
   key = KEY,
 ): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
-  const client = new Client({ name: "mcp-test", version: "1.0.0" });
-  const transport = new StreamableHTTPClientTransport(new URL(`${gw!.url}/mcp`), {
-    requestInit: { headers: { authorization: `Bearer ${key}` } },
-  });
-  await client.connect(transport);
-  clients.push(client);
-  return { client, transport };
+  const connected = await mcpClient(gw!.url, key, "mcp-test");
+  clients.push(connected.client);
+  return connected;
 }
 
 interface Content {

@@ -1,4 +1,20 @@
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { allStreamEvents } from "./sse.js";
+
+/** An official SDK client connected to the gateway at `baseUrl`'s /mcp with `key`. */
+export async function mcpClient(
+  baseUrl: string,
+  key: string,
+  name: string,
+): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
+  const client = new Client({ name, version: "1.0.0" });
+  const transport = new StreamableHTTPClientTransport(new URL(`${baseUrl}/mcp`), {
+    requestInit: { headers: { authorization: `Bearer ${key}` } },
+  });
+  await client.connect(transport);
+  return { client, transport };
+}
 
 /**
  * The JSON-RPC messages of an answer of POST /mcp as a client reads them, whichever way the
