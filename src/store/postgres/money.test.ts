@@ -707,3 +707,57 @@ describe("the reaper", () => {
     }
   });
 });
+
+describe("delivery marks", () => {
+  it("marks asked for while another is in flight go in one statement, each stream's last kept", async () => {
+    const pool = openPostgresPool({ url, max: 4 });
+    const names: string[] = [];
+    const query = pool.query.bind(pool) as (...args: unknown[]) => unknown;
+    (pool as { query: unknown }).query = (...args: unknown[]) => {
+      const first = args[0] as { name?: string };
+      if (first?.name?.startsWith("gateway_mark")) names.push(first.name);
+      return query(...args);
+    };
+    const gateway = new PostgresMoney(pool, {
+      instanceId: "gateway-marks",
+      parallelBatches: 1,
+      leases: false,
+    });
+    try {
+      const id = await account({ balance_micro: 50_000 });
+      const streams = await Promise.all(
+        Array.from({ length: 5 }, () => gateway.reserve(request(id, { stream: true }))),
+      );
+      // The first goes at once; the rest, one of them marked twice, wait and go together.
+      await Promise.all([
+        ...streams.map((r, i) => gateway.markDelivery(r, outcome({ outputTokens: 16 + i }))),
+        gateway.markDelivery(streams[4], outcome({ outputTokens: 64 })),
+      ]);
+      expect(names).toEqual(["gateway_mark_delivery", "gateway_mark_all"]);
+      const marks = await poolA.query(
+        "SELECT id, instance_id, (settlement->>'output_tokens')::int AS output FROM deliveries WHERE account_id = $1 ORDER BY id",
+        [id],
+      );
+      expect(marks.rows).toEqual(
+        streams
+          .map((r, i) => ({
+            id: r.id,
+            instance_id: "gateway-marks",
+            output: i === 4 ? 64 : 16 + i,
+          }))
+          .sort((a, b) => a.id.localeCompare(b.id)),
+      );
+      // A batched mark settles its stream as a lone one does, should its gateway die.
+      const applied = await poolA.query("SELECT gateway_settle_interrupted($1) AS applied", [
+        streams[4].id,
+      ]);
+      expect(applied.rows).toEqual([{ applied: true }]);
+      const log = await poolA.query("SELECT state, output_tokens FROM request_log WHERE id = $1", [
+        streams[4].id,
+      ]);
+      expect(log.rows).toEqual([{ state: "interrupted", output_tokens: 64 }]);
+    } finally {
+      await pool.end();
+    }
+  });
+});

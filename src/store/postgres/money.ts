@@ -116,6 +116,10 @@ const logStatement = `WITH marked AS (DELETE FROM deliveries WHERE id = $1)
   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, 0, $9, $10, $11, $12, $13, $14, $15, $16, $17)`;
 const markStatement = `INSERT INTO deliveries (id, instance_id, account_id, settlement)
   VALUES ($1, $2, $3, $4::jsonb) ON CONFLICT (id) DO UPDATE SET settlement = excluded.settlement`;
+const markAllStatement = `INSERT INTO deliveries (id, instance_id, account_id, settlement)
+  SELECT m.id, $1, m.account_id, m.settlement
+  FROM jsonb_to_recordset($2::jsonb) AS m(id text, account_id text, settlement jsonb)
+  ON CONFLICT (id) DO UPDATE SET settlement = excluded.settlement`;
 
 interface Queued<Result> {
   resolve(result: Result): void;
@@ -125,6 +129,12 @@ interface Queued<Result> {
 interface QueuedHold extends Queued<HoldAnswer> {
   input: ReserveInput;
   want: LeaseWant;
+}
+
+interface QueuedMark extends Queued<true> {
+  id: string;
+  accountId: string;
+  settlement: ReturnType<typeof settlementRow>;
 }
 
 interface QueuedSettlement extends Queued<number | null> {
@@ -232,6 +242,7 @@ export class PostgresMoney {
   private ticking = false;
   private readonly holds: Batches<QueuedHold, HoldAnswer>;
   private readonly settlements: Batches<QueuedSettlement, number | null>;
+  private readonly marks: Batches<QueuedMark, true>;
   private readonly leases: Leases | undefined;
 
   /** One round trip to the database: resolves once it answers. */
@@ -261,6 +272,20 @@ export class PostgresMoney {
         return settleLeased(this.pool, queued.reservation, queued.input, queued.lease);
       },
       (batch) => this.settleAll(batch),
+      parallel,
+    );
+    // Marks go apart from holds and settlements: a stream's next piece waits for its mark, and
+    // should not wait behind other requests' money as well.
+    this.marks = new Batches<QueuedMark, true>(
+      async (queued) => {
+        await this.pool.query({
+          name: "gateway_mark_delivery",
+          text: markStatement,
+          values: [queued.id, this.instanceId, queued.accountId, JSON.stringify(queued.settlement)],
+        });
+        return true;
+      },
+      (batch) => this.markAll(batch),
       parallel,
     );
     this.leases =
@@ -509,16 +534,35 @@ export class PostgresMoney {
     const lease: LeasedSettlement | undefined = this.leases?.isLeased(r)
       ? { leased: true, stopped: false, instance_id: this.instanceId, reserved: r.reservedMicro }
       : undefined;
+    const settlement = settlementRow({ reservation: r, input, lease }, 0);
+    await new Promise<true>((resolve, reject) => {
+      this.marks.add({ id: r.id, accountId: r.accountId, settlement, resolve, reject });
+    });
+  }
+
+  /**
+   * The marks of several streams in one statement. A stream waits for its mark before it marks
+   * again, but a batch keeps only each stream's last all the same: Postgres refuses a statement
+   * that updates one row twice.
+   */
+  private async markAll(batch: QueuedMark[]): Promise<Map<number, true>> {
+    const last = new Map<string, QueuedMark>();
+    for (const queued of batch) last.set(queued.id, queued);
     await this.pool.query({
-      name: "gateway_mark_delivery",
-      text: markStatement,
+      name: "gateway_mark_all",
+      text: markAllStatement,
       values: [
-        r.id,
         this.instanceId,
-        r.accountId,
-        JSON.stringify(settlementRow({ reservation: r, input, lease }, 0)),
+        JSON.stringify(
+          [...last.values()].map((m) => ({
+            id: m.id,
+            account_id: m.accountId,
+            settlement: m.settlement,
+          })),
+        ),
       ],
     });
+    return new Map(batch.map((_, position) => [position, true as const]));
   }
 
   /**
