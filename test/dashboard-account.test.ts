@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { quota } from "./support/api.js";
-import { type OwnerBrowser, ownerSession } from "./support/cli.js";
+import { dashboardCsrf, type OwnerBrowser, ownerSession } from "./support/cli.js";
 import { baseConfig, chat, post, type TestGateway, testGateway } from "./support/gateway.js";
 
 let gw: TestGateway;
@@ -19,10 +19,7 @@ beforeAll(async () => {
     },
   });
   owner = await ownerSession(gw);
-  const html = await (
-    await fetch(`${gw.url}/dashboard`, { headers: { cookie: owner.cookie } })
-  ).text();
-  csrf = /name="csrf-token" content="([^"]+)"/.exec(html)![1];
+  csrf = await dashboardCsrf(gw, owner);
 });
 afterAll(() => gw.close());
 

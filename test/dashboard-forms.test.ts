@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { quota } from "./support/api.js";
-import { type OwnerBrowser, ownerSession } from "./support/cli.js";
+import { dashboardCsrf, type OwnerBrowser, ownerSession } from "./support/cli.js";
 import { baseConfig, chat, post, type TestGateway, testGateway } from "./support/gateway.js";
 
 /**
@@ -32,10 +32,7 @@ interface Signed extends OwnerBrowser {
 
 async function signIn(accountId = "acct"): Promise<Signed> {
   const owner = await ownerSession(gw, accountId);
-  const html = await (
-    await fetch(`${gw.url}/dashboard`, { headers: { cookie: owner.cookie } })
-  ).text();
-  return { ...owner, csrf: /name="csrf-token" content="([^"]+)"/.exec(html)![1] };
+  return { ...owner, csrf: await dashboardCsrf(gw, owner) };
 }
 
 async function form(

@@ -1,6 +1,6 @@
 import { request } from "undici";
 import { afterEach, describe, expect, it } from "vitest";
-import { ownerSession } from "./support/cli.js";
+import { dashboardCsrf, ownerSession } from "./support/cli.js";
 import { type TestGateway, testGateway } from "./support/gateway.js";
 
 /**
@@ -17,10 +17,7 @@ afterEach(async () => {
 
 async function createKeyForm(g: TestGateway, headers: Record<string, string>): Promise<number> {
   const owner = await ownerSession(g);
-  const html = await (
-    await fetch(`${g.url}/dashboard`, { headers: { cookie: owner.cookie } })
-  ).text();
-  const csrf = /name="csrf-token" content="([^"]+)"/.exec(html)![1];
+  const csrf = await dashboardCsrf(g, owner);
   const res = await request(`${g.url}/dashboard/keys`, {
     method: "POST",
     headers: {

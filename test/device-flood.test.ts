@@ -8,6 +8,7 @@ import {
   approvalPage,
   type CliHome,
   cliHome,
+  dashboardCsrf,
   decide,
   killRunningClis,
   loginPrompt,
@@ -196,9 +197,7 @@ describe("user codes on the approval form", () => {
     );
     expect(posted.status).toBe(403);
     // The blocked session's post was refused by its CSRF token (another session's); with its own:
-    const own = /name="csrf-token" content="([^"]+)"/.exec(
-      await (await fetch(`${gw.url}/dashboard`, { headers: { cookie: owner.cookie } })).text(),
-    )![1];
+    const own = await dashboardCsrf(gw, owner);
     const refused = await decide(
       gw,
       "approve",

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createOwnerLink } from "../src/server/auth/owner-session.js";
-import { approvalPage, decide, ownerDecides, ownerSession } from "./support/cli.js";
+import { approvalPage, dashboardCsrf, decide, ownerDecides, ownerSession } from "./support/cli.js";
 import { chat, post, type TestGateway, testGateway } from "./support/gateway.js";
 
 /** The device flow and the owner dashboard over real HTTP (no CLI here; see cli.test.ts). */
@@ -179,10 +179,7 @@ describe("a login whose CLI went away", () => {
     expect(page.html).toContain("This login was cancelled");
     expect(page.html).toContain('<a href="/dashboard/device">Enter another code</a>');
     expect(page.csrf).toBeUndefined();
-    const dashboard = await (
-      await fetch(`${gw.url}/dashboard`, { headers: { cookie: owner.cookie } })
-    ).text();
-    const csrf = /name="csrf-token" content="([^"]+)"/.exec(dashboard)![1];
+    const csrf = await dashboardCsrf(gw, owner);
     const posted = await decide(
       gw,
       "approve",
@@ -426,10 +423,7 @@ describe("dashboard keys", () => {
 
   it("offers create/list/revoke as JSON under /api/dashboard/keys with the x-csrf-token header", async () => {
     const owner = await ownerSession(gw);
-    const html = await (
-      await fetch(`${gw.url}/dashboard`, { headers: { cookie: owner.cookie } })
-    ).text();
-    const csrf = /name="csrf-token" content="([^"]+)"/.exec(html)![1];
+    const csrf = await dashboardCsrf(gw, owner);
     const api = (method: string, path: string, headers: Record<string, string>, body?: unknown) =>
       fetch(`${gw.url}/api/dashboard/keys${path}`, {
         method,
@@ -469,10 +463,7 @@ describe("dashboard keys", () => {
 
   it("does not let a session revoke a key of another account", async () => {
     const owner = await ownerSession(gw);
-    const html = await (
-      await fetch(`${gw.url}/dashboard`, { headers: { cookie: owner.cookie } })
-    ).text();
-    const csrf = /name="csrf-token" content="([^"]+)"/.exec(html)![1];
+    const csrf = await dashboardCsrf(gw, owner);
     const res = await fetch(`${gw.url}/api/dashboard/keys/kp`, {
       method: "DELETE",
       headers: { cookie: owner.cookie, "x-csrf-token": csrf },
@@ -544,11 +535,3 @@ describe("device codes across accounts (issue 29, point 5)", () => {
     );
   });
 });
-
-/** The CSRF token of an owner's dashboard session, as its pages carry it. */
-async function dashboardCsrf(gw: { url: string }, owner: { cookie: string }): Promise<string> {
-  const html = await (
-    await fetch(`${gw.url}/dashboard`, { headers: { cookie: owner.cookie } })
-  ).text();
-  return /name="csrf-token" content="([^"]+)"/.exec(html)![1];
-}

@@ -179,6 +179,17 @@ export async function ownerSession(gw: RunningGateway, accountId = "acct"): Prom
   return { cookie: setCookie.split(";")[0], setCookie };
 }
 
+/** The CSRF token of an owner's dashboard session, as its pages carry it. */
+export async function dashboardCsrf(
+  gw: { url: string },
+  owner: { cookie: string },
+): Promise<string> {
+  const html = await (
+    await fetch(`${gw.url}/dashboard`, { headers: { cookie: owner.cookie } })
+  ).text();
+  return /name="csrf-token" content="([^"]+)"/.exec(html)![1];
+}
+
 export async function approvalPage(
   gw: { url: string },
   owner: OwnerBrowser | undefined,
