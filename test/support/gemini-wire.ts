@@ -9,8 +9,8 @@ import type { Refusal, WireRules } from "./upstream-rules.js";
  * PERMISSION_DENIED, a wrong one 400 API_KEY_INVALID, a bearer token 401 UNAUTHENTICATED),
  * unknown fields anywhere in the body, roles other than user/model, empty parts or text, a
  * function response without a name or not answering each call of the turn before it, Gemini 3's
- * thought signatures on function calls, the output limit, at most five stop sequences, and schema
- * keywords Google does not take. One rule is the gateway's, not Google's: a key in the URL (`?key=`) is refused, since the
+ * thought signatures on function calls, the output limit, at most five stop sequences, each model
+ * family's thinking budgets, and schema keywords Google does not take. One rule is the gateway's, not Google's: a key in the URL (`?key=`) is refused, since the
  * gateway must never put it where logs and traces keep it.
  */
 
@@ -295,7 +295,7 @@ export function checkGemini(req: RecordedRequest, rules: GeminiRules): Refusal |
     return invalid("This fake streams only as server-sent events (alt=sse).");
   const body = req.body;
   if (method === "generateContent" || method === "streamGenerateContent")
-    return checkGenerate(body, rules, "GenerateContentRequest");
+    return checkGenerate(body, rules, "GenerateContentRequest", model);
   if (method === "countTokens") return checkCountTokens(body, rules);
   return checkEmbed(method, body, model);
 }
@@ -345,7 +345,7 @@ function checkCountTokens(body: Json, rules: GeminiRules): Refusal | undefined {
     const { model, ...rest } = body.generateContentRequest;
     if (typeof model !== "string" || !model.startsWith("models/"))
       return invalid("* CountTokensRequest.generate_content_request.model: model is required.");
-    return checkGenerate(rest, rules, "CountTokensRequest.generate_content_request");
+    return checkGenerate(rest, rules, "CountTokensRequest.generate_content_request", model);
   }
   return checkContents(body.contents, "CountTokensRequest");
 }
@@ -384,7 +384,12 @@ function checkEmbed(method: Method, body: Json, model: string): Refusal | undefi
   return undefined;
 }
 
-function checkGenerate(body: Json, rules: GeminiRules, at: string): Refusal | undefined {
+function checkGenerate(
+  body: Json,
+  rules: GeminiRules,
+  at: string,
+  model: string,
+): Refusal | undefined {
   for (const key of Object.keys(body)) if (!requestFields.has(key)) return unknownName(key, "");
   const contentsRefusal = checkContents(body.contents, at);
   if (contentsRefusal) return contentsRefusal;
@@ -398,7 +403,7 @@ function checkGenerate(body: Json, rules: GeminiRules, at: string): Refusal | un
     }
   }
   return (
-    checkGenerationConfig(body.generationConfig, rules, at) ??
+    checkGenerationConfig(body.generationConfig, rules, at, model) ??
     checkTools(body.tools, at) ??
     checkToolConfig(body.toolConfig)
   );
@@ -498,6 +503,7 @@ function checkGenerationConfig(
   config: unknown,
   rules: GeminiRules,
   at: string,
+  model: string,
 ): Refusal | undefined {
   if (config === undefined) return undefined;
   if (!isRecord(config)) return invalid(`* ${at}.generation_config: must be an object.`);
@@ -520,7 +526,7 @@ function checkGenerationConfig(
   const n = config.candidateCount;
   if (n !== undefined && (!Number.isInteger(n) || (n as number) < 1 || (n as number) > 8))
     return invalid("candidateCount must be between 1 and 8.");
-  const thinking = checkThinkingConfig(config.thinkingConfig);
+  const thinking = checkThinkingConfig(config.thinkingConfig, model);
   if (thinking) return thinking;
   if (config.responseJsonSchema !== undefined) {
     if (config.responseSchema !== undefined)
@@ -537,22 +543,40 @@ function checkGenerationConfig(
 const thinkingConfigFields = new Set(["thinkingBudget", "includeThoughts", "thinkingLevel"]);
 
 /**
- * Gemini's thinking settings: a budget of -1 (the model decides) or 0 to 32768 (Gemini 2.5 Pro's
- * top; Flash's is 24576), or a level (Gemini 3), not both.
+ * The thinking budgets each model family takes besides -1 (the model decides), as Google's
+ * thinking guide lists them: 2.5 Pro 128 to 32768 and never 0 (it cannot stop thinking),
+ * Flash-Lite 512 to 24576 or 0, Flash 0 to 24576. Any other model (the tests' `gemini-up`), 0 to
+ * 32768, the widest Google takes.
  */
-function checkThinkingConfig(config: unknown): Refusal | undefined {
+function budgetRule(model: string): { min: number; max: number; off: boolean } {
+  if (/flash-lite/.test(model)) return { min: 512, max: 24_576, off: true };
+  if (/gemini-2\.5-pro/.test(model)) return { min: 128, max: 32_768, off: false };
+  if (/gemini-2\.5-flash/.test(model)) return { min: 1, max: 24_576, off: true };
+  return { min: 1, max: 32_768, off: true };
+}
+
+/**
+ * Gemini's thinking settings: a budget of -1 (the model decides) or within the model's range
+ * (`budgetRule`), with Google's words for each refusal, or a level (Gemini 3), not both.
+ */
+function checkThinkingConfig(config: unknown, model: string): Refusal | undefined {
   if (config === undefined) return undefined;
   if (!isRecord(config)) return invalid("* generation_config.thinking_config: must be an object.");
   for (const key of Object.keys(config))
     if (!thinkingConfigFields.has(key))
       return unknownName(key, "generation_config.thinking_config");
   const budget = config.thinkingBudget;
+  const rule = budgetRule(model);
+  if (budget === 0 && !rule.off)
+    return invalid("Budget 0 is invalid. This model only works in thinking mode.");
   if (
     budget !== undefined &&
-    (!Number.isInteger(budget) || (budget as number) < -1 || (budget as number) > 32_768)
+    budget !== -1 &&
+    budget !== 0 &&
+    (!Number.isInteger(budget) || (budget as number) < rule.min || (budget as number) > rule.max)
   )
     return invalid(
-      `The thinking budget ${String(budget)} is invalid. Please choose a value between -1 and 32768.`,
+      `The thinking budget ${String(budget)} is invalid. Please choose a value between ${rule.min} and ${rule.max}.`,
     );
   if (config.includeThoughts !== undefined && typeof config.includeThoughts !== "boolean")
     return invalid("* generation_config.thinking_config.include_thoughts: must be a boolean.");

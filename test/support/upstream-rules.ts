@@ -6,8 +6,8 @@ import type { IncomingHttpHeaders } from "node:http";
  * mid-conversation system messages, message threads and the schema keywords structured outputs
  * refuse, prompt caching's markers (Anthropic's four `cache_control` blocks, their type, lifetimes
  * and order; OpenAI's `prompt_cache_breakpoint` and `prompt_cache_options` values), extended
- * thinking's budget, each API's refusal of the other's fields, and (OpenAI's chat) at most four
- * stop sequences and the rules of strict schemas.
+ * thinking's budget, each API's refusal of the other's fields (and Anthropic's of service tiers it
+ * does not have), and (OpenAI's chat) at most four stop sequences and the rules of strict schemas.
  */
 
 export interface WireRules {
@@ -190,11 +190,21 @@ const openaiOnlyFields = [
   "prompt_cache_options",
   "prompt_cache_retention",
   "reasoning_effort",
+  "seed",
+  "verbosity",
+  "prediction",
+  "truncation",
+  "include",
 ];
+
+/** Anthropic's service tiers (OpenAI's `default`, `flex`, `priority` are not among them). */
+const anthropicServiceTiers = ["auto", "standard_only"];
 
 function openaiFieldIn(body: Json): string | undefined {
   const field = openaiOnlyFields.find((name) => name in body);
   if (field) return `${field}: Extra inputs are not permitted`;
+  if ("service_tier" in body && !anthropicServiceTiers.includes(String(body.service_tier)))
+    return "service_tier: Input should be 'auto' or 'standard_only'";
   for (const [i, message] of (Array.isArray(body.messages) ? body.messages : []).entries()) {
     for (const [j, block] of blocks(isRecord(message) ? message.content : []).entries()) {
       if ("prompt_cache_breakpoint" in block)

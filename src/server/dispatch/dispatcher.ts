@@ -8,9 +8,11 @@ import type {
   CompletionResult,
   JsonCompletion,
 } from "../wire/completion-types.js";
+import type { ResponsesRequest } from "../wire/responses-types.js";
 import type { StreamCompletion, StreamPiece } from "../wire/stream-types.js";
 import { StreamBroken } from "../wire/to-client.js";
 import { outputLimit, rewritesBody } from "../wire/to-provider.js";
+import { contextStrategySentence } from "../wire/translate/responses.js";
 import {
   ExplainedRejection,
   UnsupportedRequest,
@@ -243,14 +245,20 @@ const systemMessagesRejectedText =
   'Messages with role "system" are not supported by every model; send system text in the top-level system parameter instead.';
 
 /**
- * A same-wire body's 400, when the gateway can tell the likely reason without the provider's
- * words: an output limit above the model's maximum, or `system` items inside an anthropic-wire
- * body's `messages`.
+ * A 400 the gateway can tell the likely reason of without the provider's words: on a same-wire
+ * body, an output limit above the model's maximum, or `system` items inside an anthropic-wire
+ * body's `messages`; on the Responses bridge, an input over the context window that the client
+ * asked the Responses API to cut or compact, which no other backend does.
  */
 function explainRejection(err: unknown, req: CompletionRequest, attempt: Attempt): unknown {
   if (!(err instanceof UpstreamFailure) || err.kind !== "rejected" || err.status !== 400)
     return err;
-  if (rewritesBody(servesNatively(attempt.provider, req.style), req.viaRoute === true)) return err;
+  const native = servesNatively(attempt.provider, req.style);
+  if (err.reason === "context_length_exceeded" && req.style === "responses" && !native) {
+    const overflow = contextStrategySentence(req.body as ResponsesRequest);
+    return overflow ? new ExplainedRejection(err.status, overflow, err.reason) : err;
+  }
+  if (rewritesBody(native, req.viaRoute === true)) return err;
   const reasons: string[] = [];
   if (req.style === "messages" && carriesSystemMessages(req.body)) {
     reasons.push(`The provider rejected the request as invalid. ${systemMessagesRejectedText}`);

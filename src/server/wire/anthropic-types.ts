@@ -70,6 +70,7 @@ export type MessagesRequest = {
   tools?: AnthropicTool[];
   tool_choice?: AnthropicToolChoice;
   metadata?: { user_id?: string | null } & Extra;
+  service_tier?: "auto" | "standard_only";
   thinking?: Extra;
   output_config?: { format?: { type: "json_schema"; schema: Extra } | null } & Extra;
 } & Extra;

@@ -38,16 +38,18 @@ export class UnsupportedRequest extends UpstreamFailure {
 }
 
 /**
- * A provider refused a body forwarded as the client wrote it, and the gateway can tell the client
- * the likely reason (`detail`) without passing the provider's own words on: an output limit above
- * the model's configured maximum, or `system` items inside `messages`.
+ * A provider refused a request, and the gateway can tell the client the likely reason (`detail`)
+ * without passing the provider's own words on: an output limit above the model's configured
+ * maximum, `system` items inside `messages`, or an input over the context window that the client
+ * asked to have cut or compacted.
  */
 export class ExplainedRejection extends UpstreamFailure {
   constructor(
     status: number,
     readonly detail: string,
+    reason: ErrorCode = "invalid_request_error",
   ) {
-    super("rejected", status, "invalid_request_error");
+    super("rejected", status, reason);
     this.name = "ExplainedRejection";
   }
 }

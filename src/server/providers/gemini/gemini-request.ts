@@ -107,7 +107,12 @@ export function chatToGemini(
   const toolConfig = functionCallingConfig(chat.tool_choice);
   if (toolConfig && declarations.length > 0) out.toolConfig = { functionCallingConfig: toolConfig };
   out.generationConfig = generationConfig(chat, maxOutput);
-  const thinking = thinkingConfig(chat, options, out.generationConfig.maxOutputTokens);
+  const thinking = thinkingConfig(
+    chat,
+    options,
+    out.generationConfig.maxOutputTokens,
+    budgetRange(chat.model),
+  );
   if (thinking) out.generationConfig.thinkingConfig = thinking;
   return out;
 }
@@ -142,10 +147,40 @@ const effortBudgets: Record<string, number> = {
 };
 
 /**
+ * The thinking budgets a model takes besides -1 (the model decides): at least `min` and at most
+ * `max` tokens, and 0 (no thinking) where `off`.
+ */
+interface BudgetRange {
+  min: number;
+  max: number;
+  off: boolean;
+}
+
+/**
+ * Each family's budgets, by the upstream model's name, as Google's thinking guide lists them: 2.5
+ * Pro always thinks, 128 to 32768; Flash-Lite 512 to 24576; Flash up to 24576. Gemini 3 Pro, which
+ * the guide says cannot stop thinking either, is held to 2.5 Pro's range. Any other model gets the
+ * widest range Google's API takes.
+ */
+const budgetRanges: [RegExp, BudgetRange][] = [
+  [/flash-lite/, { min: 512, max: 24_576, off: true }],
+  [/gemini-(2\.5|3(\.\d+)?)-pro|gemini-pro-latest/, { min: 128, max: 32_768, off: false }],
+  [/gemini-(2\.5-flash|flash-latest)/, { min: 1, max: 24_576, off: true }],
+];
+const anyBudget: BudgetRange = { min: 1, max: 32_768, off: true };
+
+function budgetRange(upstreamModel: string): BudgetRange {
+  const name = upstreamModel.toLowerCase();
+  return budgetRanges.find(([family]) => family.test(name))?.[1] ?? anyBudget;
+}
+
+/**
  * The client's thinking as Gemini's `thinkingConfig`: an Anthropic budget as it is (within the
  * output limit, which Gemini counts thinking against), thinking off as a budget of 0, adaptive
  * thinking as Gemini's dynamic budget (-1) unless an effort level says how much; otherwise chat's
- * `reasoning_effort` by level. Thoughts are asked back whenever the model may think, so the
+ * `reasoning_effort` by level. Each budget is brought within the model's `range`: a model that
+ * cannot stop thinking (2.5 Pro) thinks on its lowest budget where the client asked for none,
+ * without showing its thoughts. Thoughts are asked back whenever the model may think, so the
  * client gets them as reasoning (chat) or thinking blocks (messages); a client that asks to read
  * them with no effort named gets them from the model's own default thinking.
  */
@@ -153,13 +188,19 @@ function thinkingConfig(
   chat: ChatCompletionRequest,
   { anthropicThinking: anthropic, showThoughts }: GeminiRequestOptions,
   maxOutput: number | undefined,
+  range: BudgetRange,
 ): GeminiThinkingConfig | undefined {
-  const within = (budget: number) =>
-    maxOutput === undefined ? budget : Math.min(budget, maxOutput);
+  // Gemini counts thinking against the output limit; the model's lowest budget still wins.
+  const within = (budget: number) => {
+    if (budget === -1) return budget;
+    const limited = maxOutput === undefined ? budget : Math.min(budget, maxOutput);
+    return Math.max(range.min, Math.min(limited, range.max));
+  };
+  const off = (): GeminiThinkingConfig => ({ thinkingBudget: range.off ? 0 : range.min });
   const effort = asString(chat.reasoning_effort);
   const levelBudget = effort === undefined ? undefined : effortBudgets[effort];
   if (isRecord(anthropic)) {
-    if (anthropic.type === "disabled") return { thinkingBudget: 0 };
+    if (anthropic.type === "disabled") return off();
     // `display: "omitted"`: the model thinks, the client does not want to read it.
     const includeThoughts = anthropic.display !== "omitted";
     const budget = asNumber(anthropic.budget_tokens);
@@ -170,7 +211,7 @@ function thinkingConfig(
       return { thinkingBudget: within(levelBudget ?? -1), includeThoughts };
   }
   if (levelBudget === undefined) return showThoughts ? { includeThoughts: true } : undefined;
-  if (levelBudget === 0) return { thinkingBudget: 0 };
+  if (levelBudget === 0) return off();
   return { thinkingBudget: within(levelBudget), includeThoughts: true };
 }
 

@@ -110,6 +110,8 @@ export function chatRequestToMessages(
 
   const user = asString(req.user) ?? asString(req.safety_identifier);
   if (user) out.metadata = { user_id: user };
+  const tier = anthropicServiceTier(req.service_tier);
+  if (tier) out.service_tier = tier;
 
   const format = req.response_format;
   if (isRecord(format) && format.type === "json_schema" && isRecord(format.json_schema)) {
@@ -122,6 +124,17 @@ export function chatRequestToMessages(
   if (automatic) out.cache_control = automatic;
   fitCacheMarkers(out);
   return out;
+}
+
+/**
+ * OpenAI's `service_tier` as Anthropic's: `auto` lets Anthropic serve from priority capacity where
+ * the organization has it, which is what OpenAI's `auto`, `priority` (and its `fast` and the old
+ * `scale`) ask for; `default` and `flex` ask for no more than standard capacity, `standard_only`.
+ */
+function anthropicServiceTier(tier: unknown): "auto" | "standard_only" | undefined {
+  if (tier === "default" || tier === "flex") return "standard_only";
+  if (tier === "auto" || tier === "priority" || tier === "fast" || tier === "scale") return "auto";
+  return undefined;
 }
 
 /**

@@ -373,6 +373,25 @@ function storedInputSentence(input: unknown): string | undefined {
   return undefined;
 }
 
+/**
+ * What a Responses request asked the API to do with an input over the context window that the
+ * bridge cannot do, as a sentence for the client whose input a backend refused as too long, or
+ * undefined. `truncation: "auto"` drops the conversation's earliest items and a `context_management`
+ * compaction replaces them by a summary; every other backend takes the whole conversation or
+ * refuses it, as `truncation: "disabled"` asks. Below the window neither would have acted, so the
+ * request is answered as asked.
+ */
+export function contextStrategySentence(req: ResponsesRequest): string | undefined {
+  const asked = [
+    ...(req.truncation === "auto" ? ['`truncation: "auto"` (dropping the earliest items)'] : []),
+    ...(asArray(req.context_management).length > 0
+      ? ["`context_management` (compacting the conversation)"]
+      : []),
+  ];
+  if (asked.length === 0) return undefined;
+  return `The request exceeds the model's maximum context window, and ${asked.join(" or ")} is not available for this model: the gateway sends the whole conversation to its provider. Send a shorter conversation, or start a new one.`;
+}
+
 /** The hosted tools among `toolsOutsideChat`, named for the refusal sentence. */
 export function hostedToolSentence(tools: string[]): string {
   const hosted = tools.filter((t) => hostedTools.test(t));
