@@ -6,6 +6,7 @@ import {
   fakeUpstream,
   openaiJson,
   openaiStreamSteps,
+  openaiToolStreamSteps,
   type SseStep,
 } from "./support/fake-upstream.js";
 import { baseConfig, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
@@ -475,5 +476,307 @@ describe("answer times on the kit's clock", () => {
       .stream({ model: "mock-gpt", input: "hi" })
       .finalResponse();
     expect(streamed.created_at).toBe(seconds);
+  });
+});
+
+describe("usage details and system_fingerprint, as OpenAI writes them", () => {
+  /** OpenAI's breakdowns of a chat answer's usage, for a mock that caches and hears nothing. */
+  const details = (reasoning: number) => ({
+    prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 },
+    completion_tokens_details: {
+      reasoning_tokens: reasoning,
+      audio_tokens: 0,
+      accepted_prediction_tokens: 0,
+      rejected_prediction_tokens: 0,
+    },
+  });
+
+  it("chat, whole and streamed with include_usage: a system_fingerprint on the answer and every chunk, and both usage breakdowns; the charge is the usage", async () => {
+    const params = { model: "mock-gpt", messages: user("describe the weather") };
+    const whole = await openai.chat.completions.create(params);
+    expect(whole.system_fingerprint).toMatch(/^fp_[0-9a-f]{10}$/);
+    expect(whole.usage).toMatchObject(details(0));
+    expect(await billed()).toEqual({
+      input_tokens: whole.usage?.prompt_tokens,
+      output_tokens: whole.usage?.completion_tokens,
+    });
+
+    const stream = await openai.chat.completions.create({
+      ...params,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    const fingerprints = new Set<string | undefined>();
+    let usage: OpenAI.CompletionUsage | undefined | null;
+    for await (const chunk of stream) {
+      fingerprints.add(chunk.system_fingerprint);
+      usage = chunk.usage ?? usage;
+    }
+    expect([...fingerprints]).toEqual([whole.system_fingerprint]);
+    expect(usage).toMatchObject({
+      ...details(0),
+      completion_tokens: whole.usage?.completion_tokens,
+    });
+    expect((await billed()).output_tokens).toBe(whole.usage?.completion_tokens);
+  });
+
+  it("the model's thinking is counted in reasoning_tokens: chat and Responses, whole and streamed", async () => {
+    const reasoning = "First I weigh the clouds, then the wind.";
+    gw.mock.reply({ user_text: "weigh" }, { reasoning, text: "Rain by noon." });
+    const thought = Math.ceil(reasoning.length / 4);
+    const params = { model: "mock-gpt", messages: user("weigh the sky") };
+    const whole = await openai.chat.completions.create(params);
+    expect(whole.usage).toMatchObject(details(thought));
+    expect(whole.usage?.completion_tokens).toBeGreaterThan(thought);
+    const streamed = await openai.chat.completions
+      .stream({ ...params, stream_options: { include_usage: true } })
+      .finalChatCompletion();
+    expect(streamed.usage).toMatchObject(details(thought));
+
+    const asked = { model: "mock-gpt", input: "weigh the sky" };
+    const response = await openai.responses.create(asked);
+    const fromStream = await openai.responses.stream(asked).finalResponse();
+    for (const r of [response, fromStream]) {
+      expect(r.usage).toMatchObject({
+        input_tokens_details: { cached_tokens: 0, cache_write_tokens: 0 },
+        output_tokens: whole.usage?.completion_tokens,
+        output_tokens_details: { reasoning_tokens: thought },
+      });
+    }
+  });
+});
+
+describe("what OpenAI and Anthropic refuse, refused the same way and charged nothing", () => {
+  const balance = () => gw.services.store.getAccount("acct")?.balance_micro;
+
+  /** The error an SDK call was refused with. */
+  async function refusedWith<E>(call: Promise<unknown>, type: new (...args: never[]) => E) {
+    const err = await call.then(
+      () => new Error("the request was answered"),
+      (e: unknown) => e,
+    );
+    if (!(err instanceof type)) throw err;
+    return err;
+  }
+
+  /** An OpenAI SDK call refused with a 400 invalid_request_error naming `param`, logged free. */
+  async function expectOpenAIRefusal(call: Promise<unknown>, param: string) {
+    const before = balance();
+    const err = await refusedWith(call, OpenAI.BadRequestError);
+    expect(err.status).toBe(400);
+    expect(err.type).toBe("invalid_request_error");
+    expect(err.message).toContain(`\`${param}\``);
+    const [row] = await gw.listRequests({ limit: 1 });
+    expect(row).toMatchObject({ status: 400, cost_micro: 0 });
+    expect(balance()).toBe(before);
+    return err;
+  }
+
+  const lookup: OpenAI.ChatCompletionTool[] = [
+    { type: "function", function: { name: "lookup", parameters: { type: "object" } } },
+  ];
+
+  it("top_logprobs above 20: chat (whole and streamed) and Responses; 20 is answered with 20", async () => {
+    const params = {
+      model: "mock-gpt",
+      messages: user("hello"),
+      logprobs: true,
+      top_logprobs: 21,
+    };
+    await expectOpenAIRefusal(openai.chat.completions.create(params), "top_logprobs");
+    await expectOpenAIRefusal(
+      openai.chat.completions.create({ ...params, stream: true }),
+      "top_logprobs",
+    );
+    await expectOpenAIRefusal(
+      openai.responses.create({
+        model: "mock-gpt",
+        input: "hello",
+        include: ["message.output_text.logprobs"],
+        top_logprobs: 21,
+      }),
+      "top_logprobs",
+    );
+    const most = await openai.chat.completions.create({ ...params, top_logprobs: 20 });
+    expect(most.choices[0].logprobs?.content?.[0].top_logprobs).toHaveLength(20);
+  });
+
+  it("stream_options without stream: true; with a stream it is taken", async () => {
+    const params = {
+      model: "mock-gpt",
+      messages: user("hello"),
+      stream_options: { include_usage: true },
+    };
+    await expectOpenAIRefusal(openai.chat.completions.create(params), "stream_options");
+    await expectOpenAIRefusal(
+      openai.chat.completions.create({ ...params, stream: false }),
+      "stream_options",
+    );
+    const streamed = await openai.chat.completions.stream(params).finalChatCompletion();
+    expect(streamed.choices[0].finish_reason).toBe("stop");
+  });
+
+  it("chat: a named tool_choice naming no declared tool, and a tool_choice without tools", async () => {
+    const params = { model: "mock-gpt", messages: user("look it up") };
+    const missing = { type: "function" as const, function: { name: "weather" } };
+    const err = await expectOpenAIRefusal(
+      openai.chat.completions.create({ ...params, tools: lookup, tool_choice: missing }),
+      "tool_choice",
+    );
+    expect(err.message).toContain("weather");
+    await expectOpenAIRefusal(
+      openai.chat.completions.create({
+        ...params,
+        tools: lookup,
+        tool_choice: missing,
+        stream: true,
+      }),
+      "tool_choice",
+    );
+    await expectOpenAIRefusal(
+      openai.chat.completions.create({ ...params, tool_choice: missing }),
+      "tool_choice",
+    );
+    await expectOpenAIRefusal(
+      openai.chat.completions.create({ ...params, tool_choice: "required" }),
+      "tool_choice",
+    );
+    const named = await openai.chat.completions.create({
+      ...params,
+      tools: lookup,
+      tool_choice: { type: "function", function: { name: "lookup" } },
+    });
+    expect(named.choices[0].message.tool_calls?.[0]).toMatchObject({
+      function: { name: "lookup" },
+    });
+  });
+
+  it("Responses: a named tool_choice naming no declared function, and required without tools", async () => {
+    const tools: OpenAI.Responses.Tool[] = [
+      { type: "function", name: "lookup", parameters: { type: "object" }, strict: false },
+    ];
+    const missing = { type: "function" as const, name: "weather" };
+    await expectOpenAIRefusal(
+      openai.responses.create({ model: "mock-gpt", input: "look", tools, tool_choice: missing }),
+      "tool_choice",
+    );
+    await expectOpenAIRefusal(
+      openai.responses.create({ model: "mock-gpt", input: "look", tool_choice: "required" }),
+      "tool_choice",
+    );
+    const named = await openai.responses.create({
+      model: "mock-gpt",
+      input: "look",
+      tools,
+      tool_choice: { type: "function", name: "lookup" },
+    });
+    expect(named.output[0]).toMatchObject({ type: "function_call", name: "lookup" });
+    // A tool an input item makes available is declared too.
+    const fromItem = await openai.responses.create({
+      model: "mock-gpt",
+      input: [
+        { type: "additional_tools", role: "developer", tools },
+        { role: "user", content: "look" },
+      ],
+      tool_choice: { type: "function", name: "lookup" },
+    });
+    expect(fromItem.output[0]).toMatchObject({ type: "function_call", name: "lookup" });
+  });
+
+  it("messages (mock-claude's clients too): tool_choice {type: tool} naming no declared tool", async () => {
+    const tools: Anthropic.Tool[] = [{ name: "lookup", input_schema: { type: "object" } }];
+    const params = { model: "mock-gpt", max_tokens: 100, messages: user("look it up") };
+    for (const stream of [false, true]) {
+      const before = balance();
+      const err = await refusedWith(
+        anthropic.messages.create({
+          ...params,
+          tools,
+          tool_choice: { type: "tool", name: "weather" },
+          stream,
+        }),
+        Anthropic.BadRequestError,
+      );
+      expect(err.status).toBe(400);
+      expect(err.error).toMatchObject({
+        type: "error",
+        error: { type: "invalid_request_error", message: expect.stringContaining("`tool_choice`") },
+      });
+      expect(err.message).toContain("weather");
+      const [row] = await gw.listRequests({ limit: 1 });
+      expect(row).toMatchObject({ status: 400, cost_micro: 0 });
+      expect(balance()).toBe(before);
+    }
+    const named = await anthropic.messages.create({
+      ...params,
+      tools,
+      tool_choice: { type: "tool", name: "lookup" },
+    });
+    expect(named.content[0]).toMatchObject({ type: "tool_use", name: "lookup" });
+  });
+});
+
+describe("a Responses answer cut at max_output_tokens", () => {
+  const asked = { model: "mock-gpt", input: "tell me everything [[mock:words=200]]" };
+
+  it("whole and streamed: the message item is incomplete, as the response is; an answer not cut is completed", async () => {
+    const whole = await openai.responses.create({ ...asked, max_output_tokens: 16 });
+    expect(whole).toMatchObject({
+      status: "incomplete",
+      incomplete_details: { reason: "max_output_tokens" },
+    });
+    expect(whole.output).toMatchObject([{ type: "message", status: "incomplete" }]);
+
+    const stream = await openai.responses.create({ ...asked, max_output_tokens: 16, stream: true });
+    const done: OpenAI.Responses.ResponseOutputItem[] = [];
+    let last: OpenAI.Responses.ResponseStreamEvent | undefined;
+    for await (const event of stream) {
+      if (event.type === "response.output_item.done") done.push(event.item);
+      last = event;
+    }
+    expect(done).toMatchObject([{ type: "message", status: "incomplete" }]);
+    expect(last?.type).toBe("response.incomplete");
+    if (last?.type !== "response.incomplete") return;
+    expect(last.response.output).toMatchObject([{ type: "message", status: "incomplete" }]);
+
+    const finished = await openai.responses.stream({ ...asked, max_output_tokens: 4000 });
+    const full = await finished.finalResponse();
+    expect(full.status).toBe("completed");
+    expect(full.output).toMatchObject([{ type: "message", status: "completed" }]);
+  });
+
+  it("from a chat upstream, text then a call cut by the limit: the message completed, the call incomplete", async () => {
+    const call = { id: "call_1", name: "lookup", arguments: '{"q":' };
+    upstream.queue(openaiJson("Looking.", { toolCalls: [call], finish: "length" }));
+    const whole = await openai.responses.create({ model: "gpt-x", input: "look it up" });
+    expect(whole.status).toBe("incomplete");
+    expect(whole.output).toMatchObject([
+      { type: "message", status: "completed" },
+      { type: "function_call", status: "incomplete" },
+    ]);
+
+    const steps = openaiToolStreamSteps(
+      [{ id: "call_1", name: "lookup", argumentPieces: ['{"q":'] }],
+      { text: "Looking." },
+    ).map((step) => {
+      const data = step.data as { choices?: { finish_reason?: string | null }[] };
+      return data.choices?.[0]?.finish_reason === "tool_calls"
+        ? { ...step, data: { ...data, choices: [{ ...data.choices[0], finish_reason: "length" }] } }
+        : step;
+    });
+    upstream.queue({ kind: "sse", steps });
+    const stream = await openai.responses.create({
+      model: "gpt-x",
+      input: "look it up",
+      stream: true,
+    });
+    const done: OpenAI.Responses.ResponseOutputItem[] = [];
+    for await (const event of stream) {
+      if (event.type === "response.output_item.done") done.push(event.item);
+    }
+    expect(done).toMatchObject([
+      { type: "message", status: "completed" },
+      { type: "function_call", status: "incomplete" },
+    ]);
   });
 });

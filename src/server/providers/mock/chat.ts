@@ -1,10 +1,14 @@
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { providerOptions } from "../../../store/provider-options.js";
 import type { ErrorCode } from "../../errors.js";
 import type { GoneSignal } from "../../time/gone-signal.js";
 import { sleep } from "../../time/sleep.js";
 import type { CompletionRequest, CompletionResult } from "../../wire/completion-types.js";
-import type { ChatCompletionChunk, ChatCompletionResponse } from "../../wire/openai-types.js";
+import type {
+  ChatCompletionChunk,
+  ChatCompletionResponse,
+  ChatUsage,
+} from "../../wire/openai-types.js";
 import { fromChatChunks, fromChatJson } from "../../wire/to-client.js";
 import { type Rewrite, toChatRequest, withRewrite } from "../../wire/to-provider.js";
 import {
@@ -12,7 +16,7 @@ import {
   UnsupportedRequest,
   UpstreamFailure,
 } from "../../wire/upstream-failure.js";
-import { StreamMeter } from "../../wire/usage.js";
+import { estimateTokens, StreamMeter } from "../../wire/usage.js";
 import { failureOf } from "../classify.js";
 import { scriptedAnswers } from "../mock-script.js";
 import type { Attempt, ProviderContext } from "../provider.js";
@@ -21,7 +25,7 @@ import {
   type MockPlan,
   type MockTiming,
   mockFailure,
-  openaiRefusal,
+  mockRefusal,
   planMockReply,
 } from "./mock-chat.js";
 import { mockLogprobs, mockLogprobsWanted, mockTokenLogprob } from "./mock-logprobs.js";
@@ -35,8 +39,9 @@ export async function mockComplete(
   const timing = (providerOptions(attempt.provider).mock ?? {}) as MockTiming;
   const rewrite: Rewrite = { omittedTools: [] };
   const chatReq = toChatRequest(req, attempt, rewrite);
-  // As OpenAI's own refusal reaches a client through the gateway: a 400 rejection, its reason given.
-  const refusal = req.style === "messages" ? undefined : openaiRefusal(chatReq, req.style);
+  // As the real API's refusal reaches a client through the gateway: a 400 rejection, its reason
+  // given, nothing charged.
+  const refusal = mockRefusal(req.style, req.body, chatReq);
   if (refusal) throw new ExplainedRejection(400, refusal);
   const count = answerCount(chatReq);
   // LiteLLM's `mock_response`: the answer is that text, ahead of any script or directive.
@@ -79,6 +84,7 @@ export async function mockComplete(
     id,
     created,
     model: chatReq.model,
+    fingerprint: mockFingerprint(chatReq.model),
     top: mockLogprobsWanted(chatReq.logprobs, chatReq.top_logprobs),
     // Anthropic's answers name the stop sequence they ended at; OpenAI's never do.
     namesStop: req.style === "messages",
@@ -98,6 +104,8 @@ interface AnswerShape {
   id: string;
   created: number;
   model: string;
+  /** `system_fingerprint`: OpenAI names the backend configuration on every answer and chunk. */
+  fingerprint: string;
   top: number | undefined;
   namesStop: boolean;
 }
@@ -122,20 +130,49 @@ function answerCount(req: { n?: unknown }): number {
 }
 
 function mockCompletion(shape: AnswerShape, answers: MockPlan[]): ChatCompletionResponse {
-  const outputTokens = answers.reduce((sum, plan) => sum + plan.outputTokens, 0);
-  const { inputTokens } = answers[0];
   return {
     id: shape.id,
     object: "chat.completion",
     created: shape.created,
     model: shape.model,
+    system_fingerprint: shape.fingerprint,
     choices: answers.map((plan, index) => mockChoice(plan, index, shape)),
-    usage: {
-      prompt_tokens: inputTokens,
-      completion_tokens: outputTokens,
-      total_tokens: inputTokens + outputTokens,
-    },
+    usage: mockUsage(answers),
   } as ChatCompletionResponse;
+}
+
+/** A stable `fp_` and ten hex digits per model, as OpenAI's look: a CI run can compare them. */
+function mockFingerprint(model: string): string {
+  return `fp_${createHash("sha256").update(`mock|${model}`).digest("hex").slice(0, 10)}`;
+}
+
+/**
+ * The usage of every answer together, with both of OpenAI's breakdowns whole (each count it
+ * always sends, zero where the mock has none: it caches nothing and hears no audio), so a client
+ * that reads `prompt_tokens_details.cached_tokens` or `reasoning_tokens` finds a number. The
+ * thinking is part of the output, as OpenAI counts it.
+ */
+function mockUsage(answers: MockPlan[]): ChatUsage {
+  const { inputTokens } = answers[0];
+  let outputTokens = 0;
+  let reasoningTokens = 0;
+  for (const plan of answers) {
+    outputTokens += plan.outputTokens;
+    // A scripted usage may count less output than the thinking's words: never more than it.
+    reasoningTokens += Math.min(estimateTokens(plan.reasoning ?? ""), plan.outputTokens);
+  }
+  return {
+    prompt_tokens: inputTokens,
+    completion_tokens: outputTokens,
+    total_tokens: inputTokens + outputTokens,
+    prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 },
+    completion_tokens_details: {
+      reasoning_tokens: reasoningTokens,
+      audio_tokens: 0,
+      accepted_prediction_tokens: 0,
+      rejected_prediction_tokens: 0,
+    },
+  };
 }
 
 function mockChoice(plan: MockPlan, index: number, shape: AnswerShape) {
@@ -200,8 +237,14 @@ async function* mockChunks(
   signal: GoneSignal,
 ): AsyncGenerator<ChatCompletionChunk> {
   const [plan] = answers;
-  const { id, created, model, top } = shape;
-  const base = { id, object: "chat.completion.chunk", created, model } as const;
+  const { id, created, model, fingerprint, top } = shape;
+  const base = {
+    id,
+    object: "chat.completion.chunk",
+    created,
+    model,
+    system_fingerprint: fingerprint,
+  } as const;
   const chunk = (index: number, delta: object, finish: string | null = null): ChatCompletionChunk =>
     ({
       ...base,
@@ -248,14 +291,5 @@ async function* mockChunks(
       sent++;
     }
   }
-  const outputTokens = answers.reduce((sum, answer) => sum + answer.outputTokens, 0);
-  yield {
-    ...base,
-    choices: [],
-    usage: {
-      prompt_tokens: plan.inputTokens,
-      completion_tokens: outputTokens,
-      total_tokens: plan.inputTokens + outputTokens,
-    },
-  } as ChatCompletionChunk;
+  yield { ...base, choices: [], usage: mockUsage(answers) } as ChatCompletionChunk;
 }

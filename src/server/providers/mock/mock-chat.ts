@@ -1,5 +1,9 @@
 import { createHash } from "node:crypto";
+import type { ClientStyle } from "../../wire/completion-types.js";
+import type { ResponsesRequest } from "../../wire/responses-types.js";
+import { withInputSettings } from "../../wire/translate/responses.js";
 import { estimateTokens, estimateTokensOfLength } from "../../wire/usage.js";
+import { maxTopLogprobs } from "./mock-logprobs.js";
 import { exampleOf } from "./schema-example.js";
 
 /**
@@ -282,15 +286,28 @@ export function toolCallsAllowed(req: ChatRequestLike): number {
 const openaiMostStops = 4;
 
 /**
- * What OpenAI's API refuses in a body the mock answers in its place (chat, or Responses through
- * chat, named by `style`), as the refusal's text, or undefined: JSON mode unless the conversation
- * asks for JSON by name (a model told nothing could write whitespace up to the output limit), and
- * more stop sequences than it takes. An app that passes on the mock then passes in production.
+ * What the API a client's style stands for refuses in a body the mock answers in its place, as the
+ * refusal's text naming the parameter, or undefined: OpenAI's for chat and Responses, Anthropic's
+ * for messages. `body` is the client's own; `chat` the same request as the mock reads it. An app
+ * that passes on the mock then passes in production.
  */
-export function openaiRefusal(
-  req: ChatRequestLike,
-  style: "chat" | "responses",
+export function mockRefusal(
+  style: ClientStyle,
+  body: Record<string, unknown>,
+  chat: ChatRequestLike,
 ): string | undefined {
+  if (style === "messages") return toolChoiceRefusal(style, body);
+  // A Responses input item may declare tools too (`additional_tools`).
+  const asked = style === "responses" ? withInputSettings(body as ResponsesRequest) : body;
+  return openaiRefusal(chat, style) ?? openaiParamRefusal(style, asked);
+}
+
+/**
+ * OpenAI's refusals of the request as chat reads it (chat, or Responses through chat, named by
+ * `style`): JSON mode unless the conversation asks for JSON by name (a model told nothing could
+ * write whitespace up to the output limit), and more stop sequences than it takes.
+ */
+function openaiRefusal(req: ChatRequestLike, style: "chat" | "responses"): string | undefined {
   const format = req.response_format as { type?: unknown } | undefined;
   if (format?.type === "json_object") {
     const messages = (Array.isArray(req.messages) ? req.messages : []) as ChatMessage[];
@@ -303,6 +320,77 @@ export function openaiRefusal(
   if (style === "chat" && stops > openaiMostStops)
     return `\`stop\` has ${stops} sequences; OpenAI takes at most ${openaiMostStops}. Send at most ${openaiMostStops}.`;
   return undefined;
+}
+
+/**
+ * OpenAI's refusals of parameters as the client wrote them: `top_logprobs` past its bound (both
+ * styles), chat's `stream_options` on a request that does not stream, and a `tool_choice` that
+ * cannot be followed.
+ */
+function openaiParamRefusal(
+  style: "chat" | "responses",
+  body: Record<string, unknown>,
+): string | undefined {
+  const top = body.top_logprobs;
+  const topTaken = typeof top === "number" && Number.isInteger(top) && top >= 0;
+  if (top != null && !(topTaken && top <= maxTopLogprobs))
+    return `\`top_logprobs\` must be a whole number from 0 to ${maxTopLogprobs}, not ${shown(top)}; OpenAI refuses the request otherwise.`;
+  if (style === "chat" && body.stream_options != null && body.stream !== true)
+    return "`stream_options` is only allowed with `stream: true`; OpenAI refuses it on a request that does not stream. Leave it out, or stream.";
+  return toolChoiceRefusal(style, body);
+}
+
+/**
+ * A `tool_choice` the API refuses: one that names a tool the request does not declare (each style
+ * names it its own way), chat's with no tools at all, and Responses' `required` with none.
+ */
+function toolChoiceRefusal(style: ClientStyle, body: Record<string, unknown>): string | undefined {
+  const choice = body.tool_choice;
+  if (choice == null) return undefined;
+  const declared = declaredToolNames(style, body.tools);
+  const api = style === "messages" ? "Anthropic" : "OpenAI";
+  const named = chosenToolName(style, choice);
+  if (named !== undefined && !declared.has(named))
+    return `\`tool_choice\` names the tool ${shown(named)}, which is not among the request's \`tools\`; ${api} refuses the request. Declare it in \`tools\`, or name one that is.`;
+  const bare = !Array.isArray(body.tools) || body.tools.length === 0;
+  if (bare && (style === "chat" || (style === "responses" && choice === "required")))
+    return "`tool_choice` is only allowed when the request declares `tools`; OpenAI refuses it otherwise. Leave it out, or declare the tools.";
+  return undefined;
+}
+
+/** The names of the tools a request declares, in its style's shape. */
+function declaredToolNames(style: ClientStyle, tools: unknown): Set<string> {
+  const names = new Set<string>();
+  for (const tool of Array.isArray(tools) ? tools : []) {
+    if (!tool || typeof tool !== "object") continue;
+    const t = tool as { name?: unknown; function?: { name?: unknown }; tools?: unknown };
+    const own = style === "chat" ? t.function?.name : t.name;
+    if (typeof own === "string") names.add(own);
+    // A Responses namespace's functions are chosen by their own names.
+    if (style === "responses")
+      for (const inner of declaredToolNames(style, t.tools)) names.add(inner);
+  }
+  return names;
+}
+
+/**
+ * The tool a `tool_choice` names: chat's `{type: "function", function: {name}}`, Responses'
+ * `{type: "function", name}`, messages' `{type: "tool", name}`.
+ */
+function chosenToolName(style: ClientStyle, choice: unknown): string | undefined {
+  if (!choice || typeof choice !== "object") return undefined;
+  const c = choice as { type?: unknown; name?: unknown; function?: { name?: unknown } };
+  const name =
+    style === "chat"
+      ? c.type === "function" && c.function?.name
+      : c.type === (style === "messages" ? "tool" : "function") && c.name;
+  return typeof name === "string" ? name : undefined;
+}
+
+/** A client's value in a refusal's text, cut short. */
+function shown(value: unknown): string {
+  const text = JSON.stringify(value) ?? String(value);
+  return text.length > 40 ? `${text.slice(0, 40)}...` : text;
 }
 
 const wordPattern = /\S+\s*/g;

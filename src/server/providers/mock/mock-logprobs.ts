@@ -15,7 +15,7 @@ export interface TokenLogprob {
 }
 
 /** OpenAI's bound on `top_logprobs`. */
-const maxTopLogprobs = 20;
+export const maxTopLogprobs = 20;
 
 const alternatives =
   "a the and of to in is that it for on with as was at by an be this from or are".split(" ");

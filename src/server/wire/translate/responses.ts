@@ -17,6 +17,7 @@ import type {
 import type {
   ResponseObject,
   ResponsesOutputFunctionCall,
+  ResponsesOutputItem,
   ResponsesOutputMessage,
   ResponsesOutputReasoning,
   ResponsesRequest,
@@ -510,6 +511,14 @@ function responsesUsage(usage: Usage, reasoningTokens = 0): ResponsesUsage {
   };
 }
 
+/**
+ * The item an answer cut short (by its output limit or a content filter) was cut in: the last, which
+ * the Responses API marks `incomplete` as it does the response. Items before it were whole.
+ */
+function markCut(item: ResponsesOutputItem | undefined): void {
+  if (item && item.type !== "reasoning") item.status = "incomplete";
+}
+
 function statusFor(finishReason: unknown): {
   status: ResponsesStatus;
   incomplete_details: ResponseObject["incomplete_details"];
@@ -700,6 +709,7 @@ export function chatResponseToResponses(
   const { status, incomplete_details } = statusFor(choice.finish_reason);
   response.status = status;
   response.incomplete_details = incomplete_details;
+  if (status === "incomplete") markCut(response.output.at(-1));
   const rawUsage: unknown = resp.usage;
   const details =
     isRecord(rawUsage) && isRecord(rawUsage.completion_tokens_details)
@@ -751,6 +761,8 @@ export class ChatStreamToResponses {
   private reasoning: OpenReasoning | undefined;
   private readonly tools = new Map<number, ToolItem>();
   private finishReason: unknown = null;
+  /** Where an answer cut short was cut: that item closes `incomplete`. */
+  private cutItem: ResponsesOutputItem | undefined;
   private reasoningTokens = 0;
   private current: Usage = emptyUsage();
   private readonly names: Map<string, NamespacedName> | undefined;
@@ -803,13 +815,17 @@ export class ChatStreamToResponses {
   finish(): ResponsesSSEEvent[] {
     if (this.ended) return [];
     const out = this.start();
+    const { status, incomplete_details } = statusFor(this.finishReason);
+    // The item the answer was cut in is the last of the output once every call is in it.
+    const unopened = [...this.tools.values()].filter((tool) => tool.outputIndex === undefined);
+    if (status === "incomplete")
+      this.cutItem = unopened.at(-1)?.item ?? this.response.output.at(-1);
     out.push(...this.closeReasoning(), ...this.closeText());
     for (const tool of this.tools.values()) {
       if (tool.outputIndex === undefined) out.push(...this.openTool(tool));
       out.push(...this.closeTool(tool));
     }
     this.ended = true;
-    const { status, incomplete_details } = statusFor(this.finishReason);
     this.response.status = status;
     this.response.incomplete_details = incomplete_details;
     this.response.usage = responsesUsage(this.current, this.reasoningTokens);
@@ -968,7 +984,7 @@ export class ChatStreamToResponses {
     const open = this.text;
     if (!open) return [];
     this.text = undefined;
-    open.item.status = "completed";
+    open.item.status = this.closedStatus(open.item);
     const part = outputTextPart(open.text, open.annotations, open.logprobs);
     open.item.content = [part];
     const ids = { item_id: open.item.id, output_index: open.outputIndex, content_index: 0 };
@@ -984,6 +1000,11 @@ export class ChatStreamToResponses {
         item: clone(open.item),
       }),
     ];
+  }
+
+  /** An item's status as it closes: `incomplete` where an answer cut short was cut. */
+  private closedStatus(item: ResponsesOutputItem): "completed" | "incomplete" {
+    return item === this.cutItem ? "incomplete" : "completed";
   }
 
   private appendToolCall(call: JsonObject): ResponsesSSEEvent[] {
@@ -1065,7 +1086,7 @@ export class ChatStreamToResponses {
   private closeTool(tool: ToolItem): ResponsesSSEEvent[] {
     if (tool.done || tool.outputIndex === undefined) return [];
     tool.done = true;
-    tool.item.status = "completed";
+    tool.item.status = this.closedStatus(tool.item);
     return [
       this.emit("response.function_call_arguments.done", {
         item_id: tool.item.id,
