@@ -344,6 +344,31 @@ describe.each(backends)("billing on %s", (backend) => {
       expect(((await topped.json()) as { balance_idr: number }).balance_idr).toBe(9_007_199_254);
     });
 
+    it("refuses an amount finer than a micro-IDR, naming the field, where it would have been rounded away", async () => {
+      gw = await gatewayOn(backend);
+      const created = await admin(gw, "POST", "/accounts", { id: "fine", balance_idr: 0 });
+      expect(created.status).toBe(201);
+      const finer =
+        /must have at most 6 decimals: 0\.000001 IDR \(one micro-IDR\) is the smallest amount the gateway stores/;
+      for (const [method, path, body, field] of [
+        ["POST", "/accounts/fine/topup", { amount_idr: 0.0000004 }, "amount_idr"],
+        ["POST", "/accounts", { id: "finer", balance_idr: 2.0000001 }, "balance_idr"],
+        [
+          "PATCH",
+          "/accounts/fine",
+          { payg: { enabled: true, limit_idr: 1.0000005 } },
+          "payg.limit_idr",
+        ],
+      ] as const) {
+        const refused = await errorOf(await admin(gw, method, path, body));
+        expect(refused, path).toMatchObject({ status: 400, code: "bad_request" });
+        expect(refused.message, path).toContain(`${field}: `);
+        expect(refused.message, path).toMatch(finer);
+      }
+      const topped = await admin(gw, "POST", "/accounts/fine/topup", { amount_idr: 0.000001 });
+      expect(((await topped.json()) as { balance_idr: number }).balance_idr).toBe(0.000001);
+    });
+
     it("drives every account state: create, top up, PAYG, tier, subscription, suspend, reinstate, revoke", async () => {
       gw = await gatewayOn(backend);
       const created = await admin(gw, "POST", "/accounts", { id: "ci", balance_idr: 0 });

@@ -114,6 +114,20 @@ describe("the commands the product prints run as written", () => {
   }, 60_000);
 });
 
+describe("the dashboard API without a session", () => {
+  it("names the command as the sign-in page does", async () => {
+    gw = await testGateway();
+    const page = await (await fetch(`${gw.url}/dashboard`)).text();
+    const command = /<pre class="cmd">([^<]+)<\/pre>/.exec(page)?.[1];
+    expect(command).toMatch(/^(npx gateway|gateway|node \S+) dashboard$/);
+    const res = await fetch(`${gw.url}/api/dashboard/account`);
+    expect(res.status).toBe(401);
+    expect(await res.text()).toBe(
+      `no dashboard session: run \`${command}\` where \`gateway serve\` runs, or open the owner URL it printed`,
+    );
+  });
+});
+
 describe("--json times", () => {
   let own: TestGateway | undefined;
   afterEach(async () => {

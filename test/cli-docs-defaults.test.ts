@@ -1,4 +1,4 @@
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Command } from "commander";
 import { describe, expect, it } from "vitest";
@@ -45,5 +45,17 @@ describe("docs/cli.md's serve flags", () => {
     expect(compared).toEqual(
       expect.arrayContaining(["--port", "--keepalive-ms", "--max-connections-per-ip"]),
     );
+  });
+});
+
+describe("gateway serve --help", () => {
+  it("sends --config to docs/configuration.md, and every page a flag names is there", () => {
+    const options = serveOptions();
+    expect(options.find((o) => o.long === "--config")?.description).toContain(
+      "docs/configuration.md",
+    );
+    const named = options.flatMap((o) => [...o.description.matchAll(/docs\/[\w.-]+\.md/g)]);
+    for (const [page] of named)
+      expect(existsSync(join(import.meta.dirname, "..", page)), page).toBe(true);
   });
 });

@@ -6,9 +6,11 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { ConfigError } from "../src/server/config/load.js";
 import type { ConfigInput } from "../src/server/config/schema.js";
 import { type RunningGateway, startGateway } from "../src/server/gateway.js";
+import type { FinishedRequest } from "../src/server/http/request-trace.js";
 import { secretKeyEnv } from "../src/store/secret-box.js";
 import { admin, idleMoney, lastLogged, quota } from "./support/api.js";
 import { killRunningClis, runCli } from "./support/cli.js";
+import { balanceOnDisk, foreignConnection } from "./support/database-file.js";
 import { fakeGemini } from "./support/fake-gemini.js";
 import {
   deferred,
@@ -64,6 +66,19 @@ function writeConfig(name: string, config: unknown): string {
   const path = join(dir, name);
   writeFileSync(path, JSON.stringify(config));
   return path;
+}
+
+/**
+ * `levels` levels of two routes (`level0a`, `level0b`, ...), each naming both routes of the level
+ * below; the last level's name `model`.
+ */
+function levelsOfTwo(levels: number, model: string): { name: string; steps: string[] }[] {
+  return Array.from({ length: levels }, (_, i) =>
+    ["a", "b"].map((side) => ({
+      name: `level${i}${side}`,
+      steps: i === levels - 1 ? [model] : [`level${i + 1}a`, `level${i + 1}b`],
+    })),
+  ).flat();
 }
 
 async function modelIds(gw: { url: string }, key = KEY): Promise<string[]> {
@@ -179,6 +194,74 @@ describe("mistakes in a config file", () => {
     ]);
   });
 
+  it("a token price whose model's largest request would cost more than the gateway counts is refused, naming the most it may be", async () => {
+    const largest =
+      "its largest request (context_window 128000 tokens in, max_output_tokens 4096 out, and price_per_request) would cost more than 9007199254 IDR, the most the gateway counts to the micro-IDR";
+    const priced = (input: number, output = 0) => {
+      const config = baseConfig();
+      Object.assign(config.models![0], {
+        price_input_per_mtok: input,
+        price_output_per_mtok: output,
+      });
+      return config;
+    };
+    // One token of it would already cost about everything a balance can hold.
+    expect(await refusal(priced(9e15))).toEqual([
+      `models[0].price_input_per_mtok: ${largest}; at most 70368744177 with its other prices and bounds`,
+    ]);
+    expect(await refusal(priced(70_368_744_178))).toEqual([
+      `models[0].price_input_per_mtok: ${largest}; at most 70368744177 with its other prices and bounds`,
+    ]);
+    expect(await refusal(priced(70_368_744_177))).toEqual([]);
+    // Both too high on their own: both named.
+    expect(await refusal(priced(9e15, 9e15))).toEqual([
+      `models[0].price_input_per_mtok: ${largest}`,
+      `models[0].price_output_per_mtok: ${largest}`,
+    ]);
+    // The priciest models of today are far inside the bound, at their own windows.
+    const config = baseConfig();
+    Object.assign(config.models![0], {
+      price_input_per_mtok: 2_500_000,
+      price_output_per_mtok: 10_000_000,
+      context_window: 2_000_000,
+      max_output_tokens: 128_000,
+      price_per_request: 1_000_000,
+    });
+    expect(await refusal(config)).toEqual([]);
+  });
+
+  it("an amount finer than a micro-IDR is refused naming the field, not rounded", async () => {
+    const micro =
+      "must have at most 6 decimals: 0.000001 IDR (one micro-IDR) is the smallest amount the gateway stores";
+    const config = baseConfig();
+    config.models![4].price_per_unit = 0.0000004;
+    config.models![0].price_per_request = 0.1234567;
+    config.accounts![0].balance_idr = 1.0000004;
+    config.accounts![0].payg = { enabled: true, limit_idr: 9_000_000_000.5 };
+    config.tiers = { paid: { rank: 1, free_rpm: 1, free_daily: 1, min_topup_idr: 1e-7 } };
+    expect(await refusal(config)).toEqual([
+      `models[0].price_per_request: ${micro}`,
+      `models[4].price_per_unit: ${micro}`,
+      `tiers.paid.min_topup_idr: ${micro}`,
+      `accounts[0].balance_idr: ${micro}`,
+      "accounts[0].payg.limit_idr: must be whole IDR from 8589934592 IDR up (a number that large cannot hold every micro-IDR)",
+    ]);
+    // A micro-IDR is kept exactly, up to where a number holds every one (a million times this
+    // balance in floating point is a micro-IDR more).
+    const exact = baseConfig();
+    exact.accounts![0].balance_idr = 4_466_117_824.100906;
+    exact.accounts![1].balance_idr = 0.000001;
+    const gw = await testGateway({ config: exact });
+    try {
+      const res = await fetch(`${gw.url}/api/admin/accounts`, { headers: bearer(ADMIN_KEY) });
+      const accounts = ((await res.json()) as { data: { balance_idr: number }[] }).data;
+      expect(accounts.map((a) => a.balance_idr)).toEqual([4_466_117_824.100906, 0.000001]);
+      expect(balanceOnDisk(gw.dbPath, "acct")).toBe(4_466_117_824_100_906);
+    } finally {
+      await gw.close();
+    }
+  });
+
   it("a refused config creates no database file and no key beside it", async () => {
     const db = join(dir, "never.db");
     const file = writeConfig("refused.json", {
@@ -241,6 +324,47 @@ describe("mistakes in a config file", () => {
     }
     const branching = await refusal(baseConfig({ routes: diamond }));
     expect(branching[0]).toMatch(/^routes\[0\]: routes nest 39 deep \(d0 -> a0 -> d1 -> /);
+  });
+
+  it("a route that expands to more steps than a request walks is refused: routes naming the same routes multiply", async () => {
+    // Each level's two routes both name the two of the level below: every level doubles.
+    const shared = levelsOfTwo(6, "mock-gpt");
+    const why =
+      "at most 64: a route's steps count again each time a step names it, so routes that name the same routes multiply";
+    expect(await refusal(baseConfig({ routes: shared }))).toEqual([
+      `routes[0]: expands to 94 steps, ${why}`,
+      `routes[1]: expands to 94 steps, ${why}`,
+    ]);
+    // One level less is 46 steps, and 64 plain steps are the most.
+    expect(await refusal(baseConfig({ routes: shared.slice(2) }))).toEqual([]);
+    const flat = (n: number) => [{ name: "flat", steps: Array<string>(n).fill("mock-down") }];
+    expect(await refusal(baseConfig({ routes: flat(64) }))).toEqual([]);
+    expect(await refusal(baseConfig({ routes: flat(65) }))).toEqual([
+      `routes[0]: expands to 65 steps, ${why}`,
+    ]);
+  });
+
+  it("a request walks at most 64 steps of a route a database holds unchecked (an older gateway wrote it)", async () => {
+    const db = join(dir, "older-routes.db");
+    await (await startGateway({ db, port: 0, config: baseConfig() })).close();
+    // Every step fails (mock-down answers 503): unbounded, the request would try all 128 leaves.
+    const older = foreignConnection(db);
+    const insert = older.prepare("INSERT INTO routes (name, steps_json) VALUES (?, ?)");
+    for (const route of levelsOfTwo(8, "mock-down"))
+      insert.run(route.name, JSON.stringify(route.steps));
+    older.close();
+    const finished: FinishedRequest[] = [];
+    const gw = await startGateway({ db, port: 0, onRequest: (r) => finished.push(r) });
+    try {
+      const res = await post(gw, "/v1/chat/completions", chat("hi", "level0a"));
+      expect(res.status).toBe(503);
+      const tried = finished.find((r) => r.path === "/v1/chat/completions")?.steps ?? [];
+      expect(tried.length).toBeGreaterThan(0);
+      expect(tried.length).toBeLessThanOrEqual(64);
+      expect(new Set(tried)).toEqual(new Set(["mock-down 503"]));
+    } finally {
+      await gw.close();
+    }
   });
 
   it("a paid route with a :free step is refused: the step would be served outside the free limits", async () => {

@@ -192,6 +192,16 @@ describe("the dashboard's forms", () => {
       expect(bad.status, limit).toBe(400);
       expect(bad.html).toContain("The PAYG limit must be a number of IDR");
     }
+    // Finer than the micro-IDR the gateway stores: said so, not rounded to 25000.
+    const finer = await form(
+      "/dashboard/payg",
+      { enabled: "1", limit_idr: "25000.0000004", csrf_token: owner.csrf },
+      as(owner),
+    );
+    expect(finer.status).toBe(400);
+    expect(finer.html).toContain(
+      "The PAYG limit must have at most 6 decimals: 0.000001 IDR (one micro-IDR) is the smallest amount the gateway stores.",
+    );
     expect((await quota(gw)).payg).toMatchObject({ limit_idr: 25_000.25 });
   });
 

@@ -13,7 +13,7 @@ import { mockImage } from "../src/server/providers/mock/media/index.js";
 import { secretKeyEnv } from "../src/store/secret-box.js";
 import { errorOf, idleMoney, money } from "./support/api.js";
 import { type CliHome, cliHome, killRunningClis, runCli, spawnCli } from "./support/cli.js";
-import { KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
+import { baseConfig, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
 import { logged } from "./support/metering.js";
 import { createTestDatabase } from "./support/postgres.js";
 import { streamData } from "./support/sse.js";
@@ -151,6 +151,39 @@ describe("a refused gateway serve leaves nothing behind it", () => {
     expect(wrongKey.code).toBe(1);
     expect(wrongKey.stderr).toContain("does not open the BYOK keys");
     expect(files()).toEqual([...before.keys()]);
+  });
+
+  it("--record, refused once the database is open (a config key held under another id): no cassette folder", async () => {
+    const config = baseConfig();
+    writeFileSync(join(cwd, "first.json"), JSON.stringify(config));
+    config.accounts![0].keys![0].id = "moved";
+    writeFileSync(join(cwd, "second.json"), JSON.stringify(config));
+    const first = spawnCli(
+      ["serve", "--port", "0", "--json", "--db", "kept.db", "--config", "first.json"],
+      home.env,
+      cwd,
+    );
+    await first.waitFor(/"url"/);
+    first.child.kill("SIGTERM");
+    expect((await first.exit()).code).toBe(0);
+    mkdirSync(join(cwd, "mine"));
+    const before = files();
+    for (const dir of ["cassettes/openai", "mine/cassettes", "mine"]) {
+      const refused = await serve([
+        "--port",
+        "0",
+        "--db",
+        "kept.db",
+        "--config",
+        "second.json",
+        "--record",
+        dir,
+      ]);
+      expect(refused.code, dir).toBe(1);
+      expect(refused.stderr, dir).toContain("the database already has this key");
+      expect(files(), dir).toEqual(before);
+      expect(readdirSync(join(cwd, "mine")), dir).toEqual([]);
+    }
   });
 
   it("the port of the gateway already serving the same database names that gateway, as before", async () => {

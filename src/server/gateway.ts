@@ -118,6 +118,8 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
     throw err;
   }
   const { store } = backend;
+  // The upstream client of the services, once made: a refused start takes back what it made.
+  let upstream: Services["http"] | undefined;
   try {
     const clock: Clock =
       options.clock === "manual"
@@ -147,6 +149,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
       trustedProxies,
       runAdminKeys: options.adminKeys && new Set(options.adminKeys.map(hashSecret)),
     });
+    upstream = services.http;
     let ownerAccountId: string | undefined;
     let demoKey: string | undefined;
     if (config !== undefined) {
@@ -277,6 +280,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
     };
   } catch (err) {
     await listening.close();
+    await upstream?.abandon();
     await backend.abandon();
     throw err;
   }

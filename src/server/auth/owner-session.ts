@@ -1,6 +1,7 @@
 import { createHmac } from "node:crypto";
 import type { Context } from "hono";
 import { getCookie } from "hono/cookie";
+import { cliCommand } from "../../cli-command.js";
 import { constantTimeEqual, hashSecret, randomToken } from "../../store/secrets.js";
 import type { SessionsRepository } from "../../store/sessions.js";
 import { GatewayError, PlainTextError } from "../errors.js";
@@ -106,7 +107,7 @@ export async function requireOwnerSession(
   if (!found) {
     throw new PlainTextError(
       401,
-      "no dashboard session: run `gateway dashboard` where `gateway serve` runs, or open the owner URL it printed",
+      `no dashboard session: run \`${cliCommand("dashboard")}\` where \`gateway serve\` runs, or open the owner URL it printed`,
     );
   }
   if (write && !csrfTokenMatches(found, c.req.header("x-csrf-token"))) {

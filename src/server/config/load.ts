@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import type { ZodError } from "zod";
 import { describeSystemError } from "../../system-errors.js";
 import { isFreeModelName } from "../billing/pricing.js";
-import { maxRouteNesting } from "../dispatch/resolve.js";
+import { maxRouteNesting, maxRouteSteps } from "../dispatch/resolve.js";
 import { providerOf, wireNames } from "../providers/registry.js";
 import { builtInTiers, configSchema, type GatewayConfig } from "./schema.js";
 
@@ -152,6 +152,7 @@ function crossReferenceProblems(raw: unknown): string[] {
     );
   });
   const nesting = new Map<string, string[] | "open">();
+  const expansion = new Map<string, number | "open">();
   routeEntries.forEach((r, i) => {
     r.steps.forEach((step, j) => {
       if (step !== undefined && !models.has(step) && !routes.has(step)) {
@@ -165,6 +166,13 @@ function crossReferenceProblems(raw: unknown): string[] {
       if (nested.length - 1 > maxRouteNesting) {
         problems.push(
           `routes[${i}]: routes nest ${nested.length - 1} deep (${nested.join(" -> ")}); at most ${maxRouteNesting}`,
+        );
+      }
+      const steps = expandedSteps(r.name, routes, expansion);
+      if (steps > maxRouteSteps) {
+        const count = Number.isSafeInteger(steps) ? String(steps) : "more than 2^53";
+        problems.push(
+          `routes[${i}]: expands to ${count} steps, at most ${maxRouteSteps}: a route's steps count again each time a step names it, so routes that name the same routes multiply`,
         );
       }
       // A paid route charges each step its own prices: a :free step in it would be served at
@@ -255,6 +263,27 @@ function deepestNesting(
   }
   known.set(start, deepest);
   return deepest;
+}
+
+/**
+ * How many steps a request walks through `start`: each of its steps, and a route step's own
+ * expansion each time it is named (as the resolver walks them, `maxRouteSteps`). Each route's
+ * count is worked out once (`known`); a route on a cycle (reported on its own) adds nothing again.
+ */
+function expandedSteps(
+  start: string,
+  routes: Map<string, string[]>,
+  known: Map<string, number | "open">,
+): number {
+  const done = known.get(start);
+  if (done === "open") return 0;
+  if (done !== undefined) return done;
+  known.set(start, "open");
+  let total = 0;
+  for (const step of routes.get(start) ?? [])
+    total += 1 + (routes.has(step) ? expandedSteps(step, routes, known) : 0);
+  known.set(start, total);
+  return total;
 }
 
 /** The model names a route reaches through its steps and the routes among them. */

@@ -1,14 +1,22 @@
 import { z } from "zod";
-import { MAX_IDR } from "../../store/money.js";
+import { idrToMicro, MAX_IDR, MAX_MICRO, subMicroProblem } from "../../store/money.js";
 import type { Subscription } from "../../store/types.js";
 import { mockScriptSchema } from "../providers/mock-script.js";
 import { modalities, wireNames } from "../providers/registry.js";
 
-/** Money in the config file is whole or fractional IDR; it is stored as integer micro-IDR. */
+/**
+ * Money in the config file and the APIs is whole or fractional IDR; it is stored as integer
+ * micro-IDR, so an amount finer than that is refused rather than rounded.
+ */
 export const idr = z
   .number()
   .nonnegative()
-  .max(MAX_IDR, `must be at most ${MAX_IDR} IDR (the most the gateway counts to the micro-IDR)`);
+  .max(MAX_IDR, `must be at most ${MAX_IDR} IDR (the most the gateway counts to the micro-IDR)`)
+  .superRefine((value, ctx) => {
+    // An amount out of range is named once, by the bound it passed.
+    const problem = value >= 0 && value <= MAX_IDR ? subMicroProblem(value) : undefined;
+    if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem });
+  });
 
 const gatewayKeyValue = z
   .string()
@@ -38,8 +46,12 @@ const timerMs = storedInt.positive();
 /** Whole IDR per million tokens: a token then costs exactly that many micro-IDR. */
 const tokenPrice = z
   .number()
-  .int("must be a whole number of IDR per million tokens (a token costs that many micro-IDR)")
-  .nonnegative();
+  .nonnegative()
+  .max(MAX_MICRO, `must be at most ${MAX_MICRO} IDR per million tokens`)
+  .refine(
+    Number.isInteger,
+    "must be a whole number of IDR per million tokens (a token costs that many micro-IDR)",
+  );
 
 /** A mock's wait in milliseconds: a timer's, or none. */
 const waitMs = storedInt.nonnegative();
@@ -127,7 +139,54 @@ const modelSchema = z
     // The provider's `unsupported_tools` for this model alone.
     unsupported_tools: z.enum(["omit", "reject"]).optional(),
   })
-  .strict();
+  .strict()
+  .check((ctx) => {
+    // On the model's fields as they parsed: a field refused on its own is named once, by that.
+    if (ctx.issues.length > 0) return;
+    for (const { field, message } of largestRequestProblems(ctx.value))
+      ctx.issues.push({ code: "custom", path: [field], message, input: ctx.value });
+  });
+
+/**
+ * A model whose largest request, a whole context window in and `max_output_tokens` out, would
+ * cost more than the gateway counts exactly. The token price that weighs most is named (the other
+ * too if it is too high on its own), with the most it may be at the model's bounds and other
+ * prices. A request that asks for more (several answers, a larger output limit sent as it is)
+ * holds its own worst case, which no balance or PAYG limit covers (MAX_IDR each).
+ */
+function largestRequestProblems(model: {
+  price_input_per_mtok: number;
+  price_output_per_mtok: number;
+  price_per_request: number;
+  context_window: number;
+  max_output_tokens: number;
+}): { field: string; message: string }[] {
+  const perRequest = idrToMicro(model.price_per_request);
+  const parts = [
+    {
+      field: "price_input_per_mtok",
+      tokens: model.context_window,
+      micro: model.price_input_per_mtok * model.context_window,
+    },
+    {
+      field: "price_output_per_mtok",
+      tokens: model.max_output_tokens,
+      micro: model.price_output_per_mtok * model.max_output_tokens,
+    },
+  ].sort((a, b) => b.micro - a.micro);
+  if (parts[0].micro + parts[1].micro + perRequest <= MAX_MICRO) return [];
+  const named = parts[1].micro + perRequest > MAX_MICRO ? parts : [parts[0]];
+  return named.map(({ field, tokens }) => {
+    const other = parts.find((part) => part.field !== field)!.micro;
+    const most = Math.floor((MAX_MICRO - perRequest - other) / tokens);
+    return {
+      field,
+      message:
+        `its largest request (context_window ${model.context_window} tokens in, max_output_tokens ${model.max_output_tokens} out, and price_per_request) would cost more than ${MAX_IDR} IDR, the most the gateway counts to the micro-IDR` +
+        (most >= 0 ? `; at most ${most} with its other prices and bounds` : ""),
+    };
+  });
+}
 
 const routeSchema = z
   .object({

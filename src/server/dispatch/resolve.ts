@@ -62,6 +62,13 @@ function editDistance(a: string, b: string, limit: number): number {
 /** How many routes deep a route's steps are followed; the config refuses deeper nesting. */
 export const maxRouteNesting = 16;
 
+/**
+ * How many steps a request walks through a route at most, counting a route's steps again each
+ * time a step names it: routes that name the same routes multiply, doubling with each level where
+ * each names the same two below. The config refuses a route that expands to more.
+ */
+export const maxRouteSteps = 64;
+
 /** Resolves a model or route name against the catalog; config validation already ruled out cycles. */
 export function resolveTarget(catalog: Catalog, name: string): Target {
   const model = catalog.models.get(name);
@@ -72,8 +79,11 @@ export function resolveTarget(catalog: Catalog, name: string): Target {
   const steps = catalog.routes.get(name);
   if (!steps) throw modelNotFound(name, catalog);
   const models: ModelRow[] = [];
+  // A catalog the config did not check (a database an older gateway wrote) is cut off here.
+  let left = maxRouteSteps;
   const walk = (stepNames: string[], depth: number) => {
     for (const step of stepNames) {
+      if (left-- <= 0) return;
       const m = catalog.models.get(step);
       if (m) {
         if (m.active) models.push(m);

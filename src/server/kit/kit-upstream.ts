@@ -1,4 +1,5 @@
-import { existsSync, mkdirSync } from "node:fs";
+import { existsSync, mkdirSync, rmdirSync } from "node:fs";
+import { dirname, resolve } from "node:path";
 import { performanceNow } from "../../host-timers.js";
 import { ConfigError } from "../config/load.js";
 import type { UpstreamRequest } from "../providers/h1-client.js";
@@ -30,6 +31,8 @@ import type { UpstreamCapture } from "./inspect.js";
  */
 export class KitUpstream extends UpstreamHttp {
   private readonly shelf: CassetteShelf | undefined;
+  /** The directories the cassette folder's creation made, the outermost first. */
+  private readonly made: string[] = [];
 
   constructor(
     private readonly cassettes: CassetteOptions | undefined,
@@ -42,8 +45,30 @@ export class KitUpstream extends UpstreamHttp {
       if (cassettes.mode === "replay" && !existsSync(cassettes.dir)) {
         throw new ConfigError([`dir: ${cassettes.dir} does not exist`], "cassettes option");
       }
-      if (cassettes.mode !== "replay") mkdirSync(cassettes.dir, { recursive: true, mode: 0o700 });
+      if (cassettes.mode !== "replay") {
+        const target = resolve(cassettes.dir);
+        const first = mkdirSync(target, { recursive: true, mode: 0o700 });
+        for (let dir = target; first !== undefined; dir = dirname(dir)) {
+          this.made.unshift(dir);
+          if (dir === first || dirname(dir) === dir) break;
+        }
+      }
       this.shelf = new CassetteShelf(cassettes.dir);
+    }
+  }
+
+  /**
+   * A start that was refused: the cassette folder it made goes, innermost first (nothing was
+   * recorded in it, as nothing was served; a folder something else put a file in stays).
+   */
+  override async abandon(): Promise<void> {
+    await super.abandon();
+    for (const dir of this.made.splice(0).reverse()) {
+      try {
+        rmdirSync(dir);
+      } catch {
+        return;
+      }
     }
   }
 

@@ -196,6 +196,11 @@ export class UpstreamHttp {
   close(): Promise<void> {
     return this.agent.close();
   }
+
+  /** A start that was refused: what the start made goes with it. */
+  abandon(): Promise<void> {
+    return this.close();
+  }
 }
 
 /** Which provider a call goes to (cassettes name and match exchanges by it), and its bounds. */

@@ -323,10 +323,14 @@ export function dashboardHandlers(services: Services, devices: DeviceCodes) {
         limit_idr: limit,
       });
       if (!parsed.success) {
+        // A number in range that is finer than a micro-IDR is told why (idr in config/schema.ts).
+        const finer = parsed.error.issues.find((issue) => issue.code === "custom");
         return refused(
           c,
           session,
-          `The PAYG limit must be a number of IDR from 0 to ${MAX_IDR.toLocaleString("en-US")}.`,
+          finer
+            ? `The PAYG limit ${finer.message}.`
+            : `The PAYG limit must be a number of IDR from 0 to ${MAX_IDR.toLocaleString("en-US")}.`,
         );
       }
       const account = services.store.getAccount(session.accountId);
