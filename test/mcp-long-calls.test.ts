@@ -5,7 +5,8 @@ import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { ErrorCode, McpError, type Progress } from "@modelcontextprotocol/sdk/types.js";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { ConfigInput } from "../src/server/config/schema.js";
-import { idleMoney, quota } from "./support/api.js";
+import { earlyCancelMs, earlyCancelsPerCaller } from "../src/server/mcp/cancellable-calls.js";
+import { admin, idleMoney, quota } from "./support/api.js";
 import { balanceOnDisk, requestLogOnDisk } from "./support/database-file.js";
 import {
   deferred,
@@ -15,8 +16,15 @@ import {
   openaiJson,
   sleep,
 } from "./support/fake-upstream.js";
-import { baseConfig, KEY, type TestGateway, testGateway } from "./support/gateway.js";
-import { mcpClient, mcpResponses } from "./support/mcp.js";
+import {
+  backends,
+  baseConfig,
+  gatewayOn,
+  KEY,
+  type TestGateway,
+  testGateway,
+} from "./support/gateway.js";
+import { mcpClient, mcpResponse, mcpResponses } from "./support/mcp.js";
 import { allStreamEvents } from "./support/sse.js";
 
 /**
@@ -52,6 +60,8 @@ function config(): ConfigInput {
     providers: [
       ...base.providers!,
       { id: "held", wire: "openai", base_url: upstream.baseUrl, api_keys: ["sk-held-pool"] },
+      // Its images take longer than any test waits: a call to it ends only by being cut.
+      { id: "slow-media", wire: "mock", mock: { latency_ms: 60_000 } },
     ],
     models: [
       ...base.models!,
@@ -62,6 +72,7 @@ function config(): ConfigInput {
         price_input_per_mtok: 10_000,
         price_output_per_mtok: 20_000,
       },
+      { name: "slow-image", provider: "slow-media", modality: "image", price_per_unit: 500 },
     ],
   };
 }
@@ -346,6 +357,144 @@ describe("a long call whose client leaves is charged nothing, as its /v1 twin", 
     });
     const [answer] = await mcpResponses<{ id: number; result: { content: unknown } }>(next);
     expect(answer).toMatchObject({ id: 10, result: { content: [{ text: HELD_ANSWER }] } });
+  });
+});
+
+describe("a cancellation that arrives before its call", () => {
+  const cancel = (requestId: number | string) => ({
+    jsonrpc: "2.0",
+    method: "notifications/cancelled",
+    params: { requestId, reason: "the user pressed Esc" },
+  });
+  interface Answer {
+    id: unknown;
+    result?: { content: { text?: string }[]; isError?: boolean };
+    error?: { code: number; message: string };
+  }
+
+  it("on a POST of its own, before the call's: the call ends at once, the provider is not asked, nothing is charged", async () => {
+    gw = await testGateway({ keepaliveMs: KEEPALIVE_MS, config: config() });
+    const before = await idleMoney(gw);
+    // The client sent the call and then its cancellation; the cancellation came in first.
+    expect((await rawMcp(cancel(42))).status).toBe(202);
+    const answer = await mcpResponse<Answer>(await rawMcp(heldChat(42)));
+    expect(answer.id).toBe(42);
+    expect(answer.result).toBeUndefined();
+    expect(answer.error?.code).toBe(ErrorCode.ConnectionClosed);
+    expect(answer.error?.message).toMatch(/cancelled this call/);
+    expect(upstream.requests).toHaveLength(0);
+    expect(await gw.listRequests()).toEqual([]);
+    expect(await idleMoney(gw)).toEqual(before);
+
+    // It was used up: the next call under that id runs.
+    release.resolve();
+    const next = await mcpResponse<Answer>(await rawMcp(heldChat(42)));
+    expect(next.result?.content).toEqual([{ type: "text", text: HELD_ANSWER }]);
+    expect(upstream.requests).toHaveLength(1);
+  });
+
+  it("first in a batch with its call: the call is not run", async () => {
+    gw = await testGateway({ keepaliveMs: KEEPALIVE_MS, config: config() });
+    const before = await idleMoney(gw);
+    // The POST is answered once each of its requests is: the cancelled call's error ends it.
+    const answered = rawMcp([cancel("c-7"), heldChat("c-7")]).then((res) =>
+      mcpResponses<Answer>(res),
+    );
+    const answers = await Promise.race([answered, sleep(HOLD_BOUND_MS).then(() => "no answer")]);
+    expect(answers).toEqual([
+      {
+        jsonrpc: "2.0",
+        id: "c-7",
+        error: expect.objectContaining({ code: ErrorCode.ConnectionClosed }),
+      },
+    ]);
+    expect(upstream.requests).toHaveLength(0);
+    expect(await gw.listRequests()).toEqual([]);
+    expect(await idleMoney(gw)).toEqual(before);
+  });
+
+  it("one that comes late, for a call already answered, is not kept: the id's next call runs", async () => {
+    gw = await testGateway({ keepaliveMs: KEEPALIVE_MS, config: config() });
+    release.resolve();
+    const first = await mcpResponse<Answer>(await rawMcp(heldChat(5)));
+    expect(first.result?.content).toEqual([{ type: "text", text: HELD_ANSWER }]);
+    // The client's timeout fired as the answer was on its way; another client numbering from 0
+    // on the same key and address then sends its own call 5.
+    expect((await rawMcp(cancel(5))).status).toBe(202);
+    const again = await mcpResponse<Answer>(await rawMcp(heldChat(5)));
+    expect(again.error).toBeUndefined();
+    expect(again.result?.content).toEqual([{ type: "text", text: HELD_ANSWER }]);
+    expect(upstream.requests).toHaveLength(2);
+  });
+
+  it("is kept a while and a few per caller: one older than that, or past the cap, cancels nothing", async () => {
+    gw = await testGateway({ keepaliveMs: KEEPALIVE_MS, config: config(), clock: "manual" });
+    release.resolve();
+    const quick = async (id: number) => mcpResponse<Answer>(await rawMcp(heldChat(id)));
+
+    await rawMcp(cancel(1));
+    gw.clock.advance(earlyCancelMs);
+    expect((await quick(1)).result?.isError).toBeFalsy();
+    expect(upstream.requests).toHaveLength(1);
+
+    // One past the cap is not kept; the ones within it are.
+    const ids = Array.from({ length: earlyCancelsPerCaller + 1 }, (_, i) => 100 + i);
+    for (const id of ids) await rawMcp(cancel(id));
+    expect((await quick(ids.at(-1)!)).result?.isError).toBeFalsy();
+    expect(upstream.requests).toHaveLength(2);
+    expect((await quick(ids[0]!)).error).toBeDefined();
+    expect(upstream.requests).toHaveLength(2);
+  });
+});
+
+describe.each(backends)("calls whose account is suspended while they run, on %s", (backend) => {
+  it("end with a refusal naming account_suspended, the provider's work cut and nothing charged, as a /v1 stream is ended", async () => {
+    gw = await gatewayOn(backend, { keepaliveMs: KEEPALIVE_MS, config: config() });
+    const client = await connect();
+    const before = await idleMoney(gw);
+    type Result = { content: { type: string; text?: string }[]; isError?: boolean };
+    // An image (its provider takes a minute) and a chat (its provider holds it), both admitted.
+    const image = client.callTool({
+      name: "generate_image",
+      arguments: { model: "slow-image", prompt: "a lighthouse", size: "256x256" },
+    }) as Promise<Result>;
+    await admitted();
+    const chat = client.callTool({
+      name: "chat",
+      arguments: { model: "held-gpt", prompt: "hold while the account is suspended" },
+    }) as Promise<Result>;
+    for (let i = 0; i < 500 && upstream.requests.length === 0; i++) await sleep(10);
+    expect(upstream.requests).toHaveLength(1);
+    expect((await admin(gw, "POST", "/accounts/acct/suspend")).status).toBe(200);
+    const ended = await Promise.race([
+      Promise.all([image, chat]),
+      sleep(HOLD_BOUND_MS).then(() => "still running"),
+    ]);
+    expect(ended).not.toBe("still running");
+    for (const result of ended as Result[]) {
+      expect(result.isError).toBe(true);
+      expect(result.content[0]!.text).toMatch(/^account_suspended: /);
+    }
+    for (let i = 0; i < 200 && upstream.aborted === 0; i++) await sleep(10);
+    expect(upstream.aborted).toBe(1);
+
+    const rows = await rowsOnce(2);
+    expect(rows.map((r) => r.endpoint).sort()).toEqual(["chat.completions", "images.generations"]);
+    for (const row of rows) {
+      expect(row).toMatchObject({
+        via: "mcp",
+        status: 401,
+        error_code: "account_suspended",
+        cost_micro: 0,
+      });
+    }
+    // The next call is refused by the key check, as every request of a suspended account is.
+    const refused = await rawMcp(heldChat(2));
+    expect(refused.status).toBe(401);
+    expect(await refused.text()).toBe("account suspended");
+    // Read once reinstated (the quota is the account's own key's to read).
+    expect((await admin(gw, "POST", "/accounts/acct/reinstate")).status).toBe(200);
+    expect(await idleMoney(gw)).toEqual(before);
   });
 });
 

@@ -3,6 +3,8 @@ import type { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/cl
 import {
   ErrorCode,
   LATEST_PROTOCOL_VERSION,
+  ListToolsResultSchema,
+  McpError,
   SUPPORTED_PROTOCOL_VERSIONS,
 } from "@modelcontextprotocol/sdk/types.js";
 import { afterEach, describe, expect, it } from "vitest";
@@ -125,16 +127,55 @@ describe("protocol versions", () => {
 });
 
 describe("the body limit", () => {
-  it("is the gateway's, not the SDK transport's own 4 MB: a larger call within it is served, one over it is the route's 413", async () => {
+  it("is the gateway's, not the SDK transport's own 4 MB: a larger call within it is served, one over it is a 413 with a JSON-RPC error, as the transport answers its own", async () => {
     const limit = 6 * 1024 * 1024;
     gw = await testGateway({ bodyLimitBytes: limit });
     const served = await rawMcp(chatCall(1, "x".repeat(5 * 1024 * 1024)));
     expect(served.status).toBe(200);
     expect((await mcpResponse<RpcAnswer>(served)).result?.isError).toBeFalsy();
 
-    const over = await rawMcp(chatCall(2, "x".repeat(limit)));
-    expect(over.status).toBe(413);
-    expect(((await over.json()) as { error: { code: string } }).error.code).toBe("bad_request");
+    // The shape the SDK's transport gives a body over its own limit: HTTP 413 and a JSON-RPC
+    // error (-32000) without an id, whether the body declared its length or came chunked.
+    const overBody = JSON.stringify(chatCall(2, "x".repeat(limit)));
+    const chunked = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode(overBody));
+        controller.close();
+      },
+    });
+    for (const [how, body] of [
+      ["declared", overBody],
+      ["chunked", chunked],
+    ] as const) {
+      const over = await fetch(`${gw.url}/mcp`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${KEY}`,
+          "content-type": "application/json",
+          accept: "application/json, text/event-stream",
+        },
+        body,
+        duplex: "half",
+      } as RequestInit);
+      expect(over.status, how).toBe(413);
+      expect(over.headers.get("content-type"), how).toMatch(/^application\/json/);
+      expect(await over.json(), how).toEqual({
+        jsonrpc: "2.0",
+        error: { code: -32000, message: "Request body is larger than the limit of 6 MB." },
+        id: null,
+      });
+    }
+
+    // An SDK client's call over the limit fails with the status and that error as its text.
+    const { client } = await connect();
+    const failed = await client
+      .callTool({ name: "chat", arguments: { model: "mock-gpt", prompt: "x".repeat(limit) } })
+      .then(
+        () => undefined,
+        (err: unknown) => err as { code?: number; message: string },
+      );
+    expect(failed?.code).toBe(413);
+    expect(failed?.message).toContain('"code":-32000');
     expect(await rows()).toHaveLength(1);
   });
 });
@@ -239,6 +280,54 @@ describe("tools/call the protocol way", () => {
       expect(answer.error?.code, JSON.stringify(params)).toBe(ErrorCode.InvalidParams);
     }
     expect(await rows()).toEqual([]);
+  });
+
+  it("a tools/list or initialize whose params do not fit is Invalid params (-32602) naming the field, not an internal error, and the rest of a batch is answered", async () => {
+    gw = await testGateway();
+    const requests = [
+      { jsonrpc: "2.0", id: 1, method: "tools/list", params: { cursor: 5 } },
+      {
+        jsonrpc: "2.0",
+        id: 2,
+        method: "initialize",
+        params: { protocolVersion: 20250618, capabilities: {}, clientInfo: { name: "raw" } },
+      },
+    ];
+    const [listed, initialized] = await Promise.all(
+      requests.map(async (request) => {
+        const answer = await mcpResponse<RpcAnswer>(await rawMcp(request));
+        expect(answer.id).toBe(request.id);
+        expect(answer.error?.code, request.method).toBe(ErrorCode.InvalidParams);
+        return answer.error;
+      }),
+    );
+    expect(listed?.message).toBe(
+      "Invalid params for tools/list: params.cursor: Invalid input: expected string, received number",
+    );
+    expect(initialized?.message).toMatch(
+      /^Invalid params for initialize: params\.protocolVersion: /,
+    );
+
+    // In a batch (2025-03-26), the good request beside it is answered as ever.
+    const answers = await mcpResponses<RpcAnswer>(
+      await rawMcp([requests[0], { jsonrpc: "2.0", id: 3, method: "tools/list" }]),
+    );
+    expect(answers.find((a) => a.id === 1)?.error?.code).toBe(ErrorCode.InvalidParams);
+    expect(answers.find((a) => a.id === 3)?.result?.tools).toHaveLength(9);
+
+    // What an SDK client's request with a bad cursor rejects with.
+    const { client } = await connect();
+    const refused = await client
+      .request(
+        { method: "tools/list", params: { cursor: 5 as unknown as string } },
+        ListToolsResultSchema,
+      )
+      .then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+    expect(refused).toBeInstanceOf(McpError);
+    expect((refused as McpError).code).toBe(ErrorCode.InvalidParams);
   });
 
   it("refusals of the tools with an output schema reach an SDK client that validates structured output", async () => {

@@ -4,7 +4,7 @@ import { type StorageFaultKind, storageFaultKind } from "../store/storage-fault.
  * One error model for the whole gateway, rendered in the style of the route that was called.
  * Raise a GatewayError where the problem is found; `errorResponse` turns it into the response.
  */
-export type ErrorStyle = "chat" | "messages";
+export type ErrorStyle = "chat" | "messages" | "jsonrpc";
 
 export type ErrorCode =
   | "bad_request"
@@ -95,7 +95,17 @@ function messagesType(status: number, code: ErrorCode): string {
   return "invalid_request_error";
 }
 
+/**
+ * The JSON-RPC code of a refusal at /mcp's HTTP layer (the body limit, a fault): the server-error
+ * code the MCP SDK's transport answers its own such refusals with, the HTTP status saying which.
+ */
+const jsonRpcServerError = -32000;
+
 export function errorBody(err: GatewayError, style: ErrorStyle): object {
+  // An MCP client reads a JSON-RPC error object; a refusal of the whole POST answers no request,
+  // so its id is null, as in the SDK transport's own refusals (a body over its limit).
+  if (style === "jsonrpc")
+    return { jsonrpc: "2.0", error: { code: jsonRpcServerError, message: err.message }, id: null };
   if (style === "messages") {
     return {
       type: "error",

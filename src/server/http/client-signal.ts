@@ -1,6 +1,7 @@
 import type { ServerResponse } from "node:http";
 import type { Context } from "hono";
 import type { GoneSignal } from "../time/gone-signal.js";
+import { MemorySocket } from "./loopback-socket.js";
 import { nodeOutgoing } from "./request.js";
 
 /**
@@ -25,8 +26,11 @@ export class ClientGone implements GoneSignal {
   private listeners: (() => void)[] = [];
 
   constructor(outgoing: ServerResponse) {
+    const socket = outgoing.socket;
     outgoing.once("close", () => {
-      if (!outgoing.writableFinished) this.abort();
+      // A loopback request the gateway cut ends for the gateway's reason.
+      if (!outgoing.writableFinished)
+        this.abort(socket instanceof MemorySocket ? socket.cutBy : undefined);
     });
   }
 

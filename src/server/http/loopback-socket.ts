@@ -10,6 +10,12 @@ import type { RequestSource } from "../../store/request-source.js";
 /** One end of an in-memory connection: what is written to it is read from its peer. */
 export class MemorySocket extends Duplex {
   peer: MemorySocket | undefined;
+  /**
+   * Why the caller abandoned the request, when the gateway ended it for a reason of its own (the
+   * account was suspended): the server end's request ends for it (`ClientGone`) rather than as
+   * one whose client left.
+   */
+  cutBy: unknown;
 
   constructor(
     readonly remoteAddress: string | undefined,

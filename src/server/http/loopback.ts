@@ -6,6 +6,7 @@ import {
   type Server,
 } from "node:http";
 import type { RequestSource } from "../../store/request-source.js";
+import { GatewayError } from "../errors.js";
 import type { GoneSignal } from "../time/gone-signal.js";
 import { MemorySocket } from "./loopback-socket.js";
 
@@ -27,7 +28,10 @@ export interface LoopbackRequest {
   /** The address of the client the request is made for. */
   clientAddress: string;
   source: RequestSource;
-  /** The caller left: the request is abandoned as a client that disconnects would abandon it. */
+  /**
+   * The caller left: the request is abandoned as a client that disconnects would abandon it, or,
+   * when its reason is a `GatewayError`, as one the gateway cut for that reason.
+   */
   signal?: GoneSignal;
 }
 
@@ -77,6 +81,7 @@ export class Loopback {
         },
       });
       const abandon = () => {
+        if (req.signal?.reason instanceof GatewayError) serverEnd.cutBy = req.signal.reason;
         outgoing.destroy(new LoopbackClosed("the client went away"));
       };
       if (req.signal?.aborted) abandon();

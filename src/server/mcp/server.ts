@@ -1,9 +1,16 @@
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import {
   CallToolRequestSchema,
+  CancelledNotificationSchema,
   ErrorCode,
+  InitializeRequestSchema,
+  isJSONRPCRequest,
+  type JSONRPCErrorResponse,
+  type JSONRPCMessage,
   ListToolsRequestSchema,
   McpError,
+  PingRequestSchema,
 } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import { clearInterval, setInterval } from "../../host-timers.js";
@@ -34,12 +41,55 @@ const listed = gatewayTools.map((tool) => ({
 const byName = new Map<string, GatewayTool>(gatewayTools.map((tool) => [tool.name, tool]));
 
 /**
- * `tools/call` with its params unchecked, as the handler is registered: the protocol layer parses
- * a request with the schema it was registered with before anything else, and a failure there is
- * answered as an internal error (-32603); the server's own check of `CallToolRequestSchema`, which
- * runs next, answers the client's mistake as what it is, Invalid params (-32602).
+ * The spec's schema of each request this server answers. The SDK's protocol layer parses a
+ * request with its handler's schema before the handler runs and answers a failure as an internal
+ * error (-32603), where the mistake is the client's: Invalid params (-32602)
+ * (modelcontextprotocol/typescript-sdk#2284). So each request is checked against its schema
+ * first, by `connectCheckingParams`, and one that fails is answered -32602 naming the field.
  */
-const toolsCall = z.object({ method: z.literal("tools/call"), params: z.unknown().optional() });
+const requestSchemas = new Map<string, { safeParse(request: unknown): ParamsCheck }>([
+  ["initialize", InitializeRequestSchema],
+  ["ping", PingRequestSchema],
+  ["tools/list", ListToolsRequestSchema],
+  ["tools/call", CallToolRequestSchema],
+]);
+
+type ParamsCheck =
+  | { success: true }
+  | { success: false; error: { issues: { path: PropertyKey[]; message: string }[] } };
+
+/**
+ * Connects the server to its transport with every request's params checked before the SDK sees
+ * it (`requestSchemas`): a request that fails its schema is answered Invalid params (-32602) on
+ * the transport, and the rest of a batch goes on as usual.
+ */
+export async function connectCheckingParams(mcp: McpServer, transport: Transport): Promise<void> {
+  await mcp.connect(transport);
+  const dispatch = transport.onmessage;
+  transport.onmessage = (message, extra) => {
+    const refusal = invalidParams(message);
+    // The transport answers it as any response; a failure to is the transport's to report.
+    if (refusal) transport.send(refusal).catch(() => {});
+    else dispatch?.(message, extra);
+  };
+}
+
+/** The Invalid params answer to a request its method's schema refuses, else undefined. */
+function invalidParams(message: JSONRPCMessage): JSONRPCErrorResponse | undefined {
+  if (!isJSONRPCRequest(message)) return undefined;
+  const checked = requestSchemas.get(message.method)?.safeParse(message);
+  if (checked === undefined || checked.success) return undefined;
+  const issue = checked.error.issues[0];
+  const where = issue?.path.length ? issue.path.map(String).join(".") : "params";
+  return {
+    jsonrpc: "2.0",
+    id: message.id,
+    error: {
+      code: ErrorCode.InvalidParams,
+      message: `Invalid params for ${message.method}: ${where}: ${issue?.message ?? "invalid"}`,
+    },
+  };
+}
 
 function jsonSchema(schema: z.ZodType): { type: "object"; [field: string]: unknown } {
   const { $schema: _, ...rest } = z.toJSONSchema(schema, { io: "input" }) as Record<
@@ -60,7 +110,7 @@ export function gatewayMcpServer(
   caller: ToolCaller,
   /**
    * The caller for one `tools/call`, by its JSON-RPC id, which a `notifications/cancelled` naming
-   * that id (on a later POST: this server is stateless) abandons; `done` when the call ended.
+   * that id (on any POST: this server is stateless) abandons; `done` when the call ended.
    */
   forCall?: (requestId: string | number) => { caller: ToolCaller; done(): void },
   /**
@@ -75,9 +125,11 @@ export function gatewayMcpServer(
     { capabilities: { tools: {} }, instructions },
   );
   mcp.server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: listed }));
-  mcp.server.setRequestHandler(toolsCall, async (unchecked, extra) => {
-    // Checked by the server before this handler runs.
-    const request = CallToolRequestSchema.parse(unchecked);
+  // The route ends the call a cancellation names, whichever POST it came on (`forCall`). The
+  // SDK's own handler would, for a call of the same POST, drop the call's answer and leave the
+  // POST's answer waiting for it, with the call still running.
+  mcp.server.setNotificationHandler(CancelledNotificationSchema, () => {});
+  mcp.server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
     const tool = byName.get(request.params.name);
     if (!tool) {
       throw new McpError(

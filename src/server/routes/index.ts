@@ -70,7 +70,7 @@ export function surfaces(bodyLimitBytes: number): Surface[] {
 export const unmatched: Unmatched[] = [
   { prefix: "/v1/messages", access: "key", errors: "messages" },
   { prefix: "/v1", access: "key", errors: "chat" },
-  { prefix: "/mcp", access: "key", errors: "chat" },
+  { prefix: "/mcp", access: "key", errors: "jsonrpc" },
   { prefix: "/api/admin", access: "admin", errors: "chat" },
   { prefix: "/api", access: "public", errors: "chat" },
   { prefix: "/dashboard", access: "public", errors: "chat" },
@@ -392,10 +392,10 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
     },
 
     // ---- the MCP server (/mcp): each tool call is its /v1 twin, sent through this table again
-    route("OPTIONS", "/mcp", "public", "chat", preflight),
-    route("POST", "/mcp", "key", "chat", mcp),
-    route("GET", "/mcp", "key", "chat", mcpStateless),
-    route("DELETE", "/mcp", "key", "chat", mcpStateless),
+    route("OPTIONS", "/mcp", "public", "jsonrpc", preflight),
+    route("POST", "/mcp", "key", "jsonrpc", mcp),
+    route("GET", "/mcp", "key", "jsonrpc", mcpStateless),
+    route("DELETE", "/mcp", "key", "jsonrpc", mcpStateless),
 
     // ---- the JSON API (/api)
     route("GET", "/api/public/pricing", "public", "chat", pricing),

@@ -7,13 +7,15 @@ import {
 import type { Context } from "hono";
 import { presentedKey } from "../auth/guards.js";
 import type { Services } from "../compose/services.js";
+import { accountSuspended, errorBody, errorHeaders, GatewayError } from "../errors.js";
 import { readBody } from "../http/body.js";
 import { clientGone } from "../http/client-signal.js";
 import type { AppEnv, Handler } from "../http/context.js";
-import type { Loopback } from "../http/loopback.js";
+import type { Loopback, LoopbackAnswer } from "../http/loopback.js";
 import { clientIp, gatewayUrl, nodeOutgoing, requestHeader } from "../http/request.js";
 import { sharedKeyIpRefusal } from "../limits/shared-key.js";
-import { gatewayMcpServer } from "../mcp/server.js";
+import { CancellableCalls } from "../mcp/cancellable-calls.js";
+import { connectCheckingParams, gatewayMcpServer } from "../mcp/server.js";
 import type { ToolCaller } from "../mcp/tools.js";
 import type { GoneSignal } from "../time/gone-signal.js";
 
@@ -34,11 +36,14 @@ const transportHeaders = ["accept", "content-type", "mcp-protocol-version", "mcp
  * answered in JSON, at once.
  */
 export function mcpHandler(services: Services, loopback: Loopback): Handler {
-  const calls = new CancellableCalls();
+  const calls = new CancellableCalls(services.options.now, callCancelled);
   return async (c) => {
     const body = await readBody(c);
     const key = presentedKey(c) ?? "";
     const clientAddress = clientIp(c, services.options.trustedProxies);
+    const { id: keyId, account_id: accountId } = c.get("auth").key;
+    // Who may cancel this POST's calls: the same key from the same address.
+    const canceller = `${keyId}\u0000${clientAddress}`;
     const host = requestHeader(c, "host");
     const messages = messagesOf(body);
     if (messages?.batch) {
@@ -46,10 +51,11 @@ export function mcpHandler(services: Services, loopback: Loopback): Handler {
       if (refused) return refused;
     }
     const gone = clientGone(c);
-    // A notifications/cancelled names a call another POST of this caller is running: end it as a
-    // /v1 client that leaves ends its request (nothing delivered, nothing charged).
+    // A notifications/cancelled names a call another POST of this caller is running (or is about
+    // to: kept a while for it): end it as a /v1 client that leaves ends its request (nothing
+    // delivered, nothing charged).
     for (const requestId of cancelledIds(messages?.parsed ?? []))
-      calls.cancel(callIdentity(key, clientAddress, requestId));
+      calls.cancel(canceller, requestId);
     const callerWith = (signal: GoneSignal): ToolCaller => ({
       send: async (request) => {
         try {
@@ -69,6 +75,9 @@ export function mcpHandler(services: Services, loopback: Loopback): Handler {
         } catch (err) {
           // A call the gateway ended (it is closing) tells the client why.
           if (signal.aborted && signal.reason instanceof McpError) throw signal.reason;
+          // One the gateway cut (the account was suspended) is refused as the /v1 route says so.
+          if (signal.aborted && signal.reason instanceof GatewayError)
+            return refusalAnswer(signal.reason);
           throw err;
         }
       },
@@ -82,13 +91,19 @@ export function mcpHandler(services: Services, loopback: Loopback): Handler {
       const leave = () => controller.abort(gone.reason);
       if (gone.aborted) leave();
       else gone.addEventListener("abort", leave, { once: true });
-      const release = calls.add(callIdentity(key, clientAddress, requestId), controller);
+      const release = calls.add(canceller, requestId, controller);
+      // A call ends when its account is suspended, as a /v1 stream does (the call's SSE answer is
+      // one): its /v1 twin ends as cut by the gateway, charged what it delivered.
+      const unwatch = services.suspensions.watch(accountId, () =>
+        controller.abort(accountSuspended()),
+      );
       running.add(controller);
       return {
         caller: callerWith(controller.signal),
         done: () => {
           gone.removeEventListener("abort", leave);
           release();
+          unwatch();
           running.delete(controller);
         },
       };
@@ -112,7 +127,7 @@ export function mcpHandler(services: Services, loopback: Loopback): Handler {
       // The route's own body limit was applied by the reader above.
       maxRequestBodySize: Math.max(1, body.length),
     });
-    await server.connect(transport);
+    await connectCheckingParams(server, transport);
     let streaming = false;
     try {
       const answer = await transport.handleRequest(
@@ -140,6 +155,29 @@ export function mcpHandler(services: Services, loopback: Loopback): Handler {
       if (!streaming) await server.close();
     }
   };
+}
+
+/**
+ * The answer of a /v1 route that refuses with `error` (in its JSON style), for a call the gateway
+ * cut while its /v1 twin ran: the tool turns it into its refusal result, naming the code.
+ */
+function refusalAnswer(error: GatewayError): LoopbackAnswer {
+  return {
+    status: error.status,
+    headers: { "content-type": "application/json", ...errorHeaders(error) },
+    body: Buffer.from(JSON.stringify(errorBody(error, "chat"))),
+  };
+}
+
+/**
+ * The error a call the client cancelled is answered, ended or never started: an SDK client no
+ * longer waits for it, but the POST's answer ends only once each of its requests has one.
+ */
+function callCancelled(): McpError {
+  return new McpError(
+    ErrorCode.ConnectionClosed,
+    "The client cancelled this call (notifications/cancelled): it was ended before its answer, as a client that leaves ends its /v1 request.",
+  );
 }
 
 /** The error a call in flight is answered when the gateway closes. */
@@ -206,11 +244,6 @@ export const mcpMethodNotAllowed: Handler = (c) =>
   c.text("this MCP server is stateless: send each JSON-RPC message as a POST\n", 405, {
     allow: "POST, OPTIONS",
   });
-
-/** Who may cancel a call: the same key from the same address, naming the call's JSON-RPC id. */
-function callIdentity(key: string, address: string, requestId: unknown): string {
-  return `${key}\u0000${address}\u0000${JSON.stringify(requestId)}`;
-}
 
 /**
  * The JSON-RPC messages of a POST's body, parsed here only when there is something to look at:
@@ -292,37 +325,11 @@ function invalidRequest(c: Context, message: string): Response {
 }
 
 /** The request ids the `notifications/cancelled` messages of a POST's body name. */
-function cancelledIds(messages: unknown[]): unknown[] {
+function cancelledIds(messages: unknown[]): (string | number)[] {
   return messages.flatMap((m) => {
     const message = m as { method?: unknown; params?: { requestId?: unknown } } | null;
     if (message?.method !== "notifications/cancelled") return [];
     const id = message.params?.requestId;
     return typeof id === "string" || typeof id === "number" ? [id] : [];
   });
-}
-
-/**
- * The tool calls in flight, by who may cancel them. A stateless server has no session to tell
- * two clients on one key and address apart (each numbers its requests from 0): a cancellation
- * that names more than one call in flight is ignored, as MCP lets a receiver do.
- */
-class CancellableCalls {
-  private readonly inFlight = new Map<string, Set<AbortController>>();
-
-  add(identity: string, controller: AbortController): () => void {
-    const set = this.inFlight.get(identity) ?? new Set<AbortController>();
-    this.inFlight.set(identity, set);
-    set.add(controller);
-    return () => {
-      set.delete(controller);
-      if (set.size === 0 && this.inFlight.get(identity) === set) this.inFlight.delete(identity);
-    };
-  }
-
-  cancel(identity: string): void {
-    const set = this.inFlight.get(identity);
-    if (set?.size !== 1) return;
-    for (const controller of set)
-      controller.abort(new DOMException("cancelled by the client", "AbortError"));
-  }
 }

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { sessionCookieName } from "../auth/owner-session.js";
 import type { Handler } from "../http/context.js";
-import type { Access, Route } from "../http/route-row.js";
+import type { Access, Route, RouteErrorStyle } from "../http/route-row.js";
 
 /**
  * GET /openapi.json (public): the route table as an OpenAPI 3.1 document, so clients and docs can
@@ -55,6 +55,27 @@ const errorSchemas = {
       },
     },
   },
+  JsonRpcError: {
+    type: "object",
+    required: ["jsonrpc", "error", "id"],
+    properties: {
+      jsonrpc: { const: "2.0" },
+      error: {
+        type: "object",
+        required: ["code", "message"],
+        properties: { code: { type: "integer" }, message: { type: "string" } },
+      },
+      id: { type: "null" },
+    },
+  },
+};
+
+/** The schema of each route error style's body (`client` answers the chat style unless asked). */
+const errorSchemaOf: Record<RouteErrorStyle, keyof typeof errorSchemas> = {
+  chat: "ChatError",
+  messages: "MessagesError",
+  jsonrpc: "JsonRpcError",
+  client: "ChatError",
 };
 
 export async function openApiDocument(routes: readonly Route[]): Promise<object> {
@@ -68,7 +89,7 @@ export async function openApiDocument(routes: readonly Route[]): Promise<object>
     const { path, parameters } = openApiPath(route.path);
     if (route.query) parameters.push(...queryParameters(jsonSchema(await route.query())));
     const body = route.body ? jsonSchema(await route.body()) : undefined;
-    const errorRef = `#/components/schemas/${route.errors === "messages" ? "MessagesError" : "ChatError"}`;
+    const errorRef = `#/components/schemas/${errorSchemaOf[route.errors]}`;
     const responses: Record<string, object> = {
       "200": { description: "The answer (JSON; an event stream when the body asks for one)." },
       default: {
