@@ -10,6 +10,7 @@ import {
   fakeUpstream,
   openaiError,
   openaiJson,
+  openaiStreamSteps,
 } from "./support/fake-upstream.js";
 import {
   ADMIN_KEY,
@@ -58,11 +59,14 @@ describe.each(backends)("what the account's own key serves counts nothing on %s"
             api_keys: [POOL],
             timeout_ms: 5_000,
           },
+          // The same API, whose key the account does not have: only the gateway's pool serves it.
+          { id: "pool-only", wire: "openai", base_url: upstream.baseUrl, api_keys: [POOL] },
         ],
         models: [
           ...base.models!,
           { name: "own-gpt", provider: "own", upstream_model: "gpt-up", ...price },
           { name: "own-gpt:free", provider: "own", upstream_model: "gpt-up" },
+          { name: "pool-gpt", provider: "pool-only", upstream_model: "gpt-up", ...price },
           {
             name: "budget:free",
             provider: "own",
@@ -190,6 +194,42 @@ describe.each(backends)("what the account's own key serves counts nothing on %s"
     const refused = await ask("budget:free", ROOMY_KEY);
     expect(await errorOf(refused)).toMatchObject({ status: 429, code: "rate_limit_exceeded" });
     expect(upstream.requests.map(credentialSeen)).toEqual([OWN, POOL, OWN, POOL]);
+  });
+
+  it("a used-up window refuses 429 plan_limit_reached only what no own key can serve: its own key serves the rest, as byok, counting in no window", async () => {
+    // The pool's answers use the window up.
+    for (let left = window(await quota(gw)).remaining; left > 0; left--)
+      expect((await ask("pool-gpt")).status).toBe(200);
+    const before = await quota(gw);
+    expect(window(before)).toMatchObject({ used: 2, remaining: 0 });
+    const refused = await ask("pool-gpt");
+    expect(await errorOf(refused)).toMatchObject({ status: 429, code: "plan_limit_reached" });
+    upstream.reset((req) =>
+      req.body.stream === true
+        ? { kind: "sse", steps: openaiStreamSteps(["ok"]) }
+        : openaiJson("ok"),
+    );
+
+    const whole = await ask("own-gpt");
+    expect(whole.status, await whole.clone().text()).toBe(200);
+    const streamed = await post(
+      gw,
+      "/v1/chat/completions",
+      chat("hi", "own-gpt", { max_tokens: 20, stream: true }),
+      { authorization: `Bearer ${KEY}` },
+    );
+    expect(streamed.status).toBe(200);
+    expect(await streamed.text()).toContain("data: [DONE]");
+    expect(upstream.requests.map(credentialSeen)).toEqual([OWN, OWN]);
+    const last = (await usage("requests?limit=2")) as {
+      data: { model: string; payment: string; cost_idr: number; state: string }[];
+    };
+    expect(last.data.map((r) => [r.model, r.payment, r.cost_idr, r.state])).toEqual(
+      Array(2).fill(["own-gpt", "byok", 0, "settled"]),
+    );
+    const after = await quota(gw);
+    expect(window(after)).toMatchObject({ used: 2, remaining: 0 });
+    expect(after).toMatchObject({ balance_idr: before.balance_idr, held_idr: 0 });
   });
 });
 

@@ -180,6 +180,11 @@ export type LedgerWrite =
       /** Subscription windows a delivered request counts in: [name, start]. */
       windows: [string, number][];
       log: RequestLogValues;
+      /**
+       * A delivery mark's tokens in its free model's token budget: [model, window start, tokens].
+       * A settlement's are counted as it is made (`addFreeTokens`); a mark's only if it is applied.
+       */
+      freeTokens?: [string, number, number];
     }
   | { kind: "resetPayg"; seq: number; accountId: string; start: number };
 
@@ -613,7 +618,16 @@ export interface SettleInput {
    * is given back whole and nothing counts against the subscription windows or free allowance.
    */
   byokServed?: boolean;
+  /** A delivered answer of a free model with a token budget: its tokens, counted in that budget. */
+  freeTokens?: FreeTokens;
   now: number;
+}
+
+/** Tokens counted in a free model's budget, in the window of `windowSeconds` running then. */
+export interface FreeTokens {
+  model: string;
+  windowSeconds: number;
+  tokens: number;
 }
 
 /** A request's reservation once its payment is decided, unsettled. */

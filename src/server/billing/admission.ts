@@ -35,6 +35,7 @@ import { StreamBroken } from "../wire/to-client.js";
 import { UpstreamFailure } from "../wire/upstream-failure.js";
 import type { Usage } from "../wire/usage.js";
 import type { Ledger, Reservation, SettleOptions } from "./ledger.js";
+import { refusedPayment } from "./payment.js";
 import { costMicro, isFreeModelName, type Metered, type WorstCase } from "./pricing.js";
 import type { Unsettled } from "./unsettled.js";
 
@@ -212,9 +213,10 @@ async function limitsAndHold(services: AdmissionServices, input: AdmitInput): Pr
       trace,
     };
   } catch (err) {
-    // An account that cannot pay may still use its own provider keys, and only those.
+    // An account that cannot pay (its balance, PAYG limit or subscription window used up) may
+    // still use its own provider keys, and only those (DECISIONS: BYOK).
     const byokCovers = models.every((m) => byok.some((b) => b.provider_id === m.provider_id));
-    if (err instanceof GatewayError && err.status === 402 && byokCovers) {
+    if (byokCovers && refusedPayment(err)) {
       // `payment` is one of base's fields: replacing it keeps V8's fast path.
       const reservation = await services.ledger.reserve({ ...base, payment: "byok" });
       return { account, reservation, rateHeaders, byok, byokOnly: true, free, trace };
@@ -340,6 +342,14 @@ function settleInput(admission: Admission, outcome: Settlement, now: number): Se
   };
   const cost =
     outcome.model && !outcome.byokServed && !admission.free ? costMicro(outcome.model, metered) : 0;
+  const model = outcome.model;
+  // The budget is of the gateway's own provider keys: the account's own key spends none of it.
+  const budgetWindow =
+    admission.free &&
+    outcome.delivered &&
+    !outcome.byokServed &&
+    model?.free_token_budget &&
+    model.free_token_window_seconds;
   return {
     status: outcome.status,
     costMicro: cost,
@@ -350,6 +360,14 @@ function settleInput(admission: Admission, outcome: Settlement, now: number): Se
     delivered: outcome.delivered,
     toolsOmitted: outcome.toolsOmitted,
     byokServed: outcome.byokServed,
+    // A stream's delivery mark carries them too: an interrupted stream counts as a delivered one.
+    freeTokens: budgetWindow
+      ? {
+          model: model.name,
+          windowSeconds: budgetWindow,
+          tokens: metered.inputTokens + metered.outputTokens,
+        }
+      : undefined,
     now,
   };
 }
@@ -374,21 +392,8 @@ export function settleAdmission(
     trace.errorCode = outcome.errorCode;
     trace.toolsOmitted = outcome.toolsOmitted;
   }
-  if (
-    admission.free &&
-    outcome.delivered &&
-    // The budget is of the gateway's own provider keys: the account's own key spends none of it.
-    !outcome.byokServed &&
-    outcome.model?.free_token_budget &&
-    outcome.model.free_token_window_seconds
-  ) {
-    services.ledger.addFreeTokens(
-      outcome.model.name,
-      outcome.model.free_token_window_seconds,
-      metered.inputTokens + metered.outputTokens,
-      now,
-    );
-  }
+  const free = input.freeTokens;
+  if (free) services.ledger.addFreeTokens(free.model, free.windowSeconds, free.tokens, now);
 }
 
 /** A stream's first mark covers this much output, however little its first piece has. */
@@ -405,13 +410,13 @@ const firstCoveredTokens = 16;
 export function deliveryCover(
   services: AdmissionServices,
   admission: Admission,
-  usage: () => Usage,
+  meter: { billedAhead(): Usage },
   outcome: (covered: Usage) => Settlement,
 ): () => void | Promise<void> {
   let input = -1;
   let output = -1;
   return () => {
-    const now = usage();
+    const now = meter.billedAhead();
     if (now.output_tokens <= output && now.input_tokens <= input) return;
     input = Math.max(input, now.input_tokens);
     output = Math.max(now.output_tokens, 2 * output, firstCoveredTokens);

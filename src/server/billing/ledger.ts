@@ -13,6 +13,7 @@ import {
   type SettleInput,
   type SettleWrite,
 } from "../../store/types.js";
+import { freeTokenWindowStart } from "../../store/usage-rows.js";
 import { GatewayError } from "../errors.js";
 import { Holds, type Reservation, windowStarts } from "./holds.js";
 import {
@@ -239,6 +240,13 @@ export class ProcessLedger implements Ledger {
     if (reservation.settled) return;
     const write = this.settleWrite(reservation, input, 0);
     write.log[5] = "interrupted";
+    const free = input.freeTokens;
+    if (free)
+      write.freeTokens = [
+        free.model,
+        freeTokenWindowStart(free.windowSeconds, input.now),
+        free.tokens,
+      ];
     try {
       this.queue.mark(write);
     } catch (err) {

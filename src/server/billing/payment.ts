@@ -131,6 +131,14 @@ const refusals: Record<PaymentRefusal, { status: number; message: string }> = {
   },
 };
 
+/**
+ * A refusal for want of a way to pay (balance, PAYG, the subscription's window, its free
+ * fallback), not of a limit on requests: one the account's own provider keys may serve instead.
+ */
+export function refusedPayment(err: unknown): boolean {
+  return err instanceof GatewayError && Object.hasOwn(refusals, err.code);
+}
+
 /** The spec's error for a refusal. */
 export function refusalError(refusal: PaymentRefusal, retryAfter?: number): GatewayError {
   const { status, message } = refusals[refusal];

@@ -29,6 +29,12 @@ export interface SseStream {
    * charge made durable ahead of what it delivers, `deliveryCover`).
    */
   beforePiece: () => void | Promise<void>;
+  /**
+   * The stream's meter, told of each piece: `taken` once the writer holds it (before it asks for
+   * the next), `written` once it went to the client. What was read ahead of a client that left
+   * never reached it, and is not billed as delivered.
+   */
+  tally: { taken(): void; written(): void };
   onEnd: (end: StreamEnd) => void;
   /**
    * Resolves once what `onEnd` recorded is durable. A stream that ends cleanly sends its closing
@@ -113,6 +119,7 @@ async function pump(sink: Sink, stream: SseStream, firstWritten: () => void): Pr
       // Text goes to the socket as it is: Node encodes it into the write itself, where encoding it
       // here first would copy every piece once more.
       const piece = result.value;
+      stream.tally.taken();
       next = stream.pieces.next();
       if (stream.isClosingEvent(piece)) {
         closing = piece;
@@ -121,11 +128,22 @@ async function pump(sink: Sink, stream: SseStream, firstWritten: () => void): Pr
       if (closing) sink.write(closing);
       closing = undefined;
       const covering = stream.beforePiece();
-      if (covering instanceof Promise) await covering;
+      if (covering instanceof Promise) {
+        // The next piece may fail meanwhile (the client left, the upstream was cut): its error is
+        // taken when it is awaited, not left unhandled until then.
+        next.catch(ignore);
+        await covering;
+        // The client left while the piece waited for its mark: it is not written.
+        if (sink.closed) continue;
+      }
       const keptUp = sink.write(piece);
+      stream.tally.written();
       if (!delivered) firstWritten();
       delivered = true;
-      if (!keptUp) await sink.drained();
+      if (!keptUp) {
+        next.catch(ignore);
+        await sink.drained();
+      }
     }
   } catch (error) {
     // A client that left aborts the upstream, which surfaces here as an error: it is a cancel.
@@ -152,6 +170,8 @@ async function pump(sink: Sink, stream: SseStream, firstWritten: () => void): Pr
   }
   sink.end();
 }
+
+const ignore = () => {};
 
 function nodeSink(outgoing: ServerResponse): Sink {
   let closed = false;

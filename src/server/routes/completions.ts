@@ -275,9 +275,10 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
           return cut ? failureEvent(req, cut) : streamErrorEvent(style, message, { code });
         },
         isClosingEvent: closingEvents[style],
-        beforePiece: deliveryCover(services, admission, result.usage, (covered) =>
+        beforePiece: deliveryCover(services, admission, result.meter, (covered) =>
           settlement(covered, true),
         ),
+        tally: result.meter,
         recorded: () => services.ledger.committed(),
         onEnd: (end) => {
           unwatch?.();
@@ -289,7 +290,7 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
             services,
             admission,
             settlement(
-              result.usage(),
+              result.meter.billed(),
               end.delivered && !refused,
               cut
                 ? cut.code

@@ -1,4 +1,4 @@
-import type { Usage } from "./usage.js";
+import type { StreamMeter } from "./usage.js";
 
 /** A stream is already encoded in the client's style: SSE text, or upstream bytes passed through. */
 export type StreamPiece = string | Uint8Array;
@@ -7,7 +7,8 @@ export type StreamPiece = string | Uint8Array;
 export type StreamCompletion = {
   kind: "stream";
   pieces: AsyncIterator<StreamPiece>;
-  usage(): Usage;
+  /** What the stream is billed; its writer tells it which pieces were written. */
+  meter: StreamMeter;
   omittedTools?: string[];
   /**
    * The stream's own last events when it breaks after it started, for a style whose events carry

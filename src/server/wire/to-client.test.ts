@@ -36,8 +36,12 @@ describe("passThroughChat", () => {
     })();
     const result = passThroughChat(req, new SSEStream(body), meter);
     let text = "";
-    for (let next = await result.pieces.next(); !next.done; next = await result.pieces.next())
+    // As the route's writer does: each piece taken, then written.
+    for (let next = await result.pieces.next(); !next.done; next = await result.pieces.next()) {
+      meter.taken();
       text += next.value;
+      meter.written();
+    }
     return { text, meter };
   }
 

@@ -86,11 +86,11 @@ export function fromChatChunks(
       if (!relay.finished) throw new StreamBroken();
       yield SSE_DONE;
     }
-    return { kind: "stream", pieces: pieces(), usage: () => meter.billed() };
+    return { kind: "stream", pieces: pieces(), meter };
   }
   const translator =
     req.style === "messages"
-      ? new ChatStreamToMessages(req.clientModel, () => meter.billed())
+      ? new ChatStreamToMessages(req.clientModel, () => meter.billedAhead())
       : new ChatStreamToResponses(req.clientModel, req.body as ResponsesRequest);
   async function* pieces(): AsyncGenerator<StreamPiece> {
     let finished = false;
@@ -104,7 +104,7 @@ export function fromChatChunks(
   const result: StreamCompletion = {
     kind: "stream",
     pieces: pieces(),
-    usage: () => meter.billed(),
+    meter,
   };
   if (translator instanceof ChatStreamToResponses)
     result.errorEvent = (message, code) => encodeResponsesEvents(translator.fail(message, code));
@@ -234,7 +234,7 @@ export function passThroughChat(
       return [SSE_DONE];
     },
   });
-  return { kind: "stream", pieces, usage: () => meter.billed() };
+  return { kind: "stream", pieces, meter };
 }
 
 /** The data of an openai-wire stream's events, up to `[DONE]`. */
@@ -391,5 +391,5 @@ function passThroughMessages(
       return [];
     },
   });
-  return { kind: "stream", pieces, usage: () => meter.billed() };
+  return { kind: "stream", pieces, meter };
 }

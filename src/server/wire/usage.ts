@@ -255,13 +255,25 @@ function stringChars(value: unknown, depth: number): number {
  * not, and never less output than was delivered. Delivered output is counted the same way on
  * every wire and style: each delta of text, tool arguments or reasoning handed to the client is at
  * least one token, and at least one token for every four characters.
+ *
+ * A delta is counted as the piece that carries it is made, and delivered once its writer says the
+ * piece was written (`taken`, then `written`): the writer asks for the next piece before it writes
+ * the one it holds, so a client that leaves is not billed the output read ahead of it. A report
+ * counts as it is read, written or not: it is the provider's bill for the answer so far.
  */
 export class StreamMeter {
   private reported: Usage = emptyUsage();
   private complete = false;
   private finishSeen = false;
+  /** Deltas and their characters in the pieces made so far. */
   private deltas = 0;
   private chars = 0;
+  /** The same up to the piece the writer holds. */
+  private takenDeltas = 0;
+  private takenChars = 0;
+  /** The same up to the last piece written to the client. */
+  private writtenDeltas = 0;
+  private writtenChars = 0;
   private inputEstimate: number | undefined;
 
   constructor(private readonly estimate: () => number) {}
@@ -272,11 +284,23 @@ export class StreamMeter {
     return this.inputEstimate;
   }
 
-  /** Output of `chars` characters handed to the client. */
+  /** Output of `chars` characters put in a piece for the client. */
   delivered(chars: number): void {
     if (chars <= 0) return;
     this.deltas++;
     this.chars += chars;
+  }
+
+  /** The writer holds a piece: every delta counted so far is in it or in a piece before it. */
+  taken(): void {
+    this.takenDeltas = this.deltas;
+    this.takenChars = this.chars;
+  }
+
+  /** The piece the writer holds went to the client. */
+  written(): void {
+    this.writtenDeltas = this.takenDeltas;
+    this.writtenChars = this.takenChars;
   }
 
   /** The provider said the answer (or one of its choices) finished. */
@@ -300,25 +324,37 @@ export class StreamMeter {
     if (final || this.finishSeen) this.complete = true;
   }
 
-  /** Output tokens that reached the client, by the one count every wire uses. */
+  /** Output tokens written to the client, by the one count every wire uses. */
   deliveredTokens(): number {
-    return Math.max(this.deltas, estimateTokensOfLength(this.chars));
+    return Math.max(this.writtenDeltas, estimateTokensOfLength(this.writtenChars));
   }
 
-  /** The usage the stream is billed. */
+  /** The usage the stream is billed: output as far as it was written to the client. */
   billed(): Usage {
+    return this.bill(this.deliveredTokens());
+  }
+
+  /**
+   * The usage the stream is billed once every piece made so far is written: what a delivery mark
+   * covers before the piece goes out, and what a translated stream's closing events report.
+   */
+  billedAhead(): Usage {
+    return this.bill(Math.max(this.deltas, estimateTokensOfLength(this.chars)));
+  }
+
+  private bill(delivered: number): Usage {
     // The whole answer's report wins part by part: a part it leaves out is estimated (the input)
     // or what was delivered (the output), never zero.
     if (this.complete)
       return {
         ...this.reported,
         input_tokens: this.reported.input_tokens || this.estimateInput(),
-        output_tokens: this.reported.output_tokens || this.deliveredTokens(),
+        output_tokens: this.reported.output_tokens || delivered,
       };
     return {
       ...this.reported,
       input_tokens: this.reported.input_tokens || this.estimateInput(),
-      output_tokens: Math.max(this.reported.output_tokens, this.deliveredTokens()),
+      output_tokens: Math.max(this.reported.output_tokens, delivered),
     };
   }
 }

@@ -650,7 +650,9 @@ export const postgresFunctions: string[] = [
   `
   -- A stream whose gateway died before it settled: settled as its last delivery mark says (what
   -- it had delivered, at least), from its hold, its gateway's lease, or nothing held (its own
-  -- provider key), and logged as interrupted. False when it was settled already.
+  -- provider key), and logged as interrupted; a free model's stream also counts its tokens in the
+  -- model's budget, as PostgresMoney.addFreeTokens counts a settled one's. False when it was
+  -- settled already.
   CREATE OR REPLACE FUNCTION gateway_settle_interrupted(p_id text) RETURNS boolean
   LANGUAGE plpgsql AS $$
   DECLARE
@@ -672,7 +674,19 @@ export const postgresFunctions: string[] = [
     PERFORM * FROM gateway_settle_all(jsonb_build_array(d.settlement));
     UPDATE request_log SET state = 'interrupted'
     WHERE account_id = d.account_id AND created_at = admitted AND id = p_id AND state = 'settled';
-    RETURN FOUND;
+    IF NOT FOUND THEN
+      RETURN false;
+    END IF;
+    IF d.settlement ? 'free_tokens' THEN
+      INSERT INTO free_token_usage AS usage (model, window_start, tokens)
+      VALUES (d.settlement->>'free_model', (d.settlement->>'free_window_start')::bigint,
+        (d.settlement->>'free_tokens')::bigint)
+      ON CONFLICT (model) DO UPDATE SET
+        tokens = CASE WHEN usage.window_start = excluded.window_start
+          THEN usage.tokens + excluded.tokens ELSE excluded.tokens END,
+        window_start = excluded.window_start;
+    END IF;
+    RETURN true;
   END $$;
   `,
 ];

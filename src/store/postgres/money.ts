@@ -134,8 +134,15 @@ interface QueuedHold extends Queued<HoldAnswer> {
 interface QueuedMark extends Queued<true> {
   id: string;
   accountId: string;
-  settlement: ReturnType<typeof settlementRow>;
+  settlement: MarkRow;
 }
+
+/** A mark's settlement row, with the free token budget's count its settlement would add. */
+type MarkRow = ReturnType<typeof settlementRow> & {
+  free_model?: string;
+  free_window_start?: number;
+  free_tokens?: number;
+};
 
 interface QueuedSettlement extends Queued<number | null> {
   reservation: Reservation;
@@ -534,7 +541,15 @@ export class PostgresMoney {
     const lease: LeasedSettlement | undefined = this.leases?.isLeased(r)
       ? { leased: true, stopped: false, instance_id: this.instanceId, reserved: r.reservedMicro }
       : undefined;
-    const settlement = settlementRow({ reservation: r, input, lease }, 0);
+    const settlement: MarkRow = settlementRow({ reservation: r, input, lease }, 0);
+    // Counted in the model's budget only if the mark is applied (gateway_settle_interrupted); a
+    // settlement's are counted as it is made (addFreeTokens).
+    const free = input.freeTokens;
+    if (free) {
+      settlement.free_model = free.model;
+      settlement.free_window_start = freeTokenWindowStart(free.windowSeconds, input.now);
+      settlement.free_tokens = free.tokens;
+    }
     await new Promise<true>((resolve, reject) => {
       this.marks.add({ id: r.id, accountId: r.accountId, settlement, resolve, reject });
     });

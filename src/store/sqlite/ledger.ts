@@ -141,6 +141,7 @@ export class SqliteLedger implements LedgerRepository {
     for (const [name, start] of write.windows) {
       statements.countWindow.run(write.accountId, name, start);
     }
+    if (write.freeTokens) statements.addFreeTokens.run(...write.freeTokens);
     // A journal line written before the log had its last column names no omitted tools.
     const log: (string | number | null)[] = write.log;
     while (log.length < logColumns) log.push(null);

@@ -186,7 +186,7 @@ function responsesPassThrough(
       baseResponse(req.body as ResponsesRequest, req.clientModel, randomId("resp_"), nowSeconds());
     return encodeResponsesEvents(failedEvents(response, nextSequence, message, code));
   };
-  return { kind: "stream", pieces, usage: () => meter.billed(), errorEvent };
+  return { kind: "stream", pieces, meter, errorEvent };
 }
 
 const sequenceNumber = /"sequence_number"\s*:\s*(\d+)/;
