@@ -69,6 +69,17 @@ describe("the fake Gemini API", () => {
     }
   });
 
+  it("refuses an inline image of a type Google does not read (image/jpg is not image/jpeg)", async () => {
+    const image = (mimeType: string) => ({
+      contents: [{ role: "user", parts: [{ inlineData: { mimeType, data: "AAAA" } }] }],
+    });
+    expect(await send(image("image/jpg"))).toMatchObject({
+      status: 400,
+      error: { status: "INVALID_ARGUMENT", message: "Unsupported MIME type: image/jpg" },
+    });
+    expect((await send(image("image/jpeg"))).status).toBe(200);
+  });
+
   it("refuses a function response without a name, or not answering each call", async () => {
     const call = {
       role: "model",

@@ -10,7 +10,7 @@ import type { Refusal, WireRules } from "./upstream-rules.js";
  * unknown fields anywhere in the body, roles other than user/model, empty parts or text, a
  * function response without a name or not answering each call of the turn before it, Gemini 3's
  * thought signatures on function calls, the output limit, at most five stop sequences, each model
- * family's thinking budgets, and schema keywords Google does not take. One rule is the gateway's, not Google's: a key in the URL (`?key=`) is refused, since the
+ * family's thinking budgets, image types it cannot read, and schema keywords Google does not take. One rule is the gateway's, not Google's: a key in the URL (`?key=`) is refused, since the
  * gateway must never put it where logs and traces keep it.
  */
 
@@ -153,6 +153,48 @@ export function geminiError(
   return { kind: "json", status: code, body: { error: { code, message, status, details } } };
 }
 
+/**
+ * A 429 as Google's API writes one for a quota used up: which quota (`QuotaFailure`), a help link,
+ * and how long to wait (`RetryInfo.retryDelay`, a protobuf Duration), with no Retry-After header.
+ */
+export function geminiQuotaExceeded(retryDelay: string): JsonReply {
+  const code = 429;
+  return {
+    kind: "json",
+    status: code,
+    body: {
+      error: {
+        code,
+        message:
+          "You exceeded your current quota, please check your plan and billing details. For more information on this error, head to: https://ai.google.dev/gemini-api/docs/rate-limits.",
+        status: "RESOURCE_EXHAUSTED",
+        details: [
+          {
+            "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+            violations: [
+              {
+                quotaMetric: "generativelanguage.googleapis.com/generate_content_requests",
+                quotaId: "GenerateRequestsPerMinutePerProjectPerModel",
+                quotaValue: "10",
+              },
+            ],
+          },
+          {
+            "@type": "type.googleapis.com/google.rpc.Help",
+            links: [
+              {
+                description: "Learn more about Gemini API quotas",
+                url: "https://ai.google.dev/gemini-api/docs/rate-limits",
+              },
+            ],
+          },
+          { "@type": "type.googleapis.com/google.rpc.RetryInfo", retryDelay },
+        ],
+      },
+    },
+  };
+}
+
 // ---- rules --------------------------------------------------------------------------
 
 type Json = Record<string, unknown>;
@@ -225,6 +267,8 @@ const partFields = new Set([
   "videoMetadata",
 ]);
 const partData = ["text", "inlineData", "fileData", "functionCall", "functionResponse"];
+/** The image types Google's image-understanding guide lists; any other image type is refused. */
+const imageTypes = new Set(["image/png", "image/jpeg", "image/webp", "image/heic", "image/heif"]);
 const declarationFields = new Set([
   "name",
   "description",
@@ -448,6 +492,8 @@ function checkPart(part: unknown, at: string): Refusal | undefined {
     const inline = part.inlineData;
     if (!isRecord(inline) || typeof inline.mimeType !== "string" || typeof inline.data !== "string")
       return invalid(`* ${at}.inline_data: mime_type and data are required.`);
+    if (inline.mimeType.startsWith("image/") && !imageTypes.has(inline.mimeType))
+      return invalid(`Unsupported MIME type: ${inline.mimeType}`);
     if (!/^[A-Za-z0-9+/]*={0,2}$/.test(inline.data))
       return invalid(
         `Invalid value at '${at}.inline_data.data' (TYPE_BYTES), Base64 decoding failed.`,

@@ -94,6 +94,27 @@ describe("failureOf: a provider's error status as the client sees it", () => {
     });
   });
 
+  it("a 429 without Retry-After waits as long as Google's RetryInfo asks; the header wins where both are", () => {
+    const google = (retryDelay: unknown) =>
+      JSON.stringify({
+        error: {
+          code: 429,
+          status: "RESOURCE_EXHAUSTED",
+          details: [
+            { "@type": "type.googleapis.com/google.rpc.Help", links: [] },
+            { "@type": "type.googleapis.com/google.rpc.RetryInfo", retryDelay },
+          ],
+        },
+      });
+    expect(failureOf(429, undefined, google("41s")).retryAfterMs).toBe(41_000);
+    expect(failureOf(429, undefined, google("0.25s")).retryAfterMs).toBe(250);
+    expect(failureOf(429, undefined, `[${google("7s")}]`).retryAfterMs).toBe(7_000);
+    expect(failureOf(429, "3", google("41s")).retryAfterMs).toBe(3_000);
+    for (const unreadable of ["soon", "-5s", 41, null])
+      expect(failureOf(429, undefined, google(unreadable)).retryAfterMs).toBeUndefined();
+    expect(clientSees(429, google("41s")).retryAfter).toBeUndefined();
+  });
+
   it("a 401 refuses the key, not the body: the key cools and the client gets 503 upstream_error", () => {
     expect(failureOf(401, undefined, "invalid x-api-key")).toMatchObject({
       kind: "unauthorized",

@@ -42,16 +42,9 @@ export function retryAfterMs(header: string | string[] | undefined): number | un
  * provider's `classify` reads them; the body's message goes no further than this module.
  */
 export function errorCodes(text: string): string[] {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    return [];
-  }
-  const root = (Array.isArray(parsed) ? parsed[0] : parsed) as { error?: unknown } | null;
-  const error = typeof root === "object" && root !== null ? root.error : undefined;
-  if (typeof error !== "object" || error === null) return [];
-  const { status, code, type, details } = error as Record<string, unknown>;
+  const error = errorObject(text);
+  if (!error) return [];
+  const { status, code, type, details } = error;
   const codes = [status, code, type].filter((word) => typeof word === "string");
   if (Array.isArray(details)) {
     for (const detail of details) {
@@ -60,6 +53,37 @@ export function errorCodes(text: string): string[] {
     }
   }
   return codes;
+}
+
+/**
+ * How long an error body asks the caller to wait: the `retryDelay` of a `google.rpc.RetryInfo` in
+ * `error.details` (Google's 429s carry no Retry-After header, only this), a protobuf Duration
+ * such as "41s" or "0.5s".
+ */
+export function bodyRetryDelayMs(text: string): number | undefined {
+  const details = errorObject(text)?.details;
+  if (!Array.isArray(details)) return undefined;
+  for (const detail of details) {
+    const delay = (detail as { retryDelay?: unknown } | null)?.retryDelay;
+    const seconds = typeof delay === "string" ? /^(\d+(?:\.\d+)?)s$/.exec(delay)?.[1] : undefined;
+    if (seconds !== undefined) return Math.ceil(Number(seconds) * 1000);
+  }
+  return undefined;
+}
+
+/** An error body's `error` object (Google's answers may come as a one-element list). */
+function errorObject(text: string): Record<string, unknown> | undefined {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  const root = (Array.isArray(parsed) ? parsed[0] : parsed) as { error?: unknown } | null;
+  const error = typeof root === "object" && root !== null ? root.error : undefined;
+  return typeof error === "object" && error !== null
+    ? (error as Record<string, unknown>)
+    : undefined;
 }
 
 /**
@@ -73,7 +97,8 @@ export function failureOf(
   reason?: ErrorCode,
 ): UpstreamFailure {
   if (status === 429) {
-    return new UpstreamFailure("rate_limited", 429, "upstream_rejected", retryAfterMs(retryAfter));
+    const wait = retryAfterMs(retryAfter) ?? bodyRetryDelayMs(text);
+    return new UpstreamFailure("rate_limited", 429, "upstream_rejected", wait);
   }
   // The provider refused the credential, not the request: the key cools down like a 429 and the
   // caller sees a provider failure (503), never a rejection of their own body. An API that says

@@ -20,7 +20,7 @@ function read(status: number, body: string, provider: Provider = geminiProvider)
 }
 
 describe("Gemini's failures", () => {
-  it("Google's refusals of a key (400 API_KEY_INVALID, 403 PERMISSION_DENIED) are key failures: 503, the key cools", () => {
+  it("Google's refusals of a key (400 API_KEY_INVALID, 403 PERMISSION_DENIED, 400 FAILED_PRECONDITION) are key failures: 503, the key cools", () => {
     const invalid = googleError(
       400,
       "INVALID_ARGUMENT",
@@ -32,10 +32,16 @@ describe("Gemini's failures", () => {
       "PERMISSION_DENIED",
       "Method doesn't allow unregistered callers",
     );
+    const noBilling = googleError(
+      400,
+      "FAILED_PRECONDITION",
+      "Gemini API free tier is not available in your country. Please enable billing on your project in Google AI Studio.",
+    );
     for (const [status, body] of [
       [400, invalid],
       [403, denied],
       [403, `[${denied}]`],
+      [400, noBilling],
     ] as const) {
       expect(read(status, body)).toEqual({
         kind: "unauthorized",

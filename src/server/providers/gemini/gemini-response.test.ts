@@ -124,7 +124,22 @@ describe("geminiToChat", () => {
     expect(finishReasonOf("MAX_TOKENS", true)).toBe("length");
     for (const reason of ["SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII"])
       expect(finishReasonOf(reason, false)).toBe("content_filter");
-    expect(finishReasonOf("MALFORMED_FUNCTION_CALL", false)).toBe("stop");
+    expect(finishReasonOf("OTHER", false)).toBe("stop");
+  });
+
+  it("takes an answer Gemini ended as broken (a malformed function call ...) as the provider failing", () => {
+    for (const finishReason of [
+      "MALFORMED_FUNCTION_CALL",
+      "UNEXPECTED_TOOL_CALL",
+      "TOO_MANY_TOOL_CALLS",
+    ]) {
+      expect(() => geminiToChat({ candidates: [{ finishReason, index: 0 }] }, "m")).toThrow(
+        expect.objectContaining({ kind: "unavailable" }),
+      );
+      const stream = new GeminiStreamToChat("m");
+      stream.push({ candidates: [{ content: { role: "model", parts: [{ text: "Let me" }] } }] });
+      expect(() => stream.push({ candidates: [{ finishReason }] })).toThrow(StreamBroken);
+    }
   });
 });
 

@@ -33,6 +33,21 @@ const filtered = new Set([
   "LANGUAGE",
 ]);
 
+/**
+ * Finishes that mean the answer broke: a function call Gemini could not write out whole, one to a
+ * function the request did not offer, or more calls than it may make. The candidate then holds no
+ * call, and often nothing at all: passed on, it would be an empty turn that looks finished. It is
+ * the provider failing: the client gets the spec's 503 `upstream_error`, which the SDKs retry (a
+ * malformed call seldom comes twice), and a route tries its next step.
+ */
+const brokenFinishes = new Set([
+  "MALFORMED_FUNCTION_CALL",
+  "UNEXPECTED_TOOL_CALL",
+  "TOO_MANY_TOOL_CALLS",
+]);
+
+const broke = (candidate: GeminiCandidate) => brokenFinishes.has(candidate.finishReason ?? "");
+
 /** Gemini's finish reason as chat's; a choice that called a function finishes `tool_calls`. */
 export function finishReasonOf(reason: string, calledTool: boolean): ChatFinishReason {
   if (reason === "MAX_TOKENS") return "length";
@@ -100,7 +115,8 @@ function responseId(resp: GenerateContentResponse): string {
 export function geminiToChat(resp: GenerateContentResponse, model: string): ChatCompletionResponse {
   refusePromptBlock(resp);
   // Neither an answer nor a refusal: the provider failed, and a route may try its next step.
-  if (!resp.candidates?.length) throw new UpstreamFailure("unavailable", 502);
+  if (!resp.candidates?.length || resp.candidates.some(broke))
+    throw new UpstreamFailure("unavailable", 502);
   const choices: ChatChoice[] = (resp.candidates ?? []).map((candidate, i) => {
     const { content, reasoning, calls } = readParts(candidate.content?.parts);
     const message: ChatChoice["message"] = { role: "assistant", content: content || null };
@@ -139,10 +155,14 @@ export class GeminiStreamToChat {
 
   constructor(private readonly model: string) {}
 
-  /** Gemini reports a failure after the 200 as an event holding `error`: the stream breaks. */
+  /**
+   * Gemini reports a failure after the 200 as an event holding `error`, and an answer that broke
+   * as its finish (`brokenFinishes`): either way the stream breaks.
+   */
   push(resp: GenerateContentResponse): ChatCompletionChunk[] {
     if ("error" in resp) throw new StreamBroken("upstream sent an error event");
     if (this.started.size === 0) refusePromptBlock(resp);
+    if (resp.candidates?.some(broke)) throw new StreamBroken("the model's answer broke");
     if (resp.usageMetadata) this.usage = resp.usageMetadata;
     const chunks: ChatCompletionChunk[] = [];
     for (const [i, candidate] of (resp.candidates ?? []).entries()) {

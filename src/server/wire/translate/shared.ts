@@ -60,11 +60,16 @@ export function inputToArguments(input: unknown): string {
   return JSON.stringify(input);
 }
 
-/** Splits a `data:` URL into its media type and base64 payload. */
+/**
+ * Splits a base64 `data:` URL into its media type and payload. The type is given as registered: lower case, and
+ * `image/jpg` (which OpenAI takes and many clients write) as `image/jpeg`, the only JPEG type
+ * Gemini and Anthropic accept.
+ */
 export function parseDataUrl(url: string): { mediaType: string; data: string } | null {
   const match = /^data:([^;,]+)?((?:;[^;,]*)*?);base64,(.*)$/s.exec(url);
   if (!match) return null;
-  return { mediaType: match[1] ?? "application/octet-stream", data: match[3] };
+  const mediaType = match[1]?.toLowerCase() ?? "application/octet-stream";
+  return { mediaType: mediaType === "image/jpg" ? "image/jpeg" : mediaType, data: match[3] };
 }
 
 export function toDataUrl(mediaType: string, data: string): string {
