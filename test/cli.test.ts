@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, statSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { dirname } from "node:path";
@@ -14,6 +14,7 @@ import {
   ownerDecides,
   ownerSession,
   runCli,
+  saveLogin,
   spawnCli,
 } from "./support/cli.js";
 import { chat, post, type TestGateway, testGateway } from "./support/gateway.js";
@@ -53,26 +54,14 @@ function storedKey(home: CliHome, profile = "default"): string {
 }
 
 /** A logged-in CLI home without the browser dance: a fresh login key written to the file store. */
-function loggedInHome(): { home: CliHome; loginKey: string; loginKeyId: string } {
+function loggedInHome(baseUrl = gw.url): { home: CliHome; loginKey: string; loginKeyId: string } {
   const home = newHome();
   const { key, value } = gw.services.store.createKey({
     accountId: "acct",
     label: "cli test",
     kind: "login",
   });
-  mkdirSync(dirname(home.credentialsPath), { recursive: true, mode: 0o700 });
-  const login = {
-    key: value,
-    baseUrl: gw.url,
-    keyId: key.id,
-    accountId: "acct",
-    savedAt: new Date().toISOString(),
-  };
-  writeFileSync(
-    home.credentialsPath,
-    JSON.stringify({ version: 1, profiles: { default: login } }),
-    { mode: 0o600 },
-  );
+  saveLogin(home, { key: value, baseUrl, keyId: key.id, accountId: "acct" });
   return { home, loginKey: value, loginKeyId: key.id };
 }
 
@@ -528,11 +517,8 @@ describe("gateway whoami and logout", () => {
   });
 
   it("logout keeps the key when the gateway is unreachable, so it can be retried", async () => {
-    const { home, loginKey } = loggedInHome();
-    const done = await runCli(
-      ["logout", "--base-url", `http://127.0.0.1:${await closedPort()}`],
-      home.env,
-    );
+    const { home, loginKey } = loggedInHome(`http://127.0.0.1:${await closedPort()}`);
+    const done = await runCli(["logout"], home.env);
     expect(done.code).toBe(1);
     expect(done.stderr).toMatch(
       /cannot reach the gateway .* the key was NOT revoked and is still stored/,

@@ -38,6 +38,20 @@ export function resolveBaseUrl(flag: string | undefined, stored?: string): strin
 
 export type { CreatedKey, DeviceCodeResponse, KeyView, RevokedKey, WhoAmI };
 
+/**
+ * The gateway answered with an error status: the line the user reads, and the status for a caller
+ * that tells cases apart (logout takes a 401 as "already not accepted").
+ */
+export class GatewayRefusal extends UserError {
+  constructor(
+    message: string,
+    readonly status: number,
+  ) {
+    super(message);
+    this.name = "GatewayRefusal";
+  }
+}
+
 export type DeviceTokenResult =
   | { ok: true; key: string; keyId: string; accountId: string }
   | { ok: false; error: string; interval?: number };
@@ -64,9 +78,9 @@ export class GatewayClient {
     return this.options.baseUrl;
   }
 
-  /** The same gateway, reached the same way, with another key. */
-  withKey(key: string): GatewayClient {
-    return new GatewayClient({ ...this.options, key });
+  /** The same gateway (or `baseUrl`, the one that key belongs to), reached the same way, with another key. */
+  withKey(key: string, baseUrl = this.options.baseUrl): GatewayClient {
+    return new GatewayClient({ ...this.options, key, baseUrl });
   }
 
   async requestDeviceCode(clientName: string): Promise<DeviceCodeResponse> {
@@ -125,7 +139,8 @@ export class GatewayClient {
 
   async revokeKey(idOrLabel: string): Promise<RevokedKey> {
     const path = `/api/keys/${encodeURIComponent(idOrLabel)}`;
-    return this.parse(await this.send("DELETE", path), (s) => s.revoked);
+    // Here a 404 is the gateway's own answer (no such key), not a URL that leads nowhere.
+    return this.parse(await this.send("DELETE", path), (s) => s.revoked, true);
   }
 
   private async send(
@@ -152,8 +167,13 @@ export class GatewayClient {
         signal: AbortSignal.timeout(timeoutMs),
       });
     } catch (err) {
+      const { baseUrl } = this.options;
+      if (answeredWithoutTls(err))
+        throw new UserError(
+          `the gateway at ${baseUrl} answers plain HTTP, not HTTPS; use ${baseUrl.replace(/^https:/i, "http:")} (--base-url or GATEWAY_BASE_URL)`,
+        );
       throw new UserError(
-        `cannot reach the gateway at ${this.options.baseUrl} (${networkReason(err)}); is \`${cliCommand("serve")}\` running? Use --base-url or GATEWAY_BASE_URL to point elsewhere`,
+        `cannot reach the gateway at ${baseUrl} (${networkReason(err)}); is \`${cliCommand("serve")}\` running? Use --base-url or GATEWAY_BASE_URL to point elsewhere`,
       );
     }
   }
@@ -162,10 +182,11 @@ export class GatewayClient {
   private async parse<T extends z.ZodType>(
     res: Response,
     pick: (schemas: ApiSchemas) => T,
+    notFoundIsAnswer = false,
   ): Promise<z.infer<T>> {
     const text = await res.text().catch(() => "");
     const schemas = await apiSchemas();
-    if (!res.ok) throw this.failure(res, text, schemas);
+    if (!res.ok) throw this.failure(res, text, schemas, notFoundIsAnswer);
     let json: unknown;
     try {
       json = JSON.parse(text);
@@ -183,14 +204,27 @@ export class GatewayClient {
     return parsed.data;
   }
 
-  private failure(res: Response, text: string, schemas: ApiSchemas): UserError {
+  private failure(
+    res: Response,
+    text: string,
+    schemas: ApiSchemas,
+    notFoundIsAnswer: boolean,
+  ): GatewayRefusal {
     if (res.status === 401) {
       // 401 bodies are plain text by design ("invalid API key", "API key revoked", ...).
       const reason = text.trim().slice(0, 200) || "unauthorized";
-      return new UserError(
-        `the gateway refused the key: ${reason}; ${this.options.onUnauthorized ?? `run \`${cliCommand("login")}\``}`,
+      return new GatewayRefusal(
+        `the gateway refused the key: ${reason} (HTTP 401); ${this.options.onUnauthorized ?? `run \`${cliCommand("login")}\``}`,
+        401,
       );
     }
+    // Every other route the CLI calls exists on every gateway: a 404 is a URL with a path that
+    // leads elsewhere (a whole endpoint's URL, a proxy's prefix mistyped), not a missing thing.
+    if (res.status === 404 && !notFoundIsAnswer)
+      return new GatewayRefusal(
+        `no gateway API at ${this.options.baseUrl} (HTTP 404); give --base-url or GATEWAY_BASE_URL the gateway's address, such as ${defaultBaseUrl}, or its /v1 URL`,
+        404,
+      );
     let message = text.trim().slice(0, 300) || res.statusText;
     let code: string | undefined;
     try {
@@ -209,17 +243,32 @@ export class GatewayClient {
     }
     const tag = code ? `${res.status} ${code}` : `HTTP ${res.status}`;
     if (res.status === 429)
-      return new UserError(
+      return new GatewayRefusal(
         `the gateway is rate limiting this (${tag}): ${message} Wait a minute and try again.`,
+        429,
       );
-    return new UserError(`${message.replace(/\.$/, "")} (${tag})`);
+    return new GatewayRefusal(`${message.replace(/\.$/, "")} (${tag})`, res.status);
   }
+}
+
+/** OpenSSL's words for a TLS handshake answered by a server that speaks plain HTTP. */
+const plainHttpAnswers = new Set([
+  "ERR_SSL_WRONG_VERSION_NUMBER",
+  "ERR_SSL_PACKET_LENGTH_TOO_LONG",
+]);
+
+function answeredWithoutTls(err: unknown): boolean {
+  const code = ((err as Error | undefined)?.cause as { code?: unknown } | undefined)?.code;
+  return typeof code === "string" && plainHttpAnswers.has(code);
 }
 
 function networkReason(err: unknown): string {
   if (err instanceof Error && err.name === "TimeoutError")
     return `no answer within ${requestTimeoutMs / 1000} s`;
-  return describeSystemError(err instanceof Error && err.cause ? err.cause : err);
+  // OpenSSL's messages run over lines (a code, a source file); the first is the reason.
+  return describeSystemError(err instanceof Error && err.cause ? err.cause : err)
+    .split("\n")[0]
+    .trim();
 }
 
 /** Options every command that talks to the gateway accepts. */
@@ -228,34 +277,41 @@ export interface ConnectionOptions {
   profile: string;
 }
 
+/**
+ * The gateway a stored login key goes to: the one that approved it. A --base-url or
+ * GATEWAY_BASE_URL naming another one (a typo, a shell left pointing elsewhere) is refused before
+ * anything is sent, as gh keeps each host's token to that host.
+ */
+export function storedKeyGateway(flag: string | undefined, storedBaseUrl: string): string {
+  const baseUrl = resolveBaseUrl(flag, storedBaseUrl);
+  const own = resolveBaseUrl(storedBaseUrl);
+  if (own !== baseUrl) {
+    throw new UserError(
+      `the login key is for ${own}, not ${baseUrl}; run \`${cliCommand(`login --base-url ${baseUrl}`)}\` to log in there (or set GATEWAY_API_KEY)`,
+    );
+  }
+  return own;
+}
+
+/** The `gateway login` that logs this profile in to this gateway again. */
+function loginAgain(baseUrl: string, profile: string): string {
+  const which = profile === defaultProfile ? "" : ` --profile ${profile}`;
+  return cliCommand(`login --base-url ${baseUrl}${which}`);
+}
+
 /** A client carrying the active key (GATEWAY_API_KEY or the profile's login key). */
 export async function connectWithKey(
   opts: ConnectionOptions,
 ): Promise<{ client: GatewayClient; credential: ActiveCredential }> {
   const credential = await activeCredential(opts.profile);
-  if (!credential) {
-    const which = opts.profile === defaultProfile ? "" : ` --profile ${opts.profile}`;
-    throw new UserError(
-      `not logged in; run \`${cliCommand(`login${which}`)}\` (or set GATEWAY_API_KEY)`,
-    );
-  }
-  const baseUrl = resolveBaseUrl(opts.baseUrl, credential.baseUrl);
-  // A stored login key belongs to the gateway it was approved by: a --base-url or
-  // GATEWAY_BASE_URL naming another one (a typo, a shell left pointing elsewhere) must not be
-  // sent it, as gh keeps each host's token to that host.
-  if (credential.stored && credential.baseUrl !== undefined) {
-    const own = resolveBaseUrl(credential.baseUrl);
-    if (own !== baseUrl) {
-      throw new UserError(
-        `the login key is for ${own}, not ${baseUrl}; run \`${cliCommand(`login --base-url ${baseUrl}`)}\` to log in there (or set GATEWAY_API_KEY)`,
-      );
-    }
-  }
+  const baseUrl = credential.stored
+    ? storedKeyGateway(opts.baseUrl, credential.stored.login.baseUrl)
+    : resolveBaseUrl(opts.baseUrl);
   const client = new GatewayClient({
     baseUrl,
     key: credential.key,
     onUnauthorized: credential.stored
-      ? `run \`${cliCommand("login")}\` again`
+      ? `run \`${loginAgain(baseUrl, opts.profile)}\` again`
       : `check GATEWAY_API_KEY, or unset it to use the key from \`${cliCommand("login")}\``,
   });
   return { client, credential };

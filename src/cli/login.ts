@@ -3,15 +3,22 @@ import { hostname } from "node:os";
 import type { Command } from "commander";
 import { cliCommand } from "../cli-command.js";
 import { reasonOf } from "../store/os-keychain.js";
-import { type DeviceCodeResponse, GatewayClient, resolveBaseUrl } from "./api-client.js";
+import {
+  type DeviceCodeResponse,
+  GatewayClient,
+  GatewayRefusal,
+  resolveBaseUrl,
+} from "./api-client.js";
 import { openInBrowser } from "./browser.js";
 import {
+  type CredentialStore,
   type CredentialStores,
   defaultProfile,
   endingPromptly,
   fileFallbackNotice,
   findStoredLogin,
   openCredentialStores,
+  type StoredLogin,
 } from "./credentials/index.js";
 import { UserError } from "./errors.js";
 import { localOwnerLink } from "./local-serve.js";
@@ -68,6 +75,14 @@ export interface LoginOutcome {
 const interruptedExitCode = 130;
 
 export async function runLogin(ctx: LoginContext, opts: LoginOptions): Promise<LoginOutcome> {
+  const previous = await findStoredLogin(ctx.stores, opts.profile);
+  // One login per profile: said before the browser, so a user who meant to keep both can stop.
+  if (previous && previous.login.baseUrl !== ctx.client.baseUrl) {
+    note(
+      `Note: profile "${opts.profile}" is logged in to ${previous.login.baseUrl}; this login replaces it and revokes that login key there. To keep both, stop now (Ctrl-C) and add --profile NAME.`,
+      ctx.stderr,
+    );
+  }
   const device = await ctx.client.requestDeviceCode(ctx.clientName);
   // Ctrl-C while waiting: the code is cancelled on the gateway, so nobody can approve it later.
   const stop = new AbortController();
@@ -100,7 +115,7 @@ export async function runLogin(ctx: LoginContext, opts: LoginOptions): Promise<L
   } finally {
     stopListening();
   }
-  const outcome = await keepLoginKey(ctx, opts.profile, approved);
+  const outcome = await keepLoginKey(ctx, opts.profile, approved, previous);
   const out = paintFor(ctx.stdout, ctx.env);
   if (opts.json) {
     printJson(
@@ -230,9 +245,9 @@ async function keepLoginKey(
   ctx: LoginContext,
   profile: string,
   approved: Approval,
+  previous: { login: StoredLogin; store: CredentialStore } | undefined,
 ): Promise<LoginOutcome> {
   const { stores } = ctx;
-  const previous = await findStoredLogin(stores, profile);
   if (stores.keychainUnavailable) {
     note(`gateway: ${fileFallbackNotice(stores.keychainUnavailable, stores.primary)}`, ctx.stderr);
   }
@@ -263,7 +278,7 @@ async function keepLoginKey(
   }
   if (previous && previous.store !== storedIn)
     await previous.store.delete(profile).catch(() => false);
-  await retirePreviousKey(ctx, previous?.login);
+  await retirePreviousKey(ctx, profile, previous?.login);
   return {
     keyId: approved.keyId,
     accountId: approved.accountId,
@@ -272,16 +287,27 @@ async function keepLoginKey(
   };
 }
 
-/** A fresh login replaces the profile's previous login key; that one is revoked, best effort. */
+/**
+ * A fresh login replaces the profile's previous login key: that one is revoked on the gateway it
+ * belongs to (nobody holds it any more), best effort. One left alive on another gateway is said.
+ */
 async function retirePreviousKey(
   ctx: LoginContext,
-  previous: { key: string; baseUrl: string } | undefined,
+  profile: string,
+  previous: StoredLogin | undefined,
 ): Promise<void> {
-  if (!previous || previous.baseUrl !== ctx.client.baseUrl) return;
-  await ctx.client
-    .withKey(previous.key)
-    .logout()
-    .catch(() => undefined);
+  if (!previous) return;
+  try {
+    await ctx.client.withKey(previous.key, previous.baseUrl).logout();
+  } catch (e) {
+    const refusal = e instanceof GatewayRefusal ? e.status : undefined;
+    // A 401: that gateway no longer takes the key, which is what revoking it was for.
+    if (previous.baseUrl === ctx.client.baseUrl || refusal === 401) return;
+    note(
+      `gateway: the previous login key ${previous.keyId} of profile "${profile}" could not be revoked on ${previous.baseUrl} (${refusal === undefined ? "not reachable" : `HTTP ${refusal}`}); it stays valid there until revoked in that gateway's dashboard`,
+      ctx.stderr,
+    );
+  }
 }
 
 interface LoginFlags {

@@ -1,10 +1,10 @@
 import type { Command } from "commander";
 import { cliCommand } from "../cli-command.js";
-import { GatewayClient, resolveBaseUrl } from "./api-client.js";
+import { GatewayClient, GatewayRefusal, storedKeyGateway } from "./api-client.js";
 import {
   defaultProfile,
   endingPromptly,
-  findStoredLogin,
+  lookUpLogin,
   openCredentialStores,
 } from "./credentials/index.js";
 import { UserError } from "./errors.js";
@@ -40,22 +40,27 @@ Examples:
     )
     .action(
       endingPromptly(async (flags: LogoutFlags) => {
-        const found = await findStoredLogin(await openCredentialStores(), flags.profile);
+        const { found, keychainUnreadable } = await lookUpLogin(
+          await openCredentialStores(),
+          flags.profile,
+        );
         if (!found) {
           const envNote = process.env.GATEWAY_API_KEY
             ? " (GATEWAY_API_KEY is set, but logout never touches it)"
             : "";
           throw new UserError(
-            `not logged in with profile "${flags.profile}"; nothing to log out${envNote}`,
+            keychainUnreadable === undefined
+              ? `not logged in with profile "${flags.profile}"; nothing to log out${envNote}`
+              : `no login found for profile "${flags.profile}", but the OS keychain, which may hold it, could not be read (${keychainUnreadable}); unlock the keychain and run this again${envNote}`,
           );
         }
-        const baseUrl = resolveBaseUrl(flags.baseUrl, found.login.baseUrl);
+        const baseUrl = storedKeyGateway(flags.baseUrl, found.login.baseUrl);
         const client = new GatewayClient({ baseUrl, key: found.login.key });
         let revokedOnServer = true;
         try {
           await client.logout();
         } catch (err) {
-          if (!(err instanceof UserError) || !/refused the key/.test(err.message)) {
+          if (!(err instanceof GatewayRefusal) || err.status !== 401) {
             throw new UserError(
               `${err instanceof Error ? err.message : String(err)}; the key was NOT revoked and is still stored, run \`${cliCommand("logout")}\` again`,
             );

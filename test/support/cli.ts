@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { createOwnerLink } from "../../src/server/auth/owner-session.js";
 import type { RunningGateway } from "../../src/server/gateway.js";
 
@@ -41,6 +41,28 @@ export function cliHome(extraEnv: NodeJS.ProcessEnv = {}): CliHome {
     credentialsPath: join(config, "model-gateway", "credentials.json"),
     remove: () => rmSync(dir, { recursive: true, force: true }),
   };
+}
+
+/** What `gateway login` keeps per profile (`src/cli/credentials/types.ts`). */
+export interface SavedLogin {
+  key: string;
+  baseUrl: string;
+  keyId: string;
+  accountId: string;
+}
+
+/** A login as `gateway login` leaves it in the home's credentials file, without the browser dance. */
+export function saveLogin(home: CliHome, login: SavedLogin, profile = "default"): void {
+  mkdirSync(dirname(home.credentialsPath), { recursive: true, mode: 0o700 });
+  const file = existsSync(home.credentialsPath)
+    ? (JSON.parse(readFileSync(home.credentialsPath, "utf8")) as {
+        profiles: Record<string, unknown>;
+      })
+    : { profiles: {} };
+  file.profiles[profile] = { ...login, savedAt: new Date().toISOString() };
+  writeFileSync(home.credentialsPath, JSON.stringify({ version: 1, profiles: file.profiles }), {
+    mode: 0o600,
+  });
 }
 
 export interface CliResult {

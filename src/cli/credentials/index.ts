@@ -1,3 +1,5 @@
+import { cliCommand } from "../../cli-command.js";
+import { reasonOf } from "../../store/os-keychain.js";
 import { UserError } from "../errors.js";
 import { FileCredentialStore } from "./file-store.js";
 import {
@@ -76,24 +78,56 @@ export interface ActiveCredential {
   key: string;
   /** Where it came from, for `whoami`: the env var, the keychain or the file. */
   source: string;
-  /** The gateway the stored login belongs to (none for GATEWAY_API_KEY). */
-  baseUrl?: string;
+  /** The profile's stored login (none for GATEWAY_API_KEY). */
   stored?: { login: StoredLogin; store: CredentialStore };
+}
+
+export interface LoginLookup {
+  found?: { login: StoredLogin; store: CredentialStore };
+  /**
+   * Why the OS keychain could not be read, when nothing was found: a login kept there (a locked
+   * keychain, one that does not answer) is then unseen, not absent.
+   */
+  keychainUnreadable?: string;
+}
+
+export async function lookUpLogin(stores: CredentialStores, profile: string): Promise<LoginLookup> {
+  let keychainUnreadable = stores.keychainUnavailable;
+  for (const store of stores.all) {
+    let login: StoredLogin | undefined;
+    try {
+      login = await store.get(profile);
+    } catch (e) {
+      // The file's own refusal (damaged, unreadable) already says what to do about it.
+      if (store.kind === "file") throw e;
+      keychainUnreadable = reasonOf(e);
+      continue;
+    }
+    if (login) return { found: { login, store } };
+  }
+  return { keychainUnreadable };
 }
 
 export async function findStoredLogin(
   stores: CredentialStores,
   profile: string,
 ): Promise<{ login: StoredLogin; store: CredentialStore } | undefined> {
-  for (const store of stores.all) {
-    const login = await store.get(profile).catch(() => undefined);
-    if (login) return { login, store };
-  }
-  return undefined;
+  return (await lookUpLogin(stores, profile)).found;
 }
 
-/** GATEWAY_API_KEY first, then the profile's stored login key. */
-export async function activeCredential(profile: string): Promise<ActiveCredential | undefined> {
+/** No login to use: say so, and when the keychain could not be read, that it may be there. */
+function notLoggedIn(profile: string, keychainUnreadable: string | undefined): UserError {
+  const which = profile === defaultProfile ? "" : ` --profile ${profile}`;
+  const login = `run \`${cliCommand(`login${which}`)}\` (or set GATEWAY_API_KEY)`;
+  return new UserError(
+    keychainUnreadable === undefined
+      ? `not logged in; ${login}`
+      : `not logged in, or the login is in the OS keychain, which could not be read (${keychainUnreadable}); unlock the keychain and try again, or ${login}`,
+  );
+}
+
+/** GATEWAY_API_KEY first, then the profile's stored login key; with neither, a UserError. */
+export async function activeCredential(profile: string): Promise<ActiveCredential> {
   const fromEnv = process.env.GATEWAY_API_KEY?.trim();
   if (fromEnv) {
     // A key is printable ASCII: anything else (a smart quote from a chat app, a space inside)
@@ -104,12 +138,11 @@ export async function activeCredential(profile: string): Promise<ActiveCredentia
       );
     return { key: fromEnv, source: "GATEWAY_API_KEY environment variable" };
   }
-  const found = await findStoredLogin(await openCredentialStores(), profile);
-  if (!found) return undefined;
+  const { found, keychainUnreadable } = await lookUpLogin(await openCredentialStores(), profile);
+  if (!found) throw notLoggedIn(profile, keychainUnreadable);
   return {
     key: found.login.key,
     source: `${found.store.location}, profile "${profile}"`,
-    baseUrl: found.login.baseUrl,
     stored: found,
   };
 }

@@ -1,6 +1,8 @@
 import type { Command } from "commander";
+import { cliCommand } from "../../cli-command.js";
 import { connectWithKey } from "../api-client.js";
 import { defaultProfile, endingPromptly } from "../credentials/index.js";
+import { UserError } from "../errors.js";
 import { formatTime, printJson, result } from "../output.js";
 
 /** `gateway keys revoke ID|LABEL`: the key stops working on its very next request. */
@@ -28,7 +30,14 @@ Examples:
     )
     .action(
       endingPromptly(async (idOrLabel: string, flags: RevokeFlags) => {
-        const { client } = await connectWithKey(flags);
+        const { client, credential } = await connectWithKey(flags);
+        // The login key is no per-tool key, so the gateway would answer "no such key" (404).
+        if (idOrLabel === credential.stored?.login.keyId) {
+          const which = flags.profile === defaultProfile ? "" : ` --profile ${flags.profile}`;
+          throw new UserError(
+            `${idOrLabel} is the login key this CLI uses, not a per-tool key; \`${cliCommand(`logout${which}`)}\` revokes it and removes it from this machine`,
+          );
+        }
         const revoked = await client.revokeKey(idOrLabel);
         if (flags.json) printJson(revoked);
         else if (revoked.already_revoked)

@@ -1,0 +1,268 @@
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { dirname, join } from "node:path";
+import { pathToFileURL } from "node:url";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import {
+  type CliHome,
+  cliHome,
+  killRunningClis,
+  loginPrompt,
+  ownerDecides,
+  runCli,
+  saveLogin,
+  spawnCli,
+} from "./support/cli.js";
+import { chat, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
+
+/**
+ * A developer's day with the built CLI (`bin/gateway` as a subprocess; `npm run build` first)
+ * against real gateways on 127.0.0.1: two gateways, a login key revoked behind the CLI's back,
+ * a locked keychain, URLs that lead elsewhere.
+ */
+
+let gwA: TestGateway;
+let gwB: TestGateway;
+const homes: CliHome[] = [];
+const servers: Server[] = [];
+
+beforeAll(async () => {
+  [gwA, gwB] = await Promise.all([
+    testGateway({ devicePollIntervalSeconds: 1 }),
+    testGateway({ devicePollIntervalSeconds: 1 }),
+  ]);
+});
+afterAll(async () => {
+  await Promise.all([gwA?.close(), gwB?.close()]);
+});
+afterEach(async () => {
+  killRunningClis();
+  for (const home of homes.splice(0)) home.remove();
+  await Promise.all(servers.splice(0).map((s) => new Promise((resolve) => s.close(resolve))));
+});
+
+function newHome(env: NodeJS.ProcessEnv = {}): CliHome {
+  const home = cliHome(env);
+  homes.push(home);
+  return home;
+}
+
+/** A login key minted on `gw`, as `gateway login` would have stored it under `profile`. */
+function logIn(home: CliHome, gw: TestGateway, profile = "default", baseUrl = gw.url) {
+  const { key, value } = gw.services.store.createKey({
+    accountId: "acct",
+    label: "gateway login on this machine",
+    kind: "login",
+  });
+  saveLogin(home, { key: value, baseUrl, keyId: key.id, accountId: "acct" }, profile);
+  return { key: value, id: key.id };
+}
+
+async function works(gw: TestGateway, key: string): Promise<number> {
+  return (await post(gw, "/v1/chat/completions", chat(), { authorization: `Bearer ${key}` }))
+    .status;
+}
+
+/** A server that is not the gateway: it records the keys sent to it and refuses them all. */
+async function keyCollector(): Promise<{ url: string; seen: (string | undefined)[] }> {
+  const seen: (string | undefined)[] = [];
+  const server = createServer((req, res) => {
+    seen.push(req.headers.authorization);
+    res.writeHead(401, { "content-type": "text/plain" }).end("invalid API key");
+  });
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, seen };
+}
+
+/** A port nothing listens on: bound, read and released. */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+const storedKey = (home: CliHome, profile = "default") =>
+  (
+    JSON.parse(readFileSync(home.credentialsPath, "utf8")) as {
+      profiles: Record<string, { key: string; baseUrl: string }>;
+    }
+  ).profiles[profile];
+
+describe("gateway logout and another gateway's URL", () => {
+  it("refuses a --base-url or GATEWAY_BASE_URL naming another server: nothing is sent, the key stays stored and working", async () => {
+    const home = newHome();
+    const login = logIn(home, gwA);
+    const other = await keyCollector();
+    for (const run of [
+      { args: ["--base-url", other.url], env: {} },
+      { args: [], env: { GATEWAY_BASE_URL: `${other.url}/v1` } },
+    ]) {
+      const done = await runCli(["logout", ...run.args], { ...home.env, ...run.env });
+      expect(done.code).toBe(1);
+      expect(done.stderr).toBe(
+        `gateway: the login key is for ${gwA.url}, not ${other.url}; run \`npx gateway login --base-url ${other.url}\` to log in there (or set GATEWAY_API_KEY)\n`,
+      );
+      expect(done.stdout).toBe("");
+    }
+    expect(other.seen).toEqual([]);
+    expect(storedKey(home).key).toBe(login.key);
+    expect(await works(gwA, login.key)).toBe(200);
+  });
+});
+
+describe("gateway login to a second gateway under the same profile", () => {
+  it("says before the browser that it replaces the first login, and revokes that login key on its own gateway", async () => {
+    const home = newHome();
+    const first = logIn(home, gwA);
+    const cli = spawnCli(["login", "--no-browser", "--base-url", gwB.url], home.env);
+    const { userCode } = await loginPrompt(cli);
+    expect(cli.stderr()).toContain(
+      `Note: profile "default" is logged in to ${gwA.url}; this login replaces it and revokes that login key there. To keep both, stop now (Ctrl-C) and add --profile NAME.\n`,
+    );
+    expect(cli.stderr().indexOf("Note: profile")).toBeLessThan(
+      cli.stderr().indexOf("Open this URL"),
+    );
+    expect((await ownerDecides(gwB, userCode, "approve")).status).toBe(200);
+    const done = await cli.exit();
+    expect(done.code).toBe(0);
+    expect(storedKey(home).baseUrl).toBe(gwB.url);
+    expect(await works(gwB, storedKey(home).key)).toBe(200);
+    // Nobody holds the first key any more: it must not stay valid on its gateway.
+    expect(await works(gwA, first.key)).toBe(401);
+    expect(gwA.services.store.getKey(first.id)!.revoked_at).not.toBeNull();
+  });
+
+  it("says so when the first gateway cannot be reached to revoke its login key", async () => {
+    const home = newHome();
+    const gone = `http://127.0.0.1:${await closedPort()}`;
+    const first = logIn(home, gwA, "default", gone);
+    const cli = spawnCli(["login", "--no-browser", "--base-url", gwB.url], home.env);
+    const { userCode } = await loginPrompt(cli);
+    await ownerDecides(gwB, userCode, "approve");
+    const done = await cli.exit();
+    expect(done.code).toBe(0);
+    expect(done.stderr).toContain(
+      `gateway: the previous login key ${first.id} of profile "default" could not be revoked on ${gone} (not reachable); it stays valid there until revoked in that gateway's dashboard\n`,
+    );
+  });
+});
+
+describe("a login key the gateway no longer takes", () => {
+  it("every command says so, with its 401 and the login that gets a new key for that gateway and profile", async () => {
+    const home = newHome();
+    const login = logIn(home, gwB, "staging");
+    await gwB.services.store.revokeKey(login.id);
+    for (const args of [
+      ["keys", "list", "--profile", "staging"],
+      ["keys", "create", "--label", "ci", "--profile", "staging"],
+    ]) {
+      const done = await runCli(args, home.env);
+      expect(done.code).toBe(1);
+      expect(done.stdout).toBe("");
+      expect(done.stderr).toBe(
+        `gateway: the gateway refused the key: API key revoked (HTTP 401); run \`npx gateway login --base-url ${gwB.url} --profile staging\` again\n`,
+      );
+    }
+  });
+});
+
+describe("gateway keys revoke of the login key itself", () => {
+  it("points to logout instead of answering that no such key exists, and revokes nothing", async () => {
+    const home = newHome();
+    const login = logIn(home, gwA);
+    const done = await runCli(["keys", "revoke", login.id], home.env);
+    expect(done.code).toBe(1);
+    expect(done.stderr).toBe(
+      `gateway: ${login.id} is the login key this CLI uses, not a per-tool key; \`npx gateway logout\` revokes it and removes it from this machine\n`,
+    );
+    expect(await works(gwA, login.key)).toBe(200);
+  });
+});
+
+describe("a stored login that cannot be read", () => {
+  const fakeKeyring = pathToFileURL(
+    join(import.meta.dirname, "support", "fake-keyring", "register.mjs"),
+  ).href;
+
+  it("a locked keychain holding the login is named, not taken for 'not logged in'; the login survives it", async () => {
+    const home = newHome();
+    const keyringFile = join(home.dir, "keyring.json");
+    const { key, value } = gwA.services.store.createKey({
+      accountId: "acct",
+      label: "in the keychain",
+      kind: "login",
+    });
+    const entry = { key: value, baseUrl: gwA.url, keyId: key.id, accountId: "acct", savedAt: "" };
+    writeFileSync(
+      keyringFile,
+      JSON.stringify({ entries: { "model-gateway/default": JSON.stringify(entry) }, calls: [] }),
+    );
+    const env: NodeJS.ProcessEnv = {
+      ...home.env,
+      NODE_OPTIONS: `--import=${fakeKeyring}`,
+      FAKE_KEYRING_FILE: keyringFile,
+    };
+    delete env.GATEWAY_CREDENTIAL_STORE;
+    const unlocked = await runCli(["whoami", "--json"], env);
+    expect(unlocked.code).toBe(0);
+    expect(JSON.parse(unlocked.stdout)).toMatchObject({ key_id: key.id });
+
+    const locked = {
+      ...env,
+      FAKE_KEYRING_UNAVAILABLE: "Cannot create an item in a locked collection",
+    };
+    const list = await runCli(["keys", "list"], locked);
+    expect(list.code).toBe(1);
+    expect(list.stderr).toBe(
+      "gateway: not logged in, or the login is in the OS keychain, which could not be read (Cannot create an item in a locked collection); unlock the keychain and try again, or run `npx gateway login` (or set GATEWAY_API_KEY)\n",
+    );
+    const logout = await runCli(["logout"], locked);
+    expect(logout.code).toBe(1);
+    expect(logout.stderr).toBe(
+      'gateway: no login found for profile "default", but the OS keychain, which may hold it, could not be read (Cannot create an item in a locked collection); unlock the keychain and run this again\n',
+    );
+    expect(await works(gwA, value)).toBe(200);
+    expect((await runCli(["whoami"], env)).code).toBe(0);
+  });
+
+  it("a damaged credentials file is named, not taken for 'not logged in'", async () => {
+    const home = newHome();
+    mkdirSync(dirname(home.credentialsPath), { recursive: true, mode: 0o700 });
+    writeFileSync(home.credentialsPath, '{"version":1,"profiles":', { mode: 0o600 });
+    const done = await runCli(["keys", "list", "--base-url", gwA.url], home.env);
+    expect(done.code).toBe(1);
+    expect(done.stderr).toBe(
+      `gateway: ${home.credentialsPath} is damaged; delete it and run \`npx gateway login\` again\n`,
+    );
+  });
+});
+
+describe("a gateway URL that leads elsewhere", () => {
+  it("https to the gateway's plain-http port: one line saying to use http://", async () => {
+    const home = newHome({ GATEWAY_API_KEY: KEY });
+    const https = gwA.url.replace(/^http:/, "https:");
+    const done = await runCli(["whoami", "--base-url", https], home.env);
+    expect(done.code).toBe(1);
+    expect(done.stderr).toBe(
+      `gateway: the gateway at ${https} answers plain HTTP, not HTTPS; use ${gwA.url} (--base-url or GATEWAY_BASE_URL)\n`,
+    );
+  });
+
+  it("a path under which no gateway answers (an endpoint's whole URL, a wrong prefix) says to give the gateway's address", async () => {
+    const home = newHome({ GATEWAY_API_KEY: KEY });
+    for (const url of [`${gwA.url}/gw`, `${gwA.url}/v1/chat/completions`]) {
+      const done = await runCli(["whoami", "--base-url", url], home.env);
+      expect(done.code).toBe(1);
+      expect(done.stderr).toBe(
+        `gateway: no gateway API at ${url} (HTTP 404); give --base-url or GATEWAY_BASE_URL the gateway's address, such as http://127.0.0.1:8787, or its /v1 URL\n`,
+      );
+    }
+    const login = await runCli(["login", "--no-browser", "--base-url", `${gwA.url}/gw`], home.env);
+    expect(login.code).toBe(1);
+    expect(login.stderr).toContain(`gateway: no gateway API at ${gwA.url}/gw (HTTP 404)`);
+  });
+});
