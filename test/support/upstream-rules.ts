@@ -218,8 +218,11 @@ function openaiFieldIn(body: Json): string | undefined {
 function checkThinking(body: Json, maxTokens: number): string | undefined {
   const thinking = body.thinking;
   if (thinking === undefined) return undefined;
-  if (!isRecord(thinking) || !["enabled", "disabled", "adaptive"].includes(String(thinking.type)))
-    return "thinking: Input tag does not match any of the expected tags: 'enabled', 'disabled', 'adaptive'";
+  if (
+    !isRecord(thinking) ||
+    !["enabled", "disabled", "adaptive", "between_tools"].includes(String(thinking.type))
+  )
+    return "thinking: Input tag does not match any of the expected tags: 'enabled', 'disabled', 'between_tools', 'adaptive'";
   if (thinking.type !== "enabled") return undefined;
   const budget = thinking.budget_tokens;
   if (typeof budget !== "number" || !Number.isInteger(budget) || budget < 1024)
@@ -350,8 +353,8 @@ const openaiRefusal = (message: string, param: string | null, code: string | nul
 
 const chatRoles = new Set(["system", "developer", "user", "assistant", "tool", "function"]);
 
-/** `reasoning_effort`'s values across OpenAI's reasoning models. */
-const reasoningEfforts = ["none", "minimal", "low", "medium", "high", "xhigh"];
+/** `reasoning_effort`'s values across OpenAI's reasoning models (the SDK's `ReasoningEffort`). */
+const reasoningEfforts = ["none", "minimal", "low", "medium", "high", "xhigh", "max"];
 
 /** Anthropic's fields, which Chat Completions does not take. */
 const anthropicOnlyFields = ["thinking", "output_config", "cache_control"];

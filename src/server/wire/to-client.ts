@@ -1,4 +1,4 @@
-import type { MessagesResponse } from "./anthropic-types.js";
+import type { MessagesRequest, MessagesResponse } from "./anthropic-types.js";
 import type { CompletionRequest, JsonCompletion } from "./completion-types.js";
 import type { ChatCompletionChunk, ChatCompletionResponse } from "./openai-types.js";
 import { relayEvents, type SSEStream } from "./relay.js";
@@ -7,7 +7,11 @@ import { encodeSSE, parseEventData, SSE_DONE, type SSEMessage } from "./sse.js";
 import type { StreamCompletion, StreamPiece } from "./stream-types.js";
 import { MessagesStreamToChat, messagesResponseToChat } from "./translate/chat-to-messages.js";
 import { encodeResponsesEvents } from "./translate/errors.js";
-import { ChatStreamToMessages, chatResponseToMessages } from "./translate/messages-to-chat.js";
+import {
+  ChatStreamToMessages,
+  chatResponseToMessages,
+  thinkingOmitted,
+} from "./translate/messages-to-chat.js";
 import { ChatStreamToResponses, chatResponseToResponses } from "./translate/responses.js";
 import {
   callNameField,
@@ -46,8 +50,10 @@ function clientWantsUsage(req: CompletionRequest): boolean {
 
 export function fromChatJson(req: CompletionRequest, resp: ChatCompletionResponse): JsonCompletion {
   const usage = usageFromChat(resp);
-  if (req.style === "messages")
-    return { kind: "json", body: chatResponseToMessages(resp, req.clientModel), usage };
+  if (req.style === "messages") {
+    const shown = !thinkingOmitted(req.body as MessagesRequest);
+    return { kind: "json", body: chatResponseToMessages(resp, req.clientModel, shown), usage };
+  }
   if (req.style === "responses") {
     return {
       kind: "json",
@@ -90,7 +96,11 @@ export function fromChatChunks(
   }
   const translator =
     req.style === "messages"
-      ? new ChatStreamToMessages(req.clientModel, () => meter.billedAhead())
+      ? new ChatStreamToMessages(
+          req.clientModel,
+          () => meter.billedAhead(),
+          !thinkingOmitted(req.body as MessagesRequest),
+        )
       : new ChatStreamToResponses(req.clientModel, req.body as ResponsesRequest);
   async function* pieces(): AsyncGenerator<StreamPiece> {
     let finished = false;

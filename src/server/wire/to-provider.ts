@@ -15,6 +15,7 @@ import {
   anthropicToolsOutsideChat,
   anthropicToolsSentence,
   type ChatRequestOptions,
+  citationsSentence,
   documentUrlSentence,
   fileSourceSentence,
   type MaxTokensField,
@@ -30,7 +31,7 @@ import {
   wantsSummary,
   withInputSettings,
 } from "./translate/responses.js";
-import { isRecord } from "./translate/shared.js";
+import { asArray, isRecord } from "./translate/shared.js";
 import { UnsupportedRequest } from "./upstream-failure.js";
 
 /*
@@ -185,6 +186,7 @@ export function toChatRequest(
   if (req.style === "messages") {
     const body = req.body as MessagesRequest;
     refuseGap(fileSourceSentence(body));
+    refuseGap(citationsSentence(body));
     refuseGap(inferenceGeoSentence(body));
     const outside = anthropicToolsOutsideChat(body);
     const omitted = [...outside.server, ...outside.unformed];
@@ -214,6 +216,7 @@ export function toChatRequest(
   }
   if (onward.translated) {
     refuseGap(legacyFunctionsSentence(body));
+    refuseGap(historySentence(body));
     if (body.moderation != null) refuseGap(moderationSentence);
     refuseGap(logitBiasSentence(body));
     omitNonFunctionTools(body, attempt, rewrite);
@@ -235,6 +238,28 @@ function legacyFunctionsSentence(body: ChatCompletionRequest): string | undefine
   const functions = (body as { functions?: unknown }).functions;
   if (!Array.isArray(functions) || functions.length === 0) return undefined;
   return '`functions` (deprecated) is not available for this model; declare them as `tools` (`{type: "function", function}`) and choose with `tool_choice`.';
+}
+
+/**
+ * What a chat conversation holds that the other wires have no form for, as a sentence for the
+ * client: a `custom` (free-form) tool call, whose tool is left out there and whose result would
+ * answer a call the model never made, and an assistant's earlier audio answer (`audio.id`), which
+ * OpenAI keeps and the gateway cannot read. Either way the model would not see that turn.
+ */
+function historySentence(body: ChatCompletionRequest): string | undefined {
+  for (const message of body.messages) {
+    if (message.role !== "assistant") continue;
+    const calls = asArray(message.tool_calls);
+    if (calls.some((call) => isRecord(call) && call.type === "custom"))
+      return "A `custom` tool call in `messages` is not available for this model: its provider runs function tools only; send the call and its result as message text, or declare the tool as a `function`.";
+    const said =
+      typeof message.content === "string"
+        ? message.content !== ""
+        : asArray(message.content).length > 0;
+    if (isRecord(message.audio) && !said && calls.length === 0)
+      return "An assistant message's `audio` (an earlier audio answer that OpenAI keeps by its id) is not available for this model; send its transcript as the message's `content`.";
+  }
+  return undefined;
 }
 
 /**

@@ -1,6 +1,6 @@
 import type { MessagesRequest } from "../../wire/anthropic-types.js";
 import type { CompletionRequest, CompletionResult } from "../../wire/completion-types.js";
-import type { ChatCompletionChunk } from "../../wire/openai-types.js";
+import type { ChatCompletionChunk, ChatCompletionRequest } from "../../wire/openai-types.js";
 import type { ResponsesRequest } from "../../wire/responses-types.js";
 import { parseEventData } from "../../wire/sse.js";
 import { fromChatChunks, fromChatJson, withJsonEstimate } from "../../wire/to-client.js";
@@ -46,7 +46,7 @@ export async function geminiComplete(
       req.signal,
       provider,
     );
-    const completion = geminiToChat(answer, chat.model);
+    const completion = geminiToChat(answer, chat.model, oneCall(chat));
     const result = withJsonEstimate(fromChatJson(req, completion), body, () =>
       chatOutputText(completion),
     );
@@ -55,10 +55,16 @@ export async function geminiComplete(
   const url = methodUrl(attempt, "streamGenerateContent?alt=sse");
   const upstream = await openMeteredStream(http, attempt, { url, headers, body }, req.signal);
   return withRewrite(
-    fromChatChunks(req, geminiChunks(upstream, chat.model), upstream.meter),
+    fromChatChunks(req, geminiChunks(upstream, chat.model, oneCall(chat)), upstream.meter),
     rewrite,
   );
 }
+
+/**
+ * Whether the client turned parallel tool calls off: chat's `parallel_tool_calls: false`, which a
+ * messages client's `disable_parallel_tool_use` and a Responses client's own field become.
+ */
+const oneCall = (chat: ChatCompletionRequest) => chat.parallel_tool_calls === false;
 
 /** Gemini's `stopSequences` takes at most five. */
 const geminiMostStops = 5;
@@ -120,8 +126,9 @@ export async function geminiCountTokens(
 async function* geminiChunks(
   { events, meter }: MeteredStream,
   model: string,
+  oneCall: boolean,
 ): AsyncGenerator<ChatCompletionChunk> {
-  const toChat = new GeminiStreamToChat(model);
+  const toChat = new GeminiStreamToChat(model, oneCall);
   for await (const ev of events) {
     const data = parseEventData(ev.data);
     if (typeof data !== "object" || data === null) continue;

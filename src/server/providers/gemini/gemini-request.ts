@@ -287,6 +287,8 @@ function modelParts(
   names: Map<string, string>,
 ): GeminiPart[] {
   const parts = userParts(message.content ?? null);
+  // A turn that only refused says so in `refusal`, as Anthropic's translation reads it too.
+  if (parts.length === 0) parts.push(...textPart(asString(message.refusal) ?? ""));
   const calls = asArray(message.tool_calls).filter(isRecord);
   let signed = false;
   const callParts: GeminiPart[] = [];

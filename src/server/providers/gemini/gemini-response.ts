@@ -112,14 +112,29 @@ function responseId(resp: GenerateContentResponse): string {
   return resp.responseId ? `chatcmpl-${resp.responseId}` : randomId("chatcmpl-");
 }
 
-export function geminiToChat(resp: GenerateContentResponse, model: string): ChatCompletionResponse {
+/**
+ * `oneCall`: the client turned parallel tool calls off (chat's `parallel_tool_calls: false`,
+ * Anthropic's `disable_parallel_tool_use`), which Gemini has no switch for: a turn keeps its first
+ * call only, as the other APIs answer at most one.
+ */
+export function geminiToChat(
+  resp: GenerateContentResponse,
+  model: string,
+  oneCall = false,
+): ChatCompletionResponse {
   refusePromptBlock(resp);
   // Neither an answer nor a refusal: the provider failed, and a route may try its next step.
   if (!resp.candidates?.length || resp.candidates.some(broke))
     throw new UpstreamFailure("unavailable", 502);
   const choices: ChatChoice[] = (resp.candidates ?? []).map((candidate, i) => {
-    const { content, reasoning, calls } = readParts(candidate.content?.parts);
-    const message: ChatChoice["message"] = { role: "assistant", content: content || null };
+    const { content, reasoning, calls: all } = readParts(candidate.content?.parts);
+    const calls = oneCall ? all.slice(0, 1) : all;
+    // `refusal` is a required field of chat's message (OpenAI's schema and SDK): Gemini has none.
+    const message: ChatChoice["message"] = {
+      role: "assistant",
+      content: content || null,
+      refusal: null,
+    };
     if (reasoning) message.reasoning_content = reasoning;
     if (calls.length > 0) message.tool_calls = calls;
     return {
@@ -153,7 +168,11 @@ export class GeminiStreamToChat {
   private readonly calls = new Map<number, number>();
   usage: GeminiUsageMetadata | undefined;
 
-  constructor(private readonly model: string) {}
+  /** `oneCall`: at most one tool call per choice, as `geminiToChat` answers it. */
+  constructor(
+    private readonly model: string,
+    private readonly oneCall = false,
+  ) {}
 
   /**
    * Gemini reports a failure after the 200 as an event holding `error`, and an answer that broke
@@ -188,7 +207,9 @@ export class GeminiStreamToChat {
 
   private candidateChunks(candidate: GeminiCandidate, index: number): ChatCompletionChunk[] {
     const chunks: ChatCompletionChunk[] = [];
-    const { content, reasoning, calls } = readParts(candidate.content?.parts);
+    const { content, reasoning, calls: all } = readParts(candidate.content?.parts);
+    const before = this.calls.get(index) ?? 0;
+    const calls = this.oneCall ? all.slice(0, Math.max(0, 1 - before)) : all;
     const delta: ChatCompletionChunk["choices"][number]["delta"] = {};
     if (!this.started.has(index)) {
       this.started.add(index);
@@ -197,7 +218,6 @@ export class GeminiStreamToChat {
     if (content) delta.content = content;
     if (reasoning) delta.reasoning_content = reasoning;
     if (calls.length > 0) {
-      const before = this.calls.get(index) ?? 0;
       delta.tool_calls = calls.map((call, k) => ({ index: before + k, ...call }));
       this.calls.set(index, before + calls.length);
     }

@@ -327,8 +327,18 @@ function splitToolResult(content: unknown): { text: string; images: ChatContentP
   return { text: texts.join("\n"), images };
 }
 
-/** A block as chat parts (none for a block chat has no part for). */
+/**
+ * A block as chat parts (none for a block chat has no part for). A document's `context` (what the
+ * client tells the model about it) goes as text ahead of the document: chat's parts have no field
+ * for it, and the model must still read it.
+ */
 function userPart(block: JsonObject): ChatContentPart[] {
+  const parts = blockParts(block);
+  const context = block.type === "document" ? asString(block.context) : undefined;
+  return context && parts.length > 0 ? [{ type: "text", text: context }, ...parts] : parts;
+}
+
+function blockParts(block: JsonObject): ChatContentPart[] {
   if (block.type === "search_result") return searchResultParts(block);
   const source = isRecord(block.source) ? block.source : undefined;
   // A document whose source is content blocks: its text and images, under its title.
@@ -422,6 +432,24 @@ export function fileSourceSentence(req: MessagesRequest): string | undefined {
     if (!isRecord(block) || (block.type !== "image" && block.type !== "document")) continue;
     if (isRecord(block.source) && block.source.type === "file")
       return `An \`${block.type}\` given by \`file_id\` (source type \`file\`) is not available for this model: the gateway has no file store to read it from; send it as a base64 \`source\`.`;
+  }
+  return undefined;
+}
+
+/**
+ * A document or search result the client asked citations of (`citations: {enabled: true}`), as a
+ * sentence for the client, or undefined: the answer's text blocks would come back without the
+ * `citations` that point into it, which only Anthropic's API writes.
+ */
+export function citationsSentence(req: MessagesRequest): string | undefined {
+  const blocks = asArray(req.messages).flatMap((m) => (isRecord(m) ? asArray(m.content) : []));
+  const nested = blocks.flatMap((b) =>
+    isRecord(b) && b.type === "tool_result" ? asArray(b.content) : [],
+  );
+  for (const block of [...blocks, ...nested]) {
+    if (!isRecord(block) || (block.type !== "document" && block.type !== "search_result")) continue;
+    if (isRecord(block.citations) && block.citations.enabled === true)
+      return `\`citations\` on a \`${block.type}\` block is not available for this model: its provider does not cite the sources it reads; leave out \`citations\` (or set \`enabled: false\`) to have it read without citations.`;
   }
   return undefined;
 }
@@ -533,16 +561,28 @@ function contentText(content: unknown): string {
     .join("");
 }
 
+/**
+ * Whether a messages client asked not to read the model's thinking (`thinking.display:
+ * "omitted"`): a chat backend's reasoning text is then left out of the answer, as Anthropic's API
+ * leaves it out of its thinking blocks.
+ */
+export function thinkingOmitted(req: MessagesRequest): boolean {
+  return isRecord(req.thinking) && req.thinking.display === "omitted";
+}
+
+/** `showThinking`: false where the client asked for its thinking omitted (`thinkingOmitted`). */
 export function chatResponseToMessages(
   resp: ChatCompletionResponse,
   clientModel: string,
+  showThinking = true,
 ): MessagesResponse {
   const choice = asArray(resp.choices).find(isRecord) ?? {};
   const message = isRecord(choice.message) ? choice.message : {};
   const content: AnthropicContentBlock[] = [];
 
   const reasoning = asString(message.reasoning_content) ?? asString(message.reasoning);
-  if (reasoning) content.push({ type: "thinking", thinking: reasoning, signature: "" });
+  if (reasoning && showThinking)
+    content.push({ type: "thinking", thinking: reasoning, signature: "" });
   const text = contentText(message.content) || (asString(message.refusal) ?? "");
   if (text) content.push({ type: "text", text });
 
@@ -631,7 +671,12 @@ export class ChatStreamToMessages {
   private finishReason: unknown = null;
   private current: Usage = emptyUsage();
 
-  constructor(clientModel: string, billed?: () => Usage) {
+  /** `showThinking`: as `chatResponseToMessages` takes it. */
+  constructor(
+    clientModel: string,
+    billed?: () => Usage,
+    private readonly showThinking = true,
+  ) {
     this.clientModel = clientModel;
     this.billed = billed;
   }
@@ -654,7 +699,7 @@ export class ChatStreamToMessages {
     const delta = isRecord(choice.delta) ? choice.delta : {};
 
     const reasoning = asString(delta.reasoning_content) ?? asString(delta.reasoning);
-    if (reasoning) out.push(...this.appendThinking(reasoning));
+    if (reasoning && this.showThinking) out.push(...this.appendThinking(reasoning));
     const text = contentText(delta.content) || (asString(delta.refusal) ?? "");
     if (text) out.push(...this.appendText(text));
     for (const call of asArray(delta.tool_calls)) {

@@ -352,7 +352,27 @@ export function untranslatableToChat(req: ResponsesRequest): string | undefined 
     return "`prompt_cache_options.prewarm` is not available for this model: its provider has no way to prepare a prompt cache without generating an answer, which would be billed; leave out `prewarm`.";
   if (asArray(req.input).some((item) => isRecord(item) && item.type === "compaction_trigger"))
     return "A `compaction_trigger` input item is not available for this model: a compacted conversation is an item only OpenAI's API can read; continue with `previous_response_id` or `conversation`, or send a shorter `input`.";
-  return storedInputSentence(req.input);
+  // The conversation it stands for is encrypted for OpenAI's API: without it the model would
+  // answer the turns after it alone.
+  if (asArray(req.input).some((item) => isRecord(item) && item.type === "compaction"))
+    return "A `compaction` input item is not available for this model: it holds the earlier conversation encrypted for OpenAI's API, which the gateway cannot read; send that conversation's items instead, or continue with `previous_response_id` or `conversation`.";
+  return clientToolItemSentence(req.input) ?? storedInputSentence(req.input);
+}
+
+/**
+ * Calls of tools the client runs that chat has no form for (`custom`, `shell`, `local_shell`,
+ * `apply_patch`, `computer`), and their outputs: the tools are left out, and without these items
+ * the model would not see what was called or what came back.
+ */
+const clientToolItems = /^(custom_tool|shell|local_shell|apply_patch|computer)_call(_output)?$/;
+
+function clientToolItemSentence(input: unknown): string | undefined {
+  for (const item of asArray(input)) {
+    const type = isRecord(item) ? asString(item.type) : undefined;
+    if (type && clientToolItems.test(type))
+      return `A \`${type}\` input item is not available for this model: its tool has no form on this model's provider, so the model would not see the call or its output; send them as message text, or declare the tool as a \`function\`.`;
+  }
+  return undefined;
 }
 
 /**
