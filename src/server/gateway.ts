@@ -22,6 +22,7 @@ import {
   connectionServerOptions,
   defaultConnectionLimits,
   guardConnections,
+  inTurn,
 } from "./http/connection-guards.js";
 import { Loopback } from "./http/loopback.js";
 import { InvalidProxies, ProxyList } from "./http/request.js";
@@ -235,7 +236,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
       pid: process.pid,
       startedAt: now(),
     });
-    listening.serve(listener);
+    listening.serve(inTurn(listener));
     readiness.ready();
     let closing: Promise<void> | undefined;
     return {

@@ -1,5 +1,6 @@
 import type { ServerResponse } from "node:http";
 import type { Context } from "hono";
+import { clientClosed, GatewayError } from "../errors.js";
 import type { GoneSignal } from "../time/gone-signal.js";
 import { MemorySocket } from "./loopback-socket.js";
 import { nodeOutgoing } from "./request.js";
@@ -13,6 +14,16 @@ import { nodeOutgoing } from "./request.js";
 export function clientGone(c: Context): GoneSignal {
   const outgoing = nodeOutgoing(c);
   return outgoing ? new ClientGone(outgoing) : c.req.raw.signal;
+}
+
+/**
+ * What a request that failed is settled and logged as: once its signal fired, the gateway's own
+ * reason for cutting it (`ClientGone.cut`) or else client_closed, not the abort error that the
+ * wait or the provider call it was in threw (which is no fault of the gateway's); else `err`.
+ */
+export function failureOf(signal: GoneSignal, err: unknown): unknown {
+  if (!signal.aborted) return err;
+  return signal.reason instanceof GatewayError ? signal.reason : clientClosed();
 }
 
 /**

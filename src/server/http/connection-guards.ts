@@ -1,4 +1,10 @@
-import type { Server, ServerOptions } from "node:http";
+import type {
+  IncomingMessage,
+  RequestListener,
+  Server,
+  ServerOptions,
+  ServerResponse,
+} from "node:http";
 import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import { newId } from "../../store/secrets.js";
@@ -83,6 +89,48 @@ export function guardConnections(server: Server, limits: ConnectionLimits): void
       ),
     );
   });
+}
+
+/**
+ * `listener`, with a request pipelined behind others on its connection run in its turn. Node
+ * answers a connection's requests in order but would run them at once, the later answers held in
+ * memory; past the socket's buffer of them Node stops reading the connection, and then no request
+ * on it sees its client hang up: each runs to its end and is charged, with nobody to receive it.
+ * Node gives a response its socket when its turn comes; a request waits for that, and one whose
+ * connection closes first never runs. One whose body would not fit the buffer Node reads it into
+ * cannot wait (its unread body stops the connection's reading too, and the request timeout would
+ * end the connection): it runs at once, and is told when the connection closes.
+ */
+export function inTurn(listener: RequestListener): RequestListener {
+  return (incoming, outgoing) => {
+    if (outgoing.socket) listener(incoming, outgoing);
+    else if (bodyFitsBuffer(incoming)) outgoing.once("socket", () => listener(incoming, outgoing));
+    else {
+      closeWithConnection(incoming.socket, outgoing);
+      listener(incoming, outgoing);
+    }
+  };
+}
+
+/** Node reads the connection on past a body that fits the request's buffer, read or not. */
+function bodyFitsBuffer(incoming: IncomingMessage): boolean {
+  if (incoming.headers["transfer-encoding"] !== undefined) return false;
+  return Number(incoming.headers["content-length"] ?? 0) < incoming.readableHighWaterMark;
+}
+
+/**
+ * Node emits a response's 'close' from the socket it was given, so one still waiting for its turn
+ * never hears its connection close: it is closed here as Node closes the one under way, which
+ * ends its request's waits and provider calls.
+ */
+function closeWithConnection(socket: Duplex, outgoing: ServerResponse): void {
+  const closed = () => {
+    if (outgoing.socket) return;
+    outgoing.destroy();
+    outgoing.emit("close");
+  };
+  socket.once("close", closed);
+  outgoing.once("socket", () => socket.off("close", closed));
 }
 
 function capPerAddress(server: Server, cap: number): void {

@@ -4,7 +4,7 @@ import { type Admission, admit, settleDelivered, settleFailed } from "../billing
 import type { WorstCase } from "../billing/pricing.js";
 import type { Services } from "../compose/services.js";
 import type { Target } from "../dispatch/resolve.js";
-import { GatewayError } from "../errors.js";
+import { failureOf } from "../http/client-signal.js";
 import type { AppEnv } from "../http/context.js";
 import { loopbackSource } from "../http/loopback-socket.js";
 import { nodeIncoming, nodeOutgoing, requestTrace } from "../http/request.js";
@@ -91,9 +91,6 @@ export async function serveAdmitted<T>(
     });
     return result;
   } catch (err) {
-    // A request the gateway cut (an MCP call whose account was suspended) ends for that reason.
-    const { signal } = request;
-    const cut = signal.aborted && signal.reason instanceof GatewayError ? signal.reason : undefined;
-    throw await settleFailed(services, admission, cut ?? err);
+    throw await settleFailed(services, admission, failureOf(request.signal, err));
   }
 }

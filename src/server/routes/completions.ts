@@ -19,14 +19,13 @@ import { openThread } from "../dispatch/threads.js";
 import {
   accountSuspended,
   badRequest,
-  clientClosed,
   errorBody,
   GatewayError,
   internalError,
   PlainTextError,
 } from "../errors.js";
 import { readJsonWithSize } from "../http/body.js";
-import { ClientGone } from "../http/client-signal.js";
+import { ClientGone, failureOf } from "../http/client-signal.js";
 import type { Handler } from "../http/context.js";
 import { loopbackSource } from "../http/loopback-socket.js";
 import { nodeIncoming, nodeOutgoing, requestHeader } from "../http/request.js";
@@ -183,7 +182,7 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
     const cutBy = () => (signal.reason instanceof GatewayError ? signal.reason : undefined);
     const fail = (err: unknown) => {
       unwatch?.();
-      return settleFailed(services, admission, signal.aborted ? (cutBy() ?? clientClosed()) : err);
+      return settleFailed(services, admission, failureOf(signal, err));
     };
 
     if (trace) trace.steps = [];
