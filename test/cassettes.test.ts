@@ -95,6 +95,7 @@ const exchanges: { name: string; path: string; body: unknown; gatewayMadeIds?: b
     },
   },
   {
+    // The Messages answer is built by the gateway from the chat answer, with an id of its own.
     name: "messages stream to an openai-wire model (cross-wire)",
     path: "/v1/messages",
     body: {
@@ -103,6 +104,7 @@ const exchanges: { name: string; path: string; body: unknown; gatewayMadeIds?: b
       stream: true,
       messages: [{ role: "user", content: "translate me" }],
     },
+    gatewayMadeIds: true,
   },
   {
     name: "messages JSON to an openai-wire model (cross-wire)",
@@ -112,6 +114,7 @@ const exchanges: { name: string; path: string; body: unknown; gatewayMadeIds?: b
       max_tokens: 100,
       messages: [{ role: "user", content: "translate me whole" }],
     },
+    gatewayMadeIds: true,
   },
   {
     // The Responses answer is built by the gateway from the chat answer, with its own ids.
@@ -146,7 +149,7 @@ async function sendAll(gw: { url: string }): Promise<Answer[]> {
   return answers;
 }
 
-/** A bridged Responses answer with the ids and time the gateway made up left out. */
+/** An answer translated from another wire with the ids and time the gateway made up left out. */
 function withoutGatewayIds(text: string): string {
   return text
     .replace(/"(resp|msg)_[A-Za-z0-9]+"/g, '"$1_"')

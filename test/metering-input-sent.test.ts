@@ -290,23 +290,30 @@ describe.each(backends)("a Responses item_reference the gateway resolves, on %s"
   afterAll(() => gw?.close());
 
   it("charges the full price of the input sent when item_references expand a small body", async () => {
-    const long = "lorem ipsum dolor sit amet ".repeat(1_500); // ~40 KB, stored once
+    const long = "lorem ipsum dolor sit amet ".repeat(1_500); // ~40 KB
+    // Three pastes, stored once.
+    const pastes = [1, 2, 3].map((n) => ({
+      type: "message",
+      role: "user",
+      id: `msg_big_paste_${n}`,
+      content: `${n}: ${long}`,
+    }));
     const stored = await post(gw, "/v1/responses", {
       model: "mock-gpt",
       max_output_tokens: 5,
-      input: [{ type: "message", role: "user", id: "msg_big_paste", content: long }],
+      input: pastes,
     });
     expect(stored.status).toBe(200);
     await idleMoney(gw);
 
     const rowsBefore = (await logged(gw)).length;
     const before = await money(gw);
-    // A body of a few hundred bytes that stands for the stored item three times over.
-    const ref = { type: "item_reference", id: "msg_big_paste" };
+    // A body of a few hundred bytes that stands for the stored items.
+    const refs = pastes.map(({ id }) => ({ type: "item_reference", id }));
     const res = await post(gw, "/v1/responses", {
       model: "mock-gpt",
       max_output_tokens: 5,
-      input: [ref, ref, ref, { role: "user", content: "summarise that" }],
+      input: [...refs, { role: "user", content: "summarise that" }],
     });
     expect(res.status).toBe(200);
     const answer = (await res.json()) as {

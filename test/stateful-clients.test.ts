@@ -85,6 +85,85 @@ async function itemReferenceOutlivesALaterTurn(client: OpenAI): Promise<void> {
   expect((await turn()).output_text).toBe("Your name is Ada.");
 }
 
+/**
+ * Two message threads of one account toward a chat model whose server gives every answer the
+ * same id (the fakes always do; Ollama draws its ids from 999): each reply is named by an id of its
+ * own, so a thread continued is answered with its own conversation, never the other's.
+ */
+async function threadsKeptApart(gw: { url: string }): Promise<void> {
+  const anthropic = new Anthropic({ apiKey: KEY, baseURL: gw.url, maxRetries: 0 });
+  const ada = anthropic.beta.messages.thread({ model: "gpt-x", max_tokens: 100 });
+  const bob = anthropic.beta.messages.thread({ model: "gpt-x", max_tokens: 100 });
+  const adaFirst = await ada.send({ role: "user", content: "My name is Ada." });
+  const bobFirst = await bob.stream({ role: "user", content: "My name is Bob." }).finalMessage();
+  expect(bobFirst.id).not.toBe(adaFirst.id);
+  const adaAsks = await ada.send({ role: "user", content: "What is my name?" });
+  expect(adaAsks.content[0]).toMatchObject({ text: "Your name is Ada." });
+  const bobAsks = await bob.stream({ role: "user", content: "What is my name?" }).finalMessage();
+  expect(bobAsks.content[0]).toMatchObject({ text: "Your name is Bob." });
+}
+
+/**
+ * A chain on a provider that holds its own responses, whose first turn the client deleted: the
+ * next turn is sent the turns after the deleted one only, as on every other wire, not the
+ * provider's own chain with the deleted turn in it.
+ */
+async function deletedTurnLeftOutOfANativeChain(setup: StateSetup, client: OpenAI): Promise<void> {
+  const model = "gpt-native";
+  const first = await client.responses.create({ model, input: "My name is Ada." });
+  const second = await client.responses.create({
+    model,
+    previous_response_id: first.id,
+    input: "Noted?",
+  });
+  // Unbroken, the chain is the provider's own: it gets the id, not the turns again.
+  expect(setup.nativeUp.last.body).toMatchObject({ previous_response_id: first.id });
+  await client.responses.delete(first.id);
+  const third = await client.responses.create({
+    model,
+    previous_response_id: second.id,
+    input: "What is my name?",
+  });
+  expect(third.output_text).toBe("I do not know your name.");
+  expect(third.previous_response_id).toBe(second.id);
+  const sent = setup.nativeUp.last.body;
+  expect(sent.previous_response_id).toBeUndefined();
+  expect(JSON.stringify(sent.input)).toContain("Noted?");
+  expect(JSON.stringify(sent.input)).not.toContain("My name is Ada.");
+  // The turn after it continues the same way.
+  const fourth = await client.responses.create({
+    model,
+    previous_response_id: third.id,
+    input: "What is my name?",
+  });
+  expect(fourth.output_text).toBe("I do not know your name.");
+  expect(setup.refused()).toEqual([]);
+}
+
+/**
+ * A provider with its own Responses API behind a pool of keys of two projects, each of which holds
+ * only the responses its key made (as OpenAI's projects do); the pool takes its keys in turn, so
+ * each turn goes to the key the turn before did not. It is sent the chain whole, not an id its
+ * project does not hold.
+ */
+async function nativeChainAcrossPoolKeys(setup: StateSetup, client: OpenAI): Promise<void> {
+  const model = "gpt-native-keys";
+  const first = await client.responses.create({ model, input: "My name is Ada." });
+  const second = await client.responses.create({
+    model,
+    previous_response_id: first.id,
+    input: "What is my name?",
+  });
+  expect(second.output_text).toBe("Your name is Ada.");
+  expect(setup.nativeUp.last.body.previous_response_id).toBeUndefined();
+  const third = await client.responses
+    .stream({ model, previous_response_id: second.id, input: "What is my name?" })
+    .finalResponse();
+  expect(third.output_text).toBe("Your name is Ada.");
+  expect(third.previous_response_id).toBe(second.id);
+  expect(setup.refused()).toEqual([]);
+}
+
 describe("stored responses and threads, as clients use them", () => {
   it("resolves an item_reference in a turn that stores nothing (store: false, no chain)", async () => {
     const first = await openai.responses.create({ model: "gpt-x", input: "My name is Ada." });
@@ -102,6 +181,18 @@ describe("stored responses and threads, as clients use them", () => {
 
   it("an item_reference resolves while the response that made the item is stored, after a later turn that sent it again is deleted", async () => {
     await itemReferenceOutlivesALaterTurn(openai);
+  });
+
+  it("two threads of an account whose provider repeats its answers' ids are each continued with their own conversation", async () => {
+    await threadsKeptApart(setup.gw);
+  });
+
+  it("a chain whose first turn was deleted is continued on a native provider without it", async () => {
+    await deletedTurnLeftOutOfANativeChain(setup, openai);
+  });
+
+  it("a chain on a native provider is continued on another key of its pool, which does not hold it", async () => {
+    await nativeChainAcrossPoolKeys(setup, openai);
   });
 
   it("a native Responses stream that ends with response.incomplete ends there, stored, with no failure after it", async () => {
@@ -220,6 +311,18 @@ describe("stored responses on Postgres", () => {
   it("an item_reference resolves while the response that made the item is stored, after a later turn that sent it again is deleted", async () => {
     await itemReferenceOutlivesALaterTurn(clientFor(pg.gw, KEY));
   });
+
+  it("two threads of an account whose provider repeats its answers' ids are each continued with their own conversation", async () => {
+    await threadsKeptApart(pg.gw);
+  });
+
+  it("a chain whose first turn was deleted is continued on a native provider without it", async () => {
+    await deletedTurnLeftOutOfANativeChain(pg, clientFor(pg.gw, KEY));
+  });
+
+  it("a chain on a native provider is continued on another key of its pool, which does not hold it", async () => {
+    await nativeChainAcrossPoolKeys(pg, clientFor(pg.gw, KEY));
+  });
 });
 
 describe("chains, conversations and tools across wires", () => {
@@ -271,6 +374,44 @@ describe("chains, conversations and tools across wires", () => {
     // The fake Gemini answers a call it did not sign otherwise; its rules still accept it.
     if (to !== "gemini-x") expect(answered.output_text).toBe(answerFor(WEATHER_RESULT));
     expect(setup.refused()).toEqual([]);
+  });
+
+  it("an input giving one item id twice is refused naming it, before anything is sent", async () => {
+    const before = setup.chatUp.requests.length;
+    // Stored, its input_items could not be paged: `after` that id would start the page again.
+    const said = (text: string) => ({
+      id: "msg_twice",
+      type: "message" as const,
+      role: "assistant" as const,
+      status: "completed" as const,
+      content: [{ type: "output_text" as const, text, annotations: [] }],
+    });
+    const twice = (store: boolean) =>
+      openai.responses.create({
+        model: "gpt-x",
+        store,
+        input: [said("one"), said("two"), { role: "user", content: "three" }],
+      });
+    for (const store of [true, false]) {
+      await expect(twice(store)).rejects.toMatchObject({
+        status: 400,
+        code: "bad_request",
+        message: expect.stringContaining("'msg_twice'"),
+      });
+    }
+    const first = await openai.responses.create({ model: "gpt-x", input: "My name is Ada." });
+    const answer = String(first.output[0].id);
+    await expect(
+      openai.responses.create({
+        model: "gpt-x",
+        input: [
+          { type: "item_reference", id: answer },
+          { type: "item_reference", id: answer },
+          { role: "user", content: "What is my name?" },
+        ],
+      }),
+    ).rejects.toMatchObject({ status: 400, message: expect.stringContaining(`'${answer}'`) });
+    expect(setup.chatUp.requests.length).toBe(before + 1);
   });
 
   it("a second key of the same account continues, retrieves and lists the first key's response", async () => {

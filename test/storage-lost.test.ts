@@ -239,6 +239,34 @@ describe("a disk that refuses writes (an injected SQLITE_READONLY)", () => {
       { stream: 0, state: "settled" },
     ]);
   }, 30_000);
+
+  it("ends a Responses stream cut at max_output_tokens with a storage error event, never its response.incomplete", async () => {
+    gw = await start();
+    const g = gw;
+    await (await served(g, "before")).json();
+    g.services.ledger.flush();
+
+    // A slow request holds the ledger's batch open, so the stream's charge waits for a commit.
+    const slow = served(g, "slow [[mock:delay=2000]]");
+    for (let i = 0; i < 250 && g.services.ledger.heldMicro("acct") === 0; i++) await sleep(20);
+    g.services.store.database.pragma("query_only = ON");
+    // `store: false`: nothing but the charge is written.
+    const stream = await post(g, "/v1/responses", {
+      model: "mock-gpt",
+      input: "[[mock:words=60]] go on",
+      max_output_tokens: 16,
+      store: false,
+      stream: true,
+    });
+    expect(stream.status).toBe(200);
+    const text = await stream.text();
+    // The answer got as far as its text, then its charge could not be recorded.
+    expect(text).toContain("event: response.output_text.delta");
+    expect(text).not.toContain("event: response.incomplete");
+    expect(text).toMatch(/"code":"storage_unavailable"/);
+    await (await slow).text();
+    g.services.store.database.pragma("query_only = OFF");
+  }, 30_000);
 });
 
 /**

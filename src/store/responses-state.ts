@@ -13,8 +13,12 @@ export interface StoredResponse {
   id: string;
   accountId: string;
   previousResponseId: string | null;
-  /** The `responses_native` provider that served it, whose own id it is; null when translated. */
-  nativeProviderId: string | null;
+  /**
+   * Who holds it under its own id: the `responses_native` provider that served it and the key it
+   * was served with (another key may be another project's, which does not hold it); null when
+   * translated. Opaque: compared whole.
+   */
+  nativeHolder: string | null;
   /** The Response object as the client got it. */
   response: StateItem;
   /** The turn's own input, as items with ids (what `input_items` lists). */
@@ -147,7 +151,7 @@ export function responseFromRow(row: ResponseRow): StoredResponse {
     id: row.id,
     accountId: row.account_id,
     previousResponseId: row.previous_response_id,
-    nativeProviderId: row.native_provider_id,
+    nativeHolder: row.native_provider_id,
     response: JSON.parse(row.response_json) as StateItem,
     inputItems: JSON.parse(row.input_items_json) as StateItem[],
     createdAt: Number(row.created_at),

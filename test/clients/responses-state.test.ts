@@ -216,7 +216,8 @@ describe.each(wireModels)("Responses API state on %s", (model) => {
       metadata: { topic: "names" },
     });
     expect(conversation).toMatchObject({ object: "conversation", metadata: { topic: "names" } });
-    expect(conversation.id).toMatch(/^conv_/);
+    // As OpenAI's: `conv_`, then letters and digits.
+    expect(conversation.id).toMatch(/^conv_[A-Za-z0-9]{24}$/);
     const response = await openai.responses.create({
       model,
       conversation: conversation.id,

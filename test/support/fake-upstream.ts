@@ -99,8 +99,11 @@ export class FakeUpstream {
   private readonly sockets = new Set<Socket>();
   /** Anthropic message threads the fake holds, by the id of their last reply. */
   private readonly threads = new Map<string, ThreadTurn>();
-  /** Responses the fake stored (a native Responses API): each one's whole input and output, by id. */
-  private readonly responses = new Map<string, Record<string, unknown>[]>();
+  /**
+   * Responses the fake stored (a native Responses API): each one's whole input and output, by id,
+   * for the API key that made it (as OpenAI keeps them for the key's project only).
+   */
+  private readonly responses = new Map<string, Map<string, Record<string, unknown>[]>>();
   private replies = 0;
   /** Requests refused by the rules, with why. */
   readonly refused: Refusal[] = [];
@@ -218,7 +221,7 @@ export class FakeUpstream {
       this.wire === "openai" &&
       (req.path.endsWith("/responses") || req.path.endsWith("/responses/input_tokens"))
     )
-      return checkResponses(req.body, this.responses);
+      return checkResponses(req.body, this.responsesOf(req));
     if (this.wire === "anthropic" && req.path.endsWith("/messages"))
       return checkAnthropic(req.body, req.headers, this.rules, this.threads);
     if (this.wire === "openai" && req.path.endsWith("/chat/completions")) {
@@ -254,8 +257,23 @@ export class FakeUpstream {
     return reply;
   }
 
+  /** The responses held for the request's API key. */
+  private responsesOf(req: RecordedRequest): Map<string, Record<string, unknown>[]> {
+    const key = String(req.headers.authorization ?? "");
+    let held = this.responses.get(key);
+    if (!held) {
+      held = new Map();
+      this.responses.set(key, held);
+    }
+    return held;
+  }
+
   /** A Responses answer is held under its id, with the input it answered, for a later turn. */
-  private holdResponse(reply: Reply, input: Record<string, unknown>[]): void {
+  private holdResponse(
+    held: Map<string, Record<string, unknown>[]>,
+    reply: Reply,
+    input: Record<string, unknown>[],
+  ): void {
     let response: { id?: unknown; output?: unknown } | undefined;
     if (reply.kind === "json") response = reply.body as typeof response;
     else if (reply.kind === "sse") {
@@ -264,7 +282,7 @@ export class FakeUpstream {
     }
     if (typeof response?.id !== "string") return;
     const output = Array.isArray(response.output) ? response.output : [];
-    this.responses.set(response.id, [...input, ...output]);
+    held.set(response.id, [...input, ...output]);
   }
 
   private async answer(req: RecordedRequest, res: ServerResponse): Promise<void> {
@@ -295,7 +313,7 @@ export class FakeUpstream {
     if (checked && "conversation" in checked && req.body.thread)
       reply = this.holdThread(reply, checked.conversation);
     if (checked && "items" in checked && req.body.store !== false)
-      this.holdResponse(reply, checked.items);
+      this.holdResponse(this.responsesOf(req), reply, checked.items);
     if (reply.kind === "hang") return;
     if (reply.kind === "drip") {
       await this.drip(reply, res);

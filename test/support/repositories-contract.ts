@@ -625,7 +625,7 @@ export function describeRepositories(
         id,
         accountId: "acct",
         previousResponseId: previous,
-        nativeProviderId: null,
+        nativeHolder: null,
         response: { id, object: "response", output: [message(`out_${id}`, id)] },
         inputItems: [message(`in_${id}`, id)],
         createdAt: at,
@@ -641,11 +641,11 @@ export function describeRepositories(
 
       it("keep a response per account until it expires, and walk its chain oldest first", async () => {
         await turn(response("resp_1", null, 0), 0);
-        await turn({ ...response("resp_2", "resp_1", 10), nativeProviderId: "native" }, 10);
+        await turn({ ...response("resp_2", "resp_1", 10), nativeHolder: "native" }, 10);
         await turn(response("resp_3", "resp_2", 20), 20);
         expect(await repos.responsesState.findResponse("acct", "resp_2", 30)).toEqual({
           ...response("resp_2", "resp_1", 10),
-          nativeProviderId: "native",
+          nativeHolder: "native",
         });
         expect(await repos.responsesState.findResponse("other", "resp_2", 30)).toBeUndefined();
         const chain = await repos.responsesState.responseChain("acct", "resp_3", 30);

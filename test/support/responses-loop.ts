@@ -29,7 +29,8 @@ import {
  * A gateway with one model on each wire the Responses API can be served on, behind fakes that
  * keep nothing the real APIs would not and refuse what they refuse (a tool result with no call
  * before it): `gpt-x` (chat completions), `claude-x` (anthropic), `gpt-native` (a provider with
- * its own Responses API, which holds its own responses), `gemini-x` (Google's Gemini API). Each fake answers from the whole
+ * its own Responses API, which holds its own responses; `gpt-native-keys` is the same API behind
+ * a pool of two keys of different projects), `gemini-x` (Google's Gemini API). Each fake answers from the whole
  * conversation it was sent: "My name is Ada" is remembered only if the turn carrying it arrived,
  * and a tool loop is answered as tool-loop.ts does. The gateway's clock is manual, for expiry.
  */
@@ -223,6 +224,14 @@ export async function stateGateway(): Promise<StateSetup> {
           api_keys: ["sk-native-pool"],
           responses_native: true,
         },
+        // Keys of two projects: each holds only the responses it made.
+        {
+          id: "native-keys",
+          wire: "openai",
+          base_url: nativeUp.baseUrl,
+          api_keys: ["sk-native-project-a", "sk-native-project-b"],
+          responses_native: true,
+        },
         { id: "gm", wire: "gemini", base_url: geminiUp.url, api_keys: ["AIza-state-pool"] },
       ],
       models: [
@@ -242,6 +251,7 @@ export async function stateGateway(): Promise<StateSetup> {
           max_output_tokens: CLAUDE_MAX_OUTPUT,
         },
         { name: "gpt-native", provider: "native", upstream_model: "gpt-native-upstream" },
+        { name: "gpt-native-keys", provider: "native-keys", upstream_model: "gpt-native-upstream" },
         {
           name: "gemini-x",
           provider: "gm",

@@ -6,10 +6,11 @@ import type {
 import { GatewayError } from "../errors.js";
 import type { Attempt } from "../providers/provider.js";
 import { servesNatively } from "../providers/registry.js";
-import type { CompletionResult, ResponseTurn } from "../wire/completion-types.js";
+import type { CompletionResult, NativeServer, ResponseTurn } from "../wire/completion-types.js";
 import { parseEventData } from "../wire/sse.js";
 import type { StreamPiece } from "../wire/stream-types.js";
 import { randomId } from "../wire/translate/shared.js";
+import { keyFingerprint } from "./key-pool.js";
 
 /**
  * The Responses API's state on every wire. `store` defaults to true: each response is kept (its
@@ -47,16 +48,28 @@ export async function openResponseTurn(
       "`previous_response_id` and `conversation` cannot be used together: a conversation already carries the turns before this one.",
     );
   }
+  const duplicate = duplicateItemId(body.input);
+  if (duplicate !== undefined) {
+    throw new GatewayError(
+      400,
+      "bad_request",
+      `Duplicate item found with id '${duplicate}' in \`input\`: a turn's items are listed and paged by their ids (\`input_items\`), so each item, or \`item_reference\`, must name a different one.`,
+    );
+  }
   const store = body.store !== false;
   if (!store && !previousId && !conversationId && !namesStoredItem(body.input)) return undefined;
   const { repo, accountId, now } = context;
 
   let history: StateItem[] = [];
-  let head: StoredResponse | undefined;
+  // The `responses_native` provider (and key) that holds the chain under the id named, as the
+  // gateway does.
+  let nativeHolder: string | null = null;
   if (previousId) {
     const chain = await repo.responseChain(accountId, previousId, now());
     if (!chain) throw unknownPrevious(previousId);
-    head = chain[chain.length - 1];
+    // A chain whose oldest response continues one no longer held was cut by a delete: the
+    // provider's own chain still has the deleted turns, so it is sent the gateway's instead.
+    if (chain[0].previousResponseId === null) nativeHolder = chain[chain.length - 1].nativeHolder;
     history = chain.flatMap((r) => [...r.inputItems, ...outputItems(r.response)]);
   } else if (conversationId) {
     const held = await repo.listItems(accountId, conversationId, now());
@@ -76,9 +89,9 @@ export async function openResponseTurn(
     body: replay,
     replayedBytes,
     turn: {
-      nativeBody(providerId) {
+      nativeBody(server) {
         // The provider that served the response named holds the chain under that id itself.
-        if (head?.nativeProviderId === providerId) return body;
+        if (nativeHolder !== null && nativeHolder === holderOf(server)) return body;
         // Nothing replayed and nothing to leave out: the client's body itself, as it sent it.
         if (!rewritten && !("previous_response_id" in body) && !("conversation" in body))
           return body;
@@ -94,7 +107,7 @@ export async function openResponseTurn(
         response.previous_response_id = previousId ?? null;
         if (conversationId) response.conversation = { id: conversationId };
       },
-      async record(answer, nativeProviderId) {
+      async record(answer, native) {
         const id = answer.id;
         if (typeof id !== "string") return;
         const at = now();
@@ -104,7 +117,7 @@ export async function openResponseTurn(
               id,
               accountId,
               previousResponseId: previousId ?? null,
-              nativeProviderId,
+              nativeHolder: native ? holderOf(native) : null,
               response: answer,
               inputItems: input,
               createdAt: at,
@@ -122,6 +135,15 @@ export async function openResponseTurn(
       },
     },
   };
+}
+
+/**
+ * Who holds a response a native server made under its id: the provider, and which of its keys
+ * (by fingerprint, never the key): a pool's keys may be different projects', and a project holds
+ * only its own responses.
+ */
+function holderOf(server: NativeServer): string {
+  return `${server.providerId} ${keyFingerprint(server.secret ?? "")}`;
 }
 
 function optionalId(value: unknown, field: string): string | undefined {
@@ -168,12 +190,18 @@ const idPrefixes: Record<string, string> = {
   function_call_output: "fco_",
 };
 
-/**
- * The request's `input` as items, each with an id and in the shape OpenAI lists them (a string
- * is one user message; a message's string content is one text part). An `item_reference` to an
- * item of the chain is that item; one to any other item is left in place, its index listed in
- * `references` for `resolveReferences`.
- */
+/** The first id that two items of `input` give (an `item_reference` gives the id it names). */
+function duplicateItemId(input: unknown): string | undefined {
+  if (!Array.isArray(input)) return undefined;
+  const seen = new Set<string>();
+  for (const item of input) {
+    if (!isItem(item) || typeof item.id !== "string") continue;
+    if (seen.has(item.id)) return item.id;
+    seen.add(item.id);
+  }
+  return undefined;
+}
+
 /** Whether `input` refers to an item of a stored response (`item_reference`), which a turn resolves. */
 function namesStoredItem(input: unknown): boolean {
   return (
@@ -181,6 +209,12 @@ function namesStoredItem(input: unknown): boolean {
   );
 }
 
+/**
+ * The request's `input` as items, each with an id and in the shape OpenAI lists them (a string
+ * is one user message; a message's string content is one text part). An `item_reference` to an
+ * item of the chain is that item; one to any other item is left in place, its index listed in
+ * `references` for `resolveReferences`.
+ */
 export function inputItems(
   input: unknown,
   history: StateItem[] = [],
@@ -270,20 +304,21 @@ function forNative(items: unknown): unknown[] {
 export async function withResponseTurn<T extends CompletionResult>(
   result: T,
   turn: ResponseTurn,
-  attempt: Pick<Attempt, "provider">,
+  attempt: Pick<Attempt, "provider" | "credential">,
 ): Promise<T> {
   const { provider } = attempt;
-  const nativeProviderId = servesNatively(provider, "responses") ? provider.id : null;
+  const native = servesNatively(provider, "responses")
+    ? { providerId: provider.id, secret: attempt.credential.secret }
+    : null;
   if (result.kind === "json") {
-    if (isItem(result.body) && isFinal(result.body.status))
-      await turn.record(result.body, nativeProviderId);
+    if (isItem(result.body) && isFinal(result.body.status)) await turn.record(result.body, native);
     return result;
   }
   const pieces = result.pieces;
   async function* recorded(): AsyncGenerator<StreamPiece> {
     for (let next = await pieces.next(); !next.done; next = await pieces.next()) {
       const response = finalResponse(next.value);
-      if (response) await turn.record(response, nativeProviderId);
+      if (response) await turn.record(response, native);
       yield next.value;
     }
   }

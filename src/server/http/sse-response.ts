@@ -22,7 +22,10 @@ export interface SseStream {
   headers: Record<string, string>;
   /** The event that tells the client, in the route's style, that the stream broke. */
   errorEvent: (err: unknown) => string;
-  /** The route's closing event (`data: [DONE]`, `message_stop`, `response.completed`). */
+  /**
+   * The route's closing event (`data: [DONE]`, `message_stop`, `response.completed` or
+   * `.incomplete`).
+   */
   isClosingEvent: (piece: StreamPiece) => boolean;
   /**
    * Called before each piece goes out: a promise when the piece must wait for it (the stream's

@@ -364,8 +364,12 @@ function failureEvent(req: CompletionRequest, error: GatewayError): string {
 const closingEvents: Record<ClientStyle, (piece: StreamPiece) => boolean> = {
   chat: (piece) => piece === SSE_DONE,
   messages: (piece) => typeof piece === "string" && piece.startsWith("event: message_stop\n"),
+  // A response cut short (max_output_tokens, a content filter) ends with response.incomplete,
+  // as final to its client as response.completed.
   responses: (piece) =>
-    typeof piece === "string" && piece.startsWith("event: response.completed\n"),
+    typeof piece === "string" &&
+    (piece.startsWith("event: response.completed\n") ||
+      piece.startsWith("event: response.incomplete\n")),
 };
 
 /** The error that ended a stream when it is the storage refusing its charge's record. */

@@ -1,12 +1,12 @@
 import type { Context } from "hono";
 import { z } from "zod";
 import type { StoredConversation } from "../../store/responses-state.js";
-import { newId } from "../../store/secrets.js";
 import type { Services } from "../compose/services.js";
 import { asItem } from "../dispatch/response-state.js";
 import { GatewayError } from "../errors.js";
 import { readJson, readOptionalJson } from "../http/body.js";
 import type { AppEnv, Handler } from "../http/context.js";
+import { randomId } from "../wire/translate/shared.js";
 import { itemList, pageQuery } from "./responses-state.js";
 
 /**
@@ -40,7 +40,7 @@ export function conversationHandlers(services: Pick<Services, "repos" | "options
     const body = await readOptionalJson(c, createBody);
     const at = now();
     const conversation: StoredConversation = {
-      id: newId("conv_", 24),
+      id: randomId("conv_"),
       accountId: account(c),
       metadata: body.metadata ?? {},
       createdAt: at,

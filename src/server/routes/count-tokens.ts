@@ -71,7 +71,8 @@ export function responsesInputTokensHandler(services: CountServices): Handler {
       const provider = providerOf(attempt.provider);
       // A provider that speaks the Responses API counts the body as /v1/responses would send it.
       if (provider.countResponsesTokens && servesNatively(attempt.provider, "responses")) {
-        const native = turn ? turn.turn.nativeBody(attempt.provider.id) : body;
+        const server = { providerId: attempt.provider.id, secret: attempt.credential.secret };
+        const native = turn ? turn.turn.nativeBody(server) : body;
         return provider.countResponsesTokens(services, attempt, { body: native, signal });
       }
       const req: CompletionRequest = {

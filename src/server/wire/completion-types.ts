@@ -32,21 +32,28 @@ export interface CompletionRequest {
   responseTurn?: ResponseTurn;
 }
 
+/** A provider that speaks the Responses API itself, and the key a request is sent to it with. */
+export interface NativeServer {
+  providerId: string;
+  secret: string | undefined;
+}
+
 /** A responses request's turn (`dispatch/response-state.ts` opens and records it). */
 export interface ResponseTurn {
   /**
    * The body for a provider that speaks the Responses API itself: the client's own (the same
-   * object) when that provider served the response it continues, or when nothing was replayed and
-   * the body names no previous response or conversation; else the chain replayed.
+   * object) when that provider, with the same key, served the response it continues, or when
+   * nothing was replayed and the body names no previous response or conversation; else the chain
+   * replayed.
    */
-  nativeBody(providerId: string): Record<string, unknown>;
+  nativeBody(server: NativeServer): Record<string, unknown>;
   /**
    * A native provider's Response says what the client asked (`previous_response_id`,
    * `conversation`), not what it was sent in their place.
    */
   echo(response: Record<string, unknown>): void;
-  /** Called with the whole Response; `nativeProviderId` names the provider whose id it is. */
-  record(response: Record<string, unknown>, nativeProviderId: string | null): Promise<void>;
+  /** Called with the whole Response; `native` is the server whose own id it is (null: translated). */
+  record(response: Record<string, unknown>, native: NativeServer | null): Promise<void>;
 }
 
 /** A message thread the gateway holds for a request (`dispatch/threads.ts` opens and records it). */

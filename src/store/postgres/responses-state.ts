@@ -279,7 +279,7 @@ async function putResponse(
       accountId,
       response.id,
       previous,
-      response.nativeProviderId,
+      response.nativeHolder,
       JSON.stringify(response.response),
       JSON.stringify(response.inputItems),
       response.createdAt,

@@ -170,7 +170,7 @@ export class SqliteResponsesState implements ResponsesStateRepository {
           accountId,
           response.id,
           previous,
-          response.nativeProviderId,
+          response.nativeHolder,
           JSON.stringify(response.response),
           JSON.stringify(response.inputItems),
           response.createdAt,

@@ -79,7 +79,9 @@ async function nativeResponses(
   headers: Record<string, string>,
 ): Promise<CompletionResult> {
   const { provider, model } = attempt;
-  const client = req.responseTurn?.nativeBody(provider.id) ?? req.body;
+  const client =
+    req.responseTurn?.nativeBody({ providerId: provider.id, secret: attempt.credential.secret }) ??
+    req.body;
   const body: Record<string, unknown> = { ...client, model: model.upstream_model };
   // Every response is answered complete (docs/stateful-apis.md), `background` ones too: the
   // provider would answer one queued, which the gateway could neither store nor serve to the

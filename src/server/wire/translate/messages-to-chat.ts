@@ -548,9 +548,13 @@ function chatStopSequence(choice: JsonObject): string | undefined {
   return choice.finish_reason === "stop" && sequence ? sequence : undefined;
 }
 
-function messageIdFromChatId(id: unknown): string {
-  const raw = asString(id);
-  return raw ? `msg_${raw.replace(/^chatcmpl-/, "")}` : randomId("msg_");
+/**
+ * A translated answer's id is the gateway's own, never made from the upstream's chat id: a client
+ * names the answer by it (a message thread's `previous_message_id`), and servers repeat their ids
+ * (Ollama draws them from 999).
+ */
+function newMessageId(): string {
+  return randomId("msg_");
 }
 
 /** Text of a chat message's content, whether a string or (some servers) an array of parts. */
@@ -609,7 +613,7 @@ export function chatResponseToMessages(
   const sawToolCalls = content.some((block) => block.type === "tool_use");
   const stopSequence = sawToolCalls ? undefined : chatStopSequence(choice);
   return {
-    id: messageIdFromChatId(resp.id),
+    id: newMessageId(),
     type: "message",
     role: "assistant",
     model: clientModel,
@@ -657,7 +661,7 @@ export class ChatStreamToMessages {
    */
   private readonly billed: (() => Usage) | undefined;
   private stopSequence: string | undefined;
-  private messageId = randomId("msg_");
+  private readonly messageId = newMessageId();
   private started = false;
   private ended = false;
   private nextBlockIndex = 0;
@@ -689,7 +693,6 @@ export class ChatStreamToMessages {
       const message = asString(chunk.error.message) ?? "upstream stream error";
       return [event({ type: "error", error: { type: "api_error", message } })];
     }
-    if (!this.started && asString(chunk.id)) this.messageId = messageIdFromChatId(chunk.id);
     out.push(...this.start());
     if (isRecord(chunk.usage)) this.current = usageFromChat(chunk);
 
