@@ -135,4 +135,39 @@ describe("the fake Gemini API", () => {
     const refs = { $ref: "#/$defs/A", description: "beside a $ref", $defs: { A: schema } };
     expect((await send(tool({ parametersJsonSchema: refs }))).status).toBe(400);
   });
+
+  it("refuses a function name OpenAI takes but Google does not: a digit or dash first, over 64 characters", async () => {
+    const named = (name: string) => ({ ...hello, tools: [{ functionDeclarations: [{ name }] }] });
+    for (const name of ["2fa-check", "-x", "a".repeat(65), "has space"])
+      expect((await send(named(name))).error?.message, name).toContain("Invalid function name");
+    for (const name of ["_2fa-check", "ns.tool:v1-x", "a".repeat(64)])
+      expect((await send(named(name))).status, name).toBe(200);
+  });
+
+  it("refuses more than eight candidates", async () => {
+    const candidates = (candidateCount: number) => ({
+      ...hello,
+      generationConfig: { candidateCount },
+    });
+    expect((await send(candidates(9))).status).toBe(400);
+    expect((await send(candidates(8))).status).toBe(200);
+  });
+
+  it("refuses a JSON answer beside function calling on Gemini 2.x, not with calling off, not on Gemini 3", async () => {
+    const body = (mode?: string) => ({
+      ...hello,
+      tools: [{ functionDeclarations: [{ name: "f" }] }],
+      ...(mode ? { toolConfig: { functionCallingConfig: { mode } } } : {}),
+      generationConfig: { responseMimeType: "application/json" },
+    });
+    expect((await send(body())).error?.message).toBe(
+      "Function calling with a response mime type: 'application/json' is unsupported",
+    );
+    expect((await send(body("ANY"))).status).toBe(400);
+    expect((await send(body("NONE"))).status).toBe(200);
+    const gemini3 = { path: "/v1beta/models/gemini-3-flash-preview:generateContent" };
+    expect((await send(body(), gemini3)).status).toBe(200);
+    const { tools: _, ...jsonOnly } = body();
+    expect((await send(jsonOnly)).status).toBe(200);
+  });
 });

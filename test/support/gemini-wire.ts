@@ -9,8 +9,10 @@ import type { Refusal, WireRules } from "./upstream-rules.js";
  * PERMISSION_DENIED, a wrong one 400 API_KEY_INVALID, a bearer token 401 UNAUTHENTICATED),
  * unknown fields anywhere in the body, roles other than user/model, empty parts or text, a
  * function response without a name or not answering each call of the turn before it, Gemini 3's
- * thought signatures on function calls, the output limit, at most five stop sequences, each model
- * family's thinking budgets, image types it cannot read, and schema keywords Google does not take. One rule is the gateway's, not Google's: a key in the URL (`?key=`) is refused, since the
+ * thought signatures on function calls, the output limit, at most five stop sequences and eight
+ * candidates, function names (a letter or underscore first, at most 64 characters), each model
+ * family's thinking budgets, JSON answers beside function calling before Gemini 3, image types it
+ * cannot read, and schema keywords Google does not take. One rule is the gateway's, not Google's: a key in the URL (`?key=`) is refused, since the
  * gateway must never put it where logs and traces keep it.
  */
 
@@ -449,8 +451,31 @@ function checkGenerate(
   return (
     checkGenerationConfig(body.generationConfig, rules, at, model) ??
     checkTools(body.tools, at) ??
-    checkToolConfig(body.toolConfig)
+    checkToolConfig(body.toolConfig) ??
+    checkJsonWithFunctions(body, model)
   );
+}
+
+/**
+ * Gemini 2.x (and 1.x) cannot answer in JSON in a request whose model may call a function: Google
+ * refuses the JSON response type beside function declarations unless calling is off (`NONE`).
+ * Gemini 3 takes both together. Any other name (the tests' `gemini-up`) is taken as Gemini 3.
+ */
+function checkJsonWithFunctions(body: Json, model: string): Refusal | undefined {
+  if (!/^models\/gemini-[12](\.\d+)?-/.test(model)) return undefined;
+  const config = isRecord(body.generationConfig) ? body.generationConfig : {};
+  if (config.responseMimeType !== "application/json") return undefined;
+  const declares =
+    Array.isArray(body.tools) &&
+    body.tools.some(
+      (tool) =>
+        isRecord(tool) &&
+        Array.isArray(tool.functionDeclarations) &&
+        tool.functionDeclarations.length > 0,
+    );
+  const calling = isRecord(body.toolConfig) ? body.toolConfig.functionCallingConfig : undefined;
+  if (!declares || (isRecord(calling) && calling.mode === "NONE")) return undefined;
+  return invalid("Function calling with a response mime type: 'application/json' is unsupported");
 }
 
 function checkContents(contents: unknown, at: string): Refusal | undefined {
@@ -651,7 +676,7 @@ function checkTools(tools: unknown, at: string): Refusal | undefined {
         if (!declarationFields.has(key)) return unknownName(key, path);
       if (
         typeof declaration.name !== "string" ||
-        !/^[A-Za-z_][A-Za-z0-9_.:-]{0,127}$/.test(declaration.name)
+        !/^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$/.test(declaration.name)
       )
         return invalid(`* ${at}.${path}.name: Invalid function name.`);
       if (declaration.parameters !== undefined && declaration.parametersJsonSchema !== undefined)

@@ -1,6 +1,6 @@
 import type { MessagesRequest } from "../../wire/anthropic-types.js";
 import type { CompletionRequest, CompletionResult } from "../../wire/completion-types.js";
-import type { ChatCompletionChunk, ChatCompletionRequest } from "../../wire/openai-types.js";
+import type { ChatCompletionChunk } from "../../wire/openai-types.js";
 import type { ResponsesRequest } from "../../wire/responses-types.js";
 import { parseEventData } from "../../wire/sse.js";
 import { fromChatChunks, fromChatJson, withJsonEstimate } from "../../wire/to-client.js";
@@ -12,14 +12,21 @@ import {
 } from "../../wire/to-provider.js";
 import { failedToolCalls, messagesRequestToChat } from "../../wire/translate/messages-to-chat.js";
 import { wantsSummary } from "../../wire/translate/responses.js";
-import { UpstreamFailure } from "../../wire/upstream-failure.js";
+import { isRecord } from "../../wire/translate/shared.js";
+import { UnsupportedRequest, UpstreamFailure } from "../../wire/upstream-failure.js";
 import { chatOutputText, usageFromChat } from "../../wire/usage.js";
 import { type MeteredStream, openMeteredStream } from "../metered-stream.js";
 import type { Attempt, CountTokensRequest, ProviderContext } from "../provider.js";
 import { geminiHeaders, methodUrl, modelName } from "./endpoints.js";
+import { FunctionNames } from "./function-names.js";
 import { chatToGemini, type GeminiRequestOptions } from "./gemini-request.js";
-import { chatUsageOf, GeminiStreamToChat, geminiToChat } from "./gemini-response.js";
-import type { GenerateContentResponse } from "./gemini-types.js";
+import {
+  type AnswerCalls,
+  chatUsageOf,
+  GeminiStreamToChat,
+  geminiToChat,
+} from "./gemini-response.js";
+import type { GenerateContentRequest, GenerateContentResponse } from "./gemini-types.js";
 
 /**
  * Chat, messages and responses requests: `toChatRequest` turns each into a chat body,
@@ -36,7 +43,10 @@ export async function geminiComplete(
   refuseStopsOver(req, chat, geminiMostStops);
   // A messages client's top_k, which Gemini takes and chat has no field for.
   if (req.style === "messages" && typeof req.body.top_k === "number") chat.top_k = req.body.top_k;
-  const body = chatToGemini(chat, model.max_output_tokens, clientOptions(req));
+  const names = FunctionNames.of(chat);
+  const body = chatToGemini(chat, model.max_output_tokens, { ...clientOptions(req), names });
+  refuseWhatGeminiRefuses(req, body, model.upstream_model);
+  const calls: AnswerCalls = { names, oneCall: chat.parallel_tool_calls === false };
   const headers = geminiHeaders(attempt);
   if (!req.stream) {
     const answer = await http.postJson<GenerateContentResponse>(
@@ -46,7 +56,7 @@ export async function geminiComplete(
       req.signal,
       provider,
     );
-    const completion = geminiToChat(answer, chat.model, oneCall(chat));
+    const completion = geminiToChat(answer, chat.model, calls);
     const result = withJsonEstimate(fromChatJson(req, completion), body, () =>
       chatOutputText(completion),
     );
@@ -55,19 +65,54 @@ export async function geminiComplete(
   const url = methodUrl(attempt, "streamGenerateContent?alt=sse");
   const upstream = await openMeteredStream(http, attempt, { url, headers, body }, req.signal);
   return withRewrite(
-    fromChatChunks(req, geminiChunks(upstream, chat.model, oneCall(chat)), upstream.meter),
+    fromChatChunks(req, geminiChunks(upstream, chat.model, calls), upstream.meter),
     rewrite,
   );
 }
 
-/**
- * Whether the client turned parallel tool calls off: chat's `parallel_tool_calls: false`, which a
- * messages client's `disable_parallel_tool_use` and a Responses client's own field become.
- */
-const oneCall = (chat: ChatCompletionRequest) => chat.parallel_tool_calls === false;
-
 /** Gemini's `stopSequences` takes at most five. */
 const geminiMostStops = 5;
+
+/** Gemini's `candidateCount` is at most eight, as Google's GenerationConfig reference says. */
+const geminiMostCandidates = 8;
+
+/** Gemini 1.x and 2.x by the upstream model's name; an alias or a later model may do more. */
+const beforeGemini3 = /(^|\/)gemini-[12](\.\d+)?-/;
+
+/**
+ * What Gemini is known to refuse in a body the translation made, refused before it is sent with
+ * the client's own field named: more choices than it gives, and (before Gemini 3) a JSON answer
+ * in a request whose model may call a function. Sent, either would cost a call and come back as
+ * a rejection that cannot say which field to change.
+ */
+function refuseWhatGeminiRefuses(
+  req: CompletionRequest,
+  body: GenerateContentRequest,
+  upstreamModel: string,
+): void {
+  const candidates = body.generationConfig?.candidateCount ?? 1;
+  if (candidates > geminiMostCandidates)
+    throw new UnsupportedRequest(
+      `\`n\` is ${candidates}; this model's provider gives at most ${geminiMostCandidates} choices a request. Send \`n\` of at most ${geminiMostCandidates}.`,
+    );
+  const json = body.generationConfig?.responseMimeType === "application/json";
+  const mayCall =
+    body.tools !== undefined && body.toolConfig?.functionCallingConfig.mode !== "NONE";
+  if (json && mayCall && beforeGemini3.test(upstreamModel.toLowerCase()))
+    throw new UnsupportedRequest(
+      `\`${jsonFormatField(req)}\` (a JSON answer) cannot be combined with \`tools\` on this model: Gemini before version 3 refuses a JSON answer where it may call a function. Leave out one of them, set \`tool_choice\` to none, or use a Gemini 3 model.`,
+    );
+}
+
+/** Where the client asked for a JSON answer, in its own style. */
+function jsonFormatField(req: CompletionRequest): string {
+  if (req.style === "responses") return "text.format";
+  if (req.style !== "messages") return "response_format";
+  const body = req.body as MessagesRequest;
+  return isRecord(body.output_config) && body.output_config.format != null
+    ? "output_config.format"
+    : "output_format";
+}
 
 /**
  * What the client's own body says that its chat body cannot: a messages client's thinking budget
@@ -126,9 +171,9 @@ export async function geminiCountTokens(
 async function* geminiChunks(
   { events, meter }: MeteredStream,
   model: string,
-  oneCall: boolean,
+  calls: AnswerCalls,
 ): AsyncGenerator<ChatCompletionChunk> {
-  const toChat = new GeminiStreamToChat(model, oneCall);
+  const toChat = new GeminiStreamToChat(model, calls);
   for await (const ev of events) {
     const data = parseEventData(ev.data);
     if (typeof data !== "object" || data === null) continue;

@@ -21,6 +21,7 @@ import {
   parseDataUrl,
 } from "../../wire/translate/shared.js";
 import { UnsupportedRequest } from "../../wire/upstream-failure.js";
+import { FunctionNames } from "./function-names.js";
 import { toGeminiSchema } from "./gemini-schema.js";
 import type {
   GeminiContent,
@@ -50,6 +51,8 @@ export interface GeminiRequestOptions {
   failedCalls?: ReadonlySet<string>;
   /** The client asked to read the model's thinking (a Responses client's `reasoning.summary`). */
   showThoughts?: boolean;
+  /** The names Gemini is told for the request's functions (by default, made from the request). */
+  names?: FunctionNames;
 }
 
 /** `maxOutputTokens` at most `maxOutput`: the model's configured maximum, which the hold covers. */
@@ -59,6 +62,7 @@ export function chatToGemini(
   options: GeminiRequestOptions = {},
 ): GenerateContentRequest {
   refuseUntranslatable(request);
+  const names = options.names ?? FunctionNames.of(request);
   const chat = withAllowedToolsOnly(request);
   const system: GeminiPart[] = [];
   const contents: GeminiContent[] = [];
@@ -80,7 +84,7 @@ export function chatToGemini(
         push("user", userParts(message.content));
         break;
       case "assistant":
-        push("model", modelParts(message, callNames));
+        push("model", modelParts(message, callNames, names));
         break;
       case "tool":
         push("user", [
@@ -92,7 +96,7 @@ export function chatToGemini(
         ]);
         break;
       case "function":
-        push("user", [functionResponse(message.name, message.content)]);
+        push("user", [functionResponse(names.toGemini(message.name), message.content)]);
         break;
     }
   }
@@ -102,9 +106,14 @@ export function chatToGemini(
     if (contents.length === 0) contents.push({ role: "user", parts: system });
     else out.systemInstruction = { parts: system };
   }
-  const declarations = functionDeclarations(chat.tools);
+  // Gemini refuses a request with no turn at all; OpenAI would answer it, Anthropic refuses it too.
+  if (contents.length === 0)
+    throw new UnsupportedRequest(
+      "Every message is empty (no text, image or other content), so there is nothing to answer; send a message with content.",
+    );
+  const declarations = functionDeclarations(chat.tools, names);
   if (declarations.length > 0) out.tools = [{ functionDeclarations: declarations }];
-  const toolConfig = functionCallingConfig(chat.tool_choice);
+  const toolConfig = functionCallingConfig(chat.tool_choice, names);
   if (toolConfig && declarations.length > 0) out.toolConfig = { functionCallingConfig: toolConfig };
   out.generationConfig = generationConfig(chat, maxOutput);
   const thinking = thinkingConfig(
@@ -284,7 +293,8 @@ function mimeTypeOf(url: string): string {
 /** The model's turn: its text, then its function calls, each with its thought signature. */
 function modelParts(
   message: Extract<ChatMessage, { role: "assistant" }>,
-  names: Map<string, string>,
+  callNames: Map<string, string>,
+  names: FunctionNames,
 ): GeminiPart[] {
   const parts = userParts(message.content ?? null);
   // A turn that only refused says so in `refusal`, as Anthropic's translation reads it too.
@@ -294,9 +304,9 @@ function modelParts(
   const callParts: GeminiPart[] = [];
   for (const call of calls) {
     const fn = isRecord(call.function) ? call.function : {};
-    const name = asString(fn.name) ?? "";
+    const name = names.toGemini(asString(fn.name) ?? "");
     const id = asString(call.id) ?? "";
-    names.set(id, name);
+    callNames.set(id, name);
     const part: GeminiPart = { functionCall: { name, args: argumentsToInput(fn.arguments) } };
     const signature = signatureOfCallId(id);
     if (signature) {
@@ -308,7 +318,7 @@ function modelParts(
   const legacy = message.function_call;
   if (legacy && isRecord(legacy)) {
     callParts.push({
-      functionCall: { name: legacy.name, args: argumentsToInput(legacy.arguments) },
+      functionCall: { name: names.toGemini(legacy.name), args: argumentsToInput(legacy.arguments) },
     });
   }
   if (callParts.length > 0 && !signed) callParts[0].thoughtSignature = unsignedCallSignature;
@@ -330,7 +340,10 @@ function functionResponse(name: string, content: unknown, failed = false): Gemin
   return { functionResponse: { name, response: failed ? { error: text } : { output: text } } };
 }
 
-function functionDeclarations(tools: ChatTool[] | undefined): GeminiFunctionDeclaration[] {
+function functionDeclarations(
+  tools: ChatTool[] | undefined,
+  names: FunctionNames,
+): GeminiFunctionDeclaration[] {
   const declarations: GeminiFunctionDeclaration[] = [];
   for (const tool of asArray(tools).filter(isRecord)) {
     if (tool.type !== "function" || !isRecord(tool.function)) {
@@ -339,7 +352,9 @@ function functionDeclarations(tools: ChatTool[] | undefined): GeminiFunctionDecl
       );
     }
     const fn = tool.function;
-    const declaration: GeminiFunctionDeclaration = { name: asString(fn.name) ?? "" };
+    const declaration: GeminiFunctionDeclaration = {
+      name: names.toGemini(asString(fn.name) ?? ""),
+    };
     const description = asString(fn.description);
     if (description) declaration.description = description;
     // A function without parameters declares none: Gemini refuses an object with no properties.
@@ -358,13 +373,14 @@ function takesParameters(schema: JsonObject): boolean {
 
 function functionCallingConfig(
   choice: ChatToolChoice | undefined,
+  names: FunctionNames,
 ): { mode: "AUTO" | "ANY" | "NONE"; allowedFunctionNames?: string[] } | undefined {
   if (choice === undefined) return undefined;
   if (choice === "auto") return { mode: "AUTO" };
   if (choice === "none") return { mode: "NONE" };
   if (choice === "required") return { mode: "ANY" };
   if (isRecord(choice) && isRecord(choice.function) && typeof choice.function.name === "string")
-    return { mode: "ANY", allowedFunctionNames: [choice.function.name] };
+    return { mode: "ANY", allowedFunctionNames: [names.toGemini(choice.function.name)] };
   return undefined;
 }
 

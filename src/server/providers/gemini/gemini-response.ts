@@ -15,6 +15,7 @@ import type {
 import { StreamBroken } from "../../wire/to-client.js";
 import { nowSeconds, randomId } from "../../wire/translate/shared.js";
 import { UpstreamFailure } from "../../wire/upstream-failure.js";
+import type { FunctionNames } from "./function-names.js";
 import type {
   GeminiCandidate,
   GeminiPart,
@@ -82,21 +83,39 @@ function refusePromptBlock(resp: GenerateContentResponse): void {
     throw new UpstreamFailure("rejected", 400, "content_policy_violation");
 }
 
+/** What the request said about the calls an answer may hold. */
+export interface AnswerCalls {
+  /** The client's names for the functions Gemini was told of under others. */
+  names?: FunctionNames;
+  /**
+   * The client asked for at most one call a turn (`parallel_tool_calls: false`), which Gemini has
+   * no setting for: each choice keeps its first call, the one that carries the turn's thought
+   * signature, and the model makes the next on the turn after, as OpenAI's models do.
+   */
+  oneCall?: boolean;
+}
+
 interface PartsText {
   content: string;
   reasoning: string;
   calls: ChatToolCall[];
 }
 
-function readParts(parts: GeminiPart[] | undefined): PartsText {
+/** A candidate's parts; `room` is how many more calls it may make. */
+function readParts(
+  parts: GeminiPart[] | undefined,
+  { names }: AnswerCalls,
+  room = Number.POSITIVE_INFINITY,
+): PartsText {
   const out: PartsText = { content: "", reasoning: "", calls: [] };
   for (const part of parts ?? []) {
     if (part.functionCall) {
+      if (out.calls.length >= room) continue;
       out.calls.push({
         id: callIdFor(part.thoughtSignature),
         type: "function",
         function: {
-          name: part.functionCall.name,
+          name: names?.toClient(part.functionCall.name) ?? part.functionCall.name,
           arguments: JSON.stringify(part.functionCall.args ?? {}),
         },
       });
@@ -112,23 +131,21 @@ function responseId(resp: GenerateContentResponse): string {
   return resp.responseId ? `chatcmpl-${resp.responseId}` : randomId("chatcmpl-");
 }
 
-/**
- * `oneCall`: the client turned parallel tool calls off (chat's `parallel_tool_calls: false`,
- * Anthropic's `disable_parallel_tool_use`), which Gemini has no switch for: a turn keeps its first
- * call only, as the other APIs answer at most one.
- */
 export function geminiToChat(
   resp: GenerateContentResponse,
   model: string,
-  oneCall = false,
+  answerCalls: AnswerCalls = {},
 ): ChatCompletionResponse {
   refusePromptBlock(resp);
   // Neither an answer nor a refusal: the provider failed, and a route may try its next step.
   if (!resp.candidates?.length || resp.candidates.some(broke))
     throw new UpstreamFailure("unavailable", 502);
   const choices: ChatChoice[] = (resp.candidates ?? []).map((candidate, i) => {
-    const { content, reasoning, calls: all } = readParts(candidate.content?.parts);
-    const calls = oneCall ? all.slice(0, 1) : all;
+    const { content, reasoning, calls } = readParts(
+      candidate.content?.parts,
+      answerCalls,
+      answerCalls.oneCall ? 1 : undefined,
+    );
     // `refusal` is a required field of chat's message (OpenAI's schema and SDK): Gemini has none.
     const message: ChatChoice["message"] = {
       role: "assistant",
@@ -168,10 +185,9 @@ export class GeminiStreamToChat {
   private readonly calls = new Map<number, number>();
   usage: GeminiUsageMetadata | undefined;
 
-  /** `oneCall`: at most one tool call per choice, as `geminiToChat` answers it. */
   constructor(
     private readonly model: string,
-    private readonly oneCall = false,
+    private readonly answerCalls: AnswerCalls = {},
   ) {}
 
   /**
@@ -207,9 +223,12 @@ export class GeminiStreamToChat {
 
   private candidateChunks(candidate: GeminiCandidate, index: number): ChatCompletionChunk[] {
     const chunks: ChatCompletionChunk[] = [];
-    const { content, reasoning, calls: all } = readParts(candidate.content?.parts);
     const before = this.calls.get(index) ?? 0;
-    const calls = this.oneCall ? all.slice(0, Math.max(0, 1 - before)) : all;
+    const { content, reasoning, calls } = readParts(
+      candidate.content?.parts,
+      this.answerCalls,
+      this.answerCalls.oneCall ? 1 - before : undefined,
+    );
     const delta: ChatCompletionChunk["choices"][number]["delta"] = {};
     if (!this.started.has(index)) {
       this.started.add(index);
