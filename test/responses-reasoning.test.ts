@@ -376,3 +376,238 @@ describe("responses client -> anthropic wire: thinking blocks as a reasoning sum
     ]);
   });
 });
+
+/**
+ * What Codex sends: `store: false`, `include: ["reasoning.encrypted_content"]`, a stream, and on
+ * the next turn every item it got back (reasoning items included) in `input`.
+ */
+const codex = {
+  model: "claude-think",
+  store: false,
+  include: ["reasoning.encrypted_content" as const],
+  reasoning: { effort: "medium" as const, summary: "auto" as const },
+  tools: [weather],
+  parallel_tool_calls: false,
+};
+
+/** A streamed turn as Codex reads it: the items of `response.output_item.done`, and the final response. */
+async function codexTurn(input: OpenAI.Responses.ResponseInputItem[]) {
+  const events = await openai.responses.create({ ...codex, input, stream: true });
+  const items: OpenAI.Responses.ResponseOutputItem[] = [];
+  let final: OpenAI.Responses.Response | undefined;
+  for await (const event of events) {
+    if (event.type === "response.output_item.done") items.push(event.item);
+    if (event.type === "response.completed") final = event.response;
+  }
+  if (!final) throw new Error("the stream did not complete");
+  return { items, final };
+}
+
+type AnthropicBody = { thinking?: unknown; messages: { role: string; content: unknown[] }[] };
+
+describe("Codex on Claude: signed thinking through encrypted_content", () => {
+  it("returns the signed thinking in the reasoning item's encrypted_content and sends it back before the tool_use on the next turn", async () => {
+    claude.queue({
+      kind: "sse",
+      steps: anthropicToolStreamSteps(
+        [{ id: "toolu_cx1", name: "get_weather", jsonPieces: ['{"city":', '"Jakarta"}'] }],
+        { thinking: THINKING },
+      ),
+    });
+    const user: OpenAI.Responses.ResponseInputItem = {
+      role: "user",
+      content: "Weather in Jakarta?",
+    };
+    const first = await codexTurn([user]);
+    expect(first.items.map((item) => item.type)).toEqual(["reasoning", "function_call"]);
+    const reasoning = first.items[0];
+    if (reasoning.type !== "reasoning") throw new Error("expected a reasoning item");
+    expect(reasoning.summary).toEqual([{ type: "summary_text", text: THINKING.text }]);
+    // Opaque to the client: neither the thinking nor its signature can be read off it.
+    expect(reasoning.encrypted_content).toEqual(expect.any(String));
+    expect(reasoning.encrypted_content).not.toContain(THINKING.signature);
+    expect(reasoning.encrypted_content).not.toContain("weather");
+    expect(first.final.output[0]).toMatchObject({ encrypted_content: reasoning.encrypted_content });
+
+    claude.queue({
+      kind: "sse",
+      steps: anthropicToolStreamSteps([], {
+        thinking: { text: "Report it.", signature: "sig-2" },
+        text: "31 C in Jakarta.",
+      }),
+    });
+    const second = await codexTurn([
+      user,
+      ...(first.items as OpenAI.Responses.ResponseInputItem[]),
+      { type: "function_call_output", call_id: "toolu_cx1", output: "31 C" },
+    ]);
+    expect(claude.refused).toEqual([]);
+    expect(second.final.output.at(-1)).toMatchObject({
+      type: "message",
+      content: [{ type: "output_text", text: "31 C in Jakarta." }],
+    });
+    const sent = claude.last.body as AnthropicBody;
+    // Thinking stays on through the loop: the signed block leads the assistant turn again.
+    expect(sent.thinking).toMatchObject({ type: "enabled" });
+    expect(sent.messages.map((m) => m.role)).toEqual(["user", "assistant", "user"]);
+    expect(sent.messages[1].content).toEqual([
+      { type: "thinking", thinking: THINKING.text, signature: THINKING.signature },
+      expect.objectContaining({ type: "tool_use", id: "toolu_cx1" }),
+    ]);
+    expect(second.items.map((item) => item.type)).toEqual(["reasoning", "message"]);
+  });
+
+  it("carries redacted thinking too (JSON, no summary asked: a reasoning item with an empty summary)", async () => {
+    claude.queue(
+      anthropicJson(null, {
+        thinking: THINKING,
+        redacted: "EmwKAhgBEgy3va3pzix",
+        toolUses: [{ id: "toolu_cx2", name: "get_weather", input: { city: "Jakarta" } }],
+      }),
+    );
+    const ask = { ...codex, reasoning: { effort: "high" as const } };
+    const user: OpenAI.Responses.ResponseInputItem = {
+      role: "user",
+      content: "Weather in Jakarta?",
+    };
+    const first = await openai.responses.create({ ...ask, input: [user] });
+    expect(first.output.map((item) => item.type)).toEqual(["reasoning", "function_call"]);
+    expect(first.output[0]).toEqual({
+      type: "reasoning",
+      id: expect.stringMatching(/^rs_/),
+      summary: [],
+      encrypted_content: expect.any(String),
+    });
+
+    claude.queue(anthropicJson("Sunny."));
+    await openai.responses.create({
+      ...ask,
+      input: [
+        user,
+        ...(first.output as OpenAI.Responses.ResponseInputItem[]),
+        { type: "function_call_output", call_id: "toolu_cx2", output: "sunny" },
+      ],
+    });
+    expect(claude.refused).toEqual([]);
+    const sent = claude.last.body as AnthropicBody;
+    expect(sent.thinking).toMatchObject({ type: "enabled" });
+    expect(sent.messages[1].content).toEqual([
+      { type: "thinking", thinking: THINKING.text, signature: THINKING.signature },
+      { type: "redacted_thinking", data: "EmwKAhgBEgy3va3pzix" },
+      expect.objectContaining({ type: "tool_use", id: "toolu_cx2" }),
+    ]);
+  });
+
+  it("a stored chain (previous_response_id) carries it too, from the reasoning item the response kept", async () => {
+    claude.queue(
+      anthropicJson(null, {
+        thinking: THINKING,
+        toolUses: [{ id: "toolu_cx4", name: "get_weather", input: { city: "Jakarta" } }],
+      }),
+    );
+    const first = await openai.responses.create({
+      ...codex,
+      store: true,
+      input: "Weather in Jakarta?",
+    });
+    claude.queue(anthropicJson("Sunny."));
+    await openai.responses.create({
+      ...codex,
+      store: true,
+      previous_response_id: first.id,
+      input: [{ type: "function_call_output", call_id: "toolu_cx4", output: "sunny" }],
+    });
+    expect(claude.refused).toEqual([]);
+    const sent = claude.last.body as AnthropicBody;
+    expect(sent.thinking).toMatchObject({ type: "enabled" });
+    expect(sent.messages[1].content[0]).toEqual({
+      type: "thinking",
+      thinking: THINKING.text,
+      signature: THINKING.signature,
+    });
+  });
+
+  it("gives no encrypted_content unless include asks for it, and sends on no reasoning it did not make", async () => {
+    claude.queue(anthropicJson("Sunny.", { thinking: THINKING }));
+    const plain = await openai.responses.create({
+      ...codex,
+      include: [],
+      input: "Weather?",
+    });
+    expect(plain.output[0]).toEqual({
+      type: "reasoning",
+      id: expect.stringMatching(/^rs_/),
+      summary: [{ type: "summary_text", text: THINKING.text }],
+    });
+
+    // Another API's encrypted reasoning (OpenAI's), and one altered: neither reaches Anthropic,
+    // and the loop goes on without thinking, as Anthropic allows.
+    for (const encrypted of ["gAAAAABo3Xq1-opaque-openai-token", "mgw1.bm90LWpzb24"]) {
+      claude.queue(anthropicJson("Sunny."));
+      const answer = await openai.responses.create({
+        ...codex,
+        input: [
+          { role: "user", content: "Weather in Jakarta?" },
+          { type: "reasoning", id: "rs_1", summary: [], encrypted_content: encrypted },
+          {
+            type: "function_call",
+            call_id: "toolu_cx3",
+            name: "get_weather",
+            arguments: '{"city":"Jakarta"}',
+          },
+          { type: "function_call_output", call_id: "toolu_cx3", output: "sunny" },
+        ],
+      });
+      expect(answer.output_text, encrypted).toBe("Sunny.");
+      const sent = claude.last.body as AnthropicBody;
+      expect(sent.thinking, encrypted).toBeUndefined();
+      expect(sent.messages[1].content, encrypted).toEqual([
+        expect.objectContaining({ type: "tool_use", id: "toolu_cx3" }),
+      ]);
+    }
+    expect(claude.refused).toEqual([]);
+  });
+
+  it("the fake refuses what Anthropic refuses: a continued tool loop with thinking on whose turn lacks its signed thinking, or thinking altered", async () => {
+    const send = (assistant: unknown[]) =>
+      fetch(`${claude.baseUrl}/messages`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-api-key": "sk-ant-reasoning" },
+        body: JSON.stringify({
+          model: "claude-upstream",
+          max_tokens: 4000,
+          thinking: { type: "enabled", budget_tokens: 2000 },
+          messages: [
+            { role: "user", content: "Weather?" },
+            { role: "assistant", content: assistant },
+            { role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_f" }] },
+          ],
+        }),
+      });
+    const call = { type: "tool_use", id: "toolu_f", name: "get_weather", input: {} };
+    // The fake signed THINKING when it answered with it.
+    claude.queue(anthropicJson("ok", { thinking: THINKING }));
+    await openai.responses.create({ model: "claude-think", input: "Hi" });
+    const refusedMessage = async (assistant: unknown[]) => {
+      const answer = await send(assistant);
+      expect(answer.status).toBe(400);
+      return ((await answer.json()) as { error: { message: string } }).error.message;
+    };
+    expect(await refusedMessage([call])).toMatch(/must start with a thinking block/);
+    expect(
+      await refusedMessage([
+        { type: "thinking", thinking: "Altered.", signature: THINKING.signature },
+        call,
+      ]),
+    ).toMatch(/Invalid `signature`/);
+    expect(await refusedMessage([{ type: "thinking", thinking: "x" }, call])).toMatch(
+      /signature: Field required/,
+    );
+    claude.queue(anthropicJson("ok"));
+    const kept = await send([
+      { type: "thinking", thinking: THINKING.text, signature: THINKING.signature },
+      call,
+    ]);
+    expect(kept.status).toBe(200);
+  });
+});

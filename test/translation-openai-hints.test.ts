@@ -2,7 +2,13 @@ import type Anthropic from "@anthropic-ai/sdk";
 import type OpenAI from "openai";
 import { describe, expect, it } from "vitest";
 import { geminiError, geminiJson } from "./support/fake-gemini.js";
-import { anthropicError, anthropicJson, type FakeUpstream } from "./support/fake-upstream.js";
+import {
+  anthropicError,
+  anthropicJson,
+  anthropicStreamSteps,
+  type FakeUpstream,
+  openaiJson,
+} from "./support/fake-upstream.js";
 import { outcomeOf, useThreeWires } from "./support/three-wires.js";
 
 /**
@@ -14,6 +20,7 @@ import { outcomeOf, useThreeWires } from "./support/three-wires.js";
  * Messages API, and a thinking budget outside the model family's range on Gemini's.
  */
 
+let oa: FakeUpstream;
 let an: FakeUpstream;
 let gm: FakeUpstream;
 let openai: OpenAI;
@@ -25,10 +32,13 @@ useThreeWires({
       { name: "g-pro", provider: "gm", upstream_model: "gemini-2.5-pro" },
       { name: "g-flash", provider: "gm", upstream_model: "gemini-2.5-flash" },
       { name: "g-lite", provider: "gm", upstream_model: "gemini-2.5-flash-lite" },
+      { name: "g3-pro", provider: "gm", upstream_model: "gemini-3-pro-preview" },
+      { name: "g31-pro", provider: "gm", upstream_model: "gemini-3.1-pro-preview" },
+      { name: "g3-flash", provider: "gm", upstream_model: "gemini-3-flash-preview" },
     ],
   }),
   ready: (wires) => {
-    ({ an, gm, openai, anthropic } = wires);
+    ({ oa, an, gm, openai, anthropic } = wires);
   },
 });
 
@@ -58,6 +68,47 @@ describe("OpenAI's service_tier toward an anthropic-wire model", () => {
     an.queue(anthropicJson("ok"));
     await openai.responses.create({ model: "h-anthropic", service_tier: "flex", input: "Hi" });
     expect(an.last.body.service_tier).toBe("standard_only");
+    expect(an.refused).toEqual([]);
+  });
+
+  it("the tier Anthropic served (usage.service_tier) comes back as OpenAI names it: standard as default, priority as priority", async () => {
+    for (const [anthropicTier, tier] of [
+      ["standard", "default"],
+      ["priority", "priority"],
+    ] as const) {
+      an.queue(anthropicJson("ok", { serviceTier: anthropicTier }));
+      const chat = await openai.chat.completions.create({
+        model: "h-anthropic",
+        service_tier: "auto",
+        messages: user("Hi"),
+      });
+      expect(chat.service_tier, anthropicTier).toBe(tier);
+
+      an.queue({
+        kind: "sse",
+        steps: anthropicStreamSteps(["o", "k"], { serviceTier: anthropicTier }),
+      });
+      const chunks = await openai.chat.completions.create({
+        model: "h-anthropic",
+        messages: user("Hi"),
+        stream: true,
+      });
+      const tiers = new Set<unknown>();
+      for await (const chunk of chunks) tiers.add(chunk.service_tier);
+      expect([...tiers], anthropicTier).toEqual([tier]);
+
+      an.queue(anthropicJson("ok", { serviceTier: anthropicTier }));
+      const response = await openai.responses.create({ model: "h-anthropic", input: "Hi" });
+      expect(response.service_tier, anthropicTier).toBe(tier);
+
+      an.queue({
+        kind: "sse",
+        steps: anthropicStreamSteps(["o", "k"], { serviceTier: anthropicTier }),
+      });
+      const stream = openai.responses.stream({ model: "h-anthropic", input: "Hi" });
+      for await (const _ of stream);
+      expect((await stream.finalResponse()).service_tier, anthropicTier).toBe(tier);
+    }
     expect(an.refused).toEqual([]);
   });
 });
@@ -141,6 +192,43 @@ describe("what Codex sends on every Responses request, toward anthropic- and gem
     expect(an.refused).toEqual([]);
     expect(gm.refused).toEqual([]);
     expect(JSON.stringify(gm.last.body)).not.toMatch(/0199-session|24h|encrypted/);
+  });
+
+  it("an include value outside the Responses API's list is a 400 naming it, nothing sent; every listed one is answered", async () => {
+    // Typed by the SDK: a value it adds, or one this list lacks, fails to compile.
+    const listed: Record<OpenAI.Responses.ResponseIncludable, true> = {
+      "file_search_call.results": true,
+      "web_search_call.results": true,
+      "web_search_call.action.sources": true,
+      "message.input_image.image_url": true,
+      "computer_call_output.output.image_url": true,
+      "code_interpreter_call.outputs": true,
+      "reasoning.encrypted_content": true,
+      "message.output_text.logprobs": true,
+    };
+    const include = Object.keys(listed) as OpenAI.Responses.ResponseIncludable[];
+    oa.queue(openaiJson("ok"));
+    const answered = await openai.responses.create({ model: "h-openai", include, input: "Hi" });
+    expect(answered.output_text).toBe("ok");
+    for (const model of ["h-openai", "h-anthropic", "h-gemini"]) {
+      const err = (await outcomeOf(
+        openai.responses.create({
+          model,
+          include: [
+            "reasoning.encrypted_content",
+            "output_text.logprobs" as OpenAI.Responses.ResponseIncludable,
+          ],
+          input: "Hi",
+        }),
+      )) as { status?: number; message: string; code?: string };
+      expect(err.status, model).toBe(400);
+      expect(err.code, model).toBe("bad_request");
+      expect(err.message, model).toMatch(/`include`: 'output_text\.logprobs'\./);
+      expect(err.message, model).not.toMatch(/'reasoning\.encrypted_content'\. Supported/);
+    }
+    expect(oa.requests).toHaveLength(1);
+    expect(an.requests).toHaveLength(0);
+    expect(gm.requests).toHaveLength(0);
   });
 });
 
@@ -280,6 +368,105 @@ describe("Gemini thinking budgets, within each model family's range", () => {
         body: JSON.stringify({
           contents: [{ role: "user", parts: [{ text: "Why?" }] }],
           generationConfig: { thinkingConfig: { thinkingBudget: budget } },
+        }),
+      });
+      expect(answer.status, model).toBe(400);
+    }
+  });
+});
+
+describe("Gemini 3 thinking levels", () => {
+  const thinking = () => generationConfig().thinkingConfig as Json | undefined;
+  type Effort = "none" | "minimal" | "low" | "medium" | "high" | "xhigh";
+
+  it("reasoning effort reaches Gemini 3 as thinkingLevel, the family's lowest level at or above it; 2.5 keeps its budgets", async () => {
+    const cases: [string, Effort, Json][] = [
+      ["g3-pro", "minimal", { thinkingLevel: "low", includeThoughts: true }],
+      ["g3-pro", "low", { thinkingLevel: "low", includeThoughts: true }],
+      ["g3-pro", "medium", { thinkingLevel: "high", includeThoughts: true }],
+      ["g3-pro", "xhigh", { thinkingLevel: "high", includeThoughts: true }],
+      // 3 Pro cannot stop thinking: its lowest level, the thoughts not shown.
+      ["g3-pro", "none", { thinkingLevel: "low" }],
+      ["g31-pro", "minimal", { thinkingLevel: "low", includeThoughts: true }],
+      ["g31-pro", "medium", { thinkingLevel: "medium", includeThoughts: true }],
+      ["g3-flash", "minimal", { thinkingLevel: "minimal", includeThoughts: true }],
+      ["g3-flash", "medium", { thinkingLevel: "medium", includeThoughts: true }],
+      ["g3-flash", "high", { thinkingLevel: "high", includeThoughts: true }],
+      ["g3-flash", "none", { thinkingLevel: "minimal" }],
+      ["g-flash", "low", { thinkingBudget: 1024, includeThoughts: true }],
+    ];
+    for (const [model, effort, config] of cases) {
+      gm.queue(geminiJson("ok"));
+      await openai.chat.completions.create({
+        model,
+        reasoning_effort: effort,
+        messages: user("Why?"),
+      });
+      expect(thinking(), `${model} ${effort}`).toEqual(config);
+    }
+    gm.queue(geminiJson("ok"));
+    await openai.responses.create({
+      model: "g3-pro",
+      reasoning: { effort: "high" },
+      input: "Why?",
+    });
+    expect(thinking()).toEqual({ thinkingLevel: "high", includeThoughts: true });
+    // A summary asked with no effort: the model's own default level, its thoughts shown.
+    gm.queue(geminiJson("ok"));
+    await openai.responses.create({
+      model: "g3-pro",
+      reasoning: { summary: "auto" },
+      input: "Why?",
+    });
+    expect(thinking()).toEqual({ includeThoughts: true });
+    expect(gm.refused).toEqual([]);
+  });
+
+  it("Anthropic's thinking reaches Gemini 3 as a level: a budget by its effort, disabled as the lowest level, adaptive as the model's own unless an effort says", async () => {
+    type Ask = Pick<Anthropic.MessageCreateParamsNonStreaming, "thinking" | "output_config">;
+    const thoughts = (level: string) => ({ thinkingLevel: level, includeThoughts: true });
+    const enabled = (budget: number): Ask => ({
+      thinking: { type: "enabled", budget_tokens: budget },
+    });
+    const cases: [string, Ask, Json][] = [
+      ["g3-pro", enabled(1024), thoughts("low")],
+      ["g3-flash", enabled(1024), thoughts("minimal")],
+      ["g3-flash", enabled(6000), thoughts("medium")],
+      ["g3-pro", enabled(12_000), thoughts("high")],
+      ["g3-flash", { thinking: { type: "disabled" } }, { thinkingLevel: "minimal" }],
+      ["g3-pro", { thinking: { type: "adaptive" } }, { includeThoughts: true }],
+      [
+        "g3-pro",
+        { thinking: { type: "adaptive" }, output_config: { effort: "low" } },
+        thoughts("low"),
+      ],
+    ];
+    for (const [model, ask, config] of cases) {
+      gm.queue(geminiJson("ok"));
+      await anthropic.messages.create({
+        ...ask,
+        model,
+        max_tokens: 16_000,
+        messages: user("Why?"),
+      });
+      expect(thinking(), `${model} ${JSON.stringify(ask)}`).toEqual(config);
+    }
+    expect(gm.refused).toEqual([]);
+  });
+
+  it("the fake refuses what Google refuses: a level on 2.5, medium on 3 Pro, minimal on 3.1 Pro, a level with a budget", async () => {
+    for (const [model, thinkingConfig] of [
+      ["gemini-2.5-flash", { thinkingLevel: "low" }],
+      ["gemini-3-pro-preview", { thinkingLevel: "medium" }],
+      ["gemini-3.1-pro-preview", { thinkingLevel: "minimal" }],
+      ["gemini-3-flash-preview", { thinkingLevel: "low", thinkingBudget: 1024 }],
+    ] as const) {
+      const answer = await fetch(`${gm.url}/v1beta/models/${model}:generateContent`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-goog-api-key": "gm-key" },
+        body: JSON.stringify({
+          contents: [{ role: "user", parts: [{ text: "Why?" }] }],
+          generationConfig: { thinkingConfig },
         }),
       });
       expect(answer.status, model).toBe(400);

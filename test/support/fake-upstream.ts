@@ -99,6 +99,8 @@ export class FakeUpstream {
   private readonly sockets = new Set<Socket>();
   /** Anthropic message threads the fake holds, by the id of their last reply. */
   private readonly threads = new Map<string, ThreadTurn>();
+  /** The thinking the fake answered with (Anthropic), its text by its signature. */
+  private readonly signed = new Map<string, string>();
   /**
    * Responses the fake stored (a native Responses API): each one's whole input and output, by id,
    * for the API key that made it (as OpenAI keeps them for the key's project only).
@@ -223,7 +225,7 @@ export class FakeUpstream {
     )
       return checkResponses(req.body, this.responsesOf(req));
     if (this.wire === "anthropic" && req.path.endsWith("/messages"))
-      return checkAnthropic(req.body, req.headers, this.rules, this.threads);
+      return checkAnthropic(req.body, req.headers, this.rules, this.threads, this.signed);
     if (this.wire === "openai" && req.path.endsWith("/chat/completions")) {
       const refusal = checkChat(req.body, this.rules);
       return refusal ? { refusal } : undefined;
@@ -314,6 +316,8 @@ export class FakeUpstream {
       reply = this.holdThread(reply, checked.conversation);
     if (checked && "items" in checked && req.body.store !== false)
       this.holdResponse(this.responsesOf(req), reply, checked.items);
+    if (this.wire === "anthropic")
+      for (const [signature, text] of signedThinking(reply)) this.signed.set(signature, text);
     if (reply.kind === "hang") return;
     if (reply.kind === "drip") {
       await this.drip(reply, res);
@@ -363,6 +367,40 @@ export class FakeUpstream {
 }
 
 export type FakeWire = "openai" | "anthropic" | "gemini";
+
+/** The signed thinking blocks of an Anthropic answer (JSON, or streamed in deltas): [signature, text]. */
+function signedThinking(reply: Reply): [string, string][] {
+  type Block = { type?: unknown; thinking?: unknown; signature?: unknown };
+  const found: Block[] = [];
+  if (reply.kind === "json" && reply.body && typeof reply.body === "object") {
+    const content = (reply.body as { content?: unknown }).content;
+    if (Array.isArray(content)) found.push(...(content as Block[]));
+  } else if (reply.kind === "sse") {
+    const open = new Map<unknown, Block>();
+    for (const step of reply.steps) {
+      const data = step.data as {
+        type?: unknown;
+        index?: unknown;
+        content_block?: Block;
+        delta?: { type?: unknown; thinking?: unknown; signature?: unknown };
+      };
+      if (data?.type === "content_block_start" && data.content_block) {
+        const block = { ...data.content_block };
+        open.set(data.index, block);
+        found.push(block);
+      }
+      const block = open.get(data?.index);
+      if (data?.type !== "content_block_delta" || !block || !data.delta) continue;
+      if (data.delta.type === "thinking_delta")
+        block.thinking = String(block.thinking ?? "") + String(data.delta.thinking);
+      if (data.delta.type === "signature_delta")
+        block.signature = String(block.signature ?? "") + String(data.delta.signature);
+    }
+  }
+  return found
+    .filter((b) => b?.type === "thinking" && typeof b.signature === "string" && b.signature !== "")
+    .map((b) => [String(b.signature), String(b.thinking ?? "")]);
+}
 
 /** What a fake answers when no test scripted anything. */
 function plainAnswer(wire: FakeWire): Handler {
@@ -552,6 +590,10 @@ export function anthropicJson(
     stop?: string;
     usage?: [number, number];
     thinking?: AnthropicThinking;
+    /** A `redacted_thinking` block's data, after the thinking. */
+    redacted?: string;
+    /** The capacity that served the answer (`usage.service_tier`: standard, priority, batch). */
+    serviceTier?: string;
   } = {},
 ): Reply {
   const [input, output] = options.usage ?? [13, 5];
@@ -560,6 +602,7 @@ export function anthropicJson(
     const { text: thinking, signature } = options.thinking;
     content.push({ type: "thinking", thinking, signature });
   }
+  if (options.redacted) content.push({ type: "redacted_thinking", data: options.redacted });
   if (text !== null) content.push({ type: "text", text });
   for (const t of options.toolUses ?? [])
     content.push({ type: "tool_use", id: t.id, name: t.name, input: t.input });
@@ -573,7 +616,11 @@ export function anthropicJson(
       content,
       stop_reason: options.stop ?? (options.toolUses ? "tool_use" : "end_turn"),
       stop_sequence: null,
-      usage: { input_tokens: input, output_tokens: output },
+      usage: {
+        input_tokens: input,
+        output_tokens: output,
+        ...(options.serviceTier ? { service_tier: options.serviceTier } : {}),
+      },
     },
   };
 }
@@ -583,7 +630,7 @@ export function anthropicError(status: number, type: string, message: string): J
   return { kind: "json", status, body: { type: "error", error: { type, message } } };
 }
 
-function messageStart(input: number): SseStep {
+function messageStart(input: number, serviceTier?: string): SseStep {
   return {
     event: "message_start",
     data: {
@@ -596,7 +643,11 @@ function messageStart(input: number): SseStep {
         content: [],
         stop_reason: null,
         stop_sequence: null,
-        usage: { input_tokens: input, output_tokens: 1 },
+        usage: {
+          input_tokens: input,
+          output_tokens: 1,
+          ...(serviceTier ? { service_tier: serviceTier } : {}),
+        },
       },
     },
   };
@@ -619,11 +670,11 @@ function messageEnd(stop: string, output: number): SseStep[] {
 /** Anthropic stream steps: message_start, one text block streamed in pieces, message_delta, message_stop. */
 export function anthropicStreamSteps(
   pieces: string[],
-  options: { usage?: [number, number]; stop?: string } = {},
+  options: { usage?: [number, number]; stop?: string; serviceTier?: string } = {},
 ): SseStep[] {
   const [input, output] = options.usage ?? [13, 5];
   return [
-    messageStart(input),
+    messageStart(input, options.serviceTier),
     {
       event: "content_block_start",
       data: { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } },
@@ -638,7 +689,10 @@ export function anthropicStreamSteps(
   ];
 }
 
-/** A text block then tool_use blocks whose input JSON arrives in pieces (input_json_delta). */
+/**
+ * A thinking block, a text block, then tool_use blocks whose input JSON arrives in pieces
+ * (input_json_delta); with no calls, an answer that ends its turn.
+ */
 export function anthropicToolStreamSteps(
   calls: { id: string; name: string; jsonPieces: string[] }[],
   options: { text?: string; usage?: [number, number]; thinking?: AnthropicThinking } = {},
@@ -709,7 +763,7 @@ export function anthropicToolStreamSteps(
     steps.push({ event: "content_block_stop", data: { type: "content_block_stop", index } });
     index++;
   }
-  steps.push(...messageEnd("tool_use", output));
+  steps.push(...messageEnd(calls.length > 0 ? "tool_use" : "end_turn", output));
   return steps;
 }
 

@@ -11,7 +11,7 @@ import type { Refusal, WireRules } from "./upstream-rules.js";
  * function response without a name or not answering each call of the turn before it, Gemini 3's
  * thought signatures on function calls, the output limit, at most five stop sequences and eight
  * candidates, function names (a letter or underscore first, at most 64 characters), each model
- * family's thinking budgets, JSON answers beside function calling before Gemini 3, image types it
+ * family's thinking budgets and levels, JSON answers beside function calling before Gemini 3, image types it
  * cannot read, and schema keywords Google does not take. One rule is the gateway's, not Google's: a key in the URL (`?key=`) is refused, since the
  * gateway must never put it where logs and traces keep it.
  */
@@ -627,8 +627,21 @@ function budgetRule(model: string): { min: number; max: number; off: boolean } {
 }
 
 /**
+ * The thinking levels a model takes (`thinkingLevel`, Gemini 3 on), as Google's Gemini 3 guide
+ * lists them: 3 Pro low and high, later Pros also medium, Flash minimal to high; none before 3
+ * (2.5 thinks by budget only). Any other model (the tests' `gemini-up`) takes every level.
+ */
+function levelRule(model: string): string[] | undefined {
+  if (/gemini-[12]\./.test(model)) return undefined;
+  if (/gemini-3-pro/.test(model)) return ["low", "high"];
+  if (/gemini-\d+(\.\d+)?-pro/.test(model)) return ["low", "medium", "high"];
+  return ["minimal", "low", "medium", "high"];
+}
+
+/**
  * Gemini's thinking settings: a budget of -1 (the model decides) or within the model's range
- * (`budgetRule`), with Google's words for each refusal, or a level (Gemini 3), not both.
+ * (`budgetRule`), with Google's words for each refusal, or a level the model takes
+ * (`levelRule`), not both.
  */
 function checkThinkingConfig(config: unknown, model: string): Refusal | undefined {
   if (config === undefined) return undefined;
@@ -653,6 +666,15 @@ function checkThinkingConfig(config: unknown, model: string): Refusal | undefine
     return invalid("* generation_config.thinking_config.include_thoughts: must be a boolean.");
   if (budget !== undefined && config.thinkingLevel !== undefined)
     return invalid("thinking_budget and thinking_level are not supported together.");
+  const level = config.thinkingLevel;
+  if (level === undefined) return undefined;
+  const levels = levelRule(model);
+  if (!levels) return invalid("Thinking level is not supported for this model.");
+  // The API takes the enum's names in either case.
+  if (typeof level !== "string" || !levels.includes(level.toLowerCase()))
+    return invalid(
+      `Thinking level ${String(level)} is not supported for this model. Supported levels: ${levels.join(", ")}.`,
+    );
   return undefined;
 }
 

@@ -6,7 +6,8 @@ import type { IncomingHttpHeaders } from "node:http";
  * mid-conversation system messages, message threads and the schema keywords structured outputs
  * refuse, prompt caching's markers (Anthropic's four `cache_control` blocks, their type, lifetimes
  * and order; OpenAI's `prompt_cache_breakpoint` and `prompt_cache_options` values), extended
- * thinking's budget, each API's refusal of the other's fields (and Anthropic's of service tiers it
+ * thinking's budget and signed blocks (a tool loop continued with thinking on starts its assistant
+ * turn with them), each API's refusal of the other's fields (and Anthropic's of service tiers it
  * does not have), and (OpenAI's chat) at most four stop sequences and the rules of strict schemas.
  */
 
@@ -61,13 +62,15 @@ export interface ThreadTurn {
 
 /**
  * The whole conversation an Anthropic request stands for: its messages, after the history its
- * thread holds when it continues one. A refusal when the request breaks a rule.
+ * thread holds when it continues one. A refusal when the request breaks a rule. `signed`: the
+ * thinking the fake answered with, its text by its signature.
  */
 export function checkAnthropic(
   body: Json,
   headers: IncomingHttpHeaders,
   rules: WireRules,
   threads: Map<string, ThreadTurn>,
+  signed: ReadonlyMap<string, string> = new Map(),
 ): { refusal: Refusal } | { conversation: ThreadTurn } {
   const enabled = betas(headers);
   const maxTokens = body.max_tokens;
@@ -181,7 +184,47 @@ export function checkAnthropic(
     }
     previous = message;
   }
+  const thinkingRefused = checkSignedThinking(body, messages, signed);
+  if (thinkingRefused) return { refusal: anthropicRefusal(thinkingRefused) };
   return { conversation: { messages, system, tools } };
+}
+
+/**
+ * Extended thinking's blocks as Anthropic checks them when they come back: a `thinking` block
+ * with its signature (and, for one the fake signed, the very text it signed: Anthropic refuses
+ * altered thinking), a `redacted_thinking` block with its data. With thinking on, a tool loop
+ * being continued (the last assistant turn called tools, their results follow) needs that turn to
+ * start with its thinking.
+ */
+function checkSignedThinking(
+  body: Json,
+  messages: Json[],
+  signed: ReadonlyMap<string, string>,
+): string | undefined {
+  for (const [i, message] of messages.entries()) {
+    for (const [j, block] of blocks(message.content).entries()) {
+      const at = `messages.${i}.content.${j}`;
+      if (block.type === "thinking") {
+        const signature = block.signature;
+        if (typeof signature !== "string" || signature === "")
+          return `${at}.thinking.signature: Field required`;
+        const text = signed.get(signature);
+        if (text !== undefined && text !== block.thinking)
+          return `${at}: Invalid \`signature\` in \`thinking\` block`;
+      }
+      if (block.type === "redacted_thinking" && (typeof block.data !== "string" || !block.data))
+        return `${at}.redacted_thinking.data: Field required`;
+    }
+  }
+  const thinking = isRecord(body.thinking) ? body.thinking.type : undefined;
+  if (thinking !== "enabled" && thinking !== "adaptive") return undefined;
+  const last = messages.findLastIndex((m) => m.role === "assistant");
+  const turn = blocks(messages[last]?.content);
+  const continued = blocks(messages[last + 1]?.content).some((b) => b.type === "tool_result");
+  if (last === -1 || !continued || !turn.some((b) => b.type === "tool_use")) return undefined;
+  const opener = String(turn[0]?.type);
+  if (opener === "thinking" || opener === "redacted_thinking") return undefined;
+  return `messages.${last}.content.0.type: Expected \`thinking\` or \`redacted_thinking\`, but found \`${opener}\`. When \`thinking\` is enabled, a final \`assistant\` message must start with a thinking block (preceeding the lastmost set of \`tool_use\` and \`tool_result\` blocks). We recommend you include thinking blocks from previous turns. To avoid this requirement, disable \`thinking\`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking`;
 }
 
 /** OpenAI's fields, which the Messages API refuses as extra inputs (top level and on blocks). */

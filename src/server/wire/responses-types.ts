@@ -123,11 +123,15 @@ export type ResponsesOutputFunctionCall = {
   status: "in_progress" | "completed" | "incomplete";
 };
 
-/** The model's thinking, as a reasoning summary: given only when the request asked for one. */
+/**
+ * The model's thinking: a reasoning summary where the request asked for one, and the signed
+ * reasoning where it included `reasoning.encrypted_content`.
+ */
 export type ResponsesOutputReasoning = {
   type: "reasoning";
   id: string;
   summary: ResponsesSummaryText[];
+  encrypted_content?: string;
 };
 export type ResponsesSummaryText = { type: "summary_text"; text: string };
 
@@ -171,6 +175,8 @@ export type ResponseObject = {
   usage?: ResponsesUsage;
   user?: string;
   metadata: { [key: string]: string };
+  /** The tier that served the answer, where its provider said (as OpenAI names tiers). */
+  service_tier?: string;
   /** The conversation the response was added to, when the request named one. */
   conversation?: { id: string } | null;
 };

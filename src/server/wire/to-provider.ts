@@ -368,8 +368,9 @@ function omitTools(attempt: Backend, tools: string[], sentence: string, rewrite:
  * OpenAI-compatible servers (vLLM, Ollama, older proxies) may know only `max_tokens`, and may
  * refuse `prompt_cache_breakpoint` as an unknown field (those that cache do it without markers).
  * The provider's `max_tokens_field` and `prompt_cache_breakpoints` decide; absent, OpenAI's host
- * gets the new field and the breakpoints, any other the old field and none. A body translated on
- * to another wire is read for either.
+ * gets the new field and the breakpoints, any other the old field and none. Neither takes the
+ * signed reasoning of a Responses client's reasoning items, which only another wire reads. A body
+ * translated on to another wire is read for each.
  */
 function chatOptions(attempt: Backend, onward: ChatOnward): ChatRequestOptions {
   if (onward.translated) return {};
@@ -380,6 +381,7 @@ function chatOptions(attempt: Backend, onward: ChatOnward): ChatRequestOptions {
     options = {
       maxTokensField: set.max_tokens_field ?? defaultMaxTokensField(provider.base_url),
       cacheBreakpoints: set.prompt_cache_breakpoints ?? isOpenAIHost(provider.base_url),
+      reasoningDetails: false,
     };
     chatOptionsOfRow.set(provider, options);
   }

@@ -29,6 +29,7 @@ import type {
   GeminiGenerationConfig,
   GeminiPart,
   GeminiThinkingConfig,
+  GeminiThinkingLevel,
   GenerateContentRequest,
 } from "./gemini-types.js";
 import { signatureOfCallId } from "./tool-call-ids.js";
@@ -116,12 +117,10 @@ export function chatToGemini(
   const toolConfig = functionCallingConfig(chat.tool_choice, names);
   if (toolConfig && declarations.length > 0) out.toolConfig = { functionCallingConfig: toolConfig };
   out.generationConfig = generationConfig(chat, maxOutput);
-  const thinking = thinkingConfig(
-    chat,
-    options,
-    out.generationConfig.maxOutputTokens,
-    budgetRange(chat.model),
-  );
+  const levels = thinkingLevels(chat.model);
+  const thinking = levels
+    ? levelThinkingConfig(chat, options, levels)
+    : thinkingConfig(chat, options, out.generationConfig.maxOutputTokens, budgetRange(chat.model));
   if (thinking) out.generationConfig.thinkingConfig = thinking;
   return out;
 }
@@ -167,13 +166,12 @@ interface BudgetRange {
 
 /**
  * Each family's budgets, by the upstream model's name, as Google's thinking guide lists them: 2.5
- * Pro always thinks, 128 to 32768; Flash-Lite 512 to 24576; Flash up to 24576. Gemini 3 Pro, which
- * the guide says cannot stop thinking either, is held to 2.5 Pro's range. Any other model gets the
- * widest range Google's API takes.
+ * Pro always thinks, 128 to 32768; Flash-Lite 512 to 24576; Flash up to 24576. Any other model
+ * gets the widest range Google's API takes.
  */
 const budgetRanges: [RegExp, BudgetRange][] = [
   [/flash-lite/, { min: 512, max: 24_576, off: true }],
-  [/gemini-(2\.5|3(\.\d+)?)-pro|gemini-pro-latest/, { min: 128, max: 32_768, off: false }],
+  [/gemini-2\.5-pro|gemini-pro-latest/, { min: 128, max: 32_768, off: false }],
   [/gemini-(2\.5-flash|flash-latest)/, { min: 1, max: 24_576, off: true }],
 ];
 const anyBudget: BudgetRange = { min: 1, max: 32_768, off: true };
@@ -181,6 +179,65 @@ const anyBudget: BudgetRange = { min: 1, max: 32_768, off: true };
 function budgetRange(upstreamModel: string): BudgetRange {
   const name = upstreamModel.toLowerCase();
   return budgetRanges.find(([family]) => family.test(name))?.[1] ?? anyBudget;
+}
+
+const allLevels: readonly GeminiThinkingLevel[] = ["minimal", "low", "medium", "high"];
+
+/**
+ * The thinking levels a model takes, by its upstream name, as Google's Gemini 3 guide lists them:
+ * Gemini 3 and later think by level, for which Google keeps budgets only for compatibility (and
+ * says they may think worse). 3 Pro takes low and high, later Pros also medium, Flash (and
+ * Flash-Lite) minimal to high; any other takes low and high, which every Gemini 3 takes. Undefined
+ * for a model that thinks by budget (2.5 and any other name).
+ */
+function thinkingLevels(upstreamModel: string): readonly GeminiThinkingLevel[] | undefined {
+  const name = upstreamModel.toLowerCase();
+  const major = /gemini-(\d+)/.exec(name)?.[1];
+  if (major === undefined || Number(major) < 3) return undefined;
+  if (/gemini-3-pro/.test(name)) return ["low", "high"];
+  if (/-pro/.test(name)) return ["low", "medium", "high"];
+  if (/-flash/.test(name)) return allLevels;
+  return ["low", "high"];
+}
+
+/** The level each chat `reasoning_effort` asks for: OpenAI's levels above high think as high. */
+const effortLevels: Record<string, GeminiThinkingLevel> = {
+  minimal: "minimal",
+  low: "low",
+  medium: "medium",
+  high: "high",
+  xhigh: "high",
+  max: "high",
+};
+
+/**
+ * The client's thinking as a Gemini 3 `thinkingConfig`: chat's `reasoning_effort` (a messages
+ * client's budget arrives as one, by LiteLLM's thresholds) as the lowest level the model takes at
+ * or above the one asked (3 Pro has no medium: it thinks high); thinking off as the model's lowest
+ * level without its thoughts shown, since Gemini 3 Pro cannot stop thinking and Flash's minimal
+ * thinks as little as Google allows; adaptive thinking with no effort, and a Responses summary
+ * asked with none, as the model's own default level. Thoughts are asked back as for 2.5.
+ */
+function levelThinkingConfig(
+  chat: ChatCompletionRequest,
+  { anthropicThinking: anthropic, showThoughts }: GeminiRequestOptions,
+  levels: readonly GeminiThinkingLevel[],
+): GeminiThinkingConfig | undefined {
+  const effort = asString(chat.reasoning_effort);
+  const asked = effort === undefined ? undefined : effortLevels[effort];
+  const off = (): GeminiThinkingConfig => ({ thinkingLevel: levels[0] });
+  const at = (level: GeminiThinkingLevel) =>
+    levels.find((taken) => allLevels.indexOf(taken) >= allLevels.indexOf(level)) ?? levels.at(-1);
+  if (isRecord(anthropic)) {
+    if (anthropic.type === "disabled") return off();
+    // `display: "omitted"`: the model thinks, the client does not want to read it.
+    const includeThoughts = anthropic.display !== "omitted";
+    if (["enabled", "adaptive", "between_tools"].includes(String(anthropic.type)))
+      return asked ? { thinkingLevel: at(asked), includeThoughts } : { includeThoughts };
+  }
+  if (effort === "none") return off();
+  if (asked === undefined) return showThoughts ? { includeThoughts: true } : undefined;
+  return { thinkingLevel: at(asked), includeThoughts: true };
 }
 
 /**

@@ -48,11 +48,18 @@ export interface GeminiGenerationConfig {
   thinkingConfig?: GeminiThinkingConfig;
 }
 
-/** Gemini 2.5's thinking: a budget in tokens (0 off, -1 the model decides), thoughts returned or not. */
+/**
+ * Gemini's thinking: 2.5's budget in tokens (0 off, -1 the model decides) or Gemini 3's level,
+ * never both; thoughts returned or not.
+ */
 export interface GeminiThinkingConfig {
   thinkingBudget?: number;
+  thinkingLevel?: GeminiThinkingLevel;
   includeThoughts?: boolean;
 }
+
+/** Gemini 3's thinking levels, least first; each model takes some of them. */
+export type GeminiThinkingLevel = "minimal" | "low" | "medium" | "high";
 
 export interface GenerateContentRequest {
   contents: GeminiContent[];

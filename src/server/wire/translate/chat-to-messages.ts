@@ -561,6 +561,16 @@ function anthropicStopToChatFinish(reason: unknown): ChatFinishReason {
   }
 }
 
+/**
+ * The capacity Anthropic served an answer from (`usage.service_tier`) as OpenAI's answers name
+ * their tier: standard is OpenAI's `default`, priority its `priority`; a batch has no such answer.
+ */
+function servedTier(usage: unknown): "default" | "priority" | undefined {
+  const tier = isRecord(usage) ? usage.service_tier : undefined;
+  if (tier === "standard") return "default";
+  return tier === "priority" ? tier : undefined;
+}
+
 function chatIdFromMessageId(id: unknown): string {
   const raw = asString(id);
   return raw ? `chatcmpl-${raw.replace(/^msg_/, "")}` : randomId("chatcmpl-");
@@ -604,11 +614,13 @@ export function messagesResponseToChat(
   if (details.length > 0) message.reasoning_details = details;
 
   const usage = usageFromMessages(resp);
+  const tier = servedTier(resp.usage);
   return {
     id: chatIdFromMessageId(resp.id),
     object: "chat.completion",
     created: nowSeconds(),
     model: clientModel,
+    ...(tier ? { service_tier: tier } : {}),
     choices: [
       {
         index: 0,
@@ -651,6 +663,8 @@ export class MessagesStreamToChat {
   private textLength = 0;
   private readonly annotations: UrlCitation[] = [];
   private current: Usage = emptyUsage();
+  /** The tier that served the answer (`message_start`'s usage), on every chunk as OpenAI's. */
+  private tier: string | undefined;
   private roleSent = false;
   private finishSent = false;
   private usageSent = false;
@@ -711,6 +725,7 @@ export class MessagesStreamToChat {
         object: "chat.completion.chunk",
         created: this.created,
         model: this.clientModel,
+        ...(this.tier ? { service_tier: this.tier } : {}),
         choices: [],
         usage: this.chatUsage(),
       });
@@ -735,6 +750,7 @@ export class MessagesStreamToChat {
       object: "chat.completion.chunk",
       created: this.created,
       model: this.clientModel,
+      ...(this.tier ? { service_tier: this.tier } : {}),
       choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }],
     };
   }
@@ -749,6 +765,7 @@ export class MessagesStreamToChat {
   private onMessageStart(data: JsonObject): ChatStreamOutput[] {
     const message = isRecord(data.message) ? data.message : {};
     if (!this.roleSent && asString(message.id)) this.id = chatIdFromMessageId(message.id);
+    this.tier ??= servedTier(message.usage);
     this.mergeUsage(message.usage);
     return this.start();
   }

@@ -58,6 +58,12 @@ export type ChatRequestOptions = {
    * Absent, they do (a body translated on to another wire reads or ignores them).
    */
   cacheBreakpoints?: boolean;
+  /**
+   * Whether assistant turns carry the signed reasoning a Responses client sent back in its
+   * reasoning items (`reasoning_details`), which an anthropic-wire model needs to think through a
+   * tool loop; OpenAI's chat API takes no such field. Absent, they do.
+   */
+  reasoningDetails?: boolean;
 };
 
 // ---------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import type {
   ChatTool,
   ChatToolCall,
   ChatToolChoice,
+  ReasoningDetail,
 } from "../openai-types.js";
 import type {
   ResponseObject,
@@ -28,6 +29,7 @@ import type {
   ResponsesUsage,
 } from "../responses-types.js";
 import { emptyUsage, type Usage, usageFromChat } from "../usage.js";
+import { decodeReasoning, encodeReasoning } from "./encrypted-reasoning.js";
 import type { ChatRequestOptions } from "./messages-to-chat.js";
 import {
   asArray,
@@ -56,7 +58,7 @@ export function responsesRequestToChat(
   } else {
     const breakpoints =
       opts.cacheBreakpoints === false ? undefined : { ttl: longTtl(req.prompt_cache_options) };
-    appendInputItems(messages, asArray(req.input), breakpoints);
+    appendInputItems(messages, asArray(req.input), breakpoints, opts.reasoningDetails !== false);
   }
 
   const out: ChatCompletionRequest = { model: upstreamModel, messages };
@@ -146,28 +148,39 @@ type Breakpoints = { ttl?: string } | undefined;
 
 /**
  * Responses input items -> chat messages. The Responses API lists an assistant turn as
- * separate items (a message, then one item per function call); chat wants them as one
- * assistant message, so consecutive assistant items are merged.
+ * separate items (a reasoning item, a message, then one item per function call); chat wants them
+ * as one assistant message, so consecutive assistant items are merged. A reasoning item's signed
+ * reasoning (`encrypted_content` the gateway made, where `reasoning` says to carry it) goes on the
+ * assistant turn it came before, as `reasoning_details`.
  */
 function appendInputItems(
   messages: ChatMessage[],
   items: unknown[],
   breakpoints: Breakpoints,
+  reasoning: boolean,
 ): void {
+  let signed: ReasoningDetail[] = [];
   const lastAssistant = (): Extract<ChatMessage, { role: "assistant" }> => {
     const last = messages[messages.length - 1];
-    if (last?.role === "assistant") return last;
-    const created: Extract<ChatMessage, { role: "assistant" }> = {
-      role: "assistant",
-      content: null,
-    };
-    messages.push(created);
-    return created;
+    const assistant: Extract<ChatMessage, { role: "assistant" }> =
+      last?.role === "assistant" ? last : { role: "assistant", content: null };
+    if (assistant !== last) messages.push(assistant);
+    if (signed.length > 0) {
+      assistant.reasoning_details = [...(assistant.reasoning_details ?? []), ...signed];
+      signed = [];
+    }
+    return assistant;
   };
 
   for (const item of items) {
     if (!isRecord(item)) continue;
     const type = item.type ?? "message";
+    if (type === "reasoning") {
+      if (reasoning) signed.push(...decodeReasoning(item.encrypted_content));
+      continue;
+    }
+    // Reasoning with no assistant item after it has no turn to go with.
+    if (type !== "function_call" && !(type === "message" && item.role === "assistant")) signed = [];
     if (type === "message") {
       const role = item.role;
       if (role === "system" || role === "developer") {
@@ -215,7 +228,7 @@ function appendInputItems(
         if (images.length > 0) messages.push({ role: "user", content: images });
       }
     }
-    // reasoning, item_reference and hosted-tool items have no chat equivalent.
+    // item_reference and hosted-tool items have no chat equivalent.
   }
 }
 
@@ -340,9 +353,25 @@ export function withInputSettings(req: ResponsesRequest): ResponsesRequest {
 }
 
 /**
- * What a Responses request asks for that the bridge to chat cannot carry, as a sentence for the
- * client, or undefined. A prompt template lives in the client's OpenAI project: answering without
- * its instructions and variables would be a different answer given without a word.
+ * The extras a Responses request may `include` (the openai SDK's `ResponseIncludable`): OpenAI's
+ * API refuses any other value, and so does the bridge, rather than answer as if it were known.
+ */
+const includable: readonly string[] = [
+  "file_search_call.results",
+  "web_search_call.results",
+  "web_search_call.action.sources",
+  "message.input_image.image_url",
+  "computer_call_output.output.image_url",
+  "code_interpreter_call.outputs",
+  "reasoning.encrypted_content",
+  "message.output_text.logprobs",
+];
+
+/**
+ * What a Responses request asks for that the bridge to chat cannot carry, or names wrongly (an
+ * `include` value no API has), as a sentence for the client, or undefined. A prompt template lives
+ * in the client's OpenAI project: answering without its instructions and variables would be a
+ * different answer given without a word.
  */
 export function untranslatableToChat(req: ResponsesRequest): string | undefined {
   if (req.prompt !== undefined && req.prompt !== null)
@@ -350,6 +379,9 @@ export function untranslatableToChat(req: ResponsesRequest): string | undefined 
   if (req.moderation != null) return moderationSentence;
   if (isRecord(req.prompt_cache_options) && req.prompt_cache_options.prewarm === true)
     return "`prompt_cache_options.prewarm` is not available for this model: its provider has no way to prepare a prompt cache without generating an answer, which would be billed; leave out `prewarm`.";
+  const unknown = asArray(req.include).filter((value) => !includable.includes(value as string));
+  if (unknown.length > 0)
+    return `Invalid value in \`include\`: ${unknown.map((value) => `'${String(value)}'`).join(", ")}. Supported values are: ${includable.map((value) => `'${value}'`).join(", ")}.`;
   if (asArray(req.input).some((item) => isRecord(item) && item.type === "compaction_trigger"))
     return "A `compaction_trigger` input item is not available for this model: a compacted conversation is an item only OpenAI's API can read; continue with `previous_response_id` or `conversation`, or send a shorter `input`.";
   // The conversation it stands for is encrypted for OpenAI's API: without it the model would
@@ -669,12 +701,30 @@ function chatReasoning(from: JsonObject): string | undefined {
   return asString(from.reasoning_content) ?? asString(from.reasoning);
 }
 
+/**
+ * The tier a chat answer says served it, where it is one OpenAI's Responses API names (an
+ * OpenAI-compatible server may name its own, which a client generated from OpenAI's schema refuses).
+ */
+function responsesTier(tier: unknown): string | undefined {
+  const name = asString(tier);
+  return name && ["auto", "default", "flex", "scale", "priority"].includes(name) ? name : undefined;
+}
+
+/**
+ * Whether the request included `reasoning.encrypted_content`: only then does a reasoning item
+ * carry the signed reasoning, for the client to send back (`encrypted-reasoning.ts`).
+ */
+function wantsEncrypted(req: ResponsesRequest | undefined): boolean {
+  return asArray(req?.include).includes("reasoning.encrypted_content");
+}
+
 /** A reasoning item; its summary is empty while it streams, its one part when it is done. */
-function reasoningItem(id: string, text?: string): ResponsesOutputReasoning {
+function reasoningItem(id: string, text?: string, encrypted?: string): ResponsesOutputReasoning {
   return {
     type: "reasoning",
     id,
     summary: text === undefined ? [] : [summaryPart(text)],
+    ...(encrypted === undefined ? {} : { encrypted_content: encrypted }),
   };
 }
 
@@ -690,14 +740,16 @@ export function chatResponseToResponses(
   // Created when the chat answer was: the provider's time, or the kit's clock for the mock.
   const createdAt = asNumber(resp.created) ?? nowSeconds();
   const response = baseResponse(req, clientModel, randomId("resp_"), createdAt);
+  const tier = responsesTier(resp.service_tier);
+  if (tier) response.service_tier = tier;
   const choice = asArray(resp.choices).find(isRecord) ?? {};
   const message = isRecord(choice.message) ? choice.message : {};
 
   // The thinking first, as the Responses API lists it: before the message and the calls.
-  if (wantsSummary(req)) {
-    const reasoning = chatReasoning(message);
-    if (reasoning) response.output.push(reasoningItem(randomId("rs_"), reasoning));
-  }
+  const summary = wantsSummary(req) ? chatReasoning(message) || undefined : undefined;
+  const encrypted = wantsEncrypted(req) ? encodeReasoning(message.reasoning_details) : undefined;
+  if (summary !== undefined || encrypted !== undefined)
+    response.output.push(reasoningItem(randomId("rs_"), summary, encrypted));
 
   const text = typeof message.content === "string" ? message.content : contentText(message.content);
   const refusal = asString(message.refusal);
@@ -756,6 +808,10 @@ type OpenReasoning = {
   outputIndex: number;
   item: ResponsesOutputReasoning;
   text: string;
+  /** Whether its summary part was added (some thinking came as text). */
+  summarized: boolean;
+  /** The signed reasoning that came with it, for its `encrypted_content`. */
+  details: unknown[];
 };
 type ToolItem = {
   outputIndex?: number;
@@ -778,6 +834,8 @@ export class ChatStreamToResponses {
   private text: OpenText | undefined;
   /** Whether the request asked for a reasoning summary: thinking is dropped otherwise. */
   private readonly summary: boolean;
+  /** Whether the request included the signed reasoning (`reasoning.encrypted_content`). */
+  private readonly encrypted: boolean;
   private reasoning: OpenReasoning | undefined;
   private readonly tools = new Map<number, ToolItem>();
   private finishReason: unknown = null;
@@ -791,6 +849,7 @@ export class ChatStreamToResponses {
     this.response = baseResponse(req, clientModel, randomId("resp_"), nowSeconds());
     this.names = namespacedTools(req);
     this.summary = wantsSummary(req);
+    this.encrypted = wantsEncrypted(req);
   }
 
   /** The id of the response being streamed (e.g. for logs). */
@@ -806,6 +865,8 @@ export class ChatStreamToResponses {
     // Created when the chat answer was, as a whole answer's (`chatResponseToResponses`).
     const created = asNumber(chunk.created);
     if (!this.started && created !== undefined) this.response.created_at = created;
+    const tier = responsesTier(chunk.service_tier);
+    if (tier) this.response.service_tier = tier;
     const out = this.start();
     if (isRecord(chunk.usage)) {
       this.current = usageFromChat(chunk);
@@ -819,6 +880,12 @@ export class ChatStreamToResponses {
     if (this.summary) {
       const reasoning = chatReasoning(delta);
       if (reasoning) out.push(...this.appendReasoning(reasoning));
+    }
+    // A detail comes whole, once its signature is (`MessagesStreamToChat`).
+    const details = asArray(delta.reasoning_details);
+    if (this.encrypted && details.length > 0) {
+      out.push(...this.openReasoning());
+      this.reasoning?.details.push(...details);
     }
     const text = (asString(delta.content) ?? "") + (asString(delta.refusal) ?? "");
     if (text) out.push(...this.appendText(text, chatLogprobs(choice.logprobs)));
@@ -889,29 +956,39 @@ export class ChatStreamToResponses {
   }
 
   /**
-   * Thinking as a reasoning item's one summary part. Items are sequential: whatever is open closes
-   * first, and a text or call after the thinking is the next item.
+   * The reasoning item, opened unless it is. Items are sequential: whatever is open closes first,
+   * and a text or call after the thinking is the next item.
    */
+  private openReasoning(): ResponsesSSEEvent[] {
+    if (this.reasoning) return [];
+    const out = this.closeText();
+    for (const tool of this.tools.values()) out.push(...this.closeTool(tool));
+    const item = reasoningItem(randomId("rs_"));
+    const outputIndex = this.response.output.length;
+    this.response.output.push(item);
+    this.reasoning = { outputIndex, item, text: "", summarized: false, details: [] };
+    out.push(
+      this.emit("response.output_item.added", { output_index: outputIndex, item: clone(item) }),
+    );
+    return out;
+  }
+
+  /** Thinking as the reasoning item's one summary part. */
   private appendReasoning(delta: string): ResponsesSSEEvent[] {
-    const out: ResponsesSSEEvent[] = [];
-    if (!this.reasoning) {
-      out.push(...this.closeText());
-      for (const tool of this.tools.values()) out.push(...this.closeTool(tool));
-      const item = reasoningItem(randomId("rs_"));
-      const outputIndex = this.response.output.length;
-      this.response.output.push(item);
-      this.reasoning = { outputIndex, item, text: "" };
+    const out = this.openReasoning();
+    const open = this.reasoning;
+    if (!open) return out;
+    if (!open.summarized) {
+      open.summarized = true;
       out.push(
-        this.emit("response.output_item.added", { output_index: outputIndex, item: clone(item) }),
         this.emit("response.reasoning_summary_part.added", {
-          item_id: item.id,
-          output_index: outputIndex,
+          item_id: open.item.id,
+          output_index: open.outputIndex,
           summary_index: 0,
           part: summaryPart(""),
         }),
       );
     }
-    const open = this.reasoning;
     open.text += delta;
     out.push(
       this.emit("response.reasoning_summary_text.delta", {
@@ -928,16 +1005,24 @@ export class ChatStreamToResponses {
     const open = this.reasoning;
     if (!open) return [];
     this.reasoning = undefined;
-    open.item.summary = [summaryPart(open.text)];
-    const ids = { item_id: open.item.id, output_index: open.outputIndex, summary_index: 0 };
-    return [
-      this.emit("response.reasoning_summary_text.done", { ...ids, text: open.text }),
-      this.emit("response.reasoning_summary_part.done", { ...ids, part: summaryPart(open.text) }),
+    const out: ResponsesSSEEvent[] = [];
+    if (open.summarized) {
+      open.item.summary = [summaryPart(open.text)];
+      const ids = { item_id: open.item.id, output_index: open.outputIndex, summary_index: 0 };
+      out.push(
+        this.emit("response.reasoning_summary_text.done", { ...ids, text: open.text }),
+        this.emit("response.reasoning_summary_part.done", { ...ids, part: summaryPart(open.text) }),
+      );
+    }
+    const encrypted = encodeReasoning(open.details);
+    if (encrypted !== undefined) open.item.encrypted_content = encrypted;
+    out.push(
       this.emit("response.output_item.done", {
         output_index: open.outputIndex,
         item: clone(open.item),
       }),
-    ];
+    );
+    return out;
   }
 
   private appendText(delta: string, logprobs: LogProb[]): ResponsesSSEEvent[] {

@@ -1,0 +1,62 @@
+/**
+ * A Responses reasoning item's `encrypted_content` on the bridge: the signed reasoning a chat
+ * answer carried (`reasoning_details`: Anthropic's thinking with its signature, its redacted
+ * thinking), which a client that keeps no state on the server (`store: false`, as Codex runs)
+ * sends back on its next turn so the model can keep thinking through a tool loop.
+ *
+ * Encoded, not sealed: what it holds is the client's own answer, which a chat client gets in the
+ * clear, and its provider checks the signature (Anthropic refuses altered or unsigned thinking).
+ * A seal would add a key that must open it on every gateway and after every restart or rotation,
+ * or the thinking is lost where a stateless client relies on it. The prefix tells the gateway's
+ * own value from another API's (OpenAI's is a token the gateway cannot read), which is left out.
+ */
+
+import type { ReasoningDetail } from "../openai-types.js";
+import { asArray, asString, isRecord } from "./shared.js";
+
+const prefix = "mgw1.";
+
+/** The details as an opaque string; undefined when there are none. */
+export function encodeReasoning(details: unknown): string | undefined {
+  const kept = reasoningDetails(details);
+  if (kept.length === 0) return undefined;
+  return prefix + Buffer.from(JSON.stringify(kept)).toString("base64url");
+}
+
+/** The details a reasoning item's `encrypted_content` holds; none when the gateway did not make it. */
+export function decodeReasoning(encrypted: unknown): ReasoningDetail[] {
+  const text = asString(encrypted);
+  if (!text?.startsWith(prefix)) return [];
+  try {
+    return reasoningDetails(
+      JSON.parse(Buffer.from(text.slice(prefix.length), "base64url").toString()),
+    );
+  } catch {
+    return [];
+  }
+}
+
+/** The well-formed details of a list, each with only the fields a detail has. */
+function reasoningDetails(value: unknown): ReasoningDetail[] {
+  const out: ReasoningDetail[] = [];
+  for (const detail of asArray(value)) {
+    if (!isRecord(detail)) continue;
+    const format = asString(detail.format);
+    if (detail.type === "reasoning.text") {
+      const signature = asString(detail.signature);
+      out.push({
+        type: "reasoning.text",
+        text: asString(detail.text) ?? "",
+        ...(signature ? { signature } : {}),
+        ...(format ? { format } : {}),
+      });
+    } else if (detail.type === "reasoning.encrypted" && asString(detail.data)) {
+      out.push({
+        type: "reasoning.encrypted",
+        data: String(detail.data),
+        ...(format ? { format } : {}),
+      });
+    }
+  }
+  return out;
+}
