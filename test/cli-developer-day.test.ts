@@ -1,7 +1,8 @@
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import { createServer } from "node:http";
+import { type AddressInfo, connect, type Server } from "node:net";
 import { dirname, join } from "node:path";
+import { createServer as createTlsServer } from "node:tls";
 import { pathToFileURL } from "node:url";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -14,7 +15,16 @@ import {
   saveLogin,
   spawnCli,
 } from "./support/cli.js";
-import { chat, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
+import {
+  backends,
+  chat,
+  gatewayOn,
+  KEY,
+  post,
+  type TestGateway,
+  testGateway,
+} from "./support/gateway.js";
+import { hasOpenssl, selfSignedCertificate } from "./support/tls.js";
 
 /**
  * A developer's day with the built CLI (`bin/gateway` as a subprocess; `npm run build` first)
@@ -49,8 +59,8 @@ function newHome(env: NodeJS.ProcessEnv = {}): CliHome {
 }
 
 /** A login key minted on `gw`, as `gateway login` would have stored it under `profile`. */
-function logIn(home: CliHome, gw: TestGateway, profile = "default", baseUrl = gw.url) {
-  const { key, value } = gw.services.store.createKey({
+async function logIn(home: CliHome, gw: TestGateway, profile = "default", baseUrl = gw.url) {
+  const { key, value } = await gw.services.store.createKey({
     accountId: "acct",
     label: "gateway login on this machine",
     kind: "login",
@@ -88,14 +98,14 @@ async function closedPort(): Promise<number> {
 const storedKey = (home: CliHome, profile = "default") =>
   (
     JSON.parse(readFileSync(home.credentialsPath, "utf8")) as {
-      profiles: Record<string, { key: string; baseUrl: string }>;
+      profiles: Record<string, { key: string; baseUrl: string; keyId: string }>;
     }
   ).profiles[profile];
 
 describe("gateway logout and another gateway's URL", () => {
   it("refuses a --base-url or GATEWAY_BASE_URL naming another server: nothing is sent, the key stays stored and working", async () => {
     const home = newHome();
-    const login = logIn(home, gwA);
+    const login = await logIn(home, gwA);
     const other = await keyCollector();
     for (const run of [
       { args: ["--base-url", other.url], env: {} },
@@ -117,7 +127,7 @@ describe("gateway logout and another gateway's URL", () => {
 describe("gateway login to a second gateway under the same profile", () => {
   it("says before the browser that it replaces the first login, and revokes that login key on its own gateway", async () => {
     const home = newHome();
-    const first = logIn(home, gwA);
+    const first = await logIn(home, gwA);
     const cli = spawnCli(["login", "--no-browser", "--base-url", gwB.url], home.env);
     const { userCode } = await loginPrompt(cli);
     expect(cli.stderr()).toContain(
@@ -139,7 +149,7 @@ describe("gateway login to a second gateway under the same profile", () => {
   it("says so when the first gateway cannot be reached to revoke its login key", async () => {
     const home = newHome();
     const gone = `http://127.0.0.1:${await closedPort()}`;
-    const first = logIn(home, gwA, "default", gone);
+    const first = await logIn(home, gwA, "default", gone);
     const cli = spawnCli(["login", "--no-browser", "--base-url", gwB.url], home.env);
     const { userCode } = await loginPrompt(cli);
     await ownerDecides(gwB, userCode, "approve");
@@ -154,7 +164,7 @@ describe("gateway login to a second gateway under the same profile", () => {
 describe("a login key the gateway no longer takes", () => {
   it("every command says so, with its 401 and the login that gets a new key for that gateway and profile", async () => {
     const home = newHome();
-    const login = logIn(home, gwB, "staging");
+    const login = await logIn(home, gwB, "staging");
     await gwB.services.store.revokeKey(login.id);
     for (const args of [
       ["keys", "list", "--profile", "staging"],
@@ -173,13 +183,61 @@ describe("a login key the gateway no longer takes", () => {
 describe("gateway keys revoke of the login key itself", () => {
   it("points to logout instead of answering that no such key exists, and revokes nothing", async () => {
     const home = newHome();
-    const login = logIn(home, gwA);
+    const login = await logIn(home, gwA);
     const done = await runCli(["keys", "revoke", login.id], home.env);
     expect(done.code).toBe(1);
     expect(done.stderr).toBe(
       `gateway: ${login.id} is the login key this CLI uses, not a per-tool key; \`npx gateway logout\` revokes it and removes it from this machine\n`,
     );
     expect(await works(gwA, login.key)).toBe(200);
+  });
+});
+
+describe.each(backends)("per-tool keys after a re-login (%s)", (backend) => {
+  let gw: TestGateway;
+  beforeAll(async () => {
+    gw = await gatewayOn(backend, { devicePollIntervalSeconds: 1 });
+  });
+  afterAll(() => gw?.close());
+
+  it("keys list shows the keys the replaced login key made and keys revoke revokes them; the account's other keys are neither listed nor revoked", async () => {
+    const home = newHome();
+    const first = await logIn(home, gw);
+    const made = await runCli(["keys", "create", "--label", "my-editor", "--json"], home.env);
+    expect(made.code, made.stderr).toBe(0);
+    const editor = JSON.parse(made.stdout) as { id: string; key: string };
+    // A key the owner made in the dashboard: the account's, not one this CLI made.
+    const owners = await gw.services.store.createKey({
+      accountId: "acct",
+      label: "owner-app",
+      kind: "standard",
+    });
+
+    const relogin = spawnCli(["login", "--no-browser", "--base-url", gw.url], home.env);
+    const { userCode } = await loginPrompt(relogin);
+    expect((await ownerDecides(gw, userCode, "approve")).status).toBe(200);
+    expect((await relogin.exit()).code).toBe(0);
+    expect(storedKey(home).keyId).not.toBe(first.id);
+    expect(await works(gw, first.key)).toBe(401);
+
+    const list = await runCli(["keys", "list", "--json"], home.env);
+    expect(list.code, list.stderr).toBe(0);
+    expect((JSON.parse(list.stdout) as { data: { id: string }[] }).data.map((k) => k.id)).toEqual([
+      editor.id,
+    ]);
+    const revoked = await runCli(["keys", "revoke", "my-editor"], home.env);
+    expect(revoked.code, revoked.stderr).toBe(0);
+    expect(revoked.stdout).toBe(`Revoked key ${editor.id}; requests with it now get 401.\n`);
+    expect(await works(gw, editor.key)).toBe(401);
+
+    for (const target of [owners.key.id, owners.key.label]) {
+      const refused = await runCli(["keys", "revoke", target], home.env);
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toBe(
+        `gateway: No key with id or label "${target}" among your keys (404 not_found)\n`,
+      );
+    }
+    expect(await works(gw, owners.value)).toBe(200);
   });
 });
 
@@ -229,6 +287,62 @@ describe("a stored login that cannot be read", () => {
     expect((await runCli(["whoami"], env)).code).toBe(0);
   });
 
+  it("a login made while the keychain was locked is the one used once it opens; the keychain's older login is revoked and removed", async () => {
+    const home = newHome();
+    const keyringFile = join(home.dir, "keyring.json");
+    const { key, value } = gwA.services.store.createKey({
+      accountId: "acct",
+      label: "in the keychain",
+      kind: "login",
+    });
+    const entry = {
+      key: value,
+      baseUrl: gwA.url,
+      keyId: key.id,
+      accountId: "acct",
+      savedAt: new Date().toISOString(),
+    };
+    writeFileSync(
+      keyringFile,
+      JSON.stringify({ entries: { "model-gateway/default": JSON.stringify(entry) }, calls: [] }),
+    );
+    const env: NodeJS.ProcessEnv = {
+      ...home.env,
+      NODE_OPTIONS: `--import=${fakeKeyring}`,
+      FAKE_KEYRING_FILE: keyringFile,
+    };
+    delete env.GATEWAY_CREDENTIAL_STORE;
+    const locked = {
+      ...env,
+      FAKE_KEYRING_UNAVAILABLE: "Cannot create an item in a locked collection",
+    };
+    const cli = spawnCli(["login", "--no-browser", "--base-url", gwA.url], locked);
+    const { userCode } = await loginPrompt(cli);
+    await ownerDecides(gwA, userCode, "approve");
+    const login = await cli.exit();
+    expect(login.code, login.stderr).toBe(0);
+    const newer = storedKey(home);
+
+    const unlocked = await runCli(["whoami", "--json"], env);
+    expect(unlocked.code, unlocked.stderr).toBe(0);
+    expect(JSON.parse(unlocked.stdout)).toMatchObject({
+      key_id: newer.keyId,
+      stored_in: `${home.credentialsPath}, profile "default"`,
+    });
+    expect(unlocked.stderr).toBe(
+      `gateway: revoked login key ${key.id} of profile "default", which a newer login replaced, and removed it from OS keychain (service "model-gateway")\n`,
+    );
+    // Nobody holds the keychain's key any more: as with any replaced login, it must not stay valid.
+    expect(await works(gwA, value)).toBe(401);
+    expect((JSON.parse(readFileSync(keyringFile, "utf8")) as { entries: object }).entries).toEqual(
+      {},
+    );
+    const again = await runCli(["keys", "list"], env);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stderr).toBe("");
+    expect(await works(gwA, newer.key)).toBe(200);
+  });
+
   it("a damaged credentials file is named, not taken for 'not logged in'", async () => {
     const home = newHome();
     mkdirSync(dirname(home.credentialsPath), { recursive: true, mode: 0o700 });
@@ -252,6 +366,38 @@ describe("a gateway URL that leads elsewhere", () => {
     );
   });
 
+  it.skipIf(!hasOpenssl)(
+    `http:// to a port that speaks HTTPS: one line saying the server may speak HTTPS, and the https:// URL it names works${hasOpenssl ? "" : " [SKIPPED: openssl is not on PATH]"}`,
+    async () => {
+      const home = newHome({ GATEWAY_API_KEY: KEY });
+      const { key, cert } = selfSignedCertificate();
+      // TLS in front of the gateway, as a proxy would terminate it.
+      const terminator = createTlsServer({ key, cert }, (socket) => {
+        const gateway = connect(Number(new URL(gwA.url).port), "127.0.0.1");
+        socket.pipe(gateway).pipe(socket);
+        socket.on("error", () => gateway.destroy());
+        gateway.on("error", () => socket.destroy());
+      });
+      servers.push(terminator);
+      await new Promise<void>((resolve) => terminator.listen(0, "127.0.0.1", resolve));
+      const { port } = terminator.address() as AddressInfo;
+
+      const done = await runCli(["whoami", "--base-url", `http://127.0.0.1:${port}`], home.env);
+      expect(done.code).toBe(1);
+      expect(done.stderr).toBe(
+        `gateway: the server at http://127.0.0.1:${port} closed the connection without answering; it may speak HTTPS: try https://127.0.0.1:${port} (--base-url or GATEWAY_BASE_URL)\n`,
+      );
+      const ca = join(home.dir, "ca.pem");
+      writeFileSync(ca, cert);
+      const https = await runCli(["whoami", "--base-url", `https://127.0.0.1:${port}`], {
+        ...home.env,
+        NODE_EXTRA_CA_CERTS: ca,
+      });
+      expect(https.code, https.stderr).toBe(0);
+      expect(https.stdout).toContain("account:   acct");
+    },
+  );
+
   it("a path under which no gateway answers (an endpoint's whole URL, a wrong prefix) says to give the gateway's address", async () => {
     const home = newHome({ GATEWAY_API_KEY: KEY });
     for (const url of [`${gwA.url}/gw`, `${gwA.url}/v1/chat/completions`]) {
@@ -264,5 +410,47 @@ describe("a gateway URL that leads elsewhere", () => {
     const login = await runCli(["login", "--no-browser", "--base-url", `${gwA.url}/gw`], home.env);
     expect(login.code).toBe(1);
     expect(login.stderr).toContain(`gateway: no gateway API at ${gwA.url}/gw (HTTP 404)`);
+  });
+});
+
+describe("gateway keys create --label, logged in", () => {
+  it("a label that is blank or over 100 characters is refused in the CLI's words before anything is sent; characters count as the gateway counts them, an emoji as one", async () => {
+    const home = newHome();
+    // The database file's own key beside it (`<db>.key`), not one a Postgres suite here exported.
+    delete home.env.GATEWAY_SECRET_KEY;
+    await logIn(home, gwA);
+    const keysBefore = gwA.services.store.listKeys("acct").length;
+    for (const label of ["x".repeat(101), "\u{1F511}".repeat(101), "   "]) {
+      for (const where of [[], ["--db", gwA.dbPath]]) {
+        const done = await runCli(["keys", "create", "--label", label, ...where], home.env);
+        expect(done.code).toBe(1);
+        expect(done.stderr).toBe(
+          "gateway: --label must be 1 to 100 characters (what the key is for), e.g. --label ci\n",
+        );
+      }
+    }
+    expect(gwA.services.store.listKeys("acct")).toHaveLength(keysBefore);
+
+    // 100 emoji: 200 UTF-16 units, 100 characters, taken by the gateway and the database file alike.
+    const emoji = "\u{1F511}".repeat(100);
+    for (const where of [[], ["--db", gwA.dbPath]]) {
+      const done = await runCli(["keys", "create", "--label", emoji, "--json", ...where], home.env);
+      expect(done.code, done.stderr).toBe(0);
+      expect((JSON.parse(done.stdout) as { label: string }).label).toBe(emoji);
+    }
+  });
+});
+
+describe("gateway with a command group and no subcommand", () => {
+  it("prints the group's help as --help does: on stdout, exit 0, its Usage line as this user runs the CLI", async () => {
+    const home = newHome();
+    for (const group of [[], ["keys"], ["secrets"]]) {
+      const bare = await runCli(group, home.env);
+      const help = await runCli([...group, "--help"], home.env);
+      expect(bare.code, group.join(" ")).toBe(0);
+      expect(bare.stderr, group.join(" ")).toBe("");
+      expect(bare.stdout, group.join(" ")).toBe(help.stdout);
+      expect(bare.stdout).toMatch(new RegExp(`^Usage: npx gateway ${group.join(" ")}`));
+    }
   });
 });

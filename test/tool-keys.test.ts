@@ -31,9 +31,25 @@ function api(method: string, path: string, key: string | undefined, body?: unkno
   });
 }
 
-/** A fresh login key, so counters and listings start empty. */
+let accounts = 0;
+
+/** A login key of a fresh account, so counters and listings start empty. */
 function newLoginKey(label = "another login"): string {
-  return gw.services.store.createKey({ accountId: "acct", label, kind: "login" }).value;
+  const accountId = `tools-${++accounts}`;
+  gw.services.store.createAccount({
+    id: accountId,
+    name: accountId,
+    balanceMicro: 1_000_000_000_000,
+    rpmLimit: 1000,
+    tier: "free",
+    now: Date.now(),
+  });
+  return loginKeyOf(accountId, label);
+}
+
+/** Another login key of `accountId`: a second machine, or a login that replaced one. */
+function loginKeyOf(accountId: string, label = "another login"): string {
+  return gw.services.store.createKey({ accountId, label, kind: "login" }).value;
 }
 
 interface Created {
@@ -105,7 +121,7 @@ describe("POST /api/keys", () => {
 });
 
 describe("GET /api/keys and DELETE /api/keys/:id", () => {
-  it("lists only this login key's keys, never a value or hash", async () => {
+  it("lists the account's per-tool keys, never a value or hash", async () => {
     const login = newLoginKey();
     const a = await create(login, "tool-a");
     const b = await create(login, "tool-b");
@@ -185,15 +201,44 @@ describe("GET /api/keys and DELETE /api/keys/:id", () => {
       expect((await post(gw, "/v1/chat/completions", chat(), bearer(key.key))).status).toBe(200);
   });
 
-  it("answers 404 for another login key's key and for an unknown one", async () => {
-    const mine = await create(newLoginKey(), "mine");
+  it("lists and revokes the keys every login key of the account minted, after its own login key is gone", async () => {
+    const first = newLoginKey("first login");
+    const made = await create(first, "made-by-first");
+    const accountId = gw.services.store.getKey(made.id)!.account_id;
+    expect((await api("POST", "/api/auth/logout", first)).status).toBe(200);
+    const second = loginKeyOf(accountId, "second login");
+    const mine = await create(second, "made-by-second");
+    const list = (await (await api("GET", "/api/keys", second)).json()) as { data: Created[] };
+    expect(list.data.map((k) => k.id)).toEqual([made.id, mine.id]);
+    const res = await api("DELETE", "/api/keys/made-by-first", second);
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({ id: made.id, already_revoked: false });
+    expect((await post(gw, "/v1/chat/completions", chat(), bearer(made.key))).status).toBe(401);
+  });
+
+  it("answers 404 for another account's key, the account's keys no login key minted, and an unknown one", async () => {
+    const elsewhere = await create(newLoginKey(), "elsewhere");
+    const mine = await create(LOGIN_KEY, "mine");
+    const owners = gw.services.store.createKey({
+      accountId: "acct",
+      label: "made-in-dashboard",
+      kind: "standard",
+    }).key;
     const other = newLoginKey("other");
-    const res = await api("DELETE", `/api/keys/${mine.id}`, other);
+    const res = await api("DELETE", `/api/keys/${elsewhere.id}`, other);
     expect(res.status).toBe(404);
     expect(await res.json()).toMatchObject({ error: { code: "not_found" } });
-    expect((await api("DELETE", "/api/keys/k1", other)).status).toBe(404);
-    expect((await api("DELETE", "/api/keys/nothing-here", other)).status).toBe(404);
-    expect((await post(gw, "/v1/chat/completions", chat(), bearer(mine.key))).status).toBe(200);
+    // The config's standard key and login key, and the dashboard's keys, are the owner's.
+    for (const id of ["k1", "kl", "main", owners.id, owners.label, "nothing-here"])
+      expect((await api("DELETE", `/api/keys/${id}`, LOGIN_KEY)).status, id).toBe(404);
+    const listed = (await (await api("GET", "/api/keys", LOGIN_KEY)).json()) as {
+      data: Created[];
+    };
+    const ids = listed.data.map((k) => k.id);
+    expect(ids).toContain(mine.id);
+    for (const id of ["k1", "kl", owners.id, elsewhere.id]) expect(ids).not.toContain(id);
+    for (const key of [elsewhere, mine])
+      expect((await post(gw, "/v1/chat/completions", chat(), bearer(key.key))).status).toBe(200);
   });
 
   it("asks for an id when a label names several active keys", async () => {

@@ -2,8 +2,15 @@ import type { z } from "zod";
 import { cliCommand } from "../cli-command.js";
 import { describeSystemError } from "../system-errors.js";
 import type { CreatedKey, DeviceCodeResponse, KeyView, RevokedKey, WhoAmI } from "./api-schemas.js";
-import { type ActiveCredential, activeCredential, defaultProfile } from "./credentials/index.js";
+import {
+  type ActiveCredential,
+  activeCredential,
+  defaultProfile,
+  type FoundLogin,
+  type StoredLogin,
+} from "./credentials/index.js";
 import { UserError } from "./errors.js";
+import { note, type TextOutput } from "./output.js";
 
 /**
  * The CLI's client for the gateway's /api routes. Every failure becomes a UserError with one
@@ -172,6 +179,10 @@ export class GatewayClient {
         throw new UserError(
           `the gateway at ${baseUrl} answers plain HTTP, not HTTPS; use ${baseUrl.replace(/^https:/i, "http:")} (--base-url or GATEWAY_BASE_URL)`,
         );
+      if (/^http:/i.test(baseUrl) && closedWithoutAnswer(err))
+        throw new UserError(
+          `the server at ${baseUrl} closed the connection without answering; it may speak HTTPS: try ${baseUrl.replace(/^http:/i, "https:")} (--base-url or GATEWAY_BASE_URL)`,
+        );
       throw new UserError(
         `cannot reach the gateway at ${baseUrl} (${networkReason(err)}); is \`${cliCommand("serve")}\` running? Use --base-url or GATEWAY_BASE_URL to point elsewhere`,
       );
@@ -262,6 +273,17 @@ function answeredWithoutTls(err: unknown): boolean {
   return typeof code === "string" && plainHttpAnswers.has(code);
 }
 
+/**
+ * The connection was taken and closed before a byte came back: what a TLS port does with a plain
+ * HTTP request (undici words it "other side closed").
+ */
+function closedWithoutAnswer(err: unknown): boolean {
+  const cause = (err as Error | undefined)?.cause as
+    | { code?: unknown; socket?: { bytesRead?: unknown } }
+    | undefined;
+  return cause?.code === "UND_ERR_SOCKET" && cause.socket?.bytesRead === 0;
+}
+
 function networkReason(err: unknown): string {
   if (err instanceof Error && err.name === "TimeoutError")
     return `no answer within ${requestTimeoutMs / 1000} s`;
@@ -299,6 +321,54 @@ function loginAgain(baseUrl: string, profile: string): string {
   return cliCommand(`login --base-url ${baseUrl}${which}`);
 }
 
+/**
+ * Revokes `old`, a login key a newer login of `profile` replaced, on the gateway it came from
+ * (nobody holds it any more), best effort. Undefined when done, else the line saying it stays valid.
+ */
+export async function revokeReplacedLogin(
+  client: GatewayClient,
+  profile: string,
+  old: StoredLogin,
+): Promise<string | undefined> {
+  try {
+    await client.withKey(old.key, old.baseUrl).logout();
+    return undefined;
+  } catch (e) {
+    const refusal = e instanceof GatewayRefusal ? e.status : undefined;
+    // A 401: that gateway no longer takes the key, which is what revoking it was for.
+    if (refusal === 401) return undefined;
+    return `the previous login key ${old.keyId} of profile "${profile}" could not be revoked on ${old.baseUrl} (${refusal === undefined ? "not reachable" : `HTTP ${refusal}`}); it stays valid there until revoked in that gateway's dashboard`;
+  }
+}
+
+/**
+ * The profile's older logins that stayed stored beside its newest (`LoginLookup.replaced`): each
+ * is revoked as a login replacing it would have revoked it, and removed from its store. One that
+ * could not be revoked is said, and removed all the same, as a replaced login is: trying again on
+ * every command would hold each one up while that gateway does not answer.
+ */
+export async function retireReplacedLogins(
+  client: GatewayClient,
+  profile: string,
+  current: StoredLogin,
+  replaced: FoundLogin[],
+  stderr: TextOutput = process.stderr,
+): Promise<void> {
+  for (const { login, store } of replaced) {
+    // A copy of the key in use (a keychain write that went through after it timed out) is only
+    // removed: revoking it would revoke the login itself.
+    const copy = login.key === current.key;
+    const problem = copy ? undefined : await revokeReplacedLogin(client, profile, login);
+    await store.delete(profile).catch(() => false);
+    if (problem) note(`gateway: ${problem}`, stderr);
+    else if (!copy)
+      note(
+        `gateway: revoked login key ${login.keyId} of profile "${profile}", which a newer login replaced, and removed it from ${store.location}`,
+        stderr,
+      );
+  }
+}
+
 /** A client carrying the active key (GATEWAY_API_KEY or the profile's login key). */
 export async function connectWithKey(
   opts: ConnectionOptions,
@@ -314,5 +384,7 @@ export async function connectWithKey(
       ? `run \`${loginAgain(baseUrl, opts.profile)}\` again`
       : `check GATEWAY_API_KEY, or unset it to use the key from \`${cliCommand("login")}\``,
   });
+  if (credential.stored)
+    await retireReplacedLogins(client, opts.profile, credential.stored.login, credential.replaced);
   return { client, credential };
 }

@@ -6,19 +6,18 @@ import { reasonOf } from "../store/os-keychain.js";
 import {
   type DeviceCodeResponse,
   GatewayClient,
-  GatewayRefusal,
   resolveBaseUrl,
+  revokeReplacedLogin,
 } from "./api-client.js";
 import { openInBrowser } from "./browser.js";
 import {
-  type CredentialStore,
   type CredentialStores,
   defaultProfile,
   endingPromptly,
+  type FoundLogin,
   fileFallbackNotice,
-  findStoredLogin,
+  lookUpLogin,
   openCredentialStores,
-  type StoredLogin,
 } from "./credentials/index.js";
 import { UserError } from "./errors.js";
 import { localOwnerLink } from "./local-serve.js";
@@ -75,7 +74,7 @@ export interface LoginOutcome {
 const interruptedExitCode = 130;
 
 export async function runLogin(ctx: LoginContext, opts: LoginOptions): Promise<LoginOutcome> {
-  const previous = await findStoredLogin(ctx.stores, opts.profile);
+  const { found: previous, replaced } = await lookUpLogin(ctx.stores, opts.profile);
   // One login per profile: said before the browser, so a user who meant to keep both can stop.
   if (previous && previous.login.baseUrl !== ctx.client.baseUrl) {
     note(
@@ -115,7 +114,12 @@ export async function runLogin(ctx: LoginContext, opts: LoginOptions): Promise<L
   } finally {
     stopListening();
   }
-  const outcome = await keepLoginKey(ctx, opts.profile, approved, previous);
+  const outcome = await keepLoginKey(
+    ctx,
+    opts.profile,
+    approved,
+    previous ? [previous, ...replaced] : [],
+  );
   const out = paintFor(ctx.stdout, ctx.env);
   if (opts.json) {
     printJson(
@@ -237,15 +241,15 @@ function expired(): UserError {
 }
 
 /**
- * Stores the new login key under the profile, in place of the profile's previous login (whose
- * key is revoked, best effort). A keychain that passed its probe but fails the write (locked, or
+ * Stores the new login key under the profile, in place of the profile's previous logins (whose
+ * keys are revoked, best effort). A keychain that passed its probe but fails the write (locked, or
  * waiting on a prompt past its timeout) hands the key to the file, and says so.
  */
 async function keepLoginKey(
   ctx: LoginContext,
   profile: string,
   approved: Approval,
-  previous: { login: StoredLogin; store: CredentialStore } | undefined,
+  previous: FoundLogin[],
 ): Promise<LoginOutcome> {
   const { stores } = ctx;
   if (stores.keychainUnavailable) {
@@ -276,9 +280,10 @@ async function keepLoginKey(
     storedIn = stores.fallback;
     await storedIn.set(profile, login);
   }
-  if (previous && previous.store !== storedIn)
-    await previous.store.delete(profile).catch(() => false);
-  await retirePreviousKey(ctx, profile, previous?.login);
+  for (const old of previous) {
+    if (old.store !== storedIn) await old.store.delete(profile).catch(() => false);
+    await retirePreviousKey(ctx, profile, old);
+  }
   return {
     keyId: approved.keyId,
     accountId: approved.accountId,
@@ -294,20 +299,11 @@ async function keepLoginKey(
 async function retirePreviousKey(
   ctx: LoginContext,
   profile: string,
-  previous: StoredLogin | undefined,
+  previous: FoundLogin,
 ): Promise<void> {
-  if (!previous) return;
-  try {
-    await ctx.client.withKey(previous.key, previous.baseUrl).logout();
-  } catch (e) {
-    const refusal = e instanceof GatewayRefusal ? e.status : undefined;
-    // A 401: that gateway no longer takes the key, which is what revoking it was for.
-    if (previous.baseUrl === ctx.client.baseUrl || refusal === 401) return;
-    note(
-      `gateway: the previous login key ${previous.keyId} of profile "${profile}" could not be revoked on ${previous.baseUrl} (${refusal === undefined ? "not reachable" : `HTTP ${refusal}`}); it stays valid there until revoked in that gateway's dashboard`,
-      ctx.stderr,
-    );
-  }
+  const problem = await revokeReplacedLogin(ctx.client, profile, previous.login);
+  if (problem && previous.login.baseUrl !== ctx.client.baseUrl)
+    note(`gateway: ${problem}`, ctx.stderr);
 }
 
 interface LoginFlags {

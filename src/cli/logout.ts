@@ -1,6 +1,11 @@
 import type { Command } from "commander";
 import { cliCommand } from "../cli-command.js";
-import { GatewayClient, GatewayRefusal, storedKeyGateway } from "./api-client.js";
+import {
+  GatewayClient,
+  GatewayRefusal,
+  retireReplacedLogins,
+  storedKeyGateway,
+} from "./api-client.js";
 import {
   defaultProfile,
   endingPromptly,
@@ -40,7 +45,7 @@ Examples:
     )
     .action(
       endingPromptly(async (flags: LogoutFlags) => {
-        const { found, keychainUnreadable } = await lookUpLogin(
+        const { found, replaced, keychainUnreadable } = await lookUpLogin(
           await openCredentialStores(),
           flags.profile,
         );
@@ -69,6 +74,8 @@ Examples:
           revokedOnServer = false;
         }
         await found.store.delete(flags.profile);
+        // Older logins of the profile still stored elsewhere go too: nothing of it stays behind.
+        await retireReplacedLogins(client, flags.profile, found.login, replaced);
         if (flags.json) {
           printJson({
             key_id: found.login.keyId,

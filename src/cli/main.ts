@@ -1,10 +1,29 @@
-import { Command, CommanderError } from "commander";
+import { Command, CommanderError, type HelpContext } from "commander";
 import { cliCommand } from "../cli-command.js";
 import { packageVersion } from "../version.js";
 import { UserError, usageExitCode } from "./errors.js";
 
+/**
+ * Commander shows a group run without its subcommand (`gateway`, `gateway keys`) its help as an
+ * error: on stderr, exit code 1, past the usage line's rewrite. Asking for the list of commands
+ * is no mistake, so it gets what `--help` gets (gh does the same).
+ */
+class CommandGroup extends Command {
+  override createCommand(name?: string): Command {
+    return new CommandGroup(name);
+  }
+
+  // Only a group without its subcommand asks for help as an error.
+  override help(context?: HelpContext): never;
+  override help(cb: (text: string) => string): never;
+  override help(context?: HelpContext | ((text: string) => string)): never {
+    if (typeof context === "function") return super.help(context);
+    return super.help({ ...context, error: false });
+  }
+}
+
 export async function main(argv: string[]): Promise<void> {
-  const program = new Command()
+  const program = new CommandGroup()
     .name("gateway")
     .description("Model Gateway: one kn- key for every model, on your machine")
     .version(packageVersion)

@@ -2,8 +2,28 @@ import { z } from "zod";
 import { hashSecret, keyPrefix, newGatewayKey, newId } from "./secrets.js";
 import type { KeyKind, KeyRow, KeyWithAccount } from "./types.js";
 
-/** A key's label, wherever a key is made: the API, the dashboard, the admin API, `keys create --db`. */
-export const keyLabel = z.string().trim().min(1, "label must not be empty").max(100);
+/** The most characters a key's label may have. */
+export const keyLabelMaxChars = 100;
+
+/** Characters as a person counts them (code points): an emoji is one, not its two UTF-16 units. */
+export function characterCount(text: string): number {
+  let count = 0;
+  for (const _ of text) count++;
+  return count;
+}
+
+const labelSize = `must be 1 to ${keyLabelMaxChars} characters`;
+
+/**
+ * A key's label, wherever a key is made: the API, the dashboard, the admin API, `keys create`.
+ * Counted here rather than by zod's `max`, whose unit (UTF-16 units or code points) depends on
+ * its version, so that the CLI and every gateway agree on what fits.
+ */
+export const keyLabel = z
+  .string()
+  .trim()
+  .min(1, labelSize)
+  .refine((label) => characterCount(label) <= keyLabelMaxChars, labelSize);
 
 /** A key row as inserted: the value itself is never stored, only its hash and prefix. */
 export interface NewKeyRow {

@@ -393,8 +393,11 @@ export interface AccountRepository {
    * gateway's uses of a key reach no other gateway's memory. A use this process recorded is in it.
    */
   listKeys(accountId: string): MaybeAsync<KeyRow[]>;
-  /** The keys a login key minted, oldest first, read as `listKeys` reads them. */
-  listChildKeys(parentKeyId: string): MaybeAsync<KeyRow[]>;
+  /**
+   * The account's per-tool keys (those a login key minted, whichever login key: a new login
+   * replaces the old one, not the keys it made), oldest first, read as `listKeys` reads them.
+   */
+  listToolKeys(accountId: string): MaybeAsync<KeyRow[]>;
   /** Returns false when the key does not exist or was already revoked. */
   revokeKey(id: string, now?: number): Promise<boolean>;
 

@@ -291,28 +291,28 @@ export function describeStore(backend: string, open: () => Promise<StoreUnderTes
         expect(await store.listKeys("nobody")).toEqual([]);
       });
 
-      it("child keys list under their parent, in creation order", async () => {
-        const parent = await store.createKey({ accountId: "acct", label: "tool", kind: "shared" });
-        const later = await store.createKey({
-          accountId: "acct",
-          label: "b",
-          kind: "standard",
-          parentKeyId: parent.key.id,
-          now: 30_000,
-        });
-        const earlier = await store.createKey({
-          accountId: "acct",
-          label: "a",
-          kind: "standard",
-          parentKeyId: parent.key.id,
-          now: 20_000,
-        });
-        expect(later.key.parent_key_id).toBe(parent.key.id);
-        expect((await store.listChildKeys(parent.key.id)).map((key) => key.id)).toEqual([
+      it("tool keys: every key a login key of the account minted, whichever login, in creation order", async () => {
+        await store.createAccount(newAccount("other"));
+        const mintedBy = async (accountId: string) =>
+          (await store.createKey({ accountId, label: "login", kind: "login" })).key.id;
+        const [firstLogin, secondLogin, otherLogin] = [
+          await mintedBy("acct"),
+          await mintedBy("acct"),
+          await mintedBy("other"),
+        ];
+        const tool = (accountId: string, parentKeyId: string, now: number) =>
+          store.createKey({ accountId, label: "tool", kind: "standard", parentKeyId, now });
+        const later = await tool("acct", firstLogin, 30_000);
+        const earlier = await tool("acct", secondLogin, 20_000);
+        await tool("other", otherLogin, 25_000);
+        // The account's own keys that no login key minted: the dashboard's, the config's.
+        await store.createKey({ accountId: "acct", label: "app", kind: "standard", now: 10_000 });
+        expect(later.key.parent_key_id).toBe(firstLogin);
+        expect((await store.listToolKeys("acct")).map((key) => key.id)).toEqual([
           earlier.key.id,
           later.key.id,
         ]);
-        expect(await store.listChildKeys(earlier.key.id)).toEqual([]);
+        expect(await store.listToolKeys("nobody")).toEqual([]);
       });
 
       it("a suspended account's key is found with its status", async () => {

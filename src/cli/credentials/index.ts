@@ -74,16 +74,31 @@ export function fileFallbackNotice(reason: string, file: CredentialStore): strin
   return `no OS keychain available (${reason}); storing the key in ${file.location} (mode 0600)`;
 }
 
+/** A profile's login as one store holds it. */
+export interface FoundLogin {
+  login: StoredLogin;
+  store: CredentialStore;
+}
+
 export interface ActiveCredential {
   key: string;
   /** Where it came from, for `whoami`: the env var, the keychain or the file. */
   source: string;
   /** The profile's stored login (none for GATEWAY_API_KEY). */
-  stored?: { login: StoredLogin; store: CredentialStore };
+  stored?: FoundLogin;
+  /** Older logins of the profile still stored elsewhere (`LoginLookup.replaced`). */
+  replaced: FoundLogin[];
 }
 
 export interface LoginLookup {
-  found?: { login: StoredLogin; store: CredentialStore };
+  /** The profile's newest login. */
+  found?: FoundLogin;
+  /**
+   * The profile's older logins in the other stores, newest first. A login written to the file
+   * while the keychain was locked could not remove the keychain's, which is seen again once the
+   * keychain opens: it was replaced all the same, so it is not the one to use.
+   */
+  replaced: FoundLogin[];
   /**
    * Why the OS keychain could not be read, when nothing was found: a login kept there (a locked
    * keychain, one that does not answer) is then unseen, not absent.
@@ -91,28 +106,32 @@ export interface LoginLookup {
   keychainUnreadable?: string;
 }
 
+/** When a login was saved, for ordering: one without a readable time counts as the oldest. */
+function savedAtOf(login: StoredLogin): number {
+  const at = Date.parse(String(login.savedAt));
+  return Number.isNaN(at) ? 0 : at;
+}
+
 export async function lookUpLogin(stores: CredentialStores, profile: string): Promise<LoginLookup> {
   let keychainUnreadable = stores.keychainUnavailable;
+  const logins: FoundLogin[] = [];
   for (const store of stores.all) {
     let login: StoredLogin | undefined;
     try {
       login = await store.get(profile);
     } catch (e) {
-      // The file's own refusal (damaged, unreadable) already says what to do about it.
-      if (store.kind === "file") throw e;
-      keychainUnreadable = reasonOf(e);
+      // The file's own refusal (damaged, unreadable) already says what to do about it; with the
+      // keychain's login in hand it does not stop a command, as when the file was never read.
+      if (store.kind === "file" && logins.length === 0) throw e;
+      if (store.kind === "keychain") keychainUnreadable = reasonOf(e);
       continue;
     }
-    if (login) return { found: { login, store } };
+    if (login) logins.push({ login, store });
   }
-  return { keychainUnreadable };
-}
-
-export async function findStoredLogin(
-  stores: CredentialStores,
-  profile: string,
-): Promise<{ login: StoredLogin; store: CredentialStore } | undefined> {
-  return (await lookUpLogin(stores, profile)).found;
+  // Stable: of two saved at once, the keychain's (listed first) wins.
+  logins.sort((a, b) => savedAtOf(b.login) - savedAtOf(a.login));
+  const [found, ...replaced] = logins;
+  return found ? { found, replaced } : { replaced, keychainUnreadable };
 }
 
 /** No login to use: say so, and when the keychain could not be read, that it may be there. */
@@ -136,14 +155,18 @@ export async function activeCredential(profile: string): Promise<ActiveCredentia
       throw new UserError(
         "GATEWAY_API_KEY holds characters no key has (a typographic quote, a space or a line break?); paste the key again as plain text",
       );
-    return { key: fromEnv, source: "GATEWAY_API_KEY environment variable" };
+    return { key: fromEnv, source: "GATEWAY_API_KEY environment variable", replaced: [] };
   }
-  const { found, keychainUnreadable } = await lookUpLogin(await openCredentialStores(), profile);
+  const { found, replaced, keychainUnreadable } = await lookUpLogin(
+    await openCredentialStores(),
+    profile,
+  );
   if (!found) throw notLoggedIn(profile, keychainUnreadable);
   return {
     key: found.login.key,
     source: `${found.store.location}, profile "${profile}"`,
     stored: found,
+    replaced,
   };
 }
 

@@ -1,6 +1,6 @@
 import { existsSync } from "node:fs";
 import { cliCommand } from "../../cli-command.js";
-import { keyLabel } from "../../store/key-rows.js";
+import { keyLabel, keyLabelMaxChars } from "../../store/key-rows.js";
 import { openingDatabase, UserError } from "../errors.js";
 
 /**
@@ -19,19 +19,27 @@ export interface OfflineKey {
   created_at: number;
 }
 
+/**
+ * `--label` as every gateway takes it (trimmed, characters counted as the gateway counts them),
+ * refused here in the CLI's words, before a login key or a database is touched.
+ */
+export function labelFlag(label: string): string {
+  const parsed = keyLabel.safeParse(label);
+  if (!parsed.success) {
+    throw new UserError(
+      `--label must be 1 to ${keyLabelMaxChars} characters (what the key is for), e.g. --label ci`,
+    );
+  }
+  return parsed.data;
+}
+
 export async function createKeyInDatabase(input: {
   db: string;
   label: string;
   account?: string;
   shared: boolean;
 }): Promise<OfflineKey> {
-  const parsed = keyLabel.safeParse(input.label);
-  if (!parsed.success) {
-    throw new UserError(
-      "--label must be 1 to 100 characters (what the key is for), e.g. --label ci",
-    );
-  }
-  const label = parsed.data;
+  const label = labelFlag(input.label);
   if (input.db === ":memory:") {
     throw new UserError("an in-memory database belongs to its server alone; give a file to --db");
   }

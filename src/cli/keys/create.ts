@@ -3,7 +3,7 @@ import { type CreatedKey, connectWithKey } from "../api-client.js";
 import { defaultProfile, endingPromptly } from "../credentials/index.js";
 import { sqliteFileOnly, UserError } from "../errors.js";
 import { note, paintFor, printJson, result } from "../output.js";
-import { createKeyInDatabase } from "./create-offline.js";
+import { createKeyInDatabase, labelFlag } from "./create-offline.js";
 
 /**
  * `gateway keys create`: mint a per-tool key from the login key. The key goes to stdout alone
@@ -60,8 +60,9 @@ Examples:
             throw new UserError("--label is required (what the key is for), e.g. --label ci");
           if (flags.account !== undefined)
             throw new UserError("--account needs --db: a login key mints keys for its own account");
+          const label = labelFlag(flags.label);
           const { client } = await connectWithKey(flags);
-          created = await client.createKey(flags.label, shared);
+          created = await client.createKey(label, shared);
         }
         if (flags.json) {
           printJson(created);

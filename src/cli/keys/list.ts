@@ -4,7 +4,10 @@ import { connectWithKey } from "../api-client.js";
 import { defaultProfile, endingPromptly } from "../credentials/index.js";
 import { formatTime, printJson, result, table } from "../output.js";
 
-/** `gateway keys list`: the keys this login key created. Never shows a key's value. */
+/**
+ * `gateway keys list`: the account's per-tool keys, whichever login key created them (an earlier
+ * login's too). Never shows a key's value.
+ */
 
 interface ListFlags {
   json?: boolean;
@@ -16,7 +19,7 @@ export function registerKeysList(keys: Command): void {
   keys
     .command("list")
     .alias("ls")
-    .description("List the per-tool keys created by your login key (never their values)")
+    .description("List the account's per-tool keys, from any login (never their values)")
     .option("--json", "print {data: [...]} as JSON")
     .option("--base-url <url>", "gateway to use (default: the one logged in to)")
     .option("--profile <name>", "login profile to use", defaultProfile)

@@ -1,7 +1,5 @@
-import { spawnSync } from "node:child_process";
 import { subscribe, unsubscribe } from "node:diagnostics_channel";
 import { once } from "node:events";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import {
   createServer as createHttpServer,
   type Server as HttpServer,
@@ -11,9 +9,8 @@ import {
 } from "node:http";
 import { createServer as createHttpsServer } from "node:https";
 import { type AddressInfo, createServer as createNetServer, type Socket } from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { hasOpenssl, selfSignedCertificate } from "../../../test/support/tls.js";
 import {
   type AnswerHandler,
   H1Agent,
@@ -1251,7 +1248,6 @@ describe("bad answers and refused requests", () => {
 
 // ---------------------------------------------------------------------------------------------
 
-const hasOpenssl = spawnSync("openssl", ["version"], { encoding: "utf8" }).status === 0;
 const tlsTest = it.skipIf(!hasOpenssl);
 const tlsNote = hasOpenssl ? "" : " [SKIPPED: openssl is not on PATH]";
 
@@ -1260,38 +1256,7 @@ describe("https", () => {
   let cert = "";
 
   beforeAll(() => {
-    if (!hasOpenssl) return;
-    const dir = mkdtempSync(join(tmpdir(), "h1-client-tls-"));
-    try {
-      const made = spawnSync(
-        "openssl",
-        [
-          "req",
-          "-x509",
-          "-newkey",
-          "ec",
-          "-pkeyopt",
-          "ec_paramgen_curve:prime256v1",
-          "-nodes",
-          "-subj",
-          "/CN=localhost",
-          "-addext",
-          "subjectAltName=IP:127.0.0.1,DNS:localhost",
-          "-days",
-          "1",
-          "-keyout",
-          join(dir, "k"),
-          "-out",
-          join(dir, "c"),
-        ],
-        { encoding: "utf8", timeout: 10_000 },
-      );
-      if (made.status !== 0) throw new Error(`openssl req failed: ${made.stderr}`);
-      key = readFileSync(join(dir, "k"), "utf8");
-      cert = readFileSync(join(dir, "c"), "utf8");
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    if (hasOpenssl) ({ key, cert } = selfSignedCertificate());
   });
 
   /** A TLS server answering a chunked body in pieces. */

@@ -9,7 +9,7 @@ import type { Handler } from "../http/context.js";
 /**
  * Per-tool keys, minted from a login key (bearer) or from the owner's dashboard session:
  *   POST   /api/keys            {label, shared?} -> 201 {id, key, label, kind, created_at}
- *   GET    /api/keys                              -> {data: [key view]} (keys this login key minted)
+ *   GET    /api/keys                              -> {data: [key view]} (the account's per-tool keys)
  *   DELETE /api/keys/:idOrLabel                   -> {id, revoked: true, already_revoked, revoked_at}
  *   GET    /api/auth/whoami                       -> {account_id, key_id, kind, label, prefix}
  *   POST   /api/auth/logout                       -> {id, revoked: true} (the presenting login key)
@@ -104,7 +104,7 @@ async function revoke(services: Pick<Services, "options" | "store">, key: KeyRow
   return { id: key.id, revoked: true, already_revoked: false, revoked_at: now };
 }
 
-/** Per-tool keys of the login key (access `login`), and who any key is (access `any-key`). */
+/** Per-tool keys, for a login key (access `login`), and who any key is (access `any-key`). */
 export function toolKeyHandlers(services: Services) {
   return {
     create: (async (c) => {
@@ -120,15 +120,18 @@ export function toolKeyHandlers(services: Services) {
       return c.json(created, 201, { "cache-control": "no-store" });
     }) satisfies Handler,
 
+    // Every per-tool key of the account, whichever login key minted it: a login that replaced
+    // another (a re-login, a second machine) still sees and revokes the keys made before it. The
+    // account's other keys (the dashboard's, the config's, the login keys) are not the CLI's.
     list: (async (c) =>
       c.json({
-        data: (await services.store.listChildKeys(c.get("auth").key.id)).map(keyView),
+        data: (await services.store.listToolKeys(c.get("auth").key.account_id)).map(keyView),
       })) satisfies Handler,
 
     revoke: (async (c) => {
-      const children = await services.store.listChildKeys(c.get("auth").key.id);
+      const toolKeys = await services.store.listToolKeys(c.get("auth").key.account_id);
       return c.json(
-        await revoke(services, findKeyToRevoke(children, c.req.param("idOrLabel") ?? "")),
+        await revoke(services, findKeyToRevoke(toolKeys, c.req.param("idOrLabel") ?? "")),
       );
     }) satisfies Handler,
 

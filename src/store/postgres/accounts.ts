@@ -354,28 +354,32 @@ export class PostgresAccounts implements AccountRepository {
   }
 
   listKeys(accountId: string): Promise<KeyRow[]> {
-    return this.readKeys("pg_accounts_keys_by_account", "account_id", accountId);
+    return this.readKeys(accountId, false);
   }
 
-  listChildKeys(parentKeyId: string): Promise<KeyRow[]> {
-    return this.readKeys("pg_accounts_keys_by_parent", "parent_key_id", parentKeyId);
+  listToolKeys(accountId: string): Promise<KeyRow[]> {
+    return this.readKeys(accountId, true);
   }
 
   /**
    * Rows as they are in the database, ordered as SQLite orders them (ids byte by byte), once this
    * process's writes of uses are in. Memory is left alone: the listener's reads, in order, keep it.
    */
-  private async readKeys(
-    name: string,
-    column: "account_id" | "parent_key_id",
-    value: string,
-  ): Promise<KeyRow[]> {
+  private async readKeys(accountId: string, toolKeysOnly: boolean): Promise<KeyRow[]> {
     await Promise.all(this.touches);
-    const result = await this.pool.query<KeyRow>({
-      name,
-      text: `SELECT ${keyColumns} FROM api_keys WHERE ${column} = $1 ORDER BY created_at, id COLLATE "C"`,
-      values: [value],
-    });
+    const result = await this.pool.query<KeyRow>(
+      toolKeysOnly
+        ? {
+            name: "pg_accounts_tool_keys_by_account",
+            text: `SELECT ${keyColumns} FROM api_keys WHERE account_id = $1 AND parent_key_id IS NOT NULL ORDER BY created_at, id COLLATE "C"`,
+            values: [accountId],
+          }
+        : {
+            name: "pg_accounts_keys_by_account",
+            text: `SELECT ${keyColumns} FROM api_keys WHERE account_id = $1 ORDER BY created_at, id COLLATE "C"`,
+            values: [accountId],
+          },
+    );
     return result.rows;
   }
 

@@ -143,7 +143,7 @@ describe("store across gateways (Postgres)", () => {
     // A's listing waits for A's write of the use.
     expect(await a.listKeys("acct")).toEqual([{ ...key, last_used_at: 5_000 }]);
     expect(await b.listKeys("acct")).toEqual([{ ...key, last_used_at: 5_000 }]);
-    expect(await b.listChildKeys("nobody")).toEqual([]);
+    expect(await b.listToolKeys("nobody")).toEqual([]);
     // B's memory was not told: a use is no announcement.
     expect(b.getKey(key.id)?.last_used_at).toBeNull();
   });

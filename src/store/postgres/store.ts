@@ -205,8 +205,8 @@ export class PostgresStore implements GatewayStore {
     return this.accounts.listKeys(accountId);
   }
 
-  listChildKeys(parentKeyId: string): Promise<KeyRow[]> {
-    return this.accounts.listChildKeys(parentKeyId);
+  listToolKeys(accountId: string): Promise<KeyRow[]> {
+    return this.accounts.listToolKeys(accountId);
   }
 
   revokeKey(id: string, now?: number): Promise<boolean> {

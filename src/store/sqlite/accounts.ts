@@ -161,8 +161,8 @@ export class SqliteAccounts {
     return this.statements.keysByAccount.all(accountId) as KeyRow[];
   }
 
-  listChildKeys(parentKeyId: string): KeyRow[] {
-    return this.statements.keysByParent.all(parentKeyId) as KeyRow[];
+  listToolKeys(accountId: string): KeyRow[] {
+    return this.statements.toolKeysByAccount.all(accountId) as KeyRow[];
   }
 
   revokeKey(id: string, now = Date.now()): boolean {
@@ -242,8 +242,9 @@ function prepare(db: DB) {
     keysByAccount: statement(
       `SELECT ${keyColumns} FROM api_keys WHERE account_id = ? ORDER BY created_at, id`,
     ),
-    keysByParent: statement(
-      `SELECT ${keyColumns} FROM api_keys WHERE parent_key_id = ? ORDER BY created_at, id`,
+    toolKeysByAccount: statement(
+      `SELECT ${keyColumns} FROM api_keys
+       WHERE account_id = ? AND parent_key_id IS NOT NULL ORDER BY created_at, id`,
     ),
     revokeKey: statement("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL"),
     accountById: statement("SELECT * FROM accounts WHERE id = ?"),

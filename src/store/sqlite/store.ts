@@ -201,8 +201,8 @@ export class Store implements GatewayStore {
     return this.accounts.listKeys(accountId);
   }
 
-  listChildKeys(parentKeyId: string): KeyRow[] {
-    return this.accounts.listChildKeys(parentKeyId);
+  listToolKeys(accountId: string): KeyRow[] {
+    return this.accounts.listToolKeys(accountId);
   }
 
   revokeKey(id: string, now?: number): Promise<boolean> {
