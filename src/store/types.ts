@@ -181,8 +181,8 @@ export type LedgerWrite =
       windows: [string, number][];
       log: RequestLogValues;
       /**
-       * A delivery mark's tokens in its free model's token budget: [model, window start, tokens].
-       * A settlement's are counted as it is made (`addFreeTokens`); a mark's only if it is applied.
+       * A delivered answer's tokens in its free model's token budget: [model, window start,
+       * tokens], counted with the rest of the write (a delivery mark's only if it is applied).
        */
       freeTokens?: [string, number, number];
     }
@@ -447,7 +447,11 @@ export interface UsageRepository {
   requestOf(accountId: string, id: string): MaybeAsync<RequestLogRow | undefined>;
   /** The account's request log, newest first. */
   requestLog(accountId: string, limit: number): MaybeAsync<RequestLogRow[]>;
-  /** Tokens a free model has served in its current budget window. */
+  /**
+   * Tokens a free model has served in its current budget window. The stored window never moves
+   * back: one newer than `now`'s (a clock behind another gateway's, or set back) is the current
+   * one, its tokens spent.
+   */
   freeTokensUsed(model: string, windowSeconds: number, now: number): MaybeAsync<number>;
   /**
    * The latest time the newest requests of the log record (a start or an end), 0 for an empty log:
@@ -516,8 +520,8 @@ export interface LedgerRepository {
   appliedSeq(): number;
   /** The request log has the row of this request (found by its account and start): it was settled. */
   isLogged(log: RequestLogValues): boolean;
-  /** Counts a delivered answer's tokens against its free model's budget for the window. */
-  addFreeTokens(model: string, windowSeconds: number, tokens: number, now: number): void;
+  /** Tokens a free model has served in its budget's window (`UsageRepository.freeTokensUsed`). */
+  freeTokensUsed(model: string, windowSeconds: number, now: number): number;
   /** Delivered free-model requests of the account on a UTC day. */
   freeUsed(accountId: string, day: string): number;
   /** Requests counted in a subscription window that started at `start`. */

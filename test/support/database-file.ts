@@ -1,4 +1,7 @@
+import { copyFileSync, existsSync } from "node:fs";
 import Database from "better-sqlite3";
+import { keyFileOf } from "../../src/store/sqlite/byok-sealing.js";
+import { journalFileOf } from "../../src/store/sqlite/settlement-journal.js";
 import type { Store } from "../../src/store/sqlite/store.js";
 import type { RequestLogRow } from "../../src/store/types.js";
 
@@ -92,4 +95,31 @@ export function makeRoom(store: Store): void {
   const db = store.database;
   db.pragma("max_page_count = 1073741823");
   db.prepare("DELETE FROM request_log WHERE endpoint = 'filler'").run();
+}
+
+/**
+ * What a gateway killed at this very moment would leave of `store`'s files, at `to`: what its
+ * database has committed (one consistent copy), its settlement journal as written so far, and its
+ * sealing key. Called from inside the gateway's own turn (a patched write), it is the kill at that
+ * point of the turn; a gateway started on `to` recovers as the restart after that kill would.
+ */
+export function crashImage(store: Store, to: string): void {
+  store.database.prepare("VACUUM INTO ?").run(to);
+  const journal = journalFileOf(store.path);
+  if (existsSync(journal)) copyFileSync(journal, journalFileOf(to));
+  if (existsSync(keyFileOf(store.path))) copyFileSync(keyFileOf(store.path), keyFileOf(to));
+}
+
+/** The tokens counted in a free model's token budget, and the window they count in. */
+export function freeTokensOnDisk(
+  path: string,
+  model: string,
+): { window_start: number; tokens: number } | undefined {
+  return readFile(
+    path,
+    (db) =>
+      db.prepare("SELECT window_start, tokens FROM free_token_usage WHERE model = ?").get(model) as
+        | { window_start: number; tokens: number }
+        | undefined,
+  );
 }

@@ -600,6 +600,18 @@ export function describeStore(backend: string, open: () => Promise<StoreUnderTes
         expect(await store.freeTokensUsed("free-model", 3600, now + 3_600_000)).toBe(0);
         expect(await store.freeTokensUsed("other-model", 3600, now)).toBe(0);
       });
+
+      it("free tokens of a window older than the stored one count in the stored one, which a clock behind it reads", async () => {
+        const hour = 3_600_000;
+        const now = day("2024-01-01T10:30:00Z");
+        await under.addFreeTokens("free-model", 3600, 100, now + hour);
+        // A stream's mark applied after the window rolled, or a gateway whose clock is behind.
+        await under.addFreeTokens("free-model", 3600, 7, now);
+        expect(await store.freeTokensUsed("free-model", 3600, now + hour)).toBe(107);
+        expect(await store.freeTokensUsed("free-model", 3600, now)).toBe(107);
+        await under.addFreeTokens("free-model", 3600, 5, now + 2 * hour);
+        expect(await store.freeTokensUsed("free-model", 3600, now + 2 * hour)).toBe(5);
+      });
     });
   });
 }

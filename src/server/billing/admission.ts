@@ -360,7 +360,8 @@ function settleInput(admission: Admission, outcome: Settlement, now: number): Se
     delivered: outcome.delivered,
     toolsOmitted: outcome.toolsOmitted,
     byokServed: outcome.byokServed,
-    // A stream's delivery mark carries them too: an interrupted stream counts as a delivered one.
+    // Counted by the settlement itself; a stream's delivery mark carries them too: an
+    // interrupted stream counts as a delivered one.
     freeTokens: budgetWindow
       ? {
           model: model.name,
@@ -392,8 +393,6 @@ export function settleAdmission(
     trace.errorCode = outcome.errorCode;
     trace.toolsOmitted = outcome.toolsOmitted;
   }
-  const free = input.freeTokens;
-  if (free) services.ledger.addFreeTokens(free.model, free.windowSeconds, free.tokens, now);
 }
 
 /** A stream's first mark covers this much output, however little its first piece has. */

@@ -63,8 +63,9 @@ export interface Ledger {
   /**
    * Ends a reservation: charges the real cost (never more than was held) and releases the hold.
    * Only a request that delivered output counts against allowances, and only when the account's
-   * own provider key did not serve it (`byokServed`: nothing charged, nothing counted). Returns
-   * the charge.
+   * own provider key did not serve it (`byokServed`: nothing charged, nothing counted). Its
+   * `freeTokens` count in their model's budget in the same write as the charge, so that a crash
+   * counts them once: with the settlement, or with the stream's delivery mark. Returns the charge.
    */
   settle(reservation: Reservation, input: SettleInput, options?: SettleOptions): number;
   /**
@@ -86,8 +87,6 @@ export interface Ledger {
   subscriptionUsed(accountId: string, window: string, start: number): MaybeAsync<number>;
   /** Requests admitted in a subscription window that started at `start` and not yet settled. */
   subscriptionHeld(accountId: string, window: string, start: number): MaybeAsync<number>;
-  /** A free model's token budget counts what a delivered answer used. */
-  addFreeTokens(model: string, windowSeconds: number, tokens: number, now: number): void;
   /** Adds money and moves the account up to the tier it qualifies for; undefined: no account. */
   topUp(accountId: string, amountMicro: number): Promise<AccountRow | undefined>;
   /** Sets account columns, money among them, after what was settled before. */
@@ -240,13 +239,6 @@ export class ProcessLedger implements Ledger {
     if (reservation.settled) return;
     const write = this.settleWrite(reservation, input, 0);
     write.log[5] = "interrupted";
-    const free = input.freeTokens;
-    if (free)
-      write.freeTokens = [
-        free.model,
-        freeTokenWindowStart(free.windowSeconds, input.now),
-        free.tokens,
-      ];
     try {
       this.queue.mark(write);
     } catch (err) {
@@ -256,12 +248,16 @@ export class ProcessLedger implements Ledger {
     }
   }
 
-  /** The write that settles `reservation` as `input` says: charge, allowance counts, log row. */
+  /**
+   * The write that settles `reservation` as `input` says: charge, allowance counts (a free model's
+   * token budget among them), log row.
+   */
   private settleWrite(reservation: Reservation, input: SettleInput, seq: number): SettleWrite {
     // The account's own provider key served it: whatever the admission held (it could not know
     // which key would serve), it pays nothing and counts in no allowance (DECISIONS: BYOK).
     const counts = input.delivered && !input.byokServed;
     const charge = counts ? Math.min(input.costMicro, reservation.reservedMicro) : 0;
+    const free = counts ? input.freeTokens : undefined;
     return {
       kind: "settle",
       seq,
@@ -295,6 +291,9 @@ export class ProcessLedger implements Ledger {
         input.now,
         input.toolsOmitted ? JSON.stringify(input.toolsOmitted) : null,
       ],
+      ...(free && {
+        freeTokens: [free.model, freeTokenWindowStart(free.windowSeconds, input.now), free.tokens],
+      }),
     };
   }
 
@@ -327,11 +326,6 @@ export class ProcessLedger implements Ledger {
   /** Requests admitted in a subscription window that started at `start` and not yet settled. */
   subscriptionHeld(accountId: string, window: string, start: number): number {
     return this.holds.of(accountId).windows.get(`${window}@${start}`) ?? 0;
-  }
-
-  /** A free model's token budget counts what a delivered answer used. */
-  addFreeTokens(model: string, windowSeconds: number, tokens: number, now: number): void {
-    this.book.addFreeTokens(model, windowSeconds, tokens, now);
   }
 
   // ---- money set by hand ----------------------------------------------------

@@ -146,14 +146,6 @@ export class PostgresLedger implements Ledger {
     return this.money.subscriptionHeld(accountId, window, start);
   }
 
-  addFreeTokens(model: string, windowSeconds: number, tokens: number, now: number): void {
-    const write = this.money.addFreeTokens(model, windowSeconds, tokens, now).catch((err) => {
-      this.noteStorageFailure(err);
-    });
-    const tracked = write.finally(() => this.pending.delete(tracked));
-    this.pending.add(tracked);
-  }
-
   async topUp(accountId: string, amountMicro: number): Promise<AccountRow | undefined> {
     await this.committed();
     const account = this.store.getAccount(accountId);

@@ -16,6 +16,8 @@ export class MemorySocket extends Duplex {
    * one whose client left.
    */
   cutBy: unknown;
+  /** Something was written to this end: on the server's, the route began its answer. */
+  wrote = false;
 
   constructor(
     readonly remoteAddress: string | undefined,
@@ -38,6 +40,7 @@ export class MemorySocket extends Duplex {
   override _read(): void {}
 
   override _write(chunk: Buffer, _encoding: BufferEncoding, done: (err?: Error) => void): void {
+    this.wrote = true;
     this.peer?.push(chunk);
     done();
   }

@@ -30,7 +30,9 @@ export interface LoopbackRequest {
   source: RequestSource;
   /**
    * The caller left: the request is abandoned as a client that disconnects would abandon it, or,
-   * when its reason is a `GatewayError`, as one the gateway cut for that reason.
+   * when its reason is a `GatewayError`, as one the gateway cut for that reason. The gateway cuts
+   * only a request whose route has not begun its answer: a route settles a whole answer before
+   * its first byte, so an answer begun was charged, and is received whole.
    */
   signal?: GoneSignal;
 }
@@ -81,7 +83,9 @@ export class Loopback {
         },
       });
       const abandon = () => {
-        if (req.signal?.reason instanceof GatewayError) serverEnd.cutBy = req.signal.reason;
+        const cutBy = req.signal?.reason instanceof GatewayError ? req.signal.reason : undefined;
+        if (cutBy && serverEnd.wrote) return;
+        if (cutBy) serverEnd.cutBy = cutBy;
         outgoing.destroy(new LoopbackClosed("the client went away"));
       };
       if (req.signal?.aborted) abandon();

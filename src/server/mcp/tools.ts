@@ -22,6 +22,12 @@ export interface ToolCaller {
   }): Promise<LoopbackAnswer>;
   /** The gateway's URL of `path`, as the caller reaches the gateway. */
   link(path: string): string;
+  /**
+   * A file of the caller's account at `/v1/files/{id}`, read from the store rather than requested
+   * again: an answer a `send` was charged for, which the call delivers even when the account is
+   * suspended meanwhile (a new request of a suspended account is refused).
+   */
+  storedFile(id: string): Promise<{ contentType: string; bytes: Buffer } | undefined>;
 }
 
 /** A tool result, as MCP's `tools/call` answers. */
@@ -296,13 +302,22 @@ const generateImage: GatewayTool = {
         content: [{ type: "resource_link", uri: url, name: path.split("/").pop() || "image" }],
       };
     }
-    const file = accepted(await caller.send({ method: "GET", path }));
-    const mimeType = mimeOf(file, "image/png");
+    // The image the request was charged for, which it stored: part of its answer, delivered
+    // whatever happened to the account since.
+    const id = path.slice("/v1/files/".length).split(/[/?]/)[0]!;
+    const file = await caller.storedFile(id);
+    if (!file) {
+      return {
+        content: [{ type: "text", text: "The image this call made is no longer stored." }],
+        isError: true,
+      };
+    }
+    const mimeType = file.contentType.split(";")[0]!.trim();
     const link = caller.link(path);
     return {
       content: [
-        { type: "image", data: file.body.toString("base64"), mimeType },
-        { type: "resource_link", uri: link, name: path.split("/").pop() ?? "image", mimeType },
+        { type: "image", data: file.bytes.toString("base64"), mimeType },
+        { type: "resource_link", uri: link, name: id, mimeType },
       ],
     };
   },

@@ -82,6 +82,10 @@ export function mcpHandler(services: Services, loopback: Loopback): Handler {
         }
       },
       link: (path) => gatewayUrl(c, services.options, path),
+      storedFile: async (id) => {
+        const file = await services.repos.files.find(id, accountId);
+        return file && { contentType: file.content_type, bytes: file.bytes };
+      },
     });
     const caller = callerWith(gone);
     // The calls of this POST in flight, which the gateway's close ends.

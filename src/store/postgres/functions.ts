@@ -44,6 +44,22 @@ export const postgresFunctions: string[] = [
   END $$;
   `,
   `
+  -- Counts delivered tokens in a free model's budget, in the window that starts at p_window_start.
+  -- The stored window never moves back: tokens of an older window (a stream's mark applied after
+  -- the window rolled, a gateway whose clock is behind) count in the stored one, so no clock hands
+  -- out more than the budget (the addFreeTokens statement of SqliteLedger).
+  CREATE OR REPLACE FUNCTION gateway_count_free_tokens(p_model text, p_window_start bigint,
+    p_tokens bigint)
+  RETURNS void LANGUAGE sql AS $$
+    INSERT INTO free_token_usage AS usage (model, window_start, tokens)
+    VALUES (p_model, p_window_start, p_tokens)
+    ON CONFLICT (model) DO UPDATE SET
+      tokens = CASE WHEN excluded.window_start > usage.window_start THEN excluded.tokens
+        ELSE usage.tokens + excluded.tokens END,
+      window_start = GREATEST(usage.window_start, excluded.window_start)
+  $$;
+  `,
+  `
   -- One more request in every window of the subscription, or in none. Returns the window starts
   -- counted as a JSON object (the request_log's payment_ref), or null when a window is full.
   -- The caller holds the account's row lock, so no other hold of the account interleaves.
@@ -549,11 +565,14 @@ export const postgresFunctions: string[] = [
   -- its position in the batch (null: its hold or lease was already gone). Each one's
   -- logged_payment is gateway_settle's p_logged_payment. Settlements are taken by account, and
   -- within an account its subscription windows' and free day's last, so the rows are locked in
-  -- the order above.
+  -- the order above. A delivered free answer's tokens (free_model, free_window_start,
+  -- free_tokens) count in its model's budget in the same transaction, once it settled here.
   CREATE OR REPLACE FUNCTION gateway_settle_all(p_settlements jsonb)
   RETURNS TABLE ("position" integer, charge bigint) LANGUAGE plpgsql AS $$
   DECLARE
     s record;
+    counted jsonb := '[]';
+    f record;
   BEGIN
     FOR s IN
       SELECT * FROM jsonb_to_recordset(p_settlements) AS settlement(
@@ -561,7 +580,8 @@ export const postgresFunctions: string[] = [
         delivered boolean, cost bigint, key_id text, endpoint text, model text,
         input_tokens bigint, output_tokens bigint, status integer, error_code text,
         provider_id text, stream integer, now bigint, tools_omitted text, logged_payment text,
-        leased boolean, stopped boolean, instance_id text, reserved bigint)
+        leased boolean, stopped boolean, instance_id text, reserved bigint,
+        free_model text, free_window_start bigint, free_tokens bigint)
       ORDER BY settlement.account_id,
         CASE settlement.payment WHEN 'subscription' THEN 1 WHEN 'free' THEN 2 ELSE 0 END,
         settlement.id
@@ -588,7 +608,20 @@ export const postgresFunctions: string[] = [
           s.input_tokens, s.output_tokens, s.status, s.error_code, s.provider_id, s.stream, s.now,
           s.tools_omitted, s.logged_payment);
       END IF;
+      IF charge IS NOT NULL AND s.free_tokens IS NOT NULL THEN
+        counted := counted || jsonb_build_object('model', s.free_model,
+          'window_start', s.free_window_start, 'tokens', s.free_tokens);
+      END IF;
       RETURN NEXT;
+    END LOOP;
+    -- The budgets after every account, each model once and in name order: two batches lock
+    -- their rows in the same order.
+    FOR f IN
+      SELECT c.model, c.window_start, sum(c.tokens)::bigint AS tokens
+      FROM jsonb_to_recordset(counted) AS c(model text, window_start bigint, tokens bigint)
+      GROUP BY c.model, c.window_start ORDER BY c.model, c.window_start
+    LOOP
+      PERFORM gateway_count_free_tokens(f.model, f.window_start, f.tokens);
     END LOOP;
   END $$;
   `,
@@ -651,8 +684,8 @@ export const postgresFunctions: string[] = [
   -- A stream whose gateway died before it settled: settled as its last delivery mark says (what
   -- it had delivered, at least), from its hold, its gateway's lease, or nothing held (its own
   -- provider key), and logged as interrupted; a free model's stream also counts its tokens in the
-  -- model's budget, as PostgresMoney.addFreeTokens counts a settled one's. False when it was
-  -- settled already.
+  -- model's budget, as gateway_settle_all counts a settled one's. False when it was settled
+  -- already.
   CREATE OR REPLACE FUNCTION gateway_settle_interrupted(p_id text) RETURNS boolean
   LANGUAGE plpgsql AS $$
   DECLARE
@@ -676,15 +709,6 @@ export const postgresFunctions: string[] = [
     WHERE account_id = d.account_id AND created_at = admitted AND id = p_id AND state = 'settled';
     IF NOT FOUND THEN
       RETURN false;
-    END IF;
-    IF d.settlement ? 'free_tokens' THEN
-      INSERT INTO free_token_usage AS usage (model, window_start, tokens)
-      VALUES (d.settlement->>'free_model', (d.settlement->>'free_window_start')::bigint,
-        (d.settlement->>'free_tokens')::bigint)
-      ON CONFLICT (model) DO UPDATE SET
-        tokens = CASE WHEN usage.window_start = excluded.window_start
-          THEN usage.tokens + excluded.tokens ELSE excluded.tokens END,
-        window_start = excluded.window_start;
     END IF;
     RETURN true;
   END $$;

@@ -137,12 +137,8 @@ interface QueuedMark extends Queued<true> {
   settlement: MarkRow;
 }
 
-/** A mark's settlement row, with the free token budget's count its settlement would add. */
-type MarkRow = ReturnType<typeof settlementRow> & {
-  free_model?: string;
-  free_window_start?: number;
-  free_tokens?: number;
-};
+/** A mark's settlement row: the settlement it stands for. */
+type MarkRow = ReturnType<typeof settlementRow>;
 
 interface QueuedSettlement extends Queued<number | null> {
   reservation: Reservation;
@@ -541,15 +537,9 @@ export class PostgresMoney {
     const lease: LeasedSettlement | undefined = this.leases?.isLeased(r)
       ? { leased: true, stopped: false, instance_id: this.instanceId, reserved: r.reservedMicro }
       : undefined;
-    const settlement: MarkRow = settlementRow({ reservation: r, input, lease }, 0);
-    // Counted in the model's budget only if the mark is applied (gateway_settle_interrupted); a
-    // settlement's are counted as it is made (addFreeTokens).
-    const free = input.freeTokens;
-    if (free) {
-      settlement.free_model = free.model;
-      settlement.free_window_start = freeTokenWindowStart(free.windowSeconds, input.now);
-      settlement.free_tokens = free.tokens;
-    }
+    // Its free tokens count in their model's budget only if the mark is applied
+    // (gateway_settle_interrupted).
+    const settlement = settlementRow({ reservation: r, input, lease }, 0);
     await new Promise<true>((resolve, reject) => {
       this.marks.add({ id: r.id, accountId: r.accountId, settlement, resolve, reject });
     });
@@ -592,13 +582,8 @@ export class PostgresMoney {
     });
   }
 
-  private async settleAll(batch: QueuedSettlement[]): Promise<Map<number, number | null>> {
-    const result = await this.pool.query<{ position: number; charge: number | null }>({
-      name: "gateway_settle_all",
-      text: settleAllStatement,
-      values: [JSON.stringify(batch.map(settlementRow))],
-    });
-    return new Map(result.rows.map((row) => [row.position, row.charge]));
+  private settleAll(batch: QueuedSettlement[]): Promise<Map<number, number | null>> {
+    return settleRows(this.pool, batch.map(settlementRow));
   }
 
   /**
@@ -678,24 +663,6 @@ export class PostgresMoney {
       values: [accountId, window, start],
     });
     return Number(result.rows[0]?.held ?? 0);
-  }
-
-  /** Counts a delivered answer's tokens against its free model's budget for the window. */
-  async addFreeTokens(
-    model: string,
-    windowSeconds: number,
-    tokens: number,
-    now: number,
-  ): Promise<void> {
-    await this.pool.query({
-      name: "gateway_add_free_tokens",
-      text: `INSERT INTO free_token_usage AS usage (model, window_start, tokens) VALUES ($1, $2, $3)
-        ON CONFLICT (model) DO UPDATE SET
-          tokens = CASE WHEN usage.window_start = excluded.window_start
-            THEN usage.tokens + excluded.tokens ELSE excluded.tokens END,
-          window_start = excluded.window_start`,
-      values: [model, freeTokenWindowStart(windowSeconds, now), tokens],
-    });
   }
 
   /** Adds money and, when `tier` is given, moves the account to it. False: no such account. */
@@ -778,7 +745,25 @@ function settlementRow(
     tools_omitted: input.toolsOmitted ? JSON.stringify(input.toolsOmitted) : null,
     logged_payment: loggedPayment(input),
     ...lease,
+    ...freeTokenColumns(input),
   };
+}
+
+/**
+ * A delivered free answer's tokens, which `gateway_settle_all` counts in their model's budget in
+ * the settlement's transaction: once, whether the settlement or the stream's delivery mark lands.
+ */
+function freeTokenColumns(
+  input: SettleInput,
+): { free_model: string; free_window_start: number; free_tokens: number } | undefined {
+  const free = input.delivered && !input.byokServed ? input.freeTokens : undefined;
+  return (
+    free && {
+      free_model: free.model,
+      free_window_start: freeTokenWindowStart(free.windowSeconds, input.now),
+      free_tokens: free.tokens,
+    }
+  );
 }
 
 /** The payment the request log names when it is not the hold's: the account's own key paid. */
@@ -822,6 +807,19 @@ async function settleLeased(
   return result.rows[0].charge;
 }
 
+/** Settlements in one statement (`gateway_settle_all`): each one's charge by its position. */
+async function settleRows(
+  db: Queryable,
+  rows: ReturnType<typeof settlementRow>[],
+): Promise<Map<number, number | null>> {
+  const result = await db.query<{ position: number; charge: number | null }>({
+    name: "gateway_settle_all",
+    text: settleAllStatement,
+    values: [JSON.stringify(rows)],
+  });
+  return new Map(result.rows.map((row) => [row.position, row.charge]));
+}
+
 /**
  * A reservation's settlement on `db`: the pool, or the connection of a transaction it belongs to
  * (a job's end, which charges in the transaction that marks the job done). See `PostgresMoney.settle`.
@@ -831,6 +829,9 @@ export async function settleReservation(
   r: Reservation,
   input: SettleInput,
 ): Promise<number> {
+  // A free answer's budget count goes in the settlement's own transaction.
+  if (freeTokenColumns(input))
+    return (await settleRows(db, [settlementRow({ reservation: r, input }, 0)])).get(0) ?? 0;
   const toolsOmitted = input.toolsOmitted ? JSON.stringify(input.toolsOmitted) : null;
   if (r.payment === "byok" || r.payment === "none") {
     await db.query({

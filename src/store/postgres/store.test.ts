@@ -71,14 +71,11 @@ function underTest(store: PostgresStore, pool: pg.Pool): StoreUnderTest {
       for (const row of rows) await pool.query(logInsert, row);
     },
     addFreeTokens: async (model, windowSeconds, tokens, now) => {
-      await pool.query(
-        `INSERT INTO free_token_usage (model, window_start, tokens) VALUES ($1, $2, $3)
-         ON CONFLICT (model) DO UPDATE SET
-           tokens = CASE WHEN free_token_usage.window_start = excluded.window_start
-             THEN free_token_usage.tokens + excluded.tokens ELSE excluded.tokens END,
-           window_start = excluded.window_start`,
-        [model, freeTokenWindowStart(windowSeconds, now), tokens],
-      );
+      await pool.query("SELECT gateway_count_free_tokens($1, $2, $3)", [
+        model,
+        freeTokenWindowStart(windowSeconds, now),
+        tokens,
+      ]);
     },
     storedByokSecret: async (id) =>
       (

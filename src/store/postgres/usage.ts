@@ -189,6 +189,7 @@ export class PostgresUsage implements UsageRepository {
       values: [model],
     });
     const row = result.rows[0];
-    return row && row.window_start === freeTokenWindowStart(windowSeconds, now) ? row.tokens : 0;
+    // A window newer than this gateway's clock is the one running: its tokens are spent.
+    return row && row.window_start >= freeTokenWindowStart(windowSeconds, now) ? row.tokens : 0;
   }
 }

@@ -25,6 +25,8 @@ export class SqliteLedger implements LedgerRepository {
   private readonly statements: ReturnType<typeof prepare>;
   private readonly freeUsedCache = new Map<string, number>();
   private readonly windowUsedCache = new Map<string, { start: number; used: number }>();
+  /** Each budgeted free model's newest window and its tokens, as `addFreeTokens` counts them. */
+  private readonly freeTokensCache = new Map<string, { start: number; tokens: number }>();
 
   constructor(
     db: DB,
@@ -32,10 +34,6 @@ export class SqliteLedger implements LedgerRepository {
     private readonly transaction: <T>(fn: () => T) => T,
   ) {
     this.statements = prepare(db);
-  }
-
-  addFreeTokens(model: string, windowSeconds: number, tokens: number, now: number): void {
-    this.statements.addFreeTokens.run(model, freeTokenWindowStart(windowSeconds, now), tokens);
   }
 
   appliedSeq(): number {
@@ -69,6 +67,28 @@ export class SqliteLedger implements LedgerRepository {
       this.windowUsedCache.set(key, entry);
     }
     return entry.start === start ? entry.used : 0;
+  }
+
+  freeTokensUsed(model: string, windowSeconds: number, now: number): number {
+    const counted = this.freeTokensCounted(model);
+    // A window newer than this clock's (a clock set back) is the one running: what it counted
+    // stays spent.
+    return counted && counted.start >= freeTokenWindowStart(windowSeconds, now)
+      ? counted.tokens
+      : 0;
+  }
+
+  private freeTokensCounted(model: string): { start: number; tokens: number } | undefined {
+    let counted = this.freeTokensCache.get(model);
+    if (!counted) {
+      const row = this.statements.freeTokens.get(model) as
+        | { window_start: number; tokens: number }
+        | undefined;
+      if (!row) return undefined;
+      counted = { start: row.window_start, tokens: row.tokens };
+      this.freeTokensCache.set(model, counted);
+    }
+    return counted;
   }
 
   /** Mirrors `write` on the cached state, so that both land on the same numbers. */
@@ -106,6 +126,11 @@ export class SqliteLedger implements LedgerRepository {
         `${write.accountId}|${write.freeDay}`,
         this.freeUsed(write.accountId, write.freeDay) + 1,
       );
+    }
+    if (write.freeTokens) {
+      const [model, start, tokens] = write.freeTokens;
+      const counted = this.freeTokensCounted(model);
+      this.freeTokensCache.set(model, addFreeTokens(counted, start, tokens));
     }
     for (const [name, start] of write.windows) {
       // A request held in a window that has since ended counts in that window only: the window
@@ -190,7 +215,22 @@ export class SqliteLedger implements LedgerRepository {
     this.accounts.forget();
     this.freeUsedCache.clear();
     this.windowUsedCache.clear();
+    this.freeTokensCache.clear();
   }
+}
+
+/**
+ * A free model's budget count after `tokens` settled in the window that starts at `start`, as the
+ * `addFreeTokens` statement counts them: the window never moves back, and tokens of a window older
+ * than the stored one (a stream's mark applied after the window rolled) count in the stored one.
+ */
+function addFreeTokens(
+  counted: { start: number; tokens: number } | undefined,
+  start: number,
+  tokens: number,
+): { start: number; tokens: number } {
+  if (!counted || start > counted.start) return { start, tokens };
+  return { start: counted.start, tokens: counted.tokens + tokens };
 }
 
 function prepare(db: DB) {
@@ -214,12 +254,16 @@ function prepare(db: DB) {
        WHERE id = ?`,
     ),
     topUp: statement("UPDATE accounts SET balance_micro = balance_micro + ? WHERE id = ?"),
+    // The window never moves back: tokens of an older window count in the stored one, as the
+    // cache counts them (`addFreeTokens`; gateway_count_free_tokens on Postgres).
     addFreeTokens: statement(
       `INSERT INTO free_token_usage (model, window_start, tokens) VALUES (?, ?, ?)
        ON CONFLICT(model) DO UPDATE SET
-         tokens = CASE WHEN window_start = excluded.window_start THEN tokens + excluded.tokens ELSE excluded.tokens END,
-         window_start = excluded.window_start`,
+         tokens = CASE WHEN excluded.window_start > window_start THEN excluded.tokens
+           ELSE tokens + excluded.tokens END,
+         window_start = MAX(window_start, excluded.window_start)`,
     ),
+    freeTokens: statement("SELECT window_start, tokens FROM free_token_usage WHERE model = ?"),
     freeUsed: statement("SELECT used FROM free_usage WHERE account_id = ? AND day = ?"),
     countFree: statement(
       `INSERT INTO free_usage (account_id, day, used) VALUES (?, ?, 1)

@@ -2,12 +2,14 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { describeStore } from "../../../test/support/store-contract.js";
+import { describeStore, logRow } from "../../../test/support/store-contract.js";
 import type { GatewayStore, LedgerWrite } from "../types.js";
+import { freeTokenWindowStart } from "../usage-rows.js";
 import { Store } from "./store.js";
 
 const dir = mkdtempSync(join(tmpdir(), "gateway-store-contract-"));
 let count = 0;
+let freeSettled = 0;
 afterAll(() => {
   rmSync(dir, { recursive: true, force: true });
 });
@@ -37,8 +39,23 @@ describeStore("SQLite", async () => {
         })),
       );
     },
+    // A delivered free request's settlement, written at once as a job's is: its tokens count in
+    // its model's budget.
     addFreeTokens: async (model, windowSeconds, tokens, now) => {
-      sqlite.ledgerRepository.addFreeTokens(model, windowSeconds, tokens, now);
+      const write: LedgerWrite = {
+        kind: "settle",
+        seq: 0,
+        accountId: "acct",
+        payment: "free",
+        charge: 0,
+        paygWindow: null,
+        freeDay: null,
+        windows: [],
+        log: logRow({ id: `req_free_${freeSettled++}`, payment: "free", model, createdAt: now }),
+        freeTokens: [model, freeTokenWindowStart(windowSeconds, now), tokens],
+      };
+      sqlite.ledgerRepository.remember(write);
+      sqlite.ledgerRepository.write(write);
     },
     storedByokSecret: async (id) =>
       (

@@ -287,8 +287,9 @@ export class Store implements GatewayStore {
     return this.usage.requestOf(accountId, id);
   }
 
+  /** Read through the ledger: its count includes the settlements it has queued. */
   freeTokensUsed(model: string, windowSeconds: number, now: number): number {
-    return this.usage.freeTokensUsed(model, windowSeconds, now);
+    return this.ledgerRepository.freeTokensUsed(model, windowSeconds, now);
   }
 
   /** Requests admitted from `since` on, per window of `windowMs` (see `AdmittedCount`). */

@@ -10,15 +10,10 @@ import type {
   UsageDay,
   UsageSummary,
 } from "../types.js";
-import {
-  freeTokenWindowStart,
-  type LogPosition,
-  LogPositions,
-  requestPageOf,
-} from "../usage-rows.js";
+import { type LogPosition, LogPositions, requestPageOf } from "../usage-rows.js";
 import type { DB } from "./db.js";
 
-/** Usage read from the request log, and the free models' token budgets, on SQLite. */
+/** Usage read from the request log on SQLite (the free models' token budgets are the ledger's). */
 export class SqliteUsage {
   private readonly statements: ReturnType<typeof prepare>;
   private readonly positions = new LogPositions();
@@ -113,13 +108,6 @@ export class SqliteUsage {
     > & { shared: number })[];
     return rows.map((row) => ({ ...row, shared: row.shared === 1 }));
   }
-
-  freeTokensUsed(model: string, windowSeconds: number, now: number): number {
-    const row = this.statements.freeTokens.get(model) as
-      | { window_start: number; tokens: number }
-      | undefined;
-    return row && row.window_start === freeTokenWindowStart(windowSeconds, now) ? row.tokens : 0;
-  }
 }
 
 /**
@@ -187,6 +175,5 @@ function prepare(db: DB) {
         GROUP BY l.account_id, l.key_id, l.endpoint, l.model, windowStart
         ORDER BY windowStart`,
     ),
-    freeTokens: statement("SELECT window_start, tokens FROM free_token_usage WHERE model = ?"),
   };
 }
