@@ -1,6 +1,10 @@
+import type { PageQuery } from "./types.js";
+
 /**
  * Music and video jobs are rows in `jobs`: the row is the queue, the state machine
  * (queued -> running -> completed | failed) and the finished output, so jobs survive a restart.
+ * A removed job keeps its row (without its media and submission), so that the request log row of
+ * its submission still names it; it is read and listed no more.
  */
 export type JobKind = "music" | "video" | "video_extension";
 export type JobStatus = "queued" | "running" | "completed" | "failed";
@@ -74,6 +78,12 @@ export function queuedJobRow(job: NewJob): JobRow {
   };
 }
 
+/** A page of an account's jobs; `hasMore`: more jobs lie beyond it in its order. */
+export interface JobPage {
+  jobs: JobRow[];
+  hasMore: boolean;
+}
+
 /** A finished job's file: its bytes (column `media`) and their content type. */
 export interface JobOutput {
   media: Buffer;
@@ -103,6 +113,23 @@ export interface JobsRepository<Money = unknown> {
   get(id: string, accountId: string): Promise<JobRow | undefined>;
   /** The output (the music or video file) of a completed job of this account. */
   output(id: string, accountId: string): Promise<JobOutput | undefined>;
+  /**
+   * The account's jobs of `kinds`, a page at a time in the order they were submitted (`desc`:
+   * newest first); undefined when `page.after` names none of them.
+   */
+  list(accountId: string, kinds: readonly JobKind[], page: PageQuery): Promise<JobPage | undefined>;
+  /**
+   * Ends a queued or running job as failed with the error `refund` returns, in one transaction,
+   * whoever's lease it is under: its runner's renewal and `complete` then find it no longer theirs,
+   * so it is neither charged nor refunded twice. False (nothing refunded) once the job has ended.
+   */
+  cancel(id: string, now: number, refund: (money: Money) => JobError): Promise<boolean>;
+  /**
+   * Removes a finished (completed or failed) job of this account: its media and its submission
+   * are dropped and it is neither read nor listed again. False when the account has no such job
+   * (unknown, removed already, or not finished).
+   */
+  remove(id: string, accountId: string, now: number): Promise<boolean>;
   /**
    * Leases the oldest job that is queued, or running under a lease that ran out, to
    * `instanceId` for `leaseMs`, and marks it started at `now`; no two claims get the same job.

@@ -115,6 +115,11 @@ export interface RequestLogRow {
   finished_at: number | null;
   /** JSON array of tool names, or null. */
   tools_omitted: string | null;
+  /**
+   * The music or video job the request queued (the job whose `request_id` it is), or null; read
+   * with the row by the account's listings, not a column of the log.
+   */
+  job_id?: string | null;
 }
 
 /**
@@ -300,6 +305,8 @@ export interface RecentRequest {
   cost_idr: number;
   key_id: string | null;
   tools_omitted?: string[];
+  /** The music or video job the request queued (absent for any other request). */
+  job_id?: string;
 }
 
 /**

@@ -19,6 +19,7 @@ export function recentRequest(row: RequestLogRow): RecentRequest {
     cost_idr: microToIdr(row.cost_micro),
     key_id: row.key_id,
     ...(row.tools_omitted ? { tools_omitted: JSON.parse(row.tools_omitted) as string[] } : {}),
+    ...(row.job_id ? { job_id: row.job_id } : {}),
   };
 }
 

@@ -259,6 +259,116 @@ export function describeRepositories(
         expect(await repos.jobs.releaseLease("j", gatewayA)).toBe(false);
       });
 
+      it("list an account's jobs of some kinds a page at a time, in the order they were written either way", async () => {
+        await repos.jobs.insert(job("m1", 10));
+        await repos.jobs.insert(job("v1", 20, "video"));
+        // The same millisecond: the order they were written in.
+        await repos.jobs.insert(job("v2", 20, "video"));
+        await repos.jobs.insert(job("e1", 30, "video_extension"));
+        await repos.jobs.insert(job("m2", 40));
+        const videos = ["video", "video_extension"] as const;
+        const ids = (page: { jobs: { id: string }[]; hasMore: boolean } | undefined) => [
+          page?.jobs.map((row) => row.id),
+          page?.hasMore,
+        ];
+
+        const first = await repos.jobs.list("acct", videos, { limit: 2, order: "desc" });
+        expect(ids(first)).toEqual([["e1", "v2"], true]);
+        expect(first!.jobs[0]).toEqual(await repos.jobs.get("e1", "acct"));
+        expect(
+          ids(await repos.jobs.list("acct", videos, { limit: 2, order: "desc", after: "v2" })),
+        ).toEqual([["v1"], false]);
+        expect(ids(await repos.jobs.list("acct", videos, { limit: 9, order: "asc" }))).toEqual([
+          ["v1", "v2", "e1"],
+          false,
+        ]);
+        expect(
+          ids(await repos.jobs.list("acct", videos, { limit: 1, order: "asc", after: "v1" })),
+        ).toEqual([["v2"], true]);
+        expect(ids(await repos.jobs.list("acct", ["music"], { limit: 9, order: "desc" }))).toEqual([
+          ["m2", "m1"],
+          false,
+        ]);
+        // A cursor of another kind or another account is unknown.
+        expect(
+          await repos.jobs.list("acct", videos, { limit: 9, order: "desc", after: "m1" }),
+        ).toBeUndefined();
+        expect(ids(await repos.jobs.list("other", ["music"], { limit: 9, order: "desc" }))).toEqual(
+          [[], false],
+        );
+        expect(
+          await repos.jobs.list("other", ["music"], { limit: 9, order: "desc", after: "m1" }),
+        ).toBeUndefined();
+      });
+
+      it("cancel a queued or running job with its refund in the same step, once; its runner can then neither renew, complete nor fail it", async () => {
+        await repos.jobs.insert(job("running", 1));
+        await repos.jobs.insert(job("queued", 2));
+        await repos.jobs.claimNext(gatewayA, lease, 3);
+        let refunds = 0;
+        const refund = () => {
+          refunds++;
+          return { code: "client_closed", message: "gone" };
+        };
+        expect(await repos.jobs.cancel("queued", 4, refund)).toBe(true);
+        expect(await repos.jobs.cancel("running", 5, refund)).toBe(true);
+        expect(refunds).toBe(2);
+        const cancelled = await repos.jobs.get("running", "acct");
+        expect(cancelled).toMatchObject({ status: "failed", finished_at: 5 });
+        expect(JSON.parse(cancelled!.error!)).toEqual({ code: "client_closed", message: "gone" });
+        expect(await repos.jobs.get("queued", "acct")).toMatchObject({
+          status: "failed",
+          finished_at: 4,
+        });
+
+        let charges = 0;
+        expect(await repos.jobs.renewLease("running", gatewayA, lease)).toBe(false);
+        expect(
+          await repos.jobs.complete("running", gatewayA, result, media, 6, () => charges++),
+        ).toBe(false);
+        expect(await repos.jobs.fail("running", gatewayA, 6, refund)).toBe(false);
+        expect(await repos.jobs.cancel("queued", 7, refund)).toBe(false);
+        expect([charges, refunds]).toEqual([0, 2]);
+        expect(await repos.jobs.claimNext(gatewayB, lease, 8)).toBeUndefined();
+
+        // A refund that throws leaves the job as it was.
+        await repos.jobs.insert(job("kept", 9));
+        await expect(
+          repos.jobs.cancel("kept", 10, () => {
+            throw new Error("refund failed");
+          }),
+        ).rejects.toThrow("refund failed");
+        expect(await repos.jobs.get("kept", "acct")).toMatchObject({
+          status: "queued",
+          error: null,
+        });
+      });
+
+      it("remove a finished job of the account: read, listed and downloaded no more; an unfinished one stays", async () => {
+        await repos.jobs.insert(job("done", 1));
+        await repos.jobs.claimNext(gatewayA, lease, 2);
+        await repos.jobs.complete("done", gatewayA, result, media, 3, () => {});
+        await repos.jobs.insert(job("broke", 4));
+        await repos.jobs.claimNext(gatewayA, lease, 5);
+        await repos.jobs.fail("broke", gatewayA, 6, () => ({ code: "upstream", message: "no" }));
+        await repos.jobs.insert(job("waiting", 7));
+
+        expect(await repos.jobs.remove("done", "other", 8)).toBe(false);
+        expect(await repos.jobs.remove("waiting", "acct", 8)).toBe(false);
+        expect(await repos.jobs.remove("done", "acct", 8)).toBe(true);
+        expect(await repos.jobs.remove("broke", "acct", 8)).toBe(true);
+        expect(await repos.jobs.remove("done", "acct", 9)).toBe(false);
+        expect(await repos.jobs.get("done", "acct")).toBeUndefined();
+        expect(await repos.jobs.get("broke", "acct")).toBeUndefined();
+        expect(await repos.jobs.output("done", "acct")).toBeUndefined();
+        const page = await repos.jobs.list("acct", ["music"], { limit: 9, order: "desc" });
+        expect(page?.jobs.map((row) => row.id)).toEqual(["waiting"]);
+        expect(
+          await repos.jobs.list("acct", ["music"], { limit: 9, order: "desc", after: "done" }),
+        ).toBeUndefined();
+        expect(await repos.jobs.get("waiting", "acct")).toMatchObject({ status: "queued" });
+      });
+
       it("take a job over once its lease ran out; the old holder can no longer finish it", async () => {
         await repos.jobs.insert(job("j", 1));
         await repos.jobs.claimNext(gatewayA, shortLease, 2);

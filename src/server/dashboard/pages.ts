@@ -569,7 +569,7 @@ function recentSection(recent: DashboardUsage["recent"], keyLabels: Map<string, 
       const when = `${r.created_at.slice(5, 10)} ${r.created_at.slice(11, 16)}`;
       const model = r.model ?? "-";
       return `<tr id="request-${escapeHtml(r.id)}"><td class="when wide-only">${escapeHtml(when)}</td>
-<td class="req"><a class="name" href="${escapeHtml(requestPath(r.id))}" title="${escapeHtml(model)}"><code>${escapeHtml(model)}</code></a><div class="muted small sub"><span class="narrow-only">${escapeHtml(when)} · </span>${escapeHtml(r.endpoint)}${r.via === "mcp" ? " · via MCP" : ""}</div></td>
+<td class="req"><a class="name" href="${escapeHtml(requestPath(r.id))}" title="${escapeHtml(model)}"><code>${escapeHtml(model)}</code></a><div class="muted small sub"><span class="narrow-only">${escapeHtml(when)} · </span>${escapeHtml(r.endpoint)}${r.via === "mcp" ? " · via MCP" : ""}${r.job_id ? ` · <code>${escapeHtml(r.job_id)}</code>` : ""}</div></td>
 <td class="status">${statusCell(r)}</td><td class="num wide-only">${count(r.input_tokens)} / ${count(r.output_tokens)}</td><td class="num">${escapeHtml(formatIdr(r.cost_idr))}${r.payment === "byok" ? '<div class="muted small">own key</div>' : ""}</td>
 <td class="wide-only">${escapeHtml((r.key_id && keyLabels.get(r.key_id)) || "-")}</td></tr>`;
     })
@@ -790,6 +790,9 @@ export function requestPage(detail: RequestDetail, csrfToken: string): Page {
     ["Error code", r.error_code ? `<code>${escapeHtml(r.error_code)}</code>` : "-", "request-code"],
     ["Model", r.model ? `<code>${escapeHtml(r.model)}</code>` : "-"],
     ["Endpoint", escapeHtml(r.endpoint)],
+    ...(r.job_id
+      ? [["Job", `<code>${escapeHtml(r.job_id)}</code>`, "request-job"] as [string, string, string]]
+      : []),
     ["Provider", escapeHtml(detail.provider ?? "-")],
     ["Started (UTC)", when(r.created_at)],
     ["Finished (UTC)", when(r.finished_at)],

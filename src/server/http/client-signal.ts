@@ -1,5 +1,6 @@
 import type { ServerResponse } from "node:http";
 import type { Context } from "hono";
+import { setImmediate } from "../../host-timers.js";
 import { clientClosed, GatewayError } from "../errors.js";
 import type { GoneSignal } from "../time/gone-signal.js";
 import { MemorySocket } from "./loopback-socket.js";
@@ -72,4 +73,47 @@ export class ClientGone implements GoneSignal {
     const at = this.listeners.indexOf(listener);
     if (at !== -1) this.listeners.splice(at, 1);
   }
+}
+
+/**
+ * Resolves once the response has been handed whole to its connection (true), or once the
+ * connection closed first (false). What happens to bytes handed over nobody on this side can
+ * tell; a connection that closed before them, the gateway can.
+ */
+export function answerSent(outgoing: ServerResponse): Promise<boolean> {
+  if (outgoing.writableFinished) return Promise.resolve(true);
+  if (outgoing.destroyed) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    const done = () => {
+      outgoing.off("finish", done);
+      outgoing.off("close", done);
+      resolve(outgoing.writableFinished);
+    };
+    outgoing.once("finish", done);
+    outgoing.once("close", done);
+  });
+}
+
+/**
+ * Writes `body` as the whole JSON answer; resolves whether it reached the connection. A hang-up
+ * that came with the request (in its packet) is read by the event loop after the request, in the
+ * next turn at the latest (a socket read that returned less than it asked for is read again only
+ * then), while a handler without I/O may already have answered: the answer waits for two turns of
+ * immediates, so that such a hang-up is seen rather than written past.
+ */
+export async function sendJsonAnswer(
+  outgoing: ServerResponse,
+  status: number,
+  body: unknown,
+): Promise<boolean> {
+  await new Promise((resolve) => setImmediate(() => setImmediate(resolve)));
+  // Node's server ends its side of a connection whose client ended its own.
+  if (outgoing.destroyed || outgoing.socket?.writableEnded) return false;
+  const text = JSON.stringify(body);
+  outgoing.writeHead(status, {
+    "content-type": "application/json",
+    "content-length": Buffer.byteLength(text),
+  });
+  outgoing.end(text);
+  return answerSent(outgoing);
 }

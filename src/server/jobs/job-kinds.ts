@@ -36,6 +36,49 @@ export const jobKinds: Record<JobKind, JobKindSpec> = {
   },
 };
 
+/**
+ * Where an account reads its jobs: each kind's own path, and OpenAI's `/v1/videos` for every
+ * video (generations and extensions alike). GET on the path lists them, newest first; GET
+ * `{path}/{id}` reads one, GET `{path}/{id}/content` downloads it, DELETE `{path}/{id}` removes a
+ * finished one.
+ */
+export interface JobCollection {
+  path: string;
+  kinds: readonly JobKind[];
+  /** What one of its jobs is called in an answer (`No video with id ...`). */
+  noun: string;
+  /** The `object` of the answer to a DELETE. */
+  deleted: string;
+}
+
+export const jobCollections = {
+  music: {
+    path: jobKinds.music.path,
+    kinds: ["music"],
+    noun: "music generation",
+    deleted: "music.generation.deleted",
+  },
+  video: {
+    path: jobKinds.video.path,
+    kinds: ["video"],
+    noun: "video generation",
+    deleted: "video.generation.deleted",
+  },
+  extension: {
+    path: jobKinds.video_extension.path,
+    kinds: ["video_extension"],
+    noun: "video extension",
+    deleted: "video.extension.deleted",
+  },
+  // OpenAI's video API (the SDKs' `videos.list`, `retrieve`, `downloadContent`, `delete`).
+  videos: {
+    path: "/v1/videos",
+    kinds: ["video", "video_extension"],
+    noun: "video",
+    deleted: "video.deleted",
+  },
+} as const satisfies Record<string, JobCollection>;
+
 /** Priced per started second, so money stays integer for fractional lengths. */
 export function billedSeconds(request: JobRequest): number {
   return Math.ceil(request.seconds);

@@ -69,6 +69,11 @@ export class JobRunner {
     if (!this.stopped && !this.paused) this.schedule(0);
   }
 
+  /** A job cancelled by another hand (`JobsRepository.cancel`): stop working on it here at once. */
+  drop(jobId: string): void {
+    this.active.get(jobId)?.abort.abort();
+  }
+
   /**
    * Claims nothing, on a poll or a wake, until `resume()`: a test that runs a runner of its own
    * beside the gateway's thereby knows which of the two takes a job.
@@ -295,4 +300,23 @@ export async function startJobRunner(
 
 export function wakeJobRunner(services: Services): void {
   runners.get(services)?.wake();
+}
+
+/**
+ * Cancels a queued or running job whose client never learnt its id: the hold goes back, the
+ * request is logged `client_closed`, and the job fails with that error, on whichever gateway
+ * runs it (this one stops it at once, another at its next lease renewal).
+ */
+export async function cancelUnseenJob(services: Services, job: JobRow): Promise<void> {
+  const { hold } = jobInput(job);
+  const gone = new GatewayError(
+    499,
+    "client_closed",
+    "The client closed the connection before it was sent this job's id; the job was cancelled and not charged.",
+  );
+  await services.repos.jobs.cancel(job.id, services.options.now(), (jobMoney) => {
+    const error = refundJob(services, hold, gone, jobMoney);
+    return { code: error.code, message: error.message };
+  });
+  runners.get(services)?.drop(job.id);
 }

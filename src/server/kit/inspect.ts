@@ -89,6 +89,7 @@ export class RequestInspector implements UpstreamCapture {
         usage: { input_tokens: row.input_tokens, output_tokens: row.output_tokens },
       };
       if (row.tools_omitted) entry.tools_omitted = JSON.parse(row.tools_omitted) as string[];
+      if (row.job_id) entry.job_id = row.job_id;
       const captured = this.captures.get(row.id);
       if (captured) {
         entry.received = shownBody(captured.received, captured.receivedBytes, captured.contentType);

@@ -38,6 +38,8 @@ export interface InspectedRequest {
   usage: { input_tokens: number; output_tokens: number };
   /** Tools the backend could not run, left out of the request it was sent (absent when none). */
   tools_omitted?: string[];
+  /** The music or video job the request queued (absent for any other request). */
+  job_id?: string;
   /** With captureBodies: the client's body as the gateway received it. */
   received?: CapturedBody;
   /** With captureBodies: each upstream attempt, in order. */

@@ -14,7 +14,7 @@ import type {
   Surface,
   Unmatched,
 } from "../http/route-row.js";
-import { jobKinds } from "../jobs/job-kinds.js";
+import { jobCollections, jobKinds } from "../jobs/job-kinds.js";
 import type { Readiness } from "../observe/health.js";
 import type { GatewayMetrics } from "../observe/metrics.js";
 import type { MetricsAccess } from "../observe/metrics-access.js";
@@ -108,9 +108,11 @@ const requestsQuery = schema(
   (m) => m.requestsQuery,
 );
 const jobsModule = () => import("./jobs.js");
+const jobsQuery = schema(jobsModule, (m) => m.jobsQuery);
 
 export function routeTable(services: Services, options: TableOptions): Route[] {
   const { music, video, video_extension: extension } = jobKinds;
+  const { videos } = jobCollections;
   // One set of device codes for the device flow and the dashboard's approval page.
   const devices = once(async () => {
     const { DeviceCodes } = await import("../auth/device-codes.js");
@@ -169,14 +171,25 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
   );
   const jobs = lazyHandlers(async () => {
     const handlers = (await import("./jobs.js")).jobHandlers(services);
+    const of = jobCollections;
     return {
       ...handlers,
-      music: handlers.poll(music),
-      musicContent: handlers.content(music),
-      video: handlers.poll(video),
-      videoContent: handlers.content(video),
-      extension: handlers.poll(extension),
-      extensionContent: handlers.content(extension),
+      musicList: handlers.list(of.music),
+      music: handlers.poll(of.music),
+      musicContent: handlers.content(of.music),
+      musicRemove: handlers.remove(of.music),
+      videoList: handlers.list(of.video),
+      video: handlers.poll(of.video),
+      videoContent: handlers.content(of.video),
+      videoRemove: handlers.remove(of.video),
+      extensionList: handlers.list(of.extension),
+      extension: handlers.poll(of.extension),
+      extensionContent: handlers.content(of.extension),
+      extensionRemove: handlers.remove(of.extension),
+      videosList: handlers.list(of.videos),
+      videos: handlers.poll(of.videos),
+      videosContent: handlers.content(of.videos),
+      videosRemove: handlers.remove(of.videos),
     };
   });
   const admin = lazyHandlers(async () => (await import("./admin.js")).adminHandlers(services));
@@ -359,8 +372,10 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
       jobs("submitMusic"),
       schema(jobsModule, (m) => m.musicBody),
     ),
+    { ...route("GET", music.path, "key", "chat", jobs("musicList")), query: jobsQuery },
     route("GET", `${music.path}/:id`, "key", "chat", jobs("music")),
     route("GET", `${music.path}/:id/content`, "key", "chat", jobs("musicContent")),
+    route("DELETE", `${music.path}/:id`, "key", "chat", jobs("musicRemove")),
     route(
       "POST",
       video.path,
@@ -369,8 +384,10 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
       jobs("submitVideo"),
       schema(jobsModule, (m) => m.videoBody),
     ),
+    { ...route("GET", video.path, "key", "chat", jobs("videoList")), query: jobsQuery },
     route("GET", `${video.path}/:id`, "key", "chat", jobs("video")),
     route("GET", `${video.path}/:id/content`, "key", "chat", jobs("videoContent")),
+    route("DELETE", `${video.path}/:id`, "key", "chat", jobs("videoRemove")),
     route(
       "POST",
       extension.path,
@@ -379,8 +396,15 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
       jobs("submitExtension"),
       schema(jobsModule, (m) => m.extensionBody),
     ),
+    { ...route("GET", extension.path, "key", "chat", jobs("extensionList")), query: jobsQuery },
     route("GET", `${extension.path}/:id`, "key", "chat", jobs("extension")),
     route("GET", `${extension.path}/:id/content`, "key", "chat", jobs("extensionContent")),
+    route("DELETE", `${extension.path}/:id`, "key", "chat", jobs("extensionRemove")),
+    // OpenAI's video API over both kinds of video job; its static paths above come first.
+    { ...route("GET", videos.path, "key", "chat", jobs("videosList")), query: jobsQuery },
+    route("GET", `${videos.path}/:id`, "key", "chat", jobs("videos")),
+    route("GET", `${videos.path}/:id/content`, "key", "chat", jobs("videosContent")),
+    route("DELETE", `${videos.path}/:id`, "key", "chat", jobs("videosRemove")),
     route("GET", "/v1/files/:id", "key", "client", files),
     route("GET", "/v1/files/:id/content", "key", "client", files),
     route("GET", "/v1/account/quota", "key", "chat", account("quota")),

@@ -1,3 +1,4 @@
+import { RESPONSE_ALREADY_SENT } from "@hono/node-server/utils/response";
 import type { Context } from "hono";
 import { z } from "zod";
 import type { JobError, JobResult, JobRow } from "../../store/jobs.js";
@@ -9,9 +10,9 @@ import type { Services } from "../compose/services.js";
 import { forMediaWire, forModality, resolveTarget } from "../dispatch/resolve.js";
 import { badRequest, GatewayError } from "../errors.js";
 import { readJson } from "../http/body.js";
-import { clientGone } from "../http/client-signal.js";
+import { clientGone, sendJsonAnswer } from "../http/client-signal.js";
 import type { AppEnv, Handler } from "../http/context.js";
-import { type ForwardingOptions, gatewayUrl } from "../http/request.js";
+import { type ForwardingOptions, gatewayUrl, nodeOutgoing } from "../http/request.js";
 import { jobHold } from "../jobs/job-billing.js";
 import {
   type JobRequest,
@@ -19,11 +20,17 @@ import {
   musicConcurrencyLimit,
   musicLimitReached,
 } from "../jobs/job-input.js";
-import { billedSeconds, type JobKindSpec, jobKinds } from "../jobs/job-kinds.js";
-import { wakeJobRunner } from "../jobs/runner.js";
+import {
+  billedSeconds,
+  type JobCollection,
+  type JobKindSpec,
+  jobKinds,
+} from "../jobs/job-kinds.js";
+import { cancelUnseenJob, wakeJobRunner } from "../jobs/runner.js";
 import { MAX_MUSIC_SECONDS } from "../media/limits.js";
 import { admitWhole } from "./admitted.js";
 import { fileNotFound, privateBytesResponse } from "./files.js";
+import { listPage, listQuery } from "./list-page.js";
 
 /** Uncompressed mock video grows fast; a minute is plenty for tests and demos. */
 const maxVideoSeconds = 60;
@@ -61,15 +68,19 @@ export const extensionBody = z.looseObject({
 const defaultMusicSeconds = 10;
 const defaultVideoSeconds = 4;
 
-/** Submit, poll and download for music, video and video-extension jobs. */
+/** Job listings page as OpenAI pages its lists: `limit` 1 to 100 (default 20), `order`, `after`. */
+const jobsPage = listQuery(100, 20);
+export const jobsQuery = jobsPage.schema;
+
+/** Submit, list, poll, download and remove music, video and video-extension jobs. */
 export function jobHandlers(services: Services) {
   const jobs = services.repos.jobs;
 
-  /** The caller's job of `spec`'s kind named by the path, else 404. */
-  const find = async (c: Context<AppEnv>, spec: JobKindSpec): Promise<JobRow> => {
+  /** The caller's job of one of `collection`'s kinds named by the path, else 404. */
+  const find = async (c: Context<AppEnv>, collection: JobCollection): Promise<JobRow> => {
     const id = c.req.param("id") ?? "";
     const job = await jobs.get(id, c.get("auth").key.account_id);
-    if (!job || job.kind !== spec.kind) throw fileNotFound(spec.object.replace(".", " "), id);
+    if (!job || !collection.kinds.includes(job.kind)) throw fileNotFound(collection.noun, id);
     return job;
   };
 
@@ -100,16 +111,51 @@ export function jobHandlers(services: Services) {
       };
       return submit(services, c, jobKinds.video_extension, data.model ?? source.model, request);
     }) satisfies Handler,
+    /**
+     * GET `{path}`: the account's jobs, a page at a time, newest first unless asked otherwise: a
+     * client that lost a submission's answer finds its job here.
+     */
+    list:
+      (collection: JobCollection): Handler =>
+      async (c) => {
+        const query = jobsPage.parse(c);
+        const page = await jobs.list(c.get("auth").key.account_id, collection.kinds, query);
+        // Another account's job is as unknown as one that never was.
+        if (!page)
+          throw badRequest(
+            `Invalid query parameter after: no ${collection.noun} '${query.after}' exists for this account.`,
+          );
+        const views = page.jobs.map((job) => jobView(c, services.options, job));
+        return c.json(listPage(views, (view) => String(view.id), page.hasMore));
+      },
     /** GET `{path}/{id}`: the job as it is now. */
     poll:
-      (spec: JobKindSpec): Handler =>
+      (collection: JobCollection): Handler =>
       async (c) =>
-        c.json(jobView(c, services.options, await find(c, spec))),
+        c.json(jobView(c, services.options, await find(c, collection))),
+    /**
+     * DELETE `{path}/{id}`: a finished job's media is deleted, as OpenAI deletes a completed or
+     * failed video; its charge stays in the request log, which still names it.
+     */
+    remove:
+      (collection: JobCollection): Handler =>
+      async (c) => {
+        const job = await find(c, collection);
+        if (job.status === "queued" || job.status === "running") {
+          throw badRequest(
+            `Invalid request: ${collection.noun} "${job.id}" is ${job.status}; only a completed or failed job can be deleted.`,
+          );
+        }
+        // Removed meanwhile by another call: as unknown as it is to the next one.
+        if (!(await jobs.remove(job.id, job.account_id, services.options.now())))
+          throw fileNotFound(collection.noun, job.id);
+        return c.json({ id: job.id, object: collection.deleted, deleted: true });
+      },
     /** GET `{path}/{id}/content`: the finished job's media. */
     content:
-      (spec: JobKindSpec): Handler =>
+      (collection: JobCollection): Handler =>
       async (c) => {
-        const job = await find(c, spec);
+        const job = await find(c, collection);
         const media = await jobs.output(job.id, job.account_id);
         if (!media) {
           throw new GatewayError(
@@ -180,8 +226,18 @@ async function submit(
   } catch (err) {
     throw await settleFailed(services, admission, err);
   }
-  wakeJobRunner(services);
-  return c.json(jobView(c, services.options, queued), 202);
+  const view = jobView(c, services.options, queued);
+  const outgoing = nodeOutgoing(c);
+  if (!outgoing) {
+    wakeJobRunner(services);
+    return c.json(view, 202);
+  }
+  // This answer is the only place the client learns the job's id. A job whose answer never
+  // reached the connection (its client hung up as it submitted) is nobody's to fetch: it is
+  // cancelled, and charged nothing, rather than run for no one.
+  if (await sendJsonAnswer(outgoing, 202, view)) wakeJobRunner(services);
+  else await cancelUnseenJob(services, queued);
+  return RESPONSE_ALREADY_SENT;
 }
 
 const unixSeconds = (ms: number | null) => (ms === null ? null : Math.floor(ms / 1000));

@@ -9,7 +9,7 @@ import { presentedKey } from "../auth/guards.js";
 import type { Services } from "../compose/services.js";
 import { accountSuspended, errorBody, errorHeaders, GatewayError } from "../errors.js";
 import { readBody } from "../http/body.js";
-import { clientGone } from "../http/client-signal.js";
+import { answerSent, clientGone } from "../http/client-signal.js";
 import type { AppEnv, Handler } from "../http/context.js";
 import type { Loopback, LoopbackAnswer } from "../http/loopback.js";
 import { clientIp, gatewayUrl, nodeOutgoing, requestHeader } from "../http/request.js";
@@ -193,13 +193,9 @@ function gatewayClosing(): McpError {
 }
 
 /** Resolves once the response has gone to the client, or its connection closed. */
-function sent(c: Context): Promise<void> {
+async function sent(c: Context): Promise<void> {
   const outgoing = nodeOutgoing(c);
-  if (!outgoing || outgoing.writableFinished || outgoing.destroyed) return Promise.resolve();
-  return new Promise((resolve) => {
-    outgoing.once("finish", resolve);
-    outgoing.once("close", resolve);
-  });
+  if (outgoing) await answerSent(outgoing);
 }
 
 /** Whether a JSON-RPC message is a `tools/call` request (one with an id, to be answered). */

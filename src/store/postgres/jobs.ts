@@ -3,6 +3,7 @@ import {
   type JobError,
   type JobKind,
   type JobOutput,
+  type JobPage,
   type JobResult,
   type JobRow,
   type JobsRepository,
@@ -10,7 +11,7 @@ import {
   type NewJob,
   queuedJobRow,
 } from "../jobs.js";
-import type { Reservation, SettleInput } from "../types.js";
+import type { PageQuery, Reservation, SettleInput } from "../types.js";
 import { settleReservation } from "./money.js";
 import { inTransaction, lockFor, type Queryable } from "./transaction.js";
 
@@ -26,6 +27,23 @@ export interface PostgresJobMoney {
 /** A job that is nobody's: queued, or running under a lease that ran out (or none at all). */
 const claimable = `status = 'queued'
   OR (status = 'running' AND (lease_expires_at IS NULL OR lease_expires_at < gateway_now_ms()))`;
+
+const failJob = "UPDATE jobs SET status = 'failed', error = $2, finished_at = $3 WHERE id = $1";
+
+// A page of an account's jobs of some kinds in either order, from its first job or after one (its
+// submission time, then `seq`): one range of the (account_id, created_at, seq) index.
+const listed = `SELECT ${jobColumns}, seq AS position FROM jobs
+  WHERE account_id = $1 AND kind = ANY($2::text[]) AND deleted_at IS NULL`;
+const pages = {
+  desc: {
+    first: `${listed} ORDER BY created_at DESC, seq DESC LIMIT $3`,
+    after: `${listed} AND (created_at, seq) < ($4, $5) ORDER BY created_at DESC, seq DESC LIMIT $3`,
+  },
+  asc: {
+    first: `${listed} ORDER BY created_at ASC, seq ASC LIMIT $3`,
+    after: `${listed} AND (created_at, seq) > ($4, $5) ORDER BY created_at ASC, seq ASC LIMIT $3`,
+  },
+};
 
 /**
  * The job queue on Postgres (see JobsRepository). A claim locks the row it takes and skips rows
@@ -69,7 +87,7 @@ export class PostgresJobs implements JobsRepository<PostgresJobMoney> {
   async get(id: string, accountId: string): Promise<JobRow | undefined> {
     const result = await this.pool.query<JobRow>({
       name: "jobs_get",
-      text: `SELECT ${jobColumns} FROM jobs WHERE id = $1 AND account_id = $2`,
+      text: `SELECT ${jobColumns} FROM jobs WHERE id = $1 AND account_id = $2 AND deleted_at IS NULL`,
       values: [id, accountId],
     });
     return result.rows[0];
@@ -78,10 +96,75 @@ export class PostgresJobs implements JobsRepository<PostgresJobMoney> {
   async output(id: string, accountId: string): Promise<JobOutput | undefined> {
     const result = await this.pool.query<JobOutput>({
       name: "jobs_media",
-      text: "SELECT media, media_type FROM jobs WHERE id = $1 AND account_id = $2 AND status = 'completed'",
+      text: `SELECT media, media_type FROM jobs
+        WHERE id = $1 AND account_id = $2 AND status = 'completed' AND deleted_at IS NULL`,
       values: [id, accountId],
     });
     return result.rows[0];
+  }
+
+  async list(
+    accountId: string,
+    kinds: readonly JobKind[],
+    page: PageQuery,
+  ): Promise<JobPage | undefined> {
+    // One row past the page says whether there is more.
+    const values: unknown[] = [accountId, kinds, page.limit + 1];
+    if (page.after !== undefined) {
+      const from = await this.pool.query<{ created_at: number; position: number }>({
+        name: "jobs_list_position",
+        text: `SELECT created_at, seq AS position FROM jobs
+          WHERE id = $1 AND account_id = $2 AND kind = ANY($3::text[]) AND deleted_at IS NULL`,
+        values: [page.after, accountId, kinds],
+      });
+      if (from.rowCount !== 1) return undefined;
+      values.push(from.rows[0].created_at, from.rows[0].position);
+    }
+    const start = page.after === undefined ? "first" : "after";
+    const result = await this.pool.query<JobRow & { position?: number }>({
+      name: `jobs_list_${page.order}_${start}`,
+      text: pages[page.order][start],
+      values,
+    });
+    const rows = result.rows;
+    const hasMore = rows.length > page.limit;
+    if (hasMore) rows.length = page.limit;
+    for (const row of rows) delete row.position;
+    return { jobs: rows, hasMore };
+  }
+
+  async cancel(
+    id: string,
+    now: number,
+    refund: (money: PostgresJobMoney) => JobError,
+  ): Promise<boolean> {
+    return inTransaction(this.pool, async (client) => {
+      // Locked first: a runner's `complete` or `fail` waits, then finds the job no longer running.
+      const open = await client.query({
+        name: "jobs_lock_unfinished",
+        text: "SELECT 1 FROM jobs WHERE id = $1 AND status IN ('queued', 'running') FOR UPDATE",
+        values: [id],
+      });
+      if (open.rowCount !== 1) return false;
+      const error = await settleIn(client, refund);
+      await client.query({
+        name: "jobs_fail",
+        text: failJob,
+        values: [id, JSON.stringify(error), now],
+      });
+      return true;
+    });
+  }
+
+  async remove(id: string, accountId: string, now: number): Promise<boolean> {
+    const result = await this.pool.query({
+      name: "jobs_remove",
+      text: `UPDATE jobs SET media = NULL, result_json = NULL, input_json = '{}', deleted_at = $3
+        WHERE id = $1 AND account_id = $2 AND status IN ('completed', 'failed')
+          AND deleted_at IS NULL`,
+      values: [id, accountId, now],
+    });
+    return result.rowCount === 1;
   }
 
   async claimNext(instanceId: string, leaseMs: number, now: number): Promise<JobRow | undefined> {
@@ -163,7 +246,7 @@ export class PostgresJobs implements JobsRepository<PostgresJobMoney> {
       const error = await settleIn(client, refund);
       await client.query({
         name: "jobs_fail",
-        text: "UPDATE jobs SET status = 'failed', error = $2, finished_at = $3 WHERE id = $1",
+        text: failJob,
         values: [id, JSON.stringify(error), now],
       });
       return true;

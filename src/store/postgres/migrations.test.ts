@@ -91,6 +91,7 @@ describe("postgres migrations", () => {
       free_usage: ["held"],
       subscription_usage: ["held"],
       request_log: ["seq"],
+      jobs: ["seq"],
       owner_links: ["issuer"],
     };
     const columns = await pool.query<{ table_name: string; column_name: string }>(

@@ -483,6 +483,18 @@ export const postgresMigrations: MigrationStep[] = [
   CREATE INDEX deliveries_instance ON deliveries(instance_id);
   `,
   },
+  {
+    // As SQLite's step 17: an account lists its jobs, and a request log row names the job its
+    // submission queued; a removed job keeps its row. `seq` orders the jobs of one millisecond
+    // as they were written, as SQLite's rowid does.
+    id: "job-listing",
+    sql: `
+  ALTER TABLE jobs ADD COLUMN deleted_at bigint;
+  ALTER TABLE jobs ADD COLUMN seq bigint GENERATED ALWAYS AS IDENTITY;
+  CREATE INDEX jobs_listing ON jobs(account_id, created_at, seq);
+  CREATE INDEX jobs_request ON jobs(request_id);
+  `,
+  },
 ];
 
 /** The trigger function that refuses a provider row naming a wire not in `wires`. */

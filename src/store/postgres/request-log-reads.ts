@@ -12,7 +12,9 @@ export class PostgresRequestLogReads implements RequestLogReadsRepository {
   async recent(filter: RecentFilter): Promise<ListedRequest[]> {
     const result = await this.pool.query<ListedRequest & { seq?: number }>({
       name: "request_log_recent",
-      text: `SELECT l.*, k.label AS key_label FROM request_log l LEFT JOIN api_keys k ON k.id = l.key_id
+      text: `SELECT l.*, k.label AS key_label, j.id AS job_id
+        FROM request_log l LEFT JOIN api_keys k ON k.id = l.key_id
+        LEFT JOIN jobs j ON j.request_id = l.id AND j.account_id = l.account_id
         WHERE ($1::text IS NULL OR l.model = $1) AND ($2::integer IS NULL OR l.status = $2)
         ORDER BY l.seq DESC LIMIT $3`,
       values: [filter.model ?? null, filter.status ?? null, filter.limit],

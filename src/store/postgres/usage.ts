@@ -38,31 +38,35 @@ const byModel = `SELECT coalesce(model, '-') AS model, count(*) AS requests,
   FROM request_log WHERE account_id = $1 AND created_at >= $2
   GROUP BY coalesce(model, '-') ORDER BY cost_micro DESC, requests DESC`;
 
-const columns = `id, account_id, key_id, endpoint, model, state, payment, payment_ref,
-    reserved_micro, cost_micro, input_tokens, output_tokens, status, error_code, provider_id,
-    stream, created_at, finished_at, tools_omitted`;
+// A request's row and the job its submission queued, if it queued one.
+const columns = `l.id, l.account_id, l.key_id, l.endpoint, l.model, l.state, l.payment,
+    l.payment_ref, l.reserved_micro, l.cost_micro, l.input_tokens, l.output_tokens, l.status,
+    l.error_code, l.provider_id, l.stream, l.created_at, l.finished_at, l.tools_omitted,
+    j.id AS job_id`;
+const logged = `request_log l
+  LEFT JOIN jobs j ON j.request_id = l.id AND j.account_id = l.account_id`;
 
 // Rows written in the same millisecond come newest first by their write order, as SQLite's rowid.
 const recent = `SELECT ${columns}
-  FROM request_log WHERE account_id = $1 ORDER BY created_at DESC, seq DESC LIMIT $2`;
+  FROM ${logged} WHERE l.account_id = $1 ORDER BY l.created_at DESC, l.seq DESC LIMIT $2`;
 
 // A page of an account's log in either order, from its first row or after a request's place in it
 // (its admission time, then `seq`): one range of the (account_id, created_at) index.
-const pageColumns = `${columns}, seq AS position`;
+const pageColumns = `${columns}, l.seq AS position`;
 const pages = {
   desc: {
-    first: `SELECT ${pageColumns} FROM request_log WHERE account_id = $1
-      ORDER BY created_at DESC, seq DESC LIMIT $2`,
-    after: `SELECT ${pageColumns} FROM request_log WHERE account_id = $1
-      AND created_at <= $3 AND (created_at < $3 OR seq < $4)
-      ORDER BY created_at DESC, seq DESC LIMIT $2`,
+    first: `SELECT ${pageColumns} FROM ${logged} WHERE l.account_id = $1
+      ORDER BY l.created_at DESC, l.seq DESC LIMIT $2`,
+    after: `SELECT ${pageColumns} FROM ${logged} WHERE l.account_id = $1
+      AND l.created_at <= $3 AND (l.created_at < $3 OR l.seq < $4)
+      ORDER BY l.created_at DESC, l.seq DESC LIMIT $2`,
   },
   asc: {
-    first: `SELECT ${pageColumns} FROM request_log WHERE account_id = $1
-      ORDER BY created_at ASC, seq ASC LIMIT $2`,
-    after: `SELECT ${pageColumns} FROM request_log WHERE account_id = $1
-      AND created_at >= $3 AND (created_at > $3 OR seq > $4)
-      ORDER BY created_at ASC, seq ASC LIMIT $2`,
+    first: `SELECT ${pageColumns} FROM ${logged} WHERE l.account_id = $1
+      ORDER BY l.created_at ASC, l.seq ASC LIMIT $2`,
+    after: `SELECT ${pageColumns} FROM ${logged} WHERE l.account_id = $1
+      AND l.created_at >= $3 AND (l.created_at > $3 OR l.seq > $4)
+      ORDER BY l.created_at ASC, l.seq ASC LIMIT $2`,
   },
 };
 
@@ -70,7 +74,7 @@ const pages = {
 const position = `SELECT created_at, seq AS position FROM request_log
   WHERE id = $1 AND account_id = $2 ORDER BY created_at DESC, seq DESC LIMIT 1`;
 
-const one = `SELECT ${columns} FROM request_log WHERE id = $1 AND account_id = $2`;
+const one = `SELECT ${columns} FROM ${logged} WHERE l.id = $1 AND l.account_id = $2`;
 
 /** Usage read from the request log, and the free models' token budgets, on Postgres. */
 export class PostgresUsage implements UsageRepository {

@@ -3,6 +3,7 @@ import {
   type JobError,
   type JobKind,
   type JobOutput,
+  type JobPage,
   type JobResult,
   type JobRow,
   type JobsRepository,
@@ -10,6 +11,7 @@ import {
   type NewJob,
   queuedJobRow,
 } from "../jobs.js";
+import type { PageQuery } from "../types.js";
 import type { DB } from "./db.js";
 import { immediateTransactions } from "./immediate.js";
 
@@ -27,6 +29,10 @@ export class SqliteJobs implements JobsRepository<undefined> {
   private readonly failRow: Statement;
   private readonly requeueRunning: Statement;
   private readonly unfinished: Statement;
+  private readonly unfinishedById: Statement;
+  private readonly removeRow: Statement;
+  private readonly position: Statement;
+  private readonly page: Record<"asc" | "desc", ReturnType<typeof pageStatements>>;
   private readonly immediate: <T>(fn: () => T) => T;
 
   constructor(db: DB) {
@@ -38,9 +44,12 @@ export class SqliteJobs implements JobsRepository<undefined> {
     this.unfinishedOfKind = db.prepare(
       "SELECT count(*) AS n FROM jobs WHERE account_id = ? AND kind = ? AND status IN ('queued', 'running')",
     );
-    this.byId = db.prepare(`SELECT ${jobColumns} FROM jobs WHERE id = ? AND account_id = ?`);
+    this.byId = db.prepare(
+      `SELECT ${jobColumns} FROM jobs WHERE id = ? AND account_id = ? AND deleted_at IS NULL`,
+    );
     this.outputOf = db.prepare(
-      "SELECT media, media_type FROM jobs WHERE id = ? AND account_id = ? AND status = 'completed'",
+      `SELECT media, media_type FROM jobs
+        WHERE id = ? AND account_id = ? AND status = 'completed' AND deleted_at IS NULL`,
     );
     // A running job without a lease was started before leases existed: nobody holds it.
     this.nextClaimable = db.prepare(
@@ -79,6 +88,19 @@ export class SqliteJobs implements JobsRepository<undefined> {
     this.unfinished = db.prepare(
       `SELECT ${jobColumns} FROM jobs WHERE status IN ('queued', 'running') ORDER BY created_at`,
     );
+    this.unfinishedById = db.prepare(
+      "SELECT 1 FROM jobs WHERE id = ? AND status IN ('queued', 'running')",
+    );
+    this.removeRow = db.prepare(
+      `UPDATE jobs SET media = NULL, result_json = NULL, input_json = '{}', deleted_at = ?
+        WHERE id = ? AND account_id = ? AND status IN ('completed', 'failed') AND deleted_at IS NULL`,
+    );
+    this.position = db.prepare(
+      `SELECT created_at, rowid AS position FROM jobs
+        WHERE id = @id AND account_id = @account AND deleted_at IS NULL
+          AND kind IN (SELECT value FROM json_each(@kinds))`,
+    );
+    this.page = { desc: pageStatements(db, "desc"), asc: pageStatements(db, "asc") };
   }
 
   async insert(job: NewJob, unfinishedLimit?: number): Promise<JobRow | undefined> {
@@ -113,6 +135,44 @@ export class SqliteJobs implements JobsRepository<undefined> {
 
   async output(id: string, accountId: string): Promise<JobOutput | undefined> {
     return this.outputOf.get(id, accountId) as JobOutput | undefined;
+  }
+
+  async list(
+    accountId: string,
+    kinds: readonly JobKind[],
+    page: PageQuery,
+  ): Promise<JobPage | undefined> {
+    const where = { account: accountId, kinds: JSON.stringify(kinds) };
+    let from: { created_at: number; position: number } | undefined;
+    if (page.after !== undefined) {
+      from = this.position.get({ ...where, id: page.after }) as typeof from;
+      if (!from) return undefined;
+    }
+    const statements = this.page[page.order];
+    // One row past the page says whether there is more.
+    const limit = page.limit + 1;
+    const rows = (
+      from
+        ? statements.after.all({ ...where, ...from, limit })
+        : statements.first.all({ ...where, limit })
+    ) as (JobRow & { position?: number })[];
+    const hasMore = rows.length > page.limit;
+    if (hasMore) rows.length = page.limit;
+    for (const row of rows) delete row.position;
+    return { jobs: rows, hasMore };
+  }
+
+  async cancel(id: string, now: number, refund: (money: undefined) => JobError): Promise<boolean> {
+    return this.immediate(() => {
+      if (!this.unfinishedById.get(id)) return false;
+      const error = refund(undefined);
+      this.failRow.run(JSON.stringify(error), now, id);
+      return true;
+    });
+  }
+
+  async remove(id: string, accountId: string, now: number): Promise<boolean> {
+    return this.removeRow.run(now, id, accountId).changes > 0;
   }
 
   async claimNext(instanceId: string, leaseMs: number, now: number): Promise<JobRow | undefined> {
@@ -188,4 +248,26 @@ export class SqliteJobs implements JobsRepository<undefined> {
   private countUnfinished(accountId: string, kind: JobKind): number {
     return (this.unfinishedOfKind.get(accountId, kind) as { n: number }).n;
   }
+}
+
+/**
+ * A page of an account's jobs of some kinds in `order`, from its first job or after one: a range
+ * of the (account_id, created_at) index, in the order the rows were written within a millisecond.
+ */
+function pageStatements(db: DB, order: "asc" | "desc") {
+  const [beyond, direction] = order === "desc" ? ["<", "DESC"] : [">", "ASC"];
+  const select = (where: string) =>
+    db.prepare(
+      `SELECT rowid AS position, ${jobColumns} FROM jobs
+        WHERE account_id = @account AND deleted_at IS NULL
+          AND kind IN (SELECT value FROM json_each(@kinds))${where}
+        ORDER BY created_at ${direction}, rowid ${direction} LIMIT @limit`,
+    );
+  return {
+    first: select(""),
+    after: select(
+      ` AND created_at ${beyond}= @created_at
+        AND (created_at ${beyond} @created_at OR rowid ${beyond} @position)`,
+    ),
+  };
 }

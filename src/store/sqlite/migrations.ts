@@ -436,4 +436,12 @@ export const migrations: string[] = [
   `
   ALTER TABLE byok_credentials ADD COLUMN refused_at INTEGER;
   `,
+  // 17: an account lists its jobs, newest first, and a request log row names the job its
+  // submission queued (found by the job's request_id); a removed job keeps its row for that,
+  // marked by when it was removed.
+  `
+  ALTER TABLE jobs ADD COLUMN deleted_at INTEGER;
+  CREATE INDEX jobs_listing ON jobs(account_id, created_at);
+  CREATE INDEX jobs_request ON jobs(request_id);
+  `,
 ];

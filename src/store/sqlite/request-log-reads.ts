@@ -15,7 +15,9 @@ export class SqliteRequestLogReads implements RequestLogReadsRepository {
     private readonly landQueuedWrites: () => void = () => {},
   ) {
     this.select = db.prepare(
-      `SELECT l.*, k.label AS key_label FROM request_log l LEFT JOIN api_keys k ON k.id = l.key_id
+      `SELECT l.*, k.label AS key_label, j.id AS job_id
+         FROM request_log l LEFT JOIN api_keys k ON k.id = l.key_id
+         LEFT JOIN jobs j ON j.request_id = l.id AND j.account_id = l.account_id
         WHERE (@model IS NULL OR l.model = @model) AND (@status IS NULL OR l.status = @status)
         ORDER BY l.rowid DESC LIMIT @limit`,
     );

@@ -110,6 +110,11 @@ export class SqliteUsage {
   }
 }
 
+/** A request's row and the job its submission queued, if it queued one. */
+const loggedColumns = "l.*, j.id AS job_id";
+const loggedWithJob = `request_log l
+  LEFT JOIN jobs j ON j.request_id = l.id AND j.account_id = l.account_id`;
+
 /**
  * A page of an account's log in `order`, from its first row or after a position: one range of
  * the (account_id, created_at) index, whose entries are in rowid order within a millisecond.
@@ -118,14 +123,15 @@ function pageStatements(db: DB, order: "asc" | "desc") {
   const [beyond, direction] = order === "desc" ? ["<", "DESC"] : [">", "ASC"];
   const select = (where: string) =>
     db.prepare(
-      `SELECT rowid AS position, * FROM request_log WHERE account_id = @account${where}
-        ORDER BY created_at ${direction}, rowid ${direction} LIMIT @limit`,
+      `SELECT l.rowid AS position, ${loggedColumns} FROM ${loggedWithJob}
+        WHERE l.account_id = @account${where}
+        ORDER BY l.created_at ${direction}, l.rowid ${direction} LIMIT @limit`,
     );
   return {
     first: select(""),
     after: select(
-      ` AND created_at ${beyond}= @created_at
-        AND (created_at ${beyond} @created_at OR rowid ${beyond} @position)`,
+      ` AND l.created_at ${beyond}= @created_at
+        AND (l.created_at ${beyond} @created_at OR l.rowid ${beyond} @position)`,
     ),
   };
 }
@@ -155,7 +161,8 @@ function prepare(db: DB) {
         GROUP BY coalesce(model, '-') ORDER BY cost_micro DESC, requests DESC`,
     ),
     recent: statement(
-      "SELECT * FROM request_log WHERE account_id = ? ORDER BY created_at DESC, rowid DESC LIMIT ?",
+      `SELECT ${loggedColumns} FROM ${loggedWithJob} WHERE l.account_id = ?
+        ORDER BY l.created_at DESC, l.rowid DESC LIMIT ?`,
     ),
     page: { desc: pageStatements(db, "desc"), asc: pageStatements(db, "asc") },
     // Newest first: a cursor not kept is most often one of the recent requests.
@@ -163,7 +170,9 @@ function prepare(db: DB) {
       `SELECT created_at, rowid AS position FROM request_log WHERE id = ? AND account_id = ?
         ORDER BY created_at DESC, rowid DESC LIMIT 1`,
     ),
-    one: statement("SELECT * FROM request_log WHERE id = ? AND account_id = ?"),
+    one: statement(
+      `SELECT ${loggedColumns} FROM ${loggedWithJob} WHERE l.id = ? AND l.account_id = ?`,
+    ),
     // Account by account, each a range of the (account_id, created_at) index: the log has no
     // index on its time alone, and this runs once, at start.
     admitted: statement(
