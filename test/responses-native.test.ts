@@ -291,14 +291,20 @@ describe("the body a native Responses provider gets", () => {
     }
   });
 
-  it("is the client's text on a turn that continues a response the provider holds", async () => {
+  it("is the client's body with the provider's own id on a turn that continues a response the provider holds", async () => {
     upstream.reset(() => ({ kind: "json", body: { ...response("first"), id: "resp_held_1" } }));
     const first = await send(written({}));
-    expect(((await first.json()) as { id: string }).id).toBe("resp_held_1");
+    // The gateway's id: the provider may give its own again, to another chain or account.
+    const { id } = (await first.json()) as { id: string };
+    expect(id).not.toBe("resp_held_1");
     upstream.reset(() => ({ kind: "json", body: { ...response("second"), id: "resp_held_2" } }));
-    const next = written({ previous_response_id: "resp_held_1" });
+    const next = written({ previous_response_id: id });
     expect((await send(next)).status).toBe(200);
-    expect(upstream.last.raw).toBe(renamed(next));
+    expect(upstream.last.body).toEqual({
+      ...JSON.parse(next),
+      model: "up-model",
+      previous_response_id: "resp_held_1",
+    });
   });
 
   it("is written anew where the gateway changes it: a null previous id left out", async () => {
@@ -352,10 +358,12 @@ describe("POST /v1/responses/input_tokens to a provider with a native Responses 
       input: "And?",
     });
     expect(upstream.refused).toEqual([]);
-    // The provider holds the chain under its own id: the body goes as the client wrote it.
+    // The provider holds the chain under its own id: the body goes as the client wrote it, with
+    // that id.
+    expect(first.id).not.toBe("resp_upstream_1");
     expect(upstream.last.body).toEqual({
       model: "up-model",
-      previous_response_id: first.id,
+      previous_response_id: "resp_upstream_1",
       input: "And?",
     });
     expect(chained.object).toBe("response.input_tokens");

@@ -353,8 +353,8 @@ describe("responses client -> anthropic wire: thinking blocks as a reasoning sum
       call_id: "toolu_1",
     });
 
-    // The next turn, chained: the stored reasoning item stays with the gateway; Anthropic gets the
-    // call and its result.
+    // The next turn, chained: the summary stays with the gateway; Anthropic gets the signed
+    // thinking the response kept (the client did not include it), the call and its result.
     claude.queue(anthropicJson("31 C in Jakarta.", { usage: [40, 8] }));
     const second = await openai.responses.create({
       model: "claude-think",
@@ -368,7 +368,9 @@ describe("responses client -> anthropic wire: thinking blocks as a reasoning sum
     expect(second.output_text).toBe("31 C in Jakarta.");
     const messages = claude.last.body.messages as { role: string; content: unknown }[];
     expect(messages.map((m) => m.role)).toEqual(["user", "assistant", "user"]);
+    expect(claude.last.body.thinking).toMatchObject({ type: "enabled" });
     expect(messages[1].content).toEqual([
+      { type: "thinking", thinking: THINKING.text, signature: THINKING.signature },
       expect.objectContaining({ type: "tool_use", id: "toolu_1", name: "get_weather" }),
     ]);
     expect(messages[2].content).toEqual([

@@ -19,10 +19,20 @@ export interface StoredResponse {
    * translated. Opaque: compared whole.
    */
   nativeHolder: string | null;
+  /**
+   * The id the native holder gave it (`id` is the gateway's own: a server may give an id again);
+   * null when translated.
+   */
+  nativeId: string | null;
   /** The Response object as the client got it. */
   response: StateItem;
   /** The turn's own input, as items with ids (what `input_items` lists). */
   inputItems: StateItem[];
+  /**
+   * The signed reasoning the answer came with (a reasoning item's `encrypted_content`) where the
+   * client was not shown it: a later turn of the chain sends it back. Null when there is none.
+   */
+  signedReasoning: string | null;
   /** Epoch ms. */
   createdAt: number;
 }
@@ -74,7 +84,10 @@ export interface ResponsesStateRepository {
   /**
    * Keeps a turn in one transaction: the response row (every response of its chain then lives
    * at least as long as it, so a chain is never replayed with a gap) and its items appended to
-   * its conversation, whose expiry moves on. Expired rows of every account go.
+   * its conversation, whose expiry moves on. A native response's id now names it on its server:
+   * every other response that server held under that id (of any account), and each continued from
+   * one of them on that server, is no longer held there (`nativeHolder` null). Expired rows of
+   * every account go.
    */
   saveTurn(turn: StoredTurn): Promise<void>;
 
@@ -134,8 +147,10 @@ export interface ResponseRow {
   id: string;
   previous_response_id: string | null;
   native_provider_id: string | null;
+  native_id: string | null;
   response_json: string;
   input_items_json: string;
+  signed_reasoning: string | null;
   created_at: number | string;
 }
 
@@ -152,8 +167,10 @@ export function responseFromRow(row: ResponseRow): StoredResponse {
     accountId: row.account_id,
     previousResponseId: row.previous_response_id,
     nativeHolder: row.native_provider_id,
+    nativeId: row.native_id,
     response: JSON.parse(row.response_json) as StateItem,
     inputItems: JSON.parse(row.input_items_json) as StateItem[],
+    signedReasoning: row.signed_reasoning,
     createdAt: Number(row.created_at),
   };
 }
@@ -253,8 +270,26 @@ const stretchChainSql = (p: (n: number) => string, max: string) => `
   UPDATE stored_responses SET expires_at = ${max}(expires_at, ${p(3)})
   WHERE account_id = ${p(2)} AND id IN (SELECT id FROM chain)`;
 
+/**
+ * The native server $1 (a provider and key) gave its id $2 to a new response: every response it
+ * held under that id, of any account, and each continued from one of them on that server (whose
+ * chain there runs through it), is held there no more. A later turn is sent the chain whole.
+ */
+const releaseNativeSql = (p: (n: number) => string) => `
+  WITH RECURSIVE taken(account_id, id) AS (
+    SELECT account_id, id FROM stored_responses
+    WHERE native_provider_id = ${p(1)} AND native_id = ${p(2)}
+    UNION
+    SELECT r.account_id, r.id FROM stored_responses r JOIN taken t
+      ON r.account_id = t.account_id AND r.previous_response_id = t.id
+    WHERE r.native_provider_id = ${p(1)}
+  )
+  UPDATE stored_responses SET native_provider_id = NULL
+  WHERE (account_id, id) IN (SELECT account_id, id FROM taken)`;
+
 /** The SQL both backends run, with their placeholders. */
 export const stateSql = {
   chain: chainSql,
   stretchChain: stretchChainSql,
+  releaseNative: releaseNativeSql,
 };

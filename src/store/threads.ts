@@ -13,6 +13,8 @@ export const THREAD_MAX_BYTES = 4 * 1024 * 1024;
 /**
  * The message threads the gateway holds for the models it translates to (an anthropic-wire
  * provider holds its own). Each reply's row replaces the one it continued, so a thread is one row.
+ * A row is its account's (keyed on the account and the reply's id): another account's row under
+ * the same id is neither found nor replaced.
  */
 export interface ThreadsRepository {
   find(accountId: string, messageId: string, now: number): Promise<ThreadConversation | undefined>;

@@ -3,8 +3,15 @@ import { generateText } from "ai";
 import OpenAI from "openai";
 import type { ResponseInputItem } from "openai/resources/responses/responses";
 import { beforeAll, describe, expect, it } from "vitest";
+import {
+  anthropicJson,
+  anthropicToolStreamSteps,
+  type RecordedRequest,
+  type Reply,
+} from "../support/fake-upstream.js";
 import { KEY } from "../support/gateway.js";
 import {
+  nativeFake,
   OTHER_KEY,
   type StateSetup,
   useStateGateway,
@@ -97,6 +104,17 @@ describe.each(wireModels)("Responses API state on %s", (model) => {
       ],
     });
     expect(answered.output_text).toBe(answerFor(WEATHER_RESULT));
+    // The SDK's ItemReference may leave out its type: `{ id }` alone is the same reference.
+    const typeless = await openai.responses.create({
+      model,
+      tools: [weatherTool],
+      input: [
+        { role: "user", content: "What is the weather in Jakarta?" },
+        { id: call.id },
+        { type: "function_call_output", call_id: call.call_id, output: WEATHER_RESULT },
+      ],
+    });
+    expect(typeless.output_text).toBe(answerFor(WEATHER_RESULT));
     expect(setup.refused()).toEqual([]);
     await expect(
       other.responses.create({
@@ -290,16 +308,25 @@ describe.each(wireModels)("Responses API state on %s", (model) => {
 });
 
 describe("Responses API state across wires", () => {
-  it("a native provider that served the turn before gets previous_response_id as written", async () => {
+  it("a native provider that served the turn before gets it as previous_response_id, by the id it gave it", async () => {
+    const given: unknown[] = [];
+    setup.nativeUp.reset((req) => {
+      const reply = nativeFake(req);
+      if (reply.kind === "json") given.push((reply.body as { id?: unknown }).id);
+      return reply;
+    });
     const first = await openai.responses.create({ model: "gpt-native", input: "My name is Ada." });
+    // The client's id is the gateway's own: a provider may give its ids again.
+    expect(first.id).not.toBe(given[0]);
     const second = await openai.responses.create({
       model: "gpt-native",
       previous_response_id: first.id,
       input: "What is my name?",
     });
     expect(second.output_text).toBe("Your name is Ada.");
+    expect(second.previous_response_id).toBe(first.id);
     expect(setup.nativeUp.last.body).toMatchObject({
-      previous_response_id: first.id,
+      previous_response_id: given[0],
       input: "What is my name?",
     });
   });
@@ -400,4 +427,240 @@ describe("the AI SDK's stored turns", () => {
       expect(setup.refused()).toEqual([]);
     },
   );
+});
+
+/** A native server that gives every response the same id, as one that draws them from a small range. */
+function repeatingIds(req: RecordedRequest): Reply {
+  const reply = nativeFake(req);
+  const id = "resp_1";
+  if (reply.kind === "json") return { ...reply, body: { ...(reply.body as object), id } };
+  if (reply.kind !== "sse") return reply;
+  const steps = reply.steps.map((step) => {
+    const data = step.data as { response?: object };
+    return data.response
+      ? { ...step, data: { ...data, response: { ...data.response, id } } }
+      : step;
+  });
+  return { ...reply, steps };
+}
+
+describe("stateful turns as OpenAI checks them", () => {
+  it("conversation items that are not Responses input items are refused naming the field, at creation, when added and in input; nothing is kept or sent", async () => {
+    const conversation = await openai.conversations.create({
+      items: [{ type: "message", role: "user", content: "My name is Ada." }],
+    });
+    const before = setup.chatUp.requests.length;
+    const malformed: [object, string][] = [
+      [{}, "items.0.role"],
+      [{ type: "wizardry", text: "abracadabra" }, "items.0.type"],
+      [{ type: "message", role: "user", content: 5 }, "items.0.content"],
+      [{ role: "wizard", content: "Hi." }, "items.0.role"],
+      [{ type: "function_call_output", output: "31 C" }, "items.0.call_id"],
+    ];
+    for (const [item, field] of malformed) {
+      const refused = { status: 400, code: "bad_request", message: expect.stringContaining(field) };
+      const items = [item] as ResponseInputItem[];
+      await expect(
+        openai.conversations.items.create(conversation.id, { items }),
+      ).rejects.toMatchObject(refused);
+      await expect(openai.conversations.create({ items })).rejects.toMatchObject(refused);
+      await expect(openai.responses.create({ model: "gpt-x", input: items })).rejects.toMatchObject(
+        {
+          status: 400,
+          message: expect.stringContaining(field.replace("items", "input")),
+        },
+      );
+    }
+    expect((await openai.conversations.items.list(conversation.id)).data).toHaveLength(1);
+    expect(setup.chatUp.requests.length).toBe(before);
+    const answer = await openai.responses.create({
+      model: "gpt-x",
+      conversation: conversation.id,
+      input: "What is my name?",
+    });
+    expect(answer.output_text).toBe("Your name is Ada.");
+  });
+
+  it("a native server that repeats its response ids: each response has an id of its own, and a chain continues its own turns, never another chain's or account's", async () => {
+    setup.nativeUp.reset(repeatingIds);
+    const model = "gpt-native";
+    const ada = await openai.responses.create({ model, input: "My name is Ada." });
+    const grace = await openai.responses
+      .stream({ model, input: "My name is Grace." })
+      .finalResponse();
+    const bob = await other.responses.create({ model, input: "My name is Bob." });
+    expect(new Set([ada.id, grace.id, bob.id]).size).toBe(3);
+    expect((await openai.responses.retrieve(ada.id)).output_text).toBe("Nice to meet you, Ada.");
+    const ask = (client: OpenAI, previous: string) =>
+      client.responses.create({ model, previous_response_id: previous, input: "What is my name?" });
+    expect((await ask(openai, ada.id)).output_text).toBe("Your name is Ada.");
+    expect((await ask(openai, grace.id)).output_text).toBe("Your name is Grace.");
+    const bobAsks = await ask(other, bob.id);
+    expect(bobAsks.output_text).toBe("Your name is Bob.");
+    // While nothing took its id since, the server's own chain is continued, under its own id.
+    const again = await ask(other, bobAsks.id);
+    expect(again.output_text).toBe("Your name is Bob.");
+    expect(setup.nativeUp.last.body).toMatchObject({
+      previous_response_id: "resp_1",
+      input: "What is my name?",
+    });
+    expect(setup.refused()).toEqual([]);
+  });
+
+  it("an input item the chain or the conversation already holds is refused naming its id, before anything is sent", async () => {
+    const asked = await openai.responses.create({
+      model: "gpt-x",
+      tools: [weatherTool],
+      input: "What is the weather in Jakarta?",
+    });
+    const call = asked.output.find((item) => item.type === "function_call");
+    if (call?.type !== "function_call" || !call.id) throw new Error("no function call");
+    const output: ResponseInputItem = {
+      type: "function_call_output",
+      call_id: call.call_id,
+      output: WEATHER_RESULT,
+    };
+    const before = setup.chatUp.requests.length;
+    const duplicate = {
+      status: 400,
+      code: "bad_request",
+      message: expect.stringContaining(`'${call.id}'`),
+    };
+    await expect(
+      openai.responses.create({
+        model: "gpt-x",
+        tools: [weatherTool],
+        previous_response_id: asked.id,
+        input: [call, output],
+      }),
+    ).rejects.toMatchObject(duplicate);
+    await expect(
+      openai.responses.create({
+        model: "gpt-x",
+        tools: [weatherTool],
+        previous_response_id: asked.id,
+        input: [{ type: "item_reference", id: call.id }, output],
+      }),
+    ).rejects.toMatchObject(duplicate);
+    const said = {
+      id: "msg_said_once",
+      type: "message",
+      role: "user",
+      content: [{ type: "input_text", text: "My name is Ada." }],
+    } as ResponseInputItem;
+    const conversation = await openai.conversations.create({ items: [said] });
+    await expect(
+      openai.responses.create({
+        model: "gpt-x",
+        conversation: conversation.id,
+        input: [said, { role: "user", content: "What is my name?" }],
+      }),
+    ).rejects.toMatchObject({ status: 400, message: expect.stringContaining("'msg_said_once'") });
+    expect(setup.chatUp.requests.length).toBe(before);
+    // Sent once, the loop goes on.
+    const answered = await openai.responses.create({
+      model: "gpt-x",
+      tools: [weatherTool],
+      previous_response_id: asked.id,
+      input: [output],
+    });
+    expect(answered.output_text).toBe(answerFor(WEATHER_RESULT));
+  });
+
+  it.each([false, true])(
+    "a stored Claude turn keeps its signed thinking though the client did not include it (stream: %s), and the chain sends it back with thinking on",
+    async (stream) => {
+      const thinking = {
+        text: "The user wants the weather; call the tool.",
+        signature: "sig-kept",
+      };
+      setup.anthropicUp.queue(
+        stream
+          ? {
+              kind: "sse",
+              steps: anthropicToolStreamSteps(
+                [{ id: "toolu_kept", name: WEATHER_TOOL, jsonPieces: ['{"city":"Jakarta"}'] }],
+                { thinking },
+              ),
+            }
+          : anthropicJson(null, {
+              thinking,
+              toolUses: [{ id: "toolu_kept", name: WEATHER_TOOL, input: { city: "Jakarta" } }],
+            }),
+        anthropicJson(answerFor(WEATHER_RESULT)),
+      );
+      const ask = {
+        model: "claude-x",
+        tools: [weatherTool],
+        reasoning: { effort: "medium" as const },
+      };
+      const asked = stream
+        ? await openai.responses
+            .stream({ ...ask, input: "What is the weather in Jakarta?" })
+            .finalResponse()
+        : await openai.responses.create({ ...ask, input: "What is the weather in Jakarta?" });
+      // What the client asked to see: no summary, no encrypted_content, so no reasoning item.
+      expect(asked.output.map((item) => item.type)).toEqual(["function_call"]);
+      expect(JSON.stringify(await openai.responses.retrieve(asked.id))).not.toContain(
+        "encrypted_content",
+      );
+      const answered = await openai.responses.create({
+        ...ask,
+        previous_response_id: asked.id,
+        input: [{ type: "function_call_output", call_id: "toolu_kept", output: WEATHER_RESULT }],
+      });
+      expect(answered.output_text).toBe(answerFor(WEATHER_RESULT));
+      expect(setup.refused()).toEqual([]);
+      const sent = setup.anthropicUp.last.body as {
+        thinking?: unknown;
+        messages: { role: string; content: unknown[] }[];
+      };
+      expect(sent.thinking).toMatchObject({ type: "enabled" });
+      expect(sent.messages[1].content).toEqual([
+        { type: "thinking", thinking: thinking.text, signature: thinking.signature },
+        expect.objectContaining({ type: "tool_use", id: "toolu_kept" }),
+      ]);
+    },
+  );
+
+  it("a store: false client that moves from Claude to a native provider does not send it the gateway's reasoning items", async () => {
+    setup.anthropicUp.queue(
+      anthropicJson(null, {
+        thinking: { text: "Call the tool.", signature: "sig-moved" },
+        toolUses: [{ id: "toolu_moved", name: WEATHER_TOOL, input: { city: "Jakarta" } }],
+      }),
+    );
+    const codex = {
+      store: false,
+      include: ["reasoning.encrypted_content" as const],
+      reasoning: { effort: "medium" as const },
+      tools: [weatherTool],
+    };
+    const user: ResponseInputItem = { role: "user", content: "What is the weather in Jakarta?" };
+    const asked = await openai.responses.create({ ...codex, model: "claude-x", input: [user] });
+    expect(asked.output[0]).toMatchObject({
+      type: "reasoning",
+      encrypted_content: expect.any(String),
+    });
+    const next = [
+      user,
+      ...(asked.output as ResponseInputItem[]),
+      { type: "function_call_output" as const, call_id: "toolu_moved", output: WEATHER_RESULT },
+    ];
+    for (const stream of [false, true]) {
+      const answered = stream
+        ? await openai.responses
+            .stream({ ...codex, model: "gpt-native", input: next })
+            .finalResponse()
+        : await openai.responses.create({ ...codex, model: "gpt-native", input: next });
+      expect(answered.output_text).toBe(answerFor(WEATHER_RESULT));
+      const sent = setup.nativeUp.last.body.input as { type?: string }[];
+      expect(sent.map((item) => item.type ?? "message")).toEqual([
+        "message",
+        "function_call",
+        "function_call_output",
+      ]);
+    }
+    expect(setup.refused()).toEqual([]);
+  });
 });

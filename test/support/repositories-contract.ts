@@ -721,6 +721,18 @@ export function describeRepositories(
         expect(await repos.threads.find("acct", "msg_2", 3)).toEqual(longer);
       });
 
+      it("keep two accounts' threads under one message id apart", async () => {
+        const theirs = { messages: [{ role: "user", content: "theirs" }] };
+        await repos.threads.save("acct", "msg_same", conversation, undefined, 0);
+        await repos.threads.save("other", "msg_same", theirs, undefined, 1);
+        expect(await repos.threads.find("acct", "msg_same", 2)).toEqual(conversation);
+        expect(await repos.threads.find("other", "msg_same", 2)).toEqual(theirs);
+        // A reply continuing one account's thread replaces that account's row only.
+        await repos.threads.save("other", "msg_next", theirs, "msg_same", 3);
+        expect(await repos.threads.find("acct", "msg_same", 4)).toEqual(conversation);
+        expect(await repos.threads.find("other", "msg_same", 4)).toBeUndefined();
+      });
+
       it("keep no conversation past the size bound", async () => {
         const huge = { messages: ["x".repeat(THREAD_MAX_BYTES)] };
         await repos.threads.save("acct", "msg_big", huge, undefined, 0);
@@ -736,8 +748,10 @@ export function describeRepositories(
         accountId: "acct",
         previousResponseId: previous,
         nativeHolder: null,
+        nativeId: null,
         response: { id, object: "response", output: [message(`out_${id}`, id)] },
         inputItems: [message(`in_${id}`, id)],
+        signedReasoning: null,
         createdAt: at,
       });
       const turn = (r: StoredResponse, now: number, conversation?: StoredTurn["conversation"]) =>
@@ -795,6 +809,57 @@ export function describeRepositories(
         await repos.responsesState.deleteResponse("acct", "resp_2", 2);
         expect(await repos.responsesState.findItems("acct", ["out_resp_2"], 2)).toEqual([]);
         expect(await repos.responsesState.findItems("acct", ["in_resp_1"], 1 + day)).toEqual([]);
+      });
+
+      it("keep the signed reasoning a response was answered with, beside what the client saw", async () => {
+        const signed = { ...response("resp_1", null, 0), signedReasoning: "mgw1.e30" };
+        await turn(signed, 0);
+        expect(await repos.responsesState.findResponse("acct", "resp_1", 1)).toEqual(signed);
+        expect(await repos.responsesState.responseChain("acct", "resp_1", 1)).toEqual([signed]);
+      });
+
+      it("an id a native server gives again names its newest response there: the responses it named before, and those continued from them on that server, are no longer held by it", async () => {
+        const native = (
+          r: StoredResponse,
+          nativeId: string,
+          holder = "server key",
+        ): StoredResponse => ({ ...r, nativeHolder: holder, nativeId });
+        await turn(native(response("resp_1", null, 0), "resp_n1"), 0);
+        await turn(native(response("resp_2", "resp_1", 1), "resp_n2"), 1);
+        // Translated in between: the server was sent the chain whole after it.
+        await turn(response("resp_3", "resp_2", 2), 2);
+        await turn(native(response("resp_4", "resp_3", 3), "resp_n3"), 3);
+        // Another key of the server (another project) has ids of its own.
+        await turn(native(response("resp_5", null, 4), "resp_n1", "server other-key"), 4);
+        const holders = async () =>
+          (await repos.responsesState.responseChain("acct", "resp_4", 5))?.map((r) => [
+            r.id,
+            r.nativeHolder,
+          ]);
+        expect(await holders()).toEqual([
+          ["resp_1", "server key"],
+          ["resp_2", "server key"],
+          ["resp_3", null],
+          ["resp_4", "server key"],
+        ]);
+        // Another account's response, given the first one's id by the same server.
+        const theirs = { ...native(response("resp_x", null, 5), "resp_n1"), accountId: "other" };
+        await repos.responsesState.saveTurn({
+          accountId: "other",
+          response: theirs,
+          now: 5,
+          expiresAt: 5 + day,
+        });
+        expect(await holders()).toEqual([
+          ["resp_1", null],
+          ["resp_2", null],
+          ["resp_3", null],
+          ["resp_4", "server key"],
+        ]);
+        expect(await repos.responsesState.findResponse("other", "resp_x", 6)).toEqual(theirs);
+        expect((await repos.responsesState.findResponse("acct", "resp_5", 6))?.nativeHolder).toBe(
+          "server other-key",
+        );
       });
 
       it("a response naming itself as the one it continues is a chain of one", async () => {

@@ -653,6 +653,19 @@ export function checkResponses(
         ? body.input.filter(isRecord)
         : [];
   const items = [...history, ...input];
+  // Encrypted reasoning opens only where it was made: OpenAI's is a token of its own (`gAAAA`...).
+  for (const item of input) {
+    const encrypted = item.type === "reasoning" ? item.encrypted_content : undefined;
+    if (typeof encrypted === "string" && !encrypted.startsWith("gAAAA")) {
+      return {
+        refusal: openaiRefusal(
+          `The encrypted content ${encrypted.slice(0, 8)}... could not be verified. Reason: Encrypted content could not be decrypted or parsed.`,
+          null,
+          "invalid_encrypted_content",
+        ),
+      };
+    }
+  }
   const calls = new Set<string>();
   for (const item of items) {
     if (item.type === "function_call") calls.add(String(item.call_id));

@@ -61,22 +61,42 @@ export async function openResponseTurn(
   const { repo, accountId, now } = context;
 
   let history: StateItem[] = [];
-  // The `responses_native` provider (and key) that holds the chain under the id named, as the
-  // gateway does.
+  // The `responses_native` provider (and key) that holds the chain, and the id it holds the
+  // response named under.
   let nativeHolder: string | null = null;
+  let nativePrevious: string | null = null;
   if (previousId) {
     const chain = await repo.responseChain(accountId, previousId, now());
     if (!chain) throw unknownPrevious(previousId);
     // A chain whose oldest response continues one no longer held was cut by a delete: the
     // provider's own chain still has the deleted turns, so it is sent the gateway's instead.
-    if (chain[0].previousResponseId === null) nativeHolder = chain[chain.length - 1].nativeHolder;
-    history = chain.flatMap((r) => [...r.inputItems, ...outputItems(r.response)]);
+    const last = chain[chain.length - 1];
+    if (chain[0].previousResponseId === null && last.nativeId !== null) {
+      nativeHolder = last.nativeHolder;
+      nativePrevious = last.nativeId;
+    }
+    history = chain.flatMap((r) => [
+      ...r.inputItems,
+      ...signedItems(r),
+      ...outputItems(r.response),
+    ]);
   } else if (conversationId) {
     const held = await repo.listItems(accountId, conversationId, now());
     if (!held) throw unknownConversation(conversationId);
     history = held.items;
   }
-  const { items: input, references } = inputItems(body.input, history);
+  const repeated = heldItemId(body.input, history);
+  if (repeated !== undefined) {
+    const holder = previousId
+      ? "the turns of `previous_response_id` already hold it"
+      : "the conversation already holds it";
+    throw new GatewayError(
+      400,
+      "bad_request",
+      `Duplicate item found with id '${repeated}': ${holder}, and would be sent twice. Send in \`input\` only the items that are new since then.`,
+    );
+  }
+  const { items: input, references } = inputItems(body.input);
   if (references.length > 0) await resolveReferences(context, input, references);
   const rewritten = history.length > 0 || references.length > 0;
   const replay = rewritten ? { ...body, input: [...history, ...input] } : body;
@@ -85,13 +105,20 @@ export async function openResponseTurn(
   let replayedBytes = history.length > 0 ? Buffer.byteLength(JSON.stringify(history)) : 0;
   for (const at of references) replayedBytes += Buffer.byteLength(JSON.stringify(input[at]));
 
+  // A native server's answer is given the gateway's id: a server may give its own ids again (to
+  // another chain, another account), and the client continues with the one it got.
+  const ownId = randomId("resp_");
+  let nativeId: string | null = null;
+  let signed: { responseId: string; encrypted: string } | undefined;
+
   return {
     body: replay,
     replayedBytes,
     turn: {
       nativeBody(server) {
-        // The provider that served the response named holds the chain under that id itself.
-        if (nativeHolder !== null && nativeHolder === holderOf(server)) return body;
+        // The provider that served the response named holds the chain under its own id.
+        if (nativeHolder !== null && nativeHolder === holderOf(server))
+          return { ...body, previous_response_id: nativePrevious };
         // Nothing replayed and nothing to leave out: the client's body itself, as it sent it.
         if (!rewritten && !("previous_response_id" in body) && !("conversation" in body))
           return body;
@@ -104,22 +131,32 @@ export async function openResponseTurn(
         return native;
       },
       echo(response) {
+        if (typeof response.id === "string" && response.id !== ownId) nativeId = response.id;
+        response.id = ownId;
         response.previous_response_id = previousId ?? null;
         if (conversationId) response.conversation = { id: conversationId };
       },
+      keepSigned: store
+        ? (responseId, encrypted) => {
+            signed = { responseId, encrypted };
+          }
+        : undefined,
       async record(answer, native) {
         const id = answer.id;
         if (typeof id !== "string") return;
         const at = now();
         const output = outputItems(answer);
+        const heldNatively = native !== null && nativeId !== null;
         const response: StoredResponse | undefined = store
           ? {
               id,
               accountId,
               previousResponseId: previousId ?? null,
-              nativeHolder: native ? holderOf(native) : null,
+              nativeHolder: heldNatively ? holderOf(native) : null,
+              nativeId: heldNatively ? nativeId : null,
               response: answer,
               inputItems: input,
+              signedReasoning: signed?.responseId === id ? signed.encrypted : null,
               createdAt: at,
             }
           : undefined;
@@ -181,6 +218,18 @@ function outputItems(response: Json): StateItem[] {
   return Array.isArray(output) ? output.filter(isItem) : [];
 }
 
+/**
+ * The signed reasoning a stored response kept where its client was not shown it, as the reasoning
+ * item that goes back ahead of the response's output (an anthropic-wire model keeps thinking
+ * through a tool loop only with it).
+ */
+function signedItems(response: StoredResponse): StateItem[] {
+  const encrypted = response.signedReasoning;
+  return encrypted === null
+    ? []
+    : [{ type: "reasoning", summary: [], encrypted_content: encrypted }];
+}
+
 const isItem = (value: unknown): value is StateItem =>
   typeof value === "object" && value !== null && !Array.isArray(value);
 
@@ -202,6 +251,18 @@ function duplicateItemId(input: unknown): string | undefined {
   return undefined;
 }
 
+/**
+ * The first id in `input` (an `item_reference` gives the id it names) that an item of `history`
+ * (the chain's, or the conversation's) has: OpenAI refuses an item sent twice.
+ */
+function heldItemId(input: unknown, history: StateItem[]): string | undefined {
+  if (!Array.isArray(input) || history.length === 0) return undefined;
+  const held = new Set<unknown>(history.map((item) => item.id));
+  for (const item of input)
+    if (isItem(item) && typeof item.id === "string" && held.has(item.id)) return item.id;
+  return undefined;
+}
+
 /** Whether `input` refers to an item of a stored response (`item_reference`), which a turn resolves. */
 function namesStoredItem(input: unknown): boolean {
   return (
@@ -211,14 +272,10 @@ function namesStoredItem(input: unknown): boolean {
 
 /**
  * The request's `input` as items, each with an id and in the shape OpenAI lists them (a string
- * is one user message; a message's string content is one text part). An `item_reference` to an
- * item of the chain is that item; one to any other item is left in place, its index listed in
- * `references` for `resolveReferences`.
+ * is one user message; a message's string content is one text part). An `item_reference` is
+ * left in place, its index listed in `references` for `resolveReferences`.
  */
-export function inputItems(
-  input: unknown,
-  history: StateItem[] = [],
-): { items: StateItem[]; references: number[] } {
+export function inputItems(input: unknown): { items: StateItem[]; references: number[] } {
   if (typeof input === "string")
     return { items: [asItem({ role: "user", content: input })], references: [] };
   if (!Array.isArray(input)) return { items: [], references: [] };
@@ -226,13 +283,8 @@ export function inputItems(
   const references: number[] = [];
   for (const raw of input) {
     if (!isItem(raw)) continue;
-    if (raw.type === "item_reference") {
-      const referenced = history.find((item) => item.id === raw.id);
-      if (!referenced) references.push(items.length);
-      items.push(referenced ?? raw);
-      continue;
-    }
-    items.push(asItem(raw));
+    if (raw.type === "item_reference") references.push(items.length);
+    items.push(raw.type === "item_reference" ? raw : asItem(raw));
   }
   return { items, references };
 }

@@ -76,9 +76,96 @@ export const messagesBody = z.looseObject({
   stream: z.boolean().optional(),
 });
 
+/** Parts of a message's content, or of a tool's output: each names its type. */
+const responsesParts = z.array(z.looseObject({ type: z.string() }));
+
+/** The item types of OpenAI's Responses input (its `InputItem`) besides the three read here. */
+const otherItemTypes = [
+  "reasoning",
+  "item_reference",
+  "file_search_call",
+  "web_search_call",
+  "computer_call",
+  "computer_call_output",
+  "tool_search_call",
+  "tool_search_output",
+  "additional_tools",
+  "configuration_update",
+  "compaction",
+  "compaction_trigger",
+  "image_generation_call",
+  "code_interpreter_call",
+  "local_shell_call",
+  "local_shell_call_output",
+  "shell_call",
+  "shell_call_output",
+  "apply_patch_call",
+  "apply_patch_call_output",
+  "mcp_list_tools",
+  "mcp_approval_request",
+  "mcp_approval_response",
+  "mcp_call",
+  "custom_tool_call",
+  "custom_tool_call_output",
+  "program",
+  "program_output",
+] as const;
+
+/**
+ * One Responses input item, as OpenAI checks it (a conversation's items are the same): a message
+ * (`type` may be left out) with its role and content, a function call or its output with what
+ * ties them together, or another item of a type the API has. Anything else is refused, as OpenAI
+ * refuses it, rather than stored, dropped later or refused by the provider.
+ */
+/**
+ * An item of Responses `input` (or a conversation's items). An item reference may leave out its
+ * `type` (the openai SDK's `ResponseInputItem.ItemReference`: `{ id }`): it is read as one.
+ */
+export const responsesInputItem = z.preprocess(
+  (item) => (isTypelessReference(item) ? { type: "item_reference", id: item.id } : item),
+  responsesItemShapes(),
+);
+
+function isTypelessReference(item: unknown): item is { id: string } {
+  if (typeof item !== "object" || item === null) return false;
+  const fields = item as Record<string, unknown>;
+  return fields.type == null && fields.role === undefined && typeof fields.id === "string";
+}
+
+function responsesItemShapes() {
+  return z.discriminatedUnion(
+    "type",
+    [
+      z.looseObject({
+        type: z.literal("message").optional(),
+        role: z.enum(["user", "assistant", "system", "developer"]),
+        content: z.union([z.string(), responsesParts]),
+      }),
+      z.looseObject({
+        type: z.literal("function_call"),
+        call_id: z.string(),
+        name: z.string(),
+        arguments: z.string(),
+      }),
+      z.looseObject({
+        type: z.literal("function_call_output"),
+        call_id: z.string(),
+        output: z.union([z.string(), responsesParts]),
+      }),
+      z.looseObject({ type: z.enum(otherItemTypes) }),
+    ],
+    {
+      error: (issue) =>
+        issue.code === "invalid_union"
+          ? `not an item type of the Responses API; expected one of message, function_call, function_call_output, ${otherItemTypes.join(", ")}.`
+          : undefined,
+    },
+  );
+}
+
 export const responsesBody = z.looseObject({
   model: z.string().min(1),
-  input: z.union([z.string(), z.array(z.looseObject({}))]),
+  input: z.union([z.string(), z.array(responsesInputItem)]),
   instructions: z.string().nullish(),
   stream: z.boolean().optional(),
   max_output_tokens: z.number().int().positive().nullish(),

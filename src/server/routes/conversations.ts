@@ -7,6 +7,7 @@ import { GatewayError } from "../errors.js";
 import { readJson, readOptionalJson } from "../http/body.js";
 import type { AppEnv, Handler } from "../http/context.js";
 import { randomId } from "../wire/translate/shared.js";
+import { responsesInputItem } from "./completions.js";
 import { itemList, pageQuery } from "./responses-state.js";
 
 /**
@@ -21,9 +22,9 @@ const metadata = z
   .record(z.string().max(64), z.string().max(512))
   .refine((m) => Object.keys(m).length <= 16, "at most 16 keys");
 
-/** Items added at once, as OpenAI bounds them. */
+/** Items added at once, as OpenAI bounds them; each a Responses input item. */
 const maxItemsPerCall = 20;
-const items = z.array(z.looseObject({})).max(maxItemsPerCall);
+const items = z.array(responsesInputItem).max(maxItemsPerCall);
 
 const createBody = z.looseObject({ items: items.nullish(), metadata: metadata.nullish() });
 const updateBody = z.looseObject({ metadata: metadata.nullable() });

@@ -12,8 +12,9 @@ import { providerOf, servesNatively } from "../providers/registry.js";
 import type { CompletionRequest } from "../wire/completion-types.js";
 import type { ChatCompletionRequest } from "../wire/openai-types.js";
 import { toChatRequest, toMessagesRequest } from "../wire/to-provider.js";
+import { withoutGatewayReasoning } from "../wire/translate/encrypted-reasoning.js";
 import { estimateRequestTokens, estimateTokens } from "../wire/usage.js";
-import { messagesBody } from "./completions.js";
+import { messagesBody, responsesInputItem } from "./completions.js";
 
 /** A Messages body without the output limit, which counting does not need. */
 const countBody = messagesBody.omit({ max_tokens: true });
@@ -40,7 +41,7 @@ export function countTokensHandler(services: CountServices): Handler {
 /** What the Responses API's `input_tokens` takes: a Responses body without its output settings. */
 const inputTokensBody = z.looseObject({
   model: z.string().min(1),
-  input: z.union([z.string(), z.array(z.looseObject({})), z.null()]).optional(),
+  input: z.union([z.string(), z.array(responsesInputItem), z.null()]).optional(),
   instructions: z.string().nullish(),
 });
 
@@ -72,7 +73,7 @@ export function responsesInputTokensHandler(services: CountServices): Handler {
       // A provider that speaks the Responses API counts the body as /v1/responses would send it.
       if (provider.countResponsesTokens && servesNatively(attempt.provider, "responses")) {
         const server = { providerId: attempt.provider.id, secret: attempt.credential.secret };
-        const native = turn ? turn.turn.nativeBody(server) : body;
+        const native = withoutGatewayReasoning(turn ? turn.turn.nativeBody(server) : body);
         return provider.countResponsesTokens(services, attempt, { body: native, signal });
       }
       const req: CompletionRequest = {

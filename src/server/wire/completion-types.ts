@@ -41,17 +41,24 @@ export interface NativeServer {
 /** A responses request's turn (`dispatch/response-state.ts` opens and records it). */
 export interface ResponseTurn {
   /**
-   * The body for a provider that speaks the Responses API itself: the client's own (the same
-   * object) when that provider, with the same key, served the response it continues, or when
-   * nothing was replayed and the body names no previous response or conversation; else the chain
-   * replayed.
+   * The body for a provider that speaks the Responses API itself: the client's own with the
+   * provider's id for the response it continues, when that provider, with the same key, served
+   * it; the client's own (the same object) when nothing was replayed and the body names no
+   * previous response or conversation; else the chain replayed.
    */
   nativeBody(server: NativeServer): Record<string, unknown>;
   /**
    * A native provider's Response says what the client asked (`previous_response_id`,
-   * `conversation`), not what it was sent in their place.
+   * `conversation`), not what it was sent in their place, and has the gateway's id for the
+   * response (the provider's is kept for the next turn: a provider may give its ids again).
    */
   echo(response: Record<string, unknown>): void;
+  /**
+   * Present when the response is stored: the signed reasoning of a translated answer whose
+   * client did not include `reasoning.encrypted_content` is kept with it for the chain, as the
+   * encoded `encrypted_content` of response `responseId`.
+   */
+  keepSigned?: (responseId: string, encrypted: string) => void;
   /** Called with the whole Response; `native` is the server whose own id it is (null: translated). */
   record(response: Record<string, unknown>, native: NativeServer | null): Promise<void>;
 }

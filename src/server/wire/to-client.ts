@@ -57,7 +57,12 @@ export function fromChatJson(req: CompletionRequest, resp: ChatCompletionRespons
   if (req.style === "responses") {
     return {
       kind: "json",
-      body: chatResponseToResponses(resp, req.clientModel, req.body as ResponsesRequest),
+      body: chatResponseToResponses(
+        resp,
+        req.clientModel,
+        req.body as ResponsesRequest,
+        req.responseTurn?.keepSigned,
+      ),
       usage,
     };
   }
@@ -101,7 +106,11 @@ export function fromChatChunks(
           () => meter.billedAhead(),
           !thinkingOmitted(req.body as MessagesRequest),
         )
-      : new ChatStreamToResponses(req.clientModel, req.body as ResponsesRequest);
+      : new ChatStreamToResponses(
+          req.clientModel,
+          req.body as ResponsesRequest,
+          req.responseTurn?.keepSigned,
+        );
   async function* pieces(): AsyncGenerator<StreamPiece> {
     let finished = false;
     for await (const chunk of chunks) {

@@ -153,6 +153,39 @@ describe("postgres migrations", () => {
     expect(await functionDefinitions(halfMigratedBefore)).toEqual(current);
   });
 
+  it("keeps message threads and stored responses through the steps that key threads per account and give native responses their server's id", async () => {
+    const [pool] = await freshPools(1);
+    const first = postgresMigrations.findIndex((step) => step.id === "message-threads-per-account");
+    await migrateWith(pool, postgresMigrations.slice(0, first));
+    await pool.query(`INSERT INTO message_threads (message_id, account_id, conversation_json, expires_at)
+      VALUES ('msg_1', 'acct', '{"messages":[]}', 10)`);
+    await pool.query(`INSERT INTO stored_responses (account_id, id, previous_response_id,
+        native_provider_id, response_json, input_items_json, created_at, expires_at)
+      VALUES ('acct', 'resp_native', NULL, 'native key', '{}', '[]', 1, 10),
+        ('acct', 'resp_translated', NULL, NULL, '{}', '[]', 1, 10)`);
+    const otherAccount = () =>
+      pool.query(`INSERT INTO message_threads VALUES ('msg_1', 'other', '{"messages":[1]}', 10)`);
+    await expect(otherAccount()).rejects.toThrow(/duplicate key/);
+    expect(await migratePostgres(pool)).toEqual(
+      postgresMigrations.slice(first).map((step) => step.id),
+    );
+    await otherAccount();
+    const threads = await pool.query(
+      "SELECT account_id, conversation_json FROM message_threads ORDER BY 1",
+    );
+    expect(threads.rows).toEqual([
+      { account_id: "acct", conversation_json: '{"messages":[]}' },
+      { account_id: "other", conversation_json: '{"messages":[1]}' },
+    ]);
+    const responses = await pool.query(
+      "SELECT id, native_id, signed_reasoning FROM stored_responses ORDER BY id",
+    );
+    expect(responses.rows).toEqual([
+      { id: "resp_native", native_id: "resp_native", signed_reasoning: null },
+      { id: "resp_translated", native_id: null, signed_reasoning: null },
+    ]);
+  });
+
   it("takes the wires a provider may speak from the list each start gives", async () => {
     const [pool] = await freshPools(1);
     await migratePostgres(pool, { wires: ["openai", "mock"] });

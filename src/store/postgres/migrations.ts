@@ -495,6 +495,25 @@ export const postgresMigrations: MigrationStep[] = [
   CREATE INDEX jobs_request ON jobs(request_id);
   `,
   },
+  {
+    // As SQLite's step 18: a message thread is keyed on its account and the reply's id.
+    id: "message-threads-per-account",
+    sql: `
+  ALTER TABLE message_threads DROP CONSTRAINT message_threads_pkey;
+  ALTER TABLE message_threads ADD PRIMARY KEY (account_id, message_id);
+  `,
+  },
+  {
+    // As SQLite's step 19: the id a native server gave a stored response, and the signed
+    // reasoning kept for its chain.
+    id: "responses-native-id",
+    sql: `
+  ALTER TABLE stored_responses ADD COLUMN native_id text;
+  ALTER TABLE stored_responses ADD COLUMN signed_reasoning text;
+  UPDATE stored_responses SET native_id = id WHERE native_provider_id IS NOT NULL;
+  CREATE INDEX stored_responses_native ON stored_responses(native_provider_id, native_id);
+  `,
+  },
 ];
 
 /** The trigger function that refuses a provider row naming a wire not in `wires`. */

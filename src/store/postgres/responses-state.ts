@@ -20,7 +20,7 @@ import {
   type StoredTurn,
   stateSql,
 } from "../responses-state.js";
-import { inTransaction, type Queryable } from "./transaction.js";
+import { inTransaction, lockFor, type Queryable } from "./transaction.js";
 
 type Row = ResponseRow;
 
@@ -102,14 +102,29 @@ export class PostgresResponsesState implements ResponsesStateRepository {
   async saveTurn(turn: StoredTurn): Promise<void> {
     const { accountId, response, conversation, now, expiresAt } = turn;
     const previous = response ? previousLink(response) : null;
+    // A native response may take its id from others on its server (releaseNative).
+    const native = response?.nativeHolder != null && response.nativeId !== null;
     // A first turn is one statement: no transaction round trips around it.
-    if (response && !previous && !conversation && !this.pruneDue(now)) {
+    if (response && !previous && !native && !conversation && !this.pruneDue(now)) {
       await putResponse(this.pool, accountId, response, null, expiresAt);
       return;
     }
     await inTransaction(this.pool, async (client) => {
       await this.prune(client, now);
       if (response) {
+        if (native) {
+          // Two gateways keeping responses a server gave one id must not each miss the other's.
+          await lockFor(
+            client,
+            "nativeResponseId",
+            `${response.nativeHolder} ${response.nativeId}`,
+          );
+          await client.query({
+            name: "responses_release_native",
+            text: stateSql.releaseNative(pgParam),
+            values: [response.nativeHolder, response.nativeId],
+          });
+        }
         await putResponse(client, accountId, response, previous, expiresAt);
         if (previous) {
           await client.query({
@@ -263,25 +278,30 @@ async function putResponse(
     name: "responses_put",
     text: `WITH put AS (
         INSERT INTO stored_responses (account_id, id, previous_response_id,
-          native_provider_id, response_json, input_items_json, created_at, expires_at)
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+          native_provider_id, native_id, response_json, input_items_json, signed_reasoning,
+          created_at, expires_at)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
         ON CONFLICT (account_id, id) DO UPDATE SET
           previous_response_id = excluded.previous_response_id,
           native_provider_id = excluded.native_provider_id,
+          native_id = excluded.native_id,
           response_json = excluded.response_json,
           input_items_json = excluded.input_items_json,
+          signed_reasoning = excluded.signed_reasoning,
           created_at = excluded.created_at, expires_at = excluded.expires_at
       )
       INSERT INTO response_items (account_id, item_id, response_id)
-      SELECT $1, item_id, $2 FROM unnest($9::text[]) AS item_id
+      SELECT $1, item_id, $2 FROM unnest($11::text[]) AS item_id
       ON CONFLICT DO NOTHING`,
     values: [
       accountId,
       response.id,
       previous,
       response.nativeHolder,
+      response.nativeId,
       JSON.stringify(response.response),
       JSON.stringify(response.inputItems),
+      response.signedReasoning,
       response.createdAt,
       expiresAt,
       itemIdsOf(response),

@@ -52,7 +52,7 @@ export class PostgresThreads implements ThreadsRepository {
         name: "threads_put",
         text: `INSERT INTO message_threads (message_id, account_id, conversation_json, expires_at)
           VALUES ($1, $2, $3, $4)
-          ON CONFLICT (message_id) DO UPDATE SET account_id = excluded.account_id,
+          ON CONFLICT (account_id, message_id) DO UPDATE SET
             conversation_json = excluded.conversation_json, expires_at = excluded.expires_at`,
         values: [messageId, accountId, json, now + THREAD_TTL_MS],
       });

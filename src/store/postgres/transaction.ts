@@ -39,6 +39,7 @@ const lockClass = {
   jobSubmissions: 718_201,
   deviceCodes: 718_202,
   configApply: 718_203,
+  nativeResponseId: 718_204,
 } as const;
 
 export async function lockFor(

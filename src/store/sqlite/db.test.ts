@@ -93,6 +93,40 @@ describe("migrations", () => {
     db.close();
   });
 
+  it("upgrade a version-16 file: a message thread stays its account's, and a native response knows its server's id", () => {
+    const path = join(dir, "v16.db");
+    const old = new Database(path);
+    for (const step of migrations.slice(0, 16)) old.exec(step);
+    old.pragma("user_version = 16");
+    old.exec(`INSERT INTO message_threads (message_id, account_id, conversation_json, expires_at)
+      VALUES ('msg_1', 'acct', '{"messages":[]}', 10);
+      INSERT INTO stored_responses (account_id, id, previous_response_id, native_provider_id,
+        response_json, input_items_json, created_at, expires_at)
+      VALUES ('acct', 'resp_native', NULL, 'native key', '{}', '[]', 1, 10),
+        ('acct', 'resp_translated', NULL, NULL, '{}', '[]', 1, 10);`);
+    // Keyed on the message id alone: another account's row under it replaced this one.
+    expect(() =>
+      old.exec(`INSERT INTO message_threads VALUES ('msg_1', 'other', '{"messages":[]}', 10)`),
+    ).toThrow(/UNIQUE/);
+    old.close();
+
+    const db = openDatabase(path);
+    db.exec(`INSERT INTO message_threads VALUES ('msg_1', 'other', '{"messages":[1]}', 10)`);
+    expect(
+      db.prepare("SELECT account_id, conversation_json FROM message_threads ORDER BY 1").all(),
+    ).toEqual([
+      { account_id: "acct", conversation_json: '{"messages":[]}' },
+      { account_id: "other", conversation_json: '{"messages":[1]}' },
+    ]);
+    expect(
+      db.prepare("SELECT id, native_id, signed_reasoning FROM stored_responses ORDER BY id").all(),
+    ).toEqual([
+      { id: "resp_native", native_id: "resp_native", signed_reasoning: null },
+      { id: "resp_translated", native_id: null, signed_reasoning: null },
+    ]);
+    db.close();
+  });
+
   it("take the wires a provider may speak from the list given at each open", () => {
     const db = openDatabase(join(dir, "wires.db"));
     checkWires(db, ["openai", "mock"]);

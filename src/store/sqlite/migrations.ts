@@ -444,4 +444,31 @@ export const migrations: string[] = [
   CREATE INDEX jobs_listing ON jobs(account_id, created_at);
   CREATE INDEX jobs_request ON jobs(request_id);
   `,
+  // 18: a message thread is its account's: keyed on the account and the reply's id, so one
+  // account's row is never replaced by, or handed to, another's under the same id. SQLite cannot
+  // change a primary key, so the table is rebuilt (its columns in the same order).
+  `
+  CREATE TABLE message_threads_new (
+    message_id TEXT NOT NULL,
+    account_id TEXT NOT NULL,
+    conversation_json TEXT NOT NULL,
+    expires_at INTEGER NOT NULL,
+    PRIMARY KEY (account_id, message_id)
+  );
+  INSERT INTO message_threads_new (message_id, account_id, conversation_json, expires_at)
+  SELECT message_id, account_id, conversation_json, expires_at FROM message_threads;
+  DROP TABLE message_threads;
+  ALTER TABLE message_threads_new RENAME TO message_threads;
+  CREATE INDEX message_threads_expiry ON message_threads(expires_at);
+  `,
+  // 19: a stored response's id is the gateway's own; the id a responses_native server gave it
+  // (which that server may give again) is kept beside it, indexed to find the responses an id
+  // given again takes from the server. Rows from before were stored under the server's id. And
+  // the signed reasoning of an answer, kept for the chain where the client was not shown it.
+  `
+  ALTER TABLE stored_responses ADD COLUMN native_id TEXT;
+  ALTER TABLE stored_responses ADD COLUMN signed_reasoning TEXT;
+  UPDATE stored_responses SET native_id = id WHERE native_provider_id IS NOT NULL;
+  CREATE INDEX stored_responses_native ON stored_responses(native_provider_id, native_id);
+  `,
 ];

@@ -36,6 +36,7 @@ export class SqliteResponsesState implements ResponsesStateRepository {
     | "findItem"
     | "pruneResponseItems"
     | "putResponse"
+    | "releaseNative"
     | "stretchChain"
     | "pruneResponses"
     | "pruneItems"
@@ -65,9 +66,11 @@ export class SqliteResponsesState implements ResponsesStateRepository {
       ),
       putResponse: db.prepare(
         `INSERT OR REPLACE INTO stored_responses (account_id, id, previous_response_id,
-          native_provider_id, response_json, input_items_json, created_at, expires_at)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+          native_provider_id, native_id, response_json, input_items_json, signed_reasoning,
+          created_at, expires_at)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       ),
+      releaseNative: db.prepare(stateSql.releaseNative(sqliteParam)),
       stretchChain: db.prepare(stateSql.stretchChain(sqliteParam, "MAX")),
       putResponseItem: db.prepare(
         "INSERT OR IGNORE INTO response_items (account_id, item_id, response_id) VALUES (?, ?, ?)",
@@ -166,13 +169,17 @@ export class SqliteResponsesState implements ResponsesStateRepository {
       this.prune(now);
       if (response) {
         const previous = previousLink(response);
+        if (response.nativeHolder !== null && response.nativeId !== null)
+          this.s.releaseNative.run({ p1: response.nativeHolder, p2: response.nativeId });
         this.s.putResponse.run(
           accountId,
           response.id,
           previous,
           response.nativeHolder,
+          response.nativeId,
           JSON.stringify(response.response),
           JSON.stringify(response.inputItems),
+          response.signedReasoning,
           response.createdAt,
           expiresAt,
         );

@@ -20,6 +20,7 @@ import {
   toChatRequest,
   withRewrite,
 } from "../../wire/to-provider.js";
+import { withoutGatewayReasoning } from "../../wire/translate/encrypted-reasoning.js";
 import { encodeResponsesEvents } from "../../wire/translate/errors.js";
 import { baseResponse, failedEvents } from "../../wire/translate/responses.js";
 import { nowSeconds, randomId } from "../../wire/translate/shared.js";
@@ -79,9 +80,10 @@ async function nativeResponses(
   headers: Record<string, string>,
 ): Promise<CompletionResult> {
   const { provider, model } = attempt;
-  const client =
+  const client = withoutGatewayReasoning(
     req.responseTurn?.nativeBody({ providerId: provider.id, secret: attempt.credential.secret }) ??
-    req.body;
+      req.body,
+  );
   const body: Record<string, unknown> = { ...client, model: model.upstream_model };
   // Every response is answered complete (docs/stateful-apis.md), `background` ones too: the
   // provider would answer one queued, which the gateway could neither store nor serve to the

@@ -36,6 +36,23 @@ export function decodeReasoning(encrypted: unknown): ReasoningDetail[] {
   }
 }
 
+/**
+ * A Responses body for a provider that speaks the Responses API itself, without the reasoning
+ * items whose `encrypted_content` the gateway made (a client that kept no state sends back what an
+ * anthropic-wire model answered): that provider cannot open them and would refuse the request.
+ * The body itself when it has none.
+ */
+export function withoutGatewayReasoning<T extends Record<string, unknown>>(body: T): T {
+  const input = body.input;
+  if (!Array.isArray(input) || !input.some(isGatewayReasoning)) return body;
+  return { ...body, input: input.filter((item) => !isGatewayReasoning(item)) };
+}
+
+const isGatewayReasoning = (item: unknown): boolean =>
+  isRecord(item) &&
+  item.type === "reasoning" &&
+  !!asString(item.encrypted_content)?.startsWith(prefix);
+
 /** The well-formed details of a list, each with only the fields a detail has. */
 function reasoningDetails(value: unknown): ReasoningDetail[] {
   const out: ReasoningDetail[] = [];

@@ -732,10 +732,17 @@ function summaryPart(text: string) {
   return { type: "summary_text" as const, text };
 }
 
+/**
+ * Where the signed reasoning the client did not include goes: the stored response keeps it for
+ * its chain (`ResponseTurn.keepSigned`).
+ */
+export type KeepSigned = (responseId: string, encrypted: string) => void;
+
 export function chatResponseToResponses(
   resp: ChatCompletionResponse,
   clientModel: string,
   req?: ResponsesRequest,
+  keepSigned?: KeepSigned,
 ): ResponseObject {
   // Created when the chat answer was: the provider's time, or the kit's clock for the mock.
   const createdAt = asNumber(resp.created) ?? nowSeconds();
@@ -747,9 +754,12 @@ export function chatResponseToResponses(
 
   // The thinking first, as the Responses API lists it: before the message and the calls.
   const summary = wantsSummary(req) ? chatReasoning(message) || undefined : undefined;
-  const encrypted = wantsEncrypted(req) ? encodeReasoning(message.reasoning_details) : undefined;
+  const signed =
+    wantsEncrypted(req) || keepSigned ? encodeReasoning(message.reasoning_details) : undefined;
+  const encrypted = wantsEncrypted(req) ? signed : undefined;
   if (summary !== undefined || encrypted !== undefined)
     response.output.push(reasoningItem(randomId("rs_"), summary, encrypted));
+  if (signed !== undefined && encrypted === undefined) keepSigned?.(response.id, signed);
 
   const text = typeof message.content === "string" ? message.content : contentText(message.content);
   const refusal = asString(message.refusal);
@@ -836,6 +846,8 @@ export class ChatStreamToResponses {
   private readonly summary: boolean;
   /** Whether the request included the signed reasoning (`reasoning.encrypted_content`). */
   private readonly encrypted: boolean;
+  /** The signed reasoning the client did not include, for `keepSigned` once the answer is whole. */
+  private readonly unshown: unknown[] = [];
   private reasoning: OpenReasoning | undefined;
   private readonly tools = new Map<number, ToolItem>();
   private finishReason: unknown = null;
@@ -845,7 +857,11 @@ export class ChatStreamToResponses {
   private current: Usage = emptyUsage();
   private readonly names: Map<string, NamespacedName> | undefined;
 
-  constructor(clientModel: string, req?: ResponsesRequest) {
+  constructor(
+    clientModel: string,
+    req?: ResponsesRequest,
+    private readonly keepSigned?: KeepSigned,
+  ) {
     this.response = baseResponse(req, clientModel, randomId("resp_"), nowSeconds());
     this.names = namespacedTools(req);
     this.summary = wantsSummary(req);
@@ -886,7 +902,7 @@ export class ChatStreamToResponses {
     if (this.encrypted && details.length > 0) {
       out.push(...this.openReasoning());
       this.reasoning?.details.push(...details);
-    }
+    } else if (this.keepSigned) this.unshown.push(...details);
     const text = (asString(delta.content) ?? "") + (asString(delta.refusal) ?? "");
     if (text) out.push(...this.appendText(text, chatLogprobs(choice.logprobs)));
     if (delta.annotations !== undefined && this.text)
@@ -916,6 +932,8 @@ export class ChatStreamToResponses {
     this.response.status = status;
     this.response.incomplete_details = incomplete_details;
     this.response.usage = responsesUsage(this.current, this.reasoningTokens);
+    const signed = encodeReasoning(this.unshown);
+    if (signed !== undefined) this.keepSigned?.(this.response.id, signed);
     const type = status === "incomplete" ? "response.incomplete" : "response.completed";
     out.push(this.emit(type, { response: clone(this.response) }));
     return out;
