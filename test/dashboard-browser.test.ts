@@ -85,7 +85,7 @@ describe.skipIf(!haveChromium)("the dashboard in a real browser", () => {
     const { context, page } = await signedIn(1280);
     try {
       const idr = (n: number) =>
-        `Rp ${new Intl.NumberFormat("en-US", { maximumFractionDigits: Math.abs(n) < 10 && n !== 0 ? 4 : 2 }).format(n)}`;
+        `Rp ${new Intl.NumberFormat("en-US", { maximumFractionDigits: Math.abs(n) < 10 && n !== 0 ? 6 : 2 }).format(n)}`;
       expect(await text(page, "#balance")).toBe(idr(api.balance_idr));
       expect(api.payg).not.toBeNull();
       expect(await text(page, "#payg-spent")).toBe(idr(api.payg!.spent_idr));

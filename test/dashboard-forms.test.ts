@@ -205,6 +205,85 @@ describe("the dashboard's forms", () => {
     expect((await quota(gw)).payg).toMatchObject({ limit_idr: 25_000.25 });
   });
 
+  it("counts a key's label in characters: 100 emoji make one key, whole; 101 characters are a 400 naming the label, kept as typed", async () => {
+    const owner = await signIn();
+    const labels = () => gw.services.store.listKeys("acct").map((k) => k.label);
+    const hundred = "🔑".repeat(100);
+    const made = await form(
+      "/dashboard/keys",
+      { label: hundred, csrf_token: owner.csrf },
+      as(owner),
+    );
+    expect(made).toMatchObject({ status: 303, location: "/dashboard" });
+    expect(labels()).toContain(hundred);
+
+    const before = labels().length;
+    const tooLong = `${"a".repeat(99)}🔑🔑`;
+    const refused = await form(
+      "/dashboard/keys",
+      { label: tooLong, csrf_token: owner.csrf },
+      as(owner),
+    );
+    expect(refused.status).toBe(400);
+    expect(refused.html).toContain(
+      "A key&#39;s label can be at most 100 characters; this one has 101.",
+    );
+    expect(refused.html).toMatch(
+      new RegExp(
+        `<input name="label" required value="${tooLong}" aria-invalid="true" aria-describedby="key-error" autofocus>`,
+      ),
+    );
+    expect(labels()).toHaveLength(before);
+  });
+
+  it("a refused form comes back as it was typed, its field marked, never with the provider key", async () => {
+    const owner = await signIn();
+    const secret = "sk-refused-form-secret-9q9q";
+    const byok = await form(
+      "/dashboard/byok",
+      { provider: "nope", label: "team 🔑 key", key: secret, csrf_token: owner.csrf },
+      as(owner),
+    );
+    expect(byok.status).toBe(400);
+    expect(byok.html).toContain('value="team 🔑 key"');
+    expect(byok.html).toContain(
+      '<select name="provider" required aria-invalid="true" aria-describedby="byok-error" autofocus>',
+    );
+    expect(byok.html).not.toContain(secret);
+    expect(byok.html).not.toContain(secret.slice(-4));
+
+    const payg = await form(
+      "/dashboard/payg",
+      { limit_idr: "12.0000004", csrf_token: owner.csrf },
+      as(owner),
+    );
+    expect(payg.status).toBe(400);
+    expect(payg.html).toMatch(
+      /name="limit_idr"[^>]* value="12\.0000004" aria-invalid="true" aria-describedby="payg-error" autofocus/,
+    );
+    // The switch as it was sent (off), not as the account has it.
+    expect(payg.html).toContain(
+      '<input type="checkbox" name="enabled" value="1"> Pay as you go on',
+    );
+    expect(gw.services.store.getAccount("acct")!.payg_limit_micro).not.toBe(12_000_000);
+  });
+
+  it("a key's label typed while signed out comes back whole after signing in, emoji and all", async () => {
+    const label = `${"🚀".repeat(60)} ci`;
+    const signedOut = await form(
+      "/dashboard/keys",
+      { label, csrf_token: "stale" },
+      { origin: gw.url },
+    );
+    expect(signedOut.status).toBe(401);
+    const draft = /gateway_form_draft=[^;]+/.exec(signedOut.setCookie ?? "")![0];
+    const owner = await signIn();
+    const page = await fetch(`${gw.url}/dashboard`, {
+      headers: { cookie: `${owner.cookie}; ${draft}` },
+    });
+    expect(await page.text()).toContain(`<input name="label" required value="${label}" autofocus>`);
+  });
+
   it("shows one request of the account, and nobody else's", async () => {
     await post(gw, "/v1/chat/completions", chat("detail"));
     const [row] = gw.services.store.requestLog("acct", 1);

@@ -16,7 +16,8 @@ beforeAll(async () => {
       providers: [...base.providers!, { id: "own-upstream", wire: "mock" }],
       models: [
         ...base.models!,
-        { name: longModel, provider: "mock", price_input_per_mtok: 123_456_789_123 },
+        // About the dearest token price the gateway takes for the default context window.
+        { name: longModel, provider: "mock", price_input_per_mtok: 70_000_000_000 },
       ],
       accounts: [
         {
@@ -30,7 +31,7 @@ beforeAll(async () => {
     },
   });
   await post(gw, "/v1/chat/completions", chat("hello"));
-  // One request costs millions of IDR (Rp 6,543,209.82), leaving a balance of Rp 993,456,788.67.
+  // One request costs millions of IDR, leaving a balance with ten digits and its decimals.
   expect(
     (await post(gw, "/v1/chat/completions", chat("expensive ".repeat(20), longModel))).status,
   ).toBe(200);

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { keyLabelMaxChars } from "../../store/key-rows.js";
 import { formatUserCode, normalizeUserCode } from "../auth/device-codes.js";
 
 /**
@@ -27,8 +28,11 @@ export interface FormDraft {
   fields: Record<string, string>;
 }
 
-/** The longest label a form takes; a limit typed longer is no number anyway. */
-const maxFieldLength = 100;
+/**
+ * A draft keeps this many characters (code points, as a key's label is counted) of a field: the
+ * longest label a form takes; a limit typed longer is no number anyway.
+ */
+const maxFieldLength = keyLabelMaxChars;
 
 const isDraftForm = (path: string): path is DraftForm => Object.hasOwn(keptFields, path);
 
@@ -38,12 +42,24 @@ export function draftOf(path: string, form: Record<string, unknown>): FormDraft 
   return { form: path, fields: keptOf(path, form) };
 }
 
-function keptOf(form: DraftForm, values: Record<string, unknown>): Record<string, string> {
+/**
+ * What was typed into `form`'s kept fields, whole (never a provider key): a form the gateway
+ * refused comes back with it, to be corrected.
+ */
+export function typedInto(form: DraftForm, values: Record<string, unknown>): FormDraft {
   const fields: Record<string, string> = {};
   for (const name of keptFields[form]) {
     const value = values[name];
-    if (typeof value === "string") fields[name] = value.slice(0, maxFieldLength);
+    if (typeof value === "string") fields[name] = value;
   }
+  return { form, fields };
+}
+
+/** The kept fields, each cut to what a cookie keeps: whole characters, never half an emoji. */
+function keptOf(form: DraftForm, values: Record<string, unknown>): Record<string, string> {
+  const fields = typedInto(form, values).fields;
+  for (const [name, value] of Object.entries(fields))
+    fields[name] = Array.from(value).slice(0, maxFieldLength).join("");
   return fields;
 }
 

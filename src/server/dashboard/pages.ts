@@ -83,7 +83,9 @@ const styles = `
   td.req { max-width: 0; width: 100%; }
   td.req .name { display: block; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
   td.req .name code { white-space: nowrap; }
-  td.req .sub { white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+  /* The time and the endpoint break apart on a phone, never inside either. */
+  td.req .sub { overflow: hidden; text-overflow: ellipsis; }
+  td.req .job { overflow-wrap: anywhere; }
   td.status { white-space: nowrap; }
   .narrow-only { display: none; }
   .nw { white-space: nowrap; }
@@ -102,6 +104,10 @@ const styles = `
   .pill.ok { background: #e8f5e9; color: #1b5e20; }
   .pill.bad { background: #ffebee; color: #b71c1c; }
   .pill.run { background: #e3f2fd; color: #0d47a1; }
+  .pill.cut { background: #fff3e0; color: #8a4b00; }
+  .pill.gone { background: #eeeeee; color: #424242; }
+  dl.legend { font-size: .85rem; margin: .4rem 0 0; }
+  .refusal { border-left: .25rem solid #b71c1c; }
   /* The label's cell takes what is left: a refused key's keeps room for why, which wraps. */
   td.refused-key { min-width: 14rem; }
   .refused { color: #b71c1c; margin-top: .2rem; }
@@ -355,9 +361,12 @@ function time(ms: number | null): string {
 const utc = (iso: string) => `${iso.replace("T", " ").slice(0, 16)} UTC`;
 const count = (n: number) => new Intl.NumberFormat("en-US").format(n);
 
-/** Display only: amounts under 10 IDR keep four decimals, so a cheap request does not read 0. */
+/**
+ * Display only: amounts under 10 IDR keep every micro-IDR (six decimals, the smallest amount the
+ * gateway stores), so a cheap request reads what it cost, never 0.
+ */
 export function formatIdr(idr: number): string {
-  const digits = idr !== 0 && Math.abs(idr) < 10 ? 4 : 2;
+  const digits = idr !== 0 && Math.abs(idr) < 10 ? 6 : 2;
   return `Rp ${new Intl.NumberFormat("en-US", { maximumFractionDigits: digits }).format(idr)}`;
 }
 
@@ -388,6 +397,16 @@ export interface DashboardView {
   newKey?: { label: string; value: string };
   /** A form sent while signed out, to fill in again. */
   draft?: FormDraft;
+  /** A form the gateway refused: shown again as it was typed, saying what to correct. */
+  refusal?: FormRefusal;
+}
+
+export interface FormRefusal {
+  /** The form and what was typed into it (never a provider key). */
+  typed: FormDraft;
+  /** The field to correct, if one is to blame. */
+  field?: string;
+  message: string;
 }
 
 /** A share as a bar; the width is a number this code computed, never user input. */
@@ -545,16 +564,89 @@ ${models || '<tr><td colspan="4" class="muted">No requests in this period.</td><
 </tbody></table></div>`;
 }
 
+interface Outcome {
+  /** The pill's look: answered, still running, cut short, left by its client, or failed. */
+  pill: "ok" | "run" | "cut" | "gone" | "bad";
+  /** The word under the pill in the list (the error code, or the state), if any. */
+  word: string | null;
+  /** What it means to the owner: the pill's title, the request page's explanation. */
+  meaning: string;
+}
+
+const meanings = {
+  ok: "Answered, and charged what its Cost says.",
+  run: "Still running: the most it can cost is held (the Held card) until it ends.",
+  cut: "A stream cut short because the gateway stopped while it ran (a crash or a kill): charged from its last delivery mark, at least what reached the client and never more than was held.",
+  gone: "The client closed the connection before the answer: nothing charged.",
+  bad: "Failed, with the error code the client got: nothing charged.",
+};
+
+/** What became of a request, in the owner's words. */
+function outcomeOf(r: {
+  state: string;
+  status: number | null;
+  error_code: string | null;
+}): Outcome {
+  if (r.state === "reserved") return { pill: "run", word: null, meaning: meanings.run };
+  if (r.state === "interrupted") return { pill: "cut", word: "interrupted", meaning: meanings.cut };
+  if (r.state === "settled" && r.status !== null && r.status < 400)
+    return { pill: "ok", word: null, meaning: meanings.ok };
+  if (r.error_code === "client_closed")
+    return { pill: "gone", word: r.error_code, meaning: meanings.gone };
+  return { pill: "bad", word: r.error_code, meaning: meanings.bad };
+}
+
+function statusPill(r: { state: string; status: number | null }, o: Outcome): string {
+  const text = r.state === "reserved" ? "in flight" : String(r.status ?? "-");
+  return `<span class="pill ${o.pill}" title="${escapeHtml(o.meaning)}">${escapeHtml(text)}</span>`;
+}
+
+/** The list's status cell: the pill, and under it the error code or the state it ended in. */
 function statusCell(r: {
   state: string;
   status: number | null;
   error_code: string | null;
 }): string {
-  if (r.state === "reserved") return '<span class="pill run">in flight</span>';
-  const ok = r.status !== null && r.status < 400 && r.state === "settled";
-  const why = [r.error_code, r.state === "interrupted" ? "interrupted" : null].filter(Boolean);
-  const detail = why.length ? `<div class="muted small">${escapeHtml(why.join(", "))}</div>` : "";
-  return `<span class="pill ${ok ? "ok" : "bad"}">${escapeHtml(String(r.status ?? "-"))}</span>${detail}`;
+  const o = outcomeOf(r);
+  const word = o.word ? `<div class="muted small">${escapeHtml(o.word)}</div>` : "";
+  return `${statusPill(r, o)}${word}`;
+}
+
+/** How a request was paid, in the list's words; the balance, the usual way, goes unsaid. */
+const paymentWords: Record<string, string> = {
+  byok: "own key",
+  free: "free",
+  subscription: "subscription",
+  payg: "pay as you go",
+};
+
+/** Under a cost: how it was paid, where that is not the balance (a failed request paid nothing). */
+function paymentNote(r: { state: string; payment: string }): string {
+  const word = r.state === "failed" ? undefined : paymentWords[r.payment];
+  return word ? `<div class="muted small">${escapeHtml(word)}</div>` : "";
+}
+
+/** The recent list's legend: what each status, and each word under a status or a cost, means. */
+function statusLegend(): string {
+  const pill = (look: Outcome["pill"], text: string) => `<span class="pill ${look}">${text}</span>`;
+  const entries: [string, string][] = [
+    [pill("ok", "200"), meanings.ok],
+    [pill("run", "in flight"), meanings.run],
+    [`${pill("cut", "200")} interrupted`, meanings.cut],
+    [`${pill("gone", "499")} client_closed`, meanings.gone],
+    [
+      `${pill("bad", "4xx, 5xx")} and its code`,
+      `${meanings.bad} For example upstream_error: the provider failed or refused it.`,
+    ],
+    ["own key", "Served with your own provider key (BYOK): it costs nothing here."],
+    ["free", "A free model's request, counted in the free allowance (Free today), not charged."],
+    ["subscription", "Counted in a subscription window, not charged."],
+    ["pay as you go", "Charged to pay as you go, not to the balance."],
+  ];
+  return `<details class="values" id="status-legend"><summary>What the statuses and costs mean</summary>
+<dl class="facts legend">
+${entries.map(([term, meaning]) => `<dt>${term}</dt><dd>${escapeHtml(meaning)}</dd>`).join("\n")}
+</dl></details>`;
 }
 
 const requestPath = (id: string) => `/dashboard/requests/${encodeURIComponent(id)}`;
@@ -569,8 +661,8 @@ function recentSection(recent: DashboardUsage["recent"], keyLabels: Map<string, 
       const when = `${r.created_at.slice(5, 10)} ${r.created_at.slice(11, 16)}`;
       const model = r.model ?? "-";
       return `<tr id="request-${escapeHtml(r.id)}"><td class="when wide-only">${escapeHtml(when)}</td>
-<td class="req"><a class="name" href="${escapeHtml(requestPath(r.id))}" title="${escapeHtml(model)}"><code>${escapeHtml(model)}</code></a><div class="muted small sub"><span class="narrow-only">${escapeHtml(when)} · </span>${escapeHtml(r.endpoint)}${r.via === "mcp" ? " · via MCP" : ""}${r.job_id ? ` · <code>${escapeHtml(r.job_id)}</code>` : ""}</div></td>
-<td class="status">${statusCell(r)}</td><td class="num wide-only">${count(r.input_tokens)} / ${count(r.output_tokens)}</td><td class="num">${escapeHtml(formatIdr(r.cost_idr))}${r.payment === "byok" ? '<div class="muted small">own key</div>' : ""}</td>
+<td class="req"><a class="name" href="${escapeHtml(requestPath(r.id))}" title="${escapeHtml(model)}"><code>${escapeHtml(model)}</code></a><div class="muted small sub"><span class="narrow-only"><span class="nw">${escapeHtml(when)} ·</span> </span><span class="nw">${escapeHtml(r.endpoint)}${r.via === "mcp" ? " · via MCP" : ""}</span></div>${r.job_id ? `<div class="muted small job">job <code>${escapeHtml(r.job_id)}</code></div>` : ""}</td>
+<td class="status">${statusCell(r)}</td><td class="num wide-only">${count(r.input_tokens)} / ${count(r.output_tokens)}</td><td class="num">${escapeHtml(formatIdr(r.cost_idr))}${paymentNote(r)}</td>
 <td class="wide-only">${escapeHtml((r.key_id && keyLabels.get(r.key_id)) || "-")}</td></tr>`;
     })
     .join("\n");
@@ -580,7 +672,8 @@ function recentSection(recent: DashboardUsage["recent"], keyLabels: Map<string, 
 <thead><tr><th class="wide-only">Time (UTC)</th><th>Model</th><th>Status</th><th class="num wide-only">Tokens in / out</th><th class="num">Cost</th><th class="wide-only">Key</th></tr></thead>
 <tbody>
 ${rows || '<tr><td colspan="6" class="muted">No requests yet.</td></tr>'}
-</tbody></table></div>`;
+</tbody></table></div>
+${statusLegend()}`;
 }
 
 function keyRow(key: KeyRow, csrfToken: string): string {
@@ -610,6 +703,30 @@ function draftFor(view: DashboardView, form: DraftForm): Record<string, string> 
   return view.draft?.form === form ? view.draft.fields : undefined;
 }
 
+/** The refusal of `form`, if the view answers one. */
+function refusalOf(view: DashboardView, form: DraftForm): FormRefusal | undefined {
+  return view.refusal?.typed.form === form ? view.refusal : undefined;
+}
+
+/** What `form` shows typed into it: a draft kept over a sign-in, or the refused post's fields. */
+function typedFor(view: DashboardView, form: DraftForm): Record<string, string> | undefined {
+  return draftFor(view, form) ?? refusalOf(view, form)?.typed.fields;
+}
+
+/** Above a refused form: why, where the field it names points (`aria-describedby`). */
+function refusalNote(refusal: FormRefusal | undefined, id: string): string {
+  return refusal
+    ? `<p class="notice refusal" role="alert" id="${id}"><strong>${escapeHtml(refusal.message)}</strong></p>`
+    : "";
+}
+
+/** The field a refusal names: marked invalid, described by the refusal and focused to correct. */
+function refusedField(refusal: FormRefusal | undefined, field: string, noteId: string): string {
+  return refusal?.field === field
+    ? ` aria-invalid="true" aria-describedby="${noteId}" autofocus`
+    : "";
+}
+
 /** Above a form filled in from its draft: it was not sent, and is to be checked and sent again. */
 function draftNote(extra = ""): string {
   return `<p class="notice" role="status">You were signed out before this form was sent, so nothing changed. It is filled in again as you typed it: check it and send it again.${extra}</p>`;
@@ -623,6 +740,8 @@ const checkedIf = (checked: boolean) => (checked ? " checked" : "");
 
 function keysSection(view: DashboardView): string {
   const draft = draftFor(view, "/dashboard/keys");
+  const refusal = refusalOf(view, "/dashboard/keys");
+  const typed = typedFor(view, "/dashboard/keys");
   const active = view.keys.filter((k) => !k.revoked_at);
   const revoked = view.keys.filter((k) => k.revoked_at);
   const folded = revoked.length
@@ -632,10 +751,10 @@ ${keyTable(revoked, view.csrfToken, "revoked-key-table")}</details>`
   return `<h2>Keys</h2>
 ${keyTable(active, view.csrfToken, "keys")}
 ${folded}
-${draft ? draftNote() : ""}<form class="create" method="post" action="/dashboard/keys">
+${draft ? draftNote() : ""}${refusalNote(refusal, "key-error")}<form class="create" id="key-create" method="post" action="/dashboard/keys">
   <input type="hidden" name="csrf_token" value="${escapeHtml(view.csrfToken)}">
-  <label>New key label <input name="label" required maxlength="100"${draft ? draftValue(draft.label, true) : ""}></label>
-  <label class="check"><input type="checkbox" name="shared" value="1"${checkedIf(draft?.shared !== undefined)}> shared</label>
+  <label>New key label <input name="label" required${typed ? draftValue(typed.label, draft !== undefined) : ""}${refusedField(refusal, "label", "key-error")}></label>
+  <label class="check"><input type="checkbox" name="shared" value="1"${checkedIf(typed?.shared !== undefined)}> shared</label>
   <button type="submit">Create key</button>
 </form>`;
 }
@@ -645,6 +764,8 @@ const csrfField = (token: string) =>
 
 function byokSection(view: DashboardView): string {
   const draft = draftFor(view, "/dashboard/byok");
+  const refusal = refusalOf(view, "/dashboard/byok");
+  const typed = typedFor(view, "/dashboard/byok");
   const rows = view.byok
     .map(
       (b) =>
@@ -658,15 +779,15 @@ function byokSection(view: DashboardView): string {
   const providers = view.byokProviders
     .map(
       (p) =>
-        `<option value="${escapeHtml(p)}"${draft?.provider === p ? " selected" : ""}>${escapeHtml(p)}</option>`,
+        `<option value="${escapeHtml(p)}"${typed?.provider === p ? " selected" : ""}>${escapeHtml(p)}</option>`,
     )
     .join("");
   const form = view.byokProviders.length
-    ? `${draft ? draftNote(" Type the provider key again: it is never kept.") : ""}<form class="create" id="byok-add" method="post" action="/dashboard/byok">
+    ? `${draft ? draftNote(" Type the provider key again: it is never kept.") : ""}${refusalNote(refusal, "byok-error")}<form class="create" id="byok-add" method="post" action="/dashboard/byok">
   ${csrfField(view.csrfToken)}
-  <label>Provider <select name="provider" required>${providers}</select></label>
-  <label>Label <input name="label" maxlength="100" placeholder="optional"${draftValue(draft?.label)}></label>
-  <label>Provider key <input name="key" type="password" required autocomplete="off" spellcheck="false"${draftValue(undefined, draft !== undefined)}></label>
+  <label>Provider <select name="provider" required${refusedField(refusal, "provider", "byok-error")}>${providers}</select></label>
+  <label>Label <input name="label" maxlength="100" placeholder="optional"${draftValue(typed?.label)}${refusedField(refusal, "label", "byok-error")}></label>
+  <label>Provider key <input name="key" type="password" required autocomplete="off" spellcheck="false"${draftValue(undefined, draft !== undefined)}${refusedField(refusal, "key", "byok-error")}></label>
   <button type="submit">Add provider key</button>
 </form>`
     : '<p class="muted">No provider of this gateway takes your own keys.</p>';
@@ -692,7 +813,9 @@ function byokRefusal(b: DashboardByok): string {
 function paygSection(view: DashboardView): string {
   const p = view.payg;
   const draft = draftFor(view, "/dashboard/payg");
-  const enabled = draft ? draft.enabled !== undefined : p.enabled;
+  const refusal = refusalOf(view, "/dashboard/payg");
+  const typed = typedFor(view, "/dashboard/payg");
+  const enabled = typed ? typed.enabled !== undefined : p.enabled;
   const days = Math.round(p.window_seconds / 86_400);
   const window =
     days >= 1 && p.window_seconds % 86_400 === 0
@@ -702,10 +825,10 @@ function paygSection(view: DashboardView): string {
 <section class="settings">
 <p>When a paid request is not covered by a subscription or the balance, it can be charged to pay as
 you go, up to a limit per window of ${escapeHtml(window)}. It is <strong id="payg-state">${p.enabled ? "on" : "off"}</strong>.</p>
-${draft ? draftNote() : ""}<form class="create" id="payg-form" method="post" action="/dashboard/payg">
+${draft ? draftNote() : ""}${refusalNote(refusal, "payg-error")}<form class="create" id="payg-form" method="post" action="/dashboard/payg">
   ${csrfField(view.csrfToken)}
   <label class="check"><input type="checkbox" name="enabled" value="1"${checkedIf(enabled)}> Pay as you go on</label>
-  <label>Limit (IDR) <input name="limit_idr" type="number" min="0" step="any" required${draftValue(draft ? (draft.limit_idr ?? "") : String(p.limit_idr), draft !== undefined)} size="10"></label>
+  <label>Limit (IDR) <input name="limit_idr" type="number" min="0" step="any" required${draftValue(typed ? (typed.limit_idr ?? "") : String(p.limit_idr), draft !== undefined)}${refusedField(refusal, "limit_idr", "payg-error")} size="10"></label>
   <button type="submit">Save</button>
 </form></section>`;
 }
@@ -767,8 +890,9 @@ export interface RequestDetail {
 const yesNo = (b: boolean) => (b ? "yes" : "no");
 
 /** How a request was paid for, in the owner's words where the label alone would not say. */
-function paidBy(payment: string): string {
-  return payment === "byok" ? "your own provider key (byok)" : payment;
+function paidBy(r: { state: string; payment: string }): string {
+  const how = r.payment === "byok" ? "your own provider key (byok)" : r.payment;
+  return r.state === "failed" ? `nothing charged; it was to be paid by ${how}` : how;
 }
 
 /** One request of the log, everything it recorded. */
@@ -780,11 +904,12 @@ export function requestPage(detail: RequestDetail, csrfToken: string): Page {
     return `<span class="nw">${iso.slice(0, 10)}</span> <span class="nw">${iso.slice(11, 23)}</span>`;
   };
   const omitted = r.tools_omitted ? (JSON.parse(r.tools_omitted) as string[]) : [];
+  const outcome = outcomeOf(r);
   const facts: [string, string, string?][] = [
     ["Request id", `<code>${escapeHtml(r.id)}</code>`, "request-id"],
     [
       "Status",
-      `${statusCell({ ...r, error_code: null })} <span class="muted">${escapeHtml(r.state)}</span>`,
+      `${statusPill(r, outcome)} <span class="muted">${escapeHtml(r.state)}</span><div class="muted small">${escapeHtml(outcome.meaning)}</div>`,
       "request-status",
     ],
     ["Error code", r.error_code ? `<code>${escapeHtml(r.error_code)}</code>` : "-", "request-code"],
@@ -803,7 +928,7 @@ export function requestPage(detail: RequestDetail, csrfToken: string): Page {
     ],
     ["Cost", `<span id="request-cost">${escapeHtml(formatIdr(microToIdr(r.cost_micro)))}</span>`],
     ["Held while running", escapeHtml(formatIdr(microToIdr(r.reserved_micro)))],
-    ["Paid by", escapeHtml(paidBy(r.payment))],
+    ["Paid by", escapeHtml(paidBy(r))],
     ["Key", escapeHtml(detail.keyLabel ?? r.key_id ?? "-")],
   ];
   if (omitted.length) facts.push(["Tools left out", escapeHtml(omitted.join(", "))]);

@@ -1,5 +1,6 @@
 import type { Context } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
+import { characterCount, keyLabel, keyLabelMaxChars } from "../../store/key-rows.js";
 import { idrToMicro, MAX_IDR, microToIdr } from "../../store/money.js";
 import { type DeviceCodes, formatUserCode, normalizeUserCode } from "../auth/device-codes.js";
 import {
@@ -12,7 +13,7 @@ import {
 import { quota } from "../billing/quota.js";
 import type { Services } from "../compose/services.js";
 import { paygSchema } from "../config/schema.js";
-import type { FormDraft } from "../dashboard/form-draft.js";
+import { type DraftForm, type FormDraft, typedInto } from "../dashboard/form-draft.js";
 import { currentSession, formField, sendPage, takeFormDraft } from "../dashboard/http.js";
 import {
   approvalPage,
@@ -20,6 +21,7 @@ import {
   dashboardPage,
   decisionRefusedPage,
   deniedPage,
+  type FormRefusal,
   formatIdr,
   ownerLinkInvalidPage,
   requestNotFoundPage,
@@ -30,7 +32,7 @@ import {
 } from "../dashboard/pages.js";
 import { byokView } from "../dispatch/byok-view.js";
 import { GatewayError } from "../errors.js";
-import type { Handler, OwnerSession } from "../http/context.js";
+import type { AppEnv, Handler, OwnerSession } from "../http/context.js";
 import { reachedOverTls } from "../http/request.js";
 import { WindowCounter } from "../limits/window-counter.js";
 import { isBuiltIn } from "../providers/registry.js";
@@ -128,7 +130,12 @@ export function dashboardHandlers(services: Services, devices: DeviceCodes) {
 
   const dashboardView = async (
     session: OwnerSession,
-    extra: { notice?: string; newKey?: { label: string; value: string }; draft?: FormDraft } = {},
+    extra: {
+      notice?: string;
+      newKey?: { label: string; value: string };
+      draft?: FormDraft;
+      refusal?: FormRefusal;
+    } = {},
     status: 200 | 400 | 429 = 200,
   ) => {
     const account = services.store.getAccount(session.accountId);
@@ -178,9 +185,24 @@ export function dashboardHandlers(services: Services, devices: DeviceCodes) {
       status,
     );
   };
-  /** A form the owner must correct: the dashboard again, saying what was wrong. */
-  const refused = async (c: Context, session: OwnerSession, notice: string) =>
-    sendPage(c, await dashboardView(session, { notice }, 400));
+  /**
+   * A form the owner must correct: the dashboard again, the form as it was typed (never a provider
+   * key), saying what was wrong beside it and focusing the field to blame, if one is.
+   */
+  const refused = async (
+    c: Context<AppEnv>,
+    form: DraftForm,
+    why: { field?: string; message: string },
+    status: 400 | 429 = 400,
+  ) =>
+    sendPage(
+      c,
+      await dashboardView(
+        c.get("owner"),
+        { refusal: { typed: typedInto(form, c.get("form")), ...why } },
+        status,
+      ),
+    );
 
   /** POST /dashboard/device/approve|deny. */
   const decide =
@@ -248,8 +270,20 @@ export function dashboardHandlers(services: Services, devices: DeviceCodes) {
 
     createKey: (async (c) => {
       const session = c.get("owner");
-      const label = (formField(c.get("form"), "label") ?? "").trim().slice(0, 100);
-      if (!label) return refused(c, session, "A key needs a label.");
+      // Counted as the API and the CLI count it: characters (code points), never cut.
+      const typed = formField(c.get("form"), "label") ?? "";
+      const parsed = keyLabel.safeParse(typed);
+      if (!parsed.success) {
+        const length = characterCount(typed.trim());
+        return refused(c, "/dashboard/keys", {
+          field: "label",
+          message:
+            length === 0
+              ? "A key needs a label."
+              : `A key's label can be at most ${keyLabelMaxChars} characters; this one has ${length}.`,
+        });
+      }
+      const label = parsed.data;
       try {
         const created = await mintKey(services, {
           accountId: session.accountId,
@@ -263,7 +297,7 @@ export function dashboardHandlers(services: Services, devices: DeviceCodes) {
         return c.redirect("/dashboard", 303);
       } catch (err) {
         if (!(err instanceof GatewayError) || err.status !== 429) throw err;
-        return sendPage(c, await dashboardView(session, { notice: err.message }, 429));
+        return refused(c, "/dashboard/keys", { message: err.message }, 429);
       }
     }) satisfies Handler,
 
@@ -284,7 +318,11 @@ export function dashboardHandlers(services: Services, devices: DeviceCodes) {
       const provider = formField(form, "provider") ?? "";
       const key = (formField(form, "key") ?? "").trim();
       const label = (formField(form, "label") ?? "").trim().slice(0, 100);
-      if (!key) return refused(c, session, "A provider key cannot be empty.");
+      if (!key)
+        return refused(c, "/dashboard/byok", {
+          field: "key",
+          message: "A provider key cannot be empty.",
+        });
       try {
         const added = byokView(
           await addByok(services, session.accountId, {
@@ -297,8 +335,9 @@ export function dashboardHandlers(services: Services, devices: DeviceCodes) {
           notice: `Provider key "${added.label}" (${added.key_hint}) added for ${added.provider}.`,
         });
       } catch (err) {
+        // The one refusal of addByok: a provider the gateway does not have, or takes no keys for.
         if (!(err instanceof GatewayError) || err.status !== 400) throw err;
-        return refused(c, session, err.message);
+        return refused(c, "/dashboard/byok", { field: "provider", message: err.message });
       }
       return c.redirect("/dashboard", 303);
     }) satisfies Handler,
@@ -325,13 +364,12 @@ export function dashboardHandlers(services: Services, devices: DeviceCodes) {
       if (!parsed.success) {
         // A number in range that is finer than a micro-IDR is told why (idr in config/schema.ts).
         const finer = parsed.error.issues.find((issue) => issue.code === "custom");
-        return refused(
-          c,
-          session,
-          finer
+        return refused(c, "/dashboard/payg", {
+          field: "limit_idr",
+          message: finer
             ? `The PAYG limit ${finer.message}.`
             : `The PAYG limit must be a number of IDR from 0 to ${MAX_IDR.toLocaleString("en-US")}.`,
-        );
+        });
       }
       const account = services.store.getAccount(session.accountId);
       await services.ledger.updateAccount(session.accountId, {
