@@ -39,11 +39,15 @@ export class ClientGone implements GoneSignal {
 
   constructor(outgoing: ServerResponse) {
     const socket = outgoing.socket;
-    outgoing.once("close", () => {
+    const closed = () => {
       // A loopback request the gateway cut ends for the gateway's reason.
       if (!outgoing.writableFinished)
         this.abort(socket instanceof MemorySocket ? socket.cutBy : undefined);
-    });
+    };
+    // A client that left while its request was read or looked up (a stored chain on Postgres)
+    // closed the response before this listener, which would never hear of it.
+    if (outgoing.destroyed) closed();
+    else outgoing.once("close", closed);
   }
 
   /**

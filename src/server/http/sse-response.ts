@@ -177,7 +177,10 @@ async function pump(sink: Sink, stream: SseStream, firstWritten: () => void): Pr
 const ignore = () => {};
 
 function nodeSink(outgoing: ServerResponse): Sink {
-  let closed = false;
+  // A client that left before its answer started (while the hold or the provider was awaited)
+  // closed the response before this listener: it would never hear of it, and a write to the
+  // closed response never drains, so the stream would wait forever, unsettled.
+  let closed = outgoing.destroyed;
   outgoing.once("close", () => {
     if (!outgoing.writableFinished) closed = true;
   });
