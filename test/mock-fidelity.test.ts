@@ -191,13 +191,13 @@ describe("stop sequences", () => {
     const stop = text.slice(text.indexOf(". ") + 2).split(" ")[2];
     const expected = text.slice(0, text.indexOf(stop));
     const whole = await anthropic.messages.create({ ...params, stop_sequences: [stop] });
-    expect(whole.content).toEqual([{ type: "text", text: expected }]);
+    expect(whole.content).toEqual([{ type: "text", text: expected, citations: null }]);
     expect(whole).toMatchObject({ stop_reason: "stop_sequence", stop_sequence: stop });
     expect(whole.usage.output_tokens).toBe(Math.ceil(expected.length / 4));
 
     const { delta, final } = await messagesStream({ ...params, stop_sequences: [stop] });
     expect(delta.delta).toMatchObject({ stop_reason: "stop_sequence", stop_sequence: stop });
-    expect(final.content).toEqual([{ type: "text", text: expected }]);
+    expect(final.content).toEqual([{ type: "text", text: expected, citations: null }]);
     expect(final).toMatchObject({ stop_reason: "stop_sequence", stop_sequence: stop });
     expect(final.usage.output_tokens).toBe(whole.usage.output_tokens);
     expect((await billed()).output_tokens).toBe(whole.usage.output_tokens);
@@ -234,7 +234,7 @@ describe("stop sequences", () => {
       messages: user("script please"),
       stop_sequences: ["END"],
     });
-    expect(msg.content).toEqual([{ type: "text", text: "First part. " }]);
+    expect(msg.content).toEqual([{ type: "text", text: "First part. ", citations: null }]);
     expect(msg).toMatchObject({ stop_reason: "stop_sequence", stop_sequence: "END" });
   });
 });
@@ -454,7 +454,7 @@ describe("output limits", () => {
       messages: user("count for me"),
     });
     expect(msg.stop_reason).toBe("max_tokens");
-    expect(msg.content).toEqual([{ type: "text", text: text.slice(0, 12) }]);
+    expect(msg.content).toEqual([{ type: "text", text: text.slice(0, 12), citations: null }]);
   });
 });
 

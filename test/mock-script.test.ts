@@ -342,7 +342,7 @@ describe("LiteLLM's mock_response", () => {
       // @ts-expect-error: LiteLLM's field, not Anthropic's
       mock_response: "from messages",
     });
-    expect(message.content).toEqual([{ type: "text", text: "from messages" }]);
+    expect(message.content).toEqual([{ type: "text", text: "from messages", citations: null }]);
   });
 
   it("is refused plainly on a real provider and when it is not a string", async () => {

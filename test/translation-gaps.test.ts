@@ -179,7 +179,9 @@ describe("Anthropic's structured outputs (always strict) toward an openai-wire m
       messages: user("Describe Jakarta."),
     });
     expect(oa.refused).toEqual([]);
-    expect(message.content).toEqual([{ type: "text", text: '{"city":"Jakarta"}' }]);
+    expect(message.content).toEqual([
+      { type: "text", text: '{"city":"Jakarta"}', citations: null },
+    ]);
     const format = oa.last.body.response_format as { json_schema: Json };
     expect(format.json_schema.strict).toBeUndefined();
   });

@@ -1028,8 +1028,14 @@ describe("messages client -> openai wire (translation)", () => {
     expect(message.model).toBe("gpt-x");
     expect(message.stop_reason).toBe("tool_use");
     expect(message.content).toEqual([
-      { type: "text", text: "Let me check." },
-      { type: "tool_use", id: "toolu_1", name: "get_weather", input: { city: "Jakarta" } },
+      { type: "text", text: "Let me check.", citations: null },
+      {
+        type: "tool_use",
+        id: "toolu_1",
+        name: "get_weather",
+        input: { city: "Jakarta" },
+        caller: { type: "direct" },
+      },
     ]);
     expect(message.usage).toMatchObject({ input_tokens: 40, output_tokens: 9 });
   });
@@ -1056,8 +1062,20 @@ describe("messages client -> openai wire (translation)", () => {
     expect(upstream.last.body.stream_options).toEqual({ include_usage: true });
     expect(final.stop_reason).toBe("tool_use");
     expect(final.content.filter((b) => b.type === "tool_use")).toEqual([
-      { type: "tool_use", id: "toolu_a", name: "get_weather", input: { city: "Bandung" } },
-      { type: "tool_use", id: "toolu_b", name: "get_weather", input: { city: "Medan" } },
+      {
+        type: "tool_use",
+        id: "toolu_a",
+        name: "get_weather",
+        input: { city: "Bandung" },
+        caller: { type: "direct" },
+      },
+      {
+        type: "tool_use",
+        id: "toolu_b",
+        name: "get_weather",
+        input: { city: "Medan" },
+        caller: { type: "direct" },
+      },
     ]);
     expect(final.usage).toMatchObject({ input_tokens: 33, output_tokens: 21 });
   });
@@ -1067,7 +1085,7 @@ describe("messages client -> openai wire (translation)", () => {
     const done = await anthropic.messages
       .stream({ model: "gpt-x", max_tokens: 100, messages: [{ role: "user", content: "Hi" }] })
       .finalMessage();
-    expect(done.content).toEqual([{ type: "text", text: "Selamat" }]);
+    expect(done.content).toEqual([{ type: "text", text: "Selamat", citations: null }]);
     expect(done.stop_reason).toBe("end_turn");
     expect(done.usage).toMatchObject({ input_tokens: 5, output_tokens: 2 });
 
@@ -1128,7 +1146,9 @@ describe("messages client -> openai wire (translation)", () => {
       .finalMessage();
 
     expect(second.stop_reason).toBe("end_turn");
-    expect(second.content).toEqual([{ type: "text", text: "It exports startGateway." }]);
+    expect(second.content).toEqual([
+      { type: "text", text: "It exports startGateway.", citations: null },
+    ]);
     const sent = upstream.last.body.messages as Record<string, unknown>[];
     expect(sent).toHaveLength(3);
     expect(sent[1]).toMatchObject({
@@ -1223,7 +1243,13 @@ describe("Anthropic-defined client tools toward a chat-completions provider", ()
     );
     expect(message.stop_reason).toBe("tool_use");
     expect(message.content).toEqual([
-      { type: "tool_use", id: "toolu_b1", name: "bash", input: { command: "ls -la" } },
+      {
+        type: "tool_use",
+        id: "toolu_b1",
+        name: "bash",
+        input: { command: "ls -la" },
+        caller: { type: "direct" },
+      },
     ]);
   });
 });
@@ -1245,7 +1271,7 @@ describe("what a chat-completions provider cannot carry", () => {
     upstream.queue(openaiJson("Nothing found."));
     const { data, response } = await request("gpt-x");
     expect(response.headers.get("x-gateway-tools-omitted")).toBe("web_search_20250305");
-    expect(data.content).toEqual([{ type: "text", text: "Nothing found." }]);
+    expect(data.content).toEqual([{ type: "text", text: "Nothing found.", citations: null }]);
     expect(upstream.last.body.tools).toEqual([
       { type: "function", function: { name: "lookup", parameters: { type: "object" } } },
     ]);

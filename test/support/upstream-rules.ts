@@ -8,7 +8,8 @@ import type { IncomingHttpHeaders } from "node:http";
  * and order; OpenAI's `prompt_cache_breakpoint` and `prompt_cache_options` values), extended
  * thinking's budget and signed blocks (a tool loop continued with thinking on starts its assistant
  * turn with them), each API's refusal of the other's fields (and Anthropic's of service tiers it
- * does not have), and (OpenAI's chat) at most four stop sequences and the rules of strict schemas.
+ * does not have), and (OpenAI's chat) at most four stop sequences, its service tiers and the rules
+ * of strict schemas.
  */
 
 export interface WireRules {
@@ -399,6 +400,9 @@ const chatRoles = new Set(["system", "developer", "user", "assistant", "tool", "
 /** `reasoning_effort`'s values across OpenAI's reasoning models (the SDK's `ReasoningEffort`). */
 const reasoningEfforts = ["none", "minimal", "low", "medium", "high", "xhigh", "max"];
 
+/** Chat's service tiers (the SDK's; Anthropic's `standard_only` is not among them). */
+const chatServiceTiers = ["auto", "default", "flex", "scale", "priority", "fast"];
+
 /** Anthropic's fields, which Chat Completions does not take. */
 const anthropicOnlyFields = ["thinking", "output_config", "cache_control"];
 
@@ -409,6 +413,14 @@ export function checkChat(body: Json, rules: WireRules): Refusal | undefined {
   for (const field of anthropicOnlyFields) {
     if (field in body)
       return openaiRefusal(`Unrecognized request argument supplied: ${field}`, null, null);
+  }
+  const tier = body.service_tier;
+  if (tier !== undefined && tier !== null && !chatServiceTiers.includes(String(tier))) {
+    return openaiRefusal(
+      `Invalid value: '${String(tier)}'. Supported values are: ${chatServiceTiers.map((t) => `'${t}'`).join(", ")}.`,
+      "service_tier",
+      "invalid_value",
+    );
   }
   const effort = body.reasoning_effort;
   if (effort !== undefined && effort !== null && !reasoningEfforts.includes(String(effort))) {

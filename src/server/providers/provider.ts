@@ -179,6 +179,12 @@ export interface Provider {
    */
   servesNatively(style: ClientStyle, provider: ProviderRow): boolean;
   /**
+   * Its chat API takes `custom` (free-form) tools, their calls and a choice forcing one, as
+   * OpenAI's does: a Responses client's custom tools reach it as chat's, where any other wire
+   * leaves them out.
+   */
+  readonly takesCustomTools?: boolean;
+  /**
    * Requests this provider would refuse whatever happens (a speech format it cannot produce,
    * audio or a picture it cannot read), as the 400 to answer. Checked before money is held, and
    * answered when every candidate of the request would refuse it.

@@ -169,6 +169,8 @@ export const responsesBody = z.looseObject({
   instructions: z.string().nullish(),
   stream: z.boolean().optional(),
   max_output_tokens: z.number().int().positive().nullish(),
+  // OpenAI's API refuses any other shape; read as a list, a lone string would be taken as none.
+  include: z.array(z.string()).nullish(),
 });
 
 const schemas = { chat: chatBody, messages: messagesBody, responses: responsesBody } as const;

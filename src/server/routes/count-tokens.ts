@@ -84,12 +84,13 @@ export function responsesInputTokensHandler(services: CountServices): Handler {
         signal,
       };
       const rewrite = { omittedTools: [] };
+      const onward = { customTools: provider.takesCustomTools };
       const counter = provider.countTokens;
-      if (!counter) return estimatedChatTokens(toChatRequest(req, attempt, rewrite));
+      if (!counter) return estimatedChatTokens(toChatRequest(req, attempt, rewrite, onward));
       const messages = toMessagesRequest(req, attempt, rewrite) as Record<string, unknown>;
       // Nothing to send a counter: instructions alone (it wants at least one message).
       if (!Array.isArray(messages.messages) || messages.messages.length === 0)
-        return estimatedChatTokens(toChatRequest(req, attempt, rewrite));
+        return estimatedChatTokens(toChatRequest(req, attempt, rewrite, onward));
       const counted = Object.fromEntries(
         countedFields.filter((f) => messages[f] !== undefined).map((f) => [f, messages[f]]),
       ) as CountTokensRequest["body"];

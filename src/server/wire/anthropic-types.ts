@@ -122,7 +122,7 @@ export type ContentBlockDeltaEvent = {
 export type ContentBlockStopEvent = { type: "content_block_stop"; index: number };
 export type MessageDeltaEvent = {
   type: "message_delta";
-  delta: { stop_reason: AnthropicStopReason | null; stop_sequence: string | null };
+  delta: { stop_reason: AnthropicStopReason | null; stop_sequence: string | null } & Extra;
   usage: { output_tokens: number } & Partial<AnthropicUsage>;
 };
 export type MessageStopEvent = { type: "message_stop" };

@@ -27,6 +27,12 @@ export type ChatToolCall = {
   type: "function";
   function: { name: string; arguments: string };
 } & Extra;
+/** A call of a `custom` (free-form) tool: its input is the model's text, not JSON arguments. */
+export type ChatCustomToolCall = {
+  id: string;
+  type: "custom";
+  custom: { name: string; input: string };
+} & Extra;
 
 export type ChatSystemMessage = {
   role: "system" | "developer";
@@ -42,7 +48,7 @@ export type ChatAssistantMessage = {
   role: "assistant";
   content?: string | ChatContentPart[] | null;
   refusal?: string | null;
-  tool_calls?: ChatToolCall[];
+  tool_calls?: (ChatToolCall | ChatCustomToolCall)[];
   /** Legacy single function call, still sent by old clients. */
   function_call?: { name: string; arguments: string } | null;
   /** Reasoning text some OpenAI-compatible servers (DeepSeek, vLLM) return. */

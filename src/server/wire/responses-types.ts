@@ -123,6 +123,17 @@ export type ResponsesOutputFunctionCall = {
   status: "in_progress" | "completed" | "incomplete";
 };
 
+/** A call of a `custom` tool: the model's free-form `input` (the API gives it no status). */
+export type ResponsesOutputCustomToolCall = {
+  type: "custom_tool_call";
+  id: string;
+  call_id: string;
+  name: string;
+  /** The namespace tool group the tool belongs to, as the request declared it. */
+  namespace?: string;
+  input: string;
+};
+
 /**
  * The model's thinking: a reasoning summary where the request asked for one, and the signed
  * reasoning where it included `reasoning.encrypted_content`.
@@ -138,7 +149,8 @@ export type ResponsesSummaryText = { type: "summary_text"; text: string };
 export type ResponsesOutputItem =
   | ResponsesOutputReasoning
   | ResponsesOutputMessage
-  | ResponsesOutputFunctionCall;
+  | ResponsesOutputFunctionCall
+  | ResponsesOutputCustomToolCall;
 
 export type ResponsesUsage = {
   input_tokens: number;
@@ -175,6 +187,8 @@ export type ResponseObject = {
   usage?: ResponsesUsage;
   user?: string;
   metadata: { [key: string]: string };
+  /** OpenAI's domain access programs (its Cyber program) that served the request. */
+  access_programs: { cyber: string } | null;
   /** The tier that served the answer, where its provider said (as OpenAI names tiers). */
   service_tier?: string;
   /** The conversation the response was added to, when the request named one. */

@@ -249,7 +249,13 @@ describe("Anthropic SDK reads chat upstreams translated to Messages", () => {
       messages: [{ role: "user", content: "go" }],
     });
     expect(message.content).toEqual([
-      { type: "tool_use", id: "toolu_Z", name: "list_dir", input: { dir: "src" } },
+      {
+        type: "tool_use",
+        id: "toolu_Z",
+        name: "list_dir",
+        input: { dir: "src" },
+        caller: { type: "direct" },
+      },
     ]);
     expect(message.stop_reason).toBe("tool_use");
     expect(message.usage.output_tokens).toBe(6);

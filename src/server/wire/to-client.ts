@@ -138,8 +138,10 @@ function meterChunk(meter: StreamMeter, chunk: ChatCompletionChunk): boolean {
     if (delta) {
       let chars = textLength(delta.content) + textLength(delta.reasoning_content);
       chars += textLength(delta.refusal);
-      for (const call of delta.tool_calls ?? [])
+      for (const call of delta.tool_calls ?? []) {
         chars += textLength(call.function?.name) + textLength(call.function?.arguments);
+        chars += textLength(call.custom?.name) + textLength(call.custom?.input);
+      }
       meter.delivered(chars);
     }
     if (choice.finish_reason) finished = true;
@@ -153,7 +155,10 @@ interface ChunkDelta {
   content?: unknown;
   reasoning_content?: unknown;
   refusal?: unknown;
-  tool_calls?: { function?: { name?: unknown; arguments?: unknown } }[];
+  tool_calls?: {
+    function?: { name?: unknown; arguments?: unknown };
+    custom?: { name?: unknown; input?: unknown };
+  }[];
 }
 
 const textLength = (value: unknown) => (typeof value === "string" ? value.length : 0);
@@ -199,7 +204,7 @@ class ChatChunkRelay {
  * keys only, and a string value is consumed whole.
  */
 const chatChunkKeys =
-  /"(content|name|arguments|reasoning_content|reasoning|refusal|model|usage|error|finish_reason)"\s*:\s*("((?:[^"\\]|\\.)*)"|null\b)?/g;
+  /"(content|name|arguments|input|reasoning_content|reasoning|refusal|model|usage|error|finish_reason)"\s*:\s*("((?:[^"\\]|\\.)*)"|null\b)?/g;
 
 interface OrdinaryChunk {
   /** The chunk with `model` (the field, `"model":"..."`) in place of its own. */

@@ -31,7 +31,7 @@ import {
   wantsSummary,
   withInputSettings,
 } from "./translate/responses.js";
-import { asArray, isRecord } from "./translate/shared.js";
+import { asArray, asString, isRecord, type JsonObject } from "./translate/shared.js";
 import { UnsupportedRequest } from "./upstream-failure.js";
 
 /*
@@ -173,6 +173,11 @@ export interface ChatOnward {
   webSearch?: boolean;
   /** That wire fetches a document given by URL itself (Gemini's fileData). */
   fetchesUrls?: boolean;
+  /**
+   * The body is sent as it is to a chat API that takes `custom` (free-form) tools, their calls and
+   * a choice forcing one (OpenAI's): a Responses client's custom tools go as chat's.
+   */
+  customTools?: boolean;
 }
 
 export function toChatRequest(
@@ -193,18 +198,32 @@ export function toChatRequest(
     if (omitted.length > 0) omitTools(attempt, omitted, anthropicToolsSentence(outside), rewrite);
     const chat = messagesRequestToChat(body, model.upstream_model, chatOptions(attempt, onward));
     if (!onward.fetchesUrls) refuseGap(documentUrlSentence(chat));
+    refuseGap(droppedChoiceSentence(req, chat));
     return clampChat(chat, max);
   }
   if (req.style === "responses") {
     const body = withInputSettings(req.body as ResponsesRequest);
-    refuseGap(untranslatableToChat(body));
-    const chat = responsesRequestToChat(body, model.upstream_model, chatOptions(attempt, onward));
-    const outside = toolsOutsideChat(body);
-    // A wire that runs a web search of its own gets it as chat's web search option.
+    const custom = onward.customTools === true && !onward.translated;
+    refuseGap(untranslatableToChat(body, custom));
+    const options = chatOptions(attempt, onward);
+    const chat = responsesRequestToChat(
+      body,
+      model.upstream_model,
+      custom ? { ...options, customTools: true } : options,
+    );
+    const outside = toolsOutsideChat(body, custom);
+    // A wire that runs a web search of its own gets it as chat's web search option, and a choice
+    // forcing it as a choice of the tool the option becomes (`web_search`).
     const searches = onward.webSearch ? outside.filter(isWebSearch) : [];
-    if (searches.length > 0) chat.web_search_options = {};
+    if (searches.length > 0) {
+      chat.web_search_options = {};
+      const choice = body.tool_choice;
+      if (isRecord(choice) && isWebSearch(String(choice.type)))
+        chat.tool_choice = { type: "function", function: { name: webSearchTool } };
+    }
     const omitted = outside.filter((t) => !searches.includes(t));
     if (omitted.length > 0) omitTools(attempt, omitted, hostedToolSentence(omitted), rewrite);
+    refuseGap(droppedChoiceSentence(req, chat));
     return clampChat(chat, max);
   }
   const body = { ...req.body, model: model.upstream_model } as ChatCompletionRequest;
@@ -220,6 +239,7 @@ export function toChatRequest(
     if (body.moderation != null) refuseGap(moderationSentence);
     refuseGap(logitBiasSentence(body));
     omitNonFunctionTools(body, attempt, rewrite);
+    refuseGap(droppedChoiceSentence(req, body));
     // Chat's web search option is a hosted web search: a wire without one leaves it out, named.
     if (!onward.webSearch && body.web_search_options != null) {
       omitTools(attempt, ["web_search"], hostedToolSentence(["web_search"]), rewrite);
@@ -348,6 +368,66 @@ export function toMessagesRequest(
 }
 
 const isWebSearch = (type: string) => type.startsWith("web_search");
+
+/** The name chat's web search option goes under on a wire that runs one (Anthropic's tool). */
+const webSearchTool = "web_search";
+
+/**
+ * A client's `tool_choice` that forces a named tool the chat body no longer forces, its tool left
+ * out (a hosted or server tool, a custom tool toward a wire without them), as a sentence for the
+ * client: the model would answer without the tool the client made it call, which
+ * `x-gateway-tools-omitted` alone does not undo. A Responses choice becomes chat's only for a tool
+ * that is carried (and names a namespace's tool by its own name, where chat's is flat), so that one
+ * went is all that is checked there.
+ */
+function droppedChoiceSentence(
+  req: CompletionRequest,
+  chat: ChatCompletionRequest,
+): string | undefined {
+  const forced = forcedToolName(req.style, req.body);
+  if (forced === undefined) return undefined;
+  const sent = isRecord(chat.tool_choice) ? chat.tool_choice : undefined;
+  if (sent?.type === "function" || sent?.type === "custom") {
+    if (req.style === "responses") return undefined;
+    const name = chatToolName(sent);
+    const tools = asArray(chat.tools).filter(isRecord);
+    if (tools.some((tool) => tool.type === sent.type && chatToolName(tool) === name))
+      return undefined;
+    if (name === webSearchTool && chat.web_search_options != null) return undefined;
+  }
+  return `\`tool_choice\` forces the tool \`${forced}\`, which this model cannot run: its provider has no form for the tool, so the model would answer without calling it. Leave out \`tool_choice\` (or choose \`auto\`) to be answered without the tool.`;
+}
+
+/** The name a chat tool or tool choice gives under its type (`{type: "custom", custom: {name}}`). */
+function chatToolName(of: JsonObject): unknown {
+  const inner = of[String(of.type)];
+  return isRecord(inner) ? inner.name : undefined;
+}
+
+/**
+ * The tool a client's `tool_choice` forces by name (a hosted tool's by its type) where that tool
+ * may be left out, in its style's shape: a messages tool the request declares, a chat `custom`
+ * tool, any Responses tool. Undefined where it names none (`auto`, `required`, `allowed_tools`...)
+ * or names one the request does not declare, which the provider refuses as it would anyway.
+ */
+function forcedToolName(style: ClientStyle, body: Record<string, unknown>): string | undefined {
+  const choice = body.tool_choice;
+  if (!isRecord(choice)) return undefined;
+  const type = asString(choice.type);
+  const declared = asArray(body.tools).filter(isRecord);
+  if (style === "messages") {
+    const name = type === "tool" ? asString(choice.name) : undefined;
+    return declared.some((tool) => tool.name === name) ? name : undefined;
+  }
+  if (style === "chat") {
+    const name = type === "custom" ? chatToolName(choice) : undefined;
+    const found = declared.some((tool) => tool.type === "custom" && chatToolName(tool) === name);
+    return found ? String(name) : undefined;
+  }
+  if (type === undefined || ["allowed_tools", "auto", "none", "required"].includes(type))
+    return undefined;
+  return asString(choice.name) ?? type;
+}
 
 /**
  * Tools this backend cannot run: left out and named in the answer's header and the request log,

@@ -52,6 +52,8 @@ describe("usage", () => {
       output_tokens: 7,
       cache_read_input_tokens: 100,
       cache_creation_input_tokens: 20,
+      output_tokens_details: null,
+      server_tool_use: null,
     });
     expect(usageFromMessages(anthropic)).toEqual(usage);
   });

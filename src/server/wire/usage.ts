@@ -65,9 +65,12 @@ export function chatOutputText(resp: {
     if (!Array.isArray(message?.tool_calls)) continue;
     for (const call of message.tool_calls as {
       function?: { name?: unknown; arguments?: unknown };
+      custom?: { name?: unknown; input?: unknown };
     }[]) {
       if (typeof call.function?.name === "string") text += call.function.name;
       if (typeof call.function?.arguments === "string") text += call.function.arguments;
+      if (typeof call.custom?.name === "string") text += call.custom.name;
+      if (typeof call.custom?.input === "string") text += call.custom.input;
     }
   }
   return text;
@@ -209,19 +212,43 @@ export function mergeMessagesUsage(previous: Usage, raw: unknown): Usage {
   return next;
 }
 
-/** Normalised usage -> Anthropic usage object (uncached input kept apart, as Anthropic does). */
+/**
+ * Normalised usage -> Anthropic usage object (uncached input kept apart, as Anthropic does), with
+ * every key of a `message_delta`'s usage the @anthropic-ai/sdk types require: the thinking part
+ * where the provider said, and no server tool requests (a translated answer runs none).
+ */
 export function toAnthropicUsage(usage: Usage): AnthropicUsage {
   const cacheRead = usage.cache_read_input_tokens ?? 0;
   const cacheWrite = usage.cache_creation_input_tokens ?? 0;
-  const out: AnthropicUsage = {
+  return {
     input_tokens: Math.max(0, usage.input_tokens - cacheRead - cacheWrite),
     output_tokens: usage.output_tokens,
     cache_creation_input_tokens: cacheWrite,
     cache_read_input_tokens: cacheRead,
+    output_tokens_details: usage.reasoning_tokens
+      ? { thinking_tokens: usage.reasoning_tokens }
+      : null,
+    server_tool_use: null,
   };
-  if (usage.reasoning_tokens)
-    out.output_tokens_details = { thinking_tokens: usage.reasoning_tokens };
-  return out;
+}
+
+/**
+ * A whole message's usage (an answer's, `message_start`'s): `toAnthropicUsage` with the keys only
+ * a message's usage has, null where the gateway has nothing to say (the cache writes' split by
+ * lifetime, where and how fast the provider ran the model). `tier` is the capacity that served
+ * the answer, as Anthropic names it, where the provider said.
+ */
+export function toAnthropicMessageUsage(
+  usage: Usage,
+  tier: "standard" | "priority" | null = null,
+): AnthropicUsage {
+  return {
+    ...toAnthropicUsage(usage),
+    cache_creation: null,
+    inference_geo: null,
+    service_tier: tier,
+    speed: null,
+  };
 }
 
 /**
@@ -395,7 +422,7 @@ export function jsonTextLength(escaped: string): number {
  * name is output the model wrote, and the only output of a call cut before its arguments.
  */
 export const chatDeltaFields =
-  /"(?:content|name|arguments|reasoning_content|reasoning|refusal)"\s*:\s*"((?:[^"\\]|\\.)*)"/g;
+  /"(?:content|name|arguments|input|reasoning_content|reasoning|refusal)"\s*:\s*"((?:[^"\\]|\\.)*)"/g;
 /**
  * The tool name in an event that opens a call (a messages `content_block_start`, a Responses
  * `response.output_item.added`): output the model wrote, sent before any of the call's input.

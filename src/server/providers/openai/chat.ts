@@ -48,7 +48,8 @@ export async function openaiComplete(
     return nativeResponses(http, attempt, req, headers);
   }
   const rewrite: Rewrite = { omittedTools: [] };
-  const body = toChatRequest(req, attempt, rewrite);
+  // OpenAI's chat takes custom tools (`openaiProvider.takesCustomTools`).
+  const body = toChatRequest(req, attempt, rewrite, { customTools: true });
   // A chat client's own `stop` goes as written (the provider answers for it); a translated one is
   // the gateway's to fit within OpenAI's four.
   if (req.style === "messages") refuseStopsOver(req, body, 4);

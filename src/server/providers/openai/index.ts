@@ -15,6 +15,7 @@ export const openaiProvider: Provider = {
   needsBaseUrl: true,
   servesNatively: (style, provider) =>
     style === "chat" || (style === "responses" && Boolean(provider.responses_native)),
+  takesCustomTools: true,
   // Google's OpenAI-compatible endpoint refuses a key in Google's words, as Gemini's own API does.
   classify: googleKeyRefusal,
   complete: openaiComplete,

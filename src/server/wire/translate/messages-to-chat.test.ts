@@ -269,10 +269,19 @@ describe("chatResponseToMessages", () => {
       type: "message",
       role: "assistant",
       model: "client-model",
+      container: null,
       content: [
-        { type: "text", text: "Running it." },
-        { type: "tool_use", id: "toolu_1", name: "Bash", input: { command: "ls" } },
+        { type: "text", text: "Running it.", citations: null },
+        {
+          type: "tool_use",
+          id: "toolu_1",
+          name: "Bash",
+          input: { command: "ls" },
+          caller: { type: "direct" },
+        },
       ],
+      diagnostics: null,
+      stop_details: null,
       stop_reason: "tool_use",
       stop_sequence: null,
       usage: {
@@ -280,6 +289,12 @@ describe("chatResponseToMessages", () => {
         output_tokens: 9,
         cache_read_input_tokens: 60,
         cache_creation_input_tokens: 0,
+        cache_creation: null,
+        inference_geo: null,
+        output_tokens_details: null,
+        server_tool_use: null,
+        service_tier: null,
+        speed: null,
       },
     });
   });
@@ -319,7 +334,7 @@ describe("chatResponseToMessages", () => {
     );
     expect(reasoning.content).toEqual([
       { type: "thinking", thinking: "2+2", signature: "" },
-      { type: "text", text: "4" },
+      { type: "text", text: "4", citations: null },
     ]);
   });
 });
@@ -488,7 +503,13 @@ describe("ChatStreamToMessages", () => {
     expect(events[5].data).toEqual({
       type: "content_block_start",
       index: 1,
-      content_block: { type: "tool_use", id: "toolu_A", name: "Read", input: {} },
+      content_block: {
+        type: "tool_use",
+        id: "toolu_A",
+        name: "Read",
+        input: {},
+        caller: { type: "direct" },
+      },
     });
     const json = (index: number) =>
       events
@@ -499,12 +520,14 @@ describe("ChatStreamToMessages", () => {
     expect(JSON.parse(json(2))).toEqual({ command: "ls -la" });
     expect(events[13].data).toEqual({
       type: "message_delta",
-      delta: { stop_reason: "tool_use", stop_sequence: null },
+      delta: { stop_reason: "tool_use", stop_sequence: null, stop_details: null, container: null },
       usage: {
         input_tokens: 30,
         output_tokens: 12,
         cache_read_input_tokens: 0,
         cache_creation_input_tokens: 0,
+        output_tokens_details: null,
+        server_tool_use: null,
       },
     });
     expect(translator.usage()).toEqual({ input_tokens: 30, output_tokens: 12 });
@@ -524,8 +547,8 @@ describe("ChatStreamToMessages", () => {
       .filter((e) => e.event === "content_block_start")
       .map((e) => e.data.content_block);
     expect(starts).toEqual([
-      { type: "tool_use", id: "toolu_1", name: "f", input: {} },
-      { type: "tool_use", id: "toolu_2", name: "g", input: {} },
+      { type: "tool_use", id: "toolu_1", name: "f", input: {}, caller: { type: "direct" } },
+      { type: "tool_use", id: "toolu_2", name: "g", input: {}, caller: { type: "direct" } },
     ]);
     const args = all
       .filter((e) => e.event === "content_block_delta" && e.data.index === 0)
@@ -535,6 +558,8 @@ describe("ChatStreamToMessages", () => {
     expect(all.find((e) => e.event === "message_delta")?.data.delta).toEqual({
       stop_reason: "tool_use",
       stop_sequence: null,
+      stop_details: null,
+      container: null,
     });
   });
 
@@ -572,7 +597,7 @@ describe("ChatStreamToMessages", () => {
       events.filter((e) => e.event === "content_block_start").map((e) => e.data.content_block),
     ).toEqual([
       { type: "thinking", thinking: "", signature: "" },
-      { type: "text", text: "" },
+      { type: "text", text: "", citations: null },
     ]);
   });
 });

@@ -21,7 +21,13 @@ import type {
   ChatToolCall,
   ChatToolChoice,
 } from "../openai-types.js";
-import { emptyUsage, toAnthropicUsage, type Usage, usageFromChat } from "../usage.js";
+import {
+  emptyUsage,
+  toAnthropicMessageUsage,
+  toAnthropicUsage,
+  type Usage,
+  usageFromChat,
+} from "../usage.js";
 import { anthropicClientTool } from "./anthropic-client-tools.js";
 import { meetsOpenAIStrictRules } from "./openai-strict-schema.js";
 import {
@@ -39,6 +45,7 @@ import {
   inputToArguments,
   isRecord,
   type JsonObject,
+  providerToolText,
   randomId,
   toDataUrl,
   toolTypesMatching,
@@ -64,6 +71,12 @@ export type ChatRequestOptions = {
    * tool loop; OpenAI's chat API takes no such field. Absent, they do.
    */
   reasoningDetails?: boolean;
+  /**
+   * Whether the provider's chat API takes `custom` (free-form) tools, their calls and a choice
+   * forcing one, as OpenAI's does: a Responses client's custom tools then go as chat's. Absent,
+   * it does not (the tools are left out, their calls refused).
+   */
+  customTools?: boolean;
 };
 
 // ---------------------------------------------------------------------------
@@ -154,6 +167,8 @@ export function messagesRequestToChat(
 
   const user = isRecord(req.metadata) ? asString(req.metadata.user_id) : undefined;
   if (user) out.user = user;
+  const tier = chatServiceTier(req.service_tier);
+  if (tier) out.service_tier = tier;
   const effort = reasoningEffortOf(req);
   if (effort) out.reasoning_effort = effort;
 
@@ -170,6 +185,15 @@ export function messagesRequestToChat(
     };
   }
   return out;
+}
+
+/**
+ * Anthropic's `service_tier` as chat's: `auto` (priority capacity where the organization has it)
+ * is OpenAI's `auto` too, and `standard_only` its standard capacity, `default`.
+ */
+function chatServiceTier(tier: unknown): "auto" | "default" | undefined {
+  if (tier === "standard_only") return "default";
+  return tier === "auto" ? "auto" : undefined;
 }
 
 /**
@@ -282,18 +306,32 @@ export function failedToolCalls(req: MessagesRequest): Set<string> {
   return failed;
 }
 
+/**
+ * Anthropic's server tools' blocks in an assistant turn (`server_tool_use`, `mcp_tool_use` and
+ * their `*_tool_result`s), which chat has no form for: carried as the turn's text
+ * (`providerToolText`), so the model still reads what was searched, fetched or run.
+ */
+const serverToolBlock = /^(server_tool_use|mcp_tool_use|[a-z_]+_tool_result)$/;
+
 function convertAssistant(content: unknown, marks: BreakpointOf): ChatMessage | undefined {
   if (typeof content === "string") {
     return content === "" ? undefined : { role: "assistant", content };
   }
   const texts: ChatContentPart[] = [];
+  // The server tools' texts, kept apart from the text around them.
+  const apart = new Set<ChatContentPart>();
   const toolCalls: ChatToolCall[] = [];
   for (const block of asArray(content)) {
     if (!isRecord(block)) continue;
-    const piece = block.type === "text" ? (asString(block.text) ?? "") : "";
-    if (piece !== "")
-      texts.push(withBreakpoint({ type: "text", text: piece }, marks(block.cache_control)));
-    else if (block.type === "tool_use") {
+    const type = asString(block.type) ?? "";
+    const server = serverToolBlock.test(type);
+    const piece =
+      type === "text" ? (asString(block.text) ?? "") : server ? providerToolText(type, block) : "";
+    if (piece !== "") {
+      const part = withBreakpoint({ type: "text", text: piece }, marks(block.cache_control));
+      if (server) apart.add(part);
+      texts.push(part);
+    } else if (block.type === "tool_use") {
       toolCalls.push({
         id: asString(block.id) || randomId("call_"),
         type: "function",
@@ -306,7 +344,12 @@ function convertAssistant(content: unknown, marks: BreakpointOf): ChatMessage | 
   if (texts.length === 0 && toolCalls.length === 0) return undefined;
   // The text as one string, unless a marked block needs its part.
   const marked = texts.some((part) => part.prompt_cache_breakpoint !== undefined);
-  const text = texts.map((part) => String(part.text)).join("");
+  const text = texts
+    .map((part, i) => {
+      const gap = i > 0 && (apart.has(part) || apart.has(texts[i - 1])) ? "\n\n" : "";
+      return gap + String(part.text);
+    })
+    .join("");
   const message: ChatMessage = {
     role: "assistant",
     content: marked ? texts : text === "" ? null : text,
@@ -594,42 +637,77 @@ export function chatResponseToMessages(
   if (reasoning && showThinking)
     content.push({ type: "thinking", thinking: reasoning, signature: "" });
   const text = contentText(message.content) || (asString(message.refusal) ?? "");
-  if (text) content.push({ type: "text", text });
+  if (text) content.push(textBlock(text));
 
   const toolCalls = asArray(message.tool_calls);
   for (const call of toolCalls) {
     if (!isRecord(call) || !isRecord(call.function)) continue;
-    content.push({
-      type: "tool_use",
-      id: toolUseId(asString(call.id)),
-      name: asString(call.function.name) ?? "",
-      input: argumentsToInput(call.function.arguments),
-    });
+    content.push(
+      toolUseBlock(
+        toolUseId(asString(call.id)),
+        asString(call.function.name) ?? "",
+        argumentsToInput(call.function.arguments),
+      ),
+    );
   }
   const legacy = message.function_call;
   if (isRecord(legacy) && asString(legacy.name)) {
-    content.push({
-      type: "tool_use",
-      id: randomId("toolu_"),
-      name: asString(legacy.name) ?? "",
-      input: argumentsToInput(legacy.arguments),
-    });
+    content.push(
+      toolUseBlock(
+        randomId("toolu_"),
+        asString(legacy.name) ?? "",
+        argumentsToInput(legacy.arguments),
+      ),
+    );
   }
 
   const sawToolCalls = content.some((block) => block.type === "tool_use");
   const stopSequence = sawToolCalls ? undefined : chatStopSequence(choice);
   return {
-    id: newMessageId(),
-    type: "message",
-    role: "assistant",
-    model: clientModel,
+    ...messageShape(newMessageId(), clientModel),
     content,
     stop_reason: stopSequence
       ? "stop_sequence"
       : chatFinishToAnthropicStop(choice.finish_reason, sawToolCalls),
     stop_sequence: stopSequence ?? null,
-    usage: toAnthropicUsage(usageFromChat(resp)),
+    usage: toAnthropicMessageUsage(usageFromChat(resp), anthropicTier(resp.service_tier)),
   };
+}
+
+/**
+ * What every translated message carries besides its content, stop and usage: the keys the
+ * @anthropic-ai/sdk types require, null where only Anthropic's API has something to say (the code
+ * execution container, a refusal's policy category, prompt cache diagnostics).
+ */
+function messageShape(id: string, clientModel: string) {
+  return {
+    id,
+    type: "message" as const,
+    role: "assistant" as const,
+    model: clientModel,
+    container: null,
+    stop_details: null,
+    diagnostics: null,
+  };
+}
+
+/** A text block as Anthropic's answers write it: no citations (only Anthropic's API cites). */
+function textBlock(text: string): AnthropicContentBlock {
+  return { type: "text", text, citations: null };
+}
+
+/** A tool call as Anthropic's answers write it: called by the model itself (`direct`). */
+function toolUseBlock(id: string, name: string, input: unknown): AnthropicContentBlock {
+  return { type: "tool_use", id, name, input, caller: { type: "direct" } };
+}
+
+/**
+ * The capacity a chat answer says served it, as Anthropic names it: OpenAI's `default` is its
+ * standard capacity; a tier Anthropic has no name for (flex, scale) is not said.
+ */
+function anthropicTier(tier: unknown): "standard" | "priority" | null {
+  if (tier === "default") return "standard";
+  return tier === "priority" ? "priority" : null;
 }
 
 // ---------------------------------------------------------------------------
@@ -680,6 +758,8 @@ export class ChatStreamToMessages {
   private waitingTools = 0;
   private finishReason: unknown = null;
   private current: Usage = emptyUsage();
+  /** The capacity the chunks say served the answer (`anthropicTier`). */
+  private tier: "standard" | "priority" | null = null;
 
   /** `showThinking`: as `chatResponseToMessages` takes it. */
   constructor(
@@ -699,6 +779,7 @@ export class ChatStreamToMessages {
       const message = asString(chunk.error.message) ?? "upstream stream error";
       return [event({ type: "error", error: { type: "api_error", message } })];
     }
+    if (chunk.service_tier != null) this.tier = anthropicTier(chunk.service_tier);
     out.push(...this.start());
     if (isRecord(chunk.usage)) this.current = usageFromChat(chunk);
 
@@ -738,6 +819,8 @@ export class ChatStreamToMessages {
             ? "stop_sequence"
             : chatFinishToAnthropicStop(this.finishReason, this.sawToolCalls),
           stop_sequence: stopSequence ?? null,
+          stop_details: null,
+          container: null,
         },
         usage: toAnthropicUsage(this.billed?.() ?? this.current),
       }),
@@ -757,16 +840,11 @@ export class ChatStreamToMessages {
       event({
         type: "message_start",
         message: {
-          id: this.messageId,
-          type: "message",
-          role: "assistant",
-          model: this.clientModel,
+          ...messageShape(this.messageId, this.clientModel),
           content: [],
           stop_reason: null,
           stop_sequence: null,
-          usage: this.billed
-            ? toAnthropicUsage(this.billed())
-            : { input_tokens: 0, output_tokens: 0 },
+          usage: toAnthropicMessageUsage(this.billed?.() ?? emptyUsage(), this.tier),
         },
       }),
     ];
@@ -788,8 +866,7 @@ export class ChatStreamToMessages {
   }
 
   private appendText(text: string): MessagesSSEEvent[] {
-    const out =
-      this.open?.kind === "text" ? [] : this.openBlock("text", { type: "text", text: "" });
+    const out = this.open?.kind === "text" ? [] : this.openBlock("text", textBlock(""));
     const index = this.open?.index ?? 0;
     out.push(event({ type: "content_block_delta", index, delta: { type: "text_delta", text } }));
     return out;
@@ -891,7 +968,7 @@ export class ChatStreamToMessages {
       event({
         type: "content_block_start",
         index,
-        content_block: { type: "tool_use", id: tool.id, name: tool.name, input: {} },
+        content_block: toolUseBlock(tool.id, tool.name, {}),
       }),
     );
     if (tool.pendingArgs) {

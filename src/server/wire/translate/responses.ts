@@ -9,6 +9,7 @@ import type {
   ChatCompletionRequest,
   ChatCompletionResponse,
   ChatContentPart,
+  ChatCustomToolCall,
   ChatMessage,
   ChatTool,
   ChatToolCall,
@@ -17,6 +18,7 @@ import type {
 } from "../openai-types.js";
 import type {
   ResponseObject,
+  ResponsesOutputCustomToolCall,
   ResponsesOutputFunctionCall,
   ResponsesOutputItem,
   ResponsesOutputMessage,
@@ -38,6 +40,7 @@ import {
   isRecord,
   type JsonObject,
   nowSeconds,
+  providerToolText,
   randomId,
 } from "./shared.js";
 
@@ -73,10 +76,11 @@ export function responsesRequestToChat(
     out.stream_options = { include_usage: true };
   }
 
-  const tools = convertTools(asArray(req.tools));
+  const custom = opts.customTools === true;
+  const tools = convertTools(asArray(req.tools), custom);
   if (tools.length > 0) {
     out.tools = tools;
-    const toolChoice = convertToolChoice(req.tool_choice);
+    const toolChoice = convertToolChoice(req.tool_choice, custom);
     if (toolChoice !== undefined) out.tool_choice = toolChoice;
     if (typeof req.parallel_tool_calls === "boolean") {
       out.parallel_tool_calls = req.parallel_tool_calls;
@@ -151,7 +155,8 @@ type Breakpoints = { ttl?: string } | undefined;
  * separate items (a reasoning item, a message, then one item per function call); chat wants them
  * as one assistant message, so consecutive assistant items are merged. A reasoning item's signed
  * reasoning (`encrypted_content` the gateway made, where `reasoning` says to carry it) goes on the
- * assistant turn it came before, as `reasoning_details`.
+ * assistant turn it came before, as `reasoning_details`. A hosted tool's call (a web search, an MCP
+ * call, ...) is the assistant turn's text, apart from the text around it (`providerToolText`).
  */
 function appendInputItems(
   messages: ChatMessage[],
@@ -171,6 +176,15 @@ function appendInputItems(
     }
     return assistant;
   };
+  // Whether the assistant's text so far ends with a hosted call's, which the next text keeps apart.
+  let afterCall = false;
+  const appendText = (text: string, call: boolean) => {
+    const assistant = lastAssistant();
+    const before = typeof assistant.content === "string" ? assistant.content : "";
+    const gap = before !== "" && (call || afterCall) ? "\n\n" : "";
+    assistant.content = before + gap + text;
+    afterCall = call;
+  };
 
   for (const item of items) {
     if (!isRecord(item)) continue;
@@ -180,7 +194,12 @@ function appendInputItems(
       continue;
     }
     // Reasoning with no assistant item after it has no turn to go with.
-    if (type !== "function_call" && !(type === "message" && item.role === "assistant")) signed = [];
+    const assistantItem =
+      type === "function_call" ||
+      type === "custom_tool_call" ||
+      (typeof type === "string" && hostedCallItems.test(type)) ||
+      (type === "message" && item.role === "assistant");
+    if (!assistantItem) signed = [];
     if (type === "message") {
       const role = item.role;
       if (role === "system" || role === "developer") {
@@ -195,11 +214,7 @@ function appendInputItems(
         if (content.length > 0) messages.push({ role: "user", content: simplify(content) });
       } else if (role === "assistant") {
         const text = contentText(item.content);
-        if (text) {
-          const assistant = lastAssistant();
-          assistant.content =
-            (typeof assistant.content === "string" ? assistant.content : "") + text;
-        }
+        if (text) appendText(text, false);
       }
     } else if (type === "function_call") {
       const assistant = lastAssistant();
@@ -212,7 +227,19 @@ function appendInputItems(
         },
       };
       assistant.tool_calls = [...(assistant.tool_calls ?? []), call];
-    } else if (type === "function_call_output") {
+    } else if (type === "custom_tool_call") {
+      // Reaches here only toward a chat API that takes custom tools (`clientToolItemSentence`).
+      const assistant = lastAssistant();
+      const call: ChatCustomToolCall = {
+        id: asString(item.call_id) || asString(item.id) || randomId("call_"),
+        type: "custom",
+        custom: {
+          name: flatToolName(asString(item.namespace), asString(item.name) ?? ""),
+          input: asString(item.input) ?? "",
+        },
+      };
+      assistant.tool_calls = [...(assistant.tool_calls ?? []), call];
+    } else if (type === "function_call_output" || type === "custom_tool_call_output") {
       const callId = asString(item.call_id) ?? "";
       if (typeof item.output === "string") {
         messages.push({ role: "tool", tool_call_id: callId, content: item.output });
@@ -227,10 +254,21 @@ function appendInputItems(
         const images = parts.filter((p) => p.type !== "text");
         if (images.length > 0) messages.push({ role: "user", content: images });
       }
+    } else if (typeof type === "string" && hostedCallItems.test(type)) {
+      appendText(providerToolText(type, item), true);
     }
-    // item_reference and hosted-tool items have no chat equivalent.
+    // An item_reference was resolved before (`response-state.ts`).
   }
 }
+
+/**
+ * Hosted tools' items that chat has no form for, whose content the model can still read: carried
+ * as the assistant's text (`providerToolText`). The image of an `image_generation_call` and an
+ * `mcp_approval_response` (which asks OpenAI's API to run a call) cannot be; they are refused
+ * (`hostedItemSentence`).
+ */
+const hostedCallItems =
+  /^(web_search_call|file_search_call|code_interpreter_call|mcp_call|mcp_list_tools|mcp_approval_request)$/;
 
 function simplify(parts: ChatContentPart[]): string | ChatContentPart[] {
   const [only] = parts;
@@ -296,18 +334,21 @@ const hostedTools = /^(web_search|file_search|code_interpreter|image_generation|
 
 /**
  * The Responses tools a chat-completions provider cannot run: hosted tools, and tools the client
- * runs but chat has no form for (custom, local shell). Namespace groups are not among them: their
- * function tools are flattened.
+ * runs but chat has no form for (local shell; custom tools unless the provider's chat API takes
+ * them, `custom`). Namespace groups are not among them: their tools are flattened.
  */
-export function toolsOutsideChat(req: ResponsesRequest): string[] {
+export function toolsOutsideChat(req: ResponsesRequest, custom = false): string[] {
   const out: string[] = [];
   for (const tool of asArray(req.tools)) {
     if (!isRecord(tool)) continue;
     const type = asString(tool.type) ?? "";
-    if (type === "function" || type === "namespace") continue;
+    const inner = type === "namespace" ? asArray(tool.tools) : [];
+    // A namespace groups functions and custom tools.
+    if (!custom && inner.some((t) => isRecord(t) && t.type === "custom")) out.push("custom");
+    if (type === "function" || type === "namespace" || (custom && type === "custom")) continue;
     out.push(type);
   }
-  return out;
+  return [...new Set(out)];
 }
 
 /**
@@ -373,7 +414,7 @@ const includable: readonly string[] = [
  * in the client's OpenAI project: answering without its instructions and variables would be a
  * different answer given without a word.
  */
-export function untranslatableToChat(req: ResponsesRequest): string | undefined {
+export function untranslatableToChat(req: ResponsesRequest, custom = false): string | undefined {
   if (req.prompt !== undefined && req.prompt !== null)
     return "`prompt` (a prompt template stored in an OpenAI project) is not available for this model: the gateway cannot read the template; send its instructions and input in the request instead.";
   if (req.moderation != null) return moderationSentence;
@@ -388,19 +429,41 @@ export function untranslatableToChat(req: ResponsesRequest): string | undefined 
   // answer the turns after it alone.
   if (asArray(req.input).some((item) => isRecord(item) && item.type === "compaction"))
     return "A `compaction` input item is not available for this model: it holds the earlier conversation encrypted for OpenAI's API, which the gateway cannot read; send that conversation's items instead, or continue with `previous_response_id` or `conversation`.";
-  return clientToolItemSentence(req.input) ?? storedInputSentence(req.input);
+  return (
+    clientToolItemSentence(req.input, custom) ??
+    hostedItemSentence(req.input) ??
+    storedInputSentence(req.input)
+  );
 }
 
 /**
- * Calls of tools the client runs that chat has no form for (`custom`, `shell`, `local_shell`,
- * `apply_patch`, `computer`), and their outputs: the tools are left out, and without these items
- * the model would not see what was called or what came back.
+ * Hosted tools' items the bridge cannot carry as text: an `image_generation_call`, whose image the
+ * model made and would not see again (chat's assistant turn carries no image), and an
+ * `mcp_approval_response`, which asks OpenAI's API to run the approved MCP call.
+ */
+function hostedItemSentence(input: unknown): string | undefined {
+  for (const item of asArray(input)) {
+    const type = isRecord(item) ? item.type : undefined;
+    if (type === "image_generation_call")
+      return "An `image_generation_call` input item is not available for this model: its image would not reach the model (an assistant turn carries no image); send the image as an `input_image` in a user message instead.";
+    if (type === "mcp_approval_response")
+      return "An `mcp_approval_response` input item is not available for this model: only OpenAI's Responses API runs the MCP call it approves; leave it out.";
+  }
+  return undefined;
+}
+
+/**
+ * Calls of tools the client runs that chat has no form for (`shell`, `local_shell`,
+ * `apply_patch`, `computer`, and `custom` unless the provider's chat API takes custom tools), and
+ * their outputs: the tools are left out, and without these items the model would not see what was
+ * called or what came back.
  */
 const clientToolItems = /^(custom_tool|shell|local_shell|apply_patch|computer)_call(_output)?$/;
 
-function clientToolItemSentence(input: unknown): string | undefined {
+function clientToolItemSentence(input: unknown, custom: boolean): string | undefined {
   for (const item of asArray(input)) {
     const type = isRecord(item) ? asString(item.type) : undefined;
+    if (custom && type?.startsWith("custom_tool_call")) continue;
     if (type && clientToolItems.test(type))
       return `A \`${type}\` input item is not available for this model: its tool has no form on this model's provider, so the model would not see the call or its output; send them as message text, or declare the tool as a \`function\`.`;
   }
@@ -491,22 +554,45 @@ function callName(
   return names?.get(flat) ?? { name: flat };
 }
 
-function convertTools(tools: unknown[]): ChatTool[] {
+/** `custom`: the provider's chat API takes custom tools (`ChatRequestOptions.customTools`). */
+function convertTools(tools: unknown[], custom: boolean): ChatTool[] {
   const out: ChatTool[] = [];
+  const convert = (tool: JsonObject, namespace: string | undefined) =>
+    functionTool(tool, namespace) ?? (custom ? customTool(tool, namespace) : undefined);
   for (const tool of tools) {
     if (!isRecord(tool)) continue;
     if (tool.type === "namespace") {
       const namespace = asString(tool.name);
       for (const inner of asArray(tool.tools)) {
-        const fn = isRecord(inner) ? functionTool(inner, namespace) : undefined;
-        if (fn) out.push(fn);
+        const converted = isRecord(inner) ? convert(inner, namespace) : undefined;
+        if (converted) out.push(converted);
       }
       continue;
     }
-    const fn = functionTool(tool, undefined);
-    if (fn) out.push(fn);
+    const converted = convert(tool, undefined);
+    if (converted) out.push(converted);
   }
   return out;
+}
+
+/**
+ * A Responses `custom` tool as chat's: its name, description and input format under `custom`, a
+ * grammar's definition and syntax under `grammar`.
+ */
+function customTool(tool: JsonObject, namespace: string | undefined): ChatTool | undefined {
+  const name = asString(tool.name);
+  if (tool.type !== "custom" || !name) return undefined;
+  const custom: JsonObject = { name: flatToolName(namespace, name) };
+  const description = asString(tool.description);
+  if (description) custom.description = description;
+  const format = tool.format;
+  if (isRecord(format) && format.type === "grammar")
+    custom.format = {
+      type: "grammar",
+      grammar: { definition: format.definition, syntax: format.syntax },
+    };
+  else if (isRecord(format) && format.type === "text") custom.format = { type: "text" };
+  return { type: "custom", custom };
 }
 
 function functionTool(tool: JsonObject, namespace: string | undefined): ChatTool | undefined {
@@ -524,23 +610,37 @@ function functionTool(tool: JsonObject, namespace: string | undefined): ChatTool
   return { type: "function", function: fn };
 }
 
-function convertToolChoice(choice: unknown): ChatToolChoice | undefined {
+/**
+ * A Responses tool choice as chat's: a named function, or (`custom`: toward a chat API that takes
+ * them) a named custom tool, under its type. Undefined for a choice chat has no form for (a
+ * hosted tool's), which `droppedChoiceSentence` refuses.
+ */
+function convertToolChoice(choice: unknown, custom: boolean): ChatToolChoice | undefined {
   if (choice === "auto" || choice === "none" || choice === "required") return choice;
-  if (isRecord(choice) && choice.type === "function") {
-    const name = asString(choice.name);
-    if (name) return { type: "function", function: { name } };
+  if (isRecord(choice)) {
+    const named = namedChoice(choice, custom);
+    if (named) return named;
   }
-  // Responses lists the allowed tools flat ({type, name}); chat nests each function's name.
+  // Responses lists the allowed tools flat ({type, name}); chat nests each tool's name.
   if (isRecord(choice) && choice.type === "allowed_tools") {
     const tools = asArray(choice.tools).flatMap((tool) => {
-      const name = isRecord(tool) && tool.type === "function" ? asString(tool.name) : undefined;
-      return name ? [{ type: "function", function: { name } }] : [];
+      const named = isRecord(tool) ? namedChoice(tool, custom) : undefined;
+      return named ? [named] : [];
     });
     return {
       type: "allowed_tools",
       allowed_tools: { mode: choice.mode === "required" ? "required" : "auto", tools },
     };
   }
+  return undefined;
+}
+
+/** `{type: "function" | "custom", name}` as chat names the tool, under its type. */
+function namedChoice(choice: JsonObject, custom: boolean): ChatToolChoice | undefined {
+  const name = asString(choice.name);
+  if (!name) return undefined;
+  if (choice.type === "function") return { type: "function", function: { name } };
+  if (custom && choice.type === "custom") return { type: "custom", custom: { name } };
   return undefined;
 }
 
@@ -568,7 +668,7 @@ function responsesUsage(usage: Usage, reasoningTokens = 0): ResponsesUsage {
  * the Responses API marks `incomplete` as it does the response. Items before it were whole.
  */
 function markCut(item: ResponsesOutputItem | undefined): void {
-  if (item && item.type !== "reasoning") item.status = "incomplete";
+  if (item && "status" in item) item.status = "incomplete";
 }
 
 function statusFor(finishReason: unknown): {
@@ -626,6 +726,8 @@ export function baseResponse(
     truncation: r.truncation === "auto" ? "auto" : "disabled",
     ...(user ? { user } : {}),
     metadata: metadata as { [key: string]: string },
+    // Which of OpenAI's domain access programs served the request: none, on another provider.
+    access_programs: null,
     ...conversationEcho(r.conversation),
   };
 }
@@ -777,11 +879,23 @@ export function chatResponseToResponses(
   }
   const names = namespacedTools(req);
   for (const call of asArray(message.tool_calls)) {
-    if (!isRecord(call) || !isRecord(call.function)) continue;
+    if (!isRecord(call)) continue;
+    const callId = asString(call.id) || randomId("call_");
+    if (isRecord(call.custom)) {
+      response.output.push({
+        type: "custom_tool_call",
+        id: randomId("ctc_"),
+        call_id: callId,
+        ...callName(names, asString(call.custom.name) ?? ""),
+        input: asString(call.custom.input) ?? "",
+      });
+      continue;
+    }
+    if (!isRecord(call.function)) continue;
     response.output.push({
       type: "function_call",
       id: randomId("fc_"),
-      call_id: asString(call.id) || randomId("call_"),
+      call_id: callId,
       ...callName(names, asString(call.function.name) ?? ""),
       arguments: asString(call.function.arguments) ?? "{}",
       status: "completed",
@@ -823,9 +937,10 @@ type OpenReasoning = {
   /** The signed reasoning that came with it, for its `encrypted_content`. */
   details: unknown[];
 };
+/** A call being streamed: a function's (JSON arguments) or a custom tool's (free-form input). */
 type ToolItem = {
   outputIndex?: number;
-  item: ResponsesOutputFunctionCall;
+  item: ResponsesOutputFunctionCall | ResponsesOutputCustomToolCall;
   pendingArgs: string;
   done: boolean;
 };
@@ -1132,7 +1247,9 @@ export class ChatStreamToResponses {
 
   private appendToolCall(call: JsonObject): ResponsesSSEEvent[] {
     const key = asNumber(call.index) ?? 0;
-    const fn = isRecord(call.function) ? call.function : {};
+    // A custom tool's call carries its name and input pieces under `custom`.
+    const custom = isRecord(call.custom) ? call.custom : undefined;
+    const fn = custom ?? (isRecord(call.function) ? call.function : {});
     const id = asString(call.id);
     let tool = this.tools.get(key);
     // A new id at a known index is a new call (some servers send every call at index 0).
@@ -1146,15 +1263,25 @@ export class ChatStreamToResponses {
       tool = undefined;
     }
     if (!tool) {
+      const callId = id || randomId("call_");
       tool = {
-        item: {
-          type: "function_call",
-          id: randomId("fc_"),
-          call_id: id || randomId("call_"),
-          name: "",
-          arguments: "",
-          status: "in_progress",
-        },
+        item:
+          custom || call.type === "custom"
+            ? {
+                type: "custom_tool_call",
+                id: randomId("ctc_"),
+                call_id: callId,
+                name: "",
+                input: "",
+              }
+            : {
+                type: "function_call",
+                id: randomId("fc_"),
+                call_id: callId,
+                name: "",
+                arguments: "",
+                status: "in_progress",
+              },
         pendingArgs: "",
         done: false,
       };
@@ -1166,7 +1293,7 @@ export class ChatStreamToResponses {
 
     const out: ResponsesSSEEvent[] = [];
     if (tool.outputIndex === undefined && tool.item.name) out.push(...this.openTool(tool));
-    const args = asString(fn.arguments);
+    const args = asString(custom ? custom.input : fn.arguments);
     if (args) {
       if (tool.outputIndex === undefined) tool.pendingArgs += args;
       else out.push(this.argumentsDelta(tool, args));
@@ -1197,30 +1324,36 @@ export class ChatStreamToResponses {
     return out;
   }
 
+  /** A piece of a call's arguments (a custom tool's input), as its item's delta event. */
   private argumentsDelta(tool: ToolItem, delta: string): ResponsesSSEEvent {
+    const ids = { item_id: tool.item.id, output_index: tool.outputIndex ?? 0 };
+    if (tool.item.type === "custom_tool_call") {
+      tool.item.input += delta;
+      return this.emit("response.custom_tool_call_input.delta", { ...ids, delta });
+    }
     tool.item.arguments += delta;
-    return this.emit("response.function_call_arguments.delta", {
-      item_id: tool.item.id,
-      output_index: tool.outputIndex ?? 0,
-      delta,
-    });
+    return this.emit("response.function_call_arguments.delta", { ...ids, delta });
   }
 
   private closeTool(tool: ToolItem): ResponsesSSEEvent[] {
     if (tool.done || tool.outputIndex === undefined) return [];
     tool.done = true;
-    tool.item.status = this.closedStatus(tool.item);
+    const { item } = tool;
+    const ids = { item_id: item.id, output_index: tool.outputIndex };
+    let done: ResponsesSSEEvent;
+    if (item.type === "custom_tool_call") {
+      done = this.emit("response.custom_tool_call_input.done", { ...ids, input: item.input });
+    } else {
+      item.status = this.closedStatus(item);
+      done = this.emit("response.function_call_arguments.done", {
+        ...ids,
+        name: item.name,
+        arguments: item.arguments,
+      });
+    }
     return [
-      this.emit("response.function_call_arguments.done", {
-        item_id: tool.item.id,
-        output_index: tool.outputIndex,
-        name: tool.item.name,
-        arguments: tool.item.arguments,
-      }),
-      this.emit("response.output_item.done", {
-        output_index: tool.outputIndex,
-        item: clone(tool.item),
-      }),
+      done,
+      this.emit("response.output_item.done", { output_index: tool.outputIndex, item: clone(item) }),
     ];
   }
 }

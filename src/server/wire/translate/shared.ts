@@ -91,3 +91,50 @@ export function toolTypesMatching(tools: unknown, pattern: RegExp): string[] {
     .map((tool) => asString(tool.type) ?? "")
     .filter((type) => pattern.test(type));
 }
+
+/** Fields of a provider-run tool's item that no other model can read, or that only name it. */
+const unreadableFields = new Set([
+  "type",
+  "id",
+  "call_id",
+  "tool_use_id",
+  "approval_request_id",
+  "container_id",
+  "cache_control",
+  "caller",
+  "citations",
+  "signature",
+  "encrypted_content",
+  "encrypted_stdout",
+  "input_schema",
+  "annotations",
+]);
+
+/**
+ * A tool call or result that its provider ran (a web search, code execution, an MCP call), as text
+ * for a model of another wire, which has no such item: `[heading]`, then each readable field as a
+ * `path: value` line. Ids, signatures and encrypted or base64 payloads, which only the provider
+ * that made them reads, are left out; so is a `completed` status (any other is said).
+ */
+export function providerToolText(heading: string, item: JsonObject): string {
+  const lines = [`[${heading}]`];
+  const walk = (value: unknown, path: string, depth: number): void => {
+    if (depth > 8 || value === null || value === undefined) return;
+    if (Array.isArray(value)) {
+      for (const inner of value) walk(inner, path, depth + 1);
+      return;
+    }
+    if (isRecord(value)) {
+      for (const [key, inner] of Object.entries(value)) {
+        if (unreadableFields.has(key) || (key === "status" && inner === "completed")) continue;
+        if (key === "data" && value.type === "base64") continue;
+        walk(inner, path ? `${path}.${key}` : key, depth + 1);
+      }
+      return;
+    }
+    if (typeof value === "string" || typeof value === "number" || typeof value === "boolean")
+      lines.push(`${path}: ${String(value)}`);
+  };
+  walk(item, "", 0);
+  return lines.join("\n");
+}
