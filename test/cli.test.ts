@@ -247,7 +247,7 @@ describe("gateway login", () => {
       ],
       [
         `${gw.url}/v1?x=1`,
-        `gateway: the gateway URL takes no query, fragment or credentials, got "${gw.url}/v1?x=1"; use something like http://127.0.0.1:8787`,
+        `gateway: the gateway URL takes no query, fragment or credentials, got "${gw.url}/v1?***"; use something like http://127.0.0.1:8787`,
       ],
     ]) {
       const bad = await runCli(["whoami", "--base-url", url], env);

@@ -1,5 +1,6 @@
 import type { z } from "zod";
 import { cliCommand } from "../cli-command.js";
+import { redactSecrets, shownUrl } from "../store/secrets.js";
 import { describeSystemError } from "../system-errors.js";
 import type { CreatedKey, DeviceCodeResponse, KeyView, RevokedKey, WhoAmI } from "./api-schemas.js";
 import {
@@ -25,18 +26,20 @@ const cancelTimeoutMs = 2_000;
 /** --base-url, then GATEWAY_BASE_URL, then what the profile was logged in to, then the default. */
 export function resolveBaseUrl(flag: string | undefined, stored?: string): string {
   const chosen = flag ?? process.env.GATEWAY_BASE_URL ?? stored ?? defaultBaseUrl;
+  // Quoted without what may be a secret: a token as the user, a `?key=`, a key pasted here.
+  const shown = shownUrl(chosen);
   if (!/^https?:\/\//i.test(chosen)) {
-    throw new UserError(`the gateway URL must start with http:// or https://, got "${chosen}"`);
+    throw new UserError(`the gateway URL must start with http:// or https://, got "${shown}"`);
   }
   let url: URL;
   try {
     url = new URL(chosen);
   } catch {
-    throw new UserError(`"${chosen}" is not a URL; use something like ${defaultBaseUrl}`);
+    throw new UserError(`"${shown}" is not a URL; use something like ${defaultBaseUrl}`);
   }
   if (url.search || url.hash || url.username || url.password) {
     throw new UserError(
-      `the gateway URL takes no query, fragment or credentials, got "${chosen}"; use something like ${defaultBaseUrl}`,
+      `the gateway URL takes no query, fragment or credentials, got "${shown}"; use something like ${defaultBaseUrl}`,
     );
   }
   // SDK configs hold the OpenAI base URL (".../v1"); the CLI talks to the gateway's root.
@@ -221,9 +224,13 @@ export class GatewayClient {
     schemas: ApiSchemas,
     notFoundIsAnswer: boolean,
   ): GatewayRefusal {
+    // What answered may be no gateway (a proxy, a server that echoes its request): the key this
+    // client sent is taken out of its body before anything of the body is shown or cut short.
+    const unsaid = (said: string) =>
+      redactSecrets(said, this.options.key ? [this.options.key] : []);
     if (res.status === 401) {
       // 401 bodies are plain text by design ("invalid API key", "API key revoked", ...).
-      const reason = text.trim().slice(0, 200) || "unauthorized";
+      const reason = unsaid(text).trim().slice(0, 200) || "unauthorized";
       return new GatewayRefusal(
         `the gateway refused the key: ${reason} (HTTP 401); ${this.options.onUnauthorized ?? `run \`${cliCommand("login")}\``}`,
         401,
@@ -236,18 +243,18 @@ export class GatewayClient {
         `no gateway API at ${this.options.baseUrl} (HTTP 404); give --base-url or GATEWAY_BASE_URL the gateway's address, such as ${defaultBaseUrl}, or its /v1 URL`,
         404,
       );
-    let message = text.trim().slice(0, 300) || res.statusText;
+    let message = unsaid(text).trim().slice(0, 300) || res.statusText;
     let code: string | undefined;
     try {
       const json: unknown = JSON.parse(text);
       const body = schemas.chatStyleError.safeParse(json);
       const oauth = schemas.oauthStyleError.safeParse(json);
       if (body.success) {
-        message = body.data.error.message;
-        code = body.data.error.code ?? undefined;
+        message = unsaid(body.data.error.message);
+        code = body.data.error.code ? unsaid(body.data.error.code) : undefined;
       } else if (oauth.success) {
-        message = oauth.data.error_description;
-        code = oauth.data.error;
+        message = unsaid(oauth.data.error_description);
+        code = unsaid(oauth.data.error);
       }
     } catch {
       // Not JSON (a plain-text refusal): the text itself is the message.

@@ -1,12 +1,22 @@
 import type { FinishedRequest } from "../server/http/request-trace.js";
-import { shownText as shown } from "../server/http/shown-text.js";
+import { shownText } from "../server/http/shown-text.js";
 import { MICRO } from "../store/money.js";
+import { redactSecrets } from "../store/secrets.js";
 import { paintFor } from "./output.js";
 
 /**
  * `gateway serve`'s terminal: one line per finished request, like `stripe listen`. Lines are
  * gathered and written once per event-loop turn, so a burst costs one write, not one per request.
  */
+
+/**
+ * What a client chose (a model name, a key label, a path) with any gateway key in it redacted:
+ * a key sent where the model goes (an SDK's two settings swapped) is not written to the log.
+ */
+const chosen = (text: string): string => redactSecrets(text, []);
+
+/** The same as one line of a terminal shows it (`shownText`). */
+const shown = (text: string): string => shownText(chosen(text));
 
 export const logFormats = ["text", "json"] as const;
 export type LogFormat = (typeof logFormats)[number];
@@ -34,11 +44,11 @@ function jsonLine(r: FinishedRequest): string {
     time: new Date(r.finishedAt).toISOString(),
     request_id: r.requestId ?? null,
     method: r.method,
-    path: r.path,
+    path: chosen(r.path),
     status: r.status,
     ms: Math.round(r.durationMs * 10) / 10,
-    model: r.model ?? null,
-    key: r.keyLabel ?? null,
+    model: r.model === undefined ? null : chosen(r.model),
+    key: r.keyLabel === undefined ? null : chosen(r.keyLabel),
     cost_idr: r.costMicro === undefined ? null : r.costMicro / MICRO,
     input_tokens: r.inputTokens ?? null,
     output_tokens: r.outputTokens ?? null,

@@ -6,7 +6,7 @@ import {
 } from "node:http";
 import type { AddressInfo } from "node:net";
 import { isPostgresUrl } from "../store/postgres/url.js";
-import { hashSecret } from "../store/secrets.js";
+import { hashSecret, shownUrl } from "../store/secrets.js";
 import type { SecretKeyStore } from "../store/sqlite/sealing-key.js";
 import { gatewayListener } from "./app.js";
 import { createOwnerLink } from "./auth/owner-session.js";
@@ -350,7 +350,10 @@ function publicOrigin(publicUrl: string | undefined): string | undefined {
   if (publicUrl === undefined) return undefined;
   const parsed = URL.canParse(publicUrl) ? new URL(publicUrl) : undefined;
   if (!parsed || (parsed.protocol !== "http:" && parsed.protocol !== "https:"))
-    throw new ConfigError([`must be an http:// or https:// URL, got "${publicUrl}"`], "public URL");
+    throw new ConfigError(
+      [`must be an http:// or https:// URL, got "${shownUrl(publicUrl)}"`],
+      "public URL",
+    );
   return parsed.origin;
 }
 

@@ -38,3 +38,65 @@ export function constantTimeEqual(a: string, b: string): boolean {
   const right = Buffer.from(b);
   return left.length === right.length && timingSafeEqual(left, right);
 }
+
+/** A gateway key wherever it appears in text: its prefix and enough of its random part to be one. */
+const gatewayKeyInText = /kn-[A-Za-z0-9_-]{8,}/g;
+
+/**
+ * `text` with every one of `secrets` (of 4 characters or more) and every gateway key in it
+ * replaced: what a file or a message may hold of text that something else wrote.
+ */
+export function redactSecrets(text: string, secrets: readonly string[]): string {
+  let out = text;
+  for (const secret of secrets) {
+    if (secret.length >= 4) out = out.split(secret).join("[redacted]");
+  }
+  return out.replace(gatewayKeyInText, "kn-[redacted]");
+}
+
+/**
+ * Text that came in pieces (a stream, as the connection split it), grouped so that no secret
+ * `redactSecrets` takes out runs across two groups: each group lists the indexes of the pieces it
+ * joins, in order. Redacting each group's text then takes out every secret the whole text holds.
+ */
+export function piecesAroundSecrets(
+  pieces: readonly string[],
+  secrets: readonly string[],
+): number[][] {
+  const text = pieces.join("");
+  const spans: [number, number][] = [];
+  for (const secret of secrets) {
+    if (secret.length < 4) continue;
+    for (let at = text.indexOf(secret); at >= 0; at = text.indexOf(secret, at + secret.length))
+      spans.push([at, at + secret.length]);
+  }
+  for (const found of text.matchAll(gatewayKeyInText))
+    spans.push([found.index, found.index + found[0].length]);
+  const groups: number[][] = [];
+  let open: number[] = [];
+  let end = 0;
+  for (const [index, piece] of pieces.entries()) {
+    end += piece.length;
+    open.push(index);
+    // A secret that starts in this piece or before and ends past it keeps the group open.
+    if (!spans.some(([from, to]) => from < end && to > end)) {
+      groups.push(open);
+      open = [];
+    }
+  }
+  if (open.length > 0) groups.push(open);
+  return groups;
+}
+
+/**
+ * A URL someone gave, as a message may quote it, parsed or not: its user and password, query and
+ * fragment are where a URL carries a secret (`user:token@`, `?key=`), so each is shown as `***`,
+ * and a gateway key anywhere in it is redacted.
+ */
+export function shownUrl(text: string): string {
+  const masked = text
+    .replace(/^((?:[^/?#]*\/\/)?)[^?#]*@/, "$1***@")
+    .replace(/\?[^#]*/, "?***")
+    .replace(/#.*$/s, "#***");
+  return redactSecrets(masked, []);
+}

@@ -27,9 +27,44 @@ export function loadConfigFile(file: string, env: NodeJS.ProcessEnv = process.en
   try {
     raw = JSON.parse(text);
   } catch (err) {
-    throw new ConfigError([`${file} is not valid JSON: ${(err as Error).message}`]);
+    throw new ConfigError([`${file} is not valid JSON: ${jsonMistake(text, err as Error)}`]);
   }
   return parseConfig(raw, env, file);
+}
+
+/**
+ * What is wrong with JSON that does not parse, and where, by line and column. JSON.parse's own
+ * message quotes the text around the mistake, which in a config is often a provider key on the
+ * line that broke: only its words are kept, and the place is found from the longest start of the
+ * text that some JSON could still continue.
+ */
+function jsonMistake(text: string, err: Error): string {
+  const reason = err.message
+    .replace(/,? *(?:\.\.\.)?".*"(?:\.\.\.)? is not valid JSON$/s, "")
+    .replace(/ at position \d+.*$/s, "")
+    .replace(/ in JSON$/, "");
+  let good = 0;
+  let bad = text.length + 1;
+  while (bad - good > 1) {
+    const length = (good + bad) >> 1;
+    if (continuable(text.slice(0, length))) good = length;
+    else bad = length;
+  }
+  const before = text.slice(0, good).split("\n");
+  return `${reason || "unexpected text"} at line ${before.length}, column ${before[before.length - 1].length + 1}`;
+}
+
+/** Whether some JSON starts with `prefix`: it parses, or fails only for want of what would follow. */
+function continuable(prefix: string): boolean {
+  try {
+    JSON.parse(prefix);
+    return true;
+  } catch (err) {
+    const { message } = err as Error;
+    if (message === "Unexpected end of JSON input") return true;
+    const at = / at position (\d+)/.exec(message);
+    return at !== null && Number(at[1]) >= prefix.length;
+  }
 }
 
 /** Validates a config value (already parsed JSON or an object from the programmatic API). */
@@ -40,7 +75,8 @@ export function parseConfig(
 ): GatewayConfig {
   const problems: string[] = [];
   const missing = new Map<string, string[]>();
-  const substituted = substituteEnv(raw, env, [], missing);
+  const used = new Map<string, string>();
+  const substituted = substituteEnv(raw, env, [], missing, used);
   // One line per variable, however many places use it: the fix is one `export`.
   for (const [name, paths] of missing)
     problems.push(`environment variable ${name} is not set (used at ${paths.join(", ")})`);
@@ -48,8 +84,26 @@ export function parseConfig(
   if (!parsed.success) problems.push(...formatZodError(parsed.error));
   // References are checked on what parsed, or else on the raw value, so one run names every bad path.
   problems.push(...crossReferenceProblems(parsed.success ? parsed.data : substituted));
-  if (problems.length > 0 || !parsed.success) throw new ConfigError(problems, source);
+  if (problems.length > 0 || !parsed.success)
+    throw new ConfigError(
+      problems.map((problem) => asWritten(problem, used)),
+      source,
+    );
   return parsed.data;
+}
+
+/**
+ * A problem that quotes a value the environment gave, with the value shown as the config wrote
+ * it (`${NAME}`): the environment is where a config keeps its keys, and one put in the wrong
+ * field (a BYOK key as its provider) is quoted by the refusal. A value under 8 characters is no
+ * key, and replacing it could garble the words around it.
+ */
+function asWritten(problem: string, used: Map<string, string>): string {
+  let out = problem;
+  for (const [value, name] of [...used].sort(([a], [b]) => b.length - a.length)) {
+    if (value.length >= 8) out = out.split(value).join(`\${${name}}`);
+  }
+  return out;
 }
 
 function substituteEnv(
@@ -57,6 +111,7 @@ function substituteEnv(
   env: NodeJS.ProcessEnv,
   path: (string | number)[],
   missing: Map<string, string[]>,
+  used: Map<string, string>,
 ): unknown {
   if (typeof value === "string") {
     return value.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g, (_, name: string) => {
@@ -67,14 +122,18 @@ function substituteEnv(
         missing.set(name, paths);
         return `\${${name}}`;
       }
+      used.set(found, name);
       return found;
     });
   }
   if (Array.isArray(value))
-    return value.map((v, i) => substituteEnv(v, env, [...path, i], missing));
+    return value.map((v, i) => substituteEnv(v, env, [...path, i], missing, used));
   if (value && typeof value === "object") {
     return Object.fromEntries(
-      Object.entries(value).map(([k, v]) => [k, substituteEnv(v, env, [...path, k], missing)]),
+      Object.entries(value).map(([k, v]) => [
+        k,
+        substituteEnv(v, env, [...path, k], missing, used),
+      ]),
     );
   }
   return value;

@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { z } from "zod";
+import { piecesAroundSecrets, redactSecrets } from "../../store/secrets.js";
 import { ConfigError } from "../config/load.js";
 import { GatewayError } from "../errors.js";
 import type { UpstreamRequest } from "../providers/h1-client.js";
@@ -69,6 +70,7 @@ const cassetteSchema = z.object({
 
 export type Cassette = z.infer<typeof cassetteSchema>;
 type RecordedResponse = Cassette["response"];
+type StreamChunk = NonNullable<RecordedResponse["chunks"]>[number];
 
 /** The answer headers worth keeping: what the gateway reads, and what tells the body apart. */
 const keptHeaders = ["content-type", "retry-after"];
@@ -104,9 +106,15 @@ export class CassetteShelf {
   save(request: CanonicalRequest, response: RecordedResponse, secrets: string[]): string {
     const hash = requestHash(request);
     const name = `${slugOf(request)}-${hash.slice(0, 8)}.json`;
-    const cassette: Cassette = { request: sortedRequest(request), response };
+    const cassette: Cassette = {
+      request: sortedRequest(request),
+      response: response.chunks
+        ? { ...response, chunks: chunksAroundSecrets(response.chunks, secrets) }
+        : response,
+    };
     const file = join(this.dir, name);
-    const text = redact(`${JSON.stringify(cassette, null, 2)}\n`, secrets);
+    // No provider credential or gateway key reaches a file, wherever an answer echoed one.
+    const text = redactSecrets(`${JSON.stringify(cassette, null, 2)}\n`, secrets);
     const temp = `${file}.${process.pid}.tmp`;
     writeFileSync(temp, text, { mode: 0o600 });
     renameSync(temp, file);
@@ -143,25 +151,30 @@ export class CassetteShelf {
   }
 }
 
+/**
+ * A stream's chunks with each secret in one chunk: the chunks one runs across (the connection
+ * may split an echoed key anywhere) are kept as one, at the time of the last of them.
+ */
+function chunksAroundSecrets(chunks: StreamChunk[], secrets: string[]): StreamChunk[] {
+  return piecesAroundSecrets(
+    chunks.map((chunk) => chunk.text),
+    secrets,
+  ).map((group) => ({
+    ms: chunks[group[group.length - 1]].ms,
+    text: group.map((index) => chunks[index].text).join(""),
+  }));
+}
+
 /** What the request was sent to first, then its body (already sorted), for a file read top down. */
 function sortedRequest(request: CanonicalRequest): CanonicalRequest {
   const { provider, method, path, headers, body } = request;
   return headers ? { provider, method, path, headers, body } : { provider, method, path, body };
 }
 
-/** No provider credential or gateway key ever reaches a file, wherever it appeared. */
-function redact(text: string, secrets: string[]): string {
-  let out = text;
-  for (const secret of secrets) {
-    if (secret.length >= 4) out = out.split(secret).join("[redacted]");
-  }
-  return out.replace(/kn-[A-Za-z0-9_-]{8,}/g, "kn-[redacted]");
-}
-
 /** `value` with every string in it scrubbed of `secrets`: what a provider echoed is not shown. */
 export function scrubbed(value: unknown, secrets: string[]): unknown {
   if (secrets.length === 0) return value;
-  if (typeof value === "string") return redact(value, secrets);
+  if (typeof value === "string") return redactSecrets(value, secrets);
   if (Array.isArray(value)) return value.map((item) => scrubbed(item, secrets));
   if (value && typeof value === "object") {
     const out: Record<string, unknown> = {};
