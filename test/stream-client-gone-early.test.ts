@@ -14,6 +14,8 @@ import { logged } from "./support/metering.js";
  * nobody received charged in full.
  */
 
+const QUIET_KEY = "kn-test-quiet-account-key-000000";
+
 let upstream: FakeUpstream;
 let gw: TestGateway;
 let db: pg.Client;
@@ -29,6 +31,12 @@ beforeAll(async () => {
         { id: "up", wire: "openai", base_url: upstream.baseUrl, api_keys: ["sk-up-0000"] },
       ],
       models: [...base.models!, { name: "up-gpt", provider: "up", price_input_per_mtok: 10_000 }],
+      // An account of its own for each hang-up during a hold: an account admitted before holds
+      // part of its balance on lease, and its next request waits on no database.
+      accounts: [
+        ...base.accounts!,
+        { id: "quiet", balance_idr: 1_000, keys: [{ id: "kq", value: QUIET_KEY }] },
+      ],
     },
   });
   db = new pg.Client({ connectionString: gw.dbPath });
@@ -45,11 +53,16 @@ afterAll(async () => {
  * once the gateway waits on it, and lets the database go on only after the gateway has read the
  * hang-up.
  */
-async function hangUpWhileWaiting(path: string, body: object, lock: string): Promise<void> {
+async function hangUpWhileWaiting(
+  path: string,
+  body: object,
+  lock: string,
+  key = KEY,
+): Promise<void> {
   await db.query("BEGIN");
   await db.query(lock);
   const client = new AbortController();
-  const answer = post(gw, path, body, { authorization: `Bearer ${KEY}` }, client.signal).catch(
+  const answer = post(gw, path, body, { authorization: `Bearer ${key}` }, client.signal).catch(
     () => "gone" as const,
   );
   await eventually(
@@ -88,12 +101,37 @@ describe("a client that left while the gateway waited on Postgres", () => {
       "the stream's hold released",
     );
     expect(after).toEqual(before);
-    const rows = await logged(gw);
+    // The hold is given back in memory first; the row lands with the settlement's batch.
+    const rows = await eventually(
+      () => logged(gw),
+      (now) => now.length > requests,
+      10_000,
+      "the stream's row",
+    );
     expect(rows).toHaveLength(requests + 1);
     expect(rows[0]).toMatchObject({ state: "failed", error_code: "client_closed", cost_micro: 0 });
     expect(
       (await db.query("SELECT id FROM holds UNION ALL SELECT id FROM deliveries")).rows,
     ).toEqual([]);
+  });
+
+  it("a whole answer of the built-in mock, whose hold was waiting, is not made for nobody, nor charged", async () => {
+    const before = await money(gw, QUIET_KEY);
+    const requests = (await logged(gw)).length;
+    await hangUpWhileWaiting(
+      "/v1/chat/completions",
+      chat("left early", "mock-gpt"),
+      "SELECT 1 FROM accounts WHERE id = 'quiet' FOR UPDATE",
+      QUIET_KEY,
+    );
+    const rows = await eventually(
+      () => logged(gw),
+      (now) => now.length > requests,
+      10_000,
+      "the request's row",
+    );
+    expect(rows[0]).toMatchObject({ state: "failed", error_code: "client_closed", cost_micro: 0 });
+    expect(await money(gw, QUIET_KEY)).toEqual(before);
   });
 
   it("a Responses turn whose stored chain was being read is never sent to its provider, nor charged", async () => {
