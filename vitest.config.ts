@@ -9,7 +9,8 @@ export default defineConfig({
     // has a keychain (CI runs in one): tests of the keychain set their own.
     env: { GATEWAY_SECRET_KEY_STORE: "file" },
     // One throwaway PostgreSQL server for the run; the Postgres tests make their databases on it.
-    globalSetup: ["test/support/postgres-global.ts"],
+    // One headless Chromium for the browser tests, started before the busy part of the run.
+    globalSetup: ["test/support/postgres-global.ts", "test/support/chromium-global.ts"],
     projects: [
       {
         extends: true,

@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import type { Browser } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createOwnerLink } from "../src/server/auth/owner-session.js";
-import { haveChromium, launchChromium, signIn } from "./support/browser.js";
+import { connectChromium, haveChromium, signIn } from "./support/browser.js";
 import { type CliHome, cliHome, killRunningClis, loginPrompt, spawnCli } from "./support/cli.js";
 import { chat, post, type TestGateway, testGateway } from "./support/gateway.js";
 
@@ -17,7 +17,7 @@ let home: CliHome | undefined;
 
 beforeAll(async () => {
   gw = await testGateway({ devicePollIntervalSeconds: 1 });
-  if (haveChromium) browser = await launchChromium();
+  if (haveChromium) browser = await connectChromium();
 });
 afterAll(async () => {
   await browser?.close();

@@ -2,7 +2,7 @@ import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { formatIdr } from "../src/server/dashboard/pages.js";
 import { quota } from "./support/api.js";
-import { haveChromium, launchChromium, shoot, signedInTab } from "./support/browser.js";
+import { connectChromium, haveChromium, shoot, signedInTab } from "./support/browser.js";
 import { baseConfig, chat, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
 
 /**
@@ -66,7 +66,7 @@ beforeAll(async () => {
   clock = today;
   await post(gw, "/v1/chat/completions", chat("expensive ".repeat(200), longModel));
   await post(gw, "/v1/chat/completions", chat("down", "mock-down"));
-  if (haveChromium) browser = await launchChromium();
+  if (haveChromium) browser = await connectChromium();
 }, 60_000);
 afterAll(async () => {
   await browser?.close();

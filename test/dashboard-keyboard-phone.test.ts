@@ -1,6 +1,6 @@
 import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { haveChromium, launchChromium, shoot, signedInTab } from "./support/browser.js";
+import { connectChromium, haveChromium, shoot, signedInTab } from "./support/browser.js";
 import { baseConfig, chat, post, type TestGateway, testGateway } from "./support/gateway.js";
 
 const longModel = "mock-very-long-model-name-for-a-phone-screen-2024-07-18-preview-extended";
@@ -35,7 +35,7 @@ beforeAll(async () => {
   expect(
     (await post(gw, "/v1/chat/completions", chat("expensive ".repeat(20), longModel))).status,
   ).toBe(200);
-  if (haveChromium) browser = await launchChromium();
+  if (haveChromium) browser = await connectChromium();
 }, 60_000);
 afterAll(async () => {
   await browser?.close();

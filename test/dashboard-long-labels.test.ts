@@ -1,6 +1,6 @@
 import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { haveChromium, launchChromium, shoot, signedInTab } from "./support/browser.js";
+import { connectChromium, haveChromium, shoot, signedInTab } from "./support/browser.js";
 import { baseConfig, chat, post, type TestGateway, testGateway } from "./support/gateway.js";
 
 /**
@@ -15,7 +15,7 @@ let browser: Browser | undefined;
 beforeAll(async () => {
   gw = await testGateway({ config: baseConfig() });
   await post(gw, "/v1/chat/completions", chat("hello"));
-  if (haveChromium) browser = await launchChromium();
+  if (haveChromium) browser = await connectChromium();
 }, 60_000);
 afterAll(async () => {
   await browser?.close();

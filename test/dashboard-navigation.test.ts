@@ -1,7 +1,7 @@
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createOwnerLink } from "../src/server/auth/owner-session.js";
-import { haveChromium, launchChromium, shoot, signedInTab, signIn } from "./support/browser.js";
+import { connectChromium, haveChromium, shoot, signedInTab, signIn } from "./support/browser.js";
 import { ownerSession } from "./support/cli.js";
 import { baseConfig, chat, post, type TestGateway, testGateway } from "./support/gateway.js";
 
@@ -30,7 +30,7 @@ beforeAll(async () => {
   });
   await post(gw, "/v1/chat/completions", chat("hello"));
   await post(gw, "/v1/chat/completions", chat("again"));
-  if (haveChromium) browser = await launchChromium();
+  if (haveChromium) browser = await connectChromium();
 }, 60_000);
 afterAll(async () => {
   await browser?.close();

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ConfigInput } from "../src/server/config/schema.js";
-import { haveChromium, launchChromium, shoot, signedInTab } from "./support/browser.js";
+import { connectChromium, haveChromium, shoot, signedInTab } from "./support/browser.js";
 import { type FakeUpstream, fakeUpstream } from "./support/fake-upstream.js";
 import { baseConfig, chat, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
 import { eventually, killByPid } from "./support/gateways-on-postgres.js";
@@ -165,7 +165,7 @@ beforeAll(async () => {
     10_000,
     "the request its client left, logged",
   );
-  if (haveChromium) browser = await launchChromium();
+  if (haveChromium) browser = await connectChromium();
 }, 90_000);
 afterAll(async () => {
   await browser?.close();

@@ -1,9 +1,8 @@
-import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { chromium } from "playwright-core";
 import { afterEach, describe, expect, it } from "vitest";
 import { createOwnerLink } from "../src/server/auth/owner-session.js";
 import { startGateway } from "../src/server/gateway.js";
+import { connectChromium, haveChromium } from "./support/browser.js";
 import { cliHome, runCli } from "./support/cli.js";
 import { fakeUpstream, openaiError } from "./support/fake-upstream.js";
 import {
@@ -95,8 +94,7 @@ describe("serve --keepalive-ms 0", () => {
 });
 
 describe("the approval page on a phone", () => {
-  const chromiumPath = "/usr/bin/chromium";
-  it.skipIf(!existsSync(chromiumPath))(
+  it.skipIf(!haveChromium)(
     "fits 390 px with any client name the device endpoint accepts (a long one without spaces wraps)",
     async () => {
       const gw: TestGateway = await testGateway();
@@ -106,11 +104,7 @@ describe("the approval page on a phone", () => {
       const code = (await (
         await post(gw, "/api/auth/device/code", { client_name: clientName }, {})
       ).json()) as { verification_uri_complete: string };
-      const browser = await chromium.launch({
-        executablePath: chromiumPath,
-        timeout: 15_000,
-        args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync"],
-      });
+      const browser = await connectChromium();
       cleanups.push(() => browser.close());
       const context = await browser.newContext({ viewport: { width: 390, height: 844 } });
       const page = await context.newPage();

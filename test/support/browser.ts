@@ -1,8 +1,10 @@
 import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
+import { inject } from "vitest";
 import { createOwnerLink } from "../../src/server/auth/owner-session.js";
 import type { RunningGateway } from "../../src/server/gateway.js";
+import { chromiumPath } from "./chromium-global.js";
 
 /**
  * The pages in a real browser: Debian's chromium, headless, driven by playwright-core. A suite
@@ -10,24 +12,24 @@ import type { RunningGateway } from "../../src/server/gateway.js";
  * to keep the screenshots the tests take.
  */
 
-const chromiumPath = "/usr/bin/chromium";
 export const haveChromium = existsSync(chromiumPath);
 const screenshots = process.env.DASHBOARD_SCREENSHOTS;
 
-export function launchChromium(): Promise<Browser> {
-  return chromium.launch({
-    executablePath: chromiumPath,
-    // Bounded below the suite's hook timeout: on CI's two busy cores a start has taken over 15 s.
-    timeout: 25_000,
-    args: [
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-      "--no-first-run",
-    ],
-  });
+declare module "vitest" {
+  export interface ProvidedContext {
+    /** The run's Chromium (test/support/chromium-global.ts), or why there is none. */
+    chromium: { wsEndpoint: string } | { error: string };
+  }
+}
+
+/**
+ * The run's Chromium, for this test file: `close()` on what this returns disconnects the file and
+ * closes its contexts; the browser itself stops when the run ends.
+ */
+export function connectChromium(): Promise<Browser> {
+  const shared = inject("chromium");
+  if ("error" in shared) throw new Error(`no Chromium for the tests: ${shared.error}`);
+  return chromium.connect(shared.wsEndpoint, { timeout: 25_000 });
 }
 
 export interface BrowserTab {
