@@ -269,6 +269,25 @@ describe("stored responses and threads, as clients use them", () => {
     expect(next.output_text).toBe("Your name is Ada.");
   });
 
+  it("a background response with a discounted completion window is answered complete on a native provider and on a bridged one", async () => {
+    // openai 7.59's `background_options`: its 2h and 8h windows are valid with `background` only,
+    // which the gateway does not send a native provider (it answers every response complete).
+    const params = {
+      input: "My name is Ada.",
+      background: true,
+      background_options: { completion_window: "8h", continuation_id: "nightly-batch" },
+    } as unknown as OpenAI.Responses.ResponseCreateParamsNonStreaming;
+    const native = await openai.responses.create({ ...params, model: "gpt-native" });
+    expect(native.status).toBe("completed");
+    expect(native.output_text).toBe("Nice to meet you, Ada.");
+    const sent = setup.nativeUp.requests.at(-1)!.body;
+    expect(sent).not.toHaveProperty("background");
+    expect(sent).not.toHaveProperty("background_options");
+    const bridged = await openai.responses.create({ ...params, model: "gpt-x" });
+    expect(bridged.status).toBe("completed");
+    expect(setup.refused()).toEqual([]);
+  });
+
   it("a thread continue whose system differs from the thread's is refused as thread_fingerprint_mismatch, not answered with the old system", async () => {
     const anthropic = new Anthropic({ apiKey: KEY, baseURL: setup.gw.url, maxRetries: 0 });
     const created = await anthropic.beta.messages.create({

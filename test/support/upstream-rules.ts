@@ -658,6 +658,20 @@ export function checkResponses(
       },
     };
   }
+  // The discounted completion windows run queued only (openai 7.59's `background_options`).
+  const options = body.background_options;
+  if (isRecord(options) && body.background !== true) {
+    const window = options.completion_window;
+    if (window !== undefined && window !== "soonest") {
+      return {
+        refusal: openaiRefusal(
+          `The completion window '${String(window)}' requires 'background' to be true.`,
+          "background_options.completion_window",
+          null,
+        ),
+      };
+    }
+  }
   const input =
     typeof body.input === "string"
       ? [{ type: "message", role: "user", content: body.input }]

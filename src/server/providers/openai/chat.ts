@@ -88,9 +88,11 @@ async function nativeResponses(
   const body: Record<string, unknown> = { ...client, model: model.upstream_model };
   // Every response is answered complete (docs/stateful-apis.md), `background` ones too: the
   // provider would answer one queued, which the gateway could neither store nor serve to the
-  // client's polling GET /v1/responses/{id}.
+  // client's polling GET /v1/responses/{id}. Its options (a completion window) go with it: the
+  // discounted windows are refused without `background`.
   const background = "background" in body;
   delete body.background;
+  if (background) delete body.background_options;
   // The body the turn left as the client sent it goes as the client wrote it.
   const sent = background
     ? undefined
