@@ -467,12 +467,12 @@ describe("GET /v1/models/{id}", () => {
     expect(anonymous).not.toHaveProperty("internal");
   });
 
-  it("shows an admin a provider's base URL without the credentials or query written into it", async () => {
+  it("shows an admin a provider's base URL with the credentials and query written into it as ***", async () => {
     const admin = await fetch(`${gw.url}/v1/models/secretive-chat`, {
       headers: { authorization: `Bearer ${ADMIN_KEY}` },
     });
     const text = await admin.text();
-    expect(JSON.parse(text).internal.base_url).toBe("http://127.0.0.1:9/v1");
+    expect(JSON.parse(text).internal.base_url).toBe("http://***@127.0.0.1:9/v1?***");
     for (const secret of ["proxy-pass", "proxy-user", "url-secret"])
       expect(text).not.toContain(secret);
   });

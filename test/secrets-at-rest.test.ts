@@ -284,7 +284,7 @@ describe("the secret key", () => {
     expect(sealed).toHaveLength(2);
     const rotated = await runCli(["secrets", "rotate", "--db", db, "--json"], process.env);
     expect(rotated.stderr).toBe("");
-    expect(JSON.parse(rotated.stdout)).toEqual({ rotated: 2, key: `${db}.key` });
+    expect(JSON.parse(rotated.stdout)).toEqual({ rotated: 2, base_urls: 0, key: `${db}.key` });
     const newKey = readFileSync(`${db}.key`, "utf8").trim();
     expect(newKey).not.toBe(oldKey);
     expect((statSync(`${db}.key`).mode & 0o777).toString(8)).toBe("600");

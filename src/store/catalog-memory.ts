@@ -1,8 +1,13 @@
-import type { Catalog, ModelRow, ProviderRow, TierRow } from "./types.js";
+import { type BaseUrlColumns, openedBaseUrl, sealedBaseUrl } from "./provider-urls.js";
+import type { SecretBox } from "./secret-box.js";
+import type { Catalog, ModelRow, ProviderRow, StoredProviderRow, TierRow } from "./types.js";
 
-/** The catalog's rows as a database holds them: provider keys are added in memory. */
+/**
+ * The catalog's rows as a database holds them: provider keys are added in memory, base URLs
+ * opened there.
+ */
 export interface CatalogRows {
-  providers: Omit<ProviderRow, "api_keys">[];
+  providers: StoredProviderRow[];
   models: ModelRow[];
   routes: { name: string; steps_json: string }[];
   tiers: TierRow[];
@@ -13,13 +18,38 @@ export interface CatalogRows {
  * config gave (never in a database). Each backend reads its rows its own way and hands them over.
  */
 export class CatalogMemory {
-  private rows: CatalogRows = { providers: [], models: [], routes: [], tiers: [] };
+  private rows: OpenedRows = { providers: [], models: [], routes: [], tiers: [] };
   private catalog: Catalog | null = null;
   private readonly providerKeys = new Map<string, readonly string[]>();
+  /** Each provider's base URL as its row holds it and as it opened, by provider id. */
+  private readonly storedUrls = new Map<string, { columns: BaseUrlColumns; url: string | null }>();
+
+  constructor(private readonly secrets: SecretBox) {}
 
   read(rows: CatalogRows): void {
-    this.rows = rows;
+    this.storedUrls.clear();
+    const providers = rows.providers.map(
+      ({ base_url_sealed, base_url_shown, ...row }): Omit<ProviderRow, "api_keys"> => {
+        const columns = { base_url: row.base_url, base_url_sealed, base_url_shown };
+        let url = openedBaseUrl({ id: row.id, ...columns }, this.secrets);
+        if (url === undefined) {
+          // Only an altered row gets here: its calls fail here, never sent to a URL without
+          // its credential.
+          console.error(`provider ${row.id}: its sealed base_url does not open; its calls fail`);
+          url = null;
+        }
+        this.storedUrls.set(row.id, { columns, url });
+        return { ...row, base_url: url };
+      },
+    );
+    this.rows = { ...rows, providers };
     this.catalog = null;
+  }
+
+  baseUrlColumns(providerId: string, url: string | null): BaseUrlColumns {
+    const stored = this.storedUrls.get(providerId);
+    if (stored && stored.url === url && stored.columns.base_url === null) return stored.columns;
+    return sealedBaseUrl(providerId, url, this.secrets);
   }
 
   getCatalog(): Catalog {
@@ -48,7 +78,9 @@ export class CatalogMemory {
   }
 }
 
-function build(rows: CatalogRows, providerKeys: Map<string, readonly string[]>): Catalog {
+type OpenedRows = Omit<CatalogRows, "providers"> & { providers: Omit<ProviderRow, "api_keys">[] };
+
+function build(rows: OpenedRows, providerKeys: Map<string, readonly string[]>): Catalog {
   return {
     providers: new Map(
       rows.providers.map((provider) => [

@@ -1,9 +1,9 @@
-import type { KeyKind, ModelRow, ProviderRow, TierRow } from "./types.js";
+import type { KeyKind, ModelRow, StoredProviderRow, TierRow } from "./types.js";
 
 /**
  * The writes of applying a config file: the catalog (tiers, providers, models, routes), the
  * accounts with their keys and BYOK credentials, and the admin keys, as rows ready to store
- * (money in micro-IDR, secrets hashed or sealed).
+ * (money in micro-IDR, secrets hashed or sealed, a base URL carrying a credential too).
  */
 export interface ConfigAccount {
   id: string;
@@ -26,7 +26,7 @@ export interface ConfigAccount {
 
 export interface ConfigRows {
   tiers: TierRow[];
-  providers: Omit<ProviderRow, "api_keys">[];
+  providers: StoredProviderRow[];
   models: ModelRow[];
   routes: { name: string; steps_json: string }[];
   accounts: ConfigAccount[];
@@ -80,9 +80,12 @@ export const configRemovals = {
 
 /** The config's upserts, with `@name` parameters, the same SQL on both backends. */
 export const configUpserts = {
-  provider: `INSERT INTO providers (id, wire, base_url, api_key_count, timeout_ms, max_concurrency, options_json, responses_native)
-  VALUES (@id, @wire, @base_url, @api_key_count, @timeout_ms, @max_concurrency, @options_json, @responses_native)
+  provider: `INSERT INTO providers (id, wire, base_url, base_url_sealed, base_url_shown, api_key_count, timeout_ms,
+    max_concurrency, options_json, responses_native)
+  VALUES (@id, @wire, @base_url, @base_url_sealed, @base_url_shown, @api_key_count, @timeout_ms,
+    @max_concurrency, @options_json, @responses_native)
   ON CONFLICT (id) DO UPDATE SET wire = excluded.wire, base_url = excluded.base_url,
+    base_url_sealed = excluded.base_url_sealed, base_url_shown = excluded.base_url_shown,
     api_key_count = excluded.api_key_count, timeout_ms = excluded.timeout_ms,
     max_concurrency = excluded.max_concurrency, options_json = excluded.options_json,
     responses_native = excluded.responses_native`,

@@ -78,3 +78,6 @@ export class SecretBox {
 
 /** The additional data a BYOK credential is sealed with: its row. */
 export const byokContext = (id: string) => `byok_credentials:${id}`;
+
+/** The additional data a provider's sealed base URL is sealed with: its row. */
+export const providerUrlContext = (id: string) => `providers:${id}`;

@@ -1,3 +1,4 @@
+import type { BaseUrlColumns } from "./provider-urls.js";
 import type { RequestSource } from "./request-source.js";
 
 export type KeyKind = "standard" | "login" | "shared";
@@ -40,6 +41,10 @@ export interface ProviderRow {
   id: string;
   /** One of the registry's wires (`server/providers/registry.ts`); the database checks it. */
   wire: string;
+  /**
+   * The whole URL calls go to, opened from its sealed column when it carries a credential: never
+   * shown as it is (`shownUrl`).
+   */
   base_url: string | null;
   /** How many API keys the config gave; the keys themselves live in memory only. */
   api_key_count: number;
@@ -49,6 +54,9 @@ export interface ProviderRow {
   options_json: string;
   responses_native: number;
 }
+
+/** A provider row as a database holds it: no API keys, the base URL in its columns. */
+export type StoredProviderRow = Omit<ProviderRow, "api_keys" | "base_url"> & BaseUrlColumns;
 
 export interface ModelRow {
   name: string;
@@ -434,6 +442,12 @@ export interface CatalogRepository {
   setProviderKeys(providerId: string, keys: readonly string[]): void;
   /** Providers whose config gave API keys that this process was not given. */
   providersWithoutKeys(): string[];
+  /**
+   * The columns a provider's base URL is stored in (`store/provider-urls.ts`): one carrying a
+   * credential sealed, bound to the provider's id; the same URL the row already holds keeps its
+   * sealed form, so applying a config twice writes the same row.
+   */
+  baseUrlColumns(providerId: string, url: string | null): BaseUrlColumns;
 }
 
 /** What accounts and free models have used: the request log and the free token budgets. */

@@ -1,4 +1,4 @@
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { ConfigRows } from "../../src/store/config-apply.js";
 import { loggedEndpoint, type RequestSource } from "../../src/store/request-source.js";
 import { hashSecret } from "../../src/store/secrets.js";
@@ -15,6 +15,8 @@ export interface StoreUnderTest {
   addFreeTokens(model: string, windowSeconds: number, tokens: number, now: number): Promise<void>;
   /** A BYOK credential's `secret` column as the database holds it. */
   storedByokSecret(id: string): Promise<string | undefined>;
+  /** A provider's row, every column, as the database holds it. */
+  storedProvider(id: string): Promise<Record<string, unknown> | undefined>;
   close(): Promise<void>;
 }
 
@@ -47,6 +49,8 @@ export const catalogConfig = (models = ["fast-model"]): ConfigRows => ({
       id: "upstream",
       wire: "openai",
       base_url: "http://127.0.0.1:9/v1",
+      base_url_sealed: null,
+      base_url_shown: "http://127.0.0.1:9/v1",
       api_key_count: 1,
       timeout_ms: 30_000,
       max_concurrency: null,
@@ -430,6 +434,55 @@ export function describeStore(backend: string, open: () => Promise<StoreUnderTes
         expect(store.getCatalog().providers.get("upstream")?.api_keys).toBe(keys);
         await store.invalidateAll();
         expect(store.getCatalog().providers.get("upstream")?.api_keys).toBe(keys);
+      });
+
+      it("seals a base URL that carries a credential, opens it in memory only, and keeps its sealed form while the URL stays", async () => {
+        const url =
+          "https://proxy-user:proxy-pass@api.example.test/v1?key=url-secret-0123&api-version=2024-10-21";
+        const columns = store.baseUrlColumns("upstream", url);
+        expect(columns).toMatchObject({
+          base_url: null,
+          base_url_shown: "https://***@api.example.test/v1?***",
+        });
+        const config = catalogConfig();
+        const provider = { ...config.providers[0], ...columns };
+        await under.applyConfig({ ...config, providers: [provider] });
+        const row = JSON.stringify(await under.storedProvider("upstream"));
+        for (const secret of ["proxy-user", "proxy-pass", "url-secret-0123", "api-version"])
+          expect(row).not.toContain(secret);
+        expect(row).toContain("https://***@api.example.test/v1?***");
+        expect(store.getCatalog().providers.get("upstream")?.base_url).toBe(url);
+
+        // Applying the same URL again writes the same row; another URL is sealed afresh.
+        expect(store.baseUrlColumns("upstream", url)).toEqual(columns);
+        expect(store.baseUrlColumns("upstream", `${url}&v=2`).base_url_sealed).not.toBe(
+          columns.base_url_sealed,
+        );
+        const plain = "https://api.example.test/v1";
+        expect(store.baseUrlColumns("upstream", plain)).toEqual({
+          base_url: plain,
+          base_url_sealed: null,
+          base_url_shown: plain,
+        });
+
+        // A sealed URL copied onto another provider's row does not open there: that provider has
+        // no URL to send to, and the log says so without the URL.
+        const logged = vi.spyOn(console, "error").mockImplementation(() => {});
+        try {
+          await under.applyConfig({
+            ...config,
+            providers: [provider, { ...provider, id: "copy" }],
+          });
+          expect(store.getCatalog().providers.get("copy")?.base_url).toBeNull();
+          expect(store.getCatalog().providers.get("upstream")?.base_url).toBe(url);
+          const lines = logged.mock.calls.map((call) => call.join(" "));
+          expect(lines).toContain(
+            "provider copy: its sealed base_url does not open; its calls fail",
+          );
+          expect(lines.join("\n")).not.toContain("url-secret-0123");
+        } finally {
+          logged.mockRestore();
+        }
       });
     });
 

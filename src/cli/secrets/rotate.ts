@@ -4,8 +4,8 @@ import { openingDatabase, sqliteFileOnly, UserError } from "../errors.js";
 import { printJson, result } from "../output.js";
 
 /**
- * `gateway secrets rotate`: re-seals every BYOK credential of a database with a new key, in one
- * transaction. Offline, like `gateway owner-link`: whoever can open the database file and its key
+ * `gateway secrets rotate`: re-seals every BYOK credential and sealed provider base URL of a
+ * database with a new key, in one transaction. Offline, like `gateway owner-link`: whoever can open the database file and its key
  * is its operator. A running server holds the old key in memory, so it must be stopped first.
  */
 
@@ -71,8 +71,16 @@ Examples:
           process.env[newSecretKeyEnv],
         );
         const where = done.keyFile ?? `${newSecretKeyEnv} (now set it as ${secretKeyEnv})`;
-        if (flags.json) printJson({ rotated: done.rotated, key: done.keyFile ?? newSecretKeyEnv });
-        else result(`re-encrypted ${done.rotated} BYOK keys; the new key is in ${where}`);
+        if (flags.json) {
+          printJson({
+            rotated: done.rotated,
+            base_urls: done.baseUrls,
+            key: done.keyFile ?? newSecretKeyEnv,
+          });
+        } else {
+          const urls = done.baseUrls > 0 ? ` and ${done.baseUrls} provider base URLs` : "";
+          result(`re-encrypted ${done.rotated} BYOK keys${urls}; the new key is in ${where}`);
+        }
       } catch (err) {
         if (err instanceof SecretKeyError) throw new UserError(err.message);
         throw err;

@@ -8,7 +8,8 @@ import { builtInTiers, type GatewayConfig } from "./schema.js";
 
 /**
  * Upserts everything the config declares, in one transaction, except provider API keys, which the
- * store keeps in memory only (so a start needs its config again to reach keyed providers). Applying the same file twice
+ * store keeps in memory only (so a start needs its config again to reach keyed providers); a
+ * base URL that carries a credential is stored sealed. Applying the same file twice
  * leaves the database as applying it once. An account whose config section is unchanged since
  * the last apply is left alone, so a restart does not reset balances spent since.
  */
@@ -32,7 +33,7 @@ export async function applyConfig(
   const providers = config.providers.map((p) => ({
     id: p.id,
     wire: p.wire,
-    base_url: p.base_url ?? null,
+    ...store.baseUrlColumns(p.id, p.base_url ?? null),
     api_key_count: p.api_keys.length,
     timeout_ms: p.timeout_ms,
     max_concurrency: p.max_concurrency ?? null,

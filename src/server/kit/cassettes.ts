@@ -203,14 +203,46 @@ export function canonicalRequest(
 /** The headers each wire sends its key in besides Authorization (Gemini's `x-goog-api-key`). */
 const keyHeaders = new Set(["x-api-key", "api-key", "x-goog-api-key"]);
 
-/** The credentials a call carried, so a recording can be scrubbed of them. */
-export function credentialsOf(options: UpstreamRequest): string[] {
+/**
+ * The query parameters of a base URL that carry a credential (Gemini's `key`, a `token`, a
+ * signature's `sig`, Azure's `code`). Scrubbing goes by value, so a parameter such as
+ * `api-version` is left alone: its value scrubbed from a recorded request would no longer match
+ * the request it was recorded for.
+ */
+const credentialParameter = /key|token|secret|sig|pass|auth|code|credential/i;
+
+/**
+ * The credentials a call carried, in its headers and its provider's base URL, so a recording can
+ * be scrubbed of them.
+ */
+export function credentialsOf(options: UpstreamRequest, provider: UpstreamProvider): string[] {
   const headers = options.headers;
   const out: string[] = [];
   for (const [name, value] of Object.entries(headers)) {
     const lower = name.toLowerCase();
     if (lower === "authorization") out.push(value.replace(/^Bearer\s+/i, ""), value);
     else if (keyHeaders.has(lower)) out.push(value);
+  }
+  out.push(...queryCredentials(provider.base_url));
+  return out;
+}
+
+/** The values of a base URL's credential parameters, as written and as decoded. */
+function queryCredentials(baseUrl: string | null): string[] {
+  const unhashed = baseUrl?.split("#")[0] ?? "";
+  const mark = unhashed.indexOf("?");
+  if (mark < 0) return [];
+  const out: string[] = [];
+  for (const pair of unhashed.slice(mark + 1).split("&")) {
+    const equals = pair.indexOf("=");
+    if (equals < 0 || !credentialParameter.test(pair.slice(0, equals))) continue;
+    const value = pair.slice(equals + 1);
+    out.push(value);
+    try {
+      out.push(decodeURIComponent(value.replaceAll("+", " ")));
+    } catch {
+      // Not percent-encoded text: the value as written is all there is.
+    }
   }
   return out;
 }

@@ -185,7 +185,7 @@ export class RequestInspector implements UpstreamCapture {
     };
     captured.upstream.push(exchange);
     // Headers are never kept; a provider that repeats its key in the answer is scrubbed of it.
-    const secrets = credentialsOf(options);
+    const secrets = credentialsOf(options, provider);
     return {
       answered({ status, headers, body }) {
         exchange.status = status;

@@ -120,7 +120,7 @@ export class KitUpstream extends UpstreamHttp {
         ms: Math.round(performanceNow() - started),
         ...recordedBody(headers["content-type"] ?? "", answer.body),
       },
-      credentialsOf(options),
+      credentialsOf(options, provider),
     );
     return answer;
   }
@@ -138,7 +138,7 @@ export class KitUpstream extends UpstreamHttp {
     const started = performanceNow();
     const answer = await super.openStream(options, signal, provider);
     const headers = keptHeadersOf(answer.headers);
-    const secrets = credentialsOf(options);
+    const secrets = credentialsOf(options, provider);
     return {
       statusCode: answer.statusCode,
       headers: answer.headers,

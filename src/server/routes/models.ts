@@ -1,5 +1,6 @@
 import type { Context } from "hono";
 import { microToIdr } from "../../store/money.js";
+import { shownUrl } from "../../store/secrets.js";
 import type { Catalog, GatewayStore, ModelRow } from "../../store/types.js";
 import { presentsAdminKey } from "../auth/guards.js";
 import { isFreeModelName } from "../billing/pricing.js";
@@ -176,24 +177,10 @@ function modelFields(catalog: Catalog, m: ModelRow, admin: boolean): object {
       provider: m.provider_id,
       wire: provider?.wire,
       upstream_model: m.upstream_model,
-      base_url: provider?.base_url ? shownBaseUrl(provider.base_url) : null,
+      // A user, password or query written into it may be a credential: shown as `***`.
+      base_url: provider?.base_url ? shownUrl(provider.base_url) : null,
     },
   };
-}
-
-/**
- * A base URL as an admin is shown it: without a user, password or query string someone wrote into
- * it (the gateway sends no user or password; a query may hold a secret, which should not spread
- * further than the provider).
- */
-function shownBaseUrl(baseUrl: string): string {
-  if (!URL.canParse(baseUrl)) return baseUrl;
-  const url = new URL(baseUrl);
-  if (!url.username && !url.password && !url.search) return baseUrl;
-  url.username = "";
-  url.password = "";
-  url.search = "";
-  return url.toString();
 }
 
 function routeFields(name: string, steps: string[], admin: boolean): object {

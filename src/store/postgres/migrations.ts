@@ -514,6 +514,14 @@ export const postgresMigrations: MigrationStep[] = [
   CREATE INDEX stored_responses_native ON stored_responses(native_provider_id, native_id);
   `,
   },
+  {
+    // As SQLite's step 20: a base URL carrying a credential is sealed; start-up seals plain rows.
+    id: "provider-base-url-sealed",
+    sql: `
+  ALTER TABLE providers ADD COLUMN base_url_sealed text;
+  ALTER TABLE providers ADD COLUMN base_url_shown text;
+  `,
+  },
 ];
 
 /** The trigger function that refuses a provider row naming a wire not in `wires`. */

@@ -83,6 +83,10 @@ function underTest(store: PostgresStore, pool: pg.Pool): StoreUnderTest {
           id,
         ])
       ).rows[0]?.secret,
+    storedProvider: async (id) =>
+      (await pool.query("SELECT * FROM providers WHERE id = $1", [id])).rows[0] as
+        | Record<string, unknown>
+        | undefined,
     close: () => store.close(),
   };
 }

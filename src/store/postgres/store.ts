@@ -1,4 +1,5 @@
 import type pg from "pg";
+import { type BaseUrlColumns, holdsPlainBaseUrl, sealedBaseUrl } from "../provider-urls.js";
 import { byokContext, SecretBox, SecretKeyError, secretKeyEnv } from "../secret-box.js";
 import type {
   AccountPatch,
@@ -68,7 +69,7 @@ export class PostgresStore implements GatewayStore {
   static async open(pool: pg.Pool, options: PostgresStoreOptions = {}): Promise<PostgresStore> {
     const secretKey = "secretKey" in options ? options.secretKey : process.env[secretKeyEnv];
     const secrets = await openSecretBox(pool, secretKey);
-    const catalog = new PostgresCatalog(pool);
+    const catalog = new PostgresCatalog(pool, secrets);
     const keyRows = new PostgresKeyRows();
     let accounts: PostgresAccounts | undefined;
     const accountWatchers = new Set<(accountId: string | null) => void>();
@@ -253,6 +254,10 @@ export class PostgresStore implements GatewayStore {
     return this.catalog.providersWithoutKeys();
   }
 
+  baseUrlColumns(providerId: string, url: string | null): BaseUrlColumns {
+    return this.catalog.baseUrlColumns(providerId, url);
+  }
+
   // ---- usage ------------------------------------------------------------
 
   usageSummary(accountId: string, since: number): Promise<UsageSummary> {
@@ -342,6 +347,7 @@ async function openSecretBox(pool: pg.Pool, key: string | undefined): Promise<Se
     );
   }
   await sealPlaintextByok(pool, box);
+  await sealPlainBaseUrls(pool, box);
   return box;
 }
 
@@ -359,5 +365,32 @@ async function sealPlaintextByok(pool: pg.Pool, box: SecretBox): Promise<void> {
       );
       if (sealed.rowCount === 1) await notifyChange(client, { t: "byok", id: row.account_id });
     }
+  });
+}
+
+/**
+ * Seals provider base URLs still in plain text (from before they were sealed, or written by an
+ * older gateway since), each row once however many gateways start at once.
+ */
+async function sealPlainBaseUrls(pool: pg.Pool, box: SecretBox): Promise<void> {
+  const plain = (
+    await pool.query<BaseUrlColumns & { id: string }>(
+      `SELECT id, base_url, base_url_sealed, base_url_shown FROM providers
+       WHERE base_url IS NOT NULL`,
+    )
+  ).rows.filter(holdsPlainBaseUrl);
+  if (plain.length === 0) return;
+  await inTransaction(pool, async (client) => {
+    let changed = false;
+    for (const row of plain) {
+      const columns = sealedBaseUrl(row.id, row.base_url, box);
+      const sealed = await client.query(
+        `UPDATE providers SET base_url = $1, base_url_sealed = $2, base_url_shown = $3
+         WHERE id = $4 AND base_url = $5`,
+        [columns.base_url, columns.base_url_sealed, columns.base_url_shown, row.id, row.base_url],
+      );
+      if (sealed.rowCount === 1) changed = true;
+    }
+    if (changed) await notifyChange(client, { t: "catalog" });
   });
 }

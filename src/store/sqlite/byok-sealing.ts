@@ -1,6 +1,12 @@
 import { existsSync, readFileSync, renameSync, rmSync } from "node:fs";
 import { writePrivateFile } from "../private-files.js";
 import {
+  type BaseUrlColumns,
+  holdsPlainBaseUrl,
+  openedBaseUrl,
+  sealedBaseUrl,
+} from "../provider-urls.js";
+import {
   byokContext,
   newSecretKeyEnv,
   SecretBox,
@@ -118,8 +124,54 @@ export function sealPlaintextByok(db: DB, box: SecretBox): number {
   return rows.length;
 }
 
+interface ProviderUrlRow extends BaseUrlColumns {
+  id: string;
+}
+
+const providerUrlColumns = "id, base_url, base_url_sealed, base_url_shown";
+
 /**
- * Re-seals every BYOK credential with a new key, in one transaction with the new key check.
+ * Stores the base URLs of `rows` as `box` seals them, opening sealed ones with `from`; throws if
+ * one does not open. Returns how many it sealed.
+ */
+function resealBaseUrls(db: DB, rows: ProviderUrlRow[], from: SecretBox, box: SecretBox): number {
+  const update = db.prepare(
+    `UPDATE providers SET base_url = @base_url, base_url_sealed = @base_url_sealed,
+       base_url_shown = @base_url_shown WHERE id = @id`,
+  );
+  let sealed = 0;
+  for (const row of rows) {
+    const url = openedBaseUrl(row, from);
+    if (url === undefined) {
+      throw new SecretKeyError(
+        `the base_url of provider ${row.id} does not open with the current key`,
+      );
+    }
+    const columns = sealedBaseUrl(row.id, url, box);
+    update.run({ id: row.id, ...columns });
+    if (columns.base_url_sealed !== null) sealed++;
+  }
+  return sealed;
+}
+
+/**
+ * Seals provider base URLs still in plain text: written before they were sealed, or by an older
+ * gateway since. Returns how many rows it rewrote.
+ */
+export function sealPlainBaseUrls(db: DB, box: SecretBox): number {
+  const rows = (
+    db
+      .prepare(`SELECT ${providerUrlColumns} FROM providers WHERE base_url IS NOT NULL`)
+      .all() as ProviderUrlRow[]
+  ).filter(holdsPlainBaseUrl);
+  if (rows.length === 0) return 0;
+  scrubFreedPages(db, () => db.transaction(() => resealBaseUrls(db, rows, box, box))());
+  return rows.length;
+}
+
+/**
+ * Re-seals every BYOK credential and provider base URL with a new key, in one transaction with
+ * the new key check.
  * With the key in the environment the new key comes from `newEnvKey` and the operator swaps the
  * variables afterwards; with a key file the new key is generated and replaces the file.
  */
@@ -128,16 +180,21 @@ export function rotateSecretKey(
   dbPath: string,
   envKey: string | undefined,
   newEnvKey: string | undefined,
-): { rotated: number; keyFile?: string } {
+): { rotated: number; baseUrls: number; keyFile?: string } {
   const current = loadSecretBox(db, dbPath, envKey);
   const rows = db
     .prepare("SELECT id, secret, sealed FROM byok_credentials")
     .all() as ByokSecretRow[];
+  const providers = (
+    db.prepare(`SELECT ${providerUrlColumns} FROM providers`).all() as ProviderUrlRow[]
+  ).filter((row) => row.base_url_sealed !== null || holdsPlainBaseUrl(row));
+  let baseUrls = 0;
   // Old-key values left in freed space would open with a leaked old key: they are zeroed too.
   const commit = (next: SecretBox) =>
     scrubFreedPages(db, () =>
       db.transaction(() => {
         resealRows(db, rows, current, next);
+        baseUrls = resealBaseUrls(db, providers, current, next);
         writeCheck(db, next);
       })(),
     );
@@ -148,7 +205,7 @@ export function rotateSecretKey(
       );
     }
     commit(SecretBox.parse(newEnvKey, newSecretKeyEnv));
-    return { rotated: rows.length };
+    return { rotated: rows.length, baseUrls };
   }
   const next = SecretBox.random();
   const pending = pendingKeyFileOf(dbPath);
@@ -160,5 +217,5 @@ export function rotateSecretKey(
     throw err;
   }
   renameSync(pending, keyFileOf(dbPath));
-  return { rotated: rows.length, keyFile: keyFileOf(dbPath) };
+  return { rotated: rows.length, baseUrls, keyFile: keyFileOf(dbPath) };
 }

@@ -1,4 +1,6 @@
 import { CatalogMemory, type CatalogRows } from "../catalog-memory.js";
+import type { BaseUrlColumns } from "../provider-urls.js";
+import type { SecretBox } from "../secret-box.js";
 import type { Catalog, CatalogRepository } from "../types.js";
 import type { DB } from "./db.js";
 
@@ -7,10 +9,16 @@ import type { DB } from "./db.js";
  * config or an admin call writes them, and the request path reads them on every request.
  */
 export class SqliteCatalog implements CatalogRepository {
-  private readonly memory = new CatalogMemory();
+  private readonly memory: CatalogMemory;
   private loaded = false;
 
-  constructor(private readonly db: DB) {}
+  /** `secrets` opens the base URLs sealed in provider rows. */
+  constructor(
+    private readonly db: DB,
+    secrets: SecretBox,
+  ) {
+    this.memory = new CatalogMemory(secrets);
+  }
 
   /** After a config is applied: read again when next needed. */
   forget(): void {
@@ -32,6 +40,11 @@ export class SqliteCatalog implements CatalogRepository {
   providersWithoutKeys(): string[] {
     this.getCatalog();
     return this.memory.providersWithoutKeys();
+  }
+
+  baseUrlColumns(providerId: string, url: string | null): BaseUrlColumns {
+    this.getCatalog();
+    return this.memory.baseUrlColumns(providerId, url);
   }
 }
 

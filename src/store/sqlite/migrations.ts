@@ -471,4 +471,12 @@ export const migrations: string[] = [
   UPDATE stored_responses SET native_id = id WHERE native_provider_id IS NOT NULL;
   CREATE INDEX stored_responses_native ON stored_responses(native_provider_id, native_id);
   `,
+  // 20: a provider's base URL that carries a credential (a user and password, a query such as
+  // \`?key=\`) is sealed like BYOK keys (store/provider-urls.ts), beside what may be shown of it;
+  // its plain \`base_url\` is then null. Sealing needs the key, so start-up seals the rows still
+  // plain (\`sealPlainBaseUrls\`), as step 5's BYOK rows were.
+  `
+  ALTER TABLE providers ADD COLUMN base_url_sealed TEXT;
+  ALTER TABLE providers ADD COLUMN base_url_shown TEXT;
+  `,
 ];

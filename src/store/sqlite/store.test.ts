@@ -63,6 +63,10 @@ describeStore("SQLite", async () => {
           | { secret: string }
           | undefined
       )?.secret,
+    storedProvider: async (id) =>
+      sqlite.database.prepare("SELECT * FROM providers WHERE id = ?").get(id) as
+        | Record<string, unknown>
+        | undefined,
     close: async () => {
       await store.close();
     },

@@ -1,3 +1,4 @@
+import type { BaseUrlColumns } from "../provider-urls.js";
 import type { Repositories } from "../repositories.js";
 import { secretKeyEnv } from "../secret-box.js";
 import { type FileIdentity, fileIdentity } from "../storage-fault.js";
@@ -23,7 +24,7 @@ import type {
   UsageSummary,
 } from "../types.js";
 import { SqliteAccounts } from "./accounts.js";
-import { loadSecretBox, sealPlaintextByok } from "./byok-sealing.js";
+import { loadSecretBox, sealPlainBaseUrls, sealPlaintextByok } from "./byok-sealing.js";
 import { SqliteCatalog } from "./catalog.js";
 import { type Checkpointer, startCheckpointer } from "./checkpointer.js";
 import { checkWires, type DB, openDatabase } from "./db.js";
@@ -58,8 +59,8 @@ export class Store implements GatewayStore {
   private readonly runInTransaction: ReturnType<DB["transaction"]>;
 
   /**
-   * `secretKey` (base64, 32 bytes) seals BYOK credentials, from `secretKeySource` (the
-   * environment unless said); else `<path>.key` holds the key.
+   * `secretKey` (base64, 32 bytes) seals BYOK credentials and base URLs carrying one, from
+   * `secretKeySource` (the environment unless said); else `<path>.key` holds the key.
    */
   constructor(
     readonly path: string,
@@ -73,13 +74,14 @@ export class Store implements GatewayStore {
     try {
       const secrets = loadSecretBox(this.db, path, options.secretKey, options.secretKeySource);
       sealPlaintextByok(this.db, secrets);
+      sealPlainBaseUrls(this.db, secrets);
       this.accounts = new SqliteAccounts(this.db, secrets);
+      this.catalog = new SqliteCatalog(this.db, secrets);
     } catch (err) {
       this.db.close();
       throw err;
     }
     this.runInTransaction = this.db.transaction((fn: () => unknown) => fn());
-    this.catalog = new SqliteCatalog(this.db);
     this.usage = new SqliteUsage(this.db);
     this.ledgerRepository = new SqliteLedger(this.db, this.accounts, (fn) => this.transaction(fn));
     this.repos = openRepositories(this.db, this.accounts, () => this.landQueuedWrites());
@@ -248,6 +250,10 @@ export class Store implements GatewayStore {
 
   providersWithoutKeys(): string[] {
     return this.catalog.providersWithoutKeys();
+  }
+
+  baseUrlColumns(providerId: string, url: string | null): BaseUrlColumns {
+    return this.catalog.baseUrlColumns(providerId, url);
   }
 
   // ---- usage: the request log, with the ledger's queued writes landed first ----
