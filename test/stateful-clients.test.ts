@@ -276,7 +276,7 @@ describe("stored responses and threads, as clients use them", () => {
       input: "My name is Ada.",
       background: true,
       background_options: { completion_window: "8h", continuation_id: "nightly-batch" },
-    } as unknown as OpenAI.Responses.ResponseCreateParamsNonStreaming;
+    } satisfies Omit<OpenAI.Responses.ResponseCreateParamsNonStreaming, "model">;
     const native = await openai.responses.create({ ...params, model: "gpt-native" });
     expect(native.status).toBe("completed");
     expect(native.output_text).toBe("Nice to meet you, Ada.");
