@@ -51,15 +51,39 @@ export type ItemPageQuery = PageQuery;
 export interface ItemPage {
   items: StateItem[];
   hasMore: boolean;
+  /** `after` names no item the conversation held (a deleted one still marks where it was). */
+  afterUnknown: boolean;
 }
+
+/**
+ * How a conversation keeps an item: one its client sees (`item`); the signed reasoning of an
+ * answer its client was not shown (`signed`), which the next turns replay before that answer but
+ * no listing shows; or where a deleted item was (`deleted`, its content gone), so that a page
+ * after it goes on from there.
+ */
+export type ItemKind = "item" | "signed" | "deleted";
 
 /** A response turn to keep: the response (absent with `store: false`) and its conversation's new items. */
 export interface StoredTurn {
   accountId: string;
   response?: StoredResponse;
-  conversation?: { id: string; items: StateItem[] };
+  /**
+   * The conversation's new items, and the signed reasoning item kept before `items[signed.before]`
+   * (the answer's first item) where the client was not shown it.
+   */
+  conversation?: { id: string; items: StateItem[]; signed?: { before: number; item: StateItem } };
   now: number;
   expiresAt: number;
+}
+
+/** A turn's conversation items as the conversation keeps them, the signed reasoning in its place. */
+export function keptItems(
+  conversation: NonNullable<StoredTurn["conversation"]>,
+): { item: StateItem; kind: ItemKind }[] {
+  const kept = conversation.items.map((item) => ({ item, kind: "item" as ItemKind }));
+  const signed = conversation.signed;
+  if (signed) kept.splice(signed.before, 0, { item: signed.item, kind: "signed" });
+  return kept;
 }
 
 /** Expired rows are swept by a write at most this often: reads never see them anyway. */
@@ -109,7 +133,7 @@ export interface ResponsesStateRepository {
     expiresAt: number,
   ): Promise<StoredConversation | undefined>;
   deleteConversation(accountId: string, id: string, now: number): Promise<boolean>;
-  /** A page of the conversation's items; every item, oldest first, without `page`. */
+  /** A page of the items the conversation's client sees; every one, oldest first, without `page`. */
   listItems(
     accountId: string,
     conversationId: string,
@@ -117,8 +141,18 @@ export interface ResponsesStateRepository {
     page?: ItemPageQuery,
   ): Promise<ItemPage | undefined>;
   /**
+   * What a turn on the conversation is sent before its own input, oldest first: its items and the
+   * signed reasoning kept with them; undefined for an unknown conversation.
+   */
+  replayItems(
+    accountId: string,
+    conversationId: string,
+    now: number,
+  ): Promise<StateItem[] | undefined>;
+  /**
    * Appends items (each with its id) to a held conversation; an id the conversation already holds
-   * is not added twice. Returns the items added, or undefined for an unknown conversation.
+   * is not added twice (a deleted item's is added anew, at the end). Returns the items added, or
+   * undefined for an unknown conversation.
    */
   addItems(
     accountId: string,
@@ -133,7 +167,10 @@ export interface ResponsesStateRepository {
     itemId: string,
     now: number,
   ): Promise<StateItem | undefined>;
-  /** Removes one item; the conversation, or undefined when it or the item is not held. */
+  /**
+   * Removes one item (its place kept for a page `after` it); the conversation, or undefined when
+   * it or the item is not held.
+   */
   deleteItem(
     accountId: string,
     conversationId: string,
@@ -211,26 +248,32 @@ export function previousLink(response: StoredResponse): string | null {
   return previous && previous !== response.id ? previous : null;
 }
 
-/** The page of `rows` (oldest first) that `page` asks for, `after` naming a row by `idOf`. */
+/**
+ * The page of `rows` (oldest first) that `page` asks for, `after` naming a row by `idOf`; only
+ * rows `shown` are on it (the others only mark a place). Undefined when `after` names no row.
+ */
 export function pageOf<T>(
   rows: T[],
   page: ItemPageQuery,
   idOf: (row: T) => string,
-): { rows: T[]; hasMore: boolean } {
+  shown: (row: T) => boolean = () => true,
+): { rows: T[]; hasMore: boolean } | undefined {
   const ordered = page.order === "asc" ? rows : [...rows].reverse();
   let start = 0;
   if (page.after !== undefined) {
     const at = ordered.findIndex((row) => idOf(row) === page.after);
-    start = at < 0 ? ordered.length : at + 1;
+    if (at < 0) return undefined;
+    start = at + 1;
   }
-  const slice = ordered.slice(start, start + page.limit);
-  return { rows: slice, hasMore: start + page.limit < ordered.length };
+  const rest = ordered.slice(start).filter(shown);
+  return { rows: rest.slice(0, page.limit), hasMore: rest.length > page.limit };
 }
 
 /** A conversation's item as both backends keep it. */
 export interface ItemRow {
   item_id: string;
   item_json: string;
+  kind: ItemKind;
 }
 
 export function itemFromRow(row: Pick<ItemRow, "item_json">): StateItem {
@@ -238,12 +281,24 @@ export function itemFromRow(row: Pick<ItemRow, "item_json">): StateItem {
 }
 
 /**
- * The items of a conversation's rows (oldest first) that `page` asks for, every one without it;
- * only the page's items are parsed.
+ * The items a client sees of a conversation's rows (oldest first, every kind) that `page` asks
+ * for, every one without it; only the page's items are parsed.
  */
 export function itemPage(rows: ItemRow[], page: ItemPageQuery | undefined): ItemPage {
-  const chosen = page ? pageOf(rows, page, (row) => row.item_id) : { rows, hasMore: false };
-  return { items: chosen.rows.map(itemFromRow), hasMore: chosen.hasMore };
+  const shown = (row: ItemRow) => row.kind === "item";
+  const chosen = page
+    ? pageOf(rows, page, (row) => row.item_id, shown)
+    : { rows: rows.filter(shown), hasMore: false };
+  return {
+    items: chosen?.rows.map(itemFromRow) ?? [],
+    hasMore: chosen?.hasMore ?? false,
+    afterUnknown: chosen === undefined,
+  };
+}
+
+/** What a turn replays of a conversation's rows (oldest first): every item but the deleted. */
+export function replayedItems(rows: ItemRow[]): StateItem[] {
+  return rows.filter((row) => row.kind !== "deleted").map(itemFromRow);
 }
 
 // CROSS JOIN: SQLite walks the chain's few ids and looks each one up, rather than the account's

@@ -951,6 +951,57 @@ export function describeRepositories(
           message("i1", "a"),
         );
       });
+
+      it("conversation items: a turn's signed reasoning is replayed before its answer and never listed; a deleted item's place stays for a page after it", async () => {
+        const conversation = { id: "conv_1", accountId: "acct", metadata: {}, createdAt: 0 };
+        await repos.responsesState.createConversation(conversation, [message("i1", "a")], day);
+        const reasoning = { type: "reasoning", id: "rs_1", summary: [], encrypted_content: "x" };
+        await turn(response("resp_1", null, 1), 1, {
+          id: "conv_1",
+          items: [message("i2", "b"), message("i3", "c")],
+          signed: { before: 1, item: reasoning },
+        });
+        const replayed = await repos.responsesState.replayItems("acct", "conv_1", 2);
+        expect(replayed?.map((i) => i.id)).toEqual(["i1", "i2", "rs_1", "i3"]);
+        expect(replayed?.[2]).toEqual(reasoning);
+        expect(await repos.responsesState.replayItems("other", "conv_1", 2)).toBeUndefined();
+        const ids = async (page?: Parameters<typeof repos.responsesState.listItems>[3]) => {
+          const listed = await repos.responsesState.listItems("acct", "conv_1", 3, page);
+          return { ids: listed?.items.map((i) => i.id), hasMore: listed?.hasMore };
+        };
+        expect((await ids()).ids).toEqual(["i1", "i2", "i3"]);
+        expect(await repos.responsesState.findItem("acct", "conv_1", "rs_1", 2)).toBeUndefined();
+        expect(await repos.responsesState.deleteItem("acct", "conv_1", "rs_1", 2)).toBeUndefined();
+
+        expect(await repos.responsesState.deleteItem("acct", "conv_1", "i2", 2)).toEqual(
+          conversation,
+        );
+        expect(await ids({ limit: 1, order: "asc", after: "i2" })).toEqual({
+          ids: ["i3"],
+          hasMore: false,
+        });
+        expect(await ids({ limit: 5, order: "desc", after: "i2" })).toEqual({
+          ids: ["i1"],
+          hasMore: false,
+        });
+        const unknown = await repos.responsesState.listItems("acct", "conv_1", 3, {
+          limit: 5,
+          order: "asc",
+          after: "i9",
+        });
+        expect(unknown).toMatchObject({ items: [], afterUnknown: true });
+        expect(
+          (await repos.responsesState.replayItems("acct", "conv_1", 3))?.map((i) => i.id),
+        ).toEqual(["i1", "rs_1", "i3"]);
+        // Added again, a deleted item's id is a new item at the end.
+        expect(
+          await repos.responsesState.addItems("acct", "conv_1", [message("i2", "again")], 4, day),
+        ).toEqual([message("i2", "again")]);
+        expect((await ids()).ids).toEqual(["i1", "i3", "i2"]);
+        expect(await repos.responsesState.findItem("acct", "conv_1", "i2", 4)).toEqual(
+          message("i2", "again"),
+        );
+      });
     });
 
     describe("config apply", () => {

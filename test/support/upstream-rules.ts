@@ -672,12 +672,39 @@ export function checkResponses(
       };
     }
   }
-  const input =
+  const written =
     typeof body.input === "string"
       ? [{ type: "message", role: "user", content: body.input }]
       : Array.isArray(body.input)
         ? body.input.filter(isRecord)
         : [];
+  // An item_reference is looked up among the items of the key's stored responses.
+  const known = new Map<unknown, Json>();
+  for (const chain of held.values()) for (const item of chain) known.set(item.id, item);
+  const input: Json[] = [];
+  for (const item of written) {
+    if (item.type !== "item_reference") {
+      input.push(item);
+      continue;
+    }
+    const found = known.get(item.id);
+    if (!found) {
+      return {
+        refusal: {
+          status: 404,
+          body: {
+            error: {
+              message: `Item with id '${String(item.id)}' not found.`,
+              type: "invalid_request_error",
+              param: "input",
+              code: null,
+            },
+          },
+        },
+      };
+    }
+    input.push(found);
+  }
   const items = [...history, ...input];
   // Encrypted reasoning opens only where it was made: OpenAI's is a token of its own (`gAAAA`...).
   for (const item of input) {

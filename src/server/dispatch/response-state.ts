@@ -81,9 +81,9 @@ export async function openResponseTurn(
       ...outputItems(r.response),
     ]);
   } else if (conversationId) {
-    const held = await repo.listItems(accountId, conversationId, now());
+    const held = await repo.replayItems(accountId, conversationId, now());
     if (!held) throw unknownConversation(conversationId);
-    history = held.items;
+    history = held;
   }
   const repeated = heldItemId(body.input, history);
   if (repeated !== undefined) {
@@ -97,7 +97,7 @@ export async function openResponseTurn(
     );
   }
   const { items: input, references } = inputItems(body.input);
-  if (references.length > 0) await resolveReferences(context, input, references);
+  if (references.length > 0) await resolveReferences(context, input, references, "input");
   const rewritten = history.length > 0 || references.length > 0;
   const replay = rewritten ? { ...body, input: [...history, ...input] } : body;
   // The admission hold covers the input sent, the chain and the items referenced included, not
@@ -110,15 +110,20 @@ export async function openResponseTurn(
   const ownId = randomId("resp_");
   let nativeId: string | null = null;
   let signed: { responseId: string; encrypted: string } | undefined;
+  const outputIds = uniqueOutputIds([...history, ...input]);
 
   return {
     body: replay,
     replayedBytes,
     turn: {
       nativeBody(server) {
-        // The provider that served the response named holds the chain under its own id.
-        if (nativeHolder !== null && nativeHolder === holderOf(server))
-          return { ...body, previous_response_id: nativePrevious };
+        // The provider that served the response named holds the chain under its own id; an
+        // item_reference names an item of the gateway's, which it may not hold.
+        if (nativeHolder !== null && nativeHolder === holderOf(server)) {
+          const held: Json = { ...body, previous_response_id: nativePrevious };
+          if (references.length > 0) held.input = referencedItems(body.input, input, references);
+          return held;
+        }
         // Nothing replayed and nothing to leave out: the client's body itself, as it sent it.
         if (!rewritten && !("previous_response_id" in body) && !("conversation" in body))
           return body;
@@ -135,18 +140,26 @@ export async function openResponseTurn(
         response.id = ownId;
         response.previous_response_id = previousId ?? null;
         if (conversationId) response.conversation = { id: conversationId };
+        const output = response.output;
+        if (Array.isArray(output))
+          for (const [index, item] of output.entries())
+            if (isItem(item)) item.id = outputIds.idOf(index, item);
       },
-      keepSigned: store
-        ? (responseId, encrypted) => {
-            signed = { responseId, encrypted };
-          }
-        : undefined,
+      echoItem: (event) => outputIds.echo(event),
+      renamesItems: () => outputIds.renamed,
+      keepSigned:
+        store || conversationId
+          ? (responseId, encrypted) => {
+              signed = { responseId, encrypted };
+            }
+          : undefined,
       async record(answer, native) {
         const id = answer.id;
         if (typeof id !== "string") return;
         const at = now();
         const output = outputItems(answer);
         const heldNatively = native !== null && nativeId !== null;
+        const signedReasoning = signed?.responseId === id ? signed.encrypted : null;
         const response: StoredResponse | undefined = store
           ? {
               id,
@@ -156,15 +169,21 @@ export async function openResponseTurn(
               nativeId: heldNatively ? nativeId : null,
               response: answer,
               inputItems: input,
-              signedReasoning: signed?.responseId === id ? signed.encrypted : null,
+              signedReasoning,
               createdAt: at,
             }
           : undefined;
+        // The conversation keeps the signed reasoning its client was not shown before the
+        // answer, as a chain keeps it with the response: thinking stays on through a tool loop.
+        const kept =
+          signedReasoning !== null && output.length > 0
+            ? { before: input.length, item: signedItem(signedReasoning, randomId("rs_")) }
+            : undefined;
         await repo.saveTurn({
           accountId,
           response,
           conversation: conversationId
-            ? { id: conversationId, items: [...input, ...output] }
+            ? { id: conversationId, items: [...input, ...output], signed: kept }
             : undefined,
           now: at,
           expiresAt: at + context.ttlMs,
@@ -225,9 +244,63 @@ function outputItems(response: Json): StateItem[] {
  */
 function signedItems(response: StoredResponse): StateItem[] {
   const encrypted = response.signedReasoning;
-  return encrypted === null
-    ? []
-    : [{ type: "reasoning", summary: [], encrypted_content: encrypted }];
+  return encrypted === null ? [] : [signedItem(encrypted)];
+}
+
+/** Signed reasoning as the reasoning item a chain or conversation replays. */
+function signedItem(encrypted: string, id?: string): StateItem {
+  return { type: "reasoning", ...(id ? { id } : {}), summary: [], encrypted_content: encrypted };
+}
+
+const outputPrefixes: Record<string, string> = {
+  message: "msg_",
+  function_call: "fc_",
+  reasoning: "rs_",
+  custom_tool_call: "ctc_",
+};
+
+/**
+ * The ids of a native answer's output items, by their place in the output: the server's own,
+ * unless it gave none, or one that `held` (the chain's or conversation's items, the turn's input)
+ * or an earlier item of the answer has; that item gets an id of the gateway's. A server may give
+ * its ids again (numbering its items per response, or from a small range): an id given twice
+ * would have a conversation keep one of the two items, a chain send two items under one id, and
+ * an `item_reference` name the other one. Every event of a stream that names the item (`item`,
+ * or `item_id` beside its `output_index`) names it by the id chosen at its first.
+ */
+function uniqueOutputIds(held: StateItem[]) {
+  const taken = new Set<unknown>(held.map((item) => item.id));
+  const chosen = new Map<number, { given: unknown; id: string }>();
+  const ids = {
+    /** Whether an item of the answer so far was given an id of the gateway's. */
+    renamed: false,
+    idOf(index: number, item: StateItem): string {
+      const known = chosen.get(index);
+      if (known) return known.id;
+      const given = item.id;
+      const own = typeof given === "string" && given !== "" && !taken.has(given);
+      const id = own ? given : randomId(outputPrefixes[String(item.type)] ?? "item_");
+      if (!own) ids.renamed = true;
+      taken.add(id);
+      chosen.set(index, { given, id });
+      return id;
+    },
+    /** An event of the stream: whether it now names its item otherwise than the server did. */
+    echo(event: Json): boolean {
+      const index = event.output_index;
+      if (typeof index !== "number") return false;
+      if (isItem(event.item)) {
+        const given = event.item.id;
+        event.item.id = ids.idOf(index, event.item);
+        return event.item.id !== given;
+      }
+      const known = chosen.get(index);
+      if (!known || known.given === known.id || event.item_id !== known.given) return false;
+      event.item_id = known.id;
+      return true;
+    },
+  };
+  return ids;
 }
 
 const isItem = (value: unknown): value is StateItem =>
@@ -290,14 +363,31 @@ export function inputItems(input: unknown): { items: StateItem[]; references: nu
 }
 
 /**
+ * Items for a conversation (`items` of POST /v1/conversations and of its items route), each with
+ * its id, an `item_reference` as the item it names: a conversation holds items, and replays them
+ * to providers that know no references. One that names no item of the account's stored responses
+ * is a 400, as in `input`.
+ */
+export async function conversationItems(
+  context: Pick<ResponseStateContext, "repo" | "accountId" | "now">,
+  raw: StateItem[],
+): Promise<StateItem[]> {
+  const { items, references } = inputItems(raw);
+  if (references.length > 0) await resolveReferences(context, items, references, "items");
+  return items;
+}
+
+/**
  * Puts in place of each `item_reference` at `references` the item it names, from the account's
  * stored responses (the AI SDK refers to earlier turns so while responses are stored). One that
- * names no such item is a 400: the turn it stood for would be lost.
+ * names no such item is a 400 naming the reference and `field`: the turn it stood for would be
+ * lost.
  */
 async function resolveReferences(
-  context: ResponseStateContext,
+  context: Pick<ResponseStateContext, "repo" | "accountId" | "now">,
   items: StateItem[],
   references: number[],
+  field: "input" | "items",
 ): Promise<void> {
   const ids = references.map((at) => String(items[at].id));
   const found = await context.repo.findItems(context.accountId, ids, context.now());
@@ -308,7 +398,7 @@ async function resolveReferences(
       throw new GatewayError(
         400,
         "bad_request",
-        `Item with id '${id}' not found: an \`item_reference\` in \`input\` must name an item of a response this account stored that has not expired or been deleted.`,
+        `Item with id '${id}' not found: an \`item_reference\` in \`${field}\` must name an item of a response this account stored that has not expired or been deleted.`,
       );
     }
     items[at] = item;
@@ -331,6 +421,16 @@ export function asItem(raw: StateItem): StateItem {
   if (typeof item.id !== "string" || item.id === "")
     item.id = randomId(idPrefixes[type] ?? "item_");
   return item;
+}
+
+/**
+ * The client's `input` with each `item_reference` (at `references` of its `items`) as the item it
+ * names, sent as a replayed item is (`forNative`); its other items as it wrote them.
+ */
+function referencedItems(raw: unknown, items: StateItem[], references: number[]): unknown[] {
+  const resolved = new Set(references);
+  const written = Array.isArray(raw) ? raw.filter(isItem) : [];
+  return written.flatMap((item, at) => (resolved.has(at) ? forNative([items[at]]) : [item]));
 }
 
 /**

@@ -2,13 +2,13 @@ import type { Context } from "hono";
 import { z } from "zod";
 import type { StoredConversation } from "../../store/responses-state.js";
 import type { Services } from "../compose/services.js";
-import { asItem } from "../dispatch/response-state.js";
+import { conversationItems } from "../dispatch/response-state.js";
 import { GatewayError } from "../errors.js";
 import { readJson, readOptionalJson } from "../http/body.js";
 import type { AppEnv, Handler } from "../http/context.js";
 import { randomId } from "../wire/translate/shared.js";
 import { responsesInputItem } from "./completions.js";
-import { itemList, pageQuery } from "./responses-state.js";
+import { itemList, pageQuery, unknownAfter } from "./responses-state.js";
 
 /**
  * /v1/conversations: OpenAI's Conversations API (create, retrieve, update, delete; items list,
@@ -35,10 +35,14 @@ export function conversationHandlers(services: Pick<Services, "repos" | "options
   const now = () => services.options.now();
   const expiresAt = (at: number) => at + services.options.responsesTtlMs;
   const account = (c: Context<AppEnv>) => c.get("auth").key.account_id;
+  // An `item_reference` is kept as the item it names.
+  const itemsOf = (c: Context<AppEnv>, raw: z.infer<typeof items>) =>
+    conversationItems({ repo, accountId: account(c), now }, raw);
   const conversationId = (c: Context<AppEnv>) => c.req.param("id") ?? "";
 
   const create: Handler = async (c) => {
     const body = await readOptionalJson(c, createBody);
+    const kept = await itemsOf(c, body.items ?? []);
     const at = now();
     const conversation: StoredConversation = {
       id: randomId("conv_"),
@@ -46,7 +50,7 @@ export function conversationHandlers(services: Pick<Services, "repos" | "options
       metadata: body.metadata ?? {},
       createdAt: at,
     };
-    await repo.createConversation(conversation, (body.items ?? []).map(asItem), expiresAt(at));
+    await repo.createConversation(conversation, kept, expiresAt(at));
     return c.json(conversationView(conversation));
   };
 
@@ -80,16 +84,19 @@ export function conversationHandlers(services: Pick<Services, "repos" | "options
 
   const listItems: Handler = async (c) => {
     const id = conversationId(c);
-    const page = await repo.listItems(account(c), id, now(), pageQuery(c));
+    const query = pageQuery(c);
+    const page = await repo.listItems(account(c), id, now(), query);
     if (!page) throw conversationNotFound(id);
+    if (page.afterUnknown) throw unknownAfter(query, `conversation '${id}'`);
     return c.json(itemList(page.items, page.hasMore));
   };
 
   const addItems: Handler = async (c) => {
     const id = conversationId(c);
     const body = await readJson(c, addItemsBody);
+    const kept = await itemsOf(c, body.items);
     const at = now();
-    const added = await repo.addItems(account(c), id, body.items.map(asItem), at, expiresAt(at));
+    const added = await repo.addItems(account(c), id, kept, at, expiresAt(at));
     if (!added) throw conversationNotFound(id);
     return c.json(itemList(added, false));
   };

@@ -39,6 +39,7 @@ export function responseHandlers(services: Pick<Services, "repos" | "options">) 
     const page = pageQuery(c);
     const held = await find(c);
     const chosen = pageOf(held.inputItems, page, (item) => String(item.id));
+    if (!chosen) throw unknownAfter(page, `response '${held.id}'`);
     return c.json(itemList(chosen.rows, chosen.hasMore));
   };
   // Nothing runs in the background here: a response is stored once it is complete.
@@ -67,6 +68,16 @@ export function responseNotFound(id: string): GatewayError {
 
 /** `limit` (1-100, default 20), `order` (default desc) and `after` (an item id), as OpenAI pages lists. */
 export const pageQuery: (c: Context<AppEnv>) => ItemPageQuery = listQuery(100, 20).parse;
+
+/**
+ * A page `after` an id the list never held: a 400 naming `after`, as the job listings answer, not
+ * an empty page that would read as the end of the list.
+ */
+export function unknownAfter(page: ItemPageQuery, holder: string): GatewayError {
+  return badRequest(
+    `Invalid query parameter after: no item '${page.after}' exists in ${holder}. \`after\` takes the id of an item listed before (\`last_id\`).`,
+  );
+}
 
 /** A page of items as OpenAI lists them. */
 export function itemList(items: StateItem[], hasMore: boolean) {

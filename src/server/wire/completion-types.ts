@@ -54,9 +54,18 @@ export interface ResponseTurn {
    */
   echo(response: Record<string, unknown>): void;
   /**
-   * Present when the response is stored: the signed reasoning of a translated answer whose
-   * client did not include `reasoning.encrypted_content` is kept with it for the chain, as the
-   * encoded `encrypted_content` of response `responseId`.
+   * A native stream's event that names an output item (`item`, or `item_id` beside its
+   * `output_index`) names it by the id `echo` gives it: the server's own, unless the chain, the
+   * turn's input or another item of the answer has it. True when the event was changed.
+   */
+  echoItem(event: Record<string, unknown>): boolean;
+  /** Whether an output item so far got an id other than the server's (`echoItem` has work). */
+  renamesItems(): boolean;
+  /**
+   * Present when the response is stored or its conversation kept: the signed reasoning of a
+   * translated answer whose client did not include `reasoning.encrypted_content` is kept with it
+   * for the chain (or the conversation), as the encoded `encrypted_content` of response
+   * `responseId`.
    */
   keepSigned?: (responseId: string, encrypted: string) => void;
   /** Called with the whole Response; `native` is the server whose own id it is (null: translated). */

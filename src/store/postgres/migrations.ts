@@ -522,6 +522,13 @@ export const postgresMigrations: MigrationStep[] = [
   ALTER TABLE providers ADD COLUMN base_url_shown text;
   `,
   },
+  {
+    // As SQLite's step 21: a conversation item's kind (shown, signed reasoning, deleted).
+    id: "conversation-item-kinds",
+    sql: `
+  ALTER TABLE conversation_items ADD COLUMN kind text NOT NULL DEFAULT 'item';
+  `,
+  },
 ];
 
 /** The trigger function that refuses a provider row naming a wire not in `wires`. */

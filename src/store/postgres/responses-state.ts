@@ -2,6 +2,7 @@ import type pg from "pg";
 import {
   type ConversationRow,
   conversationFromRow,
+  type ItemKind,
   type ItemPage,
   type ItemPageQuery,
   type ItemRow,
@@ -9,10 +10,12 @@ import {
   itemIdsOf,
   itemIn,
   itemPage,
+  keptItems,
   PRUNE_EVERY_MS,
   previousLink,
   type ResponseRow,
   type ResponsesStateRepository,
+  replayedItems,
   responseFromRow,
   type StateItem,
   type StoredConversation,
@@ -135,7 +138,7 @@ export class PostgresResponsesState implements ResponsesStateRepository {
         }
       }
       if (conversation)
-        await append(client, accountId, conversation.id, conversation.items, now, expiresAt);
+        await append(client, accountId, conversation.id, keptItems(conversation), now, expiresAt);
     });
   }
 
@@ -153,7 +156,7 @@ export class PostgresResponsesState implements ResponsesStateRepository {
           VALUES ($1, $2, $3, $4, $5)`,
         values: [accountId, id, JSON.stringify(conversation.metadata), createdAt, expiresAt],
       });
-      for (const item of items) await putItem(client, accountId, id, item);
+      for (const item of items) await putItem(client, accountId, id, item, "item");
     });
   }
 
@@ -206,14 +209,33 @@ export class PostgresResponsesState implements ResponsesStateRepository {
     now: number,
     page?: ItemPageQuery,
   ): Promise<ItemPage | undefined> {
+    const rows = await this.itemRows(accountId, conversationId, now);
+    return rows && itemPage(rows, page);
+  }
+
+  async replayItems(
+    accountId: string,
+    conversationId: string,
+    now: number,
+  ): Promise<StateItem[] | undefined> {
+    const rows = await this.itemRows(accountId, conversationId, now);
+    return rows && replayedItems(rows);
+  }
+
+  /** Every row of a held conversation, oldest first. */
+  private async itemRows(
+    accountId: string,
+    conversationId: string,
+    now: number,
+  ): Promise<ItemRow[] | undefined> {
     if (!(await findConversation(this.pool, accountId, conversationId, now))) return undefined;
     const result = await this.pool.query<ItemRow>({
       name: "conversation_items_list",
-      text: `SELECT item_id, item_json FROM conversation_items
+      text: `SELECT item_id, item_json, kind FROM conversation_items
         WHERE account_id = $1 AND conversation_id = $2 ORDER BY seq`,
       values: [accountId, conversationId],
     });
-    return itemPage(result.rows, page);
+    return result.rows;
   }
 
   async addItems(
@@ -223,8 +245,9 @@ export class PostgresResponsesState implements ResponsesStateRepository {
     now: number,
     expiresAt: number,
   ): Promise<StateItem[] | undefined> {
+    const kept = items.map((item) => ({ item, kind: "item" as const }));
     return inTransaction(this.pool, (client) =>
-      append(client, accountId, conversationId, items, now, expiresAt),
+      append(client, accountId, conversationId, kept, now, expiresAt),
     );
   }
 
@@ -239,7 +262,7 @@ export class PostgresResponsesState implements ResponsesStateRepository {
       text: `SELECT i.item_json FROM conversation_items i JOIN conversations c
           ON c.account_id = i.account_id AND c.id = i.conversation_id
         WHERE i.account_id = $1 AND i.conversation_id = $2 AND i.item_id = $3
-          AND c.expires_at > $4`,
+          AND i.kind = 'item' AND c.expires_at > $4`,
       values: [accountId, conversationId, itemId, now],
     });
     const row = result.rows[0];
@@ -257,8 +280,8 @@ export class PostgresResponsesState implements ResponsesStateRepository {
       if (!row) return undefined;
       const deleted = await client.query({
         name: "conversation_items_delete",
-        text: `DELETE FROM conversation_items
-          WHERE account_id = $1 AND conversation_id = $2 AND item_id = $3`,
+        text: `UPDATE conversation_items SET kind = 'deleted', item_json = '{}'
+          WHERE account_id = $1 AND conversation_id = $2 AND item_id = $3 AND kind = 'item'`,
         values: [accountId, conversationId, itemId],
       });
       return (deleted.rowCount ?? 0) > 0 ? conversationFromRow(row) : undefined;
@@ -323,17 +346,23 @@ async function findConversation(
   return result.rows[0];
 }
 
+/** An item added; one whose id a deleted item had is added anew, at the end. */
 async function putItem(
   client: pg.PoolClient,
   accountId: string,
   conversationId: string,
   item: StateItem,
+  kind: ItemKind,
 ): Promise<boolean> {
   const result = await client.query({
     name: "conversation_items_put",
-    text: `INSERT INTO conversation_items (account_id, conversation_id, item_id, item_json)
-      VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`,
-    values: [accountId, conversationId, String(item.id), JSON.stringify(item)],
+    text: `INSERT INTO conversation_items AS i
+        (account_id, conversation_id, item_id, item_json, kind)
+      VALUES ($1, $2, $3, $4, $5)
+      ON CONFLICT (account_id, conversation_id, item_id) DO UPDATE
+        SET item_json = excluded.item_json, kind = excluded.kind, seq = DEFAULT
+        WHERE i.kind = 'deleted'`,
+    values: [accountId, conversationId, String(item.id), JSON.stringify(item), kind],
   });
   return (result.rowCount ?? 0) > 0;
 }
@@ -342,7 +371,7 @@ async function append(
   client: pg.PoolClient,
   accountId: string,
   conversationId: string,
-  items: StateItem[],
+  items: { item: StateItem; kind: ItemKind }[],
   now: number,
   expiresAt: number,
 ): Promise<StateItem[] | undefined> {
@@ -354,8 +383,8 @@ async function append(
   });
   if ((touched.rowCount ?? 0) === 0) return undefined;
   const added: StateItem[] = [];
-  for (const item of items)
-    if (await putItem(client, accountId, conversationId, item)) added.push(item);
+  for (const { item, kind } of items)
+    if (await putItem(client, accountId, conversationId, item, kind)) added.push(item);
   return added;
 }
 

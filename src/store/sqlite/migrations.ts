@@ -479,4 +479,10 @@ export const migrations: string[] = [
   ALTER TABLE providers ADD COLUMN base_url_sealed TEXT;
   ALTER TABLE providers ADD COLUMN base_url_shown TEXT;
   `,
+  // 21: a conversation item's kind: an item the client sees ('item'); the signed reasoning of a
+  // turn's answer its client was not shown, replayed before that answer ('signed'); or where a
+  // deleted item was, so that a page after it goes on from there ('deleted', its content gone).
+  `
+  ALTER TABLE conversation_items ADD COLUMN kind TEXT NOT NULL DEFAULT 'item';
+  `,
 ];

@@ -2,6 +2,7 @@ import type { Statement } from "better-sqlite3";
 import {
   type ConversationRow,
   conversationFromRow,
+  type ItemKind,
   type ItemPage,
   type ItemPageQuery,
   type ItemRow,
@@ -9,10 +10,12 @@ import {
   itemIdsOf,
   itemIn,
   itemPage,
+  keptItems,
   PRUNE_EVERY_MS,
   previousLink,
   type ResponseRow,
   type ResponsesStateRepository,
+  replayedItems,
   responseFromRow,
   type StateItem,
   type StoredConversation,
@@ -112,19 +115,25 @@ export class SqliteResponsesState implements ResponsesStateRepository {
         "DELETE FROM conversation_items WHERE account_id = ? AND conversation_id = ?",
       ),
       items: db.prepare(
-        `SELECT item_id, item_json FROM conversation_items
+        `SELECT item_id, item_json, kind FROM conversation_items
         WHERE account_id = ? AND conversation_id = ? ORDER BY seq`,
       ),
+      // One whose id a deleted item had is added anew, at the end.
       putItem: db.prepare(
-        `INSERT OR IGNORE INTO conversation_items (account_id, conversation_id, item_id, item_json)
-        VALUES (?, ?, ?, ?)`,
+        `INSERT INTO conversation_items (account_id, conversation_id, item_id, item_json, kind)
+        VALUES (?, ?, ?, ?, ?)
+        ON CONFLICT (account_id, conversation_id, item_id) DO UPDATE
+          SET item_json = excluded.item_json, kind = excluded.kind,
+            seq = (SELECT MAX(seq) + 1 FROM conversation_items)
+          WHERE kind = 'deleted'`,
       ),
       findConversationItem: db.prepare(
         `SELECT item_json FROM conversation_items
-        WHERE account_id = ? AND conversation_id = ? AND item_id = ?`,
+        WHERE account_id = ? AND conversation_id = ? AND item_id = ? AND kind = 'item'`,
       ),
       deleteItem: db.prepare(
-        "DELETE FROM conversation_items WHERE account_id = ? AND conversation_id = ? AND item_id = ?",
+        `UPDATE conversation_items SET kind = 'deleted', item_json = '{}'
+        WHERE account_id = ? AND conversation_id = ? AND item_id = ? AND kind = 'item'`,
       ),
     };
   }
@@ -187,7 +196,8 @@ export class SqliteResponsesState implements ResponsesStateRepository {
           this.s.putResponseItem.run(accountId, itemId, response.id);
         if (previous) this.s.stretchChain.run({ p1: previous, p2: accountId, p3: expiresAt });
       }
-      if (conversation) this.append(accountId, conversation.id, conversation.items, now, expiresAt);
+      if (conversation)
+        this.append(accountId, conversation.id, keptItems(conversation), now, expiresAt);
     });
   }
 
@@ -206,8 +216,7 @@ export class SqliteResponsesState implements ResponsesStateRepository {
         createdAt,
         expiresAt,
       );
-      for (const item of items)
-        this.s.putItem.run(accountId, id, String(item.id), JSON.stringify(item));
+      for (const item of items) this.putItem(accountId, id, item, "item");
     });
   }
 
@@ -251,6 +260,15 @@ export class SqliteResponsesState implements ResponsesStateRepository {
     return itemPage(this.s.items.all(accountId, conversationId) as ItemRow[], page);
   }
 
+  async replayItems(
+    accountId: string,
+    conversationId: string,
+    now: number,
+  ): Promise<StateItem[] | undefined> {
+    if (!this.s.findConversation.get(accountId, conversationId, now)) return undefined;
+    return replayedItems(this.s.items.all(accountId, conversationId) as ItemRow[]);
+  }
+
   async addItems(
     accountId: string,
     conversationId: string,
@@ -258,7 +276,15 @@ export class SqliteResponsesState implements ResponsesStateRepository {
     now: number,
     expiresAt: number,
   ): Promise<StateItem[] | undefined> {
-    return this.immediate(() => this.append(accountId, conversationId, items, now, expiresAt));
+    return this.immediate(() =>
+      this.append(
+        accountId,
+        conversationId,
+        items.map((item) => ({ item, kind: "item" as const })),
+        now,
+        expiresAt,
+      ),
+    );
   }
 
   async findItem(
@@ -293,17 +319,25 @@ export class SqliteResponsesState implements ResponsesStateRepository {
   private append(
     accountId: string,
     conversationId: string,
-    items: StateItem[],
+    items: { item: StateItem; kind: ItemKind }[],
     now: number,
     expiresAt: number,
   ): StateItem[] | undefined {
     if (this.s.touchConversation.run(expiresAt, accountId, conversationId, now).changes === 0)
       return undefined;
-    return items.filter(
-      (item) =>
-        this.s.putItem.run(accountId, conversationId, String(item.id), JSON.stringify(item))
-          .changes > 0,
-    );
+    return items
+      .filter(({ item, kind }) => this.putItem(accountId, conversationId, item, kind))
+      .map(({ item }) => item);
+  }
+
+  private putItem(
+    accountId: string,
+    conversationId: string,
+    item: StateItem,
+    kind: ItemKind,
+  ): boolean {
+    const json = JSON.stringify(item);
+    return this.s.putItem.run(accountId, conversationId, String(item.id), json, kind).changes > 0;
   }
 
   private prune(now: number): void {

@@ -1,4 +1,8 @@
-import type { CompletionRequest, CompletionResult } from "../../wire/completion-types.js";
+import type {
+  CompletionRequest,
+  CompletionResult,
+  ResponseTurn,
+} from "../../wire/completion-types.js";
 import type { ChatCompletionChunk, ChatCompletionResponse } from "../../wire/openai-types.js";
 import { relayEvents } from "../../wire/relay.js";
 import type { ResponseObject, ResponsesRequest } from "../../wire/responses-types.js";
@@ -23,7 +27,7 @@ import {
 import { withoutGatewayReasoning } from "../../wire/translate/encrypted-reasoning.js";
 import { encodeResponsesEvents } from "../../wire/translate/errors.js";
 import { baseResponse, failedEvents } from "../../wire/translate/responses.js";
-import { nowSeconds, randomId } from "../../wire/translate/shared.js";
+import { isRecord, nowSeconds, randomId } from "../../wire/translate/shared.js";
 import {
   callNameField,
   chatOutputText,
@@ -179,7 +183,8 @@ function responsesPassThrough(
         req.responseTurn?.echo(data.response);
         return encodeSSE(data, name);
       }
-      return encodeSSE(ev.data, name);
+      const renamed = itemEvent(req.responseTurn, name, ev.data);
+      return encodeSSE(renamed ?? ev.data, name);
     },
     apart: (ev) => ev.event === "response.completed" || ev.event === "response.incomplete",
     end() {
@@ -197,3 +202,23 @@ function responsesPassThrough(
 }
 
 const sequenceNumber = /"sequence_number"\s*:\s*(\d+)/;
+
+/**
+ * An event naming an output item, as the turn names that item (`ResponseTurn.echoItem`); undefined
+ * when it stays as the server wrote it. An item's first and last events are read for its id; the
+ * others (deltas) only once an item of the answer was given another id.
+ */
+function itemEvent(
+  turn: ResponseTurn | undefined,
+  name: string,
+  data: string,
+): Record<string, unknown> | undefined {
+  if (!turn) return undefined;
+  const named =
+    name === "response.output_item.added" ||
+    name === "response.output_item.done" ||
+    (turn.renamesItems() && data.includes('"item_id"'));
+  if (!named) return undefined;
+  const event = parseEventData(data);
+  return isRecord(event) && turn.echoItem(event) ? event : undefined;
+}

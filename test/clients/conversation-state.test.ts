@@ -1,0 +1,389 @@
+import OpenAI from "openai";
+import type { ResponseInputItem, ResponseStreamEvent } from "openai/resources/responses/responses";
+import { beforeAll, describe, expect, it } from "vitest";
+import {
+  anthropicJson,
+  anthropicToolStreamSteps,
+  type RecordedRequest,
+  type Reply,
+  type SseStep,
+} from "../support/fake-upstream.js";
+import { KEY } from "../support/gateway.js";
+import {
+  nativeFake,
+  OTHER_KEY,
+  type StateSetup,
+  useStateGateway,
+  weatherTool,
+} from "../support/responses-loop.js";
+import { answerFor, WEATHER_RESULT, WEATHER_TOOL } from "../support/tool-loop.js";
+
+/**
+ * Conversations and chains as the official `openai` SDK uses them, where a turn's state is more
+ * than the items the client sees: Claude's signed thinking through a tool loop continued with
+ * `conversation`, item ids a native provider gives again, an `item_reference` added to a
+ * conversation, and a page of items after one that was deleted.
+ */
+
+let setup: StateSetup;
+let openai: OpenAI;
+let other: OpenAI;
+useStateGateway((ready) => {
+  setup = ready;
+});
+beforeAll(() => {
+  const client = (apiKey: string) =>
+    new OpenAI({ apiKey, baseURL: `${setup.gw.url}/v1`, maxRetries: 0, timeout: 10_000 });
+  openai = client(KEY);
+  other = client(OTHER_KEY);
+});
+
+type AnthropicBody = {
+  thinking?: unknown;
+  messages: { role: string; content: unknown[] }[];
+};
+
+const itemTypes = async (conversation: string) =>
+  (await openai.conversations.items.list(conversation, { order: "asc", limit: 100 })).data.map(
+    (item) => item.type,
+  );
+
+describe("a conversation keeps Claude's signed thinking for its tool loop", () => {
+  it.each([
+    { stream: false, store: true },
+    { stream: true, store: false },
+  ])(
+    "the next turn sends the tool_use turn back with its signed thinking, which the client is not shown (%o)",
+    async ({ stream, store }) => {
+      const thinking = {
+        text: "The user wants the weather; call the tool.",
+        signature: "sig-conv",
+      };
+      setup.anthropicUp.queue(
+        stream
+          ? {
+              kind: "sse",
+              steps: anthropicToolStreamSteps(
+                [{ id: "toolu_conv", name: WEATHER_TOOL, jsonPieces: ['{"city":"Jakarta"}'] }],
+                { thinking },
+              ),
+            }
+          : anthropicJson(null, {
+              thinking,
+              toolUses: [{ id: "toolu_conv", name: WEATHER_TOOL, input: { city: "Jakarta" } }],
+            }),
+        anthropicJson(answerFor(WEATHER_RESULT)),
+      );
+      const conversation = await openai.conversations.create();
+      const ask = {
+        model: "claude-x",
+        tools: [weatherTool],
+        reasoning: { effort: "medium" as const },
+        conversation: conversation.id,
+        store,
+      };
+      const asked = stream
+        ? await openai.responses
+            .stream({ ...ask, input: "What is the weather in Jakarta?" })
+            .finalResponse()
+        : await openai.responses.create({ ...ask, input: "What is the weather in Jakarta?" });
+      // What the client asked to see: no summary, no encrypted_content, so no reasoning item.
+      expect(asked.output.map((item) => item.type)).toEqual(["function_call"]);
+      expect(await itemTypes(conversation.id)).toEqual(["message", "function_call"]);
+
+      const answered = await openai.responses.create({
+        ...ask,
+        input: [{ type: "function_call_output", call_id: "toolu_conv", output: WEATHER_RESULT }],
+      });
+      expect(setup.refused()).toEqual([]);
+      expect(answered.output_text).toBe(answerFor(WEATHER_RESULT));
+      const sent = setup.anthropicUp.last.body as AnthropicBody;
+      expect(sent.thinking).toMatchObject({ type: "enabled" });
+      expect(sent.messages.map((m) => m.role)).toEqual(["user", "assistant", "user"]);
+      expect(sent.messages[1].content).toEqual([
+        { type: "thinking", thinking: thinking.text, signature: thinking.signature },
+        expect.objectContaining({ type: "tool_use", id: "toolu_conv" }),
+      ]);
+      const listed = await openai.conversations.items.list(conversation.id, { limit: 100 });
+      expect(listed.data.map((item) => item.type)).toEqual([
+        "message",
+        "function_call_output",
+        "function_call",
+        "message",
+      ]);
+      expect(JSON.stringify(listed.data)).not.toContain("encrypted_content");
+    },
+  );
+});
+
+/**
+ * A native server that gives every output item the id `item_same` (as one that numbers its items
+ * per response, or draws ids from a small range), streamed with a text delta naming it.
+ */
+function sameItemIds(req: RecordedRequest): Reply {
+  const reply = nativeFake(req);
+  const same = (item: unknown) => ({ ...(item as object), id: "item_same" });
+  type Event = { type?: string; item?: unknown; response?: { output?: unknown[] } };
+  const renamed = (data: Event): Event => ({
+    ...data,
+    ...(data.item ? { item: same(data.item) } : {}),
+    ...(data.response?.output
+      ? { response: { ...data.response, output: data.response.output.map(same) } }
+      : {}),
+  });
+  if (reply.kind === "json")
+    return { ...reply, body: renamed({ response: reply.body as never }).response };
+  if (reply.kind !== "sse") return reply;
+  const steps: SseStep[] = [];
+  for (const step of reply.steps) {
+    const data = renamed(step.data as Event);
+    steps.push({ ...step, data });
+    const item = data.item as { type?: string; content?: { text: string }[] } | undefined;
+    if (data.type === "response.output_item.added" && item?.type === "message") {
+      steps.push({
+        event: "response.output_text.delta",
+        data: {
+          type: "response.output_text.delta",
+          item_id: "item_same",
+          output_index: 0,
+          content_index: 0,
+          delta: item.content?.[0]?.text ?? "",
+        },
+      });
+    }
+  }
+  return { ...reply, steps };
+}
+
+/** A stream's final response and every item id its events named. */
+async function streamedIds(
+  stream: AsyncIterable<ResponseStreamEvent>,
+): Promise<{ ids: Set<string>; final: OpenAI.Responses.Response }> {
+  const ids = new Set<string>();
+  let final: OpenAI.Responses.Response | undefined;
+  for await (const event of stream) {
+    if ("item" in event && event.item && "id" in event.item) ids.add(String(event.item.id));
+    if ("item_id" in event) ids.add(String(event.item_id));
+    if (event.type === "response.completed") final = event.response;
+  }
+  if (!final) throw new Error("the stream did not complete");
+  for (const item of final.output) ids.add(String(item.id));
+  return { ids, final };
+}
+
+describe("item ids a native provider gives again", () => {
+  it("each output item a conversation keeps has an id of its own, unlike the client's items and the turns' before it, JSON and streamed", async () => {
+    setup.nativeUp.reset(sameItemIds);
+    const conversation = await openai.conversations.create({
+      items: [
+        {
+          id: "item_same",
+          type: "message",
+          role: "user",
+          content: [{ type: "input_text", text: "My name is Ada." }],
+        } as ResponseInputItem,
+      ],
+    });
+    const first = await openai.responses.create({
+      model: "gpt-native",
+      conversation: conversation.id,
+      input: "What is my name?",
+    });
+    expect(first.output_text).toBe("Your name is Ada.");
+    const firstId = String(first.output[0].id);
+    expect(firstId).not.toBe("item_same");
+    const streamed = await streamedIds(
+      await openai.responses.create({
+        model: "gpt-native",
+        conversation: conversation.id,
+        input: "What is my name?",
+        stream: true,
+      }),
+    );
+    expect(streamed.final.output[0]).toMatchObject({ content: [{ text: "Your name is Ada." }] });
+    // Every event of the stream names the item by the one id it keeps.
+    const secondId = String(streamed.final.output[0].id);
+    expect([...streamed.ids]).toEqual([secondId]);
+    expect([firstId, "item_same"]).not.toContain(secondId);
+
+    const listed = await openai.conversations.items.list(conversation.id, {
+      order: "asc",
+      limit: 100,
+    });
+    const ids = listed.data.map((item) => item.id);
+    expect(ids).toHaveLength(5);
+    expect(new Set(ids).size).toBe(5);
+    expect(ids[0]).toBe("item_same");
+    expect(ids[2]).toBe(firstId);
+    expect(ids[4]).toBe(secondId);
+    const kept = await openai.conversations.items.retrieve(firstId, {
+      conversation_id: conversation.id,
+    });
+    expect(kept).toMatchObject({ role: "assistant", content: [{ text: "Your name is Ada." }] });
+    expect(setup.refused()).toEqual([]);
+  });
+
+  it("a chain's turns keep ids of their own, so an item_reference names the item the client was given", async () => {
+    setup.nativeUp.reset(sameItemIds);
+    const first = await openai.responses.create({ model: "gpt-native", input: "My name is Ada." });
+    setup.gw.clock.advance(1_000);
+    const second = await openai.responses.create({
+      model: "gpt-native",
+      previous_response_id: first.id,
+      input: "What is my name?",
+    });
+    expect(second.output_text).toBe("Your name is Ada.");
+    const firstId = String(first.output[0].id);
+    expect(String(second.output[0].id)).not.toBe(firstId);
+    expect((await openai.responses.retrieve(second.id)).output[0].id).toBe(second.output[0].id);
+    // The first answer, by reference, on another wire: that answer, not the later one.
+    await openai.responses.create({
+      model: "gpt-x",
+      input: [
+        { role: "user", content: "My name is Ada." },
+        { type: "item_reference", id: firstId },
+        { role: "user", content: "Noted?" },
+      ],
+    });
+    const sent = JSON.stringify(setup.chatUp.last.body.messages);
+    expect(sent).toContain("Nice to meet you, Ada.");
+    expect(sent).not.toContain("Your name is Ada.");
+    expect(setup.refused()).toEqual([]);
+  });
+});
+
+describe("an item_reference on a native provider's own chain", () => {
+  it("is sent as the item it names, while the provider is still sent its chain by its own id", async () => {
+    const elsewhere = await openai.responses.create({ model: "gpt-x", input: "My name is Ada." });
+    const said = (await openai.responses.inputItems.list(elsewhere.id)).data[0];
+    const first = await openai.responses.create({ model: "gpt-native", input: "Hello." });
+    const second = await openai.responses.create({
+      model: "gpt-native",
+      previous_response_id: first.id,
+      input: [
+        { type: "item_reference", id: said.id },
+        { role: "user", content: "What is my name?" },
+      ],
+    });
+    expect(setup.refused()).toEqual([]);
+    expect(second.output_text).toBe("Your name is Ada.");
+    const sent = setup.nativeUp.last.body;
+    expect(sent.previous_response_id).toMatch(/^resp_native_\d+$/);
+    expect(sent.input).toEqual([
+      {
+        type: "message",
+        role: "user",
+        status: "completed",
+        content: [{ type: "input_text", text: "My name is Ada." }],
+      },
+      { role: "user", content: "What is my name?" },
+    ]);
+  });
+});
+
+describe("an item_reference added to a conversation", () => {
+  it("is kept as the item it names, at creation and when added, and later turns are sent that item", async () => {
+    const stored = await openai.responses.create({ model: "gpt-x", input: "My name is Ada." });
+    const said = (await openai.responses.inputItems.list(stored.id)).data[0];
+    const conversation = await openai.conversations.create({
+      items: [{ type: "item_reference", id: said.id }],
+    });
+    const listed = await openai.conversations.items.list(conversation.id);
+    expect(listed.data).toEqual([said]);
+    const added = await openai.conversations.items.create(conversation.id, {
+      items: [{ type: "item_reference", id: String(stored.output[0].id) }],
+    });
+    expect(added.data).toEqual([stored.output[0]]);
+    const answer = await openai.responses.create({
+      model: "gpt-x",
+      conversation: conversation.id,
+      input: "What is my name?",
+    });
+    expect(answer.output_text).toBe("Your name is Ada.");
+    expect(setup.refused()).toEqual([]);
+  });
+
+  it("naming an item the account does not hold is a 400 naming it, and nothing of the request is added", async () => {
+    const stored = await openai.responses.create({ model: "gpt-x", input: "My name is Ada." });
+    for (const id of ["msg_nowhere", String(stored.output[0].id)]) {
+      const client = id === "msg_nowhere" ? openai : other;
+      const theirs = await client.conversations.create();
+      await expect(
+        client.conversations.items.create(theirs.id, {
+          items: [
+            { role: "user", content: "Kept?" },
+            { type: "item_reference", id },
+          ],
+        }),
+      ).rejects.toMatchObject({
+        status: 400,
+        code: "bad_request",
+        message: expect.stringMatching(
+          new RegExp(`item_reference.*'${id}'|'${id}'.*item_reference`),
+        ),
+      });
+      expect((await client.conversations.items.list(theirs.id)).data).toEqual([]);
+      await expect(
+        client.conversations.create({ items: [{ type: "item_reference", id }] }),
+      ).rejects.toMatchObject({ status: 400, message: expect.stringContaining(`'${id}'`) });
+    }
+  });
+});
+
+describe("a page of conversation items after a deleted one", () => {
+  const said = (id: string) =>
+    ({
+      id,
+      type: "message",
+      role: "user",
+      content: [{ type: "input_text", text: id }],
+    }) as ResponseInputItem;
+
+  it("goes on from where the deleted item was, in both orders; an id the conversation never held is a 400 naming after", async () => {
+    const conversation = await openai.conversations.create({
+      items: ["msg_p1", "msg_p2", "msg_p3", "msg_p4", "msg_p5"].map(said),
+    });
+    const list = (query: OpenAI.Conversations.Items.ItemListParams) =>
+      openai.conversations.items.list(conversation.id, query);
+    const first = await list({ order: "asc", limit: 2 });
+    expect(first.data.map((item) => item.id)).toEqual(["msg_p1", "msg_p2"]);
+    await openai.conversations.items.delete("msg_p2", { conversation_id: conversation.id });
+    const next = await list({ order: "asc", limit: 2, after: "msg_p2" });
+    expect(next.data.map((item) => item.id)).toEqual(["msg_p3", "msg_p4"]);
+    expect(next.has_more).toBe(true);
+    const back = await list({ order: "desc", limit: 2, after: "msg_p2" });
+    expect(back.data.map((item) => item.id)).toEqual(["msg_p1"]);
+    expect(back.has_more).toBe(false);
+    // Deleted items are not listed, retrieved or deleted again.
+    expect((await list({ order: "asc" })).data.map((item) => item.id)).toEqual([
+      "msg_p1",
+      "msg_p3",
+      "msg_p4",
+      "msg_p5",
+    ]);
+    await expect(
+      openai.conversations.items.retrieve("msg_p2", { conversation_id: conversation.id }),
+    ).rejects.toMatchObject({ status: 404 });
+    await expect(
+      openai.conversations.items.delete("msg_p2", { conversation_id: conversation.id }),
+    ).rejects.toMatchObject({ status: 404 });
+
+    await expect(list({ after: "msg_never" })).rejects.toMatchObject({
+      status: 400,
+      message: expect.stringMatching(/after.*msg_never/),
+    });
+    const stored = await openai.responses.create({ model: "gpt-x", input: "Hello." });
+    await expect(
+      openai.responses.inputItems.list(stored.id, { after: "msg_never" }),
+    ).rejects.toMatchObject({ status: 400, message: expect.stringMatching(/after.*msg_never/) });
+    // Added again, the item is new: at the end, once.
+    await openai.conversations.items.create(conversation.id, { items: [said("msg_p2")] });
+    expect((await list({ order: "asc" })).data.map((item) => item.id)).toEqual([
+      "msg_p1",
+      "msg_p3",
+      "msg_p4",
+      "msg_p5",
+      "msg_p2",
+    ]);
+  });
+});
