@@ -423,7 +423,8 @@ describe("gateway keys create --label, logged in", () => {
     for (const label of ["x".repeat(101), "\u{1F511}".repeat(101), "   "]) {
       for (const where of [[], ["--db", gwA.dbPath]]) {
         const done = await runCli(["keys", "create", "--label", label, ...where], home.env);
-        expect(done.code).toBe(1);
+        // A flag value out of range: the command line's mistake (docs/cli.md's exit codes).
+        expect(done.code).toBe(2);
         expect(done.stderr).toBe(
           "gateway: --label must be 1 to 100 characters (what the key is for), e.g. --label ci\n",
         );

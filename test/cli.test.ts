@@ -252,7 +252,8 @@ describe("gateway login", () => {
       ],
     ]) {
       const bad = await runCli(["whoami", "--base-url", url], env);
-      expect(bad.code).toBe(1);
+      // A flag value the CLI cannot use: the command line's mistake (docs/cli.md's exit codes).
+      expect(bad.code).toBe(2);
       expect(bad.stderr.trim()).toBe(message);
     }
   });

@@ -258,7 +258,7 @@ describe("the secret key", () => {
     });
     expect(started.code).not.toBe(0);
     expect(started.stderr.trim()).toBe(
-      `gateway: the secret key from GATEWAY_SECRET_KEY does not open the BYOK keys in ${db} (a wrong key, or one from another database); use the key this database was sealed with`,
+      `gateway: the secret key from GATEWAY_SECRET_KEY does not open the BYOK keys in ${db} (a wrong key, or one from another database); use the key this database was sealed with: ${db}.key beside it may hold that key (unset GATEWAY_SECRET_KEY to use it)`,
     );
     expect(() => byokOf(db, wrong)).toThrow(SecretKeyError);
 

@@ -185,7 +185,7 @@ describe("a key for an existing database", () => {
     expect(missing.code).toBe(1);
     expect(missing.stderr).toContain(`no database at ${home.dir}/none.db`);
     const noLabel = await runCli(["keys", "create"], home.env);
-    expect(noLabel.code).toBe(1);
+    expect(noLabel.code).toBe(2);
     expect(noLabel.stderr).toContain("--label is required");
   });
 });

@@ -180,7 +180,8 @@ describe("gateway serve", () => {
     ];
     for (const [args, hint] of refusals) {
       const run = await runCli(args);
-      expect(run.code, args.join(" ")).toBe(1);
+      // A --db the command cannot use, as a directory: the command line's mistake.
+      expect(run.code, args.join(" ")).toBe(2);
       expect(run.stderr).toContain("--db takes a SQLite file here, not a Postgres URL");
       expect(run.stderr).toContain(hint);
       expect(run.stderr).not.toContain("hunter2");

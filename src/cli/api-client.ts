@@ -1,5 +1,6 @@
 import type { z } from "zod";
 import { cliCommand } from "../cli-command.js";
+import { shownText } from "../server/http/shown-text.js";
 import { redactSecrets, shownUrl } from "../store/secrets.js";
 import { describeSystemError } from "../system-errors.js";
 import type { CreatedKey, DeviceCodeResponse, KeyView, RevokedKey, WhoAmI } from "./api-schemas.js";
@@ -10,7 +11,7 @@ import {
   type FoundLogin,
   type StoredLogin,
 } from "./credentials/index.js";
-import { UserError } from "./errors.js";
+import { UsageError, UserError } from "./errors.js";
 import { note, type TextOutput } from "./output.js";
 
 /**
@@ -26,19 +27,26 @@ const cancelTimeoutMs = 2_000;
 /** --base-url, then GATEWAY_BASE_URL, then what the profile was logged in to, then the default. */
 export function resolveBaseUrl(flag: string | undefined, stored?: string): string {
   const chosen = flag ?? process.env.GATEWAY_BASE_URL ?? stored ?? defaultBaseUrl;
+  // A --base-url the CLI cannot use is the command line's mistake (exit code 2); the
+  // environment's is not.
+  return gatewayRoot(chosen, flag === undefined ? UserError : UsageError);
+}
+
+/** The gateway's root URL of `chosen`, or `Mistake` saying what is wrong with it. */
+function gatewayRoot(chosen: string, Mistake: new (message: string) => UserError): string {
   // Quoted without what may be a secret: a token as the user, a `?key=`, a key pasted here.
   const shown = shownUrl(chosen);
   if (!/^https?:\/\//i.test(chosen)) {
-    throw new UserError(`the gateway URL must start with http:// or https://, got "${shown}"`);
+    throw new Mistake(`the gateway URL must start with http:// or https://, got "${shown}"`);
   }
   let url: URL;
   try {
     url = new URL(chosen);
   } catch {
-    throw new UserError(`"${shown}" is not a URL; use something like ${defaultBaseUrl}`);
+    throw new Mistake(`"${shown}" is not a URL; use something like ${defaultBaseUrl}`);
   }
   if (url.search || url.hash || url.username || url.password) {
-    throw new UserError(
+    throw new Mistake(
       `the gateway URL takes no query, fragment or credentials, got "${shown}"; use something like ${defaultBaseUrl}`,
     );
   }
@@ -230,7 +238,7 @@ export class GatewayClient {
       redactSecrets(said, this.options.key ? [this.options.key] : []);
     if (res.status === 401) {
       // 401 bodies are plain text by design ("invalid API key", "API key revoked", ...).
-      const reason = unsaid(text).trim().slice(0, 200) || "unauthorized";
+      const reason = oneLine(unsaid(text), 200) || "unauthorized";
       return new GatewayRefusal(
         `the gateway refused the key: ${reason} (HTTP 401); ${this.options.onUnauthorized ?? `run \`${cliCommand("login")}\``}`,
         401,
@@ -243,18 +251,20 @@ export class GatewayClient {
         `no gateway API at ${this.options.baseUrl} (HTTP 404); give --base-url or GATEWAY_BASE_URL the gateway's address, such as ${defaultBaseUrl}, or its /v1 URL`,
         404,
       );
-    let message = unsaid(text).trim().slice(0, 300) || res.statusText;
+    let message = htmlPage(res, text)
+      ? `the server at ${this.options.baseUrl} answered with an HTML page, not a gateway's JSON: is a proxy in front of the gateway failing, or is no Model Gateway there?`
+      : oneLine(unsaid(text), 300) || res.statusText;
     let code: string | undefined;
     try {
       const json: unknown = JSON.parse(text);
       const body = schemas.chatStyleError.safeParse(json);
       const oauth = schemas.oauthStyleError.safeParse(json);
       if (body.success) {
-        message = unsaid(body.data.error.message);
-        code = body.data.error.code ? unsaid(body.data.error.code) : undefined;
+        message = oneLine(unsaid(body.data.error.message), 300);
+        code = body.data.error.code ? oneLine(unsaid(body.data.error.code), 100) : undefined;
       } else if (oauth.success) {
-        message = unsaid(oauth.data.error_description);
-        code = unsaid(oauth.data.error);
+        message = oneLine(unsaid(oauth.data.error_description), 300);
+        code = oneLine(unsaid(oauth.data.error), 100);
       }
     } catch {
       // Not JSON (a plain-text refusal): the text itself is the message.
@@ -267,6 +277,20 @@ export class GatewayClient {
       );
     return new GatewayRefusal(`${message.replace(/\.$/, "")} (${tag})`, res.status);
   }
+}
+
+/**
+ * What another server wrote, as one line of at most `max` characters: a body may run over lines
+ * (a stack trace) or carry control characters that would drive the terminal (`shownText`).
+ */
+function oneLine(text: string, max: number): string {
+  const chars = Array.from(shownText(text.replace(/\s+/g, " ").trim()));
+  return chars.length > max ? `${chars.slice(0, max).join("")}...` : chars.join("");
+}
+
+/** An error page for a browser (a proxy's 502, a login wall), which says nothing on one line. */
+function htmlPage(res: Response, text: string): boolean {
+  return /\btext\/html\b/i.test(res.headers.get("content-type") ?? "") || /^\s*</.test(text);
 }
 
 /** OpenSSL's words for a TLS handshake answered by a server that speaks plain HTTP. */
@@ -313,7 +337,7 @@ export interface ConnectionOptions {
  */
 export function storedKeyGateway(flag: string | undefined, storedBaseUrl: string): string {
   const baseUrl = resolveBaseUrl(flag, storedBaseUrl);
-  const own = resolveBaseUrl(storedBaseUrl);
+  const own = gatewayRoot(storedBaseUrl, UserError);
   if (own !== baseUrl) {
     throw new UserError(
       `the login key is for ${own}, not ${baseUrl}; run \`${cliCommand(`login --base-url ${baseUrl}`)}\` to log in there (or set GATEWAY_API_KEY)`,
@@ -380,6 +404,8 @@ export async function retireReplacedLogins(
 export async function connectWithKey(
   opts: ConnectionOptions,
 ): Promise<{ client: GatewayClient; credential: ActiveCredential }> {
+  // A --base-url it cannot use is said before anything else is looked at, as any flag mistake is.
+  if (opts.baseUrl !== undefined) resolveBaseUrl(opts.baseUrl);
   const credential = await activeCredential(opts.profile);
   const baseUrl = credential.stored
     ? storedKeyGateway(opts.baseUrl, credential.stored.login.baseUrl)

@@ -26,11 +26,12 @@ export class UsageError extends UserError {
 
 /**
  * The commands that open a gateway's SQLite file directly refuse a postgres:// URL plainly (the
- * URL's password is not repeated): on Postgres, `instead` is how to do the same.
+ * URL's password is not repeated): on Postgres, `instead` is how to do the same. A --db they
+ * cannot use is the command line's mistake, as a directory is.
  */
 export function sqliteFileOnly(db: string, instead: string): void {
   if (isPostgresUrl(db))
-    throw new UserError(`--db takes a SQLite file here, not a Postgres URL; ${instead}`);
+    throw new UsageError(`--db takes a SQLite file here, not a Postgres URL; ${instead}`);
 }
 
 /** Why the --db file could not be opened, as one line, when it is something the user can fix. */

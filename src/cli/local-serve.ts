@@ -1,6 +1,6 @@
 import { existsSync } from "node:fs";
 import { networkInterfaces } from "node:os";
-import { openingDatabase, sqliteFileOnly, UserError } from "./errors.js";
+import { openingDatabase, sqliteFileOnly, UsageError, UserError } from "./errors.js";
 
 /**
  * A fresh one-time owner link minted from the database file of a `gateway serve` running on this
@@ -33,7 +33,9 @@ export async function localOwnerLink(
     "on Postgres each gateway prints its own owner link when it starts (serve --json: owner_url)",
   );
   if (dbPath === ":memory:") {
-    throw new UserError("an in-memory database belongs to its server alone; use its start-up link");
+    throw new UsageError(
+      "an in-memory database belongs to its server alone; use its start-up link",
+    );
   }
   if (!existsSync(dbPath)) {
     throw new UserError(

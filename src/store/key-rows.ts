@@ -12,6 +12,11 @@ export function characterCount(text: string): number {
   return count;
 }
 
+/** Whether a label is within the most characters any label may have (a key's, a BYOK key's). */
+export function labelFits(label: string): boolean {
+  return characterCount(label) <= keyLabelMaxChars;
+}
+
 const labelSize = `must be 1 to ${keyLabelMaxChars} characters`;
 
 /**
@@ -19,11 +24,16 @@ const labelSize = `must be 1 to ${keyLabelMaxChars} characters`;
  * Counted here rather than by zod's `max`, whose unit (UTF-16 units or code points) depends on
  * its version, so that the CLI and every gateway agree on what fits.
  */
-export const keyLabel = z
+export const keyLabel = z.string().trim().min(1, labelSize).refine(labelFits, labelSize);
+
+/**
+ * A BYOK key's label, which may be left out (the provider's id stands in): counted as `keyLabel`
+ * counts, and refused rather than cut, since a cut in UTF-16 units can split an emoji in two.
+ */
+export const byokLabel = z
   .string()
   .trim()
-  .min(1, labelSize)
-  .refine((label) => characterCount(label) <= keyLabelMaxChars, labelSize);
+  .refine(labelFits, `must be at most ${keyLabelMaxChars} characters`);
 
 /** A key row as inserted: the value itself is never stored, only its hash and prefix. */
 export interface NewKeyRow {

@@ -1,7 +1,7 @@
 import { existsSync } from "node:fs";
 import { cliCommand } from "../../cli-command.js";
 import { keyLabel, keyLabelMaxChars } from "../../store/key-rows.js";
-import { openingDatabase, UserError } from "../errors.js";
+import { openingDatabase, UsageError, UserError } from "../errors.js";
 
 /**
  * `gateway keys create --db FILE`: a key minted straight into a gateway's database file, with or
@@ -21,12 +21,13 @@ export interface OfflineKey {
 
 /**
  * `--label` as every gateway takes it (trimmed, characters counted as the gateway counts them),
- * refused here in the CLI's words, before a login key or a database is touched.
+ * refused here in the CLI's words, before a login key or a database is touched: a flag value out
+ * of range, so the command line's mistake (exit code 2).
  */
 export function labelFlag(label: string): string {
   const parsed = keyLabel.safeParse(label);
   if (!parsed.success) {
-    throw new UserError(
+    throw new UsageError(
       `--label must be 1 to ${keyLabelMaxChars} characters (what the key is for), e.g. --label ci`,
     );
   }
@@ -41,7 +42,7 @@ export async function createKeyInDatabase(input: {
 }): Promise<OfflineKey> {
   const label = labelFlag(input.label);
   if (input.db === ":memory:") {
-    throw new UserError("an in-memory database belongs to its server alone; give a file to --db");
+    throw new UsageError("an in-memory database belongs to its server alone; give a file to --db");
   }
   if (!existsSync(input.db)) {
     throw new UserError(
@@ -52,12 +53,20 @@ export async function createKeyInDatabase(input: {
   const { Store } = await import("../../store/sqlite/store.js");
   const { keychainSealingKey } = await import("../../store/sqlite/sealing-key.js");
   const { readLiveServeRecord } = await import("../../store/serve-record.js");
-  const sealing = await keychainSealingKey(input.db);
-  const store = openingDatabase(input.db, () =>
-    sealing
-      ? new Store(input.db, { secretKey: sealing.key, secretKeySource: sealing.source })
-      : new Store(input.db),
-  );
+  const { SecretKeyError } = await import("../../store/secret-box.js");
+  let store: InstanceType<typeof Store>;
+  try {
+    const sealing = await keychainSealingKey(input.db);
+    store = openingDatabase(input.db, () =>
+      sealing
+        ? new Store(input.db, { secretKey: sealing.key, secretKeySource: sealing.source })
+        : new Store(input.db),
+    );
+  } catch (err) {
+    // The sealing key the environment or the keychain gives is the user's to fix, as `serve` says.
+    if (err instanceof SecretKeyError) throw new UserError(err.message);
+    throw err;
+  }
   try {
     const accountId =
       input.account ??

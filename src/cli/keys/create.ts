@@ -1,7 +1,8 @@
 import type { Command } from "commander";
+import { shownText } from "../../server/http/shown-text.js";
 import { type CreatedKey, connectWithKey } from "../api-client.js";
 import { defaultProfile, endingPromptly } from "../credentials/index.js";
-import { sqliteFileOnly, UserError } from "../errors.js";
+import { sqliteFileOnly, UsageError } from "../errors.js";
 import { note, paintFor, printJson, result } from "../output.js";
 import { createKeyInDatabase, labelFlag } from "./create-offline.js";
 
@@ -38,7 +39,7 @@ Examples:
   $ gateway keys create --label ci
   $ export OPENAI_API_KEY="$(gateway keys create --label my-app)"
   $ gateway keys create --label demo-for-team --shared --json
-  $ gateway keys create --db gateway.db --label my-app   offline, from the database file`,
+  $ gateway keys create --db gateway.db --label my-app   # offline, from the database file`,
     )
     .action(
       endingPromptly(async (flags: CreateFlags) => {
@@ -57,9 +58,11 @@ Examples:
           });
         } else {
           if (flags.label === undefined)
-            throw new UserError("--label is required (what the key is for), e.g. --label ci");
+            throw new UsageError("--label is required (what the key is for), e.g. --label ci");
           if (flags.account !== undefined)
-            throw new UserError("--account needs --db: a login key mints keys for its own account");
+            throw new UsageError(
+              "--account needs --db: a login key mints keys for its own account",
+            );
           const label = labelFlag(flags.label);
           const { client } = await connectWithKey(flags);
           created = await client.createKey(label, shared);
@@ -69,8 +72,9 @@ Examples:
           return;
         }
         const err = paintFor(process.stderr);
+        // The label as the terminal shows it: one line, no escape sequence of its own.
         note(
-          `Created ${created.kind} key ${created.id} "${created.label}". ${err.yellow("Copy it now: it is not shown again.")}`,
+          `Created ${created.kind} key ${created.id} "${shownText(created.label)}". ${err.yellow("Copy it now: it is not shown again.")}`,
         );
         result(created.key);
       }),

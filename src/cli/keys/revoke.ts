@@ -2,7 +2,7 @@ import type { Command } from "commander";
 import { cliCommand } from "../../cli-command.js";
 import { connectWithKey } from "../api-client.js";
 import { defaultProfile, endingPromptly } from "../credentials/index.js";
-import { UserError } from "../errors.js";
+import { UsageError, UserError } from "../errors.js";
 import { formatTime, printJson, result } from "../output.js";
 
 /** `gateway keys revoke ID|LABEL`: the key stops working on its very next request. */
@@ -30,6 +30,16 @@ Examples:
     )
     .action(
       endingPromptly(async (idOrLabel: string, flags: RevokeFlags) => {
+        if (idOrLabel === "")
+          throw new UsageError(
+            `give the key's id or label, e.g. \`${cliCommand("keys revoke ci")}\` (\`${cliCommand("keys list")}\` shows them)`,
+          );
+        // Not a path segment a URL can carry ("." and ".." are the URL's own), so not one the
+        // gateway can be asked for by label.
+        if (idOrLabel === "." || idOrLabel === "..")
+          throw new UserError(
+            `a key labelled "${idOrLabel}" can be revoked only by its id (\`${cliCommand("keys list")}\` shows it)`,
+          );
         const { client, credential } = await connectWithKey(flags);
         // The login key is no per-tool key, so the gateway would answer "no such key" (404).
         if (idOrLabel === credential.stored?.login.keyId) {

@@ -1,6 +1,6 @@
 import { existsSync } from "node:fs";
 import type { Command } from "commander";
-import { openingDatabase, sqliteFileOnly, UserError } from "../errors.js";
+import { openingDatabase, sqliteFileOnly, UsageError, UserError } from "../errors.js";
 import { printJson, result } from "../output.js";
 
 /**
@@ -37,7 +37,7 @@ Examples:
         "on Postgres every gateway reads GATEWAY_SECRET_KEY, and rotating it is not supported yet",
       );
       if (flags.db === ":memory:") {
-        throw new UserError("an in-memory database has no key to rotate");
+        throw new UsageError("an in-memory database has no key to rotate");
       }
       if (!existsSync(flags.db)) throw new UserError(`no database at ${flags.db}; pass --db`);
       // Loaded here: the other client commands should not pay for SQLite.

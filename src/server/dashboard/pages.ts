@@ -676,6 +676,17 @@ ${rows || '<tr><td colspan="6" class="muted">No requests yet.</td></tr>'}
 ${statusLegend()}`;
 }
 
+/**
+ * A key's kind as the owner knows it. A key a CLI login minted (`gateway keys create`, `gateway
+ * mcp`) is stored as a standard or shared key with its login key as parent: it is that login's
+ * per-tool key, which `/api/keys` lists and `gateway keys revoke` revokes.
+ */
+function kindOf(key: KeyRow): string {
+  if (key.parent_key_id === null) return escapeHtml(key.kind);
+  const kind = key.kind === "shared" ? "per-tool, shared" : "per-tool";
+  return `<span title="made by the CLI of login key ${escapeHtml(key.parent_key_id)}">${kind}</span>`;
+}
+
 function keyRow(key: KeyRow, csrfToken: string): string {
   const action = key.revoked_at
     ? `revoked ${time(key.revoked_at)}`
@@ -685,7 +696,7 @@ function keyRow(key: KeyRow, csrfToken: string): string {
 <p>Requests with this key will get 401 at once.</p>
 <button class="danger" type="submit" aria-label="Revoke ${escapeHtml(key.label)}">Revoke <bdi>${escapeHtml(key.label)}</bdi></button></form></details>`;
   return `<tr id="key-${escapeHtml(key.id)}"><td class="label"><strong><bdi>${escapeHtml(key.label)}</bdi></strong>
-<div class="muted small"><code>${escapeHtml(key.id)}</code> · ${escapeHtml(key.kind)}</div></td>
+<div class="muted small"><code>${escapeHtml(key.id)}</code> · ${kindOf(key)}</div></td>
 <td><code>${escapeHtml(key.prefix)}...</code></td>
 <td class="when wide-only">${time(key.created_at)}</td><td class="when wide-only">${time(key.last_used_at)}</td><td>${action}</td></tr>`;
 }
@@ -786,7 +797,7 @@ function byokSection(view: DashboardView): string {
     ? `${draft ? draftNote(" Type the provider key again: it is never kept.") : ""}${refusalNote(refusal, "byok-error")}<form class="create" id="byok-add" method="post" action="/dashboard/byok">
   ${csrfField(view.csrfToken)}
   <label>Provider <select name="provider" required${refusedField(refusal, "provider", "byok-error")}>${providers}</select></label>
-  <label>Label <input name="label" maxlength="100" placeholder="optional"${draftValue(typed?.label)}${refusedField(refusal, "label", "byok-error")}></label>
+  <label>Label <input name="label" placeholder="optional"${draftValue(typed?.label)}${refusedField(refusal, "label", "byok-error")}></label>
   <label>Provider key <input name="key" type="password" required autocomplete="off" spellcheck="false"${draftValue(undefined, draft !== undefined)}${refusedField(refusal, "key", "byok-error")}></label>
   <button type="submit">Add provider key</button>
 </form>`

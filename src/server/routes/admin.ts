@@ -1,6 +1,6 @@
 import type { Context } from "hono";
 import { z } from "zod";
-import { keyLabel } from "../../store/key-rows.js";
+import { byokLabel, keyLabel } from "../../store/key-rows.js";
 import { idrToMicro, MAX_IDR, MAX_MICRO, microToIdr } from "../../store/money.js";
 import type { AccountColumn } from "../../store/types.js";
 import {
@@ -59,7 +59,7 @@ export const byokBody = z
   .object({
     provider: z.string().min(1),
     key: providerKey,
-    label: z.string().max(100).optional(),
+    label: byokLabel.optional(),
   })
   .strict();
 
@@ -254,7 +254,8 @@ export function addByok(
     accountId,
     provider.id,
     body.key,
-    body.label ?? provider.id,
+    // A blank label is none: the provider names the key.
+    body.label || provider.id,
     services.options.now(),
   );
 }

@@ -1,6 +1,6 @@
 import type { Context } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
-import { characterCount, keyLabel, keyLabelMaxChars } from "../../store/key-rows.js";
+import { characterCount, keyLabel, keyLabelMaxChars, labelFits } from "../../store/key-rows.js";
 import { idrToMicro, MAX_IDR, microToIdr } from "../../store/money.js";
 import { type DeviceCodes, formatUserCode, normalizeUserCode } from "../auth/device-codes.js";
 import {
@@ -317,11 +317,17 @@ export function dashboardHandlers(services: Services, devices: DeviceCodes) {
       const form = c.get("form");
       const provider = formField(form, "provider") ?? "";
       const key = (formField(form, "key") ?? "").trim();
-      const label = (formField(form, "label") ?? "").trim().slice(0, 100);
+      // Counted as a key's label is, never cut: a cut could split an emoji in two.
+      const label = (formField(form, "label") ?? "").trim();
       if (!key)
         return refused(c, "/dashboard/byok", {
           field: "key",
           message: "A provider key cannot be empty.",
+        });
+      if (!labelFits(label))
+        return refused(c, "/dashboard/byok", {
+          field: "label",
+          message: `A provider key's label can be at most ${keyLabelMaxChars} characters; this one has ${characterCount(label)}.`,
         });
       try {
         const added = byokView(

@@ -73,8 +73,14 @@ export function loadSecretBox(
   }
   if (check === undefined) writeCheck(db, box);
   else if (!box.opensCheck(check)) {
+    // A variable set for another database hides this one's own key file: say which to unset.
+    const file = keyFileOf(dbPath);
+    const fileHint =
+      envKey && source === secretKeyEnv && existsSync(file)
+        ? `: ${file} beside it may hold that key (unset ${secretKeyEnv} to use it)`
+        : "";
     throw new SecretKeyError(
-      `the secret key from ${where} does not open the BYOK keys in ${dbPath} (a wrong key, or one from another database); use the key this database was sealed with`,
+      `the secret key from ${where} does not open the BYOK keys in ${dbPath} (a wrong key, or one from another database); use the key this database was sealed with${fileHint}`,
     );
   }
   return box;

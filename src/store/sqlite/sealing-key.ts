@@ -89,6 +89,13 @@ export async function keychainSealingKey(
         `${secretKeyStoreEnv}=keychain but no OS keychain is available (${opened.reason})`,
       );
     }
+    // Sealed already, with its key neither in the file nor in the environment: the key may be in
+    // the keychain, locked or not answering now. A new key file would open nothing.
+    if (sealedAlready(dbPath)) {
+      throw new SecretKeyError(
+        `the BYOK sealing key of ${dbPath} is not in ${file} or ${secretKeyEnv}, and the OS keychain, which may hold it, could not be read (${opened.reason}); unlock the keychain and try again, or restore ${file}, or set ${secretKeyEnv}`,
+      );
+    }
     log(
       `gateway: no OS keychain available (${opened.reason}); the BYOK sealing key is kept in ${file} beside the database (set ${secretKeyEnv} to keep it elsewhere)`,
     );
