@@ -222,13 +222,20 @@ describe.each(backends)("jobs their account can find (%s)", (backend) => {
     expect(all).toEqual(newestFirst);
     const oldestFirst = await lister.videos.list({ order: "asc" });
     expect(oldestFirst.data.map((v) => v.id)).toEqual([...newestFirst].reverse());
-    // A listed video is the job as its poll shows it.
-    const polled = await fetch(`${gw.url}/v1/videos/generations/${videos[1].id}`, {
-      headers: auth(LISTER_KEY),
+    // A listed video is the video as `videos.retrieve` shows it: the job as its own path polls
+    // it, in the SDK's Video shape.
+    const retrieved = await lister.videos.retrieve(videos[1].id);
+    expect(first.data.concat(second.data).find((v) => v.id === videos[1].id)).toEqual(retrieved);
+    const polled = (await (
+      await fetch(`${gw.url}/v1/videos/generations/${videos[1].id}`, {
+        headers: auth(LISTER_KEY),
+      })
+    ).json()) as Job & { seconds: number };
+    expect(retrieved).toMatchObject({
+      ...polled,
+      object: "video",
+      seconds: String(polled.seconds),
     });
-    expect(first.data.concat(second.data).find((v) => v.id === videos[1].id)).toEqual(
-      await polled.json(),
-    );
 
     // Each endpoint lists its own kind of job.
     const generations = await listed(gw, "/v1/videos/generations", LISTER_KEY);

@@ -313,7 +313,7 @@ describe("tools/call the protocol way", () => {
       await rawMcp([requests[0], { jsonrpc: "2.0", id: 3, method: "tools/list" }]),
     );
     expect(answers.find((a) => a.id === 1)?.error?.code).toBe(ErrorCode.InvalidParams);
-    expect(answers.find((a) => a.id === 3)?.result?.tools).toHaveLength(9);
+    expect(answers.find((a) => a.id === 3)?.result?.tools).toHaveLength(10);
 
     // What an SDK client's request with a bad cursor rejects with.
     const { client } = await connect();
@@ -337,7 +337,7 @@ describe("tools/call the protocol way", () => {
     // against the tool's outputSchema.
     const { tools } = await client.listTools();
     const declared = tools.filter((t) => t.outputSchema).map((t) => t.name);
-    expect(declared.sort()).toEqual(["generate_music", "generate_video", "get_job"]);
+    expect(declared.sort()).toEqual(["generate_music", "generate_video", "get_job", "list_jobs"]);
 
     const started = await client.callTool({
       name: "generate_video",

@@ -62,6 +62,7 @@ const toolNames = [
   "generate_music",
   "generate_video",
   "get_job",
+  "list_jobs",
 ];
 
 let gw: TestGateway | undefined;

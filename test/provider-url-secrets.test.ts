@@ -290,7 +290,7 @@ describe.each(backends)("a base_url carrying a credential, on %s", (backend) => 
     const before =
       backend === "sqlite"
         ? // Steps after 20 are undone too, as they run again.
-          "PRAGMA user_version = 19; ALTER TABLE conversation_items DROP COLUMN kind;"
+          "PRAGMA user_version = 19; ALTER TABLE conversation_items DROP COLUMN kind; DROP INDEX jobs_kept_finished;"
         : "DELETE FROM schema_migrations WHERE id = 'provider-base-url-sealed';";
     await runSql(
       backend,

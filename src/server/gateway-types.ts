@@ -62,6 +62,12 @@ export interface PublicGatewayOptions {
    * `responses.ttl_seconds`, else 30 days.
    */
   responsesTtlSeconds?: number;
+  /**
+   * How long a finished (completed or failed) music or video job is kept after it finished, in
+   * seconds; then its media and submission are deleted. Default: the config's `jobs.ttl_seconds`,
+   * else 30 days.
+   */
+  jobsTtlSeconds?: number;
   /** Called once per finished HTTP request (what `gateway serve` prints a line from). */
   onRequest?: (request: FinishedRequest) => void;
   /** `GET /metrics`: off, public, or admin (an admin key; the default). */

@@ -90,6 +90,8 @@ const settleOnCloseMs = 5_000;
 
 /** OpenAI keeps a stored response 30 days. */
 const defaultResponsesTtlSeconds = 30 * 24 * 60 * 60;
+/** As long as a stored response: a job's media is what its client fetches later. */
+const defaultJobsTtlSeconds = defaultResponsesTtlSeconds;
 
 /**
  * The longest `close` waits for the answers that end in their own words (`services.closing`)
@@ -146,6 +148,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
         : undefined,
       upstreamAnswerLimitBytes: options.upstreamAnswerLimitBytes,
       responsesTtlMs: (options.responsesTtlSeconds ?? defaultResponsesTtlSeconds) * 1000,
+      jobsTtlMs: (options.jobsTtlSeconds ?? defaultJobsTtlSeconds) * 1000,
       publicUrlOrigin: configuredOrigin,
       trustedProxies,
       runAdminKeys: options.adminKeys && new Set(options.adminKeys.map(hashSecret)),
@@ -164,6 +167,8 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
       services.mockScript.setBaseline(config.mock?.script ?? []);
       const ttlSeconds = options.responsesTtlSeconds ?? config.responses?.ttl_seconds;
       if (ttlSeconds !== undefined) services.options.responsesTtlMs = ttlSeconds * 1000;
+      const jobsTtlSeconds = options.jobsTtlSeconds ?? config.jobs?.ttl_seconds;
+      if (jobsTtlSeconds !== undefined) services.options.jobsTtlMs = jobsTtlSeconds * 1000;
       ownerAccountId = config.accounts[0]?.id;
     } else if (options.demo !== false && store.accountCount() === 0) {
       await applyConfig(store, services.repos.configApply, parseConfig(demoConfig), now());

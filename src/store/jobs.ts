@@ -4,7 +4,8 @@ import type { PageQuery } from "./types.js";
  * Music and video jobs are rows in `jobs`: the row is the queue, the state machine
  * (queued -> running -> completed | failed) and the finished output, so jobs survive a restart.
  * A removed job keeps its row (without its media and submission), so that the request log row of
- * its submission still names it; it is read and listed no more.
+ * its submission still names it; it is read and listed no more. A finished job is removed so once
+ * it is past the retention (`expireFinished`).
  */
 export type JobKind = "music" | "video" | "video_extension";
 export type JobStatus = "queued" | "running" | "completed" | "failed";
@@ -130,6 +131,12 @@ export interface JobsRepository<Money = unknown> {
    * (unknown, removed already, or not finished).
    */
   remove(id: string, accountId: string, now: number): Promise<boolean>;
+  /**
+   * The retention: every finished (completed or failed) job, of any account, that finished at or
+   * before `finishedBefore` is removed as `remove` removes one (at `now`). A queued or running
+   * job is never touched, however old: it holds money and has a client waiting. Returns how many.
+   */
+  expireFinished(finishedBefore: number, now: number): Promise<number>;
   /**
    * Leases the oldest job that is queued, or running under a lease that ran out, to
    * `instanceId` for `leaseMs`, and marks it started at `now`; no two claims get the same job.

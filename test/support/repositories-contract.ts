@@ -369,6 +369,46 @@ export function describeRepositories(
         expect(await repos.jobs.get("waiting", "acct")).toMatchObject({ status: "queued" });
       });
 
+      it("expire the finished jobs of every account that finished by the cutoff; a queued or running job stays however old", async () => {
+        const finish = async (id: string, at: number, accountId = "acct", ok = true) => {
+          await repos.jobs.insert({ ...job(id, at - 2), accountId });
+          await repos.jobs.claimNext(gatewayA, lease, at - 1);
+          if (ok) await repos.jobs.complete(id, gatewayA, result, media, at, () => {});
+          else await repos.jobs.fail(id, gatewayA, at, () => ({ code: "upstream", message: "no" }));
+        };
+        await finish("old-done", 10);
+        await finish("old-broke", 20, "acct", false);
+        await finish("other-done", 30, "other");
+        await finish("edge-done", 40);
+        await finish("new-done", 41);
+        await repos.jobs.insert(job("old-running", 1, "video"));
+        await repos.jobs.claimNext(gatewayA, lease, 2);
+        await repos.jobs.insert(job("old-queued", 3, "video"));
+
+        expect(await repos.jobs.expireFinished(40, 100)).toBe(4);
+        for (const [id, account] of [
+          ["old-done", "acct"],
+          ["old-broke", "acct"],
+          ["other-done", "other"],
+          ["edge-done", "acct"],
+        ]) {
+          expect(await repos.jobs.get(id!, account!)).toBeUndefined();
+          expect(await repos.jobs.output(id!, account!)).toBeUndefined();
+        }
+        expect(await repos.jobs.get("new-done", "acct")).toMatchObject({ status: "completed" });
+        expect(await repos.jobs.output("new-done", "acct")).toBeDefined();
+        expect(await repos.jobs.get("old-running", "acct")).toMatchObject({ status: "running" });
+        expect(await repos.jobs.get("old-queued", "acct")).toMatchObject({ status: "queued" });
+        const page = await repos.jobs.list("acct", ["music", "video"], { limit: 9, order: "asc" });
+        expect(page?.jobs.map((row) => row.id)).toEqual(["old-running", "old-queued", "new-done"]);
+        // Expired once: a removed job is not removed again, and the running one can still end.
+        expect(await repos.jobs.remove("old-done", "acct", 101)).toBe(false);
+        expect(await repos.jobs.expireFinished(40, 102)).toBe(0);
+        expect(
+          await repos.jobs.complete("old-running", gatewayA, result, media, 103, () => {}),
+        ).toBe(true);
+      });
+
       it("take a job over once its lease ran out; the old holder can no longer finish it", async () => {
         await repos.jobs.insert(job("j", 1));
         await repos.jobs.claimNext(gatewayA, shortLease, 2);

@@ -36,6 +36,8 @@ export interface ServerOptions extends ForwardingOptions {
   devicePollIntervalSeconds?: number;
   /** How long a stored response or conversation is kept after its last turn (default 30 days). */
   responsesTtlMs: number;
+  /** How long a finished music or video job is kept after it finished (default 30 days). */
+  jobsTtlMs: number;
   /** Largest whole answer read from a provider (default in http-upstream.ts). */
   upstreamAnswerLimitBytes?: number;
   /**

@@ -284,6 +284,11 @@ export const configSchema = z
       .object({ ttl_seconds: z.number().int().positive().optional() })
       .strict()
       .optional(),
+    /**
+     * Music and video jobs: how long a finished job (its media, its submission) is kept after it
+     * finished (default 30 days); a job still queued or running is kept however old.
+     */
+    jobs: z.object({ ttl_seconds: z.number().int().positive().optional() }).strict().optional(),
     /** Scripted answers of every mock provider; `DELETE /api/admin/mock/script` comes back to these. */
     mock: z
       .object({ script: mockScriptSchema.default([]) })

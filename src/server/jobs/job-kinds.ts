@@ -1,4 +1,4 @@
-import type { JobKind } from "../../store/jobs.js";
+import type { JobKind, JobStatus } from "../../store/jobs.js";
 import type { JobRequest } from "./job-input.js";
 
 /** How each kind of job appears on the API and which modality its models must serve. */
@@ -49,6 +49,11 @@ export interface JobCollection {
   noun: string;
   /** The `object` of the answer to a DELETE. */
   deleted: string;
+  /**
+   * Its jobs are shown as the openai SDK's `Video` (`openaiVideoView`): OpenAI's own video API.
+   * A kind's own path shows the job as docs/http-api.md has it (`status: "running"`).
+   */
+  openaiVideo?: true;
 }
 
 export const jobCollections = {
@@ -76,8 +81,16 @@ export const jobCollections = {
     kinds: ["video", "video_extension"],
     noun: "video",
     deleted: "video.deleted",
+    openaiVideo: true,
   },
 } as const satisfies Record<string, JobCollection>;
+
+/** The statuses of OpenAI's Video: a job `running` in our rows is `in_progress` there. */
+export type OpenAIVideoStatus = "queued" | "in_progress" | "completed" | "failed";
+
+export function openaiVideoStatus(status: JobStatus): OpenAIVideoStatus {
+  return status === "running" ? "in_progress" : status;
+}
 
 /** Priced per started second, so money stays integer for fractional lengths. */
 export function billedSeconds(request: JobRequest): number {

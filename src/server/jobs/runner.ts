@@ -1,5 +1,6 @@
 import { clearInterval, clearTimeout, setInterval, setTimeout } from "../../host-timers.js";
 import type { JobRow, JobsRepository } from "../../store/jobs.js";
+import { PRUNE_EVERY_MS } from "../../store/responses-state.js";
 import { newId } from "../../store/secrets.js";
 import type { ModelRow } from "../../store/types.js";
 import type { Services } from "../compose/services.js";
@@ -45,6 +46,8 @@ export class JobRunner {
   /** A fill is claiming jobs; a wake meanwhile asks for one more round once it ends. */
   private filling = false;
   private fillAgain = false;
+  /** When (the gateway's clock) the finished jobs were last swept for the retention. */
+  private expiredAt = Number.NEGATIVE_INFINITY;
   private readonly pollMs: number;
   private readonly concurrency: number;
   private readonly leaseMs: number;
@@ -127,7 +130,8 @@ export class JobRunner {
       return;
     }
     this.filling = true;
-    void this.claimWhileRoom()
+    void this.expireFinished()
+      .then(() => this.claimWhileRoom())
       .catch((err: unknown) => {
         // A disk that refuses writes (or a database that is away) is the ledger's to report, once;
         // the next poll tries again.
@@ -142,6 +146,17 @@ export class JobRunner {
           this.fill();
         } else if (!this.stopped && !this.paused) this.schedule(this.pollMs);
       });
+  }
+
+  /**
+   * The retention (`jobsTtlMs`): finished jobs past it lose their media, swept at most once a
+   * minute of the gateway's clock, as stored responses are, by every gateway on the database.
+   */
+  private async expireFinished(): Promise<void> {
+    const now = this.services.options.now();
+    if (Math.abs(now - this.expiredAt) < PRUNE_EVERY_MS) return;
+    this.expiredAt = now;
+    await this.jobs.expireFinished(now - this.services.options.jobsTtlMs, now);
   }
 
   private async claimWhileRoom(): Promise<void> {

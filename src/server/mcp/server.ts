@@ -27,7 +27,7 @@ const instructions =
   "Model Gateway: the gateway's own models as tools, on the same key and account as its /v1 API. " +
   "Use list_models to see which models exist and what they cost; chat for a reply from another " +
   "model; generate_image, generate_speech and transcribe_audio for media; generate_music and " +
-  "generate_video start jobs that get_job follows. A refusal (balance, limits, a model for " +
+  "generate_video start jobs that get_job follows; list_jobs finds them again. A refusal (balance, limits, a model for " +
   "subscribers only) comes back as a tool error naming the gateway's error code.";
 
 /** Each tool as `tools/list` shows it: the input schema as JSON Schema, built once. */

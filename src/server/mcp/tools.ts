@@ -479,6 +479,14 @@ function jobPaths(id: string): string[] {
   return [`/v1/videos/generations/${at}`, `/v1/videos/extensions/${at}`];
 }
 
+/** A job's `result.url` as the caller reaches the gateway (its /v1 route handed out its own). */
+function linkedJob(job: Record<string, unknown>, caller: ToolCaller): Record<string, unknown> {
+  const result = job.result as { url?: string } | undefined;
+  return result?.url
+    ? { ...job, result: { ...result, url: caller.link(pathOf(result.url)) } }
+    : job;
+}
+
 const getJob: GatewayTool = {
   name: "get_job",
   title: "Check a music or video job",
@@ -497,11 +505,10 @@ const getJob: GatewayTool = {
     const job = json(accepted(answer!));
     const result = job.result as { url?: string; content_type?: string } | undefined;
     const content: ToolContent[] = [];
-    const shown: Record<string, unknown> = { ...job };
+    const shown = linkedJob(job, caller);
     if (job.status === "completed" && result?.url) {
       const path = pathOf(result.url);
       const link = caller.link(path);
-      shown.result = { ...result, url: link };
       if (String(job.id).startsWith("music")) {
         const media = accepted(await caller.send({ method: "GET", path }));
         content.push({
@@ -522,6 +529,93 @@ const getJob: GatewayTool = {
   },
 };
 
+/** The listing of each kind of job, as `kind` names it in list_jobs. */
+const jobListings = {
+  music: "/v1/music/generations",
+  video: "/v1/videos/generations",
+  video_extension: "/v1/videos/extensions",
+} as const;
+
+type ListedJob = Record<string, unknown> & { id: string; created_at?: number };
+
+/** One page of a /v1 job listing. */
+async function jobPage(
+  caller: ToolCaller,
+  path: string,
+  query: { limit: number; after?: string },
+): Promise<{ data: ListedJob[]; has_more: boolean }> {
+  const params = new URLSearchParams({ limit: String(query.limit), order: "desc" });
+  if (query.after !== undefined) params.set("after", query.after);
+  const page = json(accepted(await caller.send({ method: "GET", path: `${path}?${params}` })));
+  return { data: (page.data ?? []) as ListedJob[], has_more: page.has_more === true };
+}
+
+function jobLine(job: ListedJob): string {
+  const created =
+    typeof job.created_at === "number" ? new Date(job.created_at * 1000).toISOString() : "";
+  return [job.id, job.object, job.status, job.model, created].filter(Boolean).join(" - ");
+}
+
+const listJobs: GatewayTool = {
+  name: "list_jobs",
+  title: "List music and video jobs",
+  description:
+    "List the account's music and video jobs, newest first, with their status (queued, running, completed, failed): to find a job whose id was lost (after a reconnect, say), then read it with get_job. Give `kind` to list one kind, a page at a time.",
+  input: z
+    .object({
+      kind: z
+        .enum(["music", "video", "video_extension"])
+        .optional()
+        .describe("Only jobs of this kind; every kind when left out."),
+      limit: z
+        .number()
+        .int()
+        .min(1)
+        .max(100)
+        .optional()
+        .describe("At most this many jobs (default 20)."),
+      after: z
+        .string()
+        .min(1)
+        .optional()
+        .describe(
+          "The next page: the jobs after this id, the last one of the page before. Goes with `kind`.",
+        ),
+    })
+    .refine((args) => args.after === undefined || args.kind !== undefined, {
+      message: "after pages one kind's listing; give kind too",
+      path: ["after"],
+    }),
+  output: z.looseObject({ jobs: z.array(jobOutput), has_more: z.boolean() }),
+  async run(args, caller) {
+    const limit = (args.limit as number | undefined) ?? 20;
+    const kind = args.kind as keyof typeof jobListings | undefined;
+    const paths = kind ? [jobListings[kind]] : Object.values(jobListings);
+    const pages = [];
+    // One listing after the other: each is a /v1 request of the caller's, limited as one.
+    for (const path of paths)
+      pages.push(await jobPage(caller, path, { limit, after: args.after as string | undefined }));
+    // Newest first across the kinds; within one listing, the order it gave.
+    const all = pages
+      .flatMap((page) => page.data)
+      .sort((a, b) => (b.created_at ?? 0) - (a.created_at ?? 0));
+    const jobs = all.slice(0, limit).map((job) => linkedJob(job, caller));
+    const hasMore = all.length > limit || pages.some((page) => page.has_more);
+    const more = hasMore
+      ? kind
+        ? `\nMore: call list_jobs again with kind "${kind}" and after "${jobs[jobs.length - 1]?.id}".`
+        : "\nMore: give kind (and then after) to page through one kind."
+      : "";
+    const text = jobs.length
+      ? `${jobs.map((job) => jobLine(job as ListedJob)).join("\n")}${more}`
+      : "No jobs.";
+    return {
+      content: [{ type: "text", text }],
+      structuredContent: { jobs, has_more: hasMore },
+    };
+  },
+};
+
 /** Every tool, by the names agents' configs and prompts use (an interface: never rename one). */
 export const gatewayTools: readonly GatewayTool[] = [
   listModels,
@@ -533,6 +627,7 @@ export const gatewayTools: readonly GatewayTool[] = [
   generateMusic,
   generateVideo,
   getJob,
+  listJobs,
 ];
 
 /** Runs a tool; a refusal of its /v1 route is its `isError` result. */

@@ -6,13 +6,13 @@ import { newId } from "../../store/secrets.js";
 import { parseSubscription } from "../../store/types.js";
 import { settleFailed } from "../billing/admission.js";
 import { costMicro } from "../billing/pricing.js";
-import type { Services } from "../compose/services.js";
+import type { ServerOptions, Services } from "../compose/services.js";
 import { forMediaWire, forModality, resolveTarget } from "../dispatch/resolve.js";
 import { badRequest, GatewayError } from "../errors.js";
 import { readJson } from "../http/body.js";
 import { clientGone, sendJsonAnswer } from "../http/client-signal.js";
 import type { AppEnv, Handler } from "../http/context.js";
-import { type ForwardingOptions, gatewayUrl, nodeOutgoing } from "../http/request.js";
+import { gatewayUrl, nodeOutgoing } from "../http/request.js";
 import { jobHold } from "../jobs/job-billing.js";
 import {
   type JobRequest,
@@ -25,6 +25,7 @@ import {
   type JobCollection,
   type JobKindSpec,
   jobKinds,
+  openaiVideoStatus,
 } from "../jobs/job-kinds.js";
 import { cancelUnseenJob, wakeJobRunner } from "../jobs/runner.js";
 import { MAX_MUSIC_SECONDS } from "../media/limits.js";
@@ -125,14 +126,14 @@ export function jobHandlers(services: Services) {
           throw badRequest(
             `Invalid query parameter after: no ${collection.noun} '${query.after}' exists for this account.`,
           );
-        const views = page.jobs.map((job) => jobView(c, services.options, job));
+        const views = page.jobs.map((job) => jobView(c, services.options, job, collection));
         return c.json(listPage(views, (view) => String(view.id), page.hasMore));
       },
     /** GET `{path}/{id}`: the job as it is now. */
     poll:
       (collection: JobCollection): Handler =>
       async (c) =>
-        c.json(jobView(c, services.options, await find(c, collection))),
+        c.json(jobView(c, services.options, await find(c, collection), collection)),
     /**
      * DELETE `{path}/{id}`: a finished job's media is deleted, as OpenAI deletes a completed or
      * failed video; its charge stays in the request log, which still names it.
@@ -143,7 +144,7 @@ export function jobHandlers(services: Services) {
         const job = await find(c, collection);
         if (job.status === "queued" || job.status === "running") {
           throw badRequest(
-            `Invalid request: ${collection.noun} "${job.id}" is ${job.status}; only a completed or failed job can be deleted.`,
+            `Invalid request: ${collection.noun} "${job.id}" is ${statusIn(collection, job)}; only a completed or failed job can be deleted.`,
           );
         }
         // Removed meanwhile by another call: as unknown as it is to the next one.
@@ -161,7 +162,7 @@ export function jobHandlers(services: Services) {
           throw new GatewayError(
             404,
             "not_found",
-            `Job "${job.id}" is ${job.status}; it has no media to download.`,
+            `Job "${job.id}" is ${statusIn(collection, job)}; it has no media to download.`,
           );
         }
         return privateBytesResponse(c, media.media_type, media.media);
@@ -240,10 +241,22 @@ async function submit(
   return RESPONSE_ALREADY_SENT;
 }
 
+/** A job's status in the words of the collection it is read through. */
+const statusIn = (collection: JobCollection, job: JobRow): string =>
+  collection.openaiVideo ? openaiVideoStatus(job.status) : job.status;
+
 const unixSeconds = (ms: number | null) => (ms === null ? null : Math.floor(ms / 1000));
 
-/** The job as the API shows it; `result` once completed, `error` once failed. */
-function jobView(c: Context, options: ForwardingOptions, job: JobRow): Record<string, unknown> {
+/**
+ * The job as the API shows it; `result` once completed, `error` once failed. In a collection of
+ * OpenAI's video API, as the openai SDK's `Video`.
+ */
+function jobView(
+  c: Context,
+  options: ServerOptions,
+  job: JobRow,
+  collection?: JobCollection,
+): Record<string, unknown> {
   const spec = jobKinds[job.kind];
   const { request } = jobInput(job);
   const view: Record<string, unknown> = {
@@ -266,5 +279,31 @@ function jobView(c: Context, options: ForwardingOptions, job: JobRow): Record<st
     };
   }
   if (job.status === "failed" && job.error) view.error = JSON.parse(job.error) as JobError;
-  return view;
+  return collection?.openaiVideo ? openaiVideoView(view, job, request, options) : view;
+}
+
+/**
+ * A video job as the openai SDK's `Video` (openai/resources/videos): `object: "video"`, OpenAI's
+ * statuses (`in_progress` for a job our rows call `running`), `seconds` as the string OpenAI sends,
+ * and the other fields the type declares, null where the gateway has nothing to say. `expires_at`
+ * is when the retention (`jobs.ttl_seconds`) removes it. The job's own fields stay beside them.
+ */
+function openaiVideoView(
+  view: Record<string, unknown>,
+  job: JobRow,
+  request: JobRequest,
+  options: ServerOptions,
+): Record<string, unknown> {
+  const completed = job.status === "completed";
+  return {
+    ...view,
+    object: "video",
+    status: openaiVideoStatus(job.status),
+    progress: completed ? 100 : 0,
+    seconds: String(request.seconds),
+    completed_at: completed ? unixSeconds(job.finished_at) : null,
+    expires_at: job.finished_at === null ? null : unixSeconds(job.finished_at + options.jobsTtlMs),
+    error: view.error ?? null,
+    remixed_from_video_id: null,
+  };
 }

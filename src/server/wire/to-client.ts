@@ -88,7 +88,7 @@ export function fromChatChunks(
   meter: StreamMeter,
 ): StreamCompletion {
   if (req.style === "chat") {
-    const relay = new ChatChunkRelay(req, meter);
+    const relay = new ChatChunkRelay(req, meter, true);
     async function* pieces(): AsyncGenerator<StreamPiece> {
       for await (const chunk of chunks) {
         const piece = relay.relay(chunk);
@@ -176,7 +176,12 @@ export function withJsonEstimate(
   return result;
 }
 
-/** Chat chunks on their way to a chat client: usage and the finish are noted on the way. */
+/**
+ * Chat chunks on their way to a chat client: usage and the finish are noted on the way. The usage
+ * a client did not ask for is left out. `ownChunks`: the gateway made the chunks (the mock's, or
+ * translated from another wire), so it gives a client that asked for usage OpenAI's `usage: null`
+ * on each chunk before the usage; a provider's own chunks go on as it sent them.
+ */
 class ChatChunkRelay {
   finished = false;
   private readonly wantsUsage: boolean;
@@ -184,6 +189,7 @@ class ChatChunkRelay {
   constructor(
     private readonly req: CompletionRequest,
     private readonly meter: StreamMeter,
+    private readonly ownChunks = false,
   ) {
     this.wantsUsage = clientWantsUsage(req);
   }
@@ -192,8 +198,11 @@ class ChatChunkRelay {
   relay(chunk: ChatCompletionChunk): string | undefined {
     if (meterChunk(this.meter, chunk)) this.finished = true;
     if (!this.wantsUsage && chunk.usage && (chunk.choices?.length ?? 0) === 0) return undefined;
-    const out = this.wantsUsage || !chunk.usage ? chunk : { ...chunk, usage: undefined };
-    return encodeSSE({ ...out, model: this.req.clientModel });
+    // undefined leaves the field out of the JSON.
+    const usage = this.wantsUsage
+      ? (chunk.usage ?? (this.ownChunks ? null : undefined))
+      : chunk.usage && undefined;
+    return encodeSSE({ ...chunk, model: this.req.clientModel, usage });
   }
 }
 

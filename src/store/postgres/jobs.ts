@@ -167,6 +167,16 @@ export class PostgresJobs implements JobsRepository<PostgresJobMoney> {
     return result.rowCount === 1;
   }
 
+  async expireFinished(finishedBefore: number, now: number): Promise<number> {
+    const result = await this.pool.query({
+      name: "jobs_expire",
+      text: `UPDATE jobs SET media = NULL, result_json = NULL, input_json = '{}', deleted_at = $2
+        WHERE status IN ('completed', 'failed') AND deleted_at IS NULL AND finished_at <= $1`,
+      values: [finishedBefore, now],
+    });
+    return result.rowCount ?? 0;
+  }
+
   async claimNext(instanceId: string, leaseMs: number, now: number): Promise<JobRow | undefined> {
     const result = await this.pool.query<JobRow>({
       name: "jobs_claim",

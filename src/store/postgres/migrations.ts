@@ -529,6 +529,14 @@ export const postgresMigrations: MigrationStep[] = [
   ALTER TABLE conversation_items ADD COLUMN kind text NOT NULL DEFAULT 'item';
   `,
   },
+  {
+    // As SQLite's step 22: finished jobs past the retention, by when they finished.
+    id: "job-retention",
+    sql: `
+  CREATE INDEX jobs_kept_finished ON jobs(finished_at)
+    WHERE deleted_at IS NULL AND status IN ('completed', 'failed');
+  `,
+  },
 ];
 
 /** The trigger function that refuses a provider row naming a wire not in `wires`. */

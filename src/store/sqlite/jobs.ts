@@ -31,6 +31,7 @@ export class SqliteJobs implements JobsRepository<undefined> {
   private readonly unfinished: Statement;
   private readonly unfinishedById: Statement;
   private readonly removeRow: Statement;
+  private readonly expireRows: Statement;
   private readonly position: Statement;
   private readonly page: Record<"asc" | "desc", ReturnType<typeof pageStatements>>;
   private readonly immediate: <T>(fn: () => T) => T;
@@ -94,6 +95,10 @@ export class SqliteJobs implements JobsRepository<undefined> {
     this.removeRow = db.prepare(
       `UPDATE jobs SET media = NULL, result_json = NULL, input_json = '{}', deleted_at = ?
         WHERE id = ? AND account_id = ? AND status IN ('completed', 'failed') AND deleted_at IS NULL`,
+    );
+    this.expireRows = db.prepare(
+      `UPDATE jobs SET media = NULL, result_json = NULL, input_json = '{}', deleted_at = ?
+        WHERE status IN ('completed', 'failed') AND deleted_at IS NULL AND finished_at <= ?`,
     );
     this.position = db.prepare(
       `SELECT created_at, rowid AS position FROM jobs
@@ -173,6 +178,10 @@ export class SqliteJobs implements JobsRepository<undefined> {
 
   async remove(id: string, accountId: string, now: number): Promise<boolean> {
     return this.removeRow.run(now, id, accountId).changes > 0;
+  }
+
+  async expireFinished(finishedBefore: number, now: number): Promise<number> {
+    return this.expireRows.run(now, finishedBefore).changes;
   }
 
   async claimNext(instanceId: string, leaseMs: number, now: number): Promise<JobRow | undefined> {

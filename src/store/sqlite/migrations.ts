@@ -485,4 +485,9 @@ export const migrations: string[] = [
   `
   ALTER TABLE conversation_items ADD COLUMN kind TEXT NOT NULL DEFAULT 'item';
   `,
+  // 22: finished jobs past the retention are found by when they finished, among the jobs kept.
+  `
+  CREATE INDEX jobs_kept_finished ON jobs(finished_at)
+    WHERE deleted_at IS NULL AND status IN ('completed', 'failed');
+  `,
 ];

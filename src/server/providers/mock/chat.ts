@@ -85,6 +85,7 @@ export async function mockComplete(
     created,
     model: chatReq.model,
     fingerprint: mockFingerprint(chatReq.model),
+    serviceTier: servedTier(chatReq.service_tier),
     top: mockLogprobsWanted(chatReq.logprobs, chatReq.top_logprobs),
     // Anthropic's answers name the stop sequence they ended at; OpenAI's never do.
     namesStop: req.style === "messages",
@@ -106,8 +107,19 @@ interface AnswerShape {
   model: string;
   /** `system_fingerprint`: OpenAI names the backend configuration on every answer and chunk. */
   fingerprint: string;
+  /** `service_tier`: the capacity that served the answer, named on the answer and every chunk. */
+  serviceTier: string;
   top: number | undefined;
   namesStop: boolean;
+}
+
+/**
+ * The tier OpenAI says served a request that asked for `asked`: the one asked for, fast mode as the
+ * priority tier it runs on, and the project's default (`default`) for `auto` or none.
+ */
+function servedTier(asked: unknown): string {
+  if (asked === "fast") return "priority";
+  return asked === "flex" || asked === "priority" || asked === "scale" ? asked : "default";
 }
 
 /** The stop sequence a choice ended at, in the chat form the translators read. */
@@ -135,6 +147,7 @@ function mockCompletion(shape: AnswerShape, answers: MockPlan[]): ChatCompletion
     object: "chat.completion",
     created: shape.created,
     model: shape.model,
+    service_tier: shape.serviceTier,
     system_fingerprint: shape.fingerprint,
     choices: answers.map((plan, index) => mockChoice(plan, index, shape)),
     usage: mockUsage(answers),
@@ -237,12 +250,13 @@ async function* mockChunks(
   signal: GoneSignal,
 ): AsyncGenerator<ChatCompletionChunk> {
   const [plan] = answers;
-  const { id, created, model, fingerprint, top } = shape;
+  const { id, created, model, fingerprint, serviceTier, top } = shape;
   const base = {
     id,
     object: "chat.completion.chunk",
     created,
     model,
+    service_tier: serviceTier,
     system_fingerprint: fingerprint,
   } as const;
   const chunk = (index: number, delta: object, finish: string | null = null): ChatCompletionChunk =>
