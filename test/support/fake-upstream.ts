@@ -2,11 +2,13 @@ import { createServer, type IncomingHttpHeaders, type ServerResponse } from "nod
 import type { AddressInfo, Socket } from "node:net";
 import { checkGemini, defaultGeminiAnswer, type GeminiRules } from "./gemini-wire.js";
 import {
+  answeredOrder,
   checkAnthropic,
   checkChat,
   checkResponses,
   defaultRules,
   type Refusal,
+  type SignedThinking,
   type ThreadTurn,
   type WireRules,
 } from "./upstream-rules.js";
@@ -99,8 +101,11 @@ export class FakeUpstream {
   private readonly sockets = new Set<Socket>();
   /** Anthropic message threads the fake holds, by the id of their last reply. */
   private readonly threads = new Map<string, ThreadTurn>();
-  /** The thinking the fake answered with (Anthropic), its text by its signature. */
-  private readonly signed = new Map<string, string>();
+  /**
+   * The thinking the fake answered with (Anthropic), by its signature: its text, and the order of
+   * the answer's thinking and tool calls, which a later turn must keep.
+   */
+  private readonly signed = new Map<string, SignedThinking>();
   /**
    * Responses the fake stored (a native Responses API): each one's whole input and output, by id,
    * for the API key that made it (as OpenAI keeps them for the key's project only).
@@ -316,8 +321,13 @@ export class FakeUpstream {
       reply = this.holdThread(reply, checked.conversation);
     if (checked && "items" in checked && req.body.store !== false)
       this.holdResponse(this.responsesOf(req), reply, checked.items);
-    if (this.wire === "anthropic")
-      for (const [signature, text] of signedThinking(reply)) this.signed.set(signature, text);
+    if (this.wire === "anthropic") {
+      const blocks = answeredBlocks(reply);
+      const order = answeredOrder(blocks);
+      for (const block of blocks)
+        if (block.type === "thinking" && typeof block.signature === "string" && block.signature)
+          this.signed.set(block.signature, { text: String(block.thinking ?? ""), order });
+    }
     if (reply.kind === "hang") return;
     if (reply.kind === "drip") {
       await this.drip(reply, res);
@@ -368,9 +378,9 @@ export class FakeUpstream {
 
 export type FakeWire = "openai" | "anthropic" | "gemini";
 
-/** The signed thinking blocks of an Anthropic answer (JSON, or streamed in deltas): [signature, text]. */
-function signedThinking(reply: Reply): [string, string][] {
-  type Block = { type?: unknown; thinking?: unknown; signature?: unknown };
+/** The content blocks of an Anthropic answer (JSON, or assembled from a stream's deltas). */
+function answeredBlocks(reply: Reply): Record<string, unknown>[] {
+  type Block = Record<string, unknown>;
   const found: Block[] = [];
   if (reply.kind === "json" && reply.body && typeof reply.body === "object") {
     const content = (reply.body as { content?: unknown }).content;
@@ -397,9 +407,7 @@ function signedThinking(reply: Reply): [string, string][] {
         block.signature = String(block.signature ?? "") + String(data.delta.signature);
     }
   }
-  return found
-    .filter((b) => b?.type === "thinking" && typeof b.signature === "string" && b.signature !== "")
-    .map((b) => [String(b.signature), String(b.thinking ?? "")]);
+  return found.filter((b) => typeof b === "object" && b !== null);
 }
 
 /** What a fake answers when no test scripted anything. */
@@ -764,6 +772,72 @@ export function anthropicToolStreamSteps(
     index++;
   }
   steps.push(...messageEnd(calls.length > 0 ? "tool_use" : "end_turn", output));
+  return steps;
+}
+
+/**
+ * An answer of these content blocks in this order (interleaved thinking: thinking, a call,
+ * thinking, a call), JSON; the stop reason `tool_use` where there is a call.
+ */
+export function anthropicContentJson(
+  content: Record<string, unknown>[],
+  options: { usage?: [number, number] } = {},
+): JsonReply {
+  const [input, output] = options.usage ?? [13, 5];
+  const calls = content.some((block) => block.type === "tool_use");
+  return {
+    kind: "json",
+    body: {
+      id: "msg_fake",
+      type: "message",
+      role: "assistant",
+      model: "upstream-model",
+      content,
+      stop_reason: calls ? "tool_use" : "end_turn",
+      stop_sequence: null,
+      usage: { input_tokens: input, output_tokens: output },
+    },
+  };
+}
+
+/**
+ * The same answer streamed: each block started, its thinking, text or input JSON in two pieces
+ * and a thinking block's signature as deltas, then stopped.
+ */
+export function anthropicContentStreamSteps(
+  content: Record<string, unknown>[],
+  options: { usage?: [number, number] } = {},
+): SseStep[] {
+  const [input, output] = options.usage ?? [30, 12];
+  const steps: SseStep[] = [messageStart(input)];
+  const halves = (text: string) => [text.slice(0, text.length >> 1), text.slice(text.length >> 1)];
+  for (const [index, block] of content.entries()) {
+    const delta = (d: Record<string, unknown>): SseStep => ({
+      event: "content_block_delta",
+      data: { type: "content_block_delta", index, delta: d },
+    });
+    const start = (content_block: Record<string, unknown>): SseStep => ({
+      event: "content_block_start",
+      data: { type: "content_block_start", index, content_block },
+    });
+    if (block.type === "thinking") {
+      steps.push(start({ type: "thinking", thinking: "", signature: "" }));
+      for (const thinking of halves(String(block.thinking)))
+        steps.push(delta({ type: "thinking_delta", thinking }));
+      steps.push(delta({ type: "signature_delta", signature: block.signature }));
+    } else if (block.type === "text") {
+      steps.push(start({ type: "text", text: "" }));
+      for (const text of halves(String(block.text)))
+        steps.push(delta({ type: "text_delta", text }));
+    } else if (block.type === "tool_use") {
+      steps.push(start({ ...block, input: {} }));
+      for (const partial_json of halves(JSON.stringify(block.input)))
+        steps.push(delta({ type: "input_json_delta", partial_json }));
+    } else steps.push(start(block));
+    steps.push({ event: "content_block_stop", data: { type: "content_block_stop", index } });
+  }
+  const calls = content.some((block) => block.type === "tool_use");
+  steps.push(...messageEnd(calls ? "tool_use" : "end_turn", output));
   return steps;
 }
 

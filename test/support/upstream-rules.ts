@@ -62,16 +62,39 @@ export interface ThreadTurn {
 }
 
 /**
+ * Thinking the fake answered with: its text, and the order of its answer's thinking and tool
+ * calls (`answeredOrder`), which Anthropic requires of the latest assistant turn sent back.
+ */
+export interface SignedThinking {
+  text: string;
+  order: string[];
+}
+
+/**
+ * The order of an answer's blocks that a later turn must keep: its thinking (by signature),
+ * redacted thinking (by data) and tool calls (by id). Text is not in it: a client may join it.
+ */
+export function answeredOrder(content: unknown): string[] {
+  const out: string[] = [];
+  for (const block of blocks(content)) {
+    if (block.type === "thinking") out.push(`thinking ${String(block.signature)}`);
+    else if (block.type === "redacted_thinking") out.push(`redacted ${String(block.data)}`);
+    else if (block.type === "tool_use") out.push(`tool_use ${String(block.id)}`);
+  }
+  return out;
+}
+
+/**
  * The whole conversation an Anthropic request stands for: its messages, after the history its
  * thread holds when it continues one. A refusal when the request breaks a rule. `signed`: the
- * thinking the fake answered with, its text by its signature.
+ * thinking the fake answered with, by its signature.
  */
 export function checkAnthropic(
   body: Json,
   headers: IncomingHttpHeaders,
   rules: WireRules,
   threads: Map<string, ThreadTurn>,
-  signed: ReadonlyMap<string, string> = new Map(),
+  signed: ReadonlyMap<string, SignedThinking> = new Map(),
 ): { refusal: Refusal } | { conversation: ThreadTurn } {
   const enabled = betas(headers);
   const maxTokens = body.max_tokens;
@@ -193,14 +216,16 @@ export function checkAnthropic(
 /**
  * Extended thinking's blocks as Anthropic checks them when they come back: a `thinking` block
  * with its signature (and, for one the fake signed, the very text it signed: Anthropic refuses
- * altered thinking), a `redacted_thinking` block with its data. With thinking on, a tool loop
- * being continued (the last assistant turn called tools, their results follow) needs that turn to
- * start with its thinking.
+ * altered thinking), a `redacted_thinking` block with its data. In the latest assistant turn the
+ * thinking the fake signed keeps its place among its answer's thinking and tool calls (interleaved
+ * thinking: Anthropic refuses those blocks moved, e.g. all thinking put ahead of the calls). With
+ * thinking on, a tool loop being continued (the last assistant turn called tools, their results
+ * follow) needs that turn to start with its thinking.
  */
 function checkSignedThinking(
   body: Json,
   messages: Json[],
-  signed: ReadonlyMap<string, string>,
+  signed: ReadonlyMap<string, SignedThinking>,
 ): string | undefined {
   for (const [i, message] of messages.entries()) {
     for (const [j, block] of blocks(message.content).entries()) {
@@ -209,23 +234,48 @@ function checkSignedThinking(
         const signature = block.signature;
         if (typeof signature !== "string" || signature === "")
           return `${at}.thinking.signature: Field required`;
-        const text = signed.get(signature);
-        if (text !== undefined && text !== block.thinking)
+        const held = signed.get(signature);
+        if (held !== undefined && held.text !== block.thinking)
           return `${at}: Invalid \`signature\` in \`thinking\` block`;
       }
       if (block.type === "redacted_thinking" && (typeof block.data !== "string" || !block.data))
         return `${at}.redacted_thinking.data: Field required`;
     }
   }
+  const last = messages.findLastIndex((m) => m.role === "assistant");
+  const moved = movedThinking(messages[last]?.content, signed);
+  if (moved !== undefined)
+    return `messages.${last}.content.${moved}: \`thinking\` or \`redacted_thinking\` blocks in the latest assistant message cannot be modified. These blocks must remain as they were in the original response.`;
   const thinking = isRecord(body.thinking) ? body.thinking.type : undefined;
   if (thinking !== "enabled" && thinking !== "adaptive") return undefined;
-  const last = messages.findLastIndex((m) => m.role === "assistant");
   const turn = blocks(messages[last]?.content);
   const continued = blocks(messages[last + 1]?.content).some((b) => b.type === "tool_result");
   if (last === -1 || !continued || !turn.some((b) => b.type === "tool_use")) return undefined;
   const opener = String(turn[0]?.type);
   if (opener === "thinking" || opener === "redacted_thinking") return undefined;
   return `messages.${last}.content.0.type: Expected \`thinking\` or \`redacted_thinking\`, but found \`${opener}\`. When \`thinking\` is enabled, a final \`assistant\` message must start with a thinking block (preceeding the lastmost set of \`tool_use\` and \`tool_result\` blocks). We recommend you include thinking blocks from previous turns. To avoid this requirement, disable \`thinking\`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking`;
+}
+
+/**
+ * Where a turn's thinking the fake signed is no longer where its answer had it, among that
+ * answer's thinking and tool calls: the index of the first block out of its place, or undefined.
+ */
+function movedThinking(
+  content: unknown,
+  signed: ReadonlyMap<string, SignedThinking>,
+): number | undefined {
+  const turn = blocks(content);
+  const keyed = turn.flatMap((block, j) => answeredOrder([block]).map((key) => ({ key, j })));
+  for (const block of turn) {
+    if (block.type !== "thinking") continue;
+    const held = signed.get(String(block.signature));
+    if (!held) continue;
+    const kept = keyed.filter(({ key }) => held.order.includes(key));
+    const expected = held.order.filter((key) => kept.some((sent) => sent.key === key));
+    const moved = kept.find((sent, k) => sent.key !== expected[k]);
+    if (moved) return moved.j;
+  }
+  return undefined;
 }
 
 /** OpenAI's fields, which the Messages API refuses as extra inputs (top level and on blocks). */

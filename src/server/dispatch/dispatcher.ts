@@ -15,6 +15,7 @@ import { outputLimit, rewritesBody } from "../wire/to-provider.js";
 import { contextStrategySentence } from "../wire/translate/responses.js";
 import {
   ExplainedRejection,
+  InvalidRequest,
   UnsupportedRequest,
   UpstreamFailure,
 } from "../wire/upstream-failure.js";
@@ -333,6 +334,9 @@ export function mapFailure(failure: UpstreamFailure): GatewayError {
 }
 
 function failureError(failure: UpstreamFailure): GatewayError {
+  if (failure instanceof InvalidRequest) {
+    return new GatewayError(400, "invalid_request_error", failure.detail);
+  }
   if (failure instanceof UnsupportedRequest) {
     return new GatewayError(400, "bad_request", failure.detail);
   }

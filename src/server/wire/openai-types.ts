@@ -60,6 +60,8 @@ export type ChatAssistantMessage = {
 /**
  * OpenRouter's `reasoning_details`: reasoning as the provider signed it, which a client sends back
  * unchanged on the assistant turn so an anthropic-wire model can keep thinking through a tool loop.
+ * `after_tool_call_id` (the gateway's): the call of the same turn this reasoning came after, where
+ * the model thought between its calls (interleaved thinking), which Anthropic must get back there.
  */
 export type ReasoningDetail =
   | {
@@ -68,8 +70,15 @@ export type ReasoningDetail =
       signature?: string | null;
       format?: string;
       index?: number;
+      after_tool_call_id?: string;
     }
-  | { type: "reasoning.encrypted"; data: string; format?: string; index?: number };
+  | {
+      type: "reasoning.encrypted";
+      data: string;
+      format?: string;
+      index?: number;
+      after_tool_call_id?: string;
+    };
 export type ChatToolMessage = {
   role: "tool";
   tool_call_id: string;

@@ -32,7 +32,8 @@ import {
   withInputSettings,
 } from "./translate/responses.js";
 import { asArray, asString, isRecord, type JsonObject } from "./translate/shared.js";
-import { UnsupportedRequest } from "./upstream-failure.js";
+import { undeclaredChoiceSentence } from "./translate/tool-choice.js";
+import { InvalidRequest, UnsupportedRequest } from "./upstream-failure.js";
 
 /*
  * A client's request as the body its provider's wire takes: the same style passes with only the
@@ -190,6 +191,7 @@ export function toChatRequest(
   const max = model.max_output_tokens;
   if (req.style === "messages") {
     const body = req.body as MessagesRequest;
+    refuseInvalid(undeclaredChoiceSentence(req.style, body));
     refuseGap(fileSourceSentence(body));
     refuseGap(citationsSentence(body));
     refuseGap(inferenceGeoSentence(body));
@@ -204,6 +206,7 @@ export function toChatRequest(
   if (req.style === "responses") {
     const body = withInputSettings(req.body as ResponsesRequest);
     const custom = onward.customTools === true && !onward.translated;
+    refuseInvalid(undeclaredChoiceSentence(req.style, body));
     refuseGap(untranslatableToChat(body, custom));
     const options = chatOptions(attempt, onward);
     const chat = responsesRequestToChat(
@@ -234,6 +237,7 @@ export function toChatRequest(
     body.stream_options = options ? { ...options, include_usage: true } : { include_usage: true };
   }
   if (onward.translated) {
+    refuseInvalid(undeclaredChoiceSentence(req.style, body));
     refuseGap(legacyFunctionsSentence(body));
     refuseGap(historySentence(body));
     if (body.moderation != null) refuseGap(moderationSentence);
@@ -408,7 +412,7 @@ function chatToolName(of: JsonObject): unknown {
  * The tool a client's `tool_choice` forces by name (a hosted tool's by its type) where that tool
  * may be left out, in its style's shape: a messages tool the request declares, a chat `custom`
  * tool, any Responses tool. Undefined where it names none (`auto`, `required`, `allowed_tools`...)
- * or names one the request does not declare, which the provider refuses as it would anyway.
+ * or names one the request does not declare, refused before (`undeclaredChoiceSentence`).
  */
 function forcedToolName(style: ClientStyle, body: Record<string, unknown>): string | undefined {
   const choice = body.tool_choice;
@@ -499,4 +503,9 @@ export function withRewrite<T extends CompletionResult>(result: T, rewrite: Rewr
 /** Something the provider's wire cannot carry fails the attempt before anything is sent. */
 function refuseGap(gap: string | undefined): void {
   if (gap) throw new UnsupportedRequest(gap);
+}
+
+/** A request its client's own API refuses fails the attempt the same way, as that API says it. */
+function refuseInvalid(refusal: string | undefined): void {
+  if (refusal) throw new InvalidRequest(refusal);
 }

@@ -38,6 +38,18 @@ export class UnsupportedRequest extends UpstreamFailure {
 }
 
 /**
+ * A request its client's own API refuses (a `tool_choice` naming a tool it does not declare),
+ * answered as that API answers it, `invalid_request_error`; nothing was sent, and no backend of a
+ * route carries it either.
+ */
+export class InvalidRequest extends UnsupportedRequest {
+  constructor(detail: string) {
+    super(detail);
+    this.name = "InvalidRequest";
+  }
+}
+
+/**
  * A provider refused a request, and the gateway can tell the client the likely reason (`detail`)
  * without passing the provider's own words on: an output limit above the model's configured
  * maximum, `system` items inside `messages`, or an input over the context window that the client

@@ -88,11 +88,18 @@ export function chatToGemini(
         push("model", modelParts(message, callNames, names));
         break;
       case "tool":
+        // A function's response is text: images or files the tool returned follow it in the
+        // same turn, as a Responses or messages client's tool results reach Gemini.
         push("user", [
           functionResponse(
             callName(callNames, message.tool_call_id),
             message.content,
             options.failedCalls?.has(message.tool_call_id) === true,
+          ),
+          ...userParts(
+            asArray(message.content).filter(
+              (part): part is ChatContentPart => isRecord(part) && part.type !== "text",
+            ),
           ),
         ]);
         break;

@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import type { ClientStyle } from "../../wire/completion-types.js";
 import type { ResponsesRequest } from "../../wire/responses-types.js";
 import { withInputSettings } from "../../wire/translate/responses.js";
+import { undeclaredChoiceSentence } from "../../wire/translate/tool-choice.js";
 import { estimateTokens, estimateTokensOfLength } from "../../wire/usage.js";
 import { maxTopLogprobs } from "./mock-logprobs.js";
 import { exampleOf } from "./schema-example.js";
@@ -342,49 +343,18 @@ function openaiParamRefusal(
 
 /**
  * A `tool_choice` the API refuses: one that names a tool the request does not declare (each style
- * names it its own way), chat's with no tools at all, and Responses' `required` with none.
+ * names it its own way; `undeclaredChoiceSentence`, which the other wires refuse too), chat's with
+ * no tools at all, and Responses' `required` with none.
  */
 function toolChoiceRefusal(style: ClientStyle, body: Record<string, unknown>): string | undefined {
   const choice = body.tool_choice;
   if (choice == null) return undefined;
-  const declared = declaredToolNames(style, body.tools);
-  const api = style === "messages" ? "Anthropic" : "OpenAI";
-  const named = chosenToolName(style, choice);
-  if (named !== undefined && !declared.has(named))
-    return `\`tool_choice\` names the tool ${shown(named)}, which is not among the request's \`tools\`; ${api} refuses the request. Declare it in \`tools\`, or name one that is.`;
+  const undeclared = undeclaredChoiceSentence(style, body);
+  if (undeclared) return undeclared;
   const bare = !Array.isArray(body.tools) || body.tools.length === 0;
   if (bare && (style === "chat" || (style === "responses" && choice === "required")))
     return "`tool_choice` is only allowed when the request declares `tools`; OpenAI refuses it otherwise. Leave it out, or declare the tools.";
   return undefined;
-}
-
-/** The names of the tools a request declares, in its style's shape. */
-function declaredToolNames(style: ClientStyle, tools: unknown): Set<string> {
-  const names = new Set<string>();
-  for (const tool of Array.isArray(tools) ? tools : []) {
-    if (!tool || typeof tool !== "object") continue;
-    const t = tool as { name?: unknown; function?: { name?: unknown }; tools?: unknown };
-    const own = style === "chat" ? t.function?.name : t.name;
-    if (typeof own === "string") names.add(own);
-    // A Responses namespace's functions are chosen by their own names.
-    if (style === "responses")
-      for (const inner of declaredToolNames(style, t.tools)) names.add(inner);
-  }
-  return names;
-}
-
-/**
- * The tool a `tool_choice` names: chat's `{type: "function", function: {name}}`, Responses'
- * `{type: "function", name}`, messages' `{type: "tool", name}`.
- */
-function chosenToolName(style: ClientStyle, choice: unknown): string | undefined {
-  if (!choice || typeof choice !== "object") return undefined;
-  const c = choice as { type?: unknown; name?: unknown; function?: { name?: unknown } };
-  const name =
-    style === "chat"
-      ? c.type === "function" && c.function?.name
-      : c.type === (style === "messages" ? "tool" : "function") && c.name;
-  return typeof name === "string" ? name : undefined;
 }
 
 /** A client's value in a refusal's text, cut short. */

@@ -239,8 +239,16 @@ function thinkingFor(
 
 const ANTHROPIC_REASONING_FORMAT = "anthropic-claude-v1";
 
-/** A thinking or redacted_thinking block as a reasoning detail, or undefined for other blocks. */
-function reasoningDetail(block: JsonObject, index: number): ReasoningDetail | undefined {
+/**
+ * A thinking or redacted_thinking block as a reasoning detail, or undefined for other blocks.
+ * `afterCall`: the id of the turn's tool call the block came after (interleaved thinking).
+ */
+function reasoningDetail(
+  block: JsonObject,
+  index: number,
+  afterCall: string | undefined,
+): ReasoningDetail | undefined {
+  const placed = afterCall === undefined ? {} : { after_tool_call_id: afterCall };
   if (block.type === "thinking") {
     return {
       type: "reasoning.text",
@@ -248,33 +256,46 @@ function reasoningDetail(block: JsonObject, index: number): ReasoningDetail | un
       signature: asString(block.signature) ?? null,
       format: ANTHROPIC_REASONING_FORMAT,
       index,
+      ...placed,
     };
   }
   if (block.type === "redacted_thinking") {
     const data = asString(block.data);
     if (data)
-      return { type: "reasoning.encrypted", data, format: ANTHROPIC_REASONING_FORMAT, index };
+      return {
+        type: "reasoning.encrypted",
+        data,
+        format: ANTHROPIC_REASONING_FORMAT,
+        index,
+        ...placed,
+      };
   }
   return undefined;
 }
 
 /**
- * The thinking blocks a client sent back as `reasoning_details`. Only signed Anthropic reasoning
- * is usable: Anthropic refuses unsigned or altered thinking, and other providers' signatures.
+ * The thinking blocks a client sent back as `reasoning_details`, each with the id of the call it
+ * came after, if any. Only signed Anthropic reasoning is usable: Anthropic refuses unsigned or
+ * altered thinking, and other providers' signatures.
  */
-function thinkingFromDetails(details: unknown): AnthropicContentBlock[] {
-  const blocks: AnthropicContentBlock[] = [];
+function thinkingFromDetails(
+  details: unknown,
+): { block: AnthropicContentBlock; afterCall?: string }[] {
+  const out: { block: AnthropicContentBlock; afterCall?: string }[] = [];
   for (const detail of asArray(details)) {
     if (!isRecord(detail)) continue;
     if (detail.format !== undefined && detail.format !== ANTHROPIC_REASONING_FORMAT) continue;
     const signature = asString(detail.signature);
+    const afterCall = asString(detail.after_tool_call_id);
+    let block: AnthropicContentBlock | undefined;
     if (detail.type === "reasoning.text" && signature) {
-      blocks.push({ type: "thinking", thinking: asString(detail.text) ?? "", signature });
+      block = { type: "thinking", thinking: asString(detail.text) ?? "", signature };
     } else if (detail.type === "reasoning.encrypted" && asString(detail.data)) {
-      blocks.push({ type: "redacted_thinking", data: asString(detail.data) });
+      block = { type: "redacted_thinking", data: asString(detail.data) };
     }
+    if (block) out.push(afterCall ? { block, afterCall } : { block });
   }
-  return blocks;
+  return out;
 }
 
 type SystemPrompt = string | AnthropicTextBlock[] | undefined;
@@ -319,19 +340,31 @@ function convertMessages(
         if (typeof message.refusal === "string" && message.refusal !== "" && text.length === 0) {
           text.push({ type: "text", text: message.refusal });
         }
-        // Signed thinking first: Anthropic wants it ahead of the turn's text and tool calls.
-        const blocks: AnthropicContentBlock[] = [
-          ...thinkingFromDetails(message.reasoning_details),
-          ...text,
-        ];
+        // Signed thinking where the model wrote it: ahead of the turn's text and tool calls, and
+        // thinking it did between its calls after the call it followed (Anthropic refuses the
+        // latest turn's thinking moved).
+        const thinking = thinkingFromDetails(message.reasoning_details);
+        const callIds = new Set(
+          asArray(message.tool_calls).map((call) => (isRecord(call) ? asString(call.id) : "")),
+        );
+        // Thinking after a call the turn does not hold goes ahead, as thinking without one does.
+        const thinkingAfter = (callId: string | undefined) =>
+          thinking
+            .filter(
+              (t) => (t.afterCall && callIds.has(t.afterCall) ? t.afterCall : undefined) === callId,
+            )
+            .map((t) => t.block);
+        const blocks: AnthropicContentBlock[] = [...thinkingAfter(undefined), ...text];
         for (const call of asArray(message.tool_calls)) {
           if (!isRecord(call) || !isRecord(call.function)) continue;
+          const id = asString(call.id) || randomId("toolu_");
           blocks.push({
             type: "tool_use",
-            id: asString(call.id) || randomId("toolu_"),
+            id,
             name: asString(call.function.name) ?? "",
             input: argumentsToInput(call.function.arguments),
           });
+          blocks.push(...thinkingAfter(id));
         }
         const legacy = message.function_call;
         if (isRecord(legacy) && typeof legacy.name === "string") {
@@ -465,14 +498,13 @@ function toolResultBlock(
   if (typeof content === "string") {
     if (content !== "") block.content = content;
   } else {
-    const blocks = userBlocks(content, inheritedTtl)
-      .filter((b) => b.type === "text" || b.type === "image")
-      .map((b) => {
-        if (b.cache_control === undefined) return b;
-        const { cache_control, ...rest } = b;
-        block.cache_control = cache_control;
-        return rest as AnthropicContentBlock;
-      });
+    // Text, images and documents (a PDF or text file the tool read): a `tool_result` holds each.
+    const blocks = userBlocks(content, inheritedTtl).map((b) => {
+      if (b.cache_control === undefined) return b;
+      const { cache_control, ...rest } = b;
+      block.cache_control = cache_control;
+      return rest as AnthropicContentBlock;
+    });
     if (blocks.length > 0) block.content = blocks;
   }
   return block;
@@ -587,7 +619,7 @@ export function messagesResponseToChat(
   const annotations: UrlCitation[] = [];
   for (const block of asArray(resp.content)) {
     if (!isRecord(block)) continue;
-    const detail = reasoningDetail(block, details.length);
+    const detail = reasoningDetail(block, details.length, toolCalls.at(-1)?.id);
     if (detail) details.push(detail);
     if (block.type === "text") {
       const piece = asString(block.text) ?? "";
@@ -659,6 +691,8 @@ export class MessagesStreamToChat {
   private readonly blocks = new Map<number, BlockState>();
   private nextToolIndex = 0;
   private reasoningDetails = 0;
+  /** The id of the last tool call so far: thinking after it came between the calls. */
+  private lastCallId: string | undefined;
   /** Length of the answer's text so far, where a cited span starts and ends. */
   private textLength = 0;
   private readonly annotations: UrlCitation[] = [];
@@ -792,12 +826,13 @@ export class MessagesStreamToChat {
         streamedArgs: false,
         initialInput: block.input,
       });
+      this.lastCallId = asString(block.id) || randomId("toolu_");
       out.push(
         this.chunk({
           tool_calls: [
             {
               index: toolIndex,
-              id: asString(block.id) || randomId("toolu_"),
+              id: this.lastCallId,
               type: "function",
               function: { name: asString(block.name) ?? "", arguments: "" },
             },
@@ -862,7 +897,7 @@ export class MessagesStreamToChat {
     if (state?.kind === "thinking" || state?.kind === "redacted") {
       // Whole, once its signature is complete: SDK accumulators keep an unknown delta field's
       // last value, so a detail must never arrive in pieces.
-      const detail = reasoningDetail(state.block, this.reasoningDetails++);
+      const detail = reasoningDetail(state.block, this.reasoningDetails++, this.lastCallId);
       return detail ? [...this.start(), this.chunk({ reasoning_details: [detail] })] : [];
     }
     // Some Anthropic-compatible servers put the whole input in content_block_start and

@@ -12,7 +12,7 @@
  */
 
 import type { ReasoningDetail } from "../openai-types.js";
-import { asArray, asString, isRecord } from "./shared.js";
+import { asArray, asNumber, asString, isRecord, type JsonObject } from "./shared.js";
 
 const prefix = "mgw1.";
 
@@ -53,26 +53,60 @@ const isGatewayReasoning = (item: unknown): boolean =>
   item.type === "reasoning" &&
   !!asString(item.encrypted_content)?.startsWith(prefix);
 
-/** The well-formed details of a list, each with only the fields a detail has. */
+/**
+ * The well-formed details of a list, each with only the fields a detail has. The pieces of one
+ * detail are put together first: a server that streams a detail (OpenRouter) sends its text in
+ * pieces and its signature in a last one, each under the detail's `index`, and only the whole
+ * detail is signed.
+ */
 function reasoningDetails(value: unknown): ReasoningDetail[] {
   const out: ReasoningDetail[] = [];
-  for (const detail of asArray(value)) {
-    if (!isRecord(detail)) continue;
+  for (const detail of wholeDetails(value)) {
     const format = asString(detail.format);
+    const after = asString(detail.after_tool_call_id);
+    const common = {
+      ...(format ? { format } : {}),
+      ...(after ? { after_tool_call_id: after } : {}),
+    };
     if (detail.type === "reasoning.text") {
       const signature = asString(detail.signature);
       out.push({
         type: "reasoning.text",
         text: asString(detail.text) ?? "",
         ...(signature ? { signature } : {}),
-        ...(format ? { format } : {}),
+        ...common,
       });
     } else if (detail.type === "reasoning.encrypted" && asString(detail.data)) {
-      out.push({
-        type: "reasoning.encrypted",
-        data: String(detail.data),
-        ...(format ? { format } : {}),
-      });
+      out.push({ type: "reasoning.encrypted", data: String(detail.data), ...common });
+    }
+  }
+  return out;
+}
+
+/**
+ * The details of a list with the pieces of each (same `index` and type) joined: text and data
+ * end to end, each other field (the signature, in a last piece) as the first piece to give it.
+ * A detail without an index is whole.
+ */
+function wholeDetails(value: unknown): JsonObject[] {
+  const out: JsonObject[] = [];
+  const byIndex = new Map<string, JsonObject>();
+  for (const piece of asArray(value)) {
+    if (!isRecord(piece)) continue;
+    const index = asNumber(piece.index);
+    const key = index === undefined ? undefined : `${index} ${String(piece.type)}`;
+    const whole = key === undefined ? undefined : byIndex.get(key);
+    if (!whole) {
+      const first = { ...piece };
+      out.push(first);
+      if (key !== undefined) byIndex.set(key, first);
+      continue;
+    }
+    for (const [field, given] of Object.entries(piece)) {
+      if (given == null || given === "") continue;
+      if (field === "text" || field === "data")
+        whole[field] = (asString(whole[field]) ?? "") + String(given);
+      else if (whole[field] == null || whole[field] === "") whole[field] = given;
     }
   }
   return out;

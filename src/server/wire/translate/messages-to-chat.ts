@@ -468,9 +468,10 @@ function singlePart(block: JsonObject): ChatContentPart | undefined {
 }
 
 /**
- * An image or document a messages request gives by `file_id` (Anthropic's Files API), as a
- * sentence for the client, or undefined: the gateway has no file store to read it from, and the
- * model would answer without it.
+ * An image or document a messages request gives by `file_id` (Anthropic's Files API), or a
+ * `container_upload` (a file of the Files API put in the code execution container), as a sentence
+ * for the client, or undefined: the gateway has no file store to read it from, and the model would
+ * answer without it.
  */
 export function fileSourceSentence(req: MessagesRequest): string | undefined {
   const blocks = asArray(req.messages).flatMap((m) => (isRecord(m) ? asArray(m.content) : []));
@@ -478,6 +479,8 @@ export function fileSourceSentence(req: MessagesRequest): string | undefined {
     isRecord(b) && b.type === "tool_result" ? asArray(b.content) : [],
   );
   for (const block of [...blocks, ...nested]) {
+    if (isRecord(block) && block.type === "container_upload")
+      return "A `container_upload` block is not available for this model: it puts a file of Anthropic's Files API in the code execution container, which only Anthropic's API runs, and the gateway has no file store to read the file from; send its content as a `document` or `text` block.";
     if (!isRecord(block) || (block.type !== "image" && block.type !== "document")) continue;
     if (isRecord(block.source) && block.source.type === "file")
       return `An \`${block.type}\` given by \`file_id\` (source type \`file\`) is not available for this model: the gateway has no file store to read it from; send it as a base64 \`source\`.`;

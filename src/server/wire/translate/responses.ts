@@ -171,7 +171,12 @@ function appendInputItems(
       last?.role === "assistant" ? last : { role: "assistant", content: null };
     if (assistant !== last) messages.push(assistant);
     if (signed.length > 0) {
-      assistant.reasoning_details = [...(assistant.reasoning_details ?? []), ...signed];
+      // Reasoning listed after one of the turn's calls came after it (interleaved thinking).
+      const afterCall = assistant.tool_calls?.at(-1)?.id;
+      const placed = afterCall
+        ? signed.map((detail) => ({ after_tool_call_id: afterCall, ...detail }))
+        : signed;
+      assistant.reasoning_details = [...(assistant.reasoning_details ?? []), ...placed];
       signed = [];
     }
     return assistant;
@@ -255,7 +260,10 @@ function appendInputItems(
         if (images.length > 0) messages.push({ role: "user", content: images });
       }
     } else if (typeof type === "string" && hostedCallItems.test(type)) {
-      appendText(providerToolText(type, item), true);
+      appendText(
+        providerToolText(type, type === "tool_search_output" ? withToolsNamed(item) : item),
+        true,
+      );
     }
     // An item_reference was resolved before (`response-state.ts`).
   }
@@ -263,12 +271,30 @@ function appendInputItems(
 
 /**
  * Hosted tools' items that chat has no form for, whose content the model can still read: carried
- * as the assistant's text (`providerToolText`). The image of an `image_generation_call` and an
- * `mcp_approval_response` (which asks OpenAI's API to run a call) cannot be; they are refused
- * (`hostedItemSentence`).
+ * as the assistant's text (`providerToolText`): a search, its sources and results, code that ran
+ * (the code interpreter's, a programmatic tool calling `program`) and its output, an MCP call, a
+ * tool search and the tools it loaded (which are also declared, `withInputSettings`). The image of
+ * an `image_generation_call` and an `mcp_approval_response` (which asks OpenAI's API to run a
+ * call) cannot be; they are refused (`hostedItemSentence`).
  */
 const hostedCallItems =
-  /^(web_search_call|file_search_call|code_interpreter_call|mcp_call|mcp_list_tools|mcp_approval_request)$/;
+  /^(web_search_call|file_search_call|code_interpreter_call|mcp_call|mcp_list_tools|mcp_approval_request|tool_search_call|tool_search_output|program|program_output)$/;
+
+/**
+ * A tool search's output as the model reads it: the tools it loaded by name and description
+ * (their definitions are declared to the model, `withInputSettings`).
+ */
+function withToolsNamed(output: JsonObject): JsonObject {
+  const tool = (loaded: unknown): unknown =>
+    isRecord(loaded)
+      ? {
+          name: loaded.name,
+          description: loaded.description,
+          tools: asArray(loaded.tools).map(tool),
+        }
+      : undefined;
+  return { ...output, tools: asArray(output.tools).map(tool) };
+}
 
 function simplify(parts: ChatContentPart[]): string | ChatContentPart[] {
   const [only] = parts;
@@ -369,14 +395,24 @@ export function withInputSettings(req: ResponsesRequest): ResponsesRequest {
   if (!Array.isArray(req.input)) return req;
   const isSetting = (item: unknown) =>
     isRecord(item) && (item.type === "additional_tools" || item.type === "configuration_update");
-  if (!req.input.some(isSetting)) return req;
+  const loadsTools = (item: unknown) => isRecord(item) && item.type === "tool_search_output";
+  if (!req.input.some((item) => isSetting(item) || loadsTools(item))) return req;
   const out: ResponsesRequest = { ...req, input: req.input.filter((item) => !isSetting(item)) };
   const tools = [...asArray(req.tools)];
+  // A tool search's output names the tools it loaded, which the model may call from then on; one
+  // the request declares already is declared once (every API refuses two tools of one name).
+  const declared = new Set(tools.map(toolKey));
   let effort: unknown;
   let format: unknown;
   for (const item of req.input) {
     if (!isRecord(item)) continue;
     if (item.type === "additional_tools") tools.push(...asArray(item.tools));
+    if (loadsTools(item))
+      for (const tool of asArray(item.tools)) {
+        if (declared.has(toolKey(tool))) continue;
+        declared.add(toolKey(tool));
+        tools.push(tool);
+      }
     if (item.type === "configuration_update") {
       if (isRecord(item.reasoning) && item.reasoning.effort !== undefined)
         effort = item.reasoning.effort;
@@ -391,6 +427,11 @@ export function withInputSettings(req: ResponsesRequest): ResponsesRequest {
   if (format !== undefined && text.format == null)
     out.text = { ...text, format } as ResponsesRequest["text"];
   return out;
+}
+
+/** A tool's type and name, which tell two declarations of one tool. */
+function toolKey(tool: unknown): string {
+  return isRecord(tool) ? `${String(tool.type)} ${String(tool.name ?? "")}` : "";
 }
 
 /**
@@ -840,6 +881,41 @@ function summaryPart(text: string) {
  */
 export type KeepSigned = (responseId: string, encrypted: string) => void;
 
+/**
+ * A chat answer's signed reasoning by where it goes: ahead of the message and the calls, or after
+ * the call it came after (`after_tool_call_id`: the model thought between its calls). `interleaved`:
+ * some goes after a call, so each item's summary is its own details' text rather than the whole
+ * `reasoning_content`.
+ */
+function placedReasoning(message: JsonObject): {
+  ahead: JsonObject[];
+  after: Map<string, JsonObject[]>;
+  interleaved: boolean;
+} {
+  const callIds = new Set(
+    asArray(message.tool_calls).map((call) => (isRecord(call) ? asString(call.id) : undefined)),
+  );
+  const ahead: JsonObject[] = [];
+  const after = new Map<string, JsonObject[]>();
+  for (const detail of asArray(message.reasoning_details)) {
+    if (!isRecord(detail)) continue;
+    const callId = asString(detail.after_tool_call_id);
+    if (callId === undefined || !callIds.has(callId)) {
+      ahead.push(detail);
+      continue;
+    }
+    after.set(callId, [...(after.get(callId) ?? []), detail]);
+  }
+  return { ahead, after, interleaved: after.size > 0 };
+}
+
+/** The thinking text of reasoning details (redacted thinking has none). */
+function detailsText(details: JsonObject[]): string {
+  return details
+    .map((detail) => (detail.type === "reasoning.text" ? (asString(detail.text) ?? "") : ""))
+    .join("");
+}
+
 export function chatResponseToResponses(
   resp: ChatCompletionResponse,
   clientModel: string,
@@ -854,14 +930,22 @@ export function chatResponseToResponses(
   const choice = asArray(resp.choices).find(isRecord) ?? {};
   const message = isRecord(choice.message) ? choice.message : {};
 
-  // The thinking first, as the Responses API lists it: before the message and the calls.
-  const summary = wantsSummary(req) ? chatReasoning(message) || undefined : undefined;
+  // The thinking first, as the Responses API lists it: before the message and the calls; what the
+  // model thought between its calls (interleaved thinking) after the call it followed.
+  const reasoning = placedReasoning(message);
+  const summary = (details: JsonObject[] | undefined) =>
+    !wantsSummary(req)
+      ? undefined
+      : (details ? detailsText(details) : chatReasoning(message)) || undefined;
+  const pushReasoning = (details: JsonObject[], text: string | undefined) => {
+    const encrypted = wantsEncrypted(req) ? encodeReasoning(details) : undefined;
+    if (text !== undefined || encrypted !== undefined)
+      response.output.push(reasoningItem(randomId("rs_"), text, encrypted));
+  };
+  pushReasoning(reasoning.ahead, summary(reasoning.interleaved ? reasoning.ahead : undefined));
   const signed =
-    wantsEncrypted(req) || keepSigned ? encodeReasoning(message.reasoning_details) : undefined;
-  const encrypted = wantsEncrypted(req) ? signed : undefined;
-  if (summary !== undefined || encrypted !== undefined)
-    response.output.push(reasoningItem(randomId("rs_"), summary, encrypted));
-  if (signed !== undefined && encrypted === undefined) keepSigned?.(response.id, signed);
+    keepSigned && !wantsEncrypted(req) ? encodeReasoning(message.reasoning_details) : undefined;
+  if (signed !== undefined) keepSigned?.(response.id, signed);
 
   const text = typeof message.content === "string" ? message.content : contentText(message.content);
   const refusal = asString(message.refusal);
@@ -900,6 +984,8 @@ export function chatResponseToResponses(
       arguments: asString(call.function.arguments) ?? "{}",
       status: "completed",
     });
+    const after = reasoning.after.get(callId);
+    if (after) pushReasoning(after, summary(after));
   }
 
   const { status, incomplete_details } = statusFor(choice.finish_reason);
@@ -965,6 +1051,8 @@ export class ChatStreamToResponses {
   private readonly unshown: unknown[] = [];
   private reasoning: OpenReasoning | undefined;
   private readonly tools = new Map<number, ToolItem>();
+  /** The call id of the last call so far: reasoning after it came between the calls. */
+  private lastCallId: string | undefined;
   private finishReason: unknown = null;
   /** Where an answer cut short was cut: that item closes `incomplete`. */
   private cutItem: ResponsesOutputItem | undefined;
@@ -1012,8 +1100,13 @@ export class ChatStreamToResponses {
       const reasoning = chatReasoning(delta);
       if (reasoning) out.push(...this.appendReasoning(reasoning));
     }
-    // A detail comes whole, once its signature is (`MessagesStreamToChat`).
-    const details = asArray(delta.reasoning_details);
+    // A detail comes whole, once its signature is (`MessagesStreamToChat`), or in pieces under its
+    // index (OpenRouter), put together as it is encoded. One after a call came after it.
+    const details = asArray(delta.reasoning_details).map((detail) =>
+      isRecord(detail) && this.lastCallId !== undefined && detail.after_tool_call_id === undefined
+        ? { ...detail, after_tool_call_id: this.lastCallId }
+        : detail,
+    );
     if (this.encrypted && details.length > 0) {
       out.push(...this.openReasoning());
       this.reasoning?.details.push(...details);
@@ -1286,6 +1379,7 @@ export class ChatStreamToResponses {
         done: false,
       };
       this.tools.set(key, tool);
+      this.lastCallId = callId;
     }
     const name = asString(fn.name);
     if (name && tool.outputIndex === undefined)

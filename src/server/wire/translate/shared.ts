@@ -92,7 +92,10 @@ export function toolTypesMatching(tools: unknown, pattern: RegExp): string[] {
     .filter((type) => pattern.test(type));
 }
 
-/** Fields of a provider-run tool's item that no other model can read, or that only name it. */
+/**
+ * Fields of a provider-run tool's item that no other model can read (a program's replay
+ * `fingerprint`), or that only name it.
+ */
 const unreadableFields = new Set([
   "type",
   "id",
@@ -107,6 +110,7 @@ const unreadableFields = new Set([
   "encrypted_content",
   "encrypted_stdout",
   "input_schema",
+  "fingerprint",
   "annotations",
 ]);
 
