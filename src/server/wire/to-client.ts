@@ -213,13 +213,15 @@ class ChatChunkRelay {
  * keys only, and a string value is consumed whole.
  */
 const chatChunkKeys =
-  /"(content|name|arguments|input|reasoning_content|reasoning|refusal|model|usage|error|finish_reason)"\s*:\s*("((?:[^"\\]|\\.)*)"|null\b)?/g;
+  /"(content|name|arguments|input|reasoning_content|reasoning|refusal|model|usage|error|finish_reason|delta)"\s*:\s*("((?:[^"\\]|\\.)*)"|null\b)?/g;
 
 interface OrdinaryChunk {
   /** The chunk with `model` (the field, `"model":"..."`) in place of its own. */
   text: string;
   /** Characters of the delta fields' text, as `deltaChars` counts them. */
   chars: number;
+  /** The choices whose delta has text: each is a delta, as `meterChunk` counts them. */
+  deltas: number;
   /** The chunk sets a finish reason. */
   finished: boolean;
 }
@@ -250,7 +252,7 @@ export function passThroughChat(
       }
       const ordinary = ordinaryChunk(data, model);
       if (ordinary !== undefined) {
-        meter.delivered(ordinary.chars);
+        meter.delivered(ordinary.chars, ordinary.deltas);
         if (ordinary.finished) {
           relay.finished = true;
           meter.finished();
@@ -308,6 +310,9 @@ function ordinaryChunk(data: string, model: string): OrdinaryChunk | undefined {
     return undefined;
   if (data.includes("\n")) return undefined;
   let chars = 0;
+  let deltas = 0;
+  // The characters counted when the current choice's delta began.
+  let deltaStart = 0;
   let finished = false;
   let modelAt = -1;
   let modelEnd = -1;
@@ -329,12 +334,18 @@ function ordinaryChunk(data: string, model: string): OrdinaryChunk | undefined {
       case "finish_reason":
         if (text !== undefined) finished = true;
         break;
+      case "delta":
+        if (chars > deltaStart) deltas++;
+        deltaStart = chars;
+        break;
       default:
         if (text !== undefined) chars += jsonTextLength(text);
     }
   }
   if (modelAt === -1) return undefined;
-  return { text: data.slice(0, modelAt) + model + data.slice(modelEnd), chars, finished };
+  if (chars > deltaStart) deltas++;
+  const text = data.slice(0, modelAt) + model + data.slice(modelEnd);
+  return { text, chars, deltas, finished };
 }
 
 /** Anthropic SSE events from an anthropic-wire upstream, in the client's style. */

@@ -311,10 +311,13 @@ export class StreamMeter {
     return this.inputEstimate;
   }
 
-  /** Output of `chars` characters put in a piece for the client. */
-  delivered(chars: number): void {
+  /**
+   * Output of `chars` characters put in a piece for the client, in `deltas` deltas (a chunk of `n`
+   * answers carries one for each choice with text).
+   */
+  delivered(chars: number, deltas = 1): void {
     if (chars <= 0) return;
-    this.deltas++;
+    this.deltas += Math.max(1, deltas);
     this.chars += chars;
   }
 
