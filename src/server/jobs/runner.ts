@@ -161,6 +161,9 @@ export class JobRunner {
 
   private async claimWhileRoom(): Promise<void> {
     while (!this.stopped && !this.paused && this.active.size < this.concurrency) {
+      // The job's time runs from the claim on the clock itself: its `now`, which the row keeps,
+      // stays at the latest time seen after the clock was set back, and would add the step.
+      const claimedOnClock = this.services.options.clock.now();
       const job = await this.jobs.claimNext(
         this.instanceId,
         this.leaseMs,
@@ -173,7 +176,7 @@ export class JobRunner {
       // One controller per job: waits register abort listeners, which must not pile up.
       const abort = new AbortController();
       const renewal = this.keepLease(job.id, abort);
-      const done = this.run(job, abort.signal).finally(() => {
+      const done = this.run(job, abort.signal, claimedOnClock).finally(() => {
         clearInterval(renewal);
         this.active.delete(job.id);
         this.wake();
@@ -208,11 +211,15 @@ export class JobRunner {
     return timer;
   }
 
-  private async run(job: JobRow, signal: AbortSignal): Promise<void> {
+  private async run(job: JobRow, signal: AbortSignal, claimedOnClock: number): Promise<void> {
     const input = jobInput(job);
     try {
       // Finished work is written even while stopping: stop() waits for it, the file is open.
-      const { media, model, providerId, byokServed } = await this.produce(job, signal);
+      const { media, model, providerId, byokServed } = await this.produce(
+        job,
+        signal,
+        claimedOnClock,
+      );
       const now = this.services.options.now();
       const result = {
         content_type: media.contentType,
@@ -255,6 +262,7 @@ export class JobRunner {
   private async produce(
     job: JobRow,
     signal: AbortSignal,
+    claimedOnClock: number,
   ): Promise<{ media: ProducedMedia; model: ModelRow; providerId: string; byokServed: boolean }> {
     const { request, hold } = jobInput(job);
     const modality = jobKinds[job.kind].modality;
@@ -272,7 +280,7 @@ export class JobRunner {
     // The first attempt's time runs from the claim, so a manual clock advanced while the job is
     // running counts even if the wait below has not begun yet.
     const { clock } = this.services.options;
-    let claimedAt = job.started_at;
+    let claimedAt: number | null = claimedOnClock;
     const { result, attempt } = await this.services.dispatcher.dispatchWith(
       target,
       signal,

@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { z } from "zod";
 import { piecesAroundSecrets, redactSecrets } from "../../store/secrets.js";
@@ -46,6 +46,8 @@ export function parseCassetteOptions(input: CassetteOptions): CassetteOptions {
 const responseHeaders = z.record(z.string(), z.string());
 
 const cassetteSchema = z.object({
+  /** Which sending of its request this was while recording: 2 for the second (absent: the first). */
+  occurrence: z.number().int().min(1).optional(),
   request: z.object({
     provider: z.string(),
     method: z.string(),
@@ -80,18 +82,55 @@ interface Entry {
   cassette: Cassette;
 }
 
+const occurrenceOf = (entry: Entry): number => entry.cassette.occurrence ?? 1;
+
 /**
  * Cassette files in one directory: one exchange per pretty-printed JSON file named
  * `<slug>-<hash8>.json`, matched by the hash of the canonical request in the file (so a
- * hand-edited request still matches what it now says).
+ * hand-edited request still matches what it now says). A request sent again while recording
+ * has a file per sending (`<slug>-<hash8>-<n>.json`, `occurrence: n`), and the n-th sending of
+ * a replay gets the n-th answer: two tests that send the same request get what each was answered.
  */
 export class CassetteShelf {
-  private entries: Map<string, Entry> | undefined;
+  /** By request hash, each request's recordings in the order they were sent. */
+  private entries: Map<string, Entry[]> | undefined;
+  /** How many times this gateway has sent each request so far. */
+  private readonly sent = new Map<string, number>();
 
   constructor(readonly dir: string) {}
 
-  find(hash: string): Entry | undefined {
-    return this.index().get(hash);
+  /** Counts one more sending of the request: 1 the first time this gateway sends it, then 2... */
+  nextOccurrence(hash: string): number {
+    const occurrence = (this.sent.get(hash) ?? 0) + 1;
+    this.sent.set(hash, occurrence);
+    return occurrence;
+  }
+
+  /** The recording of the request's n-th sending: the n-th, or the last one there is. */
+  find(hash: string, occurrence: number): Entry | undefined {
+    const recorded = this.index().get(hash);
+    if (!recorded) return undefined;
+    return recorded.findLast((entry) => occurrenceOf(entry) <= occurrence) ?? recorded[0];
+  }
+
+  /**
+   * A recording that sends the request for the first time records its sendings anew: the files
+   * of later sendings an earlier recording made go, so a replay gets none this run did not see.
+   */
+  forgetLaterSendings(hash: string): void {
+    const recorded = this.index().get(hash);
+    if (!recorded) return;
+    for (const entry of recorded.filter((e) => occurrenceOf(e) > 1)) {
+      try {
+        rmSync(join(this.dir, entry.file), { force: true });
+      } catch (err) {
+        console.error(`cassettes: could not remove ${join(this.dir, entry.file)} (${codeOf(err)})`);
+      }
+    }
+    this.index().set(
+      hash,
+      recorded.filter((e) => occurrenceOf(e) === 1),
+    );
   }
 
   /** Rescans the directory: files may have been added since the last look. */
@@ -100,13 +139,23 @@ export class CassetteShelf {
   }
 
   all(): Entry[] {
-    return [...this.index().values()];
+    return [...this.index().values()].flat();
   }
 
-  save(request: CanonicalRequest, response: RecordedResponse, secrets: string[]): string {
+  /**
+   * Writes the exchange's file. One that cannot be written (the directory gone or read-only)
+   * loses the recording, said on stderr; the client still gets what its provider answered.
+   */
+  save(
+    request: CanonicalRequest,
+    response: RecordedResponse,
+    secrets: string[],
+    occurrence = 1,
+  ): string | undefined {
     const hash = requestHash(request);
-    const name = `${slugOf(request)}-${hash.slice(0, 8)}.json`;
+    const name = `${slugOf(request)}-${hash.slice(0, 8)}${occurrence > 1 ? `-${occurrence}` : ""}.json`;
     const cassette: Cassette = {
+      ...(occurrence > 1 ? { occurrence } : {}),
       request: sortedRequest(request),
       response: response.chunks
         ? { ...response, chunks: chunksAroundSecrets(response.chunks, secrets) }
@@ -116,15 +165,37 @@ export class CassetteShelf {
     // No provider credential or gateway key reaches a file, wherever an answer echoed one.
     const text = redactSecrets(`${JSON.stringify(cassette, null, 2)}\n`, secrets);
     const temp = `${file}.${process.pid}.tmp`;
-    writeFileSync(temp, text, { mode: 0o600 });
-    renameSync(temp, file);
-    this.index().set(hash, { file: name, cassette });
+    try {
+      writeFileSync(temp, text, { mode: 0o600 });
+      renameSync(temp, file);
+    } catch (err) {
+      try {
+        rmSync(temp, { force: true });
+      } catch {
+        // The directory itself is gone or unwritable: there is no temporary file to leave.
+      }
+      console.error(
+        `cassettes: could not write ${file} (${codeOf(err)}); this exchange is not recorded`,
+      );
+      return undefined;
+    }
+    this.remember(this.index(), hash, { file: name, cassette });
     return name;
   }
 
-  private index(): Map<string, Entry> {
+  /** One recording per sending: the one remembered last (files are read in name order) wins. */
+  private remember(entries: Map<string, Entry[]>, hash: string, entry: Entry): void {
+    const recorded = (entries.get(hash) ?? []).filter(
+      (e) => occurrenceOf(e) !== occurrenceOf(entry),
+    );
+    recorded.push(entry);
+    recorded.sort((a, b) => occurrenceOf(a) - occurrenceOf(b));
+    entries.set(hash, recorded);
+  }
+
+  private index(): Map<string, Entry[]> {
     if (this.entries) return this.entries;
-    const entries = new Map<string, Entry>();
+    const entries = new Map<string, Entry[]>();
     let names: string[] = [];
     try {
       names = readdirSync(this.dir)
@@ -144,7 +215,10 @@ export class CassetteShelf {
         console.error(`cassettes: ${join(this.dir, name)} is not a cassette; skipped`);
         continue;
       }
-      entries.set(requestHash(parsed.data.request), { file: name, cassette: parsed.data });
+      this.remember(entries, requestHash(parsed.data.request), {
+        file: name,
+        cassette: parsed.data,
+      });
     }
     this.entries = entries;
     return entries;
@@ -171,9 +245,11 @@ function sortedRequest(request: CanonicalRequest): CanonicalRequest {
   return headers ? { provider, method, path, headers, body } : { provider, method, path, body };
 }
 
-/** `value` with every string in it scrubbed of `secrets`: what a provider echoed is not shown. */
+/**
+ * `value` with every string in it scrubbed of `secrets` and of gateway keys: what a provider
+ * echoed is not shown, and a request is named and matched as its file holds it.
+ */
 export function scrubbed(value: unknown, secrets: string[]): unknown {
-  if (secrets.length === 0) return value;
   if (typeof value === "string") return redactSecrets(value, secrets);
   if (Array.isArray(value)) return value.map((item) => scrubbed(item, secrets));
   if (value && typeof value === "object") {
@@ -361,4 +437,8 @@ function shown(value: unknown): string {
   if (value === undefined) return "nothing";
   const text = JSON.stringify(value);
   return text.length > 60 ? `${text.slice(0, 57)}...` : text;
+}
+
+function codeOf(err: unknown): string {
+  return (err as NodeJS.ErrnoException)?.code ?? String(err);
 }

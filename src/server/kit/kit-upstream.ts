@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, rmdirSync } from "node:fs";
+import { accessSync, constants, mkdirSync, rmdirSync, statSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { performanceNow } from "../../host-timers.js";
 import { ConfigError } from "../config/load.js";
@@ -12,6 +12,7 @@ import {
 import type { GoneSignal } from "../time/gone-signal.js";
 import { type CanonicalRequest, requestHash as requestHashOf } from "./canonical.js";
 import {
+  type Cassette,
   type CassetteOptions,
   CassetteShelf,
   canonicalRequest,
@@ -21,6 +22,7 @@ import {
   recordedBody,
   replayStream,
   replayWhole,
+  scrubbed,
 } from "./cassettes.js";
 import type { UpstreamCapture } from "./inspect.js";
 
@@ -32,7 +34,7 @@ import type { UpstreamCapture } from "./inspect.js";
 export class KitUpstream extends UpstreamHttp {
   private readonly shelf: CassetteShelf | undefined;
   /** The directories the cassette folder's creation made, the outermost first. */
-  private readonly made: string[] = [];
+  private readonly made: string[];
 
   constructor(
     private readonly cassettes: CassetteOptions | undefined,
@@ -40,21 +42,8 @@ export class KitUpstream extends UpstreamHttp {
     answerLimitBytes?: number,
   ) {
     super(answerLimitBytes);
-    if (cassettes) {
-      // A mistyped replay directory would turn every request into a miss: say so at start-up.
-      if (cassettes.mode === "replay" && !existsSync(cassettes.dir)) {
-        throw new ConfigError([`dir: ${cassettes.dir} does not exist`], "cassettes option");
-      }
-      if (cassettes.mode !== "replay") {
-        const target = resolve(cassettes.dir);
-        const first = mkdirSync(target, { recursive: true, mode: 0o700 });
-        for (let dir = target; first !== undefined; dir = dirname(dir)) {
-          this.made.unshift(dir);
-          if (dir === first || dirname(dir) === dir) break;
-        }
-      }
-      this.shelf = new CassetteShelf(cassettes.dir);
-    }
+    this.made = cassettes ? cassetteDirectory(cassettes) : [];
+    if (cassettes) this.shelf = new CassetteShelf(cassettes.dir);
   }
 
   /**
@@ -106,9 +95,10 @@ export class KitUpstream extends UpstreamHttp {
   ): Promise<WholeAnswer> {
     const shelf = this.shelf;
     if (!shelf) return super.sendWhole(options, signal, provider);
-    const request = canonicalRequest(options, provider);
+    const secrets = credentialsOf(options, provider);
+    const request = shelvedRequest(options, provider, secrets);
     const found = this.lookup(shelf, request);
-    if (found) return replayWhole(found.response, this.timing, signal);
+    if ("replay" in found) return replayWhole(found.replay, this.timing, signal);
     const started = performanceNow();
     const answer = await super.sendWhole(options, signal, provider);
     const headers = keptHeadersOf(answer.headers);
@@ -120,7 +110,8 @@ export class KitUpstream extends UpstreamHttp {
         ms: Math.round(performanceNow() - started),
         ...recordedBody(headers["content-type"] ?? "", answer.body),
       },
-      credentialsOf(options, provider),
+      secrets,
+      found.record,
     );
     return answer;
   }
@@ -132,34 +123,102 @@ export class KitUpstream extends UpstreamHttp {
   ): Promise<StreamAnswer> {
     const shelf = this.shelf;
     if (!shelf) return super.openStream(options, signal, provider);
-    const request = canonicalRequest(options, provider);
+    const secrets = credentialsOf(options, provider);
+    const request = shelvedRequest(options, provider, secrets);
     const found = this.lookup(shelf, request);
-    if (found) return replayStream(found.response, this.timing, signal);
+    if ("replay" in found) return replayStream(found.replay, this.timing, signal);
     const started = performanceNow();
     const answer = await super.openStream(options, signal, provider);
     const headers = keptHeadersOf(answer.headers);
-    const secrets = credentialsOf(options, provider);
     return {
       statusCode: answer.statusCode,
       headers: answer.headers,
       body: recordingStream(answer.body, signal, started, (chunks, cut) =>
-        shelf.save(request, { status: answer.statusCode, headers, chunks, cut }, secrets),
+        shelf.save(
+          request,
+          { status: answer.statusCode, headers, chunks, cut },
+          secrets,
+          found.record,
+        ),
       ),
     };
   }
 
-  /** The cassette for this request; in replay mode a miss is the request's error, loudly. */
-  private lookup(shelf: CassetteShelf, request: CanonicalRequest) {
+  /**
+   * The recording that answers this sending of the request, or the sending to record (its count
+   * among this gateway's sendings of it); in replay mode a miss is the request's error, loudly.
+   */
+  private lookup(
+    shelf: CassetteShelf,
+    request: CanonicalRequest,
+  ): { replay: Cassette["response"] } | { record: number } {
     const hash = requestHashOf(request);
-    let entry = shelf.find(hash);
-    if (!entry && this.cassettes?.mode !== "record") {
-      shelf.rescan();
-      entry = shelf.find(hash);
+    const occurrence = shelf.nextOccurrence(hash);
+    if (this.cassettes?.mode === "record") {
+      if (occurrence === 1) shelf.forgetLaterSendings(hash);
+      return { record: occurrence };
     }
-    if (entry && this.cassettes?.mode !== "record") return entry.cassette;
+    let entry = shelf.find(hash, occurrence);
+    if (!entry) {
+      shelf.rescan();
+      entry = shelf.find(hash, occurrence);
+    }
+    if (entry) return { replay: entry.cassette.response };
     if (this.cassettes?.mode === "replay") throw cassetteMiss(shelf, request);
-    return undefined;
+    return { record: occurrence };
   }
+}
+
+/**
+ * The request as its cassette file holds it: canonical, and scrubbed of the call's credentials and
+ * of gateway keys, so that what is matched, named and quoted in a miss is what the file says.
+ */
+function shelvedRequest(
+  options: UpstreamRequest,
+  provider: UpstreamProvider,
+  secrets: string[],
+): CanonicalRequest {
+  return scrubbed(canonicalRequest(options, provider), secrets) as CanonicalRequest;
+}
+
+/**
+ * The cassette folder, checked (and for a recording made) at start-up: a mistyped replay
+ * directory would turn every request into a miss, and one a recording cannot write into every
+ * exchange into a lost one. Answers the directories it made, the outermost first.
+ */
+function cassetteDirectory(cassettes: CassetteOptions): string[] {
+  const refused = (why: string) =>
+    new ConfigError([`dir: ${cassettes.dir} ${why}`], "cassettes option");
+  const target = resolve(cassettes.dir);
+  const made: string[] = [];
+  if (cassettes.mode !== "replay") {
+    let first: string | undefined;
+    try {
+      first = mkdirSync(target, { recursive: true, mode: 0o700 });
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      throw refused(code === "EEXIST" ? "is not a directory" : `cannot be made (${code ?? err})`);
+    }
+    for (let dir = target; first !== undefined; dir = dirname(dir)) {
+      made.unshift(dir);
+      if (dir === first || dirname(dir) === dir) break;
+    }
+  }
+  let isDirectory: boolean;
+  try {
+    isDirectory = statSync(target).isDirectory();
+  } catch {
+    throw refused("does not exist");
+  }
+  if (!isDirectory) throw refused("is not a directory");
+  if (cassettes.mode !== "replay") {
+    try {
+      accessSync(target, constants.W_OK);
+    } catch {
+      throw refused("is not writable");
+    }
+  }
+  return made;
 }
 
 /**

@@ -104,8 +104,9 @@ export class RequestLimits {
         if (wait === null) throw rateLimited("Too many free-model requests at once; slow down.");
         if (wait === 0) return 0;
         // The slot is a time: a round trip to shared counters has already used part of the wait.
-        return this.waitForSlot(key, claimedAt + wait - clock.now(), clock, signal).then(
-          () => clock.now() - claimedAt,
+        // A clock set back meanwhile still had the request wait its slot, whatever it reads now.
+        return this.waitForSlot(key, claimedAt + wait - clock.now(), clock, signal).then(() =>
+          Math.max(wait, clock.now() - claimedAt),
         );
       },
     );

@@ -146,6 +146,16 @@ describe("MemoryCounters", () => {
     expect(counters.claimSlot("account", 100, 2, 1_040)).toBe(260);
   });
 
+  it("starts over when the last slot is further ahead than a full queue reaches: the clock went back", () => {
+    const counters = new MemoryCounters();
+    counters.claimSlot("account", 100, 2, 10_000);
+    expect(counters.claimSlot("account", 100, 2, 10_000)).toBe(100);
+    // A full queue reaches 300 ahead: seen from 9_950 the next slot, 10_200, is still in reach.
+    expect(counters.claimSlot("account", 100, 2, 9_950)).toBe(250);
+    expect(counters.claimSlot("account", 100, 2, 1_000)).toBe(0);
+    expect(counters.claimSlot("account", 100, 2, 1_000)).toBe(100);
+  });
+
   it("starts over once the last slot handed out has passed, whoever still had to leave", () => {
     const counters = new MemoryCounters();
     counters.claimSlot("account", 100, 1, 0);

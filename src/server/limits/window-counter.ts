@@ -93,7 +93,10 @@ export class MemoryCounters implements LimitCounters {
   claimSlot(key: string, spacingMs: number, queueLimit: number, now: number): number | null {
     const slot = this.slots.get(key);
     // The last slot handed out has passed: whoever waited for it is through, the queue is empty.
-    if (!slot || slot.nextSlot <= now) {
+    // One further ahead than a full queue reaches was handed out before the clock went back (a
+    // manual clock set back, a wall clock stepped back): nobody waits for the step, the queue
+    // starts over.
+    if (!slot || slot.nextSlot <= now || slot.nextSlot - now > (queueLimit + 1) * spacingMs) {
       this.slots.set(key, { nextSlot: now + spacingMs, waiting: 0 });
       if (this.slots.size > 10_000) this.sweepSlots(now);
       return 0;

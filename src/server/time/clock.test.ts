@@ -31,6 +31,24 @@ describe("ManualClock", () => {
     expect(woke).toBe(true);
   });
 
+  it("set back, a wait keeps what it had left: it ends once the clock moves that much on from there", async () => {
+    const clock = new ManualClock(10_000);
+    let woke = false;
+    const wait = clock.sleep(100).then(() => {
+      woke = true;
+    });
+    clock.advance(40);
+    clock.set(0);
+    clock.advance(59);
+    await Promise.resolve();
+    expect(woke).toBe(false);
+    clock.advance(1);
+    // Woken within the move: one turn of the event loop runs what it woke.
+    await Promise.race([wait, new Promise((resolve) => setImmediate(resolve))]);
+    expect(woke).toBe(true);
+    expect(clock.now()).toBe(60);
+  });
+
   it("a wait whose client leaves ends with client_closed and is forgotten", async () => {
     const clock = new ManualClock(0);
     const abort = new AbortController();

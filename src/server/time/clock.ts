@@ -101,13 +101,16 @@ export class ManualClock implements Clock {
     return this.set(this.time + ms);
   }
 
-  /** Moves the clock to `to` (back as well as on); waits whose deadline it passes end. */
+  /** Moves the clock to `to` (back as well as on); waits whose time it passes end. */
   set(to: number | Date): number {
     const t = typeof to === "number" ? to : to.getTime();
     // A Date holds at most 8.64e15 ms either side of 1970: past it every date the gateway writes
     // is invalid, and a clock that never goes back would stay there.
     if (!Number.isFinite(t) || Math.abs(t) > maxDateMs)
       throw new RangeError("set takes a valid time (a JavaScript Date's range)");
+    // A wait is for the clock to move on by its time, as a timer is not moved by a wall clock
+    // stepped back: set back, each wait keeps what it had left.
+    if (t < this.time) for (const w of this.waiters) w.until -= this.time - t;
     this.time = t;
     const due = this.waiters.filter((w) => w.until <= t);
     this.waiters = this.waiters.filter((w) => w.until > t);

@@ -133,6 +133,14 @@ describe("PostgresCounters", () => {
     expect(await countersB.claimSlot(key, 100, 2, now + 1_400)).toBe(100);
   });
 
+  it("starts the queue over from a clock behind the last slot by more than a full queue reaches", async () => {
+    const key = fresh("burst");
+    await countersA.claimSlot(key, 100, 2, now + 10_000);
+    expect(await countersB.claimSlot(key, 100, 2, now + 10_000)).toBe(100);
+    expect(await countersB.claimSlot(key, 100, 2, now + 1_000)).toBe(0);
+    expect(await countersA.claimSlot(key, 100, 2, now + 1_000)).toBe(100);
+  });
+
   it("hands every concurrent claimant its own slot and refuses the rest", async () => {
     const key = fresh("burst");
     await countersA.claimSlot(key, 50, 5, now);

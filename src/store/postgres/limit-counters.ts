@@ -37,16 +37,20 @@ const takeStatement = `INSERT INTO limit_counts AS counted (key, window_end, cou
     WHERE counted.count < $3
   RETURNING count`;
 
-// A slot that has passed starts the queue over (whoever waited for it is through, or died);
-// otherwise the request queues behind the last slot handed out, unless queueLimit already wait.
+// A slot that has passed starts the queue over (whoever waited for it is through, or died), and
+// so does one further ahead than a full queue reaches: it was handed out on a clock ahead of this
+// one (this gateway's before it went back, or another gateway's), and nobody waits for the step.
+// Otherwise the request queues behind the last slot handed out, unless queueLimit already wait.
 // The wait is the same expression for both: the slot handed out is next_slot - spacing.
+const startsOver =
+  "(slot.next_slot <= $3::bigint OR slot.next_slot - $3::bigint > ($4::bigint + 1) * $2::bigint)";
 const claimStatement = `INSERT INTO limit_slots AS slot (key, next_slot, waiting)
   VALUES ($1, $3::bigint + $2::bigint, 0)
   ON CONFLICT (key) DO UPDATE SET
-    next_slot = CASE WHEN slot.next_slot <= $3::bigint THEN excluded.next_slot
+    next_slot = CASE WHEN ${startsOver} THEN excluded.next_slot
       ELSE slot.next_slot + $2::bigint END,
-    waiting = CASE WHEN slot.next_slot <= $3::bigint THEN 0 ELSE slot.waiting + 1 END
-    WHERE slot.next_slot <= $3::bigint OR slot.waiting < $4::integer
+    waiting = CASE WHEN ${startsOver} THEN 0 ELSE slot.waiting + 1 END
+    WHERE ${startsOver} OR slot.waiting < $4::integer
   RETURNING next_slot - $2::bigint - $3::bigint AS wait`;
 
 /**
