@@ -9,7 +9,7 @@ const keepaliveComment = encoder.encode(": keepalive\n\n");
 const crlf = Buffer.from("\r\n", "latin1");
 
 export interface StreamEnd {
-  /** Pieces reached the client. */
+  /** Pieces reached the client: left the gateway for its connection. */
   delivered: boolean;
   /** Why the stream stopped early: an upstream break, or the client going away. */
   error?: unknown;
@@ -34,10 +34,12 @@ export interface SseStream {
   beforePiece: () => void | Promise<void>;
   /**
    * The stream's meter, told of each piece: `taken` once the writer holds it (before it asks for
-   * the next), `written` once it went to the client. What was read ahead of a client that left
-   * never reached it, and is not billed as delivered.
+   * the next), `written` once it was handed to the client's connection, and `reached` once it left
+   * the gateway (or, `false`, once it never will: the client left first). What was read ahead of a
+   * client that left never reached it, nor did what still waited in the gateway's buffer for a
+   * client that read slowly: neither is billed as delivered.
    */
-  tally: { taken(): void; written(): void };
+  tally: { taken(): void; written(): void; reached(left: boolean): void };
   onEnd: (end: StreamEnd) => void;
   /**
    * Resolves once what `onEnd` recorded is durable. A stream that ends cleanly sends its closing
@@ -48,9 +50,18 @@ export interface SseStream {
 
 /** The socket side of the pump. `write` returns false when the client is not keeping up. */
 interface Sink {
-  write(piece: StreamPiece): boolean;
+  /**
+   * `metered`: the piece carries output the stream is billed for: `onLeft` hears, in the order of
+   * the writes, whether each such piece left the gateway.
+   */
+  write(piece: StreamPiece, metered?: boolean): boolean;
   end(): void;
   drained(): Promise<void>;
+  /**
+   * Resolves once every metered piece written left the gateway or never will (the connection
+   * closed); undefined when none is on its way.
+   */
+  flushed(): Promise<void> | undefined;
   readonly closed: boolean;
 }
 
@@ -101,12 +112,28 @@ export class KeptAlive {
 export function sendSse(outgoing: ServerResponse, stream: SseStream, keptAlive?: KeptAlive): void {
   if (keptAlive) keptAlive.stop();
   else outgoing.writeHead(200, { ...sseHeaders, ...stream.headers });
-  void pump(nodeSink(outgoing), stream, () => markStage(outgoing.req, "first piece written"));
+  let delivered = false;
+  const sink = nodeSink(outgoing, (left) => {
+    if (left) delivered = true;
+    stream.tally.reached(left);
+  });
+  void pump(
+    sink,
+    stream,
+    () => delivered,
+    () => markStage(outgoing.req, "first piece written"),
+  );
 }
 
-async function pump(sink: Sink, stream: SseStream, firstWritten: () => void): Promise<void> {
-  let delivered = false;
-  const finish = (end: Omit<StreamEnd, "delivered">) => stream.onEnd({ delivered, ...end });
+async function pump(
+  sink: Sink,
+  stream: SseStream,
+  delivered: () => boolean,
+  firstWritten: () => void,
+): Promise<void> {
+  let written = false;
+  const finish = (end: Omit<StreamEnd, "delivered">) =>
+    stream.onEnd({ delivered: delivered(), ...end });
   let next = Promise.resolve(stream.first);
   // The closing event waits here until the stream's charge is committed.
   let closing: StreamPiece | undefined;
@@ -139,10 +166,10 @@ async function pump(sink: Sink, stream: SseStream, firstWritten: () => void): Pr
         // The client left while the piece waited for its mark: it is not written.
         if (sink.closed) continue;
       }
-      const keptUp = sink.write(piece);
       stream.tally.written();
-      if (!delivered) firstWritten();
-      delivered = true;
+      const keptUp = sink.write(piece, true);
+      if (!written) firstWritten();
+      written = true;
       if (!keptUp) {
         next.catch(ignore);
         await sink.drained();
@@ -156,7 +183,17 @@ async function pump(sink: Sink, stream: SseStream, firstWritten: () => void): Pr
     }
     sink.write(stream.errorEvent(error));
     sink.end();
+    const flushing = sink.flushed();
+    if (flushing instanceof Promise) await flushing;
     finish({ error, cancelled: false });
+    return;
+  }
+  // A client that reads slowly has pieces waiting in the gateway's buffer: they reach it only once
+  // they leave, and one that leaves first never got them. The stream is settled after that.
+  const flushing = sink.flushed();
+  if (flushing instanceof Promise) await flushing;
+  if (sink.closed) {
+    finish({ cancelled: true });
     return;
   }
   finish({ cancelled: false });
@@ -176,14 +213,35 @@ async function pump(sink: Sink, stream: SseStream, firstWritten: () => void): Pr
 
 const ignore = () => {};
 
-function nodeSink(outgoing: ServerResponse): Sink {
+function nodeSink(outgoing: ServerResponse, onLeft: (left: boolean) => void): Sink {
   // A client that left before its answer started (while the hold or the provider was awaited)
   // closed the response before this listener: it would never hear of it, and a write to the
   // closed response never drains, so the stream would wait forever, unsettled.
   let closed = outgoing.destroyed;
+  // Metered pieces written and not yet heard of, and who waits for them all.
+  let onWay = 0;
+  let allLeft: (() => void) | undefined;
+  const settle = () => {
+    const waiting = allLeft;
+    allLeft = undefined;
+    waiting?.();
+  };
   outgoing.once("close", () => {
     if (!outgoing.writableFinished) closed = true;
+    // A write the closed connection dropped may never call back.
+    settle();
   });
+  // One callback for every metered write: Node counts repeats of the same one without allocating,
+  // and calls them in the order of the writes. A write still queued when the connection was
+  // destroyed is called back without an error although its bytes never left (Node's
+  // `onWriteComplete` reports success for a destroyed stream): it counts only while the
+  // connection stands.
+  const connection = outgoing.socket;
+  const left = (err?: Error | null) => {
+    onWay--;
+    onLeft(!err && connection?.destroyed !== true && !outgoing.destroyed);
+    if (onWay === 0) settle();
+  };
   // After the first piece (which takes the headers with it), each piece is framed as its HTTP
   // chunk here and written to the socket in one write: Node's own chunked write is four writes
   // (size, CRLF, data, CRLF), which its native writev takes apart again, several times the CPU
@@ -195,8 +253,13 @@ function nodeSink(outgoing: ServerResponse): Sink {
     socket?.uncork();
   };
   return {
-    write(piece) {
-      if (closed) return true;
+    write(piece, metered) {
+      if (closed) {
+        if (metered) onLeft(false);
+        return true;
+      }
+      const done = metered ? left : undefined;
+      if (metered) onWay++;
       if (socket) {
         // Pieces written in the same tick (a translated stream's several chunks) leave together.
         if (!corked) {
@@ -205,12 +268,12 @@ function nodeSink(outgoing: ServerResponse): Sink {
           process.nextTick(uncork);
         }
         if (typeof piece === "string")
-          return socket.write(`${Buffer.byteLength(piece).toString(16)}\r\n${piece}\r\n`);
+          return socket.write(`${Buffer.byteLength(piece).toString(16)}\r\n${piece}\r\n`, done);
         const size = Buffer.from(`${piece.byteLength.toString(16)}\r\n`, "latin1");
-        return socket.write(Buffer.concat([size, piece, crlf]));
+        return socket.write(Buffer.concat([size, piece, crlf]), done);
       }
       // Node's ServerResponse corks its socket on a write and uncorks it on the next tick.
-      const keptUp = outgoing.write(piece);
+      const keptUp = outgoing.write(piece, done);
       // A response whose write someone wrapped (the test kit's capture of answers) keeps it.
       if (outgoing.chunkedEncoding === true && outgoing.socket && !Object.hasOwn(outgoing, "write"))
         socket = outgoing.socket;
@@ -230,6 +293,12 @@ function nodeSink(outgoing: ServerResponse): Sink {
         };
         source.once("drain", done);
         outgoing.once("close", done);
+      });
+    },
+    flushed() {
+      if (onWay === 0 || closed) return undefined;
+      return new Promise<void>((resolve) => {
+        allLeft = resolve;
       });
     },
     get closed() {

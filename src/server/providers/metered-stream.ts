@@ -19,6 +19,8 @@ export interface CompletionCall {
   headers: Record<string, string>;
   body: object;
   sent?: string | Uint8Array;
+  /** The answers the body asks for (chat's `n`): the stream's answer is whole once each finished. */
+  answers?: number;
 }
 
 /**
@@ -38,7 +40,14 @@ export async function postMeteredJson<T extends { model: string }>(
   const sent = call.sent ?? JSON.stringify(body);
   const answer = await http.postJsonText<T>(url, headers, sent, req.signal, attempt.provider);
   const json = answer.json;
-  const result = withJsonEstimate(read.answer(json), body, () => read.outputText(json));
+  // A client of the wire's own style gets the provider's answer as written; any other, the
+  // gateway's translation, whose usage says what is billed.
+  const result = withJsonEstimate(
+    read.answer(json),
+    body,
+    () => read.outputText(json),
+    req.style === wire ? undefined : req.style,
+  );
   if (req.style === wire) result.text = renamedModelText(answer.text, json.model, req.clientModel);
   return result;
 }
@@ -57,7 +66,7 @@ export async function openMeteredStream(
   const { url, headers, body } = call;
   const sent = call.sent ?? JSON.stringify(body);
   const answer = http.postEvents(url, headers, sent, signal, attempt.provider);
-  const meter = new StreamMeter(() => estimateRequestTokens(body));
+  const meter = new StreamMeter(() => estimateRequestTokens(body), call.answers);
   // The request is on its way: the input's estimate, which the stream's first delivery mark
   // bills, is made while the provider works on it rather than before the first piece goes out.
   meter.estimateInput();

@@ -38,7 +38,7 @@ import type { ClientStyle, CompletionRequest } from "../wire/completion-types.js
 import type { ResponsesRequest } from "../wire/responses-types.js";
 import { encodeSSE, SSE_DONE } from "../wire/sse.js";
 import type { StreamPiece } from "../wire/stream-types.js";
-import { outputBound } from "../wire/to-provider.js";
+import { answersAsked, outputBound } from "../wire/to-provider.js";
 import { streamErrorEvent } from "../wire/translate/errors.js";
 import type { Usage } from "../wire/usage.js";
 
@@ -235,6 +235,10 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
       sentBody === body ? shape.referenceKey : undefined,
     );
 
+    // Chat's `n` (its schema bounds it); the other styles have one answer. An `n` in a messages
+    // or Responses body is no field of theirs and asks for no more: read, a negative one made the
+    // hold negative, and a fraction held less than one answer.
+    const answers = style === "chat" ? answersAsked(body as { n?: unknown }) : 1;
     const admission = await admit(services, {
       key,
       target,
@@ -242,7 +246,7 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
       accountRpm: true,
       worstCase: (m) => ({
         inputTokens: byReference ? m.context_window : worstCaseInputTokens(sentBytes, m),
-        outputTokens: answersAsked(body) * outputBound(style, body, m, nativeFor(m), viaRoute),
+        outputTokens: answers * outputBound(style, body, m, nativeFor(m), viaRoute),
         units: 0,
       }),
       stream,
@@ -418,11 +422,6 @@ function mockResponseAllowed(
     throw badRequest(
       `mock_response is answered by mock models only; "${real.name}" is served by a real provider.`,
     );
-}
-
-/** How many answers the request asks for: chat's `n`; the other styles have one. */
-function answersAsked(body: Record<string, unknown>): number {
-  return typeof body.n === "number" ? body.n : 1;
 }
 
 /** `promise`'s value if it settles within `ms`, else undefined (it keeps running). */

@@ -36,11 +36,12 @@ describe("passThroughChat", () => {
     })();
     const result = passThroughChat(req, new SSEStream(body), meter);
     let text = "";
-    // As the route's writer does: each piece taken, then written.
+    // As the route's writer does: each piece taken, then written, then out of the gateway.
     for (let next = await result.pieces.next(); !next.done; next = await result.pieces.next()) {
       meter.taken();
       text += next.value;
       meter.written();
+      meter.reached(true);
     }
     return { text, meter };
   }

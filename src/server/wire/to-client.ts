@@ -1,5 +1,5 @@
 import type { MessagesRequest, MessagesResponse } from "./anthropic-types.js";
-import type { CompletionRequest, JsonCompletion } from "./completion-types.js";
+import type { ClientStyle, CompletionRequest, JsonCompletion } from "./completion-types.js";
 import type { ChatCompletionChunk, ChatCompletionResponse } from "./openai-types.js";
 import { relayEvents, type SSEStream } from "./relay.js";
 import type { ResponsesRequest } from "./responses-types.js";
@@ -23,6 +23,8 @@ import {
   mergeMessagesUsage,
   messagesDeltaFields,
   type StreamMeter,
+  toAnthropicUsage,
+  type Usage,
   usageFromChat,
   usageFromMessages,
   usageOrEstimate,
@@ -110,6 +112,7 @@ export function fromChatChunks(
           req.clientModel,
           req.body as ResponsesRequest,
           req.responseTurn?.keepSigned,
+          () => meter.billedAhead(),
         );
   async function* pieces(): AsyncGenerator<StreamPiece> {
     let finished = false;
@@ -132,7 +135,7 @@ export function fromChatChunks(
 
 /** Counts a chat chunk's deltas and reports its usage; true when it finishes a choice. */
 function meterChunk(meter: StreamMeter, chunk: ChatCompletionChunk): boolean {
-  let finished = false;
+  let finishes = 0;
   for (const choice of chunk.choices ?? []) {
     const delta = choice.delta as ChunkDelta | undefined;
     if (delta) {
@@ -144,11 +147,11 @@ function meterChunk(meter: StreamMeter, chunk: ChatCompletionChunk): boolean {
       }
       meter.delivered(chars);
     }
-    if (choice.finish_reason) finished = true;
+    if (choice.finish_reason) finishes++;
   }
-  if (finished) meter.finished();
+  if (finishes > 0) meter.finished(finishes);
   if (chunk.usage) meter.report(usageFromChat(chunk));
-  return finished;
+  return finishes > 0;
 }
 
 interface ChunkDelta {
@@ -163,17 +166,48 @@ interface ChunkDelta {
 
 const textLength = (value: unknown) => (typeof value === "string" ? value.length : 0);
 
-/** A JSON answer billed by an estimate where its upstream reported no usage (`usageOrEstimate`). */
+/**
+ * A JSON answer billed by an estimate where its upstream reported no usage (`usageOrEstimate`).
+ * `style`: the answer was translated into that style, and its `usage` is the gateway's to write:
+ * it reports what is billed, the estimate where the provider left a part out, not a zero.
+ */
 export function withJsonEstimate(
   result: JsonCompletion,
   body: unknown,
   outputText: () => string,
+  style?: ClientStyle,
 ): JsonCompletion {
-  result.usage = usageOrEstimate(result.usage, () => ({
+  const reported = result.usage;
+  result.usage = usageOrEstimate(reported, () => ({
     input_tokens: estimateRequestTokens(body),
     output_tokens: estimateTokens(outputText()),
   }));
+  if (style !== undefined && result.usage !== reported) showUsage(style, result.body, result.usage);
   return result;
+}
+
+/** Sets the counts of an answer's `usage` in the client's style to `usage`. */
+function showUsage(style: ClientStyle, answer: unknown, usage: Usage): void {
+  if (typeof answer !== "object" || answer === null) return;
+  const body = answer as { usage?: Record<string, unknown> };
+  const shown = typeof body.usage === "object" && body.usage !== null ? body.usage : {};
+  body.usage = shown;
+  if (style === "chat") {
+    shown.prompt_tokens = usage.input_tokens;
+    shown.completion_tokens = usage.output_tokens;
+    shown.total_tokens = usage.input_tokens + usage.output_tokens;
+    return;
+  }
+  if (style === "messages") {
+    // Anthropic's input leaves out the cached part, which it reports apart.
+    const anthropic = toAnthropicUsage(usage);
+    shown.input_tokens = anthropic.input_tokens;
+    shown.output_tokens = anthropic.output_tokens;
+    return;
+  }
+  shown.input_tokens = usage.input_tokens;
+  shown.output_tokens = usage.output_tokens;
+  shown.total_tokens = usage.input_tokens + usage.output_tokens;
 }
 
 /**
@@ -208,22 +242,22 @@ class ChatChunkRelay {
 
 /**
  * The keys an ordinary chat chunk is read for, each with its value when that is a string (group
- * 3, as written) or null: the delta fields whose text is billed (`chatDeltaFields`), and model,
- * usage, error and finish_reason. A quote inside a JSON string is escaped, so `"key":` matches
- * keys only, and a string value is consumed whole.
+ * 3, as written) or null: the delta fields whose text is billed (`chatDeltaFields`), each choice's
+ * `delta`, and model, usage, error and finish_reason. A quote inside a JSON string is escaped, so
+ * `"key":` matches keys only, and a string value is consumed whole.
  */
 const chatChunkKeys =
-  /"(content|name|arguments|input|reasoning_content|reasoning|refusal|model|usage|error|finish_reason|delta)"\s*:\s*("((?:[^"\\]|\\.)*)"|null\b)?/g;
+  /"(content|name|arguments|input|reasoning_content|reasoning|refusal|delta|model|usage|error|finish_reason)"\s*:\s*("((?:[^"\\]|\\.)*)"|null\b)?/g;
 
 interface OrdinaryChunk {
   /** The chunk with `model` (the field, `"model":"..."`) in place of its own. */
   text: string;
   /** Characters of the delta fields' text, as `deltaChars` counts them. */
   chars: number;
-  /** The choices whose delta has text: each is a delta, as `meterChunk` counts them. */
+  /** Choices whose delta carries text: a chunk of `n` answers may carry a delta of each. */
   deltas: number;
-  /** The chunk sets a finish reason. */
-  finished: boolean;
+  /** Choices the chunk sets a finish reason of. */
+  finishes: number;
 }
 
 /**
@@ -253,9 +287,9 @@ export function passThroughChat(
       const ordinary = ordinaryChunk(data, model);
       if (ordinary !== undefined) {
         meter.delivered(ordinary.chars, ordinary.deltas);
-        if (ordinary.finished) {
+        if (ordinary.finishes > 0) {
           relay.finished = true;
-          meter.finished();
+          meter.finished(ordinary.finishes);
         }
         return `data: ${ordinary.text}\n\n`;
       }
@@ -311,9 +345,9 @@ function ordinaryChunk(data: string, model: string): OrdinaryChunk | undefined {
   if (data.includes("\n")) return undefined;
   let chars = 0;
   let deltas = 0;
-  // The characters counted when the current choice's delta began.
-  let deltaStart = 0;
-  let finished = false;
+  // The choice whose delta the text read belongs to has been counted.
+  let counted = false;
+  let finishes = 0;
   let modelAt = -1;
   let modelEnd = -1;
   const keys = chatChunkKeys;
@@ -321,6 +355,9 @@ function ordinaryChunk(data: string, model: string): OrdinaryChunk | undefined {
   for (let match = keys.exec(data); match !== null; match = keys.exec(data)) {
     const text = match[3];
     switch (match[1]) {
+      case "delta":
+        counted = false;
+        break;
       case "model":
         if (modelAt !== -1 || text === undefined) return undefined;
         modelAt = match.index;
@@ -332,20 +369,19 @@ function ordinaryChunk(data: string, model: string): OrdinaryChunk | undefined {
       case "error":
         return undefined;
       case "finish_reason":
-        if (text !== undefined) finished = true;
+        if (text !== undefined) finishes++;
         break;
-      case "delta":
-        if (chars > deltaStart) deltas++;
-        deltaStart = chars;
-        break;
-      default:
-        if (text !== undefined) chars += jsonTextLength(text);
+      default: {
+        const length = text === undefined ? 0 : jsonTextLength(text);
+        if (length === 0) break;
+        chars += length;
+        if (!counted) deltas++;
+        counted = true;
+      }
     }
   }
   if (modelAt === -1) return undefined;
-  if (chars > deltaStart) deltas++;
-  const text = data.slice(0, modelAt) + model + data.slice(modelEnd);
-  return { text, chars, deltas, finished };
+  return { text: data.slice(0, modelAt) + model + data.slice(modelEnd), chars, deltas, finishes };
 }
 
 /** Anthropic SSE events from an anthropic-wire upstream, in the client's style. */

@@ -79,6 +79,14 @@ export function rewritesBody(native: boolean, viaRoute: boolean): boolean {
 }
 
 /**
+ * How many answers a chat body asks for (`n`, one when absent): each is produced, held for and
+ * finished on its own.
+ */
+export function answersAsked(chat: { n?: unknown }): number {
+  return typeof chat.n === "number" && Number.isInteger(chat.n) && chat.n > 1 ? chat.n : 1;
+}
+
+/**
  * The output tokens a request may produce on this backend: what the hold at admission covers.
  * `native`: the backend's provider speaks the client's style (undefined when it is unknown).
  */

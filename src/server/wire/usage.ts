@@ -284,9 +284,11 @@ function stringChars(value: unknown, depth: number): number {
  * least one token, and at least one token for every four characters.
  *
  * A delta is counted as the piece that carries it is made, and delivered once its writer says the
- * piece was written (`taken`, then `written`): the writer asks for the next piece before it writes
- * the one it holds, so a client that leaves is not billed the output read ahead of it. A report
- * counts as it is read, written or not: it is the provider's bill for the answer so far.
+ * piece left the gateway (`taken`, `written`, then `reached`): the writer asks for the next piece
+ * before it writes the one it holds, so a client that leaves is not billed the output read ahead
+ * of it, and a piece still in the gateway's buffer when a client that read slowly left never
+ * reached it. A report counts as it is read, written or not: it is the provider's bill for the
+ * answer so far.
  */
 export class StreamMeter {
   private reported: Usage = emptyUsage();
@@ -298,12 +300,23 @@ export class StreamMeter {
   /** The same up to the piece the writer holds. */
   private takenDeltas = 0;
   private takenChars = 0;
-  /** The same up to the last piece written to the client. */
+  /**
+   * The same at each piece handed to the client's connection and not yet out of the gateway, oldest
+   * first, two numbers a piece from `onWay`.
+   */
+  private readonly onWayCounts: number[] = [];
+  private onWay = 0;
+  /** The same up to the last piece that left the gateway for the client. */
   private writtenDeltas = 0;
   private writtenChars = 0;
   private inputEstimate: number | undefined;
+  /** Answers the provider said finished, of the `answers` asked for (chat's `n`). */
+  private finishes = 0;
 
-  constructor(private readonly estimate: () => number) {}
+  constructor(
+    private readonly estimate: () => number,
+    private readonly answers = 1,
+  ) {}
 
   /** The input's estimate, made once: a stream's delivery marks read the bill again and again. */
   estimateInput(): number {
@@ -327,15 +340,37 @@ export class StreamMeter {
     this.takenChars = this.chars;
   }
 
-  /** The piece the writer holds went to the client. */
+  /** The piece the writer holds was handed to the client's connection (`reached` says when it left). */
   written(): void {
-    this.writtenDeltas = this.takenDeltas;
-    this.writtenChars = this.takenChars;
+    this.onWayCounts.push(this.takenDeltas, this.takenChars);
   }
 
-  /** The provider said the answer (or one of its choices) finished. */
-  finished(): void {
-    this.finishSeen = true;
+  /**
+   * The oldest piece handed to the connection left the gateway whole (`left`), or never will (the
+   * connection closed first). Pieces leave in the order they were written.
+   */
+  reached(left: boolean): void {
+    const counts = this.onWayCounts;
+    const at = this.onWay;
+    if (at >= counts.length) return;
+    if (left) {
+      this.writtenDeltas = counts[at];
+      this.writtenChars = counts[at + 1];
+    }
+    this.onWay = at + 2;
+    if (this.onWay === counts.length) {
+      counts.length = 0;
+      this.onWay = 0;
+    }
+  }
+
+  /**
+   * The provider said `choices` of the answers finished. The answer is whole once all of them
+   * did: a report read while one of `n` answers is still being written is of the answer so far.
+   */
+  finished(choices = 1): void {
+    this.finishes += choices;
+    if (this.finishes >= this.answers) this.finishSeen = true;
   }
 
   /**
@@ -354,12 +389,12 @@ export class StreamMeter {
     if (final || this.finishSeen) this.complete = true;
   }
 
-  /** Output tokens written to the client, by the one count every wire uses. */
+  /** Output tokens that left the gateway for the client, by the one count every wire uses. */
   deliveredTokens(): number {
     return Math.max(this.writtenDeltas, estimateTokensOfLength(this.writtenChars));
   }
 
-  /** The usage the stream is billed: output as far as it was written to the client. */
+  /** The usage the stream is billed: output as far as it left the gateway for the client. */
   billed(): Usage {
     return this.bill(this.deliveredTokens());
   }

@@ -5,6 +5,7 @@ import type { ResponsesRequest } from "../../wire/responses-types.js";
 import { parseEventData } from "../../wire/sse.js";
 import { fromChatChunks, fromChatJson, withJsonEstimate } from "../../wire/to-client.js";
 import {
+  answersAsked,
   type Rewrite,
   refuseStopsOver,
   toChatRequest,
@@ -57,13 +58,22 @@ export async function geminiComplete(
       provider,
     );
     const completion = geminiToChat(answer, chat.model, calls);
-    const result = withJsonEstimate(fromChatJson(req, completion), body, () =>
-      chatOutputText(completion),
+    const result = withJsonEstimate(
+      fromChatJson(req, completion),
+      body,
+      () => chatOutputText(completion),
+      req.style,
     );
     return withRewrite(result, rewrite);
   }
   const url = methodUrl(attempt, "streamGenerateContent?alt=sse");
-  const upstream = await openMeteredStream(http, attempt, { url, headers, body }, req.signal);
+  const answers = answersAsked(chat);
+  const upstream = await openMeteredStream(
+    http,
+    attempt,
+    { url, headers, body, answers },
+    req.signal,
+  );
   return withRewrite(
     fromChatChunks(req, geminiChunks(upstream, chat.model, calls), upstream.meter),
     rewrite,

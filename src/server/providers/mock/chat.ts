@@ -10,7 +10,7 @@ import type {
   ChatUsage,
 } from "../../wire/openai-types.js";
 import { fromChatChunks, fromChatJson } from "../../wire/to-client.js";
-import { type Rewrite, toChatRequest, withRewrite } from "../../wire/to-provider.js";
+import { answersAsked, type Rewrite, toChatRequest, withRewrite } from "../../wire/to-provider.js";
 import {
   ExplainedRejection,
   UnsupportedRequest,
@@ -43,7 +43,7 @@ export async function mockComplete(
   // given, nothing charged.
   const refusal = mockRefusal(req.style, req.body, chatReq);
   if (refusal) throw new ExplainedRejection(400, refusal);
-  const count = answerCount(chatReq);
+  const count = answersAsked(chatReq);
   // LiteLLM's `mock_response`: the answer is that text, ahead of any script or directive.
   const mocked = (req.body as { mock_response?: unknown }).mock_response;
   const scripted =
@@ -79,7 +79,7 @@ export async function mockComplete(
   const id = `chatcmpl-${randomBytes(12).toString("base64url")}`;
   // The kit's clock: under a manual clock the answers carry the time the test set.
   const created = Math.floor(options.now() / 1000);
-  const meter = new StreamMeter(() => plan.inputTokens);
+  const meter = new StreamMeter(() => plan.inputTokens, answers.length);
   const answer: AnswerShape = {
     id,
     created,
@@ -134,11 +134,6 @@ function asksForTool(req: { tools?: unknown; messages?: unknown }): boolean {
   if (Array.isArray(req.tools) && req.tools.length > 0) return false;
   const messages = Array.isArray(req.messages) ? req.messages : [];
   return (messages[messages.length - 1] as { role?: unknown } | undefined)?.role !== "tool";
-}
-
-/** The number of answers a chat request asks for (`n`, 1 when absent). */
-function answerCount(req: { n?: unknown }): number {
-  return typeof req.n === "number" && Number.isInteger(req.n) && req.n > 1 ? req.n : 1;
 }
 
 function mockCompletion(shape: AnswerShape, answers: MockPlan[]): ChatCompletionResponse {

@@ -18,6 +18,7 @@ import {
   withJsonEstimate,
 } from "../../wire/to-client.js";
 import {
+  answersAsked,
   forwardedBody,
   type Rewrite,
   refuseStopsOver,
@@ -70,7 +71,13 @@ export async function openaiComplete(
     );
     return withRewrite(result, rewrite);
   }
-  const upstream = await openMeteredStream(http, attempt, { url, headers, body, sent }, req.signal);
+  const answers = answersAsked(body);
+  const upstream = await openMeteredStream(
+    http,
+    attempt,
+    { url, headers, body, sent, answers },
+    req.signal,
+  );
   const result =
     req.style === "chat"
       ? passThroughChat(req, upstream.events, upstream.meter)

@@ -1060,10 +1060,15 @@ export class ChatStreamToResponses {
   private current: Usage = emptyUsage();
   private readonly names: Map<string, NamespacedName> | undefined;
 
+  /**
+   * `billed`: the usage the stream is billed, which `response.completed` reports (the provider's,
+   * with what it left out estimated), rather than only what the provider reported.
+   */
   constructor(
     clientModel: string,
     req?: ResponsesRequest,
     private readonly keepSigned?: KeepSigned,
+    private readonly billed?: () => Usage,
   ) {
     this.response = baseResponse(req, clientModel, randomId("resp_"), nowSeconds());
     this.names = namespacedTools(req);
@@ -1139,7 +1144,7 @@ export class ChatStreamToResponses {
     this.ended = true;
     this.response.status = status;
     this.response.incomplete_details = incomplete_details;
-    this.response.usage = responsesUsage(this.current, this.reasoningTokens);
+    this.response.usage = responsesUsage(this.billed?.() ?? this.current, this.reasoningTokens);
     const signed = encodeReasoning(this.unshown);
     if (signed !== undefined) this.keepSigned?.(this.response.id, signed);
     const type = status === "incomplete" ? "response.incomplete" : "response.completed";
