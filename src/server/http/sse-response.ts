@@ -182,10 +182,11 @@ async function pump(
       return;
     }
     sink.write(stream.errorEvent(error));
-    sink.end();
     const flushing = sink.flushed();
     if (flushing instanceof Promise) await flushing;
+    // Settled before the response ends: what ended it is known by then (serve's line, the log).
     finish({ error, cancelled: false });
+    sink.end();
     return;
   }
   // A client that reads slowly has pieces waiting in the gateway's buffer: they reach it only once
