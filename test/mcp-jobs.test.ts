@@ -130,7 +130,9 @@ describe("MCP list_jobs", () => {
     const agent = await connect();
     const refused = await call(agent, "list_jobs", { kind: "music", after: "music_nope" });
     expect(refused.isError).toBe(true);
-    expect(refused.content[0]!.text).toMatch(/^bad_request: .*after.*\(HTTP 400\)$/);
+    expect(refused.content[0]!.text).toMatch(
+      /^bad_request: .*after.*\(HTTP 400, request req_[\w-]+\)$/,
+    );
     expect(refused.structuredContent).toMatchObject({
       error: { status: 400, code: "bad_request" },
     });

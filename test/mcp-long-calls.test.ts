@@ -214,7 +214,10 @@ describe("the SSE answer of a tool call", () => {
     expect(answer).toEqual({
       jsonrpc: "2.0",
       id: 7,
-      result: { content: [{ type: "text", text: HELD_ANSWER }] },
+      result: {
+        content: [{ type: "text", text: HELD_ANSWER }],
+        _meta: { "model-gateway/request_id": expect.stringMatching(/^req_[\w-]+$/) },
+      },
     });
     const progress = messages.slice(0, -1);
     expect(progress.length).toBeGreaterThanOrEqual(3);

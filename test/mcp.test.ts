@@ -353,7 +353,7 @@ describe("the MCP server at /mcp, with the official SDK client over Streamable H
     const poor = (await connect(POOR_KEY)).client;
     const broke = await call(poor, "chat", { model: "mock-gpt", prompt: "hi" });
     expect(broke.isError).toBe(true);
-    expect(textOf(broke)).toMatch(/^insufficient_balance: .+ \(HTTP 402\)$/);
+    expect(textOf(broke)).toMatch(/^insufficient_balance: .+ \(HTTP 402, request req_[\w-]+\)$/);
 
     const { client } = await connect();
     const members = await call(client, "chat", { model: "mock-pro", prompt: "hi" });
@@ -363,7 +363,9 @@ describe("the MCP server at /mcp, with the official SDK client over Streamable H
     const shared = (await connect(SHARED_KEY)).client;
     const quotaRead = await call(shared, "get_quota");
     expect(quotaRead.isError).toBe(true);
-    expect(textOf(quotaRead)).toMatch(/^shared_key_not_allowed: .+ \(HTTP 403\)$/);
+    expect(textOf(quotaRead)).toMatch(
+      /^shared_key_not_allowed: .+ \(HTTP 403, request req_[\w-]+\)$/,
+    );
 
     // The third concurrent music job: /v1 answers 429 with Retry-After 60.
     for (const n of [1, 2]) {

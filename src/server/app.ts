@@ -71,7 +71,13 @@ export function gatewayListener(
       access: fallback.access,
       errors: fallback.errors,
       handler: (c) => {
-        throw new GatewayError(404, "not_found", `No route ${c.req.method} ${pathOf(c)}.`);
+        const path = pathOf(c);
+        const takes = methodsServing(app, path).filter((method) => method !== c.req.method);
+        throw new GatewayError(
+          404,
+          "not_found",
+          `No route ${c.req.method} ${path}${takes.length > 0 ? `; this path takes ${takes.join(", ")}` : ""}.`,
+        );
       },
     }),
   }));
@@ -203,6 +209,13 @@ function refuseCrossOrigin(c: Context, own: string): void {
   if (fetchSite === "cross-site" || fetchSite === "same-site" || (origin && origin !== own)) {
     throw new PlainTextError(403, "cross-origin requests are not allowed on /api", "cross_origin");
   }
+}
+
+/** The methods a row serves `path` with (a preflight's OPTIONS, which every /v1 path has, aside). */
+function methodsServing(app: Hono<AppEnv>, path: string): string[] {
+  return ["GET", "POST", "PUT", "PATCH", "DELETE"].filter(
+    (method) => app.router.match(method, path)[0].length > 0,
+  );
 }
 
 function pathOf(c: Context): string {

@@ -23,6 +23,7 @@ import {
   defaultConnectionLimits,
   guardConnections,
   inTurn,
+  refuseUnservable,
 } from "./http/connection-guards.js";
 import { Loopback } from "./http/loopback.js";
 import { InvalidProxies, ProxyList } from "./http/request.js";
@@ -207,7 +208,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
     const traceSource = { url: "" };
     const served = withRequestIds(
       services.inspector.listener(
-        tracedListener(traceSource, gatewayListener(services, routes, host)),
+        tracedListener(traceSource, refuseUnservable(gatewayListener(services, routes, host))),
       ),
     );
     const listener =

@@ -1,13 +1,14 @@
-import type {
-  IncomingMessage,
-  RequestListener,
-  Server,
-  ServerOptions,
+import {
+  type IncomingMessage,
+  type RequestListener,
+  type Server,
+  type ServerOptions,
   ServerResponse,
 } from "node:http";
 import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import { newId } from "../../store/secrets.js";
+import { traceOf } from "./request-trace.js";
 
 /**
  * The server's own limits on connections, so a slow or idle client cannot hold a socket for as
@@ -55,6 +56,9 @@ export function connectionServerOptions(limits: ConnectionLimits): ServerOptions
     headersTimeout: headersTimeoutMs,
     requestTimeout: requestTimeoutMs,
     keepAliveTimeout: limits.keepAliveTimeoutMs,
+    // Node's own 400 for a request without Host says nothing and carries no request id:
+    // `refuseUnservable` answers it instead.
+    requireHostHeader: false,
     connectionsCheckingInterval: Math.max(
       10,
       Math.min(maxCheckIntervalMs, Math.floor(shortest / 2)),
@@ -64,8 +68,8 @@ export function connectionServerOptions(limits: ConnectionLimits): ServerOptions
 
 /**
  * Installs the per-address cap and the plain answers for what Node would otherwise refuse with
- * an empty 400 or 431 or a silent close: malformed requests, unknown methods, oversized headers,
- * timeouts, and CONNECT (this gateway is not a proxy).
+ * an empty 400, 417 or 431 or a silent close: malformed requests, unknown methods, oversized
+ * headers, timeouts, expectations it does not meet, and CONNECT (this gateway is not a proxy).
  */
 export function guardConnections(server: Server, limits: ConnectionLimits): void {
   // Node's option alone is not applied to the server on every version this package supports.
@@ -77,7 +81,18 @@ export function guardConnections(server: Server, limits: ConnectionLimits): void
       socket.destroy();
       return;
     }
-    socket.end(plainResponse(answer.status, answer.reason, answer.text));
+    // A request whose headers came and whose body did not (in time, or as valid HTTP) already has
+    // its id and its line in serve's log: it is answered as itself, so the client's id finds that
+    // line, and the line says what the client was told.
+    const underWay = responseWaiting(socket);
+    if (underWay) refuse(underWay.req, underWay, answer.status, answer.code, answer.text);
+    else socket.end(plainResponse(answer.status, answer.reason, answer.text));
+  });
+  // Node's own answer to an Expect other than 100-continue is an empty 417 with no request id
+  // and no line in serve's log: the request goes to the listener, which refuses it
+  // (`refuseUnservable`) as it answers every request.
+  server.on("checkExpectation", (req: IncomingMessage, res: ServerResponse) => {
+    server.emit("request", req, res);
   });
   server.on("connect", (_req, socket: Duplex) => {
     socket.end(
@@ -110,6 +125,51 @@ export function inTurn(listener: RequestListener): RequestListener {
       listener(incoming, outgoing);
     }
   };
+}
+
+/**
+ * `listener`, with the requests HTTP/1.1 says a server must refuse refused in words, where Node's
+ * own answers (with `requireHostHeader`, or without a `checkExpectation` listener) are empty: one
+ * that carries no Host header (400, RFC 9112) and one that expects what this server does not
+ * meet (417; Node answers `Expect: 100-continue` itself). Inside the request ids and the trace,
+ * so each has its id and its line in serve's log.
+ */
+export function refuseUnservable(listener: RequestListener): RequestListener {
+  return (incoming, outgoing) => {
+    const { host, expect } = incoming.headers;
+    if (host === undefined && incoming.httpVersion === "1.1") {
+      refuse(
+        incoming,
+        outgoing,
+        400,
+        "malformed_request",
+        "An HTTP/1.1 request must carry a Host header (RFC 9112): send the one for the gateway's address.",
+      );
+    } else if (expect !== undefined && !continueExpected.test(expect)) {
+      refuse(
+        incoming,
+        outgoing,
+        417,
+        "expectation_failed",
+        "The only Expect this server meets is 100-continue: send the request without the other Expect header.",
+      );
+    } else listener(incoming, outgoing);
+  };
+}
+
+/** Node's own test of an Expect header it answers with 100 Continue. */
+const continueExpected = /(?:^|\W)100-continue(?:$|\W)/i;
+
+function refuse(
+  incoming: IncomingMessage,
+  outgoing: ServerResponse,
+  status: number,
+  code: string,
+  text: string,
+): void {
+  const trace = traceOf(incoming);
+  if (trace) trace.errorCode = code;
+  answerPlain(outgoing, status, text);
 }
 
 /** Node reads the connection on past a body that fits the request's buffer, read or not. */
@@ -163,6 +223,8 @@ interface PlainAnswer {
   status: number;
   reason: string;
   text: string;
+  /** Why, for the line in serve's log of a request whose answer this is. */
+  code: string;
 }
 
 /** What to tell a client whose request Node could not take; undefined when nobody is listening. */
@@ -178,18 +240,21 @@ function clientErrorAnswer(
       return {
         status: 408,
         reason: "Request Timeout",
+        code: "request_timeout",
         text: `The request did not arrive in time: headers are allowed ${seconds(limits.headersTimeoutMs)} and the whole request ${seconds(limits.requestTimeoutMs)}.`,
       };
     case "HPE_HEADER_OVERFLOW":
       return {
         status: 431,
         reason: "Request Header Fields Too Large",
+        code: "headers_too_large",
         text: "The request's headers are larger than this server accepts; send fewer or shorter headers.",
       };
     case "HPE_INVALID_METHOD":
       return {
         status: 400,
         reason: "Bad Request",
+        code: "malformed_request",
         text: "The request method is not one this server understands; the API uses GET, POST and DELETE.",
       };
     default: {
@@ -197,6 +262,7 @@ function clientErrorAnswer(
       return {
         status: 400,
         reason: "Bad Request",
+        code: "malformed_request",
         text: `The request is not valid HTTP/1.1${typeof why === "string" ? ` (${why.toLowerCase()})` : ""}.`,
       };
     }
@@ -211,6 +277,30 @@ function seconds(ms: number): string {
 function responseStarted(socket: Duplex): boolean {
   const current = (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage;
   return current?.headersSent === true;
+}
+
+/**
+ * The response of the request this connection is at, when it has not begun: a request whose
+ * headers came and whose body is still awaited.
+ */
+function responseWaiting(socket: Duplex): ServerResponse | undefined {
+  const current = (socket as { _httpMessage?: unknown })._httpMessage;
+  return current instanceof ServerResponse && !current.headersSent ? current : undefined;
+}
+
+/**
+ * A plain answer on a request's own response, with the headers it already has (its request id,
+ * a route's CORS headers), and the connection closed after it: what remains of the request, if
+ * anything still comes, is not read.
+ */
+function answerPlain(res: ServerResponse, status: number, text: string): void {
+  const body = `${text}\n`;
+  res.writeHead(status, {
+    "content-type": "text/plain; charset=utf-8",
+    "content-length": Buffer.byteLength(body),
+    connection: "close",
+  });
+  res.end(body);
 }
 
 function plainResponse(

@@ -9,7 +9,9 @@ import { modalities } from "../providers/registry.js";
  * /v1 route's own. A refusal of that route comes back as a tool result with `isError: true`
  * whose text names the spec's code (and the Retry-After seconds when the route sends them), so
  * an agent can read it; arguments that do not fit a tool's schema are a protocol error, raised
- * by the server before any request is made.
+ * by the server before any request is made. Every result names the id of the /v1 request it was
+ * served as (`_meta`, and a refusal's text), the id that request's row in the request log, its
+ * line in serve's log and the dashboard have: the POST /mcp's own `x-request-id` is none of those.
  */
 
 /** How a tool reaches the gateway for its caller. */
@@ -83,9 +85,12 @@ function refusal(answer: LoopbackAnswer): ToolResult {
   }
   const retryAfter = Number(answer.headers["retry-after"]);
   const retry = Number.isFinite(retryAfter) && retryAfter >= 0 ? retryAfter : undefined;
+  const requestId = requestIdOf(answer);
+  const http = `HTTP ${answer.status}`;
+  const facts = [...(code ? [http] : []), ...(requestId ? [`request ${requestId}`] : [])];
   const text = [
-    `${code ?? `HTTP ${answer.status}`}: ${message}`,
-    ...(code ? [`(HTTP ${answer.status})`] : []),
+    `${code ?? http}: ${message}`,
+    ...(facts.length > 0 ? [`(${facts.join(", ")})`] : []),
     ...(retry !== undefined ? [`Retry after ${retry} seconds.`] : []),
   ].join(" ");
   return {
@@ -96,11 +101,24 @@ function refusal(answer: LoopbackAnswer): ToolResult {
         ...(code ? { code } : {}),
         message,
         ...(retry !== undefined ? { retry_after_seconds: retry } : {}),
+        ...(requestId ? { request_id: requestId } : {}),
       },
     },
     isError: true,
   };
 }
+
+/** The id the gateway gave the /v1 request this answers (its `x-request-id`). */
+function requestIdOf(answer: LoopbackAnswer): string | undefined {
+  const id = answer.headers["x-request-id"];
+  return typeof id === "string" ? id : undefined;
+}
+
+/**
+ * Where a result names the /v1 request it was served as, as MCP lets a result carry data of its
+ * own (`_meta`, under a prefix of the server's).
+ */
+export const requestIdMeta = "model-gateway/request_id";
 
 /**
  * What a refusal puts in `structuredContent` (`refusal`), whichever the tool: a tool's declared
@@ -113,6 +131,7 @@ export const refusalOutput = z.object({
     code: z.string().optional(),
     message: z.string(),
     retry_after_seconds: z.number().optional(),
+    request_id: z.string().optional(),
   }),
 });
 
@@ -630,16 +649,34 @@ export const gatewayTools: readonly GatewayTool[] = [
   listJobs,
 ];
 
-/** Runs a tool; a refusal of its /v1 route is its `isError` result. */
+/**
+ * Runs a tool; a refusal of its /v1 route is its `isError` result. The result names the /v1
+ * request it reports (`requestIdMeta`): the first the route accepted (get_job's poll that found
+ * the job, not the download after it), else the last, the one refused.
+ */
 export async function runTool(
   tool: GatewayTool,
   args: Record<string, unknown>,
   caller: ToolCaller,
 ): Promise<ToolResult> {
+  let acceptedId: string | undefined;
+  let lastId: string | undefined;
+  const noting: ToolCaller = {
+    ...caller,
+    send: async (request) => {
+      const answer = await caller.send(request);
+      lastId = requestIdOf(answer) ?? lastId;
+      if (answer.status < 400) acceptedId ??= requestIdOf(answer);
+      return answer;
+    },
+  };
+  let result: ToolResult;
   try {
-    return await tool.run(args, caller);
+    result = await tool.run(args, noting);
   } catch (err) {
-    if (err instanceof Refused) return err.result;
-    throw err;
+    if (!(err instanceof Refused)) throw err;
+    result = err.result;
   }
+  const servedAs = acceptedId ?? lastId;
+  return servedAs ? { ...result, _meta: { [requestIdMeta]: servedAs } } : result;
 }

@@ -1,11 +1,12 @@
 import type { Context } from "hono";
+import { z } from "zod";
 import type { AccountRow } from "../../store/types.js";
 import { nextUtcMidnight } from "../../store/utc-windows.js";
 import { quota } from "../billing/quota.js";
 import type { Services } from "../compose/services.js";
 import { badRequest, GatewayError } from "../errors.js";
 import type { AppEnv, Handler } from "../http/context.js";
-import { listPage, listQuery } from "./list-page.js";
+import { listPage, listQuery, parseQuery } from "./list-page.js";
 
 /** GET /v1/account/quota: what the key's account can spend now. Shared keys may not read it. */
 export function quotaHandler(services: Services): Handler {
@@ -84,11 +85,19 @@ function accountOf(services: Pick<Services, "store">, c: Context<AppEnv>): Accou
 }
 
 /**
+ * The summary's and the daily report's `days`: 1 to 366 (a year, leap day included), default 30.
+ * One out of range is refused, not answered for other days than the client asked for.
+ */
+export const usageDaysQuery = z.looseObject({
+  days: z.coerce.number().int().min(1).max(366).default(30),
+});
+
+/**
  * The start of the last `days` UTC days, today included: whole days, as the daily report's
  * buckets and the dashboard count them, so no bucket stands for part of its date.
  */
 function sinceDays(c: Context, services: Pick<Services, "options">): number {
-  const days = Math.min(366, Math.max(1, Number(c.req.query("days") ?? 30) || 30));
+  const { days } = parseQuery(usageDaysQuery, c);
   const now = services.options.now();
   return nextUtcMidnight(now) - days * 86_400_000;
 }

@@ -107,6 +107,10 @@ const requestsQuery = schema(
   () => import("./account.js"),
   (m) => m.requestsQuery,
 );
+const usageDaysQuery = schema(
+  () => import("./account.js"),
+  (m) => m.usageDaysQuery,
+);
 const jobsModule = () => import("./jobs.js");
 const jobsQuery = schema(jobsModule, (m) => m.jobsQuery);
 
@@ -408,8 +412,11 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
     route("GET", "/v1/files/:id", "key", "client", files),
     route("GET", "/v1/files/:id/content", "key", "client", files),
     route("GET", "/v1/account/quota", "key", "chat", account("quota")),
-    route("GET", "/v1/usage/summary", "key", "chat", account("summary")),
-    route("GET", "/v1/usage/daily", "key", "chat", account("daily")),
+    {
+      ...route("GET", "/v1/usage/summary", "key", "chat", account("summary")),
+      query: usageDaysQuery,
+    },
+    { ...route("GET", "/v1/usage/daily", "key", "chat", account("daily")), query: usageDaysQuery },
     {
       ...route("GET", "/v1/usage/requests", "key", "chat", account("requests")),
       query: requestsQuery,
@@ -477,8 +484,14 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
     route("POST", "/api/dashboard/byok", "owner", "chat", owner("addByok")),
     route("DELETE", "/api/dashboard/byok/:id", "owner", "chat", owner("deleteByok")),
     route("PUT", "/api/dashboard/payg", "owner", "chat", owner("payg")),
-    route("GET", "/api/dashboard/usage/summary", "owner", "chat", owner("summary")),
-    route("GET", "/api/dashboard/usage/daily", "owner", "chat", owner("daily")),
+    {
+      ...route("GET", "/api/dashboard/usage/summary", "owner", "chat", owner("summary")),
+      query: usageDaysQuery,
+    },
+    {
+      ...route("GET", "/api/dashboard/usage/daily", "owner", "chat", owner("daily")),
+      query: usageDaysQuery,
+    },
     {
       ...route("GET", "/api/dashboard/usage/requests", "owner", "chat", owner("requests")),
       query: requestsQuery,

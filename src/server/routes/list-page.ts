@@ -15,15 +15,18 @@ export function listQuery(max: number, byDefault: number) {
     order: z.enum(["asc", "desc"]).default("desc"),
     after: z.string().min(1).optional(),
   });
-  const parse = (c: Context): PageQuery => {
-    const parsed = schema.safeParse(c.req.query());
-    if (!parsed.success) {
-      const issue = parsed.error.issues[0];
-      throw badRequest(`Invalid query parameter ${issue.path.join(".")}: ${issue.message}`);
-    }
-    return parsed.data;
-  };
+  const parse = (c: Context): PageQuery => parseQuery(schema, c);
   return { schema, parse };
+}
+
+/** The request's query as `schema` reads it; a bad value is a 400 naming the parameter. */
+export function parseQuery<T extends z.ZodType>(schema: T, c: Context): z.infer<T> {
+  const parsed = schema.safeParse(c.req.query());
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw badRequest(`Invalid query parameter ${issue.path.join(".")}: ${issue.message}`);
+  }
+  return parsed.data;
 }
 
 /** A page as OpenAI lists one: `first_id` and `last_id` are what `after` takes. */
