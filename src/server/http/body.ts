@@ -166,6 +166,44 @@ function typeName(value: unknown): string {
   return Array.isArray(value) ? "array" : typeof value;
 }
 
+/**
+ * A JSON body, or a multipart/form-data one as the openai SDK encodes its uploads (a nested field
+ * `video[id]` is `{video: {id}}`, a file stays a file), validated as readJson validates.
+ */
+export async function readJsonOrForm<T extends z.ZodType>(
+  c: Context<AppEnv>,
+  schema: T,
+): Promise<z.infer<T>> {
+  const type = requestHeader(c, "content-type") ?? "";
+  if (!/^multipart\/form-data/i.test(type)) return readJson(c, schema);
+  const body = formObject(await readForm(c, "the fields of the request"));
+  const parsed = schema.safeParse(body);
+  if (!parsed.success) throw badRequest(invalidBodyMessage(parsed.error.issues[0], body));
+  return parsed.data;
+}
+
+/** A form's fields as an object, one level of `name[key]` nesting read back into objects. */
+function formObject(form: FormData): Record<string, unknown> {
+  // No prototype: a field named `__proto__` or `constructor` is a field like any other.
+  const body: Record<string, unknown> = Object.create(null);
+  for (const [name, value] of form.entries()) {
+    const nested = /^([^[\]]+)\[([^[\]]+)\]$/.exec(name);
+    if (!nested) {
+      body[name] = value;
+      continue;
+    }
+    const [, outer, key] = nested;
+    const earlier = body[outer];
+    const object =
+      typeof earlier === "object" && earlier !== null && !(earlier instanceof Blob)
+        ? (earlier as Record<string, unknown>)
+        : (Object.create(null) as Record<string, unknown>);
+    object[key] = value;
+    body[outer] = object;
+  }
+  return body;
+}
+
 /** A multipart/form-data body; `what` tells the client what to send when it is not one. */
 export async function readForm(c: Context<AppEnv>, what: string): Promise<FormData> {
   const type = requestHeader(c, "content-type") ?? "";

@@ -9,6 +9,12 @@ export interface JobRequest {
   seconds: number;
   /** For an extension: the finished video job it continues. */
   video_id?: string;
+  /** For an extension: the length of the video it continues, so it shows the stitched total. */
+  source_seconds?: number;
+  /** For a remix (OpenAI's `videos.remix`): the finished video job whose prompt it replaced. */
+  remixed_from?: string;
+  /** A video's frame size, `WIDTHxHEIGHT`, decided at submission (`Provider.videoSize`). */
+  size?: string;
 }
 
 /**

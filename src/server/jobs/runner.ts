@@ -292,6 +292,7 @@ export class JobRunner {
           kind: job.kind,
           prompt: request.prompt,
           seconds: request.seconds,
+          size: request.size,
           source,
           wait: (ms) => clock.sleep(start + ms - clock.now(), signal),
           signal,

@@ -148,6 +148,12 @@ export interface MediaJobRequest {
   kind: "music" | "video" | "video_extension";
   prompt: string;
   seconds: number;
+  /**
+   * A video's frame size (`WIDTHxHEIGHT`), as the job shows it: the size `videoSize` gave at
+   * submission, or what the client asked of a provider without one. An extension continues its
+   * source's frames.
+   */
+  size: string | undefined;
   /** The video an extension continues. */
   source: Uint8Array | undefined;
   wait(ms: number): Promise<void>;
@@ -194,6 +200,12 @@ export interface Provider {
     transcription?(file: UploadedFile): Error | undefined;
     edit?(req: Pick<ImageEditRequest, "images" | "mask">): Error | undefined;
   };
+  /**
+   * The frame size (`WIDTHxHEIGHT`) this provider makes a video in when asked for `asked` (or for
+   * nothing): decided at submission, so a video job shows from its first answer on the size its
+   * media will have. Absent, a video is made in the size asked.
+   */
+  videoSize?(asked: string | undefined): string;
   /**
    * A rejection (a 4xx) that this API words its own way, read again from the codes of its error
    * body (`failure.codes`): Google refuses a key with a 400, which is the key's failure, not the

@@ -404,7 +404,27 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
     route("GET", `${extension.path}/:id`, "key", "chat", jobs("extension")),
     route("GET", `${extension.path}/:id/content`, "key", "chat", jobs("extensionContent")),
     route("DELETE", `${extension.path}/:id`, "key", "chat", jobs("extensionRemove")),
-    // OpenAI's video API over both kinds of video job; its static paths above come first.
+    // OpenAI's video API over both kinds of video job; its static paths above come first, and
+    // the characters' path before `/:id/content`, which `characters/content` would also match.
+    route(
+      "POST",
+      videos.path,
+      "key",
+      "chat",
+      jobs("createVideo"),
+      schema(jobsModule, (m) => m.openaiVideoBody),
+    ),
+    route("POST", `${videos.path}/edits`, "key", "chat", jobs("editRefused")),
+    route("POST", `${videos.path}/characters`, "key", "chat", jobs("charactersRefused")),
+    route("GET", `${videos.path}/characters/:id`, "key", "chat", jobs("charactersRefused")),
+    route(
+      "POST",
+      `${videos.path}/:id/remix`,
+      "key",
+      "chat",
+      jobs("remix"),
+      schema(jobsModule, (m) => m.remixBody),
+    ),
     { ...route("GET", videos.path, "key", "chat", jobs("videosList")), query: jobsQuery },
     route("GET", `${videos.path}/:id`, "key", "chat", jobs("videos")),
     route("GET", `${videos.path}/:id/content`, "key", "chat", jobs("videosContent")),

@@ -7,9 +7,9 @@ import { parseSubscription } from "../../store/types.js";
 import { settleFailed } from "../billing/admission.js";
 import { costMicro } from "../billing/pricing.js";
 import type { ServerOptions, Services } from "../compose/services.js";
-import { forMediaWire, forModality, resolveTarget } from "../dispatch/resolve.js";
+import { forMediaWire, forModality, resolveTarget, type Target } from "../dispatch/resolve.js";
 import { badRequest, GatewayError } from "../errors.js";
-import { readJson } from "../http/body.js";
+import { readJson, readJsonOrForm } from "../http/body.js";
 import { clientGone, sendJsonAnswer } from "../http/client-signal.js";
 import type { AppEnv, Handler } from "../http/context.js";
 import { gatewayUrl, nodeOutgoing } from "../http/request.js";
@@ -24,11 +24,13 @@ import {
   billedSeconds,
   type JobCollection,
   type JobKindSpec,
+  jobCollections,
   jobKinds,
   openaiVideoStatus,
 } from "../jobs/job-kinds.js";
 import { cancelUnseenJob, wakeJobRunner } from "../jobs/runner.js";
 import { MAX_MUSIC_SECONDS } from "../media/limits.js";
+import { providerOf } from "../providers/registry.js";
 import { admitWhole } from "./admitted.js";
 import { fileNotFound, privateBytesResponse } from "./files.js";
 import { listPage, listQuery } from "./list-page.js";
@@ -53,18 +55,40 @@ export const musicBody = z.looseObject({
   prompt: z.string().min(1),
   duration: seconds(MAX_MUSIC_SECONDS).optional(),
 });
+/** A frame size as OpenAI's video API takes one: `1280x720`. */
+const videoSize = z
+  .string()
+  .regex(/^[1-9]\d{0,4}x[1-9]\d{0,4}$/, "must be WIDTHxHEIGHT in pixels, as 1280x720");
+
 export const videoBody = z.looseObject({
   model: z.string().min(1),
   prompt: z.string().min(1),
   seconds: seconds(maxVideoSeconds).optional(),
+  size: videoSize.optional(),
 });
+/**
+ * The spec's body names the video to extend `video_id`; OpenAI's (`videos.extend`, multipart)
+ * sends `video: {id}`, and is answered with OpenAI's `Video`.
+ */
 export const extensionBody = z.looseObject({
-  video_id: z.string().min(1),
+  video_id: z.string().min(1).optional(),
+  video: z.unknown().optional(),
   prompt: z.string().min(1),
   seconds: seconds(maxVideoSeconds).optional(),
   /** Defaults to the model of the video being extended. */
   model: z.string().min(1).optional(),
 });
+/** OpenAI's `POST /v1/videos` (the openai SDK's `videos.create`, multipart or JSON). */
+export const openaiVideoBody = z.looseObject({
+  prompt: z.string().min(1),
+  /** OpenAI's default; a gateway serves it only if its catalog names a model so. */
+  model: z.string().min(1).default("sora-2"),
+  seconds: seconds(maxVideoSeconds).optional(),
+  size: videoSize.optional(),
+  input_reference: z.unknown().optional(),
+});
+/** OpenAI's `POST /v1/videos/{id}/remix` (`videos.remix`). */
+export const remixBody = z.looseObject({ prompt: z.string().min(1) });
 
 const defaultMusicSeconds = 10;
 const defaultVideoSeconds = 4;
@@ -94,23 +118,88 @@ export function jobHandlers(services: Services) {
     submitVideo: (async (c) => {
       const data = await readJson(c, videoBody);
       const request = { prompt: data.prompt, seconds: data.seconds ?? defaultVideoSeconds };
-      return submit(services, c, jobKinds.video, data.model, request);
+      return submit(services, c, jobKinds.video, data.model, request, { asked: data.size });
     }) satisfies Handler,
-    submitExtension: (async (c) => {
-      const data = await readJson(c, extensionBody);
-      const source = await jobs.get(data.video_id, c.get("auth").key.account_id);
-      if (!source || source.kind === "music") throw fileNotFound("video", data.video_id);
-      if (source.status !== "completed") {
+    /** POST /v1/videos: OpenAI's `videos.create`, the same job, answered as OpenAI's `Video`. */
+    createVideo: (async (c) => {
+      const data = await readJsonOrForm(c, openaiVideoBody);
+      if (data.input_reference !== undefined) {
         throw badRequest(
-          `Invalid request: video_id: video "${data.video_id}" is ${source.status}; only a completed video can be extended.`,
+          "Invalid request: input_reference: a reference image or video is not supported by this gateway; describe the scene in prompt.",
         );
       }
+      const request = { prompt: data.prompt, seconds: data.seconds ?? defaultVideoSeconds };
+      return submit(services, c, jobKinds.video, data.model, request, {
+        asked: data.size,
+        answer: jobCollections.videos,
+      });
+    }) satisfies Handler,
+    /**
+     * POST /v1/videos/{id}/remix: OpenAI's `videos.remix`, a new video job of the source's model,
+     * length and size from the new prompt, held and charged as any other.
+     */
+    remix: (async (c) => {
+      const data = await readJsonOrForm(c, remixBody);
+      const videos = jobCollections.videos;
+      const source = await find(c, videos);
+      if (source.status !== "completed") {
+        throw badRequest(
+          `Invalid request: video "${source.id}" is ${statusIn(videos, source)}; only a completed video can be remixed.`,
+        );
+      }
+      const from = jobInput(source).request;
+      const request = {
+        prompt: data.prompt,
+        seconds: shownSeconds(from),
+        remixed_from: source.id,
+      };
+      return submit(services, c, jobKinds.video, source.model, request, {
+        asked: from.size,
+        answer: videos,
+      });
+    }) satisfies Handler,
+    submitExtension: (async (c) => {
+      const data = await readJsonOrForm(c, extensionBody);
+      const openai = data.video_id === undefined && data.video !== undefined;
+      const videoId = data.video_id ?? extendedVideoId(data.video);
+      const source = await jobs.get(videoId, c.get("auth").key.account_id);
+      if (!source || source.kind === "music") throw fileNotFound("video", videoId);
+      if (source.status !== "completed") {
+        // In the words of the body it came in: OpenAI's names the video `video.id`.
+        const named = openai
+          ? `video.id: video "${videoId}" is ${openaiVideoStatus(source.status)}`
+          : `video_id: video "${videoId}" is ${source.status}`;
+        throw badRequest(`Invalid request: ${named}; only a completed video can be extended.`);
+      }
+      const from = jobInput(source).request;
       const request = {
         prompt: data.prompt,
         seconds: data.seconds ?? defaultVideoSeconds,
-        video_id: data.video_id,
+        video_id: videoId,
+        source_seconds: shownSeconds(from),
+        // Its frames continue the source's.
+        size: from.size,
       };
-      return submit(services, c, jobKinds.video_extension, data.model ?? source.model, request);
+      return submit(
+        services,
+        c,
+        jobKinds.video_extension,
+        data.model ?? source.model,
+        request,
+        openai ? { answer: jobCollections.videos } : {},
+      );
+    }) satisfies Handler,
+    /** OpenAI's `videos.edit`: not served, named, with what to use instead. */
+    editRefused: (() => {
+      throw badRequest(
+        "Video edits (POST /v1/videos/edits) are not supported by this gateway; remix a completed video with a new prompt (POST /v1/videos/{id}/remix) or extend it (POST /v1/videos/extensions).",
+      );
+    }) satisfies Handler,
+    /** OpenAI's `videos.createCharacter` and `getCharacter`: not served, named. */
+    charactersRefused: (() => {
+      throw badRequest(
+        "Video characters (/v1/videos/characters) are not supported by this gateway: its video models draw from the prompt alone.",
+      );
     }) satisfies Handler,
     /**
      * GET `{path}`: the account's jobs, a page at a time, newest first unless asked otherwise: a
@@ -156,6 +245,13 @@ export function jobHandlers(services: Services) {
     content:
       (collection: JobCollection): Handler =>
       async (c) => {
+        // OpenAI's `videos.downloadContent` may ask for a derived asset; the gateway keeps none.
+        const variant = c.req.query("variant");
+        if (variant !== undefined && variant !== "video" && !collection.kinds.includes("music")) {
+          throw badRequest(
+            `Invalid query parameter variant: "${variant}" is not available; the gateway serves only the video itself (variant=video), not a thumbnail or spritesheet.`,
+          );
+        }
         const job = await find(c, collection);
         const media = await jobs.output(job.id, job.account_id);
         if (!media) {
@@ -170,13 +266,18 @@ export function jobHandlers(services: Services) {
   };
 }
 
-/** Holds the worst case (requested seconds x price_per_unit), then queues the job row. */
+/**
+ * Holds the worst case (requested seconds x price_per_unit), then queues the job row. A video
+ * generation `asked` a frame size gets the size its provider makes for it; `answer` is the
+ * collection whose view the 202 shows (OpenAI's `Video` for OpenAI's video API).
+ */
 async function submit(
   services: Services,
   c: Context<AppEnv>,
   spec: JobKindSpec,
   model: string,
-  request: JobRequest,
+  asRequested: JobRequest,
+  options: { asked?: string; answer?: JobCollection } = {},
 ): Promise<Response> {
   const key = c.get("auth").key;
   const jobs = services.repos.jobs;
@@ -185,6 +286,10 @@ async function submit(
     forModality(resolveTarget(services.store.getCatalog(), model), spec.modality),
     spec.modality,
   );
+  const request =
+    spec.kind === "video"
+      ? { ...asRequested, size: madeSize(services, target, options.asked) }
+      : asRequested;
   if (
     spec.kind === "music" &&
     (await jobs.unfinishedCount(key.account_id, "music")) >= musicConcurrencyLimit
@@ -227,7 +332,7 @@ async function submit(
   } catch (err) {
     throw await settleFailed(services, admission, err);
   }
-  const view = jobView(c, services.options, queued);
+  const view = jobView(c, services.options, queued, options.answer);
   const outgoing = nodeOutgoing(c);
   if (!outgoing) {
     wakeJobRunner(services);
@@ -240,6 +345,35 @@ async function submit(
   else await cancelUnseenJob(services, queued);
   return RESPONSE_ALREADY_SENT;
 }
+
+/**
+ * The frame size a video asked at `asked` is made in: what the first provider to be tried makes
+ * for it (the mock draws small), else what was asked.
+ */
+function madeSize(services: Services, target: Target, asked: string | undefined) {
+  const row = services.store.getCatalog().providers.get(target.models[0].provider_id);
+  return (row && providerOf(row).videoSize?.(asked)) ?? asked;
+}
+
+/** The id of OpenAI's `video: {id}`; an uploaded video (or none) is refused by name. */
+function extendedVideoId(video: unknown): string {
+  if (video instanceof Blob) {
+    throw badRequest(
+      "Invalid request: video: uploading a video to extend is not supported by this gateway; send video: {id} of a completed video of this account.",
+    );
+  }
+  const id = (video as { id?: unknown } | undefined)?.id;
+  if (typeof id !== "string" || id === "") {
+    throw badRequest(
+      "Invalid request: video_id: required (or video: {id}, as OpenAI's videos.extend sends it).",
+    );
+  }
+  return id;
+}
+
+/** A video's length as OpenAI's `Video` gives it: an extension's is the stitched total. */
+const shownSeconds = (request: JobRequest): number =>
+  request.seconds + (request.source_seconds ?? 0);
 
 /** A job's status in the words of the collection it is read through. */
 const statusIn = (collection: JobCollection, job: JobRow): string =>
@@ -266,7 +400,9 @@ function jobView(
     model: job.model,
     prompt: request.prompt,
     ...(job.kind === "music" ? { duration: request.seconds } : { seconds: request.seconds }),
+    ...(request.size ? { size: request.size } : {}),
     ...(request.video_id ? { video_id: request.video_id } : {}),
+    ...(request.remixed_from ? { remixed_from_video_id: request.remixed_from } : {}),
     created_at: unixSeconds(job.created_at),
     started_at: unixSeconds(job.started_at),
     finished_at: unixSeconds(job.finished_at),
@@ -300,10 +436,11 @@ function openaiVideoView(
     object: "video",
     status: openaiVideoStatus(job.status),
     progress: completed ? 100 : 0,
-    seconds: String(request.seconds),
+    seconds: String(shownSeconds(request)),
+    size: request.size ?? null,
     completed_at: completed ? unixSeconds(job.finished_at) : null,
     expires_at: job.finished_at === null ? null : unixSeconds(job.finished_at + options.jobsTtlMs),
     error: view.error ?? null,
-    remixed_from_video_id: null,
+    remixed_from_video_id: request.remixed_from ?? null,
   };
 }

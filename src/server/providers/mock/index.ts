@@ -10,6 +10,7 @@ import {
   mockImageEdit,
   mockMusic,
   mockVideo,
+  mockVideoSize,
 } from "./media/index.js";
 import {
   hearUpload,
@@ -44,6 +45,10 @@ export const mockProvider: Provider = {
       return heard instanceof Error ? heard : undefined;
     },
     edit: unreadableEditUpload,
+  },
+  videoSize(asked) {
+    const { width, height } = mockVideoSize(asked);
+    return `${width}x${height}`;
   },
   complete: mockComplete,
 
@@ -118,7 +123,7 @@ export const mockProvider: Provider = {
     const bytes =
       req.kind === "video_extension" && req.source
         ? extendMockVideo(req.source, req.prompt, req.seconds)
-        : mockVideo(req.prompt, { seconds: req.seconds });
+        : mockVideo(req.prompt, { seconds: req.seconds, ...mockVideoSize(req.size) });
     return video(bytes, req.seconds);
   },
 };

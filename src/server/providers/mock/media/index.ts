@@ -30,4 +30,5 @@ export {
   MOCK_VIDEO_DEFAULTS,
   type MockVideoOptions,
   mockVideo,
+  mockVideoSize,
 } from "./video.js";

@@ -4,9 +4,20 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { readAvi, readAviInfo } from "../../../media/avi.js";
-import { extendMockVideo, mockVideo } from "./video.js";
+import { extendMockVideo, mockVideo, mockVideoSize } from "./video.js";
 
 const hasFfprobe = spawnSync("ffprobe", ["-version"]).status === 0;
+
+describe("mockVideoSize", () => {
+  it("keeps a size asked within 64 pixels, scales a larger one down with its aspect ratio", () => {
+    expect(mockVideoSize(undefined)).toEqual({ width: 64, height: 36 });
+    expect(mockVideoSize("30x20")).toEqual({ width: 30, height: 20 });
+    expect(mockVideoSize("1280x720")).toEqual({ width: 64, height: 36 });
+    expect(mockVideoSize("720x1280")).toEqual({ width: 36, height: 64 });
+    expect(mockVideoSize("1792x1024")).toEqual({ width: 64, height: 37 });
+    expect(mockVideoSize("4000x1")).toEqual({ width: 64, height: 1 });
+  });
+});
 
 describe("mockVideo", () => {
   it("writes a small valid AVI of the requested length", () => {

@@ -22,6 +22,24 @@ export const MAX_VIDEO_BYTES = 256 * 1024 * 1024;
 /** New frames fade in from the last original frame over this long, so the seam is soft. */
 const CROSSFADE_SECONDS = 0.5;
 
+/**
+ * The frames the mock draws for a video asked at `asked` (`WIDTHxHEIGHT`): that size where it is
+ * no larger than the default's long side, else scaled down to it with its aspect ratio kept
+ * (1280x720 is 64x36, 720x1280 is 36x64). Nothing asked is the default.
+ */
+export function mockVideoSize(asked: string | undefined): { width: number; height: number } {
+  const sides = asked?.match(/^(\d+)x(\d+)$/);
+  const { width, height } = MOCK_VIDEO_DEFAULTS;
+  if (!sides) return { width, height };
+  const [askedWidth, askedHeight] = [Number(sides[1]), Number(sides[2])];
+  const longest = Math.max(width, height);
+  const scale = Math.min(1, longest / Math.max(askedWidth, askedHeight));
+  return {
+    width: Math.max(1, Math.round(askedWidth * scale)),
+    height: Math.max(1, Math.round(askedHeight * scale)),
+  };
+}
+
 export function mockVideo(prompt: string, opts: MockVideoOptions): Buffer {
   const width = opts.width ?? MOCK_VIDEO_DEFAULTS.width;
   const height = opts.height ?? MOCK_VIDEO_DEFAULTS.height;
