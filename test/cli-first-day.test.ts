@@ -184,7 +184,7 @@ describe("gateway keys create: label and flag mistakes are the command line's (e
     const home = loggedIn();
     const done = await runCli(["keys", "create", "--label", "ci\u001b[2J\nrm"], home.env);
     expect(done.code, done.stderr).toBe(0);
-    expect(done.stderr).toMatch(/^Created standard key key_\S+ "ci\uFFFD\[2J\uFFFDrm"\. Copy it/);
+    expect(done.stderr).toMatch(/^Created per-tool key key_\S+ "ci\uFFFD\[2J\uFFFDrm"\. Copy it/);
     expect(done.stderr).not.toContain("\u001b");
     expect(done.stdout).toMatch(/^kn-\S+\n$/);
   });

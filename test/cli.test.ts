@@ -276,7 +276,7 @@ describe("gateway keys", () => {
     expect(created.code).toBe(0);
     const key = created.stdout.trim();
     expect(key).toMatch(/^kn-[A-Za-z0-9_-]{43}$/);
-    expect(created.stderr).toMatch(/Created standard key key_\S+ "ci"\. Copy it now/);
+    expect(created.stderr).toMatch(/Created per-tool key key_\S+ "ci"\. Copy it now/);
     expect(
       (await post(gw, "/v1/chat/completions", chat(), { authorization: `Bearer ${key}` })).status,
     ).toBe(200);
@@ -298,8 +298,8 @@ describe("gateway keys", () => {
     expect(list.stdout).toMatch(
       /^ID\s+LABEL\s+KIND\s+PREFIX\s+CREATED \(UTC\)\s+LAST USED \(UTC\)\s+STATUS/,
     );
-    expect(list.stdout).toMatch(/\sci\s+standard\s/);
-    expect(list.stdout).toMatch(/\steam\s+shared\s/);
+    expect(list.stdout).toMatch(/\sci\s+per-tool\s/);
+    expect(list.stdout).toMatch(/\steam\s+per-tool, shared\s/);
     for (const secret of [key, shared.key, loginKey])
       expect(list.stdout + list.stderr).not.toContain(secret);
 

@@ -72,8 +72,15 @@ describe("POST /api/keys", () => {
     expect(res.status).toBe(201);
     expect(res.headers.get("cache-control")).toBe("no-store");
     const body = (await res.json()) as Created;
-    expect(Object.keys(body).sort()).toEqual(["created_at", "id", "key", "kind", "label"]);
-    expect(body).toMatchObject({ label: "ci", kind: "standard" });
+    expect(Object.keys(body).sort()).toEqual([
+      "created_at",
+      "id",
+      "key",
+      "kind",
+      "label",
+      "parent_key_id",
+    ]);
+    expect(body).toMatchObject({ label: "ci", kind: "standard", parent_key_id: "kl" });
     expect(body.key).toMatch(/^kn-[A-Za-z0-9_-]{43}$/);
     expect(gw.services.store.getKey(body.id)).toMatchObject({
       parent_key_id: "kl",
@@ -129,7 +136,16 @@ describe("GET /api/keys and DELETE /api/keys/:id", () => {
     const list = (await res.json()) as { data: Record<string, unknown>[] };
     expect(list.data.map((k) => k.id)).toEqual([a.id, b.id]);
     expect(Object.keys(list.data[0]).sort()).toEqual(
-      ["created_at", "id", "kind", "label", "last_used_at", "prefix", "revoked_at"].sort(),
+      [
+        "created_at",
+        "id",
+        "kind",
+        "label",
+        "last_used_at",
+        "parent_key_id",
+        "prefix",
+        "revoked_at",
+      ].sort(),
     );
     const text = JSON.stringify(list);
     expect(text).not.toContain(a.key);
@@ -278,6 +294,7 @@ describe("whoami and logout", () => {
       account_id: "acct",
       key_id: "k1",
       kind: "standard",
+      parent_key_id: null,
       label: "main",
       prefix: KEY.slice(0, 7),
     });

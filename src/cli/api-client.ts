@@ -7,9 +7,9 @@ import type { CreatedKey, DeviceCodeResponse, KeyView, RevokedKey, WhoAmI } from
 import {
   type ActiveCredential,
   activeCredential,
-  defaultProfile,
   type FoundLogin,
   type StoredLogin,
+  withProfile,
 } from "./credentials/index.js";
 import { UsageError, UserError } from "./errors.js";
 import { note, type TextOutput } from "./output.js";
@@ -72,7 +72,7 @@ export class GatewayRefusal extends UserError {
 
 export type DeviceTokenResult =
   | { ok: true; key: string; keyId: string; accountId: string }
-  | { ok: false; error: string; interval?: number };
+  | { ok: false; error: string; description?: string; interval?: number };
 
 type ApiSchemas = typeof import("./api-schemas.js");
 const apiSchemas = (): Promise<ApiSchemas> => import("./api-schemas.js");
@@ -120,9 +120,23 @@ export class GatewayClient {
       false,
     );
     if (res.status === 400) {
-      const { deviceTokenError } = await apiSchemas();
-      const body = deviceTokenError.safeParse(await res.json().catch(() => undefined));
-      if (body.success) return { ok: false, error: body.data.error, interval: body.data.interval };
+      const schemas = await apiSchemas();
+      // Read once: a 400 that is no RFC 8628 error (a proxy's page, a plain refusal) is shown.
+      const text = await res.text().catch(() => "");
+      let json: unknown;
+      try {
+        json = JSON.parse(text);
+      } catch {
+        json = undefined;
+      }
+      const body = schemas.deviceTokenError.safeParse(json);
+      if (!body.success) throw this.failure(res, text, schemas, false);
+      return {
+        ok: false,
+        error: body.data.error,
+        description: body.data.error_description,
+        interval: body.data.interval,
+      };
     }
     const token = await this.parse(res, (s) => s.deviceTokenSuccess);
     return { ok: true, key: token.access_token, keyId: token.key_id, accountId: token.account_id };
@@ -283,7 +297,7 @@ export class GatewayClient {
  * What another server wrote, as one line of at most `max` characters: a body may run over lines
  * (a stack trace) or carry control characters that would drive the terminal (`shownText`).
  */
-function oneLine(text: string, max: number): string {
+export function oneLine(text: string, max: number): string {
   const chars = Array.from(shownText(text.replace(/\s+/g, " ").trim()));
   return chars.length > max ? `${chars.slice(0, max).join("")}...` : chars.join("");
 }
@@ -348,8 +362,7 @@ export function storedKeyGateway(flag: string | undefined, storedBaseUrl: string
 
 /** The `gateway login` that logs this profile in to this gateway again. */
 function loginAgain(baseUrl: string, profile: string): string {
-  const which = profile === defaultProfile ? "" : ` --profile ${profile}`;
-  return cliCommand(`login --base-url ${baseUrl}${which}`);
+  return cliCommand(withProfile(`login --base-url ${baseUrl}`, profile));
 }
 
 /**

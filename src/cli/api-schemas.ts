@@ -6,11 +6,16 @@ import { z } from "zod";
  * most of the CLI's refusals (no login, a bad flag) never read one.
  */
 
+/**
+ * What login prints and opens as it came: a web page's URL and a code, in printable ASCII, so
+ * no answer can drive the terminal or have the browser opener start something else.
+ */
+const approvalUrl = z.string().regex(/^https?:\/\/[\x21-\x7e]+$/i);
 export const deviceCodeResponse = z.object({
   device_code: z.string(),
-  user_code: z.string(),
-  verification_uri: z.string(),
-  verification_uri_complete: z.string().optional(),
+  user_code: z.string().regex(/^[\x21-\x7e]{1,32}$/),
+  verification_uri: approvalUrl,
+  verification_uri_complete: approvalUrl.optional(),
   expires_in: z.number().positive(),
   interval: z.number().positive().optional(),
 });
@@ -22,12 +27,17 @@ export const deviceTokenSuccess = z.object({
   key_id: z.string(),
   account_id: z.string(),
 });
-export const deviceTokenError = z.object({ error: z.string(), interval: z.number().optional() });
+export const deviceTokenError = z.object({
+  error: z.string(),
+  error_description: z.string().optional(),
+  interval: z.number().optional(),
+});
 
 export const whoamiResponse = z.object({
   account_id: z.string(),
   key_id: z.string(),
   kind: z.string(),
+  parent_key_id: z.string().nullable(),
   label: z.string(),
   prefix: z.string(),
 });
@@ -37,6 +47,7 @@ export const keyView = z.object({
   id: z.string(),
   label: z.string(),
   kind: z.string(),
+  parent_key_id: z.string().nullable(),
   prefix: z.string(),
   created_at: z.number(),
   last_used_at: z.number().nullable(),
@@ -50,6 +61,7 @@ export const createdKey = z.object({
   key: z.string().startsWith("kn-"),
   label: z.string(),
   kind: z.string(),
+  parent_key_id: z.string().nullable(),
   created_at: z.number(),
 });
 export type CreatedKey = z.infer<typeof createdKey>;

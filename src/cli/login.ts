@@ -6,6 +6,7 @@ import { reasonOf } from "../store/os-keychain.js";
 import {
   type DeviceCodeResponse,
   GatewayClient,
+  oneLine,
   resolveBaseUrl,
   revokeReplacedLogin,
 } from "./api-client.js";
@@ -18,6 +19,7 @@ import {
   fileFallbackNotice,
   lookUpLogin,
   openCredentialStores,
+  profileFlag,
 } from "./credentials/index.js";
 import { UserError } from "./errors.js";
 import { localOwnerLink } from "./local-serve.js";
@@ -223,10 +225,14 @@ async function pollForApproval(
           throw new UserError(
             `the gateway no longer knows this login request; run \`${cliCommand("login")}\` again`,
           );
-        default:
+        default: {
+          // An error RFC 8628 does not name comes from whatever answered: one line, as any other
+          // server's refusal is shown.
+          const said = poll.description ? `: ${oneLine(poll.description, 300)}` : "";
           throw new UserError(
-            `the gateway ended the login with "${poll.error}"; run \`${cliCommand("login")}\` again`,
+            `the gateway ended the login with "${oneLine(poll.error, 100)}"${said}; run \`${cliCommand("login")}\` again`,
           );
+        }
       }
     }
   } finally {
@@ -352,7 +358,7 @@ export function registerLogin(program: Command): void {
       "gateway to log in to (default GATEWAY_BASE_URL or http://127.0.0.1:8787)",
     )
     .option("--no-browser", "do not open a browser; open the printed URL yourself")
-    .option("--profile <name>", "store the key under this profile", defaultProfile)
+    .option("--profile <name>", "store the key under this profile", profileFlag, defaultProfile)
     .option(
       "--db <file>",
       "the database of the gateway's serve on this machine, to open the approval page signed in (default ./gateway.db when present)",

@@ -11,6 +11,8 @@ import {
   endingPromptly,
   lookUpLogin,
   openCredentialStores,
+  profileFlag,
+  withProfile,
 } from "./credentials/index.js";
 import { UserError } from "./errors.js";
 import { note, printJson, result } from "./output.js";
@@ -32,7 +34,7 @@ export function registerLogout(program: Command): void {
     .command("logout")
     .description("Revoke the stored login key on the gateway and remove it from this machine")
     .option("--base-url <url>", "gateway the key belongs to (default: the one logged in to)")
-    .option("--profile <name>", "profile to log out", defaultProfile)
+    .option("--profile <name>", "profile to log out", profileFlag, defaultProfile)
     .option("--json", "print {key_id, revoked_on_server, base_url, removed_from} as JSON")
     .addHelpText(
       "after",
@@ -67,7 +69,7 @@ Examples:
         } catch (err) {
           if (!(err instanceof GatewayRefusal) || err.status !== 401) {
             throw new UserError(
-              `${err instanceof Error ? err.message : String(err)}; the key was NOT revoked and is still stored, run \`${cliCommand("logout")}\` again`,
+              `${err instanceof Error ? err.message : String(err)}; the key was NOT revoked and is still stored, run \`${cliCommand(withProfile("logout", flags.profile))}\` again`,
             );
           }
           // 401: the gateway already does not accept this key (revoked, or a reset database).

@@ -1,7 +1,7 @@
 import { Command, CommanderError, type HelpContext } from "commander";
 import { cliCommand } from "../cli-command.js";
 import { packageVersion } from "../version.js";
-import { UserError, usageExitCode } from "./errors.js";
+import { UsageError, UserError, usageExitCode } from "./errors.js";
 
 /**
  * Commander shows a group run without its subcommand (`gateway`, `gateway keys`) its help as an
@@ -45,7 +45,9 @@ export async function main(argv: string[]): Promise<void> {
       named !== undefined && Object.hasOwn(commands, named) ? [named] : Object.keys(commands);
     const registers = await Promise.all(wanted.map((name) => commands[name]()));
     for (const register of registers) register(program);
-    await program.parseAsync(argv);
+    const args = argv.slice(2);
+    versionMistake(args[0]);
+    await program.parseAsync([...argv.slice(0, 2), ...helpAsFlag(program, args)]);
   } catch (err) {
     if (err instanceof CommanderError)
       process.exit(usageErrors.has(err.code) ? usageExitCode : err.exitCode);
@@ -78,10 +80,12 @@ const commands: Record<string, () => Promise<(program: Command) => void>> = {
     return (program) => {
       const keys = program
         .command("keys")
-        .description("Create, list and revoke per-tool keys (needs `gateway login`)")
+        .description(
+          "Create, list and revoke per-tool keys (after `gateway login`; `keys create --db` needs none)",
+        )
         .addHelpText(
           "after",
-          "\nExamples:\n  $ gateway keys create --label ci\n  $ gateway keys list\n  $ gateway keys revoke ci",
+          "\nExamples:\n  $ gateway keys create --label ci\n  $ gateway keys list\n  $ gateway keys revoke ci\n  $ gateway keys create --db gateway.db --label app",
         );
       create.registerKeysCreate(keys);
       list.registerKeysList(keys);
@@ -111,6 +115,48 @@ const usageErrors = new Set([
   "commander.invalidArgument",
   "commander.conflictingOption",
 ]);
+
+/** The command `name` names in `group`, by its name or an alias. */
+function subcommand(group: Command, name: string | undefined): Command | undefined {
+  return name === undefined
+    ? undefined
+    : group.commands.find((c) => c.name() === name || c.aliases().includes(name));
+}
+
+/**
+ * `help` takes a command's whole path (`gateway help keys create`, as gh does), where Commander
+ * reads one word and answers a name it does not know with its group's help and exit code 0. As
+ * the command's `--help`; a name no command has goes to Commander as typed, which refuses it with
+ * the closest name (exit code 2).
+ */
+function helpAsFlag(program: Command, args: string[]): string[] {
+  let group = program;
+  let at = 0;
+  for (let sub = subcommand(group, args[at]); sub; sub = subcommand(group, args[at])) {
+    group = sub;
+    at++;
+  }
+  if (args[at] !== "help" || group.commands.length === 0) return args;
+  const path = args.slice(0, at);
+  let target = group;
+  for (const word of args.slice(at + 1)) {
+    // Past a command without subcommands the words would be its arguments: never run it.
+    if (target.commands.length === 0) break;
+    path.push(word);
+    const sub = subcommand(target, word);
+    if (!sub) return path;
+    target = sub;
+  }
+  return [...path, "--help"];
+}
+
+/** `-v` and `version` print the version in other CLIs: refused here with the flag that does. */
+function versionMistake(first: string | undefined): void {
+  if (first === "-v" || first === "version")
+    throw new UsageError(
+      `unknown ${first === "-v" ? "option" : "command"} '${first}' (did you mean --version?)`,
+    );
+}
 
 function commanderLine(text: string): string {
   const line = text

@@ -1,7 +1,7 @@
 import type { Command } from "commander";
 import { cliCommand } from "../cli-command.js";
 import { connectWithKey } from "./api-client.js";
-import { defaultProfile, endingPromptly } from "./credentials/index.js";
+import { defaultProfile, endingPromptly, profileFlag } from "./credentials/index.js";
 import { UsageError } from "./errors.js";
 import { note, paintFor, printJson, result } from "./output.js";
 
@@ -77,7 +77,7 @@ export function registerMcp(program: Command): void {
     .description("Print how to add this gateway's MCP server to a coding agent, with a key for it")
     .argument("[clients...]", `which agents: ${ids.join(", ")} (default: all of them)`)
     .option("--base-url <url>", "gateway to use (default: the one logged in to)")
-    .option("--profile <name>", "login profile to use", defaultProfile)
+    .option("--profile <name>", "login profile to use", profileFlag, defaultProfile)
     .option("--json", "print [{client, key_id, label, url, snippet}] as JSON")
     .addHelpText(
       "after",

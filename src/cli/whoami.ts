@@ -1,6 +1,8 @@
 import type { Command } from "commander";
+import { shownText } from "../server/http/shown-text.js";
+import { shownKeyKind } from "../store/key-rows.js";
 import { connectWithKey } from "./api-client.js";
-import { defaultProfile, endingPromptly } from "./credentials/index.js";
+import { defaultProfile, endingPromptly, profileFlag } from "./credentials/index.js";
 import { printJson, result } from "./output.js";
 
 /** `gateway whoami` (alias `status`): which account and key this machine is using, and from where. */
@@ -17,7 +19,7 @@ export function registerWhoami(program: Command): void {
     .alias("status")
     .description("Show the account and key in use, and where the key is stored")
     .option("--base-url <url>", "gateway to ask (default: the one logged in to)")
-    .option("--profile <name>", "profile to show", defaultProfile)
+    .option("--profile <name>", "profile to show", profileFlag, defaultProfile)
     .option("--json", "print JSON, for scripts")
     .addHelpText(
       "after",
@@ -34,11 +36,12 @@ Examples:
           printJson({ ...me, base_url: client.baseUrl, stored_in: credential.source });
           return;
         }
-        const label = me.label ? `, "${me.label}"` : "";
+        // A per-tool key's label is for any holder of its login key to choose: shown as one line.
+        const label = me.label ? `, "${shownText(me.label)}"` : "";
         result(
           [
             `account:   ${me.account_id}`,
-            `key:       ${me.key_id} (${me.prefix}..., ${me.kind}${label})`,
+            `key:       ${me.key_id} (${me.prefix}..., ${shownKeyKind(me)}${label})`,
             `gateway:   ${client.baseUrl}`,
             `stored in: ${credential.source}`,
           ].join("\n"),

@@ -35,6 +35,16 @@ export const byokLabel = z
   .trim()
   .refine(labelFits, `must be at most ${keyLabelMaxChars} characters`);
 
+/**
+ * A key's kind as people call it. A key a CLI login minted (`gateway keys create`, `gateway mcp`)
+ * is stored as a standard or shared key with its login key as parent: it is that login's per-tool
+ * key, which `/api/keys` lists and `gateway keys revoke` revokes.
+ */
+export function shownKeyKind(key: { kind: string; parent_key_id: string | null }): string {
+  if (key.parent_key_id === null) return key.kind;
+  return key.kind === "shared" ? "per-tool, shared" : "per-tool";
+}
+
 /** A key row as inserted: the value itself is never stored, only its hash and prefix. */
 export interface NewKeyRow {
   id: string;

@@ -34,8 +34,10 @@ export class FileCredentialStore implements CredentialStore {
     return displayPath(this.path);
   }
 
+  // Own entries only: a profile named after an object's property (`constructor`) is not stored.
   async get(profile: string): Promise<StoredLogin | undefined> {
-    return (await this.read()).profiles[profile];
+    const { profiles } = await this.read();
+    return Object.hasOwn(profiles, profile) ? profiles[profile] : undefined;
   }
 
   async set(profile: string, login: StoredLogin): Promise<void> {
@@ -46,7 +48,7 @@ export class FileCredentialStore implements CredentialStore {
 
   async delete(profile: string): Promise<boolean> {
     const file = await this.read();
-    if (!(profile in file.profiles)) return false;
+    if (!Object.hasOwn(file.profiles, profile)) return false;
     delete file.profiles[profile];
     this.write(file);
     return true;

@@ -1,6 +1,6 @@
 import { cliCommand } from "../../cli-command.js";
 import { reasonOf } from "../../store/os-keychain.js";
-import { UserError } from "../errors.js";
+import { UsageError, UserError } from "../errors.js";
 import { FileCredentialStore } from "./file-store.js";
 import {
   abandonedKeychainCalls,
@@ -18,6 +18,27 @@ import type { CredentialStore, StoredLogin } from "./types.js";
 export type { CredentialStore, StoredLogin } from "./types.js";
 
 export const defaultProfile = "default";
+
+/** Letters and digits (any script), then also `.`, `_` and `-`: a name every hint can repeat. */
+const profileName = /^[\p{L}\p{N}][\p{L}\p{N}._-]{0,63}$/u;
+
+/**
+ * `--profile` as every command takes it: a name the commands it prints (`login --profile NAME`)
+ * carry as they are, so none that is empty, spaced or holds a terminal's control characters
+ * (the command line's mistake, exit code 2).
+ */
+export function profileFlag(value: string): string {
+  if (!profileName.test(value))
+    throw new UsageError(
+      "--profile must be 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit, e.g. --profile staging",
+    );
+  return value;
+}
+
+/** `command` for `profile`: the default profile needs no flag. */
+export function withProfile(command: string, profile: string): string {
+  return profile === defaultProfile ? command : `${command} --profile ${profile}`;
+}
 
 type Mode = "auto" | "file" | "keychain";
 
@@ -136,8 +157,7 @@ export async function lookUpLogin(stores: CredentialStores, profile: string): Pr
 
 /** No login to use: say so, and when the keychain could not be read, that it may be there. */
 function notLoggedIn(profile: string, keychainUnreadable: string | undefined): UserError {
-  const which = profile === defaultProfile ? "" : ` --profile ${profile}`;
-  const login = `run \`${cliCommand(`login${which}`)}\` (or set GATEWAY_API_KEY)`;
+  const login = `run \`${cliCommand(withProfile("login", profile))}\` (or set GATEWAY_API_KEY)`;
   return new UserError(
     keychainUnreadable === undefined
       ? `not logged in; ${login}`

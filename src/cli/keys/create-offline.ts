@@ -15,6 +15,8 @@ export interface OfflineKey {
   key: string;
   label: string;
   kind: string;
+  /** Always null: a key made from the database file is no login's per-tool key. */
+  parent_key_id: null;
   account_id: string;
   created_at: number;
 }
@@ -94,6 +96,7 @@ export async function createKeyInDatabase(input: {
       key: value,
       label: key.label,
       kind: key.kind,
+      parent_key_id: null,
       account_id: accountId,
       created_at: key.created_at,
     };

@@ -1,7 +1,8 @@
 import type { Command } from "commander";
 import { shownText } from "../../server/http/shown-text.js";
+import { shownKeyKind } from "../../store/key-rows.js";
 import { type CreatedKey, connectWithKey } from "../api-client.js";
-import { defaultProfile, endingPromptly } from "../credentials/index.js";
+import { defaultProfile, endingPromptly, profileFlag } from "../credentials/index.js";
 import { sqliteFileOnly, UsageError } from "../errors.js";
 import { note, paintFor, printJson, result } from "../output.js";
 import { createKeyInDatabase, labelFlag } from "./create-offline.js";
@@ -29,9 +30,9 @@ export function registerKeysCreate(keys: Command): void {
     .option("--db <file>", "mint the key straight into this gateway database (no login needed)")
     .option("--account <id>", "with --db: the account (default: the gateway owner's)")
     .option("--shared", "a key to hand to other people (limited per IP, no quota reads)")
-    .option("--json", "print {id, key, label, kind, created_at} as JSON")
+    .option("--json", "print {id, key, label, kind, parent_key_id, created_at} as JSON")
     .option("--base-url <url>", "gateway to use (default: the one logged in to)")
-    .option("--profile <name>", "login profile to use", defaultProfile)
+    .option("--profile <name>", "login profile to use", profileFlag, defaultProfile)
     .addHelpText(
       "after",
       `
@@ -74,7 +75,7 @@ Examples:
         const err = paintFor(process.stderr);
         // The label as the terminal shows it: one line, no escape sequence of its own.
         note(
-          `Created ${created.kind} key ${created.id} "${shownText(created.label)}". ${err.yellow("Copy it now: it is not shown again.")}`,
+          `Created ${shownKeyKind(created)} key ${created.id} "${shownText(created.label)}". ${err.yellow("Copy it now: it is not shown again.")}`,
         );
         result(created.key);
       }),

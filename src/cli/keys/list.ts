@@ -1,7 +1,8 @@
 import type { Command } from "commander";
 import { cliCommand } from "../../cli-command.js";
+import { shownKeyKind } from "../../store/key-rows.js";
 import { connectWithKey } from "../api-client.js";
-import { defaultProfile, endingPromptly } from "../credentials/index.js";
+import { defaultProfile, endingPromptly, profileFlag } from "../credentials/index.js";
 import { formatTime, printJson, result, table } from "../output.js";
 
 /**
@@ -22,7 +23,7 @@ export function registerKeysList(keys: Command): void {
     .description("List the account's per-tool keys, from any login (never their values)")
     .option("--json", "print {data: [...]} as JSON")
     .option("--base-url <url>", "gateway to use (default: the one logged in to)")
-    .option("--profile <name>", "login profile to use", defaultProfile)
+    .option("--profile <name>", "login profile to use", profileFlag, defaultProfile)
     .addHelpText(
       "after",
       `
@@ -45,7 +46,7 @@ Examples:
         const rows = keys.map((k) => [
           k.id,
           k.label,
-          k.kind,
+          shownKeyKind(k),
           `${k.prefix}...`,
           formatTime(k.created_at),
           formatTime(k.last_used_at),

@@ -1,7 +1,7 @@
 import type { Command } from "commander";
 import { cliCommand } from "../../cli-command.js";
 import { connectWithKey } from "../api-client.js";
-import { defaultProfile, endingPromptly } from "../credentials/index.js";
+import { defaultProfile, endingPromptly, profileFlag, withProfile } from "../credentials/index.js";
 import { UsageError, UserError } from "../errors.js";
 import { formatTime, printJson, result } from "../output.js";
 
@@ -20,7 +20,7 @@ export function registerKeysRevoke(keys: Command): void {
     .argument("<id-or-label>", "the key's id (key_...) or its label")
     .option("--json", "print {id, revoked, already_revoked, revoked_at} as JSON")
     .option("--base-url <url>", "gateway to use (default: the one logged in to)")
-    .option("--profile <name>", "login profile to use", defaultProfile)
+    .option("--profile <name>", "login profile to use", profileFlag, defaultProfile)
     .addHelpText(
       "after",
       `
@@ -43,9 +43,8 @@ Examples:
         const { client, credential } = await connectWithKey(flags);
         // The login key is no per-tool key, so the gateway would answer "no such key" (404).
         if (idOrLabel === credential.stored?.login.keyId) {
-          const which = flags.profile === defaultProfile ? "" : ` --profile ${flags.profile}`;
           throw new UserError(
-            `${idOrLabel} is the login key this CLI uses, not a per-tool key; \`${cliCommand(`logout${which}`)}\` revokes it and removes it from this machine`,
+            `${idOrLabel} is the login key this CLI uses, not a per-tool key; \`${cliCommand(withProfile("logout", flags.profile))}\` revokes it and removes it from this machine`,
           );
         }
         const revoked = await client.revokeKey(idOrLabel);

@@ -1,4 +1,5 @@
 import { cliCommand } from "../../cli-command.js";
+import { shownKeyKind } from "../../store/key-rows.js";
 import { microToIdr } from "../../store/money.js";
 import type { GatewayStore, KeyRow, RequestLogRow } from "../../store/types.js";
 import type { DecisionRefusal } from "../auth/device-codes.js";
@@ -676,14 +677,10 @@ ${rows || '<tr><td colspan="6" class="muted">No requests yet.</td></tr>'}
 ${statusLegend()}`;
 }
 
-/**
- * A key's kind as the owner knows it. A key a CLI login minted (`gateway keys create`, `gateway
- * mcp`) is stored as a standard or shared key with its login key as parent: it is that login's
- * per-tool key, which `/api/keys` lists and `gateway keys revoke` revokes.
- */
+/** A key's kind as the owner knows it (`shownKeyKind`), with the login that made a per-tool key. */
 function kindOf(key: KeyRow): string {
-  if (key.parent_key_id === null) return escapeHtml(key.kind);
-  const kind = key.kind === "shared" ? "per-tool, shared" : "per-tool";
+  const kind = escapeHtml(shownKeyKind(key));
+  if (key.parent_key_id === null) return kind;
   return `<span title="made by the CLI of login key ${escapeHtml(key.parent_key_id)}">${kind}</span>`;
 }
 

@@ -8,13 +8,15 @@ import type { Handler } from "../http/context.js";
 
 /**
  * Per-tool keys, minted from a login key (bearer) or from the owner's dashboard session:
- *   POST   /api/keys            {label, shared?} -> 201 {id, key, label, kind, created_at}
+ *   POST   /api/keys            {label, shared?} -> 201 {id, key, label, kind, parent_key_id, created_at}
  *   GET    /api/keys                              -> {data: [key view]} (the account's per-tool keys)
  *   DELETE /api/keys/:idOrLabel                   -> {id, revoked: true, already_revoked, revoked_at}
- *   GET    /api/auth/whoami                       -> {account_id, key_id, kind, label, prefix}
+ *   GET    /api/auth/whoami                       -> {account_id, key_id, kind, parent_key_id, label, prefix}
  *   POST   /api/auth/logout                       -> {id, revoked: true} (the presenting login key)
  *   /api/dashboard/keys[...]                      -> the same for the owner session (cookie + x-csrf-token)
- * Times are epoch milliseconds, like the rest of the /api surface.
+ * Times are epoch milliseconds, like the rest of the /api surface. A per-tool key is stored as a
+ * standard or shared key: `parent_key_id`, the login key that minted it (null on any other key),
+ * is what tells it apart.
  */
 
 export const createKeyBody = z.object({
@@ -26,6 +28,7 @@ export interface KeyView {
   id: string;
   label: string;
   kind: KeyRow["kind"];
+  parent_key_id: string | null;
   prefix: string;
   created_at: number;
   last_used_at: number | null;
@@ -38,6 +41,7 @@ export function keyView(key: KeyRow): KeyView {
     id: key.id,
     label: key.label,
     kind: key.kind,
+    parent_key_id: key.parent_key_id,
     prefix: key.prefix,
     created_at: key.created_at,
     last_used_at: key.last_used_at,
@@ -65,7 +69,14 @@ export async function mintKey(
     parentKeyId: input.parentKeyId,
     now,
   });
-  return { id: key.id, key: value, label: key.label, kind: key.kind, created_at: key.created_at };
+  return {
+    id: key.id,
+    key: value,
+    label: key.label,
+    kind: key.kind,
+    parent_key_id: key.parent_key_id,
+    created_at: key.created_at,
+  };
 }
 
 /**
@@ -142,6 +153,7 @@ export function toolKeyHandlers(services: Services) {
         account_id: key.account_id,
         key_id: key.id,
         kind: key.kind,
+        parent_key_id: key.parent_key_id,
         label: key.label,
         prefix: key.prefix,
       });
