@@ -1,14 +1,21 @@
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createOwnerLink } from "../src/server/auth/owner-session.js";
-import { connectChromium, haveChromium, shoot, signedInTab, signIn } from "./support/browser.js";
+import {
+  connectChromium,
+  haveChromium,
+  newTab,
+  shoot,
+  signedInTab,
+  signIn,
+} from "./support/browser.js";
 import { ownerSession } from "./support/cli.js";
 import { baseConfig, chat, post, type TestGateway, testGateway } from "./support/gateway.js";
 
 /**
  * Getting around the dashboard: by keyboard past the usage charts, from the login approval pages
- * back to the dashboard, and back to a form, filled in as it was, after the session ended while
- * it was being typed. In Chromium at a desktop's and a phone's width, and over HTTP for what a
+ * and from a mistyped address back to the dashboard, and back to a form, filled in as it was,
+ * after the session ended while it was being typed. In Chromium at a desktop's and a phone's width, and over HTTP for what a
  * browser cannot show (cookies, cross-origin posts). Set DASHBOARD_SCREENSHOTS=<dir> to keep
  * screenshots.
  */
@@ -146,6 +153,48 @@ describe.skipIf(!haveChromium)("the login approval pages' way back to the dashbo
         await page.locator("#balance").waitFor();
       } finally {
         await context.close();
+      }
+    },
+    30_000,
+  );
+});
+
+describe.skipIf(!haveChromium)("a mistyped dashboard address", () => {
+  it.each([1280, 390])(
+    "at %i px is the dashboard's 404 page, naming the address (however long) and leading back to the dashboard; signed out, to the sign-in",
+    async (width) => {
+      const { context, page, errors } = await signedInTab(browser!, gw, width);
+      const signedOut = await newTab(browser!, width);
+      try {
+        const long = `/dashboard/${"keysandsettings".repeat(8)}`;
+        for (const [path, name] of [
+          ["/dashboard/setings", "page-not-found"],
+          [long, "page-not-found-long"],
+        ] as const) {
+          const res = await page.goto(`${gw.url}${path}`);
+          expect(res?.status()).toBe(404);
+          await page.getByRole("heading", { name: "Page not found" }).waitFor();
+          expect(await page.locator("main").textContent()).toContain(path);
+          expect(await page.evaluate("document.documentElement.scrollWidth")).toBeLessThanOrEqual(
+            width,
+          );
+          await shoot(page, `${name}-${width}`);
+        }
+        await page.getByRole("link", { name: "Go to the dashboard" }).click();
+        await page.locator("#balance").waitFor();
+        expect(new URL(page.url()).pathname).toBe("/dashboard");
+        // Chromium logs the 404 of the navigation itself; the page logs and throws nothing.
+        expect(errors.filter((e) => !e.includes("status of 404"))).toEqual([]);
+
+        const res = await signedOut.page.goto(`${gw.url}/dashboard/setings`);
+        expect(res?.status()).toBe(404);
+        await signedOut.page.getByRole("link", { name: "Go to the dashboard" }).click();
+        await signedOut.page
+          .getByRole("heading", { name: "Sign in to the gateway dashboard" })
+          .waitFor();
+      } finally {
+        await context.close();
+        await signedOut.context.close();
       }
     },
     30_000,

@@ -117,6 +117,47 @@ function parseAnswer(raw: string): Answer {
   return { status: Number(statusLine!.split(" ")[1]), headers, body: raw.slice(end + 4) };
 }
 
+/**
+ * Everything a connection receives until the server closes it (within 5 s), having sent `bytes`
+ * and, once an answer came, `afterAnswer`; `closed` says whether the server closed it. A client
+ * that sent `Expect: 100-continue` sends no body before its 100, and none comes here.
+ */
+function rawUntilClosed(
+  gw: { url: string },
+  bytes: string,
+  afterAnswer?: string,
+): Promise<{ raw: string; closed: boolean }> {
+  return new Promise((resolve) => {
+    const socket = connect(Number(new URL(gw.url).port), "127.0.0.1");
+    let raw = "";
+    let closed = false;
+    let pending = afterAnswer;
+    const timer = setTimeout(() => socket.destroy(), 5_000);
+    socket.on("data", (d: Buffer) => {
+      raw += d.toString("latin1");
+      if (pending !== undefined && complete(raw)) {
+        socket.write(pending);
+        pending = undefined;
+      }
+    });
+    socket.on("end", () => {
+      closed = true;
+    });
+    socket.on("error", () => {});
+    socket.on("close", () => {
+      clearTimeout(timer);
+      resolve({ raw, closed });
+    });
+    socket.write(bytes);
+  });
+}
+
+/**
+ * The status lines of every response in `raw`, 100 Continue included (a body without a final
+ * newline runs into the next response's status line).
+ */
+const statusLines = (raw: string) => raw.match(/HTTP\/1\.1 \d{3}(?= )/g) ?? [];
+
 /** How a refusal's body reads: the route's JSON style, OAuth's, JSON-RPC's, plain text or a page. */
 type Style =
   | { chat: string; type?: string }
@@ -297,6 +338,10 @@ const rows = (cookie: string): Row[] => [
     503,
     chatError("upstream_error"),
   ),
+  saying(
+    /this path takes POST\./,
+    get("/v1/responses", "GET without a WebSocket upgrade", 404, chatError("not_found")),
+  ),
   post(
     "/v1/responses/input_tokens",
     "an unknown model",
@@ -415,6 +460,14 @@ const rows = (cookie: string): Row[] => [
     null,
     withHeaders({ cookie }, get("/dashboard/requests/req_nope", "an unknown request", 404, "page")),
   ),
+  as(null, saying(/href="\/dashboard"/, get("/dashboard/setings", "a mistyped page", 404, "page"))),
+  as(
+    null,
+    withHeaders(
+      { cookie },
+      saying(/href="\/dashboard"/, get("/dashboard/keys", "a form's address opened", 404, "page")),
+    ),
+  ),
   as(null, get("/nope", "an unknown path", 404, chatError("not_found"))),
   as(null, get("/metrics", "no admin key", 401, "plain")),
   // ---- what the HTTP server itself refuses
@@ -438,6 +491,14 @@ const rows = (cookie: string): Row[] => [
     CHAT,
     "a broken chunked body",
     `${head(`POST ${CHAT} HTTP/1.1`, "host: x", bearer, "transfer-encoding: chunked")}zz\r\n{}\r\n`,
+    400,
+  ),
+  raw("GET", "*", "the server as a whole, not OPTIONS", head("GET * HTTP/1.1", "host: x"), 400),
+  raw(
+    "GET",
+    "/v1/models",
+    "a backslash in the path",
+    head("GET /v1\\models HTTP/1.1", "host: x", bearer),
     400,
   ),
   raw("BREW", "/v1/models", "an unknown method", head("BREW /v1/models HTTP/1.1", "host: x"), 400),
@@ -476,6 +537,7 @@ function problemsOf(row: Row, answer: Answer): string[] {
   }
   if (style === "page") {
     expect(type.startsWith("text/html") && /<title>/.test(answer.body), `a page: ${type}`);
+    expect(row.says?.test(answer.body) ?? true, `the page does not say ${row.says}`);
     return problems;
   }
   let body: Record<string, unknown> = {};
@@ -611,6 +673,19 @@ describe("every refusal names its code, in the route's style", () => {
     }
     expect(wrong).toEqual({});
   });
+
+  it("OPTIONS * is asked of the server as a whole: 200, Allow naming every method its routes take, no body, an id", async () => {
+    const answer = await rawExchange(gw, head("OPTIONS * HTTP/1.1", "host: x"));
+    expect(answer).toMatchObject({
+      status: 200,
+      headers: {
+        allow: "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS",
+        "content-length": "0",
+        "x-request-id": expect.stringMatching(/^req_[\w-]+$/),
+      },
+      body: "",
+    });
+  });
 });
 
 /** The line `gateway serve` prints for the request whose answer carried `id`, once printed (5 s). */
@@ -700,6 +775,66 @@ describe("nothing hangs: a client whose request does not come whole", () => {
       });
     }
     expect(await idleMoney(gw)).toEqual(before);
+  });
+
+  it("a request refused from its headers whose body never comes, or comes broken, has that one answer; then the connection closes", async () => {
+    const keyless = (path: string, ...fields: string[]) =>
+      head(`POST ${path} HTTP/1.1`, "host: x", "content-type: application/json", ...fields);
+    const cases: [string, number, Promise<{ raw: string; closed: boolean }>][] = [
+      ["no key, no body", 401, rawUntilClosed(gw, keyless(CHAT, "content-length: 100"))],
+      [
+        "no key, part of the body",
+        401,
+        rawUntilClosed(gw, `${keyless(MESSAGES, "content-length: 100")}{"model"`),
+      ],
+      [
+        "a declared length over the limit, no body",
+        413,
+        rawUntilClosed(gw, request(CHAT, "content-length: 40000000")),
+      ],
+      [
+        "a method the path does not take, then a broken chunked body",
+        404,
+        rawUntilClosed(
+          gw,
+          head(`PUT ${CHAT} HTTP/1.1`, "host: x", bearer, "transfer-encoding: chunked"),
+          "zz\r\n{}\r\n",
+        ),
+      ],
+    ];
+    for (const [what, status, exchanged] of cases) {
+      const { raw, closed } = await exchanged;
+      expect({ what, answers: statusLines(raw), closed }).toEqual({
+        what,
+        answers: [`HTTP/1.1 ${status}`],
+        closed: true,
+      });
+    }
+  });
+
+  it("expect: 100-continue is not answered 100 for a request refused from its headers (no key, a declared length over the limit, no such route): the refusal comes instead, and the connection closes", async () => {
+    const expecting = (line: string, ...fields: string[]) =>
+      head(line, "host: x", "content-type: application/json", "expect: 100-continue", ...fields);
+    const cases: [string, number, string][] = [
+      ["no key", 401, expecting(`POST ${CHAT} HTTP/1.1`, "content-length: 100")],
+      [
+        "a declared length over the limit",
+        413,
+        expecting(`POST ${CHAT} HTTP/1.1`, bearer, "content-length: 40000000"),
+      ],
+      ["no such route", 404, expecting("POST /v1/nope HTTP/1.1", bearer, "content-length: 100")],
+      ["no admin key", 401, expecting("POST /api/admin/accounts HTTP/1.1", "content-length: 100")],
+    ];
+    for (const [what, status, bytes] of cases) {
+      const { raw, closed } = await rawUntilClosed(gw, bytes);
+      expect({ what, answers: statusLines(raw), closed }).toEqual({
+        what,
+        answers: [`HTTP/1.1 ${status}`],
+        closed: true,
+      });
+      const line = await lineOf(lines, parseAnswer(raw).headers["x-request-id"]!);
+      expect({ what, status: line?.status }).toEqual({ what, status });
+    }
   });
 
   it("expect: 100-continue gets its 100, then its answer, whose id is its line's", async () => {

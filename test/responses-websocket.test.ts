@@ -81,12 +81,15 @@ describe("WebSocket modes of the openai SDK", () => {
     );
   });
 
-  it("a GET /v1/responses that is no upgrade is the 404 of a path no route serves", async () => {
+  it("a GET /v1/responses that is no upgrade is the 404 of a method the path does not take, naming POST", async () => {
     const res = await fetch(`${gw.url}/v1/responses`, {
       headers: { authorization: `Bearer ${KEY}` },
     });
     expect(res.status).toBe(404);
-    const { error } = (await res.json()) as { error: { code: string } };
-    expect(error.code).toBe("not_found");
+    const { error } = (await res.json()) as { error: { code: string; message: string } };
+    expect(error).toMatchObject({
+      code: "not_found",
+      message: "No route GET /v1/responses; this path takes POST.",
+    });
   });
 });

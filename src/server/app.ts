@@ -1,13 +1,20 @@
 import type { IncomingMessage, RequestListener } from "node:http";
-import { getRequestListener } from "@hono/node-server";
+import { getRequestListener, RequestError } from "@hono/node-server";
 import { RESPONSE_ALREADY_SENT } from "@hono/node-server/utils/response";
 import type { Context } from "hono";
 import { Hono } from "hono";
 import { storageFaultKind } from "../store/storage-fault.js";
 import { accessGuards, type Guard } from "./auth/guards.js";
 import type { Services } from "./compose/services.js";
-import { ownerPageGuard } from "./dashboard/http.js";
-import { errorResponse, GatewayError, PlainTextError, storageUnavailable } from "./errors.js";
+import { ownerPageGuard, sendPage } from "./dashboard/http.js";
+import { noSuchPage } from "./dashboard/pages.js";
+import {
+  errorResponse,
+  GatewayError,
+  NoRoute,
+  PlainTextError,
+  storageUnavailable,
+} from "./errors.js";
 import { isTooLarge, refuseDeclaredLength } from "./http/body.js";
 import type { AppEnv, Handler } from "./http/context.js";
 import { allowAnyOrigin, withCors } from "./http/cors.js";
@@ -19,7 +26,7 @@ import {
   requestHeader,
   requestTrace,
 } from "./http/request.js";
-import type { Route, Surface } from "./http/route-row.js";
+import { type Route, routeMethods, type Surface } from "./http/route-row.js";
 import { surfaces, unmatched } from "./routes/index.js";
 
 /**
@@ -45,13 +52,19 @@ export function gatewayListener(
   const app = new Hono<AppEnv>();
   const parts = surfaces(services.options.bodyLimitBytes);
   const guardOf = accessGuards(services, ownerPageGuard);
+  /** The 404 of a request no row serves, naming the methods its path takes. */
+  const noRoute = (c: Context): NoRoute => {
+    const path = pathOf(c);
+    const takes = methodsServing(app, path).filter((method) => method !== c.req.method);
+    return new NoRoute(c.req.method, path, takes);
+  };
   const register = (route: Route): Handler => {
     // A preflight is answered before its part's checks, as browsers send it without credentials.
     const surface =
       route.method === "OPTIONS"
         ? undefined
         : parts.find((part) => underPrefix(route.path, part.prefix));
-    return registered(services, route, surface, guardOf(route.access, route.method));
+    return registered(services, route, surface, guardOf(route.access, route.method), noRoute);
   };
 
   const direct: { method: string; path: string; handler: Handler }[] = [];
@@ -71,13 +84,11 @@ export function gatewayListener(
       access: fallback.access,
       errors: fallback.errors,
       handler: (c) => {
-        const path = pathOf(c);
-        const takes = methodsServing(app, path).filter((method) => method !== c.req.method);
-        throw new GatewayError(
-          404,
-          "not_found",
-          `No route ${c.req.method} ${path}${takes.length > 0 ? `; this path takes ${takes.join(", ")}` : ""}.`,
-        );
+        const refusal = noRoute(c);
+        if (!fallback.page) throw refusal;
+        const trace = requestTrace(c);
+        if (trace) trace.errorCode = refusal.code;
+        return sendPage(c, noSuchPage(refusal.path, refusal.takes));
       },
     }),
   }));
@@ -100,7 +111,22 @@ export function gatewayListener(
   );
   // The body reader reads Node's request itself and Node's server discards a body no handler
   // read, so node-server's own clean-up would only add timers to each request.
-  const hono = getRequestListener(app.fetch, { hostname, autoCleanupIncoming: false });
+  const hono = getRequestListener(app.fetch, {
+    hostname,
+    autoCleanupIncoming: false,
+    // node-server's own answer to a request it cannot make a URL of is an empty 400.
+    errorHandler: (err) =>
+      err instanceof RequestError
+        ? errorResponse(
+            new PlainTextError(
+              400,
+              `The request cannot be served (${err.message.toLowerCase()}): send a path such as /v1/models, with the gateway's address as Host.`,
+            ),
+            "chat",
+            "request",
+          )
+        : errorResponse(storageNoted(services, err), "chat", "request"),
+  });
   return directRouter(direct, hono, hostname);
 }
 
@@ -109,6 +135,7 @@ function registered(
   route: Route,
   surface: Surface | undefined,
   guard: Guard | undefined,
+  noRoute: (c: Context) => NoRoute,
 ): Handler {
   const { handler, errors } = route;
   const name = `${route.method} ${route.path}`;
@@ -135,7 +162,7 @@ function registered(
     const incoming = nodeIncoming(c);
     if (outgoing && incoming && cutOff(c, err) && bodyStillComing(incoming))
       outgoing.setHeader("connection", "close");
-    const answered = storageNoted(services, err);
+    const answered = err instanceof NoRoute ? noRoute(c) : storageNoted(services, err);
     const trace = requestTrace(c);
     // A refusal's line in serve's log says why; a settled request already said so.
     if (trace && trace.errorCode === undefined) trace.errorCode = refusalCode(answered);
@@ -213,8 +240,8 @@ function refuseCrossOrigin(c: Context, own: string): void {
 
 /** The methods a row serves `path` with (a preflight's OPTIONS, which every /v1 path has, aside). */
 function methodsServing(app: Hono<AppEnv>, path: string): string[] {
-  return ["GET", "POST", "PUT", "PATCH", "DELETE"].filter(
-    (method) => app.router.match(method, path)[0].length > 0,
+  return routeMethods.filter(
+    (method) => method !== "OPTIONS" && app.router.match(method, path)[0].length > 0,
   );
 }
 

@@ -49,6 +49,26 @@ export class GatewayError extends Error {
   }
 }
 
+/**
+ * A request no row serves: a path, or a method its path does not take, whose message names the
+ * methods it does take. A handler whose row turns out not to serve the request (a WebSocket-only
+ * GET without its upgrade) throws it without them; the registration fills them in, as it does for
+ * every path no row serves.
+ */
+export class NoRoute extends GatewayError {
+  constructor(
+    readonly method: string,
+    readonly path: string,
+    readonly takes: readonly string[] = [],
+  ) {
+    super(
+      404,
+      "not_found",
+      `No route ${method} ${path}${takes.length > 0 ? `; this path takes ${takes.join(", ")}` : ""}.`,
+    );
+  }
+}
+
 /** Rejections that happen before the API layer: plain text, neither JSON style. */
 export class PlainTextError extends Error {
   constructor(

@@ -38,6 +38,8 @@ const styles = `
   /* A key's label (up to 100 characters, maybe one unbroken word) wraps inside its cell. */
   td.label { overflow-wrap: anywhere; min-width: 8rem; }
   .notice, .new-key p { overflow-wrap: anywhere; }
+  /* An address someone typed may be one long word. */
+  code.path { overflow-wrap: anywhere; }
   button.danger bdi { display: inline-block; max-width: 12rem; overflow: hidden; text-overflow: ellipsis;
                       white-space: nowrap; vertical-align: bottom; }
   .key { font: 1rem ui-monospace, monospace; padding: .5rem; background: #f3f3f3; word-break: break-all; }
@@ -956,6 +958,23 @@ ${list}
       true,
     ),
   };
+}
+
+/**
+ * A dashboard address no page has (a typo, an old bookmark, a form's address opened): what was
+ * asked for and the way back, for anyone (it shows nothing of the account).
+ */
+export function noSuchPage(path: string, takes: readonly string[]): Page {
+  const formOnly =
+    takes.length > 0
+      ? `<p>This address takes ${escapeHtml(takes.join(", "))} requests only: the dashboard's own forms and links send them.</p>\n`
+      : "";
+  return page(
+    404,
+    "Page not found",
+    `<p>The dashboard has no page at <code class="path">${escapeHtml(path)}</code>.</p>
+${formOnly}<p><a href="/dashboard">Go to the dashboard</a></p>`,
+  );
 }
 
 export function requestNotFoundPage(): Page {

@@ -9,6 +9,7 @@ import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import { newId } from "../../store/secrets.js";
 import { traceOf } from "./request-trace.js";
+import { routeMethods } from "./route-row.js";
 
 /**
  * The server's own limits on connections, so a slow or idle client cannot hold a socket for as
@@ -77,7 +78,7 @@ export function guardConnections(server: Server, limits: ConnectionLimits): void
   if (limits.maxConnectionsPerIp > 0) capPerAddress(server, limits.maxConnectionsPerIp);
   server.on("clientError", (err: NodeJS.ErrnoException, socket: Duplex) => {
     const answer = clientErrorAnswer(err, limits);
-    if (!answer || !socket.writable || responseStarted(socket)) {
+    if (!answer || !socket.writable || responseStarted(socket) || answeredWhileArriving(socket)) {
       socket.destroy();
       return;
     }
@@ -94,13 +95,20 @@ export function guardConnections(server: Server, limits: ConnectionLimits): void
   server.on("checkExpectation", (req: IncomingMessage, res: ServerResponse) => {
     server.emit("request", req, res);
   });
+  // Node would invite the body (100 Continue) before anyone looked at the headers, so a request
+  // refused from them alone (no key, a declared length over the limit, no such route) was sent
+  // its body for nothing: the invitation goes out when the body is first read.
+  server.on("checkContinue", (req: IncomingMessage, res: ServerResponse) => {
+    continueOnRead(req, res);
+    server.emit("request", req, res);
+  });
   server.on("connect", (_req, socket: Duplex) => {
     socket.end(
       plainResponse(
         405,
         "Method Not Allowed",
         "CONNECT is not supported: this is an API gateway, not a proxy.",
-        { allow: "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS" },
+        { allow: allowedMethods },
       ),
     );
   });
@@ -127,12 +135,17 @@ export function inTurn(listener: RequestListener): RequestListener {
   };
 }
 
+/** Every method some route serves, as an `Allow` header of the server as a whole. */
+const allowedMethods = ["GET", "HEAD", ...routeMethods.filter((m) => m !== "GET")].join(", ");
+
 /**
  * `listener`, with the requests HTTP/1.1 says a server must refuse refused in words, where Node's
  * own answers (with `requireHostHeader`, or without a `checkExpectation` listener) are empty: one
  * that carries no Host header (400, RFC 9112) and one that expects what this server does not
- * meet (417; Node answers `Expect: 100-continue` itself). Inside the request ids and the trace,
- * so each has its id and its line in serve's log.
+ * meet (417; `Expect: 100-continue` is met when the body is read). `OPTIONS *`, a question about
+ * the server as a whole, is answered with the methods it serves (RFC 9110), and `*` for any other
+ * method refused. Inside the request ids and the trace, so each has its id and its line in
+ * serve's log.
  */
 export function refuseUnservable(listener: RequestListener): RequestListener {
   return (incoming, outgoing) => {
@@ -145,6 +158,19 @@ export function refuseUnservable(listener: RequestListener): RequestListener {
         "malformed_request",
         "An HTTP/1.1 request must carry a Host header (RFC 9112): send the one for the gateway's address.",
       );
+    } else if (incoming.url === "*") {
+      if (incoming.method === "OPTIONS") {
+        outgoing.writeHead(200, { allow: allowedMethods, "content-length": 0 });
+        outgoing.end();
+      } else {
+        refuse(
+          incoming,
+          outgoing,
+          400,
+          "malformed_request",
+          `The request target * is for OPTIONS only: send ${incoming.method} to a path, such as /v1/models.`,
+        );
+      }
     } else if (expect !== undefined && !continueExpected.test(expect)) {
       refuse(
         incoming,
@@ -159,6 +185,20 @@ export function refuseUnservable(listener: RequestListener): RequestListener {
 
 /** Node's own test of an Expect header it answers with 100 Continue. */
 const continueExpected = /(?:^|\W)100-continue(?:$|\W)/i;
+
+/**
+ * Sends `100 Continue` when the request's body is first asked for (a reader's first `_read`),
+ * unless the answer went out first. A request answered without it has its connection closed
+ * after the answer (Node's rule: its client may still send the body it was not asked for).
+ */
+function continueOnRead(incoming: IncomingMessage, outgoing: ServerResponse): void {
+  const read = incoming._read;
+  incoming._read = function (this: IncomingMessage, size: number) {
+    incoming._read = read;
+    if (!outgoing.headersSent && !outgoing.writableEnded) outgoing.writeContinue();
+    read.call(this, size);
+  };
+}
 
 function refuse(
   incoming: IncomingMessage,
@@ -277,6 +317,18 @@ function seconds(ms: number): string {
 function responseStarted(socket: Duplex): boolean {
   const current = (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage;
   return current?.headersSent === true;
+}
+
+/**
+ * The request this connection is receiving was answered before its body came (a refusal from its
+ * headers, its body then read to be dropped): the answer was its one answer, so a body that does
+ * not come in time, or not as valid HTTP, closes the connection without another.
+ */
+function answeredWhileArriving(socket: Duplex): boolean {
+  const arriving = (socket as { parser?: { incoming?: IncomingMessage | null } | null }).parser
+    ?.incoming;
+  const current = (socket as { _httpMessage?: unknown })._httpMessage;
+  return arriving != null && !arriving.complete && current == null;
 }
 
 /**

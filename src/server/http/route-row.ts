@@ -15,7 +15,10 @@ import type { BodyLimit, Handler } from "./context.js";
  */
 export type Access = "public" | "key" | "any-key" | "login" | "admin" | "owner" | "owner-page";
 
-export type Method = "GET" | "POST" | "PUT" | "PATCH" | "DELETE" | "OPTIONS";
+/** The methods a row may serve (HEAD is served by a GET row). */
+export const routeMethods = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"] as const;
+
+export type Method = (typeof routeMethods)[number];
 
 /**
  * The JSON style of a route's errors; `client` for a route both SDK families call (`/v1/files`):
@@ -53,9 +56,13 @@ export interface Surface {
   publicBodyLimit?: BodyLimit;
 }
 
-/** What a path no route serves answers under `prefix`: 404 once `access` passed, in `errors` style. */
+/**
+ * What a path no route serves answers under `prefix`: 404 once `access` passed, in `errors` style,
+ * or for an address a browser opens (`page`) as a page.
+ */
 export interface Unmatched {
   prefix: string;
   access: Access;
   errors: ErrorStyle;
+  page?: boolean;
 }

@@ -73,7 +73,8 @@ export const unmatched: Unmatched[] = [
   { prefix: "/mcp", access: "key", errors: "jsonrpc" },
   { prefix: "/api/admin", access: "admin", errors: "chat" },
   { prefix: "/api", access: "public", errors: "chat" },
-  { prefix: "/dashboard", access: "public", errors: "chat" },
+  // An address the owner's browser opens (a typo, an old bookmark): the dashboard's page, a way back.
+  { prefix: "/dashboard", access: "public", errors: "chat", page: true },
   { prefix: "", access: "public", errors: "chat" },
 ];
 

@@ -1,4 +1,4 @@
-import { GatewayError } from "../errors.js";
+import { GatewayError, NoRoute } from "../errors.js";
 import type { Handler } from "../http/context.js";
 import { requestHeader } from "../http/request.js";
 
@@ -7,13 +7,13 @@ import { requestHeader } from "../http/request.js";
  * `OpenAIRealtimeWS`: `GET /v1/realtime`) are not served. Without these rows the upgrade got the
  * generic 404 of a path no route serves; this names what is not supported and what to send
  * instead. The SDK shows only the status (`Unexpected server response: 400`); a client that reads
- * the body gets the reason.
+ * the body gets the reason. A GET without the upgrade is the 404 of a method the path does not
+ * take, naming those it does.
  */
 export function websocketModeRefused(mode: string, instead: string): Handler {
   return (c) => {
     const upgrade = requestHeader(c, "upgrade")?.toLowerCase();
-    if (upgrade !== "websocket")
-      throw new GatewayError(404, "not_found", `No route GET ${new URL(c.req.url).pathname}.`);
+    if (upgrade !== "websocket") throw new NoRoute(c.req.method, new URL(c.req.url).pathname);
     throw new GatewayError(
       400,
       "bad_request",
