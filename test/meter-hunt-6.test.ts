@@ -2,17 +2,24 @@ import { connect, type Socket } from "node:net";
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { idleMoney, money } from "./support/api.js";
+import { money } from "./support/api.js";
 import { fakeGemini } from "./support/fake-gemini.js";
 import {
   deferred,
+  everyChoice,
   type FakeUpstream,
   fakeUpstream,
   openaiStreamSteps,
   type SseStep,
 } from "./support/fake-upstream.js";
 import { backends, baseConfig, gatewayOn, KEY, post, type TestGateway } from "./support/gateway.js";
-import { deliveredTokens, type Logged, logged, loggedAs } from "./support/metering.js";
+import {
+  deliveredTokens,
+  type Logged,
+  ledgerAgrees,
+  logged,
+  loggedAs,
+} from "./support/metering.js";
 import { streamEvents } from "./support/sse.js";
 
 /**
@@ -36,24 +43,6 @@ const headers = { authorization: `Bearer ${KEY}`, "anthropic-version": "2023-06-
 
 const priceOf = (row: Logged, input: number, output: number) =>
   row.usage.input_tokens * input + row.usage.output_tokens * output;
-
-/** One chunk of an OpenAI stream of `n` answers that carries a delta of every choice at once. */
-function everyChoice(n: number, delta: object, finish: string | null = null): SseStep {
-  return {
-    data: {
-      id: "chatcmpl-n",
-      object: "chat.completion.chunk",
-      created: 1_700_000_000,
-      model: "gpt-up",
-      choices: Array.from({ length: n }, (_, index) => ({
-        index,
-        delta,
-        logprobs: null,
-        finish_reason: finish,
-      })),
-    },
-  };
-}
 
 /** A request over a raw connection, whose answer the test reads (and stops reading) itself. */
 function rawRequest(url: string, path: string, body: object): Socket {
@@ -107,24 +96,6 @@ describe.each(backends)("clients that break the meter, on %s", (backend) => {
     await gemini?.close();
   });
 
-  /**
-   * The requests logged since there were `before` rows: the balance dropped since `was` by what
-   * they were charged, none below zero, and nothing stays held.
-   */
-  async function ledgerAgrees(
-    before: number,
-    was: { balance: number },
-  ): Promise<{ rows: Logged[] }> {
-    const after = await idleMoney(gw);
-    const all = await logged(gw);
-    const rows = all.slice(0, all.length - before);
-    expect(after.held, "nothing stays held").toBe(0);
-    const charged = rows.reduce((sum, row) => sum + row.cost_micro, 0);
-    expect(was.balance - after.balance, JSON.stringify(rows)).toBe(charged);
-    for (const row of rows) expect(row.cost_micro, JSON.stringify(row)).toBeGreaterThanOrEqual(0);
-    return { rows };
-  }
-
   it.each([
     ["messages", "/v1/messages", { max_tokens: 100, messages: [{ role: "user", content: "hi" }] }],
     ["responses", "/v1/responses", { max_output_tokens: 100, input: "hi" }],
@@ -147,7 +118,7 @@ describe.each(backends)("clients that break the meter, on %s", (backend) => {
         expect(row.cost_micro, `n=${n}`).toBe(priceOf(row, MOCK_IN, MOCK_OUT));
         expect(row.cost_micro, `n=${n}`).toBe(one.cost_micro);
       }
-      const { rows } = await ledgerAgrees(rowsBefore, was);
+      const { rows } = await ledgerAgrees(gw, rowsBefore, was);
       expect(rows).toHaveLength(5);
       expect(rows.every((row) => row.cost_micro === one.cost_micro)).toBe(true);
     },
@@ -192,7 +163,7 @@ describe.each(backends)("clients that break the meter, on %s", (backend) => {
     // Eighteen deltas of three characters: eighteen tokens, where a chunk counted as one delta
     // made six chunks fourteen.
     expect(row?.output_tokens).toBe(deliveredTokens(deltas));
-    const { rows } = await ledgerAgrees(rowsBefore, was);
+    const { rows } = await ledgerAgrees(gw, rowsBefore, was);
     expect(rows).toHaveLength(1);
     expect(rows[0].cost_micro).toBe(priceOf(rows[0], IN, OUT));
   });
@@ -262,7 +233,7 @@ describe.each(backends)("clients that break the meter, on %s", (backend) => {
     // A stream left midway: the provider's report so far (eleven), but never less than what
     // reached the client (eleven words of nine characters: twenty-five).
     expect(row).toMatchObject({ input_tokens: 5, output_tokens: deliveredTokens(deltas) });
-    const { rows } = await ledgerAgrees(rowsBefore, was);
+    const { rows } = await ledgerAgrees(gw, rowsBefore, was);
     expect(rows).toHaveLength(1);
     expect(rows[0].cost_micro).toBe(priceOf(rows[0], IN, OUT));
   });
@@ -335,7 +306,7 @@ describe.each(backends)("clients that break the meter, on %s", (backend) => {
       output: completion.usage!.completion_tokens,
     });
 
-    const { rows } = await ledgerAgrees(rowsBefore, was);
+    const { rows } = await ledgerAgrees(gw, rowsBefore, was);
     expect(rows).toHaveLength(4);
     // Billed by the estimate, never free: and the answer says so, not zero.
     expect(shown).toEqual(
@@ -391,7 +362,7 @@ describe.each(backends)("clients that break the meter, on %s", (backend) => {
     expect(row?.error_code).toBe("client_closed");
     // The five words read whole; the large piece never reached the client.
     expect(row?.output_tokens).toBe(deliveredTokens([WORD, WORD, WORD, WORD, WORD]));
-    const { rows } = await ledgerAgrees(rowsBefore, was);
+    const { rows } = await ledgerAgrees(gw, rowsBefore, was);
     expect(rows).toHaveLength(1);
     expect(rows[0].cost_micro).toBe(priceOf(rows[0], IN, OUT));
   });

@@ -532,6 +532,24 @@ function usageChunk(prompt: number, completion: number): Record<string, unknown>
   };
 }
 
+/** One chunk of an OpenAI stream of `n` answers that carries a delta of every choice at once. */
+export function everyChoice(n: number, delta: object, finish: string | null = null): SseStep {
+  return {
+    data: {
+      id: "chatcmpl-n",
+      object: "chat.completion.chunk",
+      created: 1_700_000_000,
+      model: "gpt-up",
+      choices: Array.from({ length: n }, (_, index) => ({
+        index,
+        delta,
+        logprobs: null,
+        finish_reason: finish,
+      })),
+    },
+  };
+}
+
 /** OpenAI stream steps: role, one chunk per text piece, finish, usage, [DONE]. */
 export function openaiStreamSteps(
   pieces: string[],

@@ -1,4 +1,6 @@
+import { expect } from "vitest";
 import type { MaybeAsync, RequestLogRow } from "../../src/store/types.js";
+import { idleMoney } from "./api.js";
 import { ADMIN_KEY } from "./gateway.js";
 
 /**
@@ -60,4 +62,23 @@ export async function logged(gw: { url: string }): Promise<Logged[]> {
     headers: { authorization: `Bearer ${ADMIN_KEY}` },
   });
   return ((await res.json()) as { data: Logged[] }).data;
+}
+
+/**
+ * The requests `gw` logged since it had `before` rows: the balance dropped since `was` by what
+ * they were charged, none below zero, and nothing stays held.
+ */
+export async function ledgerAgrees(
+  gw: { url: string },
+  before: number,
+  was: { balance: number },
+): Promise<{ rows: Logged[] }> {
+  const after = await idleMoney(gw);
+  const all = await logged(gw);
+  const rows = all.slice(0, all.length - before);
+  expect(after.held, "nothing stays held").toBe(0);
+  const charged = rows.reduce((sum, row) => sum + row.cost_micro, 0);
+  expect(was.balance - after.balance, JSON.stringify(rows)).toBe(charged);
+  for (const row of rows) expect(row.cost_micro, JSON.stringify(row)).toBeGreaterThanOrEqual(0);
+  return { rows };
 }

@@ -15,6 +15,7 @@ import {
 } from "../../store/types.js";
 import { freeTokenWindowStart } from "../../store/usage-rows.js";
 import { GatewayError } from "../errors.js";
+import { checkedSettlement, checkHold } from "./bookable.js";
 import { Holds, type Reservation, windowStarts } from "./holds.js";
 import {
   decidePayment,
@@ -140,6 +141,7 @@ export class ProcessLedger implements Ledger {
 
   /** Places the hold for one request or throws the spec's error for why it cannot. */
   reserve(input: ReserveInput): Reservation {
+    checkHold(input.id, input.worstCaseMicro);
     // A request that could not be charged is refused before it costs an upstream call.
     if (!this.storage.recovered()) throw this.storage.unavailable();
     const account = this.store.getAccount(input.accountId);
@@ -252,7 +254,8 @@ export class ProcessLedger implements Ledger {
    * The write that settles `reservation` as `input` says: charge, allowance counts (a free model's
    * token budget among them), log row.
    */
-  private settleWrite(reservation: Reservation, input: SettleInput, seq: number): SettleWrite {
+  private settleWrite(reservation: Reservation, given: SettleInput, seq: number): SettleWrite {
+    const input = checkedSettlement(reservation, given);
     // The account's own provider key served it: whatever the admission held (it could not know
     // which key would serve), it pays nothing and counts in no allowance (DECISIONS: BYOK).
     const counts = input.delivered && !input.byokServed;

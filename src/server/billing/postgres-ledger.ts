@@ -12,6 +12,7 @@ import type {
 } from "../../store/types.js";
 import { GatewayError, storageUnavailable } from "../errors.js";
 import { paidRpmRefused } from "../limits/request-limits.js";
+import { checkedSettlement, checkHold } from "./bookable.js";
 import type { Ledger, SettleOptions } from "./ledger.js";
 import { refusalError, topUpTier } from "./payment.js";
 
@@ -53,6 +54,7 @@ export class PostgresLedger implements Ledger {
   ) {}
 
   async reserve(input: ReserveInput): Promise<Reservation> {
+    checkHold(input.id, input.worstCaseMicro);
     try {
       const reservation = await this.money.reserve(input);
       this.reachable();
@@ -72,8 +74,9 @@ export class PostgresLedger implements Ledger {
   /** A job's hold is a row of the database already: nothing to take back in memory. */
   restoreHold(): void {}
 
-  settle(reservation: Reservation, input: SettleInput, options: SettleOptions = {}): number {
+  settle(reservation: Reservation, given: SettleInput, options: SettleOptions = {}): number {
     if (reservation.settled) return 0;
+    const input = checkedSettlement(reservation, given);
     const charge = input.delivered ? Math.min(input.costMicro, reservation.reservedMicro) : 0;
     this.forget(reservation);
     if (options.writeNow) {
@@ -98,8 +101,9 @@ export class PostgresLedger implements Ledger {
     return charge;
   }
 
-  async markDelivery(reservation: Reservation, input: SettleInput): Promise<void> {
+  async markDelivery(reservation: Reservation, given: SettleInput): Promise<void> {
     if (reservation.settled) return;
+    const input = checkedSettlement(reservation, given);
     // Before it is sent: a mark whose answer was lost may have been written all the same.
     this.marked.add(reservation.id);
     try {

@@ -40,7 +40,7 @@ import { encodeSSE, SSE_DONE } from "../wire/sse.js";
 import type { StreamPiece } from "../wire/stream-types.js";
 import { answersAsked, outputBound } from "../wire/to-provider.js";
 import { streamErrorEvent } from "../wire/translate/errors.js";
-import type { Usage } from "../wire/usage.js";
+import { emptyUsage, type Usage } from "../wire/usage.js";
 
 const content = z.union([z.string(), z.array(z.looseObject({ type: z.string() })), z.null()]);
 
@@ -363,7 +363,11 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
           const error = cut ?? (err instanceof GatewayError ? err : undefined);
           const code = error?.code ?? "upstream_error";
           const message = cut ? cut.message : streamErrorMessage(err);
-          if (result.errorEvent) return result.errorEvent(message, code);
+          // What the stream is charged: what it delivered, or nothing when the storage refused
+          // its record (the message says so). Every piece made before the break was written.
+          const billed =
+            storageRefused(error) !== undefined ? emptyUsage() : result.meter.billedAhead();
+          if (result.errorEvent) return result.errorEvent(message, code, billed);
           return cut ? failureEvent(req, cut) : streamErrorEvent(style, message, { code });
         },
         isClosingEvent: closingEvents[style],

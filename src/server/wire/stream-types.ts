@@ -1,4 +1,4 @@
-import type { StreamMeter } from "./usage.js";
+import type { StreamMeter, Usage } from "./usage.js";
 
 /** A stream is already encoded in the client's style: SSE text, or upstream bytes passed through. */
 export type StreamPiece = string | Uint8Array;
@@ -12,8 +12,9 @@ export type StreamCompletion = {
   omittedTools?: string[];
   /**
    * The stream's own last events when it breaks after it started, for a style whose events carry
-   * the stream's state (Responses: the numbering and the Response so far); without it the route
-   * ends the stream with its style's generic error event.
+   * the stream's state (Responses: the numbering and the Response so far, whose usage is `billed`,
+   * what the broken stream is charged); without it the route ends the stream with its style's
+   * generic error event.
    */
-  errorEvent?: (message: string, code: string) => string;
+  errorEvent?: (message: string, code: string, billed: Usage) => string;
 };

@@ -1,5 +1,6 @@
 import type { MessagesRequest, MessagesResponse } from "./anthropic-types.js";
 import type { ClientStyle, CompletionRequest, JsonCompletion } from "./completion-types.js";
+import { closingQuote } from "./json-depth.js";
 import type { ChatCompletionChunk, ChatCompletionResponse } from "./openai-types.js";
 import { relayEvents, type SSEStream } from "./relay.js";
 import type { ResponsesRequest } from "./responses-types.js";
@@ -96,7 +97,7 @@ export function fromChatChunks(
         const piece = relay.relay(chunk);
         if (piece !== undefined) yield piece;
       }
-      if (!relay.finished) throw new StreamBroken();
+      if (!meter.answered()) throw new StreamBroken();
       yield SSE_DONE;
     }
     return { kind: "stream", pieces: pieces(), meter };
@@ -115,12 +116,11 @@ export function fromChatChunks(
           () => meter.billedAhead(),
         );
   async function* pieces(): AsyncGenerator<StreamPiece> {
-    let finished = false;
     for await (const chunk of chunks) {
-      if (meterChunk(meter, chunk)) finished = true;
+      meterChunk(meter, chunk);
       for (const ev of translator.push(chunk)) yield encodeSSE(ev.data, ev.event);
     }
-    if (!finished) throw new StreamBroken();
+    if (!meter.answered()) throw new StreamBroken();
     for (const ev of translator.finish()) yield encodeSSE(ev.data, ev.event);
   }
   const result: StreamCompletion = {
@@ -129,12 +129,13 @@ export function fromChatChunks(
     meter,
   };
   if (translator instanceof ChatStreamToResponses)
-    result.errorEvent = (message, code) => encodeResponsesEvents(translator.fail(message, code));
+    result.errorEvent = (message, code, billed) =>
+      encodeResponsesEvents(translator.fail(message, code, billed));
   return result;
 }
 
-/** Counts a chat chunk's deltas and reports its usage; true when it finishes a choice. */
-function meterChunk(meter: StreamMeter, chunk: ChatCompletionChunk): boolean {
+/** Counts a chat chunk's deltas, the choices it finishes, and reports its usage. */
+function meterChunk(meter: StreamMeter, chunk: ChatCompletionChunk): void {
   let finishes = 0;
   for (const choice of chunk.choices ?? []) {
     const delta = choice.delta as ChunkDelta | undefined;
@@ -151,7 +152,6 @@ function meterChunk(meter: StreamMeter, chunk: ChatCompletionChunk): boolean {
   }
   if (finishes > 0) meter.finished(finishes);
   if (chunk.usage) meter.report(usageFromChat(chunk));
-  return finishes > 0;
 }
 
 interface ChunkDelta {
@@ -217,7 +217,6 @@ function showUsage(style: ClientStyle, answer: unknown, usage: Usage): void {
  * on each chunk before the usage; a provider's own chunks go on as it sent them.
  */
 class ChatChunkRelay {
-  finished = false;
   private readonly wantsUsage: boolean;
 
   constructor(
@@ -230,24 +229,34 @@ class ChatChunkRelay {
 
   /** The chunk as the client gets it, or undefined for the usage chunk it did not ask for. */
   relay(chunk: ChatCompletionChunk): string | undefined {
-    if (meterChunk(this.meter, chunk)) this.finished = true;
+    meterChunk(this.meter, chunk);
     if (!this.wantsUsage && chunk.usage && (chunk.choices?.length ?? 0) === 0) return undefined;
     // undefined leaves the field out of the JSON.
     const usage = this.wantsUsage
       ? (chunk.usage ?? (this.ownChunks ? null : undefined))
       : chunk.usage && undefined;
-    return encodeSSE({ ...chunk, model: this.req.clientModel, usage });
+    const out = { ...chunk, model: this.req.clientModel, usage };
+    // The gateway's own chunks: their usage is the gateway's to write, so it says what the stream
+    // is billed (the estimate where the provider reported a part as nothing), as a translated
+    // whole answer does. Shown only: the meter keeps the provider's report as it was.
+    if (this.ownChunks && usage) {
+      out.usage = { ...usage };
+      showUsage("chat", out, this.meter.billedAhead());
+    }
+    return encodeSSE(out);
   }
 }
 
 /**
- * The keys an ordinary chat chunk is read for, each with its value when that is a string (group
- * 3, as written) or null: the delta fields whose text is billed (`chatDeltaFields`), each choice's
- * `delta`, and model, usage, error and finish_reason. A quote inside a JSON string is escaped, so
- * `"key":` matches keys only, and a string value is consumed whole.
+ * The keys an ordinary chat chunk is read for, each with the opening quote of its value when that
+ * is a string, or its null: the delta fields whose text is billed (`chatDeltaFields`), each
+ * choice's `delta`, and model, usage, error and finish_reason. A quote inside a JSON string is
+ * escaped, so `"key":` matches keys only. A string value is then skipped whole with indexOf
+ * (`closingQuote`): a pattern that matched it a character at a time overflowed the stack on a
+ * value of some millions of characters, which a chunk may carry.
  */
 const chatChunkKeys =
-  /"(content|name|arguments|input|reasoning_content|reasoning|refusal|delta|model|usage|error|finish_reason)"\s*:\s*("((?:[^"\\]|\\.)*)"|null\b)?/g;
+  /"(content|name|arguments|input|reasoning_content|reasoning|refusal|delta|model|usage|error|finish_reason)"\s*:\s*("|null\b)?/g;
 
 interface OrdinaryChunk {
   /** The chunk with `model` (the field, `"model":"..."`) in place of its own. */
@@ -264,7 +273,8 @@ interface OrdinaryChunk {
  * Same wire, same style: an openai-wire stream to a chat client. An ordinary chunk (no usage, no
  * error, one `model` field) goes on as the upstream's own text with only the model's value
  * replaced, which spares a JSON parse and re-encode per chunk; the rest take the same path as
- * `fromChatChunks`. Ends as that does: `[DONE]` only after a finish reason, else StreamBroken.
+ * `fromChatChunks`. Ends as that does: `[DONE]` only once every answer asked for (`n`) finished,
+ * else StreamBroken.
  */
 export function passThroughChat(
   req: CompletionRequest,
@@ -287,10 +297,7 @@ export function passThroughChat(
       const ordinary = ordinaryChunk(data, model);
       if (ordinary !== undefined) {
         meter.delivered(ordinary.chars, ordinary.deltas);
-        if (ordinary.finishes > 0) {
-          relay.finished = true;
-          meter.finished(ordinary.finishes);
-        }
+        if (ordinary.finishes > 0) meter.finished(ordinary.finishes);
         return `data: ${ordinary.text}\n\n`;
       }
       const chunk = parseChatChunk(data);
@@ -299,7 +306,7 @@ export function passThroughChat(
     // The closing `[DONE]` is the gateway's own, sent once the upstream's stream ended.
     apart: () => false,
     end() {
-      if (!relay.finished) throw new StreamBroken();
+      if (!meter.answered()) throw new StreamBroken();
       return [SSE_DONE];
     },
   });
@@ -353,7 +360,14 @@ function ordinaryChunk(data: string, model: string): OrdinaryChunk | undefined {
   const keys = chatChunkKeys;
   keys.lastIndex = 0;
   for (let match = keys.exec(data); match !== null; match = keys.exec(data)) {
-    const text = match[3];
+    let text: string | undefined;
+    if (match[2] === '"') {
+      const open = keys.lastIndex - 1;
+      const close = closingQuote(data, open);
+      if (close === -1) return undefined;
+      text = data.slice(open + 1, close);
+      keys.lastIndex = close + 1;
+    }
     switch (match[1]) {
       case "delta":
         counted = false;

@@ -1,5 +1,12 @@
 import { describe, expect, it } from "vitest";
-import { toAnthropicUsage, toChatUsage, usageFromChat, usageFromMessages } from "./usage.js";
+import {
+  deltaChars,
+  messagesDeltaFields,
+  toAnthropicUsage,
+  toChatUsage,
+  usageFromChat,
+  usageFromMessages,
+} from "./usage.js";
 
 describe("usage", () => {
   it("reads chat usage from a response, a chunk or a bare object, zeros when absent", () => {
@@ -56,5 +63,20 @@ describe("usage", () => {
       server_tool_use: null,
     });
     expect(usageFromMessages(anthropic)).toEqual(usage);
+  });
+
+  it("counts the delta text of a value of millions of characters, each escape one character", () => {
+    const event = (text: string) =>
+      JSON.stringify({
+        type: "content_block_delta",
+        index: 0,
+        delta: { type: "text_delta", text },
+      });
+    const long = "x".repeat(9_000_000);
+    expect(deltaChars(event(long), messagesDeltaFields)).toBe(long.length);
+    // Escapes only, and quotes behind runs of backslashes: each is the one character it stands for.
+    const escaped = '\\"\n'.repeat(2_000_000);
+    expect(deltaChars(event(escaped), messagesDeltaFields)).toBe(escaped.length);
+    expect(deltaChars(`${event("ab")}${event('c"d')}`, messagesDeltaFields)).toBe(5);
   });
 });

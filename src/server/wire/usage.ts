@@ -9,6 +9,7 @@
  */
 
 import type { AnthropicUsage } from "./anthropic-types.js";
+import { closingQuote } from "./json-depth.js";
 import type { ChatUsage } from "./openai-types.js";
 
 export type Usage = {
@@ -374,6 +375,14 @@ export class StreamMeter {
   }
 
   /**
+   * Every answer asked for finished. A stream whose provider ends it before then (even with its
+   * `[DONE]`) was cut short: one of `n` answers finished is not the whole answer.
+   */
+  answered(): boolean {
+    return this.finishSeen;
+  }
+
+  /**
    * Usage the provider reported. Reports are cumulative, so a number in a later one replaces the
    * earlier; `final` marks the report of the whole answer (a usage report after a finish counts
    * as final too).
@@ -427,12 +436,19 @@ export class StreamMeter {
 /**
  * The characters of text in a JSON event's string fields named in `fields` (a delta's content,
  * arguments, reasoning), read from its text so that an event passed through is never parsed.
+ * `fields` finds a key and its value's opening quote; the value's end is found with indexOf
+ * (`closingQuote`): a pattern that matched the value itself, a character at a time, overflowed
+ * the stack on a string of some millions of characters, which an event may carry.
  */
 export function deltaChars(data: string, fields: RegExp): number {
   let total = 0;
   fields.lastIndex = 0;
   for (let match = fields.exec(data); match !== null; match = fields.exec(data)) {
-    total += jsonTextLength(match[1]);
+    const open = fields.lastIndex - 1;
+    const close = closingQuote(data, open);
+    if (close === -1) break;
+    total += jsonTextLength(data.slice(open + 1, close));
+    fields.lastIndex = close + 1;
   }
   return total;
 }
@@ -460,13 +476,13 @@ export function jsonTextLength(escaped: string): number {
  * name is output the model wrote, and the only output of a call cut before its arguments.
  */
 export const chatDeltaFields =
-  /"(?:content|name|arguments|input|reasoning_content|reasoning|refusal)"\s*:\s*"((?:[^"\\]|\\.)*)"/g;
+  /"(?:content|name|arguments|input|reasoning_content|reasoning|refusal)"\s*:\s*"/g;
 /**
  * The tool name in an event that opens a call (a messages `content_block_start`, a Responses
  * `response.output_item.added`): output the model wrote, sent before any of the call's input.
  */
-export const callNameField = /"name"\s*:\s*"((?:[^"\\]|\\.)*)"/g;
+export const callNameField = /"name"\s*:\s*"/g;
 /** Messages `content_block_delta` fields: text, tool input JSON, thinking. */
-export const messagesDeltaFields = /"(?:text|partial_json|thinking)"\s*:\s*"((?:[^"\\]|\\.)*)"/g;
+export const messagesDeltaFields = /"(?:text|partial_json|thinking)"\s*:\s*"/g;
 /** Responses `*.delta` events' text. */
-export const responsesDeltaFields = /"delta"\s*:\s*"((?:[^"\\]|\\.)*)"/g;
+export const responsesDeltaFields = /"delta"\s*:\s*"/g;

@@ -35,6 +35,7 @@ import {
   deltaChars,
   responsesDeltaFields,
   responsesOutputText,
+  type Usage,
 } from "../../wire/usage.js";
 import { joinUrl, type UpstreamHttp } from "../http-upstream.js";
 import { type MeteredStream, openMeteredStream, postMeteredJson } from "../metered-stream.js";
@@ -199,11 +200,11 @@ function responsesPassThrough(
       return [];
     },
   });
-  const errorEvent = (message: string, code: string) => {
+  const errorEvent = (message: string, code: string, billed: Usage) => {
     const response =
       latest ??
       baseResponse(req.body as ResponsesRequest, req.clientModel, randomId("resp_"), nowSeconds());
-    return encodeResponsesEvents(failedEvents(response, nextSequence, message, code));
+    return encodeResponsesEvents(failedEvents(response, nextSequence, message, code, billed));
   };
   return { kind: "stream", pieces, meter, errorEvent };
 }

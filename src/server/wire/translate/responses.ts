@@ -1155,14 +1155,18 @@ export class ChatStreamToResponses {
   /**
    * Ends the stream as failed: an `error` event, then `response.failed` with the Response so far,
    * numbered on from the last event sent. Also after `finish()`, whose closing event the route
-   * withholds until the answer's charge is recorded.
+   * withholds until the answer's charge is recorded. Its usage is `billed` (what the stream is
+   * charged), else what `finish()` would report.
    */
-  fail(message: string, code = "upstream_error"): ResponsesSSEEvent[] {
+  fail(message: string, code = "upstream_error", billed?: Usage): ResponsesSSEEvent[] {
     if (this.failed) return [];
     this.failed = true;
     const out = this.start();
     this.ended = true;
-    this.response.usage = responsesUsage(this.current, this.reasoningTokens);
+    this.response.usage = responsesUsage(
+      billed ?? this.billed?.() ?? this.current,
+      this.reasoningTokens,
+    );
     const events = failedEvents(this.response, this.sequence, message, code);
     this.sequence += events.length;
     out.push(...events);
@@ -1460,19 +1464,22 @@ export class ChatStreamToResponses {
 /**
  * The last events of a Responses stream that failed: `error` with the gateway's code, then
  * `response.failed` carrying the whole Response (its request echo, any output so far), numbered
- * from `sequence`, the number the stream's next event would have had.
+ * from `sequence`, the number the stream's next event would have had. `billed`: what the stream
+ * is charged, which the Response's usage reports in place of the provider's count so far.
  */
 export function failedEvents(
   response: ResponseObject,
   sequence: number,
   message: string,
   code: string,
+  billed?: Usage,
 ): ResponsesSSEEvent[] {
   const failed: ResponseObject = {
     ...clone(response),
     status: "failed",
     error: { code: "server_error", message },
   };
+  if (billed) failed.usage = responsesUsage(billed, billed.reasoning_tokens ?? 0);
   return [
     {
       event: "error",
