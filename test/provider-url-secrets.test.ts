@@ -290,7 +290,11 @@ describe.each(backends)("a base_url carrying a credential, on %s", (backend) => 
     const before =
       backend === "sqlite"
         ? // Steps after 20 are undone too, as they run again.
-          "PRAGMA user_version = 19; ALTER TABLE conversation_items DROP COLUMN kind; DROP INDEX jobs_kept_finished;"
+          `PRAGMA user_version = 19; ALTER TABLE conversation_items DROP COLUMN kind;
+             DROP INDEX jobs_kept_finished; DROP INDEX conversation_items_by_id;
+             ALTER TABLE stored_responses DROP COLUMN conversation_id;
+             ALTER TABLE stored_responses DROP COLUMN conversation_seq;
+             ALTER TABLE stored_responses DROP COLUMN conversation_count;`
         : "DELETE FROM schema_migrations WHERE id = 'provider-base-url-sealed';";
     await runSql(
       backend,

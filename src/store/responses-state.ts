@@ -33,6 +33,13 @@ export interface StoredResponse {
    * client was not shown it: a later turn of the chain sends it back. Null when there is none.
    */
   signedReasoning: string | null;
+  /**
+   * The conversation the turn was made on, how far into it the turn read (`through`, the place of
+   * the last item it was sent) and how many items it was sent of it (`count`): a turn continued
+   * from this response with `previous_response_id` is sent those items first, as this one was
+   * (fewer once some were deleted). Null for a turn on none.
+   */
+  conversation: { id: string; through: number; count: number } | null;
   /** Epoch ms. */
   createdAt: number;
 }
@@ -72,6 +79,11 @@ export interface StoredTurn {
    * (the answer's first item) where the client was not shown it.
    */
   conversation?: { id: string; items: StateItem[]; signed?: { before: number; item: StateItem } };
+  /**
+   * The conversation the response's chain starts on (its first turn was made on it, and every
+   * later turn is sent its items): it lives at least as long as the response, as the chain does.
+   */
+  chainConversation?: string;
   now: number;
   expiresAt: number;
 }
@@ -101,8 +113,20 @@ export interface ResponsesStateRepository {
   responseChain(accountId: string, id: string, now: number): Promise<StoredResponse[] | undefined>;
   deleteResponse(accountId: string, id: string, now: number): Promise<boolean>;
   /**
-   * Items of live stored responses (their input or output) by id, in the order asked; an id no
-   * such response holds is left out. What an `item_reference` in a later request stands for.
+   * The signed reasoning kept with the account's live stored responses whose answer begins with
+   * one of `itemIds`, by that item's id (`StoredResponse.signedReasoning`): what a turn that sends
+   * such an answer back by its items' ids is sent ahead of it.
+   */
+  signedReasoningBefore(
+    accountId: string,
+    itemIds: string[],
+    now: number,
+  ): Promise<Map<string, string>>;
+  /**
+   * Items by id, in the order asked: of the account's live stored responses (their input or
+   * output), else of its live conversations (an item added to one alone, or of a `store: false`
+   * turn; not one deleted from it); an id none holds is left out. What an `item_reference` in a
+   * later request stands for.
    */
   findItems(accountId: string, ids: string[], now: number): Promise<StateItem[]>;
   /**
@@ -142,13 +166,24 @@ export interface ResponsesStateRepository {
   ): Promise<ItemPage | undefined>;
   /**
    * What a turn on the conversation is sent before its own input, oldest first: its items and the
-   * signed reasoning kept with them; undefined for an unknown conversation.
+   * signed reasoning kept with them, and the place of the last one (`through`, for
+   * `conversationContext`); undefined for an unknown conversation.
    */
   replayItems(
     accountId: string,
     conversationId: string,
     now: number,
-  ): Promise<StateItem[] | undefined>;
+  ): Promise<{ items: StateItem[]; through: number } | undefined>;
+  /**
+   * What a turn made on the conversation was sent of it (`replayItems` then, up to `through`),
+   * less the items deleted since; none when the conversation is no longer held.
+   */
+  conversationContext(
+    accountId: string,
+    conversationId: string,
+    through: number,
+    now: number,
+  ): Promise<StateItem[]>;
   /**
    * Appends items (each with its id) to a held conversation; an id the conversation already holds
    * is not added twice (a deleted item's is added anew, at the end). Returns the items added, or
@@ -188,6 +223,9 @@ export interface ResponseRow {
   response_json: string;
   input_items_json: string;
   signed_reasoning: string | null;
+  conversation_id: string | null;
+  conversation_seq: number | string | null;
+  conversation_count: number | string | null;
   created_at: number | string;
 }
 
@@ -208,6 +246,14 @@ export function responseFromRow(row: ResponseRow): StoredResponse {
     response: JSON.parse(row.response_json) as StateItem,
     inputItems: JSON.parse(row.input_items_json) as StateItem[],
     signedReasoning: row.signed_reasoning,
+    conversation:
+      row.conversation_id === null
+        ? null
+        : {
+            id: row.conversation_id,
+            through: Number(row.conversation_seq ?? 0),
+            count: Number(row.conversation_count ?? 0),
+          },
     createdAt: Number(row.created_at),
   };
 }
@@ -242,6 +288,19 @@ export function itemIn(row: ResponseRow, id: string): StateItem | undefined {
   return itemsOf(responseFromRow(row)).find((item) => item.id === id);
 }
 
+/**
+ * The signed reasoning a response row kept where its answer begins with the item `id`: the
+ * thinking the model did before it, which its client was not shown.
+ */
+export function signedBefore(row: ResponseRow, id: string): string | undefined {
+  if (row.signed_reasoning === null) return undefined;
+  const output = (JSON.parse(row.response_json) as StateItem).output;
+  const first: unknown = Array.isArray(output) ? output[0] : undefined;
+  return typeof first === "object" && first !== null && (first as StateItem).id === id
+    ? row.signed_reasoning
+    : undefined;
+}
+
 /** The id a response row links back to; a response naming itself (a reused id) links nowhere. */
 export function previousLink(response: StoredResponse): string | null {
   const previous = response.previousResponseId;
@@ -269,11 +328,12 @@ export function pageOf<T>(
   return { rows: rest.slice(0, page.limit), hasMore: rest.length > page.limit };
 }
 
-/** A conversation's item as both backends keep it. */
+/** A conversation's item as both backends keep it; `seq` is its place, which only grows. */
 export interface ItemRow {
   item_id: string;
   item_json: string;
   kind: ItemKind;
+  seq: number | string;
 }
 
 export function itemFromRow(row: Pick<ItemRow, "item_json">): StateItem {
@@ -296,9 +356,18 @@ export function itemPage(rows: ItemRow[], page: ItemPageQuery | undefined): Item
   };
 }
 
-/** What a turn replays of a conversation's rows (oldest first): every item but the deleted. */
-export function replayedItems(rows: ItemRow[]): StateItem[] {
-  return rows.filter((row) => row.kind !== "deleted").map(itemFromRow);
+/**
+ * What a turn replays of a conversation's rows (oldest first): every item but the deleted, and the
+ * place of the last row (0 for none).
+ */
+export function replayedItems(rows: ItemRow[]): { items: StateItem[]; through: number } {
+  const through = rows.reduce((last, row) => Math.max(last, Number(row.seq)), 0);
+  return { items: rows.filter((row) => row.kind !== "deleted").map(itemFromRow), through };
+}
+
+/** What a turn that read a conversation's rows up to `through` was sent, less the deleted since. */
+export function contextItems(rows: ItemRow[], through: number): StateItem[] {
+  return replayedItems(rows.filter((row) => Number(row.seq) <= through)).items;
 }
 
 // CROSS JOIN: SQLite walks the chain's few ids and looks each one up, rather than the account's

@@ -15,6 +15,7 @@ import {
   type StateSetup,
   useStateGateway,
   weatherTool,
+  wireModels,
 } from "../support/responses-loop.js";
 import { answerFor, WEATHER_RESULT, WEATHER_TOOL } from "../support/tool-loop.js";
 
@@ -385,5 +386,336 @@ describe("a page of conversation items after a deleted one", () => {
       "msg_p5",
       "msg_p2",
     ]);
+  });
+});
+
+/** A user message with the id the client gave it. */
+const userItem = (id: string, text: string) =>
+  ({
+    id,
+    type: "message",
+    role: "user",
+    content: [{ type: "input_text", text }],
+  }) as ResponseInputItem;
+
+describe.each(wireModels)(
+  "a response made on a conversation, continued with previous_response_id, on %s",
+  (model) => {
+    const said = (text: string): ResponseInputItem => ({ role: "user", content: text });
+
+    it("is answered with the conversation's items that turn was sent, not those added since, and adds nothing to the conversation", async () => {
+      const conversation = await openai.conversations.create({ items: [said("My name is Ada.")] });
+      const onIt = await openai.responses.create({
+        model,
+        conversation: conversation.id,
+        input: "Hello.",
+      });
+      expect(onIt.output_text).toBe("You said: Hello.");
+      const next = await openai.responses.create({
+        model,
+        previous_response_id: onIt.id,
+        input: "What is my name?",
+      });
+      expect(next.output_text).toBe("Your name is Ada.");
+      expect(next.previous_response_id).toBe(onIt.id);
+      expect(next.conversation ?? null).toBeNull();
+      expect(await itemTypes(conversation.id)).toEqual(["message", "message", "message"]);
+      // Chained on once more, on a turn that was not made on the conversation itself.
+      const again = await openai.responses.create({
+        model,
+        previous_response_id: next.id,
+        input: "What is my name?",
+      });
+      expect(again.output_text).toBe("Your name is Ada.");
+
+      const later = await openai.conversations.create();
+      const hello = await openai.responses.create({
+        model,
+        conversation: later.id,
+        input: "Hello.",
+      });
+      await openai.conversations.items.create(later.id, { items: [said("My name is Bob.")] });
+      const asked = await openai.responses.create({
+        model,
+        previous_response_id: hello.id,
+        input: "What is my name?",
+      });
+      expect(asked.output_text).toBe("I do not know your name.");
+      expect(setup.refused()).toEqual([]);
+    });
+  },
+);
+
+describe("a chain that starts on a conversation", () => {
+  const day = 24 * 60 * 60 * 1000;
+
+  it("keeps the conversation as long as the chain, and an item of the conversation sent again in input is refused naming it", async () => {
+    const conversation = await openai.conversations.create({
+      items: [userItem("msg_named_ada", "My name is Ada.")],
+    });
+    const onIt = await openai.responses.create({
+      model: "gpt-x",
+      conversation: conversation.id,
+      input: "Hello.",
+    });
+    await expect(
+      openai.responses.create({
+        model: "gpt-x",
+        previous_response_id: onIt.id,
+        input: [
+          { type: "item_reference", id: "msg_named_ada" },
+          { role: "user", content: "Hi." },
+        ],
+      }),
+    ).rejects.toMatchObject({
+      status: 400,
+      message: expect.stringMatching(/Duplicate item found with id 'msg_named_ada'/),
+    });
+    setup.gw.clock.advance(29 * day);
+    const next = await openai.responses.create({
+      model: "claude-x",
+      previous_response_id: onIt.id,
+      input: "Noted?",
+    });
+    // Past the conversation's own 30 days: it lives on with the chain that starts on it.
+    setup.gw.clock.advance(2 * day);
+    const asked = await openai.responses.create({
+      model: "gemini-x",
+      previous_response_id: next.id,
+      input: "What is my name?",
+    });
+    expect(asked.output_text).toBe("Your name is Ada.");
+    expect(setup.refused()).toEqual([]);
+  });
+
+  it("on a native provider that holds it, is continued there by its own id until an item the turn was sent is deleted from the conversation; then it is sent the gateway's chain", async () => {
+    const conversation = await openai.conversations.create({
+      items: [userItem("msg_native_ada", "My name is Ada.")],
+    });
+    const onIt = await openai.responses.create({
+      model: "gpt-native",
+      conversation: conversation.id,
+      input: "Hello.",
+    });
+    const held = await openai.responses.create({
+      model: "gpt-native",
+      previous_response_id: onIt.id,
+      input: "What is my name?",
+    });
+    expect(held.output_text).toBe("Your name is Ada.");
+    expect(setup.nativeUp.last.body.previous_response_id).toMatch(/^resp_native_\d+$/);
+    await openai.conversations.items.delete("msg_native_ada", {
+      conversation_id: conversation.id,
+    });
+    const cut = await openai.responses.create({
+      model: "gpt-native",
+      previous_response_id: held.id,
+      input: "What is my name?",
+    });
+    expect(cut.output_text).toBe("I do not know your name.");
+    const sent = setup.nativeUp.last.body;
+    expect(sent.previous_response_id).toBeUndefined();
+    expect(JSON.stringify(sent.input)).toContain("Hello.");
+    expect(setup.refused()).toEqual([]);
+  });
+
+  it("deleted, the conversation is no longer sent: the chain goes on from its own turns", async () => {
+    const conversation = await openai.conversations.create({
+      items: [{ type: "message", role: "user", content: "My name is Ada." }],
+    });
+    const onIt = await openai.responses.create({
+      model: "gpt-x",
+      conversation: conversation.id,
+      input: "Hello.",
+    });
+    await openai.conversations.delete(conversation.id);
+    const asked = await openai.responses.create({
+      model: "gpt-x",
+      previous_response_id: onIt.id,
+      input: "What is my name?",
+    });
+    expect(asked.output_text).toBe("I do not know your name.");
+    expect(JSON.stringify(setup.chatUp.last.body.messages)).toContain("Hello.");
+  });
+});
+
+describe("a conversation's items as include shows them", () => {
+  const thinking = { text: "Greet Ada by name.", signature: "sig-shown" };
+  const encrypted = { include: ["reasoning.encrypted_content" as const] };
+
+  it("a reasoning item's encrypted_content is listed, retrieved and answered only with include: ['reasoning.encrypted_content'], however it was kept", async () => {
+    setup.anthropicUp.queue(anthropicJson("Nice to meet you, Ada.", { thinking }));
+    const conversation = await openai.conversations.create();
+    const asked = await openai.responses.create({
+      model: "claude-x",
+      reasoning: { effort: "medium" },
+      ...encrypted,
+      conversation: conversation.id,
+      input: "My name is Ada.",
+    });
+    const reasoning = asked.output[0];
+    if (reasoning.type !== "reasoning") throw new Error("no reasoning item");
+    expect(reasoning.encrypted_content).toEqual(expect.any(String));
+    const { encrypted_content: secret, ...plain } = reasoning;
+
+    const listed = await openai.conversations.items.list(conversation.id, { order: "asc" });
+    expect(listed.data.map((item) => item.type)).toEqual(["message", "reasoning", "message"]);
+    expect(listed.data[1]).toEqual(plain);
+    expect(JSON.stringify(listed.data)).not.toContain("encrypted_content");
+    const included = await openai.conversations.items.list(conversation.id, {
+      order: "asc",
+      ...encrypted,
+    });
+    expect(included.data[1]).toEqual(reasoning);
+    const id = String(reasoning.id);
+    expect(
+      await openai.conversations.items.retrieve(id, { conversation_id: conversation.id }),
+    ).toEqual(plain);
+    expect(
+      await openai.conversations.items.retrieve(id, {
+        conversation_id: conversation.id,
+        ...encrypted,
+      }),
+    ).toEqual(reasoning);
+
+    // Added by the client, with its encrypted_content: the same.
+    const kept = { type: "reasoning", id: "rs_client", summary: [], encrypted_content: "opaque" };
+    const added = await openai.conversations.items.create(conversation.id, {
+      items: [kept as ResponseInputItem],
+    });
+    expect(added.data).toEqual([{ type: "reasoning", id: "rs_client", summary: [] }]);
+    const shown = await openai.conversations.items.retrieve("rs_client", {
+      conversation_id: conversation.id,
+      ...encrypted,
+    });
+    expect(shown).toEqual(kept);
+
+    // The next turn is still sent the signed thinking, whatever the listing shows.
+    const again = await openai.responses.create({
+      model: "claude-x",
+      reasoning: { effort: "medium" },
+      conversation: conversation.id,
+      input: [{ role: "user", content: "What is my name?" }],
+    });
+    expect(again.output_text).toBe("Your name is Ada.");
+    expect(JSON.stringify(setup.anthropicUp.last.body.messages)).toContain(thinking.signature);
+    expect(secret).toEqual(expect.any(String));
+  });
+
+  it("a response's input_items show a reasoning item's encrypted_content only with include", async () => {
+    setup.anthropicUp.queue(anthropicJson("Nice to meet you, Ada.", { thinking }));
+    const user: ResponseInputItem = { role: "user", content: "My name is Ada." };
+    const asked = await openai.responses.create({
+      model: "claude-x",
+      reasoning: { effort: "medium" },
+      ...encrypted,
+      store: false,
+      input: [user],
+    });
+    const next = await openai.responses.create({
+      model: "claude-x",
+      reasoning: { effort: "medium" },
+      input: [user, ...(asked.output as ResponseInputItem[]), { role: "user", content: "Hi." }],
+    });
+    const items = await openai.responses.inputItems.list(next.id, { order: "asc" });
+    expect(items.data.map((item) => item.type)).toEqual([
+      "message",
+      "reasoning",
+      "message",
+      "message",
+    ]);
+    expect(JSON.stringify(items.data)).not.toContain("encrypted_content");
+    const included = await openai.responses.inputItems.list(next.id, {
+      order: "asc",
+      ...encrypted,
+    });
+    expect(included.data[1]).toEqual(asked.output[0]);
+  });
+
+  it("an include value no API has is a 400 naming include", async () => {
+    const conversation = await openai.conversations.create();
+    const refused = {
+      status: 400,
+      message: expect.stringMatching(/include.*'reasoning\.secrets'/),
+    };
+    const include = ["reasoning.secrets"] as unknown as OpenAI.Responses.ResponseIncludable[];
+    await expect(
+      openai.conversations.items.list(conversation.id, { include }),
+    ).rejects.toMatchObject(refused);
+    const stored = await openai.responses.create({ model: "gpt-x", input: "Hello." });
+    await expect(openai.responses.inputItems.list(stored.id, { include })).rejects.toMatchObject(
+      refused,
+    );
+  });
+});
+
+describe("an item_reference to an item only a conversation holds", () => {
+  it("is the item: one added to a conversation, and one of a store: false turn on it, in input and in a conversation's items", async () => {
+    const conversation = await openai.conversations.create({
+      items: [userItem("msg_only_here", "My name is Ada.")],
+    });
+    const answer = await openai.responses.create({
+      model: "claude-x",
+      input: [
+        { type: "item_reference", id: "msg_only_here" },
+        { role: "user", content: "What is my name?" },
+      ],
+    });
+    expect(answer.output_text).toBe("Your name is Ada.");
+    const input = await openai.responses.inputItems.list(answer.id, { order: "asc" });
+    expect(input.data[0]).toMatchObject({ id: "msg_only_here", role: "user" });
+
+    const unstored = await openai.responses.create({
+      model: "gpt-x",
+      store: false,
+      conversation: conversation.id,
+      input: "My name is Grace.",
+    });
+    const greeting = String(unstored.output[0].id);
+    const elsewhere = await openai.conversations.create({
+      items: [{ type: "item_reference", id: greeting }],
+    });
+    expect((await openai.conversations.items.list(elsewhere.id)).data).toEqual([
+      unstored.output[0],
+    ]);
+    const streamed = await openai.responses
+      .stream({
+        model: "gemini-x",
+        input: [
+          { type: "item_reference", id: "msg_only_here" },
+          { type: "item_reference", id: greeting },
+          { role: "user", content: "What is my name?" },
+        ],
+      })
+      .finalResponse();
+    expect(streamed.output_text).toBe("Your name is Ada.");
+    expect(setup.refused()).toEqual([]);
+  });
+
+  it("is another account's no more than a deleted item or an item of a deleted conversation: a 400 naming it", async () => {
+    const conversation = await openai.conversations.create({
+      items: [userItem("msg_kept_a", "My name is Ada."), userItem("msg_kept_b", "My name is Bob.")],
+    });
+    const refer = (client: OpenAI, id: string) =>
+      client.responses.create({
+        model: "gpt-x",
+        // Stored, the turn would hold the item itself.
+        store: false,
+        input: [
+          { type: "item_reference", id },
+          { role: "user", content: "What is my name?" },
+        ],
+      });
+    const refused = (id: string) => ({
+      status: 400,
+      code: "bad_request",
+      message: expect.stringMatching(new RegExp(`'${id}'.*item_reference`)),
+    });
+    await expect(refer(other, "msg_kept_a")).rejects.toMatchObject(refused("msg_kept_a"));
+    await openai.conversations.items.delete("msg_kept_a", { conversation_id: conversation.id });
+    await expect(refer(openai, "msg_kept_a")).rejects.toMatchObject(refused("msg_kept_a"));
+    expect((await refer(openai, "msg_kept_b")).output_text).toBe("Your name is Bob.");
+    await openai.conversations.delete(conversation.id);
+    await expect(refer(openai, "msg_kept_b")).rejects.toMatchObject(refused("msg_kept_b"));
   });
 });

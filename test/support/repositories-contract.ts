@@ -792,6 +792,7 @@ export function describeRepositories(
         response: { id, object: "response", output: [message(`out_${id}`, id)] },
         inputItems: [message(`in_${id}`, id)],
         signedReasoning: null,
+        conversation: null,
         createdAt: at,
       });
       const turn = (r: StoredResponse, now: number, conversation?: StoredTurn["conversation"]) =>
@@ -856,6 +857,26 @@ export function describeRepositories(
         await turn(signed, 0);
         expect(await repos.responsesState.findResponse("acct", "resp_1", 1)).toEqual(signed);
         expect(await repos.responsesState.responseChain("acct", "resp_1", 1)).toEqual([signed]);
+      });
+
+      it("find the signed reasoning kept with an answer by the id of the answer's first item, for its own account, while the response is held", async () => {
+        const answer = {
+          ...response("resp_1", null, 0),
+          response: { id: "resp_1", output: [message("fc_1", "call"), message("msg_1", "text")] },
+          signedReasoning: "mgw1.first",
+        };
+        await turn(answer, 0);
+        // A later turn that sent the answer again holds its items too, with no thinking of its own.
+        await turn({ ...response("resp_2", null, 1), inputItems: [message("fc_1", "call")] }, 1);
+        const signed = async (account: string, ids: string[], now: number) =>
+          Object.fromEntries(await repos.responsesState.signedReasoningBefore(account, ids, now));
+        expect(await signed("acct", ["fc_1", "msg_1", "in_resp_1", "x"], 2)).toEqual({
+          fc_1: "mgw1.first",
+        });
+        expect(await signed("other", ["fc_1"], 2)).toEqual({});
+        expect(await signed("acct", ["fc_1"], day)).toEqual({});
+        await repos.responsesState.deleteResponse("acct", "resp_1", 2);
+        expect(await signed("acct", ["fc_1"], 2)).toEqual({});
       });
 
       it("an id a native server gives again names its newest response there: the responses it named before, and those continued from them on that server, are no longer held by it", async () => {
@@ -1001,7 +1022,7 @@ export function describeRepositories(
           items: [message("i2", "b"), message("i3", "c")],
           signed: { before: 1, item: reasoning },
         });
-        const replayed = await repos.responsesState.replayItems("acct", "conv_1", 2);
+        const replayed = (await repos.responsesState.replayItems("acct", "conv_1", 2))?.items;
         expect(replayed?.map((i) => i.id)).toEqual(["i1", "i2", "rs_1", "i3"]);
         expect(replayed?.[2]).toEqual(reasoning);
         expect(await repos.responsesState.replayItems("other", "conv_1", 2)).toBeUndefined();
@@ -1031,7 +1052,7 @@ export function describeRepositories(
         });
         expect(unknown).toMatchObject({ items: [], afterUnknown: true });
         expect(
-          (await repos.responsesState.replayItems("acct", "conv_1", 3))?.map((i) => i.id),
+          (await repos.responsesState.replayItems("acct", "conv_1", 3))?.items.map((i) => i.id),
         ).toEqual(["i1", "rs_1", "i3"]);
         // Added again, a deleted item's id is a new item at the end.
         expect(
@@ -1041,6 +1062,69 @@ export function describeRepositories(
         expect(await repos.responsesState.findItem("acct", "conv_1", "i2", 4)).toEqual(
           message("i2", "again"),
         );
+      });
+
+      it("find an item only a conversation holds by id, for its own account, while the conversation holds it", async () => {
+        const conversation = { id: "conv_1", accountId: "acct", metadata: {}, createdAt: 0 };
+        await repos.responsesState.createConversation(
+          conversation,
+          [message("i1", "a"), message("i2", "b")],
+          day,
+        );
+        await turn(response("resp_1", null, 1), 1);
+        const found = await repos.responsesState.findItems("acct", ["i2", "out_resp_1", "i1"], 2);
+        expect(found).toEqual([
+          message("i2", "b"),
+          message("out_resp_1", "resp_1"),
+          message("i1", "a"),
+        ]);
+        expect(await repos.responsesState.findItems("other", ["i1"], 2)).toEqual([]);
+        await repos.responsesState.deleteItem("acct", "conv_1", "i1", 2);
+        expect(await repos.responsesState.findItems("acct", ["i1", "i2"], 2)).toEqual([
+          message("i2", "b"),
+        ]);
+        expect(await repos.responsesState.findItems("acct", ["i2"], day)).toEqual([]);
+      });
+
+      it("a turn on a conversation keeps how far it read: its context is those items, less the deleted since; a chain on it keeps the conversation", async () => {
+        const conversation = { id: "conv_1", accountId: "acct", metadata: {}, createdAt: 0 };
+        await repos.responsesState.createConversation(
+          conversation,
+          [message("i1", "a"), message("i2", "b")],
+          day,
+        );
+        const read = await repos.responsesState.replayItems("acct", "conv_1", 1);
+        if (!read) throw new Error("no conversation");
+        const onIt = {
+          ...response("resp_1", null, 1),
+          conversation: { id: "conv_1", through: read.through, count: read.items.length },
+        };
+        await turn(onIt, 1, { id: "conv_1", items: [message("i3", "c")] });
+        expect(await repos.responsesState.findResponse("acct", "resp_1", 2)).toEqual(onIt);
+        await repos.responsesState.addItems("acct", "conv_1", [message("i4", "d")], 2, 2 + day);
+        const context = () =>
+          repos.responsesState.conversationContext("acct", "conv_1", read.through, 3);
+        expect((await context()).map((i) => i.id)).toEqual(["i1", "i2"]);
+        await repos.responsesState.deleteItem("acct", "conv_1", "i1", 3);
+        // Added again, a deleted item is a new one, after the turn.
+        await repos.responsesState.addItems("acct", "conv_1", [message("i1", "e")], 3, 3 + day);
+        expect((await context()).map((i) => i.id)).toEqual(["i2"]);
+        expect(
+          await repos.responsesState.conversationContext("other", "conv_1", read.through, 3),
+        ).toEqual([]);
+        // A turn continuing the chain keeps the conversation as long as itself.
+        await repos.responsesState.saveTurn({
+          accountId: "acct",
+          response: response("resp_2", "resp_1", 10),
+          chainConversation: "conv_1",
+          now: 10,
+          expiresAt: 10 + 2 * day,
+        });
+        expect(
+          await repos.responsesState.findConversation("acct", "conv_1", 10 + 2 * day - 1),
+        ).toBeDefined();
+        await repos.responsesState.deleteConversation("acct", "conv_1", 11);
+        expect(await context()).toEqual([]);
       });
     });
 

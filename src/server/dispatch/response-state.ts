@@ -65,25 +65,38 @@ export async function openResponseTurn(
   // response named under.
   let nativeHolder: string | null = null;
   let nativePrevious: string | null = null;
+  // The conversation the chain starts on; how far into its conversation this turn reads, and how
+  // many items.
+  let chainConversation: string | undefined;
+  let read = { through: 0, count: 0 };
   if (previousId) {
     const chain = await repo.responseChain(accountId, previousId, now());
     if (!chain) throw unknownPrevious(previousId);
-    // A chain whose oldest response continues one no longer held was cut by a delete: the
-    // provider's own chain still has the deleted turns, so it is sent the gateway's instead.
+    // A chain whose first turn was made on a conversation goes on from everything that turn was
+    // sent: the conversation's items before it (as they were then, less those deleted since).
+    const started = chain[0].conversation;
+    if (started) chainConversation = started.id;
+    const prefix = started
+      ? await repo.conversationContext(accountId, started.id, started.through, now())
+      : [];
+    // A chain whose oldest response continues one no longer held was cut by a delete, and so was
+    // one whose conversation lost an item it was sent: the provider's own chain still has what was
+    // deleted, so it is sent the gateway's instead.
     const last = chain[chain.length - 1];
-    if (chain[0].previousResponseId === null && last.nativeId !== null) {
+    const cut = chain[0].previousResponseId !== null || prefix.length < (started?.count ?? 0);
+    if (!cut && last.nativeId !== null) {
       nativeHolder = last.nativeHolder;
       nativePrevious = last.nativeId;
     }
-    history = chain.flatMap((r) => [
-      ...r.inputItems,
-      ...signedItems(r),
-      ...outputItems(r.response),
-    ]);
+    history = [
+      ...prefix,
+      ...chain.flatMap((r) => [...r.inputItems, ...signedItems(r), ...outputItems(r.response)]),
+    ];
   } else if (conversationId) {
     const held = await repo.replayItems(accountId, conversationId, now());
     if (!held) throw unknownConversation(conversationId);
-    history = held;
+    history = held.items;
+    read = { through: held.through, count: held.items.length };
   }
   const repeated = heldItemId(body.input, history);
   if (repeated !== undefined) {
@@ -98,12 +111,14 @@ export async function openResponseTurn(
   }
   const { items: input, references } = inputItems(body.input);
   if (references.length > 0) await resolveReferences(context, input, references, "input");
-  const rewritten = history.length > 0 || references.length > 0;
-  const replay = rewritten ? { ...body, input: [...history, ...input] } : body;
-  // The admission hold covers the input sent, the chain and the items referenced included, not
-  // only the client's body.
+  const thought = await withKeptThinking(context, input);
+  const rewritten = history.length > 0 || references.length > 0 || thought.bytes > 0;
+  const replay = rewritten ? { ...body, input: [...history, ...thought.items] } : body;
+  // The admission hold covers the input sent, the chain, the items referenced and the thinking
+  // kept included, not only the client's body.
   let replayedBytes = history.length > 0 ? Buffer.byteLength(JSON.stringify(history)) : 0;
   for (const at of references) replayedBytes += Buffer.byteLength(JSON.stringify(input[at]));
+  replayedBytes += thought.bytes;
 
   // A native server's answer is given the gateway's id: a server may give its own ids again (to
   // another chain, another account), and the client continues with the one it got.
@@ -170,6 +185,7 @@ export async function openResponseTurn(
               response: answer,
               inputItems: input,
               signedReasoning,
+              conversation: conversationId ? { id: conversationId, ...read } : null,
               createdAt: at,
             }
           : undefined;
@@ -185,6 +201,7 @@ export async function openResponseTurn(
           conversation: conversationId
             ? { id: conversationId, items: [...input, ...output], signed: kept }
             : undefined,
+          chainConversation,
           now: at,
           expiresAt: at + context.ttlMs,
         });
@@ -336,7 +353,7 @@ function heldItemId(input: unknown, history: StateItem[]): string | undefined {
   return undefined;
 }
 
-/** Whether `input` refers to an item of a stored response (`item_reference`), which a turn resolves. */
+/** Whether `input` refers to a stored item (`item_reference`), which a turn resolves. */
 function namesStoredItem(input: unknown): boolean {
   return (
     Array.isArray(input) && input.some((item) => isItem(item) && item.type === "item_reference")
@@ -365,8 +382,8 @@ export function inputItems(input: unknown): { items: StateItem[]; references: nu
 /**
  * Items for a conversation (`items` of POST /v1/conversations and of its items route), each with
  * its id, an `item_reference` as the item it names: a conversation holds items, and replays them
- * to providers that know no references. One that names no item of the account's stored responses
- * is a 400, as in `input`.
+ * to providers that know no references. One that names no item the account holds (of its stored
+ * responses or conversations) is a 400, as in `input`.
  */
 export async function conversationItems(
   context: Pick<ResponseStateContext, "repo" | "accountId" | "now">,
@@ -379,9 +396,9 @@ export async function conversationItems(
 
 /**
  * Puts in place of each `item_reference` at `references` the item it names, from the account's
- * stored responses (the AI SDK refers to earlier turns so while responses are stored). One that
- * names no such item is a 400 naming the reference and `field`: the turn it stood for would be
- * lost.
+ * stored responses (the AI SDK refers to earlier turns so while responses are stored) or its
+ * conversations (an item added to one, or of a `store: false` turn on one). One that names no such
+ * item is a 400 naming the reference and `field`: the turn it stood for would be lost.
  */
 async function resolveReferences(
   context: Pick<ResponseStateContext, "repo" | "accountId" | "now">,
@@ -398,11 +415,55 @@ async function resolveReferences(
       throw new GatewayError(
         400,
         "bad_request",
-        `Item with id '${id}' not found: an \`item_reference\` in \`${field}\` must name an item of a response this account stored that has not expired or been deleted.`,
+        `Item with id '${id}' not found: an \`item_reference\` in \`${field}\` must name an item of a response this account stored, or of one of its conversations, that has not expired or been deleted.`,
       );
     }
     items[at] = item;
   }
+}
+
+/** Items of an answer, which a client sends back by their ids. */
+const answerItem = (item: StateItem): boolean =>
+  item.type === "reasoning" ||
+  item.type === "function_call" ||
+  item.type === "custom_tool_call" ||
+  (item.type === "message" && item.role === "assistant");
+
+/**
+ * The turn's `input` as its provider is sent it: an answer of a stored response that the client
+ * sends back by its items' ids, without the signed thinking the gateway kept with it where the
+ * client was not shown it (the Agents SDK sends a tool loop and a session's history so, relying on
+ * the server to hold the rest, as OpenAI's API holds a stored reasoning item), gets that thinking
+ * back: in the reasoning item it sent without `encrypted_content`, or as one ahead of the answer's
+ * first item. An anthropic-wire model keeps thinking through the loop, as a chain continued with
+ * `previous_response_id` does. The stored turn keeps its input as the client sent it.
+ */
+async function withKeptThinking(
+  context: Pick<ResponseStateContext, "repo" | "accountId" | "now">,
+  input: StateItem[],
+): Promise<{ items: StateItem[]; bytes: number }> {
+  const ids = input
+    .filter((item) => answerItem(item) && item.encrypted_content == null)
+    .map((item) => item.id)
+    .filter((id): id is string => typeof id === "string");
+  if (ids.length === 0) return { items: input, bytes: 0 };
+  const kept = await context.repo.signedReasoningBefore(context.accountId, ids, context.now());
+  if (kept.size === 0) return { items: input, bytes: 0 };
+  const items: StateItem[] = [];
+  let bytes = 0;
+  for (const item of input) {
+    const encrypted = typeof item.id === "string" ? kept.get(item.id) : undefined;
+    const before = items.at(-1);
+    const carried = before?.type === "reasoning" && typeof before.encrypted_content === "string";
+    if (encrypted === undefined || carried || item.encrypted_content != null) {
+      items.push(item);
+      continue;
+    }
+    if (item.type === "reasoning") items.push({ ...item, encrypted_content: encrypted });
+    else items.push(signedItem(encrypted), item);
+    bytes += Buffer.byteLength(encrypted);
+  }
+  return { items, bytes };
 }
 
 /** One input item with its type, status and id filled in where the client left them out. */

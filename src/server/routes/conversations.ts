@@ -8,7 +8,7 @@ import { readJson, readOptionalJson } from "../http/body.js";
 import type { AppEnv, Handler } from "../http/context.js";
 import { randomId } from "../wire/translate/shared.js";
 import { responsesInputItem } from "./completions.js";
-import { itemList, pageQuery, unknownAfter } from "./responses-state.js";
+import { includeQuery, itemList, pageQuery, shownItem, unknownAfter } from "./responses-state.js";
 
 /**
  * /v1/conversations: OpenAI's Conversations API (create, retrieve, update, delete; items list,
@@ -85,28 +85,31 @@ export function conversationHandlers(services: Pick<Services, "repos" | "options
   const listItems: Handler = async (c) => {
     const id = conversationId(c);
     const query = pageQuery(c);
+    const include = includeQuery(c);
     const page = await repo.listItems(account(c), id, now(), query);
     if (!page) throw conversationNotFound(id);
     if (page.afterUnknown) throw unknownAfter(query, `conversation '${id}'`);
-    return c.json(itemList(page.items, page.hasMore));
+    return c.json(itemList(page.items, page.hasMore, include));
   };
 
   const addItems: Handler = async (c) => {
     const id = conversationId(c);
+    const include = includeQuery(c);
     const body = await readJson(c, addItemsBody);
     const kept = await itemsOf(c, body.items);
     const at = now();
     const added = await repo.addItems(account(c), id, kept, at, expiresAt(at));
     if (!added) throw conversationNotFound(id);
-    return c.json(itemList(added, false));
+    return c.json(itemList(added, false, include));
   };
 
   const retrieveItem: Handler = async (c) => {
     const id = conversationId(c);
     const itemId = c.req.param("itemId") ?? "";
+    const include = includeQuery(c);
     const item = await repo.findItem(account(c), id, itemId, now());
     if (!item) throw itemNotFound(id, itemId);
-    return c.json(item);
+    return c.json(shownItem(item, include));
   };
 
   const removeItem: Handler = async (c) => {

@@ -3,6 +3,7 @@ import { type ItemPageQuery, pageOf, type StateItem } from "../../store/response
 import type { Services } from "../compose/services.js";
 import { badRequest, GatewayError } from "../errors.js";
 import type { AppEnv, Handler } from "../http/context.js";
+import { includable } from "../wire/translate/responses.js";
 import { listPage, listQuery } from "./list-page.js";
 
 /**
@@ -37,10 +38,11 @@ export function responseHandlers(services: Pick<Services, "repos" | "options">) 
   };
   const inputItems: Handler = async (c) => {
     const page = pageQuery(c);
+    const include = includeQuery(c);
     const held = await find(c);
     const chosen = pageOf(held.inputItems, page, (item) => String(item.id));
     if (!chosen) throw unknownAfter(page, `response '${held.id}'`);
-    return c.json(itemList(chosen.rows, chosen.hasMore));
+    return c.json(itemList(chosen.rows, chosen.hasMore, include));
   };
   // Nothing runs in the background here: a response is stored once it is complete.
   const cancel: Handler = async (c) => {
@@ -79,7 +81,34 @@ export function unknownAfter(page: ItemPageQuery, holder: string): GatewayError 
   );
 }
 
-/** A page of items as OpenAI lists them. */
-export function itemList(items: StateItem[], hasMore: boolean) {
-  return listPage(items, (item) => String(item.id), hasMore);
+/**
+ * The `include` of a route that shows items: each value one a Responses request may include (a
+ * 400 naming `include` otherwise, as OpenAI answers), sent as the SDKs send an array
+ * (`include[]=...`) or repeated (`include=...`).
+ */
+export function includeQuery(c: Context<AppEnv>): ReadonlySet<string> {
+  const values = [...(c.req.queries("include[]") ?? []), ...(c.req.queries("include") ?? [])];
+  const unknown = values.find((value) => !includable.includes(value));
+  if (unknown !== undefined)
+    throw badRequest(
+      `Invalid query parameter include: '${unknown}' is not a supported value. Supported values are: ${includable.map((value) => `'${value}'`).join(", ")}.`,
+    );
+  return new Set(values);
+}
+
+/**
+ * An item as OpenAI shows it: a reasoning item's `encrypted_content` only where the request
+ * includes `reasoning.encrypted_content`, whoever asked for it when the item was kept.
+ */
+export function shownItem(item: StateItem, include: ReadonlySet<string>): StateItem {
+  if (item.type !== "reasoning" || !("encrypted_content" in item)) return item;
+  if (include.has("reasoning.encrypted_content")) return item;
+  const { encrypted_content: _hidden, ...shown } = item;
+  return shown;
+}
+
+/** A page of items as OpenAI lists them, each as `include` shows it. */
+export function itemList(items: StateItem[], hasMore: boolean, include: ReadonlySet<string>) {
+  const shown = items.map((item) => shownItem(item, include));
+  return listPage(shown, (item) => String(item.id), hasMore);
 }

@@ -537,6 +537,17 @@ export const postgresMigrations: MigrationStep[] = [
     WHERE deleted_at IS NULL AND status IN ('completed', 'failed');
   `,
   },
+  {
+    // As SQLite's step 23: a conversation's items found by id, and the conversation a response's
+    // turn read, how far and how many items.
+    id: "conversation-context",
+    sql: `
+  CREATE INDEX conversation_items_by_id ON conversation_items(account_id, item_id);
+  ALTER TABLE stored_responses ADD COLUMN conversation_id text;
+  ALTER TABLE stored_responses ADD COLUMN conversation_seq bigint;
+  ALTER TABLE stored_responses ADD COLUMN conversation_count integer;
+  `,
+  },
 ];
 
 /** The trigger function that refuses a provider row naming a wire not in `wires`. */

@@ -1,6 +1,7 @@
 import type pg from "pg";
 import {
   type ConversationRow,
+  contextItems,
   conversationFromRow,
   type ItemKind,
   type ItemPage,
@@ -21,6 +22,7 @@ import {
   type StoredConversation,
   type StoredResponse,
   type StoredTurn,
+  signedBefore,
   stateSql,
 } from "../responses-state.js";
 import { inTransaction, lockFor, type Queryable } from "./transaction.js";
@@ -93,11 +95,50 @@ export class PostgresResponsesState implements ResponsesStateRepository {
         ORDER BY r.created_at DESC`,
       values: [accountId, ids, now],
     });
-    const found: StateItem[] = [];
+    const found = new Map<string, StateItem>();
     for (const id of ids) {
       const row = result.rows.find((r) => r.item_id === id);
       const item = row ? itemIn(row, id) : undefined;
-      if (item) found.push(item);
+      if (item) found.set(id, item);
+    }
+    const rest = ids.filter((id) => !found.has(id));
+    if (rest.length > 0) {
+      // Items only a conversation holds: the one added last, if conversations share an id.
+      const held = await this.pool.query<Pick<ItemRow, "item_id" | "item_json">>({
+        name: "conversation_items_find_by_id",
+        text: `SELECT DISTINCT ON (i.item_id) i.item_id, i.item_json FROM conversation_items i
+            JOIN conversations c ON c.account_id = i.account_id AND c.id = i.conversation_id
+          WHERE i.account_id = $1 AND i.item_id = ANY($2::text[]) AND i.kind = 'item'
+            AND c.expires_at > $3
+          ORDER BY i.item_id, i.seq DESC`,
+        values: [accountId, rest, now],
+      });
+      for (const row of held.rows) found.set(row.item_id, itemFromRow(row));
+    }
+    return ids.flatMap((id) => {
+      const item = found.get(id);
+      return item ? [item] : [];
+    });
+  }
+
+  async signedReasoningBefore(
+    accountId: string,
+    itemIds: string[],
+    now: number,
+  ): Promise<Map<string, string>> {
+    const found = new Map<string, string>();
+    if (itemIds.length === 0) return found;
+    const result = await this.pool.query<Row & { item_id: string }>({
+      name: "responses_signed_before",
+      text: `SELECT i.item_id, r.* FROM response_items i JOIN stored_responses r
+          ON r.account_id = i.account_id AND r.id = i.response_id
+        WHERE i.account_id = $1 AND i.item_id = ANY($2::text[]) AND r.expires_at > $3
+          AND r.signed_reasoning IS NOT NULL`,
+      values: [accountId, itemIds, now],
+    });
+    for (const row of result.rows) {
+      const signed = signedBefore(row, row.item_id);
+      if (signed !== undefined) found.set(row.item_id, signed);
     }
     return found;
   }
@@ -108,7 +149,8 @@ export class PostgresResponsesState implements ResponsesStateRepository {
     // A native response may take its id from others on its server (releaseNative).
     const native = response?.nativeHolder != null && response.nativeId !== null;
     // A first turn is one statement: no transaction round trips around it.
-    if (response && !previous && !native && !conversation && !this.pruneDue(now)) {
+    const single = !previous && !native && !conversation && !turn.chainConversation;
+    if (response && single && !this.pruneDue(now)) {
       await putResponse(this.pool, accountId, response, null, expiresAt);
       return;
     }
@@ -134,6 +176,14 @@ export class PostgresResponsesState implements ResponsesStateRepository {
             name: "responses_stretch_chain",
             text: stateSql.stretchChain(pgParam, "GREATEST"),
             values: [previous, accountId, expiresAt],
+          });
+        }
+        if (turn.chainConversation) {
+          await client.query({
+            name: "conversations_keep",
+            text: `UPDATE conversations SET expires_at = GREATEST(expires_at, $1)
+              WHERE account_id = $2 AND id = $3 AND expires_at > $4`,
+            values: [expiresAt, accountId, turn.chainConversation, now],
           });
         }
       }
@@ -217,9 +267,19 @@ export class PostgresResponsesState implements ResponsesStateRepository {
     accountId: string,
     conversationId: string,
     now: number,
-  ): Promise<StateItem[] | undefined> {
+  ): Promise<{ items: StateItem[]; through: number } | undefined> {
     const rows = await this.itemRows(accountId, conversationId, now);
     return rows && replayedItems(rows);
+  }
+
+  async conversationContext(
+    accountId: string,
+    conversationId: string,
+    through: number,
+    now: number,
+  ): Promise<StateItem[]> {
+    const rows = await this.itemRows(accountId, conversationId, now);
+    return rows ? contextItems(rows, through) : [];
   }
 
   /** Every row of a held conversation, oldest first. */
@@ -231,7 +291,7 @@ export class PostgresResponsesState implements ResponsesStateRepository {
     if (!(await findConversation(this.pool, accountId, conversationId, now))) return undefined;
     const result = await this.pool.query<ItemRow>({
       name: "conversation_items_list",
-      text: `SELECT item_id, item_json, kind FROM conversation_items
+      text: `SELECT item_id, item_json, kind, seq FROM conversation_items
         WHERE account_id = $1 AND conversation_id = $2 ORDER BY seq`,
       values: [accountId, conversationId],
     });
@@ -302,8 +362,8 @@ async function putResponse(
     text: `WITH put AS (
         INSERT INTO stored_responses (account_id, id, previous_response_id,
           native_provider_id, native_id, response_json, input_items_json, signed_reasoning,
-          created_at, expires_at)
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+          conversation_id, conversation_seq, conversation_count, created_at, expires_at)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
         ON CONFLICT (account_id, id) DO UPDATE SET
           previous_response_id = excluded.previous_response_id,
           native_provider_id = excluded.native_provider_id,
@@ -311,10 +371,13 @@ async function putResponse(
           response_json = excluded.response_json,
           input_items_json = excluded.input_items_json,
           signed_reasoning = excluded.signed_reasoning,
+          conversation_id = excluded.conversation_id,
+          conversation_seq = excluded.conversation_seq,
+          conversation_count = excluded.conversation_count,
           created_at = excluded.created_at, expires_at = excluded.expires_at
       )
       INSERT INTO response_items (account_id, item_id, response_id)
-      SELECT $1, item_id, $2 FROM unnest($11::text[]) AS item_id
+      SELECT $1, item_id, $2 FROM unnest($14::text[]) AS item_id
       ON CONFLICT DO NOTHING`,
     values: [
       accountId,
@@ -325,6 +388,9 @@ async function putResponse(
       JSON.stringify(response.response),
       JSON.stringify(response.inputItems),
       response.signedReasoning,
+      response.conversation?.id ?? null,
+      response.conversation?.through ?? null,
+      response.conversation?.count ?? null,
       response.createdAt,
       expiresAt,
       itemIdsOf(response),

@@ -490,4 +490,14 @@ export const migrations: string[] = [
   CREATE INDEX jobs_kept_finished ON jobs(finished_at)
     WHERE deleted_at IS NULL AND status IN ('completed', 'failed');
   `,
+  // 23: an `item_reference` finds an item a conversation of the account holds (one added to it
+  // alone, or of a `store: false` turn), by its id; and a response made on a conversation keeps
+  // which conversation, how far into it its turn read (the last item's `seq`) and how many items,
+  // for a turn continued from it with `previous_response_id`, which is sent those items first.
+  `
+  CREATE INDEX conversation_items_by_id ON conversation_items(account_id, item_id);
+  ALTER TABLE stored_responses ADD COLUMN conversation_id TEXT;
+  ALTER TABLE stored_responses ADD COLUMN conversation_seq INTEGER;
+  ALTER TABLE stored_responses ADD COLUMN conversation_count INTEGER;
+  `,
 ];

@@ -1,6 +1,7 @@
 import type { Statement } from "better-sqlite3";
 import {
   type ConversationRow,
+  contextItems,
   conversationFromRow,
   type ItemKind,
   type ItemPage,
@@ -21,6 +22,7 @@ import {
   type StoredConversation,
   type StoredResponse,
   type StoredTurn,
+  signedBefore,
   stateSql,
 } from "../responses-state.js";
 import type { DB } from "./db.js";
@@ -37,6 +39,8 @@ export class SqliteResponsesState implements ResponsesStateRepository {
     | "deleteResponse"
     | "putResponseItem"
     | "findItem"
+    | "findHeldItem"
+    | "findSigned"
     | "pruneResponseItems"
     | "putResponse"
     | "releaseNative"
@@ -47,6 +51,7 @@ export class SqliteResponsesState implements ResponsesStateRepository {
     | "findConversation"
     | "putConversation"
     | "touchConversation"
+    | "keepConversation"
     | "setMetadata"
     | "deleteConversation"
     | "deleteItems"
@@ -70,8 +75,8 @@ export class SqliteResponsesState implements ResponsesStateRepository {
       putResponse: db.prepare(
         `INSERT OR REPLACE INTO stored_responses (account_id, id, previous_response_id,
           native_provider_id, native_id, response_json, input_items_json, signed_reasoning,
-          created_at, expires_at)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+          conversation_id, conversation_seq, conversation_count, created_at, expires_at)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       ),
       releaseNative: db.prepare(stateSql.releaseNative(sqliteParam)),
       stretchChain: db.prepare(stateSql.stretchChain(sqliteParam, "MAX")),
@@ -83,6 +88,19 @@ export class SqliteResponsesState implements ResponsesStateRepository {
           ON r.account_id = i.account_id AND r.id = i.response_id
         WHERE i.account_id = ? AND i.item_id = ? AND r.expires_at > ?
         ORDER BY r.created_at DESC LIMIT 1`,
+      ),
+      findSigned: db.prepare(
+        `SELECT r.* FROM response_items i JOIN stored_responses r
+          ON r.account_id = i.account_id AND r.id = i.response_id
+        WHERE i.account_id = ? AND i.item_id = ? AND r.expires_at > ?
+          AND r.signed_reasoning IS NOT NULL`,
+      ),
+      // An item only a conversation holds: the one added last, if conversations share its id.
+      findHeldItem: db.prepare(
+        `SELECT i.item_json FROM conversation_items i JOIN conversations c
+          ON c.account_id = i.account_id AND c.id = i.conversation_id
+        WHERE i.account_id = ? AND i.item_id = ? AND i.kind = 'item' AND c.expires_at > ?
+        ORDER BY i.seq DESC LIMIT 1`,
       ),
       pruneResponseItems: db.prepare(
         `DELETE FROM response_items WHERE NOT EXISTS (SELECT 1 FROM stored_responses r
@@ -104,6 +122,10 @@ export class SqliteResponsesState implements ResponsesStateRepository {
       touchConversation: db.prepare(
         "UPDATE conversations SET expires_at = ? WHERE account_id = ? AND id = ? AND expires_at > ?",
       ),
+      keepConversation: db.prepare(
+        `UPDATE conversations SET expires_at = MAX(expires_at, ?)
+        WHERE account_id = ? AND id = ? AND expires_at > ?`,
+      ),
       setMetadata: db.prepare(
         `UPDATE conversations SET metadata_json = ?, expires_at = ?
         WHERE account_id = ? AND id = ? AND expires_at > ? RETURNING *`,
@@ -115,7 +137,7 @@ export class SqliteResponsesState implements ResponsesStateRepository {
         "DELETE FROM conversation_items WHERE account_id = ? AND conversation_id = ?",
       ),
       items: db.prepare(
-        `SELECT item_id, item_json, kind FROM conversation_items
+        `SELECT item_id, item_json, kind, seq FROM conversation_items
         WHERE account_id = ? AND conversation_id = ? ORDER BY seq`,
       ),
       // One whose id a deleted item had is added anew, at the end.
@@ -166,10 +188,31 @@ export class SqliteResponsesState implements ResponsesStateRepository {
     const found: StateItem[] = [];
     for (const id of ids) {
       const row = this.s.findItem.get(accountId, id, now) as ResponseRow | undefined;
-      const item = row ? itemIn(row, id) : undefined;
+      const item = (row && itemIn(row, id)) ?? this.conversationItem(accountId, id, now);
       if (item) found.push(item);
     }
     return found;
+  }
+
+  async signedReasoningBefore(
+    accountId: string,
+    itemIds: string[],
+    now: number,
+  ): Promise<Map<string, string>> {
+    const found = new Map<string, string>();
+    for (const id of itemIds) {
+      for (const row of this.s.findSigned.all(accountId, id, now) as ResponseRow[]) {
+        const signed = signedBefore(row, id);
+        if (signed !== undefined) found.set(id, signed);
+      }
+    }
+    return found;
+  }
+
+  /** An item of a live conversation of the account, by id. */
+  private conversationItem(accountId: string, id: string, now: number): StateItem | undefined {
+    const row = this.s.findHeldItem.get(accountId, id, now) as ItemRow | undefined;
+    return row ? itemFromRow(row) : undefined;
   }
 
   async saveTurn(turn: StoredTurn): Promise<void> {
@@ -189,12 +232,17 @@ export class SqliteResponsesState implements ResponsesStateRepository {
           JSON.stringify(response.response),
           JSON.stringify(response.inputItems),
           response.signedReasoning,
+          response.conversation?.id ?? null,
+          response.conversation?.through ?? null,
+          response.conversation?.count ?? null,
           response.createdAt,
           expiresAt,
         );
         for (const itemId of itemIdsOf(response))
           this.s.putResponseItem.run(accountId, itemId, response.id);
         if (previous) this.s.stretchChain.run({ p1: previous, p2: accountId, p3: expiresAt });
+        if (turn.chainConversation)
+          this.s.keepConversation.run(expiresAt, accountId, turn.chainConversation, now);
       }
       if (conversation)
         this.append(accountId, conversation.id, keptItems(conversation), now, expiresAt);
@@ -264,9 +312,19 @@ export class SqliteResponsesState implements ResponsesStateRepository {
     accountId: string,
     conversationId: string,
     now: number,
-  ): Promise<StateItem[] | undefined> {
+  ): Promise<{ items: StateItem[]; through: number } | undefined> {
     if (!this.s.findConversation.get(accountId, conversationId, now)) return undefined;
     return replayedItems(this.s.items.all(accountId, conversationId) as ItemRow[]);
+  }
+
+  async conversationContext(
+    accountId: string,
+    conversationId: string,
+    through: number,
+    now: number,
+  ): Promise<StateItem[]> {
+    if (!this.s.findConversation.get(accountId, conversationId, now)) return [];
+    return contextItems(this.s.items.all(accountId, conversationId) as ItemRow[], through);
   }
 
   async addItems(

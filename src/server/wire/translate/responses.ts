@@ -438,7 +438,7 @@ function toolKey(tool: unknown): string {
  * The extras a Responses request may `include` (the openai SDK's `ResponseIncludable`): OpenAI's
  * API refuses any other value, and so does the bridge, rather than answer as if it were known.
  */
-const includable: readonly string[] = [
+export const includable: readonly string[] = [
   "file_search_call.results",
   "web_search_call.results",
   "web_search_call.action.sources",
