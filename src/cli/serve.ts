@@ -10,6 +10,13 @@ import { databaseProblem, UsageError, UserError } from "./errors.js";
 import { capYoungGeneration, keepHeapTight } from "./heap.js";
 import { type LogFormat, logFormats, requestLinePrinter } from "./request-lines.js";
 
+/**
+ * How long a stop lets the requests in flight finish: under the grace a container's stop gives
+ * (docker stop's is the shortest) before it kills the process, with time left to settle the
+ * requests it cuts.
+ */
+const defaultDrainTimeoutMs = 8_000;
+
 interface ServeOptions {
   port: string;
   host: string;
@@ -20,6 +27,7 @@ interface ServeOptions {
   requestTimeoutMs: string;
   keepAliveTimeoutMs: string;
   maxConnectionsPerIp: string;
+  drainTimeoutMs: string;
   publicUrl?: string;
   trustedProxy: string[];
   upstreamAnswerLimitMb?: string;
@@ -74,6 +82,11 @@ export function registerServe(program: Command): void {
       "--max-connections-per-ip <n>",
       "open connections one client address may hold (0: no cap)",
       String(defaultConnectionLimits.maxConnectionsPerIp),
+    )
+    .option(
+      "--drain-timeout-ms <ms>",
+      "on SIGTERM or Ctrl-C, how long the requests in flight may take to finish before they are cut (0: cut them at once; a second signal cuts them too)",
+      String(defaultDrainTimeoutMs),
     )
     .option(
       "--public-url <url>",
@@ -146,6 +159,7 @@ Examples:
         keepAliveTimeoutMs: parseInteger(opts.keepAliveTimeoutMs, "--keep-alive-timeout-ms"),
         maxConnectionsPerIp: parseInteger(opts.maxConnectionsPerIp, "--max-connections-per-ip"),
       };
+      const drainTimeoutMs = parseInteger(opts.drainTimeoutMs, "--drain-timeout-ms");
       const upstreamAnswerLimitBytes =
         opts.upstreamAnswerLimitMb === undefined
           ? undefined
@@ -205,6 +219,7 @@ Examples:
           autoAdvance: opts.autoAdvance,
           adminKeys: clockKey === undefined ? undefined : [clockKey],
           cassettes,
+          cassettesFrom: "flags",
           captureBodies: opts.captureBodies === true,
           captureLimit,
           upstreamAnswerLimitBytes,
@@ -259,21 +274,35 @@ Examples:
         throw err;
       }
       // Before the ready line: a script may signal us as soon as it reads it.
+      let stopping = false;
       const stop = () => {
+        if (stopping) {
+          // A second signal: what is still in flight is cut now (and settles as it notices).
+          void gateway.close();
+          return;
+        }
+        stopping = true;
         // Shutdown waits on things that do not keep Node alive by themselves (an unreferenced
         // worker, say); this does, so the store is always closed before the process ends.
         const alive = setInterval(() => {}, 60_000);
-        gateway.close().then(
-          () => process.exit(0),
-          (err: Error) => {
-            clearInterval(alive);
-            process.stderr.write(`gateway: shutdown failed: ${err.name}: ${err.message}\n`);
-            process.exit(1);
-          },
-        );
+        const { underWay, drained } = gateway.drain(drainTimeoutMs);
+        if (underWay > 0 && drainTimeoutMs > 0)
+          process.stderr.write(
+            `gateway: stopping: finishing ${underWay === 1 ? "the request" : `${underWay} requests`} in flight (up to ${drainTimeoutMs} ms; Ctrl-C or SIGTERM again cuts ${underWay === 1 ? "it" : "them"} now)\n`,
+          );
+        drained
+          .then(() => gateway.close())
+          .then(
+            () => process.exit(0),
+            (err: Error) => {
+              clearInterval(alive);
+              process.stderr.write(`gateway: shutdown failed: ${err.name}: ${err.message}\n`);
+              process.exit(1);
+            },
+          );
       };
-      process.once("SIGINT", stop);
-      process.once("SIGTERM", stop);
+      process.on("SIGINT", stop);
+      process.on("SIGTERM", stop);
       // A stray rejection is a bug to report, not a reason to drop every client of the gateway.
       process.on("unhandledRejection", (reason) => {
         const what =

@@ -5,6 +5,7 @@ import {
   type ServerResponse,
 } from "node:http";
 import type { AddressInfo } from "node:net";
+import { clearTimeout, setTimeout } from "../host-timers.js";
 import { isPostgresUrl } from "../store/postgres/url.js";
 import { hashSecret, shownUrl } from "../store/secrets.js";
 import type { SecretKeyStore } from "../store/sqlite/sealing-key.js";
@@ -63,12 +64,21 @@ export interface GatewayOptions extends PublicGatewayOptions {
    * "kit", writes nothing to the keychain and prints nothing (sealing-key.ts).
    */
   secretKeyStore?: "auto" | "kit";
+  /** `gateway serve` sets "flags": the kit's messages name its flags, not `startGateway`'s options. */
+  cassettesFrom?: "flags" | "option";
 }
 
 /** The public handle, and the services and job runner for tests inside this repository. */
 export interface RunningGateway extends PublicRunningGateway {
   services: Services;
   jobRunner: JobRunner;
+  /**
+   * Stops taking requests and lets those in flight finish (`gateway serve`'s stop): the server
+   * stops listening, idle connections close, and each connection closes once its answer is
+   * written. `underWay`: the answers being written when it began; `drained` resolves once every
+   * connection has closed, or after `boundMs`. `close()` after it cuts whatever is left.
+   */
+  drain(boundMs: number): { underWay: number; drained: Promise<void> };
 }
 
 function gatewayClock(clock: Clock): GatewayClock {
@@ -143,7 +153,8 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
       now,
       deviceCodeTtlSeconds: options.deviceCodeTtlSeconds,
       devicePollIntervalSeconds: options.devicePollIntervalSeconds,
-      cassettes: options.cassettes && parseCassetteOptions(options.cassettes),
+      cassettes:
+        options.cassettes && parseCassetteOptions(options.cassettes, options.cassettesFrom),
       capture: options.captureBodies
         ? { limit: options.captureLimit ?? defaultCaptureLimit }
         : undefined,
@@ -216,7 +227,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
     // Uncounted: a loopback request (an MCP tool's /v1 call) is what its counted caller waits on,
     // so the clock still jumps when that inner request waits on a burst slot.
     loopback.attach(served);
-    const { server, port } = listening;
+    const { port } = listening;
     const jobRunner = await startJobRunner(services, {
       leaseMs: options.jobLeaseMs,
       pollMs: options.jobPollMs,
@@ -245,6 +256,8 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
     listening.serve(inTurn(listener));
     readiness.ready();
     let closing: Promise<void> | undefined;
+    let draining: Promise<void> | undefined;
+    let underWay = 0;
     return {
       url,
       port,
@@ -267,13 +280,27 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
         closing !== undefined
           ? Promise.reject(new Error("listRequests(): this gateway is closed (close() was called)"))
           : services.inspector.requests(query),
+      drain(boundMs) {
+        if (!draining) {
+          readiness.stopping();
+          const gone = listening.stop();
+          underWay = listening.connections.drain();
+          draining = new Promise<void>((resolve) => {
+            const bound = setTimeout(resolve, boundMs);
+            void gone.then(() => {
+              clearTimeout(bound);
+              resolve();
+            });
+          });
+        }
+        return { underWay, drained: draining };
+      },
       close() {
         closing ??= (async () => {
           readiness.stopping();
-          await new Promise<void>((resolve) => {
-            server.close(() => resolve());
-            void services.closing.run(closingBoundMs).finally(() => server.closeAllConnections());
-          });
+          const gone = listening.stop();
+          void services.closing.run(closingBoundMs).finally(() => listening.connections.cut());
+          await gone;
           // The requests just cut off settle as they notice; their writes go before the store closes.
           await services.unsettled.drained(settleOnCloseMs);
           for (const unobserve of observers) unobserve();
@@ -304,7 +331,14 @@ async function listenFirst(limits: ConnectionLimits, host: string, port: number,
     waiting.push([req, res]);
   };
   const server = createServer(connectionServerOptions(limits), wait);
-  guardConnections(server, limits);
+  const connections = guardConnections(server, limits);
+  // Node calls a second `close`'s callback only if the server has not closed yet: the one close,
+  // kept, is what a drain and the close after it both wait for.
+  let stopped: Promise<void> | undefined;
+  const stop = () => {
+    stopped ??= new Promise<void>((resolve) => server.close(() => resolve()));
+    return stopped;
+  };
   try {
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
@@ -317,18 +351,21 @@ async function listenFirst(limits: ConnectionLimits, host: string, port: number,
     throw err;
   }
   return {
-    server,
     port: (server.address() as AddressInfo).port,
+    connections,
     serve(listener: RequestListener) {
+      const served = connections.listener(listener);
       server.off("request", wait);
-      server.on("request", listener);
-      for (const [req, res] of waiting.splice(0)) listener(req, res);
+      server.on("request", served);
+      for (const [req, res] of waiting.splice(0)) served(req, res);
     },
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
+    /** Stops listening; resolves once every connection is gone. */
+    stop,
+    close() {
+      const gone = stop();
+      connections.cut();
+      return gone;
+    },
   };
 }
 

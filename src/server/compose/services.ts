@@ -10,7 +10,7 @@ import { KeyPools } from "../dispatch/key-pool.js";
 import { Closing } from "../http/closing.js";
 import type { ForwardingOptions } from "../http/request.js";
 import type { RequestTrace } from "../http/request-trace.js";
-import type { CassetteOptions } from "../kit/cassettes.js";
+import type { ShelfOptions } from "../kit/cassettes.js";
 import { RequestInspector } from "../kit/inspect.js";
 import { KitUpstream } from "../kit/kit-upstream.js";
 import { RequestLimits } from "../limits/request-limits.js";
@@ -46,7 +46,7 @@ export interface ServerOptions extends ForwardingOptions {
    */
   publicOrigin?: string;
   /** Test kit: record or replay upstream exchanges as cassette files. */
-  cassettes?: CassetteOptions;
+  cassettes?: ShelfOptions;
   /** Test kit: keep the bodies of the last `limit` requests in memory for inspection. */
   capture?: { limit: number };
   /** Hashes of admin keys valid for this run only (never written to the database). */

@@ -71,10 +71,12 @@ export function connectionServerOptions(limits: ConnectionLimits): ServerOptions
  * Installs the per-address cap and the plain answers for what Node would otherwise refuse with
  * an empty 400, 417 or 431 or a silent close: malformed requests, unknown methods, oversized
  * headers, timeouts, expectations it does not meet, and CONNECT (this gateway is not a proxy).
+ * Answers the server's connections, for a stop that drains or cuts them.
  */
-export function guardConnections(server: Server, limits: ConnectionLimits): void {
+export function guardConnections(server: Server, limits: ConnectionLimits): ServerConnections {
   // Node's option alone is not applied to the server on every version this package supports.
   server.keepAliveTimeout = limits.keepAliveTimeoutMs;
+  const connections = new ServerConnections(server);
   if (limits.maxConnectionsPerIp > 0) capPerAddress(server, limits.maxConnectionsPerIp);
   server.on("clientError", (err: NodeJS.ErrnoException, socket: Duplex) => {
     const answer = clientErrorAnswer(err, limits);
@@ -87,7 +89,10 @@ export function guardConnections(server: Server, limits: ConnectionLimits): void
     // line, and the line says what the client was told.
     const underWay = responseWaiting(socket);
     if (underWay) refuse(underWay.req, underWay, answer.status, answer.code, answer.text);
-    else socket.end(plainResponse(answer.status, answer.reason, answer.text));
+    else {
+      socket.end(plainResponse(answer.status, answer.reason, answer.text));
+      connections.answered(socket);
+    }
   });
   // Node's own answer to an Expect other than 100-continue is an empty 417 with no request id
   // and no line in serve's log: the request goes to the listener, which refuses it
@@ -111,7 +116,89 @@ export function guardConnections(server: Server, limits: ConnectionLimits): void
         { allow: allowedMethods },
       ),
     );
+    connections.answered(socket);
   });
+  return connections;
+}
+
+/** What Node keeps on a socket of its HTTP server: the answer being written on it. */
+type ServedSocket = Socket & { _httpMessage?: ServerResponse | null };
+
+/**
+ * The server's connections, for a stop. Node's `server.close()` waits for every socket but
+ * closes only those it counts as idle: a new connection that has sent nothing yet is not one, a
+ * connection whose answer is under way stays open for the keep-alive time after it, and one
+ * handed over (a CONNECT, a request Node could not parse, each answered here and half-closed, as
+ * its client may still be reading) stays until its client closes it, which may be never.
+ */
+export class ServerConnections {
+  private readonly sockets = new Set<ServedSocket>();
+  /** Sockets answered outside Node's HTTP handling: nothing more is served on them. */
+  private readonly handedOver = new WeakSet<Duplex>();
+  /** Answers that close their connection once written. */
+  private readonly watched = new WeakSet<ServerResponse>();
+  private draining = false;
+
+  constructor(private readonly server: Server) {
+    server.on("connection", (socket: Socket) => {
+      this.sockets.add(socket);
+      socket.once("close", () => this.sockets.delete(socket));
+    });
+  }
+
+  /** `socket` was answered and ended outside Node's HTTP handling. */
+  answered(socket: Duplex): void {
+    this.handedOver.add(socket);
+    if (this.draining) (socket as Socket).destroySoon();
+  }
+
+  /** `listener`, whose answers close their connection once the server drains. */
+  listener(listener: RequestListener): RequestListener {
+    return (incoming, outgoing) => {
+      if (this.draining) this.closeAfter(outgoing, incoming.socket);
+      listener(incoming, outgoing);
+    };
+  }
+
+  /**
+   * Stops the connections taking requests: each answer under way closes its connection once it
+   * is written, every other connection closes now (idle, or with a request not yet whole: its
+   * client sees the connection close before its request was taken, and may send it elsewhere).
+   * Answers how many answers were under way. The server must have stopped listening.
+   */
+  drain(): number {
+    this.draining = true;
+    let underWay = 0;
+    for (const socket of this.sockets) {
+      const answer = socket._httpMessage;
+      if (answer && !answer.writableFinished) {
+        underWay++;
+        this.closeAfter(answer, socket);
+      } else if (this.handedOver.has(socket)) socket.destroySoon();
+      else socket.destroy();
+    }
+    return underWay;
+  }
+
+  /** Cuts every connection, answers under way included. */
+  cut(): void {
+    this.server.closeAllConnections();
+    for (const socket of this.sockets) socket.destroy();
+  }
+
+  private closeAfter(outgoing: ServerResponse, socket: ServedSocket): void {
+    if (this.watched.has(outgoing)) return;
+    this.watched.add(outgoing);
+    // Said in the answer's headers when they have not gone yet, so the client sends no more.
+    outgoing.shouldKeepAlive = false;
+    outgoing.once("finish", () => {
+      // Node has let go of the socket by now, or given it to the answer of a request pipelined
+      // behind this one, which closes it in turn.
+      const next = socket._httpMessage;
+      if (next) this.closeAfter(next, socket);
+      else socket.destroySoon();
+    });
+  }
 }
 
 /**

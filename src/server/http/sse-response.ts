@@ -1,12 +1,14 @@
 import type { ServerResponse } from "node:http";
 import type { Socket } from "node:net";
-import { clearInterval, setInterval } from "../../host-timers.js";
+import { clearInterval, setImmediate, setInterval } from "../../host-timers.js";
 import type { StreamPiece } from "../wire/stream-types.js";
 import { markStage } from "./stages.js";
 
 const encoder = new TextEncoder();
 const keepaliveComment = encoder.encode(": keepalive\n\n");
 const crlf = Buffer.from("\r\n", "latin1");
+/** How many pieces the writer hands on in a row before it lets other work run. */
+const piecesPerTurn = 64;
 
 export interface StreamEnd {
   /** Pieces reached the client: left the gateway for its connection. */
@@ -137,6 +139,8 @@ async function pump(
   let next = Promise.resolve(stream.first);
   // The closing event waits here until the stream's charge is committed.
   let closing: StreamPiece | undefined;
+  /** Pieces written since the writer last let the event loop run. */
+  let sinceTurn = 0;
   try {
     for (;;) {
       const result = await next;
@@ -173,6 +177,15 @@ async function pump(
       if (!keptUp) {
         next.catch(ignore);
         await sink.drained();
+      }
+      if (++sinceTurn === piecesPerTurn) {
+        // A stream made in memory (the mock's, a replayed cassette's) to a client that keeps up
+        // never waits on the event loop: its writes complete at once and their drain comes in
+        // the same turn. Without a pause the process would serve nothing else, not even a
+        // signal to stop, until the stream ends.
+        sinceTurn = 0;
+        next.catch(ignore);
+        await new Promise((resolve) => setImmediate(resolve));
       }
     }
   } catch (error) {

@@ -13,6 +13,7 @@ import type {
 } from "../providers/http-upstream.js";
 import type { GoneSignal } from "../time/gone-signal.js";
 import { sleep } from "../time/sleep.js";
+import { UpstreamFailure } from "../wire/upstream-failure.js";
 import {
   type CanonicalRequest,
   canonicalBody,
@@ -33,14 +34,25 @@ const cassetteOptionsSchema = z.object({
   timing: z.enum(["recorded", "none"]).optional(),
 });
 
+/**
+ * The cassettes a gateway was given, and how: `gateway serve`'s flags, or `startGateway`'s
+ * option in the user's code. A miss tells the user how to record it in the words they used.
+ */
+export interface ShelfOptions extends CassetteOptions {
+  from: "flags" | "option";
+}
+
 /** `startGateway`'s option as a caller may have typed it (JavaScript callers included). */
-export function parseCassetteOptions(input: CassetteOptions): CassetteOptions {
+export function parseCassetteOptions(
+  input: CassetteOptions,
+  from: ShelfOptions["from"] = "option",
+): ShelfOptions {
   const parsed = cassetteOptionsSchema.safeParse(input);
   if (!parsed.success) {
     const problems = parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`);
     throw new ConfigError(problems, "cassettes option");
   }
-  return parsed.data;
+  return { ...parsed.data, from };
 }
 
 const responseHeaders = z.record(z.string(), z.string());
@@ -55,19 +67,29 @@ const cassetteSchema = z.object({
     headers: z.record(z.string(), z.string()).optional(),
     body: z.unknown(),
   }),
-  response: z.object({
-    status: z.number().int(),
-    headers: responseHeaders,
-    /** Milliseconds from the request to the whole answer (not for streams). */
-    ms: z.number().optional(),
-    body: z.unknown().optional(),
-    text: z.string().optional(),
-    base64: z.string().optional(),
-    /** A stream, as the pieces arrived, with their time from the request. */
-    chunks: z.array(z.object({ ms: z.number(), text: z.string() })).optional(),
-    /** The stream broke after its chunks. */
-    cut: z.boolean().optional(),
-  }),
+  response: z
+    .object({
+      /** Absent for a call that failed before its answer (`failure`). */
+      status: z.number().int().optional(),
+      headers: responseHeaders,
+      /** Milliseconds from the request to the whole answer (not for streams). */
+      ms: z.number().optional(),
+      body: z.unknown().optional(),
+      text: z.string().optional(),
+      base64: z.string().optional(),
+      /** A stream, as the pieces arrived, with their time from the request. */
+      chunks: z.array(z.object({ ms: z.number(), text: z.string() })).optional(),
+      /** The stream broke after its chunks. */
+      cut: z.boolean().optional(),
+      /**
+       * The call failed with no answer: refused, cut before its answer was whole, or past a time
+       * bound (`timeout`). A replay fails it the same way, so the client gets the same error.
+       */
+      failure: z.object({ error: z.string(), timeout: z.boolean().optional() }).optional(),
+    })
+    .refine((response) => response.status !== undefined || response.failure !== undefined, {
+      message: "a response has a status or a failure",
+    }),
 });
 
 export type Cassette = z.infer<typeof cassetteSchema>;
@@ -355,22 +377,48 @@ function bodyBytes(response: RecordedResponse): Buffer {
   return Buffer.from(response.body === undefined ? "" : JSON.stringify(response.body));
 }
 
-/** A recorded whole answer, as the live call would have returned it. */
+/**
+ * A call that failed with no answer, as its cassette keeps it (`err` scrubbed of the call's
+ * credentials when the file is written).
+ */
+export function recordedFailure(
+  err: unknown,
+  timeout: boolean,
+  ms: number,
+): Pick<RecordedResponse, "headers" | "ms" | "failure"> {
+  const { code, message } = (err ?? {}) as { code?: unknown; message?: unknown };
+  const said = typeof message === "string" && message !== "" ? message : String(err);
+  const error = typeof code === "string" && !said.includes(code) ? `${code}: ${said}` : said;
+  return { headers: {}, ms, failure: timeout ? { error, timeout } : { error } };
+}
+
+/** The failure a replay gives for a recorded one: what the live call's failure became. */
+function replayedFailure(failure: NonNullable<RecordedResponse["failure"]>): UpstreamFailure {
+  return new UpstreamFailure("unavailable", failure.timeout ? 504 : 502);
+}
+
+/** A recorded whole answer, as the live call would have returned it (or failed). */
 export async function replayWhole(
   response: RecordedResponse,
   timing: boolean,
   signal: GoneSignal,
 ): Promise<WholeAnswer> {
   if (timing) await sleep(response.ms ?? 0, signal);
+  if (response.failure || response.status === undefined)
+    throw replayedFailure(response.failure ?? { error: "no status recorded" });
   return { status: response.status, headers: response.headers, body: bodyBytes(response) };
 }
 
 /** A recorded stream, chunk by chunk as it was recorded (with its gaps when `timing`). */
-export function replayStream(
+export async function replayStream(
   response: RecordedResponse,
   timing: boolean,
   signal: GoneSignal,
-): StreamAnswer {
+): Promise<StreamAnswer> {
+  if (response.failure || response.status === undefined) {
+    if (timing) await sleep(response.ms ?? 0, signal);
+    throw replayedFailure(response.failure ?? { error: "no status recorded" });
+  }
   async function* body(): AsyncGenerator<Uint8Array> {
     if (!response.chunks) {
       yield bodyBytes(response);
@@ -392,7 +440,11 @@ export function replayStream(
  * recording is the test's to fix, and SDKs do not retry a 400) naming the nearest cassette and
  * the first field that differs.
  */
-export function cassetteMiss(shelf: CassetteShelf, request: CanonicalRequest): GatewayError {
+export function cassetteMiss(
+  shelf: CassetteShelf,
+  request: CanonicalRequest,
+  from: ShelfOptions["from"],
+): GatewayError {
   const where = `${request.method} ${request.provider} ${request.path}`;
   let message = `No cassette in ${shelf.dir} for ${where}; replay never calls a provider.`;
   const nearest = nearestCassette(shelf, request);
@@ -409,7 +461,10 @@ export function cassetteMiss(shelf: CassetteShelf, request: CanonicalRequest): G
   } else {
     message += " The directory holds no cassette.";
   }
-  message += " Record it with --record-missing, or record again.";
+  message +=
+    from === "flags"
+      ? " Record it with --record-missing, or record again (--record)."
+      : ' Record it with cassettes: { mode: "record-missing" }, or record again (mode: "record").';
   console.error(`cassettes: miss: ${message}`);
   return new GatewayError(400, "bad_request", message);
 }

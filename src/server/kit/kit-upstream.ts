@@ -1,9 +1,11 @@
 import { accessSync, constants, mkdirSync, rmdirSync, statSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { performanceNow } from "../../host-timers.js";
+import { type FolderLock, lockFolder } from "../backends/folder-lock.js";
 import { ConfigError } from "../config/load.js";
 import type { UpstreamRequest } from "../providers/h1-client.js";
 import {
+  failedCall,
   type StreamAnswer,
   UpstreamHttp,
   type UpstreamProvider,
@@ -13,15 +15,16 @@ import type { GoneSignal } from "../time/gone-signal.js";
 import { type CanonicalRequest, requestHash as requestHashOf } from "./canonical.js";
 import {
   type Cassette,
-  type CassetteOptions,
   CassetteShelf,
   canonicalRequest,
   cassetteMiss,
   credentialsOf,
   keptHeadersOf,
   recordedBody,
+  recordedFailure,
   replayStream,
   replayWhole,
+  type ShelfOptions,
   scrubbed,
 } from "./cassettes.js";
 import type { UpstreamCapture } from "./inspect.js";
@@ -35,15 +38,30 @@ export class KitUpstream extends UpstreamHttp {
   private readonly shelf: CassetteShelf | undefined;
   /** The directories the cassette folder's creation made, the outermost first. */
   private readonly made: string[];
+  /** A recording's hold on its folder, for as long as this gateway runs. */
+  private recording: FolderLock | undefined;
 
   constructor(
-    private readonly cassettes: CassetteOptions | undefined,
+    private readonly cassettes: ShelfOptions | undefined,
     private readonly capture: UpstreamCapture | undefined,
     answerLimitBytes?: number,
   ) {
     super(answerLimitBytes);
     this.made = cassettes ? cassetteDirectory(cassettes) : [];
+    if (cassettes && cassettes.mode !== "replay") {
+      this.recording = recordingLock(cassettes);
+      if (!this.recording) {
+        this.removeMade();
+        throw recordingRefused(cassettes);
+      }
+    }
     if (cassettes) this.shelf = new CassetteShelf(cassettes.dir);
+  }
+
+  override async close(): Promise<void> {
+    await super.close();
+    this.recording?.release();
+    this.recording = undefined;
   }
 
   /**
@@ -52,6 +70,10 @@ export class KitUpstream extends UpstreamHttp {
    */
   override async abandon(): Promise<void> {
     await super.abandon();
+    this.removeMade();
+  }
+
+  private removeMade(): void {
     for (const dir of this.made.splice(0).reverse()) {
       try {
         rmdirSync(dir);
@@ -100,7 +122,13 @@ export class KitUpstream extends UpstreamHttp {
     const found = this.lookup(shelf, request);
     if ("replay" in found) return replayWhole(found.replay, this.timing, signal);
     const started = performanceNow();
-    const answer = await super.sendWhole(options, signal, provider);
+    let answer: WholeAnswer;
+    try {
+      answer = await super.sendWhole(options, signal, provider);
+    } catch (err) {
+      saveFailure(shelf, request, err, signal, started, secrets, found.record);
+      throw err;
+    }
     const headers = keptHeadersOf(answer.headers);
     shelf.save(
       request,
@@ -128,7 +156,13 @@ export class KitUpstream extends UpstreamHttp {
     const found = this.lookup(shelf, request);
     if ("replay" in found) return replayStream(found.replay, this.timing, signal);
     const started = performanceNow();
-    const answer = await super.openStream(options, signal, provider);
+    let answer: StreamAnswer;
+    try {
+      answer = await super.openStream(options, signal, provider);
+    } catch (err) {
+      saveFailure(shelf, request, err, signal, started, secrets, found.record);
+      throw err;
+    }
     const headers = keptHeadersOf(answer.headers);
     return {
       statusCode: answer.statusCode,
@@ -164,9 +198,31 @@ export class KitUpstream extends UpstreamHttp {
       entry = shelf.find(hash, occurrence);
     }
     if (entry) return { replay: entry.cassette.response };
-    if (this.cassettes?.mode === "replay") throw cassetteMiss(shelf, request);
+    if (this.cassettes?.mode === "replay") throw cassetteMiss(shelf, request, this.cassettes.from);
     return { record: occurrence };
   }
+}
+
+/**
+ * Records a call that failed before its answer (refused, cut, past a time bound), so that a replay
+ * fails it the same way: a suite that recorded a flaky provider replays what it met. A call whose
+ * client left is not recorded: its outcome was never heard.
+ */
+function saveFailure(
+  shelf: CassetteShelf,
+  request: CanonicalRequest,
+  err: unknown,
+  signal: GoneSignal,
+  started: number,
+  secrets: string[],
+  occurrence: number,
+): void {
+  const how = failedCall(err, signal);
+  // Nor a call the gateway's own close cut: that was not the provider.
+  if (how === "client left" || (err as { code?: unknown })?.code === "UPSTREAM_AGENT_CLOSED")
+    return;
+  const ms = Math.round(performanceNow() - started);
+  shelf.save(request, recordedFailure(err, how === "timeout", ms), secrets, occurrence);
 }
 
 /**
@@ -186,9 +242,9 @@ function shelvedRequest(
  * directory would turn every request into a miss, and one a recording cannot write into every
  * exchange into a lost one. Answers the directories it made, the outermost first.
  */
-function cassetteDirectory(cassettes: CassetteOptions): string[] {
+function cassetteDirectory(cassettes: ShelfOptions): string[] {
   const refused = (why: string) =>
-    new ConfigError([`dir: ${cassettes.dir} ${why}`], "cassettes option");
+    new ConfigError([`dir: ${cassettes.dir} ${why}`], optionName(cassettes));
   const target = resolve(cassettes.dir);
   const made: string[] = [];
   if (cassettes.mode !== "replay") {
@@ -222,6 +278,40 @@ function cassetteDirectory(cassettes: CassetteOptions): string[] {
 }
 
 /**
+ * A recording's hold on its folder. `record` replaces the files of each request it sends (the
+ * later sendings of an earlier recording go), so it records alone: another recorder's files
+ * would go with them. `record-missing` only adds files, and shares the folder with others like
+ * it.
+ */
+function recordingLock(cassettes: ShelfOptions): FolderLock | undefined {
+  return lockFolder(cassettes.dir, cassettes.mode === "record" ? "exclusive" : "shared");
+}
+
+/** Why a recording cannot have its folder, in the words the user started it with. */
+function recordingRefused(cassettes: ShelfOptions): ConfigError {
+  const flags = cassettes.from === "flags";
+  const record = flags ? "--record" : 'mode "record"';
+  const addOnly = flags ? "--replay with --record-missing" : 'mode "record-missing"';
+  const why =
+    cassettes.mode === "record"
+      ? `is being recorded into by another gateway, and a recording (${record}) replaces the files of the requests it sends, so it records alone`
+      : `is being recorded by another gateway (${record}), which replaces the files of the requests it sends`;
+  return new ConfigError(
+    [
+      `dir: ${cassettes.dir} ${why}: give each gateway a folder of its own (one per test file), ` +
+        `or record with ${addOnly}, which only adds files and shares its folder`,
+    ],
+    optionName(cassettes),
+  );
+}
+
+/** What the user gave the cassette folder as: serve's flag, or startGateway's option. */
+function optionName(cassettes: ShelfOptions): string {
+  if (cassettes.from === "option") return "cassettes option";
+  return `${cassettes.mode === "record" ? "--record" : "--replay"} folder`;
+}
+
+/**
  * Passes a live stream on as it arrives and saves it once it ends: its chunks as text with their
  * time from the request (a character split between two chunks goes whole into the second), and
  * whether it broke. A stream the client left is not saved: it was not heard to its end.
@@ -247,6 +337,6 @@ async function* recordingStream(
   } finally {
     const rest = decoder.decode();
     if (rest) chunks.push({ ms: Math.round(performanceNow() - started), text: rest });
-    if (!signal.aborted) save(chunks, cut || undefined);
+    if (failedCall(undefined, signal) !== "client left") save(chunks, cut || undefined);
   }
 }

@@ -543,6 +543,16 @@ function providerFailed(err: unknown): UpstreamFailure {
   return new UpstreamFailure("unavailable", timedOut ? 504 : 502);
 }
 
+/**
+ * How a call given `signal` (what `sendWhole` and `openStream` get) ended when it failed with
+ * `err`: its client left, a time bound passed, or the provider failed it (refused, cut, garbled).
+ */
+export function failedCall(err: unknown, signal: GoneSignal): "client left" | "timeout" | "failed" {
+  if (signal instanceof Deadline && signal.expired) return "timeout";
+  if (signal.aborted) return "client left";
+  return timeoutCodes.has((err as { code?: string } | null)?.code ?? "") ? "timeout" : "failed";
+}
+
 /** Why a call failed: the client left (its own error), a bound passed (504), or the provider. */
 function callFailure(err: unknown, client: GoneSignal, deadline: Deadline): unknown {
   if (client.aborted || err instanceof GatewayError) return err;

@@ -13,16 +13,22 @@ export interface FileLock {
 }
 
 /**
- * Takes `path` for this process, or returns undefined when another process holds it. The lock is
- * SQLite's own exclusive file lock (fcntl on POSIX, LockFileEx on Windows) held by a connection in
- * exclusive locking mode: the kernel drops it when its process dies, so a crashed holder leaves
- * nothing to clean up, and two taking it at once cannot both get it. The file itself stays:
- * removing it would let a third process lock a fresh file while the second still holds the old
- * one, which is why a lock is kept only while the path still names the file it was taken on.
- * `waitMs` lets the winner of a simultaneous start finish taking the lock while the loser lets go
- * of its shared one; a lock already held is refused when it runs out.
+ * Takes `path` for this process, or returns undefined when another process holds it (another
+ * holder in this process too). The lock is SQLite's own exclusive file lock (fcntl on POSIX,
+ * LockFileEx on Windows) held by a connection in exclusive locking mode: the kernel drops it when
+ * its process dies, so a crashed holder leaves nothing to clean up, and two taking it at once
+ * cannot both get it. The file itself stays: removing it would let a third process lock a fresh
+ * file while the second still holds the old one, which is why a lock is kept only while the path
+ * still names the file it was taken on. `waitMs` lets the winner of a simultaneous start finish
+ * taking the lock while the loser lets go of its shared one; a lock already held is refused when
+ * it runs out. A `shared` lock is SQLite's read lock, kept: any number of holders share it, and
+ * it keeps the exclusive one from being taken (and is refused while that is held).
  */
-export function lockFile(path: string, waitMs: number): FileLock | undefined {
+export function lockFile(
+  path: string,
+  waitMs: number,
+  mode: "exclusive" | "shared" = "exclusive",
+): FileLock | undefined {
   for (;;) {
     ensurePrivateFile(path);
     const opened = statSync(path, { throwIfNoEntry: false });
@@ -31,7 +37,11 @@ export function lockFile(path: string, waitMs: number): FileLock | undefined {
       // The lock file holds no data: a journal would only leave a second file beside it.
       lock.pragma("journal_mode = MEMORY");
       lock.pragma("locking_mode = EXCLUSIVE");
-      lock.exec("BEGIN EXCLUSIVE");
+      if (mode === "exclusive") lock.exec("BEGIN EXCLUSIVE");
+      else {
+        lock.exec("BEGIN");
+        lock.prepare("SELECT count(*) FROM sqlite_schema").get();
+      }
       lock.exec("COMMIT");
     } catch (err) {
       lock.close();
