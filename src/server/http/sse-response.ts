@@ -65,6 +65,8 @@ interface Sink {
    */
   flushed(): Promise<void> | undefined;
   readonly closed: boolean;
+  /** A metered piece left the gateway for the client. */
+  readonly delivered: boolean;
 }
 
 const sseHeaders = {
@@ -114,28 +116,14 @@ export class KeptAlive {
 export function sendSse(outgoing: ServerResponse, stream: SseStream, keptAlive?: KeptAlive): void {
   if (keptAlive) keptAlive.stop();
   else outgoing.writeHead(200, { ...sseHeaders, ...stream.headers });
-  let delivered = false;
-  const sink = nodeSink(outgoing, (left) => {
-    if (left) delivered = true;
-    stream.tally.reached(left);
-  });
-  void pump(
-    sink,
-    stream,
-    () => delivered,
-    () => markStage(outgoing.req, "first piece written"),
-  );
+  const sink = nodeSink(outgoing, (left) => stream.tally.reached(left));
+  void pump(sink, stream, () => markStage(outgoing.req, "first piece written"));
 }
 
-async function pump(
-  sink: Sink,
-  stream: SseStream,
-  delivered: () => boolean,
-  firstWritten: () => void,
-): Promise<void> {
+async function pump(sink: Sink, stream: SseStream, firstWritten: () => void): Promise<void> {
   let written = false;
   const finish = (end: Omit<StreamEnd, "delivered">) =>
-    stream.onEnd({ delivered: delivered(), ...end });
+    stream.onEnd({ delivered: sink.delivered, ...end });
   let next = Promise.resolve(stream.first);
   // The closing event waits here until the stream's charge is committed.
   let closing: StreamPiece | undefined;
@@ -232,6 +220,7 @@ function nodeSink(outgoing: ServerResponse, onLeft: (left: boolean) => void): Si
   // closed the response before this listener: it would never hear of it, and a write to the
   // closed response never drains, so the stream would wait forever, unsettled.
   let closed = outgoing.destroyed;
+  let delivered = false;
   // Metered pieces written and not yet heard of, and who waits for them all.
   let onWay = 0;
   let allLeft: (() => void) | undefined;
@@ -253,7 +242,9 @@ function nodeSink(outgoing: ServerResponse, onLeft: (left: boolean) => void): Si
   const connection = outgoing.socket;
   const left = (err?: Error | null) => {
     onWay--;
-    onLeft(!err && connection?.destroyed !== true && !outgoing.destroyed);
+    const reached = !err && connection?.destroyed !== true && !outgoing.destroyed;
+    if (reached) delivered = true;
+    onLeft(reached);
     if (onWay === 0) settle();
   };
   // After the first piece (which takes the headers with it), each piece is framed as its HTTP
@@ -317,6 +308,9 @@ function nodeSink(outgoing: ServerResponse, onLeft: (left: boolean) => void): Si
     },
     get closed() {
       return closed;
+    },
+    get delivered() {
+      return delivered;
     },
   };
 }
