@@ -107,6 +107,18 @@ const heldChat = (id: number | string, extra: Record<string, unknown> = {}) => (
   params: { name: "chat", arguments: { model: "held-gpt", prompt: "hold on" }, ...extra },
 });
 
+const cancel = (requestId: number | string) => ({
+  jsonrpc: "2.0",
+  method: "notifications/cancelled",
+  params: { requestId, reason: "the user pressed Esc" },
+});
+
+interface Answer {
+  id: unknown;
+  result?: { content: { text?: string }[]; isError?: boolean };
+  error?: { code: number; message: string };
+}
+
 /** A body POSTed to /mcp as a client without the SDK would. */
 function rawMcp(
   body: unknown,
@@ -323,9 +335,13 @@ describe("a long call whose client leaves is charged nothing, as its /v1 twin", 
     await admitted();
     abort.abort("the user pressed Esc");
     expect(await call).toBe("cancelled");
-    const [row] = await rowsOnce(1);
-    expect(row).toMatchObject({ via: "mcp", error_code: "client_closed", cost_micro: 0 });
+    const rows = await rowsOnce(1);
+    expect(rows).toHaveLength(1);
+    expect(rows[0]).toMatchObject({ via: "mcp", error_code: "client_closed", cost_micro: 0 });
     expect(await idleMoney(gw)).toEqual(before);
+    // The provider's call was cut, not left to run for nobody.
+    for (let i = 0; i < 200 && upstream.aborted === 0; i++) await sleep(10);
+    expect(upstream.aborted).toBe(1);
   });
 
   it("a client that hangs up mid-SSE: the twin ends client_closed and the provider's call is cut", async () => {
@@ -361,20 +377,50 @@ describe("a long call whose client leaves is charged nothing, as its /v1 twin", 
     const [answer] = await mcpResponses<{ id: number; result: { content: unknown } }>(next);
     expect(answer).toMatchObject({ id: 10, result: { content: [{ text: HELD_ANSWER }] } });
   });
+
+  it("on a POST the transport refuses (a protocol version it does not speak, JSON only, no JSON) cancels nothing: the call runs and is charged once", async () => {
+    gw = await testGateway({ keepaliveMs: KEEPALIVE_MS, config: config() });
+    const before = await idleMoney(gw);
+    const call = rawMcp(heldChat(31)).then((res) => mcpResponse<Answer>(res));
+    await admitted();
+    const refusals: [Record<string, string>, number][] = [
+      [{ "mcp-protocol-version": "1999-01-01" }, 400],
+      [{ accept: "application/json" }, 406],
+      [{ "content-type": "text/plain" }, 415],
+    ];
+    for (const [headers, status] of refusals) {
+      const res = await fetch(`${gw.url}/mcp`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${KEY}`,
+          "content-type": "application/json",
+          accept: "application/json, text/event-stream",
+          ...headers,
+        },
+        body: JSON.stringify(cancel(31)),
+      });
+      expect(res.status).toBe(status);
+      expect(((await res.json()) as { error: { code: number } }).error.code).toBeLessThan(0);
+    }
+    release.resolve();
+    const answer = await call;
+    expect(answer.error).toBeUndefined();
+    expect(answer.result?.content).toEqual([{ type: "text", text: HELD_ANSWER }]);
+    const rows = await rowsOnce(1);
+    expect(rows).toHaveLength(1);
+    expect(rows[0]).toMatchObject({ via: "mcp", status: 200 });
+    expect(before.balance - (await idleMoney(gw)).balance).toBe(rows[0]!.cost_micro);
+
+    // The same cancellation, sent as the transport takes it, ends the id's next call.
+    release = deferred();
+    const next = rawMcp(heldChat(31)).then((res) => mcpResponse<Answer>(res));
+    await admitted();
+    expect((await rawMcp(cancel(31))).status).toBe(202);
+    expect((await next).error?.code).toBe(ErrorCode.ConnectionClosed);
+  });
 });
 
 describe("a cancellation that arrives before its call", () => {
-  const cancel = (requestId: number | string) => ({
-    jsonrpc: "2.0",
-    method: "notifications/cancelled",
-    params: { requestId, reason: "the user pressed Esc" },
-  });
-  interface Answer {
-    id: unknown;
-    result?: { content: { text?: string }[]; isError?: boolean };
-    error?: { code: number; message: string };
-  }
-
   it("on a POST of its own, before the call's: the call ends at once, the provider is not asked, nothing is charged", async () => {
     gw = await testGateway({ keepaliveMs: KEEPALIVE_MS, config: config() });
     const before = await idleMoney(gw);
@@ -396,21 +442,24 @@ describe("a cancellation that arrives before its call", () => {
     expect(upstream.requests).toHaveLength(1);
   });
 
-  it("first in a batch with its call: the call is not run", async () => {
+  it("in a batch with its call, before or after it: the call is not run", async () => {
     gw = await testGateway({ keepaliveMs: KEEPALIVE_MS, config: config() });
     const before = await idleMoney(gw);
-    // The POST is answered once each of its requests is: the cancelled call's error ends it.
-    const answered = rawMcp([cancel("c-7"), heldChat("c-7")]).then((res) =>
-      mcpResponses<Answer>(res),
-    );
-    const answers = await Promise.race([answered, sleep(HOLD_BOUND_MS).then(() => "no answer")]);
-    expect(answers).toEqual([
-      {
-        jsonrpc: "2.0",
-        id: "c-7",
-        error: expect.objectContaining({ code: ErrorCode.ConnectionClosed }),
-      },
-    ]);
+    for (const [id, batch] of [
+      ["c-7", [cancel("c-7"), heldChat("c-7")]],
+      ["c-8", [heldChat("c-8"), cancel("c-8")]],
+    ] as const) {
+      // The POST is answered once each of its requests is: the cancelled call's error ends it.
+      const answered = rawMcp(batch).then((res) => mcpResponses<Answer>(res));
+      const answers = await Promise.race([answered, sleep(HOLD_BOUND_MS).then(() => "no answer")]);
+      expect(answers, id).toEqual([
+        {
+          jsonrpc: "2.0",
+          id,
+          error: expect.objectContaining({ code: ErrorCode.ConnectionClosed }),
+        },
+      ]);
+    }
     expect(upstream.requests).toHaveLength(0);
     expect(await gw.listRequests()).toEqual([]);
     expect(await idleMoney(gw)).toEqual(before);

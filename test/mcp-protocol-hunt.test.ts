@@ -1,6 +1,7 @@
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import {
+  CallToolResultSchema,
   ErrorCode,
   LATEST_PROTOCOL_VERSION,
   ListToolsResultSchema,
@@ -9,6 +10,7 @@ import {
 } from "@modelcontextprotocol/sdk/types.js";
 import { afterEach, describe, expect, it } from "vitest";
 import type { ConfigInput } from "../src/server/config/schema.js";
+import { requestIdMeta } from "../src/server/mcp/tools.js";
 import { idleMoney, quota } from "./support/api.js";
 import {
   backends,
@@ -266,6 +268,34 @@ describe("JSON-RPC batches", () => {
 });
 
 describe("tools/call the protocol way", () => {
+  it("a call asking to run as a task (2025-11-25) is served as a plain call, as a server without the tasks capability must, and charged once", async () => {
+    gw = await testGateway();
+    const { client } = await connect();
+    expect(client.getServerCapabilities()?.tasks).toBeUndefined();
+    const before = await idleMoney(gw);
+    const result = await client.request(
+      {
+        method: "tools/call",
+        params: {
+          name: "chat",
+          arguments: { model: "mock-gpt", prompt: "run me as a task" },
+          task: { ttl: 60_000 },
+        },
+      },
+      CallToolResultSchema,
+    );
+    expect(result.isError).toBeFalsy();
+    expect(result.content[0]).toMatchObject({
+      type: "text",
+      text: expect.stringMatching(/run me as a task/),
+    });
+    const logged = await rows();
+    expect(logged).toHaveLength(1);
+    expect(result._meta?.[requestIdMeta]).toBe(logged[0]!.id);
+    expect(before.balance - (await idleMoney(gw)).balance).toBe(logged[0]!.cost_micro);
+    expect(logged[0]!.cost_micro).toBeGreaterThan(0);
+  });
+
   it("a malformed tools/call is Invalid params (-32602), the client's mistake, not an internal error", async () => {
     gw = await testGateway();
     for (const params of [

@@ -61,7 +61,10 @@ type ParamsCheck =
 /**
  * Connects the server to its transport with every request's params checked before the SDK sees
  * it (`requestSchemas`): a request that fails its schema is answered Invalid params (-32602) on
- * the transport, and the rest of a batch goes on as usual.
+ * the transport, and the rest of a batch goes on as usual. A request's `task` (MCP 2025-11-25's
+ * task augmentation) is dropped: this server declares no `tasks` capability, and the spec has
+ * such a receiver process the request normally, where the SDK would refuse it as an internal
+ * error (-32603).
  */
 export async function connectCheckingParams(mcp: McpServer, transport: Transport): Promise<void> {
   await mcp.connect(transport);
@@ -70,8 +73,15 @@ export async function connectCheckingParams(mcp: McpServer, transport: Transport
     const refusal = invalidParams(message);
     // The transport answers it as any response; a failure to is the transport's to report.
     if (refusal) transport.send(refusal).catch(() => {});
-    else dispatch?.(message, extra);
+    else dispatch?.(withoutTask(message), extra);
   };
+}
+
+/** `message` without the `task` of its params, when it is a request that has one. */
+function withoutTask(message: JSONRPCMessage): JSONRPCMessage {
+  if (!isJSONRPCRequest(message) || message.params?.task === undefined) return message;
+  const { task: _, ...params } = message.params;
+  return { ...message, params };
 }
 
 /** The Invalid params answer to a request its method's schema refuses, else undefined. */
@@ -119,16 +129,27 @@ export function gatewayMcpServer(
    * waiting; 0 sends none (an answer in JSON has nowhere to put them).
    */
   progressEveryMs = 0,
+  /**
+   * A `notifications/cancelled` naming a call by its JSON-RPC id, which may be running on another
+   * POST (this server is stateless). Called only for a message the transport accepted: a POST it
+   * refuses (a protocol version it does not speak, an `Accept` without SSE) cancels nothing.
+   */
+  onCancelled?: (requestId: string | number) => void,
 ): McpServer {
   const mcp = new McpServer(
     { name: "model-gateway", title: "Model Gateway", version: packageVersion },
     { capabilities: { tools: {} }, instructions },
   );
   mcp.server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: listed }));
-  // The route ends the call a cancellation names, whichever POST it came on (`forCall`). The
+  // The route ends the call a cancellation names, whichever POST it came on (`onCancelled`). The
   // SDK's own handler would, for a call of the same POST, drop the call's answer and leave the
-  // POST's answer waiting for it, with the call still running.
-  mcp.server.setNotificationHandler(CancelledNotificationSchema, () => {});
+  // POST's answer waiting for it, with the call still running. The SDK runs a notification's
+  // handler a step before a request's, so a batch's cancellation reaches the route before the
+  // call it names registers, whichever comes first in the batch: the call is not run.
+  mcp.server.setNotificationHandler(CancelledNotificationSchema, (notification) => {
+    const requestId = notification.params.requestId;
+    if (requestId !== undefined) onCancelled?.(requestId);
+  });
   mcp.server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
     const tool = byName.get(request.params.name);
     if (!tool) {

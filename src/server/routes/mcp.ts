@@ -51,11 +51,6 @@ export function mcpHandler(services: Services, loopback: Loopback): Handler {
       if (refused) return refused;
     }
     const gone = clientGone(c);
-    // A notifications/cancelled names a call another POST of this caller is running (or is about
-    // to: kept a while for it): end it as a /v1 client that leaves ends its request (nothing
-    // delivered, nothing charged).
-    for (const requestId of cancelledIds(messages?.parsed ?? []))
-      calls.cancel(canceller, requestId);
     const callerWith = (signal: GoneSignal): ToolCaller => ({
       send: async (request) => {
         try {
@@ -122,7 +117,12 @@ export function mcpHandler(services: Services, loopback: Loopback): Handler {
       (requestHeader(c, "accept")?.includes("text/event-stream") ?? false) &&
       (messages?.parsed ?? []).some(isToolCall);
     const { keepaliveMs } = services.options;
-    const server = gatewayMcpServer(caller, forCall, streamed ? keepaliveMs : 0);
+    // A notifications/cancelled names a call another POST of this caller is running (or is about
+    // to: kept a while for it): end it as a /v1 client that leaves ends its request (nothing
+    // delivered, nothing charged).
+    const server = gatewayMcpServer(caller, forCall, streamed ? keepaliveMs : 0, (requestId) =>
+      calls.cancel(canceller, requestId),
+    );
     const transport = new WebStandardStreamableHTTPServerTransport({
       sessionIdGenerator: undefined,
       enableJsonResponse: !streamed,
@@ -247,14 +247,13 @@ export const mcpMethodNotAllowed: Handler = (c) =>
 
 /**
  * The JSON-RPC messages of a POST's body, parsed here only when there is something to look at:
- * a batch, a `notifications/cancelled`, or a `tools/call` (answered as SSE). Read as the
- * transport reads it (a BOM dropped), which answers a body that is no JSON itself.
+ * a batch, or a `tools/call` (answered as SSE). Read as the transport reads it (a BOM dropped),
+ * which answers a body that is no JSON itself.
  */
 function messagesOf(body: Uint8Array): { batch: boolean; parsed: unknown[] } | undefined {
   const batch = startsAnArray(body);
   const bytes = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
-  if (!batch && !bytes.includes("notifications/cancelled") && !bytes.includes("tools/call"))
-    return undefined;
+  if (!batch && !bytes.includes("tools/call")) return undefined;
   let parsed: unknown;
   try {
     parsed = JSON.parse(new TextDecoder().decode(body));
@@ -322,14 +321,4 @@ function invalidRequest(c: Context, message: string): Response {
     { jsonrpc: "2.0", error: { code: ErrorCode.InvalidRequest, message }, id: null },
     400,
   );
-}
-
-/** The request ids the `notifications/cancelled` messages of a POST's body name. */
-function cancelledIds(messages: unknown[]): (string | number)[] {
-  return messages.flatMap((m) => {
-    const message = m as { method?: unknown; params?: { requestId?: unknown } } | null;
-    if (message?.method !== "notifications/cancelled") return [];
-    const id = message.params?.requestId;
-    return typeof id === "string" || typeof id === "number" ? [id] : [];
-  });
 }
