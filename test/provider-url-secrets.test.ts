@@ -294,7 +294,8 @@ describe.each(backends)("a base_url carrying a credential, on %s", (backend) => 
              DROP INDEX jobs_kept_finished; DROP INDEX conversation_items_by_id;
              ALTER TABLE stored_responses DROP COLUMN conversation_id;
              ALTER TABLE stored_responses DROP COLUMN conversation_seq;
-             ALTER TABLE stored_responses DROP COLUMN conversation_count;`
+             ALTER TABLE stored_responses DROP COLUMN conversation_count;
+             ALTER TABLE conversations DROP COLUMN deleted_at;`
         : "DELETE FROM schema_migrations WHERE id = 'provider-base-url-sealed';";
     await runSql(
       backend,

@@ -193,21 +193,22 @@ describe("Responses API state: its lifetime and its refusals over HTTP", () => {
 });
 
 describe("GET /v1/responses/{id} with stream=true (the SDK's way to resume a background stream)", () => {
-  it("is a 400 bad_request naming `stream`, not a JSON body the SDK reads as an empty stream", async () => {
-    const created = await openai.responses.create({ model: "mock-gpt", input: "hi" });
-    const err = await openai.responses
-      .retrieve(created.id, { stream: true })
-      .then(async (stream) => {
-        const events: string[] = [];
-        for await (const event of stream) events.push(event.type);
-        return events;
-      })
-      .catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(OpenAI.BadRequestError);
-    const apiError = err as InstanceType<typeof OpenAI.BadRequestError>;
-    expect(apiError.code).toBe("bad_request");
-    expect(apiError.message).toContain("`stream`");
-    // Without `stream` the same response is still there to read whole.
+  it("replays the finished response's events, ending in response.completed with the response", async () => {
+    const created = await openai.responses.create({
+      model: "mock-gpt",
+      input: "hi",
+      background: true,
+    });
+    const events: OpenAI.Responses.ResponseStreamEvent[] = [];
+    for await (const event of await openai.responses.retrieve(created.id, { stream: true }))
+      events.push(event);
+    expect(events[0]?.type).toBe("response.created");
+    const last = events.at(-1);
+    expect(last?.type).toBe("response.completed");
+    if (last?.type !== "response.completed") throw new Error("no response.completed");
+    expect(last.response.output_text ?? created.output_text).toBe(created.output_text);
+    expect(last.response.id).toBe(created.id);
+    // Without `stream` the same response is read whole.
     expect((await openai.responses.retrieve(created.id)).output_text).toBe(created.output_text);
   });
 });

@@ -31,14 +31,14 @@ export interface ResponseStateContext {
 
 /**
  * The turn a responses request makes, with the body to translate in its place (the chain's
- * items, then its own input); undefined when nothing is to be kept or replayed (`store: false`
- * and no conversation). An unknown, expired, `store: false` or other account's
+ * items, then its own input); the client's own body when nothing is to be kept or replayed
+ * (`store: false` and no conversation), whose turn only names a native answer. An unknown, expired, `store: false` or other account's
  * `previous_response_id` (or conversation) is a 400 naming the parameter.
  */
 export async function openResponseTurn(
   context: ResponseStateContext,
   body: Json,
-): Promise<{ body: Json; turn: ResponseTurn; replayedBytes: number } | undefined> {
+): Promise<{ body: Json; turn: ResponseTurn; replayedBytes: number }> {
   const previousId = optionalId(body.previous_response_id, "previous_response_id");
   const conversationId = conversationOf(body.conversation);
   if (previousId && conversationId) {
@@ -57,7 +57,8 @@ export async function openResponseTurn(
     );
   }
   const store = body.store !== false;
-  if (!store && !previousId && !conversationId && !namesStoredItem(body.input)) return undefined;
+  if (!store && !previousId && !conversationId && !namesStoredItem(body.input))
+    return { body, replayedBytes: 0, turn: unstoredTurn(body) };
   const { repo, accountId, now } = context;
 
   let history: StateItem[] = [];
@@ -152,13 +153,9 @@ export async function openResponseTurn(
       },
       echo(response) {
         if (typeof response.id === "string" && response.id !== ownId) nativeId = response.id;
-        response.id = ownId;
+        echoResponse(response, ownId, outputIds);
         response.previous_response_id = previousId ?? null;
         if (conversationId) response.conversation = { id: conversationId };
-        const output = response.output;
-        if (Array.isArray(output))
-          for (const [index, item] of output.entries())
-            if (isItem(item)) item.id = outputIds.idOf(index, item);
       },
       echoItem: (event) => outputIds.echo(event),
       renamesItems: () => outputIds.renamed,
@@ -208,6 +205,37 @@ export async function openResponseTurn(
       },
     },
   };
+}
+
+/**
+ * The turn of a request that keeps nothing and continues nothing (`store: false`, no conversation,
+ * no `item_reference`): a native server's answer still gets the gateway's id, as every answer
+ * does, and the server's is forgotten. The client cannot tell the answers apart by where they were
+ * served, and an id the server gives again never names two answers.
+ */
+function unstoredTurn(body: Json): ResponseTurn {
+  const ownId = randomId("resp_");
+  const outputIds = uniqueOutputIds(inputItems(body.input).items);
+  return {
+    nativeBody: () => body,
+    echo: (response) => echoResponse(response, ownId, outputIds),
+    echoItem: (event) => outputIds.echo(event),
+    renamesItems: () => outputIds.renamed,
+    async record() {},
+  };
+}
+
+/** A native server's Response under the gateway's id, each output item under the id chosen for it. */
+function echoResponse(
+  response: Json,
+  ownId: string,
+  outputIds: ReturnType<typeof uniqueOutputIds>,
+): void {
+  response.id = ownId;
+  const output = response.output;
+  if (Array.isArray(output))
+    for (const [index, item] of output.entries())
+      if (isItem(item)) item.id = outputIds.idOf(index, item);
 }
 
 /**

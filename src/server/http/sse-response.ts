@@ -69,7 +69,7 @@ interface Sink {
   readonly delivered: boolean;
 }
 
-const sseHeaders = {
+export const sseHeaders = {
   "content-type": "text/event-stream; charset=utf-8",
   "cache-control": "no-cache",
   connection: "keep-alive",

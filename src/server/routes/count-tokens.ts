@@ -73,12 +73,12 @@ export function responsesInputTokensHandler(services: CountServices): Handler {
       // A provider that speaks the Responses API counts the body as /v1/responses would send it.
       if (provider.countResponsesTokens && servesNatively(attempt.provider, "responses")) {
         const server = { providerId: attempt.provider.id, secret: attempt.credential.secret };
-        const native = withoutGatewayReasoning(turn ? turn.turn.nativeBody(server) : body);
+        const native = withoutGatewayReasoning(turn.turn.nativeBody(server));
         return provider.countResponsesTokens(services, attempt, { body: native, signal });
       }
       const req: CompletionRequest = {
         style: "responses",
-        body: turn?.body ?? body,
+        body: turn.body,
         stream: false,
         clientModel: body.model,
         signal,

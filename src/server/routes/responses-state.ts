@@ -1,9 +1,18 @@
 import type { Context } from "hono";
-import { type ItemPageQuery, pageOf, type StateItem } from "../../store/responses-state.js";
+import {
+  type ItemPageQuery,
+  pageOf,
+  type StateItem,
+  type StoredResponse,
+} from "../../store/responses-state.js";
 import type { Services } from "../compose/services.js";
 import { badRequest, GatewayError } from "../errors.js";
 import type { AppEnv, Handler } from "../http/context.js";
+import { sseHeaders } from "../http/sse-response.js";
+import { encodeResponsesEvents } from "../wire/translate/errors.js";
 import { includable } from "../wire/translate/responses.js";
+import { replayedEvents } from "../wire/translate/responses-replay.js";
+import { isRecord } from "../wire/translate/shared.js";
 import { listPage, listQuery } from "./list-page.js";
 
 /**
@@ -20,14 +29,16 @@ export function responseHandlers(services: Pick<Services, "repos" | "options">) 
     return held;
   };
   const retrieve: Handler = async (c) => {
-    // The SDK's retrieve(id, { stream: true }) parses whatever comes back as SSE: a JSON body
-    // would reach it as a stream with no events. Every response here finished before it was
-    // stored (`background` included), so there is no stream left to resume.
-    if (c.req.query("stream") === "true")
-      throw badRequest(
-        "`stream` is not available on GET /v1/responses/{id}: every response is complete once stored, so there is no stream to resume. GET it without `stream` to read it whole.",
-      );
-    return c.json((await find(c)).response);
+    const include = includeQuery(c);
+    const stream = c.req.query("stream") === "true";
+    const after = stream ? startingAfter(c) : -1;
+    const response = shownResponse(await find(c), include);
+    if (!stream) return c.json(response);
+    // The SDK's retrieve(id, { stream: true }) and responses.stream({ response_id }) read the
+    // answer as the events of its stream. Every response here finished before it was stored
+    // (`background` ones too), so its events are replayed whole, from after `starting_after`.
+    const events = replayedEvents(response).filter((ev) => ev.data.sequence_number > after);
+    return c.body(encodeResponsesEvents(events), 200, sseHeaders);
   };
   const remove: Handler = async (c) => {
     const id = c.req.param("id") ?? "";
@@ -97,13 +108,91 @@ export function includeQuery(c: Context<AppEnv>): ReadonlySet<string> {
 }
 
 /**
- * An item as OpenAI shows it: a reasoning item's `encrypted_content` only where the request
- * includes `reasoning.encrypted_content`, whoever asked for it when the item was kept.
+ * `starting_after` of a replayed stream: the `sequence_number` of the last event the client has
+ * (the replay sends those after it); -1, every event, when it is left out.
+ */
+function startingAfter(c: Context<AppEnv>): number {
+  const raw = c.req.query("starting_after");
+  if (raw === undefined) return -1;
+  if (!/^\d{1,15}$/.test(raw))
+    throw badRequest(
+      `Invalid query parameter starting_after: '${raw}' is not a whole number. \`starting_after\` takes the \`sequence_number\` of the last event read.`,
+    );
+  return Number(raw);
+}
+
+/**
+ * A stored response as the create answered it with this `include`: its output items each as
+ * `shownItem` shows them; the signed reasoning kept where the create did not include it is given
+ * with `reasoning.encrypted_content`, in the answer's first reasoning item, or one ahead of the
+ * answer (where a create that included it has it; the chain sends it back there too).
+ */
+export function shownResponse(held: StoredResponse, include: ReadonlySet<string>): StateItem {
+  const output = Array.isArray(held.response.output) ? held.response.output : [];
+  const shown = output.map((item: unknown) => (isRecord(item) ? shownItem(item, include) : item));
+  const signed = held.signedReasoning;
+  const carried = shown.some(
+    (item) => isRecord(item) && typeof item.encrypted_content === "string",
+  );
+  if (signed !== null && include.has("reasoning.encrypted_content") && !carried) {
+    const first = shown[0];
+    if (isRecord(first) && first.type === "reasoning")
+      shown[0] = { ...first, encrypted_content: signed };
+    else
+      shown.unshift({
+        type: "reasoning",
+        id: `rs_${held.id.replace(/^resp_/, "")}`,
+        summary: [],
+        encrypted_content: signed,
+      });
+  }
+  return { ...held.response, output: shown };
+}
+
+/**
+ * What an item shows of what only `include` asks for, as OpenAI shows it, whoever asked for it when
+ * the item was kept: a reasoning item's `encrypted_content`, an output text's `logprobs` (an empty
+ * list without), a hosted tool call's results and sources. An image of the client's own input is
+ * shown either way: the Agents SDK's conversation session sends a listed image back by its
+ * `image_url`, and lists without `include`.
  */
 export function shownItem(item: StateItem, include: ReadonlySet<string>): StateItem {
-  if (item.type !== "reasoning" || !("encrypted_content" in item)) return item;
-  if (include.has("reasoning.encrypted_content")) return item;
-  const { encrypted_content: _hidden, ...shown } = item;
+  const hidden = (value: string, field: string) => !include.has(value) && item[field] != null;
+  switch (item.type) {
+    case "reasoning":
+      if (!hidden("reasoning.encrypted_content", "encrypted_content")) return item;
+      return without(item, "encrypted_content");
+    case "message": {
+      if (include.has("message.output_text.logprobs") || !Array.isArray(item.content)) return item;
+      const withLogprobs = (part: unknown) =>
+        isRecord(part) && Array.isArray(part.logprobs) && part.logprobs.length > 0;
+      if (!item.content.some(withLogprobs)) return item;
+      const content = item.content.map((part: unknown) =>
+        withLogprobs(part) ? { ...(part as StateItem), logprobs: [] } : part,
+      );
+      return { ...item, content };
+    }
+    case "code_interpreter_call":
+      return hidden("code_interpreter_call.outputs", "outputs") ? { ...item, outputs: null } : item;
+    case "file_search_call":
+      return hidden("file_search_call.results", "results") ? { ...item, results: null } : item;
+    case "web_search_call": {
+      const action = item.action;
+      if (
+        include.has("web_search_call.action.sources") ||
+        !isRecord(action) ||
+        !("sources" in action)
+      )
+        return item;
+      return { ...item, action: without(action, "sources") };
+    }
+    default:
+      return item;
+  }
+}
+
+function without(item: StateItem, field: string): StateItem {
+  const { [field]: _hidden, ...shown } = item;
   return shown;
 }
 

@@ -548,6 +548,13 @@ export const postgresMigrations: MigrationStep[] = [
   ALTER TABLE stored_responses ADD COLUMN conversation_count integer;
   `,
   },
+  {
+    // As SQLite's step 24: a conversation deleted is marked, its items kept for references.
+    id: "conversation-deleted",
+    sql: `
+  ALTER TABLE conversations ADD COLUMN deleted_at bigint;
+  `,
+  },
 ];
 
 /** The trigger function that refuses a provider row naming a wire not in `wires`. */

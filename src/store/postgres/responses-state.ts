@@ -182,7 +182,7 @@ export class PostgresResponsesState implements ResponsesStateRepository {
           await client.query({
             name: "conversations_keep",
             text: `UPDATE conversations SET expires_at = GREATEST(expires_at, $1)
-              WHERE account_id = $2 AND id = $3 AND expires_at > $4`,
+              WHERE account_id = $2 AND id = $3 AND expires_at > $4 AND deleted_at IS NULL`,
             values: [expiresAt, accountId, turn.chainConversation, now],
           });
         }
@@ -229,28 +229,22 @@ export class PostgresResponsesState implements ResponsesStateRepository {
     const result = await this.pool.query<ConversationRow>({
       name: "conversations_set_metadata",
       text: `UPDATE conversations SET metadata_json = $1, expires_at = $2
-        WHERE account_id = $3 AND id = $4 AND expires_at > $5 RETURNING *`,
+        WHERE account_id = $3 AND id = $4 AND expires_at > $5 AND deleted_at IS NULL RETURNING *`,
       values: [JSON.stringify(metadata), expiresAt, accountId, id, now],
     });
     const row = result.rows[0];
     return row ? conversationFromRow(row) : undefined;
   }
 
+  // Its items stay, for an `item_reference` to them (as OpenAI keeps them), until it expires.
   async deleteConversation(accountId: string, id: string, now: number): Promise<boolean> {
-    return inTransaction(this.pool, async (client) => {
-      const deleted = await client.query({
-        name: "conversations_delete",
-        text: "DELETE FROM conversations WHERE account_id = $1 AND id = $2 AND expires_at > $3",
-        values: [accountId, id, now],
-      });
-      if ((deleted.rowCount ?? 0) === 0) return false;
-      await client.query({
-        name: "conversation_items_delete_all",
-        text: "DELETE FROM conversation_items WHERE account_id = $1 AND conversation_id = $2",
-        values: [accountId, id],
-      });
-      return true;
+    const deleted = await this.pool.query({
+      name: "conversations_delete",
+      text: `UPDATE conversations SET deleted_at = $3
+        WHERE account_id = $1 AND id = $2 AND expires_at > $3 AND deleted_at IS NULL`,
+      values: [accountId, id, now],
     });
+    return (deleted.rowCount ?? 0) > 0;
   }
 
   async listItems(
@@ -322,7 +316,7 @@ export class PostgresResponsesState implements ResponsesStateRepository {
       text: `SELECT i.item_json FROM conversation_items i JOIN conversations c
           ON c.account_id = i.account_id AND c.id = i.conversation_id
         WHERE i.account_id = $1 AND i.conversation_id = $2 AND i.item_id = $3
-          AND i.kind = 'item' AND c.expires_at > $4`,
+          AND i.kind = 'item' AND c.expires_at > $4 AND c.deleted_at IS NULL`,
       values: [accountId, conversationId, itemId, now],
     });
     const row = result.rows[0];
@@ -406,7 +400,8 @@ async function findConversation(
 ): Promise<ConversationRow | undefined> {
   const result = await db.query<ConversationRow>({
     name: "conversations_find",
-    text: "SELECT * FROM conversations WHERE account_id = $1 AND id = $2 AND expires_at > $3",
+    text: `SELECT * FROM conversations
+      WHERE account_id = $1 AND id = $2 AND expires_at > $3 AND deleted_at IS NULL`,
     values: [accountId, id, now],
   });
   return result.rows[0];
@@ -444,7 +439,7 @@ async function append(
   const touched = await client.query({
     name: "conversations_touch",
     text: `UPDATE conversations SET expires_at = $1
-      WHERE account_id = $2 AND id = $3 AND expires_at > $4`,
+      WHERE account_id = $2 AND id = $3 AND expires_at > $4 AND deleted_at IS NULL`,
     values: [expiresAt, accountId, conversationId, now],
   });
   if ((touched.rowCount ?? 0) === 0) return undefined;

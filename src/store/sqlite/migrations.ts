@@ -500,4 +500,10 @@ export const migrations: string[] = [
   ALTER TABLE stored_responses ADD COLUMN conversation_seq INTEGER;
   ALTER TABLE stored_responses ADD COLUMN conversation_count INTEGER;
   `,
+  // 24: a conversation deleted is marked (\`deleted_at\`, epoch ms) and its items are kept until it
+  // would have expired: as on OpenAI, where deleting a conversation leaves its items, an
+  // \`item_reference\` still finds them. Every route answers for it as for one it never held.
+  `
+  ALTER TABLE conversations ADD COLUMN deleted_at INTEGER;
+  `,
 ];

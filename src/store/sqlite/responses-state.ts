@@ -54,7 +54,6 @@ export class SqliteResponsesState implements ResponsesStateRepository {
     | "keepConversation"
     | "setMetadata"
     | "deleteConversation"
-    | "deleteItems"
     | "items"
     | "putItem"
     | "findConversationItem"
@@ -113,28 +112,29 @@ export class SqliteResponsesState implements ResponsesStateRepository {
       ),
       pruneConversations: db.prepare("DELETE FROM conversations WHERE expires_at <= ?"),
       findConversation: db.prepare(
-        "SELECT * FROM conversations WHERE account_id = ? AND id = ? AND expires_at > ?",
+        `SELECT * FROM conversations
+        WHERE account_id = ? AND id = ? AND expires_at > ? AND deleted_at IS NULL`,
       ),
       putConversation: db.prepare(
         `INSERT INTO conversations (account_id, id, metadata_json, created_at, expires_at)
         VALUES (?, ?, ?, ?, ?)`,
       ),
       touchConversation: db.prepare(
-        "UPDATE conversations SET expires_at = ? WHERE account_id = ? AND id = ? AND expires_at > ?",
+        `UPDATE conversations SET expires_at = ?
+        WHERE account_id = ? AND id = ? AND expires_at > ? AND deleted_at IS NULL`,
       ),
       keepConversation: db.prepare(
         `UPDATE conversations SET expires_at = MAX(expires_at, ?)
-        WHERE account_id = ? AND id = ? AND expires_at > ?`,
+        WHERE account_id = ? AND id = ? AND expires_at > ? AND deleted_at IS NULL`,
       ),
       setMetadata: db.prepare(
         `UPDATE conversations SET metadata_json = ?, expires_at = ?
-        WHERE account_id = ? AND id = ? AND expires_at > ? RETURNING *`,
+        WHERE account_id = ? AND id = ? AND expires_at > ? AND deleted_at IS NULL RETURNING *`,
       ),
+      // Its items stay, for an `item_reference` to them (as OpenAI keeps them), until it expires.
       deleteConversation: db.prepare(
-        "DELETE FROM conversations WHERE account_id = ? AND id = ? AND expires_at > ?",
-      ),
-      deleteItems: db.prepare(
-        "DELETE FROM conversation_items WHERE account_id = ? AND conversation_id = ?",
+        `UPDATE conversations SET deleted_at = ?
+        WHERE account_id = ? AND id = ? AND expires_at > ? AND deleted_at IS NULL`,
       ),
       items: db.prepare(
         `SELECT item_id, item_json, kind, seq FROM conversation_items
@@ -291,11 +291,7 @@ export class SqliteResponsesState implements ResponsesStateRepository {
   }
 
   async deleteConversation(accountId: string, id: string, now: number): Promise<boolean> {
-    return this.immediate(() => {
-      if (this.s.deleteConversation.run(accountId, id, now).changes === 0) return false;
-      this.s.deleteItems.run(accountId, id);
-      return true;
-    });
+    return this.s.deleteConversation.run(now, accountId, id, now).changes > 0;
   }
 
   async listItems(

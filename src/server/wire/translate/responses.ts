@@ -778,7 +778,7 @@ function outputTextPart(text: string, annotations: unknown[] = [], logprobs: Log
 }
 
 /** A token's log probability as an output_text part lists it (chat's, with bytes always a list). */
-type LogProb = {
+export type LogProb = {
   token: string;
   logprob: number;
   bytes: number[];
@@ -805,7 +805,7 @@ function chatLogprobs(logprobs: unknown): LogProb[] {
 }
 
 /** The shorter form a text delta event carries: no bytes. */
-function deltaLogprobs(logprobs: LogProb[]) {
+export function deltaLogprobs(logprobs: LogProb[]) {
   return logprobs.map(({ token, logprob, top_logprobs }) => ({
     token,
     logprob,
