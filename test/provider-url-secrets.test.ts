@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
@@ -17,7 +17,6 @@ import { Store } from "../src/store/sqlite/store.js";
 import { killRunningClis, runCli } from "./support/cli.js";
 import { foreignConnection } from "./support/database-file.js";
 import {
-  credentialSeen,
   type FakeUpstream,
   fakeUpstream,
   type Handler,
@@ -30,9 +29,10 @@ import { createTestDatabase } from "./support/postgres.js";
 
 /**
  * A provider's base_url can carry a credential: Gemini and several OpenAI-compatible servers take
- * their key in the query (`?key=`), a proxy its user and password. On both backends the providers
- * row keeps none of it in plain text (it is sealed as BYOK keys are), calls still carry it, and
- * no answer, error, log line or cassette shows it.
+ * their key in the query (`?key=`). On both backends the providers row keeps none of it in plain
+ * text (it is sealed as BYOK keys are), calls still carry it, and no answer, error, log line or
+ * cassette shows it. A user and password in it, which the gateway does not send, are refused in a
+ * config; a database from before that holds one seals it all the same.
  */
 
 const URL_KEY = "AIzaSy-url-key-secret-0123456789";
@@ -41,18 +41,12 @@ const PASS = "proxy-pass-9c2e1b";
 const secrets = [URL_KEY, USER, PASS];
 
 let upstream: FakeUpstream;
-const POOL_KEY = "sk-pool-0000-userinfo";
 
-/**
- * The fake provider answers only a call that carries a credential: the URL's key (as Gemini takes
- * it), or the pool key of the provider whose URL has a user and password instead (the gateway
- * sends no user or password from a URL, now as before).
- */
+/** The fake provider answers only a call that carries the URL's key (as Gemini takes it). */
 const keyedAnswer: Handler = (req) => {
   const query = new URL(req.path, "http://fake").searchParams;
-  const carried =
-    query.get("key") === URL_KEY || (query.size === 0 && credentialSeen(req) === POOL_KEY);
-  if (!carried) return openaiError(401, "API key not valid.", "invalid_api_key");
+  if (query.get("key") !== URL_KEY)
+    return openaiError(401, "API key not valid.", "invalid_api_key");
   return req.body.stream ? { kind: "sse", steps: openaiStreamSteps(["ok"]) } : openaiJson("ok");
 };
 
@@ -63,7 +57,6 @@ afterAll(() => upstream?.close());
 afterEach(() => killRunningClis());
 
 const keyedUrl = () => `${upstream.baseUrl}?key=${URL_KEY}&api-version=2024-10-21`;
-const userinfoUrl = () => upstream.baseUrl.replace("http://", `http://${USER}:${PASS}@`);
 
 function config(): ConfigInput {
   const base = baseConfig();
@@ -72,13 +65,11 @@ function config(): ConfigInput {
     providers: [
       ...base.providers!,
       { id: "keyed", wire: "openai", base_url: keyedUrl() },
-      { id: "userinfo", wire: "openai", base_url: userinfoUrl(), api_keys: [POOL_KEY] },
       { id: "plain", wire: "openai", base_url: upstream.baseUrl },
     ],
     models: [
       ...base.models!,
       { name: "keyed-model", provider: "keyed", price_input_per_mtok: 1_000 },
-      { name: "userinfo-model", provider: "userinfo", price_input_per_mtok: 1_000 },
     ],
   };
 }
@@ -151,21 +142,16 @@ function secretsInFiles(dir: string): string[] {
 const openai = (gw: { url: string }) =>
   new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0, timeout: 10_000 });
 
-/** One whole and one streamed answer from each model; the fake answered only with the key. */
+/** One whole and one streamed answer; the fake answered only with the key. */
 async function askBoth(gw: RunningGateway): Promise<string[]> {
   upstream.reset(keyedAnswer);
   const client = openai(gw);
-  const answers: string[] = [];
-  for (const model of ["keyed-model", "userinfo-model"]) {
-    const messages = [{ role: "user" as const, content: "hi" }];
-    const whole = await client.chat.completions.create({ model, messages });
-    answers.push(whole.choices[0].message.content ?? "");
-    const streamed = await client.chat.completions
-      .stream({ model, messages })
-      .finalChatCompletion();
-    answers.push(streamed.choices[0].message.content ?? "");
-  }
-  return answers;
+  const messages = [{ role: "user" as const, content: "hi" }];
+  const whole = await client.chat.completions.create({ model: "keyed-model", messages });
+  const streamed = await client.chat.completions
+    .stream({ model: "keyed-model", messages })
+    .finalChatCompletion();
+  return [whole.choices[0].message.content ?? "", streamed.choices[0].message.content ?? ""];
 }
 
 /** Every line the gateway logs in this process while `run` runs, and what `run` returned. */
@@ -202,7 +188,7 @@ describe.each(backends)("a base_url carrying a credential, on %s", (backend) => 
     const { lines } = await logsOf(async () => {
       let gw = await startGateway({ config: config(), db, port: 0 });
       try {
-        expect(await askBoth(gw)).toEqual(["ok", "ok", "ok", "ok"]);
+        expect(await askBoth(gw)).toEqual(["ok", "ok"]);
         expect(upstream.requests.slice(0, 2).map((req) => req.path)).toEqual([
           `/v1/chat/completions?key=${URL_KEY}&api-version=2024-10-21`,
           `/v1/chat/completions?key=${URL_KEY}&api-version=2024-10-21`,
@@ -215,10 +201,6 @@ describe.each(backends)("a base_url carrying a credential, on %s", (backend) => 
           base_url: null,
           base_url_shown: `${upstream.baseUrl}?***`,
           base_url_sealed: expect.stringMatching(/^v1\./),
-        });
-        expect(rows.find((row) => row.id === "userinfo")).toMatchObject({
-          base_url: null,
-          base_url_shown: upstream.baseUrl.replace("http://", "http://***@"),
         });
         // A URL with nothing to hide stays as it was.
         expect(rows.find((row) => row.id === "plain")).toMatchObject({
@@ -237,9 +219,6 @@ describe.each(backends)("a base_url carrying a credential, on %s", (backend) => 
           return (JSON.parse(text) as { internal: { base_url: string } }).internal.base_url;
         };
         expect(await adminView("keyed-model")).toBe(`${upstream.baseUrl}?***`);
-        expect(await adminView("userinfo-model")).toBe(
-          upstream.baseUrl.replace("http://", "http://***@"),
-        );
 
         // A provider that fails, and one that refuses the call: the errors name no credential.
         upstream.reset();
@@ -340,6 +319,61 @@ describe.each(backends)("a base_url carrying a credential, on %s", (backend) => 
     const rewritten = `${keyedUrl()}&tenant=7`;
     await runSql(backend, db, `UPDATE providers SET base_url = '${rewritten}' WHERE id = 'keyed'`);
     await restarted(rewritten);
+  });
+});
+
+describe("a base_url with a user and password", () => {
+  const refusal =
+    "must not carry a user or password (user:password@): the gateway does not send them, so a proxy that needs them would refuse every call; remove them, and have the proxy let the gateway in by the provider key it sends (api_keys) or by its address";
+  const withUserinfo = (url: string, wire: "openai" | "anthropic" | "gemini") => {
+    const base = baseConfig();
+    return {
+      ...base,
+      providers: [...base.providers!, { id: "proxied", wire, base_url: url, api_keys: ["sk-x"] }],
+      models: [...base.models!, { name: "proxied-model", provider: "proxied" }],
+    } satisfies ConfigInput;
+  };
+
+  it("is refused in a config file, naming the field and what to do, and the password is shown nowhere", async () => {
+    const dir = mkdtempSync(join(root, "userinfo-"));
+    const file = join(dir, "gateway.json");
+    const url = upstream.baseUrl.replace("http://", `http://${USER}:${PASS}@`);
+    writeFileSync(file, JSON.stringify(withUserinfo(url, "anthropic")));
+    const db = join(dir, "gateway.db");
+    upstream.reset(keyedAnswer);
+    const done = await runCli(["serve", "--port", "0", "--db", db, "--config", file], {
+      ...process.env,
+      NO_COLOR: "1",
+    });
+    expect(done.code).toBe(1);
+    expect(done.stdout).toBe("");
+    expect(done.stderr).toBe(`gateway: invalid ${file}:\n  - providers[2].base_url: ${refusal}\n`);
+    for (const secret of [USER, PASS]) expect(done.stderr).not.toContain(secret);
+    // Refused before anything was stored.
+    expect(secretsInFiles(dir).filter((found) => !found.startsWith("gateway.json"))).toEqual([]);
+    expect(upstream.requests).toEqual([]);
+  });
+
+  it("is refused from the programmatic API for every wire, a user or a password alone too", async () => {
+    const cases: [string, "openai" | "anthropic" | "gemini"][] = [
+      [`https://${USER}:${PASS}@proxy.example/v1`, "openai"],
+      [`https://${USER}@proxy.example/v1`, "anthropic"],
+      [`https://:${PASS}@proxy.example`, "gemini"],
+    ];
+    for (const [url, wire] of cases) {
+      const refused = await startGateway({
+        config: withUserinfo(url, wire),
+        db: ":memory:",
+        port: 0,
+      })
+        .then(async (gw) => {
+          await gw.close();
+          return undefined;
+        })
+        .catch((err: unknown) => err as Error);
+      expect(refused?.message, url).toBe(`invalid config:\n  - providers[2].base_url: ${refusal}`);
+      for (const secret of [USER, PASS]) expect(refused?.message).not.toContain(secret);
+    }
   });
 });
 
@@ -461,7 +495,7 @@ describe("gateway secrets rotate", () => {
       const env = { ...process.env };
       const rotated = await runCli(["secrets", "rotate", "--db", db, "--json"], env);
       expect(rotated.stderr).toBe("");
-      expect(JSON.parse(rotated.stdout)).toEqual({ rotated: 0, base_urls: 2, key: `${db}.key` });
+      expect(JSON.parse(rotated.stdout)).toEqual({ rotated: 0, base_urls: 1, key: `${db}.key` });
       const sealedAfter = (await providerRows("sqlite", db)).find((row) => row.id === "keyed");
       expect(sealedAfter?.base_url_sealed).not.toBe(sealedBefore?.base_url_sealed);
 

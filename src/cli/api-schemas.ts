@@ -58,7 +58,9 @@ export const keyList = z.object({ data: z.array(keyView) });
 
 export const createdKey = z.object({
   id: z.string(),
-  key: z.string().startsWith("kn-"),
+  // Printed as it came (and pasted into an agent's config by `gateway mcp`): a key goes in an
+  // HTTP header, so one with a control character is no gateway's answer.
+  key: z.string().regex(/^kn-[\x21-\x7e]+$/),
   label: z.string(),
   kind: z.string(),
   parent_key_id: z.string().nullable(),

@@ -35,6 +35,8 @@ import { note, paintFor, printJson, result, startSpinner, type TextOutput } from
 const slowDownStepSeconds = 5;
 /** Polls that fail to reach the server in a row before login gives up. */
 const maxUnreachablePolls = 3;
+/** The longest wait a Node timer keeps. */
+const longestTimerMs = 2 ** 31 - 1;
 
 /** Everything the flow touches, so a test can drive it without patching globals. */
 export interface LoginContext {
@@ -192,12 +194,17 @@ async function pollForApproval(
   const spinner = startSpinner(
     () => `Waiting for approval in the browser (code expires in ${remaining()})...`,
     ctx.stderr,
+    ctx.env,
   );
   stopped.addEventListener("abort", () => spinner.stop(), { once: true });
   let unreachable = 0;
   try {
     for (;;) {
-      await ctx.sleep(intervalSeconds * 1000);
+      const left = deadline - ctx.now();
+      if (left <= 0) throw expired();
+      // An interval the server asked for past the code's life (slow_down, or the code's own)
+      // would outwait it: the last poll comes at the deadline, and the login ends there.
+      await ctx.sleep(Math.min(intervalSeconds * 1000, left));
       if (stopped.aborted) throw stopped.reason;
       let poll: Awaited<ReturnType<GatewayClient["pollDeviceToken"]>>;
       try {
@@ -211,7 +218,6 @@ async function pollForApproval(
       if (poll.ok) return poll;
       switch (poll.error) {
         case "authorization_pending":
-          if (ctx.now() >= deadline) throw expired();
           continue;
         case "slow_down":
           intervalSeconds = Math.max(intervalSeconds + slowDownStepSeconds, poll.interval ?? 0);
@@ -399,7 +405,8 @@ async function processLoginContext(flags: LoginFlags): Promise<LoginContext> {
     client,
     stores: await openCredentialStores(),
     openBrowser: openInBrowser,
-    sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+    // Node fires a longer timer at once: the poll loop waits again for what is left.
+    sleep: (ms) => new Promise((resolve) => setTimeout(resolve, Math.min(ms, longestTimerMs))),
     now: Date.now,
     clientName: `gateway login on ${hostname()}`,
     signedInUrl: signedInApproval(flags.db ?? "gateway.db", client.baseUrl, flags.db !== undefined),

@@ -1,4 +1,4 @@
-import { Command, CommanderError, type HelpContext } from "commander";
+import { Command, CommanderError, type ErrorOptions, type HelpContext } from "commander";
 import { cliCommand } from "../cli-command.js";
 import { packageVersion } from "../version.js";
 import { UsageError, UserError, usageExitCode } from "./errors.js";
@@ -20,6 +20,70 @@ class CommandGroup extends Command {
     if (typeof context === "function") return super.help(context);
     return super.help({ ...context, error: false });
   }
+
+  /**
+   * Commander suggests only a group's own options (`--help`, `--version`), so `gateway --prot`
+   * got no hint: an option one of its commands takes (`serve --port`) is named with its command.
+   */
+  override error(message: string, options?: ErrorOptions): never {
+    const flag = /^error: unknown option '([^']+)'$/.exec(message)?.[1];
+    const hint = flag && this.commands.length > 0 ? optionOfACommand(this, flag) : undefined;
+    return super.error(hint ? `${message}\n(Did you mean ${hint}?)` : message, options);
+  }
+}
+
+/**
+ * The commands under `group` that take `typed` (`--prot`, or `--lable=x`), or the options closest
+ * to it by Commander's own measure, as a hint: "`gateway serve --port`" when one command takes
+ * it, "--profile after one of login, logout, ..." when several do.
+ */
+function optionOfACommand(group: Command, typed: string): string | undefined {
+  const takers = new Map<string, string[]>();
+  const walk = (command: Command, path: string[]) => {
+    for (const sub of command.commands) {
+      const at = [...path, sub.name()];
+      for (const option of sub.options) {
+        if (option.hidden) continue;
+        for (const flag of [option.long, option.short]) {
+          if (flag) takers.set(flag, [...(takers.get(flag) ?? []), at.join(" ")]);
+        }
+      }
+      walk(sub, at);
+    }
+  };
+  walk(group, group.parent ? [group.name()] : []);
+  const name = typed.split("=")[0];
+  const flags = takers.has(name) ? [name] : closestLongFlags(name, [...takers.keys()]);
+  if (flags.length === 0) return undefined;
+  return flags
+    .map((flag) => {
+      const commands = takers.get(flag) ?? [];
+      return commands.length === 1
+        ? `\`${cliCommand(`${commands[0]} ${flag}`)}\``
+        : `${flag} after one of ${commands.join(", ")}`;
+    })
+    .join(" or ");
+}
+
+/**
+ * The long flags among `candidates` closest to `typed`, as Commander suggests them (it exports
+ * no measure of its own): asked of a command that takes only them.
+ */
+function closestLongFlags(typed: string, candidates: string[]): string[] {
+  if (!typed.startsWith("--")) return [];
+  const probe = new Command()
+    .exitOverride()
+    .helpOption(false)
+    .showSuggestionAfterError(true)
+    .configureOutput({ outputError: () => {} });
+  for (const flag of candidates) if (flag.startsWith("--")) probe.option(flag);
+  try {
+    probe.parse([typed], { from: "user" });
+  } catch (err) {
+    const named = /\(Did you mean (?:one of )?(.+)\?\)$/.exec((err as Error).message)?.[1];
+    if (named) return named.split(", ");
+  }
+  return [];
 }
 
 export async function main(argv: string[]): Promise<void> {

@@ -1,5 +1,6 @@
 import type { Command } from "commander";
 import { cliCommand } from "../cli-command.js";
+import { shownText } from "../server/http/shown-text.js";
 import { connectWithKey } from "./api-client.js";
 import { defaultProfile, endingPromptly, profileFlag } from "./credentials/index.js";
 import { UsageError } from "./errors.js";
@@ -127,8 +128,9 @@ Examples:
           return;
         }
         const paint = paintFor(process.stdout);
+        // The id and label as the server echoed them: shown as one line with no escape sequence.
         note(
-          `${printed.length === 1 ? "A key was" : `${printed.length} keys were`} created for ${url}, shown only here: ${printed.map((p) => `${p.key_id} "${p.label}"`).join(", ")}. Revoke one with \`${cliCommand("keys revoke <label>")}\`.`,
+          `${printed.length === 1 ? "A key was" : `${printed.length} keys were`} created for ${url}, shown only here: ${printed.map((p) => `${shownText(p.key_id)} "${shownText(p.label)}"`).join(", ")}. Revoke one with \`${cliCommand("keys revoke <label>")}\`.`,
         );
         result(
           printed.map((p) => `${paint.bold(`${p.name}`)}: ${p.where}\n\n${p.snippet}\n`).join("\n"),

@@ -1,6 +1,7 @@
 /**
- * Terminal output for the CLI: colour and a spinner only when the stream is a TTY (and NO_COLOR
- * is unset), so logs and test captures get plain lines.
+ * Terminal output for the CLI: colour only when the stream is a TTY (and NO_COLOR is unset), a
+ * spinner only on a TTY that can move its cursor, so logs, dumb terminals and test captures get
+ * plain lines.
  */
 
 import { shownText } from "../server/http/shown-text.js";
@@ -19,8 +20,13 @@ export interface TextOutput {
   readonly isTTY?: boolean;
 }
 
+/** A terminal that takes escape sequences: `TERM=dumb` (an editor's shell buffer) shows them raw. */
+function drivesCursor(stream: TextOutput, env: NodeJS.ProcessEnv): boolean {
+  return Boolean(stream.isTTY) && env.TERM !== "dumb";
+}
+
 function wantsColour(stream: TextOutput, env: NodeJS.ProcessEnv): boolean {
-  return Boolean(stream.isTTY) && !env.NO_COLOR && env.TERM !== "dumb";
+  return drivesCursor(stream, env) && !env.NO_COLOR;
 }
 
 export function paintFor(stream: TextOutput, env: NodeJS.ProcessEnv = process.env): Paint {
@@ -37,7 +43,10 @@ export function paintFor(stream: TextOutput, env: NodeJS.ProcessEnv = process.en
 }
 
 export interface Spinner {
-  /** Replaces the progress text. Without a TTY the new text is printed only if `announce` is set. */
+  /**
+   * Replaces the progress text. Where the spinner is plain lines, the new text is printed only if
+   * `announce` is set.
+   */
   update(text: string, announce?: boolean): void;
   /** Clears the spinner line; the final message is for the caller to print. */
   stop(): void;
@@ -47,15 +56,17 @@ const frames = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "
 
 /**
  * A progress line on stderr. `text` may be a function, re-read each frame (a countdown).
- * Without a TTY it prints the text once as a plain line, so CI logs are not flooded.
+ * Without a terminal that moves its cursor it prints the text once as a plain line, so CI logs
+ * are not flooded and a dumb terminal shows no escape sequences.
  */
 export function startSpinner(
   text: string | (() => string),
   stream: TextOutput = process.stderr,
+  env: NodeJS.ProcessEnv = process.env,
 ): Spinner {
   let current = text;
   const render = () => (typeof current === "function" ? current() : current);
-  if (!stream.isTTY) {
+  if (!drivesCursor(stream, env)) {
     stream.write(`${render()}\n`);
     return {
       update(next, announce) {

@@ -76,7 +76,17 @@ const baseUrl = z
   // `localhost:8080/v1` parses as a URL of the scheme `localhost:`.
   .refine((value) => !URL.canParse(value) || /^https?:$/.test(new URL(value).protocol), {
     message: "must start with http:// or https://",
-  });
+  })
+  // A proxy that wants Basic auth would answer every call 401 with no word of why: the gateway
+  // sends the provider's key in its own header (OpenAI's is Authorization too), never these.
+  .refine(
+    (value) =>
+      !URL.canParse(value) || (new URL(value).username === "" && new URL(value).password === ""),
+    {
+      message:
+        "must not carry a user or password (user:password@): the gateway does not send them, so a proxy that needs them would refuse every call; remove them, and have the proxy let the gateway in by the provider key it sends (api_keys) or by its address",
+    },
+  );
 
 const mockOptions = z
   .object({
