@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { connect, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import Anthropic from "@anthropic-ai/sdk";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type GatewayConfig, startGateway } from "../src/index.js";
 import { type CliProcess, killRunningClis, spawnCli } from "./support/cli.js";
@@ -14,7 +15,7 @@ import {
   openaiJson,
   openaiStreamSteps,
 } from "./support/fake-upstream.js";
-import { allStreamEvents } from "./support/sse.js";
+import { allStreamEvents, streamEvents } from "./support/sse.js";
 
 /**
  * `gateway serve` stopped by SIGTERM or Ctrl-C: an idle one exits at once, whatever its clients
@@ -237,6 +238,73 @@ describe("gateway serve stopped with requests in flight", () => {
     expect(rows[0].cost_micro).toBe(0);
     // Its hold went back: nothing delivered, nothing charged.
     expect(balance).toBe(BALANCE_IDR);
+  }, 40_000);
+});
+
+describe("gateway serve cutting a stream under way", () => {
+  /** A provider that streams a word every 50 ms and never finishes, until its connection closes. */
+  const paced: Handler = () => ({
+    kind: "drip",
+    contentType: "text/event-stream",
+    everyMs: 50,
+    piece: (i) =>
+      `data: ${JSON.stringify({
+        id: "chatcmpl-paced",
+        object: "chat.completion.chunk",
+        created: 1_700_000_000,
+        model: "gpt-up",
+        choices: [{ index: 0, delta: { content: `w${i} ` }, finish_reason: null }],
+      })}\n\n`,
+  });
+
+  it("a second Ctrl-C ends each open stream with its style's error event, then the end; each is settled once, charged what it delivered", async () => {
+    upstream.reset(paced);
+    const { cli, url, db } = await serve(NO_BOUND);
+    const chatStream = await ask(url, true);
+    expect(chatStream.status).toBe(200);
+    const chatEvents = streamEvents(chatStream);
+    const firstChat = await chatEvents.next();
+    expect(firstChat.value?.data.choices[0].delta.content).toBeTypeOf("string");
+    const anthropic = new Anthropic({ apiKey: KEY, baseURL: url, maxRetries: 0 });
+    const messages = await anthropic.messages.create({
+      model: "app-chat",
+      max_tokens: 1_000,
+      stream: true,
+      messages: [{ role: "user", content: "Say it" }],
+    });
+    const messageEvents = messages[Symbol.asyncIterator]();
+    expect((await messageEvents.next()).value?.type).toBe("message_start");
+
+    cli.child.kill("SIGINT");
+    await cli.waitFor(/stopping: finishing 2 requests in flight/, 15_000);
+    cli.child.kill("SIGINT");
+
+    // The chat client reads an error chunk and then the end of the body, not a dropped connection.
+    const rest = [];
+    for await (const event of { [Symbol.asyncIterator]: () => chatEvents }) rest.push(event.data);
+    expect(rest.length).toBeGreaterThan(0);
+    expect(rest).not.toContain("[DONE]");
+    const last = rest.at(-1) as { error?: { code: string; message: string } };
+    expect(last.error?.code).toBe("upstream_error");
+    expect(last.error?.message).toContain("shutting down");
+    // The messages client: Anthropic's error event, which its SDK raises.
+    const raised = await (async () => {
+      for (;;) if ((await messageEvents.next()).done) return undefined;
+    })().catch((err: unknown) => err);
+    expect(raised).toBeInstanceOf(Anthropic.APIError);
+    expect((raised as Error).message).toContain("shutting down");
+
+    const { code } = await cli.exit(20_000);
+    expect(code).toBe(0);
+    const { rows, balance } = await afterwards(db);
+    expect(rows.map((r) => [r.endpoint, r.state, r.error_code]).sort()).toEqual([
+      ["chat.completions", "settled", "upstream_error"],
+      ["messages", "settled", "upstream_error"],
+    ]);
+    // What reached each client is charged, once.
+    expect(rows.every((r) => r.cost_micro > 0)).toBe(true);
+    const charged = rows.reduce((sum, r) => sum + r.cost_micro, 0);
+    expect(Math.round(balance * 1e6)).toBe(BALANCE_IDR * 1e6 - charged);
   }, 40_000);
 });
 

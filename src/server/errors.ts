@@ -169,6 +169,17 @@ export const accountSuspended = () =>
     "This account was suspended; its keys stopped working.",
   );
 
+/**
+ * A stream a stopping `gateway serve` cut before its answer finished (a second signal, or the
+ * drain bound passing): a 503, which clients may retry elsewhere.
+ */
+export const gatewayStopping = () =>
+  new GatewayError(
+    503,
+    "upstream_error",
+    "The gateway is shutting down: this stream was cut before its answer finished. Send the request again.",
+  );
+
 /** Recorded in the request log when the client left first; nobody receives it. */
 export const clientClosed = () =>
   new GatewayError(499, "client_closed", "The client closed the connection before the answer.");

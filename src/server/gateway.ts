@@ -5,7 +5,7 @@ import {
   type ServerResponse,
 } from "node:http";
 import type { AddressInfo } from "node:net";
-import { clearTimeout, setTimeout } from "../host-timers.js";
+import { clearTimeout, setImmediate, setTimeout } from "../host-timers.js";
 import { isPostgresUrl } from "../store/postgres/url.js";
 import { hashSecret, shownUrl } from "../store/secrets.js";
 import type { SecretKeyStore } from "../store/sqlite/sealing-key.js";
@@ -299,7 +299,12 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
         closing ??= (async () => {
           readiness.stopping();
           const gone = listening.stop();
-          void services.closing.run(closingBoundMs).finally(() => listening.connections.cut());
+          // A gateway that drained first is a serve stopping: its clients are told their streams
+          // were cut. A test's close() hangs up on them, as documented.
+          void Promise.all([
+            services.closing.run(closingBoundMs),
+            draining && services.streamsCut.run(closingBoundMs),
+          ]).finally(() => listening.connections.cut());
           await gone;
           // The requests just cut off settle as they notice; their writes go before the store closes.
           await services.unsettled.drained(settleOnCloseMs);
@@ -336,7 +341,7 @@ async function listenFirst(limits: ConnectionLimits, host: string, port: number,
   // kept, is what a drain and the close after it both wait for.
   let stopped: Promise<void> | undefined;
   const stop = () => {
-    stopped ??= new Promise<void>((resolve) => server.close(() => resolve()));
+    stopped ??= new Promise<void>((resolve) => server.close(() => resolve())).then(handleReleased);
     return stopped;
   };
   try {
@@ -367,6 +372,16 @@ async function listenFirst(limits: ConnectionLimits, host: string, port: number,
       return gone;
     },
   };
+}
+
+/**
+ * Resolves once the event loop has run its close callbacks: a server's `close` event comes before
+ * the loop lets go of its handle, which a suite counting the process's handles (or vitest's
+ * hanging-process reporter) right after `close()` would see. An immediate queued from the loop's
+ * check phase runs on the next turn, after the close callbacks of this one.
+ */
+function handleReleased(): Promise<void> {
+  return new Promise((resolve) => setImmediate(() => setImmediate(resolve)));
 }
 
 /**

@@ -3,6 +3,7 @@ import {
   closeSync,
   fchmodSync,
   fsyncSync,
+  linkSync,
   mkdirSync,
   openSync,
   renameSync,
@@ -61,18 +62,41 @@ export function makePrivateDir(path: string): void {
 export function writePrivateFile(path: string, data: string | Uint8Array): void {
   const temp = `${path}.${process.pid}.tmp`;
   try {
-    const fd = openPrivateFile(temp, "w");
-    try {
-      const bytes = typeof data === "string" ? Buffer.from(data) : data;
-      let written = 0;
-      while (written < bytes.length) written += writeSync(fd, bytes, written);
-      fsyncSync(fd);
-    } finally {
-      closeSync(fd);
-    }
+    writeWhole(temp, data);
     renameSync(temp, path);
   } catch (err) {
     rmSync(temp, { force: true });
     throw err;
+  }
+}
+
+/**
+ * Writes a whole owner-only file at `path` only if there is none: false, and nothing written, when
+ * one is there already. Of writers that race for one path, the first to finish keeps it whole
+ * (a hard link of a finished temporary file: the kernel refuses a link onto a name that exists).
+ */
+export function createPrivateFile(path: string, data: string | Uint8Array): boolean {
+  const temp = `${path}.${process.pid}.tmp`;
+  try {
+    writeWhole(temp, data);
+    linkSync(temp, path);
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "EEXIST") return false;
+    throw err;
+  } finally {
+    rmSync(temp, { force: true });
+  }
+}
+
+function writeWhole(path: string, data: string | Uint8Array): void {
+  const fd = openPrivateFile(path, "w");
+  try {
+    const bytes = typeof data === "string" ? Buffer.from(data) : data;
+    let written = 0;
+    while (written < bytes.length) written += writeSync(fd, bytes, written);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
   }
 }

@@ -73,6 +73,11 @@ export interface Services {
   suspensions: SuspensionWatch;
   /** Answers ended in their own words when the gateway closes, before its connections are cut. */
   closing: Closing;
+  /**
+   * Streams a stopping `serve` cuts (its second signal, or its drain bound passing): each ends
+   * with its style's error event before the connections are cut, not as a dropped connection.
+   */
+  streamsCut: Closing;
   /** Told each job charge once committed (a job settles after its request finished): /metrics. */
   jobCharged?: (charged: RequestTrace) => void;
 }
@@ -113,5 +118,6 @@ export function createServices(backend: Backend, options: ServerOptions): Servic
     inspector,
     suspensions: new SuspensionWatch((id) => store.getAccount(id)?.status === "suspended"),
     closing: new Closing(),
+    streamsCut: new Closing(),
   };
 }

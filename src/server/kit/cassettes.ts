@@ -1,6 +1,7 @@
-import { readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { readdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { z } from "zod";
+import { createPrivateFile, writePrivateFile } from "../../store/private-files.js";
 import { piecesAroundSecrets, redactSecrets } from "../../store/secrets.js";
 import { ConfigError } from "../config/load.js";
 import { GatewayError } from "../errors.js";
@@ -119,7 +120,15 @@ export class CassetteShelf {
   /** How many times this gateway has sent each request so far. */
   private readonly sent = new Map<string, number>();
 
-  constructor(readonly dir: string) {}
+  /**
+   * `addOnly` (record-missing, which shares its folder with other gateways): a file is never
+   * replaced. Of two gateways that record the same sending at once the first to finish keeps its
+   * file, and the other replays it from then on, as the replay will.
+   */
+  constructor(
+    readonly dir: string,
+    private readonly addOnly = false,
+  ) {}
 
   /** Counts one more sending of the request: 1 the first time this gateway sends it, then 2... */
   nextOccurrence(hash: string): number {
@@ -186,20 +195,22 @@ export class CassetteShelf {
     const file = join(this.dir, name);
     // No provider credential or gateway key reaches a file, wherever an answer echoed one.
     const text = redactSecrets(`${JSON.stringify(cassette, null, 2)}\n`, secrets);
-    const temp = `${file}.${process.pid}.tmp`;
+    let added = true;
     try {
-      writeFileSync(temp, text, { mode: 0o600 });
-      renameSync(temp, file);
+      if (this.addOnly) added = createPrivateFile(file, text);
+      else writePrivateFile(file, text);
     } catch (err) {
-      try {
-        rmSync(temp, { force: true });
-      } catch {
-        // The directory itself is gone or unwritable: there is no temporary file to leave.
-      }
       console.error(
         `cassettes: could not write ${file} (${codeOf(err)}); this exchange is not recorded`,
       );
       return undefined;
+    }
+    if (!added) {
+      console.error(
+        `cassettes: ${file} was recorded meanwhile by another gateway; its recording is kept, this answer is not`,
+      );
+      this.rescan();
+      return name;
     }
     this.remember(this.index(), hash, { file: name, cassette });
     return name;

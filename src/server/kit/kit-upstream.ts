@@ -55,7 +55,8 @@ export class KitUpstream extends UpstreamHttp {
         throw recordingRefused(cassettes);
       }
     }
-    if (cassettes) this.shelf = new CassetteShelf(cassettes.dir);
+    if (cassettes)
+      this.shelf = new CassetteShelf(cassettes.dir, cassettes.mode === "record-missing");
   }
 
   override async close(): Promise<void> {

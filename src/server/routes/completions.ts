@@ -21,11 +21,12 @@ import {
   badRequest,
   errorBody,
   GatewayError,
+  gatewayStopping,
   internalError,
   PlainTextError,
 } from "../errors.js";
 import { readJsonWithSize } from "../http/body.js";
-import { ClientGone, failureOf } from "../http/client-signal.js";
+import { answerSent, ClientGone, failureOf } from "../http/client-signal.js";
 import type { Handler } from "../http/context.js";
 import { loopbackSource } from "../http/loopback-socket.js";
 import { nodeIncoming, nodeOutgoing, requestHeader } from "../http/request.js";
@@ -268,9 +269,16 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
       thread: threaded?.thread,
       responseTurn: turn?.turn,
     };
-    // A stream ends when its account is suspended; the gateway's reason is the signal's.
+    // A stream ends when its account is suspended, or a stopping serve cuts it; the gateway's
+    // reason is the signal's, which the client's error event carries.
     const unwatch = stream
-      ? services.suspensions.watch(key.account_id, () => signal.cut(accountSuspended()))
+      ? allOf(
+          services.suspensions.watch(key.account_id, () => signal.cut(accountSuspended())),
+          services.streamsCut.add(async () => {
+            signal.cut(gatewayStopping());
+            await answerSent(outgoing);
+          }),
+        )
       : undefined;
     const cutBy = () => (signal.reason instanceof GatewayError ? signal.reason : undefined);
     const fail = (err: unknown) => {
@@ -472,4 +480,11 @@ function storageRefused(err: unknown): GatewayError | undefined {
 function streamErrorMessage(err: unknown): string {
   if (err instanceof GatewayError) return err.message;
   return "The upstream stream broke before the answer was complete; send the request again.";
+}
+
+/** One call that runs each of `undo`. */
+function allOf(...undo: (() => void)[]): () => void {
+  return () => {
+    for (const each of undo) each();
+  };
 }

@@ -1,0 +1,191 @@
+import { createHash } from "node:crypto";
+import {
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import OpenAI from "openai";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import {
+  type CassetteOptions,
+  ConfigError,
+  type GatewayConfig,
+  type RunningGateway,
+  startGateway,
+} from "../src/index.js";
+import { killRunningClis, spawnCli } from "./support/cli.js";
+import { deferred, type FakeUpstream, fakeUpstream, openaiJson } from "./support/fake-upstream.js";
+
+/**
+ * A suite whose gateways share one cassette folder: two recording the same new request at once,
+ * and the lock that keeps a `record` alone, which must not outlive the gateways that held it.
+ */
+
+const KEY = "kn-shared-folder-key-000000000000000";
+
+const config = (baseUrl: string): GatewayConfig => ({
+  providers: [{ id: "up", wire: "openai", base_url: baseUrl, api_keys: ["sk-up-shared-folder"] }],
+  models: [
+    {
+      name: "app-chat",
+      provider: "up",
+      upstream_model: "gpt-up",
+      price_input_per_mtok: 1_000,
+      price_output_per_mtok: 2_000,
+    },
+  ],
+  accounts: [{ id: "app", balance_idr: 100_000, keys: [{ id: "ci", value: KEY }] }],
+});
+
+let root: string;
+let upstream: FakeUpstream;
+const open: RunningGateway[] = [];
+
+beforeAll(async () => {
+  root = mkdtempSync(join(tmpdir(), "gateway-cassette-shared-"));
+  upstream = await fakeUpstream("openai");
+});
+afterEach(async () => {
+  killRunningClis();
+  await Promise.all(open.splice(0).map((gw) => gw.close()));
+  upstream.reset();
+});
+afterAll(async () => {
+  await upstream.close();
+  rmSync(root, { recursive: true, force: true });
+});
+
+async function gateway(cassettes: CassetteOptions) {
+  const gw = await startGateway({ config: config(upstream.baseUrl), cassettes });
+  open.push(gw);
+  return { gw, openai: new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 }) };
+}
+
+const question = { model: "app-chat", messages: [{ role: "user" as const, content: "Pick one" }] };
+const ask = async (openai: OpenAI) =>
+  (await openai.chat.completions.create(question)).choices[0].message.content;
+
+/** The lock file of a cassette folder, as the docs place it: the temporary directory, by real path. */
+const lockOf = (dir: string) =>
+  join(
+    tmpdir(),
+    `model-gateway-folder-${createHash("sha256").update(realpathSync(dir)).digest("hex").slice(0, 32)}.lock`,
+  );
+
+describe("two record-missing gateways sending the same new request at once", () => {
+  it("one file is written whole, the first answer's; the other gateway then replays it, as the offline replay does", async () => {
+    const dir = join(root, "at-once");
+    const first = await gateway({ dir, mode: "record-missing" });
+    const second = await gateway({ dir, mode: "record-missing" });
+    // Both calls reach the provider before either is answered; the first is answered first.
+    const bothArrived = deferred();
+    const firstAnswered = deferred();
+    let calls = 0;
+    upstream.reset(async () => {
+      const call = ++calls;
+      if (call === 2) bothArrived.resolve();
+      if (call === 1) {
+        await bothArrived.promise;
+        return openaiJson("the first answer", { usage: [5, 3] });
+      }
+      await firstAnswered.promise;
+      return openaiJson("the second answer", { usage: [5, 3] });
+    });
+    const one = ask(first.openai);
+    const other = ask(second.openai);
+    expect(await one).toBe("the first answer");
+    firstAnswered.resolve();
+    // Each client gets what its provider said.
+    expect(await other).toBe("the second answer");
+
+    const files = readdirSync(dir);
+    expect(files).toHaveLength(1);
+    const kept = JSON.parse(readFileSync(join(dir, files[0]), "utf8")) as {
+      response: { body: { choices: { message: { content: string } }[] } };
+    };
+    expect(kept.response.body.choices[0].message.content).toBe("the first answer");
+    // The second gateway answers its next sending from the file, not from what it was told.
+    expect(await ask(second.openai)).toBe("the first answer");
+    expect(calls).toBe(2);
+
+    await Promise.all(open.splice(0).map((gw) => gw.close()));
+    const replay = await gateway({ dir, mode: "replay" });
+    expect(await ask(replay.openai)).toBe("the first answer");
+  });
+});
+
+describe("the folder's lock", () => {
+  it("goes when the last gateway that records the folder closes, and not before", async () => {
+    upstream.reset(() => openaiJson("fine", { usage: [5, 1] }));
+    const dir = join(root, "closed");
+    const first = await gateway({ dir, mode: "record-missing" });
+    const second = await gateway({ dir, mode: "record-missing" });
+    expect(await ask(first.openai)).toBe("fine");
+    expect(existsSync(lockOf(dir))).toBe(true);
+    await first.gw.close();
+    // The second still records: a record started now would remove what it writes.
+    expect(existsSync(lockOf(dir))).toBe(true);
+    await expect(gateway({ dir, mode: "record" })).rejects.toBeInstanceOf(ConfigError);
+    await second.gw.close();
+    expect(existsSync(lockOf(dir))).toBe(false);
+
+    // A recording alone, and a start refused beside it, which leaves the holder's file alone.
+    const recording = await gateway({ dir, mode: "record" });
+    await expect(gateway({ dir, mode: "record-missing" })).rejects.toBeInstanceOf(ConfigError);
+    expect(existsSync(lockOf(dir))).toBe(true);
+    await recording.gw.close();
+    expect(existsSync(lockOf(dir))).toBe(false);
+  });
+
+  it("a serve killed while recording leaves its lock; the next gateway takes it over, says so in a line naming the pid, and removes it on close", async () => {
+    const dir = join(root, "killed");
+    const configFile = join(root, "killed.json");
+    writeFileSync(configFile, JSON.stringify(config(upstream.baseUrl)));
+    const killed = spawnCli(
+      [
+        "serve",
+        "--port",
+        "0",
+        "--json",
+        "--db",
+        ":memory:",
+        "--config",
+        configFile,
+        "--replay",
+        dir,
+        "--record-missing",
+      ],
+      process.env,
+    );
+    await killed.waitFor(/^\{.*\}$/m, 25_000);
+    expect(existsSync(lockOf(dir))).toBe(true);
+    const pid = killed.child.pid;
+    killed.child.kill("SIGKILL");
+    await killed.exit(20_000);
+    // The kernel let go of its lock; its file stays.
+    expect(existsSync(lockOf(dir))).toBe(true);
+
+    const said: string[] = [];
+    const spy = vi.spyOn(console, "error").mockImplementation((...args: unknown[]) => {
+      said.push(args.join(" "));
+    });
+    let recording: Awaited<ReturnType<typeof gateway>>;
+    try {
+      recording = await gateway({ dir, mode: "record" });
+    } finally {
+      spy.mockRestore();
+    }
+    expect(said).toEqual([
+      `cassettes: ${dir}: the lock of a gateway that is gone (pid ${pid}, stopped without letting go of it) was taken over: ${lockOf(dir)}`,
+    ]);
+    expect(existsSync(lockOf(dir))).toBe(true);
+    await recording.gw.close();
+    expect(existsSync(lockOf(dir))).toBe(false);
+  }, 60_000);
+});
