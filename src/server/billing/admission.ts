@@ -60,6 +60,11 @@ export interface AdmitInput {
 
 export interface Admission {
   account: AccountRow;
+  /**
+   * The target's models the request may be served by, in order (`servableSteps`): what it is
+   * dispatched to, and what its hold was priced on.
+   */
+  steps: ModelRow[];
   reservation: Reservation;
   rateHeaders: RateHeaders | undefined;
   byok: ByokRow[];
@@ -83,6 +88,17 @@ function servedFree(target: Target): boolean {
   return (
     isFreeModelName(target.name) || target.models.every((model) => isFreeModelName(model.name))
   );
+}
+
+/**
+ * The models of `target` an account may be served by: without a subscription, a route's
+ * subscribers-only steps are left out (the route falls back past them); a model named alone is
+ * refused with 403 subscribers_only instead.
+ */
+export function servableSteps(target: Target, subscribed: boolean): ModelRow[] {
+  return target.isRoute && !subscribed
+    ? target.models.filter((m) => !m.subscribers_only)
+    : target.models;
 }
 
 const subscribersOnly = () =>
@@ -128,6 +144,10 @@ async function limitsAndHold(services: AdmissionServices, input: AdmitInput): Pr
     services.store.getCatalog().tiers.get(account.tier) ??
     services.store.getCatalog().tiers.get("free");
   if (!tier) throw new GatewayError(500, "internal_error", "no free tier configured");
+  const models = servableSteps(input.target, subscription !== null);
+  if (models.length === 0 || (!subscription && models.some((m) => m.subscribers_only))) {
+    throw subscribersOnly();
+  }
 
   if (free) {
     await freeTokenBudgetCheck(services, input.target.models[0], now);
@@ -155,16 +175,18 @@ async function limitsAndHold(services: AdmissionServices, input: AdmitInput): Pr
         count: undefined,
       }),
     );
-    return { account, reservation, rateHeaders, byok, byokOnly: false, free, trace };
+    return {
+      account,
+      steps: models,
+      reservation,
+      rateHeaders,
+      byok,
+      byokOnly: false,
+      free,
+      trace,
+    };
   }
 
-  const models =
-    input.target.isRoute && !subscription
-      ? input.target.models.filter((m) => !m.subscribers_only)
-      : input.target.models;
-  if (models.length === 0 || (!subscription && models.some((m) => m.subscribers_only))) {
-    throw subscribersOnly();
-  }
   // A shared key's own limit is checked between the account's count and the hold, so its count
   // cannot go with the hold.
   const countInHold =
@@ -205,6 +227,7 @@ async function limitsAndHold(services: AdmissionServices, input: AdmitInput): Pr
   try {
     return {
       account,
+      steps: models,
       reservation: await services.ledger.reserve(base),
       rateHeaders,
       byok,
@@ -219,7 +242,16 @@ async function limitsAndHold(services: AdmissionServices, input: AdmitInput): Pr
     if (byokCovers && refusedPayment(err)) {
       // `payment` is one of base's fields: replacing it keeps V8's fast path.
       const reservation = await services.ledger.reserve({ ...base, payment: "byok" });
-      return { account, reservation, rateHeaders, byok, byokOnly: true, free, trace };
+      return {
+        account,
+        steps: models,
+        reservation,
+        rateHeaders,
+        byok,
+        byokOnly: true,
+        free,
+        trace,
+      };
     }
     throw err;
   }

@@ -92,7 +92,7 @@ export class Dispatcher {
       if (result.kind === "json") return { value: result, streaming: false };
       let first: IteratorResult<StreamPiece>;
       try {
-        first = await result.pieces.next();
+        first = await firstOutput(result);
       } catch (err) {
         throw attemptFailure(err);
       }
@@ -149,8 +149,10 @@ export class Dispatcher {
           }
           let err = read;
           if (own && refusesKey(read)) {
-            err = new OwnKeyRefused(read, provider.id);
+            err = new OwnKeyFailed(read, provider.id, "refused");
             if (own.refused_at === null) await this.markOwnKey(own, this.now());
+          } else if (own && read.kind === "rate_limited") {
+            err = new OwnKeyFailed(read, provider.id, "rate_limited");
           }
           acquired.release(releaseOutcome(err), err.retryAfterMs);
           failures.push(err);
@@ -204,26 +206,38 @@ function refusesKey(err: UpstreamFailure): boolean {
 }
 
 /**
- * An attempt with the account's own key for `providerId` that its provider refused: answered as
- * the failure it is, with text that says whose key it was (never any of the key itself).
+ * An attempt with the account's own key for `providerId` that its provider refused or
+ * rate-limited: answered as the failure it is, with text that says whose key it was (never any
+ * of the key itself), so the caller knows the limit or the fix is the account's, not the gateway's.
  */
-class OwnKeyRefused extends UpstreamFailure {
+class OwnKeyFailed extends UpstreamFailure {
   constructor(
     failure: UpstreamFailure,
     readonly providerId: string,
+    readonly how: "refused" | "rate_limited",
   ) {
     // Read by its provider already (providerReading): no codes, so it is not read again.
     super(failure.kind, failure.status, failure.reason, failure.retryAfterMs);
-    this.name = "OwnKeyRefused";
+    this.name = "OwnKeyFailed";
   }
 }
 
-/** Names the providers whose own keys were refused, so the caller knows whose key to fix. */
-function ownKeysRefusedText(refused: readonly OwnKeyRefused[]): string {
-  const providers = [...new Set(refused.map((failure) => failure.providerId))].join(", ");
-  return refused.length === 1
-    ? `The account's own key for ${providers} (BYOK) was refused by the provider; the account's owner can replace it on the dashboard.`
-    : `The account's own keys for ${providers} (BYOK) were refused by their providers; the account's owner can replace them on the dashboard.`;
+/** Names the providers whose own keys failed, and how, so the caller knows whose key it was. */
+function ownKeysText(failed: readonly OwnKeyFailed[]): string {
+  const sentences: string[] = [];
+  for (const how of ["refused", "rate_limited"] as const) {
+    const these = failed.filter((failure) => failure.how === how);
+    if (these.length === 0) continue;
+    const providers = [...new Set(these.map((failure) => failure.providerId))];
+    const one = these.length === 1;
+    const keys = `The account's own ${one ? "key" : "keys"} for ${providers.join(", ")} (BYOK)`;
+    sentences.push(
+      how === "refused"
+        ? `${keys} ${one ? "was" : "were"} refused by ${one ? "the provider" : "their providers"}; the account's owner can replace ${one ? "it" : "them"} on the dashboard.`
+        : `${keys} ${one ? "was" : "were"} rate-limited by ${one ? "the provider" : "their providers"}; retry later, or raise the limits of ${one ? "that key" : "those keys"} with ${one ? "its provider" : "their providers"}.`,
+    );
+  }
+  return sentences.join(" ");
 }
 
 /**
@@ -288,6 +302,53 @@ function releaseOutcome(err: UpstreamFailure): "ok" | "rate_limited" | "failed" 
   return err.kind === "unsupported" ? "ok" : "failed";
 }
 
+/**
+ * A stream's first piece as the client gets it: the pieces before its first output (a chat
+ * stream's role chunk, Anthropic's `message_start` and `ping`, Responses' `response.created`) are
+ * held and go out in one piece with it. Until then the client has been sent nothing of this
+ * attempt's answer, so a break (Anthropic's `overloaded_error` after `message_start`, a connection
+ * cut after the role chunk) is a failed attempt a route or credential chain moves on from, and
+ * costs nothing, rather than a started stream that ends in an error event and is charged its input.
+ * A stream that ends with no output at all goes out piece by piece, its closing event apart.
+ */
+async function firstOutput(stream: StreamCompletion): Promise<IteratorResult<StreamPiece>> {
+  const held: StreamPiece[] = [];
+  for (;;) {
+    const next = await stream.pieces.next();
+    if (next.done) {
+      if (held.length === 0) return next;
+      stream.pieces = replayed(held.slice(1), stream.pieces);
+      return { done: false, value: held[0] };
+    }
+    held.push(next.value);
+    if (stream.meter.madeOutput()) return { done: false, value: joined(held) };
+  }
+}
+
+/** `held`, then what `rest` has. */
+function replayed(
+  held: StreamPiece[],
+  rest: AsyncIterator<StreamPiece>,
+): AsyncIterator<StreamPiece> {
+  return {
+    next: () => {
+      const value = held.shift();
+      return value === undefined ? rest.next() : Promise.resolve({ done: false, value });
+    },
+    return: (value?: unknown) =>
+      rest.return?.(value) ?? Promise.resolve({ done: true, value: undefined }),
+  };
+}
+
+/** Pieces written as one. */
+function joined(pieces: StreamPiece[]): StreamPiece {
+  if (pieces.length === 1) return pieces[0];
+  if (pieces.every((piece) => typeof piece === "string")) return pieces.join("");
+  return Buffer.concat(
+    pieces.map((piece) => (typeof piece === "string" ? Buffer.from(piece) : piece)),
+  );
+}
+
 /** A stream that broke before its first piece is the provider failing, like a 5xx. */
 function attemptFailure(err: unknown): unknown {
   return err instanceof StreamBroken ? new UpstreamFailure("unavailable", 502) : err;
@@ -315,12 +376,12 @@ export function finalError(
   const waits = failures
     .filter((failure) => failure.kind === "busy")
     .map((failure) => failure.retryAfterMs ?? 1000);
-  const refused = failures.filter((failure) => failure instanceof OwnKeyRefused);
+  const own = failures.filter((failure) => failure instanceof OwnKeyFailed);
   return new GatewayError(
     503,
     "all_providers_failed",
-    refused.length > 0
-      ? `Every provider for this model failed or is at capacity. ${ownKeysRefusedText(refused)}`
+    own.length > 0
+      ? `Every provider for this model failed or is at capacity. ${ownKeysText(own)}`
       : "Every provider for this model failed or is at capacity. Retry later.",
     waits.length > 0 ? { retryAfter: Math.ceil(Math.min(...waits) / 1000) } : {},
   );
@@ -329,8 +390,8 @@ export function finalError(
 /** One attempt's failure as the spec's error; the provider's own words never pass. */
 export function mapFailure(failure: UpstreamFailure): GatewayError {
   const error = failureError(failure);
-  if (!(failure instanceof OwnKeyRefused)) return error;
-  return new GatewayError(error.status, error.code, ownKeysRefusedText([failure]), error.options);
+  if (!(failure instanceof OwnKeyFailed)) return error;
+  return new GatewayError(error.status, error.code, ownKeysText([failure]), error.options);
 }
 
 function failureError(failure: UpstreamFailure): GatewayError {

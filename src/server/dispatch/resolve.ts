@@ -10,6 +10,11 @@ export interface Target {
   models: ModelRow[];
 }
 
+/** `target` narrowed to the steps its admission allows (`Admission.steps`). */
+export function servedBy(target: Target, admission: { steps: ModelRow[] }): Target {
+  return admission.steps === target.models ? target : { ...target, models: admission.steps };
+}
+
 /** The spec's 400 for a name the catalog cannot serve, naming the closest one it can. */
 export function modelNotFound(name: string, catalog?: Catalog): GatewayError {
   const closest = catalog && closestName(name, catalog);

@@ -27,6 +27,8 @@ function admissionOf(services: Services, hold: JobHold, trace?: RequestTrace): A
   if (!account) throw new GatewayError(500, "internal_error", "job account missing");
   return {
     account,
+    // Settled only: the job was dispatched by its runner.
+    steps: [],
     reservation: hold.reservation,
     rateHeaders: undefined,
     byok: [],

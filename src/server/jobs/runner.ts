@@ -2,7 +2,8 @@ import { clearInterval, clearTimeout, setInterval, setTimeout } from "../../host
 import type { JobRow, JobsRepository } from "../../store/jobs.js";
 import { PRUNE_EVERY_MS } from "../../store/responses-state.js";
 import { newId } from "../../store/secrets.js";
-import type { ModelRow } from "../../store/types.js";
+import { type ModelRow, parseSubscription } from "../../store/types.js";
+import { servableSteps } from "../billing/admission.js";
 import type { Services } from "../compose/services.js";
 import { forMediaWire, forModality, resolveTarget } from "../dispatch/resolve.js";
 import { GatewayError } from "../errors.js";
@@ -266,11 +267,14 @@ export class JobRunner {
   ): Promise<{ media: ProducedMedia; model: ModelRow; providerId: string; byokServed: boolean }> {
     const { request, hold } = jobInput(job);
     const modality = jobKinds[job.kind].modality;
-    const target = forMediaWire(
+    const resolved = forMediaWire(
       this.services,
       forModality(resolveTarget(this.services.store.getCatalog(), job.model), modality),
       modality,
     );
+    const account = this.services.store.getAccount(job.account_id);
+    const subscribed = account !== undefined && parseSubscription(account) !== null;
+    const target = { ...resolved, models: servableSteps(resolved, subscribed) };
     const source = request.video_id
       ? (await this.jobs.output(request.video_id, job.account_id))?.media
       : undefined;

@@ -3,7 +3,7 @@ import type { ModelRow } from "../../store/types.js";
 import { type Admission, admit, settleDelivered, settleFailed } from "../billing/admission.js";
 import type { WorstCase } from "../billing/pricing.js";
 import type { Services } from "../compose/services.js";
-import type { Target } from "../dispatch/resolve.js";
+import { servedBy, type Target } from "../dispatch/resolve.js";
 import { failureOf } from "../http/client-signal.js";
 import type { AppEnv } from "../http/context.js";
 import { loopbackSource } from "../http/loopback-socket.js";
@@ -75,7 +75,7 @@ export async function serveAdmitted<T>(
   if (trace) trace.steps = [];
   try {
     const { result, attempt } = await services.dispatcher.dispatchWith(
-      request.target,
+      servedBy(request.target, admission),
       request.signal,
       { byok: admission.byok, byokOnly: admission.byokOnly, steps: trace?.steps },
       async (attempt) => ({ value: await call(attempt), streaming: false }),

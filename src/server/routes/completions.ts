@@ -13,7 +13,7 @@ import {
 } from "../billing/admission.js";
 import { readsInputByReference, worstCaseInputTokens } from "../billing/pricing.js";
 import type { Services } from "../compose/services.js";
-import { forModality, resolveTarget, type Target } from "../dispatch/resolve.js";
+import { forModality, resolveTarget, servedBy, type Target } from "../dispatch/resolve.js";
 import { openResponseTurn } from "../dispatch/response-state.js";
 import { openThread } from "../dispatch/threads.js";
 import {
@@ -287,7 +287,7 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
     };
 
     if (trace) trace.steps = [];
-    const dispatching = services.dispatcher.dispatch(target, req, {
+    const dispatching = services.dispatcher.dispatch(servedBy(target, admission), req, {
       byok: admission.byok,
       byokOnly: admission.byokOnly,
       steps: trace?.steps,

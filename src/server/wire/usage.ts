@@ -335,6 +335,11 @@ export class StreamMeter {
     this.chars += chars;
   }
 
+  /** Some output (a delta of text, a tool call or reasoning) is in the pieces made so far. */
+  madeOutput(): boolean {
+    return this.deltas > 0;
+  }
+
   /** The writer holds a piece: every delta counted so far is in it or in a piece before it. */
   taken(): void {
     this.takenDeltas = this.deltas;
