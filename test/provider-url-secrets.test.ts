@@ -274,7 +274,8 @@ describe.each(backends)("a base_url carrying a credential, on %s", (backend) => 
              ALTER TABLE stored_responses DROP COLUMN conversation_id;
              ALTER TABLE stored_responses DROP COLUMN conversation_seq;
              ALTER TABLE stored_responses DROP COLUMN conversation_count;
-             ALTER TABLE conversations DROP COLUMN deleted_at;`
+             ALTER TABLE conversations DROP COLUMN deleted_at;
+             ALTER TABLE jobs DROP COLUMN progress;`
         : "DELETE FROM schema_migrations WHERE id = 'provider-base-url-sealed';";
     await runSql(
       backend,

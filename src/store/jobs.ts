@@ -29,6 +29,12 @@ export interface JobRow {
   /** The gateway whose lease the job is (or was last) under, and until when (wall-clock ms). */
   lease_owner: string | null;
   lease_expires_at: number | null;
+  /**
+   * The share of the work done, 0 to 100, as the job's runner last reported it: it only rises
+   * (a job run again after its gateway stopped shows the most it reached), and 100 only once
+   * completed.
+   */
+  progress: number;
 }
 
 export interface JobResult {
@@ -76,6 +82,7 @@ export function queuedJobRow(job: NewJob): JobRow {
     finished_at: null,
     lease_owner: null,
     lease_expires_at: null,
+    progress: 0,
   };
 }
 
@@ -150,7 +157,12 @@ export interface JobsRepository<Money = unknown> {
    */
   releaseLease(id: string, instanceId: string): Promise<boolean>;
   /**
-   * Marks a running job completed and runs `charge` in the same transaction; false (nothing
+   * Raises a running job's progress to `percent` (a whole number below 100; a lower one leaves
+   * it); false when the job is not running under `instanceId`'s lease.
+   */
+  reportProgress(id: string, instanceId: string, percent: number): Promise<boolean>;
+  /**
+   * Marks a running job completed (progress 100) and runs `charge` in the same transaction; false (nothing
    * charged) when the job was not running under `instanceId`'s lease.
    */
   complete(
@@ -180,4 +192,4 @@ export interface JobsRepository<Money = unknown> {
 }
 
 export const jobColumns =
-  "id, account_id, kind, model, status, input_json, result_json, media_type, error, request_id, created_at, started_at, finished_at, lease_owner, lease_expires_at";
+  "id, account_id, kind, model, status, input_json, result_json, media_type, error, request_id, created_at, started_at, finished_at, lease_owner, lease_expires_at, progress";

@@ -259,6 +259,24 @@ export function describeRepositories(
         expect(await repos.jobs.releaseLease("j", gatewayA)).toBe(false);
       });
 
+      it("raise a running job's progress for its holder only, never lower it; kept when given back, 100 once completed", async () => {
+        await repos.jobs.insert(job("j", 1));
+        expect(await repos.jobs.get("j", "acct")).toMatchObject({ progress: 0 });
+        expect(await repos.jobs.reportProgress("j", gatewayA, 10)).toBe(false);
+        await repos.jobs.claimNext(gatewayA, lease, 2);
+        expect(await repos.jobs.reportProgress("j", gatewayA, 40)).toBe(true);
+        expect(await repos.jobs.reportProgress("j", gatewayB, 60)).toBe(false);
+        expect(await repos.jobs.reportProgress("j", gatewayA, 20)).toBe(true);
+        expect(await repos.jobs.get("j", "acct")).toMatchObject({ progress: 40 });
+        // Run again from the start elsewhere, it shows the most it reached until it passes that.
+        await repos.jobs.releaseLease("j", gatewayA);
+        expect(await repos.jobs.claimNext(gatewayB, lease, 3)).toMatchObject({ progress: 40 });
+        expect(await repos.jobs.reportProgress("j", gatewayB, 5)).toBe(true);
+        expect(await repos.jobs.get("j", "acct")).toMatchObject({ progress: 40 });
+        await repos.jobs.complete("j", gatewayB, result, media, 5, () => {});
+        expect(await repos.jobs.get("j", "acct")).toMatchObject({ progress: 100 });
+      });
+
       it("list an account's jobs of some kinds a page at a time, in the order they were written either way", async () => {
         await repos.jobs.insert(job("m1", 10));
         await repos.jobs.insert(job("v1", 20, "video"));

@@ -8,8 +8,8 @@ import type { IncomingHttpHeaders } from "node:http";
  * and order; OpenAI's `prompt_cache_breakpoint` and `prompt_cache_options` values), extended
  * thinking's budget and signed blocks (a tool loop continued with thinking on starts its assistant
  * turn with them), each API's refusal of the other's fields (and Anthropic's of service tiers it
- * does not have), and (OpenAI's chat) at most four stop sequences, its service tiers and the rules
- * of strict schemas.
+ * does not have), and (OpenAI's chat) at most four stop sequences, its service tiers, a
+ * `tool_choice` only beside `tools`, and the rules of strict schemas.
  */
 
 export interface WireRules {
@@ -499,6 +499,12 @@ export function checkChat(body: Json, rules: WireRules): Refusal | undefined {
   }
   const strictRefused = checkStrictSchemas(body);
   if (strictRefused) return strictRefused;
+  if (body.tool_choice != null && !(Array.isArray(body.tools) && body.tools.length > 0))
+    return openaiRefusal(
+      "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified.",
+      "tool_choice",
+      null,
+    );
   if (!Array.isArray(body.messages) || body.messages.length === 0)
     return openaiRefusal("[] is too short - 'messages'", "messages", "empty_array");
   const messages = (body.messages as unknown[]).filter(isRecord);

@@ -284,6 +284,7 @@ export class JobRunner {
     // The first attempt's time runs from the claim, so a manual clock advanced while the job is
     // running counts even if the wait below has not begun yet.
     const { clock } = this.services.options;
+    const progress = (percent: number) => this.reportProgress(job.id, percent);
     let claimedAt: number | null = claimedOnClock;
     const { result, attempt } = await this.services.dispatcher.dispatchWith(
       target,
@@ -298,7 +299,8 @@ export class JobRunner {
           seconds: request.seconds,
           size: request.size,
           source,
-          wait: (ms) => clock.sleep(start + ms - clock.now(), signal),
+          wait: (ms) => this.spend(start, ms, signal, progress),
+          progress,
           signal,
         });
         return { value: media, streaming: false };
@@ -311,7 +313,44 @@ export class JobRunner {
       byokServed: attempt.credential.source === "byok",
     };
   }
+
+  /**
+   * Waits until `ms` of the gateway's clock have passed since `start`, reporting the share gone
+   * by at each step of `progressStep` percent it passes (once for a clock that jumps several).
+   */
+  private async spend(
+    start: number,
+    ms: number,
+    signal: AbortSignal,
+    progress: (percent: number) => Promise<void>,
+  ): Promise<void> {
+    const { clock } = this.services.options;
+    for (;;) {
+      const elapsed = clock.now() - start;
+      if (elapsed >= ms) return;
+      const percent = Math.floor((elapsed * 100) / ms);
+      if (percent > 0) await progress(percent);
+      const next = (Math.floor(percent / progressStep) + 1) * progressStep;
+      await clock.sleep(start + Math.ceil((ms * next) / 100) - clock.now(), signal);
+    }
+  }
+
+  /**
+   * Raises the job's progress (below 100: only its completion shows 100); a write that fails
+   * costs the job nothing, the next report tries again.
+   */
+  private async reportProgress(jobId: string, percent: number): Promise<void> {
+    const shown = Math.min(99, Math.max(0, Math.floor(percent)));
+    try {
+      await this.jobs.reportProgress(jobId, this.instanceId, shown);
+    } catch (err) {
+      console.error(`job ${jobId}: its progress was not recorded: ${(err as Error).message}`);
+    }
+  }
 }
+
+/** How far a job's share of its provider's time moves between two reports of its progress. */
+const progressStep = 5;
 
 const runners = new WeakMap<Services, JobRunner>();
 

@@ -156,7 +156,16 @@ export interface MediaJobRequest {
   size: string | undefined;
   /** The video an extension continues. */
   source: Uint8Array | undefined;
+  /**
+   * Spends `ms` of the provider's time from the attempt's start, reporting the share of it gone
+   * by as the job's progress.
+   */
   wait(ms: number): Promise<void>;
+  /**
+   * Reports the share of the work done (0 to 99; the job shows 100 once completed): for a wire
+   * whose API says how far its job has come. It only ever raises what the job shows.
+   */
+  progress(percent: number): Promise<void>;
   signal: GoneSignal;
 }
 

@@ -41,6 +41,8 @@ import { encodeSSE, SSE_DONE } from "../wire/sse.js";
 import type { StreamPiece } from "../wire/stream-types.js";
 import { answersAsked, outputBound } from "../wire/to-provider.js";
 import { streamErrorEvent } from "../wire/translate/errors.js";
+import { backgroundWindowRefusal } from "../wire/translate/responses.js";
+import { toolChoiceRefusal } from "../wire/translate/tool-choice.js";
 import { emptyUsage, type Usage } from "../wire/usage.js";
 
 const content = z.union([z.string(), z.array(z.looseObject({ type: z.string() })), z.null()]);
@@ -286,6 +288,13 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
       return settleFailed(services, admission, failureOf(signal, err));
     };
 
+    // What the client's own API refuses, refused on every wire alike and logged free as a
+    // provider's refusal is, before anything is sent; a provider that holds a message thread holds
+    // its tools too, and judges its choice.
+    const refused =
+      (sentBody.thread == null ? toolChoiceRefusal(style, sentBody) : undefined) ??
+      (style === "responses" ? backgroundWindowRefusal(body) : undefined);
+    if (refused) throw await fail(new GatewayError(400, "invalid_request_error", refused));
     if (trace) trace.steps = [];
     const dispatching = services.dispatcher.dispatch(servedBy(target, admission), req, {
       byok: admission.byok,

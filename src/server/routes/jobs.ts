@@ -215,14 +215,14 @@ export function jobHandlers(services: Services) {
           throw badRequest(
             `Invalid query parameter after: no ${collection.noun} '${query.after}' exists for this account.`,
           );
-        const views = page.jobs.map((job) => jobView(c, services.options, job, collection));
+        const views = page.jobs.map((job) => jobView(c, services, job, collection));
         return c.json(listPage(views, (view) => String(view.id), page.hasMore));
       },
     /** GET `{path}/{id}`: the job as it is now. */
     poll:
       (collection: JobCollection): Handler =>
       async (c) =>
-        c.json(jobView(c, services.options, await find(c, collection), collection)),
+        c.json(jobView(c, services, await find(c, collection), collection)),
     /**
      * DELETE `{path}/{id}`: a finished job's media is deleted, as OpenAI deletes a completed or
      * failed video; its charge stays in the request log, which still names it.
@@ -332,7 +332,7 @@ async function submit(
   } catch (err) {
     throw await settleFailed(services, admission, err);
   }
-  const view = jobView(c, services.options, queued, options.answer);
+  const view = jobView(c, services, queued, options.answer);
   const outgoing = nodeOutgoing(c);
   if (!outgoing) {
     wakeJobRunner(services);
@@ -387,12 +387,14 @@ const unixSeconds = (ms: number | null) => (ms === null ? null : Math.floor(ms /
  */
 function jobView(
   c: Context,
-  options: ServerOptions,
+  services: Services,
   job: JobRow,
   collection?: JobCollection,
 ): Record<string, unknown> {
+  const { options } = services;
   const spec = jobKinds[job.kind];
   const { request } = jobInput(job);
+  const size = job.kind === "music" ? undefined : videoSizeOf(services, job.model, request);
   const view: Record<string, unknown> = {
     id: job.id,
     object: spec.object,
@@ -400,12 +402,13 @@ function jobView(
     model: job.model,
     prompt: request.prompt,
     ...(job.kind === "music" ? { duration: request.seconds } : { seconds: request.seconds }),
-    ...(request.size ? { size: request.size } : {}),
+    ...(size ? { size } : {}),
     ...(request.video_id ? { video_id: request.video_id } : {}),
     ...(request.remixed_from ? { remixed_from_video_id: request.remixed_from } : {}),
     created_at: unixSeconds(job.created_at),
     started_at: unixSeconds(job.started_at),
     finished_at: unixSeconds(job.finished_at),
+    progress: jobProgress(job),
   };
   if (job.status === "completed" && job.result_json) {
     const result = JSON.parse(job.result_json) as JobResult;
@@ -416,6 +419,30 @@ function jobView(
   }
   if (job.status === "failed" && job.error) view.error = JSON.parse(job.error) as JobError;
   return collection?.openaiVideo ? openaiVideoView(view, job, request, options) : view;
+}
+
+/** The share of a job's work done: 100 once completed, and below it until then. */
+const jobProgress = (job: JobRow): number =>
+  job.status === "completed" ? 100 : Math.min(99, job.progress);
+
+/** OpenAI's frame size for a video asked none (the openai SDK's `VideoSize`). */
+const openaiDefaultVideoSize = "720x1280";
+
+/**
+ * A video job's frame size: the one decided at submission. A job submitted before the size was
+ * kept was made in the size its model's provider makes when asked none, and shows that; one whose
+ * model the catalog no longer names shows OpenAI's default, never nothing.
+ */
+function videoSizeOf(services: Services, model: string, request: JobRequest): string {
+  if (request.size) return request.size;
+  let target: Target;
+  try {
+    target = resolveTarget(services.store.getCatalog(), model);
+  } catch (err) {
+    if (err instanceof GatewayError) return openaiDefaultVideoSize;
+    throw err;
+  }
+  return madeSize(services, target, undefined) ?? openaiDefaultVideoSize;
 }
 
 /**
@@ -435,9 +462,7 @@ function openaiVideoView(
     ...view,
     object: "video",
     status: openaiVideoStatus(job.status),
-    progress: completed ? 100 : 0,
     seconds: String(shownSeconds(request)),
-    size: request.size ?? null,
     completed_at: completed ? unixSeconds(job.finished_at) : null,
     expires_at: job.finished_at === null ? null : unixSeconds(job.finished_at + options.jobsTtlMs),
     error: view.error ?? null,

@@ -32,7 +32,7 @@ import {
   withInputSettings,
 } from "./translate/responses.js";
 import { asArray, asString, isRecord, type JsonObject } from "./translate/shared.js";
-import { undeclaredChoiceSentence } from "./translate/tool-choice.js";
+import { toolChoiceRefusal } from "./translate/tool-choice.js";
 import { InvalidRequest, UnsupportedRequest } from "./upstream-failure.js";
 
 /*
@@ -199,7 +199,7 @@ export function toChatRequest(
   const max = model.max_output_tokens;
   if (req.style === "messages") {
     const body = req.body as MessagesRequest;
-    refuseInvalid(undeclaredChoiceSentence(req.style, body));
+    refuseInvalid(toolChoiceRefusal(req.style, body));
     refuseGap(fileSourceSentence(body));
     refuseGap(citationsSentence(body));
     refuseGap(inferenceGeoSentence(body));
@@ -214,7 +214,7 @@ export function toChatRequest(
   if (req.style === "responses") {
     const body = withInputSettings(req.body as ResponsesRequest);
     const custom = onward.customTools === true && !onward.translated;
-    refuseInvalid(undeclaredChoiceSentence(req.style, body));
+    refuseInvalid(toolChoiceRefusal(req.style, body));
     refuseGap(untranslatableToChat(body, custom));
     const options = chatOptions(attempt, onward);
     const chat = responsesRequestToChat(
@@ -245,7 +245,7 @@ export function toChatRequest(
     body.stream_options = options ? { ...options, include_usage: true } : { include_usage: true };
   }
   if (onward.translated) {
-    refuseInvalid(undeclaredChoiceSentence(req.style, body));
+    refuseInvalid(toolChoiceRefusal(req.style, body));
     refuseGap(legacyFunctionsSentence(body));
     refuseGap(historySentence(body));
     if (body.moderation != null) refuseGap(moderationSentence);
@@ -420,7 +420,7 @@ function chatToolName(of: JsonObject): unknown {
  * The tool a client's `tool_choice` forces by name (a hosted tool's by its type) where that tool
  * may be left out, in its style's shape: a messages tool the request declares, a chat `custom`
  * tool, any Responses tool. Undefined where it names none (`auto`, `required`, `allowed_tools`...)
- * or names one the request does not declare, refused before (`undeclaredChoiceSentence`).
+ * or names one the request does not declare, refused before (`toolChoiceRefusal`).
  */
 function forcedToolName(style: ClientStyle, body: Record<string, unknown>): string | undefined {
   const choice = body.tool_choice;

@@ -211,6 +211,16 @@ export class PostgresJobs implements JobsRepository<PostgresJobMoney> {
     return result.rowCount === 1;
   }
 
+  async reportProgress(id: string, instanceId: string, percent: number): Promise<boolean> {
+    const result = await this.pool.query({
+      name: "jobs_progress",
+      text: `UPDATE jobs SET progress = GREATEST(progress, $3)
+        WHERE id = $1 AND status = 'running' AND lease_owner = $2`,
+      values: [id, instanceId, percent],
+    });
+    return result.rowCount === 1;
+  }
+
   async complete(
     id: string,
     instanceId: string,
@@ -223,7 +233,7 @@ export class PostgresJobs implements JobsRepository<PostgresJobMoney> {
       const done = await client.query({
         name: "jobs_complete",
         text: `UPDATE jobs SET status = 'completed', result_json = $3, media = $4, media_type = $5,
-            finished_at = $6
+            finished_at = $6, progress = 100
           WHERE id = $1 AND status = 'running' AND lease_owner = $2`,
         values: [
           id,

@@ -109,10 +109,17 @@ describe("postgres migrations", () => {
       const sqliteColumns = (
         sqlite.prepare(`PRAGMA table_info(${table})`).all() as { name: string }[]
       ).map((column) => column.name);
-      expect(postgresTables.get(table), table).toEqual([
-        ...sqliteColumns,
-        ...(postgresOnly[table] ?? []),
-      ]);
+      // A column added after a Postgres-only one (jobs' `progress` after `seq`) comes after it.
+      const own = postgresOnly[table] ?? [];
+      const columnsThere = postgresTables.get(table) ?? [];
+      expect(
+        columnsThere.filter((name) => !own.includes(name)),
+        table,
+      ).toEqual(sqliteColumns);
+      expect(
+        columnsThere.filter((name) => own.includes(name)),
+        table,
+      ).toEqual(own);
     }
     expect([...postgresTables.keys()].filter((table) => !sqliteTables.includes(table))).toEqual([
       "deliveries",

@@ -555,6 +555,14 @@ export const postgresMigrations: MigrationStep[] = [
   ALTER TABLE conversations ADD COLUMN deleted_at bigint;
   `,
   },
+  {
+    // As SQLite's step 25: a job's progress, only rising; a job completed before is done.
+    id: "job-progress",
+    sql: `
+  ALTER TABLE jobs ADD COLUMN progress integer NOT NULL DEFAULT 0;
+  UPDATE jobs SET progress = 100 WHERE status = 'completed';
+  `,
+  },
 ];
 
 /** The trigger function that refuses a provider row naming a wire not in `wires`. */

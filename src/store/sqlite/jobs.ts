@@ -24,6 +24,7 @@ export class SqliteJobs implements JobsRepository<undefined> {
   private readonly leaseRow: Statement;
   private readonly renewRow: Statement;
   private readonly releaseRow: Statement;
+  private readonly progressRow: Statement;
   private readonly leasedBy: Statement;
   private readonly completeRow: Statement;
   private readonly failRow: Statement;
@@ -72,11 +73,16 @@ export class SqliteJobs implements JobsRepository<undefined> {
          lease_expires_at = NULL
         WHERE id = ? AND status = 'running' AND lease_owner = ?`,
     );
+    this.progressRow = db.prepare(
+      `UPDATE jobs SET progress = max(progress, ?)
+        WHERE id = ? AND status = 'running' AND lease_owner = ?`,
+    );
     this.leasedBy = db.prepare(
       "SELECT 1 FROM jobs WHERE id = ? AND status = 'running' AND lease_owner = ?",
     );
     this.completeRow = db.prepare(
-      `UPDATE jobs SET status = 'completed', result_json = ?, media = ?, media_type = ?, finished_at = ?
+      `UPDATE jobs SET status = 'completed', result_json = ?, media = ?, media_type = ?, finished_at = ?,
+         progress = 100
        WHERE id = ? AND status = 'running' AND lease_owner = ?`,
     );
     this.failRow = db.prepare(
@@ -208,6 +214,10 @@ export class SqliteJobs implements JobsRepository<undefined> {
 
   async releaseLease(id: string, instanceId: string): Promise<boolean> {
     return this.releaseRow.run(id, instanceId).changes > 0;
+  }
+
+  async reportProgress(id: string, instanceId: string, percent: number): Promise<boolean> {
+    return this.progressRow.run(percent, id, instanceId).changes > 0;
   }
 
   async complete(

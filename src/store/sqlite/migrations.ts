@@ -506,4 +506,10 @@ export const migrations: string[] = [
   `
   ALTER TABLE conversations ADD COLUMN deleted_at INTEGER;
   `,
+  // 25: a job's progress, the share of its work done as its runner reports it (only rising); a
+  // job completed before is done.
+  `
+  ALTER TABLE jobs ADD COLUMN progress INTEGER NOT NULL DEFAULT 0;
+  UPDATE jobs SET progress = 100 WHERE status = 'completed';
+  `,
 ];

@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import type { ClientStyle } from "../../wire/completion-types.js";
 import type { ResponsesRequest } from "../../wire/responses-types.js";
 import { withInputSettings } from "../../wire/translate/responses.js";
-import { undeclaredChoiceSentence } from "../../wire/translate/tool-choice.js";
+import { toolChoiceRefusal } from "../../wire/translate/tool-choice.js";
 import { estimateTokens, estimateTokensOfLength } from "../../wire/usage.js";
 import { maxTopLogprobs } from "./mock-logprobs.js";
 import { exampleOf } from "./schema-example.js";
@@ -339,22 +339,6 @@ function openaiParamRefusal(
   if (style === "chat" && body.stream_options != null && body.stream !== true)
     return "`stream_options` is only allowed with `stream: true`; OpenAI refuses it on a request that does not stream. Leave it out, or stream.";
   return toolChoiceRefusal(style, body);
-}
-
-/**
- * A `tool_choice` the API refuses: one that names a tool the request does not declare (each style
- * names it its own way; `undeclaredChoiceSentence`, which the other wires refuse too), chat's with
- * no tools at all, and Responses' `required` with none.
- */
-function toolChoiceRefusal(style: ClientStyle, body: Record<string, unknown>): string | undefined {
-  const choice = body.tool_choice;
-  if (choice == null) return undefined;
-  const undeclared = undeclaredChoiceSentence(style, body);
-  if (undeclared) return undeclared;
-  const bare = !Array.isArray(body.tools) || body.tools.length === 0;
-  if (bare && (style === "chat" || (style === "responses" && choice === "required")))
-    return "`tool_choice` is only allowed when the request declares `tools`; OpenAI refuses it otherwise. Leave it out, or declare the tools.";
-  return undefined;
 }
 
 /** A client's value in a refusal's text, cut short. */

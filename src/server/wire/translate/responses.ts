@@ -391,6 +391,23 @@ export const moderationSentence =
  * of the last `configuration_update` item (reasoning effort, text format) apply where the request
  * sets none itself. Both items are then taken out of the input, which chat has no form for.
  */
+/**
+ * The discounted completion windows of `background_options` (openai 7.58's `2h` and `8h`) as
+ * OpenAI refuses them, a sentence for the client, or undefined: they run queued only, so they need
+ * `background: true` and no stream. Refused on every wire alike: a translated wire would answer at
+ * once at the full price, where the client's own API refuses the request.
+ */
+export function backgroundWindowRefusal(body: Record<string, unknown>): string | undefined {
+  const options = body.background_options;
+  const window = isRecord(options) ? options.completion_window : undefined;
+  if (window !== "2h" && window !== "8h") return undefined;
+  if (body.background !== true)
+    return `\`background_options.completion_window\` \`${window}\` needs \`background: true\`; OpenAI refuses it otherwise. Set background, or leave the window out (\`soonest\`).`;
+  if (body.stream === true)
+    return `\`background_options.completion_window\` \`${window}\` cannot be streamed; OpenAI refuses it with \`stream: true\`. Leave out stream, or the window.`;
+  return undefined;
+}
+
 export function withInputSettings(req: ResponsesRequest): ResponsesRequest {
   if (!Array.isArray(req.input)) return req;
   const isSetting = (item: unknown) =>

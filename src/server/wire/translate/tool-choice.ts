@@ -1,5 +1,33 @@
 import type { ClientStyle } from "../completion-types.js";
+import type { ResponsesRequest } from "../responses-types.js";
+import { withInputSettings } from "./responses.js";
 import { asArray, asString, isRecord } from "./shared.js";
+
+/**
+ * A `tool_choice` the client's own API refuses, as a sentence for the client in its API's words,
+ * or undefined: one naming a tool the request does not declare, and one given without any tools
+ * (OpenAI's chat refuses every choice then, its Responses API `required`, Anthropic's any choice
+ * but `none`). Every wire is refused alike, before anything is sent: a translated wire would
+ * otherwise drop the choice and answer, where the client's own API refuses the request. A
+ * Responses body's tools include those its input items declare (`withInputSettings`).
+ */
+export function toolChoiceRefusal(
+  style: ClientStyle,
+  body: Record<string, unknown>,
+): string | undefined {
+  const choice = body.tool_choice;
+  if (choice == null) return undefined;
+  const read = style === "responses" ? withInputSettings(body as ResponsesRequest) : body;
+  const undeclared = undeclaredChoiceSentence(style, read);
+  if (undeclared || asArray(read.tools).length > 0) return undeclared;
+  if (style === "chat")
+    return "`tool_choice` is only allowed when the request declares `tools`; OpenAI refuses it otherwise. Leave it out, or declare the tools.";
+  if (style === "responses" && choice === "required")
+    return "`tool_choice` `required` needs the request to declare `tools`; OpenAI refuses it otherwise. Leave it out, or declare the tools.";
+  if (style === "messages" && !(isRecord(choice) && choice.type === "none"))
+    return "`tool_choice` may only be given with `tools` (or as `none`); Anthropic refuses it otherwise. Leave it out, or declare the tools.";
+  return undefined;
+}
 
 /**
  * A `tool_choice` that names a tool the request does not declare, as a sentence for the client in
@@ -7,7 +35,7 @@ import { asArray, asString, isRecord } from "./shared.js";
  * wires would answer it without the call it forces (a choice without its tool is dropped) or
  * refuse it in their own terms, so the gateway refuses it before sending anything.
  */
-export function undeclaredChoiceSentence(
+function undeclaredChoiceSentence(
   style: ClientStyle,
   body: Record<string, unknown>,
 ): string | undefined {
