@@ -201,7 +201,7 @@ describe("config validation", () => {
     writeFileSync(bad, "{ nope");
     expect(() => loadConfigFile(bad)).toThrow(/is not valid JSON/);
     expect(() => loadConfigFile(join(dir, "missing.json"))).toThrow(
-      /cannot read .*missing\.json: no such file or directory$/m,
+      /cannot read .*missing\.json: no such file or directory; write it \(every field, with its default, is in docs\/configuration\.md\) or give the path of yours$/m,
     );
   });
 });

@@ -66,7 +66,9 @@ describe("authentication", () => {
       });
       expect(res.status).toBe(401);
       expect(res.headers.get("content-type")).toMatch(/^text\/plain/);
-      expect(await res.text()).toBe("invalid API key");
+      expect(await res.text()).toBe(
+        "invalid API key: no gateway key has this value; check the kn-... key you sent (each key is shown once, when it is made)",
+      );
     }
   });
 

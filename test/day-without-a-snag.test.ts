@@ -182,6 +182,8 @@ interface Row {
   style: Style;
   /** What the message must say, where a row's refusal has one thing to tell. */
   says?: RegExp;
+  /** The `Allow` header a refusal of a method must carry. */
+  allow?: string;
 }
 
 const json = (value: unknown) => JSON.stringify(value);
@@ -215,6 +217,7 @@ const get = (path: string, what: string, status: number, style: Style): Row => (
 const as = (key: string | null, row: Row): Row => ({ ...row, key });
 const withHeaders = (headers: Record<string, string>, row: Row): Row => ({ ...row, headers });
 const saying = (says: RegExp, row: Row): Row => ({ ...row, says });
+const allowing = (allow: string, row: Row): Row => ({ ...row, allow });
 const raw = (method: string, path: string, what: string, bytes: string, status: number): Row => ({
   what,
   method,
@@ -256,10 +259,13 @@ const rows = (cookie: string): Row[] => [
   post(CHAT, "a provider's 400", chatBody("fake-reject"), 400, chatError("invalid_request_error")),
   post(CHAT, "a provider's 500", chatBody("fake-fail"), 503, chatError("upstream_error")),
   post(CHAT, "every step failing", chatBody("fake-route"), 503, chatError("all_providers_failed")),
-  saying(/takes GET, POST\./, {
-    ...post(CHAT, "PUT", "{}", 404, chatError("not_found")),
-    method: "PUT",
-  }),
+  allowing(
+    "GET, HEAD, POST, OPTIONS",
+    saying(/takes GET, POST\./, {
+      ...post(CHAT, "PUT", "{}", 404, chatError("not_found")),
+      method: "PUT",
+    }),
+  ),
   get(`${CHAT}/chatcmpl-x`, "a stored completion", 400, chatError("bad_request")),
   // ---- /v1/messages
   post(MESSAGES, "bad JSON", "{nope", 400, messagesError("invalid_request_error")),
@@ -315,7 +321,10 @@ const rows = (cookie: string): Row[] => [
     messagesError("invalid_request_error"),
   ),
   post(MESSAGES, "a provider's 500", messagesBody("fake-fail"), 503, messagesError("api_error")),
-  saying(/takes POST\./, get(MESSAGES, "GET", 404, messagesError("not_found_error"))),
+  allowing(
+    "POST, OPTIONS",
+    saying(/takes POST\./, get(MESSAGES, "GET", 404, messagesError("not_found_error"))),
+  ),
   post(
     `${MESSAGES}/count_tokens`,
     "bad JSON",
@@ -338,9 +347,27 @@ const rows = (cookie: string): Row[] => [
     503,
     chatError("upstream_error"),
   ),
-  saying(
-    /this path takes POST\./,
-    get("/v1/responses", "GET without a WebSocket upgrade", 404, chatError("not_found")),
+  allowing(
+    "POST, OPTIONS",
+    saying(
+      /this path takes POST\./,
+      get("/v1/responses", "GET without a WebSocket upgrade", 404, chatError("not_found")),
+    ),
+  ),
+  // GET there is only the WebSocket mode, which is refused: not a method the path takes.
+  allowing(
+    "POST, OPTIONS",
+    saying(/this path takes POST\./, {
+      ...post("/v1/responses", "PUT", "{}", 404, chatError("not_found")),
+      method: "PUT",
+    }),
+  ),
+  allowing(
+    "OPTIONS",
+    saying(/^No route PUT \/v1\/realtime\.$/, {
+      ...post("/v1/realtime", "PUT", "{}", 404, chatError("not_found")),
+      method: "PUT",
+    }),
   ),
   post(
     "/v1/responses/input_tokens",
@@ -434,7 +461,14 @@ const rows = (cookie: string): Row[] => [
     post("/mcp", "text/plain", "{}", 415, { jsonrpc: -32000 }),
   ),
   as(null, post("/mcp", "no key", "{}", 401, "plain")),
-  get("/mcp", "GET", 405, "plain"),
+  allowing("POST, OPTIONS", get("/mcp", "GET", 405, "plain")),
+  allowing(
+    "POST, OPTIONS",
+    saying(/this path takes POST\./, {
+      ...post("/mcp", "PUT", "{}", 404, { jsonrpc: -32000 }),
+      method: "PUT",
+    }),
+  ),
   // ---- /api
   as(null, get("/api/admin/accounts", "no key", 401, "plain")),
   get("/api/admin/accounts", "a standard key", 401, "plain"),
@@ -496,15 +530,54 @@ const rows = (cookie: string): Row[] => [
   raw("GET", "*", "the server as a whole, not OPTIONS", head("GET * HTTP/1.1", "host: x"), 400),
   raw(
     "GET",
-    "/v1/models",
+    "/v1\\models",
     "a backslash in the path",
     head("GET /v1\\models HTTP/1.1", "host: x", bearer),
     400,
   ),
-  raw("BREW", "/v1/models", "an unknown method", head("BREW /v1/models HTTP/1.1", "host: x"), 400),
+  allowing(
+    "GET, HEAD, OPTIONS",
+    saying(
+      /this path takes GET\./,
+      raw(
+        "BREW",
+        "/v1/models",
+        "an unknown method",
+        head("BREW /v1/models HTTP/1.1", "host: x"),
+        400,
+      ),
+    ),
+  ),
+  {
+    ...raw(
+      "GET",
+      "/%zz",
+      "a path that is no percent-encoding",
+      head("GET /%zz HTTP/1.1", "host: x"),
+      404,
+    ),
+    style: chatError("not_found"),
+  },
+  raw(
+    "GET",
+    "http://[bad/",
+    "an absolute URL that does not parse",
+    head("GET http://[bad/ HTTP/1.1", "host: x", bearer),
+    400,
+  ),
+  saying(
+    /not a proxy/,
+    raw(
+      "GET",
+      "/v1/models",
+      "an absolute-form target naming another host (a client told to use the gateway as a proxy)",
+      head("GET http://example.com/v1/models HTTP/1.1", "host: example.com", bearer),
+      421,
+    ),
+  ),
   raw(
     "CONNECT",
-    "/",
+    "example.com:443",
     "CONNECT",
     head("CONNECT example.com:443 HTTP/1.1", "host: example.com"),
     405,
@@ -527,12 +600,15 @@ function problemsOf(row: Row, answer: Answer): string[] {
   if (row.path.startsWith("/v1/messages") && !row.path.startsWith("/v1/messages/"))
     expect(answer.headers["request-id"] === id, `request-id ${answer.headers["request-id"]}`);
   expect(!leaks.test(answer.body), `shows what it must not: ${answer.body.slice(0, 200)}`);
+  if (row.allow !== undefined)
+    expect(answer.headers.allow === row.allow, `allow ${answer.headers.allow}, not ${row.allow}`);
   const type = answer.headers["content-type"] ?? "";
   if (row.method === "HEAD") return problems;
   const style = row.style;
   if (style === "plain") {
     expect(type.startsWith("text/plain"), `content-type ${type}`);
     expect(answer.body.trim().length > 10, `plain text ${JSON.stringify(answer.body)}`);
+    expect(row.says?.test(answer.body) ?? true, `the text does not say ${row.says}`);
     return problems;
   }
   if (style === "page") {
@@ -590,6 +666,7 @@ describe("every refusal names its code, in the route's style", () => {
   let gw: TestGateway;
   let upstream: FakeUpstream;
   let owner: { cookie: string };
+  const lines: FinishedRequest[] = [];
 
   beforeAll(async () => {
     upstream = await fakeUpstream("openai", (req) => {
@@ -603,6 +680,7 @@ describe("every refusal names its code, in the route's style", () => {
     gw = await testGateway({
       clock: "manual",
       bodyLimitBytes: 64 * 1024,
+      onRequest: (line) => lines.push(line),
       config: {
         ...base,
         providers: [
@@ -672,6 +750,53 @@ describe("every refusal names its code, in the route's style", () => {
       if (problems.length > 0) wrong[`${row.method} ${row.path}: ${row.what}`] = problems;
     }
     expect(wrong).toEqual({});
+  });
+
+  it("every refusal's line in serve's log has the id its client got, the method, the path and the code", async () => {
+    const wrong: Record<string, unknown> = {};
+    for (const row of rows(owner.cookie)) {
+      const answer = await answerOf(gw, row);
+      const id = answer.headers["x-request-id"] ?? "";
+      const line = await lineOf(lines, id);
+      const seen = {
+        status: line?.status,
+        method: line?.method,
+        path: line?.path,
+        code: line?.errorCode !== undefined,
+      };
+      const want = {
+        status: answer.status,
+        method: row.method,
+        path: row.path.split("?")[0],
+        code: true,
+      };
+      if (JSON.stringify(seen) !== JSON.stringify(want))
+        wrong[`${row.method} ${row.path}: ${row.what}`] = seen;
+    }
+    expect(wrong).toEqual({});
+  });
+
+  it("an absolute-form target naming the gateway itself (RFC 9112: a server must accept it) is served as its path, and its line shows the path", async () => {
+    const { port } = new URL(gw.url);
+    for (const host of [`127.0.0.1:${port}`, `localhost:${port}`]) {
+      const answer = await rawExchange(
+        gw,
+        head(`GET http://${host}/v1/models?x=1 HTTP/1.1`, `host: ${host}`),
+      );
+      expect({ host, status: answer.status }).toEqual({ host, status: 200 });
+      const line = await lineOf(lines, answer.headers["x-request-id"]!);
+      expect({ host, path: line?.path, error: line?.errorCode }).toEqual({
+        host,
+        path: "/v1/models",
+        error: undefined,
+      });
+    }
+    const messages = await rawExchange(
+      gw,
+      head(`POST http://127.0.0.1:${port}${MESSAGES} HTTP/1.1`, "host: x", "content-length: 0"),
+    );
+    expect(messages.status).toBe(401);
+    expect(messages.headers["request-id"]).toBe(messages.headers["x-request-id"]);
   });
 
   it("OPTIONS * is asked of the server as a whole: 200, Allow naming every method its routes take, no body, an id", async () => {
@@ -846,6 +971,192 @@ describe("nothing hangs: a client whose request does not come whole", () => {
     expect(answer.status).toBe(200);
     const line = await lineOf(lines, answer.headers["x-request-id"]!);
     expect(line).toMatchObject({ path: CHAT, status: 200, model: "mock-gpt" });
+  });
+});
+
+/** What a client that sends a body over the limit sees, by where it is in sending it. */
+interface BodyOutcome {
+  /** The status lines that came before the client sent a byte of its body. */
+  beforeBody: string[];
+  /** Every status line it got, 100 Continue included, the next request's answer last. */
+  answers: string[];
+  /** Whether the server closed the connection (before the client sent its next request). */
+  closed: boolean;
+}
+
+/**
+ * Sends `head`, waits for an answer (bounded), then `bodyBytes` of body (chunked when the head says
+ * so) unless the connection closed, then a GET /health on the same connection; all within 5 s.
+ */
+async function sendOverLimit(
+  gw: { url: string },
+  head: string,
+  bodyBytes: number,
+): Promise<BodyOutcome> {
+  const socket = connect(Number(new URL(gw.url).port), "127.0.0.1");
+  let raw = "";
+  let closed = false;
+  const gone = new Promise<void>((resolve) => socket.once("close", () => resolve()));
+  socket.on("data", (d: Buffer) => {
+    raw += d.toString("latin1");
+  });
+  socket.on("end", () => {
+    closed = true;
+  });
+  socket.on("error", () => {});
+  const until = async (done: () => boolean) => {
+    for (let waited = 0; waited < 2_000 && !done() && !socket.destroyed; waited += 10)
+      await new Promise((resolve) => setTimeout(resolve, 10));
+  };
+  const answered = () => statusLines(raw).filter((line) => line !== "HTTP/1.1 100").length;
+  socket.write(head);
+  await until(() => answered() > 0 || closed);
+  const beforeBody = statusLines(raw);
+  const body = "x".repeat(bodyBytes);
+  const chunked = /transfer-encoding: chunked/i.test(head);
+  if (!closed) socket.write(chunked ? `${bodyBytes.toString(16)}\r\n${body}\r\n0\r\n\r\n` : body);
+  await until(() => answered() > 0 || closed);
+  // Time for the server to close a connection it does not keep, before the next request.
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  if (!closed && !socket.destroyed) {
+    socket.write("GET /health HTTP/1.1\r\nhost: x\r\n\r\n");
+    await until(() => answered() > 1 || closed);
+  }
+  socket.destroy();
+  await gone;
+  return { beforeBody, answers: statusLines(raw), closed };
+}
+
+describe("a body over the limit, as docs/security.md tells it: what is refused from the headers, and which bodies are read to be dropped", () => {
+  let gw: TestGateway;
+  /** Over the API limit of this gateway and over what is drained after a refusal (64 KB). */
+  const limit = 128 * 1024;
+  const over = limit + 1024;
+  beforeAll(async () => {
+    gw = await testGateway({ bodyLimitBytes: limit });
+  });
+  afterAll(() => gw?.close());
+
+  const request = (path: string, ...fields: string[]) =>
+    head(`POST ${path} HTTP/1.1`, "host: x", "content-type: application/json", ...fields);
+  const WRONG = "authorization: Bearer kn-test-wrong-key-00000000000000";
+  const DEVICE = "/api/auth/device/code";
+  const answer = (status: number) => `HTTP/1.1 ${status}`;
+  const kept = (...statuses: number[]) => ({
+    answers: [...statuses.map(answer), answer(200)],
+    closed: false,
+  });
+  const cut = (...statuses: number[]) => ({ answers: statuses.map(answer), closed: true });
+
+  it("each case: the answer, whether it came before the body, and whether the connection stays for the next request", async () => {
+    const cases: [
+      string,
+      string,
+      number,
+      BodyOutcome | Omit<BodyOutcome, "beforeBody">,
+      boolean,
+    ][] = [
+      // [what, head, body bytes, outcome, answered before the body]
+      [
+        "a key, a declared length over the limit",
+        request(CHAT, bearer, `content-length: ${over}`),
+        over,
+        kept(413),
+        true,
+      ],
+      [
+        "a wrong key, a declared length over the limit",
+        request(CHAT, WRONG, `content-length: ${over}`),
+        over,
+        kept(413),
+        true,
+      ],
+      [
+        "no key, a declared length over the limit",
+        request(CHAT, `content-length: ${over}`),
+        over,
+        cut(413),
+        true,
+      ],
+      [
+        "a key, a chunked body over the limit",
+        request(CHAT, bearer, "transfer-encoding: chunked"),
+        over,
+        kept(413),
+        false,
+      ],
+      ["no key, a body up to 64 KB", request(CHAT, "content-length: 1000"), 1000, kept(401), true],
+      [
+        "no key, a body over 64 KB",
+        request(CHAT, "content-length: 102400"),
+        100 * 1024,
+        cut(401),
+        true,
+      ],
+      ["no key, a chunked body", request(CHAT, "transfer-encoding: chunked"), 1000, cut(401), true],
+      [
+        "a public route, a declared 10 KB",
+        request(DEVICE, "content-length: 10240"),
+        10_240,
+        kept(413),
+        true,
+      ],
+      [
+        "a public route, a declared 100 KB",
+        request(DEVICE, "content-length: 102400"),
+        102_400,
+        cut(413),
+        true,
+      ],
+      [
+        "a public route, a chunked 10 KB",
+        request(DEVICE, "transfer-encoding: chunked"),
+        10_240,
+        cut(413),
+        false,
+      ],
+      [
+        "Expect: 100-continue, a key, a declared length over the limit",
+        request(CHAT, bearer, "expect: 100-continue", `content-length: ${over}`),
+        over,
+        cut(413),
+        true,
+      ],
+      [
+        "Expect: 100-continue, a key, a chunked body over the limit",
+        request(CHAT, bearer, "expect: 100-continue", "transfer-encoding: chunked"),
+        over,
+        kept(100, 413),
+        false,
+      ],
+      [
+        "a key, no such route, a chunked body",
+        request("/v1/nope", bearer, "transfer-encoding: chunked"),
+        over,
+        kept(404),
+        true,
+      ],
+      [
+        "Expect: 100-continue, no key",
+        request(CHAT, "expect: 100-continue", "content-length: 1000"),
+        1000,
+        cut(401),
+        true,
+      ],
+    ];
+    const seen: Record<string, unknown> = {};
+    const wanted: Record<string, unknown> = {};
+    for (const [what, bytes, size, outcome, early] of cases) {
+      const got = await sendOverLimit(gw, bytes, size);
+      const final = got.answers.filter((line) => line !== answer(100))[0];
+      seen[what] = {
+        answers: got.answers,
+        closed: got.closed,
+        answeredBeforeBody: final !== undefined && got.beforeBody.includes(final),
+      };
+      wanted[what] = { ...outcome, answeredBeforeBody: early };
+    }
+    expect(seen).toEqual(wanted);
   });
 });
 

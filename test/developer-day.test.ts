@@ -3,7 +3,9 @@ import { chmodSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { connect as netConnect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import Anthropic from "@anthropic-ai/sdk";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import OpenAI from "openai";
 import { afterEach, describe, expect, it } from "vitest";
 import { quota } from "./support/api.js";
 import { cliHome, killRunningClis, runCli } from "./support/cli.js";
@@ -114,6 +116,46 @@ describe("request ids on every answer", () => {
       expect(answer, what).toMatch(/^HTTP\/1\.1 4\d\d /);
       expect(headerOf(answer, "x-request-id"), what).toMatch(/^req_[\w-]+$/);
     }
+  });
+});
+
+describe("a newcomer's first hour: the base URL slip between the two SDKs", () => {
+  it("the openai SDK given the gateway's address without /v1, and the anthropic SDK given it with /v1, get a 404 naming the path to send and why", async () => {
+    gw = await testGateway();
+    // The OpenAI SDKs' base URL ends in /v1; the Anthropic SDKs add /v1 themselves.
+    const openai = new OpenAI({ apiKey: KEY, baseURL: gw.url, maxRetries: 0 });
+    const anthropic = new Anthropic({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    const refusals = await Promise.all([
+      openai.chat.completions
+        .create({ model: "mock-gpt", messages: [{ role: "user", content: "hi" }] })
+        .catch((err: unknown) => err),
+      openai.models.list().catch((err: unknown) => err),
+      anthropic.messages
+        .create({ model: "mock-gpt", max_tokens: 10, messages: [{ role: "user", content: "hi" }] })
+        .catch((err: unknown) => err),
+    ]);
+    const seen = refusals.map((err) => {
+      const { status, message } = err as { status?: number; message: string };
+      return { status, message };
+    });
+    expect(seen).toEqual([
+      {
+        status: 404,
+        message: expect.stringMatching(
+          /send it to POST \/v1\/chat\/completions \(the API is under \/v1: an OpenAI SDK's base URL ends in \/v1/,
+        ),
+      },
+      {
+        status: 404,
+        message: expect.stringMatching(/send it to GET \/v1\/models \(the API is under \/v1/),
+      },
+      {
+        status: 404,
+        message: expect.stringMatching(
+          /not_found_error.*send it to POST \/v1\/messages \(an Anthropic SDK adds \/v1 itself: its base URL is the gateway's address alone\)/,
+        ),
+      },
+    ]);
   });
 });
 

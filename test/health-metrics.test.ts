@@ -1,3 +1,4 @@
+import { connect } from "node:net";
 import { Hono } from "hono";
 import { afterEach, describe, expect, it } from "vitest";
 import type { AppEnv } from "../src/server/http/context.js";
@@ -124,6 +125,31 @@ function parseExposition(text: string) {
 }
 
 describe("GET /metrics", () => {
+  it("counts a request line Node could not take under method other: a client's made-up methods never become label values", async () => {
+    const gw = await gateway();
+    for (const method of ["BREWA", "BREWB", "BREWC"]) {
+      const answer = await new Promise<string>((resolve) => {
+        const socket = connect(Number(new URL(gw.url).port), "127.0.0.1");
+        let raw = "";
+        socket.on("data", (d: Buffer) => {
+          raw += d.toString("latin1");
+        });
+        socket.on("error", () => {});
+        socket.on("close", () => resolve(raw));
+        socket.write(`${method} /v1/models HTTP/1.1\r\nhost: x\r\n\r\n`);
+      });
+      expect(answer).toMatch(/^HTTP\/1\.1 400 /);
+    }
+    const text = await scrape(gw);
+    expect(text).not.toMatch(/BREW/);
+    expect(
+      sample(
+        text,
+        'gateway_http_requests_total{route="unmatched",method="other",status="400",model="none"}',
+      ),
+    ).toBe(3);
+  });
+
   it("counts requests by route, model and status, tokens, money charged and upstream failures, exactly", async () => {
     const gw = await gateway();
     const ok = await post(gw, "/v1/chat/completions", chat("hello"));

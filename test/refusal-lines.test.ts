@@ -127,7 +127,7 @@ describe("serve's line for a refusal names its code", () => {
     // The plain-text bodies are the spec's, with no reason code in them.
     expect(bodies).toEqual([
       "missing API key: send Authorization: Bearer kn-... or x-api-key",
-      "invalid API key",
+      "invalid API key: no gateway key has this value; check the kn-... key you sent (each key is shown once, when it is made)",
       "API key revoked",
       "account suspended",
     ]);

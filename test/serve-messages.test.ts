@@ -17,7 +17,7 @@ function newHome(): CliHome {
 }
 
 describe("serve errors", () => {
-  it('says "no such file or directory" for a missing config, never ENOENT', async () => {
+  it('says "no such file or directory" for a missing config, never ENOENT, and what to do', async () => {
     const home = newHome();
     const done = await runCli(
       ["serve", "--port", "0", "--db", ":memory:", "--config", `${home.dir}/missing.json`],
@@ -25,7 +25,7 @@ describe("serve errors", () => {
     );
     expect(done.code).toBe(1);
     expect(done.stderr).toBe(
-      `gateway: invalid config:\n  - cannot read ${home.dir}/missing.json: no such file or directory\n`,
+      `gateway: invalid config:\n  - cannot read ${home.dir}/missing.json: no such file or directory; write it (every field, with its default, is in docs/configuration.md) or give the path of yours\n`,
     );
   });
 

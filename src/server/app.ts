@@ -26,7 +26,8 @@ import {
   requestHeader,
   requestTrace,
 } from "./http/request.js";
-import { type Route, routeMethods, type Surface } from "./http/route-row.js";
+import { statusCode } from "./http/request-trace.js";
+import { type MethodsTaken, type Route, routeMethods, type Surface } from "./http/route-row.js";
 import { surfaces, unmatched } from "./routes/index.js";
 
 /**
@@ -48,15 +49,35 @@ export function gatewayListener(
   services: Services,
   routes: readonly Route[],
   hostname: string,
-): RequestListener {
+): { listener: RequestListener; methodsTaken: MethodsTaken } {
   const app = new Hono<AppEnv>();
   const parts = surfaces(services.options.bodyLimitBytes);
   const guardOf = accessGuards(services, ownerPageGuard);
-  /** The 404 of a request no row serves, naming the methods its path takes. */
+  const refusing = new WeakSet<object>();
+  const methodsTaken: MethodsTaken = (path) => {
+    const serving = (method: string) =>
+      app.router.match(method, path)[0].some(([[handler]]) => !refusing.has(handler));
+    const takes = routeMethods.filter((method) => method !== "OPTIONS" && serving(method));
+    const allow = takes.flatMap((method) => (method === "GET" ? ["GET", "HEAD"] : [method]));
+    if (serving("OPTIONS")) allow.push("OPTIONS");
+    return { takes, allow: allow.join(", ") };
+  };
+  /**
+   * The 404 of a request no row serves, naming the methods its path takes, and the path it was
+   * meant for when an SDK's base URL has the usual slip: the OpenAI SDKs' base URL ends in /v1,
+   * the Anthropic SDKs add /v1 themselves.
+   */
   const noRoute = (c: Context): NoRoute => {
     const path = pathOf(c);
-    const takes = methodsServing(app, path).filter((method) => method !== c.req.method);
-    return new NoRoute(c.req.method, path, takes);
+    const method = c.req.method === "HEAD" ? "GET" : c.req.method;
+    const takes = methodsTaken(path).takes.filter((taken) => taken !== c.req.method);
+    const meant = path.startsWith("/v1/v1/")
+      ? { path: path.slice(3), why: anthropicBaseUrl }
+      : underPrefix(path, "/v1")
+        ? undefined
+        : { path: `/v1${path}`, why: openaiBaseUrl };
+    const served = meant && methodsTaken(meant.path).takes.includes(method);
+    return new NoRoute(c.req.method, path, takes, served ? meant : undefined);
   };
   const register = (route: Route): Handler => {
     // A preflight is answered before its part's checks, as browsers send it without credentials.
@@ -64,12 +85,20 @@ export function gatewayListener(
       route.method === "OPTIONS"
         ? undefined
         : parts.find((part) => underPrefix(route.path, part.prefix));
-    return registered(services, route, surface, guardOf(route.access, route.method), noRoute);
+    return registered(
+      services,
+      route,
+      surface,
+      guardOf(route.access, route.method),
+      noRoute,
+      methodsTaken,
+    );
   };
 
   const direct: { method: string; path: string; handler: Handler }[] = [];
   for (const route of routes) {
     const handler = register(route);
+    if (route.refusesOnly) refusing.add(handler);
     app.on(route.method, route.path, handler);
     if (underPrefix(route.path, "/v1") && !/[:*]/.test(route.path)) {
       direct.push({ method: route.method, path: route.path, handler });
@@ -88,7 +117,10 @@ export function gatewayListener(
         if (!fallback.page) throw refusal;
         const trace = requestTrace(c);
         if (trace) trace.errorCode = refusal.code;
-        return sendPage(c, noSuchPage(refusal.path, refusal.takes));
+        const page = sendPage(c, noSuchPage(refusal.path, refusal.takes));
+        const { allow } = methodsTaken(refusal.path);
+        if (allow !== "") page.headers.set("allow", allow);
+        return page;
       },
     }),
   }));
@@ -127,8 +159,13 @@ export function gatewayListener(
           )
         : errorResponse(storageNoted(services, err), "chat", "request"),
   });
-  return directRouter(direct, hono, hostname);
+  return { listener: directRouter(direct, hono, hostname), methodsTaken };
 }
+
+const openaiBaseUrl =
+  "the API is under /v1: an OpenAI SDK's base URL ends in /v1, an Anthropic SDK's is the gateway's address alone";
+const anthropicBaseUrl =
+  "an Anthropic SDK adds /v1 itself: its base URL is the gateway's address alone";
 
 function registered(
   services: Services,
@@ -136,6 +173,7 @@ function registered(
   surface: Surface | undefined,
   guard: Guard | undefined,
   noRoute: (c: Context) => NoRoute,
+  methodsTaken: MethodsTaken,
 ): Handler {
   const { handler, errors } = route;
   const name = `${route.method} ${route.path}`;
@@ -172,7 +210,12 @@ function registered(
         : requestHeader(c, "anthropic-version") === undefined
           ? "chat"
           : "messages";
-    return errorResponse(answered, style, name);
+    const answer = errorResponse(answered, style, name);
+    if (answered instanceof NoRoute || answer.status === 405) {
+      const { allow } = methodsTaken(pathOf(c));
+      if (allow !== "") answer.headers.set("allow", allow);
+    }
+    return answer;
   };
   const run = (c: Context<AppEnv>): Response | Promise<Response> => {
     if (sameOrigin) refuseCrossOrigin(c, ownOrigin(services.options.publicOrigin, c));
@@ -238,13 +281,6 @@ function refuseCrossOrigin(c: Context, own: string): void {
   }
 }
 
-/** The methods a row serves `path` with (a preflight's OPTIONS, which every /v1 path has, aside). */
-function methodsServing(app: Hono<AppEnv>, path: string): string[] {
-  return routeMethods.filter(
-    (method) => method !== "OPTIONS" && app.router.match(method, path)[0].length > 0,
-  );
-}
-
 function pathOf(c: Context): string {
   return new URL(c.req.url).pathname;
 }
@@ -259,6 +295,6 @@ function underPrefix(path: string, prefix: string): boolean {
 /** The spec's code of a refusal, or for a plain-text one (401, 403, 429) its logged reason. */
 function refusalCode(err: unknown): string {
   if (err instanceof GatewayError) return err.code;
-  if (err instanceof PlainTextError) return err.reason ?? `http_${err.status}`;
+  if (err instanceof PlainTextError) return err.reason ?? statusCode(err.status);
   return "internal_error";
 }

@@ -60,11 +60,15 @@ export class NoRoute extends GatewayError {
     readonly method: string,
     readonly path: string,
     readonly takes: readonly string[] = [],
+    /** The path the client most likely meant, and why it did not send it (a base URL's slip). */
+    readonly meant?: { path: string; why: string },
   ) {
     super(
       404,
       "not_found",
-      `No route ${method} ${path}${takes.length > 0 ? `; this path takes ${takes.join(", ")}` : ""}.`,
+      `No route ${method} ${path}${takes.length > 0 ? `; this path takes ${takes.join(", ")}` : ""}${
+        meant ? `; send it to ${method} ${meant.path} (${meant.why})` : ""
+      }.`,
     );
   }
 }

@@ -217,11 +217,16 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
     });
     metrics?.knowRoutes(routes);
     const traceSource = { url: "" };
+    const app = gatewayListener(services, routes, host);
     const served = withRequestIds(
       services.inspector.listener(
-        tracedListener(traceSource, refuseUnservable(gatewayListener(services, routes, host))),
+        tracedListener(
+          traceSource,
+          refuseUnservable(app.listener, () => services.options.publicOrigin),
+        ),
       ),
     );
+    listening.connections.serving(traceSource, app.methodsTaken);
     const listener =
       clock instanceof ManualClock && clock.autoAdvance ? countInFlight(clock, served) : served;
     // Uncounted: a loopback request (an MCP tool's /v1 call) is what its counted caller waits on,

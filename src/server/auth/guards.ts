@@ -71,6 +71,10 @@ function repeatsDiffer(raw: string[], first: string): boolean {
 /** Only write last_used_at when it moved by this much, so a busy key is not a write per request. */
 const touchEveryMs = 1000;
 
+/** A newcomer's key typo: what to check, as the missing key's text says what to send. */
+const invalidKeyText =
+  "invalid API key: no gateway key has this value; check the kn-... key you sent (each key is shown once, when it is made)";
+
 /**
  * The key presented, if it is valid, not revoked, and of an active account; else a plain 401.
  * Answered at once for a key the store has in memory (every key, on SQLite).
@@ -87,7 +91,7 @@ function authenticate(store: GatewayStore, value: string | undefined): MaybeAsyn
 }
 
 function usableKey(key: KeyWithAccount | undefined): KeyWithAccount {
-  if (!key) throw new PlainTextError(401, "invalid API key", "key_unknown");
+  if (!key) throw new PlainTextError(401, invalidKeyText, "key_unknown");
   if (key.revoked_at !== null) throw new PlainTextError(401, "API key revoked", "key_revoked");
   if (key.account_status !== "active")
     throw new PlainTextError(401, "account suspended", "account_suspended");

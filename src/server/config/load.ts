@@ -21,7 +21,11 @@ export function loadConfigFile(file: string, env: NodeJS.ProcessEnv = process.en
   try {
     text = readFileSync(file, "utf8");
   } catch (err) {
-    throw new ConfigError([`cannot read ${file}: ${describeSystemError(err)}`]);
+    // A newcomer who ran the README's `--config gateway.json` before writing one: what to do.
+    const missing = (err as NodeJS.ErrnoException).code === "ENOENT";
+    throw new ConfigError([
+      `cannot read ${file}: ${describeSystemError(err)}${missing ? "; write it (every field, with its default, is in docs/configuration.md) or give the path of yours" : ""}`,
+    ]);
   }
   let raw: unknown;
   try {

@@ -16,6 +16,7 @@ import {
   ownOrigin,
   reachedOverTls,
   requestHeader,
+  requestTrace,
 } from "../http/request.js";
 import {
   decodeDraft,
@@ -42,7 +43,20 @@ const pageHeaders: Record<string, string> = {
   "x-content-type-options": "nosniff",
 };
 
+/** What serve's line says of a page that refuses, by its status. */
+const pageRefusalCodes: Record<Exclude<Page["status"], 200>, string> = {
+  400: "bad_request",
+  401: "session_required",
+  403: "forbidden",
+  404: "not_found",
+  429: "rate_limit_exceeded",
+};
+
 export function sendPage(c: Context, page: Page): Response {
+  if (page.status !== 200) {
+    const trace = requestTrace(c);
+    if (trace && trace.errorCode === undefined) trace.errorCode = pageRefusalCodes[page.status];
+  }
   return c.body(page.html, page.status, pageHeaders);
 }
 

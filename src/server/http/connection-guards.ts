@@ -8,8 +8,10 @@ import {
 import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import { newId } from "../../store/secrets.js";
-import { traceOf } from "./request-trace.js";
-import { routeMethods } from "./route-row.js";
+import { canonicalAddress } from "./request.js";
+import { publishUnparsed, type TraceSource, traceOf } from "./request-trace.js";
+import { type MethodsTaken, routeMethods } from "./route-row.js";
+import { targetPath, unreadableTarget } from "./target.js";
 
 /**
  * The server's own limits on connections, so a slow or idle client cannot hold a socket for as
@@ -79,7 +81,8 @@ export function guardConnections(server: Server, limits: ConnectionLimits): Serv
   const connections = new ServerConnections(server);
   if (limits.maxConnectionsPerIp > 0) capPerAddress(server, limits.maxConnectionsPerIp);
   server.on("clientError", (err: NodeJS.ErrnoException, socket: Duplex) => {
-    const answer = clientErrorAnswer(err, limits);
+    const sent = requestLineOf(err);
+    const answer = clientErrorAnswer(err, limits, connections.methodsOf(sent.target));
     if (!answer || !socket.writable || responseStarted(socket) || answeredWhileArriving(socket)) {
       socket.destroy();
       return;
@@ -90,8 +93,16 @@ export function guardConnections(server: Server, limits: ConnectionLimits): Serv
     const underWay = responseWaiting(socket);
     if (underWay) refuse(underWay.req, underWay, answer.status, answer.code, answer.text);
     else {
-      socket.end(plainResponse(answer.status, answer.reason, answer.text));
-      connections.answered(socket);
+      const requestId = newId("req");
+      socket.end(
+        plainResponse(requestId, answer.status, answer.reason, answer.text, answer.headers),
+      );
+      connections.answered(socket, {
+        requestId,
+        ...sent,
+        status: answer.status,
+        code: answer.code,
+      });
     }
   });
   // Node's own answer to an Expect other than 100-continue is an empty 417 with no request id
@@ -107,16 +118,24 @@ export function guardConnections(server: Server, limits: ConnectionLimits): Serv
     continueOnRead(req, res);
     server.emit("request", req, res);
   });
-  server.on("connect", (_req, socket: Duplex) => {
+  server.on("connect", (req: IncomingMessage, socket: Duplex) => {
+    const requestId = newId("req");
     socket.end(
       plainResponse(
+        requestId,
         405,
         "Method Not Allowed",
         "CONNECT is not supported: this is an API gateway, not a proxy.",
         { allow: allowedMethods },
       ),
     );
-    connections.answered(socket);
+    connections.answered(socket, {
+      requestId,
+      method: "CONNECT",
+      target: req.url ?? "",
+      status: 405,
+      code: "method_not_allowed",
+    });
   });
   return connections;
 }
@@ -138,6 +157,8 @@ export class ServerConnections {
   /** Answers that close their connection once written. */
   private readonly watched = new WeakSet<ServerResponse>();
   private draining = false;
+  /** What the gateway serves, once it does: for the lines and the answers given here. */
+  private gateway?: { source: TraceSource; methodsTaken: MethodsTaken };
 
   constructor(private readonly server: Server) {
     server.on("connection", (socket: Socket) => {
@@ -146,9 +167,23 @@ export class ServerConnections {
     });
   }
 
-  /** `socket` was answered and ended outside Node's HTTP handling. */
-  answered(socket: Duplex): void {
+  /** Once the gateway serves: its lines' source, and the methods each path takes. */
+  serving(source: TraceSource, methodsTaken: MethodsTaken): void {
+    this.gateway = { source, methodsTaken };
+  }
+
+  /** The methods the request target's path takes, once the gateway serves. */
+  methodsOf(target: string): ReturnType<MethodsTaken> | undefined {
+    return target === "" ? undefined : this.gateway?.methodsTaken(targetPath(target));
+  }
+
+  /**
+   * `socket` was answered and ended outside Node's HTTP handling, with the answer `line` says:
+   * it is a line in serve's log, as every answer is.
+   */
+  answered(socket: Duplex, line: Parameters<typeof publishUnparsed>[1]): void {
     this.handedOver.add(socket);
+    if (this.gateway) publishUnparsed(this.gateway.source, line);
     if (this.draining) (socket as Socket).destroySoon();
   }
 
@@ -231,13 +266,40 @@ const allowedMethods = ["GET", "HEAD", ...routeMethods.filter((m) => m !== "GET"
  * that carries no Host header (400, RFC 9112) and one that expects what this server does not
  * meet (417; `Expect: 100-continue` is met when the body is read). `OPTIONS *`, a question about
  * the server as a whole, is answered with the methods it serves (RFC 9110), and `*` for any other
- * method refused. Inside the request ids and the trace, so each has its id and its line in
- * serve's log.
+ * method refused. A target the routes cannot read (`unreadableTarget`), which Hono's adapter
+ * would refuse with no code for the line, is a 400 here; an absolute-form target naming another
+ * host (`publicOrigin`: the gateway's, read at each request) is a 421, as this is no proxy.
+ * Inside the request ids and the trace, so each has its id and its line in serve's log.
  */
-export function refuseUnservable(listener: RequestListener): RequestListener {
+export function refuseUnservable(
+  listener: RequestListener,
+  publicOrigin: () => string | undefined,
+): RequestListener {
   return (incoming, outgoing) => {
     const { host, expect } = incoming.headers;
-    if (host === undefined && incoming.httpVersion === "1.1") {
+    const target = incoming.url ?? "";
+    const unreadable = target === "*" ? undefined : unreadableTarget(target);
+    if (unreadable !== undefined) {
+      refuse(
+        incoming,
+        outgoing,
+        400,
+        "malformed_request",
+        `The request target cannot be read (${unreadable}): send a path such as /v1/models, with the gateway's address as Host.`,
+      );
+    } else if (
+      !target.startsWith("/") &&
+      target !== "*" &&
+      !namesThisGateway(new URL(target), incoming, publicOrigin())
+    ) {
+      refuse(
+        incoming,
+        outgoing,
+        421,
+        "misdirected_request",
+        "The request target names another host: this is an API gateway, not a proxy. Send the path alone (such as GET /v1/models) to the gateway's own address.",
+      );
+    } else if (host === undefined && incoming.httpVersion === "1.1") {
       refuse(
         incoming,
         outgoing,
@@ -268,6 +330,26 @@ export function refuseUnservable(listener: RequestListener): RequestListener {
       );
     } else listener(incoming, outgoing);
   };
+}
+
+/**
+ * Whether an absolute-form target (`http://host:port/path`, RFC 9112) names this gateway: its
+ * public origin, or the address and port the client's connection reached (`localhost` for a
+ * loopback one). Any other is a request for a proxy, which a client sends only when told to use
+ * this server as one.
+ */
+function namesThisGateway(
+  target: URL,
+  incoming: IncomingMessage,
+  publicOrigin: string | undefined,
+): boolean {
+  if (target.origin === publicOrigin) return true;
+  const { localAddress, localPort } = incoming.socket;
+  const port = target.port === "" ? (target.protocol === "https:" ? 443 : 80) : Number(target.port);
+  if (localAddress === undefined || port !== localPort) return false;
+  const local = canonicalAddress(localAddress);
+  if (target.hostname === "localhost") return local === "::1" || local?.startsWith("127.") === true;
+  return local !== undefined && canonicalAddress(target.hostname) === local;
 }
 
 /** Node's own test of an Expect header it answers with 100 Continue. */
@@ -328,6 +410,7 @@ function capPerAddress(server: Server, cap: number): void {
     if (count >= cap) {
       socket.end(
         plainResponse(
+          newId("req"),
           503,
           "Service Unavailable",
           `Too many open connections from your address (the limit is ${cap}); close some or reuse them.`,
@@ -352,12 +435,17 @@ interface PlainAnswer {
   text: string;
   /** Why, for the line in serve's log of a request whose answer this is. */
   code: string;
+  headers?: Record<string, string>;
 }
 
-/** What to tell a client whose request Node could not take; undefined when nobody is listening. */
+/**
+ * What to tell a client whose request Node could not take; undefined when nobody is listening.
+ * `methods`: those the path of its request line takes, when it could be read.
+ */
 function clientErrorAnswer(
   err: NodeJS.ErrnoException,
   limits: ConnectionLimits,
+  methods: ReturnType<MethodsTaken> | undefined,
 ): PlainAnswer | undefined {
   switch (err.code) {
     case "ECONNRESET":
@@ -377,13 +465,18 @@ function clientErrorAnswer(
         code: "headers_too_large",
         text: "The request's headers are larger than this server accepts; send fewer or shorter headers.",
       };
-    case "HPE_INVALID_METHOD":
+    case "HPE_INVALID_METHOD": {
+      const path = methods && methods.takes.length > 0 ? methods : undefined;
       return {
         status: 400,
         reason: "Bad Request",
         code: "malformed_request",
-        text: "The request method is not one this server understands; the API uses GET, POST and DELETE.",
+        text: path
+          ? `The request method is not one this server understands; this path takes ${path.takes.join(", ")}.`
+          : `The request method is not one this server understands; it serves ${allowedMethods}.`,
+        headers: { allow: path?.allow ?? allowedMethods },
       };
+    }
     default: {
       const why = (err as { reason?: unknown }).reason;
       return {
@@ -442,7 +535,19 @@ function answerPlain(res: ServerResponse, status: number, text: string): void {
   res.end(body);
 }
 
+/**
+ * The method and target of the request line Node could not take all of, as far as they can be
+ * read from the bytes it kept (`rawPacket`); empty where they cannot.
+ */
+function requestLineOf(err: NodeJS.ErrnoException): { method: string; target: string } {
+  const packet = (err as { rawPacket?: unknown }).rawPacket;
+  const line = Buffer.isBuffer(packet) ? packet.subarray(0, 8 * 1024).toString("latin1") : "";
+  const read = /^([!#$%&'*+.^_`|~0-9A-Za-z-]{1,32}) (\S{1,8192}) HTTP\/\d\.\d\r?\n/.exec(line);
+  return read ? { method: read[1]!, target: read[2]! } : { method: "", target: "" };
+}
+
 function plainResponse(
+  requestId: string,
   status: number,
   reason: string,
   text: string,
@@ -455,7 +560,7 @@ function plainResponse(
     `content-length: ${Buffer.byteLength(body)}`,
     "connection: close",
     // Every answer carries a request id, these too (a client quotes it in a report).
-    `x-request-id: ${newId("req")}`,
+    `x-request-id: ${requestId}`,
     ...Object.entries(headers).map(([name, value]) => `${name}: ${value}`),
   ];
   return `${lines.join("\r\n")}\r\n\r\n${body}`;

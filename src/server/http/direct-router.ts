@@ -2,6 +2,7 @@ import type { IncomingHttpHeaders, IncomingMessage, RequestListener } from "node
 import { RESPONSE_ALREADY_SENT } from "@hono/node-server/utils/response";
 import { Context } from "hono";
 import type { AppEnv, Handler } from "./context.js";
+import { targetPath } from "./target.js";
 
 /**
  * An exact-match router in front of Hono for the rows it is given (the static /v1 paths of the
@@ -23,7 +24,7 @@ export function directRouter(
     byMethod.set(method, paths);
   }
   return (incoming, outgoing) => {
-    const handler = byMethod.get(incoming.method ?? "")?.get(pathOf(incoming.url));
+    const handler = byMethod.get(incoming.method ?? "")?.get(targetPath(incoming.url ?? ""));
     if (!handler) return fallback(incoming, outgoing);
     const request = new NodeRequest(incoming, hostname) as unknown as Request;
     const c = new Context<AppEnv>(request, { env: { incoming, outgoing } });
@@ -93,17 +94,4 @@ function headersOf(incoming: IncomingHttpHeaders): Headers {
     else if (value !== undefined) headers.set(name, value);
   }
   return headers;
-}
-
-function pathOf(url: string | undefined): string {
-  if (!url) return "";
-  const query = url.indexOf("?");
-  const path = query === -1 ? url : url.slice(0, query);
-  if (path.startsWith("/")) return path;
-  // Absolute form ("http://host/path"), as a proxy would send it.
-  try {
-    return new URL(path).pathname;
-  } catch {
-    return "";
-  }
 }

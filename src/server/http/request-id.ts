@@ -1,5 +1,6 @@
 import type { RequestListener, ServerResponse } from "node:http";
 import { newId } from "../../store/secrets.js";
+import { targetPath } from "./target.js";
 
 /**
  * One id per request, on every answer: `x-request-id` (what OpenAI sends and its SDK reads as
@@ -12,7 +13,8 @@ export function withRequestIds(inner: RequestListener): RequestListener {
   return (incoming, outgoing) => {
     const id = newId("req");
     outgoing.setHeader("x-request-id", id);
-    if (incoming.url?.startsWith("/v1/messages")) outgoing.setHeader("request-id", id);
+    if (targetPath(incoming.url ?? "").startsWith("/v1/messages"))
+      outgoing.setHeader("request-id", id);
     inner(incoming, outgoing);
   };
 }

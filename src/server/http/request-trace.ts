@@ -4,6 +4,7 @@ import { performanceNow } from "../../host-timers.js";
 import type { RequestSource } from "../../store/request-source.js";
 import { loopbackSource } from "./loopback-socket.js";
 import { requestIdOf } from "./request-id.js";
+import { targetPath } from "./target.js";
 
 /**
  * One message per finished HTTP request, on a diagnostics channel: `gateway serve` prints a line
@@ -78,11 +79,29 @@ function traceRequest(
   outgoing: ServerResponse,
 ): void {
   const started = performanceNow();
-  // Every field from the start, so every trace has one shape and is itself the message.
+  const trace = newTrace(source, incoming.method ?? "", loopbackSource(incoming));
+  traces.set(incoming, trace);
+  outgoing.once("close", () => {
+    if (!finishedChannel.hasSubscribers) return;
+    trace.path = targetPath(incoming.url ?? "");
+    trace.status = outgoing.statusCode;
+    // A refusal no stage named (a page, a transport's own answer) still says what it was.
+    if (trace.errorCode === undefined && trace.status >= 400)
+      trace.errorCode = statusCode(trace.status);
+    trace.durationMs = performanceNow() - started;
+    trace.finishedAt = Date.now();
+    trace.aborted = !outgoing.writableFinished;
+    trace.requestId = requestIdOf(outgoing);
+    finishedChannel.publish(trace);
+  });
+}
+
+/** Every field from the start, so every trace has one shape and is itself the message. */
+function newTrace(source: TraceSource, method: string, via: RequestSource | undefined) {
   const trace: FinishedRequest = {
     gateway: source.url,
     requestId: undefined,
-    method: incoming.method ?? "",
+    method,
     path: "",
     status: 0,
     durationMs: 0,
@@ -99,21 +118,32 @@ function traceRequest(
     toolsOmitted: undefined,
     burstWaitMs: undefined,
     steps: undefined,
-    via: loopbackSource(incoming),
+    via,
   };
-  traces.set(incoming, trace);
-  outgoing.once("close", () => {
-    if (!finishedChannel.hasSubscribers) return;
-    const url = incoming.url ?? "";
-    const query = url.indexOf("?");
-    trace.path = query === -1 ? url : url.slice(0, query);
-    trace.status = outgoing.statusCode;
-    trace.durationMs = performanceNow() - started;
-    trace.finishedAt = Date.now();
-    trace.aborted = !outgoing.writableFinished;
-    trace.requestId = requestIdOf(outgoing);
-    finishedChannel.publish(trace);
-  });
+  return trace;
+}
+
+/** The code of a refusal that named none: its status (`http_405`). */
+export function statusCode(status: number): string {
+  return `http_${status}`;
+}
+
+/**
+ * The line of an answer the server wrote on a connection before Node made a request of it (a
+ * request line or headers it could not parse, a CONNECT): what of the request line could be read.
+ */
+export function publishUnparsed(
+  source: TraceSource,
+  answered: { requestId: string; method: string; target: string; status: number; code: string },
+): void {
+  if (!finishedChannel.hasSubscribers) return;
+  const trace = newTrace(source, answered.method, undefined);
+  trace.requestId = answered.requestId;
+  trace.path = targetPath(answered.target);
+  trace.status = answered.status;
+  trace.errorCode = answered.code;
+  trace.finishedAt = Date.now();
+  finishedChannel.publish(trace);
 }
 
 /** Subscribes `listener` to the requests of the gateway at `url`; returns the unsubscribe. */

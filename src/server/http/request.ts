@@ -48,7 +48,7 @@ export interface ForwardingOptions {
  * One spelling per address, so a proxy listed as `127.0.0.1` matches a socket that reports
  * `::ffff:127.0.0.1`. Undefined for what is not an IP address.
  */
-function canonicalAddress(raw: string): string | undefined {
+export function canonicalAddress(raw: string): string | undefined {
   const address = raw.trim();
   if (isIPv4(address)) return address;
   const bare = address.startsWith("[") && address.endsWith("]") ? address.slice(1, -1) : address;

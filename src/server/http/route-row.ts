@@ -15,6 +15,13 @@ import type { BodyLimit, Handler } from "./context.js";
  */
 export type Access = "public" | "key" | "any-key" | "login" | "admin" | "owner" | "owner-page";
 
+/**
+ * The methods the rows serve a path with, by one rule for every answer that names them: `takes`,
+ * those a client would send (rows that only refuse, and a preflight's OPTIONS, aside), and `allow`,
+ * the `Allow` header (HEAD with GET, and OPTIONS where a preflight is answered); "" for none.
+ */
+export type MethodsTaken = (path: string) => { takes: string[]; allow: string };
+
 /** The methods a row may serve (HEAD is served by a GET row). */
 export const routeMethods = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"] as const;
 
@@ -39,6 +46,11 @@ export interface Route {
   body?: () => Promise<ZodType>;
   /** The zod object schema of its query parameters, loaded when asked (the same). */
   query?: () => Promise<ZodType>;
+  /**
+   * The row only says why its method is not served here (a WebSocket mode, a stream a stateless
+   * MCP server does not open): its method is not among those its path takes (`Allow`).
+   */
+  refusesOnly?: true;
 }
 
 /**

@@ -1,3 +1,4 @@
+import { METHODS } from "node:http";
 import type { Services } from "../compose/services.js";
 import type { FinishedRequest } from "../http/request-trace.js";
 import {
@@ -28,6 +29,9 @@ interface Series {
   output: CounterSeries;
   charged: CounterSeries;
 }
+
+/** The methods Node parses; a label is one of these or `other`. */
+const knownMethods = new Set<string>(METHODS);
 
 /** Latency buckets in seconds: a mock answer takes milliseconds, a long stream a minute. */
 const latencyBuckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
@@ -130,8 +134,10 @@ export function createMetrics(services: Services): GatewayMetrics {
       routeOf = routeMatcher(routes);
     },
     observe(r) {
-      const route = r.status === 404 ? "unmatched" : routeOf(r.method, r.path);
-      const series = seriesOf(route, r.method, r.status, modelLabel(r.model));
+      // A request line Node could not take may name any method: it never becomes a label value.
+      const method = knownMethods.has(r.method) ? r.method : "other";
+      const route = r.status === 404 ? "unmatched" : routeOf(method, r.path);
+      const series = seriesOf(route, method, r.status, modelLabel(r.model));
       series.requests.inc();
       series.latency.observe(r.durationMs / 1000);
       if (r.inputTokens) series.input.inc(r.inputTokens);

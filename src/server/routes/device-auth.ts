@@ -9,7 +9,13 @@ import {
 } from "../auth/device-codes.js";
 import { isTooLarge, readBody, readFormFields, tooDeepMessage } from "../http/body.js";
 import type { AppEnv, Handler } from "../http/context.js";
-import { clientIp, type ForwardingOptions, gatewayUrl, requestHeader } from "../http/request.js";
+import {
+  clientIp,
+  type ForwardingOptions,
+  gatewayUrl,
+  requestHeader,
+  requestTrace,
+} from "../http/request.js";
 import { maxJsonDepth, nestedDeeperThan } from "../wire/json-depth.js";
 
 /**
@@ -43,6 +49,8 @@ const refusalText: Record<IssueRefusal["reason"], string> = {
 };
 
 function oauthError(c: Context, error: string, extra: Record<string, unknown> = {}) {
+  const trace = requestTrace(c);
+  if (trace) trace.errorCode = error;
   return c.json({ error, error_description: errorDescriptions[error] ?? error, ...extra }, 400, {
     "cache-control": "no-store",
   });

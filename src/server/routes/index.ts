@@ -98,6 +98,9 @@ const route = (
   body?: () => Promise<ZodType>,
 ): Route => ({ method, path, access, errors, handler, body });
 
+/** A row whose method is answered with why it is not served (`Route.refusesOnly`). */
+const refusing = (row: Route): Route => ({ ...row, refusesOnly: true });
+
 /** A route's body schema, from its module when `/openapi.json` first asks (the module may be lazy). */
 const schema =
   <M>(load: () => Promise<M>, pick: (module: M) => ZodType) =>
@@ -288,24 +291,28 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
       schema(completionsModule, (m) => m.responsesBody),
     ),
     route("POST", "/v1/responses/input_tokens", "key", "chat", inputTokens),
-    route(
-      "GET",
-      "/v1/responses",
-      "key",
-      "chat",
-      websocketModeRefused(
-        "The Responses API",
-        "send each response.create as POST /v1/responses, with stream: true for its events.",
+    refusing(
+      route(
+        "GET",
+        "/v1/responses",
+        "key",
+        "chat",
+        websocketModeRefused(
+          "The Responses API",
+          "send each response.create as POST /v1/responses, with stream: true for its events.",
+        ),
       ),
     ),
-    route(
-      "GET",
-      "/v1/realtime",
-      "key",
-      "chat",
-      websocketModeRefused(
-        "The Realtime API",
-        "use /v1/chat/completions or /v1/responses (stream: true), and /v1/audio for speech.",
+    refusing(
+      route(
+        "GET",
+        "/v1/realtime",
+        "key",
+        "chat",
+        websocketModeRefused(
+          "The Realtime API",
+          "use /v1/chat/completions or /v1/responses (stream: true), and /v1/audio for speech.",
+        ),
       ),
     ),
     route("POST", "/v1/responses/compact", "key", "chat", compact),
@@ -446,8 +453,8 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
     // ---- the MCP server (/mcp): each tool call is its /v1 twin, sent through this table again
     route("OPTIONS", "/mcp", "public", "jsonrpc", preflight),
     route("POST", "/mcp", "key", "jsonrpc", mcp),
-    route("GET", "/mcp", "key", "jsonrpc", mcpStateless),
-    route("DELETE", "/mcp", "key", "jsonrpc", mcpStateless),
+    refusing(route("GET", "/mcp", "key", "jsonrpc", mcpStateless)),
+    refusing(route("DELETE", "/mcp", "key", "jsonrpc", mcpStateless)),
 
     // ---- the JSON API (/api)
     route("GET", "/api/public/pricing", "public", "chat", pricing),

@@ -7,7 +7,13 @@ import {
 import type { Context } from "hono";
 import { presentedKey } from "../auth/guards.js";
 import type { Services } from "../compose/services.js";
-import { accountSuspended, errorBody, errorHeaders, GatewayError } from "../errors.js";
+import {
+  accountSuspended,
+  errorBody,
+  errorHeaders,
+  GatewayError,
+  PlainTextError,
+} from "../errors.js";
 import { readBody } from "../http/body.js";
 import { answerSent, clientGone } from "../http/client-signal.js";
 import type { AppEnv, Handler } from "../http/context.js";
@@ -239,11 +245,17 @@ function endingWith(
   });
 }
 
-/** GET and DELETE /mcp: a stateless server has no stream to open and no session to end. */
-export const mcpMethodNotAllowed: Handler = (c) =>
-  c.text("this MCP server is stateless: send each JSON-RPC message as a POST\n", 405, {
-    allow: "POST, OPTIONS",
-  });
+/**
+ * GET and DELETE /mcp: a stateless server has no stream to open and no session to end. A 405, as
+ * the MCP transport asks; its `Allow` is the registration's (`methodsTaken`).
+ */
+export const mcpMethodNotAllowed: Handler = () => {
+  throw new PlainTextError(
+    405,
+    "this MCP server is stateless: send each JSON-RPC message as a POST",
+    "method_not_allowed",
+  );
+};
 
 /**
  * The JSON-RPC messages of a POST's body, parsed here only when there is something to look at:
