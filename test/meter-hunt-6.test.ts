@@ -1,4 +1,3 @@
-import { connect, type Socket } from "node:net";
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -12,7 +11,15 @@ import {
   openaiStreamSteps,
   type SseStep,
 } from "./support/fake-upstream.js";
-import { backends, baseConfig, gatewayOn, KEY, post, type TestGateway } from "./support/gateway.js";
+import {
+  backends,
+  baseConfig,
+  gatewayOn,
+  KEY,
+  post,
+  rawRequest,
+  type TestGateway,
+} from "./support/gateway.js";
 import {
   deliveredTokens,
   type Logged,
@@ -43,17 +50,6 @@ const headers = { authorization: `Bearer ${KEY}`, "anthropic-version": "2023-06-
 
 const priceOf = (row: Logged, input: number, output: number) =>
   row.usage.input_tokens * input + row.usage.output_tokens * output;
-
-/** A request over a raw connection, whose answer the test reads (and stops reading) itself. */
-function rawRequest(url: string, path: string, body: object): Socket {
-  const text = JSON.stringify(body);
-  const socket = connect({ host: "127.0.0.1", port: Number(new URL(url).port) });
-  socket.write(
-    `POST ${path} HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer ${KEY}\r\n` +
-      `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(text)}\r\n\r\n${text}`,
-  );
-  return socket;
-}
 
 describe.each(backends)("clients that break the meter, on %s", (backend) => {
   let gw: TestGateway;

@@ -18,6 +18,11 @@ export interface EveryWireOptions {
   mockScript?: MockRule[];
   /** micro-IDR per million tokens. */
   prices: { input: number; output: number };
+  /**
+   * Also `m-native`: a model of the OpenAI fake as a native Responses API (`responses_native`),
+   * to which a Responses client's stream passes through.
+   */
+  native?: boolean;
 }
 
 /** What a client of any style sends: the key, and the API version a messages client names. */
@@ -66,12 +71,26 @@ export async function gatewayOnEveryWire(options: EveryWireOptions): Promise<Eve
           { id: "an", wire: "anthropic", base_url: anthropic.baseUrl, api_keys: ["sk-an"] },
           { id: "gm", wire: "gemini", base_url: gemini.url, api_keys: ["gm-key"] },
           { id: "mk", wire: "mock", mock: options.mock },
+          ...(options.native
+            ? [
+                {
+                  id: "rn",
+                  wire: "openai" as const,
+                  base_url: openai.baseUrl,
+                  api_keys: ["sk-rn"],
+                  responses_native: true,
+                },
+              ]
+            : []),
         ],
         models: [
           { name: modelOn("openai"), provider: "oa", upstream_model: "gpt-up", ...prices },
           { name: modelOn("anthropic"), provider: "an", upstream_model: "claude-up", ...prices },
           { name: modelOn("gemini"), provider: "gm", upstream_model: "gemini-up", ...prices },
           { name: modelOn("mock"), provider: "mk", upstream_model: "mock-up", ...prices },
+          ...(options.native
+            ? [{ name: "m-native", provider: "rn", upstream_model: "up-model", ...prices }]
+            : []),
         ],
         routes: [],
         ...(options.mockScript ? { mock: { script: options.mockScript } } : {}),

@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
+import { connect, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { ProcessLedger } from "../../src/server/billing/ledger.js";
@@ -112,6 +113,17 @@ export function post(
     body: typeof body === "string" ? body : JSON.stringify(body),
     signal,
   });
+}
+
+/** A request over a raw connection, whose answer the test reads (and stops reading) itself. */
+export function rawRequest(url: string, path: string, body: object): Socket {
+  const text = JSON.stringify(body);
+  const socket = connect({ host: "127.0.0.1", port: Number(new URL(url).port) });
+  socket.write(
+    `POST ${path} HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer ${KEY}\r\n` +
+      `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(text)}\r\n\r\n${text}`,
+  );
+  return socket;
 }
 
 export const chat = (content = "hello", model = "mock-gpt", extra: object = {}) => ({

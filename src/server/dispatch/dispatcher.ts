@@ -1,3 +1,4 @@
+import { storageFaultKind } from "../../store/storage-fault.js";
 import type { ByokRow, GatewayStore, ProviderRow } from "../../store/types.js";
 import { GatewayError, upstreamRejection } from "../errors.js";
 import type { Attempt, Credential, ProviderContext } from "../providers/provider.js";
@@ -94,7 +95,7 @@ export class Dispatcher {
       try {
         first = await firstOutput(result);
       } catch (err) {
-        throw attemptFailure(err);
+        throw attemptFailure(err, req.signal, attempt);
       }
       return { value: Object.assign(result, { first }), streaming: true };
     });
@@ -349,9 +350,27 @@ function joined(pieces: StreamPiece[]): StreamPiece {
   );
 }
 
-/** A stream that broke before its first piece is the provider failing, like a 5xx. */
-function attemptFailure(err: unknown): unknown {
-  return err instanceof StreamBroken ? new UpstreamFailure("unavailable", 502) : err;
+/**
+ * A stream that broke before its first piece is the provider failing, like a 5xx. So is an error
+ * nobody expected while that piece was made from what the provider sent (a translation that could
+ * not read it): nothing went out yet, so the client gets the style's upstream_error (and a route
+ * its next step) rather than an internal error, and the exception is named once on stderr, never
+ * to the client. A client that left, a refusal and the storage keep their own answers.
+ */
+function attemptFailure(err: unknown, signal: GoneSignal, attempt: Attempt): unknown {
+  if (err instanceof StreamBroken) return new UpstreamFailure("unavailable", 502);
+  if (
+    signal.aborted ||
+    err instanceof UpstreamFailure ||
+    err instanceof GatewayError ||
+    storageFaultKind(err)
+  )
+    return err;
+  const { name, message } = err instanceof Error ? err : { name: "Error", message: String(err) };
+  console.error(
+    `stream from provider ${attempt.provider.id} (model ${attempt.model.name}) failed on its first piece: ${name}: ${message}`,
+  );
+  return new UpstreamFailure("unavailable", 502);
 }
 
 /**

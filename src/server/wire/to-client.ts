@@ -13,7 +13,11 @@ import {
   chatResponseToMessages,
   thinkingOmitted,
 } from "./translate/messages-to-chat.js";
-import { ChatStreamToResponses, chatResponseToResponses } from "./translate/responses.js";
+import {
+  ChatStreamToResponses,
+  chatResponseToResponses,
+  wantsSummary,
+} from "./translate/responses.js";
 import {
   callNameField,
   deltaChars,
@@ -102,13 +106,13 @@ export function fromChatChunks(
     }
     return { kind: "stream", pieces: pieces(), meter };
   }
+  const showsThinking =
+    req.style === "messages"
+      ? !thinkingOmitted(req.body as MessagesRequest)
+      : wantsSummary(req.body as ResponsesRequest);
   const translator =
     req.style === "messages"
-      ? new ChatStreamToMessages(
-          req.clientModel,
-          () => meter.billedAhead(),
-          !thinkingOmitted(req.body as MessagesRequest),
-        )
+      ? new ChatStreamToMessages(req.clientModel, () => meter.billedAhead(), showsThinking)
       : new ChatStreamToResponses(
           req.clientModel,
           req.body as ResponsesRequest,
@@ -117,7 +121,7 @@ export function fromChatChunks(
         );
   async function* pieces(): AsyncGenerator<StreamPiece> {
     for await (const chunk of chunks) {
-      meterChunk(meter, chunk);
+      meterChunk(meter, chunk, showsThinking);
       for (const ev of translator.push(chunk)) yield encodeSSE(ev.data, ev.event);
     }
     if (!meter.answered()) throw new StreamBroken();
@@ -134,23 +138,27 @@ export function fromChatChunks(
   return result;
 }
 
-/** Counts a chat chunk's deltas, the choices it finishes, and reports its usage. */
-function meterChunk(meter: StreamMeter, chunk: ChatCompletionChunk): void {
-  let finishes = 0;
+/**
+ * Counts a chat chunk's deltas, the choices it finishes, and reports its usage. `showsThinking`:
+ * the client's style is shown the chunk's reasoning; thinking a translation leaves out (a
+ * Responses client that asked for no summary, a messages client that asked for it omitted) never
+ * reaches the client, so it is no delivered output.
+ */
+function meterChunk(meter: StreamMeter, chunk: ChatCompletionChunk, showsThinking = true): void {
   for (const choice of chunk.choices ?? []) {
     const delta = choice.delta as ChunkDelta | undefined;
     if (delta) {
-      let chars = textLength(delta.content) + textLength(delta.reasoning_content);
-      chars += textLength(delta.refusal);
+      let chars = textLength(delta.content) + textLength(delta.refusal);
+      if (showsThinking) chars += textLength(delta.reasoning_content);
       for (const call of delta.tool_calls ?? []) {
         chars += textLength(call.function?.name) + textLength(call.function?.arguments);
         chars += textLength(call.custom?.name) + textLength(call.custom?.input);
       }
       meter.delivered(chars);
     }
-    if (choice.finish_reason) finishes++;
+    // A choice without its index is the one answer of a server that leaves it out.
+    if (choice.finish_reason) meter.finished(choice.index ?? 0);
   }
-  if (finishes > 0) meter.finished(finishes);
   if (chunk.usage) meter.report(usageFromChat(chunk));
 }
 
@@ -265,13 +273,11 @@ interface OrdinaryChunk {
   chars: number;
   /** Choices whose delta carries text: a chunk of `n` answers may carry a delta of each. */
   deltas: number;
-  /** Choices the chunk sets a finish reason of. */
-  finishes: number;
 }
 
 /**
  * Same wire, same style: an openai-wire stream to a chat client. An ordinary chunk (no usage, no
- * error, one `model` field) goes on as the upstream's own text with only the model's value
+ * error, no finish, one `model` field) goes on as the upstream's own text with only the model's value
  * replaced, which spares a JSON parse and re-encode per chunk; the rest take the same path as
  * `fromChatChunks`. Ends as that does: `[DONE]` only once every answer asked for (`n`) finished,
  * else StreamBroken.
@@ -297,7 +303,6 @@ export function passThroughChat(
       const ordinary = ordinaryChunk(data, model);
       if (ordinary !== undefined) {
         meter.delivered(ordinary.chars, ordinary.deltas);
-        if (ordinary.finishes > 0) meter.finished(ordinary.finishes);
         return `data: ${ordinary.text}\n\n`;
       }
       const chunk = parseChatChunk(data);
@@ -343,7 +348,7 @@ export function parseChatChunk(data: string): ChatCompletionChunk | undefined {
 /**
  * An ordinary chunk, read, or undefined for any other event. Ordinary: a JSON object on one line
  * (an event's data lines are joined with line breaks, and one `data:` line must carry it on) with
- * no usage numbers and no error, whose one `model` field can be swapped in place. This runs for
+ * no usage numbers, no error and no finish, whose one `model` field can be swapped in place. This runs for
  * every event of every chat stream, so the chunk is read in one pass of one expression.
  */
 function ordinaryChunk(data: string, model: string): OrdinaryChunk | undefined {
@@ -354,7 +359,6 @@ function ordinaryChunk(data: string, model: string): OrdinaryChunk | undefined {
   let deltas = 0;
   // The choice whose delta the text read belongs to has been counted.
   let counted = false;
-  let finishes = 0;
   let modelAt = -1;
   let modelEnd = -1;
   const keys = chatChunkKeys;
@@ -383,7 +387,9 @@ function ordinaryChunk(data: string, model: string): OrdinaryChunk | undefined {
       case "error":
         return undefined;
       case "finish_reason":
-        if (text !== undefined) finishes++;
+        // A finish counts by its choice's index, which the scan does not tell from a tool
+        // call's: the chunk is parsed (once an answer).
+        if (text !== undefined) return undefined;
         break;
       default: {
         const length = text === undefined ? 0 : jsonTextLength(text);
@@ -395,7 +401,7 @@ function ordinaryChunk(data: string, model: string): OrdinaryChunk | undefined {
     }
   }
   if (modelAt === -1) return undefined;
-  return { text: data.slice(0, modelAt) + model + data.slice(modelEnd), chars, deltas, finishes };
+  return { text: data.slice(0, modelAt) + model + data.slice(modelEnd), chars, deltas };
 }
 
 /** Anthropic SSE events from an anthropic-wire upstream, in the client's style. */

@@ -311,8 +311,11 @@ export class StreamMeter {
   private writtenDeltas = 0;
   private writtenChars = 0;
   private inputEstimate: number | undefined;
-  /** Answers the provider said finished, of the `answers` asked for (chat's `n`). */
-  private finishes = 0;
+  /**
+   * The indexes of the answers the provider said finished, of the `answers` asked for (chat's
+   * `n`): a provider that says one answer's finish twice has not finished another.
+   */
+  private readonly finishes = new Set<number>();
 
   constructor(
     private readonly estimate: () => number,
@@ -371,12 +374,14 @@ export class StreamMeter {
   }
 
   /**
-   * The provider said `choices` of the answers finished. The answer is whole once all of them
-   * did: a report read while one of `n` answers is still being written is of the answer so far.
+   * The provider said the answer at `index` (a choice's, a candidate's) finished. The answer is
+   * whole once each of those asked for did: a report read while one of `n` answers is still being
+   * written is of the answer so far. An index outside those asked for finishes none of them.
    */
-  finished(choices = 1): void {
-    this.finishes += choices;
-    if (this.finishes >= this.answers) this.finishSeen = true;
+  finished(index = 0): void {
+    if (!Number.isInteger(index) || index < 0 || index >= this.answers) return;
+    this.finishes.add(index);
+    if (this.finishes.size === this.answers) this.finishSeen = true;
   }
 
   /**

@@ -176,7 +176,10 @@ export async function geminiCountTokens(
 
 /**
  * A Gemini stream as chat chunks; its cumulative usage is reported to the meter as it arrives,
- * so a stream cut before its end is billed for the input Gemini counted, not an estimate.
+ * so a stream cut before its end is billed for the input Gemini counted, not an estimate. An
+ * event's report is read with the event, before the chunks it makes are handed on: a client that
+ * leaves while one of them waits to be written (a candidate's, with the next candidate's or the
+ * finish's chunk read ahead of it) is billed with the report the gateway read.
  */
 async function* geminiChunks(
   { events, meter }: MeteredStream,
@@ -188,8 +191,9 @@ async function* geminiChunks(
     const data = parseEventData(ev.data);
     if (typeof data !== "object" || data === null) continue;
     const response = data as GenerateContentResponse;
-    yield* toChat.push(response);
+    const chunks = toChat.push(response);
     if (response.usageMetadata) meter.report(usageFromChat(chatUsageOf(response.usageMetadata)));
+    yield* chunks;
   }
   yield* toChat.finish();
 }

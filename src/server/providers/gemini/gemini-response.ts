@@ -206,10 +206,14 @@ export class GeminiStreamToChat {
     return chunks;
   }
 
-  /** Chat's usage chunk, once the stream is over (none if Gemini reported no usage). */
+  /**
+   * Chat's usage chunk, once the stream is over: Gemini's last report, or none of its counts where
+   * it sent no usage. The chunk is there either way, so a chat client that asked for usage is
+   * shown what the stream is billed (the gateway writes its own chunks' usage), and a report of
+   * nothing is no report to the meter.
+   */
   finish(): ChatCompletionChunk[] {
-    if (!this.usage) return [];
-    return [{ ...this.base(), choices: [], usage: chatUsageOf(this.usage) }];
+    return [{ ...this.base(), choices: [], usage: chatUsageOf(this.usage ?? {}) }];
   }
 
   private base(): { id: string; object: "chat.completion.chunk"; created: number; model: string } {
