@@ -9,6 +9,8 @@ import type { Services } from "../compose/services.js";
 import { badRequest, GatewayError } from "../errors.js";
 import type { AppEnv, Handler } from "../http/context.js";
 import { sseHeaders } from "../http/sse-response.js";
+import type { ReasoningDetail } from "../wire/openai-types.js";
+import { decodeReasoning, encodeReasoning } from "../wire/translate/encrypted-reasoning.js";
 import { encodeResponsesEvents } from "../wire/translate/errors.js";
 import { includable } from "../wire/translate/responses.js";
 import { replayedEvents } from "../wire/translate/responses-replay.js";
@@ -124,8 +126,9 @@ function startingAfter(c: Context<AppEnv>): number {
 /**
  * A stored response as the create answered it with this `include`: its output items each as
  * `shownItem` shows them; the signed reasoning kept where the create did not include it is given
- * with `reasoning.encrypted_content`, in the answer's first reasoning item, or one ahead of the
- * answer (where a create that included it has it; the chain sends it back there too).
+ * with `reasoning.encrypted_content` where a create that included it has it: what the model thought
+ * first in the answer's first reasoning item (or one ahead of the answer), what it thought after a
+ * call (interleaved thinking) in the reasoning item after that call (or one put there).
  */
 export function shownResponse(held: StoredResponse, include: ReadonlySet<string>): StateItem {
   const output = Array.isArray(held.response.output) ? held.response.output : [];
@@ -134,19 +137,45 @@ export function shownResponse(held: StoredResponse, include: ReadonlySet<string>
   const carried = shown.some(
     (item) => isRecord(item) && typeof item.encrypted_content === "string",
   );
-  if (signed !== null && include.has("reasoning.encrypted_content") && !carried) {
-    const first = shown[0];
-    if (isRecord(first) && first.type === "reasoning")
-      shown[0] = { ...first, encrypted_content: signed };
-    else
-      shown.unshift({
-        type: "reasoning",
-        id: `rs_${held.id.replace(/^resp_/, "")}`,
-        summary: [],
-        encrypted_content: signed,
-      });
+  if (signed === null || !include.has("reasoning.encrypted_content") || carried)
+    return { ...held.response, output: shown };
+  const base = held.id.replace(/^resp_/, "");
+  const calls = new Set(shown.map((item) => (isRecord(item) ? item.call_id : undefined)));
+  const ahead: ReasoningDetail[] = [];
+  const after = new Map<unknown, ReasoningDetail[]>();
+  for (const detail of decodeReasoning(signed)) {
+    const call = detail.after_tool_call_id;
+    if (call === undefined || !calls.has(call)) ahead.push(detail);
+    else after.set(call, [...(after.get(call) ?? []), detail]);
   }
-  return { ...held.response, output: shown };
+  // Each group in the reasoning item the create listed there, or in one put where it would be.
+  const placed: unknown[] = [];
+  let rest = shown;
+  const aheadSigned = encodeReasoning(ahead);
+  if (aheadSigned !== undefined) {
+    const first = shown[0];
+    if (isRecord(first) && first.type === "reasoning") {
+      placed.push({ ...first, encrypted_content: aheadSigned });
+      rest = shown.slice(1);
+    } else placed.push(signedReasoningItem(`rs_${base}`, aheadSigned));
+  }
+  for (let i = 0; i < rest.length; i++) {
+    const item = rest[i];
+    placed.push(item);
+    const call = isRecord(item) ? item.call_id : undefined;
+    const afterSigned = call === undefined ? undefined : encodeReasoning(after.get(call));
+    if (afterSigned === undefined) continue;
+    const next = rest[i + 1];
+    if (isRecord(next) && next.type === "reasoning") {
+      placed.push({ ...next, encrypted_content: afterSigned });
+      i++;
+    } else placed.push(signedReasoningItem(`rs_${base}_${placed.length}`, afterSigned));
+  }
+  return { ...held.response, output: placed };
+}
+
+function signedReasoningItem(id: string, encrypted: string): StateItem {
+  return { type: "reasoning", id, summary: [], encrypted_content: encrypted };
 }
 
 /**

@@ -31,7 +31,7 @@ import {
   wantsSummary,
   withInputSettings,
 } from "./translate/responses.js";
-import { asArray, asString, isRecord, type JsonObject } from "./translate/shared.js";
+import { asArray, asString, chatToolName, isRecord } from "./translate/shared.js";
 import { toolChoiceRefusal } from "./translate/tool-choice.js";
 import { InvalidRequest, UnsupportedRequest } from "./upstream-failure.js";
 
@@ -410,12 +410,6 @@ function droppedChoiceSentence(
   return `\`tool_choice\` forces the tool \`${forced}\`, which this model cannot run: its provider has no form for the tool, so the model would answer without calling it. Leave out \`tool_choice\` (or choose \`auto\`) to be answered without the tool.`;
 }
 
-/** The name a chat tool or tool choice gives under its type (`{type: "custom", custom: {name}}`). */
-function chatToolName(of: JsonObject): unknown {
-  const inner = of[String(of.type)];
-  return isRecord(inner) ? inner.name : undefined;
-}
-
 /**
  * The tool a client's `tool_choice` forces by name (a hosted tool's by its type) where that tool
  * may be left out, in its style's shape: a messages tool the request declares, a chat `custom`
@@ -474,6 +468,7 @@ function chatOptions(attempt: Backend, onward: ChatOnward): ChatRequestOptions {
       maxTokensField: set.max_tokens_field ?? defaultMaxTokensField(provider.base_url),
       cacheBreakpoints: set.prompt_cache_breakpoints ?? isOpenAIHost(provider.base_url),
       reasoningDetails: false,
+      strictRules: true,
     };
     chatOptionsOfRow.set(provider, options);
   }

@@ -121,7 +121,7 @@ export function chatToGemini(
     );
   const declarations = functionDeclarations(chat.tools, names);
   if (declarations.length > 0) out.tools = [{ functionDeclarations: declarations }];
-  const toolConfig = functionCallingConfig(chat.tool_choice, names);
+  const toolConfig = functionCallingConfig(chat.tool_choice, names, strictTools(chat.tools));
   if (toolConfig && declarations.length > 0) out.toolConfig = { functionCallingConfig: toolConfig };
   out.generationConfig = generationConfig(chat, maxOutput);
   const levels = thinkingLevels(chat.model);
@@ -435,10 +435,23 @@ function takesParameters(schema: JsonObject): boolean {
   return schema.type !== undefined && schema.type !== "object";
 }
 
+/**
+ * Whether a tool is strict (a function's `strict: true`, Anthropic's strict tool use): its calls must
+ * hold to its schema. Gemini's `VALIDATED` mode holds every call to its declaration's schema where
+ * the model may also answer in text; `ANY` (a call forced) holds them already.
+ */
+function strictTools(tools: unknown): boolean {
+  return asArray(tools).some(
+    (tool) => isRecord(tool) && isRecord(tool.function) && tool.function.strict === true,
+  );
+}
+
 function functionCallingConfig(
   choice: ChatToolChoice | undefined,
   names: FunctionNames,
-): { mode: "AUTO" | "ANY" | "NONE"; allowedFunctionNames?: string[] } | undefined {
+  strict: boolean,
+): { mode: "AUTO" | "ANY" | "NONE" | "VALIDATED"; allowedFunctionNames?: string[] } | undefined {
+  if ((choice === undefined || choice === "auto") && strict) return { mode: "VALIDATED" };
   if (choice === undefined) return undefined;
   if (choice === "auto") return { mode: "AUTO" };
   if (choice === "none") return { mode: "NONE" };

@@ -66,7 +66,10 @@ export interface GenerateContentRequest {
   systemInstruction?: { parts: GeminiPart[] };
   tools?: { functionDeclarations: GeminiFunctionDeclaration[] }[];
   toolConfig?: {
-    functionCallingConfig: { mode: "AUTO" | "ANY" | "NONE"; allowedFunctionNames?: string[] };
+    functionCallingConfig: {
+      mode: "AUTO" | "ANY" | "NONE" | "VALIDATED";
+      allowedFunctionNames?: string[];
+    };
   };
   generationConfig?: GeminiGenerationConfig;
 }

@@ -77,6 +77,12 @@ export type ChatRequestOptions = {
    * it does not (the tools are left out, their calls refused).
    */
   customTools?: boolean;
+  /**
+   * Whether a messages client's strict tool is sent `strict` only where its schema meets OpenAI's
+   * strict rules, which OpenAI's chat API refuses a strict schema outside. Absent, every strict tool
+   * stays strict: a body translated on reads it (Gemini holds calls to any schema, `VALIDATED`).
+   */
+  strictRules?: boolean;
 };
 
 // ---------------------------------------------------------------------------
@@ -102,6 +108,8 @@ export function anthropicToolsOutsideChat(req: MessagesRequest): {
 } {
   const server = toolTypesMatching(req.tools, anthropicServerTool);
   if (asArray(req.mcp_servers).length > 0) server.push("mcp_servers");
+  for (const tool of asArray(req.tools))
+    if (isRecord(tool) && programOnly(tool)) server.push(String(tool.name));
   const unformed = toolTypesMatching(req.tools, /./).filter(
     (type) => type !== "custom" && !anthropicServerTool.test(type) && !anthropicClientTool(type),
   );
@@ -155,7 +163,7 @@ export function messagesRequestToChat(
     out.stream_options = { include_usage: true };
   }
 
-  const tools = convertTools(asArray(req.tools));
+  const tools = convertTools(asArray(req.tools), opts.strictRules === true);
   if (tools.length > 0) {
     out.tools = tools;
     const rawChoice: unknown = req.tool_choice;
@@ -521,7 +529,16 @@ export function documentUrlSentence(chat: ChatCompletionRequest): string | undef
   return undefined;
 }
 
-function convertTools(tools: unknown[]): ChatTool[] {
+/**
+ * A tool only code execution may call (`allowed_callers` without `direct`): code execution is a
+ * server tool, left out toward another wire, and the model must not call the tool itself.
+ */
+function programOnly(tool: JsonObject): boolean {
+  const callers = tool.allowed_callers;
+  return Array.isArray(callers) && callers.length > 0 && !callers.includes("direct");
+}
+
+function convertTools(tools: unknown[], strictRules: boolean): ChatTool[] {
   const out: ChatTool[] = [];
   for (const tool of tools) {
     if (!isRecord(tool)) continue;
@@ -535,7 +552,7 @@ function convertTools(tools: unknown[]): ChatTool[] {
     }
     // Otherwise only tools with a schema can run through another provider (server tools are
     // left out by the tool policy; computer and memory tools too).
-    if (!isRecord(tool.input_schema)) continue;
+    if (!isRecord(tool.input_schema) || programOnly(tool)) continue;
     if (tool.type !== undefined && tool.type !== "custom") continue;
     const fn: { name: string; description?: string; parameters: JsonObject; strict?: boolean } = {
       name,
@@ -544,7 +561,8 @@ function convertTools(tools: unknown[]): ChatTool[] {
     const description = asString(tool.description);
     if (description) fn.description = description;
     // Strict tool use, as Anthropic's: the call's input holds to the schema.
-    if (tool.strict === true && meetsOpenAIStrictRules(tool.input_schema)) fn.strict = true;
+    if (tool.strict === true && (!strictRules || meetsOpenAIStrictRules(tool.input_schema)))
+      fn.strict = true;
     out.push({ type: "function", function: fn });
   }
   return out;

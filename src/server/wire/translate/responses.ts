@@ -37,6 +37,7 @@ import {
   asArray,
   asNumber,
   asString,
+  chatToolName,
   isRecord,
   type JsonObject,
   nowSeconds,
@@ -81,7 +82,12 @@ export function responsesRequestToChat(
   if (tools.length > 0) {
     out.tools = tools;
     const toolChoice = convertToolChoice(req.tool_choice, custom);
-    if (toolChoice !== undefined) out.tool_choice = toolChoice;
+    // A choice of a tool not sent (one only a program may call) is refused by the caller.
+    const name = isRecord(toolChoice) ? chatToolName(toolChoice) : undefined;
+    const sent = (tool: ChatTool) =>
+      isRecord(toolChoice) && tool.type === toolChoice.type && chatToolName(tool) === name;
+    if (toolChoice !== undefined && (name === undefined || tools.some(sent)))
+      out.tool_choice = toolChoice;
     if (typeof req.parallel_tool_calls === "boolean") {
       out.parallel_tool_calls = req.parallel_tool_calls;
     }
@@ -371,10 +377,25 @@ export function toolsOutsideChat(req: ResponsesRequest, custom = false): string[
     const inner = type === "namespace" ? asArray(tool.tools) : [];
     // A namespace groups functions and custom tools.
     if (!custom && inner.some((t) => isRecord(t) && t.type === "custom")) out.push("custom");
+    for (const callable of type === "namespace" ? inner : [tool]) {
+      const name = isRecord(callable) ? asString(callable.name) : undefined;
+      if (isRecord(callable) && name && programmaticOnly(callable))
+        out.push(flatToolName(type === "namespace" ? asString(tool.name) : undefined, name));
+    }
     if (type === "function" || type === "namespace" || (custom && type === "custom")) continue;
     out.push(type);
   }
   return [...new Set(out)];
+}
+
+/**
+ * A tool the client lets only a program call (`allowed_callers` without `direct`): the program
+ * (programmatic tool calling, a hosted tool) runs on OpenAI's API only, and the model must not call
+ * the tool itself, so the bridge leaves it out and names it.
+ */
+function programmaticOnly(tool: JsonObject): boolean {
+  const callers = tool.allowed_callers;
+  return Array.isArray(callers) && callers.length > 0 && !callers.includes("direct");
 }
 
 /**
@@ -616,7 +637,9 @@ function callName(
 function convertTools(tools: unknown[], custom: boolean): ChatTool[] {
   const out: ChatTool[] = [];
   const convert = (tool: JsonObject, namespace: string | undefined) =>
-    functionTool(tool, namespace) ?? (custom ? customTool(tool, namespace) : undefined);
+    programmaticOnly(tool)
+      ? undefined
+      : (functionTool(tool, namespace) ?? (custom ? customTool(tool, namespace) : undefined));
   for (const tool of tools) {
     if (!isRecord(tool)) continue;
     if (tool.type === "namespace") {

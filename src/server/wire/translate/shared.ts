@@ -142,3 +142,9 @@ export function providerToolText(heading: string, item: JsonObject): string {
   walk(item, "", 0);
   return lines.join("\n");
 }
+
+/** The name a chat tool or tool choice gives under its type (`{type: "custom", custom: {name}}`). */
+export function chatToolName(of: JsonObject): unknown {
+  const inner = of[String(of.type)];
+  return isRecord(inner) ? inner.name : undefined;
+}
