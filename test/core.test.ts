@@ -491,16 +491,16 @@ describe("messages with the Anthropic SDK", () => {
       .list()
       .then(() => undefined)
       .catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(Anthropic.NotFoundError);
-    expect((err as InstanceType<typeof Anthropic.NotFoundError>).error).toMatchObject({
+    expect(err).toBeInstanceOf(Anthropic.BadRequestError);
+    expect((err as InstanceType<typeof Anthropic.BadRequestError>).error).toMatchObject({
       type: "error",
-      error: { type: "not_found_error", message: expect.stringContaining("/v1/skills") },
+      error: { type: "invalid_request_error", message: expect.stringContaining("/v1/skills") },
     });
     const openaiStyle = await fetch(`${gw.url}/v1/skills`, {
       headers: { authorization: `Bearer ${KEY}` },
     });
-    expect(openaiStyle.status).toBe(404);
-    expect(await errorOf(openaiStyle)).toMatchObject({ code: "not_found" });
+    expect(openaiStyle.status).toBe(400);
+    expect(await errorOf(openaiStyle)).toMatchObject({ code: "bad_request" });
   });
 
   it("ends a broken stream with an error event", async () => {

@@ -29,6 +29,7 @@ import {
 import { statusCode } from "./http/request-trace.js";
 import { type MethodsTaken, type Route, routeMethods, type Surface } from "./http/route-row.js";
 import { surfaces, unmatched } from "./routes/index.js";
+import { notServedApis, notServedRefusal } from "./routes/not-served.js";
 
 /**
  * The server's request listener for the route table. Each row becomes a single handler that does,
@@ -79,6 +80,18 @@ export function gatewayListener(
     const served = meant && methodsTaken(meant.path).takes.includes(method);
     return new NoRoute(c.req.method, path, takes, served ? meant : undefined);
   };
+  /**
+   * What a request no row serves is told: which provider API it called that the gateway does not
+   * serve (`routes/not-served.ts`), else the 404 of `noRoute`.
+   */
+  const unserved = (c: Context): GatewayError => {
+    const path = pathOf(c);
+    const method = c.req.method === "HEAD" ? "GET" : c.req.method;
+    const api = notServedApis.find(
+      (entry) => underPrefix(path, entry.prefix) && (entry.methods?.includes(method) ?? true),
+    );
+    return api ? notServedRefusal(api, method, path) : noRoute(c);
+  };
   const register = (route: Route): Handler => {
     // A preflight is answered before its part's checks, as browsers send it without credentials.
     const surface =
@@ -90,7 +103,7 @@ export function gatewayListener(
       route,
       surface,
       guardOf(route.access, route.method),
-      noRoute,
+      unserved,
       methodsTaken,
     );
   };
@@ -113,8 +126,8 @@ export function gatewayListener(
       access: fallback.access,
       errors: fallback.errors,
       handler: (c) => {
+        if (!fallback.page) throw unserved(c);
         const refusal = noRoute(c);
-        if (!fallback.page) throw refusal;
         const trace = requestTrace(c);
         if (trace) trace.errorCode = refusal.code;
         const page = sendPage(c, noSuchPage(refusal.path, refusal.takes));
@@ -172,7 +185,7 @@ function registered(
   route: Route,
   surface: Surface | undefined,
   guard: Guard | undefined,
-  noRoute: (c: Context) => NoRoute,
+  unserved: (c: Context) => GatewayError,
   methodsTaken: MethodsTaken,
 ): Handler {
   const { handler, errors } = route;
@@ -200,7 +213,7 @@ function registered(
     const incoming = nodeIncoming(c);
     if (outgoing && incoming && cutOff(c, err) && bodyStillComing(incoming))
       outgoing.setHeader("connection", "close");
-    const answered = err instanceof NoRoute ? noRoute(c) : storageNoted(services, err);
+    const answered = err instanceof NoRoute ? unserved(c) : storageNoted(services, err);
     const trace = requestTrace(c);
     // A refusal's line in serve's log says why; a settled request already said so.
     if (trace && trace.errorCode === undefined) trace.errorCode = refusalCode(answered);
