@@ -275,7 +275,8 @@ describe.each(backends)("a base_url carrying a credential, on %s", (backend) => 
              ALTER TABLE stored_responses DROP COLUMN conversation_seq;
              ALTER TABLE stored_responses DROP COLUMN conversation_count;
              ALTER TABLE conversations DROP COLUMN deleted_at;
-             ALTER TABLE jobs DROP COLUMN progress;`
+             ALTER TABLE jobs DROP COLUMN progress;
+             ALTER TABLE request_log DROP COLUMN served_model;`
         : "DELETE FROM schema_migrations WHERE id = 'provider-base-url-sealed';";
     await runSql(
       backend,

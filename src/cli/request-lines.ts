@@ -53,6 +53,7 @@ function jsonLine(r: FinishedRequest): string {
     input_tokens: r.inputTokens ?? null,
     output_tokens: r.outputTokens ?? null,
     provider: r.providerId ?? null,
+    served_model: r.servedModel ?? null,
     stream: r.stream ?? false,
     error: r.errorCode ?? null,
     tools_omitted: r.toolsOmitted ?? null,

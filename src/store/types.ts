@@ -118,6 +118,8 @@ export interface RequestLogRow {
   status: number | null;
   error_code: string | null;
   provider_id: string | null;
+  /** The model that served the request (a route's step); null when none did. */
+  served_model: string | null;
   stream: number;
   created_at: number;
   finished_at: number | null;
@@ -176,6 +178,8 @@ export type RequestLogValues = [
   createdAt: number,
   finishedAt: number,
   toolsOmitted: string | null,
+  // A journal line written before the column was added has none.
+  servedModel?: string | null,
 ];
 
 /** One write of the Ledger, as data: queued, committed in a batch, and a line of the journal. */
@@ -636,6 +640,8 @@ export interface SettleInput {
   inputTokens: number;
   outputTokens: number;
   providerId: string | null;
+  /** The model that served the request (a route's step), null when none did. */
+  servedModel?: string | null;
   errorCode?: string | null;
   /** The request produced output the client received (a broken stream still counts). */
   delivered: boolean;
@@ -693,4 +699,9 @@ export interface KeyPoolSync {
   onCooled(listener: (providerId: string, fingerprint: string, coolMs: number) => void): void;
   /** Gateways with a live lease on the database, this one included: at least one. */
   liveInstances(): number;
+  /**
+   * How many of those come before this one in the order of their ids: the place that decides
+   * which gateways run one more than the rest of max_concurrency's share.
+   */
+  liveBefore(): number;
 }

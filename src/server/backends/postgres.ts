@@ -33,7 +33,7 @@ export async function openPostgresBackend(url: string, env: NodeJS.ProcessEnv): 
     store.watchAccounts((accountId) =>
       accountId === null ? leasing.stopLeases() : leasing.stopLease(accountId),
     );
-    keyPools = new PostgresKeyPoolSync(pool, { url });
+    keyPools = new PostgresKeyPoolSync(pool, { url, instanceId: id });
     await keyPools.start();
   } catch (err) {
     await money?.close().catch(() => {});

@@ -16,7 +16,8 @@ import type {
   SettleInput,
 } from "../../store/types.js";
 import { parseSubscription } from "../../store/types.js";
-import { mapFailure } from "../dispatch/dispatcher.js";
+import { freeTokenWindowStart } from "../../store/usage-rows.js";
+import { budgetSpentError, mapFailure } from "../dispatch/dispatcher.js";
 import { resolveTarget, type Target } from "../dispatch/resolve.js";
 import { GatewayError, internalError } from "../errors.js";
 import type { RequestTrace } from "../http/request-trace.js";
@@ -71,7 +72,15 @@ export interface Admission {
   byokOnly: boolean;
   free: boolean;
   trace?: RequestTrace;
+  /**
+   * A free route's check of each step's token budget as the dispatcher tries it
+   * (`DispatchOptions.budgetSpent`); unset when there is nothing to check.
+   */
+  budgetSpent?: BudgetSpent;
 }
+
+/** Milliseconds until `model`'s free token budget refills when it is used up, else undefined. */
+export type BudgetSpent = (model: ModelRow) => number | undefined | Promise<number | undefined>;
 
 /**
  * The endpoints the completion styles are logged and billed as: their requests share the
@@ -150,7 +159,7 @@ async function limitsAndHold(services: AdmissionServices, input: AdmitInput): Pr
   }
 
   if (free) {
-    await freeTokenBudgetCheck(services, input.target.models[0], now);
+    await freeTokenBudgetCheck(services, models, now);
     const headers = services.limits.takeFreeRpm(account.id, tier, now);
     const taken: RateHeaders = headers instanceof Promise ? await headers : headers;
     rateHeaders = taken;
@@ -175,6 +184,12 @@ async function limitsAndHold(services: AdmissionServices, input: AdmitInput): Pr
         count: undefined,
       }),
     );
+    // A route's later steps are tried after earlier ones failed, by when their budgets may be
+    // spent: each is checked again when it is tried.
+    const budgetSpent =
+      input.target.isRoute && models.some(hasBudget)
+        ? (model: ModelRow) => budgetRefillMs(services, model, services.options.now())
+        : undefined;
     return {
       account,
       steps: models,
@@ -184,6 +199,7 @@ async function limitsAndHold(services: AdmissionServices, input: AdmitInput): Pr
       byokOnly: false,
       free,
       trace,
+      budgetSpent,
     };
   }
 
@@ -331,24 +347,46 @@ function reserveInput(
   };
 }
 
+const hasBudget = (model: ModelRow) =>
+  Boolean(model.free_token_budget && model.free_token_window_seconds);
+
+/**
+ * Milliseconds until `model`'s free token budget refills (its window rolls over) when the budget
+ * is used up now, else undefined (a model without a budget never is).
+ */
+function budgetRefillMs(
+  services: AdmissionServices,
+  model: ModelRow,
+  now: number,
+): number | undefined | Promise<number | undefined> {
+  const budget = model.free_token_budget;
+  const windowSeconds = model.free_token_window_seconds;
+  if (!budget || !windowSeconds) return undefined;
+  const refill = (used: number) =>
+    used >= budget
+      ? freeTokenWindowStart(windowSeconds, now) + windowSeconds * 1000 - now
+      : undefined;
+  const used = services.store.freeTokensUsed(model.name, windowSeconds, now);
+  return used instanceof Promise ? used.then(refill) : refill(used);
+}
+
+/**
+ * Refuses a free request when every step it may be served by has used up its token budget, with
+ * the soonest refill as Retry-After; a route with one step left is admitted, and each step is
+ * checked again when the dispatcher tries it.
+ */
 async function freeTokenBudgetCheck(
   services: AdmissionServices,
-  model: ModelRow | undefined,
+  models: readonly ModelRow[],
   now: number,
 ): Promise<void> {
-  if (!model?.free_token_budget || !model.free_token_window_seconds) return;
-  const used = await services.store.freeTokensUsed(
-    model.name,
-    model.free_token_window_seconds,
-    now,
-  );
-  if (used >= model.free_token_budget) {
-    throw new GatewayError(
-      429,
-      "rate_limit_exceeded",
-      "This free model's token budget for the current window is used up; it refills when the window rolls.",
-    );
+  let soonest = Number.POSITIVE_INFINITY;
+  for (const model of models) {
+    const refill = await budgetRefillMs(services, model, now);
+    if (refill === undefined) return;
+    soonest = Math.min(soonest, refill);
   }
+  if (models.length > 0) throw budgetSpentError(soonest);
 }
 
 export interface Settlement {
@@ -388,6 +426,7 @@ function settleInput(admission: Admission, outcome: Settlement, now: number): Se
     inputTokens: metered.inputTokens,
     outputTokens: metered.outputTokens,
     providerId: outcome.providerId,
+    servedModel: model?.name ?? null,
     errorCode: outcome.errorCode ?? null,
     delivered: outcome.delivered,
     toolsOmitted: outcome.toolsOmitted,
@@ -422,6 +461,7 @@ export function settleAdmission(
     trace.inputTokens = metered.inputTokens;
     trace.outputTokens = metered.outputTokens;
     trace.providerId = outcome.providerId;
+    trace.servedModel = outcome.model?.name ?? null;
     trace.errorCode = outcome.errorCode;
     trace.toolsOmitted = outcome.toolsOmitted;
   }

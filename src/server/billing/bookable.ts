@@ -48,6 +48,7 @@ export function checkedSettlement(reservation: Reservation, input: SettleInput):
     inputTokens: input.inputTokens,
     outputTokens: input.outputTokens,
     providerId: input.providerId,
+    servedModel: input.servedModel,
     errorCode: "internal_error",
     delivered: false,
     toolsOmitted: input.toolsOmitted,

@@ -293,6 +293,7 @@ export class ProcessLedger implements Ledger {
         reservation.createdAt,
         input.now,
         input.toolsOmitted ? JSON.stringify(input.toolsOmitted) : null,
+        input.servedModel ?? null,
       ],
       ...(free && {
         freeTokens: [free.model, freeTokenWindowStart(free.windowSeconds, input.now), free.tokens],

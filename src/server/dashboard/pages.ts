@@ -929,6 +929,12 @@ export function requestPage(detail: RequestDetail, csrfToken: string): Page {
       ? [["Job", `<code>${escapeHtml(r.job_id)}</code>`, "request-job"] as [string, string, string]]
       : []),
     ["Provider", escapeHtml(detail.provider ?? "-")],
+    // A route's name is the model above; this is the step of it that answered.
+    [
+      "Served by",
+      r.served_model ? `<code>${escapeHtml(r.served_model)}</code>` : "-",
+      "request-served-model",
+    ],
     ["Started (UTC)", when(r.created_at)],
     ["Finished (UTC)", when(r.finished_at)],
     ["Streamed", yesNo(r.stream === 1)],

@@ -1,5 +1,5 @@
 import { storageFaultKind } from "../../store/storage-fault.js";
-import type { ByokRow, GatewayStore, ProviderRow } from "../../store/types.js";
+import type { ByokRow, GatewayStore, ModelRow, ProviderRow } from "../../store/types.js";
 import { GatewayError, upstreamRejection } from "../errors.js";
 import type { Attempt, Credential, ProviderContext } from "../providers/provider.js";
 import { providerOf, servesNatively } from "../providers/registry.js";
@@ -41,6 +41,12 @@ export interface DispatchOptions {
   byokOnly: boolean;
   /** Told each attempt's model and how it ended (`mock-flaky 503`, `mock-gpt ok`): serve's line. */
   steps?: string[];
+  /**
+   * A free route's token budgets: milliseconds until `model`'s refills when it is used up, checked
+   * as each step is tried. A spent step is not served by the gateway's own keys (the budget is
+   * theirs); the account's own keys for it still may.
+   */
+  budgetSpent?: (model: ModelRow) => number | undefined | Promise<number | undefined>;
 }
 
 /** One credential of an attempt's chain; `own` is the account's BYOK row it comes from. */
@@ -118,7 +124,13 @@ export class Dispatcher {
     for (const model of target.models) {
       const provider = catalog.providers.get(model.provider_id);
       if (!provider) continue;
-      for (const { acquire, own } of this.credentials(provider, options)) {
+      const spent = options.budgetSpent?.(model);
+      const refillMs = spent instanceof Promise ? await spent : spent;
+      if (refillMs !== undefined) {
+        failures.push(new BudgetSpent(refillMs));
+        options.steps?.push(`${model.name} budget`);
+      }
+      for (const { acquire, own } of this.credentials(provider, options, refillMs === undefined)) {
         let acquired: Credential;
         try {
           acquired = acquire();
@@ -166,7 +178,7 @@ export class Dispatcher {
     throw finalError(target, failures, attempts);
   }
 
-  private credentials(provider: ProviderRow, options: DispatchOptions): ChainLink[] {
+  private credentials(provider: ProviderRow, options: DispatchOptions, pool: boolean): ChainLink[] {
     const own = options.byok
       .filter((b) => b.provider_id === provider.id)
       .map(
@@ -175,7 +187,7 @@ export class Dispatcher {
           own: b,
         }),
       );
-    if (options.byokOnly) return own;
+    if (options.byokOnly || !pool) return own;
     return [...own, { acquire: () => this.pools.acquire(provider) }];
   }
 
@@ -221,6 +233,27 @@ class OwnKeyFailed extends UpstreamFailure {
     super(failure.kind, failure.status, failure.reason, failure.retryAfterMs);
     this.name = "OwnKeyFailed";
   }
+}
+
+/**
+ * A free route's step whose token budget is used up: skipped, and when every step was, the
+ * request is refused as its budget is (429 rate_limit_exceeded), with the soonest refill.
+ */
+class BudgetSpent extends UpstreamFailure {
+  constructor(refillMs: number) {
+    super("busy", 429, "rate_limit_exceeded", refillMs);
+    this.name = "BudgetSpent";
+  }
+}
+
+/** The refusal of a free request whose every step has used up its token budget. */
+export function budgetSpentError(refillMs: number): GatewayError {
+  return new GatewayError(
+    429,
+    "rate_limit_exceeded",
+    "This free model's token budget for the current window is used up; it refills when the window rolls.",
+    { retryAfter: Math.ceil(refillMs / 1000) },
+  );
 }
 
 /** Names the providers whose own keys failed, and how, so the caller knows whose key it was. */
@@ -388,12 +421,16 @@ export function finalError(
   if (failures.length > 0 && failures.every((failure) => failure.kind === "unsupported")) {
     return mapFailure(failures[0]);
   }
+  if (failures.length > 0 && failures.every((failure) => failure instanceof BudgetSpent)) {
+    return budgetSpentError(Math.min(...failures.map((failure) => failure.retryAfterMs ?? 0)));
+  }
   const onlyFailure = failures.length === 1 ? failures[0] : undefined;
   if (!target.isRoute && onlyFailure && onlyFailure.kind !== "busy" && attempts === 1) {
     return mapFailure(onlyFailure);
   }
+  // A spent budget refills when its window rolls, far off: the other steps' waits are the answer's.
   const waits = failures
-    .filter((failure) => failure.kind === "busy")
+    .filter((failure) => failure.kind === "busy" && !(failure instanceof BudgetSpent))
     .map((failure) => failure.retryAfterMs ?? 1000);
   const own = failures.filter((failure) => failure instanceof OwnKeyFailed);
   return new GatewayError(

@@ -153,7 +153,7 @@ describe("KeyPools", () => {
 });
 
 /** A sync as another gateway sees it: what this one published, and a way to hear others. */
-function fakeSync(live = 1) {
+function fakeSync(live = 1, before = 0) {
   const published: [string, string, number][] = [];
   let listener: ((providerId: string, fingerprint: string, coolMs: number) => void) | undefined;
   const sync: KeyPoolSync = {
@@ -162,6 +162,7 @@ function fakeSync(live = 1) {
       listener = heard;
     },
     liveInstances: () => live,
+    liveBefore: () => before,
   };
   return {
     sync,
@@ -208,15 +209,22 @@ describe("KeyPools shared between gateways", () => {
 
   it("runs its share of max_concurrency: the limit split between the live gateways", () => {
     const clock = new ManualClock(1_000_000);
-    const shared = new KeyPools(clock.now, fakeSync(3).sync);
     const row = provider({ api_keys: ["key-a"], max_concurrency: 7 });
+    // 7 between 3: the first runs the one left over (3, 2, 2).
+    const first = new KeyPools(clock.now, fakeSync(3, 0).sync);
+    for (let index = 0; index < 3; index++) first.acquire(row);
+    expect(refusal(first, row).kind).toBe("busy");
+    const shared = new KeyPools(clock.now, fakeSync(3, 1).sync);
     shared.acquire(row);
     shared.acquire(row);
     expect(refusal(shared, row).kind).toBe("busy");
-    const crowded = new KeyPools(clock.now, fakeSync(5).sync);
+    // 2 between 5: the first two run one each, the others none.
     const single = provider({ api_keys: ["key-a"], max_concurrency: 2 });
+    const crowded = new KeyPools(clock.now, fakeSync(5, 1).sync);
     crowded.acquire(single);
     expect(refusal(crowded, single).kind).toBe("busy");
+    const last = new KeyPools(clock.now, fakeSync(5, 4).sync);
+    expect(refusal(last, single)).toMatchObject({ kind: "busy", retryAfterMs: 1_000 });
     const alone = new KeyPools(clock.now, fakeSync(1).sync);
     const unlimited = provider({ api_keys: ["key-a"] });
     for (let index = 0; index < 50; index++) alone.acquire(unlimited);

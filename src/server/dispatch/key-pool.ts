@@ -25,9 +25,11 @@ export function keyFingerprint(secret: string): string {
  * until the first key frees up, which becomes the Retry-After of all_providers_failed.
  *
  * With a `sync` (several gateways on one database), a 429 cools the key on every gateway, and
- * max_concurrency becomes a per-gateway share: each gateway runs at most max_concurrency divided
- * by the live gateways, rounded down, on a key at once, so that together they stay within it;
- * never less than one, so with more gateways than the limit allows they may exceed it.
+ * max_concurrency becomes a per-gateway share: the limit divided by the live gateways, rounded
+ * down, and one more for the first of them in the order of their ids while the remainder lasts,
+ * so the shares add up to the limit exactly and together the gateways never exceed it. With more
+ * gateways than the limit, the last ones' share is 0: their requests for the key are refused as
+ * at capacity (503 all_providers_failed with Retry-After), or fall back to a route's next step.
  */
 export class KeyPools {
   private readonly pools = new Map<
@@ -69,7 +71,8 @@ export class KeyPools {
     const max = provider.max_concurrency;
     if (max === null) return Number.POSITIVE_INFINITY;
     if (!this.sync) return max;
-    return Math.max(1, Math.floor(max / Math.max(1, this.sync.liveInstances())));
+    const live = Math.max(1, this.sync.liveInstances());
+    return Math.floor(max / live) + (this.sync.liveBefore() < max % live ? 1 : 0);
   }
 
   private credentialFor(key: KeyState, provider: ProviderRow): Credential {

@@ -24,6 +24,8 @@ export interface RequestTrace {
   inputTokens?: number;
   outputTokens?: number;
   providerId?: string | null;
+  /** The model that served the request (a route's step). */
+  servedModel?: string | null;
   /** The error code the request ended with, also after a 200 (a stream that broke). */
   errorCode?: string;
   /** Tools the backend could not run, left out of the request it was sent. */
@@ -114,6 +116,7 @@ function newTrace(source: TraceSource, method: string, via: RequestSource | unde
     inputTokens: undefined,
     outputTokens: undefined,
     providerId: undefined,
+    servedModel: undefined,
     errorCode: undefined,
     toolsOmitted: undefined,
     burstWaitMs: undefined,

@@ -77,6 +77,7 @@ export class RequestInspector implements UpstreamCapture {
         ...readLoggedEndpoint(row.endpoint),
         model: row.model,
         provider: row.provider_id,
+        served_model: row.served_model ?? null,
         status: row.status,
         error_code: row.error_code,
         state: row.state,

@@ -26,6 +26,8 @@ export interface InspectedRequest {
   via?: "mcp";
   model: string | null;
   provider: string | null;
+  /** The model that served it: a route's step (the route's name is `model`); null when none did. */
+  served_model: string | null;
   status: number | null;
   error_code: string | null;
   state: string;

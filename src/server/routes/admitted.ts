@@ -77,7 +77,12 @@ export async function serveAdmitted<T>(
     const { result, attempt } = await services.dispatcher.dispatchWith(
       servedBy(request.target, admission),
       request.signal,
-      { byok: admission.byok, byokOnly: admission.byokOnly, steps: trace?.steps },
+      {
+        byok: admission.byok,
+        byokOnly: admission.byokOnly,
+        steps: trace?.steps,
+        budgetSpent: admission.budgetSpent,
+      },
       async (attempt) => ({ value: await call(attempt), streaming: false }),
     );
     const { units, usage } = charge(result);

@@ -300,6 +300,7 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
       byok: admission.byok,
       byokOnly: admission.byokOnly,
       steps: trace?.steps,
+      budgetSpent: admission.budgetSpent,
     });
     const headers = admission.rateHeaders ?? {};
     let outcome: Awaited<typeof dispatching> | undefined;

@@ -244,7 +244,7 @@ export const postgresFunctions: string[] = [
     p_hold text, p_delivered boolean, p_cost bigint, p_key_id text, p_endpoint text,
     p_model text, p_input_tokens bigint, p_output_tokens bigint, p_status integer,
     p_error_code text, p_provider_id text, p_stream integer, p_now bigint, p_tools_omitted text,
-    p_logged_payment text)
+    p_logged_payment text, p_served_model text)
   RETURNS bigint LANGUAGE plpgsql AS $$
   DECLARE
     h holds%ROWTYPE;
@@ -260,12 +260,12 @@ export const postgresFunctions: string[] = [
     charge := gateway_unhold(h, p_delivered AND p_logged_payment IS DISTINCT FROM 'byok', p_cost);
     INSERT INTO request_log (id, account_id, key_id, endpoint, model, state, payment, payment_ref,
       reserved_micro, cost_micro, input_tokens, output_tokens, status, error_code, provider_id,
-      stream, created_at, finished_at, tools_omitted)
+      stream, created_at, finished_at, tools_omitted, served_model)
     VALUES (h.id, h.account_id, p_key_id, p_endpoint, p_model,
       CASE WHEN p_delivered THEN 'settled' ELSE 'failed' END,
       coalesce(p_logged_payment, h.payment), h.payment_ref, h.amount_micro, charge, p_input_tokens,
       p_output_tokens, p_status, p_error_code, p_provider_id, p_stream, h.created_at, p_now,
-      p_tools_omitted);
+      p_tools_omitted, p_served_model);
     RETURN charge;
   END $$;
   `,
@@ -523,7 +523,8 @@ export const postgresFunctions: string[] = [
     p_reserved bigint, p_stopped boolean, p_delivered boolean, p_cost bigint, p_key_id text,
     p_endpoint text, p_model text, p_input_tokens bigint, p_output_tokens bigint,
     p_status integer, p_error_code text, p_provider_id text, p_stream integer,
-    p_created_at bigint, p_now bigint, p_tools_omitted text, p_logged_payment text)
+    p_created_at bigint, p_now bigint, p_tools_omitted text, p_logged_payment text,
+    p_served_model text)
   RETURNS bigint LANGUAGE plpgsql AS $$
   DECLARE
     balance bigint;
@@ -549,12 +550,12 @@ export const postgresFunctions: string[] = [
     WHERE instance_id = p_instance AND account_id = p_account;
     INSERT INTO request_log (id, account_id, key_id, endpoint, model, state, payment, payment_ref,
       reserved_micro, cost_micro, input_tokens, output_tokens, status, error_code, provider_id,
-      stream, created_at, finished_at, tools_omitted)
+      stream, created_at, finished_at, tools_omitted, served_model)
     VALUES (p_id, p_account, p_key_id, p_endpoint, p_model,
       CASE WHEN p_delivered THEN 'settled' ELSE 'failed' END,
       coalesce(p_logged_payment, 'balance'), NULL, p_reserved, charge, p_input_tokens,
       p_output_tokens, p_status, p_error_code, p_provider_id, p_stream, p_created_at, p_now,
-      p_tools_omitted);
+      p_tools_omitted, p_served_model);
     RETURN charge;
   END $$;
   `,
@@ -581,7 +582,7 @@ export const postgresFunctions: string[] = [
         input_tokens bigint, output_tokens bigint, status integer, error_code text,
         provider_id text, stream integer, now bigint, tools_omitted text, logged_payment text,
         leased boolean, stopped boolean, instance_id text, reserved bigint,
-        free_model text, free_window_start bigint, free_tokens bigint)
+        free_model text, free_window_start bigint, free_tokens bigint, served_model text)
       ORDER BY settlement.account_id,
         CASE settlement.payment WHEN 'subscription' THEN 1 WHEN 'free' THEN 2 ELSE 0 END,
         settlement.id
@@ -591,22 +592,22 @@ export const postgresFunctions: string[] = [
         charge := gateway_settle_leased(s.id, s.account_id, s.instance_id, s.reserved, s.stopped,
           s.delivered, s.cost, s.key_id, s.endpoint, s.model, s.input_tokens, s.output_tokens,
           s.status, s.error_code, s.provider_id, s.stream, s.created_at, s.now, s.tools_omitted,
-          s.logged_payment);
+          s.logged_payment, s.served_model);
       ELSIF s.payment IN ('byok', 'none') THEN
         DELETE FROM deliveries WHERE id = s.id;
         INSERT INTO request_log (id, account_id, key_id, endpoint, model, state, payment,
           payment_ref, reserved_micro, cost_micro, input_tokens, output_tokens, status, error_code,
-          provider_id, stream, created_at, finished_at, tools_omitted)
+          provider_id, stream, created_at, finished_at, tools_omitted, served_model)
         VALUES (s.id, s.account_id, s.key_id, s.endpoint, s.model,
           CASE WHEN s.delivered THEN 'settled' ELSE 'failed' END,
           coalesce(s.logged_payment, s.payment), s.payment_ref, 0, 0,
           s.input_tokens, s.output_tokens, s.status, s.error_code, s.provider_id, s.stream,
-          s.created_at, s.now, s.tools_omitted);
+          s.created_at, s.now, s.tools_omitted, s.served_model);
         charge := 0;
       ELSE
         charge := gateway_settle(s.id, s.delivered, s.cost, s.key_id, s.endpoint, s.model,
           s.input_tokens, s.output_tokens, s.status, s.error_code, s.provider_id, s.stream, s.now,
-          s.tools_omitted, s.logged_payment);
+          s.tools_omitted, s.logged_payment, s.served_model);
       END IF;
       IF charge IS NOT NULL AND s.free_tokens IS NOT NULL THEN
         counted := counted || jsonb_build_object('model', s.free_model,

@@ -34,16 +34,21 @@ afterAll(async () => {
   await poolB?.end();
 });
 
-async function syncOn(pool: pg.Pool): Promise<PostgresKeyPoolSync> {
-  const sync = new PostgresKeyPoolSync(pool, { url, reconnectMinMs: 20, reconnectMaxMs: 200 });
+async function syncOn(pool: pg.Pool, instanceId?: string): Promise<PostgresKeyPoolSync> {
+  const sync = new PostgresKeyPoolSync(pool, {
+    url,
+    reconnectMinMs: 20,
+    reconnectMaxMs: 200,
+    instanceId,
+  });
   started.push(sync);
   await sync.start();
   return sync;
 }
 
 /** One gateway's key pools, on a clock of its own that the test never moves. */
-async function gateway(pool: pg.Pool) {
-  const sync = await syncOn(pool);
+async function gateway(pool: pg.Pool, instanceId?: string) {
+  const sync = await syncOn(pool, instanceId);
   return { sync, pools: new KeyPools(new ManualClock(1_000_000).now, sync) };
 }
 
@@ -165,11 +170,11 @@ describe("provider key cooldowns across gateways", () => {
     await expect.poll(() => keysHandedOut(b.pools, row), deadline).toEqual(Array(4).fill("key-c"));
   });
 
-  it("splits max_concurrency between the live gateways, never below one each", async () => {
+  it("splits max_concurrency between the live gateways, the shares adding up to it", async () => {
     const moneyA = new PostgresMoney(poolA, { instanceId: "gateway-a" });
     const moneyB = new PostgresMoney(poolB, { instanceId: "gateway-b" });
     await moneyA.register();
-    const a = await gateway(poolA);
+    const a = await gateway(poolA, "gateway-a");
     const row = provider({ api_keys: ["key-a"], max_concurrency: 4 });
     // Alone, the gateway has the whole limit.
     const alone = Array.from({ length: 4 }, () => a.pools.acquire(row));
@@ -178,7 +183,7 @@ describe("provider key cooldowns across gateways", () => {
 
     await moneyB.register();
     expect(await a.sync.refreshInstances()).toBe(2);
-    const b = await gateway(poolB);
+    const b = await gateway(poolB, "gateway-b");
     expect(b.sync.liveInstances()).toBe(2);
     for (const pools of [a.pools, b.pools]) {
       const held = [pools.acquire(row), pools.acquire(row)];
@@ -187,10 +192,18 @@ describe("provider key cooldowns across gateways", () => {
       expect(pools.acquire(row).secret).toBe("key-a");
     }
 
+    // A limit of one is the first gateway's; the other's share is none.
     const single = provider({ api_keys: ["key-a"], max_concurrency: 1 });
     a.pools.acquire(single);
     expect(refusal(a.pools, single).kind).toBe("busy");
-    b.pools.acquire(single);
+    expect(refusal(b.pools, single).kind).toBe("busy");
+    // An odd limit: the first gateway runs the one left over.
+    const odd = provider({ api_keys: ["key-a"], max_concurrency: 3 });
+    a.pools.acquire(odd);
+    a.pools.acquire(odd);
+    expect(refusal(a.pools, odd).kind).toBe("busy");
+    b.pools.acquire(odd);
+    expect(refusal(b.pools, odd).kind).toBe("busy");
 
     // A gateway whose lease ran out no longer counts.
     await poolA.query("UPDATE instances SET lease_until = 0 WHERE id = 'gateway-b'");

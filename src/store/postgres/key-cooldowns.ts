@@ -24,6 +24,8 @@ export interface PostgresKeyPoolSyncOptions {
   url: string;
   /** How often the count of live gateways, which splits max_concurrency, is read again. */
   instancesRefreshMs?: number;
+  /** This gateway's id in `instances`: its place among the live ones (none: the first). */
+  instanceId?: string;
   /** The first wait before reconnecting a lost listener; it doubles up to `reconnectMaxMs`. */
   reconnectMinMs?: number;
   reconnectMaxMs?: number;
@@ -50,8 +52,10 @@ export class PostgresKeyPoolSync implements KeyPoolSync {
     string,
     { providerId: string; fingerprint: string; until: number }
   >();
-  private readonly options: Required<PostgresKeyPoolSyncOptions>;
+  private readonly options: Required<Omit<PostgresKeyPoolSyncOptions, "instanceId">> &
+    Pick<PostgresKeyPoolSyncOptions, "instanceId">;
   private live = 1;
+  private before = 0;
   private client: pg.Client | undefined;
   private pid: number | undefined;
   private backoffMs: number;
@@ -111,17 +115,24 @@ export class PostgresKeyPoolSync implements KeyPoolSync {
     return this.live;
   }
 
+  liveBefore(): number {
+    return this.before;
+  }
+
   /** The listener's server process while it is connected (an operator may look it up). */
   get listenerPid(): number | undefined {
     return this.pid;
   }
 
   async refreshInstances(): Promise<number> {
-    const result = await this.pool.query<{ live: number }>({
+    const result = await this.pool.query<{ live: number; before: number }>({
       name: "gateway_live_instances",
-      text: "SELECT count(*)::integer AS live FROM instances WHERE lease_until > gateway_now_ms()",
+      text: `SELECT count(*)::integer AS live, count(*) FILTER (WHERE id < $1)::integer AS before
+        FROM instances WHERE lease_until > gateway_now_ms()`,
+      values: [this.options.instanceId ?? ""],
     });
     this.live = Math.max(1, result.rows[0]?.live ?? 1);
+    this.before = Math.min(this.live - 1, result.rows[0]?.before ?? 0);
     return this.live;
   }
 

@@ -563,6 +563,19 @@ export const postgresMigrations: MigrationStep[] = [
   UPDATE jobs SET progress = 100 WHERE status = 'completed';
   `,
   },
+  {
+    // As SQLite's step 26: the model that served a request. gateway_settle and
+    // gateway_settle_leased take it as a new argument, which CREATE OR REPLACE cannot add, so
+    // their old forms go and functions.ts defines the new ones.
+    id: "request-log-served-model",
+    sql: `
+  ALTER TABLE request_log ADD COLUMN served_model text;
+  DROP FUNCTION IF EXISTS gateway_settle(text, boolean, bigint, text, text, text, bigint, bigint,
+    integer, text, text, integer, bigint, text, text);
+  DROP FUNCTION IF EXISTS gateway_settle_leased(text, text, text, bigint, boolean, boolean, bigint,
+    text, text, text, bigint, bigint, integer, text, text, integer, bigint, bigint, text, text);
+  `,
+  },
 ];
 
 /** The trigger function that refuses a provider row naming a wire not in `wires`. */

@@ -105,15 +105,15 @@ function refused(refusal: string | null, input: ReserveInput): Error {
 const holdAllStatement = `SELECT position, payment, reserved_micro, payment_ref, refusal, lease_micro,
   lease_count, recalled FROM gateway_hold_all($1::jsonb)`;
 const settleStatement = `SELECT gateway_settle($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,
-  $13, $14, $15) AS charge`;
+  $13, $14, $15, $16) AS charge`;
 const settleLeasedStatement = `SELECT gateway_settle_leased($1, $2, $3, $4, $5, $6, $7, $8, $9,
-  $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20) AS charge`;
+  $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21) AS charge`;
 const settleAllStatement = "SELECT position, charge FROM gateway_settle_all($1::jsonb)";
 const logStatement = `WITH marked AS (DELETE FROM deliveries WHERE id = $1)
   INSERT INTO request_log (id, account_id, key_id, endpoint, model, state,
   payment, payment_ref, reserved_micro, cost_micro, input_tokens, output_tokens, status,
-  error_code, provider_id, stream, created_at, finished_at, tools_omitted)
-  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, 0, $9, $10, $11, $12, $13, $14, $15, $16, $17)`;
+  error_code, provider_id, stream, created_at, finished_at, tools_omitted, served_model)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, 0, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`;
 const markStatement = `INSERT INTO deliveries (id, instance_id, account_id, settlement)
   VALUES ($1, $2, $3, $4::jsonb) ON CONFLICT (id) DO UPDATE SET settlement = excluded.settlement`;
 const markAllStatement = `INSERT INTO deliveries (id, instance_id, account_id, settlement)
@@ -744,6 +744,7 @@ function settlementRow(
     now: input.now,
     tools_omitted: input.toolsOmitted ? JSON.stringify(input.toolsOmitted) : null,
     logged_payment: loggedPayment(input),
+    served_model: input.servedModel ?? null,
     ...lease,
     ...freeTokenColumns(input),
   };
@@ -802,6 +803,7 @@ async function settleLeased(
       input.now,
       input.toolsOmitted ? JSON.stringify(input.toolsOmitted) : null,
       loggedPayment(input),
+      input.servedModel ?? null,
     ],
   });
   return result.rows[0].charge;
@@ -855,6 +857,7 @@ export async function settleReservation(
         r.createdAt,
         input.now,
         toolsOmitted,
+        input.servedModel ?? null,
       ],
     });
     return 0;
@@ -878,6 +881,7 @@ export async function settleReservation(
       input.now,
       toolsOmitted,
       loggedPayment(input),
+      input.servedModel ?? null,
     ],
   });
   return result.rows[0].charge ?? 0;

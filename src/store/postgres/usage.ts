@@ -41,7 +41,7 @@ const byModel = `SELECT coalesce(model, '-') AS model, count(*) AS requests,
 // A request's row and the job its submission queued, if it queued one.
 const columns = `l.id, l.account_id, l.key_id, l.endpoint, l.model, l.state, l.payment,
     l.payment_ref, l.reserved_micro, l.cost_micro, l.input_tokens, l.output_tokens, l.status,
-    l.error_code, l.provider_id, l.stream, l.created_at, l.finished_at, l.tools_omitted,
+    l.error_code, l.provider_id, l.served_model, l.stream, l.created_at, l.finished_at, l.tools_omitted,
     j.id AS job_id`;
 const logged = `request_log l
   LEFT JOIN jobs j ON j.request_id = l.id AND j.account_id = l.account_id`;

@@ -13,7 +13,7 @@ import type { SqliteAccounts } from "./accounts.js";
 import type { DB } from "./db.js";
 
 /** How many values a request_log row has; a journal line written before the last was added has fewer. */
-const logColumns = 19;
+const logColumns = 20;
 
 /**
  * The Ledger's writes on SQLite: balances, PAYG spend, allowance counts, request_log rows and the
@@ -167,8 +167,9 @@ export class SqliteLedger implements LedgerRepository {
       statements.countWindow.run(write.accountId, name, start);
     }
     if (write.freeTokens) statements.addFreeTokens.run(...write.freeTokens);
-    // A journal line written before the log had its last column names no omitted tools.
-    const log: (string | number | null)[] = write.log;
+    // A journal line written before the log had its last columns names no omitted tools and no
+    // served model.
+    const log: (string | number | null | undefined)[] = write.log;
     while (log.length < logColumns) log.push(null);
     statements.log.run(...log);
   }
@@ -282,8 +283,8 @@ function prepare(db: DB) {
     log: statement(
       `INSERT INTO request_log (id, account_id, key_id, endpoint, model, state, payment, payment_ref,
          reserved_micro, cost_micro, input_tokens, output_tokens, status, error_code, provider_id,
-         stream, created_at, finished_at, tools_omitted)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+         stream, created_at, finished_at, tools_omitted, served_model)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     ),
     // The log has no index on its id (see migration 2): its account and start time find the row.
     logged: statement(

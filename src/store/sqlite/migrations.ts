@@ -512,4 +512,9 @@ export const migrations: string[] = [
   ALTER TABLE jobs ADD COLUMN progress INTEGER NOT NULL DEFAULT 0;
   UPDATE jobs SET progress = 100 WHERE status = 'completed';
   `,
+  // 26: the model that served a request (a route's step), beside its provider: two steps on one
+  // provider are told apart. Null on the rows before, and on a request nothing served.
+  `
+  ALTER TABLE request_log ADD COLUMN served_model TEXT;
+  `,
 ];
