@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import type { ConfigInput } from "../../src/server/config/schema.js";
 import type { MockRule } from "../../src/server/providers/mock-script.js";
 import { secretKeyEnv } from "../../src/store/secret-box.js";
 import { fakeGemini } from "./fake-gemini.js";
@@ -23,6 +24,8 @@ export interface EveryWireOptions {
    * to which a Responses client's stream passes through.
    */
   native?: boolean;
+  /** More accounts beside `baseConfig`'s (a suite whose cases run at once gives each its own). */
+  accounts?: NonNullable<ConfigInput["accounts"]>;
 }
 
 /** What a client of any style sends: the key, and the API version a messages client names. */
@@ -93,6 +96,9 @@ export async function gatewayOnEveryWire(options: EveryWireOptions): Promise<Eve
             : []),
         ],
         routes: [],
+        ...(options.accounts
+          ? { accounts: [...(baseConfig().accounts ?? []), ...options.accounts] }
+          : {}),
         ...(options.mockScript ? { mock: { script: options.mockScript } } : {}),
       },
     });

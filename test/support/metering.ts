@@ -52,6 +52,8 @@ export interface Logged {
   id: string;
   state: string;
   error_code: string | null;
+  /** The account the request was served for. */
+  account: string;
   cost_micro: number;
   usage: { input_tokens: number; output_tokens: number };
 }

@@ -119,13 +119,20 @@ export function fromChatChunks(
           req.responseTurn?.keepSigned,
           () => meter.billedAhead(),
         );
+  // The messages translation holds a tool call back until its block can open (one block at a
+  // time), so its calls are counted as the events that write them are made, not as read.
+  const callsWritten = req.style === "messages";
+  const encoded = (ev: { event?: string; data: object }) => {
+    if (callsWritten) meter.delivered(toolCallChars(ev.data));
+    return encodeSSE(ev.data, ev.event);
+  };
   async function* pieces(): AsyncGenerator<StreamPiece> {
     for await (const chunk of chunks) {
-      meterChunk(meter, chunk, showsThinking);
-      for (const ev of translator.push(chunk)) yield encodeSSE(ev.data, ev.event);
+      meterChunk(meter, chunk, showsThinking, !callsWritten);
+      for (const ev of translator.push(chunk)) yield encoded(ev);
     }
     if (!meter.answered()) throw new StreamBroken();
-    for (const ev of translator.finish()) yield encodeSSE(ev.data, ev.event);
+    for (const ev of translator.finish()) yield encoded(ev);
   }
   const result: StreamCompletion = {
     kind: "stream",
@@ -144,13 +151,25 @@ export function fromChatChunks(
  * Responses client that asked for no summary, a messages client that asked for it omitted) never
  * reaches the client, so it is no delivered output.
  */
-function meterChunk(meter: StreamMeter, chunk: ChatCompletionChunk, showsThinking = true): void {
+function meterChunk(
+  meter: StreamMeter,
+  chunk: ChatCompletionChunk,
+  showsThinking: boolean | "both",
+  calls = true,
+): void {
   for (const choice of chunk.choices ?? []) {
     const delta = choice.delta as ChunkDelta | undefined;
     if (delta) {
       let chars = textLength(delta.content) + textLength(delta.refusal);
-      if (showsThinking) chars += textLength(delta.reasoning_content);
-      for (const call of delta.tool_calls ?? []) {
+      // A chat client is relayed the chunk whole; a translation shows `reasoning` (OpenRouter's
+      // and vLLM's name) where there is no `reasoning_content`.
+      if (showsThinking === "both")
+        chars += textLength(delta.reasoning_content) + textLength(delta.reasoning);
+      else if (showsThinking)
+        chars += textLength(
+          typeof delta.reasoning_content === "string" ? delta.reasoning_content : delta.reasoning,
+        );
+      for (const call of calls ? (delta.tool_calls ?? []) : []) {
         chars += textLength(call.function?.name) + textLength(call.function?.arguments);
         chars += textLength(call.custom?.name) + textLength(call.custom?.input);
       }
@@ -162,9 +181,24 @@ function meterChunk(meter: StreamMeter, chunk: ChatCompletionChunk, showsThinkin
   if (chunk.usage) meter.report(usageFromChat(chunk));
 }
 
+/** A messages event's tool call output: a `tool_use` block's name, or a piece of its input. */
+function toolCallChars(data: unknown): number {
+  const ev = data as {
+    type?: unknown;
+    content_block?: { type?: unknown; name?: unknown };
+    delta?: { type?: unknown; partial_json?: unknown };
+  };
+  if (ev.type === "content_block_start" && ev.content_block?.type === "tool_use")
+    return textLength(ev.content_block.name);
+  if (ev.type === "content_block_delta" && ev.delta?.type === "input_json_delta")
+    return textLength(ev.delta.partial_json);
+  return 0;
+}
+
 interface ChunkDelta {
   content?: unknown;
   reasoning_content?: unknown;
+  reasoning?: unknown;
   refusal?: unknown;
   tool_calls?: {
     function?: { name?: unknown; arguments?: unknown };
@@ -237,7 +271,7 @@ class ChatChunkRelay {
 
   /** The chunk as the client gets it, or undefined for the usage chunk it did not ask for. */
   relay(chunk: ChatCompletionChunk): string | undefined {
-    meterChunk(this.meter, chunk);
+    meterChunk(this.meter, chunk, "both");
     if (!this.wantsUsage && chunk.usage && (chunk.choices?.length ?? 0) === 0) return undefined;
     // undefined leaves the field out of the JSON.
     const usage = this.wantsUsage
