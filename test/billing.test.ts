@@ -407,14 +407,18 @@ describe.each(backends)("billing on %s", (backend) => {
       expect((await admin(gw, "POST", "/accounts/ci/suspend")).status).toBe(200);
       const suspended = await post(gw, "/v1/chat/completions", chat(), auth);
       expect(suspended.status).toBe(401);
-      expect(await suspended.text()).toBe("account suspended");
+      expect(await suspended.text()).toBe(
+        "account suspended: ask the account's owner (or the gateway's admin) to reinstate it; its keys work again then",
+      );
       await admin(gw, "POST", "/accounts/ci/reinstate");
       expect((await post(gw, "/v1/chat/completions", chat(), auth)).status).toBe(429);
 
       expect((await admin(gw, "DELETE", `/keys/${key.id}`)).status).toBe(200);
       const revoked = await post(gw, "/v1/chat/completions", chat(), auth);
       expect(revoked.status).toBe(401);
-      expect(await revoked.text()).toBe("API key revoked");
+      expect(await revoked.text()).toBe(
+        "API key revoked: make a new key on the dashboard's Keys page or with `gateway keys create`, and send that one",
+      );
 
       expect((await admin(gw, "PATCH", "/accounts/ci", { tier: "nope" })).status).toBe(400);
       expect((await admin(gw, "PATCH", "/accounts/ci", { rpm_limit: "fast" })).status).toBe(400);

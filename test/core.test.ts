@@ -88,7 +88,9 @@ describe("authentication", () => {
       authorization: `Bearer ${value}`,
     });
     expect(res.status).toBe(401);
-    expect(await res.text()).toBe("API key revoked");
+    expect(await res.text()).toBe(
+      "API key revoked: make a new key on the dashboard's Keys page or with `gateway keys create`, and send that one",
+    );
     expect((await post(gw, "/v1/chat/completions", chat())).status).toBe(200);
   });
 
@@ -101,7 +103,9 @@ describe("authentication", () => {
           authorization: `Bearer ${key}`,
         });
         expect(res.status).toBe(401);
-        expect(await res.text()).toBe("account suspended");
+        expect(await res.text()).toBe(
+          "account suspended: ask the account's owner (or the gateway's admin) to reinstate it; its keys work again then",
+        );
       }
       expect(
         (await post(gw, "/v1/chat/completions", chat(), { authorization: `Bearer ${POOR_KEY}` }))
@@ -248,7 +252,8 @@ describe("bad input", () => {
     const text = await res.text();
     expect(JSON.parse(text)).toEqual({
       error: {
-        message: "The gateway hit an unexpected error.",
+        message:
+          "The gateway hit an unexpected error: send the request again, and if it recurs, report it with this answer's x-request-id.",
         type: "internal_error",
         param: null,
         code: "internal_error",
@@ -419,7 +424,7 @@ describe("chat completions with the openai SDK", () => {
     const a = await post(gw, "/v1/chat/completions", chat("[[mock:fail=503]]"));
     expect(a.status).toBe(503);
     expect(((await a.json()) as { error: object }).error).toEqual({
-      message: "The provider failed or timed out.",
+      message: "The provider failed or timed out: send the request again in a few seconds.",
       type: "upstream_error",
       param: null,
       code: "upstream_error",

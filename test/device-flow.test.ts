@@ -418,7 +418,9 @@ describe("dashboard keys", () => {
       authorization: `Bearer ${value}`,
     });
     expect(after.status).toBe(401);
-    expect(await after.text()).toBe("API key revoked");
+    expect(await after.text()).toBe(
+      "API key revoked: make a new key on the dashboard's Keys page or with `gateway keys create`, and send that one",
+    );
   });
 
   it("offers create/list/revoke as JSON under /api/dashboard/keys with the x-csrf-token header", async () => {

@@ -259,7 +259,7 @@ describe("asynchronous jobs", () => {
     expect(done.status).toBe("failed");
     expect(done.error).toEqual({
       code: "upstream_error",
-      message: "The provider failed or timed out.",
+      message: "The provider failed or timed out: send the request again in a few seconds.",
     });
     expect(done.result).toBeUndefined();
     expect(balanceMicro()).toBe(before);

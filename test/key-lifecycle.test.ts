@@ -99,7 +99,7 @@ describe("keys on one gateway", () => {
       expect({ route, status: res.status, body: await res.text() }).toEqual({
         route,
         status: 401,
-        body: "API key revoked",
+        body: "API key revoked: make a new key on the dashboard's Keys page or with `gateway keys create`, and send that one",
       });
     }
   });

@@ -543,7 +543,9 @@ describe.each(backends)("calls whose account is suspended while they run, on %s"
     // The next call is refused by the key check, as every request of a suspended account is.
     const refused = await rawMcp(heldChat(2));
     expect(refused.status).toBe(401);
-    expect(await refused.text()).toBe("account suspended");
+    expect(await refused.text()).toBe(
+      "account suspended: ask the account's owner (or the gateway's admin) to reinstate it; its keys work again then",
+    );
     // Read once reinstated (the quota is the account's own key's to read).
     expect((await admin(gw, "POST", "/accounts/acct/reinstate")).status).toBe(200);
     expect(await idleMoney(gw)).toEqual(before);

@@ -201,7 +201,9 @@ describe("changes reach every instance before the next request", () => {
     for (const gateway of [second, third, first]) {
       const res = await completion(gateway, key.value);
       expect(res.status).toBe(401);
-      expect(await res.text()).toBe("API key revoked");
+      expect(await res.text()).toBe(
+        "API key revoked: make a new key on the dashboard's Keys page or with `gateway keys create`, and send that one",
+      );
     }
   });
 
@@ -232,7 +234,9 @@ describe("changes reach every instance before the next request", () => {
     for (const gateway of [second, third, first]) {
       const res = await completion(gateway, SUSPENDED_KEY);
       expect(res.status).toBe(401);
-      expect(await res.text()).toBe("account suspended");
+      expect(await res.text()).toBe(
+        "account suspended: ask the account's owner (or the gateway's admin) to reinstate it; its keys work again then",
+      );
     }
     expect((await admin(third, "POST", "/accounts/suspend-me/reinstate")).status).toBe(200);
     expect((await completion(first, SUSPENDED_KEY)).status).toBe(200);

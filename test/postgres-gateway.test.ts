@@ -346,7 +346,9 @@ describe("a gateway on Postgres", () => {
       });
       const refused = await post(gw, "/v1/chat/completions", chat(), bearer(first.key));
       expect(refused.status).toBe(401);
-      expect(await refused.text()).toBe("API key revoked");
+      expect(await refused.text()).toBe(
+        "API key revoked: make a new key on the dashboard's Keys page or with `gateway keys create`, and send that one",
+      );
       expect((await post(gw, "/v1/chat/completions", chat(), bearer(second.key))).status).toBe(200);
       expect((await api("POST", "/api/keys", KEY, { label: "nope" })).status).toBe(403);
     });
@@ -468,7 +470,7 @@ describe("a gateway on Postgres", () => {
       expect(done.status).toBe("failed");
       expect(done.error).toEqual({
         code: "upstream_error",
-        message: "The provider failed or timed out.",
+        message: "The provider failed or timed out: send the request again in a few seconds.",
       });
       expect(done.result).toBeUndefined();
       expect(await spendable()).toBe(before);
@@ -561,7 +563,9 @@ describe("a gateway on Postgres", () => {
       expect(form.status).toBe(303);
       const refused = await post(gw, "/v1/chat/completions", chat(), bearer(made.key));
       expect(refused.status).toBe(401);
-      expect(await refused.text()).toBe("API key revoked");
+      expect(await refused.text()).toBe(
+        "API key revoked: make a new key on the dashboard's Keys page or with `gateway keys create`, and send that one",
+      );
 
       const again = await fetch(gw.ownerUrl!, { redirect: "manual" });
       expect(again.status).toBe(401);

@@ -322,6 +322,27 @@ describe.each(backends)("a base_url carrying a credential, on %s", (backend) => 
     await runSql(backend, db, `UPDATE providers SET base_url = '${rewritten}' WHERE id = 'keyed'`);
     await restarted(rewritten);
   });
+
+  it("with a user and password, left by a gateway from before they were refused, gets one start-up line naming the provider and what to do, without the password", async () => {
+    const { db } = await freshDatabase(backend);
+    let gw = await startGateway({ config: config(), db, port: 0 });
+    await gw.close();
+    const withUserinfo = upstream.baseUrl.replace("http://", `http://${USER}:${PASS}@`);
+    await runSql(
+      backend,
+      db,
+      `UPDATE providers SET base_url = '${withUserinfo}' WHERE id = 'plain'`,
+    );
+    const { lines } = await logsOf(async () => {
+      gw = await startGateway({ db, port: 0 });
+      await gw.close();
+    });
+    const told = lines.filter((line) => line.includes("user and password"));
+    expect(told).toEqual([
+      "gateway: provider plain's base_url carries a user and password (user:password@), which the gateway does not send, so its calls go without them: remove them from its base_url in your config and start with --config, and have the proxy let the gateway in by the provider key it sends (api_keys) or by its address",
+    ]);
+    for (const line of lines) for (const secret of [USER, PASS]) expect(line).not.toContain(secret);
+  });
 });
 
 describe("a base_url with a user and password", () => {

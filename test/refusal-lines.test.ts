@@ -128,8 +128,8 @@ describe("serve's line for a refusal names its code", () => {
     expect(bodies).toEqual([
       "missing API key: send Authorization: Bearer kn-... or x-api-key",
       "invalid API key: no gateway key has this value; check the kn-... key you sent (each key is shown once, when it is made)",
-      "API key revoked",
-      "account suspended",
+      "API key revoked: make a new key on the dashboard's Keys page or with `gateway keys create`, and send that one",
+      "account suspended: ask the account's owner (or the gateway's admin) to reinstate it; its keys work again then",
     ]);
   });
 

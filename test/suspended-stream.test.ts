@@ -166,7 +166,9 @@ describe.each(["sqlite", "postgres"] as const)("suspension with streams open, on
         // And the next request is refused as the spec says.
         const next = await post(gw, req.path, req.body);
         expect(next.status).toBe(401);
-        expect(await next.text()).toBe("account suspended");
+        expect(await next.text()).toBe(
+          "account suspended: ask the account's owner (or the gateway's admin) to reinstate it; its keys work again then",
+        );
       } finally {
         expect((await admin(gw, "POST", "/accounts/acct/reinstate")).status).toBe(200);
       }
@@ -191,7 +193,9 @@ describe.each(["sqlite", "postgres"] as const)("suspension with streams open, on
     try {
       const res = await pending;
       expect(res.status).toBe(401);
-      expect(await res.text()).toBe("account suspended");
+      expect(await res.text()).toBe(
+        "account suspended: ask the account's owner (or the gateway's admin) to reinstate it; its keys work again then",
+      );
       expect(await rowAfter(gw, previous)).toMatchObject({
         error_code: "account_suspended",
         cost_micro: 0,

@@ -181,7 +181,9 @@ describe("GET /api/keys and DELETE /api/keys/:id", () => {
     for (const key of [byId, byLabel]) {
       const res = await post(gw, "/v1/chat/completions", chat(), bearer(key.key));
       expect(res.status).toBe(401);
-      expect(await res.text()).toBe("API key revoked");
+      expect(await res.text()).toBe(
+        "API key revoked: make a new key on the dashboard's Keys page or with `gateway keys create`, and send that one",
+      );
     }
     const list = (await (await api("GET", "/api/keys", login)).json()) as {
       data: { revoked_at: number | null }[];

@@ -252,7 +252,12 @@ export class GatewayClient {
       redactSecrets(said, this.options.key ? [this.options.key] : []);
     if (res.status === 401) {
       // 401 bodies are plain text by design ("invalid API key", "API key revoked", ...).
-      const reason = oneLine(unsaid(text), 200) || "unauthorized";
+      const said = oneLine(unsaid(text), 200) || "unauthorized";
+      // A suspended account is not fixed by a new key, so no login is suggested. A revoked key's
+      // advice (make a new key and send it) is for an HTTP client: the CLI's own step follows.
+      if (said.startsWith("account suspended"))
+        return new GatewayRefusal(`the gateway refused the key: ${said} (HTTP 401)`, 401);
+      const reason = said.startsWith("API key revoked:") ? "API key revoked" : said;
       return new GatewayRefusal(
         `the gateway refused the key: ${reason} (HTTP 401); ${this.options.onUnauthorized ?? `run \`${cliCommand("login")}\``}`,
         401,

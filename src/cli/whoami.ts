@@ -36,12 +36,13 @@ Examples:
           printJson({ ...me, base_url: client.baseUrl, stored_in: credential.source });
           return;
         }
-        // A per-tool key's label is for any holder of its login key to choose: shown as one line.
+        // A per-tool key's label is for any holder of its login key to choose, and every field is
+        // as the server sent it: each is shown as one line that cannot drive the terminal.
         const label = me.label ? `, "${shownText(me.label)}"` : "";
         result(
           [
-            `account:   ${me.account_id}`,
-            `key:       ${me.key_id} (${me.prefix}..., ${shownKeyKind(me)}${label})`,
+            `account:   ${shownText(me.account_id)}`,
+            `key:       ${shownText(me.key_id)} (${shownText(me.prefix)}..., ${shownText(shownKeyKind(me))}${label})`,
             `gateway:   ${client.baseUrl}`,
             `stored in: ${credential.source}`,
           ].join("\n"),

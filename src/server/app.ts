@@ -26,7 +26,7 @@ import {
   requestHeader,
   requestTrace,
 } from "./http/request.js";
-import { statusCode } from "./http/request-trace.js";
+import { statusCode, traceOf } from "./http/request-trace.js";
 import { type MethodsTaken, type Route, routeMethods, type Surface } from "./http/route-row.js";
 import { surfaces, unmatched } from "./routes/index.js";
 import { notServedApis, notServedRefusal } from "./routes/not-served.js";
@@ -156,23 +156,46 @@ export function gatewayListener(
   );
   // The body reader reads Node's request itself and Node's server discards a body no handler
   // read, so node-server's own clean-up would only add timers to each request.
+  // The request the adapter is making a Request of: it refuses one it cannot (its errorHandler
+  // below) before it awaits anything, so the refusal is of the request handed to it last.
+  let adapting: IncomingMessage | undefined;
   const hono = getRequestListener(app.fetch, {
     hostname,
     autoCleanupIncoming: false,
     // node-server's own answer to a request it cannot make a URL of is an empty 400.
     errorHandler: (err) =>
       err instanceof RequestError
-        ? errorResponse(
-            new PlainTextError(
-              400,
-              `The request cannot be served (${err.message.toLowerCase()}): send a path such as /v1/models, with the gateway's address as Host.`,
-            ),
-            "chat",
-            "request",
-          )
+        ? errorResponse(unadaptable(err, adapting), "chat", "request")
         : errorResponse(storageNoted(services, err), "chat", "request"),
   });
-  return { listener: directRouter(direct, hono, hostname), methodsTaken };
+  const adapted: RequestListener = (incoming, outgoing) => {
+    adapting = incoming;
+    try {
+      return hono(incoming, outgoing);
+    } finally {
+      adapting = undefined;
+    }
+  };
+  return { listener: directRouter(direct, adapted, hostname), methodsTaken };
+}
+
+/**
+ * The 400 of a request node-server cannot make a URL of, and the code its line in serve's log
+ * names: `malformed_host` for a Host it cannot read (the usual cause, as the routes refuse an
+ * unreadable target before it), else `malformed_request`.
+ */
+function unadaptable(err: RequestError, incoming: IncomingMessage | undefined): PlainTextError {
+  const host = incoming?.headers.host;
+  const badHost =
+    /host/i.test(err.message) || (host !== undefined && !URL.canParse(`http://${host}/`));
+  const trace = traceOf(incoming);
+  if (trace) trace.errorCode = badHost ? "malformed_host" : "malformed_request";
+  return new PlainTextError(
+    400,
+    badHost
+      ? `The Host header cannot be read (${err.message.toLowerCase()}): send the gateway's address as Host, such as 127.0.0.1:8787.`
+      : `The request cannot be served (${err.message.toLowerCase()}): send a path such as /v1/models, with the gateway's address as Host.`,
+  );
 }
 
 const openaiBaseUrl =

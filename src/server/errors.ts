@@ -165,13 +165,21 @@ export function errorHeaders(err: GatewayError): Record<string, string> {
   return headers;
 }
 
+/** Who can lift a suspension: nothing the caller sends will. */
+const reinstateText =
+  "ask the account's owner (or the gateway's admin) to reinstate it; its keys work again then";
+
 /** A stream's end when its account was suspended while it was open; the next request gets the plain 401. */
 export const accountSuspended = () =>
   new GatewayError(
     401,
     "account_suspended",
-    "This account was suspended; its keys stopped working.",
+    `This account was suspended; its keys stopped working: ${reinstateText}.`,
   );
+
+/** The plain-text 401 of every key of a suspended account (the spec: before the API layer). */
+export const suspendedAccountRefusal = () =>
+  new PlainTextError(401, `account suspended: ${reinstateText}`, "account_suspended");
 
 /**
  * A stream a stopping `gateway serve` cut before its answer finished (a second signal, or the
@@ -184,12 +192,27 @@ export const gatewayStopping = () =>
     "The gateway is shutting down: this stream was cut before its answer finished. Send the request again.",
   );
 
+/**
+ * A provider that failed or did not answer in time. Its own wait is not known (a 429's is its
+ * pool key's), so the text names none; a route with fallback steps would have tried the next.
+ */
+export const providerFailed = () =>
+  new GatewayError(
+    503,
+    "upstream_error",
+    "The provider failed or timed out: send the request again in a few seconds.",
+  );
+
 /** Recorded in the request log when the client left first; nobody receives it. */
 export const clientClosed = () =>
   new GatewayError(499, "client_closed", "The client closed the connection before the answer.");
 
 export function internalError(): GatewayError {
-  return new GatewayError(500, "internal_error", "The gateway hit an unexpected error.");
+  return new GatewayError(
+    500,
+    "internal_error",
+    "The gateway hit an unexpected error: send the request again, and if it recurs, report it with this answer's x-request-id.",
+  );
 }
 
 /** Seconds a client is asked to wait while the gateway's disk is full. */

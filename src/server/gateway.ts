@@ -16,6 +16,7 @@ import { createServices, type Services } from "./compose/services.js";
 import { applyConfig } from "./config/apply.js";
 import { demoAccountId, demoConfig } from "./config/demo.js";
 import { ConfigError, formatZodError, loadConfigFile, parseConfig } from "./config/load.js";
+import { carriesUserinfo } from "./config/schema.js";
 import type { PublicGatewayOptions, PublicRunningGateway } from "./gateway-types.js";
 import { defaultBodyLimitBytes } from "./http/body.js";
 import {
@@ -30,6 +31,7 @@ import { Loopback } from "./http/loopback.js";
 import { InvalidProxies, ProxyList } from "./http/request.js";
 import { withRequestIds } from "./http/request-id.js";
 import { onFinishedRequests, tracedListener } from "./http/request-trace.js";
+import { shownText } from "./http/shown-text.js";
 import { type JobRunner, startJobRunner } from "./jobs/runner.js";
 import { parseCassetteOptions } from "./kit/cassettes.js";
 import { defaultCaptureLimit } from "./kit/inspect.js";
@@ -197,6 +199,13 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
     if (keyless.length > 0) {
       console.error(
         `gateway: providers ${keyless.join(", ")} have API keys only in their config, which the database does not keep: start with --config to use them`,
+      );
+    }
+    // Only a database from before such URLs were refused holds one; its calls go without them.
+    for (const provider of store.getCatalog().providers.values()) {
+      if (provider.base_url === null || !carriesUserinfo(provider.base_url)) continue;
+      console.error(
+        `gateway: provider ${shownText(provider.id)}'s base_url carries a user and password (user:password@), which the gateway does not send, so its calls go without them: remove them from its base_url in your config and start with --config, and have the proxy let the gateway in by the provider key it sends (api_keys) or by its address`,
       );
     }
 

@@ -75,7 +75,7 @@ Examples:
         const err = paintFor(process.stderr);
         // The label as the terminal shows it: one line, no escape sequence of its own.
         note(
-          `Created ${shownKeyKind(created)} key ${created.id} "${shownText(created.label)}". ${err.yellow("Copy it now: it is not shown again.")}`,
+          `Created ${shownText(shownKeyKind(created))} key ${shownText(created.id)} "${shownText(created.label)}". ${err.yellow("Copy it now: it is not shown again.")}`,
         );
         result(created.key);
       }),

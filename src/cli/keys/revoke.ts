@@ -1,5 +1,6 @@
 import type { Command } from "commander";
 import { cliCommand } from "../../cli-command.js";
+import { shownText } from "../../server/http/shown-text.js";
 import { connectWithKey } from "../api-client.js";
 import { defaultProfile, endingPromptly, profileFlag, withProfile } from "../credentials/index.js";
 import { UsageError, UserError } from "../errors.js";
@@ -48,12 +49,14 @@ Examples:
           );
         }
         const revoked = await client.revokeKey(idOrLabel);
+        // The id is as the server sent it: shown as one line that cannot drive the terminal.
+        const id = shownText(revoked.id);
         if (flags.json) printJson(revoked);
         else if (revoked.already_revoked)
           result(
-            `Key ${revoked.id} was already revoked (${formatTime(revoked.revoked_at ?? null)} UTC); nothing changed.`,
+            `Key ${id} was already revoked (${formatTime(revoked.revoked_at ?? null)} UTC); nothing changed.`,
           );
-        else result(`Revoked key ${revoked.id}; requests with it now get 401.`);
+        else result(`Revoked key ${id}; requests with it now get 401.`);
       }),
     );
 }

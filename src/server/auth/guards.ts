@@ -7,7 +7,7 @@ import {
   type KeyWithAccount,
   type MaybeAsync,
 } from "../../store/types.js";
-import { GatewayError, PlainTextError } from "../errors.js";
+import { GatewayError, PlainTextError, suspendedAccountRefusal } from "../errors.js";
 import type { AppEnv } from "../http/context.js";
 import { loopbackSource } from "../http/loopback-socket.js";
 import { clientIp, type ForwardingOptions, nodeIncoming, requestHeader } from "../http/request.js";
@@ -75,6 +75,10 @@ const touchEveryMs = 1000;
 const invalidKeyText =
   "invalid API key: no gateway key has this value; check the kn-... key you sent (each key is shown once, when it is made)";
 
+/** A revoked key stays revoked: the way on is another key. */
+const revokedKeyText =
+  "API key revoked: make a new key on the dashboard's Keys page or with `gateway keys create`, and send that one";
+
 /**
  * The key presented, if it is valid, not revoked, and of an active account; else a plain 401.
  * Answered at once for a key the store has in memory (every key, on SQLite).
@@ -92,9 +96,8 @@ function authenticate(store: GatewayStore, value: string | undefined): MaybeAsyn
 
 function usableKey(key: KeyWithAccount | undefined): KeyWithAccount {
   if (!key) throw new PlainTextError(401, invalidKeyText, "key_unknown");
-  if (key.revoked_at !== null) throw new PlainTextError(401, "API key revoked", "key_revoked");
-  if (key.account_status !== "active")
-    throw new PlainTextError(401, "account suspended", "account_suspended");
+  if (key.revoked_at !== null) throw new PlainTextError(401, revokedKeyText, "key_revoked");
+  if (key.account_status !== "active") throw suspendedAccountRefusal();
   return key;
 }
 

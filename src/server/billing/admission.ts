@@ -19,7 +19,7 @@ import { parseSubscription } from "../../store/types.js";
 import { freeTokenWindowStart } from "../../store/usage-rows.js";
 import { budgetSpentError, mapFailure } from "../dispatch/dispatcher.js";
 import { resolveTarget, type Target } from "../dispatch/resolve.js";
-import { GatewayError, internalError } from "../errors.js";
+import { GatewayError, internalError, providerFailed } from "../errors.js";
 import type { RequestTrace } from "../http/request-trace.js";
 import {
   freeRpmKey,
@@ -111,7 +111,11 @@ export function servableSteps(target: Target, subscribed: boolean): ModelRow[] {
 }
 
 const subscribersOnly = () =>
-  new GatewayError(403, "subscribers_only", "This model is available to subscribers only.");
+  new GatewayError(
+    403,
+    "subscribers_only",
+    "This model is available to subscribers only: subscribe to a plan that covers it, or pick another model (GET /v1/models lists them).",
+  );
 
 /** What admission and settlement use of the gateway's services (which are one). */
 export interface AdmissionServices {
@@ -564,7 +568,6 @@ export async function settleFailed(
 function toGatewayError(err: unknown): GatewayError {
   if (err instanceof GatewayError) return err;
   if (err instanceof UpstreamFailure) return mapFailure(err);
-  if (err instanceof StreamBroken)
-    return new GatewayError(503, "upstream_error", "The provider failed or timed out.");
+  if (err instanceof StreamBroken) return providerFailed();
   return internalError();
 }

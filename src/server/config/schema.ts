@@ -79,14 +79,17 @@ const baseUrl = z
   })
   // A proxy that wants Basic auth would answer every call 401 with no word of why: the gateway
   // sends the provider's key in its own header (OpenAI's is Authorization too), never these.
-  .refine(
-    (value) =>
-      !URL.canParse(value) || (new URL(value).username === "" && new URL(value).password === ""),
-    {
-      message:
-        "must not carry a user or password (user:password@): the gateway does not send them, so a proxy that needs them would refuse every call; remove them, and have the proxy let the gateway in by the provider key it sends (api_keys) or by its address",
-    },
-  );
+  .refine((value) => !carriesUserinfo(value), {
+    message:
+      "must not carry a user or password (user:password@): the gateway does not send them, so a proxy that needs them would refuse every call; remove them, and have the proxy let the gateway in by the provider key it sends (api_keys) or by its address",
+  });
+
+/** Whether a URL names a user or a password (`user:password@`), which the gateway never sends. */
+export function carriesUserinfo(url: string): boolean {
+  if (!URL.canParse(url)) return false;
+  const { username, password } = new URL(url);
+  return username !== "" || password !== "";
+}
 
 const mockOptions = z
   .object({

@@ -1,6 +1,6 @@
 import { storageFaultKind } from "../../store/storage-fault.js";
 import type { ByokRow, GatewayStore, ModelRow, ProviderRow } from "../../store/types.js";
-import { GatewayError, upstreamRejection } from "../errors.js";
+import { GatewayError, providerFailed, upstreamRejection } from "../errors.js";
 import type { Attempt, Credential, ProviderContext } from "../providers/provider.js";
 import { providerOf, servesNatively } from "../providers/registry.js";
 import type { GoneSignal } from "../time/gone-signal.js";
@@ -464,7 +464,11 @@ function failureError(failure: UpstreamFailure): GatewayError {
   }
   if (failure.kind === "rejected") return upstreamRejection(failure.status, failure.reason);
   if (failure.kind === "rate_limited") {
-    return new GatewayError(429, "upstream_error", "The provider rate-limited this request.");
+    return new GatewayError(
+      429,
+      "upstream_error",
+      "The provider rate-limited this request: send it again in a little while.",
+    );
   }
-  return new GatewayError(503, "upstream_error", "The provider failed or timed out.");
+  return providerFailed();
 }

@@ -543,7 +543,27 @@ function requestLineOf(err: NodeJS.ErrnoException): { method: string; target: st
   const packet = (err as { rawPacket?: unknown }).rawPacket;
   const line = Buffer.isBuffer(packet) ? packet.subarray(0, 8 * 1024).toString("latin1") : "";
   const read = /^([!#$%&'*+.^_`|~0-9A-Za-z-]{1,32}) (\S{1,8192}) HTTP\/\d\.\d\r?\n/.exec(line);
-  return read ? { method: read[1]!, target: read[2]! } : { method: "", target: "" };
+  if (read) return { method: read[1]!, target: read[2]! };
+  // A line that is no request line (TLS sent to this plain port, a version Node does not know)
+  // still shows its first two words, so the log says what came rather than nothing.
+  const [method = "", target = ""] = line.split(/\r?\n/, 1)[0]!.split(" ", 2);
+  return { method: escapedBytes(method, 64), target: escapedBytes(target, 256) };
+}
+
+/**
+ * `text` (bytes read as latin1) with every byte outside printable ASCII as `\xNN`, cut to at most
+ * `max` characters (then ending in `...`): what a client sent can neither drive the terminal of
+ * serve's log nor fill it.
+ */
+function escapedBytes(text: string, max: number): string {
+  let shown = "";
+  for (const char of text) {
+    const code = char.charCodeAt(0);
+    const part = code > 0x20 && code < 0x7f ? char : `\\x${code.toString(16).padStart(2, "0")}`;
+    if (shown.length + part.length > max) return `${shown}...`;
+    shown += part;
+  }
+  return shown;
 }
 
 function plainResponse(

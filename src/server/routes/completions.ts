@@ -23,7 +23,7 @@ import {
   GatewayError,
   gatewayStopping,
   internalError,
-  PlainTextError,
+  suspendedAccountRefusal,
 } from "../errors.js";
 import { readJsonWithSize } from "../http/body.js";
 import { answerSent, ClientGone, failureOf } from "../http/client-signal.js";
@@ -314,8 +314,7 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
     } catch (err) {
       const error = await fail(err);
       // Nothing was sent yet: refused as the key check refuses the next request.
-      if (error.code === "account_suspended")
-        throw new PlainTextError(401, "account suspended", "account_suspended");
+      if (error.code === "account_suspended") throw suspendedAccountRefusal();
       throw error;
     }
     // A stream with nothing to send after the keepalive interval: commit the 200 and keep the

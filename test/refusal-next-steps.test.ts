@@ -1,0 +1,181 @@
+import { connect } from "node:net";
+import Anthropic from "@anthropic-ai/sdk";
+import OpenAI from "openai";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { FinishedRequest } from "../src/server/http/request-trace.js";
+import { chat, KEY, POOR_KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
+
+/**
+ * A refusal says what happened and what the caller can do next; a request the server could not
+ * take still has a line in serve's log saying what of it could be read, and why it was refused.
+ */
+
+let gw: TestGateway;
+const lines: FinishedRequest[] = [];
+beforeAll(async () => {
+  gw = await testGateway({ onRequest: (line) => lines.push(line) });
+});
+afterAll(() => gw?.close());
+
+const openai = (key = KEY) =>
+  new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0, timeout: 10_000 });
+const anthropic = () =>
+  new Anthropic({ apiKey: KEY, baseURL: gw.url, maxRetries: 0, timeout: 10_000 });
+
+const ask = (model = "mock-gpt") => ({
+  model,
+  messages: [{ role: "user" as const, content: "hi" }],
+});
+
+/** What the SDK call threw (an APIError), or a failure of the test if it succeeded. */
+async function refusal<T>(call: Promise<T>): Promise<{ status?: number; message: string }> {
+  try {
+    await call;
+  } catch (err) {
+    return err as { status?: number; message: string };
+  }
+  throw new Error("the request was not refused");
+}
+
+describe("a refusal says what to do", () => {
+  it("401 for a revoked key: make a new key on the dashboard or with `gateway keys create`", async () => {
+    const { value, key } = gw.services.store.createKey({
+      accountId: "acct",
+      label: "old",
+      kind: "standard",
+    });
+    await gw.services.store.revokeKey(key.id);
+    const res = await post(gw, "/v1/chat/completions", chat(), {
+      authorization: `Bearer ${value}`,
+    });
+    expect(res.status).toBe(401);
+    expect(res.headers.get("content-type")).toMatch(/^text\/plain/);
+    const body = await res.text();
+    expect(body).toMatch(/^API key revoked/);
+    expect(body).toContain("dashboard");
+    expect(body).toContain("`gateway keys create`");
+    expect(body).not.toContain(value);
+  });
+
+  it("401 for a suspended account: every key of it is refused until it is reinstated; contact its owner", async () => {
+    await gw.services.store.setAccountStatus("poor", "suspended");
+    try {
+      const err = await refusal(openai(POOR_KEY).chat.completions.create(ask()));
+      expect(err.status).toBe(401);
+      expect(err.message).toMatch(/account suspended/);
+      expect(err.message).toMatch(/reinstate/);
+      expect(err.message).toMatch(/account's owner/);
+    } finally {
+      await gw.services.store.setAccountStatus("poor", "active");
+    }
+  });
+
+  it("403 subscribers_only: subscribe, or pick another model, which GET /v1/models lists (both styles)", async () => {
+    const chatStyle = await refusal(openai().chat.completions.create(ask("mock-pro")));
+    const messagesStyle = await refusal(
+      anthropic().messages.create({
+        model: "mock-pro",
+        max_tokens: 16,
+        messages: [{ role: "user", content: "hi" }],
+      }),
+    );
+    for (const err of [chatStyle, messagesStyle]) {
+      expect(err.status).toBe(403);
+      expect(err.message).toContain("subscribers only");
+      expect(err.message).toMatch(/subscribe/i);
+      expect(err.message).toContain("GET /v1/models");
+    }
+    const res = await post(gw, "/v1/chat/completions", chat("hi", "mock-pro"));
+    expect(((await res.json()) as { error: object }).error).toMatchObject({
+      code: "subscribers_only",
+    });
+  });
+
+  it("503 upstream_error: the provider failed or timed out, send the request again", async () => {
+    const err = await refusal(openai().chat.completions.create(ask("mock-down")));
+    expect(err.status).toBe(503);
+    expect(err.message).toContain("The provider failed or timed out");
+    expect(err.message).toMatch(/send the request again/i);
+    const res = await post(gw, "/v1/chat/completions", chat("hi", "mock-down"));
+    expect(((await res.json()) as { error: object }).error).toMatchObject({
+      code: "upstream_error",
+    });
+  });
+});
+
+/** Sends `bytes` on a connection of its own; what came back by the time the server closed it (5 s). */
+function exchange(bytes: Buffer | string): Promise<string> {
+  return new Promise((resolve) => {
+    const socket = connect(Number(new URL(gw.url).port), "127.0.0.1");
+    let received = "";
+    const timer = setTimeout(() => socket.destroy(), 5_000);
+    socket.on("data", (d: Buffer) => {
+      received += d.toString("latin1");
+    });
+    socket.on("error", () => {});
+    socket.on("close", () => {
+      clearTimeout(timer);
+      resolve(received);
+    });
+    socket.write(bytes);
+  });
+}
+
+/** The serve line of the answer `raw` (its x-request-id), once published (5 s). */
+async function lineOfAnswer(raw: string): Promise<FinishedRequest | undefined> {
+  const id = /\r\nx-request-id: (req_[\w-]+)\r\n/i.exec(raw)?.[1];
+  expect(id, raw).toBeDefined();
+  for (let waited = 0; waited < 5_000; waited += 20) {
+    const line = lines.find((l) => l.requestId === id);
+    if (line) return line;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  return undefined;
+}
+
+describe("serve's line for a request the server could not take", () => {
+  it("a request line with a protocol Node does not know shows its method and path", async () => {
+    const raw = await exchange("GET /v1/models HTTX/1.1\r\nHost: x\r\n\r\n");
+    expect(raw).toMatch(/^HTTP\/1\.1 400 /);
+    const line = await lineOfAnswer(raw);
+    expect(line).toMatchObject({
+      method: "GET",
+      path: "/v1/models",
+      status: 400,
+      errorCode: "malformed_request",
+    });
+  });
+
+  it("bytes that are no request line (TLS sent to the plain-HTTP port) are shown escaped and bounded", async () => {
+    const hello = Buffer.concat([
+      Buffer.from([0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03]),
+      Buffer.alloc(4_000, 0x1b),
+      Buffer.from("\r\n\r\n"),
+    ]);
+    const raw = await exchange(hello);
+    expect(raw).toMatch(/^HTTP\/1\.1 400 /);
+    const line = await lineOfAnswer(raw);
+    expect(line?.status).toBe(400);
+    expect(line?.errorCode).toBe("malformed_request");
+    const shown = `${line?.method} ${line?.path}`;
+    expect(shown.startsWith("\\x16\\x03\\x01\\x02\\x00")).toBe(true);
+    // Printable ASCII only: nothing in it can drive a terminal or forge a line.
+    expect(shown).toMatch(/^[\x20-\x7e]+$/);
+    expect(shown.length).toBeLessThan(400);
+  });
+
+  it("a Host header the adapter cannot read is a 400 whose line names malformed_host, with its method and path", async () => {
+    const raw = await exchange(
+      "GET /api/public/pricing HTTP/1.1\r\nHost: bad host\r\nConnection: close\r\n\r\n",
+    );
+    expect(raw).toMatch(/^HTTP\/1\.1 400 /);
+    expect(raw).toMatch(/Host/);
+    const line = await lineOfAnswer(raw);
+    expect(line).toMatchObject({
+      method: "GET",
+      path: "/api/public/pricing",
+      status: 400,
+      errorCode: "malformed_host",
+    });
+  });
+});
