@@ -273,9 +273,13 @@ class ChatChunkRelay {
   relay(chunk: ChatCompletionChunk): string | undefined {
     meterChunk(this.meter, chunk, "both");
     if (!this.wantsUsage && chunk.usage && (chunk.choices?.length ?? 0) === 0) return undefined;
-    // undefined leaves the field out of the JSON.
+    // undefined leaves the field out of the JSON; a provider's own `usage: null` stays.
     const usage = this.wantsUsage
-      ? (chunk.usage ?? (this.ownChunks ? null : undefined))
+      ? chunk.usage !== undefined
+        ? chunk.usage
+        : this.ownChunks
+          ? null
+          : undefined
       : chunk.usage && undefined;
     const out = { ...chunk, model: this.req.clientModel, usage };
     // The gateway's own chunks: their usage is the gateway's to write, so it says what the stream
