@@ -86,6 +86,11 @@ export function queuedJobRow(job: NewJob): JobRow {
   };
 }
 
+/** The share of a job's work done as it is shown: 100 once completed, and below it until then. */
+export function shownProgress(job: Pick<JobRow, "status" | "progress">): number {
+  return job.status === "completed" ? 100 : Math.min(99, job.progress);
+}
+
 /** A page of an account's jobs; `hasMore`: more jobs lie beyond it in its order. */
 export interface JobPage {
   jobs: JobRow[];

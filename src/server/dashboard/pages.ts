@@ -1,7 +1,9 @@
 import { cliCommand } from "../../cli-command.js";
+import { type JobError, type JobRow, shownProgress } from "../../store/jobs.js";
 import { shownKeyKind } from "../../store/key-rows.js";
 import { microToIdr } from "../../store/money.js";
-import type { GatewayStore, KeyRow, RequestLogRow } from "../../store/types.js";
+import type { KeyRow, RequestLogRow } from "../../store/types.js";
+import { recentRequest } from "../../store/usage-rows.js";
 import type { DecisionRefusal } from "../auth/device-codes.js";
 import type { quota } from "../billing/quota.js";
 import type { byokView } from "../dispatch/byok-view.js";
@@ -89,6 +91,10 @@ const styles = `
   /* The time and the endpoint break apart on a phone, never inside either. */
   td.req .sub { overflow: hidden; text-overflow: ellipsis; }
   td.req .job { overflow-wrap: anywhere; }
+  /* A route's step, maybe as long as the route's name: one line, its whole name in its title. */
+  td.req .served { overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
+  td.progress { white-space: nowrap; width: 9rem; }
+  td.progress progress { width: 5rem; vertical-align: middle; accent-color: #1565c0; }
   td.status { white-space: nowrap; }
   .narrow-only { display: none; }
   .nw { white-space: nowrap; }
@@ -137,6 +143,8 @@ const styles = `
     /* The row names the key already; the button's name (aria-label) still says which. */
     button.danger bdi { display: none; }
     td.refused-key { min-width: 0; }
+    td.progress { width: auto; }
+    td.progress progress { width: 3.5rem; }
   }
   pre.cmd { font: 1rem ui-monospace, monospace; padding: .6rem .8rem; background: #f3f3f3;
             border-radius: .3rem; overflow-x: auto; }
@@ -380,7 +388,8 @@ export interface DashboardUsage {
   /** One entry per day of the period, oldest first, days without requests included. */
   daily: { date: string; requests: number; cost_idr: number }[];
   models: { model: string; requests: number; cost_idr: number }[];
-  recent: Awaited<ReturnType<GatewayStore["recentRequests"]>>;
+  /** The newest requests of the log, newest first. */
+  recent: RequestLogRow[];
 }
 
 export type DashboardByok = ReturnType<typeof byokView>;
@@ -391,6 +400,8 @@ export interface DashboardView {
   quota: DashboardQuota;
   usage: DashboardUsage;
   keys: KeyRow[];
+  /** The newest jobs, newest first. */
+  jobs: JobRow[];
   byok: DashboardByok[];
   /** Providers a BYOK key can be added for. */
   byokProviders: string[];
@@ -652,6 +663,11 @@ ${entries.map(([term, meaning]) => `<dt>${term}</dt><dd>${escapeHtml(meaning)}</
 </dl></details>`;
 }
 
+/** The model that served a request where it is not the one asked for: a route's step. */
+function servedStep(r: { model: string | null; served_model: string | null }): string | undefined {
+  return r.served_model !== null && r.served_model !== r.model ? r.served_model : undefined;
+}
+
 const requestPath = (id: string) => `/dashboard/requests/${encodeURIComponent(id)}`;
 
 /**
@@ -660,11 +676,13 @@ const requestPath = (id: string) => `/dashboard/requests/${encodeURIComponent(id
  */
 function recentSection(recent: DashboardUsage["recent"], keyLabels: Map<string, string>): string {
   const rows = recent
-    .map((r) => {
+    .map((row) => {
+      const r = recentRequest(row);
+      const served = servedStep(row);
       const when = `${r.created_at.slice(5, 10)} ${r.created_at.slice(11, 16)}`;
       const model = r.model ?? "-";
       return `<tr id="request-${escapeHtml(r.id)}"><td class="when wide-only">${escapeHtml(when)}</td>
-<td class="req"><a class="name" href="${escapeHtml(requestPath(r.id))}" title="${escapeHtml(model)}"><code>${escapeHtml(model)}</code></a><div class="muted small sub"><span class="narrow-only"><span class="nw">${escapeHtml(when)} ·</span> </span><span class="nw">${escapeHtml(r.endpoint)}${r.via === "mcp" ? " · via MCP" : ""}</span></div>${r.job_id ? `<div class="muted small job">job <code>${escapeHtml(r.job_id)}</code></div>` : ""}</td>
+<td class="req"><a class="name" href="${escapeHtml(requestPath(r.id))}" title="${escapeHtml(model)}"><code>${escapeHtml(model)}</code></a>${served ? `<div class="muted small served" title="served by ${escapeHtml(served)}">served by <code>${escapeHtml(served)}</code></div>` : ""}<div class="muted small sub"><span class="narrow-only"><span class="nw">${escapeHtml(when)} ·</span> </span><span class="nw">${escapeHtml(r.endpoint)}${r.via === "mcp" ? " · via MCP" : ""}</span></div>${r.job_id ? `<div class="muted small job">job <code>${escapeHtml(r.job_id)}</code></div>` : ""}</td>
 <td class="status">${statusCell(r)}</td><td class="num wide-only">${count(r.input_tokens)} / ${count(r.output_tokens)}</td><td class="num">${escapeHtml(formatIdr(r.cost_idr))}${paymentNote(r)}</td>
 <td class="wide-only">${escapeHtml((r.key_id && keyLabels.get(r.key_id)) || "-")}</td></tr>`;
     })
@@ -677,6 +695,52 @@ function recentSection(recent: DashboardUsage["recent"], keyLabels: Map<string, 
 ${rows || '<tr><td colspan="6" class="muted">No requests yet.</td></tr>'}
 </tbody></table></div>
 ${statusLegend()}`;
+}
+
+const jobPills: Record<JobRow["status"], Outcome["pill"]> = {
+  queued: "run",
+  running: "run",
+  completed: "ok",
+  failed: "bad",
+};
+
+/**
+ * The newest jobs with how far each got: a job's request joins the recent requests only when the
+ * job ends, so a job in flight shows here (its hold is in the Held card). A finished job's model
+ * opens its request. On a phone the kind and time move under the model, as a request's do.
+ */
+function jobsSection(jobs: JobRow[]): string {
+  if (jobs.length === 0) return "";
+  const rows = jobs
+    .map((job) => {
+      const iso = new Date(job.created_at).toISOString();
+      const when = `${iso.slice(5, 10)} ${iso.slice(11, 16)}`;
+      const model = `<code>${escapeHtml(job.model)}</code>`;
+      const finished = job.status === "completed" || job.status === "failed";
+      const name =
+        finished && job.request_id
+          ? `<a class="name" href="${escapeHtml(requestPath(job.request_id))}" title="${escapeHtml(job.model)}">${model}</a>`
+          : `<span class="name" title="${escapeHtml(job.model)}">${model}</span>`;
+      const code =
+        job.status === "failed" && job.error ? (JSON.parse(job.error) as JobError).code : "";
+      const percent = shownProgress(job);
+      const progress =
+        job.status === "failed"
+          ? '<span class="muted">-</span>'
+          : `<progress max="100" value="${percent}" aria-label="${escapeHtml(job.id)}: ${percent}% done"></progress> <span class="percent">${percent}%</span>`;
+      return `<tr id="job-${escapeHtml(job.id)}"><td class="when wide-only">${escapeHtml(when)}</td>
+<td class="req">${name}<div class="muted small sub"><span class="narrow-only"><span class="nw">${escapeHtml(when)} ·</span> </span><span class="nw">${escapeHtml(job.kind.replace("_", " "))}</span></div><div class="muted small job"><code>${escapeHtml(job.id)}</code></div></td>
+<td class="status"><span class="pill ${jobPills[job.status]}">${escapeHtml(job.status)}</span>${code ? `<div class="muted small">${escapeHtml(code)}</div>` : ""}</td>
+<td class="progress">${progress}</td></tr>`;
+    })
+    .join("\n");
+  return `<h2 id="jobs-title">Jobs</h2>
+<p class="muted small">Music and video, newest first. A job's request joins the recent requests, with its cost, when the job ends.</p>
+<div class="scroll"><table id="jobs" aria-labelledby="jobs-title">
+<thead><tr><th class="wide-only">Time (UTC)</th><th>Model</th><th>Status</th><th>Progress</th></tr></thead>
+<tbody>
+${rows}
+</tbody></table></div>`;
 }
 
 /** A key's kind as the owner knows it (`shownKeyKind`), with the login that made a per-tool key. */
@@ -873,6 +937,7 @@ ${notice}${created}
 ${quotaCards(view.quota)}
 ${usageSection(view.usage)}
 ${recentSection(view.usage.recent, keyLabels)}
+${jobsSection(view.jobs)}
 ${keysSection(view)}
 ${byokSection(view)}
 ${paygSection(view)}`,
@@ -915,6 +980,7 @@ export function requestPage(detail: RequestDetail, csrfToken: string): Page {
   };
   const omitted = r.tools_omitted ? (JSON.parse(r.tools_omitted) as string[]) : [];
   const outcome = outcomeOf(r);
+  const served = servedStep(r);
   const facts: [string, string, string?][] = [
     ["Request id", `<code>${escapeHtml(r.id)}</code>`, "request-id"],
     [
@@ -929,12 +995,17 @@ export function requestPage(detail: RequestDetail, csrfToken: string): Page {
       ? [["Job", `<code>${escapeHtml(r.job_id)}</code>`, "request-job"] as [string, string, string]]
       : []),
     ["Provider", escapeHtml(detail.provider ?? "-")],
-    // A route's name is the model above; this is the step of it that answered.
-    [
-      "Served by",
-      r.served_model ? `<code>${escapeHtml(r.served_model)}</code>` : "-",
-      "request-served-model",
-    ],
+    // A route's name is the model above; this is the step of it that answered. The model asked
+    // for, when it answered itself, is not said twice.
+    ...(served
+      ? [
+          ["Served by", `<code>${escapeHtml(served)}</code>`, "request-served-model"] as [
+            string,
+            string,
+            string,
+          ],
+        ]
+      : []),
     ["Started (UTC)", when(r.created_at)],
     ["Finished (UTC)", when(r.finished_at)],
     ["Streamed", yesNo(r.stream === 1)],

@@ -1,5 +1,6 @@
 import type { Context } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
+import type { JobKind } from "../../store/jobs.js";
 import { characterCount, keyLabel, keyLabelMaxChars, labelFits } from "../../store/key-rows.js";
 import { idrToMicro, MAX_IDR, microToIdr } from "../../store/money.js";
 import { type DeviceCodes, formatUserCode, normalizeUserCode } from "../auth/device-codes.js";
@@ -34,6 +35,7 @@ import { byokView } from "../dispatch/byok-view.js";
 import { GatewayError } from "../errors.js";
 import type { AppEnv, Handler, OwnerSession } from "../http/context.js";
 import { reachedOverTls } from "../http/request.js";
+import { jobKinds } from "../jobs/job-kinds.js";
 import { WindowCounter } from "../limits/window-counter.js";
 import { isBuiltIn } from "../providers/registry.js";
 import { addByok } from "./admin.js";
@@ -66,6 +68,8 @@ const maxWrongCodesPerMinute = 10;
 /** The dashboard's usage charts cover this many days, today included. */
 const usageDays = 30;
 const recentRequestCount = 20;
+const recentJobCount = 10;
+const allJobKinds = Object.keys(jobKinds) as JobKind[];
 const dayMs = 86_400_000;
 const flashTtlMs = 5 * 60_000;
 
@@ -142,12 +146,15 @@ export function dashboardHandlers(services: Services, devices: DeviceCodes) {
     if (!account) throw new GatewayError(404, "not_found", "No such account.");
     const now = services.options.now();
     const since = utcDayStart(now) - (usageDays - 1) * dayMs;
-    const [usageDaily, byModel, recent, accountQuota, keys] = await Promise.all([
+    const [usageDaily, byModel, recent, accountQuota, keys, jobs] = await Promise.all([
       services.store.usageDaily(account.id, since),
       services.store.usageByModel(account.id, since),
-      services.store.recentRequests(account.id, recentRequestCount),
+      // The rows themselves: the list names the step of a route that served a request.
+      services.store.requestLog(account.id, recentRequestCount),
       quota(services, account.id),
       services.store.listKeys(account.id),
+      // A job's request is logged when the job ends: until then this is where it shows.
+      services.repos.jobs.list(account.id, allJobKinds, { limit: recentJobCount, order: "desc" }),
     ]);
     const byDay = new Map(usageDaily.map((d) => [d.date, d]));
     const daily = Array.from({ length: usageDays }, (_, i) => {
@@ -171,6 +178,7 @@ export function dashboardHandlers(services: Services, devices: DeviceCodes) {
           recent,
         },
         keys,
+        jobs: jobs?.jobs ?? [],
         byok: services.store.listByok(account.id).map(byokView),
         byokProviders: [...services.store.getCatalog().providers.values()]
           .filter((p) => !isBuiltIn(p))

@@ -1,7 +1,7 @@
 import { RESPONSE_ALREADY_SENT } from "@hono/node-server/utils/response";
 import type { Context } from "hono";
 import { z } from "zod";
-import type { JobError, JobResult, JobRow } from "../../store/jobs.js";
+import { type JobError, type JobResult, type JobRow, shownProgress } from "../../store/jobs.js";
 import { newId } from "../../store/secrets.js";
 import { parseSubscription } from "../../store/types.js";
 import { settleFailed } from "../billing/admission.js";
@@ -408,7 +408,7 @@ function jobView(
     created_at: unixSeconds(job.created_at),
     started_at: unixSeconds(job.started_at),
     finished_at: unixSeconds(job.finished_at),
-    progress: jobProgress(job),
+    progress: shownProgress(job),
   };
   if (job.status === "completed" && job.result_json) {
     const result = JSON.parse(job.result_json) as JobResult;
@@ -420,10 +420,6 @@ function jobView(
   if (job.status === "failed" && job.error) view.error = JSON.parse(job.error) as JobError;
   return collection?.openaiVideo ? openaiVideoView(view, job, request, options) : view;
 }
-
-/** The share of a job's work done: 100 once completed, and below it until then. */
-const jobProgress = (job: JobRow): number =>
-  job.status === "completed" ? 100 : Math.min(99, job.progress);
 
 /** OpenAI's frame size for a video asked none (the openai SDK's `VideoSize`). */
 const openaiDefaultVideoSize = "720x1280";
