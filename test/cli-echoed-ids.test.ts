@@ -1,7 +1,17 @@
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { type CliHome, cliHome, killRunningClis, runCli } from "./support/cli.js";
+import {
+  type CliHome,
+  cliHome,
+  killRunningClis,
+  runCli,
+  type SavedLogin,
+  saveLogin,
+} from "./support/cli.js";
 import { LOGIN_KEY } from "./support/gateway.js";
 
 /**
@@ -12,10 +22,12 @@ import { LOGIN_KEY } from "./support/gateway.js";
 
 const homes: CliHome[] = [];
 const servers: Server[] = [];
+const dirs: string[] = [];
 
 afterEach(async () => {
   killRunningClis();
   for (const home of homes.splice(0)) home.remove();
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
   await Promise.all(servers.splice(0).map((s) => new Promise((resolve) => s.close(resolve))));
 });
 
@@ -96,6 +108,90 @@ describe("ids a server sent reach the terminal as plain one-line text", () => {
     const earlier = await run(["keys", "revoke", "key_3"], url);
     expect(earlier.stdout).toBe(
       `Key ${shown("key_3")} was already revoked (1970-01-01 00:00 UTC); nothing changed.\n`,
+    );
+  });
+});
+
+/** A gateway whose device flow hands out a code, then approves it at once with `token`. */
+async function approvingWith(token: Record<string, string>) {
+  let url = "";
+  url = await serving((req, res) => {
+    if (req.url === "/api/auth/device/code")
+      json(res, 200, {
+        device_code: "dc",
+        user_code: "BCDF-GHJK",
+        verification_uri: `${url}/dashboard/device`,
+        expires_in: 60,
+        interval: 0.01,
+      });
+    else if (req.url === "/api/auth/device/token")
+      json(res, 200, { token_type: "bearer", ...token });
+    else json(res, 200, { id: "x", revoked: true });
+  });
+  return url;
+}
+
+const approved = {
+  access_token: "kn-echoed-login-key-0123456789abcdef",
+  key_id: "key_login",
+  account_id: "acct",
+};
+
+describe("gateway login keeps only ids it can show: printable ASCII", () => {
+  /** `gateway login` in a fresh home (no gateway.db where it runs), with what it stored. */
+  async function login(url: string) {
+    const home = cliHome();
+    homes.push(home);
+    const cwd = mkdtempSync(join(tmpdir(), "gateway-day10-"));
+    dirs.push(cwd);
+    const done = await runCli(["login", "--no-browser", "--base-url", url], home.env, 15_000, cwd);
+    return { done, home };
+  }
+
+  it.each([
+    ["key_id", { ...approved, key_id: echoed("key_login") }],
+    ["account_id", { ...approved, account_id: echoed("acct") }],
+    ["access_token", { ...approved, access_token: `kn-key${ESC}[2J\nforged` }],
+  ])(
+    "a %s with an escape sequence and a line break: refused with the unexpected-response line, nothing stored",
+    async (_field, token) => {
+      const url = await approvingWith(token);
+      const { done, home } = await login(url);
+      expect(done.code, done.stderr).toBe(1);
+      expect(done.stdout).toBe("");
+      expect(done.stdout + done.stderr).not.toContain(ESC);
+      expect(done.stderr.split("\n").filter(Boolean).at(-1)).toBe(
+        `gateway: the gateway at ${url} sent an unexpected response (HTTP 200); is the CLI the same version as the server?`,
+      );
+      expect(existsSync(home.credentialsPath)).toBe(false);
+    },
+  );
+
+  it("plain ids: logged in, the ids printed as they came and stored (a name outside ASCII too)", async () => {
+    const url = await approvingWith({ ...approved, account_id: "Acme Café" });
+    const { done, home } = await login(url);
+    expect(done.code, done.stderr).toBe(0);
+    expect(done.stdout).toContain("as account Acme Café (login key key_login, kn-echo...)");
+    const file = JSON.parse(readFileSync(home.credentialsPath, "utf8"));
+    expect(file.profiles.default).toMatchObject({ keyId: "key_login", accountId: "Acme Café" });
+  });
+
+  it("gateway logout: a login an older CLI stored with such an id shows it as plain one-line text", async () => {
+    const url = await serving((_req, res) => json(res, 200, { id: "key_login", revoked: true }));
+    const home = cliHome();
+    homes.push(home);
+    const stored: SavedLogin = {
+      key: approved.access_token,
+      baseUrl: url,
+      keyId: echoed("key_login"),
+      accountId: "acct",
+    };
+    saveLogin(home, stored);
+    const done = await runCli(["logout"], home.env);
+    expect(done.code, done.stderr).toBe(0);
+    expect(done.stdout + done.stderr).not.toContain(ESC);
+    expect(done.stdout).toBe(
+      `Logged out: login key ${shown("key_login")} revoked on ${url} and removed from ${home.credentialsPath}.\n`,
     );
   });
 });

@@ -38,6 +38,44 @@ async function refusal<T>(call: Promise<T>): Promise<{ status?: number; message:
 }
 
 describe("a refusal says what to do", () => {
+  it.each([
+    [
+      "context_length_exceeded",
+      /choose a model with a larger context window from GET \/v1\/models/i,
+    ],
+    ["invalid_request_error", /check its fields and values against this route's API/i],
+    ["content_policy_violation", /change the flagged content/i],
+    ["model_not_found", /choose another model from GET \/v1\/models/i],
+    ["upstream_rejected", /choose another model from GET \/v1\/models/i],
+  ])(
+    "a provider's rejection %s names what the caller can do (both styles)",
+    async (reason, next) => {
+      const content = `[[mock:reject=${reason}]] hi`;
+      const chatStyle = await refusal(
+        openai().chat.completions.create({
+          model: "mock-gpt",
+          messages: [{ role: "user", content }],
+        }),
+      );
+      const messagesStyle = await refusal(
+        anthropic().messages.create({
+          model: "mock-gpt",
+          max_tokens: 16,
+          messages: [{ role: "user", content }],
+        }),
+      );
+      // The Anthropic SDK's message is the whole body; its error object has the text.
+      const messagesText = (messagesStyle as unknown as { error: { error: { message: string } } })
+        .error.error.message;
+      expect(chatStyle.status).toBe(400);
+      expect(messagesStyle.status).toBe(400);
+      for (const text of [chatStyle.message.replace(/^400 /, ""), messagesText]) {
+        expect(text).toMatch(/^The provider |^The request exceeds/);
+        expect(text).toMatch(next);
+      }
+    },
+  );
+
   it("401 for a revoked key: make a new key on the dashboard or with `gateway keys create`", async () => {
     const { value, key } = gw.services.store.createKey({
       accountId: "acct",
@@ -177,5 +215,37 @@ describe("serve's line for a request the server could not take", () => {
       status: 400,
       errorCode: "malformed_host",
     });
+  });
+
+  it.each([
+    ["GET", "/v1/models", ""],
+    ["POST", "/v1/chat/completions", JSON.stringify(chat())],
+    ["POST", "/v1/messages", JSON.stringify({ ...chat(), max_tokens: 16 })],
+  ])(
+    "%s %s (the direct router's) with a Host it cannot read is the same 400 malformed_host",
+    async (method, path, body) => {
+      for (const host of ["bad host", "a:b:c", "x/y"]) {
+        const raw = await exchange(
+          `${method} ${path} HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${KEY}\r\n` +
+            `anthropic-version: 2023-06-01\r\ncontent-type: application/json\r\n` +
+            `content-length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+        );
+        expect({ host, status: raw.slice(0, 12) }).toEqual({ host, status: "HTTP/1.1 400" });
+        expect(raw).toContain("The Host header cannot be read");
+        const line = await lineOfAnswer(raw);
+        expect(line).toMatchObject({ method, path, status: 400, errorCode: "malformed_host" });
+      }
+    },
+  );
+
+  it("a Host the direct router does not take as it is, but Hono reads, is served as ever", async () => {
+    for (const host of ["LOCALHOST:80", "127.0.0.1:80", "[::1]:8080"]) {
+      const body = JSON.stringify(chat());
+      const raw = await exchange(
+        `POST /v1/chat/completions HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${KEY}\r\n` +
+          `content-type: application/json\r\ncontent-length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+      );
+      expect({ host, status: raw.slice(0, 12) }).toEqual({ host, status: "HTTP/1.1 200" });
+    }
   });
 });

@@ -368,7 +368,8 @@ describe("upstream errors in the messages style", () => {
     expect(r.status).toBe(400);
     expect(r.error).toEqual({
       type: "invalid_request_error",
-      message: "The request exceeds the model's maximum context window.",
+      message:
+        "The request exceeds the model's maximum context window. Send a shorter conversation (or ask for less output), or choose a model with a larger context window from GET /v1/models.",
     });
   });
 

@@ -789,7 +789,8 @@ describe("upstream errors in the chat style", () => {
     );
     expect(r.status).toBe(400);
     expect(r.body.error).toEqual({
-      message: "The request exceeds the model's maximum context window.",
+      message:
+        "The request exceeds the model's maximum context window. Send a shorter conversation (or ask for less output), or choose a model with a larger context window from GET /v1/models.",
       type: "invalid_request_error",
       param: null,
       code: "context_length_exceeded",
@@ -861,6 +862,47 @@ describe("upstream errors in the chat style", () => {
     expect(r.status).toBe(429);
     expect(r.retryAfter).toBeNull();
     expect(r.body.error).toMatchObject({ type: "upstream_error", code: "upstream_error" });
+  });
+
+  it.each([
+    ["7", "7"],
+    ["0.2", "1"],
+    ["3600", "60"],
+    [new Date(Date.now() + 3_600_000).toUTCString(), "60"],
+  ])(
+    "carries an upstream 503's Retry-After %s on its 503 upstream_error as %s seconds (at most a minute)",
+    async (given, sent) => {
+      const r = await errorFor({
+        ...openaiError(503, secretText, null, "server_error"),
+        headers: { "retry-after": given },
+      });
+      expect(r.status).toBe(503);
+      expect(r.retryAfter).toBe(sent);
+      expect(r.body.error).toMatchObject({ type: "upstream_error", code: "upstream_error" });
+      expect(r.body.error.message).toMatch(/send the request again after the Retry-After seconds/);
+    },
+  );
+
+  it("an upstream 503's Retry-After reaches a messages-style client too; without one there is none", async () => {
+    upstream.queue({
+      ...openaiError(503, secretText, null, "server_error"),
+      headers: { "retry-after": "2" },
+    });
+    const res = await post(
+      gw,
+      "/v1/messages",
+      { model: "gpt-x", max_tokens: 16, messages: [{ role: "user", content: "x" }] },
+      { authorization: `Bearer ${KEY}`, "anthropic-version": "2023-06-01" },
+    );
+    expect(res.status).toBe(503);
+    expect(res.headers.get("retry-after")).toBe("2");
+    expect(((await res.json()) as { error: { type: string } }).error.type).toBe("api_error");
+    // Without it, the familiar text and no header.
+    const plain = await errorFor(openaiError(503, secretText, null, "server_error"));
+    expect(plain.retryAfter).toBeNull();
+    expect(plain.body.error.message).toBe(
+      "The provider failed or timed out: send the request again in a few seconds.",
+    );
   });
 
   it.each([500, 502])("maps an upstream %i to 503 upstream_error", async (status) => {

@@ -386,7 +386,7 @@ export async function revokeReplacedLogin(
     const refusal = e instanceof GatewayRefusal ? e.status : undefined;
     // A 401: that gateway no longer takes the key, which is what revoking it was for.
     if (refusal === 401) return undefined;
-    return `the previous login key ${old.keyId} of profile "${profile}" could not be revoked on ${old.baseUrl} (${refusal === undefined ? "not reachable" : `HTTP ${refusal}`}); it stays valid there until revoked in that gateway's dashboard`;
+    return `the previous login key ${shownText(old.keyId)} of profile "${profile}" could not be revoked on ${old.baseUrl} (${refusal === undefined ? "not reachable" : `HTTP ${refusal}`}); it stays valid there until revoked in that gateway's dashboard`;
   }
 }
 
@@ -412,7 +412,7 @@ export async function retireReplacedLogins(
     if (problem) note(`gateway: ${problem}`, stderr);
     else if (!copy)
       note(
-        `gateway: revoked login key ${login.keyId} of profile "${profile}", which a newer login replaced, and removed it from ${store.location}`,
+        `gateway: revoked login key ${shownText(login.keyId)} of profile "${profile}", which a newer login replaced, and removed it from ${store.location}`,
         stderr,
       );
   }

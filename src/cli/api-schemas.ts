@@ -21,11 +21,22 @@ export const deviceCodeResponse = z.object({
 });
 export type DeviceCodeResponse = z.infer<typeof deviceCodeResponse>;
 
+/**
+ * A gateway key as the CLI takes it: it goes in an HTTP header (and `gateway mcp` pastes it into
+ * an agent's config), so one with a control character is no gateway's answer.
+ */
+const gatewayKey = z.string().regex(/^kn-[\x21-\x7e]+$/);
+/**
+ * An id login prints, stores, and `logout` prints again later: no control, format or line
+ * separator character, so none can drive the terminal or forge a line (an account id from a
+ * config may be any name, `café` included).
+ */
+const printedId = z.string().regex(/^[^\p{Cc}\p{Cf}\p{Zl}\p{Zp}]+$/u);
 export const deviceTokenSuccess = z.object({
-  access_token: z.string().startsWith("kn-"),
+  access_token: gatewayKey,
   token_type: z.string(),
-  key_id: z.string(),
-  account_id: z.string(),
+  key_id: printedId,
+  account_id: printedId,
 });
 export const deviceTokenError = z.object({
   error: z.string(),
@@ -58,9 +69,8 @@ export const keyList = z.object({ data: z.array(keyView) });
 
 export const createdKey = z.object({
   id: z.string(),
-  // Printed as it came (and pasted into an agent's config by `gateway mcp`): a key goes in an
-  // HTTP header, so one with a control character is no gateway's answer.
-  key: z.string().regex(/^kn-[\x21-\x7e]+$/),
+  // Printed as it came.
+  key: gatewayKey,
   label: z.string(),
   kind: z.string(),
   parent_key_id: z.string().nullable(),

@@ -1,5 +1,6 @@
 import type { Command } from "commander";
 import { cliCommand } from "../cli-command.js";
+import { shownText } from "../server/http/shown-text.js";
 import {
   GatewayClient,
   GatewayRefusal,
@@ -85,12 +86,15 @@ Examples:
             base_url: baseUrl,
             removed_from: found.store.location,
           });
-        } else
+        } else {
+          // Stored by a login that took the id as the server sent it (an older CLI's).
+          const keyId = shownText(found.login.keyId);
           result(
             revokedOnServer
-              ? `Logged out: login key ${found.login.keyId} revoked on ${baseUrl} and removed from ${found.store.location}.`
-              : `Logged out: the gateway no longer accepted login key ${found.login.keyId}; removed it from ${found.store.location}.`,
+              ? `Logged out: login key ${keyId} revoked on ${baseUrl} and removed from ${found.store.location}.`
+              : `Logged out: the gateway no longer accepted login key ${keyId}; removed it from ${found.store.location}.`,
           );
+        }
         if (process.env.GATEWAY_API_KEY)
           note("Note: GATEWAY_API_KEY is still set in this environment.");
       }),

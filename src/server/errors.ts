@@ -88,13 +88,21 @@ export class PlainTextError extends Error {
 
 export const badRequest = (message: string) => new GatewayError(400, "bad_request", message);
 
-/** Fixed service text for upstream rejections: the provider's own body is never passed on. */
+/**
+ * Fixed service text for upstream rejections: what happened, then what the caller can do. The
+ * provider's own body is never passed on, so each says where to look instead.
+ */
 const upstreamRejectionText: Record<string, string> = {
-  context_length_exceeded: "The request exceeds the model's maximum context window.",
-  model_not_found: "The provider does not recognise the requested model.",
-  content_policy_violation: "The provider blocked the request for content policy.",
-  invalid_request_error: "The provider rejected the request as invalid.",
-  upstream_rejected: "The provider rejected the request.",
+  context_length_exceeded:
+    "The request exceeds the model's maximum context window. Send a shorter conversation (or ask for less output), or choose a model with a larger context window from GET /v1/models.",
+  model_not_found:
+    "The provider does not recognise the requested model. Choose another model from GET /v1/models; if this one is listed there, ask the gateway's admin to check its upstream model name.",
+  content_policy_violation:
+    "The provider blocked the request for content policy. Change the flagged content before sending it again: the same request is blocked again.",
+  invalid_request_error:
+    "The provider rejected the request as invalid. Check its fields and values against this route's API (the provider's own message is not passed on), then send it corrected.",
+  upstream_rejected:
+    "The provider rejected the request without a reason the gateway can pass on. Check the request, or choose another model from GET /v1/models; if every request to this model is rejected, tell the gateway's admin.",
 };
 
 const keptRejectionStatuses = new Set([400, 403, 404, 413, 422, 429]);
@@ -193,15 +201,32 @@ export const gatewayStopping = () =>
   );
 
 /**
- * A provider that failed or did not answer in time. Its own wait is not known (a 429's is its
- * pool key's), so the text names none; a route with fallback steps would have tried the next.
+ * The longest provider wait a 503 passes on: the official OpenAI SDKs honour a Retry-After up to a
+ * minute and fall back to their own backoff past it, and a client's retry past it would only meet
+ * the same refusal sooner or later.
  */
-export const providerFailed = () =>
-  new GatewayError(
+const longestProviderWaitSeconds = 60;
+
+/**
+ * A provider that failed or did not answer in time; a route with fallback steps would have tried
+ * the next. A provider that said how long to wait (a 503's Retry-After) has that wait passed on,
+ * in whole seconds within a minute (a 429's wait is its pool key's cooldown, never the client's).
+ */
+export const providerFailed = (retryAfterMs?: number) => {
+  if (retryAfterMs === undefined)
+    return new GatewayError(
+      503,
+      "upstream_error",
+      "The provider failed or timed out: send the request again in a few seconds.",
+    );
+  const seconds = Math.min(longestProviderWaitSeconds, Math.max(1, Math.ceil(retryAfterMs / 1000)));
+  return new GatewayError(
     503,
     "upstream_error",
-    "The provider failed or timed out: send the request again in a few seconds.",
+    "The provider is unavailable for now and said how long to wait: send the request again after the Retry-After seconds.",
+    { retryAfter: seconds },
   );
+};
 
 /** Recorded in the request log when the client left first; nobody receives it. */
 export const clientClosed = () =>

@@ -134,7 +134,9 @@ describe("mapFailure", () => {
 
   it("gives the provider's rejection fixed service text, never its own body", () => {
     const err = mapFailure(rejected(400, "content_policy_violation"));
-    expect(err.message).toBe("The provider blocked the request for content policy.");
+    expect(err.message).toBe(
+      "The provider blocked the request for content policy. Change the flagged content before sending it again: the same request is blocked again.",
+    );
   });
 });
 

@@ -470,5 +470,5 @@ function failureError(failure: UpstreamFailure): GatewayError {
       "The provider rate-limited this request: send it again in a little while.",
     );
   }
-  return providerFailed();
+  return providerFailed(failure.kind === "unavailable" ? failure.retryAfterMs : undefined);
 }

@@ -113,5 +113,7 @@ export function failureOf(
       errorCodes(text),
     );
   }
-  return new UpstreamFailure("unavailable", status);
+  // A server failing for a while may say how long (RFC 9110: a 503's Retry-After): a direct
+  // request's client is told, while the key is not cooled, as it was not the key's limit.
+  return new UpstreamFailure("unavailable", status, "upstream_rejected", retryAfterMs(retryAfter));
 }
