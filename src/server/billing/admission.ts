@@ -188,12 +188,7 @@ async function limitsAndHold(services: AdmissionServices, input: AdmitInput): Pr
         count: undefined,
       }),
     );
-    // A route's later steps are tried after earlier ones failed, by when their budgets may be
-    // spent: each is checked again when it is tried.
-    const budgetSpent =
-      input.target.isRoute && models.some(hasBudget)
-        ? (model: ModelRow) => budgetRefillMs(services, model, services.options.now())
-        : undefined;
+    const budgetSpent = stepBudgets(services, input.target, models, free);
     return {
       account,
       steps: models,
@@ -349,6 +344,23 @@ function reserveInput(
     count: terms.count,
     now,
   };
+}
+
+/**
+ * A free route's check of each step's token budget as the dispatcher tries the step
+ * (`DispatchOptions.budgetSpent`), for a request and for a job its runner dispatches alike: a
+ * route's later steps are tried after earlier ones failed, and a job's steps once the runner takes
+ * it, by when their budgets may be spent. Undefined when there is nothing to check.
+ */
+export function stepBudgets(
+  services: AdmissionServices,
+  target: Pick<Target, "isRoute">,
+  steps: readonly ModelRow[],
+  free: boolean,
+): BudgetSpent | undefined {
+  return free && target.isRoute && steps.some(hasBudget)
+    ? (model) => budgetRefillMs(services, model, services.options.now())
+    : undefined;
 }
 
 const hasBudget = (model: ModelRow) =>

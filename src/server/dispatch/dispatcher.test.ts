@@ -1,16 +1,23 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import type { ByokRow, Catalog, ModelRow, ProviderRow } from "../../store/types.js";
 import { errorBody, errorHeaders, type GatewayError } from "../errors.js";
 import { UpstreamHttp } from "../providers/http-upstream.js";
 import { MockScript } from "../providers/mock-script.js";
 import type { Attempt } from "../providers/provider.js";
 import { ManualClock } from "../time/clock.js";
+import { StreamBroken } from "../wire/to-client.js";
 import {
   ExplainedRejection,
   UnsupportedRequest,
   UpstreamFailure,
 } from "../wire/upstream-failure.js";
-import { Dispatcher, type DispatchOptions, finalError, mapFailure } from "./dispatcher.js";
+import {
+  Dispatcher,
+  type DispatchOptions,
+  finalError,
+  mapFailure,
+  unexpectedStreamError,
+} from "./dispatcher.js";
 import { KeyPools } from "./key-pool.js";
 import type { Target } from "./resolve.js";
 
@@ -367,5 +374,51 @@ describe("Dispatcher.dispatchWith", () => {
     expect(firstKeyFree()).toBe(false);
     outcome.attempt.credential.release("ok");
     expect(firstKeyFree()).toBe(true);
+  });
+});
+
+describe("unexpectedStreamError", () => {
+  const attempt: Attempt = {
+    model: model("odd-model", "odd"),
+    provider: provider("odd", ["sk-odd-provider-key"]),
+    credential: { source: "pool", secret: "sk-odd-provider-key", release: () => {} },
+    lastStep: true,
+  };
+  const lineOf = (err: unknown, signal = present): string[] => {
+    const errors = vi.spyOn(console, "error").mockImplementation(() => {});
+    try {
+      unexpectedStreamError(err, signal, attempt, "after its first piece");
+      return errors.mock.calls.map((call) => call.join(" "));
+    } finally {
+      errors.mockRestore();
+    }
+  };
+
+  it("names the error in one line, never its stack, the provider's words or its key", () => {
+    let parseError: unknown;
+    try {
+      JSON.parse("the provider's words, sk-odd-provider-key");
+    } catch (err) {
+      parseError = err;
+    }
+    const property = new TypeError("Cannot create property 'x' on string 'sk-odd-provider-key'");
+    const reading = new TypeError("Cannot read properties of undefined (reading 'parts')\n  at x");
+    const lines = [parseError, property, reading].flatMap((err) => lineOf(err));
+    expect(lines).toHaveLength(3);
+    for (const line of lines) {
+      expect(line).toMatch(
+        /^stream from provider odd \(model odd-model\) failed after its first piece: \w*Error: /,
+      );
+      expect(line).not.toMatch(/\n|the provider|sk-odd-provider-key/);
+    }
+    // A property's name says where it broke.
+    expect(lines[2]).toMatch(/reading 'parts'\)$/);
+  });
+
+  it("leaves a provider's break, a refusal and a client that left to their own answers", () => {
+    const gone = { ...present, aborted: true };
+    expect(lineOf(new TypeError("late"), gone)).toEqual([]);
+    for (const err of [unavailable(), rejected(400), new StreamBroken()])
+      expect(lineOf(err)).toEqual([]);
   });
 });

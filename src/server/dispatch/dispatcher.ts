@@ -1,6 +1,8 @@
+import { redactSecrets } from "../../store/secrets.js";
 import { storageFaultKind } from "../../store/storage-fault.js";
 import type { ByokRow, GatewayStore, ModelRow, ProviderRow } from "../../store/types.js";
 import { GatewayError, providerFailed, upstreamRejection } from "../errors.js";
+import { shownText } from "../http/shown-text.js";
 import type { Attempt, Credential, ProviderContext } from "../providers/provider.js";
 import { providerOf, servesNatively } from "../providers/registry.js";
 import type { GoneSignal } from "../time/gone-signal.js";
@@ -387,23 +389,53 @@ function joined(pieces: StreamPiece[]): StreamPiece {
  * A stream that broke before its first piece is the provider failing, like a 5xx. So is an error
  * nobody expected while that piece was made from what the provider sent (a translation that could
  * not read it): nothing went out yet, so the client gets the style's upstream_error (and a route
- * its next step) rather than an internal error, and the exception is named once on stderr, never
- * to the client. A client that left, a refusal and the storage keep their own answers.
+ * its next step) rather than an internal error, and the exception is named on stderr
+ * (`unexpectedStreamError`), never to the client. A client that left, a refusal and the storage
+ * keep their own answers.
  */
 function attemptFailure(err: unknown, signal: GoneSignal, attempt: Attempt): unknown {
   if (err instanceof StreamBroken) return new UpstreamFailure("unavailable", 502);
+  return unexpectedStreamError(err, signal, attempt, "on its first piece")
+    ? new UpstreamFailure("unavailable", 502)
+    : err;
+}
+
+/**
+ * Whether `err`, which ended an attempt's stream, is one nobody expected (a translation that could
+ * not read what the provider sent), and if so one line on stderr naming it: the same on the first
+ * piece as after it, where the client's error event says only that the stream broke. A break of
+ * the provider's, a client that left (or a stream the gateway cut), a refusal and the storage have
+ * answers of their own. Never a stack; quoted text is left out of the message (a parser quotes
+ * what it could not read: the provider's words) and the attempt's key is redacted.
+ */
+export function unexpectedStreamError(
+  err: unknown,
+  signal: GoneSignal,
+  attempt: Attempt,
+  when: "on its first piece" | "after its first piece",
+): boolean {
   if (
     signal.aborted ||
+    err instanceof StreamBroken ||
     err instanceof UpstreamFailure ||
     err instanceof GatewayError ||
     storageFaultKind(err)
   )
-    return err;
+    return false;
   const { name, message } = err instanceof Error ? err : { name: "Error", message: String(err) };
+  const [first = ""] = message.split("\n", 1);
+  const unquoted = first
+    .replace(/"[^"]*"?/g, '"..."')
+    // A property's name (`reading 'parts'`) says where it broke, and is no one's words.
+    .replace(/'([^']*)'?/g, (quoted, text: string) =>
+      /^[\w$.]{1,40}$/.test(text) ? quoted : "'...'",
+    );
+  const secret = attempt.credential.secret;
+  const said = shownText(redactSecrets(`${name}: ${unquoted}`, secret ? [secret] : []));
   console.error(
-    `stream from provider ${attempt.provider.id} (model ${attempt.model.name}) failed on its first piece: ${name}: ${message}`,
+    `stream from provider ${attempt.provider.id} (model ${attempt.model.name}) failed ${when}: ${said.length > 300 ? `${said.slice(0, 300)}...` : said}`,
   );
-  return new UpstreamFailure("unavailable", 502);
+  return true;
 }
 
 /**

@@ -3,7 +3,7 @@ import type { JobRow, JobsRepository } from "../../store/jobs.js";
 import { PRUNE_EVERY_MS } from "../../store/responses-state.js";
 import { newId } from "../../store/secrets.js";
 import { type ModelRow, parseSubscription } from "../../store/types.js";
-import { servableSteps } from "../billing/admission.js";
+import { servableSteps, stepBudgets } from "../billing/admission.js";
 import type { Services } from "../compose/services.js";
 import { forMediaWire, forModality, resolveTarget } from "../dispatch/resolve.js";
 import { GatewayError } from "../errors.js";
@@ -289,7 +289,11 @@ export class JobRunner {
     const { result, attempt } = await this.services.dispatcher.dispatchWith(
       target,
       signal,
-      { byok: this.services.store.listByok(job.account_id), byokOnly: hold.byokOnly },
+      {
+        byok: this.services.store.listByok(job.account_id),
+        byokOnly: hold.byokOnly,
+        budgetSpent: stepBudgets(this.services, target, target.models, hold.free),
+      },
       async (attempt) => {
         const start = claimedAt ?? clock.now();
         claimedAt = null;

@@ -13,6 +13,7 @@ import {
 } from "../billing/admission.js";
 import { readsInputByReference, worstCaseInputTokens } from "../billing/pricing.js";
 import type { Services } from "../compose/services.js";
+import { unexpectedStreamError } from "../dispatch/dispatcher.js";
 import { forModality, resolveTarget, servedBy, type Target } from "../dispatch/resolve.js";
 import { openResponseTurn } from "../dispatch/response-state.js";
 import { openThread } from "../dispatch/threads.js";
@@ -395,6 +396,7 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
         recorded: () => services.ledger.committed(),
         onEnd: (end) => {
           unwatch?.();
+          if (end.error) unexpectedStreamError(end.error, signal, attempt, "after its first piece");
           const cut = cutBy();
           // The storage refused a delivery mark: the client was told nothing was charged.
           const refused = storageRefused(end.error);
