@@ -175,6 +175,9 @@ describe.each(backends)("the meter's leftovers a client sees, on %s", (backend) 
       expect(events.at(-1)?.data.error?.code, model).toBe("upstream_error");
     }
 
+    // A stream that ends in an error event is not held back for its settlement, as a finished one
+    // is: read the money once it is durable.
+    await gw.services.ledger.committed();
     const { rows } = await ledgerAgrees(gw, rowsBefore, was);
     expect(rows.reverse().map((row) => [row.error_code, row.usage])).toEqual([
       ["upstream_error", { input_tokens: 5, output_tokens: deliveredTokens(delivered[0]) }],
