@@ -14,6 +14,10 @@ export interface QuotaSources {
 
 /** What the account can spend now: the quota endpoint's body, also shown on the dashboard. */
 export async function quota(services: QuotaSources, accountId: string) {
+  // The held money is read before the balance: a settlement that commits between the two reads
+  // (on Postgres they are two queries) then shows its charge twice, never as money neither held
+  // nor charged, which would overstate what the account can spend.
+  const heldMicro = await services.ledger.heldMicro(accountId);
   const account = await services.store.readAccount(accountId);
   if (!account) throw new GatewayError(500, "internal_error", "account missing");
   const now = services.options.now();
@@ -25,9 +29,8 @@ export async function quota(services: QuotaSources, accountId: string) {
     ...w,
     start: subscriptionWindowStart(startedAt, w.seconds, now),
   }));
-  const [freeUsed, heldMicro, windowsUsed, windowsHeld] = await Promise.all([
+  const [freeUsed, windowsUsed, windowsHeld] = await Promise.all([
     services.ledger.freeUsed(account.id, utcDay(now)),
-    services.ledger.heldMicro(account.id),
     Promise.all(windows.map((w) => services.ledger.subscriptionUsed(account.id, w.name, w.start))),
     // Requests in flight count against a window as admission counts them: what remains is what
     // the next request may take.
