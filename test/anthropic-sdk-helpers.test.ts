@@ -152,9 +152,11 @@ describe("beta.files toward the gateway", () => {
         () => undefined,
         (e: unknown) => e,
       )) as APIError;
-      expect(err).toBeInstanceOf(Anthropic.APIError);
-      expect(err.status).toBe(404);
-      expect(err.error).toMatchObject({ type: "error", error: { type: "not_found_error" } });
+      // An API the gateway does not serve is named as such, not a path it does not know.
+      expect(err).toBeInstanceOf(Anthropic.BadRequestError);
+      expect(err.status).toBe(400);
+      expect(err.error).toMatchObject({ type: "error", error: { type: "invalid_request_error" } });
+      expect(err.message).toContain("not served by this gateway");
     }
   });
 });
