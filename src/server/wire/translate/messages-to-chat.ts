@@ -45,6 +45,7 @@ import {
   inputToArguments,
   isRecord,
   type JsonObject,
+  programOnly,
   providerToolText,
   randomId,
   toDataUrl,
@@ -527,15 +528,6 @@ export function documentUrlSentence(chat: ChatCompletionRequest): string | undef
     }
   }
   return undefined;
-}
-
-/**
- * A tool only code execution may call (`allowed_callers` without `direct`): code execution is a
- * server tool, left out toward another wire, and the model must not call the tool itself.
- */
-function programOnly(tool: JsonObject): boolean {
-  const callers = tool.allowed_callers;
-  return Array.isArray(callers) && callers.length > 0 && !callers.includes("direct");
 }
 
 function convertTools(tools: unknown[], strictRules: boolean): ChatTool[] {

@@ -41,6 +41,7 @@ import {
   isRecord,
   type JsonObject,
   nowSeconds,
+  programOnly,
   providerToolText,
   randomId,
 } from "./shared.js";
@@ -379,23 +380,13 @@ export function toolsOutsideChat(req: ResponsesRequest, custom = false): string[
     if (!custom && inner.some((t) => isRecord(t) && t.type === "custom")) out.push("custom");
     for (const callable of type === "namespace" ? inner : [tool]) {
       const name = isRecord(callable) ? asString(callable.name) : undefined;
-      if (isRecord(callable) && name && programmaticOnly(callable))
+      if (isRecord(callable) && name && programOnly(callable))
         out.push(flatToolName(type === "namespace" ? asString(tool.name) : undefined, name));
     }
     if (type === "function" || type === "namespace" || (custom && type === "custom")) continue;
     out.push(type);
   }
   return [...new Set(out)];
-}
-
-/**
- * A tool the client lets only a program call (`allowed_callers` without `direct`): the program
- * (programmatic tool calling, a hosted tool) runs on OpenAI's API only, and the model must not call
- * the tool itself, so the bridge leaves it out and names it.
- */
-function programmaticOnly(tool: JsonObject): boolean {
-  const callers = tool.allowed_callers;
-  return Array.isArray(callers) && callers.length > 0 && !callers.includes("direct");
 }
 
 /**
@@ -637,7 +628,7 @@ function callName(
 function convertTools(tools: unknown[], custom: boolean): ChatTool[] {
   const out: ChatTool[] = [];
   const convert = (tool: JsonObject, namespace: string | undefined) =>
-    programmaticOnly(tool)
+    programOnly(tool)
       ? undefined
       : (functionTool(tool, namespace) ?? (custom ? customTool(tool, namespace) : undefined));
   for (const tool of tools) {

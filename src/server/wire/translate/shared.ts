@@ -148,3 +148,13 @@ export function chatToolName(of: JsonObject): unknown {
   const inner = of[String(of.type)];
   return isRecord(inner) ? inner.name : undefined;
 }
+
+/**
+ * A tool the client lets only a program call (`allowed_callers` without `direct`): the program
+ * (Anthropic's code execution, OpenAI's programmatic tool calling) runs on its own provider's API
+ * only, so toward another wire the tool is left out, and the model must not call it itself.
+ */
+export function programOnly(tool: JsonObject): boolean {
+  const callers = tool.allowed_callers;
+  return Array.isArray(callers) && callers.length > 0 && !callers.includes("direct");
+}
