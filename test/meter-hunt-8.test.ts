@@ -1,23 +1,8 @@
 import OpenAI from "openai";
-import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { money } from "./support/api.js";
-import { fakeGemini } from "./support/fake-gemini.js";
-import {
-  deferred,
-  everyChoice,
-  type FakeUpstream,
-  fakeUpstream,
-  type SseStep,
-} from "./support/fake-upstream.js";
-import {
-  backends,
-  baseConfig,
-  gatewayOn,
-  KEY,
-  post,
-  rawRequest,
-  type TestGateway,
-} from "./support/gateway.js";
+import { deferred, everyChoice, type FakeUpstream, type SseStep } from "./support/fake-upstream.js";
+import { backends, KEY, post, rawRequest, type TestGateway } from "./support/gateway.js";
 import {
   deliveredTokens,
   type Logged,
@@ -25,7 +10,8 @@ import {
   logged,
   loggedAs,
 } from "./support/metering.js";
-import { type StreamEvent, streamEvents } from "./support/sse.js";
+import { useOpenAiAndGemini } from "./support/openai-and-gemini.js";
+import { allStreamEvents, type StreamEvent } from "./support/sse.js";
 
 /**
  * The meter's leftovers, from the client's side: a provider that repeats one answer's finish
@@ -78,48 +64,17 @@ describe.each(backends)("the meter's leftovers a client sees, on %s", (backend) 
   let openai: FakeUpstream;
   let gemini: FakeUpstream;
 
-  beforeAll(async () => {
-    openai = await fakeUpstream("openai");
-    gemini = await fakeGemini({ apiKeys: ["gm-key"] });
-    const prices = {
-      price_input_per_mtok: IN,
-      price_output_per_mtok: OUT,
-      max_output_tokens: 4_000,
-    };
-    const base = baseConfig();
-    gw = await gatewayOn(backend, {
-      config: {
-        ...base,
-        providers: [
-          ...base.providers!,
-          { id: "oa", wire: "openai", base_url: openai.baseUrl, api_keys: ["sk-oa"] },
-          { id: "gm", wire: "gemini", base_url: gemini.url, api_keys: ["gm-key"] },
-        ],
-        models: [
-          ...base.models!,
-          { name: "m-openai", provider: "oa", upstream_model: "gpt-up", ...prices },
-          { name: "m-gemini", provider: "gm", upstream_model: "gemini-up", ...prices },
-        ],
-      },
-    });
-  });
-  afterAll(async () => {
-    await gw?.close();
-    await openai?.close();
-    await gemini?.close();
-  });
-
-  // A case that failed midway leaves no reply queued for the next.
-  beforeEach(() => {
-    openai.reset();
-    gemini.reset();
-  });
+  useOpenAiAndGemini(
+    backend,
+    { openaiKey: "sk-oa", inputPerMtok: IN, outputPerMtok: OUT },
+    (started) => {
+      ({ gw, openai, gemini } = started);
+    },
+  );
 
   async function eventsOf(res: Response): Promise<StreamEvent[]> {
     expect(res.status, res.status === 200 ? "" : await res.clone().text()).toBe(200);
-    const events: StreamEvent[] = [];
-    for await (const event of streamEvents(res)) events.push(event);
-    return events;
+    return allStreamEvents(res);
   }
 
   it("a provider that finishes one of two answers twice and never the other is cut short: error event, billed as delivered", async () => {

@@ -1,0 +1,61 @@
+import { afterAll, beforeAll, beforeEach } from "vitest";
+import { fakeGemini } from "./fake-gemini.js";
+import { type FakeUpstream, fakeUpstream } from "./fake-upstream.js";
+import { type BackendName, baseConfig, gatewayOn, type TestGateway } from "./gateway.js";
+
+/** A gateway with `m-openai` and `m-gemini`, and the fakes behind them. */
+export interface OpenAiAndGemini {
+  gw: TestGateway;
+  openai: FakeUpstream;
+  gemini: FakeUpstream;
+}
+
+/**
+ * For a file's meter tests on `backend`: `m-openai` (provider `oa`, upstream model `gpt-up`, key
+ * `openaiKey`) and `m-gemini` (provider `gm`, `gemini-up`), each at the given micro-IDR a million
+ * input and output tokens. `ready` gets them once started; every fake forgets its queue before each
+ * test, so a case that failed midway leaves no reply for the next.
+ */
+export function useOpenAiAndGemini(
+  backend: BackendName,
+  options: { openaiKey: string; inputPerMtok: number; outputPerMtok: number },
+  ready: (started: OpenAiAndGemini) => void,
+): void {
+  let started: OpenAiAndGemini | undefined;
+  beforeAll(async () => {
+    const openai = await fakeUpstream("openai");
+    const gemini = await fakeGemini({ apiKeys: ["gm-key"] });
+    const prices = {
+      price_input_per_mtok: options.inputPerMtok,
+      price_output_per_mtok: options.outputPerMtok,
+      max_output_tokens: 4_000,
+    };
+    const base = baseConfig();
+    const gw = await gatewayOn(backend, {
+      config: {
+        ...base,
+        providers: [
+          ...base.providers!,
+          { id: "oa", wire: "openai", base_url: openai.baseUrl, api_keys: [options.openaiKey] },
+          { id: "gm", wire: "gemini", base_url: gemini.url, api_keys: ["gm-key"] },
+        ],
+        models: [
+          ...base.models!,
+          { name: "m-openai", provider: "oa", upstream_model: "gpt-up", ...prices },
+          { name: "m-gemini", provider: "gm", upstream_model: "gemini-up", ...prices },
+        ],
+      },
+    });
+    started = { gw, openai, gemini };
+    ready(started);
+  });
+  afterAll(async () => {
+    await started?.gw.close();
+    await started?.openai.close();
+    await started?.gemini.close();
+  });
+  beforeEach(() => {
+    started?.openai.reset();
+    started?.gemini.reset();
+  });
+}
