@@ -182,7 +182,13 @@ export class H1Agent {
     if (this.closing && this.openCount() === 0) this.closing.resolve();
   }
 
-  openSocket(url: URL, session: Buffer | undefined): Socket {
+  /**
+   * A plain connection reads into this one buffer and hands on a copy of each read: Node's
+   * Readable and a fresh 64 KiB allocation a read are skipped, and nothing keeps a view of it.
+   */
+  private readonly readInto = Buffer.allocUnsafe(65536);
+
+  openSocket(url: URL, session: Buffer | undefined, onData: (data: Buffer) => void): Socket {
     const port = Number(url.port) || (url.protocol === "https:" ? 443 : 80);
     const host = url.hostname.startsWith("[") ? url.hostname.slice(1, -1) : url.hostname;
     if (url.protocol === "https:") {
@@ -195,7 +201,20 @@ export class H1Agent {
         session,
       });
     }
-    return connectTcp({ host, port });
+    const buffer = this.readInto;
+    return connectTcp({
+      host,
+      port,
+      onread: {
+        buffer,
+        callback: (size: number) => {
+          const data = Buffer.allocUnsafe(size);
+          buffer.copy(data, 0, 0, size);
+          onData(data);
+          return true;
+        },
+      },
+    });
   }
 
   private openCount(): number {
@@ -259,10 +278,14 @@ class Origin {
 
   open(): Connection {
     this.count++;
-    const socket = this.agent.openSocket(this.url, this.tlsSession);
+    let connection: Connection | undefined;
+    const socket = this.agent.openSocket(this.url, this.tlsSession, (data) =>
+      connection?.onSocketData(data),
+    );
     // A later connection resumes this one's TLS session: one round trip less.
     if (this.url.protocol === "https:") socket.on("session", this.keepSession);
-    return new Connection(this, socket);
+    connection = new Connection(this, socket);
+    return connection;
   }
 
   private tlsSession: Buffer | undefined;
@@ -388,7 +411,7 @@ class Connection {
     socket.setNoDelay(true);
     this.connectTimer = setTimeout(this.connectTimedOut, origin.agent.connectTimeoutMs);
     socket.once(origin.url.protocol === "https:" ? "secureConnect" : "connect", this.connected);
-    socket.on("data", this.onSocketData);
+    if (origin.url.protocol === "https:") socket.on("data", this.onSocketData);
     socket.on("end", this.onSocketEnd);
     socket.on("error", this.fail);
     socket.on("close", this.onSocketClose);
@@ -480,7 +503,7 @@ class Connection {
     else this.timer = setTimeout(this.timedOut, bound - quiet);
   };
 
-  private readonly onSocketData = (data: Buffer) => {
+  readonly onSocketData = (data: Buffer) => {
     if (!this.pending) {
       // Bytes nobody asked for: the connection's framing can no longer be trusted.
       this.destroy();
