@@ -102,9 +102,16 @@ function expectNotServed(err: Error, what: string | RegExp): void {
 const user = (content: string) => [{ role: "user" as const, content }];
 
 describe.each(["mock-gpt", "claude-x"])("the openai SDK's model methods on %s", (model) => {
-  it("answer as OpenAI documents: chat.completions create, stream, parse; models list and retrieve", async () => {
+  it("answer as OpenAI documents: chat.completions create, stream, parse; completions create and stream; models list and retrieve", async () => {
     const made = await openai.chat.completions.create({ model, messages: user("hi") });
     expect(made.choices[0]?.message.content).not.toBe("");
+    const completed = await openai.completions.create({ model, prompt: "hi" });
+    expect(completed.object).toBe("text_completion");
+    expect(completed.choices[0]?.text).not.toBe("");
+    const pieces = await collect(
+      await openai.completions.create({ model, prompt: "hi", stream: true }),
+    );
+    expect(pieces.map((piece) => piece.choices[0]?.text ?? "").join("")).not.toBe("");
     const chunks = await collect(
       await openai.chat.completions.create({ model, messages: user("hi"), stream: true }),
     );
@@ -176,11 +183,6 @@ const jsonl = () => toFile(Buffer.from("{}\n"), "a.jsonl");
 /** Every openai SDK method of an API the gateway does not serve, and the name its refusal gives. */
 const openaiNotServed: [string, () => Promise<unknown> | AsyncIterable<unknown>, RegExp][] = [
   ["models.delete", () => openai.models.delete("ft:mock-gpt"), /models\.delete/],
-  [
-    "completions.create",
-    () => openai.completions.create({ model: "mock-gpt", prompt: "hi" }),
-    /legacy Completions API.*\/v1\/chat\/completions/,
-  ],
   [
     "images.createVariation",
     async () =>

@@ -453,17 +453,34 @@ const reasoningEfforts = ["none", "minimal", "low", "medium", "high", "xhigh", "
 /** Chat's service tiers (the SDK's; Anthropic's `standard_only` is not among them). */
 const chatServiceTiers = ["auto", "default", "flex", "scale", "priority", "fast"];
 
-/** Anthropic's fields, which Chat Completions does not take. */
-const anthropicOnlyFields = ["thinking", "output_config", "cache_control"];
+/**
+ * Anthropic's fields, and the legacy Completions API's, which Chat Completions does not take (chat's
+ * `logprobs` is a boolean, checked below).
+ */
+const notChatFields = [
+  "thinking",
+  "output_config",
+  "cache_control",
+  "prompt",
+  "suffix",
+  "echo",
+  "best_of",
+];
 
 /** OpenAI's chat: a breakpoint's lifetimes, and the request's cache options. */
 const breakpointTtls = ["30m", "12h"];
 
 export function checkChat(body: Json, rules: WireRules): Refusal | undefined {
-  for (const field of anthropicOnlyFields) {
+  for (const field of notChatFields) {
     if (field in body)
       return openaiRefusal(`Unrecognized request argument supplied: ${field}`, null, null);
   }
+  if (body.logprobs != null && typeof body.logprobs !== "boolean")
+    return openaiRefusal(
+      `Invalid type for 'logprobs': expected a boolean, but got ${typeof body.logprobs} instead.`,
+      "logprobs",
+      "invalid_type",
+    );
   const tier = body.service_tier;
   if (tier !== undefined && tier !== null && !chatServiceTiers.includes(String(tier))) {
     return openaiRefusal(

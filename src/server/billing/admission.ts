@@ -92,6 +92,12 @@ export const completionEndpoints: Record<ClientStyle, string> = {
   responses: "responses",
 };
 
+/**
+ * The legacy Completions API (POST /v1/completions), answered through chat and logged apart: its
+ * requests share the account's per-minute limit as chat's do.
+ */
+export const textCompletionEndpoint = "completions";
+
 /** A route whose every step is a :free model is served free, and counts against the free limits. */
 function servedFree(target: Target): boolean {
   return (
@@ -312,7 +318,7 @@ function loggedFree(catalog: Catalog, name: string): boolean {
 }
 
 const isCompletionEndpoint = (endpoint: string) =>
-  Object.values(completionEndpoints).includes(endpoint);
+  endpoint === textCompletionEndpoint || Object.values(completionEndpoints).includes(endpoint);
 
 type ReserveTerms = Pick<
   ReserveInput,

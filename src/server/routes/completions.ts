@@ -1,5 +1,6 @@
 import { RESPONSE_ALREADY_SENT } from "@hono/node-server/utils/response";
-import { z } from "zod";
+import type { Context } from "hono";
+import { type ZodType, z } from "zod";
 import { clearTimeout, setTimeout } from "../../host-timers.js";
 import type { ModelRow, ProviderRow } from "../../store/types.js";
 import {
@@ -10,6 +11,7 @@ import {
   settleAdmission,
   settleDelivered,
   settleFailed,
+  textCompletionEndpoint,
 } from "../billing/admission.js";
 import { readsInputByReference, worstCaseInputTokens } from "../billing/pricing.js";
 import type { Services } from "../compose/services.js";
@@ -26,9 +28,9 @@ import {
   internalError,
   suspendedAccountRefusal,
 } from "../errors.js";
-import { readJsonWithSize } from "../http/body.js";
+import { type ParsedBody, readJsonWithSize } from "../http/body.js";
 import { answerSent, ClientGone, failureOf } from "../http/client-signal.js";
-import type { Handler } from "../http/context.js";
+import type { AppEnv, Handler } from "../http/context.js";
 import { loopbackSource } from "../http/loopback-socket.js";
 import { nodeIncoming, nodeOutgoing, requestHeader } from "../http/request.js";
 import { requestIdOf } from "../http/request-id.js";
@@ -43,6 +45,12 @@ import type { StreamPiece } from "../wire/stream-types.js";
 import { answersAsked, outputBound } from "../wire/to-provider.js";
 import { streamErrorEvent } from "../wire/translate/errors.js";
 import { backgroundWindowRefusal } from "../wire/translate/responses.js";
+import {
+  chatToTextCompletion,
+  textCompletionRefusal,
+  textCompletionStream,
+  textCompletionToChat,
+} from "../wire/translate/text-completion.js";
 import { toolChoiceRefusal } from "../wire/translate/tool-choice.js";
 import { emptyUsage, type Usage } from "../wire/usage.js";
 
@@ -177,22 +185,96 @@ export const responsesBody = z.looseObject({
   include: z.array(z.string()).nullish(),
 });
 
+/**
+ * OpenAI's legacy Completions API (the openai SDK's `completions.create`). What chat cannot carry
+ * (`suffix`, `echo`, a number of `logprobs`, `best_of` above 1, token ids, several prompts) is
+ * read here and refused by `textCompletionRefusal`, naming it.
+ */
+export const completionsBody = z.looseObject({
+  model: z.string().min(1),
+  prompt: z.union([z.string(), z.array(z.union([z.string(), z.number(), z.array(z.number())]))]),
+  stream: z.boolean().optional(),
+  max_tokens: z.number().int().positive().nullish(),
+  // Chat's bound: each answer is produced, and held for, in full.
+  n: z.number().int().min(1).max(128).nullish(),
+  suffix: z.string().nullish(),
+  echo: z.boolean().nullish(),
+  logprobs: z.number().int().min(0).nullish(),
+  best_of: z.number().int().min(1).nullish(),
+});
+
 const schemas = { chat: chatBody, messages: messagesBody, responses: responsesBody } as const;
 
 /**
- * POST /v1/chat/completions, /v1/messages and /v1/responses: one request of any of the three
- * text styles. It writes its answer (JSON or a stream) to the Node response itself, which saves
- * Hono's Response object on the hot path; it reads like the request's path through the gateway.
+ * An API the route answers through chat: its body read with its own schema and sent on as the
+ * chat body `toChat` makes of it (which throws the 400 of what chat cannot carry), its answer the
+ * chat answer in its own shape, whole (`answer`, given what the request is billed) or streamed.
+ * Admitted, held, dispatched, metered and logged as chat is, under its own `endpoint`.
  */
-export function completionHandler(services: Services, style: ClientStyle): Handler {
-  const endpoint = completionEndpoints[style];
+interface ThroughChat {
+  schema: ZodType<Record<string, unknown>>;
+  endpoint: string;
+  toChat(body: Record<string, unknown>): z.infer<typeof chatBody>;
+  answer(chat: unknown, billed: Usage): unknown;
+  /** Its answer has no place for reasoning: a stream's reasoning is not delivered output. */
+  hidesThinking: boolean;
+  stream(
+    first: IteratorResult<StreamPiece>,
+    pieces: AsyncIterator<StreamPiece>,
+  ): { first: IteratorResult<StreamPiece>; pieces: AsyncIterator<StreamPiece> };
+}
+
+const textCompletions: ThroughChat = {
+  schema: completionsBody,
+  endpoint: textCompletionEndpoint,
+  toChat(body) {
+    const refused = textCompletionRefusal(body);
+    if (refused) throw badRequest(refused);
+    return textCompletionToChat(body);
+  },
+  answer: chatToTextCompletion,
+  hidesThinking: true,
+  stream: textCompletionStream,
+};
+
+/** The body of an API answered through chat, read and validated, as its chat body. */
+async function readThroughChat(
+  c: Context<AppEnv>,
+  through: ThroughChat,
+): Promise<ParsedBody<z.infer<typeof chatBody>>> {
+  const parsed = await readJsonWithSize(c, through.schema);
+  return { ...parsed, data: through.toChat(parsed.data) };
+}
+
+/** POST /v1/completions: the legacy Completions API, answered through chat. */
+export const textCompletionHandler = (services: Services): Handler =>
+  completionHandler(services, "chat", textCompletions);
+
+/**
+ * POST /v1/chat/completions, /v1/messages and /v1/responses: one request of any of the three
+ * text styles (and, `through` chat, /v1/completions). It writes its answer (JSON or a stream) to
+ * the Node response itself, which saves Hono's Response object on the hot path; it reads like the
+ * request's path through the gateway.
+ */
+export function completionHandler(
+  services: Services,
+  style: ClientStyle,
+  through?: ThroughChat,
+): Handler {
+  const endpoint = through?.endpoint ?? completionEndpoints[style];
   return async (c) => {
     const incoming = nodeIncoming(c);
     const outgoing = nodeOutgoing(c);
     if (!incoming || !outgoing) throw internalError();
     const { key } = c.get("auth");
     const trace = traceOf(incoming);
-    const { data: body, bytes, text, shape, raw } = await readJsonWithSize(c, schemas[style]);
+    const {
+      data: body,
+      bytes,
+      text,
+      shape,
+      raw,
+    } = through ? await readThroughChat(c, through) : await readJsonWithSize(c, schemas[style]);
     markStage(incoming, "parsed");
     if (trace) trace.model = body.model;
     const target = forModality(resolveTarget(services.store.getCatalog(), body.model), "chat");
@@ -263,7 +345,8 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
     const req: CompletionRequest = {
       style,
       body: sentBody,
-      rawBody: { data: body, raw, text, shape },
+      // A body answered through chat is not the client's text: it is never forwarded as written.
+      rawBody: through ? undefined : { data: body, raw, text, shape },
       stream,
       clientModel: body.model,
       signal,
@@ -271,6 +354,7 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
       viaRoute,
       thread: threaded?.thread,
       responseTurn: turn?.turn,
+      hidesThinking: through?.hidesThinking,
     };
     // A stream ends when its account is suspended, or a stopping serve cuts it; the gateway's
     // reason is the signal's, which the client's error event carries.
@@ -356,7 +440,9 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
       unwatch?.();
       const recorded = settleDelivered(services, admission, settlement(result.usage, true));
       // Serialized while the settlement commits; it leaves only once committed.
-      const text = result.text ?? JSON.stringify(result.body);
+      const text = through
+        ? JSON.stringify(through.answer(result.body, result.usage))
+        : (result.text ?? JSON.stringify(result.body));
       await recorded;
       markStage(incoming, "settled");
       outgoing.writeHead(200, {
@@ -369,11 +455,12 @@ export function completionHandler(services: Services, style: ClientStyle): Handl
       return RESPONSE_ALREADY_SENT;
     }
 
+    const written = through ? through.stream(result.first, result.pieces) : result;
     sendSse(
       outgoing,
       {
-        first: result.first,
-        pieces: result.pieces,
+        first: written.first,
+        pieces: written.pieces,
         headers: answerHeaders,
         errorEvent: (err) => {
           // A suspension cut the stream: its reason, not the upstream's.

@@ -18,7 +18,7 @@ import { jobCollections, jobKinds } from "../jobs/job-kinds.js";
 import type { Readiness } from "../observe/health.js";
 import type { GatewayMetrics } from "../observe/metrics.js";
 import type { MetricsAccess } from "../observe/metrics-access.js";
-import { completionHandler } from "./completions.js";
+import { completionHandler, textCompletionHandler } from "./completions.js";
 import { healthHandlers, metricsHandler } from "./health.js";
 import { modelHandler, modelsHandler } from "./models.js";
 import { websocketModeRefused } from "./websockets.js";
@@ -268,6 +268,14 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
       "chat",
       completionHandler(services, "chat"),
       schema(completionsModule, (m) => m.chatBody),
+    ),
+    route(
+      "POST",
+      "/v1/completions",
+      "key",
+      "chat",
+      textCompletionHandler(services),
+      schema(completionsModule, (m) => m.completionsBody),
     ),
     route("GET", "/v1/chat/completions", "key", "chat", storedChat),
     route("GET", "/v1/chat/completions/:id", "key", "chat", storedChat),

@@ -39,11 +39,6 @@ const organization: Omit<NotServedApi, "prefix"> = {
 
 export const notServedApis: readonly NotServedApi[] = [
   {
-    prefix: "/v1/completions",
-    what: "The legacy Completions API (the openai SDK's completions.create)",
-    instead: "send the prompt as a user message to /v1/chat/completions",
-  },
-  {
     prefix: "/v1/complete",
     what: "The legacy Text Completions API (the Anthropic SDK's completions.create)",
     instead: "send the prompt as a user message to /v1/messages",

@@ -30,6 +30,11 @@ export interface CompletionRequest {
   thread?: MessageThread;
   /** The Responses API turn the gateway keeps for this request (its body then carries the chain). */
   responseTurn?: ResponseTurn;
+  /**
+   * A chat-style request whose client is shown no reasoning (a legacy completion, answered as
+   * text): a stream's reasoning is never delivered output.
+   */
+  hidesThinking?: boolean;
 }
 
 /** A provider that speaks the Responses API itself, and the key a request is sent to it with. */

@@ -271,7 +271,7 @@ class ChatChunkRelay {
 
   /** The chunk as the client gets it, or undefined for the usage chunk it did not ask for. */
   relay(chunk: ChatCompletionChunk): string | undefined {
-    meterChunk(this.meter, chunk, "both");
+    meterChunk(this.meter, chunk, this.req.hidesThinking ? false : "both");
     if (!this.wantsUsage && chunk.usage && (chunk.choices?.length ?? 0) === 0) return undefined;
     // undefined leaves the field out of the JSON; a provider's own `usage: null` stays.
     const usage = this.wantsUsage
@@ -338,7 +338,8 @@ export function passThroughChat(
         done = true;
         return "";
       }
-      const ordinary = ordinaryChunk(data, model);
+      // The scan counts every text field, reasoning too.
+      const ordinary = req.hidesThinking ? undefined : ordinaryChunk(data, model);
       if (ordinary !== undefined) {
         meter.delivered(ordinary.chars, ordinary.deltas);
         return `data: ${ordinary.text}\n\n`;

@@ -1,0 +1,175 @@
+import { encodeSSE, SSE_DONE, SSEParser } from "../sse.js";
+import type { StreamPiece } from "../stream-types.js";
+import type { Usage } from "../usage.js";
+import { isRecord, type JsonObject } from "./shared.js";
+
+/*
+ * OpenAI's legacy Completions API (POST /v1/completions, the openai SDK's `completions.create`),
+ * which editor autocomplete still calls, answered through chat: the prompt goes as one user
+ * message, so every wire the chat route reaches serves it, and the chat answer comes back as
+ * `text_completion` objects, whole or streamed.
+ */
+
+/** The Completions API's fields that chat has no form for, or that chat reads another way. */
+const legacyOnly = ["prompt", "suffix", "echo", "logprobs", "best_of"] as const;
+
+/**
+ * Chat's fields that ask for an answer a `text_completion` has no place for (tool calls, audio)
+ * or that would replace the prompt: a client sending them meant /v1/chat/completions.
+ */
+const chatOnly = [
+  "messages",
+  "tools",
+  "tool_choice",
+  "functions",
+  "function_call",
+  "audio",
+  "modalities",
+];
+
+/**
+ * What a Completions request asks for that its chat translation cannot carry, as the sentence of
+ * its 400 (naming the parameter and what to do); undefined when everything is carried.
+ */
+export function textCompletionRefusal(body: JsonObject): string | undefined {
+  const { prompt } = body;
+  if (Array.isArray(prompt)) {
+    if (prompt.some((item) => typeof item !== "string"))
+      return "`prompt` as token ids is not supported: the gateway sends the prompt to chat models as text, and token ids are a tokenizer's own. Send `prompt` as a string.";
+    if (prompt.length !== 1)
+      return `\`prompt\` has ${prompt.length} strings; the gateway answers one prompt a request (as one user message of a chat model). Send \`prompt\` as one string, and each other prompt as a request of its own (\`n\` asks for several answers to one prompt).`;
+  }
+  if (typeof body.suffix === "string" && body.suffix !== "")
+    return "`suffix` (fill-in-the-middle) is not supported: the gateway answers completions through chat models, which take no text after the insertion point. Leave out `suffix`, or put the text around the insertion point in `prompt`.";
+  if (body.echo === true)
+    return "`echo: true` is not supported: the answer is a chat model's, which does not repeat its prompt. Leave out `echo` and put the prompt before the answer's `text` yourself.";
+  if (typeof body.logprobs === "number")
+    return "`logprobs` is not supported on /v1/completions: chat models give the log probabilities of their answer in chat's shape only. Leave out `logprobs`, or ask /v1/chat/completions with `logprobs: true` and `top_logprobs`.";
+  if (typeof body.best_of === "number" && body.best_of > 1)
+    return "`best_of` above 1 is not supported: chat models do not rank candidate answers by their log probabilities. Leave out `best_of`, or ask for several answers with `n` and choose one yourself.";
+  const field = chatOnly.find((name) => body[name] != null);
+  if (field)
+    return `\`${field}\` is a /v1/chat/completions field: /v1/completions answers a \`prompt\` with text only. Send the request to /v1/chat/completions.`;
+  return undefined;
+}
+
+/**
+ * The chat body of a Completions request `textCompletionRefusal` passed: its prompt as one user
+ * message, and every field chat shares with it (`max_tokens`, `stop`, `n`, `temperature`,
+ * `top_p`, `seed`, `user`, the penalties, `logit_bias`, `stream` and `stream_options`) carried as
+ * written, as are a provider's own extensions (vLLM's `top_k`...), which chat carries too.
+ */
+export function textCompletionToChat(body: JsonObject): ChatOfPrompt {
+  const chat: JsonObject = {};
+  for (const [field, value] of Object.entries(body))
+    if (!(legacyOnly as readonly string[]).includes(field)) chat[field] = value;
+  const prompt = Array.isArray(body.prompt) ? body.prompt[0] : body.prompt;
+  return {
+    ...chat,
+    model: String(body.model),
+    messages: [{ role: "user", content: String(prompt) }],
+  };
+}
+
+/** A chat body of one user message. */
+type ChatOfPrompt = JsonObject & { model: string; messages: { role: "user"; content: string }[] };
+
+/** A chat answer (JSON) as a `text_completion`, its usage what the request is billed. */
+export function chatToTextCompletion(answer: unknown, billed: Usage): JsonObject {
+  const chat = isRecord(answer) ? answer : {};
+  const shown = isRecord(chat.usage) ? chat.usage : {};
+  return {
+    ...common(chat),
+    choices: (Array.isArray(chat.choices) ? chat.choices : []).map((choice, i) =>
+      textChoice(isRecord(choice) ? choice : {}, "message", i),
+    ),
+    usage: {
+      ...shown,
+      prompt_tokens: billed.input_tokens,
+      completion_tokens: billed.output_tokens,
+      total_tokens: billed.input_tokens + billed.output_tokens,
+    },
+  };
+}
+
+/**
+ * A chat stream's pieces as a Completions stream's: each chat chunk a `text_completion` chunk, in
+ * the same piece (the stream's meter counts pieces as they are written, and its closing `[DONE]`
+ * stays the piece it was). Never an empty piece: a piece is one HTTP chunk, and an empty one ends
+ * the body.
+ */
+export function textCompletionStream(
+  first: IteratorResult<StreamPiece>,
+  pieces: AsyncIterator<StreamPiece>,
+): { first: IteratorResult<StreamPiece>; pieces: AsyncIterator<StreamPiece> } {
+  const parser = new SSEParser();
+  const piece = (chat: StreamPiece): StreamPiece => {
+    if (chat === SSE_DONE) return chat;
+    let out = "";
+    for (const ev of parser.push(typeof chat === "string" ? Buffer.from(chat) : chat))
+      out += ev.data === "[DONE]" ? SSE_DONE : encodeSSE(textChunk(ev.data), ev.event);
+    return out === "" ? chat : out;
+  };
+  const next = (result: IteratorResult<StreamPiece>): IteratorResult<StreamPiece> =>
+    result.done ? result : { done: false, value: piece(result.value) };
+  return {
+    first: next(first),
+    pieces: {
+      next: () => pieces.next().then(next),
+      return: (value?: unknown) =>
+        pieces.return?.(value) ?? Promise.resolve({ done: true, value: undefined }),
+    },
+  };
+}
+
+/** A chat chunk's data as a `text_completion` chunk's; data that is no chat chunk goes as it came. */
+function textChunk(data: string): string | JsonObject {
+  let chunk: unknown;
+  try {
+    chunk = JSON.parse(data);
+  } catch {
+    return data;
+  }
+  if (!isRecord(chunk) || !Array.isArray(chunk.choices)) return data;
+  const out: JsonObject = {
+    ...common(chunk),
+    choices: chunk.choices.map((choice, i) =>
+      textChoice(isRecord(choice) ? choice : {}, "delta", i),
+    ),
+  };
+  // A client that asked for usage gets it (and chat's `usage: null` before it) where chat has it.
+  if ("usage" in chunk) out.usage = chunk.usage;
+  return out;
+}
+
+/** What a chat answer and each of its chunks tell a `text_completion` besides its choices. */
+function common(chat: JsonObject): JsonObject {
+  const id = typeof chat.id === "string" ? chat.id : "";
+  const out: JsonObject = {
+    // OpenAI's completions are `cmpl-...` where its chat completions are `chatcmpl-...`.
+    id: id.startsWith("chatcmpl-") ? `cmpl-${id.slice("chatcmpl-".length)}` : id,
+    object: "text_completion",
+    created: chat.created,
+    model: chat.model,
+  };
+  if (typeof chat.system_fingerprint === "string") out.system_fingerprint = chat.system_fingerprint;
+  return out;
+}
+
+/**
+ * A chat choice (its `message`, or a chunk's `delta`) as a completion's: its text (a refusal is the
+ * model's text too: a completion has no place apart for it), and a finish reason the Completions
+ * API has (a tool call's cannot come: the request declares no tools).
+ */
+function textChoice(choice: JsonObject, part: "message" | "delta", i: number): JsonObject {
+  const said = isRecord(choice[part]) ? choice[part] : {};
+  const text = [said.content, said.refusal].filter((t) => typeof t === "string").join("");
+  const finish = choice.finish_reason;
+  return {
+    text,
+    index: typeof choice.index === "number" ? choice.index : i,
+    logprobs: null,
+    finish_reason:
+      finish == null ? null : finish === "length" || finish === "content_filter" ? finish : "stop",
+  };
+}
