@@ -1,19 +1,13 @@
 import { once } from "node:events";
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import OpenAI from "openai";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import {
-  type CassetteOptions,
-  ConfigError,
-  type GatewayConfig,
-  type RunningGateway,
-  startGateway,
-} from "../src/index.js";
-import { killRunningClis, runCli, spawnCli } from "./support/cli.js";
-import { deferred, type FakeUpstream, fakeUpstream, openaiJson } from "./support/fake-upstream.js";
+import { beforeAll, describe, expect, it } from "vitest";
+import { ConfigError, type RunningGateway } from "../src/index.js";
+import { useCassetteSuite } from "./support/cassette-suite.js";
+import { runCli, spawnCli } from "./support/cli.js";
+import { deferred, type FakeUpstream, openaiJson } from "./support/fake-upstream.js";
 
 /**
  * What a suite recording cassettes meets besides answers: a provider that fails without one
@@ -24,54 +18,25 @@ import { deferred, type FakeUpstream, fakeUpstream, openaiJson } from "./support
 const KEY = "kn-cassette-outcomes-key-000000000000";
 const PROVIDER_KEY = "sk-provider-outcomes-secret-5151";
 
-const config = (baseUrl: string): GatewayConfig => ({
-  providers: [
-    { id: "up", wire: "openai", base_url: baseUrl, api_keys: [PROVIDER_KEY], timeout_ms: 500 },
-  ],
-  models: [
-    {
-      name: "app-chat",
-      provider: "up",
-      upstream_model: "gpt-up",
-      price_input_per_mtok: 1_000,
-      price_output_per_mtok: 2_000,
-    },
-  ],
-  accounts: [{ id: "app", balance_idr: 100_000, keys: [{ id: "ci", value: KEY }] }],
-});
-
 let root: string;
 let upstream: FakeUpstream;
 /** An address where nothing listens: a connection to it is refused. */
 let nobody: string;
-const open: RunningGateway[] = [];
+const {
+  config,
+  start: gateway,
+  closeStarted,
+  client,
+} = useCassetteSuite({ key: KEY, providerKey: PROVIDER_KEY, timeoutMs: 500 }, (started) => {
+  ({ root, upstream } = started);
+});
 
 beforeAll(async () => {
-  root = mkdtempSync(join(tmpdir(), "gateway-cassette-outcomes-"));
-  upstream = await fakeUpstream("openai");
   const probe = createServer().listen(0, "127.0.0.1");
   await once(probe, "listening");
   nobody = `http://127.0.0.1:${(probe.address() as { port: number }).port}/v1`;
   await new Promise((resolve) => probe.close(resolve));
 });
-afterEach(async () => {
-  killRunningClis();
-  await Promise.all(open.splice(0).map((gw) => gw.close()));
-  upstream.reset();
-});
-afterAll(async () => {
-  await upstream.close();
-  rmSync(root, { recursive: true, force: true });
-});
-
-async function gateway(cassettes: CassetteOptions, baseUrl = upstream.baseUrl) {
-  const gw = await startGateway({ config: config(baseUrl), cassettes });
-  open.push(gw);
-  return gw;
-}
-
-const client = (gw: RunningGateway) =>
-  new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
 
 const question = {
   model: "app-chat",
@@ -227,7 +192,7 @@ describe("two gateways recording into one folder", () => {
     expect((beside as Error).message).toContain(`dir: ${dir} is being recorded by another gateway`);
 
     // Once the first has stopped, the folder records again.
-    await Promise.all(open.splice(0).map((gw) => gw.close()));
+    await closeStarted();
     expect(await outcome(await gateway({ dir, mode: "record" }))).toBe("ok");
   });
 

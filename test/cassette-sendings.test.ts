@@ -1,19 +1,12 @@
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
-import OpenAI from "openai";
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
-import {
-  type CassetteOptions,
-  ConfigError,
-  type GatewayConfig,
-  type RunningGateway,
-  startGateway,
-} from "../src/index.js";
+import type OpenAI from "openai";
+import { describe, expect, it, vi } from "vitest";
+import { type CassetteOptions, ConfigError } from "../src/index.js";
+import { useCassetteSuite } from "./support/cassette-suite.js";
 import { runCli } from "./support/cli.js";
 import {
   type FakeUpstream,
-  fakeUpstream,
   openaiJson,
   openaiStreamSteps,
   type Reply,
@@ -28,41 +21,19 @@ import {
 const KEY = "kn-suite-app-key-000000000000000000";
 const PROVIDER_KEY = "sk-provider-cassette-secret-4242";
 
-const config = (baseUrl: string): GatewayConfig => ({
-  providers: [{ id: "up", wire: "openai", base_url: baseUrl, api_keys: [PROVIDER_KEY] }],
-  models: [
-    {
-      name: "app-chat",
-      provider: "up",
-      upstream_model: "gpt-up",
-      price_input_per_mtok: 1_000,
-      price_output_per_mtok: 2_000,
-    },
-  ],
-  accounts: [{ id: "app", balance_idr: 100_000, keys: [{ id: "ci", value: KEY }] }],
-});
-
 let root: string;
 let upstream: FakeUpstream;
-const open: RunningGateway[] = [];
-
-beforeAll(async () => {
-  root = mkdtempSync(join(tmpdir(), "gateway-cassette-sendings-"));
-  upstream = await fakeUpstream("openai");
-});
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((gw) => gw.close()));
-  upstream.reset();
-});
-afterAll(async () => {
-  await upstream.close();
-  rmSync(root, { recursive: true, force: true });
+const {
+  config,
+  start: startApp,
+  closeStarted,
+  client,
+} = useCassetteSuite({ key: KEY, providerKey: PROVIDER_KEY }, (started) => {
+  ({ root, upstream } = started);
 });
 
-async function gateway(cassettes: CassetteOptions, baseUrl = upstream.baseUrl) {
-  const gw = await startGateway({ config: config(baseUrl), cassettes });
-  open.push(gw);
-  return new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+async function gateway(cassettes: CassetteOptions, baseUrl?: string) {
+  return client(await startApp(cassettes, baseUrl));
 }
 
 /** A provider that gives each request a different answer, as a sampling model does. */
@@ -137,7 +108,7 @@ describe("the same request sent by two tests", () => {
     await ask(first);
     await ask(first);
     // That run is over before the next records (a recording records alone).
-    await Promise.all(open.splice(0).map((gw) => gw.close()));
+    await closeStarted();
     upstream.handle(answersInTurn("second recording"));
     const second = await gateway({ dir, mode: "record" });
     expect(await ask(second)).toEqual(["second recording 1", 1]);
@@ -150,11 +121,7 @@ describe("the same request sent by two tests", () => {
 });
 
 describe("a cassette folder the gateway cannot use", () => {
-  const start = (cassettes: CassetteOptions) =>
-    startGateway({ config: config("http://127.0.0.1:9/v1"), cassettes }).then((gw) => {
-      open.push(gw);
-      return gw;
-    });
+  const start = (cassettes: CassetteOptions) => startApp(cassettes, "http://127.0.0.1:9/v1");
 
   it("a file, or a path through one, is refused at start-up in every mode, naming it", async () => {
     const file = join(root, "not-a-folder");
@@ -209,12 +176,8 @@ describe("a cassette folder the gateway cannot use", () => {
       lines.push(args.join(" "));
     });
     try {
-      const gw = await startGateway({
-        config: config(upstream.baseUrl),
-        cassettes: { dir, mode: "record" },
-      });
-      open.push(gw);
-      const openai = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+      const gw = await startApp({ dir, mode: "record" });
+      const openai = client(gw);
       rmSync(dir, { recursive: true });
       writeFileSync(dir, "");
       expect(await ask(openai)).toEqual(["kept 1", 1]);

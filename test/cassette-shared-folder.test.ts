@@ -1,26 +1,13 @@
 import { createHash } from "node:crypto";
-import {
-  existsSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  realpathSync,
-  rmSync,
-  writeFileSync,
-} from "node:fs";
+import { existsSync, readdirSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import OpenAI from "openai";
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
-import {
-  type CassetteOptions,
-  ConfigError,
-  type GatewayConfig,
-  type RunningGateway,
-  startGateway,
-} from "../src/index.js";
-import { killRunningClis, spawnCli } from "./support/cli.js";
-import { deferred, type FakeUpstream, fakeUpstream, openaiJson } from "./support/fake-upstream.js";
+import type OpenAI from "openai";
+import { describe, expect, it, vi } from "vitest";
+import { type CassetteOptions, ConfigError } from "../src/index.js";
+import { useCassetteSuite } from "./support/cassette-suite.js";
+import { spawnCli } from "./support/cli.js";
+import { deferred, type FakeUpstream, openaiJson } from "./support/fake-upstream.js";
 
 /**
  * A suite whose gateways share one cassette folder: two recording the same new request at once,
@@ -29,42 +16,18 @@ import { deferred, type FakeUpstream, fakeUpstream, openaiJson } from "./support
 
 const KEY = "kn-shared-folder-key-000000000000000";
 
-const config = (baseUrl: string): GatewayConfig => ({
-  providers: [{ id: "up", wire: "openai", base_url: baseUrl, api_keys: ["sk-up-shared-folder"] }],
-  models: [
-    {
-      name: "app-chat",
-      provider: "up",
-      upstream_model: "gpt-up",
-      price_input_per_mtok: 1_000,
-      price_output_per_mtok: 2_000,
-    },
-  ],
-  accounts: [{ id: "app", balance_idr: 100_000, keys: [{ id: "ci", value: KEY }] }],
-});
-
 let root: string;
 let upstream: FakeUpstream;
-const open: RunningGateway[] = [];
-
-beforeAll(async () => {
-  root = mkdtempSync(join(tmpdir(), "gateway-cassette-shared-"));
-  upstream = await fakeUpstream("openai");
-});
-afterEach(async () => {
-  killRunningClis();
-  await Promise.all(open.splice(0).map((gw) => gw.close()));
-  upstream.reset();
-});
-afterAll(async () => {
-  await upstream.close();
-  rmSync(root, { recursive: true, force: true });
-});
+const { config, start, closeStarted, client } = useCassetteSuite(
+  { key: KEY, providerKey: "sk-up-shared-folder" },
+  (started) => {
+    ({ root, upstream } = started);
+  },
+);
 
 async function gateway(cassettes: CassetteOptions) {
-  const gw = await startGateway({ config: config(upstream.baseUrl), cassettes });
-  open.push(gw);
-  return { gw, openai: new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 }) };
+  const gw = await start(cassettes);
+  return { gw, openai: client(gw) };
 }
 
 const question = { model: "app-chat", messages: [{ role: "user" as const, content: "Pick one" }] };
@@ -114,7 +77,7 @@ describe("two record-missing gateways sending the same new request at once", () 
     expect(await ask(second.openai)).toBe("the first answer");
     expect(calls).toBe(2);
 
-    await Promise.all(open.splice(0).map((gw) => gw.close()));
+    await closeStarted();
     const replay = await gateway({ dir, mode: "replay" });
     expect(await ask(replay.openai)).toBe("the first answer");
   });

@@ -1,17 +1,7 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
-import {
-  type CliHome,
-  cliHome,
-  killRunningClis,
-  runCli,
-  type SavedLogin,
-  saveLogin,
-} from "./support/cli.js";
+import { existsSync, readFileSync } from "node:fs";
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import { describe, expect, it } from "vitest";
+import { runCli, type SavedLogin, saveLogin, useCliScratch } from "./support/cli.js";
 import { LOGIN_KEY } from "./support/gateway.js";
 
 /**
@@ -20,35 +10,21 @@ import { LOGIN_KEY } from "./support/gateway.js";
  * prints one plain line per field, the control characters as U+FFFD.
  */
 
-const homes: CliHome[] = [];
-const servers: Server[] = [];
-const dirs: string[] = [];
-
-afterEach(async () => {
-  killRunningClis();
-  for (const home of homes.splice(0)) home.remove();
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
-  await Promise.all(servers.splice(0).map((s) => new Promise((resolve) => s.close(resolve))));
-});
+const { newHome, emptyDir, listen } = useCliScratch();
 
 const ESC = "\u001b";
 /** An id as a hostile or broken server may send it: a terminal sequence and a forged line. */
 const echoed = (id: string) => `${id}${ESC}]0;owned${"\u0007"}\nforged: line`;
 const shown = (id: string) => `${id}\uFFFD]0;owned\uFFFD\uFFFDforged: line`;
 
-async function serving(answer: (req: IncomingMessage, res: ServerResponse) => void) {
-  const server = createServer(answer);
-  servers.push(server);
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
+const serving = (answer: (req: IncomingMessage, res: ServerResponse) => void) =>
+  listen(createServer(answer));
 
 const json = (res: ServerResponse, status: number, body: unknown) =>
   res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(body));
 
 async function run(args: string[], url: string) {
-  const home = cliHome({ GATEWAY_API_KEY: LOGIN_KEY });
-  homes.push(home);
+  const home = newHome({ GATEWAY_API_KEY: LOGIN_KEY });
   const done = await runCli([...args, "--base-url", url], home.env);
   expect(done.code, done.stderr).toBe(0);
   expect(done.stdout + done.stderr).not.toContain(ESC);
@@ -140,11 +116,13 @@ const approved = {
 describe("gateway login keeps only ids it can show: printable ASCII", () => {
   /** `gateway login` in a fresh home (no gateway.db where it runs), with what it stored. */
   async function login(url: string) {
-    const home = cliHome();
-    homes.push(home);
-    const cwd = mkdtempSync(join(tmpdir(), "gateway-day10-"));
-    dirs.push(cwd);
-    const done = await runCli(["login", "--no-browser", "--base-url", url], home.env, 15_000, cwd);
+    const home = newHome();
+    const done = await runCli(
+      ["login", "--no-browser", "--base-url", url],
+      home.env,
+      15_000,
+      emptyDir(),
+    );
     return { done, home };
   }
 
@@ -178,8 +156,7 @@ describe("gateway login keeps only ids it can show: printable ASCII", () => {
 
   it("gateway logout: a login an older CLI stored with such an id shows it as plain one-line text", async () => {
     const url = await serving((_req, res) => json(res, 200, { id: "key_login", revoked: true }));
-    const home = cliHome();
-    homes.push(home);
+    const home = newHome();
     const stored: SavedLogin = {
       key: approved.access_token,
       baseUrl: url,

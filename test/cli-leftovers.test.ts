@@ -1,18 +1,7 @@
 import { execFile } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import {
-  type CliHome,
-  cliHome,
-  killRunningClis,
-  ownerSession,
-  runCli,
-  saveLogin,
-} from "./support/cli.js";
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ownerSession, runCli, saveLogin, useCliScratch } from "./support/cli.js";
 import {
   backends,
   gatewayOn,
@@ -28,33 +17,9 @@ import {
  * it came, profile names no hint can carry, a help that claimed too much or showed the wrong page.
  */
 
-const homes: CliHome[] = [];
-const servers: Server[] = [];
-const dirs: string[] = [];
-
-afterEach(async () => {
-  killRunningClis();
-  for (const home of homes.splice(0)) home.remove();
-  await Promise.all(servers.splice(0).map((s) => new Promise((resolve) => s.close(resolve))));
-});
-afterAll(() => {
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
-});
-
-function newHome(env: NodeJS.ProcessEnv = {}): CliHome {
-  // GATEWAY_SECRET_KEY stays: the gateways this file starts in-process were sealed with it, when
-  // the Postgres suite set it.
-  const home = cliHome(env);
-  homes.push(home);
-  return home;
-}
-
-/** A directory with no gateway.db, so `gateway login` finds no local serve to sign in with. */
-function emptyDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), "gateway-cli7-"));
-  dirs.push(dir);
-  return dir;
-}
+// A new home keeps GATEWAY_SECRET_KEY: the gateways this file starts in-process were sealed with
+// it, when the Postgres suite set it.
+const { newHome, emptyDir, listen } = useCliScratch();
 
 /** A finished CLI run that failed as docs/cli.md says a mistake fails: one line, this exit code. */
 function oneLine(done: { code: number | null; stdout: string; stderr: string }, code: 1 | 2) {
@@ -74,9 +39,7 @@ async function serving(
     asked.push(`${req.method} ${req.url}`);
     answer(req, res);
   });
-  servers.push(server);
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, asked };
+  return { url: await listen(server), asked };
 }
 
 const bearer = (key: string) => ({ authorization: `Bearer ${key}` });

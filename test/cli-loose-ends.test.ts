@@ -1,11 +1,8 @@
 import { execFile } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
-import { tmpdir } from "node:os";
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { join } from "node:path";
-import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { type CliHome, cliHome, killRunningClis, runCli } from "./support/cli.js";
+import { describe, expect, it } from "vitest";
+import { runCli, useCliScratch } from "./support/cli.js";
 import { LOGIN_KEY } from "./support/gateway.js";
 
 /**
@@ -15,40 +12,14 @@ import { LOGIN_KEY } from "./support/gateway.js";
  */
 
 const bin = join(import.meta.dirname, "..", "bin", "gateway");
-const homes: CliHome[] = [];
-const servers: Server[] = [];
-const dirs: string[] = [];
-
-afterEach(async () => {
-  killRunningClis();
-  for (const home of homes.splice(0)) home.remove();
-  await Promise.all(servers.splice(0).map((s) => new Promise((resolve) => s.close(resolve))));
-});
-afterAll(() => {
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
-});
-
-function newHome(env: NodeJS.ProcessEnv = {}): CliHome {
-  const home = cliHome(env);
-  homes.push(home);
-  return home;
-}
-
-/** A directory with no gateway.db, so `gateway login` finds no local serve to sign in with. */
-function emptyDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), "gateway-cli8-"));
-  dirs.push(dir);
-  return dir;
-}
+const { newHome, emptyDir, listen } = useCliScratch();
 
 async function serving(
   answer: (req: IncomingMessage, res: ServerResponse, url: string) => void,
 ): Promise<string> {
   let url = "";
   const server = createServer((req, res) => answer(req, res, url));
-  servers.push(server);
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  url = await listen(server);
   return url;
 }
 

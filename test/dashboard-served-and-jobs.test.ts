@@ -1,17 +1,9 @@
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { ConfigInput } from "../src/server/config/schema.js";
 import { connectChromium, haveChromium, shoot, signedInTab } from "./support/browser.js";
-import {
-  backends,
-  baseConfig,
-  chat,
-  gatewayOn,
-  KEY,
-  post,
-  type TestGateway,
-} from "./support/gateway.js";
+import { backends, chat, KEY, post, type TestGateway } from "./support/gateway.js";
 import { eventually } from "./support/gateways-on-postgres.js";
+import { type ConfigAdditions, useJobsGateway } from "./support/jobs-gateway.js";
 
 /**
  * What landed today, as the owner sees it in Chromium at a desktop's and a phone's width: the
@@ -26,22 +18,15 @@ const longRoute = "team-default-route-with-a-long-name-that-falls-back-2024-07-1
 const longVideo = "mock-video-model-with-a-very-long-name-for-a-phone-2024-07-18-preview";
 const JOB_MS = 60_000;
 
-function config(): ConfigInput {
-  const base = baseConfig();
-  return {
-    ...base,
-    providers: [
-      ...base.providers!,
-      { id: "mock-minute", wire: "mock", mock: { job_seconds: JOB_MS / 1000 } },
-    ],
-    models: [
-      ...base.models!,
-      { name: longModel, provider: "mock", price_input_per_mtok: 10_000 },
-      { name: longVideo, provider: "mock-minute", modality: "video", price_per_unit: 50 },
-    ],
-    routes: [...base.routes!, { name: longRoute, steps: ["mock-down", longModel] }],
-  };
-}
+/** A model, a route through it and a video model whose job takes JOB_MS, each with a long name. */
+const longNames: ConfigAdditions = {
+  providers: [{ id: "mock-minute", wire: "mock", mock: { job_seconds: JOB_MS / 1000 } }],
+  models: [
+    { name: longModel, provider: "mock", price_input_per_mtok: 10_000 },
+    { name: longVideo, provider: "mock-minute", modality: "video", price_per_unit: 50 },
+  ],
+  routes: [{ name: longRoute, steps: ["mock-down", longModel] }],
+};
 
 const text = async (page: Page, selector: string) =>
   ((await page.locator(selector).first().textContent()) ?? "").replace(/\s+/g, " ").trim();
@@ -68,8 +53,10 @@ describe.skipIf(!haveChromium).each(backends)(
       return (await res.json()) as { status: string; progress: number };
     };
 
+    useJobsGateway(backend, longNames, { clock: "manual", now: () => Date.now() }, (started) => {
+      ({ gw } = started);
+    });
     beforeAll(async () => {
-      gw = await gatewayOn(backend, { config: config(), clock: "manual", now: () => Date.now() });
       for (const model of ["auto", "mock-gpt", longRoute]) {
         const res = await post(gw, "/v1/chat/completions", chat("hello", model));
         expect(res.status).toBe(200);
@@ -89,7 +76,6 @@ describe.skipIf(!haveChromium).each(backends)(
     }, 60_000);
     afterAll(async () => {
       await browser?.close();
-      await gw?.close();
     });
 
     it.each([1280, 390])(

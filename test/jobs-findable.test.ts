@@ -1,12 +1,12 @@
 import { execFileSync } from "node:child_process";
 import OpenAI from "openai";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { ConfigInput } from "../src/server/config/schema.js";
+import { describe, expect, it } from "vitest";
 import { readAviInfo } from "../src/server/media/avi.js";
 import { idleMoney, money } from "./support/api.js";
 import { ownerSession } from "./support/cli.js";
-import { backends, baseConfig, gatewayOn, KEY, post, type TestGateway } from "./support/gateway.js";
+import { backends, KEY, post, type TestGateway } from "./support/gateway.js";
 import { eventually } from "./support/gateways-on-postgres.js";
+import { type ConfigAdditions, useJobsGateway } from "./support/jobs-gateway.js";
 
 /**
  * A music or video job is worth only what its client can fetch. A client finds its jobs again in
@@ -20,32 +20,26 @@ const VIDEO_PRICE = 50;
 /** An account of its own, so that the listings hold only what its test submitted. */
 const LISTER_KEY = "kn-test-lister-key-00000000000000";
 
-function config(): ConfigInput {
-  const base = baseConfig();
-  return {
-    ...base,
-    providers: [
-      ...base.providers!,
-      { id: "mock-fast", wire: "mock", mock: { job_seconds: 0.05 } },
-      { id: "mock-slow", wire: "mock", mock: { job_seconds: 600 } },
-    ],
-    models: [
-      ...base.models!,
-      { name: "fast-music", provider: "mock-fast", modality: "music", price_per_unit: MUSIC_PRICE },
-      { name: "fast-video", provider: "mock-fast", modality: "video", price_per_unit: VIDEO_PRICE },
-      { name: "slow-video", provider: "mock-slow", modality: "video", price_per_unit: VIDEO_PRICE },
-    ],
-    accounts: [
-      ...base.accounts!,
-      {
-        id: "lister",
-        balance_idr: 1_000_000,
-        rpm_limit: 1000,
-        keys: [{ id: "kls", value: LISTER_KEY }],
-      },
-    ],
-  };
-}
+/** Models whose jobs end at once or outlast every test, and the lister's account. */
+const jobs: ConfigAdditions = {
+  providers: [
+    { id: "mock-fast", wire: "mock", mock: { job_seconds: 0.05 } },
+    { id: "mock-slow", wire: "mock", mock: { job_seconds: 600 } },
+  ],
+  models: [
+    { name: "fast-music", provider: "mock-fast", modality: "music", price_per_unit: MUSIC_PRICE },
+    { name: "fast-video", provider: "mock-fast", modality: "video", price_per_unit: VIDEO_PRICE },
+    { name: "slow-video", provider: "mock-slow", modality: "video", price_per_unit: VIDEO_PRICE },
+  ],
+  accounts: [
+    {
+      id: "lister",
+      balance_idr: 1_000_000,
+      rpm_limit: 1000,
+      keys: [{ id: "kls", value: LISTER_KEY }],
+    },
+  ],
+};
 
 interface Job {
   id: string;
@@ -135,12 +129,8 @@ function submitAndHangUp(gw: { url: string }, path: string, body: object): void 
 describe.each(backends)("jobs their account can find (%s)", (backend) => {
   let gw: TestGateway;
   let openai: OpenAI;
-  beforeAll(async () => {
-    gw = await gatewayOn(backend, { config: config() });
-    openai = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0, timeout: 10_000 });
-  });
-  afterAll(async () => {
-    await gw?.close();
+  useJobsGateway(backend, jobs, {}, (started) => {
+    ({ gw, openai } = started);
   });
 
   it.each([

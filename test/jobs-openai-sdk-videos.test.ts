@@ -1,18 +1,11 @@
 import OpenAI, { toFile } from "openai";
 import { type Video, Videos } from "openai/resources/videos";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { ConfigInput } from "../src/server/config/schema.js";
+import { describe, expect, it } from "vitest";
 import { readAviInfo } from "../src/server/media/avi.js";
 import { money } from "./support/api.js";
-import {
-  backends,
-  baseConfig,
-  gatewayOn,
-  KEY,
-  POOR_KEY,
-  type TestGateway,
-} from "./support/gateway.js";
+import { backends, KEY, POOR_KEY, type TestGateway } from "./support/gateway.js";
 import { eventually } from "./support/gateways-on-postgres.js";
+import { type ConfigAdditions, useJobsGateway } from "./support/jobs-gateway.js";
 
 /**
  * A developer who points the openai SDK's `videos` resource at the gateway: `create` makes the
@@ -25,23 +18,18 @@ import { eventually } from "./support/gateways-on-postgres.js";
 const VIDEO_PRICE = 50;
 const microIdr = (idr: number) => idr * 1_000_000;
 
-function config(): ConfigInput {
-  const base = baseConfig();
-  return {
-    ...base,
-    providers: [
-      ...base.providers!,
-      { id: "mock-fast", wire: "mock", mock: { job_seconds: 0.05 } },
-      { id: "mock-slow", wire: "mock", mock: { job_seconds: 600 } },
-    ],
-    models: [
-      ...base.models!,
-      { name: "fast-video", provider: "mock-fast", modality: "video", price_per_unit: VIDEO_PRICE },
-      { name: "slow-video", provider: "mock-slow", modality: "video", price_per_unit: VIDEO_PRICE },
-      { name: "fast-music", provider: "mock-fast", modality: "music", price_per_unit: 100 },
-    ],
-  };
-}
+/** Video models whose jobs end at once or outlast every test, and a music model. */
+const jobs: ConfigAdditions = {
+  providers: [
+    { id: "mock-fast", wire: "mock", mock: { job_seconds: 0.05 } },
+    { id: "mock-slow", wire: "mock", mock: { job_seconds: 600 } },
+  ],
+  models: [
+    { name: "fast-video", provider: "mock-fast", modality: "video", price_per_unit: VIDEO_PRICE },
+    { name: "slow-video", provider: "mock-slow", modality: "video", price_per_unit: VIDEO_PRICE },
+    { name: "fast-music", provider: "mock-fast", modality: "music", price_per_unit: 100 },
+  ],
+};
 
 /** Every field the SDK's `Video` type declares (none of them optional). */
 const videoFields: readonly (keyof Video)[] = [
@@ -77,13 +65,8 @@ interface UsageRow {
 describe.each(backends)("the openai SDK's videos resource (%s)", (backend) => {
   let gw: TestGateway;
   let openai: OpenAI;
-
-  beforeAll(async () => {
-    gw = await gatewayOn(backend, { config: config() });
-    openai = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0, timeout: 10_000 });
-  });
-  afterAll(async () => {
-    await gw?.close();
+  useJobsGateway(backend, jobs, {}, (started) => {
+    ({ gw, openai } = started);
   });
 
   /** What the SDK's `createAndPoll` did: retrieve until the video is done; bounded. */

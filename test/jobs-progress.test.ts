@@ -1,9 +1,9 @@
-import OpenAI from "openai";
+import type OpenAI from "openai";
 import type { Video } from "openai/resources/videos";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import type { ConfigInput } from "../src/server/config/schema.js";
-import { backends, baseConfig, gatewayOn, KEY, type TestGateway } from "./support/gateway.js";
+import { afterEach, describe, expect, it } from "vitest";
+import { backends, KEY, type TestGateway } from "./support/gateway.js";
 import { eventually } from "./support/gateways-on-postgres.js";
+import { type ConfigAdditions, useJobsGateway } from "./support/jobs-gateway.js";
 
 /**
  * A video a user watches being made: its `progress` rises with the provider's time (the mock's
@@ -15,20 +15,13 @@ import { eventually } from "./support/gateways-on-postgres.js";
 const START = Date.parse("2030-04-01T00:00:00Z");
 const JOB_MS = 60_000;
 
-function config(): ConfigInput {
-  const base = baseConfig();
-  return {
-    ...base,
-    providers: [
-      ...base.providers!,
-      { id: "mock-minute", wire: "mock", mock: { job_seconds: JOB_MS / 1000 } },
-    ],
-    models: [
-      ...base.models!,
-      { name: "minute-video", provider: "mock-minute", modality: "video", price_per_unit: 50 },
-    ],
-  };
-}
+/** A video model whose jobs take JOB_MS of the gateway's clock. */
+const jobs: ConfigAdditions = {
+  providers: [{ id: "mock-minute", wire: "mock", mock: { job_seconds: JOB_MS / 1000 } }],
+  models: [
+    { name: "minute-video", provider: "mock-minute", modality: "video", price_per_unit: 50 },
+  ],
+};
 
 interface OwnJob {
   id: string;
@@ -40,13 +33,8 @@ interface OwnJob {
 describe.each(backends)("a video job's progress and size (%s)", (backend) => {
   let gw: TestGateway;
   let openai: OpenAI;
-
-  beforeAll(async () => {
-    gw = await gatewayOn(backend, { config: config(), clock: "manual", now: () => START });
-    openai = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0, timeout: 10_000 });
-  });
-  afterAll(async () => {
-    await gw?.close();
+  useJobsGateway(backend, jobs, { clock: "manual", now: () => START }, (started) => {
+    ({ gw, openai } = started);
   });
   // A test that failed while the runner was paused leaves the next one a runner that runs.
   afterEach(() => gw.jobRunner.resume());

@@ -2,6 +2,7 @@ import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { lastLogged, quota } from "./support/api.js";
+import { upstreamModel } from "./support/fake-providers.js";
 import {
   anthropicStreamSteps,
   type FakeUpstream,
@@ -32,13 +33,6 @@ beforeAll(async () => {
     timeout_ms: ms,
     cooldown_ms: 1,
   });
-  const model = (name: string, providerId: string) => ({
-    name,
-    provider: providerId,
-    upstream_model: `${name}-upstream`,
-    price_input_per_mtok: 1_000,
-    price_output_per_mtok: 2_000,
-  });
   config = baseConfig({
     providers: [
       provider("oa", "openai", oa, 3_000),
@@ -47,10 +41,10 @@ beforeAll(async () => {
       provider("an-short", "anthropic", an, 300),
     ],
     models: [
-      model("held", "oa"),
-      model("silent", "oa-short"),
-      model("answers", "an"),
-      model("silent-an", "an-short"),
+      upstreamModel("held", "oa"),
+      upstreamModel("silent", "oa-short"),
+      upstreamModel("answers", "an"),
+      upstreamModel("silent-an", "an-short"),
     ],
     routes: [
       { name: "slow-first", steps: ["silent", "answers"] },

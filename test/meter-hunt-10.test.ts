@@ -3,8 +3,8 @@ import { describe, expect, it, vi } from "vitest";
 import { money } from "./support/api.js";
 import type { FakeUpstream, SseStep } from "./support/fake-upstream.js";
 import { backends, KEY, post, type TestGateway } from "./support/gateway.js";
+import { useMeterWires } from "./support/meter-wires.js";
 import { deliveredTokens, type Logged, ledgerAgrees, logged } from "./support/metering.js";
-import { useOpenAiAndGemini } from "./support/openai-and-gemini.js";
 import { allStreamEvents, type StreamEvent } from "./support/sse.js";
 
 /**
@@ -51,7 +51,7 @@ describe.each(backends)("the meter's last leftovers a client sees, on %s", (back
   let openai: FakeUpstream;
   let gemini: FakeUpstream;
 
-  useOpenAiAndGemini(
+  useMeterWires(
     backend,
     { openaiKey: "sk-oa-secret-key", inputPerMtok: IN, outputPerMtok: OUT },
     (started) => {

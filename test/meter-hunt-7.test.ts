@@ -1,16 +1,15 @@
 import OpenAI from "openai";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { money } from "./support/api.js";
-import { fakeGemini } from "./support/fake-gemini.js";
 import {
   anthropicStreamSteps,
   everyChoice,
   type FakeUpstream,
-  fakeUpstream,
   openaiStreamSteps,
   type SseStep,
 } from "./support/fake-upstream.js";
-import { backends, baseConfig, gatewayOn, KEY, post, type TestGateway } from "./support/gateway.js";
+import { backends, KEY, post, type TestGateway } from "./support/gateway.js";
+import { useMeterWires } from "./support/meter-wires.js";
 import {
   deliveredTokens,
   type Logged,
@@ -89,48 +88,13 @@ describe.each(backends)("meter faults a client sees, on %s", (backend) => {
   let anthropic: FakeUpstream;
   let gemini: FakeUpstream;
 
-  beforeAll(async () => {
-    openai = await fakeUpstream("openai");
-    anthropic = await fakeUpstream("anthropic");
-    gemini = await fakeGemini({ apiKeys: ["gm-key"] });
-    const prices = {
-      price_input_per_mtok: IN,
-      price_output_per_mtok: OUT,
-      max_output_tokens: 4_000,
-    };
-    const base = baseConfig();
-    gw = await gatewayOn(backend, {
-      config: {
-        ...base,
-        providers: [
-          ...base.providers!,
-          { id: "oa", wire: "openai", base_url: openai.baseUrl, api_keys: ["sk-oa"] },
-          {
-            id: "rn",
-            wire: "openai",
-            base_url: openai.baseUrl,
-            api_keys: ["sk-rn"],
-            responses_native: true,
-          },
-          { id: "an", wire: "anthropic", base_url: anthropic.baseUrl, api_keys: ["sk-an"] },
-          { id: "gm", wire: "gemini", base_url: gemini.url, api_keys: ["gm-key"] },
-        ],
-        models: [
-          ...base.models!,
-          { name: "m-openai", provider: "oa", upstream_model: "gpt-up", ...prices },
-          { name: "m-native", provider: "rn", upstream_model: "up-model", ...prices },
-          { name: "m-anthropic", provider: "an", upstream_model: "claude-up", ...prices },
-          { name: "m-gemini", provider: "gm", upstream_model: "gemini-up", ...prices },
-        ],
-      },
-    });
-  });
-  afterAll(async () => {
-    await gw?.close();
-    await openai?.close();
-    await anthropic?.close();
-    await gemini?.close();
-  });
+  useMeterWires(
+    backend,
+    { openaiKey: "sk-oa", inputPerMtok: IN, outputPerMtok: OUT },
+    (started) => {
+      ({ gw, openai, anthropic, gemini } = started);
+    },
+  );
 
   /** Every event of a stream answer, read to its end. */
   async function eventsOf(res: Response): Promise<StreamEvent[]> {

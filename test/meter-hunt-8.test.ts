@@ -3,6 +3,7 @@ import { describe, expect, it, vi } from "vitest";
 import { money } from "./support/api.js";
 import { deferred, everyChoice, type FakeUpstream, type SseStep } from "./support/fake-upstream.js";
 import { backends, KEY, post, rawRequest, type TestGateway } from "./support/gateway.js";
+import { useMeterWires } from "./support/meter-wires.js";
 import {
   deliveredTokens,
   type Logged,
@@ -10,7 +11,6 @@ import {
   logged,
   loggedAs,
 } from "./support/metering.js";
-import { useOpenAiAndGemini } from "./support/openai-and-gemini.js";
 import { allStreamEvents, type StreamEvent } from "./support/sse.js";
 
 /**
@@ -64,7 +64,7 @@ describe.each(backends)("the meter's leftovers a client sees, on %s", (backend) 
   let openai: FakeUpstream;
   let gemini: FakeUpstream;
 
-  useOpenAiAndGemini(
+  useMeterWires(
     backend,
     { openaiKey: "sk-oa", inputPerMtok: IN, outputPerMtok: OUT },
     (started) => {

@@ -1,25 +1,17 @@
 import Anthropic from "@anthropic-ai/sdk";
-import OpenAI from "openai";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import type OpenAI from "openai";
+import { describe, expect, it } from "vitest";
 import { errorOf, idleMoney } from "./support/api.js";
+import { useFakeProviders } from "./support/fake-providers.js";
 import {
   anthropicStreamSteps,
   type FakeUpstream,
-  fakeUpstream,
   openaiError,
   openaiJson,
   openaiStreamSteps,
   type Reply,
 } from "./support/fake-upstream.js";
-import {
-  backends,
-  baseConfig,
-  gatewayOn,
-  KEY,
-  POOR_KEY,
-  post,
-  type TestGateway,
-} from "./support/gateway.js";
+import { backends, baseConfig, KEY, POOR_KEY, post, type TestGateway } from "./support/gateway.js";
 
 /**
  * A route's fallback and a BYOK chain as the client sees them when a provider fails before its
@@ -64,27 +56,13 @@ describe.each(backends)("a step that fails before any output (%s)", (backend) =>
   let openai: OpenAI;
   let anthropic: Anthropic;
 
-  beforeAll(async () => {
-    [p1, p2, p3] = await Promise.all([
-      fakeUpstream("openai"),
-      fakeUpstream("openai"),
-      fakeUpstream("anthropic"),
-    ]);
-    const provider = (id: string, wire: "openai" | "anthropic", fake: FakeUpstream) => ({
-      id,
-      wire,
-      base_url: fake.baseUrl,
-      api_keys: [`sk-${id}-pool`],
-      timeout_ms: 5_000,
-      cooldown_ms: 1,
-    });
-    gw = await gatewayOn(backend, {
-      config: baseConfig({
-        providers: [
-          provider("p1", "openai", p1),
-          provider("p2", "openai", p2),
-          provider("p3", "anthropic", p3),
-        ],
+  useFakeProviders({
+    backend,
+    wires: ["openai", "openai", "anthropic"],
+    timeoutMs: 5_000,
+    config: (providers) =>
+      baseConfig({
+        providers,
         models: [
           { name: "m1", provider: "p1", price_input_per_mtok: 1_000, price_output_per_mtok: 2_000 },
           { name: "m2", provider: "p2", price_input_per_mtok: 3_000, price_output_per_mtok: 5_000 },
@@ -125,18 +103,10 @@ describe.each(backends)("a step that fails before any output (%s)", (backend) =>
           },
         ],
       }),
-    });
-    openai = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0, timeout: 10_000 });
-    anthropic = new Anthropic({ apiKey: KEY, baseURL: gw.url, maxRetries: 0, timeout: 10_000 });
-  });
-  afterAll(async () => {
-    await gw?.close();
-    await Promise.all([p1?.close(), p2?.close(), p3?.close()]);
-  });
-  beforeEach(() => {
-    p1.reset();
-    p2.reset();
-    p3.reset();
+    ready: (started) => {
+      ({ gw, openai, anthropic } = started);
+      [p1, p2, p3] = started.fakes;
+    },
   });
 
   it("an Anthropic step's overloaded_error after message_start falls back to the next step in all three styles, which alone is charged, one log row each", async () => {

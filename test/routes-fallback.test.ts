@@ -1,17 +1,17 @@
-import Anthropic from "@anthropic-ai/sdk";
-import OpenAI from "openai";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import type Anthropic from "@anthropic-ai/sdk";
+import type OpenAI from "openai";
+import { describe, expect, it } from "vitest";
+import { upstreamModel, useFakeProviders } from "./support/fake-providers.js";
 import {
   anthropicError,
   anthropicJson,
   anthropicStreamSteps,
   type FakeUpstream,
-  fakeUpstream,
   openaiError,
   openaiJson,
   openaiStreamSteps,
 } from "./support/fake-upstream.js";
-import { baseConfig, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
+import { baseConfig, post, type TestGateway } from "./support/gateway.js";
 
 /** Routes: ordered steps with fallback, nesting, and a body rewritten for each backend's wire. */
 
@@ -22,53 +22,24 @@ let gw: TestGateway;
 let openai: OpenAI;
 let anthropic: Anthropic;
 
-beforeAll(async () => {
-  [first, second, third] = await Promise.all([
-    fakeUpstream("openai"),
-    fakeUpstream("anthropic"),
-    fakeUpstream("openai"),
-  ]);
-  const provider = (id: string, wire: "openai" | "anthropic", fake: FakeUpstream) => ({
-    id,
-    wire,
-    base_url: fake.baseUrl,
-    api_keys: [`sk-${id}-pool`],
-    timeout_ms: 3_000,
-    cooldown_ms: 1,
-  });
-  const model = (name: string, providerId: string) => ({
-    name,
-    provider: providerId,
-    upstream_model: `${name}-upstream`,
-    price_input_per_mtok: 1_000,
-    price_output_per_mtok: 2_000,
-  });
-  gw = await testGateway({
-    config: baseConfig({
-      providers: [
-        provider("p1", "openai", first),
-        provider("p2", "anthropic", second),
-        provider("p3", "openai", third),
-      ],
-      models: [model("m1", "p1"), model("m2", "p2"), model("m3", "p3")],
+useFakeProviders({
+  backend: "sqlite",
+  wires: ["openai", "anthropic", "openai"],
+  timeoutMs: 3_000,
+  config: (providers) =>
+    baseConfig({
+      providers,
+      models: [upstreamModel("m1", "p1"), upstreamModel("m2", "p2"), upstreamModel("m3", "p3")],
       routes: [
         { name: "pair", steps: ["m1", "m2"] },
         { name: "inner", steps: ["m2"] },
         { name: "nested", steps: ["m1", "inner", "m3"] },
       ],
     }),
-  });
-  openai = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0, timeout: 10_000 });
-  anthropic = new Anthropic({ apiKey: KEY, baseURL: gw.url, maxRetries: 0, timeout: 10_000 });
-});
-afterAll(async () => {
-  await gw?.close();
-  await Promise.all([first?.close(), second?.close(), third?.close()]);
-});
-beforeEach(() => {
-  first.reset();
-  second.reset();
-  third.reset();
+  ready: (started) => {
+    ({ gw, openai, anthropic } = started);
+    [first, second, third] = started.fakes;
+  },
 });
 
 const ask = (model: string) =>

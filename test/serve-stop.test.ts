@@ -6,6 +6,7 @@ import { join } from "node:path";
 import Anthropic from "@anthropic-ai/sdk";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type GatewayConfig, startGateway } from "../src/index.js";
+import { appConfig } from "./support/cassette-suite.js";
 import { type CliProcess, killRunningClis, spawnCli } from "./support/cli.js";
 import {
   deferred,
@@ -37,19 +38,8 @@ let arrived = 0;
 let onArrival: () => void = () => {};
 const sockets: Socket[] = [];
 
-const config = (): GatewayConfig => ({
-  providers: [{ id: "up", wire: "openai", base_url: upstream.baseUrl, api_keys: ["sk-up"] }],
-  models: [
-    {
-      name: "app-chat",
-      provider: "up",
-      upstream_model: "gpt-up",
-      price_input_per_mtok: 1_000,
-      price_output_per_mtok: 2_000,
-    },
-  ],
-  accounts: [{ id: "app", balance_idr: BALANCE_IDR, keys: [{ id: "app", value: KEY }] }],
-});
+const config = () =>
+  appConfig({ key: KEY, providerKey: "sk-up", balanceIdr: BALANCE_IDR }, upstream.baseUrl);
 
 /** The provider: it answers each call once the test opens the gate. */
 const gated: Handler = async (req) => {

@@ -19,7 +19,7 @@ import {
 import { backends, baseConfig, KEY, post } from "./support/gateway.js";
 import { geminiJson, geminiStreamSteps } from "./support/gemini-wire.js";
 import { type Logged, logged, requestTextTokens } from "./support/metering.js";
-import { type OpenAiAndGemini, useOpenAiAndGemini } from "./support/openai-and-gemini.js";
+import { type MeterWires, useMeterWires } from "./support/meter-wires.js";
 import { streamDataInText } from "./support/sse.js";
 import { type ThreeWires, useThreeWires } from "./support/three-wires.js";
 
@@ -409,8 +409,8 @@ describe("POST /v1/completions on each wire", () => {
 describe.each(backends)("billing POST /v1/completions on %s", (backend) => {
   const PRICE_IN = 1_000;
   const PRICE_OUT = 2_000;
-  let started: OpenAiAndGemini;
-  useOpenAiAndGemini(
+  let started: MeterWires;
+  useMeterWires(
     backend,
     { openaiKey: "sk-oa", inputPerMtok: PRICE_IN, outputPerMtok: PRICE_OUT },
     (ready) => (started = ready),

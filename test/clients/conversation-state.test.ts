@@ -1,6 +1,6 @@
-import OpenAI from "openai";
+import type OpenAI from "openai";
 import type { ResponseInputItem, ResponseStreamEvent } from "openai/resources/responses/responses";
-import { beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import {
   anthropicJson,
   anthropicToolStreamSteps,
@@ -8,10 +8,8 @@ import {
   type Reply,
   type SseStep,
 } from "../support/fake-upstream.js";
-import { KEY } from "../support/gateway.js";
 import {
   nativeFake,
-  OTHER_KEY,
   type StateSetup,
   useStateGateway,
   weatherTool,
@@ -31,12 +29,7 @@ let openai: OpenAI;
 let other: OpenAI;
 useStateGateway((ready) => {
   setup = ready;
-});
-beforeAll(() => {
-  const client = (apiKey: string) =>
-    new OpenAI({ apiKey, baseURL: `${setup.gw.url}/v1`, maxRetries: 0, timeout: 10_000 });
-  openai = client(KEY);
-  other = client(OTHER_KEY);
+  ({ openai, other } = ready);
 });
 
 type AnthropicBody = {

@@ -1,8 +1,8 @@
 import { createOpenAI } from "@ai-sdk/openai";
 import { generateText } from "ai";
-import OpenAI from "openai";
+import type OpenAI from "openai";
 import type { ResponseInputItem } from "openai/resources/responses/responses";
-import { beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import {
   anthropicJson,
   anthropicToolStreamSteps,
@@ -12,7 +12,6 @@ import {
 import { KEY } from "../support/gateway.js";
 import {
   nativeFake,
-  OTHER_KEY,
   type StateSetup,
   useStateGateway,
   weatherTool,
@@ -32,12 +31,7 @@ let openai: OpenAI;
 let other: OpenAI;
 useStateGateway((ready) => {
   setup = ready;
-});
-beforeAll(() => {
-  const client = (apiKey: string) =>
-    new OpenAI({ apiKey, baseURL: `${setup.gw.url}/v1`, maxRetries: 0, timeout: 10_000 });
-  openai = client(KEY);
-  other = client(OTHER_KEY);
+  ({ openai, other } = ready);
 });
 
 const day = 24 * 60 * 60 * 1000;

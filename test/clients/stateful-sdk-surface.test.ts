@@ -1,14 +1,9 @@
-import OpenAI from "openai";
+import type OpenAI from "openai";
 import type { ResponseStreamEvent } from "openai/resources/responses/responses";
-import { beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { anthropicJson } from "../support/fake-upstream.js";
 import { KEY } from "../support/gateway.js";
-import {
-  OTHER_KEY,
-  type StateSetup,
-  useStateGateway,
-  weatherTool,
-} from "../support/responses-loop.js";
+import { type StateSetup, useStateGateway, weatherTool } from "../support/responses-loop.js";
 import { WEATHER_TOOL } from "../support/tool-loop.js";
 
 /**
@@ -23,12 +18,7 @@ let openai: OpenAI;
 let other: OpenAI;
 useStateGateway((ready) => {
   setup = ready;
-});
-beforeAll(() => {
-  const client = (apiKey: string) =>
-    new OpenAI({ apiKey, baseURL: `${setup.gw.url}/v1`, maxRetries: 0, timeout: 10_000 });
-  openai = client(KEY);
-  other = client(OTHER_KEY);
+  ({ openai, other } = ready);
 });
 
 const encrypted = ["reasoning.encrypted_content" as const];

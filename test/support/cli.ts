@@ -1,7 +1,10 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import type { Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
+import { afterEach } from "vitest";
 import { createOwnerLink } from "../../src/server/auth/owner-session.js";
 import type { RunningGateway } from "../../src/server/gateway.js";
 
@@ -40,6 +43,49 @@ export function cliHome(extraEnv: NodeJS.ProcessEnv = {}): CliHome {
     env,
     credentialsPath: join(config, "model-gateway", "credentials.json"),
     remove: () => rmSync(dir, { recursive: true, force: true }),
+  };
+}
+
+/** What a file's CLI tests make, each gone after its test. */
+export interface CliScratch {
+  /** A CLI home of its own (`cliHome`). */
+  newHome(env?: NodeJS.ProcessEnv): CliHome;
+  /** A directory with no gateway.db, so `gateway login` finds no local serve to sign in with. */
+  emptyDir(): string;
+  /** `server` listening on 127.0.0.1 (a stand-in for a gateway); its URL. */
+  listen(server: Server): Promise<string>;
+}
+
+/**
+ * For a file of CLI tests: after each test, every CLI it ran is killed and every home, directory
+ * and server it made through the returned `CliScratch` is removed or closed.
+ */
+export function useCliScratch(): CliScratch {
+  const homes: CliHome[] = [];
+  const dirs: string[] = [];
+  const servers: Server[] = [];
+  afterEach(async () => {
+    killRunningClis();
+    for (const home of homes.splice(0)) home.remove();
+    for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+    await Promise.all(servers.splice(0).map((s) => new Promise((resolve) => s.close(resolve))));
+  });
+  return {
+    newHome(env = {}) {
+      const home = cliHome(env);
+      homes.push(home);
+      return home;
+    },
+    emptyDir() {
+      const dir = mkdtempSync(join(tmpdir(), "gateway-cli-cwd-"));
+      dirs.push(dir);
+      return dir;
+    },
+    async listen(server) {
+      servers.push(server);
+      await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+      return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    },
   };
 }
 

@@ -1,3 +1,4 @@
+import OpenAI from "openai";
 import type { Tool } from "openai/resources/responses/responses";
 import { afterAll, beforeAll, beforeEach } from "vitest";
 import { fakeGemini, geminiJson, geminiStreamSteps } from "./fake-gemini.js";
@@ -12,7 +13,7 @@ import {
   type Reply,
   type SseStep,
 } from "./fake-upstream.js";
-import { baseConfig, type TestGateway, testGateway } from "./gateway.js";
+import { baseConfig, KEY, type TestGateway, testGateway } from "./gateway.js";
 import {
   anthropicLoop,
   CLAUDE_MAX_OUTPUT,
@@ -191,6 +192,10 @@ export function nativeFake(req: RecordedRequest): Reply {
 
 export interface StateSetup {
   gw: TestGateway;
+  /** The openai SDK with the funded account's key (`KEY`). */
+  openai: OpenAI;
+  /** The openai SDK with another account's key (`OTHER_KEY`). */
+  other: OpenAI;
   chatUp: FakeUpstream;
   anthropicUp: FakeUpstream;
   nativeUp: FakeUpstream;
@@ -272,8 +277,12 @@ export async function stateGateway(): Promise<StateSetup> {
       ],
     }),
   });
+  const client = (apiKey: string) =>
+    new OpenAI({ apiKey, baseURL: `${gw.url}/v1`, maxRetries: 0, timeout: 10_000 });
   return {
     gw,
+    openai: client(KEY),
+    other: client(OTHER_KEY),
     chatUp,
     anthropicUp,
     nativeUp,
