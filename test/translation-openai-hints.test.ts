@@ -259,6 +259,45 @@ describe("Responses truncation and context_management on the bridge", () => {
     expect(an.refused).toEqual([]);
   });
 
+  it("context_management compaction past its compact_threshold toward an anthropic-wire model: nothing of it is sent, the whole conversation goes, and no compaction item comes back", async () => {
+    // About 4,000 tokens of earlier turns, past a threshold of 1,000.
+    const long = "The harbour log for the day, line by line. ".repeat(90);
+    const input = [
+      { role: "user" as const, content: `Read this. ${long}` },
+      { role: "assistant" as const, content: `Read. ${long}` },
+      { role: "user" as const, content: `And this. ${long}` },
+      { role: "assistant" as const, content: "Read that too." },
+      { role: "user" as const, content: "What was the first line?" },
+    ];
+    for (const stream of [false, true]) {
+      an.queue(
+        stream
+          ? { kind: "sse", steps: anthropicStreamSteps(["The harbour log."]) }
+          : anthropicJson("The harbour log."),
+      );
+      const ask = {
+        model: "h-anthropic",
+        context_management: [{ type: "compaction", compact_threshold: 1_000 }],
+        input,
+      };
+      let output: OpenAI.Responses.ResponseOutputItem[] = [];
+      if (stream) {
+        for await (const event of await openai.responses.create({ ...ask, stream: true }))
+          if (event.type === "response.completed") output = event.response.output;
+      } else output = (await openai.responses.create(ask)).output;
+      expect(an.refused, `stream ${stream}`).toEqual([]);
+      const sent = an.last;
+      expect(sent.body).not.toHaveProperty("context_management");
+      expect(String(sent.headers["anthropic-beta"] ?? "")).not.toMatch(
+        /compact|context-management/,
+      );
+      const messages = sent.body.messages as { role: string; content: unknown }[];
+      expect(messages.map((m) => m.role)).toEqual(input.map((item) => item.role));
+      expect(JSON.stringify(messages)).toContain(`Read this. ${long}`);
+      expect(output.map((item) => item.type)).toEqual(["message"]);
+    }
+  });
+
   it("an input the backend refuses as over its window is a 400 context_length_exceeded naming truncation auto or context_management", async () => {
     const asks = [
       { ask: { truncation: "auto" as const }, named: /`truncation: "auto"`/ },

@@ -20,17 +20,17 @@ export interface ThreeWires {
  * One model on each HTTP wire, for a file's tests of translation across them: `h-openai`,
  * `h-anthropic` and `h-gemini` (upstream models `gpt-up`, `claude-up`, `gemini-up`), priced, each
  * with `maxOutputTokens` as its output limit (the Gemini fake refuses more when `geminiMax` is
- * set), plus `extra` providers and models. Every fake forgets its queue before each test.
+ * set), plus `extra` providers, models and routes. Every fake forgets its queue before each test.
  */
 export function useThreeWires(options: {
   maxOutputTokens: number;
   geminiMax?: number;
-  /** More providers and models, which may use the fakes' addresses. */
+  /** More providers, models and routes, which may use the fakes' addresses. */
   extra?: (fakes: {
     oa: FakeUpstream;
     an: FakeUpstream;
     gm: FakeUpstream;
-  }) => Pick<ConfigInput, "providers" | "models">;
+  }) => Pick<ConfigInput, "providers" | "models" | "routes">;
   ready: (wires: ThreeWires) => void;
 }): void {
   let started: ThreeWires | undefined;
@@ -63,6 +63,7 @@ export function useThreeWires(options: {
           { name: "h-gemini", provider: "gm", upstream_model: "gemini-up", ...priced },
           ...(extra?.models ?? []).map((m) => ({ ...priced, ...m })),
         ],
+        routes: [...(baseConfig().routes ?? []), ...(extra?.routes ?? [])],
       }),
     });
     const sdk = { apiKey: KEY, maxRetries: 0, timeout: 10_000 };

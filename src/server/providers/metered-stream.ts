@@ -26,7 +26,8 @@ export interface CompletionCall {
 /**
  * Sends a completion's body and reads its whole JSON answer (`read` makes it the client's), billed
  * as the provider reports it or else estimated from the body as sent. A client of the wire's own
- * style (`wire`) gets the answer's text as the provider wrote it, only its model renamed.
+ * style (`wire`) gets the answer's text as the provider wrote it, only its model renamed (unless
+ * `read.restore` changed the answer).
  */
 export async function postMeteredJson<T extends { model: string }>(
   http: UpstreamHttp,
@@ -34,12 +35,18 @@ export async function postMeteredJson<T extends { model: string }>(
   call: CompletionCall,
   req: CompletionRequest,
   wire: ClientStyle,
-  read: { answer: (json: T) => JsonCompletion; outputText: (json: T) => string },
+  read: {
+    answer: (json: T) => JsonCompletion;
+    outputText: (json: T) => string;
+    /** Undoes on the answer what rewriting the request did to it; true when it changed it. */
+    restore?: (json: T) => boolean;
+  },
 ): Promise<JsonCompletion> {
   const { url, headers, body } = call;
   const sent = call.sent ?? JSON.stringify(body);
   const answer = await http.postJsonText<T>(url, headers, sent, req.signal, attempt.provider);
   const json = answer.json;
+  const restored = read.restore?.(json) === true;
   // A client of the wire's own style gets the provider's answer as written; any other, the
   // gateway's translation, whose usage says what is billed.
   const result = withJsonEstimate(
@@ -48,7 +55,8 @@ export async function postMeteredJson<T extends { model: string }>(
     () => read.outputText(json),
     req.style === wire ? undefined : req.style,
   );
-  if (req.style === wire) result.text = renamedModelText(answer.text, json.model, req.clientModel);
+  if (req.style === wire && !restored)
+    result.text = renamedModelText(answer.text, json.model, req.clientModel);
   return result;
 }
 

@@ -32,6 +32,7 @@ import {
   withInputSettings,
 } from "./translate/responses.js";
 import { asArray, asString, chatToolName, isRecord } from "./translate/shared.js";
+import { type AddedNulls, fitStrictSchemas } from "./translate/strict-nulls.js";
 import { toolChoiceRefusal } from "./translate/tool-choice.js";
 import { InvalidRequest, UnsupportedRequest } from "./upstream-failure.js";
 
@@ -43,9 +44,14 @@ import { InvalidRequest, UnsupportedRequest } from "./upstream-failure.js";
 
 // ---- requests ---------------------------------------------------------------
 
-/** What rewriting a request for one backend left out, for the response header and the log. */
+/**
+ * What rewriting a request for one backend left out, for the response header and the log, and
+ * what its answer needs undone on the way back.
+ */
 export interface Rewrite {
   omittedTools: string[];
+  /** Strict schemas sent with their optional properties nullable: the answer's nulls go. */
+  addedNulls?: AddedNulls;
 }
 
 /**
@@ -187,6 +193,11 @@ export interface ChatOnward {
    * a choice forcing one (OpenAI's): a Responses client's custom tools go as chat's.
    */
   customTools?: boolean;
+  /**
+   * The body is sent as it is to a chat API that holds strict schemas to OpenAI's rules (an
+   * openai wire's): a rewritten body's strict schemas are fitted to them (`fitStrictSchemas`).
+   */
+  strictRules?: boolean;
 }
 
 export function toChatRequest(
@@ -209,6 +220,7 @@ export function toChatRequest(
     const chat = messagesRequestToChat(body, model.upstream_model, chatOptions(attempt, onward));
     if (!onward.fetchesUrls) refuseGap(documentUrlSentence(chat));
     refuseGap(droppedChoiceSentence(req, chat));
+    fitStrict(chat, onward, req.style, rewrite);
     return clampChat(chat, max);
   }
   if (req.style === "responses") {
@@ -235,6 +247,7 @@ export function toChatRequest(
     const omitted = outside.filter((t) => !searches.includes(t));
     if (omitted.length > 0) omitTools(attempt, omitted, hostedToolSentence(omitted), rewrite);
     refuseGap(droppedChoiceSentence(req, chat));
+    fitStrict(chat, onward, req.style, rewrite);
     return clampChat(chat, max);
   }
   const body = { ...req.body, model: model.upstream_model } as ChatCompletionRequest;
@@ -258,7 +271,27 @@ export function toChatRequest(
       delete body.web_search_options;
     }
   }
-  return req.viaRoute || onward.translated ? clampChat(body, max) : body;
+  if (!req.viaRoute && !onward.translated) return body;
+  // A route's step is a rewrite, as the other styles' bodies are; a direct one goes as written.
+  if (req.viaRoute) fitStrict(body, onward, req.style, rewrite);
+  return clampChat(body, max);
+}
+
+/**
+ * A rewritten chat body's strict schemas fitted to OpenAI's strict rules where its chat API holds
+ * them there. A messages client's strict tool or format that strict mode cannot carry goes
+ * without `strict` (Anthropic holds any schema; OpenAI would refuse it strict and answers it
+ * otherwise); a client of OpenAI's own styles gets what OpenAI's API makes of its schema.
+ */
+function fitStrict(
+  chat: ChatCompletionRequest,
+  onward: ChatOnward,
+  style: ClientStyle,
+  rewrite: Rewrite,
+): void {
+  if (!onward.strictRules || onward.translated) return;
+  const added = fitStrictSchemas(chat, style === "messages" ? "lenient" : "as-sent");
+  if (added) rewrite.addedNulls = added;
 }
 
 /**
@@ -468,7 +501,6 @@ function chatOptions(attempt: Backend, onward: ChatOnward): ChatRequestOptions {
       maxTokensField: set.max_tokens_field ?? defaultMaxTokensField(provider.base_url),
       cacheBreakpoints: set.prompt_cache_breakpoints ?? isOpenAIHost(provider.base_url),
       reasoningDetails: false,
-      strictRules: true,
     };
     chatOptionsOfRow.set(provider, options);
   }

@@ -29,6 +29,7 @@ import { withoutGatewayReasoning } from "../../wire/translate/encrypted-reasonin
 import { encodeResponsesEvents } from "../../wire/translate/errors.js";
 import { baseResponse, failedEvents } from "../../wire/translate/responses.js";
 import { isRecord, nowSeconds, randomId } from "../../wire/translate/shared.js";
+import { dropAddedNullsFromAnswer, withoutAddedNulls } from "../../wire/translate/strict-nulls.js";
 import {
   callNameField,
   chatOutputText,
@@ -54,8 +55,10 @@ export async function openaiComplete(
     return nativeResponses(http, attempt, req, headers);
   }
   const rewrite: Rewrite = { omittedTools: [] };
-  // OpenAI's chat takes custom tools (`openaiProvider.takesCustomTools`).
-  const body = toChatRequest(req, attempt, rewrite, { customTools: true });
+  // OpenAI's chat takes custom tools (`openaiProvider.takesCustomTools`), and holds strict
+  // schemas to its rules.
+  const body = toChatRequest(req, attempt, rewrite, { customTools: true, strictRules: true });
+  const nulls = rewrite.addedNulls;
   // A chat client's own `stop` goes as written (the provider answers for it); a translated one is
   // the gateway's to fit within OpenAI's four.
   if (req.style === "messages") refuseStopsOver(req, body, 4);
@@ -68,7 +71,11 @@ export async function openaiComplete(
       { url, headers, body, sent },
       req,
       "chat",
-      { answer: (json) => fromChatJson(req, json), outputText: chatOutputText },
+      {
+        answer: (json) => fromChatJson(req, json),
+        outputText: chatOutputText,
+        restore: nulls && ((json) => dropAddedNullsFromAnswer(json, nulls)),
+      },
     );
     return withRewrite(result, rewrite);
   }
@@ -79,10 +86,15 @@ export async function openaiComplete(
     { url, headers, body, sent, answers },
     req.signal,
   );
-  const result =
-    req.style === "chat"
-      ? passThroughChat(req, upstream.events, upstream.meter)
-      : fromChatChunks(req, chatChunks(upstream.events), upstream.meter);
+  // A stream whose strict calls or output have nulls to take out is read chunk by chunk.
+  if (req.style === "chat" && !nulls)
+    return withRewrite(passThroughChat(req, upstream.events, upstream.meter), rewrite);
+  const chunks = chatChunks(upstream.events);
+  const result = fromChatChunks(
+    req,
+    nulls ? withoutAddedNulls(chunks, nulls) : chunks,
+    upstream.meter,
+  );
   return withRewrite(result, rewrite);
 }
 

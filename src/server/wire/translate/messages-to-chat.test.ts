@@ -192,9 +192,10 @@ describe("messagesRequestToChat", () => {
     expect(out).not.toHaveProperty("max_tokens");
     expect(out).not.toHaveProperty("stream_options");
     expect(out.messages).toEqual([{ role: "user", content: "hi" }]);
+    // Anthropic's structured outputs always hold; `fitStrictSchemas` fits them to a chat API's rules.
     expect(out.response_format).toEqual({
       type: "json_schema",
-      json_schema: { name: "output", schema: { type: "object" } },
+      json_schema: { name: "output", schema: { type: "object" }, strict: true },
     });
   });
 

@@ -29,7 +29,6 @@ import {
   usageFromChat,
 } from "../usage.js";
 import { anthropicClientTool } from "./anthropic-client-tools.js";
-import { meetsOpenAIStrictRules } from "./openai-strict-schema.js";
 import {
   type BreakpointOf,
   breakpointOf,
@@ -78,12 +77,6 @@ export type ChatRequestOptions = {
    * it does not (the tools are left out, their calls refused).
    */
   customTools?: boolean;
-  /**
-   * Whether a messages client's strict tool is sent `strict` only where its schema meets OpenAI's
-   * strict rules, which OpenAI's chat API refuses a strict schema outside. Absent, every strict tool
-   * stays strict: a body translated on reads it (Gemini holds calls to any schema, `VALIDATED`).
-   */
-  strictRules?: boolean;
 };
 
 // ---------------------------------------------------------------------------
@@ -164,7 +157,7 @@ export function messagesRequestToChat(
     out.stream_options = { include_usage: true };
   }
 
-  const tools = convertTools(asArray(req.tools), opts.strictRules === true);
+  const tools = convertTools(asArray(req.tools));
   if (tools.length > 0) {
     out.tools = tools;
     const rawChoice: unknown = req.tool_choice;
@@ -185,12 +178,11 @@ export function messagesRequestToChat(
   const format =
     (isRecord(req.output_config) ? req.output_config.format : undefined) ?? req.output_format;
   if (isRecord(format) && format.type === "json_schema" && isRecord(format.schema)) {
-    // Anthropic's structured outputs always hold to the schema: strict wherever OpenAI's rules
-    // let it be (docs/http-api.md).
-    const strict = meetsOpenAIStrictRules(format.schema);
+    // Anthropic's structured outputs always hold to the schema; a chat API with OpenAI's strict
+    // rules gets it as they let it be (`fitStrictSchemas`, docs/http-api.md).
     out.response_format = {
       type: "json_schema",
-      json_schema: { name: "output", schema: format.schema, ...(strict ? { strict } : {}) },
+      json_schema: { name: "output", schema: format.schema, strict: true },
     };
   }
   return out;
@@ -530,7 +522,7 @@ export function documentUrlSentence(chat: ChatCompletionRequest): string | undef
   return undefined;
 }
 
-function convertTools(tools: unknown[], strictRules: boolean): ChatTool[] {
+function convertTools(tools: unknown[]): ChatTool[] {
   const out: ChatTool[] = [];
   for (const tool of tools) {
     if (!isRecord(tool)) continue;
@@ -552,9 +544,9 @@ function convertTools(tools: unknown[], strictRules: boolean): ChatTool[] {
     };
     const description = asString(tool.description);
     if (description) fn.description = description;
-    // Strict tool use, as Anthropic's: the call's input holds to the schema.
-    if (tool.strict === true && (!strictRules || meetsOpenAIStrictRules(tool.input_schema)))
-      fn.strict = true;
+    // Strict tool use, as Anthropic's: the call's input holds to the schema (fitted to OpenAI's
+    // strict rules where a chat API holds them, `fitStrictSchemas`).
+    if (tool.strict === true) fn.strict = true;
     out.push({ type: "function", function: fn });
   }
   return out;

@@ -1,7 +1,11 @@
 import { zodOutputFormat } from "@anthropic-ai/sdk/helpers/zod";
 import { describe, expect, it } from "vitest";
 import * as z from "zod/v4";
-import { meetsOpenAIStrictRules } from "./openai-strict-schema.js";
+import {
+  dropAddedNulls,
+  meetsOpenAIStrictRules,
+  openAIStrictSchema,
+} from "./openai-strict-schema.js";
 
 const closed = (properties: Record<string, unknown>) => ({
   type: "object",
@@ -50,5 +54,114 @@ describe("meetsOpenAIStrictRules", () => {
     for (let level = 1; level < 10; level++) schema = closed({ inner: schema });
     expect(meetsOpenAIStrictRules(schema)).toBe(true);
     expect(meetsOpenAIStrictRules(closed({ inner: schema }))).toBe(false);
+  });
+});
+
+describe("openAIStrictSchema and dropAddedNulls", () => {
+  it("fits the Anthropic SDK's zodOutputFormat of an object with optional fields, nested ones too", () => {
+    const format = zodOutputFormat(
+      z.object({
+        city: z.string(),
+        note: z.string().optional(),
+        near: z.object({ name: z.string(), km: z.number().optional() }).optional(),
+      }),
+    );
+    const fit = openAIStrictSchema(format.schema);
+    expect(fit?.nullable).toBe(true);
+    expect(meetsOpenAIStrictRules(fit?.schema)).toBe(true);
+    const answer = { city: "Jakarta", note: null, near: { name: "Bogor", km: null } };
+    expect(dropAddedNulls(answer, format.schema)).toBe(true);
+    expect(answer).toEqual({ city: "Jakarta", near: { name: "Bogor" } });
+  });
+
+  it("leaves a schema that meets the rules as it is", () => {
+    const schema = closed({ a: { type: "string" } });
+    expect(openAIStrictSchema(schema)).toEqual({ schema, nullable: false });
+  });
+
+  it("makes optional properties required and nullable, in $defs and anyOf branches too, and a property that takes null already only required", () => {
+    const branch = {
+      type: "object",
+      properties: { x: { type: "integer" }, y: { $ref: "#/$defs/point" } },
+      required: ["x"],
+      additionalProperties: false,
+    };
+    const schema = {
+      type: "object",
+      properties: {
+        pick: { anyOf: [branch, { type: "string" }] },
+        maybe: { type: ["string", "null"] },
+        at: { $ref: "#/$defs/point" },
+      },
+      required: [],
+      additionalProperties: false,
+      $defs: {
+        point: {
+          type: "object",
+          properties: { lat: { type: "number" }, label: { const: "here" } },
+          required: ["lat"],
+          additionalProperties: false,
+        },
+      },
+    };
+    const fit = openAIStrictSchema(schema);
+    expect(fit?.nullable).toBe(true);
+    expect(meetsOpenAIStrictRules(fit?.schema)).toBe(true);
+    expect(fit?.schema.properties).toEqual({
+      pick: {
+        anyOf: [
+          {
+            ...branch,
+            properties: {
+              x: { type: "integer" },
+              y: { anyOf: [{ $ref: "#/$defs/point" }, { type: "null" }] },
+            },
+            required: ["x", "y"],
+          },
+          { type: "string" },
+          { type: "null" },
+        ],
+      },
+      maybe: { type: ["string", "null"] },
+      at: { anyOf: [{ $ref: "#/$defs/point" }, { type: "null" }] },
+    });
+    expect(fit?.schema.$defs).toEqual({
+      point: {
+        type: "object",
+        properties: {
+          lat: { type: "number" },
+          label: { anyOf: [{ const: "here" }, { type: "null" }] },
+        },
+        required: ["lat", "label"],
+        additionalProperties: false,
+      },
+    });
+
+    // Back: the nulls of properties the client left optional go, through the branch the answer took.
+    const answer = {
+      pick: { x: 1, y: { lat: 2, label: null } },
+      maybe: null,
+      at: null,
+    };
+    expect(dropAddedNulls(answer, schema)).toBe(true);
+    expect(answer).toEqual({ pick: { x: 1, y: { lat: 2 } }, maybe: null });
+    const plain = { pick: "text", maybe: "m", at: { lat: 1, label: "here" } };
+    expect(dropAddedNulls(plain, schema)).toBe(false);
+  });
+
+  it("is undefined for a schema strict mode cannot carry even so, and keeps a property named __proto__", () => {
+    expect(openAIStrictSchema({ type: "object", properties: { a: { type: "string" } } })).toBe(
+      undefined,
+    );
+    expect(openAIStrictSchema(closed({ a: { type: "string", minLength: 1 } }))).toBe(undefined);
+    const schema = JSON.parse(
+      '{"type":"object","properties":{"__proto__":{"type":"string"}},"required":[],"additionalProperties":false}',
+    );
+    const fit = openAIStrictSchema(schema);
+    expect(Object.keys(fit?.schema.properties ?? {})).toEqual(["__proto__"]);
+    expect(fit?.schema.required).toEqual(["__proto__"]);
+    const answer = JSON.parse('{"__proto__":null}');
+    expect(dropAddedNulls(answer, schema)).toBe(true);
+    expect(Object.keys(answer)).toEqual([]);
   });
 });

@@ -562,10 +562,10 @@ function storedInputSentence(input: unknown): string | undefined {
 /**
  * What a Responses request asked the API to do with an input over the context window that the
  * bridge cannot do, as a sentence for the client whose input a backend refused as too long, or
- * undefined. `truncation: "auto"` drops the conversation's earliest items and a `context_management`
- * compaction replaces them by a summary; every other backend takes the whole conversation or
- * refuses it, as `truncation: "disabled"` asks. Below the window neither would have acted, so the
- * request is answered as asked.
+ * undefined. On OpenAI's API `truncation: "auto"` drops the conversation's earliest items once it
+ * is over the window, and a `context_management` compaction replaces them by a summary once it
+ * passes its `compact_threshold`; every other backend takes the whole conversation or refuses it,
+ * as `truncation: "disabled"` asks (docs/http-api.md).
  */
 export function contextStrategySentence(req: ResponsesRequest): string | undefined {
   const asked = [
