@@ -18,8 +18,8 @@ import {
 } from "./support/fake-upstream.js";
 import { backends, baseConfig, KEY, post } from "./support/gateway.js";
 import { geminiJson, geminiStreamSteps } from "./support/gemini-wire.js";
-import { type Logged, logged, requestTextTokens } from "./support/metering.js";
 import { type MeterWires, useMeterWires } from "./support/meter-wires.js";
+import { type Logged, logged, requestTextTokens } from "./support/metering.js";
 import { streamDataInText } from "./support/sse.js";
 import { type ThreeWires, useThreeWires } from "./support/three-wires.js";
 
