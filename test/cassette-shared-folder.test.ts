@@ -1,12 +1,19 @@
 import { createHash } from "node:crypto";
-import { existsSync, readdirSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type OpenAI from "openai";
 import { describe, expect, it, vi } from "vitest";
-import { type CassetteOptions, ConfigError } from "../src/index.js";
+import { type CassetteOptions, ConfigError, startGateway } from "../src/index.js";
 import { useCassetteSuite } from "./support/cassette-suite.js";
-import { spawnCli } from "./support/cli.js";
+import { spawnCli, spawnNode } from "./support/cli.js";
 import { deferred, type FakeUpstream, openaiJson } from "./support/fake-upstream.js";
 
 /**
@@ -34,11 +41,11 @@ const question = { model: "app-chat", messages: [{ role: "user" as const, conten
 const ask = async (openai: OpenAI) =>
   (await openai.chat.completions.create(question)).choices[0].message.content;
 
-/** The lock file of a cassette folder, as the docs place it: the temporary directory, by real path. */
+/** The lock of a cassette folder, as the docs place it: the temporary directory, by real path. */
 const lockOf = (dir: string) =>
   join(
     tmpdir(),
-    `model-gateway-folder-${createHash("sha256").update(realpathSync(dir)).digest("hex").slice(0, 32)}.lock`,
+    `model-gateway-folder-${createHash("sha256").update(realpathSync(dir)).digest("hex").slice(0, 32)}.locks`,
   );
 
 describe("two record-missing gateways sending the same new request at once", () => {
@@ -151,4 +158,91 @@ describe("the folder's lock", () => {
     await recording.gw.close();
     expect(existsSync(lockOf(dir))).toBe(false);
   }, 60_000);
+});
+
+describe("the folder's lock between processes", () => {
+  const holderScript = join(import.meta.dirname, "support", "folder-lock-holder.mjs");
+  /** A process holding the lock as a gateway does (`support/folder-lock-holder.mjs`). */
+  const holder = (...args: string[]) => spawnNode([holderScript, ...args], process.env);
+  const firstLine = async (process: ReturnType<typeof holder>) =>
+    JSON.parse((await process.waitFor(/^\{.*\}$/m, 20_000))[0]) as Record<string, unknown>;
+  const folder = (name: string) => {
+    const dir = join(root, name);
+    mkdirSync(dir);
+    return dir;
+  };
+
+  it("two holders letting go at the same instant leave nothing: the lock goes with the last of them, every round", async () => {
+    const dir = folder("two-at-once");
+    const sync = folder("two-at-once-sync");
+    // Many rounds: two releases meet at the instant that matters only now and then.
+    const rounds = "2000";
+    const [a, b] = [
+      holder("rounds", dir, sync, "a", "b", rounds),
+      holder("rounds", dir, sync, "b", "a", rounds),
+    ];
+    const done = await Promise.all([a.exit(60_000), b.exit(60_000)]);
+    for (const { code, stdout, stderr } of done) {
+      expect({ code, stderr }).toEqual({ code: 0, stderr: "" });
+      expect(JSON.parse(stdout)).toMatchObject({ refused: 0, left: [] });
+    }
+    expect(existsSync(lockOf(dir))).toBe(false);
+  }, 90_000);
+
+  it("names each holder's pid while it holds the folder; a live holder's lock is never taken over", async () => {
+    const dir = folder("live-holder");
+    const recording = holder("hold", dir, "exclusive");
+    const { pid, held } = await firstLine(recording);
+    expect(held).toBe(true);
+    expect(readdirSync(lockOf(dir)).map((name) => Number(name.split("-")[0]))).toEqual([pid]);
+    const other = holder("hold", dir, "shared");
+    expect((await firstLine(other)).held).toBe(false);
+    const refused = await other.exit();
+    expect(refused.stderr).toBe("");
+    recording.child.kill("SIGTERM");
+    expect((await recording.exit()).code).toBe(0);
+    expect(existsSync(lockOf(dir))).toBe(false);
+  }, 60_000);
+
+  it("a holder killed without letting go: of two that start at once, both hold the folder, and the take-over is said once, naming its pid", async () => {
+    const dir = folder("killed-holder");
+    const killed = holder("hold", dir, "exclusive");
+    const { pid } = await firstLine(killed);
+    killed.child.kill("SIGKILL");
+    await killed.exit();
+    expect(existsSync(lockOf(dir))).toBe(true);
+
+    const takers = [holder("hold", dir, "shared"), holder("hold", dir, "shared")];
+    for (const taker of takers) expect((await firstLine(taker)).held).toBe(true);
+    const said = takers.map((taker) => taker.stderr()).join("");
+    expect(said).toBe(
+      `cassettes: ${dir}: the lock of a gateway that is gone (pid ${pid}, stopped without letting go of it) was taken over: ${lockOf(dir)}\n`,
+    );
+    expect(
+      readdirSync(lockOf(dir))
+        .map((name) => Number(name.split("-")[0]))
+        .sort(),
+    ).toEqual(takers.map((taker) => taker.child.pid).sort());
+    for (const taker of takers) taker.child.kill("SIGTERM");
+    for (const taker of takers) expect((await taker.exit()).code).toBe(0);
+    expect(existsSync(lockOf(dir))).toBe(false);
+  }, 60_000);
+
+  it("a start refused after it took the folder lets go of it: the next recording of the folder starts", async () => {
+    const dir = folder("refused-start");
+    const db = join(root, "refused-start.db");
+    const first = await startGateway({ db, config: config(upstream.baseUrl) });
+    await first.close();
+    // The same key under another id: refused once the database is open, after the folder was taken.
+    const moved = config(upstream.baseUrl);
+    moved.accounts = [{ id: "app", balance_idr: 100_000, keys: [{ id: "moved", value: KEY }] }];
+    await expect(
+      startGateway({ db, config: moved, cassettes: { dir, mode: "record" } }),
+    ).rejects.toBeInstanceOf(ConfigError);
+    expect(existsSync(lockOf(dir))).toBe(false);
+    const recording = await gateway({ dir, mode: "record" });
+    expect(existsSync(lockOf(dir))).toBe(true);
+    await recording.gw.close();
+    expect(existsSync(lockOf(dir))).toBe(false);
+  });
 });

@@ -5,6 +5,7 @@ import { dirname, join } from "node:path";
 import { createServer as createTlsServer } from "node:tls";
 import { pathToFileURL } from "node:url";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import type { FinishedRequest } from "../src/server/http/request-trace.js";
 import {
   type CliHome,
   cliHome,
@@ -37,10 +38,13 @@ let gwB: TestGateway;
 const homes: CliHome[] = [];
 const servers: Server[] = [];
 
+/** Gateway B's serve lines, which a refusal's quoted request id must name. */
+const linesB: FinishedRequest[] = [];
+
 beforeAll(async () => {
   [gwA, gwB] = await Promise.all([
     testGateway({ devicePollIntervalSeconds: 1 }),
-    testGateway({ devicePollIntervalSeconds: 1 }),
+    testGateway({ devicePollIntervalSeconds: 1, onRequest: (line) => linesB.push(line) }),
   ]);
 });
 afterAll(async () => {
@@ -162,20 +166,61 @@ describe("gateway login to a second gateway under the same profile", () => {
 });
 
 describe("a login key the gateway no longer takes", () => {
-  it("every command says so, with its 401 and the login that gets a new key for that gateway and profile", async () => {
+  /** The request id a refusal names, which must be the id of that request's serve line. */
+  const quotedId = (stderr: string) => /\(HTTP 401, request (req_[\w-]+)\)/.exec(stderr)?.[1];
+
+  it("every command says which login key (id and prefix, never the key), that it was revoked, the request, and the login that gets a new key for that gateway and profile", async () => {
     const home = newHome();
     const login = await logIn(home, gwB, "staging");
     await gwB.services.store.revokeKey(login.id);
     for (const args of [
       ["keys", "list", "--profile", "staging"],
       ["keys", "create", "--label", "ci", "--profile", "staging"],
+      ["whoami", "--profile", "staging"],
     ]) {
       const done = await runCli(args, home.env);
       expect(done.code).toBe(1);
       expect(done.stdout).toBe("");
+      const id = quotedId(done.stderr);
       expect(done.stderr).toBe(
-        `gateway: the gateway refused the key: API key revoked (HTTP 401); run \`npx gateway login --base-url ${gwB.url} --profile staging\` again\n`,
+        `gateway: the gateway at ${gwB.url} refused the login key ${login.id} (${login.key.slice(0, 7)}...) of profile "staging": it was revoked, on the gateway's dashboard or by a logout (HTTP 401, request ${id}); run \`npx gateway login --base-url ${gwB.url} --profile staging\` again\n`,
       );
+      expect(done.stderr).not.toContain(login.key.slice(7));
+      expect(linesB.find((line) => line.requestId === id)).toMatchObject({
+        status: 401,
+        errorCode: "key_revoked",
+      });
+    }
+  });
+
+  it("a login key the gateway has no record of (its database replaced) and a GATEWAY_API_KEY it refuses are named as such", async () => {
+    const home = newHome();
+    const unknown = "kn-never-made-on-this-gateway-000000000";
+    saveLogin(home, { key: unknown, baseUrl: gwB.url, keyId: "key_gone", accountId: "acct" });
+    const cases: [NodeJS.ProcessEnv, string, string][] = [
+      [
+        home.env,
+        `the login key key_gone (${unknown.slice(0, 7)}...) of profile "default"`,
+        `run \`npx gateway login --base-url ${gwB.url}\` again`,
+      ],
+      [
+        { ...home.env, GATEWAY_API_KEY: unknown },
+        `the key in GATEWAY_API_KEY (${unknown.slice(0, 7)}...)`,
+        "check GATEWAY_API_KEY, or unset it to use the key from `npx gateway login`",
+      ],
+    ];
+    for (const [env, which, next] of cases) {
+      const done = await runCli(["whoami"], { ...env, GATEWAY_BASE_URL: gwB.url });
+      expect(done.code).toBe(1);
+      const id = quotedId(done.stderr);
+      expect(done.stderr).toBe(
+        `gateway: the gateway at ${gwB.url} refused ${which}: this gateway has no such key, as when its database was replaced or the key is another gateway's (HTTP 401, request ${id}); ${next}\n`,
+      );
+      expect(done.stderr).not.toContain(unknown.slice(7));
+      expect(linesB.find((line) => line.requestId === id)).toMatchObject({
+        status: 401,
+        errorCode: "key_unknown",
+      });
     }
   });
 });

@@ -21,6 +21,7 @@ import {
   baseConfig,
   gatewayOn,
   KEY,
+  SHARED_KEY,
   type TestGateway,
   testGateway,
 } from "./support/gateway.js";
@@ -417,6 +418,44 @@ describe("a long call whose client leaves is charged nothing, as its /v1 twin", 
     await admitted();
     expect((await rawMcp(cancel(31))).status).toBe(202);
     expect((await next).error?.code).toBe(ErrorCode.ConnectionClosed);
+  });
+});
+
+describe.each(backends)("a shared key at its address's limit (%s)", (backend) => {
+  it("an SDK client still cancels its call: the cancellation is no request, the twin ends client_closed, nothing is charged", async () => {
+    gw = await gatewayOn(backend, { keepaliveMs: KEEPALIVE_MS, config: config() });
+    const { client } = await mcpClient(gw.url, SHARED_KEY, "shared-at-limit");
+    clients.push(client);
+    const before = await idleMoney(gw);
+    const abort = new AbortController();
+    const call = client
+      .callTool(
+        { name: "chat", arguments: { model: "held-gpt", prompt: "hold, then be cancelled" } },
+        undefined,
+        { signal: abort.signal, onprogress: () => {}, resetTimeoutOnProgress: true },
+      )
+      .then(
+        () => "answered",
+        () => "cancelled",
+      );
+    await admitted();
+    // The address's minute is used up: the next request is refused.
+    let refusedAfter: number | undefined;
+    for (let sent = 0; sent < 40 && refusedAfter === undefined; sent++) {
+      await client.listTools().catch((err: unknown) => {
+        expect(String(err)).toMatch(/429|too many requests/i);
+        refusedAfter = sent;
+      });
+    }
+    expect(refusedAfter).toBeDefined();
+    abort.abort("the user pressed Esc");
+    expect(await call).toBe("cancelled");
+    const rows = await rowsOnce(1);
+    expect(rows).toHaveLength(1);
+    expect(rows[0]).toMatchObject({ via: "mcp", error_code: "client_closed", cost_micro: 0 });
+    expect(await idleMoney(gw)).toEqual(before);
+    for (let i = 0; i < 200 && upstream.aborted === 0; i++) await sleep(10);
+    expect(upstream.aborted).toBe(1);
   });
 });
 

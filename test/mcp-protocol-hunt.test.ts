@@ -265,6 +265,51 @@ describe("JSON-RPC batches", () => {
       expect(await rows()).toHaveLength(30);
     },
   );
+
+  it.each(backends)(
+    "%s: a shared key's POST refused whole (a batch the version has none of, two requests under one id, no JSON-RPC, headers the transport refuses) counts nothing against the address",
+    async (backend) => {
+      gw = await gatewayOn(backend, { clock: "manual" });
+      const batch = [chatCall(1, "one"), chatCall(2, "two")];
+      const refusals: [string, () => Promise<Response>, number][] = [
+        [
+          "a batch sent as 2025-06-18",
+          () => rawMcp(batch, { "mcp-protocol-version": "2025-06-18" }, SHARED_KEY),
+          400,
+        ],
+        [
+          "two requests under one id",
+          () => rawMcp([chatCall(7, "a"), chatCall(7, "b")], {}, SHARED_KEY),
+          400,
+        ],
+        ["no JSON-RPC", () => rawMcp({ id: 1, hello: "there" }, {}, SHARED_KEY), 400],
+        [
+          "JSON only",
+          () => rawMcp(chatCall(3, "c"), { accept: "application/json" }, SHARED_KEY),
+          406,
+        ],
+      ];
+      // More refusals than the minute's 30 requests.
+      for (let round = 0; round < 9; round++) {
+        for (const [what, send, status] of refusals) {
+          const res = await send();
+          await res.text();
+          expect({ what, status: res.status }).toEqual({ what, status });
+        }
+      }
+      expect(await rows()).toEqual([]);
+      // The address still has its whole minute: 30 requests, and then the plain 429.
+      const listTools = (id: number) => ({ jsonrpc: "2.0", id, method: "tools/list" });
+      for (let i = 0; i < 30; i++) {
+        const res = await rawMcp(listTools(i), {}, SHARED_KEY);
+        expect({ i, status: res.status }).toEqual({ i, status: 200 });
+        await res.text();
+      }
+      const over = await rawMcp(listTools(30), {}, SHARED_KEY);
+      expect(over.status).toBe(429);
+      expect(await over.text()).toBe("too many requests, try again shortly");
+    },
+  );
 });
 
 describe("tools/call the protocol way", () => {

@@ -249,3 +249,188 @@ describe("serve's line for a request the server could not take", () => {
     }
   });
 });
+
+/** One request on a connection of its own: its status, serve line and body. */
+async function rawLine(
+  method: string,
+  target: string,
+  headers: Record<string, string>,
+  body = "",
+): Promise<{ status: number; line: FinishedRequest | undefined; body: string }> {
+  const fields = Object.entries({
+    ...headers,
+    "content-length": String(Buffer.byteLength(body)),
+    connection: "close",
+  }).map(([name, value]) => `${name}: ${value}\r\n`);
+  const raw = await exchange(`${method} ${target} HTTP/1.1\r\n${fields.join("")}\r\n${body}`);
+  return {
+    status: Number(raw.slice(9, 12)),
+    line: await lineOfAnswer(raw),
+    body: raw.slice(raw.indexOf("\r\n\r\n") + 4),
+  };
+}
+
+describe("every refusal's serve line names its code, never only its status", () => {
+  const host = () => new URL(gw.url).host;
+  const mcpHeaders = () => ({
+    host: host(),
+    authorization: `Bearer ${KEY}`,
+    "content-type": "application/json",
+    accept: "application/json, text/event-stream",
+  });
+  const ping = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "ping" });
+
+  it.each([
+    ["POST /mcp whose body is no JSON", "POST", "/mcp", {}, "{not json", 400, "bad_request"],
+    [
+      "POST /mcp whose body is no JSON-RPC message",
+      "POST",
+      "/mcp",
+      {},
+      '{"hello":"there"}',
+      400,
+      "bad_request",
+    ],
+    [
+      "POST /mcp of a protocol version the transport does not speak",
+      "POST",
+      "/mcp",
+      { "mcp-protocol-version": "1999-01-01" },
+      ping,
+      400,
+      "bad_request",
+    ],
+    [
+      "POST /mcp of a batch its version has none of",
+      "POST",
+      "/mcp",
+      { "mcp-protocol-version": "2025-06-18" },
+      `[${ping}]`,
+      400,
+      "bad_request",
+    ],
+    [
+      "two different keys (a Hono route)",
+      "GET",
+      "/v1/models/mock-gpt",
+      { "x-api-key": "kn-another-key" },
+      "",
+      401,
+      "key_conflicting",
+    ],
+    [
+      "two different keys (a direct route)",
+      "POST",
+      "/v1/chat/completions",
+      { "x-api-key": "kn-another-key" },
+      JSON.stringify(chat()),
+      401,
+      "key_conflicting",
+    ],
+    [
+      "the dashboard's JSON API without a session",
+      "GET",
+      "/api/dashboard/account",
+      { authorization: "", accept: "application/json" },
+      "",
+      401,
+      "session_required",
+    ],
+    [
+      "a dashboard form over its limit",
+      "POST",
+      "/dashboard/keys",
+      { authorization: "", "content-type": "application/x-www-form-urlencoded" },
+      `label=${"x".repeat(20_000)}`,
+      413,
+      "bad_request",
+    ],
+  ])("%s: %s %s", async (_what, method, path, headers, body, status, code) => {
+    const sent: Record<string, string> = { ...mcpHeaders(), ...headers };
+    for (const [name, value] of Object.entries(sent)) if (value === "") delete sent[name];
+    const answer = await rawLine(method, path, sent, body);
+    expect(answer.status).toBe(status);
+    expect(answer.line).toMatchObject({ method, path, status, errorCode: code });
+  });
+
+  it("a device code refused for too many from one address: slow_down, as its body says", async () => {
+    let refused: Awaited<ReturnType<typeof rawLine>> | undefined;
+    for (let sent = 0; sent < 12 && refused === undefined; sent++) {
+      const answer = await rawLine(
+        "POST",
+        "/api/auth/device/code",
+        { host: host(), "content-type": "application/json" },
+        JSON.stringify({ client_name: "refusal lines" }),
+      );
+      if (answer.status !== 200) refused = answer;
+    }
+    expect(refused?.status).toBe(429);
+    expect(JSON.parse(refused!.body)).toMatchObject({ error: "slow_down" });
+    expect(refused?.line?.errorCode).toBe("slow_down");
+  });
+
+  it("an absolute-form target naming the gateway with its scheme in capitals is served on every route, as RFC 9112's scheme is case-insensitive", async () => {
+    for (const path of ["/v1/models", "/v1/models/mock-gpt", "/api/public/pricing"]) {
+      const answer = await rawLine("GET", `HTTP://${host()}${path}`, {
+        host: host(),
+        authorization: `Bearer ${KEY}`,
+      });
+      expect({ path, status: answer.status }).toEqual({ path, status: 200 });
+      expect(answer.line).toMatchObject({ method: "GET", path, status: 200 });
+    }
+  });
+});
+
+describe("the Host header, on the direct router's routes and on Hono's alike", () => {
+  /** One of each: the direct router's, Hono's plain route, and one that makes a URL of the request. */
+  const paths: [string, string, () => Record<string, string>, string][] = [
+    ["GET", "/v1/models", () => ({ authorization: `Bearer ${KEY}` }), ""],
+    ["GET", "/v1/models/mock-gpt", () => ({ authorization: `Bearer ${KEY}` }), ""],
+    [
+      "POST",
+      "/mcp",
+      () => ({
+        authorization: `Bearer ${KEY}`,
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+      }),
+      JSON.stringify({ jsonrpc: "2.0", id: 1, method: "ping" }),
+    ],
+  ];
+
+  it.each([
+    ["127.0.0.1:PORT", 200],
+    ["localhost:PORT", 200],
+    ["LOCALHOST:65000", 200],
+    ["Gateway.Example.COM:65535", 200],
+    ["gateway.example:1", 200],
+    ["a_b.internal", 200],
+    ["[::1]:8787", 200],
+    ["[::1]", 200],
+    ["xn--bcher-kva.example:9000", 200],
+    ["bad host", 400],
+    ["a@b", 400],
+    ["ex%41mple:8080", 400],
+    ["x:99999", 400],
+    ["h:", 400],
+    [":80", 400],
+    ["a:b:c", 400],
+    ["[zz]", 400],
+    ["x/y", 400],
+    // What @hono/node-server took as it came, and a route that made a URL of it failed on.
+    ["xn--", 400],
+    ["xn--:8080", 400],
+    ["1.2.3.999:8080", 400],
+    ["127.1:8080", 400],
+    ["[0:0::1]:8787", 400],
+  ])("Host %s: %i on every route", async (given, status) => {
+    const hostHeader = given.replace("PORT", new URL(gw.url).port);
+    for (const [method, path, headers, body] of paths) {
+      const answer = await rawLine(method, path, { host: hostHeader, ...headers() }, body);
+      const seen = { host: hostHeader, path, status: answer.status };
+      expect(seen).toEqual({ ...seen, status });
+      expect(answer.line?.errorCode).toBe(status === 400 ? "malformed_host" : undefined);
+      if (status === 400) expect(answer.body).toContain("The Host header cannot be read");
+    }
+  });
+});

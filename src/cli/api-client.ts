@@ -1,7 +1,7 @@
 import type { z } from "zod";
 import { cliCommand } from "../cli-command.js";
 import { shownText } from "../server/http/shown-text.js";
-import { redactSecrets, shownUrl } from "../store/secrets.js";
+import { keyPrefix, redactSecrets, shownUrl } from "../store/secrets.js";
 import { describeSystemError } from "../system-errors.js";
 import type { CreatedKey, DeviceCodeResponse, KeyView, RevokedKey, WhoAmI } from "./api-schemas.js";
 import {
@@ -80,6 +80,11 @@ const apiSchemas = (): Promise<ApiSchemas> => import("./api-schemas.js");
 export interface ClientOptions {
   baseUrl: string;
   key?: string;
+  /**
+   * Which key this is, for the user, when the gateway refuses it (`the login key key_... of
+   * profile "default"`): its id and where it came from, never its value.
+   */
+  keyName?: string;
   /** Told to the user when the gateway refuses the key (401): how to get a working one. */
   onUnauthorized?: string;
   fetch?: typeof fetch;
@@ -96,9 +101,12 @@ export class GatewayClient {
     return this.options.baseUrl;
   }
 
-  /** The same gateway (or `baseUrl`, the one that key belongs to), reached the same way, with another key. */
+  /**
+   * The same gateway (or `baseUrl`, the one that key belongs to), reached the same way, with
+   * another key, which is not the one `keyName` names.
+   */
   withKey(key: string, baseUrl = this.options.baseUrl): GatewayClient {
-    return new GatewayClient({ ...this.options, key, baseUrl });
+    return new GatewayClient({ ...this.options, key, baseUrl, keyName: undefined });
   }
 
   async requestDeviceCode(clientName: string): Promise<DeviceCodeResponse> {
@@ -253,13 +261,18 @@ export class GatewayClient {
     if (res.status === 401) {
       // 401 bodies are plain text by design ("invalid API key", "API key revoked", ...).
       const said = oneLine(unsaid(text), 200) || "unauthorized";
+      const { key, keyName, baseUrl } = this.options;
+      const which = keyName ?? (key ? `the key ${keyPrefix(key)}...` : "the key");
+      const status = `HTTP 401${requestIdOf(res)}`;
       // A suspended account is not fixed by a new key, so no login is suggested. A revoked key's
       // advice (make a new key and send it) is for an HTTP client: the CLI's own step follows.
       if (said.startsWith("account suspended"))
-        return new GatewayRefusal(`the gateway refused the key: ${said} (HTTP 401)`, 401);
-      const reason = said.startsWith("API key revoked:") ? "API key revoked" : said;
+        return new GatewayRefusal(
+          `the gateway at ${baseUrl} refused ${which}: ${said} (${status})`,
+          401,
+        );
       return new GatewayRefusal(
-        `the gateway refused the key: ${reason} (HTTP 401); ${this.options.onUnauthorized ?? `run \`${cliCommand("login")}\``}`,
+        `the gateway at ${baseUrl} refused ${which}: ${refusedKeyReason(said)} (${status}); ${this.options.onUnauthorized ?? `run \`${cliCommand("login")}\``}`,
         401,
       );
     }
@@ -296,6 +309,21 @@ export class GatewayClient {
       );
     return new GatewayRefusal(`${message.replace(/\.$/, "")} (${tag})`, res.status);
   }
+}
+
+/** What a 401's text says happened to the key, in the CLI's words. */
+function refusedKeyReason(said: string): string {
+  if (said.startsWith("API key revoked:"))
+    return "it was revoked, on the gateway's dashboard or by a logout";
+  if (said.startsWith("invalid API key:"))
+    return "this gateway has no such key, as when its database was replaced or the key is another gateway's";
+  return said;
+}
+
+/** `, request req_...` for an answer that carries its id (a gateway's does), to quote in a report. */
+function requestIdOf(res: Response): string {
+  const id = res.headers.get("x-request-id");
+  return id && /^[\w-]{1,100}$/.test(id) ? `, request ${id}` : "";
 }
 
 /**
@@ -431,6 +459,9 @@ export async function connectWithKey(
   const client = new GatewayClient({
     baseUrl,
     key: credential.key,
+    keyName: credential.stored
+      ? `the login key ${shownText(credential.stored.login.keyId)} (${keyPrefix(credential.key)}...) of profile "${opts.profile}"`
+      : `the key in GATEWAY_API_KEY (${keyPrefix(credential.key)}...)`,
     onUnauthorized: credential.stored
       ? `run \`${loginAgain(baseUrl, opts.profile)}\` again`
       : `check GATEWAY_API_KEY, or unset it to use the key from \`${cliCommand("login")}\``,

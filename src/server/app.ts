@@ -169,6 +169,11 @@ export function gatewayListener(
         : errorResponse(storageNoted(services, err), "chat", "request"),
   });
   const adapted: RequestListener = (incoming, outgoing) => {
+    // The adapter takes an absolute-form target only with its scheme in lower case, and refuses
+    // `HTTP://...` as no URL, which the direct router serves: the scheme is case-insensitive.
+    const target = incoming.url;
+    if (target !== undefined && !target.startsWith("/") && !/^https?:/.test(target))
+      incoming.url = target.replace(/^https?(?=:\/\/)/i, (scheme) => scheme.toLowerCase());
     adapting = incoming;
     try {
       return hono(incoming, outgoing);
@@ -181,13 +186,12 @@ export function gatewayListener(
 
 /**
  * The 400 of a request node-server cannot make a URL of, and the code its line in serve's log
- * names: `malformed_host` for a Host it cannot read (the usual cause, as the routes refuse an
- * unreadable target before it), else `malformed_request`.
+ * names: `malformed_host` for a Host it cannot read, else `malformed_request`. Neither is expected
+ * to come: the server refuses an unreadable target and Host before the adapter sees them
+ * (`refuseUnservable`), so this answers what the adapter may refuse that they do not.
  */
 function unadaptable(err: RequestError, incoming: IncomingMessage | undefined): PlainTextError {
-  const host = incoming?.headers.host;
-  const badHost =
-    /host/i.test(err.message) || (host !== undefined && !URL.canParse(`http://${host}/`));
+  const badHost = /host/i.test(err.message);
   const trace = traceOf(incoming);
   if (trace) trace.errorCode = badHost ? "malformed_host" : "malformed_request";
   return new PlainTextError(

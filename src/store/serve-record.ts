@@ -27,7 +27,8 @@ export function liveServeRecord(record: ServeRecord | undefined): ServeRecord | 
   return record && processAlive(record.pid) ? record : undefined;
 }
 
-function processAlive(pid: number): boolean {
+/** Whether a process of this machine runs under `pid` (one of another user's too). */
+export function processAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

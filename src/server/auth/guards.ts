@@ -46,6 +46,7 @@ function conflictingKeys(): PlainTextError {
   return new PlainTextError(
     401,
     "conflicting API keys: send one key, as Authorization: Bearer kn-... or x-api-key",
+    "key_conflicting",
   );
 }
 

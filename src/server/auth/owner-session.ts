@@ -108,6 +108,7 @@ export async function requireOwnerSession(
     throw new PlainTextError(
       401,
       `no dashboard session: run \`${cliCommand("dashboard")}\` where \`gateway serve\` runs, or open the owner URL it printed`,
+      "session_required",
     );
   }
   if (write && !csrfTokenMatches(found, c.req.header("x-csrf-token"))) {

@@ -8,6 +8,7 @@ import {
 import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import { newId } from "../../store/secrets.js";
+import { malformedHost } from "./host.js";
 import { canonicalAddress } from "./request.js";
 import { publishUnparsed, type TraceSource, traceOf } from "./request-trace.js";
 import { type MethodsTaken, routeMethods } from "./route-row.js";
@@ -268,7 +269,10 @@ const allowedMethods = ["GET", "HEAD", ...routeMethods.filter((m) => m !== "GET"
  * the server as a whole, is answered with the methods it serves (RFC 9110), and `*` for any other
  * method refused. A target the routes cannot read (`unreadableTarget`), which Hono's adapter
  * would refuse with no code for the line, is a 400 here; an absolute-form target naming another
- * host (`publicOrigin`: the gateway's, read at each request) is a 421, as this is no proxy.
+ * host (`publicOrigin`: the gateway's, read at each request) is a 421, as this is no proxy. A Host
+ * that cannot name the gateway (`malformedHost`) is a 400 `malformed_host` here, for every route
+ * alike: the direct router and Hono's adapter then both take the Host of every request they get
+ * (an absolute-form target's own host is the one that counts, RFC 9112).
  * Inside the request ids and the trace, so each has its id and its line in serve's log.
  */
 export function refuseUnservable(
@@ -306,6 +310,14 @@ export function refuseUnservable(
         400,
         "malformed_request",
         "An HTTP/1.1 request must carry a Host header (RFC 9112): send the one for the gateway's address.",
+      );
+    } else if (host && target.startsWith("/") && malformedHost(host)) {
+      refuse(
+        incoming,
+        outgoing,
+        400,
+        "malformed_host",
+        "The Host header cannot be read as the gateway's address: send the address the gateway listens on as Host, such as 127.0.0.1:8787.",
       );
     } else if (incoming.url === "*") {
       if (incoming.method === "OPTIONS") {

@@ -24,9 +24,9 @@ export function directRouter(
     byMethod.set(method, paths);
   }
   return (incoming, outgoing) => {
+    // Every Host that reaches it is one the gateway reads (`refuseUnservable` refused the others).
     const handler = byMethod.get(incoming.method ?? "")?.get(targetPath(incoming.url ?? ""));
-    const { host } = incoming.headers;
-    if (!handler || (host && !ordinaryHost.test(host))) return fallback(incoming, outgoing);
+    if (!handler) return fallback(incoming, outgoing);
     const request = new NodeRequest(incoming, hostname) as unknown as Request;
     const c = new Context<AppEnv>(request, { env: { incoming, outgoing } });
     let answer: Response | Promise<Response>;
@@ -45,13 +45,6 @@ export function directRouter(
     } else send(outgoing, answer);
   };
 }
-
-/**
- * A Host @hono/node-server takes as it comes, without making a URL of it (its own `reValidHost`).
- * Any other Host goes to Hono, whose adapter reads it or refuses it as `malformed_host` (app.ts):
- * one rule for every route, and no URL parsed for the usual Host on the hot path.
- */
-const ordinaryHost = /^[a-z0-9._-]+(?::(?:[1-5]\d{3,4}|[6-9]\d{3}))?$/;
 
 /** Writes a handler's Response, unless the handler wrote its answer itself. */
 function send(outgoing: Parameters<RequestListener>[1], answer: Response): void {

@@ -6,7 +6,8 @@ import type { BodyLimit, Handler } from "./context.js";
  * Who may call a route; the registration checks it before the handler runs.
  *   public      anyone
  *   key         a gateway key; a shared key also within its per-address limit (the /v1 callers)
- *   any-key     any gateway key, no per-address limit (who am I)
+ *   any-key     any gateway key, no per-address limit at the door: who am I, and POST /mcp, whose
+ *               handler counts a shared key's address by the JSON-RPC requests of each POST
  *   login       the login key of `gateway login`, not one it minted
  *   admin       an admin key
  *   owner       the owner's dashboard session; a write also needs its CSRF token in x-csrf-token

@@ -66,11 +66,14 @@ export class KitUpstream extends UpstreamHttp {
   }
 
   /**
-   * A start that was refused: the cassette folder it made goes, innermost first (nothing was
-   * recorded in it, as nothing was served; a folder something else put a file in stays).
+   * A start that was refused: its hold on the cassette folder goes, and the folder it made,
+   * innermost first (nothing was recorded in it, as nothing was served; a folder something else
+   * put a file in stays).
    */
   override async abandon(): Promise<void> {
     await super.abandon();
+    this.recording?.release();
+    this.recording = undefined;
     this.removeMade();
   }
 

@@ -29,19 +29,29 @@ export class SharedKeyLimiter {
   }
 
   /**
-   * The `further` requests that came in one HTTP request `admitIp` admitted (a JSON-RPC batch to
-   * /mcp): all of them, or none; then the HTTP request's own count is given back too, as a
-   * refused request counts nothing.
+   * The `requests` of one HTTP request (the JSON-RPC requests of a POST to /mcp): all of them, or
+   * none, as a refused request counts nothing.
    */
-  async admitIpFurther(keyId: string, ip: string, further: number, now: number): Promise<boolean> {
+  async admitIpRequests(
+    keyId: string,
+    ip: string,
+    requests: number,
+    now: number,
+  ): Promise<boolean> {
     const counter = ipCounter(keyId, ip);
-    for (let taken = 0; taken < further; taken++) {
+    for (let taken = 0; taken < requests; taken++) {
       if ((await this.counters.take(counter, sharedKeyPerIpPerMinute, minute, now)) === null) {
-        for (let i = 0; i <= taken; i++) await this.counters.giveBack(counter, minute, now);
+        for (let i = 0; i < taken; i++) await this.counters.giveBack(counter, minute, now);
         return false;
       }
     }
     return true;
+  }
+
+  /** Gives back `requests` that `admitIpRequests` admitted at `now` and that did not happen. */
+  async giveBackIp(keyId: string, ip: string, requests: number, now: number): Promise<void> {
+    const counter = ipCounter(keyId, ip);
+    for (let i = 0; i < requests; i++) await this.counters.giveBack(counter, minute, now);
   }
 
   /** Paces the key as a whole so sharers cannot exhaust the owner's account limit. */

@@ -97,6 +97,8 @@ export function deviceAuthHandlers(
       now(),
     );
     if (!issued.ok) {
+      const trace = requestTrace(c);
+      if (trace) trace.errorCode = "slow_down";
       return c.json({ error: "slow_down", error_description: refusalText[issued.reason] }, 429, {
         "cache-control": "no-store",
         "retry-after": String(issued.retryAfterSeconds),

@@ -57,7 +57,7 @@ export function surfaces(bodyLimitBytes: number): Surface[] {
       sameOrigin: false,
       bodyLimit: {
         bytes: formBodyLimitBytes,
-        tooLarge: () => new PlainTextError(413, "form too large"),
+        tooLarge: () => new PlainTextError(413, "form too large", "bad_request"),
       },
     },
   ];
@@ -460,7 +460,8 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
 
     // ---- the MCP server (/mcp): each tool call is its /v1 twin, sent through this table again
     route("OPTIONS", "/mcp", "public", "jsonrpc", preflight),
-    route("POST", "/mcp", "key", "jsonrpc", mcp),
+    // Its handler counts a shared key's address: by the requests in the body, not by the POST.
+    route("POST", "/mcp", "any-key", "jsonrpc", mcp),
     refusing(route("GET", "/mcp", "key", "jsonrpc", mcpStateless)),
     refusing(route("DELETE", "/mcp", "key", "jsonrpc", mcpStateless)),
 

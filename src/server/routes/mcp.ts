@@ -18,7 +18,13 @@ import { readBody } from "../http/body.js";
 import { answerSent, clientGone } from "../http/client-signal.js";
 import type { AppEnv, Handler } from "../http/context.js";
 import type { Loopback, LoopbackAnswer } from "../http/loopback.js";
-import { clientIp, gatewayUrl, nodeOutgoing, requestHeader } from "../http/request.js";
+import {
+  clientIp,
+  gatewayUrl,
+  nodeOutgoing,
+  requestHeader,
+  requestTrace,
+} from "../http/request.js";
 import { sharedKeyIpRefusal } from "../limits/shared-key.js";
 import { CancellableCalls } from "../mcp/cancellable-calls.js";
 import { connectCheckingParams, gatewayMcpServer } from "../mcp/server.js";
@@ -47,15 +53,26 @@ export function mcpHandler(services: Services, loopback: Loopback): Handler {
     const body = await readBody(c);
     const key = presentedKey(c) ?? "";
     const clientAddress = clientIp(c, services.options.trustedProxies);
-    const { id: keyId, account_id: accountId } = c.get("auth").key;
+    const { id: keyId, account_id: accountId, kind } = c.get("auth").key;
     // Who may cancel this POST's calls: the same key from the same address.
     const canceller = `${keyId}\u0000${clientAddress}`;
     const host = requestHeader(c, "host");
-    const messages = messagesOf(body);
+    const shared = kind === "shared";
+    const messages = messagesOf(body, shared);
     if (messages?.batch) {
-      const refused = await refusedBatch(c, services, messages.parsed, clientAddress);
+      const refused = refusedBatch(c, messages.parsed);
       if (refused) return refused;
     }
+    // A shared key's address counts the requests of the POST, each a piece of work; a POST of
+    // notifications alone (the cancellation of a call, above all) is let through at the limit,
+    // and a POST refused whole counts nothing.
+    const counted = shared ? requestsIn(messages) : 0;
+    const countedAt = services.options.now();
+    if (
+      counted > 0 &&
+      !(await services.sharedKeys.admitIpRequests(keyId, clientAddress, counted, countedAt))
+    )
+      throw sharedKeyIpRefusal();
     const gone = clientGone(c);
     const callerWith = (signal: GoneSignal): ToolCaller => ({
       send: async (request) => {
@@ -143,6 +160,13 @@ export function mcpHandler(services: Services, loopback: Loopback): Handler {
       const answer = await transport.handleRequest(
         new Request(c.req.url, { method: "POST", headers, body: new Uint8Array(body) }),
       );
+      if (answer.status >= 400) {
+        // The transport refused the POST whole (its headers, a body that is no JSON-RPC): nothing
+        // of it ran.
+        if (counted > 0)
+          await services.sharedKeys.giveBackIp(keyId, clientAddress, counted, countedAt);
+        refusedWith(c, answer.status);
+      }
       if (!answer.body || !answer.headers.get("content-type")?.startsWith("text/event-stream"))
         return answer;
       // The server lives as long as its stream: until the transport ends it after the last
@@ -259,13 +283,17 @@ export const mcpMethodNotAllowed: Handler = () => {
 
 /**
  * The JSON-RPC messages of a POST's body, parsed here only when there is something to look at:
- * a batch, or a `tools/call` (answered as SSE). Read as the transport reads it (a BOM dropped),
- * which answers a body that is no JSON itself.
+ * a batch, a `tools/call` (answered as SSE), or `always` (a shared key's, whose requests are
+ * counted). Read as the transport reads it (a BOM dropped), which answers a body that is no JSON
+ * itself.
  */
-function messagesOf(body: Uint8Array): { batch: boolean; parsed: unknown[] } | undefined {
+function messagesOf(
+  body: Uint8Array,
+  always: boolean,
+): { batch: boolean; parsed: unknown[] } | undefined {
   const batch = startsAnArray(body);
   const bytes = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
-  if (!batch && !bytes.includes("tools/call")) return undefined;
+  if (!always && !batch && !bytes.includes("tools/call")) return undefined;
   let parsed: unknown;
   try {
     parsed = JSON.parse(new TextDecoder().decode(body));
@@ -286,17 +314,24 @@ function startsAnArray(body: Uint8Array): boolean {
 const firstVersionWithoutBatches = "2025-06-18";
 
 /**
+ * The requests among a POST's messages: those with a method and an id, which the server answers
+ * and which may run a tool. Notifications (no id) and a client's responses carry no work.
+ */
+function requestsIn(messages: { parsed: unknown[] } | undefined): number {
+  let requests = 0;
+  for (const message of messages?.parsed ?? []) {
+    const request = message as { method?: unknown; id?: unknown } | null;
+    if (typeof request?.method === "string" && request.id !== undefined) requests++;
+  }
+  return requests;
+}
+
+/**
  * The answer to a batch the transport must not run, or undefined to run it: a client of a
  * version without batches; two requests under one id, which would both run (and be charged)
- * with one answer between them; a shared key whose address has not room for each request of it
- * (the route's check counted the POST as one).
+ * with one answer between them.
  */
-async function refusedBatch(
-  c: Context<AppEnv>,
-  services: Services,
-  messages: unknown[],
-  clientAddress: string,
-): Promise<Response | undefined> {
+function refusedBatch(c: Context<AppEnv>, messages: unknown[]): Response | undefined {
   // A version the SDK does not know is the transport's to refuse.
   const version = requestHeader(c, "mcp-protocol-version");
   if (
@@ -318,17 +353,23 @@ async function refusedBatch(
       return invalidRequest(c, `Two requests of the batch have the id ${id}; each needs its own.`);
     ids.add(id);
   }
-  const { key } = c.get("auth");
-  if (key.kind === "shared" && ids.size > 1) {
-    const now = services.options.now();
-    if (!(await services.sharedKeys.admitIpFurther(key.id, clientAddress, ids.size - 1, now)))
-      throw sharedKeyIpRefusal();
-  }
   return undefined;
+}
+
+/**
+ * The code on serve's line of a POST refused whole: `bad_request` for a 400 (a body that is no
+ * JSON-RPC, a protocol version the transport does not speak, a batch it must not run); another
+ * status of the transport's (406, 415 for its headers) has no code of the spec's, and its line
+ * says the status.
+ */
+function refusedWith(c: Context, status: number): void {
+  const trace = requestTrace(c);
+  if (trace && trace.errorCode === undefined && status === 400) trace.errorCode = "bad_request";
 }
 
 /** A JSON-RPC Invalid Request answered before the transport, in the shape the transport uses. */
 function invalidRequest(c: Context, message: string): Response {
+  refusedWith(c, 400);
   return c.json(
     { jsonrpc: "2.0", error: { code: ErrorCode.InvalidRequest, message }, id: null },
     400,
