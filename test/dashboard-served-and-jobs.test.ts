@@ -1,5 +1,6 @@
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { quota } from "./support/api.js";
 import { connectChromium, haveChromium, shoot, signedInTab } from "./support/browser.js";
 import { backends, chat, KEY, post, type TestGateway } from "./support/gateway.js";
 import { eventually } from "./support/gateways-on-postgres.js";
@@ -8,9 +9,9 @@ import { type ConfigAdditions, useJobsGateway } from "./support/jobs-gateway.js"
 /**
  * What landed today, as the owner sees it in Chromium at a desktop's and a phone's width: the
  * step of a route that served a request (in the recent list and on the request's page, and not
- * where the model asked for served itself), a job's progress while it runs (its request is logged
- * only when it ends), and names as long as real ones get kept inside a phone's screen. Set
- * DASHBOARD_SCREENSHOTS=<dir> to keep screenshots.
+ * where the model asked for served itself; in the per-model table, the model that served), a
+ * job's progress while it runs (its request is logged only when it ends), and names as long as
+ * real ones get kept inside a phone's screen. Set DASHBOARD_SCREENSHOTS=<dir> to keep screenshots.
  */
 
 const longModel = "mock-very-long-model-name-for-a-phone-screen-2024-07-18-preview-extended";
@@ -164,6 +165,37 @@ describe.skipIf(!haveChromium).each(backends)(
         const requestId = await text(page, "#request-id");
         await page.goto(`${gw.url}/dashboard`);
         expect(await text(page, `#request-${requestId} .job`)).toBe(`job ${jobId}`);
+        expect(errors).toEqual([]);
+      } finally {
+        await context.close();
+      }
+    }, 30_000);
+
+    it("the per-model table names the model that served each request, its spends adding up to what the account was charged", async () => {
+      const { context, page, errors } = await signedInTab(browser, gw, 1280);
+      try {
+        // Each row: the model, its requests, and its spend as shown (the cell's first line).
+        const rows =
+          (await page.evaluate(`[...document.querySelectorAll("#per-model tbody tr")].map(
+          (tr) => [tr.cells[0].textContent.trim(), tr.cells[1].textContent.trim(),
+            tr.cells[2].firstChild.textContent.trim()])`)) as [string, string, string][];
+        await shoot(page, `per-model-${backend}`, { selector: "#per-model" });
+        // auto and the long route were served by their last steps; the job by its model.
+        expect(new Map(rows.map(([model, requests]) => [model, Number(requests)]))).toEqual(
+          new Map([
+            ["mock-gpt", 2],
+            [longModel, 1],
+            [longVideo, 1],
+          ]),
+        );
+        const shownMicro = rows
+          .map(([, , spend]) =>
+            Math.round(Number(spend.replace(/^Rp /, "").replace(/,/g, "")) * 1e6),
+          )
+          .reduce((a, b) => a + b, 0);
+        const charged = Math.round((1_000_000 - (await quota(gw)).balance_idr) * 1e6);
+        expect(charged).toBeGreaterThan(0);
+        expect(shownMicro).toBe(charged);
         expect(errors).toEqual([]);
       } finally {
         await context.close();

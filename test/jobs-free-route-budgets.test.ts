@@ -45,7 +45,7 @@ function config(): ConfigInput {
 
 /**
  * `model`'s budget used up in the running window, as the database holds it once other answers
- * spent it. A job's own charge counts no tokens, so no music request can spend it here.
+ * spent it (a job spends a unit a second: the one-second jobs here would take ten to).
  */
 async function spend(backend: BackendName, gw: TestGateway, model: string): Promise<void> {
   const sql = (p: (n: number) => string) =>

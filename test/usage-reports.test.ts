@@ -216,6 +216,13 @@ describe.each(backends)("usage reports against the ledger, on %s", (backend) => 
       micro(3 * MUSIC_PRICE),
     );
     expect(kit.find((r) => r.key.id === "k2")?.key.label).toBe("second");
+    // Each listing names the model that served a request as the admin's does: a route's step,
+    // none for a request no model served.
+    const servedBy = new Map(adminList.map((r) => [r.id, r.served_model]));
+    for (const list of [recent, dashRecent])
+      for (const r of list) expect(r.served_model, `${r.id} (${r.model})`).toBe(servedBy.get(r.id));
+    expect(recent.find((r) => r.model === "auto")?.served_model).toBe("mock-gpt");
+    expect(recent.find((r) => r.model === "mock-down")?.served_model).toBeNull();
     expect(recent.filter((r) => r.key_id === "k2")).toHaveLength(1);
     expect((await quota(gw)).free.daily_used).toBe(1);
   });

@@ -307,6 +307,8 @@ export interface RecentRequest {
   /** `mcp` for a tool call of the gateway's MCP server (absent for a request made to /v1). */
   via?: RequestSource;
   model: string | null;
+  /** The model that served the request (for a route, the step that answered); null when none did. */
+  served_model: string | null;
   state: RequestLogRow["state"];
   status: number | null;
   error_code: string | null;
@@ -458,7 +460,11 @@ export interface CatalogRepository {
 export interface UsageRepository {
   usageSummary(accountId: string, since: number): MaybeAsync<UsageSummary>;
   usageDaily(accountId: string, since: number): MaybeAsync<UsageDay[]>;
-  /** Requests, tokens and cost per model since `since`, most expensive first. */
+  /**
+   * Requests, tokens and cost per model that served them since `since` (a route's step; the model
+   * asked for where none served), most expensive first: each request is in one group, so the
+   * groups add up to the account's totals.
+   */
   usageByModel(accountId: string, since: number): MaybeAsync<UsageByModel[]>;
   /** The account's newest requests, newest first: the first page of `requestPage`. */
   recentRequests(accountId: string, limit: number): MaybeAsync<RecentRequest[]>;

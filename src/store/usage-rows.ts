@@ -9,6 +9,7 @@ export function recentRequest(row: RequestLogRow): RecentRequest {
     created_at: new Date(row.created_at).toISOString(),
     ...readLoggedEndpoint(row.endpoint),
     model: row.model,
+    served_model: row.served_model ?? null,
     state: row.state,
     status: row.status,
     error_code: row.error_code,

@@ -102,6 +102,7 @@ export function logRow(
     createdAt: number;
     toolsOmitted: string | null;
     source: RequestSource;
+    servedModel: string | null;
   }>,
 ): RequestLogValues {
   const createdAt = fields.createdAt ?? day("2024-01-01T10:00:00Z");
@@ -125,6 +126,7 @@ export function logRow(
     createdAt,
     createdAt + 250,
     fields.toolsOmitted ?? null,
+    fields.servedModel ?? null,
   ];
 }
 
@@ -498,15 +500,20 @@ export function describeStore(backend: string, open: () => Promise<StoreUnderTes
             costMicro: 9_000_000,
             inputTokens: 100,
           }),
+          // A route's request its step served.
           logRow({
             id: "r1",
             keyId: "key_1",
+            model: "a-route",
+            servedModel: "fast-model",
             costMicro: 1_500_000,
             inputTokens: 10,
             outputTokens: 20,
           }),
+          // A route's request none of its steps served.
           logRow({
             id: "r2",
+            model: "a-route",
             state: "failed",
             status: 502,
             errorCode: "upstream_error",
@@ -555,15 +562,18 @@ export function describeStore(backend: string, open: () => Promise<StoreUnderTes
             cost_idr: 0.250001,
           },
         ]);
+        // By the model that served (r1: the route's step), else the one asked for (r2: the
+        // route none of whose steps served; r3: none named).
         expect(await store.usageByModel("acct", since)).toEqual([
           {
             model: "fast-model",
-            requests: 3,
-            input_tokens: 15,
+            requests: 2,
+            input_tokens: 10,
             output_tokens: 20,
             cost_micro: 1_500_000,
           },
           { model: "-", requests: 1, input_tokens: 1, output_tokens: 2, cost_micro: 250_001 },
+          { model: "a-route", requests: 1, input_tokens: 5, output_tokens: 0, cost_micro: 0 },
         ]);
       });
 
@@ -597,6 +607,7 @@ export function describeStore(backend: string, open: () => Promise<StoreUnderTes
           created_at: "2024-01-02T23:59:59.999Z",
           endpoint: "/v1/chat/completions",
           model: null,
+          served_model: null,
           state: "interrupted",
           status: 200,
           error_code: null,
@@ -610,18 +621,16 @@ export function describeStore(backend: string, open: () => Promise<StoreUnderTes
         expect(Object.keys(recent[1])).not.toContain("tools_omitted");
         expect(recent[2]).toMatchObject({
           id: "r2",
+          model: "a-route",
+          served_model: null,
           stream: true,
           status: 502,
           error_code: "upstream_error",
           tools_omitted: ["web_search"],
         });
-        expect((await store.recentRequests("acct", 10)).map((request) => request.id)).toEqual([
-          "r4",
-          "r3",
-          "r2",
-          "r1",
-          "r-old",
-        ]);
+        const all = await store.recentRequests("acct", 10);
+        expect(all.map((request) => request.id)).toEqual(["r4", "r3", "r2", "r1", "r-old"]);
+        expect(all[3]).toMatchObject({ model: "a-route", served_model: "fast-model" });
 
         const log = await store.requestLog("acct", 2);
         expect(log.map((row) => row.id)).toEqual(["r4", "r3"]);

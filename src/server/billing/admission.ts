@@ -454,12 +454,14 @@ function settleInput(admission: Admission, outcome: Settlement, now: number): Se
     toolsOmitted: outcome.toolsOmitted,
     byokServed: outcome.byokServed,
     // Counted by the settlement itself; a stream's delivery mark carries them too: an
-    // interrupted stream counts as a delivered one.
+    // interrupted stream counts as a delivered one. A media answer has no tokens: the units it is
+    // priced by (images, characters, seconds) are what it spends of the budget, else a free media
+    // model's budget would never fill.
     freeTokens: budgetWindow
       ? {
           model: model.name,
           windowSeconds: budgetWindow,
-          tokens: metered.inputTokens + metered.outputTokens,
+          tokens: metered.inputTokens + metered.outputTokens + metered.units,
         }
       : undefined,
     now,

@@ -364,9 +364,15 @@ export class Leases {
     for (const accountId of this.leases.keys()) this.stop(accountId);
   }
 
-  /** Money held by this gateway's requests admitted from the account's lease. */
-  inFlightMicro(accountId: string): number {
-    return this.leases.get(accountId)?.inFlightMicro ?? 0;
+  /**
+   * Money of the account's lease that this gateway's requests may take now and no request holds:
+   * what admission here grants beside the rest of the balance. A lease stopped or past its time
+   * counts as none of it, whatever is left in it until its give-back lands.
+   */
+  unusedMicro(accountId: string): number {
+    const lease = this.leases.get(accountId);
+    if (!lease || lease.stopped || performanceNow() > this.validUntil) return 0;
+    return lease.micro;
   }
 
   private giveBackIfStopped(lease: Lease): void {

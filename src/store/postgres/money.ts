@@ -705,16 +705,20 @@ export class PostgresMoney {
     return result.rowCount === 1;
   }
 
-  /** Money held by the account's admitted, unsettled requests, on every gateway. */
+  /**
+   * Money held by the account's admitted, unsettled requests on every gateway, and the whole of
+   * another gateway's lease: which part of it that gateway's requests hold is known only there, and
+   * a quota that counted the lease as spendable would promise that part, which admission grants to
+   * no one. This gateway's own lease is held only as far as its requests hold it.
+   */
   async heldMicro(accountId: string): Promise<number> {
     const result = await this.pool.query<{ held: number }>({
       name: "gateway_held_micro",
-      text: `SELECT held_micro - leased_micro + payg_held_micro AS held FROM accounts
-        WHERE id = $1`,
+      text: "SELECT held_micro + payg_held_micro AS held FROM accounts WHERE id = $1",
       values: [accountId],
     });
-    // Another gateway's requests admitted from its lease are in its lease, not counted here.
-    return (result.rows[0]?.held ?? 0) + (this.leases?.inFlightMicro(accountId) ?? 0);
+    const held = (result.rows[0]?.held ?? 0) - (this.leases?.unusedMicro(accountId) ?? 0);
+    return Math.max(0, held);
   }
 }
 

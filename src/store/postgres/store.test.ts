@@ -56,8 +56,9 @@ async function gateway(pool: pg.Pool, options: PostgresStoreOptions = {}): Promi
 
 const logInsert = `INSERT INTO request_log (id, account_id, key_id, endpoint, model, state, payment,
   payment_ref, reserved_micro, cost_micro, input_tokens, output_tokens, status, error_code,
-  provider_id, stream, created_at, finished_at, tools_omitted)
-  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`;
+  provider_id, stream, created_at, finished_at, tools_omitted, served_model)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19,
+    $20)`;
 
 function underTest(store: PostgresStore, pool: pg.Pool): StoreUnderTest {
   const repos = openPostgresRepositories(pool, store.keyRows, { instanceId: "gateway-under-test" });
@@ -68,7 +69,7 @@ function underTest(store: PostgresStore, pool: pg.Pool): StoreUnderTest {
       await store.invalidateAll();
     },
     recordRequests: async (rows: RequestLogValues[]) => {
-      for (const row of rows) await pool.query(logInsert, row);
+      for (const row of rows) await pool.query(logInsert, [...row.slice(0, 19), row[19] ?? null]);
     },
     addFreeTokens: async (model, windowSeconds, tokens, now) => {
       await pool.query("SELECT gateway_count_free_tokens($1, $2, $3)", [

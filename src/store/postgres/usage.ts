@@ -32,11 +32,11 @@ const daily = `SELECT to_char(to_timestamp(created_at / 1000) AT TIME ZONE 'UTC'
   FROM request_log WHERE account_id = $1 AND created_at >= $2
   GROUP BY day ORDER BY day`;
 
-const byModel = `SELECT coalesce(model, '-') AS model, count(*) AS requests,
+const byModel = `SELECT coalesce(served_model, model, '-') AS model, count(*) AS requests,
     sum(input_tokens)::bigint AS input_tokens, sum(output_tokens)::bigint AS output_tokens,
     sum(cost_micro)::bigint AS cost_micro
   FROM request_log WHERE account_id = $1 AND created_at >= $2
-  GROUP BY coalesce(model, '-') ORDER BY cost_micro DESC, requests DESC`;
+  GROUP BY coalesce(served_model, model, '-') ORDER BY cost_micro DESC, requests DESC`;
 
 // A request's row and the job its submission queued, if it queued one.
 const columns = `l.id, l.account_id, l.key_id, l.endpoint, l.model, l.state, l.payment,

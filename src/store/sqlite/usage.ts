@@ -155,10 +155,11 @@ function prepare(db: DB) {
          FROM request_log WHERE account_id = ? AND created_at >= ? GROUP BY day ORDER BY day`,
     ),
     byModel: statement(
-      `SELECT coalesce(model, '-') AS model, count(*) AS requests, sum(input_tokens) AS input_tokens,
-              sum(output_tokens) AS output_tokens, sum(cost_micro) AS cost_micro
+      `SELECT coalesce(served_model, model, '-') AS model, count(*) AS requests,
+              sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
+              sum(cost_micro) AS cost_micro
          FROM request_log WHERE account_id = ? AND created_at >= ?
-        GROUP BY coalesce(model, '-') ORDER BY cost_micro DESC, requests DESC`,
+        GROUP BY coalesce(served_model, model, '-') ORDER BY cost_micro DESC, requests DESC`,
     ),
     recent: statement(
       `SELECT ${loggedColumns} FROM ${loggedWithJob} WHERE l.account_id = ?
