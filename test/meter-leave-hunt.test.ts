@@ -19,7 +19,9 @@ import { streamEvents } from "./support/sse.js";
 
 /**
  * The client that leaves: every client style against every target wire (OpenAI chat, Anthropic,
- * Gemini, a native OpenAI Responses API, the mock), chat with and without `n` and include_usage,
+ * Gemini, a native OpenAI Responses API, the mock), and legacy completions (`/v1/completions`)
+ * through chat (OpenAI chat, the mock) and to a provider's own Completions API passed through
+ * (`completions_native`), chat and completions with and without `n` and include_usage,
  * messages with and without its thinking omitted, the client hanging up after a keepalive's
  * headers (before any piece), after the headers, after the first event, mid thinking, mid tool-call
  * arguments, after the last output, and after the provider's final usage but before the stream's
@@ -38,8 +40,8 @@ const PRICE_IN = 1_000;
 const PRICE_OUT = 2_000;
 const INPUT = { anthropic: 13, gemini: 19 } as const;
 
-type Style = "chat" | "messages" | "responses";
-type Target = "openai" | "anthropic" | "gemini" | "native" | "mock";
+type Style = "chat" | "messages" | "responses" | "completions";
+type Target = "openai" | "anthropic" | "gemini" | "native" | "mock" | "text-native";
 type Point = "keepalive" | "headers" | "first" | "thinking" | "arguments" | "end" | "final";
 
 /** The answer every target gives: thinking, text, one tool call with its arguments in pieces. */
@@ -48,6 +50,9 @@ const TEXT = ["Let me look that up ", "for you right away. "];
 const TOOL = "get_weather";
 const ARGS = ['{"city": "Par', 'is mkargs", "u', 'nits": "metric mkend"}'];
 const ARGS_TEXT = ARGS.join("");
+/** A legacy completion's answer: text only (the request declares no tools), after thinking. */
+const COMPLETION = ["def add(a, b): ", "return a + b mkend "];
+const COMPLETION_TEXT = COMPLETION.join("");
 
 /** A step of a fake's stream: the characters of output it carries (each answer's), and the points it ends. */
 interface Step {
@@ -64,8 +69,16 @@ const thought = (step: Step): Step => ({ ...step, thinking: true });
 const tokensOf = (chars: number) => (chars === 0 ? 0 : Math.ceil(chars / 4));
 const ALL = [...THINKING, ...TEXT, TOOL, ...ARGS].join("").length;
 
-/** An OpenAI-compatible server's chat chunks, the `n` answers alike in each chunk. */
-function openaiSteps(req: RecordedRequest, n: number, reasoningField = false): Step[] {
+/**
+ * An OpenAI-compatible server's chat chunks, the `n` answers alike in each chunk. `textOnly`: a
+ * legacy completion's answer, thinking then `COMPLETION`, with no tool call.
+ */
+function openaiSteps(
+  req: RecordedRequest,
+  n: number,
+  reasoningField = false,
+  textOnly = false,
+): Step[] {
   const chunk = (delta: object, finish: string | null = null) => ({
     id: "chatcmpl-up",
     object: "chat.completion.chunk",
@@ -83,23 +96,33 @@ function openaiSteps(req: RecordedRequest, n: number, reasoningField = false): S
   });
   const prompt = requestTextTokens(req.body);
   const thinking = reasoningField ? "reasoning" : "reasoning_content";
-  const completion = n * tokensOf(ALL);
+  const completion =
+    n * tokensOf(textOnly ? THINKING.join("").length + COMPLETION_TEXT.length : ALL);
   const step = (data: unknown, chars = 0, points?: Point[]): Step => ({
     step: { data },
     chars,
     points,
   });
+  const answer = textOnly
+    ? [
+        step(chunk({ content: COMPLETION[0] }), COMPLETION[0].length),
+        step(chunk({ content: COMPLETION[1] }), COMPLETION[1].length, ["end"]),
+        step(chunk({}, "stop")),
+      ]
+    : [
+        step(chunk({ content: TEXT[0] }), TEXT[0].length),
+        step(chunk({ content: TEXT[1] }), TEXT[1].length),
+        step(chunk(call({ name: TOOL, arguments: "" }, true)), TOOL.length),
+        step(chunk(call({ arguments: ARGS[0] })), ARGS[0].length),
+        step(chunk(call({ arguments: ARGS[1] })), ARGS[1].length, ["arguments"]),
+        step(chunk(call({ arguments: ARGS[2] })), ARGS[2].length, ["end"]),
+        step(chunk({}, "tool_calls")),
+      ];
   return [
     step(chunk({ role: "assistant", content: "" })),
     thought(step(chunk({ [thinking]: THINKING[0] }), THINKING[0].length, ["thinking"])),
     thought(step(chunk({ [thinking]: THINKING[1] }), THINKING[1].length)),
-    step(chunk({ content: TEXT[0] }), TEXT[0].length),
-    step(chunk({ content: TEXT[1] }), TEXT[1].length),
-    step(chunk(call({ name: TOOL, arguments: "" }, true)), TOOL.length),
-    step(chunk(call({ arguments: ARGS[0] })), ARGS[0].length),
-    step(chunk(call({ arguments: ARGS[1] })), ARGS[1].length, ["arguments"]),
-    step(chunk(call({ arguments: ARGS[2] })), ARGS[2].length, ["end"]),
-    step(chunk({}, "tool_calls")),
+    ...answer,
     {
       ...step(
         {
@@ -319,13 +342,63 @@ function nativeSteps(req: RecordedRequest): Step[] {
   ];
 }
 
+/**
+ * A server's own Completions stream (`completions_native`): `COMPLETION` in each of `n` choices,
+ * the finish, the usage chunk the gateway asks for, `[DONE]`.
+ */
+function completionSteps(req: RecordedRequest, n: number): Step[] {
+  const chunk = (text: string, finish: string | null = null) => ({
+    id: "cmpl-up",
+    object: "text_completion",
+    created: 1_700_000_000,
+    model: String(req.body.model),
+    choices: Array.from({ length: n }, (_, index) => ({
+      text,
+      index,
+      logprobs: null,
+      finish_reason: finish,
+    })),
+  });
+  const prompt = requestTextTokens(req.body);
+  const completion = n * tokensOf(COMPLETION_TEXT.length);
+  return [
+    { step: { data: chunk(COMPLETION[0]) }, chars: COMPLETION[0].length },
+    { step: { data: chunk(COMPLETION[1]) }, chars: COMPLETION[1].length, points: ["end"] },
+    { step: { data: chunk("", "stop") }, chars: 0 },
+    {
+      step: {
+        data: {
+          ...chunk(""),
+          choices: [],
+          usage: {
+            prompt_tokens: prompt,
+            completion_tokens: completion,
+            total_tokens: prompt + completion,
+          },
+        },
+      },
+      chars: 0,
+      points: ["final"],
+      reportsOutput: completion,
+    },
+    { step: { data: "[DONE]" }, chars: 0 },
+  ];
+}
+
 /** The mock's answer (its words paced by `chunk_interval_ms`); "slowly" waits past the keepalive. */
 const mockReply = {
   reasoning: THINKING.join(""),
   text: TEXT.join(""),
   tool_calls: [{ name: TOOL, arguments: ARGS_TEXT }],
 };
+/** A legacy completion's: thinking and text, no tool call (it declares no tools). */
+const mockCompletion = { reasoning: THINKING.join(""), text: COMPLETION_TEXT };
 const mockScript: MockRule[] = [
+  {
+    match: { tools_offered: false, user_text: "slowly" },
+    reply: { ...mockCompletion, delay_ms: 1_500 },
+  },
+  { match: { tools_offered: false, user_text: "(case" }, reply: mockCompletion },
   { match: { user_text: "slowly" }, reply: { ...mockReply, delay_ms: 1_500 } },
   { reply: mockReply },
 ] as MockRule[];
@@ -348,9 +421,12 @@ interface Case {
   point: Point;
 }
 
-/** The client is not shown the thinking: asked omitted, or a translated Responses stream asked for no summary. */
+/**
+ * The client is not shown the thinking: asked omitted, a translated Responses stream asked for no
+ * summary, or a legacy completion, whose text has no place for it.
+ */
 const hidesThinking = (c: Case) =>
-  c.omitThinking || (c.style === "responses" && c.target !== "native");
+  c.omitThinking || (c.style === "responses" && c.target !== "native") || c.style === "completions";
 
 function cases(): Case[] {
   const out: Case[] = [];
@@ -358,8 +434,9 @@ function cases(): Case[] {
     chat: ["openai", "anthropic", "gemini", "mock"],
     messages: ["openai", "anthropic", "gemini", "mock"],
     responses: ["openai", "anthropic", "gemini", "native", "mock"],
+    completions: ["openai", "text-native", "mock"],
   };
-  for (const style of ["chat", "messages", "responses"] as const) {
+  for (const style of ["chat", "messages", "responses", "completions"] as const) {
     for (const target of targets[style]) {
       // [n, include_usage, thinking omitted, OpenRouter's `reasoning` for `reasoning_content`]
       const variants: [number, boolean, boolean, boolean?][] =
@@ -373,19 +450,27 @@ function cases(): Case[] {
                   ? [[1, false, false, true] as [number, boolean, boolean, boolean]]
                   : []),
               ]
-          : style === "responses"
+          : style === "responses" || (style === "completions" && target === "mock")
             ? [[1, false, false]]
-            : target === "anthropic"
+            : style === "completions"
               ? [
                   [1, false, false],
-                  [1, true, false],
-                ]
-              : [
-                  [1, false, false],
-                  [1, true, false],
                   [2, false, false],
-                  [2, true, false],
-                ];
+                  ...(target === "text-native"
+                    ? [[1, true, false] as [number, boolean, boolean]]
+                    : []),
+                ]
+              : target === "anthropic"
+                ? [
+                    [1, false, false],
+                    [1, true, false],
+                  ]
+                : [
+                    [1, false, false],
+                    [1, true, false],
+                    [2, false, false],
+                    [2, true, false],
+                  ];
       for (const [
         v,
         [n, includeUsage, omitThinking, reasoningField = false],
@@ -398,8 +483,11 @@ function cases(): Case[] {
           // Responses stream's usage is its last event.
           if (target === "gemini" && point === "arguments") continue;
           if ((target === "mock" || target === "native") && point === "final") continue;
+          // A legacy completion has no tool call; a server's own Completions API, no thinking.
+          if (style === "completions" && point === "arguments") continue;
+          if (target === "text-native" && point === "thinking") continue;
           const variant =
-            style === "chat"
+            style === "chat" || style === "completions"
               ? ` n=${n}${includeUsage ? " include_usage" : ""}`
               : omitThinking
                 ? " thinking omitted"
@@ -449,7 +537,9 @@ const weatherTool = {
 
 function requestOf(c: Case): { path: string; body: Record<string, unknown> } {
   const model =
-    c.target === "native" ? "m-native" : modelOn(c.target === "mock" ? "mock" : c.target);
+    c.target === "native" || c.target === "text-native"
+      ? `m-${c.target}`
+      : modelOn(c.target === "mock" ? "mock" : c.target);
   const prompt = `the weather in Paris (case ${c.id})${c.point === "keepalive" ? ", slowly" : ""}`;
   if (c.style === "chat")
     return {
@@ -460,6 +550,18 @@ function requestOf(c: Case): { path: string; body: Record<string, unknown> } {
         max_tokens: 500,
         messages: [{ role: "user", content: prompt }],
         tools: [weatherTool.chat],
+        ...(c.n > 1 ? { n: c.n } : {}),
+        ...(c.includeUsage ? { stream_options: { include_usage: true } } : {}),
+      },
+    };
+  if (c.style === "completions")
+    return {
+      path: "/v1/completions",
+      body: {
+        model,
+        stream: true,
+        max_tokens: 500,
+        prompt,
         ...(c.n > 1 ? { n: c.n } : {}),
         ...(c.includeUsage ? { stream_options: { include_usage: true } } : {}),
       },
@@ -492,10 +594,13 @@ function requestOf(c: Case): { path: string; body: Record<string, unknown> } {
 
 /** The output a client read, as the gateway counts it: the characters of each kind of delta. */
 function outputIn(style: Style, event: string | undefined, data: unknown): string[] {
-  // biome-ignore lint/suspicious/noExplicitAny: events of three styles, read as a client reads them
+  // biome-ignore lint/suspicious/noExplicitAny: events of four styles, read as a client reads them
   const d = data as Record<string, any>;
   const out: string[] = [];
-  if (style === "chat") {
+  if (style === "completions") {
+    for (const choice of d.choices ?? [])
+      if (typeof choice.text === "string") out.push(choice.text);
+  } else if (style === "chat") {
     for (const choice of d.choices ?? []) {
       const delta = choice.delta ?? {};
       for (const text of [delta.content, delta.reasoning_content, delta.reasoning, delta.refusal])
@@ -592,6 +697,7 @@ async function leave(gw: TestGateway, c: Case): Promise<Left> {
       if (c.point !== "final") break;
       // After the provider's final usage: the events that show it where the client sees them.
       if (c.style === "chat" && c.target === "openai" && c.includeUsage && !data.usage) continue;
+      if (c.target === "text-native" && c.includeUsage && !data.usage) continue;
       if (c.style === "messages" && c.target === "anthropic" && event !== "message_delta") continue;
       break;
     }
@@ -682,7 +788,16 @@ describe.concurrent.each(backends)("a client that leaves, on %s", (backend) => {
         openai: (req) =>
           req.path.endsWith("/responses")
             ? reply((r) => nativeSteps(r))(req)
-            : reply((r, c) => openaiSteps(r, c.style === "chat" ? c.n : 1, c.reasoningField))(req),
+            : req.path.endsWith("/v1/completions")
+              ? reply((r, c) => completionSteps(r, c.n))(req)
+              : reply((r, c) =>
+                  openaiSteps(
+                    r,
+                    c.style === "chat" || c.style === "completions" ? c.n : 1,
+                    c.reasoningField,
+                    c.style === "completions",
+                  ),
+                )(req),
         anthropic: reply(() => anthropicSteps()),
         gemini: reply((_r, c) => geminiSteps(c.style === "chat" ? c.n : 1)),
       },
@@ -690,6 +805,7 @@ describe.concurrent.each(backends)("a client that leaves, on %s", (backend) => {
       mockScript,
       prices: { input: PRICE_IN, output: PRICE_OUT },
       native: true,
+      textNative: true,
       accounts: all.map((c) => ({
         id: accountOf(c),
         balance_idr: 1_000,
@@ -725,7 +841,7 @@ describe.concurrent.each(backends)("a client that leaves, on %s", (backend) => {
     if (c.target === "mock" && c.point === "end")
       expect([null, "client_closed"]).toContain(row.error_code);
     else expect(row.error_code, context).toBe("client_closed");
-    const answers = c.style === "chat" ? c.n : 1;
+    const answers = c.style === "chat" || c.style === "completions" ? c.n : 1;
 
     if (beforeOutput(c) && !(c.target === "mock" && c.point !== "keepalive")) {
       // Nothing was written but the headers and a keepalive: free, whatever the provider had

@@ -9,6 +9,8 @@ export interface ProviderOptions {
   idle_timeout_ms?: number;
   max_stream_ms?: number;
   max_event_bytes?: number;
+  /** POST /v1/completions goes to the provider's own Completions API. */
+  completions_native?: boolean;
   mock?: Record<string, unknown>;
 }
 

@@ -24,6 +24,11 @@ export interface EveryWireOptions {
    * to which a Responses client's stream passes through.
    */
   native?: boolean;
+  /**
+   * Also `m-text-native`: a model of the OpenAI fake as a server of the legacy Completions API
+   * (`completions_native`), to which a `/v1/completions` client's body and stream pass through.
+   */
+  textNative?: boolean;
   /** More accounts beside `baseConfig`'s (a suite whose cases run at once gives each its own). */
   accounts?: NonNullable<ConfigInput["accounts"]>;
 }
@@ -85,6 +90,17 @@ export async function gatewayOnEveryWire(options: EveryWireOptions): Promise<Eve
                 },
               ]
             : []),
+          ...(options.textNative
+            ? [
+                {
+                  id: "tn",
+                  wire: "openai" as const,
+                  base_url: openai.baseUrl,
+                  api_keys: ["sk-tn"],
+                  completions_native: true,
+                },
+              ]
+            : []),
         ],
         models: [
           { name: modelOn("openai"), provider: "oa", upstream_model: "gpt-up", ...prices },
@@ -93,6 +109,9 @@ export async function gatewayOnEveryWire(options: EveryWireOptions): Promise<Eve
           { name: modelOn("mock"), provider: "mk", upstream_model: "mock-up", ...prices },
           ...(options.native
             ? [{ name: "m-native", provider: "rn", upstream_model: "up-model", ...prices }]
+            : []),
+          ...(options.textNative
+            ? [{ name: "m-text-native", provider: "tn", upstream_model: "text-up", ...prices }]
             : []),
         ],
         routes: [],

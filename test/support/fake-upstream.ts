@@ -5,6 +5,7 @@ import {
   answeredOrder,
   checkAnthropic,
   checkChat,
+  checkCompletions,
   checkResponses,
   defaultRules,
   type Refusal,
@@ -233,6 +234,10 @@ export class FakeUpstream {
       return checkAnthropic(req.body, req.headers, this.rules, this.threads, this.signed);
     if (this.wire === "openai" && req.path.endsWith("/chat/completions")) {
       const refusal = checkChat(req.body, this.rules);
+      return refusal ? { refusal } : undefined;
+    }
+    if (this.wire === "openai" && req.path.endsWith("/completions")) {
+      const refusal = checkCompletions(req.body, this.rules);
       return refusal ? { refusal } : undefined;
     }
     return undefined;
@@ -561,6 +566,84 @@ export function openaiStreamSteps(
     ...pieces.map((p) => ({ data: chunk({ content: p }) })),
     { data: chunk({}, options.finish ?? "stop") },
     { data: usageChunk(prompt, completion) },
+    { data: "[DONE]" },
+  ];
+}
+
+/** A legacy Completions answer (`text_completion`), one choice a text, as OpenAI's API sends it. */
+export function completionJson(
+  texts: string[],
+  options: { usage?: [number, number] | null; finish?: string; model?: string } = {},
+): JsonReply {
+  const [prompt, completion] = options.usage ?? [11, 7];
+  return {
+    kind: "json",
+    body: {
+      id: "cmpl-fake",
+      object: "text_completion",
+      created: 1_700_000_000,
+      model: options.model ?? "upstream-model",
+      choices: texts.map((text, index) => ({
+        text,
+        index,
+        logprobs: null,
+        finish_reason: options.finish ?? "stop",
+      })),
+      ...(options.usage === null
+        ? {}
+        : {
+            usage: {
+              prompt_tokens: prompt,
+              completion_tokens: completion,
+              total_tokens: prompt + completion,
+            },
+          }),
+    },
+  };
+}
+
+/** One chunk of a Completions stream: a piece of each of `texts.length` choices, or their finish. */
+export function completionChunk(
+  texts: string[],
+  finish: string | null = null,
+  model = "upstream-model",
+): Record<string, unknown> {
+  return {
+    id: "cmpl-fake",
+    object: "text_completion",
+    created: 1_700_000_000,
+    model,
+    choices: texts.map((text, index) => ({ text, index, logprobs: null, finish_reason: finish })),
+  };
+}
+
+/**
+ * A Completions stream as OpenAI's API (and vLLM's) sends it: a chunk a piece of text, the finish
+ * in a chunk of empty text, the usage chunk (`choices: []`, asked with `include_usage`; `null`
+ * leaves it out), `[DONE]`.
+ */
+export function completionStreamSteps(
+  pieces: string[],
+  options: { usage?: [number, number] | null; finish?: string } = {},
+): SseStep[] {
+  const [prompt, completion] = options.usage ?? [11, 7];
+  return [
+    ...pieces.map((piece) => ({ data: completionChunk([piece]) })),
+    { data: completionChunk([""], options.finish ?? "stop") },
+    ...(options.usage === null
+      ? []
+      : [
+          {
+            data: {
+              ...completionChunk([]),
+              usage: {
+                prompt_tokens: prompt,
+                completion_tokens: completion,
+                total_tokens: prompt + completion,
+              },
+            },
+          },
+        ]),
     { data: "[DONE]" },
   ];
 }

@@ -15,6 +15,11 @@ import type { IncomingHttpHeaders } from "node:http";
 export interface WireRules {
   /** The model's maximum output: a larger max_tokens is refused with the real 400. */
   maxOutputTokens: number;
+  /**
+   * The Completions API's server: OpenAI's (the default) takes its own fields only and at most four
+   * stop sequences; vLLM's takes any number of stop sequences and its own sampling fields.
+   */
+  completions?: "openai" | "vllm";
 }
 
 export const defaultRules: WireRules = { maxOutputTokens: 64_000 };
@@ -562,6 +567,121 @@ export function checkChat(body: Json, rules: WireRules): Refusal | undefined {
         .map((c) => String(c.id));
     }
   }
+  return undefined;
+}
+
+// ---- OpenAI Completions (legacy) ---------------------------------------------------
+
+/** The Completions API's parameters (the openai SDK's `CompletionCreateParams`). */
+const completionFields = new Set([
+  "model",
+  "prompt",
+  "best_of",
+  "echo",
+  "frequency_penalty",
+  "logit_bias",
+  "logprobs",
+  "max_tokens",
+  "n",
+  "presence_penalty",
+  "seed",
+  "stop",
+  "stream",
+  "stream_options",
+  "suffix",
+  "temperature",
+  "top_p",
+  "user",
+]);
+
+/** vLLM's own sampling fields, which its Completions API takes beside OpenAI's. */
+const vllmFields = new Set(["top_k", "min_p", "repetition_penalty", "min_tokens", "ignore_eos"]);
+
+const isInt = (value: unknown): value is number => Number.isInteger(value);
+
+/** A prompt as the Completions API takes it: a string, strings, token ids, or lists of them. */
+function promptProblem(prompt: unknown): string | undefined {
+  if (typeof prompt === "string") return undefined;
+  if (!Array.isArray(prompt)) return "is not of type 'string', 'array'";
+  if (prompt.length === 0) return "[] is too short";
+  const ok =
+    prompt.every((p) => typeof p === "string") ||
+    prompt.every(isInt) ||
+    prompt.every((p) => Array.isArray(p) && p.length > 0 && p.every(isInt));
+  return ok ? undefined : "is not valid under any of the given schemas";
+}
+
+/**
+ * The legacy Completions API's rules: its fields only (chat's `messages` is an unknown argument),
+ * a prompt of text or token ids, `logprobs` 0 to 5, `best_of` 0 to 20 and at least `n`, never
+ * streamed, at most four stop sequences, `stream_options` only with `stream`, and the model's
+ * output limit. `rules.completions` "vllm": any number of stop sequences, and vLLM's own fields.
+ */
+export function checkCompletions(body: Json, rules: WireRules): Refusal | undefined {
+  const vllm = rules.completions === "vllm";
+  for (const field of Object.keys(body)) {
+    if (!completionFields.has(field) && !(vllm && vllmFields.has(field)))
+      return openaiRefusal(`Unrecognized request argument supplied: ${field}`, null, null);
+  }
+  if (typeof body.model !== "string" || body.model === "")
+    return openaiRefusal("you must provide a model parameter", null, null);
+  const prompt = promptProblem(body.prompt);
+  if (prompt) return openaiRefusal(`${prompt} - 'prompt'`, "prompt", "invalid_type");
+  if (body.suffix != null && typeof body.suffix !== "string")
+    return openaiRefusal("is not of type 'string' - 'suffix'", "suffix", "invalid_type");
+  if (body.echo != null && typeof body.echo !== "boolean")
+    return openaiRefusal("is not of type 'boolean' - 'echo'", "echo", "invalid_type");
+  if (body.logprobs != null && !(isInt(body.logprobs) && body.logprobs >= 0 && body.logprobs <= 5))
+    return openaiRefusal(
+      `${JSON.stringify(body.logprobs)} is greater than the maximum of 5 - 'logprobs'`,
+      "logprobs",
+      "invalid_value",
+    );
+  const n = body.n ?? 1;
+  if (!isInt(n) || n < 1 || n > 128)
+    return openaiRefusal(`${JSON.stringify(n)} is not valid - 'n'`, "n", "invalid_value");
+  if (body.best_of != null) {
+    if (!isInt(body.best_of) || body.best_of < 0 || body.best_of > 20)
+      return openaiRefusal(
+        `${JSON.stringify(body.best_of)} is greater than the maximum of 20 - 'best_of'`,
+        "best_of",
+        "invalid_value",
+      );
+    if (body.best_of < n)
+      return openaiRefusal("best_of must be greater than or equal to n.", "best_of", null);
+    if (body.best_of > 1 && body.stream === true)
+      return openaiRefusal("Cannot stream results with best_of greater than 1.", "best_of", null);
+  }
+  const maxTokens = body.max_tokens;
+  if (maxTokens != null && !(isInt(maxTokens) && maxTokens >= 0))
+    return openaiRefusal(
+      `${JSON.stringify(maxTokens)} is not valid - 'max_tokens'`,
+      "max_tokens",
+      "invalid_value",
+    );
+  if (typeof maxTokens === "number" && maxTokens > rules.maxOutputTokens)
+    return openaiRefusal(
+      `This model's maximum completion length is ${rules.maxOutputTokens} tokens, however you requested ${maxTokens} tokens.`,
+      "max_tokens",
+      "invalid_value",
+    );
+  const stops = body.stop;
+  if (stops != null && typeof stops !== "string") {
+    if (!Array.isArray(stops) || !stops.every((stop) => typeof stop === "string"))
+      return openaiRefusal("is not valid under any of the given schemas - 'stop'", "stop", null);
+    if (!vllm && stops.length > 4)
+      return openaiRefusal(
+        `[...] is too long - 'stop'. Expected at most 4 sequences, got ${stops.length}.`,
+        "stop",
+        "array_above_max_length",
+      );
+  }
+  if (body.stream_options != null && body.stream !== true)
+    return openaiRefusal(
+      "The 'stream_options' parameter is only allowed when 'stream' is enabled.",
+      "stream_options",
+      null,
+    );
   return undefined;
 }
 

@@ -46,6 +46,7 @@ export async function applyConfig(
       idle_timeout_ms: p.idle_timeout_ms,
       max_stream_ms: p.max_stream_ms,
       max_event_bytes: p.max_event_bytes,
+      completions_native: p.completions_native,
     }),
     responses_native: p.responses_native ? 1 : 0,
   }));

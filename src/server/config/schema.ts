@@ -2,7 +2,7 @@ import { z } from "zod";
 import { idrToMicro, MAX_IDR, MAX_MICRO, subMicroProblem } from "../../store/money.js";
 import type { Subscription } from "../../store/types.js";
 import { mockScriptSchema } from "../providers/mock-script.js";
-import { modalities, wireNames } from "../providers/registry.js";
+import { hasCompletionsApi, modalities, wireNames } from "../providers/registry.js";
 
 /**
  * Money in the config file and the APIs is whole or fractional IDR; it is stored as integer
@@ -118,6 +118,9 @@ const providerSchema = z
     max_concurrency: storedInt.positive().optional(),
     cooldown_ms: timerMs.optional(),
     responses_native: z.boolean().default(false),
+    // POST /v1/completions goes to the provider's own Completions API as written (vLLM,
+    // llama.cpp's server, DeepSeek's beta, Together, Fireworks), rather than through its chat.
+    completions_native: z.boolean().default(false),
     // The output limit's field in a chat body the gateway writes (from a messages or Responses
     // client): OpenAI's reasoning models refuse max_tokens; absent, chosen by the base URL.
     max_tokens_field: z.enum(["max_tokens", "max_completion_tokens"]).optional(),
@@ -129,7 +132,17 @@ const providerSchema = z
     mock: mockOptions.optional(),
   })
   // base_url is required for the HTTP wires: checked in load.ts, so it shows beside other errors.
-  .strict();
+  .strict()
+  .check((ctx) => {
+    if (ctx.issues.length > 0 || !ctx.value.completions_native) return;
+    if (!hasCompletionsApi(ctx.value))
+      ctx.issues.push({
+        code: "custom",
+        path: ["completions_native"],
+        message: `wire "${ctx.value.wire}" has no Completions API of its own: only an openai-wire provider (an OpenAI-compatible server such as vLLM or llama.cpp's) may set it`,
+        input: ctx.value,
+      });
+  });
 
 const modelSchema = z
   .object({

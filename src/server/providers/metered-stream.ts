@@ -21,6 +21,11 @@ export interface CompletionCall {
   sent?: string | Uint8Array;
   /** The answers the body asks for (chat's `n`): the stream's answer is whole once each finished. */
   answers?: number;
+  /**
+   * The input's estimate where the body's text is not all of it (a prompt of token ids); absent,
+   * the body's text by the gateway's estimate.
+   */
+  inputTokens?: () => number;
 }
 
 /**
@@ -54,6 +59,7 @@ export async function postMeteredJson<T extends { model: string }>(
     body,
     () => read.outputText(json),
     req.style === wire ? undefined : req.style,
+    call.inputTokens,
   );
   if (req.style === wire && !restored)
     result.text = renamedModelText(answer.text, json.model, req.clientModel);
@@ -74,7 +80,10 @@ export async function openMeteredStream(
   const { url, headers, body } = call;
   const sent = call.sent ?? JSON.stringify(body);
   const answer = http.postEvents(url, headers, sent, signal, attempt.provider);
-  const meter = new StreamMeter(() => estimateRequestTokens(body), call.answers);
+  const meter = new StreamMeter(
+    call.inputTokens ?? (() => estimateRequestTokens(body)),
+    call.answers,
+  );
   // The request is on its way: the input's estimate, which the stream's first delivery mark
   // bills, is made while the provider works on it rather than before the first piece goes out.
   meter.estimateInput();

@@ -6,6 +6,7 @@ import type {
   CompletionRequest,
   CompletionResult,
 } from "../wire/completion-types.js";
+import type { TextOnlyField } from "../wire/translate/text-completion.js";
 import type { UpstreamFailure } from "../wire/upstream-failure.js";
 import type { UpstreamHttp } from "./http-upstream.js";
 import type { MockScript } from "./mock-script.js";
@@ -193,6 +194,16 @@ export interface Provider {
    * only `model` mapped, where any other is translated (and, via a route, rewritten).
    */
   servesNatively(style: ClientStyle, provider: ProviderRow): boolean;
+  /**
+   * The legacy Completions API (POST /v1/completions) beyond chat's fields: `"native"` where this
+   * provider's API serves it itself (`complete` sends the client's `textCompletion` body as
+   * written and answers in that API's own shape), else the Completions fields its chat answers
+   * carry all the same (the mock fills in the middle and echoes); none when absent. A request
+   * that asks for a field no model of its target carries is refused before money is held.
+   */
+  textCompletions?(provider: ProviderRow): "native" | readonly TextOnlyField[];
+  /** Its API may serve the Completions API itself: a provider of this wire may set `completions_native`. */
+  readonly completionsApi?: boolean;
   /**
    * Its chat API takes `custom` (free-form) tools, their calls and a choice forcing one, as
    * OpenAI's does: a Responses client's custom tools reach it as chat's, where any other wire

@@ -1,5 +1,6 @@
 import type { ProviderRow } from "../../store/types.js";
 import type { ClientStyle } from "../wire/completion-types.js";
+import type { TextOnlyField } from "../wire/translate/text-completion.js";
 import { anthropicProvider } from "./anthropic/index.js";
 import { geminiProvider } from "./gemini/index.js";
 import { mockProvider } from "./mock/index.js";
@@ -77,6 +78,19 @@ export function provide<M extends Modality>(
 
 export function servesNatively(row: ProviderRow, style: ClientStyle): boolean {
   return providerOf(row).servesNatively(style, row);
+}
+
+/**
+ * What a model of this provider answers of the legacy Completions API beyond chat's fields:
+ * `"native"` (its server's own Completions API), or the fields its chat answers carry.
+ */
+export function textCompletionsOf(row: ProviderRow): "native" | readonly TextOnlyField[] {
+  return providerOf(row).textCompletions?.(row) ?? [];
+}
+
+/** Whether a provider may be configured to serve the Completions API itself (`completions_native`). */
+export function hasCompletionsApi(row: Pick<ProviderRow, "wire">): boolean {
+  return providerOf(row).completionsApi === true;
 }
 
 /** The built-in mock: its answers and refusals are known before anything is dispatched. */

@@ -37,7 +37,7 @@ import { requestIdOf } from "../http/request-id.js";
 import { traceOf } from "../http/request-trace.js";
 import { KeptAlive, sendSse } from "../http/sse-response.js";
 import { markStage } from "../http/stages.js";
-import { isBuiltIn, servesNatively } from "../providers/registry.js";
+import { isBuiltIn, servesNatively, textCompletionsOf } from "../providers/registry.js";
 import type { ClientStyle, CompletionRequest } from "../wire/completion-types.js";
 import type { ResponsesRequest } from "../wire/responses-types.js";
 import { encodeSSE, SSE_DONE } from "../wire/sse.js";
@@ -47,9 +47,11 @@ import { streamErrorEvent } from "../wire/translate/errors.js";
 import { backgroundWindowRefusal } from "../wire/translate/responses.js";
 import {
   chatToTextCompletion,
+  textAnswersMade,
   textCompletionRefusal,
   textCompletionStream,
   textCompletionToChat,
+  textOnlyAsked,
 } from "../wire/translate/text-completion.js";
 import { toolChoiceRefusal } from "../wire/translate/tool-choice.js";
 import { emptyUsage, type Usage } from "../wire/usage.js";
@@ -188,7 +190,7 @@ export const responsesBody = z.looseObject({
 /**
  * OpenAI's legacy Completions API (the openai SDK's `completions.create`). What chat cannot carry
  * (`suffix`, `echo`, a number of `logprobs`, `best_of` above 1, token ids, several prompts) is
- * read here and refused by `textCompletionRefusal`, naming it.
+ * read here, and goes only to the models whose provider carries it (`textOnlyAsked`).
  */
 export const completionsBody = z.looseObject({
   model: z.string().min(1),
@@ -200,21 +202,39 @@ export const completionsBody = z.looseObject({
   suffix: z.string().nullish(),
   echo: z.boolean().nullish(),
   logprobs: z.number().int().min(0).nullish(),
-  best_of: z.number().int().min(1).nullish(),
+  // OpenAI's bound: each candidate is produced, and held for, in full.
+  best_of: z.number().int().min(1).max(20).nullish(),
 });
 
 const schemas = { chat: chatBody, messages: messagesBody, responses: responsesBody } as const;
 
+type ChatBody = z.infer<typeof chatBody>;
+
 /**
  * An API the route answers through chat: its body read with its own schema and sent on as the
- * chat body `toChat` makes of it (which throws the 400 of what chat cannot carry), its answer the
- * chat answer in its own shape, whole (`answer`, given what the request is billed) or streamed.
- * Admitted, held, dispatched, metered and logged as chat is, under its own `endpoint`.
+ * chat body `toChat` makes of it (which throws the 400 of what no provider can answer), its
+ * answer the chat answer in its own shape, whole (`answer`, given what the request is billed) or
+ * streamed. A provider that serves the API itself (`native`) is sent the client's own body
+ * instead, and answers in the API's shape. Admitted, held, dispatched, metered and logged as chat
+ * is, under its own `endpoint`.
  */
 interface ThroughChat {
   schema: ZodType<Record<string, unknown>>;
   endpoint: string;
-  toChat(body: Record<string, unknown>): z.infer<typeof chatBody>;
+  toChat(body: Record<string, unknown>): ChatBody;
+  /**
+   * The target's models that can answer the client's body (those whose provider carries what it
+   * asks beyond chat); none is the 400 naming what the first could not carry.
+   */
+  carriedBy(
+    target: Target,
+    body: Record<string, unknown>,
+    providers: ReadonlyMap<string, ProviderRow>,
+  ): Target;
+  /** The answers the provider writes for the client's body: what the hold covers. */
+  answers(body: Record<string, unknown>): number;
+  /** The provider answers in the API's own shape: its answer goes to the client as it is. */
+  native(provider: ProviderRow): boolean;
   answer(chat: unknown, billed: Usage): unknown;
   /** Its answer has no place for reasoning: a stream's reasoning is not delivered output. */
   hidesThinking: boolean;
@@ -232,21 +252,44 @@ const textCompletions: ThroughChat = {
     if (refused) throw badRequest(refused);
     return textCompletionToChat(body);
   },
+  carriedBy(target, body, providers) {
+    const asked = textOnlyAsked(body);
+    if (asked.length === 0) return target;
+    const carried = (model: ModelRow) => {
+      const provider = providers.get(model.provider_id);
+      return provider ? textCompletionsOf(provider) : [];
+    };
+    const models = target.models.filter((model) => {
+      const fields = carried(model);
+      return fields === "native" || asked.every((ask) => fields.includes(ask.field));
+    });
+    if (models.length === 0) {
+      const fields = carried(target.models[0]);
+      const missing = asked.find((ask) => fields !== "native" && !fields.includes(ask.field));
+      throw badRequest((missing ?? asked[0]).refusal(target.name));
+    }
+    return models.length === target.models.length ? target : { ...target, models };
+  },
+  answers: textAnswersMade,
+  native: (provider) => textCompletionsOf(provider) === "native",
   answer: chatToTextCompletion,
   hidesThinking: true,
   stream: textCompletionStream,
 };
 
-/** The body of an API answered through chat, read and validated, as its chat body. */
-async function readThroughChat(
-  c: Context<AppEnv>,
-  through: ThroughChat,
-): Promise<ParsedBody<z.infer<typeof chatBody>>> {
+/** A body answered through chat: its chat body as `data`, and the client's own as `client`. */
+type ThroughChatBody = ParsedBody<ChatBody> & { client: Record<string, unknown> };
+
+/** The body of an API answered through chat, read and validated, with its chat body. */
+async function readThroughChat(c: Context<AppEnv>, through: ThroughChat): Promise<ThroughChatBody> {
   const parsed = await readJsonWithSize(c, through.schema);
-  return { ...parsed, data: through.toChat(parsed.data) };
+  return { ...parsed, data: through.toChat(parsed.data), client: parsed.data };
 }
 
-/** POST /v1/completions: the legacy Completions API, answered through chat. */
+/**
+ * POST /v1/completions: the legacy Completions API, answered through chat, or by the provider's
+ * own Completions API where it serves one.
+ */
 export const textCompletionHandler = (services: Services): Handler =>
   completionHandler(services, "chat", textCompletions);
 
@@ -268,20 +311,20 @@ export function completionHandler(
     if (!incoming || !outgoing) throw internalError();
     const { key } = c.get("auth");
     const trace = traceOf(incoming);
-    const {
-      data: body,
-      bytes,
-      text,
-      shape,
-      raw,
-    } = through ? await readThroughChat(c, through) : await readJsonWithSize(c, schemas[style]);
+    const read = through
+      ? await readThroughChat(c, through)
+      : await readJsonWithSize(c, schemas[style]);
+    const { data: body, bytes, text, shape, raw } = read;
+    // A legacy completion's own body, where `body` is its chat translation.
+    const client = through ? (read as ThroughChatBody).client : undefined;
     markStage(incoming, "parsed");
     if (trace) trace.model = body.model;
-    const target = forModality(resolveTarget(services.store.getCatalog(), body.model), "chat");
-    const stream = body.stream === true;
-    const viaRoute = target.isRoute;
     const catalog = services.store.getCatalog();
     const providers = catalog.providers;
+    const resolved = forModality(resolveTarget(catalog, body.model), "chat");
+    const target = through && client ? through.carriedBy(resolved, client, providers) : resolved;
+    const stream = body.stream === true;
+    const viaRoute = target.isRoute;
     const nativeFor = (m: ModelRow) => {
       const provider = providers.get(m.provider_id);
       return provider && servesNatively(provider, style);
@@ -321,10 +364,15 @@ export function completionHandler(
       sentBody === body ? shape.referenceKey : undefined,
     );
 
-    // Chat's `n` (its schema bounds it); the other styles have one answer. An `n` in a messages
-    // or Responses body is no field of theirs and asks for no more: read, a negative one made the
-    // hold negative, and a fraction held less than one answer.
-    const answers = style === "chat" ? answersAsked(body as { n?: unknown }) : 1;
+    // Chat's `n` (its schema bounds it), a legacy completion's candidates; the other styles have
+    // one answer. An `n` in a messages or Responses body is no field of theirs and asks for no
+    // more: read, a negative one made the hold negative, and a fraction held less than one answer.
+    const answers =
+      through && client
+        ? through.answers(client)
+        : style === "chat"
+          ? answersAsked(body as { n?: unknown })
+          : 1;
     const admission = await admit(services, {
       key,
       target,
@@ -345,8 +393,9 @@ export function completionHandler(
     const req: CompletionRequest = {
       style,
       body: sentBody,
-      // A body answered through chat is not the client's text: it is never forwarded as written.
-      rawBody: through ? undefined : { data: body, raw, text, shape },
+      // A body answered through chat is not the client's text: only a provider that serves the
+      // client's own API is sent that as written.
+      rawBody: { data: client ?? body, raw, text, shape },
       stream,
       clientModel: body.model,
       signal,
@@ -355,6 +404,7 @@ export function completionHandler(
       thread: threaded?.thread,
       responseTurn: turn?.turn,
       hidesThinking: through?.hidesThinking,
+      textCompletion: client,
     };
     // A stream ends when its account is suspended, or a stopping serve cuts it; the gateway's
     // reason is the signal's, which the client's error event carries.
@@ -418,6 +468,8 @@ export function completionHandler(
     // No attempt sends the body again: a stream's closures keep `req` for minutes, not its bytes.
     req.rawBody = undefined;
     const { result, attempt } = outcome;
+    // The answer in the client's API, where the provider did not answer in it itself.
+    const shaped = through && !through.native(attempt.provider) ? through : undefined;
     // One literal with every field (a spread that adds fields is V8's slow path on Node 20).
     const settlement = (usage: Usage, delivered: boolean, errorCode?: string): Settlement => ({
       status: 200,
@@ -440,8 +492,8 @@ export function completionHandler(
       unwatch?.();
       const recorded = settleDelivered(services, admission, settlement(result.usage, true));
       // Serialized while the settlement commits; it leaves only once committed.
-      const text = through
-        ? JSON.stringify(through.answer(result.body, result.usage))
+      const text = shaped
+        ? JSON.stringify(shaped.answer(result.body, result.usage))
         : (result.text ?? JSON.stringify(result.body));
       await recorded;
       markStage(incoming, "settled");
@@ -455,7 +507,7 @@ export function completionHandler(
       return RESPONSE_ALREADY_SENT;
     }
 
-    const written = through ? through.stream(result.first, result.pieces) : result;
+    const written = shaped ? shaped.stream(result.first, result.pieces) : result;
     sendSse(
       outgoing,
       {

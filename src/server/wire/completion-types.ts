@@ -35,6 +35,13 @@ export interface CompletionRequest {
    * text): a stream's reasoning is never delivered output.
    */
   hidesThinking?: boolean;
+  /**
+   * A legacy completion (POST /v1/completions): the client's own body, whose text `rawBody` holds.
+   * A provider that serves the Completions API itself is sent it as written; every other provider
+   * answers `body`, its chat translation, and reads in this only the fields it carries beyond
+   * chat's (`Provider.textCompletions`).
+   */
+  textCompletion?: Record<string, unknown>;
 }
 
 /** A provider that speaks the Responses API itself, and the key a request is sent to it with. */

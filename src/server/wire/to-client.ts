@@ -212,16 +212,18 @@ const textLength = (value: unknown) => (typeof value === "string" ? value.length
  * A JSON answer billed by an estimate where its upstream reported no usage (`usageOrEstimate`).
  * `style`: the answer was translated into that style, and its `usage` is the gateway's to write:
  * it reports what is billed, the estimate where the provider left a part out, not a zero.
+ * `inputTokens`: the input's estimate where the body's text is not all of it.
  */
 export function withJsonEstimate(
   result: JsonCompletion,
   body: unknown,
   outputText: () => string,
   style?: ClientStyle,
+  inputTokens = () => estimateRequestTokens(body),
 ): JsonCompletion {
   const reported = result.usage;
   result.usage = usageOrEstimate(reported, () => ({
-    input_tokens: estimateRequestTokens(body),
+    input_tokens: inputTokens(),
     output_tokens: estimateTokens(outputText()),
   }));
   if (style !== undefined && result.usage !== reported) showUsage(style, result.body, result.usage);

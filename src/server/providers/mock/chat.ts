@@ -28,6 +28,7 @@ import {
   mockRefusal,
   planMockReply,
 } from "./mock-chat.js";
+import { type MockFill, mockFillOf } from "./mock-fill.js";
 import { mockLogprobs, mockLogprobsWanted, mockTokenLogprob } from "./mock-logprobs.js";
 
 /** Answers chat-style requests; wire/to-client.ts gives each client its own style. */
@@ -39,9 +40,18 @@ export async function mockComplete(
   const timing = (providerOptions(attempt.provider).mock ?? {}) as MockTiming;
   const rewrite: Rewrite = { omittedTools: [] };
   const chatReq = toChatRequest(req, attempt, rewrite);
+  // A legacy completion: where its text goes in, and whether its prompt comes back first.
+  const text = req.textCompletion;
+  const fill = text && mockFillOf(text);
   // As the real API's refusal reaches a client through the gateway: a 400 rejection, its reason
-  // given, nothing charged.
-  const refusal = mockRefusal(req.style, req.body, chatReq);
+  // given, nothing charged. A legacy completion takes any number of stop sequences, as vLLM and
+  // llama.cpp's server do: an editor's autocomplete sends a dozen.
+  const refusal = mockRefusal(
+    req.style,
+    req.body,
+    chatReq,
+    text ? Number.POSITIVE_INFINITY : undefined,
+  );
   if (refusal) throw new ExplainedRejection(400, refusal);
   const count = answersAsked(chatReq);
   // LiteLLM's `mock_response`: the answer is that text, ahead of any script or directive.
@@ -51,11 +61,16 @@ export async function mockComplete(
     (mockScript.active &&
       mockScript.answers([attempt.model.name, attempt.model.upstream_model], chatReq, count));
   // Several answers (`n`) as providers give them: each its own words, all in the usage.
-  const answers =
+  const planned =
     scripted ||
     Array.from({ length: count }, (_, i) =>
-      i === 0 ? planOrRefuse(chatReq) : planMockReply(chatReq, i),
+      i === 0 ? planOrRefuse(chatReq, fill) : planMockReply(chatReq, i, fill),
     );
+  const prompt = chatReq.messages[0]?.content;
+  const answers =
+    text?.echo === true && typeof prompt === "string"
+      ? planned.map((plan) => echoed(plan, prompt))
+      : planned;
   const [plan] = answers;
   if (plan.directives.tool !== undefined && !plan.toolCalls?.length && asksForTool(chatReq)) {
     // Answering plain text would let a tool loop under test pass without ever calling a tool.
@@ -224,10 +239,26 @@ function* deltas(plan: MockPlan): Generator<object> {
   }
 }
 
+/**
+ * `echo: true`: the prompt, then the answer. The output counted is the answer's, as OpenAI
+ * counts it; a stream sends the prompt as its first piece.
+ */
+function echoed(plan: MockPlan, prompt: string): MockPlan {
+  if (prompt === "") return plan;
+  return {
+    ...plan,
+    text: () => prompt + plan.text(),
+    pieces: function* () {
+      yield prompt;
+      yield* plan.pieces();
+    },
+  };
+}
+
 /** A directive past its bound is the request's fault: a 400 naming the bound, nothing charged. */
-function planOrRefuse(chatReq: Parameters<typeof planMockReply>[0]): MockPlan {
+function planOrRefuse(chatReq: Parameters<typeof planMockReply>[0], fill?: MockFill): MockPlan {
   try {
-    return planMockReply(chatReq);
+    return planMockReply(chatReq, 0, fill);
   } catch (err) {
     if (err instanceof MockDirectiveError) throw new UnsupportedRequest(err.message);
     throw err;

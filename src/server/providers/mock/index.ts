@@ -33,6 +33,8 @@ export const mockProvider: Provider = {
   needsBaseUrl: false,
   builtIn: true,
   servesNatively: (style) => style === "chat",
+  // A legacy completion's fill-in-the-middle and echo, answered through its chat.
+  textCompletions: () => ["suffix", "echo"],
   refuses: {
     speech: ({ body }) => {
       const format = body.response_format;

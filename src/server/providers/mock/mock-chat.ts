@@ -4,6 +4,7 @@ import type { ResponsesRequest } from "../../wire/responses-types.js";
 import { withInputSettings } from "../../wire/translate/responses.js";
 import { toolChoiceRefusal } from "../../wire/translate/tool-choice.js";
 import { estimateTokens, estimateTokensOfLength } from "../../wire/usage.js";
+import { type MockFill, mockFillLead } from "./mock-fill.js";
 import { maxTopLogprobs } from "./mock-logprobs.js";
 import { exampleOf } from "./schema-example.js";
 
@@ -139,11 +140,14 @@ export interface MockPlan {
 
 /**
  * Decides the whole answer up front; the JSON and stream renderers only format it. `choice` is
- * the answer's index where a request asks for several (`n`): each draws its own words.
+ * the answer's index where a request asks for several (`n`): each draws its own words. `fill`: a
+ * legacy completion's insertion point, which the answer fills in.
  */
-export function planMockReply(req: ChatRequestLike, choice = 0): MockPlan {
+export function planMockReply(req: ChatRequestLike, choice = 0, fill?: MockFill): MockPlan {
   const messages = (Array.isArray(req.messages) ? req.messages : []) as ChatMessage[];
-  const allText = messages.map((m) => contentText(m.content)).join("\n");
+  const sentText = messages.map((m) => contentText(m.content)).join("\n");
+  // A suffix sent apart from the prompt is input too, and draws words of its own.
+  const allText = fill?.apart ? `${sentText}\n${fill.after}` : sentText;
   const lastUser = [...messages].reverse().find((m) => m.role === "user");
   const lastText = lastUser ? contentText(lastUser.content) : "";
   const last = messages[messages.length - 1];
@@ -184,9 +188,11 @@ export function planMockReply(req: ChatRequestLike, choice = 0): MockPlan {
     .trim()
     .slice(0, 120);
   const toolResult = last?.role === "tool" ? contentText(last.content).slice(0, 120) : undefined;
-  const lead = toolResult
-    ? `Tool result received: ${toolResult}.`
-    : `Mock reply to: ${snippet || "(empty prompt)"}.`;
+  const lead = fill
+    ? mockFillLead(fill)
+    : toolResult
+      ? `Tool result received: ${toolResult}.`
+      : `Mock reply to: ${snippet || "(empty prompt)"}.`;
   const json = structuredAnswer(req.response_format, lead);
   const reply = json
     ? new FixedText(json)
@@ -296,19 +302,24 @@ export function mockRefusal(
   style: ClientStyle,
   body: Record<string, unknown>,
   chat: ChatRequestLike,
+  mostStops = openaiMostStops,
 ): string | undefined {
   if (style === "messages") return toolChoiceRefusal(style, body);
   // A Responses input item may declare tools too (`additional_tools`).
   const asked = style === "responses" ? withInputSettings(body as ResponsesRequest) : body;
-  return openaiRefusal(chat, style) ?? openaiParamRefusal(style, asked);
+  return openaiRefusal(chat, style, mostStops) ?? openaiParamRefusal(style, asked);
 }
 
 /**
  * OpenAI's refusals of the request as chat reads it (chat, or Responses through chat, named by
  * `style`): JSON mode unless the conversation asks for JSON by name (a model told nothing could
- * write whitespace up to the output limit), and more stop sequences than it takes.
+ * write whitespace up to the output limit), and more stop sequences than `mostStops`.
  */
-function openaiRefusal(req: ChatRequestLike, style: "chat" | "responses"): string | undefined {
+function openaiRefusal(
+  req: ChatRequestLike,
+  style: "chat" | "responses",
+  mostStops: number,
+): string | undefined {
   const format = req.response_format as { type?: unknown } | undefined;
   if (format?.type === "json_object") {
     const messages = (Array.isArray(req.messages) ? req.messages : []) as ChatMessage[];
@@ -318,8 +329,8 @@ function openaiRefusal(req: ChatRequestLike, style: "chat" | "responses"): strin
     }
   }
   const stops = Array.isArray(req.stop) ? req.stop.length : 0;
-  if (style === "chat" && stops > openaiMostStops)
-    return `\`stop\` has ${stops} sequences; OpenAI takes at most ${openaiMostStops}. Send at most ${openaiMostStops}.`;
+  if (style === "chat" && stops > mostStops)
+    return `\`stop\` has ${stops} sequences; OpenAI takes at most ${mostStops}. Send at most ${mostStops}.`;
   return undefined;
 }
 

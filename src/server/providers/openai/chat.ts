@@ -41,8 +41,12 @@ import {
 import { joinUrl, type UpstreamHttp } from "../http-upstream.js";
 import { type MeteredStream, openMeteredStream, postMeteredJson } from "../metered-stream.js";
 import type { Attempt, ProviderContext } from "../provider.js";
+import { completionsNative, nativeTextCompletion } from "./completions.js";
 
-/** Chat completions (and Responses, where the provider speaks it natively). */
+/**
+ * Chat completions (and Responses, and legacy completions, where the provider speaks them
+ * natively).
+ */
 export async function openaiComplete(
   { http }: ProviderContext,
   attempt: Attempt,
@@ -54,6 +58,8 @@ export async function openaiComplete(
   if (req.style === "responses" && provider.responses_native) {
     return nativeResponses(http, attempt, req, headers);
   }
+  if (req.textCompletion && completionsNative(provider))
+    return nativeTextCompletion(http, attempt, req, headers);
   const rewrite: Rewrite = { omittedTools: [] };
   // OpenAI's chat takes custom tools (`openaiProvider.takesCustomTools`), and holds strict
   // schemas to its rules.

@@ -1,13 +1,16 @@
 import { encodeSSE, SSE_DONE, SSEParser } from "../sse.js";
 import type { StreamPiece } from "../stream-types.js";
-import type { Usage } from "../usage.js";
+import { answersAsked } from "../to-provider.js";
+import { estimateRequestTokens, type Usage } from "../usage.js";
 import { isRecord, type JsonObject } from "./shared.js";
 
 /*
  * OpenAI's legacy Completions API (POST /v1/completions, the openai SDK's `completions.create`),
  * which editor autocomplete still calls, answered through chat: the prompt goes as one user
  * message, so every wire the chat route reaches serves it, and the chat answer comes back as
- * `text_completion` objects, whole or streamed.
+ * `text_completion` objects, whole or streamed. What only the Completions API carries (`suffix`,
+ * `echo`, ...: `textOnlyAsked`) goes to a provider that serves that API itself, which is sent the
+ * client's body as written (`providers/openai/completions.ts`), or to the mock, which fills in.
  */
 
 /** The Completions API's fields that chat has no form for, or that chat reads another way. */
@@ -28,29 +31,122 @@ const chatOnly = [
 ];
 
 /**
- * What a Completions request asks for that its chat translation cannot carry, as the sentence of
- * its 400 (naming the parameter and what to do); undefined when everything is carried.
+ * What a Completions request asks for that no provider can answer (chat's own fields, an empty
+ * list of prompts), as the sentence of its 400 naming the parameter and what to do; undefined
+ * otherwise. What only some providers carry is `textOnlyAsked`'s.
  */
 export function textCompletionRefusal(body: JsonObject): string | undefined {
   const { prompt } = body;
-  if (Array.isArray(prompt)) {
-    if (prompt.some((item) => typeof item !== "string"))
-      return "`prompt` as token ids is not supported: the gateway sends the prompt to chat models as text, and token ids are a tokenizer's own. Send `prompt` as a string.";
-    if (prompt.length !== 1)
-      return `\`prompt\` has ${prompt.length} strings; the gateway answers one prompt a request (as one user message of a chat model). Send \`prompt\` as one string, and each other prompt as a request of its own (\`n\` asks for several answers to one prompt).`;
-  }
-  if (typeof body.suffix === "string" && body.suffix !== "")
-    return "`suffix` (fill-in-the-middle) is not supported: the gateway answers completions through chat models, which take no text after the insertion point. Leave out `suffix`, or put the text around the insertion point in `prompt`.";
-  if (body.echo === true)
-    return "`echo: true` is not supported: the answer is a chat model's, which does not repeat its prompt. Leave out `echo` and put the prompt before the answer's `text` yourself.";
-  if (typeof body.logprobs === "number")
-    return "`logprobs` is not supported on /v1/completions: chat models give the log probabilities of their answer in chat's shape only. Leave out `logprobs`, or ask /v1/chat/completions with `logprobs: true` and `top_logprobs`.";
-  if (typeof body.best_of === "number" && body.best_of > 1)
-    return "`best_of` above 1 is not supported: chat models do not rank candidate answers by their log probabilities. Leave out `best_of`, or ask for several answers with `n` and choose one yourself.";
+  if (Array.isArray(prompt) && prompt.length === 0)
+    return "`prompt` has 0 strings: send the text to complete as a string.";
   const field = chatOnly.find((name) => body[name] != null);
   if (field)
     return `\`${field}\` is a /v1/chat/completions field: /v1/completions answers a \`prompt\` with text only. Send the request to /v1/chat/completions.`;
   return undefined;
+}
+
+/**
+ * A field of the Completions API that a chat translation cannot carry. A provider that serves the
+ * API itself carries them all; one answering through chat, those it names
+ * (`Provider.textCompletions`: the mock fills in the middle and echoes).
+ */
+export type TextOnlyField = "suffix" | "echo" | "logprobs" | "best_of" | "prompt";
+
+/** One such field as a request uses it, with its refusal toward a model that cannot carry it. */
+export interface TextOnlyAsk {
+  field: TextOnlyField;
+  /** The 400's sentence for `target` (a model or route name), naming the field and what to do. */
+  refusal(target: string): string;
+}
+
+/**
+ * How the refusal of a field only the Completions API carries ends: the provider option that
+ * makes a model's server answer it itself.
+ */
+const nativeHint =
+  "Or, where the model's server speaks the Completions API itself (vLLM, llama.cpp's server, DeepSeek's beta, Together, Fireworks), set `completions_native: true` on its provider in the gateway's config: the request then goes to that server as written.";
+
+/** What a Completions request asks for beyond chat, in the order its parameters are read. */
+export function textOnlyAsked(body: JsonObject): TextOnlyAsk[] {
+  const asked: TextOnlyAsk[] = [];
+  const ask = (field: TextOnlyField, sentence: (target: string) => string) =>
+    asked.push({ field, refusal: (target) => `${sentence(target)} ${nativeHint}` });
+  const { prompt } = body;
+  if (Array.isArray(prompt)) {
+    if (prompt.some((item) => typeof item !== "string"))
+      ask(
+        "prompt",
+        (target) =>
+          `\`prompt\` as token ids is not supported by "${target}": it answers through chat, which takes text, and token ids are a tokenizer's own. Send \`prompt\` as a string.`,
+      );
+    else if (prompt.length > 1)
+      ask(
+        "prompt",
+        (target) =>
+          `\`prompt\` has ${prompt.length} strings; "${target}" answers through chat, one prompt a request (as one user message). Send \`prompt\` as one string, and each other prompt as a request of its own (\`n\` asks for several answers to one prompt).`,
+      );
+  }
+  // An empty suffix is taken as none, as OpenAI takes it.
+  if (typeof body.suffix === "string" && body.suffix !== "")
+    ask(
+      "suffix",
+      (target) =>
+        `\`suffix\` (fill-in-the-middle) is not supported by "${target}": it answers through chat, which takes no text after the insertion point. Leave out \`suffix\`, or put the text around the insertion point in \`prompt\`.`,
+    );
+  if (body.echo === true)
+    ask(
+      "echo",
+      (target) =>
+        `\`echo: true\` is not supported by "${target}": it answers through chat, whose models do not repeat their prompt. Leave out \`echo\` and put the prompt before the answer's \`text\` yourself.`,
+    );
+  if (typeof body.logprobs === "number")
+    ask(
+      "logprobs",
+      (target) =>
+        `\`logprobs\` is not supported by "${target}": it answers through chat, whose models give the log probabilities of their answer in chat's shape only. Leave out \`logprobs\`, or ask /v1/chat/completions with \`logprobs: true\` and \`top_logprobs\`.`,
+    );
+  if (typeof body.best_of === "number" && body.best_of > 1)
+    ask(
+      "best_of",
+      (target) =>
+        `\`best_of\` above 1 is not supported by "${target}": it answers through chat, whose models do not rank candidate answers by their log probabilities. Leave out \`best_of\`, or ask for several answers with \`n\` and choose one yourself.`,
+    );
+  return asked;
+}
+
+/**
+ * How many prompts a Completions body sends: a list of strings, or of token-id lists, is one each;
+ * a string, or one list of token ids, is one.
+ */
+function promptCount(prompt: unknown): number {
+  if (!Array.isArray(prompt) || prompt.length === 0) return 1;
+  return prompt.every((item) => typeof item === "number") ? 1 : prompt.length;
+}
+
+/** The choices a Completions answer has: `n` for each prompt, each finished on its own. */
+export function textChoicesAsked(body: JsonObject): number {
+  return promptCount(body.prompt) * answersAsked(body);
+}
+
+/**
+ * The answers a Completions request makes its provider write, and so is held for: `best_of`
+ * candidates (at least `n`) for each prompt, each billed though only `n` come back.
+ */
+export function textAnswersMade(body: JsonObject): number {
+  const candidates = answersAsked({ n: body.best_of });
+  return promptCount(body.prompt) * Math.max(answersAsked(body), candidates);
+}
+
+/**
+ * The input of a Completions body as tokens, where its provider reports none: its text by the
+ * gateway's estimate, and a token for each token id of a prompt given as ids.
+ */
+export function textCompletionInputTokens(body: JsonObject): number {
+  const ids = (value: unknown): number =>
+    Array.isArray(value)
+      ? value.reduce((sum: number, item) => sum + (typeof item === "number" ? 1 : ids(item)), 0)
+      : 0;
+  return estimateRequestTokens(body) + ids(body.prompt);
 }
 
 /**
