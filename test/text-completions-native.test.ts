@@ -22,7 +22,7 @@ import {
   testGateway,
 } from "./support/gateway.js";
 import { requestTextTokens } from "./support/metering.js";
-import { streamDataInText, streamEvents } from "./support/sse.js";
+import { streamDataInText, streamEvents, textPastKeepalive } from "./support/sse.js";
 
 /**
  * POST /v1/completions for the editors that call it (Continue's autocomplete, Tabby, llama.cpp and
@@ -506,21 +506,7 @@ describe.each(backends)("a provider that serves the Completions API itself, on %
       stream: true,
     });
     expect(res.status).toBe(200);
-    const reader = res.body!.getReader();
-    const decoder = new TextDecoder();
-    let text = "";
-    while (!text.includes(": keepalive")) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      text += decoder.decode(value, { stream: true });
-    }
-    expect(text).toMatch(/^: keepalive\n/);
-    release.resolve();
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      text += decoder.decode(value, { stream: true });
-    }
+    const text = await textPastKeepalive(res, release.resolve);
     const events = await streamDataInText<Completion>(text);
     expect(events.at(-1)).toBe("[DONE]");
     expect(textsOf(events.filter((e): e is Completion => e !== "[DONE]"))).toEqual(["slow fill"]);

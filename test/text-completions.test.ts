@@ -15,12 +15,13 @@ import {
   openaiStreamSteps,
   type RecordedRequest,
   type Reply,
+  type SseStep,
 } from "./support/fake-upstream.js";
 import { backends, baseConfig, KEY, post } from "./support/gateway.js";
 import { geminiJson, geminiStreamSteps } from "./support/gemini-wire.js";
 import { type MeterWires, useMeterWires } from "./support/meter-wires.js";
 import { type Logged, logged, requestTextTokens } from "./support/metering.js";
-import { streamDataInText } from "./support/sse.js";
+import { streamDataInText, textPastKeepalive } from "./support/sse.js";
 import { type ThreeWires, useThreeWires } from "./support/three-wires.js";
 
 /**
@@ -302,21 +303,7 @@ describe("POST /v1/completions on each wire", () => {
       stream: true,
     });
     expect(res.status).toBe(200);
-    const reader = res.body!.getReader();
-    const decoder = new TextDecoder();
-    let text = "";
-    while (!text.includes(": keepalive")) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      text += decoder.decode(value, { stream: true });
-    }
-    expect(text).toMatch(/^: keepalive\n/);
-    release.resolve();
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      text += decoder.decode(value, { stream: true });
-    }
+    const text = await textPastKeepalive(res, release.resolve);
     const events = await streamDataInText<Completion>(text);
     expect(events.at(-1)).toBe("[DONE]");
     const data = events.filter((event): event is Completion => event !== "[DONE]");
@@ -495,27 +482,33 @@ describe.each(backends)("billing POST /v1/completions on %s", (backend) => {
     );
   });
 
-  it("a client that leaves mid-stream is billed for the text it was written", async () => {
+  /**
+   * A client reads a completion stream of `steps` (through the OpenAI fake, which waits at step
+   * `gate` until the client has gone) to its first text, and leaves: what it read, and its row.
+   */
+  const leftAfterFirstText = async (steps: SseStep[], gate: number) => {
     const gone = deferred();
-    const FIRST = "const total = ";
-    started.openai.handle(() => {
-      const steps = openaiStreamSteps([FIRST, "items.reduce(add, 0);"], { usage: [30, 9] });
-      // The upstream waits after the first text until the client has gone.
-      steps[2] = { ...steps[2], gate: gone.promise };
-      return { kind: "sse", steps };
-    });
-    const was = await money(started.gw);
+    steps[gate] = { ...steps[gate]!, gate: gone.promise };
+    started.openai.handle(() => ({ kind: "sse", steps }));
     const { data: stream, response } = await sdk(started.gw)
       .completions.create({ model: "m-openai", prompt: "sum the items", stream: true })
       .withResponse();
-    const read: string[] = [];
+    let read = "";
     for await (const chunk of stream) {
-      read.push(...chunk.choices.map((choice) => choice.text));
-      if (read.join("") !== "") break;
+      read += chunk.choices.map((choice) => choice.text).join("");
+      if (read !== "") break;
     }
-    expect(read.join("")).toBe(FIRST);
     const row = await rowOf(response.headers.get("x-request-id"), "client_closed");
     gone.resolve();
+    return { read, row };
+  };
+  const FIRST = "const total = ";
+
+  it("a client that leaves mid-stream is billed for the text it was written", async () => {
+    const was = await money(started.gw);
+    const steps = openaiStreamSteps([FIRST, "items.reduce(add, 0);"], { usage: [30, 9] });
+    const { read, row } = await leftAfterFirstText(steps, 2);
+    expect(read).toBe(FIRST);
     expect(row).toMatchObject({
       error_code: "client_closed",
       usage: {
@@ -530,32 +523,16 @@ describe.each(backends)("billing POST /v1/completions on %s", (backend) => {
   });
 
   it("a client that leaves mid-stream is not billed the reasoning it was never shown", async () => {
+    const THOUGHT = "The user wants a sum; reduce over the items with add, starting at zero.";
     for (const field of ["reasoning_content", "reasoning"]) {
-      const gone = deferred();
-      const FIRST = "const total = ";
-      const THOUGHT = "The user wants a sum; reduce over the items with add, starting at zero.";
-      started.openai.handle(() => {
-        const steps = openaiStreamSteps([FIRST, "items.reduce(add, 0);"], { usage: [30, 40] });
-        const thinking = structuredClone(steps[1]?.data) as {
-          choices: { delta: Record<string, unknown> }[];
-        };
-        thinking.choices[0]!.delta = { [field]: THOUGHT };
-        steps.splice(1, 0, { data: thinking });
-        // The upstream waits after the first text until the client has gone.
-        steps[3] = { ...steps[3]!, gate: gone.promise };
-        return { kind: "sse", steps };
-      });
-      const { data: stream, response } = await sdk(started.gw)
-        .completions.create({ model: "m-openai", prompt: "sum the items", stream: true })
-        .withResponse();
-      const read: string[] = [];
-      for await (const chunk of stream) {
-        read.push(...chunk.choices.map((choice) => choice.text));
-        if (read.join("") !== "") break;
-      }
-      expect(read.join("")).toBe(FIRST);
-      const row = await rowOf(response.headers.get("x-request-id"), "client_closed");
-      gone.resolve();
+      const steps = openaiStreamSteps([FIRST, "items.reduce(add, 0);"], { usage: [30, 40] });
+      const thinking = structuredClone(steps[1]?.data) as {
+        choices: { delta: Record<string, unknown> }[];
+      };
+      thinking.choices[0]!.delta = { [field]: THOUGHT };
+      steps.splice(1, 0, { data: thinking });
+      const { read, row } = await leftAfterFirstText(steps, 3);
+      expect(read).toBe(FIRST);
       expect(row, field).toMatchObject({
         error_code: "client_closed",
         usage: { output_tokens: Math.ceil(FIRST.length / 4) },

@@ -42,3 +42,25 @@ export async function streamData<T = Json>(res: Response): Promise<T[]> {
 export async function streamDataInText<T = Json>(text: string): Promise<(T | "[DONE]")[]> {
   return (await allStreamEvents<T>(new Response(text))).map((event) => event.data);
 }
+
+/**
+ * A stream's text, read until its first keepalive comment (which must open it), then, once
+ * `release` let the provider answer, to its end.
+ */
+export async function textPastKeepalive(res: Response, release: () => void): Promise<string> {
+  const reader = res.body!.getReader();
+  const decoder = new TextDecoder();
+  let text = "";
+  while (!text.includes(": keepalive")) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    text += decoder.decode(value, { stream: true });
+  }
+  if (!text.startsWith(": keepalive\n")) throw new Error(`the stream opened with ${text}`);
+  release();
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return text;
+    text += decoder.decode(value, { stream: true });
+  }
+}
