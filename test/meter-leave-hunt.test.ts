@@ -14,7 +14,7 @@ import {
   type SseStep,
 } from "./support/fake-upstream.js";
 import { backends, post, type TestGateway } from "./support/gateway.js";
-import { type Logged, logged, requestTextTokens } from "./support/metering.js";
+import { type Logged, logged, outputIn, requestTextTokens } from "./support/metering.js";
 import { streamEvents } from "./support/sse.js";
 
 /**
@@ -590,37 +590,6 @@ function requestOf(c: Case): { path: string; body: Record<string, unknown> } {
       tools: [weatherTool.responses],
     },
   };
-}
-
-/** The output a client read, as the gateway counts it: the characters of each kind of delta. */
-function outputIn(style: Style, event: string | undefined, data: unknown): string[] {
-  // biome-ignore lint/suspicious/noExplicitAny: events of four styles, read as a client reads them
-  const d = data as Record<string, any>;
-  const out: string[] = [];
-  if (style === "completions") {
-    for (const choice of d.choices ?? [])
-      if (typeof choice.text === "string") out.push(choice.text);
-  } else if (style === "chat") {
-    for (const choice of d.choices ?? []) {
-      const delta = choice.delta ?? {};
-      for (const text of [delta.content, delta.reasoning_content, delta.reasoning, delta.refusal])
-        if (typeof text === "string") out.push(text);
-      for (const call of delta.tool_calls ?? [])
-        for (const text of [call.function?.name, call.function?.arguments])
-          if (typeof text === "string") out.push(text);
-    }
-  } else if (style === "messages") {
-    if (event === "content_block_delta")
-      for (const text of [d.delta?.text, d.delta?.partial_json, d.delta?.thinking])
-        if (typeof text === "string") out.push(text);
-    if (event === "content_block_start" && d.content_block?.type === "tool_use")
-      out.push(d.content_block.name);
-  } else {
-    if (event?.endsWith(".delta") && typeof d.delta === "string") out.push(d.delta);
-    if (event === "response.output_item.added" && d.item?.type === "function_call")
-      out.push(d.item.name);
-  }
-  return out.filter((text) => text !== "");
 }
 
 interface Left {

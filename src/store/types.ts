@@ -670,6 +670,19 @@ export interface FreeTokens {
   tokens: number;
 }
 
+/**
+ * What a free media request asks of its model's budget before the provider is called: `units`
+ * (images, characters, seconds: what it spends at most) of a budget of `tokens` a window of
+ * `windowSeconds`.
+ */
+export interface BudgetHold {
+  model: string;
+  windowSeconds: number;
+  tokens: number;
+  units: number;
+  now: number;
+}
+
 /** A request's reservation once its payment is decided, unsettled. */
 export function reservationOf(
   input: ReserveInput,

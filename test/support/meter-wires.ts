@@ -15,13 +15,19 @@ export interface MeterWires {
  * For a file's meter tests on `backend`: `m-openai` (provider `oa`, upstream model `gpt-up`, key
  * `openaiKey`), `m-native` (provider `rn`, the same fake as a native Responses provider,
  * `up-model`), `m-anthropic` (provider `an`, `claude-up`) and `m-gemini` (provider `gm`,
- * `gemini-up`), each at the given micro-IDR a million input and output tokens. `ready` gets them
- * once started; every fake forgets its queue before each test, so a case that failed midway leaves
- * no reply for the next.
+ * `gemini-up`), each at the given micro-IDR a million input and output tokens, and `routes` over
+ * them. `ready` gets them once started; every fake forgets its queue before each test, so a case
+ * that failed midway leaves no reply for the next.
  */
 export function useMeterWires(
   backend: BackendName,
-  options: { openaiKey: string; inputPerMtok: number; outputPerMtok: number },
+  options: {
+    openaiKey: string;
+    inputPerMtok: number;
+    outputPerMtok: number;
+    /** Routes beside the base config's, over the models above. */
+    routes?: { name: string; steps: string[] }[];
+  },
   ready: (started: MeterWires) => void,
 ): void {
   let started: MeterWires | undefined;
@@ -58,6 +64,7 @@ export function useMeterWires(
           { name: "m-anthropic", provider: "an", upstream_model: "claude-up", ...prices },
           { name: "m-gemini", provider: "gm", upstream_model: "gemini-up", ...prices },
         ],
+        routes: [...(base.routes ?? []), ...(options.routes ?? [])],
       },
     });
     started = { gw, openai, anthropic, gemini };

@@ -194,7 +194,12 @@ async function limitsAndHold(services: AdmissionServices, input: AdmitInput): Pr
         count: undefined,
       }),
     );
-    const budgetSpent = stepBudgets(services, input.target, models, free);
+    const budgetSpent = free
+      ? stepBudgets(services, input.target, models, free, {
+          reservation,
+          units: (model) => input.worstCase(model).units,
+        })
+      : undefined;
     return {
       account,
       steps: models,
@@ -353,21 +358,46 @@ function reserveInput(
 }
 
 /**
- * A free route's check of each step's token budget as the dispatcher tries the step
+ * A free request's check of each step's token budget as the dispatcher tries the step
  * (`DispatchOptions.budgetSpent`), for a request and for a job its runner dispatches alike: a
  * route's later steps are tried after earlier ones failed, and a job's steps once the runner takes
- * it, by when their budgets may be spent. Undefined when there is nothing to check.
+ * it, by when their budgets may be spent. A step whose answer spends units known before it is
+ * called (`held.units`: images, characters, seconds) holds them of its budget as it is tried
+ * (`Ledger.holdBudget`), so requests at once cannot pass the budget by more than one request
+ * alone does; a chat answer's tokens are known only once it is written, so its step is checked
+ * against what was counted. Undefined when there is nothing to check.
  */
 export function stepBudgets(
   services: AdmissionServices,
   target: Pick<Target, "isRoute">,
   steps: readonly ModelRow[],
   free: boolean,
+  held?: { reservation: Reservation; units: (model: ModelRow) => number },
 ): BudgetSpent | undefined {
-  return free && target.isRoute && steps.some(hasBudget)
-    ? (model) => budgetRefillMs(services, model, services.options.now())
-    : undefined;
+  if (!free) return undefined;
+  const holds = (model: ModelRow) =>
+    held !== undefined && hasBudget(model) && held.units(model) > 0;
+  // A model named alone was checked at admission; only units to hold are a step's own to check.
+  if (!steps.some(hasBudget) || !(target.isRoute || steps.some(holds))) return undefined;
+  return (model) => {
+    const now = services.options.now();
+    if (!held || !holds(model)) return budgetRefillMs(services, model, now);
+    const windowSeconds = model.free_token_window_seconds as number;
+    const taken = services.ledger.holdBudget(held.reservation, {
+      model: model.name,
+      windowSeconds,
+      tokens: model.free_token_budget as number,
+      units: held.units(model),
+      now,
+    });
+    const refill = (ok: boolean) => (ok ? undefined : refillMs(windowSeconds, now));
+    return taken instanceof Promise ? taken.then(refill) : refill(taken);
+  };
 }
+
+/** Milliseconds from `now` until a budget window of `windowSeconds` rolls over. */
+const refillMs = (windowSeconds: number, now: number) =>
+  freeTokenWindowStart(windowSeconds, now) + windowSeconds * 1000 - now;
 
 const hasBudget = (model: ModelRow) =>
   Boolean(model.free_token_budget && model.free_token_window_seconds);
@@ -384,10 +414,7 @@ function budgetRefillMs(
   const budget = model.free_token_budget;
   const windowSeconds = model.free_token_window_seconds;
   if (!budget || !windowSeconds) return undefined;
-  const refill = (used: number) =>
-    used >= budget
-      ? freeTokenWindowStart(windowSeconds, now) + windowSeconds * 1000 - now
-      : undefined;
+  const refill = (used: number) => (used >= budget ? refillMs(windowSeconds, now) : undefined);
   const used = services.store.freeTokensUsed(model.name, windowSeconds, now);
   return used instanceof Promise ? used.then(refill) : refill(used);
 }

@@ -30,6 +30,8 @@ export class Holds {
   private readonly byAccount = new Map<string, Held>();
   /** Holds placed and not yet released, across every account. */
   private open = 0;
+  /** The units of a free model's budget each request holds, by its reservation's id. */
+  private readonly budgets = new Map<string, { model: string; units: number }>();
 
   place(reservation: Reservation): void {
     this.change(reservation, 1);
@@ -37,6 +39,20 @@ export class Holds {
 
   release(reservation: Reservation): void {
     this.change(reservation, -1);
+    this.budgets.delete(reservation.id);
+  }
+
+  /** The request of `id` holds `units` of `model`'s budget, in place of what it held before. */
+  holdBudget(id: string, model: string, units: number): void {
+    this.budgets.set(id, { model, units });
+  }
+
+  /** The units of `model`'s budget held by requests other than `except`. */
+  budgetHeld(model: string, except: string): number {
+    let units = 0;
+    for (const [id, held] of this.budgets)
+      if (id !== except && held.model === model) units += held.units;
+    return units;
   }
 
   /** How many holds are open across accounts. */

@@ -4,6 +4,7 @@ import type { StorageFault } from "../../store/storage-fault.js";
 import {
   type AccountPatch,
   type AccountRow,
+  type BudgetHold,
   type LedgerRepository,
   type LedgerWrite,
   type MaybeAsync,
@@ -61,6 +62,15 @@ export interface Ledger {
   reserve(input: ReserveInput): MaybeAsync<Reservation>;
   /** A job that outlived a restart takes its hold again (its Reservation was kept in its row). */
   restoreHold(reservation: Reservation): void;
+  /**
+   * Before a free media model's provider is called: holds `budget.units` of the model's budget
+   * for the request until it settles, when what its window counted and what other requests hold
+   * leave some of it (the request that reaches the budget is served whole); else holds nothing and
+   * answers false. Decided on every gateway alike, so requests at once, on one gateway or several,
+   * spend the budget as requests one after another do. A request holds one model's units at a
+   * time: a route's next step takes the place of the one before.
+   */
+  holdBudget(reservation: Reservation, budget: BudgetHold): MaybeAsync<boolean>;
   /**
    * Ends a reservation: charges the real cost (never more than was held) and releases the hold.
    * Only a request that delivered output counts against allowances, and only when the account's
@@ -164,6 +174,16 @@ export class ProcessLedger implements Ledger {
   /** A job that outlived a restart takes its hold again (its Reservation was kept in its row). */
   restoreHold(reservation: Reservation): void {
     this.holds.place(reservation);
+  }
+
+  /** See `Ledger.holdBudget`: the settled count and this process's holds, which are every hold. */
+  holdBudget(reservation: Reservation, budget: BudgetHold): boolean {
+    const used =
+      this.book.freeTokensUsed(budget.model, budget.windowSeconds, budget.now) +
+      this.holds.budgetHeld(budget.model, reservation.id);
+    if (used >= budget.tokens) return false;
+    if (!reservation.settled) this.holds.holdBudget(reservation.id, budget.model, budget.units);
+    return true;
   }
 
   /** What the payment decision reads: only the counts the request's path can use. */

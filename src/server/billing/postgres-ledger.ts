@@ -6,6 +6,7 @@ import type { StorageFault } from "../../store/storage-fault.js";
 import type {
   AccountPatch,
   AccountRow,
+  BudgetHold,
   Reservation,
   ReserveInput,
   SettleInput,
@@ -73,6 +74,17 @@ export class PostgresLedger implements Ledger {
 
   /** A job's hold is a row of the database already: nothing to take back in memory. */
   restoreHold(): void {}
+
+  async holdBudget(reservation: Reservation, budget: BudgetHold): Promise<boolean> {
+    try {
+      const held = await this.money.holdBudget(reservation, budget);
+      this.reachable();
+      return held;
+    } catch (err) {
+      if (this.noteStorageFailure(err)) throw storageUnavailable("unreachable");
+      throw err;
+    }
+  }
 
   settle(reservation: Reservation, given: SettleInput, options: SettleOptions = {}): number {
     if (reservation.settled) return 0;

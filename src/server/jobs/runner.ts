@@ -292,7 +292,10 @@ export class JobRunner {
       {
         byok: this.services.store.listByok(job.account_id),
         byokOnly: hold.byokOnly,
-        budgetSpent: stepBudgets(this.services, target, target.models, hold.free),
+        budgetSpent: stepBudgets(this.services, target, target.models, hold.free, {
+          reservation: hold.reservation,
+          units: () => billedSeconds(request),
+        }),
       },
       async (attempt) => {
         const start = claimedAt ?? clock.now();

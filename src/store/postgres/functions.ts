@@ -60,6 +60,34 @@ export const postgresFunctions: string[] = [
   $$;
   `,
   `
+  -- Holds p_units of p_model's budget for the request of hold p_hold (in place of what it held
+  -- before), when the tokens counted in the window starting at p_window_start and the units every
+  -- other hold holds leave some of p_budget; false when they leave none. The model's count row is
+  -- locked first: holds of one budget are decided one at a time, on every gateway. A hold's units
+  -- go with its row, deleted by its settlement (which counts what it spent in the same
+  -- transaction), its release or the reaper.
+  CREATE OR REPLACE FUNCTION gateway_hold_budget(p_hold text, p_model text,
+    p_window_start bigint, p_budget bigint, p_units bigint)
+  RETURNS boolean LANGUAGE plpgsql AS $$
+  DECLARE
+    counted bigint;
+    held bigint;
+  BEGIN
+    INSERT INTO free_token_usage (model, window_start, tokens) VALUES (p_model, p_window_start, 0)
+    ON CONFLICT (model) DO NOTHING;
+    -- A window newer than p_window_start (another gateway's clock ahead) is the one running.
+    SELECT CASE WHEN window_start >= p_window_start THEN tokens ELSE 0 END INTO counted
+    FROM free_token_usage WHERE model = p_model FOR UPDATE;
+    SELECT coalesce(sum(budget_units), 0) INTO held FROM holds
+    WHERE budget_model = p_model AND id <> p_hold;
+    IF counted + held >= p_budget THEN
+      RETURN false;
+    END IF;
+    UPDATE holds SET budget_model = p_model, budget_units = p_units WHERE id = p_hold;
+    RETURN true;
+  END $$;
+  `,
+  `
   -- One more request in every window of the subscription, or in none. Returns the window starts
   -- counted as a JSON object (the request_log's payment_ref), or null when a window is full.
   -- The caller holds the account's row lock, so no other hold of the account interleaves.

@@ -576,6 +576,16 @@ export const postgresMigrations: MigrationStep[] = [
     text, text, text, bigint, bigint, integer, text, text, integer, bigint, bigint, text, text);
   `,
   },
+  {
+    // The units of a free model's budget a request holds while its provider works
+    // (gateway_hold_budget): they go with the hold's row, however it ends.
+    id: "holds-budget-units",
+    sql: `
+  ALTER TABLE holds ADD COLUMN budget_model text;
+  ALTER TABLE holds ADD COLUMN budget_units bigint NOT NULL DEFAULT 0 CHECK (budget_units >= 0);
+  CREATE INDEX holds_budget ON holds(budget_model) WHERE budget_model IS NOT NULL;
+  `,
+  },
 ];
 
 /** The trigger function that refuses a provider row naming a wire not in `wires`. */

@@ -3,6 +3,7 @@ import type pg from "pg";
 import { clearInterval, performanceNow, setInterval, setTimeout } from "../../host-timers.js";
 import {
   type AccountPatch,
+  type BudgetHold,
   moneyColumns,
   type Payment,
   type PaymentRefusal,
@@ -499,6 +500,27 @@ export class PostgresMoney {
       ...countColumns(input.count, input.now),
       ...want,
     };
+  }
+
+  /**
+   * Holds `budget.units` of a free model's budget in the request's hold row, when the model's
+   * window leaves some (`gateway_hold_budget`, which decides one hold of a budget at a time on
+   * every gateway). A reservation without a row of its own (the account's own key) holds nothing
+   * of the gateway's budget.
+   */
+  async holdBudget(r: Reservation, budget: BudgetHold): Promise<boolean> {
+    const result = await this.pool.query<{ held: boolean }>({
+      name: "gateway_hold_budget",
+      text: "SELECT gateway_hold_budget($1, $2, $3, $4, $5) AS held",
+      values: [
+        r.id,
+        budget.model,
+        freeTokenWindowStart(budget.windowSeconds, budget.now),
+        budget.tokens,
+        budget.units,
+      ],
+    });
+    return result.rows[0].held;
   }
 
   // ---- settlement -----------------------------------------------------------

@@ -75,8 +75,24 @@ describe("withoutAddedNulls", () => {
     ]);
   });
 
-  it("gives back what a stream cut short held, as it came", async () => {
-    const out = await through([chunk({ delta: { content: '{"q":"a","pa' } })]);
-    expect(out.map((piece) => piece.choices[0].delta.content)).toEqual(['{"q":"a","pa']);
+  it("writes nothing of what a stream cut short held: half an output or half a call's arguments is no answer", async () => {
+    const out = await through([
+      chunk({ delta: { content: '{"q":"a","pa' } }),
+      chunk({
+        index: 1,
+        delta: {
+          tool_calls: [
+            { index: 0, id: "c", type: "function", function: { name: "find", arguments: '{"q":' } },
+          ],
+        },
+      }),
+    ]);
+    expect(out.flatMap((piece) => piece.choices.map((choice) => choice.delta))).toEqual([
+      {
+        tool_calls: [
+          { index: 0, id: "c", type: "function", function: { name: "find", arguments: "" } },
+        ],
+      },
+    ]);
   });
 });

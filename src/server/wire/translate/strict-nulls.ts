@@ -107,19 +107,17 @@ export function dropAddedNullsFromAnswer(
  * A chat stream without the nulls OpenAI's strict mode added: a strict call's arguments are held
  * until the call is complete (the next call begins, or its answer finishes) and go out in one
  * piece; a structured output's text is held until its answer finishes (or a call begins, which
- * ends the text). Everything else passes as it came.
+ * ends the text). Everything else passes as it came. What an answer still holds when the stream
+ * ends is never written: its answer did not finish, so the stream broke (it ends in the style's
+ * error event), and half a call's arguments, or half a structured output, is not the client's
+ * answer, nor output it is billed.
  */
 export async function* withoutAddedNulls(
   chunks: AsyncIterable<ChatCompletionChunk>,
   added: AddedNulls,
 ): AsyncGenerator<ChatCompletionChunk> {
   const held = new HeldPieces(added);
-  let last: ChatCompletionChunk | undefined;
-  for await (const chunk of chunks) {
-    last = chunk;
-    yield* held.push(chunk);
-  }
-  if (last) yield* held.rest(last);
+  for await (const chunk of chunks) yield* held.push(chunk);
 }
 
 /** A call being streamed: the client's schema where its arguments are held, and those so far. */
@@ -183,11 +181,6 @@ class HeldPieces {
     }
     if (choices.length === 0 && chunk.usage == null) return before;
     return [...before, { ...chunk, choices }];
-  }
-
-  /** What is still held once the stream ended, after `last`, its last chunk. */
-  rest(last: ChatCompletionChunk): ChatCompletionChunk[] {
-    return [...this.answers].flatMap(([index, answer]) => this.release(last, index, answer));
   }
 
   private answer(index: number): HeldAnswer {
