@@ -20,9 +20,27 @@ import { note, type TextOutput } from "./output.js";
  */
 
 const defaultBaseUrl = "http://127.0.0.1:8787";
-const requestTimeoutMs = 15_000;
+/** How long one exchange with the gateway may take, its answer's body included. */
+const defaultAnswerTimeoutMs = 15_000;
+const answerTimeoutEnv = "GATEWAY_TIMEOUT_MS";
 /** Ctrl-C should end the CLI promptly even when the gateway does not answer. */
 const cancelTimeoutMs = 2_000;
+
+/**
+ * GATEWAY_TIMEOUT_MS, else 15 s: a gateway that takes a connection and never answers, or sends
+ * its headers and then nothing (or a body that never ends), would otherwise hold the command for
+ * as long as the connection stands.
+ */
+export function answerTimeoutMs(): number {
+  const set = process.env[answerTimeoutEnv];
+  if (set === undefined || set === "") return defaultAnswerTimeoutMs;
+  const ms = /^\d{1,9}$/.test(set.trim()) ? Number(set.trim()) : 0;
+  if (ms <= 0)
+    throw new UserError(
+      `${answerTimeoutEnv} must be a whole number of milliseconds above 0, got "${oneLine(set, 40)}"; unset it for the default ${defaultAnswerTimeoutMs} ms`,
+    );
+  return ms;
+}
 
 /** --base-url, then GATEWAY_BASE_URL, then what the profile was logged in to, then the default. */
 export function resolveBaseUrl(flag: string | undefined, stored?: string): string {
@@ -130,7 +148,7 @@ export class GatewayClient {
     if (res.status === 400) {
       const schemas = await apiSchemas();
       // Read once: a 400 that is no RFC 8628 error (a proxy's page, a plain refusal) is shown.
-      const text = await res.text().catch(() => "");
+      const text = await this.answerText(res);
       let json: unknown;
       try {
         json = JSON.parse(text);
@@ -188,7 +206,7 @@ export class GatewayClient {
     path: string,
     body?: unknown,
     withKey = true,
-    timeoutMs = requestTimeoutMs,
+    timeoutMs = answerTimeoutMs(),
   ): Promise<Response> {
     const headers: Record<string, string> = { accept: "application/json" };
     if (body !== undefined) headers["content-type"] = "application/json";
@@ -204,10 +222,15 @@ export class GatewayClient {
         method,
         headers,
         body: body === undefined ? undefined : JSON.stringify(body),
+        // Bounds the body's reading too (`answerText`): the whole answer comes within it.
         signal: AbortSignal.timeout(timeoutMs),
       });
     } catch (err) {
       const { baseUrl } = this.options;
+      if (timedOut(err))
+        throw new UserError(
+          `the gateway at ${baseUrl} took the connection but did not answer ${method} ${path} within ${seconds(timeoutMs)}; it may be stuck or overloaded: check its \`${cliCommand("serve")}\` (restart it if it does not answer), or allow longer with ${answerTimeoutEnv}`,
+        );
       if (answeredWithoutTls(err))
         throw new UserError(
           `the gateway at ${baseUrl} answers plain HTTP, not HTTPS; use ${baseUrl.replace(/^https:/i, "http:")} (--base-url or GATEWAY_BASE_URL)`,
@@ -228,7 +251,7 @@ export class GatewayClient {
     pick: (schemas: ApiSchemas) => T,
     notFoundIsAnswer = false,
   ): Promise<z.infer<T>> {
-    const text = await res.text().catch(() => "");
+    const text = await this.answerText(res);
     const schemas = await apiSchemas();
     if (!res.ok) throw this.failure(res, text, schemas, notFoundIsAnswer);
     let json: unknown;
@@ -246,6 +269,26 @@ export class GatewayClient {
       );
     }
     return parsed.data;
+  }
+
+  /**
+   * The answer's body. One that stops coming (its headers sent, then nothing, or a body that never
+   * ends) is cut by the exchange's bound, and said so, rather than taken for an empty answer.
+   */
+  private async answerText(res: Response): Promise<string> {
+    try {
+      return await res.text();
+    } catch (err) {
+      const { baseUrl } = this.options;
+      const what = `the gateway at ${baseUrl} sent the headers of its answer (HTTP ${res.status}${requestIdOf(res)})`;
+      if (timedOut(err))
+        throw new UserError(
+          `${what} but not all of its body within ${seconds(answerTimeoutMs())}; it may be stuck or overloaded: check its \`${cliCommand("serve")}\` (restart it if it does not answer) and run the command again, or allow longer with ${answerTimeoutEnv}`,
+        );
+      throw new UserError(
+        `${what} and then closed the connection before its body was whole (${networkReason(err)}); run the command again`,
+      );
+    }
   }
 
   private failure(
@@ -362,9 +405,16 @@ function closedWithoutAnswer(err: unknown): boolean {
   return cause?.code === "UND_ERR_SOCKET" && cause.socket?.bytesRead === 0;
 }
 
+/** The exchange's bound passed (`AbortSignal.timeout`), before the answer or during its body. */
+function timedOut(err: unknown): boolean {
+  return err instanceof Error && err.name === "TimeoutError";
+}
+
+function seconds(ms: number): string {
+  return ms % 1000 === 0 ? `${ms / 1000} s` : `${ms} ms`;
+}
+
 function networkReason(err: unknown): string {
-  if (err instanceof Error && err.name === "TimeoutError")
-    return `no answer within ${requestTimeoutMs / 1000} s`;
   // OpenSSL's messages run over lines (a code, a source file); the first is the reason.
   return describeSystemError(err instanceof Error && err.cause ? err.cause : err)
     .split("\n")[0]

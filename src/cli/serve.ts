@@ -27,6 +27,7 @@ interface ServeOptions {
   requestTimeoutMs: string;
   keepAliveTimeoutMs: string;
   maxConnectionsPerIp: string;
+  sendTimeoutMs: string;
   drainTimeoutMs: string;
   publicUrl?: string;
   trustedProxy: string[];
@@ -77,6 +78,11 @@ export function registerServe(program: Command): void {
       "--keep-alive-timeout-ms <ms>",
       "close a keep-alive connection idle this long",
       String(defaultConnectionLimits.keepAliveTimeoutMs),
+    )
+    .option(
+      "--send-timeout-ms <ms>",
+      "close a connection whose client takes none of its answer (a stream included) for this long (0: no limit)",
+      String(defaultConnectionLimits.sendTimeoutMs),
     )
     .option(
       "--max-connections-per-ip <n>",
@@ -158,6 +164,7 @@ Examples:
         requestTimeoutMs: parseInteger(opts.requestTimeoutMs, "--request-timeout-ms"),
         keepAliveTimeoutMs: parseInteger(opts.keepAliveTimeoutMs, "--keep-alive-timeout-ms"),
         maxConnectionsPerIp: parseInteger(opts.maxConnectionsPerIp, "--max-connections-per-ip"),
+        sendTimeoutMs: parseInteger(opts.sendTimeoutMs, "--send-timeout-ms"),
       };
       const drainTimeoutMs = parseInteger(opts.drainTimeoutMs, "--drain-timeout-ms");
       const upstreamAnswerLimitBytes =

@@ -7,6 +7,7 @@ import {
 } from "node:http";
 import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
+import { clearInterval, performanceNow, setInterval } from "../../host-timers.js";
 import { newId } from "../../store/secrets.js";
 import { malformedHost } from "./host.js";
 import { canonicalAddress } from "./request.js";
@@ -23,12 +24,15 @@ import { targetPath, unreadableTarget } from "./target.js";
  *   keepAliveTimeoutMs   an idle keep-alive connection is closed after this
  *   maxConnectionsPerIp  open connections one client address may hold; beyond it the new
  *                        connection gets a plain 503 and is closed (0: no cap)
+ *   sendTimeoutMs        a connection whose client has taken nothing of its answer for this long
+ *                        (the answer waits on the connection's full buffers) is closed (0: none)
  */
 export interface ConnectionLimits {
   headersTimeoutMs: number;
   requestTimeoutMs: number;
   keepAliveTimeoutMs: number;
   maxConnectionsPerIp: number;
+  sendTimeoutMs: number;
 }
 
 /**
@@ -42,6 +46,7 @@ export const defaultConnectionLimits: ConnectionLimits = {
   requestTimeoutMs: 120_000,
   keepAliveTimeoutMs: 5_000,
   maxConnectionsPerIp: 128,
+  sendTimeoutMs: 60_000,
 };
 
 /** Node checks the header and request timeouts on a timer; this bounds how late it notices. */
@@ -63,11 +68,21 @@ export function connectionServerOptions(limits: ConnectionLimits): ServerOptions
     // Node's own 400 for a request without Host says nothing and carries no request id:
     // `refuseUnservable` answers it instead.
     requireHostHeader: false,
-    connectionsCheckingInterval: Math.max(
-      10,
-      Math.min(maxCheckIntervalMs, Math.floor(shortest / 2)),
-    ),
+    connectionsCheckingInterval: checkInterval(shortest),
   };
+}
+
+/**
+ * Bytes the socket handed to its handle that the kernel has not taken yet: they leave only as the
+ * client reads.
+ */
+function bytesAwaitingClient(socket: Socket): number {
+  return (socket as { _handle?: { writeQueueSize?: number } | null })._handle?.writeQueueSize ?? 0;
+}
+
+/** How often a timeout of `boundMs` is checked: it is noticed at most this late. */
+function checkInterval(boundMs: number): number {
+  return Math.max(10, Math.min(maxCheckIntervalMs, Math.floor(boundMs / 2)));
 }
 
 /**
@@ -81,6 +96,7 @@ export function guardConnections(server: Server, limits: ConnectionLimits): Serv
   server.keepAliveTimeout = limits.keepAliveTimeoutMs;
   const connections = new ServerConnections(server);
   if (limits.maxConnectionsPerIp > 0) capPerAddress(server, limits.maxConnectionsPerIp);
+  if (limits.sendTimeoutMs > 0) connections.closeStalled(limits.sendTimeoutMs);
   server.on("clientError", (err: NodeJS.ErrnoException, socket: Duplex) => {
     const sent = requestLineOf(err);
     const answer = clientErrorAnswer(err, limits, connections.methodsOf(sent.target));
@@ -214,6 +230,43 @@ export class ServerConnections {
       else socket.destroy();
     }
     return underWay;
+  }
+
+  /**
+   * Closes each connection whose answer has waited `boundMs` on its full buffers without its client
+   * taking any of it. Node's timeouts end once the request is in, so a client that stops reading
+   * (or never starts) would otherwise hold its connection, and a stream its hold, for as long as it
+   * stays connected. A client that reads, however slowly, takes some of what waits: each time it
+   * does, the wait starts again. A stream cut here ends as one its client left: charged what
+   * reached it, its hold given back, its line written.
+   */
+  closeStalled(boundMs: number): void {
+    /** Since when each stalled connection's client took nothing, and what waited then. */
+    const stalls = new WeakMap<Socket, { since: number; queued: number }>();
+    const check = () => {
+      const now = performanceNow();
+      for (const socket of this.sockets) {
+        if (!socket.writableNeedDrain) {
+          stalls.delete(socket);
+          continue;
+        }
+        const queued = bytesAwaitingClient(socket);
+        const stall = stalls.get(socket);
+        if (!stall) {
+          stalls.set(socket, { since: now, queued });
+          socket.once("drain", () => stalls.delete(socket));
+        } else if (queued < stall.queued) {
+          // One large write (a whole answer) drains only once all of it is taken: less of it
+          // waiting is a client that reads, however slowly.
+          stall.since = now;
+          stall.queued = queued;
+        } else if (now - stall.since >= boundMs) socket.destroy();
+        else stall.queued = queued;
+      }
+    };
+    const timer = setInterval(check, checkInterval(boundMs));
+    timer.unref();
+    this.server.once("close", () => clearInterval(timer));
   }
 
   /** Cuts every connection, answers under way included. */
