@@ -49,6 +49,19 @@ describe("meetsOpenAIStrictRules", () => {
     ).toBe(true);
   });
 
+  it("takes the root's `$schema` (the openai SDK's zodResponseFormat and the AI SDK send it), and rewrites around it", () => {
+    const dialect = "http://json-schema.org/draft-07/schema#";
+    expect(meetsOpenAIStrictRules({ $schema: dialect, ...closed({ a: { type: "string" } }) })).toBe(
+      true,
+    );
+    const optional = { $schema: dialect, ...closed({ a: { type: "string" } }), required: [] };
+    expect(openAIStrictSchema(optional)).toEqual({
+      schema: { ...optional, properties: { a: { type: ["string", "null"] } }, required: ["a"] },
+      nullable: true,
+    });
+    expect(meetsOpenAIStrictRules({ $schema: 7, ...closed({}) })).toBe(false);
+  });
+
   it("fails past ten levels of objects", () => {
     let schema: Record<string, unknown> = closed({ leaf: { type: "string" } });
     for (let level = 1; level < 10; level++) schema = closed({ inner: schema });

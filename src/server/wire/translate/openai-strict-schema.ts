@@ -54,7 +54,11 @@ const formats = new Set([
 const mostObjectLevels = 10;
 
 export function meetsOpenAIStrictRules(schema: unknown): boolean {
-  return isRecord(schema) && schema.type === "object" && strictNode(schema, 0);
+  if (!isRecord(schema) || schema.type !== "object") return false;
+  // The root may name its dialect: the openai SDK's `zodResponseFormat` and the AI SDK send
+  // `$schema` with every strict schema, and OpenAI takes it.
+  const { $schema, ...rest } = schema;
+  return (typeof $schema === "string" || $schema === undefined) && strictNode(rest, 0);
 }
 
 function strictNode(schema: unknown, objectLevels: number): boolean {
