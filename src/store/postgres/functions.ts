@@ -636,6 +636,28 @@ export const postgresFunctions: string[] = [
         charge := gateway_settle(s.id, s.delivered, s.cost, s.key_id, s.endpoint, s.model,
           s.input_tokens, s.output_tokens, s.status, s.error_code, s.provider_id, s.stream, s.now,
           s.tools_omitted, s.logged_payment, s.served_model);
+        -- A free answer whose hold the reaper released (its gateway was taken as dead while the
+        -- provider worked) was served all the same: unrecorded, its units would go back to the
+        -- budget and the free day, and the next requests be served past them. It is recorded
+        -- once (a stream the reaper settled by its mark has its row), charged nothing.
+        IF charge IS NULL AND s.delivered AND s.payment = 'free' THEN
+          PERFORM 1 FROM accounts WHERE id = s.account_id FOR NO KEY UPDATE;
+          IF NOT EXISTS (SELECT 1 FROM request_log WHERE account_id = s.account_id
+              AND created_at = s.created_at AND id = s.id) THEN
+            INSERT INTO request_log (id, account_id, key_id, endpoint, model, state, payment,
+              payment_ref, reserved_micro, cost_micro, input_tokens, output_tokens, status,
+              error_code, provider_id, stream, created_at, finished_at, tools_omitted, served_model)
+            VALUES (s.id, s.account_id, s.key_id, s.endpoint, s.model, 'settled',
+              coalesce(s.logged_payment, s.payment), s.payment_ref, 0, 0, s.input_tokens,
+              s.output_tokens, s.status, s.error_code, s.provider_id, s.stream, s.created_at, s.now,
+              s.tools_omitted, s.served_model);
+            charge := 0;
+            IF s.logged_payment IS DISTINCT FROM 'byok' THEN
+              UPDATE free_usage SET used = used + 1
+              WHERE account_id = s.account_id AND day = s.payment_ref;
+            END IF;
+          END IF;
+        END IF;
       END IF;
       IF charge IS NOT NULL AND s.free_tokens IS NOT NULL THEN
         counted := counted || jsonb_build_object('model', s.free_model,
