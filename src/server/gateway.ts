@@ -32,6 +32,7 @@ import { InvalidProxies, ProxyList } from "./http/request.js";
 import { withRequestIds } from "./http/request-id.js";
 import { onFinishedRequests, tracedListener } from "./http/request-trace.js";
 import { shownText } from "./http/shown-text.js";
+import { targetPath } from "./http/target.js";
 import { type JobRunner, startJobRunner } from "./jobs/runner.js";
 import { parseCassetteOptions } from "./kit/cassettes.js";
 import { defaultCaptureLimit } from "./kit/inspect.js";
@@ -75,9 +76,10 @@ export interface RunningGateway extends PublicRunningGateway {
   services: Services;
   jobRunner: JobRunner;
   /**
-   * Stops taking requests and lets those in flight finish (`gateway serve`'s stop): the server
-   * stops listening, idle connections close, and each connection closes once its answer is
-   * written. `underWay`: the answers being written when it began; `drained` resolves once every
+   * Stops taking requests and lets those in flight finish (`gateway serve`'s stop): idle
+   * connections close, each connection closes once its answer is written, and a new one is taken
+   * only for an MCP client's cancellation of a call in flight; the server stops listening once
+   * the answers under way are written. `underWay`: the answers being written when it began; `drained` resolves once every
    * connection has closed, or after `boundMs`. `close()` after it cuts whatever is left.
    */
   drain(boundMs: number): { underWay: number; drained: Promise<void> };
@@ -297,8 +299,15 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Runnin
       drain(boundMs) {
         if (!draining) {
           readiness.stopping();
-          const gone = listening.stop();
-          underWay = listening.connections.drain();
+          services.closing.draining = true;
+          // The server keeps listening until the answers under way are written, for the one
+          // request a client can only send on a new connection: an MCP client's cancellation of
+          // its call in flight (the call's own connection carries its answer).
+          const drained = listening.connections.drain(
+            (incoming) => incoming.method === "POST" && targetPath(incoming.url ?? "") === "/mcp",
+          );
+          underWay = drained.underWay;
+          const gone = drained.finished.then(() => listening.stop());
           draining = new Promise<void>((resolve) => {
             const bound = setTimeout(resolve, boundMs);
             void gone.then(() => {

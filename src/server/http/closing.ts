@@ -8,6 +8,8 @@ import { clearTimeout, setTimeout } from "../../host-timers.js";
  */
 export class Closing {
   private readonly ends = new Set<() => Promise<void>>();
+  /** Set once the gateway drains (`gateway serve` stopping): it takes no new work. */
+  draining = false;
 
   /** `end` is run once if the gateway closes while it is registered; returns the unregister. */
   add(end: () => Promise<void>): () => void {

@@ -1,3 +1,4 @@
+import { once } from "node:events";
 import {
   type IncomingMessage,
   type RequestListener,
@@ -174,12 +175,17 @@ export class ServerConnections {
   /** Answers that close their connection once written. */
   private readonly watched = new WeakSet<ServerResponse>();
   private draining = false;
+  /** While draining: which request of a connection opened since may still be served. */
+  private takesLate: (incoming: IncomingMessage) => boolean = () => false;
+  /** Connections opened while the server drains. */
+  private readonly late = new WeakSet<Socket>();
   /** What the gateway serves, once it does: for the lines and the answers given here. */
   private gateway?: { source: TraceSource; methodsTaken: MethodsTaken };
 
   constructor(private readonly server: Server) {
     server.on("connection", (socket: Socket) => {
       this.sockets.add(socket);
+      if (this.draining) this.late.add(socket);
       socket.once("close", () => this.sockets.delete(socket));
     });
   }
@@ -207,7 +213,16 @@ export class ServerConnections {
   /** `listener`, whose answers close their connection once the server drains. */
   listener(listener: RequestListener): RequestListener {
     return (incoming, outgoing) => {
-      if (this.draining) this.closeAfter(outgoing, incoming.socket);
+      if (this.draining) {
+        // A connection opened during the drain is served only what `drain` takes; any other
+        // request is not taken, as one still arriving when the stop began: its client may send
+        // it elsewhere.
+        if (this.late.has(incoming.socket) && !this.takesLate(incoming)) {
+          incoming.socket.destroy();
+          return;
+        }
+        this.closeAfter(outgoing, incoming.socket);
+      }
       listener(incoming, outgoing);
     };
   }
@@ -216,20 +231,33 @@ export class ServerConnections {
    * Stops the connections taking requests: each answer under way closes its connection once it
    * is written, every other connection closes now (idle, or with a request not yet whole: its
    * client sees the connection close before its request was taken, and may send it elsewhere).
-   * Answers how many answers were under way. The server must have stopped listening.
+   * A connection opened after this is served only the requests `takes` (a word about work
+   * already in flight, which can come on no other connection), each closing it once answered.
+   * `underWay`: the answers under way; `finished` resolves once each has been written and its
+   * connection closed, when the connections still open with nothing under way are closed too.
    */
-  drain(): number {
+  drain(takes: (incoming: IncomingMessage) => boolean): {
+    underWay: number;
+    finished: Promise<void>;
+  } {
     this.draining = true;
-    let underWay = 0;
+    this.takesLate = takes;
+    const closed: Promise<unknown>[] = [];
     for (const socket of this.sockets) {
       const answer = socket._httpMessage;
       if (answer && !answer.writableFinished) {
-        underWay++;
+        closed.push(once(socket, "close").catch(() => {}));
         this.closeAfter(answer, socket);
       } else if (this.handedOver.has(socket)) socket.destroySoon();
       else socket.destroy();
     }
-    return underWay;
+    const finished = Promise.all(closed).then(() => {
+      for (const socket of this.sockets) {
+        const answer = socket._httpMessage;
+        if (!answer || answer.writableFinished) socket.destroySoon();
+      }
+    });
+    return { underWay: closed.length, finished };
   }
 
   /**

@@ -58,7 +58,11 @@ export function mcpHandler(services: Services, loopback: Loopback): Handler {
     const canceller = `${keyId}\u0000${clientAddress}`;
     const host = requestHeader(c, "host");
     const shared = kind === "shared";
-    const messages = messagesOf(body, shared);
+    const { draining } = services.closing;
+    const messages = messagesOf(body, shared || draining);
+    // A gateway that drains takes no new work; a POST of notifications alone (the cancellation
+    // of a call it is still running) is still heard.
+    if (draining && requestsIn(messages) > 0) return shuttingDown(c);
     if (messages?.batch) {
       const refused = refusedBatch(c, messages.parsed);
       if (refused) return refused;
@@ -219,6 +223,25 @@ function gatewayClosing(): McpError {
   return new McpError(
     ErrorCode.ConnectionClosed,
     "The gateway is shutting down: this call was ended before its answer, as a client that leaves ends its /v1 request. Try it again.",
+  );
+}
+
+/**
+ * The answer to a POST with requests while the gateway drains: none of them ran, and its client
+ * may send them again, to this gateway once it is back or to another.
+ */
+function shuttingDown(c: Context): Response {
+  return c.json(
+    {
+      jsonrpc: "2.0",
+      error: {
+        code: ErrorCode.ConnectionClosed,
+        message:
+          "The gateway is shutting down: this request was not run. Try it again in a moment.",
+      },
+      id: null,
+    },
+    503,
   );
 }
 
