@@ -41,7 +41,7 @@ export class SharedKeyLimiter {
     const counter = ipCounter(keyId, ip);
     for (let taken = 0; taken < requests; taken++) {
       if ((await this.counters.take(counter, sharedKeyPerIpPerMinute, minute, now)) === null) {
-        for (let i = 0; i < taken; i++) await this.counters.giveBack(counter, minute, now);
+        await this.giveBackIp(keyId, ip, taken, now);
         return false;
       }
     }

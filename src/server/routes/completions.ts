@@ -236,8 +236,6 @@ interface ThroughChat {
   /** The provider answers in the API's own shape: its answer goes to the client as it is. */
   native(provider: ProviderRow): boolean;
   answer(chat: unknown, billed: Usage): unknown;
-  /** Its answer has no place for reasoning: a stream's reasoning is not delivered output. */
-  hidesThinking: boolean;
   stream(
     first: IteratorResult<StreamPiece>,
     pieces: AsyncIterator<StreamPiece>,
@@ -273,7 +271,6 @@ const textCompletions: ThroughChat = {
   answers: textAnswersMade,
   native: (provider) => textCompletionsOf(provider) === "native",
   answer: chatToTextCompletion,
-  hidesThinking: true,
   stream: textCompletionStream,
 };
 
@@ -403,7 +400,6 @@ export function completionHandler(
       viaRoute,
       thread: threaded?.thread,
       responseTurn: turn?.turn,
-      hidesThinking: through?.hidesThinking,
       textCompletion: client,
     };
     // A stream ends when its account is suspended, or a stopping serve cuts it; the gateway's

@@ -31,15 +31,11 @@ export interface CompletionRequest {
   /** The Responses API turn the gateway keeps for this request (its body then carries the chain). */
   responseTurn?: ResponseTurn;
   /**
-   * A chat-style request whose client is shown no reasoning (a legacy completion, answered as
-   * text): a stream's reasoning is never delivered output.
-   */
-  hidesThinking?: boolean;
-  /**
    * A legacy completion (POST /v1/completions): the client's own body, whose text `rawBody` holds.
    * A provider that serves the Completions API itself is sent it as written; every other provider
    * answers `body`, its chat translation, and reads in this only the fields it carries beyond
-   * chat's (`Provider.textCompletions`).
+   * chat's (`Provider.textCompletions`). Its answer is text alone: a stream's reasoning is never
+   * shown to its client, so never delivered output.
    */
   textCompletion?: Record<string, unknown>;
 }

@@ -273,7 +273,7 @@ class ChatChunkRelay {
 
   /** The chunk as the client gets it, or undefined for the usage chunk it did not ask for. */
   relay(chunk: ChatCompletionChunk): string | undefined {
-    meterChunk(this.meter, chunk, this.req.hidesThinking ? false : "both");
+    meterChunk(this.meter, chunk, this.req.textCompletion ? false : "both");
     if (!this.wantsUsage && chunk.usage && (chunk.choices?.length ?? 0) === 0) return undefined;
     // undefined leaves the field out of the JSON; a provider's own `usage: null` stays.
     const usage = this.wantsUsage
@@ -340,8 +340,8 @@ export function passThroughChat(
         done = true;
         return "";
       }
-      // The scan counts every text field, reasoning too.
-      const ordinary = req.hidesThinking ? undefined : ordinaryChunk(data, model);
+      // The scan counts every text field, reasoning too, which a legacy completion never shows.
+      const ordinary = req.textCompletion ? undefined : ordinaryChunk(data, model);
       if (ordinary !== undefined) {
         meter.delivered(ordinary.chars, ordinary.deltas);
         return `data: ${ordinary.text}\n\n`;

@@ -2,11 +2,11 @@ import { providerOptions } from "../../../store/provider-options.js";
 import type { ProviderRow } from "../../../store/types.js";
 import type { CompletionRequest, CompletionResult } from "../../wire/completion-types.js";
 import { relayEvents, type SSEStream } from "../../wire/relay.js";
-import { encodeSSE, parseEventData, SSE_DONE } from "../../wire/sse.js";
+import { encodeSSE, SSE_DONE } from "../../wire/sse.js";
 import type { StreamCompletion } from "../../wire/stream-types.js";
-import { StreamBroken } from "../../wire/to-client.js";
+import { parseChatChunk, StreamBroken } from "../../wire/to-client.js";
 import { forwardedBody } from "../../wire/to-provider.js";
-import { isRecord, type JsonObject } from "../../wire/translate/shared.js";
+import { asString, isRecord, type JsonObject } from "../../wire/translate/shared.js";
 import {
   textChoicesAsked,
   textCompletionInputTokens,
@@ -78,10 +78,8 @@ export async function nativeTextCompletion(
 
 /** Every choice's text, for the estimate of an answer whose provider reported no usage. */
 function completionText(answer: TextCompletionAnswer): string {
-  return (answer.choices ?? []).map((choice) => textOf(choice.text)).join("");
+  return (answer.choices ?? []).map((choice) => asString(choice.text) ?? "").join("");
 }
-
-const textOf = (value: unknown) => (typeof value === "string" ? value : "");
 
 /**
  * A Completions stream relayed chunk by chunk, each with the client's model: every choice's text
@@ -105,16 +103,15 @@ function passThroughTextCompletion(
         done = true;
         return "";
       }
-      const chunk = parseEventData(ev.data);
+      // A chunk with `error` (a failure after the 200) breaks the stream, as a chat chunk's does.
+      const chunk: unknown = parseChatChunk(ev.data);
       if (!isRecord(chunk)) return "";
-      // An OpenAI-compatible server reports a failure after the 200 as a chunk with `error`.
-      if (chunk.error) throw new StreamBroken("upstream sent an error chunk");
       const choices = Array.isArray(chunk.choices) ? chunk.choices : [];
       let chars = 0;
       let deltas = 0;
       for (const choice of choices) {
         if (!isRecord(choice)) continue;
-        const text = textOf(choice.text);
+        const text = asString(choice.text) ?? "";
         if (text !== "") {
           chars += text.length;
           deltas++;

@@ -1,4 +1,4 @@
-import { encodeSSE, SSE_DONE, SSEParser } from "../sse.js";
+import { encodeSSE, parseEventData, SSE_DONE, SSEParser } from "../sse.js";
 import type { StreamPiece } from "../stream-types.js";
 import { answersAsked } from "../to-provider.js";
 import { estimateRequestTokens, type Usage } from "../usage.js";
@@ -220,12 +220,7 @@ export function textCompletionStream(
 
 /** A chat chunk's data as a `text_completion` chunk's; data that is no chat chunk goes as it came. */
 function textChunk(data: string): string | JsonObject {
-  let chunk: unknown;
-  try {
-    chunk = JSON.parse(data);
-  } catch {
-    return data;
-  }
+  const chunk = parseEventData(data);
   if (!isRecord(chunk) || !Array.isArray(chunk.choices)) return data;
   const out: JsonObject = {
     ...common(chunk),
