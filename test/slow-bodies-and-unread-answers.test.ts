@@ -7,6 +7,7 @@ import {
   gatewayOn,
   KEY,
   LOGIN_KEY,
+  readUntilClosed,
   type TestGateway,
   testGateway,
 } from "./support/gateway.js";
@@ -147,23 +148,10 @@ describe.each(backends)("a whole answer its client never reads (%s)", (backend) 
     // with the connection, short of the whole.
     await new Promise((resolve) => setTimeout(resolve, 5_000));
     let received = "";
-    const closed = new Promise<string>((resolve) => {
-      socket.once("close", () => resolve("closed by the gateway"));
-    });
     socket.on("data", (d: Buffer) => {
       received += d.toString("latin1");
     });
-    socket.resume();
-    let bound: NodeJS.Timeout | undefined;
-    const outcome = await Promise.race([
-      closed,
-      new Promise<string>((resolve) => {
-        bound = setTimeout(() => resolve("still open 15 s after it read"), 15_000);
-      }),
-    ]);
-    clearTimeout(bound);
-    socket.destroy();
-    expect(outcome).toBe("closed by the gateway");
+    expect(await readUntilClosed(socket, 15_000)).toBe("closed by the gateway");
     const declared = Number(/content-length: (\d+)/i.exec(received)?.[1]);
     const bodyBytes = Buffer.byteLength(received.slice(received.indexOf("\r\n\r\n") + 4), "latin1");
     expect(bodyBytes).toBeLessThan(declared);

@@ -1,7 +1,14 @@
 import { connect } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { idleMoney, money } from "./support/api.js";
-import { backends, chat, gatewayOn, KEY, type TestGateway } from "./support/gateway.js";
+import {
+  backends,
+  chat,
+  gatewayOn,
+  KEY,
+  readUntilClosed,
+  type TestGateway,
+} from "./support/gateway.js";
 import { eventually } from "./support/gateways-on-postgres.js";
 import { logged } from "./support/metering.js";
 
@@ -44,20 +51,7 @@ describe.each(backends)("a client that never reads its stream (%s)", (backend) =
     );
     expect(row!.error_code).toBe("client_closed");
     // The client's side: once it reads, what its buffers held ends, with the connection.
-    const closed = new Promise<string>((resolve) => {
-      socket.once("close", () => resolve("closed by the gateway"));
-    });
-    socket.resume();
-    let bound: NodeJS.Timeout | undefined;
-    const outcome = await Promise.race([
-      closed,
-      new Promise<string>((resolve) => {
-        bound = setTimeout(() => resolve("still open 10 s after it read"), 10_000);
-      }),
-    ]);
-    clearTimeout(bound);
-    socket.destroy();
-    expect(outcome).toBe("closed by the gateway");
+    expect(await readUntilClosed(socket, 10_000)).toBe("closed by the gateway");
     // What stayed in the buffers never reached the client, and is not billed.
     expect(row!.usage.output_tokens).toBeGreaterThan(0);
     expect(row!.usage.output_tokens).toBeLessThan(100_000);

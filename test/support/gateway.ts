@@ -126,6 +126,27 @@ export function rawRequest(url: string, path: string, body: object): Socket {
   return socket;
 }
 
+/**
+ * Reads `socket` (a raw request's, its reading paused) until the gateway closes it: "closed by
+ * the gateway", or, past `boundMs`, that it is still open. The socket is destroyed either way.
+ */
+export async function readUntilClosed(socket: Socket, boundMs: number): Promise<string> {
+  const closed = new Promise<string>((resolve) => {
+    socket.once("close", () => resolve("closed by the gateway"));
+  });
+  socket.resume();
+  let bound: NodeJS.Timeout | undefined;
+  const outcome = await Promise.race([
+    closed,
+    new Promise<string>((resolve) => {
+      bound = setTimeout(() => resolve(`still open ${boundMs / 1000} s after it read`), boundMs);
+    }),
+  ]);
+  clearTimeout(bound);
+  socket.destroy();
+  return outcome;
+}
+
 export const chat = (content = "hello", model = "mock-gpt", extra: object = {}) => ({
   model,
   messages: [{ role: "user", content }],
