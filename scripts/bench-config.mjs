@@ -45,6 +45,19 @@ export const benchBody = (stream, paceMs) =>
   });
 
 /**
+ * A streamed legacy completion (POST /v1/completions), as editor autocomplete sends one: a prompt
+ * the gateway sends on as one user message, its pacing as `benchBody`'s.
+ */
+export const benchCompletionBody = (paceMs) =>
+  JSON.stringify({
+    model: "bench-model",
+    max_tokens: 16,
+    stream: true,
+    prompt: "def add(a, b):",
+    ...(paceMs === undefined ? {} : { metadata: { bench_pace_ms: String(paceMs) } }),
+  });
+
+/**
  * An agent's conversation of about `kb` KB: a system prompt, then turns that read files through a
  * tool (code with quotes and braces in its strings, tool calls with JSON arguments); with 0, one
  * short message.

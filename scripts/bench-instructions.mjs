@@ -8,6 +8,9 @@
 //   node scripts/bench-instructions.mjs --stream --pace=50 --connections=20 --warmup=400 --requests=200
 //       streams whose chunks come 50 ms apart, so that each arrives on its own even at
 //       callgrind's speed (unpaced, a stream's chunks reach the slowed process together)
+//   node scripts/bench-instructions.mjs --completions --pace=50 --connections=20 --warmup=400 --requests=200
+//       the same stream asked as a legacy completion (POST /v1/completions with a prompt), which
+//       the gateway answers through chat as text_completion chunks (implies --stream)
 //   node scripts/bench-instructions.mjs --target=gateway --keep=prof
 //       keeps callgrind's file and V8's perf map in prof/ to read with callgrind_annotate
 //   node scripts/bench-instructions.mjs --node=--max-semi-space-size=16
@@ -23,13 +26,14 @@ import { dirname, join, resolve } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { Agent, request } from "undici";
-import { benchBody, benchConfig, benchKey } from "./bench-config.mjs";
+import { benchBody, benchCompletionBody, benchConfig, benchKey } from "./bench-config.mjs";
 import { pacedEvents } from "./bench-upstream.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const option = (name, fallback) =>
   process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? fallback;
-const stream = process.argv.includes("--stream");
+const completions = process.argv.includes("--completions");
+const stream = completions || process.argv.includes("--stream");
 const connections = Number(option("connections", 1));
 const pace = Number(option("pace", 0));
 const warmup = Number(option("warmup", 5000));
@@ -101,9 +105,9 @@ async function startTarget(name) {
 
 async function send(url, agent, total) {
   let left = total;
-  const body = benchBody(stream, pace);
+  const body = completions ? benchCompletionBody(pace) : benchBody(stream, pace);
   const headers = { authorization: `Bearer ${benchKey}`, "content-type": "application/json" };
-  const path = `${url}/v1/chat/completions`;
+  const path = `${url}/v1/${completions ? "completions" : "chat/completions"}`;
   await Promise.all(
     Array.from({ length: connections }, async () => {
       while (left-- > 0) {
@@ -153,7 +157,9 @@ for (const name of targets) {
 upstream.kill();
 rmSync(work, { recursive: true, force: true });
 
-const kind = stream ? `stream (chunks ${pace} ms apart)` : "JSON";
+const kind = stream
+  ? `${completions ? "legacy completion " : ""}stream (chunks ${pace} ms apart)`
+  : "JSON";
 console.log(`instructions per request, ${kind}, ${connections} connection(s), ${counted} counted:`);
 const shown = (n) => Math.round(n).toLocaleString("en");
 for (const [name, { all, main }] of Object.entries(results)) {

@@ -49,7 +49,6 @@ import {
   chatToTextCompletion,
   textAnswersMade,
   textCompletionRefusal,
-  textCompletionStream,
   textCompletionToChat,
   textOnlyAsked,
 } from "../wire/translate/text-completion.js";
@@ -214,9 +213,10 @@ type ChatBody = z.infer<typeof chatBody>;
  * An API the route answers through chat: its body read with its own schema and sent on as the
  * chat body `toChat` makes of it (which throws the 400 of what no provider can answer), its
  * answer the chat answer in its own shape, whole (`answer`, given what the request is billed) or
- * streamed. A provider that serves the API itself (`native`) is sent the client's own body
- * instead, and answers in the API's shape. Admitted, held, dispatched, metered and logged as chat
- * is, under its own `endpoint`.
+ * streamed (the chat relay writes each chunk in it: `CompletionRequest.textCompletion`). A
+ * provider that serves the API itself (`native`) is sent the client's own body instead, and
+ * answers in the API's shape. Admitted, held, dispatched, metered and logged as chat is, under its
+ * own `endpoint`.
  */
 interface ThroughChat {
   schema: ZodType<Record<string, unknown>>;
@@ -236,10 +236,6 @@ interface ThroughChat {
   /** The provider answers in the API's own shape: its answer goes to the client as it is. */
   native(provider: ProviderRow): boolean;
   answer(chat: unknown, billed: Usage): unknown;
-  stream(
-    first: IteratorResult<StreamPiece>,
-    pieces: AsyncIterator<StreamPiece>,
-  ): { first: IteratorResult<StreamPiece>; pieces: AsyncIterator<StreamPiece> };
 }
 
 const textCompletions: ThroughChat = {
@@ -271,7 +267,6 @@ const textCompletions: ThroughChat = {
   answers: textAnswersMade,
   native: (provider) => textCompletionsOf(provider) === "native",
   answer: chatToTextCompletion,
-  stream: textCompletionStream,
 };
 
 /** A body answered through chat: its chat body as `data`, and the client's own as `client`. */
@@ -503,12 +498,13 @@ export function completionHandler(
       return RESPONSE_ALREADY_SENT;
     }
 
-    const written = shaped ? shaped.stream(result.first, result.pieces) : result;
+    // A stream answered through chat is in the client's API already: the chat relay made each
+    // chunk in its shape (`CompletionRequest.textCompletion`).
     sendSse(
       outgoing,
       {
-        first: written.first,
-        pieces: written.pieces,
+        first: result.first,
+        pieces: result.pieces,
         headers: answerHeaders,
         errorEvent: (err) => {
           // A suspension cut the stream: its reason, not the upstream's.

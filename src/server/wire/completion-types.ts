@@ -35,7 +35,8 @@ export interface CompletionRequest {
    * A provider that serves the Completions API itself is sent it as written; every other provider
    * answers `body`, its chat translation, and reads in this only the fields it carries beyond
    * chat's (`Provider.textCompletions`). Its answer is text alone: a stream's reasoning is never
-   * shown to its client, so never delivered output.
+   * shown to its client, so never delivered output. A stream through chat goes to the client as
+   * the chat relay writes it, each chunk a `text_completion` chunk.
    */
   textCompletion?: Record<string, unknown>;
 }

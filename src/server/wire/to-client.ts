@@ -18,6 +18,7 @@ import {
   chatResponseToResponses,
   wantsSummary,
 } from "./translate/responses.js";
+import { textCompletionChunk } from "./translate/text-completion.js";
 import {
   callNameField,
   deltaChars,
@@ -291,7 +292,9 @@ class ChatChunkRelay {
       out.usage = { ...usage };
       showUsage("chat", out, this.meter.billedAhead());
     }
-    return encodeSSE(out);
+    // A legacy completion's chunk is made from the chat chunk here, before it is encoded: never
+    // encoded as chat, parsed back and encoded again.
+    return encodeSSE(this.req.textCompletion ? textCompletionChunk(out) : out);
   }
 }
 
@@ -340,7 +343,8 @@ export function passThroughChat(
         done = true;
         return "";
       }
-      // The scan counts every text field, reasoning too, which a legacy completion never shows.
+      // The scan counts every text field, reasoning too, which a legacy completion never shows;
+      // and it passes on a chat chunk's text, where a legacy completion's client reads another.
       const ordinary = req.textCompletion ? undefined : ordinaryChunk(data, model);
       if (ordinary !== undefined) {
         meter.delivered(ordinary.chars, ordinary.deltas);

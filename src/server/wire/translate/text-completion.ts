@@ -1,5 +1,3 @@
-import { encodeSSE, parseEventData, SSE_DONE, SSEParser } from "../sse.js";
-import type { StreamPiece } from "../stream-types.js";
 import { answersAsked } from "../to-provider.js";
 import { estimateRequestTokens, type Usage } from "../usage.js";
 import { isRecord, type JsonObject } from "./shared.js";
@@ -189,39 +187,12 @@ export function chatToTextCompletion(answer: unknown, billed: Usage): JsonObject
 }
 
 /**
- * A chat stream's pieces as a Completions stream's: each chat chunk a `text_completion` chunk, in
- * the same piece (the stream's meter counts pieces as they are written, and its closing `[DONE]`
- * stays the piece it was). Never an empty piece: a piece is one HTTP chunk, and an empty one ends
- * the body.
+ * A chat chunk, as the chat relay made it for the client (its model and usage the client's), as a
+ * `text_completion` chunk. The relay turns each chunk into this before it encodes it, so a chunk
+ * is read and encoded once. A chunk with no choices list is no chat chunk: it goes as it came.
  */
-export function textCompletionStream(
-  first: IteratorResult<StreamPiece>,
-  pieces: AsyncIterator<StreamPiece>,
-): { first: IteratorResult<StreamPiece>; pieces: AsyncIterator<StreamPiece> } {
-  const parser = new SSEParser();
-  const piece = (chat: StreamPiece): StreamPiece => {
-    if (chat === SSE_DONE) return chat;
-    let out = "";
-    for (const ev of parser.push(typeof chat === "string" ? Buffer.from(chat) : chat))
-      out += ev.data === "[DONE]" ? SSE_DONE : encodeSSE(textChunk(ev.data), ev.event);
-    return out === "" ? chat : out;
-  };
-  const next = (result: IteratorResult<StreamPiece>): IteratorResult<StreamPiece> =>
-    result.done ? result : { done: false, value: piece(result.value) };
-  return {
-    first: next(first),
-    pieces: {
-      next: () => pieces.next().then(next),
-      return: (value?: unknown) =>
-        pieces.return?.(value) ?? Promise.resolve({ done: true, value: undefined }),
-    },
-  };
-}
-
-/** A chat chunk's data as a `text_completion` chunk's; data that is no chat chunk goes as it came. */
-function textChunk(data: string): string | JsonObject {
-  const chunk = parseEventData(data);
-  if (!isRecord(chunk) || !Array.isArray(chunk.choices)) return data;
+export function textCompletionChunk(chunk: JsonObject): JsonObject {
+  if (!Array.isArray(chunk.choices)) return chunk;
   const out: JsonObject = {
     ...common(chunk),
     choices: chunk.choices.map((choice, i) =>
