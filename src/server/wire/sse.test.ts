@@ -65,6 +65,20 @@ describe("parseSSE", () => {
     ]);
   });
 
+  it("a CR, an empty chunk, then its LF end one line", async () => {
+    expect(await collect(["data: a\r", new Uint8Array(0), "\ndata: b\n\n"])).toEqual([
+      { data: "a\nb" },
+    ]);
+  });
+
+  it("reads a line that arrives in many chunks whole, with the events after it", async () => {
+    const long = "z".repeat(300_000);
+    const text = `data: ${long}\n\ndata: after\r\n\r\n`;
+    const parts: string[] = [];
+    for (let i = 0; i < text.length; i += 4_096) parts.push(text.slice(i, i + 4_096));
+    expect(await collect(parts)).toEqual([{ data: long }, { data: "after" }]);
+  });
+
   it("reads the same events whatever line endings meet at a chunk's edge", async () => {
     const mixed = 'data: {"a":1}\n\ndata: b\r\n\r\ndata: c\n\ndata: d\r\rdata: e\n\n';
     const whole = await collect([mixed]);

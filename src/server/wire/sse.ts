@@ -89,62 +89,64 @@ function eventTooLarge(): UpstreamFailure {
   return new UpstreamFailure("unavailable", 502);
 }
 
-/** Splits text into lines on CR, LF or CRLF, even when the pair straddles two chunks. */
+/**
+ * Splits text into lines on CR, LF or CRLF, even when the pair straddles two chunks. Each chunk is
+ * searched once and the unfinished line is only appended to, so a line that arrives in many chunks
+ * (a large event) costs its length, not its length times its chunks.
+ */
 class LineSplitter {
-  private buffer = "";
-  /** Where the next scan for a line break starts: the text before it has none. */
-  private scanned = 0;
+  /** The line begun and not yet ended: no line break in it. */
+  private pending = "";
+  /** The last chunk ended with a CR, which ended its line: a LF first in the next is its pair. */
+  private afterCr = false;
 
   constructor(private readonly maxLine: number) {}
 
   push(text: string): string[] {
-    // Upstreams end their lines with LF alone: with no CR anywhere, a native search for each LF.
-    if (!text.includes("\r") && !this.buffer.endsWith("\r")) return this.pushLf(text);
-    this.buffer += text;
-    const lines: string[] = [];
+    // A chunk that ended inside a character decodes to nothing: the CR's pair may still come.
+    if (text === "") return [];
     let start = 0;
-    // A regex scan, not a loop over characters: a stream passes through here chunk by chunk.
-    // It starts where the last one stopped, so a long line is scanned once, not once a chunk.
-    const breaks = /\r\n|\r|\n/g;
-    breaks.lastIndex = this.scanned;
-    let waiting = false;
-    for (let m = breaks.exec(this.buffer); m !== null; m = breaks.exec(this.buffer)) {
-      // A trailing CR may be the first half of a CRLF: wait for the next chunk.
-      if (m[0] === "\r" && m.index === this.buffer.length - 1) {
-        waiting = true;
-        break;
-      }
-      lines.push(this.buffer.slice(start, m.index));
-      start = m.index + m[0].length;
+    if (this.afterCr) {
+      this.afterCr = false;
+      if (text.charCodeAt(0) === 10 /* \n */) start = 1;
     }
-    this.buffer = this.buffer.slice(start);
-    if (this.buffer.length > this.maxLine) throw eventTooLarge();
-    this.scanned = waiting ? this.buffer.length - 1 : this.buffer.length;
+    const lines: string[] = [];
+    // Upstreams end their lines with LF alone: with no CR in the chunk, a native search for each LF.
+    if (!text.includes("\r")) {
+      for (let end = text.indexOf("\n", start); end !== -1; end = text.indexOf("\n", start)) {
+        lines.push(this.ended(text, start, end));
+        start = end + 1;
+      }
+    } else {
+      const breaks = /\r\n|\r|\n/g;
+      breaks.lastIndex = start;
+      for (let m = breaks.exec(text); m !== null; m = breaks.exec(text)) {
+        lines.push(this.ended(text, start, m.index));
+        start = m.index + m[0].length;
+      }
+      this.afterCr = start === text.length && text.charCodeAt(start - 1) === 13; /* \r */
+    }
+    if (start < text.length) {
+      const rest = start === 0 ? text : text.slice(start);
+      this.pending = this.pending === "" ? rest : this.pending + rest;
+      if (this.pending.length > this.maxLine) throw eventTooLarge();
+    }
     return lines;
   }
 
-  private pushLf(text: string): string[] {
-    const buffer = this.buffer + text;
-    const lines: string[] = [];
-    let start = 0;
-    for (
-      let end = buffer.indexOf("\n", this.scanned);
-      end !== -1;
-      end = buffer.indexOf("\n", start)
-    ) {
-      lines.push(buffer.slice(start, end));
-      start = end + 1;
-    }
-    this.buffer = start === 0 ? buffer : buffer.slice(start);
-    if (this.buffer.length > this.maxLine) throw eventTooLarge();
-    this.scanned = this.buffer.length;
-    return lines;
+  /** The line that ends at `end` of `text`, with what came of it in earlier chunks. */
+  private ended(text: string, start: number, end: number): string {
+    const piece = text.slice(start, end);
+    if (this.pending === "") return piece;
+    const line = this.pending + piece;
+    this.pending = "";
+    return line;
   }
 
   flush(): string[] {
-    const rest = this.buffer.endsWith("\r") ? this.buffer.slice(0, -1) : this.buffer;
-    this.buffer = "";
-    this.scanned = 0;
+    const rest = this.pending;
+    this.pending = "";
+    this.afterCr = false;
     return rest === "" ? [] : [rest];
   }
 }
