@@ -213,7 +213,7 @@ describe("GET /v1/responses/{id} with stream=true (the SDK's way to resume a bac
   });
 });
 
-describe("POST /v1/responses/{id}/cancel and /v1/responses/compact", () => {
+describe("POST /v1/responses/{id}/cancel", () => {
   it("cancel names why there is nothing to cancel, and an unknown id is a 404", async () => {
     const created = await openai.responses.create({
       model: "mock-gpt",
@@ -227,14 +227,6 @@ describe("POST /v1/responses/{id}/cancel and /v1/responses/compact", () => {
     await expect(openai.responses.cancel("resp_unknown")).rejects.toBeInstanceOf(
       OpenAI.NotFoundError,
     );
-  });
-
-  it("compact is a 400 naming what to do instead, not the 404 of an unknown path", async () => {
-    const err = await openai.responses
-      .compact({ model: "mock-gpt", input: "a long conversation" })
-      .catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(OpenAI.BadRequestError);
-    expect((err as Error).message).toContain("previous_response_id");
   });
 });
 

@@ -323,10 +323,15 @@ describe.each(["mock-gpt", "gpt-x"])(
         status: 400,
         message: expect.stringContaining("nothing to cancel"),
       });
-      expect(await refusal(openai.responses.compact({ model, input: "hi" }))).toMatchObject({
-        status: 400,
-        message: expect.stringContaining("compact"),
+      const compacted = await openai.responses.compact({
+        model,
+        previous_response_id: streamed.id,
       });
+      expect(compacted.output.map((item) => item.type)).toEqual([
+        "message",
+        "message",
+        "compaction",
+      ]);
       expect(await openai.responses.delete(created.id)).toMatchObject({ deleted: true });
       expect(await refusal(openai.responses.retrieve(created.id))).toMatchObject({ status: 404 });
       expect(await refusal(openai.responses.cancel(created.id))).toMatchObject({ status: 404 });

@@ -5,6 +5,7 @@ import {
   answeredOrder,
   checkAnthropic,
   checkChat,
+  checkCompact,
   checkCompletions,
   checkResponses,
   defaultRules,
@@ -225,6 +226,8 @@ export class FakeUpstream {
       const refusal = checkGemini(req, this.rules as GeminiRules);
       return refusal ? { refusal } : undefined;
     }
+    if (this.wire === "openai" && req.path.endsWith("/responses/compact"))
+      return checkCompact(req.body, this.responsesOf(req));
     if (
       this.wire === "openai" &&
       (req.path.endsWith("/responses") || req.path.endsWith("/responses/input_tokens"))

@@ -804,6 +804,45 @@ function strictSchemaProblem(schema: unknown, at: string[]): string | undefined 
 
 // ---- OpenAI Responses (a provider that speaks it natively) -------------------------------
 
+/** The parameters of OpenAI's POST /v1/responses/compact (the SDK's ResponseCompactParams). */
+const compactParams = new Set([
+  "model",
+  "input",
+  "instructions",
+  "previous_response_id",
+  "prompt_cache_key",
+  "prompt_cache_options",
+  "prompt_cache_retention",
+  "service_tier",
+  "image",
+]);
+
+/**
+ * POST /v1/responses/compact as OpenAI checks it: only its own parameters, a model, and a
+ * conversation (`input`, a held `previous_response_id`, or both) whose items it can read.
+ */
+export function checkCompact(
+  body: Json,
+  held: Map<string, Json[]>,
+): { refusal: Refusal } | { items: Json[] } {
+  const unknown = Object.keys(body).find((field) => !compactParams.has(field));
+  if (unknown !== undefined)
+    return {
+      refusal: openaiRefusal(`Unknown parameter: '${unknown}'.`, unknown, "unknown_parameter"),
+    };
+  if (typeof body.model !== "string" || body.model === "")
+    return { refusal: openaiRefusal("Missing required parameter: 'model'.", "model", null) };
+  if (body.input == null && body.previous_response_id == null)
+    return {
+      refusal: openaiRefusal(
+        "Either 'input' or 'previous_response_id' must be provided.",
+        "input",
+        null,
+      ),
+    };
+  return checkResponses(body, held);
+}
+
 /**
  * The whole input a Responses request stands for (the chain its `previous_response_id` names,
  * as the fake holds it, then its own input), or the real API's refusal: an unknown previous
@@ -899,9 +938,11 @@ export function checkResponses(
     input.push(found);
   }
   const items = [...history, ...input];
-  // Encrypted reasoning opens only where it was made: OpenAI's is a token of its own (`gAAAA`...).
+  // Encrypted reasoning and compactions open only where they were made: OpenAI's are tokens of
+  // its own (`gAAAA`...).
   for (const item of input) {
-    const encrypted = item.type === "reasoning" ? item.encrypted_content : undefined;
+    const encrypted =
+      item.type === "reasoning" || item.type === "compaction" ? item.encrypted_content : undefined;
     if (typeof encrypted === "string" && !encrypted.startsWith("gAAAA")) {
       return {
         refusal: openaiRefusal(

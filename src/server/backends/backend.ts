@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import type { Repositories } from "../../store/repositories.js";
+import type { SecretBox } from "../../store/secret-box.js";
 import type { AdmittedCount, GatewayStore, KeyPoolSync, LimitCounters } from "../../store/types.js";
 import type { Ledger } from "../billing/ledger.js";
 
@@ -15,6 +16,11 @@ export interface Backend {
   store: GatewayStore;
   repos: Repositories;
   ledger: Ledger;
+  /**
+   * The database's secret key, which every gateway on it holds: what one seals (a compaction's
+   * summary) any of them opens, after a restart too.
+   */
+  secrets: SecretBox;
   /** Counters the limits share with every other gateway; undefined: this process's own. */
   counters?: LimitCounters;
   /**

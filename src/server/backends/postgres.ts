@@ -61,6 +61,7 @@ export async function openPostgresBackend(url: string, env: NodeJS.ProcessEnv): 
       secrets: store.secrets,
     }),
     ledger,
+    secrets: store.secrets,
     counters: new PostgresCounters(pool),
     keyPoolSync: keyPools,
     instanceId: id,

@@ -53,6 +53,7 @@ export async function openSqliteBackend(
     store,
     repos: store.repos,
     ledger,
+    secrets: store.secrets,
     admittedSince: (since, windowMs) => store.admittedSince(since, windowMs),
     instanceId: instanceId(),
     startUpkeep() {

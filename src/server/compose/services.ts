@@ -5,6 +5,7 @@ import type { Backend } from "../backends/backend.js";
 import { restoredCounters } from "../billing/admission.js";
 import type { Ledger } from "../billing/ledger.js";
 import { Unsettled } from "../billing/unsettled.js";
+import { CompactionSeal } from "../dispatch/compaction.js";
 import { Dispatcher } from "../dispatch/dispatcher.js";
 import { KeyPools } from "../dispatch/key-pool.js";
 import { Closing } from "../http/closing.js";
@@ -65,6 +66,8 @@ export interface Services {
   /** Admitted requests not yet settled: what a closing gateway waits for. */
   unsettled: Unsettled;
   dispatcher: Dispatcher;
+  /** Seals the summaries of POST /v1/responses/compact; the dispatcher opens them. */
+  compactions: CompactionSeal;
   http: UpstreamHttp;
   /** Scripted answers of the mock provider (config `mock.script`, admin API, `gateway.mock`). */
   mockScript: MockScript;
@@ -97,7 +100,14 @@ export function createServices(backend: Backend, options: ServerOptions): Servic
   inspector.watch(ledger);
   const pools = new KeyPools(options.now, backend.keyPoolSync);
   const mockScript = new MockScript();
-  const dispatcher = new Dispatcher(store, pools, { http, mockScript, options }, options.now);
+  const compactions = new CompactionSeal(backend.secrets);
+  const dispatcher = new Dispatcher(
+    store,
+    pools,
+    { http, mockScript, options },
+    options.now,
+    compactions,
+  );
   // Counters of this process's own start from the minute's requests in the request log (before the
   // config is applied: the catalog the log's requests were admitted under).
   const minuteStart = Math.floor(options.now() / minuteMs) * minuteMs;
@@ -113,6 +123,7 @@ export function createServices(backend: Backend, options: ServerOptions): Servic
     sharedKeys: new SharedKeyLimiter(counters),
     unsettled: new Unsettled(),
     dispatcher,
+    compactions,
     http,
     mockScript,
     inspector,

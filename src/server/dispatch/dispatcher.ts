@@ -22,6 +22,7 @@ import {
   UnsupportedRequest,
   UpstreamFailure,
 } from "../wire/upstream-failure.js";
+import type { CompactionSeal } from "./compaction.js";
 import type { KeyPools } from "./key-pool.js";
 import type { Target } from "./resolve.js";
 import { withResponseTurn } from "./response-state.js";
@@ -74,6 +75,8 @@ export class Dispatcher {
     readonly providers: ProviderContext,
     /** The gateway's clock: when an own key was refused. */
     private readonly now: () => number,
+    /** Opens the compaction items the gateway made, for whichever model a request goes to. */
+    private readonly compactions?: CompactionSeal,
   ) {}
 
   /**
@@ -86,6 +89,13 @@ export class Dispatcher {
     req: CompletionRequest,
     options: DispatchOptions,
   ): Promise<DispatchOutcome<ServedCompletion>> {
+    if (req.style === "responses" && this.compactions) {
+      try {
+        this.compactions.openIn(req);
+      } catch (err) {
+        return Promise.reject(err);
+      }
+    }
     return this.dispatchWith<ServedCompletion>(target, req.signal, options, async (attempt) => {
       let answer: CompletionResult;
       try {

@@ -58,7 +58,7 @@ export async function openResponseTurn(
   }
   const store = body.store !== false;
   if (!store && !previousId && !conversationId && !namesStoredItem(body.input))
-    return { body, replayedBytes: 0, turn: unstoredTurn(body) };
+    return { body, replayedBytes: 0, turn: unstoredTurn(context.accountId, body) };
   const { repo, accountId, now } = context;
 
   let history: StateItem[] = [];
@@ -132,6 +132,7 @@ export async function openResponseTurn(
     body: replay,
     replayedBytes,
     turn: {
+      accountId,
       nativeBody(server) {
         // The provider that served the response named holds the chain under its own id; an
         // item_reference names an item of the gateway's, which it may not hold.
@@ -213,10 +214,11 @@ export async function openResponseTurn(
  * does, and the server's is forgotten. The client cannot tell the answers apart by where they were
  * served, and an id the server gives again never names two answers.
  */
-function unstoredTurn(body: Json): ResponseTurn {
+function unstoredTurn(accountId: string, body: Json): ResponseTurn {
   const ownId = randomId("resp_");
   const outputIds = uniqueOutputIds(inputItems(body.input).items);
   return {
+    accountId,
     nativeBody: () => body,
     echo: (response) => echoResponse(response, ownId, outputIds),
     echoItem: (event) => outputIds.echo(event),

@@ -68,17 +68,29 @@ export function responsesInputTokensHandler(services: CountServices): Handler {
       },
       body,
     );
+    // The compaction items the gateway made are counted as the summaries the model is given.
+    const opened: CompletionRequest = {
+      style: "responses",
+      body: turn.body,
+      stream: false,
+      clientModel: body.model,
+      signal: clientGone(c),
+      responseTurn: turn.turn,
+    };
+    services.compactions.openIn(opened);
     const count = await countOnTarget(c, services, body.model, (attempt, signal) => {
       const provider = providerOf(attempt.provider);
       // A provider that speaks the Responses API counts the body as /v1/responses would send it.
       if (provider.countResponsesTokens && servesNatively(attempt.provider, "responses")) {
         const server = { providerId: attempt.provider.id, secret: attempt.credential.secret };
-        const native = withoutGatewayReasoning(turn.turn.nativeBody(server));
+        const native = withoutGatewayReasoning(
+          (opened.responseTurn ?? turn.turn).nativeBody(server),
+        );
         return provider.countResponsesTokens(services, attempt, { body: native, signal });
       }
       const req: CompletionRequest = {
         style: "responses",
-        body: turn.body,
+        body: opened.body,
         stream: false,
         clientModel: body.model,
         signal,
@@ -102,7 +114,7 @@ export function responsesInputTokensHandler(services: CountServices): Handler {
 
 type CountServices = Pick<
   Services,
-  "dispatcher" | "http" | "limits" | "mockScript" | "options" | "store" | "repos"
+  "dispatcher" | "http" | "limits" | "mockScript" | "options" | "store" | "repos" | "compactions"
 >;
 
 /**

@@ -173,7 +173,9 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
   const storedChat = onFirstRequest(
     async () => (await import("./chat-stored.js")).storedChatRefused,
   );
-  const compact = onFirstRequest(async () => (await import("./responses-state.js")).compactRefused);
+  const compact = onFirstRequest(async () =>
+    (await import("./responses-compact.js")).compactHandler(services),
+  );
   const conversations = lazyHandlers(async () =>
     (await import("./conversations.js")).conversationHandlers(services),
   );

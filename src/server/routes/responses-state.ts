@@ -67,16 +67,6 @@ export function responseHandlers(services: Pick<Services, "repos" | "options">) 
   return { retrieve, remove, inputItems, cancel };
 }
 
-/**
- * POST /v1/responses/compact: its answer is a compaction item encrypted by OpenAI, which only
- * OpenAI's API can read back, so no backend of the gateway could use it on the next turn.
- */
-export const compactRefused: Handler = () => {
-  throw badRequest(
-    "POST /v1/responses/compact is not available: a compacted conversation is an item only OpenAI's API can read. Continue the conversation with `previous_response_id` or `conversation`, or send a shorter `input`.",
-  );
-};
-
 export function responseNotFound(id: string): GatewayError {
   return new GatewayError(404, "not_found", `Response with id '${id}' not found.`);
 }

@@ -39,6 +39,20 @@ export interface CompletionRequest {
    * the chat relay writes it, each chunk a `text_completion` chunk.
    */
   textCompletion?: Record<string, unknown>;
+  /**
+   * POST /v1/responses/compact: a provider with a compaction of its own (a `responses_native`
+   * one) is sent the client's compact body and answers a CompactedResponse; every other answers
+   * `body`, which asks the model for the conversation's summary.
+   */
+  compaction?: CompactionAsk;
+}
+
+/** A compaction as a provider with one of its own is sent it. */
+export interface CompactionAsk {
+  /** The account the compaction is made for, as a turn's. */
+  readonly accountId: string;
+  /** The client's compact body, its `previous_response_id` as that provider holds it (or replayed). */
+  nativeBody(server: NativeServer): Record<string, unknown>;
 }
 
 /** A provider that speaks the Responses API itself, and the key a request is sent to it with. */
@@ -49,6 +63,8 @@ export interface NativeServer {
 
 /** A responses request's turn (`dispatch/response-state.ts` opens and records it). */
 export interface ResponseTurn {
+  /** The account the turn is made for: a compaction the gateway sealed for it opens for it only. */
+  readonly accountId: string;
   /**
    * The body for a provider that speaks the Responses API itself: the client's own with the
    * provider's id for the response it continues, when that provider, with the same key, served

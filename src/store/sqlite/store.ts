@@ -1,6 +1,6 @@
 import type { BaseUrlColumns } from "../provider-urls.js";
 import type { Repositories } from "../repositories.js";
-import { secretKeyEnv } from "../secret-box.js";
+import { type SecretBox, secretKeyEnv } from "../secret-box.js";
 import { type FileIdentity, fileIdentity } from "../storage-fault.js";
 import type {
   AccountPatch,
@@ -51,6 +51,8 @@ export class Store implements GatewayStore {
   readonly ledgerRepository: LedgerRepository;
   /** Everything else the gateway keeps: jobs, device codes, sessions, files, threads ... */
   readonly repos: Repositories;
+  /** The database's secret key: what it seals (BYOK credentials, compactions) only it opens. */
+  readonly secrets: SecretBox;
   /**
    * Land the writes a ledger queued (`onQueuedWrites`): run before the cached rows are dropped
    * and before the request log is read.
@@ -73,6 +75,7 @@ export class Store implements GatewayStore {
     if (options.wires) checkWires(this.db, options.wires);
     try {
       const secrets = loadSecretBox(this.db, path, options.secretKey, options.secretKeySource);
+      this.secrets = secrets;
       sealPlaintextByok(this.db, secrets);
       sealPlainBaseUrls(this.db, secrets);
       this.accounts = new SqliteAccounts(this.db, secrets);

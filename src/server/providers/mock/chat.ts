@@ -26,6 +26,7 @@ import {
   type MockTiming,
   mockFailure,
   mockRefusal,
+  mockSummary,
   planMockReply,
 } from "./mock-chat.js";
 import { type MockFill, mockFillOf } from "./mock-fill.js";
@@ -54,8 +55,11 @@ export async function mockComplete(
   );
   if (refusal) throw new ExplainedRejection(400, refusal);
   const count = answersAsked(chatReq);
-  // LiteLLM's `mock_response`: the answer is that text, ahead of any script or directive.
-  const mocked = (req.body as { mock_response?: unknown }).mock_response;
+  // LiteLLM's `mock_response`: the answer is that text, ahead of any script or directive. A
+  // compaction's summary is the mock's own, as deterministic as its other answers.
+  const mocked = req.compaction
+    ? mockSummary(chatReq)
+    : (req.body as { mock_response?: unknown }).mock_response;
   const scripted =
     (typeof mocked === "string" && scriptedAnswers({ text: mocked }, chatReq, count)) ||
     (mockScript.active &&

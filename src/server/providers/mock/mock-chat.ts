@@ -71,6 +71,22 @@ export function contentText(content: unknown): string {
   return "";
 }
 
+/** Bounds the mock's summary, as a real model's answer is bounded. */
+const summaryChars = 2_000;
+
+/**
+ * The mock's summary of a conversation it is asked to compact (every message but the last, which
+ * asks for it): each message's role and text in order, so a test reads what the next turn is given
+ * in its place. Deterministic: the same conversation, the same summary.
+ */
+export function mockSummary(req: ChatRequestLike): string {
+  const messages = (Array.isArray(req.messages) ? req.messages : []) as ChatMessage[];
+  const lines = messages
+    .slice(0, -1)
+    .map((m) => `${String(m.role)}: ${contentText(m.content).replace(/\s+/g, " ").trim()}`);
+  return `Mock summary of ${lines.length} messages. ${lines.join(" | ")}`.slice(0, summaryChars);
+}
+
 /**
  * Bounds on the directives, so a prompt cannot make the mock hold a huge answer or a request
  * for long: a directive past its bound is refused as a bad request naming the bound.

@@ -1,4 +1,5 @@
 import type {
+  CompactionAsk,
   CompletionRequest,
   CompletionResult,
   ResponseTurn,
@@ -56,7 +57,9 @@ export async function openaiComplete(
   const headers: Record<string, string> = { "content-type": "application/json" };
   if (credential.secret) headers.authorization = `Bearer ${credential.secret}`;
   if (req.style === "responses" && provider.responses_native) {
-    return nativeResponses(http, attempt, req, headers);
+    return req.compaction
+      ? nativeCompaction(http, attempt, req.compaction, req, headers)
+      : nativeResponses(http, attempt, req, headers);
   }
   if (req.textCompletion && completionsNative(provider))
     return nativeTextCompletion(http, attempt, req, headers);
@@ -147,6 +150,36 @@ async function nativeResponses(
   }
   const upstream = await openMeteredStream(http, attempt, { url, headers, body, sent }, req.signal);
   return responsesPassThrough(req, upstream);
+}
+
+/**
+ * POST /v1/responses/compact to a provider with a compaction of its own: the client's body (the
+ * chain it names as the provider holds it, or replayed), the model renamed; its CompactedResponse
+ * back as it is, billed by its usage.
+ */
+async function nativeCompaction(
+  http: UpstreamHttp,
+  attempt: Attempt,
+  compaction: CompactionAsk,
+  req: CompletionRequest,
+  headers: Record<string, string>,
+): Promise<CompletionResult> {
+  const { provider, model } = attempt;
+  const client = withoutGatewayReasoning(
+    compaction.nativeBody({ providerId: provider.id, secret: attempt.credential.secret }),
+  );
+  const body: Record<string, unknown> = { ...client, model: model.upstream_model };
+  const url = joinUrl(provider.base_url ?? "", "/responses/compact");
+  const json = await http.postJson<{
+    usage?: { input_tokens?: number; output_tokens?: number };
+    output?: unknown;
+  }>(url, headers, JSON.stringify(body), req.signal, provider);
+  const usage = {
+    input_tokens: json.usage?.input_tokens ?? 0,
+    output_tokens: json.usage?.output_tokens ?? 0,
+  };
+  const result = { kind: "json" as const, body: json as Record<string, unknown>, usage };
+  return withJsonEstimate(result, body, () => responsesOutputText(json));
 }
 
 interface LifecycleEvent {

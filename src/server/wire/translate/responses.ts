@@ -495,10 +495,11 @@ export function untranslatableToChat(req: ResponsesRequest, custom = false): str
     return `Invalid value in \`include\`: ${unknown.map((value) => `'${String(value)}'`).join(", ")}. Supported values are: ${includable.map((value) => `'${value}'`).join(", ")}.`;
   if (asArray(req.input).some((item) => isRecord(item) && item.type === "compaction_trigger"))
     return "A `compaction_trigger` input item is not available for this model: a compacted conversation is an item only OpenAI's API can read; continue with `previous_response_id` or `conversation`, or send a shorter `input`.";
-  // The conversation it stands for is encrypted for OpenAI's API: without it the model would
-  // answer the turns after it alone.
+  // One the gateway made was opened into its summary before this (`dispatch/compaction.ts`); this
+  // one is OpenAI's, the conversation it stands for encrypted for OpenAI's API: without it the
+  // model would answer the turns after it alone.
   if (asArray(req.input).some((item) => isRecord(item) && item.type === "compaction"))
-    return "A `compaction` input item is not available for this model: it holds the earlier conversation encrypted for OpenAI's API, which the gateway cannot read; send that conversation's items instead, or continue with `previous_response_id` or `conversation`.";
+    return "A `compaction` input item made by OpenAI's API is not available for this model: it holds the earlier conversation encrypted for OpenAI's API, which the gateway cannot read; send that conversation's items instead, compact it on this model (POST /v1/responses/compact), or continue with `previous_response_id` or `conversation`.";
   return (
     clientToolItemSentence(req.input, custom) ??
     hostedItemSentence(req.input) ??
