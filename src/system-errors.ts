@@ -13,6 +13,7 @@ const meanings: Record<string, string> = {
   EAI_AGAIN: "host name lookup failed",
   ETIMEDOUT: "timed out",
   EHOSTUNREACH: "host unreachable",
+  ENETUNREACH: "network unreachable",
 };
 
 export function describeSystemError(err: unknown): string {

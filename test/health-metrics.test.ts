@@ -4,7 +4,15 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { AppEnv } from "../src/server/http/context.js";
 import { Readiness } from "../src/server/observe/health.js";
 import { healthHandlers } from "../src/server/routes/health.js";
-import { ADMIN_KEY, chat, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
+import {
+  ADMIN_KEY,
+  baseConfig,
+  chat,
+  KEY,
+  post,
+  type TestGateway,
+  testGateway,
+} from "./support/gateway.js";
 
 const gateways: TestGateway[] = [];
 afterEach(async () => {
@@ -207,6 +215,48 @@ describe("GET /metrics", () => {
     expect(sample(text, "gateway_held_micro_idr")).toBe(0);
   });
 
+  it("counts a route's requests by the model that served them too, beside the name asked for", async () => {
+    const gw = await gateway({
+      config: baseConfig({
+        routes: [
+          { name: "auto", steps: ["mock-down", "mock-gpt"] },
+          { name: "gpt-first", steps: ["mock-gpt", "mock-down"] },
+        ],
+      }),
+    });
+    for (const model of ["auto", "auto", "gpt-first", "mock-gpt"]) {
+      const res = await post(gw, "/v1/chat/completions", chat("via route", model));
+      expect(res.status).toBe(200);
+      await res.text();
+    }
+    const streamed = await post(gw, "/v1/completions", {
+      model: "auto",
+      prompt: "def add(a, b):",
+      stream: true,
+    });
+    expect(streamed.status).toBe(200);
+    await streamed.text();
+    // Served by none: refused before a model answered.
+    expect((await post(gw, "/v1/chat/completions", chat("x", "mock-down"))).status).toBe(503);
+    await gw.services.ledger.committed();
+
+    const text = await scrape(gw);
+    const served = (model: string, by: string) =>
+      sample(text, `gateway_served_requests_total{model="${model}",served_model="${by}"}`);
+    expect(served("auto", "mock-gpt")).toBe(3);
+    expect(served("gpt-first", "mock-gpt")).toBe(1);
+    expect(served("mock-gpt", "mock-gpt")).toBe(1);
+    expect(text).not.toContain('served_model="mock-down"');
+    expect(text).not.toMatch(/served_model="none"/);
+    // The request counter still names the model asked for: a route's requests under the route.
+    expect(
+      sample(
+        text,
+        'gateway_http_requests_total{route="/v1/chat/completions",method="POST",status="200",model="auto"}',
+      ),
+    ).toBe(2);
+  });
+
   it("writes the Prometheus text format: every line parses, histograms add up", async () => {
     const gw = await gateway();
     await (await post(gw, "/v1/chat/completions", chat("hello"))).text();
@@ -222,6 +272,7 @@ describe("GET /metrics", () => {
       "gateway_http_request_duration_seconds histogram",
       "gateway_tokens_total counter",
       "gateway_charged_micro_idr_total counter",
+      "gateway_served_requests_total counter",
       "gateway_upstream_failures_total counter",
       "gateway_holds_in_flight gauge",
       "gateway_held_micro_idr gauge",

@@ -111,6 +111,24 @@ function continueSuffixRequest(model: string): string {
   });
 }
 
+/**
+ * Continue's `deepseek` provider (core/llm/llms/Deepseek.ts): its fill-in-the-middle is a POST of
+ * `continueSuffixRequest`'s body to `new URL("beta/completions", apiBase)`, DeepSeek's beta path,
+ * with its own headers. Continue ends an apiBase with "/", so the base URL docs/clients.md gives
+ * (`.../v1/`, or `.../v1`) makes it `/v1/beta/completions`.
+ */
+function continueDeepseekFim(gw: { url: string }, body: string): Promise<Response> {
+  return fetch(new URL("beta/completions", `${gw.url}/v1/`), {
+    method: "POST",
+    headers: {
+      "Content-Type": "application/json",
+      Accept: "application/json",
+      Authorization: `Bearer ${KEY}`,
+    },
+    body,
+  });
+}
+
 /** Continue's headers: its key in Authorization and, for Azure, in api-key too. */
 const continueHeaders = {
   "content-type": "application/json",
@@ -272,6 +290,19 @@ describe("the mock fills in the middle, so an editor's autocomplete works offlin
     });
     const { text } = await continueReads(res);
     expect(text).toMatch(/^Mock fill between "def add\(a, b\):" and "print\(add\(1, 2\)\)"\./);
+  });
+
+  it("Continue's `deepseek` provider, raw: its FIM request to `{apiBase}beta/completions` is answered as /v1/completions, and logged as a completion", async () => {
+    const res = await continueDeepseekFim(gw, continueSuffixRequest("mock-gpt"));
+    expect(new URL(res.url).pathname).toBe("/v1/beta/completions");
+    const { text, events } = await continueReads(res);
+    expect(text).toMatch(/^Mock fill between "def add\(a, b\):" and "print\(add\(1, 2\)\)"\./);
+    expect(events.at(-1)).toBe("[DONE]");
+    const [row] = await gw.listRequests({ limit: 1 });
+    expect(row).toMatchObject({ endpoint: "completions", model: "mock-gpt", stream: true });
+    // Its body is the Completions API's, checked as /v1/completions checks it.
+    const refused = await continueDeepseekFim(gw, JSON.stringify({ model: "mock-gpt" }));
+    expect(await errorOf(refused)).toMatchObject({ status: 400, code: "bad_request" });
   });
 });
 
@@ -689,5 +720,19 @@ describe.each(backends)("a provider that serves the Completions API itself, on %
       `{"stream_options":{"include_usage":true},${renamed(written, "qwen2.5-coder", "Qwen/Coder-7B").slice(1)}`,
     );
     expect(text).toBe("return a + b");
+  });
+
+  it("Continue's `deepseek` provider's FIM request, raw: from `{apiBase}beta/completions` to the server's own /completions as written", async () => {
+    vl.handle(() => ({ kind: "sse", steps: completionStreamSteps(["return a + b"]) }));
+    const written = continueSuffixRequest("qwen2.5-coder");
+    const { text } = await continueReads(await continueDeepseekFim(gw, written));
+    expect(vl.refused).toEqual([]);
+    expect(vl.last.path).toBe("/v1/completions");
+    expect(vl.last.raw).toBe(
+      `{"stream_options":{"include_usage":true},${renamed(written, "qwen2.5-coder", "Qwen/Coder-7B").slice(1)}`,
+    );
+    expect(text).toBe("return a + b");
+    const [row] = await gw.listRequests({ limit: 1 });
+    expect(row).toMatchObject({ endpoint: "completions", state: "settled", stream: true });
   });
 });

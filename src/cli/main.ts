@@ -91,6 +91,11 @@ export async function main(argv: string[]): Promise<void> {
     .name("gateway")
     .description("Model Gateway: one kn- key for every model, on your machine")
     .version(packageVersion)
+    // A newcomer's first command, which the list of commands alone does not say.
+    .addHelpText(
+      "after",
+      "\nStart here:\n  $ gateway serve    a demo setup in ./gateway.db, answered offline by a mock provider; it prints a key\n\nEach command's options are in its own --help, and all of them in docs/cli.md",
+    )
     .exitOverride()
     // One line and the closest name, not the whole help: `error: unknown option '--prot'` and
     // `(Did you mean --port?)` become `gateway: unknown option '--prot' (did you mean --port?)`.

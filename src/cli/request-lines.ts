@@ -39,6 +39,17 @@ export function requestLinePrinter(
   };
 }
 
+/**
+ * Only a request that took more than one attempt has steps worth a line's room, or one whose
+ * provider could not be reached: its step says what to check (`unreachableStep`).
+ */
+function stepsShown(steps: string[] | undefined): steps is string[] {
+  return (
+    steps !== undefined &&
+    (steps.length > 1 || steps.some((step) => step.includes(" unreachable: ")))
+  );
+}
+
 function jsonLine(r: FinishedRequest): string {
   return JSON.stringify({
     time: new Date(r.finishedAt).toISOString(),
@@ -58,7 +69,7 @@ function jsonLine(r: FinishedRequest): string {
     error: r.errorCode ?? null,
     tools_omitted: r.toolsOmitted ?? null,
     burst_wait_ms: r.burstWaitMs ?? null,
-    steps: r.steps && r.steps.length > 1 ? r.steps : null,
+    steps: stepsShown(r.steps) ? r.steps : null,
     via: r.via ?? null,
     aborted: r.aborted,
   });
@@ -82,8 +93,7 @@ function textLine(paint: ReturnType<typeof paintFor>) {
     if (r.via) parts.push(`via ${r.via}`);
     if (r.stream) parts.push("stream");
     if (r.burstWaitMs !== undefined) parts.push(`spaced ${r.burstWaitMs} ms (burst)`);
-    // Only a request that took more than one attempt has steps worth a line's room.
-    if (r.steps && r.steps.length > 1) parts.push(shown(`steps: ${r.steps.join(" > ")}`));
+    if (stepsShown(r.steps)) parts.push(shown(`steps: ${r.steps.join(" > ")}`));
     if (r.toolsOmitted)
       parts.push(paint.yellow(shown(`tools omitted: ${r.toolsOmitted.join(", ")}`)));
     if (r.errorCode !== undefined) parts.push(colour(r.errorCode));

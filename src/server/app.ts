@@ -28,6 +28,7 @@ import {
 } from "./http/request.js";
 import { statusCode, traceOf } from "./http/request-trace.js";
 import { type MethodsTaken, type Route, routeMethods, type Surface } from "./http/route-row.js";
+import { nearest } from "./nearest.js";
 import { surfaces, unmatched } from "./routes/index.js";
 import { notServedApis, notServedRefusal } from "./routes/not-served.js";
 
@@ -63,10 +64,21 @@ export function gatewayListener(
     if (serving("OPTIONS")) allow.push("OPTIONS");
     return { takes, allow: allow.join(", ") };
   };
+  /** The model API's path a request's path is a typo of (`/v1/model`, `/v1/chat/completion`). */
+  const apiPaths = routes.filter(
+    (route) => underPrefix(route.path, "/v1") && !/[:*]/.test(route.path) && !route.refusesOnly,
+  );
+  const typoOf = (method: string, path: string) => {
+    const near = nearest(
+      path,
+      apiPaths.filter((route) => route.method === method).map((route) => route.path),
+    );
+    return near ? { path: near, why: "the nearest path the gateway serves" } : undefined;
+  };
   /**
    * The 404 of a request no row serves, naming the methods its path takes, and the path it was
-   * meant for when an SDK's base URL has the usual slip: the OpenAI SDKs' base URL ends in /v1,
-   * the Anthropic SDKs add /v1 themselves.
+   * meant for when an SDK's base URL has the usual slip (the OpenAI SDKs' base URL ends in /v1,
+   * the Anthropic SDKs add /v1 themselves) or the path is a typo of the model API's.
    */
   const noRoute = (c: Context): NoRoute => {
     const path = pathOf(c);
@@ -75,7 +87,9 @@ export function gatewayListener(
     const meant = path.startsWith("/v1/v1/")
       ? { path: path.slice(3), why: anthropicBaseUrl }
       : underPrefix(path, "/v1")
-        ? undefined
+        ? takes.length === 0
+          ? typoOf(method, path)
+          : undefined
         : { path: `/v1${path}`, why: openaiBaseUrl };
     const served = meant && methodsTaken(meant.path).takes.includes(method);
     return new NoRoute(c.req.method, path, takes, served ? meant : undefined);

@@ -11,6 +11,8 @@ export interface ProviderOptions {
   max_event_bytes?: number;
   /** POST /v1/completions goes to the provider's own Completions API. */
   completions_native?: boolean;
+  /** False: a stream's body asks for no usage (`stream_options`), which the server refuses. */
+  stream_usage?: boolean;
   mock?: Record<string, unknown>;
 }
 

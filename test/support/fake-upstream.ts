@@ -8,6 +8,7 @@ import {
   checkCompact,
   checkCompletions,
   checkResponses,
+  checkUnknownFields,
   defaultRules,
   type Refusal,
   type SignedThinking,
@@ -236,11 +237,12 @@ export class FakeUpstream {
     if (this.wire === "anthropic" && req.path.endsWith("/messages"))
       return checkAnthropic(req.body, req.headers, this.rules, this.threads, this.signed);
     if (this.wire === "openai" && req.path.endsWith("/chat/completions")) {
-      const refusal = checkChat(req.body, this.rules);
+      const refusal = checkUnknownFields(req.body, this.rules) ?? checkChat(req.body, this.rules);
       return refusal ? { refusal } : undefined;
     }
     if (this.wire === "openai" && req.path.endsWith("/completions")) {
-      const refusal = checkCompletions(req.body, this.rules);
+      const refusal =
+        checkUnknownFields(req.body, this.rules) ?? checkCompletions(req.body, this.rules);
       return refusal ? { refusal } : undefined;
     }
     return undefined;

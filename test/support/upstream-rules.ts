@@ -20,6 +20,12 @@ export interface WireRules {
    * stop sequences; vLLM's takes any number of stop sequences and its own sampling fields.
    */
   completions?: "openai" | "vllm";
+  /**
+   * Fields the server refuses as unknown, on chat and the Completions API alike, with vLLM's 400
+   * (`extra_forbidden`): vLLM before 0.4.3 refused every field its request model did not declare,
+   * and had no `stream_options`.
+   */
+  unknownFields?: string[];
 }
 
 export const defaultRules: WireRules = { maxOutputTokens: 64_000 };
@@ -441,6 +447,22 @@ function refusedSchemaKeywords(schema: unknown, at: string): string | undefined 
     if (found) return found;
   }
   return undefined;
+}
+
+/** The first of `rules.unknownFields` in the body, refused as vLLM's pydantic models refuse it. */
+export function checkUnknownFields(body: Json, rules: WireRules): Refusal | undefined {
+  const field = rules.unknownFields?.find((name) => name in body);
+  if (field === undefined) return undefined;
+  return {
+    status: 400,
+    body: {
+      object: "error",
+      message: `[{'type': 'extra_forbidden', 'loc': ('body', '${field}'), 'msg': 'Extra inputs are not permitted', 'input': ${JSON.stringify(body[field])}}]`,
+      type: "BadRequestError",
+      param: null,
+      code: 400,
+    },
+  };
 }
 
 // ---- OpenAI Chat Completions -------------------------------------------------------

@@ -76,6 +76,17 @@ const touchEveryMs = 1000;
 const invalidKeyText =
   "invalid API key: no gateway key has this value; check the kn-... key you sent (each key is shown once, when it is made)";
 
+/**
+ * A key that is no gateway key at all (a provider's `sk-...` left in a client's environment): the
+ * gateway holds the providers' keys in its config, and takes its own from clients.
+ */
+const foreignKeyText =
+  "invalid API key: this is not a gateway key (those start with kn-); send the kn-... key the gateway made, as a provider's own key goes in the gateway's config, never in a request";
+
+/** An Authorization header whose value is not read as a key: it lacks its scheme. */
+const noBearerText =
+  "missing API key: the Authorization header has no Bearer scheme, so its value is not read as a key; send Authorization: Bearer kn-... or x-api-key";
+
 /** A revoked key stays revoked: the way on is another key. */
 const revokedKeyText =
   "API key revoked: make a new key on the dashboard's Keys page or with `gateway keys create`, and send that one";
@@ -84,19 +95,27 @@ const revokedKeyText =
  * The key presented, if it is valid, not revoked, and of an active account; else a plain 401.
  * Answered at once for a key the store has in memory (every key, on SQLite).
  */
-function authenticate(store: GatewayStore, value: string | undefined): MaybeAsync<KeyWithAccount> {
+function authenticate(store: GatewayStore, c: Context): MaybeAsync<KeyWithAccount> {
+  const value = presentedKey(c);
   if (!value)
     throw new PlainTextError(
       401,
-      "missing API key: send Authorization: Bearer kn-... or x-api-key",
+      requestHeader(c, "authorization")?.trim()
+        ? noBearerText
+        : "missing API key: send Authorization: Bearer kn-... or x-api-key",
       "key_missing",
     );
   const found = store.findKeyByValue(value);
-  return andThen(found, usableKey);
+  return andThen(found, (key) => usableKey(key, value));
 }
 
-function usableKey(key: KeyWithAccount | undefined): KeyWithAccount {
-  if (!key) throw new PlainTextError(401, invalidKeyText, "key_unknown");
+function usableKey(key: KeyWithAccount | undefined, value: string): KeyWithAccount {
+  if (!key)
+    throw new PlainTextError(
+      401,
+      value.startsWith("kn-") ? invalidKeyText : foreignKeyText,
+      "key_unknown",
+    );
   if (key.revoked_at !== null) throw new PlainTextError(401, revokedKeyText, "key_revoked");
   if (key.account_status !== "active") throw suspendedAccountRefusal();
   return key;
@@ -178,7 +197,7 @@ export function accessGuards(
     // Not async: the check writes nothing after the handler, so no extra promise per request.
     key: (c) => {
       const now = options.now();
-      return andThen(authenticate(store, presentedKey(c)), (key) => {
+      return andThen(authenticate(store, c), (key) => {
         if (key.kind !== "shared") return keyCaller(c, key);
         // A tool call of the MCP server comes over the loopback: its /mcp request already took
         // this address's slot.
@@ -188,9 +207,9 @@ export function accessGuards(
         );
       });
     },
-    "any-key": (c) => andThen(authenticate(store, presentedKey(c)), (key) => keyCaller(c, key)),
+    "any-key": (c) => andThen(authenticate(store, c), (key) => keyCaller(c, key)),
     login: (c) =>
-      andThen(authenticate(store, presentedKey(c)), (key) => {
+      andThen(authenticate(store, c), (key) => {
         if (key.kind !== "login") {
           throw new GatewayError(
             403,

@@ -47,6 +47,7 @@ export async function applyConfig(
       max_stream_ms: p.max_stream_ms,
       max_event_bytes: p.max_event_bytes,
       completions_native: p.completions_native,
+      stream_usage: p.stream_usage,
     }),
     responses_native: p.responses_native ? 1 : 0,
   }));

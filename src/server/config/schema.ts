@@ -124,6 +124,9 @@ const providerSchema = z
     // The output limit's field in a chat body the gateway writes (from a messages or Responses
     // client): OpenAI's reasoning models refuse max_tokens; absent, chosen by the base URL.
     max_tokens_field: z.enum(["max_tokens", "max_completion_tokens"]).optional(),
+    // False: a stream's body asks for no usage (`stream_options.include_usage`), for a server
+    // that refuses the field as unknown; its streams are billed the estimate of their text.
+    stream_usage: z.boolean().optional(),
     // Whether a chat body the gateway writes marks prompt cache breakpoints (OpenAI's API takes
     // them; an OpenAI-compatible server may refuse the field); absent, chosen by the base URL.
     prompt_cache_breakpoints: z.boolean().optional(),

@@ -181,7 +181,11 @@ export class Dispatcher {
           }
           acquired.release(releaseOutcome(err), err.retryAfterMs);
           failures.push(err);
-          options.steps?.push(`${model.name} ${err.status || err.kind}`);
+          options.steps?.push(
+            err.unreachable
+              ? unreachableStep(model.name, provider.id, err.unreachable)
+              : `${model.name} ${err.status || err.kind}`,
+          );
           if (err.kind !== "unsupported") this.upstreamFailed?.(provider.id, err);
           if (signal.aborted) throw err;
         }
@@ -217,6 +221,14 @@ export class Dispatcher {
       );
     }
   }
+}
+
+/**
+ * A step whose provider could not be reached, named on serve's line with what to check: sending
+ * again does not help where the base URL or the network is wrong.
+ */
+export function unreachableStep(model: string, providerId: string, cause: string): string {
+  return `${model} unreachable: provider ${providerId} (${cause}; check its base_url and this machine's network)`;
 }
 
 /**

@@ -1,5 +1,6 @@
 import type { Catalog, GatewayStore, ModelRow } from "../../store/types.js";
 import { GatewayError } from "../errors.js";
+import { nearest } from "../nearest.js";
 import type { Provider } from "../providers/provider.js";
 import { type Modality, providerOf, serves } from "../providers/registry.js";
 
@@ -28,40 +29,8 @@ export function modelNotFound(name: string, catalog?: Catalog): GatewayError {
 
 /** The active model or route name nearest to `name` by edit distance, if it is near at all. */
 function closestName(name: string, catalog: Catalog): string | undefined {
-  // A name far longer than any in a catalog is no typo of one; it is not worth the comparisons.
-  if (name.length > 200) return undefined;
-  const wanted = name.toLowerCase();
-  let best: string | undefined;
-  let bestDistance = Math.max(2, Math.floor(wanted.length / 3)) + 1;
-  const consider = (candidate: string) => {
-    if (candidate === name) return;
-    const d = editDistance(wanted, candidate.toLowerCase(), bestDistance);
-    if (d < bestDistance) {
-      best = candidate;
-      bestDistance = d;
-    }
-  };
-  for (const m of catalog.models.values()) if (m.active) consider(m.name);
-  for (const route of catalog.routes.keys()) consider(route);
-  return best;
-}
-
-/** Levenshtein distance of `a` and `b`, or `limit` once it is known to be at least that. */
-function editDistance(a: string, b: string, limit: number): number {
-  if (Math.abs(a.length - b.length) >= limit) return limit;
-  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const current = [i];
-    let rowMin = i;
-    for (let j = 1; j <= b.length; j++) {
-      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
-      current[j] = Math.min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + cost);
-      if (current[j] < rowMin) rowMin = current[j];
-    }
-    if (rowMin >= limit) return limit;
-    previous = current;
-  }
-  return Math.min(previous[b.length], limit);
+  const names = [...catalog.models.values()].filter((m) => m.active).map((m) => m.name);
+  return nearest(name, [...names, ...catalog.routes.keys()]);
 }
 
 /** How many routes deep a route's steps are followed; the config refuses deeper nesting. */

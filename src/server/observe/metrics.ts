@@ -66,6 +66,15 @@ export function createMetrics(services: Services): GatewayMetrics {
       ["model"],
     ),
   );
+  // A series of its own rather than a label of the request counter: its series are the catalog's
+  // (each name asked for, by the models that serve it), not multiplied by route, method and status.
+  const served = registry.add(
+    new Counter(
+      "gateway_served_requests_total",
+      "Requests a model answered, by the model or route asked for and the model that served it",
+      ["model", "served_model"],
+    ),
+  );
   const upstreamFailures = registry.add(
     new Counter(
       "gateway_upstream_failures_total",
@@ -128,6 +137,17 @@ export function createMetrics(services: Services): GatewayMetrics {
     return found;
   };
 
+  const servedSeries = new Map<string, Map<string, CounterSeries>>();
+  const servedOf = (model: string, servedModel: string): CounterSeries => {
+    const byServed = inner(servedSeries, model);
+    let found = byServed.get(servedModel);
+    if (!found) {
+      found = served.labels(model, servedModel);
+      byServed.set(servedModel, found);
+    }
+    return found;
+  };
+
   return {
     registry,
     knowRoutes(routes) {
@@ -137,8 +157,10 @@ export function createMetrics(services: Services): GatewayMetrics {
       // A request line Node could not take may name any method: it never becomes a label value.
       const method = knownMethods.has(r.method) ? r.method : "other";
       const route = r.status === 404 ? "unmatched" : routeOf(method, r.path);
-      const series = seriesOf(route, method, r.status, modelLabel(r.model));
+      const model = modelLabel(r.model);
+      const series = seriesOf(route, method, r.status, model);
       series.requests.inc();
+      if (r.servedModel) servedOf(model, modelLabel(r.servedModel)).inc();
       series.latency.observe(r.durationMs / 1000);
       if (r.inputTokens) series.input.inc(r.inputTokens);
       if (r.outputTokens) series.output.inc(r.outputTokens);

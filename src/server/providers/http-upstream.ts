@@ -1,6 +1,7 @@
 import { clearTimeout, performanceNow, setTimeout } from "../../host-timers.js";
 import { providerOptions } from "../../store/provider-options.js";
 import type { ProviderRow } from "../../store/types.js";
+import { describeSystemError } from "../../system-errors.js";
 import { GatewayError } from "../errors.js";
 import type { GoneSignal } from "../time/gone-signal.js";
 import { SSEStream } from "../wire/relay.js";
@@ -540,7 +541,26 @@ function providerFailed(err: unknown): UpstreamFailure {
   // A cassette's recording wraps a body `StreamReader` already read: its failure stays as it is.
   if (err instanceof UpstreamFailure) return err;
   const timedOut = timeoutCodes.has((err as { code?: string } | null)?.code ?? "");
-  return new UpstreamFailure("unavailable", timedOut ? 504 : 502);
+  const failure = new UpstreamFailure("unavailable", timedOut ? 504 : 502);
+  const cause = connectionError(err);
+  if (cause) failure.unreachable = describeSystemError(cause);
+  return failure;
+}
+
+/** The errors of a connection never made: the address, its name or the route to it. */
+const connectCodes = new Set([
+  "ECONNREFUSED",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+]);
+
+/** `err`, or the error it wraps, when it says no connection to the provider was made. */
+function connectionError(err: unknown): unknown {
+  for (let at = err, depth = 0; at && depth < 3; at = (at as { cause?: unknown }).cause, depth++)
+    if (connectCodes.has(String((at as { code?: unknown }).code))) return at;
+  return undefined;
 }
 
 /**

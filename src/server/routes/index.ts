@@ -246,6 +246,7 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
   );
   const health = healthHandlers(options.readiness);
 
+  const textCompletions = textCompletionHandler(services);
   const table: Route[] = [
     // ---- the model API (/v1)
     route("OPTIONS", "/v1/*", "public", "chat", preflight),
@@ -276,7 +277,17 @@ export function routeTable(services: Services, options: TableOptions): Route[] {
       "/v1/completions",
       "key",
       "chat",
-      textCompletionHandler(services),
+      textCompletions,
+      schema(completionsModule, (m) => m.completionsBody),
+    ),
+    // Continue's `deepseek` provider posts its fill-in-the-middle to `{apiBase}beta/completions`
+    // (DeepSeek's beta path): with the gateway's `/v1/` as apiBase, this one.
+    route(
+      "POST",
+      "/v1/beta/completions",
+      "key",
+      "chat",
+      textCompletions,
       schema(completionsModule, (m) => m.completionsBody),
     ),
     route("GET", "/v1/chat/completions", "key", "chat", storedChat),

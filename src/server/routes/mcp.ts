@@ -380,14 +380,22 @@ function refusedBatch(c: Context<AppEnv>, messages: unknown[]): Response | undef
 }
 
 /**
- * The code on serve's line of a POST refused whole: `bad_request` for a 400 (a body that is no
- * JSON-RPC, a protocol version the transport does not speak, a batch it must not run); another
- * status of the transport's (406, 415 for its headers) has no code of the spec's, and its line
- * says the status.
+ * The code on serve's line of a POST refused whole, as every other refusal's line names one:
+ * `bad_request` for a 400 (a body that is no JSON-RPC, a protocol version the transport does not
+ * speak, a batch it must not run); for the transport's refusals of the POST's headers, what its
+ * JSON-RPC error says ("Not Acceptable: Client must accept both application/json and
+ * text/event-stream", "Unsupported Media Type: Content-Type must be application/json").
  */
+const refusalCodes: Readonly<Record<number, string>> = {
+  400: "bad_request",
+  406: "not_acceptable",
+  415: "unsupported_media_type",
+};
+
 function refusedWith(c: Context, status: number): void {
   const trace = requestTrace(c);
-  if (trace && trace.errorCode === undefined && status === 400) trace.errorCode = "bad_request";
+  const code = refusalCodes[status];
+  if (trace && trace.errorCode === undefined && code) trace.errorCode = code;
 }
 
 /** A JSON-RPC Invalid Request answered before the transport, in the shape the transport uses. */

@@ -1,6 +1,6 @@
 import { isAscii, isUtf8 } from "node:buffer";
 import { providerOptions } from "../../store/provider-options.js";
-import type { ModelRow } from "../../store/types.js";
+import type { ModelRow, ProviderRow } from "../../store/types.js";
 import type { MessagesRequest } from "./anthropic-types.js";
 import type {
   Backend,
@@ -133,6 +133,7 @@ export function forwardedBody(
   wireStyle: ClientStyle,
   upstreamModel: string,
   body: Record<string, unknown> = req.body,
+  asksUsage = true,
 ): string | Uint8Array | undefined {
   const sent = req.rawBody;
   if (sent?.data !== body || req.style !== wireStyle || req.viaRoute) return undefined;
@@ -141,10 +142,13 @@ export function forwardedBody(
   const [start, end] = shape.model;
   const from = JSON.stringify(req.clientModel);
   if (end - start !== from.length || !text.startsWith(from, start)) return undefined;
-  // A chat stream's body carries include_usage (billing reads the usage chunk).
+  // A chat stream's body carries include_usage (billing reads the usage chunk), or, to a provider
+  // not asked for it (`withStreamUsage`), no stream options at all.
   let front = "";
   if (wireStyle === "chat" && req.stream) {
-    if (!("stream_options" in body)) front = '{"stream_options":{"include_usage":true},';
+    if (!asksUsage) {
+      if ("stream_options" in body) return undefined;
+    } else if (!("stream_options" in body)) front = '{"stream_options":{"include_usage":true},';
     else if ((body.stream_options as { include_usage?: unknown } | null)?.include_usage !== true)
       return undefined;
   }
@@ -169,6 +173,34 @@ export function forwardedBody(
     Buffer.from(to),
     raw.subarray(modelStart + Buffer.byteLength(from)),
   ]);
+}
+
+/**
+ * Whether a stream sent to this provider asks for its usage (`stream_options.include_usage`, whose
+ * last chunk billing reads): not where its `stream_usage` is false, for a server that refuses the
+ * field as unknown (vLLM before 0.4.3 refused every field it did not know, and had no
+ * `stream_options`); such a stream is billed the estimate of what it delivered.
+ */
+export function asksStreamUsage(provider: Pick<ProviderRow, "options_json">): boolean {
+  return providerOptions(provider).stream_usage !== false;
+}
+
+/**
+ * A stream's body as an OpenAI-style API is sent it (chat, and a legacy completion to its own
+ * Completions API): the client's stream options with `include_usage` added, or, where the
+ * provider is not asked for its usage (`asksStreamUsage`), none at all, the client's own too.
+ */
+export function withStreamUsage(body: { stream_options?: unknown }, asks: boolean): void {
+  if (!asks) {
+    delete body.stream_options;
+    return;
+  }
+  const options = body.stream_options;
+  if (isRecord(options) && options.include_usage === true) return;
+  // A literal when the client sent no options: adding a field to a spread copy is slow on Node 20.
+  body.stream_options = isRecord(options)
+    ? { ...options, include_usage: true }
+    : { include_usage: true };
 }
 
 /** The chat request's output limits, at most `max`. */
@@ -221,6 +253,7 @@ export function toChatRequest(
     if (!onward.fetchesUrls) refuseGap(documentUrlSentence(chat));
     refuseGap(droppedChoiceSentence(req, chat));
     fitStrict(chat, onward, req.style, rewrite);
+    if (req.stream) withStreamUsage(chat, asksStreamUsage(attempt.provider));
     return clampChat(chat, max);
   }
   if (req.style === "responses") {
@@ -248,15 +281,12 @@ export function toChatRequest(
     if (omitted.length > 0) omitTools(attempt, omitted, hostedToolSentence(omitted), rewrite);
     refuseGap(droppedChoiceSentence(req, chat));
     fitStrict(chat, onward, req.style, rewrite);
+    if (req.stream) withStreamUsage(chat, asksStreamUsage(attempt.provider));
     return clampChat(chat, max);
   }
   const body = { ...req.body, model: model.upstream_model } as ChatCompletionRequest;
   // Usage is needed for billing; the extra usage chunk is removed again if the client did not ask.
-  if (req.stream) {
-    // A literal when the client sent no options: adding a field to a spread copy is slow on Node 20.
-    const options = body.stream_options;
-    body.stream_options = options ? { ...options, include_usage: true } : { include_usage: true };
-  }
+  if (req.stream) withStreamUsage(body, asksStreamUsage(attempt.provider));
   if (onward.translated) {
     refuseInvalid(toolChoiceRefusal(req.style, body));
     refuseGap(legacyFunctionsSentence(body));

@@ -24,6 +24,12 @@ export class UpstreamFailure extends Error {
     super(`upstream ${kind} (${status})`);
     this.name = "UpstreamFailure";
   }
+
+  /**
+   * Why no connection to the provider was made (`connection refused`, `host not found`), for the
+   * serve line's steps only: a base URL or a network to fix, where sending again does nothing.
+   */
+  unreachable?: string;
 }
 
 /**

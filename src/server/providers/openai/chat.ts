@@ -20,6 +20,7 @@ import {
 } from "../../wire/to-client.js";
 import {
   answersAsked,
+  asksStreamUsage,
   forwardedBody,
   type Rewrite,
   refuseStopsOver,
@@ -72,7 +73,7 @@ export async function openaiComplete(
   // the gateway's to fit within OpenAI's four.
   if (req.style === "messages") refuseStopsOver(req, body, 4);
   const url = joinUrl(provider.base_url ?? "", "/chat/completions");
-  const sent = forwardedBody(req, "chat", body.model);
+  const sent = forwardedBody(req, "chat", body.model, req.body, asksStreamUsage(provider));
   if (!req.stream) {
     const result = await postMeteredJson<ChatCompletionResponse>(
       http,

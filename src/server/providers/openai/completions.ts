@@ -5,7 +5,7 @@ import { relayEvents, type SSEStream } from "../../wire/relay.js";
 import { encodeSSE, SSE_DONE } from "../../wire/sse.js";
 import type { StreamCompletion } from "../../wire/stream-types.js";
 import { parseChatChunk, StreamBroken } from "../../wire/to-client.js";
-import { forwardedBody } from "../../wire/to-provider.js";
+import { asksStreamUsage, forwardedBody, withStreamUsage } from "../../wire/to-provider.js";
 import { asString, isRecord, type JsonObject } from "../../wire/translate/shared.js";
 import {
   textChoicesAsked,
@@ -50,16 +50,15 @@ export async function nativeTextCompletion(
   const limit = body.max_tokens;
   if (req.viaRoute && typeof limit === "number" && limit > model.max_output_tokens)
     body.max_tokens = model.max_output_tokens;
-  // A stream's usage is billed from the provider's last chunk, which it sends when asked.
-  if (req.stream) {
-    const options = isRecord(body.stream_options) ? body.stream_options : {};
-    body.stream_options = { ...options, include_usage: true };
-  }
+  // A stream's usage is billed from the provider's last chunk, which it sends when asked, as a
+  // chat stream's is.
+  const asksUsage = asksStreamUsage(provider);
+  if (req.stream) withStreamUsage(body, asksUsage);
   const call = {
     url: joinUrl(provider.base_url ?? "", "/completions"),
     headers,
     body,
-    sent: forwardedBody(req, "chat", model.upstream_model, client),
+    sent: forwardedBody(req, "chat", model.upstream_model, client, asksUsage),
     answers: textChoicesAsked(client),
     inputTokens: () => textCompletionInputTokens(body),
   };
