@@ -2,7 +2,7 @@ import OpenAI from "openai";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { ConfigInput } from "../src/server/config/schema.js";
 import { mockImage } from "../src/server/providers/mock/media/index.js";
-import { errorOf } from "./support/api.js";
+import { errorOf, quota } from "./support/api.js";
 import { deferred, type FakeUpstream, fakeUpstream } from "./support/fake-upstream.js";
 import {
   backends,
@@ -173,6 +173,20 @@ describe.each(backends)("a free media model's budget under requests at once (%s)
       // The one served is what the window counted: the next is refused too.
       expect(await generate(gw, KEY, "pic:free", 1)).toEqual(budgetSpent);
     });
+
+  it("a request that lost the budget's last units to one at once is refused as admission's check refuses one: no row, its free day not counted", async () => {
+    const gw = await start();
+    const outcomes = await atOnce([0, 1].map((i) => () => generate(gw, keyOf(i), "pic:free", 1)));
+    expect(served(outcomes), JSON.stringify(outcomes)).toHaveLength(1);
+    const lost = outcomes.findIndex((outcome) => outcome.status !== 200);
+    expect(outcomes[lost]).toEqual(budgetSpent);
+    // Refused by admission's check: the budget was counted by then.
+    expect(await generate(gw, keyOf(2), "pic:free", 1)).toEqual(budgetSpent);
+    const rows = await gw.listRequests({ limit: 10 });
+    expect(rows.map((row) => [row.account, row.status])).toEqual([[`fan-${1 - lost}`, 200]]);
+    expect((await quota(gw, keyOf(lost))).free).toMatchObject({ daily_used: 0 });
+    expect((await quota(gw, keyOf(1 - lost))).free).toMatchObject({ daily_used: 1 });
+  });
 
   it("budget 3 images, three n: 2 at once: two are served whole (four images, as two in turn would be), the third is refused", async () => {
     const gw = await start();

@@ -265,6 +265,23 @@ export function storageUnavailable(kind: StorageFaultKind = "full"): GatewayErro
 }
 
 /**
+ * A settlement the database refused because its answer came late: this gateway was taken as dead
+ * (frozen past its lease) while the provider worked, its hold was released, and the account can no
+ * longer pay. The answer is not handed over; a stream ends here, charged what its delivery mark
+ * had paid for. Sent again, the request is admitted (or refused) as any new one.
+ */
+export function lateAnswerUnpaid(stream: boolean): GatewayError {
+  return new GatewayError(
+    503,
+    "storage_unavailable",
+    stream
+      ? "This gateway was taken as stopped while it streamed this answer, and the account can no longer pay for the rest of it, so the stream ends here, charged only what it had delivered before. Retry later."
+      : "This gateway was taken as stopped while it worked on this request, and the account can no longer pay for the answer, so it was not served and nothing was charged. Retry later.",
+    { retryAfter: storageRetryAfterSeconds },
+  );
+}
+
+/**
  * The one rendering of whatever a route throws: plain text before the API layer, the route's
  * JSON style for a GatewayError, and for anything else an internal error whose one log line
  * names the route and the exception but never a stack, a request body or a secret.

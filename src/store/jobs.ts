@@ -168,7 +168,8 @@ export interface JobsRepository<Money = unknown> {
   reportProgress(id: string, instanceId: string, percent: number): Promise<boolean>;
   /**
    * Marks a running job completed (progress 100) and runs `charge` in the same transaction; false (nothing
-   * charged) when the job was not running under `instanceId`'s lease.
+   * charged) when the job was not running under `instanceId`'s lease, or (Postgres) when its hold
+   * ran out before it ended and the account can no longer pay: then the job failed instead.
    */
   complete(
     id: string,

@@ -17,7 +17,7 @@ import type {
 } from "../../store/types.js";
 import { parseSubscription } from "../../store/types.js";
 import { freeTokenWindowStart } from "../../store/usage-rows.js";
-import { budgetSpentError, mapFailure } from "../dispatch/dispatcher.js";
+import { BudgetRefusal, budgetSpentError, mapFailure } from "../dispatch/dispatcher.js";
 import { resolveTarget, type Target } from "../dispatch/resolve.js";
 import { GatewayError, internalError, providerFailed } from "../errors.js";
 import type { RequestTrace } from "../http/request-trace.js";
@@ -569,7 +569,13 @@ export async function settleDelivered(
     errorCode: outcome.errorCode,
     toolsOmitted: outcome.toolsOmitted,
   });
-  await services.ledger.committed();
+  try {
+    await services.ledger.committed(admission.reservation);
+  } catch (err) {
+    // Not recorded, or refused (a late answer the account cannot pay): nothing was charged.
+    if (admission.trace) admission.trace.costMicro = 0;
+    throw err;
+  }
 }
 
 /** Settles a request that produced nothing and returns the error the client should see. */
@@ -607,6 +613,14 @@ export async function settleFailed(
   admission: Admission,
   err: unknown,
 ): Promise<GatewayError> {
+  if (err instanceof BudgetRefusal) {
+    // Its budget's last units went to requests at once: refused as admission's check refuses a
+    // spent budget, its hold given back unrecorded (docs/metering.md).
+    services.unsettled.settled(admission.reservation);
+    if (admission.trace) admission.trace.errorCode = err.code;
+    await Promise.resolve(services.ledger.release(admission.reservation)).catch(() => {});
+    return err;
+  }
   const error = failAdmission(services, admission, err);
   await services.ledger.committed().catch(() => {});
   return error;

@@ -80,14 +80,23 @@ export interface Ledger {
    */
   settle(reservation: Reservation, input: SettleInput, options?: SettleOptions): number;
   /**
+   * Gives a hold back with nothing charged, counted or recorded: a request refused after its
+   * admission as admission refuses (a free budget's last units taken by requests at once).
+   */
+  release(reservation: Reservation): MaybeAsync<void>;
+  /**
    * A stream is about to hand its client output that `input` pays for (with its input): made
    * durable before that output goes out, so that a gateway that dies before the stream settles
    * has it charged this much, never less than the client received (the next start applies it on
    * SQLite, the reaper of a gateway that outlives it on Postgres). A promise: the output waits.
    */
   markDelivery(reservation: Reservation, input: SettleInput): void | Promise<void>;
-  /** Resolves when everything settled so far is durable. */
-  committed(): Promise<void>;
+  /**
+   * Resolves when everything settled so far is durable. Given the request's reservation, rejects
+   * when its settlement was refused: on Postgres, an answer whose hold was released while its
+   * gateway was frozen, which the account can no longer pay (`lateAnswerUnpaid`).
+   */
+  committed(reservation?: Reservation): Promise<void>;
   /** This gateway's holds not yet released and the money they hold (read by /metrics). */
   holdsInFlight(): { count: number; micro: number };
   /** Money held by the account's admitted, unsettled requests and jobs. */
@@ -235,6 +244,12 @@ export class ProcessLedger implements Ledger {
   }
 
   // ---- settlement -----------------------------------------------------------
+
+  release(reservation: Reservation): void {
+    if (reservation.settled) return;
+    reservation.settled = true;
+    this.holds.release(reservation);
+  }
 
   /**
    * Ends a reservation: charges the real cost (never more than was held) and releases the hold.

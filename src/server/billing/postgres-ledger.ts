@@ -1,6 +1,11 @@
 import { isDatabaseUnavailable } from "../../store/postgres/faults.js";
 import type { PostgresJobMoney } from "../../store/postgres/jobs.js";
-import { CountRefused, HoldRefused, type PostgresMoney } from "../../store/postgres/money.js";
+import {
+  CountRefused,
+  HoldRefused,
+  LateAnswerUnpaid,
+  type PostgresMoney,
+} from "../../store/postgres/money.js";
 import type { PostgresStore } from "../../store/postgres/store.js";
 import type { StorageFault } from "../../store/storage-fault.js";
 import type {
@@ -11,7 +16,7 @@ import type {
   ReserveInput,
   SettleInput,
 } from "../../store/types.js";
-import { GatewayError, storageUnavailable } from "../errors.js";
+import { GatewayError, lateAnswerUnpaid, storageUnavailable } from "../errors.js";
 import { paidRpmRefused } from "../limits/request-limits.js";
 import { checkedSettlement, checkHold } from "./bookable.js";
 import type { Ledger, SettleOptions } from "./ledger.js";
@@ -46,6 +51,11 @@ export class PostgresLedger implements Ledger {
    */
   private readonly withdrawals = new Set<string>();
   private withdrawing: Promise<void> | undefined;
+  /**
+   * Delivered answers whose settlement the database refused (LateAnswerUnpaid): their own
+   * `committed` rejects, not every request's that waits with them.
+   */
+  private readonly unpaid = new WeakSet<Reservation>();
 
   constructor(
     private readonly money: PostgresMoney,
@@ -101,6 +111,11 @@ export class PostgresLedger implements Ledger {
     const write = this.money.settle(reservation, input).then(
       () => this.reachable(),
       (err: unknown) => {
+        if (err instanceof LateAnswerUnpaid) {
+          this.reachable();
+          this.unpaid.add(reservation);
+          return;
+        }
         if (marked) this.withdrawals.add(reservation.id);
         this.noteStorageFailure(err);
         throw err;
@@ -111,6 +126,19 @@ export class PostgresLedger implements Ledger {
     // Awaited by `committed()`; a failure is reported there, not as an unhandled rejection.
     tracked.catch(() => {});
     return charge;
+  }
+
+  async release(reservation: Reservation): Promise<void> {
+    if (reservation.settled) return;
+    this.forget(reservation);
+    try {
+      await this.money.release(reservation);
+      this.reachable();
+    } catch (err) {
+      // Its hold stays until it expires, or the reaper releases it once this gateway is gone.
+      if (this.noteStorageFailure(err)) throw storageUnavailable("unreachable");
+      throw err;
+    }
   }
 
   async markDelivery(reservation: Reservation, given: SettleInput): Promise<void> {
@@ -134,12 +162,13 @@ export class PostgresLedger implements Ledger {
     this.heldHere -= reservation.reservedMicro;
   }
 
-  async committed(): Promise<void> {
+  async committed(reservation?: Reservation): Promise<void> {
     try {
       await Promise.all(this.pending);
     } catch {
       throw storageUnavailable("unreachable");
     }
+    if (reservation && this.unpaid.has(reservation)) throw lateAnswerUnpaid(reservation.stream);
   }
 
   holdsInFlight(): { count: number; micro: number } {

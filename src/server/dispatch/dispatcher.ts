@@ -270,9 +270,16 @@ class BudgetSpent extends UpstreamFailure {
   }
 }
 
+/**
+ * A free request refused because every step's token budget is used up (or held by requests at
+ * once): whether admission's check or a step's hold refused it, it is the same refusal, with no
+ * request log row and nothing counted, as the other 429s a request gets before it is served.
+ */
+export class BudgetRefusal extends GatewayError {}
+
 /** The refusal of a free request whose every step has used up its token budget. */
 export function budgetSpentError(refillMs: number): GatewayError {
-  return new GatewayError(
+  return new BudgetRefusal(
     429,
     "rate_limit_exceeded",
     "This free model's token budget for the current window is used up; it refills when the window rolls.",

@@ -524,7 +524,7 @@ export function completionHandler(
           settlement(covered, true),
         ),
         tally: result.meter,
-        recorded: () => services.ledger.committed(),
+        recorded: () => services.ledger.committed(admission.reservation),
         onEnd: (end) => {
           unwatch?.();
           if (end.error) unexpectedStreamError(end.error, signal, attempt, "after its first piece");

@@ -546,7 +546,7 @@ export const postgresFunctions: string[] = [
   -- for the requests still in flight. The request_log row is written as gateway_settle writes
   -- it, its payment 'balance' unless p_logged_payment names another ('byok': charged nothing). A
   -- request whose lease is gone (its gateway was taken for dead) is charged nothing and not
-  -- recorded, as one whose hold was reaped: null.
+  -- recorded here, as one whose hold was reaped: null (gateway_settle_all then settles it late).
   CREATE OR REPLACE FUNCTION gateway_settle_leased(p_id text, p_account text, p_instance text,
     p_reserved bigint, p_stopped boolean, p_delivered boolean, p_cost bigint, p_key_id text,
     p_endpoint text, p_model text, p_input_tokens bigint, p_output_tokens bigint,
@@ -588,6 +588,125 @@ export const postgresFunctions: string[] = [
   END $$;
   `,
   `
+  -- A delivered paid answer whose hold or lease is gone: its gateway was taken as dead while it
+  -- worked (frozen past its lease), and the reaper released what it held, charging a stream's
+  -- delivery mark. The answer is charged as its hold would have charged it (what was reported, at
+  -- most what it held), if the account can still pay: one conditional update, as a hold is placed
+  -- (the balance's available money, the PAYG limit, every subscription window still running with
+  -- room). A stream whose mark the reaper charged already has its row: the difference is charged
+  -- (or given back, where the mark charged more), and its row says what it finished with. Returns
+  -- the charge in all, or -1 when the account cannot pay: a whole answer is then recorded as the
+  -- 503 storage_unavailable its client gets, charged nothing; a stream keeps its mark's row. The
+  -- caller holds the account's row lock.
+  CREATE OR REPLACE FUNCTION gateway_settle_late(s jsonb) RETURNS bigint
+  LANGUAGE plpgsql AS $$
+  DECLARE
+    v_account text := s->>'account_id';
+    v_payment text := coalesce(s->>'payment', 'balance');
+    v_ref text := s->>'payment_ref';
+    created bigint := (s->>'created_at')::bigint;
+    now_ms bigint := (s->>'now')::bigint;
+    -- A settlement written before late answers were charged names no hold: it charges nothing.
+    v_held bigint := coalesce((s->>'reserved')::bigint, 0);
+    charge bigint := LEAST(GREATEST((s->>'cost')::bigint, 0), v_held);
+    logged_state text;
+    logged_cost bigint;
+    logged_payment text;
+    extra bigint;
+    paid boolean;
+    plan jsonb;
+    counted record;
+  BEGIN
+    SELECT state, cost_micro, payment INTO logged_state, logged_cost, logged_payment
+    FROM request_log WHERE account_id = v_account AND created_at = created AND id = s->>'id';
+    IF FOUND THEN
+      -- Settled already (a second settlement of the request): nothing to do. Only the reaper's
+      -- row of a stream it charged by its mark is finished here.
+      IF logged_state <> 'interrupted' THEN
+        RETURN NULL;
+      END IF;
+      v_payment := logged_payment;
+    END IF;
+    IF s->>'logged_payment' = 'byok' THEN
+      -- The account's own provider key served it: nothing to pay, as a settlement charges it.
+      v_payment := 'byok';
+      charge := 0;
+    END IF;
+    extra := charge - coalesce(logged_cost, 0);
+    IF v_payment = 'byok' THEN
+      paid := true;
+    ELSIF v_payment = 'subscription' AND logged_state IS NULL THEN
+      SELECT subscription_json::jsonb INTO plan FROM accounts WHERE id = v_account;
+      -- Every window the hold counted in that still runs must have room; one that rolled over
+      -- since counts this request nowhere, as a settlement's release does.
+      paid := plan IS NOT NULL AND NOT EXISTS (
+        SELECT 1 FROM json_each_text(v_ref::json) AS ref
+        JOIN subscription_usage AS usage ON usage.account_id = v_account
+          AND usage.window_name = ref.key AND usage.window_start = ref.value::bigint
+        LEFT JOIN jsonb_array_elements(plan->'windows') AS w(entry) ON w.entry->>'name' = ref.key
+        WHERE usage.used + usage.held >= coalesce((w.entry->>'quota')::bigint, 0));
+      IF paid THEN
+        FOR counted IN SELECT key, value::bigint AS start FROM json_each_text(v_ref::json) LOOP
+          UPDATE subscription_usage SET used = used + 1
+          WHERE subscription_usage.account_id = v_account
+            AND window_name = counted.key AND window_start = counted.start;
+        END LOOP;
+      END IF;
+    ELSIF extra <= 0 THEN
+      -- Nothing more to pay: the mark charged this much or more, and what it charged past the
+      -- answer comes back.
+      IF v_payment = 'balance' THEN
+        UPDATE accounts SET balance_micro = balance_micro - extra WHERE id = v_account;
+      ELSIF v_payment = 'payg' THEN
+        UPDATE accounts SET payg_spent_micro = GREATEST(payg_spent_micro + extra, 0)
+        WHERE id = v_account;
+      END IF;
+      paid := true;
+    ELSIF v_payment = 'balance' THEN
+      UPDATE accounts SET balance_micro = balance_micro - extra
+      WHERE id = v_account AND balance_micro - held_micro >= extra;
+      paid := FOUND;
+    ELSIF v_payment = 'payg' THEN
+      -- A PAYG window that has run out starts over, as a hold starts it.
+      UPDATE accounts SET
+        payg_window_start = gateway_window_start(payg_window_start, payg_window_seconds, now_ms),
+        payg_spent_micro = 0
+      WHERE id = v_account AND payg_enabled <> 0
+        AND now_ms >= payg_window_start + payg_window_seconds * 1000::bigint;
+      UPDATE accounts SET payg_spent_micro = payg_spent_micro + extra
+      WHERE id = v_account AND payg_enabled <> 0
+        AND payg_spent_micro + payg_held_micro + extra <= payg_limit_micro;
+      paid := FOUND;
+    ELSE
+      paid := false;
+    END IF;
+    IF logged_state IS NOT NULL THEN
+      IF NOT paid THEN
+        RETURN -1;
+      END IF;
+      UPDATE request_log SET state = 'settled', cost_micro = charge,
+        input_tokens = (s->>'input_tokens')::bigint, output_tokens = (s->>'output_tokens')::bigint,
+        status = (s->>'status')::integer, error_code = s->>'error_code',
+        provider_id = s->>'provider_id', finished_at = now_ms, served_model = s->>'served_model'
+      WHERE account_id = v_account AND created_at = created AND id = s->>'id';
+      RETURN charge;
+    END IF;
+    INSERT INTO request_log (id, account_id, key_id, endpoint, model, state, payment, payment_ref,
+      reserved_micro, cost_micro, input_tokens, output_tokens, status, error_code, provider_id,
+      stream, created_at, finished_at, tools_omitted, served_model)
+    VALUES (s->>'id', v_account, s->>'key_id', s->>'endpoint', s->>'model',
+      CASE WHEN paid THEN 'settled' ELSE 'failed' END, v_payment, v_ref,
+      v_held, CASE WHEN paid THEN charge ELSE 0 END,
+      CASE WHEN paid THEN (s->>'input_tokens')::bigint ELSE 0 END,
+      CASE WHEN paid THEN (s->>'output_tokens')::bigint ELSE 0 END,
+      CASE WHEN paid THEN (s->>'status')::integer ELSE 503 END,
+      CASE WHEN paid THEN s->>'error_code' ELSE 'storage_unavailable' END,
+      s->>'provider_id', (s->>'stream')::integer, created, now_ms, s->>'tools_omitted',
+      s->>'served_model');
+    RETURN CASE WHEN paid THEN charge ELSE -1 END;
+  END $$;
+  `,
+  `
   -- Settles each of p_settlements: a request admitted from a lease (leased) as
   -- gateway_settle_leased does, one that held nothing (its own provider key, or nothing to pay) by
   -- writing its request_log row, any other as gateway_settle does. Returns each one's charge by
@@ -595,7 +714,10 @@ export const postgresFunctions: string[] = [
   -- logged_payment is gateway_settle's p_logged_payment. Settlements are taken by account, and
   -- within an account its subscription windows' and free day's last, so the rows are locked in
   -- the order above. A delivered free answer's tokens (free_model, free_window_start,
-  -- free_tokens) count in its model's budget in the same transaction, once it settled here.
+  -- free_tokens) count in its model's budget in the same transaction, once it settled here. A
+  -- delivered paid answer whose hold or lease the reaper released (lease_gone: its gateway knows
+  -- the lease it was admitted from was reaped) is settled by gateway_settle_late: its charge, or
+  -- -1 when the account can no longer pay.
   CREATE OR REPLACE FUNCTION gateway_settle_all(p_settlements jsonb)
   RETURNS TABLE ("position" integer, charge bigint) LANGUAGE plpgsql AS $$
   DECLARE
@@ -610,13 +732,19 @@ export const postgresFunctions: string[] = [
         input_tokens bigint, output_tokens bigint, status integer, error_code text,
         provider_id text, stream integer, now bigint, tools_omitted text, logged_payment text,
         leased boolean, stopped boolean, instance_id text, reserved bigint,
-        free_model text, free_window_start bigint, free_tokens bigint, served_model text)
+        free_model text, free_window_start bigint, free_tokens bigint, served_model text,
+        lease_gone boolean)
       ORDER BY settlement.account_id,
         CASE settlement.payment WHEN 'subscription' THEN 1 WHEN 'free' THEN 2 ELSE 0 END,
         settlement.id
     LOOP
       "position" := s."position";
-      IF coalesce(s.leased, false) THEN
+      IF coalesce(s.lease_gone, false) THEN
+        -- Its gateway lost the lease it was admitted from (taken as dead): a lease it holds now
+        -- paid nothing for it.
+        DELETE FROM deliveries WHERE id = s.id;
+        charge := NULL;
+      ELSIF coalesce(s.leased, false) THEN
         charge := gateway_settle_leased(s.id, s.account_id, s.instance_id, s.reserved, s.stopped,
           s.delivered, s.cost, s.key_id, s.endpoint, s.model, s.input_tokens, s.output_tokens,
           s.status, s.error_code, s.provider_id, s.stream, s.created_at, s.now, s.tools_omitted,
@@ -658,6 +786,10 @@ export const postgresFunctions: string[] = [
             END IF;
           END IF;
         END IF;
+      END IF;
+      IF charge IS NULL AND s.delivered AND s.payment IN ('balance', 'payg', 'subscription') THEN
+        PERFORM 1 FROM accounts WHERE id = s.account_id FOR NO KEY UPDATE;
+        charge := gateway_settle_late(to_jsonb(s));
       END IF;
       IF charge IS NOT NULL AND s.free_tokens IS NOT NULL THEN
         counted := counted || jsonb_build_object('model', s.free_model,

@@ -12,7 +12,7 @@ import {
   queuedJobRow,
 } from "../jobs.js";
 import type { PageQuery, Reservation, SettleInput } from "../types.js";
-import { settleReservation } from "./money.js";
+import { settleReservation, unpaidLate } from "./money.js";
 import { inTransaction, lockFor, type Queryable } from "./transaction.js";
 
 /**
@@ -146,7 +146,7 @@ export class PostgresJobs implements JobsRepository<PostgresJobMoney> {
         values: [id],
       });
       if (open.rowCount !== 1) return false;
-      const error = await settleIn(client, refund);
+      const { answer: error } = await settleIn(client, refund);
       await client.query({
         name: "jobs_fail",
         text: failJob,
@@ -245,7 +245,16 @@ export class PostgresJobs implements JobsRepository<PostgresJobMoney> {
         ],
       });
       if (done.rowCount !== 1) return false;
-      await settleIn(client, charge);
+      if (await settleIn(client, charge).then(({ unpaid }) => unpaid)) {
+        // Its hold ran out before it ended and the account can no longer pay: the job fails
+        // (its media goes with it), as a late answer is not handed over (gateway_settle_late).
+        await client.query({
+          name: "jobs_fail_unpaid",
+          text: "UPDATE jobs SET status = 'failed', error = $2, media = NULL WHERE id = $1",
+          values: [id, JSON.stringify(lateJobUnpaid)],
+        });
+        return false;
+      }
       return true;
     });
   }
@@ -263,7 +272,7 @@ export class PostgresJobs implements JobsRepository<PostgresJobMoney> {
         values: [id, instanceId],
       });
       if (held.rowCount !== 1) return false;
-      const error = await settleIn(client, refund);
+      const { answer: error } = await settleIn(client, refund);
       await client.query({
         name: "jobs_fail",
         text: failJob,
@@ -300,21 +309,30 @@ export class PostgresJobs implements JobsRepository<PostgresJobMoney> {
   }
 }
 
+/** What a job whose hold ran out before it ended fails with (see `lateAnswerUnpaid`). */
+const lateJobUnpaid: JobError = {
+  code: "storage_unavailable",
+  message:
+    "The job's hold ran out before it ended, and the account can no longer pay for it, so its result was not kept and nothing was charged. Retry later.",
+};
+
 /**
  * Runs a charge or refund callback and writes the settlements it asked for on the transaction's
- * connection; returns what the callback returned.
+ * connection; returns what the callback returned, and whether the database refused a settlement
+ * as a late answer the account can no longer pay.
  */
 async function settleIn<T>(
   client: pg.PoolClient,
   callback: (money: PostgresJobMoney) => T,
-): Promise<T> {
+): Promise<{ answer: T; unpaid: boolean }> {
   const settlements: { reservation: Reservation; outcome: SettleInput }[] = [];
   const answer = callback({
     settle: (reservation, outcome) => {
       settlements.push({ reservation, outcome });
     },
   });
+  let unpaid = false;
   for (const { reservation, outcome } of settlements)
-    await settleReservation(client, reservation, outcome);
-  return answer;
+    if ((await settleReservation(client, reservation, outcome)) === unpaidLate) unpaid = true;
+  return { answer, unpaid };
 }

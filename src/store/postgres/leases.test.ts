@@ -362,7 +362,7 @@ describe("leases: requests admitted without a round trip", () => {
       await money.settle(await money.reserve(request(id)), outcome());
       const leased = await money.reserve(request(id));
       const other = await money.reserve(request(id));
-      loseAnswerOnce(pool, "gateway_settle_leased", committed);
+      loseAnswerOnce(pool, "gateway_settle_all", committed);
       await expect(money.settle(leased, outcome())).rejects.toThrow(/Connection terminated/);
       // Another request is still in flight on the lease: what it holds stays held.
       await new Promise((resolve) => setTimeout(resolve, 100));

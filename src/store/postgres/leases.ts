@@ -72,6 +72,11 @@ interface Lease {
   retryAt: number;
   givingBack: boolean;
   lastUsed: number;
+  /**
+   * The database took this gateway for dead and reaped the lease: its requests still in flight
+   * are settled from the balance, never from a lease this gateway holds since.
+   */
+  reaped?: boolean;
 }
 
 /** What `gateway_hold_all` adds to a hold's row to ask for a lease. */
@@ -86,6 +91,8 @@ export interface LeasedSettlement {
   stopped: boolean;
   instance_id: string;
   reserved: number;
+  /** The lease was reaped (see `Lease.reaped`). */
+  lease_gone?: true;
 }
 
 interface Admitted {
@@ -163,6 +170,7 @@ export class Leases {
   /** The database took this gateway for dead: its leases were reaped there. */
   lost(): void {
     this.validUntil = 0;
+    for (const lease of this.leases.values()) lease.reaped = true;
     this.leases.clear();
   }
 
@@ -297,10 +305,33 @@ export class Leases {
     return this.admitted.has(reservation);
   }
 
+  /** A delivery mark's lease fields: as its settlement's would be, while it is not in flight. */
+  marking(reservation: Reservation): LeasedSettlement | undefined {
+    const lease = this.admitted.get(reservation)?.lease;
+    if (!lease) return undefined;
+    return {
+      leased: true,
+      stopped: false,
+      instance_id: this.instanceId,
+      reserved: reservation.reservedMicro,
+      ...(lease.reaped && { lease_gone: true as const }),
+    };
+  }
+
   /** The settlement row's lease fields; from now on the settlement is in flight. */
   settling(reservation: Reservation): LeasedSettlement {
     const admitted = this.admitted.get(reservation)!;
     const { lease } = admitted;
+    if (lease.reaped) {
+      admitted.stoppedAtSettlement = true;
+      return {
+        leased: true,
+        stopped: true,
+        instance_id: this.instanceId,
+        reserved: reservation.reservedMicro,
+        lease_gone: true,
+      };
+    }
     admitted.stoppedAtSettlement = lease.stopped;
     if (!lease.stopped) lease.settling++;
     return {

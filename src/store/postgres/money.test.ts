@@ -12,7 +12,7 @@ import { utcDay } from "../utc-windows.js";
 import { openPostgresPool } from "./connect.js";
 import { countColumns } from "./limit-counters.js";
 import { migratePostgres } from "./migrations.js";
-import { CountRefused, HoldRefused, PostgresMoney } from "./money.js";
+import { CountRefused, HoldRefused, LateAnswerUnpaid, PostgresMoney } from "./money.js";
 
 // Two gateways on one database: each has its own pool and instance id.
 let url: string;
@@ -690,18 +690,37 @@ describe("the reaper", () => {
     }
   });
 
-  it("a settlement after the reaper released its hold charges nothing", async () => {
+  it("a settlement after the reaper released its hold charges it once while the account can pay, and is refused (recorded, nothing charged) once it cannot", async () => {
     const pool = openPostgresPool({ url, max: 2 });
     const lapsed = new PostgresMoney(pool, { instanceId: "lapsed", leaseMs: 50 });
     try {
       await lapsed.register();
       const id = await account({ balance_micro: 3_000 });
-      const r = await lapsed.reserve(request(id));
+      const paid = await lapsed.reserve(request(id));
+      const unpaid = await lapsed.reserve(request(id));
       await new Promise((resolve) => setTimeout(resolve, 100));
-      expect(await gatewayA.reap()).toBe(1);
+      expect(await gatewayA.reap()).toBe(2);
       expect(await lapsed.heartbeat()).toBe(false);
-      expect(await lapsed.settle(r, outcome())).toBe(0);
-      expect(await accountRow(id)).toMatchObject({ balance_micro: 3_000, held_micro: 0 });
+      expect(await lapsed.settle(paid, outcome())).toBe(300);
+      expect(await lapsed.settle({ ...paid, settled: false }, outcome())).toBe(0);
+      expect(await accountRow(id)).toMatchObject({ balance_micro: 2_700, held_micro: 0 });
+      await poolA.query("UPDATE accounts SET balance_micro = 200 WHERE id = $1", [id]);
+      await expect(lapsed.settle(unpaid, outcome())).rejects.toBeInstanceOf(LateAnswerUnpaid);
+      expect(await accountRow(id)).toMatchObject({ balance_micro: 200, held_micro: 0 });
+      const log = await poolA.query(
+        "SELECT id, state, status, error_code, cost_micro FROM request_log WHERE account_id = $1 ORDER BY state",
+        [id],
+      );
+      expect(log.rows).toEqual([
+        {
+          id: unpaid.id,
+          state: "failed",
+          status: 503,
+          error_code: "storage_unavailable",
+          cost_micro: 0,
+        },
+        { id: paid.id, state: "settled", status: 200, error_code: null, cost_micro: 300 },
+      ]);
     } finally {
       await pool.end();
     }

@@ -103,18 +103,26 @@ function refused(refusal: string | null, input: ReserveInput): Error {
   }
 }
 
+/**
+ * `gateway_settle_all`'s charge for a delivered answer whose hold (or lease) the reaper released
+ * while its gateway was frozen, and which the account can no longer pay (`gateway_settle_late`).
+ */
+export const unpaidLate = -1;
+
+/**
+ * A settlement the database refused: the answer came too late (its gateway was taken as dead and
+ * its hold released) for an account that can no longer pay for it. Recorded as failed, charged
+ * nothing: the answer must not reach its client.
+ */
+export class LateAnswerUnpaid extends Error {
+  constructor() {
+    super("a late answer the account can no longer pay");
+  }
+}
+
 const holdAllStatement = `SELECT position, payment, reserved_micro, payment_ref, refusal, lease_micro,
   lease_count, recalled FROM gateway_hold_all($1::jsonb)`;
-const settleStatement = `SELECT gateway_settle($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,
-  $13, $14, $15, $16) AS charge`;
-const settleLeasedStatement = `SELECT gateway_settle_leased($1, $2, $3, $4, $5, $6, $7, $8, $9,
-  $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21) AS charge`;
 const settleAllStatement = "SELECT position, charge FROM gateway_settle_all($1::jsonb)";
-const logStatement = `WITH marked AS (DELETE FROM deliveries WHERE id = $1)
-  INSERT INTO request_log (id, account_id, key_id, endpoint, model, state,
-  payment, payment_ref, reserved_micro, cost_micro, input_tokens, output_tokens, status,
-  error_code, provider_id, stream, created_at, finished_at, tools_omitted, served_model)
-  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, 0, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`;
 const markStatement = `INSERT INTO deliveries (id, instance_id, account_id, settlement)
   VALUES ($1, $2, $3, $4::jsonb) ON CONFLICT (id) DO UPDATE SET settlement = excluded.settlement`;
 const markAllStatement = `INSERT INTO deliveries (id, instance_id, account_id, settlement)
@@ -271,10 +279,7 @@ export class PostgresMoney {
       parallel,
     );
     this.settlements = new Batches(
-      async (queued) => {
-        if (!queued.lease) return settleReservation(this.pool, queued.reservation, queued.input);
-        return settleLeased(this.pool, queued.reservation, queued.input, queued.lease);
-      },
+      async (queued) => (await settleRows(this.pool, [settlementRow(queued, 0)])).get(0) ?? null,
       (batch) => this.settleAll(batch),
       parallel,
     );
@@ -318,7 +323,8 @@ export class PostgresMoney {
 
   /**
    * Renews the lease. False when it had already been taken as dead: the reaper released this
-   * gateway's holds, so requests admitted before now settle as nothing charged.
+   * gateway's holds and leases, so requests admitted before now settle without them (a delivered
+   * answer is charged while its account can pay, else refused: `gateway_settle_late`).
    */
   async heartbeat(): Promise<boolean> {
     const sent = performanceNow();
@@ -528,7 +534,9 @@ export class PostgresMoney {
   /**
    * Ends a reservation in one transaction: charges the real cost (never more than was held),
    * releases the rest and writes the request_log row. Only a request that delivered output counts
-   * against allowances. Returns the charge; a hold already settled or reaped charges nothing.
+   * against allowances. Returns the charge; a request already settled charges nothing. One whose
+   * hold or lease the reaper released (this gateway was taken as dead) is charged while its
+   * account can pay, and otherwise throws `LateAnswerUnpaid`: recorded, charged nothing.
    * Settlements made while others are in flight share a round trip and a transaction (see
    * Batches).
    */
@@ -546,6 +554,10 @@ export class PostgresMoney {
       if (lease) leases?.settled(r, err as Error);
       throw err;
     }
+    if (charge === unpaidLate) {
+      if (lease) leases?.settled(r, null);
+      throw new LateAnswerUnpaid();
+    }
     if (lease) leases?.settled(r, charge);
     return charge ?? 0;
   }
@@ -556,9 +568,7 @@ export class PostgresMoney {
    * One admitted from this gateway's lease is charged from the lease, as its settlement would be.
    */
   async markDelivery(r: Reservation, input: SettleInput): Promise<void> {
-    const lease: LeasedSettlement | undefined = this.leases?.isLeased(r)
-      ? { leased: true, stopped: false, instance_id: this.instanceId, reserved: r.reservedMicro }
-      : undefined;
+    const lease = this.leases?.marking(r);
     // Its free tokens count in their model's budget only if the mark is applied
     // (gateway_settle_interrupted).
     const settlement = settlementRow({ reservation: r, input, lease }, 0);
@@ -771,6 +781,8 @@ function settlementRow(
     tools_omitted: input.toolsOmitted ? JSON.stringify(input.toolsOmitted) : null,
     logged_payment: loggedPayment(input),
     served_model: input.servedModel ?? null,
+    // What a late answer is charged at most, its hold (or lease) gone (gateway_settle_late).
+    reserved: r.reservedMicro,
     ...lease,
     ...freeTokenColumns(input),
   };
@@ -798,43 +810,6 @@ function loggedPayment(input: SettleInput): "byok" | null {
   return input.byokServed ? "byok" : null;
 }
 
-/** A request admitted from a lease, settled alone (see `gateway_settle_leased`). */
-async function settleLeased(
-  db: Queryable,
-  r: Reservation,
-  input: SettleInput,
-  lease: LeasedSettlement,
-): Promise<number | null> {
-  const result = await db.query<{ charge: number | null }>({
-    name: "gateway_settle_leased",
-    text: settleLeasedStatement,
-    values: [
-      r.id,
-      r.accountId,
-      lease.instance_id,
-      lease.reserved,
-      lease.stopped,
-      input.delivered,
-      input.costMicro,
-      r.keyId,
-      r.endpoint,
-      r.model,
-      input.inputTokens,
-      input.outputTokens,
-      input.status,
-      input.errorCode ?? null,
-      input.providerId,
-      r.stream ? 1 : 0,
-      r.createdAt,
-      input.now,
-      input.toolsOmitted ? JSON.stringify(input.toolsOmitted) : null,
-      loggedPayment(input),
-      input.servedModel ?? null,
-    ],
-  });
-  return result.rows[0].charge;
-}
-
 /** Settlements in one statement (`gateway_settle_all`): each one's charge by its position. */
 async function settleRows(
   db: Queryable,
@@ -851,64 +826,14 @@ async function settleRows(
 /**
  * A reservation's settlement on `db`: the pool, or the connection of a transaction it belongs to
  * (a job's end, which charges in the transaction that marks the job done). See `PostgresMoney.settle`.
+ * One statement whatever the settlement finds (its hold, its lease, or neither: its gateway was
+ * taken as dead meanwhile). Returns the charge; null when it was settled already; `unpaidLate`
+ * for a late answer the account can no longer pay.
  */
 export async function settleReservation(
   db: Queryable,
   r: Reservation,
   input: SettleInput,
-): Promise<number> {
-  // A free answer's budget count goes in the settlement's own transaction.
-  if (freeTokenColumns(input))
-    return (await settleRows(db, [settlementRow({ reservation: r, input }, 0)])).get(0) ?? 0;
-  const toolsOmitted = input.toolsOmitted ? JSON.stringify(input.toolsOmitted) : null;
-  if (r.payment === "byok" || r.payment === "none") {
-    await db.query({
-      name: "gateway_log_unheld",
-      text: logStatement,
-      values: [
-        r.id,
-        r.accountId,
-        r.keyId,
-        r.endpoint,
-        r.model,
-        input.delivered ? "settled" : "failed",
-        loggedPayment(input) ?? r.payment,
-        r.paymentRef,
-        input.inputTokens,
-        input.outputTokens,
-        input.status,
-        input.errorCode ?? null,
-        input.providerId,
-        r.stream ? 1 : 0,
-        r.createdAt,
-        input.now,
-        toolsOmitted,
-        input.servedModel ?? null,
-      ],
-    });
-    return 0;
-  }
-  const result = await db.query<{ charge: number | null }>({
-    name: "gateway_settle",
-    text: settleStatement,
-    values: [
-      r.id,
-      input.delivered,
-      input.costMicro,
-      r.keyId,
-      r.endpoint,
-      r.model,
-      input.inputTokens,
-      input.outputTokens,
-      input.status,
-      input.errorCode ?? null,
-      input.providerId,
-      r.stream ? 1 : 0,
-      input.now,
-      toolsOmitted,
-      loggedPayment(input),
-      input.servedModel ?? null,
-    ],
-  });
-  return result.rows[0].charge ?? 0;
+): Promise<number | null> {
+  return (await settleRows(db, [settlementRow({ reservation: r, input }, 0)])).get(0) ?? null;
 }

@@ -328,6 +328,49 @@ describe("a job's charge on Postgres", () => {
     expect(await logged()).toEqual([]);
   });
 
+  /** The job's hold runs out (holds expire after 6 h) and a reaper releases it. */
+  async function holdRunsOut(): Promise<void> {
+    await pools[0].query("UPDATE holds SET expires_at = 0");
+    expect(await money.reap()).toBe(1);
+    expect(await moneyState()).toEqual({ balance: 1_000_000, held: 0, holds: 0 });
+  }
+
+  it("a job whose hold ran out before it ended is charged when it completes, while the account can pay", async () => {
+    const reservation = await heldJob("j");
+    await holdRunsOut();
+    const done = await gateways[1].jobs.complete(
+      "j",
+      gatewayA,
+      result,
+      new Uint8Array([1]),
+      now,
+      (m) => m.settle(reservation, outcome(true, 300_000)),
+    );
+    expect(done).toBe(true);
+    expect(await moneyState()).toEqual({ balance: 700_000, held: 0, holds: 0 });
+    expect(await logged()).toEqual([{ id: "req_j", state: "settled", cost_micro: 300_000 }]);
+  });
+
+  it("a job whose hold ran out before it ended, which the account can no longer pay, fails: logged 503, charged nothing", async () => {
+    const reservation = await heldJob("j");
+    await holdRunsOut();
+    await pools[0].query("UPDATE accounts SET balance_micro = 200000 WHERE id = 'acct'");
+    const done = await gateways[1].jobs.complete(
+      "j",
+      gatewayA,
+      result,
+      new Uint8Array([1]),
+      now,
+      (m) => m.settle(reservation, outcome(true, 300_000)),
+    );
+    expect(done).toBe(false);
+    const failed = await gateways[0].jobs.get("j", "acct");
+    expect(failed?.status).toBe("failed");
+    expect(JSON.parse(failed?.error ?? "{}")).toMatchObject({ code: "storage_unavailable" });
+    expect(await moneyState()).toEqual({ balance: 200_000, held: 0, holds: 0 });
+    expect(await logged()).toEqual([{ id: "req_j", state: "failed", cost_micro: 0 }]);
+  });
+
   it("a job finished by a gateway that lost its lease settles nothing", async () => {
     const reservation = await heldJob("j");
     let asked = 0;
