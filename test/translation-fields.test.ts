@@ -289,11 +289,11 @@ describe("Responses input items the bridge to chat must not drop", () => {
     });
   });
 
-  it("a compaction_trigger item is refused with a 400, not answered as an ordinary turn", async () => {
+  it("a compaction_trigger item that is not the final input item is refused with a 400, not answered as an ordinary turn", async () => {
     const err = await outcomeOf(
       openai.responses.create({
         model: "h-openai",
-        input: [{ role: "user", content: "Hi" }, { type: "compaction_trigger" }],
+        input: [{ type: "compaction_trigger" }, { role: "user", content: "Hi" }],
       }),
     );
     expect(err.status).toBe(400);

@@ -259,7 +259,7 @@ describe("Responses truncation and context_management on the bridge", () => {
     expect(an.refused).toEqual([]);
   });
 
-  it("context_management compaction past its compact_threshold toward an anthropic-wire model: nothing of it is sent, the whole conversation goes, and no compaction item comes back", async () => {
+  it("context_management compaction past its compact_threshold toward an anthropic-wire model: the gateway summarizes the conversation first (nothing of Anthropic's own compaction is asked), the model answers from the summary, and a compaction item comes back before the answer", async () => {
     // About 4,000 tokens of earlier turns, past a threshold of 1,000.
     const long = "The harbour log for the day, line by line. ".repeat(90);
     const input = [
@@ -270,6 +270,7 @@ describe("Responses truncation and context_management on the bridge", () => {
       { role: "user" as const, content: "What was the first line?" },
     ];
     for (const stream of [false, true]) {
+      an.queue(anthropicJson("SUMMARY: a harbour log was read."));
       an.queue(
         stream
           ? { kind: "sse", steps: anthropicStreamSteps(["The harbour log."]) }
@@ -280,21 +281,26 @@ describe("Responses truncation and context_management on the bridge", () => {
         context_management: [{ type: "compaction", compact_threshold: 1_000 }],
         input,
       };
+      const calls = an.requests.length;
       let output: OpenAI.Responses.ResponseOutputItem[] = [];
       if (stream) {
         for await (const event of await openai.responses.create({ ...ask, stream: true }))
           if (event.type === "response.completed") output = event.response.output;
       } else output = (await openai.responses.create(ask)).output;
       expect(an.refused, `stream ${stream}`).toEqual([]);
-      const sent = an.last;
-      expect(sent.body).not.toHaveProperty("context_management");
-      expect(String(sent.headers["anthropic-beta"] ?? "")).not.toMatch(
-        /compact|context-management/,
-      );
-      const messages = sent.body.messages as { role: string; content: unknown }[];
-      expect(messages.map((m) => m.role)).toEqual(input.map((item) => item.role));
-      expect(JSON.stringify(messages)).toContain(`Read this. ${long}`);
-      expect(output.map((item) => item.type)).toEqual(["message"]);
+      const [summarizing, answering] = an.requests.slice(calls);
+      for (const sent of [summarizing, answering]) {
+        expect(sent.body).not.toHaveProperty("context_management");
+        expect(String(sent.headers["anthropic-beta"] ?? "")).not.toMatch(
+          /compact|context-management/,
+        );
+      }
+      expect(JSON.stringify(summarizing.body.messages)).toContain(`Read this. ${long}`);
+      const answered = JSON.stringify(answering.body.messages);
+      expect(answered).toContain("SUMMARY: a harbour log was read.");
+      expect(answered).toContain("What was the first line?");
+      expect(answered).not.toContain(long);
+      expect(output.map((item) => item.type)).toEqual(["compaction", "message"]);
     }
   });
 

@@ -28,12 +28,21 @@ export const summaryAsk =
 
 type Json = Record<string, unknown>;
 
+/** What a gateway compaction item holds under its seal. */
+type Sealed = { summary: string; window?: boolean };
+
 export class CompactionSeal {
   constructor(private readonly box: SecretBox) {}
 
-  /** A `compaction` item's `encrypted_content` for `summary`, which opens for `accountId` only. */
-  seal(accountId: string, summary: string): string {
-    return prefix + this.box.seal(JSON.stringify({ summary }), sealContext(accountId));
+  /**
+   * A `compaction` item's `encrypted_content` for `summary`, which opens for `accountId` only.
+   * `window`: the item a turn's own compaction made, which stands for everything before it (OpenAI's
+   * "the latest compaction item carries the necessary context"), so the items before it are not
+   * sent again; an item of POST /v1/responses/compact comes after the user messages it keeps.
+   */
+  seal(accountId: string, summary: string, window = false): string {
+    const sealed: Sealed = window ? { summary, window } : { summary };
+    return prefix + this.box.seal(JSON.stringify(sealed), sealContext(accountId));
   }
 
   /**
@@ -64,27 +73,32 @@ export class CompactionSeal {
       };
   }
 
-  /** `body` with its gateway compaction items opened; `body` itself when it has none. */
+  /**
+   * `body` with its gateway compaction items opened; `body` itself when it has none. The items
+   * before the last one a turn's compaction made are left out: its summary holds them.
+   */
   private opened(body: Json, accountId: string): Json {
     const input = body.input;
     if (!Array.isArray(input) || !holdsGatewayItem(input)) return body;
-    return {
-      ...body,
-      input: input.map((item, index) => {
-        if (!isGatewayItem(item)) return item;
-        const summary = this.summaryOf(String(item.encrypted_content), accountId);
-        if (summary === undefined) throw unopenedItem(item, index);
-        return summaryMessage(summary);
-      }),
-    };
+    let start = 0;
+    const opened = input.map((item, index) => {
+      if (!isGatewayItem(item)) return item;
+      const sealed = this.sealedOf(String(item.encrypted_content), accountId);
+      if (sealed === undefined) throw unopenedItem(item, index);
+      if (sealed.window) start = index;
+      return summaryMessage(sealed.summary);
+    });
+    return { ...body, input: start > 0 ? opened.slice(start) : opened };
   }
 
-  private summaryOf(encrypted: string, accountId: string): string | undefined {
+  private sealedOf(encrypted: string, accountId: string): Sealed | undefined {
     const text = this.box.open(encrypted.slice(prefix.length), sealContext(accountId));
     if (text === undefined) return undefined;
     try {
       const parsed: unknown = JSON.parse(text);
-      return isRecord(parsed) ? asString(parsed.summary) : undefined;
+      const summary = isRecord(parsed) ? asString(parsed.summary) : undefined;
+      if (summary === undefined) return undefined;
+      return { summary, window: isRecord(parsed) && parsed.window === true };
     } catch {
       return undefined;
     }
@@ -148,4 +162,57 @@ export function keptUserMessages(items: readonly unknown[]): Json[] {
     });
   }
   return kept;
+}
+
+/** A compaction a Responses turn asks of the gateway before its model answers. */
+export type TurnCompaction =
+  /** `compaction_trigger` last in `input`: compact now; the compaction item is the whole answer. */
+  | { kind: "trigger" }
+  /** `context_management` compaction: compact once the rendered input passes `threshold` tokens. */
+  | { kind: "threshold"; threshold: number };
+
+/**
+ * What compaction a Responses body asks for, as OpenAI's API reads it: a `compaction_trigger` as
+ * the final input item, or a `context_management` entry of type `compaction` with its
+ * `compact_threshold`; undefined when neither (an entry without a threshold sets none to pass).
+ */
+export function turnCompaction(body: Json): TurnCompaction | undefined {
+  const input = body.input;
+  if (Array.isArray(input) && isTrigger(input.at(-1))) return { kind: "trigger" };
+  for (const entry of asArray(body.context_management)) {
+    if (!isRecord(entry) || entry.type !== "compaction") continue;
+    const threshold = entry.compact_threshold;
+    if (typeof threshold === "number" && Number.isFinite(threshold))
+      return { kind: "threshold", threshold };
+  }
+  return undefined;
+}
+
+const isTrigger = (item: unknown): boolean => isRecord(item) && item.type === "compaction_trigger";
+
+/** The conversation a turn's compaction summarizes: its input items, the trigger left out. */
+export function conversationOf(input: unknown): unknown[] {
+  const items = typeof input === "string" ? [{ role: "user", content: input }] : asArray(input);
+  return items.filter((item) => !isTrigger(item));
+}
+
+/**
+ * The user messages that end a conversation (what the turn asks now), which the model answering a
+ * compacted turn is given after the summary: the summary holds them too, but a model answers the
+ * request in front of it, not one it reads about.
+ */
+export function lastUserMessages(items: readonly unknown[]): unknown[] {
+  let start = items.length;
+  while (start > 0) {
+    const item = items[start - 1];
+    if (!isRecord(item) || item.role !== "user") break;
+    if (item.type !== undefined && item.type !== "message") break;
+    start--;
+  }
+  return items.slice(start);
+}
+
+/** The `compaction` output item of a summary sealed for a turn. */
+export function compactionItem(encrypted: string): Json {
+  return { id: randomId("cmp_"), type: "compaction", encrypted_content: encrypted };
 }

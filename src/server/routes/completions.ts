@@ -15,6 +15,7 @@ import {
 } from "../billing/admission.js";
 import { readsInputByReference, worstCaseInputTokens } from "../billing/pricing.js";
 import type { Services } from "../compose/services.js";
+import { lastUserMessages, summaryAsk } from "../dispatch/compaction.js";
 import { unexpectedStreamError } from "../dispatch/dispatcher.js";
 import { forModality, resolveTarget, servedBy, type Target } from "../dispatch/resolve.js";
 import { openResponseTurn } from "../dispatch/response-state.js";
@@ -35,7 +36,7 @@ import { loopbackSource } from "../http/loopback-socket.js";
 import { nodeIncoming, nodeOutgoing, requestHeader } from "../http/request.js";
 import { requestIdOf } from "../http/request-id.js";
 import { traceOf } from "../http/request-trace.js";
-import { KeptAlive, sendSse } from "../http/sse-response.js";
+import { KeptAlive, sendSse, sseHeaders } from "../http/sse-response.js";
 import { markStage } from "../http/stages.js";
 import { isBuiltIn, servesNatively, textCompletionsOf } from "../providers/registry.js";
 import type { ClientStyle, CompletionRequest } from "../wire/completion-types.js";
@@ -53,7 +54,14 @@ import {
   textOnlyAsked,
 } from "../wire/translate/text-completion.js";
 import { toolChoiceRefusal } from "../wire/translate/tool-choice.js";
-import { emptyUsage, type Usage } from "../wire/usage.js";
+import { emptyUsage, sumUsage, type Usage } from "../wire/usage.js";
+import {
+  compactionResponse,
+  compactionStream,
+  compactTurn,
+  plannedCompaction,
+  type TurnCompacted,
+} from "./responses-turn-compaction.js";
 
 const content = z.union([z.string(), z.array(z.looseObject({ type: z.string() })), z.null()]);
 
@@ -347,6 +355,11 @@ export function completionHandler(
           )
         : undefined;
     const signal = new ClientGone(outgoing);
+    // A turn the gateway compacts before its model answers (`context_management`, a
+    // `compaction_trigger`), on a target no provider of which compacts it itself.
+    const compaction = turn
+      ? plannedCompaction(services, target, providers, turn, signal)
+      : undefined;
     // The input the provider is sent: the client's body, and what a thread or a Responses turn
     // puts in with it; input it fetches by reference is bounded by the context window only.
     const sentBytes = bytes + (turn?.replayedBytes ?? 0) + (threaded?.replayedBytes ?? 0);
@@ -370,11 +383,21 @@ export function completionHandler(
       target,
       endpoint,
       accountRpm: true,
-      worstCase: (m) => ({
-        inputTokens: byReference ? m.context_window : worstCaseInputTokens(sentBytes, m),
-        outputTokens: answers * outputBound(style, body, m, nativeFor(m), viaRoute),
-        units: 0,
-      }),
+      worstCase: (m) => {
+        const input = byReference ? m.context_window : worstCaseInputTokens(sentBytes, m);
+        const output = answers * outputBound(style, body, m, nativeFor(m), viaRoute);
+        if (!compaction) return { inputTokens: input, outputTokens: output, units: 0 };
+        // Both calls: the summarizing one (the conversation and the ask, the summary), then the
+        // answer, whose input is at most the turn's own and the summary.
+        const summarizing = worstCaseInputTokens(sentBytes + summaryAsk.length, m);
+        if (compaction.kind === "trigger")
+          return { inputTokens: summarizing, outputTokens: m.max_output_tokens, units: 0 };
+        return {
+          inputTokens: summarizing + input + m.max_output_tokens,
+          outputTokens: m.max_output_tokens + output,
+          units: 0,
+        };
+      },
       stream,
       signal,
       trace,
@@ -422,12 +445,73 @@ export function completionHandler(
       (style === "responses" ? backgroundWindowRefusal(body) : undefined);
     if (refused) throw await fail(new GatewayError(400, "invalid_request_error", refused));
     if (trace) trace.steps = [];
-    const dispatching = services.dispatcher.dispatch(servedBy(target, admission), req, {
-      byok: admission.byok,
-      byokOnly: admission.byokOnly,
-      steps: trace?.steps,
-      budgetSpent: admission.budgetSpent,
-    });
+    const compactFor = (conversation: unknown[]) =>
+      compactTurn(
+        services,
+        target,
+        admission,
+        {
+          model: body.model,
+          accountId: key.account_id,
+          conversation,
+          instructions: sentBody.instructions,
+        },
+        signal,
+        trace?.steps,
+      );
+    if (compaction?.kind === "trigger" && turn) {
+      let compacted: TurnCompacted;
+      try {
+        compacted = await compactFor(compaction.conversation);
+      } catch (err) {
+        throw await fail(err);
+      }
+      unwatch?.();
+      const response = compactionResponse(sentBody, body.model, compacted, services.options.now());
+      await turn.turn.record(response, null);
+      const { attempt } = compacted;
+      await settleDelivered(services, admission, {
+        status: 200,
+        usage: compacted.usage,
+        units: undefined,
+        model: attempt.model,
+        providerId: attempt.provider.id,
+        byokServed: attempt.credential.source === "byok",
+      });
+      const text = stream ? compactionStream(response) : JSON.stringify(response);
+      outgoing.writeHead(200, {
+        ...(stream ? sseHeaders : { "content-type": "application/json" }),
+        "content-length": Buffer.byteLength(text),
+        ...(admission.rateHeaders ?? {}),
+      });
+      outgoing.end(text);
+      return RESPONSE_ALREADY_SENT;
+    }
+    // A compacted turn is billed both calls, on its one row.
+    let compactionUsage: Usage | undefined;
+    const withCompaction = (usage: Usage) =>
+      compactionUsage ? sumUsage(compactionUsage, usage) : usage;
+    const dispatchAnswer = () =>
+      services.dispatcher.dispatch(servedBy(target, admission), req, {
+        byok: admission.byok,
+        byokOnly: admission.byokOnly,
+        steps: trace?.steps,
+        budgetSpent: admission.budgetSpent,
+      });
+    // The model answers with the summary in place of the conversation, and the turn's own request
+    // after it; its answer lists the compaction first. Compacting is part of the dispatch, which
+    // a stream's keepalive comments cover.
+    const compactThenAnswer = async (conversation: unknown[]) => {
+      const compacted = await compactFor(conversation);
+      compactionUsage = compacted.usage;
+      req.compacted = { item: compacted.item, usage: compacted.usage };
+      req.body = { ...sentBody, input: [compacted.item, ...lastUserMessages(conversation)] };
+      return dispatchAnswer();
+    };
+    const dispatching =
+      compaction?.kind === "threshold"
+        ? compactThenAnswer(compaction.conversation)
+        : dispatchAnswer();
     const headers = admission.rateHeaders ?? {};
     let outcome: Awaited<typeof dispatching> | undefined;
     try {
@@ -464,7 +548,7 @@ export function completionHandler(
     // One literal with every field (a spread that adds fields is V8's slow path on Node 20).
     const settlement = (usage: Usage, delivered: boolean, errorCode?: string): Settlement => ({
       status: 200,
-      usage,
+      usage: withCompaction(usage),
       units: undefined,
       model: attempt.model,
       providerId: attempt.provider.id,
@@ -515,7 +599,9 @@ export function completionHandler(
           // What the stream is charged: what it delivered, or nothing when the storage refused
           // its record (the message says so). Every piece made before the break was written.
           const billed =
-            storageRefused(error) !== undefined ? emptyUsage() : result.meter.billedAhead();
+            storageRefused(error) !== undefined
+              ? emptyUsage()
+              : withCompaction(result.meter.billedAhead());
           if (result.errorEvent) return result.errorEvent(message, code, billed);
           return cut ? failureEvent(req, cut) : streamErrorEvent(style, message, { code });
         },

@@ -14,9 +14,10 @@ import { nodeIncoming, nodeOutgoing, requestTrace } from "../http/request.js";
 import { requestIdOf } from "../http/request-id.js";
 import { servesNatively } from "../providers/registry.js";
 import type { CompletionRequest } from "../wire/completion-types.js";
-import { asArray, isRecord, randomId } from "../wire/translate/shared.js";
+import { asArray, randomId } from "../wire/translate/shared.js";
 import type { Usage } from "../wire/usage.js";
 import { responsesInputItem } from "./completions.js";
+import { summarizingBody, summaryText } from "./responses-turn-compaction.js";
 
 /** What a compaction is logged and billed as; it shares the account's per-minute limit. */
 export const compactEndpoint = "responses.compact";
@@ -67,11 +68,7 @@ export function compactHandler(services: Services): Handler {
       typeof replayed.input === "string"
         ? [{ role: "user", content: replayed.input }]
         : asArray(replayed.input);
-    const summarizing: Record<string, unknown> = {
-      model: body.model,
-      input: [...conversation, { role: "user", content: summaryAsk }],
-      ...(body.instructions ? { instructions: body.instructions } : {}),
-    };
+    const summarizing = summarizingBody(body.model, conversation, body.instructions);
     const signal = clientGone(c);
     const admission = await admit(services, {
       key,
@@ -144,17 +141,6 @@ export function compactHandler(services: Services): Handler {
     });
     return c.json(answer, 200, { ...admission.rateHeaders });
   };
-}
-
-/** The summary a model answered: the text of its answer's messages. */
-function summaryText(response: unknown): string {
-  const parts: string[] = [];
-  for (const item of asArray(isRecord(response) ? response.output : undefined)) {
-    if (!isRecord(item) || item.type !== "message") continue;
-    for (const part of asArray(item.content))
-      if (isRecord(part) && typeof part.text === "string") parts.push(part.text);
-  }
-  return parts.join("\n");
 }
 
 /** The Responses API's usage object for what the call is billed. */

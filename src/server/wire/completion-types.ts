@@ -45,7 +45,15 @@ export interface CompletionRequest {
    * `body`, which asks the model for the conversation's summary.
    */
   compaction?: CompactionAsk;
+  /**
+   * A Responses turn the gateway compacted before its model answers (`context_management`): the
+   * answer's output starts with the compaction item, and its usage counts the compaction's.
+   */
+  compacted?: CompactedTurn;
 }
+
+/** What a Responses turn's compaction made before its model answered: the item and its usage. */
+export type CompactedTurn = { readonly item: Record<string, unknown>; readonly usage: Usage };
 
 /** A compaction as a provider with one of its own is sent it. */
 export interface CompactionAsk {

@@ -70,6 +70,7 @@ export function fromChatJson(req: CompletionRequest, resp: ChatCompletionRespons
         req.clientModel,
         req.body as ResponsesRequest,
         req.responseTurn?.keepSigned,
+        req.compacted,
       ),
       usage,
     };
@@ -119,6 +120,7 @@ export function fromChatChunks(
           req.body as ResponsesRequest,
           req.responseTurn?.keepSigned,
           () => meter.billedAhead(),
+          req.compacted,
         );
   // The messages translation holds a tool call back until its block can open (one block at a
   // time), so its calls are counted as the events that write them are made, not as read.

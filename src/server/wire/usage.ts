@@ -28,6 +28,24 @@ export function emptyUsage(): Usage {
   return { input_tokens: 0, output_tokens: 0 };
 }
 
+/**
+ * Two calls' usage as one request's (a Responses turn compacted before it was answered): each
+ * part summed, an optional part only where either call had it.
+ */
+export function sumUsage(a: Usage, b: Usage): Usage {
+  const sum: Usage = {
+    input_tokens: a.input_tokens + b.input_tokens,
+    output_tokens: a.output_tokens + b.output_tokens,
+  };
+  for (const part of [
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+    "reasoning_tokens",
+  ] as const)
+    if (a[part] !== undefined || b[part] !== undefined) sum[part] = (a[part] ?? 0) + (b[part] ?? 0);
+  return sum;
+}
+
 /** Roughly four characters per token, as English text averages with common tokenizers. */
 export function estimateTokens(text: string): number {
   return estimateTokensOfLength(text.length);

@@ -5,6 +5,7 @@
  * Request: responses -> chat. Response and stream: chat -> responses.
  */
 
+import type { CompactedTurn } from "../completion-types.js";
 import type {
   ChatCompletionRequest,
   ChatCompletionResponse,
@@ -30,7 +31,7 @@ import type {
   ResponsesToolChoice,
   ResponsesUsage,
 } from "../responses-types.js";
-import { emptyUsage, type Usage, usageFromChat } from "../usage.js";
+import { emptyUsage, sumUsage, type Usage, usageFromChat } from "../usage.js";
 import { decodeReasoning, encodeReasoning } from "./encrypted-reasoning.js";
 import type { ChatRequestOptions } from "./messages-to-chat.js";
 import {
@@ -494,7 +495,7 @@ export function untranslatableToChat(req: ResponsesRequest, custom = false): str
   if (unknown.length > 0)
     return `Invalid value in \`include\`: ${unknown.map((value) => `'${String(value)}'`).join(", ")}. Supported values are: ${includable.map((value) => `'${value}'`).join(", ")}.`;
   if (asArray(req.input).some((item) => isRecord(item) && item.type === "compaction_trigger"))
-    return "A `compaction_trigger` input item is not available for this model: a compacted conversation is an item only OpenAI's API can read; continue with `previous_response_id` or `conversation`, or send a shorter `input`.";
+    return "A `compaction_trigger` input item must be the final input item: it compacts the conversation before it.";
   // One the gateway made was opened into its summary before this (`dispatch/compaction.ts`); this
   // one is OpenAI's, the conversation it stands for encrypted for OpenAI's API: without it the
   // model would answer the turns after it alone.
@@ -561,22 +562,28 @@ function storedInputSentence(input: unknown): string | undefined {
 }
 
 /**
- * What a Responses request asked the API to do with an input over the context window that the
- * bridge cannot do, as a sentence for the client whose input a backend refused as too long, or
- * undefined. On OpenAI's API `truncation: "auto"` drops the conversation's earliest items once it
- * is over the window, and a `context_management` compaction replaces them by a summary once it
- * passes its `compact_threshold`; every other backend takes the whole conversation or refuses it,
- * as `truncation: "disabled"` asks (docs/http-api.md).
+ * What a Responses request asked the API to do with an input over the context window that did not
+ * happen, as a sentence for the client whose input a backend refused as too long, or undefined. On
+ * OpenAI's API `truncation: "auto"` drops the conversation's earliest items once it is over the
+ * window, which the bridge does not do; a `context_management` compaction replaces them by a
+ * summary once it passes its `compact_threshold`, which the gateway does too (docs/http-api.md),
+ * so an input over the window it did not compact was below the threshold.
  */
 export function contextStrategySentence(req: ResponsesRequest): string | undefined {
   const asked = [
-    ...(req.truncation === "auto" ? ['`truncation: "auto"` (dropping the earliest items)'] : []),
+    ...(req.truncation === "auto"
+      ? [
+          '`truncation: "auto"` (dropping the earliest items) is not available for this model: the gateway sends the whole conversation to its provider',
+        ]
+      : []),
     ...(asArray(req.context_management).length > 0
-      ? ["`context_management` (compacting the conversation)"]
+      ? [
+          "`context_management` compacts the conversation only once its input passes `compact_threshold`: set one below the model's context window",
+        ]
       : []),
   ];
   if (asked.length === 0) return undefined;
-  return `The request exceeds the model's maximum context window, and ${asked.join(" or ")} is not available for this model: the gateway sends the whole conversation to its provider. Send a shorter conversation, or start a new one.`;
+  return `The request exceeds the model's maximum context window; ${asked.join("; ")}. Send a shorter conversation, or start a new one.`;
 }
 
 /** The hosted tools among `toolsOutsideChat`, named for the refusal sentence. */
@@ -721,7 +728,7 @@ function namedChoice(choice: JsonObject, custom: boolean): ChatToolChoice | unde
 // Response: chat -> responses
 // ---------------------------------------------------------------------------
 
-function responsesUsage(usage: Usage, reasoningTokens = 0): ResponsesUsage {
+export function responsesUsage(usage: Usage, reasoningTokens = 0): ResponsesUsage {
   return {
     input_tokens: usage.input_tokens,
     // Both are required by OpenAI's schema: a client generated from it (Rust, Java) refuses the
@@ -953,10 +960,13 @@ export function chatResponseToResponses(
   clientModel: string,
   req?: ResponsesRequest,
   keepSigned?: KeepSigned,
+  compacted?: CompactedTurn,
 ): ResponseObject {
   // Created when the chat answer was: the provider's time, or the kit's clock for the mock.
   const createdAt = asNumber(resp.created) ?? nowSeconds();
   const response = baseResponse(req, clientModel, randomId("resp_"), createdAt);
+  // The compaction came before the answer, as OpenAI's output lists it.
+  if (compacted) response.output.push(clone(compacted.item) as unknown as ResponsesOutputItem);
   const tier = responsesTier(resp.service_tier);
   if (tier) response.service_tier = tier;
   const choice = asArray(resp.choices).find(isRecord) ?? {};
@@ -1029,7 +1039,11 @@ export function chatResponseToResponses(
     isRecord(rawUsage) && isRecord(rawUsage.completion_tokens_details)
       ? rawUsage.completion_tokens_details
       : {};
-  response.usage = responsesUsage(usageFromChat(resp), asNumber(details.reasoning_tokens) ?? 0);
+  const used = usageFromChat(resp);
+  response.usage = responsesUsage(
+    compacted ? sumUsage(compacted.usage, used) : used,
+    asNumber(details.reasoning_tokens) ?? 0,
+  );
   return response;
 }
 
@@ -1101,6 +1115,7 @@ export class ChatStreamToResponses {
     req?: ResponsesRequest,
     private readonly keepSigned?: KeepSigned,
     private readonly billed?: () => Usage,
+    private readonly compacted?: CompactedTurn,
   ) {
     this.response = baseResponse(req, clientModel, randomId("resp_"), nowSeconds());
     this.names = namespacedTools(req);
@@ -1176,7 +1191,10 @@ export class ChatStreamToResponses {
     this.ended = true;
     this.response.status = status;
     this.response.incomplete_details = incomplete_details;
-    this.response.usage = responsesUsage(this.billed?.() ?? this.current, this.reasoningTokens);
+    this.response.usage = responsesUsage(
+      this.withCompaction(this.billed?.() ?? this.current),
+      this.reasoningTokens,
+    );
     const signed = encodeReasoning(this.unshown);
     if (signed !== undefined) this.keepSigned?.(this.response.id, signed);
     const type = status === "incomplete" ? "response.incomplete" : "response.completed";
@@ -1196,7 +1214,7 @@ export class ChatStreamToResponses {
     const out = this.start();
     this.ended = true;
     this.response.usage = responsesUsage(
-      billed ?? this.billed?.() ?? this.current,
+      billed ?? this.withCompaction(this.billed?.() ?? this.current),
       this.reasoningTokens,
     );
     const events = failedEvents(this.response, this.sequence, message, code);
@@ -1216,10 +1234,21 @@ export class ChatStreamToResponses {
   private start(): ResponsesSSEEvent[] {
     if (this.started) return [];
     this.started = true;
-    return [
+    const out = [
       this.emit("response.created", { response: clone(this.response) }),
       this.emit("response.in_progress", { response: clone(this.response) }),
     ];
+    if (this.compacted) {
+      const item = this.compacted.item as unknown as ResponsesOutputItem;
+      this.response.output.push(clone(item));
+      out.push(...compactionEvents(item, 0, (type, fields) => this.emit(type, fields)));
+    }
+    return out;
+  }
+
+  /** A turn's usage: its compaction's (done before the answer began) and the answer's. */
+  private withCompaction(answer: Usage): Usage {
+    return this.compacted ? sumUsage(this.compacted.usage, answer) : answer;
   }
 
   /**
@@ -1499,6 +1528,25 @@ export class ChatStreamToResponses {
  * from `sequence`, the number the stream's next event would have had. `billed`: what the stream
  * is charged, which the Response's usage reports in place of the provider's count so far.
  */
+/**
+ * A turn's compaction as OpenAI streams it, at `outputIndex`: the item added, compacting (which
+ * carries no summary), the item done with its sealed content.
+ */
+export function compactionEvents(
+  item: ResponsesOutputItem,
+  outputIndex: number,
+  emit: (type: string, fields: JsonObject) => ResponsesSSEEvent,
+): ResponsesSSEEvent[] {
+  return [
+    emit("response.output_item.added", { output_index: outputIndex, item: clone(item) }),
+    emit("response.compaction.compacting", {
+      item_id: (item as { id?: unknown }).id,
+      output_index: outputIndex,
+    }),
+    emit("response.output_item.done", { output_index: outputIndex, item: clone(item) }),
+  ];
+}
+
 export function failedEvents(
   response: ResponseObject,
   sequence: number,
