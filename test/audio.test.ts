@@ -9,7 +9,7 @@ import {
   startFakeOpenAIMedia,
 } from "./support/fake-openai-media.js";
 import {
-  baseConfig,
+  baseConfigWith,
   KEY,
   POOR_KEY,
   post,
@@ -28,17 +28,13 @@ let openai: OpenAI;
 
 beforeAll(async () => {
   upstream = await startFakeOpenAIMedia();
-  const base = baseConfig();
   gw = await testGateway({
-    config: {
-      ...base,
+    config: baseConfigWith({
       providers: [
-        ...(base.providers ?? []),
         { id: "up", wire: "openai", base_url: upstream.baseUrl, api_keys: [UPSTREAM_KEY] },
         { id: "up-errors", wire: "openai", base_url: upstream.baseUrl, api_keys: ["sk-errors"] },
       ],
       models: [
-        ...(base.models ?? []),
         { name: "mock-tts", provider: "mock", modality: "speech", price_per_unit: SPEECH_PRICE },
         {
           name: "mock-stt",
@@ -73,8 +69,8 @@ beforeAll(async () => {
           price_per_unit: 1,
         },
       ],
-      routes: [...(base.routes ?? []), { name: "tts-route", steps: ["mock-tts", "up-tts"] }],
-    },
+      routes: [{ name: "tts-route", steps: ["mock-tts", "up-tts"] }],
+    }),
   });
   openai = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0, timeout: 20_000 });
 });

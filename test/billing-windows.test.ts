@@ -10,6 +10,7 @@ import {
 import {
   backends,
   baseConfig,
+  baseConfigWith,
   chat,
   gatewayOn,
   post,
@@ -30,20 +31,14 @@ afterEach(async () => {
 const START = Date.parse("2030-01-01T00:00:00Z");
 
 function subscribedOn(baseUrl: string, quotaPerHour: number, extra: object = {}): ConfigInput {
-  const base = baseConfig();
-  return {
-    ...base,
-    providers: [
-      ...base.providers!,
-      { id: "fake", wire: "openai", base_url: baseUrl, api_keys: ["sk-x"] },
-    ],
+  return baseConfigWith({
+    providers: [{ id: "fake", wire: "openai", base_url: baseUrl, api_keys: ["sk-x"] }],
     models: [
-      ...base.models!,
       { name: "slow", provider: "fake", price_input_per_mtok: 1000, price_output_per_mtok: 1000 },
     ],
-    accounts: [
+    accounts: (accounts) => [
       {
-        ...base.accounts![0],
+        ...accounts[0],
         balance_idr: 0,
         subscription: {
           windows: [{ name: "1h", seconds: 3600, quota: quotaPerHour }],
@@ -54,7 +49,7 @@ function subscribedOn(baseUrl: string, quotaPerHour: number, extra: object = {})
         },
       },
     ],
-  };
+  });
 }
 
 /** Opens a stream on `slow` whose end waits for `release`; resolves once its first piece arrived. */

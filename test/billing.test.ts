@@ -5,6 +5,7 @@ import { admin, burst, errorOf, quota } from "./support/api.js";
 import {
   backends,
   baseConfig,
+  baseConfigWith,
   chat,
   gatewayOn,
   KEY,
@@ -23,15 +24,13 @@ function withAccount(
   account: Partial<NonNullable<ConfigInput["accounts"]>[number]>,
   extra: Partial<ConfigInput> = {},
 ): ConfigInput {
-  const base = baseConfig();
-  return {
-    ...base,
-    models: [...base.models!, ...(extra.models ?? [])],
-    accounts: [
-      { ...base.accounts![0], ...account } as NonNullable<ConfigInput["accounts"]>[number],
-      base.accounts![1],
+  return baseConfigWith({
+    models: [...(extra.models ?? [])],
+    accounts: (accounts) => [
+      { ...accounts[0], ...account } as NonNullable<ConfigInput["accounts"]>[number],
+      accounts[1],
     ],
-  };
+  });
 }
 
 const messagesBody = (content = "hi", model = "mock-gpt", extra: object = {}) => ({

@@ -15,7 +15,7 @@ import {
 import {
   ADMIN_KEY,
   backends,
-  baseConfig,
+  baseConfigWith,
   chat,
   gatewayOn,
   KEY,
@@ -46,12 +46,9 @@ describe.each(backends)("what the account's own key serves counts nothing on %s"
 
   beforeAll(async () => {
     upstream = await fakeUpstream("openai");
-    const base = baseConfig();
     gw = await gatewayOn(backend, {
-      config: {
-        ...base,
+      config: baseConfigWith({
         providers: [
-          ...base.providers!,
           {
             id: "own",
             wire: "openai",
@@ -63,7 +60,6 @@ describe.each(backends)("what the account's own key serves counts nothing on %s"
           { id: "pool-only", wire: "openai", base_url: upstream.baseUrl, api_keys: [POOL] },
         ],
         models: [
-          ...base.models!,
           { name: "own-gpt", provider: "own", upstream_model: "gpt-up", ...price },
           { name: "own-gpt:free", provider: "own", upstream_model: "gpt-up" },
           { name: "pool-gpt", provider: "pool-only", upstream_model: "gpt-up", ...price },
@@ -78,7 +74,7 @@ describe.each(backends)("what the account's own key serves counts nothing on %s"
           free: { free_rpm: 100, free_daily: 2, burst_spacing_ms: 0 },
           roomy: { free_rpm: 100, free_daily: 100, burst_spacing_ms: 0 },
         },
-        accounts: [
+        accounts: () => [
           {
             id: "acct",
             balance_idr: 1_000,
@@ -100,7 +96,7 @@ describe.each(backends)("what the account's own key serves counts nothing on %s"
             keys: [{ id: "kr", value: ROOMY_KEY }],
           },
         ],
-      },
+      }),
       // Every window stays where it is for the whole test.
       clock: "manual",
       now: () => START + 10 * 60_000,
@@ -285,8 +281,7 @@ describe("per-minute limits of gateway serve on SQLite across a restart", () => 
   };
 
   it("rpm_limit 2: 200, 200, 429; killed and started again in the same minute, still 429; the next minute 200", async () => {
-    const base = baseConfig();
-    const config = { ...base, accounts: [{ ...base.accounts![0], rpm_limit: 2 }] };
+    const config = baseConfigWith({ accounts: (accounts) => [{ ...accounts[0], rpm_limit: 2 }] });
     await start(config, "2031-01-01T00:00:10Z");
     expect(await statuses(3, "mock-gpt")).toEqual([200, 200, "429 rate_limit_exceeded"]);
 
@@ -302,13 +297,11 @@ describe("per-minute limits of gateway serve on SQLite across a restart", () => 
   }, 60_000);
 
   it("a clean stop and start keeps a shared key's share and the free per-minute limit too", async () => {
-    const base = baseConfig();
-    const config = {
-      ...base,
+    const config = baseConfigWith({
       tiers: { free: { free_rpm: 2, free_daily: 100, burst_spacing_ms: 0 } },
       // A shared key may use half of the account's 4.
-      accounts: [{ ...base.accounts![0], rpm_limit: 4 }],
-    };
+      accounts: (accounts) => [{ ...accounts[0], rpm_limit: 4 }],
+    });
     await start(config, "2031-01-01T00:00:10Z");
     expect(await statuses(3, "mock-gpt", SHARED_KEY)).toEqual([
       200,

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { admin } from "./support/api.js";
 import { dashboardCsrf, type OwnerBrowser, ownerSession } from "./support/cli.js";
-import { backends, baseConfig, gatewayOn, type TestGateway } from "./support/gateway.js";
+import { backends, baseConfigWith, gatewayOn, type TestGateway } from "./support/gateway.js";
 
 /**
  * A BYOK key's label is counted as every other label is (characters: an emoji is one, though it
@@ -24,15 +24,10 @@ describe.each(backends)("a BYOK key's label (%s)", (backend) => {
   let csrf: string;
 
   beforeAll(async () => {
-    const base = baseConfig();
     gw = await gatewayOn(backend, {
-      config: {
-        ...base,
-        providers: [
-          ...base.providers!,
-          { id: "openai", wire: "openai", base_url: "http://127.0.0.1:9/v1" },
-        ],
-      },
+      config: baseConfigWith({
+        providers: [{ id: "openai", wire: "openai", base_url: "http://127.0.0.1:9/v1" }],
+      }),
     });
     owner = await ownerSession(gw);
     csrf = await dashboardCsrf(gw, owner);

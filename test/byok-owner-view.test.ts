@@ -13,7 +13,7 @@ import {
 import {
   ADMIN_KEY,
   backends,
-  baseConfig,
+  baseConfigWith,
   gatewayOn,
   KEY,
   POOR_KEY,
@@ -80,12 +80,9 @@ describe.each(backends)("BYOK keys as their owner sees them (%s)", (backend) => 
 
   beforeAll(async () => {
     upstream = await fakeUpstream("openai");
-    const base = baseConfig();
     gw = await gatewayOn(backend, {
-      config: {
-        ...base,
+      config: baseConfigWith({
         providers: [
-          ...base.providers!,
           {
             id: "own-prov",
             wire: "openai",
@@ -95,7 +92,6 @@ describe.each(backends)("BYOK keys as their owner sees them (%s)", (backend) => 
           },
         ],
         models: [
-          ...base.models!,
           {
             name: "own-model",
             provider: "own-prov",
@@ -105,7 +101,7 @@ describe.each(backends)("BYOK keys as their owner sees them (%s)", (backend) => 
             max_output_tokens: 100,
           },
         ],
-      },
+      }),
     });
     owner = await ownerSession(gw);
     const html = await dashboardPage();

@@ -15,6 +15,7 @@ import {
 import {
   ADMIN_KEY,
   baseConfig,
+  baseConfigWith,
   chat,
   KEY,
   KEY2,
@@ -87,20 +88,18 @@ describe("a manual clock", () => {
   });
 
   it("subscription windows roll when the clock passes them", async () => {
-    const base = baseConfig();
     gw = await testGateway({
-      config: {
-        ...base,
-        accounts: [
+      config: baseConfigWith({
+        accounts: (accounts) => [
           {
-            ...base.accounts![0],
+            ...accounts[0],
             subscription: {
               windows: [{ name: "5h", seconds: 5 * 3600, quota: 1 }],
               started_at: Date.parse("2030-01-01T00:00:00Z"),
             },
           },
         ],
-      },
+      }),
       clock: "manual",
       now: at("2030-01-01T01:00:00Z"),
     });
@@ -115,15 +114,13 @@ describe("a manual clock", () => {
   });
 
   it("the PAYG window resets when the clock passes it", async () => {
-    const base = baseConfig();
     gw = await testGateway({
-      config: {
-        ...base,
-        models: [...base.models!, { name: "per-call", provider: "mock", price_per_request: 1 }],
-        accounts: [
-          { ...base.accounts![0], balance_idr: 0, payg: { limit_idr: 1, window_seconds: 3600 } },
+      config: baseConfigWith({
+        models: [{ name: "per-call", provider: "mock", price_per_request: 1 }],
+        accounts: (accounts) => [
+          { ...accounts[0], balance_idr: 0, payg: { limit_idr: 1, window_seconds: 3600 } },
         ],
-      },
+      }),
       clock: "manual",
     });
     expect((await post(gw, "/v1/chat/completions", chat("hi", "per-call"))).status).toBe(200);
@@ -217,19 +214,13 @@ describe("a manual clock", () => {
   });
 
   it("a music job completes when the clock passes its duration", async () => {
-    const base = baseConfig();
     gw = await testGateway({
-      config: {
-        ...base,
-        providers: [
-          ...base.providers!,
-          { id: "mock-hour", wire: "mock", mock: { job_seconds: 3600 } },
-        ],
+      config: baseConfigWith({
+        providers: [{ id: "mock-hour", wire: "mock", mock: { job_seconds: 3600 } }],
         models: [
-          ...base.models!,
           { name: "hour-music", provider: "mock-hour", modality: "music", price_per_unit: 10 },
         ],
-      },
+      }),
       clock: "manual",
     });
     const res = await post(gw, "/v1/music/generations", {
@@ -266,10 +257,8 @@ describe("a manual clock", () => {
 
   it("a provider key's cooldown ends when the clock passes it", async () => {
     upstream = await fakeUpstream("openai");
-    const base = baseConfig();
     gw = await testGateway({
-      config: {
-        ...base,
+      config: baseConfig({
         providers: [
           {
             id: "pool",
@@ -281,7 +270,7 @@ describe("a manual clock", () => {
         ],
         models: [{ name: "pooled", provider: "pool", price_input_per_mtok: 1000 }],
         routes: [],
-      },
+      }),
       clock: "manual",
     });
     upstream.queue(openaiError(429, "slow down", "rate_limit_exceeded"));
@@ -425,12 +414,10 @@ describe("POST /api/admin/clock", () => {
 
 describe("time going backwards never hands out what was spent", () => {
   const subscribed = (startedAt: string, balance = 1_000_000) => {
-    const base = baseConfig();
-    return {
-      ...base,
-      accounts: [
+    return baseConfigWith({
+      accounts: (accounts) => [
         {
-          ...base.accounts![0],
+          ...accounts[0],
           balance_idr: balance,
           subscription: {
             windows: [{ name: "5h", seconds: 5 * 3600, quota: 1 }],
@@ -438,7 +425,7 @@ describe("time going backwards never hands out what was spent", () => {
           },
         },
       ],
-    };
+    });
   };
 
   it("a manual clock set a day back: the free daily allowance used stays used", async () => {

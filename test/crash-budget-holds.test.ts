@@ -8,7 +8,7 @@ import { mockImage } from "../src/server/providers/mock/media/index.js";
 import { money } from "./support/api.js";
 import { requestLogOnDisk } from "./support/database-file.js";
 import { deferred, type FakeUpstream, fakeUpstream, openaiJson } from "./support/fake-upstream.js";
-import { baseConfig, chat, post } from "./support/gateway.js";
+import { baseConfigWith, chat, post } from "./support/gateway.js";
 import {
   eventually,
   type GatewaysOnPostgres,
@@ -70,17 +70,13 @@ afterAll(async () => {
 const keyOf = (i: number) => `kn-test-fan-${String(i).padStart(2, "0")}-000000000000000000`;
 
 function config(): ConfigInput {
-  const base = baseConfig();
-  return {
-    ...base,
+  return baseConfigWith({
     providers: [
-      ...base.providers!,
       { id: "pics", wire: "openai", base_url: images.baseUrl, api_keys: ["sk-pics"] },
       { id: "talk", wire: "openai", base_url: chats.baseUrl, api_keys: ["sk-talk"] },
       { id: "tunes", wire: "mock", mock: { job_seconds: 3 } },
     ],
     models: [
-      ...base.models!,
       {
         name: "pic:free",
         provider: "pics",
@@ -110,9 +106,9 @@ function config(): ConfigInput {
         max_output_tokens: 1_000,
       },
     ],
-    routes: [...base.routes!, { name: "pics-free", steps: ["five:free", "rest:free"] }],
-    accounts: [
-      ...base.accounts!.map((account) =>
+    routes: [{ name: "pics-free", steps: ["five:free", "rest:free"] }],
+    accounts: (accounts) => [
+      ...accounts.map((account) =>
         account.id === "acct" ? { ...account, balance_idr: 100 } : account,
       ),
       ...Array.from({ length: 10 }, (_, i) => ({
@@ -122,7 +118,7 @@ function config(): ConfigInput {
       })),
     ],
     tiers: { free: { free_rpm: 1000, free_daily: 1000, burst_spacing_ms: 0 } },
-  };
+  });
 }
 
 const sdk = (gw: { url: string }, key: string) =>

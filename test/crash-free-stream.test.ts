@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import type { ConfigInput } from "../src/server/config/schema.js";
 import { type Quota, quota } from "./support/api.js";
-import { backends, baseConfig, chat, KEY, post } from "./support/gateway.js";
+import { backends, baseConfigWith, chat, KEY, post } from "./support/gateway.js";
 import {
   eventually,
   type GatewaysOnPostgres,
@@ -33,16 +33,9 @@ afterAll(async () => {
 const BUDGET = 40;
 
 function config(): ConfigInput {
-  const base = baseConfig();
-  return {
-    ...base,
-    providers: [
-      ...base.providers!,
-      // A word every 20 ms: a stream is midway for a minute.
-      { id: "paced", wire: "mock", mock: { chunk_interval_ms: 20 } },
-    ],
+  return baseConfigWith({
+    providers: [{ id: "paced", wire: "mock", mock: { chunk_interval_ms: 20 } }],
     models: [
-      ...base.models!,
       {
         name: "budget:free",
         provider: "paced",
@@ -51,7 +44,7 @@ function config(): ConfigInput {
       },
     ],
     tiers: { free: { free_rpm: 100, free_daily: 5, burst_spacing_ms: 0 } },
-  };
+  });
 }
 
 /**

@@ -8,7 +8,7 @@ import type { ConfigInput } from "../src/server/config/schema.js";
 import type { RequestLogRow } from "../src/store/types.js";
 import { balanceOnDisk, requestLogOnDisk } from "./support/database-file.js";
 import { type FakeUpstream, fakeUpstream } from "./support/fake-upstream.js";
-import { ADMIN_KEY, baseConfig, KEY, LOGIN_KEY } from "./support/gateway.js";
+import { ADMIN_KEY, baseConfigWith, KEY, LOGIN_KEY } from "./support/gateway.js";
 import {
   eventually,
   type GatewaysOnPostgres,
@@ -95,16 +95,12 @@ afterAll(async () => {
 });
 
 function config(): ConfigInput {
-  const base = baseConfig();
-  return {
-    ...base,
+  return baseConfigWith({
     providers: [
-      ...base.providers!,
       { id: "up", wire: "openai", base_url: upstream.baseUrl, api_keys: ["sk-fake-crash"] },
       { id: "mock-jobs", wire: "mock", mock: { job_seconds: 1.5 } },
     ],
     models: [
-      ...base.models!,
       {
         name: "drip-gpt",
         provider: "up",
@@ -120,7 +116,7 @@ function config(): ConfigInput {
         price_per_unit: MUSIC_PRICE,
       },
     ],
-  };
+  });
 }
 
 const bearer = { authorization: `Bearer ${KEY}`, "content-type": "application/json" };

@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, it } from "vitest";
 import type { ConfigInput } from "../src/server/config/schema.js";
-import { baseConfig, chat, KEY } from "./support/gateway.js";
+import { baseConfigWith, chat, KEY } from "./support/gateway.js";
 import {
   eventually,
   type GatewaysOnPostgres,
@@ -20,11 +20,8 @@ const initialMicro = 1_000_000 * 1_000_000;
 const models = ["crash-a", "crash-b", "crash-c"];
 
 function config(): ConfigInput {
-  const base = baseConfig();
-  return {
-    ...base,
+  return baseConfigWith({
     models: [
-      ...base.models!,
       ...models.map((name) => ({
         name,
         provider: "mock",
@@ -34,8 +31,8 @@ function config(): ConfigInput {
       })),
     ],
     // A per-minute limit the load cannot reach: every refusal here would be a fault.
-    accounts: [{ ...base.accounts![0], rpm_limit: 1_000_000 }, ...base.accounts!.slice(1)],
-  };
+    accounts: (accounts) => [{ ...accounts[0], rpm_limit: 1_000_000 }, ...accounts.slice(1)],
+  });
 }
 
 let cluster: GatewaysOnPostgres | undefined;

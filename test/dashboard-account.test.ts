@@ -1,22 +1,17 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { quota } from "./support/api.js";
 import { dashboardCsrf, type OwnerBrowser, ownerSession } from "./support/cli.js";
-import { baseConfig, chat, post, type TestGateway, testGateway } from "./support/gateway.js";
+import { baseConfigWith, chat, post, type TestGateway, testGateway } from "./support/gateway.js";
 
 let gw: TestGateway;
 let owner: OwnerBrowser;
 let csrf: string;
 
 beforeAll(async () => {
-  const base = baseConfig();
   gw = await testGateway({
-    config: {
-      ...base,
-      providers: [
-        ...base.providers!,
-        { id: "openai", wire: "openai", base_url: "http://127.0.0.1:9/v1" },
-      ],
-    },
+    config: baseConfigWith({
+      providers: [{ id: "openai", wire: "openai", base_url: "http://127.0.0.1:9/v1" }],
+    }),
   });
   owner = await ownerSession(gw);
   csrf = await dashboardCsrf(gw, owner);

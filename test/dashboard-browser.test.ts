@@ -3,7 +3,14 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { formatIdr } from "../src/server/dashboard/pages.js";
 import { quota } from "./support/api.js";
 import { connectChromium, haveChromium, shoot, signedInTab } from "./support/browser.js";
-import { baseConfig, chat, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
+import {
+  baseConfigWith,
+  chat,
+  KEY,
+  post,
+  type TestGateway,
+  testGateway,
+} from "./support/gateway.js";
 
 /**
  * The owner's dashboard in a real browser (Debian's chromium via playwright-core), at a desktop
@@ -22,24 +29,18 @@ const today = Date.now();
 let clock = today - 6 * dayMs;
 
 beforeAll(async () => {
-  const base = baseConfig();
   gw = await testGateway({
     now: () => clock,
-    config: {
-      ...base,
+    config: baseConfigWith({
       providers: [
-        ...base.providers!,
         { id: "own-upstream", wire: "mock" },
         // BYOK keys are for real provider wires; nothing is sent to it in these tests.
         { id: "openai", wire: "openai", base_url: "http://127.0.0.1:9/v1" },
       ],
-      models: [
-        ...base.models!,
-        { name: longModel, provider: "mock", price_input_per_mtok: 90_000_000 },
-      ],
-      accounts: [
+      models: [{ name: longModel, provider: "mock", price_input_per_mtok: 90_000_000 }],
+      accounts: (accounts) => [
         {
-          ...base.accounts![0],
+          ...accounts[0],
           payg: { limit_idr: 50_000 },
           subscription: {
             plan: "pro",
@@ -52,9 +53,9 @@ beforeAll(async () => {
           },
           byok: [{ provider: "own-upstream", key: "sk-owner-secret-value-7f3a" }],
         },
-        base.accounts![1],
+        accounts[1],
       ],
-    },
+    }),
   });
   // A week of traffic: a few requests a day on two models, one failing upstream.
   for (let day = 6; day >= 0; day--) {

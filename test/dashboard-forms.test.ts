@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { quota } from "./support/api.js";
 import { dashboardCsrf, type OwnerBrowser, ownerSession } from "./support/cli.js";
-import { baseConfig, chat, post, type TestGateway, testGateway } from "./support/gateway.js";
+import { baseConfigWith, chat, post, type TestGateway, testGateway } from "./support/gateway.js";
 
 /**
  * The dashboard's forms over HTTP, as a browser without script posts them: each action changes
@@ -12,16 +12,11 @@ import { baseConfig, chat, post, type TestGateway, testGateway } from "./support
 let gw: TestGateway;
 
 beforeAll(async () => {
-  const base = baseConfig();
   gw = await testGateway({
-    config: {
-      ...base,
-      providers: [
-        ...base.providers!,
-        { id: "openai", wire: "openai", base_url: "http://127.0.0.1:9/v1" },
-      ],
-      accounts: [{ ...base.accounts![0], payg: { limit_idr: 10_000 } }, base.accounts![1]],
-    },
+    config: baseConfigWith({
+      providers: [{ id: "openai", wire: "openai", base_url: "http://127.0.0.1:9/v1" }],
+      accounts: (accounts) => [{ ...accounts[0], payg: { limit_idr: 10_000 } }, accounts[1]],
+    }),
   });
 });
 afterAll(() => gw.close());

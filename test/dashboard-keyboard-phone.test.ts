@@ -1,7 +1,7 @@
 import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connectChromium, haveChromium, shoot, signedInTab } from "./support/browser.js";
-import { baseConfig, chat, post, type TestGateway, testGateway } from "./support/gateway.js";
+import { baseConfigWith, chat, post, type TestGateway, testGateway } from "./support/gateway.js";
 
 const longModel = "mock-very-long-model-name-for-a-phone-screen-2024-07-18-preview-extended";
 
@@ -9,26 +9,20 @@ let gw: TestGateway;
 let browser: Browser | undefined;
 
 beforeAll(async () => {
-  const base = baseConfig();
   gw = await testGateway({
-    config: {
-      ...base,
-      providers: [...base.providers!, { id: "own-upstream", wire: "mock" }],
-      models: [
-        ...base.models!,
-        // About the dearest token price the gateway takes for the default context window.
-        { name: longModel, provider: "mock", price_input_per_mtok: 70_000_000_000 },
-      ],
-      accounts: [
+    config: baseConfigWith({
+      providers: [{ id: "own-upstream", wire: "mock" }],
+      models: [{ name: longModel, provider: "mock", price_input_per_mtok: 70_000_000_000 }],
+      accounts: (accounts) => [
         {
-          ...base.accounts![0],
+          ...accounts[0],
           balance_idr: 999_999_999,
           payg: { limit_idr: 987_654_321.55 },
           byok: [{ provider: "own-upstream", key: "sk-owner-secret-value-7f3a" }],
         },
-        base.accounts![1],
+        accounts[1],
       ],
-    },
+    }),
   });
   await post(gw, "/v1/chat/completions", chat("hello"));
   // One request costs millions of IDR, leaving a balance with ten digits and its decimals.

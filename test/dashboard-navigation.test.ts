@@ -10,7 +10,7 @@ import {
   signIn,
 } from "./support/browser.js";
 import { ownerSession } from "./support/cli.js";
-import { baseConfig, chat, post, type TestGateway, testGateway } from "./support/gateway.js";
+import { baseConfigWith, chat, post, type TestGateway, testGateway } from "./support/gateway.js";
 
 /**
  * Getting around the dashboard: by keyboard past the usage charts, from the login approval pages
@@ -24,16 +24,10 @@ let gw: TestGateway;
 let browser: Browser | undefined;
 
 beforeAll(async () => {
-  const base = baseConfig();
   gw = await testGateway({
-    config: {
-      ...base,
-      providers: [
-        ...base.providers!,
-        // BYOK keys are for real provider wires; nothing is sent to it in these tests.
-        { id: "openai", wire: "openai", base_url: "http://127.0.0.1:9/v1" },
-      ],
-    },
+    config: baseConfigWith({
+      providers: [{ id: "openai", wire: "openai", base_url: "http://127.0.0.1:9/v1" }],
+    }),
   });
   await post(gw, "/v1/chat/completions", chat("hello"));
   await post(gw, "/v1/chat/completions", chat("again"));

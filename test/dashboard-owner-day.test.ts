@@ -6,7 +6,14 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ConfigInput } from "../src/server/config/schema.js";
 import { connectChromium, haveChromium, shoot, signedInTab } from "./support/browser.js";
 import { type FakeUpstream, fakeUpstream } from "./support/fake-upstream.js";
-import { baseConfig, chat, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
+import {
+  baseConfigWith,
+  chat,
+  KEY,
+  post,
+  type TestGateway,
+  testGateway,
+} from "./support/gateway.js";
 import { eventually, killByPid } from "./support/gateways-on-postgres.js";
 import { type ServeProcess, serveProcess } from "./support/serve-process.js";
 
@@ -28,12 +35,8 @@ let serve: ServeProcess | undefined;
 let browser: Browser | undefined;
 
 function config(): ConfigInput {
-  const base = baseConfig();
-  return {
-    ...base,
+  return baseConfigWith({
     providers: [
-      ...base.providers!,
-      // A word every 20 ms: a stream is midway for a minute.
       { id: "paced", wire: "mock", mock: { chunk_interval_ms: 20 } },
       // Answers after a minute: its client leaves first.
       { id: "slow", wire: "mock", mock: { latency_ms: 60_000 } },
@@ -41,7 +44,6 @@ function config(): ConfigInput {
       { id: "own-prov", wire: "openai", base_url: upstream.baseUrl, api_keys: [POOL_KEY] },
     ],
     models: [
-      ...base.models!,
       {
         name: "paced-gpt",
         provider: "paced",
@@ -57,15 +59,15 @@ function config(): ConfigInput {
       { name: "mock-music", provider: "mock-fast", modality: "music", price_per_unit: 150 },
     ],
     tiers: { free: { free_rpm: 100, free_daily: 50, burst_spacing_ms: 0 } },
-    accounts: [
+    accounts: (accounts) => [
       {
-        ...base.accounts![0],
+        ...accounts[0],
         payg: { limit_idr: 50_000.5 },
         byok: [{ provider: "own-prov", key: OWN_KEY }],
       },
-      base.accounts![1],
+      accounts[1],
     ],
-  };
+  });
 }
 
 /** Reads a long stream on `url` until it delivered `words` pieces; the reading ends when the gateway dies. */

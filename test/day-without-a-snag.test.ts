@@ -14,6 +14,7 @@ import {
 import {
   ADMIN_KEY,
   baseConfig,
+  baseConfigWith,
   KEY,
   LOGIN_KEY,
   POOR_KEY,
@@ -676,15 +677,12 @@ describe("every refusal names its code, in the route's style", () => {
         return openaiError(500, `${PROVIDER_WORDS}: on fire`, null, "server_error");
       return openaiJson("hi");
     });
-    const base = baseConfig();
     gw = await testGateway({
       clock: "manual",
       bodyLimitBytes: 64 * 1024,
       onRequest: (line) => lines.push(line),
-      config: {
-        ...base,
+      config: baseConfigWith({
         providers: [
-          ...base.providers!,
           {
             id: "fake",
             wire: "openai",
@@ -693,7 +691,6 @@ describe("every refusal names its code, in the route's style", () => {
           },
         ],
         models: [
-          ...base.models!,
           { name: "mock-tts", provider: "mock", modality: "speech", price_per_unit: 1 },
           { name: "mock-whisper", provider: "mock", modality: "transcription", price_per_unit: 1 },
           { name: "mock-music", provider: "mock", modality: "music", price_per_unit: 1 },
@@ -710,13 +707,13 @@ describe("every refusal names its code, in the route's style", () => {
             price_input_per_mtok: 1000,
           },
         ],
-        routes: [...base.routes!, { name: "fake-route", steps: ["fake-fail", "mock-down"] }],
-        accounts: [
+        routes: [{ name: "fake-route", steps: ["fake-fail", "mock-down"] }],
+        accounts: (accounts) => [
           {
-            ...base.accounts![0],
-            keys: [...base.accounts![0].keys!, { id: "kr", label: "revoked", value: REVOKED_KEY }],
+            ...accounts[0],
+            keys: [...accounts[0].keys!, { id: "kr", label: "revoked", value: REVOKED_KEY }],
           },
-          base.accounts![1],
+          accounts[1],
           {
             id: "suspended",
             status: "suspended",
@@ -725,7 +722,7 @@ describe("every refusal names its code, in the route's style", () => {
           },
           { id: "busy", balance_idr: 1000, rpm_limit: 1, keys: [{ id: "kb", value: BUSY_KEY }] },
         ],
-      },
+      }),
     });
     expect((await admin(gw, "DELETE", "/keys/kr")).status).toBe(200);
     // The busy account's one request of the minute (the clock stands still: the minute never ends).

@@ -9,7 +9,14 @@ import OpenAI from "openai";
 import { afterEach, describe, expect, it } from "vitest";
 import { quota } from "./support/api.js";
 import { cliHome, killRunningClis, runCli } from "./support/cli.js";
-import { baseConfig, chat, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
+import {
+  baseConfigWith,
+  chat,
+  KEY,
+  post,
+  type TestGateway,
+  testGateway,
+} from "./support/gateway.js";
 import { mcpClient } from "./support/mcp.js";
 
 /**
@@ -250,17 +257,12 @@ describe("the CLI's mistakes: one line, the right exit code, never 'please repor
 
 describe("closing a gateway with work in flight", () => {
   it("close() resolves with a stream, a job, a held burst wait and MCP calls in flight, and every client gets an end", async () => {
-    const base = baseConfig();
     gw = await testGateway({
-      config: {
-        ...base,
-        providers: [...base.providers!, { id: "slow", wire: "mock", mock: { job_seconds: 3600 } }],
-        models: [
-          ...base.models!,
-          { name: "slow-music", provider: "slow", modality: "music", price_per_unit: 1 },
-        ],
+      config: baseConfigWith({
+        providers: [{ id: "slow", wire: "mock", mock: { job_seconds: 3600 } }],
+        models: [{ name: "slow-music", provider: "slow", modality: "music", price_per_unit: 1 }],
         tiers: { free: { free_rpm: 100, free_daily: 100 } },
-      },
+      }),
       clock: "manual",
       autoAdvance: false,
     });

@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { admin, errorOf } from "./support/api.js";
-import { baseConfig, chat, post, type TestGateway, testGateway } from "./support/gateway.js";
+import { baseConfigWith, chat, post, type TestGateway, testGateway } from "./support/gateway.js";
 
 /**
  * Every row of the spec's error table, produced the way README's "Every error on demand" table
@@ -9,21 +9,17 @@ import { baseConfig, chat, post, type TestGateway, testGateway } from "./support
  */
 
 let gw: TestGateway;
-const base = baseConfig();
 
 beforeAll(async () => {
   gw = await testGateway({
     clock: "manual",
     now: () => Date.parse("2030-01-01T23:00:00Z"),
-    config: {
-      ...base,
+    config: baseConfigWith({
       providers: [
-        ...base.providers!,
         { id: "mock-pool", wire: "mock", api_keys: ["pool-key"], cooldown_ms: 60_000 },
         { id: "mock-jobs", wire: "mock", mock: { job_seconds: 3600 } },
       ],
       models: [
-        ...base.models!,
         { name: "pooled", provider: "mock-pool", price_input_per_mtok: 1000 },
         {
           name: "budget:free",
@@ -38,7 +34,7 @@ beforeAll(async () => {
         rpm1: { free_rpm: 1, free_daily: 1000, burst_spacing_ms: 0 },
         bursty: { free_rpm: 1000, free_daily: 1000, burst_spacing_ms: 60_000, burst_queue: 0 },
       },
-    },
+    }),
     extraRoutes: [
       {
         method: "GET",

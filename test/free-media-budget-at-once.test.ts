@@ -6,7 +6,7 @@ import { errorOf, quota } from "./support/api.js";
 import { deferred, type FakeUpstream, fakeUpstream } from "./support/fake-upstream.js";
 import {
   backends,
-  baseConfig,
+  baseConfigWith,
   gatewayOn,
   KEY,
   post,
@@ -59,18 +59,14 @@ afterEach(async () => {
 });
 
 function config(): ConfigInput {
-  const base = baseConfig();
   const free = { tier: "free" };
-  return {
-    ...base,
+  return baseConfigWith({
     providers: [
-      ...base.providers!,
       { id: "pics", wire: "openai", base_url: images.baseUrl, api_keys: ["sk-pics"] },
       // A job takes four seconds of the gateway's clock.
       { id: "tunes", wire: "mock", mock: { job_seconds: 4 } },
     ],
     models: [
-      ...base.models!,
       {
         name: "pic:free",
         provider: "pics",
@@ -94,7 +90,6 @@ function config(): ConfigInput {
     ],
     // Ten accounts, so that requests at once are not one account's (the budget is the model's).
     accounts: [
-      ...base.accounts!,
       ...Array.from({ length: 10 }, (_, i) => ({
         id: `fan-${i}`,
         ...free,
@@ -102,7 +97,7 @@ function config(): ConfigInput {
       })),
     ],
     tiers: { free: { free_rpm: 100, free_daily: 100, burst_spacing_ms: 0 } },
-  };
+  });
 }
 
 const keyOf = (i: number) => `kn-test-fan-${String(i).padStart(2, "0")}-000000000000000000`;

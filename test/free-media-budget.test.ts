@@ -2,7 +2,14 @@ import OpenAI from "openai";
 import { afterEach, describe, expect, it } from "vitest";
 import type { ConfigInput } from "../src/server/config/schema.js";
 import { errorOf } from "./support/api.js";
-import { backends, baseConfig, gatewayOn, KEY, post, type TestGateway } from "./support/gateway.js";
+import {
+  backends,
+  baseConfigWith,
+  gatewayOn,
+  KEY,
+  post,
+  type TestGateway,
+} from "./support/gateway.js";
 
 /**
  * A free media model's `free_token_budget` limits it as it limits a chat model: its answers have
@@ -15,13 +22,9 @@ const T0 = Date.parse("2030-01-01T00:10:00Z");
 const refillSeconds = 50 * 60;
 
 function config(): ConfigInput {
-  const base = baseConfig();
-  return {
-    ...base,
-    // Jobs that take none of the clock's time: the clock stands still at T0.
-    providers: [...base.providers!, { id: "mock-now", wire: "mock", mock: { job_seconds: 0 } }],
+  return baseConfigWith({
+    providers: [{ id: "mock-now", wire: "mock", mock: { job_seconds: 0 } }],
     models: [
-      ...base.models!,
       {
         name: "pic:free",
         provider: "mock",
@@ -36,7 +39,7 @@ function config(): ConfigInput {
       },
     ],
     tiers: { free: { free_rpm: 100, free_daily: 100, burst_spacing_ms: 0 } },
-  };
+  });
 }
 
 const open: TestGateway[] = [];

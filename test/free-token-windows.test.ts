@@ -17,7 +17,7 @@ import {
 } from "./support/fake-upstream.js";
 import {
   ADMIN_KEY,
-  baseConfig,
+  baseConfigWith,
   chat,
   KEY,
   post,
@@ -67,16 +67,9 @@ function freshDir(): string {
 }
 
 function config(budget: number, windowSeconds = 3600): ConfigInput {
-  const base = baseConfig();
-  return {
-    ...base,
-    providers: [
-      ...base.providers!,
-      // A word every 20 ms: a long stream is midway for a minute.
-      { id: "paced", wire: "mock", mock: { chunk_interval_ms: 20 } },
-    ],
+  return baseConfigWith({
+    providers: [{ id: "paced", wire: "mock", mock: { chunk_interval_ms: 20 } }],
     models: [
-      ...base.models!,
       {
         name: MODEL,
         provider: "mock",
@@ -91,7 +84,7 @@ function config(budget: number, windowSeconds = 3600): ConfigInput {
       },
     ],
     tiers: { free: { free_rpm: 100, free_daily: 50, burst_spacing_ms: 0 } },
-  };
+  });
 }
 
 /** `cfg` with a free model `fake:free` of the same budget on the OpenAI-compatible `baseUrl`. */

@@ -7,7 +7,7 @@ import { type FakeUpstream, fakeUpstream } from "./support/fake-upstream.js";
 import {
   ADMIN_KEY,
   backends,
-  baseConfig,
+  baseConfigWith,
   chat,
   gatewayOn,
   KEY,
@@ -35,15 +35,11 @@ afterAll(async () => {
 });
 
 function config() {
-  const base = baseConfig();
-  return {
-    ...base,
+  return baseConfigWith({
     providers: [
-      ...base.providers!,
       { id: "slow", wire: "openai" as const, base_url: upstream.baseUrl, api_keys: ["sk-slow"] },
     ],
     models: [
-      ...base.models!,
       { name: "slow-chat", provider: "slow", price_input_per_mtok: 1_000 },
       { name: "slow-image", provider: "slow", modality: "image" as const, price_per_unit: 500 },
       {
@@ -60,7 +56,7 @@ function config() {
         price_per_unit: 10,
       },
     ],
-  };
+  });
 }
 
 /** Admitted requests whose hold is not settled, as /metrics shows them. */

@@ -7,7 +7,7 @@ import {
   startFakeOpenAIMedia,
 } from "./support/fake-openai-media.js";
 import {
-  baseConfig,
+  baseConfigWith,
   KEY,
   POOR_KEY,
   post,
@@ -24,18 +24,14 @@ let openai: OpenAI;
 
 beforeAll(async () => {
   upstream = await startFakeOpenAIMedia();
-  const base = baseConfig();
   gw = await testGateway({
-    config: {
-      ...base,
+    config: baseConfigWith({
       providers: [
-        ...(base.providers ?? []),
         { id: "up", wire: "openai", base_url: upstream.baseUrl, api_keys: [UPSTREAM_KEY] },
         { id: "up-errors", wire: "openai", base_url: upstream.baseUrl, api_keys: ["sk-errors"] },
         { id: "claude", wire: "anthropic", base_url: upstream.baseUrl },
       ],
       models: [
-        ...(base.models ?? []),
         {
           name: "up-image",
           provider: "up",
@@ -52,7 +48,7 @@ beforeAll(async () => {
         },
         { name: "claude-image", provider: "claude", modality: "image", price_per_unit: 1 },
       ],
-    },
+    }),
   });
   openai = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0, timeout: 10_000 });
 });

@@ -1,22 +1,16 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { ConfigInput } from "../src/server/config/schema.js";
 import { type JobRunner, startJobRunner } from "../src/server/jobs/runner.js";
-import { baseConfig, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
+import { baseConfigWith, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
 
 const MUSIC_PRICE = 100;
 const SECONDS = 2;
 
 /** A music model whose jobs take a second: long enough to outlive several short leases. */
 function config(): ConfigInput {
-  const base = baseConfig();
-  return {
-    ...base,
-    providers: [
-      ...(base.providers ?? []),
-      { id: "mock-steady", wire: "mock", mock: { job_seconds: 1 } },
-    ],
+  return baseConfigWith({
+    providers: [{ id: "mock-steady", wire: "mock", mock: { job_seconds: 1 } }],
     models: [
-      ...(base.models ?? []),
       {
         name: "steady-music",
         provider: "mock-steady",
@@ -24,7 +18,7 @@ function config(): ConfigInput {
         price_per_unit: MUSIC_PRICE,
       },
     ],
-  };
+  });
 }
 
 const auth = { authorization: `Bearer ${KEY}` };

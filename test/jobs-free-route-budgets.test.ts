@@ -5,7 +5,7 @@ import type { ConfigInput } from "../src/server/config/schema.js";
 import {
   type BackendName,
   backends,
-  baseConfig,
+  baseConfigWith,
   gatewayOn,
   KEY,
   post,
@@ -25,7 +25,6 @@ const T0 = W0 + 10 * 60_000;
 const BUDGET = 10;
 
 function config(): ConfigInput {
-  const base = baseConfig();
   // Jobs that take none of the clock's time: the clock stands still at T0.
   const provider = (id: string) => ({ id, wire: "mock" as const, mock: { job_seconds: 0 } });
   const music = (name: string, providerId: string) => ({
@@ -34,13 +33,12 @@ function config(): ConfigInput {
     modality: "music" as const,
     free_token_budget: { tokens: BUDGET, window_seconds: 3600 },
   });
-  return {
-    ...base,
-    providers: [...base.providers!, provider("ma"), provider("mb")],
-    models: [...base.models!, music("tune-a:free", "ma"), music("tune-b:free", "mb")],
-    routes: [{ name: "tunes", steps: ["tune-a:free", "tune-b:free"] }],
+  return baseConfigWith({
+    providers: [provider("ma"), provider("mb")],
+    models: [music("tune-a:free", "ma"), music("tune-b:free", "mb")],
+    routes: () => [{ name: "tunes", steps: ["tune-a:free", "tune-b:free"] }],
     tiers: { free: { free_rpm: 100, free_daily: 100, burst_spacing_ms: 0 } },
-  };
+  });
 }
 
 /**

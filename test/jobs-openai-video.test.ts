@@ -2,7 +2,7 @@ import OpenAI from "openai";
 import type { Video } from "openai/resources/videos";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { ConfigInput } from "../src/server/config/schema.js";
-import { baseConfig, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
+import { baseConfigWith, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
 import { eventually } from "./support/gateways-on-postgres.js";
 
 /**
@@ -20,16 +20,12 @@ const START = Date.parse("2030-03-01T00:00:00Z");
 const sdkStatuses: readonly Video["status"][] = ["queued", "in_progress", "completed", "failed"];
 
 function config(): ConfigInput {
-  const base = baseConfig();
-  return {
-    ...base,
+  return baseConfigWith({
     providers: [
-      ...base.providers!,
       { id: "mock-minute", wire: "mock", mock: { job_seconds: 60 } },
       { id: "mock-broken", wire: "mock", mock: { job_seconds: 1, fail_status: 503 } },
     ],
     models: [
-      ...base.models!,
       {
         name: "minute-video",
         provider: "mock-minute",
@@ -43,7 +39,7 @@ function config(): ConfigInput {
         price_per_unit: VIDEO_PRICE,
       },
     ],
-  };
+  });
 }
 
 let gw: TestGateway;

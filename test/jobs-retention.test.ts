@@ -3,7 +3,7 @@ import type { ConfigInput } from "../src/server/config/schema.js";
 import {
   type BackendName,
   backends,
-  baseConfig,
+  baseConfigWith,
   gatewayOn,
   KEY,
   post,
@@ -24,18 +24,14 @@ const VIDEO_PRICE = 50;
 const START = Date.parse("2030-04-01T00:00:00Z");
 
 function config(): ConfigInput {
-  const base = baseConfig();
-  return {
-    ...base,
+  return baseConfigWith({
     providers: [
-      ...base.providers!,
       { id: "mock-second", wire: "mock", mock: { job_seconds: 1 } },
       { id: "mock-broken", wire: "mock", mock: { job_seconds: 1, fail_status: 503 } },
       // Runs ten times the retention.
       { id: "mock-long", wire: "mock", mock: { job_seconds: 10 * TTL_SECONDS } },
     ],
     models: [
-      ...base.models!,
       {
         name: "quick-music",
         provider: "mock-second",
@@ -57,7 +53,7 @@ function config(): ConfigInput {
       { name: "long-video", provider: "mock-long", modality: "video", price_per_unit: VIDEO_PRICE },
     ],
     jobs: { ttl_seconds: TTL_SECONDS },
-  };
+  });
 }
 
 const auth = { authorization: `Bearer ${KEY}` };

@@ -6,7 +6,7 @@ import type { ConfigInput } from "../src/server/config/schema.js";
 import { readAviInfo } from "../src/server/media/avi.js";
 import { readWavInfo } from "../src/server/media/wav.js";
 import {
-  baseConfig,
+  baseConfigWith,
   KEY,
   KEY2,
   POOR_KEY,
@@ -20,11 +20,8 @@ const VIDEO_PRICE = 50;
 
 /** Mock providers whose jobs take 50 ms, half a second, or far longer than any test. */
 function jobsConfig(slowJobSeconds = 60): ConfigInput {
-  const base = baseConfig();
-  return {
-    ...base,
+  return baseConfigWith({
     providers: [
-      ...(base.providers ?? []),
       { id: "mock-fast", wire: "mock", mock: { job_seconds: 0.05 } },
       { id: "mock-steady", wire: "mock", mock: { job_seconds: 0.5 } },
       { id: "mock-paced", wire: "mock", mock: { job_seconds: 2 } },
@@ -32,7 +29,6 @@ function jobsConfig(slowJobSeconds = 60): ConfigInput {
       { id: "mock-fast-down", wire: "mock", mock: { job_seconds: 0.05, fail_status: 503 } },
     ],
     models: [
-      ...(base.models ?? []),
       { name: "mock-music", provider: "mock-fast", modality: "music", price_per_unit: MUSIC_PRICE },
       {
         name: "steady-music",
@@ -61,7 +57,7 @@ function jobsConfig(slowJobSeconds = 60): ConfigInput {
         price_per_unit: VIDEO_PRICE,
       },
     ],
-  };
+  });
 }
 
 interface JobView {

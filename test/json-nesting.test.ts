@@ -6,7 +6,7 @@ import {
   openaiJson,
   openaiStreamSteps,
 } from "./support/fake-upstream.js";
-import { baseConfig, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
+import { baseConfigWith, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
 
 /**
  * Bodies nested past the bound are refused with a 400 in the route's style before admission, on
@@ -21,15 +21,12 @@ beforeAll(async () => {
   upstream = await fakeUpstream("openai", (req) =>
     req.body.stream === true ? { kind: "sse", steps: openaiStreamSteps(["ok"]) } : openaiJson("ok"),
   );
-  const base = baseConfig();
   gw = await testGateway({
-    config: baseConfig({
+    config: baseConfigWith({
       providers: [
-        ...(base.providers ?? []),
         { id: "oa", wire: "openai", base_url: upstream.baseUrl, api_keys: ["sk-oa-nesting"] },
       ],
       models: [
-        ...(base.models ?? []),
         {
           name: "gpt-x",
           provider: "oa",

@@ -8,6 +8,7 @@ import { fakeUpstream, openaiError } from "./support/fake-upstream.js";
 import {
   ADMIN_KEY,
   baseConfig,
+  baseConfigWith,
   chat,
   LOGIN_KEY,
   post,
@@ -157,14 +158,12 @@ describe("a provider's 401 on demand", () => {
       openaiError(401, "Incorrect API key provided.", "invalid_api_key"),
     );
     cleanups.push(() => upstream.close());
-    const base = baseConfig();
     const gw = await startGateway({
-      config: baseConfig({
+      config: baseConfigWith({
         providers: [
-          ...base.providers!,
           { id: "oa", wire: "openai", base_url: upstream.url, api_keys: ["sk-hunt-401"] },
         ],
-        models: [...base.models!, { name: "live", provider: "oa", price_input_per_mtok: 1000 }],
+        models: [{ name: "live", provider: "oa", price_input_per_mtok: 1000 }],
       }),
     });
     cleanups.push(() => gw.close());

@@ -12,7 +12,7 @@ import {
   fakeUpstream,
   openaiJson,
 } from "./support/fake-upstream.js";
-import { ADMIN_KEY, baseConfig, KEY } from "./support/gateway.js";
+import { ADMIN_KEY, baseConfigWith, KEY } from "./support/gateway.js";
 
 /**
  * The test kit (`startGateway` from the package) on a database file, in a process whose
@@ -34,15 +34,10 @@ let upstream: FakeUpstream;
 let configFile: string;
 beforeAll(async () => {
   upstream = await fakeUpstream("openai", () => openaiJson("ok"));
-  const base = baseConfig();
-  const config: ConfigInput = {
-    ...base,
-    providers: [
-      ...(base.providers ?? []),
-      { id: "byok-prov", wire: "openai", base_url: upstream.baseUrl, api_keys: [] },
-    ],
-    models: [...(base.models ?? []), { name: "byok-model", provider: "byok-prov" }],
-  };
+  const config: ConfigInput = baseConfigWith({
+    providers: [{ id: "byok-prov", wire: "openai", base_url: upstream.baseUrl, api_keys: [] }],
+    models: [{ name: "byok-model", provider: "byok-prov" }],
+  });
   configFile = join(freshDir(), "config.json");
   writeFileSync(configFile, JSON.stringify(config));
 });

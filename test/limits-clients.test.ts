@@ -14,7 +14,8 @@ import {
 } from "./support/fake-upstream.js";
 import {
   backends,
-  baseConfig,
+  baseConfigWith,
+  type ConfigAdditions,
   chat,
   gatewayOn,
   KEY,
@@ -36,13 +37,11 @@ afterEach(async () => {
 });
 
 type Account = NonNullable<ConfigInput["accounts"]>[number];
-function config(account: Partial<Account> = {}, extra: Partial<ConfigInput> = {}): ConfigInput {
-  const base = baseConfig();
-  return {
-    ...base,
-    accounts: [{ ...base.accounts![0], ...account } as Account, base.accounts![1]],
+function config(account: Partial<Account> = {}, extra: ConfigAdditions = {}): ConfigInput {
+  return baseConfigWith({
+    accounts: (accounts) => [{ ...accounts[0], ...account } as Account, accounts[1]],
     ...extra,
-  };
+  });
 }
 
 describe.each(backends)("shared keys and the owner's per-minute limit, on %s", (backend) => {
@@ -92,13 +91,10 @@ describe("provider key pools", () => {
       }
       return openaiJson("ok");
     });
-    const base = baseConfig();
     gw = await testGateway({
       ...held,
-      config: {
-        ...base,
+      config: baseConfigWith({
         providers: [
-          ...base.providers!,
           {
             id: "pooled",
             wire: "openai",
@@ -107,8 +103,8 @@ describe("provider key pools", () => {
             cooldown_ms,
           },
         ],
-        models: [...base.models!, { name: "pooled", provider: "pooled", price_input_per_mtok: 1 }],
-      },
+        models: [{ name: "pooled", provider: "pooled", price_input_per_mtok: 1 }],
+      }),
     });
     expect((await post(gw, "/v1/chat/completions", chat("x", "pooled"))).status).toBe(429);
     for (let i = 0; i < 3; i++) {
@@ -130,14 +126,12 @@ describe.each(backends)("routes to :free models on %s", (backend) => {
   it("a route whose steps are :free models counts against the free daily allowance, then 429 free_quota_daily", async () => {
     // Spec, Limits: ":free models count against free limits instead"; the free daily quota counts
     // successful requests per account and answers 429 free_quota_daily with Retry-After to 00:00 UTC.
-    const base = baseConfig();
     gw = await gatewayOn(backend, {
       ...held,
-      config: {
-        ...base,
+      config: baseConfigWith({
         tiers: { free: { free_rpm: 100, free_daily: 1, burst_spacing_ms: 0 } },
-        routes: [...base.routes!, { name: "free-route", steps: ["mock-gpt:free"] }],
-      },
+        routes: [{ name: "free-route", steps: ["mock-gpt:free"] }],
+      }),
     });
     expect((await post(gw, "/v1/chat/completions", chat("x", "free-route"))).status).toBe(200);
     expect((await quota(gw)).free.daily_used).toBe(1);
@@ -241,10 +235,7 @@ describe("two gateways on one Postgres (in process)", () => {
     const cfg = config(
       { rpm_limit: 100_000, balance_idr: 0, payg: { enabled: true, limit_idr: 7 * 60 } },
       {
-        models: [
-          ...baseConfig().models!,
-          { name: "per-request", provider: "mock", price_per_request: 7 },
-        ],
+        models: [{ name: "per-request", provider: "mock", price_per_request: 7 }],
       },
     );
     const [ga, gb] = await pair(cfg);

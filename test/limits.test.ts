@@ -3,7 +3,7 @@ import type { ConfigInput } from "../src/server/config/schema.js";
 import { admin, burst, errorOf, quota } from "./support/api.js";
 import {
   backends,
-  baseConfig,
+  baseConfigWith,
   chat,
   gatewayOn,
   KEY,
@@ -32,13 +32,11 @@ function config(
   tiers: ConfigInput["tiers"] = {},
   models: ConfigInput["models"] = [],
 ): ConfigInput {
-  const base = baseConfig();
-  return {
-    ...base,
+  return baseConfigWith({
     tiers,
-    models: [...base.models!, ...models!],
-    accounts: [{ ...base.accounts![0], ...account } as Account, base.accounts![1]],
-  };
+    models,
+    accounts: (accounts) => [{ ...accounts[0], ...account } as Account, accounts[1]],
+  });
 }
 
 const messages = (model = "mock-gpt") => ({

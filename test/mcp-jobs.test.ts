@@ -3,7 +3,7 @@ import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
 import { afterEach, describe, expect, it } from "vitest";
 import type { ConfigInput } from "../src/server/config/schema.js";
 import {
-  baseConfig,
+  baseConfigWith,
   KEY,
   KEY2,
   POOR_KEY,
@@ -22,16 +22,13 @@ const MUSIC_PRICE = 30;
 const VIDEO_PRICE = 40;
 
 function config(): ConfigInput {
-  const base = baseConfig();
-  return {
-    ...base,
-    providers: [...base.providers!, { id: "mock-hour", wire: "mock", mock: { job_seconds: 3600 } }],
+  return baseConfigWith({
+    providers: [{ id: "mock-hour", wire: "mock", mock: { job_seconds: 3600 } }],
     models: [
-      ...base.models!,
       { name: "hour-music", provider: "mock-hour", modality: "music", price_per_unit: MUSIC_PRICE },
       { name: "hour-video", provider: "mock-hour", modality: "video", price_per_unit: VIDEO_PRICE },
     ],
-  };
+  });
 }
 
 interface CallResult {

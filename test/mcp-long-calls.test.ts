@@ -18,7 +18,7 @@ import {
 } from "./support/fake-upstream.js";
 import {
   backends,
-  baseConfig,
+  baseConfigWith,
   gatewayOn,
   KEY,
   SHARED_KEY,
@@ -55,17 +55,13 @@ const holding: Handler = async (req) => {
 };
 
 function config(): ConfigInput {
-  const base = baseConfig();
-  return {
-    ...base,
+  return baseConfigWith({
     providers: [
-      ...base.providers!,
       { id: "held", wire: "openai", base_url: upstream.baseUrl, api_keys: ["sk-held-pool"] },
       // Its images take longer than any test waits: a call to it ends only by being cut.
       { id: "slow-media", wire: "mock", mock: { latency_ms: 60_000 } },
     ],
     models: [
-      ...base.models!,
       {
         name: "held-gpt",
         provider: "held",
@@ -75,7 +71,7 @@ function config(): ConfigInput {
       },
       { name: "slow-image", provider: "slow-media", modality: "image", price_per_unit: 500 },
     ],
-  };
+  });
 }
 
 beforeAll(async () => {

@@ -14,7 +14,7 @@ import { requestIdMeta } from "../src/server/mcp/tools.js";
 import { idleMoney, quota } from "./support/api.js";
 import {
   backends,
-  baseConfig,
+  baseConfigWith,
   chat,
   gatewayOn,
   KEY,
@@ -44,16 +44,13 @@ const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** The base config with music and video models whose jobs take an hour. */
 function jobsConfig(): ConfigInput {
-  const base = baseConfig();
-  return {
-    ...base,
-    providers: [...base.providers!, { id: "mock-hour", wire: "mock", mock: { job_seconds: 3600 } }],
+  return baseConfigWith({
+    providers: [{ id: "mock-hour", wire: "mock", mock: { job_seconds: 3600 } }],
     models: [
-      ...base.models!,
       { name: "hour-music", provider: "mock-hour", modality: "music", price_per_unit: 30 },
       { name: "hour-video", provider: "mock-hour", modality: "video", price_per_unit: 40 },
     ],
-  };
+  });
 }
 
 async function connect(

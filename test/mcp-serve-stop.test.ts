@@ -18,7 +18,7 @@ import {
   openaiJson,
   sleep,
 } from "./support/fake-upstream.js";
-import { type BackendName, backends, baseConfig, KEY, testGateway } from "./support/gateway.js";
+import { type BackendName, backends, baseConfigWith, KEY, testGateway } from "./support/gateway.js";
 import { mcpClient } from "./support/mcp.js";
 import { createTestDatabase } from "./support/postgres.js";
 import { type ServeProcess, serveProcess } from "./support/serve-process.js";
@@ -51,17 +51,13 @@ const holding: Handler = async (req) => {
 };
 
 function config(): ConfigInput {
-  const base = baseConfig();
-  return {
-    ...base,
+  return baseConfigWith({
     providers: [
-      ...base.providers!,
       { id: "held", wire: "openai", base_url: upstream.baseUrl, api_keys: ["sk-held-pool"] },
       // Its images take longer than any test waits: a call to it ends only by being cut.
       { id: "slow-media", wire: "mock", mock: { latency_ms: 60_000 } },
     ],
     models: [
-      ...base.models!,
       {
         name: "held-gpt",
         provider: "held",
@@ -71,7 +67,7 @@ function config(): ConfigInput {
       },
       { name: "slow-image", provider: "slow-media", modality: "image", price_per_unit: 500 },
     ],
-  };
+  });
 }
 
 beforeAll(async () => {

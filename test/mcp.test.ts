@@ -12,7 +12,7 @@ import { secretKeyEnv } from "../src/store/secret-box.js";
 import { admin, quota } from "./support/api.js";
 import { ownerSession } from "./support/cli.js";
 import {
-  baseConfig,
+  baseConfigWith,
   chat,
   KEY,
   KEY2,
@@ -33,12 +33,9 @@ const VIDEO_PRICE = 40;
 
 /** The base config with a model of every modality, music and video on jobs that take an hour. */
 function mcpConfig(): ConfigInput {
-  const base = baseConfig();
-  return {
-    ...base,
-    providers: [...base.providers!, { id: "mock-hour", wire: "mock", mock: { job_seconds: 3600 } }],
+  return baseConfigWith({
+    providers: [{ id: "mock-hour", wire: "mock", mock: { job_seconds: 3600 } }],
     models: [
-      ...base.models!,
       { name: "mock-tts", provider: "mock", modality: "speech", price_per_unit: SPEECH_PRICE },
       {
         name: "mock-stt",
@@ -49,7 +46,7 @@ function mcpConfig(): ConfigInput {
       { name: "hour-music", provider: "mock-hour", modality: "music", price_per_unit: MUSIC_PRICE },
       { name: "hour-video", provider: "mock-hour", modality: "video", price_per_unit: VIDEO_PRICE },
     ],
-  };
+  });
 }
 
 const toolNames = [

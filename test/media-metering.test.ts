@@ -3,7 +3,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeOpenAIMedia, startFakeOpenAIMedia } from "./support/fake-openai-media.js";
 import { type FakeUpstream, fakeUpstream } from "./support/fake-upstream.js";
-import { baseConfig, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
+import { baseConfigWith, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
 
 /**
  * The non-text endpoints as an adversarial client finds them: what is charged and recorded for
@@ -48,18 +48,14 @@ beforeAll(async () => {
     everyMs: 0,
     piece: () => undefined,
   }));
-  const base = baseConfig();
   gw = await testGateway({
-    config: {
-      ...base,
+    config: baseConfigWith({
       providers: [
-        ...(base.providers ?? []),
         { id: "up", wire: "openai", base_url: media.baseUrl, api_keys: ["sk-up"] },
         { id: "pics", wire: "openai", base_url: `${pictures.url}/v1`, api_keys: ["sk-pics"] },
         { id: "silent", wire: "openai", base_url: `${silent.url}/v1`, api_keys: ["sk-silent"] },
       ],
       models: [
-        ...(base.models ?? []),
         {
           name: "small-embed",
           provider: "mock",
@@ -91,7 +87,7 @@ beforeAll(async () => {
           price_per_unit: STT_PRICE,
         },
       ],
-    },
+    }),
   });
 });
 afterAll(async () => {

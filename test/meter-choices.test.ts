@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeUpstream, fakeUpstream, type SseStep } from "./support/fake-upstream.js";
-import { baseConfig, post, type TestGateway, testGateway } from "./support/gateway.js";
+import { baseConfigWith, post, type TestGateway, testGateway } from "./support/gateway.js";
 import { deliveredTokens, logged } from "./support/metering.js";
 import { allStreamEvents } from "./support/sse.js";
 
@@ -47,16 +47,12 @@ beforeAll(async () => {
     ];
     return { kind: "sse", steps };
   });
-  const base = baseConfig();
   gw = await testGateway({
-    config: {
-      ...base,
+    config: baseConfigWith({
       providers: [
-        ...base.providers!,
         { id: "up", wire: "openai", base_url: upstream.baseUrl, api_keys: ["sk-fake-n"] },
       ],
       models: [
-        ...base.models!,
         {
           name: "n-gpt",
           provider: "up",
@@ -65,7 +61,7 @@ beforeAll(async () => {
           price_output_per_mtok: 2_000,
         },
       ],
-    },
+    }),
   });
 });
 

@@ -23,7 +23,7 @@ import {
 } from "./support/fake-upstream.js";
 import {
   backends,
-  baseConfig,
+  baseConfigWith,
   chat,
   KEY,
   post,
@@ -93,7 +93,6 @@ function gatedSteps(length: number, at: number, gate: Promise<unknown>): SseStep
 }
 
 function config(): ConfigInput {
-  const base = baseConfig();
   const fake = (id: string, key: string) => ({
     id,
     wire: "openai" as const,
@@ -108,12 +107,10 @@ function config(): ConfigInput {
     price_output_per_mtok: OUT,
     max_output_tokens: 1_000,
   });
-  return {
-    ...base,
-    providers: [...base.providers!, fake("up", "sk-pool-up"), fake("own", "sk-pool-own")],
-    models: [...base.models!, priced("up-gpt", "up"), priced("own-gpt", "own")],
+  return baseConfigWith({
+    providers: [fake("up", "sk-pool-up"), fake("own", "sk-pool-own")],
+    models: [priced("up-gpt", "up"), priced("own-gpt", "own")],
     accounts: [
-      ...base.accounts!,
       {
         id: "sub",
         balance_idr: 100,
@@ -122,7 +119,7 @@ function config(): ConfigInput {
         keys: [{ id: "ksub", value: SUB_KEY }],
       },
     ],
-  };
+  });
 }
 
 function freshDir(): string {

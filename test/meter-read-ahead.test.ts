@@ -10,7 +10,7 @@ import {
   type SseStep,
   sleep,
 } from "./support/fake-upstream.js";
-import { baseConfig, gatewayOn, KEY, post, type TestGateway } from "./support/gateway.js";
+import { baseConfigWith, gatewayOn, KEY, post, type TestGateway } from "./support/gateway.js";
 import { deliveredTokens, loggedAs } from "./support/metering.js";
 import { streamEvents } from "./support/sse.js";
 
@@ -102,22 +102,18 @@ describe("a stream its client leaves while a piece waits for its delivery mark (
   beforeAll(async () => {
     openai = await fakeUpstream("openai");
     gemini = await fakeGemini({ apiKeys: ["gm-key"] });
-    const base = baseConfig();
     const prices = { price_input_per_mtok: IN, price_output_per_mtok: OUT };
     gw = await gatewayOn("postgres", {
-      config: {
-        ...base,
+      config: baseConfigWith({
         providers: [
-          ...base.providers!,
           { id: "oa", wire: "openai", base_url: openai.baseUrl, api_keys: ["sk-oa"] },
           { id: "gm", wire: "gemini", base_url: gemini.url, api_keys: ["gm-key"] },
         ],
         models: [
-          ...base.models!,
           { name: "m-openai", provider: "oa", upstream_model: "gpt-up", ...prices },
           { name: "m-gemini", provider: "gm", upstream_model: "gemini-up", ...prices },
         ],
-      },
+      }),
     });
   });
   afterAll(async () => {

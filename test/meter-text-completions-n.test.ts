@@ -6,7 +6,7 @@ import {
   type FakeUpstream,
   fakeUpstream,
 } from "./support/fake-upstream.js";
-import { backends, baseConfig, gatewayOn, post, type TestGateway } from "./support/gateway.js";
+import { backends, baseConfigWith, gatewayOn, post, type TestGateway } from "./support/gateway.js";
 import { deliveredTokens, type Logged, logged } from "./support/metering.js";
 import { streamEvents } from "./support/sse.js";
 
@@ -90,23 +90,18 @@ describe.each(backends)(
     let anthropic: FakeUpstream;
     beforeAll(async () => {
       anthropic = await fakeUpstream("anthropic");
-      const base = baseConfig();
       const prices = { price_input_per_mtok: PRICE_IN, price_output_per_mtok: PRICE_OUT };
       gw = await gatewayOn(backend, {
-        config: {
-          ...base,
+        config: baseConfigWith({
           providers: [
-            ...base.providers!,
-            // Its answers' chunks alternate, a pause between each: a client can leave between two.
             { id: "paced", wire: "mock", mock: { chunk_interval_ms: 150 } },
             { id: "an", wire: "anthropic", base_url: anthropic.baseUrl, api_keys: ["sk-an"] },
           ],
           models: [
-            ...base.models!,
             { name: "m-paced", provider: "paced", ...prices },
             { name: "m-anthropic", provider: "an", upstream_model: "claude-up", ...prices },
           ],
-        },
+        }),
       });
     });
     afterAll(async () => {

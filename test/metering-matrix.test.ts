@@ -17,7 +17,7 @@ import {
 } from "./support/fake-upstream.js";
 import {
   backends,
-  baseConfig,
+  baseConfigWith,
   POOR_KEY,
   post,
   type TestGateway,
@@ -467,25 +467,23 @@ describe("answers asked for with n", () => {
 
   beforeAll(async () => {
     openaiUp = await fakeUpstream("openai", openaiReply);
-    const base = baseConfig();
     gw = await testGateway({
-      config: {
-        ...base,
-        providers: [
+      config: baseConfigWith({
+        providers: () => [
           { id: "oa", wire: "openai", base_url: openaiUp.baseUrl, api_keys: ["sk-oa"] },
           { id: "mk", wire: "mock" },
         ],
-        models: [
+        models: () => [
           { name: "m-openai", provider: "oa", upstream_model: "gpt-up", ...prices },
           { name: "m-mock", provider: "mk", ...prices },
         ],
-        routes: [],
-        accounts: [
-          { ...base.accounts![0], balance_idr: 100 },
+        routes: () => [],
+        accounts: (accounts) => [
+          { ...accounts[0], balance_idr: 100 },
           // Enough for one answer of 100 tokens, not for fifty.
           { id: "poor", balance_idr: 1, keys: [{ id: "kp", value: POOR_KEY }] },
         ],
-      },
+      }),
     });
   });
   afterAll(async () => {

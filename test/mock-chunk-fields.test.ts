@@ -2,7 +2,7 @@ import OpenAI from "openai";
 import type { ChatCompletionChunk } from "openai/resources/chat/completions";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { anthropicStreamSteps, type FakeUpstream, fakeUpstream } from "./support/fake-upstream.js";
-import { baseConfig, KEY, type TestGateway, testGateway } from "./support/gateway.js";
+import { baseConfigWith, KEY, type TestGateway, testGateway } from "./support/gateway.js";
 
 /**
  * The fields of a chat answer a client reads beside its text, as OpenAI sends them: the
@@ -20,21 +20,17 @@ let openai: OpenAI;
 beforeAll(async () => {
   anthropicUpstream = await fakeUpstream("anthropic");
   openaiUpstream = await fakeUpstream("openai");
-  const base = baseConfig();
   gw = await testGateway({
-    config: {
-      ...base,
+    config: baseConfigWith({
       providers: [
-        ...base.providers!,
         { id: "an", wire: "anthropic", base_url: anthropicUpstream.baseUrl, api_keys: ["sk-an"] },
         { id: "oa", wire: "openai", base_url: openaiUpstream.baseUrl, api_keys: ["sk-oa"] },
       ],
       models: [
-        ...base.models!,
         { name: "claude-x", provider: "an", upstream_model: "claude-up" },
         { name: "gpt-x", provider: "oa", upstream_model: "gpt-up" },
       ],
-    },
+    }),
   });
   openai = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0, timeout: 10_000 });
 });

@@ -9,7 +9,7 @@ import {
   openaiToolStreamSteps,
   type SseStep,
 } from "./support/fake-upstream.js";
-import { baseConfig, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
+import { baseConfigWith, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
 import { requestTextTokens } from "./support/metering.js";
 
 /**
@@ -26,19 +26,13 @@ let anthropic: Anthropic;
 
 beforeAll(async () => {
   upstream = await fakeUpstream("openai");
-  const base = baseConfig();
   gw = await testGateway({
-    config: {
-      ...base,
+    config: baseConfigWith({
       providers: [
-        ...(base.providers ?? []),
         { id: "oa", wire: "openai", base_url: upstream.baseUrl, api_keys: ["sk-fake-0000"] },
       ],
-      models: [
-        ...(base.models ?? []),
-        { name: "gpt-x", provider: "oa", upstream_model: "gpt-upstream" },
-      ],
-    },
+      models: [{ name: "gpt-x", provider: "oa", upstream_model: "gpt-upstream" }],
+    }),
     clock: "manual",
     now: () => START,
   });

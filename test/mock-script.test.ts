@@ -4,7 +4,15 @@ import type { RunnableToolFunctionWithParse } from "openai/lib/RunnableFunction"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { admin, errorOf, lastLogged, quota } from "./support/api.js";
 import { type FakeUpstream, fakeUpstream } from "./support/fake-upstream.js";
-import { baseConfig, chat, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
+import {
+  baseConfig,
+  baseConfigWith,
+  chat,
+  KEY,
+  post,
+  type TestGateway,
+  testGateway,
+} from "./support/gateway.js";
 import { streamData } from "./support/sse.js";
 
 let gw: TestGateway;
@@ -347,16 +355,11 @@ describe("LiteLLM's mock_response", () => {
 
   it("is refused plainly on a real provider and when it is not a string", async () => {
     upstream = await fakeUpstream("openai");
-    const base = baseConfig();
     own = await testGateway({
-      config: {
-        ...base,
-        providers: [
-          ...base.providers!,
-          { id: "oa", wire: "openai", base_url: upstream.baseUrl, api_keys: ["sk-x"] },
-        ],
-        models: [...base.models!, { name: "real", provider: "oa", price_input_per_mtok: 1 }],
-      },
+      config: baseConfigWith({
+        providers: [{ id: "oa", wire: "openai", base_url: upstream.baseUrl, api_keys: ["sk-x"] }],
+        models: [{ name: "real", provider: "oa", price_input_per_mtok: 1 }],
+      }),
     });
     expect(
       await errorOf(

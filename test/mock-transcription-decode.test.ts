@@ -1,7 +1,7 @@
 import OpenAI, { toFile } from "openai";
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { mockSpeech } from "../src/server/providers/mock/media/index.js";
-import { baseConfig, KEY, type TestGateway, testGateway } from "./support/gateway.js";
+import { baseConfigWith, KEY, type TestGateway, testGateway } from "./support/gateway.js";
 
 // Every decode of an upload, wherever the gateway does it, goes through this one function.
 const decodes = vi.hoisted(() => ({ count: 0 }));
@@ -20,15 +20,12 @@ let gw: TestGateway;
 let openai: OpenAI;
 
 beforeAll(async () => {
-  const base = baseConfig();
   gw = await testGateway({
-    config: {
-      ...base,
+    config: baseConfigWith({
       models: [
-        ...(base.models ?? []),
         { name: "mock-stt", provider: "mock", modality: "transcription", price_per_unit: 10 },
       ],
-    },
+    }),
   });
   openai = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0, timeout: 20_000 });
 });

@@ -7,7 +7,7 @@ import { type FakeOpenAIMedia, startFakeOpenAIMedia } from "./support/fake-opena
 import { type FakeUpstream, fakeUpstream } from "./support/fake-upstream.js";
 import {
   ADMIN_KEY,
-  baseConfig,
+  baseConfigWith,
   KEY,
   POOR_KEY,
   post,
@@ -56,17 +56,14 @@ beforeAll(async () => {
           body: { type: "error", error: { type: "invalid_request_error", message: "bad" } },
         };
   });
-  const base = baseConfig();
   gw = await testGateway({
     // Held at a minute's start: the 60-a-minute budget below is counted in one window, however
     // slowly a loaded machine sends the requests (on the wall clock a minute's end could fall
     // between them and start the count again).
     clock: "manual",
     now: () => Date.parse("2030-01-01T10:00:00Z"),
-    config: {
-      ...base,
+    config: baseConfigWith({
       providers: [
-        ...(base.providers ?? []),
         { id: "up", wire: "openai", base_url: media.baseUrl, api_keys: ["sk-up"] },
         { id: "claude", wire: "anthropic", base_url: claude.baseUrl, api_keys: ["sk-ant"] },
         // A base URL someone wrote a secret into: never used, never shown.
@@ -78,7 +75,6 @@ beforeAll(async () => {
         },
       ],
       models: [
-        ...(base.models ?? []),
         {
           name: "mock-embed",
           provider: "mock",
@@ -105,7 +101,7 @@ beforeAll(async () => {
         { name: "claude-chat", provider: "claude", upstream_model: "claude-upstream" },
         { name: "secretive-chat", provider: "secretive" },
       ],
-    },
+    }),
   });
   openai = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0, timeout: 10_000 });
   anthropic = new Anthropic({ apiKey: KEY, baseURL: gw.url, maxRetries: 0, timeout: 10_000 });

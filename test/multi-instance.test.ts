@@ -8,7 +8,7 @@ import {
   fakeUpstream,
   openaiJson,
 } from "./support/fake-upstream.js";
-import { baseConfig, chat, KEY, POOR_KEY, post } from "./support/gateway.js";
+import { baseConfigWith, chat, KEY, POOR_KEY, post } from "./support/gateway.js";
 import {
   eventually,
   type GatewaysOnPostgres,
@@ -37,11 +37,8 @@ const micro = (idr: number) => idr * 1_000_000;
 const bearer = (key: string) => ({ authorization: `Bearer ${key}` });
 
 function config(upstreamUrl: string): ConfigInput {
-  const base = baseConfig();
-  return {
-    ...base,
+  return baseConfigWith({
     providers: [
-      ...base.providers!,
       {
         id: "byok-prov",
         wire: "openai",
@@ -51,7 +48,6 @@ function config(upstreamUrl: string): ConfigInput {
       },
     ],
     models: [
-      ...base.models!,
       { name: "per-request", provider: "mock", price_per_request: PRICE_IDR },
       {
         name: "byok-model",
@@ -63,7 +59,6 @@ function config(upstreamUrl: string): ConfigInput {
       },
     ],
     accounts: [
-      ...base.accounts!,
       {
         id: "exact",
         balance_idr: EXACT_REQUESTS * PRICE_IDR,
@@ -88,7 +83,7 @@ function config(upstreamUrl: string): ConfigInput {
         keys: [{ id: "kx", value: SUSPENDED_KEY }],
       },
     ],
-  };
+  });
 }
 
 let upstream: FakeUpstream;
@@ -372,17 +367,11 @@ describe("jobs across instances", () => {
   });
 
   it("a job whose gateway is SIGKILLed is finished by another once its lease ran out, and charged once", async () => {
-    const base = baseConfig();
     jobs = await gatewaysOnPostgres(
       1,
-      {
-        ...base,
-        providers: [
-          ...base.providers!,
-          { id: "mock-slow", wire: "mock", mock: { job_seconds: JOB_SECONDS } },
-        ],
+      baseConfigWith({
+        providers: [{ id: "mock-slow", wire: "mock", mock: { job_seconds: JOB_SECONDS } }],
         models: [
-          ...base.models!,
           {
             name: "slow-music",
             provider: "mock-slow",
@@ -390,7 +379,7 @@ describe("jobs across instances", () => {
             price_per_unit: MUSIC_PRICE_IDR,
           },
         ],
-      },
+      }),
       { env: { GATEWAY_JOB_LEASE_MS: String(JOB_LEASE_MS) } },
     );
     const [doomed] = jobs.gateways;

@@ -16,7 +16,7 @@ import {
 } from "./support/fake-upstream.js";
 import {
   ADMIN_KEY,
-  baseConfig,
+  baseConfigWith,
   KEY,
   POOR_KEY,
   post,
@@ -260,12 +260,9 @@ beforeAll(async () => {
   chatUpstream = await fakeUpstream("openai", openaiHandler);
   claudeUpstream = await fakeUpstream("anthropic", anthropicHandler);
   media = await startFakeOpenAIMedia();
-  const base = baseConfig();
   gw = await testGateway({
-    config: {
-      ...base,
+    config: baseConfigWith({
       providers: [
-        ...(base.providers ?? []),
         { id: "oa", wire: "openai", base_url: chatUpstream.baseUrl, api_keys: ["sk-oa"] },
         {
           id: "native",
@@ -280,7 +277,6 @@ beforeAll(async () => {
         { id: "mock-late", wire: "mock", mock: { latency_ms: 1_500, fail_status: 503 } },
       ],
       models: [
-        ...(base.models ?? []),
         { name: "gpt-x", provider: "oa", upstream_model: "gpt-upstream", price_input_per_mtok: 1 },
         {
           name: "native-x",
@@ -321,8 +317,8 @@ beforeAll(async () => {
           price_per_unit: 1,
         },
       ],
-      routes: [...(base.routes ?? []), { name: "all-down", steps: ["mock-down"] }],
-    },
+      routes: [{ name: "all-down", steps: ["mock-down"] }],
+    }),
   });
   openai = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0, timeout: 20_000 });
 });

@@ -15,7 +15,7 @@ import {
   openaiError,
   openaiJson,
 } from "./support/fake-upstream.js";
-import { baseConfig, chat, KEY, LOGIN_KEY, POOR_KEY, post } from "./support/gateway.js";
+import { baseConfigWith, chat, KEY, LOGIN_KEY, POOR_KEY, post } from "./support/gateway.js";
 import { createTestDatabase } from "./support/postgres.js";
 
 /**
@@ -39,11 +39,8 @@ const bearer = (key: string) => ({ authorization: `Bearer ${key}` });
 const micro = (idr: number) => Math.round(idr * 1_000_000);
 
 function mainConfig(upstreamBaseUrl: string): ConfigInput {
-  const base = baseConfig();
-  return {
-    ...base,
+  return baseConfigWith({
     providers: [
-      ...base.providers!,
       { id: "mock-fast", wire: "mock", mock: { job_seconds: 0.05 } },
       { id: "mock-steady", wire: "mock", mock: { job_seconds: 0.5 } },
       {
@@ -55,7 +52,6 @@ function mainConfig(upstreamBaseUrl: string): ConfigInput {
       },
     ],
     models: [
-      ...base.models!,
       { name: "mock-music", provider: "mock-fast", modality: "music", price_per_unit: MUSIC_PRICE },
       {
         name: "steady-music",
@@ -74,11 +70,10 @@ function mainConfig(upstreamBaseUrl: string): ConfigInput {
       },
     ],
     accounts: [
-      ...base.accounts!,
       { id: "usage", balance_idr: 1_000_000, keys: [{ id: "usage-key", value: USAGE_KEY }] },
       { id: "changed", balance_idr: 1_000_000, keys: [{ id: "changed-key", value: CHANGED_KEY }] },
     ],
-  };
+  });
 }
 
 let savedSecretKey: string | undefined;

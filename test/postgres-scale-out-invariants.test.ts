@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, it } from "vitest";
 import type { ConfigInput } from "../src/server/config/schema.js";
-import { baseConfig, post } from "./support/gateway.js";
+import { baseConfigWith, post } from "./support/gateway.js";
 import {
   eventually,
   type GatewaysOnPostgres,
@@ -62,16 +62,12 @@ const initialBalanceIdr: Record<Account, number> = {
 };
 
 function config(): ConfigInput {
-  const base = baseConfig();
-  return {
-    ...base,
+  return baseConfigWith({
     providers: [
-      ...base.providers!,
       { id: "paced", wire: "mock", mock: { chunk_interval_ms: 8 } },
       { id: "slow", wire: "mock", mock: { chunk_interval_ms: 100 } },
     ],
     models: [
-      ...base.models!,
       ...[
         [PAID_MODEL, "paced"],
         [SLOW_PAID_MODEL, "slow"],
@@ -97,7 +93,7 @@ function config(): ConfigInput {
     tiers: {
       free: { free_rpm: 100_000, free_daily: 120, burst_spacing_ms: 0 },
     },
-    accounts: [
+    accounts: () => [
       {
         id: "paid",
         balance_idr: initialBalanceIdr.paid,
@@ -144,7 +140,7 @@ function config(): ConfigInput {
         keys: [{ id: "k-byok", value: KEYS.byok }],
       },
     ],
-  };
+  });
 }
 
 /** mulberry32: the same seed draws the same requests on every run. */

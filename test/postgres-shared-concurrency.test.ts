@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { errorOf } from "./support/api.js";
 import { deferred, type FakeUpstream, fakeUpstream, openaiJson } from "./support/fake-upstream.js";
-import { baseConfig, chat, post } from "./support/gateway.js";
+import { baseConfigWith, chat, post } from "./support/gateway.js";
 import {
   eventually,
   type GatewaysOnPostgres,
@@ -30,25 +30,22 @@ beforeAll(async () => {
     inFlight--;
     return openaiJson("held answer");
   });
-  const base = baseConfig();
-  cluster = await gatewaysOnPostgres(2, {
-    ...base,
-    providers: [
-      ...base.providers!,
-      {
-        id: "one-at-a-time",
-        wire: "openai",
-        base_url: upstream.baseUrl,
-        api_keys: ["sk-only"],
-        max_concurrency: 1,
-        timeout_ms: 20_000,
-      },
-    ],
-    models: [
-      ...base.models!,
-      { name: "held", provider: "one-at-a-time", price_input_per_mtok: 1_000 },
-    ],
-  });
+  cluster = await gatewaysOnPostgres(
+    2,
+    baseConfigWith({
+      providers: [
+        {
+          id: "one-at-a-time",
+          wire: "openai",
+          base_url: upstream.baseUrl,
+          api_keys: ["sk-only"],
+          max_concurrency: 1,
+          timeout_ms: 20_000,
+        },
+      ],
+      models: [{ name: "held", provider: "one-at-a-time", price_input_per_mtok: 1_000 }],
+    }),
+  );
 }, 60_000);
 
 afterAll(async () => {

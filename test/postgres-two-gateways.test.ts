@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ConfigInput } from "../src/server/config/schema.js";
 import { admin, errorOf } from "./support/api.js";
-import { baseConfig, chat, post } from "./support/gateway.js";
+import { baseConfigWith, chat, post } from "./support/gateway.js";
 import {
   eventually,
   type GatewaysOnPostgres,
@@ -35,16 +35,12 @@ const SHARED_HUNT_KEY = "kn-pg2-shared-key-00000000000000";
 const bearer = (key: string) => ({ authorization: `Bearer ${key}` });
 
 function config(): ConfigInput {
-  const base = baseConfig();
-  return {
-    ...base,
+  return baseConfigWith({
     providers: [
-      ...base.providers!,
       { id: "slow", wire: "mock", mock: { chunk_interval_ms: 100 } },
       { id: "slow-jobs", wire: "mock", mock: { job_seconds: 4 } },
     ],
     models: [
-      ...base.models!,
       {
         name: "slow-mock",
         provider: "slow",
@@ -60,7 +56,6 @@ function config(): ConfigInput {
       tiny: { free_rpm: 100, free_daily: FREE_DAILY, burst_spacing_ms: 0 },
     },
     accounts: [
-      ...base.accounts!,
       {
         id: "state",
         balance_idr: 1_000_000,
@@ -132,7 +127,7 @@ function config(): ConfigInput {
         keys: [{ id: "h-stream", value: STREAM_KEY }],
       },
     ],
-  };
+  });
 }
 
 let cluster: GatewaysOnPostgres;

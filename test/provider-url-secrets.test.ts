@@ -24,7 +24,7 @@ import {
   openaiJson,
   openaiStreamSteps,
 } from "./support/fake-upstream.js";
-import { ADMIN_KEY, type BackendName, backends, baseConfig, KEY } from "./support/gateway.js";
+import { ADMIN_KEY, type BackendName, backends, baseConfigWith, KEY } from "./support/gateway.js";
 import { createTestDatabase } from "./support/postgres.js";
 
 /**
@@ -59,19 +59,13 @@ afterEach(() => killRunningClis());
 const keyedUrl = () => `${upstream.baseUrl}?key=${URL_KEY}&api-version=2024-10-21`;
 
 function config(): ConfigInput {
-  const base = baseConfig();
-  return {
-    ...base,
+  return baseConfigWith({
     providers: [
-      ...base.providers!,
       { id: "keyed", wire: "openai", base_url: keyedUrl() },
       { id: "plain", wire: "openai", base_url: upstream.baseUrl },
     ],
-    models: [
-      ...base.models!,
-      { name: "keyed-model", provider: "keyed", price_input_per_mtok: 1_000 },
-    ],
-  };
+    models: [{ name: "keyed-model", provider: "keyed", price_input_per_mtok: 1_000 }],
+  });
 }
 
 const root = mkdtempSync(join(tmpdir(), "gateway-url-secrets-"));
@@ -349,12 +343,10 @@ describe("a base_url with a user and password", () => {
   const refusal =
     "must not carry a user or password (user:password@): the gateway does not send them, so a proxy that needs them would refuse every call; remove them, and have the proxy let the gateway in by the provider key it sends (api_keys) or by its address";
   const withUserinfo = (url: string, wire: "openai" | "anthropic" | "gemini") => {
-    const base = baseConfig();
-    return {
-      ...base,
-      providers: [...base.providers!, { id: "proxied", wire, base_url: url, api_keys: ["sk-x"] }],
-      models: [...base.models!, { name: "proxied-model", provider: "proxied" }],
-    } satisfies ConfigInput;
+    return baseConfigWith({
+      providers: [{ id: "proxied", wire, base_url: url, api_keys: ["sk-x"] }],
+      models: [{ name: "proxied-model", provider: "proxied" }],
+    }) satisfies ConfigInput;
   };
 
   it("is refused in a config file, naming the field and what to do, and the password is shown nowhere", async () => {

@@ -6,7 +6,7 @@ import { ownerSession } from "./support/cli.js";
 import { deferred, type FakeUpstream, fakeUpstream, openaiJson } from "./support/fake-upstream.js";
 import {
   backends,
-  baseConfig,
+  baseConfigWith,
   chat,
   gatewayOn,
   post,
@@ -49,15 +49,9 @@ afterEach(async () => {
 });
 
 function config(): ConfigInput {
-  const base = baseConfig();
-  return {
-    ...base,
-    providers: [
-      ...base.providers!,
-      { id: "up", wire: "openai", base_url: upstream.baseUrl, api_keys: ["sk-up"] },
-    ],
+  return baseConfigWith({
+    providers: [{ id: "up", wire: "openai", base_url: upstream.baseUrl, api_keys: ["sk-up"] }],
     models: [
-      ...base.models!,
       {
         name: MODEL,
         provider: "up",
@@ -66,10 +60,11 @@ function config(): ConfigInput {
         max_output_tokens: 1_000,
       },
     ],
-    accounts: base.accounts!.map((account) =>
-      account.id === "acct" ? { ...account, balance_idr: 100 } : account,
-    ),
-  };
+    accounts: (accounts) =>
+      accounts.map((account) =>
+        account.id === "acct" ? { ...account, balance_idr: 100 } : account,
+      ),
+  });
 }
 
 const ask = (gw: { url: string }, content: string, maxTokens: number) =>

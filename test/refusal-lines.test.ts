@@ -3,6 +3,7 @@ import { requestLinePrinter } from "../src/cli/request-lines.js";
 import type { ConfigInput } from "../src/server/config/schema.js";
 import {
   baseConfig,
+  baseConfigWith,
   chat,
   KEY,
   POOR_KEY,
@@ -53,12 +54,12 @@ const tier = { free: { free_rpm: 1, free_daily: 1000, burst_spacing_ms: 0 } };
 
 describe("serve's line for a refusal names its code", () => {
   it("model_not_found, subscribers_only, insufficient_balance, rate_limit_exceeded, free_quota_rpm", async () => {
-    const base = baseConfig();
-    const { gw, lines } = await gatewayWithLines({
-      ...base,
-      accounts: [{ ...base.accounts![0], rpm_limit: 1 }, base.accounts![1]],
-      tiers: tier,
-    });
+    const { gw, lines } = await gatewayWithLines(
+      baseConfigWith({
+        accounts: (accounts) => [{ ...accounts[0], rpm_limit: 1 }, accounts[1]],
+        tiers: tier,
+      }),
+    );
     const send = (body: object, key = KEY) =>
       post(gw, "/v1/chat/completions", body, { authorization: `Bearer ${key}` }).then((r) =>
         r.text().then(() => r.status),
@@ -141,15 +142,14 @@ describe("serve's line for a refusal names its code", () => {
     const { json, text } = await lines(1);
     expect(json[0].steps).toEqual(["mock-down 503", "mock-gpt ok"]);
     expect(text[0]).toContain("steps: mock-down 503 > mock-gpt ok");
-    const base = baseConfig();
-    const images = await gatewayWithLines({
-      ...base,
-      models: [
-        ...base.models!,
-        { name: "down-image", provider: "mock-down", modality: "image", price_per_unit: 1 },
-      ],
-      routes: [{ name: "image-auto", steps: ["down-image", "mock-image"] }],
-    });
+    const images = await gatewayWithLines(
+      baseConfigWith({
+        models: [
+          { name: "down-image", provider: "mock-down", modality: "image", price_per_unit: 1 },
+        ],
+        routes: () => [{ name: "image-auto", steps: ["down-image", "mock-image"] }],
+      }),
+    );
     const image = await post(images.gw, "/v1/images/generations", {
       model: "image-auto",
       prompt: "a cat",

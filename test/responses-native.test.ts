@@ -2,7 +2,7 @@ import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { lastLogged, quota } from "./support/api.js";
 import { deferred, type FakeUpstream, fakeUpstream } from "./support/fake-upstream.js";
-import { baseConfig, KEY, type TestGateway, testGateway } from "./support/gateway.js";
+import { baseConfigWith, KEY, type TestGateway, testGateway } from "./support/gateway.js";
 import { deliveredTokens, loggedAs, requestTextTokens } from "./support/metering.js";
 
 /** A provider that speaks the Responses API itself gets /v1/responses as-is (model mapped). */
@@ -31,12 +31,9 @@ let openai: OpenAI;
 
 beforeAll(async () => {
   upstream = await fakeUpstream("openai");
-  const base = baseConfig();
   gw = await testGateway({
-    config: {
-      ...base,
+    config: baseConfigWith({
       providers: [
-        ...base.providers!,
         {
           id: "native",
           wire: "openai",
@@ -48,7 +45,6 @@ beforeAll(async () => {
         { id: "bridged", wire: "openai", base_url: upstream.baseUrl, api_keys: ["sk-native-1"] },
       ],
       models: [
-        ...base.models!,
         {
           name: "native-model",
           provider: "native",
@@ -58,7 +54,7 @@ beforeAll(async () => {
         },
         { name: "bridged-model", provider: "bridged", upstream_model: "up-model" },
       ],
-    },
+    }),
   });
   openai = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0, timeout: 10_000 });
 });

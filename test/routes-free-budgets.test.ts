@@ -11,7 +11,7 @@ import {
 import {
   ADMIN_KEY,
   backends,
-  baseConfig,
+  baseConfigWith,
   chat,
   gatewayOn,
   KEY,
@@ -50,7 +50,6 @@ afterEach(async () => {
  * that. `m1` and `m2` are paid models on one provider (upstream `one`).
  */
 function config(): ConfigInput {
-  const base = baseConfig();
   const provider = (id: string, fake: FakeUpstream) => ({
     id,
     wire: "openai" as const,
@@ -59,11 +58,9 @@ function config(): ConfigInput {
     timeout_ms: 3_000,
     cooldown_ms: 1,
   });
-  return {
-    ...base,
-    providers: [...base.providers!, provider("pa", one), provider("pb", two)],
+  return baseConfigWith({
+    providers: [provider("pa", one), provider("pb", two)],
     models: [
-      ...base.models!,
       {
         name: "a:free",
         provider: "pa",
@@ -79,13 +76,13 @@ function config(): ConfigInput {
       { name: "m1", provider: "pa", upstream_model: "m1-up", price_input_per_mtok: 1_000 },
       { name: "m2", provider: "pa", upstream_model: "m2-up", price_input_per_mtok: 1_000 },
     ],
-    routes: [
+    routes: () => [
       { name: "a-then-b", steps: ["a:free", "b:free"] },
       { name: "b-then-a", steps: ["b:free", "a:free"] },
       { name: "one-provider", steps: ["m1", "m2"] },
     ],
     tiers: { free: { free_rpm: 100, free_daily: 100, burst_spacing_ms: 0 } },
-  };
+  });
 }
 
 const upstreamModels = (fake: FakeUpstream) => fake.requests.map((r) => r.body.model);

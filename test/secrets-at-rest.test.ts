@@ -28,7 +28,7 @@ import {
   openaiJson,
   openaiStreamSteps,
 } from "./support/fake-upstream.js";
-import { ADMIN_KEY, baseConfig, KEY, post } from "./support/gateway.js";
+import { ADMIN_KEY, baseConfigWith, KEY, post } from "./support/gateway.js";
 import { serveProcess } from "./support/serve-process.js";
 
 /**
@@ -54,27 +54,23 @@ beforeAll(async () => {
 afterAll(() => upstream?.close());
 
 function config(): ConfigInput {
-  const base = baseConfig();
-  return {
-    ...base,
+  return baseConfigWith({
     providers: [
-      ...(base.providers ?? []),
       { id: "pooled", wire: "openai", base_url: upstream.baseUrl, api_keys: [POOL_KEY] },
       { id: "byok-prov", wire: "openai", base_url: upstream.baseUrl, api_keys: [] },
     ],
     models: [
-      ...(base.models ?? []),
       { name: "pooled-model", provider: "pooled", price_input_per_mtok: 1_000 },
       { name: "byok-model", provider: "byok-prov", price_input_per_mtok: 1_000 },
     ],
-    accounts: [
+    accounts: (accounts) => [
       {
-        ...base.accounts![0],
+        ...accounts[0],
         byok: [{ provider: "byok-prov", key: CONFIG_BYOK }],
       },
-      ...base.accounts!.slice(1),
+      ...accounts.slice(1),
     ],
-  };
+  });
 }
 
 const freshDir = () => mkdtempSync(join(root, "db-"));

@@ -10,7 +10,7 @@ import { type CliHome, cliHome, killRunningClis, runCli } from "./support/cli.js
 import { fakeGemini, geminiError, geminiJson } from "./support/fake-gemini.js";
 import { deferred, type FakeUpstream, openaiStreamSteps, sleep } from "./support/fake-upstream.js";
 import {
-  baseConfig,
+  baseConfigWith,
   chat,
   LOGIN_KEY,
   post,
@@ -95,19 +95,11 @@ function filesHolding(dir: string, needle: string): string[] {
 describe("record mode on the gemini wire", () => {
   it("never writes the gemini key (x-goog-api-key) into a cassette, wherever the answer echoed it", async () => {
     const dir = join(root, "gemini-cassettes");
-    const base = baseConfig();
     gw = await testGateway({
-      config: {
-        ...base,
-        providers: [
-          ...base.providers!,
-          { id: "gem", wire: "gemini", base_url: gemini.url, api_keys: [GEMINI_KEY] },
-        ],
-        models: [
-          ...base.models!,
-          { name: "gem-model", provider: "gem", upstream_model: "gemini-2.5-flash" },
-        ],
-      },
+      config: baseConfigWith({
+        providers: [{ id: "gem", wire: "gemini", base_url: gemini.url, api_keys: [GEMINI_KEY] }],
+        models: [{ name: "gem-model", provider: "gem", upstream_model: "gemini-2.5-flash" }],
+      }),
       cassettes: { dir, mode: "record" },
     });
     // A provider that quotes the credential it was sent: in a rejection and in an answer.
@@ -160,16 +152,11 @@ describe("record mode on a stream", () => {
       });
     });
     try {
-      const base = baseConfig();
       gw = await testGateway({
-        config: {
-          ...base,
-          providers: [
-            ...base.providers!,
-            { id: "oa", wire: "openai", base_url: upstream.url, api_keys: [OPENAI_KEY] },
-          ],
-          models: [...base.models!, { name: "oa-model", provider: "oa" }],
-        },
+        config: baseConfigWith({
+          providers: [{ id: "oa", wire: "openai", base_url: upstream.url, api_keys: [OPENAI_KEY] }],
+          models: [{ name: "oa-model", provider: "oa" }],
+        }),
         cassettes: { dir, mode: "record" },
       });
       const res = await post(gw, "/v1/chat/completions", chat("hi", "oa-model", { stream: true }));

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { fillDatabase, makeRoom as makeRoomIn } from "./support/database-file.js";
 import { type FakeUpstream, fakeUpstream, sleep } from "./support/fake-upstream.js";
-import { baseConfig, chat, post, type TestGateway, testGateway } from "./support/gateway.js";
+import { baseConfigWith, chat, post, type TestGateway, testGateway } from "./support/gateway.js";
 
 /**
  * Issue 12, point 5: the database's disk fills up. The client gets a 503 that says nothing was
@@ -65,22 +65,16 @@ describe.skipIf(!mounted)("a full disk under the database", () => {
       logged.push(args.map(String).join(" "));
     });
     upstream = await fakeUpstream("openai");
-    const base = baseConfig();
     gw = await testGateway({
       db: join(mountPoint, "gateway.db"),
       // One instant: the key's last use is written once, so every later write is a settlement.
       now: () => 1_800_000_000_000,
-      config: {
-        ...base,
+      config: baseConfigWith({
         providers: [
-          ...(base.providers ?? []),
           { id: "paid", wire: "openai", base_url: upstream.baseUrl, api_keys: ["sk-full-disk"] },
         ],
-        models: [
-          ...(base.models ?? []),
-          { name: "paid-model", provider: "paid", price_input_per_mtok: 1_000_000 },
-        ],
-      },
+        models: [{ name: "paid-model", provider: "paid", price_input_per_mtok: 1_000_000 }],
+      }),
     });
   });
   afterAll(async () => {

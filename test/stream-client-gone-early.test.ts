@@ -2,7 +2,7 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { money } from "./support/api.js";
 import { type FakeUpstream, fakeUpstream } from "./support/fake-upstream.js";
-import { baseConfig, chat, gatewayOn, KEY, post, type TestGateway } from "./support/gateway.js";
+import { baseConfigWith, chat, gatewayOn, KEY, post, type TestGateway } from "./support/gateway.js";
 import { eventually } from "./support/gateways-on-postgres.js";
 import { logged } from "./support/metering.js";
 
@@ -22,22 +22,16 @@ let db: pg.Client;
 
 beforeAll(async () => {
   upstream = await fakeUpstream("openai");
-  const base = baseConfig();
   gw = await gatewayOn("postgres", {
-    config: {
-      ...base,
+    config: baseConfigWith({
       providers: [
-        ...base.providers!,
         { id: "up", wire: "openai", base_url: upstream.baseUrl, api_keys: ["sk-up-0000"] },
       ],
-      models: [...base.models!, { name: "up-gpt", provider: "up", price_input_per_mtok: 10_000 }],
+      models: [{ name: "up-gpt", provider: "up", price_input_per_mtok: 10_000 }],
       // An account of its own for each hang-up during a hold: an account admitted before holds
       // part of its balance on lease, and its next request waits on no database.
-      accounts: [
-        ...base.accounts!,
-        { id: "quiet", balance_idr: 1_000, keys: [{ id: "kq", value: QUIET_KEY }] },
-      ],
-    },
+      accounts: [{ id: "quiet", balance_idr: 1_000, keys: [{ id: "kq", value: QUIET_KEY }] }],
+    }),
   });
   db = new pg.Client({ connectionString: gw.dbPath });
   await db.connect();

@@ -2,7 +2,13 @@ import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { secretKeyEnv } from "../src/store/secret-box.js";
 import { admin } from "./support/api.js";
-import { ADMIN_KEY, baseConfig, KEY, type TestGateway, testGateway } from "./support/gateway.js";
+import {
+  ADMIN_KEY,
+  baseConfigWith,
+  KEY,
+  type TestGateway,
+  testGateway,
+} from "./support/gateway.js";
 import { deliveredTokens } from "./support/metering.js";
 import { createTestDatabase } from "./support/postgres.js";
 import { type StreamEvent, streamEvents } from "./support/sse.js";
@@ -106,19 +112,13 @@ describe.each(["sqlite", "postgres"] as const)("suspension with streams open, on
   beforeAll(async () => {
     savedSecret = process.env[secretKeyEnv];
     process.env[secretKeyEnv] ??= randomBytes(32).toString("base64");
-    const base = baseConfig();
     gw = await testGateway({
       db: backend === "postgres" ? await createTestDatabase() : undefined,
       // No keepalive commits the 200 early here: a stream suspended before its first piece is refused.
       keepaliveMs: 60_000,
-      config: {
-        ...base,
-        providers: [
-          ...base.providers!,
-          { id: "slow", wire: "mock", mock: { chunk_interval_ms: 20 } },
-        ],
+      config: baseConfigWith({
+        providers: [{ id: "slow", wire: "mock", mock: { chunk_interval_ms: 20 } }],
         models: [
-          ...base.models!,
           {
             name: "slow-mock",
             provider: "slow",
@@ -126,7 +126,7 @@ describe.each(["sqlite", "postgres"] as const)("suspension with streams open, on
             price_output_per_mtok: 2_000,
           },
         ],
-      },
+      }),
     });
   });
   afterAll(async () => {

@@ -15,6 +15,7 @@ import {
 import {
   backends,
   baseConfig,
+  baseConfigWith,
   gatewayOn,
   KEY,
   post,
@@ -160,16 +161,11 @@ function textsOf(chunks: Completion[]): string[] {
 describe("the mock fills in the middle, so an editor's autocomplete works offline", () => {
   let gw: TestGateway;
   beforeAll(async () => {
-    const base = baseConfig();
     gw = await testGateway({
-      config: {
-        ...base,
-        models: [
-          ...base.models!,
-          { name: "qwen2.5-coder-mock", provider: "mock", price_input_per_mtok: 1 },
-        ],
-        routes: [{ name: "fim-route", steps: ["mock-down", "mock-gpt"] }],
-      },
+      config: baseConfigWith({
+        models: [{ name: "qwen2.5-coder-mock", provider: "mock", price_input_per_mtok: 1 }],
+        routes: () => [{ name: "fim-route", steps: ["mock-down", "mock-gpt"] }],
+      }),
     });
   });
   afterAll(() => gw?.close());
@@ -355,7 +351,6 @@ describe.each(backends)("a provider that serves the Completions API itself, on %
   beforeAll(async () => {
     oa = await fakeUpstream("openai");
     vl = await fakeUpstream("openai", undefined, { maxOutputTokens: 8_192, completions: "vllm" });
-    const base = baseConfig();
     const priced = {
       price_input_per_mtok: PRICE_IN,
       price_output_per_mtok: PRICE_OUT,
@@ -363,10 +358,8 @@ describe.each(backends)("a provider that serves the Completions API itself, on %
     };
     gw = await gatewayOn(backend, {
       keepaliveMs: 300,
-      config: {
-        ...base,
+      config: baseConfigWith({
         providers: [
-          ...base.providers!,
           { id: "oa", wire: "openai", base_url: oa.baseUrl, api_keys: ["sk-oa"] },
           {
             id: "cn",
@@ -384,13 +377,12 @@ describe.each(backends)("a provider that serves the Completions API itself, on %
           },
         ],
         models: [
-          ...base.models!,
           { name: "m-chat", provider: "oa", upstream_model: "gpt-up", ...priced },
           { name: "m-native", provider: "cn", upstream_model: "instruct-up", ...priced },
           { name: "qwen2.5-coder", provider: "vl", upstream_model: "Qwen/Coder-7B", ...priced },
         ],
-        routes: [{ name: "r-chat-first", steps: ["m-chat", "m-native"] }],
-      },
+        routes: () => [{ name: "r-chat-first", steps: ["m-chat", "m-native"] }],
+      }),
     });
   });
   afterAll(async () => {

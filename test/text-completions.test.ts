@@ -17,7 +17,7 @@ import {
   type Reply,
   type SseStep,
 } from "./support/fake-upstream.js";
-import { backends, baseConfig, KEY, post } from "./support/gateway.js";
+import { backends, baseConfigWith, KEY, post } from "./support/gateway.js";
 import { geminiJson, geminiStreamSteps } from "./support/gemini-wire.js";
 import { type MeterWires, useMeterWires } from "./support/meter-wires.js";
 import { type Logged, logged, requestTextTokens } from "./support/metering.js";
@@ -566,8 +566,7 @@ describe.each(backends)("billing POST /v1/completions on %s", (backend) => {
 describe("the per-minute count of /v1/completions on SQLite across a restart", () => {
   it("rpm_limit 2: two completions, then a restart in the same minute still refuses the third", async () => {
     const dir = mkdtempSync(join(tmpdir(), "gateway-completions-rpm-"));
-    const base = baseConfig();
-    const config = { ...base, accounts: [{ ...base.accounts![0], rpm_limit: 2 }] };
+    const config = baseConfigWith({ accounts: (accounts) => [{ ...accounts[0], rpm_limit: 2 }] });
     const start = async (at: string) => {
       const gw = await startGateway({
         config,

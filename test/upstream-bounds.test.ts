@@ -11,7 +11,14 @@ import {
   type RecordedRequest,
   type Reply,
 } from "./support/fake-upstream.js";
-import { baseConfig, chat, KEY, post, type TestGateway, testGateway } from "./support/gateway.js";
+import {
+  baseConfigWith,
+  chat,
+  KEY,
+  post,
+  type TestGateway,
+  testGateway,
+} from "./support/gateway.js";
 import { streamDataInText } from "./support/sse.js";
 
 /**
@@ -48,12 +55,11 @@ const paid = { price_input_per_mtok: 10_000, price_output_per_mtok: 20_000 };
 beforeAll(async () => {
   upstream = await fakeUpstream("openai");
   good = await fakeUpstream("openai", nextStep);
-  const base = baseConfig();
   gw = await testGateway({
     // Every cut here but the trickle's comes long before keepalives would commit the 200.
     keepaliveMs: 10_000,
-    config: baseConfig({
-      providers: [
+    config: baseConfigWith({
+      providers: () => [
         // Only the total bound can cut a dripped answer here: its gaps are far inside the idle one.
         provider("drip", { timeout_ms: 1_000, idle_timeout_ms: 10_000 }),
         // Only the stream's longest run can cut a trickle: its gaps are far inside the idle one.
@@ -63,20 +69,19 @@ beforeAll(async () => {
         provider("endless", { max_event_bytes: limitBytes }),
         { id: "good", wire: "openai", base_url: good.baseUrl, api_keys: [POOL_KEY] },
       ],
-      models: [
+      models: () => [
         { name: "drip-model", provider: "drip", ...paid },
         { name: "trickle-model", provider: "trickle", ...paid },
         { name: "silent-model", provider: "silent", ...paid },
         { name: "endless-model", provider: "endless", ...paid },
         { name: "good-model", provider: "good", ...paid },
       ],
-      routes: [
+      routes: () => [
         { name: "trickle-then-good", steps: ["trickle-model", "good-model"] },
         { name: "endless-then-good", steps: ["endless-model", "good-model"] },
         { name: "drip-then-good", steps: ["drip-model", "good-model"] },
       ],
       accounts: [
-        ...base.accounts!,
         {
           id: "own",
           balance_idr: 1_000_000,

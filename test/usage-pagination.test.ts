@@ -5,7 +5,7 @@ import type { ConfigInput } from "../src/server/config/schema.js";
 import { ownerSession } from "./support/cli.js";
 import {
   backends,
-  baseConfig,
+  baseConfigWith,
   chat,
   gatewayOn,
   KEY,
@@ -28,11 +28,8 @@ const bearer = (key: string) => ({ authorization: `Bearer ${key}` });
 type Json = any;
 
 function config(): ConfigInput {
-  const base = baseConfig();
-  return {
-    ...base,
+  return baseConfigWith({
     accounts: [
-      ...base.accounts!,
       {
         id: "other",
         balance_idr: 1_000_000,
@@ -40,7 +37,7 @@ function config(): ConfigInput {
         keys: [{ id: "ko", label: "other", kind: "standard", value: OTHER_KEY }],
       },
     ],
-  };
+  });
 }
 
 describe.each(backends)("paging GET /v1/usage/requests, on %s", (backend) => {

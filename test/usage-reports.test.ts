@@ -6,7 +6,7 @@ import { type FakeUpstream, fakeUpstream } from "./support/fake-upstream.js";
 import {
   ADMIN_KEY,
   backends,
-  baseConfig,
+  baseConfigWith,
   chat,
   gatewayOn,
   KEY,
@@ -44,11 +44,8 @@ beforeAll(async () => {
 afterAll(() => upstream?.close());
 
 function config(): ConfigInput {
-  const base = baseConfig();
-  return {
-    ...base,
+  return baseConfigWith({
     providers: [
-      ...base.providers!,
       { id: "mock-fast", wire: "mock", mock: { job_seconds: 0.05 } },
       {
         id: "byok-prov",
@@ -59,7 +56,6 @@ function config(): ConfigInput {
       },
     ],
     models: [
-      ...base.models!,
       { name: "mock-music", provider: "mock-fast", modality: "music", price_per_unit: MUSIC_PRICE },
       {
         name: "byok-model",
@@ -69,7 +65,7 @@ function config(): ConfigInput {
         max_output_tokens: 100,
       },
     ],
-  };
+  });
 }
 
 /** Polls a job until it ends; bounded. */

@@ -12,7 +12,7 @@ import {
   type RecordedRequest,
   type Reply,
 } from "../support/fake-upstream.js";
-import { baseConfig, KEY, type TestGateway, testGateway } from "../support/gateway.js";
+import { baseConfigWith, KEY, type TestGateway, testGateway } from "../support/gateway.js";
 
 /**
  * Every method of the official SDKs (openai 7.59.0, @anthropic-ai/sdk 1.14.0) pointed at the
@@ -40,16 +40,13 @@ let anthropic: Anthropic;
 beforeAll(async () => {
   chatUp = await fakeUpstream("openai", chatReply);
   messagesUp = await fakeUpstream("anthropic", messagesReply);
-  const base = baseConfig();
   gw = await testGateway({
-    config: baseConfig({
+    config: baseConfigWith({
       providers: [
-        ...(base.providers ?? []),
         { id: "oa", wire: "openai", base_url: chatUp.baseUrl, api_keys: ["sk-oa-pool"] },
         { id: "an", wire: "anthropic", base_url: messagesUp.baseUrl, api_keys: ["sk-an-pool"] },
       ],
       models: [
-        ...(base.models ?? []),
         { name: "mock-tts", provider: "mock", modality: "speech", price_per_unit: 1 },
         { name: "mock-stt", provider: "mock", modality: "transcription", price_per_unit: 1 },
         { name: "mock-embed", provider: "mock", modality: "embedding", price_input_per_mtok: 1 },

@@ -61,6 +61,36 @@ export function baseConfig(overrides: Partial<ConfigInput> = {}): ConfigInput {
   };
 }
 
+/** The lists of a config whose rows a test adds to `baseConfig`'s. */
+type ConfigList = "providers" | "models" | "routes" | "accounts";
+type Rows<T> = T[] | ((base: T[]) => T[]);
+
+/**
+ * A test's config on top of `baseConfig`: each list's rows, or a function from the base's rows to
+ * the list (to change or drop the base's); any other field in place of the base's.
+ */
+export type ConfigAdditions = Omit<Partial<ConfigInput>, ConfigList> & {
+  [K in ConfigList]?: Rows<NonNullable<ConfigInput[K]>[number]>;
+};
+
+function rowsAfter<T>(base: T[] | undefined, own: Rows<T> | undefined): T[] {
+  const rows = base ?? [];
+  return typeof own === "function" ? own(rows) : [...rows, ...(own ?? [])];
+}
+
+/** `baseConfig` with a test's own providers, models, routes and accounts after the base's. */
+export function baseConfigWith(more: ConfigAdditions = {}): ConfigInput {
+  const base = baseConfig();
+  return {
+    ...base,
+    ...more,
+    providers: rowsAfter(base.providers, more.providers),
+    models: rowsAfter(base.models, more.models),
+    routes: rowsAfter(base.routes, more.routes),
+    accounts: rowsAfter(base.accounts, more.accounts),
+  };
+}
+
 /** A gateway's services on SQLite, whose store and ledger answer at once. */
 export type SqliteServices = Omit<Services, "store" | "ledger"> & {
   store: Store;
@@ -73,12 +103,30 @@ export interface TestGateway extends RunningGateway {
   dbPath: string;
 }
 
-/** A gateway on 127.0.0.1 with a real SQLite file in a fresh temp directory. */
+const dayMs = 86_400_000;
+
+/**
+ * Where a test's manual clock starts unless it says (`now`): the last noon (UTC) the wall clock
+ * has passed. Noon starts a minute and an hour and is twelve hours from either end of its day, so
+ * what a test advances stays in the windows it began in (per-minute limits, the free day, budget
+ * windows); started at the wall clock's time, a test begun in a minute's or a day's last seconds
+ * crossed into the next one. Passed, not ahead: a later start with the real clock on the same
+ * database reads time on from the wall clock, not from a time the test recorded ahead of it.
+ */
+export function manualClockStart(wall: number = Date.now()): number {
+  return wall - ((((wall - dayMs / 2) % dayMs) + dayMs) % dayMs);
+}
+
+/**
+ * A gateway on 127.0.0.1 with a real SQLite file in a fresh temp directory; a manual clock starts
+ * at `manualClockStart()` unless `now` says where.
+ */
 export async function testGateway(options: GatewayOptions = {}): Promise<TestGateway> {
   const dir = mkdtempSync(join(tmpdir(), "gateway-test-"));
   const dbPath = options.db ?? join(dir, "gateway.db");
   const gw = await startGateway({
     config: baseConfig(),
+    ...(options.clock === "manual" && { now: () => manualClockStart() }),
     // Keepalives start from admission: a stream that fails within this interval still gets an
     // HTTP status, so it stays well above a loaded machine's upstream round trips. Tests of
     // keepalives themselves pass a short one.

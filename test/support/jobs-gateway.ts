@@ -1,11 +1,16 @@
 import OpenAI from "openai";
 import { afterAll, beforeAll } from "vitest";
-import type { ConfigInput } from "../../src/server/config/schema.js";
 import type { GatewayOptions } from "../../src/server/gateway.js";
-import { type BackendName, baseConfig, gatewayOn, KEY, type TestGateway } from "./gateway.js";
+import {
+  type BackendName,
+  baseConfigWith,
+  type ConfigAdditions,
+  gatewayOn,
+  KEY,
+  type TestGateway,
+} from "./gateway.js";
 
-/** What a file adds to `baseConfig`, after its own rows. */
-export type ConfigAdditions = Pick<ConfigInput, "providers" | "models" | "routes" | "accounts">;
+export type { ConfigAdditions };
 
 /** A gateway with job models, and the openai SDK pointed at it. */
 export interface JobsGateway {
@@ -26,17 +31,7 @@ export function useJobsGateway(
 ): void {
   let gw: TestGateway | undefined;
   beforeAll(async () => {
-    const base = baseConfig();
-    gw = await gatewayOn(backend, {
-      ...options,
-      config: {
-        ...base,
-        providers: [...base.providers!, ...(more.providers ?? [])],
-        models: [...base.models!, ...(more.models ?? [])],
-        routes: [...base.routes!, ...(more.routes ?? [])],
-        accounts: [...base.accounts!, ...(more.accounts ?? [])],
-      },
-    });
+    gw = await gatewayOn(backend, { ...options, config: baseConfigWith(more) });
     ready({
       gw,
       openai: new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0, timeout: 10_000 }),

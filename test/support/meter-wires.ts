@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, beforeEach } from "vitest";
 import { fakeGemini } from "./fake-gemini.js";
 import { type FakeUpstream, fakeUpstream } from "./fake-upstream.js";
-import { type BackendName, baseConfig, gatewayOn, type TestGateway } from "./gateway.js";
+import { type BackendName, baseConfigWith, gatewayOn, type TestGateway } from "./gateway.js";
 
 /** A gateway with a priced model on each provider wire, and the fakes behind them. */
 export interface MeterWires {
@@ -40,12 +40,9 @@ export function useMeterWires(
       price_output_per_mtok: options.outputPerMtok,
       max_output_tokens: 4_000,
     };
-    const base = baseConfig();
     const gw = await gatewayOn(backend, {
-      config: {
-        ...base,
+      config: baseConfigWith({
         providers: [
-          ...base.providers!,
           { id: "oa", wire: "openai", base_url: openai.baseUrl, api_keys: [options.openaiKey] },
           {
             id: "rn",
@@ -58,14 +55,13 @@ export function useMeterWires(
           { id: "gm", wire: "gemini", base_url: gemini.url, api_keys: ["gm-key"] },
         ],
         models: [
-          ...base.models!,
           { name: "m-openai", provider: "oa", upstream_model: "gpt-up", ...prices },
           { name: "m-native", provider: "rn", upstream_model: "up-model", ...prices },
           { name: "m-anthropic", provider: "an", upstream_model: "claude-up", ...prices },
           { name: "m-gemini", provider: "gm", upstream_model: "gemini-up", ...prices },
         ],
-        routes: [...(base.routes ?? []), ...(options.routes ?? [])],
-      },
+        routes: options.routes,
+      }),
     });
     started = { gw, openai, anthropic, gemini };
     ready(started);

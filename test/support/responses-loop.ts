@@ -13,7 +13,7 @@ import {
   type Reply,
   type SseStep,
 } from "./fake-upstream.js";
-import { baseConfig, KEY, type TestGateway, testGateway } from "./gateway.js";
+import { baseConfigWith, KEY, type TestGateway, testGateway } from "./gateway.js";
 import {
   anthropicLoop,
   CLAUDE_MAX_OUTPUT,
@@ -213,13 +213,11 @@ export async function stateGateway(): Promise<StateSetup> {
   });
   const nativeUp = await fakeUpstream("openai", nativeFake);
   const geminiUp = await fakeGemini({ maxOutputTokens: GEMINI_MAX_OUTPUT }, geminiFake);
-  const base = baseConfig();
   const gw = await testGateway({
     db: database.db,
     clock: "manual",
-    config: baseConfig({
+    config: baseConfigWith({
       providers: [
-        ...(base.providers ?? []),
         { id: "oa", wire: "openai", base_url: chatUp.baseUrl, api_keys: ["sk-oa-pool"] },
         { id: "an", wire: "anthropic", base_url: anthropicUp.baseUrl, api_keys: ["sk-an-pool"] },
         {
@@ -240,7 +238,6 @@ export async function stateGateway(): Promise<StateSetup> {
         { id: "gm", wire: "gemini", base_url: geminiUp.url, api_keys: ["AIza-state-pool"] },
       ],
       models: [
-        ...(base.models ?? []),
         {
           name: "gpt-x",
           provider: "oa",
@@ -265,9 +262,8 @@ export async function stateGateway(): Promise<StateSetup> {
           max_output_tokens: GEMINI_MAX_OUTPUT,
         },
       ],
-      routes: [],
+      routes: () => [],
       accounts: [
-        ...(base.accounts ?? []),
         {
           id: "other",
           balance_idr: 1_000_000,
