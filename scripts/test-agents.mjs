@@ -20,6 +20,21 @@
 // (`claude mcp add --transport http ...`); the scripted upstream asks it to call the server's
 // generate_image tool, and the case passes when the tool's result reaches the upstream as a PNG
 // image and the gateway logged the image request as coming from MCP.
+// "codex-openai" is Codex's built-in OpenAI provider pointed at the gateway (`openai_base_url`,
+// `codex login --with-api-key`): it opens the Responses WebSocket first and must fall back to
+// HTTP on the gateway's 426.
+// The compaction cases run a session of two turns, the second past a low auto-compaction limit
+// (Codex: `model_auto_compact_token_limit`, `codex exec` then `codex exec resume --last`) or after
+// `/compact` (Claude Code: `claude -p`, then `--continue` with "/compact", then the next turn). The
+// scripted model answers text only, and reports the tokens of what it was sent. A case passes when
+// every run exits 0, the session was compacted (Codex prints "context compacted"; the summary
+// Claude Code asked for reaches the next turn), the next turn was answered, every request the
+// gateway logged was served (200) and the balance went down by exactly the cost of those rows.
+// Codex compacts locally (an ordinary turn asking for a summary) on a provider of its config,
+// and remotely on its OpenAI provider (a `compaction_trigger` last in `input`, then the
+// `compaction` item sent back ahead of the next request): "codex-compact-*" and
+// "codex-remote-compact-*", each on the mock and on a model bridged to chat completions, where the
+// turn after the compaction must still carry Codex's instructions (its developer messages).
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -61,6 +76,8 @@ let refused = 0;
 const mcpImageTool = "mcp__model-gateway__generate_image";
 let mode = "shell";
 let imageBack = false;
+/** The compaction cases: the summaries the scripted model wrote. */
+const summaries = [];
 
 const PNG_SIGNATURE = "iVBORw0KGgo";
 
@@ -116,8 +133,40 @@ function mcpPlan(toolNames, body) {
   return { text: "OK." };
 }
 
+/** The text of the last message or input item of a request, whatever the wire. */
+function lastText(body) {
+  const items = Array.isArray(body.messages) ? body.messages : asItems(body.input);
+  return JSON.stringify(items.at(-1)?.content ?? "");
+}
+
+const asItems = (input) => (Array.isArray(input) ? input : [{ content: input ?? "" }]);
+
+/** How each asks for a summary: Codex's compact prompt, Claude Code's /compact, the gateway's. */
+const summaryAsks = [
+  /CONTEXT CHECKPOINT COMPACTION/,
+  /create a detailed summary of the conversation/,
+  /Summarize the conversation above/,
+];
+
+/** The compaction cases: a summary when asked for one, in Claude Code's blocks; else an answer. */
+function textPlan(body) {
+  const last = lastText(body);
+  if (summaryAsks.some((ask) => ask.test(last))) {
+    const summary = `SUMMARY-${marker}-${summaries.length + 1}`;
+    summaries.push(summary);
+    return {
+      text: `<analysis>The user asked a question.</analysis>\n<summary>${summary}</summary>`,
+    };
+  }
+  return { text: `ANSWER-${marker}` };
+}
+
+/** What the scripted model reports it read: four characters a token, as the agents estimate. */
+const inputTokens = (body) => (mode === "text" ? Math.ceil(JSON.stringify(body).length / 4) : 50);
+
 function plan(toolNames, hasToolResult, body = {}) {
   if (mode === "mcp-image") return mcpPlan(toolNames, body);
+  if (mode === "text") return textPlan(body);
   const tool = shellToolOf(toolNames);
   if (!tool || hasToolResult) return { text: hasToolResult ? `Wrote ${marker}.` : "OK." };
   return { tool, input: shellTools[tool](`echo ${marker} > marker.txt`) };
@@ -185,7 +234,7 @@ function anthropicAnswer(body) {
     content,
     stop_reason: next.tool ? "tool_use" : "end_turn",
     stop_sequence: null,
-    usage: { input_tokens: 50, output_tokens: 10 },
+    usage: { input_tokens: inputTokens(body), output_tokens: 10 },
   };
   if (!body.stream) return { json: message };
   const events = [
@@ -197,7 +246,7 @@ function anthropicAnswer(body) {
           ...message,
           content: [],
           stop_reason: null,
-          usage: { input_tokens: 50, output_tokens: 1 },
+          usage: { input_tokens: inputTokens(body), output_tokens: 1 },
         },
       },
     ],
@@ -251,7 +300,7 @@ function anthropicAnswer(body) {
 function chatAnswer(body) {
   const names = (body.tools ?? []).map((t) => t.function?.name ?? t.name).filter(Boolean);
   const hasToolResult = (body.messages ?? []).some((m) => m.role === "tool");
-  const next = plan(names, hasToolResult);
+  const next = plan(names, hasToolResult, body);
   const id = `chatcmpl-${randomBytes(6).toString("hex")}`;
   const created = Math.floor(Date.now() / 1000);
   const call = next.tool && {
@@ -260,7 +309,8 @@ function chatAnswer(body) {
     function: { name: next.tool, arguments: JSON.stringify(next.input) },
   };
   const finish = call ? "tool_calls" : "stop";
-  const usage = { prompt_tokens: 50, completion_tokens: 10, total_tokens: 60 };
+  const prompt = inputTokens(body);
+  const usage = { prompt_tokens: prompt, completion_tokens: 10, total_tokens: prompt + 10 };
   if (!body.stream) {
     return {
       json: {
@@ -311,7 +361,7 @@ function responsesAnswer(body) {
   const names = tools.map((t) => t.name ?? t.type).filter(Boolean);
   const input = Array.isArray(body.input) ? body.input : [];
   const hasToolResult = input.some((item) => /_call_output$/.test(item.type ?? ""));
-  const next = plan(names, hasToolResult);
+  const next = plan(names, hasToolResult, body);
   const id = `resp_${randomBytes(6).toString("hex")}`;
   const tool = next.tool && tools.find((t) => (t.name ?? t.type) === next.tool);
   let item;
@@ -342,11 +392,11 @@ function responsesAnswer(body) {
     };
   }
   const usage = {
-    input_tokens: 50,
+    input_tokens: inputTokens(body),
     input_tokens_details: { cached_tokens: 0 },
     output_tokens: 10,
     output_tokens_details: { reasoning_tokens: 0 },
-    total_tokens: 60,
+    total_tokens: inputTokens(body) + 10,
   };
   const response = (status, output) => ({
     id,
@@ -396,6 +446,7 @@ async function startFakeProvider() {
         `[fake] ${req.method} ${req.url} stream=${body.stream} tools=${JSON.stringify(tools)}`,
       );
       console.log(`[fake]   ${raw.slice(0, 1500)}`);
+      console.log(`[fake]   last: ${lastText(body).slice(0, 600)}`);
     }
     let answer;
     const invalid = invalidBody(req.url, body, req.headers);
@@ -444,7 +495,12 @@ async function startFakeProvider() {
 
 function run(command, args, options) {
   return new Promise((resolve) => {
-    const child = spawn(command, args, { ...options, stdio: ["ignore", "pipe", "pipe"] });
+    const { input, ...spawnOptions } = options;
+    const child = spawn(command, args, {
+      ...spawnOptions,
+      stdio: [input === undefined ? "ignore" : "pipe", "pipe", "pipe"],
+    });
+    if (input !== undefined) child.stdin.end(input);
     let out = "";
     child.stdout.on("data", (d) => (out += d));
     child.stderr.on("data", (d) => (out += d));
@@ -591,32 +647,200 @@ function markerWritten(work) {
   };
 }
 
-function codexCase(bin, gatewayUrl, model) {
-  const provider = `{ name = "gateway", base_url = "${gatewayUrl}/v1", env_key = "GATEWAY_KEY", wire_api = "responses" }`;
-  return (home, work) =>
-    run(
+/**
+ * Codex's flags: a provider of its config (`model_providers.gateway`), or with `builtIn` its
+ * built-in OpenAI provider pointed at the gateway (`openai_base_url`), as a user of Codex with an
+ * OpenAI-compatible endpoint may configure it.
+ */
+function codexArgs(gatewayUrl, model, { builtIn = false, extra = [] } = {}) {
+  const provider = builtIn
+    ? ["-c", `openai_base_url="${gatewayUrl}/v1"`]
+    : [
+        "-c",
+        `model_providers.gateway={ name = "gateway", base_url = "${gatewayUrl}/v1", env_key = "GATEWAY_KEY", wire_api = "responses" }`,
+        "-c",
+        "model_provider=gateway",
+      ];
+  return [
+    "--skip-git-repo-check",
+    "--dangerously-bypass-approvals-and-sandbox",
+    ...provider,
+    "-c",
+    'otel.exporter="none"',
+    "-c",
+    "analytics.enabled=false",
+    ...extra,
+    "-m",
+    model,
+  ];
+}
+
+/** Codex's built-in OpenAI provider reads its key from its login, not from the environment. */
+function codexLogin(bin, env, work) {
+  return run(join(bin, "codex"), ["login", "--with-api-key"], {
+    cwd: work,
+    env,
+    input: `${KEY}\n`,
+  });
+}
+
+function codexCase(bin, gatewayUrl, model, { builtIn = false } = {}) {
+  return async (home, work) => {
+    const env = { ...agentEnv(home), GATEWAY_KEY: KEY };
+    if (builtIn) {
+      const login = await codexLogin(bin, env, work);
+      if (login.code !== 0) return login;
+    }
+    return run(
       join(bin, "codex"),
       [
         "exec",
-        "--skip-git-repo-check",
-        "--dangerously-bypass-approvals-and-sandbox",
-        "-c",
-        `model_providers.gateway=${provider}`,
-        "-c",
-        "model_provider=gateway",
-        "-c",
-        'otel.exporter="none"',
-        "-c",
-        "analytics.enabled=false",
-        "-m",
-        model,
+        ...codexArgs(gatewayUrl, model, { builtIn }),
         "Create the marker file using your shell tool.",
       ],
-      { cwd: work, env: { ...agentEnv(home), GATEWAY_KEY: KEY } },
+      { cwd: work, env },
     );
+  };
+}
+
+// ---- compaction ---------------------------------------------------------------------------
+
+/** Codex compacts before a turn once the last one used this many tokens (its instructions pass it). */
+const COMPACT_LIMIT = 3000;
+
+/** Runs in order until one fails; the last result (its own output `lastOut`), with every run's output. */
+async function inTurn(steps) {
+  let out = "";
+  let last = { code: 0, signal: null, out: "" };
+  for (const step of steps) {
+    last = await step();
+    out += `${last.out}\n`;
+    if (last.code !== 0) break;
+  }
+  return { ...last, out, lastOut: last.out };
+}
+
+/** Codex, two turns of one session, the second compacted first (auto-compaction past the limit). */
+function codexCompactCase(bin, gatewayUrl, model, { builtIn = false } = {}) {
+  return async (home, work) => {
+    const env = { ...agentEnv(home), GATEWAY_KEY: KEY };
+    const args = codexArgs(gatewayUrl, model, {
+      builtIn,
+      extra: ["-c", `model_auto_compact_token_limit=${COMPACT_LIMIT}`],
+    });
+    const codex = (more) => () =>
+      run(join(bin, "codex"), ["exec", ...args, ...more], { cwd: work, env });
+    return inTurn([
+      ...(builtIn ? [() => codexLogin(bin, env, work)] : []),
+      codex(["First question: what is this folder for?"]),
+      codex(["resume", "--last", "Second question: and what comes next?"]),
+    ]);
+  };
+}
+
+/** Claude Code, a turn, `/compact` in the same session, then the next turn. */
+function claudeCompactCase(bin, gatewayUrl, model) {
+  return (home, work) => {
+    const env = { ...agentEnv(home), ANTHROPIC_BASE_URL: gatewayUrl, ANTHROPIC_API_KEY: KEY };
+    const claude =
+      (prompt, more = []) =>
+      () =>
+        run(
+          join(bin, "claude"),
+          ["-p", prompt, ...more, "--model", model, "--output-format", "json"],
+          { cwd: work, env },
+        );
+    return inTurn([
+      claude("First question: what is this folder for?"),
+      claude("/compact", ["--continue"]),
+      claude("Second question: and what comes next?", ["--continue"]),
+    ]);
+  };
+}
+
+/** The account's balance in millionths of a rupiah, once nothing is held (at most 10 s). */
+async function settledBalance(gatewayUrl) {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const res = await fetch(`${gatewayUrl}/v1/account/quota`, {
+      headers: { authorization: `Bearer ${KEY}` },
+    });
+    const quota = await res.json();
+    if (quota.held_idr === 0 || Date.now() > deadline) return Math.round(quota.balance_idr * 1e6);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** What the gateway logged and charged since `before` (a case's start). */
+async function sinceCase(gw, before) {
+  const rows = (await gw.listRequests({ limit: 100 })).filter((r) => !before.ids.has(r.id));
+  const debit = before.balance - (await settledBalance(gw.url));
+  const charged = rows.reduce((sum, r) => sum + r.cost_micro, 0);
+  return { rows, debit, charged };
+}
+
+/** The input items of a logged request's body, as the client sent them (captured parsed). */
+function receivedInput(row) {
+  const input = row.received?.input;
+  return Array.isArray(input) ? input : [];
+}
+
+/**
+ * A compaction case passes when every run exited 0, the session was compacted and the next turn
+ * answered, every request the gateway logged was served and the balance went down by exactly what
+ * those rows cost. `remote`: Codex's OpenAI provider, which compacts with a `compaction_trigger`
+ * and sends the `compaction` item back. `upstream`: the wire of the fake behind the model, whose
+ * last request (the next turn) must hold the summary and, from Codex, its instructions.
+ */
+function compactionCheck(gw, { agent, answered, remote = false, upstream }) {
+  return async (ran, before) => {
+    const { rows, debit, charged } = await sinceCase(gw, before);
+    const failures = [];
+    if (agent === "codex" && !ran.out.includes("context compacted"))
+      failures.push("Codex did not report the context compacted");
+    if (agent === "claude" && summaries.length === 0)
+      failures.push("Claude Code asked for no summary");
+    if (!(ran.lastOut ?? "").includes(answered))
+      failures.push(`the next turn was not answered ${answered}`);
+    const unserved = rows.filter((r) => r.status !== 200);
+    if (unserved.length > 0)
+      failures.push(
+        `not served: ${unserved.map((r) => `${r.endpoint} ${r.status} ${r.error_code}`).join(", ")}`,
+      );
+    if (rows.length < 3) failures.push(`${rows.length} requests logged, not 3 or more`);
+    if (charged <= 0 || debit !== charged)
+      failures.push(`charged ${charged} micro-IDR over the rows, the balance went down ${debit}`);
+    if (agent === "codex") {
+      const triggered = rows.some((r) => receivedInput(r).at(-1)?.type === "compaction_trigger");
+      const sentBack = rows.some((r) => receivedInput(r).some((i) => i.type === "compaction"));
+      if (remote && !(triggered && sentBack))
+        failures.push(
+          `compaction_trigger sent: ${triggered}, compaction item sent back: ${sentBack}`,
+        );
+      if (!remote && triggered) failures.push("a compaction_trigger from a provider of its config");
+    }
+    if (upstream) {
+      const last = seen.filter((r) => r.path === upstream).at(-1)?.body ?? {};
+      const sent = JSON.stringify(last);
+      if (!summaries.some((summary) => sent.includes(summary)))
+        failures.push("the turn after the compaction was sent no summary");
+      if (agent === "codex" && (last.messages ?? [])[0]?.role !== "system")
+        failures.push("the turn after the compaction lost Codex's instructions");
+    }
+    return {
+      ok: failures.length === 0,
+      detail: `${failures.join("; ") || "ok"} (${rows.length} requests: ${rows
+        .map((r) => `${r.endpoint} ${r.status}`)
+        .reverse()
+        .join(", ")})`,
+    };
+  };
 }
 
 // ---- main ---------------------------------------------------------------------------------
+
+/** Priced, so that a compaction case sees each request charged, once. */
+const prices = { price_input_per_mtok: 1000, price_output_per_mtok: 4000 };
 
 async function main() {
   const bin = await installClis();
@@ -624,6 +848,8 @@ async function main() {
   const gw = await startGateway({
     db: join(root, "gateway.db"),
     port: 0,
+    // The compaction cases read what Codex sent (a compaction_trigger, the item sent back).
+    captureBodies: true,
     config: {
       providers: [
         { id: "mock", wire: "mock" },
@@ -639,7 +865,12 @@ async function main() {
         },
       ],
       models: [
-        { name: "claude-sonnet-4-5", provider: "fake-anthropic", max_output_tokens: 64_000 },
+        {
+          name: "claude-sonnet-4-5",
+          provider: "fake-anthropic",
+          max_output_tokens: 64_000,
+          ...prices,
+        },
         // An alias Claude Code does not know, of an older model that refuses system messages.
         {
           name: "claude-older",
@@ -647,10 +878,16 @@ async function main() {
           upstream_model: "claude-3-5-haiku-20241022",
           max_output_tokens: 64_000,
         },
-        { name: "claude-via-openai", provider: "fake-openai", max_output_tokens: 64_000 },
+        {
+          name: "claude-via-openai",
+          provider: "fake-openai",
+          max_output_tokens: 64_000,
+          ...prices,
+        },
         { name: "gpt-5-codex", provider: "fake-openai-responses", max_output_tokens: 64_000 },
         { name: "gpt-via-anthropic", provider: "fake-anthropic", max_output_tokens: 64_000 },
-        { name: "gpt-via-chat", provider: "fake-openai", max_output_tokens: 64_000 },
+        { name: "gpt-via-chat", provider: "fake-openai", max_output_tokens: 64_000, ...prices },
+        { name: "mock-gpt", provider: "mock", max_output_tokens: 64_000, ...prices },
         { name: "mock-image", provider: "mock", modality: "image", price_per_unit: 500 },
       ],
       accounts: [
@@ -675,6 +912,63 @@ async function main() {
       () => imageCameBack(gw),
       "mcp-image",
     ],
+    // Codex's built-in OpenAI provider: its Responses WebSocket refused with a 426, then HTTP.
+    ["codex-openai", codexCase(bin, gw.url, "gpt-5-codex", { builtIn: true })],
+    // Compaction: Codex's own (a provider of its config) and OpenAI's (its OpenAI provider), on
+    // the mock and on a model bridged to chat completions; Claude Code's /compact on both wires.
+    [
+      "codex-compact-mock",
+      codexCompactCase(bin, gw.url, "mock-gpt"),
+      compactionCheck(gw, { agent: "codex", answered: "Mock reply to: Second question" }),
+      "text",
+    ],
+    [
+      "codex-compact-bridge",
+      codexCompactCase(bin, gw.url, "gpt-via-chat"),
+      compactionCheck(gw, {
+        agent: "codex",
+        answered: "ANSWER-",
+        upstream: "/v1/chat/completions",
+      }),
+      "text",
+    ],
+    [
+      "codex-remote-compact-mock",
+      codexCompactCase(bin, gw.url, "mock-gpt", { builtIn: true }),
+      compactionCheck(gw, {
+        agent: "codex",
+        answered: "Mock reply to: Second question",
+        remote: true,
+      }),
+      "text",
+    ],
+    [
+      "codex-remote-compact-bridge",
+      codexCompactCase(bin, gw.url, "gpt-via-chat", { builtIn: true }),
+      compactionCheck(gw, {
+        agent: "codex",
+        answered: "ANSWER-",
+        remote: true,
+        upstream: "/v1/chat/completions",
+      }),
+      "text",
+    ],
+    [
+      "claude-compact",
+      claudeCompactCase(bin, gw.url, "claude-sonnet-4-5"),
+      compactionCheck(gw, { agent: "claude", answered: "ANSWER-", upstream: "/v1/messages" }),
+      "text",
+    ],
+    [
+      "claude-compact-cross",
+      claudeCompactCase(bin, gw.url, "claude-via-openai"),
+      compactionCheck(gw, {
+        agent: "claude",
+        answered: "ANSWER-",
+        upstream: "/v1/chat/completions",
+      }),
+      "text",
+    ],
   ].filter(([name]) => !only || only.includes(name));
 
   const results = [];
@@ -687,10 +981,15 @@ async function main() {
     mode = caseMode;
     imageBack = false;
     seen.length = 0;
+    summaries.length = 0;
     refused = 0;
+    const before = {
+      ids: new Set((await gw.listRequests({ limit: 100 })).map((r) => r.id)),
+      balance: await settledBalance(gw.url),
+    };
     const began = Date.now();
     const ran = await start(home, work);
-    const checked = check ? await check() : markerWritten(work);
+    const checked = check ? await check(ran, before) : markerWritten(work);
     const ok = ran.code === 0 && checked.ok;
     const seconds = ((Date.now() - began) / 1000).toFixed(1);
     results.push({ name, ok });

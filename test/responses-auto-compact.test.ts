@@ -318,6 +318,60 @@ describe.each(backends)("compaction inside a Responses turn on %s", (backend) =>
     expect(sent).toContain("Go on.");
   });
 
+  const rules = "DEV-RULES: answer in one line.";
+  const developer = { role: "developer", content: rules } as OpenAI.Responses.ResponseInputItem;
+
+  it.each(fakes)(
+    "on the %s wire, the client's developer messages stay with the summary: Codex's compaction_trigger, then its next turn with its instructions ahead of the compaction item",
+    async (wire, model, upstream) => {
+      // Codex (its OpenAI provider, remote compaction) compacts with a trigger, then sends each
+      // turn as its instructions, the compaction item and the new request, stateless.
+      const compacted = await openai.responses.create({
+        model,
+        store: false,
+        input: [
+          developer,
+          ...conversation,
+          { type: "compaction_trigger" } as unknown as OpenAI.Responses.ResponseInputItem,
+        ],
+      });
+      expect(compacted.output.map((item) => item.type)).toEqual(["compaction"]);
+      const next = await openai.responses.create({
+        model,
+        store: false,
+        input: [
+          developer,
+          ...(compacted.output as OpenAI.Responses.ResponseInputItem[]),
+          { role: "user", content: "Go on." },
+        ],
+      });
+      expect(next.output_text).toBe(answerOf(wire));
+      const sent = JSON.stringify(upstream().last.body);
+      expect(sent).toContain(rules);
+      expect(sent).toContain(summaryOf(wire));
+      expect(sent).toContain("Go on.");
+      expect(sent).not.toContain("EARLY-FACT");
+    },
+  );
+
+  it.each(fakes)(
+    "on the %s wire, a turn compacted past the threshold is answered with the client's developer messages ahead of the summary",
+    async (wire, model, upstream) => {
+      const calls = upstream().requests.length;
+      await openai.responses.create({
+        model,
+        input: [developer, ...conversation],
+        context_management: compactNow,
+      } as OpenAI.Responses.ResponseCreateParamsNonStreaming);
+      const answered = upstream().requests.slice(calls);
+      expect(answered).toHaveLength(2);
+      const answer = JSON.stringify(answered[1].body);
+      expect(answer).toContain(rules);
+      expect(answer).toContain(summaryOf(wire));
+      expect(answer).not.toContain("EARLY-FACT");
+    },
+  );
+
   it("a streaming client that leaves mid-compaction is billed what was delivered: nothing, and the answer is never asked for", async () => {
     const asked = deferred();
     chatUp.reset((req) => {

@@ -47,7 +47,7 @@ function upgrade(path: string): Promise<{ status: number; body: string }> {
 }
 
 describe("WebSocket modes of the openai SDK", () => {
-  it("ResponsesWS is refused with a 400 the SDK reports as an error event, and its queued event unsent", async () => {
+  it("ResponsesWS is refused with a 426 the SDK reports as an error event, and its queued event unsent", async () => {
     const ws = new ResponsesWS(client, { reconnect: null });
     const ended = new Promise<{ error: string; unsent: unknown[] }>((resolve) => {
       let error = "";
@@ -58,13 +58,16 @@ describe("WebSocket modes of the openai SDK", () => {
     });
     ws.send({ type: "response.create", model: "mock-gpt", input: "hi" } as never);
     const { error, unsent } = await ended;
-    expect(error).toBe("Unexpected server response: 400");
+    expect(error).toBe("Unexpected server response: 426");
     expect(unsent).toHaveLength(1);
   });
 
-  it("the refusal names the Responses WebSocket mode and POST /v1/responses, in the chat-completions style", async () => {
+  // 426, not 400: Codex's built-in OpenAI provider pointed at the gateway opens this WebSocket
+  // first, and falls back to POST /v1/responses on a 426 handshake only (any other status ends
+  // its turn with the error).
+  it("the refusal is a 426 naming the Responses WebSocket mode and POST /v1/responses, in the chat-completions style", async () => {
     const { status, body } = await upgrade("/v1/responses");
-    expect(status).toBe(400);
+    expect(status).toBe(426);
     const { error } = JSON.parse(body) as { error: { code: string; message: string } };
     expect(error.code).toBe("bad_request");
     expect(error.message).toContain("Responses API over WebSocket is not supported");
@@ -75,7 +78,7 @@ describe("WebSocket modes of the openai SDK", () => {
   // through a TLS-terminating proxy).
   it("an upgrade of /v1/realtime is refused the same way", async () => {
     const { status, body } = await upgrade("/v1/realtime?model=mock-gpt");
-    expect(status).toBe(400);
+    expect(status).toBe(426);
     expect(JSON.parse(body).error.message).toContain(
       "Realtime API over WebSocket is not supported",
     );

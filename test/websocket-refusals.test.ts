@@ -41,20 +41,20 @@ const upgradeRequest = (key: string) =>
   `Sec-WebSocket-Key: ${Buffer.from("0123456789abcdef").toString("base64")}\r\n\r\n`;
 
 describe("a client that tries the Responses WebSocket mode anyway", () => {
-  it("with a wrong key is refused as unauthenticated (401), before the mode's 400", async () => {
+  it("with a wrong key is refused as unauthenticated (401), before the mode's 426", async () => {
     const r = await sdkAttempt("kn-not-a-key-000000000000000000");
     expect(r.error).toBe("Unexpected server response: 401");
     expect(r.unsent).toBe(1);
   });
 
-  it("with a key of a suspended account is refused 401, and 400 again once reinstated", async () => {
+  it("with a key of a suspended account is refused 401, and 426 again once reinstated", async () => {
     expect((await admin(gw, "PATCH", "/accounts/acct", { status: "suspended" })).status).toBe(200);
     try {
       expect((await sdkAttempt(KEY2)).error).toBe("Unexpected server response: 401");
     } finally {
       await admin(gw, "PATCH", "/accounts/acct", { status: "active" });
     }
-    expect((await sdkAttempt(KEY2)).error).toBe("Unexpected server response: 400");
+    expect((await sdkAttempt(KEY2)).error).toBe("Unexpected server response: 426");
   });
 
   it("keeps a plain HTTP/1.1 connection: the refusal has a request id and the next request on it is answered", async () => {
@@ -83,7 +83,7 @@ describe("a client that tries the Responses WebSocket mode anyway", () => {
       const refused = grew();
       socket.write(upgradeRequest(KEY));
       await Promise.race([refused, closed]);
-      expect(out).toMatch(/^HTTP\/1\.1 400 /);
+      expect(out).toMatch(/^HTTP\/1\.1 426 /);
       expect(out).toMatch(/\r\nx-request-id: req_/i);
       expect(out).not.toMatch(/\r\nupgrade:/i);
       out = "";

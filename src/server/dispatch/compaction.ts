@@ -75,7 +75,9 @@ export class CompactionSeal {
 
   /**
    * `body` with its gateway compaction items opened; `body` itself when it has none. The items
-   * before the last one a turn's compaction made are left out: its summary holds them.
+   * before the last one a turn's compaction made are left out: its summary holds them. Their
+   * system and developer messages stay: they are how the client instructs the model, not
+   * conversation, and a client resends its own ahead of the item on each turn (Codex does).
    */
   private opened(body: Json, accountId: string): Json {
     const input = body.input;
@@ -88,7 +90,11 @@ export class CompactionSeal {
       if (sealed.window) start = index;
       return summaryMessage(sealed.summary);
     });
-    return { ...body, input: start > 0 ? opened.slice(start) : opened };
+    if (start === 0) return { ...body, input: opened };
+    return {
+      ...body,
+      input: [...instructionMessages(opened.slice(0, start)), ...opened.slice(start)],
+    };
   }
 
   private sealedOf(encrypted: string, accountId: string): Sealed | undefined {
@@ -210,6 +216,19 @@ export function lastUserMessages(items: readonly unknown[]): unknown[] {
     start--;
   }
   return items.slice(start);
+}
+
+/**
+ * The system and developer messages of a conversation, in order: the client's instructions, which
+ * a compaction does not stand for, so the model answering after it still reads them.
+ */
+export function instructionMessages(items: readonly unknown[]): unknown[] {
+  return items.filter(
+    (item) =>
+      isRecord(item) &&
+      (item.role === "system" || item.role === "developer") &&
+      (item.type === undefined || item.type === "message"),
+  );
 }
 
 /** The `compaction` output item of a summary sealed for a turn. */

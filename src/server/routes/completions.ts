@@ -15,7 +15,7 @@ import {
 } from "../billing/admission.js";
 import { readsInputByReference, worstCaseInputTokens } from "../billing/pricing.js";
 import type { Services } from "../compose/services.js";
-import { lastUserMessages, summaryAsk } from "../dispatch/compaction.js";
+import { instructionMessages, lastUserMessages, summaryAsk } from "../dispatch/compaction.js";
 import { unexpectedStreamError } from "../dispatch/dispatcher.js";
 import { forModality, resolveTarget, servedBy, type Target } from "../dispatch/resolve.js";
 import { openResponseTurn } from "../dispatch/response-state.js";
@@ -498,14 +498,22 @@ export function completionHandler(
         steps: trace?.steps,
         budgetSpent: admission.budgetSpent,
       });
-    // The model answers with the summary in place of the conversation, and the turn's own request
-    // after it; its answer lists the compaction first. Compacting is part of the dispatch, which
-    // a stream's keepalive comments cover.
+    // The model answers with the summary in place of the conversation, after the client's system
+    // and developer messages (instructions, not conversation), and the turn's own request after
+    // it; its answer lists the compaction first. Compacting is part of the dispatch, which a
+    // stream's keepalive comments cover.
     const compactThenAnswer = async (conversation: unknown[]) => {
       const compacted = await compactFor(conversation);
       compactionUsage = compacted.usage;
       req.compacted = { item: compacted.item, usage: compacted.usage };
-      req.body = { ...sentBody, input: [compacted.item, ...lastUserMessages(conversation)] };
+      req.body = {
+        ...sentBody,
+        input: [
+          ...instructionMessages(conversation),
+          compacted.item,
+          ...lastUserMessages(conversation),
+        ],
+      };
       return dispatchAnswer();
     };
     const dispatching =
