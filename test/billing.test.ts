@@ -290,8 +290,10 @@ describe.each(backends)("billing on %s", (backend) => {
     });
 
     it("falls back to the free allowance when free_fallback is on", async () => {
+      // The free allowance counts in the clock's day: on a manual clock the request stays in it.
       gw = await gatewayOn(backend, {
         config: withAccount({ subscription: subscription({ free_fallback: true }) }),
+        clock: "manual",
       });
       for (let i = 0; i < 3; i++)
         expect((await post(gw, "/v1/chat/completions", chat(`${i}`))).status).toBe(200);

@@ -2,7 +2,7 @@ import { existsSync, readFileSync, statSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { dirname } from "node:path";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFinished } from "vitest";
 import { openKeychainStore } from "../src/cli/credentials/keychain-store.js";
 import { readServeRecordOf } from "../src/store/sqlite/serve-record.js";
 import {
@@ -17,7 +17,6 @@ import {
   saveLogin,
   spawnCli,
 } from "./support/cli.js";
-import { sleep } from "./support/fake-upstream.js";
 import { chat, post, type TestGateway, testGateway } from "./support/gateway.js";
 import { serveProcess } from "./support/serve-process.js";
 
@@ -55,9 +54,12 @@ function storedKey(home: CliHome, profile = "default"): string {
 }
 
 /** A logged-in CLI home without the browser dance: a fresh login key written to the file store. */
-function loggedInHome(baseUrl = gw.url): { home: CliHome; loginKey: string; loginKeyId: string } {
+function loggedInHome(
+  baseUrl = gw.url,
+  on: TestGateway = gw,
+): { home: CliHome; loginKey: string; loginKeyId: string } {
   const home = newHome();
-  const { key, value } = gw.services.store.createKey({
+  const { key, value } = on.services.store.createKey({
     accountId: "acct",
     label: "cli test",
     kind: "login",
@@ -363,15 +365,15 @@ describe("gateway keys", () => {
   });
 
   it("reports the 21st create in a minute as a plain 429; list and revoke keep working", async () => {
-    const { home, loginKey } = loggedInHome();
-    // The limit counts in fixed clock minutes: the 21st must fall in the minute of the first 20,
-    // so a run that starts near a minute's end waits for the next one to begin (at most 15 s).
-    const intoMinute = Date.now() % 60_000;
-    if (intoMinute > 45_000) await sleep(60_000 - intoMinute + 50);
+    // The limit counts in the clock's minute: on a gateway of its own with a manual clock, the
+    // 21st stays in the minute of the first 20.
+    const held = await testGateway({ clock: "manual" });
+    onTestFinished(() => held.close());
+    const { home, loginKey } = loggedInHome(held.url, held);
     const made: string[] = [];
     for (let i = 0; i < 20; i++) {
       const res = await post(
-        gw,
+        held,
         "/api/keys",
         { label: `bulk-${i}` },
         { authorization: `Bearer ${loginKey}` },
@@ -388,7 +390,6 @@ describe("gateway keys", () => {
     noStackTrace(limited.stderr);
     const list = await runCli(["keys", "list", "--json"], home.env);
     expect(list.code).toBe(0);
-    // The account's other per-tool keys (this file's other tests made some) are listed too.
     const listed = (JSON.parse(list.stdout) as { data: { id: string }[] }).data.map((k) => k.id);
     expect(listed).toEqual(expect.arrayContaining(made));
     expect((await runCli(["keys", "revoke", "bulk-0"], home.env)).code).toBe(0);

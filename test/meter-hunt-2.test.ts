@@ -26,6 +26,7 @@ import {
   baseConfigWith,
   chat,
   KEY,
+  manualClockStart,
   post,
   type TestGateway,
   testGateway,
@@ -181,7 +182,10 @@ const stream = (model: string, content: string, extra: object = {}) =>
 describe("delivery marks on SQLite, across a restart", () => {
   it("streams that end every way leave no mark that the next start applies: the log, balance and free allowance are as they were", async () => {
     const db = join(freshDir(), "gateway.db");
-    const gw = await start(db);
+    // The free allowance compared across the restart counts in the clock's day: both starts read
+    // one time, so midnight cannot fall between them.
+    const at = manualClockStart();
+    const gw = await start(db, () => at);
     await linkOwnKey(gw, "own", OWN_KEY);
     const words = "[[mock:words=60]]";
     const finished = await Promise.all([
@@ -232,7 +236,7 @@ describe("delivery marks on SQLite, across a restart", () => {
     });
 
     await gw.close();
-    const again = await start(db);
+    const again = await start(db, () => at);
     expect((await quota(again)).free.daily_used).toBe(freeUsed);
     await again.close();
     expect(requestLogOnDisk(db)).toEqual(rows);

@@ -27,8 +27,10 @@ async function gatewayWithLines(config: ConfigInput = baseConfig()) {
     ({ isTTY: false, write: (chunk: string) => into.push(chunk) }) as unknown as NodeJS.WriteStream;
   const printText = requestLinePrinter("text", sink(text));
   const printJson = requestLinePrinter("json", sink(json));
+  // Limits count in the clock's minute and day: on a manual clock a test's requests stay in one.
   const gw = await testGateway({
     config,
+    clock: "manual",
     onRequest: (r) => {
       printText(r);
       printJson(r);

@@ -358,6 +358,9 @@ describe.each(backends)("a provider that serves the Completions API itself, on %
     };
     gw = await gatewayOn(backend, {
       keepaliveMs: 300,
+      // The per-minute limit counts in the clock's minute: on a manual clock its two requests
+      // stay in one.
+      clock: "manual",
       config: baseConfigWith({
         providers: [
           { id: "oa", wire: "openai", base_url: oa.baseUrl, api_keys: ["sk-oa"] },

@@ -408,7 +408,7 @@ describe.each(backends)("billing POST /v1/completions on %s", (backend) => {
   let started: MeterWires;
   useMeterWires(
     backend,
-    { openaiKey: "sk-oa", inputPerMtok: PRICE_IN, outputPerMtok: PRICE_OUT },
+    { openaiKey: "sk-oa", inputPerMtok: PRICE_IN, outputPerMtok: PRICE_OUT, clock: "manual" },
     (ready) => (started = ready),
   );
   const price = (usage: Logged["usage"]) =>

@@ -270,6 +270,18 @@ describe("GET /api/keys and DELETE /api/keys/:id", () => {
 });
 
 describe("per-tool key creation limit", () => {
+  // The limit counts in the clock's minute: on a gateway of its own with a manual clock, the 21st
+  // create stays in the minute of the first 20.
+  let outer: TestGateway;
+  beforeAll(async () => {
+    outer = gw;
+    gw = await testGateway({ clock: "manual" });
+  });
+  afterAll(async () => {
+    await gw.close();
+    gw = outer;
+  });
+
   it("answers the 21st create in a minute with 429 rate_limit_exceeded and no Retry-After; list and revoke still work", async () => {
     const login = newLoginKey();
     const made: Created[] = [];

@@ -118,6 +118,17 @@ export function manualClockStart(wall: number = Date.now()): number {
 }
 
 /**
+ * `now` for a gateway on the real clock whose test needs its time to pass (a job's run) and counts
+ * in the clock's day: the wall clock's pace from `manualClockStart()` on, so the test stays in the
+ * day it began in.
+ */
+export function wallPaceFromNoon(): () => number {
+  const wall = Date.now();
+  const start = manualClockStart(wall);
+  return () => start + (Date.now() - wall);
+}
+
+/**
  * A gateway on 127.0.0.1 with a real SQLite file in a fresh temp directory; a manual clock starts
  * at `manualClockStart()` unless `now` says where.
  */

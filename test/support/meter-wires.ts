@@ -27,6 +27,8 @@ export function useMeterWires(
     outputPerMtok: number;
     /** Routes beside the base config's, over the models above. */
     routes?: { name: string; steps: string[] }[];
+    /** "manual" for a file that counts a per-minute limit: its requests stay in one minute. */
+    clock?: "manual";
   },
   ready: (started: MeterWires) => void,
 ): void {
@@ -41,6 +43,7 @@ export function useMeterWires(
       max_output_tokens: 4_000,
     };
     const gw = await gatewayOn(backend, {
+      clock: options.clock,
       config: baseConfigWith({
         providers: [
           { id: "oa", wire: "openai", base_url: openai.baseUrl, api_keys: [options.openaiKey] },
