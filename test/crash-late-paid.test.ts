@@ -331,6 +331,8 @@ function readStream(res: Response) {
     ended,
     deltas: () => text.match(/"content":"[^"]+"/g)?.length ?? 0,
     events,
+    /** Everything read so far, as it came. */
+    text: () => text,
   };
 }
 
@@ -457,5 +459,61 @@ describe("a gateway frozen past its lease midway through a paid stream (postgres
       1_200 * MICRO_PER_TOKEN,
     );
     expect(money.thin).toMatchObject({ held: 0 });
+  }, 120_000);
+});
+
+describe("a gateway frozen past its lease midway through a Responses stream it cannot finish (postgres)", () => {
+  it("the stream's response.failed reports the usage its mark was charged, not nothing", async () => {
+    cluster = await gatewaysOnPostgres(2, config());
+    const [slow, survivor] = cluster.gateways;
+    const res = await fetch(`${slow.url}/v1/responses`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${keys.thin}`, "content-type": "application/json" },
+      body: JSON.stringify({
+        model: "dear-stream",
+        input: "count [[mock:words=300]]",
+        stream: true,
+      }),
+    });
+    expect(res.status).toBe(200);
+    const stream = readStream(res);
+    await eventually(
+      async () => stream.text().split("event: response.output_text.delta\n").length - 1,
+      (n) => n >= 40,
+      20_000,
+      "the stream midway",
+    );
+    await freezePastLease(slow);
+    try {
+      await eventually(
+        () => rowsOf("thin"),
+        (rows) => rows.length === 1,
+        10_000,
+        "the reaper's row",
+      );
+      // The survivor spends all but 20 IDR of what the mark left.
+      const left = (await accounts()).thin.balance / MICRO_PER_TOKEN;
+      const spend = Math.floor(left) - 20;
+      expect(await ask(survivor, "thin", `spend ${spend}`, spend)).toMatchObject({ status: 200 });
+    } finally {
+      thaw(slow);
+    }
+    await streamEnd(stream);
+    const text = stream.text();
+    const failed = text.split("\n\n").find((block) => block.startsWith("event: response.failed\n"));
+    const context = text.slice(-600) + cluster.stderr();
+    expect(failed, context).toBeDefined();
+    const { response } = JSON.parse(failed!.slice(failed!.indexOf("data: ") + 6)) as {
+      response: { error: { code: string }; usage: { input_tokens: number; output_tokens: number } };
+    };
+    const error = text.split("\n\n").find((block) => block.startsWith("event: error\n"));
+    expect(error, context).toContain('"code":"storage_unavailable"');
+    expect(response.error.code, context).toBe("server_error");
+    const [charged] = await cluster.sql<{ input_tokens: number; output_tokens: number }>(
+      `SELECT input_tokens, output_tokens FROM request_log
+        WHERE account_id = 'thin' AND state = 'interrupted'`,
+    );
+    expect(charged.output_tokens, context).toBeGreaterThan(0);
+    expect(response.usage, context).toMatchObject(charged);
   }, 120_000);
 });

@@ -1,4 +1,5 @@
 import { type StorageFaultKind, storageFaultKind } from "../store/storage-fault.js";
+import type { Usage } from "./wire/usage.js";
 
 /**
  * One error model for the whole gateway, rendered in the style of the route that was called.
@@ -268,17 +269,24 @@ export function storageUnavailable(kind: StorageFaultKind = "full"): GatewayErro
  * A settlement the database refused because its answer came late: this gateway was taken as dead
  * (frozen past its lease) while the provider worked, its hold was released, and the account can no
  * longer pay. The answer is not handed over; a stream ends here, charged what its delivery mark
- * had paid for. Sent again, the request is admitted (or refused) as any new one.
+ * had paid for (`charged`: the usage the reaper charged by the mark, which a stream's error event
+ * reports as every other one reports what its stream is charged; nothing for a whole answer). Sent
+ * again, the request is admitted (or refused) as any new one.
  */
-export function lateAnswerUnpaid(stream: boolean): GatewayError {
-  return new GatewayError(
-    503,
-    "storage_unavailable",
-    stream
-      ? "This gateway was taken as stopped while it streamed this answer, and the account can no longer pay for the rest of it, so the stream ends here, charged only what it had delivered before. Retry later."
-      : "This gateway was taken as stopped while it worked on this request, and the account can no longer pay for the answer, so it was not served and nothing was charged. Retry later.",
-    { retryAfter: storageRetryAfterSeconds },
-  );
+export class LateAnswerRefusal extends GatewayError {
+  constructor(
+    stream: boolean,
+    readonly charged: Usage,
+  ) {
+    super(
+      503,
+      "storage_unavailable",
+      stream
+        ? "This gateway was taken as stopped while it streamed this answer, and the account can no longer pay for the rest of it, so the stream ends here, charged only what it had delivered before. Retry later."
+        : "This gateway was taken as stopped while it worked on this request, and the account can no longer pay for the answer, so it was not served and nothing was charged. Retry later.",
+      { retryAfter: storageRetryAfterSeconds },
+    );
+  }
 }
 
 /**

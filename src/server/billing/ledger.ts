@@ -94,7 +94,7 @@ export interface Ledger {
   /**
    * Resolves when everything settled so far is durable. Given the request's reservation, rejects
    * when its settlement was refused: on Postgres, an answer whose hold was released while its
-   * gateway was frozen, which the account can no longer pay (`lateAnswerUnpaid`).
+   * gateway was frozen, which the account can no longer pay (`LateAnswerRefusal`).
    */
   committed(reservation?: Reservation): Promise<void>;
   /** This gateway's holds not yet released and the money they hold (read by /metrics). */

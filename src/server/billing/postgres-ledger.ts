@@ -16,8 +16,9 @@ import type {
   ReserveInput,
   SettleInput,
 } from "../../store/types.js";
-import { GatewayError, lateAnswerUnpaid, storageUnavailable } from "../errors.js";
+import { GatewayError, LateAnswerRefusal, storageUnavailable } from "../errors.js";
 import { paidRpmRefused } from "../limits/request-limits.js";
+import type { Usage } from "../wire/usage.js";
 import { checkedSettlement, checkHold } from "./bookable.js";
 import type { Ledger, SettleOptions } from "./ledger.js";
 import { refusalError, topUpTier } from "./payment.js";
@@ -55,7 +56,7 @@ export class PostgresLedger implements Ledger {
    * Delivered answers whose settlement the database refused (LateAnswerUnpaid): their own
    * `committed` rejects, not every request's that waits with them.
    */
-  private readonly unpaid = new WeakSet<Reservation>();
+  private readonly unpaid = new WeakMap<Reservation, Usage>();
 
   constructor(
     private readonly money: PostgresMoney,
@@ -113,7 +114,10 @@ export class PostgresLedger implements Ledger {
       (err: unknown) => {
         if (err instanceof LateAnswerUnpaid) {
           this.reachable();
-          this.unpaid.add(reservation);
+          this.unpaid.set(reservation, {
+            input_tokens: err.charged.inputTokens,
+            output_tokens: err.charged.outputTokens,
+          });
           return;
         }
         if (marked) this.withdrawals.add(reservation.id);
@@ -168,7 +172,8 @@ export class PostgresLedger implements Ledger {
     } catch {
       throw storageUnavailable("unreachable");
     }
-    if (reservation && this.unpaid.has(reservation)) throw lateAnswerUnpaid(reservation.stream);
+    const charged = reservation && this.unpaid.get(reservation);
+    if (charged) throw new LateAnswerRefusal(reservation.stream, charged);
   }
 
   holdsInFlight(): { count: number; micro: number } {

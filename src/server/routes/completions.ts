@@ -27,6 +27,7 @@ import {
   GatewayError,
   gatewayStopping,
   internalError,
+  LateAnswerRefusal,
   suspendedAccountRefusal,
 } from "../errors.js";
 import { type ParsedBody, readJsonWithSize } from "../http/body.js";
@@ -604,12 +605,16 @@ export function completionHandler(
           const error = cut ?? (err instanceof GatewayError ? err : undefined);
           const code = error?.code ?? "upstream_error";
           const message = cut ? cut.message : streamErrorMessage(err);
-          // What the stream is charged: what it delivered, or nothing when the storage refused
-          // its record (the message says so). Every piece made before the break was written.
+          // What the stream is charged: what it delivered; nothing when the storage refused its
+          // record (the message says so); what its mark was charged when the account could not
+          // pay the rest of a stream the reaper charged by it. Every piece made before the break
+          // was written.
           const billed =
-            storageRefused(error) !== undefined
-              ? emptyUsage()
-              : withCompaction(result.meter.billedAhead());
+            error instanceof LateAnswerRefusal
+              ? error.charged
+              : storageRefused(error) !== undefined
+                ? emptyUsage()
+                : withCompaction(result.meter.billedAhead());
           if (result.errorEvent) return result.errorEvent(message, code, billed);
           return cut ? failureEvent(req, cut) : streamErrorEvent(style, message, { code });
         },

@@ -49,6 +49,15 @@ describe("ManualClock", () => {
     expect(clock.now()).toBe(60);
   });
 
+  it("a wait whose client left before it began ends at once with client_closed, as the real clock's", async () => {
+    const clock = new ManualClock(0);
+    const abort = new AbortController();
+    abort.abort();
+    const wait = clock.sleep(1_000, abort.signal);
+    const bound = new Promise((resolve) => setTimeout(() => resolve("still waiting"), 1_000));
+    await expect(Promise.race([wait, bound])).rejects.toMatchObject({ code: "client_closed" });
+  });
+
   it("a wait whose client leaves ends with client_closed and is forgotten", async () => {
     const clock = new ManualClock(0);
     const abort = new AbortController();

@@ -56,6 +56,9 @@ export class ManualClock implements Clock {
   readonly now = (): number => this.time;
 
   readonly sleep = (ms: number, signal?: GoneSignal, forRequest = false): Promise<void> => {
+    // As the real clock's sleep: a signal gone before the wait began would never fire its abort
+    // (a job stopped while its budget's hold was in flight waited for good, and so did stop()).
+    if (signal?.aborted) return Promise.reject(clientClosed());
     if (ms <= 0) return Promise.resolve();
     return new Promise((resolve, reject) => {
       const waiter: Waiter = {

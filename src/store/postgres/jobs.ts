@@ -309,7 +309,7 @@ export class PostgresJobs implements JobsRepository<PostgresJobMoney> {
   }
 }
 
-/** What a job whose hold ran out before it ended fails with (see `lateAnswerUnpaid`). */
+/** What a job whose hold ran out before it ended fails with (see `LateAnswerRefusal`). */
 const lateJobUnpaid: JobError = {
   code: "storage_unavailable",
   message:

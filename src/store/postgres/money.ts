@@ -115,7 +115,13 @@ export const unpaidLate = -1;
  * nothing: the answer must not reach its client.
  */
 export class LateAnswerUnpaid extends Error {
-  constructor() {
+  constructor(
+    /**
+     * The tokens its request stays charged: a stream's, those of the delivery mark the reaper
+     * charged it by; a whole answer's, none.
+     */
+    readonly charged: { inputTokens: number; outputTokens: number },
+  ) {
     super("a late answer the account can no longer pay");
   }
 }
@@ -379,9 +385,10 @@ export class PostgresMoney {
   }
 
   /**
-   * Releases the holds of every gateway whose lease ran out (and any hold past its expiry). Each
-   * hold is released in its own short transaction, so reaping never locks several accounts at
-   * once, and one released twice (two reapers, or a late settlement) is released once.
+   * Releases the holds of every gateway whose lease ran out (and any hold past its expiry, but a
+   * live job's). Each hold is released in its own short transaction, so reaping never locks
+   * several accounts at once, and one released twice (two reapers, or a late settlement) is
+   * released once.
    */
   async reap(): Promise<number> {
     await this.pool.query({
@@ -402,12 +409,17 @@ export class PostgresMoney {
         values: [id],
       });
     }
+    // A job's hold has no instance: it lives as long as its job does, queued or running under a
+    // lease its runner renews (past its expiry too: a job may wait or run for longer). Once the
+    // job is dead (its lease ran out unrenewed, or it ended), the expiry releases it.
     const orphans = await this.pool.query<{ id: string }>({
       name: "gateway_reap_holds",
       text: `SELECT id FROM holds
         WHERE (instance_id IS NOT NULL
             AND NOT EXISTS (SELECT 1 FROM instances WHERE instances.id = holds.instance_id))
-          OR expires_at < gateway_now_ms()`,
+          OR (expires_at < gateway_now_ms() AND NOT EXISTS (SELECT 1 FROM jobs
+            WHERE jobs.request_id = holds.id AND (jobs.status = 'queued'
+              OR (jobs.status = 'running' AND jobs.lease_expires_at >= gateway_now_ms()))))`,
     });
     let released = 0;
     for (const { id } of orphans.rows) {
@@ -556,10 +568,26 @@ export class PostgresMoney {
     }
     if (charge === unpaidLate) {
       if (lease) leases?.settled(r, null);
-      throw new LateAnswerUnpaid();
+      // Refused all the same where the row cannot be read back: its client is told it charged none.
+      const charged = await this.loggedTokens(r).catch(() => ({ inputTokens: 0, outputTokens: 0 }));
+      throw new LateAnswerUnpaid(charged);
     }
     if (lease) leases?.settled(r, charge);
     return charge ?? 0;
+  }
+
+  /** The tokens the request log's row of `r` is charged for (none while it has no row). */
+  private async loggedTokens(
+    r: Reservation,
+  ): Promise<{ inputTokens: number; outputTokens: number }> {
+    const result = await this.pool.query<{ input_tokens: number; output_tokens: number }>({
+      name: "gateway_logged_tokens",
+      text: `SELECT input_tokens, output_tokens FROM request_log
+        WHERE account_id = $1 AND created_at = $2 AND id = $3`,
+      values: [r.accountId, r.createdAt, r.id],
+    });
+    const row = result.rows[0];
+    return { inputTokens: row?.input_tokens ?? 0, outputTokens: row?.output_tokens ?? 0 };
   }
 
   /**

@@ -328,9 +328,14 @@ describe("a job's charge on Postgres", () => {
     expect(await logged()).toEqual([]);
   });
 
-  /** The job's hold runs out (holds expire after 6 h) and a reaper releases it. */
+  /**
+   * The job's gateway died (its lease ran out unrenewed) and its hold ran out (holds expire after
+   * 6 h): a reaper releases it. A live job's hold outlasts its expiry.
+   */
   async function holdRunsOut(): Promise<void> {
     await pools[0].query("UPDATE holds SET expires_at = 0");
+    expect(await money.reap()).toBe(0);
+    await pools[0].query("UPDATE jobs SET lease_expires_at = 0");
     expect(await money.reap()).toBe(1);
     expect(await moneyState()).toEqual({ balance: 1_000_000, held: 0, holds: 0 });
   }
