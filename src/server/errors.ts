@@ -1,5 +1,4 @@
 import { type StorageFaultKind, storageFaultKind } from "../store/storage-fault.js";
-import type { Usage } from "./wire/usage.js";
 
 /**
  * One error model for the whole gateway, rendered in the style of the route that was called.
@@ -276,7 +275,8 @@ export function storageUnavailable(kind: StorageFaultKind = "full"): GatewayErro
 export class LateAnswerRefusal extends GatewayError {
   constructor(
     stream: boolean,
-    readonly charged: Usage,
+    // The wire's Usage, by its shape: errors import nothing of the wire (one way between folders).
+    readonly charged: { input_tokens: number; output_tokens: number },
   ) {
     super(
       503,
