@@ -194,6 +194,11 @@ describe.each(backends)("POST /v1/responses/compact on %s", (backend) => {
       expect(String(item.encrypted_content)).not.toContain("SUMMARY");
       expect(compacted.usage.input_tokens).toBeGreaterThan(0);
       expect(compacted.usage.output_tokens).toBeGreaterThan(0);
+      // Both details are required by OpenAI's schema (a client generated from it refuses without).
+      expect(compacted.usage.input_tokens_details).toEqual({
+        cached_tokens: 0,
+        cache_write_tokens: 0,
+      });
 
       const next = await openai.responses.create({
         model,

@@ -14,8 +14,8 @@ import { nodeIncoming, nodeOutgoing, requestTrace } from "../http/request.js";
 import { requestIdOf } from "../http/request-id.js";
 import { servesNatively } from "../providers/registry.js";
 import type { CompletionRequest } from "../wire/completion-types.js";
+import { responsesUsage } from "../wire/translate/responses.js";
 import { asArray, randomId } from "../wire/translate/shared.js";
-import type { Usage } from "../wire/usage.js";
 import { responsesInputItem } from "./completions.js";
 import { summarizingBody, summaryText } from "./responses-turn-compaction.js";
 
@@ -130,7 +130,7 @@ export function compactHandler(services: Services): Handler {
               encrypted_content: services.compactions.seal(key.account_id, summary),
             },
           ],
-          usage: responseUsage(result.usage),
+          usage: responsesUsage(result.usage, result.usage.reasoning_tokens ?? 0),
         };
     await settleDelivered(services, admission, {
       status: 200,
@@ -140,16 +140,5 @@ export function compactHandler(services: Services): Handler {
       byokServed: attempt.credential.source === "byok",
     });
     return c.json(answer, 200, { ...admission.rateHeaders });
-  };
-}
-
-/** The Responses API's usage object for what the call is billed. */
-function responseUsage(usage: Usage) {
-  return {
-    input_tokens: usage.input_tokens,
-    input_tokens_details: { cached_tokens: usage.cache_read_input_tokens ?? 0 },
-    output_tokens: usage.output_tokens,
-    output_tokens_details: { reasoning_tokens: usage.reasoning_tokens ?? 0 },
-    total_tokens: usage.input_tokens + usage.output_tokens,
   };
 }
